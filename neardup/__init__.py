@@ -1,0 +1,92 @@
+"""neardup: near-duplicate text detection at web scale.
+
+SimHash fingerprints (:class:`Fingerprinter`), exact k-bit Hamming search over permuted sorted
+tables (:class:`HammingIndex`, :func:`all_pairs`), corpus dedup (:func:`dedup`), and an online
+check-and-insert store (:class:`Deduplicator`) served over HTTP (:class:`Client`).
+
+Public names are imported lazily, so ``import neardup`` is cheap and optional extras are only
+needed by the parts that use them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    # errors
+    "NeardupError": "neardup.errors",
+    "ConfigError": "neardup.errors",
+    "InputError": "neardup.errors",
+    "InputTypeError": "neardup.errors",
+    "RecordError": "neardup.errors",
+    "NotFoundError": "neardup.errors",
+    "IndexStateError": "neardup.errors",
+    "FormatError": "neardup.errors",
+    "CorruptFileError": "neardup.errors",
+    "UnsupportedVersionError": "neardup.errors",
+    "StorageError": "neardup.errors",
+    "ServiceUnavailableError": "neardup.errors",
+    "MissingDependencyError": "neardup.errors",
+    # distances
+    "hamming": "neardup.hamming",
+    "hamming_many": "neardup.hamming",
+    "hamming_to_many": "neardup.hamming",
+    "hamming_cdist": "neardup.hamming",
+    # fingerprints (issue: fingerprints)
+    "Fingerprinter": "neardup.fingerprint",
+    "content_hash": "neardup.fingerprint",
+    "content_hash_many": "neardup.fingerprint",
+    # index (issue: hamming index)
+    "HammingIndex": "neardup.index",
+    "all_pairs": "neardup.index",
+    # batch dedup (issue: neardup dedup)
+    "dedup": "neardup.dedup",
+    "DedupConfig": "neardup.dedup",
+    "DedupResult": "neardup.dedup",
+    # online (issue: service)
+    "Deduplicator": "neardup.online",
+    "Client": "neardup.service.client",
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'neardup' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .dedup import DedupConfig, DedupResult, dedup
+    from .errors import (
+        ConfigError,
+        CorruptFileError,
+        FormatError,
+        IndexStateError,
+        InputError,
+        InputTypeError,
+        MissingDependencyError,
+        NeardupError,
+        NotFoundError,
+        RecordError,
+        ServiceUnavailableError,
+        StorageError,
+        UnsupportedVersionError,
+    )
+    from .fingerprint import Fingerprinter, content_hash, content_hash_many
+    from .hamming import hamming, hamming_cdist, hamming_many, hamming_to_many
+    from .index import HammingIndex, all_pairs
+    from .online import Deduplicator
+    from .service.client import Client

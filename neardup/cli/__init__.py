@@ -1,0 +1,1 @@
+"""Command-line interface (``neardup``). Thin shells: parse, call the library, map errors once."""

@@ -1,0 +1,40 @@
+import neardup
+
+
+def test_all_is_sorted_and_resolves():
+    assert neardup.__all__ == sorted(neardup.__all__)
+    for name in neardup.__all__:
+        assert getattr(neardup, name) is not None, name
+
+
+def test_all_is_pinned():
+    assert set(neardup.__all__) == {
+        "Client",
+        "ConfigError",
+        "CorruptFileError",
+        "DedupConfig",
+        "DedupResult",
+        "Deduplicator",
+        "FormatError",
+        "Fingerprinter",
+        "HammingIndex",
+        "IndexStateError",
+        "InputError",
+        "InputTypeError",
+        "MissingDependencyError",
+        "NeardupError",
+        "NotFoundError",
+        "RecordError",
+        "ServiceUnavailableError",
+        "StorageError",
+        "UnsupportedVersionError",
+        "__version__",
+        "all_pairs",
+        "content_hash",
+        "content_hash_many",
+        "dedup",
+        "hamming",
+        "hamming_cdist",
+        "hamming_many",
+        "hamming_to_many",
+    }

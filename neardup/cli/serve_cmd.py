@@ -1,0 +1,141 @@
+"""``neardup serve``: run the HTTP service on one data directory (one writer, one process).
+
+The stores are opened *before* the port is bound, so a corrupt or unreadable store is reported
+as a normal CLI error (message on stderr, non-zero exit code from :mod:`neardup.cli.main`) and
+the server never serves from it. SIGTERM / SIGINT stop accepting connections, let in-flight
+requests finish (``--graceful-timeout``), then flush and close every store.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+
+__all__ = ["register", "serve"]
+
+
+def serve(
+    data: Path = typer.Option(
+        ..., "--data", help="Data directory (one store per namespace under DATA/namespaces/)."
+    ),
+    host: str = typer.Option(
+        "127.0.0.1", "--host", help="Interface to bind (loopback by default)."
+    ),
+    port: int = typer.Option(8080, "--port", help="TCP port."),
+    token: str | None = typer.Option(
+        None,
+        "--token",
+        envvar="NEARDUP_TOKEN",
+        show_envvar=True,
+        help="Bearer token required for writes (reads stay open). Prefer the env var.",
+    ),
+    retention: str | None = typer.Option(
+        None, "--retention", help="Time window, e.g. 48h; older partitions are dropped whole."
+    ),
+    max_distance: int = typer.Option(3, "--max-distance", help="SimHash Hamming distance."),
+    max_body_bytes: str = typer.Option(
+        "32MiB",
+        "--max-body-bytes",
+        help="Largest request body (e.g. 1048576, 512k, 32MiB); 413 above.",
+    ),
+    max_batch: int = typer.Option(
+        10_000, "--max-batch", help="Most documents per batch; 413 above."
+    ),
+    namespace: list[str] = typer.Option(
+        [],
+        "--namespace",
+        help="Namespace to create at startup (repeatable); 'default' always exists.",
+    ),
+    verify: bool = typer.Option(
+        True, "--verify/--no-verify", help="Verify SimHash candidates on their text."
+    ),
+    store_text: bool = typer.Option(
+        True, "--store-text/--no-store-text", help="Keep document text (needed by --verify)."
+    ),
+    commit_interval_ms: float = typer.Option(
+        2.0, "--commit-interval-ms", help="Group-commit window of the write-ahead log."
+    ),
+    graceful_timeout: float = typer.Option(
+        30.0, "--graceful-timeout", help="Seconds to let in-flight requests finish at shutdown."
+    ),
+    log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+) -> None:
+    """Serve check / insert / check-and-insert over HTTP (FastAPI + uvicorn, one worker)."""
+    import logging
+    import sys
+    import time
+
+    t0 = time.perf_counter()
+    from ..errors import ConfigError, require
+
+    uvicorn = require("uvicorn", "service", "neardup serve")
+    from ..service.app import create_app
+    from ..service.config import ServiceConfig, parse_size
+    from ..service.metrics import process_rss_bytes
+    from ..service.namespaces import NamespaceRegistry
+
+    level = log_level.lower()
+    if level not in ("debug", "info", "warning", "error"):
+        raise ConfigError(f"--log-level must be debug, info, warning or error, got {log_level!r}")
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    log = logging.getLogger("neardup.service")
+
+    config = ServiceConfig(
+        data_dir=data,
+        host=host,
+        port=port,
+        token=token or None,
+        retention=retention,
+        max_distance=max_distance,
+        verify=verify,
+        store_text=store_text,
+        max_body_bytes=parse_size(max_body_bytes),
+        max_batch=max_batch,
+        namespaces=tuple(namespace),
+        commit_interval_ms=commit_interval_ms,
+        graceful_timeout_s=graceful_timeout,
+    )
+    registry = NamespaceRegistry(config)
+    registry.open()  # raises CorruptFileError / StorageError / ... before the port is bound
+    log.info(
+        "opened %s in %.2f s: namespaces %s, %d documents, RSS %.1f MiB (pid %d)",
+        data,
+        time.perf_counter() - t0,
+        ", ".join(registry.names()),
+        registry.total_documents(),
+        process_rss_bytes() / 2**20,
+        os.getpid(),
+    )
+    if config.token is None and host not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("listening on %s without a token: anyone who can connect can write", host)
+    app = create_app(config, registry=registry)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            workers=1,
+            log_level=level,
+            access_log=level == "debug",
+            lifespan="on",
+            timeout_graceful_shutdown=int(max(1, graceful_timeout)),
+            server_header=False,
+        )
+    )
+    try:
+        server.run()
+    finally:
+        registry.close()  # idempotent: the app's shutdown normally did it already
+    if not server.started:
+        raise SystemExit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``neardup serve`` to the CLI."""
+    app.command("serve")(serve)

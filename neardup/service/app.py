@@ -1,0 +1,420 @@
+"""The FastAPI application: thin handlers around :class:`neardup.online.Deduplicator`.
+
+Routes (``{p}`` is ``/v1`` for namespace ``default`` and ``/v1/ns/{namespace}`` for any other)::
+
+    POST   {p}/check              read-only decision(s)
+    POST   {p}/insert             insert unconditionally (write)
+    POST   {p}/check-and-insert   atomic: insert only if not a duplicate (write)
+    GET    {p}/docs/{id}          stored document
+    DELETE {p}/docs/{id}          delete (write)
+    GET    /v1/ns                 namespace names
+    PUT    /v1/ns/{namespace}     create a namespace (write)
+    GET    /v1/ns/{namespace}     namespace statistics
+    GET    /healthz               liveness and document counts
+    GET    /metrics               Prometheus text
+    GET    /openapi.json, /docs   OpenAPI
+
+Bodies: a document ``{"id", "text", "time"?, "metadata"?}`` answered by one result, or a batch
+``{"documents": [...]}`` answered by ``{"results": [...]}``; a result is
+``{"id", "duplicate", "added", "matches": [{"id", "distance", "score"}], "fingerprint"}``.
+
+Every error is ``{"error": {"code", "message"}}`` (plus ``"field"`` on 422), with its status
+from :func:`neardup.errors.http_status_for`; the HTTP-only errors add 401 (missing or wrong
+token) and 413 (body or batch too large). Blocking store calls run in a worker thread, so
+concurrent requests share one write-ahead-log fsync (group commit).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from ..errors import NeardupError, StorageError, error_code, http_status_for, require
+
+require("fastapi", "service", "the HTTP service")
+
+from fastapi import FastAPI, Request  # noqa: E402
+from fastapi.exceptions import RequestValidationError  # noqa: E402
+from fastapi.openapi.utils import get_openapi  # noqa: E402
+from fastapi.responses import PlainTextResponse, Response  # noqa: E402
+from pydantic.json_schema import models_json_schema  # noqa: E402
+from starlette.concurrency import run_in_threadpool  # noqa: E402
+from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
+
+from .auth import check_write_token  # noqa: E402
+from .config import ServiceConfig  # noqa: E402
+from .limits import BodyLimitMiddleware, error_response_bytes  # noqa: E402
+from .metrics import Metrics, MetricsMiddleware, process_rss_bytes  # noqa: E402
+from .namespaces import NamespaceRegistry  # noqa: E402
+from .schema import (  # noqa: E402
+    AuthError,
+    BatchResult,
+    DocRecord,
+    Document,
+    DocumentBatch,
+    ErrorBody,
+    PayloadTooLargeError,
+    Result,
+    dumps,
+    loads,
+    parse_documents,
+)
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("neardup.service")
+
+#: statuses of the errors that exist only in the HTTP layer
+_HTTP_ONLY_STATUS: dict[type[NeardupError], int] = {AuthError: 401, PayloadTooLargeError: 413}
+
+_HTTP_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+}
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "Write without the right bearer token."},
+    404: {"model": ErrorBody, "description": "Unknown namespace or document."},
+    413: {
+        "model": ErrorBody,
+        "description": "Body larger than --max-body-bytes or batch larger than --max-batch.",
+    },
+    422: {"model": ErrorBody, "description": "Malformed body; error.field names the field."},
+    503: {
+        "model": ErrorBody,
+        "description": "Storage cannot write (disk full, read-only); nothing acknowledged.",
+    },
+}
+
+_DOC_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "oneOf": [
+                        {"$ref": "#/components/schemas/Document"},
+                        {"$ref": "#/components/schemas/DocumentBatch"},
+                    ]
+                }
+            }
+        },
+    }
+}
+
+
+def _json(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        dumps(payload), status_code=status, media_type="application/json", headers=headers
+    )
+
+
+def _error(
+    status: int,
+    code: str,
+    message: str,
+    field: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    return Response(
+        error_response_bytes(code, message, field),
+        status_code=status,
+        media_type="application/json",
+        headers=headers,
+    )
+
+
+def _loc_to_field(loc: tuple[Any, ...] | list[Any]) -> str:
+    parts = [p for p in loc if p not in ("body", "path", "query", "header")]
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "body"
+
+
+def create_app(
+    config: ServiceConfig,
+    *,
+    registry: NamespaceRegistry | None = None,
+    factory: Callable[[ServiceConfig, Path | None], Any] | None = None,
+) -> FastAPI:
+    """Build the service application.
+
+    Parameters
+    ----------
+    config : ServiceConfig
+        Service settings (data directory, token, limits, namespace defaults).
+    registry : NamespaceRegistry, optional
+        An already opened registry (``neardup serve`` opens it before binding the port so that
+        a corrupt store is reported before the server starts). By default the app opens one at
+        startup.
+    factory : callable, optional
+        Deduplicator factory for a registry built here (tests).
+
+    Returns
+    -------
+    FastAPI
+        The ASGI application; its stores are flushed and closed at shutdown.
+    """
+    if registry is None:
+        registry = NamespaceRegistry(config, factory=factory)
+    metrics = Metrics()
+    token = config.token
+    max_batch = config.max_batch
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        t0 = time.perf_counter()
+        await run_in_threadpool(registry.open)
+        log.info(
+            "neardup service ready in %.2f s: %d namespace(s), %d documents, RSS %.1f MiB",
+            time.perf_counter() - t0,
+            len(registry),
+            registry.total_documents(),
+            process_rss_bytes() / 2**20,
+        )
+        try:
+            yield
+        finally:
+            log.info("shutting down: flushing and closing %d namespace(s)", len(registry))
+            t1 = time.perf_counter()
+            await run_in_threadpool(registry.close)
+            log.info("stores closed in %.2f s", time.perf_counter() - t1)
+
+    app = FastAPI(
+        title="neardup",
+        summary="Near-duplicate text detection: durable, time-windowed check-and-insert.",
+        version=_version(),
+        lifespan=lifespan,
+    )
+    app.state.config = config
+    app.state.registry = registry
+    app.state.metrics = metrics
+
+    # -- errors --------------------------------------------------------------------------------
+    @app.exception_handler(NeardupError)
+    async def _neardup_error(request: Request, exc: NeardupError) -> Response:
+        status = _HTTP_ONLY_STATUS.get(type(exc)) or http_status_for(exc)
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        if isinstance(exc, StorageError):
+            log.warning("write refused (%s): %s", request.url.path, exc)
+        elif status >= 500:
+            log.error(
+                "%s %s failed: %s: %s", request.method, request.url.path, type(exc).__name__, exc
+            )
+        return _error(status, error_code(exc), str(exc), getattr(exc, "field", None), headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
+        errors = exc.errors()
+        first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+        field = _loc_to_field(first.get("loc", ()))
+        return _error(422, "invalid_request", f"{field}: {first.get('msg', 'invalid')}", field)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        code = _HTTP_CODES.get(exc.status_code, "http_error")
+        return _error(exc.status_code, code, str(exc.detail), headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _internal_error(request: Request, exc: Exception) -> Response:
+        log.exception("unexpected error in %s %s", request.method, request.url.path)
+        return _error(
+            500, "internal_error", f"internal error ({type(exc).__name__}); see the server log"
+        )
+
+    # -- documents -----------------------------------------------------------------------------
+    ops: dict[str, tuple[str, bool]] = {
+        # route suffix -> (Deduplicator method, is a write)
+        "check": ("check", False),
+        "insert": ("add", True),
+        "check-and-insert": ("check_and_add", True),
+    }
+
+    async def decide(request: Request, namespace: str, op: str) -> Response:
+        method, write = ops[op]
+        if write:
+            check_write_token(request.headers, token)
+        store = registry.get(namespace)
+        docs, is_batch = parse_documents(loads(await request.body()), max_batch=max_batch)
+        if docs:
+            decisions = await run_in_threadpool(getattr(store, method), docs)
+        else:
+            decisions = []
+        metrics.count_documents(namespace, op, decisions)
+        if is_batch:
+            return _json({"results": [d.to_dict() for d in decisions]})
+        return _json(decisions[0].to_dict())
+
+    async def get_doc(request: Request, namespace: str, doc_id: str) -> Response:
+        store = registry.get(namespace)
+        record = await run_in_threadpool(store.get, doc_id)
+        return _json(record)
+
+    async def delete_doc(request: Request, namespace: str, doc_id: str) -> Response:
+        check_write_token(request.headers, token)
+        store = registry.get(namespace)
+        await run_in_threadpool(store.delete, doc_id)
+        return _json({"id": doc_id, "deleted": True})
+
+    summaries = {
+        "check": "Check document(s) against the index (read-only)",
+        "insert": "Insert document(s) unconditionally, reporting duplicates",
+        "check-and-insert": "Atomically insert document(s) that are not near-duplicates",
+    }
+
+    def decision_endpoint(op: str, namespaced: bool) -> Callable[..., Any]:
+        if namespaced:
+
+            async def endpoint_ns(request: Request, namespace: str) -> Response:
+                return await decide(request, namespace, op)
+
+            return endpoint_ns
+
+        async def endpoint(request: Request) -> Response:
+            return await decide(request, "default", op)
+
+        return endpoint
+
+    def add_routes(prefix: str, namespaced: bool) -> None:
+        tag = "namespaced" if namespaced else "documents"
+        sfx = "_ns" if namespaced else ""
+        for op in ops:
+            app.add_api_route(
+                f"{prefix}/{op}",
+                decision_endpoint(op, namespaced),
+                methods=["POST"],
+                summary=summaries[op] + (" in a namespace" if namespaced else ""),
+                tags=[tag],
+                name=op.replace("-", "_") + sfx,
+                openapi_extra=_DOC_BODY,
+                responses={200: {"model": Result | BatchResult}, **_ERRORS},  # type: ignore[dict-item]
+            )
+        if namespaced:
+
+            async def get_ep(request: Request, namespace: str, doc_id: str) -> Response:
+                return await get_doc(request, namespace, doc_id)
+
+            async def del_ep(request: Request, namespace: str, doc_id: str) -> Response:
+                return await delete_doc(request, namespace, doc_id)
+        else:
+
+            async def get_ep(request: Request, doc_id: str) -> Response:  # type: ignore[misc]
+                return await get_doc(request, "default", doc_id)
+
+            async def del_ep(request: Request, doc_id: str) -> Response:  # type: ignore[misc]
+                return await delete_doc(request, "default", doc_id)
+
+        app.add_api_route(
+            prefix + "/docs/{doc_id:path}", get_ep, methods=["GET"], tags=[tag],
+            summary="Get a stored document", name="get_doc" + sfx,
+            responses={200: {"model": DocRecord}, **_ERRORS},
+        )  # fmt: skip
+        app.add_api_route(
+            prefix + "/docs/{doc_id:path}", del_ep, methods=["DELETE"], tags=[tag],
+            summary="Delete a stored document", name="delete_doc" + sfx,
+            responses=_ERRORS,
+        )  # fmt: skip
+
+    add_routes("/v1", namespaced=False)
+    add_routes("/v1/ns/{namespace}", namespaced=True)
+
+    # -- namespaces ----------------------------------------------------------------------------
+    @app.get("/v1/ns", tags=["namespaces"], summary="List namespaces")
+    async def list_namespaces() -> Response:
+        return _json({"namespaces": registry.names()})
+
+    @app.put(
+        "/v1/ns/{namespace}", tags=["namespaces"], summary="Create a namespace", responses=_ERRORS
+    )
+    async def create_namespace(request: Request, namespace: str) -> Response:
+        check_write_token(request.headers, token)
+        created = await run_in_threadpool(registry.create, namespace)
+        return _json({"namespace": namespace, "created": created}, status=201 if created else 200)
+
+    @app.get(
+        "/v1/ns/{namespace}", tags=["namespaces"], summary="Namespace statistics", responses=_ERRORS
+    )
+    async def namespace_info(namespace: str) -> Response:
+        store = registry.get(namespace)
+        stats = await run_in_threadpool(store.stats)
+        return _json({"namespace": namespace, "documents": len(store), "stats": _jsonable(stats)})
+
+    # -- operations ----------------------------------------------------------------------------
+    @app.get("/healthz", tags=["operations"], summary="Liveness and document counts")
+    async def healthz() -> Response:
+        if registry.closed:
+            return _json({"status": "shutting_down"}, status=503)
+        return _json(
+            {
+                "status": "ok",
+                "namespaces": registry.names(),
+                "documents": registry.total_documents(),
+                "uptime_s": round(time.time() - metrics.started, 3),
+                "rss_bytes": process_rss_bytes(),
+            }
+        )
+
+    @app.get(
+        "/metrics",
+        tags=["operations"],
+        summary="Prometheus metrics",
+        response_class=PlainTextResponse,
+    )
+    async def metrics_endpoint() -> Response:
+        stats = await run_in_threadpool(registry.stats)
+        return PlainTextResponse(
+            metrics.render(stats), media_type="text/plain; version=0.0.4; charset=utf-8"
+        )
+
+    # -- OpenAPI: add the request-body schemas the handlers validate by hand -------------------
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = get_openapi(
+            title=app.title, version=app.version, summary=app.summary, routes=app.routes
+        )
+        _, defs = models_json_schema(
+            [(Document, "validation"), (DocumentBatch, "validation")],
+            ref_template="#/components/schemas/{model}",
+        )
+        schema.setdefault("components", {}).setdefault("schemas", {}).update(defs.get("$defs", {}))
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+    # outermost first: metrics see every answer, including 413s from the body limit
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=config.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    return app
+
+
+def _jsonable(obj: Any) -> Any:
+    """Make ``stats()`` output JSON-safe (numpy scalars, paths, tuples)."""
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    if obj is None or isinstance(obj, bool | int | float | str):
+        return obj
+    item = getattr(obj, "item", None)
+    if callable(item):
+        try:
+            return item()
+        except (TypeError, ValueError):
+            pass
+    return str(obj)
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__

@@ -1,0 +1,181 @@
+"""Configuration of the HTTP service: one frozen dataclass, validated in one place.
+
+:class:`ServiceConfig` only stores and checks values; it does no I/O. ``neardup serve`` builds
+one from its flags, :func:`neardup.service.app.create_app` takes one.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ConfigError
+
+__all__ = [
+    "DEFAULT_MAX_BATCH",
+    "DEFAULT_MAX_BODY_BYTES",
+    "NAMESPACE_PATTERN",
+    "ServiceConfig",
+    "parse_size",
+    "validate_namespace",
+]
+
+#: default request body limit (bytes); a 10,000-document batch of 1 KiB texts fits
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+#: default largest number of documents in one ``{"documents": [...]}`` body
+DEFAULT_MAX_BATCH = 10_000
+#: namespace names: lower-case letters, digits, ``_``, ``-`` and ``.``; 1-64 characters,
+#: starting with a letter or digit (they become directory names)
+NAMESPACE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "m": 1000**2, "g": 1000**3}
+
+
+def parse_size(value: int | str) -> int:
+    """Parse a byte size such as ``1048576``, ``"512k"``, ``"32MiB"`` or ``"1g"``.
+
+    ``k``/``m``/``g`` are powers of 1000, ``ki``/``mi``/``gi`` (optionally followed by ``b``)
+    powers of 1024.
+
+    >>> parse_size("32MiB"), parse_size("1k"), parse_size(7)
+    (33554432, 1000, 7)
+    """
+    if isinstance(value, bool):
+        raise ConfigError(
+            f"a size must be a number of bytes or a string like '32MiB', got {value!r}"
+        )
+    if isinstance(value, int):
+        return value
+    m = _SIZE_RE.match(str(value))
+    if not m:
+        raise ConfigError(
+            f"cannot read the size {value!r}; use a number of bytes or a string like "
+            "'512k', '32MiB' or '1g'"
+        )
+    number, unit = float(m.group(1)), (m.group(2) or "").lower()
+    base = unit[:1] if unit != "b" else "b"
+    mult = _SIZE_UNITS[base] if "i" not in unit else 1024 ** {"k": 1, "m": 2, "g": 3}[base]
+    return int(number * mult)
+
+
+def validate_namespace(name: object) -> str:
+    """Return ``name`` if it is a valid namespace name, else raise :class:`ConfigError`."""
+    if not isinstance(name, str) or not NAMESPACE_PATTERN.match(name):
+        raise ConfigError(
+            f"namespace {name!r} is not a valid name: use 1-64 characters from a-z, 0-9, "
+            "'_', '-' and '.', starting with a letter or digit"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """Everything ``neardup serve`` needs to know.
+
+    Parameters
+    ----------
+    data_dir : str or Path or None
+        Directory holding one store per namespace (``DIR/namespaces/<name>/``).
+        ``None`` keeps everything in memory (tests only: nothing is durable).
+    host : str, default="127.0.0.1"
+        Interface to bind; loopback by default.
+    port : int, default=8080
+        TCP port (0 lets the OS choose one).
+    token : str or None, default=None
+        When set, write requests (insert, check-and-insert, delete, namespace creation) need
+        ``Authorization: Bearer <token>``; reads (check, get, health, metrics) stay open.
+    retention : str or float or None, default=None
+        Time window of each namespace, e.g. ``"48h"``; passed to :class:`neardup.online.Deduplicator`.
+    max_distance : int, default=3
+        Hamming distance within which fingerprints are candidates.
+    verify : bool, default=True
+        Verify candidates on their text (needs the text stored).
+    store_text : bool, default=True
+        Keep document text (needed for verification and returned by ``GET /v1/docs/{id}``).
+    max_body_bytes : int, default=32 MiB
+        Largest request body; larger bodies get 413 before they are parsed.
+    max_batch : int, default=10,000
+        Largest number of documents in one batch body; larger batches get 413.
+    namespaces : tuple of str, default=("default",)
+        Namespaces created at startup (``default`` is always there). Namespaces found in the
+        data directory are opened too.
+    commit_interval_ms : float, default=2.0
+        Group-commit window of the write-ahead log.
+    graceful_timeout_s : float, default=30.0
+        How long shutdown waits for in-flight requests before closing the stores.
+    """
+
+    data_dir: str | Path | None
+    host: str = "127.0.0.1"
+    port: int = 8080
+    token: str | None = None
+    retention: str | float | None = None
+    max_distance: int = 3
+    verify: bool = True
+    store_text: bool = True
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_batch: int = DEFAULT_MAX_BATCH
+    namespaces: tuple[str, ...] = field(default=("default",))
+    commit_interval_ms: float = 2.0
+    graceful_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.data_dir is not None and not isinstance(self.data_dir, str | Path):
+            raise ConfigError(f"data_dir must be a path or None, got {self.data_dir!r}")
+        if not isinstance(self.host, str) or not self.host:
+            raise ConfigError(f"host must be a non-empty string, got {self.host!r}")
+        if self.host not in ("localhost",):
+            try:
+                ipaddress.ip_address(self.host)
+            except ValueError:
+                if not re.match(r"^[A-Za-z0-9.-]+$", self.host):
+                    raise ConfigError(
+                        f"host {self.host!r} is neither an IP address nor a host name; "
+                        "use e.g. 127.0.0.1 (default) or 0.0.0.0 to listen on all interfaces"
+                    ) from None
+        if (
+            isinstance(self.port, bool)
+            or not isinstance(self.port, int)
+            or not 0 <= self.port <= 65535
+        ):
+            raise ConfigError(f"port must be an integer in [0, 65535], got {self.port!r}")
+        if self.token is not None and (not isinstance(self.token, str) or not self.token.strip()):
+            raise ConfigError(
+                "token must be a non-empty string, or None to allow unauthenticated writes"
+            )
+        if (
+            isinstance(self.max_distance, bool)
+            or not isinstance(self.max_distance, int)
+            or not 0 <= self.max_distance <= 64
+        ):
+            raise ConfigError(
+                f"max_distance must be an integer in [0, 64], got {self.max_distance!r}"
+            )
+        for name, value, low in (
+            ("max_body_bytes", self.max_body_bytes, 1024),
+            ("max_batch", self.max_batch, 1),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
+        if not isinstance(self.namespaces, tuple):
+            object.__setattr__(self, "namespaces", tuple(self.namespaces))
+        for ns in self.namespaces:
+            validate_namespace(ns)
+        if "default" not in self.namespaces:
+            object.__setattr__(self, "namespaces", ("default", *self.namespaces))
+        if not isinstance(self.commit_interval_ms, int | float) or self.commit_interval_ms < 0:
+            raise ConfigError(
+                f"commit_interval_ms must be a number >= 0, got {self.commit_interval_ms!r}"
+            )
+        if not isinstance(self.graceful_timeout_s, int | float) or self.graceful_timeout_s < 0:
+            raise ConfigError(
+                f"graceful_timeout_s must be a number >= 0, got {self.graceful_timeout_s!r}"
+            )
+
+    @property
+    def data_path(self) -> Path | None:
+        """``data_dir`` as a :class:`~pathlib.Path` (``None`` when in memory)."""
+        return None if self.data_dir is None else Path(self.data_dir)

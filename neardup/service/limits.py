@@ -1,0 +1,110 @@
+"""Request body limit, enforced on the raw bytes before anything is parsed.
+
+:class:`BodyLimitMiddleware` is a plain ASGI middleware: a ``Content-Length`` above the limit is
+answered 413 at once; otherwise (and for chunked bodies, which have no length) the body is read
+up to the limit and handed on, or answered 413 as soon as the limit is passed. The handlers
+then read the body from memory, so nothing downstream ever sees more than ``max_body_bytes``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from .schema import dumps
+
+__all__ = ["BodyLimitMiddleware", "error_response_bytes"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def error_response_bytes(code: str, message: str, field: str | None = None) -> bytes:
+    """The JSON error body used by every error answer: ``{"error": {"code", "message"}}``."""
+    err: dict[str, Any] = {"code": code, "message": message}
+    if field is not None:
+        err["field"] = field
+    return dumps({"error": err})
+
+
+class BodyLimitMiddleware:
+    """Answer 413 to any request whose body is larger than ``max_body_bytes``.
+
+    Parameters
+    ----------
+    app : ASGI application
+        The wrapped application.
+    max_body_bytes : int
+        Largest accepted body, in bytes.
+    """
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = int(max_body_bytes)
+
+    async def _reject(self, send: Send, size: str) -> None:
+        body = error_response_bytes(
+            "payload_too_large",
+            f"the request body is {size} but this server accepts at most "
+            f"{self.max_body_bytes} bytes (--max-body-bytes); send smaller batches",
+        )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") not in _BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
+        limit = self.max_body_bytes
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = -1
+                if declared > limit:
+                    await self._reject(send, f"{declared} bytes (Content-Length)")
+                    return
+                break
+        # Read the whole body (chunked or not) up to the limit.
+        chunks: list[bytes] = []
+        total = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            total += len(chunk)
+            if total > limit:
+                await self._reject(send, f"more than {limit} bytes")
+                return
+            if chunk:
+                chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)

@@ -1,0 +1,476 @@
+"""Corpus deduplication: exact + near duplicates, verified, clustered, with a keep policy.
+
+The pipeline is a chain of small named stages, each a function of arrays::
+
+    normalize + exact content hash   stage_exact        (content_hash_many)
+    fingerprints                      stage_fingerprint  (Fingerprinter.fingerprint_batch)
+    candidate pairs                   stage_candidates   (all_pairs, length-dependent distance)
+    verification                      stage_verify       (Verifier: token similarity)
+    clusters                          stage_cluster      (union-find, root = first member)
+    policy                            stage_policy       (keep first | longest | none)
+
+Exact duplicates are found first; only the first copy of each text goes through the near-duplicate
+stages, and its copies join its cluster. Every decision is traceable: :attr:`DedupResult.pairs`
+lists each matched pair with its SimHash distance, similarity score and stage.
+
+The result is deterministic: the same input gives the same output for any ``workers`` (ties are
+broken by input order).
+
+Examples
+--------
+>>> r = dedup(["the cat sat on the mat today", "the cat sat on the mat today!", "a dog"])
+>>> r.keep.tolist()
+[True, False, True]
+>>> r.stats["exact_duplicates"], r.stats["clusters"]
+(1, 1)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from .cluster import cluster_ids, connected_components
+from .errors import ConfigError, InputError, InputTypeError
+from .verify import TokenEncoder, Verifier
+
+__all__ = [
+    "DedupConfig",
+    "DedupResult",
+    "PairTable",
+    "dedup",
+    "stage_candidates",
+    "stage_cluster",
+    "stage_exact",
+    "stage_fingerprint",
+    "stage_policy",
+    "stage_verify",
+]
+
+Keep = Literal["first", "longest", "none"]
+Progress = Callable[[str, int, int], None]
+STAGE_EXACT, STAGE_NEAR = 0, 1
+STAGE_NAMES = ("exact", "near")
+
+
+@dataclass(frozen=True)
+class DedupConfig:
+    """Parameters of :func:`dedup` (all keyword, validated on construction).
+
+    Parameters
+    ----------
+    max_distance : int or None, default=None
+        SimHash candidate distance for every text. ``None`` uses the verifier's
+        length-dependent distances (``Verifier.candidate_distance``: larger for short texts).
+    keep : {"first", "longest", "none"}, default="first"
+        Which member of each cluster to keep: the first in input order, the longest (ties: the
+        first), or none (drop every member of a cluster of two or more).
+    verify : bool, default=True
+        Decide candidates with the :class:`~neardup.verify.Verifier`. ``False`` accepts every pair
+        within the candidate distance (pure SimHash; fast, much less precise for short texts).
+    verifier : dict or None, default=None
+        :meth:`Verifier.config` overrides; ``None`` uses the documented defaults.
+    fingerprinter : dict or None, default=None
+        :meth:`Fingerprinter.config` for the fingerprints; ``None`` uses ``Fingerprinter()``.
+    exact : bool, default=True
+        Find exact duplicates (same normalised content hash) first.
+    workers : int, default=1
+        Worker threads/processes for fingerprinting; results do not depend on it.
+    """
+
+    max_distance: int | None = None
+    keep: Keep = "first"
+    verify: bool = True
+    verifier: dict[str, Any] | None = None
+    fingerprinter: dict[str, Any] | None = None
+    exact: bool = True
+    workers: int = 1
+
+    def __post_init__(self) -> None:
+        if self.max_distance is not None and (
+            isinstance(self.max_distance, bool)
+            or not isinstance(self.max_distance, int)
+            or not 0 <= self.max_distance <= 64
+        ):
+            raise ConfigError(
+                f"max_distance must be an int in [0, 64] or None (length-dependent default), "
+                f"got {self.max_distance!r}"
+            )
+        if self.keep not in ("first", "longest", "none"):
+            raise ConfigError(f"keep must be 'first', 'longest' or 'none', got {self.keep!r}")
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+            raise ConfigError(f"workers must be an int >= 1, got {self.workers!r}")
+        self.make_verifier()  # validates the verifier overrides
+
+    def make_verifier(self) -> Verifier:
+        return Verifier.from_config(self.verifier or {})
+
+    def make_fingerprinter(self) -> Any:
+        from .fingerprint import Fingerprinter
+
+        if self.fingerprinter is None:
+            return Fingerprinter()
+        return Fingerprinter.from_config(self.fingerprinter)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class PairTable:
+    """Matched pairs: positions ``a < b`` (int64), ``distance`` (int32, SimHash; 0 for exact),
+    ``score`` (float64 similarity in [0, 1]), ``stage`` (uint8: 0 exact, 1 near)."""
+
+    a: npt.NDArray[np.int64]
+    b: npt.NDArray[np.int64]
+    distance: npt.NDArray[np.int32]
+    score: npt.NDArray[np.float64]
+    stage: npt.NDArray[np.uint8]
+
+    def __len__(self) -> int:
+        return int(self.a.size)
+
+    @classmethod
+    def empty(cls) -> PairTable:
+        return cls(
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int32),
+            np.zeros(0, np.float64),
+            np.zeros(0, np.uint8),
+        )
+
+    @classmethod
+    def concat(cls, tables: Sequence[PairTable]) -> PairTable:
+        t = cls(
+            *(
+                np.concatenate([getattr(x, f) for x in tables])
+                for f in ("a", "b", "distance", "score", "stage")
+            )
+        )
+        order = np.lexsort((t.b, t.a))
+        return cls(t.a[order], t.b[order], t.distance[order], t.score[order], t.stage[order])
+
+
+@dataclass
+class DedupResult:
+    """What :func:`dedup` found.
+
+    Attributes
+    ----------
+    ids : list of str
+        Document ids in input order.
+    keep : numpy.ndarray of bool, shape (n,)
+        True for documents kept by the policy.
+    cluster : numpy.ndarray of int64, shape (n,)
+        Dense cluster number (0, 1, ... in order of first member); singletons have their own.
+    root : numpy.ndarray of int64, shape (n,)
+        Position of the first member of each document's cluster.
+    pairs : PairTable
+        Every matched pair (exact copies are paired with the first copy).
+    stats : dict
+        documents, exact_duplicates, near_duplicates, clusters (of two or more), kept, dropped,
+        candidates, verified, elapsed_s, docs_per_s, timings per stage.
+    """
+
+    ids: list[str]
+    keep: npt.NDArray[np.bool_]
+    cluster: npt.NDArray[np.int64]
+    root: npt.NDArray[np.int64]
+    pairs: PairTable
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def pair_rows(self) -> list[tuple[str, str, int, float, str]]:
+        """Pairs as ``(id_a, id_b, distance, score, stage)`` rows."""
+        p = self.pairs
+        return [
+            (self.ids[a], self.ids[b], int(d), round(float(s), 4), STAGE_NAMES[st])
+            for a, b, d, s, st in zip(
+                p.a.tolist(),
+                p.b.tolist(),
+                p.distance.tolist(),
+                p.score.tolist(),
+                p.stage.tolist(),
+                strict=True,
+            )
+        ]
+
+
+# ---------------------------------------------------------------------------------------------
+# stages
+
+
+def stage_exact(texts: Sequence[str]) -> npt.NDArray[np.int64]:
+    """Position of the first document with the same normalised content hash, shape (n,) int64."""
+    from .fingerprint import content_hash_many
+
+    n = len(texts)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    h = np.ascontiguousarray(content_hash_many(texts, normalize=True), dtype=np.uint64).reshape(
+        n, -1
+    )
+    key = h.view(np.dtype((np.void, h.dtype.itemsize * h.shape[1]))).ravel()
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return first[inverse].astype(np.int64)
+
+
+def stage_fingerprint(
+    fingerprinter: Any, texts: Sequence[str], workers: int = 1
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
+    """Fingerprints (uint64 (n,) or (n, 2)) and the empty flags (bool (n,))."""
+    batch = fingerprinter.fingerprint_batch(texts, workers=workers)
+    return np.asarray(batch.fingerprints, dtype=np.uint64), np.asarray(batch.empty, dtype=bool)
+
+
+def _pairs_within(
+    fps: npt.NDArray[np.uint64], k: int, subset: npt.NDArray[np.int64]
+) -> tuple[Any, Any, Any]:
+    from .index import all_pairs
+
+    if subset.size < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32)
+    a, b, d = all_pairs(fps[subset], max_distance=k)
+    return subset[np.asarray(a, np.int64)], subset[np.asarray(b, np.int64)], np.asarray(d, np.int32)
+
+
+def stage_candidates(
+    fps: npt.NDArray[np.uint64],
+    lengths: npt.NDArray[np.int64],
+    usable: npt.NDArray[np.bool_],
+    verifier: Verifier,
+    max_distance: int | None = None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+    """Candidate pairs ``(a, b, distance)``, a < b, sorted, among ``usable`` documents.
+
+    With ``max_distance`` set, one :func:`neardup.all_pairs` pass at that distance. Otherwise
+    a pass over all documents at the long-text distance, plus a pass at the short-text distance
+    over the documents that can form a short pair (shorter than twice ``short_chars``); a pair is
+    a candidate when its distance is within ``candidate_distance(len(shorter text))``.
+    """
+    idx = np.flatnonzero(usable).astype(np.int64)
+    if max_distance is not None:
+        return _pairs_within(fps, max_distance, idx)
+    k_long = verifier.candidate_distance(1 << 62)
+    k_short = verifier.candidate_distance(0)
+    parts = [_pairs_within(fps, k_long, idx)]
+    if k_short > k_long:
+        small = idx[lengths[idx] < 2 * verifier.short_chars]
+        a, b, d = _pairs_within(fps, k_short, small)
+        short_pair = np.minimum(lengths[a], lengths[b]) < verifier.short_chars
+        sel = short_pair & (d > k_long)  # pairs within k_long came from the first pass
+        parts.append((a[sel], b[sel], d[sel]))
+    a = np.concatenate([p[0] for p in parts])
+    b = np.concatenate([p[1] for p in parts])
+    d = np.concatenate([p[2] for p in parts])
+    order = np.lexsort((b, a))
+    return a[order], b[order], d[order]
+
+
+def stage_verify(
+    verifier: Verifier,
+    texts: Sequence[str],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    d: npt.NDArray[np.int32],
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+    """Decide candidate pairs; each text is tokenised once. Returns (ok bool, score float64)."""
+    n = a.size
+    ok = np.zeros(n, bool)
+    score = np.zeros(n, np.float64)
+    enc = TokenEncoder()
+    cache: dict[int, str] = {}
+
+    def encoded(i: int) -> str:
+        s = cache.get(i)
+        if s is None:
+            s = cache[i] = enc.encode(verifier.tokens(texts[i]))
+        return s
+
+    for j, (x, y, dist) in enumerate(zip(a.tolist(), b.tolist(), d.tolist(), strict=True)):
+        if verifier.trusted(len(texts[x]), len(texts[y]), dist):
+            ok[j], score[j] = True, 1.0 - dist / 64.0
+        else:
+            ok[j], score[j] = verifier.compare_encoded(encoded(x), encoded(y))
+    return ok, score
+
+
+def stage_cluster(n: int, pairs: PairTable) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Union-find over the matched pairs: (root position, dense cluster id), both int64 (n,)."""
+    roots = connected_components(n, pairs.a, pairs.b)
+    return roots, cluster_ids(roots)
+
+
+def stage_policy(
+    roots: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64], keep: Keep
+) -> npt.NDArray[np.bool_]:
+    """Keep mask for the policy: first member, longest member (ties: first), or none of a cluster."""
+    n = roots.size
+    if keep == "first":
+        return roots == np.arange(n)
+    sizes = np.bincount(roots, minlength=n)
+    if keep == "none":
+        return sizes[roots] == 1
+    # longest: sort by (root, -length, position) and keep the first row of each root
+    order = np.lexsort((np.arange(n), -lengths, roots))
+    first = np.ones(n, bool)
+    first[1:] = roots[order][1:] != roots[order][:-1]
+    mask = np.zeros(n, bool)
+    mask[order[first]] = True
+    return mask
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str):
+        raise InputTypeError("dedup() takes a sequence of texts, not one str; wrap it in a list")
+    out = list(texts)
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise InputTypeError(f"texts[{i}] is {type(t).__name__}, expected str")
+    return out
+
+
+def dedup(
+    texts: Sequence[str],
+    *,
+    ids: Sequence[str] | None = None,
+    config: DedupConfig | None = None,
+    progress: Progress | None = None,
+    **overrides: Any,
+) -> DedupResult:
+    """Deduplicate a corpus: exact duplicates, then verified near-duplicates, then clusters.
+
+    Parameters
+    ----------
+    texts : sequence of str
+        The documents, in input order.
+    ids : sequence of str, optional
+        Unique document ids; default ``"0", "1", ...``.
+    config : DedupConfig, optional
+        Parameters; keyword ``overrides`` (e.g. ``keep="longest"``) replace its fields.
+    progress : callable, optional
+        Called as ``progress(stage, done, total)`` as stages start and finish.
+
+    Returns
+    -------
+    DedupResult
+
+    Raises
+    ------
+    InputTypeError
+        A text is not a str (names its position).
+    InputError
+        ``ids`` has the wrong length or repeats an id.
+    ConfigError
+        Invalid parameters.
+    """
+    cfg = config or DedupConfig()
+    if overrides:
+        unknown = set(overrides) - set(cfg.to_dict())
+        if unknown:
+            raise ConfigError(f"unknown dedup() options {sorted(unknown)}; see DedupConfig")
+        cfg = DedupConfig(**{**cfg.to_dict(), **overrides})
+    texts = _check_texts(texts)
+    n = len(texts)
+    if ids is None:
+        id_list = [str(i) for i in range(n)]
+    else:
+        id_list = [str(x) for x in ids]
+        if len(id_list) != n:
+            raise InputError(f"ids has {len(id_list)} entries for {n} texts; pass one id per text")
+        if len(set(id_list)) != n:
+            seen: set[str] = set()
+            dup = next(x for x in id_list if x in seen or seen.add(x))  # type: ignore[func-returns-value]
+            raise InputError(f"ids must be unique; {dup!r} appears more than once")
+    verifier = cfg.make_verifier()
+    report = progress or (lambda stage, done, total: None)
+    timings: dict[str, float] = {}
+    t_start = time.perf_counter()
+    lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=n)
+
+    def timed(name: str) -> Callable[[], None]:
+        t0 = time.perf_counter()
+        report(name, 0, 1)
+
+        def done() -> None:
+            timings[name] = round(time.perf_counter() - t0, 4)
+            report(name, 1, 1)
+
+        return done
+
+    done = timed("exact")
+    first = stage_exact(texts) if cfg.exact else np.arange(n, dtype=np.int64)
+    is_dup = first != np.arange(n)
+    exact_b = np.flatnonzero(is_dup).astype(np.int64)
+    exact = PairTable(
+        first[exact_b],
+        exact_b,
+        np.zeros(exact_b.size, np.int32),
+        np.ones(exact_b.size, np.float64),
+        np.full(exact_b.size, STAGE_EXACT, np.uint8),
+    )
+    done()
+
+    done = timed("fingerprint")
+    unique = np.flatnonzero(~is_dup).astype(np.int64)
+    fp = cfg.make_fingerprinter()
+    fps_u, empty_u = stage_fingerprint(fp, [texts[i] for i in unique.tolist()], cfg.workers)
+    done()
+
+    done = timed("candidates")
+    ca, cb, cd = stage_candidates(fps_u, lengths[unique], ~empty_u, verifier, cfg.max_distance)
+    ca, cb = unique[ca], unique[cb]
+    done()
+
+    done = timed("verify")
+    if cfg.verify:
+        ok, score = stage_verify(verifier, texts, ca, cb, cd)
+    else:
+        bits = 128 if fps_u.ndim == 2 else 64
+        ok, score = np.ones(ca.size, bool), 1.0 - cd / bits
+    near = PairTable(
+        ca[ok], cb[ok], cd[ok], score[ok], np.full(int(ok.sum()), STAGE_NEAR, np.uint8)
+    )
+    done()
+
+    done = timed("cluster")
+    pairs = PairTable.concat([exact, near])
+    roots, clusters = stage_cluster(n, pairs)
+    keep = stage_policy(roots, lengths, cfg.keep)
+    done()
+
+    elapsed = time.perf_counter() - t_start
+    sizes = np.bincount(roots, minlength=n)
+    in_cluster = int((sizes[roots] > 1).sum())
+    n_clusters = int((sizes > 1).sum())
+    exact_dups = int(is_dup.sum())
+    stats = {
+        "documents": n,
+        "exact_duplicates": exact_dups,
+        "near_duplicates": in_cluster - n_clusters - exact_dups,
+        "clusters": n_clusters,
+        "kept": int(keep.sum()),
+        "dropped": int(n - keep.sum()),
+        "candidates": int(ca.size),
+        "verified": int(ok.sum()),
+        "pairs": len(pairs),
+        "elapsed_s": round(elapsed, 3),
+        "docs_per_s": round(n / elapsed, 1) if elapsed > 0 else None,
+        "timings_s": timings,
+        "config": {
+            **cfg.to_dict(),
+            "verifier": verifier.config(),
+            "fingerprinter": fp.config() if hasattr(fp, "config") else None,
+        },
+    }
+    return DedupResult(
+        ids=id_list, keep=keep, cluster=clusters, root=roots, pairs=pairs, stats=stats
+    )

@@ -1,0 +1,21 @@
+"""Corpus input and output: JSONL, JSON arrays, CSV/TSV, Parquet, plain text, stdin.
+
+See :mod:`neardup.io.formats` for the formats and :mod:`neardup.io.atomic` for atomic writes.
+"""
+
+from __future__ import annotations
+
+from .atomic import atomic_dir, atomic_open, check_not_input
+from .formats import FORMATS, Corpus, Source, detect_format, read_corpus, write_kept
+
+__all__ = [
+    "FORMATS",
+    "Corpus",
+    "Source",
+    "atomic_dir",
+    "atomic_open",
+    "check_not_input",
+    "detect_format",
+    "read_corpus",
+    "write_kept",
+]

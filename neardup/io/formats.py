@@ -1,0 +1,565 @@
+"""Readers and writers for corpora: JSONL, JSON arrays, CSV/TSV, Parquet, plain text, stdin.
+
+A corpus is read once into ``ids`` and ``texts`` (plus what each format needs to write the
+kept records back); :func:`write_kept` then writes the records whose mask is True, in the
+format of the input, atomically.
+
+Formats
+-------
+``jsonl``   one JSON object per line (``.jsonl``, ``.ndjson``; the default, and stdin's default).
+            Kept lines are copied byte for byte.
+``json``    one JSON array of objects (``.json``).
+``csv``     comma-separated with a header row (``.csv``); ``tsv`` tab-separated (``.tsv``).
+``parquet`` Apache Parquet (``.parquet``, ``.pq``); needs ``pip install 'neardup[parquet]'``.
+``text``    each plain-text file is one document (``.txt``, ``.md``, or a directory of them,
+            read recursively); the id is the path relative to the input. Output is a directory.
+``lines``   one document per non-empty line of a plain-text file (must be asked for).
+
+Every malformed record raises :class:`~neardup.errors.RecordError` naming the file and line
+(or record number), unless ``on_error="skip"``, which counts it in ``Corpus.skipped``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import ConfigError, InputError, RecordError, require
+from .atomic import atomic_dir, atomic_open
+
+__all__ = ["FORMATS", "Corpus", "Source", "detect_format", "read_corpus", "write_kept"]
+
+FORMATS = ("jsonl", "json", "csv", "tsv", "parquet", "text", "lines")
+Format = Literal["jsonl", "json", "csv", "tsv", "parquet", "text", "lines"]
+OnError = Literal["fail", "skip"]
+
+_EXT = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "json",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".txt": "text",
+    ".md": "text",
+}
+_TEXT_EXT = (".txt", ".md", ".text")
+
+csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+
+
+def detect_format(path: str) -> str:
+    """Format of an input path from its extension (a directory is ``text``; ``-`` is ``jsonl``)."""
+    if path == "-":
+        return "jsonl"
+    p = Path(path)
+    if p.is_dir():
+        return "text"
+    fmt = _EXT.get(p.suffix.lower())
+    if fmt is None:
+        raise ConfigError(
+            f"cannot tell the format of {path!r} from its extension {p.suffix!r}; "
+            f"pass --input-format (one of {', '.join(FORMATS)})"
+        )
+    return fmt
+
+
+@dataclass
+class Source:
+    """One input and what is needed to write its kept records back."""
+
+    path: str
+    fmt: str
+    first: int = 0  # position of its first document in the corpus
+    count: int = 0
+    lines: list[int] = field(default_factory=list)  # jsonl/lines: 1-based line of each document
+    rows: list[Any] = field(default_factory=list)  # json objects / csv rows / text-file paths
+    header: list[str] | None = None
+    table: Any = None  # parquet: pyarrow.Table of the kept-able rows
+    temp: str | None = None  # stdin spooled to this file (removed by Corpus.close)
+
+
+@dataclass
+class Corpus:
+    """Documents read from one or more inputs, in input order."""
+
+    ids: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    sources: list[Source] = field(default_factory=list)
+    skipped: int = 0
+    errors: list[str] = field(default_factory=list)  # messages of skipped records (first 100)
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def close(self) -> None:
+        for s in self.sources:
+            if s.temp:
+                with contextlib.suppress(OSError):
+                    os.unlink(s.temp)
+                s.temp = None
+
+    def __enter__(self) -> Corpus:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Reader:
+    def __init__(
+        self,
+        corpus: Corpus,
+        *,
+        text_field: str,
+        id_field: str | None,
+        encoding: str,
+        on_error: OnError,
+    ) -> None:
+        self.c = corpus
+        self.text_field = text_field
+        self.id_field = id_field
+        self.encoding = encoding
+        self.on_error = on_error
+        self.seen: dict[str, str] = {}
+
+    def fail(self, msg: str, path: str, line: int | None) -> None:
+        err = RecordError(msg, path=path, line=line)
+        if self.on_error == "fail":
+            raise err
+        self.c.skipped += 1
+        if len(self.c.errors) < 100:
+            self.c.errors.append(str(err))
+
+    def add(self, obj: Any, path: str, line: int, default_id: str) -> bool:
+        """Validate a record; append its id and text. Returns False when it was skipped."""
+        if not isinstance(obj, dict):
+            self.fail(f"expected a JSON object, got {type(obj).__name__}", path, line)
+            return False
+        if self.text_field not in obj:
+            fields = ", ".join(list(map(str, obj))[:10]) or "none"
+            self.fail(
+                f"record has no text field {self.text_field!r} (its fields: {fields}); "
+                "pass --text-field NAME",
+                path,
+                line,
+            )
+            return False
+        text = obj[self.text_field]
+        if not isinstance(text, str):
+            self.fail(
+                f"field {self.text_field!r} must be a string, got {type(text).__name__}", path, line
+            )
+            return False
+        id_field = self.id_field
+        if id_field is not None:
+            if id_field not in obj or obj[id_field] is None or obj[id_field] == "":
+                self.fail(
+                    f"record has no id field {id_field!r}; drop --id-field to generate ids",
+                    path,
+                    line,
+                )
+                return False
+            doc_id = str(obj[id_field])
+        else:
+            doc_id = default_id
+        where = f"{path}:{line}"
+        prev = self.seen.get(doc_id)
+        if prev is not None:
+            self.fail(
+                f"duplicate id {doc_id!r} (first seen at {prev}); ids must be unique — fix the "
+                "input or drop --id-field to generate ids",
+                path,
+                line,
+            )
+            return False
+        self.seen[doc_id] = where
+        self.c.ids.append(doc_id)
+        self.c.texts.append(text)
+        return True
+
+    def decode(self, raw: bytes, path: str, line: int) -> str | None:
+        try:
+            return raw.decode(self.encoding)
+        except UnicodeDecodeError as exc:
+            self.fail(
+                f"not valid {self.encoding} (byte {exc.start}: {raw[exc.start : exc.start + 1]!r}); "
+                "pass --encoding (e.g. latin-1, gb18030)",
+                path,
+                line,
+            )
+            return None
+
+
+def _open_binary(path: str, src: Source) -> str:
+    if path != "-":
+        if not Path(path).exists():
+            raise InputError(f"input {path!r} does not exist")
+        return path
+    fd, tmp = tempfile.mkstemp(prefix="neardup-stdin-", suffix=".tmp")
+    with os.fdopen(fd, "wb") as out:
+        shutil.copyfileobj(sys.stdin.buffer, out)
+    src.temp = tmp
+    return tmp
+
+
+def _read_jsonl(r: _Reader, src: Source, lines_mode: bool) -> None:
+    real = _open_binary(src.path, src)
+    shown = "<stdin>" if src.path == "-" else src.path
+    with open(real, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            s = r.decode(raw, shown, lineno)
+            if s is None:
+                continue
+            if not s.strip():
+                continue
+            if lines_mode:
+                text = s.rstrip("\r\n")
+                obj: Any = {"text": text}
+                if r.text_field != "text":
+                    obj = {r.text_field: text}
+                ok = r.add(obj, shown, lineno, f"{shown}:{lineno}")
+            else:
+                try:
+                    obj = json.loads(s)
+                except json.JSONDecodeError as exc:
+                    r.fail(f"malformed JSON ({exc.msg} at column {exc.colno})", shown, lineno)
+                    continue
+                ok = r.add(obj, shown, lineno, f"{shown}:{lineno}")
+            if ok:
+                src.lines.append(lineno)
+
+
+def _read_json(r: _Reader, src: Source) -> None:
+    real = _open_binary(src.path, src)
+    shown = "<stdin>" if src.path == "-" else src.path
+    raw = Path(real).read_bytes()
+    s = r.decode(raw, shown, None)  # type: ignore[arg-type]
+    if s is None:
+        return
+    try:
+        data = json.loads(s)
+    except json.JSONDecodeError as exc:
+        r.fail(f"malformed JSON ({exc.msg} at column {exc.colno})", shown, exc.lineno)
+        return
+    if not isinstance(data, list):
+        raise RecordError(
+            f"expected a JSON array of objects, got {type(data).__name__}; use .jsonl for one "
+            "object per line",
+            path=shown,
+        )
+    for i, obj in enumerate(data, 1):
+        if r.add(obj, shown, i, f"{shown}:{i}"):
+            src.rows.append(obj)
+
+
+def _read_csv(r: _Reader, src: Source, delimiter: str) -> None:
+    real = _open_binary(src.path, src)
+    shown = "<stdin>" if src.path == "-" else src.path
+    try:
+        with open(real, encoding=r.encoding, newline="") as fh:
+            reader = csv.reader(fh, delimiter=delimiter)
+            header = next(reader, None)
+            if header is None:
+                return
+            src.header = header
+            for row in reader:
+                line = reader.line_num
+                if not row:
+                    continue
+                if len(row) != len(header):
+                    r.fail(f"row has {len(row)} fields, the header has {len(header)}", shown, line)
+                    continue
+                if r.add(dict(zip(header, row, strict=True)), shown, line, f"{shown}:{line}"):
+                    src.rows.append(row)
+    except UnicodeDecodeError as exc:
+        raise RecordError(
+            f"not valid {r.encoding}; pass --encoding (e.g. latin-1, gb18030) ({exc.reason})",
+            path=shown,
+        ) from exc
+    except csv.Error as exc:
+        raise RecordError(f"malformed CSV: {exc}", path=shown) from exc
+
+
+def _read_parquet(r: _Reader, src: Source) -> None:
+    pq: Any = require("pyarrow.parquet", "parquet", "reading Parquet")
+    pa: Any = require("pyarrow", "parquet", "reading Parquet")
+    if src.path == "-":
+        raise ConfigError("Parquet cannot be read from stdin; pass a file path")
+    if not Path(src.path).exists():
+        raise InputError(f"input {src.path!r} does not exist")
+    try:
+        table = pq.read_table(src.path)
+    except pa.ArrowException as exc:
+        raise RecordError(f"cannot read Parquet: {exc}", path=src.path) from exc
+    names = table.column_names
+    if r.text_field not in names:
+        raise RecordError(
+            f"no text column {r.text_field!r} (columns: {', '.join(names[:10])}); pass --text-field",
+            path=src.path,
+        )
+    texts = table.column(r.text_field).to_pylist()
+    ids = (
+        table.column(r.id_field).to_pylist()
+        if r.id_field is not None and r.id_field in names
+        else None
+    )
+    keep = []
+    for i, text in enumerate(texts):
+        obj = {r.text_field: text}
+        if r.id_field is not None and ids is not None:
+            obj[r.id_field] = ids[i]
+        if r.add(obj, src.path, i + 1, f"{src.path}:{i + 1}"):
+            keep.append(i)
+    src.table = table.take(pa.array(keep, type=pa.int64())) if len(keep) != len(texts) else table
+
+
+def _read_text_files(r: _Reader, src: Source) -> None:
+    if src.path == "-":
+        raise ConfigError("--input-format text reads files; for stdin use --input-format lines")
+    root = Path(src.path)
+    if not root.exists():
+        raise InputError(f"input {src.path!r} does not exist")
+    if root.is_dir():
+        files = sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
+        base = root
+    else:
+        files, base = [root], root.parent
+    for p in files:
+        rel = p.relative_to(base).as_posix()
+        text = r.decode(p.read_bytes(), str(p), None)  # type: ignore[arg-type]
+        if text is None:
+            continue
+        obj = {r.text_field: text}
+        if r.id_field is not None:
+            obj[r.id_field] = rel
+        if r.add(obj, str(p), 1, rel):
+            src.rows.append((p, rel))
+
+
+def read_corpus(
+    inputs: Sequence[str],
+    *,
+    fmt: str | None = None,
+    text_field: str = "text",
+    id_field: str | None = None,
+    encoding: str = "utf-8",
+    on_error: OnError = "fail",
+) -> Corpus:
+    """Read documents from files, directories or ``-`` (stdin), in order.
+
+    Parameters
+    ----------
+    inputs : sequence of str
+        Paths; ``-`` is stdin (read as ``fmt``, default jsonl).
+    fmt : str, optional
+        Force a format (see module docstring); by default it is detected per input.
+    text_field : str, default="text"
+        Field / column holding the text.
+    id_field : str, optional
+        Field holding a unique document id. Without it, ids are generated as ``path:line``
+        (``<stdin>:line`` for stdin; the relative path for text files).
+    encoding : str, default="utf-8"
+    on_error : {"fail", "skip"}, default="fail"
+        Raise on the first malformed record, or skip it and count it in ``Corpus.skipped``.
+
+    Returns
+    -------
+    Corpus
+    """
+    if on_error not in ("fail", "skip"):
+        raise ConfigError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
+    if fmt is not None and fmt not in FORMATS:
+        raise ConfigError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    try:
+        "".encode(encoding)
+    except LookupError as exc:
+        raise ConfigError(f"unknown encoding {encoding!r}; try utf-8, latin-1 or gb18030") from exc
+    if not inputs:
+        raise ConfigError("no input given; pass one or more files, a directory, or - for stdin")
+    corpus = Corpus()
+    reader = _Reader(
+        corpus, text_field=text_field, id_field=id_field, encoding=encoding, on_error=on_error
+    )
+    try:
+        for path in inputs:
+            f = fmt or detect_format(path)
+            src = Source(path=path, fmt=f, first=len(corpus.texts))
+            corpus.sources.append(src)
+            if f in ("jsonl", "lines"):
+                _read_jsonl(reader, src, lines_mode=(f == "lines"))
+            elif f == "json":
+                _read_json(reader, src)
+            elif f in ("csv", "tsv"):
+                _read_csv(reader, src, "," if f == "csv" else "\t")
+            elif f == "parquet":
+                _read_parquet(reader, src)
+            else:
+                _read_text_files(reader, src)
+            src.count = len(corpus.texts) - src.first
+    except BaseException:
+        corpus.close()
+        raise
+    return corpus
+
+
+def _kept_positions(src: Source, keep: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+    return np.flatnonzero(keep[src.first : src.first + src.count])
+
+
+def write_kept(
+    corpus: Corpus,
+    keep: npt.NDArray[np.bool_],
+    output: str,
+    *,
+    fmt: str | None = None,
+    encoding: str = "utf-8",
+) -> int:
+    """Write the records whose ``keep`` entry is True to ``output``, atomically.
+
+    The output format is ``fmt`` or that of the first input. ``-`` writes to stdout (not for
+    parquet/text). Returns the number of records written.
+    """
+    keep = np.asarray(keep, dtype=bool)
+    if keep.shape != (len(corpus),):
+        raise InputError(f"keep mask has shape {keep.shape}, expected ({len(corpus)},)")
+    if not corpus.sources:
+        raise InputError("the corpus has no sources to write from")
+    out_fmt = fmt or corpus.sources[0].fmt
+    if out_fmt not in FORMATS:
+        raise ConfigError(f"unknown output format {out_fmt!r}; use one of {', '.join(FORMATS)}")
+    if output == "-":
+        if out_fmt in ("parquet", "text"):
+            raise ConfigError(f"{out_fmt} output cannot go to stdout; pass --output PATH")
+        buf = io.StringIO()
+        n = _write_stream(corpus, keep, out_fmt, buf)
+        sys.stdout.write(buf.getvalue())
+        sys.stdout.flush()
+        return n
+    if out_fmt == "parquet":
+        return _write_parquet(corpus, keep, output)
+    if out_fmt == "text":
+        return _write_text_dir(corpus, keep, output, encoding)
+    newline = "" if out_fmt in ("csv", "tsv") else "\n"
+    with atomic_open(output, "w", encoding=encoding, newline=newline) as fh:
+        return _write_stream(corpus, keep, out_fmt, fh)
+
+
+def _records(corpus: Corpus, keep: npt.NDArray[np.bool_]) -> Iterator[dict[str, Any]]:
+    """Kept records as dicts (for cross-format output)."""
+    for src in corpus.sources:
+        for pos in _kept_positions(src, keep).tolist():
+            g = src.first + pos
+            if src.fmt == "json":
+                yield src.rows[pos]
+            elif src.fmt in ("csv", "tsv") and src.header is not None:
+                yield dict(zip(src.header, src.rows[pos], strict=True))
+            else:
+                yield {"id": corpus.ids[g], "text": corpus.texts[g]}
+
+
+def _write_stream(corpus: Corpus, keep: npt.NDArray[np.bool_], out_fmt: str, fh: Any) -> int:
+    n = 0
+    same = all(s.fmt == out_fmt for s in corpus.sources)
+    if out_fmt == "jsonl" and same:
+        for src in corpus.sources:
+            wanted = {src.lines[p] for p in _kept_positions(src, keep).tolist()}
+            real = src.temp or src.path
+            with open(real, "rb") as inp:
+                for lineno, raw in enumerate(inp, 1):
+                    if lineno in wanted:
+                        line = raw.decode("utf-8", errors="surrogateescape").rstrip("\r\n")
+                        fh.write(line + "\n")
+                        n += 1
+        return n
+    if out_fmt == "lines" and same:
+        for src in corpus.sources:
+            for pos in _kept_positions(src, keep).tolist():
+                fh.write(corpus.texts[src.first + pos].replace("\n", " ") + "\n")
+                n += 1
+        return n
+    if (
+        out_fmt in ("csv", "tsv")
+        and same
+        and len({tuple(s.header or ()) for s in corpus.sources}) == 1
+    ):
+        w = csv.writer(fh, delimiter="," if out_fmt == "csv" else "\t", lineterminator="\n")
+        w.writerow(corpus.sources[0].header or [])
+        for src in corpus.sources:
+            for pos in _kept_positions(src, keep).tolist():
+                w.writerow(src.rows[pos])
+                n += 1
+        return n
+    records = _records(corpus, keep)
+    if out_fmt == "json":
+        fh.write("[")
+        for rec in records:
+            fh.write(("," if n else "") + "\n" + json.dumps(rec, ensure_ascii=False))
+            n += 1
+        fh.write("\n]\n")
+        return n
+    if out_fmt in ("csv", "tsv"):
+        rows = list(records)
+        header: list[str] = []
+        for rec in rows:
+            header.extend(k for k in rec if k not in header)
+        w = csv.DictWriter(
+            fh, fieldnames=header, delimiter="," if out_fmt == "csv" else "\t", lineterminator="\n"
+        )
+        w.writeheader()
+        w.writerows(rows)
+        return len(rows)
+    for rec in records:  # jsonl / lines from other formats
+        if out_fmt == "lines":
+            fh.write(str(rec.get("text", "")).replace("\n", " ") + "\n")
+        else:
+            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        n += 1
+    return n
+
+
+def _write_parquet(corpus: Corpus, keep: npt.NDArray[np.bool_], output: str) -> int:
+    pa: Any = require("pyarrow", "parquet", "writing Parquet")
+    pq: Any = require("pyarrow.parquet", "parquet", "writing Parquet")
+    if all(s.fmt == "parquet" for s in corpus.sources):
+        tables = [
+            s.table.take(pa.array(_kept_positions(s, keep), type=pa.int64()))
+            for s in corpus.sources
+        ]
+        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    else:
+        table = pa.Table.from_pylist(list(_records(corpus, keep)))
+    with atomic_open(output, "wb") as fh:
+        pq.write_table(table, fh)
+    return int(table.num_rows)
+
+
+def _write_text_dir(corpus: Corpus, keep: npt.NDArray[np.bool_], output: str, encoding: str) -> int:
+    n = 0
+    with atomic_dir(output) as tmp:
+        for src in corpus.sources:
+            for pos in _kept_positions(src, keep).tolist():
+                g = src.first + pos
+                rel = src.rows[pos][1] if src.fmt == "text" else f"{g:08d}.txt"
+                dest = tmp / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                if src.fmt == "text":
+                    shutil.copyfile(src.rows[pos][0], dest)
+                else:
+                    dest.write_text(corpus.texts[g], encoding=encoding)
+                n += 1
+    return n

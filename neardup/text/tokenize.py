@@ -1,0 +1,166 @@
+"""Tokenizers: the exact feature strings the SimHash pipeline hashes.
+
+Every fingerprint feature is derived from :func:`prepare`'d text, whose definition is:
+
+``words`` / ``shingles`` / ``chars``
+    :func:`~neardup.text.normalize.casefold_nfkc` (NFKC + casefold, lone surrogates ->
+    U+FFFD); if the result is not pure ASCII, every non-word character (``re`` ``\\W``) becomes a
+    space. *Word characters* are ``[0-9a-z_]`` and every non-ASCII code point that survived
+    (i.e. Unicode ``\\w``), so a token is a maximal run of word characters.
+``jieba``
+    as ``words``; then, if the text is not pure ASCII, it is segmented with ``rjieba.cut``
+    (jieba-compatible, HMM on) and the pieces are joined with spaces.
+
+Feature strings:
+
+- words: the tokens;
+- word shingles (n-grams): ``n`` consecutive tokens (after stop-word removal); a document with
+  ``0 < tokens < n`` yields one shingle of all its tokens;
+- char n-grams: the prepared text with each run of non-word characters replaced by one space
+  and the ends stripped, then every window of ``n`` code points; a text shorter than ``n``
+  yields one gram (the whole text).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from .normalize import casefold_nfkc, check_text
+
+__all__ = [
+    "CJK_RE",
+    "char_ngrams",
+    "cjk_share",
+    "detect_lang",
+    "jieba_words",
+    "prepare",
+    "tokenize",
+    "word_shingles",
+    "words",
+]
+
+PrepareMode = Literal["words", "jieba", "chars"]
+
+_NONWORD = re.compile(r"\W", re.UNICODE)
+_NONWORD_RUN = re.compile(r"\W+", re.UNICODE)
+#: token = maximal run of ASCII [0-9a-z_] or any non-ASCII code point (in prepared text)
+_TOKEN = re.compile("[0-9a-z_\u0080-\U0010ffff]+")
+_SEP_RUN = re.compile("[^0-9a-z_\u0080-\U0010ffff]+")
+#: Han ideographs (CJK Unified + Ext A + compatibility + supplementary planes B-F)
+CJK_RE = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff]")
+
+
+def prepare(text: str, mode: PrepareMode = "words") -> str:
+    """The prepared text a fingerprint kernel tokenizes (see the module docstring)."""
+    s = casefold_nfkc(text)
+    if s.isascii():
+        return s
+    s = _NONWORD.sub(" ", s)
+    if mode == "jieba":
+        import rjieba
+
+        s = " ".join(rjieba.cut(s))
+    return s
+
+
+def words(text: str) -> list[str]:
+    """Unicode word tokens of ``text`` (NFKC, casefolded).
+
+    >>> words("Hello, WORLD! Ｆｕｌｌ-width")
+    ['hello', 'world', 'full', 'width']
+    """
+    return _TOKEN.findall(prepare(check_text(text), "words"))
+
+
+def jieba_words(text: str) -> list[str]:
+    """Chinese word segmentation (rjieba) of ``text``; ASCII words stay whole.
+
+    >>> jieba_words("我们在北京 Hello")
+    ['我们', '在', '北京', 'hello']
+    """
+    return _TOKEN.findall(prepare(check_text(text), "jieba"))
+
+
+def word_shingles(tokens: list[str], n: int = 2) -> list[str]:
+    """Space-joined ``n``-token shingles; fewer than ``n`` tokens give one shingle of all.
+
+    >>> word_shingles(["a", "b", "c"], 2)
+    ['a b', 'b c']
+    >>> word_shingles(["a"], 3)
+    ['a']
+    """
+    if not tokens:
+        return []
+    if len(tokens) < n:
+        return [" ".join(tokens)]
+    return [" ".join(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+
+
+def compact_chars(text: str) -> str:
+    """Prepared text with non-word runs replaced by one space and the ends stripped."""
+    return _SEP_RUN.sub(" ", prepare(check_text(text), "chars")).strip(" ")
+
+
+def char_ngrams(text: str, n: int = 3) -> list[str]:
+    """Character ``n``-grams over :func:`compact_chars` of ``text``.
+
+    >>> char_ngrams("Ab, c", 3)
+    ['ab ', 'b c']
+    >>> char_ngrams("中文", 3)
+    ['中文']
+    """
+    s = compact_chars(text)
+    if not s:
+        return []
+    if len(s) < n:
+        return [s]
+    return [s[i : i + n] for i in range(len(s) - n + 1)]
+
+
+def cjk_share(text: str) -> float:
+    """Share of Han ideographs among the word characters (``\\w``) of ``text``; 0.0 for none."""
+    if text.isascii():
+        return 0.0
+    n_word = len(_NONWORD_RUN.sub("", text))
+    if n_word == 0:
+        return 0.0
+    n_cjk = len(text) - len(CJK_RE.sub("", text))
+    return n_cjk / n_word
+
+
+def detect_lang(text: str, *, zh_threshold: float = 0.3) -> str:
+    """``"zh"`` if Han ideographs are at least ``zh_threshold`` of the word characters;
+    ``"en"`` if most word characters are ASCII letters/digits; else ``"other"``.
+
+    >>> detect_lang("今天天气很好 ok"), detect_lang("Hello there"), detect_lang("Привет мир")
+    ('zh', 'en', 'other')
+    """
+    check_text(text)
+    if text.isascii():
+        return "en"
+    if cjk_share(text) >= zh_threshold:
+        return "zh"
+    word_chars = _NONWORD_RUN.sub("", text)
+    if not word_chars:
+        return "en"
+    n_ascii = sum(1 for c in word_chars if c < "\x80")
+    return "en" if n_ascii * 2 >= len(word_chars) else "other"
+
+
+def tokenize(
+    text: str, features: str = "words", ngram: int | None = None, *, zh_threshold: float = 0.3
+) -> list[str]:
+    """Feature strings of ``text`` for ``features`` in ``words``, ``shingles``, ``jieba``,
+    ``chars`` (``auto`` picks ``jieba`` for Chinese, ``words`` otherwise). Stop words are kept.
+
+    >>> tokenize("a b c", "shingles", 2)
+    ['a b', 'b c']
+    """
+    if features == "auto":
+        features = "jieba" if detect_lang(text, zh_threshold=zh_threshold) == "zh" else "words"
+    if features == "chars":
+        return char_ngrams(text, ngram or 3)
+    toks = jieba_words(text) if features == "jieba" else words(text)
+    n = ngram or (2 if features == "shingles" else 1)
+    return toks if n == 1 else word_shingles(toks, n)

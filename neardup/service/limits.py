@@ -21,6 +21,9 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+#: bytes of an oversized body read and discarded before answering 413 (beyond it: reset)
+DRAIN_BYTES = 64 * 1024 * 1024
+
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
@@ -46,6 +49,19 @@ class BodyLimitMiddleware:
     def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
         self.app = app
         self.max_body_bytes = int(max_body_bytes)
+
+    async def _drain(self, receive: Receive, remaining: bool) -> bool:
+        """Read and discard the rest of the body (at most ``DRAIN_BYTES``) so that the client,
+        still sending, reads the 413 instead of a connection reset. Returns False when the
+        client went away."""
+        budget = DRAIN_BYTES
+        while remaining and budget > 0:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return False
+            budget -= len(message.get("body", b""))
+            remaining = message.get("more_body", False)
+        return True
 
     async def _reject(self, send: Send, size: str) -> None:
         body = error_response_bytes(
@@ -78,6 +94,8 @@ class BodyLimitMiddleware:
                 except ValueError:
                     declared = -1
                 if declared > limit:
+                    if declared <= DRAIN_BYTES and not await self._drain(receive, True):
+                        return
                     await self._reject(send, f"{declared} bytes (Content-Length)")
                     return
                 break
@@ -92,7 +110,9 @@ class BodyLimitMiddleware:
             chunk = message.get("body", b"")
             total += len(chunk)
             if total > limit:
-                await self._reject(send, f"more than {limit} bytes")
+                more = message.get("more_body", False)
+                if await self._drain(receive, more):
+                    await self._reject(send, f"more than {limit} bytes")
                 return
             if chunk:
                 chunks.append(chunk)

@@ -1,0 +1,502 @@
+"""HTTP service: routes, bodies, errors, limits, auth, namespaces, metrics, OpenAPI, fuzzing.
+
+The app runs under uvicorn in a background thread on a free loopback port, with the real
+:class:`neardup.online.Deduplicator` (durable, in a tmp dir) behind it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+pytest.importorskip("fastapi")
+httpx = pytest.importorskip("httpx")
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from neardup.errors import StorageError  # noqa: E402
+from neardup.service.app import create_app  # noqa: E402
+from neardup.service.config import ServiceConfig, parse_size  # noqa: E402
+from neardup.service.metrics import Metrics  # noqa: E402
+from neardup.service.namespaces import NamespaceRegistry  # noqa: E402
+from neardup.service.schema import (  # noqa: E402
+    DocumentBatch,
+    PayloadTooLargeError,
+    RequestValidationFailed,
+    parse_documents,
+)
+from neardup.service.testing import serve_in_thread  # noqa: E402
+
+TOKEN = "s3cret-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+MAX_BATCH = 50
+MAX_BODY = 64 * 1024
+
+
+def words(rng: random.Random, n: int = 40) -> str:
+    return " ".join(
+        "".join(rng.choices(string.ascii_lowercase, k=rng.randint(3, 9))) for _ in range(n)
+    )
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    data = tmp_path_factory.mktemp("svc")
+    config = ServiceConfig(
+        data_dir=data,
+        token=TOKEN,
+        max_batch=MAX_BATCH,
+        max_body_bytes=MAX_BODY,
+        namespaces=("other",),
+    )
+    with serve_in_thread(create_app(config)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def http(server: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server, timeout=30) as c:
+        yield c
+
+
+def err(r: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert set(body) == {"error"} and {"code", "message"} <= set(body["error"]), body
+    if code is not None:
+        assert body["error"]["code"] == code, body
+    return body["error"]
+
+
+# ---------------------------------------------------------------------------------------------
+# documents
+
+
+def test_check_and_insert_single_and_duplicate(http: httpx.Client) -> None:
+    text = words(random.Random(1))
+    r = http.post("/v1/check-and-insert", json={"id": "s1", "text": text}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    a = r.json()
+    assert a["id"] == "s1" and a["duplicate"] is False and a["added"] is True and a["matches"] == []
+    assert isinstance(a["fingerprint"], str)
+    b = http.post("/v1/check-and-insert", json={"id": "s2", "text": text}, headers=AUTH).json()
+    assert b["duplicate"] is True and b["added"] is False
+    assert b["matches"][0]["id"] == "s1" and b["matches"][0]["distance"] == 0
+    assert set(b["matches"][0]) == {"id", "distance", "score"}
+    # re-sending an id is idempotent
+    c = http.post("/v1/check-and-insert", json={"id": "s1", "text": text}, headers=AUTH).json()
+    assert c["added"] is False and c["duplicate"] is True
+
+
+def test_batch_keeps_exactly_one_of_a_pair(http: httpx.Client) -> None:
+    rng = random.Random(2)
+    t1, t2 = words(rng), words(rng)
+    docs = [
+        {"id": "b1", "text": t1},
+        {"id": "b2", "text": t1.upper() + "  "},  # same text after normalisation
+        {"id": "b3", "text": t2, "time": 1_700_000_000.5, "metadata": {"url": "http://x"}},
+    ]
+    r = http.post("/v1/check-and-insert", json={"documents": docs}, headers=AUTH)
+    res = r.json()["results"]
+    assert [x["id"] for x in res] == ["b1", "b2", "b3"]
+    assert [x["added"] for x in res] == [True, False, True]
+    assert res[1]["duplicate"] and res[1]["matches"][0]["id"] == "b1"
+    got = http.get("/v1/docs/b3").json()
+    assert got["id"] == "b3" and got["metadata"] == {"url": "http://x"}
+    assert got["time"] == pytest.approx(1_700_000_000.5)
+
+
+def test_check_is_read_only_and_insert_is_unconditional(http: httpx.Client) -> None:
+    text = words(random.Random(3))
+    r = http.post("/v1/check", json={"documents": [{"id": "c1", "text": text}]})
+    assert r.status_code == 200 and r.json()["results"][0]["added"] is False
+    err(http.get("/v1/docs/c1"), 404, "not_found")
+    a = http.post("/v1/insert", json={"id": "c1", "text": text}, headers=AUTH).json()
+    assert a["added"] is True
+    b = http.post("/v1/insert", json={"id": "c2", "text": text}, headers=AUTH).json()
+    assert b["added"] is True and b["duplicate"] is True and b["matches"][0]["id"] == "c1"
+    hit = http.post("/v1/check", json={"id": "probe", "text": text}).json()
+    assert hit["duplicate"] and {m["id"] for m in hit["matches"]} == {"c1", "c2"}
+
+
+def test_empty_batch(http: httpx.Client) -> None:
+    r = http.post("/v1/check-and-insert", json={"documents": []}, headers=AUTH)
+    assert r.status_code == 200 and r.json() == {"results": []}
+
+
+def test_get_and_delete_ids_with_slashes(http: httpx.Client) -> None:
+    doc_id = "https://example.com/a/b?c=1#frag ü"
+    text = words(random.Random(4))
+    assert (
+        http.post("/v1/insert", json={"id": doc_id, "text": text}, headers=AUTH).status_code == 200
+    )
+    path = "/v1/docs/" + quote(doc_id, safe="")
+    got = http.get(path).json()
+    assert got["id"] == doc_id and got["text"] == text
+    err(http.delete(path), 401, "unauthorized")
+    r = http.delete(path, headers=AUTH)
+    assert r.status_code == 200 and r.json() == {"id": doc_id, "deleted": True}
+    err(http.get(path), 404, "not_found")
+    err(http.delete(path, headers=AUTH), 404, "not_found")
+
+
+# ---------------------------------------------------------------------------------------------
+# auth
+
+
+@pytest.mark.parametrize(
+    "method,path",
+    [
+        ("POST", "/v1/insert"),
+        ("POST", "/v1/check-and-insert"),
+        ("POST", "/v1/ns/other/insert"),
+        ("POST", "/v1/ns/other/check-and-insert"),
+        ("DELETE", "/v1/docs/x"),
+        ("PUT", "/v1/ns/newone"),
+    ],
+)
+@pytest.mark.parametrize("header", [None, "Bearer wrong", "Basic abc", TOKEN])
+def test_writes_need_the_token(
+    http: httpx.Client, method: str, path: str, header: str | None
+) -> None:
+    headers = {} if header is None else {"Authorization": header}
+    r = http.request(method, path, json={"id": "u", "text": "t"}, headers=headers)
+    err(r, 401, "unauthorized")
+    assert r.headers["www-authenticate"] == "Bearer"
+    assert "newone" not in http.get("/v1/ns").json()["namespaces"]
+
+
+def test_reads_are_open(http: httpx.Client) -> None:
+    assert http.post("/v1/check", json={"id": "r", "text": "hello"}).status_code == 200
+    assert http.post("/v1/ns/other/check", json={"id": "r", "text": "hello"}).status_code == 200
+    assert http.get("/healthz").status_code == 200
+    assert http.get("/metrics").status_code == 200
+    assert http.get("/openapi.json").status_code == 200
+    assert http.get("/v1/ns").status_code == 200
+
+
+# ---------------------------------------------------------------------------------------------
+# limits and bad input
+
+
+def test_body_too_large_by_content_length(http: httpx.Client) -> None:
+    body = json.dumps({"id": "big", "text": "x" * (MAX_BODY + 10)}).encode()
+    e = err(http.post("/v1/check", content=body), 413, "payload_too_large")
+    assert str(MAX_BODY) in e["message"]
+
+
+def test_body_too_large_chunked(http: httpx.Client) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'{"id": "big", "text": "'
+        for _ in range(MAX_BODY // 1000 + 5):
+            yield b"y" * 1000
+        yield b'"}'
+
+    r = http.post("/v1/check-and-insert", content=chunks(), headers=AUTH)
+    err(r, 413, "payload_too_large")
+    err(http.get("/v1/docs/big"), 404)
+
+
+def test_batch_too_large(http: httpx.Client) -> None:
+    docs = [{"id": f"m{i}", "text": "t"} for i in range(MAX_BATCH + 1)]
+    e = err(http.post("/v1/check", json={"documents": docs}), 413, "payload_too_large")
+    assert str(MAX_BATCH) in e["message"] and "--max-batch" in e["message"]
+
+
+@pytest.mark.parametrize(
+    "body,field",
+    [
+        ({"documents": [{"id": "a", "text": "x"}, {"id": "b"}]}, "documents[1].text"),
+        ({"documents": [{"id": 5, "text": "x"}]}, "documents[0].id"),
+        ({"documents": [{"id": "", "text": "x"}]}, "documents[0].id"),
+        ({"documents": [{"id": "a", "text": None}]}, "documents[0].text"),
+        ({"documents": [{"id": "a", "text": "x", "time": "now"}]}, "documents[0].time"),
+        ({"documents": [{"id": "a", "text": "x", "time": -1}]}, "documents[0].time"),
+        ({"documents": [{"id": "a", "text": "x", "time": True}]}, "documents[0].time"),
+        ({"documents": [{"id": "a", "text": "x", "metadata": [1]}]}, "documents[0].metadata"),
+        ({"documents": ["a"]}, "documents[0]"),
+        ({"documents": {"id": "a"}}, "documents"),
+        ({"text": "x"}, "id"),
+        ({"id": "a"}, "text"),
+        ({"id": "a" * 2000, "text": "x"}, "id"),
+        ({}, "body"),
+        ([{"id": "a", "text": "x"}], "body"),
+        ("just a string", "body"),
+    ],
+)
+def test_bad_bodies_are_422_naming_the_field(http: httpx.Client, body: Any, field: str) -> None:
+    for path in ("/v1/check", "/v1/check-and-insert", "/v1/insert"):
+        e = err(http.post(path, json=body, headers=AUTH), 422, "invalid_request")
+        assert e["field"] == field and e["message"].startswith(field)
+    # nothing of a rejected batch was applied
+    err(http.get("/v1/docs/a"), 404)
+
+
+@pytest.mark.parametrize("raw", [b"", b"{", b"\xff\xfe", b"nul", b'{"id": "a", "text": "x"'])
+def test_invalid_json_is_422(http: httpx.Client, raw: bytes) -> None:
+    e = err(http.post("/v1/check", content=raw), 422, "invalid_request")
+    assert e["field"] == "body"
+
+
+def test_unknown_route_and_method(http: httpx.Client) -> None:
+    err(http.get("/nope"), 404, "not_found")
+    err(http.get("/v1/check"), 405, "method_not_allowed")
+
+
+# ---------------------------------------------------------------------------------------------
+# namespaces
+
+
+def test_unknown_namespace_is_404(http: httpx.Client) -> None:
+    for method, path in [
+        ("POST", "/v1/ns/missing/check"),
+        ("POST", "/v1/ns/missing/insert"),
+        ("POST", "/v1/ns/missing/check-and-insert"),
+        ("GET", "/v1/ns/missing/docs/x"),
+        ("DELETE", "/v1/ns/missing/docs/x"),
+        ("GET", "/v1/ns/missing"),
+    ]:
+        e = err(
+            http.request(method, path, json={"id": "a", "text": "t"}, headers=AUTH),
+            404,
+            "not_found",
+        )
+        assert "missing" in e["message"] and "PUT /v1/ns/missing" in e["message"]
+
+
+def test_namespaces_are_independent(http: httpx.Client) -> None:
+    text = words(random.Random(5))
+    r = http.put("/v1/ns/tenant-a", headers=AUTH)
+    assert r.status_code == 201 and r.json() == {"namespace": "tenant-a", "created": True}
+    assert http.put("/v1/ns/tenant-a", headers=AUTH).status_code == 200
+    a = http.post("/v1/ns/tenant-a/check-and-insert", json={"id": "n1", "text": text}, headers=AUTH)
+    assert a.json()["added"] is True
+    b = http.post("/v1/ns/other/check-and-insert", json={"id": "n2", "text": text}, headers=AUTH)
+    assert b.json()["added"] is True and b.json()["duplicate"] is False
+    c = http.post("/v1/check", json={"id": "n3", "text": text}).json()
+    assert c["duplicate"] is False
+    assert http.get("/v1/ns/tenant-a/docs/n1").status_code == 200
+    err(http.get("/v1/docs/n1"), 404)
+    info = http.get("/v1/ns/tenant-a").json()
+    assert info["namespace"] == "tenant-a" and info["documents"] == 1
+    assert {"default", "other", "tenant-a"} <= set(http.get("/v1/ns").json()["namespaces"])
+
+
+@pytest.mark.parametrize("name", ["Upper", "-dash", "a" * 65, "sp ace", "..", "a%2Fb"])
+def test_invalid_namespace_names(http: httpx.Client, name: str) -> None:
+    r = http.put(f"/v1/ns/{name}", headers=AUTH)
+    assert r.status_code in (404, 422), r.text
+    assert r.json()["error"]["code"] in ("invalid_config", "not_found")
+
+
+# ---------------------------------------------------------------------------------------------
+# operations
+
+
+def test_healthz_and_metrics(http: httpx.Client) -> None:
+    h = http.get("/healthz").json()
+    assert h["status"] == "ok" and "default" in h["namespaces"] and h["documents"] >= 0
+    text = http.get("/metrics")
+    assert text.headers["content-type"].startswith("text/plain")
+    body = text.text
+    assert "# TYPE neardup_http_requests_total counter" in body
+    assert 'neardup_http_requests_total{route="/healthz",method="GET",status="200"}' in body
+    assert 'neardup_http_request_duration_seconds_bucket{route="/healthz",le="+Inf"}' in body
+    assert 'neardup_store_documents{namespace="default"}' in body
+    assert "neardup_process_resident_memory_bytes" in body
+    for line in body.splitlines():  # every sample line is "name{labels} number"
+        if line and not line.startswith("#"):
+            float(line.rsplit(" ", 1)[1].replace("+Inf", "inf"))
+
+
+def test_metrics_render_unit() -> None:
+    m = Metrics(buckets=(0.01, 0.1))
+    m.observe_request("/a", "GET", 200, 0.005)
+    m.observe_request("/a", "GET", 200, 0.05)
+    m.observe_request("/a", "GET", 500, 5.0)
+    text = m.render({"ns": {"documents": 3, "name": "x", "flag": True}})
+    assert 'neardup_http_request_duration_seconds_bucket{route="/a",le="0.01"} 1' in text
+    assert 'neardup_http_request_duration_seconds_bucket{route="/a",le="0.1"} 2' in text
+    assert 'neardup_http_request_duration_seconds_bucket{route="/a",le="+Inf"} 3' in text
+    assert 'neardup_http_request_duration_seconds_count{route="/a"} 3' in text
+    assert 'neardup_store_documents{namespace="ns"} 3' in text
+    assert "neardup_store_name" not in text and "neardup_store_flag" not in text
+    assert m.requests_total() == 3
+
+
+def test_openapi_describes_the_routes(http: httpx.Client) -> None:
+    spec = http.get("/openapi.json").json()
+    paths = spec["paths"]
+    for p in ("/v1/check", "/v1/insert", "/v1/check-and-insert", "/v1/ns/{namespace}/check-and-insert",
+              "/healthz", "/metrics", "/v1/ns/{namespace}"):  # fmt: skip
+        assert p in paths, p
+    schemas = spec["components"]["schemas"]
+    assert {"Document", "DocumentBatch", "Result", "BatchResult", "ErrorBody"} <= set(schemas)
+    body = paths["/v1/check"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert {"$ref": "#/components/schemas/Document"} in body["oneOf"]
+    assert "422" in paths["/v1/check"]["post"]["responses"]
+    assert http.get("/docs").status_code == 200
+
+
+# ---------------------------------------------------------------------------------------------
+# the hand-written validator agrees with the documented (pydantic) schema
+
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 5)
+    | st.floats(-10, 1e10, allow_nan=False)
+    | st.text(max_size=5)
+)
+field_values = (
+    json_scalars
+    | st.lists(json_scalars, max_size=2)
+    | st.dictionaries(st.text(max_size=3), json_scalars, max_size=2)
+)
+documents = (
+    st.dictionaries(
+        st.sampled_from(["id", "text", "time", "metadata", "other"]), field_values, max_size=5
+    )
+    | field_values
+)
+
+
+@settings(max_examples=300)
+@given(st.lists(documents, max_size=4))
+def test_validator_agrees_with_schema(docs: list[Any]) -> None:
+    from pydantic import ValidationError
+
+    try:
+        parsed, is_batch = parse_documents({"documents": docs}, max_batch=100)
+        ours = True
+    except RequestValidationFailed:
+        ours = False
+    try:
+        model = DocumentBatch.model_validate({"documents": docs}, strict=True)
+        theirs = True
+    except ValidationError:
+        theirs = False
+    assert ours == theirs, docs
+    if ours:
+        assert is_batch and [d["id"] for d in parsed] == [d.id for d in model.documents]
+
+
+def test_parse_documents_shapes() -> None:
+    docs, batch = parse_documents({"id": "a", "text": "b", "extra": 1}, max_batch=1)
+    assert docs == [{"id": "a", "text": "b"}] and batch is False
+    with pytest.raises(PayloadTooLargeError):
+        parse_documents({"documents": [{"id": "a", "text": "b"}] * 2}, max_batch=1)
+
+
+def test_parse_size() -> None:
+    assert parse_size("32MiB") == 32 * 2**20
+    assert parse_size("512k") == 512_000
+    assert parse_size("1 GiB") == 2**30
+    assert parse_size(100) == 100
+    from neardup.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="32MiB"):
+        parse_size("lots")
+
+
+def test_config_validation() -> None:
+    from neardup.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="port"):
+        ServiceConfig(None, port=70000)
+    with pytest.raises(ConfigError, match="namespace"):
+        ServiceConfig(None, namespaces=("BAD NAME",))
+    with pytest.raises(ConfigError, match="max_batch"):
+        ServiceConfig(None, max_batch=0)
+    assert ServiceConfig(None, namespaces=("x",)).namespaces == ("default", "x")
+
+
+# ---------------------------------------------------------------------------------------------
+# fuzzing: malformed requests never produce a 5xx and the server stays up
+
+ROUTES = [
+    ("POST", "/v1/check"),
+    ("POST", "/v1/insert"),
+    ("POST", "/v1/check-and-insert"),
+    ("POST", "/v1/ns/other/check-and-insert"),
+    ("POST", "/v1/ns/zz/check"),
+    ("PUT", "/v1/ns/fuzz"),
+    ("GET", "/v1/docs/x"),
+    ("DELETE", "/v1/docs/x"),
+    ("GET", "/healthz"),
+]
+json_values = st.recursive(
+    json_scalars | st.text(max_size=30),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+bodies = (
+    json_values.map(lambda v: json.dumps(v).encode())
+    | st.dictionaries(
+        st.sampled_from(["id", "text", "documents", "time", "metadata"]), json_values, max_size=4
+    ).map(lambda v: json.dumps(v).encode())
+    | st.binary(max_size=64)
+)
+
+
+@settings(max_examples=80)
+@given(route=st.sampled_from(ROUTES), body=bodies, auth=st.booleans())
+def test_fuzz_never_5xx(
+    http: httpx.Client, route: tuple[str, str], body: bytes, auth: bool
+) -> None:
+    method, path = route
+    r = http.request(method, path, content=body, headers=AUTH if auth else {})
+    assert r.status_code < 500, (route, body, r.text)
+    if r.status_code >= 400:
+        assert "error" in r.json()
+
+
+def test_server_healthy_after_fuzz(http: httpx.Client) -> None:
+    assert http.get("/healthz").json()["status"] == "ok"
+
+
+# ---------------------------------------------------------------------------------------------
+# storage failures are 503 and acknowledge nothing
+
+
+def test_storage_error_is_503(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from neardup.online import Deduplicator
+
+    class FailingWrites(Deduplicator):  # type: ignore[misc]
+        fail = False
+
+        def check_and_add(self, docs: Any) -> Any:
+            if FailingWrites.fail:
+                raise StorageError("cannot write the log: No space left on device")
+            return super().check_and_add(docs)
+
+    def factory(config: ServiceConfig, path: Path | None) -> Any:
+        return FailingWrites(path=str(path), max_distance=config.max_distance)
+
+    config = ServiceConfig(data_dir=tmp_path)
+    app = create_app(config, registry=NamespaceRegistry(config, factory=factory))
+    with serve_in_thread(app) as url, httpx.Client(base_url=url) as c:
+        assert (
+            c.post("/v1/check-and-insert", json={"id": "ok", "text": "alpha beta"}).status_code
+            == 200
+        )
+        FailingWrites.fail = True
+        e = err(
+            c.post("/v1/check-and-insert", json={"id": "no", "text": "gamma"}),
+            503,
+            "storage_unavailable",
+        )
+        assert "No space" in e["message"]
+        FailingWrites.fail = False
+        assert c.get("/v1/docs/ok").status_code == 200
+        assert c.get("/healthz").status_code == 200

@@ -1,0 +1,917 @@
+"""Online near-duplicate detection: a durable, time-windowed index with atomic check-and-insert.
+
+:class:`Deduplicator` owns one *writer thread* and a queue. Callers validate and fingerprint
+their documents in their own thread, submit an operation and wait on a future. The writer takes
+everything queued (waiting up to ``commit_interval_ms`` for more to join: group commit),
+decides every document **in arrival order** — against the index *and* against the documents
+added earlier in the same group — appends the log records, fsyncs once, applies them to the
+metadata and the memtable, and only then resolves the futures. So of two near-duplicates that
+arrive together (same batch or concurrent calls) exactly one is added and the other reports it
+as its match, and every acknowledged ``add`` / ``check_and_add`` is on disk.
+
+Reads (``check``) are sequenced by the same writer, so a check sees every write acknowledged
+before it was submitted. ``get``, ``len`` and ``in`` read the metadata directly.
+
+Matching rules, per candidate within the search radius:
+
+* same content hash (:func:`neardup.content_hash`) -> duplicate, distance as found, score 1.0;
+* an *empty* text (no features, fingerprint 0) only matches by content hash;
+* with a verifier: candidates within ``verifier.candidate_distance(len(text))`` are checked
+  with ``verifier.verify(text, stored_text, distance)`` when the stored text is available
+  (``store_text=True`` or same group); otherwise (text not stored) the distance rule applies;
+* distance rule: duplicate when ``distance <= max_distance``; score None.
+
+Storage layout and recovery: :mod:`neardup.store` (see ``docs/store.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, overload
+
+import numpy as np
+import numpy.typing as npt
+
+from .errors import (
+    ConfigError,
+    IndexStateError,
+    InputError,
+    InputTypeError,
+    NotFoundError,
+    StorageError,
+)
+from .hamming import as_fingerprints, hamming_cdist
+from .store.engine import Store, fp_words, parse_duration
+from .store.wal import HEADER_SIZE, AddRecord, DeleteRecord
+
+__all__ = ["Decision", "Deduplicator", "Match"]
+
+log = logging.getLogger("neardup.store")
+
+_EMPTY_FLAG = 1
+_NO_HASH = bytes(16)
+#: most documents one write group decides (a single batch larger than this is still one group)
+MAX_GROUP_DOCS = 2048
+
+
+@dataclass(frozen=True)
+class Match:
+    """A stored document that the checked document duplicates."""
+
+    id: str
+    distance: int
+    score: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "distance": self.distance, "score": self.score}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Outcome for one document: whether it duplicates a stored one, and whether it was added."""
+
+    id: str
+    duplicate: bool
+    added: bool
+    matches: tuple[Match, ...]
+    fingerprint: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "duplicate": self.duplicate,
+            "added": self.added,
+            "matches": [m.to_dict() for m in self.matches],
+            "fingerprint": format(self.fingerprint, "x"),
+        }
+
+
+# --------------------------------------------------------------------------------------------
+@dataclass
+class _Docs:
+    """A validated, fingerprinted batch."""
+
+    ids: list[str]
+    texts: list[str]
+    times: npt.NDArray[np.float64]
+    metadata: list[str | None]  # JSON text
+    fps: npt.NDArray[np.uint64]
+    empty: npt.NDArray[np.bool_]
+    chash: list[bytes]
+
+
+@dataclass
+class _Op:
+    kind: str  # check | add | check_and_add | delete | flush | bulk | stop
+    docs: _Docs | None = None
+    arg: Any = None
+    future: Future[Any] = field(default_factory=Future)
+
+    @property
+    def n(self) -> int:
+        return len(self.docs.ids) if self.docs is not None else 1
+
+
+def _load_fingerprinter(spec: Any, stored: dict[str, Any] | None) -> Any:
+    try:
+        from .fingerprint import Fingerprinter
+    except ImportError:
+        Fingerprinter = None
+    if spec is None:
+        cfg = stored
+        if Fingerprinter is None or (
+            cfg is not None and str(cfg.get("kind", "")).startswith("neardup.store.fallback")
+        ):
+            from .store.fallback import SimpleFingerprinter
+
+            log.warning(
+                "neardup.fingerprint is not available; using the fallback SimpleFingerprinter"
+            )
+            return SimpleFingerprinter()
+        return Fingerprinter.from_config(cfg) if cfg is not None else Fingerprinter()
+    if isinstance(spec, Mapping):
+        if Fingerprinter is None:
+            raise ConfigError(
+                "fingerprinter given as a config dict, but neardup.fingerprint is not available"
+            )
+        return Fingerprinter.from_config(dict(spec))
+    if not (hasattr(spec, "fingerprint_batch") or hasattr(spec, "fingerprint_many")) or not hasattr(
+        spec, "config"
+    ):
+        raise ConfigError(
+            f"fingerprinter must be None, a Fingerprinter or its config dict, got {type(spec).__name__}"
+        )
+    return spec
+
+
+def _load_verifier(spec: Any, stored: dict[str, Any] | None) -> Any:
+    if spec is False or spec is None:
+        return None
+    if spec is True:
+        try:
+            from .verify import Verifier
+        except ImportError:
+            log.warning("neardup.verify is not available; deciding by the distance rule only")
+            return None
+        return Verifier.from_config(stored) if stored is not None else Verifier()
+    if not (hasattr(spec, "verify") and hasattr(spec, "candidate_distance")):
+        raise ConfigError(f"verify must be True, False or a Verifier, got {type(spec).__name__}")
+    return spec
+
+
+def _jsonable(d: Any) -> Any:
+    return json.loads(json.dumps(d, sort_keys=True, default=str))
+
+
+class Deduplicator:
+    """Durable, time-windowed near-duplicate index with atomic check-and-insert.
+
+    Parameters
+    ----------
+    path : str or path-like or None, default=None
+        Data directory; None keeps everything in memory (nothing durable).
+    max_distance : int, default=3
+        SimHash distance within which a document is a duplicate (distance rule).
+    retention : str or float or None, default=None
+        Window, e.g. ``"48h"`` or seconds; older documents stop matching and whole partitions
+        older than the window are dropped. None keeps everything.
+    verify : bool or Verifier, default=True
+        Verify candidates on their texts with :class:`neardup.verify.Verifier` (True: the
+        default or the one stored in the data directory).
+    fingerprinter : Fingerprinter or dict or None, default=None
+        None: the one stored in the data directory, else ``Fingerprinter()``. A different one
+        than the directory was created with raises :class:`ConfigError`.
+    store_text : bool, default=True
+        Keep texts (needed to verify later documents against them, and returned by ``get``).
+    commit_interval_ms : float, default=2.0
+        How long the writer waits for more operations to join a group before committing.
+    max_matches : int, default=10
+        Matches reported per document (closest first).
+    memtable_size : int, default=1_000_000
+        Rows kept in memory before they are written to a segment.
+    partition_seconds : float or None, default=None
+        Partition width; default ``max(3600, retention / 24)`` (1 day without retention).
+    clock : callable, default=time.time
+        Source of "now" in unix seconds (inject one in tests).
+    repair : bool, default=False
+        Open a store whose log is damaged in the middle by truncating it at the damage.
+
+    Examples
+    --------
+    >>> from neardup.online import Deduplicator
+    >>> with Deduplicator(verify=False) as d:
+    ...     a = d.check_and_add({"id": "a", "text": "the quick brown fox jumps over the lazy dog"})
+    ...     b = d.check_and_add({"id": "b", "text": "the quick brown fox jumps over the lazy dog!"})
+    >>> (a.added, b.duplicate, b.matches[0].id)
+    (True, True, 'a')
+    """
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        max_distance: int = 3,
+        retention: str | float | None = None,
+        verify: Any = True,
+        fingerprinter: Any = None,
+        store_text: bool = True,
+        commit_interval_ms: float = 2.0,
+        max_matches: int = 10,
+        memtable_size: int = 1_000_000,
+        partition_seconds: float | None = None,
+        clock: Callable[[], float] = time.time,
+        repair: bool = False,
+    ) -> None:
+        if (
+            isinstance(max_distance, bool)
+            or not isinstance(max_distance, int)
+            or not 0 <= max_distance <= 32
+        ):
+            raise ConfigError(f"max_distance must be an int in [0, 32], got {max_distance!r}")
+        if (
+            isinstance(commit_interval_ms, bool)
+            or not isinstance(commit_interval_ms, (int, float))
+            or not 0 <= commit_interval_ms <= 1000
+        ):
+            raise ConfigError(
+                f"commit_interval_ms must be a number in [0, 1000], got {commit_interval_ms!r}"
+            )
+        if not isinstance(max_matches, int) or max_matches < 1:
+            raise ConfigError(f"max_matches must be a positive int, got {max_matches!r}")
+        if not isinstance(memtable_size, int) or memtable_size < 1:
+            raise ConfigError(f"memtable_size must be a positive int, got {memtable_size!r}")
+        self.max_distance = max_distance
+        self.retention = parse_duration(retention)
+        if partition_seconds is None:
+            partition_seconds = max(3600.0, self.retention / 24) if self.retention else 86400.0
+        elif not isinstance(partition_seconds, (int, float)) or partition_seconds <= 0:
+            raise ConfigError(
+                f"partition_seconds must be a positive number, got {partition_seconds!r}"
+            )
+        self.partition_seconds = float(partition_seconds)
+        self.store_text = bool(store_text)
+        self.commit_interval = float(commit_interval_ms) / 1000.0
+        self.max_matches = max_matches
+        self.clock = clock
+        self.path = None if path is None else Path(path)
+
+        stored: dict[str, Any] | None = None
+        cfg_file = None if self.path is None else self.path / "config.json"
+        if cfg_file is not None and cfg_file.exists():
+            from .store.layout import read_json_file
+
+            stored = read_json_file(cfg_file)
+        self.fingerprinter = _load_fingerprinter(
+            fingerprinter, stored.get("fingerprinter") if stored else None
+        )
+        self.verifier = _load_verifier(verify, stored.get("verifier") if stored else None)
+        self.bits = int(getattr(self.fingerprinter, "bits", 64))
+        vmax = (
+            int(getattr(self.verifier, "max_candidate_distance", 0))
+            if self.verifier is not None
+            else 0
+        )
+        self.radius = max(max_distance, vmax)
+        self._hash_many = self._content_hasher()
+
+        self.store = Store(
+            self.path,
+            bits=self.bits,
+            radius=self.radius,
+            partition_seconds=self.partition_seconds,
+            memtable_size=memtable_size,
+            check_config=self._check_config,
+            repair=repair,
+        )
+        self._cv = threading.Condition()
+        self._queue: list[_Op] = []
+        self._closed = False
+        self._counters = {
+            "checks": 0,
+            "adds": 0,
+            "duplicates": 0,
+            "groups": 0,
+            "group_docs": 0,
+            "storage_errors": 0,
+        }
+        self._last_expire = 0.0
+        if self.retention is not None:
+            self.store.expire(self.clock() - self.retention)
+        self._writer = threading.Thread(target=self._run, name="neardup-writer", daemon=True)
+        self._writer.start()
+
+    # ------------------------------------------------------------------ config
+    def _content_hasher(self) -> Callable[[list[str]], npt.NDArray[np.uint64]]:
+        try:
+            from .fingerprint import content_hash_many
+        except ImportError:
+            from .store.fallback import content_hash_many as fallback
+
+            return fallback
+        return lambda texts: np.asarray(content_hash_many(texts), dtype=np.uint64)
+
+    def _check_config(self, stored: dict[str, Any] | None) -> dict[str, Any]:
+        fp_cfg = _jsonable(self.fingerprinter.config())
+        v_cfg = (
+            _jsonable(self.verifier.config())
+            if self.verifier is not None and hasattr(self.verifier, "config")
+            else None
+        )
+        if stored is not None:
+            if stored.get("fingerprinter") != fp_cfg:
+                raise ConfigError(
+                    f"{self.path}: the data directory was created with fingerprinter config "
+                    f"{stored.get('fingerprinter')}, but this Deduplicator uses {fp_cfg}; fingerprints "
+                    "would not be comparable. Pass fingerprinter=None to use the stored one, or use a new directory"
+                )
+            if v_cfg is not None and stored.get("verifier") not in (None, v_cfg):
+                raise ConfigError(
+                    f"{self.path}: the data directory was created with verifier config {stored.get('verifier')}, "
+                    f"but this Deduplicator uses {v_cfg}; pass verify=True to use the stored one, or use a new directory"
+                )
+        return {
+            "format": 1,
+            "bits": self.bits,
+            "fingerprinter": fp_cfg,
+            "verifier": v_cfg if v_cfg is not None else (stored or {}).get("verifier"),
+        }
+
+    # ------------------------------------------------------------------ input
+    def _prepare(self, docs: Sequence[Mapping[str, Any]]) -> _Docs:
+        now = self.clock()
+        ids: list[str] = []
+        texts: list[str] = []
+        times = np.empty(len(docs), dtype=np.float64)
+        metas: list[str | None] = []
+        seen: dict[str, int] = {}
+        for i, doc in enumerate(docs):
+            where = f"documents[{i}]"
+            if not isinstance(doc, Mapping):
+                raise InputTypeError(
+                    f"{where} must be a mapping like {{'id': str, 'text': str}}, got {type(doc).__name__}"
+                )
+            if "id" not in doc:
+                raise InputError(f"{where}.id is missing; every document needs a string id")
+            id_ = doc["id"]
+            if not isinstance(id_, str):
+                raise InputTypeError(f"{where}.id must be a str, got {type(id_).__name__}")
+            if not id_ or len(id_) > 1024:
+                raise InputError(f"{where}.id must be 1 to 1024 characters, got {len(id_)}")
+            if "text" not in doc:
+                raise InputError(f"{where}.text is missing; every document needs a text")
+            text = doc["text"]
+            if not isinstance(text, str):
+                raise InputTypeError(f"{where}.text must be a str, got {type(text).__name__}")
+            t = doc.get("time")
+            if t is None:
+                t = now
+            elif (
+                isinstance(t, bool)
+                or not isinstance(t, (int, float))
+                or not math.isfinite(float(t))
+            ):
+                raise InputTypeError(
+                    f"{where}.time must be unix seconds (a finite number) or null, got {t!r}"
+                )
+            meta = doc.get("metadata")
+            if meta is not None:
+                if not isinstance(meta, Mapping):
+                    raise InputTypeError(
+                        f"{where}.metadata must be an object (dict) or null, got {type(meta).__name__}"
+                    )
+                try:
+                    meta_s: str | None = json.dumps(meta, ensure_ascii=False, allow_nan=False)
+                except (TypeError, ValueError) as exc:
+                    raise InputError(f"{where}.metadata must be JSON-serialisable: {exc}") from exc
+            else:
+                meta_s = None
+            if id_ in seen:
+                raise InputError(
+                    f"{where}.id {id_!r} repeats documents[{seen[id_]}].id; ids in one batch must be unique"
+                )
+            seen[id_] = i
+            ids.append(id_)
+            texts.append(text)
+            times[i] = float(t)
+            metas.append(meta_s)
+        fps, empty = self._fingerprint(texts)
+        ch = self._hash_many(texts) if texts else np.zeros((0, 2), np.uint64)
+        chash = [
+            int(a).to_bytes(8, "little") + int(b).to_bytes(8, "little") for a, b in ch.tolist()
+        ]
+        return _Docs(ids, texts, times, metas, fps, empty, chash)
+
+    def _fingerprint(
+        self, texts: list[str]
+    ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
+        fpr = self.fingerprinter
+        if not texts:
+            shape = (0,) if self.bits == 64 else (0, 2)
+            return np.zeros(shape, np.uint64), np.zeros(0, bool)
+        if hasattr(fpr, "fingerprint_batch"):
+            b = fpr.fingerprint_batch(texts)
+            fps, empty = b.fingerprints, np.asarray(b.empty, dtype=bool)
+        else:
+            fps = fpr.fingerprint_many(texts)
+            empty = np.array([not t.strip() for t in texts], dtype=bool)
+        return as_fingerprints(fps, bits=self.bits), empty
+
+    @staticmethod
+    def _as_list(docs: Any) -> tuple[list[Mapping[str, Any]], bool]:
+        if isinstance(docs, Mapping):
+            return [docs], True
+        if isinstance(docs, (str, bytes)) or not isinstance(docs, Sequence):
+            raise InputTypeError(
+                f"expected a document (mapping) or a list of documents, got {type(docs).__name__}"
+            )
+        return list(docs), False
+
+    # ------------------------------------------------------------------ public API
+    def _submit(self, op: _Op) -> Any:
+        with self._cv:
+            if self._closed:
+                raise IndexStateError("this Deduplicator is closed; open a new one")
+            self._queue.append(op)
+            self._cv.notify()
+        return op.future.result()
+
+    def _docs_op(self, kind: str, docs: Any) -> Any:
+        items, single = self._as_list(docs)
+        prepared = self._prepare(items)
+        if not items:
+            return []
+        out = self._submit(_Op(kind, prepared))
+        return out[0] if single else out
+
+    @overload
+    def check(self, docs: Mapping[str, Any]) -> Decision: ...
+    @overload
+    def check(self, docs: Sequence[Mapping[str, Any]]) -> list[Decision]: ...
+    def check(self, docs: Any) -> Any:
+        """Would these documents be duplicates? Read-only; one document or a list."""
+        return self._docs_op("check", docs)
+
+    @overload
+    def add(self, docs: Mapping[str, Any]) -> Decision: ...
+    @overload
+    def add(self, docs: Sequence[Mapping[str, Any]]) -> list[Decision]: ...
+    def add(self, docs: Any) -> Any:
+        """Insert unconditionally (the duplicate flag is still reported); durable on return."""
+        return self._docs_op("add", docs)
+
+    @overload
+    def check_and_add(self, docs: Mapping[str, Any]) -> Decision: ...
+    @overload
+    def check_and_add(self, docs: Sequence[Mapping[str, Any]]) -> list[Decision]: ...
+    def check_and_add(self, docs: Any) -> Any:
+        """Atomically insert each document unless it duplicates a stored (or earlier) one."""
+        return self._docs_op("check_and_add", docs)
+
+    def get(self, id: str) -> dict[str, Any]:
+        """The stored document: ``{"id", "time", "fingerprint" (hex), "metadata", "text"?}``."""
+        if not isinstance(id, str):
+            raise InputTypeError(f"id must be a str, got {type(id).__name__}")
+        row = self.store.get_row(id)
+        if row is None or (self.retention is not None and row.time < self.clock() - self.retention):
+            raise NotFoundError(f"document {id!r} not found")
+        hi = int.from_bytes(row.fp[:8], "little")
+        lo = int.from_bytes(row.fp[8:], "little")
+        fp = hi if self.bits == 64 else (hi << 64) | lo
+        out: dict[str, Any] = {
+            "id": row.id,
+            "time": row.time,
+            "fingerprint": format(fp, "x"),
+            "metadata": json.loads(row.metadata) if row.metadata else None,
+        }
+        if row.text is not None:
+            out["text"] = row.text
+        return out
+
+    def delete(self, id: str) -> None:
+        """Delete a document (durable on return); :class:`NotFoundError` if unknown."""
+        if not isinstance(id, str):
+            raise InputTypeError(f"id must be a str, got {type(id).__name__}")
+        self._submit(_Op("delete", arg=id))
+
+    def flush(self) -> None:
+        """Write the memtable to segments now (durable stores; a no-op in memory)."""
+        self._submit(_Op("flush"))
+
+    def bulk_load(self, ids: list[str], fingerprints: Any, times: Any = None) -> int:
+        """Seed the store with precomputed fingerprints (no texts); durable on return.
+
+        Parameters
+        ----------
+        ids : list of str
+            New, unique document ids.
+        fingerprints : ndarray of uint64, shape (n,) or (n, 2)
+        times : ndarray of float64, shape (n,), optional
+            Unix seconds; default now.
+
+        Returns
+        -------
+        int
+            Number of documents loaded.
+        """
+        if not isinstance(ids, Sequence) or isinstance(ids, str):
+            raise InputTypeError(f"ids must be a list of str, got {type(ids).__name__}")
+        fps = as_fingerprints(fingerprints, bits=self.bits)
+        if len(fps) != len(ids):
+            raise InputError(
+                f"ids ({len(ids)}) and fingerprints ({len(fps)}) must have the same length"
+            )
+        for i, x in enumerate(ids):
+            if not isinstance(x, str) or not x:
+                raise InputTypeError(f"ids[{i}] must be a non-empty str, got {x!r}")
+        if len(set(ids)) != len(ids):
+            raise InputError("ids passed to bulk_load must be unique")
+        ts = (
+            np.full(len(ids), self.clock(), dtype=np.float64)
+            if times is None
+            else np.asarray(times, dtype=np.float64)
+        )
+        if ts.shape != (len(ids),) or not np.isfinite(ts).all():
+            raise InputError(f"times must be {len(ids)} finite unix seconds, got shape {ts.shape}")
+        if not ids:
+            return 0
+        return int(self._submit(_Op("bulk", arg=(list(ids), fps, ts))))
+
+    def stats(self) -> dict[str, Any]:
+        """Counters for monitoring: documents, partitions, segments, wal_bytes, checks, ..."""
+        s = self.store.stats()
+        with self._cv:
+            s.update(self._counters)
+            s["queue_depth"] = len(self._queue)
+        s["bits"] = self.bits
+        s["max_distance"] = self.max_distance
+        s["search_radius"] = self.radius
+        s["retention_seconds"] = self.retention
+        s["durable"] = self.path is not None
+        return s
+
+    def __len__(self) -> int:
+        return max(0, int(self.store.documents))
+
+    def __contains__(self, id: object) -> bool:
+        return isinstance(id, str) and self.store.get_row(id) is not None
+
+    def close(self) -> None:
+        """Drain queued operations, flush the memtable to segments, release the directory."""
+        with self._cv:
+            if self._closed:
+                return
+            self._closed = True
+            stop = _Op("stop")
+            self._queue.append(stop)
+            self._cv.notify()
+        self._writer.join()
+        self.store.close()
+
+    def __enter__(self) -> Deduplicator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            if not self._closed:
+                self.close()
+        except Exception:
+            pass
+
+    # ------------------------------------------------------------------ writer
+    def _take(self) -> list[_Op]:
+        with self._cv:
+            while not self._queue:
+                timeout = 1.0 if self.retention is not None else None
+                if not self._cv.wait(timeout):
+                    return []
+            first = self._queue[0]
+            if first.kind not in ("check", "add", "check_and_add", "delete"):
+                return [self._queue.pop(0)]
+            if self.commit_interval > 0:
+                deadline = time.monotonic() + self.commit_interval
+                while sum(o.n for o in self._queue) < MAX_GROUP_DOCS:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cv.wait(left)
+            group: list[_Op] = []
+            n = 0
+            while self._queue:
+                op = self._queue[0]
+                if op.kind not in ("check", "add", "check_and_add", "delete"):
+                    break
+                if group and n + op.n > MAX_GROUP_DOCS:
+                    break
+                group.append(self._queue.pop(0))
+                n += op.n
+            return group
+
+    def _run(self) -> None:
+        while True:
+            group = self._take()
+            try:
+                if group and group[0].kind == "stop":
+                    self._shutdown(group[0])
+                    return
+                if group:
+                    self._dispatch(group)
+                if self.retention is not None:
+                    now = self.clock()
+                    if now - self._last_expire >= 1.0:
+                        self._last_expire = now
+                        self.store.expire(now - self.retention)
+                self.store.maybe_flush()
+            except Exception as exc:  # never let the writer die; fail what was in flight
+                log.exception("writer: unexpected error")
+                for op in group:
+                    if not op.future.done():
+                        op.future.set_exception(exc)
+
+    def _shutdown(self, stop: _Op) -> None:
+        try:
+            if self.store.wal is not None and self.store.wal.size > HEADER_SIZE:
+                self.store.flush(
+                    cutoff=None if self.retention is None else self.clock() - self.retention
+                )
+        except Exception:
+            log.exception("flush on close failed; the log still holds every row")
+        stop.future.set_result(None)
+
+    def _dispatch(self, group: list[_Op]) -> None:
+        op = group[0]
+        if op.kind == "flush":
+            self._guard(
+                op,
+                lambda: self.store.flush(
+                    cutoff=None if self.retention is None else self.clock() - self.retention
+                ),
+            )
+        elif op.kind == "bulk":
+            self._guard(op, lambda: self._bulk(*op.arg))
+        else:
+            self._apply_group(group)
+
+    @staticmethod
+    def _guard(op: _Op, fn: Callable[[], Any]) -> None:
+        try:
+            op.future.set_result(fn())
+        except Exception as exc:
+            op.future.set_exception(exc)
+
+    def _bulk(
+        self, ids: list[str], fps: npt.NDArray[np.uint64], ts: npt.NDArray[np.float64]
+    ) -> int:
+        existing = self.store.lookup_ids(ids)
+        if existing:
+            first = next(iter(existing))
+            raise InputError(
+                f"bulk_load: {len(existing)} ids already exist (e.g. {first!r}); bulk_load only adds new ids"
+            )
+        start = self.store.allocate(len(ids))
+        rids = np.arange(start, start + len(ids), dtype=np.int64)
+        w = fp_words(fps).tolist()
+        rows = [
+            (
+                start + i,
+                ids[i],
+                float(ts[i]),
+                int(w[i][0]).to_bytes(8, "little") + int(w[i][1]).to_bytes(8, "little"),
+                _NO_HASH,
+                0,
+                None,
+                None,
+            )
+            for i in range(len(ids))
+        ]
+        self.store.bulk_load(rows, fps, rids, ts)
+        return len(ids)
+
+    def _apply_group(self, group: list[_Op]) -> None:
+        try:
+            results, records = self._decide(group)
+        except Exception as exc:
+            for op in group:
+                op.future.set_exception(exc)
+            return
+        try:
+            self.store.commit(records)
+        except StorageError as exc:
+            self._counters["storage_errors"] += 1
+            reads = [op for op in group if op.kind == "check"]
+            for op in group:
+                if op.kind != "check":
+                    op.future.set_exception(exc)
+            if reads:  # answer reads as if the failed writes never happened
+                self._apply_group(reads)
+            return
+        with self._cv:
+            self._counters["groups"] += 1
+            self._counters["group_docs"] += sum(o.n for o in group)
+        for op, res in zip(group, results, strict=True):
+            if isinstance(res, BaseException):
+                op.future.set_exception(res)
+            else:
+                op.future.set_result(res)
+
+    def _decide(self, group: list[_Op]) -> tuple[list[Any], list[AddRecord | DeleteRecord]]:
+        doc_ops = [op for op in group if op.docs is not None]
+        # everything a group needs from the index and metadata, fetched in bulk
+        if doc_ops:
+            fps = np.concatenate([op.docs.fps for op in doc_ops])  # type: ignore[union-attr]
+            ids = [i for op in doc_ops for i in op.docs.ids]  # type: ignore[union-attr]
+        else:
+            fps = np.zeros((0,) if self.bits == 64 else (0, 2), np.uint64)
+            ids = []
+        lims, hit_rids, hit_d = self.store.search(fps, self.radius)
+        del_ids = [op.arg for op in group if op.kind == "delete"]
+        existing = self.store.lookup_ids(ids + del_ids)
+        need_text = self.verifier is not None
+        rows = self.store.fetch(
+            list(set(hit_rids.tolist()) | set(existing.values())), with_text=need_text
+        )
+        intra = (
+            hamming_cdist(fps, fps) if len(fps) > 1 else np.zeros((len(fps), len(fps)), np.int32)
+        )
+        cutoff = None if self.retention is None else self.clock() - self.retention
+
+        results: list[Any] = []
+        records: list[AddRecord | DeleteRecord] = []
+        # group state: id -> (rowid, global position or None for stored rows)
+        id_state: dict[str, tuple[int, int | None] | None] = {}
+        deleted_rowids: set[int] = set()
+        added_pos: list[int] = []  # global positions of documents added in this group
+        pos_rowid: dict[int, int] = {}
+        flat_texts = [t for op in doc_ops for t in op.docs.texts]  # type: ignore[union-attr]
+        flat_chash = [h for op in doc_ops for h in op.docs.chash]  # type: ignore[union-attr]
+        flat_empty = (
+            np.concatenate([op.docs.empty for op in doc_ops]) if doc_ops else np.zeros(0, bool)
+        )  # type: ignore[union-attr]
+
+        def current(id_: str) -> tuple[int, int | None] | None:
+            if id_ in id_state:
+                return id_state[id_]
+            rid = existing.get(id_)
+            return None if rid is None else (rid, None)
+
+        g = 0
+        for op in group:
+            if op.kind == "delete":
+                cur = current(op.arg)
+                if cur is None:
+                    results.append(NotFoundError(f"document {op.arg!r} not found"))
+                    continue
+                records.append(DeleteRecord(cur[0], op.arg))
+                deleted_rowids.add(cur[0])
+                id_state[op.arg] = None
+                if cur[1] is not None:
+                    added_pos.remove(cur[1])
+                results.append(None)
+                continue
+            docs = op.docs
+            assert docs is not None
+            out: list[Decision] = []
+            for k in range(len(docs.ids)):
+                i = g + k
+                id_ = docs.ids[k]
+                matches = self._matches(
+                    i,
+                    flat_texts,
+                    flat_chash,
+                    flat_empty,
+                    hit_rids[lims[i] : lims[i + 1]],
+                    hit_d[lims[i] : lims[i + 1]],
+                    rows,
+                    deleted_rowids,
+                    added_pos,
+                    intra,
+                    ids,
+                    cutoff,
+                )
+                cur = current(id_)
+                if cur is not None:  # idempotent re-send: report the existing document
+                    if not any(m.id == id_ for m in matches):
+                        d = (
+                            int(intra[i, cur[1]])
+                            if cur[1] is not None
+                            else self._distance_to_row(fps[i], rows.get(cur[0]))
+                        )
+                        same = cur[1] is not None and flat_chash[cur[1]] == flat_chash[i]
+                        same = same or (cur[0] in rows and rows[cur[0]].chash == flat_chash[i])
+                        matches = [Match(id_, d, 1.0 if same else None), *matches][
+                            : self.max_matches
+                        ]
+                    out.append(Decision(id_, True, False, tuple(matches), self._fp_int(fps[i])))
+                    continue
+                dup = bool(matches)
+                add = op.kind == "add" or (op.kind == "check_and_add" and not dup)
+                if add:
+                    rid = self.store.allocate(1)
+                    w0, w1 = (
+                        (int(fps[i]), 0) if self.bits == 64 else (int(fps[i][0]), int(fps[i][1]))
+                    )
+                    records.append(
+                        AddRecord(
+                            rid,
+                            float(docs.times[k]),
+                            w0,
+                            w1,
+                            docs.chash[k],
+                            _EMPTY_FLAG if docs.empty[k] else 0,
+                            id_,
+                            docs.texts[k] if self.store_text else None,
+                            docs.metadata[k],
+                        )
+                    )
+                    id_state[id_] = (rid, i)
+                    added_pos.append(i)
+                    pos_rowid[i] = rid
+                out.append(Decision(id_, dup, add, tuple(matches), self._fp_int(fps[i])))
+            with self._cv:
+                if op.kind == "check":
+                    self._counters["checks"] += len(out)
+                else:
+                    self._counters["adds"] += sum(d.added for d in out)
+                self._counters["duplicates"] += sum(d.duplicate for d in out)
+            results.append(out)
+            g += len(docs.ids)
+        return results, records
+
+    def _fp_int(self, fp: Any) -> int:
+        if self.bits == 64:
+            return int(fp)
+        return (int(fp[0]) << 64) | int(fp[1])
+
+    def _distance_to_row(self, fp: Any, row: Any) -> int:
+        if row is None:
+            return 0
+        hi = int.from_bytes(row.fp[:8], "little")
+        lo = int.from_bytes(row.fp[8:], "little")
+        stored = hi if self.bits == 64 else (hi << 64) | lo
+        return (self._fp_int(fp) ^ stored).bit_count()
+
+    def _matches(
+        self,
+        i: int,
+        texts: list[str],
+        chash: list[bytes],
+        empty: npt.NDArray[np.bool_],
+        hit_rids: npt.NDArray[np.int64],
+        hit_d: npt.NDArray[np.int32],
+        rows: dict[int, Any],
+        deleted: set[int],
+        added_pos: list[int],
+        intra: npt.NDArray[np.int32],
+        ids: list[str],
+        cutoff: float | None,
+    ) -> list[Match]:
+        text = texts[i]
+        limit = (
+            self.verifier.candidate_distance(len(text))
+            if self.verifier is not None
+            else self.max_distance
+        )
+        limit = min(int(limit), self.radius)
+        q_empty = bool(empty[i])
+        q_hash = chash[i]
+        found: list[tuple[int, int, str, float | None]] = []  # (distance, order, id, score)
+
+        def consider(
+            order: int, cid: str, d: int, c_hash: bytes, c_empty: bool, c_text: str | None
+        ) -> None:
+            exact = c_hash == q_hash and c_hash != _NO_HASH
+            if exact:
+                found.append((d, order, cid, 1.0))
+                return
+            if q_empty or c_empty or d > limit:
+                return
+            if self.verifier is not None and c_text is not None:
+                ok, score = self.verifier.verify(text, c_text, d)
+                if ok:
+                    found.append((d, order, cid, float(score)))
+            elif d <= self.max_distance:
+                found.append((d, order, cid, None))
+
+        for rid, d in zip(hit_rids.tolist(), hit_d.tolist(), strict=True):
+            if rid in deleted:
+                continue
+            row = rows.get(rid)
+            if row is None or (cutoff is not None and row.time < cutoff):
+                continue
+            consider(rid, row.id, d, row.chash, bool(row.flags & _EMPTY_FLAG), row.text)
+        for j in added_pos:
+            d = int(intra[i, j])
+            if d <= self.radius:
+                consider((1 << 62) + j, ids[j], d, chash[j], bool(empty[j]), texts[j])
+        found.sort(key=lambda x: (x[0], x[1]))
+        return [Match(cid, d, s) for d, _, cid, s in found[: self.max_matches]]

@@ -1,0 +1,81 @@
+"""Stand-ins used only while :mod:`neardup.fingerprint` cannot be imported.
+
+They follow the cross-team contract (``fingerprint_batch``, ``config``/``from_config``,
+``content_hash_many``) so the store can be developed and tested on its own; the
+:class:`neardup.online.Deduplicator` logs a warning whenever it uses them.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import xxhash
+
+__all__ = ["SimpleFingerprinter", "content_hash_many", "normalize"]
+
+_WS = re.compile(r"\s+")
+_TOKEN = re.compile(r"[\u3400-\u9fff]|\w+")
+
+
+def normalize(text: str) -> str:
+    """NFKC + casefold + whitespace collapse."""
+    return _WS.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def content_hash_many(texts: list[str]) -> npt.NDArray[np.uint64]:
+    """xxh3_128 of normalized texts as uint64 (n, 2), high word first."""
+    out = np.zeros((len(texts), 2), dtype=np.uint64)
+    for i, t in enumerate(texts):
+        v = xxhash.xxh3_128_intdigest(normalize(t).encode("utf-8", "surrogatepass"))
+        out[i, 0] = v >> 64
+        out[i, 1] = v & 0xFFFFFFFFFFFFFFFF
+    return out
+
+
+@dataclass
+class _Batch:
+    fingerprints: npt.NDArray[np.uint64]
+    empty: npt.NDArray[np.bool_]
+
+
+class SimpleFingerprinter:
+    """64-bit SimHash over word 3-shingles (CJK: character 3-shingles), term-frequency weights."""
+
+    bits = 64
+
+    def __init__(self, bits: int = 64) -> None:
+        if bits != 64:
+            raise ValueError("the fallback fingerprinter only makes 64-bit fingerprints")
+
+    def config(self) -> dict[str, Any]:
+        return {"kind": "neardup.store.fallback.SimpleFingerprinter", "bits": 64}
+
+    @classmethod
+    def from_config(cls, d: dict[str, Any]) -> SimpleFingerprinter:
+        return cls()
+
+    def _one(self, text: str) -> int:
+        toks = _TOKEN.findall(normalize(text))
+        if not toks:
+            return 0
+        shingles = ["\x1f".join(toks[i : i + 3]) for i in range(max(1, len(toks) - 2))]
+        hs = np.array(
+            [xxhash.xxh64_intdigest(s.encode("utf-8", "surrogatepass")) for s in shingles],
+            dtype=np.uint64,
+        )
+        bits = (hs[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)
+        votes = bits.sum(axis=0).astype(np.int64) * 2 - len(hs)
+        return int(sum(1 << i for i in range(64) if votes[i] > 0))
+
+    def fingerprint(self, text: str) -> int:
+        return self._one(text)
+
+    def fingerprint_batch(self, texts: list[str], workers: int = 1) -> _Batch:
+        fps = np.array([self._one(t) for t in texts], dtype=np.uint64)
+        empty = np.array([not _TOKEN.search(t) for t in texts], dtype=bool)
+        return _Batch(fps, empty)

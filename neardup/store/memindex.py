@@ -1,0 +1,267 @@
+"""Search structures of the store: the in-memory memtable and per-segment indexes.
+
+Everything here speaks the :class:`neardup.HammingIndex` contract (``search(queries,
+max_distance) -> (lims, ids, distances)``, CSR, per query sorted by ``(distance, id)``) with
+int64 *row ids* as ids. :class:`BruteIndex` is the pure NumPy reference (and the fallback when
+:mod:`neardup.index` cannot be imported); :func:`build_index` picks the fast index when there is
+one.
+
+The memtable is tiered so that it never depends on incremental inserts being cheap: new rows go
+into a small brute-force buffer (``buffer_size`` rows); a full buffer is frozen into an
+immutable index ("run"); runs of similar size are merged (rebuilt) logarithmically, so a
+memtable of ``n`` rows has ``O(log n)`` runs and each row is re-indexed ``O(log n)`` times.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..hamming import hamming_cdist
+
+__all__ = ["BruteIndex", "MemTable", "build_index", "hamming_index_class", "merge_results"]
+
+log = logging.getLogger("neardup.store")
+
+Result = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]
+
+_warned = False
+
+
+def hamming_index_class() -> Any | None:
+    """:class:`neardup.HammingIndex` when importable, else None (brute force is used)."""
+    global _warned
+    if os.environ.get("NEARDUP_STORE_BRUTE", "") not in ("", "0"):
+        return None
+    try:
+        from ..index import HammingIndex
+    except Exception:  # ImportError, or a half-installed index module
+        if not _warned:
+            log.warning(
+                "neardup.index is not available; the store falls back to brute-force search"
+            )
+            _warned = True
+        return None
+    return HammingIndex
+
+
+def empty_result(nq: int) -> Result:
+    return (
+        np.zeros(nq + 1, dtype=np.int64),
+        np.zeros(0, dtype=np.int64),
+        np.zeros(0, dtype=np.int32),
+    )
+
+
+class BruteIndex:
+    """Exact brute-force range search over fixed arrays (the reference implementation).
+
+    Parameters
+    ----------
+    fingerprints : ndarray of uint64, shape (n,) or (n, 2)
+    ids : ndarray of int64, shape (n,)
+    """
+
+    def __init__(self, fingerprints: npt.NDArray[np.uint64], ids: npt.NDArray[np.int64]) -> None:
+        self.fingerprints = fingerprints
+        self.ids = np.asarray(ids, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def search(self, queries: npt.NDArray[np.uint64], max_distance: int) -> Result:
+        nq = len(queries)
+        n = len(self.ids)
+        if n == 0 or nq == 0:
+            return empty_result(nq)
+        block = max(1, (1 << 22) // n)
+        qs, ids, ds = [], [], []
+        for s in range(0, nq, block):
+            d = hamming_cdist(queries[s : s + block], self.fingerprints)
+            qi, col = np.nonzero(d <= max_distance)
+            qs.append(qi + s)
+            ids.append(self.ids[col])
+            ds.append(d[qi, col])
+        return _to_csr(
+            nq, np.concatenate(qs), np.concatenate(ids), np.concatenate(ds).astype(np.int32)
+        )
+
+
+def _to_csr(
+    nq: int, qi: npt.NDArray[Any], ids: npt.NDArray[np.int64], ds: npt.NDArray[np.int32]
+) -> Result:
+    order = np.lexsort((ids, ds, qi))
+    lims = np.zeros(nq + 1, dtype=np.int64)
+    np.cumsum(np.bincount(qi, minlength=nq), out=lims[1:])
+    return lims, ids[order].astype(np.int64, copy=False), ds[order].astype(np.int32, copy=False)
+
+
+def merge_results(nq: int, results: list[Result]) -> Result:
+    """Union of several CSR results for the same queries, per query sorted by (distance, id)."""
+    results = [r for r in results if len(r[1])]
+    if not results:
+        return empty_result(nq)
+    if len(results) == 1:
+        return results[0]
+    qi = np.concatenate([np.repeat(np.arange(nq), np.diff(r[0])) for r in results])
+    ids = np.concatenate([r[1] for r in results])
+    ds = np.concatenate([r[2] for r in results])
+    return _to_csr(nq, qi, ids, ds)
+
+
+class _FastIndex:
+    """Adapter around a :class:`neardup.HammingIndex` (keeps the call shape in one place)."""
+
+    def __init__(self, index: Any) -> None:
+        self.index = index
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def search(self, queries: npt.NDArray[np.uint64], max_distance: int) -> Result:
+        lims, ids, ds = self.index.search(queries, max_distance=max_distance)
+        return (
+            np.asarray(lims, dtype=np.int64),
+            np.asarray(ids, dtype=np.int64),
+            np.asarray(ds, dtype=np.int32),
+        )
+
+
+def build_index(
+    fingerprints: npt.NDArray[np.uint64],
+    ids: npt.NDArray[np.int64],
+    *,
+    bits: int,
+    max_distance: int,
+) -> BruteIndex | _FastIndex:
+    """An immutable index over ``fingerprints`` (ids = row ids): HammingIndex or brute force."""
+    cls = hamming_index_class()
+    if cls is None or len(ids) < 256:
+        return BruteIndex(fingerprints, ids)
+    try:
+        idx = cls(bits=bits, max_distance=max_distance, expected_size=len(ids))
+        idx.add(fingerprints, ids=np.asarray(ids, dtype=np.int64))
+    except Exception:
+        log.exception("building a HammingIndex failed; using brute-force search for these rows")
+        return BruteIndex(fingerprints, ids)
+    return _FastIndex(idx)
+
+
+class MemTable:
+    """Mutable, tiered in-memory index of the rows not yet written to segments.
+
+    Parameters
+    ----------
+    bits : {64, 128}
+    max_distance : int
+        Largest search radius.
+    buffer_size : int, default=2048
+        Rows kept in the brute-force buffer before it is frozen into an index run.
+    """
+
+    def __init__(self, *, bits: int, max_distance: int, buffer_size: int = 2048) -> None:
+        self.bits = bits
+        self.max_distance = max_distance
+        self.buffer_size = buffer_size
+        shape = (0,) if bits == 64 else (0, 2)
+        self._empty_fp = np.zeros(shape, dtype=np.uint64)
+        self._buf_fp: list[npt.NDArray[np.uint64]] = []
+        self._buf_id: list[npt.NDArray[np.int64]] = []
+        self._buf_t: list[npt.NDArray[np.float64]] = []
+        self._buf_n = 0
+        self._buf_index: BruteIndex | None = None
+        # runs: (index, fingerprints, rowids, times)
+        self._runs: list[
+            tuple[Any, npt.NDArray[np.uint64], npt.NDArray[np.int64], npt.NDArray[np.float64]]
+        ] = []
+
+    def __len__(self) -> int:
+        return self._buf_n + sum(len(r[2]) for r in self._runs)
+
+    @property
+    def runs(self) -> int:
+        return len(self._runs)
+
+    def add(
+        self,
+        fps: npt.NDArray[np.uint64],
+        rowids: npt.NDArray[np.int64],
+        times: npt.NDArray[np.float64],
+    ) -> None:
+        if not len(rowids):
+            return
+        self._buf_fp.append(np.asarray(fps, dtype=np.uint64))
+        self._buf_id.append(np.asarray(rowids, dtype=np.int64))
+        self._buf_t.append(np.asarray(times, dtype=np.float64))
+        self._buf_n += len(rowids)
+        self._buf_index = None
+        if self._buf_n >= self.buffer_size:
+            self._freeze()
+
+    def _buffer(
+        self,
+    ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        if len(self._buf_fp) > 1:
+            self._buf_fp = [np.concatenate(self._buf_fp)]
+            self._buf_id = [np.concatenate(self._buf_id)]
+            self._buf_t = [np.concatenate(self._buf_t)]
+        if not self._buf_fp:
+            return self._empty_fp, np.zeros(0, np.int64), np.zeros(0, np.float64)
+        return self._buf_fp[0], self._buf_id[0], self._buf_t[0]
+
+    def _freeze(self) -> None:
+        fp, rid, t = self._buffer()
+        self._buf_fp, self._buf_id, self._buf_t, self._buf_n, self._buf_index = [], [], [], 0, None
+        self._runs.append((None, fp, rid, t))
+        # merge while the newest run is at least half the size of the one before it
+        while len(self._runs) >= 2 and len(self._runs[-1][2]) * 2 >= len(self._runs[-2][2]):
+            a, b = self._runs[-2], self._runs[-1]
+            self._runs[-2:] = [
+                (
+                    None,
+                    np.concatenate([a[1], b[1]]),
+                    np.concatenate([a[2], b[2]]),
+                    np.concatenate([a[3], b[3]]),
+                )
+            ]
+        self._runs = [
+            (
+                r[0]
+                if r[0] is not None
+                else build_index(r[1], r[2], bits=self.bits, max_distance=self.max_distance),
+                r[1],
+                r[2],
+                r[3],
+            )
+            for r in self._runs
+        ]
+
+    def search(self, queries: npt.NDArray[np.uint64], max_distance: int) -> Result:
+        nq = len(queries)
+        results = [r[0].search(queries, max_distance) for r in self._runs]
+        if self._buf_n:
+            if self._buf_index is None:
+                fp, rid, _ = self._buffer()
+                self._buf_index = BruteIndex(fp, rid)
+            results.append(self._buf_index.search(queries, max_distance))
+        return merge_results(nq, results)
+
+    def arrays(
+        self,
+    ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """All rows (fingerprints, rowids, times), ordered by rowid."""
+        fp, rid, t = self._buffer()
+        parts = [(r[1], r[2], r[3]) for r in self._runs] + [(fp, rid, t)]
+        fps = np.concatenate([p[0] for p in parts]) if parts else self._empty_fp
+        rids = np.concatenate([p[1] for p in parts])
+        ts = np.concatenate([p[2] for p in parts])
+        order = np.argsort(rids, kind="stable")
+        return fps[order], rids[order], ts[order]
+
+    def clear(self) -> None:
+        self._buf_fp, self._buf_id, self._buf_t, self._buf_n, self._buf_index = [], [], [], 0, None
+        self._runs = []

@@ -1,0 +1,205 @@
+"""Immutable segment files: the fingerprints, row ids and times of one time partition.
+
+File layout (little-endian, every section 8-byte aligned so it can be memory-mapped)::
+
+    header (64 bytes)
+      magic        8s   b"NDUPSEG\\x00"
+      version      u32  1
+      bits         u32  64 or 128
+      count        u64  number of rows
+      partition    i64  time-partition key (floor(time / partition_seconds))
+      min_time     f64
+      max_time     f64
+      body_xxh64   u64  xxh64 of everything after the header
+      reserved     u32
+      header_crc   u32  crc32 of the 60 bytes above
+    body
+      fingerprints u64[count * words]   words = bits // 64, high word first
+      rowids       i64[count]           strictly increasing
+      times        f64[count]
+
+A segment is written to a temporary name, fsynced, re-read and verified, then renamed into
+place (and the directory fsynced). :func:`open_segment` checks the header CRC and the xxh64 of
+the whole body (~10 GB/s, so about 0.1 s per 50 M rows once the file is in the page cache) and
+raises :class:`CorruptFileError` naming the file on any mismatch; a damaged segment is never
+used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import struct
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import xxhash
+
+from ..errors import CorruptFileError, UnsupportedVersionError
+from .wal import fsync_dir
+
+__all__ = ["HEADER_SIZE", "Segment", "open_segment", "write_segment"]
+
+MAGIC = b"NDUPSEG\x00"
+VERSION = 1
+_HEADER = struct.Struct("<8sIIQqddQI")
+HEADER_SIZE = 64
+_CHUNK = 64 * 1024 * 1024
+
+
+@dataclass
+class Segment:
+    """A verified, memory-mapped segment (arrays are read-only views of the file)."""
+
+    path: Path
+    bits: int
+    partition: int
+    fingerprints: npt.NDArray[np.uint64]  # (n,) or (n, 2)
+    rowids: npt.NDArray[np.int64]
+    times: npt.NDArray[np.float64]
+    min_time: float
+    max_time: float
+    checksum: int
+    _mm: Any = None
+
+    def __len__(self) -> int:
+        return len(self.rowids)
+
+    def close(self) -> None:
+        """Drop the arrays and the mapping (the arrays must not be used afterwards)."""
+        self.fingerprints = self.rowids = self.times = None  # type: ignore[assignment]
+        mm, self._mm = self._mm, None
+        if mm is not None:
+            with contextlib.suppress(BufferError):  # a view is still alive; the GC unmaps it
+                mm.close()
+
+
+def _body_hash(parts: list[bytes | memoryview]) -> int:
+    h = xxhash.xxh64()
+    for p in parts:
+        mv = memoryview(p).cast("B")
+        for s in range(0, len(mv), _CHUNK):
+            h.update(mv[s : s + _CHUNK])
+    return h.intdigest()
+
+
+def write_segment(
+    path: str | os.PathLike[str],
+    fingerprints: npt.NDArray[np.uint64],
+    rowids: npt.NDArray[np.int64],
+    times: npt.NDArray[np.float64],
+    *,
+    partition: int,
+) -> int:
+    """Write a segment atomically (temp + fsync + verify + rename + fsync dir); returns its xxh64.
+
+    Rows must already be sorted by rowid.
+    """
+    p = Path(path)
+    fps = np.ascontiguousarray(fingerprints, dtype="<u8")
+    rid = np.ascontiguousarray(rowids, dtype="<i8")
+    tms = np.ascontiguousarray(times, dtype="<f8")
+    n = len(rid)
+    bits = 64 if fps.ndim == 1 else 128
+    if len(fps) != n or len(tms) != n:
+        raise ValueError("fingerprints, rowids and times must have the same length")
+    body = [fps.data, rid.data, tms.data]
+    checksum = _body_hash(body)
+    min_t = float(tms.min()) if n else 0.0
+    max_t = float(tms.max()) if n else 0.0
+    head = _HEADER.pack(MAGIC, VERSION, bits, n, partition, min_t, max_t, checksum, 0)
+    head += struct.pack("<I", zlib.crc32(head))
+    tmp = p.with_name(p.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(head)
+        for b in body:
+            f.write(b)
+        f.flush()
+        os.fsync(f.fileno())
+    seg = open_segment(tmp)  # verify what was written
+    seg.close()
+    os.replace(tmp, p)
+    fsync_dir(p.parent)
+    return checksum
+
+
+def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segment:
+    """Map a segment and verify its header CRC and (when ``verify``) its body checksum.
+
+    Raises
+    ------
+    CorruptFileError
+        Bad magic, header checksum, size or body checksum; the message names the file.
+    UnsupportedVersionError
+        A segment version this build does not read.
+    """
+    p = Path(path)
+    size = p.stat().st_size
+    if size < HEADER_SIZE:
+        raise CorruptFileError(
+            f"{p}: segment is truncated ({size} bytes, header needs {HEADER_SIZE})"
+        )
+    with open(p, "rb") as f:
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        head = mm[:HEADER_SIZE]
+        magic, version, bits, n, partition, min_t, max_t, checksum, _r = _HEADER.unpack_from(
+            head, 0
+        )
+        (crc,) = struct.unpack_from("<I", head, 60)
+        if magic != MAGIC:
+            raise CorruptFileError(f"{p}: not a neardup segment (magic {magic!r})")
+        if zlib.crc32(head[:60]) != crc:
+            raise CorruptFileError(f"{p}: segment header checksum mismatch; the file is damaged")
+        if version != VERSION:
+            raise UnsupportedVersionError(
+                f"{p}: segment version {version}, this build reads version {VERSION}"
+            )
+        if bits not in (64, 128):
+            raise CorruptFileError(
+                f"{p}: segment header says {bits}-bit fingerprints (64 or 128 expected)"
+            )
+        words = bits // 64
+        expected = HEADER_SIZE + n * (8 * words + 16)
+        if size != expected:
+            raise CorruptFileError(
+                f"{p}: segment is {size} bytes but its header describes {n} rows ({expected} bytes); "
+                "the file is truncated or damaged"
+            )
+        body = memoryview(mm)[HEADER_SIZE:]
+        if verify and _body_hash([body]) != checksum:
+            body.release()
+            raise CorruptFileError(
+                f"{p}: segment checksum mismatch (xxh64 of the body); the file is damaged and will "
+                "not be used. Restore it from a backup, or remove it from MANIFEST.json to drop its rows"
+            )
+        body.release()
+        off = HEADER_SIZE
+        fps = np.frombuffer(mm, dtype="<u8", count=n * words, offset=off)
+        off += n * words * 8
+        rid = np.frombuffer(mm, dtype="<i8", count=n, offset=off)
+        off += n * 8
+        tms = np.frombuffer(mm, dtype="<f8", count=n, offset=off)
+        if words == 2:
+            fps = fps.reshape(n, 2)
+        return Segment(
+            p,
+            bits,
+            partition,
+            fps.view(np.uint64),
+            rid.view(np.int64),
+            tms.view(np.float64),
+            min_t,
+            max_t,
+            checksum,
+            mm,
+        )
+    except BaseException:
+        with contextlib.suppress(BufferError):
+            mm.close()
+        raise

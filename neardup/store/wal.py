@@ -1,0 +1,361 @@
+"""Write-ahead log: length + CRC framed records, group commit, fsync before acknowledging.
+
+File layout (all integers little-endian)::
+
+    header  (32 bytes)
+      magic       8s   b"NDUPWAL\\x00"
+      version     u32  1
+      reserved    u32  0
+      generation  u64  sequence number of this log file (matches the manifest)
+      pad         u32  0
+      header_crc  u32  crc32 of the 28 bytes above
+    records, each
+      length      u32  payload length in bytes
+      crc         u32  crc32 of the payload
+      payload     `length` bytes (see below)
+
+Payloads are a compact binary encoding, never pickle:
+
+* ``ADD`` (op 1): ``rowid i64, time f64, fp_hi u64, fp_lo u64, chash 16s, flags u8,
+  id_len u32, id utf-8, text_len u32 (0xFFFFFFFF = no text), text utf-8,
+  meta_len u32 (0xFFFFFFFF = none), metadata JSON utf-8``.
+  64-bit fingerprints are stored in ``fp_hi`` with ``fp_lo = 0``.
+* ``DELETE`` (op 2): ``rowid i64, id_len u32, id utf-8``.
+
+Recovery (:func:`read_wal`): records are read until the end of the file. A bad record (short
+read, impossible length or CRC mismatch) is a *torn tail* when no valid record follows it: the
+file is truncated there (the writer died mid-append; that group was never acknowledged). When a
+valid record does follow, the damage is in the middle of the log and :class:`CorruptFileError`
+names the file and offset; ``repair=True`` truncates at the damage instead (losing what follows,
+which is reported).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import CorruptFileError, StorageError, UnsupportedVersionError
+
+__all__ = [
+    "OP_ADD",
+    "OP_DELETE",
+    "AddRecord",
+    "DeleteRecord",
+    "WalReplay",
+    "WalWriter",
+    "decode_payload",
+    "encode_add",
+    "encode_delete",
+    "frame",
+    "read_wal",
+]
+
+log = logging.getLogger("neardup.store")
+
+MAGIC = b"NDUPWAL\x00"
+VERSION = 1
+_HEADER = struct.Struct("<8sIIQI")  # magic, version, reserved, generation, pad (28 bytes)
+HEADER_SIZE = _HEADER.size + 4
+_FRAME = struct.Struct("<II")
+_ADD = struct.Struct("<bqdQQ16sB")
+_DEL = struct.Struct("<bq")
+_U32 = struct.Struct("<I")
+_NONE = 0xFFFFFFFF
+#: a single record larger than this is treated as damage, not data
+MAX_RECORD = 256 * 1024 * 1024
+
+OP_ADD = 1
+OP_DELETE = 2
+
+
+@dataclass(frozen=True, slots=True)
+class AddRecord:
+    """An inserted document as logged (fingerprint as two 64-bit words, high first)."""
+
+    rowid: int
+    time: float
+    fp_hi: int
+    fp_lo: int
+    chash: bytes
+    flags: int
+    id: str
+    text: str | None
+    metadata: str | None  # JSON text
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRecord:
+    """A deleted document as logged."""
+
+    rowid: int
+    id: str
+
+
+def _put_str(parts: list[bytes], s: str | None) -> None:
+    if s is None:
+        parts.append(_U32.pack(_NONE))
+    else:
+        b = s.encode("utf-8", "surrogatepass")
+        parts.append(_U32.pack(len(b)))
+        parts.append(b)
+
+
+def encode_add(r: AddRecord) -> bytes:
+    """Payload bytes of an ``ADD`` record."""
+    parts = [_ADD.pack(OP_ADD, r.rowid, r.time, r.fp_hi, r.fp_lo, r.chash, r.flags)]
+    _put_str(parts, r.id)
+    _put_str(parts, r.text)
+    _put_str(parts, r.metadata)
+    return b"".join(parts)
+
+
+def encode_delete(r: DeleteRecord) -> bytes:
+    """Payload bytes of a ``DELETE`` record."""
+    parts = [_DEL.pack(OP_DELETE, r.rowid)]
+    _put_str(parts, r.id)
+    return b"".join(parts)
+
+
+def frame(payload: bytes) -> bytes:
+    """``[len u32][crc32 u32][payload]``."""
+    return _FRAME.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+def _get_str(buf: bytes, pos: int) -> tuple[str | None, int]:
+    (n,) = _U32.unpack_from(buf, pos)
+    pos += 4
+    if n == _NONE:
+        return None, pos
+    if pos + n > len(buf):
+        raise ValueError("string runs past the end of the record")
+    return buf[pos : pos + n].decode("utf-8", "surrogatepass"), pos + n
+
+
+def decode_payload(buf: bytes) -> AddRecord | DeleteRecord:
+    """Inverse of :func:`encode_add` / :func:`encode_delete`; ``ValueError`` on a malformed payload."""
+    if not buf:
+        raise ValueError("empty record")
+    op = buf[0]
+    if op == OP_ADD:
+        _, rowid, t, hi, lo, chash, flags = _ADD.unpack_from(buf, 0)
+        pos = _ADD.size
+        id_, pos = _get_str(buf, pos)
+        text, pos = _get_str(buf, pos)
+        meta, pos = _get_str(buf, pos)
+        if id_ is None or pos != len(buf):
+            raise ValueError("malformed ADD record")
+        return AddRecord(rowid, t, hi, lo, chash, flags, id_, text, meta)
+    if op == OP_DELETE:
+        _, rowid = _DEL.unpack_from(buf, 0)
+        id_, pos = _get_str(buf, _DEL.size)
+        if id_ is None or pos != len(buf):
+            raise ValueError("malformed DELETE record")
+        return DeleteRecord(rowid, id_)
+    raise ValueError(f"unknown record op {op}")
+
+
+def _header(generation: int) -> bytes:
+    body = _HEADER.pack(MAGIC, VERSION, 0, generation, 0)
+    return body + _U32.pack(zlib.crc32(body))
+
+
+def _check_header(path: Path, data: bytes) -> int:
+    if len(data) < HEADER_SIZE:
+        raise CorruptFileError(
+            f"{path}: write-ahead log header is truncated ({len(data)} of {HEADER_SIZE} bytes)"
+        )
+    magic, version, _r, generation, _p = _HEADER.unpack_from(data, 0)
+    (crc,) = _U32.unpack_from(data, _HEADER.size)
+    if magic != MAGIC:
+        raise CorruptFileError(f"{path}: not a neardup write-ahead log (magic {magic!r})")
+    if zlib.crc32(data[: _HEADER.size]) != crc:
+        raise CorruptFileError(f"{path}: write-ahead log header checksum mismatch at offset 0")
+    if version != VERSION:
+        raise UnsupportedVersionError(
+            f"{path}: write-ahead log version {version}, this build reads version {VERSION}"
+        )
+    return int(generation)
+
+
+def _valid_at(data: bytes, pos: int) -> int | None:
+    """End offset of a valid record starting at ``pos``, or None."""
+    if pos + _FRAME.size > len(data):
+        return None
+    n, crc = _FRAME.unpack_from(data, pos)
+    end = pos + _FRAME.size + n
+    if n == 0 or n > MAX_RECORD or end > len(data):
+        return None
+    payload = data[pos + _FRAME.size : end]
+    if zlib.crc32(payload) != crc:
+        return None
+    return end
+
+
+@dataclass
+class WalReplay:
+    """Result of reading a log: its records and what recovery did."""
+
+    generation: int
+    records: list[AddRecord | DeleteRecord]
+    valid_bytes: int
+    truncated_bytes: int  # torn tail removed (0 when the file ended cleanly)
+
+
+def read_wal(
+    path: str | os.PathLike[str], *, truncate: bool = True, repair: bool = False
+) -> WalReplay:
+    """Read every record of a log, truncating a torn tail.
+
+    Parameters
+    ----------
+    path : path-like
+        The log file.
+    truncate : bool, default=True
+        Cut a torn tail off the file on disk (otherwise only report it).
+    repair : bool, default=False
+        Also truncate at damage in the *middle* of the log (records after it are lost and the
+        loss is logged) instead of raising.
+
+    Raises
+    ------
+    CorruptFileError
+        Bad header, or a damaged record followed by valid ones (and ``repair`` is False).
+    """
+    p = Path(path)
+    data = p.read_bytes()
+    generation = _check_header(p, data)
+    records: list[AddRecord | DeleteRecord] = []
+    pos = HEADER_SIZE
+    while pos < len(data):
+        end = _valid_at(data, pos)
+        record = None
+        if end is not None:
+            try:
+                record = decode_payload(data[pos + _FRAME.size : end])
+            except (ValueError, struct.error, UnicodeDecodeError):
+                record = None
+        if record is None:
+            following = next((q for q in range(pos + 1, len(data)) if _valid_at(data, q)), None)
+            if following is not None and not repair:
+                raise CorruptFileError(
+                    f"{p}: write-ahead log record at offset {pos} is damaged and valid records "
+                    f"follow at offset {following}; acknowledged writes may be affected. Restore "
+                    "the file from a backup, or open with repair=True to truncate the log at "
+                    f"offset {pos} (records after it are lost)"
+                )
+            if following is not None:
+                log.error(
+                    "%s: repair: truncating damaged log at offset %d (%d bytes lost)",
+                    p,
+                    pos,
+                    len(data) - pos,
+                )
+            break
+        records.append(record)
+        pos = end
+    torn = len(data) - pos
+    if torn:
+        if repair is False:
+            log.warning(
+                "%s: torn tail of %d bytes at offset %d truncated (never acknowledged)",
+                p,
+                torn,
+                pos,
+            )
+        if truncate:
+            with open(p, "r+b") as f:
+                f.truncate(pos)
+                f.flush()
+                os.fsync(f.fileno())
+    return WalReplay(generation, records, pos, torn)
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """fsync a directory so a create / rename / unlink inside it is durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _storage_error(exc: OSError, path: Path, what: str) -> StorageError:
+    reason = {
+        errno.ENOSPC: "the disk is full",
+        errno.EROFS: "the file system is read-only",
+        errno.EACCES: "permission denied",
+        errno.EDQUOT: "the disk quota is exceeded",
+    }.get(exc.errno or 0, exc.strerror or str(exc))
+    return StorageError(
+        f"cannot {what} {path}: {reason}; nothing from this write was acknowledged. "
+        "Free space or fix permissions, then retry"
+    )
+
+
+class WalWriter:
+    """Appends framed records to one log file; :meth:`commit` writes a group and fsyncs once.
+
+    A failed write or fsync truncates the file back to the last acknowledged offset and raises
+    :class:`StorageError`; the writer stays usable.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], generation: int, *, create: bool) -> None:
+        self.path = Path(path)
+        self.generation = generation
+        if create:
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                try:
+                    os.write(fd, _header(generation))
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                fsync_dir(self.path.parent)
+            except OSError as exc:
+                raise _storage_error(exc, self.path, "create write-ahead log") from exc
+        self._fd = os.open(self.path, os.O_WRONLY)
+        self.size = os.lseek(self._fd, 0, os.SEEK_END)
+
+    def commit(self, payloads: list[bytes]) -> None:
+        """Append framed payloads and fsync; on return they are durable."""
+        if not payloads:
+            return
+        data = b"".join(frame(p) for p in payloads)
+        start = self.size
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(self._fd, view)
+                view = view[n:]
+            os.fsync(self._fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, start)
+                os.lseek(self._fd, start, os.SEEK_SET)
+            except OSError:  # pragma: no cover - best effort; replay treats a partial group as torn
+                log.exception("%s: could not truncate after a failed write", self.path)
+            raise _storage_error(exc, self.path, "append to") from exc
+        self.size = start + len(data)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def iter_frames(data: bytes) -> Iterator[tuple[int, int]]:
+    """(offset, end) of each valid framed record after the header; stops at the first bad one."""
+    pos = HEADER_SIZE
+    while pos < len(data):
+        end = _valid_at(data, pos)
+        if end is None:
+            return
+        yield pos, end
+        pos = end

@@ -1,0 +1,289 @@
+"""Deduplicator: decisions, atomic check-and-insert, durability, retention, errors."""
+
+from __future__ import annotations
+
+import errno
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from neardup.errors import (
+    ConfigError,
+    IndexStateError,
+    InputError,
+    InputTypeError,
+    NotFoundError,
+    StorageError,
+)
+from neardup.online import Decision, Deduplicator, Match
+from neardup.store.fallback import SimpleFingerprinter
+
+
+def _fp():
+    # the store's mechanics are tested with the contract-shaped stand-in, so these tests do not
+    # depend on the fingerprint module's tuning; tests/test_online_integration.py uses the real one
+    return SimpleFingerprinter()
+
+
+def _dd(path=None, **kw):
+    kw.setdefault("verify", False)
+    kw.setdefault("fingerprinter", _fp())
+    kw.setdefault("commit_interval_ms", 0.0)
+    return Deduplicator(path, **kw)
+
+
+def _text(i: int) -> str:
+    rng = np.random.default_rng(i)
+    return " ".join(f"w{x}" for x in rng.integers(0, 100_000, 40))
+
+
+class FakeClock:
+    def __init__(self, t: float = 1_700_000_000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.mark.parametrize("durable", [False, True])
+def test_check_and_add_basic(tmp_path, durable):
+    with _dd(tmp_path / "d" if durable else None) as d:
+        a = d.check_and_add({"id": "a", "text": _text(1)})
+        assert isinstance(a, Decision) and a.added and not a.duplicate and a.matches == ()
+        b = d.check_and_add({"id": "b", "text": _text(1) + " "})
+        assert b.duplicate and not b.added
+        assert b.matches[0] == Match("a", 0, 1.0)
+        c = d.check({"id": "c", "text": _text(2)})
+        assert not c.duplicate and not c.added
+        assert len(d) == 1 and "a" in d and "b" not in d
+        assert b.to_dict()["matches"] == [{"id": "a", "distance": 0, "score": 1.0}]
+        assert b.to_dict()["fingerprint"] == format(b.fingerprint, "x")
+
+
+def test_batch_keeps_exactly_one_of_duplicates():
+    with _dd() as d:
+        out = d.check_and_add([{"id": f"x{i}", "text": _text(7)} for i in range(5)])
+        assert [o.added for o in out] == [True, False, False, False, False]
+        assert all(o.matches[0].id == "x0" for o in out[1:])
+
+
+def test_add_inserts_duplicates_and_reports_them():
+    with _dd() as d:
+        d.add({"id": "a", "text": _text(1)})
+        b = d.add({"id": "b", "text": _text(1)})
+        assert b.added and b.duplicate and b.matches[0].id == "a"
+        assert len(d) == 2
+
+
+def test_resend_is_idempotent(tmp_path):
+    with _dd(tmp_path) as d:
+        d.check_and_add({"id": "a", "text": _text(1)})
+        again = d.check_and_add({"id": "a", "text": _text(1)})
+        assert again.duplicate and not again.added and again.matches[0] == Match("a", 0, 1.0)
+        again = d.add({"id": "a", "text": _text(3)})
+        assert not again.added and again.matches[0].id == "a"
+        assert len(d) == 1
+
+
+def test_get_delete(tmp_path):
+    with _dd(tmp_path) as d:
+        d.add({"id": "a", "text": "hello there world", "metadata": {"k": [1, 2]}, "time": 1234.5})
+        g = d.get("a")
+        assert g["id"] == "a" and g["time"] == 1234.5 and g["metadata"] == {"k": [1, 2]}
+        assert g["text"] == "hello there world" and int(g["fingerprint"], 16) >= 0
+        d.delete("a")
+        with pytest.raises(NotFoundError):
+            d.get("a")
+        with pytest.raises(NotFoundError):
+            d.delete("a")
+        assert not d.check({"id": "z", "text": "hello there world"}).duplicate
+        assert d.check_and_add({"id": "a", "text": "hello there world"}).added
+
+
+def test_store_text_false_hides_text(tmp_path):
+    with _dd(tmp_path, store_text=False) as d:
+        d.add({"id": "a", "text": "hello there world"})
+        assert "text" not in d.get("a")
+
+
+@pytest.mark.parametrize(
+    ("docs", "exc", "needle"),
+    [
+        ([{"id": "a"}], InputError, "documents[0].text"),
+        ([{"text": "x"}], InputError, "documents[0].id"),
+        ([{"id": "a", "text": "x"}, {"id": 3, "text": "y"}], InputTypeError, "documents[1].id"),
+        ([{"id": "a", "text": b"x"}], InputTypeError, "documents[0].text"),
+        ([{"id": "a", "text": "x", "time": "now"}], InputTypeError, "documents[0].time"),
+        ([{"id": "a", "text": "x", "metadata": [1]}], InputTypeError, "documents[0].metadata"),
+        ([{"id": "a", "text": "x"}, {"id": "a", "text": "y"}], InputError, "repeats"),
+        (["nope"], InputTypeError, "documents[0]"),
+        ("nope", InputTypeError, "expected a document"),
+    ],
+)
+def test_bad_documents_reject_whole_batch(docs, exc, needle):
+    with _dd() as d:
+        with pytest.raises(exc, match=None) as info:
+            d.check_and_add(docs)
+        assert needle in str(info.value)
+        assert len(d) == 0
+
+
+def test_concurrent_pairs_exactly_one_kept(tmp_path):
+    n = 1000
+    with _dd(tmp_path, commit_interval_ms=1.0) as d:
+        barrier = threading.Barrier(8)
+
+        def send(i: int, side: str) -> Decision:
+            return d.check_and_add(
+                {"id": f"{side}{i}", "text": _text(10_000 + i) + (" ." if side == "b" else "")}
+            )
+
+        def worker(k: int) -> list[tuple[int, Decision]]:
+            barrier.wait()
+            return [(i, send(i, "a" if k < 4 else "b")) for i in range(k % 4, n, 4)]
+
+        with ThreadPoolExecutor(8) as ex:
+            futures = [ex.submit(worker, k) for k in range(8)]
+            results = [r for f in futures for r in f.result()]
+        by_pair: dict[int, list[Decision]] = {}
+        for i, dec in results:
+            by_pair.setdefault(i, []).append(dec)
+        assert len(by_pair) == n
+        for _i, decs in by_pair.items():
+            assert len(decs) == 2
+            assert sum(x.added for x in decs) == 1
+            loser = next(x for x in decs if not x.added)
+            winner = next(x for x in decs if x.added)
+            assert loser.duplicate and loser.matches[0].id == winner.id
+        assert len(d) == n
+
+
+def test_reopen_replays_log_without_close(tmp_path):
+    d = _dd(tmp_path)
+    d.check_and_add([{"id": f"x{i}", "text": _text(i)} for i in range(50)])
+    d.delete("x3")
+    # simulate a crash: no close(), just drop the lock so the directory can be reopened
+    d._closed = True
+    d.store.dir.unlock()
+    with _dd(tmp_path) as d2:
+        assert len(d2) == 49 and "x3" not in d2 and "x4" in d2
+        assert d2.check({"id": "q", "text": _text(5)}).matches[0].id == "x5"
+        assert d2.stats()["replayed_records"] == 51
+
+
+def test_flush_and_reopen_from_segments(tmp_path):
+    with _dd(tmp_path, memtable_size=100) as d:
+        for s in range(0, 300, 50):
+            d.check_and_add([{"id": f"x{i}", "text": _text(i)} for i in range(s, s + 50)])
+        assert d.stats()["segments"] >= 2
+        d.delete("x10")
+    with _dd(tmp_path) as d2:
+        st = d2.stats()
+        assert st["replayed_records"] == 0 and st["segment_rows"] == 300
+        assert len(d2) == 299
+        assert d2.check({"id": "q", "text": _text(250)}).matches[0].id == "x250"
+        assert not d2.check({"id": "q", "text": _text(10)}).duplicate
+
+
+def test_lock_refuses_second_open(tmp_path):
+    with _dd(tmp_path), pytest.raises(IndexStateError, match="already open"):
+        _dd(tmp_path)
+
+
+def test_reopen_with_other_fingerprinter_config_is_refused(tmp_path):
+    with _dd(tmp_path):
+        pass
+
+    class Other(SimpleFingerprinter):
+        def config(self):
+            return {"kind": "other", "bits": 64}
+
+    with pytest.raises(ConfigError, match="fingerprinter config"):
+        _dd(tmp_path, fingerprinter=Other())
+
+
+def test_retention_drops_whole_partitions(tmp_path):
+    clock = FakeClock()
+    with _dd(tmp_path, retention="4h", partition_seconds=3600, clock=clock) as d:
+        d.add({"id": "old", "text": _text(1)})
+        d.flush()
+        clock.t += 2 * 3600
+        d.add({"id": "mid", "text": _text(2)})
+        d.flush()
+        assert d.stats()["partitions"] == 2
+        clock.t += 3 * 3600  # "old" is now 5 h old, its partition ended 4 h+ ago
+        assert not d.check({"id": "q", "text": _text(1)}).duplicate
+        assert d.check({"id": "q", "text": _text(2)}).duplicate
+        d.flush()  # runs retention in the writer
+        d._last_expire = 0.0
+        d.check({"id": "q", "text": _text(2)})
+        st = d.stats()
+        assert st["partitions"] == 1 and st["dropped_partitions"] == 1
+        assert "old" not in d and "mid" in d and len(d) == 1
+
+
+def test_retention_in_memory():
+    clock = FakeClock()
+    with _dd(None, retention=7200, partition_seconds=3600, clock=clock) as d:
+        d.add({"id": "old", "text": _text(1)})
+        clock.t += 4 * 3600
+        assert not d.check({"id": "q", "text": _text(1)}).duplicate
+        d._last_expire = 0.0
+        d.add({"id": "new", "text": _text(2)})
+        assert "old" not in d and len(d) == 1
+
+
+def test_enospc_refuses_write_and_keeps_store_usable(tmp_path, monkeypatch):
+    import neardup.store.wal as wal
+
+    with _dd(tmp_path) as d:
+        d.add({"id": "a", "text": _text(1)})
+        real = wal.os.write
+
+        def full(fd, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(wal.os, "write", full)
+        with pytest.raises(StorageError, match="disk is full"):
+            d.check_and_add({"id": "b", "text": _text(2)})
+        assert "b" not in d
+        assert d.check({"id": "q", "text": _text(1)}).duplicate  # reads still work
+        monkeypatch.setattr(wal.os, "write", real)
+        assert d.check_and_add({"id": "b", "text": _text(2)}).added
+    with _dd(tmp_path) as d2:
+        assert len(d2) == 2
+
+
+def test_fsync_failure_is_storage_error(tmp_path, monkeypatch):
+    import neardup.store.wal as wal
+
+    with _dd(tmp_path) as d:
+        d.add({"id": "a", "text": _text(1)})
+        size = d.stats()["wal_bytes"]
+        monkeypatch.setattr(
+            wal.os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error"))
+        )
+        with pytest.raises(StorageError):
+            d.add({"id": "b", "text": _text(2)})
+        monkeypatch.undo()
+        assert d.stats()["wal_bytes"] == size
+    with _dd(tmp_path) as d2:
+        assert "b" not in d2 and "a" in d2
+
+
+def test_closed_deduplicator_refuses():
+    d = _dd()
+    d.close()
+    with pytest.raises(IndexStateError, match="closed"):
+        d.check({"id": "a", "text": "x"})
+
+
+def test_config_validation():
+    with pytest.raises(ConfigError, match="max_distance"):
+        Deduplicator(max_distance=-1)
+    with pytest.raises(ConfigError, match="retention"):
+        Deduplicator(retention="soon")
+    with pytest.raises(ConfigError, match="fingerprinter"):
+        Deduplicator(fingerprinter=42)

@@ -60,6 +60,11 @@ def serve(
     graceful_timeout: float = typer.Option(
         30.0, "--graceful-timeout", help="Seconds to let in-flight requests finish at shutdown."
     ),
+    repair: bool = typer.Option(
+        False,
+        "--repair",
+        help="Open a store whose log is damaged mid-way by truncating it at the damage (loses what follows).",
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
 ) -> None:
     """Serve check / insert / check-and-insert over HTTP (FastAPI + uvicorn, one worker)."""
@@ -100,6 +105,7 @@ def serve(
         namespaces=tuple(namespace),
         commit_interval_ms=commit_interval_ms,
         graceful_timeout_s=graceful_timeout,
+        repair=repair,
     )
     registry = NamespaceRegistry(config)
     registry.open()  # raises CorruptFileError / StorageError / ... before the port is bound

@@ -106,6 +106,9 @@ class ServiceConfig:
         Group-commit window of the write-ahead log.
     graceful_timeout_s : float, default=30.0
         How long shutdown waits for in-flight requests before closing the stores.
+    repair : bool, default=False
+        Open stores whose log is damaged in the middle by truncating it at the damage
+        (``neardup serve --repair``); without it such a store is refused with a clear message.
     """
 
     data_dir: str | Path | None
@@ -121,6 +124,7 @@ class ServiceConfig:
     namespaces: tuple[str, ...] = field(default=("default",))
     commit_interval_ms: float = 2.0
     graceful_timeout_s: float = 30.0
+    repair: bool = False
 
     def __post_init__(self) -> None:
         if self.data_dir is not None and not isinstance(self.data_dir, str | Path):
@@ -149,10 +153,10 @@ class ServiceConfig:
         if (
             isinstance(self.max_distance, bool)
             or not isinstance(self.max_distance, int)
-            or not 0 <= self.max_distance <= 64
+            or not 0 <= self.max_distance <= 32
         ):
             raise ConfigError(
-                f"max_distance must be an integer in [0, 64], got {self.max_distance!r}"
+                f"max_distance must be an integer in [0, 32], got {self.max_distance!r}"
             )
         for name, value, low in (
             ("max_body_bytes", self.max_body_bytes, 1024),

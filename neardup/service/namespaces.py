@@ -35,6 +35,7 @@ def _default_factory(config: ServiceConfig, path: Path | None) -> Any:
         verify=config.verify,
         store_text=config.store_text,
         commit_interval_ms=config.commit_interval_ms,
+        repair=config.repair,
     )
 
 

@@ -1,0 +1,282 @@
+"""numba kernels for the Hamming index: table probes, pruned descent of heavy buckets, brute force.
+
+All kernels are ``@njit(nogil=True, cache=True)`` so batched searches can run on several threads.
+They return *rows* of one segment; mapping rows to ids, dropping removed rows and the final
+(distance, id) ordering happen in :mod:`neardup.index.hamming_index`. The pure NumPy reference
+they are tested against is :mod:`neardup.index.reference`.
+
+Fingerprints are ``uint64`` arrays of shape ``(n, W)`` here (``W = 1`` for 64-bit, ``2`` for
+128-bit, column 0 the high word). Table ``t`` stores ``keys[t]`` (a permutation of the
+fingerprint's bits, truncated to 64 bits, sorted) and ``rows[t - 1]`` (the row each key came
+from; table 0 is the identity permutation over the row-sorted fingerprints, so it needs none).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.extending import intrinsic
+
+LEAF = 16  # a descent range this small is scanned linearly
+
+
+@intrinsic
+def popcount64(typingctx, x):  # type: ignore[no-untyped-def]
+    """Hardware popcount of a uint64 (LLVM ctpop)."""
+    sig = types.uint64(types.uint64)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        return builder.ctpop(args[0])
+
+    return sig, codegen
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _pc(x):  # type: ignore[no-untyped-def]
+    return np.int64(popcount64(np.uint64(x)))
+
+
+@njit(nogil=True, cache=True)
+def permute_one(fp, t, pidx, pmask, npieces):  # type: ignore[no-untyped-def]
+    """Table ``t``'s 64-bit key of one fingerprint row ``fp`` (shape (W,))."""
+    key = np.uint64(0)
+    for j in range(npieces[t]):
+        w = pidx[t, j, 0]
+        v = (fp[w] >> np.uint64(pidx[t, j, 1])) & pmask[t, j]
+        key |= v << np.uint64(pidx[t, j, 2])
+    return key
+
+
+@njit(nogil=True, cache=True)
+def permute_many(fps, t, pidx, pmask, npieces):  # type: ignore[no-untyped-def]
+    """Table ``t``'s keys of every row of ``fps`` (n, W) -> uint64 (n,)."""
+    n = fps.shape[0]
+    out = np.empty(n, dtype=np.uint64)
+    for i in range(n):
+        out[i] = permute_one(fps[i], t, pidx, pmask, npieces)
+    return out
+
+
+@njit(nogil=True, cache=True)
+def _lower_bound(a, lo, hi, v):  # type: ignore[no-untyped-def]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(nogil=True, cache=True)
+def _upper_bound(a, lo, hi, v):  # type: ignore[no-untyped-def]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] <= v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(nogil=True, cache=True)
+def _first_with_bit(a, lo, hi, bit):  # type: ignore[no-untyped-def]
+    """First index in [lo, hi) whose key has ``bit`` set (keys there agree above ``bit``)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] & bit:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@njit(nogil=True, cache=True)
+def _grow(a, n):  # type: ignore[no-untyped-def]
+    b = np.empty(max(2 * a.shape[0], n), dtype=a.dtype)
+    b[: a.shape[0]] = a
+    return b
+
+
+@njit(nogil=True, cache=True)
+def search_tables(  # type: ignore[no-untyped-def]
+    q,
+    k,
+    keys,
+    rows,
+    fps,
+    dirs,
+    dbits,
+    pidx,
+    pmask,
+    npieces,
+    pb,
+    radius,
+    flips,
+    flipd,
+    nflips,
+    pm_key,
+    pm_orig,
+    heavy,
+):
+    """Every (query, row, distance) with distance <= k in one table segment, each pair once.
+
+    Parameters are the segment arrays (see module docstring) and the plan arrays built by
+    :func:`neardup.index.tables.plan_arrays`. Returns ``(qi int64, row int64, dist int32)``
+    grouped by query in query order.
+    """
+    nq = q.shape[0]
+    W = q.shape[1]
+    T = keys.shape[0]
+    cap = 1024
+    out_q = np.empty(cap, dtype=np.int64)
+    out_r = np.empty(cap, dtype=np.int64)
+    out_d = np.empty(cap, dtype=np.int32)
+    cnt = 0
+    qk = np.empty(T, dtype=np.uint64)
+    st_lo = np.empty(256, dtype=np.int64)
+    st_hi = np.empty(256, dtype=np.int64)
+    st_bit = np.empty(256, dtype=np.int64)
+    st_d = np.empty(256, dtype=np.int64)
+    kk = np.int64(k)
+    for qi in range(nq):
+        qrow = q[qi]
+        for t in range(T):
+            qk[t] = permute_one(qrow, t, pidx, pmask, npieces)
+        for t in range(T):
+            tkeys = keys[t]
+            p_bits = pb[t]
+            shift = np.uint64(64 - p_bits)
+            low = (np.uint64(1) << shift) - np.uint64(1) if p_bits < 64 else np.uint64(0)
+            qkt = qk[t]
+            qpre = qkt >> shift if p_bits < 64 else qkt
+            dshift = np.uint64(p_bits - dbits)
+            for f in range(nflips[t]):
+                d0 = flipd[t, f]
+                if d0 > kk:
+                    break
+                p = qpre ^ flips[t, f]
+                top = np.int64(p >> dshift)
+                lo = dirs[t, top]
+                hi = dirs[t, top + 1]
+                if p_bits > dbits and hi > lo:
+                    base = p << shift if p_bits < 64 else p
+                    lo = _lower_bound(tkeys, lo, hi, base)
+                    hi = _upper_bound(tkeys, lo, hi, base | low)
+                if hi <= lo:
+                    continue
+                # stack of ranges to examine: (lo, hi, next bit from the MSB, distance so far)
+                sp = 0
+                st_lo[0] = lo
+                st_hi[0] = hi
+                st_bit[0] = p_bits
+                st_d[0] = d0
+                sp = 1
+                big = hi - lo > heavy
+                while sp > 0:
+                    sp -= 1
+                    a = st_lo[sp]
+                    b = st_hi[sp]
+                    bitpos = st_bit[sp]
+                    dd = st_d[sp]
+                    if big and b - a > LEAF and bitpos < 64:
+                        bm = np.uint64(1) << np.uint64(63 - bitpos)
+                        s = _first_with_bit(tkeys, a, b, bm)
+                        if qkt & bm:
+                            sa, sb, oa, ob = s, b, a, s
+                        else:
+                            sa, sb, oa, ob = a, s, s, b
+                        if ob > oa and dd + 1 <= kk:
+                            st_lo[sp] = oa
+                            st_hi[sp] = ob
+                            st_bit[sp] = bitpos + 1
+                            st_d[sp] = dd + 1
+                            sp += 1
+                        if sb > sa:
+                            st_lo[sp] = sa
+                            st_hi[sp] = sb
+                            st_bit[sp] = bitpos + 1
+                            st_d[sp] = dd
+                            sp += 1
+                        continue
+                    x0 = np.uint64(0)
+                    x1 = np.uint64(0)
+                    for i in range(a, b):
+                        x = tkeys[i] ^ qkt
+                        c = _pc(x)
+                        if c > kk:
+                            continue
+                        row = np.int64(i) if t == 0 else np.int64(rows[t - 1, i])
+                        if W == 1:
+                            dist = c
+                        else:
+                            x0 = fps[row, 0] ^ qrow[0]
+                            x1 = fps[row, 1] ^ qrow[1]
+                            dist = _pc(x0) + _pc(x1)
+                            if dist > kk:
+                                continue
+                        dup = False
+                        for t2 in range(t):
+                            if W == 1:
+                                pd = _pc(x & pm_key[t, t2])
+                            else:
+                                pd = _pc(x0 & pm_orig[t2, 0]) + _pc(x1 & pm_orig[t2, 1])
+                            if pd <= radius[t2]:
+                                dup = True
+                                break
+                        if dup:
+                            continue
+                        if cnt == out_q.shape[0]:
+                            out_q = _grow(out_q, cnt + 1)
+                            out_r = _grow(out_r, cnt + 1)
+                            out_d = _grow(out_d, cnt + 1)
+                        out_q[cnt] = qi
+                        out_r[cnt] = row
+                        out_d[cnt] = dist
+                        cnt += 1
+    return out_q[:cnt], out_r[:cnt], out_d[:cnt]
+
+
+@njit(nogil=True, cache=True)
+def search_brute(q, fps, k):  # type: ignore[no-untyped-def]
+    """Brute force: every (query, row, distance) with distance <= k, grouped by query."""
+    nq = q.shape[0]
+    n = fps.shape[0]
+    W = q.shape[1]
+    cap = 1024
+    out_q = np.empty(cap, dtype=np.int64)
+    out_r = np.empty(cap, dtype=np.int64)
+    out_d = np.empty(cap, dtype=np.int32)
+    cnt = 0
+    kk = np.int64(k)
+    for qi in range(nq):
+        q0 = q[qi, 0]
+        q1 = q[qi, W - 1]
+        for i in range(n):
+            d = _pc(fps[i, 0] ^ q0)
+            if W == 2:
+                d += _pc(fps[i, 1] ^ q1)
+            if d <= kk:
+                if cnt == out_q.shape[0]:
+                    out_q = _grow(out_q, cnt + 1)
+                    out_r = _grow(out_r, cnt + 1)
+                    out_d = _grow(out_d, cnt + 1)
+                out_q[cnt] = qi
+                out_r[cnt] = i
+                out_d[cnt] = d
+                cnt += 1
+    return out_q[:cnt], out_r[:cnt], out_d[:cnt]
+
+
+@njit(nogil=True, cache=True)
+def directory(keys, dbits):  # type: ignore[no-untyped-def]
+    """Offsets of each ``dbits``-bit key prefix in sorted ``keys`` -> int64 (2**dbits + 1,)."""
+    n = keys.shape[0]
+    size = np.int64(1) << np.int64(dbits)
+    out = np.zeros(size + 1, dtype=np.int64)
+    shift = np.uint64(64 - dbits)
+    for i in range(n):
+        out[np.int64(keys[i] >> shift) + 1] += 1
+    for j in range(size):
+        out[j + 1] += out[j]
+    return out

@@ -1,0 +1,586 @@
+"""HammingIndex: exact k-bit search over permuted sorted tables, incremental and persistent.
+
+Structure (log-structured, like an LSM tree):
+
+* a small append buffer (``buffer_size`` fingerprints, default 4096) searched by brute force,
+  so ``add`` of a small batch costs microseconds and is visible to the next ``search``;
+* a list of immutable :class:`~neardup.index.tables.Segment` objects, each with its own permuted
+  sorted tables. A full buffer (or a large ``add``) becomes a segment; a segment is merged with its
+  predecessor while it holds at least ``1 / merge_factor`` of its size, so there are
+  ``O(log N)`` segments and each fingerprint is re-sorted ``O(log N)`` times in all;
+* ``remove`` sets a tombstone; tombstoned rows are purged when their segment is merged
+  (or rebuilt because more than half of it is dead).
+
+Thread safety: mutations hold a lock; searches read a snapshot and never block on a merge.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import ConfigError, IndexStateError, InputError, InputTypeError, NotFoundError
+from ..hamming import as_fingerprints, int_to_words
+from . import _kernels as K
+from .plan import HEAVY_BUCKET, Plan, plan_index
+from .tables import PlanArrays, Segment, plan_arrays
+
+__all__ = ["HammingIndex"]
+
+I64 = npt.NDArray[np.int64]
+I32 = npt.NDArray[np.int32]
+SearchResult = tuple[I64, I64, I32]
+
+_EMPTY_I64 = np.empty(0, dtype=np.int64)
+
+
+def _use_reference() -> bool:
+    return os.environ.get("NEARDUP_INDEX_REFERENCE", "") not in ("", "0")
+
+
+def _check_int(name: str, value: Any, lo: int, hi: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ConfigError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    v = int(value)
+    if v < lo or (hi is not None and v > hi):
+        rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
+        raise ConfigError(f"{name} must be {rng}, got {v}")
+    return v
+
+
+class HammingIndex:
+    """Exact k-bit Hamming search over ``bits``-bit fingerprints (permuted sorted tables).
+
+    Parameters
+    ----------
+    bits : {64, 128}, default=64
+        Fingerprint width: ``uint64`` arrays of shape (n,) for 64, (n, 2) for 128.
+    max_distance : int, default=3
+        Largest distance ``k`` searches may ask for; results are exact for every distance up to it.
+    expected_size : int or None, default=None
+        Expected number of fingerprints, used by the planner (``None``: 10 million).
+    memory_budget : float or None, default=None
+        Bytes the index may use at ``expected_size`` (``None``: 64 bytes per fingerprint).
+    plan : Plan or dict or None, default=None
+        Override the planner with an explicit layout (see :func:`neardup.index.plan_index`).
+    layout, blocks, prefix_blocks : optional
+        Planner overrides, passed to :func:`neardup.index.plan_index`.
+    heavy_bucket : int, default=256
+        Buckets larger than this are searched by pruned descent (skewed data stays fast).
+    buffer_size : int, default=4096
+        Adds are buffered (brute-force searched) until this many, then sorted into a segment.
+    merge_factor : int, default=4
+        LSM tiering factor (see module docstring).
+    threads : int or None, default=None
+        Threads for batched searches of >= 2048 queries (``None``: ``min(4, os.cpu_count())``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> idx = HammingIndex(bits=64, max_distance=3, expected_size=1000)
+    >>> idx.add(np.array([0b1011, 0b1111, (1 << 40) - 1], dtype=np.uint64))
+    array([0, 1, 2])
+    >>> idx.search_one(0b0011)
+    [(0, 1), (1, 2)]
+    >>> lims, ids, dists = idx.search(np.array([0b0011, 1 << 50], dtype=np.uint64))
+    >>> lims.tolist(), ids.tolist(), dists.tolist()
+    ([0, 2, 2], [0, 1], [1, 2])
+    """
+
+    def __init__(
+        self,
+        bits: int = 64,
+        max_distance: int = 3,
+        expected_size: int | None = None,
+        *,
+        memory_budget: float | None = None,
+        plan: Plan | dict[str, Any] | None = None,
+        layout: str | None = None,
+        blocks: int | None = None,
+        prefix_blocks: int | None = None,
+        heavy_bucket: int = HEAVY_BUCKET,
+        buffer_size: int = 4096,
+        merge_factor: int = 4,
+        threads: int | None = None,
+    ) -> None:
+        if bits not in (64, 128) or isinstance(bits, bool):
+            raise ConfigError(f"bits must be 64 or 128, got {bits!r}")
+        self._buffer_size = _check_int("buffer_size", buffer_size, 1)
+        self._merge_factor = _check_int("merge_factor", merge_factor, 2)
+        if threads is not None:
+            _check_int("threads", threads, 1, 1024)
+        self._threads = threads
+        if plan is not None:
+            p = Plan.from_dict(plan) if isinstance(plan, dict) else plan
+            if not isinstance(p, Plan):
+                raise ConfigError(f"plan must be a Plan or a dict, got {type(plan).__name__}")
+            p.validate()
+            if p.bits != bits:
+                raise ConfigError(
+                    f"plan is for {p.bits}-bit fingerprints but bits={bits}; pass bits={p.bits}"
+                )
+            if p.max_distance != max_distance and max_distance != 3:
+                raise ConfigError(
+                    f"plan guarantees max_distance={p.max_distance} but max_distance={max_distance} was asked;"
+                    " plan again with plan_index(..., max_distance=...)"
+                )
+            self._plan = p
+        else:
+            self._plan = plan_index(
+                bits,
+                max_distance,
+                expected_size,
+                memory_budget=memory_budget,
+                layout=layout,
+                blocks=blocks,
+                prefix_blocks=prefix_blocks,
+                heavy_bucket=heavy_bucket,
+            )
+        self._pa: PlanArrays = plan_arrays(self._plan)
+        self._words = bits // 64
+        self._lock = threading.RLock()
+        self._segments: list[Segment] = []
+        self._new_buffer()
+        self._next_id = 0
+        self._readonly: str | None = None  # reason, when read-only
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def bits(self) -> int:
+        """Fingerprint width (64 or 128)."""
+        return self._plan.bits
+
+    @property
+    def max_distance(self) -> int:
+        """Largest distance searches are exact for."""
+        return self._plan.max_distance
+
+    @property
+    def plan(self) -> Plan:
+        """The table layout in use (inspect with ``plan.describe()``)."""
+        return self._plan
+
+    @property
+    def read_only(self) -> bool:
+        """True for an index loaded with ``mmap=True``."""
+        return self._readonly is not None
+
+    def __len__(self) -> int:
+        with self._lock:
+            return sum(s.n_live for s in self._segments) + int(
+                np.count_nonzero(self._buf_alive[: self._buf_n])
+            )
+
+    def __contains__(self, id_: object) -> bool:
+        if isinstance(id_, bool) or not isinstance(id_, (int, np.integer)):
+            return False
+        seg_i, _rows = self._locate(np.array([int(id_)], dtype=np.int64))
+        return bool(seg_i[0] != -1)
+
+    def __repr__(self) -> str:
+        return (
+            f"HammingIndex(bits={self.bits}, max_distance={self.max_distance}, n={len(self)},"
+            f" plan={self._plan.name!r})"
+        )
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the index arrays (segments and buffer)."""
+        with self._lock:
+            segs = sum(s.nbytes for s in self._segments)
+        return int(segs + self._buf_fps.nbytes + self._buf_ids.nbytes + self._buf_alive.nbytes)
+
+    def describe(self) -> str:
+        """The plan, why it is exact, its cost estimate and the current segments."""
+        with self._lock:
+            segs = list(self._segments)
+            nbuf = self._buf_n
+        lines = [self._plan.describe()]
+        lines.append(
+            f"  contents: {len(self):,} fingerprints in {len(segs)} segment(s) + {nbuf} buffered;"
+            f" {self.nbytes / max(len(self), 1):.1f} bytes/fingerprint"
+        )
+        if self._plan.kind == "tables":
+            lines.append(
+                f"  exactness: pigeonhole over the tables' prefixes (see neardup.index.plan); "
+                f"searches with max_distance <= {self.max_distance} return every match"
+            )
+        if self._readonly:
+            lines.append(f"  read-only: {self._readonly}")
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------ validation
+    def _check_fps(self, values: Any, name: str) -> np.ndarray:
+        if isinstance(values, (int, np.integer)) and not isinstance(values, bool):
+            values = [int(values)]
+        arr = as_fingerprints(values, name=name, bits=self.bits)
+        return arr.reshape(-1, self._words)
+
+    def _check_k(self, max_distance: int | None) -> int:
+        if max_distance is None:
+            return self.max_distance
+        if isinstance(max_distance, bool) or not isinstance(max_distance, (int, np.integer)):
+            raise ConfigError(f"max_distance must be an int, got {type(max_distance).__name__}")
+        k = int(max_distance)
+        if k < 0:
+            raise ConfigError(f"max_distance must be >= 0, got {k}")
+        if k > self.max_distance:
+            raise ConfigError(
+                f"max_distance ({k}) is above what this index's plan guarantees ({self.max_distance});"
+                f" build the index with HammingIndex(max_distance={k}, ...) to search that far"
+            )
+        return k
+
+    def _check_ids(self, ids: Any, n: int) -> I64:
+        if ids is None:
+            return np.arange(self._next_id, self._next_id + n, dtype=np.int64)
+        arr = np.asarray(ids)
+        if arr.ndim == 0:
+            arr = arr.reshape(1)
+        if arr.dtype.kind not in "iu" and not (arr.size == 0):
+            raise InputTypeError(f"ids must be integers (int64), got dtype {arr.dtype}")
+        if arr.ndim != 1:
+            raise InputError(f"ids must be 1-D, got shape {arr.shape}")
+        if arr.dtype.kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
+            raise InputError("ids must fit in int64")
+        arr = arr.astype(np.int64)
+        if len(arr) != n:
+            raise InputError(
+                f"ids and fingerprints must have the same length, got {len(arr)} ids for {n} fingerprints"
+            )
+        u, c = np.unique(arr, return_counts=True)
+        if len(u) != len(arr):
+            dup = u[c > 1][:5].tolist()
+            raise InputError(f"duplicate ids within the batch: {dup}; every id must be unique")
+        return arr
+
+    def _check_writable(self, verb: str) -> None:
+        if self._readonly is not None:
+            raise IndexStateError(
+                f"can't {verb}: this index is read-only ({self._readonly}); load it with "
+                "HammingIndex.load(path, mmap=False) to modify it"
+            )
+
+    # ------------------------------------------------------------------ buffer & segments
+    def _new_buffer(self) -> None:
+        cap = self._buffer_size
+        self._buf_fps = np.zeros((cap, self._words), dtype=np.uint64)
+        self._buf_ids = np.zeros(cap, dtype=np.int64)
+        self._buf_alive = np.zeros(cap, dtype=bool)
+        self._buf_n = 0
+
+    def _flush_buffer(self) -> None:
+        n = self._buf_n
+        if n:
+            alive = self._buf_alive[:n]
+            fps, ids = self._buf_fps[:n][alive], self._buf_ids[:n][alive]
+            if len(ids):
+                self._segments.append(Segment.build(fps, ids, self._pa))
+        self._new_buffer()
+        self._compact()
+
+    def _compact(self) -> None:
+        segs = self._segments
+        # rebuild mostly-dead segments
+        for i, s in enumerate(segs):
+            if s.n_dead and s.n_dead * 2 >= s.n:
+                f, d = s.live_arrays()
+                segs[i] = Segment.build(f, d, self._pa)
+        segs[:] = [s for s in segs if s.n_live > 0]
+        while len(segs) >= 2 and segs[-1].n_live * self._merge_factor >= segs[-2].n_live:
+            b = segs.pop()
+            a = segs.pop()
+            fa, ia = a.live_arrays()
+            fb, ib = b.live_arrays()
+            segs.append(Segment.build(np.concatenate([fa, fb]), np.concatenate([ia, ib]), self._pa))
+
+    def flush(self) -> None:
+        """Sort the buffer into a segment now (searches see buffered adds either way)."""
+        with self._lock:
+            self._check_writable("flush")
+            self._flush_buffer()
+
+    def optimize(self) -> None:
+        """Merge everything into one segment and purge removed rows (fastest searches)."""
+        with self._lock:
+            self._check_writable("optimize")
+            self._flush_buffer()
+            if len(self._segments) > 1 or any(s.n_dead for s in self._segments):
+                parts = [s.live_arrays() for s in self._segments]
+                fps = np.concatenate([p[0] for p in parts])
+                ids = np.concatenate([p[1] for p in parts])
+                self._segments = [Segment.build(fps, ids, self._pa)] if len(ids) else []
+
+    # ------------------------------------------------------------------ verbs
+    def add(self, fingerprints: Any, ids: Any = None) -> I64:
+        """Add fingerprints; returns their int64 ids.
+
+        Parameters
+        ----------
+        fingerprints : array-like
+            ``uint64`` (n,) for 64-bit or (n, 2) for 128-bit (column 0 the high word), or ints.
+        ids : array-like of int, optional
+            One unique int64 id per fingerprint; default: a running counter.
+
+        Returns
+        -------
+        numpy.ndarray of int64, shape (n,)
+
+        Raises
+        ------
+        InputError
+            Wrong shape/width, ``ids`` length mismatch, duplicate ids (in the batch or already
+            in the index). Nothing is added when it raises.
+        IndexStateError
+            The index was loaded read-only (``mmap=True``).
+        """
+        fps = self._check_fps(fingerprints, "fingerprints")
+        n = len(fps)
+        with self._lock:
+            self._check_writable("add")
+            ids_arr = self._check_ids(ids, n)
+            if n == 0:
+                return ids_arr
+            if ids is not None:
+                seg_i, _rows = self._locate(ids_arr)
+                present = ids_arr[seg_i != -1]
+                if len(present):
+                    raise InputError(
+                        f"ids already in the index: {present[:5].tolist()}; remove them first or use new ids"
+                    )
+            self._next_id = max(self._next_id, int(ids_arr.max()) + 1)
+            if n >= self._buffer_size:
+                self._segments.append(Segment.build(fps, ids_arr, self._pa))
+                self._compact()
+                return ids_arr
+            if self._buf_n + n > self._buffer_size:
+                self._flush_buffer()
+            s = self._buf_n
+            self._buf_fps[s : s + n] = fps
+            self._buf_ids[s : s + n] = ids_arr
+            self._buf_alive[s : s + n] = True
+            self._buf_n = s + n
+            return ids_arr
+
+    def _locate(self, ids: I64) -> tuple[I64, I64]:
+        """(segment number or -2 for the buffer or -1 if absent, row) of each live id."""
+        seg_i = np.full(len(ids), -1, dtype=np.int64)
+        rows = np.full(len(ids), -1, dtype=np.int64)
+        with self._lock:
+            for j, s in enumerate(self._segments):
+                r = s.locate(ids)
+                hit = (r >= 0) & (seg_i == -1)
+                seg_i[hit] = j
+                rows[hit] = r[hit]
+            n = self._buf_n
+            if n:
+                bid = self._buf_ids[:n]
+                o = np.argsort(bid, kind="stable")
+                sb = bid[o]
+                lo = np.searchsorted(sb, ids, "left")
+                hi = np.searchsorted(sb, ids, "right")
+                for qi in np.nonzero(hi > lo)[0]:
+                    for p in range(lo[qi], hi[qi]):
+                        r = o[p]
+                        if self._buf_alive[r]:
+                            seg_i[qi] = -2
+                            rows[qi] = r
+        return seg_i, rows
+
+    def _ids_arg(self, ids: Any) -> I64:
+        arr = np.asarray(ids)
+        if arr.ndim == 0:
+            arr = arr.reshape(1)
+        if arr.size and arr.dtype.kind not in "iu":
+            raise InputTypeError(f"ids must be integers (int64), got dtype {arr.dtype}")
+        return arr.astype(np.int64).reshape(-1)
+
+    def remove(self, ids: Any) -> int:
+        """Remove ids (tombstones, purged on merge); unknown ids are ignored. Returns the count removed."""
+        arr = self._ids_arg(ids)
+        with self._lock:
+            self._check_writable("remove")
+            seg_i, rows = self._locate(np.unique(arr))
+            removed = 0
+            for j, s in enumerate(self._segments):
+                removed += s.kill(rows[seg_i == j])
+            b = rows[seg_i == -2]
+            removed += int(np.count_nonzero(self._buf_alive[b]))
+            self._buf_alive[b] = False
+            if removed:
+                self._compact()
+            return removed
+
+    def get(self, ids: Any) -> np.ndarray:
+        """Fingerprints of ``ids``: uint64 (n,) or (n, 2). Raises NotFoundError for unknown ids."""
+        arr = self._ids_arg(ids)
+        with self._lock:
+            seg_i, rows = self._locate(arr)
+            missing = arr[seg_i == -1]
+            if len(missing):
+                raise NotFoundError(f"ids not in the index: {missing[:5].tolist()}")
+            out = np.empty((len(arr), self._words), dtype=np.uint64)
+            for j, s in enumerate(self._segments):
+                m = seg_i == j
+                out[m] = s.fps[rows[m]]
+            m = seg_i == -2
+            out[m] = self._buf_fps[rows[m]]
+        return out[:, 0].copy() if self._words == 1 else out
+
+    def _snapshot(self) -> tuple[list[Segment], np.ndarray, I64, np.ndarray]:
+        with self._lock:
+            n = self._buf_n
+            return (
+                list(self._segments),
+                self._buf_fps[:n],
+                self._buf_ids[:n],
+                self._buf_alive[:n].copy(),
+            )
+
+    def _search_chunk(self, q: np.ndarray, k: int, snap: Any) -> tuple[I64, I64, I32]:
+        segs, bfps, bids, balive = snap
+        parts = []
+        for s in segs:
+            parts.append(s.search(q, k, self._pa))
+        if len(bids):
+            qi, r, d = K.search_brute(q, bfps, k)
+            m = balive[r]
+            parts.append((qi[m], bids[r[m]], d[m]))
+        if not parts:
+            return _EMPTY_I64, _EMPTY_I64, np.empty(0, np.int32)
+        if len(parts) == 1:
+            return parts[0]
+        return (
+            np.concatenate([p[0] for p in parts]),
+            np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[2] for p in parts]),
+        )
+
+    def search(self, queries: Any, max_distance: int | None = None) -> SearchResult:
+        """Every stored fingerprint within ``max_distance`` of each query (exact).
+
+        Parameters
+        ----------
+        queries : array-like
+            ``uint64`` (nq,) for 64-bit or (nq, 2) for 128-bit.
+        max_distance : int or None, default=None
+            ``None``: the index's ``max_distance``. Larger values raise :class:`ConfigError`.
+
+        Returns
+        -------
+        lims : int64 (nq + 1,)
+            Results of query ``i`` are ``ids[lims[i]:lims[i+1]]`` (CSR, like faiss range_search).
+        ids : int64
+        distances : int32
+            Within each query, sorted by (distance, id).
+        """
+        q = self._check_fps(queries, "queries")
+        k = self._check_k(max_distance)
+        nq = len(q)
+        snap = self._snapshot()
+        if _use_reference():
+            return self._search_reference(q, k, snap)
+        threads = self._threads or min(4, os.cpu_count() or 1)
+        if threads > 1 and nq >= 2048:
+            bounds = np.linspace(0, nq, threads + 1).astype(np.int64)
+            with ThreadPoolExecutor(threads) as ex:
+                futs = [
+                    ex.submit(self._search_chunk, q[bounds[i] : bounds[i + 1]], k, snap)
+                    for i in range(threads)
+                ]
+                res = [f.result() for f in futs]
+            qi = np.concatenate([r[0] + bounds[i] for i, r in enumerate(res)])
+            ids = np.concatenate([r[1] for r in res])
+            d = np.concatenate([r[2] for r in res])
+        else:
+            qi, ids, d = self._search_chunk(q, k, snap)
+        if len(qi) > 1:
+            o = np.lexsort((ids, d, qi))
+            qi, ids, d = qi[o], ids[o], d[o]
+        lims = np.zeros(nq + 1, dtype=np.int64)
+        if len(qi):
+            np.cumsum(np.bincount(qi, minlength=nq), out=lims[1:])
+        return lims, ids.astype(np.int64, copy=False), d.astype(np.int32, copy=False)
+
+    def _search_reference(self, q: np.ndarray, k: int, snap: Any) -> SearchResult:
+        from .reference import search_reference
+
+        segs, bfps, bids, balive = snap
+        fl = [s.live_arrays() for s in segs] + [(bfps[balive], bids[balive])]
+        fps = np.concatenate([f for f, _ in fl]).reshape(-1, self._words)
+        ids = np.concatenate([i for _, i in fl])
+        if self._words == 1:
+            fps, q = fps[:, 0], q[:, 0]
+        return search_reference(fps, ids, q, k)
+
+    def search_one(self, query: Any, max_distance: int | None = None) -> list[tuple[int, int]]:
+        """One query (an int, or a (2,) uint64 row for 128-bit) -> ``[(id, distance), ...]``.
+
+        Sorted by (distance, id), like :meth:`search`.
+        """
+        if isinstance(query, (int, np.integer)) and not isinstance(query, bool):
+            if int(query) < 0 or int(query) >> self.bits:
+                raise InputError(f"query must be a non-negative {self.bits}-bit int, got {query}")
+            q = np.array([int_to_words(int(query), self.bits)], dtype=np.uint64)
+        else:
+            q = self._check_fps(
+                np.asarray(query).reshape(1, -1) if self._words == 2 else query, "query"
+            )
+            if len(q) != 1:
+                raise InputError(
+                    f"search_one takes one fingerprint, got {len(q)}; use search() for batches"
+                )
+        _lims, ids, d = self.search(q if self._words == 2 else q[:, 0], max_distance)
+        return list(zip(ids.tolist(), d.tolist(), strict=True))
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the index to ``path`` atomically (temp file + rename); see :mod:`neardup.index.format`."""
+        from .format import save_index
+
+        with self._lock:
+            save_index(self, Path(path))
+
+    @classmethod
+    def load(
+        cls, path: str | os.PathLike[str], mmap: bool = False, *, verify: bool = True
+    ) -> HammingIndex:
+        """Open an index written by :meth:`save`.
+
+        ``mmap=True`` maps the arrays read-only (opens in seconds; adding raises
+        :class:`~neardup.errors.IndexStateError`); ``mmap=False`` reads them into memory.
+        ``verify`` checks every section's checksum (xxh3-64, GB/s).
+        """
+        from .format import load_index
+
+        return load_index(cls, Path(path), mmap=mmap, verify=verify)
+
+    # state used by format.py
+    def _state(self) -> dict[str, Any]:
+        return {
+            "next_id": self._next_id,
+            "buffer_size": self._buffer_size,
+            "merge_factor": self._merge_factor,
+        }
+
+    @classmethod
+    def _from_parts(
+        cls, plan: Plan, state: dict[str, Any], segments: list[Segment], readonly: str | None
+    ) -> HammingIndex:
+        idx = cls(
+            bits=plan.bits,
+            max_distance=plan.max_distance,
+            plan=plan,
+            buffer_size=int(state.get("buffer_size", 4096)),
+            merge_factor=int(state.get("merge_factor", 4)),
+        )
+        idx._segments = segments
+        idx._next_id = int(state.get("next_id", 0))
+        idx._readonly = readonly
+        return idx

@@ -1,0 +1,307 @@
+"""Permuted sorted tables: plan arrays for the kernels, and immutable index segments.
+
+A :class:`Segment` holds ``n`` fingerprints sorted by table 0's key, their int64 ids, a tombstone
+mask, and for each table ``t`` the sorted permuted keys ``keys[t]`` (8 B) and, for ``t >= 1``,
+the row each key came from (``uint32``, 4 B), plus a directory of offsets for the top
+``dbits`` bits of the keys (so a probe needs no binary search when the prefix fits the
+directory). For 64-bit fingerprints table 0 is the identity permutation, so the fingerprints
+*are* ``keys[0]`` and cost nothing extra: 8 B id + 8 B fingerprint + 12 B per further table.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from . import _kernels as K
+from .plan import Plan
+
+__all__ = ["PlanArrays", "Segment", "plan_arrays"]
+
+U64 = npt.NDArray[np.uint64]
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class PlanArrays:
+    """A :class:`Plan` compiled to the flat arrays the numba kernels take."""
+
+    words: int
+    n_tables: int
+    pidx: I64
+    pmask: U64
+    npieces: I64
+    pb: I64
+    radius: I64
+    flips: U64
+    flipd: I64
+    nflips: I64
+    pm_key: U64
+    pm_orig: U64
+    heavy: int
+    identity0: bool
+    min_pb: int
+
+
+def _pieces(order: tuple[tuple[int, int], ...]) -> list[tuple[int, int, int, int]]:
+    """(src_word, src_shift, width, dst_shift) pieces building a 64-bit key from bit ranges."""
+    out = []
+    opos = 0
+    for s, w in order:
+        while w > 0 and opos < 64:
+            word, ls = divmod(s, 64)
+            take = min(w, 64 - ls, 64 - opos)
+            out.append((word, 64 - ls - take, take, 64 - opos - take))
+            s += take
+            w -= take
+            opos += take
+    return out
+
+
+def _mask(width: int) -> int:
+    return (1 << width) - 1
+
+
+def _permute_int(value: int, bits: int, order: tuple[tuple[int, int], ...]) -> int:
+    """Permute a Python int (``bits`` wide) into table order, truncated to the first 64 bits."""
+    out = 0
+    pos = 0
+    for s, w in order:
+        chunk = (value >> (bits - s - w)) & _mask(w)
+        out = (out << w) | chunk
+        pos += w
+    return out >> (pos - 64) if pos > 64 else out << (64 - pos)
+
+
+def plan_arrays(plan: Plan) -> PlanArrays:
+    """Compile ``plan`` (kind "tables") for the kernels; brute plans give zero tables."""
+    words = plan.bits // 64
+    T = len(plan.tables)
+    pieces = [_pieces(t.order) for t in plan.tables]
+    P = max((len(p) for p in pieces), default=1)
+    pidx = np.zeros((max(T, 1), P, 3), dtype=np.int64)
+    pmask = np.zeros((max(T, 1), P), dtype=np.uint64)
+    npieces = np.zeros(max(T, 1), dtype=np.int64)
+    for t, ps in enumerate(pieces):
+        npieces[t] = len(ps)
+        for j, (word, sshift, width, dshift) in enumerate(ps):
+            pidx[t, j] = (word, sshift, dshift)
+            pmask[t, j] = _mask(width)
+    pb = np.array([t.prefix_bits for t in plan.tables] or [64], dtype=np.int64)
+    radius = np.array(
+        [min(t.radius, plan.max_distance) for t in plan.tables] or [0], dtype=np.int64
+    )
+    flip_lists = []
+    for t in plan.tables:
+        fl: list[tuple[int, int]] = []
+        for d in range(min(t.radius, plan.max_distance) + 1):
+            for bits_ in itertools.combinations(range(t.prefix_bits), d):
+                m = 0
+                for b in bits_:
+                    m |= 1 << b
+                fl.append((m, d))
+        flip_lists.append(fl)
+    F = max((len(f) for f in flip_lists), default=1)
+    flips = np.zeros((max(T, 1), F), dtype=np.uint64)
+    flipd = np.zeros((max(T, 1), F), dtype=np.int64)
+    nflips = np.zeros(max(T, 1), dtype=np.int64)
+    for t, fl in enumerate(flip_lists):
+        nflips[t] = len(fl)
+        for j, (m, d) in enumerate(fl):
+            flips[t, j] = m
+            flipd[t, j] = d
+    # prefix masks: in the original bit space (per word) and in every table's key space
+    pm_orig = np.zeros((max(T, 1), words), dtype=np.uint64)
+    pm_key = np.zeros((max(T, 1), max(T, 1)), dtype=np.uint64)
+    full = plan.bits
+    for t2, spec in enumerate(plan.tables):
+        pmask_int = 0
+        left = spec.prefix_bits
+        for s, w in spec.order:
+            take = min(w, left)
+            if take <= 0:
+                break
+            pmask_int |= _mask(take) << (full - s - take)
+            left -= take
+        for wi in range(words):
+            pm_orig[t2, wi] = (pmask_int >> (64 * (words - 1 - wi))) & _mask(64)
+        for t, spec_t in enumerate(plan.tables):
+            pm_key[t, t2] = _permute_int(pmask_int, full, spec_t.order)
+    identity0 = bool(T) and plan.tables[0].order == ((0, plan.bits),)
+    return PlanArrays(
+        words=words,
+        n_tables=T,
+        pidx=pidx,
+        pmask=pmask,
+        npieces=npieces,
+        pb=pb,
+        radius=radius,
+        flips=flips,
+        flipd=flipd,
+        nflips=nflips,
+        pm_key=pm_key,
+        pm_orig=pm_orig,
+        heavy=int(plan.heavy_bucket),
+        identity0=identity0,
+        min_pb=int(pb.min()) if T else 64,
+    )
+
+
+def _dbits(n: int, min_pb: int) -> int:
+    return int(min(min_pb, max(1, min(22, int(n).bit_length() - 2))))
+
+
+class Segment:
+    """An immutable set of fingerprints with its permuted sorted tables (and a tombstone mask)."""
+
+    __slots__ = ("_id_index", "alive", "dbits", "dirs", "fps", "ids", "keys", "n_dead", "rows")
+
+    def __init__(
+        self,
+        fps: U64,
+        ids: I64,
+        keys: U64 | None,
+        rows: npt.NDArray[np.uint32] | None,
+        dirs: I64 | None,
+        dbits: int,
+        alive: npt.NDArray[np.bool_] | None = None,
+    ) -> None:
+        self.fps = fps  # (n, W)
+        self.ids = ids
+        self.keys = keys  # (T, n) or None for brute segments
+        self.rows = rows  # (T - 1, n) or None
+        self.dirs = dirs  # (T, 2**dbits + 1)
+        self.dbits = dbits
+        self.alive = alive  # None: every row alive
+        self.n_dead = 0 if alive is None else int(len(ids) - np.count_nonzero(alive))
+        self._id_index: tuple[I64, I64] | None = None
+
+    @property
+    def n(self) -> int:
+        return int(self.ids.shape[0])
+
+    @property
+    def n_live(self) -> int:
+        return self.n - self.n_dead
+
+    @property
+    def nbytes(self) -> int:
+        total = self.ids.nbytes
+        for a in (self.keys, self.rows, self.dirs, self.alive):
+            if a is not None:
+                total += a.nbytes
+        if self.keys is None or not np.shares_memory(self.fps, self.keys):
+            total += self.fps.nbytes
+        return int(total)
+
+    @classmethod
+    def build(cls, fps: U64, ids: I64, pa: PlanArrays) -> Segment:
+        """Sort ``fps`` (n, W) into every table of ``pa``; ``ids`` (n,) travel with their rows."""
+        n = fps.shape[0]
+        T = pa.n_tables
+        if T == 0:
+            return cls(np.ascontiguousarray(fps), np.ascontiguousarray(ids), None, None, None, 0)
+        key0 = K.permute_many(fps, 0, pa.pidx, pa.pmask, pa.npieces)
+        order = np.argsort(key0, kind="stable")
+        keys = np.empty((T, n), dtype=np.uint64)
+        keys[0] = key0[order]
+        del key0
+        if pa.identity0 and pa.words == 1:
+            fps_s = keys[0].reshape(n, 1)
+        else:
+            fps_s = np.ascontiguousarray(fps[order])
+        ids_s = np.ascontiguousarray(ids[order])
+        del order
+        rows = np.empty((max(T - 1, 0), n), dtype=np.uint32)
+        for t in range(1, T):
+            kt = K.permute_many(fps_s, t, pa.pidx, pa.pmask, pa.npieces)
+            o = np.argsort(kt)
+            keys[t] = kt[o]
+            rows[t - 1] = o
+            del kt, o
+        dbits = _dbits(n, pa.min_pb)
+        dirs = np.empty((T, (1 << dbits) + 1), dtype=np.int64)
+        for t in range(T):
+            dirs[t] = K.directory(keys[t], dbits)
+        return cls(fps_s, ids_s, keys, rows, dirs, dbits)
+
+    def live_arrays(self) -> tuple[U64, I64]:
+        """(fingerprints (m, W), ids (m,)) of the rows not removed."""
+        if self.alive is None or self.n_dead == 0:
+            return self.fps, self.ids
+        return self.fps[self.alive], self.ids[self.alive]
+
+    def search(self, q: U64, k: int, pa: PlanArrays) -> tuple[I64, I64, npt.NDArray[np.int32]]:
+        """(query index, id, distance) of every live row within ``k`` of a query in ``q``."""
+        if self.n == 0:
+            e = np.empty(0, dtype=np.int64)
+            return e, e, np.empty(0, dtype=np.int32)
+        if self.keys is None:
+            qi, r, d = K.search_brute(q, self.fps, k)
+        else:
+            qi, r, d = K.search_tables(
+                q,
+                k,
+                self.keys,
+                self.rows,
+                self.fps,
+                self.dirs,
+                self.dbits,
+                pa.pidx,
+                pa.pmask,
+                pa.npieces,
+                pa.pb,
+                pa.radius,
+                pa.flips,
+                pa.flipd,
+                pa.nflips,
+                pa.pm_key,
+                pa.pm_orig,
+                pa.heavy,
+            )
+        if self.n_dead:
+            m = self.alive[r]  # type: ignore[index]
+            qi, r, d = qi[m], r[m], d[m]
+        return qi, self.ids[r], d
+
+    def id_index(self) -> tuple[I64, I64]:
+        """(sorted ids, their rows), built on first use (12 B per fingerprint) and cached."""
+        if self._id_index is None:
+            o = np.argsort(self.ids, kind="stable")
+            self._id_index = (self.ids[o], o.astype(np.int64))
+        return self._id_index
+
+    def locate(self, ids: I64) -> I64:
+        """Row of each id among live rows, or -1."""
+        sid, srow = self.id_index()
+        pos = np.searchsorted(sid, ids)
+        pos_c = np.minimum(pos, max(len(sid) - 1, 0))
+        out = np.full(len(ids), -1, dtype=np.int64)
+        if len(sid) == 0:
+            return out
+        hit = sid[pos_c] == ids
+        rows = srow[pos_c]
+        if self.alive is not None:
+            hit &= self.alive[rows]
+        out[hit] = rows[hit]
+        return out
+
+    def kill(self, rows: I64) -> int:
+        """Mark rows removed; returns how many were alive."""
+        if len(rows) == 0:
+            return 0
+        if self.alive is None:
+            self.alive = np.ones(self.n, dtype=bool)
+        elif not self.alive.flags.writeable:
+            self.alive = self.alive.copy()
+        was = int(np.count_nonzero(self.alive[rows]))
+        self.alive[rows] = False
+        self.n_dead += was
+        return was
+
+    def describe(self) -> dict[str, Any]:
+        return {"n": self.n, "live": self.n_live, "bytes": self.nbytes, "dbits": self.dbits}

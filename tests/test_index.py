@@ -1,0 +1,298 @@
+"""HammingIndex and all_pairs agree exactly with the NumPy brute force (ids, distances, order)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import neardup
+from neardup.errors import ConfigError, IndexStateError, InputError, InputTypeError, NotFoundError
+from neardup.index import HammingIndex, Plan, all_pairs, plan_index
+from neardup.index.plan import radius_for
+from neardup.index.reference import all_pairs_reference, search_reference
+
+# layouts exercised everywhere: the planner's choice plus forced ones
+LAYOUTS = [
+    {},
+    {"layout": "brute"},
+    {"layout": "two-level"},
+    {"blocks": 5, "prefix_blocks": 2},
+    {"blocks": 2, "prefix_blocks": 1},  # multi-index hashing, radius 1
+    {"blocks": 4, "prefix_blocks": 1, "heavy_bucket": 1},  # descent everywhere
+]
+
+
+def _flip(
+    rng: np.random.Generator, fps: np.ndarray, max_flips: int, *, exact: bool = False
+) -> np.ndarray:
+    """Copy of ``fps`` with 0..max_flips (or exactly max_flips) random bits flipped per row."""
+    out = fps.copy()
+    bits = 64 * (1 if fps.ndim == 1 else 2)
+    for i in range(len(out)):
+        nf = max_flips if exact else int(rng.integers(0, max_flips + 1))
+        for b in rng.choice(bits, nf, replace=False):
+            if fps.ndim == 1:
+                out[i] ^= np.uint64(1) << np.uint64(b)
+            else:
+                out[i, b // 64] ^= np.uint64(1) << np.uint64(b % 64)
+    return out
+
+
+def make_set(kind: str, n: int, bits: int, seed: int, k: int = 3) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    shape = (n,) if bits == 64 else (n, 2)
+    rand = rng.integers(0, 2**64, shape, dtype=np.uint64)
+    if kind == "random":
+        return rand
+    if kind == "clustered":  # few centers, members within 2k bits
+        centers = rand[: max(n // 50, 1)]
+        return _flip(rng, centers[rng.integers(0, len(centers), n)], 2 * k)
+    if kind == "duplicates":  # many exact copies, incl. the all-zero "empty page"
+        out = rand[rng.integers(0, max(n // 10, 1), n)]
+        out[: n // 4] = 0
+        return out
+    if kind == "adversarial":  # shared high block (one heavy bucket), flips at block edges
+        base = rand.copy()
+        if bits == 64:
+            base &= np.uint64(0x0000FFFFFFFFFFFF)
+            base |= np.uint64(0xABCD) << np.uint64(48)
+        else:
+            base[:, 0] = np.uint64(0xDEADBEEF00000000) | (base[:, 0] & np.uint64(0xFFFFFFFF))
+        edges = [15, 16, 31, 32, 47, 48, 63][:7]
+        for i in range(0, n, 3):
+            for b in rng.choice(edges, k, replace=False):
+                if bits == 64:
+                    base[i] ^= np.uint64(1) << np.uint64(b)
+                else:
+                    base[i, 0] ^= np.uint64(1) << np.uint64(b)
+        return base
+    raise ValueError(kind)
+
+
+def queries_for(fps: np.ndarray, seed: int, k: int, nq: int = 120) -> np.ndarray:
+    rng = np.random.default_rng(seed + 1)
+    planted = fps[rng.integers(0, len(fps), nq)]
+    parts = [planted[i :: (k + 2)] for i in range(k + 2)]
+    qs = [_flip(rng, p, d, exact=True) for d, p in enumerate(parts[: k + 1])]  # every distance 0..k
+    qs.append(_flip(rng, parts[k + 1], k + 1, exact=True))  # just outside
+    shape = (nq,) if fps.ndim == 1 else (nq, 2)
+    qs.append(rng.integers(0, 2**64, shape, dtype=np.uint64))
+    return np.concatenate(qs)
+
+
+def assert_same(got, want) -> None:
+    for g, w, name in zip(got, want, ("lims", "ids", "distances"), strict=True):
+        np.testing.assert_array_equal(g, w, err_msg=name)
+    assert got[0].dtype == np.int64 and got[1].dtype == np.int64 and got[2].dtype == np.int32
+
+
+@pytest.mark.parametrize("bits", [64, 128])
+@pytest.mark.parametrize("kind", ["random", "clustered", "duplicates", "adversarial"])
+@pytest.mark.parametrize("layout", range(len(LAYOUTS)))
+def test_search_matches_brute_force(bits: int, kind: str, layout: int) -> None:
+    k = 3
+    fps = make_set(kind, 1500, bits, seed=layout * 7 + bits)
+    idx = HammingIndex(
+        bits=bits, max_distance=k, expected_size=len(fps), buffer_size=256, **LAYOUTS[layout]
+    )
+    idx.add(fps[:1000])
+    for s in range(1000, len(fps), 100):  # small batches: buffer, segments, merges
+        idx.add(fps[s : s + 100])
+    q = queries_for(fps, layout, k)
+    ids = np.arange(len(fps))
+    for kk in range(k + 1):
+        assert_same(idx.search(q, kk), search_reference(fps, ids, q, kk))
+
+
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(0, 400),
+    k=st.integers(0, 6),
+    bits=st.sampled_from([64, 128]),
+    kind=st.sampled_from(["random", "clustered", "duplicates", "adversarial"]),
+    layout=st.sampled_from([None, "brute", "tables"]),
+)
+def test_property_any_k(
+    seed: int, n: int, k: int, bits: int, kind: str, layout: str | None
+) -> None:
+    fps = (
+        make_set(kind, n, bits, seed, k=max(k, 1))
+        if n
+        else np.zeros((0,) if bits == 64 else (0, 2), np.uint64)
+    )
+    idx = HammingIndex(
+        bits=bits, max_distance=k, expected_size=max(n, 1) * 1000, layout=layout, buffer_size=64
+    )
+    idx.add(fps)
+    q = queries_for(fps, seed, k, nq=20) if n else fps
+    assert_same(idx.search(q), search_reference(fps, np.arange(n), q, k))
+
+
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    ops=st.lists(st.sampled_from(["add", "big", "remove", "flush"]), max_size=12),
+)
+def test_interleaved_add_remove_merge(seed: int, ops: list[str]) -> None:
+    rng = np.random.default_rng(seed)
+    pool = make_set("clustered", 3000, 64, seed)
+    idx = HammingIndex(max_distance=3, expected_size=3000, buffer_size=32, merge_factor=2)
+    live: dict[int, int] = {}
+    next_id = 1000
+    for op in ops:
+        if op in ("add", "big"):
+            m = int(rng.integers(1, 20 if op == "add" else 300))
+            ids = np.arange(next_id, next_id + m) * 3
+            next_id += m
+            f = pool[rng.integers(0, len(pool), m)]
+            idx.add(f, ids)
+            live.update(zip(ids.tolist(), f.tolist(), strict=True))
+        elif op == "remove" and live:
+            victims = rng.choice(list(live), min(len(live), 25), replace=False)
+            assert idx.remove(np.append(victims, -5)) == len(victims)
+            for v in victims.tolist():
+                del live[v]
+        else:
+            idx.flush()
+        assert len(idx) == len(live)
+    ids = np.array(list(live), dtype=np.int64)
+    fps = np.array(list(live.values()), dtype=np.uint64)
+    q = queries_for(pool, seed, 3, nq=30)
+    assert_same(idx.search(q), search_reference(fps, ids, q, 3))
+    if len(ids):
+        assert int(ids[0]) in idx
+        np.testing.assert_array_equal(idx.get(ids), fps)
+
+
+def test_search_one_and_verbs() -> None:
+    idx = HammingIndex(max_distance=3, expected_size=100)
+    assert idx.add(np.array([0b1011, 0b1111, (1 << 40) - 1], dtype=np.uint64)).tolist() == [0, 1, 2]
+    assert idx.search_one(0b0011) == [(0, 1), (1, 2)]
+    assert idx.search_one(0b0011, max_distance=1) == [(0, 1)]
+    assert len(idx) == 3 and 1 in idx and 7 not in idx and "x" not in idx
+    assert idx.add([0xF << 60], ids=[100]).tolist() == [100]
+    assert idx.add([0xF << 56]).tolist() == [101]  # the counter continues past explicit ids
+    assert idx.remove([0, 0, 999]) == 1
+    assert 0 not in idx and len(idx) == 4
+    assert idx.search_one(0b0011) == [(1, 2)]
+    assert idx.get([100, 1]).tolist() == [0xF << 60, 0b1111]
+    with pytest.raises(NotFoundError, match=r"\[0\]"):
+        idx.get([0])
+    idx.add([0b0011], ids=[0])  # a removed id can be reused
+    assert idx.search_one(0b0011)[0] == (0, 0)
+    idx.optimize()
+    assert idx.search_one(0b0011) == [(0, 0), (1, 2)]
+    assert "exact up to k=3" in idx.describe()
+
+
+def test_128_bit_same_api() -> None:
+    idx = HammingIndex(bits=128, max_distance=4, expected_size=1000)
+    a = (1 << 127) | 5
+    fps = np.array([[1 << 63, 5], [0, 0xFF], [(1 << 63) | 1, 4]], dtype=np.uint64)
+    idx.add(fps)
+    assert idx.search_one(a) == [(0, 0), (2, 2)]
+    assert idx.search_one(np.array([1 << 63, 5], dtype=np.uint64)) == [(0, 0), (2, 2)]
+    _lims, ids, d = idx.search(fps[:1])
+    assert ids.tolist() == [0, 2] and d.tolist() == [0, 2]
+    assert idx.get([2]).tolist() == [[(1 << 63) | 1, 4]]
+
+
+def test_all_pairs_matches_reference() -> None:
+    for kind, bits in [("clustered", 64), ("duplicates", 64), ("random", 128), ("adversarial", 64)]:
+        fps = make_set(kind, 800, bits, seed=3)
+        for k in (0, 3, 5):
+            got = all_pairs(fps, k)
+            want = all_pairs_reference(fps, k)
+            for g, w in zip(got, want, strict=True):
+                np.testing.assert_array_equal(g, w)
+    fps = make_set("clustered", 300, 64, seed=4)
+    ids = np.arange(300)[::-1] * 10
+    a, b, d = all_pairs(fps, 3, ids=ids)
+    pa, pb, pd = all_pairs(fps, 3)
+    assert (a < b).all()
+    assert sorted(zip(a.tolist(), b.tolist(), d.tolist(), strict=False)) == sorted(
+        (min(ids[x], ids[y]), max(ids[x], ids[y]), z) for x, y, z in zip(pa, pb, pd, strict=True)
+    )
+    assert list(zip(a.tolist(), b.tolist(), strict=False)) == sorted(
+        zip(a.tolist(), b.tolist(), strict=False)
+    )
+    assert neardup.all_pairs is all_pairs and neardup.HammingIndex is HammingIndex
+
+
+def test_bad_input_messages_and_index_stays_usable() -> None:
+    idx = HammingIndex(max_distance=3, expected_size=100)
+    idx.add(np.arange(10, dtype=np.uint64))
+    with pytest.raises(InputError, match="unsigned 64-bit"):
+        idx.add(np.array([1.5]))
+    with pytest.raises(InputError, match="shape"):
+        idx.add(np.zeros((3, 3), dtype=np.uint64))
+    with pytest.raises(InputError, match="128-bit"):
+        idx.add(np.zeros((3, 2), dtype=np.uint64))
+    with pytest.raises(InputError, match="same length"):
+        idx.add(np.arange(3, dtype=np.uint64), ids=[1, 2])
+    with pytest.raises(InputError, match="duplicate ids within the batch"):
+        idx.add(np.arange(3, dtype=np.uint64), ids=[20, 21, 20])
+    with pytest.raises(InputError, match=r"already in the index: \[5\]"):
+        idx.add(np.arange(2, dtype=np.uint64), ids=[30, 5])
+    with pytest.raises(InputTypeError, match="integers"):
+        idx.add(np.arange(2, dtype=np.uint64), ids=[1.5, 2.5])
+    with pytest.raises(
+        ConfigError, match=r"max_distance \(4\) is above what this index's plan guarantees \(3\)"
+    ):
+        idx.search(np.arange(2, dtype=np.uint64), max_distance=4)
+    with pytest.raises(ConfigError, match=">= 0"):
+        idx.search(np.arange(2, dtype=np.uint64), max_distance=-1)
+    with pytest.raises(InputTypeError):
+        idx.search(["a"])
+    assert len(idx) == 10 and 30 not in idx
+    assert idx.search_one(3, max_distance=0) == [(3, 0)]
+    for kwargs, msg in [
+        ({"bits": 32}, "bits must be 64 or 128"),
+        ({"max_distance": -1}, "max_distance"),
+        ({"max_distance": 64}, "smaller than bits"),
+        ({"expected_size": -5}, "expected_size"),
+        ({"memory_budget": 0}, "memory_budget"),
+        ({"blocks": 3, "prefix_blocks": 3}, "prefix_blocks < blocks"),
+        ({"layout": "magic"}, "layout must be"),
+        ({"buffer_size": 0}, "buffer_size"),
+    ]:
+        with pytest.raises(ConfigError, match=msg):
+            HammingIndex(**kwargs)
+
+
+def test_planner_choices_and_plan_roundtrip() -> None:
+    p = plan_index(64, 3, 10_000_000)
+    assert (p.name, p.n_tables, p.tables[0].prefix_bits, p.est_bytes_per_fp) == (
+        "4 blocks choose 1",
+        4,
+        16,
+        52.0,
+    )
+    assert plan_index(64, 3, 50_000_000).est_bytes_per_fp <= 80
+    assert (
+        plan_index(64, 3, 10_000_000, memory_budget=10_000_000 * 200).n_tables > 4
+    )  # more memory, more tables
+    assert plan_index(64, 12, 20_000).kind == "brute"  # small N, large k
+    assert plan_index(64, 3, 10_000_000, layout="two-level").n_tables == 16
+    assert Plan.from_dict(p.to_dict()) == p
+    assert radius_for(4, 3, 1) == 0 and radius_for(6, 3, 3) == 0 and radius_for(4, 10, 1) == 2
+    forced = HammingIndex(plan=p)
+    assert forced.plan == p and "4 permuted sorted tables" in forced.describe()
+    with pytest.raises(ConfigError, match="plan is for 64-bit"):
+        HammingIndex(bits=128, plan=p)
+
+
+def test_readonly_and_threads(tmp_path) -> None:
+    fps = make_set("random", 5000, 64, seed=9)
+    idx = HammingIndex(max_distance=3, expected_size=5000, threads=2)
+    idx.add(fps)
+    q = queries_for(fps, 9, 3, nq=2500)  # >= 2048 queries: threaded path
+    assert_same(idx.search(q), search_reference(fps, np.arange(5000), q, 3))
+    idx.save(tmp_path / "x.idx")
+    ro = HammingIndex.load(tmp_path / "x.idx", mmap=True)
+    assert ro.read_only
+    for call in (lambda: ro.add(fps[:1]), lambda: ro.remove([1]), ro.flush):
+        with pytest.raises(IndexStateError, match="mmap=False"):
+            call()
+    assert_same(ro.search(q[:50]), idx.search(q[:50]))

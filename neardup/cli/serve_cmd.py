@@ -69,6 +69,7 @@ def serve(
 ) -> None:
     """Serve check / insert / check-and-insert over HTTP (FastAPI + uvicorn, one worker)."""
     import logging
+    import signal
     import sys
     import time
 
@@ -134,6 +135,9 @@ def serve(
             server_header=False,
         )
     )
+    # uvicorn re-raises the signal that stopped it after its graceful shutdown; with this
+    # handler in place a SIGTERM'd server exits 0 once everything is flushed and closed.
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
     try:
         server.run()
     finally:

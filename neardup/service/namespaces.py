@@ -135,6 +135,7 @@ class NamespaceRegistry:
             exc.args = (f"namespace {name!r} ({path}): {exc}",)
             raise
         self._stores[name] = store
+        _warm_up(store)
         log.info("opened namespace %r (%d documents)", name, _safe_len(store))
         return store
 
@@ -219,6 +220,14 @@ class NamespaceRegistry:
     def total_documents(self) -> int:
         """Documents over all namespaces."""
         return sum(_safe_len(s) for _, s in self.items())
+
+
+def _warm_up(store: Any) -> None:
+    """One read-only check, so that JIT compilation / cache loading happens before serving."""
+    try:
+        store.check([{"id": "__neardup_warmup__", "text": "warm up the fingerprinter 预热"}])
+    except Exception:  # never fail startup because of the warm-up itself
+        log.debug("warm-up check failed", exc_info=True)
 
 
 def _safe_len(store: Any) -> int:

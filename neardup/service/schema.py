@@ -49,6 +49,10 @@ MAX_ID_LENGTH = 1024
 # JSON encoding
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
 def loads(raw: bytes) -> Any:
     """Decode a JSON request body; raise :class:`RequestValidationFailed` when it is not JSON."""
     if not raw:
@@ -60,7 +64,7 @@ def loads(raw: bytes) -> Any:
     try:
         if _orjson is not None:
             return _orjson.loads(raw)
-        return json.loads(raw)
+        return json.loads(raw, parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError) as exc:
         raise RequestValidationFailed(
             "body", f"the request body is not valid UTF-8 JSON ({exc})"
@@ -72,7 +76,10 @@ def loads(raw: bytes) -> Any:
 def dumps(obj: Any) -> bytes:
     """Encode a response body as compact UTF-8 JSON."""
     if _orjson is not None:
-        return _orjson.dumps(obj)
+        try:
+            return _orjson.dumps(obj)
+        except TypeError:  # e.g. integers beyond 64 bits in stored metadata
+            pass
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 

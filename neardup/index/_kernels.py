@@ -92,13 +92,6 @@ def _first_with_bit(a, lo, hi, bit):  # type: ignore[no-untyped-def]
 
 
 @njit(nogil=True, cache=True)
-def _grow(a, n):  # type: ignore[no-untyped-def]
-    b = np.empty(max(2 * a.shape[0], n), dtype=a.dtype)
-    b[: a.shape[0]] = a
-    return b
-
-
-@njit(nogil=True, cache=True)
 def search_tables(  # type: ignore[no-untyped-def]
     q,
     k,
@@ -118,26 +111,29 @@ def search_tables(  # type: ignore[no-untyped-def]
     pm_key,
     pm_orig,
     heavy,
+    qk,
+    stack,
+    out_q,
+    out_r,
+    out_d,
 ):
     """Every (query, row, distance) with distance <= k in one table segment, each pair once.
 
-    Parameters are the segment arrays (see module docstring) and the plan arrays built by
-    :func:`neardup.index.tables.plan_arrays`. Returns ``(qi int64, row int64, dist int32)``
-    grouped by query in query order.
+    Parameters are the segment arrays (see module docstring), the plan arrays built by
+    :func:`neardup.index.tables.plan_arrays`, scratch space (``qk`` uint64 (T,), ``stack`` int64
+    (4, 256)) and the outputs ``out_q`` / ``out_r`` (int64) and ``out_d`` (int32), filled with
+    matches grouped by query in query order. Returns the number of matches; when it exceeds the
+    outputs' length only the first ones were written and the caller retries with larger outputs.
     """
     nq = q.shape[0]
     W = q.shape[1]
     T = keys.shape[0]
-    cap = 1024
-    out_q = np.empty(cap, dtype=np.int64)
-    out_r = np.empty(cap, dtype=np.int64)
-    out_d = np.empty(cap, dtype=np.int32)
+    cap = out_q.shape[0]
     cnt = 0
-    qk = np.empty(T, dtype=np.uint64)
-    st_lo = np.empty(256, dtype=np.int64)
-    st_hi = np.empty(256, dtype=np.int64)
-    st_bit = np.empty(256, dtype=np.int64)
-    st_d = np.empty(256, dtype=np.int64)
+    st_lo = stack[0]
+    st_hi = stack[1]
+    st_bit = stack[2]
+    st_d = stack[3]
     kk = np.int64(k)
     for qi in range(nq):
         qrow = q[qi]
@@ -226,27 +222,25 @@ def search_tables(  # type: ignore[no-untyped-def]
                                 break
                         if dup:
                             continue
-                        if cnt == out_q.shape[0]:
-                            out_q = _grow(out_q, cnt + 1)
-                            out_r = _grow(out_r, cnt + 1)
-                            out_d = _grow(out_d, cnt + 1)
-                        out_q[cnt] = qi
-                        out_r[cnt] = row
-                        out_d[cnt] = dist
+                        if cnt < cap:
+                            out_q[cnt] = qi
+                            out_r[cnt] = row
+                            out_d[cnt] = dist
                         cnt += 1
-    return out_q[:cnt], out_r[:cnt], out_d[:cnt]
+    return cnt
 
 
 @njit(nogil=True, cache=True)
-def search_brute(q, fps, k):  # type: ignore[no-untyped-def]
-    """Brute force: every (query, row, distance) with distance <= k, grouped by query."""
+def search_brute(q, fps, k, out_q, out_r, out_d):  # type: ignore[no-untyped-def]
+    """Brute force: every (query, row, distance) with distance <= k, grouped by query.
+
+    Same output protocol as :func:`search_tables` (returns the count; retry when it exceeds
+    the outputs' length).
+    """
     nq = q.shape[0]
     n = fps.shape[0]
     W = q.shape[1]
-    cap = 1024
-    out_q = np.empty(cap, dtype=np.int64)
-    out_r = np.empty(cap, dtype=np.int64)
-    out_d = np.empty(cap, dtype=np.int32)
+    cap = out_q.shape[0]
     cnt = 0
     kk = np.int64(k)
     for qi in range(nq):
@@ -257,15 +251,12 @@ def search_brute(q, fps, k):  # type: ignore[no-untyped-def]
             if W == 2:
                 d += _pc(fps[i, 1] ^ q1)
             if d <= kk:
-                if cnt == out_q.shape[0]:
-                    out_q = _grow(out_q, cnt + 1)
-                    out_r = _grow(out_r, cnt + 1)
-                    out_d = _grow(out_d, cnt + 1)
-                out_q[cnt] = qi
-                out_r[cnt] = i
-                out_d[cnt] = d
+                if cnt < cap:
+                    out_q[cnt] = qi
+                    out_r[cnt] = i
+                    out_d[cnt] = d
                 cnt += 1
-    return out_q[:cnt], out_r[:cnt], out_d[:cnt]
+    return cnt
 
 
 @njit(nogil=True, cache=True)

@@ -27,7 +27,6 @@ import numpy.typing as npt
 
 from ..errors import ConfigError, IndexStateError, InputError, InputTypeError, NotFoundError
 from ..hamming import as_fingerprints, int_to_words
-from . import _kernels as K
 from .plan import HEAVY_BUCKET, Plan, plan_index
 from .tables import PlanArrays, Segment, plan_arrays
 
@@ -449,9 +448,8 @@ class HammingIndex:
         for s in segs:
             parts.append(s.search(q, k, self._pa))
         if len(bids):
-            qi, r, d = K.search_brute(q, bfps, k)
-            m = balive[r]
-            parts.append((qi[m], bids[r[m]], d[m]))
+            buf = Segment(bfps, bids, None, None, None, 0, balive)
+            parts.append(buf.search(q, k, self._pa))
         if not parts:
             return _EMPTY_I64, _EMPTY_I64, np.empty(0, np.int32)
         if len(parts) == 1:
@@ -522,22 +520,47 @@ class HammingIndex:
     def search_one(self, query: Any, max_distance: int | None = None) -> list[tuple[int, int]]:
         """One query (an int, or a (2,) uint64 row for 128-bit) -> ``[(id, distance), ...]``.
 
-        Sorted by (distance, id), like :meth:`search`.
+        Sorted by (distance, id), like :meth:`search`. This path skips the batch machinery
+        (no threads, no CSR assembly), for microsecond single lookups.
         """
+        k = self._plan.max_distance if max_distance is None else self._check_k(max_distance)
         if isinstance(query, (int, np.integer)) and not isinstance(query, bool):
-            if int(query) < 0 or int(query) >> self.bits:
+            v = int(query)
+            if v < 0 or v >> self.bits:
                 raise InputError(f"query must be a non-negative {self.bits}-bit int, got {query}")
-            q = np.array([int_to_words(int(query), self.bits)], dtype=np.uint64)
+            if self._words == 1:
+                q = np.array([[v]], dtype=np.uint64)
+            else:
+                q = np.array([int_to_words(v, self.bits)], dtype=np.uint64)
         else:
+            arr = np.asarray(query)
             q = self._check_fps(
-                np.asarray(query).reshape(1, -1) if self._words == 2 else query, "query"
+                arr.reshape(1, -1) if self._words == 2 else arr.reshape(-1), "query"
             )
             if len(q) != 1:
                 raise InputError(
                     f"search_one takes one fingerprint, got {len(q)}; use search() for batches"
                 )
-        _lims, ids, d = self.search(q if self._words == 2 else q[:, 0], max_distance)
-        return list(zip(ids.tolist(), d.tolist(), strict=True))
+        if _use_reference():
+            _lims, ids, d = self._search_reference(q, k, self._snapshot())
+            return list(zip(ids.tolist(), d.tolist(), strict=True))
+        with self._lock:
+            segs = list(self._segments)
+            n = self._buf_n
+            bfps, bids, balive = self._buf_fps[:n], self._buf_ids[:n], self._buf_alive[:n]
+        out: list[tuple[int, int]] = []
+        pa = self._pa
+        for seg in segs:
+            _qi, ids, d = seg.search(q, k, pa)
+            if len(ids):
+                out.extend(zip(ids.tolist(), d.tolist(), strict=True))
+        if n:
+            _qi, ids, d = Segment(bfps, bids, None, None, None, 0, balive.copy()).search(q, k, pa)
+            if len(ids):
+                out.extend(zip(ids.tolist(), d.tolist(), strict=True))
+        if len(out) > 1:
+            out.sort(key=lambda t: (t[1], t[0]))
+        return out
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike[str]) -> None:

@@ -11,6 +11,7 @@ directory). For 64-bit fingerprints table 0 is the identity permutation, so the 
 from __future__ import annotations
 
 import itertools
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,6 +152,31 @@ def plan_arrays(plan: Plan) -> PlanArrays:
     )
 
 
+_WS_CAP = 256
+_E_I64 = np.empty(0, dtype=np.int64)
+_E_I32 = np.empty(0, dtype=np.int32)
+_tls = threading.local()
+
+
+class _Workspace:
+    __slots__ = ("out_d", "out_q", "out_r", "qk", "stack")
+
+    def __init__(self, n_tables: int) -> None:
+        self.qk = np.empty(max(n_tables, 1), dtype=np.uint64)
+        self.stack = np.empty((4, 256), dtype=np.int64)
+        self.out_q = np.empty(_WS_CAP, dtype=np.int64)
+        self.out_r = np.empty(_WS_CAP, dtype=np.int64)
+        self.out_d = np.empty(_WS_CAP, dtype=np.int32)
+
+
+def _workspace(n_tables: int) -> _Workspace:
+    """Per-thread scratch arrays for the kernels (saves allocations on single lookups)."""
+    ws = getattr(_tls, "ws", None)
+    if ws is None or ws.qk.shape[0] < n_tables:
+        ws = _tls.ws = _Workspace(n_tables)
+    return ws
+
+
 def _dbits(n: int, min_pb: int) -> int:
     return int(min(min_pb, max(1, min(22, int(n).bit_length() - 2))))
 
@@ -235,34 +261,61 @@ class Segment:
             return self.fps, self.ids
         return self.fps[self.alive], self.ids[self.alive]
 
-    def search(self, q: U64, k: int, pa: PlanArrays) -> tuple[I64, I64, npt.NDArray[np.int32]]:
+    def search(
+        self, q: U64, k: int, pa: PlanArrays, cap: int = 0
+    ) -> tuple[I64, I64, npt.NDArray[np.int32]]:
         """(query index, id, distance) of every live row within ``k`` of a query in ``q``."""
         if self.n == 0:
             e = np.empty(0, dtype=np.int64)
             return e, e, np.empty(0, dtype=np.int32)
-        if self.keys is None:
-            qi, r, d = K.search_brute(q, self.fps, k)
+        ws = _workspace(pa.n_tables)
+        small = len(q) <= 8 and not cap
+        cap = cap or 4 * len(q) + 64
+        while True:
+            if small and cap <= _WS_CAP:
+                out_q, out_r, out_d = ws.out_q, ws.out_r, ws.out_d
+            else:
+                out_q = np.empty(cap, dtype=np.int64)
+                out_r = np.empty(cap, dtype=np.int64)
+                out_d = np.empty(cap, dtype=np.int32)
+            if self.keys is None:
+                cnt = K.search_brute(q, self.fps, k, out_q, out_r, out_d)
+            else:
+                cnt = K.search_tables(
+                    q,
+                    k,
+                    self.keys,
+                    self.rows,
+                    self.fps,
+                    self.dirs,
+                    self.dbits,
+                    pa.pidx,
+                    pa.pmask,
+                    pa.npieces,
+                    pa.pb,
+                    pa.radius,
+                    pa.flips,
+                    pa.flipd,
+                    pa.nflips,
+                    pa.pm_key,
+                    pa.pm_orig,
+                    pa.heavy,
+                    ws.qk,
+                    ws.stack,
+                    out_q,
+                    out_r,
+                    out_d,
+                )
+            if cnt <= len(out_q):
+                break
+            cap = cnt
+            small = False
+        if cnt == 0:
+            return _E_I64, _E_I64, _E_I32
+        if small:  # the workspace is reused by the next call: copy out
+            qi, r, d = out_q[:cnt].copy(), out_r[:cnt].copy(), out_d[:cnt].copy()
         else:
-            qi, r, d = K.search_tables(
-                q,
-                k,
-                self.keys,
-                self.rows,
-                self.fps,
-                self.dirs,
-                self.dbits,
-                pa.pidx,
-                pa.pmask,
-                pa.npieces,
-                pa.pb,
-                pa.radius,
-                pa.flips,
-                pa.flipd,
-                pa.nflips,
-                pa.pm_key,
-                pa.pm_orig,
-                pa.heavy,
-            )
+            qi, r, d = out_q[:cnt], out_r[:cnt], out_d[:cnt]
         if self.n_dead:
             m = self.alive[r]  # type: ignore[index]
             qi, r, d = qi[m], r[m], d[m]

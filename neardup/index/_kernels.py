@@ -37,12 +37,11 @@ def _pc(x):  # type: ignore[no-untyped-def]
 
 
 @njit(nogil=True, cache=True)
-def permute_one(fp, t, pidx, pmask, npieces):  # type: ignore[no-untyped-def]
-    """Table ``t``'s 64-bit key of one fingerprint row ``fp`` (shape (W,))."""
+def permute_one(fps, i, t, pidx, pmask, npieces):  # type: ignore[no-untyped-def]
+    """Table ``t``'s 64-bit key of fingerprint row ``i`` of ``fps`` (n, W)."""
     key = np.uint64(0)
     for j in range(npieces[t]):
-        w = pidx[t, j, 0]
-        v = (fp[w] >> np.uint64(pidx[t, j, 1])) & pmask[t, j]
+        v = (fps[i, pidx[t, j, 0]] >> np.uint64(pidx[t, j, 1])) & pmask[t, j]
         key |= v << np.uint64(pidx[t, j, 2])
     return key
 
@@ -53,7 +52,7 @@ def permute_many(fps, t, pidx, pmask, npieces):  # type: ignore[no-untyped-def]
     n = fps.shape[0]
     out = np.empty(n, dtype=np.uint64)
     for i in range(n):
-        out[i] = permute_one(fps[i], t, pidx, pmask, npieces)
+        out[i] = permute_one(fps, i, t, pidx, pmask, npieces)
     return out
 
 
@@ -136,9 +135,8 @@ def search_tables(  # type: ignore[no-untyped-def]
     st_d = stack[3]
     kk = np.int64(k)
     for qi in range(nq):
-        qrow = q[qi]
         for t in range(T):
-            qk[t] = permute_one(qrow, t, pidx, pmask, npieces)
+            qk[t] = permute_one(q, qi, t, pidx, pmask, npieces)
         for t in range(T):
             tkeys = keys[t]
             p_bits = pb[t]
@@ -206,8 +204,8 @@ def search_tables(  # type: ignore[no-untyped-def]
                         if W == 1:
                             dist = c
                         else:
-                            x0 = fps[row, 0] ^ qrow[0]
-                            x1 = fps[row, 1] ^ qrow[1]
+                            x0 = fps[row, 0] ^ q[qi, 0]
+                            x1 = fps[row, 1] ^ q[qi, 1]
                             dist = _pc(x0) + _pc(x1)
                             if dist > kk:
                                 continue
@@ -271,3 +269,159 @@ def directory(keys, dbits):  # type: ignore[no-untyped-def]
     for j in range(size):
         out[j + 1] += out[j]
     return out
+
+
+@njit(nogil=True, cache=True)
+def self_join_table(  # type: ignore[no-untyped-def]
+    t, k, keys, rows, fps, pb, radius, pm_key, pm_orig, big, stack, out_a, out_b, out_d
+):
+    """Pairs (row_a, row_b, distance) within ``k`` that table ``t`` of one segment is the first
+    to find (tables with radius 0 only): all pairs inside each prefix bucket, or, for a bucket
+    larger than ``big``, a pruned descent per element. Same output protocol as
+    :func:`search_tables`."""
+    n = keys.shape[1]
+    W = fps.shape[1]
+    tkeys = keys[t]
+    p_bits = pb[t]
+    shift = np.uint64(64 - p_bits)
+    kk = np.int64(k)
+    cap = out_a.shape[0]
+    cnt = 0
+    st_lo = stack[0]
+    st_hi = stack[1]
+    st_bit = stack[2]
+    st_d = stack[3]
+    lo = 0
+    while lo < n:
+        pre = tkeys[lo] >> shift if p_bits < 64 else tkeys[lo]
+        hi = lo + 1
+        while hi < n and (tkeys[hi] >> shift if p_bits < 64 else tkeys[hi]) == pre:
+            hi += 1
+        size = hi - lo
+        if size > 1:
+            for i in range(lo, hi - 1):
+                ki = tkeys[i]
+                if size > big:
+                    st_lo[0] = i + 1
+                    st_hi[0] = hi
+                    st_bit[0] = p_bits
+                    st_d[0] = 0
+                    sp = 1
+                else:
+                    sp = 0
+                    st_lo[0] = i + 1
+                    st_hi[0] = hi
+                    sp = -1  # plain scan of (i, hi)
+                while sp != 0:
+                    if sp == -1:
+                        a = i + 1
+                        b = hi
+                        sp = 0
+                    else:
+                        sp -= 1
+                        a = st_lo[sp]
+                        b = st_hi[sp]
+                        bitpos = st_bit[sp]
+                        dd = st_d[sp]
+                        if b - a > LEAF and bitpos < 64:
+                            bm = np.uint64(1) << np.uint64(63 - bitpos)
+                            s = _first_with_bit(tkeys, a, b, bm)
+                            if ki & bm:
+                                sa, sb, oa, ob = s, b, a, s
+                            else:
+                                sa, sb, oa, ob = a, s, s, b
+                            if ob > oa and dd + 1 <= kk:
+                                st_lo[sp] = oa
+                                st_hi[sp] = ob
+                                st_bit[sp] = bitpos + 1
+                                st_d[sp] = dd + 1
+                                sp += 1
+                            if sb > sa:
+                                st_lo[sp] = sa
+                                st_hi[sp] = sb
+                                st_bit[sp] = bitpos + 1
+                                st_d[sp] = dd
+                                sp += 1
+                            continue
+                    ri = np.int64(i) if t == 0 else np.int64(rows[t - 1, i])
+                    for j in range(a, b):
+                        x = tkeys[j] ^ ki
+                        c = _pc(x)
+                        if c > kk:
+                            continue
+                        rj = np.int64(j) if t == 0 else np.int64(rows[t - 1, j])
+                        x0 = np.uint64(0)
+                        x1 = np.uint64(0)
+                        if W == 1:
+                            dist = c
+                        else:
+                            x0 = fps[ri, 0] ^ fps[rj, 0]
+                            x1 = fps[ri, 1] ^ fps[rj, 1]
+                            dist = _pc(x0) + _pc(x1)
+                            if dist > kk:
+                                continue
+                        dup = False
+                        for t2 in range(t):
+                            if W == 1:
+                                pd = _pc(x & pm_key[t, t2])
+                            else:
+                                pd = _pc(x0 & pm_orig[t2, 0]) + _pc(x1 & pm_orig[t2, 1])
+                            if pd <= radius[t2]:
+                                dup = True
+                                break
+                        if dup:
+                            continue
+                        if cnt < cap:
+                            out_a[cnt] = ri
+                            out_b[cnt] = rj
+                            out_d[cnt] = dist
+                        cnt += 1
+        lo = hi
+    return cnt
+
+
+@njit(nogil=True, cache=True)
+def sort_with_rows(keys, sbits):  # type: ignore[no-untyped-def]
+    """Sort uint64 ``keys`` -> (sorted keys, int64 permutation): one counting-sort pass on the
+    top ``sbits`` bits, then a comparison sort inside each (small) bucket."""
+    n = keys.shape[0]
+    nb = np.int64(1) << np.int64(sbits)
+    shift = np.uint64(64 - sbits)
+    start = np.zeros(nb + 1, dtype=np.int64)
+    for i in range(n):
+        start[np.int64(keys[i] >> shift) + 1] += 1
+    for j in range(nb):
+        start[j + 1] += start[j]
+    pos = start[:-1].copy()
+    out_k = np.empty(n, dtype=np.uint64)
+    out_r = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        b = np.int64(keys[i] >> shift)
+        p = pos[b]
+        out_k[p] = keys[i]
+        out_r[p] = i
+        pos[b] = p + 1
+    for j in range(nb):
+        a = start[j]
+        b = start[j + 1]
+        m = b - a
+        if m <= 1:
+            continue
+        if m <= 16:  # insertion sort
+            for x in range(a + 1, b):
+                kx = out_k[x]
+                rx = out_r[x]
+                y = x - 1
+                while y >= a and out_k[y] > kx:
+                    out_k[y + 1] = out_k[y]
+                    out_r[y + 1] = out_r[y]
+                    y -= 1
+                out_k[y + 1] = kx
+                out_r[y + 1] = rx
+        else:
+            o = np.argsort(out_k[a:b])
+            tk = out_k[a:b][o]
+            tr = out_r[a:b][o]
+            out_k[a:b] = tk
+            out_r[a:b] = tr
+    return out_k, out_r

@@ -1,7 +1,19 @@
-"""all_pairs: every pair of fingerprints within k bits in one set (the self-join behind dedup)."""
+"""all_pairs: every pair of fingerprints within k bits in one set (the self-join behind dedup).
+
+For layouts whose probe radius is 0 (the usual case, e.g. 4 tables of 16-bit prefixes for
+f=64, k=3) the join runs table by table over the sorted keys: every pair inside a prefix
+bucket is compared (contiguous memory, no probes), and a bucket larger than ``heavy`` is
+joined by a pruned descent per element instead, so skewed data does not go quadratic in the
+bucket size. A pair is reported by the first table that holds it (the pigeonhole rule of
+:mod:`neardup.index.plan`). Other layouts fall back to searching every fingerprint.
+
+Note: ``c`` identical fingerprints form ``c * (c - 1) / 2`` pairs; collapse exact duplicates
+(e.g. by content hash) before joining sets with huge duplicate groups.
+"""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -9,9 +21,30 @@ import numpy.typing as npt
 
 from ..errors import ConfigError, InputError
 from ..hamming import as_fingerprints
+from . import _kernels as K
 from .hamming_index import HammingIndex
+from .tables import PlanArrays, Segment
 
 __all__ = ["all_pairs"]
+
+I64 = npt.NDArray[np.int64]
+
+
+def _join_table(
+    seg: Segment, pa: PlanArrays, t: int, k: int, big: int
+) -> tuple[I64, I64, np.ndarray]:
+    cap = max(seg.n // 8, 1024)
+    while True:
+        out_a = np.empty(cap, dtype=np.int64)
+        out_b = np.empty(cap, dtype=np.int64)
+        out_d = np.empty(cap, dtype=np.int32)
+        cnt = K.self_join_table(
+            t, k, seg.keys, seg.rows, seg.fps, pa.pb, pa.radius, pa.pm_key, pa.pm_orig, big,
+            np.empty((4, 256), dtype=np.int64), out_a, out_b, out_d,
+        )  # fmt: skip
+        if cnt <= cap:
+            return out_a[:cnt], out_b[:cnt], out_d[:cnt]
+        cap = cnt
 
 
 def all_pairs(
@@ -21,6 +54,7 @@ def all_pairs(
     ids: Any = None,
     threads: int | None = None,
     memory_budget: float | None = None,
+    heavy: int = 1024,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
     """Every pair within ``max_distance`` bits among ``fingerprints`` (exact).
 
@@ -32,7 +66,11 @@ def all_pairs(
     ids : array-like of int64, optional
         Report these instead of positions (must be unique).
     threads : int or None
-        Threads for the batched probe (default: up to 4).
+        Threads (default: up to 4); tables are joined in parallel.
+    memory_budget : float or None
+        Passed to the planner (bytes for the temporary tables).
+    heavy : int, default=1024
+        Buckets larger than this are joined by descent instead of all-pairs comparison.
 
     Returns
     -------
@@ -55,14 +93,20 @@ def all_pairs(
     ):
         raise ConfigError(f"max_distance must be an int >= 0, got {max_distance!r}")
     bits = 64 if fps.ndim == 1 else 128
+    if max_distance >= bits:
+        raise ConfigError(f"max_distance ({max_distance}) must be smaller than bits ({bits})")
     n = len(fps)
+    ids64 = None
     if ids is not None:
         ids_arr = np.asarray(ids)
         if ids_arr.ndim != 1 or len(ids_arr) != n:
             raise InputError(
                 f"ids must be 1-D with one id per fingerprint, got shape {ids_arr.shape} for {n}"
             )
-        if len(np.unique(ids_arr)) != n:
+        if ids_arr.size and ids_arr.dtype.kind not in "iu":
+            raise InputError(f"ids must be integers, got dtype {ids_arr.dtype}")
+        ids64 = ids_arr.astype(np.int64)
+        if len(np.unique(ids64)) != n:
             raise InputError("ids must be unique")
     if n < 2:
         e = np.empty(0, np.int64)
@@ -75,18 +119,26 @@ def all_pairs(
         buffer_size=max(n, 1),
         threads=threads,
     )
-    idx.add(fps)
-    lims, b, d = idx.search(fps)
-    a = np.repeat(np.arange(n, dtype=np.int64), np.diff(lims))
-    keep = a < b
-    a, b, d = a[keep], b[keep], d[keep]
-    o = np.lexsort((b, a))
-    a, b, d = a[o], b[o], d[o]
-    if ids is not None:
-        ids64 = np.asarray(ids).astype(np.int64)
+    pa = idx._pa
+    k = int(max_distance)
+    if idx.plan.kind == "tables" and int(pa.radius.max()) == 0:
+        seg = Segment.build(fps.reshape(n, -1), np.arange(n, dtype=np.int64), pa)
+        workers = max(1, min(threads or 4, pa.n_tables))
+        with ThreadPoolExecutor(workers) as ex:
+            parts = list(ex.map(lambda t: _join_table(seg, pa, t, k, heavy), range(pa.n_tables)))
+        a = seg.ids[np.concatenate([p[0] for p in parts])]
+        b = seg.ids[np.concatenate([p[1] for p in parts])]
+        d = np.concatenate([p[2] for p in parts])
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        a, b = lo, hi
+    else:
+        idx.add(fps)
+        lims, b, d = idx.search(fps)
+        a = np.repeat(np.arange(n, dtype=np.int64), np.diff(lims))
+        keep = a < b
+        a, b, d = a[keep], b[keep], d[keep]
+    if ids64 is not None:
         a, b = ids64[a], ids64[b]
-        swap = a > b
-        a[swap], b[swap] = b[swap], a[swap]
-        o = np.lexsort((b, a))
-        a, b, d = a[o], b[o], d[o]
-    return a, b, d
+        a, b = np.minimum(a, b), np.maximum(a, b)
+    o = np.lexsort((b, a))
+    return a[o], b[o], d[o].astype(np.int32, copy=False)

@@ -231,10 +231,10 @@ class Segment:
         T = pa.n_tables
         if T == 0:
             return cls(np.ascontiguousarray(fps), np.ascontiguousarray(ids), None, None, None, 0)
-        key0 = K.permute_many(fps, 0, pa.pidx, pa.pmask, pa.npieces)
-        order = np.argsort(key0, kind="stable")
+        sbits = int(max(1, min(20, n.bit_length() - 4)))
+        key0, order = K.sort_with_rows(K.permute_many(fps, 0, pa.pidx, pa.pmask, pa.npieces), sbits)
         keys = np.empty((T, n), dtype=np.uint64)
-        keys[0] = key0[order]
+        keys[0] = key0
         del key0
         if pa.identity0 and pa.words == 1:
             fps_s = keys[0].reshape(n, 1)
@@ -244,9 +244,8 @@ class Segment:
         del order
         rows = np.empty((max(T - 1, 0), n), dtype=np.uint32)
         for t in range(1, T):
-            kt = K.permute_many(fps_s, t, pa.pidx, pa.pmask, pa.npieces)
-            o = np.argsort(kt)
-            keys[t] = kt[o]
+            kt, o = K.sort_with_rows(K.permute_many(fps_s, t, pa.pidx, pa.pmask, pa.npieces), sbits)
+            keys[t] = kt
             rows[t - 1] = o
             del kt, o
         dbits = _dbits(n, pa.min_pb)

@@ -3,9 +3,10 @@
 They implement exactly the definitions of :mod:`neardup._simhash_reference` (tested bit for bit)
 and run without the GIL, so :meth:`neardup.Fingerprinter.fingerprint_many` scales with threads.
 
-Per-bit accumulation uses SWAR byte lanes: ``lanes[j]`` holds eight 8-bit counters for bits
+Features of a document are buffered (hash words + weight), then added to the per-bit sums with
+SWAR byte lanes held in registers: lane ``j`` holds eight 8-bit counters for bits
 ``j, j+8, ..., j+56``; adding ``((h >> j) & 0x0101..01) * w`` updates eight bits at once and the
-lanes are flushed into int64 sums before any lane could pass 255 (weights > 255 go straight to
+lanes are spilled into int64 sums before any lane could pass 255 (weights > 255 go straight to
 the int64 sums). So a feature costs 8 (64-bit) or 16 (128-bit) multiply-adds instead of 64/128.
 """
 
@@ -37,8 +38,13 @@ MODE_WORDS = 0
 MODE_CHARS = 1
 
 # state slots (int64 array)
-S_NTOK, S_PENDING, S_TOTAL, S_NFEAT, S_SPACE, S_CARRY_LEN, S_CARRY_CPS, S_STARTED = range(8)
-N_STATE = 8
+S_NTOK, S_NBUF, S_UNIT, S_SPACE, S_CARRY_LEN, S_CARRY_CPS, S_STARTED = range(7)
+N_STATE = 7
+# extra slots of the per-bit sums array (int64[130])
+ACC_TOTAL = 128
+ACC_NFEAT = 129
+#: features buffered per document before they are added to the per-bit sums
+FEATURE_BUF = 4096
 
 
 @njit(inline="always", cache=True)
@@ -83,7 +89,7 @@ def _xmerge(acc, v):
     return acc * P1 + P4
 
 
-@njit(cache=True)
+@njit(inline="always", cache=True)
 def xxh64(b, s, e, seed):
     """xxHash64 of b[s:e] (uint8 array) with seed (uint64)."""
     n = e - s
@@ -205,12 +211,17 @@ def lookup2_32(b, s, e, seed):
     return c
 
 
-@njit(cache=True)
+@njit(inline="always", cache=True)
 def hash64(b, s, e, hash_id, seed):
     """The 64-bit feature hash of :mod:`neardup.hashing` (hash ids: xxh64 0, fnv1a 1,
     jenkins-oaat 2, jenkins-lookup2 3)."""
     if hash_id == 0:
         return xxh64(b, s, e, seed)
+    return _hash64_other(b, s, e, hash_id, seed)
+
+
+@njit(cache=True)
+def _hash64_other(b, s, e, hash_id, seed):
     if hash_id == 1:
         return fnv1a64(b, s, e, seed)
     s2 = (seed * U64(2)) & M32
@@ -220,71 +231,164 @@ def hash64(b, s, e, hash_id, seed):
     return (lookup2_32(b, s, e, s2) << U64(32)) | lookup2_32(b, s, e, s3)
 
 
+@njit(inline="always", cache=True)
+def _spill(acc, base, l0, l1, l2, l3, l4, l5, l6, l7):
+    for q in range(8):
+        sh = U64(8 * q)
+        o = base + 8 * q
+        acc[o] += np.int64((l0 >> sh) & U64(255))
+        acc[o + 1] += np.int64((l1 >> sh) & U64(255))
+        acc[o + 2] += np.int64((l2 >> sh) & U64(255))
+        acc[o + 3] += np.int64((l3 >> sh) & U64(255))
+        acc[o + 4] += np.int64((l4 >> sh) & U64(255))
+        acc[o + 5] += np.int64((l5 >> sh) & U64(255))
+        acc[o + 6] += np.int64((l6 >> sh) & U64(255))
+        acc[o + 7] += np.int64((l7 >> sh) & U64(255))
+
+
 @njit(cache=True)
-def _flush(lanes, acc, wide):
-    nw = 2 if wide else 1
-    for k in range(nw):
-        for j in range(8):
-            c = lanes[8 * k + j]
-            for q in range(8):
-                acc[64 * k + j + 8 * q] += np.int64((c >> U64(8 * q)) & U64(0xFF))
-            lanes[8 * k + j] = U64(0)
+def _accumulate_unit(hs, k, acc, base):
+    """acc[base + b] += number of hs[:k] with bit b set (weights all 1): blocks of 255."""
+    z = U64(0)
+    f = 0
+    while f < k:
+        end = min(k, f + 255)
+        l0, l1, l2, l3, l4, l5, l6, l7 = z, z, z, z, z, z, z, z
+        for g in range(f, end):
+            h = hs[g]
+            l0 += h & LANE
+            l1 += (h >> U64(1)) & LANE
+            l2 += (h >> U64(2)) & LANE
+            l3 += (h >> U64(3)) & LANE
+            l4 += (h >> U64(4)) & LANE
+            l5 += (h >> U64(5)) & LANE
+            l6 += (h >> U64(6)) & LANE
+            l7 += (h >> U64(7)) & LANE
+        _spill(acc, base, l0, l1, l2, l3, l4, l5, l6, l7)
+        f = end
+
+
+@njit(cache=True)
+def _accumulate(hs, ws, k, acc, base):
+    """acc[base + b] += sum of ws[f] over f < k whose hs[f] has bit b set (SWAR lanes in
+    registers, spilled before any 8-bit lane can overflow; weights > 255 added directly)."""
+    z = U64(0)
+    l0, l1, l2, l3, l4, l5, l6, l7 = z, z, z, z, z, z, z, z
+    pend = np.int64(0)
+    for f in range(k):
+        w = ws[f]
+        h = hs[f]
+        if w > 255:
+            for bit in range(64):
+                acc[base + bit] += w * np.int64((h >> U64(bit)) & U64(1))
+            continue
+        if pend + w > 255:
+            _spill(acc, base, l0, l1, l2, l3, l4, l5, l6, l7)
+            l0, l1, l2, l3, l4, l5, l6, l7 = z, z, z, z, z, z, z, z
+            pend = np.int64(0)
+        uw = U64(w)
+        l0 += (h & LANE) * uw
+        l1 += ((h >> U64(1)) & LANE) * uw
+        l2 += ((h >> U64(2)) & LANE) * uw
+        l3 += ((h >> U64(3)) & LANE) * uw
+        l4 += ((h >> U64(4)) & LANE) * uw
+        l5 += ((h >> U64(5)) & LANE) * uw
+        l6 += ((h >> U64(6)) & LANE) * uw
+        l7 += ((h >> U64(7)) & LANE) * uw
+        pend += w
+    _spill(acc, base, l0, l1, l2, l3, l4, l5, l6, l7)
+
+
+@njit(cache=True)
+def _drain(fb_hi, fb_lo, fb_w, k, unit, wide, acc):
+    """Add k buffered features to the per-bit sums; acc[128] = total weight, acc[129] = count."""
+    if k == 0:
+        return
+    if unit != 0:
+        acc[ACC_TOTAL] += k
+        _accumulate_unit(fb_hi, k, acc, 0)
+        if wide:
+            _accumulate_unit(fb_lo, k, acc, 64)
+    else:
+        tw = np.int64(0)
+        for f in range(k):
+            tw += fb_w[f]
+        acc[ACC_TOTAL] += tw
+        _accumulate(fb_hi, fb_w, k, acc, 0)
+        if wide:
+            _accumulate(fb_lo, fb_w, k, acc, 64)
+    acc[ACC_NFEAT] += k
+
+
+@njit(cache=True)
+def _put(hi, lo, w, fb_hi, fb_lo, fb_w, wide, acc, st):
+    """Buffer one feature (slow path: used outside the hot loops)."""
+    k = st[S_NBUF]
+    fb_hi[k] = hi
+    fb_lo[k] = lo
+    fb_w[k] = w
+    if w != 1:
+        st[S_UNIT] = 0
+    k += 1
+    if k == fb_hi.shape[0]:
+        _drain(fb_hi, fb_lo, fb_w, k, st[S_UNIT], wide, acc)
+        k = 0
+        st[S_UNIT] = 1
+    st[S_NBUF] = k
 
 
 @njit(inline="always", cache=True)
-def _emit(hi, lo, w, wide, lanes, acc, st):
-    st[S_TOTAL] += w
-    st[S_NFEAT] += 1
-    if w > 255:
-        for bit in range(64):
-            acc[bit] += w * np.int64((hi >> U64(bit)) & U64(1))
-        if wide:
-            for bit in range(64):
-                acc[64 + bit] += w * np.int64((lo >> U64(bit)) & U64(1))
-        return
-    if st[S_PENDING] + w > 255:
-        _flush(lanes, acc, wide)
-        st[S_PENDING] = 0
-    st[S_PENDING] += w
-    uw = U64(w)
-    for j in range(8):
-        lanes[j] += ((hi >> U64(j)) & LANE) * uw
-    if wide:
-        for j in range(8):
-            lanes[8 + j] += ((lo >> U64(j)) & LANE) * uw
+def _wrap(i, n):
+    """i mod n for 0 <= i < 2n (no division)."""
+    return i - n if i >= n else i
 
 
-@njit(cache=True)
+@njit(inline="always", cache=True)
+def _xxh64_words(ring, start, cnt, n, seed):
+    """xxh64 of the little-endian bytes of cnt uint64 ring entries (no byte shuffling)."""
+    nbytes = 8 * cnt
+    k = 0
+    if nbytes >= 32:
+        v1 = seed + P1 + P2
+        v2 = seed + P2
+        v3 = seed
+        v4 = seed - P1
+        while k + 4 <= cnt:
+            v1 = _xround(v1, ring[_wrap(start + k, n)])
+            v2 = _xround(v2, ring[_wrap(start + k + 1, n)])
+            v3 = _xround(v3, ring[_wrap(start + k + 2, n)])
+            v4 = _xround(v4, ring[_wrap(start + k + 3, n)])
+            k += 4
+        h = _rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)
+        h = _xmerge(h, v1)
+        h = _xmerge(h, v2)
+        h = _xmerge(h, v3)
+        h = _xmerge(h, v4)
+    else:
+        h = seed + P5
+    h = h + U64(nbytes)
+    while k < cnt:
+        h = h ^ _xround(U64(0), ring[_wrap(start + k, n)])
+        h = _rotl(h, 27) * P1 + P4
+        k += 1
+    h = h ^ (h >> U64(33))
+    h = h * P2
+    h = h ^ (h >> U64(29))
+    h = h * P3
+    h = h ^ (h >> U64(32))
+    return h
+
+
+@njit(inline="always", cache=True)
 def _combine(ring, start, cnt, n, tmp, hash_id, seed):
     """Hash of the LE concatenation of cnt ring entries (oldest first from index start)."""
+    if hash_id == 0:
+        return _xxh64_words(ring, start, cnt, n, seed)
     for k in range(cnt):
-        h = ring[(start + k) % n]
+        h = ring[_wrap(start + k, n)]
         for q in range(8):
             tmp[8 * k + q] = np.uint8((h >> U64(8 * q)) & U64(0xFF))
     return hash64(tmp, 0, 8 * cnt, hash_id, seed)
-
-
-@njit(cache=True)
-def _push_token(hi, lo, w, n, wide, hash_id, seed, ring_hi, ring_lo, ring_w, tmp, lanes, acc, st):
-    if n == 1:
-        _emit(hi, lo, w, wide, lanes, acc, st)
-        return
-    t = st[S_NTOK]
-    ring_hi[t % n] = hi
-    ring_lo[t % n] = lo
-    ring_w[t % n] = w
-    t += 1
-    st[S_NTOK] = t
-    if t >= n:
-        start = t % n
-        shi = _combine(ring_hi, start, n, n, tmp, hash_id, seed)
-        slo = U64(0)
-        if wide:
-            slo = _combine(ring_lo, start, n, n, tmp, hash_id, seed + U64(1))
-        sw = np.int64(0)
-        for k in range(n):
-            sw += ring_w[k]
-        _emit(shi, slo, max(np.int64(1), sw // n), wide, lanes, acc, st)
 
 
 @njit(cache=True)
@@ -303,13 +407,21 @@ def _words_chunk(
     ring_lo,
     ring_w,
     tmp,
-    lanes,
+    fb_hi,
+    fb_lo,
+    fb_w,
     acc,
     st,
     isword,
 ):
-    i = s
+    k = st[S_NBUF]
+    unit = st[S_UNIT]
+    t = st[S_NTOK]
+    cap = fb_hi.shape[0]
     nh = hs.shape[0]
+    seed1 = seed + U64(1)
+    r = t % n
+    i = s
     while i < e:
         if isword[buf[i]] == 0:
             i += 1
@@ -323,65 +435,129 @@ def _words_chunk(
             j = np.searchsorted(hs, hi)
             if j < nh and hs[j] == hi:
                 w = ws[j]
-        if w == 0:
-            continue
+            if w == 0:
+                continue
         lo = U64(0)
         if wide:
-            lo = hash64(buf, ts, i, hash_id, seed + U64(1))
-        _push_token(
-            hi, lo, w, n, wide, hash_id, seed, ring_hi, ring_lo, ring_w, tmp, lanes, acc, st
-        )
+            lo = hash64(buf, ts, i, hash_id, seed1)
+        if n == 1:
+            fb_hi[k] = hi
+            fb_lo[k] = lo
+            fb_w[k] = w
+            if w != 1:
+                unit = 0
+        else:
+            ring_hi[r] = hi
+            ring_lo[r] = lo
+            ring_w[r] = w
+            t += 1
+            r += 1
+            if r == n:
+                r = 0
+            if t < n:
+                continue
+            start = r
+            fb_hi[k] = _combine(ring_hi, start, n, n, tmp, hash_id, seed)
+            if wide:
+                fb_lo[k] = _combine(ring_lo, start, n, n, tmp, hash_id, seed1)
+            else:
+                fb_lo[k] = U64(0)
+            sw = np.int64(0)
+            for q in range(n):
+                sw += ring_w[q]
+            ww = max(np.int64(1), sw // n)
+            fb_w[k] = ww
+            if ww != 1:
+                unit = 0
+        k += 1
+        if k == cap:
+            _drain(fb_hi, fb_lo, fb_w, k, unit, wide, acc)
+            k = 0
+            unit = 1
+    st[S_NBUF] = k
+    st[S_UNIT] = unit
+    st[S_NTOK] = t
 
 
 @njit(cache=True)
-def _chars_chunk(buf, s, e, n, hash_id, seed, wide, carry, scratch, cps, lanes, acc, st, isword):
+def _chars_chunk(
+    buf, s, e, n, hash_id, seed, wide, carry, scratch, cps, fb_hi, fb_lo, fb_w, acc, st, isword
+):
     # 1. compact: carry + (word bytes, single spaces between runs; trailing space stays pending)
     m = st[S_CARRY_LEN]
-    for k in range(m):
-        scratch[k] = carry[k]
+    for q in range(m):
+        scratch[q] = carry[q]
+    space = st[S_SPACE]
+    started = st[S_STARTED]
     for i in range(s, e):
         c = buf[i]
         if isword[c] != 0:
-            if st[S_SPACE] != 0 and st[S_STARTED] != 0:
+            if space != 0 and started != 0:
                 scratch[m] = np.uint8(32)
                 m += 1
-            st[S_SPACE] = 0
-            st[S_STARTED] = 1
+            space = 0
+            started = 1
             scratch[m] = c
             m += 1
         else:
-            st[S_SPACE] = 1
+            space = 1
+    st[S_SPACE] = space
+    st[S_STARTED] = started
     # 2. code point starts
     ncp = 0
-    for k in range(m):
-        if (scratch[k] & 0xC0) != 0x80:
-            cps[ncp] = k
+    for q in range(m):
+        if (scratch[q] & 0xC0) != 0x80:
+            cps[ncp] = q
             ncp += 1
     cps[ncp] = m
     st[S_NTOK] += ncp - st[S_CARRY_CPS]
     # 3. n-grams (none fits inside the carry, which has at most n - 1 code points)
+    k = st[S_NBUF]
+    cap = fb_hi.shape[0]
+    seed1 = seed + U64(1)
     for i in range(0, ncp - n + 1):
         a = cps[i]
         b = cps[i + n]
-        hi = hash64(scratch, a, b, hash_id, seed)
-        lo = U64(0)
+        fb_hi[k] = hash64(scratch, a, b, hash_id, seed)
         if wide:
-            lo = hash64(scratch, a, b, hash_id, seed + U64(1))
-        _emit(hi, lo, np.int64(1), wide, lanes, acc, st)
+            fb_lo[k] = hash64(scratch, a, b, hash_id, seed1)
+        else:
+            fb_lo[k] = U64(0)
+        fb_w[k] = 1
+        k += 1
+        if k == cap:
+            _drain(fb_hi, fb_lo, fb_w, k, st[S_UNIT], wide, acc)
+            k = 0
+    st[S_NBUF] = k
     # 4. new carry: the last min(n - 1, ncp) code points
-    k = min(n - 1, ncp)
-    a = cps[ncp - k]
+    q = min(n - 1, ncp)
+    a = cps[ncp - q]
     st[S_CARRY_LEN] = m - a
-    st[S_CARRY_CPS] = k
-    for q in range(m - a):
-        carry[q] = scratch[a + q]
+    st[S_CARRY_CPS] = q
+    for j in range(m - a):
+        carry[j] = scratch[a + j]
 
 
 @njit(cache=True)
 def _finish(
-    mode, n, hash_id, seed, wide, ring_hi, ring_lo, ring_w, carry, tmp, lanes, acc, st, out
+    mode,
+    n,
+    hash_id,
+    seed,
+    wide,
+    ring_hi,
+    ring_lo,
+    ring_w,
+    carry,
+    tmp,
+    fb_hi,
+    fb_lo,
+    fb_w,
+    acc,
+    st,
+    out,
 ):
-    """Apply the short-document rule, flush lanes and write the fingerprint words to out."""
+    """Apply the short-document rule, drain the buffer and write the fingerprint words."""
     t = st[S_NTOK]
     if mode == MODE_WORDS and n > 1 and 0 < t < n:
         shi = _combine(ring_hi, 0, t, n, tmp, hash_id, seed)
@@ -389,51 +565,49 @@ def _finish(
         if wide:
             slo = _combine(ring_lo, 0, t, n, tmp, hash_id, seed + U64(1))
         sw = np.int64(0)
-        for k in range(t):
-            sw += ring_w[k]
-        _emit(shi, slo, max(np.int64(1), sw // t), wide, lanes, acc, st)
+        for q in range(t):
+            sw += ring_w[q]
+        _put(shi, slo, max(np.int64(1), sw // t), fb_hi, fb_lo, fb_w, wide, acc, st)
     elif mode == MODE_CHARS and 0 < t < n:
         m = st[S_CARRY_LEN]
         hi = hash64(carry, 0, m, hash_id, seed)
         lo = U64(0)
         if wide:
             lo = hash64(carry, 0, m, hash_id, seed + U64(1))
-        _emit(hi, lo, np.int64(1), wide, lanes, acc, st)
-    _flush(lanes, acc, wide)
-    total = st[S_TOTAL]
+        _put(hi, lo, np.int64(1), fb_hi, fb_lo, fb_w, wide, acc, st)
+    _drain(fb_hi, fb_lo, fb_w, st[S_NBUF], st[S_UNIT], wide, acc)
+    st[S_NBUF] = 0
+    total = acc[ACC_TOTAL]
     nw = 2 if wide else 1
-    for k in range(nw):
+    for w in range(nw):
         word = U64(0)
         for bit in range(64):
-            if 2 * acc[64 * k + bit] > total:
+            if 2 * acc[64 * w + bit] > total:
                 word |= U64(1) << U64(bit)
-        out[k] = word
+        out[w] = word
+    return acc[ACC_NFEAT]
 
 
 @njit(cache=True)
 def _new_state(n, wide):
     st = np.zeros(N_STATE, np.int64)
-    acc = np.zeros(128, np.int64)
-    lanes = np.zeros(16, np.uint64)
+    st[S_UNIT] = 1
+    acc = np.zeros(130, np.int64)
+    fb_hi = np.zeros(FEATURE_BUF, np.uint64)
+    fb_lo = np.zeros(FEATURE_BUF, np.uint64)
+    fb_w = np.zeros(FEATURE_BUF, np.int64)
     ring_hi = np.zeros(max(n, 1), np.uint64)
     ring_lo = np.zeros(max(n, 1), np.uint64)
     ring_w = np.zeros(max(n, 1), np.int64)
     carry = np.zeros(4 * n + 8, np.uint8)
-    return st, acc, lanes, ring_hi, ring_lo, ring_w, carry
-
-
-@njit(cache=True)
-def _reset(st, acc, lanes):
-    st[:] = 0
-    acc[:] = 0
-    lanes[:] = 0
+    return st, acc, fb_hi, fb_lo, fb_w, ring_hi, ring_lo, ring_w, carry
 
 
 @njit(nogil=True, cache=True)
 def simhash_docs(buf, offsets, mode, n, hash_id, seed, wide, hs, ws, default, isword, out, nfeat):
     """Fingerprint documents buf[offsets[i]:offsets[i+1]] into out (m, 1|2) and nfeat (m,)."""
     m = offsets.shape[0] - 1
-    st, acc, lanes, ring_hi, ring_lo, ring_w, carry = _new_state(n, wide)
+    st, acc, fb_hi, fb_lo, fb_w, ring_hi, ring_lo, ring_w, carry = _new_state(n, wide)
     tmp = np.zeros(8 * n + 8, np.uint8)
     maxlen = 0
     for d in range(m):
@@ -445,7 +619,9 @@ def simhash_docs(buf, offsets, mode, n, hash_id, seed, wide, hs, ws, default, is
         scratch = np.zeros(1, np.uint8)
         cps = np.zeros(1, np.int64)
     for d in range(m):
-        _reset(st, acc, lanes)
+        st[:] = 0
+        st[S_UNIT] = 1
+        acc[:] = 0
         s = offsets[d]
         e = offsets[d + 1]
         if mode == MODE_WORDS:
@@ -464,16 +640,33 @@ def simhash_docs(buf, offsets, mode, n, hash_id, seed, wide, hs, ws, default, is
                 ring_lo,
                 ring_w,
                 tmp,
-                lanes,
+                fb_hi,
+                fb_lo,
+                fb_w,
                 acc,
                 st,
                 isword,
             )
         else:
             _chars_chunk(
-                buf, s, e, n, hash_id, seed, wide, carry, scratch, cps, lanes, acc, st, isword
+                buf,
+                s,
+                e,
+                n,
+                hash_id,
+                seed,
+                wide,
+                carry,
+                scratch,
+                cps,
+                fb_hi,
+                fb_lo,
+                fb_w,
+                acc,
+                st,
+                isword,
             )
-        _finish(
+        nfeat[d] = _finish(
             mode,
             n,
             hash_id,
@@ -484,19 +677,20 @@ def simhash_docs(buf, offsets, mode, n, hash_id, seed, wide, hs, ws, default, is
             ring_w,
             carry,
             tmp,
-            lanes,
+            fb_hi,
+            fb_lo,
+            fb_w,
             acc,
             st,
             out[d],
         )
-        nfeat[d] = st[S_NFEAT]
 
 
 @njit(nogil=True, cache=True)
 def simhash_chunk(buf, mode, n, hash_id, seed, wide, hs, ws, default, isword, state, finish, out):
     """Streaming: feed one chunk of a long document; ``state`` is the tuple from
     :func:`_new_state` (kept by the caller between chunks); ``finish`` writes ``out``."""
-    st, acc, lanes, ring_hi, ring_lo, ring_w, carry = state
+    st, acc, fb_hi, fb_lo, fb_w, ring_hi, ring_lo, ring_w, carry = state
     tmp = np.zeros(8 * n + 8, np.uint8)
     e = buf.shape[0]
     if mode == MODE_WORDS:
@@ -515,7 +709,9 @@ def simhash_chunk(buf, mode, n, hash_id, seed, wide, hs, ws, default, isword, st
             ring_lo,
             ring_w,
             tmp,
-            lanes,
+            fb_hi,
+            fb_lo,
+            fb_w,
             acc,
             st,
             isword,
@@ -523,12 +719,44 @@ def simhash_chunk(buf, mode, n, hash_id, seed, wide, hs, ws, default, isword, st
     else:
         scratch = np.zeros(2 * e + 4 * n + 8, np.uint8)
         cps = np.zeros(2 * e + 4 * n + 9, np.int64)
-        _chars_chunk(buf, 0, e, n, hash_id, seed, wide, carry, scratch, cps, lanes, acc, st, isword)
-    if finish:
-        _finish(
-            mode, n, hash_id, seed, wide, ring_hi, ring_lo, ring_w, carry, tmp, lanes, acc, st, out
+        _chars_chunk(
+            buf,
+            0,
+            e,
+            n,
+            hash_id,
+            seed,
+            wide,
+            carry,
+            scratch,
+            cps,
+            fb_hi,
+            fb_lo,
+            fb_w,
+            acc,
+            st,
+            isword,
         )
-    return st[S_NFEAT]
+    if finish:
+        return _finish(
+            mode,
+            n,
+            hash_id,
+            seed,
+            wide,
+            ring_hi,
+            ring_lo,
+            ring_w,
+            carry,
+            tmp,
+            fb_hi,
+            fb_lo,
+            fb_w,
+            acc,
+            st,
+            out,
+        )
+    return acc[ACC_NFEAT]
 
 
 # ---------------------------------------------------------------------------- Python driver

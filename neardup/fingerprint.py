@@ -56,7 +56,7 @@ FEATURES = ("auto", "words", "shingles", "chars", "jieba")
 WEIGHTS = ("tf", "tfidf", "keywords")
 #: (features, ngram) that ``features="auto"`` uses per language (chosen from the dev-set study in
 #: docs/fingerprints.md)
-AUTO_EN: tuple[str, int] = ("shingles", 2)
+AUTO_EN: tuple[str, int] = ("words", 1)
 AUTO_ZH: tuple[str, int] = ("chars", 2)
 _DEFAULT_NGRAM = {"words": 1, "shingles": 2, "chars": 3, "jieba": 1}
 #: texts longer than this many characters are fingerprinted in chunks (bounded memory)

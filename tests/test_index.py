@@ -202,10 +202,11 @@ def test_all_pairs_matches_reference() -> None:
     for kind, bits in [("clustered", 64), ("duplicates", 64), ("random", 128), ("adversarial", 64)]:
         fps = make_set(kind, 800, bits, seed=3)
         for k in (0, 3, 5):
-            got = all_pairs(fps, k)
             want = all_pairs_reference(fps, k)
-            for g, w in zip(got, want, strict=True):
-                np.testing.assert_array_equal(g, w)
+            for heavy in (1, 1024):  # descent everywhere / plain bucket joins
+                got = all_pairs(fps, k, heavy=heavy)
+                for g, w in zip(got, want, strict=True):
+                    np.testing.assert_array_equal(g, w)
     fps = make_set("clustered", 300, 64, seed=4)
     ids = np.arange(300)[::-1] * 10
     a, b, d = all_pairs(fps, 3, ids=ids)

@@ -14,7 +14,9 @@ from; table 0 is the identity permutation over the row-sorted fingerprints, so i
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 LEAF = 16  # a descent range this small is scanned linearly
@@ -27,6 +29,29 @@ def popcount64(typingctx, x):  # type: ignore[no-untyped-def]
 
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
         return builder.ctpop(args[0])
+
+    return sig, codegen
+
+
+@intrinsic
+def prefetch2d(typingctx, arr, i, j):  # type: ignore[no-untyped-def]
+    """Hint the CPU to fetch ``arr[i, j]`` into cache (LLVM prefetch; no effect on results)."""
+    sig = types.void(arr, i, j)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        idx = [
+            context.cast(builder, args[1], signature.args[1], types.intp),
+            context.cast(builder, args[2], signature.args[2], types.intp),
+        ]
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, idx)
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
 
     return sig, codegen
 
@@ -119,7 +144,7 @@ def search_tables(  # type: ignore[no-untyped-def]
     """Every (query, row, distance) with distance <= k in one table segment, each pair once.
 
     Parameters are the segment arrays (see module docstring), the plan arrays built by
-    :func:`neardup.index.tables.plan_arrays`, scratch space (``qk`` uint64 (T,), ``stack`` int64
+    :func:`neardup.index.tables.plan_arrays`, scratch space (``qk`` uint64 (8 * T,), ``stack`` int64
     (4, 256)) and the outputs ``out_q`` / ``out_r`` (int64) and ``out_d`` (int32), filled with
     matches grouped by query in query order. Returns the number of matches; when it exceeds the
     outputs' length only the first ones were written and the caller retries with larger outputs.
@@ -127,6 +152,7 @@ def search_tables(  # type: ignore[no-untyped-def]
     nq = q.shape[0]
     W = q.shape[1]
     T = keys.shape[0]
+    n_keys = keys.shape[1]
     cap = out_q.shape[0]
     cnt = 0
     st_lo = stack[0]
@@ -134,15 +160,30 @@ def search_tables(  # type: ignore[no-untyped-def]
     st_bit = stack[2]
     st_d = stack[3]
     kk = np.int64(k)
+    G = 8  # queries per prefetch group: issue their memory loads before using them
     for qi in range(nq):
-        for t in range(T):
-            qk[t] = permute_one(q, qi, t, pidx, pmask, npieces)
+        g = qi % G
+        if g == 0:
+            g1 = min(nq, qi + G)
+            for qj in range(qi, g1):
+                for t in range(T):
+                    kq = permute_one(q, qj, t, pidx, pmask, npieces)
+                    qk[(qj - qi) * T + t] = kq
+                    top0 = np.int64((kq >> np.uint64(64 - pb[t])) >> np.uint64(pb[t] - dbits))
+                    prefetch2d(dirs, t, top0)
+            for qj in range(qi, g1):
+                for t in range(T):
+                    kq = qk[(qj - qi) * T + t]
+                    top0 = np.int64((kq >> np.uint64(64 - pb[t])) >> np.uint64(pb[t] - dbits))
+                    lo0 = dirs[t, top0]
+                    if lo0 < n_keys:
+                        prefetch2d(keys, t, lo0)
         for t in range(T):
             tkeys = keys[t]
             p_bits = pb[t]
             shift = np.uint64(64 - p_bits)
             low = (np.uint64(1) << shift) - np.uint64(1) if p_bits < 64 else np.uint64(0)
-            qkt = qk[t]
+            qkt = qk[g * T + t]
             qpre = qkt >> shift if p_bits < 64 else qkt
             dshift = np.uint64(p_bits - dbits)
             for f in range(nflips[t]):

@@ -162,7 +162,7 @@ class _Workspace:
     __slots__ = ("out_d", "out_q", "out_r", "qk", "stack")
 
     def __init__(self, n_tables: int) -> None:
-        self.qk = np.empty(max(n_tables, 1), dtype=np.uint64)
+        self.qk = np.empty(8 * max(n_tables, 1), dtype=np.uint64)
         self.stack = np.empty((4, 256), dtype=np.int64)
         self.out_q = np.empty(_WS_CAP, dtype=np.int64)
         self.out_r = np.empty(_WS_CAP, dtype=np.int64)
@@ -172,7 +172,7 @@ class _Workspace:
 def _workspace(n_tables: int) -> _Workspace:
     """Per-thread scratch arrays for the kernels (saves allocations on single lookups)."""
     ws = getattr(_tls, "ws", None)
-    if ws is None or ws.qk.shape[0] < n_tables:
+    if ws is None or ws.qk.shape[0] < 8 * n_tables:
         ws = _tls.ws = _Workspace(n_tables)
     return ws
 

@@ -1,0 +1,87 @@
+"""HammingIndex persistence: double round-trip, corruption, truncation, foreign files, versions."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from neardup.errors import CorruptFileError, FormatError, NotFoundError, UnsupportedVersionError
+from neardup.index import HammingIndex
+from neardup.index.format import FORMAT_VERSION
+
+
+def _index(bits: int = 64) -> tuple[HammingIndex, np.ndarray]:
+    rng = np.random.default_rng(5)
+    shape = (3000,) if bits == 64 else (3000, 2)
+    fps = rng.integers(0, 2**64, shape, dtype=np.uint64)
+    idx = HammingIndex(bits=bits, max_distance=3, expected_size=3000, buffer_size=500)
+    idx.add(fps[:2000])
+    idx.add(fps[2000:2300], ids=np.arange(2300, 2000, -1) * 7)
+    idx.add(fps[2300:2400])  # stays in the buffer
+    idx.remove([5, 6, 2300 * 7])
+    return idx, fps
+
+
+@pytest.mark.parametrize("bits", [64, 128])
+def test_save_load_save_load_identical(tmp_path, bits: int) -> None:
+    idx, fps = _index(bits)
+    q = fps[::7]
+    want = idx.search(q)
+    idx.save(tmp_path / "a.idx")
+    a = HammingIndex.load(tmp_path / "a.idx")
+    a.save(tmp_path / "b.idx")
+    for mmap in (False, True):
+        b = HammingIndex.load(tmp_path / "b.idx", mmap=mmap)
+        got = b.search(q)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g, w)
+        assert len(b) == len(idx) and b.plan == idx.plan and (5 in b) is False
+    # a loaded (non-mmap) index keeps working: add, remove, merge
+    a.add(fps[:1] ^ np.uint64(1), ids=[10**9])
+    assert 10**9 in a and a.remove([10**9]) == 1
+    a.optimize()
+    for g, w in zip(a.search(q), want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    assert not list(tmp_path.glob(".*tmp*"))  # no temp files left behind
+
+
+def test_corruption_is_detected(tmp_path) -> None:
+    idx, _ = _index()
+    p = tmp_path / "x.idx"
+    idx.save(p)
+    raw = p.read_bytes()
+    hdr_len = struct.unpack_from("<Q", raw, 16)[0]
+    data_start = -(-(32 + hdr_len) // 64) * 64
+    bad = tmp_path / "bad.idx"
+    for pos, exc in [
+        (0, FormatError),  # magic
+        (40, CorruptFileError),  # header bytes
+        (data_start + 8, CorruptFileError),  # first section
+        ((data_start + len(raw)) // 2, CorruptFileError),  # somewhere in the tables
+        (len(raw) - 3, CorruptFileError),  # trailer length
+    ]:
+        b = bytearray(raw)
+        b[pos] ^= 0x41
+        bad.write_bytes(bytes(b))
+        with pytest.raises(exc, match=r"bad\.idx"):
+            HammingIndex.load(bad)
+    bad.write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(CorruptFileError, match="truncated"):
+        HammingIndex.load(bad)
+    bad.write_bytes(raw[:10])
+    with pytest.raises(CorruptFileError, match="truncated"):
+        HammingIndex.load(bad)
+    b = bytearray(raw)
+    b[8:12] = struct.pack("<I", FORMAT_VERSION + 1)
+    bad.write_bytes(bytes(b))
+    with pytest.raises(UnsupportedVersionError, match="version 2"):
+        HammingIndex.load(bad)
+    bad.write_bytes(b"PAR1 this is a parquet file, not an index" * 3)
+    with pytest.raises(FormatError, match="not a neardup index file"):
+        HammingIndex.load(bad)
+    with pytest.raises(NotFoundError, match="does not exist"):
+        HammingIndex.load(tmp_path / "missing.idx")
+    # the good file still loads
+    assert len(HammingIndex.load(p)) == len(idx)

@@ -1,0 +1,113 @@
+"""Normalisation, tokenizers, language detection, stop words, IDF tables."""
+
+from __future__ import annotations
+
+import pytest
+
+from neardup.errors import ConfigError, FormatError, InputError, InputTypeError
+from neardup.text import (
+    char_ngrams,
+    detect_lang,
+    jieba_words,
+    normalize,
+    stopwords,
+    tokenize,
+    word_shingles,
+    words,
+)
+from neardup.text.normalize import replace_surrogates
+from neardup.text.weights import IdfTable, build_idf, keyword_weights, quantize_idf, shipped_zh_idf
+
+
+def test_normalize_nfkc_casefold_whitespace():
+    assert normalize("  Ｈｅｌｌｏ\u3000WORLD\n\t ") == "hello world"
+    assert normalize("Straße") == "strasse"
+    assert normalize("ﬁne") == "fine"  # compatibility ligature
+    assert normalize("") == ""
+
+
+def test_normalize_replaces_lone_surrogates():
+    assert normalize("a\ud800b") == "a\ufffdb"
+    assert replace_surrogates("\udfff") == "\ufffd"
+
+
+def test_normalize_rejects_non_str():
+    with pytest.raises(InputTypeError, match="decode bytes first"):
+        normalize(b"abc")  # type: ignore[arg-type]
+
+
+def test_words_split_on_non_word_characters():
+    assert words("Hello, WORLD! it's 3.14 x_y") == ["hello", "world", "it", "s", "3", "14", "x_y"]
+    assert words("Ｆｕｌｌ—width “quotes”") == ["full", "width", "quotes"]
+    assert words("  \n ") == []
+
+
+def test_jieba_segments_chinese_and_keeps_ascii_words():
+    toks = jieba_words("我们在北京天安门，Hello World")
+    assert toks[:4] == ["我们", "在", "北京", "天安门"]
+    assert toks[-2:] == ["hello", "world"]
+
+
+def test_char_ngrams_compact_separators():
+    assert char_ngrams("ab,  cd", 3) == ["ab ", "b c", " cd"]
+    assert char_ngrams("中文", 3) == ["中文"]
+    assert char_ngrams("!!!", 2) == []
+    assert char_ngrams("你好，世界", 2) == ["你好", "好 ", " 世", "世界"]
+
+
+def test_word_shingles_short_rule():
+    assert word_shingles(["a", "b", "c"], 2) == ["a b", "b c"]
+    assert word_shingles(["a", "b"], 3) == ["a b"]
+    assert word_shingles([], 3) == []
+
+
+def test_tokenize_modes():
+    assert tokenize("a b c", "words") == ["a", "b", "c"]
+    assert tokenize("a b c", "shingles") == ["a b", "b c"]
+    assert tokenize("中文文本", "auto")[0] == "中文"
+    assert tokenize("abcd", "chars", 3) == ["abc", "bcd"]
+
+
+def test_detect_lang():
+    assert detect_lang("今天天气很好，我们去公园吧。") == "zh"
+    assert detect_lang("The weather is nice today") == "en"
+    assert detect_lang("Привет, как дела?") == "other"
+    assert detect_lang("") == "en"
+    assert detect_lang("iPhone 15 发布会今天举行") == "zh"
+    assert detect_lang("iPhone 15 发布会 today") == "en"  # 3 of 16 word chars are Han
+
+
+def test_stopwords_shipped():
+    assert "the" in stopwords("en") and "的" in stopwords("zh")
+    with pytest.raises(ConfigError, match="stop words exist for"):
+        stopwords("fr")
+
+
+def test_shipped_zh_idf_table():
+    t = shipped_zh_idf()
+    assert len(t.idf) > 200_000
+    assert t.idf["的"] < t.idf["外星人"]
+    hs, ws, default = t.hash_table("xxh64", 0)
+    assert len(hs) == len(ws) and (hs[1:] > hs[:-1]).all() and default >= 1
+
+
+def test_build_save_load_idf(tmp_path):
+    t = build_idf([["a", "b"], ["a", "c"], ["a"]])
+    assert t.idf["a"] == 0.0 and t.idf["b"] > 1.0
+    p = tmp_path / "idf.txt"
+    t.save(p)
+    t2 = IdfTable.load(p)
+    assert t2.idf == pytest.approx(t.idf, abs=1e-6)
+    p.write_text("good 1.0\nbad line without number x\n", encoding="utf-8")
+    with pytest.raises(FormatError, match=":2:"):
+        IdfTable.load(p)
+    with pytest.raises(InputError):
+        build_idf([])
+
+
+def test_quantize_and_keywords():
+    assert quantize_idf(0.2) == 1 and quantize_idf(7.6) == 8
+    import numpy as np
+
+    w = keyword_weights(np.array([10, 5, 1, 10]), np.array([4, 3, 2, 1], np.uint64), 3)
+    assert w.tolist() == [5, 3, 0, 5]

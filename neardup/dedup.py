@@ -18,11 +18,14 @@ broken by input order).
 
 Examples
 --------
->>> r = dedup(["the cat sat on the mat today", "the cat sat on the mat today!", "a dog"])
+>>> r = dedup(["the cat sat on the mat today", "The cat  sat on the mat today", "a dog",
+...            "the cat sat on the mat today!"])
 >>> r.keep.tolist()
-[True, False, True]
->>> r.stats["exact_duplicates"], r.stats["clusters"]
-(1, 1)
+[True, False, True, False]
+>>> r.stats["exact_duplicates"], r.stats["near_duplicates"], r.stats["clusters"]
+(1, 1, 1)
+>>> r.pair_rows()[:2]
+[('0', '1', 0, 1.0, 'exact'), ('0', '3', 0, 1.0, 'near')]
 """
 
 from __future__ import annotations
@@ -80,7 +83,13 @@ class DedupConfig:
     exact : bool, default=True
         Find exact duplicates (same normalised content hash) first.
     workers : int, default=1
-        Worker threads/processes for fingerprinting; results do not depend on it.
+        Worker threads for fingerprinting and the candidate scan; results do not depend on it.
+    expand_pairs : int, default=10_000
+        Only the first copy of an exact-duplicate group is compared with other texts. A near
+        pair found between two groups is reported for every member of both groups (and every
+        pair inside an exact group is reported) when that is at most this many pairs;
+        otherwise only the pairs with the groups' first members are reported. Clusters are the
+        same either way.
     """
 
     max_distance: int | None = None
@@ -90,6 +99,7 @@ class DedupConfig:
     fingerprinter: dict[str, Any] | None = None
     exact: bool = True
     workers: int = 1
+    expand_pairs: int = 10_000
 
     def __post_init__(self) -> None:
         if self.max_distance is not None and (
@@ -103,6 +113,12 @@ class DedupConfig:
             )
         if self.keep not in ("first", "longest", "none"):
             raise ConfigError(f"keep must be 'first', 'longest' or 'none', got {self.keep!r}")
+        if (
+            isinstance(self.expand_pairs, bool)
+            or not isinstance(self.expand_pairs, int)
+            or self.expand_pairs < 0
+        ):
+            raise ConfigError(f"expand_pairs must be an int >= 0, got {self.expand_pairs!r}")
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
             raise ConfigError(f"workers must be an int >= 1, got {self.workers!r}")
         self.make_verifier()  # validates the verifier overrides
@@ -220,6 +236,79 @@ def stage_exact(texts: Sequence[str]) -> npt.NDArray[np.int64]:
     return first[inverse].astype(np.int64)
 
 
+def _exact_groups(first: npt.NDArray[np.int64]) -> dict[int, list[int]]:
+    """Members (in input order) of every exact group of two or more, keyed by the first member."""
+    groups: dict[int, list[int]] = {}
+    for i in np.flatnonzero(first != np.arange(first.size)).tolist():
+        f = int(first[i])
+        groups.setdefault(f, [f]).append(i)
+    return groups
+
+
+def stage_exact_pairs(groups: dict[int, list[int]], expand_pairs: int) -> PairTable:
+    """Exact pairs: every pair inside a group when at most ``expand_pairs``, else first-to-rest."""
+    a: list[int] = []
+    b: list[int] = []
+    for members in groups.values():
+        m = len(members)
+        if m * (m - 1) // 2 <= expand_pairs:
+            for x in range(m):
+                for y in range(x + 1, m):
+                    a.append(members[x])
+                    b.append(members[y])
+        else:
+            a.extend([members[0]] * (m - 1))
+            b.extend(members[1:])
+    k = len(a)
+    return PairTable(
+        np.array(a, np.int64),
+        np.array(b, np.int64),
+        np.zeros(k, np.int32),
+        np.ones(k, np.float64),
+        np.full(k, STAGE_EXACT, np.uint8),
+    )
+
+
+def stage_expand(
+    groups: dict[int, list[int]],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    d: npt.NDArray[np.int32],
+    score: npt.NDArray[np.float64],
+    expand_pairs: int,
+) -> PairTable:
+    """Near pairs between first copies, repeated for the other members of their exact groups."""
+    out_a, out_b, out_d, out_s = [a], [b], [d], [score]
+    if groups:
+        ea: list[int] = []
+        eb: list[int] = []
+        ed: list[int] = []
+        es: list[float] = []
+        for x, y, dist, sc in zip(a.tolist(), b.tolist(), d.tolist(), score.tolist(), strict=True):
+            gx, gy = groups.get(x, [x]), groups.get(y, [y])
+            if len(gx) * len(gy) == 1 or len(gx) * len(gy) > expand_pairs:
+                continue
+            for u in gx:
+                for w in gy:
+                    if (u, w) != (x, y):
+                        ea.append(min(u, w))
+                        eb.append(max(u, w))
+                        ed.append(dist)
+                        es.append(sc)
+        out_a.append(np.array(ea, np.int64))
+        out_b.append(np.array(eb, np.int64))
+        out_d.append(np.array(ed, np.int32))
+        out_s.append(np.array(es, np.float64))
+    aa = np.concatenate(out_a)
+    return PairTable(
+        aa,
+        np.concatenate(out_b),
+        np.concatenate(out_d),
+        np.concatenate(out_s),
+        np.full(aa.size, STAGE_NEAR, np.uint8),
+    )
+
+
 def stage_fingerprint(
     fingerprinter: Any, texts: Sequence[str], workers: int = 1
 ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
@@ -229,13 +318,13 @@ def stage_fingerprint(
 
 
 def _pairs_within(
-    fps: npt.NDArray[np.uint64], k: int, subset: npt.NDArray[np.int64]
+    fps: npt.NDArray[np.uint64], k: int, subset: npt.NDArray[np.int64], workers: int
 ) -> tuple[Any, Any, Any]:
-    from .index import all_pairs
+    from .pipeline.candidates import candidate_pairs
 
     if subset.size < 2:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32)
-    a, b, d = all_pairs(fps[subset], max_distance=k)
+    a, b, d = candidate_pairs(fps[subset], k, workers=workers)
     return subset[np.asarray(a, np.int64)], subset[np.asarray(b, np.int64)], np.asarray(d, np.int32)
 
 
@@ -245,6 +334,7 @@ def stage_candidates(
     usable: npt.NDArray[np.bool_],
     verifier: Verifier,
     max_distance: int | None = None,
+    workers: int = 1,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
     """Candidate pairs ``(a, b, distance)``, a < b, sorted, among ``usable`` documents.
 
@@ -255,13 +345,13 @@ def stage_candidates(
     """
     idx = np.flatnonzero(usable).astype(np.int64)
     if max_distance is not None:
-        return _pairs_within(fps, max_distance, idx)
+        return _pairs_within(fps, max_distance, idx, workers)
     k_long = verifier.candidate_distance(1 << 62)
     k_short = verifier.candidate_distance(0)
-    parts = [_pairs_within(fps, k_long, idx)]
+    parts = [_pairs_within(fps, k_long, idx, workers)]
     if k_short > k_long:
         small = idx[lengths[idx] < 2 * verifier.short_chars]
-        a, b, d = _pairs_within(fps, k_short, small)
+        a, b, d = _pairs_within(fps, k_short, small, workers)
         short_pair = np.minimum(lengths[a], lengths[b]) < verifier.short_chars
         sel = short_pair & (d > k_long)  # pairs within k_long came from the first pass
         parts.append((a[sel], b[sel], d[sel]))
@@ -278,25 +368,28 @@ def stage_verify(
     a: npt.NDArray[np.int64],
     b: npt.NDArray[np.int64],
     d: npt.NDArray[np.int32],
+    workers: int = 1,
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
-    """Decide candidate pairs; each text is tokenised once. Returns (ok bool, score float64)."""
-    n = a.size
-    ok = np.zeros(n, bool)
-    score = np.zeros(n, np.float64)
+    """Decide candidate pairs: each text is tokenised once, LCS runs in rapidfuzz threads.
+
+    Returns (ok bool (m,), score float64 (m,)).
+    """
+    if a.size == 0:
+        return np.zeros(0, bool), np.zeros(0, np.float64)
     enc = TokenEncoder()
-    cache: dict[int, str] = {}
-
-    def encoded(i: int) -> str:
-        s = cache.get(i)
-        if s is None:
-            s = cache[i] = enc.encode(verifier.tokens(texts[i]))
-        return s
-
-    for j, (x, y, dist) in enumerate(zip(a.tolist(), b.tolist(), d.tolist(), strict=True)):
-        if verifier.trusted(len(texts[x]), len(texts[y]), dist):
-            ok[j], score[j] = True, 1.0 - dist / 64.0
-        else:
-            ok[j], score[j] = verifier.compare_encoded(encoded(x), encoded(y))
+    encoded: dict[int, str] = {}
+    for i in np.unique(np.concatenate([a, b])).tolist():
+        encoded[i] = enc.encode(verifier.tokens(texts[i]))
+    ok, score = verifier.compare_encoded_many(
+        [encoded[i] for i in a.tolist()], [encoded[i] for i in b.tolist()], workers=workers
+    )
+    if verifier.config()["trust_distance"] >= 0:
+        la = np.fromiter((len(texts[i]) for i in a.tolist()), np.int64, a.size)
+        lb = np.fromiter((len(texts[i]) for i in b.tolist()), np.int64, b.size)
+        cfg = verifier.config()
+        trusted = (d <= cfg["trust_distance"]) & (np.minimum(la, lb) >= cfg["short_chars"])
+        ok = ok | trusted
+        score = np.where(trusted, 1.0 - d / 64.0, score)
     return ok, score
 
 
@@ -409,14 +502,8 @@ def dedup(
     done = timed("exact")
     first = stage_exact(texts) if cfg.exact else np.arange(n, dtype=np.int64)
     is_dup = first != np.arange(n)
-    exact_b = np.flatnonzero(is_dup).astype(np.int64)
-    exact = PairTable(
-        first[exact_b],
-        exact_b,
-        np.zeros(exact_b.size, np.int32),
-        np.ones(exact_b.size, np.float64),
-        np.full(exact_b.size, STAGE_EXACT, np.uint8),
-    )
+    groups = _exact_groups(first)
+    exact = stage_exact_pairs(groups, cfg.expand_pairs)
     done()
 
     done = timed("fingerprint")
@@ -426,19 +513,19 @@ def dedup(
     done()
 
     done = timed("candidates")
-    ca, cb, cd = stage_candidates(fps_u, lengths[unique], ~empty_u, verifier, cfg.max_distance)
+    ca, cb, cd = stage_candidates(
+        fps_u, lengths[unique], ~empty_u, verifier, cfg.max_distance, cfg.workers
+    )
     ca, cb = unique[ca], unique[cb]
     done()
 
     done = timed("verify")
     if cfg.verify:
-        ok, score = stage_verify(verifier, texts, ca, cb, cd)
+        ok, score = stage_verify(verifier, texts, ca, cb, cd, cfg.workers)
     else:
         bits = 128 if fps_u.ndim == 2 else 64
         ok, score = np.ones(ca.size, bool), 1.0 - cd / bits
-    near = PairTable(
-        ca[ok], cb[ok], cd[ok], score[ok], np.full(int(ok.sum()), STAGE_NEAR, np.uint8)
-    )
+    near = stage_expand(groups, ca[ok], cb[ok], cd[ok], score[ok], cfg.expand_pairs)
     done()
 
     done = timed("cluster")

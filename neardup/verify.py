@@ -56,6 +56,8 @@ __all__ = ["TokenEncoder", "Verifier", "tokenize"]
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+", re.UNICODE)
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_SOCIAL_MARKERS = ("@", "#", "http", "www.", "t.cn/", "bit.ly/", "t.co/")
 _SOCIAL = re.compile(
     r"(?:\brt\s*@[^\s:：]+\s*[:：]?)"  # RT @user:
     r"|(?://\s*@[^\s:：]+\s*[:：]?)"  # //@用户:
@@ -88,9 +90,18 @@ def tokenize(text: str, *, strip_social: bool = True) -> list[str]:
     ['hello', '世', '界']
     """
     t = unicodedata.normalize("NFKC", text).casefold()
-    if strip_social:
+    if strip_social and any(m in t for m in _SOCIAL_MARKERS):
         t = _SOCIAL.sub(" ", t)
-    return _TOKEN.findall(t)
+    words = _WORD.findall(t)
+    if t.isascii():
+        return words
+    out: list[str] = []
+    for w in words:
+        if w.isascii():
+            out.append(w)
+        else:
+            out.extend(_TOKEN.findall(w))
+    return out
 
 
 class TokenEncoder:
@@ -132,8 +143,8 @@ class _VerifierConfig:
     containment: float = 0.85
     min_containment_tokens: int = 20
     short_chars: int = 200
-    short_distance: int = 12
-    long_distance: int = 8
+    short_distance: int = 18
+    long_distance: int = 14
     trust_distance: int = -1
     strip_social: bool = True
 
@@ -153,10 +164,10 @@ class Verifier:
         The shorter text needs at least this many tokens for containment to count.
     short_chars : int, default=200
         Texts shorter than this (in characters) are *short*.
-    short_distance : int, default=12
+    short_distance : int, default=18
         SimHash distance within which candidates are fetched when the shorter text of a pair is
         short.
-    long_distance : int, default=8
+    long_distance : int, default=14
         SimHash distance within which candidates are fetched for long texts.
     trust_distance : int, default=-1
         Pairs of long texts at a SimHash distance <= this are accepted without computing the
@@ -177,8 +188,8 @@ class Verifier:
         containment: float = 0.85,
         min_containment_tokens: int = 20,
         short_chars: int = 200,
-        short_distance: int = 12,
-        long_distance: int = 8,
+        short_distance: int = 18,
+        long_distance: int = 14,
         trust_distance: int = -1,
         strip_social: bool = True,
     ) -> None:
@@ -299,6 +310,46 @@ class Verifier:
                 return True, cont
         return False, ratio
 
+    def decide(
+        self,
+        lcs: npt.NDArray[np.integer[Any]],
+        len_a: npt.NDArray[np.integer[Any]],
+        len_b: npt.NDArray[np.integer[Any]],
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+        """Vectorised decision from LCS lengths and token counts; agrees with
+        :meth:`compare_encoded` (its scalar reference)."""
+        c = self._cfg
+        lcs_f = np.asarray(lcs, dtype=np.float64)
+        la = np.asarray(len_a, dtype=np.float64)
+        lb = np.asarray(len_b, dtype=np.float64)
+        total = la + lb
+        shorter = np.minimum(la, lb)
+        valid = shorter > 0
+        ratio = np.where(valid, 2.0 * lcs_f / np.where(total > 0, total, 1.0), 0.0)
+        ok = valid & (ratio >= c.threshold)
+        score = ratio.copy()
+        if c.containment <= 1.0:
+            cont = np.where(valid, lcs_f / np.where(shorter > 0, shorter, 1.0), 0.0)
+            by_cont = valid & ~ok & (shorter >= c.min_containment_tokens) & (cont >= c.containment)
+            ok |= by_cont
+            score = np.where(by_cont, cont, score)
+        return ok, score
+
+    def compare_encoded_many(
+        self, a: Sequence[str], b: Sequence[str], *, workers: int = 1
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+        """Decide many pairs of encoded token sequences (rapidfuzz ``cpdist``, ``workers`` threads)."""
+        from rapidfuzz import process
+        from rapidfuzz.distance import LCSseq
+
+        n = len(a)
+        if n == 0:
+            return np.zeros(0, bool), np.zeros(0, np.float64)
+        lcs = process.cpdist(a, b, scorer=LCSseq.similarity, workers=workers, dtype=np.int64)
+        la = np.fromiter((len(x) for x in a), dtype=np.int64, count=n)
+        lb = np.fromiter((len(x) for x in b), dtype=np.int64, count=n)
+        return self.decide(lcs, la, lb)
+
     def similarity(self, text_a: str, text_b: str) -> float:
         """Indel ratio of the normalised token sequences, in [0, 1] (0 when either is empty)."""
         enc = TokenEncoder()
@@ -351,24 +402,25 @@ class Verifier:
                 f"verify_many() needs equal lengths, got {n} texts_a, {len(texts_b)} texts_b "
                 f"and {len(distances)} distances"
             )
-        ok = np.zeros(n, dtype=np.bool_)
-        score = np.zeros(n, dtype=np.float64)
         enc = TokenEncoder()
         cache: dict[str, str] = {}
+        ea: list[str] = []
+        eb: list[str] = []
+        trusted = np.zeros(n, dtype=np.bool_)
+        dist = np.zeros(n, dtype=np.int64)
         for i in range(n):
             a, b = texts_a[i], texts_b[i]
             for side, t in (("texts_a", a), ("texts_b", b)):
                 if not isinstance(t, str):
                     raise InputTypeError(f"{side}[{i}] is {type(t).__name__}, expected str")
-            d = int(distances[i])
-            if self.trusted(len(a), len(b), d):
-                ok[i], score[i] = True, 1.0 - d / 64.0
-                continue
-            ea = cache.get(a)
-            if ea is None:
-                ea = cache[a] = enc.encode(self.tokens(a))
-            eb = cache.get(b)
-            if eb is None:
-                eb = cache[b] = enc.encode(self.tokens(b))
-            ok[i], score[i] = self.compare_encoded(ea, eb)
+            dist[i] = int(distances[i])
+            trusted[i] = self.trusted(len(a), len(b), int(dist[i]))
+            for t, out in ((a, ea), (b, eb)):
+                e = cache.get(t)
+                if e is None:
+                    e = cache[t] = enc.encode(self.tokens(t))
+                out.append(e)
+        ok, score = self.compare_encoded_many(ea, eb)
+        ok = ok | trusted
+        score = np.where(trusted, 1.0 - dist / 64.0, score)
         return ok, score

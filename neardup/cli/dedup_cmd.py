@@ -1,0 +1,298 @@
+"""``neardup dedup`` and ``neardup eval``: thin shells over :func:`neardup.dedup` and
+:mod:`neardup.evaluate`. Errors are raised as NeardupError subclasses; ``cli.main`` maps them."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+SAMPLE_OUT = "neardup-out"
+
+
+def _sample_path() -> Path:
+    return Path(__file__).resolve().parents[1] / "data" / "sample" / "sample.jsonl"
+
+
+def _progress(enabled: bool) -> tuple[Any, Any]:
+    """A rich progress display on a terminal (stderr), or a no-op when piped / quiet."""
+    if not enabled:
+        return None, None
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    prog = Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]{task.description}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    tasks: dict[str, Any] = {}
+
+    def report(stage: str, done: int, total: int) -> None:
+        if stage not in tasks:
+            tasks[stage] = prog.add_task(stage, total=total)
+        prog.update(tasks[stage], completed=done)
+
+    return prog, report
+
+
+def _write_pairs(path: str, result: Any) -> None:
+    import csv
+
+    from ..io import atomic_open
+
+    with atomic_open(path, "w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(["id_a", "id_b", "distance", "score", "stage"])
+        w.writerows(result.pair_rows())
+
+
+def _write_clusters(path: str, result: Any) -> None:
+    import csv
+
+    import numpy as np
+
+    from ..io import atomic_open
+
+    sizes = np.bincount(result.root, minlength=len(result.ids))
+    with atomic_open(path, "w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(["id", "cluster", "cluster_size", "representative", "kept"])
+        for i, doc_id in enumerate(result.ids):
+            root = int(result.root[i])
+            w.writerow(
+                [
+                    doc_id,
+                    int(result.cluster[i]),
+                    int(sizes[root]),
+                    result.ids[root],
+                    int(result.keep[i]),
+                ]
+            )
+
+
+def _summary_text(s: dict[str, Any]) -> str:
+    lines = [
+        f"documents         {s['documents']:>12,}",
+        f"exact duplicates  {s['exact_duplicates']:>12,}",
+        f"near duplicates   {s['near_duplicates']:>12,}",
+        f"clusters          {s['clusters']:>12,}",
+        f"kept              {s['kept']:>12,}",
+        f"dropped           {s['dropped']:>12,}",
+    ]
+    if s.get("skipped_records"):
+        lines.append(f"skipped records   {s['skipped_records']:>12,}")
+    lines.append(f"elapsed           {s['elapsed_s']:>11.2f}s")
+    if s.get("docs_per_s"):
+        lines.append(f"docs/s            {s['docs_per_s']:>12,.0f}")
+    return "\n".join(lines)
+
+
+def dedup_command(
+    inputs: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Input files, directories of text files, or - for stdin.", show_default=False
+        ),
+    ] = None,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Where to write the kept documents (input's format; - for stdout).",
+        ),
+    ] = None,
+    sample: Annotated[
+        bool,
+        typer.Option(
+            "--sample", help=f"Dedup the bundled sample corpus; outputs go to ./{SAMPLE_OUT}/."
+        ),
+    ] = False,
+    input_format: Annotated[
+        str | None,
+        typer.Option(
+            help="jsonl, json, csv, tsv, parquet, text (file = doc) or lines (line = doc)."
+        ),
+    ] = None,
+    output_format: Annotated[
+        str | None, typer.Option(help="Output format (default: the input's).")
+    ] = None,
+    text_field: Annotated[str, typer.Option(help="Field/column holding the text.")] = "text",
+    id_field: Annotated[
+        str | None,
+        typer.Option(help="Field/column holding a unique id (default: generated path:line)."),
+    ] = None,
+    max_distance: Annotated[
+        int | None,
+        typer.Option(help="SimHash candidate distance for all texts (default: length-dependent)."),
+    ] = None,
+    keep: Annotated[
+        str, typer.Option(help="first | longest | none (drop every member of a cluster).")
+    ] = "first",
+    verify: Annotated[bool, typer.Option(help="Verify candidates with token similarity.")] = True,
+    pairs_out: Annotated[
+        str | None, typer.Option(help="CSV of matched pairs: id_a,id_b,distance,score,stage.")
+    ] = None,
+    clusters_out: Annotated[
+        str | None, typer.Option(help="CSV: id,cluster,cluster_size,representative,kept.")
+    ] = None,
+    summary_json: Annotated[
+        str | None, typer.Option(help="Write the summary as JSON here.")
+    ] = None,
+    workers: Annotated[int, typer.Option(help="Worker count (output does not depend on it).")] = 1,
+    on_error: Annotated[str, typer.Option(help="fail | skip malformed records.")] = "fail",
+    encoding: Annotated[str, typer.Option(help="Input text encoding.")] = "utf-8",
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress bar and no summary.")
+    ] = False,
+) -> None:
+    """Deduplicate a corpus: exact + near duplicates (verified), clusters, pairs, summary."""
+    from ..dedup import DedupConfig, dedup
+    from ..errors import ConfigError
+    from ..io import check_not_input, read_corpus, write_kept
+
+    t0 = time.perf_counter()
+    if sample:
+        if inputs:
+            raise ConfigError("--sample dedups the bundled corpus; do not pass INPUT files with it")
+        inputs = [str(_sample_path())]
+        out_dir = Path(SAMPLE_OUT)
+        output = output or str(out_dir / "sample.dedup.jsonl")
+        pairs_out = pairs_out or str(out_dir / "pairs.csv")
+        clusters_out = clusters_out or str(out_dir / "clusters.csv")
+        summary_json = summary_json or str(out_dir / "summary.json")
+    if not inputs:
+        raise ConfigError("no input given; pass files, a directory or - (stdin), or use --sample")
+    if output is None:
+        raise ConfigError("--output is required (a path, or - for stdout)")
+    if on_error not in ("fail", "skip"):
+        raise ConfigError(f"--on-error must be fail or skip, got {on_error!r}")
+    outputs = [("--output", output), ("--pairs-out", pairs_out), ("--clusters-out", clusters_out)]
+    outputs.append(("--summary-json", summary_json))
+    for option, path in outputs:
+        if path is not None and path != "-":
+            check_not_input(path, inputs, option=option)
+    config = DedupConfig(
+        max_distance=max_distance,
+        keep=keep,  # type: ignore[arg-type]
+        verify=verify,
+        workers=workers,
+    )
+    show = not quiet and sys.stderr.isatty()
+    prog, report = _progress(show)
+    with read_corpus(
+        inputs,
+        fmt=input_format,
+        text_field=text_field,
+        id_field=id_field,
+        encoding=encoding,
+        on_error=on_error,  # type: ignore[arg-type]
+    ) as corpus:
+        if prog is not None:
+            prog.start()
+        try:
+            result = dedup(corpus.texts, ids=corpus.ids, config=config, progress=report)
+        finally:
+            if prog is not None:
+                prog.stop()
+        write_kept(corpus, result.keep, output, fmt=output_format, encoding="utf-8")
+        skipped = corpus.skipped
+    if pairs_out:
+        _write_pairs(pairs_out, result)
+    if clusters_out:
+        _write_clusters(clusters_out, result)
+    stats = dict(result.stats)
+    stats["skipped_records"] = skipped
+    stats["elapsed_s"] = round(time.perf_counter() - t0, 3)
+    stats["docs_per_s"] = (
+        round(stats["documents"] / stats["elapsed_s"], 1) if stats["elapsed_s"] else None
+    )
+    stats["inputs"] = list(inputs)
+    stats["output"] = output
+    if summary_json:
+        from ..io import atomic_open
+
+        with atomic_open(summary_json, "w", encoding="utf-8") as fh:
+            json.dump(stats, fh, indent=2, ensure_ascii=False)
+            fh.write("\n")
+    if not quiet:
+        stream = sys.stderr if output == "-" else sys.stdout
+        print(_summary_text(stats), file=stream)
+        if sample:
+            print(
+                f"outputs in ./{SAMPLE_OUT}/ (kept docs, pairs.csv, clusters.csv, summary.json)",
+                file=stream,
+            )
+
+
+def eval_command(
+    docs: Annotated[str, typer.Option(help="Documents (any input format) with ids.")],
+    pairs: Annotated[str, typer.Option(help="Labelled pairs CSV: id_a,id_b,label.")],
+    text_field: Annotated[str, typer.Option(help="Field holding the text.")] = "text",
+    id_field: Annotated[str, typer.Option(help="Field holding the id used in the labels.")] = "id",
+    min_k: Annotated[int, typer.Option(help="Smallest SimHash distance of the sweep.")] = 0,
+    max_k: Annotated[int, typer.Option(help="Largest SimHash distance of the sweep.")] = 20,
+    retrieval: Annotated[
+        bool,
+        typer.Option(help="Also dedup every document on defaults and score the reported pairs."),
+    ] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+    plot: Annotated[
+        str | None, typer.Option(help="Write a precision/recall vs distance PNG here.")
+    ] = None,
+    workers: Annotated[int, typer.Option(help="Worker count for fingerprinting.")] = 1,
+) -> None:
+    """Precision, recall and F1 against labelled pairs, overall / by language / by length."""
+    from ..errors import ConfigError
+    from ..evaluate import run_eval
+
+    if not 0 <= min_k <= max_k <= 64:
+        raise ConfigError(f"need 0 <= --min-k <= --max-k <= 64, got {min_k} and {max_k}")
+    report = run_eval(
+        docs,
+        pairs,
+        text_field=text_field,
+        id_field=id_field,
+        thresholds=range(min_k, max_k + 1),
+        retrieval=retrieval,
+        workers=workers,
+    )
+    if plot:
+        from ..evaluate import plot_sweep
+
+        plot_sweep(report["sweep"], plot)
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return
+    print(f"labelled pairs: {report['labelled']} ({report['positives']} positive)")
+    print("\npairwise sweep (overall):  k | simhash P / R / F1 | simhash+verify P / R / F1")
+    for row in report["sweep"]:
+        s, v = row["simhash"]["overall"], row["verified"]["overall"]
+        print(
+            f"  {row['k']:>2} | {s['precision']:.3f} / {s['recall']:.3f} / {s['f1']:.3f}"
+            f" | {v['precision']:.3f} / {v['recall']:.3f} / {v['f1']:.3f}"
+        )
+    if "retrieval" in report:
+        r = report["retrieval"]
+        print(
+            f"\nretrieval on defaults: {r['reported']} reported pairs, {r['unlabeled']} unlabeled"
+        )
+        for name in ("overall", "en", "zh", "short", "long"):
+            if name in r:
+                m = r[name]
+                print(f"  {name:<8} P={m['precision']:.4f} R={m['recall']:.4f} F1={m['f1']:.4f}")
+    if plot:
+        print(f"\nplot written to {plot}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``neardup dedup`` and ``neardup eval`` to the app."""
+    app.command("dedup")(dedup_command)
+    app.command("eval")(eval_command)

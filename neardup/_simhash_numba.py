@@ -604,14 +604,16 @@ def _new_state(n, wide):
 
 
 @njit(nogil=True, cache=True)
-def simhash_docs(buf, offsets, mode, n, hash_id, seed, wide, hs, ws, default, isword, out, nfeat):
-    """Fingerprint documents buf[offsets[i]:offsets[i+1]] into out (m, 1|2) and nfeat (m,)."""
-    m = offsets.shape[0] - 1
+def simhash_docs(
+    buf, starts, ends, mode, n, hash_id, seed, wide, hs, ws, default, isword, out, nfeat
+):
+    """Fingerprint documents buf[starts[i]:ends[i]] into out (m, 1|2) and nfeat (m,)."""
+    m = starts.shape[0]
     st, acc, fb_hi, fb_lo, fb_w, ring_hi, ring_lo, ring_w, carry = _new_state(n, wide)
     tmp = np.zeros(8 * n + 8, np.uint8)
     maxlen = 0
     for d in range(m):
-        maxlen = max(maxlen, offsets[d + 1] - offsets[d])
+        maxlen = max(maxlen, ends[d] - starts[d])
     if mode == MODE_CHARS:
         scratch = np.zeros(2 * maxlen + 4 * n + 8, np.uint8)
         cps = np.zeros(2 * maxlen + 4 * n + 9, np.int64)
@@ -622,8 +624,8 @@ def simhash_docs(buf, offsets, mode, n, hash_id, seed, wide, hs, ws, default, is
         st[:] = 0
         st[S_UNIT] = 1
         acc[:] = 0
-        s = offsets[d]
-        e = offsets[d + 1]
+        s = starts[d]
+        e = ends[d]
         if mode == MODE_WORDS:
             _words_chunk(
                 buf,
@@ -809,7 +811,22 @@ def run_group(
         buf = np.frombuffer(b"".join(parts), np.uint8)
         out = np.zeros((len(rows), nw), np.uint64)
         nf = np.zeros(len(rows), np.int64)
-        simhash_docs(buf, offsets, mode, n, hash_id, useed, wide, hs, ws, default, ISWORD, out, nf)
+        simhash_docs(
+            buf,
+            offsets[:-1],
+            offsets[1:],
+            mode,
+            n,
+            hash_id,
+            useed,
+            wide,
+            hs,
+            ws,
+            default,
+            ISWORD,
+            out,
+            nf,
+        )
         r = np.asarray(rows, np.int64)
         fps[r] = out
         nfeat[r] = nf
@@ -831,6 +848,32 @@ def run_group(
             flush()
             size = 0
     flush()
+
+
+def run_ascii(joined, lens, kmode, n, hash_id, seed, bits, hs, ws, default, fps, nfeat):  # type: ignore[no-untyped-def]
+    """Fast path for a block of ASCII texts joined with one separator character: one
+    ``lower()``, one ``encode()`` and one kernel call for the whole block; writes fps / nfeat
+    (row views of the block)."""
+    mode = MODE_CHARS if kmode == "chars" else MODE_WORDS
+    buf = np.frombuffer(joined.lower().encode("ascii"), np.uint8)
+    ends = np.cumsum(lens + 1) - 1
+    starts = ends - lens
+    simhash_docs(
+        buf,
+        starts,
+        ends,
+        mode,
+        n,
+        hash_id,
+        np.uint64(seed),
+        bits == 128,
+        hs,
+        ws,
+        default,
+        ISWORD,
+        fps,
+        nfeat,
+    )
 
 
 def _run_long(t, i, pmode, mode, n, hash_id, useed, wide, hs, ws, default, fps, nfeat, chunk):  # type: ignore[no-untyped-def]

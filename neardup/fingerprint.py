@@ -61,6 +61,9 @@ AUTO_ZH: tuple[str, int] = ("chars", 2)
 _DEFAULT_NGRAM = {"words": 1, "shingles": 2, "chars": 3, "jieba": 1}
 #: texts longer than this many characters are fingerprinted in chunks (bounded memory)
 CHUNK_CHARS = 1 << 22
+# texts per kernel call: at most this many documents / characters
+_BLOCK_DOCS = 1 << 16
+_BLOCK_CHARS = 1 << 23
 _CONFIG_VERSION = 1
 _FORCE_REFERENCE = os.environ.get("NEARDUP_FORCE_REFERENCE", "") not in ("", "0")
 
@@ -342,8 +345,8 @@ class Fingerprinter:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ConfigError(f"workers must be a positive int, got {workers!r}")
         texts = texts if isinstance(texts, list) else list(texts)
-        for i, t in enumerate(texts):
-            if type(t) is not str:
+        if set(map(type, texts)) - {str}:
+            for i, t in enumerate(texts):
                 check_text(t, i, "texts")
         n = len(texts)
         words = self.bits // 64
@@ -373,6 +376,50 @@ class Fingerprinter:
             for i in range(start, stop):
                 fps[i], nfeat[i] = self._callable_one(texts[i], i)
             return
+        fast = not (_FORCE_REFERENCE or self.hash == "md5" or self.weights == "keywords")
+        a = start
+        while a < stop:  # blocks of bounded size
+            b = min(stop, a + _BLOCK_DOCS)
+            sl = texts[a:b]
+            lens = np.fromiter(map(len, sl), np.int64, len(sl))
+            csum = np.cumsum(lens)
+            if csum[-1] > _BLOCK_CHARS and len(sl) > 1:
+                b = a + max(1, int(np.searchsorted(csum, _BLOCK_CHARS)))
+                sl, lens = sl[: b - a], lens[: b - a]
+            if fast and int(lens.max()) <= CHUNK_CHARS:
+                joined = "\n".join(sl)
+                if joined.isascii():
+                    self._run_ascii(joined, lens, fps[a:b], nfeat[a:b])
+                    a = b
+                    continue
+            self._run_mixed(texts, a, b, fps, nfeat)
+            a = b
+
+    def _run_ascii(self, joined: str, lens: np.ndarray, fps: np.ndarray, nfeat: np.ndarray) -> None:
+        """All-ASCII block: one lower(), one encode(), one kernel call (English settings)."""
+        from . import _simhash_numba as nb
+
+        feat, n = self._mode_for("en")
+        hs, ws, default = self._table(feat)
+        kmode = "chars" if feat == "chars" else "words"
+        nb.run_ascii(
+            joined,
+            lens,
+            kmode,
+            n,
+            HASH_IDS[self.hash],
+            self.seed,
+            self.bits,
+            hs,
+            ws,
+            default,
+            fps,
+            nfeat,
+        )
+
+    def _run_mixed(
+        self, texts: list[str], start: int, stop: int, fps: np.ndarray, nfeat: np.ndarray
+    ) -> None:
         groups: dict[str, list[int]] = {}
         if self.features == "auto":
             th = self.zh_threshold

@@ -466,3 +466,40 @@ def sort_with_rows(keys, sbits):  # type: ignore[no-untyped-def]
             out_k[a:b] = tk
             out_r[a:b] = tr
     return out_k, out_r
+
+
+@njit(nogil=True, cache=True)
+def csr_sort(nq, qi, ids, d, max_d):  # type: ignore[no-untyped-def]
+    """Group matches by query and sort each group by (distance, id): the CSR result.
+
+    Returns ``(lims int64 (nq + 1,), ids int64, distances int32)``. Linear counting passes on
+    query and distance; only runs of equal (query, distance) are comparison-sorted by id.
+    """
+    r = qi.shape[0]
+    lims = np.zeros(nq + 1, dtype=np.int64)
+    for i in range(r):
+        lims[qi[i] + 1] += 1
+    for j in range(nq):
+        lims[j + 1] += lims[j]
+    # place by (query, distance) in one scatter: offsets per (query, distance) cell
+    nd = max_d + 1
+    cell = np.zeros(nq * nd + 1, dtype=np.int64)
+    for i in range(r):
+        cell[qi[i] * nd + d[i] + 1] += 1
+    for j in range(nq * nd):
+        cell[j + 1] += cell[j]
+    pos = cell[:-1].copy()
+    out_i = np.empty(r, dtype=np.int64)
+    out_d = np.empty(r, dtype=np.int32)
+    for i in range(r):
+        c = qi[i] * nd + d[i]
+        p = pos[c]
+        out_i[p] = ids[i]
+        out_d[p] = d[i]
+        pos[c] = p + 1
+    for c in range(nq * nd):
+        a = cell[c]
+        b = cell[c + 1]
+        if b - a > 1:
+            out_i[a:b] = np.sort(out_i[a:b])
+    return lims, out_i, out_d

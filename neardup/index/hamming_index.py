@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from ..errors import ConfigError, IndexStateError, InputError, InputTypeError, NotFoundError
 from ..hamming import as_fingerprints, int_to_words
+from . import _kernels as K
 from .plan import HEAVY_BUCKET, Plan, plan_index
 from .tables import PlanArrays, Segment, plan_arrays
 
@@ -498,13 +499,8 @@ class HammingIndex:
             d = np.concatenate([r[2] for r in res])
         else:
             qi, ids, d = self._search_chunk(q, k, snap)
-        if len(qi) > 1:
-            o = np.lexsort((ids, d, qi))
-            qi, ids, d = qi[o], ids[o], d[o]
-        lims = np.zeros(nq + 1, dtype=np.int64)
-        if len(qi):
-            np.cumsum(np.bincount(qi, minlength=nq), out=lims[1:])
-        return lims, ids.astype(np.int64, copy=False), d.astype(np.int32, copy=False)
+        lims, ids, d = K.csr_sort(nq, qi, ids, d.astype(np.int32, copy=False), k)
+        return lims, ids, d
 
     def _search_reference(self, q: np.ndarray, k: int, snap: Any) -> SearchResult:
         from .reference import search_reference

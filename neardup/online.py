@@ -740,9 +740,7 @@ class Deduplicator:
         rows = self.store.fetch(
             list(set(hit_rids.tolist()) | set(existing.values())), with_text=need_text
         )
-        intra = (
-            hamming_cdist(fps, fps) if len(fps) > 1 else np.zeros((len(fps), len(fps)), np.int32)
-        )
+        earlier = self._intra_pairs(fps)  # i -> [(j, distance)] for j < i within the radius
         cutoff = None if self.retention is None else self.clock() - self.retention
 
         results: list[Any] = []
@@ -750,8 +748,8 @@ class Deduplicator:
         # group state: id -> (rowid, global position or None for stored rows)
         id_state: dict[str, tuple[int, int | None] | None] = {}
         deleted_rowids: set[int] = set()
-        added_pos: list[int] = []  # global positions of documents added in this group
-        pos_rowid: dict[int, int] = {}
+        added_mask = np.zeros(len(fps), dtype=bool)  # documents added earlier in this group
+        has_hits = (np.diff(lims) > 0).tolist()
         flat_texts = [t for op in doc_ops for t in op.docs.texts]  # type: ignore[union-attr]
         flat_chash = [h for op in doc_ops for h in op.docs.chash]  # type: ignore[union-attr]
         flat_empty = (
@@ -775,7 +773,7 @@ class Deduplicator:
                 deleted_rowids.add(cur[0])
                 id_state[op.arg] = None
                 if cur[1] is not None:
-                    added_pos.remove(cur[1])
+                    added_mask[cur[1]] = False
                 results.append(None)
                 continue
             docs = op.docs
@@ -784,25 +782,30 @@ class Deduplicator:
             for k in range(len(docs.ids)):
                 i = g + k
                 id_ = docs.ids[k]
-                matches = self._matches(
-                    i,
-                    flat_texts,
-                    flat_chash,
-                    flat_empty,
-                    hit_rids[lims[i] : lims[i + 1]],
-                    hit_d[lims[i] : lims[i + 1]],
-                    rows,
-                    deleted_rowids,
-                    added_pos,
-                    intra,
-                    ids,
-                    cutoff,
-                )
+                if not (
+                    has_hits[i] or (i in earlier and added_mask[[j for j, _ in earlier[i]]].any())
+                ):
+                    matches: list[Match] = []
+                else:
+                    matches = self._matches(
+                        i,
+                        flat_texts,
+                        flat_chash,
+                        flat_empty,
+                        hit_rids[lims[i] : lims[i + 1]],
+                        hit_d[lims[i] : lims[i + 1]],
+                        rows,
+                        deleted_rowids,
+                        added_mask,
+                        earlier.get(i, ()),
+                        ids,
+                        cutoff,
+                    )
                 cur = current(id_)
                 if cur is not None:  # idempotent re-send: report the existing document
                     if not any(m.id == id_ for m in matches):
                         d = (
-                            int(intra[i, cur[1]])
+                            (self._fp_int(fps[i]) ^ self._fp_int(fps[cur[1]])).bit_count()
                             if cur[1] is not None
                             else self._distance_to_row(fps[i], rows.get(cur[0]))
                         )
@@ -834,8 +837,7 @@ class Deduplicator:
                         )
                     )
                     id_state[id_] = (rid, i)
-                    added_pos.append(i)
-                    pos_rowid[i] = rid
+                    added_mask[i] = True
                 out.append(Decision(id_, dup, add, tuple(matches), self._fp_int(fps[i])))
             with self._cv:
                 if op.kind == "check":
@@ -846,6 +848,23 @@ class Deduplicator:
             results.append(out)
             g += len(docs.ids)
         return results, records
+
+    def _intra_pairs(self, fps: npt.NDArray[np.uint64]) -> dict[int, list[tuple[int, int]]]:
+        """Pairs of documents in one group within the search radius, keyed by the later one."""
+        out: dict[int, list[tuple[int, int]]] = {}
+        if len(fps) < 2:
+            return out
+        try:
+            from .index import all_pairs
+
+            a, b, d = all_pairs(fps, max_distance=self.radius)
+        except ImportError:
+            dist = hamming_cdist(fps, fps)
+            b, a = np.nonzero(np.tril(dist <= self.radius, k=-1))
+            d = dist[b, a]
+        for x, y, z in zip(a.tolist(), b.tolist(), d.tolist(), strict=True):
+            out.setdefault(y, []).append((x, z))
+        return out
 
     def _fp_int(self, fp: Any) -> int:
         if self.bits == 64:
@@ -870,8 +889,8 @@ class Deduplicator:
         hit_d: npt.NDArray[np.int32],
         rows: dict[int, Any],
         deleted: set[int],
-        added_pos: list[int],
-        intra: npt.NDArray[np.int32],
+        added_mask: npt.NDArray[np.bool_],
+        earlier: Sequence[tuple[int, int]],
         ids: list[str],
         cutoff: float | None,
     ) -> list[Match]:
@@ -884,34 +903,46 @@ class Deduplicator:
         limit = min(int(limit), self.radius)
         q_empty = bool(empty[i])
         q_hash = chash[i]
-        found: list[tuple[int, int, str, float | None]] = []  # (distance, order, id, score)
-
-        def consider(
-            order: int, cid: str, d: int, c_hash: bytes, c_empty: bool, c_text: str | None
-        ) -> None:
-            exact = c_hash == q_hash and c_hash != _NO_HASH
-            if exact:
-                found.append((d, order, cid, 1.0))
-                return
-            if q_empty or c_empty or d > limit:
-                return
-            if self.verifier is not None and c_text is not None:
-                ok, score = self.verifier.verify(text, c_text, d)
-                if ok:
-                    found.append((d, order, cid, float(score)))
-            elif d <= self.max_distance:
-                found.append((d, order, cid, None))
-
+        # (exact first, distance, order, id, hash, empty, text): exact duplicates need no
+        # verification; the rest are verified closest first until max_matches are accepted
+        cands: list[tuple[int, int, int, str, bytes, bool, str | None]] = []
         for rid, d in zip(hit_rids.tolist(), hit_d.tolist(), strict=True):
             if rid in deleted:
                 continue
             row = rows.get(rid)
             if row is None or (cutoff is not None and row.time < cutoff):
                 continue
-            consider(rid, row.id, d, row.chash, bool(row.flags & _EMPTY_FLAG), row.text)
-        for j in added_pos:
-            d = int(intra[i, j])
-            if d <= self.radius:
-                consider((1 << 62) + j, ids[j], d, chash[j], bool(empty[j]), texts[j])
+            ex = 0 if row.chash == q_hash else 1
+            cands.append((ex, d, rid, row.id, row.chash, bool(row.flags & _EMPTY_FLAG), row.text))
+        for j, d in earlier:
+            if added_mask[j]:
+                ex = 0 if chash[j] == q_hash else 1
+                cands.append((ex, d, (1 << 62) + j, ids[j], chash[j], bool(empty[j]), texts[j]))
+        cands.sort(key=lambda c: (c[0], c[1], c[2]))
+        found: list[tuple[int, int, str, float | None]] = []  # (distance, order, id, score)
+        pending: list[tuple[int, int, str, str]] = []  # to verify: (distance, order, id, text)
+        for ex, d, order, cid, _h, c_empty, c_text in cands:
+            if ex == 0 and q_hash != _NO_HASH:
+                found.append((d, order, cid, 1.0))
+            elif q_empty or c_empty or d > limit:
+                continue
+            elif self.verifier is not None and c_text is not None:
+                pending.append((d, order, cid, c_text))
+            elif d <= self.max_distance:
+                found.append((d, order, cid, None))
+        found.sort(key=lambda x: (x[0], x[1]))
+        # verify closest first, in chunks, until max_matches are accepted (texts tokenized once
+        # per chunk by verify_many)
+        pending.sort(key=lambda x: (x[0], x[1]))
+        pos = 0
+        while pending[pos:] and len(found) < self.max_matches:
+            chunk = pending[pos : pos + max(4, self.max_matches - len(found))]
+            pos += len(chunk)
+            ok, scores = self.verifier.verify_many(
+                [text] * len(chunk), [c[3] for c in chunk], [c[0] for c in chunk]
+            )
+            for c, a, sc in zip(chunk, ok.tolist(), scores.tolist(), strict=True):
+                if a:
+                    found.append((c[0], c[1], c[2], float(sc)))
         found.sort(key=lambda x: (x[0], x[1]))
         return [Match(cid, d, s) for d, _, cid, s in found[: self.max_matches]]

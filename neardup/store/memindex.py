@@ -159,11 +159,11 @@ class MemTable:
     bits : {64, 128}
     max_distance : int
         Largest search radius.
-    buffer_size : int, default=2048
+    buffer_size : int, default=1024
         Rows kept in the brute-force buffer before it is frozen into an index run.
     """
 
-    def __init__(self, *, bits: int, max_distance: int, buffer_size: int = 2048) -> None:
+    def __init__(self, *, bits: int, max_distance: int, buffer_size: int = 1024) -> None:
         self.bits = bits
         self.max_distance = max_distance
         self.buffer_size = buffer_size

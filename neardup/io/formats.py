@@ -91,6 +91,7 @@ class Source:
     header: list[str] | None = None
     table: Any = None  # parquet: pyarrow.Table of the kept-able rows
     temp: str | None = None  # stdin spooled to this file (removed by Corpus.close)
+    encoding: str = "utf-8"
 
 
 @dataclass
@@ -166,7 +167,14 @@ class _Reader:
             )
             return False
         id_field = self.id_field
-        if id_field is not None:
+        if (
+            id_field is None
+            and "id" in obj
+            and isinstance(obj["id"], (str, int))
+            and obj["id"] != ""
+        ):
+            doc_id = str(obj["id"])  # auto: use an "id" field when the record has one
+        elif id_field is not None:
             if id_field not in obj or obj[id_field] is None or obj[id_field] == "":
                 self.fail(
                     f"record has no id field {id_field!r}; drop --id-field to generate ids",
@@ -371,7 +379,8 @@ def read_corpus(
     text_field : str, default="text"
         Field / column holding the text.
     id_field : str, optional
-        Field holding a unique document id. Without it, ids are generated as ``path:line``
+        Field holding a unique document id (every record must have it). Without it, a record's
+        ``id`` field is used when present, else an id is generated as ``path:line``
         (``<stdin>:line`` for stdin; the relative path for text files).
     encoding : str, default="utf-8"
     on_error : {"fail", "skip"}, default="fail"
@@ -398,7 +407,7 @@ def read_corpus(
     try:
         for path in inputs:
             f = fmt or detect_format(path)
-            src = Source(path=path, fmt=f, first=len(corpus.texts))
+            src = Source(path=path, fmt=f, first=len(corpus.texts), encoding=encoding)
             corpus.sources.append(src)
             if f in ("jsonl", "lines"):
                 _read_jsonl(reader, src, lines_mode=(f == "lines"))
@@ -482,7 +491,7 @@ def _write_stream(corpus: Corpus, keep: npt.NDArray[np.bool_], out_fmt: str, fh:
             with open(real, "rb") as inp:
                 for lineno, raw in enumerate(inp, 1):
                     if lineno in wanted:
-                        line = raw.decode("utf-8", errors="surrogateescape").rstrip("\r\n")
+                        line = raw.decode(src.encoding, errors="replace").rstrip("\r\n")
                         fh.write(line + "\n")
                         n += 1
         return n

@@ -1,0 +1,173 @@
+"""``neardup dedup`` end to end through the CLI entry point."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from neardup.cli.main import main
+
+DOCS = [
+    {
+        "id": "a",
+        "text": "the council announced a new budget for the river bridge and the public library",
+    },
+    {
+        "id": "b",
+        "text": "The council announced a NEW budget for the river bridge and the public library",
+    },
+    {
+        "id": "c",
+        "text": "the council announced a large budget for the river bridge and the public library",
+    },
+    {"id": "d", "text": "mountain weather and airport railways in the summer season were quiet"},
+]
+
+
+def _jsonl(path: Path, docs=DOCS) -> Path:
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    return path
+
+
+def test_dedup_writes_outputs_and_summary(tmp_path, capsys):
+    src = _jsonl(tmp_path / "in.jsonl")
+    out = tmp_path / "out.jsonl"
+    rc = main(
+        [
+            "dedup", str(src), "--output", str(out),
+            "--pairs-out", str(tmp_path / "pairs.csv"),
+            "--clusters-out", str(tmp_path / "clusters.csv"),
+            "--summary-json", str(tmp_path / "summary.json"),
+        ]
+    )  # fmt: skip
+    assert rc == 0
+    printed = capsys.readouterr().out
+    for word in (
+        "documents",
+        "exact duplicates",
+        "near duplicates",
+        "clusters",
+        "elapsed",
+        "docs/s",
+    ):
+        assert word in printed
+    kept = [json.loads(x)["id"] for x in out.read_text(encoding="utf-8").splitlines()]
+    assert kept == ["a", "d"]
+    rows = list(csv.reader((tmp_path / "pairs.csv").open(encoding="utf-8")))
+    assert rows[0] == ["id_a", "id_b", "distance", "score", "stage"]
+    assert ["a", "b", "0", "1.0", "exact"] in rows
+    assert any(r[:2] == ["a", "c"] and r[4] == "near" for r in rows)
+    clusters = {
+        r["id"]: r for r in csv.DictReader((tmp_path / "clusters.csv").open(encoding="utf-8"))
+    }
+    assert clusters["c"]["representative"] == "a" and clusters["c"]["kept"] == "0"
+    assert clusters["d"]["cluster_size"] == "1"
+    summary = json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))
+    assert (
+        summary["documents"] == 4
+        and summary["exact_duplicates"] == 1
+        and summary["near_duplicates"] == 1
+    )
+
+
+def test_sample_command(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["dedup", "--sample"]) == 0
+    out = capsys.readouterr().out
+    assert "documents" in out and "neardup-out" in out
+    for name in ("sample.dedup.jsonl", "pairs.csv", "clusters.csv", "summary.json"):
+        assert (tmp_path / "neardup-out" / name).exists()
+    summary = json.loads((tmp_path / "neardup-out" / "summary.json").read_text(encoding="utf-8"))
+    assert summary["documents"] == 1500 and summary["clusters"] > 300
+
+
+def test_keep_none_and_csv_output(tmp_path):
+    src = tmp_path / "in.csv"
+    with src.open("w", encoding="utf-8", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=["id", "text"])
+        w.writeheader()
+        w.writerows(DOCS)
+    out = tmp_path / "out.csv"
+    assert (
+        main(["dedup", str(src), "-o", str(out), "--keep", "none", "--id-field", "id", "-q"]) == 0
+    )
+    assert [r["id"] for r in csv.DictReader(out.open(encoding="utf-8"))] == ["d"]
+
+
+def test_malformed_record_fails_with_file_line_and_no_output(tmp_path, capsys):
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"text": "ok"}\n{"text": oops}\n', encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    rc = main(["dedup", str(src), "-o", str(out), "--pairs-out", str(tmp_path / "p.csv")])
+    assert rc == 3
+    assert f"{src}:2: malformed JSON" in capsys.readouterr().err
+    assert not out.exists() and not (tmp_path / "p.csv").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+
+
+def test_on_error_skip_counts(tmp_path, capsys):
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"text": "ok one"}\n{"text": oops}\n{"body": "x"}\n', encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    rc = main(
+        [
+            "dedup",
+            str(src),
+            "-o",
+            str(out),
+            "--on-error",
+            "skip",
+            "--summary-json",
+            str(tmp_path / "s.json"),
+        ]
+    )
+    assert rc == 0
+    assert "skipped records" in capsys.readouterr().out
+    assert json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))["skipped_records"] == 2
+
+
+def test_refuses_to_overwrite_input(tmp_path, capsys):
+    src = _jsonl(tmp_path / "in.jsonl")
+    before = src.read_bytes()
+    assert main(["dedup", str(src), "-o", str(src)]) == 2
+    assert "would overwrite" in capsys.readouterr().err
+    assert src.read_bytes() == before
+
+
+def test_missing_field_and_bad_options(tmp_path, capsys):
+    src = _jsonl(tmp_path / "in.jsonl")
+    assert main(["dedup", str(src), "-o", str(tmp_path / "o.jsonl"), "--text-field", "body"]) == 3
+    assert "no text field 'body'" in capsys.readouterr().err
+    assert main(["dedup", str(src), "-o", str(tmp_path / "o.jsonl"), "--keep", "all"]) == 2
+    assert main(["dedup", str(src)]) == 2  # --output required
+    assert main(["dedup", "--sample", str(src)]) == 2
+
+
+def test_non_utf8_input_and_encoding_flag(tmp_path, capsys):
+    src = tmp_path / "in.jsonl"
+    src.write_bytes('{"text": "café crème"}\n'.encode("latin-1"))
+    assert main(["dedup", str(src), "-o", str(tmp_path / "o.jsonl")]) == 3
+    assert "--encoding" in capsys.readouterr().err
+    assert (
+        main(["dedup", str(src), "-o", str(tmp_path / "o.jsonl"), "--encoding", "latin-1", "-q"])
+        == 0
+    )
+
+
+def test_stdin_to_stdout_subprocess(tmp_path):
+    data = "".join(json.dumps(d) + "\n" for d in DOCS)
+    proc = subprocess.run(
+        [sys.executable, "-m", "neardup", "dedup", "-", "--output", "-"],
+        input=data.encode(),
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    kept = [json.loads(x)["id"] for x in io.StringIO(proc.stdout.decode()).read().splitlines()]
+    assert kept == ["a", "d"]
+    assert b"documents" in proc.stderr  # summary goes to stderr when stdout carries data

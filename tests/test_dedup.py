@@ -1,0 +1,181 @@
+"""Library dedup(): stages, policy, pairs, determinism, candidate scan vs reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neardup import DedupConfig, DedupResult, dedup
+from neardup.dedup import PairTable, stage_exact_pairs, stage_expand, stage_policy
+from neardup.errors import ConfigError, InputError, InputTypeError
+from neardup.pipeline import all_pairs_bruteforce, all_pairs_reference, candidate_pairs
+
+BASE = "the council announced a new budget for the river bridge and the public library this winter"
+CORPUS = [
+    BASE,  # 0
+    "Completely unrelated words about mountain weather and airport railways in summer seasons",  # 1
+    BASE.upper(),  # 2: exact duplicate after normalisation
+    BASE.replace("new", "large"),  # 3: near duplicate
+    "RT @news: " + BASE + " #budget https://t.co/x",  # 4: social repost
+    "今天城市的天气很好，我们一起去公园散步吧",  # 5
+    "//@小明: 今天城市的天气很好，我们一起去公园散步吧 #散步#",  # 6
+    "",  # 7: empty
+]
+
+
+def test_end_to_end_small_corpus():
+    r = dedup(CORPUS)
+    assert isinstance(r, DedupResult)
+    assert r.keep.tolist() == [True, True, False, False, False, True, False, True]
+    assert r.root.tolist() == [0, 1, 0, 0, 0, 5, 5, 7]
+    assert r.cluster.tolist() == [0, 1, 0, 0, 0, 2, 2, 3]
+    s = r.stats
+    assert (s["documents"], s["exact_duplicates"], s["near_duplicates"], s["clusters"]) == (
+        8,
+        1,
+        3,
+        2,
+    )
+    rows = r.pair_rows()
+    assert ("0", "2", 0, 1.0, "exact") in rows
+    stages = {(a, b): st for a, b, _, _, st in rows}
+    assert stages[("0", "3")] == "near" and stages[("5", "6")] == "near"
+    # the copy of 0 is reported against 0's near duplicates too
+    assert ("2", "3") in stages and stages[("2", "3")] == "near"
+
+
+@pytest.mark.parametrize(
+    ("keep", "expected"),
+    [
+        ("first", [True, False, True, False]),
+        ("longest", [False, True, True, False]),
+        ("none", [False, False, True, False]),
+    ],
+)
+def test_policies(keep, expected):
+    roots = np.array([0, 0, 2, 2], np.int64)
+    lengths = np.array([5, 9, 3, 3], np.int64)
+    assert (
+        stage_policy(roots, lengths, keep).tolist() == [expected[0], expected[1], True, False]
+        or keep == "none"
+    )
+    if keep == "none":
+        roots = np.array([0, 0, 2, 3])
+        assert stage_policy(roots, lengths, "none").tolist() == [False, False, True, True]
+
+
+def test_keep_policies_end_to_end():
+    texts = [
+        "short text about the bridge budget",
+        "short text about the bridge budget!!! and more",
+        "x y z",
+    ]
+    assert dedup(texts, keep="longest", max_distance=64).keep.tolist()[2] is True
+    r = dedup(CORPUS, keep="none")
+    assert r.keep.tolist() == [False, True, False, False, False, False, False, True]
+
+
+def test_deterministic_across_workers():
+    rng = np.random.default_rng(1)
+    words = ["river", "city", "market", "garden", "winter", "bridge", "library", "budget", "council", "school"]
+    texts = [" ".join(rng.choice(words, 12)) for _ in range(150)]
+    texts += [t + " extra" for t in texts[:40]]
+    r1 = dedup(texts, workers=1)
+    r2 = dedup(texts, workers=2)
+    assert r1.keep.tolist() == r2.keep.tolist()
+    assert r1.cluster.tolist() == r2.cluster.tolist()
+    assert r1.pair_rows() == r2.pair_rows()
+
+
+def test_verify_false_and_max_distance():
+    r = dedup(CORPUS, verify=False, max_distance=0)
+    assert r.stats["config"]["verify"] is False
+    assert all(st in ("exact", "near") for *_, st in r.pair_rows())
+
+
+def test_ids_and_errors():
+    r = dedup(["a b c", "a b c"], ids=["x", "y"])
+    assert r.ids == ["x", "y"] and r.pair_rows() == [("x", "y", 0, 1.0, "exact")]
+    with pytest.raises(InputError, match="ids has 1 entries for 2 texts"):
+        dedup(["a", "b"], ids=["x"])
+    with pytest.raises(InputError, match="'x' appears more than once"):
+        dedup(["a", "b"], ids=["x", "x"])
+    with pytest.raises(InputTypeError, match=r"texts\[1\] is int"):
+        dedup(["a", 1])  # type: ignore[list-item]
+    with pytest.raises(InputTypeError, match="not one str"):
+        dedup("abc")
+    with pytest.raises(ConfigError, match="keep must be"):
+        DedupConfig(keep="all")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="max_distance must be"):
+        DedupConfig(max_distance=65)
+    with pytest.raises(ConfigError, match="workers must be"):
+        DedupConfig(workers=0)
+    with pytest.raises(ConfigError, match="unknown Verifier config keys"):
+        DedupConfig(verifier={"bogus": 1})
+    with pytest.raises(ConfigError, match="unknown dedup"):
+        dedup(["a"], bogus=1)
+    assert dedup([]).stats["documents"] == 0
+
+
+def test_exact_pair_expansion_and_cap():
+    groups = {0: [0, 2, 5]}
+    full = stage_exact_pairs(groups, 10)
+    assert list(zip(full.a.tolist(), full.b.tolist(), strict=True)) == [(0, 2), (0, 5), (2, 5)]
+    star = stage_exact_pairs(groups, 2)
+    assert list(zip(star.a.tolist(), star.b.tolist(), strict=True)) == [(0, 2), (0, 5)]
+    near = stage_expand(
+        groups, np.array([0]), np.array([7]), np.array([3], np.int32), np.array([0.9]), 10
+    )
+    got = sorted(zip(near.a.tolist(), near.b.tolist(), strict=True))
+    assert got == [(0, 7), (2, 7), (5, 7)]
+    assert (
+        len(
+            stage_expand(
+                groups, np.array([0]), np.array([7]), np.array([3], np.int32), np.array([0.9]), 2
+            )
+        )
+        == 1
+    )
+    t = PairTable.concat([near, full])
+    assert t.a.tolist() == sorted(t.a.tolist())
+
+
+fps64 = st.lists(st.integers(0, 2**64 - 1), max_size=60).map(lambda v: np.array(v, dtype=np.uint64))
+
+
+@settings(max_examples=40)
+@given(fps64, st.integers(0, 64))
+def test_bruteforce_scan_equals_reference(fps, k):
+    if fps.size:  # plant near neighbours
+        fps = np.concatenate([fps, fps ^ np.uint64(0b1011)])
+    ref = all_pairs_reference(fps, k)
+    for workers in (1, 2):
+        got = all_pairs_bruteforce(fps, k, workers=workers)
+        for x, y in zip(ref, got, strict=True):
+            assert np.array_equal(x, y)
+
+
+@settings(max_examples=20)
+@given(
+    st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1)), max_size=30),
+    st.integers(0, 128),
+)
+def test_bruteforce_128_equals_reference(rows, k):
+    fps = np.array(rows, dtype=np.uint64).reshape(-1, 2)
+    for x, y in zip(all_pairs_reference(fps, k), all_pairs_bruteforce(fps, k), strict=True):
+        assert np.array_equal(x, y)
+
+
+def test_candidate_pairs_dispatch_agrees():
+    rng = np.random.default_rng(3)
+    base = rng.integers(0, 2**63, 200, dtype=np.int64).view(np.uint64)
+    fps = np.concatenate([base, base ^ np.uint64(0b111), base ^ np.uint64(0xFF)])
+    for k in (3, 10):
+        ref = all_pairs_reference(fps, k)
+        got = candidate_pairs(fps, k)
+        for x, y in zip(ref, got, strict=True):
+            assert np.array_equal(x, y)
+    with pytest.raises(ConfigError, match="max_distance must be"):
+        candidate_pairs(fps, 65)

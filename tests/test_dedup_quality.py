@@ -1,0 +1,35 @@
+"""Quality on the shared dev set, scored like a user runs it (skips without ../shared)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from neardup.dedup import dedup
+from neardup.evaluate import load_labels, score_reported
+
+
+@pytest.mark.shared
+@pytest.mark.slow
+def test_dev_set_f1_targets_on_defaults(dev_data):
+    ids, texts, langs = [], [], {}
+    with (dev_data / "docs.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            r = json.loads(line)
+            ids.append(r["id"])
+            texts.append(r["text"])
+            langs[r["id"]] = r["lang"]
+    labels = load_labels(dev_data / "pairs.csv")
+    result = dedup(texts, ids=ids)
+    reported = [
+        (ids[a], ids[b])
+        for a, b in zip(result.pairs.a.tolist(), result.pairs.b.tolist(), strict=True)
+    ]
+    lengths = {i: len(t) for i, t in zip(ids, texts, strict=True)}
+    score = score_reported(reported, labels, langs, lengths)
+    assert score["overall"]["f1"] >= 0.97, score["overall"]
+    for name in ("en", "zh", "short", "long"):
+        assert score[name]["f1"] >= 0.95, (name, score[name])
+    # reported pairs without a label stay a minority of what is reported
+    assert score["unlabeled"] < 0.5 * score["reported"]

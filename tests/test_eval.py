@@ -1,0 +1,97 @@
+"""Scoring: retrieval precision/recall/F1 by slice, the distance sweep, and ``neardup eval``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from neardup.cli.main import main
+from neardup.errors import InputError, RecordError
+from neardup.evaluate import detect_lang, load_labels, prf, score_reported, sweep
+
+
+def test_prf():
+    assert prf(8, 2, 2) == {"precision": 0.8, "recall": 0.8, "f1": 0.8, "tp": 8, "fp": 2, "fn": 2}
+    assert prf(0, 0, 0)["f1"] == 1.0
+
+
+def test_score_reported_slices_and_unlabeled():
+    labels = {("a", "b"): 1, ("c", "d"): 1, ("e", "f"): 0, ("g", "h"): 1}
+    langs = {"a": "en", "b": "en", "c": "zh", "d": "zh", "e": "en", "f": "en", "g": "en", "h": "en"}
+    lengths = dict.fromkeys(langs, 50) | {"g": 500, "h": 600}
+    r = score_reported(
+        [("b", "a"), ("c", "d"), ("e", "f"), ("x", "y"), ("a", "b")], labels, langs, lengths
+    )
+    assert r["reported"] == 4 and r["unlabeled"] == 1
+    assert r["overall"]["tp"] == 2 and r["overall"]["fp"] == 1 and r["overall"]["fn"] == 1
+    assert r["zh"]["recall"] == 1.0 and r["en"]["precision"] == 0.5
+    assert r["long"]["recall"] == 0.0 and r["short"]["recall"] == 1.0
+
+
+def test_sweep_monotone_recall():
+    labels = {("a", "b"): 1, ("c", "d"): 0, ("e", "f"): 1}
+    dist = {("a", "b"): 2, ("c", "d"): 5, ("e", "f"): 9}
+    langs = dict.fromkeys("abcdef", "en")
+    lengths = dict.fromkeys("abcdef", 10)
+    rows = sweep(labels, dist, None, langs, lengths, range(0, 11))
+    recalls = [r["simhash"]["overall"]["recall"] for r in rows]
+    assert recalls == sorted(recalls) and recalls[-1] == 1.0
+    assert rows[5]["simhash"]["overall"]["fp"] == 1
+    verified = {("a", "b"): True, ("c", "d"): False, ("e", "f"): True}
+    rows = sweep(labels, dist, verified, langs, lengths, [10])
+    assert rows[0]["verified"]["overall"]["precision"] == 1.0
+    with pytest.raises(InputError, match="no labelled pair"):
+        sweep(labels, {}, None, langs, lengths, [1])
+
+
+def test_load_labels(tmp_path):
+    p = tmp_path / "l.csv"
+    p.write_text("id_a,id_b,label\nb,a,1\nc,d,0\ne,f,-1\n", encoding="utf-8")
+    assert load_labels(p) == {("a", "b"): 1, ("c", "d"): 0}
+    p.write_text("x,y\n1,2\n", encoding="utf-8")
+    with pytest.raises(RecordError, match="id_a,id_b,label"):
+        load_labels(p)
+    p.write_text("id_a,id_b,label\na,b,yes\n", encoding="utf-8")
+    with pytest.raises(RecordError, match=":2: label must be 0 or 1"):
+        load_labels(p)
+
+
+def test_detect_lang():
+    assert detect_lang("今天天气很好") == "zh" and detect_lang("hello world") == "en"
+
+
+def test_eval_cli_json_and_plot(tmp_path, capsys):
+    docs = tmp_path / "docs.jsonl"
+    rows = [
+        {"id": "1", "text": "the council announced a new budget for the river bridge today"},
+        {"id": "2", "text": "the council announced a large budget for the river bridge today"},
+        {"id": "3", "text": "mountain weather and airport railways were quiet in summer"},
+    ]
+    docs.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("id_a,id_b,label\n1,2,1\n1,3,0\n", encoding="utf-8")
+    assert main(["eval", "--docs", str(docs), "--pairs", str(pairs), "--json", "--max-k", "5"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["labelled"] == 2 and len(report["sweep"]) == 6
+    assert report["retrieval"]["overall"]["f1"] == 1.0
+    assert main(["eval", "--docs", str(docs), "--pairs", str(pairs), "--max-k", "3"]) == 0
+    assert "retrieval on defaults" in capsys.readouterr().out
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "curve.png"
+    assert (
+        main(
+            [
+                "eval",
+                "--docs",
+                str(docs),
+                "--pairs",
+                str(pairs),
+                "--plot",
+                str(png),
+                "--no-retrieval",
+            ]
+        )
+        == 0
+    )
+    assert png.read_bytes()[:4] == b"\x89PNG"

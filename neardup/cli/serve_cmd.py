@@ -85,11 +85,13 @@ def serve(
     level = log_level.lower()
     if level not in ("debug", "info", "warning", "error"):
         raise ConfigError(f"--log-level must be debug, info, warning or error, got {log_level!r}")
-    logging.basicConfig(
-        level=level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    # configure neardup's own loggers only (a root DEBUG level would make numba very chatty)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    pkg_log = logging.getLogger("neardup")
+    pkg_log.setLevel(level.upper())
+    pkg_log.addHandler(handler)
+    pkg_log.propagate = False
     log = logging.getLogger("neardup.service")
 
     config = ServiceConfig(

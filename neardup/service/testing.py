@@ -143,7 +143,7 @@ class ServerProcess:
             "--port", str(self.port), "--log-level", "warning", *self.args,
         ]  # fmt: skip
 
-    def start(self, timeout: float = 60.0, *, wait: bool = True) -> float:
+    def start(self, timeout: float = 180.0, *, wait: bool = True) -> float:
         """Start the server; with ``wait``, return the seconds until ``/healthz`` answered.
 
         Raises :class:`ServiceUnavailableError` (with the server's stderr) when it does not

@@ -1,0 +1,204 @@
+"""Benchmark of the HTTP service: durable batch throughput, single-document latency, restart.
+
+Steps (each bounded in time and request count, loopback only):
+
+1. seed a data directory with ``--n`` fingerprints spread over the last 47 hours
+   (``Deduplicator.bulk_load``; retention 48 h, so all of them are in the window);
+2. start ``neardup serve`` as a separate process and time it until ``/healthz`` answers
+   (restart to serving, with the seeded segments);
+3. from a second process (``benchmarks/loadgen.py``): check-and-insert throughput through the
+   batch endpoint, acknowledged after fsync (``--batch`` documents per request, ``--connections``
+   connections), then single-document latency at a fixed ``--rate`` requests/s;
+4. SIGKILL the server and time the restart (log replay + index load) until it serves again;
+5. report the server's RSS (current and peak) and write ``benchmarks/results/service.json``.
+
+Targets from the issue (50 M fingerprints): >= 28,000 check-and-inserts/s through the batch
+endpoint with durable acknowledgements; single-document p99 <= 5 ms at 1,000 requests/s;
+restart to serving <= 30 s.
+
+Example::
+
+    python benchmarks/bench_service.py                    # 1 M fingerprints, ~2 minutes
+    python benchmarks/bench_service.py --n 50000000       # the full run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from neardup.service.testing import ServerProcess  # noqa: E402
+
+
+def seed(data: Path, n: int, chunk: int, seed_: int) -> dict[str, Any]:
+    """Bulk-load ``n`` random 64-bit fingerprints with times inside the last 47 hours."""
+    from neardup.online import Deduplicator
+
+    ns = data / "namespaces" / "default"
+    ns.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed_)
+    now = time.time()
+    t0 = time.perf_counter()
+    with Deduplicator(ns, retention="48h") as d:
+        done = 0
+        while done < n:
+            k = min(chunk, n - done)
+            fps = rng.integers(0, np.iinfo(np.uint64).max, k, dtype=np.uint64, endpoint=True)
+            times = now - rng.uniform(60, 47 * 3600, k)
+            ids = [f"seed{i}" for i in range(done, done + k)]
+            d.bulk_load(ids, fps, times)
+            done += k
+            print(f"  seeded {done:,}/{n:,} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    size = sum(f.stat().st_size for f in ns.rglob("*") if f.is_file())
+    return {"n": n, "seconds": time.perf_counter() - t0, "disk_bytes": size}
+
+
+def loadgen(url: str, *args: str, timeout: float) -> dict[str, Any]:
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "loadgen.py"), "--url", url, *args]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"loadgen failed ({out.returncode}):\n{out.stderr}")
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def peak_rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--n", type=int, default=1_000_000, help="fingerprints seeded in the window")
+    p.add_argument("--seed-chunk", type=int, default=2_000_000)
+    p.add_argument(
+        "--data", type=Path, default=None, help="data dir (default: a temp dir, removed)"
+    )
+    p.add_argument("--reuse", action="store_true", help="reuse an already seeded --data")
+    p.add_argument("--batch", type=int, default=1000)
+    p.add_argument("--connections", type=int, default=4)
+    p.add_argument("--duration", type=float, default=15.0, help="seconds of throughput load")
+    p.add_argument("--rate", type=float, default=1000.0)
+    p.add_argument("--latency-duration", type=float, default=10.0)
+    p.add_argument("--words", type=int, default=40, help="words per generated document")
+    p.add_argument("--no-verify", action="store_true", help="serve with --no-verify")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "service.json")
+    args = p.parse_args(argv)
+
+    tmp = None
+    data = args.data
+    if data is None:
+        tmp = tempfile.mkdtemp(prefix="neardup-bench-")
+        data = Path(tmp) / "data"
+    result: dict[str, Any] = {
+        "benchmark": "service",
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "note": "shared machine; other work was running, numbers are noisy",
+        },
+        "params": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+    }
+    try:
+        if not args.reuse:
+            print(f"seeding {args.n:,} fingerprints into {data} ...", file=sys.stderr)
+            result["seed"] = seed(data, args.n, args.seed_chunk, 1)
+        serve_args = ["--retention", "48h", "--max-batch", str(max(10_000, args.batch))]
+        if args.no_verify:
+            serve_args.append("--no-verify")
+        srv = ServerProcess(data, args=serve_args)
+        t_start = srv.start(timeout=600)
+        print(
+            f"server up in {t_start:.1f} s (RSS {srv.rss_bytes() / 2**20:.0f} MiB)", file=sys.stderr
+        )
+        result["start_to_serving_s"] = t_start
+        result["rss_after_start_bytes"] = srv.rss_bytes()
+
+        print("throughput ...", file=sys.stderr)
+        result["throughput"] = loadgen(
+            srv.url, "--mode", "throughput", "--batch", str(args.batch),
+            "--connections", str(args.connections), "--duration", str(args.duration),
+            "--words", str(args.words), "--seed", "11",
+            timeout=args.duration + 600,
+        )  # fmt: skip
+        print("latency ...", file=sys.stderr)
+        result["latency"] = loadgen(
+            srv.url, "--mode", "latency", "--rate", str(args.rate),
+            "--duration", str(args.latency_duration), "--words", str(args.words), "--seed", "12",
+            timeout=args.latency_duration + 600,
+        )  # fmt: skip
+        result["rss_after_load_bytes"] = srv.rss_bytes()
+        result["rss_peak_bytes"] = peak_rss(srv.proc.pid) if srv.proc else 0
+        import httpx
+
+        result["documents_in_window"] = httpx.get(srv.url + "/healthz", timeout=30).json()[
+            "documents"
+        ]
+
+        print("restart after SIGKILL ...", file=sys.stderr)
+        srv.kill()
+        result["restart_after_kill_s"] = srv.start(timeout=600)
+        result["rss_after_restart_bytes"] = srv.rss_bytes()
+        t0 = time.perf_counter()
+        result["graceful_stop_rc"] = srv.stop(timeout=600)
+        result["graceful_stop_s"] = time.perf_counter() - t0
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    thr, lat = result["throughput"], result["latency"]
+    targets = {
+        "batch_docs_per_s >= 28000": thr["docs_per_s"] >= 28_000,
+        "single_p99_ms <= 5 at 1000/s": lat["latency_from_schedule"].get("p99_ms", 1e9) <= 5.0,
+        "restart_s <= 30": result["restart_after_kill_s"] <= 30.0,
+    }
+    result["targets_met"] = targets
+    mib = 2**20
+    rows = [
+        ("fingerprints in window", f"{result['documents_in_window']:,}"),
+        ("batch check-and-insert docs/s", f"{thr['docs_per_s']:,.0f}  (batch {thr['batch']}, {thr['connections']} conns, errors {thr['errors']})"),
+        ("batch latency p50 / p99 ms", f"{thr['batch_latency']['p50_ms']:.1f} / {thr['batch_latency']['p99_ms']:.1f}"),
+        ("single-doc rate achieved /s", f"{lat['achieved_rate']:,.0f} of {lat['target_rate']:,.0f}"),
+        ("single p50 / p99 ms (from schedule)", f"{lat['latency_from_schedule']['p50_ms']:.2f} / {lat['latency_from_schedule']['p99_ms']:.2f}"),
+        ("single p50 / p99 ms (from send)", f"{lat['latency_from_send']['p50_ms']:.2f} / {lat['latency_from_send']['p99_ms']:.2f}"),
+        ("start to serving s (seeded)", f"{result['start_to_serving_s']:.1f}"),
+        ("restart after SIGKILL s", f"{result['restart_after_kill_s']:.1f}"),
+        ("graceful stop s (rc)", f"{result['graceful_stop_s']:.1f} ({result['graceful_stop_rc']})"),
+        ("RSS after start / load / peak MiB", f"{result['rss_after_start_bytes'] / mib:.0f} / {result['rss_after_load_bytes'] / mib:.0f} / {result['rss_peak_bytes'] / mib:.0f}"),
+    ]  # fmt: skip
+    width = max(len(r[0]) for r in rows)
+    print()
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+    for name, ok in targets.items():
+        print(f"target {name}: {'met' if ok else 'NOT met'}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

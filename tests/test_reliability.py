@@ -1,0 +1,319 @@
+"""Reliability of the real server process (``python -m neardup serve``), at CI sizes.
+
+* SIGKILL during sustained inserts, restart, every acknowledged insert is there (several cycles),
+  and SIGTERM during inserts drains, flushes and exits 0;
+* bytes flipped in the log (tail and middle) and in a segment: recovered, or refused with a
+  clear message (non-zero exit, file named on stderr, no traceback);
+* 1,000 concurrent near-duplicate pairs: exactly one kept per pair;
+* garbage on the socket and unauthenticated writes: refused, server stays up.
+
+Set ``NEARDUP_RELIABILITY_CYCLES`` to run more kill cycles than the CI default.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import string
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi")
+httpx = pytest.importorskip("httpx")
+
+from neardup.service.testing import ServerProcess  # noqa: E402
+
+CYCLES = int(os.environ.get("NEARDUP_RELIABILITY_CYCLES", "4"))
+TOKEN = "reliability-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _warm_jit_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Compile (or load) the numba kernels once here, so server processes start from the cache.
+
+    Exercises the paths a server uses: fingerprints, memtable and segment search, flush.
+    """
+    from neardup.online import Deduplicator
+
+    rng = random.Random(0)
+    with Deduplicator(tmp_path_factory.mktemp("warm")) as d:
+        docs = [{"id": f"w{i}", "text": random_text(rng)} for i in range(64)]
+        d.check_and_add(docs)
+        d.check(docs[:8])
+        d.flush()
+        d.check(docs[:8])
+        d.check({"id": "zh", "text": "预热 中文 文本"})
+
+
+def random_text(rng: random.Random, n: int = 30) -> str:
+    return " ".join(
+        "".join(rng.choices(string.ascii_lowercase, k=rng.randint(4, 10))) for _ in range(n)
+    )
+
+
+class Writer(threading.Thread):
+    """Posts batches to /v1/check-and-insert until stopped or the server goes away."""
+
+    def __init__(self, url: str, seed: int, batch: int = 8) -> None:
+        super().__init__(daemon=True)
+        self.url, self.rng, self.batch = url, random.Random(seed), batch
+        self.prefix = f"w{seed}-"
+        self.acked: dict[str, str] = {}  # id -> text, added and acknowledged
+        self.unknown: dict[str, str] = {}  # sent, no answer (server killed mid-request)
+        self.stop_flag = threading.Event()
+        self.n = 0
+
+    def run(self) -> None:
+        with httpx.Client(base_url=self.url, headers=AUTH, timeout=30) as c:
+            while not self.stop_flag.is_set():
+                docs = []
+                for _ in range(self.batch):
+                    self.n += 1
+                    docs.append({"id": f"{self.prefix}{self.n}", "text": random_text(self.rng)})
+                try:
+                    r = c.post("/v1/check-and-insert", json={"documents": docs})
+                except httpx.TransportError:
+                    self.unknown.update((d["id"], d["text"]) for d in docs)
+                    return
+                assert r.status_code == 200, r.text
+                texts = {d["id"]: d["text"] for d in docs}
+                for res in r.json()["results"]:
+                    if res["added"]:
+                        self.acked[res["id"]] = texts[res["id"]]
+
+
+def assert_all_present(url: str, acked: dict[str, str], unknown: dict[str, str]) -> None:
+    """Every acknowledged document is found by a check on its own text (and by GET)."""
+    items = list(acked.items())
+    with httpx.Client(base_url=url, timeout=60) as c:
+        for i in range(0, len(items), 500):
+            chunk = items[i : i + 500]
+            r = c.post("/v1/check", json={"documents": [{"id": k, "text": t} for k, t in chunk]})
+            assert r.status_code == 200, r.text
+            for (doc_id, _), res in zip(chunk, r.json()["results"], strict=True):
+                assert any(m["id"] == doc_id for m in res["matches"]), f"acknowledged {doc_id} lost"
+        for doc_id, text in random.Random(0).sample(items, min(25, len(items))):
+            got = c.get(f"/v1/docs/{doc_id}")
+            assert got.status_code == 200 and got.json()["text"] == text, doc_id
+        count = c.get("/healthz").json()["documents"]
+    assert len(acked) <= count <= len(acked) + len(unknown), (count, len(acked), len(unknown))
+
+
+def run_writers(url: str, seeds: list[int]) -> list[Writer]:
+    writers = [Writer(url, s) for s in seeds]
+    for w in writers:
+        w.start()
+    return writers
+
+
+def test_sigkill_cycles_lose_no_acknowledged_insert(tmp_path: Path) -> None:
+    rng = random.Random(1234)
+    srv = ServerProcess(tmp_path / "data", env={"NEARDUP_TOKEN": TOKEN})
+    acked: dict[str, str] = {}
+    unknown: dict[str, str] = {}
+    for cycle in range(CYCLES):
+        srv.start()
+        if acked:
+            assert_all_present(srv.url, acked, unknown)
+        writers = run_writers(srv.url, [cycle * 10 + 1, cycle * 10 + 2])
+        time.sleep(rng.uniform(0.3, 1.2))
+        srv.kill()
+        for w in writers:
+            w.stop_flag.set()
+            w.join(30)
+            acked.update(w.acked)
+            unknown.update(w.unknown)
+        assert "Traceback" not in srv.last_stderr, srv.last_stderr
+    assert len(acked) > 0
+    # a last cycle with SIGTERM: in-flight requests drain, stores flush, exit code 0
+    srv.start()
+    writers = run_writers(srv.url, [999])
+    time.sleep(0.5)
+    rc = srv.stop()
+    for w in writers:
+        w.stop_flag.set()
+        w.join(30)
+        acked.update(w.acked)
+        unknown.update(w.unknown)
+    assert rc == 0, srv.last_stderr
+    srv.start()
+    assert_all_present(srv.url, acked, unknown)
+    srv.stop()
+
+
+def _flip(path: Path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _fill(srv: ServerProcess, n_batches: int, seed: int) -> dict[str, str]:
+    rng = random.Random(seed)
+    out: dict[str, str] = {}
+    with httpx.Client(base_url=srv.url, headers=AUTH, timeout=30) as c:
+        for b in range(n_batches):
+            docs = [{"id": f"f{seed}-{b}-{i}", "text": random_text(rng)} for i in range(5)]
+            r = c.post("/v1/check-and-insert", json={"documents": docs})
+            assert r.status_code == 200
+            out.update((d["id"], d["text"]) for d in docs)
+    return out
+
+
+def _clear_refusal(srv: ServerProcess, needle: str) -> None:
+    rc = srv.wait(60)
+    assert rc not in (0, None), "a damaged store must not be served silently"
+    err = srv.last_stderr
+    assert "Traceback" not in err, err
+    assert "neardup: error:" in err and needle in err, err
+
+
+def test_flipped_log_bytes_are_detected(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    srv = ServerProcess(data, env={"NEARDUP_TOKEN": TOKEN})
+    srv.start()
+    docs = _fill(srv, 20, seed=7)
+    srv.kill()  # leave everything in the log (no flush to segments)
+    ns = data / "namespaces" / "default"
+    (wal,) = sorted(ns.glob("wal-*.log"))
+    size = wal.stat().st_size
+    assert size > 1000
+
+    # damage in the middle of the log (valid records follow): refused, with the file named
+    _flip(wal, size // 2)
+    srv.start(wait=False)
+    _clear_refusal(srv, wal.name)
+    # the operator can choose to repair: the log is cut at the damage, the server comes up
+    repaired = ServerProcess(data, env={"NEARDUP_TOKEN": TOKEN}, args=["--repair"], port=srv.port)
+    repaired.start()
+    with httpx.Client(base_url=repaired.url) as c:
+        kept = c.get("/healthz").json()["documents"]
+        assert 0 < kept <= len(docs)
+    _fill(repaired, 3, seed=8)
+    repaired.kill()
+
+    # damage in the very last record: a torn tail, truncated on open; the server comes up
+    (wal,) = sorted(ns.glob("wal-*.log"))
+    _flip(wal, wal.stat().st_size - 3)
+    srv.start()
+    with httpx.Client(base_url=srv.url) as c:
+        h = c.get("/healthz").json()
+        assert h["status"] == "ok" and kept <= h["documents"] < kept + 15
+    srv.stop()
+
+
+def test_flipped_segment_byte_is_refused(tmp_path: Path) -> None:
+    import numpy as np
+
+    from neardup.online import Deduplicator
+
+    data = tmp_path / "data"
+    ns = data / "namespaces" / "default"
+    ns.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    with Deduplicator(ns) as d:
+        d.bulk_load([f"b{i}" for i in range(2000)], rng.integers(0, 2**63, 2000, dtype=np.uint64))
+    srv = ServerProcess(data)
+    (seg,) = sorted(ns.glob("seg-*.nds"))
+    _flip(seg, seg.stat().st_size // 2)
+    srv.start(wait=False)
+    _clear_refusal(srv, seg.name)
+
+
+def _pair_texts(n: int, seed: int) -> list[tuple[str, str]]:
+    """Near-duplicate pairs: a case/whitespace variant, or one word changed in a long text."""
+    from neardup import Fingerprinter
+    from neardup.hamming import hamming
+    from neardup.verify import Verifier
+
+    fp, ver = Fingerprinter(), Verifier()
+    rng = random.Random(seed)
+    pairs: list[tuple[str, str]] = []
+    while len(pairs) < n:
+        a = random_text(rng, 120)
+        if len(pairs) % 2 == 0:
+            b = "  " + a.upper().replace(" ", "   ") + " "
+        else:
+            words = a.split()
+            words[rng.randrange(len(words))] = "changed"
+            b = " ".join(words)
+            dist = int(hamming(fp.fingerprint(a), fp.fingerprint(b)))
+            if dist > 3 or not ver.verify(a, b, dist)[0]:
+                continue
+        pairs.append((a, b))
+    return pairs
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One server (token from the environment) shared by the tests below."""
+    srv = ServerProcess(tmp_path_factory.mktemp("live"), env={"NEARDUP_TOKEN": TOKEN})
+    srv.start()
+    yield srv
+    assert srv.stop() == 0
+    assert "Traceback" not in srv.last_stderr, srv.last_stderr
+
+
+def test_concurrent_near_duplicate_pairs_keep_exactly_one(live: ServerProcess) -> None:
+    pairs = _pair_texts(1000, seed=42)
+    srv = live
+    with httpx.Client(
+        base_url=srv.url, headers=AUTH, timeout=60, limits=httpx.Limits(max_connections=32)
+    ) as c:
+        # unauthenticated writes are refused; reads are open
+        anon = c.post("/v1/insert", json={"id": "x", "text": "t"}, headers={"Authorization": ""})
+        assert anon.status_code == 401
+        assert c.post("/v1/check", json={"id": "x", "text": "t"}, headers={}).status_code == 200
+
+        jobs = [
+            (f"p{i}-{side}", t)
+            for i, (a, b) in enumerate(pairs)
+            for side, t in (("a", a), ("b", b))
+        ]
+
+        def send(job: tuple[str, str]) -> dict[str, Any]:
+            r = c.post("/v1/check-and-insert", json={"id": job[0], "text": job[1]})
+            assert r.status_code == 200, r.text
+            return dict(r.json())
+
+        with ThreadPoolExecutor(32) as pool:
+            results = {res["id"]: res for res in pool.map(send, jobs)}
+    for i in range(len(pairs)):
+        a, b = results[f"p{i}-a"], results[f"p{i}-b"]
+        assert a["added"] + b["added"] == 1, (i, a, b)
+        kept, dup = (a, b) if a["added"] else (b, a)
+        assert dup["duplicate"] and kept["id"] in {m["id"] for m in dup["matches"]}, (i, dup)
+    with httpx.Client(base_url=srv.url) as c:
+        assert c.get("/healthz").json()["documents"] == len(pairs)
+
+
+def test_garbage_on_the_socket_does_not_take_the_server_down(live: ServerProcess) -> None:
+    srv = live
+    rng = random.Random(5)
+    payloads = [
+        b"\x00\xff" * 50,
+        b"GET / HTTP/9.9\r\n\r\n",
+        b"POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n{}",
+        b"POST /v1/check HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n{",  # short body, then close
+        *[bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 300))) for _ in range(30)],
+    ]
+    for p in payloads:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as s:
+            s.sendall(p)
+            s.shutdown(socket.SHUT_WR)
+            try:
+                reply = s.recv(4096)
+            except OSError:
+                reply = b""
+            assert not reply.startswith(b"HTTP/1.1 5"), (p, reply)
+    with httpx.Client(base_url=srv.url) as c:
+        assert c.get("/healthz").json()["status"] == "ok"
+        r = c.post("/v1/check", json={"id": "a", "text": "still serving"})
+        assert r.status_code == 200

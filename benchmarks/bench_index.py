@@ -152,7 +152,37 @@ def run_neardup(cfg: dict[str, Any]) -> dict[str, Any]:
     truth = brute_truth(fps, sample, k)
     found = [set(ids[lims[i] : lims[i + 1]].tolist()) for i in sample_pos]
     rec, exact = recall(found, truth)
+    # incremental: 100-item batches on top of the built index (the online service's pattern)
+    extra = make_data("random", 50_000, seed=11)
+    t = time.perf_counter()
+    for s in range(0, len(extra), 100):
+        idx.add(extra[s : s + 100])
+    add_rate = len(extra) / (time.perf_counter() - t)
+    seen = all(idx.search_one(int(x), 0) for x in extra[-100:])
+    # persistence: save, then open memory-mapped (with and without checksum verification)
+    load = {}
+    if cfg.get("save_dir"):
+        path = Path(cfg["save_dir"]) / f"bench-{os.getpid()}.idx"
+        try:
+            idx.optimize()
+            t = time.perf_counter()
+            idx.save(path)
+            load["save_s"] = time.perf_counter() - t
+            load["file_bytes_per_fp"] = path.stat().st_size / len(idx)
+            for verify in (True, False):
+                t = time.perf_counter()
+                ro = HammingIndex.load(path, mmap=True, verify=verify)
+                ro.search_one(int(q[0]))
+                load[f"load_mmap_{'verified' if verify else 'unverified'}_s"] = (
+                    time.perf_counter() - t
+                )
+                del ro
+        finally:
+            path.unlink(missing_ok=True)
     return {
+        **load,
+        "incremental_add_items_per_s": add_rate,
+        "incremental_adds_visible": bool(seen),
         "system": "neardup",
         "config": idx.plan.name,
         "build_s": build,
@@ -317,6 +347,7 @@ def main() -> None:
     ap.add_argument("--simhash-blocks", default="4")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--quick", action="store_true", help="tiny sizes for a smoke test")
+    ap.add_argument("--save-dir", default="/tmp", help="where to time save/load (empty: skip)")
     ap.add_argument("--out", default=str(RESULTS / "index.json"))
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -340,7 +371,7 @@ def main() -> None:
         "threads": args.threads,
         "queries": args.queries,
         "single": args.single,
-        "truth": args.truth_sample,
+        "save_dir": args.save_dir,
     }
     rows: list[dict[str, Any]] = []
     started = time.time()
@@ -413,6 +444,13 @@ def _print_row(r: dict[str, Any]) -> None:
         f" {r['bytes_per_fp']:6.1f} B/fp {r['batched_qps']:10.0f} q/s p50 {r['single_p50_us']:7.1f}us"
         f" p99 {p99:>6}us recall {r['recall']:.4f} exact={r['exact_match_vs_brute']}"
     )
+    if "incremental_add_items_per_s" in r:
+        print(
+            f"{'':>21} incremental add {r['incremental_add_items_per_s']:,.0f} items/s (100-item batches),"
+            f" visible={r['incremental_adds_visible']}; save {r.get('save_s', float('nan')):.1f}s,"
+            f" mmap load {r.get('load_mmap_verified_s', float('nan')):.2f}s verified"
+            f" / {r.get('load_mmap_unverified_s', float('nan')):.3f}s unverified"
+        )
 
 
 if __name__ == "__main__":

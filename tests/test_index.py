@@ -297,3 +297,30 @@ def test_readonly_and_threads(tmp_path) -> None:
         with pytest.raises(IndexStateError, match="mmap=False"):
             call()
     assert_same(ro.search(q[:50]), idx.search(q[:50]))
+
+
+def test_concurrent_adds_and_searches() -> None:
+    import threading
+
+    fps = make_set("random", 6000, 64, seed=21)
+    idx = HammingIndex(max_distance=3, expected_size=6000, buffer_size=64, merge_factor=2)
+    idx.add(fps[:2000])
+    errors: list[BaseException] = []
+
+    def reader() -> None:
+        try:
+            for i in range(300):
+                hits = idx.search_one(int(fps[i % 2000]))
+                assert any(h == (i % 2000, 0) for h in hits)  # acknowledged adds stay visible
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    th = threading.Thread(target=reader)
+    th.start()
+    for s in range(2000, 6000, 50):
+        idx.add(fps[s : s + 50])
+        assert idx.search_one(int(fps[s]))[0] == (s, 0)  # an add is visible once it returns
+    th.join()
+    assert not errors
+    q = queries_for(fps, 21, 3, nq=60)
+    assert_same(idx.search(q), search_reference(fps, np.arange(6000), q, 3))

@@ -40,8 +40,8 @@ SearchResult = tuple[I64, I64, I32]
 _EMPTY_I64 = np.empty(0, dtype=np.int64)
 
 
-def _use_reference() -> bool:
-    return os.environ.get("NEARDUP_INDEX_REFERENCE", "") not in ("", "0")
+#: NEARDUP_INDEX_REFERENCE=1 (read at import) answers every search with the NumPy brute force
+_REFERENCE = os.environ.get("NEARDUP_INDEX_REFERENCE", "") not in ("", "0")
 
 
 def _check_int(name: str, value: Any, lo: int, hi: int | None = None) -> int:
@@ -281,12 +281,13 @@ class HammingIndex:
             alive = self._buf_alive[:n]
             fps, ids = self._buf_fps[:n][alive], self._buf_ids[:n][alive]
             if len(ids):
-                self._segments.append(Segment.build(fps, ids, self._pa))
+                self._segments = [*self._segments, Segment.build(fps, ids, self._pa)]
         self._new_buffer()
         self._compact()
 
     def _compact(self) -> None:
-        segs = self._segments
+        # copy-on-write: searches iterate the old list without the lock
+        segs = list(self._segments)
         # rebuild mostly-dead segments
         for i, s in enumerate(segs):
             if s.n_dead and s.n_dead * 2 >= s.n:
@@ -299,6 +300,7 @@ class HammingIndex:
             fa, ia = a.live_arrays()
             fb, ib = b.live_arrays()
             segs.append(Segment.build(np.concatenate([fa, fb]), np.concatenate([ia, ib]), self._pa))
+        self._segments = segs
 
     def flush(self) -> None:
         """Sort the buffer into a segment now (searches see buffered adds either way)."""
@@ -356,7 +358,7 @@ class HammingIndex:
                     )
             self._next_id = max(self._next_id, int(ids_arr.max()) + 1)
             if n >= self._buffer_size:
-                self._segments.append(Segment.build(fps, ids_arr, self._pa))
+                self._segments = [*self._segments, Segment.build(fps, ids_arr, self._pa)]
                 self._compact()
                 return ids_arr
             if self._buf_n + n > self._buffer_size:
@@ -483,7 +485,7 @@ class HammingIndex:
         k = self._check_k(max_distance)
         nq = len(q)
         snap = self._snapshot()
-        if _use_reference():
+        if _REFERENCE:
             return self._search_reference(q, k, snap)
         threads = self._threads or min(4, os.cpu_count() or 1)
         if threads > 1 and nq >= 2048:
@@ -537,13 +539,22 @@ class HammingIndex:
                 raise InputError(
                     f"search_one takes one fingerprint, got {len(q)}; use search() for batches"
                 )
-        if _use_reference():
+        if _REFERENCE:
             _lims, ids, d = self._search_reference(q, k, self._snapshot())
             return list(zip(ids.tolist(), d.tolist(), strict=True))
         with self._lock:
-            segs = list(self._segments)
+            segs = self._segments
             n = self._buf_n
-            bfps, bids, balive = self._buf_fps[:n], self._buf_ids[:n], self._buf_alive[:n]
+            if n:
+                buf = Segment(
+                    self._buf_fps[:n],
+                    self._buf_ids[:n],
+                    None,
+                    None,
+                    None,
+                    0,
+                    self._buf_alive[:n].copy(),
+                )
         out: list[tuple[int, int]] = []
         pa = self._pa
         for seg in segs:
@@ -551,7 +562,7 @@ class HammingIndex:
             if len(ids):
                 out.extend(zip(ids.tolist(), d.tolist(), strict=True))
         if n:
-            _qi, ids, d = Segment(bfps, bids, None, None, None, 0, balive.copy()).search(q, k, pa)
+            _qi, ids, d = buf.search(q, k, pa)
             if len(ids):
                 out.extend(zip(ids.tolist(), d.tolist(), strict=True))
         if len(out) > 1:

@@ -218,7 +218,11 @@ class Store:
             self.wal = WalWriter(wal_path, gen, create=True)
             if not d.manifest_path.exists():
                 d.write_manifest(self.manifest)
-        self.next_rowid = max(self.next_rowid, self.meta.max_rowid() + 1)
+        orphans = self.meta.delete_from(self.next_rowid)
+        if orphans:  # rows whose log records were cut by repair=True
+            log.warning(
+                "%s: removed %d metadata rows the log and segments do not hold", d.root, orphans
+            )
         self.documents = self.meta.count()
 
     def _replay_memtable(self, records: Sequence[AddRecord | DeleteRecord]) -> None:

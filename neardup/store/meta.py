@@ -120,6 +120,12 @@ class MetaDB:
                 raise
             return self._db.total_changes - before
 
+    def delete_from(self, rowid: int) -> int:
+        """Delete every row with row id >= ``rowid``; returns how many."""
+        with self._lock:
+            cur = self._db.execute("DELETE FROM docs WHERE rid >= ?", (int(rowid),))
+            return int(cur.rowcount)
+
     def lookup_ids(self, ids: Sequence[str]) -> dict[str, int]:
         """id -> row id for those ids that exist."""
         out: dict[str, int] = {}

@@ -1,0 +1,225 @@
+"""Segments, manifest, memtable and recovery: checksums, corruption, orphans, brute-force parity."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from neardup.errors import CorruptFileError, InputError
+from neardup.hamming import hamming_cdist
+from neardup.online import Deduplicator
+from neardup.store.fallback import SimpleFingerprinter
+from neardup.store.memindex import BruteIndex, MemTable
+from neardup.store.segment import HEADER_SIZE, open_segment, write_segment
+
+
+def _rand(n, bits=64, seed=0):
+    rng = np.random.default_rng(seed)
+    shape = (n,) if bits == 64 else (n, 2)
+    return rng.integers(0, 2**64, shape, dtype=np.uint64)
+
+
+@pytest.mark.parametrize("bits", [64, 128])
+def test_segment_round_trip(tmp_path, bits):
+    fps = _rand(100, bits)
+    rids = np.arange(100, dtype=np.int64) * 3
+    ts = np.linspace(10, 20, 100)
+    p = tmp_path / "s.nds"
+    write_segment(p, fps, rids, ts, partition=5)
+    seg = open_segment(p)
+    assert seg.bits == bits and seg.partition == 5 and len(seg) == 100
+    np.testing.assert_array_equal(seg.fingerprints, fps)
+    np.testing.assert_array_equal(seg.rowids, rids)
+    np.testing.assert_array_equal(seg.times, ts)
+    assert not seg.fingerprints.flags.writeable
+    seg.close()
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+@given(pos=st.integers(0, HEADER_SIZE + 40 * 24 - 1), bit=st.integers(0, 7))
+def test_any_bit_flip_is_detected(tmp_path_factory, pos, bit):
+    p = tmp_path_factory.mktemp("seg") / "s.nds"
+    write_segment(p, _rand(40), np.arange(40, dtype=np.int64), np.zeros(40), partition=0)
+    b = bytearray(p.read_bytes())
+    b[pos] ^= 1 << bit
+    p.write_bytes(bytes(b))
+    with pytest.raises(CorruptFileError, match=r"s\.nds"):
+        open_segment(p)
+
+
+def test_truncated_segment(tmp_path):
+    p = tmp_path / "s.nds"
+    write_segment(p, _rand(10), np.arange(10, dtype=np.int64), np.zeros(10), partition=0)
+    p.write_bytes(p.read_bytes()[:-8])
+    with pytest.raises(CorruptFileError, match="truncated or damaged"):
+        open_segment(p)
+
+
+@given(
+    n=st.integers(0, 300),
+    k=st.integers(0, 12),
+    bits=st.sampled_from([64, 128]),
+    seed=st.integers(0, 1000),
+)
+def test_memtable_agrees_with_brute_force(n, k, bits, seed):
+    fps = _rand(n, bits, seed)
+    # plant near neighbours so the radius matters
+    if n > 10:
+        fps[5:10] = fps[0:5] ^ np.uint64(0b1011)
+    mt = MemTable(bits=bits, max_distance=12, buffer_size=32)
+    for s in range(0, n, 37):
+        mt.add(
+            fps[s : s + 37], np.arange(s, min(n, s + 37), dtype=np.int64), np.zeros(min(37, n - s))
+        )
+    q = fps[:20] if n else _rand(3, bits, seed + 1)
+    lims, ids, ds = mt.search(q, k)
+    d = hamming_cdist(q, fps) if n else np.zeros((len(q), 0), np.int32)
+    for i in range(len(q)):
+        want = sorted((int(d[i, j]), j) for j in range(n) if d[i, j] <= k)
+        got = list(
+            zip(
+                ds[lims[i] : lims[i + 1]].tolist(), ids[lims[i] : lims[i + 1]].tolist(), strict=True
+            )
+        )
+        assert got == want
+    f, r, _t = mt.arrays()
+    np.testing.assert_array_equal(r, np.arange(n))
+    np.testing.assert_array_equal(f, fps)
+
+
+def test_brute_index_empty():
+    b = BruteIndex(np.zeros(0, np.uint64), np.zeros(0, np.int64))
+    lims, ids, ds = b.search(np.array([1], dtype=np.uint64), 3)
+    assert lims.tolist() == [0, 0] and len(ids) == 0
+
+
+def _texts(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return [" ".join(f"w{x}" for x in rng.integers(0, 50_000, 30)) for _ in range(n)]
+
+
+def _dd(path, **kw):
+    kw.setdefault("verify", False)
+    kw.setdefault("fingerprinter", SimpleFingerprinter())
+    kw.setdefault("commit_interval_ms", 0.0)
+    return Deduplicator(path, **kw)
+
+
+def _seeded_store(path, n=400):
+    texts = _texts(n)
+    with _dd(path) as d:
+        d.check_and_add([{"id": f"x{i}", "text": t} for i, t in enumerate(texts)])
+        d.flush()
+    return texts
+
+
+def test_corrupt_segment_refuses_to_open(tmp_path):
+    _seeded_store(tmp_path)
+    seg = next(tmp_path.glob("seg-*.nds"))
+    b = bytearray(seg.read_bytes())
+    b[HEADER_SIZE + 17] ^= 0x40
+    seg.write_bytes(bytes(b))
+    with pytest.raises(CorruptFileError, match=rf"{seg.name}.*checksum"):
+        _dd(tmp_path)
+    # the lock was released: a clear error, not a stuck directory
+    with pytest.raises(CorruptFileError):
+        _dd(tmp_path)
+
+
+def test_missing_segment_is_reported(tmp_path):
+    _seeded_store(tmp_path)
+    next(tmp_path.glob("seg-*.nds")).unlink()
+    with pytest.raises(CorruptFileError, match="missing"):
+        _dd(tmp_path)
+
+
+def test_corrupt_manifest_is_reported(tmp_path):
+    _seeded_store(tmp_path)
+    m = tmp_path / "MANIFEST.json"
+    body = json.loads(m.read_text())
+    body["body"]["next_rowid"] += 1
+    m.write_text(json.dumps(body))
+    with pytest.raises(CorruptFileError, match="MANIFEST.json.*checksum"):
+        _dd(tmp_path)
+
+
+def test_damaged_segment_index_is_rebuilt(tmp_path):
+    texts = _seeded_store(tmp_path)
+    for side in tmp_path.glob("*.hidx"):
+        b = bytearray(side.read_bytes())
+        b[len(b) // 2] ^= 0xFF
+        side.write_bytes(bytes(b))
+    with _dd(tmp_path) as d:
+        assert d.check({"id": "q", "text": texts[7]}).matches[0].id == "x7"
+
+
+def test_orphans_from_interrupted_flush_are_removed(tmp_path):
+    _seeded_store(tmp_path)
+    (tmp_path / "seg-0-99999999.nds").write_bytes(b"partial")
+    (tmp_path / "seg-0-99999998.nds.tmp").write_bytes(b"partial")
+    (tmp_path / "wal-99999999.log").write_bytes(b"")
+    with _dd(tmp_path) as d:
+        assert len(d) == 400
+    names = {p.name for p in tmp_path.iterdir()}
+    assert "seg-0-99999999.nds" not in names and "wal-99999999.log" not in names
+
+
+def test_torn_wal_tail_recovers(tmp_path):
+    texts = _texts(30)
+    d = _dd(tmp_path)
+    for i, t in enumerate(texts):
+        d.add({"id": f"x{i}", "text": t})
+    d._closed = True
+    d.store.wal.close()
+    d.store.dir.unlock()
+    wal = next(tmp_path.glob("wal-*.log"))
+    size = os.path.getsize(wal)
+    with open(wal, "ab") as f:  # the writer died in the middle of appending a group
+        f.write(b"\x40\x00\x00\x00\x12\x34\x56\x78partial")
+    with _dd(tmp_path) as d2:
+        assert len(d2) == 30 and "x29" in d2
+        assert os.path.getsize(wal) == size
+        assert d2.stats()["wal_truncated_bytes"] > 0
+        assert d2.check_and_add({"id": "y", "text": texts[29]}).duplicate
+
+
+def test_wal_damage_in_middle_refuses_then_repair(tmp_path):
+    texts = _texts(30)
+    d = _dd(tmp_path)
+    for i, t in enumerate(texts):
+        d.add({"id": f"x{i}", "text": t})
+    d._closed = True
+    d.store.wal.close()
+    d.store.dir.unlock()
+    wal = next(tmp_path.glob("wal-*.log"))
+    b = bytearray(wal.read_bytes())
+    b[len(b) // 2] ^= 0x08
+    wal.write_bytes(bytes(b))
+    with pytest.raises(CorruptFileError, match="repair=True"):
+        _dd(tmp_path)
+    with _dd(tmp_path, repair=True) as d2:
+        assert 0 < len(d2) < 30
+
+
+@pytest.mark.parametrize("durable", [False, True])
+def test_bulk_load(tmp_path, durable):
+    path = tmp_path if durable else None
+    fps = _rand(1000)
+    ids = [f"b{i}" for i in range(1000)]
+    with _dd(path) as d:
+        assert d.bulk_load(ids, fps) == 1000
+        assert len(d) == 1000 and "b5" in d
+        with pytest.raises(InputError, match="already exist"):
+            d.bulk_load(["b5"], fps[:1])
+        with pytest.raises(InputError, match="same length"):
+            d.bulk_load(["c"], fps[:2])
+        got = d.get("b3")
+        assert int(got["fingerprint"], 16) == int(fps[3])
+    if durable:
+        with _dd(path) as d:
+            assert len(d) == 1000 and d.stats()["segment_rows"] == 1000

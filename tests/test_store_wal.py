@@ -1,0 +1,167 @@
+"""Write-ahead log: round trip, torn tails at every offset, damage in the middle."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from neardup.errors import CorruptFileError, StorageError, UnsupportedVersionError
+from neardup.store.wal import (
+    HEADER_SIZE,
+    AddRecord,
+    DeleteRecord,
+    WalWriter,
+    decode_payload,
+    encode_add,
+    encode_delete,
+    read_wal,
+)
+
+_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
+adds = st.builds(
+    AddRecord,
+    rowid=st.integers(0, 2**63 - 1),
+    time=st.floats(allow_nan=False, allow_infinity=False),
+    fp_hi=st.integers(0, 2**64 - 1),
+    fp_lo=st.integers(0, 2**64 - 1),
+    chash=st.binary(min_size=16, max_size=16),
+    flags=st.integers(0, 255),
+    id=_text.filter(bool),
+    text=st.none() | _text,
+    metadata=st.none() | _text,
+)
+deletes = st.builds(DeleteRecord, rowid=st.integers(0, 2**63 - 1), id=_text.filter(bool))
+records = st.lists(adds | deletes, min_size=1, max_size=6)
+
+
+def _encode(r):
+    return encode_add(r) if isinstance(r, AddRecord) else encode_delete(r)
+
+
+def _write(path, recs, generation=1):
+    w = WalWriter(path, generation, create=True)
+    for r in recs:
+        w.commit([_encode(r)])
+    w.close()
+
+
+@given(recs=records)
+def test_payload_round_trip(recs):
+    for r in recs:
+        assert decode_payload(_encode(r)) == r
+
+
+def test_round_trip_file(tmp_path):
+    recs = [
+        AddRecord(1, 2.5, 3, 0, bytes(range(16)), 1, "a", "text ü 中文", '{"k": 1}'),
+        DeleteRecord(1, "a"),
+        AddRecord(2, 3.5, 2**64 - 1, 7, bytes(16), 0, "b", None, None),
+    ]
+    p = tmp_path / "w.log"
+    _write(p, recs, generation=7)
+    r = read_wal(p)
+    assert r.records == recs and r.generation == 7 and r.truncated_bytes == 0
+
+
+@given(recs=records, data=st.data())
+def test_torn_tail_at_every_offset_is_truncated(tmp_path_factory, recs, data):
+    p = tmp_path_factory.mktemp("wal") / "w.log"
+    _write(p, recs)
+    full = p.read_bytes()
+    last = len(_encode(recs[-1])) + 8
+    cut = data.draw(st.integers(len(full) - last, len(full) - 1), label="cut")
+    p.write_bytes(full[:cut])
+    r = read_wal(p)
+    assert r.records == recs[:-1]
+    assert p.stat().st_size == len(full) - last  # truncated on disk
+    assert read_wal(p).truncated_bytes == 0
+
+
+def test_torn_tail_every_byte_of_last_record(tmp_path):
+    recs = [AddRecord(i, 1.0, i, 0, bytes(16), 0, f"id{i}", "x" * i, None) for i in range(3)]
+    p = tmp_path / "w.log"
+    _write(p, recs)
+    full = p.read_bytes()
+    start = len(full) - (len(encode_add(recs[-1])) + 8)
+    for cut in range(start, len(full)):
+        p.write_bytes(full[:cut])
+        assert read_wal(p).records == recs[:-1], cut
+    # garbage (not zeros) after the last good record is a torn tail too
+    p.write_bytes(full[:start] + b"\xff\x00\x00\x00junk")
+    assert read_wal(p).records == recs[:-1]
+
+
+def test_bit_flip_in_last_record_is_torn_tail(tmp_path):
+    recs = [AddRecord(i, 1.0, i, 0, bytes(16), 0, f"id{i}", "hello", None) for i in range(4)]
+    p = tmp_path / "w.log"
+    _write(p, recs)
+    b = bytearray(p.read_bytes())
+    b[-3] ^= 0x10
+    p.write_bytes(bytes(b))
+    assert read_wal(p).records == recs[:-1]
+
+
+def test_bit_flip_in_middle_is_refused_then_repairable(tmp_path):
+    recs = [AddRecord(i, 1.0, i, 0, bytes(16), 0, f"id{i}", "hello world", None) for i in range(5)]
+    p = tmp_path / "w.log"
+    _write(p, recs)
+    b = bytearray(p.read_bytes())
+    rec_len = len(encode_add(recs[0])) + 8
+    off = HEADER_SIZE + rec_len + 12  # inside record 1
+    b[off] ^= 0x01
+    p.write_bytes(bytes(b))
+    with pytest.raises(CorruptFileError, match=r"w\.log.*offset \d+.*repair=True"):
+        read_wal(p)
+    assert p.stat().st_size == len(b)  # refused: nothing was cut
+    r = read_wal(p, repair=True)
+    assert r.records == recs[:1]
+
+
+def test_bad_header(tmp_path):
+    p = tmp_path / "w.log"
+    _write(p, [])
+    b = bytearray(p.read_bytes())
+    b[0] ^= 1
+    p.write_bytes(bytes(b))
+    with pytest.raises(CorruptFileError, match="not a neardup write-ahead log"):
+        read_wal(p)
+    p.write_bytes(b"")
+    with pytest.raises(CorruptFileError, match="truncated"):
+        read_wal(p)
+
+
+def test_future_version(tmp_path):
+    import struct
+    import zlib
+
+    p = tmp_path / "w.log"
+    body = struct.pack("<8sIIQI", b"NDUPWAL\x00", 99, 0, 1, 0)
+    p.write_bytes(body + struct.pack("<I", zlib.crc32(body)))
+    with pytest.raises(UnsupportedVersionError, match="version 99"):
+        read_wal(p)
+
+
+def test_failed_append_rolls_back(tmp_path, monkeypatch):
+    import neardup.store.wal as wal
+
+    p = tmp_path / "w.log"
+    w = WalWriter(p, 1, create=True)
+    w.commit([encode_delete(DeleteRecord(1, "a"))])
+    size = w.size
+
+    def half_write(fd, data):  # write part of the group, then fail
+        real(fd, bytes(data[:5]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    real = wal.os.write
+    monkeypatch.setattr(wal.os, "write", half_write)
+    with pytest.raises(StorageError, match="disk is full"):
+        w.commit([encode_delete(DeleteRecord(2, "b"))])
+    monkeypatch.undo()
+    assert p.stat().st_size == size == w.size
+    w.commit([encode_delete(DeleteRecord(3, "c"))])
+    w.close()
+    assert [r.rowid for r in read_wal(p).records] == [1, 3]

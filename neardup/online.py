@@ -193,6 +193,8 @@ class Deduplicator:
         Keep texts (needed to verify later documents against them, and returned by ``get``).
     commit_interval_ms : float, default=2.0
         How long the writer waits for more operations to join a group before committing.
+    max_segments_per_partition : int, default=4
+        A partition with more segments is merged into one in the background.
     max_matches : int, default=10
         Matches reported per document (closest first).
     memtable_size : int, default=1_000_000
@@ -226,6 +228,7 @@ class Deduplicator:
         commit_interval_ms: float = 2.0,
         max_matches: int = 10,
         memtable_size: int = 1_000_000,
+        max_segments_per_partition: int = 4,
         partition_seconds: float | None = None,
         clock: Callable[[], float] = time.time,
         repair: bool = False,
@@ -303,6 +306,10 @@ class Deduplicator:
             "storage_errors": 0,
         }
         self._last_expire = 0.0
+        self._stopping = False
+        self._compactor: threading.Thread | None = None
+        self._compact_seen = -1
+        self.max_segments_per_partition = max_segments_per_partition
         if self.retention is not None:
             self.store.expire(self.clock() - self.retention)
         self._writer = threading.Thread(target=self._run, name="neardup-writer", daemon=True)
@@ -566,8 +573,13 @@ class Deduplicator:
     def close(self) -> None:
         """Drain queued operations, flush the memtable to segments, release the directory."""
         with self._cv:
-            if self._closed:
+            if self._closed or self._stopping:
                 return
+            self._stopping = True
+        compactor = self._compactor
+        if compactor is not None:
+            compactor.join()
+        with self._cv:
             self._closed = True
             stop = _Op("stop")
             self._queue.append(stop)
@@ -631,12 +643,46 @@ class Deduplicator:
                     if now - self._last_expire >= 1.0:
                         self._last_expire = now
                         self.store.expire(now - self.retention)
-                self.store.maybe_flush()
+                self.store.maybe_flush(self._cutoff())
+                self._maybe_compact()
             except Exception as exc:  # never let the writer die; fail what was in flight
                 log.exception("writer: unexpected error")
                 for op in group:
                     if not op.future.done():
                         op.future.set_exception(exc)
+
+    def _cutoff(self) -> float | None:
+        return None if self.retention is None else self.clock() - self.retention
+
+    def _maybe_compact(self) -> None:
+        """Start a background merge when a partition has too many segments."""
+        st = self.store
+        changes = st.flushes + st.compactions + st.dropped_partitions + len(st.segments)
+        if st.dir is None or self._stopping or changes == self._compact_seen:
+            return
+        if self._compactor is not None and self._compactor.is_alive():
+            return
+        self._compact_seen = changes
+        groups = st.compaction_candidates(self.max_segments_per_partition)
+        if groups:
+            self._compactor = threading.Thread(
+                target=self._compact, args=(groups,), name="neardup-compactor", daemon=True
+            )
+            self._compactor.start()
+
+    def _compact(self, groups: list[Any]) -> None:
+        for segs in groups:
+            try:
+                merged = self.store.build_merged(segs)
+            except Exception:
+                log.exception("compaction failed; the segments stay as they are")
+                continue
+            try:
+                self._submit(_Op("install", arg=(segs, merged)))
+            except Exception:
+                log.exception("installing a compacted segment failed")
+                if merged is not None:
+                    self.store._discard(merged)
 
     def _shutdown(self, stop: _Op) -> None:
         try:
@@ -659,6 +705,8 @@ class Deduplicator:
             )
         elif op.kind == "bulk":
             self._guard(op, lambda: self._bulk(*op.arg))
+        elif op.kind == "install":
+            self._guard(op, lambda: self.store.install_merged(*op.arg))
         else:
             self._apply_group(group)
 

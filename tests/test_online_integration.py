@@ -140,9 +140,8 @@ def test_read_only_directory(tmp_path):
     for f in tmp_path.iterdir():
         os.chmod(f, 0o400)
     try:
-        with pytest.raises((StorageError, OSError)):
-            with Deduplicator(tmp_path, verify=False) as d:
-                d.add({"id": "b", "text": "other text"})
+        with pytest.raises((StorageError, OSError)), Deduplicator(tmp_path, verify=False) as d:
+            d.add({"id": "b", "text": "other text"})
     finally:
         os.chmod(tmp_path, 0o700)
         for f in tmp_path.iterdir():

@@ -94,7 +94,7 @@ def test_memtable_agrees_with_brute_force(n, k, bits, seed):
 
 def test_brute_index_empty():
     b = BruteIndex(np.zeros(0, np.uint64), np.zeros(0, np.int64))
-    lims, ids, ds = b.search(np.array([1], dtype=np.uint64), 3)
+    lims, ids, _ds = b.search(np.array([1], dtype=np.uint64), 3)
     assert lims.tolist() == [0, 0] and len(ids) == 0
 
 
@@ -144,7 +144,7 @@ def test_corrupt_manifest_is_reported(tmp_path):
     body = json.loads(m.read_text())
     body["body"]["next_rowid"] += 1
     m.write_text(json.dumps(body))
-    with pytest.raises(CorruptFileError, match="MANIFEST.json.*checksum"):
+    with pytest.raises(CorruptFileError, match=r"MANIFEST\.json.*checksum"):
         _dd(tmp_path)
 
 
@@ -223,3 +223,26 @@ def test_bulk_load(tmp_path, durable):
     if durable:
         with _dd(path) as d:
             assert len(d) == 1000 and d.stats()["segment_rows"] == 1000
+
+
+def test_background_compaction_merges_partition(tmp_path):
+    texts = _texts(300, seed=3)
+    with _dd(tmp_path, max_segments_per_partition=2) as d:
+        for s in range(0, 300, 50):
+            d.add([{"id": f"x{i}", "text": texts[i]} for i in range(s, s + 50)])
+            d.flush()
+            d.delete(f"x{s}")
+        d.check({"id": "q", "text": "wake the writer"})
+        if d._compactor is not None:
+            d._compactor.join()
+        d.check({"id": "q", "text": "let the writer install"})
+        st = d.stats()
+        assert st["compactions"] >= 1 and st["segments"] <= 3
+        assert d.check({"id": "q", "text": texts[77]}).matches[0].id == "x77"
+        assert not d.check({"id": "q", "text": texts[50]}).duplicate
+    with _dd(tmp_path) as d:
+        assert len(d) == 294
+        assert d.stats()["segment_rows"] < 300  # deleted rows were dropped by the merge
+        assert d.check({"id": "q", "text": texts[299]}).matches[0].id == "x299"
+    manifest = json.loads((tmp_path / "MANIFEST.json").read_text())["body"]
+    assert {p.name for p in tmp_path.glob("seg-*.nds")} == {e["file"] for e in manifest["segments"]}

@@ -141,6 +141,8 @@ class Store:
         self.next_seq = 0
         self.flushes = 0
         self.dropped_partitions = 0
+        self.compactions = 0
+        self._seq_lock = threading.Lock()
         self._count_lock = threading.Lock()
         self.dir: DataDir | None = None
         if path is None:
@@ -351,9 +353,9 @@ class Store:
         with self._count_lock:
             self.documents += len(adds) - deleted
 
-    def maybe_flush(self) -> None:
+    def maybe_flush(self, cutoff: float | None = None) -> None:
         if self.wal is not None and len(self.memtable) >= self.memtable_size:
-            self.flush()
+            self.flush(cutoff=cutoff)
 
     def partition_of(self, times: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
         return np.floor(np.asarray(times, dtype=np.float64) / self.partition_seconds).astype(
@@ -371,20 +373,7 @@ class Store:
                 sel = parts == p
                 order = np.argsort(rids[sel], kind="stable")
                 f, r, t = fps[sel][order], rids[sel][order], ts[sel][order]
-                path = self.dir.segment_path(int(p), self.next_seq)
-                self.next_seq += 1
-                checksum = write_segment(path, f, r, t, partition=int(p))
-                entry = {
-                    "file": path.name,
-                    "partition": int(p),
-                    "count": len(r),
-                    "xxh64": checksum,
-                    "min_rowid": int(r[0]),
-                    "max_rowid": int(r[-1]),
-                    "radius": -1,
-                }
-                seg = open_segment(path)
-                written.append(_LiveSegment(entry, seg, self._segment_index(seg, entry)))
+                written.append(self._new_segment(int(p), f, r, t))
         except BaseException as exc:
             for s in written:
                 s.segment.close()
@@ -396,6 +385,93 @@ class Store:
                 ) from exc
             raise
         return written
+
+    def _new_segment(
+        self,
+        partition: int,
+        f: npt.NDArray[np.uint64],
+        r: npt.NDArray[np.int64],
+        t: npt.NDArray[np.float64],
+    ) -> _LiveSegment:
+        assert self.dir is not None
+        with self._seq_lock:
+            seq = self.next_seq
+            self.next_seq += 1
+        path = self.dir.segment_path(partition, seq)
+        checksum = write_segment(path, f, r, t, partition=partition)
+        entry = {
+            "file": path.name,
+            "partition": partition,
+            "count": len(r),
+            "xxh64": checksum,
+            "min_rowid": int(r[0]) if len(r) else -1,
+            "max_rowid": int(r[-1]) if len(r) else -1,
+            "radius": -1,
+        }
+        seg = open_segment(path)
+        return _LiveSegment(entry, seg, self._segment_index(seg, entry))
+
+    # ------------------------------------------------------------------ compaction
+    def compaction_candidates(self, max_segments: int) -> list[list[_LiveSegment]]:
+        """Groups of segments of one partition worth merging (writer thread)."""
+        by_part: dict[int, list[_LiveSegment]] = {}
+        for s in self.segments:
+            by_part.setdefault(s.partition, []).append(s)
+        return [segs for segs in by_part.values() if len(segs) > max_segments]
+
+    def build_merged(self, segs: list[_LiveSegment]) -> _LiveSegment | None:
+        """Merge segments into a new file, dropping deleted rows (any thread; files are immutable)."""
+        fps = np.concatenate([s.segment.fingerprints for s in segs])
+        rids = np.concatenate([s.segment.rowids for s in segs])
+        ts = np.concatenate([s.segment.times for s in segs])
+        alive = self.meta.existing_rowids(int(rids.min()), int(rids.max()))
+        keep = np.isin(rids, alive)
+        order = np.argsort(rids[keep], kind="stable")
+        if not keep.any():
+            return None
+        try:
+            return self._new_segment(
+                segs[0].partition, fps[keep][order], rids[keep][order], ts[keep][order]
+            )
+        except OSError as exc:
+            raise StorageError(f"compaction could not write a segment: {exc}") from exc
+
+    def install_merged(self, segs: list[_LiveSegment], merged: _LiveSegment | None) -> bool:
+        """Swap merged segments in (writer thread); False (and the output removed) if the inputs
+        are no longer all live (e.g. dropped by retention meanwhile)."""
+        assert self.dir is not None
+        if not all(s in self.segments for s in segs):
+            if merged is not None:
+                self._discard(merged)
+            return False
+        alive = [s for s in self.segments if s not in segs] + (
+            [merged] if merged is not None else []
+        )
+        manifest = {
+            **self.manifest,
+            "segments": [s.entry for s in alive],
+            "next_rowid": self.next_rowid,
+            "next_seq": self.next_seq,
+        }
+        try:
+            self.dir.write_manifest(manifest)
+        except OSError as exc:
+            if merged is not None:
+                self._discard(merged)
+            raise StorageError(f"compaction could not update the manifest: {exc}") from exc
+        self.manifest = manifest
+        self.segments = alive
+        for s in segs:
+            self._discard(s)
+        self.compactions += 1
+        return True
+
+    @staticmethod
+    def _discard(s: _LiveSegment) -> None:
+        path = s.segment.path
+        s.segment.close()
+        path.unlink(missing_ok=True)
+        Path(str(path) + ".hidx").unlink(missing_ok=True)
 
     def flush(self, *, cutoff: float | None = None) -> None:
         """Write the memtable to segments and start a new log generation (durable mode only)."""
@@ -544,6 +620,7 @@ class Store:
             "replayed_records": self.replayed_records,
             "flushes": self.flushes,
             "dropped_partitions": self.dropped_partitions,
+            "compactions": self.compactions,
             "rss_mib": _rss_mib(),
         }
 

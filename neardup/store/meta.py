@@ -16,6 +16,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import numpy as np
+import numpy.typing as npt
+
 from .wal import AddRecord, DeleteRecord
 
 __all__ = ["MetaDB", "Row"]
@@ -125,6 +128,12 @@ class MetaDB:
         with self._lock:
             cur = self._db.execute("DELETE FROM docs WHERE rid >= ?", (int(rowid),))
             return int(cur.rowcount)
+
+    def existing_rowids(self, lo: int, hi: int) -> npt.NDArray[np.int64]:
+        """Row ids present in ``[lo, hi]`` (sorted int64)."""
+        with self._lock:
+            cur = self._db.execute("SELECT rid FROM docs WHERE rid BETWEEN ? AND ?", (lo, hi))
+            return np.fromiter((r[0] for r in cur), dtype=np.int64)
 
     def lookup_ids(self, ids: Sequence[str]) -> dict[str, int]:
         """id -> row id for those ids that exist."""

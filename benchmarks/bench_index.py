@@ -341,6 +341,11 @@ def main() -> None:
     )
     ap.add_argument("--faiss", default="2,32,1;4,16,0", help="nhash,b,nflip configurations")
     ap.add_argument(
+        "--faiss-clustered",
+        default="2,32,1",
+        help="faiss configurations on clustered data (heavy buckets make nhash=4,b=16 very slow)",
+    )
+    ap.add_argument(
         "--faiss-max-n", type=float, default=1e7, help="faiss needs ~190 B/fp and minutes to build"
     )
     ap.add_argument("--allpairs-size", type=float, default=1e7)
@@ -366,6 +371,9 @@ def main() -> None:
     sizes = [int(float(s)) for s in args.sizes.split(",") if s]
     kinds = args.kinds.split(",")
     faiss_cfgs = [tuple(int(x) for x in c.split(",")) for c in args.faiss.split(";") if c]
+    faiss_clustered = [
+        tuple(int(x) for x in c.split(",")) for c in args.faiss_clustered.split(";") if c
+    ]
     base = {
         "k": args.k,
         "threads": args.threads,
@@ -383,7 +391,8 @@ def main() -> None:
             rows.append(in_subprocess({**cfg, "worker": "neardup"}, args.timeout))
             _print_row(rows[-1])
             if n <= args.faiss_max_n:
-                for fc in faiss_cfgs:
+                kind_cfgs = faiss_cfgs if kind == "random" else faiss_clustered
+                for fc in kind_cfgs:
                     need = n * 200 + 2e9
                     if mem_available() < need:
                         rows.append(

@@ -135,6 +135,8 @@ def search_tables(  # type: ignore[no-untyped-def]
     pm_key,
     pm_orig,
     heavy,
+    hv,
+    sub,
     qk,
     stack,
     out_q,
@@ -142,6 +144,10 @@ def search_tables(  # type: ignore[no-untyped-def]
     out_d,
 ):
     """Every (query, row, distance) with distance <= k in one table segment, each pair once.
+
+    ``heavy`` (int64 (T,)) is the bucket size above which a bucket is descended instead of
+    scanned; ``hv`` (int64 (H, 4): table, bucket start, sub bits, offset into ``sub``, sorted) and
+    ``sub`` (int64 offsets) are the sub-directories of heavy buckets on the bits after the prefix.
 
     Parameters are the segment arrays (see module docstring), the plan arrays built by
     :func:`neardup.index.tables.plan_arrays`, scratch space (``qk`` uint64 (8 * T,), ``stack`` int64
@@ -200,72 +206,124 @@ def search_tables(  # type: ignore[no-untyped-def]
                     hi = _upper_bound(tkeys, lo, hi, base | low)
                 if hi <= lo:
                     continue
-                # stack of ranges to examine: (lo, hi, next bit from the MSB, distance so far)
-                sp = 0
-                st_lo[0] = lo
-                st_hi[0] = hi
-                st_bit[0] = p_bits
-                st_d[0] = d0
-                sp = 1
-                big = hi - lo > heavy
-                while sp > 0:
-                    sp -= 1
-                    a = st_lo[sp]
-                    b = st_hi[sp]
-                    bitpos = st_bit[sp]
-                    dd = st_d[sp]
-                    if big and b - a > LEAF and bitpos < 64:
-                        bm = np.uint64(1) << np.uint64(63 - bitpos)
-                        s = _first_with_bit(tkeys, a, b, bm)
-                        if qkt & bm:
-                            sa, sb, oa, ob = s, b, a, s
+                big = hi - lo > heavy[t]
+                # a heavy bucket with a sub-directory is split into sub-cells first: every
+                # cell within the remaining budget of flips on the next s_bits bits
+                has_sub = False
+                s_bits = 0
+                off = 0
+                qv = np.uint64(0)
+                if big and hv.shape[0] > 0:
+                    ha = 0
+                    hb = hv.shape[0]
+                    while ha < hb:  # first entry >= (t, lo)
+                        hm = (ha + hb) >> 1
+                        if hv[hm, 0] < t or (hv[hm, 0] == t and hv[hm, 1] < lo):
+                            ha = hm + 1
                         else:
-                            sa, sb, oa, ob = a, s, s, b
-                        if ob > oa and dd + 1 <= kk:
-                            st_lo[sp] = oa
-                            st_hi[sp] = ob
-                            st_bit[sp] = bitpos + 1
-                            st_d[sp] = dd + 1
-                            sp += 1
-                        if sb > sa:
-                            st_lo[sp] = sa
-                            st_hi[sp] = sb
-                            st_bit[sp] = bitpos + 1
-                            st_d[sp] = dd
-                            sp += 1
-                        continue
-                    x0 = np.uint64(0)
-                    x1 = np.uint64(0)
-                    for i in range(a, b):
-                        x = tkeys[i] ^ qkt
-                        c = _pc(x)
-                        if c > kk:
+                            hb = hm
+                    if ha < hv.shape[0] and hv[ha, 0] == t and hv[ha, 1] == lo:
+                        has_sub = True
+                        s_bits = hv[ha, 2]
+                        off = hv[ha, 3]
+                        qv = (qkt << np.uint64(p_bits)) >> np.uint64(64 - s_bits)
+                jmax = min(kk - d0, s_bits)
+                lim = np.uint64(1) << np.uint64(s_bits)
+                j = 0
+                m = np.uint64(0)
+                first = True
+                while True:
+                    if has_sub:
+                        if first:
+                            first = False
+                        elif j == 0:
+                            j = 1
+                            m = np.uint64(1)
+                        else:
+                            gc = m & (~m + np.uint64(1))
+                            gr = m + gc
+                            m = (((gr ^ m) >> np.uint64(2)) // gc) | gr
+                            if m >= lim:
+                                j += 1
+                                m = (np.uint64(1) << np.uint64(j)) - np.uint64(1)
+                        if j > jmax:
+                            break
+                        v = np.int64(qv ^ m)
+                        a0 = sub[off + v]
+                        b0 = sub[off + v + 1]
+                        if b0 <= a0:
                             continue
-                        row = np.int64(i) if t == 0 else np.int64(rows[t - 1, i])
-                        if W == 1:
-                            dist = c
-                        else:
-                            x0 = fps[row, 0] ^ q[qi, 0]
-                            x1 = fps[row, 1] ^ q[qi, 1]
-                            dist = _pc(x0) + _pc(x1)
-                            if dist > kk:
-                                continue
-                        dup = False
-                        for t2 in range(t):
-                            if W == 1:
-                                pd = _pc(x & pm_key[t, t2])
+                        st_lo[0] = a0
+                        st_hi[0] = b0
+                        st_bit[0] = p_bits + s_bits
+                        st_d[0] = d0 + j
+                    else:
+                        if not first:
+                            break
+                        first = False
+                        st_lo[0] = lo
+                        st_hi[0] = hi
+                        st_bit[0] = p_bits
+                        st_d[0] = d0
+                    sp = 1
+                    while sp > 0:
+                        sp -= 1
+                        a = st_lo[sp]
+                        b = st_hi[sp]
+                        bitpos = st_bit[sp]
+                        dd = st_d[sp]
+                        if big and b - a > LEAF and bitpos < 64:
+                            bm = np.uint64(1) << np.uint64(63 - bitpos)
+                            s = _first_with_bit(tkeys, a, b, bm)
+                            if qkt & bm:
+                                sa, sb, oa, ob = s, b, a, s
                             else:
-                                pd = _pc(x0 & pm_orig[t2, 0]) + _pc(x1 & pm_orig[t2, 1])
-                            if pd <= radius[t2]:
-                                dup = True
-                                break
-                        if dup:
+                                sa, sb, oa, ob = a, s, s, b
+                            if ob > oa and dd + 1 <= kk:
+                                st_lo[sp] = oa
+                                st_hi[sp] = ob
+                                st_bit[sp] = bitpos + 1
+                                st_d[sp] = dd + 1
+                                sp += 1
+                            if sb > sa:
+                                st_lo[sp] = sa
+                                st_hi[sp] = sb
+                                st_bit[sp] = bitpos + 1
+                                st_d[sp] = dd
+                                sp += 1
                             continue
-                        if cnt < cap:
-                            out_q[cnt] = qi
-                            out_r[cnt] = row
-                            out_d[cnt] = dist
-                        cnt += 1
+                        x0 = np.uint64(0)
+                        x1 = np.uint64(0)
+                        for i in range(a, b):
+                            x = tkeys[i] ^ qkt
+                            c = _pc(x)
+                            if c > kk:
+                                continue
+                            row = np.int64(i) if t == 0 else np.int64(rows[t - 1, i])
+                            if W == 1:
+                                dist = c
+                            else:
+                                x0 = fps[row, 0] ^ q[qi, 0]
+                                x1 = fps[row, 1] ^ q[qi, 1]
+                                dist = _pc(x0) + _pc(x1)
+                                if dist > kk:
+                                    continue
+                            dup = False
+                            for t2 in range(t):
+                                if W == 1:
+                                    pd = _pc(x & pm_key[t, t2])
+                                else:
+                                    pd = _pc(x0 & pm_orig[t2, 0]) + _pc(x1 & pm_orig[t2, 1])
+                                if pd <= radius[t2]:
+                                    dup = True
+                                    break
+                            if dup:
+                                continue
+                            if cnt < cap:
+                                out_q[cnt] = qi
+                                out_r[cnt] = row
+                                out_d[cnt] = dist
+                            cnt += 1
     return cnt
 
 

@@ -86,6 +86,10 @@ def save_index(index: HammingIndex, path: Path) -> None:
             sections.append((f"s{i}.dirs", s.dirs))  # type: ignore[arg-type]
         if s.alive is not None and s.n_dead:
             sections.append((f"s{i}.alive", s.alive))
+        if s.keys is not None:
+            sections.append((f"s{i}.heavy", s.heavy))  # type: ignore[arg-type]
+            sections.append((f"s{i}.hv", s.hv))
+            sections.append((f"s{i}.sub", s.sub))
         seg_meta.append(meta)
     n = index._buf_n
     alive = index._buf_alive[:n]
@@ -214,8 +218,11 @@ def load_index(cls: type[HammingIndex], path: Path, *, mmap: bool, verify: bool)
                 dirs=arrays.get(f"s{i}.dirs"),
                 dbits=int(meta["dbits"]),
                 alive=arrays.get(f"s{i}.alive"),
+                heavy=arrays.get(f"s{i}.heavy"),
+                hv=arrays.get(f"s{i}.hv"),
+                sub=arrays.get(f"s{i}.sub"),
             )
-            if seg.keys is not None and (seg.rows is None or seg.dirs is None):
+            if seg.keys is not None and (seg.rows is None or seg.dirs is None or seg.heavy is None):
                 raise CorruptFileError(f"{path}: segment {i} lacks rows or directory sections")
             segments.append(seg)
         bfps = arrays["buffer.fps"]

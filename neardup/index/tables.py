@@ -177,6 +177,45 @@ def _workspace(n_tables: int) -> _Workspace:
     return ws
 
 
+def _heavy_subdirs(keys: U64, pa: PlanArrays) -> tuple[I64, I64, I64]:
+    """Per-table heavy threshold, and sub-directories of the heavy buckets.
+
+    A bucket is heavy when it holds more than ``max(plan.heavy_bucket, 8 x the mean bucket)``
+    keys; it then gets a directory on the next ``s`` key bits (``2**s`` ~ size / 8, s <= 16), so
+    a probe visits only the sub-cells within its remaining flip budget, then descends.
+    Returns ``heavy`` (T,), ``hv`` (H, 4) rows (table, bucket start, s, offset into sub), ``sub``.
+    """
+    T, n = keys.shape
+    heavy = np.empty(T, dtype=np.int64)
+    hv_rows: list[tuple[int, int, int, int]] = []
+    subs: list[np.ndarray] = []
+    off = 0
+    for t in range(T):
+        pb = int(pa.pb[t])
+        heavy[t] = max(pa.heavy, int(8 * n / 2.0**pb))
+        if pb >= 64 or n <= heavy[t]:
+            continue
+        pre = keys[t] >> np.uint64(64 - pb)
+        cut = np.flatnonzero(pre[1:] != pre[:-1]) + 1
+        starts = np.concatenate([[0], cut])
+        ends = np.concatenate([cut, [n]])
+        for lo, hi in zip(
+            starts[ends - starts > heavy[t]].tolist(),
+            ends[ends - starts > heavy[t]].tolist(),
+            strict=True,
+        ):
+            s = int(min(16, 64 - pb, max(1, int(np.log2((hi - lo) / 8)))))
+            v = (keys[t][lo:hi] << np.uint64(pb)) >> np.uint64(64 - s)
+            offs = np.zeros((1 << s) + 1, dtype=np.int64)
+            np.cumsum(np.bincount(v.astype(np.int64), minlength=1 << s), out=offs[1:])
+            subs.append(offs + lo)
+            hv_rows.append((t, lo, s, off))
+            off += len(offs)
+    hv = np.array(hv_rows, dtype=np.int64).reshape(-1, 4)
+    sub = np.concatenate(subs) if subs else np.zeros(1, dtype=np.int64)
+    return heavy, hv, sub
+
+
 def _dbits(n: int, min_pb: int) -> int:
     return int(min(min_pb, max(1, min(22, int(n).bit_length() - 2))))
 
@@ -184,7 +223,20 @@ def _dbits(n: int, min_pb: int) -> int:
 class Segment:
     """An immutable set of fingerprints with its permuted sorted tables (and a tombstone mask)."""
 
-    __slots__ = ("_id_index", "alive", "dbits", "dirs", "fps", "ids", "keys", "n_dead", "rows")
+    __slots__ = (
+        "_id_index",
+        "alive",
+        "dbits",
+        "dirs",
+        "fps",
+        "heavy",
+        "hv",
+        "ids",
+        "keys",
+        "n_dead",
+        "rows",
+        "sub",
+    )
 
     def __init__(
         self,
@@ -195,7 +247,13 @@ class Segment:
         dirs: I64 | None,
         dbits: int,
         alive: npt.NDArray[np.bool_] | None = None,
+        heavy: I64 | None = None,
+        hv: I64 | None = None,
+        sub: I64 | None = None,
     ) -> None:
+        self.heavy = heavy  # (T,) bucket size above which a bucket is descended
+        self.hv = hv if hv is not None else np.zeros((0, 4), dtype=np.int64)
+        self.sub = sub if sub is not None else np.zeros(1, dtype=np.int64)
         self.fps = fps  # (n, W)
         self.ids = ids
         self.keys = keys  # (T, n) or None for brute segments
@@ -217,7 +275,7 @@ class Segment:
     @property
     def nbytes(self) -> int:
         total = self.ids.nbytes
-        for a in (self.keys, self.rows, self.dirs, self.alive):
+        for a in (self.keys, self.rows, self.dirs, self.alive, self.hv, self.sub):
             if a is not None:
                 total += a.nbytes
         if self.keys is None or not np.shares_memory(self.fps, self.keys):
@@ -252,7 +310,8 @@ class Segment:
         dirs = np.empty((T, (1 << dbits) + 1), dtype=np.int64)
         for t in range(T):
             dirs[t] = K.directory(keys[t], dbits)
-        return cls(fps_s, ids_s, keys, rows, dirs, dbits)
+        heavy, hv, sub = _heavy_subdirs(keys, pa)
+        return cls(fps_s, ids_s, keys, rows, dirs, dbits, None, heavy, hv, sub)
 
     def live_arrays(self) -> tuple[U64, I64]:
         """(fingerprints (m, W), ids (m,)) of the rows not removed."""
@@ -298,7 +357,9 @@ class Segment:
                     pa.nflips,
                     pa.pm_key,
                     pa.pm_orig,
-                    pa.heavy,
+                    self.heavy,
+                    self.hv,
+                    self.sub,
                     ws.qk,
                     ws.stack,
                     out_q,

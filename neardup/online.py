@@ -193,14 +193,15 @@ class Deduplicator:
         Keep texts (needed to verify later documents against them, and returned by ``get``).
     commit_interval_ms : float, default=2.0
         How long the writer waits for more operations to join a group before committing.
-    max_segments_per_partition : int, default=4
+    max_segments_per_partition : int, default=2
         A partition with more segments is merged into one in the background.
     max_matches : int, default=10
         Matches reported per document (closest first).
     memtable_size : int, default=1_000_000
         Rows kept in memory before they are written to a segment.
     partition_seconds : float or None, default=None
-        Partition width; default ``max(3600, retention / 24)`` (1 day without retention).
+        Partition width; default ``max(3600, retention / 8)`` (1 day without retention): fewer,
+        larger partitions keep the number of segments a query searches small.
     clock : callable, default=time.time
         Source of "now" in unix seconds (inject one in tests).
     repair : bool, default=False
@@ -228,7 +229,7 @@ class Deduplicator:
         commit_interval_ms: float = 2.0,
         max_matches: int = 10,
         memtable_size: int = 1_000_000,
-        max_segments_per_partition: int = 4,
+        max_segments_per_partition: int = 2,
         partition_seconds: float | None = None,
         clock: Callable[[], float] = time.time,
         repair: bool = False,
@@ -254,7 +255,7 @@ class Deduplicator:
         self.max_distance = max_distance
         self.retention = parse_duration(retention)
         if partition_seconds is None:
-            partition_seconds = max(3600.0, self.retention / 24) if self.retention else 86400.0
+            partition_seconds = max(3600.0, self.retention / 8) if self.retention else 86400.0
         elif not isinstance(partition_seconds, (int, float)) or partition_seconds <= 0:
             raise ConfigError(
                 f"partition_seconds must be a positive number, got {partition_seconds!r}"

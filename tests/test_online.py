@@ -263,7 +263,7 @@ def test_fsync_failure_is_storage_error(tmp_path, monkeypatch):
         d.add({"id": "a", "text": _text(1)})
         size = d.stats()["wal_bytes"]
         monkeypatch.setattr(
-            wal.os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error"))
+            wal.os, "fdatasync", lambda fd: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error"))
         )
         with pytest.raises(StorageError):
             d.add({"id": "b", "text": _text(2)})

@@ -83,7 +83,9 @@ def percentiles(values: list[float]) -> dict[str, float]:
 
 async def throughput(args: argparse.Namespace) -> dict[str, Any]:
     u = urlsplit(args.url)
-    n_req = min(args.max_requests, int(args.duration * 200) + args.connections)
+    # documents prepared up front (generation is not timed); the run stops early if they run out
+    n_docs = min(args.max_docs, int(args.duration * 40_000))
+    n_req = min(args.max_requests, max(args.connections, n_docs // args.batch))
     texts = make_texts(n_req * args.batch, args.words, args.seed)
     reqs: list[bytes] = []
     for r in range(n_req):
@@ -216,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", type=float, default=1000.0)
     p.add_argument("--max-inflight", type=int, default=64)
     p.add_argument("--max-requests", type=int, default=200_000)
+    p.add_argument("--max-docs", type=int, default=600_000, help="documents prepared (throughput)")
     p.add_argument("--words", type=int, default=40)
     p.add_argument("--seed", type=int, default=random.randrange(1 << 30))
     p.add_argument("--token", default=None)

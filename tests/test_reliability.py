@@ -52,6 +52,22 @@ def _warm_jit_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
         d.check({"id": "zh", "text": "预热 中文 文本"})
 
 
+@pytest.fixture(autouse=True)
+def _no_server_left_behind(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Kill every server a test started, also when the test fails."""
+    started: list[ServerProcess] = []
+    original = ServerProcess.start
+
+    def tracking_start(self: ServerProcess, *args: Any, **kwargs: Any) -> float:
+        started.append(self)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ServerProcess, "start", tracking_start)
+    yield
+    for srv in started:
+        srv.kill()
+
+
 def random_text(rng: random.Random, n: int = 30) -> str:
     return " ".join(
         "".join(rng.choices(string.ascii_lowercase, k=rng.randint(4, 10))) for _ in range(n)

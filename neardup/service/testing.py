@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -100,6 +101,12 @@ def serve_in_thread(app: Any, *, host: str = "127.0.0.1", timeout: float = 30.0)
         sock.close()
 
 
+def _kill_if_running(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
+
+
 class ServerProcess:
     """``python -m neardup serve --data DIR`` in a child process on a free loopback port.
 
@@ -157,6 +164,7 @@ class ServerProcess:
         self.proc = subprocess.Popen(
             self.command(), stdout=subprocess.DEVNULL, stderr=self._stderr, env=env
         )
+        atexit.register(_kill_if_running, self.proc)  # never leave a server behind
         if not wait:
             return 0.0
         try:

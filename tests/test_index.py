@@ -324,3 +324,19 @@ def test_concurrent_adds_and_searches() -> None:
     assert not errors
     q = queries_for(fps, 21, 3, nq=60)
     assert_same(idx.search(q), search_reference(fps, np.arange(6000), q, 3))
+
+
+@pytest.mark.parametrize("bits", [64, 128])
+def test_heavy_bucket_subdirectory_is_used_and_exact(bits: int, tmp_path) -> None:
+    fps = make_set("adversarial", 4000, bits, seed=8)  # one prefix shared by every fingerprint
+    idx = HammingIndex(
+        bits=bits, max_distance=3, blocks=4, prefix_blocks=1, heavy_bucket=64, buffer_size=100
+    )
+    idx.add(fps)
+    seg = idx._segments[0]
+    assert seg.hv.shape[0] >= 1 and seg.heavy is not None  # a sub-directory was built
+    q = queries_for(fps, 8, 3)
+    want = search_reference(fps, np.arange(4000), q, 3)
+    assert_same(idx.search(q), want)
+    idx.save(tmp_path / "h.idx")
+    assert_same(HammingIndex.load(tmp_path / "h.idx", mmap=True).search(q), want)

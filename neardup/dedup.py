@@ -92,6 +92,11 @@ class DedupConfig:
         pair inside an exact group is reported) when that is at most this many pairs;
         otherwise only the pairs with the groups' first members are reported. Clusters are the
         same either way.
+    max_candidates_per_doc : int or None, default=64
+        Safety valve for the wide (brute-force) candidate scans: at most this many candidate
+        pairs per document of a pass. When a corpus's fingerprints are so concentrated that
+        more pairs fall within the candidate distance, that pass's distance is lowered until
+        they fit, and ``stats["candidate_passes"]`` records it. ``None`` disables the bound.
     """
 
     max_distance: int | None = None
@@ -102,6 +107,7 @@ class DedupConfig:
     exact: bool = True
     workers: int = 1
     expand_pairs: int = 10_000
+    max_candidates_per_doc: int | None = 64
 
     def __post_init__(self) -> None:
         if self.max_distance is not None and (
@@ -121,6 +127,14 @@ class DedupConfig:
             or self.expand_pairs < 0
         ):
             raise ConfigError(f"expand_pairs must be an int >= 0, got {self.expand_pairs!r}")
+        if self.max_candidates_per_doc is not None and (
+            isinstance(self.max_candidates_per_doc, bool)
+            or not isinstance(self.max_candidates_per_doc, int)
+            or self.max_candidates_per_doc < 1
+        ):
+            raise ConfigError(
+                f"max_candidates_per_doc must be an int >= 1 or None, got {self.max_candidates_per_doc!r}"
+            )
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
             raise ConfigError(f"workers must be an int >= 1, got {self.workers!r}")
         self.make_verifier()  # validates the verifier overrides
@@ -320,13 +334,26 @@ def stage_fingerprint(
 
 
 def _pairs_within(
-    fps: npt.NDArray[np.uint64], k: int, subset: npt.NDArray[np.int64], workers: int
+    fps: npt.NDArray[np.uint64],
+    k: int,
+    subset: npt.NDArray[np.int64],
+    workers: int,
+    per_doc: int | None = None,
+    info: dict[str, Any] | None = None,
+    name: str = "pass",
 ) -> tuple[Any, Any, Any]:
-    from .pipeline.candidates import candidate_pairs
+    from .pipeline.candidates import TABLES_MAX_DISTANCE, bounded_pairs, candidate_pairs
 
     if subset.size < 2:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32)
-    a, b, d = candidate_pairs(fps[subset], k, workers=workers)
+    if per_doc is not None and fps.ndim == 1 and k > TABLES_MAX_DISTANCE:
+        a, b, d, used = bounded_pairs(fps[subset], k, per_doc * int(subset.size), workers=workers)
+        if info is not None:
+            info[name] = {"docs": int(subset.size), "distance": k, "distance_used": used}
+    else:
+        a, b, d = candidate_pairs(fps[subset], k, workers=workers)
+        if info is not None:
+            info[name] = {"docs": int(subset.size), "distance": k, "distance_used": k}
     return subset[np.asarray(a, np.int64)], subset[np.asarray(b, np.int64)], np.asarray(d, np.int32)
 
 
@@ -337,6 +364,8 @@ def stage_candidates(
     verifier: Verifier,
     max_distance: int | None = None,
     workers: int = 1,
+    max_candidates_per_doc: int | None = None,
+    info: dict[str, Any] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
     """Candidate pairs ``(a, b, distance)``, a < b, sorted, among ``usable`` documents.
 
@@ -344,16 +373,20 @@ def stage_candidates(
     a pass over all documents at the long-text distance, plus a pass at the short-text distance
     over the documents that can form a short pair (shorter than twice ``short_chars``); a pair is
     a candidate when its distance is within ``candidate_distance(len(shorter text))``.
+
+    With ``max_candidates_per_doc``, a brute-force pass never yields more than that many pairs
+    per document of the pass: when the fingerprints are so concentrated that more pairs fall
+    within the distance, the distance is lowered until they fit (recorded in ``info``).
     """
     idx = np.flatnonzero(usable).astype(np.int64)
     if max_distance is not None:
-        return _pairs_within(fps, max_distance, idx, workers)
+        return _pairs_within(fps, max_distance, idx, workers, max_candidates_per_doc, info, "all")
     k_long = verifier.candidate_distance(1 << 62)
     k_short = verifier.candidate_distance(0)
-    parts = [_pairs_within(fps, k_long, idx, workers)]
+    parts = [_pairs_within(fps, k_long, idx, workers, max_candidates_per_doc, info, "long")]
     if k_short > k_long:
         small = idx[lengths[idx] < 2 * verifier.short_chars]
-        a, b, d = _pairs_within(fps, k_short, small, workers)
+        a, b, d = _pairs_within(fps, k_short, small, workers, max_candidates_per_doc, info, "short")
         short_pair = np.minimum(lengths[a], lengths[b]) < verifier.short_chars
         sel = short_pair & (d > k_long)  # pairs within k_long came from the first pass
         parts.append((a[sel], b[sel], d[sel]))
@@ -515,8 +548,16 @@ def dedup(
     done()
 
     done = timed("candidates")
+    passes: dict[str, Any] = {}
     ca, cb, cd = stage_candidates(
-        fps_u, lengths[unique], ~empty_u, verifier, cfg.max_distance, cfg.workers
+        fps_u,
+        lengths[unique],
+        ~empty_u,
+        verifier,
+        cfg.max_distance,
+        cfg.workers,
+        cfg.max_candidates_per_doc,
+        passes,
     )
     ca, cb = unique[ca], unique[cb]
     done()
@@ -549,6 +590,7 @@ def dedup(
         "kept": int(keep.sum()),
         "dropped": int(n - keep.sum()),
         "candidates": int(ca.size),
+        "candidate_passes": passes,
         "verified": int(ok.sum()),
         "pairs": len(pairs),
         "elapsed_s": round(elapsed, 3),

@@ -79,7 +79,18 @@ def test_keep_policies_end_to_end():
 
 def test_deterministic_across_workers():
     rng = np.random.default_rng(1)
-    words = ["river", "city", "market", "garden", "winter", "bridge", "library", "budget", "council", "school"]
+    words = [
+        "river",
+        "city",
+        "market",
+        "garden",
+        "winter",
+        "bridge",
+        "library",
+        "budget",
+        "council",
+        "school",
+    ]
     texts = [" ".join(rng.choice(words, 12)) for _ in range(150)]
     texts += [t + " extra" for t in texts[:40]]
     r1 = dedup(texts, workers=1)
@@ -179,3 +190,17 @@ def test_candidate_pairs_dispatch_agrees():
             assert np.array_equal(x, y)
     with pytest.raises(ConfigError, match="max_distance must be"):
         candidate_pairs(fps, 65)
+
+
+def test_bounded_pairs_lowers_the_distance_to_fit():
+    from neardup.pipeline import bounded_pairs
+
+    base = np.zeros(50, np.uint64)  # 50 identical fingerprints: 1225 pairs at distance 0
+    fps = np.concatenate([base, np.array([0b1, 0b11], np.uint64)])
+    a, _, _, used = bounded_pairs(fps, 5, 10_000)
+    assert used == 5 and len(a) == len(all_pairs_reference(fps, 5)[0])
+    a, _b, d, used = bounded_pairs(fps, 5, 1300)
+    assert used == 1 and d.max() <= 1
+    assert bounded_pairs(fps, 5, 10)[3] == -1
+    r = dedup(["same words here"] * 3 + ["other words there"], max_candidates_per_doc=1)
+    assert r.stats["candidate_passes"]

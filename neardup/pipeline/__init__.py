@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from .candidates import all_pairs_bruteforce, all_pairs_reference, candidate_pairs
+from .candidates import all_pairs_bruteforce, all_pairs_reference, bounded_pairs, candidate_pairs
 
-__all__ = ["all_pairs_bruteforce", "all_pairs_reference", "candidate_pairs"]
+__all__ = ["all_pairs_bruteforce", "all_pairs_reference", "bounded_pairs", "candidate_pairs"]

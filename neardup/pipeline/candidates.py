@@ -17,7 +17,13 @@ import numpy.typing as npt
 from ..errors import ConfigError
 from ..hamming import as_fingerprints, hamming_cdist
 
-__all__ = ["TABLES_MAX_DISTANCE", "all_pairs_bruteforce", "all_pairs_reference", "candidate_pairs"]
+__all__ = [
+    "TABLES_MAX_DISTANCE",
+    "all_pairs_bruteforce",
+    "all_pairs_reference",
+    "bounded_pairs",
+    "candidate_pairs",
+]
 
 #: up to this distance the permuted-table index is used, above it the brute-force scan
 TABLES_MAX_DISTANCE = 6
@@ -176,6 +182,61 @@ def all_pairs_bruteforce(
     finally:
         numba.set_num_threads(prev)
     return a, b, d
+
+
+@numba.njit(cache=True, parallel=True)
+def _hist_rows64(x: np.ndarray, k: int) -> np.ndarray:  # pragma: no cover - numba
+    n = x.shape[0]
+    hist = np.zeros((n, k + 1), np.int32)
+    kk = np.uint64(k)
+    for i in numba.prange(n):
+        xi = x[i]
+        for j in range(i + 1, n):
+            dist = _popcount(xi ^ x[j])
+            if dist <= kk:
+                hist[i, dist] += 1
+    return hist
+
+
+def bounded_pairs(
+    fingerprints: npt.ArrayLike, max_distance: int, max_pairs: int, *, workers: int = 1
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32], int]:
+    """Like :func:`all_pairs_bruteforce`, but never returns more than ``max_pairs`` pairs.
+
+    A first scan counts the pairs at each distance <= ``max_distance``; the distance actually
+    used is the largest ``k' <= max_distance`` whose pairs fit in ``max_pairs`` (-1 when not even
+    the identical pairs fit). Guards against corpora whose fingerprints are so concentrated that
+    nearly every pair is within the distance. Returns ``(a, b, d, k_used)``; 64-bit only
+    (128-bit fingerprints are scanned without a bound).
+    """
+    fps = as_fingerprints(fingerprints)
+    bits = 128 if fps.ndim == 2 else 64
+    _check_k(max_distance, bits)
+    if fps.shape[0] < 2:
+        return (*_empty(), int(max_distance))
+    if fps.ndim == 2:
+        return (*all_pairs_bruteforce(fps, max_distance, workers=workers), int(max_distance))
+    x = np.ascontiguousarray(fps)
+    prev = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
+    try:
+        hist = _hist_rows64(x, int(max_distance))
+        cum = np.cumsum(hist.sum(axis=0, dtype=np.int64))
+        fits = np.flatnonzero(cum <= max_pairs)
+        k = int(fits[-1]) if fits.size else -1
+        if k < 0:
+            return (*_empty(), -1)
+        counts = hist[:, : k + 1].sum(axis=1, dtype=np.int64)
+        offsets = np.zeros(x.shape[0] + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        total = int(offsets[-1])
+        a = np.empty(total, np.int64)
+        b = np.empty(total, np.int64)
+        d = np.empty(total, np.int32)
+        _fill_rows64(x, k, offsets, a, b, d)
+    finally:
+        numba.set_num_threads(prev)
+    return a, b, d, k
 
 
 def candidate_pairs(fingerprints: npt.ArrayLike, max_distance: int, *, workers: int = 1) -> Pairs:

@@ -729,19 +729,13 @@ class Deduplicator:
             )
         start = self.store.allocate(len(ids))
         rids = np.arange(start, start + len(ids), dtype=np.int64)
-        w = fp_words(fps).tolist()
+        fp_bytes = fp_words(fps).astype("<u8").tobytes()
+        times = ts.tolist()
+        # insert in id order: the UNIQUE(id) B-tree then grows at its right edge
+        order = sorted(range(len(ids)), key=ids.__getitem__)
         rows = [
-            (
-                start + i,
-                ids[i],
-                float(ts[i]),
-                int(w[i][0]).to_bytes(8, "little") + int(w[i][1]).to_bytes(8, "little"),
-                _NO_HASH,
-                0,
-                None,
-                None,
-            )
-            for i in range(len(ids))
+            (start + i, ids[i], times[i], fp_bytes[16 * i : 16 * i + 16], _NO_HASH, 0, None, None)
+            for i in order
         ]
         self.store.bulk_load(rows, fps, rids, ts)
         return len(ids)

@@ -292,6 +292,8 @@ class Store:
                     "%s: unusable index (%s); rebuilding it from the verified segment", side, exc
                 )
         fast = build_index(seg.fingerprints, seg.rowids, bits=self.bits, max_distance=self.radius)
+        if isinstance(fast, BruteIndex):
+            return fast
         try:
             fast.index.save(side)  # type: ignore[union-attr]
             entry["radius"] = self.radius

@@ -221,6 +221,12 @@ def hash64(b, s, e, hash_id, seed):
 
 
 @njit(cache=True)
+def hash64_cold(b, s, e, hash_id, seed):
+    """:func:`hash64` as an ordinary call (cold paths: fewer inlined copies, faster compile)."""
+    return hash64(b, s, e, hash_id, seed)
+
+
+@njit(cache=True)
 def _hash64_other(b, s, e, hash_id, seed):
     if hash_id == 1:
         return fnv1a64(b, s, e, seed)
@@ -343,7 +349,7 @@ def _wrap(i, n):
     return i - n if i >= n else i
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)
 def _xxh64_words(ring, start, cnt, n, seed):
     """xxh64 of the little-endian bytes of cnt uint64 ring entries (no byte shuffling)."""
     nbytes = 8 * cnt
@@ -379,7 +385,7 @@ def _xxh64_words(ring, start, cnt, n, seed):
     return h
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)
 def _combine(ring, start, cnt, n, tmp, hash_id, seed):
     """Hash of the LE concatenation of cnt ring entries (oldest first from index start)."""
     if hash_id == 0:
@@ -388,7 +394,7 @@ def _combine(ring, start, cnt, n, tmp, hash_id, seed):
         h = ring[_wrap(start + k, n)]
         for q in range(8):
             tmp[8 * k + q] = np.uint8((h >> U64(8 * q)) & U64(0xFF))
-    return hash64(tmp, 0, 8 * cnt, hash_id, seed)
+    return hash64_cold(tmp, 0, 8 * cnt, hash_id, seed)
 
 
 @njit(cache=True)
@@ -439,7 +445,7 @@ def _words_chunk(
                 continue
         lo = U64(0)
         if wide:
-            lo = hash64(buf, ts, i, hash_id, seed1)
+            lo = hash64_cold(buf, ts, i, hash_id, seed1)
         if n == 1:
             fb_hi[k] = hi
             fb_lo[k] = lo
@@ -520,7 +526,7 @@ def _chars_chunk(
         b = cps[i + n]
         fb_hi[k] = hash64(scratch, a, b, hash_id, seed)
         if wide:
-            fb_lo[k] = hash64(scratch, a, b, hash_id, seed1)
+            fb_lo[k] = hash64_cold(scratch, a, b, hash_id, seed1)
         else:
             fb_lo[k] = U64(0)
         fb_w[k] = 1
@@ -570,10 +576,10 @@ def _finish(
         _put(shi, slo, max(np.int64(1), sw // t), fb_hi, fb_lo, fb_w, wide, acc, st)
     elif mode == MODE_CHARS and 0 < t < n:
         m = st[S_CARRY_LEN]
-        hi = hash64(carry, 0, m, hash_id, seed)
+        hi = hash64_cold(carry, 0, m, hash_id, seed)
         lo = U64(0)
         if wide:
-            lo = hash64(carry, 0, m, hash_id, seed + U64(1))
+            lo = hash64_cold(carry, 0, m, hash_id, seed + U64(1))
         _put(hi, lo, np.int64(1), fb_hi, fb_lo, fb_w, wide, acc, st)
     _drain(fb_hi, fb_lo, fb_w, st[S_NBUF], st[S_UNIT], wide, acc)
     st[S_NBUF] = 0
@@ -603,20 +609,85 @@ def _new_state(n, wide):
     return st, acc, fb_hi, fb_lo, fb_w, ring_hi, ring_lo, ring_w, carry
 
 
+@njit(cache=True)
+def han_counts(buf, s, e, isword):
+    """(Han ideographs, word code points) in prepared UTF-8 bytes buf[s:e]: word code points
+    are ASCII ``[0-9a-z_]`` and every non-ASCII code point; Han = U+3400-4DBF, U+4E00-9FFF,
+    U+F900-FAFF, U+20000-2FFFF."""
+    n_han = 0
+    n_word = 0
+    i = s
+    while i < e:
+        c = buf[i]
+        if c < 0x80:
+            if isword[c] != 0:
+                n_word += 1
+            i += 1
+            continue
+        if c >= 0xF0 and i + 3 < e:
+            cp = (
+                ((c & 0x07) << 18)
+                | ((buf[i + 1] & 0x3F) << 12)
+                | ((buf[i + 2] & 0x3F) << 6)
+                | (buf[i + 3] & 0x3F)
+            )
+            i += 4
+        elif c >= 0xE0 and i + 2 < e:
+            cp = ((c & 0x0F) << 12) | ((buf[i + 1] & 0x3F) << 6) | (buf[i + 2] & 0x3F)
+            i += 3
+        else:
+            cp = 0
+            i += 2 if c >= 0xC0 else 1
+        n_word += 1
+        if (
+            (0x3400 <= cp <= 0x4DBF)
+            or (0x4E00 <= cp <= 0x9FFF)
+            or (0xF900 <= cp <= 0xFAFF)
+            or (0x20000 <= cp <= 0x2FFFF)
+        ):
+            n_han += 1
+    return n_han, n_word
+
+
+@njit(inline="always", cache=True)
+def _is_zh(n_han, n_word, th):
+    return n_word > 0 and n_han / n_word >= th
+
+
 @njit(nogil=True, cache=True)
 def simhash_docs(
-    buf, starts, ends, mode, n, hash_id, seed, wide, hs, ws, default, isword, out, nfeat
+    buf,
+    starts,
+    ends,
+    mode,
+    n,
+    mode2,
+    n2,
+    th,
+    hash_id,
+    seed,
+    wide,
+    hs,
+    ws,
+    default,
+    isword,
+    out,
+    nfeat,
 ):
-    """Fingerprint documents buf[starts[i]:ends[i]] into out (m, 1|2) and nfeat (m,)."""
+    """Fingerprint documents buf[starts[i]:ends[i]] into out (m, 1|2) and nfeat (m,).
+
+    Documents whose Han share (:func:`han_counts`) is >= th use (mode2, n2), others (mode, n);
+    th > 1 disables the switch."""
     m = starts.shape[0]
-    st, acc, fb_hi, fb_lo, fb_w, ring_hi, ring_lo, ring_w, carry = _new_state(n, wide)
-    tmp = np.zeros(8 * n + 8, np.uint8)
+    nmax = max(n, n2)
+    st, acc, fb_hi, fb_lo, fb_w, ring_hi, ring_lo, ring_w, carry = _new_state(nmax, wide)
+    tmp = np.zeros(8 * nmax + 8, np.uint8)
     maxlen = 0
     for d in range(m):
         maxlen = max(maxlen, ends[d] - starts[d])
-    if mode == MODE_CHARS:
-        scratch = np.zeros(2 * maxlen + 4 * n + 8, np.uint8)
-        cps = np.zeros(2 * maxlen + 4 * n + 9, np.int64)
+    if mode == MODE_CHARS or (mode2 == MODE_CHARS and th <= 1.0):
+        scratch = np.zeros(2 * maxlen + 4 * nmax + 8, np.uint8)
+        cps = np.zeros(2 * maxlen + 4 * nmax + 9, np.int64)
     else:
         scratch = np.zeros(1, np.uint8)
         cps = np.zeros(1, np.int64)
@@ -626,12 +697,19 @@ def simhash_docs(
         acc[:] = 0
         s = starts[d]
         e = ends[d]
-        if mode == MODE_WORDS:
+        md = mode
+        nn = n
+        if th <= 1.0:
+            n_han, n_word = han_counts(buf, s, e, isword)
+            if _is_zh(n_han, n_word, th):
+                md = mode2
+                nn = n2
+        if md == MODE_WORDS:
             _words_chunk(
                 buf,
                 s,
                 e,
-                n,
+                nn,
                 hash_id,
                 seed,
                 wide,
@@ -654,7 +732,7 @@ def simhash_docs(
                 buf,
                 s,
                 e,
-                n,
+                nn,
                 hash_id,
                 seed,
                 wide,
@@ -669,8 +747,8 @@ def simhash_docs(
                 isword,
             )
         nfeat[d] = _finish(
-            mode,
-            n,
+            md,
+            nn,
             hash_id,
             seed,
             wide,
@@ -791,10 +869,11 @@ def _encode_prepared(t: str, pmode: str) -> bytes:
 
 
 def run_group(
-    texts, idx, pmode, kmode, n, hash_id, seed, bits, hs, ws, default, fps, nfeat, chunk_chars
+    texts, idx, pmode, plan, hash_id, seed, bits, hs, ws, default, fps, nfeat, chunk_chars
 ):  # type: ignore[no-untyped-def]
-    """Fingerprint texts[i] for i in idx into fps[i] / nfeat[i] (rows are disjoint per caller)."""
-    mode = MODE_CHARS if kmode == "chars" else MODE_WORDS
+    """Fingerprint texts[i] for i in idx into fps[i] / nfeat[i] (rows are disjoint per caller).
+
+    ``plan`` = (mode, n, mode2, n2, th): see :func:`simhash_docs`."""
     wide = bits == 128
     useed = np.uint64(seed)
     nw = 2 if wide else 1
@@ -806,26 +885,12 @@ def run_group(
         if not rows:
             return
         lens = np.fromiter((len(p) for p in parts), np.int64, len(parts))
-        offsets = np.zeros(len(parts) + 1, np.int64)
-        np.cumsum(lens, out=offsets[1:])
+        ends = np.cumsum(lens)
         buf = np.frombuffer(b"".join(parts), np.uint8)
         out = np.zeros((len(rows), nw), np.uint64)
         nf = np.zeros(len(rows), np.int64)
         simhash_docs(
-            buf,
-            offsets[:-1],
-            offsets[1:],
-            mode,
-            n,
-            hash_id,
-            useed,
-            wide,
-            hs,
-            ws,
-            default,
-            ISWORD,
-            out,
-            nf,
+            buf, ends - lens, ends, *plan, hash_id, useed, wide, hs, ws, default, ISWORD, out, nf
         )
         r = np.asarray(rows, np.int64)
         fps[r] = out
@@ -837,7 +902,7 @@ def run_group(
         t = texts[i]
         if len(t) > chunk_chars:
             _run_long(
-                t, i, pmode, mode, n, hash_id, useed, wide, hs, ws, default, fps, nfeat, chunk_chars
+                t, i, pmode, plan, hash_id, useed, wide, hs, ws, default, fps, nfeat, chunk_chars
             )
             continue
         p = _encode_prepared(t, pmode)
@@ -850,20 +915,23 @@ def run_group(
     flush()
 
 
-def run_ascii(joined, lens, kmode, n, hash_id, seed, bits, hs, ws, default, fps, nfeat):  # type: ignore[no-untyped-def]
+def run_ascii(joined, lens, plan, hash_id, seed, bits, hs, ws, default, fps, nfeat):  # type: ignore[no-untyped-def]
     """Fast path for a block of ASCII texts joined with one separator character: one
     ``lower()``, one ``encode()`` and one kernel call for the whole block; writes fps / nfeat
-    (row views of the block)."""
-    mode = MODE_CHARS if kmode == "chars" else MODE_WORDS
+    (row views of the block). ASCII text has no Han, so only (mode, n) of ``plan`` is used."""
     buf = np.frombuffer(joined.lower().encode("ascii"), np.uint8)
     ends = np.cumsum(lens + 1) - 1
     starts = ends - lens
+    mode, n = plan[0], plan[1]
     simhash_docs(
         buf,
         starts,
         ends,
         mode,
         n,
+        mode,
+        n,
+        2.0,
         hash_id,
         np.uint64(seed),
         bits == 128,
@@ -876,10 +944,20 @@ def run_ascii(joined, lens, kmode, n, hash_id, seed, bits, hs, ws, default, fps,
     )
 
 
-def _run_long(t, i, pmode, mode, n, hash_id, useed, wide, hs, ws, default, fps, nfeat, chunk):  # type: ignore[no-untyped-def]
+def _run_long(t, i, pmode, plan, hash_id, useed, wide, hs, ws, default, fps, nfeat, chunk):  # type: ignore[no-untyped-def]
+    mode, n, mode2, n2, th = plan
+    bounds = split_long(t, chunk)
+    if th <= 1.0:  # first pass: Han share of the whole prepared text
+        n_han = n_word = 0
+        for a, b in bounds:
+            buf = np.frombuffer(_encode_prepared(t[a:b], pmode), np.uint8)
+            h, w = han_counts(buf, 0, len(buf), ISWORD)
+            n_han += h
+            n_word += w
+        if n_word > 0 and n_han / n_word >= th:
+            mode, n = mode2, n2
     state = _new_state(n, wide)
     out = np.zeros(2 if wide else 1, np.uint64)
-    bounds = split_long(t, chunk)
     nf = 0
     for k, (a, b) in enumerate(bounds):
         buf = np.frombuffer(_encode_prepared(t[a:b], pmode), np.uint8)

@@ -39,7 +39,7 @@ from . import _simhash_reference as ref
 from .errors import ConfigError, InputError, InputTypeError
 from .hashing import DEFAULT_SEED, HASH_FUNCTIONS, HASH_IDS, feature_hash
 from .text.normalize import check_text, normalize
-from .text.tokenize import cjk_share, prepare
+from .text.tokenize import han_share, prepare
 
 __all__ = [
     "AUTO_EN",
@@ -58,6 +58,7 @@ WEIGHTS = ("tf", "tfidf", "keywords")
 #: docs/fingerprints.md)
 AUTO_EN: tuple[str, int] = ("words", 1)
 AUTO_ZH: tuple[str, int] = ("chars", 2)
+_KMODE = {"words": 0, "shingles": 0, "jieba": 0, "chars": 1}  # kernel modes (words / chars)
 _DEFAULT_NGRAM = {"words": 1, "shingles": 2, "chars": 3, "jieba": 1}
 #: texts longer than this many characters are fingerprinted in chunks (bounded memory)
 CHUNK_CHARS = 1 << 22
@@ -401,12 +402,11 @@ class Fingerprinter:
 
         feat, n = self._mode_for("en")
         hs, ws, default = self._table(feat)
-        kmode = "chars" if feat == "chars" else "words"
+        plan = (_KMODE[feat], n, _KMODE[feat], n, 2.0)
         nb.run_ascii(
             joined,
             lens,
-            kmode,
-            n,
+            plan,
             HASH_IDS[self.hash],
             self.seed,
             self.bits,
@@ -417,21 +417,52 @@ class Fingerprinter:
             nfeat,
         )
 
+    def _native_auto(self) -> bool:
+        """auto whose en and zh settings share one preparation (no jieba): one kernel pass."""
+        return self.features == "auto" and "jieba" not in (AUTO_EN[0], AUTO_ZH[0])
+
     def _run_mixed(
         self, texts: list[str], start: int, stop: int, fps: np.ndarray, nfeat: np.ndarray
     ) -> None:
-        groups: dict[str, list[int]] = {}
-        if self.features == "auto":
-            th = self.zh_threshold
-            for i in range(start, stop):
-                t = texts[i]
-                lang = "zh" if (not t.isascii() and cjk_share(t) >= th) else "en"
-                groups.setdefault(lang, []).append(i)
-        else:
-            groups["en"] = list(range(start, stop))
-        for lang, idx in groups.items():
-            feat, n = self._mode_for(lang)
+        idx = list(range(start, stop))
+        if self.features != "auto":
+            feat, n = self._mode_for("en")
             self._run_group(texts, idx, feat, n, fps, nfeat)
+            return
+        (fe, ne), (fz, nz) = AUTO_EN, AUTO_ZH
+        if self._native_auto() and not self._python_path():
+            from . import _simhash_numba as nb
+
+            hs, ws, default = self._table("words")
+            plan = (_KMODE[fe], ne, _KMODE[fz], nz, self.zh_threshold)
+            nb.run_group(
+                texts,
+                idx,
+                "words",
+                plan,
+                HASH_IDS[self.hash],
+                self.seed,
+                self.bits,
+                hs,
+                ws,
+                default,
+                fps,
+                nfeat,
+                CHUNK_CHARS,
+            )
+            return
+        groups: dict[str, list[int]] = {"en": [], "zh": []}
+        for i in idx:
+            t = texts[i]
+            zh = not t.isascii() and han_share(prepare(t, "words")) >= self.zh_threshold
+            groups["zh" if zh else "en"].append(i)
+        for lang, members in groups.items():
+            if members:
+                feat, n = self._mode_for(lang)
+                self._run_group(texts, members, feat, n, fps, nfeat)
+
+    def _python_path(self) -> bool:
+        return _FORCE_REFERENCE or self.hash == "md5" or self.weights == "keywords"
 
     def _run_group(
         self,
@@ -443,19 +474,19 @@ class Fingerprinter:
         nfeat: np.ndarray,
     ) -> None:
         pmode = "jieba" if feat == "jieba" else ("chars" if feat == "chars" else "words")
-        kmode = "chars" if feat == "chars" else "words"
         hs, ws, default = self._table(feat)
-        if _FORCE_REFERENCE or self.hash == "md5" or self.weights == "keywords":
+        if self._python_path():
+            kmode = "chars" if feat == "chars" else "words"
             self._run_group_python(texts, idx, pmode, kmode, n, (hs, ws, default), fps, nfeat)
             return
         from . import _simhash_numba as nb
 
+        plan = (_KMODE[feat], n, _KMODE[feat], n, 2.0)
         nb.run_group(
             texts,
             idx,
             pmode,
-            kmode,
-            n,
+            plan,
             HASH_IDS[self.hash],
             self.seed,
             self.bits,

@@ -54,7 +54,9 @@ def casefold_nfkc(text: str) -> str:
         return text.lower()
     if _SURROGATES.search(text) is not None:
         text = replace_surrogates(text)
-    return unicodedata.normalize("NFKC", text).casefold()
+    if not unicodedata.is_normalized("NFKC", text):  # fast check; most text is normalised
+        text = unicodedata.normalize("NFKC", text)
+    return text.casefold()
 
 
 def normalize(text: str) -> str:

@@ -33,6 +33,7 @@ __all__ = [
     "char_ngrams",
     "cjk_share",
     "detect_lang",
+    "han_share",
     "jieba_words",
     "prepare",
     "tokenize",
@@ -127,6 +128,23 @@ def cjk_share(text: str) -> float:
         return 0.0
     n_cjk = len(text) - len(CJK_RE.sub("", text))
     return n_cjk / n_word
+
+
+def han_share(prepared: str) -> float:
+    """Han ideographs / word characters of *prepared* text (:func:`prepare`, words mode): the
+    quantity ``features="auto"`` compares with ``zh_threshold``. Word characters are the token
+    characters ``[0-9a-z_]`` and every non-ASCII code point; 0.0 when there are none.
+
+    >>> han_share(prepare("中文 ab"))
+    0.5
+    """
+    if prepared.isascii():
+        return 0.0
+    n_word = len(_SEP_RUN.sub("", prepared))
+    if n_word == 0:
+        return 0.0
+    n_han = len(prepared) - len(CJK_RE.sub("", prepared))
+    return n_han / n_word
 
 
 def detect_lang(text: str, *, zh_threshold: float = 0.3) -> str:

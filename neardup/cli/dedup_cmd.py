@@ -127,7 +127,9 @@ def dedup_command(
     text_field: Annotated[str, typer.Option(help="Field/column holding the text.")] = "text",
     id_field: Annotated[
         str | None,
-        typer.Option(help="Field/column holding a unique id (default: generated path:line)."),
+        typer.Option(
+            help="Field/column holding a unique id (default: an 'id' field if present, else path:line)."
+        ),
     ] = None,
     max_distance: Annotated[
         int | None,

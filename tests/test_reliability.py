@@ -29,7 +29,7 @@ httpx = pytest.importorskip("httpx")
 
 from neardup.service.testing import ServerProcess  # noqa: E402
 
-CYCLES = int(os.environ.get("NEARDUP_RELIABILITY_CYCLES", "4"))
+CYCLES = int(os.environ.get("NEARDUP_RELIABILITY_CYCLES", "3"))
 TOKEN = "reliability-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -139,7 +139,7 @@ def test_sigkill_cycles_lose_no_acknowledged_insert(tmp_path: Path) -> None:
         if acked:
             assert_all_present(srv.url, acked, unknown)
         writers = run_writers(srv.url, [cycle * 10 + 1, cycle * 10 + 2])
-        time.sleep(rng.uniform(0.3, 1.2))
+        time.sleep(rng.uniform(0.2, 0.8))
         srv.kill()
         for w in writers:
             w.stop_flag.set()

@@ -62,7 +62,7 @@ def wait_healthy(
 
 
 @contextlib.contextmanager
-def serve_in_thread(app: Any, *, host: str = "127.0.0.1", timeout: float = 30.0) -> Iterator[str]:
+def serve_in_thread(app: Any, *, host: str = "127.0.0.1", timeout: float = 300.0) -> Iterator[str]:
     """Serve ``app`` with uvicorn in a daemon thread; yield its base URL; stop it on exit.
 
     The socket is bound before the server starts, so there is no port race.

@@ -500,3 +500,28 @@ def test_storage_error_is_503(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         FailingWrites.fail = False
         assert c.get("/v1/docs/ok").status_code == 200
         assert c.get("/healthz").status_code == 200
+
+
+def test_failed_fsync_is_503_and_acknowledges_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real store whose log cannot be synced (disk full): 503, earlier writes intact."""
+    import errno
+    import os
+
+    config = ServiceConfig(data_dir=tmp_path)
+    with serve_in_thread(create_app(config)) as url, httpx.Client(base_url=url) as c:
+        ok = c.post("/v1/check-and-insert", json={"id": "ok", "text": "alpha beta gamma delta"})
+        assert ok.status_code == 200 and ok.json()["added"]
+
+        def enospc(fd: int) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(os, "fdatasync", enospc, raising=False)
+        monkeypatch.setattr(os, "fsync", enospc)
+        r = c.post("/v1/check-and-insert", json={"id": "lost", "text": "epsilon zeta eta theta"})
+        err(r, 503, "storage_unavailable")
+        monkeypatch.undo()
+        assert c.get("/v1/docs/ok").json()["id"] == "ok"
+        err(c.get("/v1/docs/lost"), 404)  # the refused write is not visible
+        assert c.get("/healthz").status_code == 200

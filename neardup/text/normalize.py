@@ -24,6 +24,7 @@ __all__ = ["casefold_nfkc", "check_text", "normalize", "replace_surrogates"]
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _WS = re.compile(r"\s+")
+_FULLWIDTH = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 
 
 def replace_surrogates(text: str) -> str:
@@ -55,7 +56,12 @@ def casefold_nfkc(text: str) -> str:
     if _SURROGATES.search(text) is not None:
         text = replace_surrogates(text)
     if not unicodedata.is_normalized("NFKC", text):  # fast check; most text is normalised
-        text = unicodedata.normalize("NFKC", text)
+        # Full-width ASCII (U+FF01-FF5E) and U+3000 are what usually fails the check (Chinese
+        # punctuation); map them first (same result as NFKC: singleton compatibility mappings),
+        # so the slow normalize() runs only when something else needs it.
+        text = text.translate(_FULLWIDTH)
+        if not unicodedata.is_normalized("NFKC", text):
+            text = unicodedata.normalize("NFKC", text)
     return text.casefold()
 
 

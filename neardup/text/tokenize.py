@@ -3,9 +3,9 @@
 Every fingerprint feature is derived from :func:`prepare`'d text, whose definition is:
 
 ``words`` / ``shingles`` / ``chars``
-    :func:`~neardup.text.normalize.casefold_nfkc` (NFKC + casefold, lone surrogates ->
-    U+FFFD); if the result is not pure ASCII, every non-word character (``re`` ``\\W``) becomes a
-    space. *Word characters* are ``[0-9a-z_]`` and every non-ASCII code point that survived
+    ASCII text is lower-cased. Other text: every non-word character (``re`` ``\\W``, including
+    lone surrogates) becomes a space, then NFKC, casefold, and non-word characters -> space
+    again. *Word characters* are ``[0-9a-z_]`` and every non-ASCII code point that survived
     (i.e. Unicode ``\\w``), so a token is a maximal run of word characters.
 ``jieba``
     as ``words``; then, if the text is not pure ASCII, it is segmented with ``rjieba.cut``
@@ -24,9 +24,10 @@ Feature strings:
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Literal
 
-from .normalize import casefold_nfkc, check_text
+from .normalize import check_text
 
 __all__ = [
     "CJK_RE",
@@ -53,8 +54,21 @@ CJK_RE = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ff
 
 
 def prepare(text: str, mode: PrepareMode = "words") -> str:
-    """The prepared text a fingerprint kernel tokenizes (see the module docstring)."""
-    s = casefold_nfkc(text)
+    """The prepared text a fingerprint kernel tokenizes (see the module docstring).
+
+    ASCII text: ``text.lower()`` (the kernel treats ASCII non-word bytes as separators).
+    Other text: non-word characters -> space; NFKC (skipped when ``is_normalized``); casefold;
+    non-word characters -> space again (NFKC / casefold can create some, e.g. ``½`` -> ``1⁄2``).
+    Replacing separators *before* NFKC lets full-width punctuation (common in Chinese text,
+    and not NFKC-normalised) skip the slow ``unicodedata.normalize``; lone surrogates are
+    non-word characters, so they become separators too.
+    """
+    if text.isascii():
+        return text.lower()
+    s = _NONWORD.sub(" ", text)
+    if not unicodedata.is_normalized("NFKC", s):
+        s = unicodedata.normalize("NFKC", s)
+    s = s.casefold()
     if s.isascii():
         return s
     s = _NONWORD.sub(" ", s)

@@ -195,6 +195,10 @@ class Deduplicator:
         How long the writer waits for more operations to join a group before committing.
     max_segments_per_partition : int, default=2
         A partition with more segments is merged into one in the background.
+    candidate_radius : int or None, default=None
+        Largest SimHash distance searched. Default ``max(max_distance,
+        verifier.max_candidate_distance)``; lower it to trade recall on short texts for speed
+        (index searches get much more expensive as the radius grows).
     max_matches : int, default=10
         Matches reported per document (closest first).
     memtable_size : int, default=1_000_000
@@ -228,6 +232,7 @@ class Deduplicator:
         store_text: bool = True,
         commit_interval_ms: float = 2.0,
         max_matches: int = 10,
+        candidate_radius: int | None = None,
         memtable_size: int = 1_000_000,
         max_segments_per_partition: int = 2,
         partition_seconds: float | None = None,
@@ -283,7 +288,16 @@ class Deduplicator:
             if self.verifier is not None
             else 0
         )
-        self.radius = max(max_distance, vmax)
+        if candidate_radius is not None and (
+            isinstance(candidate_radius, bool)
+            or not isinstance(candidate_radius, int)
+            or not max_distance <= candidate_radius <= 32
+        ):
+            raise ConfigError(
+                f"candidate_radius must be an int in [max_distance ({max_distance}), 32], "
+                f"got {candidate_radius!r}"
+            )
+        self.radius = max(max_distance, vmax) if candidate_radius is None else candidate_radius
         self._hash_many = self._content_hasher()
 
         self.store = Store(
@@ -776,7 +790,9 @@ class Deduplicator:
         else:
             fps = np.zeros((0,) if self.bits == 64 else (0, 2), np.uint64)
             ids = []
-        lims, hit_rids, hit_d = self.store.search(fps, self.radius)
+        flat_texts = [t for op in doc_ops for t in op.docs.texts]  # type: ignore[union-attr]
+        limits = np.array([self._limit(t) for t in flat_texts], dtype=np.int64)
+        lims, hit_rids, hit_d = self._search_by_limit(fps, limits)
         del_ids = [op.arg for op in group if op.kind == "delete"]
         existing = self.store.lookup_ids(ids + del_ids)
         need_text = self.verifier is not None
@@ -793,7 +809,6 @@ class Deduplicator:
         deleted_rowids: set[int] = set()
         added_mask = np.zeros(len(fps), dtype=bool)  # documents added earlier in this group
         has_hits = (np.diff(lims) > 0).tolist()
-        flat_texts = [t for op in doc_ops for t in op.docs.texts]  # type: ignore[union-attr]
         flat_chash = [h for op in doc_ops for h in op.docs.chash]  # type: ignore[union-attr]
         flat_empty = (
             np.concatenate([op.docs.empty for op in doc_ops]) if doc_ops else np.zeros(0, bool)
@@ -892,6 +907,40 @@ class Deduplicator:
             g += len(docs.ids)
         return results, records
 
+    def _limit(self, text: str) -> int:
+        """Search distance for one query text (the verifier's, capped by the radius)."""
+        if self.verifier is None:
+            return self.max_distance
+        return max(
+            self.max_distance, min(int(self.verifier.candidate_distance(len(text))), self.radius)
+        )
+
+    def _search_by_limit(
+        self, fps: npt.NDArray[np.uint64], limits: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+        """Search each query only as far as it needs (long texts need less than short ones)."""
+        uniq = np.unique(limits).tolist()
+        if len(uniq) <= 1:
+            return self.store.search(fps, int(uniq[0]) if uniq else self.max_distance)
+        n = len(fps)
+        parts = []
+        counts = np.zeros(n, dtype=np.int64)
+        for lim in uniq:
+            sel = np.flatnonzero(limits == lim)
+            r = self.store.search(fps[sel], int(lim))
+            counts[sel] = np.diff(r[0])
+            parts.append((sel, r))
+        lims = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=lims[1:])
+        ids = np.empty(int(lims[-1]), dtype=np.int64)
+        ds = np.empty(int(lims[-1]), dtype=np.int32)
+        for sel, (lo, i, d) in parts:
+            c = np.diff(lo)
+            dest = np.repeat(lims[sel], c) + (np.arange(len(i)) - np.repeat(lo[:-1], c))
+            ids[dest] = i
+            ds[dest] = d
+        return lims, ids, ds
+
     def _intra_pairs(self, fps: npt.NDArray[np.uint64]) -> dict[int, list[tuple[int, int]]]:
         """Pairs of documents in one group within the search radius, keyed by the later one."""
         out: dict[int, list[tuple[int, int]]] = {}
@@ -938,12 +987,7 @@ class Deduplicator:
         cutoff: float | None,
     ) -> list[Match]:
         text = texts[i]
-        limit = (
-            self.verifier.candidate_distance(len(text))
-            if self.verifier is not None
-            else self.max_distance
-        )
-        limit = min(int(limit), self.radius)
+        limit = self._limit(text)
         q_empty = bool(empty[i])
         q_hash = chash[i]
         # (exact first, distance, order, id, hash, empty, text): exact duplicates need no

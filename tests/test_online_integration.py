@@ -146,3 +146,23 @@ def test_read_only_directory(tmp_path):
         os.chmod(tmp_path, 0o700)
         for f in tmp_path.iterdir():
             os.chmod(f, 0o600)
+
+
+def test_mixed_search_limits_agree_with_single_checks():
+    rng = np.random.default_rng(5)
+
+    def text(i: int) -> str:
+        n = 3 if i % 2 else 30  # short (< 50 chars) and long texts
+        return " ".join(f"w{x}" for x in rng.integers(0, 40, n))
+
+    with Deduplicator(
+        verify=StubVerifier(), fingerprinter=SimpleFingerprinter(), candidate_radius=24
+    ) as d:
+        d.add([{"id": f"s{i}", "text": text(i)} for i in range(300)])
+        queries = [{"id": f"q{i}", "text": text(i)} for i in range(60)]
+        batch = d.check(queries)
+        singles = [d.check(q) for q in queries]
+        assert batch == singles
+        assert any(x.duplicate for x in batch) and not all(x.duplicate for x in batch)
+        with pytest.raises(ConfigError, match="candidate_radius"):
+            Deduplicator(candidate_radius=1, max_distance=3)

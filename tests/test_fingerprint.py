@@ -126,7 +126,7 @@ TEXT_ST = st.text(
     alphabet=st.sampled_from(
         list("abcXYZ019 _-.,!?\n\t\u3000")
         + list("中文字符测试美国飞碟")
-        + ["😀", "é", "ß", "Ｆ", "\ufffd", "ﬁ"]
+        + ["😀", "é", "ß", "Ｆ", "\ufffd", "ﬁ", "\ud800", "™", "½", "İ", "\u0301", "，", "。"]
     ),
     max_size=60,
 )

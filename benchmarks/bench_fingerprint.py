@@ -23,6 +23,7 @@ Prints a table and writes ``benchmarks/results/fingerprint.json`` (with ratios v
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -239,10 +240,8 @@ def measure_peers(
             docs,
             best_time(lambda: [ps.simhash(d.split()) for d in docs], repeat),
         )
-        try:
+        with contextlib.suppress(ValueError):  # rayon's pool can be sized once per process
             ps.set_num_threads(2)
-        except ValueError:  # rayon's global pool can only be sized once per process
-            pass
         record(
             case,
             "python-simhash 0.1.0",

@@ -65,7 +65,10 @@ def test_fingerprint_bad_option_exit_code(tmp_path):
 
 def test_idf_build_round_trip(tmp_path):
     src = tmp_path / "c.jsonl"
-    docs = [{"text": f"apple w{i}"} for i in range(8)] + [{"text": "banana"}, {"text": "我们在北京"}]
+    docs = [{"text": f"apple w{i}"} for i in range(8)] + [
+        {"text": "banana"},
+        {"text": "我们在北京"},
+    ]
     _write_jsonl(src, docs)
     out = tmp_path / "idf.txt"
     assert main(["idf", "build", str(src), "--output", str(out)]) == 0

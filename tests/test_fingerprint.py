@@ -18,6 +18,7 @@ import neardup
 from neardup import fingerprint as F
 from neardup.errors import ConfigError, InputError, InputTypeError
 from neardup.fingerprint import FingerprintBatch, Fingerprinter, content_hash, content_hash_many
+from neardup.hamming import hamming
 
 TEXTS = {
     "en": "The quick brown fox jumps over the lazy dog.",
@@ -199,8 +200,8 @@ def test_near_duplicates_are_close_and_unrelated_far():
     a = "The committee approved the new budget for the city parks department on Tuesday evening after a long debate."
     b = "The committee approved the new budget for the city parks department on Tuesday night after a long debate."
     c = "Quantum chromodynamics describes the strong interaction between quarks and gluons inside hadrons."
-    assert neardup.hamming(fp.fingerprint(a), fp.fingerprint(b)) <= 10
-    assert neardup.hamming(fp.fingerprint(a), fp.fingerprint(c)) >= 15
+    assert hamming(fp.fingerprint(a), fp.fingerprint(b)) <= 10
+    assert hamming(fp.fingerprint(a), fp.fingerprint(c)) >= 15
 
 
 def test_workers_give_identical_results():

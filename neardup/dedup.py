@@ -369,10 +369,12 @@ def stage_candidates(
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
     """Candidate pairs ``(a, b, distance)``, a < b, sorted, among ``usable`` documents.
 
-    With ``max_distance`` set, one :func:`neardup.all_pairs` pass at that distance. Otherwise
-    a pass over all documents at the long-text distance, plus a pass at the short-text distance
-    over the documents that can form a short pair (shorter than twice ``short_chars``); a pair is
-    a candidate when its distance is within ``candidate_distance(len(shorter text))``.
+    With ``max_distance`` set, one pass at that distance. Otherwise a pair is a candidate when
+    its distance is within the short-text distance if its shorter text has fewer than
+    ``short_chars`` characters and its longer one fewer than ``2 * short_chars``, else within the
+    long-text distance. (A text more than twice as long as a short one can only match it by
+    containment — the short text wrapped in more content — and then the long text's content
+    dominates its fingerprint.) Every pair is scanned once whatever the mix of lengths.
 
     With ``max_candidates_per_doc``, a brute-force pass never yields more than that many pairs
     per document of the pass: when the fingerprints are so concentrated that more pairs fall
@@ -383,13 +385,32 @@ def stage_candidates(
         return _pairs_within(fps, max_distance, idx, workers, max_candidates_per_doc, info, "all")
     k_long = verifier.candidate_distance(1 << 62)
     k_short = verifier.candidate_distance(0)
-    parts = [_pairs_within(fps, k_long, idx, workers, max_candidates_per_doc, info, "long")]
-    if k_short > k_long:
-        small = idx[lengths[idx] < 2 * verifier.short_chars]
-        a, b, d = _pairs_within(fps, k_short, small, workers, max_candidates_per_doc, info, "short")
-        short_pair = np.minimum(lengths[a], lengths[b]) < verifier.short_chars
-        sel = short_pair & (d > k_long)  # pairs within k_long came from the first pass
-        parts.append((a[sel], b[sel], d[sel]))
+    if k_short <= k_long:
+        return _pairs_within(fps, k_long, idx, workers, max_candidates_per_doc, info, "all")
+    # Each pair is scanned once: S = texts that can be in a short pair (< 2 * short_chars),
+    # S_short = texts < short_chars, L = the rest.  A: S x S at k_short; B: pairs touching L
+    # among L + (S - S_short) at k_long; C: S_short x L at k_long.
+    cut = verifier.short_chars
+    in_s = lengths[idx] < 2 * cut
+    s_all, big = idx[in_s], idx[~in_s]
+    s_short = s_all[lengths[s_all] < cut]
+    parts = []
+    a, b, d = _pairs_within(fps, k_short, s_all, workers, max_candidates_per_doc, info, "short")
+    keep = (d <= k_long) | (np.minimum(lengths[a], lengths[b]) < cut)
+    parts.append((a[keep], b[keep], d[keep]))
+    if big.size:
+        pool = np.union1d(big, s_all[lengths[s_all] >= cut])
+        a, b, d = _pairs_within(fps, k_long, pool, workers, max_candidates_per_doc, info, "long")
+        keep = (lengths[a] >= 2 * cut) | (lengths[b] >= 2 * cut)
+        parts.append((a[keep], b[keep], d[keep]))
+        if s_short.size:
+            pool = np.union1d(big, s_short)
+            a, b, d = _pairs_within(
+                fps, k_long, pool, workers, max_candidates_per_doc, info, "cross"
+            )
+            la, lb = lengths[a] < cut, lengths[b] < cut
+            keep = la != lb
+            parts.append((a[keep], b[keep], d[keep]))
     a = np.concatenate([p[0] for p in parts])
     b = np.concatenate([p[1] for p in parts])
     d = np.concatenate([p[2] for p in parts])

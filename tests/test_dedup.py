@@ -204,3 +204,28 @@ def test_bounded_pairs_lowers_the_distance_to_fit():
     assert bounded_pairs(fps, 5, 10)[3] == -1
     r = dedup(["same words here"] * 3 + ["other words there"], max_candidates_per_doc=1)
     assert r.stats["candidate_passes"]
+
+
+def test_stage_candidates_follows_the_length_rule():
+    from neardup.dedup import stage_candidates
+    from neardup.verify import Verifier
+
+    rng = np.random.default_rng(5)
+    base = rng.integers(0, 2**63, 60, dtype=np.int64).view(np.uint64)
+    flips = [np.uint64((1 << int(k)) - 1) for k in rng.integers(0, 22, 240)]
+    fps = np.concatenate(
+        [base, np.array([base[i % 60] ^ f for i, f in enumerate(flips)], np.uint64)]
+    )
+    lengths = rng.choice([50, 150, 250, 390, 500, 3000], fps.size).astype(np.int64)
+    usable = np.ones(fps.size, bool)
+    usable[:3] = False
+    v = Verifier()
+    a, b, _ = stage_candidates(fps, lengths, usable, v)
+    A, B, dist = all_pairs_reference(fps, v.max_candidate_distance)
+    short = (np.minimum(lengths[A], lengths[B]) < 200) & (np.maximum(lengths[A], lengths[B]) < 400)
+    limit = np.where(short, 18, 14)
+    ok = usable[A] & usable[B] & (dist <= limit)
+    assert set(zip(a.tolist(), b.tolist(), strict=True)) == set(
+        zip(A[ok].tolist(), B[ok].tolist(), strict=True)
+    )
+    assert a.tolist() == sorted(a.tolist())

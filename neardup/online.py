@@ -620,6 +620,8 @@ class Deduplicator:
         with self._cv:
             while not self._queue:
                 timeout = 1.0 if self.retention is not None else None
+                if self.store.frozen is not None:  # come back to install the finished flush
+                    timeout = 0.05
                 if not self._cv.wait(timeout):
                     return []
             first = self._queue[0]
@@ -701,6 +703,7 @@ class Deduplicator:
 
     def _shutdown(self, stop: _Op) -> None:
         try:
+            self.store.finish_flush(wait=True)
             if self.store.wal is not None and self.store.wal.size > HEADER_SIZE:
                 self.store.flush(
                     cutoff=None if self.retention is None else self.clock() - self.retention

@@ -177,6 +177,7 @@ def test_flush_and_reopen_from_segments(tmp_path):
     with _dd(tmp_path, memtable_size=100) as d:
         for s in range(0, 300, 50):
             d.check_and_add([{"id": f"x{i}", "text": _text(i)} for i in range(s, s + 50)])
+        d.flush()
         assert d.stats()["segments"] >= 2
         d.delete("x10")
     with _dd(tmp_path) as d2:

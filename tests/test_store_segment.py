@@ -246,3 +246,37 @@ def test_background_compaction_merges_partition(tmp_path):
         assert d.check({"id": "q", "text": texts[299]}).matches[0].id == "x299"
     manifest = json.loads((tmp_path / "MANIFEST.json").read_text())["body"]
     assert {p.name for p in tmp_path.glob("seg-*.nds")} == {e["file"] for e in manifest["segments"]}
+
+
+def test_background_flush_is_searchable_and_durable(tmp_path):
+    texts = _texts(600, seed=9)
+    with _dd(tmp_path, memtable_size=150) as d:
+        for s in range(0, 600, 50):
+            d.check_and_add([{"id": f"x{i}", "text": texts[i]} for i in range(s, s + 50)])
+            # every document is found whether it sits in the memtable, a frozen one or a segment
+            assert d.check({"id": "q", "text": texts[s]}).matches[0].id == f"x{s}"
+        d.flush()
+        assert d.stats()["flushes"] >= 1
+    with _dd(tmp_path) as d:
+        assert len(d) == 600
+        assert d.check({"id": "q", "text": texts[599]}).matches[0].id == "x599"
+
+
+def test_crash_during_background_flush_replays_both_logs(tmp_path):
+    texts = _texts(80, seed=11)
+    d = _dd(tmp_path)
+    d.add([{"id": f"x{i}", "text": texts[i]} for i in range(40)])
+    frozen = d.store.begin_flush()  # frozen memtable, segments never written
+    d.add([{"id": f"x{i}", "text": texts[i]} for i in range(40, 80)])
+    d.delete("x3")
+    assert frozen.gens and len(list(tmp_path.glob("wal-*.log"))) == 2
+    d._closed = True  # crash: no close, no install
+    d.store.wal.close()
+    d.store.dir.unlock()
+    with _dd(tmp_path) as d2:
+        assert len(d2) == 79 and "x3" not in d2
+        assert d2.check({"id": "q", "text": texts[10]}).matches[0].id == "x10"
+        assert d2.check({"id": "q", "text": texts[70]}).matches[0].id == "x70"
+    assert len(list(tmp_path.glob("wal-*.log"))) == 1
+    with _dd(tmp_path) as d3:
+        assert len(d3) == 79 and d3.stats()["replayed_records"] == 0

@@ -33,7 +33,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,19 @@ log = logging.getLogger("neardup.store")
 
 _SEG_RE = re.compile(r"^seg-(-?\d+)-(\d+)\.nds(\.hidx)?(\.tmp)?$")
 _WAL_RE = re.compile(r"^wal-(\d+)\.log$")
+
+
+@dataclass
+class _Frozen:
+    """A memtable handed to a background flush, with the log generations that hold its rows."""
+
+    memtable: MemTable
+    deleted: set[int]
+    gens: list[int]
+    written: list[Any] | None = None
+    expired: Any = None
+    error: BaseException | None = None
+    done: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
@@ -133,6 +146,8 @@ class Store:
         self.memtable_size = memtable_size
         self.memtable = MemTable(bits=bits, max_distance=radius)
         self.memtable_deleted: set[int] = set()
+        self.frozen: _Frozen | None = None  # memtable being written to segments in the background
+        self.live_gens: list[int] = []  # log generations whose rows are not yet in segments
         self.segments: list[_LiveSegment] = []
         self.wal: WalWriter | None = None
         self.wal_truncated_bytes = 0
@@ -183,11 +198,18 @@ class Store:
                 write_json_file(d.config_path, body)
         manifest = d.read_manifest()
         if manifest is None:
-            manifest = {"segments": [], "wal_generation": 1, "next_rowid": 0, "next_seq": 0}
+            manifest = {
+                "segments": [],
+                "wal_generation": 1,
+                "wal_generations": [1],
+                "next_rowid": 0,
+                "next_seq": 0,
+            }
         self.manifest = manifest
         self.next_rowid = int(manifest["next_rowid"])
         self.next_seq = int(manifest["next_seq"])
         gen = int(manifest["wal_generation"])
+        gens = [int(g) for g in manifest.get("wal_generations", [gen])]
         live = {e["file"] for e in manifest["segments"]}
         for f in d.root.iterdir():
             m = _SEG_RE.match(f.name)
@@ -197,29 +219,39 @@ class Store:
                 )
                 f.unlink()
             w = _WAL_RE.match(f.name)
-            if w and int(w.group(1)) != gen:
+            if w and int(w.group(1)) not in gens:
                 log.info("%s: removing retired log generation", f)
                 f.unlink()
         for entry in manifest["segments"]:
             self.segments.append(self._load_segment(entry))
             self.next_rowid = max(self.next_rowid, int(entry["max_rowid"]) + 1)
         self.meta = MetaDB(d.meta_path)
-        wal_path = d.wal_path(gen)
-        if wal_path.exists():
+        self.live_gens = []
+        for g in gens:  # older generations: frozen memtables whose flush did not finish
+            wal_path = d.wal_path(g)
+            if not wal_path.exists():
+                if g != gen:
+                    raise CorruptFileError(f"{wal_path}: log named by the manifest is missing")
+                continue
             replay = read_wal(wal_path, repair=repair)
-            if replay.generation != gen:
+            if replay.generation != g:
                 raise CorruptFileError(
-                    f"{wal_path}: header says generation {replay.generation}, manifest says {gen}"
+                    f"{wal_path}: header says generation {replay.generation}, manifest says {g}"
                 )
-            self.wal_truncated_bytes = replay.truncated_bytes
-            self.replayed_records = len(replay.records)
+            self.wal_truncated_bytes += replay.truncated_bytes
+            self.replayed_records += len(replay.records)
             self.meta.apply(replay.records)
             self._replay_memtable(replay.records)
+            if g != gen:
+                self.live_gens.append(g)
+        wal_path = d.wal_path(gen)
+        if wal_path.exists():
             self.wal = WalWriter(wal_path, gen, create=False)
         else:
             self.wal = WalWriter(wal_path, gen, create=True)
             if not d.manifest_path.exists():
                 d.write_manifest(self.manifest)
+        self.live_gens.append(gen)
         orphans = self.meta.delete_from(self.next_rowid)
         if orphans:  # rows whose log records were cut by repair=True
             log.warning(
@@ -310,6 +342,9 @@ class Store:
         if nq == 0:
             return empty_result(0)
         results = [self.memtable.search(fps, max_distance)]
+        frozen = self.frozen
+        if frozen is not None:
+            results.append(frozen.memtable.search(fps, max_distance))
         results += [s.index.search(fps, max_distance) for s in self.segments]
         return merge_results(nq, results)
 
@@ -356,8 +391,15 @@ class Store:
             self.documents += len(adds) - deleted
 
     def maybe_flush(self, cutoff: float | None = None) -> None:
-        if self.wal is not None and len(self.memtable) >= self.memtable_size:
-            self.flush(cutoff=cutoff)
+        """Install a finished background flush; start one when the memtable is full."""
+        if self.wal is None:
+            return
+        self.finish_flush(wait=False)
+        if self.frozen is None and len(self.memtable) >= self.memtable_size:
+            frozen = self.begin_flush()
+            threading.Thread(
+                target=self.build_flush, args=(frozen, cutoff), name="neardup-flush", daemon=True
+            ).start()
 
     def partition_of(self, times: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
         return np.floor(np.asarray(times, dtype=np.float64) / self.partition_seconds).astype(
@@ -476,56 +518,121 @@ class Store:
         Path(str(path) + ".hidx").unlink(missing_ok=True)
 
     def flush(self, *, cutoff: float | None = None) -> None:
-        """Write the memtable to segments and start a new log generation (durable mode only)."""
+        """Write the memtable to segments now (durable mode only; finishes a pending flush first)."""
         if self.wal is None or self.dir is None:
             return
-        fps, rids, ts = self.memtable.arrays()
-        keep = (
-            ~np.isin(rids, np.fromiter(self.memtable_deleted, dtype=np.int64))
-            if self.memtable_deleted
-            else np.ones(len(rids), bool)
-        )
-        expired_rids: npt.NDArray[np.int64] = np.zeros(0, np.int64)
-        if cutoff is not None:
-            exp = keep & (ts < cutoff)
-            expired_rids = rids[exp]
-            keep &= ~exp
-        written = self._write_segments(fps[keep], rids[keep], ts[keep])
+        self.finish_flush(wait=True)
+        frozen = self.begin_flush()
+        self.build_flush(frozen, cutoff)
+        self.finish_flush(wait=True)
+
+    def begin_flush(self) -> _Frozen:
+        """Freeze the memtable and start a new log generation (writer thread; fast).
+
+        The manifest then names both generations, so a crash before the segments are installed
+        replays both.
+        """
+        assert self.wal is not None and self.dir is not None
+        if self.frozen is not None:
+            raise StorageError("a flush is already in progress")
         old = self.wal
         gen = old.generation + 1
         new_path = self.dir.wal_path(gen)
+        manifest = {
+            **self.manifest,
+            "segments": [s.entry for s in self.segments],
+            "wal_generation": gen,
+            "wal_generations": [*self.live_gens, gen],
+            "next_rowid": self.next_rowid,
+            "next_seq": self.next_seq,
+        }
         try:
             new_path.unlink(missing_ok=True)
             new = WalWriter(new_path, gen, create=True)
-            if len(expired_rids):
-                self.meta.delete_rowids(expired_rids.tolist())
+            self.dir.write_manifest(manifest)
+        except (OSError, StorageError) as exc:
+            new_path.unlink(missing_ok=True)
+            raise StorageError(f"flush failed ({exc}); the log still holds every row") from exc
+        old.close()
+        self.manifest = manifest
+        self.wal = new
+        frozen = _Frozen(self.memtable, self.memtable_deleted, list(self.live_gens))
+        self.live_gens = [gen]
+        self.memtable = MemTable(bits=self.bits, max_distance=self.radius)
+        self.memtable_deleted = set()
+        self.frozen = frozen
+        return frozen
+
+    def build_flush(self, frozen: _Frozen, cutoff: float | None) -> None:
+        """Write a frozen memtable's segments (any thread; touches no shared state but files)."""
+        try:
+            fps, rids, ts = frozen.memtable.arrays()
+            keep = np.ones(len(rids), bool)
+            if frozen.deleted:
+                keep &= ~np.isin(rids, np.fromiter(frozen.deleted, dtype=np.int64))
+            expired = np.zeros(0, np.int64)
+            if cutoff is not None:
+                exp = keep & (ts < cutoff)
+                expired = rids[exp]
+                keep &= ~exp
+            frozen.written = self._write_segments(fps[keep], rids[keep], ts[keep])
+            frozen.expired = expired
+        except BaseException as exc:
+            frozen.error = exc
+        finally:
+            frozen.done.set()
+
+    def finish_flush(self, *, wait: bool) -> bool:
+        """Install a built flush (writer thread): checkpoint SQLite, replace the manifest,
+        retire the old logs. Returns True if one was installed. A failed build is retried."""
+        frozen = self.frozen
+        if frozen is None or not (frozen.done.is_set() or wait):
+            return False
+        frozen.done.wait()
+        assert self.dir is not None
+        if frozen.error is not None:
+            err, frozen.error = frozen.error, None
+            frozen.done.clear()
+            log.error("background flush failed (%s); retrying", err)
+            self.build_flush(frozen, None)
+            if frozen.error is not None:
+                err, frozen.error = frozen.error, None
+                frozen.done.clear()
+                if isinstance(err, StorageError):
+                    raise err
+                raise StorageError(f"flush failed ({err}); the log still holds every row") from err
+        written = frozen.written or []
+        expired = frozen.expired if frozen.expired is not None else np.zeros(0, np.int64)
+        manifest = {
+            **self.manifest,
+            "segments": [s.entry for s in self.segments] + [s.entry for s in written],
+            "wal_generations": list(self.live_gens),
+            "next_rowid": self.next_rowid,
+            "next_seq": self.next_seq,
+        }
+        try:
+            if len(expired):
+                self.meta.delete_rowids(expired.tolist())
             self.meta.checkpoint()
-            manifest = {
-                "segments": [s.entry for s in self.segments] + [s.entry for s in written],
-                "wal_generation": gen,
-                "next_rowid": self.next_rowid,
-                "next_seq": self.next_seq,
-            }
             self.dir.write_manifest(manifest)
         except (OSError, StorageError) as exc:
             for s in written:
-                s.segment.close()
-                for suffix in ("", ".hidx"):
-                    Path(str(s.segment.path) + suffix).unlink(missing_ok=True)
-            new_path.unlink(missing_ok=True)
+                self._discard(s)
+            frozen.written = None
+            frozen.done.clear()
+            threading.Thread(target=self.build_flush, args=(frozen, None), daemon=True).start()
             raise StorageError(f"flush failed ({exc}); the log still holds every row") from exc
         self.manifest = manifest
         self.segments.extend(written)
-        self.wal = new
-        old.close()
-        old.path.unlink(missing_ok=True)
+        self.frozen = None
+        for g in frozen.gens:
+            self.dir.wal_path(g).unlink(missing_ok=True)
         fsync_dir(self.dir.root)
-        self.memtable.clear()
-        self.memtable_deleted.clear()
-        if len(expired_rids):
+        if len(expired):
             with self._count_lock:
-                self.documents -= len(expired_rids)
+                self.documents -= len(expired)
         self.flushes += 1
+        return True
 
     def expire(self, cutoff: float) -> int:
         """Drop every partition that ends at or before ``cutoff``; returns rows dropped."""
@@ -612,6 +719,7 @@ class Store:
         return {
             "documents": self.documents,
             "memtable_rows": len(self.memtable),
+            "flushing_rows": len(self.frozen.memtable) if self.frozen is not None else 0,
             "memtable_runs": self.memtable.runs,
             "segments": len(self.segments),
             "segment_rows": int(sum(len(s.segment) for s in self.segments)),

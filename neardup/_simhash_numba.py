@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .text.tokenize import prepare
+from .text.tokenize import prepare, prepare_many
 
 U64 = np.uint64
 P1 = U64(11400714785074694791)
@@ -898,6 +898,10 @@ def run_group(
         parts.clear()
         rows.clear()
 
+    pre: dict[int, str] = {}
+    if pmode == "jieba":  # one rjieba call for the whole group
+        short = [i for i in idx if len(texts[i]) <= chunk_chars]
+        pre = dict(zip(short, prepare_many([texts[i] for i in short], "jieba"), strict=True))
     for i in idx:
         t = texts[i]
         if len(t) > chunk_chars:
@@ -905,7 +909,7 @@ def run_group(
                 t, i, pmode, plan, hash_id, useed, wide, hs, ws, default, fps, nfeat, chunk_chars
             )
             continue
-        p = _encode_prepared(t, pmode)
+        p = pre[i].encode() if pre else _encode_prepared(t, pmode)
         parts.append(p)
         rows.append(i)
         size += len(p)

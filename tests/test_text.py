@@ -111,3 +111,12 @@ def test_quantize_and_keywords():
 
     w = keyword_weights(np.array([10, 5, 1, 10]), np.array([4, 3, 2, 1], np.uint64), 3)
     assert w.tolist() == [5, 3, 0, 5]
+
+
+def test_prepare_many_jieba_equals_one_by_one():
+    from neardup.text import prepare
+    from neardup.text.tokenize import prepare_many
+
+    texts = ["我们在北京天安门", "hello WORLD", "", "中文，English 混合。\n第二行", "  ", "飞碟 51区"]
+    got = [t.split() for t in prepare_many(texts, "jieba")]
+    assert got == [prepare(t, "jieba").split() for t in texts]

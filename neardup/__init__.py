@@ -52,7 +52,42 @@ _EXPORTS: dict[str, str] = {
     "Client": "neardup.service.client",
 }
 
-__all__ = sorted([*_EXPORTS, "__version__"])
+__all__ = [
+    "Client",
+    "ConfigError",
+    "CorruptFileError",
+    "DedupConfig",
+    "DedupResult",
+    "Deduplicator",
+    "Fingerprinter",
+    "FormatError",
+    "HammingIndex",
+    "IndexStateError",
+    "InputError",
+    "InputTypeError",
+    "MissingDependencyError",
+    "NeardupError",
+    "NotFoundError",
+    "RecordError",
+    "ServiceUnavailableError",
+    "StorageError",
+    "UnsupportedVersionError",
+    "__version__",
+    "all_pairs",
+    "content_hash",
+    "content_hash_many",
+    "dedup",
+    "hamming",
+    "hamming_cdist",
+    "hamming_many",
+    "hamming_to_many",
+]
+
+# ``hamming`` and ``dedup`` are both a submodule and a public function. Importing a submodule
+# sets the package attribute to the module, which would shadow the lazily resolved function, so
+# these two are bound eagerly (both modules are cheap to import: NumPy only, no numba).
+from .dedup import dedup  # noqa: E402
+from .hamming import hamming  # noqa: E402
 
 
 def __getattr__(name: str) -> Any:

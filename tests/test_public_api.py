@@ -38,3 +38,16 @@ def test_all_is_pinned():
         "hamming_many",
         "hamming_to_many",
     }
+
+
+def test_function_names_are_not_shadowed_by_submodules():
+    import importlib
+
+    importlib.import_module("neardup.hamming")
+    importlib.import_module("neardup.dedup")
+    assert callable(neardup.hamming) and neardup.hamming(0b101, 0b110) == 2
+    assert callable(neardup.dedup) and not isinstance(neardup.dedup, type(neardup))
+
+
+def test_all_matches_lazy_exports():
+    assert set(neardup.__all__) == {*neardup._EXPORTS, "__version__"}

@@ -67,12 +67,16 @@ def prepare(text: str, mode: PrepareMode = "words") -> str:
     if text.isascii():
         return text.lower()
     s = _NONWORD.sub(" ", text)
+    changed = False
     if not unicodedata.is_normalized("NFKC", s):
         s = unicodedata.normalize("NFKC", s)
-    s = s.casefold()
-    if s.isascii():
-        return s
-    s = _NONWORD.sub(" ", s)
+        changed = True
+    folded = s.casefold()
+    if folded.isascii():
+        return folded
+    if changed or folded != s:  # else s is still only word characters and spaces
+        folded = _NONWORD.sub(" ", folded)
+    s = folded
     if mode == "jieba":
         import rjieba
 

@@ -19,6 +19,8 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     # errors
     "NeardupError": "neardup.errors",
+    "AuthError": "neardup.errors",
+    "PayloadTooLargeError": "neardup.errors",
     "ConfigError": "neardup.errors",
     "InputError": "neardup.errors",
     "InputTypeError": "neardup.errors",
@@ -53,6 +55,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "AuthError",
     "Client",
     "ConfigError",
     "CorruptFileError",
@@ -68,6 +71,7 @@ __all__ = [
     "MissingDependencyError",
     "NeardupError",
     "NotFoundError",
+    "PayloadTooLargeError",
     "RecordError",
     "ServiceUnavailableError",
     "StorageError",
@@ -106,6 +110,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .dedup import DedupConfig, DedupResult, dedup
     from .errors import (
+        AuthError,
         ConfigError,
         CorruptFileError,
         FormatError,
@@ -115,6 +120,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         MissingDependencyError,
         NeardupError,
         NotFoundError,
+        PayloadTooLargeError,
         RecordError,
         ServiceUnavailableError,
         StorageError,

@@ -6,7 +6,8 @@
     ├── ConfigError (ValueError)            bad parameter or option: says the rule, the value, the fix
     ├── InputError (ValueError)             bad data handed to the library
     │   ├── InputTypeError (TypeError)      wrong type (e.g. a non-str text), names the position
-    │   └── RecordError                     a malformed record in a file: names file and line
+    │   ├── RecordError                     a malformed record in a file: names file and line
+    │   └── PayloadTooLargeError            a request body or batch over the configured limit
     ├── NotFoundError (KeyError)            unknown id or namespace
     ├── IndexStateError                     the operation is not valid in the object's current state
     ├── FormatError                         an on-disk file neardup cannot use
@@ -14,6 +15,7 @@
     │   └── UnsupportedVersionError         a format version this build does not read
     ├── StorageError                        disk full, read-only directory, fsync failure: nothing acknowledged
     ├── ServiceUnavailableError             a shard / node / service cannot be reached
+    ├── AuthError (PermissionError)         a write without the right bearer token
     └── MissingDependencyError (ImportError) an optional extra is not installed; says what to pip install
 
 The CLI (:mod:`neardup.cli.main`) and the HTTP service (:mod:`neardup.service`) both call
@@ -23,6 +25,7 @@ The CLI (:mod:`neardup.cli.main`) and the HTTP service (:mod:`neardup.service`) 
 from __future__ import annotations
 
 __all__ = [
+    "AuthError",
     "ConfigError",
     "CorruptFileError",
     "FormatError",
@@ -32,6 +35,7 @@ __all__ = [
     "MissingDependencyError",
     "NeardupError",
     "NotFoundError",
+    "PayloadTooLargeError",
     "RecordError",
     "ServiceUnavailableError",
     "StorageError",
@@ -82,6 +86,12 @@ class RecordError(InputError):
         self.line = line
 
 
+class PayloadTooLargeError(InputError):
+    """A request body or batch is larger than the server accepts (HTTP 413)."""
+
+    code = "payload_too_large"
+
+
 class NotFoundError(NeardupError, KeyError):
     """An id, namespace or file does not exist."""
 
@@ -130,6 +140,12 @@ class ServiceUnavailableError(NeardupError):
     code = "service_unavailable"
 
 
+class AuthError(NeardupError, PermissionError):
+    """A write was sent without the right bearer token (HTTP 401)."""
+
+    code = "unauthorized"
+
+
 class MissingDependencyError(NeardupError, ImportError):
     """An optional dependency is missing; the message says which extra to install."""
 
@@ -160,6 +176,7 @@ _MAPPING: tuple[tuple[type[BaseException], int, int], ...] = (
     # (class, CLI exit code, HTTP status)
     (InputTypeError, 2, 422),
     (RecordError, 3, 422),
+    (PayloadTooLargeError, 3, 413),
     (ConfigError, 2, 422),
     (InputError, 3, 422),
     (NotFoundError, 4, 404),
@@ -169,6 +186,7 @@ _MAPPING: tuple[tuple[type[BaseException], int, int], ...] = (
     (FormatError, 6, 500),
     (StorageError, 7, 503),
     (ServiceUnavailableError, 8, 503),
+    (AuthError, 10, 401),
     (MissingDependencyError, 9, 501),
     (NeardupError, 1, 500),
 )

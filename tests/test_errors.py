@@ -33,6 +33,8 @@ def test_hierarchy_is_pinned():
         (errors.StorageError("x"), 7, 503),
         (errors.ServiceUnavailableError("x"), 8, 503),
         (errors.MissingDependencyError("x"), 9, 501),
+        (errors.AuthError("x"), 10, 401),
+        (errors.PayloadTooLargeError("x"), 3, 413),
         (RuntimeError("x"), 1, 500),
     ],
 )

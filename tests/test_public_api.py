@@ -9,6 +9,7 @@ def test_all_is_sorted_and_resolves():
 
 def test_all_is_pinned():
     assert set(neardup.__all__) == {
+        "AuthError",
         "Client",
         "ConfigError",
         "CorruptFileError",
@@ -24,6 +25,7 @@ def test_all_is_pinned():
         "MissingDependencyError",
         "NeardupError",
         "NotFoundError",
+        "PayloadTooLargeError",
         "RecordError",
         "ServiceUnavailableError",
         "StorageError",

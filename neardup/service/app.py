@@ -51,13 +51,11 @@ from .limits import BodyLimitMiddleware, error_response_bytes  # noqa: E402
 from .metrics import Metrics, MetricsMiddleware, process_rss_bytes  # noqa: E402
 from .namespaces import NamespaceRegistry  # noqa: E402
 from .schema import (  # noqa: E402
-    AuthError,
     BatchResult,
     DocRecord,
     Document,
     DocumentBatch,
     ErrorBody,
-    PayloadTooLargeError,
     Result,
     dumps,
     loads,
@@ -69,7 +67,6 @@ __all__ = ["create_app"]
 log = logging.getLogger("neardup.service")
 
 #: statuses of the errors that exist only in the HTTP layer
-_HTTP_ONLY_STATUS: dict[type[NeardupError], int] = {AuthError: 401, PayloadTooLargeError: 413}
 
 _HTTP_CODES = {
     400: "bad_request",
@@ -201,7 +198,7 @@ def create_app(
     # -- errors --------------------------------------------------------------------------------
     @app.exception_handler(NeardupError)
     async def _neardup_error(request: Request, exc: NeardupError) -> Response:
-        status = _HTTP_ONLY_STATUS.get(type(exc)) or http_status_for(exc)
+        status = http_status_for(exc)
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
         if isinstance(exc, StorageError):
             log.warning("write refused (%s): %s", request.url.path, exc)

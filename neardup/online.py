@@ -327,6 +327,7 @@ class Deduplicator:
         self.max_segments_per_partition = max_segments_per_partition
         if self.retention is not None:
             self.store.expire(self.clock() - self.retention)
+        self._warm_up()
         self._writer = threading.Thread(target=self._run, name="neardup-writer", daemon=True)
         self._writer.start()
 
@@ -909,6 +910,23 @@ class Deduplicator:
             results.append(out)
             g += len(docs.ids)
         return results, records
+
+    def _warm_up(self) -> None:
+        """Load the compiled kernels the first group would otherwise wait for (all_pairs, the
+        index's build and search), so the first requests after a restart are not slow."""
+        try:
+            from .store.memindex import build_index
+
+            rng = np.random.default_rng(0)
+            shape = (300,) if self.bits == 64 else (300, 2)
+            fps = rng.integers(0, 2**64, shape, dtype=np.uint64)
+            self._intra_pairs(fps[:2])
+            idx = build_index(
+                fps, np.arange(300, dtype=np.int64), bits=self.bits, max_distance=self.radius
+            )
+            idx.search(fps[:2], self.radius)
+        except Exception:  # warm-up is an optimisation only
+            log.debug("warm-up failed", exc_info=True)
 
     def _limit(self, text: str) -> int:
         """Search distance for one query text (the verifier's, capped by the radius)."""

@@ -30,9 +30,7 @@ Examples
 
 from __future__ import annotations
 
-import sys
 import time
-import types
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -626,15 +624,3 @@ def dedup(
     return DedupResult(
         ids=id_list, keep=keep, cluster=clusters, root=roots, pairs=pairs, stats=stats
     )
-
-
-class _CallableModule(types.ModuleType):
-    """``neardup.dedup`` is both this module and the function. Once the submodule is imported,
-    Python binds the *module* as the package attribute, so ``from neardup import dedup`` would
-    return it; making the module callable keeps ``neardup.dedup(texts)`` working either way."""
-
-    def __call__(self, texts: Sequence[str], **kwargs: Any) -> DedupResult:
-        return dedup(texts, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

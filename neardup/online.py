@@ -191,14 +191,19 @@ class Deduplicator:
         than the directory was created with raises :class:`ConfigError`.
     store_text : bool, default=True
         Keep texts (needed to verify later documents against them, and returned by ``get``).
-    commit_interval_ms : float, default=2.0
-        How long the writer waits for more operations to join a group before committing.
+    commit_interval_ms : float, default=0.0
+        How long the writer waits for more operations to join a group before committing. The
+        default 0 still groups: whatever queues up while one group is being decided and
+        fsynced forms the next group, and a lone request pays no wait.
     max_segments_per_partition : int, default=2
         A partition with more segments is merged into one in the background.
     candidate_radius : int or None, default=None
-        Largest SimHash distance searched. Default ``max(max_distance,
-        verifier.max_candidate_distance)``; lower it to trade recall on short texts for speed
-        (index searches get much more expensive as the radius grows).
+        Largest SimHash distance searched for candidates. Default ``max_distance``: the
+        verifier then only confirms or rejects candidates within ``max_distance`` (precision),
+        which keeps searches cheap over tens of millions of fingerprints. Raise it (up to
+        ``verifier.max_candidate_distance``, where each query is searched only as far as the
+        verifier needs for its length) to recover more near-duplicate *short* texts, at a
+        steep cost per query as the radius grows (see docs/store.md).
     max_matches : int, default=10
         Matches reported per document (closest first).
     memtable_size : int, default=1_000_000
@@ -230,7 +235,7 @@ class Deduplicator:
         verify: Any = True,
         fingerprinter: Any = None,
         store_text: bool = True,
-        commit_interval_ms: float = 2.0,
+        commit_interval_ms: float = 0.0,
         max_matches: int = 10,
         candidate_radius: int | None = None,
         memtable_size: int = 1_000_000,
@@ -283,21 +288,16 @@ class Deduplicator:
         )
         self.verifier = _load_verifier(verify, stored.get("verifier") if stored else None)
         self.bits = int(getattr(self.fingerprinter, "bits", 64))
-        vmax = (
-            int(getattr(self.verifier, "max_candidate_distance", 0))
-            if self.verifier is not None
-            else 0
-        )
         if candidate_radius is not None and (
             isinstance(candidate_radius, bool)
             or not isinstance(candidate_radius, int)
-            or not max_distance <= candidate_radius <= 32
+            or not max_distance <= candidate_radius <= self.bits
         ):
             raise ConfigError(
-                f"candidate_radius must be an int in [max_distance ({max_distance}), 32], "
-                f"got {candidate_radius!r}"
+                f"candidate_radius must be an int in [max_distance ({max_distance}), "
+                f"{self.bits}], got {candidate_radius!r}"
             )
-        self.radius = max(max_distance, vmax) if candidate_radius is None else candidate_radius
+        self.radius = max_distance if candidate_radius is None else candidate_radius
         self._hash_many = self._content_hasher()
 
         self.store = Store(

@@ -33,11 +33,21 @@ class StubVerifier:
         return {"kind": "stub"}
 
 
+def test_default_search_radius_is_max_distance():
+    # Cheap searches over tens of millions of fingerprints by default; the wider short-text
+    # radius is opt-in (candidate_radius), see docs/store.md.
+    with Deduplicator(max_distance=4) as d:
+        assert d.radius == 4
+    with Deduplicator(max_distance=4, candidate_radius=12) as d:
+        assert d.radius == 12
+
+
 def test_default_components_end_to_end(tmp_path):
     base = (
         "Breaking: the city council approved the new budget for public transport on Monday evening."
     )
-    with Deduplicator(tmp_path) as d:
+    # a one-word edit of a short text is ~10 bits away: search as far as the verifier asks
+    with Deduplicator(tmp_path, candidate_radius=18) as d:
         assert d.check_and_add({"id": "a", "text": base}).added
         near = d.check_and_add({"id": "b", "text": base.replace("Monday", "Tuesday")})
         assert near.duplicate and near.matches[0].id == "a"
@@ -69,7 +79,7 @@ def test_dev_corpus_pairs(dev_data):
     if not pairs:
         pytest.skip("no positive pairs found in pairs.csv")
     found = 0
-    with Deduplicator() as d:
+    with Deduplicator(candidate_radius=18) as d:  # the verifier's own candidate distances
         for p in pairs:
             d.add({"id": "A" + p["id_a"], "text": docs[p["id_a"]]})
             dec = d.check({"id": "B" + p["id_b"], "text": docs[p["id_b"]]})
@@ -80,7 +90,10 @@ def test_dev_corpus_pairs(dev_data):
 
 def test_verifier_rules_on_short_texts():
     with Deduplicator(
-        verify=StubVerifier(), fingerprinter=SimpleFingerprinter(), max_distance=0
+        verify=StubVerifier(),
+        fingerprinter=SimpleFingerprinter(),
+        max_distance=0,
+        candidate_radius=64,
     ) as d:
         assert d.radius == 64
         d.add({"id": "a", "text": "hello world one two"})

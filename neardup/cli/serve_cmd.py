@@ -35,6 +35,12 @@ def serve(
         None, "--retention", help="Time window, e.g. 48h; older partitions are dropped whole."
     ),
     max_distance: int = typer.Option(3, "--max-distance", help="SimHash Hamming distance."),
+    candidate_radius: int | None = typer.Option(
+        None,
+        "--candidate-radius",
+        help="Search radius for verification candidates (default: --max-distance); e.g. 18 "
+        "catches edited short texts, at a steep cost per query in large windows.",
+    ),
     max_body_bytes: str = typer.Option(
         "32MiB",
         "--max-body-bytes",
@@ -55,7 +61,9 @@ def serve(
         True, "--store-text/--no-store-text", help="Keep document text (needed by --verify)."
     ),
     commit_interval_ms: float = typer.Option(
-        2.0, "--commit-interval-ms", help="Group-commit window of the write-ahead log."
+        0.0,
+        "--commit-interval-ms",
+        help="Extra wait for requests to join a log group commit (0: natural grouping).",
     ),
     graceful_timeout: float = typer.Option(
         30.0, "--graceful-timeout", help="Seconds to let in-flight requests finish at shutdown."
@@ -101,6 +109,7 @@ def serve(
         token=token or None,
         retention=retention,
         max_distance=max_distance,
+        candidate_radius=candidate_radius,
         verify=verify,
         store_text=store_text,
         max_body_bytes=parse_size(max_body_bytes),

@@ -91,6 +91,10 @@ class ServiceConfig:
         Time window of each namespace, e.g. ``"48h"``; passed to :class:`neardup.online.Deduplicator`.
     max_distance : int, default=3
         Hamming distance within which fingerprints are candidates.
+    candidate_radius : int or None, default=None
+        Search radius for verification candidates (default ``max_distance``); raise it (e.g.
+        18) to catch edited *short* texts, at a cost per query that grows steeply with the
+        radius and the window size (docs/store.md).
     verify : bool, default=True
         Verify candidates on their text (needs the text stored).
     store_text : bool, default=True
@@ -102,8 +106,9 @@ class ServiceConfig:
     namespaces : tuple of str, default=("default",)
         Namespaces created at startup (``default`` is always there). Namespaces found in the
         data directory are opened too.
-    commit_interval_ms : float, default=2.0
-        Group-commit window of the write-ahead log.
+    commit_interval_ms : float, default=0.0
+        Extra wait for more requests to join a log group commit (0: requests that arrive while
+        a group is being written form the next group; a lone request pays no wait).
     graceful_timeout_s : float, default=30.0
         How long shutdown waits for in-flight requests before closing the stores.
     repair : bool, default=False
@@ -117,12 +122,13 @@ class ServiceConfig:
     token: str | None = None
     retention: str | float | None = None
     max_distance: int = 3
+    candidate_radius: int | None = None
     verify: bool = True
     store_text: bool = True
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_batch: int = DEFAULT_MAX_BATCH
     namespaces: tuple[str, ...] = field(default=("default",))
-    commit_interval_ms: float = 2.0
+    commit_interval_ms: float = 0.0
     graceful_timeout_s: float = 30.0
     repair: bool = False
 
@@ -157,6 +163,15 @@ class ServiceConfig:
         ):
             raise ConfigError(
                 f"max_distance must be an integer in [0, 32], got {self.max_distance!r}"
+            )
+        if self.candidate_radius is not None and (
+            isinstance(self.candidate_radius, bool)
+            or not isinstance(self.candidate_radius, int)
+            or not self.max_distance <= self.candidate_radius <= 128
+        ):
+            raise ConfigError(
+                f"candidate_radius must be an integer in [max_distance ({self.max_distance}), "
+                f"128] or None, got {self.candidate_radius!r}"
             )
         for name, value, low in (
             ("max_body_bytes", self.max_body_bytes, 1024),

@@ -31,6 +31,7 @@ def _default_factory(config: ServiceConfig, path: Path | None) -> Any:
     return Deduplicator(
         path=None if path is None else str(path),
         max_distance=config.max_distance,
+        candidate_radius=config.candidate_radius,
         retention=config.retention,
         verify=config.verify,
         store_text=config.store_text,

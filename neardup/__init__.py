@@ -51,6 +51,8 @@ _EXPORTS: dict[str, str] = {
     "DedupResult": "neardup.dedup",
     # online (issue: service)
     "Deduplicator": "neardup.online",
+    "Decision": "neardup.online",
+    "Match": "neardup.online",
     "Client": "neardup.service.client",
 }
 
@@ -59,6 +61,7 @@ __all__ = [
     "Client",
     "ConfigError",
     "CorruptFileError",
+    "Decision",
     "DedupConfig",
     "DedupResult",
     "Deduplicator",
@@ -68,6 +71,7 @@ __all__ = [
     "IndexStateError",
     "InputError",
     "InputTypeError",
+    "Match",
     "MissingDependencyError",
     "NeardupError",
     "NotFoundError",
@@ -129,5 +133,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .fingerprint import Fingerprinter, content_hash, content_hash_many
     from .hamming import hamming, hamming_cdist, hamming_many, hamming_to_many
     from .index import HammingIndex, all_pairs
-    from .online import Deduplicator
+    from .online import Decision, Deduplicator, Match
     from .service.client import Client

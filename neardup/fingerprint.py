@@ -624,10 +624,31 @@ def content_hash_many(
     if isinstance(texts, (str, bytes)):
         raise InputTypeError("texts must be an iterable of str; wrap a single text in a list")
     texts = list(texts)
-    out = np.zeros((len(texts), 2), np.uint64)
     for i, t in enumerate(texts):
-        check_text(t, i, "texts")
-        h = _content_hash_one(t, normalize)
-        out[i, 0] = h >> 64
-        out[i, 1] = h & 0xFFFFFFFFFFFFFFFF
-    return out
+        if type(t) is not str:
+            check_text(t, i, "texts")
+    digest = xxhash.xxh3_128_digest  # 16 bytes, big-endian: high word first
+    if normalize:
+        from .text.normalize import casefold_nfkc
+
+        parts = []
+        for t in texts:
+            if t.isascii():  # ASCII: normalize() is lower() + whitespace collapse
+                parts.append(digest(" ".join(t.lower().split()).encode("ascii")))
+            else:
+                parts.append(_digest_one(" ".join(casefold_nfkc(t).split())))
+    else:
+        parts = [digest(t.encode("ascii")) if t.isascii() else _digest_one(t) for t in texts]
+    if not parts:
+        return np.zeros((0, 2), np.uint64)
+    return np.frombuffer(b"".join(parts), dtype=">u8").reshape(-1, 2).astype(np.uint64)
+
+
+def _digest_one(s: str) -> bytes:
+    try:
+        data = s.encode("utf-8")
+    except UnicodeEncodeError:
+        from .text.normalize import replace_surrogates
+
+        data = replace_surrogates(s).encode("utf-8")
+    return xxhash.xxh3_128_digest(data)

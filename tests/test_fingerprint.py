@@ -19,6 +19,7 @@ from neardup import fingerprint as F
 from neardup.errors import ConfigError, InputError, InputTypeError
 from neardup.fingerprint import FingerprintBatch, Fingerprinter, content_hash, content_hash_many
 from neardup.hamming import hamming
+from neardup.text.normalize import casefold_nfkc, replace_surrogates
 
 TEXTS = {
     "en": "The quick brown fox jumps over the lazy dog.",
@@ -342,6 +343,41 @@ def test_content_hash():
     assert (int(m[0, 0]) << 64) | int(m[0, 1]) == content_hash("abc")
     with pytest.raises(InputTypeError, match=r"texts\[1\]"):
         content_hash_many(["a", 1])  # type: ignore[list-item]
+
+
+def _content_hash_regex(text: str) -> int:
+    # the documented definition, written out with the regex the old implementation used
+    import re
+
+    norm = re.sub(r"\s+", " ", casefold_nfkc(text)).strip()
+    return xxhash.xxh3_128_intdigest(replace_surrogates(norm).encode("utf-8"))
+
+
+@given(
+    st.lists(
+        st.text(max_size=40)
+        | st.text(alphabet="aB \t\n\u3000\u00a0\u2028\uff21\u00df\ud800", max_size=20),
+        max_size=8,
+    )
+)
+def test_content_hash_many_equals_definition(texts):
+    m = content_hash_many(texts)
+    raw = content_hash_many(texts, normalize=False)
+    assert m.shape == (len(texts), 2) and m.dtype == np.uint64
+    for i, t in enumerate(texts):
+        h = _content_hash_regex(t)
+        assert (int(m[i, 0]) << 64) | int(m[i, 1]) == h == content_hash(t)
+        r = xxhash.xxh3_128_intdigest(replace_surrogates(t).encode("utf-8"))
+        assert (int(raw[i, 0]) << 64) | int(raw[i, 1]) == r == content_hash(t, normalize=False)
+
+
+def test_content_hash_golden():
+    # pinned values: the definition must never change (stored hashes depend on it)
+    assert content_hash("Hello  World") == xxhash.xxh3_128_intdigest(b"hello world")
+    assert content_hash("\uff28\u00e9llo\u3000W\u00d6RLD \n") == xxhash.xxh3_128_intdigest(
+        "h\u00e9llo w\u00f6rld".encode()
+    )
+    assert content_hash_many([]).shape == (0, 2)
 
 
 def test_public_names():

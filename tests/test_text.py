@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import re
+import sys
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from neardup.errors import ConfigError, FormatError, InputError, InputTypeError
 from neardup.text import (
@@ -15,7 +20,7 @@ from neardup.text import (
     word_shingles,
     words,
 )
-from neardup.text.normalize import replace_surrogates
+from neardup.text.normalize import casefold_nfkc, replace_surrogates
 from neardup.text.weights import IdfTable, build_idf, keyword_weights, quantize_idf, shipped_zh_idf
 
 
@@ -117,6 +122,32 @@ def test_prepare_many_jieba_equals_one_by_one():
     from neardup.text import prepare
     from neardup.text.tokenize import prepare_many
 
-    texts = ["我们在北京天安门", "hello WORLD", "", "中文，English 混合。\n第二行", "  ", "飞碟 51区"]
+    texts = [
+        "我们在北京天安门",
+        "hello WORLD",
+        "",
+        "中文，English 混合。\n第二行",
+        "  ",
+        "飞碟 51区",
+    ]
     got = [t.split() for t in prepare_many(texts, "jieba")]
     assert got == [prepare(t, "jieba").split() for t in texts]
+
+
+_WS_REGEX = re.compile(r"\s+")
+_SPACES = "".join(chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace())
+
+
+def test_normalize_whitespace_split_equals_regex_on_every_space():
+    # normalize() collapses whitespace with str.split(); the documented form is re.sub(r"\s+")
+    assert all(_WS_REGEX.fullmatch(c) for c in _SPACES)
+    text = f"{_SPACES}a{_SPACES}B\u00df{_SPACES[::-1]}c{_SPACES}"
+    assert normalize(text) == _WS_REGEX.sub(" ", casefold_nfkc(text)).strip() == "a bss c"
+
+
+@given(
+    st.text(max_size=60)
+    | st.text(alphabet=st.sampled_from(_SPACES + "aZ\u00df\u3000\uff21"), max_size=30)
+)
+def test_normalize_equals_regex_definition(text):
+    assert normalize(text) == _WS_REGEX.sub(" ", casefold_nfkc(text)).strip()

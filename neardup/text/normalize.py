@@ -23,7 +23,6 @@ from ..errors import InputTypeError
 __all__ = ["casefold_nfkc", "check_text", "normalize", "replace_surrogates"]
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
-_WS = re.compile(r"\s+")
 _FULLWIDTH = {cp: cp - 0xFEE0 for cp in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
 
 
@@ -89,4 +88,7 @@ def normalize(text: str) -> str:
     'hello world'
     """
     check_text(text)
-    return _WS.sub(" ", casefold_nfkc(text)).strip()
+    # ``str.split()`` splits on exactly the characters ``\s`` matches (both use
+    # ``Py_UNICODE_ISSPACE``; checked over every code point in tests/test_text.py) and drops
+    # empty ends, so this equals ``re.sub(r"\s+", " ", t).strip()`` at a fraction of the cost.
+    return " ".join(casefold_nfkc(text).split())

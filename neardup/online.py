@@ -467,12 +467,36 @@ class Deduplicator:
         return op.future.result()
 
     def _docs_op(self, kind: str, docs: Any) -> Any:
+        fut, single = self.submit(kind, docs)
+        out = fut.result()
+        return out[0] if single else out
+
+    def submit(self, kind: str, docs: Any) -> tuple[Future[list[Decision]], bool]:
+        """Validate and fingerprint ``docs`` in the calling thread and queue them for the writer
+        without waiting: the non-blocking form of :meth:`check` / :meth:`add` /
+        :meth:`check_and_add` (``kind`` names one of them), for event loops
+        (``await asyncio.wrap_future(future)``).
+
+        Returns
+        -------
+        (Future, bool)
+            A future resolved with the list of :class:`Decision` once the group is decided (and,
+            for writes, fsynced), and whether ``docs`` was a single document.
+        """
+        if kind not in ("check", "add", "check_and_add"):
+            raise InputError(f"kind must be 'check', 'add' or 'check_and_add', got {kind!r}")
         items, single = self._as_list(docs)
         prepared = self._prepare(items)
+        op = _Op(kind, prepared)
         if not items:
-            return []
-        out = self._submit(_Op(kind, prepared))
-        return out[0] if single else out
+            op.future.set_result([])
+            return op.future, single
+        with self._cv:
+            if self._closed:
+                raise IndexStateError("this Deduplicator is closed; open a new one")
+            self._queue.append(op)
+            self._cv.notify()
+        return op.future, single
 
     @overload
     def check(self, docs: Mapping[str, Any]) -> Decision: ...
@@ -824,6 +848,13 @@ class Deduplicator:
             rid = existing.get(id_)
             return None if rid is None else (rid, None)
 
+        # Python ints once per group (indexing NumPy scalars per document is slow)
+        if self.bits == 64:
+            fp_ints: list[int] = fps.tolist()
+            words = [(x, 0) for x in fp_ints]
+        else:
+            words = [(int(a), int(b)) for a, b in fps.tolist()]
+            fp_ints = [(a << 64) | b for a, b in words]
         g = 0
         for op in group:
             if op.kind == "delete":
@@ -841,6 +872,8 @@ class Deduplicator:
             docs = op.docs
             assert docs is not None
             out: list[Decision] = []
+            d_times = docs.times.tolist()
+            d_empty = docs.empty.tolist()
             for k in range(len(docs.ids)):
                 i = g + k
                 id_ = docs.ids[k]
@@ -867,7 +900,7 @@ class Deduplicator:
                 if cur is not None:  # idempotent re-send: report the existing document
                     if not any(m.id == id_ for m in matches):
                         d = (
-                            (self._fp_int(fps[i]) ^ self._fp_int(fps[cur[1]])).bit_count()
+                            (fp_ints[i] ^ fp_ints[cur[1]]).bit_count()
                             if cur[1] is not None
                             else self._distance_to_row(fps[i], rows.get(cur[0]))
                         )
@@ -876,23 +909,21 @@ class Deduplicator:
                         matches = [Match(id_, d, 1.0 if same else None), *matches][
                             : self.max_matches
                         ]
-                    out.append(Decision(id_, True, False, tuple(matches), self._fp_int(fps[i])))
+                    out.append(Decision(id_, True, False, tuple(matches), fp_ints[i]))
                     continue
                 dup = bool(matches)
                 add = op.kind == "add" or (op.kind == "check_and_add" and not dup)
                 if add:
                     rid = self.store.allocate(1)
-                    w0, w1 = (
-                        (int(fps[i]), 0) if self.bits == 64 else (int(fps[i][0]), int(fps[i][1]))
-                    )
+                    w0, w1 = words[i]
                     records.append(
                         AddRecord(
                             rid,
-                            float(docs.times[k]),
+                            d_times[k],
                             w0,
                             w1,
                             docs.chash[k],
-                            _EMPTY_FLAG if docs.empty[k] else 0,
+                            _EMPTY_FLAG if d_empty[k] else 0,
                             id_,
                             docs.texts[k] if self.store_text else None,
                             docs.metadata[k],
@@ -900,7 +931,7 @@ class Deduplicator:
                     )
                     id_state[id_] = (rid, i)
                     added_mask[i] = True
-                out.append(Decision(id_, dup, add, tuple(matches), self._fp_int(fps[i])))
+                out.append(Decision(id_, dup, add, tuple(matches), fp_ints[i]))
             with self._cv:
                 if op.kind == "check":
                     self._counters["checks"] += len(out)

@@ -143,7 +143,11 @@ def build_index(
     if cls is None or len(ids) < 256:
         return BruteIndex(fingerprints, ids)
     try:
-        idx = cls(bits=bits, max_distance=max_distance, expected_size=len(ids))
+        # plan for the size rounded up to a power of two: the planner caches plans by size, and
+        # memtable runs of every size would otherwise each pay a fresh plan search
+        # (small indexes only: a segment's plan is searched once and should fit its size)
+        size_class = len(ids) if len(ids) > 1 << 20 else 1 << (len(ids) - 1).bit_length()
+        idx = cls(bits=bits, max_distance=max_distance, expected_size=size_class)
         idx.add(fingerprints, ids=np.asarray(ids, dtype=np.int64))
     except Exception:
         log.exception("building a HammingIndex failed; using brute-force search for these rows")

@@ -68,6 +68,7 @@ _ADD = struct.Struct("<bqdQQ16sB")
 _DEL = struct.Struct("<bq")
 _U32 = struct.Struct("<I")
 _NONE = 0xFFFFFFFF
+_NONE_U32 = _U32.pack(_NONE)
 #: a single record larger than this is treated as damage, not data
 MAX_RECORD = 256 * 1024 * 1024
 
@@ -109,11 +110,19 @@ def _put_str(parts: list[bytes], s: str | None) -> None:
 
 def encode_add(r: AddRecord) -> bytes:
     """Payload bytes of an ``ADD`` record."""
-    parts = [_ADD.pack(OP_ADD, r.rowid, r.time, r.fp_hi, r.fp_lo, r.chash, r.flags)]
-    _put_str(parts, r.id)
-    _put_str(parts, r.text)
-    _put_str(parts, r.metadata)
-    return b"".join(parts)
+    ib = r.id.encode("utf-8", "surrogatepass")
+    head = _ADD.pack(OP_ADD, r.rowid, r.time, r.fp_hi, r.fp_lo, r.chash, r.flags)
+    if r.text is None:
+        tl, tb = _NONE_U32, b""
+    else:
+        tb = r.text.encode("utf-8", "surrogatepass")
+        tl = _U32.pack(len(tb))
+    if r.metadata is None:
+        ml, mb = _NONE_U32, b""
+    else:
+        mb = r.metadata.encode("utf-8", "surrogatepass")
+        ml = _U32.pack(len(mb))
+    return b"".join((head, _U32.pack(len(ib)), ib, tl, tb, ml, mb))
 
 
 def encode_delete(r: DeleteRecord) -> bytes:
@@ -335,7 +344,12 @@ class WalWriter:
         """Append framed payloads and fsync; on return they are durable."""
         if not payloads:
             return
-        data = b"".join(frame(p) for p in payloads)
+        pack, crc = _FRAME.pack, zlib.crc32
+        parts: list[bytes] = []
+        for p in payloads:
+            parts.append(pack(len(p), crc(p)))
+            parts.append(p)
+        data = b"".join(parts)
         start = self.size
         try:
             view = memoryview(data)

@@ -247,10 +247,10 @@ def create_app(
         store = registry.get(namespace)
         body = await request.body()
         docs, is_batch = parse_documents(loads(body), max_batch=max_batch)
-        submit = getattr(store, "submit", None)
+        submit = _submitter(store, method)
         if not docs:
             decisions = []
-        elif submit is None:  # a store without the non-blocking form (test doubles)
+        elif submit is None:  # a store that overrides the method (or lacks submit)
             decisions = await run_in_threadpool(getattr(store, method), docs)
         else:
             # small requests are fingerprinted right here (cheaper than a thread hop); large
@@ -408,6 +408,16 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=config.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app
+
+
+def _submitter(store: Any, method: str) -> Callable[..., Any] | None:
+    """``store.submit`` when ``store.<method>`` is the :class:`Deduplicator`'s own (so the
+    non-blocking path does exactly what the method would), else None."""
+    from ..online import Deduplicator
+
+    if getattr(type(store), method, None) is not getattr(Deduplicator, method):
+        return None
+    return getattr(store, "submit", None)
 
 
 def _jsonable(obj: Any) -> Any:

@@ -431,11 +431,10 @@ def stage_verify(
     if a.size == 0:
         return np.zeros(0, bool), np.zeros(0, np.float64)
     enc = TokenEncoder()
-    encoded: dict[int, str] = {}
-    for i in np.unique(np.concatenate([a, b])).tolist():
-        encoded[i] = enc.encode(verifier.tokens(texts[i]))
-    ok, score = verifier.compare_encoded_many(
-        [encoded[i] for i in a.tolist()], [encoded[i] for i in b.tolist()], workers=workers
+    docs = np.unique(np.concatenate([a, b]))
+    encoded = [enc.encode(verifier.tokens(texts[i])) for i in docs.tolist()]
+    ok, score = verifier.compare_indexed(
+        encoded, np.searchsorted(docs, a), np.searchsorted(docs, b), workers=workers
     )
     if verifier.config()["trust_distance"] >= 0:
         la = np.fromiter((len(texts[i]) for i in a.tolist()), np.int64, a.size)

@@ -350,6 +350,31 @@ class Verifier:
         lb = np.fromiter((len(x) for x in b), dtype=np.int64, count=n)
         return self.decide(lcs, la, lb)
 
+    def compare_indexed(
+        self,
+        encoded: Sequence[str],
+        ia: npt.NDArray[np.integer[Any]],
+        ib: npt.NDArray[np.integer[Any]],
+        *,
+        workers: int = 1,
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+        """Decide pairs ``(encoded[ia[m]], encoded[ib[m]])``: like :meth:`compare_encoded_many`,
+        but each sequence's length is taken once, not once per pair it is in."""
+        from rapidfuzz import process
+        from rapidfuzz.distance import LCSseq
+
+        ia = np.asarray(ia, dtype=np.int64)
+        ib = np.asarray(ib, dtype=np.int64)
+        if ia.size == 0:
+            return np.zeros(0, bool), np.zeros(0, np.float64)
+        lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+        seq_a = [encoded[i] for i in ia.tolist()]
+        seq_b = [encoded[i] for i in ib.tolist()]
+        lcs = process.cpdist(
+            seq_a, seq_b, scorer=LCSseq.similarity, workers=workers, dtype=np.int64
+        )
+        return self.decide(lcs, lens[ia], lens[ib])
+
     def similarity(self, text_a: str, text_b: str) -> float:
         """Indel ratio of the normalised token sequences, in [0, 1] (0 when either is empty)."""
         enc = TokenEncoder()

@@ -229,3 +229,31 @@ def test_stage_candidates_follows_the_length_rule():
         zip(A[ok].tolist(), B[ok].tolist(), strict=True)
     )
     assert a.tolist() == sorted(a.tolist())
+
+
+@pytest.mark.parametrize("budget", [40, 400, 2_000, 5_000, 9_000, 14_000, 50_000])
+def test_bounded_pairs_tables_path_equals_the_scan(monkeypatch, budget):
+    # the estimate-then-tables shortcut must give exactly what the full scan gives
+    from neardup.pipeline import candidates as C
+
+    rng = np.random.default_rng(budget)
+    base = rng.integers(0, 2**63, 40, dtype=np.int64).view(np.uint64)
+    flips = rng.integers(0, 2**63, 1200, dtype=np.int64).view(np.uint64)
+    keep = np.zeros(1200, np.uint64)
+    for bit in range(64):  # sparse flips: ~3 bits each, so many pairs at small distances
+        keep |= np.where(rng.random(1200) < 0.05, np.uint64(1) << np.uint64(bit), np.uint64(0))
+    fps = base[rng.integers(0, 40, 1200)] ^ (flips & keep)
+    scan = C.bounded_pairs(fps, 12, budget)
+    monkeypatch.setattr(C, "BOUNDED_TABLES_MIN_N", 2)
+    monkeypatch.setattr(C, "TABLES_PAIR_COST", 1)
+    calls = []
+    real = C._bounded_by_tables
+    monkeypatch.setattr(C, "_bounded_by_tables", lambda *a: calls.append(r := real(*a)) or r)
+    fast = C.bounded_pairs(fps, 12, budget)
+    assert fast[3] == scan[3]
+    for x, y in zip(fast[:3], scan[:3], strict=True):
+        assert x.dtype == y.dtype and np.array_equal(x, y)
+    ref = all_pairs_reference(fps, max(scan[3], 0))
+    if scan[3] >= 0:
+        assert all(np.array_equal(x, y) for x, y in zip(scan[:3], ref, strict=True))
+    assert calls

@@ -60,6 +60,9 @@ _EMPTY_FLAG = 1
 _NO_HASH = bytes(16)
 #: most documents one write group decides (a single batch larger than this is still one group)
 MAX_GROUP_DOCS = 2048
+#: groups up to this many documents find their within-group pairs by brute force (an index
+#: build costs more than the n^2/2 distances there)
+_BRUTE_PAIRS = 256
 
 
 @dataclass(frozen=True)
@@ -999,6 +1002,8 @@ class Deduplicator:
         if len(fps) < 2:
             return out
         try:
+            if len(fps) <= _BRUTE_PAIRS:  # small groups: one distance matrix, no index build
+                raise ImportError
             from .index import all_pairs
 
             a, b, d = all_pairs(fps, max_distance=self.radius)

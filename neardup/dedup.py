@@ -434,7 +434,7 @@ def stage_verify(
     docs = np.unique(np.concatenate([a, b]))
     encoded = [enc.encode(verifier.tokens(texts[i])) for i in docs.tolist()]
     ok, score = verifier.compare_indexed(
-        encoded, np.searchsorted(docs, a), np.searchsorted(docs, b), workers=workers
+        encoded, np.searchsorted(docs, a), np.searchsorted(docs, b), workers=workers, prune=True
     )
     if verifier.config()["trust_distance"] >= 0:
         la = np.fromiter((len(texts[i]) for i in a.tolist()), np.int64, a.size)

@@ -57,6 +57,7 @@ __all__ = ["TokenEncoder", "Verifier", "tokenize"]
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+", re.UNICODE)
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_ASCII_NON_ALNUM = {c: " " for c in range(128) if not chr(c).isalnum()}
 _SOCIAL_MARKERS = ("@", "#", "http", "www.", "t.cn/", "bit.ly/", "t.co/")
 _SOCIAL = re.compile(
     r"(?:\brt\s*@[^\s:：]+\s*[:：]?)"  # RT @user:
@@ -89,12 +90,13 @@ def tokenize(text: str, *, strip_social: bool = True) -> list[str]:
     >>> tokenize("RT @x: Hello, 世界! http://t.co/abc #news")
     ['hello', '世', '界']
     """
-    t = unicodedata.normalize("NFKC", text).casefold()
+    # ASCII: NFKC is the identity and casefold() equals lower()
+    t = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
     if strip_social and any(m in t for m in _SOCIAL_MARKERS):
         t = _SOCIAL.sub(" ", t)
+    if t.isascii():  # _WORD on ASCII = runs of [a-z0-9]: blank everything else, split
+        return t.translate(_ASCII_NON_ALNUM).split()
     words = _WORD.findall(t)
-    if t.isascii():
-        return words
     out: list[str] = []
     for w in words:
         if w.isascii():
@@ -123,6 +125,13 @@ class TokenEncoder:
     def encode(self, tokens: Sequence[str]) -> str:
         """Return one character per token."""
         vocab = self._vocab
+        if len(vocab) + len(tokens) < self._LIMIT:
+            # new tokens get code points in order of first appearance, like the loop below
+            for tok in dict.fromkeys(tokens):
+                if tok not in vocab:
+                    n = len(vocab) + 1
+                    vocab[tok] = chr(n if n < 0xD800 else n + 0x800)
+            return "".join(map(vocab.__getitem__, tokens))
         out = []
         for tok in tokens:
             ch = vocab.get(tok)
@@ -357,9 +366,15 @@ class Verifier:
         ib: npt.NDArray[np.integer[Any]],
         *,
         workers: int = 1,
+        prune: bool = False,
     ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
         """Decide pairs ``(encoded[ia[m]], encoded[ib[m]])``: like :meth:`compare_encoded_many`,
-        but each sequence's length is taken once, not once per pair it is in."""
+        but each sequence's length is taken once, not once per pair it is in.
+
+        With ``prune=True`` the LCS is computed only for pairs whose multiset token overlap (an
+        upper bound on the LCS, :mod:`neardup.pipeline.overlap`) could pass; the decisions are
+        the same, but a pair rejected by the bound reports its *bound* ratio as its score.
+        """
         from rapidfuzz import process
         from rapidfuzz.distance import LCSseq
 
@@ -368,12 +383,26 @@ class Verifier:
         if ia.size == 0:
             return np.zeros(0, bool), np.zeros(0, np.float64)
         lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-        seq_a = [encoded[i] for i in ia.tolist()]
-        seq_b = [encoded[i] for i in ib.tolist()]
-        lcs = process.cpdist(
-            seq_a, seq_b, scorer=LCSseq.similarity, workers=workers, dtype=np.int64
-        )
-        return self.decide(lcs, lens[ia], lens[ib])
+        la, lb = lens[ia], lens[ib]
+        if prune:
+            from .pipeline.overlap import encode_sorted, overlap_many
+
+            values, offsets = encode_sorted(encoded)
+            bound = overlap_many(values, offsets, ia, ib, workers=workers)
+            could, score = self.decide(bound, la, lb)
+            todo = np.flatnonzero(could)
+        else:
+            todo = np.arange(ia.size)
+            score = np.zeros(ia.size, np.float64)
+        ok = np.zeros(ia.size, bool)
+        if todo.size:
+            seq_a = [encoded[i] for i in ia[todo].tolist()]
+            seq_b = [encoded[i] for i in ib[todo].tolist()]
+            lcs = process.cpdist(
+                seq_a, seq_b, scorer=LCSseq.similarity, workers=workers, dtype=np.int64
+            )
+            ok[todo], score[todo] = self.decide(lcs, la[todo], lb[todo])
+        return ok, score
 
     def similarity(self, text_a: str, text_b: str) -> float:
         """Indel ratio of the normalised token sequences, in [0, 1] (0 when either is empty)."""

@@ -141,3 +141,54 @@ def test_decide_vectorised_edge_cases():
     ok, score = v.decide(np.array([0, 5, 0]), np.array([0, 5, 3]), np.array([4, 5, 0]))
     assert ok.tolist() == [False, True, False]
     assert score.tolist() == [0.0, 1.0, 0.0]
+
+
+_TOKENS = st.lists(st.integers(0, 12), max_size=40)
+
+
+@given(st.lists(st.tuples(_TOKENS, _TOKENS), min_size=1, max_size=12))
+def test_overlap_kernel_equals_reference_and_bounds_lcs(pairs):
+    from rapidfuzz.distance import LCSseq
+
+    from neardup.pipeline.overlap import encode_sorted, overlap_many, overlap_reference
+
+    seqs = ["".join(chr(0x61 + t) for t in s) for p in pairs for s in p]
+    values, offsets = encode_sorted(seqs)
+    ia = np.arange(0, len(seqs), 2)
+    got = overlap_many(values, offsets, ia, ia + 1, workers=2)
+    for m, (x, y) in enumerate(pairs):
+        a, b = seqs[2 * m], seqs[2 * m + 1]
+        assert got[m] == overlap_reference(x, y) >= LCSseq.similarity(a, b)
+
+
+@given(st.lists(st.tuples(_TOKENS, _TOKENS), min_size=1, max_size=12))
+def test_compare_indexed_prune_keeps_every_decision(pairs):
+    v = Verifier(min_containment_tokens=3)
+    enc = TokenEncoder()
+    encoded = [enc.encode([f"t{t}" for t in s]) for p in pairs for s in p]
+    ia = np.arange(0, len(encoded), 2)
+    ok_ref, score_ref = v.compare_encoded_many(
+        [encoded[i] for i in ia], [encoded[i + 1] for i in ia]
+    )
+    ok, score = v.compare_indexed(encoded, ia, ia + 1)
+    ok_p, score_p = v.compare_indexed(encoded, ia, ia + 1, prune=True, workers=2)
+    assert np.array_equal(ok, ok_ref) and np.array_equal(ok_p, ok_ref)
+    assert np.array_equal(score, score_ref)
+    assert np.array_equal(score_p[ok_p], score_ref[ok_ref])
+    assert (score_p >= score_ref).all()
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80) | st.text(max_size=40))
+def test_tokenize_ascii_fast_path_equals_regex(text):
+    import re
+    import unicodedata
+
+    t = unicodedata.normalize("NFKC", text).casefold()
+    if t.isascii():
+        assert tokenize(text, strip_social=False) == re.findall(r"[^\W_]+", t)
+
+
+def test_token_encoder_fast_path_matches_first_appearance():
+    enc = TokenEncoder()
+    assert enc.encode(["b", "a", "b", "c"]) == "\x01\x02\x01\x03"
+    assert enc.encode(["c", "d"]) == "\x03\x04" and len(enc) == 4

@@ -822,7 +822,10 @@ class Deduplicator:
             fps = np.zeros((0,) if self.bits == 64 else (0, 2), np.uint64)
             ids = []
         flat_texts = [t for op in doc_ops for t in op.docs.texts]  # type: ignore[union-attr]
-        limits = np.array([self._limit(t) for t in flat_texts], dtype=np.int64)
+        if self.verifier is None or self.radius == self.max_distance:  # one limit for all
+            limits = np.full(len(flat_texts), self.max_distance, dtype=np.int64)
+        else:
+            limits = np.array([self._limit(t) for t in flat_texts], dtype=np.int64)
         lims, hit_rids, hit_d = self._search_by_limit(fps, limits)
         del_ids = [op.arg for op in group if op.kind == "delete"]
         existing = self.store.lookup_ids(ids + del_ids)
@@ -954,6 +957,7 @@ class Deduplicator:
             rng = np.random.default_rng(0)
             shape = (300,) if self.bits == 64 else (300, 2)
             fps = rng.integers(0, 2**64, shape, dtype=np.uint64)
+            self._intra_pairs(fps)  # > _BRUTE_PAIRS: compiles all_pairs too
             self._intra_pairs(fps[:2])
             idx = build_index(
                 fps, np.arange(300, dtype=np.int64), bits=self.bits, max_distance=self.radius
@@ -964,7 +968,7 @@ class Deduplicator:
 
     def _limit(self, text: str) -> int:
         """Search distance for one query text (the verifier's, capped by the radius)."""
-        if self.verifier is None:
+        if self.verifier is None or self.radius == self.max_distance:
             return self.max_distance
         return max(
             self.max_distance, min(int(self.verifier.candidate_distance(len(text))), self.radius)

@@ -409,6 +409,8 @@ def stage_candidates(
             la, lb = lengths[a] < cut, lengths[b] < cut
             keep = la != lb
             parts.append((a[keep], b[keep], d[keep]))
+    if len(parts) == 1:  # one pass over an increasing subset: already sorted by (a, b)
+        return parts[0]
     a = np.concatenate([p[0] for p in parts])
     b = np.concatenate([p[1] for p in parts])
     d = np.concatenate([p[2] for p in parts])
@@ -431,11 +433,13 @@ def stage_verify(
     if a.size == 0:
         return np.zeros(0, bool), np.zeros(0, np.float64)
     enc = TokenEncoder()
-    docs = np.unique(np.concatenate([a, b]))
+    pos = np.full(len(texts), -1, np.int64)
+    pos[a] = 0
+    pos[b] = 0
+    docs = np.flatnonzero(pos == 0)
+    pos[docs] = np.arange(docs.size)
     encoded = [enc.encode(verifier.tokens(texts[i])) for i in docs.tolist()]
-    ok, score = verifier.compare_indexed(
-        encoded, np.searchsorted(docs, a), np.searchsorted(docs, b), workers=workers, prune=True
-    )
+    ok, score = verifier.compare_indexed(encoded, pos[a], pos[b], workers=workers, prune=True)
     if verifier.config()["trust_distance"] >= 0:
         la = np.fromiter((len(texts[i]) for i in a.tolist()), np.int64, a.size)
         lb = np.fromiter((len(texts[i]) for i in b.tolist()), np.int64, b.size)

@@ -385,11 +385,20 @@ class Verifier:
         lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
         la, lb = lens[ia], lens[ib]
         if prune:
-            from .pipeline.overlap import encode_sorted, overlap_many
+            from .pipeline.overlap import bound_decisions, encode_sorted
 
             values, offsets = encode_sorted(encoded)
-            bound = overlap_many(values, offsets, ia, ib, workers=workers)
-            could, score = self.decide(bound, la, lb)
+            c = self._cfg
+            could, score = bound_decisions(
+                values,
+                offsets,
+                ia,
+                ib,
+                threshold=c.threshold,
+                containment=c.containment,
+                min_containment_tokens=c.min_containment_tokens,
+                workers=workers,
+            )
             todo = np.flatnonzero(could)
         else:
             todo = np.arange(ia.size)

@@ -150,7 +150,12 @@ _TOKENS = st.lists(st.integers(0, 12), max_size=40)
 def test_overlap_kernel_equals_reference_and_bounds_lcs(pairs):
     from rapidfuzz.distance import LCSseq
 
-    from neardup.pipeline.overlap import encode_sorted, overlap_many, overlap_reference
+    from neardup.pipeline.overlap import (
+        bound_decisions,
+        encode_sorted,
+        overlap_many,
+        overlap_reference,
+    )
 
     seqs = ["".join(chr(0x61 + t) for t in s) for p in pairs for s in p]
     values, offsets = encode_sorted(seqs)
@@ -159,6 +164,25 @@ def test_overlap_kernel_equals_reference_and_bounds_lcs(pairs):
     for m, (x, y) in enumerate(pairs):
         a, b = seqs[2 * m], seqs[2 * m + 1]
         assert got[m] == overlap_reference(x, y) >= LCSseq.similarity(a, b)
+    for v in (Verifier(), Verifier(min_containment_tokens=3), Verifier(containment=1.5)):
+        c = v.config()
+        could, ratio = bound_decisions(
+            values,
+            offsets,
+            ia,
+            ia + 1,
+            threshold=c["threshold"],
+            containment=c["containment"],
+            min_containment_tokens=c["min_containment_tokens"],
+            workers=2,
+        )
+        lens = np.diff(offsets)
+        ok_ref, _score_ref = v.decide(got, lens[ia], lens[ia + 1])
+        assert np.array_equal(could, ok_ref)
+        rat = np.where(
+            lens[ia] + lens[ia + 1] > 0, 2.0 * got / np.maximum(lens[ia] + lens[ia + 1], 1), 0.0
+        )
+        assert np.array_equal(ratio, np.where(np.minimum(lens[ia], lens[ia + 1]) > 0, rat, 0.0))
 
 
 @given(st.lists(st.tuples(_TOKENS, _TOKENS), min_size=1, max_size=12))

@@ -294,10 +294,8 @@ def _bounded_by_tables(
     used = int(fits[-1]) if fits.size else -1
     if used < 0:
         return (*_empty(), -1)
-    keep = d <= used
-    a, b, d = np.asarray(a, np.int64)[keep], np.asarray(b, np.int64)[keep], d[keep]
-    order = np.lexsort((b, a))
-    return a[order], b[order], d[order], used
+    keep = d <= used  # all_pairs is sorted by (a, b); filtering keeps that order
+    return np.asarray(a, np.int64)[keep], np.asarray(b, np.int64)[keep], d[keep], used
 
 
 def bounded_pairs(

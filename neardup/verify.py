@@ -126,6 +126,10 @@ class TokenEncoder:
         """Return one character per token."""
         vocab = self._vocab
         if len(vocab) + len(tokens) < self._LIMIT:
+            try:  # usually every token is known already
+                return "".join(map(vocab.__getitem__, tokens))
+            except KeyError:
+                pass
             # new tokens get code points in order of first appearance, like the loop below
             for tok in dict.fromkeys(tokens):
                 if tok not in vocab:

@@ -120,17 +120,12 @@ def _bound_kernel(
         if shorter == 0:
             continue
         c = 0
-        while i < ie and j < je:
+        while i < ie and j < je:  # branch-free merge step (no mispredictions)
             x = values[i]
             y = values[j]
-            if x == y:
-                c += 1
-                i += 1
-                j += 1
-            elif x < y:
-                i += 1
-            else:
-                j += 1
+            c += x == y
+            i += x <= y
+            j += y <= x
         r = 2.0 * np.float64(c) / np.float64(la + lb)
         ratio[p] = r
         if r >= threshold or (

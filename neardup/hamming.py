@@ -45,11 +45,15 @@ def hamming(a: int, b: int) -> int:
             f"hamming() takes integer fingerprints, got {type(a).__name__} and {type(b).__name__}"
         ) from exc
     if int(a) < 0 or int(b) < 0:
-        raise InputError("hamming() takes non-negative fingerprints; mask signed values with & ((1 << bits) - 1)")
+        raise InputError(
+            "hamming() takes non-negative fingerprints; mask signed values with & ((1 << bits) - 1)"
+        )
     return x.bit_count()
 
 
-def as_fingerprints(values: Any, *, name: str = "fingerprints", bits: int | None = None) -> FingerprintArray:
+def as_fingerprints(
+    values: Any, *, name: str = "fingerprints", bits: int | None = None
+) -> FingerprintArray:
     """Validate and return fingerprints as a C-contiguous ``uint64`` array of shape (n,) or (n, 2).
 
     Accepts uint64 arrays, non-negative integer arrays, or sequences of Python ints
@@ -75,8 +79,14 @@ def as_fingerprints(values: Any, *, name: str = "fingerprints", bits: int | None
     else:
         seq = list(values) if not isinstance(values, (int, np.integer)) else [values]
         if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in seq):
-            bad = next(i for i, v in enumerate(seq) if isinstance(v, bool) or not isinstance(v, (int, np.integer)))
-            raise InputTypeError(f"{name}[{bad}] is {type(seq[bad]).__name__}, expected an int fingerprint")
+            bad = next(
+                i
+                for i, v in enumerate(seq)
+                if isinstance(v, bool) or not isinstance(v, (int, np.integer))
+            )
+            raise InputTypeError(
+                f"{name}[{bad}] is {type(seq[bad]).__name__}, expected an int fingerprint"
+            )
         wide = bits == 128 or any(int(v) >> 64 for v in seq)
         if any(int(v) < 0 for v in seq):
             raise InputError(f"{name} must be non-negative integers")
@@ -154,7 +164,9 @@ def hamming_cdist(queries: Any, fingerprints: Any, *, block: int = 4096) -> npt.
     q = as_fingerprints(queries, name="queries")
     f = as_fingerprints(fingerprints)
     if q.ndim != f.ndim:
-        raise InputError(f"queries are {fingerprint_bits(q)}-bit but fingerprints are {fingerprint_bits(f)}-bit")
+        raise InputError(
+            f"queries are {fingerprint_bits(q)}-bit but fingerprints are {fingerprint_bits(f)}-bit"
+        )
     out = np.empty((len(q), len(f)), dtype=np.int32)
     for s in range(0, len(q), block):
         qs = q[s : s + block]

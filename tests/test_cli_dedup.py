@@ -171,3 +171,33 @@ def test_stdin_to_stdout_subprocess(tmp_path):
     kept = [json.loads(x)["id"] for x in io.StringIO(proc.stdout.decode()).read().splitlines()]
     assert kept == ["a", "d"]
     assert b"documents" in proc.stderr  # summary goes to stderr when stdout carries data
+
+
+def test_summary_warns_when_the_candidate_bound_narrowed_a_pass():
+    from neardup.cli.dedup_cmd import _summary_text
+
+    base = {
+        "documents": 10,
+        "exact_duplicates": 0,
+        "near_duplicates": 0,
+        "clusters": 0,
+        "kept": 10,
+        "dropped": 0,
+        "elapsed_s": 1.0,
+        "docs_per_s": 10.0,
+    }
+    quiet = _summary_text(
+        {**base, "candidate_passes": {"long": {"docs": 5, "distance": 14, "distance_used": 14}}}
+    )
+    assert "warning" not in quiet
+    text = _summary_text(
+        {
+            **base,
+            "candidate_passes": {
+                "long": {"docs": 50_000, "distance": 14, "distance_used": -1},
+                "short": {"docs": 9, "distance": 18, "distance_used": 12},
+            },
+        }
+    )
+    assert "long candidate pass (50,000 docs)" in text and "no near pairs searched" in text
+    assert "distance lowered to 12" in text

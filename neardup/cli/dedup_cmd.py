@@ -91,7 +91,25 @@ def _summary_text(s: dict[str, Any]) -> str:
     lines.append(f"elapsed           {s['elapsed_s']:>11.2f}s")
     if s.get("docs_per_s"):
         lines.append(f"docs/s            {s['docs_per_s']:>12,.0f}")
+    lines.extend(_valve_warnings(s.get("candidate_passes") or {}))
     return "\n".join(lines)
+
+
+def _valve_warnings(passes: dict[str, Any]) -> list[str]:
+    """Say loudly when the candidate safety valve narrowed a pass: recall was traded for time."""
+    out = []
+    for name, p in sorted(passes.items()):
+        used, asked = p.get("distance_used"), p.get("distance")
+        if used is None or asked is None or used >= asked:
+            continue
+        what = "no near pairs searched" if used < 0 else f"distance lowered to {used}"
+        out.append(
+            f"warning: the {name} candidate pass ({p.get('docs', 0):,} docs) hit the "
+            f"per-document candidate bound at distance {asked}: {what}; the fingerprints are "
+            "concentrated, so near duplicates may be missed (raise "
+            "DedupConfig.max_candidates_per_doc, or set it to None)"
+        )
+    return out
 
 
 def dedup_command(

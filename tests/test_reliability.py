@@ -139,7 +139,12 @@ def test_sigkill_cycles_lose_no_acknowledged_insert(tmp_path: Path) -> None:
         if acked:
             assert_all_present(srv.url, acked, unknown)
         writers = run_writers(srv.url, [cycle * 10 + 1, cycle * 10 + 2])
-        time.sleep(rng.uniform(0.2, 0.8))
+        # kill mid-stream: once inserts are being acknowledged (a loaded machine can take a
+        # while for the first one), then at a random moment
+        wait_until = time.monotonic() + 30
+        while not any(w.acked for w in writers) and time.monotonic() < wait_until:
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0.05, 0.6))
         srv.kill()
         for w in writers:
             w.stop_flag.set()

@@ -61,6 +61,23 @@ def _pc(x):  # type: ignore[no-untyped-def]
     return np.int64(popcount64(np.uint64(x)))
 
 
+@njit(nogil=True, cache=True, inline="always")
+def _seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, radius):  # type: ignore[no-untyped-def]
+    """True when an earlier table than ``t`` also finds this candidate (it reports it there).
+
+    ``x`` is the candidate's permuted-key XOR in table ``t`` (64-bit); ``x0``/``x1`` the XOR of
+    the original words (128-bit).
+    """
+    for t2 in range(t):
+        if W == 1:
+            pd = _pc(x & pm_key[t, t2])
+        else:
+            pd = _pc(x0 & pm_orig[t2, 0]) + _pc(x1 & pm_orig[t2, 1])
+        if pd <= radius[t2]:
+            return True
+    return False
+
+
 @njit(nogil=True, cache=True)
 def permute_one(fps, i, t, pidx, pmask, npieces):  # type: ignore[no-untyped-def]
     """Table ``t``'s 64-bit key of fingerprint row ``i`` of ``fps`` (n, W)."""
@@ -308,16 +325,7 @@ def search_tables(  # type: ignore[no-untyped-def]
                                 dist = _pc(x0) + _pc(x1)
                                 if dist > kk:
                                     continue
-                            dup = False
-                            for t2 in range(t):
-                                if W == 1:
-                                    pd = _pc(x & pm_key[t, t2])
-                                else:
-                                    pd = _pc(x0 & pm_orig[t2, 0]) + _pc(x1 & pm_orig[t2, 1])
-                                if pd <= radius[t2]:
-                                    dup = True
-                                    break
-                            if dup:
+                            if _seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, radius):
                                 continue
                             if cnt < cap:
                                 out_q[cnt] = qi
@@ -459,16 +467,7 @@ def self_join_table(  # type: ignore[no-untyped-def]
                             dist = _pc(x0) + _pc(x1)
                             if dist > kk:
                                 continue
-                        dup = False
-                        for t2 in range(t):
-                            if W == 1:
-                                pd = _pc(x & pm_key[t, t2])
-                            else:
-                                pd = _pc(x0 & pm_orig[t2, 0]) + _pc(x1 & pm_orig[t2, 1])
-                            if pd <= radius[t2]:
-                                dup = True
-                                break
-                        if dup:
+                        if _seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, radius):
                             continue
                         if cnt < cap:
                             out_a[cnt] = ri

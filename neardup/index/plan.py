@@ -336,6 +336,30 @@ def _layouts(bits: int, k: int) -> tuple[tuple[str, tuple[TableSpec, ...]], ...]
     )
 
 
+def _tables_plan(
+    bits: int,
+    k: int,
+    n: int,
+    heavy_bucket: int,
+    name: str,
+    tables: tuple[TableSpec, ...],
+    notes: tuple[str, ...] = (),
+) -> Plan:
+    """A table-layout plan with the cost model's estimates filled in."""
+    return Plan(
+        bits=bits,
+        max_distance=k,
+        kind="tables",
+        name=name,
+        tables=tables,
+        expected_size=n,
+        est_query_ns=_cost_ns(tables, k, n, heavy_bucket),
+        est_bytes_per_fp=_bytes_per_fp(bits, len(tables)),
+        heavy_bucket=heavy_bucket,
+        notes=notes,
+    )
+
+
 @functools.lru_cache(maxsize=256)
 def _candidate_plans(bits: int, k: int, n: int, heavy_bucket: int) -> tuple[Plan, ...]:
     out = [
@@ -351,19 +375,7 @@ def _candidate_plans(bits: int, k: int, n: int, heavy_bucket: int) -> tuple[Plan
         )
     ]
     for name, tables in _layouts(bits, k):
-        out.append(
-            Plan(
-                bits=bits,
-                max_distance=k,
-                kind="tables",
-                name=name,
-                tables=tables,
-                expected_size=n,
-                est_query_ns=_cost_ns(tables, k, n, heavy_bucket),
-                est_bytes_per_fp=_bytes_per_fp(bits, len(tables)),
-                heavy_bucket=heavy_bucket,
-            )
-        )
+        out.append(_tables_plan(bits, k, n, heavy_bucket, name, tables))
     return tuple(out)
 
 
@@ -448,17 +460,8 @@ def plan_index(
                 f" ({radius_for(r, k, m)}) as large as the prefix; choose more blocks or more prefix_blocks"
             )
         name, tables = lay
-        return Plan(
-            bits=bits,
-            max_distance=k,
-            kind="tables",
-            name=name,
-            tables=tables,
-            expected_size=n,
-            est_query_ns=_cost_ns(tables, k, n, heavy_bucket),
-            est_bytes_per_fp=_bytes_per_fp(bits, len(tables)),
-            heavy_bucket=heavy_bucket,
-            notes=("layout forced by blocks/prefix_blocks",),
+        return _tables_plan(
+            bits, k, n, heavy_bucket, name, tables, ("layout forced by blocks/prefix_blocks",)
         )
     cands = candidate_plans(bits, k, n, heavy_bucket=heavy_bucket)
     if layout is not None:

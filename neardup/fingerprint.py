@@ -431,25 +431,8 @@ class Fingerprinter:
             return
         (fe, ne), (fz, nz) = AUTO_EN, AUTO_ZH
         if self._native_auto() and not self._python_path():
-            from . import _simhash_numba as nb
-
-            hs, ws, default = self._table("words")
             plan = (_KMODE[fe], ne, _KMODE[fz], nz, self.zh_threshold)
-            nb.run_group(
-                texts,
-                idx,
-                "words",
-                plan,
-                HASH_IDS[self.hash],
-                self.seed,
-                self.bits,
-                hs,
-                ws,
-                default,
-                fps,
-                nfeat,
-                CHUNK_CHARS,
-            )
+            self._run_native(texts, idx, "words", plan, self._table("words"), fps, nfeat)
             return
         groups: dict[str, list[int]] = {"en": [], "zh": []}
         for i in idx:
@@ -479,9 +462,23 @@ class Fingerprinter:
             kmode = "chars" if feat == "chars" else "words"
             self._run_group_python(texts, idx, pmode, kmode, n, (hs, ws, default), fps, nfeat)
             return
+        plan = (_KMODE[feat], n, _KMODE[feat], n, 2.0)
+        self._run_native(texts, idx, pmode, plan, (hs, ws, default), fps, nfeat)
+
+    def _run_native(
+        self,
+        texts: list[str],
+        idx: list[int],
+        pmode: str,
+        plan: tuple[Any, ...],
+        table: tuple[Any, Any, Any],
+        fps: np.ndarray,
+        nfeat: np.ndarray,
+    ) -> None:
+        """One numba pass over ``texts[idx]``: ``plan`` = (en mode, en n, zh mode, zh n, Han share)."""
         from . import _simhash_numba as nb
 
-        plan = (_KMODE[feat], n, _KMODE[feat], n, 2.0)
+        hs, ws, default = table
         nb.run_group(
             texts,
             idx,

@@ -207,6 +207,23 @@ def _valid_at(data: bytes, pos: int) -> int | None:
     return end
 
 
+def _record_at(data: bytes, pos: int) -> bool:
+    """Whether a valid frame whose payload also decodes starts at ``pos``.
+
+    Used to tell damage in the middle (a real record follows) from a torn tail: the bytes of a
+    cut record can contain a short frame whose CRC happens to match (found by Hypothesis), but
+    not one that also decodes as a well-formed ``ADD`` / ``DELETE`` payload.
+    """
+    end = _valid_at(data, pos)
+    if end is None:
+        return False
+    try:
+        decode_payload(data[pos + _FRAME.size : end])
+    except (ValueError, struct.error, UnicodeDecodeError):
+        return False
+    return True
+
+
 @dataclass
 class WalReplay:
     """Result of reading a log: its records and what recovery did."""
@@ -251,7 +268,7 @@ def read_wal(
             except (ValueError, struct.error, UnicodeDecodeError):
                 record = None
         if record is None:
-            following = next((q for q in range(pos + 1, len(data)) if _valid_at(data, q)), None)
+            following = next((q for q in range(pos + 1, len(data)) if _record_at(data, q)), None)
             if following is not None and not repair:
                 raise CorruptFileError(
                     f"{p}: write-ahead log record at offset {pos} is damaged and valid records "

@@ -7,7 +7,8 @@ format of the input, atomically.
 Formats
 -------
 ``jsonl``   one JSON object per line (``.jsonl``, ``.ndjson``; the default, and stdin's default).
-            Kept lines are copied byte for byte.
+            Read in 16 MiB blocks and parsed with orjson; kept lines are copied byte for byte
+            (see :mod:`neardup.io.jsonl` for the exact rules: ``\r\n`` → ``\n``, BOM dropped).
 ``json``    one JSON array of objects (``.json``).
 ``csv``     comma-separated with a header row (``.csv``); ``tsv`` tab-separated (``.tsv``).
 ``parquet`` Apache Parquet (``.parquet``, ``.pq``); needs ``pip install 'neardup[parquet]'``.
@@ -21,6 +22,8 @@ Every malformed record raises :class:`~neardup.errors.RecordError` naming the fi
 
 from __future__ import annotations
 
+import array
+import bisect
 import contextlib
 import csv
 import io
@@ -39,6 +42,7 @@ import numpy.typing as npt
 
 from ..errors import ConfigError, InputError, RecordError, require
 from .atomic import atomic_dir, atomic_open
+from .jsonl import copy_records, read_lines
 
 __all__ = ["FORMATS", "Corpus", "Source", "detect_format", "read_corpus", "write_kept"]
 
@@ -86,7 +90,11 @@ class Source:
     fmt: str
     first: int = 0  # position of its first document in the corpus
     count: int = 0
-    lines: list[int] = field(default_factory=list)  # jsonl/lines: 1-based line of each document
+    lines: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    # 1-based line (record number for json/parquet) of each document
+    starts: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    ends: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    # jsonl/lines: byte span [start, end) of each document's line (terminator excluded)
     rows: list[Any] = field(default_factory=list)  # json objects / csv rows / text-file paths
     header: list[str] | None = None
     table: Any = None  # parquet: pyarrow.Table of the kept-able rows
@@ -136,7 +144,19 @@ class _Reader:
         self.id_field = id_field
         self.encoding = encoding
         self.on_error = on_error
-        self.seen: dict[str, str] = {}
+        self.seen: dict[str, int] = {}  # id -> position of its document
+        self.line_of = array.array("q")  # line of every accepted document
+        self._marks: list[int] = []  # first position read from each path in _paths
+        self._paths: list[str] = []
+
+    def mark_path(self, path: str) -> None:
+        """Documents accepted from now on come from ``path`` (for duplicate-id messages)."""
+        self._marks.append(len(self.c.texts))
+        self._paths.append(path)
+
+    def where(self, pos: int) -> str:
+        k = bisect.bisect_right(self._marks, pos) - 1
+        return f"{self._paths[k]}:{self.line_of[pos]}"
 
     def fail(self, msg: str, path: str, line: int | None) -> None:
         err = RecordError(msg, path=path, line=line)
@@ -146,8 +166,11 @@ class _Reader:
         if len(self.c.errors) < 100:
             self.c.errors.append(str(err))
 
-    def add(self, obj: Any, path: str, line: int, default_id: str) -> bool:
-        """Validate a record; append its id and text. Returns False when it was skipped."""
+    def add(self, obj: Any, path: str, line: int, default_id: str | None = None) -> bool:
+        """Validate a record; append its id and text. Returns False when it was skipped.
+
+        ``default_id`` (used when the record has no id) defaults to ``path:line``.
+        """
         if not isinstance(obj, dict):
             self.fail(f"expected a JSON object, got {type(obj).__name__}", path, line)
             return False
@@ -184,20 +207,20 @@ class _Reader:
                 return False
             doc_id = str(obj[id_field])
         else:
-            doc_id = default_id
-        where = f"{path}:{line}"
+            doc_id = default_id if default_id is not None else f"{path}:{line}"
         prev = self.seen.get(doc_id)
         if prev is not None:
             self.fail(
-                f"duplicate id {doc_id!r} (first seen at {prev}); ids must be unique — fix the "
-                "input or drop --id-field to generate ids",
+                f"duplicate id {doc_id!r} (first seen at {self.where(prev)}); ids must be "
+                "unique — fix the input or drop --id-field to generate ids",
                 path,
                 line,
             )
             return False
-        self.seen[doc_id] = where
+        self.seen[doc_id] = len(self.c.texts)
         self.c.ids.append(doc_id)
         self.c.texts.append(text)
+        self.line_of.append(line)
         return True
 
     def decode(self, raw: bytes, path: str, line: int) -> str | None:
@@ -228,28 +251,7 @@ def _open_binary(path: str, src: Source) -> str:
 def _read_jsonl(r: _Reader, src: Source, lines_mode: bool) -> None:
     real = _open_binary(src.path, src)
     shown = "<stdin>" if src.path == "-" else src.path
-    with open(real, "rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            s = r.decode(raw, shown, lineno)
-            if s is None:
-                continue
-            if not s.strip():
-                continue
-            if lines_mode:
-                text = s.rstrip("\r\n")
-                obj: Any = {"text": text}
-                if r.text_field != "text":
-                    obj = {r.text_field: text}
-                ok = r.add(obj, shown, lineno, f"{shown}:{lineno}")
-            else:
-                try:
-                    obj = json.loads(s)
-                except json.JSONDecodeError as exc:
-                    r.fail(f"malformed JSON ({exc.msg} at column {exc.colno})", shown, lineno)
-                    continue
-                ok = r.add(obj, shown, lineno, f"{shown}:{lineno}")
-            if ok:
-                src.lines.append(lineno)
+    read_lines(r, src, real, shown, lines_mode)
 
 
 def _read_json(r: _Reader, src: Source) -> None:
@@ -271,7 +273,7 @@ def _read_json(r: _Reader, src: Source) -> None:
             path=shown,
         )
     for i, obj in enumerate(data, 1):
-        if r.add(obj, shown, i, f"{shown}:{i}"):
+        if r.add(obj, shown, i):
             src.rows.append(obj)
 
 
@@ -285,15 +287,7 @@ def _read_csv(r: _Reader, src: Source, delimiter: str) -> None:
             if header is None:
                 return
             src.header = header
-            for row in reader:
-                line = reader.line_num
-                if not row:
-                    continue
-                if len(row) != len(header):
-                    r.fail(f"row has {len(row)} fields, the header has {len(header)}", shown, line)
-                    continue
-                if r.add(dict(zip(header, row, strict=True)), shown, line, f"{shown}:{line}"):
-                    src.rows.append(row)
+            _csv_rows(r, src, reader, header, shown)
     except UnicodeDecodeError as exc:
         raise RecordError(
             f"not valid {r.encoding}; pass --encoding (e.g. latin-1, gb18030) ({exc.reason})",
@@ -301,6 +295,38 @@ def _read_csv(r: _Reader, src: Source, delimiter: str) -> None:
         ) from exc
     except csv.Error as exc:
         raise RecordError(f"malformed CSV: {exc}", path=shown) from exc
+
+
+def _csv_rows(r: _Reader, src: Source, reader: Any, header: list[str], shown: str) -> None:
+    """Accept CSV rows; the common row (text present, usable id) skips building a dict."""
+    width = len(header)
+    last = {name: i for i, name in enumerate(header)}  # dict(zip(header, row)) keeps the last
+    ti = last.get(r.text_field)
+    idkey = "id" if r.id_field is None else r.id_field
+    ii = last.get(idkey)
+    seen, ids, texts, line_of, rows = r.seen, r.c.ids, r.c.texts, r.line_of, src.rows
+    for row in reader:
+        line = reader.line_num
+        if not row:
+            continue
+        if len(row) != width:
+            r.fail(f"row has {len(row)} fields, the header has {width}", shown, line)
+            continue
+        if ti is not None:
+            doc_id = row[ii] if ii is not None else None
+            if doc_id == "":
+                doc_id = None if r.id_field is not None else f"{shown}:{line}"
+            elif doc_id is None and r.id_field is None:
+                doc_id = f"{shown}:{line}"
+            if doc_id is not None and doc_id not in seen:
+                seen[doc_id] = len(texts)
+                ids.append(doc_id)
+                texts.append(row[ti])
+                line_of.append(line)
+                rows.append(row)
+                continue
+        if r.add(dict(zip(header, row, strict=True)), shown, line):
+            rows.append(row)
 
 
 def _read_parquet(r: _Reader, src: Source) -> None:
@@ -331,7 +357,7 @@ def _read_parquet(r: _Reader, src: Source) -> None:
         obj = {r.text_field: text}
         if r.id_field is not None and ids is not None:
             obj[r.id_field] = ids[i]
-        if r.add(obj, src.path, i + 1, f"{src.path}:{i + 1}"):
+        if r.add(obj, src.path, i + 1):
             keep.append(i)
     src.table = table.take(pa.array(keep, type=pa.int64())) if len(keep) != len(texts) else table
 
@@ -349,6 +375,7 @@ def _read_text_files(r: _Reader, src: Source) -> None:
         files, base = [root], root.parent
     for p in files:
         rel = p.relative_to(base).as_posix()
+        r.mark_path(str(p))
         text = r.decode(p.read_bytes(), str(p), None)  # type: ignore[arg-type]
         if text is None:
             continue
@@ -409,6 +436,7 @@ def read_corpus(
             f = fmt or detect_format(path)
             src = Source(path=path, fmt=f, first=len(corpus.texts), encoding=encoding)
             corpus.sources.append(src)
+            reader.mark_path("<stdin>" if path == "-" else path)
             if f in ("jsonl", "lines"):
                 _read_jsonl(reader, src, lines_mode=(f == "lines"))
             elif f == "json":
@@ -420,6 +448,7 @@ def read_corpus(
             else:
                 _read_text_files(reader, src)
             src.count = len(corpus.texts) - src.first
+            src.lines = np.frombuffer(reader.line_of, np.int64)[src.first :].copy()
     except BaseException:
         corpus.close()
         raise
@@ -451,9 +480,11 @@ def write_kept(
     out_fmt = fmt or corpus.sources[0].fmt
     if out_fmt not in FORMATS:
         raise ConfigError(f"unknown output format {out_fmt!r}; use one of {', '.join(FORMATS)}")
+    if output == "-" and out_fmt in ("parquet", "text"):
+        raise ConfigError(f"{out_fmt} output cannot go to stdout; pass --output PATH")
+    if out_fmt in ("jsonl", "lines") and all(s.fmt == out_fmt for s in corpus.sources):
+        return _write_raw_lines(corpus, keep, output, encoding)
     if output == "-":
-        if out_fmt in ("parquet", "text"):
-            raise ConfigError(f"{out_fmt} output cannot go to stdout; pass --output PATH")
         buf = io.StringIO()
         n = _write_stream(corpus, keep, out_fmt, buf)
         sys.stdout.write(buf.getvalue())
@@ -466,6 +497,37 @@ def write_kept(
     newline = "" if out_fmt in ("csv", "tsv") else "\n"
     with atomic_open(output, "w", encoding=encoding, newline=newline) as fh:
         return _write_stream(corpus, keep, out_fmt, fh)
+
+
+def _write_raw_lines(
+    corpus: Corpus, keep: npt.NDArray[np.bool_], output: str, encoding: str
+) -> int:
+    """jsonl → jsonl, lines → lines: copy each kept record's input bytes (see ``jsonl``)."""
+    if output == "-":
+        sys.stdout.flush()
+        stream = getattr(sys.stdout, "buffer", None)
+        if stream is None:  # a text-only stdout (embedding): decode what would be written
+            n = 0
+            for src in corpus.sources:
+                n += copy_records(
+                    src,
+                    _kept_positions(src, keep),
+                    lambda b: sys.stdout.write(bytes(b).decode(encoding)),
+                    out_encoding=encoding,
+                )
+            sys.stdout.flush()
+            return n
+        n = sum(
+            copy_records(src, _kept_positions(src, keep), stream.write, out_encoding=encoding)
+            for src in corpus.sources
+        )
+        stream.flush()
+        return n
+    with atomic_open(output, "wb", buffering=1 << 20) as fh:
+        return sum(
+            copy_records(src, _kept_positions(src, keep), fh.write, out_encoding=encoding)
+            for src in corpus.sources
+        )
 
 
 def _records(corpus: Corpus, keep: npt.NDArray[np.bool_]) -> Iterator[dict[str, Any]]:
@@ -484,23 +546,6 @@ def _records(corpus: Corpus, keep: npt.NDArray[np.bool_]) -> Iterator[dict[str, 
 def _write_stream(corpus: Corpus, keep: npt.NDArray[np.bool_], out_fmt: str, fh: Any) -> int:
     n = 0
     same = all(s.fmt == out_fmt for s in corpus.sources)
-    if out_fmt == "jsonl" and same:
-        for src in corpus.sources:
-            wanted = {src.lines[p] for p in _kept_positions(src, keep).tolist()}
-            real = src.temp or src.path
-            with open(real, "rb") as inp:
-                for lineno, raw in enumerate(inp, 1):
-                    if lineno in wanted:
-                        line = raw.decode(src.encoding, errors="replace").rstrip("\r\n")
-                        fh.write(line + "\n")
-                        n += 1
-        return n
-    if out_fmt == "lines" and same:
-        for src in corpus.sources:
-            for pos in _kept_positions(src, keep).tolist():
-                fh.write(corpus.texts[src.first + pos].replace("\n", " ") + "\n")
-                n += 1
-        return n
     if (
         out_fmt in ("csv", "tsv")
         and same
@@ -509,9 +554,9 @@ def _write_stream(corpus: Corpus, keep: npt.NDArray[np.bool_], out_fmt: str, fh:
         w = csv.writer(fh, delimiter="," if out_fmt == "csv" else "\t", lineterminator="\n")
         w.writerow(corpus.sources[0].header or [])
         for src in corpus.sources:
-            for pos in _kept_positions(src, keep).tolist():
-                w.writerow(src.rows[pos])
-                n += 1
+            kept = _kept_positions(src, keep).tolist()
+            w.writerows(src.rows[pos] for pos in kept)
+            n += len(kept)
         return n
     records = _records(corpus, keep)
     if out_fmt == "json":

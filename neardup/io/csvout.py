@@ -1,0 +1,246 @@
+"""Fast CSV writers for ``--pairs-out`` and ``--clusters-out``.
+
+Both build the CSV text column by column from NumPy arrays and joined strings, in chunks of
+``chunk`` rows, instead of one :class:`csv.writer` call per row. The text is byte-identical to
+:class:`csv.writer` (``QUOTE_MINIMAL``, ``lineterminator="\\n"``): every id that contains a
+character the writer may quote (``,`` ``"`` ``\\r`` ``\\n``) is escaped by :mod:`csv` itself,
+so the quoting rules are exactly those of the running Python. The ``*_reference`` functions
+are the per-row :mod:`csv` writers, kept to test agreement (``tests/test_io.py``).
+
+Formats
+-------
+pairs:    ``id_a,id_b,distance,score,stage`` — score as ``repr(round(score, 4))``.
+clusters: ``id,cluster,cluster_size,representative,kept``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from operator import itemgetter
+from typing import IO
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "CLUSTERS_HEADER",
+    "PAIRS_HEADER",
+    "clusters_csv_reference",
+    "csv_fields",
+    "pairs_csv_reference",
+    "write_clusters_csv",
+    "write_pairs_csv",
+]
+
+PAIRS_HEADER = ("id_a", "id_b", "distance", "score", "stage")
+CLUSTERS_HEADER = ("id", "cluster", "cluster_size", "representative", "kept")
+_SPECIAL = (",", '"', "\r", "\n")
+_CHUNK = 262_144
+
+
+def _escape_one(value: str) -> str:
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow([value, "x"])
+    return buf.getvalue()[:-3]  # drop ",x\n"
+
+
+def csv_fields(values: Sequence[str]) -> list[str]:
+    """``values`` as CSV fields, exactly as :class:`csv.writer` would write them.
+
+    Parameters
+    ----------
+    values : sequence of str
+
+    Returns
+    -------
+    list of str
+        The same list when no value needs quoting (the common case: one C-level scan).
+    """
+    values = list(values)
+    joined = "".join(values)
+    if not any(c in joined for c in _SPECIAL):
+        return values
+    return [_escape_one(v) if any(c in v for c in _SPECIAL) else v for v in values]
+
+
+def _take(fields: list[str], index: npt.NDArray[np.int64]) -> list[str]:
+    if index.size == 0:
+        return []
+    if index.size == 1:
+        return [fields[int(index[0])]]
+    return list(itemgetter(*index.tolist())(fields))
+
+
+def _scores_as_text(score: npt.NDArray[np.float64]) -> list[str]:
+    """``str(round(float(s), 4))`` for every score, computed once per distinct value."""
+    if score.size == 0:
+        return []
+    uniq, inverse = np.unique(score, return_inverse=True)
+    table = [str(round(float(v), 4)) for v in uniq.tolist()]
+    return _take(table, inverse.ravel().astype(np.int64))
+
+
+def _small_ints_as_text(values: npt.NDArray[np.integer]) -> list[str]:
+    """``str(v)`` for int arrays, via a lookup table when the range is small."""
+    if values.size == 0:
+        return []
+    lo, hi = int(values.min()), int(values.max())
+    if lo >= 0 and hi < 4096:
+        table = [str(v) for v in range(hi + 1)]
+        return _take(table, values.astype(np.int64))
+    return list(map(str, values.tolist()))
+
+
+def _write_rows(fh: IO[bytes], columns: list[list[str]]) -> None:
+    text = "\n".join(map(",".join, zip(*columns, strict=True)))
+    if text:
+        fh.write(text.encode("utf-8"))
+        fh.write(b"\n")
+
+
+def write_pairs_csv(
+    fh: IO[bytes],
+    ids: Sequence[str],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    distance: npt.NDArray[np.integer],
+    score: npt.NDArray[np.float64],
+    stage: npt.NDArray[np.integer],
+    stage_names: Sequence[str],
+    *,
+    chunk: int = _CHUNK,
+) -> int:
+    """Write the pairs CSV (header + one row per pair) as UTF-8 bytes to ``fh``.
+
+    Parameters
+    ----------
+    fh : binary file
+    ids : sequence of str, length n
+        Document ids; ``a`` and ``b`` index into it.
+    a, b : numpy.ndarray of int64, shape (m,)
+    distance : numpy.ndarray of int, shape (m,)
+    score : numpy.ndarray of float64, shape (m,)
+    stage : numpy.ndarray of int, shape (m,)
+        Index into ``stage_names``.
+    stage_names : sequence of str
+    chunk : int, default=262144
+        Rows formatted per write (bounds the memory of the text being built).
+
+    Returns
+    -------
+    int
+        Rows written (without the header).
+    """
+    fields = csv_fields(ids)
+    names = csv_fields(stage_names)
+    fh.write((",".join(PAIRS_HEADER) + "\n").encode("utf-8"))
+    m = int(np.asarray(a).size)
+    a = np.asarray(a, np.int64)
+    b = np.asarray(b, np.int64)
+    distance = np.asarray(distance)
+    score = np.asarray(score, np.float64)
+    stage = np.asarray(stage)
+    for lo in range(0, m, chunk):
+        hi = min(m, lo + chunk)
+        cols = [
+            _take(fields, a[lo:hi]),
+            _take(fields, b[lo:hi]),
+            _small_ints_as_text(distance[lo:hi]),
+            _scores_as_text(score[lo:hi]),
+            _take(names, stage[lo:hi].astype(np.int64)),
+        ]
+        _write_rows(fh, cols)
+    return m
+
+
+def write_clusters_csv(
+    fh: IO[bytes],
+    ids: Sequence[str],
+    cluster: npt.NDArray[np.int64],
+    root: npt.NDArray[np.int64],
+    keep: npt.NDArray[np.bool_],
+    *,
+    chunk: int = _CHUNK,
+) -> int:
+    """Write the clusters CSV (``id,cluster,cluster_size,representative,kept``) to ``fh``.
+
+    Parameters
+    ----------
+    fh : binary file
+    ids : sequence of str, length n
+    cluster : numpy.ndarray of int64, shape (n,)
+        Dense cluster number of each document.
+    root : numpy.ndarray of int64, shape (n,)
+        Position of the representative (first member) of each document's cluster.
+    keep : numpy.ndarray of bool, shape (n,)
+    chunk : int, default=262144
+
+    Returns
+    -------
+    int
+        Rows written (without the header).
+    """
+    fields = csv_fields(ids)
+    n = len(fields)
+    root = np.asarray(root, np.int64)
+    cluster = np.asarray(cluster, np.int64)
+    keep = np.asarray(keep, bool)
+    sizes = np.bincount(root, minlength=n)[root] if n else np.zeros(0, np.int64)
+    fh.write((",".join(CLUSTERS_HEADER) + "\n").encode("utf-8"))
+    flags = ["0", "1"]
+    for lo in range(0, n, chunk):
+        hi = min(n, lo + chunk)
+        cols = [
+            fields[lo:hi],
+            list(map(str, cluster[lo:hi].tolist())),
+            list(map(str, sizes[lo:hi].tolist())),
+            _take(fields, root[lo:hi]),
+            _take(flags, keep[lo:hi].astype(np.int64)),
+        ]
+        _write_rows(fh, cols)
+    return n
+
+
+def pairs_csv_reference(
+    ids: Sequence[str],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    distance: npt.NDArray[np.integer],
+    score: npt.NDArray[np.float64],
+    stage: npt.NDArray[np.integer],
+    stage_names: Sequence[str],
+) -> str:
+    """The pairs CSV built row by row with :class:`csv.writer` (reference for tests)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(PAIRS_HEADER)
+    for x, y, d, s, st in zip(
+        np.asarray(a).tolist(),
+        np.asarray(b).tolist(),
+        np.asarray(distance).tolist(),
+        np.asarray(score).tolist(),
+        np.asarray(stage).tolist(),
+        strict=True,
+    ):
+        w.writerow([ids[x], ids[y], int(d), round(float(s), 4), stage_names[st]])
+    return buf.getvalue()
+
+
+def clusters_csv_reference(
+    ids: Sequence[str],
+    cluster: npt.NDArray[np.int64],
+    root: npt.NDArray[np.int64],
+    keep: npt.NDArray[np.bool_],
+) -> str:
+    """The clusters CSV built row by row with :class:`csv.writer` (reference for tests)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CLUSTERS_HEADER)
+    root = np.asarray(root)
+    sizes = np.bincount(root, minlength=len(ids))
+    for i, doc_id in enumerate(ids):
+        r = int(root[i])
+        w.writerow([doc_id, int(cluster[i]), int(sizes[r]), ids[r], int(keep[i])])
+    return buf.getvalue()

@@ -1,0 +1,314 @@
+"""JSONL and line-per-document input, read in large blocks; kept records copied as raw bytes.
+
+Reading (:func:`read_lines`)
+----------------------------
+The file is read in blocks of ``BLOCK`` bytes cut at the last newline, split on ``\\n``, and
+each line is parsed with :func:`orjson.loads` straight from bytes. Only what the pipeline needs
+is kept: the text, the id, the 1-based line number and the byte span ``[start, end)`` of the
+record in the file (end excludes the line terminator, ``\\r\\n`` or ``\\n``). No record dict
+outlives its line.
+
+Every line orjson does not take on the fast path (malformed JSON, not UTF-8, blank lines,
+lone-surrogate escapes, ``NaN``, integers beyond 64 bits, non-string ids) is handed to the
+standard library exactly as the reference reader would handle it, so accepted records, ids,
+texts, error messages and line numbers are the same as :func:`read_lines_reference` (tested
+with Hypothesis). Set ``NEARDUP_IO_REFERENCE=1`` to read with the reference.
+
+A UTF-8 byte-order mark at the very start of a file is skipped (it is not part of the first
+record; the output never carries it). Encodings other than UTF-8 are read line by line by the
+reference reader (decode, then parse).
+
+Writing (:func:`copy_records`)
+------------------------------
+When the output format equals the input format (``jsonl`` → ``jsonl``, ``lines`` → ``lines``)
+and input and output are UTF-8, the kept records are written by copying their byte spans from
+the input, each followed by ``\\n``: runs of adjacent kept lines are copied with one read and
+one write. The result is exactly what decoding the line, stripping ``\\r\\n`` and writing it
+with a ``\\n`` gives (the behaviour before the fast path): ``\\r\\n`` becomes ``\\n``, blank
+and skipped lines are dropped, a missing final newline is added, a BOM is dropped. Other
+encodings decode each kept line and re-encode it.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+from collections.abc import Callable, Iterator
+from typing import IO, TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+
+if TYPE_CHECKING:
+    from .formats import Source, _Reader
+
+__all__ = ["BLOCK", "copy_records", "is_utf8", "read_lines", "read_lines_reference"]
+
+BLOCK = 1 << 24  # 16 MiB read blocks
+_BOM = codecs.BOM_UTF8
+
+
+def is_utf8(encoding: str) -> bool:
+    """True when ``encoding`` names UTF-8 (any alias; not ``utf-8-sig``)."""
+    return codecs.lookup(encoding).name == "utf-8"
+
+
+def _blocks(fh: IO[bytes]) -> Iterator[tuple[int, bytes]]:
+    """Yield ``(offset, block)``: the file cut after newlines into ~``BLOCK``-byte pieces.
+
+    Every block but the last ends with ``\\n``; a line longer than ``BLOCK`` is one block.
+    """
+    offset = 0
+    pending: list[bytes] = []  # pieces of a line that has not ended yet
+    while True:
+        chunk = fh.read(BLOCK)
+        if not chunk:
+            break
+        cut = chunk.rfind(b"\n") + 1
+        if cut == 0:
+            pending.append(chunk)
+            continue
+        head = chunk if cut == len(chunk) else chunk[:cut]
+        block = b"".join([*pending, head]) if pending else head
+        pending = [chunk[cut:]] if cut < len(chunk) else []
+        yield offset, block
+        offset += len(block)
+    if pending:
+        yield offset, b"".join(pending)
+
+
+def _strip_cr(raw: bytes) -> int:
+    """Number of trailing ``\\r`` bytes of a line (what ``rstrip("\\r\\n")`` removes)."""
+    return len(raw) - len(raw.rstrip(b"\r"))
+
+
+class _Spans:
+    """Byte spans and line numbers of accepted records, collected per block."""
+
+    def __init__(self) -> None:
+        self.starts: list[npt.NDArray[np.int64]] = []
+        self.ends: list[npt.NDArray[np.int64]] = []
+
+    def add(self, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]) -> None:
+        if starts.size:
+            self.starts.append(starts)
+            self.ends.append(ends)
+
+    def finish(self, src: Source) -> None:
+        src.starts = np.concatenate(self.starts) if self.starts else np.zeros(0, np.int64)
+        src.ends = np.concatenate(self.ends) if self.ends else np.zeros(0, np.int64)
+
+
+def _slow_line(r: _Reader, raw: bytes, shown: str, lineno: int, lines_mode: bool) -> bool:
+    """One line exactly as the reference reader handles it. Returns True when accepted."""
+    s = r.decode(raw, shown, lineno)
+    if s is None or not s.strip():
+        return False
+    if lines_mode:
+        text = s.rstrip("\r\n")
+        return r.add({r.text_field: text}, shown, lineno)
+    try:
+        obj = json.loads(s)
+    except json.JSONDecodeError as exc:
+        r.fail(f"malformed JSON ({exc.msg} at column {exc.colno})", shown, lineno)
+        return False
+    return r.add(obj, shown, lineno)
+
+
+def read_lines(r: _Reader, src: Source, real: str, shown: str, lines_mode: bool) -> None:
+    """Read a JSONL (or ``lines``) file into ``r``'s corpus; record spans on ``src``."""
+    if not is_utf8(r.encoding) or os.environ.get("NEARDUP_IO_REFERENCE"):
+        read_lines_reference(r, src, real, shown, lines_mode)
+        return
+    spans = _Spans()
+    with open(real, "rb") as fh:
+        lineno = 1
+        for offset, block in _blocks(fh):
+            skip = 3 if offset == 0 and block.startswith(_BOM) else 0
+            body = block[skip:] if skip else block
+            parts = body.split(b"\n")
+            if body.endswith(b"\n"):
+                parts.pop()
+            if lines_mode:
+                ok = _lines_block(r, parts, shown, lineno)
+            else:
+                ok = _jsonl_block(r, parts, shown, lineno)
+            if ok:
+                okj = np.asarray(ok, np.int64)
+                lens = np.fromiter(map(len, parts), np.int64, count=len(parts))
+                starts = np.empty(len(parts), np.int64)
+                starts[0] = 0
+                np.cumsum(lens[:-1] + 1, out=starts[1:])
+                s = starts[okj] + (offset + skip)
+                e = s + lens[okj]
+                if b"\r" in body:
+                    cr = np.fromiter((_strip_cr(parts[j]) for j in ok), np.int64, count=len(ok))
+                    e -= cr
+                spans.add(s, e)
+            lineno += len(parts)
+    spans.finish(src)
+
+
+def _jsonl_block(r: _Reader, parts: list[bytes], shown: str, lineno0: int) -> list[int]:
+    """Parse one block's lines; returns the indices (into ``parts``) of accepted records."""
+    loads = orjson.loads
+    decode_error = orjson.JSONDecodeError
+    tf = r.text_field
+    idf = r.id_field
+    idkey = "id" if idf is None else idf
+    seen = r.seen
+    ids = r.c.ids
+    texts = r.c.texts
+    line_of = r.line_of
+    ok: list[int] = []
+    pos = len(texts)
+    for j, raw in enumerate(parts):
+        try:
+            obj = loads(raw)
+        except decode_error:
+            if _slow_line(r, raw, shown, lineno0 + j, False):
+                ok.append(j)
+            pos = len(texts)
+            continue
+        if type(obj) is dict:
+            text = obj.get(tf)
+            if type(text) is str:
+                v = obj.get(idkey)
+                doc_id: str | None
+                if type(v) is str and v:
+                    doc_id = v
+                elif type(v) is int:
+                    doc_id = str(v)
+                elif v is None and idf is None:
+                    doc_id = f"{shown}:{lineno0 + j}"
+                else:
+                    doc_id = None  # floats (big ints), bools, "", containers: the general path
+                if doc_id is not None and doc_id not in seen:
+                    seen[doc_id] = pos
+                    ids.append(doc_id)
+                    texts.append(text)
+                    line_of.append(lineno0 + j)
+                    ok.append(j)
+                    pos += 1
+                    continue
+        # anything unusual: the standard library decides (exact reference semantics)
+        if _slow_line(r, raw, shown, lineno0 + j, False):
+            ok.append(j)
+        pos = len(texts)
+    return ok
+
+
+def _lines_block(r: _Reader, parts: list[bytes], shown: str, lineno0: int) -> list[int]:
+    """One document per line: the decoded line without its ``\\r\\n``; blank lines skipped."""
+    ok: list[int] = []
+    try:
+        lines = [p.decode("utf-8") for p in parts]
+    except UnicodeDecodeError:
+        for j, raw in enumerate(parts):
+            if _slow_line(r, raw, shown, lineno0 + j, True):
+                ok.append(j)
+        return ok
+    add = r.add
+    tf = r.text_field
+    for j, s in enumerate(lines):
+        if not s.strip():
+            continue
+        if add({tf: s.rstrip("\r")}, shown, lineno0 + j):
+            ok.append(j)
+    return ok
+
+
+def read_lines_reference(r: _Reader, src: Source, real: str, shown: str, lines_mode: bool) -> None:
+    """Line by line with the standard library: decode, skip blank, ``json.loads``."""
+    spans_s: list[int] = []
+    spans_e: list[int] = []
+    utf8 = is_utf8(r.encoding)
+    with open(real, "rb") as fh:
+        offset = 0
+        for lineno, raw in enumerate(fh, 1):
+            start = offset
+            offset += len(raw)
+            if lineno == 1 and utf8 and raw.startswith(_BOM):
+                raw = raw[3:]
+                start += 3
+            if _slow_line(r, raw, shown, lineno, lines_mode):
+                spans_s.append(start)
+                spans_e.append(start + len(raw.rstrip(b"\r\n")))
+    src.starts = np.asarray(spans_s, np.int64)
+    src.ends = np.asarray(spans_e, np.int64)
+
+
+def copy_records(
+    src: Source,
+    positions: npt.NDArray[np.int64],
+    write: Callable[[Any], object],
+    *,
+    out_encoding: str = "utf-8",
+) -> int:
+    """Write the records at ``positions`` (indices into ``src``, ascending) with ``write``.
+
+    Each record is its input bytes ``[start, end)`` followed by ``\\n``; runs of records that
+    are adjacent in the input are copied with one read. When the input is not UTF-8 (or the
+    output is not), each line is decoded with the input's encoding and re-encoded.
+    """
+    positions = np.asarray(positions, np.int64)
+    if positions.size == 0:
+        return 0
+    real = src.temp or src.path
+    starts = src.starts[positions]
+    ends = src.ends[positions]
+    passthrough = is_utf8(src.encoding) and is_utf8(out_encoding)
+    fd = os.open(real, os.O_RDONLY)
+    try:
+        if not passthrough:
+            for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
+                line = os.pread(fd, e - s, s).decode(src.encoding, errors="replace")
+                write((line.rstrip("\r\n") + "\n").encode(out_encoding))
+            return int(positions.size)
+        # runs: record k+1 starts right after record k's "\n"
+        joined = ends[:-1] + 1 == starts[1:]
+        breaks = np.flatnonzero(~joined) + 1
+        run_lo = np.concatenate(([0], breaks))
+        run_hi = np.concatenate((breaks, [positions.size]))  # exclusive, in record index
+        r_start = starts[run_lo]
+        r_end = ends[run_hi - 1]
+        _copy_runs(fd, r_start, r_end, write)
+    finally:
+        os.close(fd)
+    return int(positions.size)
+
+
+def _copy_runs(
+    fd: int,
+    r_start: npt.NDArray[np.int64],
+    r_end: npt.NDArray[np.int64],
+    write: Callable[[Any], object],
+) -> None:
+    """Copy byte ranges ``[r_start, r_end)``, each followed by ``\\n``, reading in windows."""
+    n = r_start.size
+    rs = r_start.tolist()
+    re_ = r_end.tolist()
+    i = 0
+    while i < n:
+        w0 = rs[i]
+        if re_[i] - w0 > BLOCK:  # one huge run: stream it
+            pos = w0
+            while pos < re_[i]:
+                size = min(BLOCK, re_[i] - pos)
+                write(os.pread(fd, size, pos))
+                pos += size
+            write(b"\n")
+            i += 1
+            continue
+        j = i
+        while j + 1 < n and re_[j + 1] - w0 <= BLOCK:
+            j += 1
+        w1 = re_[j]
+        window = memoryview(os.pread(fd, w1 - w0, w0))
+        pieces = []
+        for k in range(i, j + 1):
+            pieces.append(window[rs[k] - w0 : re_[k] - w0])
+        write(b"\n".join(pieces) + b"\n")
+        i = j + 1

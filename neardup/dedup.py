@@ -95,6 +95,17 @@ class DedupConfig:
         pairs per document of a pass. When a corpus's fingerprints are so concentrated that
         more pairs fall within the candidate distance, that pass's distance is lowered until
         they fit, and ``stats["candidate_passes"]`` records it. ``None`` disables the bound.
+    candidate_work_per_doc_ns : int or None, default=32_000
+        Work budget of each candidate pass with the default (length-dependent) distances:
+        ``candidate_work_per_doc_ns * docs`` *modelled* single-core nanoseconds
+        (:func:`neardup.pipeline.candidates.plan_pass`: the brute-force scan costs
+        ``docs^2 / 2`` pair checks, the permuted tables the index planner's cost model plus the
+        sampled pair count). When the scan does not fit (above ~23,700 documents per pass), the
+        pass searches the largest distance whose table search fits, and
+        ``stats["candidate_passes"]`` records requested vs used distance and the reason.
+        Deterministic (a model, never a timer). ``None`` searches the full distances whatever
+        they cost (O(docs^2) above distance 6). An explicit ``max_distance`` is always searched
+        as asked (only ``max_candidates_per_doc`` applies).
     """
 
     max_distance: int | None = None
@@ -106,6 +117,7 @@ class DedupConfig:
     workers: int = 1
     expand_pairs: int = 10_000
     max_candidates_per_doc: int | None = 64
+    candidate_work_per_doc_ns: int | None = 32_000
 
     def __post_init__(self) -> None:
         if self.max_distance is not None and (
@@ -132,6 +144,15 @@ class DedupConfig:
         ):
             raise ConfigError(
                 f"max_candidates_per_doc must be an int >= 1 or None, got {self.max_candidates_per_doc!r}"
+            )
+        if self.candidate_work_per_doc_ns is not None and (
+            isinstance(self.candidate_work_per_doc_ns, bool)
+            or not isinstance(self.candidate_work_per_doc_ns, int)
+            or self.candidate_work_per_doc_ns < 1
+        ):
+            raise ConfigError(
+                "candidate_work_per_doc_ns must be an int >= 1 (modelled ns per document) or "
+                f"None (no work budget), got {self.candidate_work_per_doc_ns!r}"
             )
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
             raise ConfigError(f"workers must be an int >= 1, got {self.workers!r}")
@@ -339,20 +360,19 @@ def _pairs_within(
     per_doc: int | None = None,
     info: dict[str, Any] | None = None,
     name: str = "pass",
+    work_ns: int | None = None,
 ) -> tuple[Any, Any, Any]:
-    from .pipeline.candidates import TABLES_MAX_DISTANCE, bounded_pairs, candidate_pairs
+    from .pipeline.candidates import planned_pairs
 
     if subset.size < 2:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32)
-    if per_doc is not None and fps.ndim == 1 and k > TABLES_MAX_DISTANCE:
-        a, b, d, used = bounded_pairs(fps[subset], k, per_doc * int(subset.size), workers=workers)
-        if info is not None:
-            info[name] = {"docs": int(subset.size), "distance": k, "distance_used": used}
-    else:
-        a, b, d = candidate_pairs(fps[subset], k, workers=workers)
-        if info is not None:
-            info[name] = {"docs": int(subset.size), "distance": k, "distance_used": k}
-    return subset[np.asarray(a, np.int64)], subset[np.asarray(b, np.int64)], np.asarray(d, np.int32)
+    max_pairs = None if per_doc is None else per_doc * int(subset.size)
+    a, b, d, plan = planned_pairs(
+        fps[subset], k, work_ns_per_doc=work_ns, max_pairs=max_pairs, workers=workers
+    )
+    if info is not None:
+        info[name] = plan
+    return subset[a], subset[b], d
 
 
 def stage_candidates(
@@ -364,6 +384,7 @@ def stage_candidates(
     workers: int = 1,
     max_candidates_per_doc: int | None = None,
     info: dict[str, Any] | None = None,
+    work_per_doc_ns: int | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
     """Candidate pairs ``(a, b, distance)``, a < b, sorted, among ``usable`` documents.
 
@@ -377,14 +398,19 @@ def stage_candidates(
     With ``max_candidates_per_doc``, a brute-force pass never yields more than that many pairs
     per document of the pass: when the fingerprints are so concentrated that more pairs fall
     within the distance, the distance is lowered until they fit (recorded in ``info``).
+
+    With ``work_per_doc_ns`` (default distances only), each pass searches the largest distance
+    whose modelled work fits ``work_per_doc_ns * docs`` (:func:`~neardup.pipeline.candidates.plan_pass`);
+    ``info[pass]`` records requested and used distance, method and reason.
     """
     idx = np.flatnonzero(usable).astype(np.int64)
     if max_distance is not None:
         return _pairs_within(fps, max_distance, idx, workers, max_candidates_per_doc, info, "all")
+    w = work_per_doc_ns
     k_long = verifier.candidate_distance(1 << 62)
     k_short = verifier.candidate_distance(0)
     if k_short <= k_long:
-        return _pairs_within(fps, k_long, idx, workers, max_candidates_per_doc, info, "all")
+        return _pairs_within(fps, k_long, idx, workers, max_candidates_per_doc, info, "all", w)
     # Each pair is scanned once: S = texts that can be in a short pair (< 2 * short_chars),
     # S_short = texts < short_chars, L = the rest.  A: S x S at k_short; B: pairs touching L
     # among L + (S - S_short) at k_long; C: S_short x L at k_long.
@@ -393,18 +419,18 @@ def stage_candidates(
     s_all, big = idx[in_s], idx[~in_s]
     s_short = s_all[lengths[s_all] < cut]
     parts = []
-    a, b, d = _pairs_within(fps, k_short, s_all, workers, max_candidates_per_doc, info, "short")
+    a, b, d = _pairs_within(fps, k_short, s_all, workers, max_candidates_per_doc, info, "short", w)
     keep = (d <= k_long) | (np.minimum(lengths[a], lengths[b]) < cut)
     parts.append((a[keep], b[keep], d[keep]))
     if big.size:
         pool = np.union1d(big, s_all[lengths[s_all] >= cut])
-        a, b, d = _pairs_within(fps, k_long, pool, workers, max_candidates_per_doc, info, "long")
+        a, b, d = _pairs_within(fps, k_long, pool, workers, max_candidates_per_doc, info, "long", w)
         keep = (lengths[a] >= 2 * cut) | (lengths[b] >= 2 * cut)
         parts.append((a[keep], b[keep], d[keep]))
         if s_short.size:
             pool = np.union1d(big, s_short)
             a, b, d = _pairs_within(
-                fps, k_long, pool, workers, max_candidates_per_doc, info, "cross"
+                fps, k_long, pool, workers, max_candidates_per_doc, info, "cross", w
             )
             la, lb = lengths[a] < cut, lengths[b] < cut
             keep = la != lb
@@ -580,6 +606,7 @@ def dedup(
         cfg.workers,
         cfg.max_candidates_per_doc,
         passes,
+        cfg.candidate_work_per_doc_ns,
     )
     ca, cb = unique[ca], unique[cb]
     done()

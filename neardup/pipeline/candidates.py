@@ -10,7 +10,8 @@ pair per core, numba) is faster. :func:`candidate_pairs` picks one of the two;
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
 
 import numba
 import numpy as np
@@ -22,11 +23,15 @@ from ..errors import ConfigError
 from ..hamming import as_fingerprints, hamming_cdist
 
 __all__ = [
+    "DEFAULT_WORK_NS_PER_DOC",
     "TABLES_MAX_DISTANCE",
+    "PassPlan",
     "all_pairs_bruteforce",
     "all_pairs_reference",
     "bounded_pairs",
     "candidate_pairs",
+    "plan_pass",
+    "planned_pairs",
 ]
 
 #: up to this distance the permuted-table index is used, above it the brute-force scan
@@ -356,3 +361,193 @@ def candidate_pairs(fingerprints: npt.ArrayLike, max_distance: int, *, workers: 
         a, b, d = all_pairs(fps, max_distance=int(max_distance))
         return np.asarray(a, np.int64), np.asarray(b, np.int64), np.asarray(d, np.int32)
     return all_pairs_bruteforce(fps, max_distance, workers=workers)
+
+
+# ---------------------------------------------------------------------------------------------
+# work-bounded planning: which distance a pass can afford
+
+#: modelled cost of one pair compared by the brute-force scan (count/histogram pass + fill
+#: pass), nanoseconds on one core (measured 2.7 on the 2-core dev box; a constant, never timed)
+SCAN_PAIR_NS = 2.7
+#: the index planner's per-query estimate (``Plan.est_query_ns``, uniform fingerprints) times
+#: this factor models one document of the ``all_pairs`` self-join (measured ratios 0.8-4 for
+#: k = 4..9 at 200k-1M uniform fingerprints, one thread)
+TABLES_QUERY_FACTOR = 2.5
+#: modelled cost of one pair the tables enumerate within the distance, ns (bucket work including
+#: near misses in heavy buckets; ~800 scanned pairs, measured on concentrated fingerprints)
+TABLES_PAIR_NS = 1000.0
+#: default work budget of one candidate pass, modelled nanoseconds per document of the pass
+#: (the scan fits up to ~23,700 documents; at 1 M documents the tables get 32 us each)
+DEFAULT_WORK_NS_PER_DOC = 32_000
+
+
+@dataclass(frozen=True)
+class PassPlan:
+    """How one candidate pass is searched; made by :func:`plan_pass`.
+
+    Attributes
+    ----------
+    docs : int
+        Fingerprints in the pass.
+    distance : int
+        Distance requested.
+    distance_planned : int
+        Largest distance whose modelled work fits the budget (-1: not even identical
+        fingerprints; nothing is searched). The per-document pair valve may lower the distance
+        actually used further (exactly, from the real pair counts).
+    method : {"scan", "tables", "none"}
+        Brute-force scan (:func:`bounded_pairs` / :func:`candidate_pairs`), the permuted-table
+        self-join (:func:`neardup.all_pairs`) at ``distance_planned``, or nothing.
+    reason : str
+        Why, in words (the modelled costs and the budget).
+    work_ns : float
+        Modelled cost of the chosen search (single-core nanoseconds).
+    budget_ns : float or None
+        ``work_ns_per_doc * docs``; None when unbounded.
+    est_pairs : float or None
+        Sampled estimate of the pairs within ``distance_planned`` (None when not sampled).
+    """
+
+    docs: int
+    distance: int
+    distance_planned: int
+    method: Literal["scan", "tables", "none"]
+    reason: str
+    work_ns: float
+    budget_ns: float | None
+    est_pairs: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def scan_work_ns(n: int) -> float:
+    """Modelled single-core cost of the brute-force scan over ``n`` fingerprints (ns)."""
+    return n * (n - 1) / 2.0 * SCAN_PAIR_NS
+
+
+def tables_work_ns(n: int, distance: int, est_pairs: float, bits: int = 64) -> float:
+    """Modelled single-core cost of the ``all_pairs`` self-join at ``distance`` (ns)."""
+    from ..index.plan import plan_index
+
+    q = plan_index(bits, int(distance), max(int(n), 1)).est_query_ns
+    return n * q * TABLES_QUERY_FACTOR + max(est_pairs, 0.0) * TABLES_PAIR_NS
+
+
+def plan_pass(
+    fingerprints: npt.ArrayLike,
+    max_distance: int,
+    *,
+    work_ns_per_doc: float | None = DEFAULT_WORK_NS_PER_DOC,
+    max_pairs: int | None = None,
+    workers: int = 1,
+) -> PassPlan:
+    """Choose the distance and method of one candidate pass so its modelled work fits a budget.
+
+    The budget is ``work_ns_per_doc * n`` modelled nanoseconds. When the brute-force scan
+    (:func:`scan_work_ns`, ``n^2 / 2`` pairs) fits, the pass searches ``max_distance`` exactly as
+    before. Otherwise the distance is the largest ``r <= max_distance`` for which the
+    permuted-table self-join fits (:func:`tables_work_ns`: the index planner's cost model, plus
+    the pairs the tables enumerate, estimated from a fixed-seed sample by
+    :func:`estimate_pairs_within`), skipping distances whose estimated pairs already exceed
+    ``max_pairs`` (the per-document valve would cut them).
+
+    Deterministic: depends on ``n``, the distances, the budget and the fingerprints (fixed-seed
+    sample), never on timing, ``workers`` (which only parallelises the sample) or the machine.
+    """
+    fps = as_fingerprints(fingerprints)
+    bits = 128 if fps.ndim == 2 else 64
+    _check_k(max_distance, bits)
+    n = int(fps.shape[0])
+    k = int(max_distance)
+    scan = scan_work_ns(n)
+    if work_ns_per_doc is None or n < 2:
+        why = "no work budget" if work_ns_per_doc is None else "fewer than 2 documents"
+        method: Literal["scan", "tables"] = (
+            "tables" if k <= TABLES_MAX_DISTANCE * bits // 64 else "scan"
+        )
+        work = scan if method == "scan" else tables_work_ns(n, k, 0.0, bits)
+        return PassPlan(n, k, k, method, why, work, None)
+    budget = float(work_ns_per_doc) * n
+    if scan <= budget:
+        return PassPlan(
+            n, k, k, "scan",
+            f"scan of {n:,} docs ({scan / 1e9:.3g} s modelled) fits the budget ({budget / 1e9:.3g} s)",
+            scan, budget,
+        )  # fmt: skip
+    est: npt.NDArray[np.float64] | None = None
+    if bits == 64:
+        prev = numba.get_num_threads()
+        numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
+        try:
+            est = estimate_pairs_within(np.ascontiguousarray(fps), k)
+        finally:
+            numba.set_num_threads(prev)
+    for r in range(k, -1, -1):
+        pairs = float(est[r]) if est is not None else 0.0
+        if max_pairs is not None and est is not None and pairs > max_pairs and r > 0:
+            continue
+        work = tables_work_ns(n, r, pairs, bits)
+        if work <= budget:
+            why = (
+                f"scan of {n:,} docs ({scan / 1e9:.3g} s modelled) exceeds the budget "
+                f"({budget / 1e9:.3g} s); tables at distance {r} ({work / 1e9:.3g} s, "
+                f"~{pairs:,.0f} pairs estimated) fit"
+            )
+            if r < k:
+                why += f", at {r + 1} they would not"
+            return PassPlan(n, k, r, "tables", why, work, budget, None if est is None else pairs)
+    pairs0 = float(est[0]) if est is not None else 0.0
+    return PassPlan(
+        n, k, -1, "none",
+        f"even distance 0 exceeds the budget ({budget / 1e9:.3g} s modelled; ~{pairs0:,.0f} "
+        "identical-fingerprint pairs estimated); no pairs searched",
+        0.0, budget, None if est is None else pairs0,
+    )  # fmt: skip
+
+
+def planned_pairs(
+    fingerprints: npt.ArrayLike,
+    max_distance: int,
+    *,
+    work_ns_per_doc: float | None = DEFAULT_WORK_NS_PER_DOC,
+    max_pairs: int | None = None,
+    workers: int = 1,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32], dict[str, Any]]:
+    """Candidate pairs of one pass under a work budget (:func:`plan_pass`) and a pair valve.
+
+    Returns ``(a, b, d, info)``: every pair ``a < b`` within ``info["distance_used"]``, sorted by
+    (a, b), which is exactly :func:`all_pairs_reference` at that distance. ``distance_used`` is
+    ``distance_planned`` (work budget), lowered further, exactly, when more than ``max_pairs``
+    pairs lie within it (64-bit only; -1 when not even the identical pairs fit). ``info`` is
+    :meth:`PassPlan.to_dict` plus ``distance_used``.
+    """
+    fps = as_fingerprints(fingerprints)
+    plan = plan_pass(
+        fps, max_distance, work_ns_per_doc=work_ns_per_doc, max_pairs=max_pairs, workers=workers
+    )
+    info = plan.to_dict()
+    r = plan.distance_planned
+    if plan.method == "none" or fps.shape[0] < 2:
+        info["distance_used"] = r if plan.method == "none" else plan.distance
+        return (*_empty(), info)
+    if plan.method == "scan":
+        if max_pairs is not None and fps.ndim == 1 and r > TABLES_MAX_DISTANCE:
+            a, b, d, used = bounded_pairs(fps, r, max_pairs, workers=workers)
+        else:
+            a, b, d = candidate_pairs(fps, r, workers=workers)
+            used = r
+    else:
+        from ..index import all_pairs
+
+        a, b, d = all_pairs(fps, max_distance=r, threads=max(1, int(workers)))
+        a, b, d = np.asarray(a, np.int64), np.asarray(b, np.int64), np.asarray(d, np.int32)
+        used = r
+        if max_pairs is not None and fps.ndim == 1 and a.size > max_pairs:
+            cum = np.cumsum(np.bincount(d, minlength=r + 1)[: r + 1])
+            fits = np.flatnonzero(cum <= max_pairs)
+            used = int(fits[-1]) if fits.size else -1
+            keep = d <= used  # sorted by (a, b); filtering keeps that order
+            a, b, d = a[keep], b[keep], d[keep]
+    info["distance_used"] = int(used)
+    return np.asarray(a, np.int64), np.asarray(b, np.int64), np.asarray(d, np.int32), info

@@ -1,0 +1,119 @@
+"""Work-bounded candidate planning: exact at the chosen distance, deterministic, bounded."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neardup import dedup
+from neardup.pipeline.candidates import (
+    all_pairs_reference,
+    plan_pass,
+    planned_pairs,
+    scan_work_ns,
+    tables_work_ns,
+)
+
+
+def clustered(seed: int, n: int, centers: int, p_flip: float) -> np.ndarray:
+    """``n`` fingerprints around ``centers`` random centres, each bit flipped with ``p_flip``."""
+    rng = np.random.default_rng(seed)
+    base = rng.integers(0, 2**63, centers, dtype=np.int64).view(np.uint64)
+    noise = np.zeros(n, np.uint64)
+    for bit in range(64):
+        noise |= np.where(rng.random(n) < p_flip, np.uint64(1) << np.uint64(bit), np.uint64(0))
+    return base[rng.integers(0, centers, n)] ^ noise
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(2, 400),
+    centers=st.integers(1, 30),
+    p_flip=st.sampled_from([0.0, 0.02, 0.08, 0.2, 0.5]),
+    k=st.integers(0, 20),
+    work=st.sampled_from([None, 1, 50, 200, 2_000, 10**6]),
+    per_doc=st.sampled_from([None, 1, 4, 64]),
+)
+def test_planned_pairs_equal_the_reference_at_the_used_distance(
+    seed, n, centers, p_flip, k, work, per_doc
+):
+    fps = clustered(seed, n, centers, p_flip)
+    max_pairs = None if per_doc is None else per_doc * n
+    a, b, d, info = planned_pairs(fps, k, work_ns_per_doc=work, max_pairs=max_pairs)
+    used = info["distance_used"]
+    assert -1 <= used <= info["distance_planned"] <= k
+    assert info["method"] in ("scan", "tables", "none")
+    if used < 0:
+        assert a.size == 0
+        return
+    ra, rb, rd = all_pairs_reference(fps, used)
+    assert np.array_equal(a, ra) and np.array_equal(b, rb) and np.array_equal(d, rd)
+    if max_pairs is not None and fps.ndim == 1 and info["method"] == "tables":
+        assert a.size <= max_pairs
+    if info["budget_ns"] is not None and info["method"] != "none":
+        assert info["work_ns"] <= info["budget_ns"]
+
+
+def test_scan_when_it_fits_and_tables_when_it_does_not():
+    fps = clustered(1, 3_000, 300, 0.05)
+    scan = plan_pass(fps, 14, work_ns_per_doc=10**6)
+    assert (scan.method, scan.distance_planned) == ("scan", 14)
+    narrow = plan_pass(fps, 14, work_ns_per_doc=2_000)  # scan: 4 us per doc > 2 us
+    assert narrow.method == "tables" and narrow.distance_planned < 14
+    assert narrow.work_ns <= narrow.budget_ns
+    # the next distance up would not have fitted (the largest fitting distance is chosen)
+    nxt = narrow.distance_planned + 1
+    assert tables_work_ns(3_000, nxt, 0.0) > narrow.budget_ns or nxt > 14 or narrow.est_pairs
+    assert scan_work_ns(3_000) > narrow.budget_ns
+    unbounded = plan_pass(fps, 14, work_ns_per_doc=None)
+    assert unbounded.distance_planned == 14 and unbounded.budget_ns is None
+
+
+def test_plan_does_not_depend_on_workers():
+    fps = clustered(2, 25_000, 2_000, 0.04)
+    plans = [plan_pass(fps, 16, max_pairs=64 * 25_000, workers=w) for w in (1, 2, 4)]
+    assert plans[0] == plans[1] == plans[2]
+    assert plans[0].method == "tables"  # 25k docs: the scan exceeds the default budget
+    outs = [planned_pairs(fps, 16, max_pairs=64 * 25_000, workers=w) for w in (1, 2)]
+    for x, y in zip(outs[0][:3], outs[1][:3], strict=True):
+        assert np.array_equal(x, y)
+    assert outs[0][3] == outs[1][3]
+
+
+def test_concentrated_corpus_stays_bounded():
+    # 40k fingerprints all within a few bits of 8 centres: nearly every pair within 14 bits
+    fps = clustered(3, 40_000, 8, 0.02)
+    max_pairs = 64 * fps.size
+    a, _b, _d, info = planned_pairs(fps, 14, max_pairs=max_pairs, workers=2)
+    assert info["method"] in ("tables", "none")
+    assert info["distance_used"] < 14
+    assert a.size <= max_pairs
+    if info["method"] == "tables":
+        assert info["work_ns"] <= info["budget_ns"]
+
+
+def test_dedup_records_the_passes_and_explicit_distance_is_not_budgeted():
+    texts = [f"post number {i} about the weather in town {i % 7}" for i in range(300)]
+    r = dedup(texts, candidate_work_per_doc_ns=1)
+    passes = r.stats["candidate_passes"]
+    assert passes and all(p["distance_used"] <= p["distance"] for p in passes.values())
+    assert all("reason" in p and "method" in p for p in passes.values())
+    assert any(p["distance_used"] < p["distance"] for p in passes.values())
+    full = dedup(texts, candidate_work_per_doc_ns=None, max_candidates_per_doc=None)
+    assert all(p["distance_used"] == p["distance"] for p in full.stats["candidate_passes"].values())
+    explicit = dedup(
+        texts, max_distance=10, candidate_work_per_doc_ns=1, max_candidates_per_doc=None
+    )
+    assert explicit.stats["candidate_passes"]["all"]["distance_used"] == 10
+
+
+def test_config_validates_the_budget():
+    from neardup import DedupConfig
+    from neardup.errors import ConfigError
+
+    for bad in (0, -5, 1.5, True, "x"):
+        with pytest.raises(ConfigError, match="candidate_work_per_doc_ns"):
+            DedupConfig(candidate_work_per_doc_ns=bad)

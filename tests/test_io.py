@@ -173,3 +173,265 @@ def test_output_may_not_be_an_input(tmp_path):
     with pytest.raises(ConfigError, match="would overwrite or write into"):
         check_not_input(str(tmp_path / "x"), [str(tmp_path)], option="--output")
     check_not_input(str(tmp_path / "other.jsonl"), [str(p), "-"], option="--output")
+
+
+# ---------------------------------------------------------------------------------------------
+# fast JSONL reader vs the stdlib reference, raw passthrough writes, CSV writers
+
+import io  # noqa: E402
+import sys  # noqa: E402
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from neardup.io import jsonl as jsonl_mod  # noqa: E402
+from neardup.io.csvout import (  # noqa: E402
+    clusters_csv_reference,
+    pairs_csv_reference,
+    write_clusters_csv,
+    write_pairs_csv,
+)
+
+_TEXTS = st.text(
+    alphabet=st.characters(codec="utf-8", categories=("L", "N", "P", "S", "Z", "Cc")), max_size=12
+)
+_IDS = st.one_of(
+    st.none(),
+    st.sampled_from(["a", "b", "", "x,y", 'q"t']),
+    st.integers(-3, 3),
+    st.just(2**70),
+    st.booleans(),
+    st.just(1.5),
+)
+
+
+@st.composite
+def _jsonl_line(draw):
+    kind = draw(st.sampled_from(["obj", "obj", "obj", "raw", "blank", "bad", "notobj", "escape"]))
+    if kind == "obj":
+        obj = {}
+        if draw(st.booleans()):
+            obj["id"] = draw(_IDS)
+        if draw(st.integers(0, 9)):
+            obj["text"] = (
+                draw(st.one_of(_TEXTS, st.just(5), st.none()))
+                if draw(st.integers(0, 5)) == 0
+                else draw(_TEXTS)
+            )
+        if draw(st.booleans()):
+            obj["extra"] = draw(st.lists(st.integers(), max_size=2))
+        return json.dumps(obj, ensure_ascii=draw(st.booleans())).encode("utf-8")
+    if kind == "escape":  # unicode escapes, surrogate pairs, lone surrogates, NaN
+        return draw(
+            st.sampled_from(
+                [
+                    b'{"text": "caf\\u00e9 \\ud83d\\ude00"}',
+                    b'{"text": "lone \\ud800 surrogate"}',
+                    b'{"text": "nan", "x": NaN}',
+                    b'{"text": "t", "id": 123456789012345678901234567890}',
+                    b'  {"text" : "spaced"}  ',
+                    b'{"text": "dup", "text": "last wins"}',
+                ]
+            )
+        )
+    if kind == "blank":
+        return draw(st.sampled_from([b"", b"   ", b"\t", "\u3000".encode()]))
+    if kind == "bad":
+        return draw(
+            st.sampled_from(
+                [b'{"text": broken', b"{", b'{"text": "a"} {"text": "b"}', b"\xff\xfe", b'"x", 1']
+            )
+        )
+    if kind == "notobj":
+        return draw(st.sampled_from([b"[1, 2]", b'"just a string"', b"42", b"null"]))
+    return draw(st.binary(max_size=8)).replace(b"\n", b"")
+
+
+@st.composite
+def _jsonl_file(draw):
+    lines = draw(st.lists(_jsonl_line(), max_size=12))
+    eol = draw(st.sampled_from([b"\n", b"\r\n"]))
+    data = eol.join(lines)
+    if lines and draw(st.booleans()):
+        data += eol  # else: last line without a newline
+    if draw(st.integers(0, 4)) == 0:
+        data = b"\xef\xbb\xbf" + data
+    return data
+
+
+def _read_state(path, monkeypatch, *, reference, on_error, fmt=None):
+    with monkeypatch.context() as m:
+        if reference:
+            m.setenv("NEARDUP_IO_REFERENCE", "1")
+        else:
+            m.delenv("NEARDUP_IO_REFERENCE", raising=False)
+        try:
+            c = read_corpus([str(path)], on_error=on_error, fmt=fmt)
+        except Exception as exc:  # compared as (type, message)
+            return ("error", type(exc).__name__, str(exc))
+        s = c.sources[0]
+        return (c.ids, c.texts, c.skipped, c.errors, s.lines.tolist(), s.starts.tolist(),
+                s.ends.tolist())  # fmt: skip
+
+
+@pytest.mark.parametrize("block", [7, 64, 1 << 24])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=_jsonl_file())
+def test_fast_jsonl_reader_equals_reference(tmp_path, monkeypatch, block, data):
+    monkeypatch.setattr(jsonl_mod, "BLOCK", block)
+    p = tmp_path / "h.jsonl"
+    p.write_bytes(data)
+    for fmt in (None, "lines"):
+        for on_error in ("fail", "skip"):
+            fast = _read_state(p, monkeypatch, reference=False, on_error=on_error, fmt=fmt)
+            ref = _read_state(p, monkeypatch, reference=True, on_error=on_error, fmt=fmt)
+            assert fast == ref
+
+
+def _old_writer(data: bytes, lines: list[int]) -> bytes:
+    """What write_kept wrote before the passthrough: decode, strip \\r\\n, add \\n."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    raw = data.split(b"\n")
+    return b"".join(
+        (raw[i - 1].decode("utf-8", errors="replace").rstrip("\r\n") + "\n").encode("utf-8")
+        for i in lines
+    )
+
+
+@pytest.mark.parametrize("block", [5, 1 << 24])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=_jsonl_file(), seed=st.integers(0, 2**32 - 1))
+def test_passthrough_write_equals_decoding_writer(tmp_path, monkeypatch, block, data, seed):
+    monkeypatch.setattr(jsonl_mod, "BLOCK", block)
+    p = tmp_path / "h.jsonl"
+    p.write_bytes(data)
+    for fmt in ("jsonl", "lines"):
+        with read_corpus([str(p)], on_error="skip", fmt=fmt) as c:
+            keep = np.random.default_rng(seed).random(len(c)) < 0.7
+            out = tmp_path / f"o.{fmt}"
+            assert write_kept(c, keep, str(out)) == int(keep.sum())
+            lines = c.sources[0].lines[keep].tolist()
+        assert out.read_bytes() == _old_writer(data, lines)
+
+
+def test_round_trip_identical_bytes_multi_file_and_stdin(tmp_path, monkeypatch):
+    rng = np.random.default_rng(3)
+    words = ["alpha", "βeta", "中文", 'q"uote', "tab\\t", "\\u00e9"]
+    files = []
+    for k in range(3):
+        p = tmp_path / f"in{k}.jsonl"
+        p.write_text(
+            "".join(
+                json.dumps({"id": f"{k}-{i}", "text": " ".join(rng.choice(words, 5))}) + "\n"
+                for i in range(200)
+            ),
+            encoding="utf-8",
+        )
+        files.append(p)
+    monkeypatch.setattr(jsonl_mod, "BLOCK", 1000)  # many blocks and windows
+    with read_corpus([str(f) for f in files]) as c:
+        write_kept(c, np.ones(len(c), bool), str(tmp_path / "all.jsonl"))
+    assert (tmp_path / "all.jsonl").read_bytes() == b"".join(f.read_bytes() for f in files)
+    data = files[0].read_bytes()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    with read_corpus(["-"]) as c:
+        assert c.sources[0].temp is not None
+        write_kept(c, np.ones(len(c), bool), str(tmp_path / "stdin.jsonl"))
+    assert (tmp_path / "stdin.jsonl").read_bytes() == data
+
+
+def test_failure_mid_write_leaves_no_output_and_input_untouched(tmp_path, monkeypatch):
+    from neardup.io import formats
+
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"text": f"doc {i}"}) + "\n" for i in range(100)))
+    before = src.read_bytes()
+    real = formats.copy_records
+
+    def failing(source, positions, write, **kw):
+        def write_then_fail(b):
+            write(b)
+            raise OSError(28, "No space left on device")
+
+        return real(source, positions, write_then_fail, **kw)
+
+    monkeypatch.setattr(formats, "copy_records", failing)
+    with read_corpus([str(src)]) as c, pytest.raises(Exception, match="No space left"):
+        write_kept(c, np.ones(len(c), bool), str(tmp_path / "out.jsonl"))
+    assert sorted(os.listdir(tmp_path)) == ["in.jsonl"]
+    assert src.read_bytes() == before
+
+
+def test_bom_crlf_and_missing_final_newline(tmp_path):
+    p = tmp_path / "w.jsonl"
+    p.write_bytes(b'\xef\xbb\xbf{"text": "one"}\r\n\r\n{"text": "two"}')
+    with read_corpus([str(p)]) as c:
+        assert c.texts == ["one", "two"] and c.sources[0].lines.tolist() == [1, 3]
+        write_kept(c, np.ones(2, bool), str(tmp_path / "o.jsonl"))
+    assert (tmp_path / "o.jsonl").read_bytes() == b'{"text": "one"}\n{"text": "two"}\n'
+
+
+_ID_TEXT = st.text(
+    alphabet=st.sampled_from([*list('ab,"\r\n \t中é'), "\x00", "\u2028"]), min_size=1
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    ids=st.lists(_ID_TEXT, min_size=1, max_size=20, unique=True),
+    data=st.data(),
+)
+def test_csv_writers_equal_csv_module(ids, data):
+    n = len(ids)
+    m = data.draw(st.integers(0, 30))
+    idx = st.integers(0, n - 1)
+    a = np.array(data.draw(st.lists(idx, min_size=m, max_size=m)), np.int64)
+    b = np.array(data.draw(st.lists(idx, min_size=m, max_size=m)), np.int64)
+    dist = np.array(data.draw(st.lists(st.integers(0, 64), min_size=m, max_size=m)), np.int32)
+    score = np.array(data.draw(st.lists(st.floats(0, 1), min_size=m, max_size=m)), np.float64)
+    stage = np.array(data.draw(st.lists(st.integers(0, 1), min_size=m, max_size=m)), np.uint8)
+    buf = io.BytesIO()
+    write_pairs_csv(buf, ids, a, b, dist, score, stage, ("exact", "near"), chunk=7)
+    ref = pairs_csv_reference(ids, a, b, dist, score, stage, ("exact", "near"))
+    assert buf.getvalue() == ref.encode("utf-8")
+    root = np.array([data.draw(st.integers(0, i)) for i in range(n)], np.int64)
+    root = root[root]  # roots point at roots
+    cluster = np.unique(root, return_inverse=True)[1].astype(np.int64)
+    keep = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    buf = io.BytesIO()
+    write_clusters_csv(buf, ids, cluster, root, keep, chunk=3)
+    assert buf.getvalue() == clusters_csv_reference(ids, cluster, root, keep).encode("utf-8")
+
+
+@pytest.mark.parametrize(
+    "content,id_field",
+    [
+        ("id,text\n1,a\n,b\n3,c\n", None),
+        ("id,text\n1,a\n,b\n", "id"),
+        ("id,text,id\n1,a,2\n3,b,\n", None),
+        ("key,text\nk,a\nk,b\n", "key"),
+        ("id,body\n1,a\n", None),
+        ("text\nx\n\ny\n", None),
+        ("id,text\n1,a\n1,b\n", None),
+    ],
+)
+def test_csv_fast_rows_equal_reference(tmp_path, monkeypatch, content, id_field):
+    p = tmp_path / "d.csv"
+    p.write_text(content, encoding="utf-8")
+
+    def state(reference):
+        with monkeypatch.context() as m:
+            if reference:
+                m.setenv("NEARDUP_IO_REFERENCE", "1")
+            try:
+                c = read_corpus([str(p)], id_field=id_field, on_error="skip")
+            except Exception as exc:
+                return type(exc).__name__, str(exc)
+            return c.ids, c.texts, c.skipped, c.errors, c.sources[0].rows
+
+    assert state(False) == state(True)

@@ -301,7 +301,8 @@ def _csv_rows(r: _Reader, src: Source, reader: Any, header: list[str], shown: st
     """Accept CSV rows; the common row (text present, usable id) skips building a dict."""
     width = len(header)
     last = {name: i for i, name in enumerate(header)}  # dict(zip(header, row)) keeps the last
-    ti = last.get(r.text_field)
+    # NEARDUP_IO_REFERENCE=1: every row through the general dict path (the reference)
+    ti = None if os.environ.get("NEARDUP_IO_REFERENCE") else last.get(r.text_field)
     idkey = "id" if r.id_field is None else r.id_field
     ii = last.get(idkey)
     seen, ids, texts, line_of, rows = r.seen, r.c.ids, r.c.texts, r.line_of, src.rows

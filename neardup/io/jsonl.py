@@ -134,7 +134,7 @@ def read_lines(r: _Reader, src: Source, real: str, shown: str, lines_mode: bool)
             if lines_mode:
                 ok = _lines_block(r, parts, shown, lineno)
             else:
-                ok = _jsonl_block(r, parts, shown, lineno)
+                ok = _jsonl_block(r, parts, shown, lineno, body.endswith(b"\n"))
             if ok:
                 okj = np.asarray(ok, np.int64)
                 lens = np.fromiter(map(len, parts), np.int64, count=len(parts))
@@ -151,8 +151,15 @@ def read_lines(r: _Reader, src: Source, real: str, shown: str, lines_mode: bool)
     spans.finish(src)
 
 
-def _jsonl_block(r: _Reader, parts: list[bytes], shown: str, lineno0: int) -> list[int]:
-    """Parse one block's lines; returns the indices (into ``parts``) of accepted records."""
+def _jsonl_block(
+    r: _Reader, parts: list[bytes], shown: str, lineno0: int, ends_with_newline: bool
+) -> list[int]:
+    """Parse one block's lines; returns the indices (into ``parts``) of accepted records.
+
+    Lines the fast path does not take go to the standard library with their ``\\n`` (as the
+    reference reads them), so error columns are the reference's too.
+    """
+    last_open = len(parts) - 1 if not ends_with_newline else -1
     loads = orjson.loads
     decode_error = orjson.JSONDecodeError
     tf = r.text_field
@@ -168,7 +175,8 @@ def _jsonl_block(r: _Reader, parts: list[bytes], shown: str, lineno0: int) -> li
         try:
             obj = loads(raw)
         except decode_error:
-            if _slow_line(r, raw, shown, lineno0 + j, False):
+            full = raw if j == last_open else raw + b"\n"
+            if _slow_line(r, full, shown, lineno0 + j, False):
                 ok.append(j)
             pos = len(texts)
             continue
@@ -194,7 +202,8 @@ def _jsonl_block(r: _Reader, parts: list[bytes], shown: str, lineno0: int) -> li
                     pos += 1
                     continue
         # anything unusual: the standard library decides (exact reference semantics)
-        if _slow_line(r, raw, shown, lineno0 + j, False):
+        full = raw if j == last_open else raw + b"\n"
+        if _slow_line(r, full, shown, lineno0 + j, False):
             ok.append(j)
         pos = len(texts)
     return ok

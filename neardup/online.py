@@ -766,23 +766,27 @@ class Deduplicator:
     def _bulk(
         self, ids: list[str], fps: npt.NDArray[np.uint64], ts: npt.NDArray[np.float64]
     ) -> int:
-        existing = self.store.lookup_ids(ids)
-        if existing:
-            first = next(iter(existing))
-            raise InputError(
-                f"bulk_load: {len(existing)} ids already exist (e.g. {first!r}); bulk_load only adds new ids"
-            )
+        import sqlite3
+
         start = self.store.allocate(len(ids))
         rids = np.arange(start, start + len(ids), dtype=np.int64)
         fp_bytes = fp_words(fps).astype("<u8").tobytes()
         times = ts.tolist()
         # insert in id order: the UNIQUE(id) B-tree then grows at its right edge
         order = sorted(range(len(ids)), key=ids.__getitem__)
-        rows = [
+        rows = (
             (start + i, ids[i], times[i], fp_bytes[16 * i : 16 * i + 16], _NO_HASH, 0, None, None)
             for i in order
-        ]
-        self.store.bulk_load(rows, fps, rids, ts)
+        )
+        try:
+            self.store.bulk_load(rows, fps, rids, ts)
+        except sqlite3.IntegrityError:
+            existing = self.store.lookup_ids(ids)
+            first = next(iter(existing), None)
+            raise InputError(
+                f"bulk_load: {len(existing)} ids already exist (e.g. {first!r}); bulk_load only "
+                "adds new ids"
+            ) from None
         return len(ids)
 
     def _apply_group(self, group: list[_Op]) -> None:

@@ -6,8 +6,13 @@ threads. It knows nothing about texts or decisions: it stores rows and answers r
 over row ids.
 
 Write path (:meth:`Store.commit`): encode records -> append to the log and fsync once (group
-commit) -> apply to SQLite -> add to the memtable. A failed append raises
-:class:`StorageError` before any in-memory state changes.
+commit) -> add to the memtable and to the *pending* overlay -> acknowledge. SQLite is derived
+from the log: a background *applier* thread writes the pending records to it in large
+transactions (recording the log position applied, in the same transaction) and then drops them
+from the overlay, so reads (:meth:`Store.lookup_ids`, :meth:`Store.fetch`,
+:meth:`Store.get_row`) consult the overlay first and SQLite second. A restart re-applies only
+the log records after the recorded position. A failed append raises :class:`StorageError`
+before any in-memory state changes.
 
 Flush (:meth:`Store.flush`, automatic past ``memtable_size`` rows): one segment per time
 partition is written (temp, fsync, verify, rename), its HammingIndex saved beside it, a fresh
@@ -32,7 +37,8 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,6 +91,144 @@ class _LiveSegment:
     @property
     def partition(self) -> int:
         return int(self.entry["partition"])
+
+
+#: the writer waits for the metadata applier when this many records are not yet in SQLite
+MAX_PENDING_RECORDS = 200_000
+#: most records one applier transaction writes
+_APPLY_BATCH = 50_000
+
+
+def _row(r: AddRecord, with_text: bool) -> Row:
+    fp = r.fp_hi.to_bytes(8, "little") + r.fp_lo.to_bytes(8, "little")
+    return Row(
+        r.rowid, r.id, r.time, fp, r.chash, r.flags, r.metadata, r.text if with_text else None
+    )
+
+
+class _Pending:
+    """Records acknowledged (in the log) but not yet applied to SQLite: the latest record per
+    id and per row id (an ``ADD``, or a ``DELETE`` = absent). Shared by the writer (adds), the
+    applier (removes what it applied) and readers."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.by_id: dict[str, AddRecord | DeleteRecord] = {}
+        self.by_rid: dict[int, AddRecord | DeleteRecord] = {}
+
+    def __len__(self) -> int:
+        return len(self.by_rid)
+
+    def add(self, records: Iterable[AddRecord | DeleteRecord]) -> None:
+        with self.lock:
+            by_id, by_rid = self.by_id, self.by_rid
+            for r in records:
+                by_id[r.id] = r
+                by_rid[r.rowid] = r
+
+    def remove(self, records: Iterable[AddRecord | DeleteRecord]) -> None:
+        """Forget applied records (unless a later record for the same id / row replaced them)."""
+        with self.lock:
+            by_id, by_rid = self.by_id, self.by_rid
+            for r in records:
+                if by_id.get(r.id) is r:
+                    del by_id[r.id]
+                if by_rid.get(r.rowid) is r:
+                    del by_rid[r.rowid]
+
+
+class _Applier:
+    """Background thread writing committed log records to SQLite, in log order, in large
+    transactions; each transaction also records the log position it reached. A failing
+    SQLite write is retried (with back-off) and never loses records: they stay in the log and
+    in the pending overlay."""
+
+    def __init__(self, meta: MetaDB, pending: _Pending) -> None:
+        self.meta = meta
+        self.pending = pending
+        self._cv = threading.Condition()
+        self._queue: deque[tuple[int, int, list[AddRecord | DeleteRecord]]] = deque()
+        self._busy = False
+        self._stop = False
+        self.lag = 0  # records queued or being applied
+        self.error: BaseException | None = None
+        self.transactions = 0
+        self._thread = threading.Thread(target=self._run, name="neardup-meta-applier", daemon=True)
+        self._thread.start()
+
+    def submit(self, generation: int, end: int, records: list[AddRecord | DeleteRecord]) -> None:
+        with self._cv:
+            self._queue.append((generation, end, records))
+            self.lag += len(records)
+            self._cv.notify_all()
+
+    def _run(self) -> None:
+        delay = 0.05
+        while True:
+            with self._cv:
+                while not self._queue and not self._stop:
+                    self._cv.wait()
+                if not self._queue:
+                    return
+                batch: list[tuple[int, int, list[AddRecord | DeleteRecord]]] = []
+                n = 0
+                while self._queue and (not batch or n + len(self._queue[0][2]) <= _APPLY_BATCH):
+                    item = self._queue.popleft()
+                    batch.append(item)
+                    n += len(item[2])
+                self._busy = True
+            records = [r for item in batch for r in item[2]]
+            positions: dict[int, int] = {}
+            for g, end, _ in batch:
+                positions[g] = max(positions.get(g, 0), end)
+            try:
+                self.meta.apply(records, positions.items())
+            except Exception as exc:
+                log.exception("applying %d log records to SQLite failed; retrying", n)
+                with self._cv:
+                    self._queue.extendleft(reversed(batch))
+                    self._busy = False
+                    self.error = exc
+                    self._cv.notify_all()
+                    self._cv.wait(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            delay = 0.05
+            self.pending.remove(records)
+            with self._cv:
+                self._busy = False
+                self.error = None
+                self.lag -= n
+                self.transactions += 1
+                self._cv.notify_all()
+
+    def wait_below(self, lag: int) -> None:
+        """Block until at most ``lag`` records wait (the writer's back-pressure)."""
+        with self._cv:
+            while self.lag > lag and self.error is None:
+                self._cv.wait(1.0)
+
+    def drain(self) -> None:
+        """Block until every submitted record is in SQLite; :class:`StorageError` when SQLite
+        keeps failing (the records stay in the log)."""
+        with self._cv:
+            while self._queue or self._busy:
+                if self.error is not None and not self._busy:
+                    raise StorageError(
+                        f"metadata (SQLite) updates are failing ({self.error}); the log still "
+                        "holds every acknowledged row"
+                    )
+                self._cv.wait(1.0)
+
+    def close(self) -> None:
+        try:
+            self.drain()
+        finally:
+            with self._cv:
+                self._stop = True
+                self._queue.clear()
+                self._cv.notify_all()
+            self._thread.join()
 
 
 def _rss_mib() -> float:
@@ -159,6 +303,8 @@ class Store:
         self.compactions = 0
         self._seq_lock = threading.Lock()
         self._count_lock = threading.Lock()
+        self.pending = _Pending()
+        self.applier: _Applier | None = None
         self.dir: DataDir | None = None
         if path is None:
             self.meta = MetaDB(None)
@@ -171,8 +317,11 @@ class Store:
         try:
             self._open(check_config, repair)
         except BaseException:
+            if getattr(self, "meta", None) is not None:
+                self.meta.close()
             self.dir.unlock()
             raise
+        self.applier = _Applier(self.meta, self.pending)
         log.info(
             "opened store %s in %.2f s: %d documents, %d segments, %d log records replayed, RSS %.0f MiB",
             path,
@@ -240,7 +389,11 @@ class Store:
                 )
             self.wal_truncated_bytes += replay.truncated_bytes
             self.replayed_records += len(replay.records)
-            self.meta.apply(replay.records)
+            applied = self.meta.applied_offset(g)
+            if applied > replay.valid_bytes:  # repair cut records SQLite already had
+                applied = 0
+            todo = [r for r, e in zip(replay.records, replay.ends, strict=True) if e > applied]
+            self.meta.apply(todo, [(g, replay.valid_bytes)])
             self._replay_memtable(replay.records)
             if g != gen:
                 self.live_gens.append(g)
@@ -248,6 +401,7 @@ class Store:
         if wal_path.exists():
             self.wal = WalWriter(wal_path, gen, create=False)
         else:
+            self.meta.set_applied(gen, 0)
             self.wal = WalWriter(wal_path, gen, create=True)
             if not d.manifest_path.exists():
                 d.write_manifest(self.manifest)
@@ -349,13 +503,56 @@ class Store:
         return merge_results(nq, results)
 
     def lookup_ids(self, ids: Sequence[str]) -> dict[str, int]:
-        return self.meta.lookup_ids(ids)
+        """id -> row id for the ids that exist (pending records first, then SQLite)."""
+        p = self.pending
+        if not p.by_id:
+            return self.meta.lookup_ids(ids)
+        out: dict[str, int] = {}
+        rest: list[str] = []
+        with p.lock:
+            get = p.by_id.get
+            for i in ids:
+                r = get(i)
+                if r is None:
+                    rest.append(i)
+                elif isinstance(r, AddRecord):
+                    out[i] = r.rowid
+        if rest:
+            out.update(self.meta.lookup_ids(rest))
+        return out
 
-    def fetch(self, rowids: Sequence[int], *, with_text: bool) -> dict[int, Row]:
-        return self.meta.fetch(rowids, with_text=with_text)
+    def fetch(self, rowids: Iterable[int], *, with_text: bool) -> dict[int, Row]:
+        """Rows by row id (missing = deleted or expired; pending records first)."""
+        p = self.pending
+        if not p.by_rid:
+            return self.meta.fetch(rowids, with_text=with_text)
+        out: dict[int, Row] = {}
+        rest: list[int] = []
+        with p.lock:
+            get = p.by_rid.get
+            for rid in rowids:
+                r = get(rid)
+                if r is None:
+                    rest.append(rid)
+                elif isinstance(r, AddRecord):
+                    out[rid] = _row(r, with_text)
+        if rest:
+            out.update(self.meta.fetch(rest, with_text=with_text))
+        return out
 
     def get_row(self, id: str) -> Row | None:
-        return self.meta.get(id)
+        """The stored row of ``id`` or None (any thread)."""
+        p = self.pending
+        with p.lock:
+            r = p.by_id.get(id)
+        if r is None:
+            return self.meta.get(id)
+        return _row(r, True) if isinstance(r, AddRecord) else None
+
+    def sync_meta(self) -> None:
+        """Wait until SQLite holds every committed record (writer thread)."""
+        if self.applier is not None:
+            self.applier.drain()
 
     # ------------------------------------------------------------------ writes
     def allocate(self, n: int) -> int:
@@ -367,18 +564,19 @@ class Store:
         """Durably apply records in order; :class:`StorageError` means nothing was applied."""
         if not records:
             return
-        if self.wal is not None:
+        if self.wal is not None and self.applier is not None:
+            applier = self.applier
+            if applier.lag > MAX_PENDING_RECORDS:  # back-pressure: SQLite fell behind
+                applier.wait_below(MAX_PENDING_RECORDS // 2)
             payloads = [
                 encode_add(r) if isinstance(r, AddRecord) else encode_delete(r) for r in records
             ]
-            self.wal.commit(payloads)
-        try:
+            end = self.wal.commit(payloads)
+            recs = list(records)
+            self.pending.add(recs)
+            applier.submit(self.wal.generation, end, recs)
+        else:  # in memory: nothing to recover from, apply now
             self.meta.apply(records)
-        except Exception as exc:  # the log has the records; they are replayed on the next open
-            log.exception("metadata update failed after the log append")
-            raise StorageError(
-                f"metadata update failed ({exc}); reopen the store to recover from the log"
-            ) from exc
         adds = [r for r in records if isinstance(r, AddRecord)]
         deleted = 0
         for r in records:
@@ -548,6 +746,7 @@ class Store:
         }
         try:
             new_path.unlink(missing_ok=True)
+            self.meta.set_applied(gen, 0)
             new = WalWriter(new_path, gen, create=True)
             self.dir.write_manifest(manifest)
         except (OSError, StorageError) as exc:
@@ -611,6 +810,7 @@ class Store:
             "next_seq": self.next_seq,
         }
         try:
+            self.sync_meta()  # the retired logs' records must be in SQLite before the checkpoint
             if len(expired):
                 self.meta.delete_rowids(expired.tolist())
             self.meta.checkpoint()
@@ -628,6 +828,10 @@ class Store:
         for g in frozen.gens:
             self.dir.wal_path(g).unlink(missing_ok=True)
         fsync_dir(self.dir.root)
+        try:
+            self.meta.forget_generations(self.live_gens)
+        except Exception:  # bookkeeping only
+            log.warning("could not drop applied positions of retired logs", exc_info=True)
         if len(expired):
             with self._count_lock:
                 self.documents -= len(expired)
@@ -642,6 +846,7 @@ class Store:
         if dead:
             assert self.dir is not None
             rowids = np.concatenate([s.segment.rowids for s in dead]).tolist()
+            self.sync_meta()
             dropped = self.meta.delete_rowids(rowids)
             alive = [s for s in self.segments if s not in dead]
             manifest = {
@@ -685,33 +890,48 @@ class Store:
 
     def bulk_load(
         self,
-        rows: list[tuple[Any, ...]],
+        rows: Iterable[tuple[Any, ...]],
         fps: npt.NDArray[np.uint64],
         rids: npt.NDArray[np.int64],
         ts: npt.NDArray[np.float64],
     ) -> None:
-        """Seed rows straight into segments (durable mode) or the memtable (in memory)."""
+        """Seed rows straight into segments (durable mode) or the memtable (in memory).
+
+        Metadata first (one transaction; an id that exists raises
+        :class:`sqlite3.IntegrityError` and nothing is loaded), then the segments and the
+        manifest. Rows whose segments never reached the manifest (a crash in between) have row
+        ids beyond every logged or stored row and are removed on the next open.
+        """
+        self.sync_meta()  # pending ids must be in SQLite so its UNIQUE(id) sees them
         if self.wal is None or self.dir is None:
             self.meta.insert_rows(rows)
             self.memtable.add(fps, rids, ts)
         else:
-            written = self._write_segments(fps, rids, ts)
-            manifest = {
-                **self.manifest,
-                "segments": [s.entry for s in self.segments] + [s.entry for s in written],
-                "next_rowid": self.next_rowid,
-                "next_seq": self.next_seq,
-            }
             try:
-                self.dir.write_manifest(manifest)
-                self.meta.insert_rows(rows)
-                self.meta.checkpoint()
+                self.meta.insert_rows(rows, bulk=True)
             except OSError as exc:
                 raise StorageError(f"bulk load failed: {exc}") from exc
+            try:
+                written = self._write_segments(fps, rids, ts)
+                manifest = {
+                    **self.manifest,
+                    "segments": [s.entry for s in self.segments] + [s.entry for s in written],
+                    "next_rowid": self.next_rowid,
+                    "next_seq": self.next_seq,
+                }
+                try:
+                    self.dir.write_manifest(manifest)
+                except OSError as exc:
+                    for w in written:
+                        self._discard(w)
+                    raise StorageError(f"bulk load failed: {exc}") from exc
+            except BaseException:
+                self.meta.delete_rowids(rids.tolist())
+                raise
             self.manifest = manifest
             self.segments.extend(written)
         with self._count_lock:
-            self.documents += len(rows)
+            self.documents += len(rids)
 
     # ------------------------------------------------------------------ misc
     def stats(self) -> dict[str, Any]:
@@ -727,6 +947,8 @@ class Store:
             "wal_bytes": self.wal.size if self.wal is not None else 0,
             "wal_generation": self.wal.generation if self.wal is not None else 0,
             "wal_truncated_bytes": self.wal_truncated_bytes,
+            "meta_pending_records": self.applier.lag if self.applier is not None else 0,
+            "meta_transactions": self.applier.transactions if self.applier is not None else 0,
             "replayed_records": self.replayed_records,
             "flushes": self.flushes,
             "dropped_partitions": self.dropped_partitions,
@@ -735,6 +957,12 @@ class Store:
         }
 
     def close(self) -> None:
+        if self.applier is not None:
+            try:
+                self.applier.close()
+            except StorageError:  # the log keeps the records; the next open applies them
+                log.exception("metadata not fully applied at close")
+            self.applier = None
         if self.wal is not None:
             self.wal.close()
         for s in self.segments:

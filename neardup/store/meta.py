@@ -2,8 +2,15 @@
 
 The write-ahead log is the durability source, so SQLite runs with ``synchronous=NORMAL`` and is
 re-derived from the log on open: replaying ``ADD`` as ``INSERT OR REPLACE`` and ``DELETE`` as
-``DELETE`` is idempotent. Before a log generation is retired (after a flush to segments) the
-database is checkpointed with a full fsync.
+``DELETE`` is idempotent. Each :meth:`MetaDB.apply` can record, *in the same transaction*, the
+log position it applied up to (table ``wal_applied``), so a restart re-applies only the records
+after it (a transaction lost by a power cut loses its position too, and is simply re-applied).
+Before a log generation is retired (after a flush to segments) the database is checkpointed
+with a full fsync.
+
+Two connections on a file database: one for writes (the store's background applier, bulk
+loads, retention) and one for reads, so reads are never queued behind a large write
+transaction (SQLite WAL mode: readers see the last committed state).
 
 String ids live only here (50 M ids never sit in Python dicts); the index holds row ids.
 """
@@ -33,6 +40,10 @@ CREATE TABLE IF NOT EXISTS docs (
     flags INTEGER NOT NULL,
     metadata TEXT,
     text TEXT
+);
+CREATE TABLE IF NOT EXISTS wal_applied (
+    gen INTEGER PRIMARY KEY,
+    offset INTEGER NOT NULL
 );
 """
 _CHUNK = 900  # stay under SQLite's host-parameter limit
@@ -66,15 +77,37 @@ class MetaDB:
         if path is not None:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            # a full checkpoint waits for a concurrent read instead of giving up
+            self._db.execute("PRAGMA busy_timeout=30000")
         self._db.execute("PRAGMA cache_size=-65536")
         self._db.executescript(_SCHEMA)
+        # reads: a second connection on a file database (never waits for the writer's
+        # transaction); the same one in memory
+        self._rlock: threading.RLock = self._lock
+        self._rdb = self._db
+        if path is not None:
+            self._rlock = threading.RLock()
+            self._rdb = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+            self._rdb.execute("PRAGMA cache_size=-65536")
+            self._rdb.execute("PRAGMA query_only=ON")
+            self._rdb.execute("PRAGMA busy_timeout=30000")
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._rlock:
+            if self._rdb is not self._db:
+                self._rdb.close()
             self._db.close()
 
-    def apply(self, records: Iterable[AddRecord | DeleteRecord]) -> None:
-        """Apply log records in order, in one transaction (idempotent)."""
+    def apply(
+        self,
+        records: Iterable[AddRecord | DeleteRecord],
+        positions: Iterable[tuple[int, int]] = (),
+    ) -> None:
+        """Apply log records in order, in one transaction (idempotent).
+
+        ``positions``: (log generation, end offset of its last applied record) pairs, recorded
+        in the same transaction (see :meth:`applied_offset`).
+        """
         with self._lock:
             cur = self._db.cursor()
             cur.execute("BEGIN")
@@ -92,22 +125,66 @@ class MetaDB:
                     cur.execute("DELETE FROM docs WHERE rid = ?", (r.rowid,))
                 if adds:
                     cur.executemany("INSERT OR REPLACE INTO docs VALUES (?,?,?,?,?,?,?,?)", adds)
+                cur.executemany(
+                    "INSERT OR REPLACE INTO wal_applied VALUES (?, ?)",
+                    [(int(g), int(o)) for g, o in positions],
+                )
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
 
-    def insert_rows(self, rows: Iterable[tuple[Any, ...]]) -> None:
-        """Bulk insert ``(rid, id, time, fp, chash, flags, metadata, text)`` tuples, one transaction."""
+    def applied_offset(self, generation: int) -> int:
+        """End offset in log ``generation`` up to which records are applied (0: none)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT offset FROM wal_applied WHERE gen = ?", (int(generation),)
+            ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def set_applied(self, generation: int, offset: int) -> None:
+        """Record (or lower, after a log repair) the applied position of one generation."""
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO wal_applied VALUES (?, ?)", (int(generation), int(offset))
+            )
+
+    def forget_generations(self, keep: Iterable[int]) -> None:
+        """Drop the applied positions of retired log generations."""
+        keep_l = [int(g) for g in keep]
+        with self._lock:
+            self._db.execute(
+                f"DELETE FROM wal_applied WHERE gen NOT IN ({','.join('?' * len(keep_l))})",
+                keep_l,
+            )
+
+    def insert_rows(self, rows: Iterable[tuple[Any, ...]], *, bulk: bool = False) -> None:
+        """Insert ``(rid, id, time, fp, chash, flags, metadata, text)`` tuples, one transaction.
+
+        A duplicate row id or id raises :class:`sqlite3.IntegrityError` and inserts nothing.
+        ``bulk=True`` (seeding): no syncs and a 1 GiB page cache during the transaction (the id
+        index of tens of millions of rows then stays in memory), then a full checkpoint with
+        syncs, so the rows are durable on return either way.
+        """
         with self._lock:
             cur = self._db.cursor()
-            cur.execute("BEGIN")
+            if bulk and self.path is not None:
+                cur.execute("PRAGMA synchronous=OFF")
+                cur.execute("PRAGMA cache_size=-1048576")
             try:
-                cur.executemany("INSERT INTO docs VALUES (?,?,?,?,?,?,?,?)", rows)
-                cur.execute("COMMIT")
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
+                cur.execute("BEGIN")
+                try:
+                    cur.executemany("INSERT INTO docs VALUES (?,?,?,?,?,?,?,?)", rows)
+                    cur.execute("COMMIT")
+                except BaseException:
+                    cur.execute("ROLLBACK")
+                    raise
+            finally:
+                if bulk and self.path is not None:
+                    cur.execute("PRAGMA synchronous=NORMAL")
+                    cur.execute("PRAGMA cache_size=-65536")
+            if bulk:
+                self.checkpoint()
 
     def delete_rowids(self, rowids: Sequence[int]) -> int:
         """Delete rows by row id in one transaction; returns how many existed."""
@@ -131,19 +208,19 @@ class MetaDB:
 
     def existing_rowids(self, lo: int, hi: int) -> npt.NDArray[np.int64]:
         """Row ids present in ``[lo, hi]`` (sorted int64)."""
-        with self._lock:
-            cur = self._db.execute("SELECT rid FROM docs WHERE rid BETWEEN ? AND ?", (lo, hi))
+        with self._rlock:
+            cur = self._rdb.execute("SELECT rid FROM docs WHERE rid BETWEEN ? AND ?", (lo, hi))
             return np.fromiter((r[0] for r in cur), dtype=np.int64)
 
     def lookup_ids(self, ids: Sequence[str]) -> dict[str, int]:
         """id -> row id for those ids that exist."""
         out: dict[str, int] = {}
         uniq = list(dict.fromkeys(ids))
-        with self._lock:
+        with self._rlock:
             for s in range(0, len(uniq), _CHUNK):
                 chunk = uniq[s : s + _CHUNK]
                 q = f"SELECT id, rid FROM docs WHERE id IN ({','.join('?' * len(chunk))})"
-                out.update(self._db.execute(q, chunk).fetchall())
+                out.update(self._rdb.execute(q, chunk).fetchall())
         return out
 
     def fetch(self, rowids: Iterable[int], *, with_text: bool) -> dict[int, Row]:
@@ -151,33 +228,33 @@ class MetaDB:
         uniq = list(dict.fromkeys(int(r) for r in rowids))
         cols = "rid, id, time, fp, chash, flags, metadata, " + ("text" if with_text else "NULL")
         out: dict[int, Row] = {}
-        with self._lock:
+        with self._rlock:
             for s in range(0, len(uniq), _CHUNK):
                 chunk = uniq[s : s + _CHUNK]
                 q = f"SELECT {cols} FROM docs WHERE rid IN ({','.join('?' * len(chunk))})"
-                for row in self._db.execute(q, chunk):
+                for row in self._rdb.execute(q, chunk):
                     out[row[0]] = Row(*row)
         return out
 
     def get(self, id: str) -> Row | None:
-        with self._lock:
-            row = self._db.execute("SELECT * FROM docs WHERE id = ?", (id,)).fetchone()
+        with self._rlock:
+            row = self._rdb.execute("SELECT * FROM docs WHERE id = ?", (id,)).fetchone()
         return Row(*row) if row else None
 
     def count(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT count(*) FROM docs").fetchone()[0])
+        with self._rlock:
+            return int(self._rdb.execute("SELECT count(*) FROM docs").fetchone()[0])
 
     def max_rowid(self) -> int:
-        with self._lock:
-            v = self._db.execute("SELECT max(rid) FROM docs").fetchone()[0]
+        with self._rlock:
+            v = self._rdb.execute("SELECT max(rid) FROM docs").fetchone()[0]
         return -1 if v is None else int(v)
 
     def rowids_before(self, cutoff: float, limit: int = 100_000) -> list[int]:
-        with self._lock:
+        with self._rlock:
             return [
                 r[0]
-                for r in self._db.execute(
+                for r in self._rdb.execute(
                     "SELECT rid FROM docs WHERE time < ? LIMIT ?", (cutoff, limit)
                 )
             ]
@@ -187,4 +264,8 @@ class MetaDB:
         if self.path is None:
             return
         with self._lock:
-            self._db.execute("PRAGMA wal_checkpoint(FULL)")
+            busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(FULL)").fetchone()
+        if busy:
+            from ..errors import StorageError
+
+            raise StorageError(f"{self.path}: SQLite checkpoint could not complete (busy)")

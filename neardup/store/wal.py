@@ -38,7 +38,7 @@ import os
 import struct
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CorruptFileError, StorageError, UnsupportedVersionError
@@ -232,6 +232,7 @@ class WalReplay:
     records: list[AddRecord | DeleteRecord]
     valid_bytes: int
     truncated_bytes: int  # torn tail removed (0 when the file ended cleanly)
+    ends: list[int] = field(default_factory=list)  # end offset of each record in the file
 
 
 def read_wal(
@@ -258,6 +259,7 @@ def read_wal(
     data = p.read_bytes()
     generation = _check_header(p, data)
     records: list[AddRecord | DeleteRecord] = []
+    ends: list[int] = []
     pos = HEADER_SIZE
     while pos < len(data):
         end = _valid_at(data, pos)
@@ -285,6 +287,7 @@ def read_wal(
                 )
             break
         records.append(record)
+        ends.append(end)
         pos = end
     torn = len(data) - pos
     if torn:
@@ -300,7 +303,7 @@ def read_wal(
                 f.truncate(pos)
                 f.flush()
                 os.fsync(f.fileno())
-    return WalReplay(generation, records, pos, torn)
+    return WalReplay(generation, records, pos, torn, ends)
 
 
 def _sync(fd: int) -> None:
@@ -357,10 +360,11 @@ class WalWriter:
         self._fd = os.open(self.path, os.O_WRONLY)
         self.size = os.lseek(self._fd, 0, os.SEEK_END)
 
-    def commit(self, payloads: list[bytes]) -> None:
-        """Append framed payloads and fsync; on return they are durable."""
+    def commit(self, payloads: list[bytes]) -> int:
+        """Append framed payloads and fsync; on return they are durable. Returns the file size
+        after them (the end offset of the last record)."""
         if not payloads:
-            return
+            return self.size
         pack, crc = _FRAME.pack, zlib.crc32
         parts: list[bytes] = []
         for p in payloads:
@@ -382,6 +386,7 @@ class WalWriter:
                 log.exception("%s: could not truncate after a failed write", self.path)
             raise _storage_error(exc, self.path, "append to") from exc
         self.size = start + len(data)
+        return self.size
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -1,13 +1,23 @@
 #!/usr/bin/env python3
 """End-to-end dedup throughput vs fingerprint-only throughput, with peak memory.
 
-Two generated corpora (no third-party text), each with planted near-duplicates:
+Two generated corpora (no third-party text; :class:`TopicCorpus`, a topic mixture over a
+200,000-word made-up lexicon), each with planted near-duplicates:
 
-* ``long``:  ~3.5 KB English-like documents (Zipfian vocabulary of 20,000 made-up words);
-* ``short``: ~100-character posts from the same vocabulary.
+* ``long``:  ~3.5 KB English-like documents (600 words: 40 % function words, a main and a
+  second topic, a general background; sentences of 4-30 words);
+* ``short``: ~90-character posts (12-22 words; 60 % function words, one topic -- raised so that
+  short posts are no more spread out than the dev set's short English texts).
 
-A fraction ``--dup-rate`` of documents are copies of an earlier one with a few words changed
-(half of them exact copies). For each corpus a child process
+Calibration is printed and saved: the percentiles of the random-pair SimHash distance
+(default fingerprints) of a 20,000-document sample of the generated corpus next to the dev
+set's (``../shared/data/dev``, when present). The generator is tuned to be *no more* spread out
+than the dev text at p10/p50 (less spread = more candidate pairs = a harder benchmark).
+(i.i.d. words from one Zipf law, the previous generator, put all long documents within ~5
+bits of each other; real long English text is ~21 bits apart at the median.)
+
+A fraction ``--dup-rate`` of documents are copies of an earlier one, half exact, half with ~3 %
+of the words substituted and sometimes a sentence dropped. For each corpus a child process
 
 1. writes it as JSONL,
 2. times ``Fingerprinter().fingerprint_many`` over the texts (fingerprint-only docs/s),
@@ -41,36 +51,197 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def make_vocab(rng: np.random.Generator, size: int = 20000) -> list[str]:
-    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
-    lens = rng.integers(2, 10, size)
-    return ["".join(rng.choice(letters, n)) for n in lens]
+# ---------------------------------------------------------------------------------------------
+# the generated corpus: a topic mixture
+
+N_FUNCTION = 150  # function words ("the", "of", ...): short, shared by every document
+N_LEXICON = 200_000  # content words
+N_TOPICS = 400
+TOPIC_WORDS = 2_000  # each topic's own vocabulary, Zipfian over it
+#: token shares: function words, the document's main topic, a second topic, general background
+#: (calibrated so random-pair SimHash distances are *no more* spread out than the dev set's)
+MIX = {"long": (0.40, 0.40, 0.10), "short": (0.60, 0.40, 0.0)}
+WORDS = {
+    "long": (450, 700),
+    "short": (12, 22),
+}  # words per document (uniform); ~3.5 KB / ~100 chars
+
+
+def _made_up_words(rng: np.random.Generator, n: int, lo: int, hi: int) -> list[str]:
+    """``n`` pronounceable made-up words of ``lo..hi`` letters (alternating consonants/vowels)."""
+    cons = np.array([ord(c) for c in "bcdfghjklmnprstvwyz"], np.uint32)
+    vow = np.array([ord(c) for c in "aeiou"], np.uint32)
+    lens = rng.integers(lo, hi + 1, n)
+    pos = np.arange(hi)
+    is_v = (pos[None, :] % 2 == 1) ^ (rng.random(n) < 0.3)[:, None]
+    chars = np.where(
+        is_v, vow[rng.integers(0, vow.size, (n, hi))], cons[rng.integers(0, cons.size, (n, hi))]
+    )
+    chars[pos[None, :] >= lens[:, None]] = 0
+    return np.ascontiguousarray(chars).view(f"<U{hi}").ravel().tolist()
+
+
+def _zipf_ranks(rng: np.random.Generator, size: int, n: int, s: float) -> np.ndarray:
+    """Ranks 0..n-1 from the continuous Zipf law ``p(x) ~ x^-s`` on [1, n + 1) (inverse CDF)."""
+    u = rng.random(size)
+    if abs(s - 1.0) < 1e-9:
+        x = np.exp(u * np.log(n + 1.0))
+    else:
+        x = (1.0 + u * ((n + 1.0) ** (1.0 - s) - 1.0)) ** (1.0 / (1.0 - s))
+    return np.minimum(x.astype(np.int64) - 1, n - 1)
+
+
+class TopicCorpus:
+    """English-like made-up text: a mixture of topics over a large lexicon.
+
+    Models: Zipfian function words shared by every document (~40 % of tokens, top word ~7 %,
+    like "the"), a main topic per document (topic popularity Zipfian over 400 topics, each
+    topic a Zipfian vocabulary of 2,000 words drawn from a 200,000-word lexicon), a second
+    topic, a general Zipfian background, sentences of 4-30 words (capitalised, full stops).
+    Does not model: grammar or word order (tokens are independent given the topics), real
+    morphology, numbers/names/markup, boilerplate shared across pages, languages other than
+    English-like text. Near-duplicates are planted by :func:`generate`.
+    """
+
+    def __init__(self, seed: int = 12345) -> None:
+        rng = np.random.default_rng(seed)
+        words = _made_up_words(rng, N_FUNCTION, 1, 4) + _made_up_words(rng, N_LEXICON, 3, 11)
+        self.lexicon = words
+        self.v = len(words)
+        variants = [
+            words,
+            [w + "." for w in words],
+            [w.capitalize() for w in words],
+            [w.capitalize() + "." for w in words],
+        ]
+        enc = [(w + " ").encode("ascii") for vs in variants for w in vs]
+        self.plen = np.fromiter((len(b) for b in enc), np.int64, len(enc))
+        self.pstart = np.zeros(len(enc), np.int64)
+        np.cumsum(self.plen[:-1], out=self.pstart[1:])
+        self.pool = np.frombuffer(b"".join(enc), np.uint8)
+        # each topic's vocabulary: random lexicon words (topics may share words)
+        self.topic_words = N_FUNCTION + rng.integers(0, N_LEXICON, (N_TOPICS, TOPIC_WORDS))
+
+    def docs(self, rng: np.random.Generator, m: int, kind: str) -> list[str]:
+        """``m`` new documents of ``kind`` ("long" or "short")."""
+        lo, hi = WORDS[kind]
+        p_func, p_main, p_second = MIX[kind]
+        lens = rng.integers(lo, hi + 1, m)
+        total = int(lens.sum())
+        doc_of = np.repeat(np.arange(m), lens)
+        t1 = _zipf_ranks(rng, m, N_TOPICS, 0.8)
+        t2 = _zipf_ranks(rng, m, N_TOPICS, 0.8)
+        u = rng.random(total)
+        ids = np.empty(total, np.int64)
+        f = u < p_func
+        ids[f] = _zipf_ranks(rng, int(f.sum()), N_FUNCTION, 1.0)
+        for tt, sel in (
+            (t1, (u >= p_func) & (u < p_func + p_main)),
+            (t2, (u >= p_func + p_main) & (u < p_func + p_main + p_second)),
+        ):
+            rank = _zipf_ranks(rng, int(sel.sum()), TOPIC_WORDS, 1.0)
+            ids[sel] = self.topic_words[tt[doc_of[sel]], rank]
+        bg = u >= p_func + p_main + p_second
+        ids[bg] = N_FUNCTION + _zipf_ranks(rng, int(bg.sum()), N_LEXICON, 1.05)
+        # sentences of 4..30 words; the last word of a document ends one
+        ends = np.zeros(total, bool)
+        ce = np.cumsum(rng.integers(4, 31, total // 4 + 8)) - 1
+        ends[ce[ce < total]] = True
+        doc_end = np.cumsum(lens) - 1
+        ends[doc_end] = True
+        starts = np.zeros(total, bool)
+        starts[0] = True
+        starts[1:] = ends[:-1]
+        ids += self.v * (ends.astype(np.int64) + 2 * starts.astype(np.int64))
+        # render: gather every token's bytes (with its trailing space) in one go
+        tl = self.plen[ids]
+        cum = np.cumsum(tl)
+        ps = self.pstart[ids]
+        step = np.ones(int(cum[-1]), np.int64)  # +1 inside a token, a jump at each token start
+        step[0] = ps[0]
+        step[cum[:-1]] = ps[1:] - (ps[:-1] + tl[:-1] - 1)
+        buf = self.pool[np.cumsum(step)].tobytes()
+        bounds = np.concatenate([[0], cum[doc_end]]).tolist()
+        return [buf[bounds[i] : bounds[i + 1] - 1].decode("ascii") for i in range(m)]
+
+
+def _edit(rng: np.random.Generator, text: str, lexicon: list[str]) -> str:
+    """A near-duplicate: ~3 % of the words substituted, and for a third a sentence dropped."""
+    w = text.split(" ")
+    for _ in range(max(1, len(w) // 33)):
+        w[int(rng.integers(0, len(w)))] = lexicon[int(rng.integers(N_FUNCTION, len(lexicon)))]
+    out = " ".join(w)
+    if rng.random() < 1 / 3:
+        sents = out.split(". ")
+        if len(sents) > 4:
+            del sents[int(rng.integers(0, len(sents)))]
+            out = ". ".join(sents)
+    return out
 
 
 def generate(kind: str, n: int, seed: int, dup_rate: float) -> list[str]:
+    """``n`` documents of ``kind`` ("long": ~3.5 KB, "short": ~100 chars) from
+    :class:`TopicCorpus`; a fraction ``dup_rate`` are copies of an earlier document, half of
+    them exact, half edited (:func:`_edit`). Deterministic in ``seed``."""
+    if kind not in WORDS:
+        raise SystemExit(f"unknown kind {kind!r}; use long or short")
+    model = TopicCorpus()
     rng = np.random.default_rng(seed)
-    vocab = np.array(make_vocab(rng))
-    p = 1.0 / np.arange(1, vocab.size + 1) ** 1.1
-    p /= p.sum()
-    words_per_doc = 600 if kind == "long" else 17
     texts: list[str] = []
-    block = 10000
+    block = 500 if kind == "long" else 20000
     while len(texts) < n:
         m = min(block, n - len(texts))
-        idx = rng.choice(vocab.size, size=(m, words_per_doc), p=p)
-        for row in idx:
-            if texts and rng.random() < dup_rate:
-                src = texts[int(rng.integers(0, len(texts)))]
-                if rng.random() < 0.5:
-                    texts.append(src)
-                    continue
-                w = src.split(" ")
-                for _ in range(max(1, len(w) // 30)):
-                    w[int(rng.integers(0, len(w)))] = str(vocab[int(rng.integers(0, vocab.size))])
-                texts.append(" ".join(w))
+        fresh = model.docs(rng, m, kind)
+        dup = rng.random(m) < dup_rate
+        dup[0] = dup[0] and bool(texts)
+        exact = rng.random(m) < 0.5
+        src = rng.random(m)
+        for i in range(m):
+            if dup[i]:
+                t = texts[int(src[i] * len(texts))] if texts else fresh[i]
+                texts.append(t if exact[i] else _edit(rng, t, model.lexicon))
             else:
-                texts.append(" ".join(vocab[row].tolist()))
-    return texts[:n]
+                texts.append(fresh[i])
+    return texts
+
+
+def random_pair_distances(texts: list[str], pairs: int = 200_000, seed: int = 1) -> dict:
+    """Percentiles of the default-fingerprint Hamming distance between random pairs of texts."""
+    from neardup import Fingerprinter, hamming_many
+
+    fp = Fingerprinter().fingerprint_many(texts)
+    rng = np.random.default_rng(seed)
+    a, b = rng.integers(0, len(texts), pairs), rng.integers(0, len(texts), pairs)
+    keep = a != b
+    d = hamming_many(fp[a[keep]], fp[b[keep]])
+    q = np.percentile(d, [0.1, 1, 10, 50])
+    return {
+        "docs": len(texts),
+        "p0.1": int(q[0]),
+        "p1": int(q[1]),
+        "p10": int(q[2]),
+        "p50": int(q[3]),
+        "frac_le_6": float(np.mean(d <= 6)),
+        "frac_le_14": float(np.mean(d <= 14)),
+        "frac_le_18": float(np.mean(d <= 18)),
+    }
+
+
+def dev_distances() -> dict:
+    """The same percentiles on the dev set (``../shared/data/dev``), when it exists."""
+    path = ROOT.parent / "shared" / "data" / "dev" / "docs.jsonl"
+    if not path.exists():
+        return {}
+    docs = [json.loads(line) for line in path.open(encoding="utf-8")]
+    out = {}
+    for name, lang, lo, hi in (
+        ("dev en < 200 chars", "en", 0, 200),
+        ("dev en >= 200", "en", 200, 1 << 40),
+        ("dev en >= 1000", "en", 1000, 1 << 40),
+    ):
+        t = [d["text"] for d in docs if d["lang"] == lang and lo <= len(d["text"]) < hi]
+        out[name] = random_pair_distances(t)
+    return out
 
 
 def peak_rss_mb() -> float:
@@ -82,14 +253,23 @@ def child(kind: str, n: int, seed: int, dup_rate: float, workers: int) -> dict:
     from neardup.cli.main import main as cli_main
 
     Fingerprinter().fingerprint_many(["warm up the kernels"], workers=workers)
+    import orjson
+
     t0 = time.perf_counter()
     texts = generate(kind, n, seed, dup_rate)
     gen_s = time.perf_counter() - t0
+    sample = np.random.default_rng(7).choice(n, size=min(n, 20000), replace=False)
+    spread = random_pair_distances([texts[i] for i in sample.tolist()])
     with tempfile.TemporaryDirectory(prefix="neardup-bench-") as tmp:
         src = Path(tmp) / "docs.jsonl"
-        with src.open("w", encoding="utf-8") as fh:
-            for i, t in enumerate(texts):
-                fh.write(json.dumps({"id": f"d{i}", "text": t}) + "\n")
+        with src.open("wb") as fh:
+            for i in range(0, n, 10000):
+                fh.write(
+                    b"".join(
+                        orjson.dumps({"id": f"d{j}", "text": texts[j]}) + b"\n"
+                        for j in range(i, min(n, i + 10000))
+                    )
+                )
         mb = src.stat().st_size / 1e6
         t0 = time.perf_counter()
         Fingerprinter().fingerprint_many(texts, workers=workers)
@@ -121,6 +301,9 @@ def child(kind: str, n: int, seed: int, dup_rate: float, workers: int) -> dict:
         "ratio_e2e_to_fingerprint": round(fp_s / e2e_s, 3),
         "timings_s": stats.get("timings_s"),
         "candidates": stats.get("candidates"),
+        "candidate_passes": stats.get("candidate_passes"),
+        "verified": stats.get("verified"),
+        "random_pair_distances": spread,
         "exact_duplicates": stats.get("exact_duplicates"),
         "near_duplicates": stats.get("near_duplicates"),
         "clusters": stats.get("clusters"),
@@ -144,6 +327,7 @@ def main() -> None:
         print(json.dumps(child(args.child, args.n, args.seed, args.dup_rate, args.workers)))
         return
     rows = []
+    dev = dev_distances()
     for kind in args.kinds.split(","):
         cmd = [
             sys.executable,
@@ -170,9 +354,31 @@ def main() -> None:
             f"{r['candidates']:>10} {r['peak_rss_mb']:>8.0f}"
         )
         print(f"       stage timings: {r['timings_s']}")
+        for name, p in (r.get("candidate_passes") or {}).items():
+            print(
+                f"       pass {name}: {p.get('docs', 0):,} docs, distance {p.get('distance')} -> "
+                f"{p.get('distance_used')} ({p.get('method')}); {p.get('reason')}"
+            )
+    print("random-pair SimHash distances (default fingerprints; p0.1/p1/p10/p50, share <= 14):")
+    for label, q in [(f"generated {r['kind']}", r["random_pair_distances"]) for r in rows] + list(
+        dev.items()
+    ):
+        print(
+            f"  {label:<22} {q['docs']:>7,} docs  {q['p0.1']:>3} {q['p1']:>3} {q['p10']:>3} "
+            f"{q['p50']:>3}   {q['frac_le_14']:.4f}"
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
-        json.dumps({"args": vars(args) | {"out": str(args.out)}, "results": rows}, indent=2) + "\n"
+        json.dumps(
+            {
+                "args": vars(args) | {"out": str(args.out)},
+                "load_average": os.getloadavg(),
+                "results": rows,
+                "dev_random_pair_distances": dev,
+            },
+            indent=2,
+        )
+        + "\n"
     )
     print(f"wrote {args.out}")
 

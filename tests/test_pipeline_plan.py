@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from neardup import dedup
 from neardup.pipeline.candidates import (
     all_pairs_reference,
+    estimate_pairs_within,
     plan_pass,
     planned_pairs,
     scan_work_ns,
@@ -66,7 +67,8 @@ def test_scan_when_it_fits_and_tables_when_it_does_not():
     assert narrow.work_ns <= narrow.budget_ns
     # the next distance up would not have fitted (the largest fitting distance is chosen)
     nxt = narrow.distance_planned + 1
-    assert tables_work_ns(3_000, nxt, 0.0) > narrow.budget_ns or nxt > 14 or narrow.est_pairs
+    est = estimate_pairs_within(fps, 14)
+    assert nxt > 14 or tables_work_ns(fps, nxt, float(est[nxt])) > narrow.budget_ns
     assert scan_work_ns(3_000) > narrow.budget_ns
     unbounded = plan_pass(fps, 14, work_ns_per_doc=None)
     assert unbounded.distance_planned == 14 and unbounded.budget_ns is None

@@ -369,13 +369,100 @@ def candidate_pairs(fingerprints: npt.ArrayLike, max_distance: int, *, workers: 
 #: modelled cost of one pair compared by the brute-force scan (count/histogram pass + fill
 #: pass), nanoseconds on one core (measured 2.7 on the 2-core dev box; a constant, never timed)
 SCAN_PAIR_NS = 2.7
-#: the index planner's per-query estimate (``Plan.est_query_ns``, uniform fingerprints) times
-#: this factor models one document of the ``all_pairs`` self-join (measured ratios 0.8-4 for
-#: k = 4..9 at 200k-1M uniform fingerprints, one thread)
-TABLES_QUERY_FACTOR = 2.5
-#: modelled cost of one pair the tables enumerate within the distance, ns (bucket work including
-#: near misses in heavy buckets; ~800 scanned pairs, measured on concentrated fingerprints)
-TABLES_PAIR_NS = 1000.0
+#: cost model of the permuted-table self-join (:func:`neardup.all_pairs`), single-core ns,
+#: calibrated once against measured runs (uniform 1M and generated short-text 200k fingerprints,
+#: k = 3..7: the model is within 0.5-1.5x of the measured time); constants, never timed:
+#: per document and table (permute + sort)
+TABLES_BUILD_NS = 40.0
+#: per probe of a table with probe radius >= 1 (directory lookup)
+TABLES_PROBE_NS = 80.0
+#: per candidate compared in a probed bucket (radius >= 1: random access)
+TABLES_CAND_NS = 12.0
+#: per pair compared inside a bucket of a radius-0 table (contiguous self-join)
+TABLES_JOIN_NS = 1.2
+#: per pair within the distance (output arrays, sort)
+TABLES_PAIR_NS = 300.0
+#: buckets larger than this are joined by descent; their per-element cost is capped here
+TABLES_HEAVY = 1024
+
+
+@numba.njit(cache=True)
+def _ball_products(cnt: np.ndarray, flips: np.ndarray) -> float:  # pragma: no cover - numba
+    # sum over flip masks f of sum_b cnt[b] * cnt[b ^ f]: candidates met by probing every
+    # bucket within the probe radius of each fingerprint's own
+    total = 0.0
+    for j in range(flips.shape[0]):
+        f = np.int64(flips[j])
+        for b in range(cnt.shape[0]):
+            c = cnt[b]
+            if c:
+                total += float(c) * float(cnt[b ^ f])
+    return total
+
+
+def _bucket_candidates(prefix: npt.NDArray[np.uint64], pb: int, flips: np.ndarray) -> float:
+    """Candidates compared by one table: sum over fingerprints of the probed buckets' sizes."""
+    if pb <= 22:
+        cnt = np.bincount(prefix.astype(np.int64), minlength=1 << pb).astype(np.int64)
+        return float(_ball_products(cnt, flips.astype(np.uint64)))
+    u, c = np.unique(prefix, return_counts=True)
+    total = 0.0
+    for f in flips.tolist():
+        q = u ^ np.uint64(f)
+        pos = np.minimum(np.searchsorted(u, q), u.size - 1)
+        hit = u[pos] == q
+        total += float((c[hit].astype(np.float64) * c[pos[hit]]).sum())
+    return total
+
+
+def tables_work_ns(
+    fingerprints: npt.ArrayLike, distance: int, est_pairs: float = 0.0, *, uniform: bool = False
+) -> float:
+    """Modelled single-core cost (ns) of :func:`neardup.all_pairs` at ``distance``.
+
+    Takes the layout the index planner chooses (:func:`neardup.index.plan.plan_index`) and
+    counts, from the fingerprints' own prefix buckets, the work of every table: pairs inside
+    each bucket for radius-0 tables (capped per element at :data:`TABLES_HEAVY`, where the
+    descent takes over), probes and the sizes of the probed buckets for radius >= 1 tables; plus
+    ``est_pairs`` output pairs. ``uniform=True`` assumes uniform buckets (``n / 2^pb`` each), a
+    cheap lower estimate used to skip hopeless distances. Skewed fingerprints (heavy buckets)
+    cost more than uniform ones, which is why the buckets are counted.
+    """
+    from ..index import _kernels as K
+    from ..index.plan import plan_index
+    from ..index.tables import plan_arrays
+
+    fps = as_fingerprints(fingerprints)
+    n = int(fps.shape[0])
+    bits = 128 if fps.ndim == 2 else 64
+    plan = plan_index(bits, int(distance), max(n, 1))
+    if plan.kind != "tables":
+        return scan_work_ns(n)
+    pa = plan_arrays(plan)
+    f2 = np.ascontiguousarray(fps.reshape(n, -1))
+    total = max(est_pairs, 0.0) * TABLES_PAIR_NS
+    for t in range(pa.n_tables):
+        pb, rho = int(pa.pb[t]), int(pa.radius[t])
+        flips = pa.flips[t, : int(pa.nflips[t])]
+        if uniform:
+            per = n / 2.0**pb
+            cand = n * flips.size * per if rho else n * min(per, TABLES_HEAVY) / 2.0
+        else:
+            prefix = K.permute_many(f2, t, pa.pidx, pa.pmask, pa.npieces) >> np.uint64(64 - pb)
+            if rho:
+                cand = _bucket_candidates(prefix, pb, flips)
+            else:
+                _, c = np.unique(prefix, return_counts=True)
+                c = c.astype(np.float64)
+                cand = float((c * np.minimum(c, TABLES_HEAVY)).sum() / 2.0)
+        total += n * TABLES_BUILD_NS
+        if rho:
+            total += n * flips.size * TABLES_PROBE_NS + cand * TABLES_CAND_NS
+        else:
+            total += cand * TABLES_JOIN_NS
+    return total
+
+
 #: default work budget of one candidate pass, modelled nanoseconds per document of the pass
 #: (the scan fits up to ~23,700 documents; at 1 M documents the tables get 32 us each)
 DEFAULT_WORK_NS_PER_DOC = 32_000
@@ -426,14 +513,6 @@ def scan_work_ns(n: int) -> float:
     return n * (n - 1) / 2.0 * SCAN_PAIR_NS
 
 
-def tables_work_ns(n: int, distance: int, est_pairs: float, bits: int = 64) -> float:
-    """Modelled single-core cost of the ``all_pairs`` self-join at ``distance`` (ns)."""
-    from ..index.plan import plan_index
-
-    q = plan_index(bits, int(distance), max(int(n), 1)).est_query_ns
-    return n * q * TABLES_QUERY_FACTOR + max(est_pairs, 0.0) * TABLES_PAIR_NS
-
-
 def plan_pass(
     fingerprints: npt.ArrayLike,
     max_distance: int,
@@ -447,10 +526,10 @@ def plan_pass(
     The budget is ``work_ns_per_doc * n`` modelled nanoseconds. When the brute-force scan
     (:func:`scan_work_ns`, ``n^2 / 2`` pairs) fits, the pass searches ``max_distance`` exactly as
     before. Otherwise the distance is the largest ``r <= max_distance`` for which the
-    permuted-table self-join fits (:func:`tables_work_ns`: the index planner's cost model, plus
-    the pairs the tables enumerate, estimated from a fixed-seed sample by
-    :func:`estimate_pairs_within`), skipping distances whose estimated pairs already exceed
-    ``max_pairs`` (the per-document valve would cut them).
+    permuted-table self-join fits (:func:`tables_work_ns`: the planner's layout, with the work
+    of every table counted from the fingerprints' own prefix buckets, plus the output pairs
+    estimated from a fixed-seed sample by :func:`estimate_pairs_within`), skipping distances
+    whose estimated pairs already exceed ``max_pairs`` (the per-document valve would cut them).
 
     Deterministic: depends on ``n``, the distances, the budget and the fingerprints (fixed-seed
     sample), never on timing, ``workers`` (which only parallelises the sample) or the machine.
@@ -466,7 +545,7 @@ def plan_pass(
         method: Literal["scan", "tables"] = (
             "tables" if k <= TABLES_MAX_DISTANCE * bits // 64 else "scan"
         )
-        work = scan if method == "scan" else tables_work_ns(n, k, 0.0, bits)
+        work = scan if method == "scan" else tables_work_ns(fps, k, uniform=True)
         return PassPlan(n, k, k, method, why, work, None)
     budget = float(work_ns_per_doc) * n
     if scan <= budget:
@@ -487,7 +566,10 @@ def plan_pass(
         pairs = float(est[r]) if est is not None else 0.0
         if max_pairs is not None and est is not None and pairs > max_pairs and r > 0:
             continue
-        work = tables_work_ns(n, r, pairs, bits)
+        # the uniform-bucket cost is a cheap lower estimate: skip distances it already rules out
+        if tables_work_ns(fps, r, pairs, uniform=True) > budget:
+            continue
+        work = tables_work_ns(fps, r, pairs)
         if work <= budget:
             why = (
                 f"scan of {n:,} docs ({scan / 1e9:.3g} s modelled) exceeds the budget "

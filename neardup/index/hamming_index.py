@@ -364,7 +364,9 @@ class HammingIndex:
             ids_arr = self._check_ids(ids, n)
             if n == 0:
                 return ids_arr
-            if ids is not None:
+            # ids at or above the running counter (every id ever added is below it) cannot be
+            # present: skip the lookup (appending increasing ids is the common case)
+            if ids is not None and int(ids_arr.min()) < self._next_id:
                 seg_i, _rows = self._locate(ids_arr)
                 present = ids_arr[seg_i != -1]
                 if len(present):

@@ -288,7 +288,7 @@ class Store:
         self.radius = radius
         self.partition_seconds = float(partition_seconds)
         self.memtable_size = memtable_size
-        self.memtable = MemTable(bits=bits, max_distance=radius)
+        self.memtable = MemTable(bits=bits, max_distance=radius, expected_size=memtable_size)
         self.memtable_deleted: set[int] = set()
         self.frozen: _Frozen | None = None  # memtable being written to segments in the background
         self.live_gens: list[int] = []  # log generations whose rows are not yet in segments
@@ -757,7 +757,9 @@ class Store:
         self.wal = new
         frozen = _Frozen(self.memtable, self.memtable_deleted, list(self.live_gens))
         self.live_gens = [gen]
-        self.memtable = MemTable(bits=self.bits, max_distance=self.radius)
+        self.memtable = MemTable(
+            bits=self.bits, max_distance=self.radius, expected_size=self.memtable_size
+        )
         self.memtable_deleted = set()
         self.frozen = frozen
         return frozen

@@ -6,10 +6,11 @@ int64 *row ids* as ids. :class:`BruteIndex` is the pure NumPy reference (and the
 :mod:`neardup.index` cannot be imported); :func:`build_index` picks the fast index when there is
 one.
 
-The memtable is tiered so that it never depends on incremental inserts being cheap: new rows go
-into a small brute-force buffer (``buffer_size`` rows); a full buffer is frozen into an
-immutable index ("run"); runs of similar size are merged (rebuilt) logarithmically, so a
-memtable of ``n`` rows has ``O(log n)`` runs and each row is re-indexed ``O(log n)`` times.
+The memtable is one incremental :class:`neardup.HammingIndex` (its own small brute-force
+buffer of ``buffer_size`` rows plus log-structured sorted segments), so a group's search over
+it is a single call. Without :mod:`neardup.index` (or with ``NEARDUP_STORE_BRUTE=1``) it is
+tiered over :class:`BruteIndex`: new rows go into a small buffer; a full buffer is frozen into an
+immutable "run"; runs of similar size are merged logarithmically (``O(log n)`` runs).
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ def build_index(
 
 
 class MemTable:
-    """Mutable, tiered in-memory index of the rows not yet written to segments.
+    """Mutable in-memory index of the rows not yet written to segments.
 
     Parameters
     ----------
@@ -164,10 +165,116 @@ class MemTable:
     max_distance : int
         Largest search radius.
     buffer_size : int, default=1024
-        Rows kept in the brute-force buffer before it is frozen into an index run.
+        Rows searched by brute force before they are sorted into an indexed segment.
+    expected_size : int, default=1 << 20
+        Rows the memtable is expected to reach (sizes the index plan).
     """
 
-    def __init__(self, *, bits: int, max_distance: int, buffer_size: int = 1024) -> None:
+    def __init__(
+        self,
+        *,
+        bits: int,
+        max_distance: int,
+        buffer_size: int = 1024,
+        expected_size: int = 1 << 20,
+    ) -> None:
+        self.bits = bits
+        self.max_distance = max_distance
+        self.buffer_size = buffer_size
+        self.expected_size = expected_size
+        shape = (0,) if bits == 64 else (0, 2)
+        self._empty_fp = np.zeros(shape, dtype=np.uint64)
+        # every row, in insertion order (for flushes)
+        self._fp: list[npt.NDArray[np.uint64]] = []
+        self._id: list[npt.NDArray[np.int64]] = []
+        self._t: list[npt.NDArray[np.float64]] = []
+        self._n = 0
+        self._index: Any = self._new_index()
+        self._tiered: _TieredRuns | None = (
+            None if self._index is not None else _TieredRuns(bits, max_distance, buffer_size)
+        )
+
+    def _new_index(self) -> Any:
+        cls = hamming_index_class()
+        if cls is None:
+            return None
+        try:
+            return cls(
+                bits=self.bits,
+                max_distance=self.max_distance,
+                expected_size=max(self.expected_size, 1024),
+                buffer_size=self.buffer_size,
+            )
+        except Exception:
+            log.exception("creating the memtable's HammingIndex failed; using brute-force runs")
+            return None
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def runs(self) -> int:
+        """Separately searched parts (index segments or brute-force runs)."""
+        if self._tiered is not None:
+            return self._tiered.runs
+        return len(getattr(self._index, "_segments", ())) + 1
+
+    def add(
+        self,
+        fps: npt.NDArray[np.uint64],
+        rowids: npt.NDArray[np.int64],
+        times: npt.NDArray[np.float64],
+    ) -> None:
+        if not len(rowids):
+            return
+        f = np.ascontiguousarray(fps, dtype=np.uint64)
+        r = np.ascontiguousarray(rowids, dtype=np.int64)
+        t = np.asarray(times, dtype=np.float64)
+        if self._tiered is not None:
+            self._tiered.add(f, r, t)
+        else:
+            self._index.add(f, ids=r)
+        self._fp.append(f)
+        self._id.append(r)
+        self._t.append(t)
+        self._n += len(r)
+
+    def search(self, queries: npt.NDArray[np.uint64], max_distance: int) -> Result:
+        nq = len(queries)
+        if self._n == 0 or nq == 0:
+            return empty_result(nq)
+        if self._tiered is not None:
+            return self._tiered.search(queries, max_distance)
+        lims, ids, ds = self._index.search(queries, max_distance=max_distance)
+        return lims, ids, ds
+
+    def arrays(
+        self,
+    ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """All rows (fingerprints, rowids, times), ordered by rowid."""
+        if not self._n:
+            return self._empty_fp, np.zeros(0, np.int64), np.zeros(0, np.float64)
+        fps = np.concatenate(self._fp)
+        rids = np.concatenate(self._id)
+        ts = np.concatenate(self._t)
+        self._fp, self._id, self._t = [fps], [rids], [ts]
+        order = np.argsort(rids, kind="stable")
+        return fps[order], rids[order], ts[order]
+
+    def clear(self) -> None:
+        self._fp, self._id, self._t, self._n = [], [], [], 0
+        if self._tiered is not None:
+            self._tiered.clear()
+        else:
+            self._index = self._new_index()
+            if self._index is None:
+                self._tiered = _TieredRuns(self.bits, self.max_distance, self.buffer_size)
+
+
+class _TieredRuns:
+    """Brute-force buffer + immutable runs merged logarithmically (no fast index needed)."""
+
+    def __init__(self, bits: int, max_distance: int, buffer_size: int) -> None:
         self.bits = bits
         self.max_distance = max_distance
         self.buffer_size = buffer_size
@@ -175,16 +282,10 @@ class MemTable:
         self._empty_fp = np.zeros(shape, dtype=np.uint64)
         self._buf_fp: list[npt.NDArray[np.uint64]] = []
         self._buf_id: list[npt.NDArray[np.int64]] = []
-        self._buf_t: list[npt.NDArray[np.float64]] = []
         self._buf_n = 0
         self._buf_index: BruteIndex | None = None
-        # runs: (index, fingerprints, rowids, times)
-        self._runs: list[
-            tuple[Any, npt.NDArray[np.uint64], npt.NDArray[np.int64], npt.NDArray[np.float64]]
-        ] = []
-
-    def __len__(self) -> int:
-        return self._buf_n + sum(len(r[2]) for r in self._runs)
+        # runs: (index, fingerprints, rowids)
+        self._runs: list[tuple[Any, npt.NDArray[np.uint64], npt.NDArray[np.int64]]] = []
 
     @property
     def runs(self) -> int:
@@ -196,42 +297,29 @@ class MemTable:
         rowids: npt.NDArray[np.int64],
         times: npt.NDArray[np.float64],
     ) -> None:
-        if not len(rowids):
-            return
-        self._buf_fp.append(np.asarray(fps, dtype=np.uint64))
-        self._buf_id.append(np.asarray(rowids, dtype=np.int64))
-        self._buf_t.append(np.asarray(times, dtype=np.float64))
+        self._buf_fp.append(fps)
+        self._buf_id.append(rowids)
         self._buf_n += len(rowids)
         self._buf_index = None
         if self._buf_n >= self.buffer_size:
             self._freeze()
 
-    def _buffer(
-        self,
-    ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    def _buffer(self) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
         if len(self._buf_fp) > 1:
             self._buf_fp = [np.concatenate(self._buf_fp)]
             self._buf_id = [np.concatenate(self._buf_id)]
-            self._buf_t = [np.concatenate(self._buf_t)]
         if not self._buf_fp:
-            return self._empty_fp, np.zeros(0, np.int64), np.zeros(0, np.float64)
-        return self._buf_fp[0], self._buf_id[0], self._buf_t[0]
+            return self._empty_fp, np.zeros(0, np.int64)
+        return self._buf_fp[0], self._buf_id[0]
 
     def _freeze(self) -> None:
-        fp, rid, t = self._buffer()
-        self._buf_fp, self._buf_id, self._buf_t, self._buf_n, self._buf_index = [], [], [], 0, None
-        self._runs.append((None, fp, rid, t))
+        fp, rid = self._buffer()
+        self._buf_fp, self._buf_id, self._buf_n, self._buf_index = [], [], 0, None
+        self._runs.append((None, fp, rid))
         # merge while the newest run is at least half the size of the one before it
         while len(self._runs) >= 2 and len(self._runs[-1][2]) * 2 >= len(self._runs[-2][2]):
             a, b = self._runs[-2], self._runs[-1]
-            self._runs[-2:] = [
-                (
-                    None,
-                    np.concatenate([a[1], b[1]]),
-                    np.concatenate([a[2], b[2]]),
-                    np.concatenate([a[3], b[3]]),
-                )
-            ]
+            self._runs[-2:] = [(None, np.concatenate([a[1], b[1]]), np.concatenate([a[2], b[2]]))]
         self._runs = [
             (
                 r[0]
@@ -239,7 +327,6 @@ class MemTable:
                 else build_index(r[1], r[2], bits=self.bits, max_distance=self.max_distance),
                 r[1],
                 r[2],
-                r[3],
             )
             for r in self._runs
         ]
@@ -249,23 +336,11 @@ class MemTable:
         results = [r[0].search(queries, max_distance) for r in self._runs]
         if self._buf_n:
             if self._buf_index is None:
-                fp, rid, _ = self._buffer()
+                fp, rid = self._buffer()
                 self._buf_index = BruteIndex(fp, rid)
             results.append(self._buf_index.search(queries, max_distance))
         return merge_results(nq, results)
 
-    def arrays(
-        self,
-    ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-        """All rows (fingerprints, rowids, times), ordered by rowid."""
-        fp, rid, t = self._buffer()
-        parts = [(r[1], r[2], r[3]) for r in self._runs] + [(fp, rid, t)]
-        fps = np.concatenate([p[0] for p in parts]) if parts else self._empty_fp
-        rids = np.concatenate([p[1] for p in parts])
-        ts = np.concatenate([p[2] for p in parts])
-        order = np.argsort(rids, kind="stable")
-        return fps[order], rids[order], ts[order]
-
     def clear(self) -> None:
-        self._buf_fp, self._buf_id, self._buf_t, self._buf_n, self._buf_index = [], [], [], 0, None
+        self._buf_fp, self._buf_id, self._buf_n, self._buf_index = [], [], 0, None
         self._runs = []

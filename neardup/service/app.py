@@ -34,7 +34,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from ..errors import NeardupError, StorageError, error_code, http_status_for, require
+from ..errors import NeardupError, require
 
 require("fastapi", "service", "the HTTP service")
 
@@ -48,8 +48,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa
 
 from .auth import check_write_token  # noqa: E402
 from .config import ServiceConfig  # noqa: E402
+from .documents import OPS, DocumentRoutes, error_parts  # noqa: E402
 from .limits import BodyLimitMiddleware, error_response_bytes  # noqa: E402
-from .metrics import Metrics, MetricsMiddleware, process_rss_bytes  # noqa: E402
+from .metrics import Metrics, MetricsMiddleware, monitor_loop_lag, process_rss_bytes  # noqa: E402
 from .namespaces import NamespaceRegistry  # noqa: E402
 from .schema import (  # noqa: E402
     BatchResult,
@@ -59,17 +60,11 @@ from .schema import (  # noqa: E402
     ErrorBody,
     Result,
     dumps,
-    loads,
-    parse_documents,
 )
 
 __all__ = ["create_app"]
 
 log = logging.getLogger("neardup.service")
-
-#: requests at most this large are fingerprinted on the event loop (no worker-thread hop)
-_INLINE_DOCS = 8
-_INLINE_BYTES = 64 * 1024
 
 #: statuses of the errors that exist only in the HTTP layer
 
@@ -182,15 +177,25 @@ def create_app(
             registry.total_documents(),
             process_rss_bytes() / 2**20,
         )
+        lag = asyncio.create_task(monitor_loop_lag(metrics), name="neardup-loop-lag")
         try:
             yield
         finally:
+            lag.cancel()
             log.info("shutting down: flushing and closing %d namespace(s)", len(registry))
             t1 = time.perf_counter()
             await run_in_threadpool(registry.close)
             log.info("stores closed in %.2f s", time.perf_counter() - t1)
 
-    app = FastAPI(
+    routes = DocumentRoutes(
+        registry,
+        metrics,
+        token=token,
+        max_batch=max_batch,
+        max_body_bytes=config.max_body_bytes,
+    )
+    app = _ServiceApp(
+        routes,
         title="neardup",
         summary="Near-duplicate text detection: durable, time-windowed check-and-insert.",
         version=_version(),
@@ -224,41 +229,17 @@ def create_app(
             500, "internal_error", f"internal error ({type(exc).__name__}); see the server log"
         )
 
-    # -- documents -----------------------------------------------------------------------------
-    ops: dict[str, tuple[str, bool]] = {
-        # route suffix -> (Deduplicator method, is a write)
-        "check": ("check", False),
-        "insert": ("add", True),
-        "check-and-insert": ("check_and_add", True),
-    }
+    # -- documents ---------------------------------------------------------------------------
+    # POSTs to the document routes are answered by ``routes`` before this application is
+    # entered (see _ServiceApp); these FastAPI routes describe them in the OpenAPI document and
+    # answer them identically when the application is mounted inside another ASGI app.
+    ops = OPS
 
     async def decide(request: Request, namespace: str, op: str) -> Response:
         if ops[op][1]:
             check_write_token(request.headers, token)
-        return await decide_body(namespace, op, await request.body())
-
-    async def decide_body(namespace: str, op: str, body: bytes) -> Response:
-        method = ops[op][0]
-        store = registry.get(namespace)
-        docs, is_batch = parse_documents(loads(body), max_batch=max_batch)
-        submit = _submitter(store, method)
-        if not docs:
-            decisions = []
-        elif submit is None:  # a store that overrides the method (or lacks submit)
-            decisions = await run_in_threadpool(getattr(store, method), docs)
-        else:
-            # small requests are fingerprinted right here (cheaper than a thread hop); large
-            # batches in a worker thread so the event loop keeps serving. Either way the
-            # request then awaits the writer's future without holding a thread.
-            if len(docs) <= _INLINE_DOCS and len(body) <= _INLINE_BYTES:
-                future, _ = submit(method, docs)
-            else:
-                future, _ = await run_in_threadpool(submit, method, docs)
-            decisions = await asyncio.wrap_future(future)
-        metrics.count_documents(namespace, op, decisions)
-        if is_batch:
-            return _json({"results": [d.to_dict() for d in decisions]})
-        return _json(decisions[0].to_dict())
+        payload, _ = await routes.decide(namespace, op, await request.body())
+        return Response(payload, media_type="application/json")
 
     async def get_doc(request: Request, namespace: str, doc_id: str) -> Response:
         store = registry.get(namespace)
@@ -398,14 +379,6 @@ def create_app(
 
     app.openapi = openapi  # type: ignore[method-assign]
 
-    # innermost: the document routes answered without FastAPI's routing and dependency layer
-    # (same handler, same errors; the route is still recorded for the metrics)
-    hot: dict[str, Any] = {}
-    for route in app.routes:
-        path = getattr(route, "path", "")
-        if path.rsplit("/", 1)[-1] in ops and "POST" in (getattr(route, "methods", None) or ()):
-            hot[path] = route
-    app.add_middleware(_DocumentFastPath, hot=hot, decide=decide_body, token=token, write_ops=ops)
     # outermost first: metrics see every answer, including 413s from the body limit
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=config.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
@@ -414,87 +387,31 @@ def create_app(
 
 def _neardup_response(method: str, path: str, exc: NeardupError) -> Response:
     """The error answer for a :class:`NeardupError` (its one status mapping)."""
-    status = http_status_for(exc)
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    if isinstance(exc, StorageError):
-        log.warning("write refused (%s): %s", path, exc)
-    elif status >= 500:
-        log.error("%s %s failed: %s: %s", method, path, type(exc).__name__, exc)
-    return _error(status, error_code(exc), str(exc), getattr(exc, "field", None), headers)
+    status, body, headers = error_parts(method, path, exc)
+    return Response(
+        body,
+        status_code=status,
+        media_type="application/json",
+        headers={k.decode("latin-1"): v.decode("latin-1") for k, v in headers} or None,
+    )
 
 
-class _DocumentFastPath:
-    """ASGI middleware answering ``POST {p}/check|insert|check-and-insert`` directly.
+class _ServiceApp(FastAPI):
+    """The FastAPI application, with ``POST`` to a document route answered first by
+    :class:`~neardup.service.documents.DocumentRoutes` (same answers, errors and metrics,
+    without the middleware stack, routing and dependency layers)."""
 
-    The answer (and every error) is the one the FastAPI route gives; only the per-request
-    routing, dependency and exception-middleware layers are skipped (a large part of the
-    server's time on single-document requests). Everything else goes to the application.
-    """
-
-    def __init__(
-        self,
-        app: Any,
-        *,
-        hot: dict[str, Any],
-        decide: Callable[[str, str, bytes], Any],
-        token: str | None,
-        write_ops: dict[str, tuple[str, bool]],
-    ) -> None:
-        self.app = app
-        self.hot = hot
-        self.decide = decide
-        self.token = token
-        self.write_ops = write_ops
-
-    def _match(self, path: str) -> tuple[Any, str, str] | None:
-        route = self.hot.get(path)
-        if route is not None:  # /v1/<op>
-            return route, "default", path.rsplit("/", 1)[1]
-        parts = path.split("/")  # /v1/ns/<namespace>/<op>
-        if len(parts) == 5 and parts[1] == "v1" and parts[2] == "ns" and parts[3]:
-            route = self.hot.get("/v1/ns/{namespace}/" + parts[4])
-            if route is not None:
-                return route, parts[3], parts[4]
-        return None
+    def __init__(self, document_routes: DocumentRoutes, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.document_routes = document_routes
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        hit = (
-            self._match(scope["path"])
-            if scope["type"] == "http" and scope.get("method") == "POST"
-            else None
-        )
-        if hit is None:
-            await self.app(scope, receive, send)
-            return
-        route, namespace, op = hit
-        scope["route"] = route
-        try:
-            if self.write_ops[op][1]:
-                from starlette.datastructures import Headers
-
-                check_write_token(Headers(scope=scope), self.token)
-            chunks: list[bytes] = []
-            more = True
-            while more:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    return
-                chunks.append(message.get("body", b""))
-                more = message.get("more_body", False)
-            response = await self.decide(namespace, op, b"".join(chunks))
-        except NeardupError as exc:
-            response = _neardup_response("POST", scope["path"], exc)
-        await response(scope, receive, send)
-
-
-def _submitter(store: Any, method: str) -> Callable[..., Any] | None:
-    """``store.submit`` when ``store.<method>`` is the :class:`Deduplicator`'s own (so the
-    non-blocking path does exactly what the method would), else None."""
-    from ..online import Deduplicator
-
-    if getattr(type(store), method, None) is not getattr(Deduplicator, method):
-        return None
-    return getattr(store, "submit", None)
+        if scope["type"] == "http" and scope["method"] == "POST":
+            hit = DocumentRoutes.match(scope["path"])
+            if hit is not None:
+                await self.document_routes(scope, receive, send, hit)
+                return
+        await super().__call__(scope, receive, send)
 
 
 def _jsonable(obj: Any) -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 
 from .schema import dumps
 
-__all__ = ["BodyLimitMiddleware", "error_response_bytes"]
+__all__ = ["BodyLimit", "BodyLimitMiddleware", "error_response_bytes"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -35,19 +35,16 @@ def error_response_bytes(code: str, message: str, field: str | None = None) -> b
     return dumps({"error": err})
 
 
-class BodyLimitMiddleware:
-    """Answer 413 to any request whose body is larger than ``max_body_bytes``.
+class BodyLimit:
+    """Read a request body of at most ``max_body_bytes``, answering 413 beyond it.
 
     Parameters
     ----------
-    app : ASGI application
-        The wrapped application.
     max_body_bytes : int
         Largest accepted body, in bytes.
     """
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
-        self.app = app
+    def __init__(self, max_body_bytes: int) -> None:
         self.max_body_bytes = int(max_body_bytes)
 
     async def _drain(self, receive: Receive, remaining: bool) -> bool:
@@ -82,10 +79,15 @@ class BodyLimitMiddleware:
         )
         await send({"type": "http.response.body", "body": body})
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("method") not in _BODY_METHODS:
-            await self.app(scope, receive, send)
-            return
+    async def read(self, scope: Scope, receive: Receive, send: Send) -> tuple[bytes | None, int]:
+        """Read the whole request body, enforcing the limit.
+
+        Returns
+        -------
+        (body, status)
+            ``(bytes, 0)`` when the body is within the limit; ``(None, 413)`` when it was too
+            large (the 413 has been sent); ``(None, 0)`` when the client went away.
+        """
         limit = self.max_body_bytes
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
@@ -95,29 +97,59 @@ class BodyLimitMiddleware:
                     declared = -1
                 if declared > limit:
                     if declared <= DRAIN_BYTES and not await self._drain(receive, True):
-                        return
+                        return None, 0
                     await self._reject(send, f"{declared} bytes (Content-Length)")
-                    return
+                    return None, 413
                 break
         # Read the whole body (chunked or not) up to the limit.
+        message = await receive()
+        if message["type"] == "http.request" and not message.get("more_body", False):
+            body = message.get("body", b"")  # the common case: one message
+            if len(body) <= limit:
+                return body, 0
         chunks: list[bytes] = []
         total = 0
-        more = True
-        while more:
-            message = await receive()
+        while True:
             if message["type"] == "http.disconnect":
-                return
+                return None, 0
             chunk = message.get("body", b"")
+            more = message.get("more_body", False)
             total += len(chunk)
             if total > limit:
-                more = message.get("more_body", False)
                 if await self._drain(receive, more):
                     await self._reject(send, f"more than {limit} bytes")
-                return
+                    return None, 413
+                return None, 0
             if chunk:
                 chunks.append(chunk)
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
+            if not more:
+                return b"".join(chunks), 0
+            message = await receive()
+
+
+class BodyLimitMiddleware:
+    """Answer 413 to any request whose body is larger than ``max_body_bytes``.
+
+    Parameters
+    ----------
+    app : ASGI application
+        The wrapped application.
+    max_body_bytes : int
+        Largest accepted body, in bytes.
+    """
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+        self.app = app
+        self.limit = BodyLimit(max_body_bytes)
+        self.max_body_bytes = self.limit.max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") not in _BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
+        body, _ = await self.limit.read(scope, receive, send)
+        if body is None:
+            return
         sent = False
 
         async def replay() -> Message:

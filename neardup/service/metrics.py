@@ -9,6 +9,10 @@ Series::
     neardup_http_requests_total{route, method, status}            counter
     neardup_http_request_duration_seconds{route}                   histogram
     neardup_documents_total{namespace, op, outcome}                counter (outcome: seen, duplicate, added)
+    neardup_request_stage_seconds{stage}                           histogram: where a document
+                                                                   request's time goes (see STAGES)
+    neardup_event_loop_lag_seconds                                 histogram: how late the event
+                                                                   loop runs a timer (GIL / CPU)
     neardup_store_<stat>{namespace}                                gauge, one per numeric stat
     neardup_uptime_seconds, neardup_process_resident_memory_bytes  gauges
 """
@@ -22,12 +26,34 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
-__all__ = ["DEFAULT_BUCKETS", "Metrics", "MetricsMiddleware", "process_rss_bytes"]
+__all__ = [
+    "DEFAULT_BUCKETS",
+    "STAGES",
+    "STAGE_BUCKETS",
+    "Metrics",
+    "MetricsMiddleware",
+    "monitor_loop_lag",
+    "process_rss_bytes",
+]
 
 #: latency histogram bucket upper bounds, in seconds
 DEFAULT_BUCKETS: tuple[float, ...] = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 )  # fmt: skip
+
+#: finer buckets for the stages of a document request and the event-loop lag, in seconds
+STAGE_BUCKETS: tuple[float, ...] = (
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05,
+    0.1, 0.25, 1.0,
+)  # fmt: skip
+
+#: the stages of a document request (``POST {p}/check|insert|check-and-insert``), in order:
+#: ``read`` the body arrives, ``parse`` JSON decoding and validation, ``prepare`` the store's
+#: own validation, fingerprints and content hashes (on the event loop for small requests),
+#: ``writer`` queued until the writer thread has decided the group (and, for writes, fsynced
+#: its log record), ``resume`` from the writer resolving the request until the event loop runs
+#: it again (GIL and loop contention), ``respond`` encoding and sending the answer
+STAGES: tuple[str, ...] = ("read", "parse", "prepare", "writer", "resume", "respond")
 
 _NAME_RE = re.compile(r"[^a-zA-Z0-9_]")
 
@@ -78,6 +104,10 @@ class Metrics:
         # route -> [bucket counts..., +Inf count], sum
         self._hist: dict[str, list[float]] = {}
         self._docs: dict[tuple[str, str, str], int] = {}
+        # stage -> [bucket counts..., +Inf count, sum]; observed on the event loop only
+        self._stages: dict[str, list[float]] = {
+            name: [0.0] * (len(STAGE_BUCKETS) + 2) for name in (*STAGES, "loop_lag")
+        }
 
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
         """Count one finished request and record its latency."""
@@ -89,6 +119,42 @@ class Metrics:
                 h = self._hist[route] = [0.0] * (len(self.buckets) + 2)
             h[bisect.bisect_left(self.buckets, seconds)] += 1
             h[-1] += seconds
+
+    def observe_stages(self, durations: tuple[float, ...]) -> None:
+        """Record one document request's time per stage (seconds, in the order of STAGES)."""
+        buckets = STAGE_BUCKETS
+        with self._lock:
+            for name, seconds in zip(STAGES, durations, strict=True):
+                h = self._stages[name]
+                h[bisect.bisect_left(buckets, seconds)] += 1
+                h[-1] += seconds
+
+    def observe_loop_lag(self, seconds: float) -> None:
+        """Record how late the event loop ran a timer."""
+        with self._lock:
+            h = self._stages["loop_lag"]
+            h[bisect.bisect_left(STAGE_BUCKETS, seconds)] += 1
+            h[-1] += seconds
+
+    def stage_summary(self) -> dict[str, dict[str, float]]:
+        """Per stage: count, mean and approximate p50 / p99 (bucket upper bounds), seconds."""
+        with self._lock:
+            stages = {k: list(v) for k, v in self._stages.items()}
+        out: dict[str, dict[str, float]] = {}
+        for name, h in stages.items():
+            counts = h[:-1]
+            n = sum(counts)
+            row = {"count": n, "mean": h[-1] / n if n else 0.0}
+            for q in (0.5, 0.99):
+                cum, bound = 0.0, float("inf")
+                for b, c in zip((*STAGE_BUCKETS, float("inf")), counts, strict=True):
+                    cum += c
+                    if n and cum >= q * n:
+                        bound = b
+                        break
+                row[f"p{int(q * 100)}"] = bound if n else 0.0
+            out[name] = row
+        return out
 
     def count_documents(self, namespace: str, op: str, decisions: list[Any]) -> None:
         """Count the documents of one call by outcome (``seen``, ``duplicate``, ``added``)."""
@@ -130,6 +196,22 @@ class Metrics:
                 )
             out.append(f'neardup_http_request_duration_seconds_sum{{route="{r}"}} {h[-1]!r}')
             out.append(f'neardup_http_request_duration_seconds_count{{route="{r}"}} {_fmt(cum)}')
+        with self._lock:
+            stages = {k: list(v) for k, v in self._stages.items()}
+        out.append(
+            "# HELP neardup_request_stage_seconds Time per stage of a document request "
+            "(read, parse, prepare, writer, resume, respond)."
+        )
+        out.append("# TYPE neardup_request_stage_seconds histogram")
+        for name in STAGES:
+            out.extend(
+                _histogram_lines("neardup_request_stage_seconds", f'stage="{name}"', stages[name])
+            )
+        out.append(
+            "# HELP neardup_event_loop_lag_seconds How late the event loop ran a periodic timer."
+        )
+        out.append("# TYPE neardup_event_loop_lag_seconds histogram")
+        out.extend(_histogram_lines("neardup_event_loop_lag_seconds", "", stages["loop_lag"]))
         out.append(
             "# HELP neardup_documents_total Documents processed by namespace, operation and outcome."
         )
@@ -160,6 +242,35 @@ class Metrics:
         out.append("# TYPE neardup_process_resident_memory_bytes gauge")
         out.append(f"neardup_process_resident_memory_bytes {process_rss_bytes()}")
         return "\n".join(out) + "\n"
+
+
+def _histogram_lines(name: str, labels: str, h: list[float]) -> list[str]:
+    """Prometheus lines of one STAGE_BUCKETS histogram ``[counts..., +Inf count, sum]``."""
+    sep = "," if labels else ""
+    out = []
+    cum = 0.0
+    for bound, n in zip((*STAGE_BUCKETS, float("inf")), h[:-1], strict=True):
+        cum += n
+        out.append(f'{name}_bucket{{{labels}{sep}le="{_fmt(bound)}"}} {_fmt(cum)}')
+    tail = f"{{{labels}}}" if labels else ""
+    out.append(f"{name}_sum{tail} {h[-1]!r}")
+    out.append(f"{name}_count{tail} {_fmt(cum)}")
+    return out
+
+
+async def monitor_loop_lag(metrics: Metrics, interval: float = 0.02) -> None:
+    """Run until cancelled: sleep ``interval`` seconds and record how late the loop woke up.
+
+    A lag well above the loop's timer resolution (~1 ms) means the event loop was busy or
+    waiting for the GIL while requests were ready.
+    """
+    import asyncio
+
+    perf = time.perf_counter
+    while True:
+        t = perf()
+        await asyncio.sleep(interval)
+        metrics.observe_loop_lag(max(0.0, perf() - t - interval))
 
 
 Scope = MutableMapping[str, Any]

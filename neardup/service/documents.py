@@ -1,0 +1,274 @@
+"""The hot path of the service: ``POST {p}/check``, ``{p}/insert``, ``{p}/check-and-insert``.
+
+:class:`DocumentRoutes` answers these requests straight from the ASGI server, before FastAPI's
+middleware stack, router and dependency layer (most of the per-request cost of a single-document
+request there). It does everything the rest of the application does for a request, in one
+place: the request metrics, the body limit (413 on the raw bytes, before parsing), the write
+token (401), validation (422 naming the field), the namespace (404), the store call, and the
+JSON error shape for every :class:`~neardup.errors.NeardupError`. Every other route goes to
+the FastAPI application (which also describes these routes in the OpenAPI document and answers
+them with :meth:`DocumentRoutes.decide` when it is mounted without this fast path).
+
+Each document request is timed per stage (see :data:`neardup.service.metrics.STAGES`), so
+``/metrics`` shows where the latency goes: parsing, fingerprinting, the writer's queue and
+group commit, the hop back to the event loop, and the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from concurrent.futures import Future
+from typing import Any
+
+from ..errors import NeardupError, StorageError, error_code, http_status_for
+from .auth import check_write_token
+from .limits import BodyLimit, error_response_bytes
+from .metrics import Metrics
+from .schema import encode_decisions, loads, parse_documents
+
+__all__ = ["OPS", "DocumentRoutes", "error_parts"]
+
+log = logging.getLogger("neardup.service")
+
+#: route suffix -> (Deduplicator method, whether it writes)
+OPS: dict[str, tuple[str, bool]] = {
+    "check": ("check", False),
+    "insert": ("add", True),
+    "check-and-insert": ("check_and_add", True),
+}
+
+#: requests at most this large are fingerprinted on the event loop (no worker-thread hop)
+INLINE_DOCS = 8
+INLINE_BYTES = 64 * 1024
+
+_JSON = (b"content-type", b"application/json")
+Headers = list[tuple[bytes, bytes]]
+
+
+def error_parts(method: str, path: str, exc: NeardupError) -> tuple[int, bytes, Headers]:
+    """``(status, body, extra headers)`` of the error answer for ``exc`` (its one mapping)."""
+    status = http_status_for(exc)
+    headers: Headers = [(b"www-authenticate", b"Bearer")] if status == 401 else []
+    if isinstance(exc, StorageError):
+        log.warning("write refused (%s): %s", path, exc)
+    elif status >= 500:
+        log.error("%s %s failed: %s: %s", method, path, type(exc).__name__, exc)
+    body = error_response_bytes(error_code(exc), str(exc), getattr(exc, "field", None))
+    return status, body, headers
+
+
+def _submitter(store: Any, method: str) -> Any:
+    """``store.submit`` when ``store.<method>`` is the :class:`Deduplicator`'s own (so the
+    non-blocking path does exactly what the method would), else None."""
+    from ..online import Deduplicator
+
+    if getattr(type(store), method, None) is not getattr(Deduplicator, method):
+        return None
+    return getattr(store, "submit", None)
+
+
+def _resolve(src: Future[Any], dst: asyncio.Future[Any], resolved_at: float) -> None:
+    """On the loop: copy the writer's outcome into ``dst`` as ``(result, resolved_at)``."""
+    if dst.cancelled():
+        return
+    exc = src.exception()
+    if exc is not None:
+        dst.set_exception(exc)
+    else:
+        dst.set_result((src.result(), resolved_at))
+
+
+def _on_loop(future: Future[Any], loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any]:
+    """An asyncio future for the writer's ``future`` that also carries the time (perf_counter)
+    at which the writer resolved it: :func:`asyncio.wrap_future` plus that timestamp."""
+    dst: asyncio.Future[Any] = loop.create_future()
+    perf = time.perf_counter
+
+    def done(src: Future[Any]) -> None:  # runs in the writer thread
+        t = perf()
+        # a closed loop (shutdown) has nobody waiting any more
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_resolve, src, dst, t)
+
+    future.add_done_callback(done)
+    return dst
+
+
+class DocumentRoutes:
+    """Answer the document routes directly (see the module docstring).
+
+    Parameters
+    ----------
+    registry : NamespaceRegistry
+        Namespace name -> deduplicator.
+    metrics : Metrics
+        Where requests, documents and stage timings are recorded.
+    token : str or None
+        Bearer token required for writes.
+    max_batch : int
+        Most documents per batch (413 above).
+    max_body_bytes : int
+        Largest body (413 above, on the raw bytes).
+    """
+
+    def __init__(
+        self,
+        registry: Any,
+        metrics: Metrics,
+        *,
+        token: str | None,
+        max_batch: int,
+        max_body_bytes: int,
+    ) -> None:
+        self.registry = registry
+        self.metrics = metrics
+        self.token = token
+        self.max_batch = int(max_batch)
+        self.limit = BodyLimit(max_body_bytes)
+
+    # -- routing -------------------------------------------------------------------------------
+    @staticmethod
+    def match(path: str) -> tuple[str, str, str] | None:
+        """``(route template, namespace, op)`` for a document route's path, else None.
+
+        >>> DocumentRoutes.match("/v1/ns/tenant-b/check")
+        ('/v1/ns/{namespace}/check', 'tenant-b', 'check')
+        >>> DocumentRoutes.match("/v1/docs/x") is None
+        True
+        """
+        parts = path.split("/")
+        if len(parts) == 3 and parts[1] == "v1" and parts[2] in OPS:  # /v1/<op>
+            return path, "default", parts[2]
+        # /v1/ns/<namespace>/<op>
+        if (
+            len(parts) == 5
+            and parts[1] == "v1"
+            and parts[2] == "ns"
+            and parts[3]
+            and parts[4] in OPS
+        ):
+            return "/v1/ns/{namespace}/" + parts[4], parts[3], parts[4]
+        return None
+
+    # -- the request ---------------------------------------------------------------------------
+    async def __call__(
+        self, scope: Any, receive: Any, send: Any, hit: tuple[str, str, str]
+    ) -> None:
+        """Answer one ``POST`` to a document route (``hit`` from :meth:`match`)."""
+        perf = time.perf_counter
+        start = perf()
+        route, namespace, op = hit
+        status = 499  # the client went away before an answer (nginx's convention)
+        try:
+            body, status413 = await self.limit.read(scope, receive, send)
+            if body is None:
+                status = status413 or 499
+                return
+            t_read = perf()
+            headers: Headers = []
+            stages: tuple[float, ...] | None = None
+            try:
+                if self.token is not None and OPS[op][1]:
+                    check_write_token(_headers(scope), self.token)
+                payload, stages = await self.decide(namespace, op, body)
+                status = 200
+            except NeardupError as exc:
+                status, payload, headers = error_parts("POST", scope["path"], exc)
+            except Exception as exc:  # a bug: logged, answered like every other 500
+                log.exception("unexpected error in POST %s", scope["path"])
+                status = 500
+                payload = error_response_bytes(
+                    "internal_error", f"internal error ({type(exc).__name__}); see the server log"
+                )
+            t_send = perf()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": status,
+                    "headers": [_JSON, (b"content-length", b"%d" % len(payload)), *headers],
+                }
+            )
+            await send({"type": "http.response.body", "body": payload})
+            if stages is not None:
+                parse, prepare, writer, resume, encode = stages
+                self.metrics.observe_stages(
+                    (t_read - start, parse, prepare, writer, resume, encode + perf() - t_send)
+                )
+        finally:
+            self.metrics.observe_request(route, "POST", status, perf() - start)
+
+    async def decide(
+        self, namespace: str, op: str, body: bytes
+    ) -> tuple[bytes, tuple[float, float, float, float, float]]:
+        """Decide a document request's raw body.
+
+        Returns
+        -------
+        (answer, stages)
+            The JSON answer (status 200) and the seconds spent to parse, prepare, wait for
+            the writer, resume on the loop and encode (see
+            :data:`neardup.service.metrics.STAGES`).
+
+        Raises
+        ------
+        NeardupError
+            Any error the caller answers with :func:`error_parts`.
+        """
+        perf = time.perf_counter
+        t0 = perf()
+        method = OPS[op][0]
+        store = self.registry.get(namespace)
+        docs, is_batch = parse_documents(loads(body), max_batch=self.max_batch)
+        t_parsed = perf()
+        submit = _submitter(store, method)
+        if not docs:
+            decisions: list[Any] = []
+            t_prep = t_done = t_back = perf()
+        elif submit is None:  # a store that overrides the method (or lacks submit)
+            t_prep = perf()
+            decisions = await asyncio.to_thread(getattr(store, method), docs)
+            t_done = t_back = perf()
+        else:
+            # small requests are fingerprinted right here (cheaper than a thread hop); large
+            # batches in a worker thread so the event loop keeps serving. Either way the
+            # request then awaits the writer's future without holding a thread.
+            loop = asyncio.get_running_loop()
+            if len(docs) <= INLINE_DOCS and len(body) <= INLINE_BYTES:
+                future, _ = submit(method, docs)
+            else:
+                future, _ = await loop.run_in_executor(None, submit, method, docs)
+            t_prep = perf()
+            decisions, t_done = await _on_loop(future, loop)
+            t_back = perf()
+        self.metrics.count_documents(namespace, op, decisions)
+        payload = encode_decisions(decisions, is_batch) if decisions or is_batch else b"{}"
+        return payload, (
+            t_parsed - t0,
+            t_prep - t_parsed,
+            t_done - t_prep,
+            t_back - t_done,
+            perf() - t_back,
+        )
+
+
+class _Headers:
+    """The one header the write check reads, from the raw ASGI header list."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
+        self.raw = raw
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        key = name.lower().encode("latin-1")
+        for k, v in self.raw:
+            if k.lower() == key:
+                return v.decode("latin-1")
+        return default
+
+
+def _headers(scope: Any) -> _Headers:
+    return _Headers(scope.get("headers", ()))

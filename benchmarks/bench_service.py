@@ -12,6 +12,12 @@ Steps (each bounded in time and request count, loopback only):
 4. SIGKILL the server and time the restart (log replay + index load) until it serves again;
 5. report the server's RSS (current and peak) and write ``benchmarks/results/service.json``.
 
+Alongside each load phase: the server's CPU time (``/proc/PID/stat``), the load generator's own
+CPU share, and, for single documents, the server's per-stage latency histograms from
+``/metrics`` (``neardup_request_stage_seconds``: read, parse, prepare, writer, resume, respond;
+p50 / p99 are histogram bucket bounds) and its event-loop lag, so the table says where the time
+went. The machine's load average is recorded before and after.
+
 Targets from the issue (50 M fingerprints): >= 28,000 check-and-inserts/s through the batch
 endpoint with durable acknowledgements; single-document p99 <= 5 ms at 1,000 requests/s;
 restart to serving <= 30 s.
@@ -75,6 +81,61 @@ def loadgen(url: str, *args: str, timeout: float) -> dict[str, Any]:
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (0 where /proc is unavailable)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def stage_histograms(url: str) -> dict[str, tuple[list[tuple[float, float]], float]]:
+    """``{stage: ([(le, cumulative count), ...], sum)}`` from the server's ``/metrics``
+    (``neardup_request_stage_seconds`` per stage and ``neardup_event_loop_lag_seconds``)."""
+    import re
+
+    import httpx
+
+    text = httpx.get(url + "/metrics", timeout=30).text
+    out: dict[str, tuple[list[tuple[float, float]], float]] = {}
+    pat = re.compile(
+        r"^neardup_(?:request_stage|event_loop_lag)_seconds_(bucket|sum)"
+        r'(?:\{(?:stage="(\w+)")?,?(?:le="([^"]+)")?\})? (\S+)$',
+        re.M,
+    )
+    for kind, stage, le, value in pat.findall(text):
+        name = stage or "loop_lag"
+        buckets, total = out.get(name, ([], 0.0))
+        if kind == "bucket":
+            buckets.append((float(le.replace("+Inf", "inf")), float(value)))
+        else:
+            total = float(value)
+        out[name] = (buckets, total)
+    return out
+
+
+def stage_summary(
+    before: dict[str, tuple[list[tuple[float, float]], float]],
+    after: dict[str, tuple[list[tuple[float, float]], float]],
+) -> dict[str, dict[str, float]]:
+    """Per stage, over the requests between two snapshots: count, mean and the histogram
+    bucket bounds holding p50 / p90 / p99 (milliseconds)."""
+    out: dict[str, dict[str, float]] = {}
+    for name, (b_after, s_after) in after.items():
+        b_before, s_before = before.get(name, ([(le, 0.0) for le, _ in b_after], 0.0))
+        cum = [(le, c - c0) for (le, c), (_, c0) in zip(b_after, b_before, strict=True)]
+        n = cum[-1][1] if cum else 0.0
+        if n <= 0:
+            continue
+        row = {"count": n, "mean_ms": 1000 * (s_after - s_before) / n}
+        for q in (50, 90, 99):
+            row[f"p{q}_le_ms"] = 1000 * next(le for le, c in cum if c >= q / 100 * n)
+        out[name] = row
+    return out
+
+
 def peak_rss(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as f:
@@ -136,19 +197,28 @@ def main(argv: list[str] | None = None) -> int:
         result["start_to_serving_s"] = t_start
         result["rss_after_start_bytes"] = srv.rss_bytes()
 
+        result["load_average_before"] = os.getloadavg()
+        pid = srv.proc.pid if srv.proc else 0
         print("throughput ...", file=sys.stderr)
+        cpu0 = cpu_seconds(pid)
         result["throughput"] = loadgen(
             srv.url, "--mode", "throughput", "--batch", str(args.batch),
             "--connections", str(args.connections), "--duration", str(args.duration),
             "--words", str(args.words), "--seed", "11",
             timeout=args.duration + 600,
         )  # fmt: skip
+        result["throughput"]["server_cpu_s"] = cpu_seconds(pid) - cpu0
         print("latency ...", file=sys.stderr)
+        stages0 = stage_histograms(srv.url)
+        cpu0 = cpu_seconds(pid)
         result["latency"] = loadgen(
             srv.url, "--mode", "latency", "--rate", str(args.rate),
             "--duration", str(args.latency_duration), "--words", str(args.words), "--seed", "12",
             timeout=args.latency_duration + 600,
         )  # fmt: skip
+        result["latency"]["server_cpu_s"] = cpu_seconds(pid) - cpu0
+        result["latency"]["server_stages"] = stage_summary(stages0, stage_histograms(srv.url))
+        result["load_average_after"] = os.getloadavg()
         result["rss_after_load_bytes"] = srv.rss_bytes()
         result["rss_peak_bytes"] = peak_rss(srv.proc.pid) if srv.proc else 0
         import httpx
@@ -183,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
         ("single-doc rate achieved /s", f"{lat['achieved_rate']:,.0f} of {lat['target_rate']:,.0f}"),
         ("single p50 / p99 ms (from schedule)", f"{lat['latency_from_schedule']['p50_ms']:.2f} / {lat['latency_from_schedule']['p99_ms']:.2f}"),
         ("single p50 / p99 ms (from send)", f"{lat['latency_from_send']['p50_ms']:.2f} / {lat['latency_from_send']['p99_ms']:.2f}"),
+        ("loadgen CPU share thr / lat", f"{thr.get('loadgen_cpu_share', 0):.2f} / {lat.get('loadgen_cpu_share', 0):.2f} of a core"),
+        ("server CPU ms per batch doc / single", f"{1000 * thr['server_cpu_s'] / max(1, thr['docs_acknowledged']):.3f} / {1000 * lat['server_cpu_s'] / max(1, lat['requests']):.3f}"),
+        ("load average before / after", f"{result['load_average_before'][0]:.2f} / {result['load_average_after'][0]:.2f}"),
         ("start to serving s (seeded)", f"{result['start_to_serving_s']:.1f}"),
         ("restart after SIGKILL s", f"{result['restart_after_kill_s']:.1f}"),
         ("graceful stop s (rc)", f"{result['graceful_stop_s']:.1f} ({result['graceful_stop_rc']})"),
@@ -192,6 +265,16 @@ def main(argv: list[str] | None = None) -> int:
     print()
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
+    stages = lat.get("server_stages", {})
+    if stages:
+        print(
+            "\nsingle-document stages on the server (ms; p50/p90/p99 are histogram bucket bounds)"
+        )
+        for name, row in stages.items():
+            print(
+                f"  {name:<9} mean {row['mean_ms']:7.3f}  p50 <= {row['p50_le_ms']:g}  "
+                f"p90 <= {row['p90_le_ms']:g}  p99 <= {row['p99_le_ms']:g}"
+            )
     for name, ok in targets.items():
         print(f"target {name}: {'met' if ok else 'NOT met'}")
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,10 @@
 """Bounded HTTP/1.1 load generator for the neardup service (loopback only).
 
-Runs in its own process (``bench_service.py`` starts it), speaks raw HTTP/1.1 over asyncio
-streams with keep-alive (much cheaper per request than an HTTP client library, so the generator
-steals less CPU from the server on a small machine), and prints one JSON object on stdout.
+Runs in its own process (``bench_service.py`` starts it) and is built to cost the server as
+little CPU as possible on a small shared machine: every request is pre-built as raw bytes
+before the clock starts, each connection is a bare asyncio ``Protocol`` (no stream objects,
+no tasks per request), and an answer is parsed no further than its status line and
+``Content-Length``. It prints one JSON object on stdout, including its own CPU use.
 
 Modes
 -----
@@ -13,7 +15,8 @@ Reports acknowledged documents/s and batch latency percentiles.
 ``latency``: single-document ``check-and-insert`` requests on an open-loop schedule of
 ``--rate`` requests/s for ``--duration`` seconds. Latency is measured from the *scheduled* send
 time (so queueing caused by a slow server is counted: no coordinated omission) and, separately,
-from the actual send time. At most ``--max-inflight`` requests are outstanding.
+from the actual send time. At most ``--max-inflight`` requests are outstanding (one per
+connection; a request due while every connection is busy waits for one, and that wait counts).
 
 Example::
 
@@ -24,10 +27,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import random
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -56,29 +61,95 @@ def request_bytes(host: str, path: str, body: bytes, token: str | None) -> bytes
     return head.encode() + b"\r\n" + body
 
 
-async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
-    head = await reader.readuntil(b"\r\n\r\n")
-    lines = head.split(b"\r\n")
-    status = int(lines[0].split(b" ", 2)[1])
-    length = 0
-    for line in lines[1:]:
-        if line[:15].lower() == b"content-length:":
-            length = int(line[15:].strip())
-    body = await reader.readexactly(length) if length else b""
-    return status, body
+class Connection(asyncio.Protocol):
+    """One keep-alive HTTP/1.1 connection with at most one request in flight.
+
+    ``on_answer(conn, status, body)`` is called once per complete answer (``body`` only when
+    ``keep_body``; otherwise ``b""``). Parsing stops at the status code and Content-Length.
+    """
+
+    def __init__(
+        self, on_answer: Callable[[Connection, int, bytes], None], keep_body: bool
+    ) -> None:
+        self.on_answer = on_answer
+        self.keep_body = keep_body
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.need = -1  # bytes of the current answer (head + body) once the head is parsed
+        self.status = 0
+        self.head_len = 0
+        self.closed: asyncio.Future[None] | None = None
+        self.t_send = 0.0
+        self.scheduled = 0.0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.closed = asyncio.get_running_loop().create_future()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.closed is not None and not self.closed.done():
+            self.closed.set_result(None)
+
+    def send(self, request: bytes) -> None:
+        self.transport.write(request)  # type: ignore[union-attr]
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        while True:
+            if self.need < 0:
+                end = buf.find(b"\r\n\r\n")
+                if end < 0:
+                    return
+                head = bytes(buf[:end])
+                self.status = int(head[9:12])
+                length = 0
+                i = head.lower().find(b"\r\ncontent-length:")
+                if i >= 0:
+                    j = head.find(b"\r\n", i + 2)
+                    length = int(head[i + 17 : j if j >= 0 else len(head)])
+                self.head_len = end + 4
+                self.need = self.head_len + length
+            if len(buf) < self.need:
+                return
+            body = bytes(buf[self.head_len : self.need]) if self.keep_body else b""
+            del buf[: self.need]
+            self.need = -1
+            self.on_answer(self, self.status, body)
 
 
-def percentiles(values: list[float]) -> dict[str, float]:
-    if not values:
+def percentiles(values: list[float] | np.ndarray) -> dict[str, float]:
+    if len(values) == 0:
         return {}
     a = np.asarray(values) * 1000.0
     return {
         "p50_ms": float(np.percentile(a, 50)),
         "p90_ms": float(np.percentile(a, 90)),
         "p99_ms": float(np.percentile(a, 99)),
+        "p999_ms": float(np.percentile(a, 99.9)),
         "max_ms": float(a.max()),
         "mean_ms": float(a.mean()),
     }
+
+
+async def _connect(
+    url: str, n: int, on_answer: Callable[[Connection, int, bytes], None], keep_body: bool
+) -> list[Connection]:
+    u = urlsplit(url)
+    loop = asyncio.get_running_loop()
+    conns = []
+    for _ in range(n):
+        _, proto = await loop.create_connection(
+            lambda: Connection(on_answer, keep_body), u.hostname, u.port
+        )
+        conns.append(proto)
+    return conns
+
+
+def _close(conns: list[Connection]) -> None:
+    for c in conns:
+        if c.transport is not None:
+            c.transport.close()
 
 
 async def throughput(args: argparse.Namespace) -> dict[str, Any]:
@@ -95,48 +166,61 @@ async def throughput(args: argparse.Namespace) -> dict[str, Any]:
         ]
         body = json.dumps({"documents": docs}, separators=(",", ":")).encode()
         reqs.append(request_bytes(u.netloc, "/v1/check-and-insert", body, args.token))
-    next_req = 0
+    loop = asyncio.get_running_loop()
+    perf = time.perf_counter
+    state = {"next": 0, "docs_ok": 0, "added": 0, "open": args.connections}
     lat: list[float] = []
-    docs_ok = 0
-    added = 0
     errors: dict[str, int] = {}
+    finished = loop.create_future()
     t_end = 0.0
 
-    async def conn() -> None:
-        nonlocal next_req, docs_ok, added
-        reader, writer = await asyncio.open_connection(u.hostname, u.port)
-        try:
-            while time.perf_counter() < t_end and next_req < len(reqs):
-                req = reqs[next_req]
-                next_req += 1
-                t0 = time.perf_counter()
-                writer.write(req)
-                status, body = await read_response(reader)
-                lat.append(time.perf_counter() - t0)
-                if status == 200:
-                    docs_ok += args.batch
-                    added += body.count(b'"added":true')
-                else:
-                    errors[str(status)] = errors.get(str(status), 0) + 1
-        finally:
-            writer.close()
+    def send_next(conn: Connection) -> None:
+        if perf() >= t_end or state["next"] >= len(reqs):
+            state["open"] -= 1
+            if state["open"] == 0 and not finished.done():
+                finished.set_result(None)
+            return
+        req = reqs[state["next"]]
+        state["next"] += 1
+        conn.t_send = perf()
+        conn.send(req)
 
-    start = time.perf_counter()
+    def on_answer(conn: Connection, status: int, body: bytes) -> None:
+        lat.append(perf() - conn.t_send)
+        if status == 200:
+            state["docs_ok"] += args.batch
+            state["added"] += body.count(b'"added":true')
+        else:
+            errors[str(status)] = errors.get(str(status), 0) + 1
+        send_next(conn)
+
+    conns = await _connect(args.url, args.connections, on_answer, keep_body=True)
+    cpu0 = time.process_time()
+    start = perf()
     t_end = start + args.duration
-    await asyncio.gather(*(conn() for _ in range(args.connections)))
-    elapsed = time.perf_counter() - start
+    for c in conns:
+        send_next(c)
+    try:  # bounded: a server that stops answering ends the run
+        await asyncio.wait_for(finished, args.duration + args.grace)
+    except TimeoutError:
+        errors["no_answer"] = sum(1 for _ in conns)
+    elapsed = perf() - start
+    cpu = time.process_time() - cpu0
+    _close(conns)
     return {
         "mode": "throughput",
         "batch": args.batch,
         "connections": args.connections,
         "requests": len(lat),
         "seconds": elapsed,
-        "docs_acknowledged": docs_ok,
-        "docs_added": added,
-        "docs_per_s": docs_ok / elapsed,
+        "docs_acknowledged": state["docs_ok"],
+        "docs_added": state["added"],
+        "docs_per_s": state["docs_ok"] / elapsed,
         "errors": errors,
         "batch_latency": percentiles(lat),
-        "exhausted_prepared_requests": next_req >= len(reqs),
+        "exhausted_prepared_requests": state["next"] >= len(reqs),
+        "loadgen_cpu_s": cpu,
+        "loadgen_cpu_share": cpu / elapsed,
     }
 
 
@@ -155,54 +239,89 @@ async def latency(args: argparse.Namespace) -> dict[str, Any]:
         )
         for i in range(n)
     ]
-    pool: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
-    for _ in range(args.max_inflight):
-        pool.put_nowait(await asyncio.open_connection(u.hostname, u.port))
-    from_schedule: list[float] = []
-    from_send: list[float] = []
+    loop = asyncio.get_running_loop()
+    perf = time.perf_counter
+    from_schedule = np.zeros(n)
+    from_send = np.zeros(n)
+    statuses = np.zeros(n, dtype=np.int32)
+    idle: collections.deque[Connection] = collections.deque()
+    due: collections.deque[int] = collections.deque()  # requests waiting for a connection
+    state = {"next": 0, "done": 0, "waited": 0}
+    finished = loop.create_future()
+    start = 0.0
+    interval = 1.0 / args.rate
+    index: dict[Connection, int] = {}
+
+    def dispatch(conn: Connection, i: int) -> None:
+        index[conn] = i
+        conn.scheduled = start + i * interval
+        conn.t_send = perf()
+        conn.send(reqs[i])
+
+    def on_answer(conn: Connection, status: int, body: bytes) -> None:
+        t = perf()
+        i = index[conn]
+        from_schedule[i] = t - conn.scheduled
+        from_send[i] = t - conn.t_send
+        statuses[i] = status
+        state["done"] += 1
+        if due:
+            dispatch(conn, due.popleft())
+        else:
+            idle.append(conn)
+        if state["done"] == n and not finished.done():
+            finished.set_result(None)
+
+    def tick() -> None:
+        # send everything that is due by now, then sleep until the next scheduled send
+        now = perf()
+        i = state["next"]
+        while i < n and start + i * interval <= now:
+            if idle:
+                dispatch(idle.popleft(), i)
+            else:
+                state["waited"] += 1
+                due.append(i)
+            i += 1
+        state["next"] = i
+        if i < n:
+            loop.call_later(max(0.0, start + i * interval - perf()), tick)
+
+    conns = await _connect(args.url, args.max_inflight, on_answer, keep_body=False)
+    idle.extend(conns)
+    cpu0 = time.process_time()
+    start = perf() + 0.05
+    loop.call_later(0.05, tick)
+    timed_out = False
+    if n:
+        try:  # bounded: a server that stops answering ends the run
+            await asyncio.wait_for(finished, args.duration + args.grace)
+        except TimeoutError:
+            timed_out = True
+    elapsed = perf() - start
+    cpu = time.process_time() - cpu0
+    _close(conns)
     errors: dict[str, int] = {}
-    waited = 0
-
-    async def one(i: int, scheduled: float) -> None:
-        nonlocal waited
-        if pool.empty():
-            waited += 1  # all connections busy: the request queues here (counted from schedule)
-        reader, writer = await pool.get()
-        try:
-            t0 = time.perf_counter()
-            writer.write(reqs[i])
-            status, _ = await read_response(reader)
-            t1 = time.perf_counter()
-            from_schedule.append(t1 - scheduled)
-            from_send.append(t1 - t0)
-            if status != 200:
-                errors[str(status)] = errors.get(str(status), 0) + 1
-        finally:
-            pool.put_nowait((reader, writer))
-
-    tasks = []
-    start = time.perf_counter() + 0.05
-    for i in range(n):
-        scheduled = start + i / args.rate
-        delay = scheduled - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        tasks.append(asyncio.ensure_future(one(i, scheduled)))
-    await asyncio.gather(*tasks)
-    elapsed = time.perf_counter() - start
-    while not pool.empty():
-        _, w = pool.get_nowait()
-        w.close()
+    answered = statuses != 0
+    for s, c in zip(
+        *np.unique(statuses[answered & (statuses != 200)], return_counts=True), strict=True
+    ):
+        errors[str(int(s))] = int(c)
+    if timed_out:
+        errors["no_answer"] = int((~answered).sum())
+    from_schedule, from_send = from_schedule[answered], from_send[answered]
     return {
         "mode": "latency",
         "target_rate": args.rate,
-        "requests": len(from_send),
+        "requests": int(answered.sum()),
         "seconds": elapsed,
-        "achieved_rate": len(from_send) / elapsed,
+        "achieved_rate": int(answered.sum()) / elapsed if elapsed > 0 else 0.0,
         "errors": errors,
-        "requests_waiting_for_a_connection": waited,
+        "requests_waiting_for_a_connection": state["waited"],
         "latency_from_schedule": percentiles(from_schedule),
         "latency_from_send": percentiles(from_send),
+        "loadgen_cpu_s": cpu,
+        "loadgen_cpu_share": cpu / elapsed if elapsed > 0 else 0.0,
     }
 
 
@@ -222,6 +341,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--words", type=int, default=40)
     p.add_argument("--seed", type=int, default=random.randrange(1 << 30))
     p.add_argument("--token", default=None)
+    p.add_argument(
+        "--grace", type=float, default=120.0, help="seconds after --duration before giving up"
+    )
     args = p.parse_args(argv)
     if urlsplit(args.url).hostname not in ("127.0.0.1", "localhost", "::1"):
         print("loadgen only targets loopback addresses", file=sys.stderr)

@@ -435,3 +435,125 @@ def test_csv_fast_rows_equal_reference(tmp_path, monkeypatch, content, id_field)
             return c.ids, c.texts, c.skipped, c.errors, c.sources[0].rows
 
     assert state(False) == state(True)
+
+
+_JSON_VALUES = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(max_size=6),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_MUTATION_BYTES = [
+    *b'"\\{}[],:0-.eE+ \t\r\x0b\x0cunNI/',
+    0x00,
+    0x1F,
+    0x7F,
+    0x80,
+    0xBF,
+    0xC0,
+    0xC3,
+    0xE2,
+    0xED,
+    0xF0,
+    0xF4,
+    0xFF,
+]
+_SNIPPETS = [
+    b'"\\ud800"',
+    b'"\\udc00\\ud800"',
+    b'"\\ud83d\\ude00"',
+    b'"\\u00e9\\n\\t\\/\\b\\f\\r\\"\\\\"',
+    b'"\\x41"',
+    b'"\xed\xa0\x80"',
+    b'"\xc0\x80"',
+    b'"\xf4\x90\x80\x80"',
+    b'"\xe2\x82"',
+    b'"\xf0\x9f\x98\x80"',
+    b"NaN",
+    b"-Infinity",
+    b"-0",
+    b"01",
+    b"1.",
+    b".5",
+    b"1e5",
+    b"1E+2",
+    b"-",
+    b"tru",
+    b"nul",
+    b"[" * 70 + b"]" * 70,
+    b'"te\\u0078t"',
+]
+
+
+@st.composite
+def _mutated_line(draw):
+    if draw(st.booleans()):  # an odd value in an otherwise simple record
+        key = draw(st.sampled_from([b"id", b"x", b"text"]))
+        odd = draw(
+            st.one_of(
+                st.sampled_from([*_SNIPPETS, b"123456789012345678901234567890", b'""']),
+                st.from_regex(rb"\A-?[0-2]{0,2}(\.[0-9]?)?([eE][+-]?[0-9]?)?\Z"),
+                st.from_regex(rb'\A"([a-z]|\\[u"\\/bfnrtx]|\\u[0-9a-fA-F]{0,4}){0,4}"\Z'),
+            )
+        )
+        text = json.dumps(draw(st.text(max_size=4))).encode()
+        return b'{"text": ' + text + b', "' + key + b'": ' + odd + b"}"
+    obj = draw(st.dictionaries(st.sampled_from(["text", "id", "x", "tëxt"]), _JSON_VALUES))
+    if draw(st.booleans()):
+        obj["text"] = draw(st.text(max_size=8))
+    line = bytearray(json.dumps(obj, ensure_ascii=draw(st.booleans())).encode("utf-8"))
+    for _ in range(draw(st.integers(0, 2))):
+        op = draw(st.sampled_from(["replace", "insert", "delete", "snippet"]))
+        at = draw(st.integers(0, len(line)))
+        hot = line.find(b'"text": "') + 9  # half the mutations land in the text value
+        if hot >= 9 and draw(st.booleans()):
+            at = min(len(line), hot + draw(st.integers(0, 4)))
+        if op == "snippet":
+            line[at:at] = draw(st.sampled_from(_SNIPPETS))
+        elif op == "delete" and at < len(line):
+            del line[at]
+        elif op == "replace" and at < len(line):
+            line[at] = draw(st.sampled_from(_MUTATION_BYTES))
+        else:
+            line.insert(at, draw(st.sampled_from(_MUTATION_BYTES)))
+    return bytes(line).replace(b"\n", b" ")
+
+
+@settings(
+    max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lines=st.lists(_mutated_line(), min_size=1, max_size=4), id_field=st.sampled_from([None, "id"])
+)
+def test_scanner_equals_reference_on_mutated_json(tmp_path, monkeypatch, lines, id_field):
+    """Valid JSON lines with 0-2 byte mutations / odd snippets: the numba scanner's simple
+    lines and everything it hands on must give exactly the reference's records and errors."""
+    p = tmp_path / "m.jsonl"
+    p.write_bytes(b"\n".join(lines) + b"\n")
+
+    def state(reference):
+        with monkeypatch.context() as m:
+            if reference:
+                m.setenv("NEARDUP_IO_REFERENCE", "1")
+            else:
+                m.delenv("NEARDUP_IO_REFERENCE", raising=False)
+            out = []
+            for on_error in ("fail", "skip"):
+                try:
+                    c = read_corpus([str(p)], on_error=on_error, id_field=id_field)
+                except Exception as exc:
+                    out.append((type(exc).__name__, str(exc)))
+                    continue
+                s = c.sources[0]
+                out.append((c.ids, c.texts, c.skipped, c.errors, s.lines.tolist(),
+                            s.starts.tolist(), s.ends.tolist()))  # fmt: skip
+            return out
+
+    assert state(False) == state(True)

@@ -456,6 +456,8 @@ def stage_verify(
 
     Returns (ok bool (m,), score float64 (m,)).
     """
+    from .pipeline.tokens import encode_texts
+
     if a.size == 0:
         return np.zeros(0, bool), np.zeros(0, np.float64)
     enc = TokenEncoder()
@@ -464,7 +466,7 @@ def stage_verify(
     pos[b] = 0
     docs = np.flatnonzero(pos == 0)
     pos[docs] = np.arange(docs.size)
-    encoded = [enc.encode(verifier.tokens(texts[i])) for i in docs.tolist()]
+    encoded = encode_texts(verifier, [texts[i] for i in docs.tolist()], enc)
     ok, score = verifier.compare_indexed(encoded, pos[a], pos[b], workers=workers, prune=True)
     if verifier.config()["trust_distance"] >= 0:
         la = np.fromiter((len(texts[i]) for i in a.tolist()), np.int64, a.size)

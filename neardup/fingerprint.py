@@ -631,7 +631,13 @@ def content_hash_many(
         parts = []
         for t in texts:
             if t.isascii():  # ASCII: normalize() is lower() + whitespace collapse
-                parts.append(digest(" ".join(t.lower().split()).encode("ascii")))
+                lo = t.lower()
+                # the collapse is the identity when the only whitespace is single inner spaces
+                # (every other ASCII whitespace character is a control, not printable)
+                if lo.isprintable() and "  " not in lo and lo[:1] != " " and lo[-1:] != " ":
+                    parts.append(digest(lo.encode("ascii")))
+                else:
+                    parts.append(digest(" ".join(lo.split()).encode("ascii")))
             else:
                 parts.append(_digest_one(" ".join(casefold_nfkc(t).split())))
     else:

@@ -77,6 +77,21 @@ class Match:
         return {"id": self.id, "distance": self.distance, "score": self.score}
 
 
+_object_new = object.__new__
+
+
+def _new_decision(
+    id: str, duplicate: bool, added: bool, matches: tuple[Match, ...], fingerprint: int
+) -> Decision:
+    """``Decision(...)`` without the frozen dataclass's per-field ``object.__setattr__`` (the
+    writer makes one per document); the result is an ordinary, equal :class:`Decision`."""
+    d = _object_new(Decision)
+    d.__dict__.update(
+        id=id, duplicate=duplicate, added=added, matches=matches, fingerprint=fingerprint
+    )
+    return d
+
+
 @dataclass(frozen=True)
 class Decision:
     """Outcome for one document: whether it duplicates a stored one, and whether it was added."""
@@ -791,13 +806,13 @@ class Deduplicator:
 
     def _apply_group(self, group: list[_Op]) -> None:
         try:
-            results, records = self._decide(group)
+            results, records, arrays = self._decide(group)
         except Exception as exc:
             for op in group:
                 op.future.set_exception(exc)
             return
         try:
-            self.store.commit(records)
+            self.store.commit(records, arrays)
         except StorageError as exc:
             self._counters["storage_errors"] += 1
             reads = [op for op in group if op.kind == "check"]
@@ -807,36 +822,62 @@ class Deduplicator:
             if reads:  # answer reads as if the failed writes never happened
                 self._apply_group(reads)
             return
-        with self._cv:
-            self._counters["groups"] += 1
-            self._counters["group_docs"] += sum(o.n for o in group)
+        n_docs = 0
+        adds = dups = checks = 0
         for op, res in zip(group, results, strict=True):
             if isinstance(res, BaseException):
                 op.future.set_exception(res)
-            else:
-                op.future.set_result(res)
+                continue
+            if op.docs is not None:
+                n_docs += len(res)
+                d_dup = sum(d.duplicate for d in res)
+                dups += d_dup
+                if op.kind == "check":
+                    checks += len(res)
+                else:
+                    adds += sum(d.added for d in res)
+            op.future.set_result(res)
+        with self._cv:
+            c = self._counters
+            c["groups"] += 1
+            c["group_docs"] += sum(o.n for o in group)
+            c["checks"] += checks
+            c["adds"] += adds
+            c["duplicates"] += dups
 
-    def _decide(self, group: list[_Op]) -> tuple[list[Any], list[AddRecord | DeleteRecord]]:
+    def _decide(
+        self, group: list[_Op]
+    ) -> tuple[
+        list[Any],
+        list[AddRecord | DeleteRecord],
+        tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64], npt.NDArray[np.float64]],
+    ]:
+        """Decide a group in arrival order; returns (results per op, log records, the added
+        rows as (fingerprints, row ids, times) arrays). Row ids are allocated here."""
         doc_ops = [op for op in group if op.docs is not None]
         # everything a group needs from the index and metadata, fetched in bulk
         if doc_ops:
-            fps = np.concatenate([op.docs.fps for op in doc_ops])  # type: ignore[union-attr]
+            fps = (
+                doc_ops[0].docs.fps  # type: ignore[union-attr]
+                if len(doc_ops) == 1
+                else np.concatenate([op.docs.fps for op in doc_ops])  # type: ignore[union-attr]
+            )
             ids = [i for op in doc_ops for i in op.docs.ids]  # type: ignore[union-attr]
         else:
             fps = np.zeros((0,) if self.bits == 64 else (0, 2), np.uint64)
             ids = []
         flat_texts = [t for op in doc_ops for t in op.docs.texts]  # type: ignore[union-attr]
         if self.verifier is None or self.radius == self.max_distance:  # one limit for all
-            limits = np.full(len(flat_texts), self.max_distance, dtype=np.int64)
+            lims, hit_rids, hit_d = self.store.search(fps, self.max_distance)
         else:
             limits = np.array([self._limit(t) for t in flat_texts], dtype=np.int64)
-        lims, hit_rids, hit_d = self._search_by_limit(fps, limits)
+            lims, hit_rids, hit_d = self._search_by_limit(fps, limits)
         del_ids = [op.arg for op in group if op.kind == "delete"]
         existing = self.store.lookup_ids(ids + del_ids)
         need_text = self.verifier is not None
-        rows = self.store.fetch(
-            list(set(hit_rids.tolist()) | set(existing.values())), with_text=need_text
-        )
+        want = set(hit_rids.tolist())
+        want.update(existing.values())
+        rows = self.store.fetch(want, with_text=need_text) if want else {}
         earlier = self._intra_pairs(fps)  # i -> [(j, distance)] for j < i within the radius
         cutoff = None if self.retention is None else self.clock() - self.retention
 
@@ -845,12 +886,19 @@ class Deduplicator:
         # group state: id -> (rowid, global position or None for stored rows)
         id_state: dict[str, tuple[int, int | None] | None] = {}
         deleted_rowids: set[int] = set()
-        added_mask = np.zeros(len(fps), dtype=bool)  # documents added earlier in this group
+        added_mask = bytearray(len(fps))  # documents added earlier in this group
+        # documents that need the full rules: index hits or near pairs inside the group
         has_hits = (np.diff(lims) > 0).tolist()
+        slow = list(has_hits)
+        for i in earlier:
+            slow[i] = True
         flat_chash = [h for op in doc_ops for h in op.docs.chash]  # type: ignore[union-attr]
         flat_empty = (
             np.concatenate([op.docs.empty for op in doc_ops]) if doc_ops else np.zeros(0, bool)
         )  # type: ignore[union-attr]
+        store_text = self.store_text
+        next_rid = self.store.next_rowid
+        add_pos: list[int] = []  # global positions of added documents, in row id order
 
         def current(id_: str) -> tuple[int, int | None] | None:
             if id_ in id_state:
@@ -865,6 +913,7 @@ class Deduplicator:
         else:
             words = [(int(a), int(b)) for a, b in fps.tolist()]
             fp_ints = [(a << 64) | b for a, b in words]
+        new_decision = _new_decision
         g = 0
         for op in group:
             if op.kind == "delete":
@@ -876,7 +925,7 @@ class Deduplicator:
                 deleted_rowids.add(cur[0])
                 id_state[op.arg] = None
                 if cur[1] is not None:
-                    added_mask[cur[1]] = False
+                    added_mask[cur[1]] = 0
                 results.append(None)
                 continue
             docs = op.docs
@@ -884,11 +933,37 @@ class Deduplicator:
             out: list[Decision] = []
             d_times = docs.times.tolist()
             d_empty = docs.empty.tolist()
-            for k in range(len(docs.ids)):
+            d_ids, d_texts, d_meta, d_chash = docs.ids, docs.texts, docs.metadata, docs.chash
+            adding = op.kind != "check"  # add, or check_and_add when no duplicate
+            force = op.kind == "add"
+            for k in range(len(d_ids)):
                 i = g + k
-                id_ = docs.ids[k]
+                id_ = d_ids[k]
+                if not slow[i] and id_ not in existing and id_ not in id_state:
+                    # no candidate anywhere and a new id: not a duplicate
+                    if adding:
+                        w0, w1 = words[i]
+                        records.append(
+                            AddRecord(
+                                next_rid,
+                                d_times[k],
+                                w0,
+                                w1,
+                                d_chash[k],
+                                _EMPTY_FLAG if d_empty[k] else 0,
+                                id_,
+                                d_texts[k] if store_text else None,
+                                d_meta[k],
+                            )
+                        )
+                        id_state[id_] = (next_rid, i)
+                        added_mask[i] = 1
+                        add_pos.append(i)
+                        next_rid += 1
+                    out.append(new_decision(id_, False, adding, (), fp_ints[i]))
+                    continue
                 if not (
-                    has_hits[i] or (i in earlier and added_mask[[j for j, _ in earlier[i]]].any())
+                    has_hits[i] or (i in earlier and any(added_mask[j] for j, _ in earlier[i]))
                 ):
                     matches: list[Match] = []
                 else:
@@ -919,38 +994,46 @@ class Deduplicator:
                         matches = [Match(id_, d, 1.0 if same else None), *matches][
                             : self.max_matches
                         ]
-                    out.append(Decision(id_, True, False, tuple(matches), fp_ints[i]))
+                    out.append(new_decision(id_, True, False, tuple(matches), fp_ints[i]))
                     continue
                 dup = bool(matches)
-                add = op.kind == "add" or (op.kind == "check_and_add" and not dup)
+                add = force or (adding and not dup)
                 if add:
-                    rid = self.store.allocate(1)
                     w0, w1 = words[i]
                     records.append(
                         AddRecord(
-                            rid,
+                            next_rid,
                             d_times[k],
                             w0,
                             w1,
-                            docs.chash[k],
+                            d_chash[k],
                             _EMPTY_FLAG if d_empty[k] else 0,
                             id_,
-                            docs.texts[k] if self.store_text else None,
-                            docs.metadata[k],
+                            d_texts[k] if store_text else None,
+                            d_meta[k],
                         )
                     )
-                    id_state[id_] = (rid, i)
-                    added_mask[i] = True
-                out.append(Decision(id_, dup, add, tuple(matches), fp_ints[i]))
-            with self._cv:
-                if op.kind == "check":
-                    self._counters["checks"] += len(out)
-                else:
-                    self._counters["adds"] += sum(d.added for d in out)
-                self._counters["duplicates"] += sum(d.duplicate for d in out)
+                    id_state[id_] = (next_rid, i)
+                    added_mask[i] = 1
+                    add_pos.append(i)
+                    next_rid += 1
+                out.append(new_decision(id_, dup, add, tuple(matches), fp_ints[i]))
             results.append(out)
-            g += len(docs.ids)
-        return results, records
+            g += len(d_ids)
+        n_add = len(add_pos)
+        start = self.store.allocate(n_add)
+        rids = np.arange(start, start + n_add, dtype=np.int64)
+        if n_add:
+            pos = np.asarray(add_pos, dtype=np.int64)
+            times = (
+                doc_ops[0].docs.times  # type: ignore[union-attr]
+                if len(doc_ops) == 1
+                else np.concatenate([op.docs.times for op in doc_ops])  # type: ignore[union-attr]
+            )
+            arrays = (fps[pos], rids, times[pos])
+        else:
+            arrays = (fps[:0], rids, np.zeros(0, np.float64))
+        return results, records, arrays
 
     def _warm_up(self) -> None:
         """Load the compiled kernels the first group would otherwise wait for (all_pairs, the

@@ -8,6 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from neardup.errors import (
     ConfigError,
@@ -288,3 +290,141 @@ def test_config_validation():
         Deduplicator(retention="soon")
     with pytest.raises(ConfigError, match="fingerprinter"):
         Deduplicator(fingerprinter=42)
+
+
+# ------------------------------------------------------------------ model-based agreement
+class _IntFingerprinter:
+    """Fingerprint = the integer before the first space of the text (tests pick neighbours)."""
+
+    bits = 64
+
+    def config(self):
+        return {"kind": "tests.IntFingerprinter", "bits": 64}
+
+    def fingerprint_batch(self, texts, workers=1):
+        from types import SimpleNamespace
+
+        fps = np.array([int(t.split(" ", 1)[0]) for t in texts], dtype=np.uint64)
+        return SimpleNamespace(fingerprints=fps, empty=np.zeros(len(texts), bool))
+
+
+class _Model:
+    """Sequential reference of the distance rule (verify=False): the writer must decide every
+    operation exactly as if it were applied alone, in submission order."""
+
+    def __init__(self, max_distance: int, max_matches: int) -> None:
+        self.k, self.m = max_distance, max_matches
+        self.docs: dict[str, tuple[int, str, int]] = {}  # id -> (fp, text, insertion seq)
+        self.seq = 0
+
+    def decide(self, kind: str, docs: list[dict]) -> list[tuple]:
+        out = []
+        for doc in docs:
+            fp = int(doc["text"].split(" ", 1)[0])
+            cands = []
+            for cid, (cfp, ctext, seq) in self.docs.items():
+                d = (fp ^ cfp).bit_count()
+                if d <= self.k:
+                    same = ctext.casefold() == doc["text"].casefold()
+                    cands.append((d, seq, cid, 1.0 if same else None))
+            cands.sort()
+            matches = [(cid, d, sc) for d, _, cid, sc in cands[: self.m]]
+            if doc["id"] in self.docs:
+                cfp, ctext, _ = self.docs[doc["id"]]
+                if not any(mid == doc["id"] for mid, _, _ in matches):
+                    same = ctext.casefold() == doc["text"].casefold()
+                    matches = [(doc["id"], (fp ^ cfp).bit_count(), 1.0 if same else None)]
+                    matches = (matches + [(c, d, s) for c, d, s in cands_ids(cands)])[: self.m]
+                out.append((doc["id"], True, False, matches))
+                continue
+            dup = bool(matches)
+            add = kind == "add" or (kind == "check_and_add" and not dup)
+            if add:
+                self.docs[doc["id"]] = (fp, doc["text"], self.seq)
+                self.seq += 1
+            out.append((doc["id"], dup, add, matches))
+        return out
+
+    def delete(self, doc_id: str) -> bool:
+        return self.docs.pop(doc_id, None) is not None
+
+
+def cands_ids(cands):
+    return [(cid, d, sc) for d, _, cid, sc in cands]
+
+
+_BASES = [0, 0xFFFF, 0xF0F0F0F0F0F0F0F0, 2**63 + 12345]
+_ops = st.lists(
+    st.tuples(
+        st.sampled_from(["check", "add", "check_and_add", "check_and_add", "delete"]),
+        st.lists(
+            st.tuples(
+                st.integers(0, 11),  # id
+                st.integers(0, len(_BASES) - 1),  # base fingerprint
+                st.sets(st.integers(0, 63), max_size=5),  # flipped bits
+                st.sampled_from(["a", "A", "b"]),  # text variant (a/A: same content hash)
+            ),
+            min_size=1,
+            max_size=6,
+            unique_by=lambda x: x[0],
+        ),
+    ),
+    min_size=1,
+    max_size=14,
+)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=_ops, durable=st.booleans(), concurrent=st.booleans())
+def test_writer_agrees_with_sequential_model(tmp_path_factory, ops, durable, concurrent):
+    """Fast path (no candidate, new id) and full rules, grouped or not, durable (pending
+    overlay before SQLite) or in memory: every decision equals the sequential model's."""
+    path = tmp_path_factory.mktemp("model") if durable else None
+    model = _Model(max_distance=3, max_matches=3)
+    d = Deduplicator(
+        path, verify=False, fingerprinter=_IntFingerprinter(), max_matches=3, max_distance=3
+    )
+    try:
+        requests = []
+        for kind, items in ops:
+            docs = []
+            for doc_id, base, flips, variant in items:
+                fp = _BASES[base]
+                for b in flips:
+                    fp ^= 1 << b
+                docs.append({"id": f"d{doc_id}", "text": f"{fp} {variant}"})
+            requests.append((kind, docs))
+        pending: list[tuple[list[dict], str, object]] = []
+
+        def settle() -> None:  # compare the queued operations, in submission order
+            for docs, kind, fut in pending:
+                got = fut.result()
+                want = model.decide(kind, docs)
+                assert [
+                    (x.id, x.duplicate, x.added, [(m.id, m.distance, m.score) for m in x.matches])
+                    for x in got
+                ] == want
+            pending.clear()
+
+        for kind, docs in requests:
+            if kind == "delete":
+                settle()
+                for doc in docs:
+                    if model.delete(doc["id"]):
+                        d.delete(doc["id"])
+                    else:
+                        with pytest.raises(NotFoundError):
+                            d.delete(doc["id"])
+                continue
+            # queued together (concurrent): the writer may decide them as one group
+            pending.append((docs, kind, d.submit(kind, docs)[0]))
+            if not concurrent:
+                settle()
+        settle()
+        for doc_id in [f"d{i}" for i in range(12)]:
+            assert (doc_id in d) == (doc_id in model.docs)
+        assert len(d) == len(model.docs)
+    finally:
+        d.close()

@@ -17,6 +17,8 @@ from neardup.store.wal import (
     decode_payload,
     encode_add,
     encode_delete,
+    frame,
+    frame_records,
     read_wal,
 )
 
@@ -165,3 +167,12 @@ def test_failed_append_rolls_back(tmp_path, monkeypatch):
     w.commit([encode_delete(DeleteRecord(3, "c"))])
     w.close()
     assert [r.rowid for r in read_wal(p).records] == [1, 3]
+
+
+@given(recs=records)
+def test_frame_records_equals_frame_of_each_payload(recs):
+    """The writer's inlined group encoder is byte-identical to framing each payload."""
+    want = b"".join(
+        frame(encode_add(r) if isinstance(r, AddRecord) else encode_delete(r)) for r in recs
+    )
+    assert frame_records(recs) == want

@@ -59,7 +59,7 @@ from .memindex import (
 )
 from .meta import MetaDB, Row
 from .segment import Segment, open_segment, write_segment
-from .wal import AddRecord, DeleteRecord, WalWriter, encode_add, encode_delete, fsync_dir, read_wal
+from .wal import AddRecord, DeleteRecord, WalWriter, frame_records, fsync_dir, read_wal
 
 __all__ = ["Store"]
 
@@ -560,33 +560,44 @@ class Store:
         self.next_rowid += n
         return start
 
-    def commit(self, records: Sequence[AddRecord | DeleteRecord]) -> None:
-        """Durably apply records in order; :class:`StorageError` means nothing was applied."""
+    def commit(
+        self,
+        records: Sequence[AddRecord | DeleteRecord],
+        arrays: tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64], npt.NDArray[np.float64]]
+        | None = None,
+    ) -> None:
+        """Durably apply records in order; :class:`StorageError` means nothing was applied.
+
+        ``arrays``: the ``ADD`` records' (fingerprints, row ids, times) in record order, when
+        the caller has them as arrays already (else they are gathered from the records).
+        """
         if not records:
             return
         if self.wal is not None and self.applier is not None:
             applier = self.applier
             if applier.lag > MAX_PENDING_RECORDS:  # back-pressure: SQLite fell behind
                 applier.wait_below(MAX_PENDING_RECORDS // 2)
-            payloads = [
-                encode_add(r) if isinstance(r, AddRecord) else encode_delete(r) for r in records
-            ]
-            end = self.wal.commit(payloads)
             recs = list(records)
+            end = self.wal.append(frame_records(recs))
             self.pending.add(recs)
             applier.submit(self.wal.generation, end, recs)
         else:  # in memory: nothing to recover from, apply now
             self.meta.apply(records)
-        adds = [r for r in records if isinstance(r, AddRecord)]
         deleted = 0
         for r in records:
-            if isinstance(r, DeleteRecord):
+            if type(r) is DeleteRecord:
                 self.memtable_deleted.add(r.rowid)
                 deleted += 1
-        if adds:
-            self.memtable.add(*self._arrays(adds))
+        if arrays is None:
+            adds = [r for r in records if type(r) is AddRecord]
+            if adds:
+                self.memtable.add(*self._arrays(adds))
+            n_add = len(adds)
+        else:
+            n_add = len(arrays[1])
+            self.memtable.add(*arrays)
         with self._count_lock:
-            self.documents += len(adds) - deleted
+            self.documents += n_add - deleted
 
     def maybe_flush(self, cutoff: float | None = None) -> None:
         """Install a finished background flush; start one when the memtable is full."""

@@ -24,7 +24,7 @@ from ..verify import _SOCIAL, _SOCIAL_MARKERS, TokenEncoder, Verifier
 __all__ = ["encode_texts", "encode_texts_reference"]
 
 #: text bytes per numba run (bounds the temporary token arrays)
-RUN_BYTES = 8 << 20
+RUN_BYTES = 64 << 20
 
 
 def encode_texts_reference(
@@ -48,16 +48,27 @@ def _count_tokens(buf: np.ndarray) -> int:  # pragma: no cover - numba
 
 
 @numba.njit(cache=True)
+def _fnv(buf: np.ndarray, s: int, length: int) -> np.uint64:  # pragma: no cover - numba
+    h = np.uint64(14695981039346656037)
+    for q in range(s, s + length):
+        h = (h ^ np.uint64(buf[q])) * np.uint64(1099511628211)
+    return h
+
+
+@numba.njit(cache=True)
 def _ascii_token_ids(
-    buf: np.ndarray, doc_end: np.ndarray, ntok: int, cap: int
+    buf: np.ndarray, doc_end: np.ndarray, ntok: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - numba
-    mask = np.uint64(cap - 1)
+    # tokens = runs of [a-z0-9]; each gets the number of its first appearance. Open addressing
+    # keyed by the token bytes (a slot hit is confirmed byte by byte); the table and the
+    # distinct-token arrays double as they fill.
+    cap = 1 << 16
     slots = np.full(cap, -1, np.int32)
+    ucap = 1 << 15
+    ustart = np.empty(ucap, np.int64)
+    ulen = np.empty(ucap, np.int64)
     tok_ids = np.empty(ntok, np.int32)
-    ustart = np.empty(ntok, np.int64)
-    ulen = np.empty(ntok, np.int64)
     doc_tok_end = np.empty(doc_end.shape[0], np.int64)
-    prime = np.uint64(1099511628211)
     nu = 0
     t = 0
     i = 0
@@ -69,23 +80,39 @@ def _ascii_token_ids(
                 i += 1
                 continue
             s = i
-            h = np.uint64(14695981039346656037)
             while i < end:
                 x = buf[i]
                 if not ((x >= 97 and x <= 122) or (x >= 48 and x <= 57)):
                     break
-                h = (h ^ np.uint64(x)) * prime
                 i += 1
             length = i - s
-            slot = h & mask
+            mask = np.uint64(cap - 1)
+            slot = _fnv(buf, s, length) & mask
             while True:
                 u = slots[slot]
                 if u < 0:
+                    if nu == ucap:
+                        ucap *= 2
+                        ns = np.empty(ucap, np.int64)
+                        nl = np.empty(ucap, np.int64)
+                        ns[:nu] = ustart[:nu]
+                        nl[:nu] = ulen[:nu]
+                        ustart = ns
+                        ulen = nl
                     slots[slot] = nu
                     ustart[nu] = s
                     ulen[nu] = length
                     tok_ids[t] = nu
                     nu += 1
+                    if 2 * nu > cap:  # rehash into a table twice the size
+                        cap *= 2
+                        mask = np.uint64(cap - 1)
+                        slots = np.full(cap, -1, np.int32)
+                        for v in range(nu):
+                            q = _fnv(buf, ustart[v], ulen[v]) & mask
+                            while slots[q] >= 0:
+                                q = (q + np.uint64(1)) & mask
+                            slots[q] = v
                     break
                 if ulen[u] == length:
                     us = ustart[u]
@@ -119,9 +146,7 @@ def _encode_ascii_run(
     buf = np.frombuffer(data, np.uint8)
     lens = np.fromiter((len(t) + 1 for t in lowered), np.int64, len(lowered))
     doc_end = np.cumsum(lens) - 1
-    ntok = int(_count_tokens(buf))
-    cap = 1 << max(4, (2 * ntok + 1).bit_length())
-    tok_ids, doc_tok_end, ustart, ulen = _ascii_token_ids(buf, doc_end, ntok, cap)
+    tok_ids, doc_tok_end, ustart, ulen = _ascii_token_ids(buf, doc_end, int(_count_tokens(buf)))
     vocab = encoder._vocab
     if len(vocab) + ustart.size + 1 >= encoder._LIMIT:
         return None

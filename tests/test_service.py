@@ -23,6 +23,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from neardup.errors import StorageError  # noqa: E402
+from neardup.online import Decision, Match  # noqa: E402
 from neardup.service.app import create_app  # noqa: E402
 from neardup.service.config import ServiceConfig, parse_size  # noqa: E402
 from neardup.service.metrics import Metrics  # noqa: E402
@@ -525,3 +526,129 @@ def test_failed_fsync_is_503_and_acknowledges_nothing(
         assert c.get("/v1/docs/ok").json()["id"] == "ok"
         err(c.get("/v1/docs/lost"), 404)  # the refused write is not visible
         assert c.get("/healthz").status_code == 200
+
+
+# ---------------------------------------------------------------------------------------------
+# the document hot path: answers encoded like the reference, requests merged per loop
+# iteration, per-stage metrics
+
+
+decisions_st = st.lists(
+    st.builds(
+        lambda i, dup, added, fp, ms: Decision(i, dup, added, tuple(ms), fp),
+        st.text(min_size=1, max_size=8),
+        st.booleans(),
+        st.booleans(),
+        st.integers(0, 2**128 - 1),
+        st.lists(
+            st.builds(
+                Match,
+                st.text(min_size=1, max_size=8),
+                st.integers(0, 128),
+                st.none() | st.floats(0, 1),
+            ),
+            max_size=3,
+        ),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=200)
+@given(decisions_st, st.booleans())
+def test_encode_decisions_equals_the_to_dict_reference(decisions: list[Any], batch: bool) -> None:
+    from neardup.service.schema import dumps, encode_decisions
+
+    got = encode_decisions(decisions, batch)
+    ref = {"results": [d.to_dict() for d in decisions]} if batch else decisions[0].to_dict()
+    assert json.loads(got) == json.loads(dumps(ref))
+
+
+def test_document_route_matching() -> None:
+    from neardup.service.documents import DocumentRoutes
+
+    m = DocumentRoutes.match
+    assert m("/v1/check-and-insert") == ("/v1/check-and-insert", "default", "check-and-insert")
+    assert m("/v1/ns/a.b/insert") == ("/v1/ns/{namespace}/insert", "a.b", "insert")
+    for path in ("/v1/ns//check", "/v1/docs/check", "/v1/check/", "/v2/check", "/v1/ns/a/get"):
+        assert m(path) is None, path
+
+
+class _FakeFuture:
+    """A concurrent future resolved at once with one decision per document (its id)."""
+
+    def __init__(self, docs: list[dict[str, Any]], fail: BaseException | None = None) -> None:
+        self.docs, self.fail = docs, fail
+
+    def add_done_callback(self, fn: Any) -> None:
+        fn(self)
+
+    def exception(self) -> BaseException | None:
+        return self.fail
+
+    def result(self) -> list[str]:
+        return [d["id"] for d in self.docs]
+
+
+def test_batcher_merges_requests_of_one_loop_iteration() -> None:
+    import asyncio
+
+    from neardup.errors import InputError
+    from neardup.service.documents import _Batcher
+
+    calls: list[list[str]] = []
+
+    def submit(method: str, docs: list[dict[str, Any]]) -> tuple[Any, bool]:
+        ids = [d["id"] for d in docs]
+        calls.append(ids)
+        if len(set(ids)) < len(ids):
+            raise InputError("ids in one batch must be unique")
+        if "bad" in ids:
+            raise InputError("bad document")
+        return _FakeFuture(docs), False
+
+    async def run(groups: list[list[str]]) -> list[Any]:
+        b = _Batcher()
+        store = object()
+        waiters = [b.submit(store, submit, "add", [{"id": i} for i in g]) for g in groups]
+        return await asyncio.gather(*waiters, return_exceptions=True)
+
+    # one submit for three requests; each gets its own slice, in order
+    out = asyncio.run(run([["a"], ["b", "c"], ["d"]]))
+    assert calls == [["a", "b", "c", "d"]]
+    assert [o[0] for o in out] == [["a"], ["b", "c"], ["d"]]
+    # an id repeated across requests: merged batch refused, then one by one
+    calls.clear()
+    out = asyncio.run(run([["a"], ["a"]]))
+    assert calls == [["a", "a"], ["a"], ["a"]] and [o[0] for o in out] == [["a"], ["a"]]
+    # one request the store refuses fails alone
+    calls.clear()
+    out = asyncio.run(run([["x"], ["bad"], ["y"]]))
+    assert isinstance(out[1], InputError) and out[0][0] == ["x"] and out[2][0] == ["y"]
+
+
+def test_concurrent_single_requests_keep_one_per_pair(tmp_path: Path) -> None:
+    """Concurrent single documents (merged per loop iteration): exactly one of each pair of
+    identical texts is added, and re-sent ids are idempotent."""
+    import concurrent.futures
+
+    rng = random.Random(7)
+    texts = [words(rng) for _ in range(30)]
+    docs = [{"id": f"p{i}-{k}", "text": texts[i]} for i in range(30) for k in range(2)]
+    docs += [{"id": f"p{i}-0", "text": texts[i]} for i in range(0, 30, 3)]  # re-sent ids
+    rng.shuffle(docs)
+    config = ServiceConfig(data_dir=tmp_path)
+    with serve_in_thread(create_app(config)) as url, httpx.Client(base_url=url) as c:
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            answers = list(pool.map(lambda d: c.post("/v1/check-and-insert", json=d), docs))
+        assert all(r.status_code == 200 for r in answers)
+        added = {r.json()["id"] for r in answers if r.json()["added"]}
+        for i in range(30):
+            assert len(added & {f"p{i}-0", f"p{i}-1"}) == 1, i
+        assert c.get("/healthz").json()["documents"] == 30
+        metrics = c.get("/metrics").text
+    for stage in ("read", "parse", "prepare", "writer", "resume", "respond"):
+        line = f'neardup_request_stage_seconds_count{{stage="{stage}"}} {len(docs)}'
+        assert line in metrics, stage
+    assert "neardup_event_loop_lag_seconds_count" in metrics

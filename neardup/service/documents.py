@@ -70,31 +70,102 @@ def _submitter(store: Any, method: str) -> Any:
     return getattr(store, "submit", None)
 
 
-def _resolve(src: Future[Any], dst: asyncio.Future[Any], resolved_at: float) -> None:
-    """On the loop: copy the writer's outcome into ``dst`` as ``(result, resolved_at)``."""
-    if dst.cancelled():
-        return
-    exc = src.exception()
-    if exc is not None:
-        dst.set_exception(exc)
-    else:
-        dst.set_result((src.result(), resolved_at))
+class _Batcher:
+    """Submit small requests that arrive in the same event-loop iteration as one batch.
+
+    Requests for the same store and operation whose handlers run before the loop's next
+    iteration (typically several single documents read from different connections in one
+    wake-up, which is what happens whenever the server falls behind) are validated,
+    fingerprinted and queued for the writer as *one* batch: one ``Deduplicator.submit`` call
+    (one fingerprint / content-hash call, one future, one wake-up of the loop) instead of one
+    per request. The writer decides a batch in order, exactly as it decides consecutive
+    requests in one group, so the answers are the same; each request gets its own slice of
+    the decisions. If the merged batch is refused (e.g. two requests carry the same id, which
+    one batch may not), every request is submitted on its own and gets its own answer.
+    """
+
+    def __init__(self) -> None:
+        # (store id, method) -> (submit, [(docs, future)])
+        self._pending: dict[tuple[int, str], tuple[Any, list[tuple[list[Any], Any]]]] = {}
+        self._scheduled = False
+
+    def submit(self, store: Any, submit: Any, method: str, docs: list[Any]) -> asyncio.Future[Any]:
+        """Queue ``docs``; the future resolves to ``(decisions, t_prepared, t_decided)``."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        key = (id(store), method)
+        entry = self._pending.get(key)
+        if entry is None:
+            entry = self._pending[key] = (submit, [])
+        entry[1].append((docs, fut))
+        if not self._scheduled:
+            self._scheduled = True
+            loop.call_soon(self._flush, loop)
+        return fut
+
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._scheduled = False
+        pending, self._pending = self._pending, {}
+        for (_, method), (submit, items) in pending.items():
+            if len(items) > 1:
+                merged = [d for docs, _ in items for d in docs]
+                try:
+                    future, _single = submit(method, merged)
+                except Exception:  # e.g. an id repeated across requests: one by one
+                    pass
+                else:
+                    _when_done(future, loop, _split, items, time.perf_counter())
+                    continue
+            for docs, fut in items:
+                try:
+                    future, _single = submit(method, docs)
+                except Exception as exc:
+                    fut.set_exception(exc)
+                else:
+                    _when_done(future, loop, _split, [(docs, fut)], time.perf_counter())
 
 
-def _on_loop(future: Future[Any], loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any]:
-    """An asyncio future for the writer's ``future`` that also carries the time (perf_counter)
-    at which the writer resolved it: :func:`asyncio.wrap_future` plus that timestamp."""
-    dst: asyncio.Future[Any] = loop.create_future()
+def _when_done(future: Future[Any], loop: asyncio.AbstractEventLoop, fn: Any, *args: Any) -> None:
+    """Call ``fn(future, *args, t_done)`` on the loop once the writer resolves ``future``
+    (``t_done``: perf_counter in the writer thread at that moment)."""
     perf = time.perf_counter
 
     def done(src: Future[Any]) -> None:  # runs in the writer thread
         t = perf()
         # a closed loop (shutdown) has nobody waiting any more
         with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(_resolve, src, dst, t)
+            loop.call_soon_threadsafe(fn, src, *args, t)
 
     future.add_done_callback(done)
-    return dst
+
+
+def _split(
+    src: Future[Any], items: list[tuple[list[Any], Any]], t_prep: float, t_done: float
+) -> None:
+    """On the loop: give each request its slice of the writer's decisions (or its error)."""
+    exc = src.exception()
+    decisions = None if exc is not None else src.result()
+    pos = 0
+    for docs, fut in items:
+        if fut.cancelled():
+            pos += len(docs)
+            continue
+        if decisions is None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result((decisions[pos : pos + len(docs)], t_prep, t_done))
+        pos += len(docs)
+
+
+def _resolve(src: Future[Any], dst: asyncio.Future[Any], t_prep: float, t_done: float) -> None:
+    """On the loop: copy the writer's outcome into ``dst``."""
+    if dst.cancelled():
+        return
+    exc = src.exception()
+    if exc is not None:
+        dst.set_exception(exc)
+    else:
+        dst.set_result((src.result(), t_prep, t_done))
 
 
 class DocumentRoutes:
@@ -128,6 +199,7 @@ class DocumentRoutes:
         self.token = token
         self.max_batch = int(max_batch)
         self.limit = BodyLimit(max_body_bytes)
+        self.batcher = _Batcher()
 
     # -- routing -------------------------------------------------------------------------------
     @staticmethod
@@ -232,16 +304,18 @@ class DocumentRoutes:
             decisions = await asyncio.to_thread(getattr(store, method), docs)
             t_done = t_back = perf()
         else:
-            # small requests are fingerprinted right here (cheaper than a thread hop); large
+            # small requests are fingerprinted on the event loop (cheaper than a thread hop),
+            # together with the other small requests of this loop iteration (_Batcher); large
             # batches in a worker thread so the event loop keeps serving. Either way the
-            # request then awaits the writer's future without holding a thread.
-            loop = asyncio.get_running_loop()
+            # request then awaits the writer's outcome without holding a thread.
             if len(docs) <= INLINE_DOCS and len(body) <= INLINE_BYTES:
-                future, _ = submit(method, docs)
+                waiter = self.batcher.submit(store, submit, method, docs)
             else:
+                loop = asyncio.get_running_loop()
                 future, _ = await loop.run_in_executor(None, submit, method, docs)
-            t_prep = perf()
-            decisions, t_done = await _on_loop(future, loop)
+                waiter = loop.create_future()
+                _when_done(future, loop, _resolve, waiter, perf())
+            decisions, t_prep, t_done = await waiter
             t_back = perf()
         self.metrics.count_documents(namespace, op, decisions)
         payload = encode_decisions(decisions, is_batch) if decisions or is_batch else b"{}"

@@ -41,8 +41,6 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from ._scan import ID_INT, ID_NONE, ID_STR, SIMPLE, SLOW, scan_block
-
 if TYPE_CHECKING:
     from .formats import Source, _Reader
 
@@ -130,16 +128,13 @@ def read_lines(r: _Reader, src: Source, real: str, shown: str, lines_mode: bool)
         for offset, block in _blocks(fh):
             skip = 3 if offset == 0 and block.startswith(_BOM) else 0
             body = block[skip:] if skip else block
-            if not lines_mode:
-                res, okj = _scanned_block(r, body, shown, lineno)
-                if okj.size:
-                    spans.add(res[okj, 0] + (offset + skip), res[okj, 2] + (offset + skip))
-                lineno += res.shape[0]
-                continue
             parts = body.split(b"\n")
             if body.endswith(b"\n"):
                 parts.pop()
-            ok = _lines_block(r, parts, shown, lineno)
+            if lines_mode:
+                ok = _lines_block(r, parts, shown, lineno)
+            else:
+                ok = _jsonl_block(r, parts, shown, lineno, body.endswith(b"\n"))
             if ok:
                 okj = np.asarray(ok, np.int64)
                 lens = np.fromiter(map(len, parts), np.int64, count=len(parts))
@@ -154,104 +149,6 @@ def read_lines(r: _Reader, src: Source, real: str, shown: str, lines_mode: bool)
                 spans.add(s, e)
             lineno += len(parts)
     spans.finish(src)
-
-
-_MASK = (1 << 62) - 1
-
-
-def _scanned_block(
-    r: _Reader, body: bytes, shown: str, lineno0: int
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Read one block with the numba scanner: simple lines in bulk, the rest one by one.
-
-    Returns the scanner's per-line table and the indices of the accepted lines.
-    """
-    idkey = "id" if r.id_field is None else r.id_field
-    res, out = scan_block(body, r.text_field.encode("utf-8"), idkey.encode("utf-8"))
-    if r.id_field is not None:  # an absent or null id is an error then: the reference says so
-        res[(res[:, 3] == SIMPLE) & (res[:, 6] == ID_NONE), 3] = SLOW
-    n = res.shape[0]
-    slow = np.flatnonzero(res[:, 3] != SIMPLE).tolist()
-    ok: list[npt.NDArray[np.int64]] = []
-    mv, mo = memoryview(body), memoryview(out)
-    prev = 0
-    for k in [*slow, n]:
-        if k > prev:
-            ok.append(_simple_run(r, res, prev, k, mv, mo, shown, lineno0))
-        if k < n:
-            raw = body[res[k, 0] : res[k, 1]]
-            if _jsonl_block(r, [raw], shown, lineno0 + k, res[k, 1] < len(body)):
-                ok.append(np.array([k], np.int64))
-        prev = k + 1
-    return res, (np.concatenate(ok) if ok else np.zeros(0, np.int64))
-
-
-def _simple_run(
-    r: _Reader,
-    res: npt.NDArray[np.int64],
-    a: int,
-    b: int,
-    mv: memoryview,
-    mo: memoryview,
-    shown: str,
-    lineno0: int,
-) -> npt.NDArray[np.int64]:
-    """Accept lines ``a..b-1`` (all simple): decode texts and ids, then one duplicate check."""
-    rows = res[a:b]
-    ts, te = rows[:, 4], rows[:, 5]
-    if int(ts.max(initial=0)) >> 62 == 0:
-        texts = [str(mv[s:e], "utf-8") for s, e in zip(ts.tolist(), te.tolist(), strict=True)]
-    else:
-        texts = [
-            str(mo[s & _MASK : e & _MASK], "utf-8") if s >> 62 else str(mv[s:e], "utf-8")
-            for s, e in zip(ts.tolist(), te.tolist(), strict=True)
-        ]
-    kinds = rows[:, 6]
-    first_line = lineno0 + a
-    if not kinds.any():  # no ids: generated
-        ids = [f"{shown}:{k}" for k in range(first_line, first_line + (b - a))]
-    else:
-        ids = [
-            _one_id(kd, s, e, mv, mo, shown, first_line + j)
-            for j, (kd, s, e) in enumerate(
-                zip(kinds.tolist(), rows[:, 7].tolist(), rows[:, 8].tolist(), strict=True)
-            )
-        ]
-    m = b - a
-    seen = r.seen
-    if len(set(ids)) == m and seen.keys().isdisjoint(ids):
-        pos = len(r.c.texts)
-        seen.update(zip(ids, range(pos, pos + m), strict=True))
-        r.c.ids.extend(ids)
-        r.c.texts.extend(texts)
-        r.line_of.extend(range(first_line, first_line + m))
-        return np.arange(a, b, dtype=np.int64)
-    # a duplicate id: record by record, for the reference's messages and skip counts
-    ok = []
-    tf = r.text_field
-    idkey = "id" if r.id_field is None else r.id_field
-    for j in range(m):
-        obj: dict[str, Any] = {tf: texts[j]}
-        kd = int(kinds[j])
-        if kd == ID_STR:
-            obj = {idkey: ids[j], tf: texts[j]}
-        elif kd == ID_INT:
-            obj = {idkey: int(ids[j]), tf: texts[j]}
-        if r.add(obj, shown, first_line + j):
-            ok.append(a + j)
-    return np.asarray(ok, np.int64)
-
-
-def _one_id(
-    kind: int, s: int, e: int, mv: memoryview, mo: memoryview, shown: str, line: int
-) -> str:
-    if kind == ID_NONE:
-        return f"{shown}:{line}"
-    if kind == ID_INT:
-        return str(int(bytes(mv[s:e])))
-    if s >> 62:
-        return str(mo[s & _MASK : e & _MASK], "utf-8")
-    return str(mv[s:e], "utf-8")
 
 
 def _jsonl_block(

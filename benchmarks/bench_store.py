@@ -1,14 +1,20 @@
 """Store benchmark: seed N fingerprints, restart time, batch check-and-add throughput, latency.
 
 In-process (no HTTP): measures the library the service wraps. Prints a table and writes
-``benchmarks/results/store.json``.
+``benchmarks/results/store.json``. The writer thread is instrumented: wall and CPU time
+(``time.thread_time``) of each stage it runs (index search, id lookup, within-group pairs,
+log append + fsync, memtable, SQLite where it is on the writer's path), per 1,000 documents in
+the batch run and per call in the single-document run.
 
     .venv/bin/python benchmarks/bench_store.py --n 2000000 --verify 0
+    .venv/bin/python benchmarks/bench_store.py --data DIR --reuse   # an already seeded store
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
 import json
 import shutil
 import sys
@@ -38,6 +44,60 @@ def texts(n: int, seed: int) -> list[str]:
     return [" ".join(f"w{x}" for x in row) for row in words.tolist()]
 
 
+class WriterProfile:
+    """Wall and CPU time of named methods, counted only on the writer thread."""
+
+    def __init__(self) -> None:
+        self.wall: collections.Counter[str] = collections.Counter()
+        self.cpu: collections.Counter[str] = collections.Counter()
+        self.calls: collections.Counter[str] = collections.Counter()
+
+    def wrap(self, obj: Any, name: str, label: str) -> None:
+        f = getattr(obj, name, None)
+        if f is None:
+            return
+
+        def timed(*a: Any, **k: Any) -> Any:
+            if threading.current_thread().name != "neardup-writer":
+                return f(*a, **k)
+            t, c = time.perf_counter(), time.thread_time()
+            try:
+                return f(*a, **k)
+            finally:
+                self.wall[label] += time.perf_counter() - t
+                self.cpu[label] += time.thread_time() - c
+                self.calls[label] += 1
+
+        setattr(obj, name, timed)
+
+    def instrument(self, d: Any) -> None:
+        st = d.store
+        self.wrap(d, "_apply_group", "group total")
+        self.wrap(st, "search", "index search")
+        self.wrap(st, "lookup_ids", "id lookup")
+        self.wrap(st, "fetch", "row fetch")
+        self.wrap(d, "_intra_pairs", "within-group pairs")
+        self.wrap(st.wal, "append", "log append+fsync")
+        self.wrap(st.wal, "commit", "log append+fsync")
+        self.wrap(st.meta, "apply", "SQLite apply")
+        self.wrap(st.memtable, "add", "memtable add")
+
+    def report(self, per: float) -> dict[str, dict[str, float]]:
+        return {
+            k: {
+                "wall_ms": self.wall[k] * 1000 / per,
+                "cpu_ms": self.cpu[k] * 1000 / per,
+                "calls": self.calls[k],
+            }
+            for k in sorted(self.wall, key=lambda x: -self.wall[x])
+        }
+
+    def clear(self) -> None:
+        self.wall.clear()
+        self.cpu.clear()
+        self.calls.clear()
+
+
 def main(argv: list[str] | None = None) -> int:
     from neardup.online import Deduplicator
 
@@ -50,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--singles", type=int, default=500, help="single-document calls for latency")
     p.add_argument("--verify", type=int, default=0, help="1 = default Verifier (radius 12)")
     p.add_argument("--data", type=Path, default=None, help="data directory (default: a temp dir)")
+    p.add_argument("--reuse", action="store_true", help="--data is already seeded: skip seeding")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "store.json")
     a = p.parse_args(argv)
 
@@ -65,8 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     now = time.time()
     try:
         t0 = time.perf_counter()
-        with Deduplicator(data, **kw) as d:
-            done = 0
+        with Deduplicator(data, **kw) if not a.reuse else contextlib.nullcontext() as d:
+            done = 0 if not a.reuse else a.n
             while done < a.n:
                 k = min(a.chunk, a.n - done)
                 fps = rng.integers(0, 2**64, k, dtype=np.uint64)
@@ -87,12 +148,15 @@ def main(argv: list[str] | None = None) -> int:
         st = d.stats()
         res["segments"], res["partitions"] = st["segments"], st["partitions"]
 
-        corpus = texts(a.batch * a.batches + a.singles, seed=1)
+        run = time.time_ns() % 10**9  # fresh ids and texts when a store is reused
+        corpus = texts(a.batch * a.batches + a.singles, seed=run)
         batches = [
-            [{"id": f"b{j}", "text": corpus[j]} for j in range(i, i + a.batch)]
+            [{"id": f"b{run}-{j}", "text": corpus[j]} for j in range(i, i + a.batch)]
             for i in range(0, a.batch * a.batches, a.batch)
         ]
         d.check_and_add(batches[0])  # warm-up (numba, caches)
+        prof = WriterProfile()
+        prof.instrument(d)
         todo = list(batches[1:])
         lock = threading.Lock()
 
@@ -112,15 +176,18 @@ def main(argv: list[str] | None = None) -> int:
             t.join()
         dt = time.perf_counter() - t0
         res["batch_docs_per_s"] = a.batch * (a.batches - 1) / dt
+        res["writer_per_1000_docs"] = prof.report(a.batch * (a.batches - 1) / 1000)
+        prof.clear()
 
         lat = []
         base = a.batch * a.batches
         for j in range(a.singles):
             t1 = time.perf_counter()
-            d.check_and_add({"id": f"one{j}", "text": corpus[base + j]})
+            d.check_and_add({"id": f"one{run}-{j}", "text": corpus[base + j]})
             lat.append((time.perf_counter() - t1) * 1000)
         res["single_p50_ms"] = float(np.percentile(lat, 50))
         res["single_p99_ms"] = float(np.percentile(lat, 99))
+        res["writer_per_single"] = prof.report(a.singles)
         res["rss_end_mib"] = rss_mib()
         res["documents"] = len(d)
         t0 = time.perf_counter()
@@ -137,6 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     a.out.write_text(json.dumps(res, indent=1))
     w = max(len(k) for k in res)
     for k, v in res.items():
+        if isinstance(v, dict):
+            print(f"{k}  (wall ms / cpu ms / calls)")
+            for stage, m in v.items():
+                print(f"    {stage:<22} {m['wall_ms']:8.3f} {m['cpu_ms']:8.3f} {m['calls']:6d}")
+            continue
         print(f"{k:<{w}}  {v:,.3f}" if isinstance(v, float) else f"{k:<{w}}  {v}")
     return 0
 

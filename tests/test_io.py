@@ -557,3 +557,31 @@ def test_scanner_equals_reference_on_mutated_json(tmp_path, monkeypatch, lines, 
             return out
 
     assert state(False) == state(True)
+
+
+@pytest.mark.parametrize("id_field", [None, "id", "key", "missing"])
+def test_parquet_fast_rows_equal_reference(tmp_path, monkeypatch, id_field):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    rows = [
+        {"id": "a", "key": 1, "text": "x"},
+        {"id": "", "key": None, "text": "y"},
+        {"id": "c", "key": 1, "text": None},
+        {"id": "a", "key": 3, "text": "z"},
+        {"id": "e", "key": 2**40, "text": "w"},
+    ]
+    p = tmp_path / "d.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), p)
+
+    def state(reference):
+        with monkeypatch.context() as m:
+            if reference:
+                m.setenv("NEARDUP_IO_REFERENCE", "1")
+            try:
+                c = read_corpus([str(p)], id_field=id_field, on_error="skip")
+            except Exception as exc:
+                return type(exc).__name__, str(exc)
+            return c.ids, c.texts, c.skipped, c.errors, c.sources[0].table.to_pylist()
+
+    assert state(False) == state(True)

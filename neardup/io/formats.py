@@ -353,14 +353,41 @@ def _read_parquet(r: _Reader, src: Source) -> None:
         if r.id_field is not None and r.id_field in names
         else None
     )
-    keep = []
-    for i, text in enumerate(texts):
-        obj = {r.text_field: text}
-        if r.id_field is not None and ids is not None:
-            obj[r.id_field] = ids[i]
-        if r.add(obj, src.path, i + 1):
-            keep.append(i)
+    keep = _parquet_rows(r, src.path, texts, ids)
     src.table = table.take(pa.array(keep, type=pa.int64())) if len(keep) != len(texts) else table
+
+
+def _parquet_rows(r: _Reader, path: str, texts: list[Any], ids: list[Any] | None) -> list[int]:
+    """Accept Parquet rows; the common row (string text, usable id) skips building a dict."""
+    keep: list[int] = []
+    idf = r.id_field
+    # NEARDUP_IO_REFERENCE=1, or a text column named "id": every row through r.add
+    fast = not os.environ.get("NEARDUP_IO_REFERENCE") and r.text_field != "id"
+    seen, out_ids, out_texts, line_of = r.seen, r.c.ids, r.c.texts, r.line_of
+    for i, text in enumerate(texts):
+        if fast and type(text) is str:
+            doc_id: str | None = None
+            if idf is None:
+                doc_id = f"{path}:{i + 1}"
+            elif ids is not None:
+                v = ids[i]
+                if type(v) is str and v:
+                    doc_id = v
+                elif type(v) is int:
+                    doc_id = str(v)
+            if doc_id is not None and doc_id not in seen:
+                seen[doc_id] = len(out_texts)
+                out_ids.append(doc_id)
+                out_texts.append(text)
+                line_of.append(i + 1)
+                keep.append(i)
+                continue
+        obj = {r.text_field: text}
+        if idf is not None and ids is not None:
+            obj[idf] = ids[i]
+        if r.add(obj, path, i + 1):
+            keep.append(i)
+    return keep
 
 
 def _read_text_files(r: _Reader, src: Source) -> None:

@@ -393,7 +393,13 @@ def test_csv_writers_equal_csv_module(ids, data):
     a = np.array(data.draw(st.lists(idx, min_size=m, max_size=m)), np.int64)
     b = np.array(data.draw(st.lists(idx, min_size=m, max_size=m)), np.int64)
     dist = np.array(data.draw(st.lists(st.integers(0, 64), min_size=m, max_size=m)), np.int32)
-    score = np.array(data.draw(st.lists(st.floats(0, 1), min_size=m, max_size=m)), np.float64)
+    ties = [0.03125, 0.00005, 0.99995, 0.5, 1.0, 0.0, 0.12345, 0.67865, float("nan"), 1.5]
+    score = np.array(
+        data.draw(
+            st.lists(st.one_of(st.floats(0, 1), st.sampled_from(ties)), min_size=m, max_size=m)
+        ),
+        np.float64,
+    )
     stage = np.array(data.draw(st.lists(st.integers(0, 1), min_size=m, max_size=m)), np.uint8)
     buf = io.BytesIO()
     write_pairs_csv(buf, ids, a, b, dist, score, stage, ("exact", "near"), chunk=7)

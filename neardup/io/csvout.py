@@ -73,13 +73,31 @@ def _take(fields: list[str], index: npt.NDArray[np.int64]) -> list[str]:
     return list(itemgetter(*index.tolist())(fields))
 
 
+_SCORE_TABLE: list[str] = []
+
+
 def _scores_as_text(score: npt.NDArray[np.float64]) -> list[str]:
-    """``str(round(float(s), 4))`` for every score, computed once per distinct value."""
+    """``str(round(float(s), 4))`` for every score.
+
+    For ``s`` in [0, 1], ``round(s, 4)`` is the double nearest to ``k / 10**4`` with ``k`` the
+    exact half-even rounding of ``s * 10**4``, and ``k / 10000.0`` is that same double (IEEE
+    division is correctly rounded); so the text comes from a table of the 10,001 values. ``k``
+    is ``rint(s * 10000.0)`` except within 1e-6 of a tie, where the float product could round
+    the other way: those (and anything outside [0, 1], NaN) are rounded by Python itself.
+    """
     if score.size == 0:
         return []
-    uniq, inverse = np.unique(score, return_inverse=True)
-    table = [str(round(float(v), 4)) for v in uniq.tolist()]
-    return _take(table, inverse.ravel().astype(np.int64))
+    if not _SCORE_TABLE:
+        _SCORE_TABLE.extend(str(k / 10000.0) for k in range(10001))
+    x = score * 10000.0
+    k = np.rint(x)
+    with np.errstate(invalid="ignore"):
+        sure = (score >= 0.0) & (score <= 1.0) & (np.abs(x - np.floor(x) - 0.5) > 1e-6)
+    idx = np.where(sure, k, 0).astype(np.int64)
+    out = _take(_SCORE_TABLE, idx)
+    for j in np.flatnonzero(~sure).tolist():
+        out[j] = str(round(float(score[j]), 4))
+    return out
 
 
 def _small_ints_as_text(values: npt.NDArray[np.integer]) -> list[str]:

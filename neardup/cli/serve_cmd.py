@@ -133,11 +133,17 @@ def serve(
     if config.token is None and host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("listening on %s without a token: anyone who can connect can write", host)
     app = create_app(config, registry=registry)
+    loop_impl, http_impl = _fast_implementations()
+    log.info("event loop: %s, HTTP parser: %s", loop_impl, http_impl)
     server = uvicorn.Server(
         uvicorn.Config(
             app,
             host=host,
             port=port,
+            loop=loop_impl,
+            http=http_impl,
+            # loopback by default and no client address is used: skip the X-Forwarded-* layer
+            proxy_headers=False,
             workers=1,
             log_level=level,
             access_log=level == "debug",
@@ -155,6 +161,17 @@ def serve(
         registry.close()  # idempotent: the app's shutdown normally did it already
     if not server.started:
         raise SystemExit(1)
+
+
+def _fast_implementations() -> tuple[str, str]:
+    """uvicorn's event loop and HTTP parser: ``uvloop`` and ``httptools`` when installed
+    (measured faster per request; ``pip install 'neardup[service]'`` brings them), else the
+    pure-Python ``asyncio`` loop and ``h11`` parser."""
+    import importlib.util
+
+    loop_impl = "uvloop" if importlib.util.find_spec("uvloop") is not None else "asyncio"
+    http_impl = "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
+    return loop_impl, http_impl
 
 
 def register(app: typer.Typer) -> None:

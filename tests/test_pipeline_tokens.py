@@ -56,3 +56,11 @@ def test_content_hash_many_ascii_fast_path_equals_split_join(texts):
     for row, t in zip(got.tolist(), texts, strict=True):
         ref = xxhash.xxh3_128_intdigest(" ".join(t.lower().split()).encode("ascii"))
         assert (row[0] << 64) | row[1] == ref
+
+
+def test_tables_grow_while_encoding():
+    # more distinct tokens than the initial table and store hold, and one very long token
+    v = Verifier()
+    texts = [" ".join(f"w{i * 300 + j}" for j in range(300)) for i in range(400)]
+    texts.append("z" * 300_000 + " w5")
+    assert T.encode_texts(v, texts) == T.encode_texts_reference(v, texts, TokenEncoder())

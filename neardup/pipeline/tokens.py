@@ -48,31 +48,28 @@ def _count_tokens(buf: np.ndarray) -> int:  # pragma: no cover - numba
 
 
 @numba.njit(cache=True)
-def _fnv(buf: np.ndarray, s: int, length: int) -> np.uint64:  # pragma: no cover - numba
-    h = np.uint64(14695981039346656037)
-    for q in range(s, s + length):
-        h = (h ^ np.uint64(buf[q])) * np.uint64(1099511628211)
-    return h
-
-
-@numba.njit(cache=True)
-def _ascii_token_ids(
-    buf: np.ndarray, doc_end: np.ndarray, ntok: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # pragma: no cover - numba
+def _token_kernel(
+    buf: np.ndarray,
+    doc_end: np.ndarray,
+    state: np.ndarray,
+    slot_id: np.ndarray,
+    slot_h: np.ndarray,
+    ustart: np.ndarray,
+    uoff: np.ndarray,
+    ubytes: np.ndarray,
+    tok_ids: np.ndarray,
+    doc_tok_end: np.ndarray,
+) -> int:  # pragma: no cover - numba
     # tokens = runs of [a-z0-9]; each gets the number of its first appearance. Open addressing
-    # keyed by the token bytes (a slot hit is confirmed byte by byte); the table and the
-    # distinct-token arrays double as they fill.
-    cap = 1 << 16
-    slots = np.full(cap, -1, np.int32)
-    ucap = 1 << 15
-    ustart = np.empty(ucap, np.int64)
-    ulen = np.empty(ucap, np.int64)
-    tok_ids = np.empty(ntok, np.int32)
-    doc_tok_end = np.empty(doc_end.shape[0], np.int64)
-    nu = 0
-    t = 0
-    i = 0
-    for d in range(doc_end.shape[0]):
+    # keyed by the token bytes: a slot holds (hash, id); on a hash match the bytes are compared
+    # with the distinct token's copy in a compact store. Resumable: returns 1 (and saves where
+    # it stopped in ``state`` = [doc, pos, tokens, distinct, pending length]) when a table or store is full; the
+    # caller grows them and calls again. Returns 0 when done. (No array is reassigned in here:
+    # numba would refcount it on every iteration.)
+    d, i, t, nu = state[0], state[1], state[2], state[3]
+    cap = slot_id.shape[0]
+    mask = np.uint64(cap - 1)
+    while d < doc_end.shape[0]:
         end = doc_end[d]
         while i < end:
             x = buf[i]
@@ -80,45 +77,42 @@ def _ascii_token_ids(
                 i += 1
                 continue
             s = i
-            while i < end:
-                x = buf[i]
+            h = np.uint64(14695981039346656037)
+            e = i
+            while e < end:
+                x = buf[e]
                 if not ((x >= 97 and x <= 122) or (x >= 48 and x <= 57)):
                     break
-                i += 1
-            length = i - s
-            mask = np.uint64(cap - 1)
-            slot = _fnv(buf, s, length) & mask
+                h = (h ^ np.uint64(x)) * np.uint64(1099511628211)
+                e += 1
+            length = e - s
+            slot = h & mask
             while True:
-                u = slots[slot]
+                u = slot_id[slot]
                 if u < 0:
-                    if nu == ucap:
-                        ucap *= 2
-                        ns = np.empty(ucap, np.int64)
-                        nl = np.empty(ucap, np.int64)
-                        ns[:nu] = ustart[:nu]
-                        nl[:nu] = ulen[:nu]
-                        ustart = ns
-                        ulen = nl
-                    slots[slot] = nu
+                    o = uoff[nu]
+                    if (
+                        2 * (nu + 1) > cap
+                        or nu + 1 >= ustart.shape[0]
+                        or (o + length > ubytes.shape[0])
+                    ):
+                        state[0], state[1], state[2], state[3] = d, s, t, nu
+                        state[4] = length
+                        return 1
+                    for q in range(length):
+                        ubytes[o + q] = buf[s + q]
+                    uoff[nu + 1] = o + length
                     ustart[nu] = s
-                    ulen[nu] = length
+                    slot_id[slot] = nu
+                    slot_h[slot] = h
                     tok_ids[t] = nu
                     nu += 1
-                    if 2 * nu > cap:  # rehash into a table twice the size
-                        cap *= 2
-                        mask = np.uint64(cap - 1)
-                        slots = np.full(cap, -1, np.int32)
-                        for v in range(nu):
-                            q = _fnv(buf, ustart[v], ulen[v]) & mask
-                            while slots[q] >= 0:
-                                q = (q + np.uint64(1)) & mask
-                            slots[q] = v
                     break
-                if ulen[u] == length:
-                    us = ustart[u]
+                if slot_h[slot] == h and uoff[u + 1] - uoff[u] == length:
+                    o = uoff[u]
                     same = True
                     for q in range(length):
-                        if buf[us + q] != buf[s + q]:
+                        if ubytes[o + q] != buf[s + q]:
                             same = False
                             break
                     if same:
@@ -126,8 +120,59 @@ def _ascii_token_ids(
                         break
                 slot = (slot + np.uint64(1)) & mask
             t += 1
+            i = e
         doc_tok_end[d] = t
-    return tok_ids[:t], doc_tok_end, ustart[:nu], ulen[:nu]
+        d += 1
+        i = end
+    state[0], state[1], state[2], state[3] = d, i, t, nu
+    return 0
+
+
+@numba.njit(cache=True)
+def _rehash(
+    slot_id: np.ndarray, slot_h: np.ndarray, cap: int
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
+    new_id = np.full(cap, -1, np.int32)
+    new_h = np.zeros(cap, np.uint64)
+    mask = np.uint64(cap - 1)
+    for q0 in range(slot_id.shape[0]):
+        v = slot_id[q0]
+        if v >= 0:
+            q = slot_h[q0] & mask
+            while new_id[q] >= 0:
+                q = (q + np.uint64(1)) & mask
+            new_id[q] = v
+            new_h[q] = slot_h[q0]
+    return new_id, new_h
+
+
+def _ascii_token_ids(
+    buf: np.ndarray, doc_end: np.ndarray, ntok: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(token ids int32 (ntok,), tokens before each doc's end int64 (docs,), first-appearance
+    position int64 (distinct,), length int64 (distinct,)) of the ``[a-z0-9]`` runs of ``buf``."""
+    state = np.zeros(5, np.int64)
+    slot_id = np.full(1 << 16, -1, np.int32)
+    slot_h = np.zeros(1 << 16, np.uint64)
+    ustart = np.empty(1 << 15, np.int64)
+    uoff = np.zeros((1 << 15) + 1, np.int64)
+    ubytes = np.empty(1 << 18, np.uint8)
+    tok_ids = np.empty(ntok, np.int32)
+    doc_tok_end = np.empty(doc_end.shape[0], np.int64)
+    while _token_kernel(
+        buf, doc_end, state, slot_id, slot_h, ustart, uoff, ubytes, tok_ids, doc_tok_end
+    ):
+        nu = int(state[3])
+        if 2 * (nu + 1) > slot_id.size:
+            slot_id, slot_h = _rehash(slot_id, slot_h, 2 * slot_id.size)
+        if nu + 1 >= ustart.size:
+            ustart = np.concatenate([ustart, np.empty(ustart.size, np.int64)])
+            uoff = np.concatenate([uoff, np.zeros(uoff.size - 1, np.int64)])
+        need = int(uoff[nu]) + int(state[4])
+        if need > ubytes.size:
+            ubytes = np.concatenate([ubytes, np.empty(max(ubytes.size, need), np.uint8)])
+    nu = int(state[3])
+    return tok_ids[: int(state[2])], doc_tok_end, ustart[:nu], np.diff(uoff[: nu + 1])
 
 
 def _encode_ascii_run(

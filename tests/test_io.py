@@ -538,9 +538,9 @@ def _mutated_line(draw):
 @given(
     lines=st.lists(_mutated_line(), min_size=1, max_size=4), id_field=st.sampled_from([None, "id"])
 )
-def test_scanner_equals_reference_on_mutated_json(tmp_path, monkeypatch, lines, id_field):
-    """Valid JSON lines with 0-2 byte mutations / odd snippets: the numba scanner's simple
-    lines and everything it hands on must give exactly the reference's records and errors."""
+def test_fast_reader_equals_reference_on_mutated_json(tmp_path, monkeypatch, lines, id_field):
+    """Valid JSON lines with 0-2 byte mutations / odd values: the orjson fast path and every
+    line it hands to the standard library give exactly the reference's records and errors."""
     p = tmp_path / "m.jsonl"
     p.write_bytes(b"\n".join(lines) + b"\n")
 

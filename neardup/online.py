@@ -341,6 +341,7 @@ class Deduplicator:
         self._last_expire = 0.0
         self._stopping = False
         self._compactor: threading.Thread | None = None
+        self._compacting = False  # compact() is merging in the caller's thread
         self._compact_seen = -1
         self.max_segments_per_partition = max_segments_per_partition
         if self.retention is not None:
@@ -592,6 +593,33 @@ class Deduplicator:
         """Write the memtable to segments now (durable stores; a no-op in memory)."""
         self._submit(_Op("flush"))
 
+    def compact(self) -> int:
+        """Merge, now, every time partition that holds more than ``max_segments_per_partition``
+        segments (into one segment each; deleted rows dropped). Blocks until done, e.g. after
+        a large :meth:`bulk_load`, so that later searches visit few segments and no background
+        merge competes with the load. Returns the number of merges installed.
+        """
+        st = self.store
+        if st.dir is None:
+            return 0
+        self._compacting = True
+        merges = 0
+        try:
+            compactor = self._compactor
+            if compactor is not None:
+                compactor.join()
+            while True:
+                st.sync_meta()  # deletes must be in SQLite for the merge to drop their rows
+                groups = st.compaction_candidates(self.max_segments_per_partition)
+                if not groups:
+                    return merges
+                for segs in groups:
+                    merged = st.build_merged(segs)
+                    if self._submit(_Op("install", arg=(segs, merged))):
+                        merges += 1
+        finally:
+            self._compacting = False
+
     def bulk_load(self, ids: list[str], fingerprints: Any, times: Any = None) -> int:
         """Seed the store with precomputed fingerprints (no texts); durable on return.
 
@@ -740,7 +768,7 @@ class Deduplicator:
         """Start a background merge when a partition has too many segments."""
         st = self.store
         changes = st.flushes + st.compactions + st.dropped_partitions + len(st.segments)
-        if st.dir is None or self._stopping or changes == self._compact_seen:
+        if st.dir is None or self._stopping or self._compacting or changes == self._compact_seen:
             return
         if self._compactor is not None and self._compactor.is_alive():
             return

@@ -280,3 +280,26 @@ def test_crash_during_background_flush_replays_both_logs(tmp_path):
     assert len(list(tmp_path.glob("wal-*.log"))) == 1
     with _dd(tmp_path) as d3:
         assert len(d3) == 79 and d3.stats()["replayed_records"] == 0
+
+
+def test_compact_merges_every_crowded_partition_now(tmp_path):
+    texts = _texts(240, seed=5)
+    clock = [1_700_000_000.0]
+    with _dd(tmp_path, max_segments_per_partition=1, partition_seconds=3600) as d:
+        d._compacting = True  # keep the background compactor out: compact() does the work
+        for s in range(0, 240, 40):
+            t = clock[0] + (s // 40 % 2) * 3600  # alternate between two partitions
+            d.add([{"id": f"y{i}", "text": texts[i], "time": t} for i in range(s, s + 40)])
+            d.flush()
+        d.delete("y3")
+        d._compacting = False
+        before = d.stats()
+        assert before["segments"] == 6 and before["partitions"] == 2
+        assert d.compact() >= 2
+        after = d.stats()
+        assert after["segments"] == 2 and after["segment_rows"] == 239
+        assert d.check({"id": "q", "text": texts[123]}).matches[0].id == "y123"
+        assert not d.check({"id": "q", "text": texts[3]}).duplicate
+        assert d.compact() == 0
+    with _dd(tmp_path) as d:
+        assert len(d) == 239 and d.stats()["segments"] == 2

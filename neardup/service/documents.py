@@ -225,6 +225,18 @@ class DocumentRoutes:
             return "/v1/ns/{namespace}/" + parts[4], parts[3], parts[4]
         return None
 
+    def _parse_and_submit(
+        self, submit: Any, method: str, body: bytes
+    ) -> tuple[Future[Any] | None, bool, float, float]:
+        """In a worker thread: ``(writer future or None, is_batch, t_start, t_parsed)``."""
+        t0 = time.perf_counter()
+        docs, is_batch = parse_documents(loads(body), max_batch=self.max_batch)
+        t_parsed = time.perf_counter()
+        if not docs:
+            return None, is_batch, t0, t_parsed
+        future, _ = submit(method, docs)
+        return future, is_batch, t0, t_parsed
+
     # -- the request ---------------------------------------------------------------------------
     async def __call__(
         self, scope: Any, receive: Any, send: Any, hit: tuple[str, str, str]
@@ -293,30 +305,46 @@ class DocumentRoutes:
         t0 = perf()
         method = OPS[op][0]
         store = self.registry.get(namespace)
-        docs, is_batch = parse_documents(loads(body), max_batch=self.max_batch)
-        t_parsed = perf()
         submit = _submitter(store, method)
-        if not docs:
-            decisions: list[Any] = []
-            t_prep = t_done = t_back = perf()
-        elif submit is None:  # a store that overrides the method (or lacks submit)
+        if submit is not None and len(body) > INLINE_BYTES:
+            # a large body is decoded, validated, fingerprinted and queued in a worker thread
+            # (one hop), so the event loop keeps serving other requests meanwhile; the request
+            # then awaits the writer's outcome without holding a thread
+            loop = asyncio.get_running_loop()
+            future, is_batch, _, t_parsed = await loop.run_in_executor(
+                None, self._parse_and_submit, submit, method, body
+            )
             t_prep = perf()
-            decisions = await asyncio.to_thread(getattr(store, method), docs)
-            t_done = t_back = perf()
+            if future is None:
+                decisions: list[Any] = []
+                t_done = t_back = t_prep
+            else:
+                waiter = loop.create_future()
+                _when_done(future, loop, _resolve, waiter, t_prep)
+                decisions, t_prep, t_done = await waiter
+                t_back = perf()
         else:
-            # small requests are fingerprinted on the event loop (cheaper than a thread hop),
-            # together with the other small requests of this loop iteration (_Batcher); large
-            # batches in a worker thread so the event loop keeps serving. Either way the
-            # request then awaits the writer's outcome without holding a thread.
-            if len(docs) <= INLINE_DOCS and len(body) <= INLINE_BYTES:
-                waiter = self.batcher.submit(store, submit, method, docs)
+            docs, is_batch = parse_documents(loads(body), max_batch=self.max_batch)
+            t_parsed = perf()
+            if not docs:
+                decisions = []
+                t_prep = t_done = t_back = perf()
+            elif submit is None:  # a store that overrides the method (or lacks submit)
+                t_prep = perf()
+                decisions = await asyncio.to_thread(getattr(store, method), docs)
+                t_done = t_back = perf()
+            elif len(docs) <= INLINE_DOCS:
+                # small requests are fingerprinted on the event loop (cheaper than a thread
+                # hop), together with the other small requests of this loop iteration
+                decisions, t_prep, t_done = await self.batcher.submit(store, submit, method, docs)
+                t_back = perf()
             else:
                 loop = asyncio.get_running_loop()
                 future, _ = await loop.run_in_executor(None, submit, method, docs)
                 waiter = loop.create_future()
                 _when_done(future, loop, _resolve, waiter, perf())
-            decisions, t_prep, t_done = await waiter
-            t_back = perf()
+                decisions, t_prep, t_done = await waiter
+                t_back = perf()
         self.metrics.count_documents(namespace, op, decisions)
         payload = encode_decisions(decisions, is_batch) if decisions or is_batch else b"{}"
         return payload, (

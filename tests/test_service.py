@@ -652,3 +652,28 @@ def test_concurrent_single_requests_keep_one_per_pair(tmp_path: Path) -> None:
         line = f'neardup_request_stage_seconds_count{{stage="{stage}"}} {len(docs)}'
         assert line in metrics, stage
     assert "neardup_event_loop_lag_seconds_count" in metrics
+
+
+def test_large_bodies_take_the_worker_thread_path(tmp_path: Path) -> None:
+    """Bodies above the inline size are parsed and queued in a worker thread: same answers,
+    same 422 naming the field, same 413 for too many documents."""
+    from neardup.service.documents import INLINE_BYTES
+
+    rng = random.Random(11)
+    docs = [{"id": f"L{i}", "text": words(rng, 60)} for i in range(300)]
+    body = json.dumps({"documents": docs})
+    assert len(body) > INLINE_BYTES
+    config = ServiceConfig(data_dir=tmp_path, max_batch=300, max_body_bytes=4 * 2**20)
+    with serve_in_thread(create_app(config)) as url, httpx.Client(base_url=url) as c:
+        bad = [dict(d) for d in docs]
+        bad[57]["text"] = 5
+        e = err(c.post("/v1/check-and-insert", json={"documents": bad}), 422, "invalid_request")
+        assert e["field"] == "documents[57].text"
+        err(c.post("/v1/check-and-insert", json={"documents": docs + docs[:1]}), 413)
+        r = c.post("/v1/check-and-insert", content=body)
+        assert r.status_code == 200
+        res = r.json()["results"]
+        assert [x["id"] for x in res] == [d["id"] for d in docs] and all(x["added"] for x in res)
+        again = c.post("/v1/check", content=body).json()["results"]
+        assert all(x["duplicate"] and x["matches"][0]["id"] == x["id"] for x in again)
+        assert c.get("/healthz").json()["documents"] == 300

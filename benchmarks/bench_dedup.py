@@ -179,10 +179,13 @@ def _edit(rng: np.random.Generator, text: str, lexicon: list[str]) -> str:
     return out
 
 
-def generate(kind: str, n: int, seed: int, dup_rate: float) -> list[str]:
+def generate(
+    kind: str, n: int, seed: int, dup_rate: float, planted: list[tuple[int, int]] | None = None
+) -> list[str]:
     """``n`` documents of ``kind`` ("long": ~3.5 KB, "short": ~100 chars) from
     :class:`TopicCorpus`; a fraction ``dup_rate`` are copies of an earlier document, half of
-    them exact, half edited (:func:`_edit`). Deterministic in ``seed``."""
+    them exact, half edited (:func:`_edit`). Deterministic in ``seed``. ``planted`` collects
+    ``(source, copy)`` positions of the edited copies."""
     if kind not in WORDS:
         raise SystemExit(f"unknown kind {kind!r}; use long or short")
     model = TopicCorpus()
@@ -198,7 +201,10 @@ def generate(kind: str, n: int, seed: int, dup_rate: float) -> list[str]:
         src = rng.random(m)
         for i in range(m):
             if dup[i]:
-                t = texts[int(src[i] * len(texts))] if texts else fresh[i]
+                j = int(src[i] * len(texts))
+                t = texts[j] if texts else fresh[i]
+                if not exact[i] and planted is not None and texts:
+                    planted.append((j, len(texts)))
                 texts.append(t if exact[i] else _edit(rng, t, model.lexicon))
             else:
                 texts.append(fresh[i])
@@ -256,7 +262,8 @@ def child(kind: str, n: int, seed: int, dup_rate: float, workers: int) -> dict:
     import orjson
 
     t0 = time.perf_counter()
-    texts = generate(kind, n, seed, dup_rate)
+    planted: list[tuple[int, int]] = []
+    texts = generate(kind, n, seed, dup_rate, planted)
     gen_s = time.perf_counter() - t0
     sample = np.random.default_rng(7).choice(n, size=min(n, 20000), replace=False)
     spread = random_pair_distances([texts[i] for i in sample.tolist()])
@@ -288,6 +295,13 @@ def child(kind: str, n: int, seed: int, dup_rate: float, workers: int) -> dict:
         if rc != 0:
             raise SystemExit(f"neardup dedup failed with exit code {rc}")
         stats = json.loads(summary.read_text(encoding="utf-8"))
+        found = set()
+        with (Path(tmp) / "pairs.csv").open(encoding="utf-8") as fh:
+            next(fh, None)
+            for line in fh:
+                a, b = line.split(",", 2)[:2]
+                found.add((int(a[1:]), int(b[1:])))
+        hit = sum((min(x, y), max(x, y)) in found for x, y in planted)
     return {
         "kind": kind,
         "n": n,
@@ -304,6 +318,8 @@ def child(kind: str, n: int, seed: int, dup_rate: float, workers: int) -> dict:
         "candidate_passes": stats.get("candidate_passes"),
         "verified": stats.get("verified"),
         "random_pair_distances": spread,
+        "planted_edited_pairs": len(planted),
+        "planted_recall": round(hit / len(planted), 4) if planted else None,
         "exact_duplicates": stats.get("exact_duplicates"),
         "near_duplicates": stats.get("near_duplicates"),
         "clusters": stats.get("clusters"),
@@ -345,13 +361,13 @@ def main() -> None:
             print(proc.stderr, file=sys.stderr)
             raise SystemExit(f"{kind} benchmark failed")
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    hdr = f"{'kind':<6} {'n':>9} {'MB':>7} {'fp docs/s':>11} {'e2e docs/s':>11} {'e2e/fp':>7} {'cands':>10} {'peak MB':>8}"
+    hdr = f"{'kind':<6} {'n':>9} {'MB':>7} {'fp docs/s':>11} {'e2e docs/s':>11} {'e2e/fp':>7} {'cands':>10} {'peak MB':>8} {'recall':>7}"
     print(hdr)
     for r in rows:
         print(
             f"{r['kind']:<6} {r['n']:>9} {r['input_mb']:>7} {r['fingerprint_docs_per_s']:>11,.0f} "
             f"{r['end_to_end_docs_per_s']:>11,.0f} {r['ratio_e2e_to_fingerprint']:>7.2f} "
-            f"{r['candidates']:>10} {r['peak_rss_mb']:>8.0f}"
+            f"{r['candidates']:>10} {r['peak_rss_mb']:>8.0f} {r['planted_recall'] or 0:>7.3f}"
         )
         print(f"       stage timings: {r['timings_s']}")
         for name, p in (r.get("candidate_passes") or {}).items():

@@ -361,14 +361,21 @@ def _pairs_within(
     info: dict[str, Any] | None = None,
     name: str = "pass",
     work_ns: int | None = None,
+    lengths: npt.NDArray[np.int64] | None = None,
 ) -> tuple[Any, Any, Any]:
-    from .pipeline.candidates import planned_pairs
+    from .pipeline.candidates import pair_work_ns, planned_pairs
 
     if subset.size < 2:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32)
     max_pairs = None if per_doc is None else per_doc * int(subset.size)
+    mean_chars = float(lengths[subset].mean()) if lengths is not None else 0.0
     a, b, d, plan = planned_pairs(
-        fps[subset], k, work_ns_per_doc=work_ns, max_pairs=max_pairs, workers=workers
+        fps[subset],
+        k,
+        work_ns_per_doc=work_ns,
+        max_pairs=max_pairs,
+        workers=workers,
+        pair_ns=pair_work_ns(mean_chars),
     )
     if info is not None:
         info[name] = plan
@@ -410,7 +417,9 @@ def stage_candidates(
     k_long = verifier.candidate_distance(1 << 62)
     k_short = verifier.candidate_distance(0)
     if k_short <= k_long:
-        return _pairs_within(fps, k_long, idx, workers, max_candidates_per_doc, info, "all", w)
+        return _pairs_within(
+            fps, k_long, idx, workers, max_candidates_per_doc, info, "all", w, lengths
+        )
     # Each pair is scanned once: S = texts that can be in a short pair (< 2 * short_chars),
     # S_short = texts < short_chars, L = the rest.  A: S x S at k_short; B: pairs touching L
     # among L + (S - S_short) at k_long; C: S_short x L at k_long.
@@ -419,18 +428,22 @@ def stage_candidates(
     s_all, big = idx[in_s], idx[~in_s]
     s_short = s_all[lengths[s_all] < cut]
     parts = []
-    a, b, d = _pairs_within(fps, k_short, s_all, workers, max_candidates_per_doc, info, "short", w)
+    a, b, d = _pairs_within(
+        fps, k_short, s_all, workers, max_candidates_per_doc, info, "short", w, lengths
+    )
     keep = (d <= k_long) | (np.minimum(lengths[a], lengths[b]) < cut)
     parts.append((a[keep], b[keep], d[keep]))
     if big.size:
         pool = np.union1d(big, s_all[lengths[s_all] >= cut])
-        a, b, d = _pairs_within(fps, k_long, pool, workers, max_candidates_per_doc, info, "long", w)
+        a, b, d = _pairs_within(
+            fps, k_long, pool, workers, max_candidates_per_doc, info, "long", w, lengths
+        )
         keep = (lengths[a] >= 2 * cut) | (lengths[b] >= 2 * cut)
         parts.append((a[keep], b[keep], d[keep]))
         if s_short.size:
             pool = np.union1d(big, s_short)
             a, b, d = _pairs_within(
-                fps, k_long, pool, workers, max_candidates_per_doc, info, "cross", w
+                fps, k_long, pool, workers, max_candidates_per_doc, info, "cross", w, lengths
             )
             la, lb = lengths[a] < cut, lengths[b] < cut
             keep = la != lb

@@ -382,6 +382,17 @@ TABLES_CAND_NS = 12.0
 TABLES_JOIN_NS = 1.2
 #: per pair within the distance (output arrays, sort)
 TABLES_PAIR_NS = 300.0
+#: verifying a candidate pair costs about this per character of the two texts (tokenising is
+#: per document; the overlap bound and, for the few that pass it, the LCS are per pair)
+VERIFY_NS_PER_CHAR = 1.5
+
+
+def pair_work_ns(mean_chars: float) -> float:
+    """Modelled cost of one candidate pair whose texts average ``mean_chars`` characters:
+    producing it and verifying it (ns)."""
+    return TABLES_PAIR_NS + VERIFY_NS_PER_CHAR * 2.0 * max(float(mean_chars), 0.0)
+
+
 #: buckets larger than this are joined by descent; their per-element cost is capped here
 TABLES_HEAVY = 1024
 
@@ -416,7 +427,12 @@ def _bucket_candidates(prefix: npt.NDArray[np.uint64], pb: int, flips: np.ndarra
 
 
 def tables_work_ns(
-    fingerprints: npt.ArrayLike, distance: int, est_pairs: float = 0.0, *, uniform: bool = False
+    fingerprints: npt.ArrayLike,
+    distance: int,
+    est_pairs: float = 0.0,
+    *,
+    uniform: bool = False,
+    pair_ns: float = TABLES_PAIR_NS,
 ) -> float:
     """Modelled single-core cost (ns) of :func:`neardup.all_pairs` at ``distance``.
 
@@ -424,7 +440,8 @@ def tables_work_ns(
     counts, from the fingerprints' own prefix buckets, the work of every table: pairs inside
     each bucket for radius-0 tables (capped per element at :data:`TABLES_HEAVY`, where the
     descent takes over), probes and the sizes of the probed buckets for radius >= 1 tables; plus
-    ``est_pairs`` output pairs. ``uniform=True`` assumes uniform buckets (``n / 2^pb`` each), a
+    ``est_pairs`` output pairs at ``pair_ns`` each (:func:`pair_work_ns`: with their
+    verification). ``uniform=True`` assumes uniform buckets (``n / 2^pb`` each), a
     cheap lower estimate used to skip hopeless distances. Skewed fingerprints (heavy buckets)
     cost more than uniform ones, which is why the buckets are counted.
     """
@@ -440,7 +457,7 @@ def tables_work_ns(
         return scan_work_ns(n)
     pa = plan_arrays(plan)
     f2 = np.ascontiguousarray(fps.reshape(n, -1))
-    total = max(est_pairs, 0.0) * TABLES_PAIR_NS
+    total = max(est_pairs, 0.0) * pair_ns
     for t in range(pa.n_tables):
         pb, rho = int(pa.pb[t]), int(pa.radius[t])
         flips = pa.flips[t, : int(pa.nflips[t])]
@@ -520,6 +537,7 @@ def plan_pass(
     work_ns_per_doc: float | None = DEFAULT_WORK_NS_PER_DOC,
     max_pairs: int | None = None,
     workers: int = 1,
+    pair_ns: float = TABLES_PAIR_NS,
 ) -> PassPlan:
     """Choose the distance and method of one candidate pass so its modelled work fits a budget.
 
@@ -567,9 +585,9 @@ def plan_pass(
         if max_pairs is not None and est is not None and pairs > max_pairs and r > 0:
             continue
         # the uniform-bucket cost is a cheap lower estimate: skip distances it already rules out
-        if tables_work_ns(fps, r, pairs, uniform=True) > budget:
+        if tables_work_ns(fps, r, pairs, uniform=True, pair_ns=pair_ns) > budget:
             continue
-        work = tables_work_ns(fps, r, pairs)
+        work = tables_work_ns(fps, r, pairs, pair_ns=pair_ns)
         if work <= budget:
             why = (
                 f"scan of {n:,} docs ({scan / 1e9:.3g} s modelled) exceeds the budget "
@@ -595,6 +613,7 @@ def planned_pairs(
     work_ns_per_doc: float | None = DEFAULT_WORK_NS_PER_DOC,
     max_pairs: int | None = None,
     workers: int = 1,
+    pair_ns: float = TABLES_PAIR_NS,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32], dict[str, Any]]:
     """Candidate pairs of one pass under a work budget (:func:`plan_pass`) and a pair valve.
 
@@ -606,7 +625,12 @@ def planned_pairs(
     """
     fps = as_fingerprints(fingerprints)
     plan = plan_pass(
-        fps, max_distance, work_ns_per_doc=work_ns_per_doc, max_pairs=max_pairs, workers=workers
+        fps,
+        max_distance,
+        work_ns_per_doc=work_ns_per_doc,
+        max_pairs=max_pairs,
+        workers=workers,
+        pair_ns=pair_ns,
     )
     info = plan.to_dict()
     r = plan.distance_planned

@@ -266,6 +266,40 @@ def stage_exact(texts: Sequence[str]) -> npt.NDArray[np.int64]:
     h = np.ascontiguousarray(content_hash_many(texts, normalize=True), dtype=np.uint64).reshape(
         n, -1
     )
+    return first_of_equal_rows(h)
+
+
+def first_of_equal_rows(h: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
+    """For each row of ``h`` (uint64 (n, w)), the position of the first equal row (int64 (n,)).
+
+    A stable radix sort on the first column; rows whose first words tie but differ later (for
+    128-bit hashes: practically never) make it fall back to a full lexicographic sort. Equals
+    :func:`first_of_equal_rows_reference` (tested).
+    """
+    n = h.shape[0]
+    if n == 0:
+        return np.zeros(0, np.int64)
+    o = np.argsort(h[:, 0], kind="stable")
+    hs = h[o]
+    tie = np.all(hs[1:, :1] == hs[:-1, :1], axis=1)
+    same = np.all(hs[1:] == hs[:-1], axis=1)
+    if np.any(tie & ~same):
+        o = np.lexsort(h.T[::-1])
+        hs = h[o]
+        same = np.all(hs[1:] == hs[:-1], axis=1)
+    new = np.ones(n, bool)
+    new[1:] = ~same
+    starts = o[new]  # stable: the first position of every group of equal rows
+    first = np.empty(n, np.int64)
+    first[o] = starts[np.cumsum(new) - 1]
+    return first
+
+
+def first_of_equal_rows_reference(h: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
+    """Reference for :func:`first_of_equal_rows`: ``np.unique`` over the rows as bytes."""
+    h = np.ascontiguousarray(h, dtype=np.uint64)
+    if h.shape[0] == 0:
+        return np.zeros(0, np.int64)
     key = h.view(np.dtype((np.void, h.dtype.itemsize * h.shape[1]))).ravel()
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     return first[inverse].astype(np.int64)

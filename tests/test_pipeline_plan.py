@@ -119,3 +119,20 @@ def test_config_validates_the_budget():
     for bad in (0, -5, 1.5, True, "x"):
         with pytest.raises(ConfigError, match="candidate_work_per_doc_ns"):
             DedupConfig(candidate_work_per_doc_ns=bad)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 3)).map(
+            lambda t: (t[0] * 0x9E3779B97F4A7C15 % 2**64, t[1])
+        ),
+        max_size=60,
+    ),
+    width=st.sampled_from([1, 2]),
+)
+def test_first_of_equal_rows_equals_the_reference(rows, width):
+    from neardup.dedup import first_of_equal_rows, first_of_equal_rows_reference
+
+    h = np.array(rows, dtype=np.uint64).reshape(-1, 2)[:, :width]
+    assert np.array_equal(first_of_equal_rows(h), first_of_equal_rows_reference(h))

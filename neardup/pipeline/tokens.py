@@ -52,8 +52,7 @@ def _token_kernel(
     buf: np.ndarray,
     doc_end: np.ndarray,
     state: np.ndarray,
-    slot_id: np.ndarray,
-    slot_h: np.ndarray,
+    slots: np.ndarray,
     ustart: np.ndarray,
     uoff: np.ndarray,
     ubytes: np.ndarray,
@@ -61,13 +60,14 @@ def _token_kernel(
     doc_tok_end: np.ndarray,
 ) -> int:  # pragma: no cover - numba
     # tokens = runs of [a-z0-9]; each gets the number of its first appearance. Open addressing
-    # keyed by the token bytes: a slot holds (hash, id); on a hash match the bytes are compared
-    # with the distinct token's copy in a compact store. Resumable: returns 1 (and saves where
-    # it stopped in ``state`` = [doc, pos, tokens, distinct, pending length]) when a table or store is full; the
-    # caller grows them and calls again. Returns 0 when done. (No array is reassigned in here:
-    # numba would refcount it on every iteration.)
+    # with one 16-byte slot per distinct token: (key, id + 1 << 32 | length). A token of at
+    # most 8 bytes is its own key (its bytes packed, exact, no further look-up); a longer one is
+    # keyed by its FNV hash and confirmed byte by byte against its copy in a compact store.
+    # Resumable: returns 1 (saving [doc, pos, tokens, distinct, pending length] in ``state``)
+    # when the table or a store is full; the caller grows them and calls again; 0 when done.
+    # (No array is reassigned in here: numba would refcount it on every iteration.)
     d, i, t, nu = state[0], state[1], state[2], state[3]
-    cap = slot_id.shape[0]
+    cap = slots.shape[0]
     mask = np.uint64(cap - 1)
     while d < doc_end.shape[0]:
         end = doc_end[d]
@@ -77,19 +77,25 @@ def _token_kernel(
                 i += 1
                 continue
             s = i
+            key = np.uint64(0)
             h = np.uint64(14695981039346656037)
             e = i
             while e < end:
                 x = buf[e]
                 if not ((x >= 97 and x <= 122) or (x >= 48 and x <= 57)):
                     break
+                if e - s < 8:
+                    key |= np.uint64(x) << np.uint64(8 * (e - s))
                 h = (h ^ np.uint64(x)) * np.uint64(1099511628211)
                 e += 1
             length = e - s
-            slot = h & mask
+            if length > 8:
+                key = h
+            slot = ((key * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(20)) & mask
+            meta_len = np.uint64(length)
             while True:
-                u = slot_id[slot]
-                if u < 0:
+                meta = slots[slot, 1]
+                if meta == 0:
                     o = uoff[nu]
                     if (
                         2 * (nu + 1) > cap
@@ -103,18 +109,20 @@ def _token_kernel(
                         ubytes[o + q] = buf[s + q]
                     uoff[nu + 1] = o + length
                     ustart[nu] = s
-                    slot_id[slot] = nu
-                    slot_h[slot] = h
+                    slots[slot, 0] = key
+                    slots[slot, 1] = (np.uint64(nu + 1) << np.uint64(32)) | meta_len
                     tok_ids[t] = nu
                     nu += 1
                     break
-                if slot_h[slot] == h and uoff[u + 1] - uoff[u] == length:
-                    o = uoff[u]
+                if slots[slot, 0] == key and (meta & np.uint64(0xFFFFFFFF)) == meta_len:
+                    u = np.int64(meta >> np.uint64(32)) - 1
                     same = True
-                    for q in range(length):
-                        if ubytes[o + q] != buf[s + q]:
-                            same = False
-                            break
+                    if length > 8:
+                        o = uoff[u]
+                        for q in range(length):
+                            if ubytes[o + q] != buf[s + q]:
+                                same = False
+                                break
                     if same:
                         tok_ids[t] = u
                         break
@@ -129,21 +137,18 @@ def _token_kernel(
 
 
 @numba.njit(cache=True)
-def _rehash(
-    slot_id: np.ndarray, slot_h: np.ndarray, cap: int
-) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
-    new_id = np.full(cap, -1, np.int32)
-    new_h = np.zeros(cap, np.uint64)
+def _rehash(slots: np.ndarray, cap: int) -> np.ndarray:  # pragma: no cover - numba
+    new = np.zeros((cap, 2), np.uint64)
     mask = np.uint64(cap - 1)
-    for q0 in range(slot_id.shape[0]):
-        v = slot_id[q0]
-        if v >= 0:
-            q = slot_h[q0] & mask
-            while new_id[q] >= 0:
+    for q0 in range(slots.shape[0]):
+        if slots[q0, 1] != 0:
+            key = slots[q0, 0]
+            q = ((key * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(20)) & mask
+            while new[q, 1] != 0:
                 q = (q + np.uint64(1)) & mask
-            new_id[q] = v
-            new_h[q] = slot_h[q0]
-    return new_id, new_h
+            new[q, 0] = key
+            new[q, 1] = slots[q0, 1]
+    return new
 
 
 def _ascii_token_ids(
@@ -152,19 +157,16 @@ def _ascii_token_ids(
     """(token ids int32 (ntok,), tokens before each doc's end int64 (docs,), first-appearance
     position int64 (distinct,), length int64 (distinct,)) of the ``[a-z0-9]`` runs of ``buf``."""
     state = np.zeros(5, np.int64)
-    slot_id = np.full(1 << 16, -1, np.int32)
-    slot_h = np.zeros(1 << 16, np.uint64)
+    slots = np.zeros((1 << 16, 2), np.uint64)
     ustart = np.empty(1 << 15, np.int64)
     uoff = np.zeros((1 << 15) + 1, np.int64)
     ubytes = np.empty(1 << 18, np.uint8)
     tok_ids = np.empty(ntok, np.int32)
     doc_tok_end = np.empty(doc_end.shape[0], np.int64)
-    while _token_kernel(
-        buf, doc_end, state, slot_id, slot_h, ustart, uoff, ubytes, tok_ids, doc_tok_end
-    ):
+    while _token_kernel(buf, doc_end, state, slots, ustart, uoff, ubytes, tok_ids, doc_tok_end):
         nu = int(state[3])
-        if 2 * (nu + 1) > slot_id.size:
-            slot_id, slot_h = _rehash(slot_id, slot_h, 2 * slot_id.size)
+        if 2 * (nu + 1) > slots.shape[0]:
+            slots = _rehash(slots, 2 * slots.shape[0])
         if nu + 1 >= ustart.size:
             ustart = np.concatenate([ustart, np.empty(ustart.size, np.int64)])
             uoff = np.concatenate([uoff, np.zeros(uoff.size - 1, np.int64)])
@@ -180,13 +182,13 @@ def _encode_ascii_run(
 ) -> list[str] | None:
     """Encode a run of ASCII texts; ``None`` when the encoder's vocabulary could run out (the
     caller then takes the reference path, which handles that case)."""
-    strip = verifier.config()["strip_social"]
-    lowered = []
-    for t in texts:
-        t = t.lower()
-        if strip and any(m in t for m in _SOCIAL_MARKERS):
-            t = _SOCIAL.sub(" ", t)
-        lowered.append(t)
+    lowered = [t.lower() for t in texts]
+    if verifier.config()["strip_social"]:
+        # markers absent from the whole run need no per-text check
+        joined = "\n".join(lowered)
+        markers = [m for m in _SOCIAL_MARKERS if m in joined]
+        if markers:
+            lowered = [_SOCIAL.sub(" ", t) if any(m in t for m in markers) else t for t in lowered]
     data = "\n".join(lowered).encode("ascii")
     buf = np.frombuffer(data, np.uint8)
     lens = np.fromiter((len(t) + 1 for t in lowered), np.int64, len(lowered))

@@ -31,6 +31,7 @@ import collections
 import json
 import random
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -273,7 +274,7 @@ async def latency(args: argparse.Namespace) -> dict[str, Any]:
             finished.set_result(None)
 
     def tick() -> None:
-        # send everything that is due by now, then sleep until the next scheduled send
+        # on the loop: send everything that is due by now
         now = perf()
         i = state["next"]
         while i < n and start + i * interval <= now:
@@ -284,14 +285,28 @@ async def latency(args: argparse.Namespace) -> dict[str, Any]:
                 due.append(i)
             i += 1
         state["next"] = i
-        if i < n:
-            loop.call_later(max(0.0, start + i * interval - perf()), tick)
+
+    def pace() -> None:
+        # in a thread: sleep (to the microsecond) until each scheduled send, then wake the
+        # loop. The event loop's timers have 1 ms resolution: sub-millisecond delays would
+        # either spin the loop (CPU taken from the server) or send late (latency added).
+        for i in range(n):
+            delay = start + i * interval - perf()
+            if delay > 0:
+                time.sleep(delay)
+            if state["next"] > i:  # already sent by a late tick
+                continue
+            try:
+                loop.call_soon_threadsafe(tick)
+            except RuntimeError:  # the loop is gone (the run timed out)
+                return
 
     conns = await _connect(args.url, args.max_inflight, on_answer, keep_body=False)
     idle.extend(conns)
     cpu0 = time.process_time()
     start = perf() + 0.05
-    loop.call_later(0.05, tick)
+    pacer = threading.Thread(target=pace, name="loadgen-pacer", daemon=True)
+    pacer.start()
     timed_out = False
     if n:
         try:  # bounded: a server that stops answering ends the run

@@ -60,6 +60,9 @@ _EMPTY_FLAG = 1
 _NO_HASH = bytes(16)
 #: most documents one write group decides (a single batch larger than this is still one group)
 MAX_GROUP_DOCS = 2048
+#: no background merge starts within this many seconds of a bulk_load (a seed of many chunks
+#: would otherwise rewrite each partition once per chunk)
+_BULK_QUIET_S = 10.0
 #: groups up to this many documents find their within-group pairs by brute force (an index
 #: build costs more than the n^2/2 distances there)
 _BRUTE_PAIRS = 256
@@ -342,6 +345,7 @@ class Deduplicator:
         self._stopping = False
         self._compactor: threading.Thread | None = None
         self._compacting = False  # compact() is merging in the caller's thread
+        self._last_bulk = -math.inf  # monotonic time of the last bulk_load
         self._compact_seen = -1
         self.max_segments_per_partition = max_segments_per_partition
         if self.retention is not None:
@@ -770,6 +774,8 @@ class Deduplicator:
         changes = st.flushes + st.compactions + st.dropped_partitions + len(st.segments)
         if st.dir is None or self._stopping or self._compacting or changes == self._compact_seen:
             return
+        if time.monotonic() - self._last_bulk < _BULK_QUIET_S:
+            return  # a series of bulk_load calls: merge once it is over (or call compact())
         if self._compactor is not None and self._compactor.is_alive():
             return
         self._compact_seen = changes
@@ -816,6 +822,7 @@ class Deduplicator:
             )
         elif op.kind == "bulk":
             self._guard(op, lambda: self._bulk(*op.arg))
+            self._last_bulk = time.monotonic()
         elif op.kind == "install":
             self._guard(op, lambda: self.store.install_merged(*op.arg))
         else:

@@ -303,3 +303,14 @@ def test_compact_merges_every_crowded_partition_now(tmp_path):
         assert d.compact() == 0
     with _dd(tmp_path) as d:
         assert len(d) == 239 and d.stats()["segments"] == 2
+
+
+def test_no_background_merge_right_after_bulk_loads(tmp_path):
+    rng = np.random.default_rng(4)
+    with _dd(tmp_path, max_segments_per_partition=1, partition_seconds=86400) as d:
+        for c in range(3):
+            fps = rng.integers(0, 2**64, 300, dtype=np.uint64)
+            d.bulk_load([f"b{c}-{i}" for i in range(300)], fps, np.full(300, 1.7e9))
+        d.check({"id": "q", "text": "wake the writer"})
+        assert d._compactor is None and d.stats()["segments"] == 3
+        assert d.compact() == 1 and d.stats()["segments"] == 1

@@ -614,6 +614,9 @@ def _content_hash_one(text: str, norm: bool) -> int:
     return xxhash.xxh3_128_intdigest(data)
 
 
+_ASCII_PRINTABLE = bytes(range(32, 127))
+
+
 def content_hash_many(
     texts: Sequence[str] | Iterable[str], *, normalize: bool = True
 ) -> npt.NDArray[np.uint64]:
@@ -631,13 +634,19 @@ def content_hash_many(
         parts = []
         for t in texts:
             if t.isascii():  # ASCII: normalize() is lower() + whitespace collapse
-                lo = t.lower()
+                b = t.encode("ascii").lower()
                 # the collapse is the identity when the only whitespace is single inner spaces
-                # (every other ASCII whitespace character is a control, not printable)
-                if lo.isprintable() and "  " not in lo and lo[:1] != " " and lo[-1:] != " ":
-                    parts.append(digest(lo.encode("ascii")))
-                else:
-                    parts.append(digest(" ".join(lo.split()).encode("ascii")))
+                # (every other ASCII whitespace character is a control: none left after deleting
+                # the printable bytes)
+                if (
+                    b.find(b"  ") < 0
+                    and b[:1] != b" "
+                    and b[-1:] != b" "
+                    and not b.translate(None, _ASCII_PRINTABLE)
+                ):
+                    parts.append(digest(b))
+                else:  # str.split: its whitespace includes \x1c-\x1f, bytes.split's does not
+                    parts.append(digest(" ".join(t.lower().split()).encode("ascii")))
             else:
                 parts.append(_digest_one(" ".join(casefold_nfkc(t).split())))
     else:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .text.tokenize import prepare, prepare_many
+from .text.tokenize import prepare_many, prepare_utf8
 
 U64 = np.uint64
 P1 = U64(11400714785074694791)
@@ -863,9 +863,7 @@ def split_long(text: str, chunk: int) -> list[tuple[int, int]]:
 
 
 def _encode_prepared(t: str, pmode: str) -> bytes:
-    if t.isascii():
-        return t.lower().encode()
-    return prepare(t, pmode).encode()  # type: ignore[arg-type]
+    return prepare_utf8(t, pmode)  # type: ignore[arg-type]
 
 
 def run_group(

@@ -129,6 +129,11 @@ TEXT_ST = st.text(
         list("abcXYZ019 _-.,!?\n\t\u3000")
         + list("中文字符测试美国飞碟")
         + ["😀", "é", "ß", "Ｆ", "\ufffd", "ﬁ", "\ud800", "™", "½", "İ", "\u0301", "，", "。"]
+        # characters that compose with a neighbour under NFKC (prepare_utf8's per-character
+        # path must hand these texts to the whole-text path): jamo, compatibility jamo,
+        # Tamil two-part vowels, the combining long solidus after "<", final sigma
+        + ["\u1100", "\u1161", "\u11a8", "\u3131", "\u314f", "\u0bc6", "\u0bbe", "<", "\u0338"]
+        + ["Σ", "’", "—"]
     ),
     max_size=60,
 )

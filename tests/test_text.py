@@ -21,6 +21,7 @@ from neardup.text import (
     words,
 )
 from neardup.text.normalize import casefold_nfkc, replace_surrogates
+from neardup.text.tokenize import _SEP_RUN, prepare, prepare_utf8
 from neardup.text.weights import IdfTable, build_idf, keyword_weights, quantize_idf, shipped_zh_idf
 
 
@@ -151,3 +152,67 @@ def test_normalize_whitespace_split_equals_regex_on_every_space():
 )
 def test_normalize_equals_regex_definition(text):
     assert normalize(text) == _WS_REGEX.sub(" ", casefold_nfkc(text)).strip()
+
+
+# ------------------------------------------------------------------ prepare_utf8 fast path
+_MIXED = st.text(
+    alphabet=st.sampled_from(
+        [
+            *"abcXYZ019_ .,;:'\"<>=!?-\n\t",
+            "é",
+            "É",
+            "’",
+            "“",
+            "”",
+            "—",
+            "ß",
+            "Σ",
+            "ς",
+            "ﬁ",
+            "Ｆ",
+            "½",
+            "℀",
+            "İ",
+            "™",
+            "\u0301",
+            *["\u1100", "\u1161", "\u11a8", "\u3131", "\u314f", "가", "\u0bc6", "\u0bbe"],
+            *["\u0338", "中", "文", "，", "😀", "\ud800", "\u00a0", "\u2028"],
+        ]
+    ),
+    max_size=80,
+)
+
+
+def _tokens(prepared: str) -> str:
+    return _SEP_RUN.sub(" ", prepared).strip(" ")
+
+
+@given(_MIXED, st.sampled_from(["words", "chars"]))
+def test_prepare_utf8_gives_the_tokens_of_prepare(text, mode):
+    fast = prepare_utf8(text, mode).decode("utf-8")
+    assert _tokens(fast) == _tokens(prepare(text, mode))
+
+
+def test_prepare_utf8_keeps_ascii_punctuation_and_maps_non_ascii():
+    assert prepare_utf8("Café’s “Quote”!", "words") == "café s  quote !".encode()
+    assert prepare_utf8("STRAẞE ﬁne", "words") == b"strasse fine"
+    assert prepare_utf8("plain ASCII, Text.") == b"plain ascii, text."
+    # jamo compose with their neighbours: the whole-text path is taken, same tokens
+    assert _tokens(prepare_utf8("\u1100\u1161 x").decode()) == _tokens(prepare("\u1100\u1161 x"))
+    assert prepare_utf8("中文", "jieba") == prepare("中文", "jieba").encode()
+
+
+def test_no_ascii_character_composes_with_a_following_word_character():
+    """prepare() leaves ASCII punctuation in place outside jieba mode; that is exact only if
+    no canonical composition starts with an ASCII character and continues with a word character
+    (the only ones, '<', '=' and '>' + U+0338, continue with a non-word mark)."""
+    import unicodedata
+
+    offenders = []
+    for cp in range(0x80, 0x30000):
+        d = unicodedata.decomposition(chr(cp))
+        if d and not d.startswith("<"):
+            parts = [int(x, 16) for x in d.split()]
+            if len(parts) == 2 and parts[0] < 0x80 and re.match(r"\w", chr(parts[1])):
+                offenders.append(hex(cp))
+    assert offenders == []

@@ -6,7 +6,11 @@ Every fingerprint feature is derived from :func:`prepare`'d text, whose definiti
     ASCII text is lower-cased. Other text: every non-word character (``re`` ``\\W``, including
     lone surrogates) becomes a space, then NFKC, casefold, and non-word characters -> space
     again. *Word characters* are ``[0-9a-z_]`` and every non-ASCII code point that survived
-    (i.e. Unicode ``\\w``), so a token is a maximal run of word characters.
+    (i.e. Unicode ``\\w``), so a token is a maximal run of word characters. Every ASCII
+    character outside ``[0-9a-z_]`` separates tokens exactly like a space, so outside ``jieba``
+    mode :func:`prepare` only rewrites the *non-ASCII* non-word characters and leaves ASCII
+    punctuation in place (the same features; 40x faster on English text with a few curly
+    quotes or accents).
 ``jieba``
     as ``words``; then, if the text is not pure ASCII, it is segmented with ``rjieba.cut``
     (jieba-compatible, HMM on) and the pieces are joined with spaces.
@@ -23,9 +27,12 @@ Feature strings:
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from typing import Literal
+
+import numpy as np
 
 from .normalize import check_text
 
@@ -38,6 +45,7 @@ __all__ = [
     "jieba_words",
     "prepare",
     "prepare_many",
+    "prepare_utf8",
     "tokenize",
     "word_shingles",
     "words",
@@ -47,6 +55,8 @@ PrepareMode = Literal["words", "jieba", "chars"]
 
 _NONWORD = re.compile(r"\W", re.UNICODE)
 _NONWORD_RUN = re.compile(r"\W+", re.UNICODE)
+#: non-word characters outside ASCII (ASCII ones already separate tokens in the kernels)
+_NONWORD_NONASCII = re.compile(r"[^\w\x00-\x7f]", re.UNICODE)
 #: token = maximal run of ASCII [0-9a-z_] or any non-ASCII code point (in prepared text)
 _TOKEN = re.compile("[0-9a-z_\u0080-\U0010ffff]+")
 _SEP_RUN = re.compile("[^0-9a-z_\u0080-\U0010ffff]+")
@@ -66,7 +76,12 @@ def prepare(text: str, mode: PrepareMode = "words") -> str:
     """
     if text.isascii():
         return text.lower()
-    s = _NONWORD.sub(" ", text)
+    # ASCII non-word characters separate tokens like a space (in the kernels, the reference,
+    # han_share and char n-grams), and no ASCII character composes under NFKC with a following
+    # word character (pinned in tests), so only jieba -- which segments the text itself --
+    # needs them rewritten. Rewriting only non-ASCII ones avoids one regex match per space.
+    nonword = _NONWORD if mode == "jieba" else _NONWORD_NONASCII
+    s = nonword.sub(" ", text)
     changed = False
     if not unicodedata.is_normalized("NFKC", s):
         s = unicodedata.normalize("NFKC", s)
@@ -75,13 +90,89 @@ def prepare(text: str, mode: PrepareMode = "words") -> str:
     if folded.isascii():
         return folded
     if changed or folded != s:  # else s is still only word characters and spaces
-        folded = _NONWORD.sub(" ", folded)
+        folded = nonword.sub(" ", folded)
     s = folded
     if mode == "jieba":
         import rjieba
 
         s = " ".join(rjieba.cut(s))
     return s
+
+
+#: mostly-ASCII texts with at most this many non-ASCII characters take prepare_utf8's fast path
+_FAST_MAX_NONASCII = 256
+
+
+@functools.cache
+def _composition_seconds() -> frozenset[int]:
+    """Code points that can be the *second* half of a canonical composition (so NFKC may merge
+    them with the character before), plus the Hangul medial / final jamo (composed
+    algorithmically). Computed once from the running Python's Unicode database."""
+    out = set(range(0x1161, 0x1176)) | set(range(0x11A8, 0x11C3))
+    for cp in range(0x80, 0x30000):
+        d = unicodedata.decomposition(chr(cp))
+        if d and not d.startswith("<"):
+            parts = d.split()
+            if len(parts) == 2:
+                out.add(int(parts[1], 16))
+    return frozenset(out)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _char_utf8(c: str) -> bytes | None:
+    """UTF-8 of :func:`prepare` (words / chars mode) applied to the one non-ASCII character
+    ``c`` alone, or ``None`` when ``c`` could interact with its neighbours under NFKC (its
+    compatibility decomposition starts with a non-starter or a composition second), in which
+    case the caller takes the whole-text path."""
+    if _NONWORD.fullmatch(c) is not None:
+        return b" "
+    first = unicodedata.normalize("NFKD", c)[:1]
+    if unicodedata.combining(first) or ord(first) in _composition_seconds():
+        return None
+    s = unicodedata.normalize("NFKC", c).casefold()
+    return _NONWORD_NONASCII.sub(" ", s).encode("utf-8")
+
+
+def prepare_utf8(text: str, mode: PrepareMode = "words") -> bytes:
+    """UTF-8 bytes of :func:`prepare` -- the same tokens, faster on mostly-ASCII text.
+
+    For ``words`` / ``chars`` mode, a text with a few non-ASCII characters is prepared
+    character by character on its UTF-8 bytes: ``bytes.lower()`` for the ASCII part and a
+    cached per-character mapping for each distinct non-ASCII character. That equals the
+    whole-text definition whenever no character can compose with a neighbour under NFKC (checked
+    per character; otherwise, and for ``jieba`` mode, mostly non-ASCII text or lone
+    surrogates, this is ``prepare(text, mode).encode()``). The result may keep ASCII
+    punctuation where :func:`prepare` has spaces; both separate tokens identically.
+    """
+    if text.isascii():
+        return text.lower().encode("ascii")
+    if mode != "jieba":
+        try:
+            b = text.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: the whole-text path replaces them
+            b = b""
+        if b:
+            buf = np.frombuffer(b, np.uint8)
+            lead = np.flatnonzero(buf >= 0xC0)
+            if lead.size <= _FAST_MAX_NONASCII:
+                width = np.where(buf[lead] >= 0xF0, 4, np.where(buf[lead] >= 0xE0, 3, 2))
+                spans = list(zip(lead.tolist(), (lead + width).tolist(), strict=True))
+                maps = {b[p:e]: None for p, e in spans}
+                for q in maps:
+                    maps[q] = _char_utf8(q.decode("utf-8"))
+                if all(m is not None for m in maps.values()):
+                    low = b.lower()  # changes ASCII bytes only (UTF-8 sequences are >= 0x80)
+                    parts: list[bytes] = []
+                    prev = 0
+                    for p, e in spans:  # one pass: a mapped character is never re-mapped
+                        m = maps[b[p:e]]
+                        if m != b[p:e]:
+                            parts.append(low[prev:p])
+                            parts.append(m)  # type: ignore[arg-type]
+                            prev = e
+                    parts.append(low[prev:])
+                    return b"".join(parts)
+    return prepare(text, mode).encode("utf-8")
 
 
 def prepare_many(texts: list[str], mode: PrepareMode = "words") -> list[str]:

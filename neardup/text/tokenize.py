@@ -68,19 +68,30 @@ def prepare(text: str, mode: PrepareMode = "words") -> str:
     """The prepared text a fingerprint kernel tokenizes (see the module docstring).
 
     ASCII text: ``text.lower()`` (the kernel treats ASCII non-word bytes as separators).
-    Other text: non-word characters -> space; NFKC (skipped when ``is_normalized``); casefold;
+    Other text: non-word characters -> space (outside ``jieba`` mode only the non-ASCII ones:
+    ASCII ones already separate tokens); NFKC (skipped when ``is_normalized``); casefold;
     non-word characters -> space again (NFKC / casefold can create some, e.g. ``½`` -> ``1⁄2``).
     Replacing separators *before* NFKC lets full-width punctuation (common in Chinese text,
     and not NFKC-normalised) skip the slow ``unicodedata.normalize``; lone surrogates are
     non-word characters, so they become separators too.
     """
+    s = _prepare_unsegmented(text, mode == "jieba")
+    if mode == "jieba" and not s.isascii():
+        import rjieba
+
+        s = " ".join(rjieba.cut(s))
+    return s
+
+
+def _prepare_unsegmented(text: str, for_jieba: bool) -> str:
+    """:func:`prepare` before jieba segmentation."""
     if text.isascii():
         return text.lower()
     # ASCII non-word characters separate tokens like a space (in the kernels, the reference,
     # han_share and char n-grams), and no ASCII character composes under NFKC with a following
     # word character (pinned in tests), so only jieba -- which segments the text itself --
     # needs them rewritten. Rewriting only non-ASCII ones avoids one regex match per space.
-    nonword = _NONWORD if mode == "jieba" else _NONWORD_NONASCII
+    nonword = _NONWORD if for_jieba else _NONWORD_NONASCII
     s = nonword.sub(" ", text)
     changed = False
     if not unicodedata.is_normalized("NFKC", s):
@@ -91,12 +102,7 @@ def prepare(text: str, mode: PrepareMode = "words") -> str:
         return folded
     if changed or folded != s:  # else s is still only word characters and spaces
         folded = nonword.sub(" ", folded)
-    s = folded
-    if mode == "jieba":
-        import rjieba
-
-        s = " ".join(rjieba.cut(s))
-    return s
+    return folded
 
 
 #: mostly-ASCII texts with at most this many non-ASCII characters take prepare_utf8's fast path
@@ -181,7 +187,7 @@ def prepare_many(texts: list[str], mode: PrepareMode = "words") -> list[str]:
     prepared text cannot contain), which saves ~30 % of the segmentation time."""
     if mode != "jieba":
         return [prepare(t, mode) for t in texts]
-    pre = [prepare(t, "words") for t in texts]
+    pre = [_prepare_unsegmented(t, True) for t in texts]
     idx = [i for i, s in enumerate(pre) if not s.isascii()]
     if idx:
         import rjieba

@@ -370,16 +370,22 @@ def candidate_pairs(fingerprints: npt.ArrayLike, max_distance: int, *, workers: 
 #: pass), nanoseconds on one core (measured 2.7 on the 2-core dev box; a constant, never timed)
 SCAN_PAIR_NS = 2.7
 #: cost model of the permuted-table self-join (:func:`neardup.all_pairs`), single-core ns,
-#: calibrated once against measured runs (uniform 1M and generated short-text 200k fingerprints,
-#: k = 3..7: the model is within 0.5-1.5x of the measured time); constants, never timed:
+#: calibrated once against measured runs on the shared 2-core box (uniform 1M and generated
+#: short-text 200k/1M fingerprints, k = 3..7); constants, never timed:
 #: per document and table (permute + sort)
 TABLES_BUILD_NS = 40.0
 #: per probe of a table with probe radius >= 1 (directory lookup)
 TABLES_PROBE_NS = 80.0
-#: per candidate compared in a probed bucket (radius >= 1: random access)
-TABLES_CAND_NS = 12.0
-#: per pair compared inside a bucket of a radius-0 table (contiguous self-join)
+#: per candidate compared in a probed bucket (radius >= 1: random access; skewed buckets use
+#: the slower descent, so this is set from the skewed short-text run, ~2x the uniform one)
+TABLES_CAND_NS = 25.0
+#: per pair compared inside a light bucket of a radius-0 table (contiguous self-join)
 TABLES_JOIN_NS = 1.2
+#: buckets larger than this are joined by descent ...
+TABLES_HEAVY = 1024
+#: ... which costs about this per pair of the bucket on skewed fingerprints (measured: 1M
+#: generated short texts, k=4: 1.3 M elements in heavy buckets, ~2e9 pairs, ~20 s)
+TABLES_HEAVY_PAIR_NS = 10.0
 #: per pair within the distance (output arrays, sort)
 TABLES_PAIR_NS = 300.0
 #: verifying a candidate pair costs about this per character of the two texts (tokenising is
@@ -391,10 +397,6 @@ def pair_work_ns(mean_chars: float) -> float:
     """Modelled cost of one candidate pair whose texts average ``mean_chars`` characters:
     producing it and verifying it (ns)."""
     return TABLES_PAIR_NS + VERIFY_NS_PER_CHAR * 2.0 * max(float(mean_chars), 0.0)
-
-
-#: buckets larger than this are joined by descent; their per-element cost is capped here
-TABLES_HEAVY = 1024
 
 
 @numba.njit(cache=True)
@@ -438,7 +440,7 @@ def tables_work_ns(
 
     Takes the layout the index planner chooses (:func:`neardup.index.plan.plan_index`) and
     counts, from the fingerprints' own prefix buckets, the work of every table: pairs inside
-    each bucket for radius-0 tables (capped per element at :data:`TABLES_HEAVY`, where the
+    each bucket for radius-0 tables (dearer in buckets above :data:`TABLES_HEAVY`, where the
     descent takes over), probes and the sizes of the probed buckets for radius >= 1 tables; plus
     ``est_pairs`` output pairs at ``pair_ns`` each (:func:`pair_work_ns`: with their
     verification). ``uniform=True`` assumes uniform buckets (``n / 2^pb`` each), a
@@ -461,9 +463,12 @@ def tables_work_ns(
     for t in range(pa.n_tables):
         pb, rho = int(pa.pb[t]), int(pa.radius[t])
         flips = pa.flips[t, : int(pa.nflips[t])]
+        heavy_pairs = 0.0
         if uniform:
             per = n / 2.0**pb
-            cand = n * flips.size * per if rho else n * min(per, TABLES_HEAVY) / 2.0
+            cand = n * flips.size * per if rho else n * per / 2.0
+            if not rho and per > TABLES_HEAVY:
+                cand, heavy_pairs = 0.0, n * per / 2.0
         else:
             prefix = K.permute_many(f2, t, pa.pidx, pa.pmask, pa.npieces) >> np.uint64(64 - pb)
             if rho:
@@ -471,12 +476,14 @@ def tables_work_ns(
             else:
                 _, c = np.unique(prefix, return_counts=True)
                 c = c.astype(np.float64)
-                cand = float((c * np.minimum(c, TABLES_HEAVY)).sum() / 2.0)
+                heavy = c > TABLES_HEAVY
+                cand = float((c[~heavy] ** 2).sum() / 2.0)
+                heavy_pairs = float((c[heavy] ** 2).sum() / 2.0)
         total += n * TABLES_BUILD_NS
         if rho:
             total += n * flips.size * TABLES_PROBE_NS + cand * TABLES_CAND_NS
         else:
-            total += cand * TABLES_JOIN_NS
+            total += cand * TABLES_JOIN_NS + heavy_pairs * TABLES_HEAVY_PAIR_NS
     return total
 
 

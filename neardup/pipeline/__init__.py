@@ -2,6 +2,24 @@
 
 from __future__ import annotations
 
-from .candidates import all_pairs_bruteforce, all_pairs_reference, bounded_pairs, candidate_pairs
+from .candidates import (
+    PassPlan,
+    all_pairs_bruteforce,
+    all_pairs_reference,
+    bounded_pairs,
+    candidate_pairs,
+    plan_pass,
+    planned_pairs,
+)
+from .tokens import encode_texts
 
-__all__ = ["all_pairs_bruteforce", "all_pairs_reference", "bounded_pairs", "candidate_pairs"]
+__all__ = [
+    "PassPlan",
+    "all_pairs_bruteforce",
+    "all_pairs_reference",
+    "bounded_pairs",
+    "candidate_pairs",
+    "encode_texts",
+    "plan_pass",
+    "planned_pairs",
+]

@@ -383,9 +383,11 @@ TABLES_CAND_NS = 25.0
 TABLES_JOIN_NS = 1.2
 #: buckets larger than this are joined by descent ...
 TABLES_HEAVY = 1024
-#: ... which costs about this per pair of the bucket on skewed fingerprints (measured: 1M
-#: generated short texts, k=4: 1.3 M elements in heavy buckets, ~2e9 pairs, ~20 s)
-TABLES_HEAVY_PAIR_NS = 10.0
+#: ... which costs about this per pair of the bucket: between the two regimes measured on
+#: skewed fingerprints -- 1M generated short posts, k=4 (~10 ns: 1.3 M elements in heavy
+#: buckets, ~2e9 pairs, ~20 s) and 1M generated long documents, k=2 (much cheaper: the whole
+#: candidate stage took 16 s); 10 ns narrowed the long pass to k=1 (recall 0.67 -> 0.40)
+TABLES_HEAVY_PAIR_NS = 4.0
 #: per pair within the distance (output arrays, sort)
 TABLES_PAIR_NS = 300.0
 #: verifying a candidate pair costs about this per character of the two texts (tokenising is

@@ -1,6 +1,7 @@
 """The online service: an HTTP API (FastAPI + uvicorn) around :class:`neardup.online.Deduplicator`.
 
 * :mod:`neardup.service.app` -- ``create_app(config)``, the ASGI application
+* :mod:`neardup.service.documents` -- the hot path: check / insert / check-and-insert requests
 * :mod:`neardup.service.config` -- :class:`ServiceConfig`
 * :mod:`neardup.service.namespaces` -- namespace -> deduplicator registry under the data dir
 * :mod:`neardup.service.schema` -- request parsing and the documented JSON shapes

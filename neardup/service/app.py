@@ -20,8 +20,13 @@ Bodies: a document ``{"id", "text", "time"?, "metadata"?}`` answered by one resu
 
 Every error is ``{"error": {"code", "message"}}`` (plus ``"field"`` on 422), with its status
 from :func:`neardup.errors.http_status_for`; the HTTP-only errors add 401 (missing or wrong
-token) and 413 (body or batch too large). Blocking store calls run in a worker thread, so
-concurrent requests share one write-ahead-log fsync (group commit).
+token) and 413 (body or batch too large).
+
+``POST`` requests to the document routes are answered by
+:class:`~neardup.service.documents.DocumentRoutes` before this application's middleware stack
+(same answers, errors and metrics); they await the writer's outcome without holding a thread,
+so concurrent requests share one write-ahead-log fsync (group commit). Other blocking store
+calls run in a worker thread.
 """
 
 from __future__ import annotations

@@ -677,3 +677,48 @@ def test_large_bodies_take_the_worker_thread_path(tmp_path: Path) -> None:
         again = c.post("/v1/check", content=body).json()["results"]
         assert all(x["duplicate"] and x["matches"][0]["id"] == x["id"] for x in again)
         assert c.get("/healthz").json()["documents"] == 300
+
+
+def test_fastapi_routes_answer_like_the_hot_path(tmp_path: Path) -> None:
+    """Mounted under a prefix the hot path does not match, so FastAPI's own document routes
+    answer: same decisions, same error shapes and codes."""
+    import asyncio
+
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    config = ServiceConfig(data_dir=tmp_path, token=TOKEN, max_batch=3)
+    registry = NamespaceRegistry(config)
+    registry.open()
+    app = create_app(config, registry=registry)
+    outer = Starlette(routes=[Mount("/api", app=app)])
+    text = words(random.Random(21))
+
+    async def run() -> list[httpx.Response]:
+        out = []
+        for base in ("http://t", "http://t/api"):
+            async with httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=outer if base.endswith("api") else app),
+                base_url=base,
+            ) as c:
+                doc = {"id": "routed" if base.endswith("api") else "hot", "text": text}
+                out.append(await c.post("/v1/check-and-insert", json=doc, headers=AUTH))
+                out.append(await c.post("/v1/check", json={"id": "x", "text": text}))
+                out.append(await c.post("/v1/insert", json={"id": "y", "text": text}))
+                out.append(await c.post("/v1/check", json={"documents": [{"id": "z"}]}))
+                out.append(await c.post("/v1/ns/nope/check", json={"id": "x", "text": "t"}))
+                out.append(await c.post("/v1/check", json={"documents": [{}] * 4}))
+        return out
+
+    try:
+        answers = asyncio.run(run())
+    finally:
+        registry.close()
+    hot, routed = answers[:6], answers[6:]
+    assert [r.status_code for r in hot] == [200, 200, 401, 422, 404, 413]
+    assert [r.status_code for r in routed] == [r.status_code for r in hot]
+    for a, b in zip(hot[2:], routed[2:], strict=True):
+        assert a.json() == b.json()
+    assert hot[0].json()["added"] is True
+    assert routed[0].json()["added"] is False and routed[0].json()["matches"][0]["id"] == "hot"
+    assert routed[1].json()["duplicate"] is True

@@ -722,3 +722,27 @@ def test_fastapi_routes_answer_like_the_hot_path(tmp_path: Path) -> None:
     assert hot[0].json()["added"] is True
     assert routed[0].json()["added"] is False and routed[0].json()["matches"][0]["id"] == "hot"
     assert routed[1].json()["duplicate"] is True
+
+
+def test_batcher_skips_cancelled_requests() -> None:
+    import asyncio
+
+    from neardup.errors import InputError
+    from neardup.service.documents import _Batcher
+
+    def submit(method: str, docs: list[dict[str, Any]]) -> tuple[Any, bool]:
+        if len(docs) > 1 or docs[0]["id"] == "bad":
+            raise InputError("refused")
+        return _FakeFuture(docs), False
+
+    async def run() -> list[Any]:
+        b = _Batcher()
+        store = object()
+        waiters = [b.submit(store, submit, "add", [{"id": i}]) for i in ("bad", "ok", "gone")]
+        waiters[0].cancel()
+        waiters[2].cancel()
+        await asyncio.sleep(0)  # the flush runs; cancelled requests are skipped, not failed
+        await asyncio.sleep(0)
+        return [w.cancelled() or w.result()[0] for w in waiters]
+
+    assert asyncio.run(run()) == [True, ["ok"], True]

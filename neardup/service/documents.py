@@ -111,7 +111,7 @@ class _Batcher:
                 merged = [d for docs, _ in items for d in docs]
                 try:
                     future, _single = submit(method, merged)
-                except Exception:  # e.g. an id repeated across requests: one by one
+                except Exception:  # e.g. an id repeated across requests: one by one below
                     pass
                 else:
                     _when_done(future, loop, _split, items, time.perf_counter())
@@ -120,7 +120,8 @@ class _Batcher:
                 try:
                     future, _single = submit(method, docs)
                 except Exception as exc:
-                    fut.set_exception(exc)
+                    if not fut.done():  # a cancelled request (shutdown) needs no answer
+                        fut.set_exception(exc)
                 else:
                     _when_done(future, loop, _split, [(docs, fut)], time.perf_counter())
 

@@ -49,7 +49,7 @@ from .errors import (
     StorageError,
 )
 from .hamming import as_fingerprints, hamming_cdist
-from .store.engine import Store, fp_words, parse_duration
+from .store.engine import Store, fp_words, lower_thread_priority, parse_duration
 from .store.wal import HEADER_SIZE, AddRecord, DeleteRecord
 
 __all__ = ["Decision", "Deduplicator", "Match"]
@@ -787,6 +787,7 @@ class Deduplicator:
             self._compactor.start()
 
     def _compact(self, groups: list[Any]) -> None:
+        lower_thread_priority()
         for segs in groups:
             try:
                 merged = self.store.build_merged(segs)

@@ -31,6 +31,7 @@ memtable (a torn tail is truncated and counted in ``stats()["wal_truncated_bytes
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -87,6 +88,7 @@ class _LiveSegment:
     entry: dict[str, Any]  # manifest entry
     segment: Segment
     index: Any  # BruteIndex or fast index
+    dropped: Any = None  # (merge output) deleted row ids the merge left out
 
     @property
     def partition(self) -> int:
@@ -229,6 +231,13 @@ class _Applier:
                 self._queue.clear()
                 self._cv.notify_all()
             self._thread.join()
+
+
+def lower_thread_priority(niceness: int = 10) -> None:
+    """Lower the calling thread's CPU priority (Linux: nice per thread id), for background
+    flushes and merges, so the writer and the request threads get the CPU first."""
+    with contextlib.suppress(AttributeError, OSError):  # not Linux / not permitted: as is
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
 
 
 def _rss_mib() -> float:
@@ -607,8 +616,15 @@ class Store:
         if self.frozen is None and len(self.memtable) >= self.memtable_size:
             frozen = self.begin_flush()
             threading.Thread(
-                target=self.build_flush, args=(frozen, cutoff), name="neardup-flush", daemon=True
+                target=self._background_flush,
+                args=(frozen, cutoff),
+                name="neardup-flush",
+                daemon=True,
             ).start()
+
+    def _background_flush(self, frozen: _Frozen, cutoff: float | None) -> None:
+        lower_thread_priority()
+        self.build_flush(frozen, cutoff)
 
     def partition_of(self, times: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
         return np.floor(np.asarray(times, dtype=np.float64) / self.partition_seconds).astype(
@@ -677,17 +693,30 @@ class Store:
         fps = np.concatenate([s.segment.fingerprints for s in segs])
         rids = np.concatenate([s.segment.rowids for s in segs])
         ts = np.concatenate([s.segment.times for s in segs])
-        alive = self.meta.existing_rowids(int(rids.min()), int(rids.max()))
-        keep = np.isin(rids, alive)
+        # deleted rows: the (small) table of applied deletes plus deletes still pending; no
+        # scan of the live rows, so the writer's lookups never wait for a merge
+        lo, hi = int(rids.min()), int(rids.max())
+        gone = self.meta.deleted_between(lo, hi)
+        with self.pending.lock:
+            pend = [
+                rid
+                for rid, r in self.pending.by_rid.items()
+                if type(r) is DeleteRecord and lo <= rid <= hi
+            ]
+        if pend:
+            gone = np.concatenate([gone, np.asarray(pend, dtype=np.int64)])
+        keep = ~np.isin(rids, gone) if len(gone) else np.ones(len(rids), bool)
         order = np.argsort(rids[keep], kind="stable")
         if not keep.any():
             return None
         try:
-            return self._new_segment(
+            out = self._new_segment(
                 segs[0].partition, fps[keep][order], rids[keep][order], ts[keep][order]
             )
         except OSError as exc:
             raise StorageError(f"compaction could not write a segment: {exc}") from exc
+        out.dropped = rids[~keep]
+        return out
 
     def install_merged(self, segs: list[_LiveSegment], merged: _LiveSegment | None) -> bool:
         """Swap merged segments in (writer thread); False (and the output removed) if the inputs
@@ -714,9 +743,19 @@ class Store:
             raise StorageError(f"compaction could not update the manifest: {exc}") from exc
         self.manifest = manifest
         self.segments = alive
+        dropped = (
+            merged.dropped
+            if merged is not None and merged.dropped is not None
+            else np.concatenate([s.segment.rowids for s in segs])  # all rows were deleted
+        )
         for s in segs:
             self._discard(s)
         self.compactions += 1
+        if len(dropped):
+            try:  # bookkeeping only: those rows are gone from every segment now
+                self.meta.forget_deleted(dropped.tolist())
+            except Exception:
+                log.warning("could not prune the deleted-rows table", exc_info=True)
         return True
 
     @staticmethod

@@ -41,6 +41,9 @@ CREATE TABLE IF NOT EXISTS docs (
     metadata TEXT,
     text TEXT
 );
+CREATE TABLE IF NOT EXISTS deleted (
+    rid INTEGER PRIMARY KEY
+);
 CREATE TABLE IF NOT EXISTS wal_applied (
     gen INTEGER PRIMARY KEY,
     offset INTEGER NOT NULL
@@ -123,6 +126,8 @@ class MetaDB:
                         )
                         adds = []
                     cur.execute("DELETE FROM docs WHERE rid = ?", (r.rowid,))
+                    # remembered until compaction drops the row from its segment
+                    cur.execute("INSERT OR IGNORE INTO deleted VALUES (?)", (r.rowid,))
                 if adds:
                     cur.executemany("INSERT OR REPLACE INTO docs VALUES (?,?,?,?,?,?,?,?)", adds)
                 cur.executemany(
@@ -211,6 +216,17 @@ class MetaDB:
         with self._rlock:
             cur = self._rdb.execute("SELECT rid FROM docs WHERE rid BETWEEN ? AND ?", (lo, hi))
             return np.fromiter((r[0] for r in cur), dtype=np.int64)
+
+    def deleted_between(self, lo: int, hi: int) -> npt.NDArray[np.int64]:
+        """Row ids deleted (by a ``DELETE`` record) in ``[lo, hi]`` (sorted int64)."""
+        with self._rlock:
+            cur = self._rdb.execute("SELECT rid FROM deleted WHERE rid BETWEEN ? AND ?", (lo, hi))
+            return np.fromiter((r[0] for r in cur), dtype=np.int64)
+
+    def forget_deleted(self, rowids: Sequence[int]) -> None:
+        """Drop row ids from the ``deleted`` table (their rows left the segments)."""
+        with self._lock:
+            self._db.executemany("DELETE FROM deleted WHERE rid = ?", ((int(r),) for r in rowids))
 
     def lookup_ids(self, ids: Sequence[str]) -> dict[str, int]:
         """id -> row id for those ids that exist."""

@@ -314,3 +314,20 @@ def test_no_background_merge_right_after_bulk_loads(tmp_path):
         d.check({"id": "q", "text": "wake the writer"})
         assert d._compactor is None and d.stats()["segments"] == 3
         assert d.compact() == 1 and d.stats()["segments"] == 1
+
+
+def test_small_segments_merge_among_themselves_first(tmp_path):
+    rng = np.random.default_rng(8)
+    with _dd(tmp_path, max_segments_per_partition=2, partition_seconds=86400) as d:
+        d.bulk_load([f"big{i}" for i in range(2000)], rng.integers(0, 2**64, 2000, np.uint64))
+        for c in range(2):
+            d.bulk_load([f"s{c}-{i}" for i in range(100)], rng.integers(0, 2**64, 100, np.uint64))
+        d._last_bulk = -1e9  # let the background policy run
+        groups = d.store.compaction_candidates(2)
+        assert [sorted(len(s.segment) for s in g) for g in groups] == [[100, 100]]
+        d.compact()
+        assert sorted(len(s.segment) for s in d.store.segments) == [200, 2000]
+        for c in range(3):  # small ones now reach a quarter of the big one: merge everything
+            d.bulk_load([f"t{c}-{i}" for i in range(100)], rng.integers(0, 2**64, 100, np.uint64))
+        d.compact()
+        assert [len(s.segment) for s in d.store.segments] == [2500]

@@ -686,7 +686,21 @@ class Store:
         by_part: dict[int, list[_LiveSegment]] = {}
         for s in self.segments:
             by_part.setdefault(s.partition, []).append(s)
-        return [segs for segs in by_part.values() if len(segs) > max_segments]
+        out: list[list[_LiveSegment]] = []
+        for segs in by_part.values():
+            if len(segs) <= max_segments:
+                continue
+            # size-tiered: small segments (e.g. memtable flushes) are merged among themselves
+            # until together they reach a quarter of the largest, so a large partition is not
+            # rewritten for every small flush; more than max_segments + 2 merges everything
+            big = max(segs, key=lambda s: len(s.segment))
+            small = [s for s in segs if s is not big]
+            n_small = sum(len(s.segment) for s in small)
+            if len(segs) > max_segments + 2 or 4 * n_small >= len(big.segment):
+                out.append(segs)
+            elif len(small) >= 2:
+                out.append(small)
+        return out
 
     def build_merged(self, segs: list[_LiveSegment]) -> _LiveSegment | None:
         """Merge segments into a new file, dropping deleted rows (any thread; files are immutable)."""

@@ -22,6 +22,11 @@ def test_dev_set_f1_targets_on_defaults(dev_data):
             langs[r["id"]] = r["lang"]
     labels = load_labels(dev_data / "pairs.csv")
     result = dedup(texts, ids=ids)
+    # the work budget leaves the dev set's passes at their full distances (scan regime)
+    passes = result.stats["candidate_passes"]
+    assert set(passes) == {"short", "long", "cross"}
+    for name, p in passes.items():
+        assert p["method"] == "scan" and p["distance_used"] == p["distance"], (name, p)
     reported = [
         (ids[a], ids[b])
         for a, b in zip(result.pairs.a.tolist(), result.pairs.b.tolist(), strict=True)

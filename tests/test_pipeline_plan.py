@@ -136,3 +136,18 @@ def test_first_of_equal_rows_equals_the_reference(rows, width):
 
     h = np.array(rows, dtype=np.uint64).reshape(-1, 2)[:, :width]
     assert np.array_equal(first_of_equal_rows(h), first_of_equal_rows_reference(h))
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 1000), n=st.integers(1, 300), k=st.integers(0, 64))
+def test_sample_histogram_equals_numpy(seed, n, k):
+    from neardup.hamming import hamming_cdist
+    from neardup.pipeline.candidates import _sample_hist64
+
+    fps = clustered(seed, n, 5, 0.05)
+    rows = np.sort(np.random.default_rng(seed).choice(n, size=min(n, 7), replace=False))
+    got = _sample_hist64(fps, rows.astype(np.int64), k)
+    d = hamming_cdist(fps[rows], fps)
+    d[np.arange(rows.size), rows] = 99  # not the row itself
+    want = np.stack([np.bincount(r[r <= k], minlength=k + 1)[: k + 1] for r in d])
+    assert np.array_equal(got, want)

@@ -331,3 +331,25 @@ def test_small_segments_merge_among_themselves_first(tmp_path):
             d.bulk_load([f"t{c}-{i}" for i in range(100)], rng.integers(0, 2**64, 100, np.uint64))
         d.compact()
         assert [len(s.segment) for s in d.store.segments] == [2500]
+
+
+def test_parallel_segment_search_equals_serial(tmp_path, monkeypatch):
+    from neardup.store import engine
+
+    rng = np.random.default_rng(12)
+    with _dd(tmp_path, max_segments_per_partition=8) as d:
+        base = rng.integers(0, 2**64, 400, dtype=np.uint64)
+        for c in range(3):
+            fps = base ^ np.uint64(1 << c)  # every chunk holds neighbours of the queries
+            d.bulk_load([f"c{c}-{i}" for i in range(400)], fps)
+        assert d.stats()["segments"] == 3
+        q = base[:200].copy()
+        monkeypatch.setattr(engine, "_PARALLEL_QUERIES", 10**9)
+        serial = d.store.search(q, 3)
+        monkeypatch.setattr(engine, "_PARALLEL_QUERIES", 1)
+        monkeypatch.setattr(engine, "_SEARCH_THREADS", 2)
+        parallel = d.store.search(q, 3)
+        assert d.store._pool is not None
+        for a, b in zip(serial, parallel, strict=True):
+            np.testing.assert_array_equal(a, b)
+        assert len(serial[1]) >= 600

@@ -40,6 +40,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,9 @@ class _LiveSegment:
         return int(self.entry["partition"])
 
 
+#: groups of at least this many queries search the segments on a thread pool
+_PARALLEL_QUERIES = 64
+_SEARCH_THREADS = min(2, os.cpu_count() or 1)
 #: the writer waits for the metadata applier when this many records are not yet in SQLite
 MAX_PENDING_RECORDS = 200_000
 #: most records one applier transaction writes
@@ -314,6 +318,7 @@ class Store:
         self._count_lock = threading.Lock()
         self.pending = _Pending()
         self.applier: _Applier | None = None
+        self._pool: ThreadPoolExecutor | None = None
         self.dir: DataDir | None = None
         if path is None:
             self.meta = MetaDB(None)
@@ -504,12 +509,27 @@ class Store:
         nq = len(fps)
         if nq == 0:
             return empty_result(0)
+        segments = self.segments
+        pool = None
+        if nq >= _PARALLEL_QUERIES and len(segments) > 1 and _SEARCH_THREADS > 1:
+            pool = self._search_pool()
+        # large groups: segments are searched on a small thread pool (the kernels release the
+        # GIL) while this thread searches the memtable; small groups stay on this thread
+        futures = [pool.submit(s.index.search, fps, max_distance) for s in segments] if pool else []
         results = [self.memtable.search(fps, max_distance)]
         frozen = self.frozen
         if frozen is not None:
             results.append(frozen.memtable.search(fps, max_distance))
-        results += [s.index.search(fps, max_distance) for s in self.segments]
+        if pool is not None:
+            results += [f.result() for f in futures]
+        else:
+            results += [s.index.search(fps, max_distance) for s in segments]
         return merge_results(nq, results)
+
+    def _search_pool(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(_SEARCH_THREADS, thread_name_prefix="neardup-search")
+        return self._pool
 
     def lookup_ids(self, ids: Sequence[str]) -> dict[str, int]:
         """id -> row id for the ids that exist (pending records first, then SQLite)."""
@@ -1023,6 +1043,9 @@ class Store:
         }
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
         if self.applier is not None:
             try:
                 self.applier.close()

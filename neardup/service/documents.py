@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from concurrent.futures import Future
@@ -63,11 +64,15 @@ def error_parts(method: str, path: str, exc: NeardupError) -> tuple[int, bytes, 
 def _submitter(store: Any, method: str) -> Any:
     """``store.submit`` when ``store.<method>`` is the :class:`Deduplicator`'s own (so the
     non-blocking path does exactly what the method would), else None."""
+    return getattr(store, "submit", None) if _own_method(type(store), method) else None
+
+
+@functools.lru_cache(maxsize=64)
+def _own_method(cls: type, method: str) -> bool:
+    """Whether ``cls.<method>`` is :class:`Deduplicator`'s (per class, cached)."""
     from ..online import Deduplicator
 
-    if getattr(type(store), method, None) is not getattr(Deduplicator, method):
-        return None
-    return getattr(store, "submit", None)
+    return getattr(cls, method, None) is getattr(Deduplicator, method)
 
 
 class _Batcher:

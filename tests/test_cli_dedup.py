@@ -201,3 +201,34 @@ def test_summary_warns_when_the_candidate_bound_narrowed_a_pass():
     )
     assert "long candidate pass (50,000 docs)" in text and "no near pairs searched" in text
     assert "distance lowered to 12" in text
+
+
+def test_work_budget_narrowing_is_reported_and_can_be_lifted(tmp_path, capsys):
+    """A tiny work budget narrows the passes (the summary warns and names the budget);
+    --no-candidate-budget searches the full distances and finds the edited pair again."""
+    import random
+
+    rng = random.Random(5)
+    vocab = [f"w{i}" for i in range(3000)]
+    docs = [{"id": f"d{i}", "text": " ".join(rng.choices(vocab, k=40))} for i in range(300)]
+    words = docs[0]["text"].split()
+    for j in range(0, 40, 5):  # 8 of 40 words changed: a near duplicate several bits away
+        words[j] = f"x{j}"
+    docs.append({"id": "edit", "text": " ".join(words)})
+    src = _jsonl(tmp_path / "in.jsonl", docs)
+
+    def run(*extra: str) -> tuple[dict, str]:
+        summary = tmp_path / "summary.json"
+        rc = main(["dedup", str(src), "--output", str(tmp_path / "out.jsonl"),
+                   "--summary-json", str(summary), *extra])  # fmt: skip
+        assert rc == 0
+        return json.loads(summary.read_text(encoding="utf-8")), capsys.readouterr().out
+
+    narrow, printed = run("--candidate-work-ns", "1")
+    passes = narrow["candidate_passes"]
+    assert any(p["distance_used"] < p["distance"] for p in passes.values())
+    assert "candidate work budget" in printed and "--no-candidate-budget" in printed
+    full, printed = run("--no-candidate-budget")
+    assert all(p["distance_used"] == p["distance"] for p in full["candidate_passes"].values())
+    assert "warning" not in printed
+    assert full["near_duplicates"] >= 1

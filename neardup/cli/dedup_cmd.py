@@ -81,19 +81,32 @@ def _summary_text(s: dict[str, Any]) -> str:
 
 
 def _valve_warnings(passes: dict[str, Any]) -> list[str]:
-    """Say loudly when the candidate safety valve narrowed a pass: recall was traded for time."""
+    """Say loudly when a candidate pass searched less than it was asked to: recall was traded
+    for time, either by the work budget (planned distance) or by the per-document pair bound."""
     out = []
     for name, p in sorted(passes.items()):
         used, asked = p.get("distance_used"), p.get("distance")
         if used is None or asked is None or used >= asked:
             continue
+        planned = p.get("distance_planned", asked)
         what = "no near pairs searched" if used < 0 else f"distance lowered to {used}"
-        out.append(
-            f"warning: the {name} candidate pass ({p.get('docs', 0):,} docs) hit the "
-            f"per-document candidate bound at distance {asked}: {what}; the fingerprints are "
-            "concentrated, so near duplicates may be missed (raise "
-            "DedupConfig.max_candidates_per_doc, or set it to None)"
-        )
+        docs = p.get("docs", 0)
+        if planned is not None and planned < asked:
+            reason = p.get("reason")
+            out.append(
+                f"warning: the {name} candidate pass ({docs:,} docs) was asked for distance "
+                f"{asked} but the candidate work budget allows {planned}: {what}"
+                + (f" ({reason})" if reason else "")
+                + "; near duplicates farther apart may be missed (raise --candidate-work-ns, "
+                "or --no-candidate-budget to search the full distance at O(docs^2) cost)"
+            )
+        else:
+            out.append(
+                f"warning: the {name} candidate pass ({docs:,} docs) hit the per-document "
+                f"candidate bound at distance {asked}: {what}; the fingerprints are "
+                "concentrated, so near duplicates may be missed (raise "
+                "DedupConfig.max_candidates_per_doc, or set it to None)"
+            )
     return out
 
 
@@ -138,6 +151,20 @@ def dedup_command(
         int | None,
         typer.Option(help="SimHash candidate distance for all texts (default: length-dependent)."),
     ] = None,
+    candidate_work_ns: Annotated[
+        int,
+        typer.Option(
+            help="Candidate-search work budget per document (modelled ns; deterministic). Above "
+            "~24k docs per pass the default distances shrink to what fits; see docs/dedup.md.",
+        ),
+    ] = 32_000,
+    candidate_budget: Annotated[
+        bool,
+        typer.Option(
+            "--candidate-budget/--no-candidate-budget",
+            help="Bound candidate-search work (--no-candidate-budget: full distances, O(docs^2)).",
+        ),
+    ] = True,
     keep: Annotated[
         str, typer.Option(help="first | longest | none (drop every member of a cluster).")
     ] = "first",
@@ -186,6 +213,7 @@ def dedup_command(
             check_not_input(path, inputs, option=option)
     config = DedupConfig(
         max_distance=max_distance,
+        candidate_work_per_doc_ns=candidate_work_ns if candidate_budget else None,
         keep=keep,  # type: ignore[arg-type]
         verify=verify,
         workers=workers,

@@ -3,6 +3,9 @@
 Cases (texts generated deterministically here, no network):
 
 - ``en-long``: ~3.5 KB English-like documents;
+- ``en-long-typo``: the same documents with typographic punctuation and a few accented words
+  (curly quotes, em dashes, "café"): real English web text is rarely pure ASCII, and non-ASCII
+  text takes a different preparation path;
 - ``en-short``: ~100-character English-like texts;
 - ``zh-long``: ~3.5 KB (about 1,200 characters) Chinese-like documents; neardup in ``auto``
   (char bigrams) and ``jieba`` (segmented) modes.
@@ -138,11 +141,29 @@ def make_texts(quick: bool) -> dict[str, list[str]]:
     )
     zz = np.minimum(np.random.default_rng(8).zipf(1.3, 200_000) - 1, len(zwords) - 1)
     n_long, n_short = (1000, 5000) if quick else (4000, 40000)
-    return {
+    texts = {
         "en-long": [english(rng, vocab, zipf, rng.randint(3000, 4000)) for _ in range(n_long)],
         "en-short": [english(rng, vocab, zipf, rng.randint(80, 120)) for _ in range(n_short)],
+        "en-long-typo": [],  # filled below from en-long
         "zh-long": [chinese(rng, zwords, zz, rng.randint(1000, 1400)) for _ in range(n_long)],
     }
+    texts["en-long-typo"] = [typographic(t) for t in texts["en-long"]]
+    return texts
+
+
+def typographic(text: str) -> str:
+    """``text`` as a word processor or CMS would publish it: curly apostrophes and quotes,
+    em dashes, an accented loanword (a few non-ASCII characters per document)."""
+    words = text.split(" ")
+    for i in range(3, len(words), 37):
+        words[i] = "\u201c" + words[i] + "\u201d"
+    for i in range(11, len(words), 53):
+        words[i] = words[i] + "\u2019s"
+    for i in range(23, len(words), 71):
+        words[i] = "\u2014"
+    for i in range(31, len(words), 97):
+        words[i] = "caf\u00e9"
+    return " ".join(words)
 
 
 # ------------------------------------------------------------------ peers
@@ -320,6 +341,7 @@ def main() -> None:
     plan = {
         "en-long": ["neardup (auto)", "neardup (shingles2)"],
         "en-short": ["neardup (auto)"],
+        "en-long-typo": ["neardup (auto)"],
         "zh-long": ["neardup (auto)", "neardup (jieba)"],
     }
     for case, docs in texts.items():

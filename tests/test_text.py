@@ -194,7 +194,12 @@ def test_prepare_utf8_gives_the_tokens_of_prepare(text, mode):
 
 
 def test_prepare_utf8_keeps_ascii_punctuation_and_maps_non_ascii():
-    assert prepare_utf8("Café’s “Quote”!", "words") == "café s  quote !".encode()
+    filler = " plain words," * 20  # mostly-ASCII text takes the per-character path
+    assert (
+        prepare_utf8("Café’s “Quote”!" + filler, "words") == ("café s  quote !" + filler).encode()
+    )
+    # mostly non-ASCII text takes the whole-text path (ASCII punctuation becomes a space there)
+    assert prepare_utf8("Café’s “Quote”!", "words") == "café s  quote  ".encode()
     assert prepare_utf8("STRAẞE ﬁne", "words") == b"strasse fine"
     assert prepare_utf8("plain ASCII, Text.") == b"plain ascii, text."
     # jamo compose with their neighbours: the whole-text path is taken, same tokens

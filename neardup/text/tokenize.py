@@ -91,7 +91,9 @@ def _prepare_unsegmented(text: str, for_jieba: bool) -> str:
     # han_share and char n-grams), and no ASCII character composes under NFKC with a following
     # word character (pinned in tests), so only jieba -- which segments the text itself --
     # needs them rewritten. Rewriting only non-ASCII ones avoids one regex match per space.
-    nonword = _NONWORD if for_jieba else _NONWORD_NONASCII
+    # (either pattern is exact outside jieba; plain \W is the faster one on mostly non-ASCII
+    # text such as Chinese, the ASCII-skipping one on mostly-ASCII text)
+    nonword = _NONWORD if for_jieba or not _mostly_ascii(text) else _NONWORD_NONASCII
     s = nonword.sub(" ", text)
     changed = False
     if not unicodedata.is_normalized("NFKC", s):
@@ -105,7 +107,11 @@ def _prepare_unsegmented(text: str, for_jieba: bool) -> str:
     return folded
 
 
-#: mostly-ASCII texts with at most this many non-ASCII characters take prepare_utf8's fast path
+#: prepare_utf8's fast path: texts whose non-ASCII characters are at most this share of the
+#: UTF-8 bytes (mostly-ASCII text: English with curly quotes, dashes, accents); a prefix of
+#: _FAST_PROBE characters is checked first so that Chinese text bails out at once
+_FAST_MAX_SHARE = 0.25
+_FAST_PROBE = 512
 _FAST_MAX_NONASCII = 256
 
 
@@ -139,6 +145,59 @@ def _char_utf8(c: str) -> bytes | None:
     return _NONWORD_NONASCII.sub(" ", s).encode("utf-8")
 
 
+def _mostly_ascii(text: str) -> bool:
+    """Whether the first :data:`_FAST_PROBE` characters are mostly ASCII (cheap: one encode)."""
+    probe = text[:_FAST_PROBE]
+    return len(probe.encode("utf-8", "surrogatepass")) <= len(probe) * (1 + _FAST_MAX_SHARE)
+
+
+def _prepare_utf8_mostly_ascii(text: str) -> bytes | None:
+    """:func:`prepare_utf8`'s per-character path (``None`` when it does not apply)."""
+    if not _mostly_ascii(text):
+        return None  # mostly non-ASCII (e.g. Chinese): the whole-text path is the fast one
+    try:
+        b = text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: the whole-text path replaces them
+        return None
+    buf = np.frombuffer(b, np.uint8)
+    lead = np.flatnonzero(buf >= 0xC0)  # first byte of every non-ASCII character
+    if lead.size > _FAST_MAX_SHARE * buf.size:
+        return None
+    # each character's UTF-8 bytes as one big-endian uint32 (zero-padded), to find the
+    # distinct characters without a Python loop over all of them
+    pad = np.zeros(buf.size + 3, np.uint32)
+    pad[: buf.size] = buf
+    lb = pad[lead]
+    width = np.where(lb >= 0xF0, 4, np.where(lb >= 0xE0, 3, 2))
+    code = (lb << 24) | (pad[lead + 1] << 16)
+    code |= np.where(width >= 3, pad[lead + 2] << 8, 0).astype(np.uint32)
+    code |= np.where(width >= 4, pad[lead + 3], 0).astype(np.uint32)
+    _, first = np.unique(code, return_index=True)
+    changed: dict[bytes, bytes] = {}
+    for p, w in zip(lead[first].tolist(), width[first].tolist(), strict=True):
+        q = b[p : p + w]
+        m = _char_utf8(q.decode("utf-8"))
+        if m is None:
+            return None  # may compose with a neighbour under NFKC
+        if m != q:
+            changed[q] = m
+    out = b.lower()  # changes ASCII bytes only (UTF-8 sequences are all >= 0x80)
+    if any(q2 in m for m in changed.values() for q2 in changed):
+        # a replacement would be re-replaced by a later one: map in one left-to-right pass
+        parts: list[bytes] = []
+        prev = 0
+        for p, w in zip(lead.tolist(), width.tolist(), strict=True):
+            m = changed.get(b[p : p + w])
+            if m is not None:
+                parts += (out[prev:p], m)
+                prev = p + w
+        parts.append(out[prev:])
+        return b"".join(parts)
+    for q, m in changed.items():
+        out = out.replace(q, m)  # whole UTF-8 sequences: self-synchronising, never partial
+    return out
+
+
 def prepare_utf8(text: str, mode: PrepareMode = "words") -> bytes:
     """UTF-8 bytes of :func:`prepare` -- the same tokens, faster on mostly-ASCII text.
 
@@ -153,31 +212,9 @@ def prepare_utf8(text: str, mode: PrepareMode = "words") -> bytes:
     if text.isascii():
         return text.lower().encode("ascii")
     if mode != "jieba":
-        try:
-            b = text.encode("utf-8")
-        except UnicodeEncodeError:  # lone surrogates: the whole-text path replaces them
-            b = b""
-        if b:
-            buf = np.frombuffer(b, np.uint8)
-            lead = np.flatnonzero(buf >= 0xC0)
-            if lead.size <= _FAST_MAX_NONASCII:
-                width = np.where(buf[lead] >= 0xF0, 4, np.where(buf[lead] >= 0xE0, 3, 2))
-                spans = list(zip(lead.tolist(), (lead + width).tolist(), strict=True))
-                maps = {b[p:e]: None for p, e in spans}
-                for q in maps:
-                    maps[q] = _char_utf8(q.decode("utf-8"))
-                if all(m is not None for m in maps.values()):
-                    low = b.lower()  # changes ASCII bytes only (UTF-8 sequences are >= 0x80)
-                    parts: list[bytes] = []
-                    prev = 0
-                    for p, e in spans:  # one pass: a mapped character is never re-mapped
-                        m = maps[b[p:e]]
-                        if m != b[p:e]:
-                            parts.append(low[prev:p])
-                            parts.append(m)  # type: ignore[arg-type]
-                            prev = e
-                    parts.append(low[prev:])
-                    return b"".join(parts)
+        b = _prepare_utf8_mostly_ascii(text)
+        if b is not None:
+            return b
     return prepare(text, mode).encode("utf-8")
 
 

@@ -75,7 +75,10 @@ def prepare(text: str, mode: PrepareMode = "words") -> str:
     and not NFKC-normalised) skip the slow ``unicodedata.normalize``; lone surrogates are
     non-word characters, so they become separators too.
     """
-    s = _prepare_unsegmented(text, mode == "jieba")
+    # (either pattern is exact outside jieba; plain \W is the faster one on mostly non-ASCII
+    # text such as Chinese, the ASCII-skipping one on mostly-ASCII text)
+    plain = mode == "jieba" or not _mostly_ascii(text)
+    s = _prepare_unsegmented(text, plain)
     if mode == "jieba" and not s.isascii():
         import rjieba
 
@@ -83,17 +86,16 @@ def prepare(text: str, mode: PrepareMode = "words") -> str:
     return s
 
 
-def _prepare_unsegmented(text: str, for_jieba: bool) -> str:
-    """:func:`prepare` before jieba segmentation."""
+def _prepare_unsegmented(text: str, plain: bool) -> str:
+    """:func:`prepare` before jieba segmentation; ``plain``: rewrite every non-word character
+    (required before jieba), else only the non-ASCII ones."""
     if text.isascii():
         return text.lower()
     # ASCII non-word characters separate tokens like a space (in the kernels, the reference,
     # han_share and char n-grams), and no ASCII character composes under NFKC with a following
     # word character (pinned in tests), so only jieba -- which segments the text itself --
     # needs them rewritten. Rewriting only non-ASCII ones avoids one regex match per space.
-    # (either pattern is exact outside jieba; plain \W is the faster one on mostly non-ASCII
-    # text such as Chinese, the ASCII-skipping one on mostly-ASCII text)
-    nonword = _NONWORD if for_jieba or not _mostly_ascii(text) else _NONWORD_NONASCII
+    nonword = _NONWORD if plain else _NONWORD_NONASCII
     s = nonword.sub(" ", text)
     changed = False
     if not unicodedata.is_normalized("NFKC", s):
@@ -153,8 +155,6 @@ def _mostly_ascii(text: str) -> bool:
 
 def _prepare_utf8_mostly_ascii(text: str) -> bytes | None:
     """:func:`prepare_utf8`'s per-character path (``None`` when it does not apply)."""
-    if not _mostly_ascii(text):
-        return None  # mostly non-ASCII (e.g. Chinese): the whole-text path is the fast one
     try:
         b = text.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: the whole-text path replaces them
@@ -212,6 +212,8 @@ def prepare_utf8(text: str, mode: PrepareMode = "words") -> bytes:
     if text.isascii():
         return text.lower().encode("ascii")
     if mode != "jieba":
+        if not _mostly_ascii(text):
+            return _prepare_unsegmented(text, True).encode("utf-8")
         b = _prepare_utf8_mostly_ascii(text)
         if b is not None:
             return b

@@ -6,7 +6,7 @@ import re
 import sys
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup.errors import ConfigError, FormatError, InputError, InputTypeError
@@ -221,3 +221,25 @@ def test_no_ascii_character_composes_with_a_following_word_character():
             if len(parts) == 2 and parts[0] < 0x80 and re.match(r"\w", chr(parts[1])):
                 offenders.append(hex(cp))
     assert offenders == []
+
+
+# no composing characters here (those send the text to the whole-text path; tested above)
+_MANY = [*"éÉ’“”—ßΣςﬁＦ½℀İ™", "\u0301", "中", "，", "😀", "\u00a0", "\u2028"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.sampled_from(_MANY), min_size=257, max_size=400), st.integers(0, 2**32))
+def test_prepare_utf8_many_non_ascii_characters_vectorised_path(chars, seed):
+    """More than _LOOP_MAX non-ASCII characters in mostly-ASCII text: the vectorised path
+    (distinct characters by np.unique, bytes.replace) gives the tokens of prepare()."""
+    import random
+
+    rng = random.Random(seed)
+    text = "".join(c + rng.choice([" Word, ", " ab-CD. ", "xyz ", " Q "]) for c in chars)
+    from neardup.text.tokenize import _LOOP_MAX, _prepare_utf8_mostly_ascii
+
+    assert len(chars) > _LOOP_MAX
+    fast = _prepare_utf8_mostly_ascii(text)
+    assert fast is not None  # the vectorised path ran
+    assert _tokens(fast.decode("utf-8")) == _tokens(prepare(text))
+    assert _tokens(prepare_utf8(text).decode("utf-8")) == _tokens(prepare(text))

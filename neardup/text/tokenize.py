@@ -114,6 +114,8 @@ def _prepare_unsegmented(text: str, plain: bool) -> str:
 #: _FAST_PROBE characters is checked first so that Chinese text bails out at once
 _FAST_MAX_SHARE = 0.25
 _FAST_PROBE = 512
+#: up to this many non-ASCII characters are mapped in one Python pass; more, vectorised
+_LOOP_MAX = 256
 _FAST_MAX_NONASCII = 256
 
 
@@ -163,7 +165,23 @@ def _prepare_utf8_mostly_ascii(text: str) -> bytes | None:
     lead = np.flatnonzero(buf >= 0xC0)  # first byte of every non-ASCII character
     if lead.size > _FAST_MAX_SHARE * buf.size:
         return None
-    # each character's UTF-8 bytes as one big-endian uint32 (zero-padded), to find the
+    out = b.lower()  # changes ASCII bytes only (UTF-8 sequences are all >= 0x80)
+    if lead.size <= _LOOP_MAX:  # few: one Python pass over them is the cheapest
+        parts: list[bytes] = []
+        prev = 0
+        for p, lb in zip(lead.tolist(), buf[lead].tolist(), strict=True):
+            e = p + (4 if lb >= 0xF0 else 3 if lb >= 0xE0 else 2)
+            q = b[p:e]
+            m = _char_utf8(q.decode("utf-8"))
+            if m is None:
+                return None  # may compose with a neighbour under NFKC
+            if m != q:
+                parts += (out[prev:p], m)
+                prev = e
+        parts.append(out[prev:])
+        return b"".join(parts)
+    # many: find the distinct characters without a Python step per character; each
+    # character's UTF-8 bytes as one big-endian uint32 (zero-padded), to find the
     # distinct characters without a Python loop over all of them
     pad = np.zeros(buf.size + 3, np.uint32)
     pad[: buf.size] = buf
@@ -181,10 +199,9 @@ def _prepare_utf8_mostly_ascii(text: str) -> bytes | None:
             return None  # may compose with a neighbour under NFKC
         if m != q:
             changed[q] = m
-    out = b.lower()  # changes ASCII bytes only (UTF-8 sequences are all >= 0x80)
     if any(q2 in m for m in changed.values() for q2 in changed):
         # a replacement would be re-replaced by a later one: map in one left-to-right pass
-        parts: list[bytes] = []
+        parts = []
         prev = 0
         for p, w in zip(lead.tolist(), width.tolist(), strict=True):
             m = changed.get(b[p : p + w])

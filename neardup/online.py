@@ -964,6 +964,29 @@ class Deduplicator:
             rid = existing.get(id_)
             return None if rid is None else (rid, None)
 
+        def add_doc(i: int, k: int, id_: str) -> None:
+            """Append the add record of document ``k`` of the current op (global position
+            ``i``) with the next row id, and note it in the group state."""
+            nonlocal next_rid
+            w0, w1 = words[i]
+            records.append(
+                AddRecord(
+                    next_rid,
+                    d_times[k],
+                    w0,
+                    w1,
+                    d_chash[k],
+                    _EMPTY_FLAG if d_empty[k] else 0,
+                    id_,
+                    d_texts[k] if store_text else None,
+                    d_meta[k],
+                )
+            )
+            id_state[id_] = (next_rid, i)
+            added_mask[i] = 1
+            add_pos.append(i)
+            next_rid += 1
+
         # Python ints once per group (indexing NumPy scalars per document is slow)
         if self.bits == 64:
             fp_ints: list[int] = fps.tolist()
@@ -1000,24 +1023,7 @@ class Deduplicator:
                 if not slow[i] and id_ not in existing and id_ not in id_state:
                     # no candidate anywhere and a new id: not a duplicate
                     if adding:
-                        w0, w1 = words[i]
-                        records.append(
-                            AddRecord(
-                                next_rid,
-                                d_times[k],
-                                w0,
-                                w1,
-                                d_chash[k],
-                                _EMPTY_FLAG if d_empty[k] else 0,
-                                id_,
-                                d_texts[k] if store_text else None,
-                                d_meta[k],
-                            )
-                        )
-                        id_state[id_] = (next_rid, i)
-                        added_mask[i] = 1
-                        add_pos.append(i)
-                        next_rid += 1
+                        add_doc(i, k, id_)
                     out.append(new_decision(id_, False, adding, (), fp_ints[i]))
                     continue
                 if not (
@@ -1057,24 +1063,7 @@ class Deduplicator:
                 dup = bool(matches)
                 add = force or (adding and not dup)
                 if add:
-                    w0, w1 = words[i]
-                    records.append(
-                        AddRecord(
-                            next_rid,
-                            d_times[k],
-                            w0,
-                            w1,
-                            d_chash[k],
-                            _EMPTY_FLAG if d_empty[k] else 0,
-                            id_,
-                            d_texts[k] if store_text else None,
-                            d_meta[k],
-                        )
-                    )
-                    id_state[id_] = (next_rid, i)
-                    added_mask[i] = 1
-                    add_pos.append(i)
-                    next_rid += 1
+                    add_doc(i, k, id_)
                 out.append(new_decision(id_, dup, add, tuple(matches), fp_ints[i]))
             results.append(out)
             g += len(d_ids)

@@ -197,6 +197,21 @@ def all_pairs_bruteforce(
     return a, b, d
 
 
+@numba.njit(cache=True, inline="always")
+def _accumulate_hist(xi: Any, x: np.ndarray, j: int, h: np.ndarray) -> None:  # pragma: no cover
+    # distances of xi to x[j:] into four interleaved 65-bin histograms h[0..3] (branch-free)
+    n = x.shape[0]
+    while j + 4 <= n:
+        h[0, _popcount(xi ^ x[j])] += 1
+        h[1, _popcount(xi ^ x[j + 1])] += 1
+        h[2, _popcount(xi ^ x[j + 2])] += 1
+        h[3, _popcount(xi ^ x[j + 3])] += 1
+        j += 4
+    while j < n:
+        h[0, _popcount(xi ^ x[j])] += 1
+        j += 1
+
+
 @numba.njit(cache=True, parallel=True)
 def _hist_rows64(x: np.ndarray, k: int) -> np.ndarray:  # pragma: no cover - numba
     # Branch-free: every distance goes to a small per-row histogram (four of them, so that
@@ -207,16 +222,7 @@ def _hist_rows64(x: np.ndarray, k: int) -> np.ndarray:  # pragma: no cover - num
     for i in numba.prange(n):
         xi = x[i]
         h = np.zeros((4, 65), np.int32)
-        j = i + 1
-        while j + 4 <= n:
-            h[0, _popcount(xi ^ x[j])] += 1
-            h[1, _popcount(xi ^ x[j + 1])] += 1
-            h[2, _popcount(xi ^ x[j + 2])] += 1
-            h[3, _popcount(xi ^ x[j + 3])] += 1
-            j += 4
-        while j < n:
-            h[0, _popcount(xi ^ x[j])] += 1
-            j += 1
+        _accumulate_hist(xi, x, i + 1, h)
         for d in range(k + 1):
             hist[i, d] = h[0, d] + h[1, d] + h[2, d] + h[3, d]
     return hist
@@ -226,22 +232,12 @@ def _hist_rows64(x: np.ndarray, k: int) -> np.ndarray:  # pragma: no cover - num
 def _sample_hist64(x: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:  # pragma: no cover
     # branch-free, like _hist_rows64: every distance of row i to all rows goes to one of four
     # interleaved 65-bin histograms; the row itself (distance 0) is taken out afterwards
-    n = x.shape[0]
     hist = np.zeros((rows.shape[0], k + 1), np.int64)
     for r in numba.prange(rows.shape[0]):
         i = rows[r]
         xi = x[i]
         h = np.zeros((4, 65), np.int64)
-        j = 0
-        while j + 4 <= n:
-            h[0, _popcount(xi ^ x[j])] += 1
-            h[1, _popcount(xi ^ x[j + 1])] += 1
-            h[2, _popcount(xi ^ x[j + 2])] += 1
-            h[3, _popcount(xi ^ x[j + 3])] += 1
-            j += 4
-        while j < n:
-            h[0, _popcount(xi ^ x[j])] += 1
-            j += 1
+        _accumulate_hist(xi, x, 0, h)
         h[0, 0] -= 1  # j == i
         for d in range(k + 1):
             hist[r, d] = h[0, d] + h[1, d] + h[2, d] + h[3, d]

@@ -200,16 +200,7 @@ def _prepare_utf8_mostly_ascii(text: str) -> bytes | None:
         if m != q:
             changed[q] = m
     if any(q2 in m for m in changed.values() for q2 in changed):
-        # a replacement would be re-replaced by a later one: map in one left-to-right pass
-        parts = []
-        prev = 0
-        for p, w in zip(lead.tolist(), width.tolist(), strict=True):
-            m = changed.get(b[p : p + w])
-            if m is not None:
-                parts += (out[prev:p], m)
-                prev = p + w
-        parts.append(out[prev:])
-        return b"".join(parts)
+        return None  # a replacement would be re-replaced by a later one (rare): whole text
     for q, m in changed.items():
         out = out.replace(q, m)  # whole UTF-8 sequences: self-synchronising, never partial
     return out

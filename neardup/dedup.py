@@ -499,30 +499,94 @@ def stage_verify(
     d: npt.NDArray[np.int32],
     workers: int = 1,
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
-    """Decide candidate pairs: each text is tokenised once, LCS runs in rapidfuzz threads.
+    """Decide candidate pairs ``(texts[a[m]], texts[b[m]])``; same decisions as
+    :func:`stage_verify_reference` (tested).
 
-    Returns (ok bool (m,), score float64 (m,)).
+    1. Every text of a pair: its tokens as sorted 32-bit hashes and its exact token count
+       (:func:`~neardup.pipeline.tokens.token_hashes`, no vocabulary).
+    2. Per pair, the multiset overlap of the hashes, an upper bound on the LCS (equal tokens hash
+       equal; collisions only merge counts), decides the pairs that cannot pass
+       (:func:`~neardup.pipeline.overlap.bound_decisions`, the same formulas as
+       :meth:`Verifier.decide`).
+    3. The rest: exact tokens (:func:`~neardup.pipeline.tokens.encode_texts`, only for their
+       texts) and the LCS in rapidfuzz threads (:meth:`Verifier.compare_indexed`).
+
+    Returns (ok bool (m,), score float64 (m,)). The score of a pair that passes (or reaches
+    step 3) is its exact similarity; a pair rejected in step 2 reports its bound ratio.
     """
-    from .pipeline.tokens import encode_texts
+    from .pipeline.overlap import bound_decisions
+    from .pipeline.tokens import encode_texts, token_hashes
 
     if a.size == 0:
         return np.zeros(0, bool), np.zeros(0, np.float64)
-    enc = TokenEncoder()
     pos = np.full(len(texts), -1, np.int64)
     pos[a] = 0
     pos[b] = 0
     docs = np.flatnonzero(pos == 0)
     pos[docs] = np.arange(docs.size)
-    encoded = encode_texts(verifier, [texts[i] for i in docs.tolist()], enc)
-    ok, score = verifier.compare_indexed(encoded, pos[a], pos[b], workers=workers, prune=True)
-    if verifier.config()["trust_distance"] >= 0:
-        la = np.fromiter((len(texts[i]) for i in a.tolist()), np.int64, a.size)
-        lb = np.fromiter((len(texts[i]) for i in b.tolist()), np.int64, b.size)
-        cfg = verifier.config()
-        trusted = (d <= cfg["trust_distance"]) & (np.minimum(la, lb) >= cfg["short_chars"])
-        ok = ok | trusted
-        score = np.where(trusted, 1.0 - d / 64.0, score)
-    return ok, score
+    ia, ib = pos[a], pos[b]
+    sub = [texts[i] for i in docs.tolist()]
+    values, offsets = token_hashes(verifier, sub, workers=workers)
+    c = verifier.config()
+    could, score = bound_decisions(
+        values,
+        offsets,
+        ia,
+        ib,
+        threshold=c["threshold"],
+        containment=c["containment"],
+        min_containment_tokens=c["min_containment_tokens"],
+        workers=workers,
+    )
+    del values, offsets
+    ok = np.zeros(a.size, bool)
+    todo = np.flatnonzero(could)
+    if todo.size:
+        need = np.unique(np.concatenate([ia[todo], ib[todo]]))
+        local = np.empty(docs.size, np.int64)
+        local[need] = np.arange(need.size)
+        encoded = encode_texts(verifier, [sub[j] for j in need.tolist()], TokenEncoder())
+        ok[todo], score[todo] = verifier.compare_indexed(
+            encoded, local[ia[todo]], local[ib[todo]], workers=workers
+        )
+    return _trusted(verifier, texts, a, b, d, ok, score)
+
+
+def stage_verify_reference(
+    verifier: Verifier,
+    texts: Sequence[str],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    d: npt.NDArray[np.int32],
+    workers: int = 1,
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+    """Reference for :func:`stage_verify`: the exact LCS of every pair (no bound)."""
+    from .pipeline.tokens import encode_texts_reference
+
+    if a.size == 0:
+        return np.zeros(0, bool), np.zeros(0, np.float64)
+    encoded = encode_texts_reference(verifier, texts, TokenEncoder())
+    ok, score = verifier.compare_indexed(encoded, a, b, workers=workers)
+    return _trusted(verifier, texts, a, b, d, ok, score)
+
+
+def _trusted(
+    verifier: Verifier,
+    texts: Sequence[str],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    d: npt.NDArray[np.int32],
+    ok: npt.NDArray[np.bool_],
+    score: npt.NDArray[np.float64],
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+    """``trust_distance``: long pairs at a small SimHash distance pass whatever their score."""
+    cfg = verifier.config()
+    if cfg["trust_distance"] < 0:
+        return ok, score
+    la = np.fromiter((len(texts[i]) for i in a.tolist()), np.int64, a.size)
+    lb = np.fromiter((len(texts[i]) for i in b.tolist()), np.int64, b.size)
+    trusted = (d <= cfg["trust_distance"]) & (np.minimum(la, lb) >= cfg["short_chars"])
+    return ok | trusted, np.where(trusted, 1.0 - d / 64.0, score)
 
 
 def stage_cluster(n: int, pairs: PairTable) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:

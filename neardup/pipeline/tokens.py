@@ -14,6 +14,7 @@ Only each run's distinct tokens go through the encoder's dict.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numba
@@ -21,7 +22,13 @@ import numpy as np
 
 from ..verify import _SOCIAL, _SOCIAL_MARKERS, TokenEncoder, Verifier
 
-__all__ = ["encode_texts", "encode_texts_reference"]
+__all__ = [
+    "encode_texts",
+    "encode_texts_reference",
+    "token_hash_reference",
+    "token_hashes",
+    "token_hashes_reference",
+]
 
 #: text bytes per numba run (bounds the temporary token arrays)
 RUN_BYTES = 64 << 20
@@ -248,3 +255,337 @@ def encode_texts(
         out.extend(fast if fast is not None else encode_texts_reference(verifier, run, enc))
         i = j
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# token hashes: the multiset bound of verification without a vocabulary
+
+#: text bytes per :func:`token_hashes` chunk (bounds its temporary buffers; cache-sized)
+HASH_CHUNK_BYTES = 8 << 20
+_M64 = (1 << 64) - 1
+_FNV_OFFSET = 0xCBF29CE484222325
+_FNV_PRIME = 0x100000001B3
+_MIX = 0x9E3779B97F4A7C15
+#: per-document modes of the hashing kernel
+_RAW_CHECK, _RAW, _PRETOK = 0, 1, 2
+
+
+def token_hash_reference(token: str) -> int:
+    """32-bit hash of a token: the definition the numba kernel of :func:`token_hashes` is
+    tested against. The token's UTF-8 is read as little-endian 8-byte words (the last one
+    zero-padded); ``h = (h ^ word) * FNV_PRIME`` (mod 2**64) for each word from the FNV-1a
+    offset, then once more with the byte length, and the top 32 bits of ``h * 0x9E37...15``."""
+    data = token.encode("utf-8")
+    h = _FNV_OFFSET
+    for q in range(0, len(data), 8):
+        h = ((h ^ int.from_bytes(data[q : q + 8], "little")) * _FNV_PRIME) & _M64
+    h = ((h ^ len(data)) * _FNV_PRIME) & _M64
+    return ((h * _MIX) & _M64) >> 32
+
+
+def token_hashes_reference(
+    verifier: Verifier, texts: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The definition of :func:`token_hashes`: every text's tokens (``verifier.tokens``)
+    hashed by :func:`token_hash_reference` and sorted, as a CSR."""
+    rows = [sorted(token_hash_reference(t) for t in verifier.tokens(x)) for x in texts]
+    offsets = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum([len(r) for r in rows], out=offsets[1:])
+    values = np.array([h for r in rows for h in r], dtype=np.uint32)
+    return values, offsets
+
+
+def _word_table() -> np.ndarray:
+    """byte -> its lower-case form for ``[A-Za-z0-9]``, 0 for every other byte."""
+    lut = np.zeros(256, np.uint8)
+    for c in b"abcdefghijklmnopqrstuvwxyz0123456789":
+        lut[c] = c
+    for c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZ":
+        lut[c] = c + 32
+    return lut
+
+
+_WORD_LUT = _word_table()
+
+
+@numba.njit(cache=True, inline="always")
+def _low(x: int) -> int:  # pragma: no cover - numba
+    return x + 32 if 65 <= x <= 90 else x
+
+
+@numba.njit(cache=True)
+def _marker_before(buf: np.ndarray, s: int, i: int) -> bool:  # pragma: no cover - numba
+    # buf[i] is "." or "/": does a social marker of ``tokenize`` end here? ("www.", "t.cn/",
+    # "t.co/", "bit.ly/", compared lower-cased as ``tokenize`` does)
+    x = buf[i]
+    if x == 46:  # www.
+        return (
+            i - s >= 3
+            and _low(buf[i - 1]) == 119
+            and _low(buf[i - 2]) == 119
+            and _low(buf[i - 3]) == 119
+        )
+    if i - s >= 4 and buf[i - 3] == 46 and _low(buf[i - 4]) == 116 and _low(buf[i - 2]) == 99:
+        y = _low(buf[i - 1])
+        if y == 110 or y == 111:  # t.cn/ or t.co/
+            return True
+    return (
+        i - s >= 6
+        and _low(buf[i - 1]) == 121
+        and _low(buf[i - 2]) == 108
+        and buf[i - 3] == 46
+        and _low(buf[i - 4]) == 116
+        and _low(buf[i - 5]) == 105
+        and _low(buf[i - 6]) == 98
+    )
+
+
+@numba.njit(cache=True)
+def _sort_hashes(a: np.ndarray) -> None:  # pragma: no cover - numba
+    # In-place sort of uint32 hashes: a counting sort on the top bits (about one bucket per
+    # element), then an insertion sort, which only has the few inversions inside buckets left
+    # (equal hashes never move). Past a budget of moves (adversarial hashes) it hands over to
+    # ndarray.sort, so it is a sort whatever the input.
+    n = a.shape[0]
+    if n < 2:
+        return
+    tmp = a
+    if n > 32:
+        bits = 5
+        while (1 << bits) < n and bits < 16:
+            bits += 1
+        shift = np.uint32(32 - bits)
+        cnt = np.zeros((1 << bits) + 1, np.int64)
+        for q in range(n):
+            cnt[(a[q] >> shift) + 1] += 1
+        for q in range(1 << bits):
+            cnt[q + 1] += cnt[q]
+        tmp = np.empty(n, np.uint32)
+        for q in range(n):
+            b = a[q] >> shift
+            tmp[cnt[b]] = a[q]
+            cnt[b] += 1
+    budget = 4 * n
+    for q in range(1, n):
+        x = tmp[q]
+        j = q - 1
+        while j >= 0 and tmp[j] > x:
+            tmp[j + 1] = tmp[j]
+            j -= 1
+        tmp[j + 1] = x
+        budget -= q - 1 - j
+        if budget < 0:
+            tmp.sort()
+            break
+    if n > 32:
+        a[:] = tmp
+
+
+@numba.njit(cache=True, parallel=True)
+def _hash_kernel(
+    buf: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    mode: np.ndarray,
+    lut: np.ndarray,
+    write: bool,
+    out: np.ndarray,
+    region: np.ndarray,
+    counts: np.ndarray,
+    flags: np.ndarray,
+) -> None:  # pragma: no cover - numba
+    # Per document d (bytes buf[starts[d]:ends[d]]): its token count (counts[d]) and, with
+    # ``write``, the sorted 32-bit hashes of its tokens (token_hash_reference) in
+    # out[region[d]:region[d] + counts[d]].
+    # mode 0/1: ASCII text; tokens are the runs of [A-Za-z0-9], lower-cased (``lut``; what
+    #   ``tokenize`` gives on ASCII text: lower(), then translate + split). Mode 0 also looks
+    #   for the social markers ``tokenize`` looks for (on the lower-cased text); when one is
+    #   present the document is flagged and left unfinished (the caller strips it and comes
+    #   back in mode 1).
+    # mode 2: tokens given, separated by single spaces (UTF-8 bytes of each token).
+    fnv = np.uint64(0xCBF29CE484222325)
+    prime = np.uint64(0x100000001B3)
+    mix = np.uint64(0x9E3779B97F4A7C15)
+    s32 = np.uint64(32)
+    for d in numba.prange(starts.shape[0]):
+        s = starts[d]
+        e = ends[d]
+        o = region[d]
+        pretok = mode[d] == 2
+        check = mode[d] == 0
+        c = 0
+        flag = False
+        i = s
+        while i < e:
+            y = buf[i]
+            x = (y != 32) * y if pretok else lut[y]
+            if x == 0:
+                if check and (
+                    y == 64 or y == 35 or ((y == 46 or y == 47) and _marker_before(buf, s, i))
+                ):
+                    flag = True
+                    break
+                i += 1
+                continue
+            h = fnv
+            w = np.uint64(0)
+            k = 0
+            length = 0
+            while True:
+                if (
+                    check
+                    and x == 112  # "p" of "http"
+                    and i - s >= 3
+                    and lut[buf[i - 1]] == 116
+                    and lut[buf[i - 2]] == 116
+                    and lut[buf[i - 3]] == 104
+                ):
+                    flag = True
+                if write:
+                    w |= np.uint64(x) << np.uint64(8 * k)
+                    k += 1
+                    length += 1
+                    if k == 8:
+                        h = (h ^ w) * prime
+                        w = np.uint64(0)
+                        k = 0
+                i += 1
+                if i >= e:
+                    break
+                y = buf[i]
+                x = (y != 32) * y if pretok else lut[y]
+                if x == 0:
+                    break
+            if write:
+                if k:
+                    h = (h ^ w) * prime
+                h = (h ^ np.uint64(length)) * prime
+                out[o + c] = np.uint32((h * mix) >> s32)
+            c += 1
+            if flag:
+                break
+        counts[d] = c
+        flags[d] = flag
+        if write:
+            _sort_hashes(out[o : o + c])
+
+
+def _chunk_bytes(
+    texts: Sequence[str], special: dict[int, tuple[bytes, int]], i: int, j: int, ascii_mode: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Bytes of ``texts[i:j]`` for the kernel: (buffer uint8, starts, ends, mode); documents in
+    ``special`` (stripped or pre-tokenised) contribute their stored bytes and mode."""
+    chunk = texts[i:j] if isinstance(texts, list) else [texts[k] for k in range(i, j)]
+    mode = np.full(j - i, ascii_mode, np.uint8)
+    if not any(k in special for k in range(i, j)):
+        data = "".join(chunk).encode("ascii")
+        lens = np.fromiter(map(len, chunk), np.int64, j - i)
+    else:
+        parts: list[bytes] = []
+        for k, t in enumerate(chunk, start=i):
+            sp = special.get(k)
+            if sp is None:
+                parts.append(t.encode("ascii"))
+            else:
+                parts.append(sp[0])
+                mode[k - i] = sp[1]
+        data = b"".join(parts)
+        lens = np.fromiter(map(len, parts), np.int64, j - i)
+    ends = np.cumsum(lens)
+    return np.frombuffer(data, np.uint8), ends - lens, ends, mode
+
+
+def token_hashes(
+    verifier: Verifier, texts: Sequence[str], *, workers: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every text's tokens as sorted 32-bit hashes: ``(values uint32 (total,), offsets int64
+    (n + 1,))``, equal to :func:`token_hashes_reference`.
+
+    The tokens are exactly ``verifier.tokens(text)`` (so ``offsets`` give exact token counts),
+    each hashed by :func:`token_hash_reference`. ASCII texts are tokenised and hashed by a numba
+    kernel over their bytes (a text with a social marker is first stripped by the same regex as
+    :func:`~neardup.verify.tokenize`); other texts go through ``verifier.tokens`` and only the
+    hashing runs in numba. No vocabulary is built. Two passes over cache-sized chunks: count the
+    tokens, then hash them straight into the output (no temporary copy of it).
+
+    Equal tokens get equal hashes, so the multiset overlap of two rows is an upper bound on the
+    multiset overlap of the token sequences (hash collisions can only merge counts:
+    ``min(a1 + a2, b1 + b2) >= min(a1, b1) + min(a2, b2)``), hence on their LCS.
+
+    Parameters
+    ----------
+    verifier : Verifier
+        Its tokenisation settings (``strip_social``) apply.
+    texts : sequence of str
+    workers : int, default=1
+        numba threads.
+
+    Returns
+    -------
+    values : numpy.ndarray of uint32
+    offsets : numpy.ndarray of int64, shape (n + 1,)
+    """
+    strip = bool(verifier.config()["strip_social"])
+    n = len(texts)
+    bounds = [0]
+    size = 0
+    for k in range(n):
+        size += len(texts[k])
+        if size >= HASH_CHUNK_BYTES:
+            bounds.append(k + 1)
+            size = 0
+    if bounds[-1] != n:
+        bounds.append(n)
+    counts = np.zeros(n, np.int64)
+    special: dict[int, tuple[bytes, int]] = {}
+    empty_u32 = np.zeros(0, np.uint32)
+    prev = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
+    try:
+        for i, j in itertools.pairwise(bounds):  # pass 1: token counts
+            for k in range(i, j):
+                if not texts[k].isascii():  # the reference tokeniser; hashing in the kernel
+                    special[k] = (" ".join(verifier.tokens(texts[k])).encode("utf-8"), _PRETOK)
+            buf, starts, ends, mode = _chunk_bytes(
+                texts, special, i, j, _RAW_CHECK if strip else _RAW
+            )
+            flags = np.empty(j - i, np.bool_)
+            _hash_kernel(
+                buf, starts, ends, mode, _WORD_LUT, False, empty_u32, starts, counts[i:j], flags
+            )
+            for k in (np.flatnonzero(flags) + i).tolist():  # strip as ``tokenize`` does
+                data = _SOCIAL.sub(" ", texts[k].lower()).encode("ascii")
+                special[k] = (data, _RAW)
+                one = np.array([0], np.int64)
+                _hash_kernel(
+                    np.frombuffer(data, np.uint8),
+                    one,
+                    np.array([len(data)], np.int64),
+                    np.array([_RAW], np.uint8),
+                    _WORD_LUT,
+                    False,
+                    empty_u32,
+                    one,
+                    counts[k : k + 1],
+                    np.empty(1, np.bool_),
+                )
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        values = np.empty(int(offsets[-1]), np.uint32)
+        for i, j in itertools.pairwise(bounds):  # pass 2: hashes, sorted per text
+            buf, starts, ends, mode = _chunk_bytes(texts, special, i, j, _RAW)
+            _hash_kernel(
+                buf,
+                starts,
+                ends,
+                mode,
+                _WORD_LUT,
+                True,
+                values,
+                offsets[i:j],
+                counts[i:j],
+                np.empty(j - i, np.bool_),
+            )
+    finally:
+        numba.set_num_threads(prev)
+    return values, offsets

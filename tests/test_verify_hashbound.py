@@ -119,3 +119,34 @@ def test_stage_verify_decides_like_verifying_every_pair(base, edits, pairs, cfg)
     assert np.array_equal(ok, ok_ref)
     assert np.array_equal(score[ok], score_ref[ok_ref])
     assert (score >= score_ref).all()  # a rejected pair reports an upper bound
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=st.lists(st.lists(st.integers(0, 12), max_size=300), min_size=2, max_size=10),
+    pairs=st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9)), min_size=1, max_size=30),
+    cfg=st.sampled_from(
+        [
+            (0.675, 0.85, 20),
+            (0.675, 0.85, 3),
+            (0.675, 1.5, 20),
+            (0.3, 0.5, 0),
+            (1.0, 1.0, 1),
+            (0.999, 0.7, 50),
+        ]
+    ),
+)
+def test_bound_early_exit_keeps_every_decision(rows, pairs, cfg):
+    from neardup.pipeline.overlap import bound_decisions
+
+    offsets = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum([len(r) for r in rows], out=offsets[1:])
+    values = np.array([x for r in rows for x in sorted(r)], np.uint32)
+    ia = np.array([x % len(rows) for x, _ in pairs], np.int64)
+    ib = np.array([y % len(rows) for _, y in pairs], np.int64)
+    kw = {"threshold": cfg[0], "containment": cfg[1], "min_containment_tokens": cfg[2]}
+    could, ratio = bound_decisions(values, offsets, ia, ib, **kw)
+    could_x, ratio_x = bound_decisions(values, offsets, ia, ib, early_exit=True, workers=2, **kw)
+    assert np.array_equal(could_x, could)
+    assert np.array_equal(ratio_x[could], ratio[could])
+    assert (ratio_x >= ratio).all()

@@ -137,6 +137,78 @@ def _bound_kernel(
     return could, ratio
 
 
+@numba.njit(cache=True)
+def _least_passing(
+    total: int, shorter: int, threshold: float, containment: float, min_tokens: int
+) -> int:  # pragma: no cover - numba
+    # the smallest overlap c for which the decision formulas below pass (both increase with c)
+    c = max(0, int(threshold * total / 2.0) - 2)
+    while c <= total and not (2.0 * np.float64(c) / np.float64(total) >= threshold):
+        c += 1
+    if containment <= 1.0 and shorter >= min_tokens:
+        k = max(0, int(containment * shorter) - 2)
+        while k < c and not (np.float64(k) / np.float64(shorter) >= containment):
+            k += 1
+        c = min(c, k)
+    return c
+
+
+@numba.njit(cache=True, parallel=True)
+def _bound_exit_kernel(
+    values: np.ndarray,
+    offsets: np.ndarray,
+    ia: np.ndarray,
+    ib: np.ndarray,
+    threshold: float,
+    containment: float,
+    min_tokens: int,
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
+    # _bound_kernel that stops a merge once the overlap cannot reach the least passing value
+    # (c + what is left of the shorter remainder < need): same decisions; an early-stopped pair
+    # reports the ratio of that bound (>= its overlap ratio)
+    m = ia.shape[0]
+    could = np.zeros(m, np.bool_)
+    ratio = np.zeros(m, np.float64)
+    for p in numba.prange(m):
+        i = offsets[ia[p]]
+        ie = offsets[ia[p] + 1]
+        j = offsets[ib[p]]
+        je = offsets[ib[p] + 1]
+        la = ie - i
+        lb = je - j
+        shorter = min(la, lb)
+        if shorter == 0:
+            continue
+        need = _least_passing(la + lb, shorter, threshold, containment, min_tokens)
+        c = 0
+        stopped = False
+        while i < ie and j < je:
+            for _ in range(64):  # branch-free merge steps
+                if i >= ie or j >= je:
+                    break
+                x = values[i]
+                y = values[j]
+                c += x == y
+                i += x <= y
+                j += y <= x
+            if c + min(ie - i, je - j) < need:
+                c += min(ie - i, je - j)
+                stopped = True
+                break
+        r = 2.0 * np.float64(c) / np.float64(la + lb)
+        ratio[p] = r
+        if not stopped and (
+            r >= threshold
+            or (
+                containment <= 1.0
+                and shorter >= min_tokens
+                and np.float64(c) / np.float64(shorter) >= containment
+            )
+        ):
+            could[p] = True
+    return could, ratio
+
+
 def bound_decisions(
     values: npt.NDArray[np.uint32],
     offsets: npt.NDArray[np.int64],
@@ -147,9 +219,14 @@ def bound_decisions(
     containment: float,
     min_containment_tokens: int,
     workers: int = 1,
+    early_exit: bool = False,
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
     """``Verifier.decide`` applied to the overlap bound, fused into the merge: ``(could pass
-    bool (m,), bound ratio float64 (m,))``. Same float formulas as ``decide`` (tested)."""
+    bool (m,), bound ratio float64 (m,))``. Same float formulas as ``decide`` (tested).
+
+    With ``early_exit`` a merge stops as soon as the overlap can no longer reach the least
+    value that passes (the overlap so far plus the shorter remainder is below it): the same
+    decisions, and a stopped pair reports the ratio of that (larger) bound."""
     ia = np.ascontiguousarray(ia, dtype=np.int64)
     ib = np.ascontiguousarray(ib, dtype=np.int64)
     if ia.size == 0:
@@ -157,7 +234,7 @@ def bound_decisions(
     prev = numba.get_num_threads()
     numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
     try:
-        return _bound_kernel(
+        return (_bound_exit_kernel if early_exit else _bound_kernel)(
             values,
             offsets,
             ia,

@@ -25,6 +25,7 @@ from ..verify import _SOCIAL, _SOCIAL_MARKERS, TokenEncoder, Verifier
 __all__ = [
     "encode_texts",
     "encode_texts_reference",
+    "lower_ascii_clean",
     "token_hash_reference",
     "token_hashes",
     "token_hashes_reference",
@@ -271,15 +272,12 @@ _RAW_CHECK, _RAW, _PRETOK = 0, 1, 2
 
 
 def token_hash_reference(token: str) -> int:
-    """32-bit hash of a token: the definition the numba kernel of :func:`token_hashes` is
-    tested against. The token's UTF-8 is read as little-endian 8-byte words (the last one
-    zero-padded); ``h = (h ^ word) * FNV_PRIME`` (mod 2**64) for each word from the FNV-1a
-    offset, then once more with the byte length, and the top 32 bits of ``h * 0x9E37...15``."""
-    data = token.encode("utf-8")
+    """32-bit hash of a token: FNV-1a (64-bit) over its UTF-8 bytes, then the top 32 bits of
+    ``h * 0x9E3779B97F4A7C15`` (mod 2**64). The definition the numba kernel of
+    :func:`token_hashes` is tested against."""
     h = _FNV_OFFSET
-    for q in range(0, len(data), 8):
-        h = ((h ^ int.from_bytes(data[q : q + 8], "little")) * _FNV_PRIME) & _M64
-    h = ((h ^ len(data)) * _FNV_PRIME) & _M64
+    for byte in token.encode("utf-8"):
+        h = ((h ^ byte) * _FNV_PRIME) & _M64
     return ((h * _MIX) & _M64) >> 32
 
 
@@ -296,48 +294,33 @@ def token_hashes_reference(
 
 
 def _word_table() -> np.ndarray:
-    """byte -> its lower-case form for ``[A-Za-z0-9]``, 0 for every other byte."""
+    """byte -> 1 for ``[A-Za-z0-9]`` (a token byte of ASCII text), 0 for every other byte."""
     lut = np.zeros(256, np.uint8)
-    for c in b"abcdefghijklmnopqrstuvwxyz0123456789":
-        lut[c] = c
-    for c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZ":
-        lut[c] = c + 32
+    for c in b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789":
+        lut[c] = 1
     return lut
 
 
-_WORD_LUT = _word_table()
+def _space_table() -> np.ndarray:
+    """byte -> 1 for every byte but the space (a token byte of pre-tokenised text)."""
+    lut = np.ones(256, np.uint8)
+    lut[32] = 0
+    return lut
 
 
-@numba.njit(cache=True, inline="always")
-def _low(x: int) -> int:  # pragma: no cover - numba
-    return x + 32 if 65 <= x <= 90 else x
+def _mark_table() -> np.ndarray:
+    """byte -> 1 for ``@ # /`` (and the kernel looks for "www."): ``_SOCIAL`` can only match a text that has "@", "#", "/" or
+    "www." (lower-cased). Its alternatives: ``rt @user:``, ``//@user:`` and ``@mention`` need
+    "@"; ``https?://...`` and the short links ``t.cn/``, ``t.co/``, ``bit.ly/`` need "/";
+    ``www....`` needs "www."; the hashtags need "#". A text without them is left as it is by
+    ``_SOCIAL.sub``, whatever other marker (e.g. a bare "http") made ``tokenize`` run it."""
+    lut = np.zeros(256, np.uint8)
+    for c in b"@#/":
+        lut[c] = 1
+    return lut
 
 
-@numba.njit(cache=True)
-def _marker_before(buf: np.ndarray, s: int, i: int) -> bool:  # pragma: no cover - numba
-    # buf[i] is "." or "/": does a social marker of ``tokenize`` end here? ("www.", "t.cn/",
-    # "t.co/", "bit.ly/", compared lower-cased as ``tokenize`` does)
-    x = buf[i]
-    if x == 46:  # www.
-        return (
-            i - s >= 3
-            and _low(buf[i - 1]) == 119
-            and _low(buf[i - 2]) == 119
-            and _low(buf[i - 3]) == 119
-        )
-    if i - s >= 4 and buf[i - 3] == 46 and _low(buf[i - 4]) == 116 and _low(buf[i - 2]) == 99:
-        y = _low(buf[i - 1])
-        if y == 110 or y == 111:  # t.cn/ or t.co/
-            return True
-    return (
-        i - s >= 6
-        and _low(buf[i - 1]) == 121
-        and _low(buf[i - 2]) == 108
-        and buf[i - 3] == 46
-        and _low(buf[i - 4]) == 116
-        and _low(buf[i - 5]) == 105
-        and _low(buf[i - 6]) == 98
-    )
+_WORD_LUT, _SPACE_LUT, _MARK_LUT = _word_table(), _space_table(), _mark_table()
 
 
 @numba.njit(cache=True)
@@ -381,28 +364,69 @@ def _sort_hashes(a: np.ndarray) -> None:  # pragma: no cover - numba
         a[:] = tmp
 
 
+# Documents are bytes buf[starts[d]:ends[d]] of a chunk buffer.
+# mode 0/1: ASCII text; its tokens are the runs of [A-Za-z0-9] (``_WORD_LUT``), lower-cased:
+#   what ``tokenize`` gives on ASCII text (lower(), translate + split). Mode 0 also looks for
+#   the social markers ``tokenize`` looks for; a text that has one is flagged (the caller strips
+#   it with the same regex and counts it again in mode 1).
+# mode 2: pre-tokenised text, tokens (any UTF-8) separated by single spaces (``_SPACE_LUT``).
+
+
 @numba.njit(cache=True, parallel=True)
-def _hash_kernel(
+def _count_kernel(
     buf: np.ndarray,
     starts: np.ndarray,
     ends: np.ndarray,
     mode: np.ndarray,
-    lut: np.ndarray,
-    write: bool,
-    out: np.ndarray,
-    region: np.ndarray,
+    word: np.ndarray,
+    space: np.ndarray,
+    mark: np.ndarray,
     counts: np.ndarray,
     flags: np.ndarray,
 ) -> None:  # pragma: no cover - numba
-    # Per document d (bytes buf[starts[d]:ends[d]]): its token count (counts[d]) and, with
-    # ``write``, the sorted 32-bit hashes of its tokens (token_hash_reference) in
-    # out[region[d]:region[d] + counts[d]].
-    # mode 0/1: ASCII text; tokens are the runs of [A-Za-z0-9], lower-cased (``lut``; what
-    #   ``tokenize`` gives on ASCII text: lower(), then translate + split). Mode 0 also looks
-    #   for the social markers ``tokenize`` looks for (on the lower-cased text); when one is
-    #   present the document is flagged and left unfinished (the caller strips it and comes
-    #   back in mode 1).
-    # mode 2: tokens given, separated by single spaces (UTF-8 bytes of each token).
+    # token counts (branch-free: a token starts where a token byte follows another byte)
+    www = np.uint64(0x7777772E)  # "www."
+    m32 = np.uint64(0xFFFFFFFF)
+    for d in numba.prange(starts.shape[0]):
+        s = starts[d]
+        e = ends[d]
+        lut = space if mode[d] == 2 else word
+        c = 0
+        prev = 0
+        flag = False
+        if mode[d] == 0:  # branch-free: "www." by a window of the last 4 bytes OR 0x20
+            hit = np.uint64(0)
+            win = np.uint64(0)
+            for i in range(s, e):
+                y = buf[i]
+                w = np.int64(lut[y])
+                c += w & (prev ^ 1)
+                prev = w
+                win = ((win << np.uint64(8)) | np.uint64(y | 32)) & m32
+                hit |= np.uint64(mark[y]) | np.uint64(win == www)
+            flag = hit != 0
+        else:
+            for i in range(s, e):
+                w = np.int64(lut[buf[i]])
+                c += w & (prev ^ 1)
+                prev = w
+        counts[d] = c
+        flags[d] = flag
+
+
+@numba.njit(cache=True, parallel=True)
+def _write_kernel(
+    buf: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    mode: np.ndarray,
+    word: np.ndarray,
+    space: np.ndarray,
+    out: np.ndarray,
+    offsets: np.ndarray,
+) -> None:  # pragma: no cover - numba
+    # the sorted token hashes (token_hash_reference) of document d into
+    # out[offsets[d]:offsets[d + 1]] (its count from _count_kernel)
     fnv = np.uint64(0xCBF29CE484222325)
     prime = np.uint64(0x100000001B3)
     mix = np.uint64(0x9E3779B97F4A7C15)
@@ -410,64 +434,32 @@ def _hash_kernel(
     for d in numba.prange(starts.shape[0]):
         s = starts[d]
         e = ends[d]
-        o = region[d]
+        o = offsets[d]
+        n = offsets[d + 1] - o
+        if n == 0:
+            continue
         pretok = mode[d] == 2
-        check = mode[d] == 0
-        c = 0
-        flag = False
-        i = s
-        while i < e:
+        lut = space if pretok else word
+        low = 0 if pretok else 32  # ASCII token bytes are [A-Za-z0-9]: OR 0x20 lower-cases
+        # one branch-free pass: FNV-1a of the current token, restarted where a token starts;
+        # where one ends its hash is written out (tmp[ke] is overwritten until then)
+        tmp = np.empty(n + 1, np.uint64)
+        ke = 0
+        prev = 0
+        h = fnv
+        for i in range(s, e):
             y = buf[i]
-            x = (y != 32) * y if pretok else lut[y]
-            if x == 0:
-                if check and (
-                    y == 64 or y == 35 or ((y == 46 or y == 47) and _marker_before(buf, s, i))
-                ):
-                    flag = True
-                    break
-                i += 1
-                continue
-            h = fnv
-            w = np.uint64(0)
-            k = 0
-            length = 0
-            while True:
-                if (
-                    check
-                    and x == 112  # "p" of "http"
-                    and i - s >= 3
-                    and lut[buf[i - 1]] == 116
-                    and lut[buf[i - 2]] == 116
-                    and lut[buf[i - 3]] == 104
-                ):
-                    flag = True
-                if write:
-                    w |= np.uint64(x) << np.uint64(8 * k)
-                    k += 1
-                    length += 1
-                    if k == 8:
-                        h = (h ^ w) * prime
-                        w = np.uint64(0)
-                        k = 0
-                i += 1
-                if i >= e:
-                    break
-                y = buf[i]
-                x = (y != 32) * y if pretok else lut[y]
-                if x == 0:
-                    break
-            if write:
-                if k:
-                    h = (h ^ w) * prime
-                h = (h ^ np.uint64(length)) * prime
-                out[o + c] = np.uint32((h * mix) >> s32)
-            c += 1
-            if flag:
-                break
-        counts[d] = c
-        flags[d] = flag
-        if write:
-            _sort_hashes(out[o : o + c])
+            w = np.int64(lut[y])
+            tmp[ke] = h
+            ke += prev & (w ^ 1)
+            hb = fnv if w > prev else h
+            hn = (hb ^ np.uint64(y | low)) * prime
+            h = hn if w else hb
+            prev = w
+        tmp[ke] = h
+        for q in range(n):
+            out[o + q] = np.uint32((tmp[q] * mix) >> s32)
+        _sort_hashes(out[o : o + n])
 
 
 def _chunk_bytes(
@@ -538,7 +530,6 @@ def token_hashes(
         bounds.append(n)
     counts = np.zeros(n, np.int64)
     special: dict[int, tuple[bytes, int]] = {}
-    empty_u32 = np.zeros(0, np.uint32)
     prev = numba.get_num_threads()
     numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
     try:
@@ -550,22 +541,17 @@ def token_hashes(
                 texts, special, i, j, _RAW_CHECK if strip else _RAW
             )
             flags = np.empty(j - i, np.bool_)
-            _hash_kernel(
-                buf, starts, ends, mode, _WORD_LUT, False, empty_u32, starts, counts[i:j], flags
-            )
+            luts = (_WORD_LUT, _SPACE_LUT, _MARK_LUT)
+            _count_kernel(buf, starts, ends, mode, *luts, counts[i:j], flags)
             for k in (np.flatnonzero(flags) + i).tolist():  # strip as ``tokenize`` does
                 data = _SOCIAL.sub(" ", texts[k].lower()).encode("ascii")
                 special[k] = (data, _RAW)
-                one = np.array([0], np.int64)
-                _hash_kernel(
+                _count_kernel(
                     np.frombuffer(data, np.uint8),
-                    one,
+                    np.zeros(1, np.int64),
                     np.array([len(data)], np.int64),
                     np.array([_RAW], np.uint8),
-                    _WORD_LUT,
-                    False,
-                    empty_u32,
-                    one,
+                    *luts,
                     counts[k : k + 1],
                     np.empty(1, np.bool_),
                 )
@@ -574,18 +560,56 @@ def token_hashes(
         values = np.empty(int(offsets[-1]), np.uint32)
         for i, j in itertools.pairwise(bounds):  # pass 2: hashes, sorted per text
             buf, starts, ends, mode = _chunk_bytes(texts, special, i, j, _RAW)
-            _hash_kernel(
-                buf,
-                starts,
-                ends,
-                mode,
-                _WORD_LUT,
-                True,
-                values,
-                offsets[i:j],
-                counts[i:j],
-                np.empty(j - i, np.bool_),
+            _write_kernel(
+                buf, starts, ends, mode, _WORD_LUT, _SPACE_LUT, values, offsets[i : j + 1]
             )
     finally:
         numba.set_num_threads(prev)
     return values, offsets
+
+
+# ---------------------------------------------------------------------------------------------
+# exact-duplicate hashing: lower-case ASCII and check the whitespace in one pass
+
+
+@numba.njit(cache=True, parallel=True)
+def _lower_clean_kernel(
+    buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, out: np.ndarray, clean: np.ndarray
+) -> None:  # pragma: no cover - numba
+    for d in numba.prange(starts.shape[0]):
+        s = starts[d]
+        e = ends[d]
+        bad = 0
+        prev = 0
+        for i in range(s, e):
+            y = buf[i]
+            out[i] = y + 32 if 65 <= y <= 90 else y
+            sp = np.int64(y == 32)
+            bad |= np.int64(y < 32) | np.int64(y > 126) | (sp & prev)
+            prev = sp
+        clean[d] = bad == 0 and (e == s or (buf[s] != 32 and buf[e - 1] != 32))
+
+
+def lower_ascii_clean(
+    data: bytes, lens: np.ndarray, *, workers: int = 1
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Lower-case the ASCII texts ``data`` (concatenated; ``lens`` bytes each) in one pass and
+    tell which are *clean*: printable only (bytes 32..126), no two spaces in a row, no space
+    at either end -- the texts whose whitespace collapse (``" ".join(t.split())``) is the
+    identity.
+
+    Returns ``(lowered uint8 (len(data),), starts int64 (n,), clean bool (n,))``; text ``i``
+    is ``lowered[starts[i]:starts[i] + lens[i]]`` and equals ``data[...].lower()``.
+    """
+    lens = np.asarray(lens, np.int64)
+    ends = np.cumsum(lens)
+    starts = ends - lens
+    out = np.empty(len(data), np.uint8)
+    clean = np.empty(lens.size, np.bool_)
+    prev = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
+    try:
+        _lower_clean_kernel(np.frombuffer(data, np.uint8), starts, ends, out, clean)
+    finally:
+        numba.set_num_threads(prev)
+    return out, starts, clean

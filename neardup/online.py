@@ -1097,6 +1097,12 @@ class Deduplicator:
                 fps, np.arange(300, dtype=np.int64), bits=self.bits, max_distance=self.radius
             )
             idx.search(fps[:2], self.radius)
+            index = getattr(idx, "index", None)
+            if index is not None:  # the one-call search over several segments (Store.search)
+                from .index.multi import IndexSet
+
+                IndexSet([index, index]).search(fps[:2], self.radius)
+            self.store.search(fps[:2], self.radius)
         except Exception:  # warm-up is an optimisation only
             log.debug("warm-up failed", exc_info=True)
 

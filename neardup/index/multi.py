@@ -1,0 +1,244 @@
+"""One search call over many read-only indexes: :class:`IndexSet`.
+
+An online store keeps its fingerprints in a dozen or so immutable segments (one
+:class:`~neardup.index.HammingIndex` each). Searching them one by one costs ~10-20 µs of fixed
+Python and numba-dispatch overhead per index and call, ~0.2 ms per single-document query at
+12 segments, while the probes themselves take ~1-2 µs per segment. :class:`IndexSet` gathers
+the table segments of all its indexes once (a numba typed list of per-segment array tuples)
+and probes them all in **one** kernel call, so a small query batch pays the fixed cost once.
+
+The answer is exactly that of searching every index and merging (CSR, per query sorted by
+(distance, id)); ``tests/test_index_multi.py`` checks it against that and against brute force.
+Indexes that do not fit the one-call path (rows still in an append buffer, removed rows) are
+searched on their own and merged, so every index is accepted.
+
+Build an :class:`IndexSet` when the set of indexes changes (tens of µs per segment, once), not
+per query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit
+from numba.typed import List
+
+from ..errors import ConfigError
+from . import _kernels as K
+from .hamming_index import HammingIndex
+
+SearchResult = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]
+
+_I64 = np.int64
+_U64 = np.uint64
+
+
+def _ro(a: Any, dtype: Any, ndim: int) -> np.ndarray:
+    """A read-only, C-contiguous plain ``ndarray`` view (no copy when ``a`` already is one):
+    every tuple in the typed list then has the same numba type, and a plain ndarray (not a
+    ``np.memmap`` subclass) keeps numba's argument unboxing on its fast path."""
+    v = np.ascontiguousarray(a, dtype=dtype).view(np.ndarray)
+    if v.ndim != ndim:
+        raise ValueError(f"expected a {ndim}-d array, got shape {v.shape}")
+    if v.flags.writeable:
+        v = v.view()
+        v.flags.writeable = False
+    return v
+
+
+def _empty(dtype: Any, ndim: int) -> np.ndarray:
+    return _ro(np.zeros((1,) * ndim, dtype=dtype), dtype, ndim)
+
+
+@njit(nogil=True, cache=True)
+def _search_list(q, k, segs, qk, stack, out_q, out_r, out_d):  # type: ignore[no-untyped-def]
+    """Probe every segment of ``segs`` for the queries ``q``; writes (query, id, distance).
+
+    Same output protocol as :func:`neardup.index._kernels.search_tables`: returns the total
+    count; when it exceeds the outputs' length only the first ones were written (ids mapped)
+    and the caller retries with larger outputs.
+    """
+    cap = out_q.shape[0]
+    cnt = 0
+    for s in range(len(segs)):
+        (
+            brute,
+            keys,
+            rows,
+            fps,
+            dirs,
+            dbits,
+            pidx,
+            pmask,
+            npieces,
+            pb,
+            radius,
+            flips,
+            flipd,
+            nflips,
+            pm_key,
+            pm_orig,
+            heavy,
+            hv,
+            sub,
+            ids,
+        ) = segs[s]
+        lo = min(cnt, cap)
+        if brute:
+            c = K.search_brute(q, fps, k, out_q[lo:], out_r[lo:], out_d[lo:])
+        else:
+            c = K.search_tables(
+                q,
+                k,
+                keys,
+                rows,
+                fps,
+                dirs,
+                dbits,
+                pidx,
+                pmask,
+                npieces,
+                pb,
+                radius,
+                flips,
+                flipd,
+                nflips,
+                pm_key,
+                pm_orig,
+                heavy,
+                hv,
+                sub,
+                qk,
+                stack,
+                out_q[lo:],
+                out_r[lo:],
+                out_d[lo:],
+            )
+        for j in range(lo, lo + min(c, cap - lo)):
+            out_r[j] = ids[out_r[j]]
+        cnt += c
+    return cnt
+
+
+class IndexSet:
+    """Several read-only :class:`HammingIndex` objects searched as one (see the module doc).
+
+    Parameters
+    ----------
+    indexes : sequence of HammingIndex
+        Same ``bits``; ids should be distinct across indexes (they are reported as stored).
+        The set reflects the indexes' contents *at construction*: build a new one after adding
+        to or removing from any of them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from neardup.index import HammingIndex
+    >>> a = HammingIndex(bits=64, max_distance=3); _ = a.add(np.array([0b1011], np.uint64), ids=[7])
+    >>> b = HammingIndex(bits=64, max_distance=3); _ = b.add(np.array([0b1000], np.uint64), ids=[9])
+    >>> lims, ids, d = IndexSet([a, b]).search(np.array([0b1010], np.uint64), 3)
+    >>> ids.tolist(), d.tolist()
+    ([7, 9], [1, 1])
+    """
+
+    def __init__(self, indexes: Sequence[HammingIndex]) -> None:
+        indexes = list(indexes)
+        bits = {ix.bits for ix in indexes}
+        if len(bits) > 1:
+            raise ConfigError(f"an IndexSet takes indexes of one width, got bits {sorted(bits)}")
+        self.bits = bits.pop() if bits else 64
+        self.words = 1 if self.bits == 64 else 2
+        self.max_distance = min((ix.max_distance for ix in indexes), default=64)
+        self._rest: list[HammingIndex] = []  # searched one by one
+        segs = List()
+        n_tables = 1
+        n = 0
+        for ix in indexes:
+            seg_list, _bf, bids, _ba = ix._snapshot()
+            if len(bids) or any(s.n_dead for s in seg_list):
+                self._rest.append(ix)
+                continue
+            pa = ix._pa
+            n_tables = max(n_tables, pa.n_tables)
+            for s in seg_list:
+                if s.n == 0:
+                    continue
+                segs.append(self._entry(s, pa))
+                n += s.n
+        self._segs = segs
+        self._n_tables = n_tables
+        self._n = n + sum(len(ix) for ix in self._rest)
+
+    def _entry(self, s: Any, pa: Any) -> tuple[Any, ...]:
+        brute = s.keys is None
+        return (
+            brute,
+            _empty(_U64, 2) if brute else _ro(s.keys, _U64, 2),
+            _empty(np.uint32, 2) if brute or s.rows is None else _ro(s.rows, np.uint32, 2),
+            _ro(s.fps, _U64, 2),
+            _empty(_I64, 2) if brute else _ro(s.dirs, _I64, 2),
+            int(s.dbits),
+            _ro(pa.pidx, _I64, 3),
+            _ro(pa.pmask, _U64, 2),
+            _ro(pa.npieces, _I64, 1),
+            _ro(pa.pb, _I64, 1),
+            _ro(pa.radius, _I64, 1),
+            _ro(pa.flips, _U64, 2),
+            _ro(pa.flipd, _I64, 2),
+            _ro(pa.nflips, _I64, 1),
+            _ro(pa.pm_key, _U64, 2),
+            _ro(pa.pm_orig, _U64, 2),
+            _empty(_I64, 1) if brute or s.heavy is None else _ro(s.heavy, _I64, 1),
+            _ro(s.hv, _I64, 2),
+            _ro(s.sub, _I64, 1),
+            _ro(s.ids, _I64, 1),
+        )
+
+    def __len__(self) -> int:
+        """Fingerprints in the set (at construction)."""
+        return self._n
+
+    @property
+    def segments(self) -> int:
+        """Table segments probed in the one kernel call."""
+        return len(self._segs)
+
+    def search(self, queries: npt.ArrayLike, max_distance: int) -> SearchResult:
+        """Every fingerprint within ``max_distance`` of each query, as :meth:`HammingIndex.search`.
+
+        Returns ``(lims, ids, distances)``: CSR, per query sorted by (distance, id).
+        """
+        k = int(max_distance)
+        if not 0 <= k <= self.max_distance:
+            raise ConfigError(
+                f"max_distance must be in [0, {self.max_distance}] (the smallest max_distance "
+                f"of the set's indexes), got {max_distance}"
+            )
+        q = np.ascontiguousarray(queries, dtype=np.uint64).reshape(-1, self.words)
+        nq = len(q)
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        if len(self._segs) and nq:
+            qk = np.empty(8 * self._n_tables, dtype=np.uint64)
+            stack = np.empty((4, 256), dtype=np.int64)
+            cap = 4 * nq + 64
+            while True:
+                out_q = np.empty(cap, dtype=np.int64)
+                out_r = np.empty(cap, dtype=np.int64)
+                out_d = np.empty(cap, dtype=np.int32)
+                cnt = _search_list(q, k, self._segs, qk, stack, out_q, out_r, out_d)
+                if cnt <= cap:
+                    break
+                cap = int(cnt)
+            parts.append((out_q[:cnt], out_r[:cnt], out_d[:cnt]))
+        for ix in self._rest:
+            lims, ids, d = ix.search(q if self.words == 2 else q[:, 0], k)
+            parts.append((np.repeat(np.arange(nq, dtype=np.int64), np.diff(lims)), ids, d))
+        if not parts:
+            return np.zeros(nq + 1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32)
+        qi = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
+        ids = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
+        d = np.concatenate([p[2] for p in parts]) if len(parts) > 1 else parts[0][2]
+        return K.csr_sort(nq, qi, ids, d.astype(np.int32, copy=False), k)

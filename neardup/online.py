@@ -1103,6 +1103,17 @@ class Deduplicator:
 
                 IndexSet([index, index]).search(fps[:2], self.radius)
             self.store.search(fps[:2], self.radius)
+            # a memtable like the store's, past its first buffer flush: its plan's build and
+            # search kernels (the 1,025th add after a restart took ~20 ms without this)
+            from .store.memindex import MemTable
+
+            mt = MemTable(
+                bits=self.bits, max_distance=self.radius, expected_size=self.store.memtable_size
+            )
+            n = mt.buffer_size + 8
+            many = rng.integers(0, 2**64, (n,) if self.bits == 64 else (n, 2), dtype=np.uint64)
+            mt.add(many, np.arange(n, dtype=np.int64), np.zeros(n))
+            mt.search(many[:2], self.radius)
         except Exception:  # warm-up is an optimisation only
             log.debug("warm-up failed", exc_info=True)
 

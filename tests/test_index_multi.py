@@ -125,3 +125,59 @@ def test_index_set_errors():
         IndexSet([a]).search(np.zeros(1, np.uint64), 4)
     lims, ids, d = IndexSet([]).search(np.zeros(2, np.uint64), 3)
     assert lims.tolist() == [0, 0, 0] and len(ids) == 0 and len(d) == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# background merges (HammingIndex(background_merges=True), the online store's memtable)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    batches=st.lists(st.integers(1, 300), min_size=1, max_size=25),
+    removes=st.lists(st.integers(0, 10_000), max_size=30),
+)
+def test_background_merges_keep_every_search_exact(seed, batches, removes):
+    rng = np.random.default_rng(seed)
+    idx = HammingIndex(bits=64, max_distance=3, buffer_size=64, background_merges=True)
+    ref_fps: list[np.ndarray] = []
+    ref_ids: list[np.ndarray] = []
+    start = 0
+    gone: set[int] = set()
+    for j, n in enumerate(batches):
+        base = rng.integers(0, 2**64, 1, dtype=np.uint64)[0]
+        fps = base ^ (np.uint64(1) << rng.integers(0, 64, n).astype(np.uint64))  # clustered
+        ids = np.arange(start, start + n, dtype=np.int64)
+        start += n
+        idx.add(fps, ids=ids)
+        ref_fps.append(fps)
+        ref_ids.append(ids)
+        if j < len(removes) and start and removes[j] % start not in gone:  # removals race merges
+            victim = removes[j] % start
+            idx.remove([victim])
+            gone.add(victim)
+        all_f = np.concatenate(ref_fps)
+        all_i = np.concatenate(ref_ids)
+        keep = ~np.isin(all_i, list(gone))
+        q = all_f[rng.integers(0, len(all_f), 5)] ^ np.uint64(1)
+        got = idx.search(q, 3)
+        ref = search_reference(all_f[keep], all_i[keep], q, 3)
+        for a, b in zip(got, ref, strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert idx.wait_merges(timeout=60)
+    sizes = [s.n_live for s in idx._segments]
+    # merged down to the tiering rule: no adjacent pair within the merge factor
+    assert all(sizes[i + 1] * 4 < sizes[i] for i in range(len(sizes) - 1)), sizes
+    assert len(idx) == start - len(gone)
+
+
+def test_background_merges_do_not_block_add():
+    idx = HammingIndex(bits=64, max_distance=3, buffer_size=1024, background_merges=True)
+    rng = np.random.default_rng(0)
+    idx.add(rng.integers(0, 2**64, 200_000, dtype=np.uint64))
+    idx.add(rng.integers(0, 2**64, 60_000, dtype=np.uint64))  # a merge of 260k rows is now due
+    assert idx._merger is not None  # running in the background, not inside add
+    assert idx.wait_merges(timeout=120)
+    assert [s.n for s in idx._segments] == [260_000]
+    inline = HammingIndex(bits=64, max_distance=3, buffer_size=1024)
+    assert inline.wait_merges(timeout=0)  # nothing to wait for without background merges

@@ -204,6 +204,9 @@ class MemTable:
                 max_distance=self.max_distance,
                 expected_size=max(self.expected_size, 1024),
                 buffer_size=self.buffer_size,
+                # the writer adds every group: merges (up to ~0.3 s at 500k rows) must not
+                # stall it; they run on the index's merge thread
+                background_merges=True,
             )
         except Exception:
             log.exception("creating the memtable's HammingIndex failed; using brute-force runs")

@@ -8,7 +8,9 @@ Steps (each bounded in time and request count, loopback only):
    (restart to serving, with the seeded segments);
 3. from a second process (``benchmarks/loadgen.py``): check-and-insert throughput through the
    batch endpoint, acknowledged after fsync (``--batch`` documents per request, ``--connections``
-   connections), then single-document latency at a fixed ``--rate`` requests/s;
+   connections); then, once the server has digested that burst (metadata applied, no memtable
+   flush running; the wait is reported as ``settle_s``), single-document latency at a fixed
+   ``--rate`` requests/s;
 4. SIGKILL the server and time the restart (log replay + index load) until it serves again;
 5. report the server's RSS (current and peak) and write ``benchmarks/results/service.json``.
 
@@ -147,6 +149,20 @@ def stage_summary(
     return out
 
 
+def settle(url: str, timeout: float) -> float:
+    """Seconds until the default namespace has no background work left (metadata applied,
+    no memtable flush running), polled every 0.2 s."""
+    import httpx
+
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout:
+        st = httpx.get(url + "/v1/ns/default", timeout=30).json()["stats"]
+        if not st.get("meta_pending_records") and not st.get("flushing_rows"):
+            break
+        time.sleep(0.2)
+    return time.perf_counter() - t0
+
+
 def peak_rss(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as f:
@@ -219,6 +235,11 @@ def main(argv: list[str] | None = None) -> int:
             timeout=args.duration + 600,
         )  # fmt: skip
         result["throughput"]["server_cpu_s"] = cpu_seconds(pid) - cpu0
+        # the latency target is about steady operation at 1,000 requests/s, not the seconds
+        # in which the server digests the burst above (SQLite catching up with up to ~300k
+        # acknowledged rows, a memtable flush): wait until that work is done, and say how long
+        print("settling ...", file=sys.stderr)
+        result["settle_s"] = settle(srv.url, timeout=600)
         print("latency ...", file=sys.stderr)
         stages0 = stage_histograms(srv.url)
         cpu0 = cpu_seconds(pid)
@@ -261,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         ("fingerprints in window", f"{result['documents_in_window']:,}"),
         ("batch check-and-insert docs/s", f"{thr['docs_per_s']:,.0f}  (batch {thr['batch']}, {thr['connections']} conns, errors {thr['errors']})"),
         ("batch latency p50 / p99 ms", f"{thr['batch_latency']['p50_ms']:.1f} / {thr['batch_latency']['p99_ms']:.1f}"),
+        ("settle after the batch load s", f"{result['settle_s']:.1f}  (metadata applied, no flush running)"),
         ("single-doc rate achieved /s", f"{lat['achieved_rate']:,.0f} of {lat['target_rate']:,.0f}"),
         ("single p50 / p99 ms (from schedule)", f"{lat['latency_from_schedule']['p50_ms']:.2f} / {lat['latency_from_schedule']['p99_ms']:.2f}"),
         ("single p50 / p99 ms (from send)", f"{lat['latency_from_send']['p50_ms']:.2f} / {lat['latency_from_send']['p99_ms']:.2f}"),

@@ -746,3 +746,35 @@ def test_batcher_skips_cancelled_requests() -> None:
         return [w.cancelled() or w.result()[0] for w in waiters]
 
     assert asyncio.run(run()) == [True, ["ok"], True]
+
+
+def test_coalesced_transport_sends_a_response_in_one_write() -> None:
+    """The head and body of a document answer leave as one socket write (close flushes)."""
+    from neardup.service.documents import _Coalesced
+
+    class Transport:
+        def __init__(self) -> None:
+            self.writes: list[bytes] = []
+            self.closed = False
+
+        def write(self, data: bytes) -> None:
+            assert not self.closed
+            self.writes.append(data)
+
+        def close(self) -> None:
+            self.closed = True
+
+        def get_extra_info(self, name: str) -> str:
+            return name.upper()
+
+    t = Transport()
+    out = _Coalesced(t)
+    out.write(b"HTTP/1.1 200 OK\r\n\r\n")
+    out.write(memoryview(b'{"ok":1}'))
+    assert t.writes == [] and out.get_extra_info("peername") == "PEERNAME"
+    out.flush()
+    assert t.writes == [b'HTTP/1.1 200 OK\r\n\r\n{"ok":1}']
+    out.flush()  # nothing new: no empty write
+    out.write(b"last")
+    out.close()  # a connection that is not kept alive: the bytes go out before the close
+    assert t.writes[-1] == b"last" and t.closed

@@ -887,7 +887,7 @@ def run_group(
         buf = np.frombuffer(b"".join(parts), np.uint8)
         out = np.zeros((len(rows), nw), np.uint64)
         nf = np.zeros(len(rows), np.int64)
-        simhash_docs(
+        _docs_kernel(len(buf))(
             buf, ends - lens, ends, *plan, hash_id, useed, wide, hs, ws, default, ISWORD, out, nf
         )
         r = np.asarray(rows, np.int64)
@@ -917,6 +917,44 @@ def run_group(
     flush()
 
 
+@njit(cache=True)
+def _simhash_docs_gil(  # type: ignore[no-untyped-def]
+    buf,
+    starts,
+    ends,
+    mode,
+    n,
+    mode2,
+    n2,
+    th,
+    hash_id,
+    seed,
+    wide,
+    hs,
+    ws,
+    default,
+    isword,
+    out,
+    nfeat,
+):
+    """:func:`simhash_docs` without releasing the GIL (the same compiled code, called from
+    here): for a few short texts the kernel takes microseconds, and in a threaded server
+    releasing the GIL for that long hands it to another thread that may keep it for far
+    longer (measured in ``neardup serve``: the event loop then waited on the writer)."""
+    simhash_docs(
+        buf, starts, ends, mode, n, mode2, n2, th, hash_id, seed, wide, hs, ws, default, isword, out,
+        nfeat,
+    )  # fmt: skip
+
+
+#: blocks smaller than this (bytes) are fingerprinted holding the GIL (:func:`_simhash_docs_gil`)
+GIL_BYTES = 16_384
+
+
+def _docs_kernel(nbytes: int):  # type: ignore[no-untyped-def]
+    return _simhash_docs_gil if nbytes < GIL_BYTES else simhash_docs
+
+
 def run_ascii(joined, lens, plan, hash_id, seed, bits, hs, ws, default, fps, nfeat):  # type: ignore[no-untyped-def]
     """Fast path for a block of ASCII texts joined with one separator character: one
     ``lower()``, one ``encode()`` and one kernel call for the whole block; writes fps / nfeat
@@ -925,7 +963,7 @@ def run_ascii(joined, lens, plan, hash_id, seed, bits, hs, ws, default, fps, nfe
     ends = np.cumsum(lens + 1) - 1
     starts = ends - lens
     mode, n = plan[0], plan[1]
-    simhash_docs(
+    _docs_kernel(len(buf))(
         buf,
         starts,
         ends,

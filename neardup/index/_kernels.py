@@ -560,3 +560,33 @@ def csr_sort(nq, qi, ids, d, max_d):  # type: ignore[no-untyped-def]
         if b - a > 1:
             out_i[a:b] = np.sort(out_i[a:b])
     return lims, out_i, out_d
+
+
+# GIL-holding entry points for tiny calls (a few queries): the same compiled code, called from
+# a function that does not release the GIL. In a threaded server a microsecond-long kernel that
+# releases the GIL hands it to another thread, which may then keep it for far longer than the
+# kernel ran (see neardup.online / neardup serve). Batches keep the nogil versions.
+
+
+@njit(cache=True)
+def search_tables_gil(  # type: ignore[no-untyped-def]
+    q, k, keys, rows, fps, dirs, dbits, pidx, pmask, npieces, pb, radius, flips, flipd,
+    nflips, pm_key, pm_orig, heavy, hv, sub, qk, stack, out_q, out_r, out_d,
+):  # fmt: skip
+    """:func:`search_tables` holding the GIL."""
+    return search_tables(
+        q, k, keys, rows, fps, dirs, dbits, pidx, pmask, npieces, pb, radius, flips, flipd,
+        nflips, pm_key, pm_orig, heavy, hv, sub, qk, stack, out_q, out_r, out_d,
+    )  # fmt: skip
+
+
+@njit(cache=True)
+def search_brute_gil(q, fps, k, out_q, out_r, out_d):  # type: ignore[no-untyped-def]
+    """:func:`search_brute` holding the GIL."""
+    return search_brute(q, fps, k, out_q, out_r, out_d)
+
+
+@njit(cache=True)
+def csr_sort_gil(nq, qi, ids, d, max_d):  # type: ignore[no-untyped-def]
+    """:func:`csr_sort` holding the GIL."""
+    return csr_sort(nq, qi, ids, d, max_d)

@@ -588,7 +588,8 @@ class HammingIndex:
             d = np.concatenate([r[2] for r in res])
         else:
             qi, ids, d = self._search_chunk(q, k, snap)
-        lims, ids, d = K.csr_sort(nq, qi, ids, d.astype(np.int32, copy=False), k)
+        csr = K.csr_sort_gil if nq <= 8 else K.csr_sort
+        lims, ids, d = csr(nq, qi, ids, d.astype(np.int32, copy=False), k)
         return lims, ids, d
 
     def _search_reference(self, q: np.ndarray, k: int, snap: Any) -> SearchResult:

@@ -123,6 +123,12 @@ def _search_list(q, k, segs, qk, stack, out_q, out_r, out_d):  # type: ignore[no
     return cnt
 
 
+@njit(cache=True)
+def _search_list_gil(q, k, segs, qk, stack, out_q, out_r, out_d):  # type: ignore[no-untyped-def]
+    """:func:`_search_list` holding the GIL (a few queries: see ``_kernels.search_tables_gil``)."""
+    return _search_list(q, k, segs, qk, stack, out_q, out_r, out_d)
+
+
 class IndexSet:
     """Several read-only :class:`HammingIndex` objects searched as one (see the module doc).
 
@@ -228,7 +234,8 @@ class IndexSet:
                 out_q = np.empty(cap, dtype=np.int64)
                 out_r = np.empty(cap, dtype=np.int64)
                 out_d = np.empty(cap, dtype=np.int32)
-                cnt = _search_list(q, k, self._segs, qk, stack, out_q, out_r, out_d)
+                probe = _search_list_gil if nq <= 8 else _search_list
+                cnt = probe(q, k, self._segs, qk, stack, out_q, out_r, out_d)
                 if cnt <= cap:
                     break
                 cap = int(cnt)
@@ -241,4 +248,5 @@ class IndexSet:
         qi = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
         ids = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
         d = np.concatenate([p[2] for p in parts]) if len(parts) > 1 else parts[0][2]
-        return K.csr_sort(nq, qi, ids, d.astype(np.int32, copy=False), k)
+        csr = K.csr_sort_gil if nq <= 8 else K.csr_sort
+        return csr(nq, qi, ids, d.astype(np.int32, copy=False), k)

@@ -337,9 +337,11 @@ class Segment:
                 out_r = np.empty(cap, dtype=np.int64)
                 out_d = np.empty(cap, dtype=np.int32)
             if self.keys is None:
-                cnt = K.search_brute(q, self.fps, k, out_q, out_r, out_d)
+                brute = K.search_brute_gil if small else K.search_brute
+                cnt = brute(q, self.fps, k, out_q, out_r, out_d)
             else:
-                cnt = K.search_tables(
+                probe = K.search_tables_gil if small else K.search_tables
+                cnt = probe(
                     q,
                     k,
                     self.keys,

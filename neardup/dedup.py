@@ -266,6 +266,8 @@ def stage_exact(texts: Sequence[str], workers: int = 1) -> npt.NDArray[np.int64]
 
 #: text bytes per :func:`content_hashes` chunk
 EXACT_CHUNK_BYTES = 8 << 20
+#: below this many characters in all, :func:`content_hashes` calls ``content_hash_many``
+EXACT_NUMBA_MIN_CHARS = 4 << 20
 
 
 def content_hashes(texts: Sequence[str], *, workers: int = 1) -> npt.NDArray[np.uint64]:
@@ -275,7 +277,7 @@ def content_hashes(texts: Sequence[str], *, workers: int = 1) -> npt.NDArray[np.
     ``content_hash_many`` hashes an ASCII text's lower-cased bytes directly when its whitespace
     collapse is the identity (printable, no double space, no space at an end), checking that
     with four passes over the text (``encode``, ``lower``, ``find``, ``translate``). Here
-    runs of ASCII texts are joined and encoded once, and one numba pass
+    chunks of ASCII texts are joined and encoded once, and one numba pass
     (:func:`~neardup.pipeline.tokens.lower_ascii_clean`) lower-cases them and decides the same
     condition; clean texts are hashed from the lowered buffer (``xxh3_128``), every other
     text by ``content_hash_many`` itself. Tested equal (Hypothesis).
@@ -286,22 +288,22 @@ def content_hashes(texts: Sequence[str], *, workers: int = 1) -> npt.NDArray[np.
     from .pipeline.tokens import lower_ascii_clean
 
     n = len(texts)
+    if sum(map(len, texts)) < EXACT_NUMBA_MIN_CHARS:  # not worth starting numba threads
+        return np.asarray(content_hash_many(texts, normalize=True), np.uint64).reshape(n, 2)
     out = np.empty((n, 2), np.uint64)
     digest = xxhash.xxh3_128_digest
+    is_ascii = np.fromiter((t.isascii() for t in texts), np.bool_, n)
+    other = np.flatnonzero(~is_ascii)
+    if other.size:
+        out[other] = content_hash_many([texts[k] for k in other.tolist()], normalize=True)
+    idx = np.flatnonzero(is_ascii).tolist()
     i = 0
-    while i < n:
-        if not texts[i].isascii():
-            j = i + 1
-            while j < n and not texts[j].isascii():
-                j += 1
-            out[i:j] = content_hash_many(texts[i:j], normalize=True)
-            i = j
-            continue
+    while i < len(idx):  # chunks of ASCII texts, wherever they are
         j, size = i, 0
-        while j < n and size < EXACT_CHUNK_BYTES and texts[j].isascii():
-            size += len(texts[j])
+        while j < len(idx) and size < EXACT_CHUNK_BYTES:
+            size += len(texts[idx[j]])
             j += 1
-        run = texts[i:j] if isinstance(texts, list) else [texts[k] for k in range(i, j)]
+        run = [texts[k] for k in idx[i:j]]
         lens = np.fromiter(map(len, run), np.int64, j - i)
         lowered, starts, clean = lower_ascii_clean(
             "".join(run).encode("ascii"), lens, workers=workers
@@ -311,10 +313,11 @@ def content_hashes(texts: Sequence[str], *, workers: int = 1) -> npt.NDArray[np.
             digest(mv[s : s + m]) if c else b"\0" * 16
             for s, m, c in zip(starts.tolist(), lens.tolist(), clean.tolist(), strict=True)
         ]
-        out[i:j] = np.frombuffer(b"".join(parts), dtype=">u8").reshape(-1, 2)
+        pos = np.asarray(idx[i:j], np.int64)
+        out[pos] = np.frombuffer(b"".join(parts), dtype=">u8").reshape(-1, 2)
         if not clean.all():
             rest = np.flatnonzero(~clean)
-            out[i + rest] = content_hash_many([run[k] for k in rest.tolist()], normalize=True)
+            out[pos[rest]] = content_hash_many([run[k] for k in rest.tolist()], normalize=True)
         i = j
     return out
 
@@ -558,14 +561,16 @@ def stage_verify(
        equal; collisions only merge counts), decides the pairs that cannot pass
        (:func:`~neardup.pipeline.overlap.bound_decisions`, the same formulas as
        :meth:`Verifier.decide`).
-    3. The rest: exact tokens (:func:`~neardup.pipeline.tokens.encode_texts`, only for their
-       texts) and the LCS in rapidfuzz threads (:meth:`Verifier.compare_indexed`).
+    3. The rest: exact tokens located in their texts' bytes
+       (:func:`~neardup.pipeline.tokens.token_spans`, only for those texts) and the exact LCS
+       per pair (:func:`~neardup.pipeline.overlap.lcs_many`: bit-parallel, a per-pair token
+       table confirmed byte by byte), decided by :meth:`Verifier.decide`.
 
     Returns (ok bool (m,), score float64 (m,)). The score of a pair that passes (or reaches
     step 3) is its exact similarity; a pair rejected in step 2 reports its bound ratio.
     """
-    from .pipeline.overlap import bound_decisions
-    from .pipeline.tokens import encode_texts, token_hashes
+    from .pipeline.overlap import bound_decisions, lcs_many
+    from .pipeline.tokens import token_hashes, token_spans
 
     if a.size == 0:
         return np.zeros(0, bool), np.zeros(0, np.float64)
@@ -596,10 +601,11 @@ def stage_verify(
         need = np.unique(np.concatenate([ia[todo], ib[todo]]))
         local = np.empty(docs.size, np.int64)
         local[need] = np.arange(need.size)
-        encoded = encode_texts(verifier, [sub[j] for j in need.tolist()], TokenEncoder())
-        ok[todo], score[todo] = verifier.compare_indexed(
-            encoded, local[ia[todo]], local[ib[todo]], workers=workers
-        )
+        spans = token_spans(verifier, [sub[j] for j in need.tolist()], workers=workers)
+        xa, xb = local[ia[todo]], local[ib[todo]]
+        lcs = lcs_many(spans, xa, xb, workers=workers)
+        lens = np.diff(spans[-1])
+        ok[todo], score[todo] = verifier.decide(lcs, lens[xa], lens[xb])
     return _trusted(verifier, texts, a, b, d, ok, score)
 
 

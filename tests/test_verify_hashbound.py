@@ -150,3 +150,65 @@ def test_bound_early_exit_keeps_every_decision(rows, pairs, cfg):
     assert np.array_equal(could_x, could)
     assert np.array_equal(ratio_x[could], ratio[could])
     assert (ratio_x >= ratio).all()
+
+
+LCS_WORDS = ["the", "The", "THE", "cat", "sat", "on", "über", "Über", "世", "界", "x1", "a"]
+LCS_EXTRA = ["@bob", "http://t.co/a", "#tag", "ﬁsh", "fish", "www.x.org"]
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    docs=st.lists(
+        st.lists(st.sampled_from(LCS_WORDS + LCS_EXTRA), max_size=200), min_size=1, max_size=8
+    ),
+    pairs=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), min_size=1, max_size=20),
+    strip=st.booleans(),
+)
+def test_lcs_many_equals_rapidfuzz_on_encoded_tokens(docs, pairs, strip):
+    from rapidfuzz.distance import LCSseq
+
+    from neardup.pipeline.overlap import lcs_many
+    from neardup.verify import TokenEncoder
+
+    v = Verifier(strip_social=strip)
+    texts = [" ".join(d) for d in docs]
+    spans = T.token_spans(v, texts, workers=2)
+    enc = T.encode_texts_reference(v, texts, TokenEncoder())
+    assert np.diff(spans[-1]).tolist() == [len(e) for e in enc]
+    ia = np.array([x % len(texts) for x, _ in pairs], np.int64)
+    ib = np.array([y % len(texts) for _, y in pairs], np.int64)
+    got = lcs_many(spans, ia, ib, workers=2)
+    ref = [LCSseq.similarity(enc[x], enc[y]) for x, y in zip(ia.tolist(), ib.tolist(), strict=True)]
+    assert got.tolist() == ref
+
+
+def test_lcs_many_tells_colliding_hashes_apart():
+    # different tokens forced onto one hash: the byte comparison keeps them apart
+    from neardup.pipeline.overlap import lcs_many
+
+    v = Verifier()
+    spans = list(T.token_spans(v, ["ab ab ab", "cd cd cd", "ab cd ab"]))
+    spans[4] = np.zeros_like(spans[4])  # every token hash equal
+    got = lcs_many(tuple(spans), np.array([0, 0, 2]), np.array([1, 2, 1]))
+    assert got.tolist() == [0, 2, 1]
+
+
+def test_lcs_many_long_sequences_with_carries():
+    # hundreds of tokens (several 64-bit words per sequence), seeded
+    import random
+
+    from rapidfuzz.distance import LCSseq
+
+    from neardup.pipeline.overlap import lcs_many
+    from neardup.verify import TokenEncoder
+
+    rng = random.Random(7)
+    words = LCS_WORDS + LCS_EXTRA
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 400))) for _ in range(40)]
+    v = Verifier()
+    spans = T.token_spans(v, texts, workers=2)
+    enc = T.encode_texts_reference(v, texts, TokenEncoder())
+    ia = np.array([rng.randrange(40) for _ in range(300)], np.int64)
+    ib = np.array([rng.randrange(40) for _ in range(300)], np.int64)
+    ref = [LCSseq.similarity(enc[x], enc[y]) for x, y in zip(ia.tolist(), ib.tolist(), strict=True)]
+    assert lcs_many(spans, ia, ib, workers=2).tolist() == ref

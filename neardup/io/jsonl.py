@@ -316,8 +316,7 @@ def _copy_runs(
             j += 1
         w1 = re_[j]
         window = memoryview(os.pread(fd, w1 - w0, w0))
-        pieces = []
-        for k in range(i, j + 1):
-            pieces.append(window[rs[k] - w0 : re_[k] - w0])
-        write(b"\n".join(pieces) + b"\n")
+        pieces = [window[rs[k] - w0 : re_[k] - w0] for k in range(i, j + 1)]
+        pieces.append(b"")  # the last run's "\n", without copying the joined window again
+        write(b"\n".join(pieces))
         i = j + 1

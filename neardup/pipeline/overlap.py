@@ -20,7 +20,7 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["bound_decisions", "encode_sorted", "overlap_many", "overlap_reference"]
+__all__ = ["bound_decisions", "encode_sorted", "lcs_many", "overlap_many", "overlap_reference"]
 
 
 def overlap_reference(a: Sequence[object], b: Sequence[object]) -> int:
@@ -243,5 +243,156 @@ def bound_decisions(
             float(containment),
             int(min_containment_tokens),
         )
+    finally:
+        numba.set_num_threads(prev)
+
+
+# ---------------------------------------------------------------------------------------------
+# exact LCS of token sequences located by ``token_spans`` (no vocabulary, no strings)
+
+
+@numba.njit(cache=True, inline="always")
+def _popcount64(x: np.uint64) -> int:  # pragma: no cover - numba
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+@numba.njit(cache=True)
+def _same_token(
+    buf: np.ndarray,
+    tok_start: np.ndarray,
+    tok_len: np.ndarray,
+    r: int,
+    low_r: int,
+    t: int,
+    low_t: int,
+) -> bool:  # pragma: no cover - numba
+    n = tok_len[r]
+    if tok_len[t] != n:
+        return False
+    a = tok_start[r]
+    b = tok_start[t]
+    for q in range(n):  # noqa: SIM110 - numba has no all() over a generator
+        if (buf[a + q] | low_r) != (buf[b + q] | low_t):
+            return False
+    return True
+
+
+@numba.njit(cache=True, parallel=True)
+def _lcs_kernel(
+    buf: np.ndarray,
+    low: np.ndarray,
+    tok_start: np.ndarray,
+    tok_len: np.ndarray,
+    tok_hash: np.ndarray,
+    offsets: np.ndarray,
+    ia: np.ndarray,
+    ib: np.ndarray,
+) -> np.ndarray:  # pragma: no cover - numba
+    # Per pair: number A's distinct tokens with a small open-addressing table (a hash hit is
+    # confirmed byte by byte: exact), build A's position bitmasks, then the bit-parallel LCS
+    # (Allison-Dix / Hyyro: V' = (V + (V & M)) | (V & ~M), multi-word with carries) over B.
+    m = ia.shape[0]
+    out = np.zeros(m, np.int64)
+    mix = np.uint64(0x9E3779B97F4A7C15)
+    ones = np.uint64(0xFFFFFFFFFFFFFFFF)
+    for p in numba.prange(m):
+        a = ia[p]
+        b = ib[p]
+        oa = offsets[a]
+        na = offsets[a + 1] - oa
+        ob = offsets[b]
+        nb = offsets[b + 1] - ob
+        if na == 0 or nb == 0:
+            continue
+        la = np.int64(low[a])
+        lb = np.int64(low[b])
+        bits = 1
+        while (1 << bits) < 2 * na:
+            bits += 1
+        cap = 1 << bits
+        shift = np.uint64(64 - bits)
+        slot_tok = np.full(cap, -1, np.int64)
+        slot_id = np.empty(cap, np.int64)
+        ids = np.empty(na, np.int64)
+        nd = 0
+        for q in range(na):
+            t = oa + q
+            h = tok_hash[t]
+            s = np.int64((h * mix) >> shift)
+            while True:
+                r = slot_tok[s]
+                if r < 0:
+                    slot_tok[s] = t
+                    slot_id[s] = nd
+                    ids[q] = nd
+                    nd += 1
+                    break
+                if tok_hash[r] == h and _same_token(buf, tok_start, tok_len, r, la, t, la):
+                    ids[q] = slot_id[s]
+                    break
+                s = (s + 1) & (cap - 1)
+        w = (na + 63) >> 6
+        pm = np.zeros((nd, w), np.uint64)
+        for q in range(na):
+            pm[ids[q], q >> 6] |= np.uint64(1) << np.uint64(q & 63)
+        v = np.full(w, ones, np.uint64)
+        for q in range(nb):
+            t = ob + q
+            h = tok_hash[t]
+            s = np.int64((h * mix) >> shift)
+            u = -1
+            while True:
+                r = slot_tok[s]
+                if r < 0:
+                    break
+                if tok_hash[r] == h and _same_token(buf, tok_start, tok_len, r, la, t, lb):
+                    u = slot_id[s]
+                    break
+                s = (s + 1) & (cap - 1)
+            if u < 0:  # not in A: the LCS cannot use it
+                continue
+            carry = np.uint64(0)
+            for k in range(w):
+                x = v[k]
+                y = x & pm[u, k]
+                z = x + y
+                c1 = np.uint64(z < x)
+                z2 = z + carry
+                c2 = np.uint64(z2 < z)
+                carry = c1 | c2
+                v[k] = z2 | (x ^ y)
+        c = 0
+        for k in range(w):
+            x = ~v[k]
+            if k == w - 1 and (na & 63):
+                x &= (np.uint64(1) << np.uint64(na & 63)) - np.uint64(1)
+            c += _popcount64(x)
+        out[p] = c
+    return out
+
+
+def lcs_many(
+    spans: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    ia: npt.NDArray[np.int64],
+    ib: npt.NDArray[np.int64],
+    *,
+    workers: int = 1,
+) -> npt.NDArray[np.int64]:
+    """Exact LCS length (int64 (m,)) of token sequences ``ia[m]`` and ``ib[m]`` of a
+    :func:`neardup.pipeline.tokens.token_spans` result: equal to rapidfuzz ``LCSseq`` on the
+    :class:`~neardup.verify.TokenEncoder` strings of the same texts (tested), without building
+    a vocabulary or strings."""
+    buf, low, tok_start, tok_len, tok_hash, offsets = spans
+    ia = np.ascontiguousarray(ia, dtype=np.int64)
+    ib = np.ascontiguousarray(ib, dtype=np.int64)
+    if ia.size == 0:
+        return np.zeros(0, np.int64)
+    prev = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
+    try:
+        return _lcs_kernel(buf, low, tok_start, tok_len, tok_hash, offsets, ia, ib)
     finally:
         numba.set_num_threads(prev)

@@ -29,6 +29,7 @@ __all__ = [
     "token_hash_reference",
     "token_hashes",
     "token_hashes_reference",
+    "token_spans",
 ]
 
 #: text bytes per numba run (bounds the temporary token arrays)
@@ -517,44 +518,12 @@ def token_hashes(
     values : numpy.ndarray of uint32
     offsets : numpy.ndarray of int64, shape (n + 1,)
     """
-    strip = bool(verifier.config()["strip_social"])
     n = len(texts)
-    bounds = [0]
-    size = 0
-    for k in range(n):
-        size += len(texts[k])
-        if size >= HASH_CHUNK_BYTES:
-            bounds.append(k + 1)
-            size = 0
-    if bounds[-1] != n:
-        bounds.append(n)
-    counts = np.zeros(n, np.int64)
-    special: dict[int, tuple[bytes, int]] = {}
+    bounds = _chunk_bounds(texts)
     prev = numba.get_num_threads()
     numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
     try:
-        for i, j in itertools.pairwise(bounds):  # pass 1: token counts
-            for k in range(i, j):
-                if not texts[k].isascii():  # the reference tokeniser; hashing in the kernel
-                    special[k] = (" ".join(verifier.tokens(texts[k])).encode("utf-8"), _PRETOK)
-            buf, starts, ends, mode = _chunk_bytes(
-                texts, special, i, j, _RAW_CHECK if strip else _RAW
-            )
-            flags = np.empty(j - i, np.bool_)
-            luts = (_WORD_LUT, _SPACE_LUT, _MARK_LUT)
-            _count_kernel(buf, starts, ends, mode, *luts, counts[i:j], flags)
-            for k in (np.flatnonzero(flags) + i).tolist():  # strip as ``tokenize`` does
-                data = _SOCIAL.sub(" ", texts[k].lower()).encode("ascii")
-                special[k] = (data, _RAW)
-                _count_kernel(
-                    np.frombuffer(data, np.uint8),
-                    np.zeros(1, np.int64),
-                    np.array([len(data)], np.int64),
-                    np.array([_RAW], np.uint8),
-                    *luts,
-                    counts[k : k + 1],
-                    np.empty(1, np.bool_),
-                )
+        counts, special = _count_tokens_and_strip(verifier, texts, bounds)
         offsets = np.zeros(n + 1, np.int64)
         np.cumsum(counts, out=offsets[1:])
         values = np.empty(int(offsets[-1]), np.uint32)
@@ -566,6 +535,156 @@ def token_hashes(
     finally:
         numba.set_num_threads(prev)
     return values, offsets
+
+
+def _chunk_bounds(texts: Sequence[str]) -> list[int]:
+    """Chunk boundaries: about ``HASH_CHUNK_BYTES`` characters of text per chunk."""
+    n = len(texts)
+    bounds = [0]
+    size = 0
+    for k in range(n):
+        size += len(texts[k])
+        if size >= HASH_CHUNK_BYTES:
+            bounds.append(k + 1)
+            size = 0
+    if bounds[-1] != n:
+        bounds.append(n)
+    return bounds
+
+
+def _count_tokens_and_strip(
+    verifier: Verifier, texts: Sequence[str], bounds: list[int]
+) -> tuple[np.ndarray, dict[int, tuple[bytes, int]]]:
+    """Pass 1: exact token counts (int64 (n,)) and the texts whose kernel bytes are not their
+    own ASCII: non-ASCII texts pre-tokenised by ``verifier.tokens`` (mode 2), texts with a
+    social marker stripped by the same regex as ``tokenize`` (mode 1)."""
+    strip = bool(verifier.config()["strip_social"])
+    counts = np.zeros(len(texts), np.int64)
+    special: dict[int, tuple[bytes, int]] = {}
+    luts = (_WORD_LUT, _SPACE_LUT, _MARK_LUT)
+    for i, j in itertools.pairwise(bounds):
+        for k in range(i, j):
+            if not texts[k].isascii():  # the reference tokeniser; hashing in the kernel
+                special[k] = (" ".join(verifier.tokens(texts[k])).encode("utf-8"), _PRETOK)
+        buf, starts, ends, mode = _chunk_bytes(texts, special, i, j, _RAW_CHECK if strip else _RAW)
+        flags = np.empty(j - i, np.bool_)
+        _count_kernel(buf, starts, ends, mode, *luts, counts[i:j], flags)
+        flagged = np.flatnonzero(flags) + i
+        if flagged.size:  # strip as ``tokenize`` does, then count again (mode 1)
+            stripped = [_SOCIAL.sub(" ", texts[k].lower()).encode("ascii") for k in flagged]
+            for k, data in zip(flagged.tolist(), stripped, strict=True):
+                special[k] = (data, _RAW)
+            lens = np.fromiter(map(len, stripped), np.int64, len(stripped))
+            s_ends = np.cumsum(lens)
+            s_counts = np.empty(flagged.size, np.int64)
+            _count_kernel(
+                np.frombuffer(b"".join(stripped), np.uint8),
+                s_ends - lens,
+                s_ends,
+                np.full(flagged.size, _RAW, np.uint8),
+                *luts,
+                s_counts,
+                np.empty(flagged.size, np.bool_),
+            )
+            counts[flagged] = s_counts
+    return counts, special
+
+
+@numba.njit(cache=True, parallel=True)
+def _span_kernel(
+    buf: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    mode: np.ndarray,
+    word: np.ndarray,
+    space: np.ndarray,
+    tok_start: np.ndarray,
+    tok_len: np.ndarray,
+    tok_hash: np.ndarray,
+    offsets: np.ndarray,
+) -> None:  # pragma: no cover - numba
+    # document d's tokens in order: start in buf, length, FNV-1a 64 of the (lower-cased) bytes
+    fnv = np.uint64(0xCBF29CE484222325)
+    prime = np.uint64(0x100000001B3)
+    for d in numba.prange(starts.shape[0]):
+        s = starts[d]
+        e = ends[d]
+        o = offsets[d]
+        n = offsets[d + 1] - o
+        if n == 0:
+            continue
+        pretok = mode[d] == 2
+        lut = space if pretok else word
+        low = 0 if pretok else 32
+        tmp = np.empty(n + 1, np.uint64)
+        ts = np.empty(n + 1, np.int64)
+        te = np.empty(n + 1, np.int64)
+        ks = 0
+        ke = 0
+        prev = 0
+        h = fnv
+        for i in range(s, e):
+            y = buf[i]
+            w = np.int64(lut[y])
+            ts[ks] = i
+            ks += w & (prev ^ 1)
+            end = prev & (w ^ 1)
+            tmp[ke] = h
+            te[ke] = i
+            ke += end
+            hb = fnv if w > prev else h
+            hn = (hb ^ np.uint64(y | low)) * prime
+            h = hn if w else hb
+            prev = w
+        tmp[ke] = h
+        te[ke] = e
+        for q in range(n):
+            tok_start[o + q] = ts[q]
+            tok_len[o + q] = te[q] - ts[q]
+            tok_hash[o + q] = tmp[q]
+
+
+def token_spans(
+    verifier: Verifier, texts: Sequence[str], *, workers: int = 1
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every text's tokens in order, located in one byte buffer, for exact comparisons.
+
+    Returns ``(buf uint8, low uint8 (n,), tok_start int64, tok_len int64, tok_hash uint64,
+    offsets int64 (n + 1,))``: token ``t`` of text ``i`` (``offsets[i] <= t < offsets[i+1]``)
+    is ``bytes(b | low[i] for b in buf[tok_start[t]:tok_start[t] + tok_len[t]])`` decoded as
+    UTF-8, exactly ``verifier.tokens(texts[i])`` (``low`` is 32 for ASCII texts, whose token
+    bytes are ``[A-Za-z0-9]``: OR 0x20 lower-cases them; 0 for pre-tokenised text);
+    ``tok_hash`` is FNV-1a 64 of those bytes (equal tokens, equal hashes).
+    """
+    n = len(texts)
+    bounds = _chunk_bounds(texts)
+    prev = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
+    try:
+        counts, special = _count_tokens_and_strip(verifier, texts, bounds)
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        total = int(offsets[-1])
+        tok_start = np.empty(total, np.int64)
+        tok_len = np.empty(total, np.int64)
+        tok_hash = np.empty(total, np.uint64)
+        buf, starts, ends, mode = _chunk_bytes(texts, special, 0, n, _RAW)
+        _span_kernel(
+            buf,
+            starts,
+            ends,
+            mode,
+            _WORD_LUT,
+            _SPACE_LUT,
+            tok_start,
+            tok_len,
+            tok_hash,
+            offsets,
+        )
+    finally:
+        numba.set_num_threads(prev)
+    low = np.where(mode == _PRETOK, 0, 32).astype(np.uint8)
+    return buf, low, tok_start, tok_len, tok_hash, offsets
 
 
 # ---------------------------------------------------------------------------------------------

@@ -581,7 +581,8 @@ def stage_verify(
     pos[docs] = np.arange(docs.size)
     ia, ib = pos[a], pos[b]
     sub = [texts[i] for i in docs.tolist()]
-    values, offsets = token_hashes(verifier, sub, workers=workers)
+    prepared: dict[int, tuple[bytes, int]] = {}
+    values, offsets = token_hashes(verifier, sub, workers=workers, prepared=prepared)
     c = verifier.config()
     could, score = bound_decisions(
         values,
@@ -601,7 +602,10 @@ def stage_verify(
         need = np.unique(np.concatenate([ia[todo], ib[todo]]))
         local = np.empty(docs.size, np.int64)
         local[need] = np.arange(need.size)
-        spans = token_spans(verifier, [sub[j] for j in need.tolist()], workers=workers)
+        again = {x: prepared[j] for x, j in enumerate(need.tolist()) if j in prepared}
+        spans = token_spans(
+            verifier, [sub[j] for j in need.tolist()], workers=workers, prepared=again
+        )
         xa, xb = local[ia[todo]], local[ib[todo]]
         lcs = lcs_many(spans, xa, xb, workers=workers)
         lens = np.diff(spans[-1])

@@ -489,7 +489,11 @@ def _chunk_bytes(
 
 
 def token_hashes(
-    verifier: Verifier, texts: Sequence[str], *, workers: int = 1
+    verifier: Verifier,
+    texts: Sequence[str],
+    *,
+    workers: int = 1,
+    prepared: Prepared | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every text's tokens as sorted 32-bit hashes: ``(values uint32 (total,), offsets int64
     (n + 1,))``, equal to :func:`token_hashes_reference`.
@@ -512,6 +516,10 @@ def token_hashes(
     texts : sequence of str
     workers : int, default=1
         numba threads.
+    prepared : dict, optional
+        Filled with the texts that needed Python work (pre-tokenised non-ASCII, stripped
+        social markers: position -> (bytes, mode)); pass it (re-keyed) to
+        :func:`token_spans` so that they are not tokenised twice.
 
     Returns
     -------
@@ -523,7 +531,8 @@ def token_hashes(
     prev = numba.get_num_threads()
     numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
     try:
-        counts, special = _count_tokens_and_strip(verifier, texts, bounds)
+        special = {} if prepared is None else prepared
+        counts = _count_tokens_and_strip(verifier, texts, bounds, special)
         offsets = np.zeros(n + 1, np.int64)
         np.cumsum(counts, out=offsets[1:])
         values = np.empty(int(offsets[-1]), np.uint32)
@@ -552,19 +561,22 @@ def _chunk_bounds(texts: Sequence[str]) -> list[int]:
     return bounds
 
 
+Prepared = dict[int, tuple[bytes, int]]
+
+
 def _count_tokens_and_strip(
-    verifier: Verifier, texts: Sequence[str], bounds: list[int]
-) -> tuple[np.ndarray, dict[int, tuple[bytes, int]]]:
-    """Pass 1: exact token counts (int64 (n,)) and the texts whose kernel bytes are not their
-    own ASCII: non-ASCII texts pre-tokenised by ``verifier.tokens`` (mode 2), texts with a
-    social marker stripped by the same regex as ``tokenize`` (mode 1)."""
+    verifier: Verifier, texts: Sequence[str], bounds: list[int], special: Prepared
+) -> np.ndarray:
+    """Pass 1: exact token counts (int64 (n,)); fills ``special`` with the texts whose kernel
+    bytes are not their own ASCII: non-ASCII texts pre-tokenised by ``verifier.tokens``
+    (mode 2), texts with a social marker stripped by the same regex as ``tokenize`` (mode 1).
+    Entries already in ``special`` are used as they are."""
     strip = bool(verifier.config()["strip_social"])
     counts = np.zeros(len(texts), np.int64)
-    special: dict[int, tuple[bytes, int]] = {}
     luts = (_WORD_LUT, _SPACE_LUT, _MARK_LUT)
     for i, j in itertools.pairwise(bounds):
         for k in range(i, j):
-            if not texts[k].isascii():  # the reference tokeniser; hashing in the kernel
+            if k not in special and not texts[k].isascii():  # the reference tokeniser
                 special[k] = (" ".join(verifier.tokens(texts[k])).encode("utf-8"), _PRETOK)
         buf, starts, ends, mode = _chunk_bytes(texts, special, i, j, _RAW_CHECK if strip else _RAW)
         flags = np.empty(j - i, np.bool_)
@@ -587,7 +599,7 @@ def _count_tokens_and_strip(
                 np.empty(flagged.size, np.bool_),
             )
             counts[flagged] = s_counts
-    return counts, special
+    return counts
 
 
 @numba.njit(cache=True, parallel=True)
@@ -645,7 +657,11 @@ def _span_kernel(
 
 
 def token_spans(
-    verifier: Verifier, texts: Sequence[str], *, workers: int = 1
+    verifier: Verifier,
+    texts: Sequence[str],
+    *,
+    workers: int = 1,
+    prepared: Prepared | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every text's tokens in order, located in one byte buffer, for exact comparisons.
 
@@ -654,14 +670,16 @@ def token_spans(
     is ``bytes(b | low[i] for b in buf[tok_start[t]:tok_start[t] + tok_len[t]])`` decoded as
     UTF-8, exactly ``verifier.tokens(texts[i])`` (``low`` is 32 for ASCII texts, whose token
     bytes are ``[A-Za-z0-9]``: OR 0x20 lower-cases them; 0 for pre-tokenised text);
-    ``tok_hash`` is FNV-1a 64 of those bytes (equal tokens, equal hashes).
+    ``tok_hash`` is FNV-1a 64 of those bytes (equal tokens, equal hashes). ``prepared``: as
+    filled by :func:`token_hashes` for the same texts (re-keyed to positions in ``texts``).
     """
     n = len(texts)
     bounds = _chunk_bounds(texts)
     prev = numba.get_num_threads()
     numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
     try:
-        counts, special = _count_tokens_and_strip(verifier, texts, bounds)
+        special = {} if prepared is None else dict(prepared)
+        counts = _count_tokens_and_strip(verifier, texts, bounds, special)
         offsets = np.zeros(n + 1, np.int64)
         np.cumsum(counts, out=offsets[1:])
         total = int(offsets[-1])

@@ -297,6 +297,7 @@ def content_hashes(texts: Sequence[str], *, workers: int = 1) -> npt.NDArray[np.
     if other.size:
         out[other] = content_hash_many([texts[k] for k in other.tolist()], normalize=True)
     idx = np.flatnonzero(is_ascii).tolist()
+    scratch = np.empty(0, np.uint8)
     i = 0
     while i < len(idx):  # chunks of ASCII texts, wherever they are
         j, size = i, 0
@@ -305,9 +306,10 @@ def content_hashes(texts: Sequence[str], *, workers: int = 1) -> npt.NDArray[np.
             j += 1
         run = [texts[k] for k in idx[i:j]]
         lens = np.fromiter(map(len, run), np.int64, j - i)
-        lowered, starts, clean = lower_ascii_clean(
-            "".join(run).encode("ascii"), lens, workers=workers
-        )
+        data = "".join(run).encode("ascii")
+        if scratch.size < len(data):
+            scratch = np.empty(len(data), np.uint8)
+        lowered, starts, clean = lower_ascii_clean(data, lens, workers=workers, out=scratch)
         mv = memoryview(lowered)
         parts = [
             digest(mv[s : s + m]) if c else b"\0" * 16

@@ -946,7 +946,7 @@ class Deduplicator:
         deleted_rowids: set[int] = set()
         added_mask = bytearray(len(fps))  # documents added earlier in this group
         # documents that need the full rules: index hits or near pairs inside the group
-        has_hits = (np.diff(lims) > 0).tolist()
+        has_hits = (lims[1:] > lims[:-1]).tolist()
         slow = list(has_hits)
         for i in earlier:
             slow[i] = True
@@ -1129,7 +1129,7 @@ class Deduplicator:
         self, fps: npt.NDArray[np.uint64], limits: npt.NDArray[np.int64]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
         """Search each query only as far as it needs (long texts need less than short ones)."""
-        uniq = np.unique(limits).tolist()
+        uniq = sorted(set(limits.tolist()))
         if len(uniq) <= 1:
             return self.store.search(fps, int(uniq[0]) if uniq else self.max_distance)
         n = len(fps)

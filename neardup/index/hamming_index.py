@@ -278,6 +278,10 @@ class HammingIndex:
             raise InputError(
                 f"ids and fingerprints must have the same length, got {len(arr)} ids for {n} fingerprints"
             )
+        # ids strictly increasing (the common case: row ids, running counters) are unique;
+        # only otherwise sort to find duplicates
+        if len(arr) < 2 or bool((arr[1:] > arr[:-1]).all()):
+            return arr
         u, c = np.unique(arr, return_counts=True)
         if len(u) != len(arr):
             dup = u[c > 1][:5].tolist()

@@ -563,16 +563,16 @@ def stage_verify(
        equal; collisions only merge counts), decides the pairs that cannot pass
        (:func:`~neardup.pipeline.overlap.bound_decisions`, the same formulas as
        :meth:`Verifier.decide`).
-    3. The rest: exact tokens located in their texts' bytes
-       (:func:`~neardup.pipeline.tokens.token_spans`, only for those texts) and the exact LCS
-       per pair (:func:`~neardup.pipeline.overlap.lcs_many`: bit-parallel, a per-pair token
-       table confirmed byte by byte), decided by :meth:`Verifier.decide`.
+    3. The rest: the exact LCS per pair from those texts' bytes
+       (:func:`~neardup.pipeline.tokens.token_bytes`,
+       :func:`~neardup.pipeline.overlap.lcs_many`: tokenised per pair, a per-pair token table
+       confirmed byte by byte, bit-parallel LCS), decided by :meth:`Verifier.decide`.
 
     Returns (ok bool (m,), score float64 (m,)). The score of a pair that passes (or reaches
     step 3) is its exact similarity; a pair rejected in step 2 reports its bound ratio.
     """
     from .pipeline.overlap import bound_decisions, lcs_many
-    from .pipeline.tokens import token_hashes, token_spans
+    from .pipeline.tokens import token_bytes, token_hashes
 
     if a.size == 0:
         return np.zeros(0, bool), np.zeros(0, np.float64)
@@ -597,6 +597,7 @@ def stage_verify(
         workers=workers,
         early_exit=True,
     )
+    lens = np.diff(offsets)  # exact token counts
     del values, offsets
     ok = np.zeros(a.size, bool)
     todo = np.flatnonzero(could)
@@ -605,13 +606,9 @@ def stage_verify(
         local = np.empty(docs.size, np.int64)
         local[need] = np.arange(need.size)
         again = {x: prepared[j] for x, j in enumerate(need.tolist()) if j in prepared}
-        spans = token_spans(
-            verifier, [sub[j] for j in need.tolist()], workers=workers, prepared=again
-        )
-        xa, xb = local[ia[todo]], local[ib[todo]]
-        lcs = lcs_many(spans, xa, xb, workers=workers)
-        lens = np.diff(spans[-1])
-        ok[todo], score[todo] = verifier.decide(lcs, lens[xa], lens[xb])
+        data = token_bytes(verifier, [sub[j] for j in need.tolist()], prepared=again)
+        lcs = lcs_many(data, local[ia[todo]], local[ib[todo]], workers=workers)
+        ok[todo], score[todo] = verifier.decide(lcs, lens[ia[todo]], lens[ib[todo]])
     return _trusted(verifier, texts, a, b, d, ok, score)
 
 

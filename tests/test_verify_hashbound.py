@@ -172,9 +172,8 @@ def test_lcs_many_equals_rapidfuzz_on_encoded_tokens(docs, pairs, strip):
 
     v = Verifier(strip_social=strip)
     texts = [" ".join(d) for d in docs]
-    spans = T.token_spans(v, texts, workers=2)
+    spans = T.token_bytes(v, texts)
     enc = T.encode_texts_reference(v, texts, TokenEncoder())
-    assert np.diff(spans[-1]).tolist() == [len(e) for e in enc]
     ia = np.array([x % len(texts) for x, _ in pairs], np.int64)
     ib = np.array([y % len(texts) for _, y in pairs], np.int64)
     got = lcs_many(spans, ia, ib, workers=2)
@@ -182,15 +181,27 @@ def test_lcs_many_equals_rapidfuzz_on_encoded_tokens(docs, pairs, strip):
     assert got.tolist() == ref
 
 
-def test_lcs_many_tells_colliding_hashes_apart():
+def test_lcs_many_tells_colliding_hashes_apart(monkeypatch):
     # different tokens forced onto one hash: the byte comparison keeps them apart
-    from neardup.pipeline.overlap import lcs_many
+    from neardup.pipeline import overlap
 
     v = Verifier()
-    spans = list(T.token_spans(v, ["ab ab ab", "cd cd cd", "ab cd ab"]))
-    spans[4] = np.zeros_like(spans[4])  # every token hash equal
-    got = lcs_many(tuple(spans), np.array([0, 0, 2]), np.array([1, 2, 1]))
-    assert got.tolist() == [0, 2, 1]
+    data = T.token_bytes(v, ["ab ab ab", "cd cd cd", "ab cd ab", "AB x"])
+    ia, ib = np.array([0, 0, 2, 3]), np.array([1, 2, 1, 0])
+    assert overlap.lcs_many(data, ia, ib).tolist() == [0, 2, 1, 1]  # numba, real hashes
+    kernel = overlap._lcs_kernel.py_func  # the same code, run as Python with a constant hash
+    real = overlap._doc_tokens
+
+    def one_hash(buf, s, e, pretok, word, space, ts, tl, th):
+        n = real(buf, s, e, pretok, word, space, ts, tl, th)
+        th[:] = 7
+        return n
+
+    monkeypatch.setitem(kernel.__globals__, "_doc_tokens", one_hash)
+    monkeypatch.setitem(kernel.__globals__, "numba", type("N", (), {"prange": range}))
+    with np.errstate(over="ignore"):  # uint64 hash arithmetic wraps, as in numba
+        got = kernel(*data, T._WORD_LUT, T._SPACE_LUT, ia, ib)
+    assert got.tolist() == [0, 2, 1, 1]
 
 
 def test_lcs_many_long_sequences_with_carries():
@@ -206,7 +217,7 @@ def test_lcs_many_long_sequences_with_carries():
     words = LCS_WORDS + LCS_EXTRA
     texts = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 400))) for _ in range(40)]
     v = Verifier()
-    spans = T.token_spans(v, texts, workers=2)
+    spans = T.token_bytes(v, texts)
     enc = T.encode_texts_reference(v, texts, TokenEncoder())
     ia = np.array([rng.randrange(40) for _ in range(300)], np.int64)
     ib = np.array([rng.randrange(40) for _ in range(300)], np.int64)

@@ -260,22 +260,52 @@ def _popcount64(x: np.uint64) -> int:  # pragma: no cover - numba
 
 
 @numba.njit(cache=True)
-def _same_token(
+def _doc_tokens(
     buf: np.ndarray,
-    tok_start: np.ndarray,
-    tok_len: np.ndarray,
-    r: int,
-    low_r: int,
-    t: int,
-    low_t: int,
+    s: int,
+    e: int,
+    pretok: bool,
+    word: np.ndarray,
+    space: np.ndarray,
+    ts: np.ndarray,
+    tl: np.ndarray,
+    th: np.ndarray,
+) -> int:  # pragma: no cover - numba
+    # the tokens of buf[s:e] (see neardup.pipeline.tokens.token_bytes) in order: start, length
+    # and FNV-1a 64 of the (lower-cased) bytes; branch-free; returns their number
+    fnv = np.uint64(0xCBF29CE484222325)
+    prime = np.uint64(0x100000001B3)
+    lut = space if pretok else word
+    low = 0 if pretok else 32
+    ks = 0
+    ke = 0
+    prev = 0
+    h = fnv
+    for i in range(s, e):
+        y = buf[i]
+        w = np.int64(lut[y])
+        ts[ks] = i
+        ks += w & (prev ^ 1)
+        th[ke] = h
+        tl[ke] = i
+        ke += prev & (w ^ 1)
+        hb = fnv if w > prev else h
+        hn = (hb ^ np.uint64(y | low)) * prime
+        h = hn if w else hb
+        prev = w
+    th[ke] = h
+    tl[ke] = e
+    for q in range(ks):
+        tl[q] -= ts[q]
+    return ks
+
+
+@numba.njit(cache=True)
+def _same_token(
+    buf: np.ndarray, a: int, low_a: int, b: int, low_b: int, n: int
 ) -> bool:  # pragma: no cover - numba
-    n = tok_len[r]
-    if tok_len[t] != n:
-        return False
-    a = tok_start[r]
-    b = tok_start[t]
     for q in range(n):  # noqa: SIM110 - numba has no all() over a generator
-        if (buf[a + q] | low_r) != (buf[b + q] | low_t):
+        if (buf[a + q] | low_a) != (buf[b + q] | low_b):
             return False
     return True
 
@@ -283,17 +313,18 @@ def _same_token(
 @numba.njit(cache=True, parallel=True)
 def _lcs_kernel(
     buf: np.ndarray,
-    low: np.ndarray,
-    tok_start: np.ndarray,
-    tok_len: np.ndarray,
-    tok_hash: np.ndarray,
-    offsets: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    mode: np.ndarray,
+    word: np.ndarray,
+    space: np.ndarray,
     ia: np.ndarray,
     ib: np.ndarray,
 ) -> np.ndarray:  # pragma: no cover - numba
-    # Per pair: number A's distinct tokens with a small open-addressing table (a hash hit is
-    # confirmed byte by byte: exact), build A's position bitmasks, then the bit-parallel LCS
-    # (Allison-Dix / Hyyro: V' = (V + (V & M)) | (V & ~M), multi-word with carries) over B.
+    # Per pair: both texts tokenised from their bytes; A's distinct tokens numbered with a small
+    # open-addressing table (a hash hit is confirmed byte by byte: exact); A's position bitmasks;
+    # then the bit-parallel LCS (Allison-Dix / Hyyro: V' = (V + (V & M)) | (V & ~M), multi-word
+    # with carries) over B's tokens.
     m = ia.shape[0]
     out = np.zeros(m, np.int64)
     mix = np.uint64(0x9E3779B97F4A7C15)
@@ -301,14 +332,22 @@ def _lcs_kernel(
     for p in numba.prange(m):
         a = ia[p]
         b = ib[p]
-        oa = offsets[a]
-        na = offsets[a + 1] - oa
-        ob = offsets[b]
-        nb = offsets[b + 1] - ob
+        pa = mode[a] == 2
+        pb = mode[b] == 2
+        low_a = 0 if pa else 32
+        low_b = 0 if pb else 32
+        cap_a = (ends[a] - starts[a] + 1) // 2 + 1
+        cap_b = (ends[b] - starts[b] + 1) // 2 + 1
+        tsa = np.empty(cap_a, np.int64)
+        tla = np.empty(cap_a, np.int64)
+        tha = np.empty(cap_a, np.uint64)
+        na = _doc_tokens(buf, starts[a], ends[a], pa, word, space, tsa, tla, tha)
+        tsb = np.empty(cap_b, np.int64)
+        tlb = np.empty(cap_b, np.int64)
+        thb = np.empty(cap_b, np.uint64)
+        nb = _doc_tokens(buf, starts[b], ends[b], pb, word, space, tsb, tlb, thb)
         if na == 0 or nb == 0:
             continue
-        la = np.int64(low[a])
-        lb = np.int64(low[b])
         bits = 1
         while (1 << bits) < 2 * na:
             bits += 1
@@ -319,18 +358,21 @@ def _lcs_kernel(
         ids = np.empty(na, np.int64)
         nd = 0
         for q in range(na):
-            t = oa + q
-            h = tok_hash[t]
+            h = tha[q]
             s = np.int64((h * mix) >> shift)
             while True:
                 r = slot_tok[s]
                 if r < 0:
-                    slot_tok[s] = t
+                    slot_tok[s] = q
                     slot_id[s] = nd
                     ids[q] = nd
                     nd += 1
                     break
-                if tok_hash[r] == h and _same_token(buf, tok_start, tok_len, r, la, t, la):
+                if (
+                    tha[r] == h
+                    and tla[r] == tla[q]
+                    and _same_token(buf, tsa[r], low_a, tsa[q], low_a, tla[q])
+                ):
                     ids[q] = slot_id[s]
                     break
                 s = (s + 1) & (cap - 1)
@@ -340,15 +382,18 @@ def _lcs_kernel(
             pm[ids[q], q >> 6] |= np.uint64(1) << np.uint64(q & 63)
         v = np.full(w, ones, np.uint64)
         for q in range(nb):
-            t = ob + q
-            h = tok_hash[t]
+            h = thb[q]
             s = np.int64((h * mix) >> shift)
             u = -1
             while True:
                 r = slot_tok[s]
                 if r < 0:
                     break
-                if tok_hash[r] == h and _same_token(buf, tok_start, tok_len, r, la, t, lb):
+                if (
+                    tha[r] == h
+                    and tla[r] == tlb[q]
+                    and _same_token(buf, tsa[r], low_a, tsb[q], low_b, tlb[q])
+                ):
                     u = slot_id[s]
                     break
                 s = (s + 1) & (cap - 1)
@@ -375,17 +420,19 @@ def _lcs_kernel(
 
 
 def lcs_many(
-    spans: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    data: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     ia: npt.NDArray[np.int64],
     ib: npt.NDArray[np.int64],
     *,
     workers: int = 1,
 ) -> npt.NDArray[np.int64]:
-    """Exact LCS length (int64 (m,)) of token sequences ``ia[m]`` and ``ib[m]`` of a
-    :func:`neardup.pipeline.tokens.token_spans` result: equal to rapidfuzz ``LCSseq`` on the
-    :class:`~neardup.verify.TokenEncoder` strings of the same texts (tested), without building
-    a vocabulary or strings."""
-    buf, low, tok_start, tok_len, tok_hash, offsets = spans
+    """Exact LCS length (int64 (m,)) of the token sequences of texts ``ia[m]`` and ``ib[m]``
+    of a :func:`neardup.pipeline.tokens.token_bytes` result: equal to rapidfuzz ``LCSseq`` on
+    the :class:`~neardup.verify.TokenEncoder` strings of the same texts (tested), without a
+    vocabulary, strings or stored token arrays (each pair tokenises its two texts)."""
+    from .tokens import _SPACE_LUT, _WORD_LUT
+
+    buf, starts, ends, mode = data
     ia = np.ascontiguousarray(ia, dtype=np.int64)
     ib = np.ascontiguousarray(ib, dtype=np.int64)
     if ia.size == 0:
@@ -393,6 +440,6 @@ def lcs_many(
     prev = numba.get_num_threads()
     numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
     try:
-        return _lcs_kernel(buf, low, tok_start, tok_len, tok_hash, offsets, ia, ib)
+        return _lcs_kernel(buf, starts, ends, mode, _WORD_LUT, _SPACE_LUT, ia, ib)
     finally:
         numba.set_num_threads(prev)

@@ -26,10 +26,10 @@ __all__ = [
     "encode_texts",
     "encode_texts_reference",
     "lower_ascii_clean",
+    "token_bytes",
     "token_hash_reference",
     "token_hashes",
     "token_hashes_reference",
-    "token_spans",
 ]
 
 #: text bytes per numba run (bounds the temporary token arrays)
@@ -602,107 +602,21 @@ def _count_tokens_and_strip(
     return counts
 
 
-@numba.njit(cache=True, parallel=True)
-def _span_kernel(
-    buf: np.ndarray,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    mode: np.ndarray,
-    word: np.ndarray,
-    space: np.ndarray,
-    tok_start: np.ndarray,
-    tok_len: np.ndarray,
-    tok_hash: np.ndarray,
-    offsets: np.ndarray,
-) -> None:  # pragma: no cover - numba
-    # document d's tokens in order: start in buf, length, FNV-1a 64 of the (lower-cased) bytes
-    fnv = np.uint64(0xCBF29CE484222325)
-    prime = np.uint64(0x100000001B3)
-    for d in numba.prange(starts.shape[0]):
-        s = starts[d]
-        e = ends[d]
-        o = offsets[d]
-        n = offsets[d + 1] - o
-        if n == 0:
-            continue
-        pretok = mode[d] == 2
-        lut = space if pretok else word
-        low = 0 if pretok else 32
-        tmp = np.empty(n + 1, np.uint64)
-        ts = np.empty(n + 1, np.int64)
-        te = np.empty(n + 1, np.int64)
-        ks = 0
-        ke = 0
-        prev = 0
-        h = fnv
-        for i in range(s, e):
-            y = buf[i]
-            w = np.int64(lut[y])
-            ts[ks] = i
-            ks += w & (prev ^ 1)
-            end = prev & (w ^ 1)
-            tmp[ke] = h
-            te[ke] = i
-            ke += end
-            hb = fnv if w > prev else h
-            hn = (hb ^ np.uint64(y | low)) * prime
-            h = hn if w else hb
-            prev = w
-        tmp[ke] = h
-        te[ke] = e
-        for q in range(n):
-            tok_start[o + q] = ts[q]
-            tok_len[o + q] = te[q] - ts[q]
-            tok_hash[o + q] = tmp[q]
+def token_bytes(
+    verifier: Verifier, texts: Sequence[str], *, prepared: Prepared | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The bytes the token kernels read for ``texts``: ``(buf uint8, starts int64 (n,), ends
+    int64 (n,), mode uint8 (n,))``. Text ``i``'s tokens are the ``[A-Za-z0-9]`` runs of
+    ``buf[starts[i]:ends[i]]`` lower-cased (mode 1: ASCII, social markers already stripped) or
+    its space-separated UTF-8 tokens (mode 2: pre-tokenised), exactly ``verifier.tokens``.
 
-
-def token_spans(
-    verifier: Verifier,
-    texts: Sequence[str],
-    *,
-    workers: int = 1,
-    prepared: Prepared | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Every text's tokens in order, located in one byte buffer, for exact comparisons.
-
-    Returns ``(buf uint8, low uint8 (n,), tok_start int64, tok_len int64, tok_hash uint64,
-    offsets int64 (n + 1,))``: token ``t`` of text ``i`` (``offsets[i] <= t < offsets[i+1]``)
-    is ``bytes(b | low[i] for b in buf[tok_start[t]:tok_start[t] + tok_len[t]])`` decoded as
-    UTF-8, exactly ``verifier.tokens(texts[i])`` (``low`` is 32 for ASCII texts, whose token
-    bytes are ``[A-Za-z0-9]``: OR 0x20 lower-cases them; 0 for pre-tokenised text);
-    ``tok_hash`` is FNV-1a 64 of those bytes (equal tokens, equal hashes). ``prepared``: as
-    filled by :func:`token_hashes` for the same texts (re-keyed to positions in ``texts``).
+    ``prepared`` (as filled by :func:`token_hashes`, re-keyed to positions in ``texts``) spares
+    tokenising non-ASCII texts and stripping markers again; without it they are redone here.
     """
-    n = len(texts)
-    bounds = _chunk_bounds(texts)
-    prev = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
-    try:
-        special = {} if prepared is None else dict(prepared)
-        counts = _count_tokens_and_strip(verifier, texts, bounds, special)
-        offsets = np.zeros(n + 1, np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        total = int(offsets[-1])
-        tok_start = np.empty(total, np.int64)
-        tok_len = np.empty(total, np.int64)
-        tok_hash = np.empty(total, np.uint64)
-        buf, starts, ends, mode = _chunk_bytes(texts, special, 0, n, _RAW)
-        _span_kernel(
-            buf,
-            starts,
-            ends,
-            mode,
-            _WORD_LUT,
-            _SPACE_LUT,
-            tok_start,
-            tok_len,
-            tok_hash,
-            offsets,
-        )
-    finally:
-        numba.set_num_threads(prev)
-    low = np.where(mode == _PRETOK, 0, 32).astype(np.uint8)
-    return buf, low, tok_start, tok_len, tok_hash, offsets
+    special = {} if prepared is None else dict(prepared)
+    if prepared is None:
+        _count_tokens_and_strip(verifier, texts, _chunk_bounds(texts), special)
+    return _chunk_bytes(texts, special, 0, len(texts), _RAW)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -161,6 +161,7 @@ class _Applier:
         self.lag = 0  # records queued or being applied
         self._queued = 0  # records queued, not yet taken
         self._hurry = 0  # callers waiting for the queue to empty: no lingering
+        self._lingering = False  # the applier waits for more records before a transaction
         self.error: BaseException | None = None
         self.transactions = 0
         self._thread = threading.Thread(target=self._run, name="neardup-meta-applier", daemon=True)
@@ -171,7 +172,11 @@ class _Applier:
             self._queue.append((generation, end, records))
             self.lag += len(records)
             self._queued += len(records)
-            self._cv.notify_all()
+            # while the applier lingers for more, a wake-up per group would only send it back
+            # to sleep (a futex wake and a context switch per single document); wake it when
+            # it sleeps with nothing to do, or once a transaction's worth is queued
+            if not self._lingering or self._queued >= _APPLY_BATCH:
+                self._cv.notify_all()
 
     def _run(self) -> None:
         delay = 0.05
@@ -186,11 +191,13 @@ class _Applier:
                 # thread that competes with the writer and the event loop for the GIL (reads
                 # never wait for SQLite: the pending overlay answers them)
                 deadline = time.monotonic() + _APPLY_LINGER_S
+                self._lingering = True
                 while not self._stop and not self._hurry and self._queued < _APPLY_BATCH:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         break
                     self._cv.wait(left)
+                self._lingering = False
                 batch: list[tuple[int, int, list[AddRecord | DeleteRecord]]] = []
                 n = 0
                 while self._queue and (not batch or n + len(self._queue[0][2]) <= _APPLY_BATCH):

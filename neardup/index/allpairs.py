@@ -54,7 +54,7 @@ def all_pairs(
     ids: Any = None,
     threads: int | None = None,
     memory_budget: float | None = None,
-    heavy: int = 1024,
+    heavy: int = 16_384,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
     """Every pair within ``max_distance`` bits among ``fingerprints`` (exact).
 
@@ -69,8 +69,11 @@ def all_pairs(
         Threads (default: up to 4); tables are joined in parallel.
     memory_budget : float or None
         Passed to the planner (bytes for the temporary tables).
-    heavy : int, default=1024
-        Buckets larger than this are joined by descent instead of all-pairs comparison.
+    heavy : int, default=16384
+        Buckets larger than this are joined by descent instead of all-pairs comparison. The
+        contiguous in-bucket join costs ~1.5 ns per pair, the descent ~10 µs per element at
+        k = 4, so the join wins up to ~16k elements (measured on 1 M generated short-post
+        fingerprints, k = 3 and 4: 2-3x faster than descending above 1,024).
 
     Returns
     -------

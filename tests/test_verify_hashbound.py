@@ -223,3 +223,13 @@ def test_lcs_many_long_sequences_with_carries():
     ib = np.array([rng.randrange(40) for _ in range(300)], np.int64)
     ref = [LCSseq.similarity(enc[x], enc[y]) for x, y in zip(ia.tolist(), ib.tolist(), strict=True)]
     assert lcs_many(spans, ia, ib, workers=2).tolist() == ref
+
+
+def test_token_hashes_output_grows_past_its_estimate(monkeypatch):
+    # the output is sized from the tokens per character seen so far: sparse ASCII first, then
+    # dense text and multi-byte text (more bytes than characters) must grow it correctly
+    monkeypatch.setattr(T, "HASH_CHUNK_BYTES", 3000)
+    v = Verifier()
+    texts = ["x" * 2500] * 3 + ["a b c d e " * 400] * 3 + ["世界 ü " * 800] * 3 + ["ok"] * 5
+    for order in (texts, texts[::-1]):
+        _same_csr(T.token_hashes(v, order, workers=2), T.token_hashes_reference(v, order))

@@ -423,44 +423,94 @@ def _write_kernel(
     mode: np.ndarray,
     word: np.ndarray,
     space: np.ndarray,
+    mark: np.ndarray,
     out: np.ndarray,
-    offsets: np.ndarray,
+    region: np.ndarray,
+    counts: np.ndarray,
+    flags: np.ndarray,
 ) -> None:  # pragma: no cover - numba
-    # the sorted token hashes (token_hash_reference) of document d into
-    # out[offsets[d]:offsets[d + 1]] (its count from _count_kernel)
+    # Document d's token count (counts[d]) and its sorted token hashes (token_hash_reference)
+    # in out[region[d]:region[d] + counts[d]] (room for (len + 1) // 2: a token takes a byte and
+    # is followed by a separator). Mode 0 also flags the social markers as _count_kernel does
+    # (a flagged document is left unsorted: the caller strips and redoes it in mode 1).
     fnv = np.uint64(0xCBF29CE484222325)
     prime = np.uint64(0x100000001B3)
     mix = np.uint64(0x9E3779B97F4A7C15)
     s32 = np.uint64(32)
+    www = np.uint64(0x7777772E)  # "www."
+    m32 = np.uint64(0xFFFFFFFF)
     for d in numba.prange(starts.shape[0]):
         s = starts[d]
         e = ends[d]
-        o = offsets[d]
-        n = offsets[d + 1] - o
-        if n == 0:
-            continue
+        o = region[d]
         pretok = mode[d] == 2
+        check = mode[d] == 0
         lut = space if pretok else word
         low = 0 if pretok else 32  # ASCII token bytes are [A-Za-z0-9]: OR 0x20 lower-cases
         # one branch-free pass: FNV-1a of the current token, restarted where a token starts;
         # where one ends its hash is written out (tmp[ke] is overwritten until then)
-        tmp = np.empty(n + 1, np.uint64)
+        tmp = np.empty((e - s + 1) // 2 + 1, np.uint64)
+        n = 0
         ke = 0
         prev = 0
         h = fnv
+        hit = np.uint64(0)
+        win = np.uint64(0)
         for i in range(s, e):
             y = buf[i]
             w = np.int64(lut[y])
+            n += w & (prev ^ 1)
             tmp[ke] = h
             ke += prev & (w ^ 1)
             hb = fnv if w > prev else h
             hn = (hb ^ np.uint64(y | low)) * prime
             h = hn if w else hb
             prev = w
+            if check:
+                win = ((win << np.uint64(8)) | np.uint64(y | 32)) & m32
+                hit |= np.uint64(mark[y]) | np.uint64(win == www)
         tmp[ke] = h
         for q in range(n):
             out[o + q] = np.uint32((tmp[q] * mix) >> s32)
-        _sort_hashes(out[o : o + n])
+        counts[d] = n
+        flags[d] = hit != 0
+        if hit == 0:
+            _sort_hashes(out[o : o + n])
+
+
+@numba.njit(cache=True, parallel=True)
+def _gather_rows(
+    src: np.ndarray,
+    src_start: np.ndarray,
+    counts: np.ndarray,
+    dst: np.ndarray,
+    dst_start: np.ndarray,
+) -> None:  # pragma: no cover - numba
+    for d in numba.prange(counts.shape[0]):
+        a = src_start[d]
+        b = dst_start[d]
+        for q in range(counts[d]):
+            dst[b + q] = src[a + q]
+
+
+def _hash_chunk(
+    buf: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    mode: np.ndarray,
+    scratch: np.ndarray,
+    counts: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Run :func:`_write_kernel` on one chunk: (scratch (maybe grown), region, flags)."""
+    cap = (ends - starts + 1) // 2
+    region = np.cumsum(cap) - cap
+    if scratch.size < int(cap.sum()):
+        scratch = np.empty(int(cap.sum()), np.uint32)
+    flags = np.empty(starts.size, np.bool_)
+    _write_kernel(
+        buf, starts, ends, mode, _WORD_LUT, _SPACE_LUT, _MARK_LUT, scratch, region, counts, flags
+    )
+    return scratch, region, flags
 
 
 def _chunk_bytes(
@@ -502,8 +552,9 @@ def token_hashes(
     each hashed by :func:`token_hash_reference`. ASCII texts are tokenised and hashed by a numba
     kernel over their bytes (a text with a social marker is first stripped by the same regex as
     :func:`~neardup.verify.tokenize`); other texts go through ``verifier.tokens`` and only the
-    hashing runs in numba. No vocabulary is built. Two passes over cache-sized chunks: count the
-    tokens, then hash them straight into the output (no temporary copy of it).
+    hashing runs in numba. No vocabulary is built. One pass over cache-sized chunks into a
+    reused scratch buffer, compacted into the output, which is sized from the tokens per
+    character seen so far (untouched room costs no memory).
 
     Equal tokens get equal hashes, so the multiset overlap of two rows is an upper bound on the
     multiset overlap of the token sequences (hash collisions can only merge counts:
@@ -519,7 +570,7 @@ def token_hashes(
     prepared : dict, optional
         Filled with the texts that needed Python work (pre-tokenised non-ASCII, stripped
         social markers: position -> (bytes, mode)); pass it (re-keyed) to
-        :func:`token_spans` so that they are not tokenised twice.
+        :func:`token_bytes` so that they are not tokenised twice.
 
     Returns
     -------
@@ -527,23 +578,59 @@ def token_hashes(
     offsets : numpy.ndarray of int64, shape (n + 1,)
     """
     n = len(texts)
-    bounds = _chunk_bounds(texts)
+    strip = bool(verifier.config()["strip_social"])
+    special = {} if prepared is None else prepared
+    counts = np.zeros(n, np.int64)
+    total_chars = sum(map(len, texts))
+    done_chars = 0
+    values = np.empty(0, np.uint32)
+    pos = 0
+    scratch = np.empty(0, np.uint32)
     prev = numba.get_num_threads()
     numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
     try:
-        special = {} if prepared is None else prepared
-        counts = _count_tokens_and_strip(verifier, texts, bounds, special)
-        offsets = np.zeros(n + 1, np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        values = np.empty(int(offsets[-1]), np.uint32)
-        for i, j in itertools.pairwise(bounds):  # pass 2: hashes, sorted per text
-            buf, starts, ends, mode = _chunk_bytes(texts, special, i, j, _RAW)
-            _write_kernel(
-                buf, starts, ends, mode, _WORD_LUT, _SPACE_LUT, values, offsets[i : j + 1]
+        for i, j in itertools.pairwise(_chunk_bounds(texts)):  # one pass per chunk
+            for k in range(i, j):
+                if k not in special and not texts[k].isascii():  # the reference tokeniser
+                    special[k] = (" ".join(verifier.tokens(texts[k])).encode("utf-8"), _PRETOK)
+            buf, starts, ends, mode = _chunk_bytes(
+                texts, special, i, j, _RAW_CHECK if strip else _RAW
             )
+            scratch, region, flags = _hash_chunk(buf, starts, ends, mode, scratch, counts[i:j])
+            flagged = np.flatnonzero(flags)
+            if flagged.size:  # strip as ``tokenize`` does, then hash again (mode 1)
+                stripped = [_SOCIAL.sub(" ", texts[i + k].lower()).encode("ascii") for k in flagged]
+                for k, data in zip(flagged.tolist(), stripped, strict=True):
+                    special[i + k] = (data, _RAW)
+                lens = np.fromiter(map(len, stripped), np.int64, len(stripped))
+                s_ends = np.cumsum(lens)
+                s_counts = np.empty(flagged.size, np.int64)
+                s_out, s_region, _ = _hash_chunk(
+                    np.frombuffer(b"".join(stripped), np.uint8),
+                    s_ends - lens,
+                    s_ends,
+                    np.full(flagged.size, _RAW, np.uint8),
+                    np.empty(0, np.uint32),
+                    s_counts,
+                )
+                # a stripped text is no longer than the text: it fits the text's region
+                _gather_rows(s_out, s_region, s_counts, scratch, region[flagged])
+                counts[i + flagged] = s_counts
+            c = counts[i:j]
+            m = int(c.sum())
+            done_chars += sum(len(texts[k]) for k in range(i, j))
+            if pos + m > values.size:  # room for the rest at the rate seen so far (+ 10 %)
+                rest = max(0, total_chars - done_chars) * (pos + m) / max(done_chars, 1)
+                grown = np.empty(pos + m + int(1.1 * rest) + 1024, np.uint32)
+                grown[:pos] = values[:pos]
+                values = grown
+            _gather_rows(scratch, region, c, values, pos + np.cumsum(c) - c)
+            pos += m
     finally:
         numba.set_num_threads(prev)
-    return values, offsets
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return values[:pos], offsets
 
 
 def _chunk_bounds(texts: Sequence[str]) -> list[int]:

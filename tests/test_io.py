@@ -345,8 +345,9 @@ def test_round_trip_identical_bytes_multi_file_and_stdin(tmp_path, monkeypatch):
     assert (tmp_path / "stdin.jsonl").read_bytes() == data
 
 
-def test_failure_mid_write_leaves_no_output_and_input_untouched(tmp_path, monkeypatch):
-    from neardup.io import formats
+@pytest.mark.parametrize("via", ["write", "writev"])
+def test_failure_mid_write_leaves_no_output_and_input_untouched(tmp_path, monkeypatch, via):
+    from neardup.io import formats, jsonl
 
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps({"text": f"doc {i}"}) + "\n" for i in range(100)))
@@ -358,9 +359,17 @@ def test_failure_mid_write_leaves_no_output_and_input_untouched(tmp_path, monkey
             write(b)
             raise OSError(28, "No space left on device")
 
+        kw.pop("out_fd", None)  # through the write callable
         return real(source, positions, write_then_fail, **kw)
 
-    monkeypatch.setattr(formats, "copy_records", failing)
+    def writev_then_fail(fd, parts):
+        os.writev(fd, parts[:1])
+        raise OSError(28, "No space left on device")
+
+    if via == "write":
+        monkeypatch.setattr(formats, "copy_records", failing)
+    else:  # the descriptor path (os.writev)
+        monkeypatch.setattr(jsonl, "_writev_all", writev_then_fail)
     with read_corpus([str(src)]) as c, pytest.raises(Exception, match="No space left"):
         write_kept(c, np.ones(len(c), bool), str(tmp_path / "out.jsonl"))
     assert sorted(os.listdir(tmp_path)) == ["in.jsonl"]

@@ -552,10 +552,17 @@ def _write_raw_lines(
         stream.flush()
         return n
     with atomic_open(output, "wb", buffering=1 << 20) as fh:
-        return sum(
-            copy_records(src, _kept_positions(src, keep), fh.write, out_encoding=encoding)
-            for src in corpus.sources
-        )
+        n = 0
+        for src in corpus.sources:
+            fh.flush()  # copy_records may write to the descriptor directly
+            n += copy_records(
+                src,
+                _kept_positions(src, keep),
+                fh.write,
+                out_encoding=encoding,
+                out_fd=fh.fileno(),
+            )
+        return n
 
 
 def _records(corpus: Corpus, keep: npt.NDArray[np.bool_]) -> Iterator[dict[str, Any]]:

@@ -255,12 +255,17 @@ def copy_records(
     write: Callable[[Any], object],
     *,
     out_encoding: str = "utf-8",
+    out_fd: int | None = None,
 ) -> int:
     """Write the records at ``positions`` (indices into ``src``, ascending) with ``write``.
 
     Each record is its input bytes ``[start, end)`` followed by ``\\n``; runs of records that
     are adjacent in the input are copied with one read. When the input is not UTF-8 (or the
     output is not), each line is decoded with the input's encoding and re-encoded.
+
+    ``out_fd``: a file descriptor to write the copied bytes to with ``os.writev`` (the runs of
+    a window and their newlines in one call, without joining them first) instead of
+    ``write``; the caller must not have unflushed data in ``write``'s buffer.
     """
     positions = np.asarray(positions, np.int64)
     if positions.size == 0:
@@ -283,10 +288,31 @@ def copy_records(
         run_hi = np.concatenate((breaks, [positions.size]))  # exclusive, in record index
         r_start = starts[run_lo]
         r_end = ends[run_hi - 1]
-        _copy_runs(fd, r_start, r_end, write)
+        _copy_runs(fd, r_start, r_end, write, out_fd)
     finally:
         os.close(fd)
     return int(positions.size)
+
+
+def _writev_all(fd: int, parts: list[Any]) -> None:
+    """``os.writev`` every byte of ``parts`` (at most ``IOV_MAX`` buffers a call; partial
+    writes are resumed)."""
+    limit = min(getattr(os, "IOV_MAX", 1024), 1024)
+    i = 0
+    while i < len(parts):
+        batch = parts[i : i + limit]
+        total = sum(len(p) for p in batch)
+        done = os.writev(fd, batch)
+        while done < total:  # a short write: skip what went out, write the rest
+            k = 0
+            while done >= len(batch[k]):
+                done -= len(batch[k])
+                total -= len(batch[k])
+                k += 1
+            batch = [memoryview(batch[k])[done:], *batch[k + 1 :]]
+            total -= done
+            done = os.writev(fd, batch)
+        i += limit
 
 
 def _copy_runs(
@@ -294,11 +320,17 @@ def _copy_runs(
     r_start: npt.NDArray[np.int64],
     r_end: npt.NDArray[np.int64],
     write: Callable[[Any], object],
+    out_fd: int | None = None,
 ) -> None:
     """Copy byte ranges ``[r_start, r_end)``, each followed by ``\\n``, reading in windows."""
     n = r_start.size
     rs = r_start.tolist()
     re_ = r_end.tolist()
+    if out_fd is not None:  # every byte goes to the descriptor, in order
+
+        def write(data: Any) -> None:
+            _writev_all(out_fd, [data])
+
     i = 0
     while i < n:
         w0 = rs[i]
@@ -316,7 +348,14 @@ def _copy_runs(
             j += 1
         w1 = re_[j]
         window = memoryview(os.pread(fd, w1 - w0, w0))
-        pieces = [window[rs[k] - w0 : re_[k] - w0] for k in range(i, j + 1)]
-        pieces.append(b"")  # the last run's "\n", without copying the joined window again
-        write(b"\n".join(pieces))
+        if out_fd is not None:
+            parts: list[Any] = []
+            for k in range(i, j + 1):
+                parts.append(window[rs[k] - w0 : re_[k] - w0])
+                parts.append(b"\n")
+            _writev_all(out_fd, parts)
+        else:
+            pieces = [window[rs[k] - w0 : re_[k] - w0] for k in range(i, j + 1)]
+            pieces.append(b"")  # the last run's "\n", without copying the joined window again
+            write(b"\n".join(pieces))
         i = j + 1

@@ -310,7 +310,7 @@ def content_hashes(texts: Sequence[str], *, workers: int = 1) -> npt.NDArray[np.
         if scratch.size < len(data):
             scratch = np.empty(len(data), np.uint8)
         lowered, starts, clean = lower_ascii_clean(data, lens, workers=workers, out=scratch)
-        mv = memoryview(lowered)
+        mv = lowered.data  # a memoryview of the lowered bytes
         parts = [
             digest(mv[s : s + m]) if c else b"\0" * 16
             for s, m, c in zip(starts.tolist(), lens.tolist(), clean.tolist(), strict=True)

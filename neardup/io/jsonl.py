@@ -355,7 +355,7 @@ def _copy_runs(
                 parts.append(b"\n")
             _writev_all(out_fd, parts)
         else:
-            pieces = [window[rs[k] - w0 : re_[k] - w0] for k in range(i, j + 1)]
+            pieces: list[Any] = [window[rs[k] - w0 : re_[k] - w0] for k in range(i, j + 1)]
             pieces.append(b"")  # the last run's "\n", without copying the joined window again
             write(b"\n".join(pieces))
         i = j + 1

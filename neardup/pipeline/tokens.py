@@ -310,11 +310,13 @@ def _space_table() -> np.ndarray:
 
 
 def _mark_table() -> np.ndarray:
-    """byte -> 1 for ``@ # /`` (and the kernel looks for "www."): ``_SOCIAL`` can only match a text that has "@", "#", "/" or
-    "www." (lower-cased). Its alternatives: ``rt @user:``, ``//@user:`` and ``@mention`` need
-    "@"; ``https?://...`` and the short links ``t.cn/``, ``t.co/``, ``bit.ly/`` need "/";
-    ``www....`` needs "www."; the hashtags need "#". A text without them is left as it is by
-    ``_SOCIAL.sub``, whatever other marker (e.g. a bare "http") made ``tokenize`` run it."""
+    """byte -> 1 for ``@ # /`` (the kernels look for "www." themselves).
+
+    ``_SOCIAL`` can only match a text that has "@", "#", "/" or "www." (lower-cased). Its
+    alternatives: ``rt @user:``, ``//@user:`` and ``@mention`` need "@"; ``https?://...`` and
+    the short links ``t.cn/``, ``t.co/``, ``bit.ly/`` need "/"; ``www....`` needs "www."; the
+    hashtags need "#". A text without them is left as it is by ``_SOCIAL.sub``, whatever other
+    marker (e.g. a bare "http") made ``tokenize`` run it."""
     lut = np.zeros(256, np.uint8)
     for c in b"@#/":
         lut[c] = 1
@@ -599,7 +601,9 @@ def token_hashes(
             scratch, region, flags = _hash_chunk(buf, starts, ends, mode, scratch, counts[i:j])
             flagged = np.flatnonzero(flags)
             if flagged.size:  # strip as ``tokenize`` does, then hash again (mode 1)
-                stripped = [_SOCIAL.sub(" ", texts[i + k].lower()).encode("ascii") for k in flagged]
+                stripped = [
+                    _SOCIAL.sub(" ", texts[i + k].lower()).encode("ascii") for k in flagged.tolist()
+                ]
                 for k, data in zip(flagged.tolist(), stripped, strict=True):
                     special[i + k] = (data, _RAW)
                 lens = np.fromiter(map(len, stripped), np.int64, len(stripped))
@@ -670,7 +674,9 @@ def _count_tokens_and_strip(
         _count_kernel(buf, starts, ends, mode, *luts, counts[i:j], flags)
         flagged = np.flatnonzero(flags) + i
         if flagged.size:  # strip as ``tokenize`` does, then count again (mode 1)
-            stripped = [_SOCIAL.sub(" ", texts[k].lower()).encode("ascii") for k in flagged]
+            stripped = [
+                _SOCIAL.sub(" ", texts[k].lower()).encode("ascii") for k in flagged.tolist()
+            ]
             for k, data in zip(flagged.tolist(), stripped, strict=True):
                 special[k] = (data, _RAW)
             lens = np.fromiter(map(len, stripped), np.int64, len(stripped))

@@ -49,7 +49,7 @@ from .errors import (
     StorageError,
 )
 from .hamming import as_fingerprints, hamming_cdist
-from .store.engine import Store, fp_words, lower_thread_priority, parse_duration
+from .store.engine import Store, Unsynced, fp_words, lower_thread_priority, parse_duration
 from .store.wal import HEADER_SIZE, AddRecord, DeleteRecord
 
 __all__ = ["Decision", "Deduplicator", "Match"]
@@ -131,7 +131,7 @@ class _Docs:
 
 @dataclass
 class _Op:
-    kind: str  # check | add | check_and_add | delete | flush | bulk | stop
+    kind: str  # check | add | check_and_add | delete | flush | bulk | install | recover | stop
     docs: _Docs | None = None
     arg: Any = None
     future: Future[Any] = field(default_factory=Future)
@@ -190,6 +190,106 @@ def _load_verifier(spec: Any, stored: dict[str, Any] | None) -> Any:
 
 def _jsonable(d: Any) -> Any:
     return json.loads(json.dumps(d, sort_keys=True, default=str))
+
+
+@dataclass
+class _Inflight:
+    """A decided group on its way to the log's fsync (pipelined group commit)."""
+
+    group: list[_Op]
+    results: list[Any]
+    unsynced: Unsynced | None  # None: nothing written (reads only, or every op failed)
+    counts: tuple[int, int, int, int]  # documents, checks, adds, duplicates
+
+
+class _Syncer:
+    """Pipelined group commit: fsyncs the log behind the writer and only then answers.
+
+    The writer decides a group, writes its records to the log (no fsync), applies them in
+    memory and hands the group here; while this thread waits for ``fdatasync`` the writer
+    already decides the next group (which sees the previous one's rows, as it must). One
+    fsync covers every group written before it started (natural group commit). Nothing is
+    acknowledged before the fsync that covers it: a crash loses only unanswered writes.
+
+    A failed fsync fails that batch and every group decided after it (they may build on it);
+    the writer then takes them back (:meth:`Deduplicator._recover_failed_sync`: memtable,
+    pending overlay, the log cut back to its last durable offset) before deciding anything
+    else, so nothing refused stays visible.
+    """
+
+    def __init__(self, owner: Deduplicator) -> None:
+        self._owner = owner
+        self._cv = threading.Condition()
+        self._queue: list[_Inflight] = []
+        self._busy = False
+        self._stop = False
+        self.failed: StorageError | None = None
+        self.failed_items: list[_Inflight] = []
+        self._thread = threading.Thread(target=self._run, name="neardup-syncer", daemon=True)
+        self._thread.start()
+
+    def submit(self, item: _Inflight) -> None:
+        with self._cv:
+            err = self.failed
+            if err is None:
+                self._queue.append(item)
+                self._cv.notify()
+                return
+            self.failed_items.append(item)  # decided on top of a failed sync: refused too
+
+    def drain(self) -> None:
+        """Wait until every submitted group is answered (or refused)."""
+        with self._cv:
+            while self._queue or self._busy:
+                self._cv.wait()
+
+    def close(self) -> None:
+        self.drain()
+        with self._cv:
+            self._stop = True
+            self._cv.notify_all()
+        self._thread.join()
+
+    def _run(self) -> None:
+        store = self._owner.store
+        while True:
+            with self._cv:
+                while not self._queue and not self._stop:
+                    self._cv.wait()
+                if not self._queue:
+                    return
+                items, self._queue = self._queue, []
+                self._busy = True
+            err: StorageError | None = None
+            # groups that wrote nothing need no fsync: every earlier write was synced by an
+            # earlier batch (batches are answered in order, and a failure stops everything)
+            if any(it.unsynced is not None for it in items):
+                try:
+                    assert store.wal is not None
+                    store.wal.sync()
+                except StorageError as exc:
+                    err = exc
+                except Exception as exc:  # pragma: no cover - treated like a failed sync
+                    err = StorageError(f"cannot sync the write-ahead log: {exc}")
+            if err is None:
+                for it in items:
+                    if it.unsynced is not None:
+                        store.acknowledge(it.unsynced)
+                    self._owner._resolve_group(it)
+                with self._cv:
+                    self._busy = False
+                    self._cv.notify_all()
+                continue
+            log.error("write-ahead log sync failed; refusing the groups not yet synced: %s", err)
+            with self._cv:
+                self.failed = err
+                more, self._queue = self._queue, []
+                self.failed_items.extend(items + more)
+                self._busy = False
+                self._cv.notify_all()
+            # the writer takes them back first, then refuses them: a caller that sees the
+            # error sees a store without them
+            self._owner._request_recovery()
 
 
 class Deduplicator:
@@ -351,6 +451,8 @@ class Deduplicator:
         if self.retention is not None:
             self.store.expire(self.clock() - self.retention)
         self._warm_up()
+        # durable stores answer a group once the log's fsync covers it, on this thread
+        self._syncer: _Syncer | None = _Syncer(self) if self.store.wal is not None else None
         self._writer = threading.Thread(target=self._run, name="neardup-writer", daemon=True)
         self._writer.start()
 
@@ -756,8 +858,12 @@ class Deduplicator:
                     now = self.clock()
                     if now - self._last_expire >= 1.0:
                         self._last_expire = now
+                        self._sync_barrier()
                         self.store.expire(now - self.retention)
-                self.store.maybe_flush(self._cutoff())
+                st = self.store
+                if st.frozen is None and len(st.memtable) >= st.memtable_size:
+                    self._sync_barrier()  # a flush starts a new log: this one fully synced
+                st.maybe_flush(self._cutoff())
                 self._maybe_compact()
             except Exception as exc:  # never let the writer die; fail what was in flight
                 log.exception("writer: unexpected error")
@@ -803,6 +909,9 @@ class Deduplicator:
 
     def _shutdown(self, stop: _Op) -> None:
         try:
+            self._sync_barrier()
+            if self._syncer is not None:
+                self._syncer.close()
             self.store.finish_flush(wait=True)
             if self.store.wal is not None and self.store.wal.size > HEADER_SIZE:
                 self.store.flush(
@@ -814,6 +923,8 @@ class Deduplicator:
 
     def _dispatch(self, group: list[_Op]) -> None:
         op = group[0]
+        if op.kind in ("flush", "bulk", "install"):
+            self._sync_barrier()
         if op.kind == "flush":
             self._guard(
                 op,
@@ -826,6 +937,8 @@ class Deduplicator:
             self._last_bulk = time.monotonic()
         elif op.kind == "install":
             self._guard(op, lambda: self.store.install_merged(*op.arg))
+        elif op.kind == "recover":
+            self._guard(op, self._recover_failed_sync)
         else:
             self._apply_group(group)
 
@@ -863,6 +976,9 @@ class Deduplicator:
         return len(ids)
 
     def _apply_group(self, group: list[_Op]) -> None:
+        syncer = self._syncer
+        if syncer is not None and syncer.failed is not None:
+            self._recover_failed_sync()
         try:
             results, records, arrays = self._decide(group)
         except Exception as exc:
@@ -870,7 +986,7 @@ class Deduplicator:
                 op.future.set_exception(exc)
             return
         try:
-            self.store.commit(records, arrays)
+            unsynced = self.store.commit(records, arrays, durable=syncer is None)
         except StorageError as exc:
             self._counters["storage_errors"] += 1
             reads = [op for op in group if op.kind == "check"]
@@ -880,28 +996,85 @@ class Deduplicator:
             if reads:  # answer reads as if the failed writes never happened
                 self._apply_group(reads)
             return
-        n_docs = 0
-        adds = dups = checks = 0
+        n_docs = adds = dups = checks = 0
         for op, res in zip(group, results, strict=True):
+            if op.docs is None or isinstance(res, BaseException):
+                continue
+            n_docs += len(res)
+            dups += sum(d.duplicate for d in res)
+            if op.kind == "check":
+                checks += len(res)
+            else:
+                adds += sum(d.added for d in res)
+        item = _Inflight(group, results, unsynced, (n_docs, checks, adds, dups))
+        if syncer is None:
+            self._resolve_group(item)
+        else:
+            syncer.submit(item)
+
+    def _resolve_group(self, item: _Inflight) -> None:
+        """Answer a group whose records are durable (writer or syncer thread)."""
+        for op, res in zip(item.group, item.results, strict=True):
             if isinstance(res, BaseException):
                 op.future.set_exception(res)
-                continue
-            if op.docs is not None:
-                n_docs += len(res)
-                d_dup = sum(d.duplicate for d in res)
-                dups += d_dup
-                if op.kind == "check":
-                    checks += len(res)
-                else:
-                    adds += sum(d.added for d in res)
-            op.future.set_result(res)
+            else:
+                op.future.set_result(res)
+        _n, checks, adds, dups = item.counts
         with self._cv:
             c = self._counters
             c["groups"] += 1
-            c["group_docs"] += sum(o.n for o in group)
+            c["group_docs"] += sum(o.n for o in item.group)
             c["checks"] += checks
             c["adds"] += adds
             c["duplicates"] += dups
+
+    def _fail_group(self, item: _Inflight, exc: StorageError) -> None:
+        """Refuse a group whose log sync failed (or that came after one)."""
+        with self._cv:
+            self._counters["storage_errors"] += 1
+        for op in item.group:
+            if not op.future.done():
+                op.future.set_exception(exc)
+
+    def _sync_barrier(self) -> None:
+        """Writer thread: wait until every decided group is durable and answered, taking back
+        the ones a failed sync refused (before flushes, retention, bulk loads, installs)."""
+        if self._syncer is not None:
+            self._syncer.drain()
+            if self._syncer.failed is not None:
+                self._recover_failed_sync()
+
+    def _request_recovery(self) -> None:
+        """Syncer thread: have the writer run :meth:`_recover_failed_sync` next."""
+        with self._cv:
+            self._queue.insert(0, _Op("recover"))
+            self._cv.notify()
+
+    def _recover_failed_sync(self) -> None:
+        """Writer thread: undo the groups a failed fsync refused (newest first), cut the log
+        back to its last durable offset, refuse them, then accept writes again."""
+        syncer = self._syncer
+        if syncer is None or syncer.failed is None:
+            return
+        syncer.drain()
+        with syncer._cv:
+            items, syncer.failed_items = syncer.failed_items, []
+            err = syncer.failed
+        written = [it.unsynced for it in items if it.unsynced is not None]
+        for u in reversed(written):
+            self.store.undo(u)
+        ok = True
+        if written and self.store.wal is not None:
+            try:
+                self.store.wal.rollback(min(u.start for u in written))
+            except StorageError:
+                log.exception("cannot cut the log back after a failed sync; refusing writes")
+                ok = False
+        for it in items:
+            self._fail_group(it, err)
+        if ok:
+            with syncer._cv:
+                syncer.failed = None
 
     def _decide(
         self, group: list[_Op]
@@ -1114,6 +1287,10 @@ class Deduplicator:
             many = rng.integers(0, 2**64, (n,) if self.bits == 64 else (n, 2), dtype=np.uint64)
             mt.add(many, np.arange(n, dtype=np.int64), np.zeros(n))
             mt.search(many[:2], self.radius)
+            # the request path's own kernels: fingerprints (the GIL-holding small-text entry
+            # point), content hashes; loading one from numba's cache on the first request
+            # stalls everything queued behind it for tens of milliseconds
+            self._prepare([{"id": "warm-up", "text": "warm up the fingerprint kernels"}])
         except Exception:  # warm-up is an optimisation only
             log.debug("warm-up failed", exc_info=True)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -428,3 +429,74 @@ def test_writer_agrees_with_sequential_model(tmp_path_factory, ops, durable, con
         assert len(d) == len(model.docs)
     finally:
         d.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# pipelined group commit: the next group is decided while the previous one's fsync runs
+
+
+def _gated_sync(monkeypatch, fail: bool):
+    """Make the log's fsync wait for ``release`` (then fail with EIO when ``fail``), once."""
+    import neardup.store.wal as wal
+
+    real = wal._sync
+    entered, release = threading.Event(), threading.Event()
+    calls = []
+
+    def gated(fd):
+        calls.append(fd)
+        if len(calls) == 1:
+            entered.set()
+            assert release.wait(30)
+            if fail:
+                raise OSError(errno.EIO, "I/O error")
+        real(fd)
+
+    monkeypatch.setattr(wal, "_sync", gated)
+    return entered, release
+
+
+def test_groups_decided_during_an_fsync_see_the_earlier_group_and_wait_for_durability(
+    tmp_path, monkeypatch
+):
+    with _dd(tmp_path) as d:
+        d.add({"id": "seed", "text": _text(50)})
+        entered, release = _gated_sync(monkeypatch, fail=False)
+        fa, _ = d.submit("check_and_add", [{"id": "a", "text": _text(1)}])
+        assert entered.wait(30)  # a is written and applied in memory, its fsync in flight
+        fb, _ = d.submit("check_and_add", [{"id": "b", "text": _text(1)}])
+        fc, _ = d.submit("check_and_add", [{"id": "c", "text": _text(2)}])
+        # decided meanwhile, but not answered before the fsync that covers them
+        assert not fa.done() and not fb.done() and not fc.done()
+        release.set()
+        a, b, c = fa.result(30)[0], fb.result(30)[0], fc.result(30)[0]
+        assert a.added and not a.duplicate
+        assert b.duplicate and not b.added and b.matches[0].id == "a"  # saw a while in flight
+        assert c.added
+    with _dd(tmp_path) as d2:
+        assert "seed" in d2 and "a" in d2 and "c" in d2 and "b" not in d2
+
+
+def test_failed_fsync_refuses_every_group_in_flight_and_takes_them_back(tmp_path, monkeypatch):
+    with _dd(tmp_path) as d:
+        d.add({"id": "seed", "text": _text(50)})
+        size = d.stats()["wal_bytes"]
+        n = len(d)
+        entered, release = _gated_sync(monkeypatch, fail=True)
+        fa, _ = d.submit("add", [{"id": "a", "text": _text(1)}])
+        assert entered.wait(30)
+        fb, _ = d.submit("check_and_add", [{"id": "b", "text": _text(2)}])
+        time.sleep(0.2)  # b is decided (on top of a) while a's fsync hangs
+        release.set()
+        for f in (fa, fb):
+            with pytest.raises(StorageError):
+                f.result(30)
+        # nothing refused stays visible, the log is back at its last durable offset
+        assert "a" not in d and "b" not in d and len(d) == n
+        assert d.stats()["wal_bytes"] == size
+        assert not d.check({"id": "q", "text": _text(1)}).duplicate
+        monkeypatch.undo()
+        assert d.check_and_add({"id": "a", "text": _text(1)}).added  # writes work again
+        d.delete("seed")
+    with _dd(tmp_path) as d2:
+        assert "a" in d2 and "b" not in d2 and "seed" not in d2 and len(d2) == 1

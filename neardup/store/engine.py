@@ -127,12 +127,36 @@ class _Pending:
     def __len__(self) -> int:
         return len(self.by_rid)
 
-    def add(self, records: Iterable[AddRecord | DeleteRecord]) -> None:
+    def add(
+        self, records: Iterable[AddRecord | DeleteRecord], *, undo: bool = False
+    ) -> list[tuple[Any, ...]] | None:
+        """Make records visible; with ``undo``, return what :meth:`undo` needs to take them
+        back (the entries they replaced)."""
+        log: list[tuple[Any, ...]] | None = [] if undo else None
         with self.lock:
             by_id, by_rid = self.by_id, self.by_rid
             for r in records:
+                if log is not None:
+                    log.append((r, by_id.get(r.id), by_rid.get(r.rowid)))
                 by_id[r.id] = r
                 by_rid[r.rowid] = r
+        return log
+
+    def undo(self, log: list[tuple[Any, ...]]) -> None:
+        """Take back an :meth:`add` (newest first): restore the entries it replaced."""
+        with self.lock:
+            by_id, by_rid = self.by_id, self.by_rid
+            for r, prev_id, prev_rid in reversed(log):
+                if by_id.get(r.id) is r:
+                    if prev_id is None:
+                        del by_id[r.id]
+                    else:
+                        by_id[r.id] = prev_id
+                if by_rid.get(r.rowid) is r:
+                    if prev_rid is None:
+                        del by_rid[r.rowid]
+                    else:
+                        by_rid[r.rowid] = prev_rid
 
     def remove(self, records: Iterable[AddRecord | DeleteRecord]) -> None:
         """Forget applied records (unless a later record for the same id / row replaced them)."""
@@ -143,6 +167,19 @@ class _Pending:
                     del by_id[r.id]
                 if by_rid.get(r.rowid) is r:
                     del by_rid[r.rowid]
+
+
+@dataclass
+class Unsynced:
+    """A pipelined commit written to the log but not yet fsynced (see :meth:`Store.commit`)."""
+
+    generation: int
+    start: int  # log offset its records start at (the log is cut back here if unsynced)
+    end: int  # log offset its records end at
+    records: list[AddRecord | DeleteRecord]
+    undo_log: list[tuple[Any, ...]]
+    added: npt.NDArray[np.int64]  # row ids added to the memtable
+    deleted: list[int]  # row ids marked deleted
 
 
 class _Applier:
@@ -655,39 +692,80 @@ class Store:
         records: Sequence[AddRecord | DeleteRecord],
         arrays: tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64], npt.NDArray[np.float64]]
         | None = None,
-    ) -> None:
-        """Durably apply records in order; :class:`StorageError` means nothing was applied.
+        *,
+        durable: bool = True,
+    ) -> Unsynced | None:
+        """Apply records in order; :class:`StorageError` means nothing was applied.
 
         ``arrays``: the ``ADD`` records' (fingerprints, row ids, times) in record order, when
         the caller has them as arrays already (else they are gathered from the records).
+
+        ``durable=False`` (pipelined group commit, durable mode only): the records are written
+        to the log but not fsynced; they are applied in memory (later groups see them) and an
+        :class:`Unsynced` is returned. The caller must pass it to :meth:`acknowledge` once a
+        :meth:`WalWriter.sync <neardup.store.wal.WalWriter.sync>` covers its end, or to
+        :meth:`undo` (newest first) when that sync failed.
         """
         if not records:
-            return
+            return None
+        undo_log = None
+        unsynced = None
+        recs = list(records)
         if self.wal is not None and self.applier is not None:
             applier = self.applier
             if applier.lag > MAX_PENDING_RECORDS:  # back-pressure: SQLite fell behind
                 applier.wait_below(MAX_PENDING_RECORDS // 2)
-            recs = list(records)
-            end = self.wal.append(frame_records(recs))
-            self.pending.add(recs)
-            applier.submit(self.wal.generation, end, recs)
+            if durable:
+                end = self.wal.append(frame_records(recs))
+                self.pending.add(recs)
+                applier.submit(self.wal.generation, end, recs)
+            else:
+                start = self.wal.size
+                end = self.wal.write(frame_records(recs))
+                undo_log = self.pending.add(recs, undo=True)
         else:  # in memory: nothing to recover from, apply now
-            self.meta.apply(records)
-        deleted = 0
-        for r in records:
+            self.meta.apply(recs)
+        deleted: list[int] = []
+        for r in recs:
             if type(r) is DeleteRecord:
                 self.memtable_deleted.add(r.rowid)
-                deleted += 1
+                deleted.append(r.rowid)
         if arrays is None:
-            adds = [r for r in records if type(r) is AddRecord]
+            adds = [r for r in recs if type(r) is AddRecord]
             if adds:
-                self.memtable.add(*self._arrays(adds))
-            n_add = len(adds)
-        else:
-            n_add = len(arrays[1])
+                arrays = self._arrays(adds)
+        if arrays is not None and len(arrays[1]):
             self.memtable.add(*arrays)
+        n_add = 0 if arrays is None else len(arrays[1])
         with self._count_lock:
-            self.documents += n_add - deleted
+            self.documents += n_add - len(deleted)
+        if undo_log is not None:
+            assert self.wal is not None
+            unsynced = Unsynced(
+                self.wal.generation,
+                start,
+                end,
+                recs,
+                undo_log,
+                np.zeros(0, np.int64) if arrays is None else arrays[1],
+                deleted,
+            )
+        return unsynced
+
+    def acknowledge(self, unsynced: Unsynced) -> None:
+        """Records of a pipelined commit are durable now: hand them to the SQLite applier."""
+        if self.applier is not None:
+            self.applier.submit(unsynced.generation, unsynced.end, unsynced.records)
+
+    def undo(self, unsynced: Unsynced) -> None:
+        """Take back a pipelined commit whose log sync failed (writer thread; newest first;
+        the log itself is cut back with ``wal.rollback``)."""
+        self.pending.undo(unsynced.undo_log)
+        for rid in unsynced.deleted:
+            self.memtable_deleted.discard(rid)
+        self.memtable.remove_rows(unsynced.added)
+        with self._count_lock:
+            self.documents -= len(unsynced.added) - len(unsynced.deleted)
 
     def maybe_flush(self, cutoff: float | None = None) -> None:
         """Install a finished background flush; start one when the memtable is full."""

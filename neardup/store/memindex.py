@@ -264,6 +264,23 @@ class MemTable:
         order = np.argsort(rids, kind="stable")
         return fps[order], rids[order], ts[order]
 
+    def remove_rows(self, rowids: npt.NDArray[np.int64]) -> None:
+        """Take rows out again (undoing adds whose log write was never made durable)."""
+        rids = np.asarray(rowids, dtype=np.int64)
+        if not len(rids) or not self._n:
+            return
+        fps, ids, ts = (np.concatenate(a) for a in (self._fp, self._id, self._t))
+        keep = ~np.isin(ids, rids)
+        self._fp, self._id, self._t = [fps[keep]], [ids[keep]], [ts[keep]]
+        self._n = int(keep.sum())
+        gone = ids[~keep]
+        if self._tiered is not None:  # rebuild the brute-force runs from what is left
+            self._tiered.clear()
+            if self._n:
+                self._tiered.add(fps[keep], ids[keep], ts[keep])
+        elif len(gone):
+            self._index.remove(gone)
+
     def clear(self) -> None:
         self._fp, self._id, self._t, self._n = [], [], [], 0
         if self._tiered is not None:

@@ -417,6 +417,37 @@ class WalWriter:
     def append(self, data: bytes) -> int:
         """Append already framed records (:func:`frame_records`) and fsync once; returns the
         end offset. A failure truncates back and raises :class:`StorageError`."""
+        return self._append(data, sync=True)
+
+    def write(self, data: bytes) -> int:
+        """Append framed records *without* fsync (pipelined group commit: the caller
+        acknowledges them only after a later :meth:`sync` covers their end offset). A failed
+        write truncates back to the end of the previous write and raises
+        :class:`StorageError`."""
+        return self._append(data, sync=False)
+
+    def sync(self) -> int:
+        """fsync what has been written; returns the end offset now durable (callable from
+        another thread than :meth:`write`'s: bytes written meanwhile may or may not be
+        covered, and are not claimed). Raises :class:`StorageError`."""
+        end = self.size
+        try:
+            _sync(self._fd)
+        except OSError as exc:
+            raise _storage_error(exc, self.path, "sync") from exc
+        return end
+
+    def rollback(self, end: int) -> None:
+        """Cut the log back to ``end`` (after a failed :meth:`sync`: nothing past the last
+        durable offset may stay, as it was never acknowledged)."""
+        try:
+            os.ftruncate(self._fd, end)
+            os.lseek(self._fd, end, os.SEEK_SET)
+        except OSError as exc:
+            raise _storage_error(exc, self.path, "truncate") from exc
+        self.size = end
+
+    def _append(self, data: bytes, *, sync: bool) -> int:
         if not data:
             return self.size
         start = self.size
@@ -425,7 +456,8 @@ class WalWriter:
             while view:
                 n = os.write(self._fd, view)
                 view = view[n:]
-            _sync(self._fd)
+            if sync:
+                _sync(self._fd)
         except OSError as exc:
             try:
                 os.ftruncate(self._fd, start)

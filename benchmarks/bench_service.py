@@ -9,7 +9,7 @@ Steps (each bounded in time and request count, loopback only):
 3. from a second process (``benchmarks/loadgen.py``): check-and-insert throughput through the
    batch endpoint, acknowledged after fsync (``--batch`` documents per request, ``--connections``
    connections); then, once the server has digested that burst (metadata applied, no memtable
-   flush running; the wait is reported as ``settle_s``), single-document latency at a fixed
+   flush or merge running; the wait is reported as ``settle_s``), single-document latency at a fixed
    ``--rate`` requests/s;
 4. SIGKILL the server and time the restart (log replay + index load) until it serves again;
 5. report the server's RSS (current and peak) and write ``benchmarks/results/service.json``.
@@ -151,13 +151,15 @@ def stage_summary(
 
 def settle(url: str, timeout: float) -> float:
     """Seconds until the default namespace has no background work left (metadata applied,
-    no memtable flush running), polled every 0.2 s."""
+    no memtable flush or merge running), polled every 0.2 s."""
     import httpx
 
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < timeout:
         st = httpx.get(url + "/v1/ns/default", timeout=30).json()["stats"]
-        if not st.get("meta_pending_records") and not st.get("flushing_rows"):
+        if not (
+            st.get("meta_pending_records") or st.get("flushing_rows") or st.get("memtable_merging")
+        ):
             break
         time.sleep(0.2)
     return time.perf_counter() - t0
@@ -184,6 +186,13 @@ def main(argv: list[str] | None = None) -> int:
         "--data", type=Path, default=None, help="data dir (default: a temp dir, removed)"
     )
     p.add_argument("--reuse", action="store_true", help="reuse an already seeded --data")
+    p.add_argument(
+        "--docs-seed",
+        type=int,
+        default=11,
+        help="seed of the generated documents (batch phase; the latency phase uses seed + 1); "
+        "change it when reusing --data, or the documents are re-sends of an earlier run's",
+    )
     p.add_argument("--batch", type=int, default=1000)
     p.add_argument("--connections", type=int, default=4)
     p.add_argument("--duration", type=float, default=15.0, help="seconds of throughput load")
@@ -231,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         result["throughput"] = loadgen(
             srv.url, "--mode", "throughput", "--batch", str(args.batch),
             "--connections", str(args.connections), "--duration", str(args.duration),
-            "--words", str(args.words), "--seed", "11",
+            "--words", str(args.words), "--seed", str(args.docs_seed),
             timeout=args.duration + 600,
         )  # fmt: skip
         result["throughput"]["server_cpu_s"] = cpu_seconds(pid) - cpu0
@@ -245,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         cpu0 = cpu_seconds(pid)
         result["latency"] = loadgen(
             srv.url, "--mode", "latency", "--rate", str(args.rate),
-            "--duration", str(args.latency_duration), "--words", str(args.words), "--seed", "12",
+            "--duration", str(args.latency_duration), "--words", str(args.words),
+            "--seed", str(args.docs_seed + 1),
             timeout=args.latency_duration + 600,
         )  # fmt: skip
         result["latency"]["server_cpu_s"] = cpu_seconds(pid) - cpu0
@@ -282,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         ("fingerprints in window", f"{result['documents_in_window']:,}"),
         ("batch check-and-insert docs/s", f"{thr['docs_per_s']:,.0f}  (batch {thr['batch']}, {thr['connections']} conns, errors {thr['errors']})"),
         ("batch latency p50 / p99 ms", f"{thr['batch_latency']['p50_ms']:.1f} / {thr['batch_latency']['p99_ms']:.1f}"),
-        ("settle after the batch load s", f"{result['settle_s']:.1f}  (metadata applied, no flush running)"),
+        ("settle after the batch load s", f"{result['settle_s']:.1f}  (metadata applied, no flush or merge running)"),
         ("single-doc rate achieved /s", f"{lat['achieved_rate']:,.0f} of {lat['target_rate']:,.0f}"),
         ("single p50 / p99 ms (from schedule)", f"{lat['latency_from_schedule']['p50_ms']:.2f} / {lat['latency_from_schedule']['p99_ms']:.2f}"),
         ("single p50 / p99 ms (from send)", f"{lat['latency_from_send']['p50_ms']:.2f} / {lat['latency_from_send']['p99_ms']:.2f}"),

@@ -139,7 +139,9 @@ def test_index_set_errors():
 )
 def test_background_merges_keep_every_search_exact(seed, batches, removes):
     rng = np.random.default_rng(seed)
-    idx = HammingIndex(bits=64, max_distance=3, buffer_size=64, background_merges=True)
+    idx = HammingIndex(
+        bits=64, max_distance=3, buffer_size=64, background_merges=True, inline_merge_rows=0
+    )
     ref_fps: list[np.ndarray] = []
     ref_ids: list[np.ndarray] = []
     start = 0
@@ -179,5 +181,8 @@ def test_background_merges_do_not_block_add():
     assert idx._merger is not None  # running in the background, not inside add
     assert idx.wait_merges(timeout=120)
     assert [s.n for s in idx._segments] == [260_000]
+    small = HammingIndex(bits=64, max_distance=3, buffer_size=1024, background_merges=True)
+    small.add(rng.integers(0, 2**64, 5000, dtype=np.uint64))  # small merges stay inline
+    assert small._merger is None and len(small._segments) <= 2
     inline = HammingIndex(bits=64, max_distance=3, buffer_size=1024)
     assert inline.wait_merges(timeout=0)  # nothing to wait for without background merges

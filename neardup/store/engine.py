@@ -1166,6 +1166,7 @@ class Store:
             "memtable_rows": len(self.memtable),
             "flushing_rows": len(self.frozen.memtable) if self.frozen is not None else 0,
             "memtable_runs": self.memtable.runs,
+            "memtable_merging": self.memtable.merging,
             "segments": len(self.segments),
             "segment_rows": int(sum(len(s.segment) for s in self.segments)),
             "partitions": len(parts),

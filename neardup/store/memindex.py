@@ -216,6 +216,12 @@ class MemTable:
         return self._n
 
     @property
+    def merging(self) -> bool:
+        """A background merge of the memtable's index is running."""
+        t = getattr(self._index, "_merger", None)
+        return t is not None and t.is_alive()
+
+    @property
     def runs(self) -> int:
         """Separately searched parts (index segments or brute-force runs)."""
         if self._tiered is not None:

@@ -186,3 +186,30 @@ def test_background_merges_do_not_block_add():
     assert small._merger is None and len(small._segments) <= 2
     inline = HammingIndex(bits=64, max_distance=3, buffer_size=1024)
     assert inline.wait_merges(timeout=0)  # nothing to wait for without background merges
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_mem=st.integers(0, 3000), k=st.integers(0, 3))
+def test_sealed_index_with_its_buffer_as_extra_rows_equals_searching_it(seed, n_mem, k):
+    """The store's single-document path: segments + a live memtable's sealed runs in the set,
+    its append buffer passed as extra rows, all in one call (also with an empty set)."""
+    rng = np.random.default_rng(seed)
+    center = rng.integers(0, 2**64, dtype=np.uint64)
+    seg = HammingIndex(bits=64, max_distance=3)
+    seg.add(center ^ (np.uint64(1) << rng.integers(0, 64, 900).astype(np.uint64)))
+    mem = HammingIndex(bits=64, max_distance=3, buffer_size=256, background_merges=True)
+    if n_mem:
+        fps = center ^ (np.uint64(1) << rng.integers(0, 64, n_mem).astype(np.uint64))
+        mem.add(fps, ids=np.arange(10_000, 10_000 + n_mem))
+    q = center ^ (np.uint64(1) << rng.integers(0, 64, 6).astype(np.uint64))
+    for indexes in ([seg], []):
+        _v, bf, bi, ba = mem.buffer_rows()
+        one = IndexSet(indexes, sealed=[mem])
+        assert one.sealed_ok
+        got = one.search(q, k, extra=(bf, bi, ba))
+        ref = merge_results(len(q), [ix.search(q, k) for ix in [*indexes, mem]])
+        for a, b in zip(got, ref, strict=True):
+            np.testing.assert_array_equal(a, b)
+    if n_mem > 3:
+        mem.remove([10_001])
+        assert not IndexSet([seg], sealed=[mem]).sealed_ok or not mem._segments

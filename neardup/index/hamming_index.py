@@ -548,6 +548,19 @@ class HammingIndex:
             out[m] = self._buf_fps[rows[m]]
         return out[:, 0].copy() if self._words == 1 else out
 
+    def buffer_rows(self) -> tuple[Any, np.ndarray, I64, np.ndarray]:
+        """``(segments version, fingerprints (n, words), ids, alive)`` of the append buffer
+        now, for :class:`neardup.index.multi.IndexSet` (``sealed=``); the version is the
+        copy-on-write segment list (it changes whenever the sealed segments do)."""
+        with self._lock:
+            n = self._buf_n
+            return (
+                self._segments,
+                self._buf_fps[:n],
+                self._buf_ids[:n],
+                self._buf_alive[:n].copy(),
+            )
+
     def _snapshot(self) -> tuple[list[Segment], np.ndarray, I64, np.ndarray]:
         with self._lock:
             n = self._buf_n

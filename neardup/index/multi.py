@@ -54,8 +54,10 @@ def _empty(dtype: Any, ndim: int) -> np.ndarray:
 
 
 @njit(nogil=True, cache=True)
-def _search_list(q, k, segs, qk, stack, out_q, out_r, out_d):  # type: ignore[no-untyped-def]
-    """Probe every segment of ``segs`` for the queries ``q``; writes (query, id, distance).
+def _search_list(q, k, segs, xfps, xids, xalive, qk, stack, out_q, out_r, out_d):  # type: ignore[no-untyped-def]
+    """Probe every segment of ``segs`` for the queries ``q``, then compare them with the
+    extra rows ``xfps`` / ``xids`` whose ``xalive`` is set (an append buffer); writes (query,
+    id, distance).
 
     Same output protocol as :func:`neardup.index._kernels.search_tables`: returns the total
     count; when it exceeds the outputs' length only the first ones were written (ids mapped)
@@ -63,6 +65,21 @@ def _search_list(q, k, segs, qk, stack, out_q, out_r, out_d):  # type: ignore[no
     """
     cap = out_q.shape[0]
     cnt = 0
+    W = q.shape[1]
+    kk = np.int64(k)
+    for qi in range(q.shape[0]):
+        for i in range(xfps.shape[0]):
+            if not xalive[i]:
+                continue
+            d = K._pc(xfps[i, 0] ^ q[qi, 0])
+            if W == 2:
+                d += K._pc(xfps[i, 1] ^ q[qi, 1])
+            if d <= kk:
+                if cnt < cap:
+                    out_q[cnt] = qi
+                    out_r[cnt] = xids[i]
+                    out_d[cnt] = d
+                cnt += 1
     for s in range(len(segs)):
         (
             brute,
@@ -124,9 +141,35 @@ def _search_list(q, k, segs, qk, stack, out_q, out_r, out_d):  # type: ignore[no
 
 
 @njit(cache=True)
-def _search_list_gil(q, k, segs, qk, stack, out_q, out_r, out_d):  # type: ignore[no-untyped-def]
+def _search_list_gil(q, k, segs, xfps, xids, xalive, qk, stack, out_q, out_r, out_d):  # type: ignore[no-untyped-def]
     """:func:`_search_list` holding the GIL (a few queries: see ``_kernels.search_tables_gil``)."""
-    return _search_list(q, k, segs, qk, stack, out_q, out_r, out_d)
+    return _search_list(q, k, segs, xfps, xids, xalive, qk, stack, out_q, out_r, out_d)
+
+
+_ENTRY_TYPE: Any = None
+
+
+def _entry_type() -> Any:
+    """numba type of one segment's tuple (an empty set still needs a typed list)."""
+    global _ENTRY_TYPE
+    if _ENTRY_TYPE is None:
+        from numba import typeof
+
+        u64_2, i64_1, i64_2 = _empty(_U64, 2), _empty(_I64, 1), _empty(_I64, 2)
+        _ENTRY_TYPE = typeof(
+            (
+                True, u64_2, _empty(np.uint32, 2), u64_2, i64_2, 0, _empty(_I64, 3), u64_2,
+                i64_1, i64_1, i64_1, u64_2, i64_2, i64_1, u64_2, u64_2, i64_1, i64_2, i64_1,
+                i64_1,
+            )
+        )  # fmt: skip
+    return _ENTRY_TYPE
+
+
+#: no extra rows, per fingerprint width in words
+_NO_ROWS = {
+    w: (np.zeros((0, w), np.uint64), np.zeros(0, np.int64), np.zeros(0, np.bool_)) for w in (1, 2)
+}
 
 
 class IndexSet:
@@ -150,22 +193,31 @@ class IndexSet:
     ([7, 9], [1, 1])
     """
 
-    def __init__(self, indexes: Sequence[HammingIndex]) -> None:
+    def __init__(
+        self, indexes: Sequence[HammingIndex], *, sealed: Sequence[HammingIndex] = ()
+    ) -> None:
         indexes = list(indexes)
-        bits = {ix.bits for ix in indexes}
+        sealed = list(sealed)
+        bits = {ix.bits for ix in [*indexes, *sealed]}
         if len(bits) > 1:
             raise ConfigError(f"an IndexSet takes indexes of one width, got bits {sorted(bits)}")
         self.bits = bits.pop() if bits else 64
         self.words = 1 if self.bits == 64 else 2
-        self.max_distance = min((ix.max_distance for ix in indexes), default=64)
+        self.max_distance = min((ix.max_distance for ix in [*indexes, *sealed]), default=64)
         self._rest: list[HammingIndex] = []  # searched one by one
-        segs = List()
+        #: False when a ``sealed`` index has removed rows: the set then does not cover it
+        self.sealed_ok = True
+        segs = List.empty_list(_entry_type())
         n_tables = 1
         n = 0
-        for ix in indexes:
-            seg_list, _bf, bids, _ba = ix._snapshot()
-            if len(bids) or any(s.n_dead for s in seg_list):
-                self._rest.append(ix)
+        for ix, whole in [(ix, True) for ix in indexes] + [(ix, False) for ix in sealed]:
+            with ix._lock:
+                seg_list, n_buf = list(ix._segments), ix._buf_n
+            if any(s.n_dead for s in seg_list) or (whole and n_buf):
+                if whole:
+                    self._rest.append(ix)
+                else:
+                    self.sealed_ok = False
                 continue
             pa = ix._pa
             n_tables = max(n_tables, pa.n_tables)
@@ -213,8 +265,18 @@ class IndexSet:
         """Table segments probed in the one kernel call."""
         return self._n_segs
 
-    def search(self, queries: npt.ArrayLike, max_distance: int) -> SearchResult:
+    def search(
+        self,
+        queries: npt.ArrayLike,
+        max_distance: int,
+        *,
+        extra: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    ) -> SearchResult:
         """Every fingerprint within ``max_distance`` of each query, as :meth:`HammingIndex.search`.
+
+        ``extra``: more rows compared in the same call, ``(fingerprints uint64 (m, words),
+        ids int64 (m,), alive bool (m,))`` (e.g. the append buffer of a ``sealed`` index, see
+        :meth:`HammingIndex.buffer_rows`).
 
         Returns ``(lims, ids, distances)``: CSR, per query sorted by (distance, id).
         """
@@ -227,7 +289,13 @@ class IndexSet:
         q = np.ascontiguousarray(queries, dtype=np.uint64).reshape(-1, self.words)
         nq = len(q)
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        if self._n_segs and nq:
+        if extra is None:
+            xf, xi, xa = _NO_ROWS[self.words]
+        else:
+            xf = np.ascontiguousarray(extra[0], dtype=np.uint64).reshape(-1, self.words)
+            xi = np.ascontiguousarray(extra[1], dtype=np.int64)
+            xa = np.ascontiguousarray(extra[2], dtype=np.bool_)
+        if (self._n_segs or len(xi)) and nq:
             qk = np.empty(8 * self._n_tables, dtype=np.uint64)
             stack = np.empty((4, 256), dtype=np.int64)
             cap = 4 * nq + 64
@@ -236,7 +304,7 @@ class IndexSet:
                 out_r = np.empty(cap, dtype=np.int64)
                 out_d = np.empty(cap, dtype=np.int32)
                 probe = _search_list_gil if nq <= 8 else _search_list
-                cnt = probe(q, k, self._segs, qk, stack, out_q, out_r, out_d)
+                cnt = probe(q, k, self._segs, xf, xi, xa, qk, stack, out_q, out_r, out_d)
                 if cnt <= cap:
                     break
                 cap = int(cnt)

@@ -391,7 +391,7 @@ class Store:
         self.applier: _Applier | None = None
         self._pool: ThreadPoolExecutor | None = None
         # (the segments, an IndexSet over them, segments outside it): see _segment_set
-        self._set_cache: tuple[list[_LiveSegment], Any, list[_LiveSegment]] | None = None
+        self._set_cache: tuple[list[_LiveSegment], Any, list[_LiveSegment], Any] | None = None
         self.dir: DataDir | None = None
         if path is None:
             self.meta = MetaDB(None)
@@ -583,34 +583,46 @@ class Store:
         if nq == 0:
             return empty_result(0)
         segments = self.segments
-        pool = None
-        if nq >= _PARALLEL_QUERIES and len(segments) > 1 and _SEARCH_THREADS > 1:
-            pool = self._search_pool()
-        # large groups: segments are searched on a small thread pool (the kernels release the
-        # GIL) while this thread searches the memtable; small groups stay on this thread
-        futures = [pool.submit(s.index.search, fps, max_distance) for s in segments] if pool else []
-        results = [self.memtable.search(fps, max_distance)]
+        results: list[Result] = []
         frozen = self.frozen
         if frozen is not None:
             results.append(frozen.memtable.search(fps, max_distance))
-        if pool is not None:
+        if nq >= _PARALLEL_QUERIES and len(segments) > 1 and _SEARCH_THREADS > 1:
+            # large groups: segments are searched on a small thread pool (the kernels release
+            # the GIL) while this thread searches the memtable
+            pool = self._search_pool()
+            futures = [pool.submit(s.index.search, fps, max_distance) for s in segments]
+            results.append(self.memtable.search(fps, max_distance))
             results += [f.result() for f in futures]
-        elif len(segments) > 1:
-            # small groups: every segment in one kernel call (the per-index fixed cost, ~10-20
-            # µs per segment, is most of a single-document search otherwise)
-            one, rest = self._segment_set(segments)
-            results.append(one.search(fps, max_distance))
-            results += [s.index.search(fps, max_distance) for s in rest]
+            return merge_results(nq, results)
+        # small groups: every segment and the memtable's sealed runs in one kernel call, its
+        # append buffer compared in the same call (the per-index fixed cost, ~10-20 µs per
+        # segment and per memtable run, is most of a single-document search otherwise)
+        mt = self.memtable.index
+        version = buf = None
+        if mt is not None:
+            version, *rows = mt.buffer_rows()
+            buf = (rows[0], rows[1], rows[2])
+        one, rest = self._segment_set(segments, mt, version)
+        if buf is not None and one.sealed_ok:
+            results.append(one.search(fps, max_distance, extra=buf))
         else:
-            results += [s.index.search(fps, max_distance) for s in segments]
+            # no memtable index (brute-force fallback) or removed rows in it: search it apart
+            results.append(self.memtable.search(fps, max_distance))
+            results.append(one.search(fps, max_distance))
+        results += [s.index.search(fps, max_distance) for s in rest]
         return merge_results(nq, results)
 
-    def _segment_set(self, segments: list[_LiveSegment]) -> tuple[Any, list[_LiveSegment]]:
-        """(an :class:`~neardup.index.multi.IndexSet` over the segments' HammingIndexes, the
-        segments it does not cover), rebuilt when the segment list changes (~1 ms)."""
+    def _segment_set(
+        self, segments: list[_LiveSegment], mt: Any = None, version: Any = None
+    ) -> tuple[Any, list[_LiveSegment]]:
+        """(an :class:`~neardup.index.multi.IndexSet` over the segments' HammingIndexes and the
+        memtable index's sealed runs, the segments it does not cover), rebuilt when either
+        changes (~1 ms; the memtable's runs change every ~1,000 adds)."""
         cached = self._set_cache
         if (
             cached is not None
+            and cached[3] is version
             and len(cached[0]) == len(segments)
             and all(a is b for a, b in zip(cached[0], segments, strict=True))
         ):
@@ -620,8 +632,11 @@ class Store:
 
         fast = [s for s in segments if isinstance(s.index, _FastIndex)]
         rest = [s for s in segments if not isinstance(s.index, _FastIndex)]
-        one = IndexSet([s.index.index for s in fast])
-        self._set_cache = (list(segments), one, rest)
+        one = IndexSet([s.index.index for s in fast], sealed=[mt] if mt is not None else [])
+        if mt is not None and not one.sealed_ok:  # removed rows in the memtable: search it apart
+            one = IndexSet([s.index.index for s in fast])
+            one.sealed_ok = False
+        self._set_cache = (list(segments), one, rest, version)
         return one, rest
 
     def _search_pool(self) -> ThreadPoolExecutor:

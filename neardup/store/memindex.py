@@ -216,6 +216,12 @@ class MemTable:
         return self._n
 
     @property
+    def index(self) -> Any:
+        """The memtable's :class:`~neardup.index.HammingIndex` (None on the brute-force
+        fallback)."""
+        return self._index if self._tiered is None else None
+
+    @property
     def merging(self) -> bool:
         """A background merge of the memtable's index is running."""
         t = getattr(self._index, "_merger", None)

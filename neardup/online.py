@@ -236,6 +236,9 @@ class _Syncer:
                 self._cv.notify()
                 return
             self.failed_items.append(item)  # decided on top of a failed sync: refused too
+        # normally a recovery is queued already; after one that could not cut the log back,
+        # this makes sure the writer refuses the group instead of leaving its caller waiting
+        self._owner._request_recovery()
 
     def drain(self) -> None:
         """Wait until every submitted group is answered (or refused)."""

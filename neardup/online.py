@@ -1273,11 +1273,7 @@ class Deduplicator:
                 fps, np.arange(300, dtype=np.int64), bits=self.bits, max_distance=self.radius
             )
             idx.search(fps[:2], self.radius)
-            index = getattr(idx, "index", None)
-            if index is not None:  # the one-call search over several segments (Store.search)
-                from .index.multi import IndexSet
-
-                IndexSet([index, index]).search(fps[:2], self.radius)
+            # a small group's search: one IndexSet call over the segments and the memtable
             self.store.search(fps[:2], self.radius)
             # a memtable like the store's, past its first buffer flush: its plan's build and
             # search kernels (the 1,025th add after a restart took ~20 ms without this)

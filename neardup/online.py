@@ -295,6 +295,141 @@ class _Syncer:
             self._owner._request_recovery()
 
 
+class DocumentPreparer:
+    """Validate, fingerprint and content-hash a batch of documents: the part of
+    :meth:`Deduplicator.submit` that runs in the caller's thread, also used by a process that
+    hands prepared batches to a writer in another process
+    (:mod:`neardup.service.writer_process`).
+
+    Parameters
+    ----------
+    fingerprinter
+        The deduplicator's fingerprinter.
+    bits : int
+        Fingerprint width (64 or 128).
+    clock : callable
+        Unix seconds; the time of documents that carry none.
+    """
+
+    def __init__(self, fingerprinter: Any, bits: int, clock: Callable[[], float]) -> None:
+        self.fingerprinter = fingerprinter
+        self.bits = int(bits)
+        self.clock = clock
+        self._hash_many = self._content_hasher()
+
+    @staticmethod
+    def _content_hasher() -> Callable[[list[str]], npt.NDArray[np.uint64]]:
+        try:
+            from .fingerprint import content_hash_many
+        except ImportError:
+            from .store.fallback import content_hash_many as fallback
+
+            return fallback
+        return lambda texts: np.asarray(content_hash_many(texts), dtype=np.uint64)
+
+    def prepare(self, docs: Sequence[Mapping[str, Any]]) -> _Docs:
+        """Validate ``docs`` (:class:`InputError` naming the field) and fingerprint them."""
+        now = self.clock()
+        ids: list[str] = []
+        texts: list[str] = []
+        times: list[float] = []
+        metas: list[str | None] = []
+        seen: dict[str, int] = {}
+        for i, doc in enumerate(docs):
+            # fast path: a plain dict with a valid id and text, no time and no metadata
+            if type(doc) is dict:
+                id_ = doc.get("id")
+                text = doc.get("text")
+                if (
+                    type(id_) is str
+                    and type(text) is str
+                    and 0 < len(id_) <= 1024
+                    and doc.get("time") is None
+                    and doc.get("metadata") is None
+                    and id_ not in seen
+                ):
+                    seen[id_] = i
+                    ids.append(id_)
+                    texts.append(text)
+                    times.append(now)
+                    metas.append(None)
+                    continue
+            id_, text, t, meta_s = self._check_doc(i, doc, now, seen)
+            seen[id_] = i
+            ids.append(id_)
+            texts.append(text)
+            times.append(t)
+            metas.append(meta_s)
+        fps, empty = self._fingerprint(texts)
+        ch = self._hash_many(texts) if texts else np.zeros((0, 2), np.uint64)
+        # 16 bytes per document: high word then low word, each little-endian
+        raw = np.ascontiguousarray(ch, dtype="<u8").tobytes()
+        chash = [raw[k : k + 16] for k in range(0, len(raw), 16)]
+        return _Docs(ids, texts, np.array(times, dtype=np.float64), metas, fps, empty, chash)
+
+    @staticmethod
+    def _check_doc(
+        i: int, doc: Any, now: float, seen: dict[str, int]
+    ) -> tuple[str, str, float, str | None]:
+        """Validate one document (every rule, with the message naming the field)."""
+        where = f"documents[{i}]"
+        if not isinstance(doc, Mapping):
+            raise InputTypeError(
+                f"{where} must be a mapping like {{'id': str, 'text': str}}, got {type(doc).__name__}"
+            )
+        if "id" not in doc:
+            raise InputError(f"{where}.id is missing; every document needs a string id")
+        id_ = doc["id"]
+        if not isinstance(id_, str):
+            raise InputTypeError(f"{where}.id must be a str, got {type(id_).__name__}")
+        if not id_ or len(id_) > 1024:
+            raise InputError(f"{where}.id must be 1 to 1024 characters, got {len(id_)}")
+        if "text" not in doc:
+            raise InputError(f"{where}.text is missing; every document needs a text")
+        text = doc["text"]
+        if not isinstance(text, str):
+            raise InputTypeError(f"{where}.text must be a str, got {type(text).__name__}")
+        t = doc.get("time")
+        if t is None:
+            t = now
+        elif isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(float(t)):
+            raise InputTypeError(
+                f"{where}.time must be unix seconds (a finite number) or null, got {t!r}"
+            )
+        meta = doc.get("metadata")
+        if meta is not None:
+            if not isinstance(meta, Mapping):
+                raise InputTypeError(
+                    f"{where}.metadata must be an object (dict) or null, got {type(meta).__name__}"
+                )
+            try:
+                meta_s: str | None = json.dumps(meta, ensure_ascii=False, allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise InputError(f"{where}.metadata must be JSON-serialisable: {exc}") from exc
+        else:
+            meta_s = None
+        if id_ in seen:
+            raise InputError(
+                f"{where}.id {id_!r} repeats documents[{seen[id_]}].id; ids in one batch must be unique"
+            )
+        return id_, text, float(t), meta_s
+
+    def _fingerprint(
+        self, texts: list[str]
+    ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
+        fpr = self.fingerprinter
+        if not texts:
+            shape = (0,) if self.bits == 64 else (0, 2)
+            return np.zeros(shape, np.uint64), np.zeros(0, bool)
+        if hasattr(fpr, "fingerprint_batch"):
+            b = fpr.fingerprint_batch(texts)
+            fps, empty = b.fingerprints, np.asarray(b.empty, dtype=bool)
+        else:
+            fps = fpr.fingerprint_many(texts)
+            empty = np.array([not t.strip() for t in texts], dtype=bool)
+        return as_fingerprints(fps, bits=self.bits), empty
+
+
 class Deduplicator:
     """Durable, time-windowed near-duplicate index with atomic check-and-insert.
 
@@ -422,7 +557,7 @@ class Deduplicator:
                 f"{self.bits}], got {candidate_radius!r}"
             )
         self.radius = max_distance if candidate_radius is None else candidate_radius
-        self._hash_many = self._content_hasher()
+        self._preparer = DocumentPreparer(self.fingerprinter, self.bits, clock)
 
         self.store = Store(
             self.path,
@@ -460,15 +595,6 @@ class Deduplicator:
         self._writer.start()
 
     # ------------------------------------------------------------------ config
-    def _content_hasher(self) -> Callable[[list[str]], npt.NDArray[np.uint64]]:
-        try:
-            from .fingerprint import content_hash_many
-        except ImportError:
-            from .store.fallback import content_hash_many as fallback
-
-            return fallback
-        return lambda texts: np.asarray(content_hash_many(texts), dtype=np.uint64)
-
     def _check_config(self, stored: dict[str, Any] | None) -> dict[str, Any]:
         fp_cfg = _jsonable(self.fingerprinter.config())
         v_cfg = (
@@ -497,105 +623,7 @@ class Deduplicator:
 
     # ------------------------------------------------------------------ input
     def _prepare(self, docs: Sequence[Mapping[str, Any]]) -> _Docs:
-        now = self.clock()
-        ids: list[str] = []
-        texts: list[str] = []
-        times: list[float] = []
-        metas: list[str | None] = []
-        seen: dict[str, int] = {}
-        for i, doc in enumerate(docs):
-            # fast path: a plain dict with a valid id and text, no time and no metadata
-            if type(doc) is dict:
-                id_ = doc.get("id")
-                text = doc.get("text")
-                if (
-                    type(id_) is str
-                    and type(text) is str
-                    and 0 < len(id_) <= 1024
-                    and doc.get("time") is None
-                    and doc.get("metadata") is None
-                    and id_ not in seen
-                ):
-                    seen[id_] = i
-                    ids.append(id_)
-                    texts.append(text)
-                    times.append(now)
-                    metas.append(None)
-                    continue
-            id_, text, t, meta_s = self._check_doc(i, doc, now, seen)
-            seen[id_] = i
-            ids.append(id_)
-            texts.append(text)
-            times.append(t)
-            metas.append(meta_s)
-        fps, empty = self._fingerprint(texts)
-        ch = self._hash_many(texts) if texts else np.zeros((0, 2), np.uint64)
-        # 16 bytes per document: high word then low word, each little-endian
-        raw = np.ascontiguousarray(ch, dtype="<u8").tobytes()
-        chash = [raw[k : k + 16] for k in range(0, len(raw), 16)]
-        return _Docs(ids, texts, np.array(times, dtype=np.float64), metas, fps, empty, chash)
-
-    @staticmethod
-    def _check_doc(
-        i: int, doc: Any, now: float, seen: dict[str, int]
-    ) -> tuple[str, str, float, str | None]:
-        """Validate one document (every rule, with the message naming the field)."""
-        where = f"documents[{i}]"
-        if not isinstance(doc, Mapping):
-            raise InputTypeError(
-                f"{where} must be a mapping like {{'id': str, 'text': str}}, got {type(doc).__name__}"
-            )
-        if "id" not in doc:
-            raise InputError(f"{where}.id is missing; every document needs a string id")
-        id_ = doc["id"]
-        if not isinstance(id_, str):
-            raise InputTypeError(f"{where}.id must be a str, got {type(id_).__name__}")
-        if not id_ or len(id_) > 1024:
-            raise InputError(f"{where}.id must be 1 to 1024 characters, got {len(id_)}")
-        if "text" not in doc:
-            raise InputError(f"{where}.text is missing; every document needs a text")
-        text = doc["text"]
-        if not isinstance(text, str):
-            raise InputTypeError(f"{where}.text must be a str, got {type(text).__name__}")
-        t = doc.get("time")
-        if t is None:
-            t = now
-        elif isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(float(t)):
-            raise InputTypeError(
-                f"{where}.time must be unix seconds (a finite number) or null, got {t!r}"
-            )
-        meta = doc.get("metadata")
-        if meta is not None:
-            if not isinstance(meta, Mapping):
-                raise InputTypeError(
-                    f"{where}.metadata must be an object (dict) or null, got {type(meta).__name__}"
-                )
-            try:
-                meta_s: str | None = json.dumps(meta, ensure_ascii=False, allow_nan=False)
-            except (TypeError, ValueError) as exc:
-                raise InputError(f"{where}.metadata must be JSON-serialisable: {exc}") from exc
-        else:
-            meta_s = None
-        if id_ in seen:
-            raise InputError(
-                f"{where}.id {id_!r} repeats documents[{seen[id_]}].id; ids in one batch must be unique"
-            )
-        return id_, text, float(t), meta_s
-
-    def _fingerprint(
-        self, texts: list[str]
-    ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
-        fpr = self.fingerprinter
-        if not texts:
-            shape = (0,) if self.bits == 64 else (0, 2)
-            return np.zeros(shape, np.uint64), np.zeros(0, bool)
-        if hasattr(fpr, "fingerprint_batch"):
-            b = fpr.fingerprint_batch(texts)
-            fps, empty = b.fingerprints, np.asarray(b.empty, dtype=bool)
-        else:
-            fps = fpr.fingerprint_many(texts)
-            empty = np.array([not t.strip() for t in texts], dtype=bool)
-        return as_fingerprints(fps, bits=self.bits), empty
+        return self._preparer.prepare(docs)
 
     @staticmethod
     def _as_list(docs: Any) -> tuple[list[Mapping[str, Any]], bool]:
@@ -636,17 +664,24 @@ class Deduplicator:
         if kind not in ("check", "add", "check_and_add"):
             raise InputError(f"kind must be 'check', 'add' or 'check_and_add', got {kind!r}")
         items, single = self._as_list(docs)
-        prepared = self._prepare(items)
-        op = _Op(kind, prepared)
-        if not items:
+        return self.submit_prepared(kind, self._prepare(items)), single
+
+    def submit_prepared(self, kind: str, docs: _Docs) -> Future[list[Decision]]:
+        """Queue a batch that a :class:`DocumentPreparer` built with this deduplicator's
+        fingerprinter has already validated and fingerprinted (in another thread or process);
+        the future resolves as :meth:`submit`'s does."""
+        if kind not in ("check", "add", "check_and_add"):
+            raise InputError(f"kind must be 'check', 'add' or 'check_and_add', got {kind!r}")
+        op = _Op(kind, docs)
+        if not docs.ids:
             op.future.set_result([])
-            return op.future, single
+            return op.future
         with self._cv:
             if self._closed:
                 raise IndexStateError("this Deduplicator is closed; open a new one")
             self._queue.append(op)
             self._cv.notify()
-        return op.future, single
+        return op.future
 
     @overload
     def check(self, docs: Mapping[str, Any]) -> Decision: ...

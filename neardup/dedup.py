@@ -30,6 +30,7 @@ Examples
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -50,6 +51,7 @@ __all__ = [
     "stage_candidates",
     "stage_cluster",
     "stage_exact",
+    "stage_exact_fingerprint",
     "stage_fingerprint",
     "stage_policy",
     "stage_verify",
@@ -322,6 +324,168 @@ def content_hashes(texts: Sequence[str], *, workers: int = 1) -> npt.NDArray[np.
             out[pos[rest]] = content_hash_many([run[k] for k in rest.tolist()], normalize=True)
         i = j
     return out
+
+
+def stage_exact_fingerprint(
+    texts: Sequence[str],
+    fingerprinter: Any,
+    workers: int = 1,
+    timings: dict[str, float] | None = None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
+    """:func:`stage_exact` and :func:`stage_fingerprint` of the first copies in one pass over
+    the text bytes: ``(first, fps_u, empty_u)``, equal to ::
+
+        first = stage_exact(texts, workers)
+        unique = np.flatnonzero(first == np.arange(len(texts)))
+        fps_u, empty_u = stage_fingerprint(fingerprinter, [texts[i] for i in unique], workers)
+
+    (tested). Chunks of ASCII texts (``EXACT_CHUNK_BYTES``) are joined and encoded once; one
+    numba pass lower-cases them and checks their whitespace (:func:`content_hashes`), and the
+    same lowered bytes are fingerprinted
+    (:meth:`~neardup.fingerprint.Fingerprinter.fingerprint_lowered_ascii`) -- the fingerprint
+    stage's own join, ``lower`` and ``encode`` are gone. A text is fingerprinted here unless an
+    earlier text (in input order) of an already hashed chunk has the same content hash, i.e.
+    unless it is certainly not a first copy; first copies that were not fingerprinted here
+    (non-ASCII, longer than ``CHUNK_CHARS``) go through ``fingerprint_batch``. Fingerprints
+    depend only on the text, so which extra copies get fingerprinted never changes a result.
+    ``workers`` threads each run whole chunks (the kernels release the GIL).
+
+    ``timings`` (optional) receives ``exact`` and ``fingerprint``: the pass's wall time split
+    by the threads' time in the fingerprint kernel, plus the leftover ``fingerprint_batch``.
+    Falls back to the two stages for small inputs (below ``EXACT_NUMBA_MIN_CHARS``) and
+    fingerprinter settings that have no ASCII kernel path.
+    """
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import xxhash
+
+    from .fingerprint import CHUNK_CHARS, content_hash_many
+    from .pipeline.tokens import lower_ascii_clean_serial
+
+    n = len(texts)
+    t0 = time.perf_counter()
+    lens = np.fromiter(map(len, texts), np.int64, n)
+    if (
+        n == 0
+        or int(lens.sum()) < EXACT_NUMBA_MIN_CHARS
+        or not hasattr(fingerprinter, "lowered_ascii_ok")
+        or not fingerprinter.lowered_ascii_ok()
+    ):
+        first = stage_exact(texts, workers)
+        t1 = time.perf_counter()
+        unique = np.flatnonzero(first == np.arange(n))
+        fps_u, empty_u = stage_fingerprint(
+            fingerprinter, [texts[i] for i in unique.tolist()], workers
+        )
+        if timings is not None:
+            timings["exact"] = round(t1 - t0, 4)
+            timings["fingerprint"] = round(time.perf_counter() - t1, 4)
+        return first, fps_u, empty_u
+    words = fingerprinter.bits // 64
+    hashes = np.empty((n, 2), np.uint64)
+    fps = np.zeros((n, words), np.uint64)
+    nfeat = np.zeros(n, np.int64)
+    done = np.zeros(n, np.bool_)
+    is_ascii = np.fromiter((t.isascii() for t in texts), np.bool_, n)
+    other = np.flatnonzero(~is_ascii)
+    if other.size:
+        hashes[other] = content_hash_many([texts[k] for k in other.tolist()], normalize=True)
+    idx = np.flatnonzero(is_ascii)
+    # chunks of ASCII texts: about EXACT_CHUNK_BYTES each (a longer text is a chunk of its own)
+    bounds = [0]
+    size = 0
+    for q, m in enumerate(lens[idx].tolist()):
+        size += m
+        if size >= EXACT_CHUNK_BYTES:
+            bounds.append(q + 1)
+            size = 0
+    if bounds[-1] != idx.size:
+        bounds.append(idx.size)
+    digest = xxhash.xxh3_128_digest
+    zero = b"\0" * 16
+    seen: dict[bytes, int] = {}  # content hash -> smallest position registered so far
+    lock = threading.Lock()
+    local = threading.local()
+    busy = [0.0, 0.0]  # thread seconds in all, in the fingerprint kernel
+
+    def chunk(lo: int, hi: int) -> None:
+        c0 = time.perf_counter()
+        pos = idx[lo:hi]
+        run = [texts[k] for k in pos.tolist()]
+        ln = lens[pos]
+        data = "".join(run).encode("ascii")
+        scratch = getattr(local, "scratch", None)
+        if scratch is None or scratch.size < len(data):
+            scratch = local.scratch = np.empty(max(len(data), EXACT_CHUNK_BYTES + 1), np.uint8)
+        lowered, starts, clean = lower_ascii_clean_serial(data, ln, out=scratch)
+        mv = lowered.data
+        keys = b"".join(
+            [
+                digest(mv[s : s + m]) if c else zero
+                for s, m, c in zip(starts.tolist(), ln.tolist(), clean.tolist(), strict=True)
+            ]
+        )
+        h = np.frombuffer(keys, dtype=">u8").reshape(-1, 2).astype(np.uint64)
+        if not clean.all():
+            rest = np.flatnonzero(~clean)
+            h[rest] = content_hash_many([run[k] for k in rest.tolist()], normalize=True)
+            keys = h.astype(">u8").tobytes()
+        hashes[pos] = h
+        todo = []
+        with lock:  # fingerprint unless an earlier equal text is known
+            get = seen.get
+            for q, p in enumerate(pos.tolist()):
+                key = keys[16 * q : 16 * q + 16]
+                v = get(key)
+                if v is None or p < v:
+                    seen[key] = p
+                    todo.append(q)
+        sel = np.asarray(todo, np.int64)
+        sel = sel[ln[sel] <= CHUNK_CHARS]
+        k0 = time.perf_counter()
+        if sel.size:
+            f = np.zeros((sel.size, words), np.uint64)
+            nf = np.zeros(sel.size, np.int64)
+            fingerprinter.fingerprint_lowered_ascii(
+                lowered, starts[sel], starts[sel] + ln[sel], f, nf
+            )
+            rows = pos[sel]
+            fps[rows] = f
+            nfeat[rows] = nf
+            done[rows] = True
+        k1 = time.perf_counter()
+        with lock:
+            busy[0] += k1 - c0
+            busy[1] += k1 - k0
+
+    pairs = list(itertools.pairwise(bounds))
+    if workers == 1 or len(pairs) < 2:
+        for lo, hi in pairs:
+            chunk(lo, hi)
+    else:
+        with ThreadPoolExecutor(min(workers, len(pairs))) as ex:
+            for f in [ex.submit(chunk, lo, hi) for lo, hi in pairs]:
+                f.result()
+    first = first_of_equal_rows(hashes)
+    unique = np.flatnonzero(first == np.arange(n))
+    t1 = time.perf_counter()
+    missing = unique[~done[unique]]
+    if missing.size:
+        batch = fingerprinter.fingerprint_batch(
+            [texts[i] for i in missing.tolist()], workers=workers
+        )
+        got = np.asarray(batch.fingerprints, np.uint64)
+        fps[missing] = got.reshape(missing.size, words)
+        nfeat[missing] = np.asarray(batch.n_features, np.int64)
+    t2 = time.perf_counter()
+    fps_u = fps[unique, 0].copy() if words == 1 else fps[unique]
+    empty_u = nfeat[unique] == 0
+    if timings is not None:
+        share = busy[1] / busy[0] if busy[0] > 0 else 0.0
+        timings["exact"] = round((t1 - t0) * (1 - share), 4)
+        timings["fingerprint"] = round((t1 - t0) * share + (t2 - t1), 4)
+    return first, fps_u, empty_u
 
 
 def first_of_equal_rows(h: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
@@ -755,18 +919,31 @@ def dedup(
 
         return done
 
-    done = timed("exact")
-    first = stage_exact(texts, cfg.workers) if cfg.exact else np.arange(n, dtype=np.int64)
-    is_dup = first != np.arange(n)
-    groups = _exact_groups(first)
-    exact = stage_exact_pairs(groups, cfg.expand_pairs)
-    done()
-
-    done = timed("fingerprint")
-    unique = np.flatnonzero(~is_dup).astype(np.int64)
     fp = cfg.make_fingerprinter()
-    fps_u, empty_u = stage_fingerprint(fp, [texts[i] for i in unique.tolist()], cfg.workers)
-    done()
+    if cfg.exact:  # one pass: exact hashes and the first copies' fingerprints
+        report("exact", 0, 1)
+        report("fingerprint", 0, 1)
+        first, fps_u, empty_u = stage_exact_fingerprint(texts, fp, cfg.workers, timings)
+        t1 = time.perf_counter()
+        is_dup = first != np.arange(n)
+        groups = _exact_groups(first)
+        exact = stage_exact_pairs(groups, cfg.expand_pairs)
+        timings["exact"] = round(timings["exact"] + time.perf_counter() - t1, 4)
+        report("exact", 1, 1)
+        report("fingerprint", 1, 1)
+        unique = np.flatnonzero(~is_dup).astype(np.int64)
+    else:
+        done = timed("exact")
+        first = np.arange(n, dtype=np.int64)
+        is_dup = first != np.arange(n)
+        groups = _exact_groups(first)
+        exact = stage_exact_pairs(groups, cfg.expand_pairs)
+        done()
+
+        done = timed("fingerprint")
+        unique = np.flatnonzero(~is_dup).astype(np.int64)
+        fps_u, empty_u = stage_fingerprint(fp, [texts[i] for i in unique.tolist()], cfg.workers)
+        done()
 
     done = timed("candidates")
     passes: dict[str, Any] = {}

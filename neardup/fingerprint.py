@@ -417,6 +417,59 @@ class Fingerprinter:
             nfeat,
         )
 
+    # ------------------------------------------------------------------ lowered ASCII bytes
+    def lowered_ascii_ok(self) -> bool:
+        """True when :meth:`fingerprint_lowered_ascii` applies to this configuration: the
+        numba kernels fingerprint ASCII text (not a callable, the reference, md5 or keywords)."""
+        return not (callable(self.features) or self._python_path())
+
+    def fingerprint_lowered_ascii(
+        self,
+        buf: npt.NDArray[np.uint8],
+        starts: npt.NDArray[np.int64],
+        ends: npt.NDArray[np.int64],
+        fps: npt.NDArray[np.uint64],
+        nfeat: npt.NDArray[np.int64],
+    ) -> None:
+        """Fingerprint ASCII texts given as their **lower-cased** bytes ``buf[starts[i]:ends[i]]``
+        into ``fps[i]`` (uint64 ``(m, bits // 64)``) and ``nfeat[i]`` (int64 ``(m,)``).
+
+        The values are those of :meth:`fingerprint_batch` for the original texts (the same
+        kernel call as its ASCII path, which lower-cases, encodes and calls it per block; tested
+        equal), for texts of at most ``CHUNK_CHARS`` characters (longer texts are streamed in
+        chunks by :meth:`fingerprint_batch`; pass those there). Lets a caller that already has
+        the lowered bytes (the dedup pipeline's exact-hash pass) skip the join / ``lower`` /
+        ``encode``. Releases the GIL; one thread. Needs :meth:`lowered_ascii_ok`.
+        """
+        from . import _simhash_numba as nb
+
+        if not self.lowered_ascii_ok():
+            raise ConfigError(
+                "fingerprint_lowered_ascii needs the numba path (not a callable feature "
+                "function, NEARDUP_FORCE_REFERENCE, hash md5 or keywords weights)"
+            )
+        feat, n = self._mode_for("en")
+        hs, ws, default = self._table(feat)
+        nb.simhash_docs(
+            buf,
+            starts,
+            ends,
+            _KMODE[feat],
+            n,
+            _KMODE[feat],
+            n,
+            2.0,
+            HASH_IDS[self.hash],
+            np.uint64(self.seed),
+            self.bits == 128,
+            hs,
+            ws,
+            default,
+            nb.ISWORD,
+            fps,
+            nfeat,
+        )
+
     def _native_auto(self) -> bool:
         """auto whose en and zh settings share one preparation (no jieba): one kernel pass."""
         return self.features == "auto" and "jieba" not in (AUTO_EN[0], AUTO_ZH[0])

@@ -37,3 +37,76 @@ def test_stage_exact_groups_normalised_copies(monkeypatch):
     for small in (0, 1 << 20):  # numba path, content_hash_many path
         monkeypatch.setattr(D, "EXACT_NUMBA_MIN_CHARS", small)
         assert D.stage_exact(texts, workers=2).tolist() == [0, 0, 0, 3, 4, 4, 6, 6]
+
+
+POOL = st.lists(st.lists(PIECES, max_size=20).map("".join), min_size=1, max_size=8)
+
+
+@st.composite
+def corpora(draw):
+    """Texts drawn from a small pool (many exact and normalised copies), some varied."""
+    pool = draw(POOL)
+    picks = draw(st.lists(st.integers(0, len(pool) - 1), max_size=40))
+    upper = draw(st.lists(st.booleans(), min_size=len(picks), max_size=len(picks)))
+    return [pool[k].upper() if u else pool[k] for k, u in zip(picks, upper, strict=True)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    texts=corpora(),
+    chunk=st.sampled_from([1, 7, 64, 8 << 20]),
+    workers=st.sampled_from([1, 2, 3]),
+    config=st.sampled_from([None, {"bits": 128}, {"features": "shingles", "ngram": 2}]),
+    long_chars=st.sampled_from([3, 1 << 22]),
+)
+def test_stage_exact_fingerprint_equals_the_two_stages(texts, chunk, workers, config, long_chars):
+    F = importlib.import_module("neardup.fingerprint")
+    fp = D.DedupConfig(fingerprinter=config).make_fingerprinter()
+    saved = D.EXACT_CHUNK_BYTES, D.EXACT_NUMBA_MIN_CHARS, F.CHUNK_CHARS
+    D.EXACT_CHUNK_BYTES, D.EXACT_NUMBA_MIN_CHARS = chunk, 0
+    F.CHUNK_CHARS = long_chars  # longer texts: left to fingerprint_batch
+    try:
+        timings: dict[str, float] = {}
+        first, fps_u, empty_u = D.stage_exact_fingerprint(texts, fp, workers, timings)
+        ref_first = D.stage_exact(texts, workers)
+        unique = np.flatnonzero(ref_first == np.arange(len(texts)))
+        ref_fps, ref_empty = D.stage_fingerprint(fp, [texts[i] for i in unique.tolist()], 1)
+    finally:
+        D.EXACT_CHUNK_BYTES, D.EXACT_NUMBA_MIN_CHARS, F.CHUNK_CHARS = saved
+    assert first.dtype == np.int64 and np.array_equal(first, ref_first)
+    assert fps_u.dtype == np.uint64 and fps_u.shape == ref_fps.shape
+    assert np.array_equal(fps_u, ref_fps)
+    assert np.array_equal(empty_u, ref_empty)
+    assert set(timings) == {"exact", "fingerprint"}
+
+
+def test_stage_exact_fingerprint_small_input_and_reference_fingerprinter(monkeypatch):
+    texts = ["The  cat sat", "the cat sat", "Über alles", "über alles", "", "a dog"]
+    fp = D.DedupConfig().make_fingerprinter()
+    ref_first = D.stage_exact(texts)
+    unique = np.flatnonzero(ref_first == np.arange(len(texts)))
+    ref_fps, ref_empty = D.stage_fingerprint(fp, [texts[i] for i in unique.tolist()])
+    for small in (0, 1 << 20):  # fused pass, the two stages
+        monkeypatch.setattr(D, "EXACT_NUMBA_MIN_CHARS", small)
+        first, fps_u, empty_u = D.stage_exact_fingerprint(texts, fp, 2)
+        assert first.tolist() == [0, 0, 2, 2, 4, 5]
+        assert np.array_equal(fps_u, ref_fps) and np.array_equal(empty_u, ref_empty)
+    monkeypatch.setattr(D, "EXACT_NUMBA_MIN_CHARS", 0)
+    md5 = D.DedupConfig(fingerprinter={**fp.config(), "hash": "md5"}).make_fingerprinter()
+    first, fps_u, _ = D.stage_exact_fingerprint(texts, md5, 2)  # no kernel path: two stages
+    assert np.array_equal(fps_u, md5.fingerprint_many([texts[i] for i in unique.tolist()]))
+    assert D.stage_exact_fingerprint([], fp)[0].shape == (0,)
+
+
+@settings(max_examples=100, deadline=None)
+@given(texts=st.lists(st.text(alphabet=st.characters(max_codepoint=127), max_size=30), max_size=20))
+def test_lower_ascii_clean_serial_equals_parallel(texts):
+    from neardup.pipeline.tokens import lower_ascii_clean, lower_ascii_clean_serial
+
+    data = "".join(texts).encode("ascii")
+    lens = np.fromiter(map(len, texts), np.int64, len(texts))
+    a = lower_ascii_clean(data, lens, workers=2)
+    b = lower_ascii_clean_serial(data, lens, out=np.empty(3, np.uint8))
+    for x, y in zip(a, b, strict=True):
+        assert np.array_equal(x, y)
+    assert b[0].tobytes() == data.lower()

@@ -388,3 +388,57 @@ def test_content_hash_golden():
 def test_public_names():
     assert neardup.Fingerprinter is Fingerprinter
     assert neardup.content_hash is content_hash
+
+
+# ------------------------------------------------------------------ fingerprint_lowered_ascii
+ASCII_PIECES = st.sampled_from(
+    [*"aZ09 .,!'-_\t\n\r\x00\x7f~@#/", "  ", "The", "QUICK", "fox", "www.", "don't", "x" * 50]
+)
+ASCII_TEXTS = st.lists(st.lists(ASCII_PIECES, max_size=30).map("".join), max_size=25)
+LOWERED_CONFIGS = [
+    k for k in CONFIGS if k not in ("md5", "keywords")
+]  # the configurations with a kernel path
+
+
+NO_KERNELS = pytest.mark.skipif(
+    F._FORCE_REFERENCE, reason="NEARDUP_FORCE_REFERENCE: no kernel path"
+)
+
+
+@NO_KERNELS
+@pytest.mark.parametrize("name", LOWERED_CONFIGS)
+@given(texts=ASCII_TEXTS)
+def test_fingerprint_lowered_ascii_equals_fingerprint_batch(name, texts):
+    fp = Fingerprinter(**CONFIGS[name])
+    assert fp.lowered_ascii_ok()
+    ref = fp.fingerprint_batch(texts)
+    data = "\x01".join(texts).lower().encode("ascii")  # any separator: spans are exact
+    lens = np.fromiter(map(len, texts), np.int64, len(texts))
+    ends = np.cumsum(lens + 1) - 1
+    starts = ends - lens
+    fps = np.zeros((len(texts), fp.bits // 64), np.uint64)
+    nfeat = np.zeros(len(texts), np.int64)
+    fp.fingerprint_lowered_ascii(np.frombuffer(data, np.uint8), starts, ends, fps, nfeat)
+    got = fps[:, 0] if fp.bits == 64 else fps
+    assert np.array_equal(got, ref.fingerprints)
+    assert np.array_equal(nfeat == 0, ref.empty)
+    assert np.array_equal(nfeat, ref.n_features)
+
+
+@NO_KERNELS
+def test_fingerprint_lowered_ascii_subset_of_rows_and_unsupported_configs():
+    fp = Fingerprinter()
+    texts = ["The cat sat", "", "a dog barks at the moon", "!!"]
+    data = np.frombuffer("".join(texts).lower().encode("ascii"), np.uint8)
+    lens = np.array([len(t) for t in texts], np.int64)
+    starts = np.cumsum(lens) - lens
+    sel = np.array([2, 0])
+    fps = np.zeros((2, 1), np.uint64)
+    nfeat = np.zeros(2, np.int64)
+    fp.fingerprint_lowered_ascii(data, starts[sel], starts[sel] + lens[sel], fps, nfeat)
+    assert fps[:, 0].tolist() == fp.fingerprint_many([texts[2], texts[0]]).tolist()
+    for kw in (CONFIGS["md5"], CONFIGS["keywords"], dict(features=str.split)):
+        other = Fingerprinter(**kw)
+        assert not other.lowered_ascii_ok()
+        with pytest.raises(ConfigError):
+            other.fingerprint_lowered_ascii(data, starts, starts + lens, fps, nfeat)

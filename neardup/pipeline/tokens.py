@@ -26,6 +26,7 @@ __all__ = [
     "encode_texts",
     "encode_texts_reference",
     "lower_ascii_clean",
+    "lower_ascii_clean_serial",
     "token_bytes",
     "token_hash_reference",
     "token_hashes",
@@ -760,4 +761,43 @@ def lower_ascii_clean(
         _lower_clean_kernel(np.frombuffer(data, np.uint8), starts, ends, out, clean)
     finally:
         numba.set_num_threads(prev)
+    return out, starts, clean
+
+
+@numba.njit(cache=True, nogil=True)
+def _lower_clean_serial_kernel(
+    buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, out: np.ndarray, clean: np.ndarray
+) -> None:  # pragma: no cover - numba
+    # _lower_clean_kernel on one thread, without the GIL; per document over slices (indices
+    # from 0: no wraparound checks) with uint8 arithmetic and no loop-carried "previous byte
+    # was a space" (it reads b[i - 1]), so that both loops vectorise (~2x faster)
+    for d in range(starts.shape[0]):
+        b = buf[starts[d] : ends[d]]
+        o = out[starts[d] : ends[d]]
+        m = b.shape[0]
+        bad = np.uint8(0)
+        for i in range(m):
+            y = b[i]
+            upper = np.uint8(np.uint8(y - np.uint8(65)) < np.uint8(26))  # A-Z
+            o[i] = y + (upper << np.uint8(5))
+            bad |= np.uint8(np.uint8(y - np.uint8(32)) > np.uint8(94))  # < 32 or > 126
+        for i in range(1, m):
+            bad |= np.uint8(b[i] == 32) & np.uint8(b[i - 1] == 32)
+        clean[d] = bad == 0 and (m == 0 or (b[0] != 32 and b[m - 1] != 32))
+
+
+def lower_ascii_clean_serial(
+    data: bytes | np.ndarray, lens: np.ndarray, *, out: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`lower_ascii_clean` on the calling thread, releasing the GIL (for callers that
+    run many chunks on their own threads); the same results (tested)."""
+    lens = np.asarray(lens, np.int64)
+    ends = np.cumsum(lens)
+    starts = ends - lens
+    buf = np.frombuffer(data, np.uint8) if not isinstance(data, np.ndarray) else data
+    if out is None or out.size < buf.size:
+        out = np.empty(buf.size, np.uint8)
+    out = out[: buf.size]
+    clean = np.empty(lens.size, np.bool_)
+    _lower_clean_serial_kernel(buf, starts, ends, out, clean)
     return out, starts, clean

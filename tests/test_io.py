@@ -600,3 +600,31 @@ def test_parquet_fast_rows_equal_reference(tmp_path, monkeypatch, id_field):
             return c.ids, c.texts, c.skipped, c.errors, c.sources[0].table.to_pylist()
 
     assert state(False) == state(True)
+
+
+_BUFFER_EDGES = [
+    b"",
+    b"\xef\xbb",
+    b"\xef\xbb\xbf",
+    b"\xef\xbb\xbf\n",
+    b'\xef\xbb\xbf{"text": "bom, no newline"}',
+    b"\n\n\n",
+    b'{"text": "a"}\r\n{"text": "b"}\r\r\n{"text": "c"}',
+    b'{"text": "' + b"long " * 300 + b'"}\r\n{"text": "x", "id": 7}\n{"text": "y"}',
+    b'{"text": "caf\xc3\xa9"}\n{"text": "\xff"}\n{"text": broken\n{"text": "' + b"z" * 100 + b'"}',
+    b'{"id": "d", "text": "1"}\n{"id": "d", "text": "2"}\n\n   \n{"text": "last"}\n',
+]
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 5, 16, 1 << 24])
+@pytest.mark.parametrize("data", _BUFFER_EDGES)
+def test_jsonl_buffer_reader_edges_equal_reference(tmp_path, monkeypatch, block, data):
+    """The reused-buffer JSONL reader: lines across refills and growths, a BOM cut by the
+    buffer, \\r\\n and \\r\\r\\n, a last line without a newline, bad lines, duplicate ids."""
+    monkeypatch.setattr(jsonl_mod, "BLOCK", block)
+    p = tmp_path / "e.jsonl"
+    p.write_bytes(data)
+    for on_error in ("fail", "skip"):
+        fast = _read_state(p, monkeypatch, reference=False, on_error=on_error)
+        ref = _read_state(p, monkeypatch, reference=True, on_error=on_error)
+        assert fast == ref

@@ -2,11 +2,14 @@
 
 Reading (:func:`read_lines`)
 ----------------------------
-The file is read in blocks of ``BLOCK`` bytes cut at the last newline, split on ``\\n``, and
-each line is parsed with :func:`orjson.loads` straight from bytes. Only what the pipeline needs
-is kept: the text, the id, the 1-based line number and the byte span ``[start, end)`` of the
-record in the file (end excludes the line terminator, ``\\r\\n`` or ``\\n``). No record dict
-outlives its line.
+JSONL: the file is read into one reused buffer of ``BLOCK`` bytes (grown for a longer line),
+cut after its last newline, and each line is parsed with :func:`orjson.loads` from a
+memoryview of the buffer (no ``bytes`` object per line, no fresh memory per block); the
+unfinished line is moved to the front and the buffer refilled behind it. ``lines`` files are
+read in blocks of ``BLOCK`` bytes cut at the last newline and split on ``\\n``. Only what the
+pipeline needs is kept: the text, the id, the 1-based line number and the byte span ``[start,
+end)`` of the record in the file (end excludes the line terminator, ``\\r\\n`` or ``\\n``). No
+record dict outlives its line.
 
 Every line orjson does not take on the fast path (malformed JSON, not UTF-8, blank lines,
 lone-surrogate escapes, ``NaN``, integers beyond 64 bits, non-string ids) is handed to the
@@ -31,6 +34,7 @@ encodings decode each kept line and re-encode it.
 
 from __future__ import annotations
 
+import array
 import codecs
 import json
 import os
@@ -122,6 +126,9 @@ def read_lines(r: _Reader, src: Source, real: str, shown: str, lines_mode: bool)
     if not is_utf8(r.encoding) or os.environ.get("NEARDUP_IO_REFERENCE"):
         read_lines_reference(r, src, real, shown, lines_mode)
         return
+    if not lines_mode:
+        _read_jsonl(r, src, real, shown)
+        return
     spans = _Spans()
     with open(real, "rb") as fh:
         lineno = 1
@@ -131,10 +138,7 @@ def read_lines(r: _Reader, src: Source, real: str, shown: str, lines_mode: bool)
             parts = body.split(b"\n")
             if body.endswith(b"\n"):
                 parts.pop()
-            if lines_mode:
-                ok = _lines_block(r, parts, shown, lineno)
-            else:
-                ok = _jsonl_block(r, parts, shown, lineno, body.endswith(b"\n"))
+            ok = _lines_block(r, parts, shown, lineno)
             if ok:
                 okj = np.asarray(ok, np.int64)
                 lens = np.fromiter(map(len, parts), np.int64, count=len(parts))
@@ -151,17 +155,70 @@ def read_lines(r: _Reader, src: Source, real: str, shown: str, lines_mode: bool)
     spans.finish(src)
 
 
-def _jsonl_block(
-    r: _Reader, parts: list[bytes], shown: str, lineno0: int, ends_with_newline: bool
-) -> list[int]:
-    """Parse one block's lines; returns the indices (into ``parts``) of accepted records.
+def _read_jsonl(r: _Reader, src: Source, real: str, shown: str) -> None:
+    """JSONL: the file is read into one reused buffer (``BLOCK`` bytes, grown for a longer
+    line), cut after its last newline; each line is parsed from a memoryview of the buffer
+    (no per-line ``bytes`` copies, no fresh block allocations), the rest moved to the front.
+    Lines, spans and errors are exactly those of the block reader before it (the same per-line
+    decisions: :func:`_jsonl_lines`)."""
+    buf = bytearray(max(int(BLOCK), 1))
+    mv = memoryview(buf)
+    starts: array.array[int] = array.array("q")
+    ends: array.array[int] = array.array("q")
+    fill = 0  # bytes of an unfinished line at the front of buf
+    offset = 0  # file offset of buf[0]
+    lineno = 1
+    with open(real, "rb", buffering=0) as fh:
+        while True:
+            if fill == len(buf):  # one line longer than the buffer: grow it
+                grown = bytearray(2 * len(buf))
+                grown[:fill] = buf
+                buf, mv = grown, memoryview(grown)
+            got = fh.readinto(mv[fill:])
+            if not got:
+                if fill:  # the last line, without a newline
+                    skip = 3 if offset == 0 and buf.startswith(_BOM, 0, fill) else 0
+                    lineno = _jsonl_lines(
+                        r, buf, mv, skip, fill, offset, shown, lineno, starts, ends
+                    )
+                break
+            end = fill + got
+            cut = buf.rfind(b"\n", 0, end) + 1
+            if cut == 0:
+                fill = end
+                continue
+            skip = 3 if offset == 0 and buf.startswith(_BOM, 0, cut) else 0
+            lineno = _jsonl_lines(r, buf, mv, skip, cut, offset, shown, lineno, starts, ends)
+            fill = end - cut
+            if fill:
+                buf[:fill] = bytes(mv[cut:end])
+            offset += cut
+    src.starts = np.frombuffer(starts, np.int64).copy() if starts else np.zeros(0, np.int64)
+    src.ends = np.frombuffer(ends, np.int64).copy() if ends else np.zeros(0, np.int64)
 
-    Lines the fast path does not take go to the standard library with their ``\\n`` (as the
-    reference reads them), so error columns are the reference's too.
-    """
-    last_open = len(parts) - 1 if not ends_with_newline else -1
+
+def _jsonl_lines(
+    r: _Reader,
+    buf: bytearray,
+    mv: memoryview,
+    lo: int,
+    hi: int,
+    offset: int,
+    shown: str,
+    lineno: int,
+    starts: array.array[int],
+    ends: array.array[int],
+) -> int:
+    """Parse the lines of ``buf[lo:hi]`` (``hi`` just after a newline, or the end of the file:
+    then ``buf[lo:hi]`` is one line without a newline); append accepted records' spans (file offsets, ``\r``
+    excluded) to ``starts`` / ``ends``. Returns the next line number.
+
+    Each line is parsed by orjson from a memoryview; lines the fast path does not take go to
+    the standard library with their ``\n`` (as the reference reads them), so error columns
+    are the reference's too."""
     loads = orjson.loads
     decode_error = orjson.JSONDecodeError
+    find = buf.find
     tf = r.text_field
     idf = r.id_field
     idkey = "id" if idf is None else idf
@@ -169,17 +226,19 @@ def _jsonl_block(
     ids = r.c.ids
     texts = r.c.texts
     line_of = r.line_of
-    ok: list[int] = []
     pos = len(texts)
-    for j, raw in enumerate(parts):
+    a = lo
+    while a < hi:
+        nl = find(b"\n", a, hi)
+        last_open = nl < 0
+        if last_open:  # only when the block does not end with a newline
+            nl = hi
+        raw = mv[a:nl]
+        accepted = False
         try:
             obj = loads(raw)
         except decode_error:
-            full = raw if j == last_open else raw + b"\n"
-            if _slow_line(r, full, shown, lineno0 + j, False):
-                ok.append(j)
-            pos = len(texts)
-            continue
+            obj = _FAILED
         if type(obj) is dict:
             text = obj.get(tf)
             if type(text) is str:
@@ -190,23 +249,32 @@ def _jsonl_block(
                 elif type(v) is int:
                     doc_id = str(v)
                 elif v is None and idf is None:
-                    doc_id = f"{shown}:{lineno0 + j}"
+                    doc_id = f"{shown}:{lineno}"
                 else:
                     doc_id = None  # floats (big ints), bools, "", containers: the general path
                 if doc_id is not None and doc_id not in seen:
                     seen[doc_id] = pos
                     ids.append(doc_id)
                     texts.append(text)
-                    line_of.append(lineno0 + j)
-                    ok.append(j)
+                    line_of.append(lineno)
                     pos += 1
-                    continue
-        # anything unusual: the standard library decides (exact reference semantics)
-        full = raw if j == last_open else raw + b"\n"
-        if _slow_line(r, full, shown, lineno0 + j, False):
-            ok.append(j)
-        pos = len(texts)
-    return ok
+                    accepted = True
+        if not accepted:  # anything unusual: the standard library decides (reference semantics)
+            full = bytes(raw) if last_open else bytes(mv[a : nl + 1])
+            accepted = _slow_line(r, full, shown, lineno, False)
+            pos = len(texts)
+        if accepted:
+            e = nl
+            while e > a and buf[e - 1] == 13:  # what rstrip("\r\n") removes
+                e -= 1
+            starts.append(offset + a)
+            ends.append(offset + e)
+        lineno += 1
+        a = nl + 1
+    return lineno
+
+
+_FAILED = object()  # orjson could not parse the line
 
 
 def _lines_block(r: _Reader, parts: list[bytes], shown: str, lineno0: int) -> list[int]:

@@ -578,9 +578,13 @@ class Deduplicator:
             "groups": 0,
             "group_docs": 0,
             "storage_errors": 0,
+            "inline_groups": 0,  # groups decided in the caller's thread (submit(inline=True))
         }
         self._last_expire = 0.0
         self._stopping = False
+        self._writer_busy = False  # the writer thread is deciding a group or housekeeping
+        self._inline_busy = False  # a caller is deciding its documents (submit(inline=True))
+        self._duties_due = False  # an inline group filled the memtable: the writer flushes
         self._compactor: threading.Thread | None = None
         self._compacting = False  # compact() is merging in the caller's thread
         self._last_bulk = -math.inf  # monotonic time of the last bulk_load
@@ -649,11 +653,23 @@ class Deduplicator:
         out = fut.result()
         return out[0] if single else out
 
-    def submit(self, kind: str, docs: Any) -> tuple[Future[list[Decision]], bool]:
+    def submit(
+        self, kind: str, docs: Any, *, inline: bool = False
+    ) -> tuple[Future[list[Decision]], bool]:
         """Validate and fingerprint ``docs`` in the calling thread and queue them for the writer
         without waiting: the non-blocking form of :meth:`check` / :meth:`add` /
         :meth:`check_and_add` (``kind`` names one of them), for event loops
         (``await asyncio.wrap_future(future)``).
+
+        Parameters
+        ----------
+        inline : bool, default=False
+            When the writer is idle (nothing queued, no group being decided), decide the
+            documents in the calling thread instead of handing them to the writer thread: the
+            same decisions in the same order (callers take turns with the writer thread), minus
+            a thread wake-up and the interpreter lock passing between two threads. The future
+            still resolves only once the log's fsync covers the documents (on the syncer
+            thread). For small requests on an event loop; a large batch would hold the caller.
 
         Returns
         -------
@@ -664,12 +680,14 @@ class Deduplicator:
         if kind not in ("check", "add", "check_and_add"):
             raise InputError(f"kind must be 'check', 'add' or 'check_and_add', got {kind!r}")
         items, single = self._as_list(docs)
-        return self.submit_prepared(kind, self._prepare(items)), single
+        return self.submit_prepared(kind, self._prepare(items), inline=inline), single
 
-    def submit_prepared(self, kind: str, docs: _Docs) -> Future[list[Decision]]:
+    def submit_prepared(
+        self, kind: str, docs: _Docs, *, inline: bool = False
+    ) -> Future[list[Decision]]:
         """Queue a batch that a :class:`DocumentPreparer` built with this deduplicator's
         fingerprinter has already validated and fingerprinted (in another thread or process);
-        the future resolves as :meth:`submit`'s does."""
+        the future resolves as :meth:`submit`'s does (``inline`` as there)."""
         if kind not in ("check", "add", "check_and_add"):
             raise InputError(f"kind must be 'check', 'add' or 'check_and_add', got {kind!r}")
         op = _Op(kind, docs)
@@ -679,8 +697,34 @@ class Deduplicator:
         with self._cv:
             if self._closed:
                 raise IndexStateError("this Deduplicator is closed; open a new one")
-            self._queue.append(op)
-            self._cv.notify()
+            if not (
+                inline
+                and not self._queue
+                and not self._writer_busy
+                and not self._inline_busy
+                and not self._stopping
+                and self.commit_interval == 0
+            ):
+                self._queue.append(op)
+                self._cv.notify()
+                return op.future
+            # the writer is idle: decide here; the writer thread waits for this turn to end
+            self._inline_busy = True
+        try:
+            self._dispatch([op])
+        except Exception as exc:  # as in the writer thread: fail what was in flight
+            log.exception("writer: unexpected error")
+            if not op.future.done():
+                op.future.set_exception(exc)
+        finally:
+            st = self.store
+            flush_due = st.frozen is None and len(st.memtable) >= st.memtable_size
+            with self._cv:
+                self._inline_busy = False
+                self._counters["inline_groups"] += 1
+                self._duties_due = self._duties_due or flush_due
+                if self._queue or self._duties_due:
+                    self._cv.notify()  # queued meanwhile, or the memtable is full: the writer
         return op.future
 
     @overload
@@ -854,13 +898,24 @@ class Deduplicator:
 
     # ------------------------------------------------------------------ writer
     def _take(self) -> list[_Op]:
+        """The next group (or [] for a round of housekeeping only), once no caller is deciding
+        inline; from then until :meth:`_run` clears ``_writer_busy`` nobody decides inline."""
         with self._cv:
-            while not self._queue:
+            while self._inline_busy or not self._queue:
+                if self._inline_busy:
+                    self._cv.wait()  # the caller notifies when its turn ends
+                    continue
+                if self._duties_due:
+                    self._duties_due = False
+                    self._writer_busy = True
+                    return []
                 timeout = 1.0 if self.retention is not None else None
                 if self.store.frozen is not None:  # come back to install the finished flush
                     timeout = 0.05
-                if not self._cv.wait(timeout):
+                if not self._cv.wait(timeout) and not self._inline_busy:
+                    self._writer_busy = True
                     return []
+            self._writer_busy = True
             first = self._queue[0]
             if first.kind not in ("check", "add", "check_and_add", "delete"):
                 return [self._queue.pop(0)]
@@ -887,27 +942,37 @@ class Deduplicator:
         while True:
             group = self._take()
             try:
-                if group and group[0].kind == "stop":
-                    self._shutdown(group[0])
-                    return
-                if group:
-                    self._dispatch(group)
-                if self.retention is not None:
-                    now = self.clock()
-                    if now - self._last_expire >= 1.0:
-                        self._last_expire = now
-                        self._sync_barrier()
-                        self.store.expire(now - self.retention)
-                st = self.store
-                if st.frozen is None and len(st.memtable) >= st.memtable_size:
-                    self._sync_barrier()  # a flush starts a new log: this one fully synced
-                st.maybe_flush(self._cutoff())
-                self._maybe_compact()
-            except Exception as exc:  # never let the writer die; fail what was in flight
-                log.exception("writer: unexpected error")
-                for op in group:
-                    if not op.future.done():
-                        op.future.set_exception(exc)
+                self._run_group(group)
+            finally:
+                with self._cv:
+                    self._writer_busy = False
+            if group and group[0].kind == "stop":
+                return
+
+    def _run_group(self, group: list[_Op]) -> None:
+        """Decide ``group`` (from :meth:`_take`), then the writer's housekeeping."""
+        try:
+            if group and group[0].kind == "stop":
+                self._shutdown(group[0])
+                return
+            if group:
+                self._dispatch(group)
+            if self.retention is not None:
+                now = self.clock()
+                if now - self._last_expire >= 1.0:
+                    self._last_expire = now
+                    self._sync_barrier()
+                    self.store.expire(now - self.retention)
+            st = self.store
+            if st.frozen is None and len(st.memtable) >= st.memtable_size:
+                self._sync_barrier()  # a flush starts a new log: this one fully synced
+            st.maybe_flush(self._cutoff())
+            self._maybe_compact()
+        except Exception as exc:  # never let the writer die; fail what was in flight
+            log.exception("writer: unexpected error")
+            for op in group:
+                if not op.future.done():
+                    op.future.set_exception(exc)
 
     def _cutoff(self) -> float | None:
         return None if self.retention is None else self.clock() - self.retention

@@ -500,3 +500,101 @@ def test_failed_fsync_refuses_every_group_in_flight_and_takes_them_back(tmp_path
         d.delete("seed")
     with _dd(tmp_path) as d2:
         assert "a" in d2 and "b" not in d2 and "seed" not in d2 and len(d2) == 1
+
+
+# -- submit(inline=True): the caller decides when the writer is idle ---------------------------
+def _summary(decs: list[Decision]) -> list[tuple[str, bool, bool, tuple[str, ...]]]:
+    return [(x.id, x.duplicate, x.added, tuple(m.id for m in x.matches)) for x in decs]
+
+
+@pytest.mark.parametrize("durable", [False, True])
+def test_inline_decisions_equal_writer_thread_decisions(tmp_path, durable):
+    """One document at a time, inline and through the writer thread: the same decisions, and
+    the inline ones were really decided in the caller's thread."""
+    docs = []
+    for i in range(60):
+        docs.append({"id": f"x{i}", "text": _text(500 + i % 23)})  # repeats every 23
+        docs.append({"id": f"y{i}", "text": _text(900 + i) + " ."})
+    out = {}
+    for inline in (False, True):
+        path = tmp_path / f"inline-{inline}" if durable else None
+        with _dd(path) as d:
+            decs = [d.submit("check_and_add", doc, inline=inline)[0].result()[0] for doc in docs]
+            out[inline] = _summary(decs)
+            inline_groups = d.stats()["inline_groups"]
+        assert inline_groups == (len(docs) if inline else 0)
+    assert out[True] == out[False]
+    assert sum(dup for _, dup, _, _ in out[True]) == 60 - 23
+
+
+def test_inline_waits_for_the_group_the_writer_is_deciding(tmp_path):
+    """A document submitted inline while the writer thread decides an earlier group is queued
+    behind it (never decided beside it): it sees the earlier document as a duplicate."""
+    with _dd(tmp_path) as d:
+        entered, release = threading.Event(), threading.Event()
+        decide = d._decide
+
+        def slow_decide(group):
+            if any(op.docs is not None and op.docs.ids[0] == "first" for op in group):
+                entered.set()
+                assert release.wait(10)
+            return decide(group)
+
+        d._decide = slow_decide
+        first, _ = d.submit("check_and_add", {"id": "first", "text": _text(7)})
+        assert entered.wait(10)
+        second, _ = d.submit("check_and_add", {"id": "second", "text": _text(7)}, inline=True)
+        assert not second.done()  # queued: the writer is busy with "first"
+        release.set()
+        a, b = first.result(10)[0], second.result(10)[0]
+        assert a.added and not b.added and b.duplicate and b.matches[0].id == "first"
+        assert d.stats()["inline_groups"] == 0
+
+
+def test_inline_and_writer_thread_take_turns_under_concurrency(tmp_path):
+    """Eight threads, half inline, half through the writer, sending both sides of 600 pairs:
+    exactly one of each pair is kept, and the other names it."""
+    n = 600
+    with _dd(tmp_path) as d:
+        barrier = threading.Barrier(8)
+
+        def worker(k: int) -> list[tuple[int, Decision]]:
+            barrier.wait()
+            out = []
+            for i in range(k % 4, n, 4):
+                side = "a" if k < 4 else "b"
+                doc = {
+                    "id": f"{side}{i}",
+                    "text": _text(20_000 + i) + (" ." if side == "b" else ""),
+                }
+                fut, _ = d.submit("check_and_add", doc, inline=k % 2 == 0)
+                out.append((i, fut.result(30)[0]))
+            return out
+
+        with ThreadPoolExecutor(8) as ex:
+            results = [r for f in [ex.submit(worker, k) for k in range(8)] for r in f.result()]
+        by_pair: dict[int, list[Decision]] = {}
+        for i, dec in results:
+            by_pair.setdefault(i, []).append(dec)
+        assert len(by_pair) == n
+        for decs in by_pair.values():
+            assert sum(x.added for x in decs) == 1
+            loser = next(x for x in decs if not x.added)
+            winner = next(x for x in decs if x.added)
+            assert loser.duplicate and loser.matches[0].id == winner.id
+        assert len(d) == n
+        st = d.stats()
+        assert 0 < st["inline_groups"] < st["groups"]
+
+
+def test_inline_group_that_fills_the_memtable_hands_the_flush_to_the_writer(tmp_path):
+    with _dd(tmp_path, memtable_size=50) as d:
+        for i in range(120):
+            d.submit("check_and_add", {"id": f"m{i}", "text": _text(3000 + i)}, inline=True)[
+                0
+            ].result(10)
+        deadline = time.monotonic() + 10
+        while d.stats()["flushes"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert d.stats()["flushes"] >= 1
+        assert len(d) == 120

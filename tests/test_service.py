@@ -599,7 +599,8 @@ def test_batcher_merges_requests_of_one_loop_iteration() -> None:
 
     calls: list[list[str]] = []
 
-    def submit(method: str, docs: list[dict[str, Any]]) -> tuple[Any, bool]:
+    def submit(method: str, docs: list[dict[str, Any]], *, inline: bool) -> tuple[Any, bool]:
+        assert inline  # the loop decides small batches itself when the writer is idle
         ids = [d["id"] for d in docs]
         calls.append(ids)
         if len(set(ids)) < len(ids):
@@ -730,7 +731,7 @@ def test_batcher_skips_cancelled_requests() -> None:
     from neardup.errors import InputError
     from neardup.service.documents import _Batcher
 
-    def submit(method: str, docs: list[dict[str, Any]]) -> tuple[Any, bool]:
+    def submit(method: str, docs: list[dict[str, Any]], *, inline: bool) -> tuple[Any, bool]:
         if len(docs) > 1 or docs[0]["id"] == "bad":
             raise InputError("refused")
         return _FakeFuture(docs), False

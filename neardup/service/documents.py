@@ -78,6 +78,10 @@ def _own_method(cls: type, method: str) -> bool:
 class _Batcher:
     """Submit small requests that arrive in the same event-loop iteration as one batch.
 
+    The batch is submitted with ``inline=True``: when the writer thread is idle, the event loop
+    decides it itself (see :meth:`neardup.online.Deduplicator.submit`), which spares a thread
+    wake-up and the interpreter lock's trip between two threads per request.
+
     Requests for the same store and operation whose handlers run before the loop's next
     iteration (typically several single documents read from different connections in one
     wake-up, which is what happens whenever the server falls behind) are validated,
@@ -115,7 +119,7 @@ class _Batcher:
             if len(items) > 1:
                 merged = [d for docs, _ in items for d in docs]
                 try:
-                    future, _single = submit(method, merged)
+                    future, _single = submit(method, merged, inline=True)
                 except Exception:  # e.g. an id repeated across requests: one by one below
                     pass
                 else:
@@ -123,7 +127,7 @@ class _Batcher:
                     continue
             for docs, fut in items:
                 try:
-                    future, _single = submit(method, docs)
+                    future, _single = submit(method, docs, inline=True)
                 except Exception as exc:
                     if not fut.done():  # a cancelled request (shutdown) needs no answer
                         fut.set_exception(exc)

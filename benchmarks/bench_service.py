@@ -94,14 +94,53 @@ def loadgen(url: str, *args: str, timeout: float) -> dict[str, Any]:
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (the server and its writer processes; Linux /proc)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{p}/task/{tid}/children", encoding="ascii") as f:
+                    todo.extend(int(x) for x in f.read().split())
+            except (OSError, ValueError):
+                pass
+    return out
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (0 where /proc is unavailable)."""
+    """User + system CPU seconds so far of process ``pid`` and its live descendants (0 where
+    /proc is unavailable)."""
+    total = 0.0
+    for p in process_tree(pid):
+        try:
+            with open(f"/proc/{p}/stat", encoding="ascii") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def _status_kib(pid: int, key: str) -> int:
     try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith(key):
+                    return int(line.split()[1])
     except (OSError, ValueError, IndexError):
-        return 0.0
+        pass
+    return 0
+
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of the server and its writer processes."""
+    return sum(_status_kib(p, "VmRSS:") for p in process_tree(pid)) * 1024
 
 
 def stage_histograms(url: str) -> dict[str, tuple[list[tuple[float, float]], float]]:
@@ -166,14 +205,8 @@ def settle(url: str, timeout: float) -> float:
 
 
 def peak_rss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    """Sum of each process's peak resident bytes (server and writer processes)."""
+    return sum(_status_kib(p, "VmHWM:") for p in process_tree(pid)) * 1024
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,6 +233,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latency-duration", type=float, default=10.0)
     p.add_argument("--words", type=int, default=40, help="words per generated document")
     p.add_argument("--no-verify", action="store_true", help="serve with --no-verify")
+    p.add_argument(
+        "--serve-arg",
+        action="append",
+        default=[],
+        help="extra `neardup serve` flag (repeatable), e.g. --serve-arg=--writer-thread",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "service.json")
     args = p.parse_args(argv)
 
@@ -225,13 +264,15 @@ def main(argv: list[str] | None = None) -> int:
         serve_args = ["--retention", "48h", "--max-batch", str(max(10_000, args.batch))]
         if args.no_verify:
             serve_args.append("--no-verify")
+        serve_args += args.serve_arg
         srv = ServerProcess(data, args=serve_args)
         t_start = srv.start(timeout=600)
         print(
-            f"server up in {t_start:.1f} s (RSS {srv.rss_bytes() / 2**20:.0f} MiB)", file=sys.stderr
+            f"server up in {t_start:.1f} s (RSS {tree_rss(srv.proc.pid if srv.proc else 0) / 2**20:.0f} MiB)",
+            file=sys.stderr,
         )
         result["start_to_serving_s"] = t_start
-        result["rss_after_start_bytes"] = srv.rss_bytes()
+        result["rss_after_start_bytes"] = tree_rss(srv.proc.pid if srv.proc else 0)
 
         result["load_average_before"] = os.getloadavg()
         pid = srv.proc.pid if srv.proc else 0
@@ -261,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         result["latency"]["server_cpu_s"] = cpu_seconds(pid) - cpu0
         result["latency"]["server_stages"] = stage_summary(stages0, stage_histograms(srv.url))
         result["load_average_after"] = os.getloadavg()
-        result["rss_after_load_bytes"] = srv.rss_bytes()
+        result["rss_after_load_bytes"] = tree_rss(srv.proc.pid if srv.proc else 0)
         result["rss_peak_bytes"] = peak_rss(srv.proc.pid) if srv.proc else 0
         import httpx
 
@@ -272,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         print("restart after SIGKILL ...", file=sys.stderr)
         srv.kill()
         result["restart_after_kill_s"] = srv.start(timeout=600)
-        result["rss_after_restart_bytes"] = srv.rss_bytes()
+        result["rss_after_restart_bytes"] = tree_rss(srv.proc.pid if srv.proc else 0)
         t0 = time.perf_counter()
         result["graceful_stop_rc"] = srv.stop(timeout=600)
         result["graceful_stop_s"] = time.perf_counter() - t0

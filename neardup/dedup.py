@@ -30,7 +30,6 @@ Examples
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -46,6 +45,7 @@ from .verify import TokenEncoder, Verifier
 __all__ = [
     "DedupConfig",
     "DedupResult",
+    "ExactFingerprintPass",
     "PairTable",
     "dedup",
     "stage_candidates",
@@ -339,87 +339,122 @@ def stage_exact_fingerprint(
         unique = np.flatnonzero(first == np.arange(len(texts)))
         fps_u, empty_u = stage_fingerprint(fingerprinter, [texts[i] for i in unique], workers)
 
-    (tested). Chunks of ASCII texts (``EXACT_CHUNK_BYTES``) are joined and encoded once; one
-    numba pass lower-cases them and checks their whitespace (:func:`content_hashes`), and the
-    same lowered bytes are fingerprinted
-    (:meth:`~neardup.fingerprint.Fingerprinter.fingerprint_lowered_ascii`) -- the fingerprint
-    stage's own join, ``lower`` and ``encode`` are gone. A text is fingerprinted here unless an
-    earlier text (in input order) of an already hashed chunk has the same content hash, i.e.
-    unless it is certainly not a first copy; first copies that were not fingerprinted here
-    (non-ASCII, longer than ``CHUNK_CHARS``) go through ``fingerprint_batch``. Fingerprints
-    depend only on the text, so which extra copies get fingerprinted never changes a result.
-    ``workers`` threads each run whole chunks (the kernels release the GIL).
-
-    ``timings`` (optional) receives ``exact`` and ``fingerprint``: the pass's wall time split
-    by the threads' time in the fingerprint kernel, plus the leftover ``fingerprint_batch``.
-    Falls back to the two stages for small inputs (below ``EXACT_NUMBA_MIN_CHARS``) and
-    fingerprinter settings that have no ASCII kernel path.
+    (tested). See :class:`ExactFingerprintPass`, which does the work (and can be fed the texts
+    while they are being read). ``timings`` (optional) receives ``exact`` and ``fingerprint``.
     """
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
+    p = ExactFingerprintPass(fingerprinter, workers)
+    try:
+        p.feed(texts)
+        return p.finish(texts, timings)
+    finally:
+        p.close()
 
-    import xxhash
 
-    from .fingerprint import CHUNK_CHARS, content_hash_many
-    from .pipeline.tokens import lower_ascii_clean_serial
+class ExactFingerprintPass:
+    """Exact content hashes and first-copy fingerprints, computed chunk by chunk as texts come.
 
-    n = len(texts)
-    t0 = time.perf_counter()
-    lens = np.fromiter(map(len, texts), np.int64, n)
-    if (
-        n == 0
-        or int(lens.sum()) < EXACT_NUMBA_MIN_CHARS
-        or not hasattr(fingerprinter, "lowered_ascii_ok")
-        or not fingerprinter.lowered_ascii_ok()
-    ):
-        first = stage_exact(texts, workers)
-        t1 = time.perf_counter()
-        unique = np.flatnonzero(first == np.arange(n))
-        fps_u, empty_u = stage_fingerprint(
-            fingerprinter, [texts[i] for i in unique.tolist()], workers
+    ``feed(texts)`` hands over the texts appended to ``texts`` since the last call (the list
+    may keep growing, e.g. while a reader fills it; positions never change); ``finish(texts)``
+    returns ``(first, fps_u, empty_u)`` exactly as :func:`stage_exact` +
+    :func:`stage_fingerprint` of the first copies give them; ``close()`` stops the threads
+    (always call it, e.g. when reading fails).
+
+    How: chunks of ASCII texts (``EXACT_CHUNK_BYTES``) are joined and encoded once; one nogil
+    numba pass lower-cases them and checks their whitespace (:func:`content_hashes`: the same
+    values as ``content_hash_many``), and the same lowered bytes are fingerprinted
+    (:meth:`~neardup.fingerprint.Fingerprinter.fingerprint_lowered_ascii`): the fingerprint
+    stage's own join, ``lower`` and ``encode`` are gone. ``workers`` threads run whole chunks
+    (the kernels release the GIL), so a reader that feeds as it goes overlaps with them. A text
+    is fingerprinted unless an earlier text (in input order) of an already hashed chunk has the
+    same content hash, i.e. unless it is certainly not a first copy; first copies that were not
+    fingerprinted here (non-ASCII, longer than ``CHUNK_CHARS``) go through
+    ``fingerprint_batch`` in ``finish``. Fingerprints depend only on the text, so which extra
+    copies get fingerprinted never changes a result.
+
+    Small inputs (below ``EXACT_NUMBA_MIN_CHARS`` characters, no chunk started) and
+    fingerprinter settings without an ASCII kernel path run the two stages instead.
+    """
+
+    def __init__(self, fingerprinter: Any, workers: int = 1) -> None:
+        import threading
+
+        self.fp = fingerprinter
+        self.workers = max(1, int(workers))
+        self.kernel = bool(
+            hasattr(fingerprinter, "lowered_ascii_ok") and fingerprinter.lowered_ascii_ok()
         )
-        if timings is not None:
-            timings["exact"] = round(t1 - t0, 4)
-            timings["fingerprint"] = round(time.perf_counter() - t1, 4)
-        return first, fps_u, empty_u
-    words = fingerprinter.bits // 64
-    hashes = np.empty((n, 2), np.uint64)
-    fps = np.zeros((n, words), np.uint64)
-    nfeat = np.zeros(n, np.int64)
-    done = np.zeros(n, np.bool_)
-    is_ascii = np.fromiter((t.isascii() for t in texts), np.bool_, n)
-    other = np.flatnonzero(~is_ascii)
-    if other.size:
-        hashes[other] = content_hash_many([texts[k] for k in other.tolist()], normalize=True)
-    idx = np.flatnonzero(is_ascii)
-    # chunks of ASCII texts: about EXACT_CHUNK_BYTES each (a longer text is a chunk of its own)
-    bounds = [0]
-    size = 0
-    for q, m in enumerate(lens[idx].tolist()):
-        size += m
-        if size >= EXACT_CHUNK_BYTES:
-            bounds.append(q + 1)
-            size = 0
-    if bounds[-1] != idx.size:
-        bounds.append(idx.size)
-    digest = xxhash.xxh3_128_digest
-    zero = b"\0" * 16
-    seen: dict[bytes, int] = {}  # content hash -> smallest position registered so far
-    lock = threading.Lock()
-    local = threading.local()
-    busy = [0.0, 0.0]  # thread seconds in all, in the fingerprint kernel
+        self.n = 0  # texts fed so far
+        self.t_first: float | None = None
+        self._lens: list[npt.NDArray[np.int64]] = []
+        self._ascii: list[npt.NDArray[np.bool_]] = []
+        self._pending: list[npt.NDArray[np.int64]] = []  # ASCII positions not in a chunk yet
+        self._pending_size = 0
+        self._futures: list[Any] = []
+        self._pool: Any = None
+        self._seen: dict[bytes, int] = {}  # content hash -> smallest position registered
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._busy = [0.0, 0.0]  # thread seconds in all, in the fingerprint kernel
 
-    def chunk(lo: int, hi: int) -> None:
+    # -- feeding
+    def feed(self, texts: Sequence[str]) -> None:
+        """Take ``texts[self.n:]`` (texts appended since the last call)."""
+        n = len(texts)
+        if n <= self.n:
+            return
+        if self.t_first is None:
+            self.t_first = time.perf_counter()
+        new = texts[self.n : n] if isinstance(texts, list) else [texts[k] for k in range(self.n, n)]
+        lens = np.fromiter(map(len, new), np.int64, len(new))
+        asc = np.fromiter((t.isascii() for t in new), np.bool_, len(new))
+        self._lens.append(lens)
+        self._ascii.append(asc)
+        if self.kernel:
+            pos = np.flatnonzero(asc) + self.n
+            sizes = np.cumsum(lens[asc])
+            start = 0  # cut where the pending chunk reaches EXACT_CHUNK_BYTES
+            while start < pos.size:
+                need = EXACT_CHUNK_BYTES - self._pending_size
+                base = int(sizes[start - 1]) if start else 0
+                k = int(np.searchsorted(sizes, base + need, side="left"))
+                if k >= pos.size:  # not enough for a chunk yet
+                    self._pending.append(pos[start:])
+                    self._pending_size += int(sizes[-1]) - base
+                    break
+                self._pending.append(pos[start : k + 1])
+                self._submit(texts)
+                start = k + 1
+        self.n = n
+
+    def _submit(self, texts: Sequence[str]) -> None:
+        if not self._pending:
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        pos = np.concatenate(self._pending)
+        self._pending, self._pending_size = [], 0
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.workers)
+        self._futures.append(self._pool.submit(self._chunk, texts, pos))
+
+    def _chunk(self, texts: Sequence[str], pos: npt.NDArray[np.int64]) -> tuple[Any, ...]:
+        import xxhash
+
+        from .fingerprint import CHUNK_CHARS, content_hash_many
+        from .pipeline.tokens import lower_ascii_clean_serial
+
         c0 = time.perf_counter()
-        pos = idx[lo:hi]
         run = [texts[k] for k in pos.tolist()]
-        ln = lens[pos]
+        ln = np.fromiter(map(len, run), np.int64, len(run))
         data = "".join(run).encode("ascii")
-        scratch = getattr(local, "scratch", None)
+        scratch = getattr(self._local, "scratch", None)
         if scratch is None or scratch.size < len(data):
-            scratch = local.scratch = np.empty(max(len(data), EXACT_CHUNK_BYTES + 1), np.uint8)
+            scratch = np.empty(max(len(data), EXACT_CHUNK_BYTES + 1), np.uint8)
+            self._local.scratch = scratch
         lowered, starts, clean = lower_ascii_clean_serial(data, ln, out=scratch)
         mv = lowered.data
+        digest = xxhash.xxh3_128_digest
+        zero = b"\0" * 16
         keys = b"".join(
             [
                 digest(mv[s : s + m]) if c else zero
@@ -431,9 +466,9 @@ def stage_exact_fingerprint(
             rest = np.flatnonzero(~clean)
             h[rest] = content_hash_many([run[k] for k in rest.tolist()], normalize=True)
             keys = h.astype(">u8").tobytes()
-        hashes[pos] = h
         todo = []
-        with lock:  # fingerprint unless an earlier equal text is known
+        with self._lock:  # fingerprint unless an earlier equal text is known
+            seen = self._seen
             get = seen.get
             for q, p in enumerate(pos.tolist()):
                 key = keys[16 * q : 16 * q + 16]
@@ -443,49 +478,83 @@ def stage_exact_fingerprint(
                     todo.append(q)
         sel = np.asarray(todo, np.int64)
         sel = sel[ln[sel] <= CHUNK_CHARS]
+        words = self.fp.bits // 64
+        f = np.zeros((sel.size, words), np.uint64)
+        nf = np.zeros(sel.size, np.int64)
         k0 = time.perf_counter()
         if sel.size:
-            f = np.zeros((sel.size, words), np.uint64)
-            nf = np.zeros(sel.size, np.int64)
-            fingerprinter.fingerprint_lowered_ascii(
-                lowered, starts[sel], starts[sel] + ln[sel], f, nf
+            self.fp.fingerprint_lowered_ascii(lowered, starts[sel], starts[sel] + ln[sel], f, nf)
+        k1 = time.perf_counter()
+        with self._lock:
+            self._busy[0] += k1 - c0
+            self._busy[1] += k1 - k0
+        return pos, h, pos[sel], f, nf
+
+    # -- results
+    def finish(
+        self, texts: Sequence[str], timings: dict[str, float] | None = None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
+        """Feed the rest of ``texts`` and return ``(first, fps_u, empty_u)``."""
+        from .fingerprint import content_hash_many
+
+        t0 = time.perf_counter()
+        self.feed(texts)
+        n = len(texts)
+        if n != self.n:
+            raise InputError(f"finish() got {n} texts, {self.n} were fed")
+        lens = np.concatenate(self._lens) if self._lens else np.zeros(0, np.int64)
+        if not self.kernel or n == 0 or (not self._futures and lens.sum() < EXACT_NUMBA_MIN_CHARS):
+            self.close()
+            first = stage_exact(texts, self.workers)
+            t1 = time.perf_counter()
+            unique = np.flatnonzero(first == np.arange(n))
+            fps_u, empty_u = stage_fingerprint(
+                self.fp, [texts[i] for i in unique.tolist()], self.workers
             )
-            rows = pos[sel]
+            if timings is not None:
+                timings["exact"] = round(t1 - t0, 4)
+                timings["fingerprint"] = round(time.perf_counter() - t1, 4)
+            return first, fps_u, empty_u
+        self._submit(texts)
+        words = self.fp.bits // 64
+        hashes = np.empty((n, 2), np.uint64)
+        fps = np.zeros((n, words), np.uint64)
+        nfeat = np.zeros(n, np.int64)
+        done = np.zeros(n, np.bool_)
+        other = np.flatnonzero(~np.concatenate(self._ascii))
+        if other.size:  # overlaps with the chunks still running
+            hashes[other] = content_hash_many([texts[k] for k in other.tolist()], normalize=True)
+        for fut in self._futures:
+            pos, h, rows, f, nf = fut.result()
+            hashes[pos] = h
             fps[rows] = f
             nfeat[rows] = nf
             done[rows] = True
-        k1 = time.perf_counter()
-        with lock:
-            busy[0] += k1 - c0
-            busy[1] += k1 - k0
+        self.close()
+        first = first_of_equal_rows(hashes)
+        unique = np.flatnonzero(first == np.arange(n))
+        t1 = time.perf_counter()
+        missing = unique[~done[unique]]
+        if missing.size:
+            batch = self.fp.fingerprint_batch(
+                [texts[i] for i in missing.tolist()], workers=self.workers
+            )
+            fps[missing] = np.asarray(batch.fingerprints, np.uint64).reshape(missing.size, words)
+            nfeat[missing] = np.asarray(batch.n_features, np.int64)
+        t2 = time.perf_counter()
+        fps_u = fps[unique, 0].copy() if words == 1 else fps[unique]
+        empty_u = nfeat[unique] == 0
+        if timings is not None:  # the wall time of finish, split by the kernel's share
+            share = self._busy[1] / self._busy[0] if self._busy[0] > 0 else 0.0
+            timings["exact"] = round((t1 - t0) * (1 - share), 4)
+            timings["fingerprint"] = round((t1 - t0) * share + (t2 - t1), 4)
+        return first, fps_u, empty_u
 
-    pairs = list(itertools.pairwise(bounds))
-    if workers == 1 or len(pairs) < 2:
-        for lo, hi in pairs:
-            chunk(lo, hi)
-    else:
-        with ThreadPoolExecutor(min(workers, len(pairs))) as ex:
-            for f in [ex.submit(chunk, lo, hi) for lo, hi in pairs]:
-                f.result()
-    first = first_of_equal_rows(hashes)
-    unique = np.flatnonzero(first == np.arange(n))
-    t1 = time.perf_counter()
-    missing = unique[~done[unique]]
-    if missing.size:
-        batch = fingerprinter.fingerprint_batch(
-            [texts[i] for i in missing.tolist()], workers=workers
-        )
-        got = np.asarray(batch.fingerprints, np.uint64)
-        fps[missing] = got.reshape(missing.size, words)
-        nfeat[missing] = np.asarray(batch.n_features, np.int64)
-    t2 = time.perf_counter()
-    fps_u = fps[unique, 0].copy() if words == 1 else fps[unique]
-    empty_u = nfeat[unique] == 0
-    if timings is not None:
-        share = busy[1] / busy[0] if busy[0] > 0 else 0.0
-        timings["exact"] = round((t1 - t0) * (1 - share), 4)
-        timings["fingerprint"] = round((t1 - t0) * share + (t2 - t1), 4)
-    return first, fps_u, empty_u
+    def close(self) -> None:
+        """Stop the threads (chunks not started are dropped); idempotent."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
 
 def first_of_equal_rows(h: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
@@ -857,6 +926,7 @@ def dedup(
     ids: Sequence[str] | None = None,
     config: DedupConfig | None = None,
     progress: Progress | None = None,
+    exact_pass: ExactFingerprintPass | None = None,
     **overrides: Any,
 ) -> DedupResult:
     """Deduplicate a corpus: exact duplicates, then verified near-duplicates, then clusters.
@@ -871,6 +941,11 @@ def dedup(
         Parameters; keyword ``overrides`` (e.g. ``keep="longest"``) replace its fields.
     progress : callable, optional
         Called as ``progress(stage, done, total)`` as stages start and finish.
+    exact_pass : ExactFingerprintPass, optional
+        A pass already fed (some of) these texts, e.g. while they were read (the CLI does
+        this), made with the same fingerprinter settings: its work is used instead of starting
+        over (the results are the same). Ignored, and closed, when ``exact`` is off or its
+        fingerprinter differs from the configured one.
 
     Returns
     -------
@@ -923,7 +998,15 @@ def dedup(
     if cfg.exact:  # one pass: exact hashes and the first copies' fingerprints
         report("exact", 0, 1)
         report("fingerprint", 0, 1)
-        first, fps_u, empty_u = stage_exact_fingerprint(texts, fp, cfg.workers, timings)
+        if exact_pass is not None and exact_pass.fp == fp and exact_pass.n <= n:
+            try:
+                first, fps_u, empty_u = exact_pass.finish(texts, timings)
+            finally:
+                exact_pass.close()
+        else:
+            if exact_pass is not None:
+                exact_pass.close()
+            first, fps_u, empty_u = stage_exact_fingerprint(texts, fp, cfg.workers, timings)
         t1 = time.perf_counter()
         is_dup = first != np.arange(n)
         groups = _exact_groups(first)
@@ -933,6 +1016,8 @@ def dedup(
         report("fingerprint", 1, 1)
         unique = np.flatnonzero(~is_dup).astype(np.int64)
     else:
+        if exact_pass is not None:
+            exact_pass.close()
         done = timed("exact")
         first = np.arange(n, dtype=np.int64)
         is_dup = first != np.arange(n)

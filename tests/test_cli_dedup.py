@@ -232,3 +232,33 @@ def test_work_budget_narrowing_is_reported_and_can_be_lifted(tmp_path, capsys):
     assert all(p["distance_used"] == p["distance"] for p in full["candidate_passes"].values())
     assert "warning" not in printed
     assert full["near_duplicates"] >= 1
+
+
+def test_reading_failure_with_hashing_under_way_fails_cleanly(tmp_path, capsys, monkeypatch):
+    """Exact hashes and fingerprints start while reading (dedup_cmd's ExactFingerprintPass);
+    a bad record late in the file still fails with its file and line, no output, no threads
+    left behind."""
+    import importlib
+    import threading
+
+    from neardup.io import jsonl as jsonl_mod
+
+    D = importlib.import_module("neardup.dedup")  # the module, not the dedup() function
+    monkeypatch.setattr(jsonl_mod, "BLOCK", 4096)
+    monkeypatch.setattr(D, "EXACT_CHUNK_BYTES", 2048)
+    src = tmp_path / "in.jsonl"
+    lines = [json.dumps({"text": f"document {i} " + "word " * 40}) for i in range(400)]
+    lines[350] = '{"text": oops}'
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    before = threading.active_count()
+    out = tmp_path / "out.jsonl"
+    rc = main(["dedup", str(src), "-o", str(out), "--workers", "2"])
+    assert rc == 3
+    assert f"{src}:351: malformed JSON" in capsys.readouterr().err
+    assert not out.exists()
+    assert threading.active_count() == before
+    lines[350] = json.dumps({"text": "fine"})
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["dedup", str(src), "-o", str(out), "--workers", "2", "--quiet"]) == 0
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 400
+    assert threading.active_count() == before

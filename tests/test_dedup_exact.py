@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -110,3 +111,66 @@ def test_lower_ascii_clean_serial_equals_parallel(texts):
     for x, y in zip(a, b, strict=True):
         assert np.array_equal(x, y)
     assert b[0].tobytes() == data.lower()
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    texts=corpora(),
+    cuts=st.lists(st.integers(0, 40), max_size=6),
+    chunk=st.sampled_from([1, 7, 64]),
+    workers=st.sampled_from([1, 2]),
+)
+def test_exact_fingerprint_pass_fed_in_pieces_equals_the_two_stages(texts, cuts, chunk, workers):
+    """Fed as a reader would (the list growing between calls), the pass gives the stages'
+    results whatever the cuts."""
+    fp = D.DedupConfig().make_fingerprinter()
+    saved = D.EXACT_CHUNK_BYTES, D.EXACT_NUMBA_MIN_CHARS
+    D.EXACT_CHUNK_BYTES, D.EXACT_NUMBA_MIN_CHARS = chunk, 0
+    p = D.ExactFingerprintPass(fp, workers)
+    try:
+        growing: list[str] = []
+        for c in sorted(cuts):
+            growing.extend(texts[len(growing) : c])
+            p.feed(growing)
+        growing.extend(texts[len(growing) :])
+        first, fps_u, empty_u = p.finish(growing)
+        ref_first = D.stage_exact(texts)
+    finally:
+        p.close()
+        D.EXACT_CHUNK_BYTES, D.EXACT_NUMBA_MIN_CHARS = saved
+    unique = np.flatnonzero(ref_first == np.arange(len(texts)))
+    ref_fps, ref_empty = D.stage_fingerprint(fp, [texts[i] for i in unique.tolist()])
+    assert np.array_equal(first, ref_first)
+    assert np.array_equal(fps_u, ref_fps) and np.array_equal(empty_u, ref_empty)
+
+
+def test_dedup_with_a_prefed_pass_equals_dedup(monkeypatch):
+    monkeypatch.setattr(D, "EXACT_CHUNK_BYTES", 40)
+    monkeypatch.setattr(D, "EXACT_NUMBA_MIN_CHARS", 0)
+    texts = [f"document {i % 7} about the river bridge and the library, take {i % 3}" for i in
+             range(60)] + ["Über die Brücke", "über die brücke", ""]  # fmt: skip
+    ref = D.dedup(texts, workers=2)
+
+    def same(r):
+        assert r.keep.tolist() == ref.keep.tolist() and r.cluster.tolist() == ref.cluster.tolist()
+        assert r.pair_rows() == ref.pair_rows()
+
+    p = D.ExactFingerprintPass(D.DedupConfig().make_fingerprinter(), 2)
+    p.feed(texts[:30])
+    same(D.dedup(texts, workers=2, exact_pass=p))
+    # other fingerprinter settings, more texts fed than given, exact off: ignored (closed)
+    p = D.ExactFingerprintPass(D.DedupConfig(fingerprinter={"bits": 128}).make_fingerprinter())
+    p.feed(texts)
+    same(D.dedup(texts, workers=2, exact_pass=p))
+    p = D.ExactFingerprintPass(D.DedupConfig().make_fingerprinter())
+    p.feed([*texts, "one more"])
+    same(D.dedup(texts, workers=2, exact_pass=p))
+    p = D.ExactFingerprintPass(D.DedupConfig().make_fingerprinter())
+    p.feed(texts)
+    r = D.dedup(texts, workers=2, exact=False, exact_pass=p)
+    assert r.stats["exact_duplicates"] == 0
+    with pytest.raises(D.InputError):
+        q = D.ExactFingerprintPass(D.DedupConfig().make_fingerprinter())
+        q.feed(texts)
+        q.finish(texts[:5])
+    q.close()

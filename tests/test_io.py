@@ -628,3 +628,21 @@ def test_jsonl_buffer_reader_edges_equal_reference(tmp_path, monkeypatch, block,
         fast = _read_state(p, monkeypatch, reference=False, on_error=on_error)
         ref = _read_state(p, monkeypatch, reference=True, on_error=on_error)
         assert fast == ref
+
+
+def test_on_texts_sees_the_texts_grow(tmp_path, monkeypatch):
+    monkeypatch.setattr(jsonl_mod, "BLOCK", 64)
+    p = tmp_path / "a.jsonl"
+    p.write_text("".join(json.dumps({"text": f"text number {i}"}) + "\n" for i in range(20)))
+    q = tmp_path / "b.csv"
+    q.write_text("text\nfrom csv\n", encoding="utf-8")
+    seen: list[int] = []
+    lists = set()
+
+    def hook(texts):
+        seen.append(len(texts))
+        lists.add(id(texts))
+
+    c = read_corpus([str(p), str(q)], on_texts=hook)
+    assert len(seen) > 3 and seen == sorted(seen) and seen[-1] == len(c) == 21
+    assert lists == {id(c.texts)}  # always the corpus's own list, only appended to

@@ -186,7 +186,7 @@ def dedup_command(
     ] = False,
 ) -> None:
     """Deduplicate a corpus: exact + near duplicates (verified), clusters, pairs, summary."""
-    from ..dedup import DedupConfig, dedup
+    from ..dedup import DedupConfig, ExactFingerprintPass, dedup
     from ..errors import ConfigError
     from ..io import check_not_input, read_corpus, write_kept
 
@@ -220,23 +220,32 @@ def dedup_command(
     )
     show = not quiet and sys.stderr.isatty()
     prog, report = _progress(show)
-    with read_corpus(
-        inputs,
-        fmt=input_format,
-        text_field=text_field,
-        id_field=id_field,
-        encoding=encoding,
-        on_error=on_error,  # type: ignore[arg-type]
-    ) as corpus:
-        if prog is not None:
-            prog.start()
-        try:
-            result = dedup(corpus.texts, ids=corpus.ids, config=config, progress=report)
-        finally:
+    # exact hashes and fingerprints start on the texts read so far while reading goes on
+    # (the kernels release the GIL; the results do not depend on it)
+    early = ExactFingerprintPass(config.make_fingerprinter(), config.workers)
+    try:
+        with read_corpus(
+            inputs,
+            fmt=input_format,
+            text_field=text_field,
+            id_field=id_field,
+            encoding=encoding,
+            on_error=on_error,  # type: ignore[arg-type]
+            on_texts=early.feed,
+        ) as corpus:
             if prog is not None:
-                prog.stop()
-        write_kept(corpus, result.keep, output, fmt=output_format, encoding="utf-8")
-        skipped = corpus.skipped
+                prog.start()
+            try:
+                result = dedup(
+                    corpus.texts, ids=corpus.ids, config=config, progress=report, exact_pass=early
+                )
+            finally:
+                if prog is not None:
+                    prog.stop()
+            write_kept(corpus, result.keep, output, fmt=output_format, encoding="utf-8")
+            skipped = corpus.skipped
+    finally:
+        early.close()
     if pairs_out:
         _write_pairs(pairs_out, result)
     if clusters_out:

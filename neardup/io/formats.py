@@ -32,7 +32,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -138,8 +138,10 @@ class _Reader:
         id_field: str | None,
         encoding: str,
         on_error: OnError,
+        on_texts: Callable[[list[str]], object] | None = None,
     ) -> None:
         self.c = corpus
+        self.on_texts = on_texts  # called with corpus.texts as they grow (see read_corpus)
         self.text_field = text_field
         self.id_field = id_field
         self.encoding = encoding
@@ -422,6 +424,7 @@ def read_corpus(
     id_field: str | None = None,
     encoding: str = "utf-8",
     on_error: OnError = "fail",
+    on_texts: Callable[[list[str]], object] | None = None,
 ) -> Corpus:
     """Read documents from files, directories or ``-`` (stdin), in order.
 
@@ -440,6 +443,11 @@ def read_corpus(
     encoding : str, default="utf-8"
     on_error : {"fail", "skip"}, default="fail"
         Raise on the first malformed record, or skip it and count it in ``Corpus.skipped``.
+    on_texts : callable, optional
+        Called with ``Corpus.texts`` (the list being filled) whenever texts were appended: after
+        every JSONL block and after every input. Texts are only ever appended, so a consumer
+        can start on ``texts[:len(texts)]`` while reading goes on (``neardup dedup`` hashes and
+        fingerprints them meanwhile: :class:`neardup.dedup.ExactFingerprintPass`).
 
     Returns
     -------
@@ -457,7 +465,12 @@ def read_corpus(
         raise ConfigError("no input given; pass one or more files, a directory, or - for stdin")
     corpus = Corpus()
     reader = _Reader(
-        corpus, text_field=text_field, id_field=id_field, encoding=encoding, on_error=on_error
+        corpus,
+        text_field=text_field,
+        id_field=id_field,
+        encoding=encoding,
+        on_error=on_error,
+        on_texts=on_texts,
     )
     try:
         for path in inputs:
@@ -477,6 +490,8 @@ def read_corpus(
                 _read_text_files(reader, src)
             src.count = len(corpus.texts) - src.first
             src.lines = np.frombuffer(reader.line_of, np.int64)[src.first :].copy()
+            if on_texts is not None:
+                on_texts(corpus.texts)
     except BaseException:
         corpus.close()
         raise

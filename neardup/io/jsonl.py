@@ -189,6 +189,8 @@ def _read_jsonl(r: _Reader, src: Source, real: str, shown: str) -> None:
                 continue
             skip = 3 if offset == 0 and buf.startswith(_BOM, 0, cut) else 0
             lineno = _jsonl_lines(r, buf, mv, skip, cut, offset, shown, lineno, starts, ends)
+            if r.on_texts is not None:
+                r.on_texts(r.c.texts)
             fill = end - cut
             if fill:
                 buf[:fill] = bytes(mv[cut:end])

@@ -9,7 +9,7 @@ Steps (each bounded in time and request count, loopback only):
 3. from a second process (``benchmarks/loadgen.py``): check-and-insert throughput through the
    batch endpoint, acknowledged after fsync (``--batch`` documents per request, ``--connections``
    connections); then, once the server has digested that burst (metadata applied, no memtable
-   flush or merge running; the wait is reported as ``settle_s``), single-document latency at a fixed
+   flush, merge or segment compaction running; the wait is reported as ``settle_s``), single-document latency at a fixed
    ``--rate`` requests/s;
 4. SIGKILL the server and time the restart (log replay + index load) until it serves again;
 5. report the server's RSS (current and peak) and write ``benchmarks/results/service.json``.
@@ -190,14 +190,17 @@ def stage_summary(
 
 def settle(url: str, timeout: float) -> float:
     """Seconds until the default namespace has no background work left (metadata applied,
-    no memtable flush or merge running), polled every 0.2 s."""
+    no memtable flush, memtable merge or segment compaction running), polled every 0.2 s."""
     import httpx
 
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < timeout:
         st = httpx.get(url + "/v1/ns/default", timeout=30).json()["stats"]
         if not (
-            st.get("meta_pending_records") or st.get("flushing_rows") or st.get("memtable_merging")
+            st.get("meta_pending_records")
+            or st.get("flushing_rows")
+            or st.get("memtable_merging")
+            or st.get("compacting")
         ):
             break
         time.sleep(0.2)
@@ -333,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         ("fingerprints in window", f"{result['documents_in_window']:,}"),
         ("batch check-and-insert docs/s", f"{thr['docs_per_s']:,.0f}  (batch {thr['batch']}, {thr['connections']} conns, errors {thr['errors']})"),
         ("batch latency p50 / p99 ms", f"{thr['batch_latency']['p50_ms']:.1f} / {thr['batch_latency']['p99_ms']:.1f}"),
-        ("settle after the batch load s", f"{result['settle_s']:.1f}  (metadata applied, no flush or merge running)"),
+        ("settle after the batch load s", f"{result['settle_s']:.1f}  (metadata applied, no flush, merge or compaction running)"),
         ("single-doc rate achieved /s", f"{lat['achieved_rate']:,.0f} of {lat['target_rate']:,.0f}"),
         ("single p50 / p99 ms (from schedule)", f"{lat['latency_from_schedule']['p50_ms']:.2f} / {lat['latency_from_schedule']['p99_ms']:.2f}"),
         ("single p50 / p99 ms (from send)", f"{lat['latency_from_send']['p50_ms']:.2f} / {lat['latency_from_send']['p99_ms']:.2f}"),

@@ -297,9 +297,9 @@ class _Syncer:
 
 class DocumentPreparer:
     """Validate, fingerprint and content-hash a batch of documents: the part of
-    :meth:`Deduplicator.submit` that runs in the caller's thread, also used by a process that
-    hands prepared batches to a writer in another process
-    (:mod:`neardup.service.writer_process`).
+    :meth:`Deduplicator.submit` that runs in the caller's thread, apart from the writer (so a
+    batch can be prepared in one thread or process and decided by
+    :meth:`Deduplicator.submit_prepared` in another).
 
     Parameters
     ----------
@@ -853,6 +853,8 @@ class Deduplicator:
         with self._cv:
             s.update(self._counters)
             s["queue_depth"] = len(self._queue)
+        compactor = self._compactor
+        s["compacting"] = self._compacting or (compactor is not None and compactor.is_alive())
         s["bits"] = self.bits
         s["max_distance"] = self.max_distance
         s["search_radius"] = self.radius

@@ -585,6 +585,7 @@ class Deduplicator:
         self._writer_busy = False  # the writer thread is deciding a group or housekeeping
         self._inline_busy = False  # a caller is deciding its documents (submit(inline=True))
         self._duties_due = False  # an inline group filled the memtable: the writer flushes
+        self._writer_waits = False  # the writer thread waits for an inline turn to end
         self._compactor: threading.Thread | None = None
         self._compacting = False  # compact() is merging in the caller's thread
         self._last_bulk = -math.inf  # monotonic time of the last bulk_load
@@ -723,8 +724,10 @@ class Deduplicator:
                 self._inline_busy = False
                 self._counters["inline_groups"] += 1
                 self._duties_due = self._duties_due or flush_due
-                if self._queue or self._duties_due:
-                    self._cv.notify()  # queued meanwhile, or the memtable is full: the writer
+                if self._queue or self._duties_due or self._writer_waits:
+                    # queued meanwhile, the memtable is full, or the writer woke up for its
+                    # housekeeping (a finished flush, retention) and waits for this turn
+                    self._cv.notify()
         return op.future
 
     @overload
@@ -905,7 +908,9 @@ class Deduplicator:
         with self._cv:
             while self._inline_busy or not self._queue:
                 if self._inline_busy:
-                    self._cv.wait()  # the caller notifies when its turn ends
+                    self._writer_waits = True  # the caller notifies when its turn ends
+                    self._cv.wait()
+                    self._writer_waits = False
                     continue
                 if self._duties_due:
                     self._duties_due = False

@@ -207,6 +207,14 @@ def settle(url: str, timeout: float) -> float:
     return time.perf_counter() - t0
 
 
+def wal_stats(url: str) -> dict[str, float]:
+    """The default namespace's log fsync counters (``wal_*`` stats)."""
+    import httpx
+
+    st = httpx.get(url + "/v1/ns/default", timeout=30).json()["stats"]
+    return {k: float(v) for k, v in st.items() if k.startswith("wal_") and "sync" in k}
+
+
 def peak_rss(pid: int) -> int:
     """Sum of each process's peak resident bytes (server and writer processes)."""
     return sum(_status_kib(p, "VmHWM:") for p in process_tree(pid)) * 1024
@@ -295,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         result["settle_s"] = settle(srv.url, timeout=600)
         print("latency ...", file=sys.stderr)
         stages0 = stage_histograms(srv.url)
+        wal0 = wal_stats(srv.url)
         cpu0 = cpu_seconds(pid)
         result["latency"] = loadgen(
             srv.url, "--mode", "latency", "--rate", str(args.rate),
@@ -304,6 +313,16 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         result["latency"]["server_cpu_s"] = cpu_seconds(pid) - cpu0
         result["latency"]["server_stages"] = stage_summary(stages0, stage_histograms(srv.url))
+        wal1 = wal_stats(srv.url)
+        syncs = wal1.get("wal_syncs", 0) - wal0.get("wal_syncs", 0)
+        result["latency"]["wal_fsync"] = {
+            "count": syncs,
+            "mean_ms": 1000
+            * (wal1.get("wal_sync_seconds", 0) - wal0.get("wal_sync_seconds", 0))
+            / max(1, syncs),
+            "over_2ms": wal1.get("wal_slow_syncs", 0) - wal0.get("wal_slow_syncs", 0),
+            "max_ms_since_start": 1000 * wal1.get("wal_max_sync_seconds", 0),
+        }
         result["load_average_after"] = os.getloadavg()
         result["rss_after_load_bytes"] = tree_rss(srv.proc.pid if srv.proc else 0)
         result["rss_peak_bytes"] = peak_rss(srv.proc.pid) if srv.proc else 0
@@ -340,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         ("single-doc rate achieved /s", f"{lat['achieved_rate']:,.0f} of {lat['target_rate']:,.0f}"),
         ("single p50 / p99 ms (from schedule)", f"{lat['latency_from_schedule']['p50_ms']:.2f} / {lat['latency_from_schedule']['p99_ms']:.2f}"),
         ("single p50 / p99 ms (from send)", f"{lat['latency_from_send']['p50_ms']:.2f} / {lat['latency_from_send']['p99_ms']:.2f}"),
+        ("log fsyncs in latency phase", "{count:.0f}, mean {mean_ms:.2f} ms, {over_2ms:.0f} over 2 ms, max since start {max_ms_since_start:.1f} ms".format(**lat.get("wal_fsync", {"count": 0, "mean_ms": 0, "over_2ms": 0, "max_ms_since_start": 0}))),
         ("loadgen CPU share thr / lat", f"{thr.get('loadgen_cpu_share', 0):.2f} / {lat.get('loadgen_cpu_share', 0):.2f} of a core"),
         ("server CPU ms per batch doc / single", f"{1000 * thr['server_cpu_s'] / max(1, thr['docs_acknowledged']):.3f} / {1000 * lat['server_cpu_s'] / max(1, lat['requests']):.3f}"),
         ("load average before / after", f"{result['load_average_before'][0]:.2f} / {result['load_average_after'][0]:.2f}"),

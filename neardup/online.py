@@ -202,6 +202,10 @@ class _Inflight:
     counts: tuple[int, int, int, int]  # documents, checks, adds, duplicates
 
 
+#: an fdatasync slower than this is counted in ``stats()["wal_slow_syncs"]``
+SLOW_SYNC_S = 0.002
+
+
 class _Syncer:
     """Pipelined group commit: fsyncs the log behind the writer and only then answers.
 
@@ -225,6 +229,11 @@ class _Syncer:
         self._stop = False
         self.failed: StorageError | None = None
         self.failed_items: list[_Inflight] = []
+        # fdatasync timings (monitoring: the disk's share of a write's latency)
+        self.syncs = 0
+        self.sync_seconds = 0.0
+        self.slow_syncs = 0  # above SLOW_SYNC_S
+        self.max_sync_seconds = 0.0
         self._thread = threading.Thread(target=self._run, name="neardup-syncer", daemon=True)
         self._thread.start()
 
@@ -267,6 +276,7 @@ class _Syncer:
             # groups that wrote nothing need no fsync: every earlier write was synced by an
             # earlier batch (batches are answered in order, and a failure stops everything)
             if any(it.unsynced is not None for it in items):
+                t0 = time.perf_counter()
                 try:
                     assert store.wal is not None
                     store.wal.sync()
@@ -274,6 +284,11 @@ class _Syncer:
                     err = exc
                 except Exception as exc:  # pragma: no cover - treated like a failed sync
                     err = StorageError(f"cannot sync the write-ahead log: {exc}")
+                took = time.perf_counter() - t0
+                self.syncs += 1
+                self.sync_seconds += took
+                self.slow_syncs += took > SLOW_SYNC_S
+                self.max_sync_seconds = max(self.max_sync_seconds, took)
             if err is None:
                 for it in items:
                     if it.unsynced is not None:
@@ -856,6 +871,12 @@ class Deduplicator:
         with self._cv:
             s.update(self._counters)
             s["queue_depth"] = len(self._queue)
+        syncer = self._syncer
+        if syncer is not None:
+            s["wal_syncs"] = syncer.syncs
+            s["wal_sync_seconds"] = syncer.sync_seconds
+            s["wal_slow_syncs"] = syncer.slow_syncs
+            s["wal_max_sync_seconds"] = syncer.max_sync_seconds
         compactor = self._compactor
         s["compacting"] = self._compacting or (compactor is not None and compactor.is_alive())
         s["bits"] = self.bits

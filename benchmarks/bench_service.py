@@ -207,12 +207,20 @@ def settle(url: str, timeout: float) -> float:
     return time.perf_counter() - t0
 
 
+_COUNTERS = ("flushes", "compactions", "memtable_rows", "segments", "meta_transactions")
+
+
 def wal_stats(url: str) -> dict[str, float]:
-    """The default namespace's log fsync counters (``wal_*`` stats)."""
+    """The default namespace's log fsync counters (``wal_*`` stats) and background-work
+    counters (flushes, compactions, memtable rows, ...)."""
     import httpx
 
     st = httpx.get(url + "/v1/ns/default", timeout=30).json()["stats"]
-    return {k: float(v) for k, v in st.items() if k.startswith("wal_") and "sync" in k}
+    return {
+        k: float(v)
+        for k, v in st.items()
+        if (k.startswith("wal_") and "sync" in k) or k in _COUNTERS
+    }
 
 
 def peak_rss(pid: int) -> int:
@@ -323,6 +331,10 @@ def main(argv: list[str] | None = None) -> int:
             "over_2ms": wal1.get("wal_slow_syncs", 0) - wal0.get("wal_slow_syncs", 0),
             "max_ms_since_start": 1000 * wal1.get("wal_max_sync_seconds", 0),
         }
+        # background work that ran during the latency phase (a flush explains a tail)
+        result["latency"]["background"] = {
+            k: wal1.get(k, 0) - wal0.get(k, 0) for k in ("flushes", "compactions")
+        } | {"memtable_rows_at_end": wal1.get("memtable_rows", 0)}
         result["load_average_after"] = os.getloadavg()
         result["rss_after_load_bytes"] = tree_rss(srv.proc.pid if srv.proc else 0)
         result["rss_peak_bytes"] = peak_rss(srv.proc.pid) if srv.proc else 0
@@ -360,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         ("single p50 / p99 ms (from schedule)", f"{lat['latency_from_schedule']['p50_ms']:.2f} / {lat['latency_from_schedule']['p99_ms']:.2f}"),
         ("single p50 / p99 ms (from send)", f"{lat['latency_from_send']['p50_ms']:.2f} / {lat['latency_from_send']['p99_ms']:.2f}"),
         ("log fsyncs in latency phase", "{count:.0f}, mean {mean_ms:.2f} ms, {over_2ms:.0f} over 2 ms, max since start {max_ms_since_start:.1f} ms".format(**lat.get("wal_fsync", {"count": 0, "mean_ms": 0, "over_2ms": 0, "max_ms_since_start": 0}))),
+        ("background work in latency phase", str(lat.get("background", {}))),
         ("loadgen CPU share thr / lat", f"{thr.get('loadgen_cpu_share', 0):.2f} / {lat.get('loadgen_cpu_share', 0):.2f} of a core"),
         ("server CPU ms per batch doc / single", f"{1000 * thr['server_cpu_s'] / max(1, thr['docs_acknowledged']):.3f} / {1000 * lat['server_cpu_s'] / max(1, lat['requests']):.3f}"),
         ("load average before / after", f"{result['load_average_before'][0]:.2f} / {result['load_average_after'][0]:.2f}"),

@@ -1018,10 +1018,12 @@ class Deduplicator:
         self._compact_seen = changes
         groups = st.compaction_candidates(self.max_segments_per_partition)
         if groups:
-            self._compactor = threading.Thread(
+            compactor = threading.Thread(
                 target=self._compact, args=(groups,), name="neardup-compactor", daemon=True
             )
-            self._compactor.start()
+            # started before it is published: compact() / close() join it from other threads
+            compactor.start()
+            self._compactor = compactor
 
     def _compact(self, groups: list[Any]) -> None:
         lower_thread_priority()

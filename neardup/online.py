@@ -227,6 +227,7 @@ class _Syncer:
         self._queue: list[_Inflight] = []
         self._busy = False
         self._stop = False
+        self._waiters = 0  # threads in drain()
         self.failed: StorageError | None = None
         self.failed_items: list[_Inflight] = []
         # fdatasync timings (monitoring: the disk's share of a write's latency)
@@ -249,11 +250,34 @@ class _Syncer:
         # this makes sure the writer refuses the group instead of leaving its caller waiting
         self._owner._request_recovery()
 
+    def try_inline(self, item: _Inflight) -> bool:
+        """Sync and answer ``item`` in the calling thread when this syncer is idle (nothing
+        queued, no fsync in flight, no failure pending); return False, doing nothing, otherwise
+        (then :meth:`submit` it). While the caller syncs, it *is* the syncer: the thread waits,
+        so there is still one fsync at a time, in order, with the same failure handling.
+
+        For a caller that decided ``item`` inline (the service's event loop): it waits for the
+        disk itself instead of handing the group to this thread, whose wake-up after the
+        fsync needs the interpreter lock, which that caller holds most of the time (measured
+        at 1,000 requests/s: fdatasync 0.36 ms at p50 in the kernel, 1.26 ms on average as
+        seen by this thread).
+        """
+        with self._cv:
+            if self.failed is not None or self._queue or self._busy or self._stop:
+                return False
+            self._busy = True
+        self._process([item])
+        return True
+
     def drain(self) -> None:
         """Wait until every submitted group is answered (or refused)."""
         with self._cv:
-            while self._queue or self._busy:
-                self._cv.wait()
+            self._waiters += 1
+            try:
+                while self._queue or self._busy:
+                    self._cv.wait()
+            finally:
+                self._waiters -= 1
 
     def close(self) -> None:
         self.drain()
@@ -263,51 +287,58 @@ class _Syncer:
         self._thread.join()
 
     def _run(self) -> None:
-        store = self._owner.store
         while True:
             with self._cv:
-                while not self._queue and not self._stop:
+                while not self._stop and (not self._queue or self._busy):
                     self._cv.wait()
                 if not self._queue:
                     return
                 items, self._queue = self._queue, []
                 self._busy = True
-            err: StorageError | None = None
-            # groups that wrote nothing need no fsync: every earlier write was synced by an
-            # earlier batch (batches are answered in order, and a failure stops everything)
-            if any(it.unsynced is not None for it in items):
-                t0 = time.perf_counter()
-                try:
-                    assert store.wal is not None
-                    store.wal.sync()
-                except StorageError as exc:
-                    err = exc
-                except Exception as exc:  # pragma: no cover - treated like a failed sync
-                    err = StorageError(f"cannot sync the write-ahead log: {exc}")
-                took = time.perf_counter() - t0
-                self.syncs += 1
-                self.sync_seconds += took
-                self.slow_syncs += took > SLOW_SYNC_S
-                self.max_sync_seconds = max(self.max_sync_seconds, took)
-            if err is None:
-                for it in items:
-                    if it.unsynced is not None:
-                        store.acknowledge(it.unsynced)
-                    self._owner._resolve_group(it)
-                with self._cv:
-                    self._busy = False
-                    self._cv.notify_all()
-                continue
-            log.error("write-ahead log sync failed; refusing the groups not yet synced: %s", err)
+            self._process(items)
+            del items  # not kept alive (and walked by every full GC) while waiting
+
+    def _process(self, items: list[_Inflight]) -> None:
+        """fsync (when ``items`` wrote anything), then answer them in order, or refuse them and
+        every later group; the caller has set ``_busy``, this clears it."""
+        store = self._owner.store
+        err: StorageError | None = None
+        # groups that wrote nothing need no fsync: every earlier write was synced by an
+        # earlier batch (batches are answered in order, and a failure stops everything)
+        if any(it.unsynced is not None for it in items):
+            t0 = time.perf_counter()
+            try:
+                assert store.wal is not None
+                store.wal.sync()
+            except StorageError as exc:
+                err = exc
+            except Exception as exc:  # pragma: no cover - treated like a failed sync
+                err = StorageError(f"cannot sync the write-ahead log: {exc}")
+            took = time.perf_counter() - t0
+            self.syncs += 1
+            self.sync_seconds += took
+            self.slow_syncs += took > SLOW_SYNC_S
+            self.max_sync_seconds = max(self.max_sync_seconds, took)
+        if err is None:
+            for it in items:
+                if it.unsynced is not None:
+                    store.acknowledge(it.unsynced)
+                self._owner._resolve_group(it)
             with self._cv:
-                self.failed = err
-                more, self._queue = self._queue, []
-                self.failed_items.extend(items + more)
                 self._busy = False
-                self._cv.notify_all()
-            # the writer takes them back first, then refuses them: a caller that sees the
-            # error sees a store without them
-            self._owner._request_recovery()
+                if self._queue or self._waiters:  # the thread (after an inline sync), drain()
+                    self._cv.notify_all()
+            return
+        log.error("write-ahead log sync failed; refusing the groups not yet synced: %s", err)
+        with self._cv:
+            self.failed = err
+            more, self._queue = self._queue, []
+            self.failed_items.extend(items + more)
+            self._busy = False
+            self._cv.notify_all()
+        # the writer takes them back first, then refuses them: a caller that sees the
+        # error sees a store without them
+        self._owner._request_recovery()
 
 
 class DocumentPreparer:
@@ -683,9 +714,11 @@ class Deduplicator:
             When the writer is idle (nothing queued, no group being decided), decide the
             documents in the calling thread instead of handing them to the writer thread: the
             same decisions in the same order (callers take turns with the writer thread), minus
-            a thread wake-up and the interpreter lock passing between two threads. The future
-            still resolves only once the log's fsync covers the documents (on the syncer
-            thread). For small requests on an event loop; a large batch would hold the caller.
+            a thread wake-up and the interpreter lock passing between two threads. When the
+            syncer is idle too, the caller also runs the fsync (one at a time, in order, same
+            failure handling; see ``_Syncer.try_inline``). The future resolves only once the
+            log's fsync covers the documents. For small requests on an event loop; a large
+            batch would hold the caller.
 
         Returns
         -------
@@ -727,7 +760,7 @@ class Deduplicator:
             # the writer is idle: decide here; the writer thread waits for this turn to end
             self._inline_busy = True
         try:
-            self._dispatch([op])
+            self._dispatch([op], inline=True)
         except Exception as exc:  # as in the writer thread: fail what was in flight
             log.exception("writer: unexpected error")
             if not op.future.done():
@@ -976,6 +1009,7 @@ class Deduplicator:
                     self._writer_busy = False
             if group and group[0].kind == "stop":
                 return
+            del group  # the last group's documents and decisions are not kept alive meanwhile
 
     def _run_group(self, group: list[_Op]) -> None:
         """Decide ``group`` (from :meth:`_take`), then the writer's housekeeping."""
@@ -1054,7 +1088,7 @@ class Deduplicator:
             log.exception("flush on close failed; the log still holds every row")
         stop.future.set_result(None)
 
-    def _dispatch(self, group: list[_Op]) -> None:
+    def _dispatch(self, group: list[_Op], inline: bool = False) -> None:
         op = group[0]
         if op.kind in ("flush", "bulk", "install"):
             self._sync_barrier()
@@ -1073,7 +1107,7 @@ class Deduplicator:
         elif op.kind == "recover":
             self._guard(op, self._recover_failed_sync)
         else:
-            self._apply_group(group)
+            self._apply_group(group, inline)
 
     @staticmethod
     def _guard(op: _Op, fn: Callable[[], Any]) -> None:
@@ -1108,7 +1142,9 @@ class Deduplicator:
             ) from None
         return len(ids)
 
-    def _apply_group(self, group: list[_Op]) -> None:
+    def _apply_group(self, group: list[_Op], inline: bool = False) -> None:
+        """Decide ``group``, log it and hand it to the syncer (``inline``: the caller decided
+        it in its own thread, and syncs it there too when the syncer is idle)."""
         syncer = self._syncer
         if syncer is not None and syncer.failed is not None:
             self._recover_failed_sync()
@@ -1127,7 +1163,7 @@ class Deduplicator:
                 if op.kind != "check":
                     op.future.set_exception(exc)
             if reads:  # answer reads as if the failed writes never happened
-                self._apply_group(reads)
+                self._apply_group(reads, inline)
             return
         n_docs = adds = dups = checks = 0
         for op, res in zip(group, results, strict=True):
@@ -1142,7 +1178,7 @@ class Deduplicator:
         item = _Inflight(group, results, unsynced, (n_docs, checks, adds, dups))
         if syncer is None:
             self._resolve_group(item)
-        else:
+        elif not (inline and syncer.try_inline(item)):
             syncer.submit(item)
 
     def _resolve_group(self, item: _Inflight) -> None:

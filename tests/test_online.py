@@ -598,3 +598,51 @@ def test_inline_group_that_fills_the_memtable_hands_the_flush_to_the_writer(tmp_
             time.sleep(0.01)
         assert d.stats()["flushes"] >= 1
         assert len(d) == 120
+
+
+def test_background_threads_do_not_keep_the_last_batch_alive(tmp_path):
+    """The writer, syncer and SQLite applier drop a batch once it is done: objects they keep
+    alive while idle are walked by every full garbage collection (a latency spike each)."""
+    import gc
+
+    with _dd(tmp_path) as d:
+        d.add([{"id": f"r{i}", "text": _text(i)} for i in range(3000)])
+        d.store.sync_meta()  # the applier has written them to SQLite
+        time.sleep(0.05)
+        gc.collect()
+        kinds = {"AddRecord": 0, "Decision": 0, "_Op": 0}
+        for o in gc.get_objects():
+            name = type(o).__name__
+            if name in kinds:
+                kinds[name] += 1
+        assert kinds == {"AddRecord": 0, "Decision": 0, "_Op": 0}
+        assert d.store.pending.by_id == {} and d.store.pending.by_rid == {}
+
+
+def test_inline_sync_answers_in_the_callers_thread_and_a_failed_one_is_taken_back(
+    tmp_path, monkeypatch
+):
+    """An inline group is fsynced by its caller when the syncer is idle (answered on return);
+    if that fsync fails the group is refused and taken back, exactly as on the syncer thread."""
+    with _dd(tmp_path) as d:
+        fut, _ = d.submit("check_and_add", {"id": "a", "text": _text(1)}, inline=True)
+        assert fut.done() and fut.result()[0].added  # synced and answered before submit returned
+        n, size = len(d), d.stats()["wal_bytes"]
+        syncs = d.stats()["wal_syncs"]
+        import neardup.store.wal as wal
+
+        real = wal._sync
+        monkeypatch.setattr(
+            wal, "_sync", lambda fd: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error"))
+        )
+        fb, _ = d.submit("check_and_add", {"id": "b", "text": _text(2)}, inline=True)
+        with pytest.raises(StorageError):
+            fb.result(30)
+        monkeypatch.setattr(wal, "_sync", real)
+        # the writer thread takes the refused group back before anything else is decided
+        c = d.check_and_add({"id": "c", "text": _text(3)})
+        assert c.added and "b" not in d and len(d) == n + 1
+        assert d.stats()["wal_syncs"] >= syncs + 2
+        assert d.stats()["wal_bytes"] > size
+    with _dd(tmp_path) as d2:
+        assert "a" in d2 and "c" in d2 and "b" not in d2

@@ -13,7 +13,11 @@ from pathlib import Path
 
 import typer
 
-__all__ = ["register", "serve"]
+__all__ = ["SERVE_GC_THRESHOLDS", "register", "serve"]
+
+#: ``gc.set_threshold`` while serving: CPython's young-generation defaults, and a full
+#: collection only every 1,000 second-generation collections (default 10)
+SERVE_GC_THRESHOLDS = (700, 10, 1000)
 
 
 def serve(
@@ -138,6 +142,11 @@ def serve(
     # flight).
     gc.collect()
     gc.freeze()
+    # While serving, garbage is acyclic or dies young (full collections found next to nothing
+    # to free), but each full collection walks every tracked object created since start-up
+    # and held the GIL for 7-25 ms at 1,000 requests/s (100 ms during batch bursts): the
+    # single-document tail. Young collections stay as they are; full ones become rare.
+    gc.set_threshold(*SERVE_GC_THRESHOLDS)
     if config.token is None and host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("listening on %s without a token: anyone who can connect can write", host)
     app = create_app(config, registry=registry)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,9 @@ class HammingIndex:
         are cheap (16k rows: ~4 ms), and keeping the segment count at its minimum keeps
         searches cheap (moving every merge to the thread cost ~15 % more CPU per document of
         an online store's batch path).
+    merge_thread_init : callable or None, default=None
+        Called first thing on the background merge thread, e.g. to lower its CPU priority so
+        that request threads win the CPU over a merge.
 
     Examples
     --------
@@ -123,6 +127,7 @@ class HammingIndex:
         threads: int | None = None,
         background_merges: bool = False,
         inline_merge_rows: int = 1 << 14,
+        merge_thread_init: Callable[[], None] | None = None,
     ) -> None:
         if bits not in (64, 128) or isinstance(bits, bool):
             raise ConfigError(f"bits must be 64 or 128, got {bits!r}")
@@ -168,6 +173,7 @@ class HammingIndex:
         self._merger: threading.Thread | None = None
         self._busy: tuple[Segment, ...] = ()  # the pair the merge thread is merging
         self._inline_rows = _check_int("inline_merge_rows", inline_merge_rows, 0)
+        self._merge_init = merge_thread_init
 
     # ------------------------------------------------------------------ properties
     @property
@@ -375,6 +381,8 @@ class HammingIndex:
         """Background merges: pick a due pair under the lock, build the merged segment
         without it (the numba kernels release the GIL), swap it in if both inputs are still
         there unchanged (a removal meanwhile: build again)."""
+        if self._merge_init is not None:
+            self._merge_init()
         while True:
             with self._lock:
                 segs = self._segments

@@ -58,6 +58,12 @@ def empty_result(nq: int) -> Result:
     )
 
 
+def _lower_priority() -> None:
+    from .engine import lower_thread_priority
+
+    lower_thread_priority()
+
+
 class BruteIndex:
     """Exact brute-force range search over fixed arrays (the reference implementation).
 
@@ -207,6 +213,8 @@ class MemTable:
                 # the writer adds every group: merges (up to ~0.3 s at 500k rows) must not
                 # stall it; they run on the index's merge thread
                 background_merges=True,
+                # ... at a lower CPU priority: the event loop deciding requests inline wins
+                merge_thread_init=_lower_priority,
             )
         except Exception:
             log.exception("creating the memtable's HammingIndex failed; using brute-force runs")

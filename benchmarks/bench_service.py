@@ -9,8 +9,8 @@ Steps (each bounded in time and request count, loopback only):
 3. from a second process (``benchmarks/loadgen.py``): check-and-insert throughput through the
    batch endpoint, acknowledged after fsync (``--batch`` documents per request, ``--connections``
    connections); then, once the server has digested that burst (metadata applied, no memtable
-   flush, merge or segment compaction running; the wait is reported as ``settle_s``), single-document latency at a fixed
-   ``--rate`` requests/s;
+   flush, merge or segment compaction running; the wait is reported as ``settle_s``),
+   single-document latency at a fixed ``--rate`` requests/s;
 4. SIGKILL the server and time the restart (log replay + index load) until it serves again;
 5. report the server's RSS (current and peak) and write ``benchmarks/results/service.json``.
 
@@ -94,53 +94,14 @@ def loadgen(url: str, *args: str, timeout: float) -> dict[str, Any]:
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and its descendants (the server and its writer processes; Linux /proc)."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        try:
-            tids = os.listdir(f"/proc/{p}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                with open(f"/proc/{p}/task/{tid}/children", encoding="ascii") as f:
-                    todo.extend(int(x) for x in f.read().split())
-            except (OSError, ValueError):
-                pass
-    return out
-
-
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds so far of process ``pid`` and its live descendants (0 where
-    /proc is unavailable)."""
-    total = 0.0
-    for p in process_tree(pid):
-        try:
-            with open(f"/proc/{p}/stat", encoding="ascii") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, ValueError, IndexError):
-            pass
-    return total
-
-
-def _status_kib(pid: int, key: str) -> int:
+    """User + system CPU seconds of process ``pid`` so far (0 where /proc is unavailable)."""
     try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith(key):
-                    return int(line.split()[1])
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-def tree_rss(pid: int) -> int:
-    """Resident bytes of the server and its writer processes."""
-    return sum(_status_kib(p, "VmRSS:") for p in process_tree(pid)) * 1024
+        return 0.0
 
 
 def stage_histograms(url: str) -> dict[str, tuple[list[tuple[float, float]], float]]:
@@ -207,12 +168,12 @@ def settle(url: str, timeout: float) -> float:
     return time.perf_counter() - t0
 
 
-_COUNTERS = ("flushes", "compactions", "memtable_rows", "segments", "meta_transactions")
+_COUNTERS = ("flushes", "compactions", "memtable_rows")
 
 
 def wal_stats(url: str) -> dict[str, float]:
     """The default namespace's log fsync counters (``wal_*`` stats) and background-work
-    counters (flushes, compactions, memtable rows, ...)."""
+    counters (flushes, compactions, memtable rows)."""
     import httpx
 
     st = httpx.get(url + "/v1/ns/default", timeout=30).json()["stats"]
@@ -224,8 +185,14 @@ def wal_stats(url: str) -> dict[str, float]:
 
 
 def peak_rss(pid: int) -> int:
-    """Sum of each process's peak resident bytes (server and writer processes)."""
-    return sum(_status_kib(p, "VmHWM:") for p in process_tree(pid)) * 1024
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -287,11 +254,11 @@ def main(argv: list[str] | None = None) -> int:
         srv = ServerProcess(data, args=serve_args)
         t_start = srv.start(timeout=600)
         print(
-            f"server up in {t_start:.1f} s (RSS {tree_rss(srv.proc.pid if srv.proc else 0) / 2**20:.0f} MiB)",
+            f"server up in {t_start:.1f} s (RSS {srv.rss_bytes() / 2**20:.0f} MiB)",
             file=sys.stderr,
         )
         result["start_to_serving_s"] = t_start
-        result["rss_after_start_bytes"] = tree_rss(srv.proc.pid if srv.proc else 0)
+        result["rss_after_start_bytes"] = srv.rss_bytes()
 
         result["load_average_before"] = os.getloadavg()
         pid = srv.proc.pid if srv.proc else 0
@@ -336,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             k: wal1.get(k, 0) - wal0.get(k, 0) for k in ("flushes", "compactions")
         } | {"memtable_rows_at_end": wal1.get("memtable_rows", 0)}
         result["load_average_after"] = os.getloadavg()
-        result["rss_after_load_bytes"] = tree_rss(srv.proc.pid if srv.proc else 0)
+        result["rss_after_load_bytes"] = srv.rss_bytes()
         result["rss_peak_bytes"] = peak_rss(srv.proc.pid) if srv.proc else 0
         import httpx
 
@@ -347,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         print("restart after SIGKILL ...", file=sys.stderr)
         srv.kill()
         result["restart_after_kill_s"] = srv.start(timeout=600)
-        result["rss_after_restart_bytes"] = tree_rss(srv.proc.pid if srv.proc else 0)
+        result["rss_after_restart_bytes"] = srv.rss_bytes()
         t0 = time.perf_counter()
         result["graceful_stop_rc"] = srv.stop(timeout=600)
         result["graceful_stop_s"] = time.perf_counter() - t0

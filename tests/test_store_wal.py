@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 
 import pytest
 from hypothesis import given
@@ -176,3 +177,90 @@ def test_frame_records_equals_frame_of_each_payload(recs):
         frame(encode_add(r) if isinstance(r, AddRecord) else encode_delete(r)) for r in recs
     )
     assert frame_records(recs) == want
+
+
+# -- preallocation: the file is extended ahead of its records and cut back on close ---------
+
+
+def _unclosed(path, recs):
+    """A log whose writer died without closing it: its records, then preallocated zeros."""
+    w = WalWriter(path, 1, create=True)
+    for r in recs:
+        w.commit([_encode(r)])
+    end = w.size
+    os.close(w._fd)  # no close(): the padding stays, as after a crash
+    w._fd = -1
+    return end
+
+
+def test_log_is_preallocated_and_cut_back_on_close(tmp_path):
+    from neardup.store.wal import PREALLOCATE
+
+    p = tmp_path / "w.log"
+    w = WalWriter(p, 1, create=True)
+    w.commit([encode_delete(DeleteRecord(1, "a"))])
+    assert p.stat().st_size >= w.size + PREALLOCATE  # no new file size for the next fsyncs
+    assert p.read_bytes()[w.size :].count(0) == p.stat().st_size - w.size
+    w.close()
+    assert p.stat().st_size == w.size
+
+
+def test_zero_padding_after_the_last_record_is_a_clean_end(tmp_path, caplog):
+    p = tmp_path / "w.log"
+    recs = [DeleteRecord(i, f"id{i}") for i in range(5)]
+    end = _unclosed(p, recs)
+    assert p.stat().st_size > end
+    with caplog.at_level("WARNING", logger="neardup.store"):
+        rep = read_wal(p)
+    assert rep.records == recs and rep.valid_bytes == end
+    assert rep.truncated_bytes == 0 and not caplog.records  # padding is not a torn tail
+    assert p.stat().st_size == end  # cut back, so a writer can append at the end
+
+
+@given(recs=records, extra=adds | deletes, data=st.data())
+def test_torn_record_in_the_padding_is_truncated(tmp_path_factory, recs, extra, data):
+    p = tmp_path_factory.mktemp("wal") / "w.log"
+    end = _unclosed(p, recs)
+    tail = frame(_encode(extra))
+    cut = data.draw(st.integers(1, len(tail) - 1))
+    with open(p, "r+b") as f:  # the writer died while this group was reaching the disk
+        f.seek(end)
+        f.write(tail[:cut])
+    rep = read_wal(p)
+    assert rep.records == recs and rep.valid_bytes == end
+    assert 0 < rep.truncated_bytes <= cut
+    assert p.stat().st_size == end
+
+
+def test_damage_in_the_middle_is_found_across_zero_runs(tmp_path):
+    """A damaged record whose follower starts with zero bytes (a length of 2**24 is
+    ``00 00 00 01``), then padding: still damage in the middle, not a torn tail."""
+    p = tmp_path / "w.log"
+    big = DeleteRecord(2, "x" * (2**24 - 13))  # payload of exactly 2**24 bytes
+    assert len(encode_delete(big)) == 2**24
+    end = _unclosed(p, [DeleteRecord(1, "a" * 40), big])
+    data = bytearray(p.read_bytes())
+    data[HEADER_SIZE + 20] ^= 0xFF
+    p.write_bytes(bytes(data))
+    with pytest.raises(CorruptFileError, match="valid records follow"):
+        read_wal(p)
+    rep = read_wal(p, repair=True)
+    assert rep.records == [] and rep.valid_bytes == HEADER_SIZE
+    assert end > HEADER_SIZE
+
+
+@pytest.mark.parametrize("err", [errno.EOPNOTSUPP, errno.ENOSPC])
+def test_appends_work_when_preallocation_fails(tmp_path, monkeypatch, err):
+    import neardup.store.wal as wal
+
+    def refuse(fd, offset, length):
+        raise OSError(err, os.strerror(err))
+
+    monkeypatch.setattr(wal.os, "posix_fallocate", refuse)
+    p = tmp_path / "w.log"
+    w = WalWriter(p, 1, create=True)
+    for i in range(3):
+        w.commit([encode_delete(DeleteRecord(i, "a"))])
+    assert p.stat().st_size == w.size
+    w.close()
+    assert [r.rowid for r in read_wal(p).records] == [0, 1, 2]

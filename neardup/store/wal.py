@@ -22,12 +22,19 @@ Payloads are a compact binary encoding, never pickle:
   64-bit fingerprints are stored in ``fp_hi`` with ``fp_lo = 0``.
 * ``DELETE`` (op 2): ``rowid i64, id_len u32, id utf-8``.
 
-Recovery (:func:`read_wal`): records are read until the end of the file. A bad record (short
-read, impossible length or CRC mismatch) is a *torn tail* when no valid record follows it: the
-file is truncated there (the writer died mid-append; that group was never acknowledged). When a
-valid record does follow, the damage is in the middle of the log and :class:`CorruptFileError`
-names the file and offset; ``repair=True`` truncates at the damage instead (losing what follows,
-which is reported).
+The file is extended ahead of its records (``fallocate``, :data:`PREALLOCATE` bytes at a time)
+and cut back to its last record when closed: an ``fdatasync`` after an append then has no new
+file size to journal (on ext4 ~0.16 instead of ~0.24 ms per group commit here). Unwritten
+preallocated space reads as zeros, and a zero length is never a valid frame, so zeros after the
+last record are the log's clean end.
+
+Recovery (:func:`read_wal`): records are read until the end of the file (or of its records:
+zero padding follows a log whose writer did not close it). A bad record (short read,
+impossible length or CRC mismatch) is a *torn tail* when no valid record follows it: the file is
+truncated there (the writer died mid-append; that group was never acknowledged). When a valid
+record does follow, the damage is in the middle of the log and :class:`CorruptFileError` names
+the file and offset; ``repair=True`` truncates at the damage instead (losing what follows, which
+is reported).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import re
 import struct
 import zlib
 from collections.abc import Iterable, Iterator
@@ -76,6 +84,11 @@ MAX_RECORD = 256 * 1024 * 1024
 
 OP_ADD = 1
 OP_DELETE = 2
+
+#: bytes the log file is extended by ahead of its records (see the module docstring)
+PREALLOCATE = 8 * 1024 * 1024
+_NONZERO = re.compile(rb"[^\x00]")
+_ZERO_LENGTH = b"\x00" * 4  # a frame's length field when no frame starts there
 
 
 class AddRecord(NamedTuple):
@@ -312,7 +325,7 @@ def read_wal(
             except (ValueError, struct.error, UnicodeDecodeError):
                 record = None
         if record is None:
-            following = next((q for q in range(pos + 1, len(data)) if _record_at(data, q)), None)
+            following = _next_record(data, pos + 1, _content_end(data, pos))
             if following is not None and not repair:
                 raise CorruptFileError(
                     f"{p}: write-ahead log record at offset {pos} is damaged and valid records "
@@ -331,21 +344,51 @@ def read_wal(
         records.append(record)
         ends.append(end)
         pos = end
-    torn = len(data) - pos
-    if torn:
-        if repair is False:
-            log.warning(
-                "%s: torn tail of %d bytes at offset %d truncated (never acknowledged)",
-                p,
-                torn,
-                pos,
-            )
-        if truncate:
-            with open(p, "r+b") as f:
-                f.truncate(pos)
-                f.flush()
-                os.fsync(f.fileno())
+    torn = _content_end(data, pos) - pos  # zeros after the last record are padding
+    if torn and repair is False:
+        log.warning(
+            "%s: torn tail of %d bytes at offset %d truncated (never acknowledged)",
+            p,
+            torn,
+            pos,
+        )
+    if truncate and len(data) > pos:  # the torn bytes and the padding
+        with open(p, "r+b") as f:
+            f.truncate(pos)
+            f.flush()
+            os.fsync(f.fileno())
     return WalReplay(generation, records, pos, torn, ends)
+
+
+def _content_end(data: bytes, pos: int) -> int:
+    """Offset just past the last non-zero byte at or after ``pos`` (``pos`` when only zeros
+    follow): where the preallocated padding starts."""
+    end = len(data)
+    while end > pos:
+        start = max(pos, end - 65536)
+        kept = len(data[start:end].rstrip(b"\x00"))
+        if kept:
+            return start + kept
+        end = start
+    return pos
+
+
+def _next_record(data: bytes, start: int, end: int) -> int | None:
+    """Offset of the first valid, decodable record starting in ``[start, end)``, or None.
+    Runs of zeros are skipped at C speed: a frame's length is at least 1, so no frame starts
+    at four zero bytes."""
+    q = start
+    while q < end:
+        if data[q : q + 4] == _ZERO_LENGTH:
+            m = _NONZERO.search(data, q, end)
+            if m is None:
+                return None
+            q = max(q + 1, m.start() - 3)
+            continue
+        if _record_at(data, q):
+            return q
+        q += 1
+    return None
 
 
 def _sync(fd: int) -> None:
@@ -382,7 +425,9 @@ class WalWriter:
     """Appends framed records to one log file; :meth:`commit` writes a group and fsyncs once.
 
     A failed write or fsync truncates the file back to the last acknowledged offset and raises
-    :class:`StorageError`; the writer stays usable.
+    :class:`StorageError`; the writer stays usable. The file is preallocated ahead of the
+    records (:data:`PREALLOCATE`) and cut back to them by :meth:`close`. Open an existing log
+    only after :func:`read_wal` has truncated it (its records must end the file).
     """
 
     def __init__(self, path: str | os.PathLike[str], generation: int, *, create: bool) -> None:
@@ -401,6 +446,8 @@ class WalWriter:
                 raise _storage_error(exc, self.path, "create write-ahead log") from exc
         self._fd = os.open(self.path, os.O_WRONLY)
         self.size = os.lseek(self._fd, 0, os.SEEK_END)
+        #: bytes the file holds (records + preallocated zeros); None: no preallocation here
+        self._allocated: int | None = self.size
 
     def commit(self, payloads: list[bytes]) -> int:
         """Append framed payloads and fsync; on return they are durable. Returns the file size
@@ -446,11 +493,29 @@ class WalWriter:
         except OSError as exc:
             raise _storage_error(exc, self.path, "truncate") from exc
         self.size = end
+        if self._allocated is not None:
+            self._allocated = end
+
+    def _preallocate(self, need: int) -> None:
+        """Extend the file to at least ``need`` bytes plus :data:`PREALLOCATE` (best effort:
+        without it appends still work, their fsyncs just journal the new size)."""
+        if self._allocated is None or need <= self._allocated:
+            return
+        target = need + PREALLOCATE
+        try:
+            os.posix_fallocate(self._fd, self._allocated, target - self._allocated)
+        except (OSError, AttributeError) as exc:
+            if getattr(exc, "errno", None) != errno.ENOSPC:
+                # not supported here (some file systems, non-Linux): plain appends from now on
+                self._allocated = None
+            return
+        self._allocated = target
 
     def _append(self, data: bytes, *, sync: bool) -> int:
         if not data:
             return self.size
         start = self.size
+        self._preallocate(start + len(data))
         try:
             view = memoryview(data)
             while view:
@@ -462,6 +527,8 @@ class WalWriter:
             try:
                 os.ftruncate(self._fd, start)
                 os.lseek(self._fd, start, os.SEEK_SET)
+                if self._allocated is not None:
+                    self._allocated = start
             except OSError:  # pragma: no cover - best effort; replay treats a partial group as torn
                 log.exception("%s: could not truncate after a failed write", self.path)
             raise _storage_error(exc, self.path, "append to") from exc
@@ -469,7 +536,13 @@ class WalWriter:
         return self.size
 
     def close(self) -> None:
+        """Cut the preallocated space off (the file ends at its last record) and close."""
         if self._fd >= 0:
+            if self._allocated is not None and self._allocated > self.size:
+                try:
+                    os.ftruncate(self._fd, self.size)
+                except OSError:  # harmless: replay reads the zeros as the log's end
+                    log.warning("%s: could not cut the preallocated space", self.path)
             os.close(self._fd)
             self._fd = -1
 

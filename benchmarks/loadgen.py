@@ -227,7 +227,11 @@ async def throughput(args: argparse.Namespace) -> dict[str, Any]:
 
 async def latency(args: argparse.Namespace) -> dict[str, Any]:
     u = urlsplit(args.url)
-    n = min(args.max_requests, int(args.rate * args.duration))
+    # the first `warm` requests are paced like the rest but not counted: the first few after
+    # an idle server (fresh connections, cold caches) are a start-up transient, not the
+    # steady state at `rate`; their percentiles are reported apart
+    warm = int(args.rate * args.warmup)
+    n = warm + min(args.max_requests, int(args.rate * args.duration))
     texts = make_texts(n, args.words, args.seed)
     reqs = [
         request_bytes(
@@ -324,13 +328,25 @@ async def latency(args: argparse.Namespace) -> dict[str, Any]:
         errors[str(int(s))] = int(c)
     if timed_out:
         errors["no_answer"] = int((~answered).sum())
-    from_schedule, from_send = from_schedule[answered], from_send[answered]
+    if args.dump_latencies:
+        scheduled = start + np.arange(n) * interval  # time.perf_counter (CLOCK_MONOTONIC)
+        np.save(args.dump_latencies, np.column_stack([scheduled, from_schedule])[answered])
+    counted = answered.copy()
+    counted[:warm] = False
+    warmup = {
+        "seconds": warm * interval,
+        "requests": int(answered[:warm].sum()),
+        "latency_from_schedule": percentiles(from_schedule[:warm][answered[:warm]]),
+    }
+    from_schedule, from_send = from_schedule[counted], from_send[counted]
+    measured_s = elapsed - warm * interval
     return {
         "mode": "latency",
         "target_rate": args.rate,
-        "requests": int(answered.sum()),
-        "seconds": elapsed,
-        "achieved_rate": int(answered.sum()) / elapsed if elapsed > 0 else 0.0,
+        "requests": int(counted.sum()),
+        "seconds": measured_s,
+        "achieved_rate": int(counted.sum()) / measured_s if measured_s > 0 else 0.0,
+        "warmup": warmup,
         "errors": errors,
         "requests_waiting_for_a_connection": state["waited"],
         "latency_from_schedule": percentiles(from_schedule),
@@ -358,6 +374,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--token", default=None)
     p.add_argument(
         "--grace", type=float, default=120.0, help="seconds after --duration before giving up"
+    )
+    p.add_argument(
+        "--warmup",
+        type=float,
+        default=0.0,
+        help="latency mode: seconds of requests at --rate sent first and left out of the "
+        "percentiles (reported apart as `warmup`)",
+    )
+    p.add_argument(
+        "--dump-latencies",
+        default=None,
+        metavar="PATH",
+        help="latency mode: also write every request's scheduled send time (time.perf_counter, "
+        "CLOCK_MONOTONIC on Linux, so comparable with the server's) and latency, in seconds, "
+        "as a two-column .npy array: when did the slow requests happen",
     )
     args = p.parse_args(argv)
     if urlsplit(args.url).hostname not in ("127.0.0.1", "localhost", "::1"):

@@ -227,6 +227,11 @@ def test_torn_record_in_the_padding_is_truncated(tmp_path_factory, recs, extra, 
         f.seek(end)
         f.write(tail[:cut])
     rep = read_wal(p)
+    if not tail[cut:].strip(b"\x00"):
+        # the bytes that did not arrive were zeros, which the padding supplies: the record is
+        # complete and intact (CRC), so replay keeps it; an unacknowledged write may survive
+        assert rep.records == [*recs, extra] and rep.truncated_bytes == 0
+        return
     assert rep.records == recs and rep.valid_bytes == end
     assert 0 < rep.truncated_bytes <= cut
     assert p.stat().st_size == end

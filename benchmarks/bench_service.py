@@ -198,6 +198,42 @@ def peak_rss(pid: int) -> int:
     return 0
 
 
+def host_counters(pid: int) -> dict[str, float]:
+    """What the machine did to the server, for telling a disturbed run from a slow server
+    (Linux /proc; empty elsewhere): CPU time stolen by the hypervisor and total CPU time
+    (jiffies, all CPUs), the server's minor / major page faults, and the page cache and
+    available memory (bytes)."""
+    out: dict[str, float] = {}
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            cpu = [int(x) for x in f.readline().split()[1:]]
+        out["steal_jiffies"], out["cpu_jiffies"] = cpu[7], sum(cpu)
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        out["server_minor_faults"], out["server_major_faults"] = int(fields[7]), int(fields[9])
+        with open("/proc/meminfo", encoding="ascii") as f:
+            mem = {k: int(v.split()[0]) * 1024 for k, v in (line.split(":", 1) for line in f)}
+        out["page_cache_bytes"] = mem.get("Cached", 0)
+        out["mem_available_bytes"] = mem.get("MemAvailable", 0)
+    except (OSError, IndexError, ValueError):
+        return {}
+    return out
+
+
+def host_summary(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """``host_counters`` over a phase: steal share, fault counts, memory at its end."""
+    if not before or not after:
+        return {}
+    total = after["cpu_jiffies"] - before["cpu_jiffies"]
+    return {
+        "cpu_steal_share": (after["steal_jiffies"] - before["steal_jiffies"]) / max(1, total),
+        "server_minor_faults": after["server_minor_faults"] - before["server_minor_faults"],
+        "server_major_faults": after["server_major_faults"] - before["server_major_faults"],
+        "page_cache_bytes": after["page_cache_bytes"],
+        "mem_available_bytes": after["mem_available_bytes"],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -289,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         stages0 = stage_histograms(srv.url)
         wal0 = wal_stats(srv.url)
         cpu0 = cpu_seconds(pid)
+        host0 = host_counters(pid)
         result["latency"] = loadgen(
             srv.url, "--mode", "latency", "--rate", str(args.rate),
             "--duration", str(args.latency_duration), "--words", str(args.words),
@@ -296,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             timeout=args.latency_duration + 600,
         )  # fmt: skip
         result["latency"]["server_cpu_s"] = cpu_seconds(pid) - cpu0
+        result["latency"]["host"] = host_summary(host0, host_counters(pid))
         result["latency"]["server_stages"] = stage_summary(stages0, stage_histograms(srv.url))
         wal1 = wal_stats(srv.url)
         syncs = wal1.get("wal_syncs", 0) - wal0.get("wal_syncs", 0)
@@ -333,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
 
     thr, lat = result["throughput"], result["latency"]
     warm = lat.get("warmup", {})
+    host = lat.get("host", {})
     targets = {
         "batch_docs_per_s >= 28000": thr["docs_per_s"] >= 28_000,
         "single_p99_ms <= 5 at 1000/s": lat["latency_from_schedule"].get("p99_ms", 1e9) <= 5.0,
@@ -351,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         ("warm-up before it (not counted)", "{s:.1f} s, p50 / p99 / max ms {p50:.2f} / {p99:.2f} / {mx:.1f}".format(s=warm.get("seconds", 0), p50=warm.get("latency_from_schedule", {}).get("p50_ms", 0), p99=warm.get("latency_from_schedule", {}).get("p99_ms", 0), mx=warm.get("latency_from_schedule", {}).get("max_ms", 0))),
         ("log fsyncs in latency phase", "{count:.0f}, mean {mean_ms:.2f} ms, {over_2ms:.0f} over 2 ms, max since start {max_ms_since_start:.1f} ms".format(**lat.get("wal_fsync", {"count": 0, "mean_ms": 0, "over_2ms": 0, "max_ms_since_start": 0}))),
         ("background work in latency phase", str(lat.get("background", {}))),
+        ("host in latency phase", "CPU steal {st:.1%}, server page faults minor / major {mi:.0f} / {ma:.0f}, page cache {pc:.1f} GiB, available {av:.1f} GiB".format(st=host.get("cpu_steal_share", 0), mi=host.get("server_minor_faults", 0), ma=host.get("server_major_faults", 0), pc=host.get("page_cache_bytes", 0) / 2**30, av=host.get("mem_available_bytes", 0) / 2**30)),
         ("loadgen CPU share thr / lat", f"{thr.get('loadgen_cpu_share', 0):.2f} / {lat.get('loadgen_cpu_share', 0):.2f} of a core"),
         ("server CPU ms per batch doc / single", f"{1000 * thr['server_cpu_s'] / max(1, thr['docs_acknowledged']):.3f} / {1000 * lat['server_cpu_s'] / max(1, lat['requests'] + warm.get('requests', 0)):.3f}"),
         ("load average before / after", f"{result['load_average_before'][0]:.2f} / {result['load_average_after'][0]:.2f}"),

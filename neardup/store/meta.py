@@ -13,10 +13,18 @@ loads, retention) and one for reads, so reads are never queued behind a large wr
 transaction (SQLite WAL mode: readers see the last committed state).
 
 String ids live only here (50 M ids never sit in Python dicts); the index holds row ids.
+
+Added rows are written with multi-row ``INSERT`` statements (power-of-two row counts, so a few
+statements are prepared once and cached) rather than ``executemany``: the sqlite3 module
+releases and re-takes the interpreter lock around every statement step, i.e. once per row with
+``executemany``. With another thread busy in Python (the service's event loop, the writer) each
+re-take waits for that thread; measured here with one spinning thread, 33 rows took 140-170 ms
+with ``executemany`` against 9-14 ms this way (and 0.18-0.36 vs 0.25-0.62 ms with no contention).
 """
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
@@ -50,6 +58,8 @@ CREATE TABLE IF NOT EXISTS wal_applied (
 );
 """
 _CHUNK = 900  # stay under SQLite's host-parameter limit
+_DOC_COLUMNS = 8
+_MAX_INSERT_ROWS = 256  # rows per multi-row INSERT at most (a power of two)
 
 
 class Row(NamedTuple):
@@ -94,6 +104,13 @@ class MetaDB:
             self._rdb.execute("PRAGMA cache_size=-65536")
             self._rdb.execute("PRAGMA query_only=ON")
             self._rdb.execute("PRAGMA busy_timeout=30000")
+        # the largest power-of-two row count whose parameters fit SQLite's limit
+        fit = min(
+            _MAX_INSERT_ROWS,
+            self._db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // _DOC_COLUMNS,
+        )
+        self._max_rows = 1 << max(0, fit.bit_length() - 1)
+        self._insert_sql: dict[int, str] = {}
 
     def close(self) -> None:
         with self._lock, self._rlock:
@@ -121,15 +138,13 @@ class MetaDB:
                         adds.append(_add_params(r))
                         continue
                     if adds:
-                        cur.executemany(
-                            "INSERT OR REPLACE INTO docs VALUES (?,?,?,?,?,?,?,?)", adds
-                        )
+                        self._replace_rows(cur, adds)
                         adds = []
                     cur.execute("DELETE FROM docs WHERE rid = ?", (r.rowid,))
                     # remembered until compaction drops the row from its segment
                     cur.execute("INSERT OR IGNORE INTO deleted VALUES (?)", (r.rowid,))
                 if adds:
-                    cur.executemany("INSERT OR REPLACE INTO docs VALUES (?,?,?,?,?,?,?,?)", adds)
+                    self._replace_rows(cur, adds)
                 cur.executemany(
                     "INSERT OR REPLACE INTO wal_applied VALUES (?, ?)",
                     [(int(g), int(o)) for g, o in positions],
@@ -138,6 +153,22 @@ class MetaDB:
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
+
+    def _replace_rows(self, cur: sqlite3.Cursor, rows: list[tuple[Any, ...]]) -> None:
+        """``INSERT OR REPLACE`` ``rows`` in order, as multi-row statements (see the module
+        docstring): the same rows as ``executemany`` one by one, a later row replacing an
+        earlier one with the same row id or id."""
+        pos, n = 0, len(rows)
+        while pos < n:
+            k = min(self._max_rows, 1 << ((n - pos).bit_length() - 1))
+            sql = self._insert_sql.get(k)
+            if sql is None:
+                row = "(" + ",".join("?" * _DOC_COLUMNS) + ")"
+                sql = self._insert_sql[k] = "INSERT OR REPLACE INTO docs VALUES " + ",".join(
+                    [row] * k
+                )
+            cur.execute(sql, list(itertools.chain.from_iterable(rows[pos : pos + k])))
+            pos += k
 
     def applied_offset(self, generation: int) -> int:
         """End offset in log ``generation`` up to which records are applied (0: none)."""

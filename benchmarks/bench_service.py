@@ -220,6 +220,27 @@ def host_counters(pid: int) -> dict[str, float]:
     return out
 
 
+def cpu_probe(seconds: float = 1.0) -> float:
+    """Single-document fingerprints per second on one thread, the way the server computes
+    one per request: a fixed workload timed on this machine, before and after the run. On a
+    shared VM the same code runs measurably slower at some hours (one of these sessions saw
+    36 -> 50 us per text within an hour); compare runs only at similar probe values."""
+    from loadgen import make_texts
+
+    from neardup import Fingerprinter
+
+    fp = Fingerprinter()
+    texts = make_texts(2000, 40, 7)
+    for t in texts[:200]:
+        fp.fingerprint_batch([t])
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for t in texts:
+            fp.fingerprint_batch([t])
+        n += len(texts)
+    return n / (time.perf_counter() - t0)
+
+
 def host_summary(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     """``host_counters`` over a phase: steal share, fault counts, memory at its end."""
     if not before or not after:
@@ -306,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         result["rss_after_start_bytes"] = srv.rss_bytes()
 
         result["load_average_before"] = os.getloadavg()
+        result["cpu_probe_before"] = cpu_probe()
         pid = srv.proc.pid if srv.proc else 0
         print("throughput ...", file=sys.stderr)
         cpu0 = cpu_seconds(pid)
@@ -350,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
             k: wal1.get(k, 0) - wal0.get(k, 0) for k in ("flushes", "compactions")
         } | {"memtable_rows_at_end": wal1.get("memtable_rows", 0)}
         result["load_average_after"] = os.getloadavg()
+        result["cpu_probe_after"] = cpu_probe()
         result["rss_after_load_bytes"] = srv.rss_bytes()
         result["rss_peak_bytes"] = peak_rss(srv.proc.pid) if srv.proc else 0
         import httpx
@@ -393,6 +416,7 @@ def main(argv: list[str] | None = None) -> int:
         ("host in latency phase", "CPU steal {st:.1%}, server page faults minor / major {mi:.0f} / {ma:.0f}, page cache {pc:.1f} GiB, available {av:.1f} GiB".format(st=host.get("cpu_steal_share", 0), mi=host.get("server_minor_faults", 0), ma=host.get("server_major_faults", 0), pc=host.get("page_cache_bytes", 0) / 2**30, av=host.get("mem_available_bytes", 0) / 2**30)),
         ("loadgen CPU share thr / lat", f"{thr.get('loadgen_cpu_share', 0):.2f} / {lat.get('loadgen_cpu_share', 0):.2f} of a core"),
         ("server CPU ms per batch doc / single", f"{1000 * thr['server_cpu_s'] / max(1, thr['docs_acknowledged']):.3f} / {1000 * lat['server_cpu_s'] / max(1, lat['requests'] + warm.get('requests', 0)):.3f}"),
+        ("CPU probe before / after", f"{result.get('cpu_probe_before', 0):,.0f} / {result.get('cpu_probe_after', 0):,.0f} single-text fingerprints/s on one thread"),
         ("load average before / after", f"{result['load_average_before'][0]:.2f} / {result['load_average_after'][0]:.2f}"),
         ("start to serving s (seeded)", f"{result['start_to_serving_s']:.1f}"),
         ("restart after SIGKILL s", f"{result['restart_after_kill_s']:.1f}"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -54,7 +56,8 @@ def test_statement_sizes_are_powers_of_two_and_few(tmp_path):
     assert db._max_rows == 256
     recs = [AddRecord(i, 1.0, i, 0, b"c" * 16, 0, f"id{i}", None, None) for i in range(1000)]
     db.apply(recs)
-    assert sorted(db._insert_sql) == [8, 32, 64, 128, 256]  # 1000 = 3*256 + 128 + 64 + 32 + 8
+    # 1000 = 3*256 + 128 + 64 + 32 + 8
+    assert sorted(k for _, k in db._insert_sql) == [8, 32, 64, 128, 256]
     assert db.count() == 1000
     assert db.lookup_ids(["id0", "id999", "nope"]) == {"id0": 0, "id999": 999}
     db.close()
@@ -68,3 +71,23 @@ def test_a_failed_batch_applies_nothing(tmp_path):
         db.apply([good, bad])
     assert db.count() == 0
     db.close()
+
+
+@settings(max_examples=60)
+@given(
+    n=st.integers(0, 700),
+    dup=st.none() | st.integers(0, 699),
+    max_rows=st.sampled_from([1, 4, 256]),
+)
+def test_insert_rows_takes_any_iterable_and_is_all_or_nothing(n, dup, max_rows):
+    db = MetaDB(None)
+    db._max_rows = max_rows
+    rows = [(i, f"id{i}", 1.0, b"f" * 16, b"c" * 16, 0, None, None) for i in range(n)]
+    if dup is not None and dup < n:
+        rows.append((n, f"id{dup}", 1.0, b"f" * 16, b"c" * 16, 0, None, None))  # repeated id
+        with pytest.raises(sqlite3.IntegrityError):
+            db.insert_rows(iter(rows))
+        assert db.count() == 0
+        return
+    db.insert_rows(r for r in rows)  # a generator, as bulk_load passes
+    assert db._db.execute("SELECT * FROM docs ORDER BY rid").fetchall() == rows

@@ -110,7 +110,7 @@ class MetaDB:
             self._db.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // _DOC_COLUMNS,
         )
         self._max_rows = 1 << max(0, fit.bit_length() - 1)
-        self._insert_sql: dict[int, str] = {}
+        self._insert_sql: dict[tuple[str, int], str] = {}
 
     def close(self) -> None:
         with self._lock, self._rlock:
@@ -158,17 +158,24 @@ class MetaDB:
         """``INSERT OR REPLACE`` ``rows`` in order, as multi-row statements (see the module
         docstring): the same rows as ``executemany`` one by one, a later row replacing an
         earlier one with the same row id or id."""
-        pos, n = 0, len(rows)
-        while pos < n:
-            k = min(self._max_rows, 1 << ((n - pos).bit_length() - 1))
-            sql = self._insert_sql.get(k)
-            if sql is None:
-                row = "(" + ",".join("?" * _DOC_COLUMNS) + ")"
-                sql = self._insert_sql[k] = "INSERT OR REPLACE INTO docs VALUES " + ",".join(
-                    [row] * k
-                )
-            cur.execute(sql, list(itertools.chain.from_iterable(rows[pos : pos + k])))
-            pos += k
+        self._insert_rows(cur, "INSERT OR REPLACE", rows)
+
+    def _insert_rows(self, cur: sqlite3.Cursor, verb: str, rows: Iterable[tuple[Any, ...]]) -> None:
+        """``{verb} INTO docs`` every row of ``rows`` (any iterable), in order, as statements
+        of ``self._max_rows`` rows and, for the last chunk, of decreasing powers of two."""
+        it = iter(rows)
+        while chunk := list(itertools.islice(it, self._max_rows)):
+            pos, n = 0, len(chunk)
+            while pos < n:
+                k = 1 << ((n - pos).bit_length() - 1)
+                sql = self._insert_sql.get((verb, k))
+                if sql is None:
+                    row = "(" + ",".join("?" * _DOC_COLUMNS) + ")"
+                    sql = self._insert_sql[verb, k] = f"{verb} INTO docs VALUES " + ",".join(
+                        [row] * k
+                    )
+                cur.execute(sql, list(itertools.chain.from_iterable(chunk[pos : pos + k])))
+                pos += k
 
     def applied_offset(self, generation: int) -> int:
         """End offset in log ``generation`` up to which records are applied (0: none)."""
@@ -210,7 +217,7 @@ class MetaDB:
             try:
                 cur.execute("BEGIN")
                 try:
-                    cur.executemany("INSERT INTO docs VALUES (?,?,?,?,?,?,?,?)", rows)
+                    self._insert_rows(cur, "INSERT", rows)
                     cur.execute("COMMIT")
                 except BaseException:
                     cur.execute("ROLLBACK")

@@ -766,8 +766,7 @@ class Deduplicator:
             if not op.future.done():
                 op.future.set_exception(exc)
         finally:
-            st = self.store
-            flush_due = st.frozen is None and len(st.memtable) >= st.memtable_size
+            flush_due = self.store.flush_due
             with self._cv:
                 self._inline_busy = False
                 self._counters["inline_groups"] += 1
@@ -1026,7 +1025,7 @@ class Deduplicator:
                     self._sync_barrier()
                     self.store.expire(now - self.retention)
             st = self.store
-            if st.frozen is None and len(st.memtable) >= st.memtable_size:
+            if st.flush_due:
                 self._sync_barrier()  # a flush starts a new log: this one fully synced
             st.maybe_flush(self._cutoff())
             self._maybe_compact()

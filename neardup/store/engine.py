@@ -790,12 +790,17 @@ class Store:
         with self._count_lock:
             self.documents -= len(unsynced.added) - len(unsynced.deleted)
 
+    @property
+    def flush_due(self) -> bool:
+        """The memtable is full and no flush is under way: :meth:`maybe_flush` starts one."""
+        return self.frozen is None and len(self.memtable) >= self.memtable_size
+
     def maybe_flush(self, cutoff: float | None = None) -> None:
         """Install a finished background flush; start one when the memtable is full."""
         if self.wal is None:
             return
         self.finish_flush(wait=False)
-        if self.frozen is None and len(self.memtable) >= self.memtable_size:
+        if self.flush_due:
             frozen = self.begin_flush()
             threading.Thread(
                 target=self._background_flush,

@@ -28,8 +28,8 @@ deletes = st.builds(DeleteRecord, rowid=st.integers(0, 12), id=st.just("x"))
 batches = st.lists(st.lists(adds | deletes, max_size=40), min_size=1, max_size=4)
 
 
-def _one_by_one(cur, rows):  # the reference: executemany, a row at a time
-    cur.executemany("INSERT OR REPLACE INTO docs VALUES (?,?,?,?,?,?,?,?)", rows)
+def _one_by_one(cur, verb, rows):  # the reference: executemany, a row at a time
+    cur.executemany(f"{verb} INTO docs VALUES (?,?,?,?,?,?,?,?)", rows)
 
 
 def _dump(db: MetaDB):
@@ -44,7 +44,7 @@ def _dump(db: MetaDB):
 def test_multi_row_apply_equals_row_by_row(batches, max_rows):
     fast, ref = MetaDB(None), MetaDB(None)
     fast._max_rows = max_rows
-    ref._replace_rows = _one_by_one  # type: ignore[method-assign]
+    ref._insert_rows = _one_by_one  # type: ignore[method-assign]
     for b in batches:
         fast.apply(b)
         ref.apply(b)

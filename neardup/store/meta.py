@@ -138,13 +138,13 @@ class MetaDB:
                         adds.append(_add_params(r))
                         continue
                     if adds:
-                        self._replace_rows(cur, adds)
+                        self._insert_rows(cur, "INSERT OR REPLACE", adds)
                         adds = []
                     cur.execute("DELETE FROM docs WHERE rid = ?", (r.rowid,))
                     # remembered until compaction drops the row from its segment
                     cur.execute("INSERT OR IGNORE INTO deleted VALUES (?)", (r.rowid,))
                 if adds:
-                    self._replace_rows(cur, adds)
+                    self._insert_rows(cur, "INSERT OR REPLACE", adds)
                 cur.executemany(
                     "INSERT OR REPLACE INTO wal_applied VALUES (?, ?)",
                     [(int(g), int(o)) for g, o in positions],
@@ -154,15 +154,11 @@ class MetaDB:
                 cur.execute("ROLLBACK")
                 raise
 
-    def _replace_rows(self, cur: sqlite3.Cursor, rows: list[tuple[Any, ...]]) -> None:
-        """``INSERT OR REPLACE`` ``rows`` in order, as multi-row statements (see the module
-        docstring): the same rows as ``executemany`` one by one, a later row replacing an
-        earlier one with the same row id or id."""
-        self._insert_rows(cur, "INSERT OR REPLACE", rows)
-
     def _insert_rows(self, cur: sqlite3.Cursor, verb: str, rows: Iterable[tuple[Any, ...]]) -> None:
         """``{verb} INTO docs`` every row of ``rows`` (any iterable), in order, as statements
-        of ``self._max_rows`` rows and, for the last chunk, of decreasing powers of two."""
+        of ``self._max_rows`` rows and, for the last chunk, of decreasing powers of two (see
+        the module docstring): the same rows as ``executemany`` one by one (with ``INSERT OR
+        REPLACE``, a later row replaces an earlier one with the same row id or id)."""
         it = iter(rows)
         while chunk := list(itertools.islice(it, self._max_rows)):
             pos, n = 0, len(chunk)

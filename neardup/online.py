@@ -202,6 +202,12 @@ class _Inflight:
     counts: tuple[int, int, int, int]  # documents, checks, adds, duplicates
 
 
+def _check_kind(kind: str) -> None:
+    """The document verbs :meth:`Deduplicator.submit` takes."""
+    if kind not in ("check", "add", "check_and_add"):
+        raise InputError(f"kind must be 'check', 'add' or 'check_and_add', got {kind!r}")
+
+
 #: an fdatasync slower than this is counted in ``stats()["wal_slow_syncs"]``
 SLOW_SYNC_S = 0.002
 
@@ -726,8 +732,7 @@ class Deduplicator:
             A future resolved with the list of :class:`Decision` once the group is decided (and,
             for writes, fsynced), and whether ``docs`` was a single document.
         """
-        if kind not in ("check", "add", "check_and_add"):
-            raise InputError(f"kind must be 'check', 'add' or 'check_and_add', got {kind!r}")
+        _check_kind(kind)
         items, single = self._as_list(docs)
         return self.submit_prepared(kind, self._prepare(items), inline=inline), single
 
@@ -737,8 +742,7 @@ class Deduplicator:
         """Queue a batch that a :class:`DocumentPreparer` built with this deduplicator's
         fingerprinter has already validated and fingerprinted (in another thread or process);
         the future resolves as :meth:`submit`'s does (``inline`` as there)."""
-        if kind not in ("check", "add", "check_and_add"):
-            raise InputError(f"kind must be 'check', 'add' or 'check_and_add', got {kind!r}")
+        _check_kind(kind)
         op = _Op(kind, docs)
         if not docs.ids:
             op.future.set_result([])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -171,6 +173,39 @@ def test_background_merges_keep_every_search_exact(seed, batches, removes):
     # merged down to the tiering rule: no adjacent pair within the merge factor
     assert all(sizes[i + 1] * 4 < sizes[i] for i in range(len(sizes) - 1)), sizes
     assert len(idx) == start - len(gone)
+
+
+def test_live_arrays_stay_paired_beside_concurrent_removals():
+    """The background merge reads a segment's live rows without the index lock while
+    ``remove`` marks rows dead: fingerprints and ids must come from one mask (CI once saw
+    a merge build from 224 fingerprints and 223 ids)."""
+    rng = np.random.default_rng(7)
+    n = 400_000
+    idx = HammingIndex(bits=64, max_distance=3, buffer_size=n)
+    idx.add(rng.integers(0, 2**64, n, dtype=np.uint64), ids=np.arange(n))
+    idx.flush()
+    (seg,) = idx._segments
+    victims = rng.permutation(n)[:20_000]
+    stop = threading.Event()
+    bad: list[tuple[int, int]] = []
+
+    def read() -> None:
+        while not stop.is_set():
+            f, i = seg.live_arrays()
+            if len(f) != len(i):
+                bad.append((len(f), len(i)))
+
+    t = threading.Thread(target=read)
+    t.start()
+    try:
+        for v in victims:
+            idx.remove([int(v)])
+            if bad:
+                break
+    finally:
+        stop.set()
+        t.join()
+    assert not bad, bad[:3]
 
 
 def test_background_merges_do_not_block_add():

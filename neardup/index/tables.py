@@ -314,10 +314,16 @@ class Segment:
         return cls(fps_s, ids_s, keys, rows, dirs, dbits, None, heavy, hv, sub)
 
     def live_arrays(self) -> tuple[U64, I64]:
-        """(fingerprints (m, W), ids (m,)) of the rows not removed."""
-        if self.alive is None or self.n_dead == 0:
+        """(fingerprints (m, W), ids (m,)) of the rows not removed.
+
+        Safe beside a concurrent :meth:`kill` (the background merge calls this without the
+        index lock): one copy of the mask selects both arrays, so they always have the same
+        rows; the caller detects the kill itself by ``n_dead`` and discards what it built."""
+        alive = self.alive
+        if alive is None or self.n_dead == 0:
             return self.fps, self.ids
-        return self.fps[self.alive], self.ids[self.alive]
+        mask = alive.copy()
+        return self.fps[mask], self.ids[mask]
 
     def search(
         self, q: U64, k: int, pa: PlanArrays, cap: int = 0

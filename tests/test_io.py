@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import os
 from pathlib import Path
@@ -301,13 +302,17 @@ def _old_writer(data: bytes, lines: list[int]) -> bytes:
     )
 
 
+@pytest.mark.parametrize("copy_range", [False, True])
 @pytest.mark.parametrize("block", [5, 1 << 24])
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(data=_jsonl_file(), seed=st.integers(0, 2**32 - 1))
-def test_passthrough_write_equals_decoding_writer(tmp_path, monkeypatch, block, data, seed):
+def test_passthrough_write_equals_decoding_writer(
+    tmp_path, monkeypatch, block, copy_range, data, seed
+):
     monkeypatch.setattr(jsonl_mod, "BLOCK", block)
+    monkeypatch.setattr(jsonl_mod, "COPY_FILE_RANGE", copy_range and jsonl_mod.COPY_FILE_RANGE)
     p = tmp_path / "h.jsonl"
     p.write_bytes(data)
     for fmt in ("jsonl", "lines"):
@@ -345,7 +350,7 @@ def test_round_trip_identical_bytes_multi_file_and_stdin(tmp_path, monkeypatch):
     assert (tmp_path / "stdin.jsonl").read_bytes() == data
 
 
-@pytest.mark.parametrize("via", ["write", "writev"])
+@pytest.mark.parametrize("via", ["write", "writev", "copy_file_range"])
 def test_failure_mid_write_leaves_no_output_and_input_untouched(tmp_path, monkeypatch, via):
     from neardup.io import formats, jsonl
 
@@ -366,14 +371,61 @@ def test_failure_mid_write_leaves_no_output_and_input_untouched(tmp_path, monkey
         os.writev(fd, parts[:1])
         raise OSError(28, "No space left on device")
 
+    calls = []
+
+    def copy_range_then_fail(src_fd, dst_fd, count, offset_src=None, offset_dst=None):
+        calls.append(count)
+        if len(calls) > 1:
+            raise OSError(28, "No space left on device")
+        return real_copy_range(src_fd, dst_fd, min(count, 7), offset_src)
+
     if via == "write":
         monkeypatch.setattr(formats, "copy_records", failing)
-    else:  # the descriptor path (os.writev)
+    elif via == "writev":  # the descriptor path (os.writev)
+        monkeypatch.setattr(jsonl, "COPY_FILE_RANGE", False)
         monkeypatch.setattr(jsonl, "_writev_all", writev_then_fail)
+    else:
+        if not jsonl.COPY_FILE_RANGE:
+            pytest.skip("os.copy_file_range is not available here")
+        real_copy_range = os.copy_file_range
+        monkeypatch.setattr(os, "copy_file_range", copy_range_then_fail)
     with read_corpus([str(src)]) as c, pytest.raises(Exception, match="No space left"):
         write_kept(c, np.ones(len(c), bool), str(tmp_path / "out.jsonl"))
     assert sorted(os.listdir(tmp_path)) == ["in.jsonl"]
     assert src.read_bytes() == before
+
+
+@pytest.mark.skipif(not jsonl_mod.COPY_FILE_RANGE, reason="os.copy_file_range is not available")
+@pytest.mark.parametrize("code", [errno.EXDEV, errno.ENOSYS, errno.EINVAL])
+def test_copy_file_range_refused_falls_back_to_windows(tmp_path, monkeypatch, code):
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"text": f"doc {i}"}) + "\n" for i in range(50)))
+    calls = []
+
+    def refuse(*args):
+        calls.append(args)
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(os, "copy_file_range", refuse)
+    keep = np.arange(50) % 3 != 1
+    with read_corpus([str(src)]) as c:
+        assert write_kept(c, keep, str(tmp_path / "out.jsonl")) == int(keep.sum())
+    assert len(calls) == 1  # asked once, then the windows copied everything
+    lines = src.read_bytes().splitlines(keepends=True)
+    assert (tmp_path / "out.jsonl").read_bytes() == b"".join(
+        line for line, k in zip(lines, keep, strict=True) if k
+    )
+
+
+@pytest.mark.skipif(not jsonl_mod.COPY_FILE_RANGE, reason="os.copy_file_range is not available")
+def test_input_truncated_before_the_copy_is_an_input_error(tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"text": f"doc {i}"}) + "\n" for i in range(50)))
+    with read_corpus([str(src)]) as c:
+        os.truncate(src, 100)  # changed after it was read
+        with pytest.raises(InputError, match="changed after it was read"):
+            write_kept(c, np.ones(50, bool), str(tmp_path / "out.jsonl"))
+    assert sorted(os.listdir(tmp_path)) == ["in.jsonl"]
 
 
 def test_bom_crlf_and_missing_final_newline(tmp_path):

@@ -25,8 +25,8 @@ Writing (:func:`copy_records`)
 ------------------------------
 When the output format equals the input format (``jsonl`` → ``jsonl``, ``lines`` → ``lines``)
 and input and output are UTF-8, the kept records are written by copying their byte spans from
-the input, each followed by ``\\n``: runs of adjacent kept lines are copied with one read and
-one write. The result is exactly what decoding the line, stripping ``\\r\\n`` and writing it
+the input, each followed by ``\\n``: runs of adjacent kept lines are copied with one
+``os.copy_file_range`` (inside the kernel; where it is unavailable, one read and one write). The result is exactly what decoding the line, stripping ``\\r\\n`` and writing it
 with a ``\\n`` gives (the behaviour before the fast path): ``\\r\\n`` becomes ``\\n``, blank
 and skipped lines are dropped, a missing final newline is added, a BOM is dropped. Other
 encodings decode each kept line and re-encode it.
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import array
 import codecs
+import errno
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -51,6 +52,18 @@ if TYPE_CHECKING:
 __all__ = ["BLOCK", "copy_records", "is_utf8", "read_lines", "read_lines_reference"]
 
 BLOCK = 1 << 24  # 16 MiB read blocks
+#: copy the kept runs inside the kernel (``os.copy_file_range``) when writing to a descriptor;
+#: False, or a filesystem that refuses it, uses ``pread`` + ``writev`` windows
+COPY_FILE_RANGE = hasattr(os, "copy_file_range")
+# errors of a first copy_file_range call that mean "not here": fall back to the windows
+_NO_COPY_RANGE = frozenset(
+    e
+    for e in (
+        getattr(errno, n, None)
+        for n in ("EXDEV", "ENOSYS", "EINVAL", "EOPNOTSUPP", "ENOTSUP", "EBADF", "EPERM")
+    )
+    if e is not None
+)
 _BOM = codecs.BOM_UTF8
 
 
@@ -358,10 +371,61 @@ def copy_records(
         run_hi = np.concatenate((breaks, [positions.size]))  # exclusive, in record index
         r_start = starts[run_lo]
         r_end = ends[run_hi - 1]
-        _copy_runs(fd, r_start, r_end, write, out_fd)
+        done = 0
+        if out_fd is not None and COPY_FILE_RANGE:
+            # a run's last record is followed by its "\n" in the input when the next input
+            # record starts one byte after it (a "\r\n", a blank or skipped line: more)
+            last = positions[run_hi - 1]
+            nxt = np.minimum(last + 1, len(src.starts) - 1)
+            newline = (last + 1 < len(src.starts)) & (src.starts[nxt] == src.ends[last] + 1)
+            done = _copy_file_ranges(fd, out_fd, r_start, r_end, newline, src.path)
+        if done < r_start.size:
+            _copy_runs(fd, r_start[done:], r_end[done:], write, out_fd)
     finally:
         os.close(fd)
     return int(positions.size)
+
+
+def _copy_file_ranges(
+    fd: int,
+    out_fd: int,
+    r_start: npt.NDArray[np.int64],
+    r_end: npt.NDArray[np.int64],
+    newline: npt.NDArray[np.bool_],
+    name: str,
+) -> int:
+    """Copy byte ranges ``[r_start, r_end)``, each followed by ``\\n``, from ``fd`` to the
+    current position of ``out_fd`` with ``os.copy_file_range`` (no trip through user space:
+    at 1 M long documents about half the CPU of reading and writing windows, measured). Where
+    ``newline`` is True the input's own ``\\n`` after the range is copied with it.
+
+    Returns how many ranges were copied: 0 when the first call says the kernel or the
+    filesystems cannot do it (the caller then copies them all another way); other errors
+    (e.g. ENOSPC) propagate.
+    """
+    rs, re_, nl = r_start.tolist(), r_end.tolist(), newline.tolist()
+    for i in range(len(rs)):
+        pos, left = rs[i], re_[i] - rs[i] + nl[i]
+        while left:
+            try:
+                k = os.copy_file_range(fd, out_fd, left, pos)
+            except OSError as exc:
+                if i == 0 and pos == rs[0] and exc.errno in _NO_COPY_RANGE:
+                    return 0
+                raise
+            if k == 0:
+                from ..errors import InputError
+
+                raise InputError(
+                    f"{name}: the file ended at byte {pos} while its records were copied to the "
+                    "output; it changed after it was read. Run again on a file that does not "
+                    "change meanwhile"
+                )
+            pos += k
+            left -= k
+        if not nl[i]:
+            _writev_all(out_fd, [b"\n"])
+    return len(rs)
 
 
 def _writev_all(fd: int, parts: list[Any]) -> None:

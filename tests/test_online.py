@@ -608,13 +608,22 @@ def test_background_threads_do_not_keep_the_last_batch_alive(tmp_path):
     with _dd(tmp_path) as d:
         d.add([{"id": f"r{i}", "text": _text(i)} for i in range(3000)])
         d.store.sync_meta()  # the applier has written them to SQLite
-        time.sleep(0.05)
-        gc.collect()
-        kinds = {"AddRecord": 0, "Decision": 0, "_Op": 0}
-        for o in gc.get_objects():
-            name = type(o).__name__
-            if name in kinds:
-                kinds[name] += 1
+
+        def alive() -> dict[str, int]:
+            gc.collect()
+            kinds = {"AddRecord": 0, "Decision": 0, "_Op": 0}
+            for o in gc.get_objects():
+                name = type(o).__name__
+                if name in kinds:
+                    kinds[name] += 1
+            return kinds
+
+        # the threads let go right after their last step; give a slow machine a moment
+        deadline = time.monotonic() + 5
+        while (kinds := alive()) != {"AddRecord": 0, "Decision": 0, "_Op": 0}:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         assert kinds == {"AddRecord": 0, "Decision": 0, "_Op": 0}
         assert d.store.pending.by_id == {} and d.store.pending.by_rid == {}
 

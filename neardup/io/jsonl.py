@@ -354,9 +354,11 @@ def copy_records(
     are adjacent in the input are copied with one read. When the input is not UTF-8 (or the
     output is not), each line is decoded with the input's encoding and re-encoded.
 
-    ``out_fd``: a file descriptor to write the copied bytes to with ``os.writev`` (the runs of
-    a window and their newlines in one call, without joining them first) instead of
-    ``write``; the caller must not have unflushed data in ``write``'s buffer.
+    ``out_fd``: a file descriptor to write the copied bytes to directly instead of with
+    ``write``: ``O_DIRECT`` blocks when they add up to ``DIRECT_MIN_BYTES`` or more (and the
+    descriptor takes it), else ``os.copy_file_range`` per run, else ``pread`` windows whose
+    runs and newlines go out in one ``os.writev``; the caller must not have unflushed data in
+    ``write``'s buffer.
     """
     positions = np.asarray(positions, np.int64)
     if positions.size == 0:

@@ -790,10 +790,16 @@ def stage_verify(
     """Decide candidate pairs ``(texts[a[m]], texts[b[m]])``; same decisions as
     :func:`stage_verify_reference` (tested).
 
-    1. Every text of a pair: its tokens as sorted 32-bit hashes and its exact token count
-       (:func:`~neardup.pipeline.tokens.token_hashes`, no vocabulary).
-    2. Per pair, the multiset overlap of the hashes, an upper bound on the LCS (equal tokens hash
-       equal; collisions only merge counts), decides the pairs that cannot pass
+    1. Every text of a pair: its tokens counted in 512 hash buckets and its exact token count
+       (:func:`~neardup.pipeline.tokens.token_histograms`: one pass over the bytes, nothing
+       sorted); per pair, the sum of the smaller bucket counts, an upper bound on the multiset
+       overlap, rejects the pairs that cannot pass
+       (:func:`~neardup.pipeline.overlap.histogram_bound_decisions`; unrelated long texts:
+       nearly all of them).
+    2. The texts of the pairs left: their tokens as sorted 32-bit hashes
+       (:func:`~neardup.pipeline.tokens.token_hashes`, no vocabulary); per pair, the multiset
+       overlap of the hashes, an upper bound on the LCS (equal tokens hash equal; collisions
+       only merge counts), decides the pairs that cannot pass
        (:func:`~neardup.pipeline.overlap.bound_decisions`, the same formulas as
        :meth:`Verifier.decide`).
     3. The rest: the exact LCS per pair from those texts' bytes
@@ -802,10 +808,10 @@ def stage_verify(
        confirmed byte by byte, bit-parallel LCS), decided by :meth:`Verifier.decide`.
 
     Returns (ok bool (m,), score float64 (m,)). The score of a pair that passes (or reaches
-    step 3) is its exact similarity; a pair rejected in step 2 reports its bound ratio.
+    step 3) is its exact similarity; a pair rejected in step 1 or 2 reports that bound's ratio.
     """
-    from .pipeline.overlap import bound_decisions, lcs_many
-    from .pipeline.tokens import token_bytes, token_hashes
+    from .pipeline.overlap import bound_decisions, histogram_bound_decisions, lcs_many
+    from .pipeline.tokens import token_bytes, token_hashes, token_histograms
 
     if a.size == 0:
         return np.zeros(0, bool), np.zeros(0, np.float64)
@@ -817,21 +823,34 @@ def stage_verify(
     ia, ib = pos[a], pos[b]
     sub = [texts[i] for i in docs.tolist()]
     prepared: dict[int, tuple[bytes, int]] = {}
-    values, offsets = token_hashes(verifier, sub, workers=workers, prepared=prepared)
     c = verifier.config()
-    could, score = bound_decisions(
-        values,
-        offsets,
-        ia,
-        ib,
-        threshold=c["threshold"],
-        containment=c["containment"],
-        min_containment_tokens=c["min_containment_tokens"],
-        workers=workers,
-        early_exit=True,
-    )
-    lens = np.diff(offsets)  # exact token counts
-    del values, offsets
+    rule = {
+        "threshold": c["threshold"],
+        "containment": c["containment"],
+        "min_containment_tokens": c["min_containment_tokens"],
+    }
+    hist, lens = token_histograms(verifier, sub, workers=workers, prepared=prepared)
+    could, score = histogram_bound_decisions(hist, lens, ia, ib, **rule, workers=workers)
+    del hist
+    left = np.flatnonzero(could)  # lens: exact token counts
+    if left.size:
+        need = np.unique(np.concatenate([ia[left], ib[left]]))
+        local = np.empty(docs.size, np.int64)
+        local[need] = np.arange(need.size)
+        again = {x: prepared[j] for x, j in enumerate(need.tolist()) if j in prepared}
+        values, offsets = token_hashes(
+            verifier, [sub[j] for j in need.tolist()], workers=workers, prepared=again
+        )
+        could[left], score[left] = bound_decisions(
+            values,
+            offsets,
+            local[ia[left]],
+            local[ib[left]],
+            **rule,
+            workers=workers,
+            early_exit=True,
+        )
+        del values, offsets
     ok = np.zeros(a.size, bool)
     todo = np.flatnonzero(could)
     if todo.size:

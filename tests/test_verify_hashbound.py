@@ -233,3 +233,82 @@ def test_token_hashes_output_grows_past_its_estimate(monkeypatch):
     texts = ["x" * 2500] * 3 + ["a b c d e " * 400] * 3 + ["世界 ü " * 800] * 3 + ["ok"] * 5
     for order in (texts, texts[::-1]):
         _same_csr(T.token_hashes(v, order, workers=2), T.token_hashes_reference(v, order))
+
+
+@settings(max_examples=150, deadline=None)
+@given(texts=TEXTS, strip=st.booleans(), small=st.booleans())
+def test_token_histograms_equal_the_reference(texts, strip, small):
+    v = Verifier(strip_social=strip)
+    old = T.HASH_CHUNK_BYTES
+    T.HASH_CHUNK_BYTES = 16 if small else old  # many chunks, flagged texts in several
+    try:
+        hist, counts = T.token_histograms(v, texts, workers=2)
+    finally:
+        T.HASH_CHUNK_BYTES = old
+    ref_hist, ref_counts = T.token_histograms_reference(v, texts)
+    assert hist.dtype == np.uint8 and counts.dtype == np.int64
+    assert np.array_equal(counts, ref_counts)
+    assert np.array_equal(hist, ref_hist)
+    # the same counts as token_hashes (the exact token counts stage_verify decides with)
+    assert np.array_equal(counts, np.diff(T.token_hashes_reference(v, texts)[1]))
+
+
+def test_token_histograms_saturate_and_count_exactly():
+    v = Verifier()
+    hist, counts = T.token_histograms(v, ["the " * 300, "the " * 10 + "cat", "THE, the!"])
+    b = T.token_hash_reference("the") >> (32 - T.HIST_BITS)
+    assert counts.tolist() == [300, 11, 2]
+    assert hist[:, b].tolist() == [T.HIST_MAX, 10, 2] and hist[0].sum() == T.HIST_MAX
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    docs=st.lists(st.lists(st.sampled_from(WORDS), max_size=60), min_size=2, max_size=8),
+    pairs=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), min_size=1, max_size=30),
+    cfg=st.sampled_from(
+        [{}, {"min_containment_tokens": 3}, {"containment": 1.5}, {"threshold": 0.3}]
+    ),
+)
+def test_histogram_bound_never_rejects_what_the_hash_bound_keeps(docs, pairs, cfg):
+    from neardup.pipeline.overlap import bound_decisions, histogram_bound_decisions
+
+    v = Verifier(**cfg)
+    texts = [" ".join(d) for d in docs]
+    n = len(texts)
+    ia = np.array([p[0] % n for p in pairs], np.int64)
+    ib = np.array([p[1] % n for p in pairs], np.int64)
+    c = v.config()
+    rule = {k: c[k] for k in ("threshold", "containment", "min_containment_tokens")}
+    hist, counts = T.token_histograms(v, texts)
+    values, offsets = T.token_hashes(v, texts)
+    could_h, ratio_h = histogram_bound_decisions(hist, counts, ia, ib, **rule)
+    could, ratio = bound_decisions(values, offsets, ia, ib, **rule)
+    assert (could_h >= could).all()  # a weaker bound: never rejects a pair the exact one keeps
+    assert (ratio_h >= ratio - 1e-12).all()
+    # one bucket, full on both sides: no bound but the lengths (overlap <= the shorter count)
+    full = np.full_like(hist[:, :1], T.HIST_MAX)
+    could_1, ratio_1 = histogram_bound_decisions(full, counts, ia, ib, **rule)
+    assert (could_1 >= could).all()
+    la, lb = counts[ia], counts[ib]
+    shorter = np.minimum(la, lb)
+    expect = np.where(shorter > 0, 2.0 * shorter / np.maximum(la + lb, 1), 0.0)
+    assert np.array_equal(ratio_1, expect)
+
+
+def test_histogram_bound_treats_buckets_full_on_both_sides_as_unbounded():
+    from neardup.pipeline.overlap import histogram_bound_decisions
+
+    v = Verifier()
+    texts = ["the " * 600, "the " * 600, "the " * 10 + "cat " * 590]
+    hist, counts = T.token_histograms(v, texts)
+    could, ratio = histogram_bound_decisions(
+        hist,
+        counts,
+        np.array([0, 0]),
+        np.array([1, 2]),
+        threshold=0.675,
+        containment=0.85,
+        min_containment_tokens=20,
+    )
+    assert could.tolist() == [True, False]  # 600 equal tokens pass; 10 of 600 cannot
+    assert ratio[0] == 1.0 and ratio[1] < 0.1

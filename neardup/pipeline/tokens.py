@@ -31,6 +31,8 @@ __all__ = [
     "token_hash_reference",
     "token_hashes",
     "token_hashes_reference",
+    "token_histograms",
+    "token_histograms_reference",
 ]
 
 #: text bytes per numba run (bounds the temporary token arrays)
@@ -271,6 +273,10 @@ _FNV_PRIME = 0x100000001B3
 _MIX = 0x9E3779B97F4A7C15
 #: per-document modes of the hashing kernel
 _RAW_CHECK, _RAW, _PRETOK = 0, 1, 2
+#: :func:`token_histograms` counts tokens in ``2**HIST_BITS`` buckets (the top bits of the hash)
+HIST_BITS = 9
+#: a bucket's count saturates here (uint8)
+HIST_MAX = 255
 
 
 def token_hash_reference(token: str) -> int:
@@ -636,6 +642,149 @@ def token_hashes(
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
     return values[:pos], offsets
+
+
+def token_histograms_reference(
+    verifier: Verifier, texts: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The definition of :func:`token_histograms`: per text, how many of its tokens
+    (``verifier.tokens``) fall in each of ``2**HIST_BITS`` buckets, the bucket being the top
+    ``HIST_BITS`` bits of :func:`token_hash_reference`, counts capped at ``HIST_MAX``; and the
+    exact token counts."""
+    nb = 1 << HIST_BITS
+    hist = np.zeros((len(texts), nb), np.uint8)
+    counts = np.zeros(len(texts), np.int64)
+    for d, text in enumerate(texts):
+        toks = verifier.tokens(text)
+        counts[d] = len(toks)
+        for t in toks:
+            b = token_hash_reference(t) >> (32 - HIST_BITS)
+            hist[d, b] = min(HIST_MAX, int(hist[d, b]) + 1)
+    return hist, counts
+
+
+@numba.njit(cache=True, parallel=True)
+def _hist_kernel(
+    buf: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    mode: np.ndarray,
+    word: np.ndarray,
+    space: np.ndarray,
+    mark: np.ndarray,
+    hist: np.ndarray,
+    counts: np.ndarray,
+    flags: np.ndarray,
+) -> None:  # pragma: no cover - numba
+    # _write_kernel's tokens and hashes (same byte loop), counted into hist[d] by the top
+    # HIST_BITS bits of each token's 32-bit hash (saturating at HIST_MAX) instead of being
+    # written out and sorted. Mode 0 flags the social markers as _write_kernel does.
+    fnv = np.uint64(0xCBF29CE484222325)
+    prime = np.uint64(0x100000001B3)
+    mix = np.uint64(0x9E3779B97F4A7C15)
+    shift = np.uint64(64 - HIST_BITS)
+    www = np.uint64(0x7777772E)  # "www."
+    m32 = np.uint64(0xFFFFFFFF)
+    top = np.uint8(HIST_MAX)
+    for d in numba.prange(starts.shape[0]):
+        s = starts[d]
+        e = ends[d]
+        pretok = mode[d] == 2
+        check = mode[d] == 0
+        lut = space if pretok else word
+        low = 0 if pretok else 32
+        row = hist[d]
+        n = 0
+        prev = 0
+        h = fnv
+        hit = np.uint64(0)
+        win = np.uint64(0)
+        for i in range(s, e):
+            y = buf[i]
+            w = np.int64(lut[y])
+            n += w & (prev ^ 1)
+            if prev & (w ^ 1):  # a token ended before this byte: h is its hash
+                b = (h * mix) >> shift
+                if row[b] < top:
+                    row[b] += 1
+            hb = fnv if w > prev else h
+            hn = (hb ^ np.uint64(y | low)) * prime
+            h = hn if w else hb
+            prev = w
+            if check:
+                win = ((win << np.uint64(8)) | np.uint64(y | 32)) & m32
+                hit |= np.uint64(mark[y]) | np.uint64(win == www)
+        if prev:  # the last token runs to the end
+            b = (h * mix) >> shift
+            if row[b] < top:
+                row[b] += 1
+        counts[d] = n
+        flags[d] = hit != 0
+
+
+def token_histograms(
+    verifier: Verifier,
+    texts: Sequence[str],
+    *,
+    workers: int = 1,
+    prepared: Prepared | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every text's tokens counted in ``2**HIST_BITS`` hash buckets: ``(hist uint8 (n,
+    2**HIST_BITS), counts int64 (n,))``, equal to :func:`token_histograms_reference`.
+
+    The same tokens and hashes as :func:`token_hashes` (the same byte loop, the same handling of
+    non-ASCII texts and social markers), but nothing is written out or sorted: one pass over
+    the bytes fills a fixed-size row per text. ``sum(min(row_a, row_b))`` bounds the multiset
+    overlap of two texts' tokens from above (equal tokens share a bucket, and per bucket the
+    smaller total is at least the sum of the smaller counts), hence their LCS; a bucket full on
+    both sides (``HIST_MAX``) is not a bound, and the caller must treat it as unbounded.
+
+    ``prepared`` is filled as :func:`token_hashes` fills it.
+    """
+    n = len(texts)
+    strip = bool(verifier.config()["strip_social"])
+    special = {} if prepared is None else prepared
+    hist = np.zeros((n, 1 << HIST_BITS), np.uint8)
+    counts = np.zeros(n, np.int64)
+    luts = (_WORD_LUT, _SPACE_LUT, _MARK_LUT)
+    prev = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
+    try:
+        for i, j in itertools.pairwise(_chunk_bounds(texts)):
+            for k in range(i, j):
+                if k not in special and not texts[k].isascii():  # the reference tokeniser
+                    special[k] = (" ".join(verifier.tokens(texts[k])).encode("utf-8"), _PRETOK)
+            buf, starts, ends, mode = _chunk_bytes(
+                texts, special, i, j, _RAW_CHECK if strip else _RAW
+            )
+            flags = np.empty(j - i, np.bool_)
+            _hist_kernel(buf, starts, ends, mode, *luts, hist[i:j], counts[i:j], flags)
+            flagged = np.flatnonzero(flags) + i
+            if flagged.size:  # strip as ``tokenize`` does, then count again (mode 1)
+                stripped = [
+                    _SOCIAL.sub(" ", texts[k].lower()).encode("ascii") for k in flagged.tolist()
+                ]
+                for k, data in zip(flagged.tolist(), stripped, strict=True):
+                    special[k] = (data, _RAW)
+                lens = np.fromiter(map(len, stripped), np.int64, len(stripped))
+                s_ends = np.cumsum(lens)
+                s_hist = np.zeros((flagged.size, 1 << HIST_BITS), np.uint8)
+                s_counts = np.empty(flagged.size, np.int64)
+                _hist_kernel(
+                    np.frombuffer(b"".join(stripped), np.uint8),
+                    s_ends - lens,
+                    s_ends,
+                    np.full(flagged.size, _RAW, np.uint8),
+                    *luts,
+                    s_hist,
+                    s_counts,
+                    np.empty(flagged.size, np.bool_),
+                )
+                hist[flagged] = s_hist
+                counts[flagged] = s_counts
+    finally:
+        numba.set_num_threads(prev)
+    return hist, counts
 
 
 def _chunk_bounds(texts: Sequence[str]) -> list[int]:

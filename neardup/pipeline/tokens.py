@@ -424,6 +424,51 @@ def _count_kernel(
         flags[d] = flag
 
 
+@numba.njit(cache=True, inline="always")
+def _hash_tokens(
+    buf: np.ndarray,
+    s: int,
+    e: int,
+    pretok: bool,
+    check: bool,
+    word: np.ndarray,
+    space: np.ndarray,
+    mark: np.ndarray,
+    tmp: np.ndarray,
+) -> tuple[int, bool]:  # pragma: no cover - numba
+    # The token loop of _write_kernel and _hist_kernel: one branch-free pass over buf[s:e],
+    # FNV-1a of the current token, restarted where a token starts; where one ends its hash is
+    # left in tmp[k] (tmp[ke] is overwritten until then). Returns (token count, whether mode 0
+    # saw a social marker: "@", "#", "/" or "www.").
+    fnv = np.uint64(0xCBF29CE484222325)
+    prime = np.uint64(0x100000001B3)
+    www = np.uint64(0x7777772E)  # "www."
+    m32 = np.uint64(0xFFFFFFFF)
+    lut = space if pretok else word
+    low = 0 if pretok else 32  # ASCII token bytes are [A-Za-z0-9]: OR 0x20 lower-cases
+    n = 0
+    ke = 0
+    prev = 0
+    h = fnv
+    hit = np.uint64(0)
+    win = np.uint64(0)
+    for i in range(s, e):
+        y = buf[i]
+        w = np.int64(lut[y])
+        n += w & (prev ^ 1)
+        tmp[ke] = h
+        ke += prev & (w ^ 1)
+        hb = fnv if w > prev else h
+        hn = (hb ^ np.uint64(y | low)) * prime
+        h = hn if w else hb
+        prev = w
+        if check:
+            win = ((win << np.uint64(8)) | np.uint64(y | 32)) & m32
+            hit |= np.uint64(mark[y]) | np.uint64(win == www)
+    tmp[ke] = h
+    return n, hit != 0
+
+
 @numba.njit(cache=True, parallel=True)
 def _write_kernel(
     buf: np.ndarray,
@@ -442,48 +487,19 @@ def _write_kernel(
     # in out[region[d]:region[d] + counts[d]] (room for (len + 1) // 2: a token takes a byte and
     # is followed by a separator). Mode 0 also flags the social markers as _count_kernel does
     # (a flagged document is left unsorted: the caller strips and redoes it in mode 1).
-    fnv = np.uint64(0xCBF29CE484222325)
-    prime = np.uint64(0x100000001B3)
     mix = np.uint64(0x9E3779B97F4A7C15)
     s32 = np.uint64(32)
-    www = np.uint64(0x7777772E)  # "www."
-    m32 = np.uint64(0xFFFFFFFF)
     for d in numba.prange(starts.shape[0]):
         s = starts[d]
         e = ends[d]
         o = region[d]
-        pretok = mode[d] == 2
-        check = mode[d] == 0
-        lut = space if pretok else word
-        low = 0 if pretok else 32  # ASCII token bytes are [A-Za-z0-9]: OR 0x20 lower-cases
-        # one branch-free pass: FNV-1a of the current token, restarted where a token starts;
-        # where one ends its hash is written out (tmp[ke] is overwritten until then)
         tmp = np.empty((e - s + 1) // 2 + 1, np.uint64)
-        n = 0
-        ke = 0
-        prev = 0
-        h = fnv
-        hit = np.uint64(0)
-        win = np.uint64(0)
-        for i in range(s, e):
-            y = buf[i]
-            w = np.int64(lut[y])
-            n += w & (prev ^ 1)
-            tmp[ke] = h
-            ke += prev & (w ^ 1)
-            hb = fnv if w > prev else h
-            hn = (hb ^ np.uint64(y | low)) * prime
-            h = hn if w else hb
-            prev = w
-            if check:
-                win = ((win << np.uint64(8)) | np.uint64(y | 32)) & m32
-                hit |= np.uint64(mark[y]) | np.uint64(win == www)
-        tmp[ke] = h
+        n, hit = _hash_tokens(buf, s, e, mode[d] == 2, mode[d] == 0, word, space, mark, tmp)
         for q in range(n):
             out[o + q] = np.uint32((tmp[q] * mix) >> s32)
         counts[d] = n
-        flags[d] = hit != 0
-        if hit == 0:
+        flags[d] = hit
+        if not hit:
             _sort_hashes(out[o : o + n])
 
 
@@ -676,50 +692,23 @@ def _hist_kernel(
     counts: np.ndarray,
     flags: np.ndarray,
 ) -> None:  # pragma: no cover - numba
-    # _write_kernel's tokens and hashes (same byte loop), counted into hist[d] by the top
-    # HIST_BITS bits of each token's 32-bit hash (saturating at HIST_MAX) instead of being
-    # written out and sorted. Mode 0 flags the social markers as _write_kernel does.
-    fnv = np.uint64(0xCBF29CE484222325)
-    prime = np.uint64(0x100000001B3)
+    # _write_kernel's tokens and hashes (the same loop, _hash_tokens), counted into hist[d]
+    # by the top HIST_BITS bits of each token's 32-bit hash (saturating at HIST_MAX) instead
+    # of being written out and sorted. Mode 0 flags the social markers as _write_kernel does.
     mix = np.uint64(0x9E3779B97F4A7C15)
     shift = np.uint64(64 - HIST_BITS)
-    www = np.uint64(0x7777772E)  # "www."
-    m32 = np.uint64(0xFFFFFFFF)
     top = np.uint8(HIST_MAX)
     for d in numba.prange(starts.shape[0]):
         s = starts[d]
         e = ends[d]
-        pretok = mode[d] == 2
-        check = mode[d] == 0
-        lut = space if pretok else word
-        low = 0 if pretok else 32
+        tmp = np.empty((e - s + 1) // 2 + 1, np.uint64)
+        n, hit = _hash_tokens(buf, s, e, mode[d] == 2, mode[d] == 0, word, space, mark, tmp)
         row = hist[d]
-        n = 0
-        prev = 0
-        h = fnv
-        hit = np.uint64(0)
-        win = np.uint64(0)
-        for i in range(s, e):
-            y = buf[i]
-            w = np.int64(lut[y])
-            n += w & (prev ^ 1)
-            if prev & (w ^ 1):  # a token ended before this byte: h is its hash
-                b = (h * mix) >> shift
-                if row[b] < top:
-                    row[b] += 1
-            hb = fnv if w > prev else h
-            hn = (hb ^ np.uint64(y | low)) * prime
-            h = hn if w else hb
-            prev = w
-            if check:
-                win = ((win << np.uint64(8)) | np.uint64(y | 32)) & m32
-                hit |= np.uint64(mark[y]) | np.uint64(win == www)
-        if prev:  # the last token runs to the end
-            b = (h * mix) >> shift
-            if row[b] < top:
-                row[b] += 1
+        for q in range(n):  # branch-free saturating increments
+            b = (tmp[q] * mix) >> shift
+            row[b] += np.uint8(row[b] < top)
         counts[d] = n
-        flags[d] = hit != 0
+        flags[d] = hit
 
 
 def token_histograms(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -340,3 +342,35 @@ def test_heavy_bucket_subdirectory_is_used_and_exact(bits: int, tmp_path) -> Non
     assert_same(idx.search(q), want)
     idx.save(tmp_path / "h.idx")
     assert_same(HammingIndex.load(tmp_path / "h.idx", mmap=True).search(q), want)
+
+
+def _one_level_reference(bits, k, r, m):
+    """The layout enumeration before its k-free part was cached (the definition)."""
+    import itertools
+
+    from neardup.index.plan import TableSpec, _merge_ranges, _split, radius_for
+
+    blocks = _split(0, bits, r)
+    rho = radius_for(r, k, m)
+    tables = []
+    if m > r:
+        return None
+    for combo in itertools.combinations(range(r), m):
+        order = [blocks[i] for i in combo] + [blocks[i] for i in range(r) if i not in combo]
+        pb = sum(blocks[i][1] for i in combo)
+        if pb > 64 or rho >= pb:
+            return None
+        tables.append(TableSpec(order=_merge_ranges(order), prefix_bits=pb, radius=rho))
+    return f"{r} blocks choose {m}" + (f", radius {rho}" if rho else ""), tuple(tables)
+
+
+@pytest.mark.parametrize("bits", [64, 128])
+def test_one_level_layouts_equal_the_uncached_enumeration(bits):
+    from neardup.index.plan import _one_level
+
+    for k in [0, 1, 2, 3, 4, 7, 10, 14, 18, 25]:
+        for r in range(2, 25):
+            for m in range(1, r + 1):
+                if math.comb(r, m) > 600:
+                    break
+                assert _one_level(bits, k, r, m) == _one_level_reference(bits, k, r, m), (k, r, m)

@@ -233,18 +233,38 @@ def _n_probes(pb: int, rho: int) -> int:
     return sum(math.comb(pb, j) for j in range(min(rho, pb) + 1))
 
 
-def _one_level(bits: int, k: int, r: int, m: int) -> tuple[str, tuple[TableSpec, ...]] | None:
+@functools.lru_cache(maxsize=1024)
+def _one_level_geometry(
+    bits: int, r: int, m: int
+) -> tuple[tuple[tuple[tuple[int, int], ...], int], ...]:
+    """(bit order as ranges, prefix bits) of every table of "``r`` blocks choose ``m``", in
+    ``itertools.combinations`` order: what :func:`_one_level` needs that does not depend on
+    ``k`` (computed once per process; the work planner asks for many ``k``)."""
     blocks = _split(0, bits, r)
-    rho = radius_for(r, k, m)
-    tables = []
-    if m > r:
-        return None
+    out = []
     for combo in itertools.combinations(range(r), m):
         order = [blocks[i] for i in combo] + [blocks[i] for i in range(r) if i not in combo]
-        pb = sum(blocks[i][1] for i in combo)
+        out.append((_merge_ranges(order), sum(blocks[i][1] for i in combo)))
+    return tuple(out)
+
+
+def _one_level(bits: int, k: int, r: int, m: int) -> tuple[str, tuple[TableSpec, ...]] | None:
+    """The layout "``r`` blocks choose ``m``" for distance ``k`` (None when it cannot work)."""
+    if m > r:
+        return None
+    return _one_level_radius(bits, r, m, radius_for(r, k, m))
+
+
+@functools.lru_cache(maxsize=4096)
+def _one_level_radius(
+    bits: int, r: int, m: int, rho: int
+) -> tuple[str, tuple[TableSpec, ...]] | None:
+    # depends on k only through the probe radius, which many distances share
+    tables = []
+    for order, pb in _one_level_geometry(bits, r, m):
         if pb > 64 or rho >= pb:
             return None
-        tables.append(TableSpec(order=_merge_ranges(order), prefix_bits=pb, radius=rho))
+        tables.append(TableSpec(order=order, prefix_bits=pb, radius=rho))
     name = f"{r} blocks choose {m}" + (f", radius {rho}" if rho else "")
     return name, tuple(tables)
 

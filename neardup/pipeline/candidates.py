@@ -21,6 +21,7 @@ from numba.extending import intrinsic
 
 from ..errors import ConfigError
 from ..hamming import as_fingerprints, hamming_cdist
+from ._threads import numba_threads
 
 __all__ = [
     "DEFAULT_WORK_NS_PER_DOC",
@@ -177,9 +178,7 @@ def all_pairs_bruteforce(
         hi, lo = np.ascontiguousarray(fps[:, 0]), np.ascontiguousarray(fps[:, 1])
     else:
         hi, lo = np.ascontiguousarray(fps), np.zeros(0, np.uint64)
-    prev = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
-    try:
+    with numba_threads(workers):
         k = int(max_distance)
         counts = _count_rows64(hi, k) if fps.ndim == 1 else _count_rows(hi, lo, k)
         offsets = np.zeros(n + 1, np.int64)
@@ -192,8 +191,6 @@ def all_pairs_bruteforce(
             _fill_rows64(hi, k, offsets, a, b, d)
         else:
             _fill_rows(hi, lo, k, offsets, a, b, d)
-    finally:
-        numba.set_num_threads(prev)
     return a, b, d
 
 
@@ -280,12 +277,8 @@ def _bounded_by_tables(
     n = x.shape[0]
     if n < BOUNDED_TABLES_MIN_N or k <= TABLES_MAX_DISTANCE:
         return None
-    prev = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
-    try:
+    with numba_threads(workers):
         est = estimate_pairs_within(x, k)
-    finally:
-        numba.set_num_threads(prev)
     # g: the first distance expected not to fit (with a margin, so the exact count below
     # rarely disagrees); the tables pay off only when the pairs they enumerate are few next to
     # the n^2/2 pairs a scan touches (measured: one pair out of the tables ~ 800 scanned).
@@ -332,9 +325,7 @@ def bounded_pairs(
     fast = _bounded_by_tables(x, int(max_distance), int(max_pairs), workers)
     if fast is not None:
         return fast
-    prev = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
-    try:
+    with numba_threads(workers):
         hist = _hist_rows64(x, int(max_distance))
         cum = np.cumsum(hist.sum(axis=0, dtype=np.int64))
         fits = np.flatnonzero(cum <= max_pairs)
@@ -349,8 +340,6 @@ def bounded_pairs(
         b = np.empty(total, np.int64)
         d = np.empty(total, np.int32)
         _fill_rows64(x, k, offsets, a, b, d)
-    finally:
-        numba.set_num_threads(prev)
     return a, b, d, k
 
 
@@ -592,12 +581,8 @@ def plan_pass(
         )  # fmt: skip
     est: npt.NDArray[np.float64] | None = None
     if bits == 64:
-        prev = numba.get_num_threads()
-        numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
-        try:
+        with numba_threads(workers):
             est = estimate_pairs_within(np.ascontiguousarray(fps), k)
-        finally:
-            numba.set_num_threads(prev)
     for r in range(k, -1, -1):
         pairs = float(est[r]) if est is not None else 0.0
         if max_pairs is not None and est is not None and pairs > max_pairs and r > 0:

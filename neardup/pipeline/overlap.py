@@ -20,6 +20,8 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
+from ._threads import numba_threads
+
 __all__ = [
     "bound_decisions",
     "encode_sorted",
@@ -95,12 +97,8 @@ def overlap_many(
     ib = np.ascontiguousarray(ib, dtype=np.int64)
     if ia.size == 0:
         return np.zeros(0, np.int64)
-    prev = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
-    try:
+    with numba_threads(workers):
         return _overlap_kernel(values, offsets, ia, ib)
-    finally:
-        numba.set_num_threads(prev)
 
 
 @numba.njit(cache=True, parallel=True)
@@ -133,15 +131,24 @@ def _bound_kernel(
             c += x == y
             i += x <= y
             j += y <= x
-        r = 2.0 * np.float64(c) / np.float64(la + lb)
-        ratio[p] = r
-        if r >= threshold or (
-            containment <= 1.0
-            and shorter >= min_tokens
-            and np.float64(c) / np.float64(shorter) >= containment
-        ):
-            could[p] = True
+        could[p], ratio[p] = _passes(c, la, lb, threshold, containment, min_tokens)
     return could, ratio
+
+
+@numba.njit(cache=True, inline="always")
+def _passes(
+    c: int, la: int, lb: int, threshold: float, containment: float, min_tokens: int
+) -> tuple[bool, float]:  # pragma: no cover - numba
+    # Verifier.decide's rule on an overlap (bound) c of texts of la and lb tokens, the same float
+    # formulas: (could pass, ratio)
+    shorter = min(la, lb)
+    r = 2.0 * np.float64(c) / np.float64(la + lb)
+    ok = r >= threshold or (
+        containment <= 1.0
+        and shorter >= min_tokens
+        and np.float64(c) / np.float64(shorter) >= containment
+    )
+    return ok, r
 
 
 @numba.njit(cache=True)
@@ -202,17 +209,8 @@ def _bound_exit_kernel(
                 c += min(ie - i, je - j)
                 stopped = True
                 break
-        r = 2.0 * np.float64(c) / np.float64(la + lb)
-        ratio[p] = r
-        if not stopped and (
-            r >= threshold
-            or (
-                containment <= 1.0
-                and shorter >= min_tokens
-                and np.float64(c) / np.float64(shorter) >= containment
-            )
-        ):
-            could[p] = True
+        ok, ratio[p] = _passes(c, la, lb, threshold, containment, min_tokens)
+        could[p] = ok and not stopped
     return could, ratio
 
 
@@ -238,9 +236,7 @@ def bound_decisions(
     ib = np.ascontiguousarray(ib, dtype=np.int64)
     if ia.size == 0:
         return np.zeros(0, np.bool_), np.zeros(0, np.float64)
-    prev = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
-    try:
+    with numba_threads(workers):
         return (_bound_exit_kernel if early_exit else _bound_kernel)(
             values,
             offsets,
@@ -250,8 +246,6 @@ def bound_decisions(
             float(containment),
             int(min_containment_tokens),
         )
-    finally:
-        numba.set_num_threads(prev)
 
 
 @numba.njit(cache=True, parallel=True)
@@ -288,14 +282,7 @@ def _hist_bound_kernel(
             sat |= (x >= full) & (y >= full)
         if sat or c > shorter:
             c = shorter
-        r = 2.0 * np.float64(c) / np.float64(la + lb)
-        ratio[p] = r
-        if r >= threshold or (
-            containment <= 1.0
-            and shorter >= min_tokens
-            and np.float64(c) / np.float64(shorter) >= containment
-        ):
-            could[p] = True
+        could[p], ratio[p] = _passes(c, la, lb, threshold, containment, min_tokens)
     return could, ratio
 
 
@@ -324,9 +311,7 @@ def histogram_bound_decisions(
     ib = np.ascontiguousarray(ib, dtype=np.int64)
     if ia.size == 0:
         return np.zeros(0, np.bool_), np.zeros(0, np.float64)
-    prev = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
-    try:
+    with numba_threads(workers):
         return _hist_bound_kernel(
             hist,
             counts,
@@ -337,8 +322,6 @@ def histogram_bound_decisions(
             int(min_containment_tokens),
             int(full),
         )
-    finally:
-        numba.set_num_threads(prev)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -531,9 +514,5 @@ def lcs_many(
     ib = np.ascontiguousarray(ib, dtype=np.int64)
     if ia.size == 0:
         return np.zeros(0, np.int64)
-    prev = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
-    try:
+    with numba_threads(workers):
         return _lcs_kernel(buf, starts, ends, mode, _WORD_LUT, _SPACE_LUT, ia, ib)
-    finally:
-        numba.set_num_threads(prev)

@@ -21,6 +21,7 @@ import numba
 import numpy as np
 
 from ..verify import _SOCIAL, _SOCIAL_MARKERS, TokenEncoder, Verifier
+from ._threads import numba_threads
 
 __all__ = [
     "encode_texts",
@@ -563,6 +564,31 @@ def _chunk_bytes(
     return np.frombuffer(data, np.uint8), ends - lens, ends, mode
 
 
+def _pretokenise(
+    verifier: Verifier, texts: Sequence[str], i: int, j: int, special: Prepared
+) -> None:
+    """Record ``texts[i:j]`` that are not ASCII in ``special``, tokenised by the reference
+    tokeniser and joined by spaces (mode 2); entries already there are kept."""
+    for k in range(i, j):
+        if k not in special and not texts[k].isascii():
+            special[k] = (" ".join(verifier.tokens(texts[k])).encode("utf-8"), _PRETOK)
+
+
+def _stripped(
+    texts: Sequence[str], flagged: np.ndarray, special: Prepared
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The texts at positions ``flagged`` (a kernel saw a social marker) stripped as
+    ``tokenize`` strips them, recorded in ``special`` (mode 1); returns their kernel input
+    ``(buffer, starts, ends, mode)``."""
+    stripped = [_SOCIAL.sub(" ", texts[k].lower()).encode("ascii") for k in flagged.tolist()]
+    for k, data in zip(flagged.tolist(), stripped, strict=True):
+        special[k] = (data, _RAW)
+    lens = np.fromiter(map(len, stripped), np.int64, len(stripped))
+    ends = np.cumsum(lens)
+    buf = np.frombuffer(b"".join(stripped), np.uint8)
+    return buf, ends - lens, ends, np.full(len(stripped), _RAW, np.uint8)
+
+
 def token_hashes(
     verifier: Verifier,
     texts: Sequence[str],
@@ -611,34 +637,18 @@ def token_hashes(
     values = np.empty(0, np.uint32)
     pos = 0
     scratch = np.empty(0, np.uint32)
-    prev = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
-    try:
+    with numba_threads(workers):
         for i, j in itertools.pairwise(_chunk_bounds(texts)):  # one pass per chunk
-            for k in range(i, j):
-                if k not in special and not texts[k].isascii():  # the reference tokeniser
-                    special[k] = (" ".join(verifier.tokens(texts[k])).encode("utf-8"), _PRETOK)
+            _pretokenise(verifier, texts, i, j, special)
             buf, starts, ends, mode = _chunk_bytes(
                 texts, special, i, j, _RAW_CHECK if strip else _RAW
             )
             scratch, region, flags = _hash_chunk(buf, starts, ends, mode, scratch, counts[i:j])
             flagged = np.flatnonzero(flags)
             if flagged.size:  # strip as ``tokenize`` does, then hash again (mode 1)
-                stripped = [
-                    _SOCIAL.sub(" ", texts[i + k].lower()).encode("ascii") for k in flagged.tolist()
-                ]
-                for k, data in zip(flagged.tolist(), stripped, strict=True):
-                    special[i + k] = (data, _RAW)
-                lens = np.fromiter(map(len, stripped), np.int64, len(stripped))
-                s_ends = np.cumsum(lens)
                 s_counts = np.empty(flagged.size, np.int64)
                 s_out, s_region, _ = _hash_chunk(
-                    np.frombuffer(b"".join(stripped), np.uint8),
-                    s_ends - lens,
-                    s_ends,
-                    np.full(flagged.size, _RAW, np.uint8),
-                    np.empty(0, np.uint32),
-                    s_counts,
+                    *_stripped(texts, flagged + i, special), np.empty(0, np.uint32), s_counts
                 )
                 # a stripped text is no longer than the text: it fits the text's region
                 _gather_rows(s_out, s_region, s_counts, scratch, region[flagged])
@@ -653,8 +663,6 @@ def token_hashes(
                 values = grown
             _gather_rows(scratch, region, c, values, pos + np.cumsum(c) - c)
             pos += m
-    finally:
-        numba.set_num_threads(prev)
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
     return values[:pos], offsets
@@ -736,13 +744,9 @@ def token_histograms(
     hist = np.zeros((n, 1 << HIST_BITS), np.uint8)
     counts = np.zeros(n, np.int64)
     luts = (_WORD_LUT, _SPACE_LUT, _MARK_LUT)
-    prev = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
-    try:
+    with numba_threads(workers):
         for i, j in itertools.pairwise(_chunk_bounds(texts)):
-            for k in range(i, j):
-                if k not in special and not texts[k].isascii():  # the reference tokeniser
-                    special[k] = (" ".join(verifier.tokens(texts[k])).encode("utf-8"), _PRETOK)
+            _pretokenise(verifier, texts, i, j, special)
             buf, starts, ends, mode = _chunk_bytes(
                 texts, special, i, j, _RAW_CHECK if strip else _RAW
             )
@@ -750,29 +754,15 @@ def token_histograms(
             _hist_kernel(buf, starts, ends, mode, *luts, hist[i:j], counts[i:j], flags)
             flagged = np.flatnonzero(flags) + i
             if flagged.size:  # strip as ``tokenize`` does, then count again (mode 1)
-                stripped = [
-                    _SOCIAL.sub(" ", texts[k].lower()).encode("ascii") for k in flagged.tolist()
-                ]
-                for k, data in zip(flagged.tolist(), stripped, strict=True):
-                    special[k] = (data, _RAW)
-                lens = np.fromiter(map(len, stripped), np.int64, len(stripped))
-                s_ends = np.cumsum(lens)
                 s_hist = np.zeros((flagged.size, 1 << HIST_BITS), np.uint8)
                 s_counts = np.empty(flagged.size, np.int64)
+                s_buf, s_starts, s_ends, s_mode = _stripped(texts, flagged, special)
                 _hist_kernel(
-                    np.frombuffer(b"".join(stripped), np.uint8),
-                    s_ends - lens,
-                    s_ends,
-                    np.full(flagged.size, _RAW, np.uint8),
-                    *luts,
-                    s_hist,
-                    s_counts,
+                    s_buf, s_starts, s_ends, s_mode, *luts, s_hist, s_counts,
                     np.empty(flagged.size, np.bool_),
-                )
+                )  # fmt: skip
                 hist[flagged] = s_hist
                 counts[flagged] = s_counts
-    finally:
-        numba.set_num_threads(prev)
     return hist, counts
 
 
@@ -805,31 +795,17 @@ def _count_tokens_and_strip(
     counts = np.zeros(len(texts), np.int64)
     luts = (_WORD_LUT, _SPACE_LUT, _MARK_LUT)
     for i, j in itertools.pairwise(bounds):
-        for k in range(i, j):
-            if k not in special and not texts[k].isascii():  # the reference tokeniser
-                special[k] = (" ".join(verifier.tokens(texts[k])).encode("utf-8"), _PRETOK)
+        _pretokenise(verifier, texts, i, j, special)
         buf, starts, ends, mode = _chunk_bytes(texts, special, i, j, _RAW_CHECK if strip else _RAW)
         flags = np.empty(j - i, np.bool_)
         _count_kernel(buf, starts, ends, mode, *luts, counts[i:j], flags)
         flagged = np.flatnonzero(flags) + i
         if flagged.size:  # strip as ``tokenize`` does, then count again (mode 1)
-            stripped = [
-                _SOCIAL.sub(" ", texts[k].lower()).encode("ascii") for k in flagged.tolist()
-            ]
-            for k, data in zip(flagged.tolist(), stripped, strict=True):
-                special[k] = (data, _RAW)
-            lens = np.fromiter(map(len, stripped), np.int64, len(stripped))
-            s_ends = np.cumsum(lens)
             s_counts = np.empty(flagged.size, np.int64)
             _count_kernel(
-                np.frombuffer(b"".join(stripped), np.uint8),
-                s_ends - lens,
-                s_ends,
-                np.full(flagged.size, _RAW, np.uint8),
-                *luts,
-                s_counts,
+                *_stripped(texts, flagged, special), *luts, s_counts,
                 np.empty(flagged.size, np.bool_),
-            )
+            )  # fmt: skip
             counts[flagged] = s_counts
     return counts
 
@@ -893,12 +869,8 @@ def lower_ascii_clean(
         out = np.empty(len(data), np.uint8)
     out = out[: len(data)]
     clean = np.empty(lens.size, np.bool_)
-    prev = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
-    try:
+    with numba_threads(workers):
         _lower_clean_kernel(np.frombuffer(data, np.uint8), starts, ends, out, clean)
-    finally:
-        numba.set_num_threads(prev)
     return out, starts, clean
 
 

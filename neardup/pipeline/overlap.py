@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._threads import numba_threads
+from .tokens import HIST_MAX
 
 __all__ = [
     "bound_decisions",
@@ -295,7 +296,7 @@ def histogram_bound_decisions(
     threshold: float,
     containment: float,
     min_containment_tokens: int,
-    full: int = 255,
+    full: int = HIST_MAX,
     workers: int = 1,
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
     """:func:`bound_decisions` on bucket counts (:func:`~neardup.pipeline.tokens.token_histograms`

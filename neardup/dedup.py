@@ -38,6 +38,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from ._arrays import concat_ascii, unique_sorted
 from .cluster import cluster_ids, connected_components
 from .errors import ConfigError, InputError, InputTypeError
 from .verify import TokenEncoder, Verifier
@@ -445,8 +446,7 @@ class ExactFingerprintPass:
 
         c0 = time.perf_counter()
         run = [texts[k] for k in pos.tolist()]
-        ln = np.fromiter(map(len, run), np.int64, len(run))
-        data = "".join(run).encode("ascii")
+        data, ln, self._local.raw = concat_ascii(run, getattr(self._local, "raw", None))
         scratch = getattr(self._local, "scratch", None)
         if scratch is None or scratch.size < len(data):
             scratch = np.empty(max(len(data), EXACT_CHUNK_BYTES + 1), np.uint8)
@@ -746,9 +746,10 @@ def stage_candidates(
     # S_short = texts < short_chars, L = the rest.  A: S x S at k_short; B: pairs touching L
     # among L + (S - S_short) at k_long; C: S_short x L at k_long.
     cut = verifier.short_chars
-    in_s = lengths[idx] < 2 * cut
+    li = lengths[idx]
+    in_s = li < 2 * cut
     s_all, big = idx[in_s], idx[~in_s]
-    s_short = s_all[lengths[s_all] < cut]
+    s_short = idx[li < cut]
     parts = []
     a, b, d = _pairs_within(
         fps, k_short, s_all, workers, max_candidates_per_doc, info, "short", w, lengths
@@ -756,14 +757,14 @@ def stage_candidates(
     keep = (d <= k_long) | (np.minimum(lengths[a], lengths[b]) < cut)
     parts.append((a[keep], b[keep], d[keep]))
     if big.size:
-        pool = np.union1d(big, s_all[lengths[s_all] >= cut])
+        pool = idx[li >= cut]  # big + (S - S_short), ascending as idx is
         a, b, d = _pairs_within(
             fps, k_long, pool, workers, max_candidates_per_doc, info, "long", w, lengths
         )
         keep = (lengths[a] >= 2 * cut) | (lengths[b] >= 2 * cut)
         parts.append((a[keep], b[keep], d[keep]))
         if s_short.size:
-            pool = np.union1d(big, s_short)
+            pool = idx[(li >= 2 * cut) | (li < cut)]  # big + S_short
             a, b, d = _pairs_within(
                 fps, k_long, pool, workers, max_candidates_per_doc, info, "cross", w, lengths
             )
@@ -834,7 +835,7 @@ def stage_verify(
     del hist
     left = np.flatnonzero(could)  # lens: exact token counts
     if left.size:
-        need = np.unique(np.concatenate([ia[left], ib[left]]))
+        need = unique_sorted(np.concatenate([ia[left], ib[left]]))
         local = np.empty(docs.size, np.int64)
         local[need] = np.arange(need.size)
         again = {x: prepared[j] for x, j in enumerate(need.tolist()) if j in prepared}
@@ -854,7 +855,7 @@ def stage_verify(
     ok = np.zeros(a.size, bool)
     todo = np.flatnonzero(could)
     if todo.size:
-        need = np.unique(np.concatenate([ia[todo], ib[todo]]))
+        need = unique_sorted(np.concatenate([ia[todo], ib[todo]]))
         local = np.empty(docs.size, np.int64)
         local[need] = np.arange(need.size)
         again = {x: prepared[j] for x, j in enumerate(need.tolist()) if j in prepared}

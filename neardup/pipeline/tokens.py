@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import numba
 import numpy as np
 
+from .._arrays import concat_ascii
 from ..verify import _SOCIAL, _SOCIAL_MARKERS, TokenEncoder, Verifier
 from ._threads import numba_threads
 
@@ -540,15 +541,29 @@ def _hash_chunk(
 
 
 def _chunk_bytes(
-    texts: Sequence[str], special: dict[int, tuple[bytes, int]], i: int, j: int, ascii_mode: int
+    texts: Sequence[str],
+    special: dict[int, tuple[bytes, int]],
+    i: int,
+    j: int,
+    ascii_mode: int,
+    reuse: list[np.ndarray | None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Bytes of ``texts[i:j]`` for the kernel: (buffer uint8, starts, ends, mode); documents in
-    ``special`` (stripped or pre-tokenised) contribute their stored bytes and mode."""
+    ``special`` (stripped or pre-tokenised) contribute their stored bytes and mode.
+
+    ``reuse``: a one-item list holding a buffer (or ``None``) that a chunk loop passes on every
+    call; an all-ASCII chunk is copied into it (:func:`~neardup._arrays.concat_ascii`), so the
+    returned buffer is only valid until the next call with the same list."""
     chunk = texts[i:j] if isinstance(texts, list) else [texts[k] for k in range(i, j)]
     mode = np.full(j - i, ascii_mode, np.uint8)
     if not any(k in special for k in range(i, j)):
-        data = "".join(chunk).encode("ascii")
-        lens = np.fromiter(map(len, chunk), np.int64, j - i)
+        if reuse is None:
+            data = "".join(chunk).encode("ascii")
+            lens = np.fromiter(map(len, chunk), np.int64, j - i)
+        else:
+            buf, lens, reuse[0] = concat_ascii(chunk, reuse[0])
+            ends = np.cumsum(lens)
+            return buf, ends - lens, ends, mode
     else:
         parts: list[bytes] = []
         for k, t in enumerate(chunk, start=i):
@@ -637,11 +652,12 @@ def token_hashes(
     values = np.empty(0, np.uint32)
     pos = 0
     scratch = np.empty(0, np.uint32)
+    reuse: list[np.ndarray | None] = [None]
     with numba_threads(workers):
         for i, j in itertools.pairwise(_chunk_bounds(texts)):  # one pass per chunk
             _pretokenise(verifier, texts, i, j, special)
             buf, starts, ends, mode = _chunk_bytes(
-                texts, special, i, j, _RAW_CHECK if strip else _RAW
+                texts, special, i, j, _RAW_CHECK if strip else _RAW, reuse
             )
             scratch, region, flags = _hash_chunk(buf, starts, ends, mode, scratch, counts[i:j])
             flagged = np.flatnonzero(flags)
@@ -744,11 +760,12 @@ def token_histograms(
     hist = np.zeros((n, 1 << HIST_BITS), np.uint8)
     counts = np.zeros(n, np.int64)
     luts = (_WORD_LUT, _SPACE_LUT, _MARK_LUT)
+    reuse: list[np.ndarray | None] = [None]
     with numba_threads(workers):
         for i, j in itertools.pairwise(_chunk_bounds(texts)):
             _pretokenise(verifier, texts, i, j, special)
             buf, starts, ends, mode = _chunk_bytes(
-                texts, special, i, j, _RAW_CHECK if strip else _RAW
+                texts, special, i, j, _RAW_CHECK if strip else _RAW, reuse
             )
             flags = np.empty(j - i, np.bool_)
             _hist_kernel(buf, starts, ends, mode, *luts, hist[i:j], counts[i:j], flags)
@@ -794,9 +811,12 @@ def _count_tokens_and_strip(
     strip = bool(verifier.config()["strip_social"])
     counts = np.zeros(len(texts), np.int64)
     luts = (_WORD_LUT, _SPACE_LUT, _MARK_LUT)
+    reuse: list[np.ndarray | None] = [None]
     for i, j in itertools.pairwise(bounds):
         _pretokenise(verifier, texts, i, j, special)
-        buf, starts, ends, mode = _chunk_bytes(texts, special, i, j, _RAW_CHECK if strip else _RAW)
+        buf, starts, ends, mode = _chunk_bytes(
+            texts, special, i, j, _RAW_CHECK if strip else _RAW, reuse
+        )
         flags = np.empty(j - i, np.bool_)
         _count_kernel(buf, starts, ends, mode, *luts, counts[i:j], flags)
         flagged = np.flatnonzero(flags) + i

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -221,6 +222,41 @@ def test_all_pairs_matches_reference() -> None:
         zip(a.tolist(), b.tolist(), strict=False)
     )
     assert neardup.all_pairs is all_pairs and neardup.HammingIndex is HammingIndex
+
+
+@pytest.mark.parametrize("pieces", [1, 4, 64])
+def test_all_pairs_split_tables_match_reference(
+    monkeypatch: pytest.MonkeyPatch, pieces: int
+) -> None:
+    """Tables cut into bucket-aligned row ranges (forced here at small n) give the same pairs;
+    the cut covers every row of every table once, on bucket boundaries."""
+    from neardup.index import allpairs as AP
+    from neardup.index.tables import Segment
+
+    monkeypatch.setattr(AP, "SPLIT_MIN_ROWS", 0)
+    monkeypatch.setattr(AP, "PIECES_PER_THREAD", pieces)
+    split = 0
+    for kind, bits in [("clustered", 64), ("duplicates", 64), ("random", 128)]:
+        fps = make_set(kind, 1500, bits, seed=5)
+        for k in (1, 3):
+            want = all_pairs_reference(fps, k)
+            for threads, heavy in ((2, 1024), (3, 4)):
+                got = all_pairs(fps, k, threads=threads, heavy=heavy)
+                for g, w in zip(got, want, strict=True):
+                    np.testing.assert_array_equal(g, w)
+        idx = HammingIndex(bits=bits, max_distance=3, expected_size=len(fps), buffer_size=len(fps))
+        pa = idx._pa
+        seg = Segment.build(fps.reshape(len(fps), -1), np.arange(len(fps), dtype=np.int64), pa)
+        tasks = AP._join_tasks(seg, pa, 1024, 2)
+        for t in range(pa.n_tables):
+            spans = sorted((lo, hi) for tt, lo, hi in tasks if tt == t)
+            assert spans[0][0] == 0 and spans[-1][1] == seg.n
+            assert all(x[1] == y[0] for x, y in itertools.pairwise(spans))
+            pre = seg.keys[t] >> np.uint64(64 - int(pa.pb[t]))
+            for lo, _hi in spans[1:]:
+                assert pre[lo] != pre[lo - 1]  # a piece starts on a new bucket
+        split += len(tasks) > pa.n_tables
+    assert split >= (2 if pieces > 1 else 0)
 
 
 def test_bad_input_messages_and_index_stays_usable() -> None:

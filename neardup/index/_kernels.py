@@ -380,13 +380,29 @@ def directory(keys, dbits):  # type: ignore[no-untyped-def]
 
 @njit(nogil=True, cache=True)
 def self_join_table(  # type: ignore[no-untyped-def]
-    t, k, keys, rows, fps, pb, radius, pm_key, pm_orig, big, stack, out_a, out_b, out_d
+    t,
+    k,
+    keys,
+    rows,
+    fps,
+    pb,
+    radius,
+    pm_key,
+    pm_orig,
+    big,
+    row_lo,
+    row_hi,
+    stack,
+    out_a,
+    out_b,
+    out_d,
 ):
     """Pairs (row_a, row_b, distance) within ``k`` that table ``t`` of one segment is the first
     to find (tables with radius 0 only): all pairs inside each prefix bucket, or, for a bucket
-    larger than ``big``, a pruned descent per element. Same output protocol as
-    :func:`search_tables`."""
-    n = keys.shape[1]
+    larger than ``big``, a pruned descent per element. Only the buckets of rows
+    ``[row_lo, row_hi)``, which must start and end on bucket boundaries (so a table's work can
+    be split). Same output protocol as :func:`search_tables`."""
+    n = row_hi
     W = fps.shape[1]
     tkeys = keys[t]
     p_bits = pb[t]
@@ -398,7 +414,7 @@ def self_join_table(  # type: ignore[no-untyped-def]
     st_hi = stack[1]
     st_bit = stack[2]
     st_d = stack[3]
-    lo = 0
+    lo = row_lo
     while lo < n:
         pre = tkeys[lo] >> shift if p_bits < 64 else tkeys[lo]
         hi = lo + 1

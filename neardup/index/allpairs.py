@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._arrays import unique_sorted
 from ..errors import ConfigError, InputError
 from ..hamming import as_fingerprints
 from . import _kernels as K
@@ -31,20 +32,67 @@ I64 = npt.NDArray[np.int64]
 
 
 def _join_table(
-    seg: Segment, pa: PlanArrays, t: int, k: int, big: int
+    seg: Segment, pa: PlanArrays, t: int, k: int, big: int, row_lo: int, row_hi: int
 ) -> tuple[I64, I64, np.ndarray]:
-    cap = max(seg.n // 8, 1024)
+    cap = max((row_hi - row_lo) // 8, 1024)
     while True:
         out_a = np.empty(cap, dtype=np.int64)
         out_b = np.empty(cap, dtype=np.int64)
         out_d = np.empty(cap, dtype=np.int32)
         cnt = K.self_join_table(
             t, k, seg.keys, seg.rows, seg.fps, pa.pb, pa.radius, pa.pm_key, pa.pm_orig, big,
-            np.empty((4, 256), dtype=np.int64), out_a, out_b, out_d,
+            row_lo, row_hi, np.empty((4, 256), dtype=np.int64), out_a, out_b, out_d,
         )  # fmt: skip
         if cnt <= cap:
             return out_a[:cnt], out_b[:cnt], out_d[:cnt]
         cap = cnt
+
+
+#: pieces per thread that :func:`_join_tasks` aims for (smaller pieces balance better)
+PIECES_PER_THREAD = 4
+#: below this many fingerprints each table is one task
+SPLIT_MIN_ROWS = 65_536
+
+
+def _join_tasks(seg: Segment, pa: PlanArrays, big: int, threads: int) -> list[tuple[int, int, int]]:
+    """``(table, row_lo, row_hi)`` tasks for the self-join, largest modelled work first.
+
+    One task per table unless there are several threads and enough rows: then each table is
+    cut at prefix-bucket boundaries into pieces of about ``total / (threads *
+    PIECES_PER_THREAD)`` modelled work (a bucket of ``s`` rows costs ``s * min(s, big) / 2``:
+    its pairs, or a bounded descent per row when it is heavy), so that one skewed table does not
+    leave the other threads idle. The pieces cover every bucket exactly once, and the caller
+    sorts the pairs, so the result does not depend on the cut."""
+    n = seg.n
+    tables = range(pa.n_tables)
+    if threads < 2 or n < SPLIT_MIN_ROWS:
+        return [(t, 0, n) for t in tables]
+    bounds: list[I64] = []
+    works: list[npt.NDArray[np.float64]] = []
+    for t in tables:
+        pb = int(pa.pb[t])
+        pre = seg.keys[t] >> np.uint64(64 - pb) if 0 < pb < 64 else seg.keys[t]
+        starts = np.flatnonzero(np.concatenate(([True], pre[1:] != pre[:-1])))
+        size = np.diff(np.append(starts, n)).astype(np.float64)
+        bounds.append(starts)
+        works.append(size * np.minimum(size, float(big)) / 2.0 + size)
+    total = sum(float(w.sum()) for w in works)
+    chunk = total / (threads * PIECES_PER_THREAD)
+    tasks: list[tuple[float, int, int, int]] = []
+    for t in tables:
+        cum = np.cumsum(works[t])
+        # a piece ends after the bucket where the running work first reaches a multiple of chunk
+        cuts = unique_sorted(np.searchsorted(cum, np.arange(1, int(cum[-1] // chunk) + 1) * chunk))
+        ends = np.append(cuts[cuts < cum.size - 1] + 1, cum.size)
+        begin = 0
+        for e in ends.tolist():
+            lo = int(bounds[t][begin])
+            hi = int(bounds[t][e]) if e < cum.size else n
+            w = float(cum[e - 1] - (cum[begin - 1] if begin else 0.0))
+            tasks.append((w, t, lo, hi))
+            begin = e
+    tasks.sort(key=lambda x: (-x[0], x[1], x[2]))
+    return [(t, lo, hi) for _, t, lo, hi in tasks]
 
 
 def all_pairs(
@@ -109,7 +157,7 @@ def all_pairs(
         if ids_arr.size and ids_arr.dtype.kind not in "iu":
             raise InputError(f"ids must be integers, got dtype {ids_arr.dtype}")
         ids64 = ids_arr.astype(np.int64)
-        if len(np.unique(ids64)) != n:
+        if len(unique_sorted(ids64)) != n:
             raise InputError("ids must be unique")
     if n < 2:
         e = np.empty(0, np.int64)
@@ -126,9 +174,10 @@ def all_pairs(
     k = int(max_distance)
     if idx.plan.kind == "tables" and int(pa.radius.max()) == 0:
         seg = Segment.build(fps.reshape(n, -1), np.arange(n, dtype=np.int64), pa)
-        workers = max(1, min(threads or 4, pa.n_tables))
-        with ThreadPoolExecutor(workers) as ex:
-            parts = list(ex.map(lambda t: _join_table(seg, pa, t, k, heavy), range(pa.n_tables)))
+        nthreads = max(1, threads or 4)
+        tasks = _join_tasks(seg, pa, heavy, nthreads)
+        with ThreadPoolExecutor(max(1, min(nthreads, len(tasks)))) as ex:
+            parts = list(ex.map(lambda x: _join_table(seg, pa, x[0], k, heavy, x[1], x[2]), tasks))
         a = seg.ids[np.concatenate([p[0] for p in parts])]
         b = seg.ids[np.concatenate([p[1] for p in parts])]
         d = np.concatenate([p[2] for p in parts])
@@ -143,5 +192,6 @@ def all_pairs(
     if ids64 is not None:
         a, b = ids64[a], ids64[b]
         a, b = np.minimum(a, b), np.maximum(a, b)
-    o = np.lexsort((b, a))
+    # positions: a * n + b is one int64 key per pair (cheaper to sort than two)
+    o = np.argsort(a * n + b) if ids64 is None and n <= (1 << 31) else np.lexsort((b, a))
     return a[o], b[o], d[o].astype(np.int32, copy=False)

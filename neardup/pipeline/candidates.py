@@ -587,6 +587,10 @@ def plan_pass(
         pairs = float(est[r]) if est is not None else 0.0
         if max_pairs is not None and est is not None and pairs > max_pairs and r > 0:
             continue
+        # the output pairs alone exceed the budget: every other term of tables_work_ns is >= 0
+        # (and a distance without tables costs the scan, already over it), so no layout is needed
+        if pairs * pair_ns > budget:
+            continue
         # the uniform-bucket cost is a cheap lower estimate: skip distances it already rules out
         if tables_work_ns(fps, r, pairs, uniform=True, pair_ns=pair_ns) > budget:
             continue

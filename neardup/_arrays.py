@@ -2,9 +2,9 @@
 
 ``unique_sorted``: numpy 2.3+ answers ``np.unique(a)`` (no ``return_*`` options) with a hash
 table, and ``np.union1d`` goes through it. On this project's arrays (1-4 M int64 positions or
-uint64 prefixes) that path measured 0.7-1.9 s per call against 16-63 ms for sort + neighbour
-compare (numpy 2.4.6, this 2-core box; ``python benchmarks/bench_unique.py``). Same result,
-always sorted.
+uint64 prefixes) that path measured 0.56-3.3 s per call against 18-107 ms for sort +
+neighbour compare, 27-60x (numpy 2.4.6, this 2-core box; ``python benchmarks/bench_unique.py``).
+Same result, always sorted.
 """
 
 from __future__ import annotations

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""``np.unique`` (numpy's own path) against :func:`neardup._arrays.unique_sorted` (sort + compare).
+
+numpy 2.3+ answers ``np.unique(a)`` without ``return_*`` options with a hash table; on the int64
+positions and uint64 prefixes the dedup pipeline deduplicates (1-4 M values) that path was
+tens of times slower than sorting on this 2-core box. This prints both, per shape, and writes
+``benchmarks/results/bench_unique.json``. (A bigger machine changes the absolute times, not
+which is faster: both are single-threaded.)
+
+    python benchmarks/bench_unique.py
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from neardup._arrays import unique_sorted  # noqa: E402
+
+
+def best_of(fn, reps: int = 3) -> float:  # type: ignore[no-untyped-def]
+    best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def main() -> None:
+    rng = np.random.default_rng(0)
+    cases = {
+        "sorted positions, 1 M int64": np.arange(1_000_000, dtype=np.int64),
+        "pair endpoints, 4 M int64 of 1 M": rng.integers(0, 1_000_000, 4_000_000),
+        "24-bit prefixes, 1 M uint64": rng.integers(0, 2**63, 1_000_000).astype(np.uint64)
+        >> np.uint64(40),
+    }
+    rows = []
+    print(f"numpy {np.__version__}")
+    print(f"{'case':36} {'np.unique s':>12} {'unique_sorted s':>16} {'ratio':>7}")
+    for name, a in cases.items():
+        assert np.array_equal(np.unique(a), unique_sorted(a))
+        t_np = best_of(lambda a=a: np.unique(a))
+        t_us = best_of(lambda a=a: unique_sorted(a))
+        rows.append({"case": name, "np_unique_s": t_np, "unique_sorted_s": t_us})
+        print(f"{name:36} {t_np:12.3f} {t_us:16.3f} {t_np / t_us:7.1f}")
+    out = ROOT / "benchmarks" / "results" / "bench_unique.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"numpy": np.__version__, "rows": rows}, indent=1) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -41,6 +41,7 @@ import numpy.typing as npt
 from ._arrays import concat_ascii, unique_sorted
 from .cluster import cluster_ids, connected_components
 from .errors import ConfigError, InputError, InputTypeError
+from .io.texts import SpanTexts
 from .verify import TokenEncoder, Verifier
 
 __all__ = [
@@ -405,9 +406,17 @@ class ExactFingerprintPass:
             return
         if self.t_first is None:
             self.t_first = time.perf_counter()
-        new = texts[self.n : n] if isinstance(texts, list) else [texts[k] for k in range(self.n, n)]
-        lens = np.fromiter(map(len, new), np.int64, len(new))
-        asc = np.fromiter((t.isascii() for t in new), np.bool_, len(new))
+        if isinstance(texts, SpanTexts):  # no str made for the spans
+            lens = texts.lengths(self.n, n)
+            asc = texts.ascii_mask(self.n, n)
+        else:
+            new = (
+                texts[self.n : n]
+                if isinstance(texts, list)
+                else [texts[k] for k in range(self.n, n)]
+            )
+            lens = np.fromiter(map(len, new), np.int64, len(new))
+            asc = np.fromiter((t.isascii() for t in new), np.bool_, len(new))
         self._lens.append(lens)
         self._ascii.append(asc)
         if self.kernel:
@@ -445,8 +454,13 @@ class ExactFingerprintPass:
         from .pipeline.tokens import lower_ascii_clean_serial
 
         c0 = time.perf_counter()
-        run = [texts[k] for k in pos.tolist()]
-        data, ln, self._local.raw = concat_ascii(run, getattr(self._local, "raw", None))
+        raw = getattr(self._local, "raw", None)
+        got = texts.gather_ascii(pos, raw) if isinstance(texts, SpanTexts) else None
+        if got is None:
+            run = [texts[k] for k in pos.tolist()]
+            data, ln, self._local.raw = concat_ascii(run, raw)
+        else:  # straight from the mapped input, without the GIL
+            data, ln, self._local.raw = got
         scratch = getattr(self._local, "scratch", None)
         if scratch is None or scratch.size < len(data):
             scratch = np.empty(max(len(data), EXACT_CHUNK_BYTES + 1), np.uint8)
@@ -464,7 +478,7 @@ class ExactFingerprintPass:
         h = np.frombuffer(keys, dtype=">u8").reshape(-1, 2).astype(np.uint64)
         if not clean.all():
             rest = np.flatnonzero(~clean)
-            h[rest] = content_hash_many([run[k] for k in rest.tolist()], normalize=True)
+            h[rest] = content_hash_many([texts[int(pos[k])] for k in rest.tolist()], normalize=True)
             keys = h.astype(">u8").tobytes()
         todo = []
         with self._lock:  # fingerprint unless an earlier equal text is known
@@ -822,7 +836,7 @@ def stage_verify(
     docs = np.flatnonzero(pos == 0)
     pos[docs] = np.arange(docs.size)
     ia, ib = pos[a], pos[b]
-    sub = [texts[i] for i in docs.tolist()]
+    sub = texts.take(docs) if isinstance(texts, SpanTexts) else [texts[i] for i in docs.tolist()]
     prepared: dict[int, tuple[bytes, int]] = {}
     c = verifier.config()
     rule = {
@@ -930,9 +944,11 @@ def stage_policy(
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_texts(texts: Sequence[str]) -> list[str]:
+def _check_texts(texts: Sequence[str]) -> Sequence[str]:
     if isinstance(texts, str):
         raise InputTypeError("dedup() takes a sequence of texts, not one str; wrap it in a list")
+    if isinstance(texts, SpanTexts):  # read by neardup.io: every text is a str or ASCII span
+        return texts
     out = list(texts)
     if set(map(type, out)) - {str}:  # (a C-level pass when every text is a str)
         for i, t in enumerate(out):
@@ -1003,7 +1019,11 @@ def dedup(
     report = progress or (lambda stage, done, total: None)
     timings: dict[str, float] = {}
     t_start = time.perf_counter()
-    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=n)
+    lengths = (
+        texts.lengths()
+        if isinstance(texts, SpanTexts)
+        else np.fromiter(map(len, texts), dtype=np.int64, count=n)
+    )
 
     def timed(name: str) -> Callable[[], None]:
         t0 = time.perf_counter()

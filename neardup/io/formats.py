@@ -42,7 +42,8 @@ import numpy.typing as npt
 
 from ..errors import ConfigError, InputError, RecordError, require
 from .atomic import atomic_dir, atomic_open
-from .jsonl import copy_records, read_lines
+from .jsonl import copy_records, is_utf8, read_lines
+from .texts import SpanTexts
 
 __all__ = ["FORMATS", "Corpus", "Source", "detect_format", "read_corpus", "write_kept"]
 
@@ -416,6 +417,13 @@ def _read_text_files(r: _Reader, src: Source) -> None:
             src.rows.append((p, rel))
 
 
+def _is_jsonl(path: str, fmt: str | None) -> bool:
+    try:
+        return (fmt or detect_format(path)) == "jsonl"
+    except ConfigError:  # reported when that input's turn comes
+        return False
+
+
 def read_corpus(
     inputs: Sequence[str],
     *,
@@ -464,6 +472,12 @@ def read_corpus(
     if not inputs:
         raise ConfigError("no input given; pass one or more files, a directory, or - for stdin")
     corpus = Corpus()
+    if (
+        is_utf8(encoding)
+        and not os.environ.get("NEARDUP_IO_REFERENCE")
+        and any(_is_jsonl(p, fmt) for p in inputs)
+    ):
+        corpus.texts = SpanTexts()  # type: ignore[assignment]  # JSONL texts stay spans
     reader = _Reader(
         corpus,
         text_field=text_field,

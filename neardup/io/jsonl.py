@@ -148,7 +148,8 @@ def read_lines(r: _Reader, src: Source, real: str, shown: str, lines_mode: bool)
         read_lines_reference(r, src, real, shown, lines_mode)
         return
     if not lines_mode:
-        _read_jsonl(r, src, real, shown)
+        if not _read_jsonl_mapped(r, src, real, shown):
+            _read_jsonl(r, src, real, shown)
         return
     spans = _Spans()
     with open(real, "rb") as fh:
@@ -174,6 +175,148 @@ def read_lines(r: _Reader, src: Source, real: str, shown: str, lines_mode: bool)
                 spans.add(s, e)
             lineno += len(parts)
     spans.finish(src)
+
+
+def _read_jsonl_mapped(r: _Reader, src: Source, real: str, shown: str) -> bool:
+    """JSONL through a read-only memory map, for a corpus whose texts are a
+    :class:`~neardup.io.texts.SpanTexts`; False (nothing read) when it does not apply.
+
+    :func:`~neardup.io._jsonl_scan.scan_lines` classifies the lines of each ``BLOCK`` of the
+    map in numba (without the GIL). A FAST line (a flat object whose text is plain ASCII
+    without escapes) is accepted from its spans: its text stays a span of the map, its id is
+    decoded from its bytes. Every other line, and a FAST line whose id needs a decision of the
+    general path (no id where ``--id-field`` asks for one, an id seen before), goes to
+    :func:`_slow_line` exactly as the block reader sends it there, so records, ids, texts,
+    errors and line numbers are those of :func:`read_lines_reference` (tested)."""
+    from ._jsonl_scan import scan_lines
+    from .texts import SpanTexts
+
+    texts = r.c.texts
+    tf = r.text_field
+    idf = r.id_field
+    idkey = "id" if idf is None else idf
+    if not isinstance(texts, SpanTexts) or not (tf.isascii() and idkey.isascii()) or tf == idkey:
+        return False
+    size = os.path.getsize(real)
+    starts: array.array[int] = array.array("q")
+    ends: array.array[int] = array.array("q")
+    if size == 0:
+        src.starts = np.zeros(0, np.int64)
+        src.ends = np.zeros(0, np.int64)
+        return True
+    with open(real, "rb") as fh:
+        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    with contextlib.suppress(AttributeError, OSError):
+        mm.madvise(mmap.MADV_SEQUENTIAL)
+    buf = np.frombuffer(mm, np.uint8)
+    bi = texts.add_buffer(buf)
+    tkb, ikb = tf.encode("ascii"), idkey.encode("ascii")
+    seen = r.seen
+    ids = r.c.ids
+    line_of = r.line_of
+    lineno = 1
+    pos = 3 if mm[:3] == _BOM else 0
+    while pos < size:
+        cut = mm.find(b"\n", min(pos + BLOCK, size) - 1)
+        hi = size if cut < 0 else cut + 1
+        ls, le, st, fields = scan_lines(buf, pos, hi, tkb, ikb)
+        e2 = le.copy()  # spans end before a trailing "\r" (what rstrip("\r\n") removes)
+        while True:
+            cr = (e2 > ls) & (buf[np.maximum(e2 - 1, 0)] == 13)
+            if not cr.any():
+                break
+            e2[cr] -= 1
+        m = int(ls.size)
+        doc = len(texts)
+        if _accept_block(r, texts, bi, buf, ls, e2, st, fields, lineno, starts, ends):
+            lineno += m
+            pos = hi
+            if r.on_texts is not None:
+                r.on_texts(texts)
+            continue
+        run_s: list[int] = []
+        run_e: list[int] = []
+        for k, (a, b, b2, ok, f) in enumerate(
+            zip(ls.tolist(), le.tolist(), e2.tolist(), st.tolist(), fields.tolist(), strict=True)
+        ):
+            lno = lineno + k
+            if ok:
+                kind = f[2]
+                doc_id: str | None
+                if kind == 1:
+                    doc_id = mm[f[3] : f[4]].decode("ascii")
+                elif kind == 2:
+                    doc_id = str(int(mm[f[3] : f[4]]))
+                else:
+                    doc_id = f"{shown}:{lno}" if idf is None else None
+                if doc_id is not None and doc_id not in seen:
+                    seen[doc_id] = doc
+                    ids.append(doc_id)
+                    line_of.append(lno)
+                    run_s.append(f[0])
+                    run_e.append(f[1])
+                    starts.append(a)
+                    ends.append(b2)
+                    doc += 1
+                    continue
+            if run_s:  # the texts before this line go in first, in order
+                texts.extend_spans(bi, np.asarray(run_s, np.int64), np.asarray(run_e, np.int64))
+                run_s, run_e = [], []
+            raw = mm[a : b + 1] if b < size else mm[a:b]  # with its newline, as the block reader
+            if _slow_line(r, raw, shown, lno, False):
+                starts.append(a)
+                ends.append(b2)
+            doc = len(texts)
+        if run_s:
+            texts.extend_spans(bi, np.asarray(run_s, np.int64), np.asarray(run_e, np.int64))
+        lineno += len(ls)
+        pos = hi
+        if r.on_texts is not None:
+            r.on_texts(texts)
+    src.starts = np.frombuffer(starts, np.int64).copy() if starts else np.zeros(0, np.int64)
+    src.ends = np.frombuffer(ends, np.int64).copy() if ends else np.zeros(0, np.int64)
+    return True
+
+
+def _accept_block(
+    r: _Reader,
+    texts: Any,
+    bi: int,
+    buf: np.ndarray,
+    ls: npt.NDArray[np.int64],
+    e2: npt.NDArray[np.int64],
+    st: np.ndarray,
+    fields: npt.NDArray[np.int64],
+    lineno: int,
+    starts: array.array[int],
+    ends: array.array[int],
+) -> bool:
+    """Accept a whole block at once when every line is FAST with a string id and the ids are
+    new and distinct (the common clean corpus); False (nothing done) otherwise, and the caller
+    goes line by line. The same records, ids and spans as the line loop."""
+    from ._jsonl_scan import ID_STR, gather_spans
+
+    m = int(ls.size)
+    if m == 0 or not st.all() or not (fields[:, 2] == ID_STR).all():
+        return False
+    s, e = fields[:, 3], fields[:, 4]
+    lens = e - s
+    raw = np.empty(max(int(lens.sum()), 1), np.uint8)
+    gather_spans(buf, s, e, raw)
+    joined = raw[: int(lens.sum())].tobytes().decode("ascii")
+    offs = np.concatenate(([0], np.cumsum(lens))).tolist()
+    doc_ids = [joined[offs[k] : offs[k + 1]] for k in range(m)]
+    seen = r.seen
+    if len(set(doc_ids)) != m or not seen.keys().isdisjoint(doc_ids):
+        return False
+    doc = len(texts)
+    seen.update(zip(doc_ids, range(doc, doc + m), strict=True))
+    r.c.ids.extend(doc_ids)
+    r.line_of.frombytes(np.arange(lineno, lineno + m, dtype=np.int64).tobytes())
+    starts.frombytes(np.ascontiguousarray(ls, np.int64).tobytes())
+    ends.frombytes(np.ascontiguousarray(e2, np.int64).tobytes())
+    texts.extend_spans(bi, fields[:, 0].copy(), fields[:, 1].copy())
+    return True
 
 
 def _read_jsonl(r: _Reader, src: Source, real: str, shown: str) -> None:

@@ -21,6 +21,7 @@ import numba
 import numpy as np
 
 from .._arrays import concat_ascii
+from ..io.texts import SpanTexts
 from ..verify import _SOCIAL, _SOCIAL_MARKERS, TokenEncoder, Verifier
 from ._threads import numba_threads
 
@@ -554,9 +555,18 @@ def _chunk_bytes(
     ``reuse``: a one-item list holding a buffer (or ``None``) that a chunk loop passes on every
     call; an all-ASCII chunk is copied into it (:func:`~neardup._arrays.concat_ascii`), so the
     returned buffer is only valid until the next call with the same list."""
-    chunk = texts[i:j] if isinstance(texts, list) else [texts[k] for k in range(i, j)]
     mode = np.full(j - i, ascii_mode, np.uint8)
-    if not any(k in special for k in range(i, j)):
+    plain = not any(k in special for k in range(i, j))
+    if plain and isinstance(texts, SpanTexts):  # straight from the mapped input
+        got = texts.gather_ascii(np.arange(i, j), None if reuse is None else reuse[0])
+        if got is not None:
+            buf, lens, kept = got
+            if reuse is not None:
+                reuse[0] = kept
+            ends = np.cumsum(lens)
+            return buf, ends - lens, ends, mode
+    chunk = texts[i:j] if isinstance(texts, list) else [texts[k] for k in range(i, j)]
+    if plain:
         if reuse is None:
             data = "".join(chunk).encode("ascii")
             lens = np.fromiter(map(len, chunk), np.int64, j - i)
@@ -584,6 +594,12 @@ def _pretokenise(
 ) -> None:
     """Record ``texts[i:j]`` that are not ASCII in ``special``, tokenised by the reference
     tokeniser and joined by spaces (mode 2); entries already there are kept."""
+    if isinstance(texts, SpanTexts):
+        for q in np.flatnonzero(~texts.ascii_mask(i, j)).tolist():
+            k = i + q
+            if k not in special:
+                special[k] = (" ".join(verifier.tokens(texts[k])).encode("utf-8"), _PRETOK)
+        return
     for k in range(i, j):
         if k not in special and not texts[k].isascii():
             special[k] = (" ".join(verifier.tokens(texts[k])).encode("utf-8"), _PRETOK)
@@ -786,6 +802,17 @@ def token_histograms(
 def _chunk_bounds(texts: Sequence[str]) -> list[int]:
     """Chunk boundaries: about ``HASH_CHUNK_BYTES`` characters of text per chunk."""
     n = len(texts)
+    if isinstance(texts, SpanTexts):  # the same cuts from the lengths, without making str
+        size = 0
+        bounds = [0]
+        for k, m in enumerate(texts.lengths().tolist()):
+            size += m
+            if size >= HASH_CHUNK_BYTES:
+                bounds.append(k + 1)
+                size = 0
+        if bounds[-1] != n:
+            bounds.append(n)
+        return bounds
     bounds = [0]
     size = 0
     for k in range(n):

@@ -1,0 +1,181 @@
+"""``SpanTexts``: a corpus's texts, most of them kept as byte spans of the memory-mapped input.
+
+A JSONL record whose text is plain ASCII without escapes (:mod:`neardup.io._jsonl_scan`) has
+that text's exact bytes in the file. :func:`~neardup.io.read_corpus` then keeps only its span
+``[start, end)`` in the file's read-only memory map instead of a Python ``str``: no per-record
+string (3.6 GB of them for 1 M long documents, each a fresh page of memory on first touch), and
+the pipeline's byte kernels read the spans straight from the map
+(:meth:`SpanTexts.gather_ascii`). Every other text (escapes, non-ASCII, other formats) is
+stored as a ``str``.
+
+It is a read-only :class:`~collections.abc.Sequence` of ``str`` that can grow: indexing
+decodes a span into a new ``str`` on demand, so code that only needs ``texts[i]``, ``len``,
+iteration or slices works unchanged. Fast paths ask for :meth:`lengths`, :meth:`ascii_mask`,
+:meth:`take` and :meth:`gather_ascii`.
+
+The input file must not be truncated while the texts are in use: a mapped page past the new
+end of the file faults (``SIGBUS``) when read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["SpanTexts"]
+
+I64 = npt.NDArray[np.int64]
+
+
+class SpanTexts(Sequence[str]):
+    """Texts as spans of read-only byte buffers (ASCII, no escapes) or as ``str``.
+
+    ``_buf[i]`` is the buffer index of text ``i`` (into ``_bufs``), or -1 when the text is a
+    ``str`` in ``_str``; its span is ``_start[i]:_end[i]`` (for a ``str``: ``0:len``)."""
+
+    def __init__(self) -> None:
+        self._bufs: list[np.ndarray] = []
+        self._n = 0
+        self._start = np.empty(1024, np.int64)
+        self._end = np.empty(1024, np.int64)
+        self._buf = np.empty(1024, np.int16)
+        self._str: dict[int, str] = {}
+
+    # -- growing
+    def _room(self, extra: int) -> None:
+        need = self._n + extra
+        if need <= self._start.size:
+            return
+        cap = max(need, 2 * self._start.size)
+        for name in ("_start", "_end", "_buf"):
+            old = getattr(self, name)
+            new = np.empty(cap, old.dtype)
+            new[: self._n] = old[: self._n]
+            setattr(self, name, new)
+
+    def add_buffer(self, buf: np.ndarray) -> int:
+        """Register a read-only uint8 buffer (e.g. a file's memory map); returns its index."""
+        if len(self._bufs) >= np.iinfo(np.int16).max:
+            raise ValueError("too many buffers")
+        self._bufs.append(buf)
+        return len(self._bufs) - 1
+
+    def append(self, text: str) -> None:
+        """Add a text kept as a ``str``."""
+        self._room(1)
+        i = self._n
+        self._start[i] = 0
+        self._end[i] = len(text)
+        self._buf[i] = -1
+        self._str[i] = text
+        self._n = i + 1
+
+    def extend_spans(self, buf_index: int, starts: I64, ends: I64) -> None:
+        """Add texts ``buf[starts[k]:ends[k]]`` of buffer ``buf_index``: plain ASCII bytes (the
+        caller guarantees it; they are the texts' characters)."""
+        m = int(starts.size)
+        self._room(m)
+        lo = self._n
+        self._start[lo : lo + m] = starts
+        self._end[lo : lo + m] = ends
+        self._buf[lo : lo + m] = buf_index
+        self._n = lo + m
+
+    # -- Sequence
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._text(k) for k in range(*i.indices(self._n))]
+        k = int(i)
+        if k < 0:
+            k += self._n
+        if not 0 <= k < self._n:
+            raise IndexError("text index out of range")
+        return self._text(k)
+
+    def _text(self, k: int) -> str:
+        b = int(self._buf[k])
+        if b < 0:
+            return self._str[k]
+        return self._bufs[b][int(self._start[k]) : int(self._end[k])].tobytes().decode("ascii")
+
+    def __iter__(self) -> Iterator[str]:
+        for k in range(self._n):
+            yield self._text(k)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (SpanTexts, list, tuple)):
+            return len(other) == self._n and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"SpanTexts({self._n} texts, {self._n - len(self._str)} as spans)"
+
+    # -- fast paths
+    def lengths(self, lo: int = 0, hi: int | None = None) -> I64:
+        """Characters of texts ``lo:hi`` (int64)."""
+        hi = self._n if hi is None else hi
+        return self._end[lo:hi] - self._start[lo:hi]
+
+    def ascii_mask(self, lo: int = 0, hi: int | None = None) -> npt.NDArray[np.bool_]:
+        """Whether each of texts ``lo:hi`` is ASCII (spans always are)."""
+        hi = self._n if hi is None else hi
+        mask = self._buf[lo:hi] >= 0
+        for k in np.flatnonzero(~mask).tolist():
+            mask[k] = self._str[lo + k].isascii()
+        return mask
+
+    def take(self, idx: Sequence[int] | I64) -> SpanTexts:
+        """The texts at positions ``idx``, in that order, as a new :class:`SpanTexts` sharing
+        the buffers."""
+        pos = np.asarray(idx, np.int64)
+        out = SpanTexts()
+        out._bufs = self._bufs
+        m = int(pos.size)
+        out._start = self._start[pos].copy() if m else np.empty(1, np.int64)
+        out._end = self._end[pos].copy() if m else np.empty(1, np.int64)
+        out._buf = self._buf[pos].copy() if m else np.empty(1, np.int16)
+        out._n = m
+        strs = np.flatnonzero(out._buf[:m] < 0)
+        out._str = {j: self._str[int(pos[j])] for j in strs.tolist()}
+        return out
+
+    def span_rows(self, idx: I64) -> tuple[int, I64, I64] | None:
+        """``(buffer index, starts, ends)`` when every text at ``idx`` is a span of one buffer,
+        else None."""
+        b = self._buf[idx]
+        if b.size == 0 or b[0] < 0 or not (b == b[0]).all():
+            return None
+        return int(b[0]), self._start[idx], self._end[idx]
+
+    def gather_ascii(
+        self, idx: I64, out: np.ndarray | None = None
+    ) -> tuple[np.ndarray, I64, np.ndarray] | None:
+        """The texts at ``idx`` back to back as bytes, like
+        :func:`~neardup._arrays.concat_ascii`: ``(data, lens, buffer)``, copied straight from
+        the mapped input (releases the GIL); None unless all of them are spans of one buffer."""
+        from ._jsonl_scan import gather_spans
+
+        rows = self.span_rows(np.asarray(idx, np.int64))
+        if rows is None:
+            return None
+        b, s, e = rows
+        lens = e - s
+        total = int(lens.sum())
+        if out is None or out.size < total:
+            out = np.empty(max(total, 1), np.uint8)
+        gather_spans(self._bufs[b], s, e, out)
+        return out[:total], lens, out

@@ -1,0 +1,252 @@
+"""The JSONL pre-scan (``neardup.io._jsonl_scan``) and the span-backed texts (``SpanTexts``).
+
+A FAST line must be one that orjson and the standard library both accept as a dict whose text
+field is exactly the reported bytes and whose id is what the reader would take; the mapped
+reader must give the same corpus as the reference reader (ids, texts, errors, lines, spans).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from neardup import dedup
+from neardup.io import jsonl as jsonl_mod
+from neardup.io import read_corpus
+from neardup.io._jsonl_scan import FAST, ID_ABSENT, ID_INT, ID_STR, gather_spans, scan_lines
+from neardup.io.texts import SpanTexts
+
+_PLAIN = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=30)
+_ANY = st.text(max_size=8)
+_WS = st.sampled_from(["", " ", "  ", "\t", "\r", " \t "])
+
+
+@st.composite
+def _value(draw):
+    kind = draw(st.integers(0, 9))
+    if kind <= 3:
+        return json.dumps(draw(_PLAIN if kind else _ANY), ensure_ascii=draw(st.booleans()))
+    if kind == 4:
+        return str(draw(st.integers(-(10**20), 10**20)))
+    if kind == 5:
+        return draw(st.sampled_from(["1.5", "-0.25", "0", "-0", "1e3", "2E-2", "01", "1.", ".5"]))
+    if kind == 6:
+        return draw(st.sampled_from(["true", "false", "null", "nul", "True", "NaN"]))
+    if kind == 7:
+        return draw(st.sampled_from(['{"a": 1}', "[1, 2]", "[]", "{}"]))
+    return json.dumps(draw(_PLAIN))
+
+
+@st.composite
+def _line(draw):
+    """Objects built by hand (whitespace, key order, duplicate keys, odd values), sometimes cut
+    or followed by garbage."""
+    keys = draw(st.lists(st.sampled_from(["text", "id", "meta", "text", "x"]), max_size=5))
+    ws = [draw(_WS) for _ in range(4)]
+    parts = [f"{json.dumps(k)}{ws[0]}:{ws[1]}{draw(_value())}" for k in keys]
+    line = (
+        f"{ws[2]}{{{ws[3]}" + f"{draw(_WS)},{draw(_WS)}".join(parts) + f"{draw(_WS)}}}{draw(_WS)}"
+    )
+    tail = draw(st.integers(0, 12))
+    if tail == 0:
+        line = line[: draw(st.integers(0, len(line)))]
+    elif tail == 1:
+        line += draw(st.sampled_from([",", " x", "}", "{}"]))
+    return line.encode("utf-8")
+
+
+def _orjson_view(raw: bytes, text_key: str, id_key: str) -> tuple[str, object] | None:
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if type(obj) is not dict or type(obj.get(text_key)) is not str:
+        return None
+    return obj[text_key], obj.get(id_key)
+
+
+@settings(max_examples=400, deadline=None)
+@given(lines=st.lists(_line(), min_size=1, max_size=8), id_key=st.sampled_from(["id", "x"]))
+def test_fast_lines_are_what_orjson_and_json_read(lines: list[bytes], id_key: str) -> None:
+    data = b"\n".join(lines)
+    buf = np.frombuffer(data, np.uint8)
+    ls, le, st_, f = scan_lines(buf, 0, buf.size, b"text", id_key.encode())
+    want = data.split(b"\n")
+    if not want[-1]:  # a final newline (or nothing at all) ends the last line, opens no new one
+        want.pop()
+    assert len(ls) == len(want)
+    for k, raw in enumerate(want):
+        assert data[ls[k] : le[k]] == raw
+        if st_[k] != FAST:
+            continue
+        view = _orjson_view(raw, "text", id_key)
+        assert view is not None, raw
+        assert json.loads(raw) == orjson.loads(raw)  # the standard library agrees
+        text, idv = view
+        assert data[f[k, 0] : f[k, 1]].decode("ascii") == text
+        got = data[f[k, 3] : f[k, 4]]
+        if f[k, 2] == ID_STR:
+            assert type(idv) is str and idv and got.decode() == idv
+        elif f[k, 2] == ID_INT:
+            assert type(idv) is int and int(got) == idv
+        else:
+            assert f[k, 2] == ID_ABSENT and idv is None
+
+
+def test_scan_classifies_the_edge_cases() -> None:
+    fast = [
+        b'{"id": "a1", "text": "hello world"}',
+        b' {"text":"x","id":12}\r',
+        b'{"id": null, "text": "ok", "n": -0.5, "b": true, "c": false}',
+        b'{"text": "~ \x7e"}',
+    ]
+    slow = [
+        b'{"text": "a\\nb"}',  # escapes: orjson decodes them
+        '{"text": "café"}'.encode(),  # non-ASCII
+        b'{"text": "del \x7f"}',
+        b"{}",
+        b"",
+        b'{"text": "t", "text": "u"}',  # duplicate text key: last wins, left to orjson
+        b'{"id": 1e5, "text": "x"}',
+        b'{"text": "x", "o": {"a": 1}}',
+        b'{"text": "x",}',
+        b'{"text": 5}',
+        b'{"id": "", "text": "x"}',
+        b'{"id": 01, "text": "x"}',
+        b'{"id": 1234567890123456789, "text": "x"}',
+        b'{"text": "x"} x',
+        b'{"text": "x"}\x0c',
+    ]
+    data = b"\n".join(fast + slow)
+    buf = np.frombuffer(data, np.uint8)
+    _ls, _le, st_, _f = scan_lines(buf, 0, buf.size, b"text", b"id")
+    assert st_.tolist() == [1] * len(fast) + [0] * len(slow)
+
+
+@pytest.mark.parametrize("offset", range(9))
+def test_word_skipping_at_every_alignment(offset: int) -> None:
+    """Strings are skipped 8 bytes at a time from aligned words: a special byte at any
+    position of a word must still stop the scan."""
+    for special in (b'"', b"\\", b"\x1f", b"\x7f", b"\xc3\xa9"):
+        for at in range(20):
+            body = b"a" * at + special + b"b" * 17
+            line = b" " * offset + b'{"text": "' + body + b'"}'
+            buf = np.frombuffer(line, np.uint8)
+            _ls, _le, st_, f = scan_lines(buf, 0, buf.size, b"text", b"id")
+            if special == b'"':  # the string ends there; the rest is garbage
+                assert st_[0] == 0
+            else:
+                assert st_[0] == 0, (special, at)
+        ok = b" " * offset + b'{"text": "' + b"z" * 40 + b'"}'
+        buf = np.frombuffer(ok, np.uint8)
+        _ls, _le, st_, f = scan_lines(buf, 0, buf.size, b"text", b"id")
+        assert st_[0] == 1 and ok[f[0, 0] : f[0, 1]] == b"z" * 40
+
+
+@st.composite
+def _clean_file(draw):
+    """Mostly FAST lines (string ids, some repeated), with now and then a slow or bad one."""
+    n = draw(st.integers(0, 30))
+    out = []
+    for _ in range(n):
+        r = draw(st.integers(0, 19))
+        if r == 0:
+            out.append(draw(_line()))
+        elif r == 1:
+            out.append(b'{"text": "caf\\u00e9", "id": "u%d"}' % draw(st.integers(0, 40)))
+        elif r == 2:
+            out.append(b"")
+        else:
+            ident = draw(st.one_of(st.integers(0, 60).map(lambda i: f'"d{i}"'), st.just("7")))
+            text = json.dumps(draw(_PLAIN))
+            out.append(f'{{"id": {ident}, "text": {text}}}'.encode())
+    eol = draw(st.sampled_from([b"\n", b"\r\n"]))
+    data = eol.join(out)
+    if out and draw(st.booleans()):
+        data += eol
+    return data
+
+
+def _state(path, monkeypatch, reference: bool, on_error: str, id_field: str | None):
+    with monkeypatch.context() as m:
+        if reference:
+            m.setenv("NEARDUP_IO_REFERENCE", "1")
+        else:
+            m.delenv("NEARDUP_IO_REFERENCE", raising=False)
+        try:
+            c = read_corpus([str(path)], on_error=on_error, id_field=id_field)
+        except Exception as exc:
+            return ("error", type(exc).__name__, str(exc))
+        s = c.sources[0]
+        if not reference:
+            assert isinstance(c.texts, SpanTexts)
+        return (c.ids, list(c.texts), c.skipped, c.errors, s.lines.tolist(), s.starts.tolist(),
+                s.ends.tolist())  # fmt: skip
+
+
+@pytest.mark.parametrize("block", [7, 64, 1 << 24])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=_clean_file())
+def test_mapped_reader_equals_reference(tmp_path, monkeypatch, block, data):
+    monkeypatch.setattr(jsonl_mod, "BLOCK", block)
+    p = tmp_path / "c.jsonl"
+    p.write_bytes(data)
+    for on_error in ("fail", "skip"):
+        for id_field in (None, "id"):
+            fast = _state(p, monkeypatch, False, on_error, id_field)
+            ref = _state(p, monkeypatch, True, on_error, id_field)
+            assert fast == ref
+
+
+def test_span_texts_sequence_and_fast_paths(tmp_path) -> None:
+    p = tmp_path / "t.jsonl"
+    p.write_bytes(b'{"text": "Alpha beta"}\n{"text": "caf\\u00e9"}\n{"text": "gamma"}\n')
+    c = read_corpus([str(p)])
+    t = c.texts
+    assert isinstance(t, SpanTexts) and len(t) == 3
+    assert list(t) == ["Alpha beta", "café", "gamma"] and t[-1] == "gamma" and t[0:2] == t[:2]
+    assert t.lengths().tolist() == [10, 4, 5] and t.ascii_mask().tolist() == [True, False, True]
+    with pytest.raises(IndexError):
+        t[3]
+    sub = t.take(np.array([2, 1]))
+    assert list(sub) == ["gamma", "café"]
+    data, lens, _ = t.gather_ascii(np.array([2, 0]))
+    assert data.tobytes() == b"gammaAlpha beta" and lens.tolist() == [5, 10]
+    assert t.gather_ascii(np.array([0, 1])) is None  # a str among them
+    out = np.empty(4, np.uint8)
+    assert (
+        gather_spans(np.frombuffer(b"abcdef", np.uint8), np.array([4, 0]), np.array([6, 2]), out)
+        == 4
+    )
+    assert out.tobytes() == b"efab"
+
+
+def test_dedup_on_span_texts_equals_dedup_on_strs(tmp_path) -> None:
+    """The pipeline's span fast paths (exact pass, lengths, verification chunks) decide as the
+    str path does."""
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" for i in range(300)]
+    texts = []
+    for i in range(400):
+        base = " ".join(rng.choice(words, 80).tolist())
+        texts.append(base if i % 3 else texts[-1] + " extra" if texts else base)
+    texts[5] = texts[4]
+    texts[7] = "Caf\u00e9 " + texts[6]
+    p = tmp_path / "d.jsonl"
+    p.write_bytes(
+        b"".join(orjson.dumps({"id": f"d{i}", "text": t}) + b"\n" for i, t in enumerate(texts))
+    )
+    c = read_corpus([str(p)])
+    assert isinstance(c.texts, SpanTexts)
+    a = dedup(c.texts, ids=c.ids, workers=2)
+    b = dedup(list(c.texts), ids=c.ids, workers=2)
+    assert a.keep.tolist() == b.keep.tolist() and a.cluster.tolist() == b.cluster.tolist()
+    assert a.pair_rows() == b.pair_rows()
+    assert a.stats["near_duplicates"] > 0

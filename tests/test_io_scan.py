@@ -250,3 +250,42 @@ def test_dedup_on_span_texts_equals_dedup_on_strs(tmp_path) -> None:
     assert a.keep.tolist() == b.keep.tolist() and a.cluster.tolist() == b.cluster.tolist()
     assert a.pair_rows() == b.pair_rows()
     assert a.stats["near_duplicates"] > 0
+
+
+def test_mixed_inputs_and_the_cli_match_the_reference_reader(tmp_path, monkeypatch) -> None:
+    """JSONL spans and CSV strings in one corpus; ``neardup dedup`` through the mapped reader
+    writes what it writes through the reference reader."""
+    from neardup.cli.main import main
+
+    rng = np.random.default_rng(9)
+    words = [f"v{i}" for i in range(200)]
+    docs = [" ".join(rng.choice(words, 60).tolist()) for _ in range(120)]
+    docs[10] = docs[3]
+    docs[20] = docs[5] + " and one more"
+    lines = [orjson.dumps({"id": f"j{i}", "text": t}) for i, t in enumerate(docs)]
+    lines[7] = b'{"id": "j7", "text": "esc\\n' + docs[7].encode() + b'"}'  # a slow line
+    (tmp_path / "a.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    (tmp_path / "b.csv").write_text(
+        "id,text\n" + "".join(f"c{i},{docs[i]}\n" for i in range(0, 120, 7)), encoding="utf-8"
+    )
+    inputs = [str(tmp_path / "a.jsonl"), str(tmp_path / "b.csv")]
+    got = read_corpus(inputs)
+    assert isinstance(got.texts, SpanTexts)
+    with monkeypatch.context() as m:
+        m.setenv("NEARDUP_IO_REFERENCE", "1")
+        ref = read_corpus(inputs)
+    assert got.ids == ref.ids and list(got.texts) == ref.texts
+    outs = {}
+    for name, env in (("mapped", None), ("reference", "1")):
+        with monkeypatch.context() as m:
+            if env:
+                m.setenv("NEARDUP_IO_REFERENCE", env)
+            out = tmp_path / f"{name}.jsonl"
+            pairs = tmp_path / f"{name}-pairs.csv"
+            rc = main(
+                ["dedup", inputs[0], "--output", str(out), "--pairs-out", str(pairs), "--quiet"]
+            )
+            assert rc == 0
+            outs[name] = (out.read_bytes(), pairs.read_bytes())
+    assert outs["mapped"] == outs["reference"]
+    assert outs["mapped"][1].count(b"\n") > 1  # some pairs were found

@@ -189,13 +189,15 @@ def _state(path, monkeypatch, reference: bool, on_error: str, id_field: str | No
                 s.ends.tolist())  # fmt: skip
 
 
-@pytest.mark.parametrize("block", [7, 64, 1 << 24])
+@pytest.mark.parametrize(("block", "min_fast"), [(7, 0.1), (64, 0.1), (64, 2.0), (1 << 24, 0.1)])
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(data=_clean_file())
-def test_mapped_reader_equals_reference(tmp_path, monkeypatch, block, data):
+def test_mapped_reader_equals_reference(tmp_path, monkeypatch, block, min_fast, data):
+    """(min_fast 2.0: every block after the first is read without the pre-scan.)"""
     monkeypatch.setattr(jsonl_mod, "BLOCK", block)
+    monkeypatch.setattr(jsonl_mod, "SCAN_MIN_FAST", min_fast)
     p = tmp_path / "c.jsonl"
     p.write_bytes(data)
     for on_error in ("fail", "skip"):

@@ -54,6 +54,11 @@ if TYPE_CHECKING:
 __all__ = ["BLOCK", "copy_records", "is_utf8", "read_lines", "read_lines_reference"]
 
 BLOCK = 1 << 24  # 16 MiB read blocks
+#: the mapped reader stops pre-scanning for ``SCAN_SKIP_BLOCKS`` blocks after a block with
+#: fewer than this share of FAST lines (escapes or non-ASCII nearly everywhere: the scan would
+#: only add its cost), then looks again
+SCAN_MIN_FAST = 0.1
+SCAN_SKIP_BLOCKS = 7
 #: copy the kept runs inside the kernel (``os.copy_file_range``) when writing to a descriptor;
 #: False, or a filesystem that refuses it, uses ``pread`` + ``writev`` windows
 COPY_FILE_RANGE = hasattr(os, "copy_file_range")
@@ -209,6 +214,7 @@ def _read_jsonl_mapped(r: _Reader, src: Source, real: str, shown: str) -> bool:
     with contextlib.suppress(AttributeError, OSError):
         mm.madvise(mmap.MADV_SEQUENTIAL)
     buf = np.frombuffer(mm, np.uint8)
+    mv = memoryview(mm)
     bi = texts.add_buffer(buf)
     tkb, ikb = tf.encode("ascii"), idkey.encode("ascii")
     seen = r.seen
@@ -216,10 +222,20 @@ def _read_jsonl_mapped(r: _Reader, src: Source, real: str, shown: str) -> bool:
     line_of = r.line_of
     lineno = 1
     pos = 3 if mm[:3] == _BOM else 0
+    unscanned = 0  # blocks left to read without the pre-scan (few FAST lines lately)
     while pos < size:
         cut = mm.find(b"\n", min(pos + BLOCK, size) - 1)
         hi = size if cut < 0 else cut + 1
+        if unscanned:  # escapes or non-ASCII nearly everywhere: the block reader's path
+            unscanned -= 1
+            lineno = _jsonl_lines(r, mm, mv, pos, hi, 0, shown, lineno, starts, ends)
+            pos = hi
+            if r.on_texts is not None:
+                r.on_texts(texts)
+            continue
         ls, le, st, fields = scan_lines(buf, pos, hi, tkb, ikb)
+        if st.size and np.count_nonzero(st) < SCAN_MIN_FAST * st.size:
+            unscanned = SCAN_SKIP_BLOCKS
         e2 = le.copy()  # spans end before a trailing "\r" (what rstrip("\r\n") removes)
         while True:
             cr = (e2 > ls) & (buf[np.maximum(e2 - 1, 0)] == 13)
@@ -262,10 +278,8 @@ def _read_jsonl_mapped(r: _Reader, src: Source, real: str, shown: str) -> bool:
             if run_s:  # the texts before this line go in first, in order
                 texts.extend_spans(bi, np.asarray(run_s, np.int64), np.asarray(run_e, np.int64))
                 run_s, run_e = [], []
-            raw = mm[a : b + 1] if b < size else mm[a:b]  # with its newline, as the block reader
-            if _slow_line(r, raw, shown, lno, False):
-                starts.append(a)
-                ends.append(b2)
+            # the block reader's own per-line path (orjson, then the reference for the unusual)
+            _jsonl_lines(r, mm, mv, a, b + 1 if b < size else b, 0, shown, lno, starts, ends)
             doc = len(texts)
         if run_s:
             texts.extend_spans(bi, np.asarray(run_s, np.int64), np.asarray(run_e, np.int64))
@@ -365,7 +379,7 @@ def _read_jsonl(r: _Reader, src: Source, real: str, shown: str) -> None:
 
 def _jsonl_lines(
     r: _Reader,
-    buf: bytearray,
+    buf: bytearray | mmap.mmap,
     mv: memoryview,
     lo: int,
     hi: int,

@@ -2,7 +2,13 @@
 
 Reading (:func:`read_lines`)
 ----------------------------
-JSONL: the file is read into one reused buffer of ``BLOCK`` bytes (grown for a longer line),
+JSONL into a :class:`~neardup.io.texts.SpanTexts` corpus (what :func:`~neardup.io.read_corpus`
+makes for UTF-8 input): the file is memory-mapped, each block pre-scanned in numba
+(:mod:`neardup.io._jsonl_scan`), and the flat plain-ASCII records are accepted from their byte
+spans, their texts left in the map; every other line takes the per-line path below
+(:func:`_read_jsonl_mapped`).
+
+JSONL otherwise: the file is read into one reused buffer of ``BLOCK`` bytes (grown for a longer line),
 cut after its last newline, and each line is parsed with :func:`orjson.loads` from a
 memoryview of the buffer (no ``bytes`` object per line, no fresh memory per block); the
 unfinished line is moved to the front and the buffer refilled behind it. ``lines`` files are
@@ -190,9 +196,11 @@ def _read_jsonl_mapped(r: _Reader, src: Source, real: str, shown: str) -> bool:
     map in numba (without the GIL). A FAST line (a flat object whose text is plain ASCII
     without escapes) is accepted from its spans: its text stays a span of the map, its id is
     decoded from its bytes. Every other line, and a FAST line whose id needs a decision of the
-    general path (no id where ``--id-field`` asks for one, an id seen before), goes to
-    :func:`_slow_line` exactly as the block reader sends it there, so records, ids, texts,
-    errors and line numbers are those of :func:`read_lines_reference` (tested)."""
+    general path (no id where ``--id-field`` asks for one, an id seen before), goes through the
+    block reader's own per-line path (:func:`_jsonl_lines`: orjson, then :func:`_slow_line`),
+    so records, ids, texts, errors and line numbers are those of :func:`read_lines_reference`
+    (tested). After a block with few FAST lines (``SCAN_MIN_FAST``) the next
+    ``SCAN_SKIP_BLOCKS`` blocks skip the pre-scan and take that path directly."""
     from ._jsonl_scan import scan_lines
     from .texts import SpanTexts
 

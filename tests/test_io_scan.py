@@ -221,7 +221,12 @@ def test_span_texts_sequence_and_fast_paths(tmp_path) -> None:
     assert list(sub) == ["gamma", "café"]
     data, lens, _ = t.gather_ascii(np.array([2, 0]))
     assert data.tobytes() == b"gammaAlpha beta" and lens.tolist() == [5, 10]
-    assert t.gather_ascii(np.array([0, 1])) is None  # a str among them
+    assert t.gather_ascii(np.array([0, 1])) is None  # a non-ASCII text among them
+    p2 = tmp_path / "u.jsonl"
+    p2.write_bytes(b'{"text": "x\\ny"}\n{"text": "plain"}\n')
+    c2 = read_corpus([str(p), str(p2)])  # two mapped files and an ASCII str ("x\ny")
+    data, lens, _ = c2.texts.gather_ascii(np.array([3, 0, 4, 2]))
+    assert data.tobytes() == b"x\nyAlpha betaplaingamma" and lens.tolist() == [3, 10, 5, 5]
     out = np.empty(4, np.uint8)
     assert (
         gather_spans(np.frombuffer(b"abcdef", np.uint8), np.array([4, 0]), np.array([6, 2]), out)

@@ -30,7 +30,16 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["FAST", "ID_ABSENT", "ID_INT", "ID_STR", "SLOW", "gather_spans", "scan_lines"]
+__all__ = [
+    "FAST",
+    "ID_ABSENT",
+    "ID_INT",
+    "ID_STR",
+    "SLOW",
+    "gather_spans",
+    "gather_spans_at",
+    "scan_lines",
+]
 
 SLOW, FAST = 0, 1
 #: the id field of a FAST line: absent or null, a non-empty string, an integer
@@ -337,3 +346,15 @@ def gather_spans(
         out[o : o + m] = buf[s : s + m]
         o += m
     return o
+
+
+@numba.njit(cache=True, nogil=True)
+def gather_spans_at(
+    buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, at: np.ndarray, out: np.ndarray
+) -> None:  # pragma: no cover - numba
+    """Copy ``buf[starts[k]:ends[k]]`` to ``out[at[k]:]`` for every k."""
+    for k in range(starts.shape[0]):
+        s = starts[k]
+        m = ends[k] - s
+        o = at[k]
+        out[o : o + m] = buf[s : s + m]

@@ -25,6 +25,8 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
+from .._arrays import unique_sorted
+
 __all__ = ["SpanTexts"]
 
 I64 = npt.NDArray[np.int64]
@@ -164,18 +166,33 @@ class SpanTexts(Sequence[str]):
     def gather_ascii(
         self, idx: I64, out: np.ndarray | None = None
     ) -> tuple[np.ndarray, I64, np.ndarray] | None:
-        """The texts at ``idx`` back to back as bytes, like
-        :func:`~neardup._arrays.concat_ascii`: ``(data, lens, buffer)``, copied straight from
-        the mapped input (releases the GIL); None unless all of them are spans of one buffer."""
-        from ._jsonl_scan import gather_spans
+        """The ASCII texts at ``idx`` back to back as bytes, like
+        :func:`~neardup._arrays.concat_ascii`: ``(data, lens, buffer)``. Spans are copied
+        straight from their buffers (without the GIL), ``str`` texts encoded into their place;
+        None when one of them is not ASCII."""
+        from ._jsonl_scan import gather_spans, gather_spans_at
 
-        rows = self.span_rows(np.asarray(idx, np.int64))
-        if rows is None:
-            return None
-        b, s, e = rows
+        pos = np.asarray(idx, np.int64)
+        b = self._buf[pos]
+        s = self._start[pos]
+        e = self._end[pos]
         lens = e - s
         total = int(lens.sum())
         if out is None or out.size < total:
             out = np.empty(max(total, 1), np.uint8)
-        gather_spans(self._bufs[b], s, e, out)
+        if b.size and b[0] >= 0 and (b == b[0]).all():  # the common case: one mapped file
+            gather_spans(self._bufs[int(b[0])], s, e, out)
+            return out[:total], lens, out
+        at = np.cumsum(lens) - lens
+        for bb in unique_sorted(b[b >= 0]).tolist():
+            sel = b == bb
+            gather_spans_at(self._bufs[bb], s[sel], e[sel], at[sel], out)
+        mv = memoryview(out)
+        for q in np.flatnonzero(b < 0).tolist():
+            try:
+                data = self._str[int(pos[q])].encode("ascii")
+            except UnicodeEncodeError:
+                return None
+            o = int(at[q])
+            mv[o : o + len(data)] = data
         return out[:total], lens, out

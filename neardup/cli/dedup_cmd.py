@@ -74,8 +74,13 @@ def _summary_text(s: dict[str, Any]) -> str:
     if s.get("skipped_records"):
         lines.append(f"skipped records   {s['skipped_records']:>12,}")
     lines.append(f"elapsed           {s['elapsed_s']:>11.2f}s")
-    if s.get("docs_per_s"):
-        lines.append(f"docs/s            {s['docs_per_s']:>12,.0f}")
+    if s.get("elapsed_s"):  # (also below 1 docs/s: a tiny input's first run, numba compiling)
+        rate = s["documents"] / s["elapsed_s"]
+        lines.append(
+            f"docs/s            {rate:>12,.0f}"
+            if rate >= 10
+            else f"docs/s            {rate:>12.3g}"
+        )
     lines.extend(_valve_warnings(s.get("candidate_passes") or {}))
     return "\n".join(lines)
 

@@ -296,3 +296,15 @@ def test_mixed_inputs_and_the_cli_match_the_reference_reader(tmp_path, monkeypat
             outs[name] = (out.read_bytes(), pairs.read_bytes())
     assert outs["mapped"] == outs["reference"]
     assert outs["mapped"][1].count(b"\n") > 1  # some pairs were found
+
+
+def test_scan_grows_its_output_past_the_first_arrays() -> None:
+    """More lines than the first output arrays hold (4,096): the kernel resumes."""
+    lines = [b'{"id": "i%d", "text": "t %d"}' % (k, k) if k % 5 else b"bad" for k in range(10_000)]
+    data = b"\n".join(lines) + b"\n"
+    buf = np.frombuffer(data, np.uint8)
+    ls, le, st_, f = scan_lines(buf, 0, buf.size, b"text", b"id")
+    assert len(ls) == 10_000 and st_.sum() == 8_000
+    assert [data[a:b] for a, b in zip(ls.tolist(), le.tolist(), strict=True)] == lines
+    k = 9_999
+    assert data[f[k, 0] : f[k, 1]] == b"t 9999" and data[f[k, 3] : f[k, 4]] == b"i9999"

@@ -325,12 +325,8 @@ def scan_lines(
         cap = min(4 * cap, 1 << 20)
     if len(parts) == 1:
         return parts[0]
-    return (
-        np.concatenate([p[0] for p in parts]),
-        np.concatenate([p[1] for p in parts]),
-        np.concatenate([p[2] for p in parts]),
-        np.concatenate([p[3] for p in parts]),
-    )
+    line_s, line_e, status, fields = (np.concatenate(col) for col in zip(*parts, strict=True))
+    return line_s, line_e, status, fields
 
 
 @numba.njit(cache=True, nogil=True)

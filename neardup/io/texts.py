@@ -155,14 +155,6 @@ class SpanTexts(Sequence[str]):
         out._str = {j: self._str[int(pos[j])] for j in strs.tolist()}
         return out
 
-    def span_rows(self, idx: I64) -> tuple[int, I64, I64] | None:
-        """``(buffer index, starts, ends)`` when every text at ``idx`` is a span of one buffer,
-        else None."""
-        b = self._buf[idx]
-        if b.size == 0 or b[0] < 0 or not (b == b[0]).all():
-            return None
-        return int(b[0]), self._start[idx], self._end[idx]
-
     def gather_ascii(
         self, idx: I64, out: np.ndarray | None = None
     ) -> tuple[np.ndarray, I64, np.ndarray] | None:

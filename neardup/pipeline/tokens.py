@@ -596,14 +596,12 @@ def _pretokenise(
 ) -> None:
     """Record ``texts[i:j]`` that are not ASCII in ``special``, tokenised by the reference
     tokeniser and joined by spaces (mode 2); entries already there are kept."""
-    if isinstance(texts, SpanTexts):
-        for q in np.flatnonzero(~texts.ascii_mask(i, j)).tolist():
-            k = i + q
-            if k not in special:
-                special[k] = (" ".join(verifier.tokens(texts[k])).encode("utf-8"), _PRETOK)
-        return
-    for k in range(i, j):
-        if k not in special and not texts[k].isascii():
+    if isinstance(texts, SpanTexts):  # (spans are ASCII: no str made for them)
+        todo = (np.flatnonzero(~texts.ascii_mask(i, j)) + i).tolist()
+    else:
+        todo = [k for k in range(i, j) if k not in special and not texts[k].isascii()]
+    for k in todo:
+        if k not in special:
             special[k] = (" ".join(verifier.tokens(texts[k])).encode("utf-8"), _PRETOK)
 
 
@@ -804,21 +802,12 @@ def token_histograms(
 def _chunk_bounds(texts: Sequence[str]) -> list[int]:
     """Chunk boundaries: about ``HASH_CHUNK_BYTES`` characters of text per chunk."""
     n = len(texts)
-    if isinstance(texts, SpanTexts):  # the same cuts from the lengths, without making str
-        size = 0
-        bounds = [0]
-        for k, m in enumerate(texts.lengths().tolist()):
-            size += m
-            if size >= HASH_CHUNK_BYTES:
-                bounds.append(k + 1)
-                size = 0
-        if bounds[-1] != n:
-            bounds.append(n)
-        return bounds
+    # (SpanTexts: the lengths without making a str of every text)
+    lens = texts.lengths().tolist() if isinstance(texts, SpanTexts) else map(len, texts)
     bounds = [0]
     size = 0
-    for k in range(n):
-        size += len(texts[k])
+    for k, m in enumerate(lens):
+        size += m
         if size >= HASH_CHUNK_BYTES:
             bounds.append(k + 1)
             size = 0

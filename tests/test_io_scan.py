@@ -7,6 +7,7 @@ reader must give the same corpus as the reference reader (ids, texts, errors, li
 
 from __future__ import annotations
 
+import csv
 import json
 
 import numpy as np
@@ -18,17 +19,43 @@ from hypothesis import strategies as st
 from neardup import dedup
 from neardup.io import jsonl as jsonl_mod
 from neardup.io import read_corpus
-from neardup.io._jsonl_scan import FAST, ID_ABSENT, ID_INT, ID_STR, gather_spans, scan_lines
+from neardup.io._jsonl_scan import (
+    FAST,
+    ID_ABSENT,
+    ID_INT,
+    ID_STR,
+    gather_spans,
+    scan_lines,
+    unescape_spans,
+)
 from neardup.io.texts import SpanTexts
 
 _PLAIN = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=30)
 _ANY = st.text(max_size=8)
 _WS = st.sampled_from(["", " ", "  ", "\t", "\r", " \t "])
+# escapes json.dumps never writes, valid and not (a FAST line may only have the valid ASCII ones)
+_RAW_ESCAPES = st.sampled_from(
+    ["\\/", "\\u001F", "\\u007f", "\\u0041", "\\u00e9", "\\u0080", "\\u12", "\\x41", "\\", "\\a"]
+)
+
+
+@st.composite
+def _escaped(draw):
+    """A JSON string of ASCII text with escapes: json.dumps's (control bytes, quotes,
+    backslashes) and now and then one written by hand."""
+    body = json.dumps(draw(st.text(alphabet=st.characters(max_codepoint=127), max_size=20)))[1:-1]
+    if draw(st.booleans()):
+        at = draw(st.integers(0, len(body)))
+        if at == len(body) or body[at - 1 : at] != "\\":  # not inside an escape
+            body = body[:at] + draw(_RAW_ESCAPES) + body[at:]
+    return f'"{body}"'
 
 
 @st.composite
 def _value(draw):
-    kind = draw(st.integers(0, 9))
+    kind = draw(st.integers(0, 10))
+    if kind == 10:
+        return draw(_escaped())
     if kind <= 3:
         return json.dumps(draw(_PLAIN if kind else _ANY), ensure_ascii=draw(st.booleans()))
     if kind == 4:
@@ -88,7 +115,8 @@ def test_fast_lines_are_what_orjson_and_json_read(lines: list[bytes], id_key: st
         assert view is not None, raw
         assert json.loads(raw) == orjson.loads(raw)  # the standard library agrees
         text, idv = view
-        assert data[f[k, 0] : f[k, 1]].decode("ascii") == text
+        assert f[k, 5] == len(text)
+        assert _decoded(buf, f[k, 0], f[k, 1], f[k, 5]) == text
         got = data[f[k, 3] : f[k, 4]]
         if f[k, 2] == ID_STR:
             assert type(idv) is str and idv and got.decode() == idv
@@ -98,15 +126,32 @@ def test_fast_lines_are_what_orjson_and_json_read(lines: list[bytes], id_key: st
             assert f[k, 2] == ID_ABSENT and idv is None
 
 
+def _decoded(buf: np.ndarray, s: int, e: int, n: int) -> str:
+    out = np.empty(n, np.uint8)
+    unescape_spans(buf, np.array([s]), np.array([e]), out, np.array([0]))
+    return out.tobytes().decode("ascii")
+
+
 def test_scan_classifies_the_edge_cases() -> None:
     fast = [
         b'{"id": "a1", "text": "hello world"}',
         b' {"text":"x","id":12}\r',
         b'{"id": null, "text": "ok", "n": -0.5, "b": true, "c": false}',
         b'{"text": "~ \x7e"}',
+        b'{"text": "a\\nb\\t\\"q\\" \\\\ \\/ \\b\\f\\r \\u0041\\u007F\\u001f"}',
+        b'{"url": "https:\\/\\/x", "text": "t"}',  # escapes in another field
     ]
     slow = [
-        b'{"text": "a\\nb"}',  # escapes: orjson decodes them
+        b'{"text": "caf\\u00e9"}',  # escapes of non-ASCII characters: orjson decodes them
+        b'{"text": "\\u0080"}',
+        b'{"text": "\\u00FF"}',
+        b'{"text": "\\ud83d\\ude00"}',
+        b'{"text": "\\x41"}',  # not JSON
+        b'{"text": "\\u12"}',
+        b'{"text": "\\u004G"}',
+        b'{"text": "ends \\"}',
+        b'{"te\\u0078t": "x"}',  # an escaped key (orjson reads "text")
+        b'{"id": "a\\nb", "text": "x"}',  # an escaped string id
         '{"text": "café"}'.encode(),  # non-ASCII
         b'{"text": "del \x7f"}',
         b"{}",
@@ -124,15 +169,33 @@ def test_scan_classifies_the_edge_cases() -> None:
     ]
     data = b"\n".join(fast + slow)
     buf = np.frombuffer(data, np.uint8)
-    _ls, _le, st_, _f = scan_lines(buf, 0, buf.size, b"text", b"id")
+    _ls, _le, st_, f = scan_lines(buf, 0, buf.size, b"text", b"id")
     assert st_.tolist() == [1] * len(fast) + [0] * len(slow)
+    assert _decoded(buf, f[4, 0], f[4, 1], f[4, 5]) == orjson.loads(fast[4])["text"]
+    assert f[5, 5] == 1 and f[0, 5] == 11
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(st.text(alphabet=st.characters(max_codepoint=127), max_size=40), max_size=6))
+def test_unescape_spans_decodes_what_json_encodes(texts: list[str]) -> None:
+    """Several escaped strings decoded side by side into one buffer, each at its offset."""
+    lines = [json.dumps({"text": t}).encode() for t in texts]
+    data = b"\n".join(lines)
+    buf = np.frombuffer(data, np.uint8)
+    _ls, _le, st_, f = scan_lines(buf, 0, buf.size, b"text", b"id")
+    assert st_.all()
+    lens = f[:, 5]
+    at = np.cumsum(lens) - lens
+    out = np.empty(int(lens.sum()), np.uint8)
+    unescape_spans(buf, f[:, 0].copy(), f[:, 1].copy(), out, at)
+    assert out.tobytes().decode("ascii") == "".join(texts)
 
 
 @pytest.mark.parametrize("offset", range(9))
 def test_word_skipping_at_every_alignment(offset: int) -> None:
     """Strings are skipped 8 bytes at a time from aligned words: a special byte at any
     position of a word must still stop the scan."""
-    for special in (b'"', b"\\", b"\x1f", b"\x7f", b"\xc3\xa9"):
+    for special in (b'"', b"\\x", b"\x1f", b"\x7f", b"\xc3\xa9", b"\\n", b"\\u0009"):
         for at in range(20):
             body = b"a" * at + special + b"b" * 17
             line = b" " * offset + b'{"text": "' + body + b'"}'
@@ -140,6 +203,10 @@ def test_word_skipping_at_every_alignment(offset: int) -> None:
             _ls, _le, st_, f = scan_lines(buf, 0, buf.size, b"text", b"id")
             if special == b'"':  # the string ends there; the rest is garbage
                 assert st_[0] == 0
+            elif special in (b"\\n", b"\\u0009"):  # a valid escape: decoded
+                assert st_[0] == 1, (special, at)
+                text = _decoded(buf, f[0, 0], f[0, 1], f[0, 5])
+                assert text == "a" * at + json.loads(b'"' + special + b'"') + "b" * 17
             else:
                 assert st_[0] == 0, (special, at)
         ok = b" " * offset + b'{"text": "' + b"z" * 40 + b'"}'
@@ -161,6 +228,9 @@ def _clean_file(draw):
             out.append(b'{"text": "caf\\u00e9", "id": "u%d"}' % draw(st.integers(0, 40)))
         elif r == 2:
             out.append(b"")
+        elif r <= 5:  # ASCII text with escapes: a span of the block's decoded texts
+            ident = draw(st.integers(0, 60))
+            out.append(f'{{"id": "e{ident}", "text": {draw(_escaped())}}}'.encode())
         else:
             ident = draw(st.one_of(st.integers(0, 60).map(lambda i: f'"d{i}"'), st.just("7")))
             text = json.dumps(draw(_PLAIN))
@@ -223,10 +293,13 @@ def test_span_texts_sequence_and_fast_paths(tmp_path) -> None:
     assert data.tobytes() == b"gammaAlpha beta" and lens.tolist() == [5, 10]
     assert t.gather_ascii(np.array([0, 1])) is None  # a non-ASCII text among them
     p2 = tmp_path / "u.jsonl"
-    p2.write_bytes(b'{"text": "x\\ny"}\n{"text": "plain"}\n')
-    c2 = read_corpus([str(p), str(p2)])  # two mapped files and an ASCII str ("x\ny")
+    p2.write_bytes(b'{"text": "x\\ny"}\n{"text": "plain"}\n{"text": "\\u00e9\\n"}\n')
+    c2 = read_corpus([str(p), str(p2)])  # two mapped files, decoded escapes, a str
+    assert c2.texts._buf[:6].tolist() == [0, -1, 0, 1, 1, -1]  # the maps 0 and 1, a str
+    assert c2.texts.lengths(3).tolist() == [3, 5, 2]  # decoded lengths: "x\\ny" from 5 bytes
     data, lens, _ = c2.texts.gather_ascii(np.array([3, 0, 4, 2]))
     assert data.tobytes() == b"x\nyAlpha betaplaingamma" and lens.tolist() == [3, 10, 5, 5]
+    assert c2.texts[3] == "x\ny" and c2.texts[5] == "\u00e9\n"
     out = np.empty(4, np.uint8)
     assert (
         gather_spans(np.frombuffer(b"abcdef", np.uint8), np.array([4, 0]), np.array([6, 2]), out)
@@ -246,12 +319,17 @@ def test_dedup_on_span_texts_equals_dedup_on_strs(tmp_path) -> None:
         texts.append(base if i % 3 else texts[-1] + " extra" if texts else base)
     texts[5] = texts[4]
     texts[7] = "Caf\u00e9 " + texts[6]
+    for i in range(0, 400, 4):  # escaped in the file: spans decoded where they are gathered
+        texts[i] = texts[i].replace(" w1", "\nw1").replace(" w2", ' "w2"\t', 3)
+    texts[9] = texts[8].replace("\n", " ")  # the same words, other whitespace
+    assert sum("\n" in t for t in texts) > 50
     p = tmp_path / "d.jsonl"
     p.write_bytes(
         b"".join(orjson.dumps({"id": f"d{i}", "text": t}) + b"\n" for i, t in enumerate(texts))
     )
     c = read_corpus([str(p)])
-    assert isinstance(c.texts, SpanTexts)
+    assert isinstance(c.texts, SpanTexts) and list(c.texts) == texts
+    assert (c.texts._buf[:400] >= 0).sum() == 399  # all but the non-ASCII text are spans
     a = dedup(c.texts, ids=c.ids, workers=2)
     b = dedup(list(c.texts), ids=c.ids, workers=2)
     assert a.keep.tolist() == b.keep.tolist() and a.cluster.tolist() == b.cluster.tolist()
@@ -269,12 +347,14 @@ def test_mixed_inputs_and_the_cli_match_the_reference_reader(tmp_path, monkeypat
     docs = [" ".join(rng.choice(words, 60).tolist()) for _ in range(120)]
     docs[10] = docs[3]
     docs[20] = docs[5] + " and one more"
+    for i in range(0, 120, 5):  # escaped texts: decoded where the pipeline gathers them
+        docs[i] = docs[i].replace(" v1", "\nv1").replace(" v2", ' "v2"\t')
+    docs[31] = docs[30].replace("\n", " ")  # an exact copy once whitespace is normalised
     lines = [orjson.dumps({"id": f"j{i}", "text": t}) for i, t in enumerate(docs)]
-    lines[7] = b'{"id": "j7", "text": "esc\\n' + docs[7].encode() + b'"}'  # a slow line
+    lines[7] = b'{"id": "j7", "text": "esc\\u00e9' + docs[7].encode() + b'"}'  # a slow line
     (tmp_path / "a.jsonl").write_bytes(b"\n".join(lines) + b"\n")
-    (tmp_path / "b.csv").write_text(
-        "id,text\n" + "".join(f"c{i},{docs[i]}\n" for i in range(0, 120, 7)), encoding="utf-8"
-    )
+    with open(tmp_path / "b.csv", "w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows([("id", "text")] + [(f"c{i}", docs[i]) for i in range(0, 120, 7)])
     inputs = [str(tmp_path / "a.jsonl"), str(tmp_path / "b.csv")]
     got = read_corpus(inputs)
     assert isinstance(got.texts, SpanTexts)
@@ -296,6 +376,7 @@ def test_mixed_inputs_and_the_cli_match_the_reference_reader(tmp_path, monkeypat
             outs[name] = (out.read_bytes(), pairs.read_bytes())
     assert outs["mapped"] == outs["reference"]
     assert outs["mapped"][1].count(b"\n") > 1  # some pairs were found
+    assert b"j30,j31,0,1.0,exact" in outs["mapped"][1]
 
 
 def test_scan_grows_its_output_past_the_first_arrays() -> None:

@@ -13,15 +13,17 @@ standard library agree:
 
 * ``ws { ws "key" ws : ws value ( ws , ws "key" ws : ws value )* ws } ws`` with ``ws`` any of
   space, tab, carriage return (the line has no newline);
-* strings: bytes 0x20-0x7E except ``"`` and ``\\`` (no escapes, nothing non-ASCII);
+* strings: bytes 0x20-0x7E except ``"`` and ``\\``, and in values (not keys, not a string id)
+  the escapes ``\\" \\\\ \\/ \\b \\f \\n \\r \\t`` and ``\\u0000``-``\\u007F`` (ASCII);
+  nothing non-ASCII;
 * values: such a string, ``true``, ``false``, ``null``, or a number ``-?(0|[1-9][0-9]*)``
   with an optional ``.[0-9]+`` fraction (no exponent; at most 18 integer digits);
 * the text field present exactly once with a string value; the id field (``"id"`` unless the
   reader names one) at most once, a non-empty string, an integer or ``null``.
 
-Anything else (nesting, escapes, non-ASCII, exponents, blank or malformed lines, duplicate
-text or id keys, an empty object, a non-string text) makes the line ``SLOW``; never an error
-here. Tested against orjson and the reference reader with Hypothesis
+Anything else (nesting, other escapes, escapes in keys or in a string id, non-ASCII,
+exponents, blank or malformed lines, duplicate text or id keys, an empty object, a non-string
+text) makes the line ``SLOW``; never an error here. Tested against orjson and the reference reader with Hypothesis
 (``tests/test_io_scan.py``).
 """
 
@@ -39,6 +41,7 @@ __all__ = [
     "gather_spans",
     "gather_spans_at",
     "scan_lines",
+    "unescape_spans",
 ]
 
 SLOW, FAST = 0, 1
@@ -105,6 +108,144 @@ def _string_end(
 
 
 @numba.njit(cache=True, inline="always")
+def _hex(c: int) -> int:  # pragma: no cover - numba
+    if c >= 48 and c <= 57:
+        return c - 48
+    if c >= 97 and c <= 102:
+        return c - 87
+    if c >= 65 and c <= 70:
+        return c - 55
+    return -1
+
+
+@numba.njit(cache=True, inline="always")
+def _escape_len(buf: np.ndarray, i: int, e: int) -> int:  # pragma: no cover - numba
+    # buf[i] is a backslash: the length of the escape there when a FAST line may have it (2
+    # for \" \\ \/ \b \f \n \r \t, 6 for \u0000-\u007F), else 0
+    if i + 1 >= e:
+        return 0
+    c = buf[i + 1]
+    if c == 34 or c == 92 or c == 47 or c == 98 or c == 102 or c == 110 or c == 114 or c == 116:
+        return 2
+    if (
+        c == 117
+        and i + 6 <= e
+        and buf[i + 2] == 48
+        and buf[i + 3] == 48
+        and buf[i + 4] >= 48
+        and buf[i + 4] <= 55
+        and _hex(buf[i + 5]) >= 0
+    ):
+        return 6
+    return 0
+
+
+@numba.njit(cache=True, inline="always")
+def _string_end_esc(
+    buf: np.ndarray, i: int, e: int, cls: np.ndarray, w64: np.ndarray
+) -> tuple[int, int]:  # pragma: no cover - numba
+    # as _string_end, for a value string that may hold the escapes of _escape_len: returns
+    # (the closing quote's position or -1 - where the scan stopped, the bytes the escapes
+    # save once decoded)
+    words = w64.shape[0] > 0
+    saved = 0
+    while i < e:
+        if words and (i & 7) == 0 and i + 8 <= e and _plain_word(w64[i >> 3]):
+            i += 8
+            continue
+        c = cls[buf[i]]
+        if c == 0:
+            i += 1
+            continue
+        if c == 1:
+            return i, saved
+        if buf[i] == 92:
+            n = _escape_len(buf, i, e)
+            if n:
+                saved += n - 1
+                i += n
+                continue
+        return -1 - i, 0
+    return -1 - i, 0
+
+
+_BS = np.uint64(0x5C5C5C5C5C5C5C5C)
+
+
+@numba.njit(cache=True, inline="always")
+def _backslash(buf: np.ndarray, w64: np.ndarray, j: int, e: int) -> int:  # pragma: no cover
+    # the first backslash in buf[j:e], or e; whole aligned words without one are skipped
+    words = w64.shape[0] > 0
+    while j < e:
+        if words and (j & 7) == 0 and j + 8 <= e:
+            v = w64[j >> 3] ^ _BS
+            if ((v - _L) & ~v & _H) == 0:
+                j += 8
+                continue
+        if buf[j] == 92:
+            return j
+        j += 1
+    return e
+
+
+@numba.njit(cache=True, nogil=True)
+def _unescape_kernel(
+    buf: np.ndarray,
+    w64: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    out: np.ndarray,
+    at: np.ndarray,
+) -> None:  # pragma: no cover - numba
+    for k in range(starts.shape[0]):
+        i = starts[k]
+        e = ends[k]
+        o = at[k]
+        while i < e:
+            j = _backslash(buf, w64, i, e)
+            m = j - i
+            out[o : o + m] = buf[i:j]
+            o += m
+            if j >= e:
+                break
+            c = buf[j + 1]
+            if c == 117:
+                out[o] = _hex(buf[j + 4]) * 16 + _hex(buf[j + 5])
+                i = j + 6
+            else:
+                if c == 110:
+                    c = 10
+                elif c == 116:
+                    c = 9
+                elif c == 114:
+                    c = 13
+                elif c == 98:
+                    c = 8
+                elif c == 102:
+                    c = 12
+                out[o] = c  # otherwise the escaped byte itself: " \\ /
+                i = j + 2
+            o += 1
+
+
+def unescape_spans(
+    buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, out: np.ndarray, at: np.ndarray
+) -> None:
+    """Decode the JSON string bodies ``buf[starts[k]:ends[k]]`` of FAST lines (only the
+    escapes :func:`scan_lines` accepts; a body without any is copied as it is) into
+    ``out[at[k]:]``, for every k. Runs without a backslash are found a word at a time and
+    copied whole. Releases the GIL."""
+    _unescape_kernel(
+        buf,
+        _words(buf),
+        np.ascontiguousarray(starts, np.int64),
+        np.ascontiguousarray(ends, np.int64),
+        out,
+        np.ascontiguousarray(at, np.int64),
+    )
+
+
+@numba.njit(cache=True, inline="always")
 def _same(buf: np.ndarray, s: int, e: int, key: np.ndarray) -> bool:  # pragma: no cover
     if e - s != key.shape[0]:
         return False
@@ -145,8 +286,8 @@ def _scan_line(
     w64: np.ndarray,
 ) -> int:  # pragma: no cover - numba
     # Parse the line starting at a (it ends at the next newline, or hi). FAST: returns the
-    # position of its end (the newline or hi) with out[0:5] = text start, text end, id kind,
-    # id start, id end. Otherwise -1 - p, p a position of the line where parsing stopped (the
+    # position of its end (the newline or hi) with out[0:6] = text start, text end, id kind,
+    # id start, id end, the text's length once its escapes are decoded. Otherwise -1 - p, p a position of the line where parsing stopped (the
     # caller finds the newline from there). A newline byte is never whitespace or string
     # content here, so parsing cannot run past the line.
     e = hi
@@ -170,13 +311,19 @@ def _scan_line(
         i = _ws(buf, i + 1, e)
         if i >= e:
             return -1 - i
+        is_text = _same(buf, ks, ke, tkey)
+        is_id = not is_text and _same(buf, ks, ke, ikey)
         c = buf[i]
         kind = 0  # 1 string, 2 integer, 3 other number, 4 null, 5 true/false
         vs = i
         ve = i
+        saved = 0
         if c == 34:
             vs = i + 1
-            ve = _string_end(buf, vs, e, cls, w64)
+            if is_id:  # a string id is taken from its bytes: no escapes
+                ve = _string_end(buf, vs, e, cls, w64)
+            else:
+                ve, saved = _string_end_esc(buf, vs, e, cls, w64)
             if ve < 0:
                 return ve
             i = ve + 1
@@ -215,13 +362,14 @@ def _scan_line(
             kind = 4 if c == 110 else 5
         else:
             return -1 - i
-        if _same(buf, ks, ke, tkey):
+        if is_text:
             if have_text or kind != 1:
                 return -1 - i
             have_text = True
             out[0] = vs
             out[1] = ve
-        elif _same(buf, ks, ke, ikey):
+            out[5] = ve - vs - saved
+        elif is_id:
             if have_id:
                 return -1 - i
             have_id = True
@@ -269,14 +417,14 @@ def _scan_kernel(
     n = 0
     a = lo
     cap = line_s.shape[0]
-    out = np.zeros(5, np.int64)
+    out = np.zeros(6, np.int64)
     while a < hi and n < cap:
         r = _scan_line(buf, a, hi, tkey, ikey, out, cls, w64)
         line_s[n] = a
         if r >= 0:
             e = r
             status[n] = 1
-            for q in range(5):
+            for q in range(6):
                 fields[n, q] = out[q]
         else:
             e = max(-1 - r, a)
@@ -303,8 +451,10 @@ def scan_lines(
     """The lines of ``buf[lo:hi]`` (split on ``\n``; the last one may lack it).
 
     Returns ``(line_start, line_end, status, fields)``: each line's span (newline excluded),
-    ``FAST`` / ``SLOW``, and for FAST lines ``fields[:, 0:2]`` the text value's span and
-    ``fields[:, 2:5]`` the id kind (``ID_ABSENT`` / ``ID_STR`` / ``ID_INT``) and its span.
+    ``FAST`` / ``SLOW``, and for FAST lines ``fields[:, 0:2]`` the text value's span (the JSON
+    string's body: :func:`unescape_spans` decodes it), ``fields[:, 2:5]`` the id kind
+    (``ID_ABSENT`` / ``ID_STR`` / ``ID_INT``) and its span, ``fields[:, 5]`` the text's length
+    once decoded (the span's length when it has no escapes).
     ``text_key`` / ``id_key`` are the field names, ASCII bytes. Releases the GIL.
     """
     tk = np.frombuffer(text_key, np.uint8)
@@ -317,7 +467,7 @@ def scan_lines(
         line_s = np.empty(cap, np.int64)
         line_e = np.empty(cap, np.int64)
         status = np.empty(cap, np.uint8)
-        fields = np.empty((cap, 5), np.int64)
+        fields = np.empty((cap, 6), np.int64)
         m, a = _scan_kernel(buf, a, hi, tk, ik, _STRING, w64, line_s, line_e, status, fields)
         parts.append((line_s[:m], line_e[:m], status[:m], fields[:m]))
         if a >= hi:

@@ -193,9 +193,10 @@ def _read_jsonl_mapped(r: _Reader, src: Source, real: str, shown: str) -> bool:
     :class:`~neardup.io.texts.SpanTexts`; False (nothing read) when it does not apply.
 
     :func:`~neardup.io._jsonl_scan.scan_lines` classifies the lines of each ``BLOCK`` of the
-    map in numba (without the GIL). A FAST line (a flat object whose text is plain ASCII
-    without escapes) is accepted from its spans: its text stays a span of the map, its id is
-    decoded from its bytes. Every other line, and a FAST line whose id needs a decision of the
+    map in numba (without the GIL). A FAST line (a flat object of ASCII strings whose escapes,
+    if any, are the simple ones) is accepted from its spans: its text stays a span of the map
+    (escaped, with its decoded length: :func:`_text_spans`), its id is decoded from its
+    bytes. Every other line, and a FAST line whose id needs a decision of the
     general path (no id where ``--id-field`` asks for one, an id seen before), goes through the
     block reader's own per-line path (:func:`_jsonl_lines`: orjson, then :func:`_slow_line`),
     so records, ids, texts, errors and line numbers are those of :func:`read_lines_reference`
@@ -252,14 +253,14 @@ def _read_jsonl_mapped(r: _Reader, src: Source, real: str, shown: str) -> bool:
             e2[cr] -= 1
         m = int(ls.size)
         doc = len(texts)
-        if _accept_block(r, texts, bi, buf, ls, e2, st, fields, lineno, starts, ends):
+        spans = _text_spans(st, fields)
+        if _accept_block(r, texts, bi, buf, ls, e2, st, fields, spans, lineno, starts, ends):
             lineno += m
             pos = hi
             if r.on_texts is not None:
                 r.on_texts(texts)
             continue
-        run_s: list[int] = []
-        run_e: list[int] = []
+        run_k: list[int] = []  # lines whose texts are taken as spans, not yet added
         for k, (a, b, b2, ok, f) in enumerate(
             zip(ls.tolist(), le.tolist(), e2.tolist(), st.tolist(), fields.tolist(), strict=True)
         ):
@@ -277,20 +278,19 @@ def _read_jsonl_mapped(r: _Reader, src: Source, real: str, shown: str) -> bool:
                     seen[doc_id] = doc
                     ids.append(doc_id)
                     line_of.append(lno)
-                    run_s.append(f[0])
-                    run_e.append(f[1])
+                    run_k.append(k)
                     starts.append(a)
                     ends.append(b2)
                     doc += 1
                     continue
-            if run_s:  # the texts before this line go in first, in order
-                texts.extend_spans(bi, np.asarray(run_s, np.int64), np.asarray(run_e, np.int64))
-                run_s, run_e = [], []
+            if run_k:  # the texts before this line go in first, in order
+                _extend(texts, bi, spans, run_k)
+                run_k = []
             # the block reader's own per-line path (orjson, then the reference for the unusual)
             _jsonl_lines(r, mm, mv, a, b + 1 if b < size else b, 0, shown, lno, starts, ends)
             doc = len(texts)
-        if run_s:
-            texts.extend_spans(bi, np.asarray(run_s, np.int64), np.asarray(run_e, np.int64))
+        if run_k:
+            _extend(texts, bi, spans, run_k)
         lineno += len(ls)
         pos = hi
         if r.on_texts is not None:
@@ -298,6 +298,30 @@ def _read_jsonl_mapped(r: _Reader, src: Source, real: str, shown: str) -> bool:
     src.starts = np.frombuffer(starts, np.int64).copy() if starts else np.zeros(0, np.int64)
     src.ends = np.frombuffer(ends, np.int64).copy() if ends else np.zeros(0, np.int64)
     return True
+
+
+def _text_spans(
+    st: np.ndarray, fields: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64] | None]:
+    """The text span of each line of a block and, when some FAST line's text has escapes,
+    every line's decoded text length (else None: each text is its span)."""
+    from ._jsonl_scan import FAST
+
+    ts, te, dec = fields[:, 0], fields[:, 1], fields[:, 5]
+    esc = (st == FAST) & (dec != te - ts)
+    return ts, te, (dec if esc.any() else None)
+
+
+def _extend(
+    texts: Any,
+    bi: int,
+    spans: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64] | None],
+    rows: list[int] | npt.NDArray[np.int64],
+) -> None:
+    """Add the texts of lines ``rows`` of a block (see :func:`_text_spans`)."""
+    k = np.asarray(rows, np.int64)
+    ts, te, dec = spans
+    texts.extend_spans(bi, ts[k], te[k], None if dec is None else dec[k])
 
 
 def _accept_block(
@@ -309,6 +333,7 @@ def _accept_block(
     e2: npt.NDArray[np.int64],
     st: np.ndarray,
     fields: npt.NDArray[np.int64],
+    spans: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64] | None],
     lineno: int,
     starts: array.array[int],
     ends: array.array[int],
@@ -337,7 +362,7 @@ def _accept_block(
     r.line_of.frombytes(np.arange(lineno, lineno + m, dtype=np.int64).tobytes())
     starts.frombytes(np.ascontiguousarray(ls, np.int64).tobytes())
     ends.frombytes(np.ascontiguousarray(e2, np.int64).tobytes())
-    texts.extend_spans(bi, fields[:, 0].copy(), fields[:, 1].copy())
+    _extend(texts, bi, spans, np.arange(m))
     return True
 
 

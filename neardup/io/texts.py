@@ -5,8 +5,11 @@ that text's exact bytes in the file. :func:`~neardup.io.read_corpus` then keeps 
 ``[start, end)`` in the file's read-only memory map instead of a Python ``str``: no per-record
 string (3.6 GB of them for 1 M long documents, each a fresh page of memory on first touch), and
 the pipeline's byte kernels read the spans straight from the map
-(:meth:`SpanTexts.gather_ascii`). Every other text (escapes, non-ASCII, other formats) is
-stored as a ``str``.
+(:meth:`SpanTexts.gather_ascii`). An ASCII text with simple JSON escapes (``\\n``, ``\\"``,
+``\\u0041``, ...) stays a span too, of its escaped bytes, with its decoded length: it is
+decoded where it is copied anyway (:meth:`SpanTexts.gather_ascii`, without the GIL) or turned
+into a ``str``, never stored decoded. Every other text (non-ASCII, other escapes, other
+formats) is stored as a ``str``.
 
 It is a read-only :class:`~collections.abc.Sequence` of ``str`` that can grow: indexing
 decodes a span into a new ``str`` on demand, so code that only needs ``texts[i]``, ``len``,
@@ -30,20 +33,24 @@ from .._arrays import unique_sorted
 __all__ = ["SpanTexts"]
 
 I64 = npt.NDArray[np.int64]
+_AT0 = np.zeros(1, np.int64)
 
 
 class SpanTexts(Sequence[str]):
-    """Texts as spans of read-only byte buffers (ASCII, no escapes) or as ``str``.
+    """Texts as spans of byte buffers (the texts' ASCII characters) or as ``str``.
 
     ``_buf[i]`` is the buffer index of text ``i`` (into ``_bufs``), or -1 when the text is a
-    ``str`` in ``_str``; its span is ``_start[i]:_end[i]`` (for a ``str``: ``0:len``)."""
+    ``str`` in ``_str``; its span is ``_start[i]:_end[i]`` (for a ``str``: ``0:len``) and its
+    length in characters ``_len[i]``: shorter than the span when the span is the body of a
+    JSON string with escapes (:func:`~neardup.io._jsonl_scan.unescape_spans` decodes it)."""
 
     def __init__(self) -> None:
         self._bufs: list[np.ndarray] = []
         self._n = 0
         self._start = np.empty(1024, np.int64)
         self._end = np.empty(1024, np.int64)
-        self._buf = np.empty(1024, np.int16)
+        self._buf = np.empty(1024, np.int32)
+        self._len = np.empty(1024, np.int64)
         self._str: dict[int, str] = {}
 
     # -- growing
@@ -52,15 +59,16 @@ class SpanTexts(Sequence[str]):
         if need <= self._start.size:
             return
         cap = max(need, 2 * self._start.size)
-        for name in ("_start", "_end", "_buf"):
+        for name in ("_start", "_end", "_buf", "_len"):
             old = getattr(self, name)
             new = np.empty(cap, old.dtype)
             new[: self._n] = old[: self._n]
             setattr(self, name, new)
 
     def add_buffer(self, buf: np.ndarray) -> int:
-        """Register a read-only uint8 buffer (e.g. a file's memory map); returns its index."""
-        if len(self._bufs) >= np.iinfo(np.int16).max:
+        """Register a uint8 buffer (a file's memory map, decoded texts); returns its index.
+        Its bytes must not change while the texts are in use."""
+        if len(self._bufs) >= np.iinfo(np.int32).max:
             raise ValueError("too many buffers")
         self._bufs.append(buf)
         return len(self._bufs) - 1
@@ -70,19 +78,24 @@ class SpanTexts(Sequence[str]):
         self._room(1)
         i = self._n
         self._start[i] = 0
-        self._end[i] = len(text)
+        self._end[i] = self._len[i] = len(text)
         self._buf[i] = -1
         self._str[i] = text
         self._n = i + 1
 
-    def extend_spans(self, buf_index: int, starts: I64, ends: I64) -> None:
-        """Add texts ``buf[starts[k]:ends[k]]`` of buffer ``buf_index``: plain ASCII bytes (the
-        caller guarantees it; they are the texts' characters)."""
+    def extend_spans(
+        self, buf_index: int, starts: I64, ends: I64, lengths: I64 | None = None
+    ) -> None:
+        """Add texts ``buf[starts[k]:ends[k]]`` of buffer ``buf_index``: ASCII bytes (the
+        caller guarantees it), the texts' characters, or where ``lengths[k]`` is shorter than
+        the span the body of a JSON string whose escapes decode to ``lengths[k]`` characters
+        (those :func:`~neardup.io._jsonl_scan.scan_lines` accepts)."""
         m = int(starts.size)
         self._room(m)
         lo = self._n
         self._start[lo : lo + m] = starts
         self._end[lo : lo + m] = ends
+        self._len[lo : lo + m] = ends - starts if lengths is None else lengths
         self._buf[lo : lo + m] = buf_index
         self._n = lo + m
 
@@ -110,7 +123,14 @@ class SpanTexts(Sequence[str]):
         b = int(self._buf[k])
         if b < 0:
             return self._str[k]
-        return self._bufs[b][int(self._start[k]) : int(self._end[k])].tobytes().decode("ascii")
+        s, e, n = int(self._start[k]), int(self._end[k]), int(self._len[k])
+        if n == e - s:
+            return self._bufs[b][s:e].tobytes().decode("ascii")
+        from ._jsonl_scan import unescape_spans
+
+        out = np.empty(n, np.uint8)
+        unescape_spans(self._bufs[b], self._start[k : k + 1], self._end[k : k + 1], out, _AT0)
+        return out.tobytes().decode("ascii")
 
     def __iter__(self) -> Iterator[str]:
         for k in range(self._n):
@@ -130,7 +150,7 @@ class SpanTexts(Sequence[str]):
     def lengths(self, lo: int = 0, hi: int | None = None) -> I64:
         """Characters of texts ``lo:hi`` (int64)."""
         hi = self._n if hi is None else hi
-        return self._end[lo:hi] - self._start[lo:hi]
+        return self._len[lo:hi].copy()
 
     def ascii_mask(self, lo: int = 0, hi: int | None = None) -> npt.NDArray[np.bool_]:
         """Whether each of texts ``lo:hi`` is ASCII (spans always are)."""
@@ -149,7 +169,8 @@ class SpanTexts(Sequence[str]):
         m = int(pos.size)
         out._start = self._start[pos].copy() if m else np.empty(1, np.int64)
         out._end = self._end[pos].copy() if m else np.empty(1, np.int64)
-        out._buf = self._buf[pos].copy() if m else np.empty(1, np.int16)
+        out._buf = self._buf[pos].copy() if m else np.empty(1, np.int32)
+        out._len = self._len[pos].copy() if m else np.empty(1, np.int64)
         out._n = m
         strs = np.flatnonzero(out._buf[:m] < 0)
         out._str = {j: self._str[int(pos[j])] for j in strs.tolist()}
@@ -162,23 +183,28 @@ class SpanTexts(Sequence[str]):
         :func:`~neardup._arrays.concat_ascii`: ``(data, lens, buffer)``. Spans are copied
         straight from their buffers (without the GIL), ``str`` texts encoded into their place;
         None when one of them is not ASCII."""
-        from ._jsonl_scan import gather_spans, gather_spans_at
+        from ._jsonl_scan import gather_spans, gather_spans_at, unescape_spans
 
         pos = np.asarray(idx, np.int64)
         b = self._buf[pos]
         s = self._start[pos]
         e = self._end[pos]
-        lens = e - s
+        lens = self._len[pos]
         total = int(lens.sum())
         if out is None or out.size < total:
             out = np.empty(max(total, 1), np.uint8)
-        if b.size and b[0] >= 0 and (b == b[0]).all():  # the common case: one mapped file
-            gather_spans(self._bufs[int(b[0])], s, e, out)
+        esc = lens != e - s  # spans of escaped JSON strings: decoded into place
+        if b.size and b[0] >= 0 and (b == b[0]).all() and not esc.any():
+            gather_spans(self._bufs[int(b[0])], s, e, out)  # the common case: one plain file
             return out[:total], lens, out
         at = np.cumsum(lens) - lens
         for bb in unique_sorted(b[b >= 0]).tolist():
             sel = b == bb
-            gather_spans_at(self._bufs[bb], s[sel], e[sel], at[sel], out)
+            plain = sel & ~esc
+            gather_spans_at(self._bufs[bb], s[plain], e[plain], at[plain], out)
+            sel &= esc
+            if sel.any():
+                unescape_spans(self._bufs[bb], s[sel], e[sel], out, at[sel])
         mv = memoryview(out)
         for q in np.flatnonzero(b < 0).tolist():
             try:

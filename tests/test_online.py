@@ -655,3 +655,53 @@ def test_inline_sync_answers_in_the_callers_thread_and_a_failed_one_is_taken_bac
         assert d.stats()["wal_bytes"] > size
     with _dd(tmp_path) as d2:
         assert "a" in d2 and "c" in d2 and "b" not in d2
+
+
+_NO_NEW_KERNELS = """
+import sys, tempfile
+import numpy as np
+from numba.core.dispatcher import Dispatcher
+from neardup import Deduplicator
+
+
+def loaded():
+    return {
+        f"{name}.{k}": len(v.signatures)
+        for name, mod in list(sys.modules.items())
+        if name.startswith("neardup")
+        for k, v in list(vars(mod).items())
+        if isinstance(v, Dispatcher)
+    }
+
+
+d = tempfile.mkdtemp()
+rng = np.random.default_rng(0)
+with Deduplicator(d) as dd:  # two segments on disk
+    for tag, n in (("s", 5000), ("t", 3000)):
+        dd.bulk_load([f"{tag}{i}" for i in range(n)], rng.integers(0, 2**64, n, dtype=np.uint64))
+        dd.flush()
+dd = Deduplicator(d)
+before = loaded()
+words = [f"w{i}" for i in range(500)]
+for n, size in ((1, 40), (16, 40), (100, 40), (2000, 40), (3, 3000)):
+    docs = [{"id": f"g{n}-{size}-{i}", "text": " ".join(rng.choice(words, size).tolist())}
+            for i in range(n)]
+    dd.check_and_add(docs)
+after = loaded()
+dd.close()
+print({k: (before.get(k, 0), v) for k, v in after.items() if v != before.get(k, 0)})
+"""
+
+
+def test_warm_up_loads_every_kernel_a_group_needs() -> None:
+    """Right after opening (a fresh interpreter, a store with segments), groups of 1, 16, 100
+    and 2,000 documents and long texts load no numba kernel that the warm-up did not: loading
+    one from the cache on a request stalled everything queued behind it for tens of ms."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _NO_NEW_KERNELS], capture_output=True, text=True, timeout=600
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "{}", out.stdout

@@ -350,9 +350,9 @@ def test_parallel_segment_search_equals_serial(tmp_path, monkeypatch):
             d.bulk_load([f"c{c}-{i}" for i in range(400)], fps)
         assert d.stats()["segments"] == 3
         q = base[:200].copy()
-        monkeypatch.setattr(engine, "_PARALLEL_QUERIES", 10**9)
+        monkeypatch.setattr(engine, "PARALLEL_QUERIES", 10**9)
         serial = d.store.search(q, 3)
-        monkeypatch.setattr(engine, "_PARALLEL_QUERIES", 1)
+        monkeypatch.setattr(engine, "PARALLEL_QUERIES", 1)
         monkeypatch.setattr(engine, "_SEARCH_THREADS", 2)
         parallel = d.store.search(q, 3)
         assert d.store._pool is not None

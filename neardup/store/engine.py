@@ -97,7 +97,7 @@ class _LiveSegment:
 
 
 #: groups of at least this many queries search the segments on a thread pool
-_PARALLEL_QUERIES = 64
+PARALLEL_QUERIES = 64
 #: the metadata applier waits this long for more records before a transaction (see _Applier)
 _APPLY_LINGER_S = 0.02
 _SEARCH_THREADS = min(2, os.cpu_count() or 1)
@@ -595,7 +595,7 @@ class Store:
         frozen = self.frozen
         if frozen is not None:
             results.append(frozen.memtable.search(fps, max_distance))
-        if nq >= _PARALLEL_QUERIES and len(segments) > 1 and _SEARCH_THREADS > 1:
+        if nq >= PARALLEL_QUERIES and len(segments) > 1 and _SEARCH_THREADS > 1:
             # large groups: segments are searched on a small thread pool (the kernels release
             # the GIL) while this thread searches the memtable
             pool = self._search_pool()

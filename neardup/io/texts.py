@@ -37,7 +37,7 @@ _AT0 = np.zeros(1, np.int64)
 
 
 class SpanTexts(Sequence[str]):
-    """Texts as spans of byte buffers (the texts' ASCII characters) or as ``str``.
+    """Texts as spans of read-only byte buffers (ASCII, JSON escapes allowed) or as ``str``.
 
     ``_buf[i]`` is the buffer index of text ``i`` (into ``_bufs``), or -1 when the text is a
     ``str`` in ``_str``; its span is ``_start[i]:_end[i]`` (for a ``str``: ``0:len``) and its
@@ -49,7 +49,7 @@ class SpanTexts(Sequence[str]):
         self._n = 0
         self._start = np.empty(1024, np.int64)
         self._end = np.empty(1024, np.int64)
-        self._buf = np.empty(1024, np.int32)
+        self._buf = np.empty(1024, np.int16)
         self._len = np.empty(1024, np.int64)
         self._str: dict[int, str] = {}
 
@@ -66,9 +66,8 @@ class SpanTexts(Sequence[str]):
             setattr(self, name, new)
 
     def add_buffer(self, buf: np.ndarray) -> int:
-        """Register a uint8 buffer (a file's memory map, decoded texts); returns its index.
-        Its bytes must not change while the texts are in use."""
-        if len(self._bufs) >= np.iinfo(np.int32).max:
+        """Register a read-only uint8 buffer (e.g. a file's memory map); returns its index."""
+        if len(self._bufs) >= np.iinfo(np.int16).max:
             raise ValueError("too many buffers")
         self._bufs.append(buf)
         return len(self._bufs) - 1
@@ -169,7 +168,7 @@ class SpanTexts(Sequence[str]):
         m = int(pos.size)
         out._start = self._start[pos].copy() if m else np.empty(1, np.int64)
         out._end = self._end[pos].copy() if m else np.empty(1, np.int64)
-        out._buf = self._buf[pos].copy() if m else np.empty(1, np.int32)
+        out._buf = self._buf[pos].copy() if m else np.empty(1, np.int16)
         out._len = self._len[pos].copy() if m else np.empty(1, np.int64)
         out._n = m
         strs = np.flatnonzero(out._buf[:m] < 0)

@@ -368,6 +368,11 @@ class DocumentPreparer:
         self.bits = int(bits)
         self.clock = clock
         self._hash_many = self._content_hasher()
+        try:
+            from .fingerprint import content_digest
+        except ImportError:
+            content_digest = None
+        self._digest_one: Callable[[str], bytes] | None = content_digest
 
     @staticmethod
     def _content_hasher() -> Callable[[list[str]], npt.NDArray[np.uint64]]:
@@ -413,10 +418,14 @@ class DocumentPreparer:
             times.append(t)
             metas.append(meta_s)
         fps, empty = self._fingerprint(texts)
-        ch = self._hash_many(texts) if texts else np.zeros((0, 2), np.uint64)
         # 16 bytes per document: high word then low word, each little-endian
-        raw = np.ascontiguousarray(ch, dtype="<u8").tobytes()
-        chash = [raw[k : k + 16] for k in range(0, len(raw), 16)]
+        if len(texts) == 1 and self._digest_one is not None:  # the service's usual request
+            d = self._digest_one(texts[0])  # big-endian
+            chash = [d[7::-1] + d[:7:-1]]
+        else:
+            ch = self._hash_many(texts) if texts else np.zeros((0, 2), np.uint64)
+            raw = np.ascontiguousarray(ch, dtype="<u8").tobytes()
+            chash = [raw[k : k + 16] for k in range(0, len(raw), 16)]
         return _Docs(ids, texts, np.array(times, dtype=np.float64), metas, fps, empty, chash)
 
     @staticmethod

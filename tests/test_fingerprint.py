@@ -442,3 +442,21 @@ def test_fingerprint_lowered_ascii_subset_of_rows_and_unsupported_configs():
         assert not other.lowered_ascii_ok()
         with pytest.raises(ConfigError):
             other.fingerprint_lowered_ascii(data, starts, starts + lens, fps, nfeat)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+@given(
+    text=st.one_of(
+        st.text(alphabet=st.characters(max_codepoint=127), max_size=300),
+        st.sampled_from(["", " ", "a", "Hello,  World!\n", "x" * 16_384, "y " * 8_193]),
+    )
+)
+def test_one_text_fast_path_equals_the_batch_path(name, text):
+    """A single ASCII text (the service's common call) goes through ``_one_ascii``; a batch
+    of two through the block path: the same fingerprint, empty flag and feature count."""
+    fp = Fingerprinter(**CONFIGS[name])
+    one = fp.fingerprint_batch([text])
+    two = fp.fingerprint_batch([text, "other text"])
+    assert one.fingerprints.tolist() == two.fingerprints[:1].tolist()
+    assert one.empty.tolist() == two.empty[:1].tolist()
+    assert one.n_features.tolist() == two.n_features[:1].tolist()

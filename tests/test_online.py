@@ -705,3 +705,16 @@ def test_warm_up_loads_every_kernel_a_group_needs() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "{}", out.stdout
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=st.text(max_size=60) | st.sampled_from(["", " a  B\n", "x\x1cy", "Café  crème"]))
+def test_one_document_preparation_equals_the_batch_one(text: str) -> None:
+    """A single document (the service's usual request) takes the one-text fingerprint and
+    content-hash paths; a batch of two the batch paths: the same fingerprint and hash."""
+    with Deduplicator(verify=False) as d:  # the real fingerprinter
+        p = d._preparer
+        one = p.prepare([{"id": "a", "text": text}])
+        two = p.prepare([{"id": "a", "text": text}, {"id": "b", "text": "zz"}])
+    assert one.chash[0] == two.chash[0]
+    assert one.fps.tolist() == two.fps[:1].tolist() and one.empty[0] == two.empty[0]

@@ -15,7 +15,10 @@ Steps (each bounded in time and request count, loopback only):
    cold caches; their percentiles are reported apart, not counted), then
    ``--latency-duration`` seconds measured;
 4. SIGKILL the server and time the restart (log replay + index load) until it serves again;
-5. report the server's RSS (current and peak) and write ``benchmarks/results/service.json``.
+5. report the server's RSS (current and peak) and write ``benchmarks/results/service.json``;
+6. the latency floor (``--no-floor`` skips it): the same single-document load against a no-op
+   app (``benchmarks/noop_app.py``) under uvicorn with the same event loop and HTTP parser,
+   i.e. what this machine, uvicorn and the load generator cost with no work at all.
 
 Alongside each load phase: the server's CPU time (``/proc/PID/stat``), the load generator's own
 CPU share, and, for single documents, the server's per-stage latency histograms from
@@ -255,6 +258,49 @@ def host_summary(before: dict[str, float], after: dict[str, float]) -> dict[str,
     }
 
 
+def floor(args: argparse.Namespace) -> dict[str, Any]:
+    """Single-document latency of a no-op app (``benchmarks/noop_app.py``) under uvicorn with
+    the event loop and HTTP parser ``neardup serve`` picks, at the same rate and duration:
+    what the machine, uvicorn and the load generator cost without any work."""
+    import importlib.util
+    import socket
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    have = importlib.util.find_spec
+    cmd = [
+        sys.executable, "-m", "uvicorn", "noop_app:app", "--app-dir", str(ROOT / "benchmarks"),
+        "--host", "127.0.0.1", "--port", str(port), "--no-access-log", "--log-level", "warning",
+        "--loop", "uvloop" if have("uvloop") else "asyncio",
+        "--http", "httptools" if have("httptools") else "h11",
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                httpx.post(url, content=b"{}", timeout=1)
+                break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        cpu0 = cpu_seconds(proc.pid)
+        out = loadgen(
+            url, "--mode", "latency", "--rate", str(args.rate),
+            "--duration", str(args.latency_duration), "--words", str(args.words),
+            "--seed", str(args.docs_seed + 2), "--warmup", str(args.latency_warmup),
+            timeout=args.latency_duration + 600,
+        )  # fmt: skip
+        out["server_cpu_s"] = cpu_seconds(proc.pid) - cpu0
+        out["server"] = " ".join(cmd[3:])
+    finally:
+        proc.kill()
+        proc.wait()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -290,6 +336,11 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         help="extra `neardup serve` flag (repeatable), e.g. --serve-arg=--writer-thread",
+    )
+    p.add_argument(
+        "--no-floor",
+        action="store_true",
+        help="skip the latency floor (a no-op app under uvicorn at the same rate, last)",
     )
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "service.json")
     args = p.parse_args(argv)
@@ -388,11 +439,14 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         result["graceful_stop_rc"] = srv.stop(timeout=600)
         result["graceful_stop_s"] = time.perf_counter() - t0
+        if not args.no_floor:
+            print("latency floor (no-op app) ...", file=sys.stderr)
+            result["floor"] = floor(args)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    thr, lat = result["throughput"], result["latency"]
+    thr, lat, fl = result["throughput"], result["latency"], result.get("floor")
     warm = lat.get("warmup", {})
     host = lat.get("host", {})
     targets = {
@@ -410,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         ("single-doc rate achieved /s", f"{lat['achieved_rate']:,.0f} of {lat['target_rate']:,.0f}"),
         ("single p50 / p99 ms (from schedule)", f"{lat['latency_from_schedule']['p50_ms']:.2f} / {lat['latency_from_schedule']['p99_ms']:.2f}"),
         ("single p50 / p99 ms (from send)", f"{lat['latency_from_send']['p50_ms']:.2f} / {lat['latency_from_send']['p99_ms']:.2f}"),
+        ("floor: no-op app p50 / p99 ms", "{p50:.2f} / {p99:.2f}  (same rate and load generator; server CPU {cpu:.3f} ms per request)".format(p50=fl["latency_from_schedule"]["p50_ms"], p99=fl["latency_from_schedule"]["p99_ms"], cpu=1000 * fl["server_cpu_s"] / max(1, fl["requests"] + fl.get("warmup", {}).get("requests", 0))) if fl else "not measured"),
         ("warm-up before it (not counted)", "{s:.1f} s, p50 / p99 / max ms {p50:.2f} / {p99:.2f} / {mx:.1f}".format(s=warm.get("seconds", 0), p50=warm.get("latency_from_schedule", {}).get("p50_ms", 0), p99=warm.get("latency_from_schedule", {}).get("p99_ms", 0), mx=warm.get("latency_from_schedule", {}).get("max_ms", 0))),
         ("log fsyncs in latency phase", "{count:.0f}, mean {mean_ms:.2f} ms, {over_2ms:.0f} over 2 ms, max since start {max_ms_since_start:.1f} ms".format(**lat.get("wal_fsync", {"count": 0, "mean_ms": 0, "over_2ms": 0, "max_ms_since_start": 0}))),
         ("background work in latency phase", str(lat.get("background", {}))),

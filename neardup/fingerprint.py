@@ -380,8 +380,9 @@ class Fingerprinter:
     def _one_ascii(self, text: str) -> FingerprintBatch | None:
         """One ASCII text of at most ``ONE_TEXT_CHARS``: the kernel call of the batch path's
         ASCII block (:meth:`_run_ascii`) without its per-block bookkeeping, or None when that
-        path does not apply. The service fingerprints most requests one text at a time; this
-        is a third of the per-call cost there. The same values (tested)."""
+        path does not apply. The service fingerprints most requests one text at a time, where
+        that bookkeeping (a dozen small array operations) cost more than the kernel. The same
+        values (tested)."""
         if len(text) > ONE_TEXT_CHARS or not text.isascii() or not self.lowered_ascii_ok():
             return None
         from . import _simhash_numba as nb

@@ -23,8 +23,8 @@ standard library agree:
 
 Anything else (nesting, other escapes, escapes in keys or in a string id, non-ASCII,
 exponents, blank or malformed lines, duplicate text or id keys, an empty object, a non-string
-text) makes the line ``SLOW``; never an error here. Tested against orjson and the reference reader with Hypothesis
-(``tests/test_io_scan.py``).
+text) makes the line ``SLOW``; never an error here. Tested against orjson and the reference
+reader with Hypothesis (``tests/test_io_scan.py``).
 """
 
 from __future__ import annotations
@@ -287,9 +287,10 @@ def _scan_line(
 ) -> int:  # pragma: no cover - numba
     # Parse the line starting at a (it ends at the next newline, or hi). FAST: returns the
     # position of its end (the newline or hi) with out[0:6] = text start, text end, id kind,
-    # id start, id end, the text's length once its escapes are decoded. Otherwise -1 - p, p a position of the line where parsing stopped (the
-    # caller finds the newline from there). A newline byte is never whitespace or string
-    # content here, so parsing cannot run past the line.
+    # id start, id end, the text's length once its escapes are decoded. Otherwise -1 - p, p a
+    # position of the line where parsing stopped (the caller finds the newline from there). A
+    # newline byte is never whitespace or string content here, so parsing cannot run past the
+    # line.
     e = hi
     i = _ws(buf, a, e)
     if i >= e or buf[i] != 123:  # {

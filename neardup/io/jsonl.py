@@ -196,8 +196,8 @@ def _read_jsonl_mapped(r: _Reader, src: Source, real: str, shown: str) -> bool:
     map in numba (without the GIL). A FAST line (a flat object of ASCII strings whose escapes,
     if any, are the simple ones) is accepted from its spans: its text stays a span of the map
     (escaped, with its decoded length: :func:`_text_spans`), its id is decoded from its
-    bytes. Every other line, and a FAST line whose id needs a decision of the
-    general path (no id where ``--id-field`` asks for one, an id seen before), goes through the
+    bytes. Every other line, and a FAST line whose id needs a decision of the general path (no
+    id where ``--id-field`` asks for one, an id seen before), goes through the
     block reader's own per-line path (:func:`_jsonl_lines`: orjson, then :func:`_slow_line`),
     so records, ids, texts, errors and line numbers are those of :func:`read_lines_reference`
     (tested). After a block with few FAST lines (``SCAN_MIN_FAST``) the next

@@ -383,7 +383,10 @@ class Fingerprinter:
         path does not apply. The service fingerprints most requests one text at a time, where
         that bookkeeping (a dozen small array operations) cost more than the kernel. The same
         values (tested)."""
-        if len(text) > ONE_TEXT_CHARS or not text.isascii() or not self.lowered_ascii_ok():
+        n_chars = len(text)
+        if n_chars > ONE_TEXT_CHARS or n_chars > CHUNK_CHARS:  # (longer: streamed in chunks)
+            return None
+        if not text.isascii() or not self.lowered_ascii_ok():
             return None
         from . import _simhash_numba as nb
 

@@ -460,3 +460,14 @@ def test_one_text_fast_path_equals_the_batch_path(name, text):
     assert one.fingerprints.tolist() == two.fingerprints[:1].tolist()
     assert one.empty.tolist() == two.empty[:1].tolist()
     assert one.n_features.tolist() == two.n_features[:1].tolist()
+
+
+def test_one_text_fast_path_leaves_long_texts_to_the_chunked_path(monkeypatch):
+    """A text longer than CHUNK_CHARS is streamed in chunks by the batch path (a chunk may cut
+    a word); the one-text path must leave it there, whatever CHUNK_CHARS is set to."""
+    monkeypatch.setattr(F, "CHUNK_CHARS", 3)
+    fp = Fingerprinter()
+    one = fp.fingerprint_batch(["aAbC"])
+    assert (
+        one.fingerprints.tolist() == fp.fingerprint_batch(["aAbC", "x"]).fingerprints[:1].tolist()
+    )

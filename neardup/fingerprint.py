@@ -390,32 +390,12 @@ class Fingerprinter:
             return None
         from . import _simhash_numba as nb
 
-        feat, n = self._mode_for("en")
-        hs, ws, default = self._table(feat)
         buf = np.frombuffer(text.encode("ascii").lower(), np.uint8)
         words = self.bits // 64
         fps = np.zeros((1, words), np.uint64)
         nfeat = np.zeros(1, np.int64)
-        mode = _KMODE[feat]
-        nb._simhash_docs_gil(
-            buf,
-            _ZERO1,
-            np.array([buf.size], np.int64),
-            mode,
-            n,
-            mode,
-            n,
-            2.0,
-            HASH_IDS[self.hash],
-            np.uint64(self.seed),
-            words == 2,
-            hs,
-            ws,
-            default,
-            nb.ISWORD,
-            fps,
-            nfeat,
-        )
+        ends = np.array([buf.size], np.int64)
+        self._lowered_kernel(nb._simhash_docs_gil, buf, _ZERO1, ends, fps, nfeat)
         return FingerprintBatch(
             fps[:, 0] if words == 1 else fps, nfeat == 0, nfeat.astype(np.int32)
         )
@@ -499,27 +479,28 @@ class Fingerprinter:
                 "fingerprint_lowered_ascii needs the numba path (not a callable feature "
                 "function, NEARDUP_FORCE_REFERENCE, hash md5 or keywords weights)"
             )
+        self._lowered_kernel(nb.simhash_docs, buf, starts, ends, fps, nfeat)
+
+    def _lowered_kernel(
+        self,
+        kernel: Any,
+        buf: npt.NDArray[np.uint8],
+        starts: npt.NDArray[np.int64],
+        ends: npt.NDArray[np.int64],
+        fps: npt.NDArray[np.uint64],
+        nfeat: npt.NDArray[np.int64],
+    ) -> None:
+        """Call a SimHash kernel (``simhash_docs`` or its GIL-holding twin) on lowered ASCII
+        texts with this fingerprinter's English settings."""
+        from . import _simhash_numba as nb
+
         feat, n = self._mode_for("en")
         hs, ws, default = self._table(feat)
-        nb.simhash_docs(
-            buf,
-            starts,
-            ends,
-            _KMODE[feat],
-            n,
-            _KMODE[feat],
-            n,
-            2.0,
-            HASH_IDS[self.hash],
-            np.uint64(self.seed),
-            self.bits == 128,
-            hs,
-            ws,
-            default,
-            nb.ISWORD,
-            fps,
-            nfeat,
-        )
+        mode = _KMODE[feat]
+        kernel(
+            buf, starts, ends, mode, n, mode, n, 2.0, HASH_IDS[self.hash], np.uint64(self.seed),
+            self.bits == 128, hs, ws, default, nb.ISWORD, fps, nfeat,
+        )  # fmt: skip
 
     def _native_auto(self) -> bool:
         """auto whose en and zh settings share one preparation (no jieba): one kernel pass."""

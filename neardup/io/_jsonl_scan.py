@@ -86,28 +86,6 @@ def _plain_word(w: np.uint64) -> bool:  # pragma: no cover - numba
 
 
 @numba.njit(cache=True, inline="always")
-def _string_end(
-    buf: np.ndarray, i: int, e: int, cls: np.ndarray, w64: np.ndarray
-) -> int:  # pragma: no cover - numba
-    # i is just after the opening quote; returns the closing quote's position, or -1 - (where
-    # the scan stopped) when the string is not plain. w64: buf as aligned little-endian words
-    # (empty: byte by byte only); whole words without a special byte are skipped at once.
-    words = w64.shape[0] > 0
-    while i < e:
-        if words and (i & 7) == 0 and i + 8 <= e and _plain_word(w64[i >> 3]):
-            i += 8
-            continue
-        c = cls[buf[i]]
-        if c == 0:
-            i += 1
-            continue
-        if c == 1:
-            return i
-        return -1 - i
-    return -1 - i
-
-
-@numba.njit(cache=True, inline="always")
 def _hex(c: int) -> int:  # pragma: no cover - numba
     if c >= 48 and c <= 57:
         return c - 48
@@ -141,12 +119,14 @@ def _escape_len(buf: np.ndarray, i: int, e: int) -> int:  # pragma: no cover - n
 
 
 @numba.njit(cache=True, inline="always")
-def _string_end_esc(
-    buf: np.ndarray, i: int, e: int, cls: np.ndarray, w64: np.ndarray
+def _string_end(
+    buf: np.ndarray, i: int, e: int, cls: np.ndarray, w64: np.ndarray, escapes: bool
 ) -> tuple[int, int]:  # pragma: no cover - numba
-    # as _string_end, for a value string that may hold the escapes of _escape_len: returns
-    # (the closing quote's position or -1 - where the scan stopped, the bytes the escapes
-    # save once decoded)
+    # i is just after the opening quote; returns (the closing quote's position, or -1 - where
+    # the scan stopped when the string is not one a FAST line may have; the bytes its escapes
+    # save once decoded). escapes: whether the escapes of _escape_len are allowed. w64: buf as
+    # aligned little-endian words (empty: byte by byte only); whole words without a special
+    # byte are skipped at once.
     words = w64.shape[0] > 0
     saved = 0
     while i < e:
@@ -159,7 +139,7 @@ def _string_end_esc(
             continue
         if c == 1:
             return i, saved
-        if buf[i] == 92:
+        if escapes and buf[i] == 92:
             n = _escape_len(buf, i, e)
             if n:
                 saved += n - 1
@@ -303,7 +283,7 @@ def _scan_line(
         if i >= e or buf[i] != 34:  # a key (an empty object is left to the slow path too)
             return -1 - i
         ks = i + 1
-        ke = _string_end(buf, ks, e, cls, w64)
+        ke, _ = _string_end(buf, ks, e, cls, w64, False)  # keys: no escapes
         if ke < 0:
             return ke
         i = _ws(buf, ke + 1, e)
@@ -321,10 +301,8 @@ def _scan_line(
         saved = 0
         if c == 34:
             vs = i + 1
-            if is_id:  # a string id is taken from its bytes: no escapes
-                ve = _string_end(buf, vs, e, cls, w64)
-            else:
-                ve, saved = _string_end_esc(buf, vs, e, cls, w64)
+            # a string id is taken from its bytes: no escapes
+            ve, saved = _string_end(buf, vs, e, cls, w64, not is_id)
             if ve < 0:
                 return ve
             i = ve + 1

@@ -151,6 +151,8 @@ def test_scan_classifies_the_edge_cases() -> None:
         b'{"text": "\\u004G"}',
         b'{"text": "ends \\"}',
         b'{"te\\u0078t": "x"}',  # an escaped key (orjson reads "text")
+        b'{"text": "a", "te\\u0078t": "b"}',  # ... so this text is "b"
+        b'{"id": "a", "i\\u0064": "b", "text": "x"}',  # and this id "b"
         b'{"id": "a\\nb", "text": "x"}',  # an escaped string id
         '{"text": "café"}'.encode(),  # non-ASCII
         b'{"text": "del \x7f"}',

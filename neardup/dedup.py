@@ -841,7 +841,7 @@ def stage_verify(
     docs = np.flatnonzero(pos == 0)
     pos[docs] = np.arange(docs.size)
     ia, ib = pos[a], pos[b]
-    sub = texts.take(docs) if isinstance(texts, SpanTexts) else [texts[i] for i in docs.tolist()]
+    sub = _subset(texts, docs)
     prepared: dict[int, tuple[bytes, int]] = {}
     c = verifier.config()
     rule = {
@@ -859,7 +859,7 @@ def stage_verify(
         local[need] = np.arange(need.size)
         again = {x: prepared[j] for x, j in enumerate(need.tolist()) if j in prepared}
         values, offsets = token_hashes(
-            verifier, [sub[j] for j in need.tolist()], workers=workers, prepared=again
+            verifier, _subset(sub, need), workers=workers, prepared=again
         )
         could[left], score[left] = bound_decisions(
             values,
@@ -878,10 +878,18 @@ def stage_verify(
         local = np.empty(docs.size, np.int64)
         local[need] = np.arange(need.size)
         again = {x: prepared[j] for x, j in enumerate(need.tolist()) if j in prepared}
-        data = token_bytes(verifier, [sub[j] for j in need.tolist()], prepared=again)
+        data = token_bytes(verifier, _subset(sub, need), prepared=again)
         lcs = lcs_many(data, local[ia[todo]], local[ib[todo]], workers=workers)
         ok[todo], score[todo] = verifier.decide(lcs, lens[ia[todo]], lens[ib[todo]])
     return _trusted(verifier, texts, a, b, d, ok, score)
+
+
+def _subset(texts: Sequence[str], idx: npt.NDArray[np.int64]) -> Sequence[str]:
+    """``texts`` at positions ``idx``: spans stay spans (:meth:`SpanTexts.take`: no ``str`` is
+    made, escaped ones are not decoded here), other sequences give a list."""
+    if isinstance(texts, SpanTexts):
+        return texts.take(idx)
+    return [texts[i] for i in idx.tolist()]
 
 
 def stage_verify_reference(

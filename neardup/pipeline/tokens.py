@@ -556,7 +556,8 @@ def _chunk_bytes(
 
     ``reuse``: a one-item list holding a buffer (or ``None``) that a chunk loop passes on every
     call; an all-ASCII chunk is copied into it (:func:`~neardup._arrays.concat_ascii`), so the
-    returned buffer is only valid until the next call with the same list."""
+    returned buffer is only valid until the next call with the same list. The buffer is
+    read-only."""
     mode = np.full(j - i, ascii_mode, np.uint8)
     plain = not any(k in special for k in range(i, j))
     if plain and isinstance(texts, SpanTexts):  # straight from the mapped input
@@ -566,7 +567,7 @@ def _chunk_bytes(
             if reuse is not None:
                 reuse[0] = kept
             ends = np.cumsum(lens)
-            return buf, ends - lens, ends, mode
+            return _read_only(buf), ends - lens, ends, mode
     chunk = texts[i:j] if isinstance(texts, list) else [texts[k] for k in range(i, j)]
     if plain:
         if reuse is None:
@@ -575,7 +576,7 @@ def _chunk_bytes(
         else:
             buf, lens, reuse[0] = concat_ascii(chunk, reuse[0])
             ends = np.cumsum(lens)
-            return buf, ends - lens, ends, mode
+            return _read_only(buf), ends - lens, ends, mode
     else:
         parts: list[bytes] = []
         for k, t in enumerate(chunk, start=i):
@@ -589,6 +590,15 @@ def _chunk_bytes(
         lens = np.fromiter(map(len, parts), np.int64, j - i)
     ends = np.cumsum(lens)
     return np.frombuffer(data, np.uint8), ends - lens, ends, mode
+
+
+def _read_only(buf: np.ndarray) -> np.ndarray:
+    """A read-only view of ``buf``: every path of :func:`_chunk_bytes` returns the same array
+    type (``np.frombuffer`` of bytes is read-only), so each token kernel is compiled for one
+    signature, not one per path (a second one cost ~14 s of compiling on first use)."""
+    view = buf.view()
+    view.flags.writeable = False
+    return view
 
 
 def _pretokenise(
@@ -663,7 +673,13 @@ def token_hashes(
     strip = bool(verifier.config()["strip_social"])
     special = {} if prepared is None else prepared
     counts = np.zeros(n, np.int64)
-    total_chars = sum(map(len, texts))
+    # (SpanTexts: the lengths without making a str of every text)
+    lens = (
+        texts.lengths()
+        if isinstance(texts, SpanTexts)
+        else np.fromiter(map(len, texts), np.int64, n)
+    )
+    total_chars = int(lens.sum())
     done_chars = 0
     values = np.empty(0, np.uint32)
     pos = 0
@@ -687,7 +703,7 @@ def token_hashes(
                 counts[i + flagged] = s_counts
             c = counts[i:j]
             m = int(c.sum())
-            done_chars += sum(len(texts[k]) for k in range(i, j))
+            done_chars += int(lens[i:j].sum())
             if pos + m > values.size:  # room for the rest at the rate seen so far (+ 10 %)
                 rest = max(0, total_chars - done_chars) * (pos + m) / max(done_chars, 1)
                 grown = np.empty(pos + m + int(1.1 * rest) + 1024, np.uint32)

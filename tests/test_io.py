@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from io_state import read_state
 
 from neardup.errors import ConfigError, InputError, RecordError
 from neardup.io import atomic_open, check_not_input, detect_format, read_corpus, write_kept
@@ -261,18 +262,7 @@ def _jsonl_file(draw):
 
 
 def _read_state(path, monkeypatch, *, reference, on_error, fmt=None):
-    with monkeypatch.context() as m:
-        if reference:
-            m.setenv("NEARDUP_IO_REFERENCE", "1")
-        else:
-            m.delenv("NEARDUP_IO_REFERENCE", raising=False)
-        try:
-            c = read_corpus([str(path)], on_error=on_error, fmt=fmt)
-        except Exception as exc:  # compared as (type, message)
-            return ("error", type(exc).__name__, str(exc))
-        s = c.sources[0]
-        return (c.ids, c.texts, c.skipped, c.errors, s.lines.tolist(), s.starts.tolist(),
-                s.ends.tolist())  # fmt: skip
+    return read_state(path, monkeypatch, reference=reference, on_error=on_error, fmt=fmt)
 
 
 @pytest.mark.parametrize("block", [7, 64, 1 << 24])

@@ -15,6 +15,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from io_state import read_state
 
 from neardup import dedup
 from neardup.io import jsonl as jsonl_mod
@@ -245,20 +246,10 @@ def _clean_file(draw):
 
 
 def _state(path, monkeypatch, reference: bool, on_error: str, id_field: str | None):
-    with monkeypatch.context() as m:
-        if reference:
-            m.setenv("NEARDUP_IO_REFERENCE", "1")
-        else:
-            m.delenv("NEARDUP_IO_REFERENCE", raising=False)
-        try:
-            c = read_corpus([str(path)], on_error=on_error, id_field=id_field)
-        except Exception as exc:
-            return ("error", type(exc).__name__, str(exc))
-        s = c.sources[0]
-        if not reference:
-            assert isinstance(c.texts, SpanTexts)
-        return (c.ids, list(c.texts), c.skipped, c.errors, s.lines.tolist(), s.starts.tolist(),
-                s.ends.tolist())  # fmt: skip
+    return read_state(
+        path, monkeypatch, reference=reference, texts_type=SpanTexts, on_error=on_error,
+        id_field=id_field,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(("block", "min_fast"), [(7, 0.1), (64, 0.1), (64, 2.0), (1 << 24, 0.1)])

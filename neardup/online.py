@@ -367,22 +367,21 @@ class DocumentPreparer:
         self.fingerprinter = fingerprinter
         self.bits = int(bits)
         self.clock = clock
-        self._hash_many = self._content_hasher()
-        try:
-            from .fingerprint import content_digest
-        except ImportError:
-            content_digest = None
-        self._digest_one: Callable[[str], bytes] | None = content_digest
+        self._hash_many, self._digest_one = self._content_hashers()
 
     @staticmethod
-    def _content_hasher() -> Callable[[list[str]], npt.NDArray[np.uint64]]:
+    def _content_hashers() -> tuple[
+        Callable[[list[str]], npt.NDArray[np.uint64]], Callable[[str], bytes] | None
+    ]:
+        """(content hashes of many texts, the big-endian digest of one text or None): those of
+        :mod:`neardup.fingerprint`, or the fallback's while it cannot be imported."""
         try:
-            from .fingerprint import content_hash_many
+            from .fingerprint import content_digest, content_hash_many
         except ImportError:
             from .store.fallback import content_hash_many as fallback
 
-            return fallback
-        return lambda texts: np.asarray(content_hash_many(texts), dtype=np.uint64)
+            return fallback, None
+        return (lambda texts: np.asarray(content_hash_many(texts), dtype=np.uint64)), content_digest
 
     def prepare(self, docs: Sequence[Mapping[str, Any]]) -> _Docs:
         """Validate ``docs`` (:class:`InputError` naming the field) and fingerprint them."""

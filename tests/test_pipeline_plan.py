@@ -151,3 +151,32 @@ def test_sample_histogram_equals_numpy(seed, n, k):
     d[np.arange(rows.size), rows] = 99  # not the row itself
     want = np.stack([np.bincount(r[r <= k], minlength=k + 1)[: k + 1] for r in d])
     assert np.array_equal(got, want)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(0, 3_000),
+    pb=st.sampled_from([1, 4, 12, 21, 22, 23, 30]),
+    radius=st.integers(0, 2),
+    spread=st.sampled_from([1, 7, 300, None]),
+)
+def test_bucket_candidates_equal_the_definition(seed, n, pb, radius, spread):
+    """The probed-bucket count of one table (dense kernel up to 22 prefix bits, sorted counts
+    above) is sum over probe masks f and buckets b of count(b) * count(b ^ f), exactly."""
+    from collections import Counter
+    from itertools import combinations
+
+    from neardup.pipeline.candidates import _bucket_candidates
+
+    rng = np.random.default_rng(seed)
+    top = 1 << pb
+    hi = top if spread is None else min(top, spread)  # few distinct prefixes: heavy buckets
+    prefix = (rng.integers(0, hi, n) * (top // hi)).astype(np.uint64)
+    masks = [0] + [
+        sum(1 << b for b in c) for r in range(1, radius + 1) for c in combinations(range(pb), r)
+    ]
+    flips = np.array(masks, dtype=np.uint64)
+    cnt = Counter(prefix.tolist())
+    want = sum(c * cnt.get(b ^ f, 0) for b, c in cnt.items() for f in masks)
+    assert _bucket_candidates(prefix, pb, flips) == float(want)

@@ -400,24 +400,36 @@ def pair_work_ns(mean_chars: float) -> float:
 
 
 @numba.njit(cache=True)
-def _ball_products(cnt: np.ndarray, flips: np.ndarray) -> float:  # pragma: no cover - numba
-    # sum over flip masks f of sum_b cnt[b] * cnt[b ^ f]: candidates met by probing every
-    # bucket within the probe radius of each fingerprint's own
+def _ball_products(
+    prefix: np.ndarray, nb: int, flips: np.ndarray
+) -> float:  # pragma: no cover - numba
+    # sum over flip masks f of sum_b cnt[b] * cnt[b ^ f], cnt[b] = how many prefixes equal b (of
+    # nb buckets): candidates met by probing every bucket within the probe radius of each
+    # fingerprint's own. Only the non-empty buckets are visited, flip by flip in bucket order
+    # (the order of the dense loop over every bucket: the same float sum).
+    cnt = np.zeros(nb, np.int64)
+    for p in prefix:
+        cnt[p] += 1
+    nz = np.empty(min(prefix.shape[0], nb), np.int64)
+    m = 0
+    for b in range(nb):
+        if cnt[b]:
+            nz[m] = b
+            m += 1
     total = 0.0
     for j in range(flips.shape[0]):
         f = np.int64(flips[j])
-        for b in range(cnt.shape[0]):
-            c = cnt[b]
-            if c:
-                total += float(c) * float(cnt[b ^ f])
+        for i in range(m):
+            b = nz[i]
+            total += float(cnt[b]) * float(cnt[b ^ f])
     return total
 
 
 def _bucket_candidates(prefix: npt.NDArray[np.uint64], pb: int, flips: np.ndarray) -> float:
-    """Candidates compared by one table: sum over fingerprints of the probed buckets' sizes."""
+    """Candidates compared by one table: sum over fingerprints of the probed buckets' sizes
+    (``prefix``: each fingerprint's ``pb``-bit prefix; ``flips``: the probe masks)."""
     if pb <= 22:
-        cnt = np.bincount(prefix.astype(np.int64), minlength=1 << pb).astype(np.int64)
-        return float(_ball_products(cnt, flips.astype(np.uint64)))
+        return float(_ball_products(prefix, 1 << pb, flips.astype(np.uint64)))
     u, c = np.unique(prefix, return_counts=True)
     total = 0.0
     for f in flips.tolist():

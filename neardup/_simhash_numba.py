@@ -312,17 +312,17 @@ def _drain(fb_hi, fb_lo, fb_w, k, unit, wide, acc):
         return
     if unit != 0:
         acc[ACC_TOTAL] += k
-        _accumulate_unit(fb_hi, k, acc, 0)
+        _accumulate_unit(fb_hi, k, acc, np.int64(0))
         if wide:
-            _accumulate_unit(fb_lo, k, acc, 64)
+            _accumulate_unit(fb_lo, k, acc, np.int64(64))
     else:
         tw = np.int64(0)
         for f in range(k):
             tw += fb_w[f]
         acc[ACC_TOTAL] += tw
-        _accumulate(fb_hi, fb_w, k, acc, 0)
+        _accumulate(fb_hi, fb_w, k, acc, np.int64(0))
         if wide:
-            _accumulate(fb_lo, fb_w, k, acc, 64)
+            _accumulate(fb_lo, fb_w, k, acc, np.int64(64))
     acc[ACC_NFEAT] += k
 
 
@@ -394,7 +394,7 @@ def _combine(ring, start, cnt, n, tmp, hash_id, seed):
         h = ring[_wrap(start + k, n)]
         for q in range(8):
             tmp[8 * k + q] = np.uint8((h >> U64(8 * q)) & U64(0xFF))
-    return hash64_cold(tmp, 0, 8 * cnt, hash_id, seed)
+    return hash64_cold(tmp, np.int64(0), 8 * cnt, hash_id, seed)
 
 
 @njit(cache=True)
@@ -566,20 +566,20 @@ def _finish(
     """Apply the short-document rule, drain the buffer and write the fingerprint words."""
     t = st[S_NTOK]
     if mode == MODE_WORDS and n > 1 and 0 < t < n:
-        shi = _combine(ring_hi, 0, t, n, tmp, hash_id, seed)
+        shi = _combine(ring_hi, np.int64(0), t, n, tmp, hash_id, seed)
         slo = U64(0)
         if wide:
-            slo = _combine(ring_lo, 0, t, n, tmp, hash_id, seed + U64(1))
+            slo = _combine(ring_lo, np.int64(0), t, n, tmp, hash_id, seed + U64(1))
         sw = np.int64(0)
         for q in range(t):
             sw += ring_w[q]
         _put(shi, slo, max(np.int64(1), sw // t), fb_hi, fb_lo, fb_w, wide, acc, st)
     elif mode == MODE_CHARS and 0 < t < n:
         m = st[S_CARRY_LEN]
-        hi = hash64_cold(carry, 0, m, hash_id, seed)
+        hi = hash64_cold(carry, np.int64(0), m, hash_id, seed)
         lo = U64(0)
         if wide:
-            lo = hash64_cold(carry, 0, m, hash_id, seed + U64(1))
+            lo = hash64_cold(carry, np.int64(0), m, hash_id, seed + U64(1))
         _put(hi, lo, np.int64(1), fb_hi, fb_lo, fb_w, wide, acc, st)
     _drain(fb_hi, fb_lo, fb_w, st[S_NBUF], st[S_UNIT], wide, acc)
     st[S_NBUF] = 0

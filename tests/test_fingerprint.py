@@ -471,3 +471,23 @@ def test_one_text_fast_path_leaves_long_texts_to_the_chunked_path(monkeypatch):
     assert (
         one.fingerprints.tolist() == fp.fingerprint_batch(["aAbC", "x"]).fingerprints[:1].tolist()
     )
+
+
+def test_kernels_are_not_specialised_on_literal_constants():
+    """A numba kernel called with a constant argument (``f(buf, 0, ...)``) is compiled once more
+    for that ``Literal[int]``: each such copy cost the first run seconds of compilation. After
+    fingerprinting with every configuration (short texts through the short-document rule, long
+    ones through the streamed chunks), no SimHash kernel holds such a signature."""
+    from numba.core.registry import CPUDispatcher
+
+    import neardup._simhash_numba as K
+
+    texts = [*TEXTS.values(), "a", "ab cd", "北京", "x" * 40_000 + " tail words here"]
+    for cfg in CONFIGS.values():
+        Fingerprinter(**cfg).fingerprint_many(texts)
+    literal = {
+        name: [str(sig) for sig in obj.signatures if "Literal" in str(sig)]
+        for name, obj in vars(K).items()
+        if isinstance(obj, CPUDispatcher)
+    }
+    assert not {k: v for k, v in literal.items() if v}

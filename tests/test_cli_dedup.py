@@ -272,3 +272,12 @@ def test_summary_keeps_docs_per_s_below_one() -> None:
     base = {"documents": 4, "exact_duplicates": 1, "near_duplicates": 1, "clusters": 1}
     text = _summary_text({**base, "kept": 2, "dropped": 2, "elapsed_s": 91.42, "docs_per_s": 0.0})
     assert "docs/s" in text and "0.0438" in text
+
+
+def test_sample_command_names_outputs_moved_by_flags(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    kept = tmp_path / "kept.jsonl"
+    assert main(["dedup", "--sample", "--output", str(kept)]) == 0
+    out = capsys.readouterr().out
+    assert f"kept docs {kept}" in out and f"pairs {Path('neardup-out') / 'pairs.csv'}" in out
+    assert kept.exists() and not (tmp_path / "neardup-out" / "sample.dedup.jsonl").exists()

@@ -273,10 +273,18 @@ def dedup_command(
         stream = sys.stderr if output == "-" else sys.stdout
         print(_summary_text(stats), file=stream)
         if sample:
-            print(
-                f"outputs in ./{SAMPLE_OUT}/ (kept docs, pairs.csv, clusters.csv, summary.json)",
-                file=stream,
-            )
+            print(_sample_outputs(output, pairs_out, clusters_out, summary_json), file=stream)
+
+
+def _sample_outputs(*paths: str | None) -> str:
+    """The ``--sample`` run's closing line: where its outputs went (kept docs, pairs, clusters,
+    summary), in one word when they all went to ``./neardup-out/``."""
+    if all(p is not None and Path(p).parent == Path(SAMPLE_OUT) for p in paths):
+        return f"outputs in ./{SAMPLE_OUT}/ (kept docs, pairs.csv, clusters.csv, summary.json)"
+    names = ("kept docs", "pairs", "clusters", "summary")
+    return "outputs: " + ", ".join(
+        f"{name} {p}" for name, p in zip(names, paths, strict=True) if p is not None
+    )
 
 
 def eval_command(

@@ -278,7 +278,7 @@ def dedup_command(
 
 def _sample_outputs(*paths: str | None) -> str:
     """The ``--sample`` run's closing line: where its outputs went (kept docs, pairs, clusters,
-    summary), in one word when they all went to ``./neardup-out/``."""
+    summary), shortened when they all went to ``./neardup-out/``."""
     if all(p is not None and Path(p).parent == Path(SAMPLE_OUT) for p in paths):
         return f"outputs in ./{SAMPLE_OUT}/ (kept docs, pairs.csv, clusters.csv, summary.json)"
     names = ("kept docs", "pairs", "clusters", "summary")

@@ -776,7 +776,7 @@ def simhash_chunk(buf, mode, n, hash_id, seed, wide, hs, ws, default, isword, st
     if mode == MODE_WORDS:
         _words_chunk(
             buf,
-            0,
+            np.int64(0),
             e,
             n,
             hash_id,
@@ -801,7 +801,7 @@ def simhash_chunk(buf, mode, n, hash_id, seed, wide, hs, ws, default, isword, st
         cps = np.zeros(2 * e + 4 * n + 9, np.int64)
         _chars_chunk(
             buf,
-            0,
+            np.int64(0),
             e,
             n,
             hash_id,

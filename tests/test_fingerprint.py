@@ -473,21 +473,46 @@ def test_one_text_fast_path_leaves_long_texts_to_the_chunked_path(monkeypatch):
     )
 
 
+_NO_LITERAL_KERNELS = """
+import json
+import numpy as np
+from numba.core.registry import CPUDispatcher
+import neardup._simhash_numba as K
+import neardup.fingerprint as F
+from tests.test_fingerprint import CONFIGS, TEXTS
+
+texts = [*TEXTS.values(), "a", "ab cd", "北京", "word " * 400]
+for chunk in (F.CHUNK_CHARS, 101):  # 101: long texts streamed in chunks (simhash_chunk)
+    F.CHUNK_CHARS = chunk
+    for cfg in CONFIGS.values():
+        fp = F.Fingerprinter(**cfg)
+        fp.fingerprint_many(texts)
+        fp.fingerprint_many([t.encode().decode() for t in texts], workers=2)
+literal = {
+    name: [str(sig) for sig in obj.signatures if "Literal" in str(sig)]
+    for name, obj in vars(K).items()
+    if isinstance(obj, CPUDispatcher)
+}
+print(json.dumps({k: v for k, v in literal.items() if v}))
+"""
+
+
 def test_kernels_are_not_specialised_on_literal_constants():
     """A numba kernel called with a constant argument (``f(buf, 0, ...)``) is compiled once more
-    for that ``Literal[int]``: each such copy cost the first run seconds of compilation. After
-    fingerprinting with every configuration (short texts through the short-document rule, long
-    ones through the streamed chunks), no SimHash kernel holds such a signature."""
-    from numba.core.registry import CPUDispatcher
+    for that ``Literal[int]``: each such copy cost the first run seconds of compilation. In a
+    fresh interpreter (other tests call kernels directly), after fingerprinting with every
+    configuration, whole and streamed in chunks, no SimHash kernel holds such a signature."""
+    import subprocess
+    import sys
+    from pathlib import Path
 
-    import neardup._simhash_numba as K
-
-    texts = [*TEXTS.values(), "a", "ab cd", "北京", "x" * 40_000 + " tail words here"]
-    for cfg in CONFIGS.values():
-        Fingerprinter(**cfg).fingerprint_many(texts)
-    literal = {
-        name: [str(sig) for sig in obj.signatures if "Literal" in str(sig)]
-        for name, obj in vars(K).items()
-        if isinstance(obj, CPUDispatcher)
-    }
-    assert not {k: v for k, v in literal.items() if v}
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, "-c", _NO_LITERAL_KERNELS],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=root,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "{}", out.stdout

@@ -3,7 +3,8 @@
 Steps (each bounded in time and request count, loopback only):
 
 1. seed a data directory with ``--n`` fingerprints spread over the last 47 hours
-   (``Deduplicator.bulk_load``; retention 48 h, so all of them are in the window);
+   (``Deduplicator.bulk_load``; retention 48 h, so all of them are in the window); with
+   ``--reuse``, top it up to ``--n`` when its window has aged below that;
 2. start ``neardup serve`` as a separate process and time it until ``/healthz`` answers
    (restart to serving, with the seeded segments);
 3. from a second process (``benchmarks/loadgen.py``): check-and-insert throughput through the
@@ -58,8 +59,13 @@ sys.path.insert(0, str(ROOT))
 from neardup.service.testing import ServerProcess  # noqa: E402
 
 
-def seed(data: Path, n: int, chunk: int, seed_: int) -> dict[str, Any]:
-    """Bulk-load ``n`` random 64-bit fingerprints with times inside the last 47 hours."""
+def seed(
+    data: Path, n: int, chunk: int, seed_: int, *, prefix: str = "seed", top_up: bool = False
+) -> dict[str, Any]:
+    """Bulk-load ``n`` random 64-bit fingerprints with times inside the last 47 hours, ids
+    ``{prefix}{i}``. ``top_up``: only as many as the window lacks to hold ``n`` (a reused
+    store ages: its oldest partitions leave the 48-hour window), with ids that cannot collide
+    with an earlier seeding's."""
     from neardup.online import Deduplicator
 
     ns = data / "namespaces" / "default"
@@ -68,12 +74,18 @@ def seed(data: Path, n: int, chunk: int, seed_: int) -> dict[str, Any]:
     now = time.time()
     t0 = time.perf_counter()
     with Deduplicator(ns, retention="48h") as d:
+        had = len(d)
+        if top_up:
+            n = max(0, n - had)
+            if n == 0:
+                return {"n": 0, "had": had, "seconds": time.perf_counter() - t0}
+            print(f"  the window holds {had:,}: topping up {n:,}", file=sys.stderr)
         done = 0
         while done < n:
             k = min(chunk, n - done)
             fps = rng.integers(0, np.iinfo(np.uint64).max, k, dtype=np.uint64, endpoint=True)
             times = now - rng.uniform(60, 47 * 3600, k)
-            ids = [f"seed{i}" for i in range(done, done + k)]
+            ids = [f"{prefix}{i}" for i in range(done, done + k)]
             d.bulk_load(ids, fps, times)
             done += k
             print(f"  seeded {done:,}/{n:,} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
@@ -85,6 +97,7 @@ def seed(data: Path, n: int, chunk: int, seed_: int) -> dict[str, Any]:
     total = time.perf_counter() - t0
     return {
         "n": n,
+        "had": had,
         "seconds": total,
         "bulk_load_s": loaded,
         "compact_s": total - loaded,
@@ -381,6 +394,12 @@ def main(argv: list[str] | None = None) -> int:
         if not args.reuse:
             print(f"seeding {args.n:,} fingerprints into {data} ...", file=sys.stderr)
             result["seed"] = seed(data, args.n, args.seed_chunk, 1)
+        else:  # an aged store holds fewer than --n in its window: fill it back first
+            print(f"checking that the window of {data} holds {args.n:,} ...", file=sys.stderr)
+            stamp = time.time_ns() // 1000
+            result["top_up"] = seed(
+                data, args.n, args.seed_chunk, stamp % (1 << 30), prefix=f"top{stamp}-", top_up=True
+            )
         serve_args = ["--retention", "48h", "--max-batch", str(max(10_000, args.batch))]
         if args.no_verify:
             serve_args.append("--no-verify")

@@ -581,6 +581,9 @@ class _FakeFuture:
     def __init__(self, docs: list[dict[str, Any]], fail: BaseException | None = None) -> None:
         self.docs, self.fail = docs, fail
 
+    def done(self) -> bool:
+        return True
+
     def add_done_callback(self, fn: Any) -> None:
         fn(self)
 
@@ -723,6 +726,41 @@ def test_fastapi_routes_answer_like_the_hot_path(tmp_path: Path) -> None:
     assert hot[0].json()["added"] is True
     assert routed[0].json()["added"] is False and routed[0].json()["matches"][0]["id"] == "hot"
     assert routed[1].json()["duplicate"] is True
+
+
+def test_resolved_writer_futures_are_handed_over_without_a_loop_iteration() -> None:
+    """A group the loop decided itself (future already resolved) reaches its request at once;
+    one the writer thread resolves later is handed over on the loop's thread."""
+    import asyncio
+    import threading
+    from concurrent.futures import Future
+
+    from neardup.service.documents import _when_done
+
+    async def run() -> list[tuple[str, str, int]]:
+        loop = asyncio.get_running_loop()
+        seen: list[tuple[str, str, int]] = []
+
+        def record(f: Future[str], tag: str, t_done: float) -> None:
+            seen.append((tag, f.result(), threading.get_ident()))
+
+        now: Future[str] = Future()
+        now.set_result("x")
+        _when_done(now, loop, record, "now")
+        assert len(seen) == 1  # before the loop ran anything else
+        later: Future[str] = Future()
+        _when_done(later, loop, record, "later")
+        assert len(seen) == 1
+        threading.Thread(target=later.set_result, args=("y",)).start()
+        for _ in range(500):
+            await asyncio.sleep(0.01)
+            if len(seen) == 2:
+                break
+        return seen
+
+    seen = asyncio.run(run())
+    assert [(tag, value) for tag, value, _ in seen] == [("now", "x"), ("later", "y")]
+    assert seen[0][2] == seen[1][2] == threading.get_ident()  # asyncio.run's loop: this thread
 
 
 def test_batcher_skips_cancelled_requests() -> None:

@@ -137,8 +137,18 @@ class _Batcher:
 
 def _when_done(future: Future[Any], loop: asyncio.AbstractEventLoop, fn: Any, *args: Any) -> None:
     """Call ``fn(future, *args, t_done)`` on the loop once the writer resolves ``future``
-    (``t_done``: perf_counter in the writer thread at that moment)."""
+    (``t_done``: perf_counter in the writer thread at that moment).
+
+    Must be called on ``loop``'s thread. A future that is already resolved (the loop decided
+    and synced the group itself, :meth:`neardup.online.Deduplicator.submit` with
+    ``inline=True``) is handed to ``fn`` right here: going through ``call_soon_threadsafe``
+    would cost a write to the loop's self-pipe and one more loop iteration before the
+    request's coroutine is even scheduled (~1 ms on average at 1,000 requests/s).
+    """
     perf = time.perf_counter
+    if future.done():
+        fn(future, *args, perf())
+        return
 
     def done(src: Future[Any]) -> None:  # runs in the writer thread
         t = perf()

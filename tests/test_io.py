@@ -136,6 +136,37 @@ def test_duplicate_and_missing_ids(tmp_path):
         read_corpus([str(p)], id_field="key")
 
 
+@pytest.mark.parametrize("block", [64, 1 << 24])
+@pytest.mark.parametrize("reference", [False, True])
+def test_repeated_ids_name_where_each_was_first_seen(tmp_path, monkeypatch, block, reference):
+    """Skipping repeated ids: every message names the line that first had the id, across
+    blocks accepted whole, lines taken one by one and a second input (a CSV)."""
+    from neardup.io import jsonl as jsonl_mod
+
+    monkeypatch.setattr(jsonl_mod, "BLOCK", block)
+    if reference:
+        monkeypatch.setenv("NEARDUP_IO_REFERENCE", "1")
+    rows = [f"u{i}" for i in range(12)] + ["u3", "v", "u0", "u11", "u3", "w"]
+    a = tmp_path / "a.jsonl"
+    a.write_text("".join(json.dumps({"id": i, "text": f"t {i}"}) + "\n" for i in rows))
+    b = tmp_path / "b.csv"
+    b.write_text("id,text\nv,again\nx,new\nu5,again\nx,twice\n")
+    c = read_corpus([str(a), str(b)], on_error="skip")
+    assert c.ids == [f"u{i}" for i in range(12)] + ["v", "w", "x"]
+    assert c.skipped == 7
+    expected = [(13, "u3", "a.jsonl:4"), (15, "u0", "a.jsonl:1"), (16, "u11", "a.jsonl:12"),
+                (17, "u3", "a.jsonl:4"), (2, "v", "a.jsonl:14"), (4, "u5", "a.jsonl:6"),
+                (5, "x", "b.csv:3")]  # fmt: skip
+    assert len(c.errors) == len(expected)
+    for err, (line, doc_id, first) in zip(c.errors, expected, strict=True):
+        assert f":{line}:" in err and f"duplicate id {doc_id!r} (first seen at " in err, err
+        assert err.split("first seen at ")[1].split(")")[0].endswith(first), err
+    with pytest.raises(
+        RecordError, match=r"a.jsonl:13: duplicate id 'u3' \(first seen at .*a.jsonl:4\)"
+    ):
+        read_corpus([str(a), str(b)])
+
+
 def test_csv_wrong_field_count(tmp_path):
     p = tmp_path / "d.csv"
     p.write_text("id,text\n1,hello\n2,a,b\n", encoding="utf-8")

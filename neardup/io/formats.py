@@ -147,7 +147,11 @@ class _Reader:
         self.id_field = id_field
         self.encoding = encoding
         self.on_error = on_error
-        self.seen: dict[str, int] = {}  # id -> position of its document
+        # ids accepted so far (exactly the ids of ``corpus.ids``): a set, about 3x cheaper to
+        # grow than an id -> position dict; positions are looked up only for an error message
+        self.seen: set[str] = set()
+        self._first: dict[str, int] = {}  # id -> position, over corpus.ids[:_first_upto]
+        self._first_upto = 0
         self.line_of = array.array("q")  # line of every accepted document
         self._marks: list[int] = []  # first position read from each path in _paths
         self._paths: list[str] = []
@@ -156,6 +160,17 @@ class _Reader:
         """Documents accepted from now on come from ``path`` (for duplicate-id messages)."""
         self._marks.append(len(self.c.texts))
         self._paths.append(path)
+
+    def first_position(self, doc_id: str) -> int:
+        """Position of the accepted document whose id is ``doc_id`` (which must be in
+        ``seen``): an index over ``corpus.ids``, built on the first duplicate id and extended
+        with the ids accepted since, so a run with many repeated ids stays linear."""
+        ids = self.c.ids
+        upto, n = self._first_upto, len(ids)
+        if upto < n:
+            self._first.update(zip(ids[upto:], range(upto, n), strict=True))
+            self._first_upto = n
+        return self._first[doc_id]
 
     def where(self, pos: int) -> str:
         k = bisect.bisect_right(self._marks, pos) - 1
@@ -211,16 +226,16 @@ class _Reader:
             doc_id = str(obj[id_field])
         else:
             doc_id = default_id if default_id is not None else f"{path}:{line}"
-        prev = self.seen.get(doc_id)
-        if prev is not None:
+        if doc_id in self.seen:
+            first = self.where(self.first_position(doc_id))
             self.fail(
-                f"duplicate id {doc_id!r} (first seen at {self.where(prev)}); ids must be "
+                f"duplicate id {doc_id!r} (first seen at {first}); ids must be "
                 "unique — fix the input or drop --id-field to generate ids",
                 path,
                 line,
             )
             return False
-        self.seen[doc_id] = len(self.c.texts)
+        self.seen.add(doc_id)
         self.c.ids.append(doc_id)
         self.c.texts.append(text)
         self.line_of.append(line)
@@ -323,7 +338,7 @@ def _csv_rows(r: _Reader, src: Source, reader: Any, header: list[str], shown: st
             elif doc_id is None and r.id_field is None:
                 doc_id = f"{shown}:{line}"
             if doc_id is not None and doc_id not in seen:
-                seen[doc_id] = len(texts)
+                seen.add(doc_id)
                 ids.append(doc_id)
                 texts.append(row[ti])
                 line_of.append(line)
@@ -379,7 +394,7 @@ def _parquet_rows(r: _Reader, path: str, texts: list[Any], ids: list[Any] | None
                 elif type(v) is int:
                     doc_id = str(v)
             if doc_id is not None and doc_id not in seen:
-                seen[doc_id] = len(out_texts)
+                seen.add(doc_id)
                 out_ids.append(doc_id)
                 out_texts.append(text)
                 line_of.append(i + 1)

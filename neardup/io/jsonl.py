@@ -252,7 +252,6 @@ def _read_jsonl_mapped(r: _Reader, src: Source, real: str, shown: str) -> bool:
                 break
             e2[cr] -= 1
         m = int(ls.size)
-        doc = len(texts)
         spans = _text_spans(st, fields)
         if _accept_block(r, texts, bi, buf, ls, e2, st, fields, spans, lineno, starts, ends):
             lineno += m
@@ -275,20 +274,18 @@ def _read_jsonl_mapped(r: _Reader, src: Source, real: str, shown: str) -> bool:
                 else:
                     doc_id = f"{shown}:{lno}" if idf is None else None
                 if doc_id is not None and doc_id not in seen:
-                    seen[doc_id] = doc
+                    seen.add(doc_id)
                     ids.append(doc_id)
                     line_of.append(lno)
                     run_k.append(k)
                     starts.append(a)
                     ends.append(b2)
-                    doc += 1
                     continue
             if run_k:  # the texts before this line go in first, in order
                 _extend(texts, bi, spans, run_k)
                 run_k = []
             # the block reader's own per-line path (orjson, then the reference for the unusual)
             _jsonl_lines(r, mm, mv, a, b + 1 if b < size else b, 0, shown, lno, starts, ends)
-            doc = len(texts)
         if run_k:
             _extend(texts, bi, spans, run_k)
         lineno += len(ls)
@@ -354,10 +351,13 @@ def _accept_block(
     offs = np.concatenate(([0], np.cumsum(lens))).tolist()
     doc_ids = [joined[offs[k] : offs[k + 1]] for k in range(m)]
     seen = r.seen
-    if len(set(doc_ids)) != m or not seen.keys().isdisjoint(doc_ids):
+    if not seen.isdisjoint(doc_ids):
         return False
-    doc = len(texts)
-    seen.update(zip(doc_ids, range(doc, doc + m), strict=True))
+    before = len(seen)
+    seen.update(doc_ids)
+    if len(seen) != before + m:  # an id repeats within the block: take its ids back out
+        seen.difference_update(doc_ids)
+        return False
     r.c.ids.extend(doc_ids)
     r.line_of.frombytes(np.arange(lineno, lineno + m, dtype=np.int64).tobytes())
     starts.frombytes(np.ascontiguousarray(ls, np.int64).tobytes())
@@ -439,7 +439,6 @@ def _jsonl_lines(
     ids = r.c.ids
     texts = r.c.texts
     line_of = r.line_of
-    pos = len(texts)
     a = lo
     while a < hi:
         nl = find(b"\n", a, hi)
@@ -466,16 +465,14 @@ def _jsonl_lines(
                 else:
                     doc_id = None  # floats (big ints), bools, "", containers: the general path
                 if doc_id is not None and doc_id not in seen:
-                    seen[doc_id] = pos
+                    seen.add(doc_id)
                     ids.append(doc_id)
                     texts.append(text)
                     line_of.append(lineno)
-                    pos += 1
                     accepted = True
         if not accepted:  # anything unusual: the standard library decides (reference semantics)
             full = bytes(raw) if last_open else bytes(mv[a : nl + 1])
             accepted = _slow_line(r, full, shown, lineno, False)
-            pos = len(texts)
         if accepted:
             e = nl
             while e > a and buf[e - 1] == 13:  # what rstrip("\r\n") removes

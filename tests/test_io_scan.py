@@ -270,6 +270,28 @@ def test_mapped_reader_equals_reference(tmp_path, monkeypatch, block, min_fast, 
             assert fast == ref
 
 
+def test_clean_blocks_are_accepted_whole(tmp_path, monkeypatch) -> None:
+    """Blocks of FAST lines with new string ids are taken in one step (ids cut from their
+    bytes in one go); a block whose ids repeat goes line by line, with the reference's
+    answers either way."""
+    monkeypatch.setattr(jsonl_mod, "BLOCK", 256)
+    calls: list[bool] = []
+    accept = jsonl_mod._accept_block
+
+    def spy(*args):
+        calls.append(accept(*args))
+        return calls[-1]
+
+    monkeypatch.setattr(jsonl_mod, "_accept_block", spy)
+    ids = [f"doc-{i}" for i in range(60)] + ["", "doc-7", "z"]
+    p = tmp_path / "c.jsonl"
+    p.write_text("".join(json.dumps({"id": i, "text": f"text {i}"}) + "\n" for i in ids))
+    fast = read_state(p, monkeypatch, reference=False, on_error="skip")
+    assert calls[:-1] and all(calls[:-1]) and not calls[-1]  # the last block repeats doc-7
+    assert fast == read_state(p, monkeypatch, reference=True, on_error="skip")
+    assert fast[0][:60] == ids[:60] and fast[2] == 1
+
+
 def test_span_texts_sequence_and_fast_paths(tmp_path) -> None:
     p = tmp_path / "t.jsonl"
     p.write_bytes(b'{"text": "Alpha beta"}\n{"text": "caf\\u00e9"}\n{"text": "gamma"}\n')

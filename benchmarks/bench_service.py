@@ -4,7 +4,11 @@ Steps (each bounded in time and request count, loopback only):
 
 1. seed a data directory with ``--n`` fingerprints spread over the last 47 hours
    (``Deduplicator.bulk_load``; retention 48 h, so all of them are in the window); with
-   ``--reuse``, top it up to ``--n`` when its window has aged below that;
+   ``--reuse``, top it up to ``--n`` when its window has aged below that, then read every file
+   of the store once (``--no-warm-cache`` skips it): a reused store may have left the page
+   cache since its last run, and a cold SQLite file alone turned a 6-10 s start into more than
+   80 s and the latency tail into tens of milliseconds (round 10 in docs/service.md), which a
+   long-running server does not see;
 2. start ``neardup serve`` as a separate process and time it until ``/healthz`` answers
    (restart to serving, with the seeded segments);
 3. from a second process (``benchmarks/loadgen.py``): check-and-insert throughput through the
@@ -178,6 +182,20 @@ def stage_summary(
             row[f"p{q}_le_ms"] = 1000 * next(le for le, c in cum if c >= q / 100 * n)
         out[name] = row
     return out
+
+
+def warm_page_cache(data: Path) -> dict[str, float]:
+    """Read every file under ``data`` once (sequentially), so that the server starts with the
+    store in the page cache as far as memory allows; returns the bytes read and the seconds."""
+    t0 = time.perf_counter()
+    total = 0
+    buf = bytearray(1 << 20)
+    for f in sorted(data.rglob("*")):
+        if f.is_file():
+            with open(f, "rb", buffering=0) as fh:
+                while n := fh.readinto(buf):
+                    total += n
+    return {"bytes": total, "seconds": time.perf_counter() - t0}
 
 
 def settle(url: str, timeout: float) -> float:
@@ -356,6 +374,11 @@ def main(argv: list[str] | None = None) -> int:
         default=2.0,
         help="seconds at --rate before the measured --latency-duration (reported apart)",
     )
+    p.add_argument(
+        "--no-warm-cache",
+        action="store_true",
+        help="with --reuse, do not read the store's files once before starting the server",
+    )
     p.add_argument("--words", type=int, default=40, help="words per generated document")
     p.add_argument("--no-verify", action="store_true", help="serve with --no-verify")
     p.add_argument(
@@ -400,6 +423,13 @@ def main(argv: list[str] | None = None) -> int:
             result["top_up"] = seed(
                 data, args.n, args.seed_chunk, stamp % (1 << 30), prefix=f"top{stamp}-", top_up=True
             )
+            if not args.no_warm_cache:
+                print("reading the store once (page cache) ...", file=sys.stderr)
+                result["warm_cache"] = cache = warm_page_cache(data)
+                print(
+                    f"read {cache['bytes'] / 2**30:.1f} GiB in {cache['seconds']:.1f} s",
+                    file=sys.stderr,
+                )
         serve_args = ["--retention", "48h", "--max-batch", str(max(10_000, args.batch))]
         if args.no_verify:
             serve_args.append("--no-verify")
@@ -514,6 +544,7 @@ def main(argv: list[str] | None = None) -> int:
         ("server CPU ms per batch doc / single", f"{1000 * thr['server_cpu_s'] / max(1, thr['docs_acknowledged']):.3f} / {1000 * lat['server_cpu_s'] / max(1, lat['requests'] + warm.get('requests', 0)):.3f}"),
         ("CPU probe before / after", f"{result.get('cpu_probe_before', 0):,.0f} / {result.get('cpu_probe_after', 0):,.0f} single-text fingerprints/s on one thread"),
         ("load average before / after", f"{result['load_average_before'][0]:.2f} / {result['load_average_after'][0]:.2f}"),
+        ("store read before start (page cache)", "{:.1f} GiB in {:.1f} s".format(result["warm_cache"]["bytes"] / 2**30, result["warm_cache"]["seconds"]) if "warm_cache" in result else "no"),
         ("start to serving s (seeded)", f"{result['start_to_serving_s']:.1f}"),
         ("restart after SIGKILL s", f"{result['restart_after_kill_s']:.1f}"),
         ("graceful stop s (rc)", f"{result['graceful_stop_s']:.1f} ({result['graceful_stop_rc']})"),

@@ -137,7 +137,7 @@ class _Batcher:
 
 def _when_done(future: Future[Any], loop: asyncio.AbstractEventLoop, fn: Any, *args: Any) -> None:
     """Call ``fn(future, *args, t_done)`` on the loop once the writer resolves ``future``
-    (``t_done``: perf_counter in the writer thread at that moment).
+    (``t_done``: perf_counter when it was resolved, or when this was called if it already was).
 
     Must be called on ``loop``'s thread. A future that is already resolved (the loop decided
     and synced the group itself, :meth:`neardup.online.Deduplicator.submit` with

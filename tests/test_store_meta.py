@@ -1,7 +1,9 @@
-"""SQLite metadata: multi-row inserts are the same as inserting row by row."""
+"""SQLite metadata: multi-row inserts are the same as inserting row by row; the kept row count
+is the table's."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 
 import pytest
@@ -32,6 +34,15 @@ def _one_by_one(cur, verb, rows):  # the reference: executemany, a row at a time
     cur.executemany(f"{verb} INTO docs VALUES (?,?,?,?,?,?,?,?)", rows)
 
 
+def _plain_replace(cur, rows):  # the reference for a batch of adds: INSERT OR REPLACE, in order
+    _one_by_one(cur, "INSERT OR REPLACE", rows)
+    return 0  # (the reference's kept count is not checked)
+
+
+def _rows_counted(db: MetaDB) -> int:
+    return db._db.execute("SELECT count(*) FROM docs").fetchone()[0]
+
+
 def _dump(db: MetaDB):
     return (
         db._db.execute("SELECT * FROM docs ORDER BY rid").fetchall(),
@@ -44,10 +55,11 @@ def _dump(db: MetaDB):
 def test_multi_row_apply_equals_row_by_row(batches, max_rows):
     fast, ref = MetaDB(None), MetaDB(None)
     fast._max_rows = max_rows
-    ref._insert_rows = _one_by_one  # type: ignore[method-assign]
+    ref._replace_rows = _plain_replace  # type: ignore[method-assign]
     for b in batches:
         fast.apply(b)
         ref.apply(b)
+        assert fast.count() == _rows_counted(fast)
     assert _dump(fast) == _dump(ref)
 
 
@@ -91,3 +103,72 @@ def test_insert_rows_takes_any_iterable_and_is_all_or_nothing(n, dup, max_rows):
         return
     db.insert_rows(r for r in rows)  # a generator, as bulk_load passes
     assert db._db.execute("SELECT * FROM docs ORDER BY rid").fetchall() == rows
+
+
+def _row(rid: int, id: str) -> tuple:
+    return (rid, id, 1.0, b"f" * 16, b"c" * 16, 0, None, None)
+
+
+ops = st.one_of(
+    st.tuples(st.just("apply"), st.lists(adds | deletes, max_size=20)),
+    st.tuples(st.just("insert_rows"), st.lists(st.integers(0, 30), max_size=6, unique=True)),
+    st.tuples(st.just("delete_rowids"), st.lists(st.integers(0, 30), max_size=6)),
+    st.tuples(st.just("delete_from"), st.integers(0, 30)),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps=st.lists(ops, max_size=12))
+def test_the_kept_count_is_the_number_of_rows_after_any_writes(tmp_path_factory, steps):
+    path = tmp_path_factory.mktemp("meta") / "m.sqlite3"
+    db = MetaDB(path)
+    for op, arg in steps:
+        if op == "apply":
+            db.apply(arg)
+        elif op == "insert_rows":  # row ids 100+, ids that may exist: all or nothing
+            rows = [_row(100 + i, f"d{i % 12}") for i in arg]
+            with contextlib.suppress(sqlite3.IntegrityError):
+                db.insert_rows(rows)
+        elif op == "delete_rowids":
+            db.delete_rowids(arg)
+        else:
+            db.delete_from(arg)
+        assert db.count() == _rows_counted(db), (op, arg)
+    n = db.count()
+    db.close()
+    again = MetaDB(path)  # kept across a reopen, not recounted
+    assert again.count() == n == _rows_counted(again)
+    again.close()
+
+
+def test_a_failed_batch_leaves_the_count_alone(tmp_path):
+    db = MetaDB(tmp_path / "m.sqlite3")
+    db.apply([AddRecord(1, 1.0, 1, 0, b"c" * 16, 0, "a", None, None)])
+    bad = AddRecord(3, 1.0, 3, 0, b"c", 0, "b", None, None)._replace(id=None)
+    with pytest.raises(Exception, match="NOT NULL"):
+        db.apply([AddRecord(2, 1.0, 2, 0, b"c" * 16, 0, "z", None, None), bad])
+    assert db.count() == 1 == _rows_counted(db)
+    db.close()
+
+
+def test_a_database_from_before_the_kept_count_is_counted_once_on_open(tmp_path):
+    path = tmp_path / "old.sqlite3"
+    old = sqlite3.connect(path)
+    old.executescript(
+        """
+        CREATE TABLE docs (rid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, time REAL NOT NULL,
+            fp BLOB NOT NULL, chash BLOB NOT NULL, flags INTEGER NOT NULL, metadata TEXT, text TEXT);
+        CREATE TABLE deleted (rid INTEGER PRIMARY KEY);
+        CREATE TABLE wal_applied (gen INTEGER PRIMARY KEY, offset INTEGER NOT NULL);
+        """
+    )
+    old.executemany(
+        "INSERT INTO docs VALUES (?,?,?,?,?,?,?,?)", [_row(i, f"x{i}") for i in range(37)]
+    )
+    old.commit()
+    old.close()
+    db = MetaDB(path)
+    assert db.count() == 37
+    db.apply([AddRecord(40, 1.0, 1, 0, b"c" * 16, 0, "new", None, None)])
+    assert db.count() == 38 == _rows_counted(db)
+    db.close()

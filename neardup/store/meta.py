@@ -14,6 +14,16 @@ transaction (SQLite WAL mode: readers see the last committed state).
 
 String ids live only here (50 M ids never sit in Python dicts); the index holds row ids.
 
+The number of rows in ``docs`` is kept in ``doc_count``, changed in the same transaction as
+every write to ``docs`` (all of them are methods of :class:`MetaDB`), so :meth:`MetaDB.count`
+is one row read instead of ``SELECT count(*)``: on 60 M rows with the file out of the page
+cache (after a reboot) that scan took over two minutes of a server's start. Adds are applied as
+``INSERT OR IGNORE``, whose change count is exactly the rows inserted; the rare batch that
+conflicts with existing rows (a log re-applied after a repair) is then re-applied row by row
+with ``INSERT OR REPLACE``, each row counting the rows it replaces, so the table ends as a plain
+``INSERT OR REPLACE`` of the batch would leave it. A database written before this table existed
+is counted once, on open.
+
 Added rows are written with multi-row ``INSERT`` statements (power-of-two row counts, so a few
 statements are prepared once and cached) rather than ``executemany``: the sqlite3 module
 releases and re-takes the interpreter lock around every statement step, i.e. once per row with
@@ -55,6 +65,10 @@ CREATE TABLE IF NOT EXISTS deleted (
 CREATE TABLE IF NOT EXISTS wal_applied (
     gen INTEGER PRIMARY KEY,
     offset INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS doc_count (
+    k INTEGER PRIMARY KEY CHECK (k = 0),
+    n INTEGER NOT NULL
 );
 """
 _CHUNK = 900  # stay under SQLite's host-parameter limit
@@ -111,6 +125,9 @@ class MetaDB:
         )
         self._max_rows = 1 << max(0, fit.bit_length() - 1)
         self._insert_sql: dict[tuple[str, int], str] = {}
+        with self._lock:  # a database from before doc_count: count it once
+            if self._db.execute("SELECT n FROM doc_count").fetchone() is None:
+                self._db.execute("INSERT INTO doc_count SELECT 0, count(*) FROM docs")
 
     def close(self) -> None:
         with self._lock, self._rlock:
@@ -132,27 +149,57 @@ class MetaDB:
             cur = self._db.cursor()
             cur.execute("BEGIN")
             try:
+                delta = 0
                 adds: list[tuple[Any, ...]] = []
                 for r in records:
                     if isinstance(r, AddRecord):
                         adds.append(_add_params(r))
                         continue
                     if adds:
-                        self._insert_rows(cur, "INSERT OR REPLACE", adds)
+                        delta += self._replace_rows(cur, adds)
                         adds = []
                     cur.execute("DELETE FROM docs WHERE rid = ?", (r.rowid,))
+                    delta -= cur.rowcount
                     # remembered until compaction drops the row from its segment
                     cur.execute("INSERT OR IGNORE INTO deleted VALUES (?)", (r.rowid,))
                 if adds:
-                    self._insert_rows(cur, "INSERT OR REPLACE", adds)
+                    delta += self._replace_rows(cur, adds)
                 cur.executemany(
                     "INSERT OR REPLACE INTO wal_applied VALUES (?, ?)",
                     [(int(g), int(o)) for g, o in positions],
                 )
+                self._add_count(cur, delta)
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
+
+    def _add_count(self, cur: sqlite3.Cursor, delta: int) -> None:
+        if delta:
+            cur.execute("UPDATE doc_count SET n = n + ? WHERE k = 0", (delta,))
+
+    def _replace_rows(self, cur: sqlite3.Cursor, rows: list[tuple[Any, ...]]) -> int:
+        """``INSERT OR REPLACE`` ``rows`` in order; returns the change in the row count.
+
+        Fast path: ``INSERT OR IGNORE``, whose change count is the rows inserted. When some row
+        met an existing row id or id (a log re-applied after a repair), every row is applied
+        again with ``INSERT OR REPLACE``, one at a time, counting the rows each one replaces:
+        the rows the first pass inserted replace themselves, so the table ends as a plain
+        ``INSERT OR REPLACE`` of ``rows`` in order leaves it.
+        """
+        before = self._db.total_changes
+        self._insert_rows(cur, "INSERT OR IGNORE", rows)
+        inserted = self._db.total_changes - before
+        if inserted == len(rows):
+            return inserted
+        delta = inserted
+        for row in rows:
+            (met,) = cur.execute(
+                "SELECT count(*) FROM docs WHERE rid = ? OR id = ?", (row[0], row[1])
+            ).fetchone()
+            cur.execute(f"INSERT OR REPLACE INTO docs VALUES ({','.join('?' * _DOC_COLUMNS)})", row)
+            delta += 1 - met
+        return delta
 
     def _insert_rows(self, cur: sqlite3.Cursor, verb: str, rows: Iterable[tuple[Any, ...]]) -> None:
         """``{verb} INTO docs`` every row of ``rows`` (any iterable), in order, as statements
@@ -213,7 +260,9 @@ class MetaDB:
             try:
                 cur.execute("BEGIN")
                 try:
+                    before = self._db.total_changes
                     self._insert_rows(cur, "INSERT", rows)
+                    self._add_count(cur, self._db.total_changes - before)
                     cur.execute("COMMIT")
                 except BaseException:
                     cur.execute("ROLLBACK")
@@ -233,17 +282,28 @@ class MetaDB:
             try:
                 before = self._db.total_changes
                 cur.executemany("DELETE FROM docs WHERE rid = ?", ((int(r),) for r in rowids))
+                gone = self._db.total_changes - before
+                self._add_count(cur, -gone)
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
-            return self._db.total_changes - before
+            return gone
 
     def delete_from(self, rowid: int) -> int:
         """Delete every row with row id >= ``rowid``; returns how many."""
         with self._lock:
-            cur = self._db.execute("DELETE FROM docs WHERE rid >= ?", (int(rowid),))
-            return int(cur.rowcount)
+            cur = self._db.cursor()
+            cur.execute("BEGIN")
+            try:
+                cur.execute("DELETE FROM docs WHERE rid >= ?", (int(rowid),))
+                gone = int(cur.rowcount)
+                self._add_count(cur, -gone)
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            return gone
 
     def existing_rowids(self, lo: int, hi: int) -> npt.NDArray[np.int64]:
         """Row ids present in ``[lo, hi]`` (sorted int64)."""
@@ -292,8 +352,9 @@ class MetaDB:
         return Row(*row) if row else None
 
     def count(self) -> int:
+        """Rows in ``docs`` (kept in ``doc_count``; one row read, not a scan)."""
         with self._rlock:
-            return int(self._rdb.execute("SELECT count(*) FROM docs").fetchone()[0])
+            return int(self._rdb.execute("SELECT n FROM doc_count WHERE k = 0").fetchone()[0])
 
     def max_rowid(self) -> int:
         with self._rlock:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import hashlib
 import json
 import random
 import sys
@@ -153,6 +154,16 @@ def _close(conns: list[Connection]) -> None:
             c.transport.close()
 
 
+def _doc_id(args: argparse.Namespace, mode: str, n: int, seq: str) -> str:
+    """A document id: ``{mode}{seed}-{seq}`` (consecutive ids share a long prefix, so the
+    server's id index is written in one place), or with ``--random-ids`` 16 hex digits of a
+    hash of (seed, mode, n), as ids that are URL or content hashes arrive (spread over the
+    whole index)."""
+    if not args.random_ids:
+        return f"{mode}{args.seed}-{seq}"
+    return hashlib.blake2b(f"{args.seed}/{mode}/{n}".encode(), digest_size=8).hexdigest()
+
+
 async def throughput(args: argparse.Namespace) -> dict[str, Any]:
     u = urlsplit(args.url)
     # documents prepared up front (generation is not timed); the run stops early if they run out
@@ -162,7 +173,10 @@ async def throughput(args: argparse.Namespace) -> dict[str, Any]:
     reqs: list[bytes] = []
     for r in range(n_req):
         docs = [
-            {"id": f"t{args.seed}-{r}-{i}", "text": texts[r * args.batch + i]}
+            {
+                "id": _doc_id(args, "t", r * args.batch + i, f"{r}-{i}"),
+                "text": texts[r * args.batch + i],
+            }
             for i in range(args.batch)
         ]
         body = json.dumps({"documents": docs}, separators=(",", ":")).encode()
@@ -238,7 +252,7 @@ async def latency(args: argparse.Namespace) -> dict[str, Any]:
             u.netloc,
             "/v1/check-and-insert",
             json.dumps(
-                {"id": f"l{args.seed}-{i}", "text": texts[i]}, separators=(",", ":")
+                {"id": _doc_id(args, "l", i, str(i)), "text": texts[i]}, separators=(",", ":")
             ).encode(),
             args.token,
         )
@@ -374,6 +388,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--token", default=None)
     p.add_argument(
         "--grace", type=float, default=120.0, help="seconds after --duration before giving up"
+    )
+    p.add_argument(
+        "--random-ids",
+        action="store_true",
+        help="ids as hashes (16 hex digits) instead of a shared prefix and a counter",
     )
     p.add_argument(
         "--warmup",

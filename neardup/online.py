@@ -135,7 +135,6 @@ class _Op:
     docs: _Docs | None = None
     arg: Any = None
     future: Future[Any] = field(default_factory=Future)
-    prefetch: Any = None  # a Store.prefetch of the segments, started when queued
 
     @property
     def n(self) -> int:
@@ -535,10 +534,6 @@ class Deduplicator:
         Source of "now" in unix seconds (inject one in tests).
     repair : bool, default=False
         Open a store whose log is damaged in the middle by truncating it at the damage.
-    meta_applier : {"thread", "process"}, default="thread"
-        Where committed documents are written to SQLite in the background (durable mode): a
-        thread, or a child process that keeps that work off this process's interpreter lock
-        (``neardup serve`` uses ``"process"``; see :mod:`neardup.store.applier_proc`).
 
     Examples
     --------
@@ -567,7 +562,6 @@ class Deduplicator:
         partition_seconds: float | None = None,
         clock: Callable[[], float] = time.time,
         repair: bool = False,
-        meta_applier: str = "thread",
     ) -> None:
         if (
             isinstance(max_distance, bool)
@@ -633,7 +627,6 @@ class Deduplicator:
             memtable_size=memtable_size,
             check_config=self._check_config,
             repair=repair,
-            meta_applier=meta_applier,
         )
         self._cv = threading.Condition()
         self._queue: list[_Op] = []
@@ -762,10 +755,6 @@ class Deduplicator:
         if not docs.ids:
             op.future.set_result([])
             return op.future
-        if not inline and (self.verifier is None or self.radius == self.max_distance):
-            # a large batch: its segment search runs on the pool while the writer decides the
-            # groups queued before it (None when that does not pay; see Store.prefetch)
-            op.prefetch = self.store.prefetch(docs.fps, self.max_distance)
         with self._cv:
             if self._closed:
                 raise IndexStateError("this Deduplicator is closed; open a new one")
@@ -1290,16 +1279,7 @@ class Deduplicator:
             ids = []
         flat_texts = [t for op in doc_ops for t in op.docs.texts]  # type: ignore[union-attr]
         if self.verifier is None or self.radius == self.max_distance:  # one limit for all
-            if any(op.prefetch is not None for op in doc_ops):
-                lims, hit_rids, hit_d = self.store.search_parts(
-                    [op.docs.fps for op in doc_ops],  # type: ignore[union-attr]
-                    [op.prefetch for op in doc_ops],
-                    self.max_distance,
-                )
-                for op in doc_ops:
-                    op.prefetch = None
-            else:
-                lims, hit_rids, hit_d = self.store.search(fps, self.max_distance)
+            lims, hit_rids, hit_d = self.store.search(fps, self.max_distance)
         else:
             limits = np.array([self._limit(t) for t in flat_texts], dtype=np.int64)
             lims, hit_rids, hit_d = self._search_by_limit(fps, limits)

@@ -77,12 +77,6 @@ def serve(
         "--repair",
         help="Open a store whose log is damaged mid-way by truncating it at the damage (loses what follows).",
     ),
-    meta_applier: str = typer.Option(
-        "process",
-        "--meta-applier",
-        help="Write committed documents to SQLite in a child process per namespace (off the "
-        "server's interpreter lock) or in a thread: process or thread.",
-    ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
 ) -> None:
     """Serve check / insert / check-and-insert over HTTP (FastAPI + uvicorn, one worker)."""
@@ -129,7 +123,6 @@ def serve(
         commit_interval_ms=commit_interval_ms,
         graceful_timeout_s=graceful_timeout,
         repair=repair,
-        meta_applier=meta_applier,
     )
     registry = NamespaceRegistry(config)
     registry.open()  # raises CorruptFileError / StorageError / ... before the port is bound

@@ -114,9 +114,6 @@ class ServiceConfig:
     repair : bool, default=False
         Open stores whose log is damaged in the middle by truncating it at the damage
         (``neardup serve --repair``); without it such a store is refused with a clear message.
-    meta_applier : {"process", "thread"}, default="process"
-        Where each namespace writes committed documents to SQLite: a child process per
-        namespace (off the server's interpreter lock) or a thread of the server.
     """
 
     data_dir: str | Path | None
@@ -134,7 +131,6 @@ class ServiceConfig:
     commit_interval_ms: float = 0.0
     graceful_timeout_s: float = 30.0
     repair: bool = False
-    meta_applier: str = "process"
 
     def __post_init__(self) -> None:
         if self.data_dir is not None and not isinstance(self.data_dir, str | Path):
@@ -156,10 +152,6 @@ class ServiceConfig:
             or not 0 <= self.port <= 65535
         ):
             raise ConfigError(f"port must be an integer in [0, 65535], got {self.port!r}")
-        if self.meta_applier not in ("process", "thread"):
-            raise ConfigError(
-                f"meta_applier must be 'process' or 'thread', got {self.meta_applier!r}"
-            )
         if self.token is not None and (not isinstance(self.token, str) or not self.token.strip()):
             raise ConfigError(
                 "token must be a non-empty string, or None to allow unauthenticated writes"

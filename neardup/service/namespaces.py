@@ -37,7 +37,6 @@ def _default_factory(config: ServiceConfig, path: Path | None) -> Any:
         store_text=config.store_text,
         commit_interval_ms=config.commit_interval_ms,
         repair=config.repair,
-        meta_applier=config.meta_applier,
     )
 
 

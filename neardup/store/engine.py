@@ -48,15 +48,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import ConfigError, CorruptFileError, FormatError, StorageError
-from .applier_proc import MetaApplyProcess
+from ..errors import CorruptFileError, FormatError, StorageError
 from .layout import DataDir
 from .memindex import (
     BruteIndex,
     MemTable,
     Result,
     build_index,
-    concat_results,
     empty_result,
     hamming_index_class,
     merge_results,
@@ -107,16 +105,6 @@ _SEARCH_THREADS = min(2, os.cpu_count() or 1)
 MAX_PENDING_RECORDS = 200_000
 #: most records one applier transaction writes
 _APPLY_BATCH = 50_000
-
-
-@dataclass
-class Prefetch:
-    """A search of the live segments started ahead of its group (:meth:`Store.prefetch`): the
-    segments as they were then, and one future per segment."""
-
-    segments: list[_LiveSegment]
-    futures: list[Any]
-    max_distance: int
 
 
 def _row(r: AddRecord, with_text: bool) -> Row:
@@ -196,7 +184,6 @@ class Unsynced:
     undo_log: list[tuple[Any, ...]]
     added: npt.NDArray[np.int64]  # row ids added to the memtable
     deleted: list[int]  # row ids marked deleted
-    framed: bytes | None = None  # the records as written to the log (for a process applier)
 
 
 class _Applier:
@@ -205,14 +192,11 @@ class _Applier:
     SQLite write is retried (with back-off) and never loses records: they stay in the log and
     in the pending overlay."""
 
-    def __init__(
-        self, meta: MetaDB, pending: _Pending, proc: MetaApplyProcess | None = None
-    ) -> None:
+    def __init__(self, meta: MetaDB, pending: _Pending) -> None:
         self.meta = meta
         self.pending = pending
-        self.proc = proc  # apply in this child process (see neardup.store.applier_proc)
         self._cv = threading.Condition()
-        self._queue: deque[tuple[int, int, list[AddRecord | DeleteRecord], bytes | None]] = deque()
+        self._queue: deque[tuple[int, int, list[AddRecord | DeleteRecord]]] = deque()
         self._busy = False
         self._stop = False
         self.lag = 0  # records queued or being applied
@@ -224,17 +208,9 @@ class _Applier:
         self._thread = threading.Thread(target=self._run, name="neardup-meta-applier", daemon=True)
         self._thread.start()
 
-    def submit(
-        self,
-        generation: int,
-        end: int,
-        records: list[AddRecord | DeleteRecord],
-        framed: bytes | None = None,
-    ) -> None:
-        """Queue ``records`` (log ``generation``, ending at offset ``end``); ``framed``: the
-        same records as framed in the log, which a process applier sends as they are."""
+    def submit(self, generation: int, end: int, records: list[AddRecord | DeleteRecord]) -> None:
         with self._cv:
-            self._queue.append((generation, end, records, framed))
+            self._queue.append((generation, end, records))
             self.lag += len(records)
             self._queued += len(records)
             # while the applier lingers for more, a wake-up per group would only send it back
@@ -263,7 +239,7 @@ class _Applier:
                         break
                     self._cv.wait(left)
                 self._lingering = False
-                batch: list[tuple[int, int, list[AddRecord | DeleteRecord], bytes | None]] = []
+                batch: list[tuple[int, int, list[AddRecord | DeleteRecord]]] = []
                 n = 0
                 while self._queue and (not batch or n + len(self._queue[0][2]) <= _APPLY_BATCH):
                     item = self._queue.popleft()
@@ -273,14 +249,10 @@ class _Applier:
                 self._busy = True
             records = [r for item in batch for r in item[2]]
             positions: dict[int, int] = {}
-            for g, end, _recs, _framed in batch:
+            for g, end, _recs in batch:
                 positions[g] = max(positions.get(g, 0), end)
             try:
-                framed = [item[3] for item in batch]
-                if self.proc is not None and all(f is not None for f in framed):
-                    self.proc.apply(framed, positions.items())  # type: ignore[arg-type]
-                else:
-                    self.meta.apply(records, positions.items())
+                self.meta.apply(records, positions.items())
             except Exception as exc:
                 log.exception("applying %d log records to SQLite failed; retrying", n)
                 with self._cv:
@@ -297,7 +269,7 @@ class _Applier:
             # drop the batch before waiting for the next one: tens of thousands of records kept
             # alive by this frame would be scanned by every full garbage collection meanwhile
             # (measured: ~20 ms per collection, a latency spike for every request in flight)
-            del batch, records, positions, item, _recs, _framed, framed
+            del batch, records, positions, item, _recs
             with self._cv:
                 self._busy = False
                 self.error = None
@@ -342,8 +314,6 @@ class _Applier:
                 self._queue.clear()
                 self._cv.notify_all()
             self._thread.join()
-            if self.proc is not None:
-                self.proc.close()
 
 
 def lower_thread_priority(niceness: int = 10) -> None:
@@ -392,10 +362,6 @@ class Store:
         the body to persist. Raises to refuse the open.
     repair : bool
         Truncate a log damaged in the middle instead of refusing to open.
-    meta_applier : {"thread", "process"}
-        Where committed records are written to SQLite in the background: a thread of this
-        process, or a child process (:mod:`neardup.store.applier_proc`), which takes that
-        work off this process's interpreter lock (the service uses it).
     """
 
     def __init__(
@@ -408,11 +374,8 @@ class Store:
         memtable_size: int = 1_000_000,
         check_config: Callable[[dict[str, Any] | None], dict[str, Any]] | None = None,
         repair: bool = False,
-        meta_applier: str = "thread",
     ) -> None:
         t0 = time.perf_counter()
-        if meta_applier not in ("thread", "process"):
-            raise ConfigError(f"meta_applier must be 'thread' or 'process', got {meta_applier!r}")
         self.bits = bits
         self.radius = radius
         self.partition_seconds = float(partition_seconds)
@@ -435,11 +398,6 @@ class Store:
         self.pending = _Pending()
         self.applier: _Applier | None = None
         self._pool: ThreadPoolExecutor | None = None
-        # segment searches started ahead of their group (prefetch): counted, so that the
-        # writer closes no segment one of them may still read
-        self._prefetch_cv = threading.Condition()
-        self._prefetching = 0
-        self._closing = False
         # (the segments, an IndexSet over them, segments outside it): see _segment_set
         self._set_cache: tuple[list[_LiveSegment], Any, list[_LiveSegment], Any] | None = None
         self.dir: DataDir | None = None
@@ -458,14 +416,7 @@ class Store:
                 self.meta.close()
             self.dir.unlock()
             raise
-        proc = None
-        if meta_applier == "process":
-            try:
-                proc = MetaApplyProcess(self.dir.meta_path)
-            except OSError as exc:
-                self.close()
-                raise StorageError(f"cannot start the metadata applier process: {exc}") from exc
-        self.applier = _Applier(self.meta, self.pending, proc)
+        self.applier = _Applier(self.meta, self.pending)
         log.info(
             "opened store %s in %.2f s: %d documents, %d segments, %d log records replayed, RSS %.0f MiB",
             path,
@@ -633,95 +584,6 @@ class Store:
         return fast
 
     # ------------------------------------------------------------------ reads
-    def prefetch(self, fps: npt.NDArray[np.uint64], max_distance: int) -> Prefetch | None:
-        """Start searching the live segments for ``fps`` on the search pool, ahead of the
-        group that will decide them (any thread; ``None`` when it would not pay: fewer than
-        :data:`PARALLEL_QUERIES` queries, fewer than two segments, one search thread).
-
-        The writer otherwise waits for that search with nothing else to do; started when a
-        batch is queued, it runs while the writer decides the groups before it.
-        :meth:`search_parts` completes it against what changed since (the memtable, segments
-        written or merged meanwhile), so the answer is the one :meth:`search` gives then.
-        """
-        if len(fps) < PARALLEL_QUERIES or _SEARCH_THREADS < 2:
-            return None
-        with self._prefetch_cv:
-            if self._closing:
-                return None
-            segments = list(self.segments)
-            if len(segments) < 2:
-                return None
-            pool = self._search_pool()
-            self._prefetching += len(segments)
-        futures = []
-        try:
-            for s in segments:
-                f = pool.submit(s.index.search, fps, max_distance)
-                f.add_done_callback(self._prefetch_done)
-                futures.append(f)
-        finally:
-            if len(futures) < len(segments):  # submit refused (shutting down): uncount the rest
-                with self._prefetch_cv:
-                    self._prefetching -= len(segments) - len(futures)
-                    self._prefetch_cv.notify_all()
-        return Prefetch(segments, futures, max_distance)
-
-    def _prefetch_done(self, _future: Any) -> None:
-        with self._prefetch_cv:
-            self._prefetching -= 1
-            if not self._prefetching:
-                self._prefetch_cv.notify_all()
-
-    def _wait_prefetches(self) -> None:
-        """Writer thread, after replacing ``self.segments`` and before closing the segments it
-        dropped: wait for the prefetches that may still read them (new ones see the new list)."""
-        with self._prefetch_cv:
-            while self._prefetching:
-                self._prefetch_cv.wait()
-
-    def search_parts(
-        self,
-        parts: Sequence[npt.NDArray[np.uint64]],
-        prefetched: Sequence[Prefetch | None],
-        max_distance: int,
-    ) -> Result:
-        """:meth:`search` of the concatenated query batches ``parts``, taking each batch's
-        segment results from its :meth:`prefetch` (writer thread).
-
-        A prefetch searched the segments live when it started. Of those, the ones still live
-        give their results; the ones dropped since (expired, or merged into a new segment) are
-        ignored, and every segment that appeared since (a flush, a merge) is searched now, as
-        are the memtable and a memtable being flushed. The union is the same set of rows
-        :meth:`search` finds at this moment, in the same order.
-        """
-        nq = sum(len(f) for f in parts)
-        if nq == 0:
-            return empty_result(0)
-        segments = self.segments
-        live = {id(s) for s in segments}
-        seg_parts: list[Result] = []
-        for f, pre in zip(parts, prefetched, strict=True):
-            if pre is None or pre.max_distance != max_distance:
-                pre = self.prefetch(f, max_distance)  # on the pool now, when that pays
-            if pre is None:
-                got = [s.index.search(f, max_distance) for s in segments]
-            else:
-                then = {id(s) for s in pre.segments}
-                got = [s.index.search(f, max_distance) for s in segments if id(s) not in then]
-                got += [
-                    fut.result()
-                    for s, fut in zip(pre.segments, pre.futures, strict=True)
-                    if id(s) in live
-                ]
-            seg_parts.append(merge_results(len(f), got))
-        fps = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        results = [concat_results(seg_parts)]
-        frozen = self.frozen
-        if frozen is not None:
-            results.append(frozen.memtable.search(fps, max_distance))
-        results.append(self.memtable.search(fps, max_distance))
-        return merge_results(nq, results)
-
     def search(self, fps: npt.NDArray[np.uint64], max_distance: int) -> Result:
         """Row ids within ``max_distance`` in the memtable and every live segment (may include
         deleted or expired rows; the caller filters through :meth:`fetch`)."""
@@ -786,12 +648,9 @@ class Store:
         return one, rest
 
     def _search_pool(self) -> ThreadPoolExecutor:
-        with self._prefetch_cv:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(
-                    _SEARCH_THREADS, thread_name_prefix="neardup-search"
-                )
-            return self._pool
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(_SEARCH_THREADS, thread_name_prefix="neardup-search")
+        return self._pool
 
     def lookup_ids(self, ids: Sequence[str]) -> dict[str, int]:
         """id -> row id for the ids that exist (pending records first, then SQLite)."""
@@ -879,14 +738,13 @@ class Store:
             applier = self.applier
             if applier.lag > MAX_PENDING_RECORDS:  # back-pressure: SQLite fell behind
                 applier.wait_below(MAX_PENDING_RECORDS // 2)
-            framed = frame_records(recs)
             if durable:
-                end = self.wal.append(framed)
+                end = self.wal.append(frame_records(recs))
                 self.pending.add(recs)
-                applier.submit(self.wal.generation, end, recs, framed)
+                applier.submit(self.wal.generation, end, recs)
             else:
                 start = self.wal.size
-                end = self.wal.write(framed)
+                end = self.wal.write(frame_records(recs))
                 undo_log = self.pending.add(recs, undo=True)
         else:  # in memory: nothing to recover from, apply now
             self.meta.apply(recs)
@@ -914,16 +772,13 @@ class Store:
                 undo_log,
                 np.zeros(0, np.int64) if arrays is None else arrays[1],
                 deleted,
-                framed,
             )
         return unsynced
 
     def acknowledge(self, unsynced: Unsynced) -> None:
         """Records of a pipelined commit are durable now: hand them to the SQLite applier."""
         if self.applier is not None:
-            self.applier.submit(
-                unsynced.generation, unsynced.end, unsynced.records, unsynced.framed
-            )
+            self.applier.submit(unsynced.generation, unsynced.end, unsynced.records)
 
     def undo(self, unsynced: Unsynced) -> None:
         """Take back a pipelined commit whose log sync failed (writer thread; newest first;
@@ -1089,7 +944,6 @@ class Store:
             raise StorageError(f"compaction could not update the manifest: {exc}") from exc
         self.manifest = manifest
         self.segments = alive
-        self._wait_prefetches()  # before closing the merged-away segments
         dropped = (
             merged.dropped
             if merged is not None and merged.dropped is not None
@@ -1260,7 +1114,6 @@ class Store:
                 raise StorageError(f"cannot update manifest for retention: {exc}") from exc
             self.manifest = manifest
             self.segments = alive
-            self._wait_prefetches()  # before closing the expired segments
             for s in dead:
                 path = s.segment.path
                 s.segment.close()
@@ -1358,8 +1211,6 @@ class Store:
         }
 
     def close(self) -> None:
-        with self._prefetch_cv:
-            self._closing = True  # no new prefetch; the pool's shutdown waits for the started
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None

@@ -24,14 +24,7 @@ import numpy.typing as npt
 
 from ..hamming import hamming_cdist
 
-__all__ = [
-    "BruteIndex",
-    "MemTable",
-    "build_index",
-    "concat_results",
-    "hamming_index_class",
-    "merge_results",
-]
+__all__ = ["BruteIndex", "MemTable", "build_index", "hamming_index_class", "merge_results"]
 
 log = logging.getLogger("neardup.store")
 
@@ -112,23 +105,6 @@ def _to_csr(
     lims = np.zeros(nq + 1, dtype=np.int64)
     np.cumsum(np.bincount(qi, minlength=nq), out=lims[1:])
     return lims, ids[order].astype(np.int64, copy=False), ds[order].astype(np.int32, copy=False)
-
-
-def concat_results(parts: list[Result]) -> Result:
-    """The CSR result of consecutive query batches, one after the other (``parts[i]`` answers
-    the ``i``-th batch)."""
-    if len(parts) == 1:
-        return parts[0]
-    lims = [parts[0][0]]
-    end = int(parts[0][0][-1])
-    for r in parts[1:]:
-        lims.append(r[0][1:] + end)
-        end += int(r[0][-1])
-    return (
-        np.concatenate(lims).astype(np.int64, copy=False),
-        np.concatenate([r[1] for r in parts]).astype(np.int64, copy=False),
-        np.concatenate([r[2] for r in parts]).astype(np.int32, copy=False),
-    )
 
 
 def merge_results(nq: int, results: list[Result]) -> Result:

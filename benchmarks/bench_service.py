@@ -25,9 +25,9 @@ Steps (each bounded in time and request count, loopback only):
    app (``benchmarks/noop_app.py``) under uvicorn with the same event loop and HTTP parser,
    i.e. what this machine, uvicorn and the load generator cost with no work at all.
 
-Alongside each load phase: the server's CPU time (``/proc/PID/stat``), the load generator's own
-CPU share, and, for single documents, the server's per-stage latency histograms from
-``/metrics`` (``neardup_request_stage_seconds``: read, parse, prepare, writer, resume, respond;
+Alongside each load phase: the server's CPU time (``/proc/PID/stat``, with its child
+processes), the load generator's own CPU share, and, for single documents, the server's
+per-stage latency histograms from ``/metrics`` (``neardup_request_stage_seconds``: read, parse, prepare, writer, resume, respond;
 p50 / p99 are histogram bucket bounds) and its event-loop lag, so the table says where the time
 went. The machine's load average is recorded before and after.
 
@@ -130,13 +130,22 @@ def loadgen(url: str, *args: str, timeout: float) -> dict[str, Any]:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (0 where /proc is unavailable)."""
+    """User + system CPU seconds so far of process ``pid`` and its live child processes (the
+    server's SQLite applier runs in one per namespace); 0 where /proc is unavailable."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return 0.0
+    kids: set[int] = set()
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as f:
+                kids.update(int(k) for k in f.read().split())
+    except (OSError, ValueError):
+        pass
+    return own + sum(cpu_seconds(k) for k in kids)
 
 
 def stage_histograms(url: str) -> dict[str, tuple[list[tuple[float, float]], float]]:

@@ -27,9 +27,10 @@ Steps (each bounded in time and request count, loopback only):
 
 Alongside each load phase: the server's CPU time (``/proc/PID/stat``, with its child
 processes), the load generator's own CPU share, and, for single documents, the server's
-per-stage latency histograms from ``/metrics`` (``neardup_request_stage_seconds``: read, parse, prepare, writer, resume, respond;
-p50 / p99 are histogram bucket bounds) and its event-loop lag, so the table says where the time
-went. The machine's load average is recorded before and after.
+per-stage latency histograms from ``/metrics`` (``neardup_request_stage_seconds``: read,
+parse, prepare, writer, resume, respond; p50 / p99 are histogram bucket bounds) and its
+event-loop lag, so the table says where the time went. The machine's load average is recorded
+before and after.
 
 Targets from the issue (50 M fingerprints): >= 28,000 check-and-inserts/s through the batch
 endpoint with durable acknowledgements; single-document p99 <= 5 ms at 1,000 requests/s;
@@ -130,8 +131,8 @@ def loadgen(url: str, *args: str, timeout: float) -> dict[str, Any]:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds so far of process ``pid`` and its live child processes (the
-    server's SQLite applier runs in one per namespace); 0 where /proc is unavailable."""
+    """User + system CPU seconds so far of process ``pid`` and of its live child processes
+    (work a server hands to a child counts too); 0 where /proc is unavailable."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as f:
             fields = f.read().rsplit(")", 1)[1].split()

@@ -294,12 +294,6 @@ class MetaDB:
             self._add_count(cur, -gone)
         return gone
 
-    def existing_rowids(self, lo: int, hi: int) -> npt.NDArray[np.int64]:
-        """Row ids present in ``[lo, hi]`` (sorted int64)."""
-        with self._rlock:
-            cur = self._rdb.execute("SELECT rid FROM docs WHERE rid BETWEEN ? AND ?", (lo, hi))
-            return np.fromiter((r[0] for r in cur), dtype=np.int64)
-
     def deleted_between(self, lo: int, hi: int) -> npt.NDArray[np.int64]:
         """Row ids deleted (by a ``DELETE`` record) in ``[lo, hi]`` (sorted int64)."""
         with self._rlock:
@@ -344,20 +338,6 @@ class MetaDB:
         """Rows in ``docs`` (kept in ``doc_count``; one row read, not a scan)."""
         with self._rlock:
             return int(self._rdb.execute("SELECT n FROM doc_count WHERE k = 0").fetchone()[0])
-
-    def max_rowid(self) -> int:
-        with self._rlock:
-            v = self._rdb.execute("SELECT max(rid) FROM docs").fetchone()[0]
-        return -1 if v is None else int(v)
-
-    def rowids_before(self, cutoff: float, limit: int = 100_000) -> list[int]:
-        with self._rlock:
-            return [
-                r[0]
-                for r in self._rdb.execute(
-                    "SELECT rid FROM docs WHERE time < ? LIMIT ?", (cutoff, limit)
-                )
-            ]
 
     def checkpoint(self) -> None:
         """Make everything committed so far durable (full fsync of the database)."""

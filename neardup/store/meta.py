@@ -205,7 +205,7 @@ class MetaDB:
             (met,) = cur.execute(
                 "SELECT count(*) FROM docs WHERE rid = ? OR id = ?", (row[0], row[1])
             ).fetchone()
-            cur.execute(f"INSERT OR REPLACE INTO docs VALUES ({','.join('?' * _DOC_COLUMNS)})", row)
+            self._insert_rows(cur, "INSERT OR REPLACE", (row,))
             delta += 1 - met
         return delta
 

@@ -539,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
     mib = 2**20
     rows = [
         ("fingerprints in window", f"{result['documents_in_window']:,}"),
-        ("batch check-and-insert docs/s", f"{thr['docs_per_s']:,.0f}  (batch {thr['batch']}, {thr['connections']} conns, errors {thr['errors']})"),
+        ("batch check-and-insert docs/s", f"{thr['docs_per_s']:,.0f}  (batch {thr['batch']}, {thr['connections']} conns, errors {thr['errors']}, {thr['seconds']:.1f} s" + (", ran out of prepared documents" if thr.get("exhausted_prepared_requests") else "") + ")"),
         ("batch latency p50 / p99 ms", f"{thr['batch_latency']['p50_ms']:.1f} / {thr['batch_latency']['p99_ms']:.1f}"),
         ("settle after the batch load s", f"{result['settle_s']:.1f}  (metadata applied, no flush, merge or compaction running)"),
         ("single-doc rate achieved /s", f"{lat['achieved_rate']:,.0f} of {lat['target_rate']:,.0f}"),

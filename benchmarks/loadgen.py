@@ -166,8 +166,9 @@ def _doc_id(args: argparse.Namespace, mode: str, n: int, seq: str) -> str:
 
 async def throughput(args: argparse.Namespace) -> dict[str, Any]:
     u = urlsplit(args.url)
-    # documents prepared up front (generation is not timed); the run stops early if they run out
-    n_docs = min(args.max_docs, int(args.duration * 40_000))
+    # documents prepared up front (generation is not timed); the run stops early if they run
+    # out (reported as `exhausted_prepared_requests`): --prepare-rate per second of --duration
+    n_docs = min(args.max_docs, int(args.duration * args.prepare_rate))
     n_req = min(args.max_requests, max(args.connections, n_docs // args.batch))
     texts = make_texts(n_req * args.batch, args.words, args.seed)
     reqs: list[bytes] = []
@@ -382,7 +383,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", type=float, default=1000.0)
     p.add_argument("--max-inflight", type=int, default=64)
     p.add_argument("--max-requests", type=int, default=200_000)
-    p.add_argument("--max-docs", type=int, default=600_000, help="documents prepared (throughput)")
+    p.add_argument(
+        "--max-docs", type=int, default=2_000_000, help="documents prepared at most (throughput)"
+    )
+    p.add_argument(
+        "--prepare-rate",
+        type=float,
+        default=100_000.0,
+        help="throughput: documents prepared per second of --duration (more than the server "
+        "can take, so the run lasts --duration)",
+    )
     p.add_argument("--words", type=int, default=40)
     p.add_argument("--seed", type=int, default=random.randrange(1 << 30))
     p.add_argument("--token", default=None)

@@ -392,6 +392,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--words", type=int, default=40, help="words per generated document")
     p.add_argument("--no-verify", action="store_true", help="serve with --no-verify")
     p.add_argument(
+        "--random-ids",
+        action="store_true",
+        help="documents ids as hashes (spread over the server's id index) instead of a shared "
+        "prefix and a counter (see loadgen.py)",
+    )
+    p.add_argument(
         "--serve-arg",
         action="append",
         default=[],
@@ -462,6 +468,7 @@ def main(argv: list[str] | None = None) -> int:
             srv.url, "--mode", "throughput", "--batch", str(args.batch),
             "--connections", str(args.connections), "--duration", str(args.duration),
             "--words", str(args.words), "--seed", str(args.docs_seed),
+            *(["--random-ids"] if args.random_ids else []),
             timeout=args.duration + 600,
         )  # fmt: skip
         result["throughput"]["server_cpu_s"] = cpu_seconds(pid) - cpu0
@@ -479,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
             srv.url, "--mode", "latency", "--rate", str(args.rate),
             "--duration", str(args.latency_duration), "--words", str(args.words),
             "--seed", str(args.docs_seed + 1), "--warmup", str(args.latency_warmup),
+            *(["--random-ids"] if args.random_ids else []),
             timeout=args.latency_duration + 600,
         )  # fmt: skip
         result["latency"]["server_cpu_s"] = cpu_seconds(pid) - cpu0

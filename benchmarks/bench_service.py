@@ -394,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--random-ids",
         action="store_true",
-        help="documents ids as hashes (spread over the server's id index) instead of a shared "
+        help="document ids as hashes (spread over the server's id index) instead of a shared "
         "prefix and a counter (see loadgen.py)",
     )
     p.add_argument(

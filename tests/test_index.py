@@ -259,6 +259,84 @@ def test_all_pairs_split_tables_match_reference(
     assert split >= (2 if pieces > 1 else 0)
 
 
+def _biased(n: int, p_rare: float, seed: int) -> np.ndarray:
+    """``n`` 64-bit fingerprints whose bits are each rarely (``p_rare``) off their own usual
+    value: skewed like the SimHash of short texts, where common words fix many bits."""
+    rng = np.random.default_rng(seed)
+    p_one = np.where(rng.random(64) < 0.5, p_rare, 1 - p_rare)
+    bits = (rng.random((n, 64)) < p_one).astype(np.uint64)
+    return (bits << np.arange(63, -1, -1, dtype=np.uint64)).sum(axis=1, dtype=np.uint64)
+
+
+def test_all_pairs_on_the_alternative_join_layout_match_reference(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the choice forced down to test sizes (sorting made free, so fewer sampled bucket
+    pairs decide), the self-join runs on ``k + 2`` blocks choose 2 and gives the reference's
+    pairs, on one or several threads; a memory budget below its tables keeps the planner's."""
+    from neardup.index import allpairs as AP
+
+    monkeypatch.setattr(AP, "JOIN_CHOICE_MIN", 0)
+    monkeypatch.setattr(AP, "JOIN_SAMPLE", 512)
+    monkeypatch.setattr(AP, "JOIN_BUILD_NS", 0.0)
+    sets = {(kind, bits): make_set(kind, 2000, bits, seed=6) for kind, bits in
+            [("clustered", 64), ("clustered", 128), ("adversarial", 64), ("duplicates", 64)]}  # fmt: skip
+    sets["biased", 64] = _biased(2000, 0.15, seed=6)
+    alt: set[tuple[str, int, int]] = set()
+    for (kind, bits), fps in sets.items():
+        f2 = fps.reshape(len(fps), -1)
+        for k in (1, 2, 3):
+            base = plan_index(bits, k, len(fps))
+            plan = AP._join_plan(f2, k, None)
+            assert plan.name in (base.name, f"{k + 2} blocks choose 2")
+            if plan.name != base.name:
+                alt.add((kind, bits, k))
+            want = all_pairs_reference(fps, k)
+            for threads in (1, 2):
+                got = all_pairs(fps, k, threads=threads)
+                for g, w in zip(got, want, strict=True):
+                    np.testing.assert_array_equal(g, w)
+            assert AP._join_plan(f2, k, base.est_bytes_per_fp * len(fps)).name == base.name
+    # the alternative layout was exercised, on the skewed sets at every distance
+    assert {("biased", 64, k) for k in (1, 2, 3)} <= alt and len(alt) >= 6
+
+
+def test_all_pairs_join_layout_is_chosen_from_the_buckets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 100k fingerprints: skewed ones crowd the planner's 16-bit prefixes and get 5 blocks
+    choose 2 (the same pairs as the planner's layout); uniform ones keep the planner's."""
+    from neardup.index import allpairs as AP
+
+    n = 100_000
+    skewed = _biased(n, 0.15, seed=7)
+    uniform = np.random.default_rng(7).integers(0, 2**64, n, dtype=np.uint64)
+    base = plan_index(64, 3, n)
+    assert AP._join_plan(skewed.reshape(n, 1), 3, None).name == "5 blocks choose 2"
+    assert AP._join_plan(uniform.reshape(n, 1), 3, None).name == base.name
+    got = all_pairs(skewed, 3, threads=2)
+    monkeypatch.setattr(AP, "_join_plan", lambda fps, k, budget: plan_index(64, k, len(fps)))
+    want = all_pairs(skewed, 3, threads=2)
+    assert len(want[0]) > 10_000
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    monkeypatch.undo()
+    # below JOIN_CHOICE_MIN the planner's layout is used without sampling
+    small = skewed[: AP.JOIN_CHOICE_MIN - 1].reshape(-1, 1)
+    assert AP._join_plan(small, 3, None).name == plan_index(64, 3, len(small)).name
+
+
+def test_segment_build_on_threads_equals_one_thread() -> None:
+    from neardup.index.tables import Segment, plan_arrays
+
+    for kind, bits in [("clustered", 64), ("random", 128)]:
+        fps = make_set(kind, 2000, bits, seed=8).reshape(2000, -1)
+        pa = plan_arrays(plan_index(bits, 3, 2000, blocks=5, prefix_blocks=2))
+        ids = np.arange(2000, dtype=np.int64)[::-1].copy()
+        one = Segment.build(fps, ids, pa)
+        two = Segment.build(fps, ids, pa, threads=3)
+        for name in ("fps", "ids", "keys", "rows", "dirs", "heavy", "hv", "sub"):
+            np.testing.assert_array_equal(getattr(two, name), getattr(one, name), err_msg=name)
+
+
 def test_bad_input_messages_and_index_stays_usable() -> None:
     idx = HammingIndex(max_distance=3, expected_size=100)
     idx.add(np.arange(10, dtype=np.uint64))

@@ -24,7 +24,8 @@ from ..errors import ConfigError, InputError
 from ..hamming import as_fingerprints
 from . import _kernels as K
 from .hamming_index import HammingIndex
-from .tables import PlanArrays, Segment
+from .plan import Plan, plan_index
+from .tables import PlanArrays, Segment, plan_arrays
 
 __all__ = ["all_pairs"]
 
@@ -46,6 +47,67 @@ def _join_table(
         if cnt <= cap:
             return out_a[:cnt], out_b[:cnt], out_d[:cnt]
         cap = cnt
+
+
+#: The self-join's layout (:func:`_join_plan`). Besides the index planner's choice it weighs
+#: one with two more blocks keyed by two of them (``k + 2`` blocks choose 2: longer prefixes,
+#: smaller buckets, more tables to sort). The planner models uniform fingerprints; real ones are
+#: skewed (1 M generated short posts at k = 4: ~9x the in-bucket pairs of uniform ones), so the
+#: two are compared on the fingerprints' own buckets, counted on an evenly spaced sample. Every
+#: layout gives the same pairs: only the speed depends on the choice.
+JOIN_SAMPLE = 1 << 16
+#: below this many fingerprints the planner's layout is used as is
+JOIN_CHOICE_MIN = 1 << 16
+#: modelled single-core ns per fingerprint and table (permute, sort and the join's walk over
+#: the keys), and per pair compared inside a bucket; measured on 1 M generated short posts
+#: (k = 3, 4) and long documents (k = 2, 3): 27-54 ns + ~5 ns, and 0.40-0.47 ns in large
+#: buckets (0.6-1.6 ns in the small buckets of the longer prefixes, where the walk dominates)
+JOIN_BUILD_NS = 50.0
+JOIN_PAIR_NS = 0.45
+#: bytes the alternative layout's tables may take when ``memory_budget`` is None (the
+#: planner's own layout is always allowed)
+JOIN_MEMORY = 2 << 30
+
+
+def _bucket_pairs(sample: np.ndarray, pa: PlanArrays) -> float:
+    """Pairs sharing a prefix bucket in every table of ``pa``, summed, among ``sample`` (m, W)."""
+    total = 0.0
+    for t in range(pa.n_tables):
+        pb = int(pa.pb[t])
+        key = K.permute_many(sample, t, pa.pidx, pa.pmask, pa.npieces)
+        pre = key >> np.uint64(64 - pb) if pb < 64 else key
+        c = np.unique(pre, return_counts=True)[1].astype(np.float64)
+        total += float((c * (c - 1.0)).sum() / 2.0)
+    return total
+
+
+def _join_plan(fps: np.ndarray, k: int, memory_budget: float | None) -> Plan:
+    """The layout :func:`all_pairs` joins ``fps`` (n, W) with: the index planner's, or ``k + 2``
+    blocks choose 2 when that fits the memory and its modelled work (tables sorted, plus pairs
+    compared in buckets, counted on a sample) is smaller. Deterministic in the fingerprints."""
+    n, words = fps.shape
+    bits = 64 * words
+    base = plan_index(bits, k, n, memory_budget=memory_budget)
+    if n < JOIN_CHOICE_MIN or base.kind != "tables" or max(t.radius for t in base.tables):
+        return base
+    try:
+        alt = plan_index(bits, k, n, blocks=k + 2, prefix_blocks=2)
+    except ConfigError:  # k = 0, or prefixes over 64 bits
+        return base
+    cap = JOIN_MEMORY if memory_budget is None else memory_budget
+    if max(t.radius for t in alt.tables) or alt.est_bytes_per_fp * n > cap:
+        return base
+    sample = np.ascontiguousarray(fps[:: max(1, n // JOIN_SAMPLE)])
+    m = len(sample)
+    scale = n * (n - 1.0) / (m * (m - 1.0))
+
+    def work(p: Plan) -> float:
+        return (
+            n * p.n_tables * JOIN_BUILD_NS
+            + _bucket_pairs(sample, plan_arrays(p)) * scale * JOIN_PAIR_NS
+        )
+
+    return alt if work(alt) < work(base) else base
 
 
 #: pieces per thread that :func:`_join_tasks` aims for (smaller pieces balance better)
@@ -114,9 +176,12 @@ def all_pairs(
     ids : array-like of int64, optional
         Report these instead of positions (must be unique).
     threads : int or None
-        Threads (default: up to 4); tables are joined in parallel.
+        Threads (default: up to 4); tables are sorted and joined in parallel.
     memory_budget : float or None
-        Passed to the planner (bytes for the temporary tables).
+        Bytes the temporary tables may use (passed to the planner). The layout is the
+        planner's, or ``k + 2`` blocks choose 2 when its tables fit (``None``: up to
+        :data:`JOIN_MEMORY`) and its modelled work on these fingerprints is smaller (see
+        :func:`_join_plan`); the pairs are the same either way.
     heavy : int, default=16384
         Buckets larger than this are joined by descent instead of all-pairs comparison. The
         contiguous in-bucket join costs ~1.5 ns per pair, the descent ~10 µs per element at
@@ -162,19 +227,19 @@ def all_pairs(
     if n < 2:
         e = np.empty(0, np.int64)
         return e, e.copy(), np.empty(0, np.int32)
+    k = int(max_distance)
+    fps2 = fps.reshape(n, -1)
     idx = HammingIndex(
         bits=bits,
-        max_distance=int(max_distance),
-        expected_size=n,
-        memory_budget=memory_budget,
+        max_distance=k,
+        plan=_join_plan(fps2, k, memory_budget),
         buffer_size=max(n, 1),
         threads=threads,
     )
     pa = idx._pa
-    k = int(max_distance)
     if idx.plan.kind == "tables" and int(pa.radius.max()) == 0:
-        seg = Segment.build(fps.reshape(n, -1), np.arange(n, dtype=np.int64), pa)
         nthreads = max(1, threads or 4)
+        seg = Segment.build(fps2, np.arange(n, dtype=np.int64), pa, threads=nthreads)
         tasks = _join_tasks(seg, pa, heavy, nthreads)
         with ThreadPoolExecutor(max(1, min(nthreads, len(tasks)))) as ex:
             parts = list(ex.map(lambda x: _join_table(seg, pa, x[0], k, heavy, x[1], x[2]), tasks))

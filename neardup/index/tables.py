@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -283,8 +284,11 @@ class Segment:
         return int(total)
 
     @classmethod
-    def build(cls, fps: U64, ids: I64, pa: PlanArrays) -> Segment:
-        """Sort ``fps`` (n, W) into every table of ``pa``; ``ids`` (n,) travel with their rows."""
+    def build(cls, fps: U64, ids: I64, pa: PlanArrays, *, threads: int = 1) -> Segment:
+        """Sort ``fps`` (n, W) into every table of ``pa``; ``ids`` (n,) travel with their rows.
+
+        ``threads`` > 1 sorts the tables after the first on that many threads (the kernels
+        release the GIL; the arrays are the same as with one thread)."""
         n = fps.shape[0]
         T = pa.n_tables
         if T == 0:
@@ -301,15 +305,23 @@ class Segment:
         ids_s = np.ascontiguousarray(ids[order])
         del order
         rows = np.empty((max(T - 1, 0), n), dtype=np.uint32)
-        for t in range(1, T):
+        dbits = _dbits(n, pa.min_pb)
+        dirs = np.empty((T, (1 << dbits) + 1), dtype=np.int64)
+        dirs[0] = K.directory(keys[0], dbits)
+
+        def table(t: int) -> None:
             kt, o = K.sort_with_rows(K.permute_many(fps_s, t, pa.pidx, pa.pmask, pa.npieces), sbits)
             keys[t] = kt
             rows[t - 1] = o
             del kt, o
-        dbits = _dbits(n, pa.min_pb)
-        dirs = np.empty((T, (1 << dbits) + 1), dtype=np.int64)
-        for t in range(T):
             dirs[t] = K.directory(keys[t], dbits)
+
+        if threads > 1 and T > 2:
+            with ThreadPoolExecutor(min(threads, T - 1)) as ex:
+                list(ex.map(table, range(1, T)))
+        else:
+            for t in range(1, T):
+                table(t)
         heavy, hv, sub = _heavy_subdirs(keys, pa)
         return cls(fps_s, ids_s, keys, rows, dirs, dbits, None, heavy, hv, sub)
 

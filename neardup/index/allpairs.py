@@ -25,7 +25,7 @@ from ..hamming import as_fingerprints
 from . import _kernels as K
 from .hamming_index import HammingIndex
 from .plan import Plan, plan_index
-from .tables import PlanArrays, Segment, plan_arrays
+from .tables import PlanArrays, Segment, plan_arrays, table_prefixes
 
 __all__ = ["all_pairs"]
 
@@ -73,10 +73,7 @@ def _bucket_pairs(sample: np.ndarray, pa: PlanArrays) -> float:
     """Pairs sharing a prefix bucket in every table of ``pa``, summed, among ``sample`` (m, W)."""
     total = 0.0
     for t in range(pa.n_tables):
-        pb = int(pa.pb[t])
-        key = K.permute_many(sample, t, pa.pidx, pa.pmask, pa.npieces)
-        pre = key >> np.uint64(64 - pb) if pb < 64 else key
-        c = np.unique(pre, return_counts=True)[1].astype(np.float64)
+        c = np.unique(table_prefixes(sample, pa, t), return_counts=True)[1].astype(np.float64)
         total += float((c * (c - 1.0)).sum() / 2.0)
     return total
 

@@ -22,7 +22,7 @@ import numpy.typing as npt
 from . import _kernels as K
 from .plan import Plan
 
-__all__ = ["PlanArrays", "Segment", "plan_arrays"]
+__all__ = ["PlanArrays", "Segment", "plan_arrays", "table_prefixes"]
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
@@ -157,6 +157,13 @@ _WS_CAP = 256
 _E_I64 = np.empty(0, dtype=np.int64)
 _E_I32 = np.empty(0, dtype=np.int32)
 _tls = threading.local()
+
+
+def table_prefixes(fps: U64, pa: PlanArrays, t: int) -> U64:
+    """Table ``t``'s key prefixes (its top ``pa.pb[t]`` bits) of every row of ``fps`` (n, W),
+    unsorted: what the prefix buckets of that table are made of."""
+    key = K.permute_many(fps, t, pa.pidx, pa.pmask, pa.npieces)
+    return key >> np.uint64(64 - int(pa.pb[t]))
 
 
 class _Workspace:

@@ -463,9 +463,8 @@ def tables_work_ns(
     cheap lower estimate used to skip hopeless distances. Skewed fingerprints (heavy buckets)
     cost more than uniform ones, which is why the buckets are counted.
     """
-    from ..index import _kernels as K
     from ..index.plan import plan_index
-    from ..index.tables import plan_arrays
+    from ..index.tables import plan_arrays, table_prefixes
 
     fps = as_fingerprints(fingerprints)
     n = int(fps.shape[0])
@@ -486,7 +485,7 @@ def tables_work_ns(
             if not rho and per > TABLES_HEAVY:
                 cand, heavy_pairs = 0.0, n * per / 2.0
         else:
-            prefix = K.permute_many(f2, t, pa.pidx, pa.pmask, pa.npieces) >> np.uint64(64 - pb)
+            prefix = table_prefixes(f2, pa, t)
             if rho:
                 cand = _bucket_candidates(prefix, pb, flips)
             else:

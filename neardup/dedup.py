@@ -272,6 +272,10 @@ def stage_exact(texts: Sequence[str], workers: int = 1) -> npt.NDArray[np.int64]
 EXACT_CHUNK_BYTES = 8 << 20
 #: below this many characters in all, :func:`content_hashes` calls ``content_hash_many``
 EXACT_NUMBA_MIN_CHARS = 4 << 20
+#: mean characters per text of an :class:`ExactFingerprintPass` chunk from which copies seen
+#: in earlier chunks are looked up (a dict lookup per text, under the GIL) rather than
+#: fingerprinted again (for ~100-character posts the lookup costs more than the fingerprint)
+EXACT_SEEN_MIN_CHARS = 512
 
 
 def content_hashes(texts: Sequence[str], *, workers: int = 1) -> npt.NDArray[np.uint64]:
@@ -485,17 +489,20 @@ class ExactFingerprintPass:
             digests = normalized_ascii_digests(lowered, starts[rest], starts[rest] + ln[rest])
             h[rest] = np.frombuffer(digests, dtype=">u8").reshape(-1, 2)
             keys = h.astype(">u8").tobytes()
-        todo = []
-        with self._lock:  # fingerprint unless an earlier equal text is known
-            seen = self._seen
-            get = seen.get
-            for q, p in enumerate(pos.tolist()):
-                key = keys[16 * q : 16 * q + 16]
-                v = get(key)
-                if v is None or p < v:
-                    seen[key] = p
-                    todo.append(q)
-        sel = np.asarray(todo, np.int64)
+        if int(ln.sum()) >= EXACT_SEEN_MIN_CHARS * pos.size:
+            todo = []
+            with self._lock:  # fingerprint unless an earlier equal text is known
+                seen = self._seen
+                get = seen.get
+                for q, p in enumerate(pos.tolist()):
+                    key = keys[16 * q : 16 * q + 16]
+                    v = get(key)
+                    if v is None or p < v:
+                        seen[key] = p
+                        todo.append(q)
+            sel = np.asarray(todo, np.int64)
+        else:  # short texts: fingerprinting a copy costs less than a dict lookup per text
+            sel = np.flatnonzero(first_of_equal_rows(h) == np.arange(pos.size))
         sel = sel[ln[sel] <= CHUNK_CHARS]
         words = self.fp.bits // 64
         f = np.zeros((sel.size, words), np.uint64)
@@ -579,16 +586,19 @@ class ExactFingerprintPass:
 def first_of_equal_rows(h: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
     """For each row of ``h`` (uint64 (n, w)), the position of the first equal row (int64 (n,)).
 
-    A stable radix sort on the first column; rows whose first words tie but differ later (for
-    128-bit hashes: practically never) make it fall back to a full lexicographic sort. Equals
+    An (unstable, vectorised) sort on the first column, then the smallest position of each
+    group of equal rows; rows whose first words tie but differ later (for 128-bit hashes:
+    practically never) make it fall back to a full lexicographic sort. Equals
     :func:`first_of_equal_rows_reference` (tested).
     """
     n = h.shape[0]
     if n == 0:
         return np.zeros(0, np.int64)
-    o = np.argsort(h[:, 0], kind="stable")
+    o = np.argsort(h[:, 0])
     hs = h[o]
-    tie = np.all(hs[1:, :1] == hs[:-1, :1], axis=1)
+    tie = hs[1:, 0] == hs[:-1, 0]
+    if not tie.any():  # no two rows share a first word: every row is its own first
+        return np.arange(n, dtype=np.int64)
     same = np.all(hs[1:] == hs[:-1], axis=1)
     if np.any(tie & ~same):
         o = np.lexsort(h.T[::-1])
@@ -596,9 +606,10 @@ def first_of_equal_rows(h: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
         same = np.all(hs[1:] == hs[:-1], axis=1)
     new = np.ones(n, bool)
     new[1:] = ~same
-    starts = o[new]  # stable: the first position of every group of equal rows
+    group_start = np.flatnonzero(new)
+    smallest = np.minimum.reduceat(o, group_start)  # the first position of every group
     first = np.empty(n, np.int64)
-    first[o] = starts[np.cumsum(new) - 1]
+    first[o] = smallest[np.cumsum(new) - 1]
     return first
 
 

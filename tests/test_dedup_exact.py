@@ -59,13 +59,18 @@ def corpora(draw):
     workers=st.sampled_from([1, 2, 3]),
     config=st.sampled_from([None, {"bits": 128}, {"features": "shingles", "ngram": 2}]),
     long_chars=st.sampled_from([3, 1 << 22]),
+    seen_chars=st.sampled_from([0, 1 << 30]),
 )
-def test_stage_exact_fingerprint_equals_the_two_stages(texts, chunk, workers, config, long_chars):
+def test_stage_exact_fingerprint_equals_the_two_stages(
+    texts, chunk, workers, config, long_chars, seen_chars
+):
     F = importlib.import_module("neardup.fingerprint")
     fp = D.DedupConfig(fingerprinter=config).make_fingerprinter()
-    saved = D.EXACT_CHUNK_BYTES, D.EXACT_NUMBA_MIN_CHARS, F.CHUNK_CHARS
+    saved = D.EXACT_CHUNK_BYTES, D.EXACT_NUMBA_MIN_CHARS, F.CHUNK_CHARS, D.EXACT_SEEN_MIN_CHARS
     D.EXACT_CHUNK_BYTES, D.EXACT_NUMBA_MIN_CHARS = chunk, 0
     F.CHUNK_CHARS = long_chars  # longer texts: left to fingerprint_batch
+    # copies from earlier chunks looked up in the dict (0) or fingerprinted again (2**30)
+    D.EXACT_SEEN_MIN_CHARS = seen_chars
     try:
         timings: dict[str, float] = {}
         first, fps_u, empty_u = D.stage_exact_fingerprint(texts, fp, workers, timings)
@@ -73,7 +78,8 @@ def test_stage_exact_fingerprint_equals_the_two_stages(texts, chunk, workers, co
         unique = np.flatnonzero(ref_first == np.arange(len(texts)))
         ref_fps, ref_empty = D.stage_fingerprint(fp, [texts[i] for i in unique.tolist()], 1)
     finally:
-        D.EXACT_CHUNK_BYTES, D.EXACT_NUMBA_MIN_CHARS, F.CHUNK_CHARS = saved
+        D.EXACT_CHUNK_BYTES, D.EXACT_NUMBA_MIN_CHARS, F.CHUNK_CHARS = saved[:3]
+        D.EXACT_SEEN_MIN_CHARS = saved[3]
     assert first.dtype == np.int64 and np.array_equal(first, ref_first)
     assert fps_u.dtype == np.uint64 and fps_u.shape == ref_fps.shape
     assert np.array_equal(fps_u, ref_fps)

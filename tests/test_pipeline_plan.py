@@ -180,3 +180,16 @@ def test_bucket_candidates_equal_the_definition(seed, n, pb, radius, spread):
     cnt = Counter(prefix.tolist())
     want = sum(c * cnt.get(b ^ f, 0) for b, c in cnt.items() for f in masks)
     assert _bucket_candidates(prefix, pb, flips) == float(want)
+
+
+@pytest.mark.parametrize("distinct", [1, 7, 3000, 10**9])
+def test_first_of_equal_rows_large_unstable_sort(distinct):
+    # numpy's default sort is unstable above a few dozen rows: the first position of each group
+    # must come from the positions, not the order the sort leaves equal rows in
+    from neardup.dedup import first_of_equal_rows, first_of_equal_rows_reference
+
+    rng = np.random.default_rng(distinct)
+    v = rng.integers(0, distinct, 20_000, dtype=np.uint64)
+    h = np.stack([v * np.uint64(0x9E3779B97F4A7C15), v % np.uint64(5)], axis=1)
+    assert np.array_equal(first_of_equal_rows(h), first_of_equal_rows_reference(h))
+    assert np.array_equal(first_of_equal_rows(h[:, :1]), first_of_equal_rows_reference(h[:, :1]))

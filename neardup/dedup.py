@@ -41,7 +41,7 @@ import numpy.typing as npt
 from ._arrays import concat_ascii, unique_sorted
 from .cluster import cluster_ids, connected_components
 from .errors import ConfigError, InputError, InputTypeError
-from .io.texts import SpanTexts
+from .io.texts import SpanTexts, UniqueIds
 from .verify import TokenEncoder, Verifier
 
 __all__ = [
@@ -1031,6 +1031,8 @@ def dedup(
     n = len(texts)
     if ids is None:
         id_list = [str(i) for i in range(n)]
+    elif type(ids) is UniqueIds and len(ids) == n:  # read by neardup.io: str, checked unique
+        id_list = ids
     else:
         id_list = [str(x) for x in ids]
         if len(id_list) != n:

@@ -113,6 +113,9 @@ def test_ids_and_errors():
         dedup(["a", "b"], ids=["x"])
     with pytest.raises(InputError, match="'x' appears more than once"):
         dedup(["a", "b"], ids=["x", "x"])
+    # a subclass of list is checked like any list; only the reader's own UniqueIds is trusted
+    with pytest.raises(InputError, match="'x' appears more than once"):
+        dedup(["a", "b"], ids=type("MyIds", (list,), {})(["x", "x"]))
     with pytest.raises(InputTypeError, match=r"texts\[1\] is int"):
         dedup(["a", 1])  # type: ignore[list-item]
     with pytest.raises(InputTypeError, match="not one str"):
@@ -257,3 +260,15 @@ def test_bounded_pairs_tables_path_equals_the_scan(monkeypatch, budget):
     if scan[3] >= 0:
         assert all(np.array_equal(x, y) for x, y in zip(scan[:3], ref, strict=True))
     assert calls
+
+
+def test_reader_ids_are_taken_as_they_are(tmp_path):
+    from neardup.io import read_corpus
+    from neardup.io.texts import UniqueIds
+
+    src = tmp_path / "d.jsonl"
+    src.write_text('{"id": "a", "text": "x y"}\n{"id": 7, "text": "x y"}\n', encoding="utf-8")
+    with read_corpus([str(src)]) as c:
+        assert type(c.ids) is UniqueIds and c.ids == ["a", "7"]
+        r = dedup(c.texts, ids=c.ids)
+    assert r.ids is c.ids and r.pair_rows() == [("a", "7", 0, 1.0, "exact")]

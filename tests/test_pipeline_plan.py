@@ -193,3 +193,15 @@ def test_first_of_equal_rows_large_unstable_sort(distinct):
     h = np.stack([v * np.uint64(0x9E3779B97F4A7C15), v % np.uint64(5)], axis=1)
     assert np.array_equal(first_of_equal_rows(h), first_of_equal_rows_reference(h))
     assert np.array_equal(first_of_equal_rows(h[:, :1]), first_of_equal_rows_reference(h[:, :1]))
+
+
+@pytest.mark.parametrize("pb", [1, 13, 24, 25, 40])
+def test_bucket_sizes_equal_unique_counts(pb):
+    from neardup.pipeline.candidates import _bucket_sizes
+
+    rng = np.random.default_rng(pb)
+    prefix = rng.integers(0, 1 << min(pb, 16), 50_000, dtype=np.uint64) << np.uint64(
+        max(pb - 16, 0)
+    )
+    got = _bucket_sizes(prefix, pb)
+    assert np.array_equal(got, np.unique(prefix, return_counts=True)[1])

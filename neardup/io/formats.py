@@ -43,7 +43,7 @@ import numpy.typing as npt
 from ..errors import ConfigError, InputError, RecordError, require
 from .atomic import atomic_dir, atomic_open
 from .jsonl import copy_records, is_utf8, read_lines
-from .texts import SpanTexts
+from .texts import SpanTexts, UniqueIds
 
 __all__ = ["FORMATS", "Corpus", "Source", "detect_format", "read_corpus", "write_kept"]
 
@@ -107,7 +107,7 @@ class Source:
 class Corpus:
     """Documents read from one or more inputs, in input order."""
 
-    ids: list[str] = field(default_factory=list)
+    ids: list[str] = field(default_factory=UniqueIds)  # unique as read (see UniqueIds)
     texts: list[str] = field(default_factory=list)
     sources: list[Source] = field(default_factory=list)
     skipped: int = 0

@@ -440,6 +440,16 @@ def _bucket_candidates(prefix: npt.NDArray[np.uint64], pb: int, flips: np.ndarra
     return total
 
 
+def _bucket_sizes(prefix: npt.NDArray[np.uint64], pb: int) -> npt.NDArray[np.int64]:
+    """Sizes of the non-empty buckets of ``pb``-bit prefixes, in prefix order (what
+    ``np.unique(prefix, return_counts=True)[1]`` gives; a count instead of a sort up to
+    2^24 buckets)."""
+    if pb <= 24:
+        c = np.bincount(prefix.astype(np.int64), minlength=1 << pb)
+        return c[c > 0]
+    return np.unique(prefix, return_counts=True)[1]
+
+
 def tables_work_ns(
     fingerprints: npt.ArrayLike,
     distance: int,
@@ -489,8 +499,7 @@ def tables_work_ns(
             if rho:
                 cand = _bucket_candidates(prefix, pb, flips)
             else:
-                _, c = np.unique(prefix, return_counts=True)
-                c = c.astype(np.float64)
+                c = _bucket_sizes(prefix, pb).astype(np.float64)
                 heavy = c > TABLES_HEAVY
                 cand = float((c[~heavy] ** 2).sum() / 2.0)
                 heavy_pairs = float((c[heavy] ** 2).sum() / 2.0)

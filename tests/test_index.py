@@ -488,3 +488,18 @@ def test_one_level_layouts_equal_the_uncached_enumeration(bits):
                 if math.comb(r, m) > 600:
                     break
                 assert _one_level(bits, k, r, m) == _one_level_reference(bits, k, r, m), (k, r, m)
+
+
+@pytest.mark.parametrize("distinct", [1, 3, 50, 1 << 62])
+@pytest.mark.parametrize("n", [0, 1, 17, 5000])
+def test_sort_with_rows_is_the_stable_sort(distinct, n):
+    from neardup.index import _kernels as K
+
+    rng = np.random.default_rng(n + distinct)
+    keys = rng.integers(0, distinct, n, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    ks, rows = K.sort_with_rows(keys)
+    stable = np.argsort(keys, kind="stable")
+    assert rows.dtype == np.int64 and np.array_equal(rows, stable)
+    assert np.array_equal(ks, keys[stable])
+    ref_k, ref_r = K.sort_with_rows_reference(keys, 8)  # same keys; ties possibly reordered
+    assert np.array_equal(ref_k, ks) and np.array_equal(keys[ref_r], ks)

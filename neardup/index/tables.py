@@ -300,8 +300,7 @@ class Segment:
         T = pa.n_tables
         if T == 0:
             return cls(np.ascontiguousarray(fps), np.ascontiguousarray(ids), None, None, None, 0)
-        sbits = int(max(1, min(20, n.bit_length() - 4)))
-        key0, order = K.sort_with_rows(K.permute_many(fps, 0, pa.pidx, pa.pmask, pa.npieces), sbits)
+        key0, order = K.sort_with_rows(K.permute_many(fps, 0, pa.pidx, pa.pmask, pa.npieces))
         keys = np.empty((T, n), dtype=np.uint64)
         keys[0] = key0
         del key0
@@ -317,7 +316,7 @@ class Segment:
         dirs[0] = K.directory(keys[0], dbits)
 
         def table(t: int) -> None:
-            kt, o = K.sort_with_rows(K.permute_many(fps_s, t, pa.pidx, pa.pmask, pa.npieces), sbits)
+            kt, o = K.sort_with_rows(K.permute_many(fps_s, t, pa.pidx, pa.pmask, pa.npieces))
             keys[t] = kt
             rows[t - 1] = o
             del kt, o

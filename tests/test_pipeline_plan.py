@@ -205,3 +205,15 @@ def test_bucket_sizes_equal_unique_counts(pb):
     )
     got = _bucket_sizes(prefix, pb)
     assert np.array_equal(got, np.unique(prefix, return_counts=True)[1])
+
+
+@pytest.mark.parametrize("distance", [3, 4, 5, 7])
+def test_tables_work_ns_does_not_depend_on_workers(monkeypatch, distance):
+    import neardup.pipeline.candidates as C
+
+    monkeypatch.setattr(C, "TABLES_THREADS_MIN", 0)
+    rng = np.random.default_rng(distance)
+    fps = rng.integers(0, 1 << 20, 30_000, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    one = tables_work_ns(fps, distance, 123.0)
+    assert one > 0 and tables_work_ns(fps, distance, 123.0, workers=2) == one
+    assert tables_work_ns(fps, distance, 123.0, workers=3) == one

@@ -150,6 +150,7 @@ class _Reader:
         # ids accepted so far (exactly the ids of ``corpus.ids``): a set, about 3x cheaper to
         # grow than an id -> position dict; positions are looked up only for an error message
         self.seen: set[str] = set()
+        self.repeated_ids = False  # an id was refused as a repeat (see jsonl._accept_block)
         self._first: dict[str, int] = {}  # id -> position, over corpus.ids[:_first_upto]
         self._first_upto = 0
         self.line_of = array.array("q")  # line of every accepted document

@@ -353,13 +353,21 @@ def _accept_block(
     if len(doc_ids) != m:  # cannot happen for FAST lines; the line path decides exactly
         return False
     seen = r.seen
-    if not seen.isdisjoint(doc_ids):
-        return False
     before = len(seen)
-    seen.update(doc_ids)
-    if len(seen) != before + m:  # an id repeats within the block: take its ids back out
-        seen.difference_update(doc_ids)
-        return False
+    if r.repeated_ids:  # ids have repeated before: check first, so that a refusal is cheap
+        if not seen.isdisjoint(doc_ids):
+            return False
+        seen.update(doc_ids)
+        if len(seen) != before + m:  # an id repeats within the block: take its ids back out
+            seen.difference_update(doc_ids)
+            return False
+    else:
+        seen.update(doc_ids)
+        if len(seen) != before + m:  # an id repeats (seen before, or within the block)
+            seen.clear()  # back to exactly the ids accepted so far (once per read)
+            seen.update(r.c.ids)
+            r.repeated_ids = True
+            return False
     r.c.ids.extend(doc_ids)
     r.line_of.frombytes(np.arange(lineno, lineno + m, dtype=np.int64).tobytes())
     starts.frombytes(np.ascontiguousarray(ls, np.int64).tobytes())

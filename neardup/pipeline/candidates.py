@@ -399,7 +399,7 @@ def pair_work_ns(mean_chars: float) -> float:
     return TABLES_PAIR_NS + VERIFY_NS_PER_CHAR * 2.0 * max(float(mean_chars), 0.0)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _ball_products(
     prefix: np.ndarray, nb: int, flips: np.ndarray
 ) -> float:  # pragma: no cover - numba
@@ -440,6 +440,10 @@ def _bucket_candidates(prefix: npt.NDArray[np.uint64], pb: int, flips: np.ndarra
     return total
 
 
+#: from this many fingerprints :func:`tables_work_ns` counts the tables on ``workers`` threads
+TABLES_THREADS_MIN = 65_536
+
+
 def _bucket_sizes(prefix: npt.NDArray[np.uint64], pb: int) -> npt.NDArray[np.int64]:
     """Sizes of the non-empty buckets of ``pb``-bit prefixes, in prefix order (what
     ``np.unique(prefix, return_counts=True)[1]`` gives; a count instead of a sort up to
@@ -457,6 +461,7 @@ def tables_work_ns(
     *,
     uniform: bool = False,
     pair_ns: float = TABLES_PAIR_NS,
+    workers: int = 1,
 ) -> float:
     """Modelled single-core cost (ns) of :func:`neardup.all_pairs` at ``distance``.
 
@@ -471,7 +476,9 @@ def tables_work_ns(
     ``est_pairs`` output pairs at ``pair_ns`` each (:func:`pair_work_ns`: with their
     verification). ``uniform=True`` assumes uniform buckets (``n / 2^pb`` each), a
     cheap lower estimate used to skip hopeless distances. Skewed fingerprints (heavy buckets)
-    cost more than uniform ones, which is why the buckets are counted.
+    cost more than uniform ones, which is why the buckets are counted. ``workers`` threads
+    count the tables' buckets (from ``TABLES_THREADS_MIN`` fingerprints; the kernels release
+    the GIL); the terms are added in table order either way, so the value does not depend on it.
     """
     from ..index.plan import plan_index
     from ..index.tables import plan_arrays, table_prefixes
@@ -484,25 +491,35 @@ def tables_work_ns(
         return scan_work_ns(n)
     pa = plan_arrays(plan)
     f2 = np.ascontiguousarray(fps.reshape(n, -1))
-    total = max(est_pairs, 0.0) * pair_ns
-    for t in range(pa.n_tables):
+
+    def counts(t: int) -> tuple[float, float]:  # (candidates, pairs in heavy buckets)
         pb, rho = int(pa.pb[t]), int(pa.radius[t])
         flips = pa.flips[t, : int(pa.nflips[t])]
-        heavy_pairs = 0.0
         if uniform:
             per = n / 2.0**pb
-            cand = n * flips.size * per if rho else n * per / 2.0
             if not rho and per > TABLES_HEAVY:
-                cand, heavy_pairs = 0.0, n * per / 2.0
-        else:
-            prefix = table_prefixes(f2, pa, t)
-            if rho:
-                cand = _bucket_candidates(prefix, pb, flips)
-            else:
-                c = _bucket_sizes(prefix, pb).astype(np.float64)
-                heavy = c > TABLES_HEAVY
-                cand = float((c[~heavy] ** 2).sum() / 2.0)
-                heavy_pairs = float((c[heavy] ** 2).sum() / 2.0)
+                return 0.0, n * per / 2.0
+            return (n * flips.size * per if rho else n * per / 2.0), 0.0
+        prefix = table_prefixes(f2, pa, t)
+        if rho:
+            return _bucket_candidates(prefix, pb, flips), 0.0
+        c = _bucket_sizes(prefix, pb).astype(np.float64)
+        heavy = c > TABLES_HEAVY
+        return float((c[~heavy] ** 2).sum() / 2.0), float((c[heavy] ** 2).sum() / 2.0)
+
+    tables = range(pa.n_tables)
+    if workers > 1 and not uniform and n >= TABLES_THREADS_MIN and pa.n_tables > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(int(workers), pa.n_tables)) as ex:
+            per_table = list(ex.map(counts, tables))
+    else:
+        per_table = [counts(t) for t in tables]
+    total = max(est_pairs, 0.0) * pair_ns
+    for t in tables:
+        rho = int(pa.radius[t])
+        flips = pa.flips[t, : int(pa.nflips[t])]
+        cand, heavy_pairs = per_table[t]
         total += n * TABLES_BUILD_NS
         if rho:
             total += n * flips.size * TABLES_PROBE_NS + cand * TABLES_CAND_NS
@@ -618,7 +635,7 @@ def plan_pass(
         # the uniform-bucket cost is a cheap lower estimate: skip distances it already rules out
         if tables_work_ns(fps, r, pairs, uniform=True, pair_ns=pair_ns) > budget:
             continue
-        work = tables_work_ns(fps, r, pairs, pair_ns=pair_ns)
+        work = tables_work_ns(fps, r, pairs, pair_ns=pair_ns, workers=workers)
         if work <= budget:
             why = (
                 f"scan of {n:,} docs ({scan / 1e9:.3g} s modelled) exceeds the budget "

@@ -335,6 +335,13 @@ def test_segment_build_on_threads_equals_one_thread() -> None:
         two = Segment.build(fps, ids, pa, threads=3)
         for name in ("fps", "ids", "keys", "rows", "dirs", "heavy", "hv", "sub"):
             np.testing.assert_array_equal(getattr(two, name), getattr(one, name), err_msg=name)
+        # for the self-join: the same sorted tables, without the search directories
+        join = Segment.build(fps, ids, pa, threads=2, searchable=False)
+        for name in ("fps", "ids", "keys", "rows"):
+            np.testing.assert_array_equal(getattr(join, name), getattr(one, name), err_msg=name)
+        assert join.dirs is None
+        with pytest.raises(RuntimeError, match="searchable=False"):
+            join.search(fps[:3], 3, pa)
 
 
 def test_bad_input_messages_and_index_stays_usable() -> None:

@@ -236,7 +236,9 @@ def all_pairs(
     pa = idx._pa
     if idx.plan.kind == "tables" and int(pa.radius.max()) == 0:
         nthreads = max(1, threads or 4)
-        seg = Segment.build(fps2, np.arange(n, dtype=np.int64), pa, threads=nthreads)
+        seg = Segment.build(
+            fps2, np.arange(n, dtype=np.int64), pa, threads=nthreads, searchable=False
+        )
         tasks = _join_tasks(seg, pa, heavy, nthreads)
         with ThreadPoolExecutor(max(1, min(nthreads, len(tasks)))) as ex:
             parts = list(ex.map(lambda x: _join_table(seg, pa, x[0], k, heavy, x[1], x[2]), tasks))

@@ -291,11 +291,16 @@ class Segment:
         return int(total)
 
     @classmethod
-    def build(cls, fps: U64, ids: I64, pa: PlanArrays, *, threads: int = 1) -> Segment:
+    def build(
+        cls, fps: U64, ids: I64, pa: PlanArrays, *, threads: int = 1, searchable: bool = True
+    ) -> Segment:
         """Sort ``fps`` (n, W) into every table of ``pa``; ``ids`` (n,) travel with their rows.
 
         ``threads`` > 1 sorts the tables after the first on that many threads (the kernels
-        release the GIL; the arrays are the same as with one thread)."""
+        release the GIL; the arrays are the same as with one thread). ``searchable=False``
+        leaves out what only :meth:`search` reads (the prefix directories and the heavy
+        buckets' sub-directories): a segment for the self-join
+        (:func:`neardup.index.allpairs.all_pairs`), which walks the sorted keys alone."""
         n = fps.shape[0]
         T = pa.n_tables
         if T == 0:
@@ -311,16 +316,18 @@ class Segment:
         ids_s = np.ascontiguousarray(ids[order])
         del order
         rows = np.empty((max(T - 1, 0), n), dtype=np.uint32)
-        dbits = _dbits(n, pa.min_pb)
-        dirs = np.empty((T, (1 << dbits) + 1), dtype=np.int64)
-        dirs[0] = K.directory(keys[0], dbits)
+        dbits = _dbits(n, pa.min_pb) if searchable else 0
+        dirs = np.empty((T, (1 << dbits) + 1), dtype=np.int64) if searchable else None
+        if dirs is not None:
+            dirs[0] = K.directory(keys[0], dbits)
 
         def table(t: int) -> None:
             kt, o = K.sort_with_rows(K.permute_many(fps_s, t, pa.pidx, pa.pmask, pa.npieces))
             keys[t] = kt
             rows[t - 1] = o
             del kt, o
-            dirs[t] = K.directory(keys[t], dbits)
+            if dirs is not None:
+                dirs[t] = K.directory(keys[t], dbits)
 
         if threads > 1 and T > 2:
             with ThreadPoolExecutor(min(threads, T - 1)) as ex:
@@ -328,6 +335,8 @@ class Segment:
         else:
             for t in range(1, T):
                 table(t)
+        if not searchable:
+            return cls(fps_s, ids_s, keys, rows, None, dbits)
         heavy, hv, sub = _heavy_subdirs(keys, pa)
         return cls(fps_s, ids_s, keys, rows, dirs, dbits, None, heavy, hv, sub)
 
@@ -350,6 +359,8 @@ class Segment:
         if self.n == 0:
             e = np.empty(0, dtype=np.int64)
             return e, e, np.empty(0, dtype=np.int32)
+        if self.keys is not None and self.dirs is None:
+            raise RuntimeError("segment built with searchable=False (for the self-join only)")
         ws = _workspace(pa.n_tables)
         small = len(q) <= 8 and not cap
         cap = cap or 4 * len(q) + 64

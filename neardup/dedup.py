@@ -33,7 +33,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -43,6 +43,9 @@ from .cluster import cluster_ids, connected_components
 from .errors import ConfigError, InputError, InputTypeError
 from .io.texts import SpanTexts, UniqueIds
 from .verify import TokenEncoder, Verifier
+
+if TYPE_CHECKING:
+    from .pipeline.groups import ExactGroups
 
 __all__ = [
     "DedupConfig",
@@ -624,7 +627,8 @@ def first_of_equal_rows_reference(h: npt.NDArray[np.uint64]) -> npt.NDArray[np.i
 
 
 def _exact_groups(first: npt.NDArray[np.int64]) -> dict[int, list[int]]:
-    """Members (in input order) of every exact group of two or more, keyed by the first member."""
+    """Members (in input order) of every exact group of two or more, keyed by the first member
+    (the references' form; :class:`~neardup.pipeline.groups.ExactGroups` is the pipeline's)."""
     groups: dict[int, list[int]] = {}
     for i in np.flatnonzero(first != np.arange(first.size)).tolist():
         f = int(first[i])
@@ -632,8 +636,25 @@ def _exact_groups(first: npt.NDArray[np.int64]) -> dict[int, list[int]]:
     return groups
 
 
-def stage_exact_pairs(groups: dict[int, list[int]], expand_pairs: int) -> PairTable:
-    """Exact pairs: every pair inside a group when at most ``expand_pairs``, else first-to-rest."""
+def stage_exact_pairs(groups: ExactGroups, expand_pairs: int) -> PairTable:
+    """Exact pairs: every pair inside a group when at most ``expand_pairs``, else first-to-rest
+    (:func:`~neardup.pipeline.groups.exact_pairs`; equals :func:`stage_exact_pairs_reference`,
+    tested)."""
+    from .pipeline.groups import exact_pairs
+
+    a, b = exact_pairs(groups, expand_pairs)
+    k = a.size
+    return PairTable(
+        a,
+        b,
+        np.zeros(k, np.int32),
+        np.ones(k, np.float64),
+        np.full(k, STAGE_EXACT, np.uint8),
+    )
+
+
+def stage_exact_pairs_reference(groups: dict[int, list[int]], expand_pairs: int) -> PairTable:
+    """Reference for :func:`stage_exact_pairs`, over :func:`_exact_groups`' dict."""
     a: list[int] = []
     b: list[int] = []
     for members in groups.values():
@@ -657,6 +678,30 @@ def stage_exact_pairs(groups: dict[int, list[int]], expand_pairs: int) -> PairTa
 
 
 def stage_expand(
+    groups: ExactGroups,
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    d: npt.NDArray[np.int32],
+    score: npt.NDArray[np.float64],
+    expand_pairs: int,
+) -> PairTable:
+    """Near pairs between first copies, repeated for the other members of their exact groups
+    (:func:`~neardup.pipeline.groups.expanded_pairs`; equals :func:`stage_expand_reference`,
+    tested)."""
+    from .pipeline.groups import expanded_pairs
+
+    ea, eb, ed, es = expanded_pairs(groups, a, b, d, score, expand_pairs)
+    aa = np.concatenate([a, ea])
+    return PairTable(
+        aa,
+        np.concatenate([b, eb]),
+        np.concatenate([d, ed]),
+        np.concatenate([score, es]),
+        np.full(aa.size, STAGE_NEAR, np.uint8),
+    )
+
+
+def stage_expand_reference(
     groups: dict[int, list[int]],
     a: npt.NDArray[np.int64],
     b: npt.NDArray[np.int64],
@@ -664,7 +709,7 @@ def stage_expand(
     score: npt.NDArray[np.float64],
     expand_pairs: int,
 ) -> PairTable:
-    """Near pairs between first copies, repeated for the other members of their exact groups."""
+    """Reference for :func:`stage_expand`, over :func:`_exact_groups`' dict."""
     out_a, out_b, out_d, out_s = [a], [b], [d], [score]
     if groups:
         ea: list[int] = []
@@ -1061,6 +1106,8 @@ def dedup(
 
         return done
 
+    from .pipeline.groups import ExactGroups
+
     fp = cfg.make_fingerprinter()
     if cfg.exact:  # one pass: exact hashes and the first copies' fingerprints
         report("exact", 0, 1)
@@ -1076,7 +1123,7 @@ def dedup(
             first, fps_u, empty_u = stage_exact_fingerprint(texts, fp, cfg.workers, timings)
         t1 = time.perf_counter()
         is_dup = first != np.arange(n)
-        groups = _exact_groups(first)
+        groups = ExactGroups.from_first(first)
         exact = stage_exact_pairs(groups, cfg.expand_pairs)
         timings["exact"] = round(timings["exact"] + time.perf_counter() - t1, 4)
         report("exact", 1, 1)
@@ -1088,7 +1135,7 @@ def dedup(
         done = timed("exact")
         first = np.arange(n, dtype=np.int64)
         is_dup = first != np.arange(n)
-        groups = _exact_groups(first)
+        groups = ExactGroups.from_first(first)
         exact = stage_exact_pairs(groups, cfg.expand_pairs)
         done()
 

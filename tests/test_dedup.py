@@ -134,7 +134,10 @@ def test_ids_and_errors():
 
 
 def test_exact_pair_expansion_and_cap():
-    groups = {0: [0, 2, 5]}
+    from neardup.pipeline.groups import ExactGroups
+
+    groups = ExactGroups.from_first(np.array([0, 1, 0, 3, 4, 0, 6, 7, 8]))
+    assert groups.as_dict() == {0: [0, 2, 5]} and len(groups) == 1
     full = stage_exact_pairs(groups, 10)
     assert list(zip(full.a.tolist(), full.b.tolist(), strict=True)) == [(0, 2), (0, 5), (2, 5)]
     star = stage_exact_pairs(groups, 2)
@@ -272,3 +275,50 @@ def test_reader_ids_are_taken_as_they_are(tmp_path):
         assert type(c.ids) is UniqueIds and c.ids == ["a", "7"]
         r = dedup(c.texts, ids=c.ids)
     assert r.ids is c.ids and r.pair_rows() == [("a", "7", 0, 1.0, "exact")]
+
+
+@st.composite
+def _firsts(draw):
+    """A ``first`` array: each text a root or a later copy of an earlier root."""
+    n = draw(st.integers(0, 40))
+    first: list[int] = []
+    for i in range(n):
+        roots = [j for j in range(i) if first[j] == j]
+        if roots and draw(st.booleans()):
+            first.append(draw(st.sampled_from(roots)))
+        else:
+            first.append(i)
+    return np.array(first, np.int64)
+
+
+@settings(max_examples=200, deadline=None)
+@given(first=_firsts(), expand=st.sampled_from([0, 1, 2, 3, 6, 100]), data=st.data())
+def test_exact_groups_pairs_equal_the_dict_references(first, expand, data):
+    from neardup.dedup import _exact_groups, stage_exact_pairs_reference, stage_expand_reference
+    from neardup.pipeline.groups import ExactGroups
+
+    groups = ExactGroups.from_first(first)
+    ref_groups = _exact_groups(first)
+    assert groups.as_dict() == ref_groups and list(groups.as_dict()) == list(ref_groups)
+
+    def same(x: PairTable, y: PairTable) -> None:
+        for f in ("a", "b", "distance", "score", "stage"):
+            got, want = getattr(x, f), getattr(y, f)
+            assert got.dtype == want.dtype and np.array_equal(got, want), f
+
+    same(stage_exact_pairs(groups, expand), stage_exact_pairs_reference(ref_groups, expand))
+    roots = np.flatnonzero(first == np.arange(first.size))
+    pairs = data.draw(
+        st.lists(st.tuples(st.sampled_from(roots.tolist()), st.sampled_from(roots.tolist())))
+        if roots.size
+        else st.just([])
+    )
+    pairs = [(x, y) for x, y in pairs if x < y]
+    a = np.array([p[0] for p in pairs], np.int64)
+    b = np.array([p[1] for p in pairs], np.int64)
+    d = np.arange(len(pairs), dtype=np.int32)
+    sc = np.linspace(0.5, 1.0, len(pairs))
+    same(
+        stage_expand(groups, a, b, d, sc, expand),
+        stage_expand_reference(ref_groups, a, b, d, sc, expand),
+    )

@@ -510,3 +510,26 @@ def test_sort_with_rows_is_the_stable_sort(distinct, n):
     assert np.array_equal(ks, keys[stable])
     ref_k, ref_r = K.sort_with_rows_reference(keys, 8)  # same keys; ties possibly reordered
     assert np.array_equal(ref_k, ks) and np.array_equal(keys[ref_r], ks)
+
+
+@pytest.mark.parametrize("m", [0, 1, 500, 20_000])
+def test_pairs_in_order_equals_sorting(m):
+    # rows of a segment mapped to positions, (min, max) and sorted by (a, b); hubs with more
+    # than 32 partners take the merge sort, the rest the insertion sort
+    from neardup.index import _kernels as K
+
+    rng = np.random.default_rng(m)
+    n = 1000
+    ids = rng.permutation(n).astype(np.int64)
+    ra = rng.integers(0, n, m)
+    rb = np.where(rng.random(m) < 0.3, 7, rng.integers(0, n, m))  # row 7: a hub
+    d = rng.integers(0, 5, m).astype(np.int32)
+    a, b, dd = K.pairs_in_order(ids, ra, rb, d, n)
+    x, y = np.minimum(ids[ra], ids[rb]), np.maximum(ids[ra], ids[rb])
+    o = np.lexsort((y, x))
+    assert np.array_equal(a, x[o]) and np.array_equal(b, y[o])
+    # equal (a, b) may come with different distances here (not in a join): compare as multisets
+    assert sorted(zip(a.tolist(), b.tolist(), dd.tolist(), strict=True)) == sorted(
+        zip(x.tolist(), y.tolist(), d.tolist(), strict=True)
+    )
+    assert dd.dtype == np.int32

@@ -525,6 +525,56 @@ def sort_with_rows(keys):  # type: ignore[no-untyped-def]
 
 
 @njit(nogil=True, cache=True)
+def pairs_in_order(ids, ra, rb, d, n):  # type: ignore[no-untyped-def]
+    """Pairs of rows ``(ra, rb)`` of a segment as ``(a, b, d)`` with ``a = min(ids[ra],
+    ids[rb])``, ``b`` the max, sorted by ``(a, b)``; ``ids`` are positions ``< n``. A counting
+    sort on ``a`` and an insertion sort of each ``a``'s (few) partners: what ``np.argsort(a * n
+    + b)`` and three gathers give, in a fraction of the time."""
+    m = ra.shape[0]
+    start = np.zeros(n + 1, dtype=np.int64)
+    for i in range(m):
+        x = ids[ra[i]]
+        y = ids[rb[i]]
+        start[min(x, y) + 1] += 1
+    for j in range(n):
+        start[j + 1] += start[j]
+    pos = start[:-1].copy()
+    out_a = np.empty(m, dtype=np.int64)
+    out_b = np.empty(m, dtype=np.int64)
+    out_d = np.empty(m, dtype=np.int32)
+    for i in range(m):
+        x = ids[ra[i]]
+        y = ids[rb[i]]
+        lo = min(x, y)
+        p = pos[lo]
+        out_a[p] = lo
+        out_b[p] = max(x, y)
+        out_d[p] = d[i]
+        pos[lo] = p + 1
+    for j in range(n):
+        s = start[j]
+        e = start[j + 1]
+        if e - s > 32:
+            o = np.argsort(out_b[s:e], kind="mergesort")
+            tb = out_b[s:e][o]
+            td = out_d[s:e][o]
+            out_b[s:e] = tb
+            out_d[s:e] = td
+            continue
+        for x in range(s + 1, e):
+            bx = out_b[x]
+            dx = out_d[x]
+            y = x - 1
+            while y >= s and out_b[y] > bx:
+                out_b[y + 1] = out_b[y]
+                out_d[y + 1] = out_d[y]
+                y -= 1
+            out_b[y + 1] = bx
+            out_d[y + 1] = dx
+    return out_a, out_b, out_d
+
+
+@njit(nogil=True, cache=True)
 def sort_with_rows_reference(keys, sbits):  # type: ignore[no-untyped-def]
     """Sort uint64 ``keys`` -> (sorted keys, int64 permutation): one counting-sort pass on the
     top ``sbits`` bits, then a comparison sort inside each (small) bucket (the previous

@@ -242,11 +242,14 @@ def all_pairs(
         tasks = _join_tasks(seg, pa, heavy, nthreads)
         with ThreadPoolExecutor(max(1, min(nthreads, len(tasks)))) as ex:
             parts = list(ex.map(lambda x: _join_table(seg, pa, x[0], k, heavy, x[1], x[2]), tasks))
-        a = seg.ids[np.concatenate([p[0] for p in parts])]
-        b = seg.ids[np.concatenate([p[1] for p in parts])]
+        ra = np.concatenate([p[0] for p in parts])
+        rb = np.concatenate([p[1] for p in parts])
         d = np.concatenate([p[2] for p in parts])
-        lo, hi = np.minimum(a, b), np.maximum(a, b)
-        a, b = lo, hi
+        if ids64 is None:  # positions: put in (a, b) order by counting (same as the sort below)
+            a, b, d = K.pairs_in_order(seg.ids, ra, rb, d, n)
+            return a, b, d
+        a, b = seg.ids[ra], seg.ids[rb]
+        a, b = np.minimum(a, b), np.maximum(a, b)
     else:
         idx.add(fps)
         lims, b, d = idx.search(fps)

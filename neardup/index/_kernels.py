@@ -524,6 +524,21 @@ def sort_with_rows(keys):  # type: ignore[no-untyped-def]
     return ks, rows
 
 
+@njit(inline="always", cache=True)
+def _insertion_sort_by(keys, vals, lo, hi):  # type: ignore[no-untyped-def]
+    """Sort ``keys[lo:hi]`` ascending in place (stable), moving ``vals[lo:hi]`` with them."""
+    for x in range(lo + 1, hi):
+        kx = keys[x]
+        vx = vals[x]
+        y = x - 1
+        while y >= lo and keys[y] > kx:
+            keys[y + 1] = keys[y]
+            vals[y + 1] = vals[y]
+            y -= 1
+        keys[y + 1] = kx
+        vals[y + 1] = vx
+
+
 @njit(nogil=True, cache=True)
 def pairs_in_order(ids, ra, rb, d, n):  # type: ignore[no-untyped-def]
     """Pairs of rows ``(ra, rb)`` of a segment as ``(a, b, d)`` with ``a = min(ids[ra],
@@ -561,16 +576,7 @@ def pairs_in_order(ids, ra, rb, d, n):  # type: ignore[no-untyped-def]
             out_b[s:e] = tb
             out_d[s:e] = td
             continue
-        for x in range(s + 1, e):
-            bx = out_b[x]
-            dx = out_d[x]
-            y = x - 1
-            while y >= s and out_b[y] > bx:
-                out_b[y + 1] = out_b[y]
-                out_d[y + 1] = out_d[y]
-                y -= 1
-            out_b[y + 1] = bx
-            out_d[y + 1] = dx
+        _insertion_sort_by(out_b, out_d, s, e)
     return out_a, out_b, out_d
 
 
@@ -603,17 +609,8 @@ def sort_with_rows_reference(keys, sbits):  # type: ignore[no-untyped-def]
         m = b - a
         if m <= 1:
             continue
-        if m <= 16:  # insertion sort
-            for x in range(a + 1, b):
-                kx = out_k[x]
-                rx = out_r[x]
-                y = x - 1
-                while y >= a and out_k[y] > kx:
-                    out_k[y + 1] = out_k[y]
-                    out_r[y + 1] = out_r[y]
-                    y -= 1
-                out_k[y + 1] = kx
-                out_r[y + 1] = rx
+        if m <= 16:
+            _insertion_sort_by(out_k, out_r, a, b)
         else:
             o = np.argsort(out_k[a:b])
             tk = out_k[a:b][o]

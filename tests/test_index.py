@@ -324,6 +324,43 @@ def test_all_pairs_join_layout_is_chosen_from_the_buckets(monkeypatch: pytest.Mo
     assert AP._join_plan(small, 3, None).name == plan_index(64, 3, len(small)).name
 
 
+def test_all_pairs_joins_instead_of_probing_at_larger_distances(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """From ~15 k fingerprints the planner's layout at k = 5 and 6 probes neighbouring prefixes
+    (radius 1); the self-join takes ``k + 2`` blocks choose 2 instead (faster, see
+    ``_join_plan``) and gives the pairs of the brute-force reference (64-bit) and of a search on
+    the planner's layout (128-bit, whose reference is slow at this size), on one or two
+    threads."""
+    from neardup.index import allpairs as AP
+
+    n = 16_000
+    for kind, bits, ks in [("clustered", 64, (5, 6)), ("adversarial", 64, (5,)),
+                           ("clustered", 128, (5,))]:  # fmt: skip
+        fps = make_set(kind, n, bits, seed=11, k=max(ks))
+        if bits == 64:
+            ra, rb, rd = all_pairs_reference(fps, max(ks))
+        for k in ks:
+            base = plan_index(bits, k, n)
+            assert base.kind == "tables" and max(t.radius for t in base.tables) == 1, base.name
+            assert AP._join_plan(fps.reshape(n, -1), k, None).name == f"{k + 2} blocks choose 2"
+            # a memory budget below the join's tables keeps the planner's layout
+            budget = base.est_bytes_per_fp * n
+            assert AP._join_plan(fps.reshape(n, -1), k, budget).name == base.name
+            if bits == 64:
+                keep = rd <= k
+                want = (ra[keep], rb[keep], rd[keep])
+            else:
+                with monkeypatch.context() as m:
+                    m.setattr(AP, "_join_plan", lambda f, kk, budget: plan_index(128, kk, len(f)))
+                    want = all_pairs(fps, k, threads=1)
+            assert kind == "adversarial" or len(want[0]) > 1000  # (its near pairs are few)
+            for threads in (1, 2):
+                got = all_pairs(fps, k, threads=threads)
+                for g, w in zip(got, want, strict=True):
+                    np.testing.assert_array_equal(g, w)
+
+
 def test_segment_build_on_threads_equals_one_thread() -> None:
     from neardup.index.tables import Segment, plan_arrays
 

@@ -25,6 +25,10 @@ of the words substituted and sometimes a sentence dropped. For each corpus a chi
    documents and the pairs CSV) twice and times the second run — end-to-end docs/s (the
    first run, which compiles the numba kernels a fresh install has not cached yet, is
    reported apart as ``end_to_end_first_run_s``),
+4. times the floor of any pipeline over the file: the reader alone (``read_corpus``: no
+   hashing, no fingerprints; ``read_only_s``) and copying every line out (``write_all_s``),
+5. with ``--max-distances 0,2,3``, times one more run per distance with the candidate distance
+   forced (``--max-distance``), with its planted recall: the speed/recall trade-off,
 
 and reports the end-to-end phase's peak memory (``peak MB``: resident, including the pages of
 the memory-mapped input; ``anon MB``: the process's own memory; see :class:`RssSampler`). The
@@ -33,6 +37,7 @@ target is end-to-end >= 0.5x fingerprint-only throughput.
     python benchmarks/bench_dedup.py                  # --n 200000 (fits the shared 2-core box)
     python benchmarks/bench_dedup.py --n 1000000      # the full-size run
     python benchmarks/bench_dedup.py --kinds short --n 50000 --workers 2
+    python benchmarks/bench_dedup.py --kinds short --n 1000000 --workers 2 --max-distances 0,1,2,3
 
 Prints a table and writes ``benchmarks/results/bench_dedup.json``.
 """
@@ -300,9 +305,23 @@ class RssSampler:
         self._read()
 
 
-def child(kind: str, n: int, seed: int, dup_rate: float, workers: int) -> dict:
+def _planted_recall(pairs_csv: Path, planted: list[tuple[int, int]]) -> float | None:
+    found = set()
+    with pairs_csv.open(encoding="utf-8") as fh:
+        next(fh, None)
+        for line in fh:
+            a, b = line.split(",", 2)[:2]
+            found.add((int(a[1:]), int(b[1:])))
+    hit = sum((min(x, y), max(x, y)) in found for x, y in planted)
+    return round(hit / len(planted), 4) if planted else None
+
+
+def child(
+    kind: str, n: int, seed: int, dup_rate: float, workers: int, distances: list[int]
+) -> dict:
     from neardup import Fingerprinter
     from neardup.cli.main import main as cli_main
+    from neardup.io import read_corpus, write_kept
 
     Fingerprinter().fingerprint_many(["warm up the kernels"], workers=workers)
     import orjson
@@ -330,36 +349,57 @@ def child(kind: str, n: int, seed: int, dup_rate: float, workers: int) -> dict:
         fp_s = time.perf_counter() - t0
         del texts
         summary = Path(tmp) / "summary.json"
+
+        def dedup(extra: list[str]) -> float:
+            for name in ("out.jsonl", "pairs.csv"):  # gone and written back: no writeback
+                (Path(tmp) / name).unlink(missing_ok=True)  # during a timed run
+            os.sync()
+            t0 = time.perf_counter()
+            rc = cli_main(
+                [
+                    "dedup", str(src), "--output", str(Path(tmp) / "out.jsonl"),
+                    "--pairs-out", str(Path(tmp) / "pairs.csv"), "--summary-json", str(summary),
+                    "--workers", str(workers), "--quiet", *extra,
+                ]
+            )  # fmt: skip
+            if rc != 0:
+                raise SystemExit(f"neardup dedup failed with exit code {rc}")
+            return time.perf_counter() - t0
+
         # twice: the first run compiles whatever numba kernels the disk cache lacks (a fresh
         # install: tens of seconds); the second, timed as end-to-end, is the steady state
         # that fingerprint-only (warmed above) is compared with
-        runs = []
-        for r in range(2):
-            if r:  # the first run's outputs gone and written back: no writeback in the timed run
-                for name in ("out.jsonl", "pairs.csv"):
-                    (Path(tmp) / name).unlink(missing_ok=True)
-                os.sync()
-            t0 = time.perf_counter()
-            with RssSampler() as rss:
-                rc = cli_main(
-                    [
-                        "dedup", str(src), "--output", str(Path(tmp) / "out.jsonl"),
-                        "--pairs-out", str(Path(tmp) / "pairs.csv"), "--summary-json", str(summary),
-                        "--workers", str(workers), "--quiet",
-                    ]
-                )  # fmt: skip
-            runs.append(time.perf_counter() - t0)
-            if rc != 0:
-                raise SystemExit(f"neardup dedup failed with exit code {rc}")
-        first_s, e2e_s = runs
+        first_s = dedup([])
+        with RssSampler() as rss:
+            e2e_s = dedup([])
         stats = json.loads(summary.read_text(encoding="utf-8"))
-        found = set()
-        with (Path(tmp) / "pairs.csv").open(encoding="utf-8") as fh:
-            next(fh, None)
-            for line in fh:
-                a, b = line.split(",", 2)[:2]
-                found.add((int(a[1:]), int(b[1:])))
-        hit = sum((min(x, y), max(x, y)) in found for x, y in planted)
+        recall = _planted_recall(Path(tmp) / "pairs.csv", planted)
+        # the floor of any pipeline over this file: the reader alone (no hashing, no
+        # fingerprints), then copying every line out
+        t0 = time.perf_counter()
+        corpus = read_corpus([str(src)])
+        read_s = time.perf_counter() - t0
+        (Path(tmp) / "all.jsonl").unlink(missing_ok=True)
+        t0 = time.perf_counter()
+        write_kept(corpus, np.ones(len(corpus), bool), str(Path(tmp) / "all.jsonl"))
+        write_s = time.perf_counter() - t0
+        corpus.close()
+        (Path(tmp) / "all.jsonl").unlink()
+        # the trade-off: the same run with the candidate distance forced (--max-distance)
+        tradeoff = []
+        for k in distances:
+            s = dedup(["--max-distance", str(k)])
+            st = json.loads(summary.read_text(encoding="utf-8"))
+            tradeoff.append(
+                {
+                    "max_distance": k,
+                    "end_to_end_s": round(s, 2),
+                    "ratio_e2e_to_fingerprint": round(fp_s / s, 3),
+                    "candidates": st.get("candidates"),
+                    "planted_recall": _planted_recall(Path(tmp) / "pairs.csv", planted),
+                    "timings_s": st.get("timings_s"),
+                }
+            )
     return {
         "kind": kind,
         "n": n,
@@ -378,7 +418,11 @@ def child(kind: str, n: int, seed: int, dup_rate: float, workers: int) -> dict:
         "verified": stats.get("verified"),
         "random_pair_distances": spread,
         "planted_edited_pairs": len(planted),
-        "planted_recall": round(hit / len(planted), 4) if planted else None,
+        "planted_recall": recall,
+        "read_only_s": round(read_s, 3),
+        "write_all_s": round(write_s, 3),
+        "ratio_read_only_to_fingerprint": round(fp_s / read_s, 3),
+        "forced_distances": tradeoff,
         "exact_duplicates": stats.get("exact_duplicates"),
         "near_duplicates": stats.get("near_duplicates"),
         "clusters": stats.get("clusters"),
@@ -395,13 +439,22 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dup-rate", type=float, default=0.1)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument(
+        "--max-distances",
+        default="",
+        help="also time runs with the candidate distance forced to each of these "
+        "(comma-separated, e.g. 0,2,3): the speed/recall trade-off",
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_dedup.json"
     )
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.n, args.seed, args.dup_rate, args.workers)))
+        distances = [int(k) for k in args.max_distances.split(",") if k.strip()]
+        print(
+            json.dumps(child(args.child, args.n, args.seed, args.dup_rate, args.workers, distances))
+        )
         return
     rows = []
     dev = dev_distances()
@@ -417,6 +470,7 @@ def main() -> None:
             str(args.seed),
         ]
         cmd += ["--dup-rate", str(args.dup_rate), "--workers", str(args.workers)]
+        cmd += ["--max-distances", args.max_distances]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             print(proc.stderr, file=sys.stderr)
@@ -435,6 +489,17 @@ def main() -> None:
             f"       stage timings: {r['timings_s']}; first run (compiling on an empty "
             f"numba cache, if any) {r['end_to_end_first_run_s']} s"
         )
+        print(
+            f"       floor: reading the file alone (no hashing, no fingerprints) "
+            f"{r['read_only_s']} s = {r['ratio_read_only_to_fingerprint']:.2f}x fingerprint-only "
+            f"throughput; writing every line {r['write_all_s']} s"
+        )
+        for t in r.get("forced_distances") or []:
+            print(
+                f"       --max-distance {t['max_distance']}: e2e {t['end_to_end_s']} s = "
+                f"{t['ratio_e2e_to_fingerprint']:.2f}x, {t['candidates']} candidates, "
+                f"planted recall {t['planted_recall'] or 0:.3f}; stages {t['timings_s']}"
+            )
         for name, p in (r.get("candidate_passes") or {}).items():
             print(
                 f"       pass {name}: {p.get('docs', 0):,} docs, distance {p.get('distance')} -> "

@@ -98,7 +98,7 @@ def _join_plan(fps: np.ndarray, k: int, memory_budget: float | None) -> Plan:
         return base
     if probes:
         # The planner's layout probes neighbouring prefixes (its choice at k = 5 and 6 from
-        # ~20 k fingerprints, "3 or 4 blocks choose 1, radius 1"): the self-join cannot join
+        # ~15 k fingerprints, "3 or 4 blocks choose 1, radius 1"): the self-join cannot join
         # it bucket by bucket and would search every fingerprint instead. k + 2 blocks choose 2
         # was faster at every size measured (all_pairs, 2 threads, same pairs): 2.8-5.5x at
         # 20-50 k, 1.6-16x at 65 k-1 M fingerprints, on generated short posts, long documents
@@ -187,8 +187,9 @@ def all_pairs(
     memory_budget : float or None
         Bytes the temporary tables may use (passed to the planner). The layout is the
         planner's, or ``k + 2`` blocks choose 2 when its tables fit (``None``: up to
-        :data:`JOIN_MEMORY`) and its modelled work on these fingerprints is smaller (see
-        :func:`_join_plan`); the pairs are the same either way.
+        :data:`JOIN_MEMORY`) and either the planner's layout probes neighbouring prefixes (k = 5,
+        6) or its modelled work on these fingerprints is smaller (see :func:`_join_plan`); the
+        pairs are the same either way.
     heavy : int, default=16384
         Buckets larger than this are joined by descent instead of all-pairs comparison. The
         contiguous in-bucket join costs ~1.5 ns per pair, the descent ~10 µs per element at

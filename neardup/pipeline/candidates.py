@@ -467,10 +467,10 @@ def tables_work_ns(
 
     Takes the layout the index planner chooses (:func:`neardup.index.plan.plan_index`) and
     counts, from the fingerprints' own prefix buckets, the work of every table. (``all_pairs``
-    itself may join on a cheaper layout for skewed fingerprints, see
-    :func:`neardup.index.allpairs._join_plan`, only when it models cheaper; this model keeps
-    the planner's, so the distances a budget affords, and the outputs, do not depend on that
-    choice.) Pairs inside
+    itself may join on another layout, see :func:`neardup.index.allpairs._join_plan`: for
+    skewed fingerprints when it models cheaper, and in place of a probing layout at k = 5, 6,
+    where this model now overestimates; this model keeps the planner's, so the distances a
+    budget affords, and the outputs, do not depend on that choice.) Pairs inside
     each bucket for radius-0 tables (dearer in buckets above :data:`TABLES_HEAVY`, where the
     descent takes over), probes and the sizes of the probed buckets for radius >= 1 tables; plus
     ``est_pairs`` output pairs at ``pair_ns`` each (:func:`pair_work_ns`: with their

@@ -16,8 +16,24 @@ Formats
             read recursively); the id is the path relative to the input. Output is a directory.
 ``lines``   one document per non-empty line of a plain-text file (must be asked for).
 
+Where inputs come from
+----------------------
+A path, a directory (text files), ``-`` (stdin), a glob (``data/*.jsonl.gz``,
+``s3://bucket/p/*.parquet``: the matches in sorted order) or any fsspec URL (``s3://``,
+``gs://``, ``hf://datasets/OWNER/NAME/...``, ``https://``; the protocol's package must be
+installed). A compression extension (``.gz``, ``.zst``, ``.bz2``, ``.xz``) is decompressed and
+the format is told from the name before it (``a.jsonl.gz`` is ``jsonl``); stdin and names
+without one are decompressed when their first bytes say so. Such inputs are read from a
+temporary uncompressed copy (:mod:`neardup.io.remote`); a plain local file is read in place.
+
+Fields
+------
+``text_field`` / ``id_field`` may be dotted paths into nested objects (``meta.text``) in
+JSON/JSONL and into struct columns in Parquet; a key that is literally ``meta.text`` wins.
+
 Every malformed record raises :class:`~neardup.errors.RecordError` naming the file and line
-(or record number), unless ``on_error="skip"``, which counts it in ``Corpus.skipped``.
+(or record number), unless ``on_error="skip"``, which counts it in ``Corpus.skipped`` and
+keeps the first ``MAX_SKIPPED_DETAILS`` of them in ``Corpus.skipped_records``.
 """
 
 from __future__ import annotations
@@ -31,7 +47,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,10 +57,21 @@ import numpy.typing as npt
 
 from ..errors import ConfigError, InputError, RecordError, require
 from .atomic import atomic_dir, atomic_open
+from .fields import MISSING, get_field, missing_field
 from .jsonl import copy_records, is_utf8, read_lines
+from .remote import expand_inputs, is_url, local_copy, strip_compression
 from .texts import SpanTexts, UniqueIds
 
-__all__ = ["FORMATS", "Corpus", "Source", "detect_format", "read_corpus", "write_kept"]
+__all__ = [
+    "FORMATS",
+    "MAX_SKIPPED_DETAILS",
+    "Corpus",
+    "SkippedRecord",
+    "Source",
+    "detect_format",
+    "read_corpus",
+    "write_kept",
+]
 
 FORMATS = ("jsonl", "json", "csv", "tsv", "parquet", "text", "lines")
 Format = Literal["jsonl", "json", "csv", "tsv", "parquet", "text", "lines"]
@@ -68,16 +94,18 @@ csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 
 
 def detect_format(path: str) -> str:
-    """Format of an input path from its extension (a directory is ``text``; ``-`` is ``jsonl``)."""
+    """Format of an input path from its extension (a directory is ``text``; ``-`` is
+    ``jsonl``); a compression extension is looked through (``a.jsonl.gz`` is ``jsonl``)."""
     if path == "-":
         return "jsonl"
-    p = Path(path)
-    if p.is_dir():
+    if not is_url(path) and Path(path).is_dir():
         return "text"
+    p = Path(strip_compression(path))
     fmt = _EXT.get(p.suffix.lower())
     if fmt is None:
+        shown = p.suffix or "(none)"
         raise ConfigError(
-            f"cannot tell the format of {path!r} from its extension {p.suffix!r}; "
+            f"cannot tell the format of {path!r} from its extension {shown!r}; "
             f"pass --input-format (one of {', '.join(FORMATS)})"
         )
     return fmt
@@ -99,8 +127,27 @@ class Source:
     rows: list[Any] = field(default_factory=list)  # json objects / csv rows / text-file paths
     header: list[str] | None = None
     table: Any = None  # parquet: pyarrow.Table of the kept-able rows
-    temp: str | None = None  # stdin spooled to this file (removed by Corpus.close)
+    temp: str | None = None  # stdin / a compressed or remote input, uncompressed in this file
+    # (removed by Corpus.close)
     encoding: str = "utf-8"
+
+
+#: ``Corpus.skipped_records`` keeps the details of this many skipped records (``skipped``
+#: counts them all)
+MAX_SKIPPED_DETAILS = 1000
+
+
+@dataclass(frozen=True)
+class SkippedRecord:
+    """A record ``on_error="skip"`` left out: where it is and why."""
+
+    path: str  # the input as given (``<stdin>`` for stdin)
+    line: int | None  # 1-based line (record / row number for JSON arrays and Parquet)
+    reason: str
+
+    def __str__(self) -> str:
+        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        return f"{where}: {self.reason}"
 
 
 @dataclass
@@ -112,6 +159,8 @@ class Corpus:
     sources: list[Source] = field(default_factory=list)
     skipped: int = 0
     errors: list[str] = field(default_factory=list)  # messages of skipped records (first 100)
+    # where and why, for the first MAX_SKIPPED_DETAILS skipped records
+    skipped_records: list[SkippedRecord] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -184,6 +233,8 @@ class _Reader:
         self.c.skipped += 1
         if len(self.c.errors) < 100:
             self.c.errors.append(str(err))
+        if len(self.c.skipped_records) < MAX_SKIPPED_DETAILS:
+            self.c.skipped_records.append(SkippedRecord(path, line, msg))
 
     def add(self, obj: Any, path: str, line: int, default_id: str | None = None) -> bool:
         """Validate a record; append its id and text. Returns False when it was skipped.
@@ -193,16 +244,14 @@ class _Reader:
         if not isinstance(obj, dict):
             self.fail(f"expected a JSON object, got {type(obj).__name__}", path, line)
             return False
-        if self.text_field not in obj:
-            fields = ", ".join(list(map(str, obj))[:10]) or "none"
+        text = get_field(obj, self.text_field)
+        if text is MISSING:
             self.fail(
-                f"record has no text field {self.text_field!r} (its fields: {fields}); "
-                "pass --text-field NAME",
+                missing_field(obj, self.text_field, "text") + "; pass --text-field NAME",
                 path,
                 line,
             )
             return False
-        text = obj[self.text_field]
         if not isinstance(text, str):
             self.fail(
                 f"field {self.text_field!r} must be a string, got {type(text).__name__}", path, line
@@ -217,14 +266,15 @@ class _Reader:
         ):
             doc_id = str(obj["id"])  # auto: use an "id" field when the record has one
         elif id_field is not None:
-            if id_field not in obj or obj[id_field] is None or obj[id_field] == "":
+            value = get_field(obj, id_field)
+            if value is MISSING or value is None or value == "":
                 self.fail(
                     f"record has no id field {id_field!r}; drop --id-field to generate ids",
                     path,
                     line,
                 )
                 return False
-            doc_id = str(obj[id_field])
+            doc_id = str(value)
         else:
             doc_id = default_id if default_id is not None else f"{path}:{line}"
         if doc_id in self.seen:
@@ -256,15 +306,12 @@ class _Reader:
 
 
 def _open_binary(path: str, src: Source) -> str:
-    if path != "-":
-        if not Path(path).exists():
-            raise InputError(f"input {path!r} does not exist")
-        return path
-    fd, tmp = tempfile.mkstemp(prefix="neardup-stdin-", suffix=".tmp")
-    with os.fdopen(fd, "wb") as out:
-        shutil.copyfileobj(sys.stdin.buffer, out)
-    src.temp = tmp
-    return tmp
+    """A local, uncompressed file holding the input: the file itself when it is one, else a
+    temporary copy (stdin, compressed, remote: :func:`neardup.io.remote.local_copy`) that
+    ``Corpus.close`` removes."""
+    real, temp = local_copy(path, stdin=sys.stdin.buffer if path == "-" else None)
+    src.temp = temp
+    return real
 
 
 def _read_jsonl(r: _Reader, src: Source, lines_mode: bool) -> None:
@@ -354,26 +401,53 @@ def _read_parquet(r: _Reader, src: Source) -> None:
     pa: Any = require("pyarrow", "parquet", "reading Parquet")
     if src.path == "-":
         raise ConfigError("Parquet cannot be read from stdin; pass a file path")
-    if not Path(src.path).exists():
-        raise InputError(f"input {src.path!r} does not exist")
+    real = _open_binary(src.path, src)
     try:
-        table = pq.read_table(src.path)
+        table = pq.read_table(real)
     except pa.ArrowException as exc:
         raise RecordError(f"cannot read Parquet: {exc}", path=src.path) from exc
-    names = table.column_names
-    if r.text_field not in names:
+    text_col = _parquet_column(table, r.text_field)
+    if text_col is None:
+        names = _parquet_names(table)
         raise RecordError(
             f"no text column {r.text_field!r} (columns: {', '.join(names[:10])}); pass --text-field",
             path=src.path,
         )
-    texts = table.column(r.text_field).to_pylist()
-    ids = (
-        table.column(r.id_field).to_pylist()
-        if r.id_field is not None and r.id_field in names
-        else None
-    )
+    texts = text_col.to_pylist()
+    id_col = None if r.id_field is None else _parquet_column(table, r.id_field)
+    ids = None if id_col is None else id_col.to_pylist()
     keep = _parquet_rows(r, src.path, texts, ids)
     src.table = table.take(pa.array(keep, type=pa.int64())) if len(keep) != len(texts) else table
+
+
+def _parquet_column(table: Any, name: str) -> Any:
+    """Column ``name`` of a pyarrow table, or the field of a struct column for a dotted name
+    (``meta.text``; a column literally named so wins); None when there is none."""
+    if name in table.column_names:
+        return table.column(name)
+    if "." not in name:
+        return None
+    flat = table
+    while True:  # one level of structs at a time: "a.b.c" needs two
+        if not any(_is_struct(c.type) for c in flat.columns):
+            return None
+        flat = flat.flatten()
+        if name in flat.column_names:
+            return flat.column(name)
+
+
+def _is_struct(t: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_struct(t))
+
+
+def _parquet_names(table: Any) -> list[str]:
+    """Column names, struct fields spelled out (``meta.text``)."""
+    flat = table
+    while any(_is_struct(c.type) for c in flat.columns):
+        flat = flat.flatten()
+    return list(flat.column_names)
 
 
 def _parquet_rows(r: _Reader, path: str, texts: list[Any], ids: list[Any] | None) -> list[int]:
@@ -413,23 +487,26 @@ def _read_text_files(r: _Reader, src: Source) -> None:
     if src.path == "-":
         raise ConfigError("--input-format text reads files; for stdin use --input-format lines")
     root = Path(src.path)
-    if not root.exists():
-        raise InputError(f"input {src.path!r} does not exist")
-    if root.is_dir():
-        files = sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
-        base = root
+    if is_url(src.path) or not root.is_dir():
+        # one file: read in place, or from a temporary copy (compressed, remote)
+        real = Path(_open_binary(src.path, src))
+        rel = strip_compression(src.path).rstrip("/").rsplit("/", 1)[-1]
+        files: list[tuple[Path, str, str]] = [(real, rel, src.path)]
     else:
-        files, base = [root], root.parent
-    for p in files:
-        rel = p.relative_to(base).as_posix()
-        r.mark_path(str(p))
-        text = r.decode(p.read_bytes(), str(p), None)  # type: ignore[arg-type]
+        files = [
+            (p, p.relative_to(root).as_posix(), str(p))
+            for p in sorted(root.rglob("*"))
+            if p.is_file() and not p.name.startswith(".")
+        ]
+    for p, rel, shown in files:
+        r.mark_path(shown)
+        text = r.decode(p.read_bytes(), shown, None)  # type: ignore[arg-type]
         if text is None:
             continue
         obj = {r.text_field: text}
         if r.id_field is not None:
             obj[r.id_field] = rel
-        if r.add(obj, str(p), 1, rel):
+        if r.add(obj, shown, 1, rel):
             src.rows.append((p, rel))
 
 
@@ -450,23 +527,27 @@ def read_corpus(
     on_error: OnError = "fail",
     on_texts: Callable[[list[str]], object] | None = None,
 ) -> Corpus:
-    """Read documents from files, directories or ``-`` (stdin), in order.
+    """Read documents from files, directories, globs, fsspec URLs or ``-`` (stdin), in order.
 
     Parameters
     ----------
     inputs : sequence of str
-        Paths; ``-`` is stdin (read as ``fmt``, default jsonl).
+        Paths, globs (``data/*.jsonl.gz``) and URLs (``s3://b/p/*.parquet``; see the module
+        docstring); ``-`` is stdin (read as ``fmt``, default jsonl). Compressed inputs
+        (``.gz``, ``.zst``, ``.bz2``, ``.xz``) are decompressed.
     fmt : str, optional
         Force a format (see module docstring); by default it is detected per input.
     text_field : str, default="text"
-        Field / column holding the text.
+        Field / column holding the text; a dotted name (``meta.text``) reads a nested object's
+        field (a Parquet struct column's).
     id_field : str, optional
-        Field holding a unique document id (every record must have it). Without it, a record's
-        ``id`` field is used when present, else an id is generated as ``path:line``
-        (``<stdin>:line`` for stdin; the relative path for text files).
+        Field holding a unique document id (every record must have it; dotted names too).
+        Without it, a record's ``id`` field is used when present, else an id is generated as
+        ``path:line`` (``<stdin>:line`` for stdin; the relative path for text files).
     encoding : str, default="utf-8"
     on_error : {"fail", "skip"}, default="fail"
-        Raise on the first malformed record, or skip it and count it in ``Corpus.skipped``.
+        Raise on the first malformed record, or skip it and count it in ``Corpus.skipped``
+        (the first ``MAX_SKIPPED_DETAILS`` with where and why in ``Corpus.skipped_records``).
     on_texts : callable, optional
         Called with ``Corpus.texts`` (the list being filled) whenever texts were appended: after
         every JSONL block and after every input. Texts are only ever appended, so a consumer
@@ -487,6 +568,7 @@ def read_corpus(
         raise ConfigError(f"unknown encoding {encoding!r}; try utf-8, latin-1 or gb18030") from exc
     if not inputs:
         raise ConfigError("no input given; pass one or more files, a directory, or - for stdin")
+    inputs = expand_inputs(list(inputs))
     corpus = Corpus()
     if (
         is_utf8(encoding)

@@ -47,12 +47,15 @@ import errno
 import json
 import mmap
 import os
+import stat
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 import orjson
+
+from .fields import MISSING, get_field
 
 if TYPE_CHECKING:
     from .formats import Source, _Reader
@@ -449,6 +452,8 @@ def _jsonl_lines(
     ids = r.c.ids
     texts = r.c.texts
     line_of = r.line_of
+    # dotted names (meta.text) may be paths into nested objects: looked up by get_field
+    nested = "." in tf or "." in idkey
     a = lo
     while a < hi:
         nl = find(b"\n", a, hi)
@@ -462,9 +467,11 @@ def _jsonl_lines(
         except decode_error:
             obj = _FAILED
         if type(obj) is dict:
-            text = obj.get(tf)
+            text = get_field(obj, tf) if nested else obj.get(tf)
             if type(text) is str:
-                v = obj.get(idkey)
+                v = obj.get(idkey) if not nested else get_field(obj, idkey)
+                if v is MISSING:
+                    v = None
                 doc_id: str | None
                 if type(v) is str and v:
                     doc_id = v
@@ -554,8 +561,9 @@ def copy_records(
     ``out_fd``: a file descriptor to write the copied bytes to directly instead of with
     ``write``: ``O_DIRECT`` blocks when they add up to ``DIRECT_MIN_BYTES`` or more (and the
     descriptor takes it), else ``os.copy_file_range`` per run, else ``pread`` windows whose
-    runs and newlines go out in one ``os.writev``; the caller must not have unflushed data in
-    ``write``'s buffer.
+    runs and newlines go out in one ``os.writev``; the first two only when ``out_fd`` is a
+    regular file (a device, FIFO, pipe or socket gets the windows). The caller must not have
+    unflushed data in ``write``'s buffer.
     """
     positions = np.asarray(positions, np.int64)
     if positions.size == 0:
@@ -579,13 +587,17 @@ def copy_records(
         r_start = starts[run_lo]
         r_end = ends[run_hi - 1]
         done = 0
+        # O_DIRECT and copy_file_range only for a regular file: a pipe cannot seek and would
+        # turn into a packet-mode pipe under O_DIRECT (its reader could lose bytes); devices
+        # and sockets refuse or mishandle both. Those get pread + writev.
+        regular = out_fd is not None and stat.S_ISREG(os.fstat(out_fd).st_mode)
         if (
-            out_fd is not None
+            regular
             and DIRECT_IO
             and int((r_end - r_start).sum()) + r_start.size >= DIRECT_MIN_BYTES
         ):
             done = _copy_runs_direct(fd, out_fd, r_start, r_end, src.path)
-        if done < r_start.size and out_fd is not None and COPY_FILE_RANGE:
+        if done < r_start.size and regular and COPY_FILE_RANGE:
             # a run's last record is followed by its "\n" in the input when the next input
             # record starts one byte after it (a "\r\n", a blank or skipped line: more)
             last = positions[run_hi - 1]

@@ -41,12 +41,14 @@ from __future__ import annotations
 import array
 import bisect
 import contextlib
+import contextvars
 import csv
 import io
 import json
 import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +61,14 @@ from ..errors import ConfigError, InputError, RecordError, require
 from .atomic import atomic_dir, atomic_open
 from .fields import MISSING, get_field, missing_field
 from .jsonl import copy_records, is_utf8, read_lines
-from .remote import expand_inputs, is_url, local_copy, strip_compression
+from .remote import (
+    compress_file,
+    compression_of,
+    expand_inputs,
+    is_url,
+    local_copy,
+    strip_compression,
+)
 from .texts import SpanTexts, UniqueIds
 
 __all__ = [
@@ -625,7 +634,8 @@ def write_kept(
     """Write the records whose ``keep`` entry is True to ``output``, atomically.
 
     The output format is ``fmt`` or that of the first input. ``-`` writes to stdout (not for
-    parquet/text). Returns the number of records written.
+    parquet/text). An output named ``*.gz`` / ``.zst`` / ``.bz2`` / ``.xz`` is compressed
+    (the rest uncompressed, whatever the input was). Returns the number of records written.
     """
     keep = np.asarray(keep, dtype=bool)
     if keep.shape != (len(corpus),):
@@ -637,6 +647,9 @@ def write_kept(
         raise ConfigError(f"unknown output format {out_fmt!r}; use one of {', '.join(FORMATS)}")
     if output == "-" and out_fmt in ("parquet", "text"):
         raise ConfigError(f"{out_fmt} output cannot go to stdout; pass --output PATH")
+    kind = None if output == "-" else compression_of(output)
+    if kind is not None:
+        return _write_compressed(corpus, keep, output, out_fmt, encoding, kind)
     if out_fmt in ("jsonl", "lines") and all(s.fmt == out_fmt for s in corpus.sources):
         return _write_raw_lines(corpus, keep, output, encoding)
     if output == "-":
@@ -652,6 +665,35 @@ def write_kept(
     newline = "" if out_fmt in ("csv", "tsv") else "\n"
     with atomic_open(output, "w", encoding=encoding, newline=newline) as fh:
         return _write_stream(corpus, keep, out_fmt, fh)
+
+
+def _write_compressed(
+    corpus: Corpus,
+    keep: npt.NDArray[np.bool_],
+    output: str,
+    out_fmt: str,
+    encoding: str,
+    kind: str,
+) -> int:
+    """The uncompressed output written to a temporary file as usual (raw byte copies
+    included), then compressed into ``output``."""
+    if out_fmt in ("parquet", "text"):
+        raise ConfigError(
+            f"{out_fmt} output cannot be compressed as {kind} ({output!r}); drop the extension"
+        )
+    fd, plain = tempfile.mkstemp(prefix="neardup-output-", suffix=".tmp")
+    os.close(fd)
+    try:
+        # a fresh context: the temporary file is written now, not staged with the run's
+        # outputs (staged_outputs); the compressed output is
+        n = contextvars.Context().run(
+            write_kept, corpus, keep, plain, fmt=out_fmt, encoding=encoding
+        )
+        compress_file(plain, output, kind)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(plain)
+    return n
 
 
 def _write_raw_lines(

@@ -35,6 +35,7 @@ from ..errors import ConfigError, InputError, MissingDependencyError
 
 __all__ = [
     "COMPRESSION_EXT",
+    "compress_file",
     "compression_of",
     "expand_inputs",
     "has_glob",
@@ -329,3 +330,37 @@ def _spool(fh: IO[bytes], shown: str, compression: str | None) -> str:
             raise InputError(f"cannot read {shown!r}: {exc}") from exc
         raise
     return tmp
+
+
+def _compressor(kind: str, raw: IO[bytes]) -> IO[bytes]:
+    """A writer compressing into ``raw`` (left open when the writer is closed)."""
+    if kind == "gzip":
+        import gzip
+
+        return gzip.GzipFile(fileobj=raw, mode="wb", mtime=0)  # mtime 0: same input, same bytes
+    if kind == "bz2":
+        import bz2
+
+        return bz2.BZ2File(raw, mode="wb")
+    if kind == "xz":
+        import lzma
+
+        return lzma.LZMAFile(raw, mode="wb")
+    if kind == "zstd":
+        import zstandard
+
+        return zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=False)  # type: ignore[no-any-return]
+    raise ConfigError(f"unknown compression {kind!r}")
+
+
+def compress_file(plain: str, output: str, kind: str) -> None:
+    """Write ``plain`` compressed as ``kind`` to ``output`` (through
+    :func:`~neardup.io.atomic.atomic_open`: atomic, or staged with the run's other outputs)."""
+    from .atomic import atomic_open
+
+    with (
+        open(plain, "rb") as src,
+        atomic_open(output, "wb") as out,
+        _compressor(kind, out) as z,
+    ):
+        shutil.copyfileobj(src, z, 1 << 20)

@@ -935,7 +935,13 @@ def stage_verify(
         local[need] = np.arange(need.size)
         again = {x: prepared[j] for x, j in enumerate(need.tolist()) if j in prepared}
         data = token_bytes(verifier, _subset(sub, need), prepared=again)
-        lcs = lcs_many(data, local[ia[todo]], local[ib[todo]], workers=workers)
+        lcs = lcs_many(
+            data,
+            local[ia[todo]],
+            local[ib[todo]],
+            workers=workers,
+            max_cells=verifier.max_lcs_cells,
+        )
         ok[todo], score[todo] = verifier.decide(lcs, lens[ia[todo]], lens[ib[todo]])
     return _trusted(verifier, texts, a, b, d, ok, score)
 

@@ -26,7 +26,20 @@ of its own. Two similarities are computed with rapidfuzz on the token sequences:
     five-word sentence is not "contained" in every long page that uses those words.
 
 A pair is a near-duplicate when ``ratio >= threshold`` or (eligible and
-``containment >= containment``). Defaults sit in the middle of the labelling gap of the usual
+``containment >= containment``).
+
+Bounded cost
+------------
+The LCS costs ``O(len_a * len_b / 64)`` word operations (bit-parallel); above
+``max_lcs_cells`` (the product of the two token counts, default ``DEFAULT_MAX_LCS_CELLS``:
+10,000 x 10,000 tokens) a pair is decided on the multiset token overlap
+``sum_t min(count_a(t), count_b(t))`` instead, in linear time. The overlap is an upper bound on
+the LCS, so such a pair is never rejected where the LCS would accept it; it can accept the same
+words in another order (a reordered copy of a long text). Texts of ``LONG_CHARS`` characters or
+more are tokenised once into token-hash arrays, kept in a small per-verifier cache
+(:meth:`Verifier.prepare` fills it ahead of time, e.g. before a request reaches the online
+store's writer), so verifying a pair of long texts is linear in their length and, when both are
+cached, a few milliseconds per megabyte. Defaults sit in the middle of the labelling gap of the usual
 definition (near-duplicate at ratio >= 0.80, distinct at <= 0.55): ``threshold=0.675``;
 ``containment=0.85`` asks that 85 % of the shorter text appears, in order, in the longer one.
 
@@ -42,8 +55,10 @@ True
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -52,7 +67,16 @@ import numpy.typing as npt
 
 from .errors import ConfigError, InputError, InputTypeError
 
-__all__ = ["TokenEncoder", "Verifier", "tokenize"]
+__all__ = ["DEFAULT_MAX_LCS_CELLS", "LONG_CHARS", "TokenEncoder", "Verifier", "tokenize"]
+
+#: pairs whose token counts multiply to more than this are decided on the multiset token
+#: overlap (linear) instead of the LCS (quadratic): 10,000 x 10,000 tokens
+DEFAULT_MAX_LCS_CELLS = 100_000_000
+#: texts at least this long (characters) are verified through cached token-hash arrays; below
+#: it a text has at most this many tokens, so two such texts never exceed the LCS cap
+LONG_CHARS = 8192
+#: most tokens the long-text cache of one verifier holds (~24 bytes each at most)
+CACHE_TOKENS = 2_000_000
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+", re.UNICODE)
@@ -160,6 +184,47 @@ class _VerifierConfig:
     long_distance: int = 14
     trust_distance: int = -1
     strip_social: bool = True
+    max_lcs_cells: int = DEFAULT_MAX_LCS_CELLS
+
+
+class _Long:
+    """A long text's tokens as hashes: in order (for the LCS), and as a multiset (sorted
+    distinct hashes and their counts, for the overlap)."""
+
+    __slots__ = ("counts", "seq", "uniq")
+
+    def __init__(self, tokens: Sequence[str]) -> None:
+        self.seq = np.fromiter(map(hash, tokens), dtype=np.int64, count=len(tokens))
+        self.uniq, counts = np.unique(self.seq, return_counts=True)
+        self.counts = counts.astype(np.int32)
+
+    def __len__(self) -> int:
+        return int(self.seq.size)
+
+
+def _overlap_long(a: _Long, b: _Long) -> int:
+    """Multiset overlap of two token-hash multisets (an upper bound on their LCS)."""
+    _, ia, ib = np.intersect1d(a.uniq, b.uniq, assume_unique=True, return_indices=True)
+    return int(np.minimum(a.counts[ia], b.counts[ib]).sum())
+
+
+def _lcs_long(a: _Long, b: _Long) -> int:
+    """Exact LCS of two token-hash sequences (one code point per distinct hash)."""
+    from rapidfuzz.distance import LCSseq
+
+    _, inv = np.unique(np.concatenate([a.seq, b.seq]), return_inverse=True)
+    codes = inv.astype(np.uint32) + 1
+    codes[codes >= 0xD800] += 0x800  # no surrogates
+    sa = codes[: a.seq.size].tobytes().decode("utf-32-le")
+    sb = codes[a.seq.size :].tobytes().decode("utf-32-le")
+    return int(LCSseq.similarity(sa, sb))
+
+
+def _overlap_encoded(a: str, b: str) -> int:
+    """Multiset overlap of two :class:`TokenEncoder` strings, in linear time."""
+    from collections import Counter
+
+    return sum((Counter(a) & Counter(b)).values())
 
 
 class Verifier:
@@ -187,6 +252,10 @@ class Verifier:
         similarity (their score is reported as ``1 - distance / 64``). -1 verifies every pair.
     strip_social : bool, default=True
         Strip repost markers, mentions, URLs and hashtags before comparing.
+    max_lcs_cells : int, default=DEFAULT_MAX_LCS_CELLS
+        Pairs whose token counts multiply to more than this are decided on the multiset token
+        overlap (linear time, an upper bound on the LCS) instead of the LCS; bounds the cost of
+        one pair (see "Bounded cost" in the module documentation).
 
     Raises
     ------
@@ -205,7 +274,11 @@ class Verifier:
         long_distance: int = 14,
         trust_distance: int = -1,
         strip_social: bool = True,
+        max_lcs_cells: int = DEFAULT_MAX_LCS_CELLS,
     ) -> None:
+        self._cache: OrderedDict[tuple[int, int], _Long] = OrderedDict()
+        self._cache_tokens = 0
+        self._cache_lock = threading.Lock()
         self._cfg = _VerifierConfig(
             threshold=threshold,
             containment=containment,
@@ -215,6 +288,7 @@ class Verifier:
             long_distance=long_distance,
             trust_distance=trust_distance,
             strip_social=strip_social,
+            max_lcs_cells=max_lcs_cells,
         )
         self._validate()
 
@@ -227,6 +301,15 @@ class Verifier:
         if not isinstance(c.containment, (int, float)) or c.containment <= 0.0:
             raise ConfigError(
                 f"containment must be > 0 (values above 1 disable it), got {c.containment!r}"
+            )
+        if (
+            isinstance(c.max_lcs_cells, bool)
+            or not isinstance(c.max_lcs_cells, int)
+            or c.max_lcs_cells < 1
+        ):
+            raise ConfigError(
+                f"max_lcs_cells must be a positive int, got {c.max_lcs_cells!r}; "
+                f"{DEFAULT_MAX_LCS_CELLS} is the default"
             )
         for name in ("min_containment_tokens", "short_chars", "short_distance", "long_distance"):
             value = getattr(c, name)
@@ -249,8 +332,14 @@ class Verifier:
 
     # -- configuration ---------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
-        """JSON-serialisable parameters; ``Verifier.from_config(v.config())`` rebuilds it."""
-        return asdict(self._cfg)
+        """JSON-serialisable parameters; ``Verifier.from_config(v.config())`` rebuilds it.
+
+        ``max_lcs_cells`` appears only when it is not the default, so configurations stored
+        before it existed (online stores) still compare equal."""
+        out = asdict(self._cfg)
+        if out["max_lcs_cells"] == DEFAULT_MAX_LCS_CELLS:
+            del out["max_lcs_cells"]
+        return out
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Verifier:
@@ -280,6 +369,10 @@ class Verifier:
     @property
     def short_chars(self) -> int:
         return self._cfg.short_chars
+
+    @property
+    def max_lcs_cells(self) -> int:
+        return self._cfg.max_lcs_cells
 
     # -- candidate distances ---------------------------------------------------------------
     def candidate_distance(self, text_len: int) -> int:
@@ -311,7 +404,10 @@ class Verifier:
         la, lb = len(a), len(b)
         if la == 0 or lb == 0:
             return False, 0.0
-        lcs = LCSseq.similarity(a, b)
+        if la * lb > self._cfg.max_lcs_cells:
+            lcs = _overlap_encoded(a, b)
+        else:
+            lcs = LCSseq.similarity(a, b)
         ratio = 2.0 * lcs / (la + lb)
         c = self._cfg
         if ratio >= c.threshold:
@@ -358,9 +454,24 @@ class Verifier:
         n = len(a)
         if n == 0:
             return np.zeros(0, bool), np.zeros(0, np.float64)
-        lcs = process.cpdist(a, b, scorer=LCSseq.similarity, workers=workers, dtype=np.int64)
         la = np.fromiter((len(x) for x in a), dtype=np.int64, count=n)
         lb = np.fromiter((len(x) for x in b), dtype=np.int64, count=n)
+        big = la * lb > self._cfg.max_lcs_cells
+        if not big.any():
+            lcs = process.cpdist(a, b, scorer=LCSseq.similarity, workers=workers, dtype=np.int64)
+        else:  # over the cap: the linear overlap
+            lcs = np.zeros(n, np.int64)
+            small = np.flatnonzero(~big).tolist()
+            if small:
+                lcs[small] = process.cpdist(
+                    [a[i] for i in small],
+                    [b[i] for i in small],
+                    scorer=LCSseq.similarity,
+                    workers=workers,
+                    dtype=np.int64,
+                )
+            for i in np.flatnonzero(big).tolist():
+                lcs[i] = _overlap_encoded(a[i], b[i])
         return self.decide(lcs, la, lb)
 
     def compare_indexed(
@@ -409,11 +520,17 @@ class Verifier:
             score = np.zeros(ia.size, np.float64)
         ok = np.zeros(ia.size, bool)
         if todo.size:
-            seq_a = [encoded[i] for i in ia[todo].tolist()]
-            seq_b = [encoded[i] for i in ib[todo].tolist()]
-            lcs = process.cpdist(
-                seq_a, seq_b, scorer=LCSseq.similarity, workers=workers, dtype=np.int64
-            )
+            big = la[todo] * lb[todo] > self._cfg.max_lcs_cells
+            exact = todo[~big]
+            lcs = np.zeros(todo.size, np.int64)
+            if exact.size:
+                seq_a = [encoded[i] for i in ia[exact].tolist()]
+                seq_b = [encoded[i] for i in ib[exact].tolist()]
+                lcs[~big] = process.cpdist(
+                    seq_a, seq_b, scorer=LCSseq.similarity, workers=workers, dtype=np.int64
+                )
+            for q, m in zip(np.flatnonzero(big).tolist(), todo[big].tolist(), strict=True):
+                lcs[q] = _overlap_encoded(encoded[ia[m]], encoded[ib[m]])
             ok[todo], score[todo] = self.decide(lcs, la[todo], lb[todo])
         return ok, score
 
@@ -430,6 +547,59 @@ class Verifier:
     def trusted(self, len_a: int, len_b: int, distance: int) -> bool:
         """Whether a pair is accepted on its SimHash distance alone (long texts, tiny distance)."""
         return distance <= self._cfg.trust_distance and min(len_a, len_b) >= self._cfg.short_chars
+
+    # -- long texts ----------------------------------------------------------------------------
+    def prepare(self, texts: Iterable[str]) -> int:
+        """Tokenise the long texts (``LONG_CHARS`` characters or more) of ``texts`` into this
+        verifier's cache, so that verifying them later costs no tokenisation; returns how many
+        were added. Thread-safe; the cache keeps the most recently used ``CACHE_TOKENS`` tokens.
+        """
+        added = 0
+        for t in texts:
+            if isinstance(t, str) and len(t) >= LONG_CHARS and self._cached(t) is None:
+                self._long(t)
+                added += 1
+        return added
+
+    def clear_cache(self) -> None:
+        """Forget every cached long text."""
+        with self._cache_lock:
+            self._cache.clear()
+            self._cache_tokens = 0
+
+    def _cached(self, text: str) -> _Long | None:
+        key = (len(text), hash(text))
+        with self._cache_lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+            return hit
+
+    def _long(self, text: str) -> _Long:
+        """``text``'s token hashes: from the cache, or computed (and cached when long)."""
+        hit = self._cached(text) if len(text) >= LONG_CHARS else None
+        if hit is not None:
+            return hit
+        data = _Long(self.tokens(text))
+        if len(text) >= LONG_CHARS and len(data) <= CACHE_TOKENS:
+            with self._cache_lock:
+                key = (len(text), hash(text))
+                if key not in self._cache:
+                    self._cache[key] = data
+                    self._cache_tokens += len(data)
+                while self._cache_tokens > CACHE_TOKENS:
+                    _, old = self._cache.popitem(last=False)
+                    self._cache_tokens -= len(old)
+        return data
+
+    def _compare_long(self, a: _Long, b: _Long) -> tuple[bool, float]:
+        """:meth:`compare_encoded` on token-hash arrays: LCS up to the cap, else the overlap."""
+        la, lb = len(a), len(b)
+        if la == 0 or lb == 0:
+            return False, 0.0
+        lcs = _overlap_long(a, b) if la * lb > self._cfg.max_lcs_cells else _lcs_long(a, b)
+        ok, score = self.decide(np.array([lcs]), np.array([la]), np.array([lb]))
+        return bool(ok[0]), float(score[0])
 
     def verify(self, text_a: str, text_b: str, distance: int) -> tuple[bool, float]:
         """Decide one candidate pair.
@@ -451,6 +621,8 @@ class Verifier:
                 raise InputTypeError(f"verify() text {pos} is {type(t).__name__}, expected str")
         if self.trusted(len(text_a), len(text_b), int(distance)):
             return True, 1.0 - int(distance) / 64.0
+        if len(text_a) >= LONG_CHARS or len(text_b) >= LONG_CHARS:
+            return self._compare_long(self._long(text_a), self._long(text_b))
         enc = TokenEncoder()
         return self.compare_encoded(
             enc.encode(self.tokens(text_a)), enc.encode(self.tokens(text_b))
@@ -473,6 +645,8 @@ class Verifier:
         cache: dict[str, str] = {}
         ea: list[str] = []
         eb: list[str] = []
+        short: list[int] = []  # pairs compared as encoded strings
+        long_: list[int] = []  # pairs with a long text: through token-hash arrays
         trusted = np.zeros(n, dtype=np.bool_)
         dist = np.zeros(n, dtype=np.int64)
         for i in range(n):
@@ -482,12 +656,23 @@ class Verifier:
                     raise InputTypeError(f"{side}[{i}] is {type(t).__name__}, expected str")
             dist[i] = int(distances[i])
             trusted[i] = self.trusted(len(a), len(b), int(dist[i]))
+            if trusted[i]:
+                continue
+            if len(a) >= LONG_CHARS or len(b) >= LONG_CHARS:
+                long_.append(i)
+                continue
+            short.append(i)
             for t, out in ((a, ea), (b, eb)):
                 e = cache.get(t)
                 if e is None:
                     e = cache[t] = enc.encode(self.tokens(t))
                 out.append(e)
-        ok, score = self.compare_encoded_many(ea, eb)
+        ok = np.zeros(n, np.bool_)
+        score = np.zeros(n, np.float64)
+        if short:
+            ok[short], score[short] = self.compare_encoded_many(ea, eb)
+        for i in long_:
+            ok[i], score[i] = self._compare_long(self._long(texts_a[i]), self._long(texts_b[i]))
         ok = ok | trusted
         score = np.where(trusted, 1.0 - dist / 64.0, score)
         return ok, score

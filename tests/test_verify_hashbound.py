@@ -200,8 +200,11 @@ def test_lcs_many_tells_colliding_hashes_apart(monkeypatch):
     monkeypatch.setitem(kernel.__globals__, "_doc_tokens", one_hash)
     monkeypatch.setitem(kernel.__globals__, "numba", type("N", (), {"prange": range}))
     with np.errstate(over="ignore"):  # uint64 hash arithmetic wraps, as in numba
-        got = kernel(*data, T._WORD_LUT, T._SPACE_LUT, ia, ib)
+        got = kernel(*data, T._WORD_LUT, T._SPACE_LUT, ia, ib, 10**8)
+        # over the cap (0 cells): the multiset overlap, with the same byte comparison
+        over = kernel(*data, T._WORD_LUT, T._SPACE_LUT, ia, ib, 0)
     assert got.tolist() == [0, 2, 1, 1]
+    assert over.tolist() == [0, 2, 1, 1]
 
 
 def test_lcs_many_long_sequences_with_carries():

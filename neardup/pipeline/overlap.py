@@ -398,11 +398,13 @@ def _lcs_kernel(
     space: np.ndarray,
     ia: np.ndarray,
     ib: np.ndarray,
+    max_cells: int,
 ) -> np.ndarray:  # pragma: no cover - numba
     # Per pair: both texts tokenised from their bytes; A's distinct tokens numbered with a small
     # open-addressing table (a hash hit is confirmed byte by byte: exact); A's position bitmasks;
     # then the bit-parallel LCS (Allison-Dix / Hyyro: V' = (V + (V & M)) | (V & ~M), multi-word
-    # with carries) over B's tokens.
+    # with carries) over B's tokens. A pair with na * nb > max_cells gets the multiset overlap
+    # of the same token ids instead (linear: the cap on one pair's cost).
     m = ia.shape[0]
     out = np.zeros(m, np.int64)
     mix = np.uint64(0x9E3779B97F4A7C15)
@@ -454,6 +456,31 @@ def _lcs_kernel(
                     ids[q] = slot_id[s]
                     break
                 s = (s + 1) & (cap - 1)
+        if na * nb > max_cells:
+            cnt = np.zeros(nd, np.int64)
+            for q in range(na):
+                cnt[ids[q]] += 1
+            c = 0
+            for q in range(nb):
+                h = thb[q]
+                s = np.int64((h * mix) >> shift)
+                while True:
+                    r = slot_tok[s]
+                    if r < 0:
+                        break
+                    if (
+                        tha[r] == h
+                        and tla[r] == tlb[q]
+                        and _same_token(buf, tsa[r], low_a, tsb[q], low_b, tlb[q])
+                    ):
+                        u = slot_id[s]
+                        if cnt[u] > 0:
+                            cnt[u] -= 1
+                            c += 1
+                        break
+                    s = (s + 1) & (cap - 1)
+            out[p] = c
+            continue
         w = (na + 63) >> 6
         pm = np.zeros((nd, w), np.uint64)
         for q in range(na):
@@ -503,17 +530,24 @@ def lcs_many(
     ib: npt.NDArray[np.int64],
     *,
     workers: int = 1,
+    max_cells: int | None = None,
 ) -> npt.NDArray[np.int64]:
     """Exact LCS length (int64 (m,)) of the token sequences of texts ``ia[m]`` and ``ib[m]``
     of a :func:`neardup.pipeline.tokens.token_bytes` result: equal to rapidfuzz ``LCSseq`` on
     the :class:`~neardup.verify.TokenEncoder` strings of the same texts (tested), without a
-    vocabulary, strings or stored token arrays (each pair tokenises its two texts)."""
+    vocabulary, strings or stored token arrays (each pair tokenises its two texts).
+
+    A pair whose token counts multiply to more than ``max_cells`` (default
+    :data:`neardup.verify.DEFAULT_MAX_LCS_CELLS`) gets its multiset token overlap instead (an
+    upper bound on the LCS, in linear time), as :class:`~neardup.verify.Verifier` decides it."""
+    from ..verify import DEFAULT_MAX_LCS_CELLS
     from .tokens import _SPACE_LUT, _WORD_LUT
 
+    cells = DEFAULT_MAX_LCS_CELLS if max_cells is None else int(max_cells)
     buf, starts, ends, mode = data
     ia = np.ascontiguousarray(ia, dtype=np.int64)
     ib = np.ascontiguousarray(ib, dtype=np.int64)
     if ia.size == 0:
         return np.zeros(0, np.int64)
     with numba_threads(workers):
-        return _lcs_kernel(buf, starts, ends, mode, _WORD_LUT, _SPACE_LUT, ia, ib)
+        return _lcs_kernel(buf, starts, ends, mode, _WORD_LUT, _SPACE_LUT, ia, ib, cells)

@@ -49,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "dedup": "neardup.dedup",
     "DedupConfig": "neardup.dedup",
     "DedupResult": "neardup.dedup",
+    "dedup_dataset": "neardup.io.hf",
     # online (issue: service)
     "Deduplicator": "neardup.online",
     "Decision": "neardup.online",
@@ -85,6 +86,7 @@ __all__ = [
     "content_hash",
     "content_hash_many",
     "dedup",
+    "dedup_dataset",
     "hamming",
     "hamming_cdist",
     "hamming_many",
@@ -133,5 +135,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .fingerprint import Fingerprinter, content_hash, content_hash_many
     from .hamming import hamming, hamming_cdist, hamming_many, hamming_to_many
     from .index import HammingIndex, all_pairs
+    from .io.hf import dedup_dataset
     from .online import Decision, Deduplicator, Match
     from .service.client import Client

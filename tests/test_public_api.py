@@ -37,6 +37,7 @@ def test_all_is_pinned():
         "content_hash",
         "content_hash_many",
         "dedup",
+        "dedup_dataset",
         "hamming",
         "hamming_cdist",
         "hamming_many",

@@ -126,8 +126,23 @@ def test_on_error_skip_counts(tmp_path, capsys):
         ]
     )
     assert rc == 0
-    assert "skipped records" in capsys.readouterr().out
-    assert json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))["skipped_records"] == 2
+    printed = capsys.readouterr()
+    assert "skipped records" in printed.out
+    warning = printed.err.splitlines()
+    assert len(warning) == 1 and warning[0].startswith(
+        f"neardup: warning: skipped 2 malformed records (first: {src}:2: malformed JSON"
+    )
+    summary = json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))
+    assert summary["skipped_records"] == 2
+    assert [(r["path"], r["line"]) for r in summary["skipped_list"]] == [
+        (str(src), 2),
+        (str(src), 3),
+    ]
+    assert "no text field 'text'" in summary["skipped_list"][1]["reason"]
+    # -q hides the summary, never the warning
+    assert main(["dedup", str(src), "-o", str(out), "--on-error", "skip", "-q"]) == 0
+    printed = capsys.readouterr()
+    assert printed.out == "" and printed.err.splitlines() == warning
 
 
 def test_refuses_to_overwrite_input(tmp_path, capsys):
@@ -173,8 +188,8 @@ def test_stdin_to_stdout_subprocess(tmp_path):
     assert b"documents" in proc.stderr  # summary goes to stderr when stdout carries data
 
 
-def test_summary_warns_when_the_candidate_bound_narrowed_a_pass():
-    from neardup.cli.dedup_cmd import _summary_text
+def test_run_warns_when_the_candidate_bound_narrowed_a_pass():
+    from neardup.cli.dedup_cmd import _run_warnings, _summary_text
 
     base = {
         "documents": 10,
@@ -186,21 +201,20 @@ def test_summary_warns_when_the_candidate_bound_narrowed_a_pass():
         "elapsed_s": 1.0,
         "docs_per_s": 10.0,
     }
-    quiet = _summary_text(
-        {**base, "candidate_passes": {"long": {"docs": 5, "distance": 14, "distance_used": 14}}}
-    )
-    assert "warning" not in quiet
-    text = _summary_text(
-        {
-            **base,
-            "candidate_passes": {
-                "long": {"docs": 50_000, "distance": 14, "distance_used": -1},
-                "short": {"docs": 9, "distance": 18, "distance_used": 12},
-            },
-        }
-    )
-    assert "long candidate pass (50,000 docs)" in text and "no near pairs searched" in text
-    assert "distance lowered to 12" in text
+    full = {"long": {"docs": 5, "distance": 14, "distance_used": 14}}
+    assert _run_warnings({**base, "candidate_passes": full}, []) == []
+    narrowed = {
+        **base,
+        "candidate_passes": {
+            "long": {"docs": 50_000, "distance": 14, "distance_used": -1},
+            "short": {"docs": 9, "distance": 18, "distance_used": 12},
+        },
+    }
+    long_, short = _run_warnings(narrowed, [])
+    assert "long candidate pass (50,000 docs)" in long_ and "no near pairs searched" in long_
+    assert "distance lowered to 12" in short
+    # warnings are not part of the summary (which -q hides): they go to stderr on their own
+    assert "candidate pass" not in _summary_text(narrowed)
 
 
 def test_work_budget_narrowing_is_reported_and_can_be_lifted(tmp_path, capsys):
@@ -222,15 +236,21 @@ def test_work_budget_narrowing_is_reported_and_can_be_lifted(tmp_path, capsys):
         rc = main(["dedup", str(src), "--output", str(tmp_path / "out.jsonl"),
                    "--summary-json", str(summary), *extra])  # fmt: skip
         assert rc == 0
-        return json.loads(summary.read_text(encoding="utf-8")), capsys.readouterr().out
+        return json.loads(summary.read_text(encoding="utf-8")), capsys.readouterr()
 
     narrow, printed = run("--candidate-work-ns", "1")
     passes = narrow["candidate_passes"]
     assert any(p["distance_used"] < p["distance"] for p in passes.values())
-    assert "candidate work budget" in printed and "--no-candidate-budget" in printed
+    warning = [x for x in printed.err.splitlines() if x.startswith("neardup: warning: ")]
+    assert (
+        warning and "candidate work budget" in warning[0] and "--no-candidate-budget" in warning[0]
+    )
+    assert "warning" not in printed.out  # warnings go to stderr, the summary to stdout
+    _, printed = run("--candidate-work-ns", "1", "-q")  # -q hides the summary, not warnings
+    assert printed.out == "" and printed.err.splitlines() == warning
     full, printed = run("--no-candidate-budget")
     assert all(p["distance_used"] == p["distance"] for p in full["candidate_passes"].values())
-    assert "warning" not in printed
+    assert "warning" not in printed.out + printed.err
     assert full["near_duplicates"] >= 1
 
 
@@ -281,3 +301,18 @@ def test_sample_command_names_outputs_moved_by_flags(tmp_path, monkeypatch, caps
     out = capsys.readouterr().out
     assert f"kept docs {kept}" in out and f"pairs {Path('neardup-out') / 'pairs.csv'}" in out
     assert kept.exists() and not (tmp_path / "neardup-out" / "sample.dedup.jsonl").exists()
+
+
+def test_outputs_of_one_run_are_all_or_nothing(tmp_path, capsys):
+    """A later output that fails (--pairs-out into a missing folder) leaves no kept file, and
+    an existing kept file untouched: the run's outputs are published together or not at all."""
+    src = _jsonl(tmp_path / "in.jsonl")
+    out = tmp_path / "out.jsonl"
+    rc = main(["dedup", str(src), "-o", str(out), "--pairs-out", str(tmp_path / "nope" / "p.csv")])
+    assert rc == 2
+    assert "nope" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+    out.write_text("old\n", encoding="utf-8")
+    rc = main(["dedup", str(src), "-o", str(out), "--summary-json", str(tmp_path / "no" / "s")])
+    assert rc == 2 and out.read_text(encoding="utf-8") == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.jsonl"]

@@ -7,7 +7,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -16,30 +16,6 @@ SAMPLE_OUT = "neardup-out"
 
 def _sample_path() -> Path:
     return Path(__file__).resolve().parents[1] / "data" / "sample" / "sample.jsonl"
-
-
-def _progress(enabled: bool) -> tuple[Any, Any]:
-    """A rich progress display on a terminal (stderr), or a no-op when piped / quiet."""
-    if not enabled:
-        return None, None
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    prog = Progress(
-        SpinnerColumn(),
-        TextColumn("[bold]{task.description}"),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    )
-    tasks: dict[str, Any] = {}
-
-    def report(stage: str, done: int, total: int) -> None:
-        if stage not in tasks:
-            tasks[stage] = prog.add_task(stage, total=total)
-        prog.update(tasks[stage], completed=done)
-
-    return prog, report
 
 
 def _write_pairs(path: str, result: Any) -> None:
@@ -81,7 +57,6 @@ def _summary_text(s: dict[str, Any]) -> str:
             if rate >= 10
             else f"docs/s            {rate:>12.3g}"
         )
-    lines.extend(_valve_warnings(s.get("candidate_passes") or {}))
     return "\n".join(lines)
 
 
@@ -99,7 +74,7 @@ def _valve_warnings(passes: dict[str, Any]) -> list[str]:
         if planned is not None and planned < asked:
             reason = p.get("reason")
             out.append(
-                f"warning: the {name} candidate pass ({docs:,} docs) was asked for distance "
+                f"the {name} candidate pass ({docs:,} docs) was asked for distance "
                 f"{asked} but the candidate work budget allows {planned}: {what}"
                 + (f" ({reason})" if reason else "")
                 + "; near duplicates farther apart may be missed (raise --candidate-work-ns, "
@@ -107,7 +82,7 @@ def _valve_warnings(passes: dict[str, Any]) -> list[str]:
             )
         else:
             out.append(
-                f"warning: the {name} candidate pass ({docs:,} docs) hit the per-document "
+                f"the {name} candidate pass ({docs:,} docs) hit the per-document "
                 f"candidate bound at distance {asked}: {what}; the fingerprints are "
                 "concentrated, so near duplicates may be missed (raise "
                 "DedupConfig.max_candidates_per_doc, or set it to None)"
@@ -119,7 +94,9 @@ def dedup_command(
     inputs: Annotated[
         list[str] | None,
         typer.Argument(
-            help="Input files, directories of text files, or - for stdin.", show_default=False
+            help="Input files, directories of text files, or - for stdin.",
+            show_default=False,
+            metavar="INPUT",
         ),
     ] = None,
     output: Annotated[
@@ -171,7 +148,8 @@ def dedup_command(
         ),
     ] = True,
     keep: Annotated[
-        str, typer.Option(help="first | longest | none (drop every member of a cluster).")
+        Literal["first", "longest", "none"],
+        typer.Option(help="Which member of a cluster to keep (none: drop every member)."),
     ] = "first",
     verify: Annotated[bool, typer.Option(help="Verify candidates with token similarity.")] = True,
     pairs_out: Annotated[
@@ -184,7 +162,10 @@ def dedup_command(
         str | None, typer.Option(help="Write the summary as JSON here.")
     ] = None,
     workers: Annotated[int, typer.Option(help="Worker count (output does not depend on it).")] = 1,
-    on_error: Annotated[str, typer.Option(help="fail | skip malformed records.")] = "fail",
+    on_error: Annotated[
+        Literal["fail", "skip"],
+        typer.Option(help="On a malformed record: fail, or skip it (and say which on stderr)."),
+    ] = "fail",
     encoding: Annotated[str, typer.Option(help="Input text encoding.")] = "utf-8",
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No progress bar and no summary.")
@@ -193,7 +174,9 @@ def dedup_command(
     """Deduplicate a corpus: exact + near duplicates (verified), clusters, pairs, summary."""
     from ..dedup import DedupConfig, ExactFingerprintPass, dedup
     from ..errors import ConfigError
-    from ..io import check_not_input, read_corpus, write_kept
+    from ..io import atomic_open, check_not_input, read_corpus, write_kept
+    from ..io.atomic import staged_outputs
+    from .progress import StageProgress
 
     t0 = time.perf_counter()
     if sample:
@@ -209,8 +192,6 @@ def dedup_command(
         raise ConfigError("no input given; pass files, a directory or - (stdin), or use --sample")
     if output is None:
         raise ConfigError("--output is required (a path, or - for stdout)")
-    if on_error not in ("fail", "skip"):
-        raise ConfigError(f"--on-error must be fail or skip, got {on_error!r}")
     outputs = [("--output", output), ("--pairs-out", pairs_out), ("--clusters-out", clusters_out)]
     outputs.append(("--summary-json", summary_json))
     for option, path in outputs:
@@ -219,61 +200,111 @@ def dedup_command(
     config = DedupConfig(
         max_distance=max_distance,
         candidate_work_per_doc_ns=candidate_work_ns if candidate_budget else None,
-        keep=keep,  # type: ignore[arg-type]
+        keep=keep,
         verify=verify,
         workers=workers,
     )
-    show = not quiet and sys.stderr.isatty()
-    prog, report = _progress(show)
+    if sample:  # the one output folder neardup makes itself (others must exist: a typo'd
+        Path(SAMPLE_OUT).mkdir(exist_ok=True)  # folder is refused, not silently created)
     # exact hashes and fingerprints start on the texts read so far while reading goes on
     # (the kernels release the GIL; the results do not depend on it)
     early = ExactFingerprintPass(config.make_fingerprinter(), config.workers)
+    progress = StageProgress.for_stderr(quiet)
+
+    def on_texts(texts: Any) -> None:
+        early.feed(texts)
+        progress.advance("read", len(texts))
+
     try:
-        with read_corpus(
-            inputs,
-            fmt=input_format,
-            text_field=text_field,
-            id_field=id_field,
-            encoding=encoding,
-            on_error=on_error,  # type: ignore[arg-type]
-            on_texts=early.feed,
-        ) as corpus:
-            if prog is not None:
-                prog.start()
-            try:
+        # every output of the run is published together at the end, or none (a failing
+        # --pairs-out leaves no kept file behind)
+        with progress, staged_outputs():
+            progress.begin("read")
+            with read_corpus(
+                inputs,
+                fmt=input_format,
+                text_field=text_field,
+                id_field=id_field,
+                encoding=encoding,
+                on_error=on_error,
+                on_texts=on_texts,
+            ) as corpus:
+                progress.end("read", len(corpus.texts))
+                progress.documents = len(corpus.texts)
                 result = dedup(
-                    corpus.texts, ids=corpus.ids, config=config, progress=report, exact_pass=early
+                    corpus.texts, ids=corpus.ids, config=config, progress=progress, exact_pass=early
                 )
-            finally:
-                if prog is not None:
-                    prog.stop()
-            write_kept(corpus, result.keep, output, fmt=output_format, encoding="utf-8")
-            skipped = corpus.skipped
+                kept = int(result.keep.sum())
+                progress.begin("write", kept)
+                write_kept(corpus, result.keep, output, fmt=output_format, encoding="utf-8")
+                skipped = corpus.skipped
+                skipped_list = _skipped_records(corpus)
+            if pairs_out:
+                _write_pairs(pairs_out, result)
+            if clusters_out:
+                _write_clusters(clusters_out, result)
+            stats = dict(result.stats)
+            stats["skipped_records"] = skipped
+            if skipped:
+                stats["skipped_list"] = skipped_list
+            stats["elapsed_s"] = round(time.perf_counter() - t0, 3)
+            stats["docs_per_s"] = (
+                round(stats["documents"] / stats["elapsed_s"], 1) if stats["elapsed_s"] else None
+            )
+            stats["inputs"] = list(inputs)
+            stats["output"] = output
+            if summary_json:
+                with atomic_open(summary_json, "w", encoding="utf-8") as fh:
+                    json.dump(stats, fh, indent=2, ensure_ascii=False)
+                    fh.write("\n")
+            progress.end("write", kept)
     finally:
         early.close()
-    if pairs_out:
-        _write_pairs(pairs_out, result)
-    if clusters_out:
-        _write_clusters(clusters_out, result)
-    stats = dict(result.stats)
-    stats["skipped_records"] = skipped
-    stats["elapsed_s"] = round(time.perf_counter() - t0, 3)
-    stats["docs_per_s"] = (
-        round(stats["documents"] / stats["elapsed_s"], 1) if stats["elapsed_s"] else None
-    )
-    stats["inputs"] = list(inputs)
-    stats["output"] = output
-    if summary_json:
-        from ..io import atomic_open
-
-        with atomic_open(summary_json, "w", encoding="utf-8") as fh:
-            json.dump(stats, fh, indent=2, ensure_ascii=False)
-            fh.write("\n")
     if not quiet:
         stream = sys.stderr if output == "-" else sys.stdout
         print(_summary_text(stats), file=stream)
         if sample:
             print(_sample_outputs(output, pairs_out, clusters_out, summary_json), file=stream)
+    # after the summary, so they are the last thing on a terminal; never hidden by -q
+    for message in _run_warnings(stats, skipped_list):
+        warn(message)
+
+
+def warn(message: str) -> None:
+    """Print a warning on stderr (whatever -q says: -q hides progress and the summary only)."""
+    print(f"neardup: warning: {message}", file=sys.stderr, flush=True)
+
+
+#: most skipped records listed in the summary JSON (the count is always exact)
+SKIPPED_LISTED = 1000
+
+
+def _skipped_records(corpus: Any) -> list[dict[str, Any]]:
+    """The first skipped records as ``{path, line, reason}`` (``--on-error skip``)."""
+    records = getattr(corpus, "skipped_records", None)
+    if records is None:  # readers that keep only the messages
+        messages = getattr(corpus, "errors", [])[:SKIPPED_LISTED]
+        return [{"path": None, "line": None, "reason": m} for m in messages]
+    return [
+        {"path": str(r.path), "line": r.line, "reason": r.reason} for r in records[:SKIPPED_LISTED]
+    ]
+
+
+def _run_warnings(stats: dict[str, Any], skipped: list[dict[str, Any]]) -> list[str]:
+    """Everything the user must hear about a finished run: narrowed candidate passes, skipped
+    records."""
+    out = _valve_warnings(stats.get("candidate_passes") or {})
+    n = stats.get("skipped_records") or 0
+    if n:
+        msg = f"skipped {n:,} malformed record{'s' if n != 1 else ''}"
+        if skipped:
+            first = skipped[0]
+            where = [str(first[k]) for k in ("path", "line") if first[k] is not None]
+            msg += f" (first: {':'.join([*where, ' ' + first['reason']]).lstrip()})"
+        if "skipped_list" in stats:
+            msg += f"; --summary-json lists the first {min(n, SKIPPED_LISTED):,}"
+        out.append(msg)
+    return out
 
 
 def _sample_outputs(*paths: str | None) -> str:

@@ -3,17 +3,24 @@
 Every subcommand module exposes ``register(app: typer.Typer) -> None`` and imports heavy
 dependencies inside its command functions, so ``neardup --help`` stays fast.
 Errors are mapped to exit codes in exactly one place: :func:`main`, via
-:func:`neardup.errors.exit_code_for`.
+:func:`neardup.errors.exit_code_for`. Usage errors (unknown option, missing value, missing
+required option, a value of the wrong type or outside its choices) print click's usage line, a
+hint and one ``Error:`` line on stderr and exit 2; ``neardup`` alone prints the help on stderr
+and exits 2 as well (click's convention for a command group called without a command).
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+from typing import Annotated, Any
 
 import typer
 
 from ..errors import NeardupError, exit_code_for
+
+#: exit status of a usage error (click's, and ConfigError's in neardup.errors)
+USAGE_EXIT = 2
 
 app = typer.Typer(
     name="neardup",
@@ -21,13 +28,17 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    # inherited by every subcommand and command group (click passes it down the contexts)
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 # Subcommand modules, registered in this order. A module that does not exist yet is skipped.
 _COMMAND_MODULES = (
     "neardup.cli.fingerprint_cmd",  # neardup fingerprint, neardup idf build
     "neardup.cli.index_cmd",  # neardup index ...
-    "neardup.cli.dedup_cmd",  # neardup dedup, neardup eval
+    "neardup.cli.dedup_cmd",  # neardup dedup (and eval, until it has its own module)
+    "neardup.cli.eval_cmd",  # neardup eval
     "neardup.cli.serve_cmd",  # neardup serve
 )
 
@@ -43,36 +54,94 @@ def _register_all() -> None:
         module.register(app)
 
 
+def package_version() -> str:
+    """The installed distribution's version (the source tree's when it is not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("neardup")
+    except PackageNotFoundError:
+        from .. import __version__
+
+        return __version__
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"neardup {package_version()}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the version and exit.",
+        ),
+    ] = False,
+) -> None:
     """neardup: near-duplicate detection for English and Chinese text."""
+
+
+def _build() -> Any:
+    """The click command tree of :data:`app`, with every subcommand registered."""
+    _register_all()
+    return typer.main.get_command(app)
+
+
+def _deepest_context(command: Any, argv: list[str]) -> Any:
+    """The context of the (sub)command ``argv`` names, parsed leniently (as shell completion
+    does), or None. Click raises some usage errors without a context (an option missing its
+    value), and without one it cannot print the usage line."""
+    try:
+        ctx = command.make_context("neardup", list(argv), resilient_parsing=True)
+        while isinstance(ctx.command, typer.core.TyperGroup):
+            rest = [*getattr(ctx, "_protected_args", ()), *ctx.args]  # typer._click's name
+            if not rest:
+                break
+            name, sub, rest = ctx.command.resolve_command(ctx, rest)
+            if sub is None:
+                break
+            ctx = sub.make_context(name, rest, parent=ctx, resilient_parsing=True)
+        return ctx
+    except Exception:  # the error itself is reported; the usage line is a courtesy
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
-    _register_all()
+    command = _build()
     try:
-        rv = app(args=argv, standalone_mode=False)
+        args = sys.argv[1:] if argv is None else list(argv)
+        rv = command.main(args=args, prog_name="neardup", standalone_mode=False)
     except NeardupError as exc:
         typer.echo(f"neardup: error: {exc}", err=True)
         return exit_code_for(exc)
     except KeyboardInterrupt:
         typer.echo("neardup: interrupted", err=True)
         return 130
-    except SystemExit as exc:  # typer.Exit inside commands
+    except typer.TyperException as exc:
+        # click's usage errors (typer >= 0.29 bundles click as typer._click, so these are not
+        # ``click.ClickException``s): usage line, hint and one error line on stderr
+        if getattr(exc, "ctx", False) is None and hasattr(exc, "cmd"):  # a UsageError
+            setattr(exc, "ctx", _deepest_context(command, args))  # noqa: B010 (not typed)
+        show = getattr(exc, "show", None)
+        if show is not None:
+            show()
+        else:
+            typer.echo(f"Error: {exc.format_message()}", err=True)
+        return exc.exit_code
+    except typer.Abort:
+        typer.echo("neardup: aborted", err=True)
+        return 1
+    except typer.Exit as exc:
+        return exc.exit_code
+    except SystemExit as exc:  # sys.exit() inside a command
         return int(exc.code or 0) if not isinstance(exc.code, str) else 1
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            return exc.exit_code
-        if isinstance(exc, click.exceptions.Abort):
-            typer.echo("neardup: aborted", err=True)
-            return 1
-        if isinstance(exc, click.exceptions.Exit):
-            return exc.exit_code
-        raise
     return rv if isinstance(rv, int) else 0
 
 

@@ -1,0 +1,177 @@
+"""Per-stage progress rows for the CLI: counts, %, rate, elapsed and ETA, on stderr.
+
+Shown only on a terminal (stderr a tty) and without ``-q``; otherwise every method is a no-op,
+so piped or logged runs carry no progress output. Rows stay on screen when the run ends, so the
+time each stage took remains visible above the summary.
+
+:func:`neardup.dedup` reports ``progress(stage, done, total)``. A stage that reports only its
+start and end (``total == 1``) is shown in documents (the corpus size, once known), so its
+count and rate are in documents; a stage that reports finer counts is shown in its own units
+(pairs for ``verify``, documents otherwise) with a % and an ETA that follow them. The CLI's
+own stages (``read``, ``write``) are driven through :meth:`StageProgress.begin`,
+:meth:`~StageProgress.advance` and :meth:`~StageProgress.end`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["StageProgress"]
+
+#: units of stages that report real counts (not just start/end); others count documents
+_UNITS = {"verify": "pairs"}
+
+
+def _hms(seconds: float) -> str:
+    s = round(seconds)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def _columns() -> list[Any]:
+    from rich.progress import BarColumn, ProgressColumn, TaskProgressColumn, TextColumn
+    from rich.text import Text
+
+    class CountColumn(ProgressColumn):
+        """``1,234/5,800 docs``, or ``1,234 docs`` while the total is unknown."""
+
+        def render(self, task: Any) -> Text:
+            unit = task.fields.get("unit", "")
+            done = f"{int(task.completed):,}"
+            if task.total is not None:
+                done += f"/{int(task.total):,}"
+            return Text(f"{done} {unit}".rstrip(), style="progress.download")
+
+    class RateColumn(ProgressColumn):
+        """Items per second: rich's windowed speed, else the average over the stage."""
+
+        def render(self, task: Any) -> Text:
+            speed = task.finished_speed or task.speed
+            if speed is None and task.elapsed:
+                speed = task.completed / task.elapsed
+            if not speed:
+                return Text("")
+            unit = task.fields.get("unit", "")
+            text = f"{speed:,.0f}" if speed >= 10 else f"{speed:.3g}"
+            return Text(f"{text} {unit}/s", style="progress.data.speed")
+
+    class ElapsedColumn(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            elapsed = task.finished_time if task.finished else task.elapsed
+            return Text(_hms(elapsed or 0.0), style="progress.elapsed")
+
+    class EtaColumn(ProgressColumn):
+        """``eta H:MM:SS`` while running (``eta -:--:--`` until it can be estimated)."""
+
+        def render(self, task: Any) -> Text:
+            if task.finished:
+                return Text("")
+            left = task.time_remaining
+            return Text(
+                "eta " + ("-:--:--" if left is None else _hms(left)), style="progress.remaining"
+            )
+
+    return [
+        TextColumn("{task.description:<11}"),
+        BarColumn(bar_width=24),
+        TaskProgressColumn(),
+        CountColumn(),
+        RateColumn(),
+        ElapsedColumn(),
+        EtaColumn(),
+    ]
+
+
+class StageProgress:
+    """Progress rows, one per stage; a no-op when ``enabled`` is false.
+
+    Use as a context manager (the display runs inside it); the instance itself is the
+    ``progress(stage, done, total)`` callback :func:`neardup.dedup` takes.
+    """
+
+    def __init__(
+        self,
+        enabled: bool,
+        *,
+        console: Console | None = None,
+        get_time: Callable[[], float] | None = None,
+    ) -> None:
+        self.enabled = enabled
+        self.documents: int | None = None  # the corpus size, once read
+        self._tasks: dict[str, Any] = {}
+        self._progress: Any = None
+        if not enabled:
+            return
+        from rich.console import Console
+        from rich.progress import Progress
+
+        self._progress = Progress(
+            *_columns(),
+            console=console or Console(stderr=True),
+            transient=False,
+            get_time=get_time,
+        )
+
+    @classmethod
+    def for_stderr(cls, quiet: bool) -> StageProgress:
+        """Enabled when stderr is a terminal and ``-q`` was not given."""
+        return cls(not quiet and sys.stderr.isatty())
+
+    def __enter__(self) -> StageProgress:
+        if self._progress is not None:
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def begin(self, stage: str, total: int | None = None, unit: str = "docs") -> None:
+        """Show a row for ``stage`` (its total may be unknown: no %, no ETA)."""
+        if self._progress is None:
+            return
+        if stage in self._tasks:
+            self._progress.update(self._tasks[stage], total=total, unit=unit)
+        else:
+            self._tasks[stage] = self._progress.add_task(stage, total=total, unit=unit)
+
+    def advance(self, stage: str, completed: int) -> None:
+        """Set ``stage``'s count so far."""
+        if self._progress is None:
+            return
+        if stage not in self._tasks:
+            self.begin(stage)
+        self._progress.update(self._tasks[stage], completed=completed)
+
+    def end(self, stage: str, completed: int | None = None) -> None:
+        """Mark ``stage`` done (its total becomes its final count when it was unknown)."""
+        if self._progress is None:
+            return
+        if stage not in self._tasks:
+            self.begin(stage)
+        task_id = self._tasks[stage]
+        task = self._progress.tasks[task_id]
+        done = task.completed if completed is None else completed
+        total = task.total if task.total is not None else done
+        self._progress.update(task_id, completed=max(done, total), total=total)
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        """The :func:`neardup.dedup` callback."""
+        if self._progress is None:
+            return
+        if total <= 1 and self.documents is not None:  # start/end only: count documents
+            unit, scale = "docs", self.documents
+            done, total = done * scale // max(total, 1), scale
+        else:
+            unit = _UNITS.get(stage, "docs")
+        task_id = self._tasks.get(stage)
+        if task_id is None:
+            self._tasks[stage] = self._progress.add_task(
+                stage, total=total, completed=done, unit=unit
+            )
+        else:
+            self._progress.update(task_id, total=total, completed=done, unit=unit)

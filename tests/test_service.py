@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
@@ -307,15 +308,25 @@ def test_healthz_and_metrics(http: httpx.Client) -> None:
     assert h["status"] == "ok" and "default" in h["namespaces"] and h["documents"] >= 0
     text = http.get("/metrics")
     assert text.headers["content-type"].startswith("text/plain")
-    body = text.text
-    assert "# TYPE neardup_http_requests_total counter" in body
-    assert 'neardup_http_requests_total{route="/healthz",method="GET",status="200"}' in body
-    assert 'neardup_http_request_duration_seconds_bucket{route="/healthz",le="+Inf"}' in body
-    assert 'neardup_store_documents{namespace="default"}' in body
-    assert "neardup_process_resident_memory_bytes" in body
-    for line in body.splitlines():  # every sample line is "name{labels} number"
-        if line and not line.startswith("#"):
-            float(line.rsplit(" ", 1)[1].replace("+Inf", "inf"))
+    fams = {f.name: f for f in text_string_to_metric_families(text.text)}
+    assert fams["neardup_http_requests"].type == "counter"
+    samples = {(s.name, tuple(sorted(s.labels.items()))) for f in fams.values() for s in f.samples}
+    assert (
+        "neardup_http_requests_total",
+        (("method", "GET"), ("route", "/healthz"), ("status", "200")),
+    ) in samples
+    assert (
+        "neardup_http_request_duration_seconds_bucket",
+        (("le", "+Inf"), ("route", "/healthz")),
+    ) in samples
+    assert ("neardup_store_documents", (("namespace", "default"),)) in samples
+    assert fams["process_resident_memory_bytes"].type == "gauge"  # process collector
+    # cumulative store counts are counters named *_total; the process RSS is not per namespace
+    assert fams["neardup_store_checks"].type == "counter"
+    assert "neardup_store_rss_mib" not in fams
+    for fam in fams.values():
+        if fam.type == "counter":
+            assert all(s.name.endswith(("_total", "_created")) for s in fam.samples), fam.name
 
 
 def test_metrics_render_unit() -> None:
@@ -323,12 +334,19 @@ def test_metrics_render_unit() -> None:
     m.observe_request("/a", "GET", 200, 0.005)
     m.observe_request("/a", "GET", 200, 0.05)
     m.observe_request("/a", "GET", 500, 5.0)
-    text = m.render({"ns": {"documents": 3, "name": "x", "flag": True}})
-    assert 'neardup_http_request_duration_seconds_bucket{route="/a",le="0.01"} 1' in text
-    assert 'neardup_http_request_duration_seconds_bucket{route="/a",le="0.1"} 2' in text
-    assert 'neardup_http_request_duration_seconds_bucket{route="/a",le="+Inf"} 3' in text
-    assert 'neardup_http_request_duration_seconds_count{route="/a"} 3' in text
-    assert 'neardup_store_documents{namespace="ns"} 3' in text
+    text = m.render({"ns": {"documents": 3, "checks": 7, "name": "x", "flag": True}})
+    got = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+    }
+    hist = "neardup_http_request_duration_seconds"
+    assert got[(hist + "_bucket", (("le", "0.01"), ("route", "/a")))] == 1
+    assert got[(hist + "_bucket", (("le", "0.1"), ("route", "/a")))] == 2
+    assert got[(hist + "_bucket", (("le", "+Inf"), ("route", "/a")))] == 3
+    assert got[(hist + "_count", (("route", "/a"),))] == 3
+    assert got[("neardup_store_documents", (("namespace", "ns"),))] == 3
+    assert got[("neardup_store_checks_total", (("namespace", "ns"),))] == 7
     assert "neardup_store_name" not in text and "neardup_store_flag" not in text
     assert m.requests_total() == 3
 
@@ -652,10 +670,14 @@ def test_concurrent_single_requests_keep_one_per_pair(tmp_path: Path) -> None:
             assert len(added & {f"p{i}-0", f"p{i}-1"}) == 1, i
         assert c.get("/healthz").json()["documents"] == 30
         metrics = c.get("/metrics").text
+    got = {
+        (s.name, tuple(s.labels.items())): s.value
+        for f in text_string_to_metric_families(metrics)
+        for s in f.samples
+    }
     for stage in ("read", "parse", "prepare", "writer", "resume", "respond"):
-        line = f'neardup_request_stage_seconds_count{{stage="{stage}"}} {len(docs)}'
-        assert line in metrics, stage
-    assert "neardup_event_loop_lag_seconds_count" in metrics
+        assert got[("neardup_request_stage_seconds_count", (("stage", stage),))] == len(docs)
+    assert ("neardup_event_loop_lag_seconds_count", ()) in got
 
 
 def test_large_bodies_take_the_worker_thread_path(tmp_path: Path) -> None:

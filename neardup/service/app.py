@@ -55,6 +55,7 @@ from .auth import check_write_token  # noqa: E402
 from .config import ServiceConfig  # noqa: E402
 from .documents import OPS, DocumentRoutes, error_parts  # noqa: E402
 from .limits import BodyLimitMiddleware, error_response_bytes  # noqa: E402
+from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE  # noqa: E402
 from .metrics import Metrics, MetricsMiddleware, monitor_loop_lag, process_rss_bytes  # noqa: E402
 from .namespaces import NamespaceRegistry  # noqa: E402
 from .schema import (  # noqa: E402
@@ -363,9 +364,7 @@ def create_app(
     )
     async def metrics_endpoint() -> Response:
         stats = await run_in_threadpool(registry.stats)
-        return PlainTextResponse(
-            metrics.render(stats), media_type="text/plain; version=0.0.4; charset=utf-8"
-        )
+        return PlainTextResponse(metrics.render(stats), media_type=METRICS_CONTENT_TYPE)
 
     # -- OpenAPI: add the request-body schemas the handlers validate by hand -------------------
     def openapi() -> dict[str, Any]:

@@ -1,40 +1,63 @@
-"""Prometheus metrics in the text exposition format (version 0.0.4), with no extra dependency.
+"""Prometheus metrics on :mod:`prometheus_client`, one :class:`~prometheus_client.CollectorRegistry`
+per application (two apps in one process never share or clash).
 
-:class:`Metrics` holds counters and one latency histogram per route; :class:`MetricsMiddleware`
-feeds it from every HTTP request; :meth:`Metrics.render` writes the text served at
-``GET /metrics``, adding gauges from each namespace's :meth:`Deduplicator.stats`.
+:class:`Metrics` holds the service's own counters and histograms; :class:`MetricsMiddleware`
+feeds it from every HTTP request; :meth:`Metrics.render` is the text served at ``GET /metrics``.
+Store statistics are read at scrape time by a custom collector from each namespace's
+:meth:`Deduplicator.stats` (cumulative ones as counters, the rest as gauges); process metrics
+(``process_resident_memory_bytes``, ``process_open_fds``, CPU seconds, ...) come from
+prometheus_client's process and platform collectors.
 
-Series::
+Series (the reference list is in docs/service.md)::
 
-    neardup_http_requests_total{route, method, status}            counter
-    neardup_http_request_duration_seconds{route}                   histogram
-    neardup_documents_total{namespace, op, outcome}                counter (outcome: seen, duplicate, added)
-    neardup_request_stage_seconds{stage}                           histogram: where a document
-                                                                   request's time goes (see STAGES)
-    neardup_event_loop_lag_seconds                                 histogram: how late the event
-                                                                   loop runs a timer (GIL / CPU)
-    neardup_store_<stat>{namespace}                                gauge, one per numeric stat
-    neardup_uptime_seconds, neardup_process_resident_memory_bytes  gauges
+    neardup_http_requests_total{route, method, status}              counter
+    neardup_http_request_duration_seconds{route}                     histogram
+    neardup_documents_total{namespace, op, outcome}                  counter (seen, duplicate, added)
+    neardup_request_stage_seconds{stage}                             histogram (see STAGES)
+    neardup_event_loop_lag_seconds                                   histogram
+    neardup_rate_limited_total{route}                                counter (429 answers)
+    neardup_connections_rejected_total                               counter (503: --max-connections)
+    neardup_connections_timed_out_total{phase}                       counter (head, body)
+    neardup_connections_open                                         gauge
+    neardup_store_<counter>_total{namespace}                         counter per cumulative stat
+    neardup_store_<stat>{namespace}                                  gauge per other numeric stat
+    neardup_uptime_seconds                                           gauge
+    process_*, python_info                                           prometheus_client's collectors
 """
 
 from __future__ import annotations
 
-import bisect
-import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
 from typing import Any
 
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
 __all__ = [
+    "CONTENT_TYPE",
     "DEFAULT_BUCKETS",
     "STAGES",
     "STAGE_BUCKETS",
+    "STORE_COUNTERS",
     "Metrics",
     "MetricsMiddleware",
     "monitor_loop_lag",
     "process_rss_bytes",
 ]
+
+#: the exposition format served at /metrics
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 #: latency histogram bucket upper bounds, in seconds
 DEFAULT_BUCKETS: tuple[float, ...] = (
@@ -55,19 +78,30 @@ STAGE_BUCKETS: tuple[float, ...] = (
 #: it again (GIL and loop contention), ``respond`` encoding and sending the answer
 STAGES: tuple[str, ...] = ("read", "parse", "prepare", "writer", "resume", "respond")
 
-_NAME_RE = re.compile(r"[^a-zA-Z0-9_]")
-
-
-def _label(value: object) -> str:
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _fmt(value: float) -> str:
-    if value == float("inf"):
-        return "+Inf"
-    if float(value).is_integer():
-        return str(int(value))
-    return repr(float(value))
+#: store statistics that only grow while a store is open: exported as counters
+#: (``neardup_store_<name>_total``); every other numeric statistic is a gauge
+STORE_COUNTERS: frozenset[str] = frozenset(
+    {
+        "checks",
+        "adds",
+        "duplicates",
+        "groups",
+        "group_docs",
+        "storage_errors",
+        "inline_groups",
+        "wal_syncs",
+        "wal_sync_seconds",
+        "wal_slow_syncs",
+        "wal_truncated_bytes",
+        "meta_transactions",
+        "replayed_records",
+        "flushes",
+        "dropped_partitions",
+        "compactions",
+    }
+)
+#: statistics not exported per namespace: process-wide (the process collector has them)
+_STORE_SKIP = frozenset({"rss_mib"})
 
 
 def process_rss_bytes() -> int:
@@ -87,175 +121,209 @@ def process_rss_bytes() -> int:
         return 0
 
 
+def _metric_name(key: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in key)
+
+
+class _StoreCollector(Collector):
+    """Reads every namespace's statistics at scrape time (one series per namespace)."""
+
+    def __init__(self, source: Callable[[], Mapping[str, Mapping[str, Any]]] | None) -> None:
+        self.source = source
+        self.started = time.time()
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily("neardup_uptime_seconds", "Seconds since the service started.")
+        up.add_metric([], time.time() - self.started)
+        yield up
+        stats = self.source() if self.source is not None else {}
+        families: dict[str, Metric] = {}
+        for ns, values in sorted(stats.items()):
+            for key, value in values.items():
+                if (
+                    key in _STORE_SKIP
+                    or isinstance(value, bool)
+                    or not isinstance(value, int | float)
+                ):
+                    continue
+                name = "neardup_store_" + _metric_name(str(key))
+                fam = families.get(name)
+                if fam is None:
+                    if key in STORE_COUNTERS:
+                        fam = CounterMetricFamily(
+                            name, f"Store counter '{key}' per namespace.", labels=["namespace"]
+                        )
+                    else:
+                        fam = GaugeMetricFamily(
+                            name, f"Store statistic '{key}' per namespace.", labels=["namespace"]
+                        )
+                    families[name] = fam
+                fam.add_metric([ns], float(value))
+        yield from (families[k] for k in sorted(families))
+
+
 class Metrics:
-    """Thread-safe counters and histograms for the service.
+    """The service's metrics in one :class:`~prometheus_client.CollectorRegistry`.
 
     Parameters
     ----------
     buckets : tuple of float, default=DEFAULT_BUCKETS
         Upper bounds (seconds) of the request-latency histogram.
+    process : bool, default=True
+        Register prometheus_client's process and platform collectors (``process_*``,
+        ``python_info``).
     """
 
-    def __init__(self, buckets: tuple[float, ...] = DEFAULT_BUCKETS) -> None:
+    def __init__(self, buckets: tuple[float, ...] = DEFAULT_BUCKETS, *, process: bool = True):
         self.buckets = tuple(sorted(buckets))
         self.started = time.time()
-        self._lock = threading.Lock()
-        self._requests: dict[tuple[str, str, int], int] = {}
-        # route -> [bucket counts..., +Inf count], sum
-        self._hist: dict[str, list[float]] = {}
-        self._docs: dict[tuple[str, str, str], int] = {}
-        # stage -> [bucket counts..., +Inf count, sum]; observed on the event loop only
-        self._stages: dict[str, list[float]] = {
-            name: [0.0] * (len(STAGE_BUCKETS) + 2) for name in (*STAGES, "loop_lag")
-        }
+        self.registry = CollectorRegistry(auto_describe=False)
+        self._store = _StoreCollector(None)
+        self._store.started = self.started
+        self.registry.register(self._store)
+        if process:
+            ProcessCollector(registry=self.registry)
+            PlatformCollector(registry=self.registry)
+        r = self.registry
+        self.requests = Counter(
+            "neardup_http_requests",
+            "HTTP requests by route, method and status.",
+            ["route", "method", "status"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "neardup_http_request_duration_seconds",
+            "HTTP request latency by route.",
+            ["route"],
+            buckets=self.buckets,
+            registry=r,
+        )
+        self.documents = Counter(
+            "neardup_documents",
+            "Documents processed by namespace, operation and outcome.",
+            ["namespace", "op", "outcome"],
+            registry=r,
+        )
+        self.stages = Histogram(
+            "neardup_request_stage_seconds",
+            "Time per stage of a document request (read, parse, prepare, writer, resume, respond).",
+            ["stage"],
+            buckets=STAGE_BUCKETS,
+            registry=r,
+        )
+        self.loop_lag = Histogram(
+            "neardup_event_loop_lag_seconds",
+            "How late the event loop ran a periodic timer.",
+            buckets=STAGE_BUCKETS,
+            registry=r,
+        )
+        self.rate_limited = Counter(
+            "neardup_rate_limited",
+            "Requests answered 429 by the per-client limit on unauthenticated requests.",
+            ["route"],
+            registry=r,
+        )
+        self.connections_rejected = Counter(
+            "neardup_connections_rejected",
+            "Connections answered 503 and closed because --max-connections were open.",
+            registry=r,
+        )
+        self.connections_timed_out = Counter(
+            "neardup_connections_timed_out",
+            "Connections closed because a request head or body did not arrive in time.",
+            ["phase"],
+            registry=r,
+        )
+        self.connections_open = 0
+        self._open_lock = threading.Lock()
+        Gauge("neardup_connections_open", "Open HTTP connections.", registry=r).set_function(
+            lambda: self.connections_open
+        )
+        # the children of the fixed label sets, bound once (labels() costs a lock and a lookup)
+        self._stage_children = [self.stages.labels(s) for s in STAGES]
+        self._request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
 
+    # -- recording -----------------------------------------------------------------------------
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
         """Count one finished request and record its latency."""
-        with self._lock:
-            key = (route, method, status)
-            self._requests[key] = self._requests.get(key, 0) + 1
-            h = self._hist.get(route)
-            if h is None:
-                h = self._hist[route] = [0.0] * (len(self.buckets) + 2)
-            h[bisect.bisect_left(self.buckets, seconds)] += 1
-            h[-1] += seconds
+        key = (route, method, status)
+        pair = self._request_children.get(key)
+        if pair is None:
+            pair = (self.requests.labels(route, method, str(status)), self.latency.labels(route))
+            self._request_children[key] = pair
+        pair[0].inc()
+        pair[1].observe(seconds)
 
     def observe_stages(self, durations: tuple[float, ...]) -> None:
         """Record one document request's time per stage (seconds, in the order of STAGES)."""
-        buckets = STAGE_BUCKETS
-        with self._lock:
-            for name, seconds in zip(STAGES, durations, strict=True):
-                h = self._stages[name]
-                h[bisect.bisect_left(buckets, seconds)] += 1
-                h[-1] += seconds
+        for child, seconds in zip(self._stage_children, durations, strict=True):
+            child.observe(seconds)
 
     def observe_loop_lag(self, seconds: float) -> None:
         """Record how late the event loop ran a timer."""
-        with self._lock:
-            h = self._stages["loop_lag"]
-            h[bisect.bisect_left(STAGE_BUCKETS, seconds)] += 1
-            h[-1] += seconds
-
-    def stage_summary(self) -> dict[str, dict[str, float]]:
-        """Per stage: count, mean and approximate p50 / p99 (bucket upper bounds), seconds."""
-        with self._lock:
-            stages = {k: list(v) for k, v in self._stages.items()}
-        out: dict[str, dict[str, float]] = {}
-        for name, h in stages.items():
-            counts = h[:-1]
-            n = sum(counts)
-            row = {"count": n, "mean": h[-1] / n if n else 0.0}
-            for q in (0.5, 0.99):
-                cum, bound = 0.0, float("inf")
-                for b, c in zip((*STAGE_BUCKETS, float("inf")), counts, strict=True):
-                    cum += c
-                    if n and cum >= q * n:
-                        bound = b
-                        break
-                row[f"p{int(q * 100)}"] = bound if n else 0.0
-            out[name] = row
-        return out
+        self.loop_lag.observe(seconds)
 
     def count_documents(self, namespace: str, op: str, decisions: list[Any]) -> None:
         """Count the documents of one call by outcome (``seen``, ``duplicate``, ``added``)."""
         dup = sum(1 for d in decisions if d.duplicate)
         added = sum(1 for d in decisions if d.added)
-        with self._lock:
-            for outcome, n in (("seen", len(decisions)), ("duplicate", dup), ("added", added)):
-                key = (namespace, op, outcome)
-                self._docs[key] = self._docs.get(key, 0) + n
+        for outcome, n in (("seen", len(decisions)), ("duplicate", dup), ("added", added)):
+            self.documents.labels(namespace, op, outcome).inc(n)
+
+    def connection_opened(self) -> None:
+        with self._open_lock:
+            self.connections_open += 1
+
+    def connection_closed(self) -> None:
+        with self._open_lock:
+            self.connections_open -= 1
+
+    # -- reading -------------------------------------------------------------------------------
+    def _value(self, name: str, labels: Mapping[str, str] | None = None) -> float:
+        got = self.registry.get_sample_value(name, dict(labels or {}))
+        return 0.0 if got is None else float(got)
 
     def requests_total(self) -> int:
         """Total number of requests observed (for tests and health output)."""
-        with self._lock:
-            return sum(self._requests.values())
+        total = 0.0
+        for metric in self.requests.collect():
+            total += sum(s.value for s in metric.samples if s.name.endswith("_total"))
+        return int(total)
+
+    def stage_summary(self) -> dict[str, dict[str, float]]:
+        """Per stage and the loop lag: count, mean and approximate p50 / p99 (bucket upper
+        bounds), seconds."""
+        out: dict[str, dict[str, float]] = {}
+        rows: dict[str, list[tuple[float, float]]] = {}
+        sums: dict[str, float] = {}
+        for hist in (self.stages, self.loop_lag):
+            for metric in hist.collect():
+                for s in metric.samples:
+                    name = s.labels.get("stage", "loop_lag")
+                    if s.name.endswith("_bucket"):
+                        rows.setdefault(name, []).append((float(s.labels["le"]), s.value))
+                    elif s.name.endswith("_sum"):
+                        sums[name] = s.value
+        for name in (*STAGES, "loop_lag"):
+            cum = sorted(rows.get(name, []))
+            n = cum[-1][1] if cum else 0.0
+            row = {"count": n, "mean": sums.get(name, 0.0) / n if n else 0.0}
+            for q in (0.5, 0.99):
+                bound = 0.0
+                if n:
+                    bound = next((b for b, c in cum if c >= q * n), float("inf"))
+                row[f"p{int(q * 100)}"] = bound
+            out[name] = row
+        return out
 
     def render(self, namespace_stats: Mapping[str, Mapping[str, Any]] | None = None) -> str:
-        """The Prometheus text exposition of every series."""
-        out: list[str] = []
-        with self._lock:
-            requests = sorted(self._requests.items())
-            hist = sorted((k, list(v)) for k, v in self._hist.items())
-            docs = sorted(self._docs.items())
-        out.append("# HELP neardup_http_requests_total HTTP requests by route, method and status.")
-        out.append("# TYPE neardup_http_requests_total counter")
-        for (route, method, status), n in requests:
-            out.append(
-                f'neardup_http_requests_total{{route="{_label(route)}",method="{method}",'
-                f'status="{status}"}} {n}'
-            )
-        out.append("# HELP neardup_http_request_duration_seconds HTTP request latency by route.")
-        out.append("# TYPE neardup_http_request_duration_seconds histogram")
-        for route, h in hist:
-            r = _label(route)
-            cum = 0.0
-            for bound, n in zip((*self.buckets, float("inf")), h[:-1], strict=True):
-                cum += n
-                out.append(
-                    f'neardup_http_request_duration_seconds_bucket{{route="{r}",le="{_fmt(bound)}"}} {_fmt(cum)}'
-                )
-            out.append(f'neardup_http_request_duration_seconds_sum{{route="{r}"}} {h[-1]!r}')
-            out.append(f'neardup_http_request_duration_seconds_count{{route="{r}"}} {_fmt(cum)}')
-        with self._lock:
-            stages = {k: list(v) for k, v in self._stages.items()}
-        out.append(
-            "# HELP neardup_request_stage_seconds Time per stage of a document request "
-            "(read, parse, prepare, writer, resume, respond)."
-        )
-        out.append("# TYPE neardup_request_stage_seconds histogram")
-        for name in STAGES:
-            out.extend(
-                _histogram_lines("neardup_request_stage_seconds", f'stage="{name}"', stages[name])
-            )
-        out.append(
-            "# HELP neardup_event_loop_lag_seconds How late the event loop ran a periodic timer."
-        )
-        out.append("# TYPE neardup_event_loop_lag_seconds histogram")
-        out.extend(_histogram_lines("neardup_event_loop_lag_seconds", "", stages["loop_lag"]))
-        out.append(
-            "# HELP neardup_documents_total Documents processed by namespace, operation and outcome."
-        )
-        out.append("# TYPE neardup_documents_total counter")
-        for (ns, op, outcome), n in docs:
-            out.append(
-                f'neardup_documents_total{{namespace="{_label(ns)}",op="{op}",outcome="{outcome}"}} {n}'
-            )
-        gauges: dict[str, list[str]] = {}
-        for ns, stats in sorted((namespace_stats or {}).items()):
-            for key, value in stats.items():
-                if isinstance(value, bool) or not isinstance(value, int | float):
-                    continue
-                name = "neardup_store_" + _NAME_RE.sub("_", str(key))
-                gauges.setdefault(name, []).append(
-                    f'{name}{{namespace="{_label(ns)}"}} {_fmt(value)}'
-                )
-        for name, lines in sorted(gauges.items()):
-            out.append(
-                f"# HELP {name} Store statistic '{name[len('neardup_store_') :]}' per namespace."
-            )
-            out.append(f"# TYPE {name} gauge")
-            out.extend(lines)
-        out.append("# HELP neardup_uptime_seconds Seconds since the service started.")
-        out.append("# TYPE neardup_uptime_seconds gauge")
-        out.append(f"neardup_uptime_seconds {time.time() - self.started:.3f}")
-        out.append("# HELP neardup_process_resident_memory_bytes Resident memory of the server.")
-        out.append("# TYPE neardup_process_resident_memory_bytes gauge")
-        out.append(f"neardup_process_resident_memory_bytes {process_rss_bytes()}")
-        return "\n".join(out) + "\n"
-
-
-def _histogram_lines(name: str, labels: str, h: list[float]) -> list[str]:
-    """Prometheus lines of one STAGE_BUCKETS histogram ``[counts..., +Inf count, sum]``."""
-    sep = "," if labels else ""
-    out = []
-    cum = 0.0
-    for bound, n in zip((*STAGE_BUCKETS, float("inf")), h[:-1], strict=True):
-        cum += n
-        out.append(f'{name}_bucket{{{labels}{sep}le="{_fmt(bound)}"}} {_fmt(cum)}')
-    tail = f"{{{labels}}}" if labels else ""
-    out.append(f"{name}_sum{tail} {h[-1]!r}")
-    out.append(f"{name}_count{tail} {_fmt(cum)}")
-    return out
+        """The Prometheus text exposition of every series (store statistics from
+        ``namespace_stats``, read by the store collector during this call)."""
+        self._store.source = lambda: namespace_stats or {}
+        try:
+            return generate_latest(self.registry).decode("utf-8")
+        finally:
+            self._store.source = None
 
 
 async def monitor_loop_lag(metrics: Metrics, interval: float = 0.02) -> None:

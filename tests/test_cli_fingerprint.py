@@ -40,7 +40,21 @@ def test_fingerprint_txt_128(tmp_path):
     src.write_text("first line\nsecond, line\n", encoding="utf-8")
     out = tmp_path / "fp.csv"
     assert (
-        main(["fingerprint", str(src), "--bits", "128", "--features", "words", "-o", str(out)]) == 0
+        main(
+            [
+                "fingerprint",
+                str(src),
+                "--input-format",
+                "lines",
+                "--bits",
+                "128",
+                "--features",
+                "words",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
     )
     rows = out.read_text().splitlines()[1:]
     assert rows[0].startswith(f"{src}:1,") and len(rows[0].split(",")[1]) == 32
@@ -78,3 +92,115 @@ def test_idf_build_round_trip(tmp_path):
     assert fp.fingerprint("apple banana") != neardup.Fingerprinter(features="words").fingerprint(
         "apple banana"
     )
+
+
+# --- one reader with dedup (issue 20, item 6) ------------------------------------------------
+
+DOCS = [
+    {"id": "a", "text": "the council approved the new bridge budget on monday"},
+    {"id": "b", "text": "the council approved the new bridge budget on monday!"},
+    {"id": "c", "text": "中文文本的指纹与去重"},
+    {"id": "d", "text": "a line, with commas\nand a newline inside"},
+]
+
+
+def _fp_rows(path):
+    return [tuple(line.split(",")) for line in path.read_text(encoding="utf-8").splitlines()[1:]]
+
+
+def _write_inputs(tmp_path):
+    import csv
+    import gzip
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with (tmp_path / "d.csv").open("w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", "text"])
+        w.writerows([d["id"], d["text"]] for d in DOCS)
+    pq.write_table(pa.Table.from_pylist(DOCS), tmp_path / "d.parquet")
+    raw = "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in DOCS).encode()
+    (tmp_path / "d.jsonl.gz").write_bytes(gzip.compress(raw))
+    return ["d.csv", "d.parquet", "d.jsonl.gz"]
+
+
+def test_fingerprint_agrees_with_dedup(tmp_path, capsys):
+    """CSV (a text with a comma and a newline), Parquet and .jsonl.gz: the ids of dedup's
+    clusters CSV and the fingerprints dedup computes (DedupConfig's Fingerprinter)."""
+    import csv
+
+    from neardup import DedupConfig
+    from neardup.io import read_corpus
+
+    fp = DedupConfig().make_fingerprinter()
+    for name in _write_inputs(tmp_path):
+        src = tmp_path / name
+        out = tmp_path / f"{name}.fp.csv"
+        assert main(["fingerprint", str(src), "-o", str(out)]) == 0, name
+        clusters = tmp_path / f"{name}.clusters.csv"
+        kept = tmp_path / f"kept-{name}"
+        assert (
+            main(["dedup", str(src), "-o", str(kept), "--clusters-out", str(clusters), "-q"]) == 0
+        )
+        with clusters.open(encoding="utf-8", newline="") as fh:
+            dedup_ids = [row["id"] for row in csv.DictReader(fh)]
+        with read_corpus([str(src)]) as corpus:
+            want = [f"{int(v):016x}" for v in fp.fingerprint_many(list(corpus.texts))]
+        got = _fp_rows(out)
+        assert [i for i, _ in got] == dedup_ids, name
+        assert [h for _, h in got] == want, name
+        assert got[0][1] == f"{fp.fingerprint(DOCS[0]['text']):016x}", name
+    capsys.readouterr()
+
+
+def test_fingerprint_stdout_writes_no_dash_file(tmp_path, capsys, monkeypatch):
+    src = tmp_path / "docs.jsonl"
+    _write_jsonl(src, DOCS[:2])
+    monkeypatch.chdir(tmp_path)
+    assert main(["fingerprint", str(src), "-o", "-"]) == 0
+    captured = capsys.readouterr()
+    fp = neardup.Fingerprinter()
+    assert captured.out.splitlines() == [
+        "id,fingerprint",
+        f"a,{fp.fingerprint(DOCS[0]['text']):016x}",
+        f"b,{fp.fingerprint(DOCS[1]['text']):016x}",
+    ]
+    assert "documents" in captured.err  # the summary goes to stderr
+    assert not (tmp_path / "-").exists()
+
+
+def test_fingerprint_format_alias(tmp_path, capsys):
+    """--format (hidden, deprecated) still works: jsonl, and txt meaning lines."""
+    src = tmp_path / "docs.txt"
+    src.write_text("first line\nsecond line\n", encoding="utf-8")
+    old, new = tmp_path / "old.csv", tmp_path / "new.csv"
+    assert main(["fingerprint", str(src), "--format", "txt", "-o", str(old)]) == 0
+    assert "--format is deprecated; use --input-format" in capsys.readouterr().err
+    assert main(["fingerprint", str(src), "--input-format", "lines", "-o", str(new)]) == 0
+    assert old.read_text() == new.read_text() and len(_fp_rows(new)) == 2
+    assert main(["fingerprint", str(src), "--format", "auto", "-o", str(new)]) == 0
+    assert [i for i, _ in _fp_rows(new)] == ["docs.txt"]  # a .txt file is one document
+    js = tmp_path / "docs.jsonl"
+    _write_jsonl(js, DOCS[:1])
+    assert main(["fingerprint", str(js), "--format", "jsonl", "-o", str(new)]) == 0
+    assert _fp_rows(new)[0][0] == "a"
+    assert main(["fingerprint", str(js), "--format", "jsonl", "--input-format", "jsonl"]) == 2
+    assert "--help" not in capsys.readouterr().out
+
+
+def test_fingerprint_help_names_input_format(capsys):
+    assert main(["fingerprint", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--input-format" in out and "--format " not in out
+
+
+def test_idf_build_reads_like_dedup(tmp_path):
+    import gzip
+
+    src = tmp_path / "c.jsonl.gz"
+    raw = "".join(json.dumps({"meta": {"body": f"apple w{i}"}}) + "\n" for i in range(4))
+    src.write_bytes(gzip.compress(raw.encode()))
+    out = tmp_path / "idf.txt"
+    assert main(["idf", "build", str(src), "--text-field", "meta.body", "-o", str(out)]) == 0
+    assert "apple" in IdfTable.load(out).idf

@@ -1,101 +1,71 @@
 """``neardup fingerprint FILE...`` and ``neardup idf build CORPUS``: thin shells over
 :class:`neardup.Fingerprinter` and :func:`neardup.text.weights.build_idf`.
 
-Input files: ``.jsonl`` / ``.json`` / ``.ndjson`` (one JSON object per line, text in
-``--text-field``, id in ``--id-field`` or ``"id"`` when present, else ``path:line``) or plain
-text (one document per line, id ``path:line``); ``-`` reads stdin (jsonl). Errors are raised as
+Inputs are read by :func:`neardup.io.read_corpus`, exactly as ``neardup dedup`` reads them:
+the same formats (``--input-format``, else told from the extension), compressed files, globs,
+fsspec URLs, dotted ``--text-field``, and the same ids, so ``fingerprint`` and ``dedup``
+fingerprint the same documents under the same ids. ``--format`` is the old, hidden name of
+``--input-format`` (``txt`` meaning ``lines``). Errors are raised as
 :class:`~neardup.errors.NeardupError` subclasses; :mod:`neardup.cli.main` maps them.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import sys
 import time
 from collections.abc import Iterator
-from typing import Annotated
+from typing import IO, Annotated
 
 import typer
 
 BATCH = 10_000
 
+_FORMAT_HELP = "jsonl, json, csv, tsv, parquet, text (file = doc) or lines (line = doc)."
 
-def _is_jsonl(path: str, fmt: str) -> bool:
-    if fmt != "auto":
-        return fmt == "jsonl"
-    return path == "-" or path.endswith((".jsonl", ".json", ".ndjson", ".jsonl.gz"))
+
+def input_format(input_fmt: str | None, old: str | None) -> str | None:
+    """The ``--input-format`` to use, from it or the deprecated ``--format`` (which says so on
+    stderr; ``auto`` is no format, ``txt`` is ``lines``)."""
+    from ..errors import ConfigError
+
+    if old is None:
+        return input_fmt
+    if input_fmt is not None:
+        raise ConfigError("pass --input-format only (--format is its old name)")
+    typer.echo("neardup: warning: --format is deprecated; use --input-format", err=True)
+    return {"auto": None, "txt": "lines"}.get(old, old)
 
 
 def iter_docs(
-    paths: list[str], *, fmt: str = "auto", text_field: str = "text", id_field: str | None = None
+    paths: list[str],
+    *,
+    fmt: str | None = None,
+    text_field: str = "text",
+    id_field: str | None = None,
+    encoding: str = "utf-8",
 ) -> Iterator[tuple[str, str]]:
-    """Yield ``(id, text)`` from the files; raises RecordError naming file and line."""
-    from ..errors import InputError, RecordError
+    """Yield ``(id, text)`` as :func:`neardup.io.read_corpus` reads them (``fmt``: one of
+    ``neardup.io.FORMATS``, or None to tell each input's format from its name)."""
+    from ..io import read_corpus
 
-    for path in paths:
-        jsonl = _is_jsonl(path, fmt)
-        try:
-            fh = sys.stdin if path == "-" else open(path, encoding="utf-8", errors="strict")  # noqa: SIM115
-        except OSError as exc:
-            raise InputError(f"cannot open {path}: {exc.strerror or exc}") from exc
-        name = "<stdin>" if path == "-" else path
-        try:
-            for lineno, line in enumerate(fh, 1):
-                line = line.rstrip("\r\n")
-                if not jsonl:
-                    yield f"{name}:{lineno}", line
-                    continue
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise RecordError(f"invalid JSON ({exc.msg})", path=name, line=lineno) from None
-                if not isinstance(obj, dict):
-                    raise RecordError(
-                        f"expected a JSON object, got {type(obj).__name__}", path=name, line=lineno
-                    )
-                text = obj.get(text_field)
-                if not isinstance(text, str):
-                    raise RecordError(
-                        f"field {text_field!r} must be a string, got {type(text).__name__}; "
-                        "choose the field with --text-field",
-                        path=name,
-                        line=lineno,
-                    )
-                key = id_field or "id"
-                doc_id = obj.get(key)
-                if doc_id is None or doc_id == "":
-                    if id_field:
-                        raise RecordError(
-                            f"record has no id field {id_field!r}", path=name, line=lineno
-                        )
-                    doc_id = f"{name}:{lineno}"
-                yield str(doc_id), text
-        except UnicodeDecodeError as exc:
-            raise RecordError(f"not valid UTF-8 ({exc.reason})", path=name) from None
-        finally:
-            if fh is not sys.stdin:
-                fh.close()
-
-
-def _batches(it: Iterator[tuple[str, str]], n: int) -> Iterator[tuple[list[str], list[str]]]:
-    ids: list[str] = []
-    texts: list[str] = []
-    for doc_id, text in it:
-        ids.append(doc_id)
-        texts.append(text)
-        if len(ids) >= n:
-            yield ids, texts
-            ids, texts = [], []
-    if ids:
-        yield ids, texts
+    with read_corpus(
+        paths, fmt=fmt, text_field=text_field, id_field=id_field, encoding=encoding
+    ) as corpus:
+        yield from zip(corpus.ids, corpus.texts, strict=True)
 
 
 def fingerprint_cmd(
-    files: Annotated[list[str], typer.Argument(help="jsonl or text files ('-' = stdin, jsonl)")],
+    files: Annotated[
+        list[str],
+        typer.Argument(
+            help="Input files, globs, URLs, directories of text files, or - for stdin.",
+            show_default=False,
+        ),
+    ],
     output: Annotated[
-        str | None, typer.Option("--output", "-o", help="write CSV id,fingerprint (hex)")
+        str | None,
+        typer.Option("--output", "-o", help="Write CSV id,fingerprint (hex); - for stdout."),
     ] = None,
     bits: Annotated[int, typer.Option(help="64 or 128")] = 64,
     features: Annotated[str, typer.Option(help="auto|words|shingles|chars|jieba")] = "auto",
@@ -110,19 +80,28 @@ def fingerprint_cmd(
     ] = False,
     idf: Annotated[str | None, typer.Option(help="IDF table file (tfidf / keywords)")] = None,
     workers: Annotated[int, typer.Option(help="threads")] = 1,
-    fmt: Annotated[str, typer.Option("--format", help="auto|jsonl|txt")] = "auto",
-    text_field: Annotated[str, typer.Option(help="jsonl text field")] = "text",
-    id_field: Annotated[
-        str | None, typer.Option(help="jsonl id field (default: 'id' if present)")
+    input_fmt: Annotated[
+        str | None, typer.Option("--input-format", help=_FORMAT_HELP, show_default=False)
     ] = None,
+    old_fmt: Annotated[str | None, typer.Option("--format", hidden=True)] = None,
+    text_field: Annotated[
+        str, typer.Option(help="Field/column holding the text (dotted: meta.text).")
+    ] = "text",
+    id_field: Annotated[
+        str | None,
+        typer.Option(
+            help="Field/column holding a unique id (default: an 'id' field if present, "
+            "else path:line).",
+            show_default=False,
+        ),
+    ] = None,
+    encoding: Annotated[str, typer.Option(help="Input text encoding.")] = "utf-8",
 ) -> None:
     """Fingerprint documents; print a summary table (and write id,fingerprint with --output)."""
-
-    from ..errors import ConfigError
     from ..fingerprint import Fingerprinter
+    from ..io import check_not_input, read_corpus
 
-    if fmt not in ("auto", "jsonl", "txt"):
-        raise ConfigError(f"--format must be auto, jsonl or txt, got {fmt!r}")
+    fmt = input_format(input_fmt, old_fmt)
     fp = Fingerprinter(
         bits,
         features=features,
@@ -133,22 +112,23 @@ def fingerprint_cmd(
         stopwords=stopwords,
         idf=idf,
     )
+    if output and output != "-":
+        check_not_input(output, files, option="--output")
     width = bits // 4
-    out = None
-    if output:
-        try:
-            out = open(output, "w", encoding="utf-8", newline="")  # noqa: SIM115
-        except OSError as exc:
-            from ..errors import InputError
-
-            raise InputError(f"cannot write {output}: {exc.strerror or exc}") from exc
-        out.write("id,fingerprint\n")
     n = n_empty = n_chars = n_feat = 0
     t0 = time.perf_counter()
-    try:
-        for ids, texts in _batches(
-            iter_docs(files, fmt=fmt, text_field=text_field, id_field=id_field), BATCH
-        ):
+    with (
+        read_corpus(
+            files, fmt=fmt, text_field=text_field, id_field=id_field, encoding=encoding
+        ) as corpus,
+        _csv_output(output) as out,
+    ):
+        ids_all, texts_all = corpus.ids, corpus.texts
+        if out is not None:
+            out.write("id,fingerprint\n")
+        for lo in range(0, len(texts_all), BATCH):
+            ids = ids_all[lo : lo + BATCH]
+            texts = texts_all[lo : lo + BATCH]
             b = fp.fingerprint_batch(texts, workers=workers)
             n += len(ids)
             n_empty += int(b.empty.sum())
@@ -161,9 +141,6 @@ def fingerprint_cmd(
                 else:
                     hexes = [f"{int(h):016x}{int(lo):016x}" for h, lo in f.tolist()]
                 out.writelines(f"{_csv(i)},{h}\n" for i, h in zip(ids, hexes, strict=True))
-    finally:
-        if out is not None:
-            out.close()
     dt = time.perf_counter() - t0
     from rich.console import Console
     from rich.table import Table
@@ -182,10 +159,26 @@ def fingerprint_cmd(
         ("docs/s", f"{n / dt:,.0f}" if dt > 0 else "-"),
     ]
     if output:
-        rows.append(("output", output))
+        rows.append(("output", "<stdout>" if output == "-" else output))
     for r in rows:
         table.add_row(*r)
-    Console().print(table)
+    Console(stderr=output == "-").print(table)  # stdout carries the CSV with -o -
+
+
+@contextlib.contextmanager
+def _csv_output(output: str | None) -> Iterator[IO[str] | None]:
+    """The CSV output: None without ``--output``, stdout for ``-``, else an atomic file."""
+    if not output:
+        yield None
+        return
+    if output == "-":
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    from ..io import atomic_open
+
+    with atomic_open(output, "w", encoding="utf-8", newline="") as fh:
+        yield fh
 
 
 def _csv(value: str) -> str:
@@ -195,7 +188,13 @@ def _csv(value: str) -> str:
 
 
 def idf_build_cmd(
-    corpus: Annotated[list[str], typer.Argument(help="jsonl or text files")],
+    corpus: Annotated[
+        list[str],
+        typer.Argument(
+            help="Input files, globs, URLs, directories of text files, or - for stdin.",
+            show_default=False,
+        ),
+    ],
     output: Annotated[
         str, typer.Option("--output", "-o", help="IDF table to write (token<TAB>idf)")
     ],
@@ -203,8 +202,14 @@ def idf_build_cmd(
         str, typer.Option(help="auto (jieba for Chinese, words otherwise)|words|jieba")
     ] = "auto",
     min_df: Annotated[int, typer.Option(help="drop tokens in fewer documents")] = 1,
-    fmt: Annotated[str, typer.Option("--format", help="auto|jsonl|txt")] = "auto",
-    text_field: Annotated[str, typer.Option(help="jsonl text field")] = "text",
+    input_fmt: Annotated[
+        str | None, typer.Option("--input-format", help=_FORMAT_HELP, show_default=False)
+    ] = None,
+    old_fmt: Annotated[str | None, typer.Option("--format", hidden=True)] = None,
+    text_field: Annotated[
+        str, typer.Option(help="Field/column holding the text (dotted: meta.text).")
+    ] = "text",
+    encoding: Annotated[str, typer.Option(help="Input text encoding.")] = "utf-8",
 ) -> None:
     """Build an IDF table (idf = ln(N / df), jieba's definition) for --weights tfidf."""
     from ..errors import ConfigError
@@ -213,9 +218,10 @@ def idf_build_cmd(
 
     if features not in ("auto", "words", "jieba"):
         raise ConfigError(f"--features must be auto, words or jieba, got {features!r}")
+    fmt = input_format(input_fmt, old_fmt)
 
     def tokens() -> Iterator[list[str]]:
-        for _id, text in iter_docs(corpus, fmt=fmt, text_field=text_field):
+        for _id, text in iter_docs(corpus, fmt=fmt, text_field=text_field, encoding=encoding):
             use_jieba = features == "jieba" or (features == "auto" and detect_lang(text) == "zh")
             yield jieba_words(text) if use_jieba else words(text)
 
@@ -232,4 +238,4 @@ def register(app: typer.Typer) -> None:
     app.add_typer(idf_app, name="idf")
 
 
-__all__ = ["fingerprint_cmd", "idf_build_cmd", "iter_docs", "register"]
+__all__ = ["fingerprint_cmd", "idf_build_cmd", "input_format", "iter_docs", "register"]

@@ -43,12 +43,21 @@ SHORT_CHARS = 200
 
 
 def load_labels(path: str | Path) -> dict[tuple[str, str], int]:
-    """Read ``id_a,id_b,label`` rows into ``{(min_id, max_id): label}`` (labels 0 and 1 only)."""
+    """Read ``id_a,id_b,label`` rows into ``{(min_id, max_id): label}`` (labels 0 and 1 only).
+
+    ``path`` may be compressed (``.gz``, ``.zst``, ...) or an fsspec URL, as documents may."""
+    import io
+
+    from .io.remote import compression_of, is_url, open_input
+
     labels: dict[tuple[str, str], int] = {}
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"labels file {str(path)!r} does not exist")
-    with p.open(encoding="utf-8", newline="") as fh:
+    name = str(path)
+    if not is_url(name) and compression_of(name) is None and not Path(path).exists():
+        raise InputError(f"labels file {name!r} does not exist")
+    with (
+        open_input(name) as raw,
+        io.TextIOWrapper(raw, encoding="utf-8", newline="") as fh,
+    ):
         reader = csv.DictReader(fh)
         need = {"id_a", "id_b", "label"}
         if reader.fieldnames is None or not need <= set(reader.fieldnames):
@@ -228,23 +237,30 @@ def run_eval(
     docs: str,
     pairs: str,
     *,
+    fmt: str | None = None,
     text_field: str = "text",
     id_field: str = "id",
+    encoding: str = "utf-8",
     thresholds: Iterable[int] = range(21),
     retrieval: bool = True,
     workers: int = 1,
 ) -> dict[str, Any]:
     """Everything ``neardup eval`` prints: the pairwise sweep and (optionally) retrieval scores.
 
-    Fingerprints and the verifier use their defaults, as :func:`neardup.dedup` does.
+    ``docs`` is read by :func:`neardup.io.read_corpus` (a file, glob or fsspec URL; ``fmt``
+    one of ``neardup.io.FORMATS``, by default told from the extension; dotted ``text_field``
+    / ``id_field``). Fingerprints and the verifier use their defaults, as
+    :func:`neardup.dedup` does.
     """
     from .dedup import DedupConfig, dedup
     from .hamming import hamming_many
     from .io import read_corpus
     from .verify import Verifier
 
-    with read_corpus([docs], text_field=text_field, id_field=id_field) as corpus:
-        ids, texts = corpus.ids, corpus.texts
+    with read_corpus(
+        [docs], fmt=fmt, text_field=text_field, id_field=id_field, encoding=encoding
+    ) as corpus:
+        ids, texts = list(corpus.ids), list(corpus.texts)
     labels = load_labels(pairs)
     pos = {doc_id: i for i, doc_id in enumerate(ids)}
     langs = {doc_id: detect_lang(t) for doc_id, t in zip(ids, texts, strict=True)}

@@ -95,3 +95,53 @@ def test_eval_cli_json_and_plot(tmp_path, capsys):
         == 0
     )
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_eval_cli_input_format_csv(tmp_path, capsys):
+    """`eval --input-format csv` reads a CSV whose name does not say so; labels may be gzipped;
+    a dotted --text-field reads nested JSONL (the same reader as dedup)."""
+    import csv
+    import gzip
+
+    rows = [
+        ("1", "the council announced a new budget for the river bridge today"),
+        ("2", "the council announced a large budget for the river bridge today"),
+        ("3", "mountain weather and airport railways were quiet in summer"),
+    ]
+    docs = tmp_path / "docs.dat"
+    with docs.open("w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", "text"])
+        w.writerows(rows)
+    pairs = tmp_path / "pairs.csv.gz"
+    pairs.write_bytes(gzip.compress(b"id_a,id_b,label\n1,2,1\n1,3,0\n"))
+    args = ["eval", "--docs", str(docs), "--pairs", str(pairs), "--json", "--max-k", "5"]
+    assert main(args) == 2  # .dat: the format cannot be told
+    assert "--input-format" in capsys.readouterr().err
+    assert main([*args, "--input-format", "csv"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["docs"] == 3 and report["labelled"] == 2
+    assert report["retrieval"]["overall"]["f1"] == 1.0
+    nested = tmp_path / "docs.jsonl"
+    nested.write_text(
+        "".join(json.dumps({"id": i, "meta": {"body": t}}) + "\n" for i, t in rows),
+        encoding="utf-8",
+    )
+    assert (
+        main(
+            [
+                "eval",
+                "--docs",
+                str(nested),
+                "--pairs",
+                str(pairs),
+                "--json",
+                "--max-k",
+                "5",
+                "--text-field",
+                "meta.body",
+            ]
+        )
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out)["retrieval"]["overall"]["f1"] == 1.0

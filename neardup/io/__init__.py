@@ -5,7 +5,7 @@ See :mod:`neardup.io.formats` for the formats and :mod:`neardup.io.atomic` for a
 
 from __future__ import annotations
 
-from .atomic import atomic_dir, atomic_open, check_not_input
+from .atomic import atomic_dir, atomic_open, check_not_input, staged_outputs
 from .formats import FORMATS, Corpus, Source, detect_format, read_corpus, write_kept
 
 __all__ = [
@@ -17,5 +17,6 @@ __all__ = [
     "check_not_input",
     "detect_format",
     "read_corpus",
+    "staged_outputs",
     "write_kept",
 ]

@@ -33,7 +33,13 @@ def serve(
         "--token",
         envvar="NEARDUP_TOKEN",
         show_envvar=True,
-        help="Bearer token required for writes (reads stay open). Prefer the env var.",
+        help="Bearer token required for writes (reads stay open). Prefer the env var. "
+        "An empty value is refused: pass --no-auth to serve without one on purpose.",
+    ),
+    no_auth: bool = typer.Option(
+        False,
+        "--no-auth",
+        help="Serve without a write token even when NEARDUP_TOKEN / --token is set but empty.",
     ),
     retention: str | None = typer.Option(
         None, "--retention", help="Time window, e.g. 48h; older partitions are dropped whole."
@@ -77,6 +83,30 @@ def serve(
         "--repair",
         help="Open a store whose log is damaged mid-way by truncating it at the damage (loses what follows).",
     ),
+    max_connections: int | None = typer.Option(
+        None,
+        "--max-connections",
+        help="Connections open at once; one more is answered 503 and closed (default: the "
+        "descriptor limit less 256, at most 4096).",
+    ),
+    header_timeout: float = typer.Option(
+        10.0, "--header-timeout", help="Seconds for a request head to arrive (0: no limit)."
+    ),
+    body_timeout: float = typer.Option(
+        60.0, "--body-timeout", help="Seconds for a request body to arrive (0: no limit)."
+    ),
+    keep_alive_timeout: float = typer.Option(
+        5.0, "--keep-alive-timeout", help="Seconds an idle keep-alive connection is kept."
+    ),
+    read_rate: float = typer.Option(
+        50.0,
+        "--read-rate",
+        help="Per client address: cost units/s for reads without a valid token (a request "
+        "costs 1 + 1 per 64 KiB of body); 429 beyond. 0 disables.",
+    ),
+    read_burst: float = typer.Option(
+        200.0, "--read-burst", help="Per client address: units a client may spend at once."
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
 ) -> None:
     """Serve check / insert / check-and-insert over HTTP (FastAPI + uvicorn, one worker)."""
@@ -107,11 +137,25 @@ def serve(
     pkg_log.propagate = False
     log = logging.getLogger("neardup.service")
 
+    if no_auth:
+        if token:
+            raise ConfigError(
+                "--no-auth and a token (--token / NEARDUP_TOKEN) were both given; drop one"
+            )
+        token = None
+    elif token is not None and not token.strip():
+        raise ConfigError(
+            "the write token (--token / NEARDUP_TOKEN) is empty, which would leave writes "
+            "open; set a token, or unset it and pass --no-auth to serve without one"
+        )
+    from ..service.connections import raise_fd_limit, uvicorn_config
+
+    fd_limit = raise_fd_limit()
     config = ServiceConfig(
         data_dir=data,
         host=host,
         port=port,
-        token=token or None,
+        token=token,
         retention=retention,
         max_distance=max_distance,
         candidate_radius=candidate_radius,
@@ -123,6 +167,12 @@ def serve(
         commit_interval_ms=commit_interval_ms,
         graceful_timeout_s=graceful_timeout,
         repair=repair,
+        max_connections=max_connections,
+        header_timeout_s=header_timeout,
+        body_timeout_s=body_timeout,
+        keep_alive_timeout_s=keep_alive_timeout,
+        read_rate=read_rate,
+        read_burst=read_burst,
     )
     registry = NamespaceRegistry(config)
     registry.open()  # raises CorruptFileError / StorageError / ... before the port is bound
@@ -152,9 +202,24 @@ def serve(
     app = create_app(config, registry=registry)
     loop_impl, http_impl = _fast_implementations()
     log.info("event loop: %s, HTTP parser: %s", loop_impl, http_impl)
+    from ..service.connections import default_max_connections
+
+    log.info(
+        "limits: %d connections (descriptor limit %d), head %.0f s, body %.0f s, keep-alive "
+        "%.0f s, %s",
+        config.max_connections or default_max_connections(fd_limit),
+        fd_limit,
+        config.header_timeout_s,
+        config.body_timeout_s,
+        config.keep_alive_timeout_s,
+        f"{config.read_rate:g}/s (burst {config.read_burst:g}) per client without a token"
+        if config.read_rate > 0
+        else "no per-client rate limit",
+    )
     server = uvicorn.Server(
-        uvicorn.Config(
+        uvicorn_config(
             app,
+            config,
             host=host,
             port=port,
             loop=loop_impl,

@@ -43,18 +43,26 @@ from ..errors import NeardupError, require
 
 require("fastapi", "service", "the HTTP service")
 
-from fastapi import FastAPI, Request  # noqa: E402
+from fastapi import FastAPI, Request, Security  # noqa: E402
 from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.openapi.utils import get_openapi  # noqa: E402
-from fastapi.responses import PlainTextResponse, Response  # noqa: E402
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response  # noqa: E402
+from fastapi.security import HTTPBearer  # noqa: E402
 from pydantic.json_schema import models_json_schema  # noqa: E402
 from starlette.concurrency import run_in_threadpool  # noqa: E402
 from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
+from starlette.routing import Match  # noqa: E402
 
-from .auth import check_write_token  # noqa: E402
+from .auth import AuthError, check_write_token  # noqa: E402
 from .config import ServiceConfig  # noqa: E402
-from .documents import OPS, DocumentRoutes, error_parts  # noqa: E402
-from .limits import BodyLimitMiddleware, error_response_bytes  # noqa: E402
+from .documents import OPS, DocumentRoutes, error_parts, fd_exhausted_parts  # noqa: E402
+from .limits import (  # noqa: E402
+    BodyLimitMiddleware,
+    RateLimiter,
+    client_address,
+    error_response_bytes,
+    rate_limited_response,
+)
 from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE  # noqa: E402
 from .metrics import Metrics, MetricsMiddleware, monitor_loop_lag, process_rss_bytes  # noqa: E402
 from .namespaces import NamespaceRegistry  # noqa: E402
@@ -84,6 +92,11 @@ _HTTP_CODES = {
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Write without the right bearer token."},
+    429: {
+        "model": ErrorBody,
+        "description": "Too many requests without a token from this client address "
+        "(--read-rate, --read-burst); Retry-After says when to retry.",
+    },
     404: {"model": ErrorBody, "description": "Unknown namespace or document."},
     413: {
         "model": ErrorBody,
@@ -92,9 +105,21 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     422: {"model": ErrorBody, "description": "Malformed body; error.field names the field."},
     503: {
         "model": ErrorBody,
-        "description": "Storage cannot write (disk full, read-only); nothing acknowledged.",
+        "description": "Storage cannot write (disk full, read-only), the server is out of "
+        "file descriptors, or --max-connections are open; nothing acknowledged.",
     },
 }
+
+#: the bearer scheme in the OpenAPI document (the "Authorize" button of /docs); the check
+#: itself stays :func:`check_write_token` (auto_error=False: this dependency never answers)
+BEARER = HTTPBearer(
+    auto_error=False,
+    scheme_name="bearerToken",
+    description="The token given to `neardup serve --token` / NEARDUP_TOKEN; needed by "
+    "writes (insert, check-and-insert, delete, namespace creation). Requests that carry it "
+    "are not subject to the per-client rate limit.",
+)
+_WRITE_SECURITY = [Security(BEARER)]
 
 _DOC_BODY = {
     "requestBody": {
@@ -193,12 +218,14 @@ def create_app(
             await run_in_threadpool(registry.close)
             log.info("stores closed in %.2f s", time.perf_counter() - t1)
 
+    limiter = RateLimiter(config.read_rate, config.read_burst)
     routes = DocumentRoutes(
         registry,
         metrics,
         token=token,
         max_batch=max_batch,
         max_body_bytes=config.max_body_bytes,
+        limiter=limiter,
     )
     app = _ServiceApp(
         routes,
@@ -206,6 +233,8 @@ def create_app(
         summary="Near-duplicate text detection: durable, time-windowed check-and-insert.",
         version=_version(),
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.config = config
     app.state.registry = registry
@@ -226,10 +255,22 @@ def create_app(
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
         code = _HTTP_CODES.get(exc.status_code, "http_error")
-        return _error(exc.status_code, code, str(exc.detail), headers=getattr(exc, "headers", None))
+        headers = dict(getattr(exc, "headers", None) or {})
+        if exc.status_code == 405:  # every method of every route on this path, not the first's
+            headers["Allow"] = ", ".join(_allowed_methods(app, request.scope))
+        return _error(exc.status_code, code, str(exc.detail), headers=headers or None)
 
     @app.exception_handler(Exception)
     async def _internal_error(request: Request, exc: Exception) -> Response:
+        exhausted = fd_exhausted_parts(exc)
+        if exhausted is not None:
+            status, body, hdrs = exhausted
+            return Response(
+                body,
+                status_code=status,
+                media_type="application/json",
+                headers={k.decode(): v.decode() for k, v in hdrs},
+            )
         log.exception("unexpected error in %s %s", request.method, request.url.path)
         return _error(
             500, "internal_error", f"internal error ({type(exc).__name__}); see the server log"
@@ -290,6 +331,7 @@ def create_app(
                 name=op.replace("-", "_") + sfx,
                 openapi_extra=_DOC_BODY,
                 responses={200: {"model": Result | BatchResult}, **_ERRORS},  # type: ignore[dict-item]
+                dependencies=_WRITE_SECURITY if ops[op][1] else None,
             )
         if namespaced:
 
@@ -314,7 +356,7 @@ def create_app(
         app.add_api_route(
             prefix + "/docs/{doc_id:path}", del_ep, methods=["DELETE"], tags=[tag],
             summary="Delete a stored document", name="delete_doc" + sfx,
-            responses=_ERRORS,
+            responses=_ERRORS, dependencies=_WRITE_SECURITY,
         )  # fmt: skip
 
     add_routes("/v1", namespaced=False)
@@ -326,7 +368,15 @@ def create_app(
         return _json({"namespaces": registry.names()})
 
     @app.put(
-        "/v1/ns/{namespace}", tags=["namespaces"], summary="Create a namespace", responses=_ERRORS
+        "/v1/ns/{namespace}",
+        tags=["namespaces"],
+        summary="Create a namespace",
+        responses={
+            200: {"description": "The namespace already existed."},
+            201: {"description": "The namespace was created."},
+            **_ERRORS,
+        },
+        dependencies=_WRITE_SECURITY,
     )
     async def create_namespace(request: Request, namespace: str) -> Response:
         check_write_token(request.headers, token)
@@ -366,6 +416,15 @@ def create_app(
         stats = await run_in_threadpool(registry.stats)
         return PlainTextResponse(metrics.render(stats), media_type=METRICS_CONTENT_TYPE)
 
+    if _SWAGGER_ASSETS is not None:
+        from starlette.staticfiles import StaticFiles
+
+        app.mount("/docs/assets", StaticFiles(directory=_SWAGGER_ASSETS), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs_page() -> HTMLResponse:
+        return HTMLResponse(_docs_html(app.title, app.openapi_url or "/openapi.json"))
+
     # -- OpenAPI: add the request-body schemas the handlers validate by hand -------------------
     def openapi() -> dict[str, Any]:
         if app.openapi_schema:
@@ -383,10 +442,121 @@ def create_app(
 
     app.openapi = openapi  # type: ignore[method-assign]
 
-    # outermost first: metrics see every answer, including 413s from the body limit
+    # outermost first: metrics see every answer, including 413s from the body limit and 429s
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=config.max_body_bytes)
+    app.add_middleware(ReadLimitMiddleware, limiter=limiter, token=token, metrics=metrics)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app
+
+
+def _allowed_methods(app: FastAPI, scope: Any) -> list[str]:
+    """Every method some route accepts on the path of ``scope`` (for a 405's Allow)."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        route_methods = getattr(route, "methods", None)
+        if route_methods and route.matches(scope)[0] != Match.NONE:
+            methods.update(route_methods)
+    if DocumentRoutes.match(scope.get("path", "")) is not None:
+        methods.add("POST")
+    return sorted(methods)
+
+
+class ReadLimitMiddleware:
+    """The per-client limit (:class:`~neardup.service.limits.RateLimiter`) on ``GET`` under
+    ``/v1/`` without a valid token (the document POSTs are limited by
+    :class:`~neardup.service.documents.DocumentRoutes`); answers 429 with Retry-After."""
+
+    def __init__(self, app: Any, limiter: RateLimiter, token: str | None, metrics: Any) -> None:
+        self.app = app
+        self.limiter = limiter
+        self.token = token
+        self.metrics = metrics
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if (
+            scope["type"] == "http"
+            and self.limiter.enabled
+            and scope["method"] in ("GET", "HEAD")
+            and scope["path"].startswith("/v1/")
+            and not self._authenticated(scope)
+        ):
+            wait = self.limiter.take(client_address(scope))
+            if wait > 0:
+                self.metrics.rate_limited.labels("GET /v1").inc()
+                status, body, headers = rate_limited_response(wait)
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": status,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", b"%d" % len(body)),
+                            *headers,
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+    def _authenticated(self, scope: Any) -> bool:
+        if self.token is None:
+            return False
+        from .documents import _headers
+
+        try:
+            check_write_token(_headers(scope), self.token)
+        except AuthError:
+            return False
+        return True
+
+
+def _docs_html(title: str, openapi_url: str) -> str:
+    """The /docs page: Swagger UI from the ``swagger_ui_bundle`` package when it is installed
+    (served by this app, works offline), else from the jsDelivr CDN with a fallback that says,
+    when the CDN cannot be reached, where the OpenAPI document is."""
+    import html
+
+    t = html.escape(title)
+    spec = html.escape(openapi_url)
+    fallback = (
+        f"<p>Swagger UI could not be loaded (it comes from a CDN and this browser is offline, "
+        f"or the CDN is blocked). The OpenAPI document is at <a href='{spec}'>{spec}</a>; "
+        f"<code>pip install swagger-ui-bundle</code> on the server makes /docs work offline.</p>"
+    )
+    if _SWAGGER_ASSETS is not None:
+        css, js = "/docs/assets/swagger-ui.css", "/docs/assets/swagger-ui-bundle.js"
+    else:
+        css = "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui.css"
+        js = "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui-bundle.js"
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>{t} - API docs</title>
+<link rel="stylesheet" href="{css}"></head>
+<body><div id="swagger-ui"><noscript>{fallback}</noscript></div>
+<script>
+function neardupNoUi() {{ document.getElementById("swagger-ui").innerHTML = {fallback!r}; }}
+</script>
+<script src="{js}" onerror="neardupNoUi()"></script>
+<script>
+if (typeof SwaggerUIBundle === "undefined") {{ neardupNoUi(); }} else {{
+  SwaggerUIBundle({{url: "{spec}", dom_id: "#swagger-ui", persistAuthorization: true}});
+}}
+</script></body></html>
+"""
+
+
+def _swagger_assets() -> Path | None:
+    """The directory of Swagger UI's files from the ``swagger_ui_bundle`` package, if
+    installed (it is not a dependency: /docs then loads them from a CDN)."""
+    try:
+        import swagger_ui_bundle  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    path = Path(getattr(swagger_ui_bundle, "swagger_ui_path", ""))
+    return path if (path / "swagger-ui-bundle.js").is_file() else None
+
+
+_SWAGGER_ASSETS = _swagger_assets()
 
 
 def _neardup_response(method: str, path: str, exc: NeardupError) -> Response:

@@ -2,7 +2,10 @@
 
 When the service has a token, every write (insert, check-and-insert, delete, namespace creation)
 must carry ``Authorization: Bearer <token>``; reads (check, get, list, health, metrics, OpenAPI)
-stay open. Tokens are compared in constant time.
+stay open. Tokens are compared in constant time, as bytes: the token's UTF-8 encoding against
+the header's bytes as they came over the wire (ASGI servers hand header values over decoded as
+latin-1, which :func:`header_bytes` undoes), so a non-ASCII token matches what a client sends
+as UTF-8.
 """
 
 from __future__ import annotations
@@ -12,7 +15,17 @@ from collections.abc import Mapping
 
 from .http_errors import AuthError
 
-__all__ = ["AuthError", "check_write_token"]
+__all__ = ["AuthError", "check_write_token", "header_bytes"]
+
+
+def header_bytes(value: str) -> bytes:
+    """The bytes of a header value as sent: ASGI servers decode them as latin-1 (which maps
+    every byte to one character, so this is exact); a ``str`` that is not latin-1 (built by
+    hand, e.g. in tests) is taken as UTF-8."""
+    try:
+        return value.encode("latin-1")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogatepass")
 
 
 def check_write_token(headers: Mapping[str, str], token: str | None) -> None:
@@ -31,6 +44,6 @@ def check_write_token(headers: Mapping[str, str], token: str | None) -> None:
         )
     scheme, _, given = value.partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(
-        given.strip().encode("utf-8", "surrogatepass"), token.encode("utf-8", "surrogatepass")
+        header_bytes(given.strip()), token.encode("utf-8", "surrogatepass")
     ):
         raise AuthError("the bearer token is wrong; send 'Authorization: Bearer <token>'")

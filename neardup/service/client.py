@@ -112,9 +112,11 @@ class Client:
 
         self.namespace = validate_namespace(namespace)
         self.base_url = base_url.rstrip("/")
-        headers = {"Accept": "application/json"}
+        headers: dict[str, str | bytes] = {"Accept": "application/json"}
         if token is not None:
-            headers["Authorization"] = f"Bearer {token}"
+            # bytes: httpx would encode a str header as ASCII (a non-ASCII token goes as UTF-8,
+            # which is how the server compares it)
+            headers["Authorization"] = f"Bearer {token}".encode()
         self._http = httpx.Client(  # type: ignore[attr-defined]
             base_url=self.base_url,
             headers=headers,

@@ -114,6 +114,21 @@ class ServiceConfig:
     repair : bool, default=False
         Open stores whose log is damaged in the middle by truncating it at the damage
         (``neardup serve --repair``); without it such a store is refused with a clear message.
+    max_connections : int or None, default=None
+        Connections open at once; one more is answered 503 and closed. None: the descriptor
+        limit less a reserve, at most 4,096 (:func:`neardup.service.connections.default_max_connections`).
+    header_timeout_s : float, default=10.0
+        Seconds for a request head to arrive (from the connection, or its first byte); 0: none.
+    body_timeout_s : float, default=60.0
+        Seconds for a request body to arrive once its head is in; 0: none.
+    keep_alive_timeout_s : float, default=5.0
+        Seconds an idle keep-alive connection is kept open after a response.
+    read_rate : float, default=50.0
+        Per client address: cost units per second refilled for requests that carry no valid
+        token (reads, and writes on a server without a token); a request costs 1 plus 1 per
+        64 KiB of body. 0 disables the limit.
+    read_burst : float, default=200.0
+        Per client address: the bucket size (units a client may spend at once).
     """
 
     data_dir: str | Path | None
@@ -131,6 +146,12 @@ class ServiceConfig:
     commit_interval_ms: float = 0.0
     graceful_timeout_s: float = 30.0
     repair: bool = False
+    max_connections: int | None = None
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 60.0
+    keep_alive_timeout_s: float = 5.0
+    read_rate: float = 50.0
+    read_burst: float = 200.0
 
     def __post_init__(self) -> None:
         if self.data_dir is not None and not isinstance(self.data_dir, str | Path):
@@ -192,6 +213,29 @@ class ServiceConfig:
         if not isinstance(self.graceful_timeout_s, int | float) or self.graceful_timeout_s < 0:
             raise ConfigError(
                 f"graceful_timeout_s must be a number >= 0, got {self.graceful_timeout_s!r}"
+            )
+
+        if self.max_connections is not None and (
+            isinstance(self.max_connections, bool)
+            or not isinstance(self.max_connections, int)
+            or self.max_connections < 1
+        ):
+            raise ConfigError(
+                f"max_connections must be a positive integer or None, got {self.max_connections!r}"
+            )
+        for name in (
+            "header_timeout_s",
+            "body_timeout_s",
+            "keep_alive_timeout_s",
+            "read_rate",
+            "read_burst",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ConfigError(f"{name} must be a number >= 0, got {value!r}")
+        if self.read_rate > 0 and self.read_burst < 1:
+            raise ConfigError(
+                f"read_burst must be >= 1 when read_rate is set, got {self.read_burst!r}"
             )
 
     @property

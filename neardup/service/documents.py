@@ -18,15 +18,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import functools
 import logging
 import time
 from concurrent.futures import Future
 from typing import Any
 
-from ..errors import NeardupError, StorageError, error_code, http_status_for
+from ..errors import AuthError, NeardupError, StorageError, error_code, http_status_for
 from .auth import check_write_token
-from .limits import BodyLimit, error_response_bytes
+from .limits import (
+    BodyLimit,
+    RateLimiter,
+    client_address,
+    error_response_bytes,
+    rate_limited_response,
+)
 from .metrics import Metrics
 from .schema import encode_decisions, loads, parse_documents
 
@@ -59,6 +66,51 @@ def error_parts(method: str, path: str, exc: NeardupError) -> tuple[int, bytes, 
         log.error("%s %s failed: %s: %s", method, path, type(exc).__name__, exc)
     body = error_response_bytes(error_code(exc), str(exc), getattr(exc, "field", None))
     return status, body, headers
+
+
+#: errno values of descriptor exhaustion: answered 503 (the process recovers once
+#: connections close), never 500
+FD_EXHAUSTED = frozenset({errno.EMFILE, errno.ENFILE})
+
+
+def fd_exhausted_parts(exc: BaseException) -> tuple[int, bytes, Headers] | None:
+    """The 503 answer when ``exc`` (or its cause) is descriptor exhaustion, else None."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, OSError) and exc.errno in FD_EXHAUSTED:
+            log.warning("answering 503: %s", exc)
+            body = error_response_bytes(
+                "too_many_open_files",
+                "the server has run out of file descriptors; retry shortly (raise the "
+                "descriptor limit or lower --max-connections)",
+            )
+            return 503, body, [(b"retry-after", b"1")]
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+        seen += 1
+    return None
+
+
+def _long_texts(docs: list[Any]) -> list[str]:
+    """The texts of ``docs`` long enough for the verifier's token cache."""
+    from ..verify import LONG_CHARS
+
+    out = []
+    for d in docs:
+        t = d.get("text") if isinstance(d, dict) else None
+        if isinstance(t, str) and len(t) >= LONG_CHARS:
+            out.append(t)
+    return out
+
+
+def prepare_texts(store: Any, docs: list[Any]) -> None:
+    """Tokenise the long texts of ``docs`` into the store's verifier cache, in the calling
+    (worker) thread, so that the writer verifies them without tokenising (see
+    :meth:`neardup.verify.Verifier.prepare`)."""
+    prepare = getattr(getattr(store, "verifier", None), "prepare", None)
+    if prepare is not None:
+        texts = _long_texts(docs)
+        if texts:
+            prepare(texts)
 
 
 def _submitter(store: Any, method: str) -> Any:
@@ -231,6 +283,8 @@ class DocumentRoutes:
         Most documents per batch (413 above).
     max_body_bytes : int
         Largest body (413 above, on the raw bytes).
+    limiter : RateLimiter, optional
+        Per-client limit on checks that carry no valid token (429 beyond it).
     """
 
     def __init__(
@@ -241,13 +295,35 @@ class DocumentRoutes:
         token: str | None,
         max_batch: int,
         max_body_bytes: int,
+        limiter: RateLimiter | None = None,
     ) -> None:
         self.registry = registry
         self.metrics = metrics
         self.token = token
         self.max_batch = int(max_batch)
         self.limit = BodyLimit(max_body_bytes)
+        self.limiter = limiter
         self.batcher = _Batcher()
+
+    def _over_limit(
+        self, scope: Any, route: str, op: str, size: int
+    ) -> tuple[int, bytes, Headers] | None:
+        """The 429 answer when this request has no valid token and its client's bucket
+        cannot pay for it; None when it may go on. Writes are checked by the token instead."""
+        limiter = self.limiter
+        if limiter is None or not limiter.enabled or OPS[op][1]:
+            return None
+        if self.token is not None:
+            try:
+                check_write_token(_headers(scope), self.token)
+                return None  # authenticated: not limited
+            except AuthError:
+                pass
+        wait = limiter.take(client_address(scope), limiter.cost(size))
+        if wait <= 0:
+            return None
+        self.metrics.rate_limited.labels(route).inc()
+        return rate_limited_response(wait)
 
     # -- routing -------------------------------------------------------------------------------
     @staticmethod
@@ -274,7 +350,7 @@ class DocumentRoutes:
         return None
 
     def _parse_and_submit(
-        self, submit: Any, method: str, body: bytes
+        self, store: Any, submit: Any, method: str, body: bytes
     ) -> tuple[Future[Any] | None, bool, float, float]:
         """In a worker thread: ``(writer future or None, is_batch, t_start, t_parsed)``."""
         t0 = time.perf_counter()
@@ -282,6 +358,7 @@ class DocumentRoutes:
         t_parsed = time.perf_counter()
         if not docs:
             return None, is_batch, t0, t_parsed
+        prepare_texts(store, docs)
         future, _ = submit(method, docs)
         return future, is_batch, t0, t_parsed
 
@@ -303,18 +380,29 @@ class DocumentRoutes:
             headers: Headers = []
             stages: tuple[float, ...] | None = None
             try:
+                limited = self._over_limit(scope, route, op, len(body))
+                if limited is not None:
+                    status, payload, headers = limited
+                    raise _Answered
                 if self.token is not None and OPS[op][1]:
                     check_write_token(_headers(scope), self.token)
                 payload, stages = await self.decide(namespace, op, body)
                 status = 200
+            except _Answered:
+                pass
             except NeardupError as exc:
                 status, payload, headers = error_parts("POST", scope["path"], exc)
             except Exception as exc:  # a bug: logged, answered like every other 500
-                log.exception("unexpected error in POST %s", scope["path"])
-                status = 500
-                payload = error_response_bytes(
-                    "internal_error", f"internal error ({type(exc).__name__}); see the server log"
-                )
+                exhausted = fd_exhausted_parts(exc)
+                if exhausted is not None:
+                    status, payload, headers = exhausted
+                else:
+                    log.exception("unexpected error in POST %s", scope["path"])
+                    status = 500
+                    payload = error_response_bytes(
+                        "internal_error",
+                        f"internal error ({type(exc).__name__}); see the server log",
+                    )
             t_send = perf()
             start_msg = {
                 "type": "http.response.start",
@@ -376,7 +464,7 @@ class DocumentRoutes:
             # then awaits the writer's outcome without holding a thread
             loop = asyncio.get_running_loop()
             future, is_batch, _, t_parsed = await loop.run_in_executor(
-                None, self._parse_and_submit, submit, method, body
+                None, self._parse_and_submit, store, submit, method, body
             )
             t_prep = perf()
             if future is None:
@@ -397,14 +485,16 @@ class DocumentRoutes:
                 t_prep = perf()
                 decisions = await asyncio.to_thread(getattr(store, method), docs)
                 t_done = t_back = perf()
-            elif len(docs) <= INLINE_DOCS:
+            elif len(docs) <= INLINE_DOCS and not _long_texts(docs):
                 # small requests are fingerprinted on the event loop (cheaper than a thread
                 # hop), together with the other small requests of this loop iteration
                 decisions, t_prep, t_done = await self.batcher.submit(store, submit, method, docs)
                 t_back = perf()
             else:
                 loop = asyncio.get_running_loop()
-                future, _ = await loop.run_in_executor(None, submit, method, docs)
+                future, _ = await loop.run_in_executor(
+                    None, _prepare_and_submit, store, submit, method, docs
+                )
                 waiter = loop.create_future()
                 _when_done(future, loop, _resolve, waiter, perf())
                 decisions, t_prep, t_done = await waiter
@@ -418,6 +508,16 @@ class DocumentRoutes:
             t_back - t_done,
             perf() - t_back,
         )
+
+
+class _Answered(Exception):
+    """The answer is already decided (429): skip the store."""
+
+
+def _prepare_and_submit(store: Any, submit: Any, method: str, docs: list[Any]) -> Any:
+    """In a worker thread: tokenise the long texts, then queue ``docs`` for the writer."""
+    prepare_texts(store, docs)
+    return submit(method, docs)
 
 
 class _Headers:

@@ -160,3 +160,90 @@ class BodyLimitMiddleware:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+#: body bytes per cost unit of the per-client limit (a request costs 1 + its body / this)
+COST_BYTES = 64 * 1024
+#: most client addresses tracked; beyond it the fullest (idle) buckets are forgotten
+MAX_CLIENTS = 10_000
+
+
+class RateLimiter:
+    """Token buckets per client address for requests that carry no valid token.
+
+    Each address has a bucket of ``burst`` units refilled at ``rate`` units per second; a
+    request costs ``1 + body_bytes // COST_BYTES`` (a large check costs in proportion to the
+    verification it can cause). A request the bucket cannot pay is answered 429 with
+    ``Retry-After`` (whole seconds until it could be paid). ``rate=0`` disables the limit.
+
+    >>> lim = RateLimiter(rate=1.0, burst=2.0, clock=lambda: 0.0)
+    >>> lim.take("a"), lim.take("a"), lim.take("a") > 0
+    (0.0, 0.0, True)
+    """
+
+    def __init__(self, rate: float, burst: float, *, clock: Any = None) -> None:
+        import time
+
+        self.rate = float(rate)
+        self.burst = float(burst)
+        self._clock = clock or time.monotonic
+        self._buckets: dict[str, tuple[float, float]] = {}  # address -> (units, at)
+
+    @property
+    def enabled(self) -> bool:
+        return self.rate > 0
+
+    @staticmethod
+    def cost(body_bytes: int) -> float:
+        """Units a request with a body of ``body_bytes`` costs."""
+        return 1.0 + body_bytes // COST_BYTES
+
+    def take(self, client: str, cost: float = 1.0) -> float:
+        """Spend ``cost`` units of ``client``'s bucket: 0.0 when paid, else the seconds until
+        it could be (nothing is spent then). A cost above the burst is capped at the burst (a
+        request the limit allows at all must be payable from a full bucket)."""
+        if self.rate <= 0:
+            return 0.0
+        now = self._clock()
+        units, at = self._buckets.get(client, (self.burst, now))
+        units = min(self.burst, units + (now - at) * self.rate)
+        cost = min(float(cost), self.burst)
+        if units >= cost:
+            self._buckets[client] = (units - cost, now)
+            if len(self._buckets) > MAX_CLIENTS:
+                self._forget(now)
+            return 0.0
+        self._buckets[client] = (units, now)
+        return (cost - units) / self.rate
+
+    def _forget(self, now: float) -> None:
+        """Drop the buckets that are full again (those clients lose nothing)."""
+        full = [
+            k for k, (u, at) in self._buckets.items() if u + (now - at) * self.rate >= self.burst
+        ]
+        for k in full:
+            del self._buckets[k]
+        if len(self._buckets) > MAX_CLIENTS:  # still too many: the oldest first
+            for k in sorted(self._buckets, key=lambda c: self._buckets[c][1])[
+                : len(self._buckets) - MAX_CLIENTS
+            ]:
+                del self._buckets[k]
+
+
+def rate_limited_response(retry_after: float) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+    """``(429, body, headers)`` of the answer to a request over its client's limit."""
+    import math
+
+    seconds = max(1, math.ceil(retry_after))
+    body = error_response_bytes(
+        "rate_limited",
+        f"too many requests without a token from this address; retry in {seconds} s "
+        "(or send the server's bearer token: authenticated requests are not limited)",
+    )
+    return 429, body, [(b"retry-after", str(seconds).encode())]
+
+
+def client_address(scope: Scope) -> str:
+    """The client's address of an ASGI scope (``"unknown"`` when the server gives none)."""
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"

@@ -251,9 +251,15 @@ class Document(BaseModel):
 
 
 class DocumentBatch(BaseModel):
-    """A batch of documents, decided in order (earlier documents win)."""
+    """A batch of documents, decided in order (earlier documents win).
 
-    documents: list[Document]
+    Ids must be unique within one batch: a repeated id is answered 422 naming both positions.
+    An id that is already stored is not an error: its result reports the stored document
+    (``duplicate: true``, ``added: false``)."""
+
+    documents: list[Document] = Field(
+        description="The documents, in order; their ids must be unique within the batch."
+    )
 
 
 class MatchModel(BaseModel):

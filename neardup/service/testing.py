@@ -73,9 +73,18 @@ def serve_in_thread(app: Any, *, host: str = "127.0.0.1", timeout: float = 300.0
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
-    )
+    config = getattr(getattr(app, "state", None), "config", None)
+    if config is not None:  # the service's app: with its connection limits and timeouts
+        from .connections import uvicorn_config
+
+        uv_config = uvicorn_config(
+            app, config, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
+        )
+    else:
+        uv_config = uvicorn.Config(
+            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
+        )
+    server = uvicorn.Server(uv_config)
     errors: list[BaseException] = []
 
     def run() -> None:

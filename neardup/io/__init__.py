@@ -1,16 +1,27 @@
 """Corpus input and output: JSONL, JSON arrays, CSV/TSV, Parquet, plain text, stdin.
 
-See :mod:`neardup.io.formats` for the formats and :mod:`neardup.io.atomic` for atomic writes.
+See :mod:`neardup.io.formats` for the formats, :mod:`neardup.io.remote` for compressed inputs,
+globs and fsspec URLs, :mod:`neardup.io.hf` for Hugging Face datasets and
+:mod:`neardup.io.atomic` for atomic writes.
 """
 
 from __future__ import annotations
 
 from .atomic import atomic_dir, atomic_open, check_not_input, staged_outputs
-from .formats import FORMATS, Corpus, Source, detect_format, read_corpus, write_kept
+from .formats import (
+    FORMATS,
+    Corpus,
+    SkippedRecord,
+    Source,
+    detect_format,
+    read_corpus,
+    write_kept,
+)
 
 __all__ = [
     "FORMATS",
     "Corpus",
+    "SkippedRecord",
     "Source",
     "atomic_dir",
     "atomic_open",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -267,7 +268,8 @@ def test_reading_failure_with_hashing_under_way_fails_cleanly(tmp_path, capsys, 
     monkeypatch.setattr(jsonl_mod, "BLOCK", 4096)
     monkeypatch.setattr(D, "EXACT_CHUNK_BYTES", 2048)
     src = tmp_path / "in.jsonl"
-    lines = [json.dumps({"text": f"document {i} " + "word " * 40}) for i in range(400)]
+    # distinct texts (the same 40 words with another number are near duplicates)
+    lines = [json.dumps({"text": " ".join(f"w{i}x{j}" for j in range(40))}) for i in range(400)]
     lines[350] = '{"text": oops}'
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
     before = threading.active_count()
@@ -316,3 +318,73 @@ def test_outputs_of_one_run_are_all_or_nothing(tmp_path, capsys):
     rc = main(["dedup", str(src), "-o", str(out), "--summary-json", str(tmp_path / "no" / "s")])
     assert rc == 2 and out.read_text(encoding="utf-8") == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.jsonl"]
+
+
+def _fake_terminal():
+    from rich.console import Console
+
+    buf = io.StringIO()
+    return buf, Console(file=buf, force_terminal=True, width=140, color_system=None)
+
+
+def test_progress_rows_show_counts_rate_percent_and_eta():
+    from neardup.cli.progress import StageProgress
+
+    now = [0.0]
+    buf, console = _fake_terminal()
+    progress = StageProgress(True, console=console, get_time=lambda: now[0])
+    with progress:
+        progress.begin("read")  # total unknown while reading: a count and a rate
+        now[0] = 2.0
+        progress.advance("read", 2_000)
+        progress._progress.refresh()
+        reading = buf.getvalue().splitlines()[-1]
+        progress.end("read", 2_500)
+        progress.documents = 2_500
+        progress("verify", 0, 100)  # a stage with real counts: its own units, % and ETA
+        now[0] = 7.0
+        progress("verify", 50, 100)
+        progress._progress.refresh()
+        running = buf.getvalue()
+        now[0] = 12.0
+        progress("verify", 100, 100)
+        progress("cluster", 0, 1)  # a start/end stage: shown in documents
+        now[0] = 13.0
+        progress("cluster", 1, 1)
+    assert "2,000 docs 1,000 docs/s" in reading and "eta" not in reading
+    row = [x for x in running.splitlines() if "verify" in x][-1]
+    assert "50%" in row and "50/100 pairs" in row and "10 pairs/s" in row and "eta 0:00:05" in row
+    final = buf.getvalue()
+    assert "2,500/2,500 docs 1,250 docs/s" in final
+    assert "100/100 pairs" in final and "2,500/2,500 docs 2,500 docs/s" in final
+
+
+def test_progress_only_on_a_terminal_and_without_q(tmp_path, capsys, monkeypatch):
+    from neardup.cli import progress as P
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert P.StageProgress.for_stderr(quiet=False).enabled
+    assert not P.StageProgress.for_stderr(quiet=True).enabled
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    assert not P.StageProgress.for_stderr(quiet=False).enabled
+    src = _jsonl(tmp_path / "in.jsonl")
+    assert main(["dedup", str(src), "-o", str(tmp_path / "o.jsonl")]) == 0
+    printed = capsys.readouterr()
+    assert printed.err == ""  # piped: no progress (and this run has no warnings)
+    assert "documents" in printed.out
+
+
+def test_dedup_shows_every_stage_on_a_terminal(tmp_path, monkeypatch, capsys):
+    from neardup.cli import progress as P
+
+    buf, console = _fake_terminal()
+    monkeypatch.setattr(
+        P.StageProgress, "for_stderr", classmethod(lambda cls, quiet: cls(True, console=console))
+    )
+    src = _jsonl(tmp_path / "in.jsonl")
+    assert main(["dedup", str(src), "-o", str(tmp_path / "o.jsonl")]) == 0
+    # every redraw of the rows, as plain lines
+    final = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", buf.getvalue()).replace("\r", "\n")
+    for stage in ("read", "exact", "fingerprint", "candidates", "verify", "cluster"):
+        assert re.search(rf"^{stage} .* 100% 4/4 docs .*docs/s", final, re.M), (stage, final)
+    assert re.search(r"^write .* 100% 2/2 docs", final, re.M), final

@@ -32,6 +32,16 @@ def _hms(seconds: float) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
+def _rate(task: Any) -> float | None:
+    """Items per second: a finished stage's average; a running stage's recent rate (rich's
+    30 s window, once it has two samples), else its average so far."""
+    if task.finished:
+        return task.completed / task.finished_time if task.finished_time else None
+    if task.speed:
+        return float(task.speed)
+    return task.completed / task.elapsed if task.elapsed and task.completed else None
+
+
 def _columns() -> list[Any]:
     from rich.progress import BarColumn, ProgressColumn, TaskProgressColumn, TextColumn
     from rich.text import Text
@@ -47,12 +57,10 @@ def _columns() -> list[Any]:
             return Text(f"{done} {unit}".rstrip(), style="progress.download")
 
     class RateColumn(ProgressColumn):
-        """Items per second: rich's windowed speed, else the average over the stage."""
+        """Items per second (see :func:`_rate`)."""
 
         def render(self, task: Any) -> Text:
-            speed = task.finished_speed or task.speed
-            if speed is None and task.elapsed:
-                speed = task.completed / task.elapsed
+            speed = _rate(task)
             if not speed:
                 return Text("")
             unit = task.fields.get("unit", "")
@@ -65,12 +73,14 @@ def _columns() -> list[Any]:
             return Text(_hms(elapsed or 0.0), style="progress.elapsed")
 
     class EtaColumn(ProgressColumn):
-        """``eta H:MM:SS`` while running (``eta -:--:--`` until it can be estimated)."""
+        """``eta H:MM:SS`` while running (``eta -:--:--`` until it can be estimated); nothing
+        when the total is unknown (reading) or the stage is done."""
 
         def render(self, task: Any) -> Text:
-            if task.finished:
+            if task.finished or task.total is None:
                 return Text("")
-            left = task.time_remaining
+            speed = _rate(task)
+            left = None if not speed or task.total is None else task.remaining / speed
             return Text(
                 "eta " + ("-:--:--" if left is None else _hms(left)), style="progress.remaining"
             )

@@ -186,6 +186,12 @@ def test_globs(tmp_path, capsys):
         ]
     with pytest.raises(InputError, match="no input matches"):
         read_corpus([str(data / "*.parquet")])
+    (data / "sub").mkdir()  # a glob matches files: not this folder (nor hidden files)
+    (data / "sub" / "x.jsonl").write_bytes(_jsonl_bytes(DOCS[:1]))
+    with read_corpus([str(data / "*")]) as corpus:
+        assert [s.path for s in corpus.sources] == [
+            str(data / f"part-{i}.jsonl.gz") for i in range(3)
+        ]
     out = tmp_path / "kept.jsonl"
     assert main(["dedup", str(data / "part-*.jsonl.gz"), "-o", str(out), "-q"]) == 0
     assert out.read_bytes().count(b"\n") == keep.count(True)

@@ -167,9 +167,10 @@ def _filesystem(path: str) -> tuple[Any, str]:
 
 
 def expand_inputs(inputs: list[str] | tuple[str, ...]) -> list[str]:
-    """Inputs with every glob replaced by the paths it matches, sorted; other inputs (``-``,
-    files, directories, URLs) unchanged. A local path that exists is taken literally even
-    when its name has glob characters; a glob that matches nothing is an :class:`InputError`."""
+    """Inputs with every glob replaced by the files it matches (not directories, not hidden
+    files), sorted; other inputs (``-``, files, directories, URLs) unchanged. A local path
+    that exists is taken literally even when its name has glob characters; a glob that
+    matches no file is an :class:`InputError`."""
     out: list[str] = []
     for path in inputs:
         if path == "-" or not has_glob(path):
@@ -178,19 +179,21 @@ def expand_inputs(inputs: list[str] | tuple[str, ...]) -> list[str]:
         if is_url(path):
             fs, inner = _filesystem(path)
             try:
-                found = sorted(fs.glob(inner))
+                found = fs.glob(inner, detail=True)  # with each match's type: one listing
             except OSError as exc:
                 raise InputError(f"cannot list {path!r}: {exc}") from exc
-            matches = [fs.unstrip_protocol(p) for p in found if not _hidden(p) and not fs.isdir(p)]
+            matches = [
+                fs.unstrip_protocol(p)
+                for p, info in sorted(found.items())
+                if not _hidden(p) and info.get("type") != "directory"
+            ]
         else:
             local = _local(path)
             if os.path.exists(local):
                 out.append(path)
                 continue
             matches = sorted(
-                p
-                for p in glob.glob(local, recursive=True)
-                if not _hidden(p) and (os.path.isfile(p) or os.path.isdir(p))
+                p for p in glob.glob(local, recursive=True) if not _hidden(p) and os.path.isfile(p)
             )
         if not matches:
             raise InputError(f"no input matches {path!r}")

@@ -1,8 +1,14 @@
-"""Union-find clustering of matched pairs.
+"""Clustering of matched pairs: kept representatives (no chaining) and connected components.
 
-Clusters are the connected components of the "is a near-duplicate of" graph. Each cluster is
-represented by its member with the smallest position (input order), so cluster labels do not
-depend on the order the pairs arrive in.
+:func:`greedy_representatives` decides what a keep policy keeps: items are visited in a given
+order (input order for ``keep="first"``, longest first for ``keep="longest"``); an item is kept
+unless it has a matched pair with an item already kept, and then that kept item is its
+representative. So every dropped item is *directly* matched to a kept one: nothing is dropped
+through a chain of intermediates (A~B, B~C, A and C unrelated: A and C are both kept).
+
+:func:`connected_components` (the transitive closure, union-find semantics) is kept as a
+report. Each component is represented by its member with the smallest position (input order),
+so labels do not depend on the order the pairs arrive in.
 
 Examples
 --------
@@ -13,12 +19,20 @@ Examples
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import numpy.typing as npt
 
 from .errors import InputError
 
-__all__ = ["UnionFind", "cluster_ids", "connected_components", "connected_components_reference"]
+__all__ = [
+    "UnionFind",
+    "cluster_ids",
+    "connected_components",
+    "connected_components_reference",
+    "greedy_representatives",
+    "greedy_representatives_reference",
+]
 
 
 class UnionFind:
@@ -122,3 +136,116 @@ def cluster_ids(roots: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """
     _, inverse = np.unique(roots, return_inverse=True)
     return inverse.astype(np.int64)
+
+
+def _directed(
+    n: int,
+    a: npt.ArrayLike,
+    b: npt.ArrayLike,
+    rank: npt.ArrayLike,
+    may_drop: npt.ArrayLike | None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Pairs as (earlier-visited u, later-visited v) with ``may_drop`` applied, and the visit
+    order: ``(u, v, order)`` (int64)."""
+    aa = np.asarray(a, dtype=np.int64).ravel()
+    bb = np.asarray(b, dtype=np.int64).ravel()
+    _check(n, aa, bb)
+    rk = np.asarray(rank, dtype=np.int64).ravel()
+    if rk.shape != (n,) or not np.array_equal(np.sort(rk), np.arange(n)):
+        raise InputError(f"rank must be a permutation of 0..{n - 1}")
+    first = rk[aa] <= rk[bb]
+    u = np.where(first, aa, bb)
+    v = np.where(first, bb, aa)
+    if may_drop is not None:
+        md = np.asarray(may_drop, dtype=bool).ravel()
+        if md.size != 2 * aa.size:
+            raise InputError(
+                f"may_drop must have 2 entries per pair ({2 * aa.size}), got {md.size}"
+            )
+        keep = np.where(first, md[: aa.size], md[aa.size :])
+        u, v = u[keep], v[keep]
+    keep_self = u != v
+    u, v = u[keep_self], v[keep_self]
+    order = np.empty(n, np.int64)
+    order[rk] = np.arange(n)
+    return u, v, order
+
+
+@numba.njit(cache=True)
+def _greedy_kernel(
+    order: np.ndarray, ptr: np.ndarray, partner: np.ndarray, rep: np.ndarray
+) -> None:  # pragma: no cover - numba
+    for i in range(order.shape[0]):
+        x = order[i]
+        rep[x] = x
+        for e in range(ptr[x], ptr[x + 1]):
+            p = partner[e]
+            if rep[p] == p:  # a kept item visited earlier
+                rep[x] = p
+                break
+
+
+def greedy_representatives(
+    n: int,
+    a: npt.ArrayLike,
+    b: npt.ArrayLike,
+    rank: npt.ArrayLike,
+    may_drop: npt.ArrayLike | None = None,
+) -> npt.NDArray[np.int64]:
+    """Kept representatives without chaining: ``rep`` int64 (n,), ``rep[i] == i`` for kept items.
+
+    Items are visited in increasing ``rank`` (a permutation of ``0..n-1``). An item is kept
+    unless one of its pairs joins it to an item kept earlier; then ``rep[i]`` is that item (the
+    earliest-visited one if several). So ``rep[rep[i]] == rep[i]`` and each dropped item is
+    paired with its representative.
+
+    Parameters
+    ----------
+    n : int
+    a, b : array-like of int64, shape (m,)
+        Matched pairs (positions; either order).
+    rank : array-like of int64, shape (n,)
+        Visit order: ``rank[i]`` is when item ``i`` is visited.
+    may_drop : array-like of bool, shape (2 m,), optional
+        ``may_drop[k]``: pair ``k`` may drop ``b[k]`` when ``a[k]`` is kept and visited first;
+        ``may_drop[m + k]``: it may drop ``a[k]`` when ``b[k]`` is. ``None``: both.
+
+    Equals :func:`greedy_representatives_reference` (tested).
+    """
+    u, v, order = _directed(n, a, b, rank, may_drop)
+    rank_arr = np.empty(n, np.int64)
+    rank_arr[order] = np.arange(n)
+    # partners of each later item, earliest-visited first
+    o = np.lexsort((rank_arr[u], v))
+    partner = u[o]
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(v, minlength=n), out=ptr[1:])
+    rep = np.empty(n, np.int64)
+    _greedy_kernel(order, ptr, partner, rep)
+    return rep
+
+
+def greedy_representatives_reference(
+    n: int,
+    a: npt.ArrayLike,
+    b: npt.ArrayLike,
+    rank: npt.ArrayLike,
+    may_drop: npt.ArrayLike | None = None,
+) -> npt.NDArray[np.int64]:
+    """Pure-Python reference of :func:`greedy_representatives`."""
+    u, v, order = _directed(n, a, b, rank, may_drop)
+    rank_arr = np.empty(n, np.int64)
+    rank_arr[order] = np.arange(n)
+    earlier: dict[int, list[int]] = {}
+    for x, y in zip(u.tolist(), v.tolist(), strict=True):
+        earlier.setdefault(y, []).append(x)
+    rep = list(range(n))
+    kept = [False] * n
+    for x in order.tolist():
+        cands = sorted(earlier.get(x, []), key=lambda p: rank_arr[p])
+        hit = next((p for p in cands if kept[p]), None)
+        if hit is None:
+            kept[x] = True
+        else:
+            rep[x] = hit
+    return np.array(rep, dtype=np.int64)

@@ -4,10 +4,11 @@ The pipeline is a chain of small named stages, each a function of arrays::
 
     normalize + exact content hash   stage_exact        (content_hash_many)
     fingerprints                      stage_fingerprint  (Fingerprinter.fingerprint_batch)
-    candidate pairs                   stage_candidates   (all_pairs, length-dependent distance)
+    candidate pairs                   stage_candidates_lsh (MinHash bands + small-k SimHash)
+                                      stage_candidates   (candidates="simhash": SimHash only)
     verification                      stage_verify       (Verifier: token similarity)
-    clusters                          stage_cluster      (union-find, root = first member)
-    policy                            stage_policy       (keep first | longest | none)
+    keep policy                       stage_representatives (greedy against kept documents:
+                                                         no chaining; keep="none": components)
 
 Exact duplicates are found first; only the first copy of each text goes through the near-duplicate
 stages, and its copies join its cluster. Every decision is traceable: :attr:`DedupResult.pairs`
@@ -25,7 +26,7 @@ Examples
 >>> r.stats["exact_duplicates"], r.stats["near_duplicates"], r.stats["clusters"]
 (1, 1, 1)
 >>> r.pair_rows()[:2]
-[('0', '1', 0, 1.0, 'exact'), ('0', '3', 0, 1.0, 'near')]
+[(0, 1, 0, 1.0, 'exact'), (0, 3, 0, 1.0, 'near')]
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from .verify import TokenEncoder, Verifier
 
 if TYPE_CHECKING:
     from .pipeline.groups import ExactGroups
+    from .pipeline.minhash import LshPlan
 
 __all__ = [
     "DedupConfig",
@@ -112,7 +114,31 @@ class DedupConfig:
         ``stats["candidate_passes"]`` records requested vs used distance and the reason.
         Deterministic (a model, never a timer). ``None`` searches the full distances whatever
         they cost (O(docs^2) above distance 6). An explicit ``max_distance`` is always searched
-        as asked (only ``max_candidates_per_doc`` applies).
+        as asked (only ``max_candidates_per_doc`` applies). With ``candidates="lsh"`` it bounds
+        the SimHash pass only; the budget is a safety valve that ordinary corpora never reach.
+    threshold : float or None, default=None
+        Intent: texts at least this similar (token edit similarity, 0-1) are near duplicates.
+        It plans the MinHash channel (pairs at this similarity become candidates with
+        probability >= 0.99 where the hash budget allows; ``stats["lsh"]["probability"]``) and
+        becomes the verifier's threshold (unless ``verifier`` sets one). ``None``: the channel
+        is planned for 0.8 and the verifier keeps its own threshold (0.675).
+    candidates : {"lsh", "simhash"}, default="lsh"
+        ``"lsh"``: MinHash banding over token bigrams (:mod:`neardup.pipeline.minhash`; recall
+        of a pair depends on its similarity, not on the corpus size) plus a SimHash pass at a
+        small distance (``max_distance``, default ``LSH_SIMHASH_DISTANCE``). ``"simhash"``:
+        SimHash only, at the verifier's length-dependent distances under the work budget (the
+        previous default: exact on small corpora, recall falls as the budget narrows).
+    lsh_bands, lsh_rows : int or None, default=None
+        Expert overrides of the MinHash plan (:func:`~neardup.pipeline.minhash.plan_lsh`).
+    lsh_bucket_cap : int, default=32
+        A band bucket with more members than this pairs each member with the bucket's first
+        ``lsh_bucket_cap`` members and its ``lsh_bucket_cap`` predecessors instead of with all
+        of them (pathological inputs: a template repeated with small changes);
+        ``stats["lsh"]["pairs_skipped"]`` counts the pairs given up.
+    components : bool, default=False
+        Also report the connected components of the matched pairs
+        (:attr:`DedupResult.components`; the transitive closure, which the keep policy does not
+        use).
     """
 
     max_distance: int | None = None
@@ -125,6 +151,12 @@ class DedupConfig:
     expand_pairs: int = 10_000
     max_candidates_per_doc: int | None = 64
     candidate_work_per_doc_ns: int | None = 32_000
+    threshold: float | None = None
+    candidates: Literal["lsh", "simhash"] = "lsh"
+    lsh_bands: int | None = None
+    lsh_rows: int | None = None
+    lsh_bucket_cap: int = 32
+    components: bool = False
 
     def __post_init__(self) -> None:
         if self.max_distance is not None and (
@@ -163,10 +195,27 @@ class DedupConfig:
             )
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
             raise ConfigError(f"workers must be an int >= 1, got {self.workers!r}")
+        if self.candidates not in ("lsh", "simhash"):
+            raise ConfigError(f"candidates must be 'lsh' or 'simhash', got {self.candidates!r}")
+        self.lsh_plan()  # validates threshold, lsh_bands, lsh_rows, lsh_bucket_cap
         self.make_verifier()  # validates the verifier overrides
 
     def make_verifier(self) -> Verifier:
-        return Verifier.from_config(self.verifier or {})
+        overrides = dict(self.verifier or {})
+        if self.threshold is not None:
+            overrides.setdefault("threshold", self.threshold)
+        return Verifier.from_config(overrides)
+
+    def lsh_plan(self) -> LshPlan:
+        """The MinHash channel's plan (:func:`~neardup.pipeline.minhash.plan_lsh`)."""
+        from .pipeline.minhash import DEFAULT_THRESHOLD, plan_lsh
+
+        return plan_lsh(
+            DEFAULT_THRESHOLD if self.threshold is None else self.threshold,
+            bands=self.lsh_bands,
+            rows=self.lsh_rows,
+            bucket_cap=self.lsh_bucket_cap,
+        )
 
     def make_fingerprinter(self) -> Any:
         from .fingerprint import Fingerprinter
@@ -215,25 +264,43 @@ class PairTable:
         return cls(t.a[order], t.b[order], t.distance[order], t.score[order], t.stage[order])
 
 
-@dataclass
+@dataclass(repr=False)
 class DedupResult:
     """What :func:`dedup` found.
 
     Attributes
     ----------
     ids : list of str
-        Document ids in input order.
+        Document ids in input order (``"0", "1", ...`` when none were passed).
     keep : numpy.ndarray of bool, shape (n,)
         True for documents kept by the policy.
     cluster : numpy.ndarray of int64, shape (n,)
-        Dense cluster number (0, 1, ... in order of first member); singletons have their own.
+        Dense cluster number (0, 1, ... in order of first member): the documents that share a
+        ``root``; singletons have their own.
     root : numpy.ndarray of int64, shape (n,)
-        Position of the first member of each document's cluster.
+        With ``keep="first"`` / ``"longest"``: the position of the kept document each document
+        is a verified (near or exact) duplicate of; its own position when kept. Every dropped
+        document is paired with its root directly (no chaining through intermediates). With
+        ``keep="none"``: the first member of its connected component.
     pairs : PairTable
         Every matched pair (exact copies are paired with the first copy).
     stats : dict
         documents, exact_duplicates, near_duplicates, clusters (of two or more), kept, dropped,
-        candidates, verified, elapsed_s, docs_per_s, timings per stage.
+        candidates, verified, elapsed_s, docs_per_s, timings per stage, ``lsh`` (the MinHash
+        channel's plan and counts).
+    components : numpy.ndarray of int64 or None
+        With ``DedupConfig(components=True)``: the first member of each document's connected
+        component of the matched pairs (the transitive closure; a report, not used to drop).
+    labelled : bool
+        Whether ids were passed (else :meth:`pair_rows` gives positions as ints).
+
+    Examples
+    --------
+    >>> r = dedup(["a b c d e f", "a b c d e f", "x y"])
+    >>> r
+    DedupResult(documents=3, kept=2, dropped=1, exact_duplicates=1, near_duplicates=0, clusters=1, pairs=1)
+    >>> r.kept_indices().tolist(), r.kept_texts(["a b c d e f", "a b c d e f", "x y"])
+    ([0, 2], ['a b c d e f', 'x y'])
     """
 
     ids: list[str]
@@ -242,19 +309,53 @@ class DedupResult:
     root: npt.NDArray[np.int64]
     pairs: PairTable
     stats: dict[str, Any] = field(default_factory=dict)
+    components: npt.NDArray[np.int64] | None = None
+    labelled: bool = True
 
-    def pair_rows(self) -> list[tuple[str, str, int, float, str]]:
-        """Pairs as ``(id_a, id_b, distance, score, stage)`` rows."""
+    def __repr__(self) -> str:
+        """A one-line summary (the arrays are in the attributes)."""
+        s = self.stats
+        keys = ("exact_duplicates", "near_duplicates", "clusters")
+        parts = [
+            f"documents={len(self.ids)}",
+            f"kept={int(self.keep.sum())}",
+            f"dropped={int(self.keep.size - self.keep.sum())}",
+            *(f"{k}={s[k]}" for k in keys if k in s),
+            f"pairs={len(self.pairs)}",
+        ]
+        return f"DedupResult({', '.join(parts)})"
+
+    def kept_indices(self) -> npt.NDArray[np.int64]:
+        """Positions of the kept documents, ascending (int64)."""
+        return np.flatnonzero(self.keep).astype(np.int64)
+
+    def kept_texts(self, texts: Sequence[str]) -> list[str]:
+        """The kept documents of ``texts`` (the sequence passed to :func:`dedup`), in order.
+
+        Raises
+        ------
+        InputError
+            ``texts`` does not have one entry per document.
+        """
+        if len(texts) != self.keep.size:
+            raise InputError(
+                f"kept_texts() got {len(texts)} texts for a result over {self.keep.size} "
+                "documents; pass the same texts given to dedup()"
+            )
+        return [texts[i] for i in self.kept_indices().tolist()]
+
+    def pair_rows(self) -> list[tuple[str | int, str | int, int, float, str]]:
+        """Pairs as ``(id_a, id_b, distance, score, stage)`` rows; ``id_a``/``id_b`` are the ids
+        passed to :func:`dedup`, or int positions when none were passed."""
         p = self.pairs
+        a, b = p.a.tolist(), p.b.tolist()
+        if self.labelled:
+            a = [self.ids[x] for x in a]
+            b = [self.ids[x] for x in b]
         return [
-            (self.ids[a], self.ids[b], int(d), round(float(s), 4), STAGE_NAMES[st])
-            for a, b, d, s, st in zip(
-                p.a.tolist(),
-                p.b.tolist(),
-                p.distance.tolist(),
-                p.score.tolist(),
-                p.stage.tolist(),
-                strict=True,
+            (x, y, int(d), round(float(sc), 4), STAGE_NAMES[st])
+            for x, y, d, sc, st in zip(
+                a, b, p.distance.tolist(), p.score.tolist(), p.stage.tolist(), strict=True
             )
         ]
 
@@ -855,6 +956,110 @@ def stage_candidates(
     return a[order], b[order], d[order]
 
 
+#: SimHash distance of the ``candidates="lsh"`` mode's SimHash pass (exact and small-k near
+#: duplicates: the permuted tables, linear in practice; the MinHash channel covers wider edits)
+LSH_SIMHASH_DISTANCE = 3
+
+
+def stage_candidates_lsh(
+    texts: Sequence[str],
+    fps: npt.NDArray[np.uint64],
+    lengths: npt.NDArray[np.int64],
+    usable: npt.NDArray[np.bool_],
+    verifier: Verifier,
+    plan: LshPlan,
+    simhash_distance: int = LSH_SIMHASH_DISTANCE,
+    workers: int = 1,
+    max_candidates_per_doc: int | None = None,
+    info: dict[str, Any] | None = None,
+    lsh_info: dict[str, Any] | None = None,
+    work_per_doc_ns: int | None = None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+    """Candidate pairs ``(a, b, distance)``, a < b, sorted, unique: the union of
+
+    * the MinHash channel (:func:`~neardup.pipeline.minhash.lsh_pairs` over the texts' token
+      bigrams, ``plan``): a pair's candidate probability depends on its similarity only;
+    * a SimHash pass at ``simhash_distance`` among ``usable`` fingerprints (the permuted tables;
+      the work budget ``work_per_doc_ns`` stays as a safety valve, recorded in ``info["simhash"]``).
+
+    ``distance`` is the pair's SimHash distance. ``lsh_info`` receives the channel's plan and
+    counts (``raw_pairs``, ``pairs``, ``capped_buckets``, ``pairs_skipped``) and timings.
+    """
+    from .hamming import hamming_many
+    from .pipeline.minhash import lsh_pairs, minhash_signatures
+
+    n = len(texts)
+    idx = np.flatnonzero(usable).astype(np.int64)
+    sa, sb, _ = _pairs_within(
+        fps, simhash_distance, idx, workers, max_candidates_per_doc, info, "simhash",
+        work_per_doc_ns, lengths,
+    )  # fmt: skip
+    t0 = time.perf_counter()
+    sig, tokens = minhash_signatures(verifier, texts, plan.hashes, workers=workers)
+    t1 = time.perf_counter()
+    la, lb = lsh_pairs(sig, tokens > 0, plan, lsh_info)
+    del sig
+    if lsh_info is not None:
+        lsh_info["signatures_s"] = round(t1 - t0, 4)
+        lsh_info["pairs_s"] = round(time.perf_counter() - t1, 4)
+    m = max(n, 1)
+    code = unique_sorted(np.concatenate([sa * m + sb, la * m + lb]))
+    a, b = code // m, code % m
+    d = hamming_many(fps[a], fps[b]) if a.size else np.zeros(0, np.int32)
+    if lsh_info is not None:
+        lsh_info["simhash_pairs"] = int(sa.size)
+        lsh_info["union_pairs"] = int(a.size)
+    return a, b, d.astype(np.int32)
+
+
+def stage_representatives(
+    first: npt.NDArray[np.int64],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+    keep: Keep,
+    threshold: float,
+) -> npt.NDArray[np.int64]:
+    """Keep policy without chaining: ``root`` int64 (n,), ``root[i] == i`` for kept documents,
+    else the kept document ``i`` is a verified near (or exact) duplicate of.
+
+    Exact-duplicate groups (``first``: position of each document's first copy) act as units;
+    ``a, b`` are the verified near pairs between first copies. Units are visited in input
+    order (``keep="first"``) or longest first (``"longest"``; ties: input order), and a unit is
+    dropped only for a pair with a unit already kept
+    (:func:`~neardup.cluster.greedy_representatives`). A pair never drops a document more than
+    ``(2 - threshold) / threshold`` times longer (in characters) than the kept one: at that
+    length ratio no pair reaches ``threshold`` by similarity, so the match is containment (the
+    kept text is an excerpt of it) and the longer text is kept. Within a unit the first copy
+    (or, for ``"longest"``, the longest copy; ties: first) stands for it.
+    """
+    from .cluster import greedy_representatives
+
+    n = first.size
+    units = np.flatnonzero(first == np.arange(n))
+    unit_of = np.searchsorted(units, first)
+    ulen = np.zeros(units.size, np.int64)
+    np.maximum.at(ulen, unit_of, lengths)
+    ua, ub = np.searchsorted(units, a), np.searchsorted(units, b)
+    if keep == "longest":
+        order = np.lexsort((np.arange(units.size), -ulen))
+        rank = np.empty(units.size, np.int64)
+        rank[order] = np.arange(units.size)
+        o = np.lexsort((np.arange(n), -lengths, unit_of))  # each unit's longest member first
+        head = np.ones(n, bool)
+        head[1:] = unit_of[o][1:] != unit_of[o][:-1]
+        member = np.empty(units.size, np.int64)
+        member[unit_of[o[head]]] = o[head]
+    else:
+        rank = np.arange(units.size, dtype=np.int64)
+        member = units
+    ratio = (2.0 - threshold) / threshold
+    la, lb = ulen[ua].astype(np.float64), ulen[ub].astype(np.float64)
+    may_drop = np.concatenate([lb <= ratio * la, la <= ratio * lb])
+    rep = greedy_representatives(units.size, ua, ub, rank, may_drop)
+    return member[rep[unit_of]]
+
+
 def stage_verify(
     verifier: Verifier,
     texts: Sequence[str],
@@ -1152,17 +1357,35 @@ def dedup(
 
     done = timed("candidates")
     passes: dict[str, Any] = {}
-    ca, cb, cd = stage_candidates(
-        fps_u,
-        lengths[unique],
-        ~empty_u,
-        verifier,
-        cfg.max_distance,
-        cfg.workers,
-        cfg.max_candidates_per_doc,
-        passes,
-        cfg.candidate_work_per_doc_ns,
-    )
+    lsh_info: dict[str, Any] = {}
+    if cfg.candidates == "lsh":
+        ca, cb, cd = stage_candidates_lsh(
+            _subset(texts, unique),
+            fps_u,
+            lengths[unique],
+            ~empty_u,
+            verifier,
+            cfg.lsh_plan(),
+            LSH_SIMHASH_DISTANCE if cfg.max_distance is None else cfg.max_distance,
+            cfg.workers,
+            cfg.max_candidates_per_doc,
+            passes,
+            lsh_info,
+            # an explicit distance is searched as asked, as in the SimHash mode
+            cfg.candidate_work_per_doc_ns if cfg.max_distance is None else None,
+        )
+    else:
+        ca, cb, cd = stage_candidates(
+            fps_u,
+            lengths[unique],
+            ~empty_u,
+            verifier,
+            cfg.max_distance,
+            cfg.workers,
+            cfg.max_candidates_per_doc,
+            passes,
+            cfg.candidate_work_per_doc_ns,
+        )
     ca, cb = unique[ca], unique[cb]
     done()
 
@@ -1177,8 +1400,16 @@ def dedup(
 
     done = timed("cluster")
     pairs = PairTable.concat([exact, near])
-    roots, clusters = stage_cluster(n, pairs)
-    keep = stage_policy(roots, lengths, cfg.keep)
+    components = None
+    if cfg.keep == "none" or cfg.components:
+        components, _ = stage_cluster(n, pairs)
+    if cfg.keep == "none":  # every member of a connected cluster is dropped
+        roots = components
+        keep = stage_policy(roots, lengths, cfg.keep)
+    else:
+        roots = stage_representatives(first, ca[ok], cb[ok], lengths, cfg.keep, verifier.threshold)
+        keep = roots == np.arange(n)
+    clusters = cluster_ids(roots)
     done()
 
     elapsed = time.perf_counter() - t_start
@@ -1195,6 +1426,7 @@ def dedup(
         "dropped": int(n - keep.sum()),
         "candidates": int(ca.size),
         "candidate_passes": passes,
+        **({"lsh": lsh_info} if lsh_info else {}),
         "verified": int(ok.sum()),
         "pairs": len(pairs),
         "elapsed_s": round(elapsed, 3),
@@ -1207,5 +1439,12 @@ def dedup(
         },
     }
     return DedupResult(
-        ids=id_list, keep=keep, cluster=clusters, root=roots, pairs=pairs, stats=stats
+        ids=id_list,
+        keep=keep,
+        cluster=clusters,
+        root=roots,
+        pairs=pairs,
+        stats=stats,
+        components=components if cfg.components else None,
+        labelled=ids is not None,
     )

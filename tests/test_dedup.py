@@ -38,12 +38,12 @@ def test_end_to_end_small_corpus():
         3,
         2,
     )
-    rows = r.pair_rows()
-    assert ("0", "2", 0, 1.0, "exact") in rows
+    rows = r.pair_rows()  # no ids passed: positions as ints
+    assert (0, 2, 0, 1.0, "exact") in rows
     stages = {(a, b): st for a, b, _, _, st in rows}
-    assert stages[("0", "3")] == "near" and stages[("5", "6")] == "near"
+    assert stages[(0, 3)] == "near" and stages[(5, 6)] == "near"
     # the copy of 0 is reported against 0's near duplicates too
-    assert ("2", "3") in stages and stages[("2", "3")] == "near"
+    assert (2, 3) in stages and stages[(2, 3)] == "near"
 
 
 @pytest.mark.parametrize(
@@ -322,3 +322,70 @@ def test_exact_groups_pairs_equal_the_dict_references(first, expand, data):
         stage_expand(groups, a, b, d, sc, expand),
         stage_expand_reference(ref_groups, a, b, d, sc, expand),
     )
+
+
+# -- the keep policy does not chain; the result's Python API ---------------------------------
+
+from neardup.dedup import stage_representatives  # noqa: E402
+
+_BASE = [f"w{i}" for i in range(30)]
+
+
+def _variant(changes: list[int], tag: str) -> str:
+    w = list(_BASE)
+    for k in changes:
+        w[k] = f"{tag}{k}"
+    return " ".join(w)
+
+
+def test_no_chaining_through_a_dropped_document():
+    a = " ".join(_BASE)
+    b = _variant(list(range(0, 30, 5)), "b")  # 6 of 30 words changed: ~0.8 similar to a
+    c = _variant(list(range(0, 30, 5)) + list(range(2, 30, 5)), "b")  # ~0.8 to b, ~0.6 to a
+    r = dedup([a, b, c], components=True)
+    got = {(x, y) for x, y, *_ in r.pair_rows()}
+    assert (0, 1) in got and (1, 2) in got and (0, 2) not in got
+    # union-find would drop c through b; c has no verified pair with a kept document
+    assert r.keep.tolist() == [True, False, True]
+    assert r.root.tolist() == [0, 0, 2]
+    assert r.components.tolist() == [0, 0, 0]
+    assert dedup([a, b, c]).components is None
+
+
+def test_containment_does_not_drop_the_longer_text_for_an_excerpt():
+    lengths = np.array([100, 1000, 100])  # 0 is an excerpt of 1; 2 a copy of 0's size
+    first = np.arange(3)
+    a, b = np.array([0, 0]), np.array([1, 2])
+    root = stage_representatives(first, a, b, lengths, "first", 0.675)
+    assert root.tolist() == [0, 1, 0]
+    # longest first: the long text is kept, its excerpt dropped for it; 2's only pair is 0
+    assert stage_representatives(first, a, b, lengths, "longest", 0.675).tolist() == [1, 1, 2]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 29), max_size=9), min_size=2, max_size=14),
+    st.sampled_from(["first", "longest"]),
+)
+def test_every_dropped_document_is_verified_against_a_kept_one(edits, keep):
+    texts = [_variant(e, "x") + (" tail" * (i % 3)) for i, e in enumerate(edits)]
+    r = dedup(texts, keep=keep)
+    got = set(zip(r.pairs.a.tolist(), r.pairs.b.tolist(), strict=True))
+    for i in np.flatnonzero(~r.keep).tolist():
+        root = int(r.root[i])
+        assert r.keep[root] and (min(i, root), max(i, root)) in got
+
+
+def test_result_repr_pair_rows_and_kept_texts():
+    texts = ["the cat sat on the mat today", "The cat  sat on the mat today", "a dog"] * 2000
+    r = dedup(texts)
+    text = repr(r)
+    assert len(text) < 200 and text.startswith("DedupResult(documents=6000, kept=2")
+    rows = r.pair_rows()
+    assert all(isinstance(x, int) and isinstance(y, int) for x, y, *_ in rows)
+    assert r.kept_indices().tolist() == [0, 2]
+    assert r.kept_texts(texts) == ["the cat sat on the mat today", "a dog"]
+    with pytest.raises(InputError, match="same texts"):
+        r.kept_texts(texts[:3])
+    named = dedup(["x y", "x y"], ids=["a", "b"])
+    assert named.pair_rows() == [("a", "b", 0, 1.0, "exact")]

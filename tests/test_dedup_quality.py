@@ -22,19 +22,21 @@ def test_dev_set_f1_targets_on_defaults(dev_data):
             langs[r["id"]] = r["lang"]
     labels = load_labels(dev_data / "pairs.csv")
     result = dedup(texts, ids=ids)
-    # the work budget leaves the dev set's passes at their full distances (scan regime)
+    # the MinHash channel carries recall; the work budget (a safety valve) never acts here
     passes = result.stats["candidate_passes"]
-    assert set(passes) == {"short", "long", "cross"}
+    assert set(passes) == {"simhash"}
     for name, p in passes.items():
-        assert p["method"] == "scan" and p["distance_used"] == p["distance"], (name, p)
+        assert p["distance_used"] == p["distance"], (name, p)
+    lsh = result.stats["lsh"]
+    assert lsh["probability"] >= 0.99 and lsh["pairs_skipped"] == 0
     reported = [
         (ids[a], ids[b])
         for a, b in zip(result.pairs.a.tolist(), result.pairs.b.tolist(), strict=True)
     ]
     lengths = {i: len(t) for i, t in zip(ids, texts, strict=True)}
     score = score_reported(reported, labels, langs, lengths)
-    assert score["overall"]["f1"] >= 0.97, score["overall"]
+    assert score["overall"]["f1"] >= 0.98, score["overall"]
     for name in ("en", "zh", "short", "long"):
-        assert score[name]["f1"] >= 0.95, (name, score[name])
+        assert score[name]["f1"] >= 0.97, (name, score[name])
     # reported pairs without a label stay a minority of what is reported
     assert score["unlabeled"] < 0.5 * score["reported"]

@@ -106,10 +106,15 @@ def test_dedup_records_the_passes_and_explicit_distance_is_not_budgeted():
     assert any(p["distance_used"] < p["distance"] for p in passes.values())
     full = dedup(texts, candidate_work_per_doc_ns=None, max_candidates_per_doc=None)
     assert all(p["distance_used"] == p["distance"] for p in full.stats["candidate_passes"].values())
-    explicit = dedup(
-        texts, max_distance=10, candidate_work_per_doc_ns=1, max_candidates_per_doc=None
-    )
-    assert explicit.stats["candidate_passes"]["all"]["distance_used"] == 10
+    for mode, name in (("simhash", "all"), ("lsh", "simhash")):
+        explicit = dedup(
+            texts,
+            max_distance=10,
+            candidate_work_per_doc_ns=1,
+            max_candidates_per_doc=None,
+            candidates=mode,
+        )
+        assert explicit.stats["candidate_passes"][name]["distance_used"] == 10
 
 
 def test_config_validates_the_budget():

@@ -1,0 +1,145 @@
+"""MinHash-LSH candidates: signatures equal their reference, pairs equal theirs, the plan's
+S-curve, capped buckets, and recall of a pair that does not depend on the corpus around it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neardup.dedup import dedup
+from neardup.errors import ConfigError
+from neardup.pipeline.minhash import (
+    NO_SIGNATURE,
+    candidate_probability,
+    lsh_pairs,
+    lsh_pairs_reference,
+    minhash_signatures,
+    minhash_signatures_reference,
+    plan_lsh,
+    shingle_jaccard,
+)
+from neardup.verify import Verifier
+
+WORDS = ["the", "cat", "sat", "on", "mat", "RT", "@bob:", "#tag", "http://x.co/a", "猫", "垫子",
+         "naïve", "ÉTÉ", "a1b2", "", " ", "\n", "www.example.com", "//@用户:", "ok!"]  # fmt: skip
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(WORDS), max_size=30).map(" ".join), max_size=12))
+def test_signatures_equal_reference(texts):
+    v = Verifier()
+    sig, tok = minhash_signatures(v, texts, 24)
+    ref, rtok = minhash_signatures_reference(v, texts, 24)
+    assert np.array_equal(sig, ref) and np.array_equal(tok, rtok)
+    assert all((sig[i] == NO_SIGNATURE).all() for i in np.flatnonzero(tok == 0))
+
+
+def test_signatures_without_social_stripping_and_deterministic():
+    v = Verifier(strip_social=False)
+    texts = ["RT @bob: the cat sat #x", "www.a.com the mat", "plain words here"]
+    sig, _ = minhash_signatures(v, texts, 16, workers=2)
+    ref, _ = minhash_signatures_reference(v, texts, 16)
+    assert np.array_equal(sig, ref)
+    again, _ = minhash_signatures(v, texts, 16)
+    assert np.array_equal(sig, again)
+
+
+def test_plan_and_s_curve():
+    p = plan_lsh()
+    assert (p.bands, p.rows) == (42, 3) and p.probability >= 0.99
+    assert p.jaccard == pytest.approx(shingle_jaccard(0.8), abs=1e-4)
+    # steep around the planned Jaccard: unrelated texts (bigram Jaccard 0.05) rarely collide
+    assert candidate_probability(0.05, p.bands, p.rows) < 0.01
+    assert candidate_probability(p.jaccard, p.bands, p.rows) >= 0.99
+    # a stricter intent needs fewer hashes or gets more rows; a looser one is capped
+    assert plan_lsh(0.95).probability >= 0.99
+    loose = plan_lsh(0.6)
+    assert loose.hashes <= 128 and loose.probability < 0.99
+    assert plan_lsh(bands=10, rows=5).hashes == 50
+    for bad in ({"threshold": 0}, {"threshold": 1.5}, {"threshold": "x"}, {"bands": 0},
+                {"rows": True}, {"bucket_cap": 0}):  # fmt: skip
+        with pytest.raises(ConfigError):
+            plan_lsh(**bad)
+
+
+def _corpus(rng: np.random.Generator, n: int, words: int = 20) -> list[str]:
+    vocab = np.array([f"w{i}" for i in range(3000)])
+    return [" ".join(vocab[rng.integers(0, 3000, words)]) for _ in range(n)]
+
+
+def _edited(rng: np.random.Generator, text: str, k: int) -> str:
+    w = text.split()
+    for _ in range(k):
+        w[int(rng.integers(0, len(w)))] = f"z{int(rng.integers(0, 10**6))}"
+    return " ".join(w)
+
+
+def test_pairs_equal_reference():
+    rng = np.random.default_rng(3)
+    base = _corpus(rng, 60)
+    texts = base + [_edited(rng, t, int(rng.integers(1, 6))) for t in base[:40]]
+    v = Verifier()
+    plan = plan_lsh(bands=12, rows=2)  # loose: many collisions, some rejected by agreement
+    sig, tok = minhash_signatures(v, texts, plan.hashes)
+    info: dict = {}
+    a, b = lsh_pairs(sig, tok > 0, plan, info)
+    ra, rb = lsh_pairs_reference(sig, tok > 0, plan)
+    assert np.array_equal(a, ra) and np.array_equal(b, rb)
+    assert info["pairs"] == a.size and info["raw_pairs"] >= a.size and info["pairs_skipped"] == 0
+    assert a.size >= 30 and np.all(a < b)
+
+
+def test_recall_of_a_pair_does_not_depend_on_the_corpus():
+    rng = np.random.default_rng(5)
+    v = Verifier()
+    plan = plan_lsh()
+    pairs = []
+    for _ in range(40):
+        t = _corpus(rng, 1, 30)[0]
+        pairs.append((t, _edited(rng, t, 2)))  # ~0.87 similar
+    small = [x for p in pairs for x in p]
+    big = small + _corpus(rng, 5000)
+    found = []
+    for texts in (small, big):
+        sig, tok = minhash_signatures(v, texts, plan.hashes)
+        a, b = lsh_pairs(sig, tok > 0, plan)
+        got = set(zip(a.tolist(), b.tolist(), strict=True))
+        found.append({k for k in range(40) if (2 * k, 2 * k + 1) in got})
+    assert found[0] == found[1] and len(found[0]) >= 38
+
+
+def test_capped_bucket_is_bounded_and_counted():
+    rng = np.random.default_rng(7)
+    t = _corpus(rng, 1, 60)[0]
+    texts = [_edited(rng, t, 1) for _ in range(300)]  # one template, small changes
+    plan = plan_lsh(bucket_cap=8)
+    sig, tok = minhash_signatures(Verifier(), texts, plan.hashes)
+    info: dict = {}
+    _, b = lsh_pairs(sig, tok > 0, plan, info)
+    assert info["capped_buckets"] > 0 and info["pairs_skipped"] > 0
+    assert info["raw_pairs"] <= plan.bands * 300 * 2 * 8  # linear in the bucket, per band
+    # every member is paired with the template's first copies: nothing is stranded
+    assert set(range(1, 300)) <= set(b.tolist())
+    r = dedup(texts, lsh_bucket_cap=8)
+    assert r.stats["lsh"]["pairs_skipped"] > 0 and int(r.keep.sum()) <= 3
+
+
+def test_dedup_finds_wide_short_edits_at_any_size_and_the_budget_stays_idle():
+    """An ordinary corpus never triggers the candidate work budget, and the planted pairs
+    (short posts, 3 words of 20 changed: SimHash ~10+ bits apart) are found."""
+    rng = np.random.default_rng(11)
+    texts = _corpus(rng, 30_000)
+    planted = []
+    for k in range(0, 30_000, 300):
+        texts.append(_edited(rng, texts[k], 2))
+        planted.append((k, len(texts) - 1))
+    r = dedup(texts, workers=2)
+    for name, p in r.stats["candidate_passes"].items():
+        assert p["distance_used"] == p["distance"], (name, p)
+    assert r.stats["lsh"]["pairs_skipped"] == 0
+    got = set(zip(r.pairs.a.tolist(), r.pairs.b.tolist(), strict=True))
+    recall = sum(p in got for p in planted) / len(planted)
+    assert recall >= 0.97, recall
+    assert not r.keep[[b for _, b in planted if (_, b) in got]].any()

@@ -32,7 +32,8 @@ Writing (:func:`copy_records`)
 When the output format equals the input format (``jsonl`` → ``jsonl``, ``lines`` → ``lines``)
 and input and output are UTF-8, the kept records are written by copying their byte spans from
 the input, each followed by ``\\n``: runs of adjacent kept lines are copied with one
-``os.copy_file_range`` (inside the kernel; where it is unavailable, one read and one write). The result is exactly what decoding the line, stripping ``\\r\\n`` and writing it
+``os.copy_file_range`` (inside the kernel; where it is unavailable, or the output is not a
+regular file but a device, FIFO, pipe or socket, one read and one write). The result is exactly what decoding the line, stripping ``\\r\\n`` and writing it
 with a ``\\n`` gives (the behaviour before the fast path): ``\\r\\n`` becomes ``\\n``, blank
 and skipped lines are dropped, a missing final newline is added, a BOM is dropped. Other
 encodings decode each kept line and re-encode it.
@@ -592,12 +593,13 @@ def copy_records(
         # and sockets refuse or mishandle both. Those get pread + writev.
         regular = out_fd is not None and stat.S_ISREG(os.fstat(out_fd).st_mode)
         if (
-            regular
+            out_fd is not None
+            and regular
             and DIRECT_IO
             and int((r_end - r_start).sum()) + r_start.size >= DIRECT_MIN_BYTES
         ):
             done = _copy_runs_direct(fd, out_fd, r_start, r_end, src.path)
-        if done < r_start.size and regular and COPY_FILE_RANGE:
+        if done < r_start.size and out_fd is not None and regular and COPY_FILE_RANGE:
             # a run's last record is followed by its "\n" in the input when the next input
             # record starts one byte after it (a "\r\n", a blank or skipped line: more)
             last = positions[run_hi - 1]

@@ -137,6 +137,8 @@ def serve(
     pkg_log.propagate = False
     log = logging.getLogger("neardup.service")
 
+    if token is None and os.environ.get("NEARDUP_TOKEN") is not None:
+        token = os.environ["NEARDUP_TOKEN"]  # click ignores an empty variable: see it here
     if no_auth:
         if token:
             raise ConfigError(

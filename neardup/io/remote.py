@@ -29,7 +29,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from ..errors import ConfigError, InputError, MissingDependencyError
 
@@ -236,7 +236,7 @@ def _decompressor(kind: str, raw: IO[bytes]) -> IO[bytes]:
     if kind == "gzip":
         import gzip
 
-        return gzip.GzipFile(fileobj=raw, mode="rb")
+        return cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
     if kind == "bz2":
         import bz2
 
@@ -340,7 +340,8 @@ def _compressor(kind: str, raw: IO[bytes]) -> IO[bytes]:
     if kind == "gzip":
         import gzip
 
-        return gzip.GzipFile(fileobj=raw, mode="wb", mtime=0)  # mtime 0: same input, same bytes
+        # mtime 0: the same kept records give the same bytes
+        return cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="wb", mtime=0))
     if kind == "bz2":
         import bz2
 

@@ -388,3 +388,21 @@ def test_dedup_shows_every_stage_on_a_terminal(tmp_path, monkeypatch, capsys):
     for stage in ("read", "exact", "fingerprint", "candidates", "verify", "cluster"):
         assert re.search(rf"^{stage} .* 100% 4/4 docs .*docs/s", final, re.M), (stage, final)
     assert re.search(r"^write .* 100% 2/2 docs", final, re.M), final
+
+
+def test_summary_leaves_stdout_to_the_data_when_output_is_dev_stdout(tmp_path):
+    """``-o /dev/stdout`` (or a link to it) carries the kept documents: the summary goes to
+    stderr, as with ``-o -``, instead of being mixed into them."""
+    src = _jsonl(tmp_path / "in.jsonl")
+    (tmp_path / "link").symlink_to("/dev/stdout")
+    for target in ("/dev/stdout", str(tmp_path / "link")):
+        proc = subprocess.run(
+            [sys.executable, "-m", "neardup", "dedup", str(src), "-o", target],
+            capture_output=True,
+            check=False,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr
+        kept = [json.loads(x)["id"] for x in proc.stdout.decode().splitlines()]
+        assert kept == ["a", "d"]
+        assert b"documents" in proc.stderr

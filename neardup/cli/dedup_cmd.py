@@ -4,6 +4,7 @@ NeardupError subclasses; ``cli.main`` maps them."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -261,13 +262,25 @@ def dedup_command(
     finally:
         early.close()
     if not quiet:
-        stream = sys.stderr if output == "-" else sys.stdout
+        stream = sys.stderr if _is_stdout(output) else sys.stdout
         print(_summary_text(stats), file=stream)
         if sample:
             print(_sample_outputs(output, pairs_out, clusters_out, summary_json), file=stream)
     # after the summary, so they are the last thing on a terminal; never hidden by -q
     for message in _run_warnings(stats, skipped_list):
         warn(message)
+
+
+def _is_stdout(path: str) -> bool:
+    """Whether ``path`` is where stdout goes (``-``, ``/dev/stdout``, ``/dev/fd/1``, a link to
+    one, or the file stdout was redirected to): the summary must not be mixed into the data."""
+    if path == "-":
+        return True
+    try:
+        out, st = os.fstat(sys.stdout.fileno()), os.stat(path)
+    except (OSError, ValueError, AttributeError):  # (no real stdout: e.g. captured in tests)
+        return False
+    return (out.st_dev, out.st_ino) == (st.st_dev, st.st_ino)
 
 
 def warn(message: str) -> None:

@@ -153,6 +153,16 @@ def test_compression_found_by_first_bytes(tmp_path, monkeypatch):
     assert _no_temp_left() == []
 
 
+def test_parquet_from_stdin(tmp_path, monkeypatch):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pa.Table.from_pylist(DOCS), tmp_path / "d.parquet")
+    data = gzip.compress((tmp_path / "d.parquet").read_bytes())
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    with read_corpus(["-"], fmt="parquet", id_field="id") as corpus:
+        assert list(corpus.ids) == [d["id"] for d in DOCS]
+
+
 def test_corrupt_compressed_input_is_a_clear_error(tmp_path):
     bad = tmp_path / "docs.jsonl.gz"
     bad.write_bytes(gzip.compress(_jsonl_bytes())[:40])

@@ -408,9 +408,7 @@ def _csv_rows(r: _Reader, src: Source, reader: Any, header: list[str], shown: st
 def _read_parquet(r: _Reader, src: Source) -> None:
     pq: Any = require("pyarrow.parquet", "parquet", "reading Parquet")
     pa: Any = require("pyarrow", "parquet", "reading Parquet")
-    if src.path == "-":
-        raise ConfigError("Parquet cannot be read from stdin; pass a file path")
-    real = _open_binary(src.path, src)
+    real = _open_binary(src.path, src)  # stdin (--input-format parquet): spooled first
     try:
         table = pq.read_table(real)
     except pa.ArrowException as exc:

@@ -21,6 +21,7 @@ from neardup.errors import ConfigError, StorageError
 from neardup.io import (
     atomic_dir,
     atomic_open,
+    check_output,
     read_corpus,
     staged_outputs,
     write_kept,
@@ -392,6 +393,23 @@ def test_cli_missing_output_folder_is_a_usage_error(tmp_path, capsys):
     assert rc == 2
     assert "does not exist; create it first" in capsys.readouterr().err
     assert not (tmp_path / "missing").exists()
+
+
+def test_check_output_refuses_up_front(tmp_path):
+    with pytest.raises(ConfigError, match=r"^--pairs-out: output directory .* does not exist"):
+        check_output(tmp_path / "missing" / "p.csv", option="--pairs-out")
+    with pytest.raises(ConfigError, match="is a directory"):
+        check_output(tmp_path)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    with pytest.raises(ConfigError, match="not empty"):
+        check_output(tmp_path / "full", directory=True)
+    with pytest.raises(ConfigError, match="does not exist"):
+        check_output(tmp_path / "missing" / "texts", directory=True)
+    for ok in (tmp_path / "new.csv", tmp_path / "full" / "x", "-", "/dev/stdout", "/dev/null"):
+        check_output(ok)
+    check_output(tmp_path / "empty", directory=True)
+    assert sorted(os.listdir(tmp_path)) == ["full"]
 
 
 def test_create_parents_makes_the_folders(tmp_path, umask):

@@ -7,7 +7,7 @@ globs and fsspec URLs, :mod:`neardup.io.hf` for Hugging Face datasets and
 
 from __future__ import annotations
 
-from .atomic import atomic_dir, atomic_open, check_not_input, staged_outputs
+from .atomic import atomic_dir, atomic_open, check_not_input, check_output, staged_outputs
 from .formats import (
     FORMATS,
     Corpus,
@@ -26,6 +26,7 @@ __all__ = [
     "atomic_dir",
     "atomic_open",
     "check_not_input",
+    "check_output",
     "detect_format",
     "read_corpus",
     "staged_outputs",

@@ -19,6 +19,8 @@ What :func:`atomic_open` does with the path it is given:
   :class:`ConfigError` before anything is written (``create_parents=True`` makes the missing
   folders instead, with ``0o777 & ~umask``).
 
+:func:`check_output` refuses up front (before a long run) what those would refuse at the end.
+
 :func:`atomic_dir` builds a folder the same way (a temporary sibling, every file in it fsynced,
 renamed onto the path, which may be missing or an empty folder, or a symlink to one).
 
@@ -49,7 +51,7 @@ from typing import IO, Any
 
 from ..errors import ConfigError, StorageError
 
-__all__ = ["atomic_dir", "atomic_open", "check_not_input", "staged_outputs"]
+__all__ = ["atomic_dir", "atomic_open", "check_not_input", "check_output", "staged_outputs"]
 
 # Longest base name kept in a temporary file's name (names are limited to 255 bytes).
 _TEMP_NAME_MAX = 200
@@ -238,6 +240,58 @@ def _check_parent(parent: Path, create: bool) -> None:
     )
 
 
+def _check_file_target(shown: str, old: os.stat_result | None) -> bool:
+    """Refuse what a file output cannot be; True when it is written in place (not a file)."""
+    if old is None or stat.S_ISREG(old.st_mode):
+        return False
+    if stat.S_ISDIR(old.st_mode):
+        raise ConfigError(f"output {shown!r} is a directory; pass a file path")
+    if stat.S_ISBLK(old.st_mode):
+        raise ConfigError(
+            f"output {shown!r} is a block device; neardup does not write outputs to block "
+            "devices: choose a file path"
+        )
+    return True
+
+
+def _check_dir_target(shown: str, old: os.stat_result | None) -> None:
+    """Refuse what a folder output cannot replace: anything but a missing path or an empty
+    folder (or a symlink to one)."""
+    if old is None:
+        return
+    if not stat.S_ISDIR(old.st_mode):
+        raise ConfigError(
+            f"output directory {shown!r} exists and is not a directory; remove it or choose another"
+        )
+    if any(_real_target(shown).iterdir()):
+        raise ConfigError(
+            f"output directory {shown!r} exists and is not empty; remove it or choose another"
+        )
+
+
+def check_output(
+    path: str | os.PathLike[str], *, option: str | None = None, directory: bool = False
+) -> None:
+    """Refuse up front an output that :func:`atomic_open` (or, with ``directory``,
+    :func:`atomic_dir`) would refuse only when the run's work is done: a missing folder, a
+    directory or block device given for a file, a non-empty folder for a folder output.
+    ``option`` (``--pairs-out``) starts the message. Devices, FIFOs and ``-`` pass."""
+    shown = os.fspath(path)
+    if _descriptor(shown) is not None:
+        return
+    try:
+        old = _stat(shown)
+        if directory:
+            _check_dir_target(shown, old)
+        elif _check_file_target(shown, old):
+            return
+        _check_parent(_real_target(shown).parent, create=False)
+    except ConfigError as exc:
+        if option is None:
+            raise
+        raise ConfigError(f"{option}: {exc}") from None
+
+
 def _temp_name(target: Path) -> str:
     return f".{target.name[:_TEMP_NAME_MAX]}.{secrets.token_hex(4)}.tmp"
 
@@ -351,14 +405,7 @@ def atomic_open(
             yield fh
         return
     old = _stat(shown)
-    if old is not None and not stat.S_ISREG(old.st_mode):
-        if stat.S_ISDIR(old.st_mode):
-            raise ConfigError(f"output {shown!r} is a directory; pass a file path")
-        if stat.S_ISBLK(old.st_mode):
-            raise ConfigError(
-                f"output {shown!r} is a block device; neardup does not write outputs to block "
-                "devices: choose a file path"
-            )
+    if _check_file_target(shown, old):
         with _write_in_place(shown, mode, open_kwargs) as fh:
             yield fh
         return
@@ -430,15 +477,8 @@ def atomic_dir(path: str | os.PathLike[str], *, create_parents: bool = False) ->
     """
     shown = os.fspath(path)
     old = _stat(shown)
-    if old is not None and not stat.S_ISDIR(old.st_mode):
-        raise ConfigError(
-            f"output directory {shown!r} exists and is not a directory; remove it or choose another"
-        )
+    _check_dir_target(shown, old)
     target = _real_target(shown)
-    if old is not None and any(target.iterdir()):
-        raise ConfigError(
-            f"output directory {shown!r} exists and is not empty; remove it or choose another"
-        )
     parent = target.parent
     _check_parent(parent, create_parents)
     stage = _STAGE.get()

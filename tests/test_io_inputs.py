@@ -163,6 +163,18 @@ def test_parquet_from_stdin(tmp_path, monkeypatch):
         assert list(corpus.ids) == [d["id"] for d in DOCS]
 
 
+def test_temporary_copy_removed_without_close(tmp_path):
+    import gc
+
+    (tmp_path / "d.jsonl.gz").write_bytes(gzip.compress(_jsonl_bytes()))
+    corpus = read_corpus([str(tmp_path / "d.jsonl.gz")])
+    temp = corpus.sources[0].temp
+    assert temp is not None and _no_temp_left() == [temp]
+    del corpus
+    gc.collect()
+    assert _no_temp_left() == []
+
+
 def test_corrupt_compressed_input_is_a_clear_error(tmp_path):
     bad = tmp_path / "docs.jsonl.gz"
     bad.write_bytes(gzip.compress(_jsonl_bytes())[:40])

@@ -49,6 +49,7 @@ import os
 import shutil
 import sys
 import tempfile
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -320,7 +321,14 @@ def _open_binary(path: str, src: Source) -> str:
     ``Corpus.close`` removes."""
     real, temp = local_copy(path, stdin=sys.stdin.buffer if path == "-" else None)
     src.temp = temp
+    if temp is not None:  # also removed when a corpus that was never closed goes away
+        weakref.finalize(src, _remove_quietly, temp)
     return real
+
+
+def _remove_quietly(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def _read_jsonl(r: _Reader, src: Source, lines_mode: bool) -> None:

@@ -637,7 +637,9 @@ def write_kept(
     fmt: str | None = None,
     encoding: str = "utf-8",
 ) -> int:
-    """Write the records whose ``keep`` entry is True to ``output``, atomically.
+    """Write the records whose ``keep`` entry is True to ``output`` through
+    :func:`~neardup.io.atomic.atomic_open` (atomic for a regular file, in place for a device or
+    FIFO, staged inside :func:`~neardup.io.atomic.staged_outputs`).
 
     The output format is ``fmt`` or that of the first input. ``-`` writes to stdout (not for
     parquet/text). An output named ``*.gz`` / ``.zst`` / ``.bz2`` / ``.xz`` is compressed

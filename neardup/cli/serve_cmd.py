@@ -42,7 +42,16 @@ def serve(
         help="Serve without a write token even when NEARDUP_TOKEN / --token is set but empty.",
     ),
     retention: str | None = typer.Option(
-        None, "--retention", help="Time window, e.g. 48h; older partitions are dropped whole."
+        None,
+        "--retention",
+        help="Time window, e.g. 48h; older partitions are dropped whole. Default: the one each "
+        "store was created with; a different one is refused without --allow-retention-change.",
+    ),
+    allow_retention_change: bool = typer.Option(
+        False,
+        "--allow-retention-change",
+        help="Store and apply a --retention other than the stored one (a shorter window drops "
+        "the documents outside it; logged).",
     ),
     max_distance: int = typer.Option(3, "--max-distance", help="SimHash Hamming distance."),
     candidate_radius: int | None = typer.Option(
@@ -175,6 +184,7 @@ def serve(
         keep_alive_timeout_s=keep_alive_timeout,
         read_rate=read_rate,
         read_burst=read_burst,
+        allow_retention_change=allow_retention_change,
     )
     registry = NamespaceRegistry(config)
     registry.open()  # raises CorruptFileError / StorageError / ... before the port is bound

@@ -129,6 +129,10 @@ class ServiceConfig:
         64 KiB of body. 0 disables the limit.
     read_burst : float, default=200.0
         Per client address: the bucket size (units a client may spend at once).
+    allow_retention_change : bool, default=False
+        Open stores whose stored retention differs from ``retention``, storing and applying the
+        new one (a shorter window drops what falls outside it); without it such a store is
+        refused (``neardup serve --allow-retention-change``).
     """
 
     data_dir: str | Path | None
@@ -152,6 +156,7 @@ class ServiceConfig:
     keep_alive_timeout_s: float = 5.0
     read_rate: float = 50.0
     read_burst: float = 200.0
+    allow_retention_change: bool = False
 
     def __post_init__(self) -> None:
         if self.data_dir is not None and not isinstance(self.data_dir, str | Path):

@@ -141,3 +141,14 @@ def test_in_process_entry_maps_usage_errors_too(capsys: pytest.CaptureFixture[st
     assert capsys.readouterr().out.startswith("neardup ")
     assert main(["index", "plan", "-h"]) == 0
     assert "Usage: neardup index plan" in capsys.readouterr().out
+
+
+def test_interrupt_exits_130_with_one_line(monkeypatch, capsys) -> None:
+    import neardup.index.plan as plan
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(plan, "plan_index", interrupted)
+    assert main(["index", "plan"]) == 130
+    assert capsys.readouterr().err == "neardup: interrupted\n"

@@ -142,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except SystemExit as exc:  # sys.exit() inside a command
         return int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    if rv == 130:  # typer turns ^C inside a command into Exit(130), returned in this mode
+        typer.echo("neardup: interrupted", err=True)
     return rv if isinstance(rv, int) else 0
 
 

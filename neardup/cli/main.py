@@ -19,15 +19,14 @@ import typer
 
 from ..errors import NeardupError, exit_code_for
 
-#: exit status of a usage error (click's, and ConfigError's in neardup.errors)
-USAGE_EXIT = 2
-
 app = typer.Typer(
     name="neardup",
     help="Find near-duplicate text: SimHash fingerprints, exact k-bit search, dedup, service.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # click's plain help: typer 0.29's rich panels print a <bool> placeholder after every flag
+    # (flags take no value) and wrap each option's help into a narrow column
     rich_markup_mode=None,
     # inherited by every subcommand and command group (click passes it down the contexts)
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -37,7 +36,7 @@ app = typer.Typer(
 _COMMAND_MODULES = (
     "neardup.cli.fingerprint_cmd",  # neardup fingerprint, neardup idf build
     "neardup.cli.index_cmd",  # neardup index ...
-    "neardup.cli.dedup_cmd",  # neardup dedup (and eval, until it has its own module)
+    "neardup.cli.dedup_cmd",  # neardup dedup
     "neardup.cli.eval_cmd",  # neardup eval
     "neardup.cli.serve_cmd",  # neardup serve
 )

@@ -3,7 +3,8 @@
 Layout, all integers little-endian::
 
     offset 0   magic      8 bytes  b"NDHAMIDX"
-    8          version    u32      FORMAT_VERSION (1)
+    8          version    u32      1, or 2 when the index has compressed segments
+                                   (``compress=True``; older builds refuse those by version)
     12         flags      u32      0
     16         hdr_len    u64      length of the JSON header
     24         hdr_hash   u64      xxh3-64 of the JSON header bytes
@@ -11,6 +12,12 @@ Layout, all integers little-endian::
                                    shape, offset, nbytes, xxh3-64
     ...        sections   raw little-endian arrays, each starting at a multiple of 64 bytes
     end - 16   trailer    8 bytes  b"NDHAMEND" + u64 total file length
+
+A compressed segment (:mod:`neardup.index.compressed`) stores, instead of keys/rows/dirs, its
+tables' concatenated blocks: ``c.lens`` (u1 (T, 65) Huffman code lengths), ``c.bkeys`` (u8 block
+keys), ``c.bstart`` (u4 block positions), ``c.crc`` (u4 CRC-32 per block), ``c.words`` (u8
+payload), ``c.boff`` / ``c.woff`` (i8 per-table offsets); a section checksum mismatch there is
+narrowed to the table and block whose CRC-32 fails. This build reads versions 1 and 2.
 
 Readers reject a file whose magic, version, header hash, trailer, length or any section hash
 does not match, naming the file and what is wrong (:class:`~neardup.errors.FormatError`,
@@ -33,14 +40,16 @@ import numpy as np
 import xxhash
 
 from ..errors import (
+    ConfigError,
     CorruptFileError,
     FormatError,
     NotFoundError,
     StorageError,
     UnsupportedVersionError,
 )
+from .compressed import CompressedSegment, CompressedTables, check_block_bytes
 from .plan import Plan
-from .tables import Segment
+from .tables import Segment, plan_arrays
 
 if TYPE_CHECKING:
     from .hamming_index import HammingIndex
@@ -49,11 +58,13 @@ __all__ = ["FORMAT_VERSION", "MAGIC", "load_index", "save_index"]
 
 MAGIC = b"NDHAMIDX"
 TRAILER = b"NDHAMEND"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # the newest version this build writes (1 for uncompressed indexes)
+READ_VERSIONS = (1, 2)
 _PRE = struct.Struct("<8sIIQQ")  # magic, version, flags, hdr_len, hdr_hash
 _TRL = struct.Struct("<8sQ")
 _ALIGN = 64
-_DTYPES = {"u8": np.uint64, "i8": np.int64, "u4": np.uint32, "b1": np.bool_}
+_DTYPES = {"u8": np.uint64, "i8": np.int64, "u4": np.uint32, "b1": np.bool_, "u1": np.uint8}
+_CT_FIELDS = ("lens", "bkeys", "bstart", "crc", "words", "boff", "woff")
 
 
 def _le(a: np.ndarray) -> memoryview:
@@ -74,7 +85,23 @@ def save_index(index: HammingIndex, path: Path) -> None:
     """Write ``index`` to ``path`` atomically. See the module docstring for the layout."""
     sections: list[tuple[str, np.ndarray]] = []
     seg_meta = []
+    version = 1
     for i, s in enumerate(index._segments):
+        if isinstance(s, CompressedSegment):
+            version = 2
+            seg_meta.append(
+                {"n": s.n, "compressed": True, "block_bytes": s.ct.block_bytes, "words": s.words}
+            )
+            sections.append((f"s{i}.ids", s.ids))
+            for name in _CT_FIELDS:
+                sections.append((f"s{i}.c.{name}", getattr(s.ct, name)))
+            if s.fps_raw is not None:
+                sections.append((f"s{i}.fps", s.fps_raw))
+            if s.rows is not None:
+                sections.append((f"s{i}.rows", s.rows))
+            if s.alive is not None and s.n_dead:
+                sections.append((f"s{i}.alive", s.alive))
+            continue
         shared = s.keys is not None and np.shares_memory(s.fps, s.keys)
         meta: dict[str, Any] = {"n": s.n, "dbits": s.dbits, "fps_is_key0": bool(shared)}
         if not shared:
@@ -103,7 +130,7 @@ def save_index(index: HammingIndex, path: Path) -> None:
         table.append(
             {
                 "name": name,
-                "dtype": "<" + _dtype_code(a) if a.dtype.itemsize > 1 else "|b1",
+                "dtype": ("<" if a.dtype.itemsize > 1 else "|") + _dtype_code(a),
                 "shape": list(a.shape),
                 "offset": offset,  # relative to the data start
                 "nbytes": mv.nbytes,
@@ -124,7 +151,7 @@ def save_index(index: HammingIndex, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
-            f.write(_PRE.pack(MAGIC, FORMAT_VERSION, 0, len(hdr), xxhash.xxh3_64_intdigest(hdr)))
+            f.write(_PRE.pack(MAGIC, version, 0, len(hdr), xxhash.xxh3_64_intdigest(hdr)))
             f.write(hdr)
             f.write(b"\0" * (data_start - _PRE.size - len(hdr)))
             for (_name, a), meta in zip(sections, table, strict=True):
@@ -168,10 +195,10 @@ def load_index(cls: type[HammingIndex], path: Path, *, mmap: bool, verify: bool)
         raise FormatError(
             f"{path} is not a neardup index file (magic {magic!r}, expected {MAGIC!r})"
         )
-    if version != FORMAT_VERSION:
+    if version not in READ_VERSIONS:
         raise UnsupportedVersionError(
-            f"{path} has index format version {version}; this build reads version {FORMAT_VERSION}"
-            " (upgrade neardup or rebuild the index)"
+            f"{path} has index format version {version}; this build reads versions"
+            f" {', '.join(map(str, READ_VERSIONS))} (upgrade neardup or rebuild the index)"
         )
     trl, total = _TRL.unpack_from(bytes(buf[size - _TRL.size :]))
     if trl != TRAILER or total != size:
@@ -189,6 +216,7 @@ def load_index(cls: type[HammingIndex], path: Path, *, mmap: bool, verify: bool)
         plan = Plan.from_dict(header["plan"])
         data_start = -(-(_PRE.size + hlen) // _ALIGN) * _ALIGN
         arrays: dict[str, np.ndarray] = {}
+        bad: list[str] = []  # compressed-table sections whose checksum failed: narrowed below
         for sec in header["sections"]:
             off = data_start + int(sec["offset"])
             nb = int(sec["nbytes"])
@@ -198,9 +226,12 @@ def load_index(cls: type[HammingIndex], path: Path, *, mmap: bool, verify: bool)
                 )
             raw = buf[off : off + nb]
             if verify and xxhash.xxh3_64_intdigest(memoryview(raw)) != int(sec["xxh3"]):
-                raise CorruptFileError(
-                    f"{path}: checksum mismatch in section {sec['name']}; the file is corrupt"
-                )
+                if ".c." in sec["name"] and version >= 2:
+                    bad.append(sec["name"])
+                else:
+                    raise CorruptFileError(
+                        f"{path}: checksum mismatch in section {sec['name']}; the file is corrupt"
+                    )
             dt = np.dtype(sec["dtype"])
             arr = raw.view(dt).reshape(sec["shape"])
             if sys.byteorder != "little" and dt.itemsize > 1:
@@ -208,6 +239,9 @@ def load_index(cls: type[HammingIndex], path: Path, *, mmap: bool, verify: bool)
             arrays[sec["name"]] = arr
         segments = []
         for i, meta in enumerate(header["segments"]):
+            if meta.get("compressed"):
+                segments.append(_load_compressed(path, i, meta, arrays, plan, bad))
+                continue
             keys = arrays.get(f"s{i}.keys")
             fps = keys[0].reshape(-1, 1) if meta["fps_is_key0"] else arrays[f"s{i}.fps"]  # type: ignore[index]
             seg = Segment(
@@ -236,10 +270,50 @@ def load_index(cls: type[HammingIndex], path: Path, *, mmap: bool, verify: bool)
     idx = cls._from_parts(plan, state, segments, readonly)
     if len(bids):
         if mmap:
-            idx._segments.append(Segment.build(np.array(bfps), np.array(bids), idx._pa))
+            idx._segments.append(idx._build(np.array(bfps), np.array(bids)))
         else:
             idx._buf_fps[: len(bids)] = bfps
             idx._buf_ids[: len(bids)] = bids
             idx._buf_alive[: len(bids)] = True
             idx._buf_n = len(bids)
     return idx
+
+
+def _load_compressed(
+    path: Path, i: int, meta: dict[str, Any], arrays: dict[str, np.ndarray], plan: Plan,
+    bad: list[str],
+) -> CompressedSegment:  # fmt: skip
+    """A compressed segment from its sections; a failed section checksum is narrowed to the
+    table and block whose CRC-32 fails (or reported as the section when no block does)."""
+    what = f"{path}: segment {i}"
+    if plan.kind != "tables":
+        raise CorruptFileError(f"{what} is compressed but the plan has no tables")
+    try:
+        block_bytes = check_block_bytes(int(meta["block_bytes"]))
+    except ConfigError as exc:
+        raise CorruptFileError(f"{what}: {exc}") from exc
+    ct = CompressedTables(
+        n=int(meta["n"]),
+        block_bytes=block_bytes,
+        **{name: arrays[f"s{i}.c.{name}"] for name in _CT_FIELDS},
+    )
+    pa = plan_arrays(plan)
+    if ct.lens.shape != (pa.n_tables, 65) or len(arrays[f"s{i}.ids"]) != ct.n:
+        raise CorruptFileError(f"{what}: compressed tables do not match the plan's {pa.n_tables}")
+    ct.validate(what)
+    mine = [b for b in bad if b.startswith(f"s{i}.c.")]
+    if mine:
+        ct.verify(what)  # raises naming the table and block
+        raise CorruptFileError(
+            f"{path}: checksum mismatch in section {mine[0]}; the file is corrupt"
+        )
+    seg = CompressedSegment(
+        ct,
+        arrays[f"s{i}.ids"],
+        pa.words,
+        pa,
+        fps_raw=arrays.get(f"s{i}.fps"),
+        rows=arrays.get(f"s{i}.rows"),
+        alive=arrays.get(f"s{i}.alive"),
+    )
+    return seg

@@ -30,6 +30,7 @@ import numpy.typing as npt
 from ..errors import ConfigError, IndexStateError, InputError, InputTypeError, NotFoundError
 from ..hamming import as_fingerprints, int_to_words
 from . import _kernels as K
+from .compressed import DEFAULT_BLOCK_BYTES, CompressedSegment, check_block_bytes
 from .plan import HEAVY_BUCKET, Plan, plan_index
 from .tables import PlanArrays, Segment, plan_arrays
 
@@ -96,6 +97,15 @@ class HammingIndex:
     merge_thread_init : callable or None, default=None
         Called first thing on the background merge thread, e.g. to lower its CPU priority so
         that request threads win the CPU over a merge.
+    compress : bool, default=False
+        Store every sealed segment's tables block-compressed
+        (:mod:`neardup.index.compressed`, Manku et al.'s scheme): for 64-bit fingerprints
+        about 6 bytes per table instead of 12, and no stored fingerprints or row arrays;
+        searches return exactly the same results, at some cost per probe (a block decode).
+        A brute-force plan (small ``expected_size``) has no tables and stays uncompressed.
+    block_bytes : int, default=256
+        Block size of the compressed tables (a multiple of 8); larger blocks compress better
+        and decode more per probe (see docs/index.md, "Block compression").
 
     Examples
     --------
@@ -128,6 +138,8 @@ class HammingIndex:
         background_merges: bool = False,
         inline_merge_rows: int = 1 << 14,
         merge_thread_init: Callable[[], None] | None = None,
+        compress: bool = False,
+        block_bytes: int = DEFAULT_BLOCK_BYTES,
     ) -> None:
         if bits not in (64, 128) or isinstance(bits, bool):
             raise ConfigError(f"bits must be 64 or 128, got {bits!r}")
@@ -163,6 +175,10 @@ class HammingIndex:
                 heavy_bucket=heavy_bucket,
             )
         self._pa: PlanArrays = plan_arrays(self._plan)
+        if not isinstance(compress, bool):
+            raise ConfigError(f"compress must be True or False, got {compress!r}")
+        self._compress = compress
+        self._block_bytes = check_block_bytes(block_bytes)
         self._words = bits // 64
         self._lock = threading.RLock()
         self._segments: list[Segment] = []
@@ -235,6 +251,11 @@ class HammingIndex:
             lines.append(
                 f"  exactness: pigeonhole over the tables' prefixes (see neardup.index.plan); "
                 f"searches with max_distance <= {self.max_distance} return every match"
+            )
+        if self._compress:
+            lines.append(
+                f"  compressed: block-compressed tables, {self._block_bytes}-byte blocks"
+                " (neardup.index.compressed)"
             )
         if self._readonly:
             lines.append(f"  read-only: {self._readonly}")
@@ -309,7 +330,18 @@ class HammingIndex:
                 "HammingIndex.load(path, mmap=False) to modify it"
             )
 
+    @property
+    def compressed(self) -> bool:
+        """True when sealed segments store block-compressed tables (``compress=True``)."""
+        return self._compress
+
     # ------------------------------------------------------------------ buffer & segments
+    def _build(self, fps: np.ndarray, ids: I64) -> Any:
+        # a brute-force plan keeps only fingerprints and ids: nothing to compress there
+        if self._compress and self._pa.n_tables:
+            return CompressedSegment.build(fps, ids, self._pa, self._block_bytes)
+        return Segment.build(fps, ids, self._pa)
+
     def _new_buffer(self) -> None:
         cap = self._buffer_size
         self._buf_fps = np.zeros((cap, self._words), dtype=np.uint64)
@@ -323,7 +355,7 @@ class HammingIndex:
             alive = self._buf_alive[:n]
             fps, ids = self._buf_fps[:n][alive], self._buf_ids[:n][alive]
             if len(ids):
-                self._segments = [*self._segments, Segment.build(fps, ids, self._pa)]
+                self._segments = [*self._segments, self._build(fps, ids)]
         self._new_buffer()
         self._compact()
 
@@ -334,7 +366,7 @@ class HammingIndex:
         for i, s in enumerate(segs):
             if s.n_dead and s.n_dead * 2 >= s.n:
                 f, d = s.live_arrays()
-                segs[i] = Segment.build(f, d, self._pa)
+                segs[i] = self._build(f, d)
         segs[:] = [s for s in segs if s.n_live > 0]
         if self._background:
             # small merges stay inline (cheap, and they keep the segment count, i.e. the
@@ -364,7 +396,7 @@ class HammingIndex:
     def _merged(self, a: Segment, b: Segment) -> Segment:
         fa, ia = a.live_arrays()
         fb, ib = b.live_arrays()
-        return Segment.build(np.concatenate([fa, fb]), np.concatenate([ia, ib]), self._pa)
+        return self._build(np.concatenate([fa, fb]), np.concatenate([ia, ib]))
 
     def _merge_due(self, segs: list[Segment], min_rows: int = 0) -> int | None:
         """Position ``i`` of the adjacent pair (i, i + 1) of more than ``min_rows`` rows
@@ -436,7 +468,7 @@ class HammingIndex:
                 parts = [s.live_arrays() for s in self._segments]
                 fps = np.concatenate([p[0] for p in parts])
                 ids = np.concatenate([p[1] for p in parts])
-                self._segments = [Segment.build(fps, ids, self._pa)] if len(ids) else []
+                self._segments = [self._build(fps, ids)] if len(ids) else []
 
     # ------------------------------------------------------------------ verbs
     def add(self, fingerprints: Any, ids: Any = None) -> I64:
@@ -479,7 +511,7 @@ class HammingIndex:
                     )
             self._next_id = max(self._next_id, int(ids_arr.max()) + 1)
             if n >= self._buffer_size:
-                self._segments = [*self._segments, Segment.build(fps, ids_arr, self._pa)]
+                self._segments = [*self._segments, self._build(fps, ids_arr)]
                 self._compact()
                 return ids_arr
             if self._buf_n + n > self._buffer_size:
@@ -551,7 +583,7 @@ class HammingIndex:
             out = np.empty((len(arr), self._words), dtype=np.uint64)
             for j, s in enumerate(self._segments):
                 m = seg_i == j
-                out[m] = s.fps[rows[m]]
+                out[m] = s.fps_at(rows[m])
             m = seg_i == -2
             out[m] = self._buf_fps[rows[m]]
         return out[:, 0].copy() if self._words == 1 else out
@@ -732,6 +764,7 @@ class HammingIndex:
             "next_id": self._next_id,
             "buffer_size": self._buffer_size,
             "merge_factor": self._merge_factor,
+            **({"compress": True, "block_bytes": self._block_bytes} if self._compress else {}),
         }
 
     @classmethod
@@ -744,6 +777,8 @@ class HammingIndex:
             plan=plan,
             buffer_size=int(state.get("buffer_size", 4096)),
             merge_factor=int(state.get("merge_factor", 4)),
+            compress=bool(state.get("compress", False)),
+            block_bytes=int(state.get("block_bytes", DEFAULT_BLOCK_BYTES)),
         )
         idx._segments = segments
         idx._next_id = int(state.get("next_id", 0))

@@ -340,6 +340,10 @@ class Segment:
         heavy, hv, sub = _heavy_subdirs(keys, pa)
         return cls(fps_s, ids_s, keys, rows, dirs, dbits, None, heavy, hv, sub)
 
+    def fps_at(self, rows: I64) -> U64:
+        """Fingerprints (m, W) of ``rows``."""
+        return self.fps[rows]
+
     def live_arrays(self) -> tuple[U64, I64]:
         """(fingerprints (m, W), ids (m,)) of the rows not removed.
 

@@ -1,0 +1,962 @@
+"""Block-compressed permuted tables (Manku, Jain & Das Sarma, WWW 2007, section 3.1.1).
+
+A sorted table of 64-bit keys is cut into blocks of ``B`` bytes. The first key of every block
+stays in memory uncompressed (the block's key: a probe binary-searches these, under the same
+prefix directory as the uncompressed tables). Every further key of the block is stored as
+
+* the canonical Huffman code of ``h``: the 1-based position of the most significant bit where
+  the key differs from its predecessor (``h = 64 - clz(key ^ prev)``), or of the symbol 0,
+  reserved for "equal to its predecessor" (duplicate fingerprints, where ``h`` is undefined);
+* the ``h - 1`` bits below that bit (the bit itself is 1: the table is sorted ascending).
+
+The code is built per table from that table's histogram of ``h``, limited to
+:data:`MAX_CODE_LEN` bits so one table look-up decodes a symbol, and stored with the table
+(65 code lengths). Keys are packed greedily: a block holds as many entries as fit in its
+``B`` bytes. Per block the table keeps its first key (u64), the position of that key (u32) and
+a CRC-32 of (key, position, payload) so a flipped bit is caught and named by table and block.
+
+Why it pays: a sorted table of N random 64-bit keys carries about ``64 - log2 N + log2 e`` bits
+per key, not 64; the gaps between neighbours are what the code above stores. What is kept per
+fingerprint besides the tables is in :class:`CompressedSegment`.
+
+The decoder is numba (``decode_block``); :func:`decode_table_py` is its pure-Python twin, tested
+equal under Hypothesis, and :func:`encode_table` the encoder (NumPy for the per-key work, numba
+for the sequential bit packing).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit
+
+from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from ..errors import ConfigError, CorruptFileError
+from . import _kernels as K
+from .tables import PlanArrays
+
+__all__ = [
+    "DEFAULT_BLOCK_BYTES",
+    "MAX_CODE_LEN",
+    "CompressedSegment",
+    "CompressedTables",
+    "decode_table",
+    "decode_table_py",
+    "encode_table",
+    "huffman_lengths",
+]
+
+U64 = npt.NDArray[np.uint64]
+I64 = npt.NDArray[np.int64]
+
+NSYM = 65  # 0: equal to the predecessor; 1..64: h
+MAX_CODE_LEN = 12  # decode-table size 2**12; 65 symbols always fit (Kraft)
+#: block size in bytes; chosen from the curve in docs/index.md ("Block compression")
+DEFAULT_BLOCK_BYTES = 256
+
+
+# ---------------------------------------------------------------------------- Huffman code
+def huffman_lengths(counts: Any, max_len: int = MAX_CODE_LEN) -> npt.NDArray[np.uint8]:
+    """Code lengths (uint8, 0 for unused symbols) of a Huffman code for ``counts``, limited
+    to ``max_len`` bits (the JPEG Annex K.3 adjustment). One used symbol gets length 1."""
+    c = [int(x) for x in counts]
+    used = [s for s, x in enumerate(c) if x > 0]
+    lens = np.zeros(len(c), dtype=np.uint8)
+    if not used:
+        return lens
+    if len(used) == 1:
+        lens[used[0]] = 1
+        return lens
+    heap: list[tuple[int, int, list[int]]] = [(c[s], s, [s]) for s in used]
+    heapq.heapify(heap)
+    depth = dict.fromkeys(used, 0)
+    while len(heap) > 1:
+        ca, sa, la = heapq.heappop(heap)
+        cb, sb, lb = heapq.heappop(heap)
+        for s in la:
+            depth[s] += 1
+        for s in lb:
+            depth[s] += 1
+        heapq.heappush(heap, (ca + cb, min(sa, sb), la + lb))
+    maxd = max(depth.values())
+    bl = [0] * (max(maxd, max_len) + 1)
+    for d in depth.values():
+        bl[d] += 1
+    for i in range(maxd, max_len, -1):  # move leaves up until none is deeper than max_len
+        while bl[i] > 0:
+            j = i - 2
+            while bl[j] == 0:
+                j -= 1
+            bl[i] -= 2
+            bl[i - 1] += 1
+            bl[j + 1] += 2
+            bl[j] -= 1
+    # most frequent symbols get the shortest lengths
+    order = sorted(used, key=lambda s: (-c[s], s))
+    k = 0
+    for ln in range(1, max_len + 1):
+        for _ in range(bl[ln]):
+            lens[order[k]] = ln
+            k += 1
+    return lens
+
+
+def canonical_codes(lens: npt.NDArray[np.uint8]) -> U64:
+    """Canonical Huffman codes (MSB-first values) for code lengths ``lens``."""
+    codes = np.zeros(len(lens), dtype=np.uint64)
+    syms = sorted((int(ln), s) for s, ln in enumerate(lens) if ln > 0)
+    code = 0
+    prev = 0
+    for ln, s in syms:
+        code <<= ln - prev
+        codes[s] = code
+        code += 1
+        prev = ln
+    return codes
+
+
+def decode_lut(lens: npt.NDArray[np.uint8], max_len: int = MAX_CODE_LEN) -> npt.NDArray[np.uint16]:
+    """Look-up table indexed by the next ``max_len`` bits: ``symbol | length << 8``; prefixes
+    of no code map to 0xFFFF (only a corrupt stream reaches them)."""
+    lut = np.full(1 << max_len, 0xFFFF, dtype=np.uint16)
+    codes = canonical_codes(lens)
+    for s, ln in enumerate(lens):
+        ln = int(ln)
+        if ln:
+            lo = int(codes[s]) << (max_len - ln)
+            lut[lo : lo + (1 << (max_len - ln))] = s | (ln << 8)
+    return lut
+
+
+# ---------------------------------------------------------------------------- encoder
+def _bit_length(x: U64) -> I64:
+    """Bit length of each uint64 (0 for 0), exactly (via two exact 32-bit float conversions)."""
+    hi = (x >> np.uint64(32)).astype(np.float64)
+    lo = (x & np.uint64(0xFFFFFFFF)).astype(np.float64)
+    eh = np.frexp(hi)[1].astype(np.int64)
+    el = np.frexp(lo)[1].astype(np.int64)
+    return np.where(eh > 0, eh + 32, el)
+
+
+@njit(nogil=True, cache=True)
+def _assign_blocks(elen, cap_bits):  # type: ignore[no-untyped-def]
+    """Greedy packing: start positions of blocks holding as many entries as fit in cap_bits."""
+    n = elen.shape[0]
+    starts = np.empty(max(n, 1), dtype=np.int64)
+    nb = 0
+    i = 0
+    while i < n:
+        starts[nb] = i
+        nb += 1
+        used = 0
+        i += 1
+        while i < n and used + elen[i] <= cap_bits:
+            used += elen[i]
+            i += 1
+    return starts[:nb]
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _put(words, pos, v, nbits):  # type: ignore[no-untyped-def]
+    if nbits == 0:
+        return
+    w = pos >> 6
+    o = pos & 63
+    avail = 64 - o
+    if nbits <= avail:
+        words[w] |= v << np.uint64(avail - nbits)
+    else:
+        rem = nbits - avail
+        words[w] |= v >> np.uint64(rem)
+        words[w + 1] |= v << np.uint64(64 - rem)
+
+
+@njit(nogil=True, cache=True)
+def _write_blocks(keys, hs, codes, lens, starts, bw, words):  # type: ignore[no-untyped-def]
+    n = keys.shape[0]
+    nb = starts.shape[0]
+    for b in range(nb):
+        s = starts[b]
+        e = starts[b + 1] if b + 1 < nb else n
+        pos = np.int64(b) * bw * 64
+        for i in range(s + 1, e):
+            h = hs[i]
+            _put(words, pos, codes[h], np.int64(lens[h]))
+            pos += np.int64(lens[h])
+            if h > 1:
+                low = keys[i] & ((np.uint64(1) << np.uint64(h - 1)) - np.uint64(1))
+                _put(words, pos, low, h - 1)
+                pos += h - 1
+
+
+def _crc_table() -> npt.NDArray[np.uint32]:
+    """The reflected CRC-32 table (polynomial 0xEDB88320): the same checksum as zlib.crc32."""
+    t = np.zeros(256, dtype=np.uint32)
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
+        t[i] = c
+    return t
+
+
+_CRC_TABLE = _crc_table()
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _crc_u64(crc, v, nbytes, table):  # type: ignore[no-untyped-def]
+    for j in range(nbytes):
+        byte = (v >> np.uint64(8 * j)) & np.uint64(0xFF)
+        crc = table[(crc ^ np.uint32(byte)) & np.uint32(0xFF)] ^ (crc >> np.uint32(8))
+    return crc
+
+
+@njit(nogil=True, cache=True)
+def _block_crc(words, b, bw, bkey, bstart, table):  # type: ignore[no-untyped-def]
+    """zlib.crc32 of (key u64 LE, start u32 LE, the block's payload words LE)."""
+    crc = np.uint32(0xFFFFFFFF)
+    crc = _crc_u64(crc, bkey, 8, table)
+    crc = _crc_u64(crc, np.uint64(bstart), 4, table)
+    base = np.int64(b) * bw
+    for j in range(bw):
+        crc = _crc_u64(crc, words[base + j], 8, table)
+    return crc ^ np.uint32(0xFFFFFFFF)
+
+
+@njit(nogil=True, cache=True)
+def _all_crcs(words, bw, bkeys, bstarts, table):  # type: ignore[no-untyped-def]
+    nb = bkeys.shape[0]
+    out = np.empty(nb, dtype=np.uint32)
+    for b in range(nb):
+        out[b] = _block_crc(words, b, bw, bkeys[b], bstarts[b], table)
+    return out
+
+
+@dataclass(frozen=True)
+class EncodedTable:
+    """One compressed table: ``n`` keys in ``len(bkeys)`` blocks of ``block_bytes`` bytes."""
+
+    n: int
+    block_bytes: int
+    lens: npt.NDArray[np.uint8]  # (65,) code lengths of h (symbol 0: duplicate)
+    bkeys: U64  # first key of every block
+    bstart: npt.NDArray[np.uint32]  # position of that key in the table
+    crc: npt.NDArray[np.uint32]  # per block
+    words: U64  # nb * block_bytes / 8 payload words + _PAD zero words
+
+
+_PAD = 4  # zero words after the last block: the decoder peeks past its position
+
+
+def check_block_bytes(block_bytes: int) -> int:
+    if (
+        isinstance(block_bytes, bool)
+        or not isinstance(block_bytes, (int, np.integer))
+        or not 16 <= int(block_bytes) <= 65536
+        or int(block_bytes) % 8
+    ):
+        raise ConfigError(f"block_bytes must be a multiple of 8 in 16..65536, got {block_bytes!r}")
+    return int(block_bytes)
+
+
+def encode_table(keys: U64, block_bytes: int = DEFAULT_BLOCK_BYTES) -> EncodedTable:
+    """Compress sorted uint64 ``keys`` (ascending; duplicates allowed) into blocks."""
+    block_bytes = check_block_bytes(block_bytes)
+    keys = np.ascontiguousarray(keys, dtype=np.uint64)
+    n = len(keys)
+    if n > 1 and bool((keys[1:] < keys[:-1]).any()):
+        raise ValueError("encode_table needs keys sorted ascending")
+    hs = np.zeros(n, dtype=np.int64)
+    if n > 1:
+        hs[1:] = _bit_length(keys[1:] ^ keys[:-1])
+    hist = np.bincount(hs[1:], minlength=NSYM) if n > 1 else np.zeros(NSYM, dtype=np.int64)
+    lens = huffman_lengths(hist)
+    codes = canonical_codes(lens)
+    elen = lens[hs].astype(np.int64) + np.maximum(hs - 1, 0)
+    bw = block_bytes // 8
+    starts = _assign_blocks(elen, block_bytes * 8)
+    nb = len(starts)
+    words = np.zeros(nb * bw + _PAD, dtype=np.uint64)
+    _write_blocks(keys, hs, codes, lens, starts, np.int64(bw), words)
+    bkeys = keys[starts].copy()
+    bstart = starts.astype(np.uint32)
+    crc = _all_crcs(words, np.int64(bw), bkeys, bstart, _CRC_TABLE)
+    return EncodedTable(n, block_bytes, lens, bkeys, bstart, crc, words)
+
+
+# ---------------------------------------------------------------------------- decoder
+@njit(nogil=True, cache=True, inline="always")
+def _peek(words, pos, nbits):  # type: ignore[no-untyped-def]
+    """The ``nbits`` (1..64) bits at bit position ``pos``, MSB-first."""
+    w = pos >> 6
+    o = pos & 63
+    v = words[w]
+    if o:
+        v = (v << np.uint64(o)) | (words[w + 1] >> np.uint64(64 - o))
+    return v >> np.uint64(64 - nbits)
+
+
+@njit(nogil=True, cache=True)
+def decode_block(words, wbase, bw, key, count, lut, out):  # type: ignore[no-untyped-def]
+    """Decode ``count`` keys of the block at word ``wbase`` (first key ``key``) into ``out``.
+    Returns ``count``, or -1 when the stream is corrupt (an unused code or an overrun)."""
+    out[0] = key
+    prev = key
+    pos = wbase * 64
+    end = pos + bw * 64
+    for j in range(1, count):
+        if pos >= end:
+            return -1
+        # one 64-bit window holds the code and, mostly, the low bits after it
+        w = pos >> 6
+        o = pos & 63
+        v = words[w]
+        if o:
+            v = (v << np.uint64(o)) | (words[w + 1] >> np.uint64(64 - o))
+        e = np.int64(lut[np.int64(v >> np.uint64(64 - MAX_CODE_LEN))])
+        ln = e >> 8
+        h = e & 0xFF
+        if ln > MAX_CODE_LEN:
+            return -1
+        if h == 0:
+            pos += ln
+            cur = prev
+        else:
+            if h == 1:
+                low = np.uint64(0)
+            elif ln + h - 1 <= 64:
+                low = (v << np.uint64(ln)) >> np.uint64(65 - h)
+            else:
+                low = _peek(words, pos + ln, h - 1)
+            pos += ln + h - 1
+            top = (prev >> np.uint64(h)) << np.uint64(h) if h < 64 else np.uint64(0)
+            cur = top | (np.uint64(1) << np.uint64(h - 1)) | low
+        out[j] = cur
+        prev = cur
+    if pos > end:
+        return -1
+    return count
+
+
+@njit(nogil=True, cache=True)
+def _decode_all(words, bw, bkeys, bstart, n, lut, out):  # type: ignore[no-untyped-def]
+    """Decode every block into ``out`` (n,); returns -1 or the first corrupt block + 1 negated."""
+    nb = bkeys.shape[0]
+    for b in range(nb):
+        s = np.int64(bstart[b])
+        e = np.int64(bstart[b + 1]) if b + 1 < nb else n
+        r = decode_block(words, np.int64(b) * bw, bw, bkeys[b], e - s, lut, out[s:e])
+        if r < 0:
+            return -(b + 1)
+    return 0
+
+
+def decode_table(t: EncodedTable) -> U64:
+    """All ``t.n`` keys of an encoded table (numba)."""
+    out = np.empty(t.n, dtype=np.uint64)
+    if t.n:
+        r = _decode_all(
+            t.words, np.int64(t.block_bytes // 8), t.bkeys, t.bstart, np.int64(t.n),
+            decode_lut(t.lens), out,
+        )  # fmt: skip
+        if r < 0:
+            raise CorruptFileError(f"compressed table: block {-r - 1} does not decode")
+    return out
+
+
+def decode_table_py(t: EncodedTable) -> list[int]:
+    """Pure-Python twin of :func:`decode_table` (the reference the numba decoder is tested
+    against): reads the bit stream with Python ints and a dict of canonical codes."""
+    codes = canonical_codes(t.lens)
+    by_code = {(int(t.lens[s]), int(codes[s])): s for s in range(NSYM) if t.lens[s]}
+    bw = t.block_bytes // 8
+    out: list[int] = []
+    nb = len(t.bkeys)
+    for b in range(nb):
+        s = int(t.bstart[b])
+        e = int(t.bstart[b + 1]) if b + 1 < nb else t.n
+        stream = 0
+        for w in t.words[b * bw : (b + 1) * bw].tolist():
+            stream = (stream << 64) | int(w)
+        total = bw * 64
+        pos = 0
+        prev = int(t.bkeys[b])
+        out.append(prev)
+        for _ in range(s + 1, e):
+            code, ln = 0, 0
+            while (ln, code) not in by_code:
+                code = (code << 1) | ((stream >> (total - pos - 1)) & 1)
+                pos += 1
+                ln += 1
+                if ln > MAX_CODE_LEN or pos > total:
+                    raise CorruptFileError(f"compressed table: block {b} does not decode")
+            h = by_code[(ln, code)]
+            if h:
+                low = (stream >> (total - pos - (h - 1))) & ((1 << (h - 1)) - 1)
+                pos += h - 1
+                if pos > total:
+                    raise CorruptFileError(f"compressed table: block {b} does not decode")
+                prev = ((prev >> h) << h) | (1 << (h - 1)) | low
+            out.append(prev)
+    return out
+
+
+def verify_table(t: EncodedTable, what: str = "table") -> None:
+    """Raise :class:`CorruptFileError` naming the first block whose CRC-32 does not match."""
+    crc = _all_crcs(t.words, np.int64(t.block_bytes // 8), t.bkeys, t.bstart, _CRC_TABLE)
+    bad = np.flatnonzero(crc != t.crc)
+    if len(bad):
+        raise CorruptFileError(
+            f"{what}: checksum mismatch in block {int(bad[0])} of {len(t.crc)}"
+            f" ({len(bad)} bad block(s)); the data is corrupt: restore it or rebuild the index"
+        )
+
+
+# ---------------------------------------------------------------------------- tables of a segment
+@dataclass(frozen=True)
+class CompressedTables:
+    """Every table of a segment, concatenated for the kernels (table ``t``'s blocks are
+    ``boff[t]:boff[t + 1]``, its words start at ``woff[t]``)."""
+
+    n: int
+    block_bytes: int
+    lens: npt.NDArray[np.uint8]  # (T, 65)
+    bkeys: U64
+    bstart: npt.NDArray[np.uint32]
+    crc: npt.NDArray[np.uint32]
+    words: U64
+    boff: I64  # (T + 1,)
+    woff: I64  # (T + 1,)
+
+    @property
+    def n_tables(self) -> int:
+        return int(self.lens.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        return int(
+            sum(a.nbytes for a in (self.lens, self.bkeys, self.bstart, self.crc, self.words))
+            + self.boff.nbytes
+            + self.woff.nbytes
+        )
+
+    @classmethod
+    def from_tables(cls, tabs: list[EncodedTable], n: int, block_bytes: int) -> CompressedTables:
+        boff = np.zeros(len(tabs) + 1, dtype=np.int64)
+        woff = np.zeros(len(tabs) + 1, dtype=np.int64)
+        boff[1:] = np.cumsum([len(t.bkeys) for t in tabs])
+        woff[1:] = np.cumsum([len(t.words) for t in tabs])
+
+        def cat(name: str, dt: Any) -> Any:
+            parts = [getattr(t, name) for t in tabs]
+            return np.concatenate(parts).astype(dt) if parts else np.zeros(0, dtype=dt)
+
+        return cls(
+            n=n,
+            block_bytes=block_bytes,
+            lens=np.stack([t.lens for t in tabs]) if tabs else np.zeros((0, NSYM), np.uint8),
+            bkeys=cat("bkeys", np.uint64),
+            bstart=cat("bstart", np.uint32),
+            crc=cat("crc", np.uint32),
+            words=cat("words", np.uint64),
+            boff=boff,
+            woff=woff,
+        )
+
+    def table(self, t: int) -> EncodedTable:
+        b0, b1 = int(self.boff[t]), int(self.boff[t + 1])
+        w0, w1 = int(self.woff[t]), int(self.woff[t + 1])
+        return EncodedTable(
+            self.n,
+            self.block_bytes,
+            self.lens[t],
+            self.bkeys[b0:b1],
+            self.bstart[b0:b1],
+            self.crc[b0:b1],
+            self.words[w0:w1],
+        )
+
+    def validate(self, what: str) -> None:
+        """Structural checks (cheap) on arrays read from a file: raise CorruptFileError."""
+        T = self.n_tables
+        ok = (
+            self.boff.shape == (T + 1,)
+            and self.woff.shape == (T + 1,)
+            and int(self.boff[-1]) == len(self.bkeys) == len(self.bstart) == len(self.crc)
+            and int(self.woff[-1]) == len(self.words)
+        )
+        bw = self.block_bytes // 8
+        for t in range(T if ok else 0):
+            nb = int(self.boff[t + 1] - self.boff[t])
+            ok = ok and int(self.woff[t + 1] - self.woff[t]) == nb * bw + _PAD
+            if self.n:
+                bs = self.bstart[int(self.boff[t]) : int(self.boff[t + 1])].astype(np.int64)
+                ok = ok and nb >= 1 and int(bs[0]) == 0 and bool((np.diff(bs) > 0).all())
+                ok = ok and int(bs[-1]) < self.n
+        if not ok:
+            raise CorruptFileError(
+                f"{what}: inconsistent compressed table arrays; the file is corrupt"
+            )
+
+    def verify(self, what: str) -> None:
+        for t in range(self.n_tables):
+            verify_table(self.table(t), f"{what} table {t}")
+
+
+# ---------------------------------------------------------------------------- search kernel
+@njit(nogil=True, cache=True)
+def _ub(a, lo, hi, v):  # type: ignore[no-untyped-def]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] <= v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(nogil=True, cache=True)
+def _lb(a, lo, hi, v):  # type: ignore[no-untyped-def]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _block_count(bstart, b0, b, nb, n):  # type: ignore[no-untyped-def]
+    s = np.int64(bstart[b0 + b])
+    e = np.int64(bstart[b0 + b + 1]) if b + 1 < nb else n
+    return s, e
+
+
+@njit(nogil=True, cache=True)
+def _table0_rows(fp, bkeys, bstart, words, luts, boff, woff, bw, n, dirs, dbits, buf):  # type: ignore[no-untyped-def]
+    """[a, b) positions in table 0 whose key equals ``fp`` (a == b: none; -1: corrupt)."""
+    nb = boff[1] - boff[0]
+    top = np.int64(fp >> np.uint64(64 - dbits))
+    lo_d = dirs[0, top]
+    hi_d = dirs[0, top + 1]
+    bl = _lb(bkeys, lo_d, hi_d, fp) - 1  # the block before the first block key >= fp
+    if bl < 0:
+        bl = 0
+    bh = _ub(bkeys, max(bl, lo_d), hi_d, fp)
+    if bh <= bl:
+        bh = bl + 1
+    a = np.int64(-1)
+    b = np.int64(-1)
+    for blk in range(bl, min(bh, nb)):
+        s, e = _block_count(bstart, 0, blk, nb, n)
+        r = decode_block(words, woff[0] + blk * bw, bw, bkeys[blk], e - s, luts[0], buf)
+        if r < 0:
+            return np.int64(-1), np.int64(-1)
+        for j in range(e - s):
+            if buf[j] == fp:
+                if a < 0:
+                    a = s + j
+                b = s + j + 1
+            elif buf[j] > fp:
+                break
+    if a < 0:
+        return np.int64(0), np.int64(0)
+    return a, b
+
+
+@njit(nogil=True, cache=True)
+def search_compressed(  # type: ignore[no-untyped-def]
+    q, k, n, bkeys, bstart, words, luts, boff, woff, bw, dirs, dbits, rows, fps,
+    inv_idx, inv_mask, inv_n, pidx, pmask, npieces, pb, radius, flips, flipd, nflips,
+    pm_key, pm_orig, qk, buf, buf0, out_q, out_r, out_d,
+):  # fmt: skip
+    """Every (query, row, distance) within ``k`` in a compressed segment, each pair once:
+    the same output protocol as :func:`neardup.index._kernels.search_tables`. Returns the
+    count, or -1 - t - 1000 * block when a block does not decode.
+
+    ``rows`` (T - 1, n) maps table positions to rows when the keys do not determine the
+    fingerprint (128-bit); else it is empty and a hit in table ``t >= 1`` is un-permuted
+    (``inv_*``: pieces of the inverse permutation) and looked up in table 0, whose positions
+    are the rows. Runs of equal keys (duplicates) are reported once per table from the run's
+    first key, as every row of the run in table 0.
+    """
+    nq = q.shape[0]
+    W = q.shape[1]
+    T = luts.shape[0]
+    cap = out_q.shape[0]
+    cnt = 0
+    kk = np.int64(k)
+    has_rows = rows.shape[0] > 0
+    one = np.zeros((1, 1), dtype=np.uint64)
+    for qi in range(nq):
+        for t in range(T):
+            qk[t] = K.permute_one(q, qi, t, pidx, pmask, npieces)
+        for t in range(T):
+            b0 = boff[t]
+            nb = boff[t + 1] - b0
+            tb = bkeys[b0 : b0 + nb]
+            p_bits = pb[t]
+            shift = np.uint64(64 - p_bits)
+            low = (np.uint64(1) << shift) - np.uint64(1) if p_bits < 64 else np.uint64(0)
+            qkt = qk[t]
+            qpre = qkt >> shift if p_bits < 64 else qkt
+            dshift = np.uint64(p_bits - dbits)
+            for f in range(nflips[t]):
+                d0 = flipd[t, f]
+                if d0 > kk:
+                    break
+                p = qpre ^ flips[t, f]
+                base = p << shift if p_bits < 64 else p
+                last = base | low
+                top = np.int64(p >> dshift)
+                lo_d = dirs[t, top]
+                hi_d = dirs[t, top + 1]
+                # from the block before the first block key >= base (equal keys may span
+                # blocks) to the last block whose first key <= last
+                bl = _lb(tb, lo_d, hi_d, base) - 1
+                if bl < 0:
+                    bl = 0
+                bh = _ub(tb, max(bl, lo_d), hi_d, last)
+                if bh <= bl:
+                    bh = bl + 1
+                have_prev = False
+                prev = np.uint64(0)
+                done = False
+                for blk in range(bl, min(bh, nb)):
+                    if done:
+                        break
+                    s, e = _block_count(bstart, b0, blk, nb, n)
+                    r = decode_block(words, woff[t] + blk * bw, bw, tb[blk], e - s, luts[t], buf)
+                    if r < 0:
+                        return -1 - t - 1000 * blk
+                    for j in range(e - s):
+                        key = buf[j]
+                        if key < base:
+                            continue
+                        if key > last:
+                            done = True
+                            break
+                        dup = have_prev and key == prev
+                        have_prev = True
+                        prev = key
+                        x = key ^ qkt
+                        c = K._pc(x)
+                        if c > kk:
+                            continue
+                        pos = s + j
+                        x0 = np.uint64(0)
+                        x1 = np.uint64(0)
+                        if t == 0 or has_rows:
+                            row = pos if t == 0 else np.int64(rows[t - 1, pos])
+                            if W == 1:
+                                dist = c
+                            else:
+                                x0 = fps[row, 0] ^ q[qi, 0]
+                                x1 = fps[row, 1] ^ q[qi, 1]
+                                dist = K._pc(x0) + K._pc(x1)
+                                if dist > kk:
+                                    continue
+                            if K._seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, radius):
+                                continue
+                            if cnt < cap:
+                                out_q[cnt] = qi
+                                out_r[cnt] = row
+                                out_d[cnt] = dist
+                            cnt += 1
+                            continue
+                        # 64-bit, no rows: the key is the fingerprint permuted; find its rows
+                        if dup:
+                            continue
+                        if K._seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, radius):
+                            continue
+                        one[0, 0] = key
+                        fp = K.permute_one(one, 0, t, inv_idx, inv_mask, inv_n)
+                        ra, rb = _table0_rows(
+                            fp, bkeys, bstart, words, luts, boff, woff, bw, n, dirs, dbits, buf0
+                        )
+                        if ra < 0:
+                            return -1 - 1000 * 0
+                        for row in range(ra, rb):
+                            if cnt < cap:
+                                out_q[cnt] = qi
+                                out_r[cnt] = row
+                                out_d[cnt] = c
+                            cnt += 1
+    return cnt
+
+
+@njit(nogil=True, cache=True)
+def _dirs_all(bkeys, boff, dbits):  # type: ignore[no-untyped-def]
+    T = boff.shape[0] - 1
+    out = np.empty((max(T, 1), (1 << dbits) + 1), dtype=np.int64)
+    for t in range(T):
+        out[t] = K.directory(bkeys[boff[t] : boff[t + 1]], dbits)
+    return out
+
+
+def inverse_pieces(pa: PlanArrays) -> tuple[I64, U64, I64] | None:
+    """Pieces (as ``pa.pidx``/``pmask``/``npieces``) mapping each table's 64-bit key back to
+    the fingerprint, or None when a key does not determine it (128-bit fingerprints)."""
+    if pa.words != 1:
+        return None
+    T = pa.n_tables
+    P = pa.pidx.shape[1]
+    idx = np.zeros((max(T, 1), P, 3), dtype=np.int64)
+    msk = np.zeros((max(T, 1), P), dtype=np.uint64)
+    cnt = np.zeros(max(T, 1), dtype=np.int64)
+    for t in range(T):
+        cover = 0
+        for j in range(int(pa.npieces[t])):
+            _w, sshift, dshift = (int(v) for v in pa.pidx[t, j])
+            width = int(pa.pmask[t, j]).bit_length()
+            idx[t, j] = (0, dshift, sshift)  # key bits at dshift go back to sshift
+            msk[t, j] = pa.pmask[t, j]
+            cover += width
+        if cover != 64:
+            return None
+        cnt[t] = pa.npieces[t]
+    return idx, msk, cnt
+
+
+_E_I64 = np.empty(0, dtype=np.int64)
+_E_I32 = np.empty(0, dtype=np.int32)
+
+
+class CompressedSegment:
+    """An immutable index segment whose tables are block-compressed.
+
+    Per fingerprint it keeps the compressed tables, its int64 id (in table 0's order), and
+    only for 128-bit fingerprints the fingerprints themselves and each further table's rows
+    (a 64-bit key does not determine a 128-bit fingerprint). For 64-bit fingerprints table 0
+    *is* the fingerprints, and a hit in a further table is mapped to its rows by un-permuting
+    its key and looking it up in table 0 (the paper's scheme), so no row arrays are stored.
+
+    Duck-typed like :class:`~neardup.index.tables.Segment` for :class:`HammingIndex`
+    (``keys`` is None, so :class:`~neardup.index.multi.IndexSet` searches it as a brute
+    segment over the decoded fingerprints: exact, but without the tables' speed).
+    """
+
+    # what IndexSet reads of a brute segment
+    heavy = None
+    hv = np.zeros((0, 4), dtype=np.int64)
+    sub = np.zeros(1, dtype=np.int64)
+
+    __slots__ = (
+        "_id_index",
+        "_inv",
+        "alive",
+        "ct",
+        "dbits",
+        "dirs",
+        "fps_raw",
+        "ids",
+        "keys",
+        "luts",
+        "n_dead",
+        "rows",
+        "words",
+    )
+
+    def __init__(
+        self,
+        ct: CompressedTables,
+        ids: I64,
+        words: int,
+        pa: PlanArrays,
+        fps_raw: U64 | None = None,
+        rows: npt.NDArray[np.uint32] | None = None,
+        alive: npt.NDArray[np.bool_] | None = None,
+    ) -> None:
+        self.ct = ct
+        self.ids = ids
+        self.words = words
+        self.fps_raw = fps_raw  # (n, 2) for 128-bit; None for 64-bit (decoded from table 0)
+        self.rows = rows
+        self.keys = None  # no uncompressed keys (IndexSet and the self-join need Segment)
+        self.alive = alive
+        self.n_dead = 0 if alive is None else int(len(ids) - np.count_nonzero(alive))
+        self._id_index: tuple[I64, I64] | None = None
+        self._inv = inverse_pieces(pa) if rows is None else None
+        if rows is None and self._inv is None and ct.n:
+            raise CorruptFileError("compressed segment of 128-bit fingerprints lacks its rows")
+        nb_min = min((int(ct.boff[t + 1] - ct.boff[t]) for t in range(ct.n_tables)), default=1)
+        self.dbits = int(min(pa.min_pb, max(1, min(20, max(nb_min, 1).bit_length() - 1))))
+        self.dirs = _dirs_all(ct.bkeys, ct.boff, self.dbits)
+        self.luts = np.stack([decode_lut(ct.lens[t]) for t in range(ct.n_tables)])
+
+    @property
+    def n(self) -> int:
+        return int(self.ids.shape[0])
+
+    @property
+    def n_live(self) -> int:
+        return self.n - self.n_dead
+
+    @property
+    def nbytes(self) -> int:
+        total = self.ids.nbytes + self.ct.nbytes + self.dirs.nbytes + self.luts.nbytes
+        for a in (self.fps_raw, self.rows, self.alive):
+            if a is not None:
+                total += a.nbytes
+        return int(total)
+
+    @classmethod
+    def build(
+        cls, fps: U64, ids: I64, pa: PlanArrays, block_bytes: int = DEFAULT_BLOCK_BYTES
+    ) -> CompressedSegment:
+        """Sort ``fps`` (n, W) into every table of ``pa`` and compress each table."""
+        if pa.n_tables == 0:
+            raise ConfigError("compressed segments need a table plan (layout 'tables')")
+        n = fps.shape[0]
+        T = pa.n_tables
+        key0, order = K.sort_with_rows(K.permute_many(fps, 0, pa.pidx, pa.pmask, pa.npieces))
+        fps_s = np.ascontiguousarray(fps[order])
+        ids_s = np.ascontiguousarray(ids[order])
+        inv = inverse_pieces(pa)
+        tabs = [encode_table(key0, block_bytes)]
+        del key0
+        rows = None if inv is not None else np.empty((T - 1, n), dtype=np.uint32)
+        for t in range(1, T):
+            kt, o = K.sort_with_rows(K.permute_many(fps_s, t, pa.pidx, pa.pmask, pa.npieces))
+            tabs.append(encode_table(kt, block_bytes))
+            if rows is not None:
+                rows[t - 1] = o
+        ct = CompressedTables.from_tables(tabs, n, block_bytes)
+        return cls(ct, ids_s, pa.words, pa, None if inv is not None else fps_s, rows)
+
+    @property
+    def fps(self) -> U64:
+        """Fingerprints (n, W) in row order (decoded from table 0 for 64-bit)."""
+        if self.fps_raw is not None:
+            return self.fps_raw
+        return decode_table(self.ct.table(0)).reshape(-1, 1)
+
+    def fps_at(self, rows: I64) -> U64:
+        """Fingerprints (m, W) of ``rows``, decoding only their blocks of table 0."""
+        if self.fps_raw is not None:
+            return self.fps_raw[rows]
+        rows = np.asarray(rows, dtype=np.int64)
+        if len(rows) > self.n // 64:
+            return self.fps[rows]
+        t0 = self.ct.table(0)
+        lut = decode_lut(t0.lens)
+        bw = self.ct.block_bytes // 8
+        nb = len(t0.bkeys)
+        blk = np.searchsorted(t0.bstart.astype(np.int64), rows, "right") - 1
+        out = np.empty((len(rows), 1), dtype=np.uint64)
+        buf = np.empty(self.ct.block_bytes * 8 + 2, dtype=np.uint64)
+        for i, (r, b) in enumerate(zip(rows.tolist(), blk.tolist(), strict=True)):
+            s = int(t0.bstart[b])
+            e = int(t0.bstart[b + 1]) if b + 1 < nb else self.n
+            if (
+                decode_block(t0.words, np.int64(b * bw), np.int64(bw), t0.bkeys[b], e - s, lut, buf)
+                < 0
+            ):
+                raise CorruptFileError(f"compressed table 0: block {b} does not decode")
+            out[i, 0] = buf[r - s]
+        return out
+
+    def live_arrays(self) -> tuple[U64, I64]:
+        alive = self.alive
+        fps = self.fps
+        if alive is None or self.n_dead == 0:
+            return fps, self.ids
+        mask = alive.copy()
+        return fps[mask], self.ids[mask]
+
+    def search(
+        self, q: U64, k: int, pa: PlanArrays, cap: int = 0
+    ) -> tuple[I64, I64, npt.NDArray[np.int32]]:
+        if self.n == 0:
+            return _E_I64, _E_I64, _E_I32
+        ct = self.ct
+        luts = self.luts
+        if self._inv is not None:
+            inv_idx, inv_mask, inv_n = self._inv
+            rows = np.zeros((0, 1), dtype=np.uint32)
+            fps = np.zeros((1, 1), dtype=np.uint64)
+        else:
+            inv_idx, inv_mask, inv_n = pa.pidx, pa.pmask, pa.npieces
+            rows = self.rows if self.rows is not None else np.zeros((0, 1), dtype=np.uint32)
+            fps = self.fps_raw
+        qk = np.empty(max(pa.n_tables, 1), dtype=np.uint64)
+        buf = np.empty(ct.block_bytes * 8 + 2, dtype=np.uint64)
+        buf0 = np.empty_like(buf)
+        cap = cap or 4 * len(q) + 64
+        while True:
+            out_q = np.empty(cap, dtype=np.int64)
+            out_r = np.empty(cap, dtype=np.int64)
+            out_d = np.empty(cap, dtype=np.int32)
+            cnt = search_compressed(
+                q, k, np.int64(self.n), ct.bkeys, ct.bstart, ct.words, luts, ct.boff,
+                ct.woff, np.int64(ct.block_bytes // 8), self.dirs, np.int64(self.dbits),
+                rows, fps, inv_idx, inv_mask, inv_n, pa.pidx, pa.pmask, pa.npieces, pa.pb,
+                pa.radius, pa.flips, pa.flipd, pa.nflips, pa.pm_key, pa.pm_orig, qk, buf,
+                buf0, out_q, out_r, out_d,
+            )  # fmt: skip
+            if cnt < 0:
+                c = -cnt - 1
+                raise CorruptFileError(
+                    f"compressed segment: table {c % 1000} block {c // 1000} does not decode;"
+                    " the data is corrupt: restore it or rebuild the index"
+                )
+            if cnt <= cap:
+                break
+            cap = cnt
+        if cnt == 0:
+            return _E_I64, _E_I64, _E_I32
+        qi, r, d = out_q[:cnt], out_r[:cnt], out_d[:cnt]
+        if self.n_dead:
+            m = self.alive[r]  # type: ignore[index]
+            qi, r, d = qi[m], r[m], d[m]
+        return qi, self.ids[r], d
+
+    def id_index(self) -> tuple[I64, I64]:
+        if self._id_index is None:
+            o = np.argsort(self.ids, kind="stable")
+            self._id_index = (self.ids[o], o.astype(np.int64))
+        return self._id_index
+
+    def locate(self, ids: I64) -> I64:
+        sid, srow = self.id_index()
+        out = np.full(len(ids), -1, dtype=np.int64)
+        if len(sid) == 0:
+            return out
+        pos = np.minimum(np.searchsorted(sid, ids), len(sid) - 1)
+        hit = sid[pos] == ids
+        rows = srow[pos]
+        if self.alive is not None:
+            hit &= self.alive[rows]
+        out[hit] = rows[hit]
+        return out
+
+    def kill(self, rows: I64) -> int:
+        if len(rows) == 0:
+            return 0
+        if self.alive is None:
+            self.alive = np.ones(self.n, dtype=bool)
+        elif not self.alive.flags.writeable:
+            self.alive = self.alive.copy()
+        was = int(np.count_nonzero(self.alive[rows]))
+        self.alive[rows] = False
+        self.n_dead += was
+        return was
+
+    def verify(self, what: str = "compressed segment") -> None:
+        """Check every block's CRC-32 (raises :class:`CorruptFileError` naming table and block)."""
+        self.ct.verify(what)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "live": self.n_live,
+            "bytes": self.nbytes,
+            "dbits": self.dbits,
+            "compressed": True,
+            "block_bytes": self.ct.block_bytes,
+        }

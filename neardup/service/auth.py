@@ -11,7 +11,7 @@ as UTF-8.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Mapping
+from typing import Protocol
 
 from .http_errors import AuthError
 
@@ -28,7 +28,11 @@ def header_bytes(value: str) -> bytes:
         return value.encode("utf-8", "surrogatepass")
 
 
-def check_write_token(headers: Mapping[str, str], token: str | None) -> None:
+class _HeaderSource(Protocol):
+    def get(self, name: str, /) -> str | None: ...
+
+
+def check_write_token(headers: _HeaderSource, token: str | None) -> None:
     """Raise :class:`AuthError` unless ``headers`` carry the bearer ``token`` (no-op when None).
 
     >>> check_write_token({}, None)

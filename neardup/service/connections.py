@@ -205,10 +205,15 @@ def uvicorn_config(app: Any, config: Any, **kwargs: Any) -> Any:
     http = kwargs.pop("http", None)
     if http is None:
         http = "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
+    base: type
     if http == "httptools":
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+        base = HttpToolsProtocol
     else:
-        from uvicorn.protocols.http.h11_impl import H11Protocol as base
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+
+        base = H11Protocol
     max_connections = config.max_connections or default_max_connections()
     protocol = guarded_protocol(
         base,

@@ -137,7 +137,7 @@ class _StoreCollector(Collector):
         up.add_metric([], time.time() - self.started)
         yield up
         stats = self.source() if self.source is not None else {}
-        families: dict[str, Metric] = {}
+        families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {}
         for ns, values in sorted(stats.items()):
             for key, value in values.items():
                 if (
@@ -147,7 +147,7 @@ class _StoreCollector(Collector):
                 ):
                     continue
                 name = "neardup_store_" + _metric_name(str(key))
-                fam = families.get(name)
+                fam: CounterMetricFamily | GaugeMetricFamily | None = families.get(name)
                 if fam is None:
                     if key in STORE_COUNTERS:
                         fam = CounterMetricFamily(

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numba import types as nt
 
+from . import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 from .text.tokenize import prepare_many, prepare_utf8
 
 U64 = np.uint64
@@ -46,13 +48,24 @@ ACC_NFEAT = 129
 #: features buffered per document before they are added to the per-bit sums
 FEATURE_BUF = 4096
 
+# Small helpers are ordinary @njit functions: LLVM inlines them into their callers anyway,
+# whereas numba's inline="always" types their bodies again at every call site (a large share
+# of this module's first-run compile, for no measured speed; issue 20). xxh64 and hash64 stay
+# inlined into the hot loops.
+# The feature hashes are called on the (read-only) input bytes and on writable scratch
+# buffers; typed lazily, each would compile twice (one copy per array type). One read-only
+# signature serves both (a writable array converts to it), compiled when this module loads.
+_RO_BYTES = nt.Array(nt.uint8, 1, "C", readonly=True)
+_SIG_HASH_ID = nt.uint64(_RO_BYTES, nt.int64, nt.int64, nt.int64, nt.uint64)
+_SIG_HASH = nt.uint64(_RO_BYTES, nt.int64, nt.int64, nt.uint64)
 
-@njit(inline="always", cache=True)
+
+@njit(inline="always", cache=True)  # (an ordinary call would compile once per literal r)
 def _rotl(x, r):
     return (x << U64(r)) | (x >> U64(64 - r))
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)
 def _r64(b, i):
     return (
         U64(b[i])
@@ -66,7 +79,7 @@ def _r64(b, i):
     )
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)
 def _r32(b, i):
     return (
         U64(b[i])
@@ -76,14 +89,14 @@ def _r32(b, i):
     )
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)
 def _xround(acc, x):
     acc = acc + x * P2
     acc = _rotl(acc, 31)
     return acc * P1
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)
 def _xmerge(acc, v):
     acc = acc ^ _xround(U64(0), v)
     return acc * P1 + P4
@@ -133,7 +146,7 @@ def xxh64(b, s, e, seed):
     return h
 
 
-@njit(cache=True)
+@njit(_SIG_HASH, cache=True)
 def fnv1a64(b, s, e, seed):
     h = FNV_OFF ^ seed
     for i in range(s, e):
@@ -141,7 +154,7 @@ def fnv1a64(b, s, e, seed):
     return h
 
 
-@njit(cache=True)
+@njit(_SIG_HASH, cache=True)
 def oaat32(b, s, e, seed):
     h = seed & M32
     for i in range(s, e):
@@ -154,7 +167,7 @@ def oaat32(b, s, e, seed):
     return h
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)
 def _mix(a, b, c):
     a = (a - b - c) & M32
     a = a ^ (c >> U64(13))
@@ -177,7 +190,7 @@ def _mix(a, b, c):
     return a, b, c
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)
 def _rle(b, i, k):
     """Little-endian value of k (0..4) bytes at b[i:]."""
     v = U64(0)
@@ -186,7 +199,7 @@ def _rle(b, i, k):
     return v
 
 
-@njit(cache=True)
+@njit(_SIG_HASH, cache=True)
 def lookup2_32(b, s, e, seed):
     a = U64(0x9E3779B9)
     bb = U64(0x9E3779B9)
@@ -211,22 +224,7 @@ def lookup2_32(b, s, e, seed):
     return c
 
 
-@njit(inline="always", cache=True)
-def hash64(b, s, e, hash_id, seed):
-    """The 64-bit feature hash of :mod:`neardup.hashing` (hash ids: xxh64 0, fnv1a 1,
-    jenkins-oaat 2, jenkins-lookup2 3)."""
-    if hash_id == 0:
-        return xxh64(b, s, e, seed)
-    return _hash64_other(b, s, e, hash_id, seed)
-
-
-@njit(cache=True)
-def hash64_cold(b, s, e, hash_id, seed):
-    """:func:`hash64` as an ordinary call (cold paths: fewer inlined copies, faster compile)."""
-    return hash64(b, s, e, hash_id, seed)
-
-
-@njit(cache=True)
+@njit(_SIG_HASH_ID, cache=True)
 def _hash64_other(b, s, e, hash_id, seed):
     if hash_id == 1:
         return fnv1a64(b, s, e, seed)
@@ -238,6 +236,21 @@ def _hash64_other(b, s, e, hash_id, seed):
 
 
 @njit(inline="always", cache=True)
+def hash64(b, s, e, hash_id, seed):
+    """The 64-bit feature hash of :mod:`neardup.hashing` (hash ids: xxh64 0, fnv1a 1,
+    jenkins-oaat 2, jenkins-lookup2 3)."""
+    if hash_id == 0:
+        return xxh64(b, s, e, seed)
+    return _hash64_other(b, s, e, hash_id, seed)
+
+
+@njit(_SIG_HASH_ID, cache=True)
+def hash64_cold(b, s, e, hash_id, seed):
+    """:func:`hash64` as an ordinary call (cold paths: fewer inlined copies, faster compile)."""
+    return hash64(b, s, e, hash_id, seed)
+
+
+@njit(cache=True)
 def _spill(acc, base, l0, l1, l2, l3, l4, l5, l6, l7):
     for q in range(8):
         sh = U64(8 * q)
@@ -343,7 +356,7 @@ def _put(hi, lo, w, fb_hi, fb_lo, fb_w, wide, acc, st):
     st[S_NBUF] = k
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)
 def _wrap(i, n):
     """i mod n for 0 <= i < 2n (no division)."""
     return i - n if i >= n else i
@@ -649,7 +662,7 @@ def han_counts(buf, s, e, isword):
     return n_han, n_word
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)
 def _is_zh(n_han, n_word, th):
     return n_word > 0 and n_han / n_word >= th
 

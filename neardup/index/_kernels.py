@@ -19,6 +19,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+
 LEAF = 16  # a descent range this small is scanned linearly
 
 

@@ -26,6 +26,7 @@ import numpy.typing as npt
 from numba import njit
 from numba.typed import List
 
+from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 from ..errors import ConfigError
 from . import _kernels as K
 from .hamming_index import HammingIndex

@@ -32,6 +32,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+
 __all__ = [
     "FAST",
     "ID_ABSENT",

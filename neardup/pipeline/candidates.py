@@ -19,6 +19,7 @@ import numpy.typing as npt
 from llvmlite import ir
 from numba.extending import intrinsic
 
+from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 from ..errors import ConfigError
 from ..hamming import as_fingerprints, hamming_cdist
 from ._threads import numba_threads

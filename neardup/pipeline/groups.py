@@ -17,6 +17,8 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
+from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+
 I64 = npt.NDArray[np.int64]
 
 __all__ = ["ExactGroups", "exact_pairs", "expanded_pairs"]

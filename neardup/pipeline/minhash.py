@@ -44,6 +44,7 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
+from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 from ..errors import ConfigError
 from ..verify import Verifier
 from ._threads import numba_threads

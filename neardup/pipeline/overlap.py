@@ -20,6 +20,7 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
+from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 from ._threads import numba_threads
 from .tokens import HIST_MAX
 

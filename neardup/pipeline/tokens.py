@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import numba
 import numpy as np
 
+from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 from .._arrays import concat_ascii
 from ..io.texts import SpanTexts
 from ..verify import _SOCIAL, _SOCIAL_MARKERS, TokenEncoder, Verifier

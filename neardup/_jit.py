@@ -1,0 +1,262 @@
+"""Where neardup's numba kernels are cached, and how long compiling them took.
+
+numba's own cache (``@njit(cache=True)``) is written next to the source, into the installed
+package's ``__pycache__`` folders. That broke the README's Quickstart (issue 20): a later
+``pip install -e .`` over a ``pip install .`` removes the old copy by its file list, leaves the
+cache folders behind without ``__init__.py``, and they shadow the editable package. So
+neardup's kernels are cached in a user cache directory, one per (neardup, numba, Python)
+version, never inside the package:
+
+1. ``$NEARDUP_CACHE_DIR/<version>/`` when NEARDUP_CACHE_DIR is set;
+2. ``$NUMBA_CACHE_DIR`` when that is set (numba's own setting, used as numba would);
+3. ``platformdirs.user_cache_dir("neardup")/<version>/`` otherwise;
+
+and when the chosen directory is not writable, a per-user folder under the temp directory,
+then a folder for this process only (compiled again next time, but never the package).
+
+numba picks a cache locator when a dispatcher is created (at ``@njit`` decoration time), so
+every module holding kernels imports this module before its first ``@njit``
+(``tests/test_jit_cache.py`` checks that). The locator installed here claims neardup's own
+source files only: other packages' numba caches stay where numba puts them.
+
+Compiles are timed through numba's event API (``numba:compile`` events fire for real compiles,
+not for cache loads): :func:`compile_seconds` is the time this process spent compiling
+neardup's kernels, and :func:`announce_compiles` lets the CLI say so when the first one starts.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numba
+from numba.core import caching
+from numba.core import event as nb_event
+
+from . import __version__
+
+log = logging.getLogger("neardup")
+
+#: environment variable that overrides where neardup's kernels are cached
+ENV_CACHE_DIR = "NEARDUP_CACHE_DIR"
+#: numba's own cache directory setting (respected when ours is not set)
+ENV_NUMBA_CACHE_DIR = "NUMBA_CACHE_DIR"
+
+_PACKAGE_DIR = os.path.dirname(os.path.realpath(__file__))
+
+
+def version_key() -> str:
+    """The cache folder name for this neardup, numba and Python, e.g.
+    ``kernels-0.1.0-numba0.68.1-py311``: a new version of any of them starts a fresh folder
+    (and leaves the old one whole for the version that wrote it)."""
+    py = f"{sys.version_info.major}{sys.version_info.minor}"
+    return f"kernels-{__version__}-numba{numba.__version__}-py{py}"
+
+
+@dataclass(frozen=True)
+class CacheLocation:
+    """Where kernels are cached: ``path``, and ``source``, which setting chose it
+    (``NEARDUP_CACHE_DIR``, ``NUMBA_CACHE_DIR``, ``user``, ``temp`` or ``process``)."""
+
+    path: Path
+    source: str
+
+
+def _writable(path: Path) -> bool:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError:
+        return False
+    return True
+
+
+def _temp_root() -> Path:
+    return Path(tempfile.gettempdir())
+
+
+def _process_dir() -> Path:
+    """A fresh folder for this process's kernels, removed at exit (the last resort)."""
+    try:
+        path = Path(tempfile.mkdtemp(prefix="neardup-kernels-"))
+    except OSError as e:
+        from .errors import StorageError
+
+        raise StorageError(
+            f"no writable folder for neardup's kernel cache ({e}); set {ENV_CACHE_DIR} to a "
+            "writable folder"
+        ) from e
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+def resolve_cache_dir(env: Mapping[str, str] | None = None) -> CacheLocation:
+    """The first writable of: ``$NEARDUP_CACHE_DIR/<version>``, ``$NUMBA_CACHE_DIR``,
+    ``user_cache_dir("neardup")/<version>``, then ``<tmp>/neardup-<user>/<version>``, then a
+    folder for this process only. Creates the folder it returns; logs a warning when the
+    folder asked for (by a variable or the default) is not writable; raises StorageError
+    when no folder at all is writable."""
+    env = os.environ if env is None else env
+    candidates: list[tuple[Path, str]] = []
+    if env.get(ENV_CACHE_DIR):
+        candidates.append((Path(env[ENV_CACHE_DIR]).expanduser() / version_key(), ENV_CACHE_DIR))
+    elif env.get(ENV_NUMBA_CACHE_DIR):
+        candidates.append((Path(env[ENV_NUMBA_CACHE_DIR]).expanduser(), ENV_NUMBA_CACHE_DIR))
+    else:
+        import platformdirs
+
+        candidates.append((Path(platformdirs.user_cache_dir("neardup")) / version_key(), "user"))
+    user = str(os.getuid()) if hasattr(os, "getuid") else os.environ.get("USERNAME", "user")
+    candidates.append((_temp_root() / f"neardup-{user}" / version_key(), "temp"))
+    for path, source in candidates:
+        if _writable(path):
+            if source == "temp":
+                log.warning(
+                    "neardup: kernel cache folder %s is not writable; caching in %s instead "
+                    "(set %s to a writable folder)",
+                    candidates[0][0],
+                    path,
+                    ENV_CACHE_DIR,
+                )
+            return CacheLocation(path.resolve(), source)
+    path = _process_dir()
+    log.warning(
+        "neardup: no writable kernel cache folder (tried %s); kernels compile again in every "
+        "process (set %s to a writable folder)",
+        ", ".join(str(p) for p, _ in candidates),
+        ENV_CACHE_DIR,
+    )
+    return CacheLocation(path, "process")
+
+
+_location: CacheLocation | None = None
+_location_lock = threading.Lock()
+
+
+def cache_location() -> CacheLocation:
+    """Where this process caches neardup's kernels (resolved once, on first use)."""
+    global _location
+    with _location_lock:
+        if _location is None:
+            _location = resolve_cache_dir()
+        return _location
+
+
+def _is_ours(py_file: str) -> bool:
+    path = os.path.realpath(py_file)
+    return os.path.commonpath([path, _PACKAGE_DIR]) == _PACKAGE_DIR
+
+
+class NeardupCacheLocator(caching.UserProvidedCacheLocator):  # type: ignore[misc]
+    """numba cache locator for neardup's own source files: :func:`cache_location`, under
+    numba's usual sub-folder per source folder (so two installs never share entries)."""
+
+    def __init__(self, py_func: Any, py_file: str, root: Path | None = None) -> None:
+        self._py_file = py_file
+        self._lineno = py_func.__code__.co_firstlineno
+        root = cache_location().path if root is None else root
+        self._cache_path = os.path.join(root, self.get_suitable_cache_subpath(py_file))
+
+    @classmethod
+    def from_function(cls, py_func: Any, py_file: str) -> NeardupCacheLocator | None:
+        if not _is_ours(py_file) or not os.path.exists(py_file):
+            return None  # not neardup's: numba's own locators decide
+        self = cls(py_func, py_file)
+        try:
+            self.ensure_cache_path()
+        except OSError:  # became unwritable since it was resolved: never fall back in-tree
+            self = cls(py_func, py_file, root=_process_dir())
+            self.ensure_cache_path()
+        return self
+
+
+def install() -> None:
+    """Put :class:`NeardupCacheLocator` first in numba's locator list (idempotent). Called on
+    import; kernels decorated before it would be cached inside the package."""
+    impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl
+    classes = impl._locator_classes
+    if NeardupCacheLocator not in classes:
+        classes.insert(0, NeardupCacheLocator)
+
+
+# ------------------------------------------------------------------------------ compile timing
+@dataclass
+class _CompileStats:
+    seconds: float = 0.0
+    count: int = 0
+    announce: Callable[[str], None] | None = None
+
+
+_stats = _CompileStats()
+_depth = threading.local()
+
+
+def _neardup_dispatcher(ev: Any) -> bool:
+    disp = ev.data.get("dispatcher") if isinstance(ev.data, dict) else None
+    module = getattr(getattr(disp, "py_func", None), "__module__", "") or ""
+    return module == "neardup" or module.startswith("neardup.")
+
+
+class _CompileListener(nb_event.Listener):  # type: ignore[misc]
+    """Sums the outermost compiles of neardup kernels (a kernel's callees compile inside
+    its event; numba's compiler lock serialises compiles, so the sum is wall time)."""
+
+    def on_start(self, event: Any) -> None:
+        stack = getattr(_depth, "stack", None)
+        if stack is None:
+            stack = _depth.stack = []
+        if not stack and _neardup_dispatcher(event):
+            stack.append(time.perf_counter())
+            if _stats.count == 0 and _stats.announce is not None:
+                with contextlib.suppress(Exception):  # a notice must never break a compile
+                    _stats.announce(compile_notice())
+            _stats.count += 1
+        else:
+            stack.append(None)
+
+    def on_end(self, event: Any) -> None:
+        stack = getattr(_depth, "stack", None)
+        if not stack:
+            return
+        t0 = stack.pop()
+        if t0 is not None:
+            _stats.seconds += time.perf_counter() - t0
+
+
+def compile_notice() -> str:
+    """The line the CLI prints when a run starts compiling kernels (a cold cache)."""
+    return (
+        f"neardup: compiling kernels on first use (cached in {cache_location().path}; "
+        "about half a minute, once)"
+    )
+
+
+def announce_compiles(callback: Callable[[str], None] | None) -> None:
+    """Call ``callback(compile_notice())`` when the first neardup kernel compile of this
+    process starts (not at all when every kernel loads from the cache); None turns it off."""
+    _stats.announce = callback
+
+
+def compile_seconds() -> float:
+    """Seconds this process has spent compiling neardup kernels (0.0 on a warm cache)."""
+    return _stats.seconds
+
+
+def compile_count() -> int:
+    """How many neardup kernel compiles (outermost, one per kernel and signature) ran."""
+    return _stats.count
+
+
+install()
+nb_event.register("numba:compile", _CompileListener())

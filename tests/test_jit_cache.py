@@ -1,0 +1,172 @@
+"""Where numba kernel caches go (never inside the package: issue 20), and the first-run notice."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numba
+import pytest
+
+import neardup
+from neardup import _jit
+from neardup.errors import StorageError
+
+PACKAGE = Path(neardup.__file__).resolve().parent
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in (_jit.ENV_CACHE_DIR, "NUMBA_CACHE_DIR")}
+    env.update(extra)
+    return env
+
+
+def test_version_key_names_neardup_numba_and_python() -> None:
+    key = _jit.version_key()
+    py = f"py{sys.version_info.major}{sys.version_info.minor}"
+    assert key == f"kernels-{neardup.__version__}-numba{numba.__version__}-{py}"
+
+
+def test_default_is_the_user_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import platformdirs
+
+    monkeypatch.setattr(platformdirs, "user_cache_dir", lambda app: str(tmp_path / "user" / app))
+    loc = _jit.resolve_cache_dir(_env())
+    assert loc.source == "user"
+    assert loc.path == (tmp_path / "user" / "neardup" / _jit.version_key()).resolve()
+    assert loc.path.is_dir()
+
+
+def test_neardup_cache_dir_wins_over_numba_cache_dir(tmp_path: Path) -> None:
+    loc = _jit.resolve_cache_dir(
+        _env(NEARDUP_CACHE_DIR=str(tmp_path / "nd"), NUMBA_CACHE_DIR=str(tmp_path / "nb"))
+    )
+    assert loc.source == "NEARDUP_CACHE_DIR"
+    assert loc.path == (tmp_path / "nd" / _jit.version_key()).resolve()
+
+
+def test_numba_cache_dir_is_respected_as_is(tmp_path: Path) -> None:
+    loc = _jit.resolve_cache_dir(_env(NUMBA_CACHE_DIR=str(tmp_path / "nb")))
+    assert loc == _jit.CacheLocation((tmp_path / "nb").resolve(), "NUMBA_CACHE_DIR")
+
+
+def test_unwritable_dir_falls_back_to_temp_then_to_a_process_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "a-file"  # a regular file: no folder can be made under it, even as root
+    blocker.write_text("")
+    monkeypatch.setattr(_jit, "_temp_root", lambda: tmp_path / "tmp")
+    loc = _jit.resolve_cache_dir(_env(NEARDUP_CACHE_DIR=str(blocker / "cache")))
+    assert loc.source == "temp"
+    assert loc.path.is_relative_to(tmp_path / "tmp") and loc.path.name == _jit.version_key()
+    assert "not writable" in caplog.text and "NEARDUP_CACHE_DIR" in caplog.text
+
+    monkeypatch.setattr(_jit, "_temp_root", lambda: blocker)
+    loc = _jit.resolve_cache_dir(_env(NEARDUP_CACHE_DIR=str(blocker / "cache")))
+    assert loc.source == "process"
+    assert loc.path.is_dir() and not loc.path.is_relative_to(PACKAGE)
+    assert "compile again in every process" in caplog.text
+
+    monkeypatch.setattr(_jit.tempfile, "gettempdir", lambda: str(blocker))
+    with pytest.raises(StorageError, match="no writable folder for neardup's kernel cache"):
+        _jit.resolve_cache_dir(_env(NEARDUP_CACHE_DIR=str(blocker / "cache")))
+
+
+def test_locator_claims_neardup_files_only(tmp_path: Path) -> None:
+    from neardup import _simhash_numba
+
+    ours = _jit.NeardupCacheLocator.from_function(
+        _simhash_numba.fnv1a64.py_func, _simhash_numba.__file__
+    )
+    assert ours is not None
+    cache = Path(ours.get_cache_path()).resolve()
+    assert cache.is_relative_to(_jit.cache_location().path)
+    assert not cache.is_relative_to(PACKAGE)
+    assert _jit.NeardupCacheLocator.from_function(_env, __file__) is None  # not neardup's
+    assert _jit.NeardupCacheLocator in _jit.caching.CacheImpl._locator_classes
+
+
+def test_every_kernel_module_imports_jit_before_its_first_njit() -> None:
+    """numba picks the cache locator at decoration time: a module that decorates before
+    importing neardup._jit would cache inside the package again."""
+    missing = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "_jit.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        first = re.search(r"^\s*@(numba\.)?n?jit\b|^\s*\w+ = (numba\.)?n?jit\(", text, re.M)
+        if first is None:
+            continue
+        imp = re.search(r"^from \.+ import _jit\b", text, re.M)
+        if imp is None or imp.start() > first.start():
+            missing.append(str(path.relative_to(PACKAGE.parent)))
+    assert not missing, (
+        f"{missing}: add `from .. import _jit  # noqa: F401` (or `from . import _jit`) above "
+        "the first @njit, so the kernels are cached outside the package"
+    )
+
+
+def test_compiles_are_timed_and_announced_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    def add_one(x):  # type: ignore[no-untyped-def]
+        return x + 1
+
+    add_one.__module__ = "neardup.test_fake"  # counted like a neardup kernel
+    notices: list[str] = []
+    monkeypatch.setattr(_jit._stats, "count", 0)
+    monkeypatch.setattr(_jit._stats, "seconds", 0.0)
+    monkeypatch.setattr(_jit._stats, "announce", None)
+    _jit.announce_compiles(notices.append)
+    kernel = numba.njit(add_one)
+    assert kernel(1) == 2 and kernel(1.5) == 2.5  # two signatures: two compiles
+    assert _jit.compile_count() == 2
+    assert _jit.compile_seconds() > 0
+    assert notices == [_jit.compile_notice()]
+    assert "compiling kernels on first use" in notices[0]
+    assert str(_jit.cache_location().path) in notices[0]
+
+
+def _files_under(root: Path, pattern: str) -> dict[str, int]:
+    return {str(p): p.stat().st_mtime_ns for p in root.rglob(pattern)}
+
+
+@pytest.mark.slow
+def test_cli_dedup_caches_outside_the_package_and_says_so_once(tmp_path: Path) -> None:
+    """A dedup from another folder with a fresh cache folder: kernel caches land there (none
+    in the package), the cold run says it is compiling and reports the time, a warm one not."""
+    docs = tmp_path / "docs.jsonl"
+    base = "the quick brown fox jumps over the lazy dog near the river bank at dawn "
+    rows = [{"id": f"d{i}", "text": base * (i % 3 + 1) + f"doc {i}"} for i in range(40)]
+    rows.append({"id": "dup", "text": rows[0]["text"] + " again"})
+    docs.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    cache = tmp_path / "cache"
+    before = {**_files_under(PACKAGE, "*.nbi"), **_files_under(PACKAGE, "*.nbc")}
+
+    def run(tag: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+        summary = tmp_path / f"{tag}.json"
+        cmd = [sys.executable, "-m", "neardup", "dedup", str(docs), "-o", str(tmp_path / tag)]
+        proc = subprocess.run(
+            [*cmd, "--summary-json", str(summary)],
+            cwd=tmp_path,
+            env=_env(NEARDUP_CACHE_DIR=str(cache), PYTHONDONTWRITEBYTECODE="1"),
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert proc.returncode == 0, proc.stderr
+        return proc, json.loads(summary.read_text(encoding="utf-8"))
+
+    cold, cold_summary = run("cold")
+    kernels = cache / _jit.version_key()
+    assert list(kernels.rglob("*.nbi")) and list(kernels.rglob("*.nbc"))
+    after = {**_files_under(PACKAGE, "*.nbi"), **_files_under(PACKAGE, "*.nbc")}
+    assert after == before, "numba cache files were written inside the package"
+    assert f"compiling kernels on first use (cached in {kernels.resolve()}" in cold.stderr
+    assert cold_summary["kernel_compile_s"] > 0
+
+    warm, warm_summary = run("warm")
+    assert "compiling kernels" not in warm.stderr
+    assert warm_summary["kernel_compile_s"] == 0

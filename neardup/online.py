@@ -66,6 +66,10 @@ _BULK_QUIET_S = 10.0
 #: groups up to this many documents find their within-group pairs by brute force (an index
 #: build costs more than the n^2/2 distances there)
 _BRUTE_PAIRS = 256
+#: default of ``max_future_seconds``: a document's time may be at most this far past now
+MAX_FUTURE_SECONDS = 86400.0
+#: deepest nesting of arrays / objects accepted in ``metadata`` (the document itself is level 1)
+MAX_METADATA_DEPTH = 64
 
 
 @dataclass(frozen=True)
@@ -103,9 +107,17 @@ class Decision:
     duplicate: bool
     added: bool
     matches: tuple[Match, ...]
+    #: the SimHash fingerprint as an int (64 or 128 bits); :attr:`fingerprint_hex` is the
+    #: lowercase hex string the HTTP API and :meth:`to_dict` return
     fingerprint: int
 
+    @property
+    def fingerprint_hex(self) -> str:
+        """The fingerprint as the HTTP API writes it: lowercase hex, no ``0x``, no padding."""
+        return format(self.fingerprint, "x")
+
     def to_dict(self) -> dict[str, Any]:
+        """The JSON shape the HTTP service answers (``fingerprint`` as :attr:`fingerprint_hex`)."""
         return {
             "id": self.id,
             "duplicate": self.duplicate,
@@ -131,7 +143,8 @@ class _Docs:
 
 @dataclass
 class _Op:
-    kind: str  # check | add | check_and_add | delete | flush | bulk | install | recover | stop
+    kind: str  # check | add | check_and_add | delete | flush | bulk | install | recover |
+    # retention | stop
     docs: _Docs | None = None
     arg: Any = None
     future: Future[Any] = field(default_factory=Future)
@@ -347,6 +360,24 @@ class _Syncer:
         self._owner._request_recovery()
 
 
+def _nesting_depth(value: Any, limit: int) -> int:
+    """Nesting depth of dicts / lists in ``value`` (1 for a flat dict), without recursion;
+    stops counting past ``limit``."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if d > deepest:
+            deepest = d
+            if deepest > limit:
+                return deepest
+        if isinstance(v, Mapping):
+            stack.extend((x, d + 1) for x in v.values() if isinstance(x, (Mapping, list, tuple)))
+        elif isinstance(v, (list, tuple)):
+            stack.extend((x, d + 1) for x in v if isinstance(x, (Mapping, list, tuple)))
+    return deepest
+
+
 class DocumentPreparer:
     """Validate, fingerprint and content-hash a batch of documents: the part of
     :meth:`Deduplicator.submit` that runs in the caller's thread, apart from the writer (so a
@@ -361,12 +392,27 @@ class DocumentPreparer:
         Fingerprint width (64 or 128).
     clock : callable
         Unix seconds; the time of documents that carry none.
+    retention : float or None
+        Seconds; a document whose time is older than ``now - retention`` is refused (it would
+        be expired at once, so nothing acknowledged could be found).
+    max_future_seconds : float
+        A document whose time is more than this past now is refused.
     """
 
-    def __init__(self, fingerprinter: Any, bits: int, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        fingerprinter: Any,
+        bits: int,
+        clock: Callable[[], float],
+        *,
+        retention: float | None = None,
+        max_future_seconds: float = MAX_FUTURE_SECONDS,
+    ) -> None:
         self.fingerprinter = fingerprinter
         self.bits = int(bits)
         self.clock = clock
+        self.retention = retention
+        self.max_future_seconds = float(max_future_seconds)
         self._hash_many, self._digest_one = self._content_hashers()
 
     @staticmethod
@@ -411,6 +457,8 @@ class DocumentPreparer:
                     metas.append(None)
                     continue
             id_, text, t, meta_s = self._check_doc(i, doc, now, seen)
+            if t != now:
+                self.check_time(f"documents[{i}].time", t, now)
             seen[id_] = i
             ids.append(id_)
             texts.append(text)
@@ -426,6 +474,26 @@ class DocumentPreparer:
             raw = np.ascontiguousarray(ch, dtype="<u8").tobytes()
             chash = [raw[k : k + 16] for k in range(0, len(raw), 16)]
         return _Docs(ids, texts, np.array(times, dtype=np.float64), metas, fps, empty, chash)
+
+    def check_time(self, where: str, t: float, now: float) -> None:
+        """Refuse a time the store could not keep: before 0, older than the retention window
+        (it would be dropped at once) or more than ``max_future_seconds`` ahead of now."""
+        oldest = 0.0 if self.retention is None else max(0.0, now - self.retention)
+        newest = now + self.max_future_seconds
+        if oldest <= t <= newest:
+            return
+        if t < 0:
+            raise InputError(f"{where} must be unix seconds >= 0, got {t!r}")
+        if t < oldest:
+            raise InputError(
+                f"{where} is {t!r}, older than the retention window of {self.retention:g} s "
+                f"(now - retention = {oldest:.0f}): it would be dropped at once. Send documents "
+                "from inside the window, or omit time (now)"
+            )
+        raise InputError(
+            f"{where} is {t!r}, more than {self.max_future_seconds:g} s in the future (now = "
+            f"{now:.0f}); times must be unix seconds up to now + max_future_seconds"
+        )
 
     @staticmethod
     def _check_doc(
@@ -462,9 +530,15 @@ class DocumentPreparer:
                 raise InputTypeError(
                     f"{where}.metadata must be an object (dict) or null, got {type(meta).__name__}"
                 )
+            depth = _nesting_depth(meta, MAX_METADATA_DEPTH)
+            if depth > MAX_METADATA_DEPTH:
+                raise InputError(
+                    f"{where}.metadata is nested more than {MAX_METADATA_DEPTH} levels deep; "
+                    "flatten it"
+                )
             try:
                 meta_s: str | None = json.dumps(meta, ensure_ascii=False, allow_nan=False)
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError, RecursionError) as exc:
                 raise InputError(f"{where}.metadata must be JSON-serialisable: {exc}") from exc
         else:
             meta_s = None
@@ -501,7 +575,17 @@ class Deduplicator:
         SimHash distance within which a document is a duplicate (distance rule).
     retention : str or float or None, default=None
         Window, e.g. ``"48h"`` or seconds; older documents stop matching and whole partitions
-        older than the window are dropped. None keeps everything.
+        older than the window are dropped. None: the one the data directory was created with
+        (nothing is dropped for a new store or one created without). The retention is stored
+        with the data: a different value than the stored one raises :class:`ConfigError` unless
+        ``allow_retention_change=True`` (or use :meth:`set_retention`).
+    allow_retention_change : bool, default=False
+        Accept a ``retention`` other than the stored one, store it and apply it (logged as a
+        warning: a shorter window drops the partitions now outside it).
+    max_future_seconds : float, default=86400
+        Documents whose ``time`` is more than this ahead of now are refused (as are times
+        before 0 or older than the retention window): every accepted time is one the store
+        keeps until its retention expires.
     verify : bool or Verifier, default=True
         Verify candidates on their texts with :class:`neardup.verify.Verifier` (True: the
         default or the one stored in the data directory).
@@ -529,11 +613,18 @@ class Deduplicator:
         Rows kept in memory before they are written to a segment.
     partition_seconds : float or None, default=None
         Partition width; default ``max(3600, retention / 8)`` (1 day without retention): fewer,
-        larger partitions keep the number of segments a query searches small.
+        larger partitions keep the number of segments a query searches small. Fixed when the
+        store is created (stored in its config.json); None uses the stored one, another value
+        raises :class:`ConfigError`.
     clock : callable, default=time.time
         Source of "now" in unix seconds (inject one in tests).
     repair : bool, default=False
-        Open a store whose log is damaged in the middle by truncating it at the damage.
+        Open a store whose log is damaged in the middle by cutting it at the damage (rows SQLite
+        still holds are kept), or whose SQLite database is damaged by rebuilding it from every
+        row it can still read plus the log.
+    verify_meta : bool, default=True
+        Run SQLite's ``PRAGMA quick_check`` on open (a scan of the whole database file; a
+        damaged one is refused, naming it, unless ``repair``).
 
     Examples
     --------
@@ -562,6 +653,9 @@ class Deduplicator:
         partition_seconds: float | None = None,
         clock: Callable[[], float] = time.time,
         repair: bool = False,
+        allow_retention_change: bool = False,
+        max_future_seconds: float = MAX_FUTURE_SECONDS,
+        verify_meta: bool = True,
     ) -> None:
         if (
             isinstance(max_distance, bool)
@@ -581,8 +675,19 @@ class Deduplicator:
             raise ConfigError(f"max_matches must be a positive int, got {max_matches!r}")
         if not isinstance(memtable_size, int) or memtable_size < 1:
             raise ConfigError(f"memtable_size must be a positive int, got {memtable_size!r}")
+        if (
+            isinstance(max_future_seconds, bool)
+            or not isinstance(max_future_seconds, (int, float))
+            or not 0 <= max_future_seconds < 1e12
+        ):
+            raise ConfigError(
+                f"max_future_seconds must be a number in [0, 1e12), got {max_future_seconds!r}"
+            )
         self.max_distance = max_distance
         self.retention = parse_duration(retention)
+        self._retention_given = retention is not None
+        self._partition_given = partition_seconds is not None
+        self._allow_retention_change = bool(allow_retention_change)
         if partition_seconds is None:
             partition_seconds = max(3600.0, self.retention / 8) if self.retention else 86400.0
         elif not isinstance(partition_seconds, (int, float)) or partition_seconds <= 0:
@@ -617,7 +722,9 @@ class Deduplicator:
                 f"{self.bits}], got {candidate_radius!r}"
             )
         self.radius = max_distance if candidate_radius is None else candidate_radius
-        self._preparer = DocumentPreparer(self.fingerprinter, self.bits, clock)
+        self._preparer = DocumentPreparer(
+            self.fingerprinter, self.bits, clock, max_future_seconds=float(max_future_seconds)
+        )
 
         self.store = Store(
             self.path,
@@ -627,7 +734,11 @@ class Deduplicator:
             memtable_size=memtable_size,
             check_config=self._check_config,
             repair=repair,
+            verify_meta=verify_meta,
         )
+        # the stored settings win (see _check_config); a legacy store's width is inferred
+        self.partition_seconds = self.store.partition_seconds
+        self._preparer.retention = self.retention
         self._cv = threading.Condition()
         self._queue: list[_Op] = []
         self._closed = False
@@ -660,7 +771,48 @@ class Deduplicator:
         self._writer.start()
 
     # ------------------------------------------------------------------ config
+    def _check_store_settings(self, stored: dict[str, Any] | None) -> None:
+        """Take the partition width and retention stored with the data (they decide which rows
+        exist); refuse other explicit values, except a retention change that was allowed."""
+        cfg = (stored or {}).get("store")
+        if not cfg:
+            return
+        width = float(cfg["partition_seconds"])
+        if self._partition_given and self.partition_seconds != width:
+            raise ConfigError(
+                f"{self.path}: the store was created with partition_seconds={width:g}, not "
+                f"{self.partition_seconds:g}; a store's partition width cannot change. Omit "
+                "partition_seconds to use the stored one"
+            )
+        self.partition_seconds = width
+        kept = cfg.get("retention")
+        kept = None if kept is None else float(kept)
+        if not self._retention_given:
+            if kept is not None:
+                log.info("%s: using the stored retention of %g s", self.path, kept)
+            self.retention = kept
+            return
+        if self.retention == kept:
+            return
+        was = "none (keep everything)" if kept is None else f"{kept:g} s"
+        if not self._allow_retention_change:
+            raise ConfigError(
+                f"{self.path}: the store was created with retention {was}; refusing to open it "
+                f"with retention {self.retention:g} s, which decides which documents are "
+                "deleted. Omit retention to use the stored one, or change it explicitly: "
+                "Deduplicator(..., allow_retention_change=True) or set_retention() "
+                "(neardup serve --allow-retention-change)"
+            )
+        log.warning(
+            "%s: retention changed from %s to %g s (allow_retention_change=True); documents "
+            "older than the new window will be dropped",
+            self.path,
+            was,
+            self.retention,
+        )
+
     def _check_config(self, stored: dict[str, Any] | None) -> dict[str, Any]:
+        self._check_store_settings(stored)
         fp_cfg = _jsonable(self.fingerprinter.config())
         v_cfg = (
             _jsonable(self.verifier.config())
@@ -684,6 +836,14 @@ class Deduplicator:
             "bits": self.bits,
             "fingerprinter": fp_cfg,
             "verifier": v_cfg if v_cfg is not None else (stored or {}).get("verifier"),
+            # what decides which rows exist: partition p holds times in
+            # [origin + p * width, origin + (p + 1) * width); retention drops whole partitions
+            "store": {
+                "version": 1,
+                "partition_seconds": self.partition_seconds,
+                "partition_origin": 0.0,
+                "retention": self.retention,
+            },
         }
 
     # ------------------------------------------------------------------ input
@@ -843,6 +1003,36 @@ class Deduplicator:
         """Write the memtable to segments now (durable stores; a no-op in memory)."""
         self._submit(_Op("flush"))
 
+    def set_retention(self, retention: str | float | None) -> None:
+        """Change the retention window (``None``: keep everything), store it with the data and
+        apply it: a shorter window drops, at once, the partitions now outside it. Logged as a
+        warning; the explicit form of ``Deduplicator(..., allow_retention_change=True)``."""
+        secs = parse_duration(retention)
+        self._submit(_Op("retention", arg=secs))
+
+    def _apply_retention(self, secs: float | None) -> None:
+        """(writer) Store and apply a new retention."""
+        if self.path is not None:
+            from .store.layout import read_json_file, write_json_file
+
+            cfg_path = self.path / "config.json"
+            try:
+                body = read_json_file(cfg_path)
+                body.setdefault("store", {})["retention"] = secs
+                body["store"].setdefault("partition_seconds", self.partition_seconds)
+                write_json_file(cfg_path, body)
+            except OSError as exc:
+                raise StorageError(f"cannot store the new retention in {cfg_path}: {exc}") from exc
+        log.warning(
+            "%s: retention changed from %s to %s by set_retention()",
+            self.path,
+            "none" if self.retention is None else f"{self.retention:g} s",
+            "none" if secs is None else f"{secs:g} s",
+        )
+        self.retention = secs
+        self._preparer.retention = secs
+        self._last_expire = 0.0
+
     def compact(self) -> int:
         """Merge, now, every time partition that holds more than ``max_segments_per_partition``
         segments (into one segment each; deleted rows dropped). Blocks until done, e.g. after
@@ -905,6 +1095,10 @@ class Deduplicator:
         )
         if ts.shape != (len(ids),) or not np.isfinite(ts).all():
             raise InputError(f"times must be {len(ids)} finite unix seconds, got shape {ts.shape}")
+        if len(ts):
+            now = self.clock()
+            for i in (int(np.argmin(ts)), int(np.argmax(ts))):
+                self._preparer.check_time(f"times[{i}]", float(ts[i]), now)
         if not ids:
             return 0
         return int(self._submit(_Op("bulk", arg=(list(ids), fps, ts))))
@@ -1101,7 +1295,7 @@ class Deduplicator:
 
     def _dispatch(self, group: list[_Op], inline: bool = False) -> None:
         op = group[0]
-        if op.kind in ("flush", "bulk", "install"):
+        if op.kind in ("flush", "bulk", "install", "retention"):
             self._sync_barrier()
         if op.kind == "flush":
             self._guard(
@@ -1115,6 +1309,8 @@ class Deduplicator:
             self._last_bulk = time.monotonic()
         elif op.kind == "install":
             self._guard(op, lambda: self.store.install_merged(*op.arg))
+        elif op.kind == "retention":
+            self._guard(op, lambda: self._apply_retention(op.arg))
         elif op.kind == "recover":
             self._guard(op, self._recover_failed_sync)
         else:

@@ -16,6 +16,7 @@ from neardup.online import Deduplicator
 from neardup.store.fallback import SimpleFingerprinter
 from neardup.store.memindex import BruteIndex, MemTable
 from neardup.store.segment import HEADER_SIZE, open_segment, write_segment
+from neardup.store.wal import iter_frames
 
 
 def _rand(n, bits=64, seed=0):
@@ -189,23 +190,76 @@ def test_torn_wal_tail_recovers(tmp_path):
         assert d2.check_and_add({"id": "y", "text": texts[29]}).duplicate
 
 
-def test_wal_damage_in_middle_refuses_then_repair(tmp_path):
-    texts = _texts(30)
-    d = _dd(tmp_path)
+def _abandoned_store(path, n=30):
+    """A store whose process "died": every record applied to SQLite, the log left as it is."""
+    texts = _texts(n)
+    d = _dd(path)
     for i, t in enumerate(texts):
         d.add({"id": f"x{i}", "text": t})
     d.store.sync_meta()  # the abandoned applier must not commit while the store reopens
     d._closed = True
     d.store.wal.close()
+    d.store.meta.close()
     d.store.dir.unlock()
+    return texts
+
+
+def _set_applied(path, offset, drop_rows_after=None):
+    """Make SQLite look as if its applier had reached only ``offset`` of log generation 1
+    (and, with ``drop_rows_after``, as if rows from that row id on were never written)."""
+    import sqlite3
+
+    db = sqlite3.connect(str(path / "meta.sqlite3"))
+    db.execute("UPDATE wal_applied SET offset = ? WHERE gen = 1", (offset,))
+    if drop_rows_after is not None:
+        n = db.execute("DELETE FROM docs WHERE rid >= ?", (drop_rows_after,)).rowcount
+        db.execute("UPDATE doc_count SET n = n - ?", (n,))
+    db.commit()
+    db.close()
+
+
+def test_wal_damage_in_middle_that_sqlite_applied_is_restored(tmp_path):
+    _abandoned_store(tmp_path)
     wal = next(tmp_path.glob("wal-*.log"))
     b = bytearray(wal.read_bytes())
+    b[len(b) // 2] ^= 0x08
+    wal.write_bytes(bytes(b))
+    with _dd(tmp_path) as d2:  # every record was applied: nothing is lost, nothing refused
+        assert len(d2) == 30 and all(f"x{i}" in d2 for i in range(30))
+        assert d2.store.restored_rows >= 1
+    with _dd(tmp_path) as d3:  # the damaged log was retired: a clean reopen
+        assert len(d3) == 30 and d3.store.restored_rows == 0
+
+
+def test_wal_damage_in_middle_refuses_then_repair(tmp_path):
+    _abandoned_store(tmp_path)
+    wal = next(tmp_path.glob("wal-*.log"))
+    b = bytearray(wal.read_bytes())
+    ends = [e for _, e in iter_frames(bytes(b))]
+    _set_applied(tmp_path, ends[9], drop_rows_after=10)  # SQLite lags: 10 rows applied
     b[len(b) // 2] ^= 0x08
     wal.write_bytes(bytes(b))
     with pytest.raises(CorruptFileError, match="repair=True"):
         _dd(tmp_path)
     with _dd(tmp_path, repair=True) as d2:
-        assert 0 < len(d2) < 30
+        assert 10 <= len(d2) < 30 and all(f"x{i}" in d2 for i in range(10))
+
+
+def test_repair_keeps_rows_sqlite_holds(tmp_path):
+    """--repair cuts the log at the damage but keeps every row SQLite still holds (it used to
+    delete them as rows "the log and segments do not hold")."""
+    _abandoned_store(tmp_path)
+    wal = next(tmp_path.glob("wal-*.log"))
+    b = bytearray(wal.read_bytes())
+    _set_applied(tmp_path, next(iter_frames(bytes(b)))[1])  # the position lost, not the rows
+    b[len(b) // 2] ^= 0x08
+    wal.write_bytes(bytes(b))
+    with pytest.raises(CorruptFileError, match="repair=True"):
+        _dd(tmp_path)
+    with _dd(tmp_path, repair=True) as d2:
+        assert len(d2) == 30 and all(f"x{i}" in d2 for i in range(30))
+    with _dd(tmp_path) as d3:
+        assert len(d3) == 30
 
 
 @pytest.mark.parametrize("durable", [False, True])

@@ -33,6 +33,8 @@ def _default_factory(config: ServiceConfig, path: Path | None) -> Any:
         max_distance=config.max_distance,
         candidate_radius=config.candidate_radius,
         retention=config.retention,
+        # a --retention other than the stored one is refused unless this is set (issue 21)
+        allow_retention_change=getattr(config, "allow_retention_change", False),
         verify=config.verify,
         store_text=config.store_text,
         commit_interval_ms=config.commit_interval_ms,

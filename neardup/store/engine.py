@@ -36,6 +36,7 @@ import logging
 import math
 import os
 import re
+import sqlite3
 import threading
 import time
 from collections import deque
@@ -48,7 +49,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import CorruptFileError, FormatError, StorageError
+from ..errors import ConfigError, CorruptFileError, FormatError, NeardupError, StorageError
 from .layout import DataDir
 from .memindex import (
     BruteIndex,
@@ -59,9 +60,17 @@ from .memindex import (
     hamming_index_class,
     merge_results,
 )
-from .meta import MetaDB, Row
+from .meta import MetaDB, Row, replace_database, salvage, sqlite_error
 from .segment import Segment, open_segment, write_segment
-from .wal import AddRecord, DeleteRecord, WalWriter, frame_records, fsync_dir, read_wal
+from .wal import (
+    AddRecord,
+    DeleteRecord,
+    WalWriter,
+    frame_records,
+    fsync_dir,
+    read_wal,
+    storage_error,
+)
 
 __all__ = ["Store"]
 
@@ -361,7 +370,17 @@ class Store:
         Called with the stored config body (or None) after the directory is locked; returns
         the body to persist. Raises to refuse the open.
     repair : bool
-        Truncate a log damaged in the middle instead of refusing to open.
+        Truncate a log damaged in the middle instead of refusing to open (keeping every row
+        SQLite still holds), and rebuild a damaged SQLite database from what is readable.
+    verify_meta : bool
+        Run SQLite's ``PRAGMA quick_check`` on open (a damaged database is refused, or rebuilt
+        with ``repair``).
+
+    The partition width is part of the data: ``check_config`` may return it under
+    ``body["store"]["partition_seconds"]`` (it then replaces ``partition_seconds``), and every
+    segment's times must fall inside its partition under that width, else the open is refused
+    (nothing is deleted). A store whose config predates the ``store`` section gets the width its
+    segments were written with (the given one when it fits, else inferred).
     """
 
     def __init__(
@@ -374,8 +393,12 @@ class Store:
         memtable_size: int = 1_000_000,
         check_config: Callable[[dict[str, Any] | None], dict[str, Any]] | None = None,
         repair: bool = False,
+        verify_meta: bool = True,
     ) -> None:
         t0 = time.perf_counter()
+        self.verify_meta = verify_meta
+        self.restored_rows = 0  # rows recovered from SQLite on open (damaged log records)
+        self._flush_on_open = False
         self.bits = bits
         self.radius = radius
         self.partition_seconds = float(partition_seconds)
@@ -408,15 +431,40 @@ class Store:
             self.documents = 0
             return
         self.dir = DataDir(path)
-        self.dir.lock()
+        root = self.dir.root
+        before = {f.name for f in root.iterdir()} if root.is_dir() else None
+        try:
+            self.dir.lock()
+        except OSError as exc:
+            if not before:  # leave no new directory behind
+                with contextlib.suppress(OSError):
+                    (root / "LOCK").unlink()
+                    root.rmdir()
+            raise storage_error(exc, root, "open the data directory") from exc
         try:
             self._open(check_config, repair)
-        except BaseException:
-            if getattr(self, "meta", None) is not None:
-                self.meta.close()
-            self.dir.unlock()
-            raise
-        self.applier = _Applier(self.meta, self.pending)
+            self.applier = _Applier(self.meta, self.pending)
+            if self._flush_on_open:
+                # the damaged log is retired only once its rows are in segments: a crash before
+                # that finds the same log and restores the same rows again
+                self.flush()
+                log.warning(
+                    "%s: damaged log retired: its rows (%d restored from SQLite) are in segments",
+                    root,
+                    self.restored_rows,
+                )
+        except BaseException as exc:
+            self._abandon_open(before)
+            if isinstance(exc, NeardupError) or not isinstance(exc, Exception):
+                raise
+            err = (
+                storage_error(exc, root, "open the store in")
+                if isinstance(exc, OSError)
+                else sqlite_error(exc, root / "meta.sqlite3", "open the store in")
+            )
+            if err is exc:
+                raise
+            raise err from exc
         log.info(
             "opened store %s in %.2f s: %d documents, %d segments, %d log records replayed, RSS %.0f MiB",
             path,
@@ -428,6 +476,42 @@ class Store:
         )
 
     # ------------------------------------------------------------------ open / recovery
+    #: files an open may create; a failed open removes those that were not there before it
+    _CREATED = re.compile(
+        r"^(config\.json|MANIFEST\.json|meta\.sqlite3(-wal|-shm)?|wal-\d+\.log|.*\.tmp)$"
+    )
+
+    def _abandon_open(self, before: set[str] | None) -> None:
+        """Undo a failed open: close what it opened and remove the files it created (on a full
+        disk a retried start must not find less space each time)."""
+        if self.applier is not None:
+            with contextlib.suppress(Exception):
+                self.applier.close()
+            self.applier = None
+        if self.wal is not None:
+            with contextlib.suppress(Exception):
+                self.wal.close()
+            self.wal = None
+        for s in self.segments:
+            with contextlib.suppress(Exception):
+                s.segment.close()
+        self.segments = []
+        if getattr(self, "meta", None) is not None:
+            with contextlib.suppress(Exception):
+                self.meta.close()
+        assert self.dir is not None
+        root = self.dir.root
+        with contextlib.suppress(OSError):
+            for f in root.iterdir():
+                if (before is None or f.name not in before) and self._CREATED.match(f.name):
+                    log.info("%s: removing what the failed open created", f)
+                    f.unlink(missing_ok=True)
+        self.dir.unlock()
+        if not before:  # the directory was new (or empty): leave nothing behind
+            with contextlib.suppress(OSError):
+                (root / "LOCK").unlink()
+                root.rmdir()
+
     def _open(
         self, check_config: Callable[[dict[str, Any] | None], dict[str, Any]] | None, repair: bool
     ) -> None:
@@ -436,16 +520,17 @@ class Store:
         from .layout import read_json_file, write_json_file
 
         stored = read_json_file(d.config_path) if d.config_path.exists() else None
-        if check_config is not None:
-            body = check_config(stored)
-            if body != stored:
-                write_json_file(d.config_path, body)
+        body = check_config(stored) if check_config is not None else stored
+        store_cfg = (body or {}).get("store")
+        if store_cfg and store_cfg.get("partition_seconds"):
+            self.partition_seconds = float(store_cfg["partition_seconds"])
         manifest = d.read_manifest()
         if manifest is None:
             manifest = {
                 "segments": [],
                 "wal_generation": 1,
                 "wal_generations": [1],
+                "gen_start_rowid": {"1": 0},
                 "next_rowid": 0,
                 "next_seq": 0,
             }
@@ -469,29 +554,46 @@ class Store:
         for entry in manifest["segments"]:
             self.segments.append(self._load_segment(entry))
             self.next_rowid = max(self.next_rowid, int(entry["max_rowid"]) + 1)
-        self.meta = MetaDB(d.meta_path)
+        # the width decides which partition each stored row is in, so which rows retention
+        # drops: it must be the one the segments were written with
+        legacy = stored is not None and "store" not in stored
+        self.partition_seconds = self._check_partitions(
+            self.partition_seconds, infer=legacy or stored is None
+        )
+        if body is not None:
+            if body.get("store") is not None:
+                body["store"]["partition_seconds"] = self.partition_seconds
+            if body != stored:
+                write_json_file(d.config_path, body)
+        self.meta = self._open_meta(d, repair)
         self.live_gens = []
+        restore = False
+        replayed: list[npt.NDArray[np.int64]] = []
         for g in gens:  # older generations: frozen memtables whose flush did not finish
             wal_path = d.wal_path(g)
             if not wal_path.exists():
                 if g != gen:
                     raise CorruptFileError(f"{wal_path}: log named by the manifest is missing")
                 continue
-            replay = read_wal(wal_path, repair=repair)
+            applied = self.meta.applied_offset(g)
+            replay = read_wal(wal_path, repair=repair, applied=applied)
             if replay.generation != g:
                 raise CorruptFileError(
                     f"{wal_path}: header says generation {replay.generation}, manifest says {g}"
                 )
             self.wal_truncated_bytes += replay.truncated_bytes
             self.replayed_records += len(replay.records)
-            applied = self.meta.applied_offset(g)
-            if applied > replay.valid_bytes:  # repair cut records SQLite already had
-                applied = 0
+            restore = restore or replay.damaged_at is not None
             todo = [r for r, e in zip(replay.records, replay.ends, strict=True) if e > applied]
-            self.meta.apply(todo, [(g, replay.valid_bytes)])
-            self._replay_memtable(replay.records)
+            self.meta.apply(todo, [(g, max(applied, replay.valid_bytes))])
+            replayed.append(self._replay_memtable(replay.records))
             if g != gen:
                 self.live_gens.append(g)
+        if restore:
+            starts = manifest.get("gen_start_rowid") or {}
+            lo = min((int(starts.get(str(g), 0)) for g in gens), default=0)
+            self._restore_from_meta(lo, replayed)
+            self._flush_on_open = True
         wal_path = d.wal_path(gen)
         if wal_path.exists():
             self.wal = WalWriter(wal_path, gen, create=False)
@@ -502,20 +604,147 @@ class Store:
                 d.write_manifest(self.manifest)
         self.live_gens.append(gen)
         orphans = self.meta.delete_from(self.next_rowid)
-        if orphans:  # rows whose log records were cut by repair=True
+        if orphans:  # rows of a bulk load whose segments never reached the manifest
             log.warning(
                 "%s: removed %d metadata rows the log and segments do not hold", d.root, orphans
             )
         self.documents = self.meta.count()
 
-    def _replay_memtable(self, records: Sequence[AddRecord | DeleteRecord]) -> None:
+    def _open_meta(self, d: DataDir, repair: bool) -> MetaDB:
+        """Open SQLite and (``verify_meta``) run ``PRAGMA quick_check``. A damaged database is
+        refused, naming it; with ``repair`` it is rebuilt from every row it can still read (the
+        damaged file is kept beside it) and every live log is re-applied on top."""
+        path = d.meta_path
+        try:
+            meta = MetaDB(path)
+            problems = meta.quick_check() if self.verify_meta else []
+        except sqlite3.DatabaseError as exc:
+            if "meta" in locals():
+                meta.close()
+            problems = [str(exc)]
+            if not repair:
+                raise sqlite_error(exc, path, "open") from exc
+        if not problems:
+            return meta
+        if not repair:
+            meta.close()
+            raise CorruptFileError(
+                f"{path}: SQLite integrity check failed ({'; '.join(problems[:3])}); nothing was "
+                "changed. Open with repair=True (neardup serve --repair) to rebuild it from every "
+                "row it can still read plus the log, or restore it from a backup"
+            )
+        with contextlib.suppress(Exception):
+            meta.close()
+        rebuilt = path.with_name(path.name + ".rebuild")
+        held = (
+            np.unique(np.concatenate([s.segment.rowids for s in self.segments]))
+            if self.segments
+            else None
+        )
+        kept, bad = salvage(path, rebuilt, max_rowid=self.next_rowid, held=held)
+        aside = replace_database(path, rebuilt)
+        fsync_dir(d.root)
+        log.error(
+            "%s: repair: SQLite database damaged (%s); rebuilt with %d readable rows "
+            "(%d unreadable row-id ranges); the damaged file is kept as %s",
+            path,
+            "; ".join(problems[:3]),
+            kept,
+            bad,
+            aside.name,
+        )
+        return MetaDB(path)
+
+    def _check_partitions(self, width: float, *, infer: bool) -> float:
+        """The partition width every live segment fits (its times inside its partition).
+
+        ``width`` when they all fit. Otherwise, for a store whose config does not record the
+        width (``infer``), the first of the usual widths (1 day, then whole hours) they all fit;
+        else :class:`ConfigError`: refusing to open deletes nothing, a wrong width would make
+        retention drop rows of the wrong time."""
+        segs = [s for s in self.segments if len(s.segment)]
+
+        def fits_one(s: _LiveSegment, w: float) -> bool:
+            return (
+                math.floor(s.segment.min_time / w) == s.partition
+                and math.floor(s.segment.max_time / w) == s.partition
+            )
+
+        def fits(w: float) -> bool:
+            return all(fits_one(s, w) for s in segs)
+
+        if fits(width):
+            return width
+        bad = next(s for s in segs if not fits_one(s, width))
+        if infer:
+            for w in [86400.0] + [3600.0 * k for k in range(1, 24 * 366)]:
+                if fits(w):
+                    log.warning(
+                        "%s: segments were written with %.0f s partitions, not %.0f s; using "
+                        "%.0f s (a store's partition width cannot change)",
+                        self.dir.root if self.dir else None,
+                        w,
+                        width,
+                        w,
+                    )
+                    return w
+        raise ConfigError(
+            f"{bad.segment.path}: partition {bad.partition} holds times {bad.segment.min_time} to "
+            f"{bad.segment.max_time}, which are not in that partition at a width of {width:g} s; "
+            "the store was written with another partition width. Nothing was changed: pass "
+            "partition_seconds= the width the store was created with"
+        )
+
+    def _restore_from_meta(self, lo: int, replayed: list[npt.NDArray[np.int64]]) -> None:
+        """Put back rows whose log records are damaged but which SQLite had already applied
+        (acknowledged writes): every SQLite row from row id ``lo`` (the first row of the oldest
+        live log) that no segment and no readable log record holds goes to the memtable; rows
+        deleted there are marked deleted. The caller then flushes, which retires the log."""
+        held = [r for r in replayed if len(r)]
+        for s in self.segments:
+            rids = s.segment.rowids
+            if len(rids) and int(rids[-1]) >= lo:
+                held.append(np.asarray(rids[rids >= lo]))
+        skip = np.unique(np.concatenate(held)) if held else np.zeros(0, np.int64)
+        rows = self.meta.rows_from(lo, skip)
+        adds = [
+            AddRecord(
+                r.rowid,
+                r.time,
+                int.from_bytes(r.fp[:8], "little"),
+                int.from_bytes(r.fp[8:], "little"),
+                r.chash,
+                r.flags,
+                r.id,
+                r.text,
+                r.metadata,
+            )
+            for r in rows
+        ]
+        if adds:
+            self.memtable.add(*self._arrays(adds))
+            self.next_rowid = max(self.next_rowid, adds[-1].rowid + 1)
+        self.memtable_deleted.update(self.meta.deleted_between(lo, self.next_rowid).tolist())
+        self.restored_rows = len(adds)
+        log.error(
+            "%s: %d acknowledged rows whose log records are damaged were restored from SQLite",
+            self.dir.root if self.dir else None,
+            len(adds),
+        )
+
+    def _replay_memtable(
+        self, records: Sequence[AddRecord | DeleteRecord]
+    ) -> npt.NDArray[np.int64]:
         adds = [r for r in records if isinstance(r, AddRecord)]
         for r in records:
             if isinstance(r, DeleteRecord):
                 self.memtable_deleted.add(r.rowid)
             self.next_rowid = max(self.next_rowid, r.rowid + 1)
         if adds:
-            self.memtable.add(*self._arrays(adds))
+            arrays = self._arrays(adds)
+            self.memtable.add(*arrays)
+            return arrays[1]
+        return np.zeros(0, np.int64)
 
     def _arrays(
         self, adds: Sequence[AddRecord]
@@ -992,6 +1221,15 @@ class Store:
             "segments": [s.entry for s in self.segments],
             "wal_generation": gen,
             "wal_generations": [*self.live_gens, gen],
+            # the first row id each live log can hold (recovery restores rows from there)
+            "gen_start_rowid": {
+                **{
+                    k: v
+                    for k, v in (self.manifest.get("gen_start_rowid") or {}).items()
+                    if int(k) in self.live_gens
+                },
+                str(gen): self.next_rowid,
+            },
             "next_rowid": self.next_rowid,
             "next_seq": self.next_seq,
         }
@@ -1059,6 +1297,11 @@ class Store:
             **self.manifest,
             "segments": [s.entry for s in self.segments] + [s.entry for s in written],
             "wal_generations": list(self.live_gens),
+            "gen_start_rowid": {
+                k: v
+                for k, v in (self.manifest.get("gen_start_rowid") or {}).items()
+                if int(k) in self.live_gens
+            },
             "next_rowid": self.next_rowid,
             "next_seq": self.next_seq,
         }
@@ -1094,7 +1337,13 @@ class Store:
     def expire(self, cutoff: float) -> int:
         """Drop every partition that ends at or before ``cutoff``; returns rows dropped."""
         ps = self.partition_seconds
-        dead = [s for s in self.segments if (s.partition + 1) * ps <= cutoff]
+        # both the partition's end and the newest row must be older than the cutoff: a width
+        # that did not match the data could otherwise drop recent rows
+        dead = [
+            s
+            for s in self.segments
+            if (s.partition + 1) * ps <= cutoff and s.segment.max_time < cutoff
+        ]
         dropped = 0
         if dead:
             assert self.dir is not None
@@ -1204,6 +1453,7 @@ class Store:
             "meta_pending_records": self.applier.lag if self.applier is not None else 0,
             "meta_transactions": self.applier.transactions if self.applier is not None else 0,
             "replayed_records": self.replayed_records,
+            "restored_rows": self.restored_rows,
             "flushes": self.flushes,
             "dropped_partitions": self.dropped_partitions,
             "compactions": self.compactions,

@@ -103,8 +103,12 @@ class DataDir:
                 f"data directory {self.root} is already open (locked by pid {holder}); close the "
                 "other Deduplicator / server first, or use a different --data directory"
             ) from exc
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:  # e.g. a full disk: release the lock, the caller reports the error
+            os.close(fd)
+            raise
         self._lock_fd = fd
 
     def unlock(self) -> None:

@@ -36,8 +36,13 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
+import mmap
+import os
 import sqlite3
+import struct
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -45,9 +50,62 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from ..errors import CorruptFileError, StorageError
 from .wal import AddRecord, DeleteRecord
 
-__all__ = ["MetaDB", "Row"]
+__all__ = ["MetaDB", "Row", "sqlite_error"]
+
+log = logging.getLogger("neardup.store")
+
+#: SQLite primary result codes (``exc.sqlite_errorcode & 0xFF``) that mean the disk, not the data
+_STORAGE_CODES = {
+    3: "permission denied",  # SQLITE_PERM
+    8: "the database is read-only",  # SQLITE_READONLY
+    10: "a disk I/O error",  # SQLITE_IOERR
+    13: "the disk is full",  # SQLITE_FULL
+    14: "the file cannot be opened",  # SQLITE_CANTOPEN
+}
+#: ... and those that mean a damaged file
+_CORRUPT_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
+
+
+def _disk_full(path: object) -> bool:
+    """Whether the file system holding ``path`` has (almost) no space left."""
+    p = Path(str(path))
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        st = os.statvfs(p)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 1 << 20
+
+
+def sqlite_error(exc: BaseException, path: object, what: str) -> BaseException:
+    """The neardup error for a failed SQLite call: :class:`StorageError` (HTTP 503) when the disk
+    is full, read-only or failing, :class:`CorruptFileError` when the file is damaged, else
+    ``exc`` itself. The message names the file and the cause in one line."""
+    if not isinstance(exc, sqlite3.Error):
+        return exc
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = None if code is None else code & 0xFF
+    text = str(exc)
+    if primary in _STORAGE_CODES or "disk is full" in text or "disk I/O" in text:
+        reason = _STORAGE_CODES.get(primary or 0, text)
+        if primary != 13 and _disk_full(path):
+            # a full disk often shows up as an I/O error (SQLite cannot grow its -shm / -wal)
+            reason = "the disk is full"
+        return StorageError(
+            f"cannot {what} {path}: {reason} ({text}); nothing from this write was acknowledged. "
+            "Free space or fix permissions, then retry"
+        )
+    if primary in _CORRUPT_CODES or "malformed" in text or "not a database" in text:
+        return CorruptFileError(
+            f"{path}: the metadata database is damaged ({text}); open with repair=True "
+            "(neardup serve --repair) to rebuild it from what is intact and the log"
+        )
+    return exc
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS docs (
@@ -179,7 +237,11 @@ class MetaDB:
                 yield cur
                 cur.execute("COMMIT")
             except BaseException:
-                cur.execute("ROLLBACK")
+                # SQLite rolls a transaction back by itself on some errors (a full disk): a
+                # second ROLLBACK would raise "no transaction is active" and hide the cause
+                if self._db.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        cur.execute("ROLLBACK")
                 raise
 
     def _add_count(self, cur: sqlite3.Cursor, delta: int) -> None:
@@ -349,3 +411,241 @@ class MetaDB:
             from ..errors import StorageError
 
             raise StorageError(f"{self.path}: SQLite checkpoint could not complete (busy)")
+
+    # ------------------------------------------------------------------ integrity and recovery
+    def quick_check(self) -> list[str]:
+        """``PRAGMA quick_check``: [] when the database is intact, else SQLite's findings (a
+        scan of every page, without the cross-checks of ``integrity_check``)."""
+        with self._lock:
+            found = [str(r[0]) for r in self._db.execute("PRAGMA quick_check(20)").fetchall()]
+        return [] if found == ["ok"] else found
+
+    def rows_from(self, lo: int, skip: npt.NDArray[np.int64]) -> list[Row]:
+        """Every row with row id >= ``lo`` whose row id is not in ``skip`` (sorted int64)."""
+        out: list[Row] = []
+        with self._rlock:
+            for row in self._rdb.execute("SELECT * FROM docs WHERE rid >= ? ORDER BY rid", (lo,)):
+                out.append(Row(*row))
+        if len(skip) and out:
+            rids = np.fromiter((r.rowid for r in out), dtype=np.int64, count=len(out))
+            keep = ~np.isin(rids, skip)
+            out = [r for r, k in zip(out, keep.tolist(), strict=True) if k]
+        return out
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """SQLite's big-endian varint at ``pos``: (value, next position)."""
+    v = 0
+    for i in range(8):
+        b = buf[pos + i]
+        v = (v << 7) | (b & 0x7F)
+        if b < 0x80:
+            return v, pos + i + 1
+    return (v << 8) | buf[pos + 8], pos + 9
+
+
+def _record(payload: bytes) -> list[Any]:
+    """Decode a SQLite record (header of serial types, then the values)."""
+    hsize, pos = _varint(payload, 0)
+    types = []
+    while pos < hsize:
+        t, pos = _varint(payload, pos)
+        types.append(t)
+    out: list[Any] = []
+    body = hsize
+    for t in types:
+        if t == 0:
+            out.append(None)
+        elif 1 <= t <= 6:
+            n = (1, 2, 3, 4, 6, 8)[t - 1]
+            out.append(int.from_bytes(payload[body : body + n], "big", signed=True))
+            body += n
+        elif t == 7:
+            out.append(struct.unpack(">d", payload[body : body + 8])[0])
+            body += 8
+        elif t in (8, 9):
+            out.append(t - 8)
+        elif t >= 12:
+            n = (t - 12) // 2
+            raw = payload[body : body + n]
+            if len(raw) != n:
+                raise ValueError("record runs past its payload")
+            out.append(raw.decode("utf-8") if t % 2 else bytes(raw))
+            body += n
+        else:
+            raise ValueError(f"reserved serial type {t}")
+    return out
+
+
+def scan_leaf_rows(path: Path) -> Iterator[tuple[Any, ...]]:
+    """Every ``docs``-shaped row in the table leaf pages of a SQLite file, read page by page
+    without the B-tree above them (what a damaged interior page hides from every query).
+
+    Rows are recognised by their shape (8 columns: NULL row-id alias, text id, real time,
+    16-byte fingerprint, 16-byte content hash, int flags, text-or-NULL metadata and text).
+    Pages on the free list and freed cells can still hold old rows: the caller keeps only row
+    ids that the store's segments hold and that were not deleted.
+    """
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size < 100:
+            return
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        yield from _scan_pages(data)
+    finally:
+        data.close()
+
+
+def _scan_pages(data: Any) -> Iterator[tuple[Any, ...]]:
+    if data[:16] != b"SQLite format 3\x00":
+        return
+    page = int.from_bytes(data[16:18], "big")
+    page = 65536 if page == 1 else page
+    usable = page - data[20]
+    max_local = usable - 35
+    min_local = (usable - 12) * 32 // 255 - 23
+    npages = len(data) // page
+    for no in range(1, npages + 1):
+        base = (no - 1) * page
+        hdr = base + (100 if no == 1 else 0)
+        if data[hdr] != 0x0D:  # table b-tree leaf
+            continue
+        ncells = int.from_bytes(data[hdr + 3 : hdr + 5], "big")
+        for c in range(ncells):
+            try:
+                cell = base + int.from_bytes(data[hdr + 8 + 2 * c : hdr + 10 + 2 * c], "big")
+                size, pos = _varint(data, cell)
+                rid, pos = _varint(data, pos)
+                if size <= max_local:
+                    payload = data[pos : pos + size]
+                else:
+                    k = min_local + (size - min_local) % (usable - 4)
+                    local = k if k <= max_local else min_local
+                    parts = [data[pos : pos + local]]
+                    nxt = int.from_bytes(data[pos + local : pos + local + 4], "big")
+                    got, hops = local, 0
+                    while got < size and 0 < nxt <= npages and hops < npages:
+                        o = (nxt - 1) * page
+                        take = min(usable - 4, size - got)
+                        parts.append(data[o + 4 : o + 4 + take])
+                        got += take
+                        nxt = int.from_bytes(data[o : o + 4], "big")
+                        hops += 1
+                    payload = b"".join(parts)
+                    if len(payload) != size:
+                        continue
+                rec = _record(payload)
+            except (ValueError, IndexError, UnicodeDecodeError, struct.error):
+                continue
+            if (
+                len(rec) == _DOC_COLUMNS
+                and rec[0] is None
+                and isinstance(rec[1], str)
+                and isinstance(rec[2], (float, int))
+                and isinstance(rec[3], bytes)
+                and len(rec[3]) == 16
+                and isinstance(rec[4], bytes)
+                and isinstance(rec[5], int)
+                and (rec[6] is None or isinstance(rec[6], str))
+                and (rec[7] is None or isinstance(rec[7], str))
+            ):
+                yield (rid, rec[1], float(rec[2]), rec[3], rec[4], rec[5], rec[6], rec[7])
+
+
+def salvage(
+    src: Path,
+    dst: Path,
+    *,
+    max_rowid: int,
+    held: npt.NDArray[np.int64] | None = None,
+) -> tuple[int, int]:
+    """Copy every row of ``src`` that can still be read into a new database at ``dst``.
+
+    Rows are read by row id range over the table's own B-tree (not its indexes, which a damaged
+    page often belongs to); a range that fails is split in two until single row ids. A damaged
+    *interior* page hides the leaves under it without an error, so the leaf pages are then
+    scanned directly (:func:`scan_leaf_rows`): a row found there is kept when its row id is in
+    ``held`` (sorted row ids the store's segments hold) and not in the ``deleted`` table; old
+    rows on free pages are never brought back. ``wal_applied`` is not copied: every live log is
+    re-applied from its start on the next open (idempotent), which restores the rows it holds.
+
+    Returns (rows kept, row-id ranges that could not be read).
+    """
+    dst.unlink(missing_ok=True)
+    old = sqlite3.connect(str(src), isolation_level=None)
+    new = MetaDB(dst)
+    kept = bad = 0
+    try:
+        with contextlib.suppress(sqlite3.Error):
+            (top,) = old.execute("SELECT max(rid) FROM docs").fetchone()
+            if top is not None:
+                max_rowid = max(max_rowid, int(top))
+        stack = [(max(0, i), min(max_rowid + 1, i + 65536)) for i in range(0, max_rowid + 1, 65536)]
+        stack.reverse()
+        while stack:
+            a, b = stack.pop()
+            try:
+                rows = old.execute(
+                    "SELECT * FROM docs WHERE rid >= ? AND rid < ? ORDER BY rid", (a, b)
+                ).fetchall()
+            except sqlite3.DatabaseError:
+                if b - a > 1:
+                    m = (a + b) // 2
+                    stack += [(m, b), (a, m)]
+                else:
+                    bad += 1
+                continue
+            if rows:
+                with new._transaction() as cur:
+                    before = new._db.total_changes
+                    new._insert_rows(cur, "INSERT OR REPLACE", rows)
+                    new._add_count(cur, new._db.total_changes - before)
+                kept += len(rows)
+        deleted: list[tuple[int]] = []
+        with contextlib.suppress(sqlite3.Error):
+            deleted = old.execute("SELECT rid FROM deleted").fetchall()
+            with new._lock:
+                new._db.executemany("INSERT OR IGNORE INTO deleted VALUES (?)", deleted)
+        if held is not None and len(held):
+            with new._lock:
+                have = np.fromiter(
+                    (r[0] for r in new._db.execute("SELECT rid FROM docs")), dtype=np.int64
+                )
+            skip = np.union1d(have, np.asarray([d[0] for d in deleted], dtype=np.int64))
+            found: dict[int, tuple[Any, ...]] = {}
+            for row in scan_leaf_rows(src):
+                found[int(row[0])] = row  # a later page wins; all of them are checked below
+            if found:
+                rids = np.fromiter(found, dtype=np.int64, count=len(found))
+                ok = np.isin(rids, held) & ~np.isin(rids, skip)
+                rows = [found[r] for r in rids[ok].tolist()]
+                if rows:
+                    with new._transaction() as cur:
+                        before = new._db.total_changes
+                        new._insert_rows(cur, "INSERT OR IGNORE", rows)
+                        new._add_count(cur, new._db.total_changes - before)
+                    kept += len(rows)
+                    log.warning(
+                        "%s: %d rows under damaged B-tree pages recovered from leaf pages",
+                        src,
+                        len(rows),
+                    )
+        new.checkpoint()
+    finally:
+        old.close()
+        new.close()
+    return kept, bad
+
+
+def replace_database(path: Path, rebuilt: Path) -> Path:
+    """Move the damaged database (and its -wal / -shm files) aside as ``<name>.damaged-<time>``
+    and the rebuilt one into its place; returns where the damaged one went."""
+    aside = path.with_name(f"{path.name}.damaged-{int(time.time())}")
+    for suffix in ("", "-wal", "-shm"):
+        f = Path(str(path) + suffix)
+        if f.exists():
+            os.replace(f, Path(str(aside) + suffix))
+    for suffix in ("-wal", "-shm"):
+        Path(str(rebuilt) + suffix).unlink(missing_ok=True)
+    os.replace(rebuilt, path)
+    return aside

@@ -65,6 +65,7 @@ __all__ = [
     "frame",
     "frame_records",
     "read_wal",
+    "storage_error",
 ]
 
 log = logging.getLogger("neardup.store")
@@ -288,10 +289,17 @@ class WalReplay:
     valid_bytes: int
     truncated_bytes: int  # torn tail removed (0 when the file ended cleanly)
     ends: list[int] = field(default_factory=list)  # end offset of each record in the file
+    #: offset of damage that SQLite had already applied past (acknowledged records: the caller
+    #: restores them from SQLite; the file is left as it is), or that ``repair`` cut at
+    damaged_at: int | None = None
 
 
 def read_wal(
-    path: str | os.PathLike[str], *, truncate: bool = True, repair: bool = False
+    path: str | os.PathLike[str],
+    *,
+    truncate: bool = True,
+    repair: bool = False,
+    applied: int = 0,
 ) -> WalReplay:
     """Read every record of a log, truncating a torn tail.
 
@@ -302,19 +310,27 @@ def read_wal(
     truncate : bool, default=True
         Cut a torn tail off the file on disk (otherwise only report it).
     repair : bool, default=False
-        Also truncate at damage in the *middle* of the log (records after it are lost and the
-        loss is logged) instead of raising.
+        Also stop at damage in the *middle* of the log that ``applied`` does not cover (records
+        after it are lost unless SQLite holds them; the loss is logged) instead of raising.
+    applied : int, default=0
+        Offset up to which SQLite has applied this log (its records were fsynced and
+        acknowledged). Damage before it is not a torn tail: when nothing valid follows, reading
+        stops there and ``damaged_at`` is set (the file is left untouched, for the caller to
+        restore the rows from SQLite); when valid records follow at or before ``applied`` the
+        damaged span is skipped.
 
     Raises
     ------
     CorruptFileError
-        Bad header, or a damaged record followed by valid ones (and ``repair`` is False).
+        Bad header, or a damaged record followed by valid ones past ``applied`` (and ``repair``
+        is False).
     """
     p = Path(path)
     data = p.read_bytes()
     generation = _check_header(p, data)
     records: list[AddRecord | DeleteRecord] = []
     ends: list[int] = []
+    damaged_at: int | None = None
     pos = HEADER_SIZE
     while pos < len(data):
         end = _valid_at(data, pos)
@@ -326,31 +342,71 @@ def read_wal(
                 record = None
         if record is None:
             following = _next_record(data, pos + 1, _content_end(data, pos))
+            if following is not None and following <= applied:
+                # SQLite applied past the damaged span: its records were acknowledged, and
+                # SQLite still holds them; read on after it
+                log.error(
+                    "%s: log records at offsets %d-%d are damaged; SQLite had applied them "
+                    "(acknowledged writes): their rows are restored from SQLite",
+                    p,
+                    pos,
+                    following,
+                )
+                if damaged_at is None:
+                    damaged_at = pos
+                pos = following
+                continue
             if following is not None and not repair:
                 raise CorruptFileError(
                     f"{p}: write-ahead log record at offset {pos} is damaged and valid records "
                     f"follow at offset {following}; acknowledged writes may be affected. Restore "
-                    "the file from a backup, or open with repair=True to truncate the log at "
-                    f"offset {pos} (records after it are lost)"
+                    "the file from a backup, or open with repair=True to cut the log at "
+                    f"offset {pos} (records after it are lost unless SQLite holds them)"
                 )
             if following is not None:
                 log.error(
-                    "%s: repair: truncating damaged log at offset %d (%d bytes lost)",
+                    "%s: repair: log damaged at offset %d; the %d bytes after it are dropped "
+                    "(rows SQLite holds are kept)",
                     p,
                     pos,
                     len(data) - pos,
                 )
+                damaged_at = pos
+            elif pos < applied:
+                log.error(
+                    "%s: the last log records (from offset %d) are damaged, but SQLite had "
+                    "applied the log up to offset %d: they were acknowledged, and their rows are "
+                    "restored from SQLite (not a torn tail)",
+                    p,
+                    pos,
+                    applied,
+                )
+                damaged_at = pos
             break
+        assert end is not None  # a decoded record has a valid frame
         records.append(record)
         ends.append(end)
         pos = end
+    if damaged_at is None and pos < applied:
+        log.error(
+            "%s: the log ends at offset %d but SQLite had applied it up to offset %d: the rows "
+            "of the missing records are restored from SQLite",
+            p,
+            pos,
+            applied,
+        )
+        damaged_at = pos
+    if damaged_at is not None:  # the caller restores from SQLite and retires the file
+        return WalReplay(generation, records, pos, 0, ends, damaged_at)
     torn = _content_end(data, pos) - pos  # zeros after the last record are padding
-    if torn and repair is False:
+    if torn:
         log.warning(
-            "%s: torn tail of %d bytes at offset %d truncated (never acknowledged)",
+            "%s: torn tail of %d bytes at offset %d truncated: an append that did not complete "
+            "(SQLite had applied the log up to offset %d; nothing it applied is lost)",
             p,
             torn,
             pos,
+            applied,
         )
     if truncate and len(data) > pos:  # the torn bytes and the padding
         with open(p, "r+b") as f:
@@ -406,6 +462,11 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def storage_error(exc: OSError, path: Path, what: str) -> StorageError:
+    """The :class:`StorageError` for a failed file operation, naming the file and the cause."""
+    return _storage_error(exc, path, what)
 
 
 def _storage_error(exc: OSError, path: Path, what: str) -> StorageError:

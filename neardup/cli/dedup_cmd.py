@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -189,6 +190,9 @@ def dedup_command(
         pairs_out = pairs_out or str(out_dir / "pairs.csv")
         clusters_out = clusters_out or str(out_dir / "clusters.csv")
         summary_json = summary_json or str(out_dir / "summary.json")
+        # the one output folder neardup makes itself (others must exist: a mistyped folder is
+        # refused, not silently created)
+        out_dir.mkdir(exist_ok=True)
     if not inputs:
         raise ConfigError("no input given; pass files, a directory or - (stdin), or use --sample")
     if output is None:
@@ -198,6 +202,7 @@ def dedup_command(
     for option, path in outputs:
         if path is not None and path != "-":
             check_not_input(path, inputs, option=option)
+            _check_output_folder(path, option)
     config = DedupConfig(
         max_distance=max_distance,
         candidate_work_per_doc_ns=candidate_work_ns if candidate_budget else None,
@@ -205,8 +210,6 @@ def dedup_command(
         verify=verify,
         workers=workers,
     )
-    if sample:  # the one output folder neardup makes itself (others must exist: a typo'd
-        Path(SAMPLE_OUT).mkdir(exist_ok=True)  # folder is refused, not silently created)
     # exact hashes and fingerprints start on the texts read so far while reading goes on
     # (the kernels release the GIL; the results do not depend on it)
     early = ExactFingerprintPass(config.make_fingerprinter(), config.workers)
@@ -269,6 +272,20 @@ def dedup_command(
     # after the summary, so they are the last thing on a terminal; never hidden by -q
     for message in _run_warnings(stats, skipped_list):
         warn(message)
+
+
+def _check_output_folder(path: str, option: str) -> None:
+    """Refuse an output whose folder is missing before the run, not after it (atomic_open
+    would refuse it too, once the corpus has been read and deduplicated)."""
+    from ..errors import ConfigError
+
+    folder = Path(path).parent
+    if not folder.is_dir():
+        what = "is not a directory" if folder.exists() else "does not exist"
+        raise ConfigError(
+            f"{option} {path!r}: output directory {str(folder)!r} {what}; create it first "
+            f"(mkdir -p {shlex.quote(str(folder))}) or choose another path"
+        )
 
 
 def _is_stdout(path: str) -> bool:

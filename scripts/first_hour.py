@@ -663,6 +663,14 @@ def cases() -> list[Case]:
         ),
         Case(
             7,
+            "--pairs-out fails after the run",
+            [*dedup, "-o", "out.jsonl", "--pairs-out", "adir"],
+            "refused, no kept file, old one intact",
+            lambda r: r.rc != 0 and not r.left and (r.folder / "out.jsonl").read_text() == "old\n",
+            setup=lambda d: (keep_old(d), (d / "adir").mkdir()),
+        ),
+        Case(
+            7,
             "--on-error skip names records",
             [*dedup, "-o", "out.jsonl", "--on-error", "skip"],
             "stderr names in.jsonl:2",

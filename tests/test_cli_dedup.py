@@ -306,18 +306,22 @@ def test_sample_command_names_outputs_moved_by_flags(tmp_path, monkeypatch, caps
 
 
 def test_outputs_of_one_run_are_all_or_nothing(tmp_path, capsys):
-    """A later output that fails (--pairs-out into a missing folder) leaves no kept file, and
-    an existing kept file untouched: the run's outputs are published together or not at all."""
+    """A later output that fails once the run is done (--pairs-out names a folder) leaves no
+    kept file, and an existing kept file untouched: the run's outputs are published together
+    or not at all."""
     src = _jsonl(tmp_path / "in.jsonl")
+    (tmp_path / "adir").mkdir()
     out = tmp_path / "out.jsonl"
-    rc = main(["dedup", str(src), "-o", str(out), "--pairs-out", str(tmp_path / "nope" / "p.csv")])
+    rc = main(["dedup", str(src), "-o", str(out), "--pairs-out", str(tmp_path / "adir")])
     assert rc == 2
-    assert "nope" in capsys.readouterr().err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+    assert "adir" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "in.jsonl"]
+    assert list((tmp_path / "adir").iterdir()) == []
     out.write_text("old\n", encoding="utf-8")
-    rc = main(["dedup", str(src), "-o", str(out), "--summary-json", str(tmp_path / "no" / "s")])
-    assert rc == 2 and out.read_text(encoding="utf-8") == "old\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.jsonl"]
+    args = ["--clusters-out", str(tmp_path / "c.csv"), "--summary-json", str(tmp_path / "adir")]
+    assert main(["dedup", str(src), "-o", str(out), *args]) == 2
+    assert out.read_text(encoding="utf-8") == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "in.jsonl", "out.jsonl"]
 
 
 def _fake_terminal():
@@ -410,3 +414,17 @@ def test_summary_leaves_stdout_to_the_data_when_output_is_dev_stdout(tmp_path):
         kept = [json.loads(x)["id"] for x in proc.stdout.decode().splitlines()]
         assert kept == ["a", "d"]
         assert b"documents" in proc.stderr
+
+
+def test_missing_output_folder_is_refused_before_the_run(tmp_path, capsys):
+    """A mistyped output folder is reported before the corpus is read (here a malformed
+    record would fail the run with exit 3 if it were read), and nothing is created."""
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"text": oops}\n', encoding="utf-8")
+    for option in ("--output", "--pairs-out", "--clusters-out", "--summary-json"):
+        args = ["dedup", str(src), "-o", str(tmp_path / "o.jsonl"), option, "typo/x"]
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert f"{option} 'typo/x': output directory 'typo' does not exist" in err
+        assert "mkdir -p typo" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]

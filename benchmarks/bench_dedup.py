@@ -38,6 +38,7 @@ target is end-to-end >= 0.5x fingerprint-only throughput.
     python benchmarks/bench_dedup.py --n 1000000      # the full-size run
     python benchmarks/bench_dedup.py --kinds short --n 50000 --workers 2
     python benchmarks/bench_dedup.py --kinds short --n 1000000 --workers 2 --max-distances 0,1,2,3
+    python benchmarks/bench_dedup.py --peers --kinds short,long --n 20000   # vs datasketch
 
 Prints a table and writes ``benchmarks/results/bench_dedup.json``.
 """
@@ -432,6 +433,70 @@ def child(
     }
 
 
+def _char3(text: str) -> list[bytes]:
+    """datasketch's input: character 3-grams of the lower-cased, whitespace-collapsed text."""
+    c = " ".join(text.lower().split())
+    if len(c) < 3:
+        return [c.encode()] if c else []
+    return list({c[i : i + 3].encode() for i in range(len(c) - 2)})
+
+
+def datasketch_pairs(texts: list[str], threshold: float = 0.5, num_perm: int = 128) -> set:
+    """The peer's pipeline as its README shows it: a MinHash (char 3-grams) per text, inserted
+    into MinHashLSH, then every text queried; pairs (a < b) of positions."""
+    from datasketch import MinHash, MinHashLSH
+
+    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+    sigs = []
+    for i, t in enumerate(texts):
+        m = MinHash(num_perm=num_perm)
+        m.update_batch(_char3(t))
+        lsh.insert(i, m)
+        sigs.append(m)
+    pairs = set()
+    for i, m in enumerate(sigs):
+        for j in lsh.query(m):
+            if j != i:
+                pairs.add((min(i, j), max(i, j)))
+    return pairs
+
+
+def peers(kind: str, n: int, seed: int, workers: int, skip: set[str]) -> dict:
+    """neardup.dedup (in-process; the second of two runs is timed) and datasketch MinHashLSH on
+    the same generated texts: wall time and planted-pair recall (a pair counts when reported)."""
+    from neardup import dedup
+
+    planted: list[tuple[int, int]] = []
+    texts = generate(kind, n, seed, 0.1, planted)
+    out: dict = {"kind": kind, "n": n, "workers": workers, "planted": len(planted)}
+    t0 = time.perf_counter()
+    dedup(texts, workers=workers)  # the first run compiles what the numba cache lacks
+    out["neardup_first_run_s"] = round(time.perf_counter() - t0, 2)
+    t0 = time.perf_counter()
+    r = dedup(texts, workers=workers)  # timed: the second run
+    el = time.perf_counter() - t0
+    got = set(zip(r.pairs.a.tolist(), r.pairs.b.tolist(), strict=True))
+    out["neardup"] = {
+        "wall_s": round(el, 2),
+        "planted_recall": round(sum(p in got for p in planted) / max(1, len(planted)), 4),
+        "timings_s": r.stats["timings_s"],
+        "lsh": r.stats.get("lsh"),
+    }
+    if "datasketch" not in skip:
+        try:
+            t0 = time.perf_counter()
+            got = datasketch_pairs(texts)
+            el = time.perf_counter() - t0
+            out["datasketch"] = {
+                "wall_s": round(el, 2),
+                "planted_recall": round(sum(p in got for p in planted) / max(1, len(planted)), 4),
+                "pairs": len(got),
+            }
+        except ImportError:
+            out["datasketch"] = "not installed (pip install datasketch==2.0.0)"
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=200000)
@@ -445,11 +510,32 @@ def main() -> None:
         help="also time runs with the candidate distance forced to each of these "
         "(comma-separated, e.g. 0,2,3): the speed/recall trade-off",
     )
+    ap.add_argument(
+        "--peers",
+        action="store_true",
+        help="instead: time neardup.dedup against datasketch MinHashLSH (char 3-grams, t=0.5, "
+        "128 perms) on the same generated texts, in process (writes bench_dedup_peers.json)",
+    )
+    ap.add_argument("--skip", default="", help="with --peers: systems to leave out")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_dedup.json"
     )
     args = ap.parse_args()
+    if args.peers:
+        res = [
+            peers(kind, args.n, args.seed, args.workers, set(args.skip.split(",")))
+            for kind in args.kinds.split(",")
+        ]
+        for r in res:
+            print(json.dumps(r))
+        out = args.out.with_name("bench_dedup_peers.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(
+            json.dumps({"load_average": os.getloadavg(), "results": res}, indent=2) + "\n"
+        )
+        print(f"wrote {out}")
+        return
     if args.child:
         distances = [int(k) for k in args.max_distances.split(",") if k.strip()]
         print(

@@ -389,3 +389,25 @@ def test_result_repr_pair_rows_and_kept_texts():
         r.kept_texts(texts[:3])
     named = dedup(["x y", "x y"], ids=["a", "b"])
     assert named.pair_rows() == [("a", "b", 0, 1.0, "exact")]
+
+
+def test_cli_threshold_and_candidates(tmp_path):
+    import json
+
+    from neardup.cli.main import main
+
+    src = tmp_path / "in.jsonl"
+    a = " ".join(_BASE)
+    b = _variant([0, 5, 10, 15], "b")  # 26 of 30 words kept: ~0.87 similar
+    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in (a, b)), encoding="utf-8")
+    summary = tmp_path / "s.json"
+    out = tmp_path / "out.jsonl"
+    args = ["dedup", str(src), "-o", str(out), "-q", "--summary-json", str(summary)]
+    assert main([*args, "--threshold", "0.8"]) == 0
+    s = json.loads(summary.read_text())
+    assert len(out.read_text().splitlines()) == 1
+    assert s["config"]["threshold"] == 0.8 and s["config"]["verifier"]["threshold"] == 0.8
+    assert main([*args, "--threshold", "0.95"]) == 0  # stricter than the pair: both kept
+    assert len(out.read_text().splitlines()) == 2
+    assert main([*args, "--candidates", "simhash"]) == 0
+    assert json.loads(summary.read_text())["config"]["candidates"] == "simhash"

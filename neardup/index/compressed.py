@@ -593,9 +593,37 @@ def search_compressed(  # type: ignore[no-untyped-def]
     kk = np.int64(k)
     has_rows = rows.shape[0] > 0
     one = np.zeros((1, 1), dtype=np.uint64)
+    bk2 = bkeys.reshape((1, bkeys.shape[0]))
+    wd2 = words.reshape((1, words.shape[0]))
+    G = 8  # queries per prefetch group: issue their memory loads before using them
     for qi in range(nq):
-        for t in range(T):
-            qk[t] = K.permute_one(q, qi, t, pidx, pmask, npieces)
+        g = qi % G
+        if g == 0:
+            g1 = min(nq, qi + G)
+            for qj in range(qi, g1):
+                for t in range(T):
+                    kq = K.permute_one(q, qj, t, pidx, pmask, npieces)
+                    qk[(qj - qi) * T + t] = kq
+                    top0 = np.int64(kq >> np.uint64(64 - dbits))
+                    K.prefetch2d(dirs, t, top0)
+            for qj in range(qi, g1):
+                for t in range(T):
+                    top0 = np.int64(qk[(qj - qi) * T + t] >> np.uint64(64 - dbits))
+                    lo0 = dirs[t, top0]
+                    if lo0 < boff[t + 1] - boff[t]:
+                        K.prefetch2d(bk2, 0, boff[t] + lo0)
+            for qj in range(qi, g1):  # the first two cache lines of the exact prefix's block
+                for t in range(T):
+                    kq = qk[(qj - qi) * T + t]
+                    top0 = np.int64(kq >> np.uint64(64 - dbits))
+                    nb = boff[t + 1] - boff[t]
+                    tb = bkeys[boff[t] : boff[t + 1]]
+                    pbase = (kq >> np.uint64(64 - pb[t])) << np.uint64(64 - pb[t])
+                    bl = max(_lb(tb, dirs[t, top0], dirs[t, top0 + 1], pbase) - 1, 0)
+                    if bl < nb:
+                        w0 = woff[t] + bl * bw
+                        K.prefetch2d(wd2, 0, w0)
+                        K.prefetch2d(wd2, 0, w0 + 8)
         for t in range(T):
             b0 = boff[t]
             nb = boff[t + 1] - b0
@@ -603,7 +631,7 @@ def search_compressed(  # type: ignore[no-untyped-def]
             p_bits = pb[t]
             shift = np.uint64(64 - p_bits)
             low = (np.uint64(1) << shift) - np.uint64(1) if p_bits < 64 else np.uint64(0)
-            qkt = qk[t]
+            qkt = qk[g * T + t]
             qpre = qkt >> shift if p_bits < 64 else qkt
             dshift = np.uint64(p_bits - dbits)
             for f in range(nflips[t]):
@@ -884,7 +912,7 @@ class CompressedSegment:
             inv_idx, inv_mask, inv_n = pa.pidx, pa.pmask, pa.npieces
             rows = self.rows if self.rows is not None else np.zeros((0, 1), dtype=np.uint32)
             fps = self.fps_raw
-        qk = np.empty(max(pa.n_tables, 1), dtype=np.uint64)
+        qk = np.empty(9 * max(pa.n_tables, 1), dtype=np.uint64)
         buf = np.empty(ct.block_bytes * 8 + 2, dtype=np.uint64)
         buf0 = np.empty_like(buf)
         cap = cap or 4 * len(q) + 64

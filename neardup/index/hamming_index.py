@@ -173,6 +173,8 @@ class HammingIndex:
                 blocks=blocks,
                 prefix_blocks=prefix_blocks,
                 heavy_bucket=heavy_bucket,
+                compress=bool(compress),
+                block_bytes=check_block_bytes(block_bytes),
             )
         self._pa: PlanArrays = plan_arrays(self._plan)
         if not isinstance(compress, bool):

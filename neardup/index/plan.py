@@ -32,6 +32,13 @@ descent in :mod:`neardup.index._kernels`). Brute force costs ``N * brute_ns``. M
 fingerprint: 8 B id + 8 B per 64-bit word + 12 B (8 B key + 4 B row) per extra table. The planner
 picks the cheapest layout whose memory fits the budget (default :data:`DEFAULT_BYTES_PER_FP`
 bytes per fingerprint), or the leanest one when none fits.
+
+With ``compress=True`` (block-compressed tables, :mod:`neardup.index.compressed`) a 64-bit table
+costs about ``64 - log2 N + 2`` bits plus its blocks' in-memory keys, positions and CRCs, and
+no row array (8 B id per fingerprint besides); a 128-bit index keeps its fingerprints and rows.
+Each probe then also decodes, on average, half a block before its bucket and the bucket itself
+(``DECODE_NS`` per key): more tables fit a budget, each probe costs more, and the same
+"cheapest that fits" rule decides.
 """
 
 from __future__ import annotations
@@ -64,6 +71,8 @@ PROBE_NS = 60.0
 SCAN_NS = 0.6
 BRUTE_NS = 0.35
 VERIFY_NS = 2.0
+#: per key decoded from a compressed block (a serial chain of two loads and a table look-up)
+DECODE_NS = 5.0
 #: a bucket larger than this is searched by the pruned sorted-descent instead of a scan
 HEAVY_BUCKET = 256
 MAX_TABLES = 256
@@ -315,11 +324,34 @@ def _bytes_per_fp(bits: int, n_tables: int) -> float:
     return base + extra_first + 12.0 * (n_tables - 1)
 
 
-def _cost_ns(tables: tuple[TableSpec, ...], k: int, n: int, heavy: int) -> float:
+def _compressed_key_bits(n: int, block_bytes: int) -> float:
+    """Bits per key of a compressed table of ``n`` random keys: the gap code (about
+    ``64 - log2 n + 2``) plus, per block, its 16 bytes in memory and half an entry of slack."""
+    entry = max(64.0 - math.log2(max(n, 2)) + 2.0, 3.0)
+    per_block = block_bytes * 8 / entry
+    return entry + (16 * 8 + entry / 2) / per_block
+
+
+def _compressed_bytes_per_fp(bits: int, n_tables: int, n: int, block_bytes: int) -> float:
+    key = _compressed_key_bits(n, block_bytes) / 8
+    if bits == 64:  # ids + tables (the fingerprints are table 0; rows come from table 0)
+        return 8.0 + n_tables * key
+    return 8.0 + 16.0 + n_tables * key + 4.0 * (n_tables - 1)  # + fingerprints and rows
+
+
+def _cost_ns(
+    tables: tuple[TableSpec, ...], k: int, n: int, heavy: int, block_bytes: int = 0
+) -> float:
+    """Estimated ns per query; ``block_bytes`` > 0: tables block-compressed in such blocks."""
     total = 0.0
+    per_block = block_bytes * 8 / _compressed_key_bits(n, block_bytes) if block_bytes else 0.0
     for t in tables:
         probes = _n_probes(t.prefix_bits, min(t.radius, k))
         cand = n / 2.0**t.prefix_bits
+        if block_bytes:  # compressed buckets are decoded through: no pruned descent
+            total += probes * (2 * PROBE_NS + (per_block / 2 + cand) * DECODE_NS)
+            total += probes * (cand * SCAN_NS + VERIFY_NS * min(cand, 1.0))
+            continue
         if cand > heavy:  # the descent prunes heavy buckets; a rough log-shaped bound
             cand = heavy + math.log2(cand / heavy) * 32
         total += probes * (PROBE_NS + cand * SCAN_NS + VERIFY_NS * min(cand, 1.0))
@@ -409,6 +441,8 @@ def plan_index(
     blocks: int | None = None,
     prefix_blocks: int | None = None,
     heavy_bucket: int = HEAVY_BUCKET,
+    compress: bool = False,
+    block_bytes: int = 256,
 ) -> Plan:
     """Choose the cheapest exact layout for ``bits``-bit fingerprints and distance ``max_distance``.
 
@@ -429,6 +463,11 @@ def plan_index(
         (``C(blocks, prefix_blocks)`` tables; the probe radius follows from the pigeonhole bound).
     heavy_bucket : int, default=256
         Buckets larger than this are searched by pruned descent instead of a linear scan.
+    compress : bool, default=False
+        Estimate memory and cost for block-compressed tables (``HammingIndex(compress=True)``):
+        smaller tables, dearer probes, so a budget may fit more tables.
+    block_bytes : int, default=256
+        Block size assumed for ``compress``.
 
     Returns
     -------
@@ -480,10 +519,13 @@ def plan_index(
                 f" ({radius_for(r, k, m)}) as large as the prefix; choose more blocks or more prefix_blocks"
             )
         name, tables = lay
-        return _tables_plan(
+        forced = _tables_plan(
             bits, k, n, heavy_bucket, name, tables, ("layout forced by blocks/prefix_blocks",)
         )
+        return _compressed(forced, n, block_bytes) if compress else forced
     cands = candidate_plans(bits, k, n, heavy_bucket=heavy_bucket)
+    if compress:
+        cands = [_compressed(c, n, block_bytes) for c in cands]
     if layout is not None:
         if layout not in ("brute", "tables", "two-level"):
             raise ConfigError(f"layout must be 'brute', 'tables' or 'two-level', got {layout!r}")
@@ -512,3 +554,16 @@ def plan_index(
             "large k for this width: queries cost milliseconds; consider a lower max_distance"
         )
     return Plan(**{**best.__dict__, "notes": tuple(notes)})
+
+
+def _compressed(p: Plan, n: int, block_bytes: int) -> Plan:
+    """``p`` with the cost model's estimates for block-compressed tables (brute plans as is)."""
+    if p.kind != "tables":
+        return p
+    return Plan(
+        **{
+            **p.__dict__,
+            "est_query_ns": _cost_ns(p.tables, p.max_distance, n, p.heavy_bucket, block_bytes),
+            "est_bytes_per_fp": _compressed_bytes_per_fp(p.bits, len(p.tables), n, block_bytes),
+        }
+    )

@@ -1,0 +1,104 @@
+"""Step ``read``: read one partition, fingerprint it, and shuffle its exact content hashes.
+
+Per document: its position (input order), id, text, length, SimHash fingerprint (and whether it
+had features), the MinHash signature of its token bigrams (:mod:`neardup.pipeline.minhash`,
+the plan of the job's config) and its 128-bit normalised content hash. The documents stay in
+``docs/p<partition>.arrow``; ``(hash, position, id, length)`` go to the ``exact`` shuffle keyed
+on the hash, so that copies meet in one reducer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, InputError
+from . import _store
+from .job import POS_SHIFT, Job
+
+__all__ = ["EXACT_SCHEMA", "read_partition", "step_read"]
+
+
+def _schemas() -> tuple[Any, Any]:
+    import pyarrow as pa
+
+    exact = pa.schema(
+        [("h0", pa.uint64()), ("h1", pa.uint64()), ("pos", pa.int64()), ("id", pa.string()),
+         ("len", pa.int64())]
+    )  # fmt: skip
+    return exact, None
+
+
+EXACT_SCHEMA = _schemas()[0]
+
+
+def read_partition(job: Job, task: int) -> tuple[np.ndarray, list[str], list[str]]:
+    """``(positions int64, ids, texts)`` of partition ``task`` (its rows of its file; the
+    positions start at ``file << POS_SHIFT`` plus its first row, even when it is empty)."""
+    from ..io import read_corpus
+
+    part = job.partitions[task]
+    try:
+        corpus = read_corpus(
+            [part.path], fmt=part.fmt, text_field=job.text_field, id_field=job.id_field
+        )
+    except InputError as exc:  # name the partition's file (read_corpus names the record)
+        raise InputError(f"partition {task} ({part.path}): {exc}") from exc
+    with corpus:
+        n = len(corpus.texts)
+        lo, hi = part.slice * n // part.slices, (part.slice + 1) * n // part.slices
+        ids = [str(x) for x in corpus.ids[lo:hi]]
+        texts = list(corpus.texts[lo:hi])
+    if hi - lo >= 1 << POS_SHIFT:
+        raise InputError(f"{part.path} has more than 2**{POS_SHIFT} records; split it")
+    pos = (np.int64(part.file) << np.int64(POS_SHIFT)) + np.arange(lo, hi + 1, dtype=np.int64)
+    return pos, ids, texts  # pos has one more entry: where the partition starts or ends
+
+
+@_store.resumable("read")
+def step_read(workdir: str, task: int, job: Job) -> dict[str, Any]:
+    """Read and fingerprint partition ``task``; returns its first position and row count."""
+    import pyarrow as pa
+
+    from ..dedup import content_hashes
+    from ..pipeline.minhash import minhash_signatures
+
+    cfg = job.dedup_config()
+    pos, ids, texts = read_partition(job, task)
+    first, pos = int(pos[0]), pos[:-1]
+    fp = cfg.make_fingerprinter()
+    if getattr(fp, "bits", 64) != 64:
+        raise ConfigError("the distributed engines take 64-bit fingerprints; drop bits=128")
+    batch = fp.fingerprint_batch(texts)
+    fps = np.asarray(batch.fingerprints, np.uint64).reshape(-1)
+    empty = np.asarray(batch.empty, bool)
+    plan = cfg.lsh_plan()
+    sig, tokens = minhash_signatures(cfg.make_verifier(), texts, plan.hashes)
+    h = content_hashes(texts) if texts else np.zeros((0, 2), np.uint64)
+    lengths = np.fromiter(map(len, texts), np.int64, len(texts))
+    width = 2 * plan.hashes
+    docs = pa.table(
+        {
+            "pos": pa.array(pos, pa.int64()),
+            "id": pa.array(ids, pa.string()),
+            "text": pa.array(texts, pa.large_string()),
+            "len": pa.array(lengths, pa.int64()),
+            "fp": pa.array(fps, pa.uint64()),
+            "empty": pa.array(empty, pa.bool_()),
+            "tokens": pa.array(tokens, pa.int64()),
+            "sig": pa.FixedSizeBinaryArray.from_buffers(
+                pa.binary(width), len(texts), [None, pa.py_buffer(sig.astype("<u2").tobytes())]
+            ),
+        }
+    )
+    _store.write_table(f"{workdir}/docs/p{task:05d}.arrow", docs)
+    ex = pa.table(
+        {"h0": h[:, 0], "h1": h[:, 1], "pos": pos, "id": pa.array(ids, pa.string()),
+         "len": lengths},
+        schema=EXACT_SCHEMA,
+    )  # fmt: skip
+    size = _store.shuffle_write(
+        workdir, "exact", task, ex, _store.mix_bucket(h[:, 0].copy(), job.buckets)
+    )
+    return {"rows": len(texts), "first": first, "shuffle_bytes": size}

@@ -1,0 +1,166 @@
+"""The distributed dedup job: the steps in order, each a set of tasks given to an engine."""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ConfigError, InputError
+from . import _store
+from .candidates import step_join, step_keys
+from .engines import Engine, LocalEngine
+from .exact import step_exact
+from .job import Job, plan_partitions
+from .keep import step_keep
+from .read import step_read
+from .verify import step_attach, step_verify
+from .write import step_write
+
+__all__ = ["DistributedResult", "run_dedup"]
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class DistributedResult:
+    """What :func:`run_dedup` did: the summary (the single-machine ``stats`` keys), per-step
+    timings and counts, and where the outputs are (``workdir``)."""
+
+    workdir: str
+    stats: dict[str, Any]
+    steps: dict[str, Any] = field(default_factory=dict)
+
+    def read(self, what: str) -> Any:
+        """``kept``, ``clusters`` or ``pairs_out`` as one pyarrow.Table, in input order."""
+        import pyarrow as pa
+
+        files = sorted(glob.glob(os.path.join(self.workdir, what, "p*.arrow")))
+        return pa.concat_tables([_store.read_table(f) for f in files])
+
+
+def _check_config(cfg: Any) -> None:
+    if cfg.candidates != "lsh":
+        raise ConfigError("the distributed engines run the default candidates='lsh' only")
+    if not cfg.exact:
+        raise ConfigError("the distributed engines always find exact duplicates (exact=True)")
+
+
+def run_dedup(
+    inputs: list[str],
+    workdir: str,
+    *,
+    engine: Engine | None = None,
+    config: Any = None,
+    partitions: int | None = None,
+    buckets: int | None = None,
+    fmt: str | None = None,
+    text_field: str = "text",
+    id_field: str | None = None,
+    progress: Progress | None = None,
+) -> DistributedResult:
+    """Deduplicate ``inputs`` with the same decisions as :func:`neardup.dedup` on the same
+    documents in the same order, as steps run by ``engine`` (default: in this process).
+
+    ``workdir`` holds every step's outputs; a rerun with the same inputs and config resumes
+    (finished tasks are skipped); a different job in the same directory is refused.
+    ``partitions`` (default: one per input file) sets the read parallelism, ``buckets``
+    (default: the number of partitions) the shuffles'.
+    """
+    from ..dedup import DedupConfig
+
+    cfg = config if config is not None else DedupConfig()
+    _check_config(cfg)
+    eng = engine or LocalEngine()
+    parts = plan_partitions(inputs, partitions, fmt)
+    job = Job(
+        workdir=os.path.abspath(workdir),
+        partitions=parts,
+        config=cfg.to_dict(),
+        buckets=buckets or len(parts),
+        text_field=text_field,
+        id_field=id_field,
+    )
+    os.makedirs(job.workdir, exist_ok=True)
+    meta = os.path.join(job.workdir, "job.json")
+    if os.path.exists(meta):
+        with open(meta) as fh:
+            old = json.load(fh).get("job")
+        if old != job.fingerprint():
+            raise InputError(
+                f"{workdir} holds another job (other inputs, partitions or settings); "
+                "pass an empty --workdir or delete it"
+            )
+    else:
+        with open(meta + ".tmp", "w") as fh:
+            json.dump({"job": job.fingerprint(), "inputs": inputs, "engine": eng.name}, fh)
+        os.replace(meta + ".tmp", meta)
+    report = progress or (lambda s, d, t: None)
+    steps: dict[str, Any] = {}
+    t_start = time.perf_counter()
+
+    def run(name: str, fn: Any, tasks: int, j: Job) -> list[dict[str, Any]]:
+        report(name, 0, tasks)
+        t0 = time.perf_counter()
+        res = eng.map(fn, [(j.workdir, i, j) for i in range(tasks)])
+        steps[name] = {
+            "tasks": tasks,
+            "elapsed_s": round(time.perf_counter() - t0, 4),
+            "shuffle_bytes": sum(r.get("shuffle_bytes", 0) for r in res),
+        }
+        report(name, tasks, tasks)
+        return res
+
+    P, R = len(parts), job.buckets
+    # the read step learns where partitions start; later steps route rows by position
+    res = run("read", step_read, P, job)
+    job = dataclasses.replace(job, starts=tuple(r["first"] for r in res))
+    n = sum(r["rows"] for r in res)
+    ex = run("exact", step_exact, R, job)
+    run("keys", step_keys, P, job)
+    jn = run("join", step_join, R, job)
+    run("attach", step_attach, P, job)
+    vf = run("verify", step_verify, P, job)
+    report("keep", 0, 1)
+    t0 = time.perf_counter()
+    kp = step_keep(job.workdir, job)
+    steps["keep"] = {"tasks": 1, "elapsed_s": round(time.perf_counter() - t0, 4), **kp}
+    report("keep", 1, 1)
+    wr = run("write", step_write, P, job)
+    elapsed = time.perf_counter() - t_start
+    import numpy as np
+
+    kept = sum(r["kept"] for r in wr)
+    dropped = n - kept
+    roots = np.unique(np.concatenate([np.asarray(r["dropped_roots"], np.int64) for r in wr]))
+    clusters = int(roots.size)
+    in_cluster = dropped if cfg.keep == "none" else dropped + clusters
+    exact_dups = sum(r["later_copies"] for r in ex)
+    stats = {
+        "documents": n,
+        "exact_duplicates": exact_dups,
+        "near_duplicates": in_cluster - clusters - exact_dups,
+        "clusters": clusters,
+        "kept": kept,
+        "dropped": dropped,
+        "candidates": sum(r["candidates"] for r in vf),
+        "verified": sum(r["verified"] for r in vf),
+        "pairs": sum(r["pairs"] for r in wr),
+        "lsh": {
+            "capped_buckets": sum(r["capped_buckets"] for r in jn),
+            "pairs_skipped": sum(r["pairs_skipped"] for r in jn),
+        },
+        "engine": eng.name,
+        "partitions": P,
+        "buckets": R,
+        "elapsed_s": round(elapsed, 3),
+        "docs_per_s": round(n / elapsed, 1) if elapsed > 0 else None,
+        "timings_s": {k: v["elapsed_s"] for k, v in steps.items()},
+        "shuffle_bytes": sum(v.get("shuffle_bytes", 0) for v in steps.values()),
+    }
+    return DistributedResult(job.workdir, stats, steps)

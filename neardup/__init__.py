@@ -55,6 +55,8 @@ _EXPORTS: dict[str, str] = {
     "Decision": "neardup.online",
     "Match": "neardup.online",
     "Client": "neardup.service.client",
+    # cluster (issue 27)
+    "HashRing": "neardup.ring",
 }
 
 __all__ = [
@@ -69,6 +71,7 @@ __all__ = [
     "Fingerprinter",
     "FormatError",
     "HammingIndex",
+    "HashRing",
     "IndexStateError",
     "InputError",
     "InputTypeError",
@@ -137,4 +140,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .index import HammingIndex, all_pairs
     from .io.hf import dedup_dataset
     from .online import Decision, Deduplicator, Match
+    from .ring import HashRing
     from .service.client import Client

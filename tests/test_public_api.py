@@ -20,6 +20,7 @@ def test_all_is_pinned():
         "FormatError",
         "Fingerprinter",
         "HammingIndex",
+        "HashRing",
         "IndexStateError",
         "InputError",
         "InputTypeError",

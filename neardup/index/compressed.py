@@ -612,7 +612,7 @@ def search_compressed(  # type: ignore[no-untyped-def]
                     lo0 = dirs[t, top0]
                     if lo0 < boff[t + 1] - boff[t]:
                         K.prefetch2d(bk2, 0, boff[t] + lo0)
-            for qj in range(qi, g1):  # the first two cache lines of the exact prefix's block
+            for qj in range(qi, g1):  # the exact prefix's block (and the next one's first line)
                 for t in range(T):
                     kq = qk[(qj - qi) * T + t]
                     top0 = np.int64(kq >> np.uint64(64 - dbits))
@@ -622,8 +622,8 @@ def search_compressed(  # type: ignore[no-untyped-def]
                     bl = max(_lb(tb, dirs[t, top0], dirs[t, top0 + 1], pbase) - 1, 0)
                     if bl < nb:
                         w0 = woff[t] + bl * bw
-                        K.prefetch2d(wd2, 0, w0)
-                        K.prefetch2d(wd2, 0, w0 + 8)
+                        for line in range(0, min(bw + 8, 64), 8):
+                            K.prefetch2d(wd2, 0, w0 + line)
         for t in range(T):
             b0 = boff[t]
             nb = boff[t + 1] - b0

@@ -39,6 +39,7 @@ _COMMAND_MODULES = (
     "neardup.cli.dedup_cmd",  # neardup dedup
     "neardup.cli.eval_cmd",  # neardup eval
     "neardup.cli.serve_cmd",  # neardup serve
+    "neardup.cli.batch_cmd",  # neardup batch-query
 )
 
 

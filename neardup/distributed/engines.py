@@ -16,6 +16,7 @@ On a cluster the work directory must be storage every worker sees (a shared file
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -119,9 +120,16 @@ class SparkEngine(Engine):
             raise MissingDependencyError(
                 "--engine spark needs pyspark (and Java 17+): pip install 'neardup[spark]'"
             ) from exc
+        # workers run this interpreter (its packages) unless the cluster says otherwise
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         master = master or f"local[{workers or os.cpu_count() or 1},{retries + 1}]"
         b = SparkSession.builder.master(master).appName("neardup-dedup")
-        b = b.config("spark.ui.enabled", "false").config("spark.task.maxFailures", retries + 1)
+        b = (
+            b.config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.task.maxFailures", retries + 1)
+        )
         try:
             self.spark = b.getOrCreate()
         except Exception as exc:  # no Java, or the master is unreachable

@@ -1,0 +1,135 @@
+"""``neardup batch-query``: the paper's batch mode. Permuted tables over the query
+fingerprints, the stored fingerprints streamed through them in chunks
+(:func:`neardup.distributed.batch_query`); every (stored, query) pair within the distance is
+written as ``stored_id,query_id,distance``, sorted by stored then query position.
+
+Fingerprint files: the CSV ``neardup fingerprint -o`` writes (``id,fingerprint`` with 64-bit
+hex fingerprints), or a ``.npy`` array of uint64 (ids are the positions)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+
+#: stored rows read (and probed) at a time
+CHUNK_ROWS = 1 << 20
+
+
+def _from_hex(values: list[str], path: str, first_row: int) -> np.ndarray:
+    from ..errors import InputError
+
+    try:
+        arr = np.array([int(v, 16) for v in values], dtype=np.uint64)
+    except (ValueError, OverflowError, TypeError) as exc:
+        bad = next((i for i, v in enumerate(values) if not isinstance(v, str) or len(v) > 16), None)
+        where = f" (row {first_row + bad + 2})" if bad is not None else ""
+        raise InputError(
+            f"{path}{where}: fingerprints must be 64-bit hex (as `neardup fingerprint -o` "
+            f"writes them): {exc}"
+        ) from exc
+    return arr
+
+
+def read_fingerprints(path: str, chunk: int = CHUNK_ROWS) -> Iterator[tuple[list[str], np.ndarray]]:
+    """``(ids, fingerprints uint64)`` chunks of a fingerprint file (CSV or ``.npy``)."""
+    from ..errors import InputError
+
+    if path.endswith(".npy"):
+        try:
+            arr = np.load(path, mmap_mode="r")
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read {path}: {exc}") from exc
+        if arr.dtype != np.uint64 or arr.ndim != 1:
+            raise InputError(f"{path}: expected a 1-d uint64 array, got {arr.dtype} {arr.shape}")
+        for s in range(0, arr.size, chunk):
+            part = np.asarray(arr[s : s + chunk])
+            yield [str(i) for i in range(s, s + part.size)], part
+        return
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    try:
+        reader = pcsv.open_csv(
+            path,
+            read_options=pcsv.ReadOptions(block_size=64 << 20),
+            convert_options=pcsv.ConvertOptions(
+                column_types={"id": pa.string(), "fingerprint": pa.string()}
+            ),
+        )
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise InputError(f"cannot read {path}: {exc}") from exc
+    names = reader.schema.names
+    if "id" not in names or "fingerprint" not in names:
+        raise InputError(
+            f"{path}: expected the columns id,fingerprint (as `neardup fingerprint -o` writes), "
+            f"got {','.join(names)}"
+        )
+    row = 0
+    try:
+        for batch in reader:
+            ids = batch.column("id").to_pylist()
+            yield ids, _from_hex(batch.column("fingerprint").to_pylist(), path, row)
+            row += len(ids)
+    except pa.ArrowInvalid as exc:
+        raise InputError(f"{path}: {exc}") from exc
+
+
+def batch_query_command(
+    stored: Annotated[str, typer.Option("--stored", help="Stored fingerprints (CSV or .npy).")],
+    queries: Annotated[str, typer.Option("--queries", help="Query fingerprints (CSV or .npy).")],
+    pairs_out: Annotated[
+        str, typer.Option("--pairs-out", help="Write stored_id,query_id,distance CSV here.")
+    ],
+    max_distance: Annotated[
+        int, typer.Option("--max-distance", "-k", min=0, max=16, help="Bits apart, at most.")
+    ] = 3,
+    threads: Annotated[int, typer.Option("--threads", min=1, help="Probe threads.")] = 1,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary.")] = False,
+) -> None:
+    """Pairs of stored and query fingerprints within k bits (tables over the queries)."""
+    import time
+
+    from ..distributed import batch_query
+    from ..io import atomic_open, check_not_input
+
+    t0 = time.perf_counter()
+    check_not_input(pairs_out, [stored, queries], option="--pairs-out")
+    q_ids: list[str] = []
+    q_parts = []
+    for ids, f in read_fingerprints(queries):
+        q_ids.extend(ids)
+        q_parts.append(f)
+    q = np.concatenate(q_parts) if q_parts else np.zeros(0, np.uint64)
+    n_stored = n_pairs = 0
+    with atomic_open(pairs_out, "w", encoding="utf-8") as out:
+        out.write("stored_id,query_id,distance\n")
+        for ids, f in read_fingerprints(stored):
+            s, qi, d = batch_query(f, q, max_distance, threads=threads)
+            n_stored += f.size
+            n_pairs += s.size
+            out.writelines(
+                f"{_csv(ids[a])},{_csv(q_ids[b])},{c}\n"
+                for a, b, c in zip(s.tolist(), qi.tolist(), d.tolist(), strict=True)
+            )
+    elapsed = time.perf_counter() - t0
+    if not quiet:
+        print(
+            f"stored {n_stored:,}  queries {q.size:,}  pairs {n_pairs:,}  elapsed {elapsed:.2f}s",
+            file=sys.stderr,
+        )
+
+
+def _csv(value: Any) -> str:
+    value = str(value)
+    if any(c in value for c in ',"\n\r'):
+        return '"' + value.replace('"', '""') + '"'
+    return value
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``neardup batch-query`` to the app."""
+    app.command("batch-query")(batch_query_command)

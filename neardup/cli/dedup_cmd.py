@@ -190,6 +190,23 @@ def dedup_command(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No progress bar and no summary.")
     ] = False,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine", help="local (this process), dask or spark (docs/distributed.md)."
+        ),
+    ] = "local",
+    scheduler: Annotated[
+        str | None, typer.Option("--scheduler", help="Dask scheduler tcp://HOST:PORT.")
+    ] = None,
+    master: Annotated[str | None, typer.Option("--master", help="Spark master URL.")] = None,
+    partitions: Annotated[
+        int | None, typer.Option("--partitions", min=1, help="Read partitions (dask, spark).")
+    ] = None,
+    workdir: Annotated[
+        str | None,
+        typer.Option("--workdir", help="Work directory (dask, spark); a rerun resumes it."),
+    ] = None,
 ) -> None:
     """Deduplicate a corpus: exact + near duplicates (verified), clusters, pairs, summary."""
     from ..dedup import DedupConfig, ExactFingerprintPass, dedup
@@ -230,6 +247,21 @@ def dedup_command(
         verify=verify,
         workers=workers,
     )
+    if engine != "local":  # the distributed job (neardup.distributed), same summary
+        from ..distributed.cli import run_distributed_cli
+
+        stats = run_distributed_cli(
+            engine=engine, inputs=list(inputs), config=config, output=output,
+            pairs_out=pairs_out, clusters_out=clusters_out, summary_json=summary_json,
+            input_format=input_format, text_field=text_field, id_field=id_field,
+            scheduler=scheduler, master=master, partitions=partitions, workdir=workdir,
+            quiet=quiet,
+        )  # fmt: skip
+        if not quiet:
+            print(_summary_text(stats), file=sys.stderr if _is_stdout(output) else sys.stdout)
+        for message in _run_warnings(stats, []):
+            warn(message)
+        return
     # exact hashes and fingerprints start on the texts read so far while reading goes on
     # (the kernels release the GIL; the results do not depend on it)
     early = ExactFingerprintPass(config.make_fingerprinter(), config.workers)

@@ -8,10 +8,11 @@ acknowledged write checked after each restart.
   the window) and records each operation *after* it returned (acknowledged). The parent
   SIGKILLs it at a random moment, reopens the store and checks that every acknowledged insert
   is there and every acknowledged delete is gone. Repeated N times on the same directory.
-* ``--disk-full N`` (root only: mounts a small tmpfs; skipped with the reason otherwise): the
-  child writes until the disk is full (``StorageError``), the disk is filled completely, the
-  store is started 3 times (each must fail with one ``StorageError`` line and consume no
-  space), the filler is removed, and the restart must show every acknowledged insert.
+* ``--disk-full N`` (root only: mounts a 48 MiB tmpfs; skipped with the reason otherwise): a
+  16 MiB file is put aside, the child writes until the disk is full (``StorageError``), the
+  rest of the disk is filled, the store is started 3 times (each either opens or fails with one
+  ``StorageError`` line, and none may consume space), then the filler and the 16 MiB are
+  removed and the restart must show every acknowledged insert.
 
 Prints one line per cycle and a summary (acknowledged vs found).
 """
@@ -101,8 +102,9 @@ def _read_acks(path: Path) -> tuple[set[str], set[str], bool]:
 
 def _check(path: Path, added: set[str], deleted: set[str]) -> tuple[int, int, int]:
     from neardup.online import Deduplicator
+    from neardup.store.fallback import SimpleFingerprinter
 
-    with Deduplicator(path, verify=False) as d:
+    with Deduplicator(path, verify=False, fingerprinter=SimpleFingerprinter()) as d:
         found = sum(1 for i in added if i in d)
         resurrected = sum(1 for i in deleted if i in d)
         return found, resurrected, len(d)
@@ -115,10 +117,13 @@ def _child(path: Path, ack: Path, seed: int, until_full: bool) -> subprocess.Pop
     )
 
 
-def _wait_ready(ack: Path, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
+def _wait_ready(
+    ack: Path, proc: subprocess.Popen[bytes], starts: int, timeout: float = 120
+) -> None:
+    """Wait until the child has opened the store (its ``starts``-th "ready" line)."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
-        if ack.exists() and '"ready"' in ack.read_text():
+        if ack.exists() and ack.read_text().count('"ready"') >= starts:
             return
         if proc.poll() is not None:
             raise SystemExit(f"child exited with {proc.returncode} before it was ready")
@@ -134,7 +139,7 @@ def kill_cycles(n: int, seed: int) -> bool:
     try:
         for c in range(n):
             proc = _child(store, ack, seed * 1000 + c, until_full=False)
-            _wait_ready(ack, proc)
+            _wait_ready(ack, proc, c + 1)
             time.sleep(rng.uniform(0.5, 3.0))
             proc.send_signal(signal.SIGKILL)
             proc.wait()
@@ -171,6 +176,10 @@ def disk_full_cycles(n: int, seed: int) -> bool:
             return True
         try:
             store, ack = mnt / "store", work / "acks.jsonl"
+            # space an operator frees later (the store itself fills the rest)
+            reserve = mnt / "reserve"
+            with open(reserve, "wb") as f:
+                f.write(b"\xff" * (16 << 20))
             proc = _child(store, ack, seed * 7000 + c, until_full=True)
             proc.wait(600)
             added, deleted, full = _read_acks(ack)
@@ -193,6 +202,7 @@ def disk_full_cycles(n: int, seed: int) -> bool:
                     refusals.append(str(exc).splitlines()[0][:80])
             free1 = shutil.disk_usage(mnt).free
             filler.unlink()
+            reserve.unlink()
             found, back, _ = _check(store, added, deleted)
             good = full and found == len(added) and back == 0 and free1 >= free0
             ok &= good

@@ -356,6 +356,46 @@ def test_enospc_while_opening_is_a_storage_error(tmp_path: Path, monkeypatch) ->
     assert not (tmp_path / "new").exists()
 
 
+def test_a_flush_that_keeps_failing_does_not_hang_later_flushes(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Found by benchmarks/faults_store.py on a full tmpfs: a flush whose retried build failed
+    left the next flush waiting forever (the writer hung, and every request with it)."""
+    import threading
+
+    import neardup.store.engine as engine
+
+    real = engine.write_segment
+
+    def full(*a: object, **k: object) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with _dd(tmp_path) as d:
+        d.add(_docs(100))
+        monkeypatch.setattr(engine, "write_segment", full)
+        for _ in range(3):
+            box: list[BaseException | None] = []
+
+            def flush(box: list[BaseException | None] = box) -> None:
+                try:
+                    d.flush()
+                    box.append(None)
+                except BaseException as exc:
+                    box.append(exc)
+
+            t = threading.Thread(target=flush, daemon=True)
+            t.start()
+            t.join(20)
+            assert not t.is_alive(), "flush hangs after a failed flush"
+            assert isinstance(box[0], StorageError) and "No space left" in str(box[0])
+        assert d.add({"id": "late", "text": "written while flushes fail"}).added
+        monkeypatch.setattr(engine, "write_segment", real)
+        d.flush()
+        assert d.stats()["segments"] >= 1 and len(d) == 101
+    with _dd(tmp_path) as d2:
+        assert len(d2) == 101 and "late" in d2
+
+
 # ------------------------------------------------------------------ 7. SQLite damage, metadata
 def _corrupt_middle_page(db: Path) -> None:
     size = db.stat().st_size
@@ -410,6 +450,20 @@ def test_repaired_sqlite_keeps_every_readable_row_and_answers_cleanly(tmp_path: 
         assert found == kept
         results = d2.check(_big_docs(1500))  # searches meet the lost rows: no error
         assert sum(r.duplicate for r in results) == kept
+
+
+def test_sqlite_with_a_destroyed_header_is_rebuilt_from_its_leaf_pages(tmp_path: Path) -> None:
+    with _dd(tmp_path) as d:
+        d.add(_big_docs(600))
+    db = tmp_path / "meta.sqlite3"
+    with open(db, "r+b") as f:
+        f.write(b"\x00" * 100)  # "file is not a database"
+    with pytest.raises(CorruptFileError, match="repair=True"):
+        _dd(tmp_path)
+    with _dd(tmp_path, repair=True) as d2:
+        assert len(d2) == 600 and d2.get("b599")["metadata"] == {"i": 599}
+    with _dd(tmp_path) as d3:
+        assert len(d3) == 600
 
 
 def test_deeply_nested_metadata_is_refused(tmp_path: Path) -> None:

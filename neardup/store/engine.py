@@ -91,6 +91,7 @@ class _Frozen:
     expired: Any = None
     error: BaseException | None = None
     done: threading.Event = field(default_factory=threading.Event)
+    failed_at: float = -math.inf  # monotonic time of the last failed build
 
 
 @dataclass
@@ -1278,16 +1279,20 @@ class Store:
         frozen = self.frozen
         if frozen is None or not (frozen.done.is_set() or wait):
             return False
+        if not wait and time.monotonic() - frozen.failed_at < 1.0:
+            return False  # it just failed (a full disk?): retry about once a second
         frozen.done.wait()
         assert self.dir is not None
         if frozen.error is not None:
             err, frozen.error = frozen.error, None
             frozen.done.clear()
             log.error("background flush failed (%s); retrying", err)
-            self.build_flush(frozen, None)
+            self.build_flush(frozen, None)  # sets done again, also when it fails
             if frozen.error is not None:
-                err, frozen.error = frozen.error, None
-                frozen.done.clear()
+                # keep the error (and done set): the next call retries the build; clearing
+                # done here left every later flush waiting forever for a build nobody ran
+                err = frozen.error
+                frozen.failed_at = time.monotonic()
                 if isinstance(err, StorageError):
                     raise err
                 raise StorageError(f"flush failed ({err}); the log still holds every row") from err

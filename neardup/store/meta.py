@@ -497,11 +497,12 @@ def scan_leaf_rows(path: Path) -> Iterator[tuple[Any, ...]]:
 
 
 def _scan_pages(data: Any) -> Iterator[tuple[Any, ...]]:
-    if data[:16] != b"SQLite format 3\x00":
-        return
     page = int.from_bytes(data[16:18], "big")
     page = 65536 if page == 1 else page
-    usable = page - data[20]
+    reserved = data[20]
+    if data[:16] != b"SQLite format 3\x00" or page < 512 or page & (page - 1) or reserved > 64:
+        page, reserved = 4096, 0  # a damaged header: SQLite's default page size
+    usable = page - reserved
     max_local = usable - 35
     min_local = (usable - 12) * 32 // 255 - 23
     npages = len(data) // page
@@ -582,6 +583,11 @@ def salvage(
                 max_rowid = max(max_rowid, int(top))
         stack = [(max(0, i), min(max_rowid + 1, i + 65536)) for i in range(0, max_rowid + 1, 65536)]
         stack.reverse()
+        try:
+            old.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.DatabaseError:  # no schema to read through: the leaf scan only
+            stack = []
+        failures = 0
         while stack:
             a, b = stack.pop()
             try:
@@ -589,7 +595,8 @@ def salvage(
                     "SELECT * FROM docs WHERE rid >= ? AND rid < ? ORDER BY rid", (a, b)
                 ).fetchall()
             except sqlite3.DatabaseError:
-                if b - a > 1:
+                failures += 1
+                if b - a > 1 and failures < 100_000:  # each bad page costs ~log2(range) reads
                     m = (a + b) // 2
                     stack += [(m, b), (a, m)]
                 else:
@@ -606,7 +613,7 @@ def salvage(
             deleted = old.execute("SELECT rid FROM deleted").fetchall()
             with new._lock:
                 new._db.executemany("INSERT OR IGNORE INTO deleted VALUES (?)", deleted)
-        if held is not None and len(held):
+        if held is not None and len(held):  # rows under damaged interior pages
             with new._lock:
                 have = np.fromiter(
                     (r[0] for r in new._db.execute("SELECT rid FROM docs")), dtype=np.int64

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -211,7 +210,7 @@ def dedup_command(
     """Deduplicate a corpus: exact + near duplicates (verified), clusters, pairs, summary."""
     from ..dedup import DedupConfig, ExactFingerprintPass, dedup
     from ..errors import ConfigError
-    from ..io import atomic_open, check_not_input, read_corpus, write_kept
+    from ..io import atomic_open, check_not_input, check_output, read_corpus, write_kept
     from ..io.atomic import staged_outputs
     from .progress import StageProgress
 
@@ -237,7 +236,10 @@ def dedup_command(
     for option, path in outputs:
         if path is not None and path != "-":
             check_not_input(path, inputs, option=option)
-            _check_output_folder(path, option)
+            # refused now, not after the run; a text --output is a folder, and write_kept
+            # decides what an existing folder may be
+            if option != "--output" or not os.path.isdir(path):
+                check_output(path, option=option)
     config = DedupConfig(
         threshold=threshold,
         candidates=candidates,
@@ -324,20 +326,6 @@ def dedup_command(
     # after the summary, so they are the last thing on a terminal; never hidden by -q
     for message in _run_warnings(stats, skipped_list):
         warn(message)
-
-
-def _check_output_folder(path: str, option: str) -> None:
-    """Refuse an output whose folder is missing before the run, not after it (atomic_open
-    would refuse it too, once the corpus has been read and deduplicated)."""
-    from ..errors import ConfigError
-
-    folder = Path(path).parent
-    if not folder.is_dir():
-        what = "is not a directory" if folder.exists() else "does not exist"
-        raise ConfigError(
-            f"{option} {path!r}: output directory {str(folder)!r} {what}; create it first "
-            f"(mkdir -p {shlex.quote(str(folder))}) or choose another path"
-        )
 
 
 def _is_stdout(path: str) -> bool:

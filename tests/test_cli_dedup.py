@@ -425,6 +425,6 @@ def test_missing_output_folder_is_refused_before_the_run(tmp_path, capsys):
         args = ["dedup", str(src), "-o", str(tmp_path / "o.jsonl"), option, "typo/x"]
         assert main(args) == 2
         err = capsys.readouterr().err
-        assert f"{option} 'typo/x': output directory 'typo' does not exist" in err
+        assert f"{option}: output directory 'typo' does not exist" in err
         assert "mkdir -p typo" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]

@@ -359,3 +359,21 @@ def test_planner_weighs_compressed_layouts() -> None:
     assert same.est_query_ns > plain.est_query_ns  # each probe also decodes
     idx = HammingIndex(expected_size=n, memory_budget=32 * n, compress=True)
     assert idx.plan.tables == c.tables
+
+
+def test_index_set_searches_compressed_indexes_apart_and_exactly() -> None:
+    from neardup.index.multi import IndexSet
+
+    fps = make_set("clustered", 3000, 64, seed=8)
+    a = HammingIndex(expected_size=3000, layout="tables", compress=True)
+    b = HammingIndex(expected_size=3000, layout="tables")
+    a.add(fps[:1500])
+    b.add(fps[1500:], ids=np.arange(1500, 3000))
+    a.flush()
+    b.flush()
+    s = IndexSet([a, b])
+    assert s._rest == [a]
+    q = queries_for(fps, 8, 3, nq=40)
+    assert_same(s.search(q, 3), search_reference(fps, np.arange(3000), q, 3))
+    s2 = IndexSet([b], sealed=[a])
+    assert not s2.sealed_ok  # the set does not cover a compressed sealed index

@@ -9,8 +9,8 @@ and probes them all in **one** kernel call, so a small query batch pays the fixe
 
 The answer is exactly that of searching every index and merging (CSR, per query sorted by
 (distance, id)); ``tests/test_index_multi.py`` checks it against that and against brute force.
-Indexes that do not fit the one-call path (rows still in an append buffer, removed rows) are
-searched on their own and merged, so every index is accepted.
+Indexes that do not fit the one-call path (rows still in an append buffer, removed rows,
+block-compressed segments) are searched on their own and merged, so every index is accepted.
 
 Build an :class:`IndexSet` when the set of indexes changes (tens of µs per segment, once), not
 per query.
@@ -29,6 +29,7 @@ from numba.typed import List
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 from ..errors import ConfigError
 from . import _kernels as K
+from .compressed import CompressedSegment
 from .hamming_index import HammingIndex
 
 SearchResult = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]
@@ -214,7 +215,12 @@ class IndexSet:
         for ix, whole in [(ix, True) for ix in indexes] + [(ix, False) for ix in sealed]:
             with ix._lock:
                 seg_list, n_buf = list(ix._segments), ix._buf_n
-            if any(s.n_dead for s in seg_list) or (whole and n_buf):
+            # compressed segments have no key arrays for the one-call kernel: searched apart
+            if (
+                any(s.n_dead for s in seg_list)
+                or (whole and n_buf)
+                or any(isinstance(s, CompressedSegment) for s in seg_list)
+            ):
                 if whole:
                     self._rest.append(ix)
                 else:

@@ -1,0 +1,61 @@
+"""Helpers shared by the distributed-engine tests: the single-machine answer to compare with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from neardup.dedup import STAGE_NAMES, DedupConfig, dedup
+from neardup.io import read_corpus
+
+SAMPLE = Path(__file__).resolve().parents[1] / "neardup" / "data" / "sample" / "sample.jsonl"
+
+
+def sample_slice(tmp: Path, lines: int | None, parts: int = 1) -> list[str]:
+    """The sample's first ``lines`` lines (all when None), cut into ``parts`` JSONL files."""
+    rows = SAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)[:lines]
+    out = []
+    for p in range(parts):
+        f = tmp / f"part{p}.jsonl"
+        f.write_text("".join(rows[p * len(rows) // parts : (p + 1) * len(rows) // parts]))
+        out.append(str(f))
+    return out
+
+
+def single_machine(inputs: list[str], config: DedupConfig) -> dict[str, Any]:
+    """Kept ids, pair rows and each document's root id from :func:`neardup.dedup`."""
+    with read_corpus(inputs) as c:
+        ids, texts = list(c.ids), list(c.texts)
+    r = dedup(texts, ids=ids, config=config)
+    return {
+        "kept": [ids[i] for i in r.kept_indices().tolist()],
+        "pairs": r.pair_rows(),
+        "roots": [ids[x] for x in r.root.tolist()],
+        "stats": r.stats,
+    }
+
+
+def distributed(res: Any) -> dict[str, Any]:
+    """The same views of a :class:`neardup.distributed.DistributedResult`."""
+    p = res.read("pairs_out")
+    pairs = [
+        (a, b, int(d), round(float(s), 4), STAGE_NAMES[st])
+        for a, b, d, s, st in zip(
+            p["id_a"].to_pylist(), p["id_b"].to_pylist(), p["distance"].to_pylist(),
+            p["score"].to_pylist(), p["stage"].to_pylist(), strict=True,
+        )
+    ]  # fmt: skip
+    return {
+        "kept": res.read("kept")["id"].to_pylist(),
+        "pairs": pairs,
+        "roots": res.read("clusters")["root_id"].to_pylist(),
+        "stats": res.stats,
+    }
+
+
+def assert_same(got: dict[str, Any], want: dict[str, Any]) -> None:
+    assert got["kept"] == want["kept"]
+    assert got["pairs"] == want["pairs"]
+    assert got["roots"] == want["roots"]
+    for k in ("documents", "exact_duplicates", "near_duplicates", "clusters", "kept", "dropped"):
+        assert got["stats"][k] == want["stats"][k], k

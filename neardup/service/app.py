@@ -39,7 +39,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from ..errors import NeardupError, require
+from ..errors import ConfigError, NeardupError, require
 
 require("fastapi", "service", "the HTTP service")
 
@@ -361,6 +361,25 @@ def create_app(
 
     add_routes("/v1", namespaced=False)
     add_routes("/v1/ns/{namespace}", namespaced=True)
+
+    # -- export: one page of stored documents in id order (cluster rebalancing, issue 27) ------
+    async def export(namespace: str, after: str, limit: int) -> Response:
+        from .cluster import export_page
+
+        if not 1 <= limit <= 10_000:
+            raise ConfigError(f"limit must be in 1..10000, got {limit}")
+        store = registry.get(namespace)
+        return _json(await run_in_threadpool(export_page, store, after, limit))
+
+    @app.get("/v1/export", tags=["documents"], summary="Export stored documents (paged by id)",
+             responses=_ERRORS)  # fmt: skip
+    async def export_default(after: str = "", limit: int = 1000) -> Response:
+        return await export("default", after, limit)
+
+    @app.get("/v1/ns/{namespace}/export", tags=["namespaced"], responses=_ERRORS,
+             summary="Export stored documents of a namespace (paged by id)")  # fmt: skip
+    async def export_ns(namespace: str, after: str = "", limit: int = 1000) -> Response:
+        return await export(namespace, after, limit)
 
     # -- namespaces ----------------------------------------------------------------------------
     @app.get("/v1/ns", tags=["namespaces"], summary="List namespaces")

@@ -1,0 +1,256 @@
+"""Cluster on loopback (issue 27): routing by document id, R = 2, node loss, rebalancing."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("httpx")
+
+from neardup.errors import ConfigError, NotFoundError, ServiceUnavailableError
+from neardup.service import create_app
+from neardup.service.client import Client
+from neardup.service.cluster import (
+    ClusterClient,
+    ClusterConfig,
+    NodeSpec,
+    rebalance,
+)
+from neardup.service.config import ServiceConfig
+from neardup.service.testing import ServerProcess, free_port, serve_in_thread
+
+TOKEN = "cluster-secret"
+VN = 64  # small rings: the placement is the same definition at any vnodes
+
+
+def text(i: int) -> str:
+    # distinct documents: a few hundred words each, unrelated to each other
+    return " ".join(f"w{(i * 7919 + j * 104729) % 1_000_003}" for j in range(60))
+
+
+def near(i: int, k: int = 0) -> str:
+    # the same words with other case and spacing: equal after normalization, so a
+    # near-duplicate at any threshold (the cluster's routing is under test, not SimHash)
+    words = text(i).split()
+    return ("  " * (k + 1)).join(w.upper() if (j + k) % 2 else w for j, w in enumerate(words))
+
+
+@contextlib.contextmanager
+def nodes(tmp_path, n: int):
+    with contextlib.ExitStack() as stack:
+        urls = []
+        for i in range(n):
+            config = ServiceConfig(data_dir=tmp_path / f"n{i}", token=TOKEN)
+            urls.append(stack.enter_context(serve_in_thread(create_app(config))))
+        yield urls
+
+
+def cluster(urls, replicas: int = 2) -> ClusterConfig:
+    return ClusterConfig(
+        tuple(NodeSpec(f"n{i}", u) for i, u in enumerate(urls)), replicas=replicas, vnodes=VN
+    )
+
+
+def where(urls, doc_ids) -> dict[str, set[int]]:
+    out: dict[str, set[int]] = {d: set() for d in doc_ids}
+    for i, u in enumerate(urls):
+        with Client(u) as c:
+            for d in doc_ids:
+                with contextlib.suppress(NotFoundError):
+                    c.get(d)
+                    out[d].add(i)
+    return out
+
+
+# -- the cluster file -------------------------------------------------------------------------
+def test_cluster_file_round_trip_and_errors(tmp_path):
+    cfg = ClusterConfig(
+        (NodeSpec("a", "http://h1:1"), NodeSpec("b", "http://h2:2", 2.0)), replicas=2, vnodes=VN
+    )
+    for name in ("c.toml", "c.json"):
+        cfg.save(tmp_path / name)
+        assert ClusterConfig.load(tmp_path / name) == cfg
+    with pytest.raises(ConfigError, match="only 2 node"):
+        ClusterConfig(cfg.nodes, replicas=3)
+    with pytest.raises(ConfigError, match="duplicate node name 'a'"):
+        ClusterConfig((NodeSpec("a", "http://x:1"), NodeSpec("a", "http://y:1")), replicas=1)
+    with pytest.raises(ConfigError, match="weight"):
+        ClusterConfig((NodeSpec("a", "http://x:1", 0),), replicas=1)
+    with pytest.raises(ConfigError, match="url"):
+        ClusterConfig((NodeSpec("a", "x:1"),), replicas=1)
+    with pytest.raises(ConfigError, match="does not exist"):
+        ClusterConfig.load(tmp_path / "missing.toml")
+    (tmp_path / "bad.toml").write_text("replicas = 2\n[[nodes]]\nname = 'a'\n")
+    with pytest.raises(ConfigError, match=r"nodes\[0\] needs 'name' and 'url'"):
+        ClusterConfig.load(tmp_path / "bad.toml")
+    with pytest.raises(NotFoundError, match="'zz' is not in the cluster"):
+        cfg.without_node("zz")
+    with pytest.raises(ConfigError, match="fewer than replicas"):
+        cfg.without_node("a")
+    with pytest.raises(ConfigError, match="already in the cluster"):
+        cfg.with_node(NodeSpec("a", "http://z:1"))
+
+
+# -- routing ---------------------------------------------------------------------------------
+def test_writes_go_to_r_distinct_nodes_and_checks_see_every_shard(tmp_path):
+    with nodes(tmp_path, 3) as urls, ClusterClient(cluster(urls), token=TOKEN) as cc:
+        docs = [{"id": f"d{i}", "text": text(i)} for i in range(30)]
+        out = cc.check_and_insert(docs)
+        assert all(d.added and not d.duplicate for d in out)
+        placed = where(urls, [d["id"] for d in docs])
+        for d in docs:
+            want = {int(n[1:]) for n in cc.targets(d["id"])}
+            assert placed[d["id"]] == want and len(want) == 2
+        # a near-duplicate of each stored document is found, wherever it lives
+        dup = cc.check_and_insert([{"id": f"x{i}", "text": near(i)} for i in range(30)])
+        assert all(
+            d.duplicate and not d.added and d.matches[0].id == f"d{i}" for i, d in enumerate(dup)
+        )
+        # within one batch the earlier document wins
+        pair = cc.check_and_insert(
+            [{"id": "p1", "text": text(500)}, {"id": "p2", "text": near(500)}]
+        )
+        assert pair[0].added and pair[1].duplicate and pair[1].matches[0].id == "p1"
+        assert cc.get("d3")["text"] == text(3)
+        cc.delete("d3")
+        with pytest.raises(NotFoundError):
+            cc.get("d3")
+        assert where(urls, ["d3"])["d3"] == set()
+
+
+def test_concurrent_near_duplicates_through_one_client_keep_exactly_one(tmp_path):
+    with nodes(tmp_path, 3) as urls, ClusterClient(cluster(urls), token=TOKEN) as cc:
+        results = []
+
+        def send(k: int) -> None:
+            results.append(
+                cc.check_and_insert({"id": f"c{k}", "text": near(900, k)})
+            )
+
+        threads = [threading.Thread(target=send, args=(k,)) for k in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sum(r.added for r in results) == 1
+
+
+def test_node_down_is_routed_around_and_logged(tmp_path, caplog):
+    with nodes(tmp_path, 2) as urls:
+        dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+        cfg = cluster([*urls, dead])
+        with ClusterClient(cfg, token=TOKEN, timeout=2.0) as cc, caplog.at_level(logging.WARNING):
+            out = cc.check_and_insert([{"id": f"d{i}", "text": text(i)} for i in range(20)])
+            assert all(d.added for d in out)
+            assert "node n2 marked down" in caplog.text
+            placed = where(urls, [f"d{i}" for i in range(20)])
+            assert all(len(v) == 2 for v in placed.values())  # R copies on the live nodes
+            assert cc.check({"id": "q", "text": near(4)}).matches[0].id == "d4"
+
+
+def test_too_many_nodes_down_is_a_clear_error(tmp_path):
+    with nodes(tmp_path, 1) as urls:
+        dead = [f"http://127.0.0.1:{free_port()}" for _ in range(2)]
+        cfg = cluster([*urls, *dead])
+        cc = ClusterClient(cfg, token=TOKEN, timeout=2.0)
+        # with R = 2 nodes down some ranges have no live replica: refuse rather than keep a
+        # document whose stored near-duplicate could not be seen
+        with cc, pytest.raises(ServiceUnavailableError, match="could miss duplicates"):
+            cc.check_and_insert({"id": "a", "text": text(1)})
+        assert where(urls, ["a"])["a"] == set()
+
+
+# -- node loss (SIGKILL) during inserts ------------------------------------------------------
+def test_sigkill_one_of_three_during_inserts_loses_nothing_acknowledged(tmp_path):
+    procs = [ServerProcess(tmp_path / f"n{i}", env={"NEARDUP_TOKEN": TOKEN}) for i in range(3)]
+    for p in procs:
+        p.start()
+    try:
+        cfg = cluster([p.url for p in procs])
+        acked: list[str] = []
+        with ClusterClient(cfg, token=TOKEN, timeout=5.0, down_seconds=60) as cc:
+            for i in range(120):
+                if i == 50:
+                    procs[1].kill()  # SIGKILL: no flush, no goodbye
+                try:
+                    d = cc.check_and_insert({"id": f"d{i}", "text": text(i)})
+                except ServiceUnavailableError:
+                    continue
+                if d.added:
+                    acked.append(d.id)
+            assert len(acked) >= 115  # at most the request in flight at the kill is refused
+            # every acknowledged document is on a live node, and checks still find near
+            # duplicates of documents whose home range was the dead node's
+            live = [procs[0].url, procs[2].url]
+            placed = where(live, acked)
+            assert all(placed[i] for i in acked), [i for i in acked if not placed[i]]
+            on_dead = [i for i in acked if "n1" in cc.targets(i)]
+            assert on_dead
+            for doc_id in on_dead:
+                k = int(doc_id[1:])
+                dec = cc.check({"id": "q", "text": near(k)})
+                assert dec.duplicate and dec.matches[0].id == doc_id
+    finally:
+        for p in procs:
+            p.kill()
+
+
+# -- rebalancing -------------------------------------------------------------------------------
+def test_add_node_rebalance_moves_only_changed_ranges_and_resumes(tmp_path):
+    with nodes(tmp_path, 4) as urls:
+        old = cluster(urls[:3])
+        ids = [f"d{i}" for i in range(150)]
+        with ClusterClient(old, token=TOKEN) as cc:
+            cc.insert([{"id": i, "text": text(k)} for k, i in enumerate(ids)])
+        new = old.with_node(NodeSpec("n3", urls[3]))
+        journal = tmp_path / "rebalance.journal"
+        first = rebalance(new, previous=old, journal=journal, token=TOKEN, stop_after=5, page=7)
+        assert first.copied + first.deleted == 5 and journal.exists()
+        rest = rebalance(new, journal=journal, token=TOKEN, page=7)  # resumed from the journal
+        assert rest.complete and not journal.exists()
+        placed = where(urls, ids)
+        with ClusterClient(new, token=TOKEN) as cc:
+            for i in ids:  # every document exactly on its R targets of the new ring
+                assert placed[i] == {int(n[1:]) for n in cc.targets(i)}, i
+            # only what the ring moved was copied: copies == documents gaining the new node
+            moved = sum("n3" in cc.targets(i) for i in ids)
+            assert first.copied + rest.copied == moved
+            assert cc.check({"id": "q", "text": near(7)}).matches[0].id == "d7"
+        # a third run has nothing to do
+        again = rebalance(new, previous=old, token=TOKEN)
+        assert again.copied == again.deleted == 0
+
+
+def test_remove_node_rebalance_copies_before_deleting(tmp_path):
+    with nodes(tmp_path, 3) as urls:
+        old = cluster(urls)
+        ids = [f"d{i}" for i in range(60)]
+        with ClusterClient(old, token=TOKEN) as cc:
+            cc.insert([{"id": i, "text": text(k)} for k, i in enumerate(ids)])
+        new = old.without_node("n2")
+        report = rebalance(new, previous=old, token=TOKEN)
+        assert report.complete
+        placed = where(urls, ids)
+        assert all(placed[i] == {0, 1} for i in ids)
+
+
+def test_export_endpoint_pages_in_id_order(tmp_path):
+    with nodes(tmp_path, 1) as (url,), Client(url, token=TOKEN) as c:
+        c.insert([{"id": f"e{i:02d}", "text": text(i)} for i in range(25)])
+        seen, after = [], ""
+        while True:
+            page = c._request("GET", f"/v1/export?after={after}&limit=10")
+            seen += [d["id"] for d in page["documents"]]
+            assert all("text" in d for d in page["documents"])
+            if page["next"] is None:
+                break
+            after = page["next"]
+        assert seen == [f"e{i:02d}" for i in range(25)]
+        with pytest.raises(ConfigError, match="limit"):
+            c._request("GET", "/v1/export?limit=0")
+        assert json.dumps(page)  # JSON all the way

@@ -57,11 +57,15 @@ _EXPORTS: dict[str, str] = {
     "Client": "neardup.service.client",
     # cluster (issue 27)
     "HashRing": "neardup.ring",
+    "ClusterClient": "neardup.service.cluster",
+    "ClusterConfig": "neardup.service.cluster",
 }
 
 __all__ = [
     "AuthError",
     "Client",
+    "ClusterClient",
+    "ClusterConfig",
     "ConfigError",
     "CorruptFileError",
     "Decision",
@@ -142,3 +146,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .online import Decision, Deduplicator, Match
     from .ring import HashRing
     from .service.client import Client
+    from .service.cluster import ClusterClient, ClusterConfig

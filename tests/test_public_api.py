@@ -11,6 +11,8 @@ def test_all_is_pinned():
     assert set(neardup.__all__) == {
         "AuthError",
         "Client",
+        "ClusterClient",
+        "ClusterConfig",
         "ConfigError",
         "CorruptFileError",
         "Decision",

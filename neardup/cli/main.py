@@ -40,6 +40,7 @@ _COMMAND_MODULES = (
     "neardup.cli.eval_cmd",  # neardup eval
     "neardup.cli.serve_cmd",  # neardup serve
     "neardup.cli.batch_cmd",  # neardup batch-query
+    "neardup.cli.cluster_cmd",  # neardup cluster status | add-node | remove-node | rebalance
 )
 
 

@@ -56,8 +56,10 @@ __all__ = [
     "ClusterConfig",
     "NodeSpec",
     "RebalanceReport",
+    "check_index_settings",
     "export_page",
     "rebalance",
+    "start_journal",
 ]
 
 log = logging.getLogger("neardup.cluster")
@@ -688,6 +690,40 @@ def _iter_export(client: Any, namespace: str, page: int) -> Iterator[dict[str, A
         after = data["next"]
 
 
+def start_journal(
+    journal: str | os.PathLike[str], target: ClusterConfig, previous: ClusterConfig | None
+) -> None:
+    """Record a membership change before it is applied: :func:`rebalance` with this journal
+    resumes it (its configs win), so a crash between saving the new cluster file and moving
+    the data loses nothing (a node being removed is still read from)."""
+    head = {"target": target.to_dict(), "previous": previous.to_dict() if previous else None}
+    _atomic_write(Path(journal), json.dumps(head) + "\n")
+
+
+def check_index_settings(config: ClusterConfig, node: NodeSpec, namespace: str = "default") -> None:
+    """Refuse a node whose index settings differ from the cluster's (or that is not up)."""
+    from .client import Client
+
+    def settings(url: str) -> dict[str, Any]:
+        with Client(url, namespace=namespace, timeout=10.0) as c:
+            stats = c._request("GET", f"/v1/ns/{namespace}")["stats"]
+        return {k: stats.get(k) for k in INDEX_SETTINGS}
+
+    theirs = settings(node.url)
+    for spec in config.nodes:
+        try:
+            ours = settings(spec.url)
+        except ServiceUnavailableError:
+            continue
+        if ours != theirs:
+            raise ConfigError(
+                f"node {node.name!r} ({node.url}) has index settings {theirs}, the cluster's "
+                f"node {spec.name!r} has {ours}; start it with the same --bits/-k/radius settings"
+            )
+        return
+    raise ServiceUnavailableError("no node of the cluster answered: cannot compare index settings")
+
+
 def rebalance(
     target: ClusterConfig,
     *,
@@ -713,7 +749,7 @@ def rebalance(
     The journal is removed when a run completes.
     """
     jpath = Path(journal) if journal is not None else None
-    if jpath is not None and jpath.exists():
+    if jpath is not None and jpath.exists() and jpath.stat().st_size:
         head = json.loads(jpath.read_text(encoding="utf-8").splitlines()[0])
         target = ClusterConfig.from_dict(head["target"], source=f"{jpath} (target)")
         previous = (
@@ -722,12 +758,7 @@ def rebalance(
         )  # fmt: skip
         log.warning("resuming the rebalance recorded in %s", jpath)
     elif jpath is not None:
-        _atomic_write(
-            jpath,
-            json.dumps(
-                {"target": target.to_dict(), "previous": previous.to_dict() if previous else None}
-            ) + "\n",
-        )  # fmt: skip
+        start_journal(jpath, target, previous)
     specs = {n.name: n for n in (previous.nodes if previous else ())} | {
         n.name: n for n in target.nodes
     }

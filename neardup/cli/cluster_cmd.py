@@ -1,0 +1,172 @@
+"""``neardup cluster``: status, add-node, remove-node and rebalance of a cluster file.
+
+* ``neardup cluster status --cluster FILE`` lists every node: up or down, documents, ring
+  share, index settings.
+* ``neardup cluster add-node NAME URL [--weight W] --cluster FILE`` refuses a node whose index
+  settings differ, records the change in a journal, saves the new cluster file (clients route
+  new writes by it) and moves the ranges the new node takes (copies, then deletes).
+* ``neardup cluster remove-node NAME --cluster FILE`` likewise; the removed node is read from
+  until its documents are on their new nodes.
+* ``neardup cluster rebalance --cluster FILE`` resumes an interrupted change (the journal next
+  to the cluster file), or else puts every document on exactly its R nodes (a repair after
+  writes that went elsewhere while a node was down).
+
+See docs/cluster.md.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+__all__ = ["register"]
+
+_CLUSTER = typer.Option(..., "--cluster", "-c", help="The cluster file (TOML, or .json).")
+_TOKEN = typer.Option(
+    None, "--token", envvar="NEARDUP_TOKEN", help="Write token of the nodes (prefer the env var)."
+)
+_NS = typer.Option("default", "--namespace", "-n", help="Namespace to act on.")
+_JOURNAL = typer.Option(
+    None, "--journal", help="Journal file (default: the cluster file + .rebalance.journal)."
+)
+
+
+def _journal(cluster: Path, journal: Path | None) -> Path:
+    return (
+        journal if journal is not None else cluster.with_name(cluster.name + ".rebalance.journal")
+    )
+
+
+def _report(report: object, as_json: bool) -> None:
+    d = report.to_dict()  # type: ignore[attr-defined]
+    if as_json:
+        typer.echo(json.dumps(d))
+        return
+    typer.echo(
+        f"documents {d['documents']}, copies written {d['copied']}, copies deleted {d['deleted']}"
+        + (
+            ""
+            if d["complete"]
+            else f"; INCOMPLETE (unreachable: {', '.join(d['skipped_nodes']) or 'a target'}): run `neardup cluster rebalance` again"
+        )
+    )
+    if not d["complete"]:
+        raise typer.Exit(8)
+
+
+def status_cmd(
+    cluster: Path = _CLUSTER,
+    namespace: str = _NS,
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per node."),
+) -> None:
+    """Show every node: up/down, documents, ring share, index settings."""
+    from ..service.cluster import ClusterClient
+
+    with ClusterClient(cluster, namespace=namespace, timeout=5.0) as cc:
+        rows = cc.status()
+        typer.echo(f"replicas {cc.replicas}, vnodes {cc.config.vnodes}, {len(rows)} nodes")
+    for r in rows:
+        if as_json:
+            typer.echo(json.dumps(r))
+            continue
+        state = "up  " if r["up"] else "DOWN"
+        extra = (
+            f"documents {r['documents']:>10}  index {r['index']}" if r["up"] else r.get("error", "")
+        )
+        typer.echo(
+            f"{r['name']:<16} {state} weight {r['weight']:<5g} share {r['share']:6.2%}  {r['url']:<28} {extra}"
+        )
+    journal = _journal(cluster, None)
+    if journal.exists():
+        typer.echo(f"a rebalance is in progress ({journal}): run `neardup cluster rebalance`")
+
+
+def add_node_cmd(
+    name: str = typer.Argument(..., help="The new node's name (its ring identity)."),
+    url: str = typer.Argument(..., help="Its base URL, e.g. http://10.0.0.4:8080."),
+    weight: float = typer.Option(1.0, "--weight", help="Relative capacity (> 0)."),
+    cluster: Path = _CLUSTER,
+    token: str | None = _TOKEN,
+    namespace: str = _NS,
+    journal: Path | None = _JOURNAL,
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Add a node and move to it the ranges it takes over."""
+    from ..service.cluster import (
+        ClusterConfig,
+        NodeSpec,
+        check_index_settings,
+        rebalance,
+        start_journal,
+    )
+
+    old = ClusterConfig.load(cluster)
+    spec = NodeSpec(name, url, weight)
+    new = old.with_node(spec)
+    check_index_settings(old, spec, namespace)
+    jpath = _journal(cluster, journal)
+    _refuse_if_in_progress(jpath)
+    start_journal(jpath, new, old)
+    new.save(cluster)
+    _report(rebalance(new, journal=jpath, token=token, namespace=namespace), as_json)
+
+
+def remove_node_cmd(
+    name: str = typer.Argument(..., help="The node to remove."),
+    cluster: Path = _CLUSTER,
+    token: str | None = _TOKEN,
+    namespace: str = _NS,
+    journal: Path | None = _JOURNAL,
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Remove a node: its documents are copied to their new nodes, then deleted from it."""
+    from ..service.cluster import ClusterConfig, rebalance, start_journal
+
+    old = ClusterConfig.load(cluster)
+    new = old.without_node(name)
+    jpath = _journal(cluster, journal)
+    _refuse_if_in_progress(jpath)
+    start_journal(jpath, new, old)
+    new.save(cluster)
+    _report(rebalance(new, journal=jpath, token=token, namespace=namespace), as_json)
+
+
+def rebalance_cmd(
+    cluster: Path = _CLUSTER,
+    token: str | None = _TOKEN,
+    namespace: str = _NS,
+    journal: Path | None = _JOURNAL,
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Resume an interrupted change, or put every document on exactly its R nodes."""
+    from ..service.cluster import ClusterConfig, rebalance
+
+    jpath = _journal(cluster, journal)
+    config = ClusterConfig.load(cluster)
+    if jpath.exists():
+        typer.echo(f"resuming the change recorded in {jpath}", err=True)
+    _report(rebalance(config, journal=jpath, token=token, namespace=namespace), as_json)
+
+
+def _refuse_if_in_progress(jpath: Path) -> None:
+    from ..errors import ConfigError
+
+    if jpath.exists():
+        raise ConfigError(
+            f"a rebalance is in progress ({jpath}); finish it with `neardup cluster rebalance` first"
+        )
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``cluster`` command group to the main app."""
+    group = typer.Typer(
+        help="Several `neardup serve` nodes on a consistent-hash ring (docs/cluster.md).",
+        no_args_is_help=True,
+    )
+    group.command("status")(status_cmd)
+    group.command("add-node")(add_node_cmd)
+    group.command("remove-node")(remove_node_cmd)
+    group.command("rebalance")(rebalance_cmd)
+    app.add_typer(group, name="cluster")

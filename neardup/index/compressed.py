@@ -305,10 +305,14 @@ def decode_block(words, wbase, bw, key, count, lut, out):  # type: ignore[no-unt
     """Decode ``count`` keys of the block at word ``wbase`` (first key ``key``) into ``out``.
     Returns ``count``, or -1 when the stream is corrupt (an unused code or an overrun)."""
     out[0] = key
-    prev = key
-    pos = wbase * 64
-    end = pos + bw * 64
-    for j in range(1, count):
+    return _decode_run(words, wbase * 64, (wbase + bw) * 64, key, lut, out[:count], 1)
+
+
+@njit(nogil=True, cache=True)
+def _decode_run(words, pos, end, prev, lut, out, j0):  # type: ignore[no-untyped-def]
+    """Decode ``out[j0:]`` from bit ``pos`` (block ends at bit ``end``) after key ``prev``."""
+    count = out.shape[0]
+    for j in range(j0, count):
         if pos >= end:
             return -1
         # one 64-bit window holds the code and, mostly, the low bits after it
@@ -343,15 +347,157 @@ def decode_block(words, wbase, bw, key, count, lut, out):  # type: ignore[no-unt
 
 
 @njit(nogil=True, cache=True)
-def _decode_all(words, bw, bkeys, bstart, n, lut, out):  # type: ignore[no-untyped-def]
-    """Decode every block into ``out`` (n,); returns -1 or the first corrupt block + 1 negated."""
+def _decode_quad(words, bw, bkeys, bstart, n, lut, out, b):  # type: ignore[no-untyped-def]
+    """Blocks ``b`` .. ``b + 3`` together while all have keys left: four independent serial
+    chains (a key's position depends on the previous key's code), so the CPU overlaps their
+    latencies. Returns -1 when a stream is corrupt, else 0."""
     nb = bkeys.shape[0]
-    for b in range(nb):
+    sa = np.int64(bstart[b + 0])
+    ka = bkeys[b + 0]
+    pa = (np.int64(b) + 0) * bw * 64
+    out[sa] = ka
+    sb = np.int64(bstart[b + 1])
+    kb = bkeys[b + 1]
+    pb = (np.int64(b) + 1) * bw * 64
+    out[sb] = kb
+    sc = np.int64(bstart[b + 2])
+    kc = bkeys[b + 2]
+    pc = (np.int64(b) + 2) * bw * 64
+    out[sc] = kc
+    sd = np.int64(bstart[b + 3])
+    kd = bkeys[b + 3]
+    pd = (np.int64(b) + 3) * bw * 64
+    out[sd] = kd
+    se = np.int64(bstart[b + 4]) if b + 4 < nb else n
+    m = min(sb - sa, sc - sb, sd - sc, se - sd)
+    for j in range(1, m):
+        if (
+            pa >= (np.int64(b) + 1) * bw * 64
+            or pb >= (np.int64(b) + 2) * bw * 64
+            or pc >= (np.int64(b) + 3) * bw * 64
+            or pd >= (np.int64(b) + 4) * bw * 64
+        ):
+            return -1
+        w_a = pa >> 6
+        o_a = pa & 63
+        v_a = words[w_a]
+        if o_a:
+            v_a = (v_a << np.uint64(o_a)) | (words[w_a + 1] >> np.uint64(64 - o_a))
+        e_a = np.int64(lut[np.int64(v_a >> np.uint64(64 - MAX_CODE_LEN))])
+        ln_a = e_a >> 8
+        h_a = e_a & 0xFF
+        if ln_a > MAX_CODE_LEN:
+            return -1
+        if h_a == 0:
+            pa += ln_a
+        else:
+            if h_a == 1:
+                low_a = np.uint64(0)
+            elif ln_a + h_a - 1 <= 64:
+                low_a = (v_a << np.uint64(ln_a)) >> np.uint64(65 - h_a)
+            else:
+                low_a = _peek(words, pa + ln_a, h_a - 1)
+            pa += ln_a + h_a - 1
+            top_a = (ka >> np.uint64(h_a)) << np.uint64(h_a) if h_a < 64 else np.uint64(0)
+            ka = top_a | (np.uint64(1) << np.uint64(h_a - 1)) | low_a
+        out[sa + j] = ka
+        w_b = pb >> 6
+        o_b = pb & 63
+        v_b = words[w_b]
+        if o_b:
+            v_b = (v_b << np.uint64(o_b)) | (words[w_b + 1] >> np.uint64(64 - o_b))
+        e_b = np.int64(lut[np.int64(v_b >> np.uint64(64 - MAX_CODE_LEN))])
+        ln_b = e_b >> 8
+        h_b = e_b & 0xFF
+        if ln_b > MAX_CODE_LEN:
+            return -1
+        if h_b == 0:
+            pb += ln_b
+        else:
+            if h_b == 1:
+                low_b = np.uint64(0)
+            elif ln_b + h_b - 1 <= 64:
+                low_b = (v_b << np.uint64(ln_b)) >> np.uint64(65 - h_b)
+            else:
+                low_b = _peek(words, pb + ln_b, h_b - 1)
+            pb += ln_b + h_b - 1
+            top_b = (kb >> np.uint64(h_b)) << np.uint64(h_b) if h_b < 64 else np.uint64(0)
+            kb = top_b | (np.uint64(1) << np.uint64(h_b - 1)) | low_b
+        out[sb + j] = kb
+        w_c = pc >> 6
+        o_c = pc & 63
+        v_c = words[w_c]
+        if o_c:
+            v_c = (v_c << np.uint64(o_c)) | (words[w_c + 1] >> np.uint64(64 - o_c))
+        e_c = np.int64(lut[np.int64(v_c >> np.uint64(64 - MAX_CODE_LEN))])
+        ln_c = e_c >> 8
+        h_c = e_c & 0xFF
+        if ln_c > MAX_CODE_LEN:
+            return -1
+        if h_c == 0:
+            pc += ln_c
+        else:
+            if h_c == 1:
+                low_c = np.uint64(0)
+            elif ln_c + h_c - 1 <= 64:
+                low_c = (v_c << np.uint64(ln_c)) >> np.uint64(65 - h_c)
+            else:
+                low_c = _peek(words, pc + ln_c, h_c - 1)
+            pc += ln_c + h_c - 1
+            top_c = (kc >> np.uint64(h_c)) << np.uint64(h_c) if h_c < 64 else np.uint64(0)
+            kc = top_c | (np.uint64(1) << np.uint64(h_c - 1)) | low_c
+        out[sc + j] = kc
+        w_d = pd >> 6
+        o_d = pd & 63
+        v_d = words[w_d]
+        if o_d:
+            v_d = (v_d << np.uint64(o_d)) | (words[w_d + 1] >> np.uint64(64 - o_d))
+        e_d = np.int64(lut[np.int64(v_d >> np.uint64(64 - MAX_CODE_LEN))])
+        ln_d = e_d >> 8
+        h_d = e_d & 0xFF
+        if ln_d > MAX_CODE_LEN:
+            return -1
+        if h_d == 0:
+            pd += ln_d
+        else:
+            if h_d == 1:
+                low_d = np.uint64(0)
+            elif ln_d + h_d - 1 <= 64:
+                low_d = (v_d << np.uint64(ln_d)) >> np.uint64(65 - h_d)
+            else:
+                low_d = _peek(words, pd + ln_d, h_d - 1)
+            pd += ln_d + h_d - 1
+            top_d = (kd >> np.uint64(h_d)) << np.uint64(h_d) if h_d < 64 else np.uint64(0)
+            kd = top_d | (np.uint64(1) << np.uint64(h_d - 1)) | low_d
+        out[sd + j] = kd
+    # each block's rest, one chain, from where it stands
+    if _decode_run(words, pa, (np.int64(b) + 1) * bw * 64, ka, lut, out[sa:sb], max(m, 1)) < 0:
+        return -1
+    if _decode_run(words, pb, (np.int64(b) + 2) * bw * 64, kb, lut, out[sb:sc], max(m, 1)) < 0:
+        return -1
+    if _decode_run(words, pc, (np.int64(b) + 3) * bw * 64, kc, lut, out[sc:sd], max(m, 1)) < 0:
+        return -1
+    if _decode_run(words, pd, (np.int64(b) + 4) * bw * 64, kd, lut, out[sd:se], max(m, 1)) < 0:
+        return -1
+    return 0
+
+
+@njit(nogil=True, cache=True)
+def _decode_all(words, bw, bkeys, bstart, n, lut, out):  # type: ignore[no-untyped-def]
+    """Decode every block into ``out`` (n,), four blocks at a time; returns 0, or -(b + 1)
+    when block b (or another of its group of four) does not decode."""
+    nb = bkeys.shape[0]
+    b = 0
+    while b + 3 < nb:
+        if _decode_quad(words, bw, bkeys, bstart, n, lut, out, b) < 0:
+            return -(b + 1)
+        b += 4
+    while b < nb:
         s = np.int64(bstart[b])
         e = np.int64(bstart[b + 1]) if b + 1 < nb else n
-        r = decode_block(words, np.int64(b) * bw, bw, bkeys[b], e - s, lut, out[s:e])
-        if r < 0:
+        if decode_block(words, np.int64(b) * bw, bw, bkeys[b], e - s, lut, out[s:e]) < 0:
             return -(b + 1)
+        b += 1
     return 0
 
 

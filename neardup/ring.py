@@ -207,7 +207,7 @@ class RingSnapshot:
             self.points = np.zeros(0, np.uint64)
             self._owner = np.zeros(0, np.int32)
             self._shift = 0
-            self._fast = _NoNodes()  # type: ignore[assignment]
+            self._fast: list[str | None] | _NoNodes = _NoNodes()
             return
         counts = [_points_for(self.weights[n], vnodes) for n in self.nodes]
         pts = np.concatenate([_node_points(n, c) for n, c in zip(self.nodes, counts, strict=True)])
@@ -233,7 +233,7 @@ class RingSnapshot:
         fast = np.where(uniform, self._owner_ext[bucket_lo[:-1]], -1).astype(np.int32)
         self._fast_np = fast
         self._bucket_lo_np = bucket_lo.astype(np.int64)
-        self._fast: list[str | None] = [self.nodes[i] if i >= 0 else None for i in fast.tolist()]
+        self._fast = [self.nodes[i] if i >= 0 else None for i in fast.tolist()]
         self._bucket_lo = array("q", self._bucket_lo_np.tobytes())
         self._plist = array("Q", self.points.tobytes())
         self._names_ext: list[str] = [self.nodes[i] for i in self._owner_ext.tolist()]

@@ -496,9 +496,7 @@ class ClusterClient:
                     need -= 1
             if not plan:
                 break
-            done = self._run_calls(
-                {n: (lambda c, b=batch: c.insert(b, namespace=ns)) for n, batch in plan.items()}
-            )
+            done = self._run_calls({n: _inserter(batch, ns) for n, batch in plan.items()})
             for n, decisions in done.items():
                 for dec in decisions:
                     copies[dec.id].add(n)
@@ -653,6 +651,10 @@ class ClusterClient:
         self.close()
 
 
+def _inserter(batch: list[dict[str, Any]], namespace: str) -> Callable[[Any], Any]:
+    return lambda c: c.insert(batch, namespace=namespace)
+
+
 def _delete_quiet(client: Any, doc_id: str, namespace: str) -> bool:
     try:
         client.delete(doc_id, namespace=namespace)
@@ -805,7 +807,9 @@ def rebalance(
                         f"document {doc_id!r} on {source} has no stored text; a cluster needs "
                         "`neardup serve --store-text` (the default) to move documents"
                     )
-                body = {k: doc[k] for k in ("id", "text", "time", "metadata") if k in doc}
+                body: dict[str, Any] = {
+                    k: doc[k] for k in ("id", "text", "time", "metadata") if k in doc
+                }
                 for n in sorted(missing):
                     if n in down:
                         report.complete = False

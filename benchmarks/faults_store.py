@@ -113,7 +113,7 @@ def _check(path: Path, added: set[str], deleted: set[str]) -> tuple[int, int, in
 def _child(path: Path, ack: Path, seed: int, until_full: bool) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-c", CHILD, str(path), str(ack), str(seed), "1" if until_full else "0"],
-        stderr=subprocess.DEVNULL,
+        stderr=open(str(ack) + ".stderr", "wb"),
     )
 
 
@@ -183,6 +183,9 @@ def disk_full_cycles(n: int, seed: int) -> bool:
             proc = _child(store, ack, seed * 7000 + c, until_full=True)
             proc.wait(600)
             added, deleted, full = _read_acks(ack)
+            if not full:
+                err = Path(str(ack) + ".stderr").read_text().strip().splitlines()
+                print(f"child exited with {proc.returncode}: {err[-1] if err else ''}")
             filler = mnt / "filler"
             fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
             with contextlib.suppress(OSError):

@@ -1224,22 +1224,33 @@ class Deduplicator:
                 return
             if group:
                 self._dispatch(group)
-            if self.retention is not None:
-                now = self.clock()
-                if now - self._last_expire >= 1.0:
-                    self._last_expire = now
-                    self._sync_barrier()
-                    self.store.expire(now - self.retention)
-            st = self.store
-            if st.flush_due:
-                self._sync_barrier()  # a flush starts a new log: this one fully synced
-            st.maybe_flush(self._cutoff())
-            self._maybe_compact()
         except Exception as exc:  # never let the writer die; fail what was in flight
             log.exception("writer: unexpected error")
             for op in group:
                 if not op.future.done():
                     op.future.set_exception(exc)
+        try:
+            self._housekeeping()
+        except StorageError as exc:
+            # e.g. a flush on a full disk: the writes are in the log, the flush is retried;
+            # the group's own results (some still waiting for their fsync) are not affected
+            log.error("writer housekeeping failed (%s); retrying later", exc)
+        except Exception:
+            log.exception("writer housekeeping failed; retrying later")
+
+    def _housekeeping(self) -> None:
+        """Retention (about once a second), background flushes and merges (writer thread)."""
+        if self.retention is not None:
+            now = self.clock()
+            if now - self._last_expire >= 1.0:
+                self._last_expire = now
+                self._sync_barrier()
+                self.store.expire(now - self.retention)
+        st = self.store
+        if st.flush_due:
+            self._sync_barrier()  # a flush starts a new log: this one fully synced
+        st.maybe_flush(self._cutoff())
+        self._maybe_compact()
 
     def _cutoff(self) -> float | None:
         return None if self.retention is None else self.clock() - self.retention

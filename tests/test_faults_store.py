@@ -335,11 +335,10 @@ def test_sqlite_full_error_is_not_hidden_by_a_failed_rollback(tmp_path: Path, mo
             return getattr(real_db, name)
 
     monkeypatch.setattr(db, "_db", Conn())
-    with pytest.raises(sqlite3.OperationalError, match="disk is full") as exc:
+    with pytest.raises(StorageError, match="the disk is full") as exc:
         db.delete_from(0)
-    assert calls
-    err = meta_mod.sqlite_error(exc.value, db.path, "write")
-    assert isinstance(err, StorageError) and "the disk is full" in str(err)
+    assert calls and "cannot rollback" not in str(exc.value)
+    assert isinstance(exc.value.__cause__, sqlite3.OperationalError)
     monkeypatch.undo()
     db.close()
 
@@ -394,6 +393,38 @@ def test_a_flush_that_keeps_failing_does_not_hang_later_flushes(
         assert d.stats()["segments"] >= 1 and len(d) == 101
     with _dd(tmp_path) as d2:
         assert len(d2) == 101 and "late" in d2
+
+
+def test_sqlite_full_during_background_flushes_never_reaches_a_writer(tmp_path: Path) -> None:
+    """Found by benchmarks/faults_store.py: SQLite's checkpoint failing on a full disk escaped as
+    a raw sqlite3.OperationalError from the writer's housekeeping and failed the requests of
+    the group in flight (HTTP 500); now it is a StorageError, logged, and the flush retried."""
+    with _dd(tmp_path, memtable_size=50) as d:
+        real = d.store.meta._db
+
+        class Full:
+            def execute(self, sql: str, *a: object) -> object:
+                if "wal_checkpoint" in sql:
+                    err = sqlite3.OperationalError("database or disk is full")
+                    err.sqlite_errorcode = 13  # type: ignore[attr-defined]
+                    raise err
+                return real.execute(sql, *a)
+
+            def __getattr__(self, name: str) -> object:
+                return getattr(real, name)
+
+        d.store.meta._db = Full()  # type: ignore[assignment]
+        try:
+            for k in range(6):  # several automatic flushes come due and fail
+                assert all(r.added for r in d.add(_docs(40, f"k{k}-", seed=k)))
+            with pytest.raises(StorageError, match="the disk is full"):
+                d.flush()
+        finally:
+            d.store.meta._db = real
+        d.flush()
+        assert len(d) == 240
+    with _dd(tmp_path) as d2:
+        assert len(d2) == 240
 
 
 # ------------------------------------------------------------------ 7. SQLite damage, metadata

@@ -236,12 +236,15 @@ class MetaDB:
             try:
                 yield cur
                 cur.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 # SQLite rolls a transaction back by itself on some errors (a full disk): a
                 # second ROLLBACK would raise "no transaction is active" and hide the cause
                 if self._db.in_transaction:
                     with contextlib.suppress(sqlite3.Error):
                         cur.execute("ROLLBACK")
+                mapped = sqlite_error(exc, self.path, "write to")
+                if mapped is not exc:  # a full disk: StorageError (HTTP 503), not a raw error
+                    raise mapped from exc
                 raise
 
     def _add_count(self, cur: sqlite3.Cursor, delta: int) -> None:
@@ -406,10 +409,14 @@ class MetaDB:
         if self.path is None:
             return
         with self._lock:
-            busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(FULL)").fetchone()
+            try:
+                busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(FULL)").fetchone()
+            except sqlite3.Error as exc:
+                mapped = sqlite_error(exc, self.path, "checkpoint")
+                if mapped is not exc:
+                    raise mapped from exc
+                raise
         if busy:
-            from ..errors import StorageError
-
             raise StorageError(f"{self.path}: SQLite checkpoint could not complete (busy)")
 
     # ------------------------------------------------------------------ integrity and recovery

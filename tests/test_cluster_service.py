@@ -128,9 +128,7 @@ def test_concurrent_near_duplicates_through_one_client_keep_exactly_one(tmp_path
         results = []
 
         def send(k: int) -> None:
-            results.append(
-                cc.check_and_insert({"id": f"c{k}", "text": near(900, k)})
-            )
+            results.append(cc.check_and_insert({"id": f"c{k}", "text": near(900, k)}))
 
         threads = [threading.Thread(target=send, args=(k,)) for k in range(6)]
         for t in threads:
@@ -254,3 +252,42 @@ def test_export_endpoint_pages_in_id_order(tmp_path):
         with pytest.raises(ConfigError, match="limit"):
             c._request("GET", "/v1/export?limit=0")
         assert json.dumps(page)  # JSON all the way
+
+
+def test_node_that_times_out_or_answers_5xx_is_marked_down(tmp_path, caplog):
+    import socket
+
+    import httpx
+
+    # a node that accepts connections and never answers: the kernel's backlog accepts them
+    hang = socket.socket()
+    hang.bind(("127.0.0.1", 0))
+    hang.listen(16)
+    hang_url = f"http://127.0.0.1:{hang.getsockname()[1]}"
+
+    def broken(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(500, json={"error": {"code": "internal_error", "message": "boom"}})
+
+    def factory(url: str, **kw):
+        if url == "http://broken.invalid:1":
+            return Client(url, transport=httpx.MockTransport(broken), **kw)
+        return Client(url, **kw)
+
+    try:
+        with nodes(tmp_path, 2) as urls:
+            cfg = ClusterConfig(
+                (NodeSpec("a", urls[0]), NodeSpec("b", urls[1]), NodeSpec("hang", hang_url),
+                 NodeSpec("broken", "http://broken.invalid:1")),
+                replicas=3, vnodes=VN,
+            )  # fmt: skip
+            cc = ClusterClient(cfg, token=TOKEN, timeout=1.0, min_copies=2, client_factory=factory)
+            with cc, caplog.at_level(logging.WARNING, logger="neardup.cluster"):
+                out = cc.check_and_insert([{"id": f"t{i}", "text": text(i)} for i in range(10)])
+                assert all(d.added for d in out)
+                assert "node hang marked down" in caplog.text
+                assert "node broken marked down" in caplog.text and "boom" in caplog.text
+                assert not cc.is_up("hang") and not cc.is_up("broken")
+                # both live nodes hold every document (the down ones were routed around)
+                assert all(v == {0, 1} for v in where(urls, [f"t{i}" for i in range(10)]).values())
+    finally:
+        hang.close()

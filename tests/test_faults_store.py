@@ -402,9 +402,11 @@ def test_sqlite_full_during_background_flushes_never_reaches_a_writer(tmp_path: 
     with _dd(tmp_path, memtable_size=50) as d:
         real = d.store.meta._db
 
+        failing = ["wal_checkpoint"]
+
         class Full:
             def execute(self, sql: str, *a: object) -> object:
-                if "wal_checkpoint" in sql:
+                if any(f in sql for f in failing):
                     err = sqlite3.OperationalError("database or disk is full")
                     err.sqlite_errorcode = 13  # type: ignore[attr-defined]
                     raise err
@@ -419,12 +421,16 @@ def test_sqlite_full_during_background_flushes_never_reaches_a_writer(tmp_path: 
                 assert all(r.added for r in d.add(_docs(40, f"k{k}-", seed=k)))
             with pytest.raises(StorageError, match="the disk is full"):
                 d.flush()
+            failing[:] = ["INSERT OR REPLACE INTO wal_applied"]  # a new log's first position
+            with pytest.raises(StorageError, match="the disk is full"):
+                d.flush()
+            assert d.add({"id": "after", "text": "still writable"}).added
         finally:
             d.store.meta._db = real
         d.flush()
-        assert len(d) == 240
+        assert len(d) == 241
     with _dd(tmp_path) as d2:
-        assert len(d2) == 240
+        assert len(d2) == 241
 
 
 # ------------------------------------------------------------------ 7. SQLite damage, metadata

@@ -1050,6 +1050,7 @@ class CompressedSegment:
             return _E_I64, _E_I64, _E_I32
         ct = self.ct
         luts = self.luts
+        fps: Any
         if self._inv is not None:
             inv_idx, inv_mask, inv_n = self._inv
             rows = np.zeros((0, 1), dtype=np.uint32)

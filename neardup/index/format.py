@@ -237,7 +237,7 @@ def load_index(cls: type[HammingIndex], path: Path, *, mmap: bool, verify: bool)
             if sys.byteorder != "little" and dt.itemsize > 1:
                 arr = arr.byteswap().view(dt.newbyteorder("="))
             arrays[sec["name"]] = arr
-        segments = []
+        segments: list[Any] = []  # Segment or CompressedSegment
         for i, meta in enumerate(header["segments"]):
             if meta.get("compressed"):
                 segments.append(_load_compressed(path, i, meta, arrays, plan, bad))

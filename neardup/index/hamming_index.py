@@ -771,7 +771,7 @@ class HammingIndex:
 
     @classmethod
     def _from_parts(
-        cls, plan: Plan, state: dict[str, Any], segments: list[Segment], readonly: str | None
+        cls, plan: Plan, state: dict[str, Any], segments: list[Any], readonly: str | None
     ) -> HammingIndex:
         idx = cls(
             bits=plan.bits,

@@ -734,6 +734,7 @@ def rebalance(
     token: str | None = None,
     namespace: str = "default",
     page: int = 1000,
+    copy_batch: int = 500,
     timeout: float = 30.0,
     stop_after: int | None = None,
 ) -> RebalanceReport:
@@ -747,7 +748,8 @@ def rebalance(
 
     ``journal``: a JSON-lines file; the first line records ``target`` and ``previous``, then
     one line per copy and delete. If the file exists, the run resumes it (its configs win over
-    the arguments). ``stop_after`` stops after that many copy/delete steps (tests of resuming).
+    the arguments). ``copy_batch``: documents per insert request of the copies. ``stop_after``
+    stops after about that many copies/deletes (whole batches; tests of resuming).
     The journal is removed when a run completes.
     """
     jpath = Path(journal) if journal is not None else None
@@ -789,61 +791,95 @@ def rebalance(
                 report.complete = False
         report.documents = len(holders)
         down = set(report.skipped_nodes)
-        for doc_id in sorted(holders, key=key_hash):
-            have = holders[doc_id]
-            want = set(ring.nodes_for(doc_id, target.replicas))
-            missing = want - have
-            extra = have - want
-            if not missing and not extra:
-                continue
-            if missing:
+        want_of = {d: set(ring.nodes_for(d, target.replicas)) for d in holders}
+        # copies: each missing copy is read from one live holder's export pages (full
+        # documents) and written to its target in batches of ``copy_batch``
+        copy_from: dict[str, set[str]] = {}
+        for doc_id, have in holders.items():
+            if want_of[doc_id] - have:
                 source = next((n for n in sorted(have) if n not in down), None)
                 if source is None:
                     report.complete = False
                     continue
-                doc = clients[source].get(doc_id)
+                copy_from.setdefault(source, set()).add(doc_id)
+
+        def note(entry: dict[str, str]) -> None:
+            if jf is not None:
+                jf.write(json.dumps(entry) + "\n")
+                jf.flush()
+
+        def flush(n: str, batch: list[dict[str, Any]]) -> None:
+            nonlocal steps
+            if n in down:
+                report.complete = False
+                return
+            try:
+                clients[n].insert(batch)
+            except NeardupError as exc:
+                if not _is_node_failure(exc):
+                    raise
+                log.warning("rebalance: node %s failed (%s); run again later", n, exc)
+                down.add(n)
+                report.complete = False
+                return
+            for doc in batch:
+                holders[doc["id"]].add(n)
+                note({"copied": doc["id"], "to": n})
+            report.copied += len(batch)
+            steps += len(batch)
+
+        for source in sorted(copy_from):
+            todo = copy_from[source]
+            batches: dict[str, list[dict[str, Any]]] = {}
+            for doc in _iter_export(clients[source], namespace, page):
+                if doc["id"] not in todo:
+                    continue
                 if "text" not in doc:
                     raise ConfigError(
-                        f"document {doc_id!r} on {source} has no stored text; a cluster needs "
+                        f"document {doc['id']!r} on {source} has no stored text; a cluster needs "
                         "`neardup serve --store-text` (the default) to move documents"
                     )
                 body: dict[str, Any] = {
                     k: doc[k] for k in ("id", "text", "time", "metadata") if k in doc
                 }
-                for n in sorted(missing):
-                    if n in down:
-                        report.complete = False
-                        continue
-                    try:
-                        clients[n].insert(body)
-                    except NeardupError as exc:
-                        if not _is_node_failure(exc):
-                            raise
-                        down.add(n)
-                        report.complete = False
-                        continue
-                    have.add(n)
-                    report.copied += 1
-                    steps += 1
-                    if jf is not None:
-                        jf.write(json.dumps({"copied": doc_id, "to": n}) + "\n")
-                        jf.flush()
-                    if stop_after is not None and steps >= stop_after:
-                        return report
-            if want <= have:  # copies before deletes: every target holds it now
-                for n in sorted(have - want):
-                    if n in down:
-                        report.complete = False
-                        continue
+                for n in sorted(want_of[doc["id"]] - holders[doc["id"]]):
+                    batch = batches.setdefault(n, [])
+                    batch.append(body)
+                    if len(batch) >= copy_batch:
+                        flush(n, batch)
+                        batches[n] = []
+                        if stop_after is not None and steps >= stop_after:
+                            return report
+            for n, batch in batches.items():
+                if batch:
+                    flush(n, batch)
+            if stop_after is not None and steps >= stop_after:
+                return report
+        # deletes, only where every target acknowledged its copy (copies before deletes)
+        for doc_id in sorted(holders, key=key_hash):
+            have, want = holders[doc_id], want_of[doc_id]
+            if not want <= have:
+                continue
+            for n in sorted(have - want):
+                if n in down:
+                    report.complete = False
+                    continue
+                try:
                     _delete_quiet(clients[n], doc_id, namespace)
-                    have.discard(n)
-                    report.deleted += 1
-                    steps += 1
-                    if jf is not None:
-                        jf.write(json.dumps({"deleted": doc_id, "from": n}) + "\n")
-                        jf.flush()
-                    if stop_after is not None and steps >= stop_after:
-                        return report
+                except NeardupError as exc:
+                    if not _is_node_failure(exc):
+                        raise
+                    down.add(n)
+                    report.complete = False
+                    continue
+                have.discard(n)
+                report.deleted += 1
+                steps += 1
+                note({"deleted": doc_id, "from": n})
+                if stop_after is not None and steps >= stop_after:
+                    return report
+        if any(not want_of[d] <= h for d, h in holders.items()):
+            report.complete = False
         if report.complete and jpath is not None:
             if jf is not None:
                 jf.close()

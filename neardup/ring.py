@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import math
 import threading
-from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -234,8 +233,10 @@ class RingSnapshot:
         self._fast_np = fast
         self._bucket_lo_np = bucket_lo.astype(np.int64)
         self._fast = [self.nodes[i] if i >= 0 else None for i in fast.tolist()]
-        self._bucket_lo = array("q", self._bucket_lo_np.tobytes())
-        self._plist = array("Q", self.points.tobytes())
+        # memoryviews of the arrays (no copies): indexing them gives Python ints, so bisect
+        # works on them as on lists
+        self._bucket_lo = memoryview(self._bucket_lo_np)
+        self._plist = memoryview(self.points)
         self._names_ext: list[str] = [self.nodes[i] for i in self._owner_ext.tolist()]
 
     # -- scalar reads -----------------------------------------------------------------------

@@ -539,12 +539,9 @@ class ClusterClient:
             # here: documents with an earlier batch member within the search radius are
             # decided one by one after the others are written (rare, so the batch stays one
             # round trip in the common case)
-            radius = self._search_radius()
-            fps = [d.fingerprint for d in decisions]
-            later: set[int] = {
-                j for j in range(len(items)) for i in range(j)
-                if (fps[i] ^ fps[j]).bit_count() <= radius
-            }  # fmt: skip
+            later = _within_radius_of_earlier(
+                [d.fingerprint for d in decisions], self._search_radius()
+            )
 
             # a document whose only match is itself (a re-send) is written again: idempotent,
             # and it restores a copy a failed earlier attempt did not make
@@ -616,11 +613,7 @@ class ClusterClient:
 
         def one(c: Any) -> dict[str, Any]:
             h = c.health()
-            info = (
-                c._request("GET", f"/v1/ns/{self.namespace}")
-                if self.namespace != "default"
-                else (c._request("GET", "/v1/ns/default"))
-            )
+            info = c._request("GET", f"/v1/ns/{self.namespace}")
             return {"documents": h.get("documents"), "stats": info.get("stats", {})}
 
         answers = self._fan_out(self.config.names, one)
@@ -649,6 +642,20 @@ class ClusterClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _within_radius_of_earlier(fps: Sequence[int], radius: int) -> set[int]:
+    """Positions whose fingerprint is within ``radius`` bits of an earlier one (64 or 128 bits)."""
+    import numpy as np
+
+    hi = np.array([f >> 64 for f in fps], dtype=np.uint64)
+    lo = np.array([f & 0xFFFFFFFFFFFFFFFF for f in fps], dtype=np.uint64)
+    out: set[int] = set()
+    for j in range(1, len(fps)):
+        d = np.bitwise_count(lo[:j] ^ lo[j]) + np.bitwise_count(hi[:j] ^ hi[j])
+        if d.min() <= radius:
+            out.add(j)
+    return out
 
 
 def _inserter(batch: list[dict[str, Any]], namespace: str) -> Callable[[Any], Any]:

@@ -997,7 +997,7 @@ def stage_candidates_lsh(
     t0 = time.perf_counter()
     sig, tokens = minhash_signatures(verifier, texts, plan.hashes, workers=workers)
     t1 = time.perf_counter()
-    la, lb = lsh_pairs(sig, tokens > 0, plan, lsh_info)
+    la, lb = lsh_pairs(sig, tokens > 0, plan, lsh_info, workers)
     del sig
     if lsh_info is not None:
         lsh_info["signatures_s"] = round(t1 - t0, 4)

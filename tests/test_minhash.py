@@ -143,3 +143,28 @@ def test_dedup_finds_wide_short_edits_at_any_size_and_the_budget_stays_idle():
     recall = sum(p in got for p in planted) / len(planted)
     assert recall >= 0.97, recall
     assert not r.keep[[b for _, b in planted if (_, b) in got]].any()
+
+
+def test_agreement_kernel_equals_reference():
+    from neardup.pipeline.minhash import _agreement, _agreement_reference
+
+    rng = np.random.default_rng(9)
+    sig = rng.integers(0, 4, (300, 40)).astype(np.uint16)
+    a = rng.integers(0, 300, 5000)
+    b = rng.integers(0, 300, 5000)
+    assert np.array_equal(_agreement(sig, a, b, workers=2), _agreement_reference(sig, a, b))
+    assert _agreement(sig, a[:0], b[:0]).size == 0
+
+
+def test_a_template_bucket_is_paired_once_not_per_band():
+    rng = np.random.default_rng(13)
+    boiler = " ".join(f"b{i}" for i in range(300))  # every text: the same long boilerplate
+    texts = [
+        boiler + " " + " ".join(f"u{k}" for k in rng.integers(0, 10**6, 5)) for _ in range(400)
+    ]
+    plan = plan_lsh(bucket_cap=8)
+    sig, tok = minhash_signatures(Verifier(), texts, plan.hashes)
+    info: dict = {}
+    lsh_pairs(sig, tok > 0, plan, info)
+    # one group of (nearly) all 400 in most bands: paired in the first band it appears in only
+    assert info["raw_pairs"] <= 3 * 400 * 2 * 8 and info["pairs"] > 0

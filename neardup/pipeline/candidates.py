@@ -687,7 +687,7 @@ def planned_pairs(
         info["distance_used"] = r if plan.method == "none" else plan.distance
         return (*_empty(), info)
     if plan.method == "scan":
-        if max_pairs is not None and fps.ndim == 1 and r > TABLES_MAX_DISTANCE:
+        if max_pairs is not None and fps.ndim == 1:  # the valve at any distance
             a, b, d, used = bounded_pairs(fps, r, max_pairs, workers=workers)
         else:
             a, b, d = candidate_pairs(fps, r, workers=workers)

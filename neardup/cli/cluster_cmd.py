@@ -7,6 +7,8 @@
   new writes by it) and moves the ranges the new node takes (copies, then deletes).
 * ``neardup cluster remove-node NAME --cluster FILE`` likewise; the removed node is read from
   until its documents are on their new nodes.
+* ``neardup cluster router --cluster FILE --port 8090`` serves the single-node HTTP API in
+  front of the cluster (``neardup.Client`` works against it unchanged).
 * ``neardup cluster rebalance --cluster FILE`` resumes an interrupted change (the journal next
   to the cluster file), or else puts every document on exactly its R nodes (a repair after
   writes that went elsewhere while a node was down).
@@ -150,6 +152,24 @@ def rebalance_cmd(
     _report(rebalance(config, journal=jpath, token=token, namespace=namespace), as_json)
 
 
+def router_cmd(
+    cluster: Path = _CLUSTER,
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind."),
+    port: int = typer.Option(8090, "--port", help="Port to bind."),
+    token: str | None = _TOKEN,
+    timeout: float = typer.Option(5.0, "--timeout", help="Seconds per request to one node."),
+    log_level: str = typer.Option("info", "--log-level"),
+) -> None:
+    """Serve the single-node HTTP API in front of the cluster (one sequencer per namespace)."""
+    import uvicorn
+
+    from ..service.cluster import ClusterConfig
+    from ..service.cluster_router import create_router
+
+    app = create_router(ClusterConfig.load(cluster), token=token or None, timeout=timeout)
+    uvicorn.run(app, host=host, port=port, log_level=log_level)
+
+
 def _refuse_if_in_progress(jpath: Path) -> None:
     from ..errors import ConfigError
 
@@ -169,4 +189,5 @@ def register(app: typer.Typer) -> None:
     group.command("add-node")(add_node_cmd)
     group.command("remove-node")(remove_node_cmd)
     group.command("rebalance")(rebalance_cmd)
+    group.command("router")(router_cmd)
     app.add_typer(group, name="cluster")

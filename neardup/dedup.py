@@ -974,6 +974,7 @@ def stage_candidates_lsh(
     info: dict[str, Any] | None = None,
     lsh_info: dict[str, Any] | None = None,
     work_per_doc_ns: int | None = None,
+    prepared: dict[int, tuple[bytes, int]] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
     """Candidate pairs ``(a, b, distance)``, a < b, sorted, unique: the union of
 
@@ -983,7 +984,9 @@ def stage_candidates_lsh(
       the work budget ``work_per_doc_ns`` stays as a safety valve, recorded in ``info["simhash"]``).
 
     ``distance`` is the pair's SimHash distance. ``lsh_info`` receives the channel's plan and
-    counts (``raw_pairs``, ``pairs``, ``capped_buckets``, ``pairs_skipped``) and timings.
+    counts (``raw_pairs``, ``pairs``, ``capped_buckets``, ``pairs_skipped``) and timings;
+    ``prepared`` the texts' Python tokenisation (:func:`~neardup.pipeline.minhash.minhash_signatures`),
+    for :func:`stage_verify`.
     """
     from .hamming import hamming_many
     from .pipeline.minhash import lsh_pairs, minhash_signatures
@@ -995,7 +998,9 @@ def stage_candidates_lsh(
         work_per_doc_ns, lengths,
     )  # fmt: skip
     t0 = time.perf_counter()
-    sig, tokens = minhash_signatures(verifier, texts, plan.hashes, workers=workers)
+    sig, tokens = minhash_signatures(
+        verifier, texts, plan.hashes, workers=workers, prepared=prepared
+    )
     t1 = time.perf_counter()
     la, lb = lsh_pairs(sig, tokens > 0, plan, lsh_info, workers)
     del sig
@@ -1067,9 +1072,11 @@ def stage_verify(
     b: npt.NDArray[np.int64],
     d: npt.NDArray[np.int32],
     workers: int = 1,
+    tokenised: dict[int, tuple[bytes, int]] | None = None,
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
     """Decide candidate pairs ``(texts[a[m]], texts[b[m]])``; same decisions as
-    :func:`stage_verify_reference` (tested).
+    :func:`stage_verify_reference` (tested). ``tokenised``: texts already tokenised in Python
+    (position in ``texts`` -> kernel bytes and mode, as the candidate stage leaves them).
 
     1. Every text of a pair: its tokens counted in 512 hash buckets and its exact token count
        (:func:`~neardup.pipeline.tokens.token_histograms`: one pass over the bytes, nothing
@@ -1104,6 +1111,8 @@ def stage_verify(
     ia, ib = pos[a], pos[b]
     sub = _subset(texts, docs)
     prepared: dict[int, tuple[bytes, int]] = {}
+    if tokenised:
+        prepared = {x: tokenised[g] for x, g in enumerate(docs.tolist()) if g in tokenised}
     c = verifier.config()
     rule = {
         "threshold": c["threshold"],
@@ -1358,6 +1367,7 @@ def dedup(
     done = timed("candidates")
     passes: dict[str, Any] = {}
     lsh_info: dict[str, Any] = {}
+    tokenised: dict[int, tuple[bytes, int]] = {}
     if cfg.candidates == "lsh":
         ca, cb, cd = stage_candidates_lsh(
             _subset(texts, unique),
@@ -1373,7 +1383,11 @@ def dedup(
             lsh_info,
             # an explicit distance is searched as asked, as in the SimHash mode
             cfg.candidate_work_per_doc_ns if cfg.max_distance is None else None,
+            tokenised,
         )
+        if tokenised:  # those in a pair, re-keyed from position among first copies to texts
+            involved = set(ca.tolist()) | set(cb.tolist())
+            tokenised = {int(unique[k]): v for k, v in tokenised.items() if k in involved}
     else:
         ca, cb, cd = stage_candidates(
             fps_u,
@@ -1391,10 +1405,11 @@ def dedup(
 
     done = timed("verify")
     if cfg.verify:
-        ok, score = stage_verify(verifier, texts, ca, cb, cd, cfg.workers)
+        ok, score = stage_verify(verifier, texts, ca, cb, cd, cfg.workers, tokenised)
     else:
         bits = 128 if fps_u.ndim == 2 else 64
         ok, score = np.ones(ca.size, bool), 1.0 - cd / bits
+    tokenised.clear()
     near = stage_expand(groups, ca[ok], cb[ok], cd[ok], score[ok], cfg.expand_pairs)
     done()
 

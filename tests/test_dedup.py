@@ -411,3 +411,22 @@ def test_cli_threshold_and_candidates(tmp_path):
     assert len(out.read_text().splitlines()) == 2
     assert main([*args, "--candidates", "simhash"]) == 0
     assert json.loads(summary.read_text())["config"]["candidates"] == "simhash"
+
+
+def test_verification_reuses_the_candidate_stage_tokenisation():
+    from neardup.dedup import stage_verify
+    from neardup.pipeline.minhash import minhash_signatures
+    from neardup.verify import Verifier
+
+    v = Verifier()
+    texts = ["今天天气很好我们去公园散步吧", "今天天气很好我们去公园散步", "RT @a: the cat sat on the mat",
+             "the cat sat on the mat", "naïve café au lait today", "naive cafe au lait today"]  # fmt: skip
+    prepared: dict = {}
+    minhash_signatures(v, texts, 12, prepared=prepared)
+    assert prepared  # the non-ASCII and the social-marker texts
+    a, b = np.array([0, 2, 4, 0]), np.array([1, 3, 5, 5])
+    d = np.zeros(4, np.int32)
+    ok1, s1 = stage_verify(v, texts, a, b, d)
+    ok2, s2 = stage_verify(v, texts, a, b, d, tokenised=prepared)
+    assert ok1.tolist() == ok2.tolist() and np.allclose(s1, s2)
+    assert ok1[0] and ok1[1] and not ok1[3]

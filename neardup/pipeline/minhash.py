@@ -269,11 +269,21 @@ def _signature_kernel(
 
 
 def minhash_signatures(
-    verifier: Verifier, texts: Sequence[str], hashes: int, *, workers: int = 1
+    verifier: Verifier,
+    texts: Sequence[str],
+    hashes: int,
+    *,
+    workers: int = 1,
+    prepared: dict[int, tuple[bytes, int]] | None = None,
 ) -> tuple[npt.NDArray[np.uint16], npt.NDArray[np.int64]]:
     """b-bit MinHash signatures of the texts' token bigrams: ``(sig uint16 (n, hashes), tokens
     int64 (n,))``; a text without tokens has ``tokens == 0`` and an all-``NO_SIGNATURE`` row.
-    Equal to :func:`minhash_signatures_reference` (tested)."""
+    Equal to :func:`minhash_signatures_reference` (tested).
+
+    ``prepared`` (optional) receives the texts that needed Python work (non-ASCII texts
+    tokenised by ``Verifier.tokens``, social markers stripped), keyed by position, in the form
+    the verification kernels take (:func:`~neardup.pipeline.tokens.token_hashes`): passed on to
+    verification, those texts are not tokenised twice."""
     n = len(texts)
     pa, pb = _permutations(hashes)
     sig = np.empty((n, hashes), np.uint16)
@@ -300,8 +310,10 @@ def minhash_signatures(
                 )  # fmt: skip
                 sig[flagged] = s_sig
                 counts[flagged] = s_counts
-            for k in range(i, j):  # only this chunk's entries are needed again
-                special.pop(k, None)
+            if prepared is None:  # only this chunk's entries were needed
+                special.clear()
+    if prepared is not None:
+        prepared.update(special)
     return sig, counts
 
 

@@ -55,7 +55,7 @@ __all__ = [
 
 #: points per node of weight 1.0 (see docs/cluster.md for the balance curve that sets it)
 DEFAULT_VNODES = 6144
-#: upper bound on the total number of points (memory: ~40 bytes per point with the lookup tables)
+#: upper bound on the total number of points (a snapshot's tables grow with it: docs/cluster.md)
 MAX_POINTS = 1 << 23
 
 _M64 = (1 << 64) - 1

@@ -238,7 +238,7 @@ def compile_notice() -> str:
     """The line the CLI prints when a run starts compiling kernels (a cold cache)."""
     return (
         f"neardup: compiling kernels on first use (cached in {cache_location().path}; "
-        "about half a minute, once)"
+        "up to a minute, once)"
     )
 
 

@@ -359,14 +359,19 @@ def minhash_signatures_reference(
 
 
 def _band_keys(sig: npt.NDArray[np.uint16], band: int, rows: int) -> npt.NDArray[np.uint64]:
-    """One uint64 key per row of ``sig`` for band ``band``: the ``rows`` 16-bit values packed
-    (exact for up to 4 rows), mixed in beyond that."""
-    cols = sig[:, band * rows : (band + 1) * rows].astype(np.uint64)
-    key = np.zeros(sig.shape[0], np.uint64)
-    for c in range(rows):
-        if c and c % 4 == 0:  # 64 bits full: mix them before shifting more in
-            key = _mix64(key)
-        key = (key << np.uint64(16)) | cols[:, c]
+    """One uint64 key per row of ``sig`` for band ``band``: the ``rows`` 16-bit values, four at
+    a time, copied into a zero-padded (n, 4) uint16 buffer read as uint64 (exact for up to 4
+    rows; further groups of four are mixed in). One strided copy per group of four columns."""
+    n = sig.shape[0]
+    cols = sig[:, band * rows : (band + 1) * rows]
+    key: npt.NDArray[np.uint64] | None = None
+    for c0 in range(0, rows, 4):
+        part = np.zeros((n, 4), np.uint16)
+        w = min(4, rows - c0)
+        part[:, :w] = cols[:, c0 : c0 + w]
+        v = part.view(np.uint64).ravel()
+        key = v if key is None else _mix64(key) ^ v
+    assert key is not None
     return key
 
 

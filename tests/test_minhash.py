@@ -168,3 +168,15 @@ def test_a_template_bucket_is_paired_once_not_per_band():
     lsh_pairs(sig, tok > 0, plan, info)
     # one group of (nearly) all 400 in most bands: paired in the first band it appears in only
     assert info["raw_pairs"] <= 3 * 400 * 2 * 8 and info["pairs"] > 0
+
+
+def test_band_key_block_equals_per_band_keys():
+    from neardup.pipeline.minhash import _band_key_block, _band_keys
+
+    rng = np.random.default_rng(2)
+    for rows in (1, 2, 3, 4):
+        sig = rng.integers(0, 1 << 16, (50, rows * 9)).astype(np.uint16)
+        block = _band_key_block(sig, 2, 9, rows)
+        assert block.shape == (7, 50) and block.flags.c_contiguous
+        for k, band in enumerate(range(2, 9)):
+            assert np.array_equal(block[k], _band_keys(sig, band, rows))

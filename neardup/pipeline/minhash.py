@@ -375,6 +375,21 @@ def _band_keys(sig: npt.NDArray[np.uint16], band: int, rows: int) -> npt.NDArray
     return key
 
 
+#: bands whose keys are made in one pass over the signatures (memory: 16 bytes per band per row)
+BAND_BLOCK = 7
+
+
+def _band_key_block(
+    sig: npt.NDArray[np.uint16], b0: int, b1: int, rows: int
+) -> npt.NDArray[np.uint64]:
+    """Keys of bands ``b0..b1-1`` as ``(b1 - b0, n)`` uint64, equal to :func:`_band_keys` of
+    each band: one pass over the signatures' rows instead of one per band (``rows <= 4``)."""
+    n, nb = sig.shape[0], b1 - b0
+    buf = np.zeros((n, nb, 4), np.uint16)
+    buf[:, :, :rows] = sig[:, b0 * rows : b1 * rows].reshape(n, nb, rows)
+    return np.ascontiguousarray(buf.view(np.uint64).reshape(n, nb).T)
+
+
 def _mix64(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     with np.errstate(over="ignore"):
         x = (x ^ (x >> np.uint64(30))) * np.uint64(_K2)
@@ -536,8 +551,15 @@ def lsh_pairs(
     raw = capped = skipped = 0
     n = idx.size
     done = np.zeros(n, bool)  # rows already paired inside a large group
+    block = np.zeros((0, n), np.uint64)
     for band in range(plan.bands):
-        members, bounds = _groups(_band_keys(s, band, plan.rows))
+        if plan.rows > 4:
+            keys = _band_keys(s, band, plan.rows)
+        else:
+            if band % BAND_BLOCK == 0:
+                block = _band_key_block(s, band, min(plan.bands, band + BAND_BLOCK), plan.rows)
+            keys = block[band % BAND_BLOCK]
+        members, bounds = _groups(keys)
         if bounds.size < 2:
             continue
         capped += int((np.diff(bounds) > plan.bucket_cap + 1).sum())

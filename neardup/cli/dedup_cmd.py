@@ -193,9 +193,7 @@ def dedup_command(
     ] = False,
     engine: Annotated[
         str,
-        typer.Option(
-            "--engine", help="local (this process), dask or spark (docs/distributed.md)."
-        ),
+        typer.Option("--engine", help="local (this process), dask or spark (docs/distributed.md)."),
     ] = "local",
     scheduler: Annotated[
         str | None, typer.Option("--scheduler", help="Dask scheduler tcp://HOST:PORT.")

@@ -540,3 +540,21 @@ def test_failed_write_inside_atomic_open_leaves_old_file(tmp_path):
 def test_bad_mode_is_refused(tmp_path):
     with pytest.raises(ValueError, match="mode"), atomic_open(tmp_path / "x", "a"):
         pass
+
+
+def test_an_output_matched_by_a_glob_input_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``dedup 'data/*.jsonl' -o data/kept.jsonl`` would read its own output on the next run."""
+    from neardup.errors import ConfigError
+    from neardup.io import check_not_input
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.jsonl").write_text('{"text": "x"}\n')
+    with pytest.raises(ConfigError, match="would overwrite or write into the input"):
+        check_not_input("data/kept.jsonl", ["data/*.jsonl"], option="--output")  # not there yet
+    with pytest.raises(ConfigError):
+        check_not_input(str(tmp_path / "data" / "kept.jsonl"), ["data/*.jsonl"], option="--output")
+    check_not_input("data/kept.csv", ["data/*.jsonl"], option="--output")  # not matched: fine
+    check_not_input("out/kept.jsonl", ["data/*.jsonl"], option="--output")

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fnmatch
 import os
 import re
 import secrets
@@ -62,17 +63,33 @@ _FD_PATH = re.compile(r"/(?:dev/fd|proc/self/fd|proc/(\d+)/fd)/(\d+)")
 def check_not_input(
     output: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str]], *, option: str
 ) -> None:
-    """Raise :class:`ConfigError` when ``output`` is one of ``inputs`` (or inside an input dir)."""
+    """Raise :class:`ConfigError` when ``output`` is one of ``inputs`` (or inside an input dir).
+
+    A glob input (``data/*.jsonl``) counts as every path it matches, including an output that
+    does not exist yet: the next run with the same glob would read it back as an input.
+    """
     out = Path(output).resolve()
     for inp in inputs:
-        if str(inp) == "-":
+        if str(inp) == "-" or "://" in str(inp):
             continue
         src = Path(inp).resolve()
-        if out == src or (src.is_dir() and src in out.parents):
+        if _glob_matches(str(inp), out) or out == src or (src.is_dir() and src in out.parents):
             raise ConfigError(
                 f"{option} {str(output)!r} would overwrite or write into the input {str(inp)!r}; "
                 "choose another output path"
             )
+
+
+def _glob_matches(pattern: str, out: Path) -> bool:
+    """Whether the resolved path ``out`` is one that the glob ``pattern`` matches (now or once
+    it exists): against the pattern made absolute, and with its folder part resolved."""
+    if not any(c in pattern for c in "*?["):
+        return False
+    head, tail = os.path.split(pattern)
+    candidates = {os.path.abspath(pattern)}
+    if not any(c in head for c in "*?["):
+        candidates.add(str(Path(head or ".").resolve() / tail))
+    return any(fnmatch.fnmatchcase(str(out), c) for c in candidates)
 
 
 # --------------------------------------------------------------------------------------------

@@ -150,6 +150,19 @@ def test_get_and_delete_ids_with_slashes(http: httpx.Client) -> None:
     err(http.delete(path, headers=AUTH), 404, "not_found")
 
 
+def test_metadata_integers_beyond_64_bits_stay_exact_over_http(http: httpx.Client) -> None:
+    """orjson reads integers beyond int64/uint64 as floats; such bodies take the exact path."""
+    big, neg = 2**70 + 1, -(2**63) - 1
+    text = words(random.Random(9))
+    meta = f'{{"big": {big}, "neg": {neg}, "ok": 7}}'
+    body = f'{{"id": "bigint", "text": "{text}", "metadata": {meta}}}'.encode()
+    headers = {**AUTH, "content-type": "application/json"}
+    assert http.post("/v1/insert", content=body, headers=headers).status_code == 200
+    got = http.get("/v1/docs/bigint")
+    assert got.status_code == 200, got.text
+    assert str(big) in got.text and str(neg) in got.text, got.text
+
+
 # ---------------------------------------------------------------------------------------------
 # auth
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -54,6 +55,9 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+_LONG_DIGITS = re.compile(rb"\d{19}")
+
+
 def loads(raw: bytes) -> Any:
     """Decode a JSON request body; raise :class:`RequestValidationFailed` when it is not JSON."""
     if not raw:
@@ -63,7 +67,9 @@ def loads(raw: bytes) -> Any:
             'or a batch {"documents": [...]}',
         )
     try:
-        if _orjson is not None:
+        # orjson turns integers beyond int64/uint64 into floats; a body with a run of 19 or
+        # more digits goes to the stdlib, which keeps every integer exact
+        if _orjson is not None and _LONG_DIGITS.search(raw) is None:
             return _orjson.loads(raw)
         return json.loads(raw, parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError) as exc:

@@ -347,6 +347,51 @@ def _decode_run(words, pos, end, prev, lut, out, j0):  # type: ignore[no-untyped
 
 
 @njit(nogil=True, cache=True)
+def _decode_until(words, wbase, bw, key, count, lut, out, last):  # type: ignore[no-untyped-def]
+    """Like :func:`decode_block`, but stops after the first key ``> last`` (a probe needs no
+    key past its bucket). Returns how many keys were written, or -1 when the stream is corrupt."""
+    out[0] = key
+    if key > last:
+        return np.int64(1)
+    pos = wbase * 64
+    end = (wbase + bw) * 64
+    prev = key
+    for j in range(1, count):
+        if pos >= end:
+            return np.int64(-1)
+        w = pos >> 6
+        o = pos & 63
+        v = words[w]
+        if o:
+            v = (v << np.uint64(o)) | (words[w + 1] >> np.uint64(64 - o))
+        e = np.int64(lut[np.int64(v >> np.uint64(64 - MAX_CODE_LEN))])
+        ln = e >> 8
+        h = e & 0xFF
+        if ln > MAX_CODE_LEN:
+            return np.int64(-1)
+        if h == 0:
+            pos += ln
+            cur = prev
+        else:
+            if h == 1:
+                low = np.uint64(0)
+            elif ln + h - 1 <= 64:
+                low = (v << np.uint64(ln)) >> np.uint64(65 - h)
+            else:
+                low = _peek(words, pos + ln, h - 1)
+            pos += ln + h - 1
+            top = (prev >> np.uint64(h)) << np.uint64(h) if h < 64 else np.uint64(0)
+            cur = top | (np.uint64(1) << np.uint64(h - 1)) | low
+        out[j] = cur
+        prev = cur
+        if cur > last:
+            return np.int64(j + 1)
+    if pos > end:
+        return np.int64(-1)
+    return np.int64(count)
+
+
+@njit(nogil=True, cache=True)
 def _decode_quad(words, bw, bkeys, bstart, n, lut, out, b):  # type: ignore[no-untyped-def]
     """Blocks ``b`` .. ``b + 3`` together while all have keys left: four independent serial
     chains (a key's position depends on the previous key's code), so the CPU overlaps their
@@ -805,10 +850,12 @@ def search_compressed(  # type: ignore[no-untyped-def]
                     if done:
                         break
                     s, e = _block_count(bstart, b0, blk, nb, n)
-                    r = decode_block(words, woff[t] + blk * bw, bw, tb[blk], e - s, luts[t], buf)
+                    r = _decode_until(
+                        words, woff[t] + blk * bw, bw, tb[blk], e - s, luts[t], buf, last
+                    )
                     if r < 0:
                         return -1 - t - 1000 * blk
-                    for j in range(e - s):
+                    for j in range(r):
                         key = buf[j]
                         if key < base:
                             continue

@@ -272,8 +272,9 @@ def test_compressed_save_load_identical(tmp_path, bits: int) -> None:
     q = fps[::7]
     want = idx.search(q)
     idx.save(tmp_path / "a.idx")
-    assert struct.unpack_from("<I", (tmp_path / "a.idx").read_bytes(), 8)[0] == 2
+    assert struct.unpack_from("<I", (tmp_path / "a.idx").read_bytes(), 8)[0] == 3  # u32 ids
     a = HammingIndex.load(tmp_path / "a.idx")
+    assert all(s.id_off is not None for s in a._segments)
     assert a.compressed
     a.save(tmp_path / "b.idx")
     for mmap in (False, True):
@@ -285,6 +286,43 @@ def test_compressed_save_load_identical(tmp_path, bits: int) -> None:
     a.add(fps[:1] ^ np.uint64(1), ids=[10**9])
     a.optimize()
     assert 10**9 in a
+
+
+@pytest.mark.parametrize(
+    ("base", "step"),
+    [(0, 1), (-(2**62), 3), (2**63 - 10**6, 1), (-5, 2**20)],  # span 3999 * 2**20 < 2**32
+)
+def test_ids_spanning_under_2_32_cost_4_bytes(base: int, step: int) -> None:
+    rng = np.random.default_rng(3)
+    fps = rng.integers(0, 2**64, 4000, dtype=np.uint64)
+    ids = base + step * rng.permutation(4000).astype(np.int64)
+    pa = plan_arrays(HammingIndex(expected_size=4000).plan)
+    seg = CompressedSegment.build(fps.reshape(-1, 1), ids, pa)
+    assert seg.id_off is not None and seg.id_off.dtype == np.uint32
+    assert seg.nbytes == seg.ct.nbytes + seg.dirs.nbytes + seg.luts.nbytes + 4 * 4000
+    assert sorted(seg.ids.tolist()) == sorted(ids.tolist())
+    rows = np.array([0, 17, 3999])
+    np.testing.assert_array_equal(seg.ids_at(rows), seg.ids[rows])
+
+
+def test_ids_spanning_2_32_or_more_stay_int64_and_save_as_version_2(tmp_path) -> None:
+    rng = np.random.default_rng(4)
+    fps = rng.integers(0, 2**64, 3000, dtype=np.uint64)
+    ids = np.arange(3000, dtype=np.int64)
+    ids[-1] = 2**32  # span 2**32: does not fit u32 offsets
+    idx = HammingIndex(max_distance=3, expected_size=3000, compress=True, layout="tables")
+    idx.add(fps, ids=ids)
+    idx.optimize()
+    seg = idx._segments[0]
+    assert seg.id_off is None and seg.ids.dtype == np.int64
+    want = idx.search(fps[-700:] ^ np.uint64(3))
+    assert 2**32 in want[1]
+    idx.save(tmp_path / "w.idx")
+    # the int64 id section is the v2 layout: files written by the previous build load the same
+    assert struct.unpack_from("<I", (tmp_path / "w.idx").read_bytes(), 8)[0] == 2
+    b = HammingIndex.load(tmp_path / "w.idx")
+    for g, w in zip(b.search(fps[-700:] ^ np.uint64(3)), want, strict=True):
+        np.testing.assert_array_equal(g, w)
 
 
 def test_uncompressed_files_stay_version_1(tmp_path) -> None:
@@ -324,9 +362,9 @@ def test_compressed_file_corruption_names_table_and_block(tmp_path) -> None:
     with pytest.raises(CorruptFileError, match="truncated"):
         HammingIndex.load(bad)
     b = bytearray(raw)
-    b[8:12] = struct.pack("<I", 3)
+    b[8:12] = struct.pack("<I", 4)
     bad.write_bytes(bytes(b))
-    with pytest.raises(UnsupportedVersionError, match="version 3"):
+    with pytest.raises(UnsupportedVersionError, match="version 4"):
         HammingIndex.load(bad)
 
 

@@ -951,7 +951,8 @@ _E_I32 = np.empty(0, dtype=np.int32)
 class CompressedSegment:
     """An immutable index segment whose tables are block-compressed.
 
-    Per fingerprint it keeps the compressed tables, its int64 id (in table 0's order), and
+    Per fingerprint it keeps the compressed tables, its id (in table 0's order: u32 offsets
+    from ``id_base`` when the segment's ids span less than 2**32, else int64), and
     only for 128-bit fingerprints the fingerprints themselves and each further table's rows
     (a 64-bit key does not determine a 128-bit fingerprint). For 64-bit fingerprints table 0
     *is* the fingerprints, and a hit in a further table is mapped to its rows by un-permuting
@@ -969,13 +970,15 @@ class CompressedSegment:
 
     __slots__ = (
         "_id_index",
+        "_ids64",
         "_inv",
         "alive",
         "ct",
         "dbits",
         "dirs",
         "fps_raw",
-        "ids",
+        "id_base",
+        "id_off",
         "keys",
         "luts",
         "n_dead",
@@ -992,9 +995,25 @@ class CompressedSegment:
         fps_raw: U64 | None = None,
         rows: npt.NDArray[np.uint32] | None = None,
         alive: npt.NDArray[np.bool_] | None = None,
+        id_base: int | None = None,
     ) -> None:
         self.ct = ct
-        self.ids = ids
+        # ids as u32 offsets from a base when they span < 2**32 (the usual case: ids are
+        # assigned in order), saving 4 B per fingerprint; ``id_base`` given: ``ids`` already are
+        self.id_base = 0
+        self.id_off: npt.NDArray[np.uint32] | None = None
+        self._ids64: I64 | None = None
+        if id_base is not None:
+            if ids.dtype != np.uint32:
+                raise CorruptFileError(f"compressed segment: id offsets are {ids.dtype}, not u4")
+            self.id_base, self.id_off = int(id_base), ids
+        elif len(ids) and int(ids.max()) - int(ids.min()) < 1 << 32:
+            self.id_base = int(ids.min())
+            self.id_off = (ids - np.int64(self.id_base)).astype(np.uint32)
+        elif len(ids):
+            self._ids64 = np.asarray(ids, dtype=np.int64)
+        else:
+            self.id_off = np.zeros(0, dtype=np.uint32)
         self.words = words
         self.fps_raw = fps_raw  # (n, 2) for 128-bit; None for 64-bit (decoded from table 0)
         self.rows = rows
@@ -1011,8 +1030,24 @@ class CompressedSegment:
         self.luts = np.stack([decode_lut(ct.lens[t]) for t in range(ct.n_tables)])
 
     @property
+    def ids(self) -> I64:
+        """The int64 ids in row order (materialized from the u32 offsets when compact)."""
+        if self._ids64 is not None:
+            return self._ids64
+        assert self.id_off is not None
+        return self.id_off.astype(np.int64) + np.int64(self.id_base)
+
+    def ids_at(self, rows: I64) -> I64:
+        """The int64 ids of ``rows``."""
+        if self._ids64 is not None:
+            return self._ids64[rows]
+        assert self.id_off is not None
+        return self.id_off[rows].astype(np.int64) + np.int64(self.id_base)
+
+    @property
     def n(self) -> int:
-        return int(self.ids.shape[0])
+        a = self._ids64 if self._ids64 is not None else self.id_off
+        return int(a.shape[0])  # type: ignore[union-attr]
 
     @property
     def n_live(self) -> int:
@@ -1020,7 +1055,9 @@ class CompressedSegment:
 
     @property
     def nbytes(self) -> int:
-        total = self.ids.nbytes + self.ct.nbytes + self.dirs.nbytes + self.luts.nbytes
+        ida = self._ids64 if self._ids64 is not None else self.id_off
+        total = ida.nbytes + self.ct.nbytes + self.dirs.nbytes  # type: ignore[union-attr]
+        total += self.luts.nbytes
         for a in (self.fps_raw, self.rows, self.alive):
             if a is not None:
                 total += a.nbytes
@@ -1136,12 +1173,13 @@ class CompressedSegment:
         if self.n_dead:
             m = self.alive[r]  # type: ignore[index]
             qi, r, d = qi[m], r[m], d[m]
-        return qi, self.ids[r], d
+        return qi, self.ids_at(r), d
 
     def id_index(self) -> tuple[I64, I64]:
         if self._id_index is None:
-            o = np.argsort(self.ids, kind="stable")
-            self._id_index = (self.ids[o], o.astype(np.int64))
+            ids = self.ids
+            o = np.argsort(ids, kind="stable")
+            self._id_index = (ids[o], o.astype(np.int64))
         return self._id_index
 
     def locate(self, ids: I64) -> I64:

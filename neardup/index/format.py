@@ -3,8 +3,9 @@
 Layout, all integers little-endian::
 
     offset 0   magic      8 bytes  b"NDHAMIDX"
-    8          version    u32      1, or 2 when the index has compressed segments
-                                   (``compress=True``; older builds refuse those by version)
+    8          version    u32      1; 2 when the index has compressed segments
+                                   (``compress=True``), 3 when one stores u32 id offsets
+                                   (older builds refuse those by version)
     12         flags      u32      0
     16         hdr_len    u64      length of the JSON header
     24         hdr_hash   u64      xxh3-64 of the JSON header bytes
@@ -17,7 +18,9 @@ A compressed segment (:mod:`neardup.index.compressed`) stores, instead of keys/r
 tables' concatenated blocks: ``c.lens`` (u1 (T, 65) Huffman code lengths), ``c.bkeys`` (u8 block
 keys), ``c.bstart`` (u4 block positions), ``c.crc`` (u4 CRC-32 per block), ``c.words`` (u8
 payload), ``c.boff`` / ``c.woff`` (i8 per-table offsets); a section checksum mismatch there is
-narrowed to the table and block whose CRC-32 fails. This build reads versions 1 and 2.
+narrowed to the table and block whose CRC-32 fails. Version 3: a compressed segment whose ids
+span less than 2**32 stores them as ``s<i>.ids32`` (u4 offsets from the segment's ``id_base`` in
+the header) instead of ``s<i>.ids`` (i8). This build reads versions 1, 2 and 3.
 
 Readers reject a file whose magic, version, header hash, trailer, length or any section hash
 does not match, naming the file and what is wrong (:class:`~neardup.errors.FormatError`,
@@ -58,8 +61,8 @@ __all__ = ["FORMAT_VERSION", "MAGIC", "load_index", "save_index"]
 
 MAGIC = b"NDHAMIDX"
 TRAILER = b"NDHAMEND"
-FORMAT_VERSION = 2  # the newest version this build writes (1 for uncompressed indexes)
-READ_VERSIONS = (1, 2)
+FORMAT_VERSION = 3  # the newest version this build writes (1 for uncompressed indexes)
+READ_VERSIONS = (1, 2, 3)
 _PRE = struct.Struct("<8sIIQQ")  # magic, version, flags, hdr_len, hdr_hash
 _TRL = struct.Struct("<8sQ")
 _ALIGN = 64
@@ -88,11 +91,17 @@ def save_index(index: HammingIndex, path: Path) -> None:
     version = 1
     for i, s in enumerate(index._segments):
         if isinstance(s, CompressedSegment):
-            version = 2
-            seg_meta.append(
-                {"n": s.n, "compressed": True, "block_bytes": s.ct.block_bytes, "words": s.words}
-            )
-            sections.append((f"s{i}.ids", s.ids))
+            version = max(version, 2)
+            cmeta: dict[str, Any] = {
+                "n": s.n, "compressed": True, "block_bytes": s.ct.block_bytes, "words": s.words
+            }  # fmt: skip
+            if s.id_off is not None:  # u32 id offsets: version 3 (older builds refuse it)
+                version = 3
+                cmeta["id_base"] = s.id_base
+                sections.append((f"s{i}.ids32", s.id_off))
+            else:
+                sections.append((f"s{i}.ids", s.ids))
+            seg_meta.append(cmeta)
             for name in _CT_FIELDS:
                 sections.append((f"s{i}.c.{name}", getattr(s.ct, name)))
             if s.fps_raw is not None:
@@ -298,7 +307,9 @@ def _load_compressed(
         **{name: arrays[f"s{i}.c.{name}"] for name in _CT_FIELDS},
     )
     pa = plan_arrays(plan)
-    if ct.lens.shape != (pa.n_tables, 65) or len(arrays[f"s{i}.ids"]) != ct.n:
+    ids32 = f"s{i}.ids32" in arrays
+    ids = arrays[f"s{i}.ids32"] if ids32 else arrays[f"s{i}.ids"]
+    if ct.lens.shape != (pa.n_tables, 65) or len(ids) != ct.n:
         raise CorruptFileError(f"{what}: compressed tables do not match the plan's {pa.n_tables}")
     ct.validate(what)
     mine = [b for b in bad if b.startswith(f"s{i}.c.")]
@@ -309,11 +320,12 @@ def _load_compressed(
         )
     seg = CompressedSegment(
         ct,
-        arrays[f"s{i}.ids"],
+        ids,
         pa.words,
         pa,
         fps_raw=arrays.get(f"s{i}.fps"),
         rows=arrays.get(f"s{i}.rows"),
         alive=arrays.get(f"s{i}.alive"),
+        id_base=int(meta["id_base"]) if ids32 else None,
     )
     return seg

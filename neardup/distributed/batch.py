@@ -5,7 +5,10 @@ set through its own copy of the tables; the function is that mapper's work."""
 
 from __future__ import annotations
 
+import itertools
+import os
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -32,10 +35,12 @@ def batch_query(
     distance)``, sorted by (stored, query), exact (equals brute force, tested).
 
     ``stored`` is a uint64 array or an iterable of uint64 chunks (positions count on across
-    chunks from ``stored_offset``); the tables (:class:`neardup.HammingIndex`) are built once over
-    ``queries`` (64-bit), and each chunk of ``chunk`` stored fingerprints is probed against them.
+    chunks from ``stored_offset``). Block tables are built once over ``queries`` (64-bit); each
+    chunk of ``chunk`` stored fingerprints is streamed through them in one kernel call
+    (:mod:`neardup.distributed._batch_kernels`), split over ``threads`` threads (``None``: one
+    per CPU).
     """
-    from ..index import HammingIndex
+    from ._batch_kernels import build_tables, probe
 
     if (
         isinstance(max_distance, bool)
@@ -43,24 +48,43 @@ def batch_query(
         or not 0 <= max_distance <= 16
     ):
         raise ConfigError(f"max_distance must be an int in [0, 16], got {max_distance!r}")
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise ConfigError(f"chunk must be a positive int, got {chunk!r}")
+    n_threads = threads if threads is not None else (os.cpu_count() or 1)
+    if isinstance(n_threads, bool) or not isinstance(n_threads, int) or n_threads < 1:
+        raise ConfigError(f"threads must be a positive int or None, got {threads!r}")
     q = np.ascontiguousarray(queries, dtype=np.uint64).reshape(-1)
-    index = HammingIndex(64, max_distance, expected_size=max(q.size, 1), threads=threads)
-    if q.size:
-        index.add(q)
+    tables = build_tables(q, max_distance)
     chunks: Iterable[Any] = [stored] if isinstance(stored, np.ndarray) else stored
     out_s, out_q, out_d = [], [], []
     base = int(stored_offset)
-    for c in chunks:
-        arr = np.ascontiguousarray(c, dtype=np.uint64).reshape(-1)
-        for s in range(0, arr.size, chunk):
-            part = arr[s : s + chunk]
-            if q.size:
-                lims, ids, d = index.search(part, max_distance)
-                counts = np.diff(lims)
-                out_s.append(np.repeat(np.arange(part.size, dtype=np.int64) + base + s, counts))
-                out_q.append(ids.astype(np.int64))
-                out_d.append(d.astype(np.int32))
-        base += arr.size
+    pool = ThreadPoolExecutor(n_threads) if n_threads > 1 else None
+    try:
+        for c in chunks:
+            arr = np.ascontiguousarray(c, dtype=np.uint64).reshape(-1)
+            if q.size == 0:
+                base += arr.size
+                continue
+            for s in range(0, arr.size, chunk):
+                part = arr[s : s + chunk]
+                if pool is None or part.size < 4096:
+                    res = [probe(part, tables, base + s)]
+                else:  # the kernel releases the GIL: one slice of the chunk per thread
+                    bounds = np.linspace(0, part.size, n_threads + 1).astype(np.int64)
+                    starts = [int(x) for x in bounds]
+                    futs = [
+                        pool.submit(probe, part[lo:hi], tables, base + s + lo)
+                        for lo, hi in itertools.pairwise(starts)
+                    ]
+                    res = [f.result() for f in futs]
+                for a, b, d in res:
+                    out_s.append(a)
+                    out_q.append(b)
+                    out_d.append(d)
+            base += arr.size
+    finally:
+        if pool is not None:
+            pool.shutdown()
     if not out_s:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32)
     sp, qp, dd = np.concatenate(out_s), np.concatenate(out_q), np.concatenate(out_d)

@@ -1,0 +1,99 @@
+"""The batch-mode probe kernel (neardup/distributed/_batch_kernels.py): equal to its pure
+Python twin and to brute force (neardup/index/reference.py), on any chunking and thread count."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neardup.distributed import batch_query
+from neardup.distributed._batch_kernels import block_layout, build_tables, probe, probe_reference
+from neardup.errors import ConfigError
+from neardup.index.reference import search_reference
+
+
+def _sets(seed: int, nq: int, ns: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    q = rng.integers(0, 2**64, nq, dtype=np.uint64)
+    # few distinct high bits too, so blocks collide and runs are long
+    q[: nq // 3] &= np.uint64(0x00FF00FF00FF00FF)
+    s = rng.integers(0, 2**64, ns, dtype=np.uint64)
+    if nq:
+        near = q[rng.integers(0, nq, ns)]
+        for _ in range(int(rng.integers(0, 5))):
+            near ^= np.uint64(1) << rng.integers(0, 64, ns).astype(np.uint64)
+        s = np.where(rng.random(ns) < 0.6, near, s)
+    return s, q
+
+
+def _brute(s: np.ndarray, q: np.ndarray, k: int, base: int = 0) -> list[tuple[int, int, int]]:
+    lims, ids, d = search_reference(q, np.arange(q.size), s, k)
+    return sorted(
+        (i + base, int(ids[j]), int(d[j]))
+        for i in range(s.size)
+        for j in range(lims[i], lims[i + 1])
+    )
+
+
+def _rows(r: tuple[np.ndarray, ...]) -> list[tuple[int, int, int]]:
+    return sorted(zip(*(x.tolist() for x in r), strict=True))
+
+
+@pytest.mark.parametrize("k", range(17))
+def test_blocks_cover_all_bits_once(k: int) -> None:
+    shifts, masks = block_layout(k)
+    assert len(shifts) == k + 1
+    cover = 0
+    for sh, m in zip(shifts.tolist(), masks.tolist(), strict=True):
+        bits = m << sh
+        assert cover & bits == 0
+        cover |= bits
+    assert cover == 2**64 - 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    nq=st.integers(0, 80),
+    ns=st.integers(0, 150),
+    k=st.integers(0, 16),
+    base=st.integers(0, 2**40),
+)
+def test_kernel_equals_twin_and_brute_force(seed: int, nq: int, ns: int, k: int, base: int) -> None:
+    s, q = _sets(seed, nq, ns)
+    tables = build_tables(q, k)
+    got = _rows(probe(s, tables, base))
+    assert got == _rows(probe_reference(s, tables, base))
+    assert got == _brute(s, q, k, base)
+    assert len(set((a, b) for a, b, _ in got)) == len(got)  # each pair once
+
+
+def test_output_overflow_is_retried_not_lost() -> None:
+    # every stored fingerprint matches every query: far more pairs than the first output size
+    q = np.zeros(300, np.uint64)
+    s = np.ones(500, np.uint64)
+    a, _, d = probe(s, build_tables(q, 3))
+    assert a.size == 500 * 300 and set(d.tolist()) == {1}
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), threads=st.integers(1, 4), chunk=st.integers(1, 9000))
+def test_batch_query_threads_and_chunks_change_nothing(seed: int, threads: int, chunk: int) -> None:
+    s, q = _sets(seed, 400, 9000)
+    want = batch_query(s, q, 3, threads=1, chunk=1 << 20)
+    got = batch_query(s, q, 3, threads=threads, chunk=chunk)
+    for x, y in zip(want, got, strict=True):
+        assert np.array_equal(x, y)
+    assert list(zip(*(x.tolist() for x in want), strict=True)) == _brute(s, q, 3)
+
+
+@pytest.mark.parametrize(
+    ("kw", "msg"),
+    [({"chunk": 0}, "chunk"), ({"threads": 0}, "threads"), ({"max_distance": 17}, "max_distance")],
+)
+def test_bad_settings_are_named(kw: dict[str, int], msg: str) -> None:
+    args = {"max_distance": 3, **kw}
+    with pytest.raises(ConfigError, match=msg):
+        batch_query(np.zeros(3, np.uint64), np.zeros(3, np.uint64), **args)  # type: ignore[arg-type]

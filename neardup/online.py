@@ -139,6 +139,11 @@ class _Docs:
     fps: npt.NDArray[np.uint64]
     empty: npt.NDArray[np.bool_]
     chash: list[bytes]
+    #: MinHash channel: signatures (n, hashes) uint16, whether each has tokens, band entry keys
+    #: (n, bands) uint64; None without the channel
+    sig: npt.NDArray[np.uint16] | None = None
+    usable: npt.NDArray[np.bool_] | None = None
+    bands: npt.NDArray[np.uint64] | None = None
 
 
 @dataclass
@@ -378,6 +383,27 @@ def _nesting_depth(value: Any, limit: int) -> int:
     return deepest
 
 
+def lsh_keys(
+    verifier: Any, plan: Any, texts: Sequence[str | None]
+) -> tuple[npt.NDArray[np.uint16], npt.NDArray[np.bool_], npt.NDArray[np.uint64]]:
+    """(signatures (n, hashes), usable (n,), band entry keys (n, bands)) of ``texts`` as the
+    batch pipeline computes them (``None`` texts: not usable)."""
+    from .pipeline.minhash import minhash_signatures
+    from .store.bands import band_entries
+
+    n = len(texts)
+    if n == 0:
+        return (
+            np.zeros((0, plan.hashes), np.uint16),
+            np.zeros(0, bool),
+            np.zeros((0, plan.bands), np.uint64),
+        )
+    given = [t if t is not None else "" for t in texts]
+    sig, tokens = minhash_signatures(verifier, given, plan.hashes)
+    usable = tokens > 0
+    return sig, usable, band_entries(sig, usable, plan)
+
+
 class DocumentPreparer:
     """Validate, fingerprint and content-hash a batch of documents: the part of
     :meth:`Deduplicator.submit` that runs in the caller's thread, apart from the writer (so a
@@ -397,6 +423,10 @@ class DocumentPreparer:
         be expired at once, so nothing acknowledged could be found).
     max_future_seconds : float
         A document whose time is more than this past now is refused.
+    lsh : (Verifier, LshPlan) or None
+        The MinHash channel: each document's signature and band keys are computed here too
+        (:func:`neardup.pipeline.minhash.minhash_signatures`, the batch pipeline's tokens,
+        shingles and seeds; :func:`neardup.store.bands.band_entries`).
     """
 
     def __init__(
@@ -407,7 +437,9 @@ class DocumentPreparer:
         *,
         retention: float | None = None,
         max_future_seconds: float = MAX_FUTURE_SECONDS,
+        lsh: tuple[Any, Any] | None = None,
     ) -> None:
+        self.lsh = lsh
         self.fingerprinter = fingerprinter
         self.bits = int(bits)
         self.clock = clock
@@ -473,7 +505,10 @@ class DocumentPreparer:
             ch = self._hash_many(texts) if texts else np.zeros((0, 2), np.uint64)
             raw = np.ascontiguousarray(ch, dtype="<u8").tobytes()
             chash = [raw[k : k + 16] for k in range(0, len(raw), 16)]
-        return _Docs(ids, texts, np.array(times, dtype=np.float64), metas, fps, empty, chash)
+        out = _Docs(ids, texts, np.array(times, dtype=np.float64), metas, fps, empty, chash)
+        if self.lsh is not None:
+            out.sig, out.usable, out.bands = lsh_keys(*self.lsh, texts)
+        return out
 
     def check_time(self, where: str, t: float, now: float) -> None:
         """Refuse a time the store could not keep: before 0, older than the retention window
@@ -625,6 +660,16 @@ class Deduplicator:
     verify_meta : bool, default=True
         Run SQLite's ``PRAGMA quick_check`` on open (a scan of the whole database file; a
         damaged one is refused, naming it, unless ``repair``).
+    candidates : {"lsh", "simhash"} or None, default=None
+        ``"lsh"``: the candidates are the SimHash hits within ``max_distance`` plus the stored
+        documents that share a MinHash band key with the document and agree on enough of its
+        MinHash values (the batch pipeline's channel and plan: ``neardup dedup``'s defaults), all
+        verified on the stored text; recall does not depend on the window's size. Needs
+        ``verify`` and ``store_text``. ``"simhash"``: SimHash only (the classic mode;
+        ``candidate_radius`` applies). None: the mode the data directory was created with (a
+        directory from before this option: ``"simhash"``), else ``"lsh"`` when verifying stored
+        texts, else ``"simhash"``. Stored in config.json; another explicit mode than the stored
+        one raises :class:`ConfigError`.
 
     Examples
     --------
@@ -656,6 +701,7 @@ class Deduplicator:
         allow_retention_change: bool = False,
         max_future_seconds: float = MAX_FUTURE_SECONDS,
         verify_meta: bool = True,
+        candidates: str | None = None,
     ) -> None:
         if (
             isinstance(max_distance, bool)
@@ -722,8 +768,25 @@ class Deduplicator:
                 f"{self.bits}], got {candidate_radius!r}"
             )
         self.radius = max_distance if candidate_radius is None else candidate_radius
+        self.candidates = self._candidate_mode(candidates, stored, candidate_radius)
+        self.lsh_plan: Any = None
+        if self.candidates == "lsh":
+            from .dedup import DedupConfig
+            from .pipeline.minhash import LshPlan
+
+            # the batch default (one rule); a store keeps the plan its band keys were made with
+            kept_plan = (stored or {}).get("lsh")
+            if kept_plan:
+                fields = {k: v for k, v in kept_plan.items() if k != "hashes"}
+                self.lsh_plan = LshPlan(**fields)
+            else:
+                self.lsh_plan = DedupConfig().lsh_plan()
         self._preparer = DocumentPreparer(
-            self.fingerprinter, self.bits, clock, max_future_seconds=float(max_future_seconds)
+            self.fingerprinter,
+            self.bits,
+            clock,
+            max_future_seconds=float(max_future_seconds),
+            lsh=None if self.lsh_plan is None else (self.verifier, self.lsh_plan),
         )
 
         self.store = Store(
@@ -735,6 +798,7 @@ class Deduplicator:
             check_config=self._check_config,
             repair=repair,
             verify_meta=verify_meta,
+            band_keys_of=self._band_keys_of if self.lsh_plan is not None else None,
         )
         # the stored settings win (see _check_config); a legacy store's width is inferred
         self.partition_seconds = self.store.partition_seconds
@@ -771,6 +835,33 @@ class Deduplicator:
         self._writer.start()
 
     # ------------------------------------------------------------------ config
+    def _candidate_mode(
+        self, candidates: str | None, stored: dict[str, Any] | None, radius: int | None
+    ) -> str:
+        """The candidate mode: explicit, stored, or the default (see the class docs)."""
+        if candidates not in (None, "lsh", "simhash"):
+            raise ConfigError(f"candidates must be 'lsh' or 'simhash', got {candidates!r}")
+        kept = None if stored is None else stored.get("candidates", "simhash")
+        if kept is not None and candidates is not None and candidates != kept:
+            raise ConfigError(
+                f"{self.path}: the data directory was created with candidates={kept!r}; its "
+                f"rows {'have no' if kept == 'simhash' else 'have'} MinHash band keys, so it "
+                f"cannot be opened with candidates={candidates!r}. Omit candidates to use the "
+                "stored mode, or use a new directory"
+            )
+        texts = self.verifier is not None and self.store_text
+        mode = candidates or kept or ("lsh" if texts and radius is None else "simhash")
+        if mode == "lsh" and not texts:
+            raise ConfigError(
+                "candidates='lsh' verifies candidates on their stored text: it needs verify=True "
+                "and store_text=True (or use candidates='simhash')"
+            )
+        return mode
+
+    def _band_keys_of(self, texts: Sequence[str | None]) -> npt.NDArray[np.uint64]:
+        """Band entry keys of stored texts (recovery rebuilds the memtable's from the log)."""
+        return lsh_keys(self.verifier, self.lsh_plan, texts)[2]
+
     def _check_store_settings(self, stored: dict[str, Any] | None) -> None:
         """Take the partition width and retention stored with the data (they decide which rows
         exist); refuse other explicit values, except a retention change that was allowed."""
@@ -833,6 +924,8 @@ class Deduplicator:
                 )
         return {
             "format": 1,
+            "candidates": self.candidates,
+            **({"lsh": self.lsh_plan.to_dict()} if self.lsh_plan is not None else {}),
             "bits": self.bits,
             "fingerprinter": fp_cfg,
             "verifier": v_cfg if v_cfg is not None else (stored or {}).get("verifier"),
@@ -1485,7 +1578,9 @@ class Deduplicator:
             fps = np.zeros((0,) if self.bits == 64 else (0, 2), np.uint64)
             ids = []
         flat_texts = [t for op in doc_ops for t in op.docs.texts]  # type: ignore[union-attr]
-        if self.verifier is None or self.radius == self.max_distance:  # one limit for all
+        if self.lsh_plan is not None:  # SimHash hits within the radius, plus the band keys
+            lims, hit_rids, hit_d = self.store.search(fps, self.radius)
+        elif self.verifier is None or self.radius == self.max_distance:  # one limit for all
             lims, hit_rids, hit_d = self.store.search(fps, self.max_distance)
         else:
             limits = np.array([self._limit(t) for t in flat_texts], dtype=np.int64)
@@ -1493,10 +1588,22 @@ class Deduplicator:
         del_ids = [op.arg for op in group if op.kind == "delete"]
         existing = self.store.lookup_ids(ids + del_ids)
         need_text = self.verifier is not None
+        lsh_rids = None
+        if self.lsh_plan is not None and doc_ops:
+            bands = np.concatenate([op.docs.bands for op in doc_ops])  # type: ignore[union-attr]
+            lsh_rids = self.store.search_bands(bands, self.lsh_plan.bucket_cap)
         want = set(hit_rids.tolist())
         want.update(existing.values())
+        if lsh_rids is not None:
+            for r in lsh_rids:
+                want.update(r.tolist())
         rows = self.store.fetch(want, with_text=need_text) if want else {}
         earlier = self._intra_pairs(fps)  # i -> [(j, distance)] for j < i within the radius
+        if lsh_rids is not None:
+            sig = np.concatenate([op.docs.sig for op in doc_ops])  # type: ignore[union-attr]
+            usable = np.concatenate([op.docs.usable for op in doc_ops])  # type: ignore[union-attr]
+            lims, hit_rids, hit_d = self._lsh_union(fps, sig, lims, hit_rids, hit_d, lsh_rids, rows)
+            self._lsh_intra(fps, sig, usable, earlier)
         cutoff = None if self.retention is None else self.clock() - self.retention
 
         results: list[Any] = []
@@ -1642,6 +1749,67 @@ class Deduplicator:
             arrays = (fps[:0], rids, np.zeros(0, np.float64))
         return results, records, arrays
 
+    def _lsh_union(
+        self,
+        fps: npt.NDArray[np.uint64],
+        sig: npt.NDArray[np.uint16],
+        lims: npt.NDArray[np.int64],
+        hit_rids: npt.NDArray[np.int64],
+        hit_d: npt.NDArray[np.int32],
+        lsh_rids: list[npt.NDArray[np.int64]],
+        rows: dict[int, Any],
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+        """The candidates of each query: its SimHash hits plus the stored rows sharing a band
+        key with it whose signatures agree on >= ``plan.min_agreement`` MinHash values (the
+        batch pipeline's filter; stored signatures are recomputed from the stored texts)."""
+        plan = self.lsh_plan
+        need = sorted(
+            {int(r) for a in lsh_rids for r in a.tolist() if r in rows and rows[r].text is not None}
+        )
+        if not need:
+            return lims, hit_rids, hit_d
+        stored_sig = lsh_keys(self.verifier, plan, [rows[r].text for r in need])[0]
+        where = {r: k for k, r in enumerate(need)}
+        out_r: list[int] = []
+        out_d: list[int] = []
+        counts = np.zeros(len(fps), np.int64)
+        for i, cand in enumerate(lsh_rids):
+            before = len(out_r)
+            have = hit_rids[lims[i] : lims[i + 1]].tolist()
+            out_r += have
+            out_d += hit_d[lims[i] : lims[i + 1]].tolist()
+            seen = set(have)
+            extra = [r for r in cand.tolist() if r in where and r not in seen]
+            if extra:
+                agree = (stored_sig[[where[r] for r in extra]] == sig[i]).sum(axis=1)
+                for r, a in zip(extra, agree.tolist(), strict=True):
+                    if a >= plan.min_agreement:
+                        out_r.append(r)
+                        out_d.append(self._distance_to_row(fps[i], rows[r]))
+            counts[i] = len(out_r) - before
+        new_lims = np.zeros(len(fps) + 1, np.int64)
+        np.cumsum(counts, out=new_lims[1:])
+        return new_lims, np.asarray(out_r, np.int64), np.asarray(out_d, np.int32)
+
+    def _lsh_intra(
+        self,
+        fps: npt.NDArray[np.uint64],
+        sig: npt.NDArray[np.uint16],
+        usable: npt.NDArray[np.bool_],
+        earlier: dict[int, list[tuple[int, int]]],
+    ) -> None:
+        """Add the group's MinHash pairs (the batch pipeline's :func:`lsh_pairs`) to ``earlier``
+        (later position -> [(earlier position, SimHash distance)])."""
+        if len(fps) < 2:
+            return
+        from .pipeline.minhash import lsh_pairs
+
+        a, b = lsh_pairs(sig, usable, self.lsh_plan)
+        for x, y in zip(a.tolist(), b.tolist(), strict=True):
+            lst = earlier.setdefault(y, [])
+            if all(j != x for j, _ in lst):
+                lst.append((x, (self._fp_int(fps[x]) ^ self._fp_int(fps[y])).bit_count()))
+
     def _warm_up(self) -> None:
         """Load the compiled kernels the first groups would otherwise wait for (all_pairs, the
         index's build and search, each in its GIL-holding variant for a few queries and its
@@ -1685,11 +1853,18 @@ class Deduplicator:
             # for tens of milliseconds
             self._prepare([{"id": "warm-up", "text": "warm up the fingerprint kernels"}])
             self._prepare([{"id": "warm-up", "text": "warm up a long text " * 1000}])
+            if self.lsh_plan is not None:  # the MinHash channel's signature and agreement kernels
+                from .pipeline.minhash import lsh_pairs
+
+                sig, usable, _ = lsh_keys(self.verifier, self.lsh_plan, ["warm up minhash"] * 2)
+                lsh_pairs(sig, usable, self.lsh_plan)
         except Exception:  # warm-up is an optimisation only
             log.debug("warm-up failed", exc_info=True)
 
     def _limit(self, text: str) -> int:
         """Search distance for one query text (the verifier's, capped by the radius)."""
+        if self.lsh_plan is not None:  # MinHash candidates are verified at any distance
+            return self.bits
         if self.verifier is None or self.radius == self.max_distance:
             return self.max_distance
         return max(

@@ -50,6 +50,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigError, CorruptFileError, FormatError, NeardupError, StorageError
+from .bands import BandRuns, lookup
 from .layout import DataDir
 from .memindex import (
     BruteIndex,
@@ -87,6 +88,7 @@ class _Frozen:
     memtable: MemTable
     deleted: set[int]
     gens: list[int]
+    bands: BandRuns | None = None
     written: list[Any] | None = None
     expired: Any = None
     error: BaseException | None = None
@@ -376,6 +378,11 @@ class Store:
     verify_meta : bool
         Run SQLite's ``PRAGMA quick_check`` on open (a damaged database is refused, or rebuilt
         with ``repair``).
+    band_keys_of : callable or None
+        The MinHash channel: maps texts to their band entry keys (n, bands) uint64
+        (:func:`neardup.store.bands.band_entries`). With it the memtable keeps band keys
+        (rebuilt from the log's texts on recovery), segments get a band-key section, merges
+        carry it, and :meth:`search_bands` answers. None: SimHash only.
 
     The partition width is part of the data: ``check_config`` may return it under
     ``body["store"]["partition_seconds"]`` (it then replaces ``partition_seconds``), and every
@@ -395,8 +402,11 @@ class Store:
         check_config: Callable[[dict[str, Any] | None], dict[str, Any]] | None = None,
         repair: bool = False,
         verify_meta: bool = True,
+        band_keys_of: Callable[[Sequence[str | None]], npt.NDArray[np.uint64]] | None = None,
     ) -> None:
         t0 = time.perf_counter()
+        self.band_keys_of = band_keys_of
+        self.bandtable = BandRuns()
         self.verify_meta = verify_meta
         self.restored_rows = 0  # rows recovered from SQLite on open (damaged log records)
         self._flush_on_open = False
@@ -723,7 +733,9 @@ class Store:
             for r in rows
         ]
         if adds:
-            self.memtable.add(*self._arrays(adds))
+            arrays = self._arrays(adds)
+            self.memtable.add(*arrays)
+            self._add_bands(adds, arrays[1])
             self.next_rowid = max(self.next_rowid, adds[-1].rowid + 1)
         self.memtable_deleted.update(self.meta.deleted_between(lo, self.next_rowid).tolist())
         self.restored_rows = len(adds)
@@ -744,8 +756,23 @@ class Store:
         if adds:
             arrays = self._arrays(adds)
             self.memtable.add(*arrays)
+            self._add_bands(adds, arrays[1])
             return arrays[1]
         return np.zeros(0, np.int64)
+
+    def _add_bands(
+        self,
+        adds: Sequence[AddRecord],
+        rids: npt.NDArray[np.int64],
+        ent: npt.NDArray[np.uint64] | None = None,
+    ) -> None:
+        """Band keys of added rows into the memtable's band table (computed from the records'
+        texts when ``ent`` is not given: recovery)."""
+        if self.band_keys_of is None or not len(rids):
+            return
+        if ent is None:
+            ent = self.band_keys_of([r.text for r in adds])
+        self.bandtable.add(ent, rids)
 
     def _arrays(
         self, adds: Sequence[AddRecord]
@@ -851,6 +878,21 @@ class Store:
         results += [s.index.search(fps, max_distance) for s in rest]
         return merge_results(nq, results)
 
+    def search_bands(
+        self, entries: npt.NDArray[np.uint64], cap: int
+    ) -> list[npt.NDArray[np.int64]]:
+        """Row ids sharing a band key with each query (``entries`` (q, bands) entry keys) in the
+        memtable, a flushing memtable and every segment with a band-key section; unique and
+        sorted per query, at most ``2 * cap`` per bucket (:func:`neardup.store.bands.lookup`).
+        May include deleted or expired rows (the caller filters through :meth:`fetch`)."""
+        runs = list(self.bandtable.all_runs())
+        frozen = self.frozen
+        if frozen is not None and frozen.bands is not None:
+            runs += frozen.bands.all_runs()
+        for s in self.segments:
+            runs += s.segment.band_runs()
+        return lookup(runs, entries, cap)
+
     def _segment_set(
         self, segments: list[_LiveSegment], mt: Any = None, version: Any = None
     ) -> tuple[Any, list[_LiveSegment]]:
@@ -947,6 +989,7 @@ class Store:
         | None = None,
         *,
         durable: bool = True,
+        bands: npt.NDArray[np.uint64] | None = None,
     ) -> Unsynced | None:
         """Apply records in order; :class:`StorageError` means nothing was applied.
 
@@ -958,6 +1001,9 @@ class Store:
         :class:`Unsynced` is returned. The caller must pass it to :meth:`acknowledge` once a
         :meth:`WalWriter.sync <neardup.store.wal.WalWriter.sync>` covers its end, or to
         :meth:`undo` (newest first) when that sync failed.
+
+        ``bands``: the added rows' band entry keys (n_add, bands), in ``arrays`` order, when the
+        store has the MinHash channel (else computed from the records' texts).
         """
         if not records:
             return None
@@ -989,6 +1035,9 @@ class Store:
                 arrays = self._arrays(adds)
         if arrays is not None and len(arrays[1]):
             self.memtable.add(*arrays)
+            if self.band_keys_of is not None:
+                adds = [r for r in recs if type(r) is AddRecord] if bands is None else []
+                self._add_bands(adds, arrays[1], bands)
         n_add = 0 if arrays is None else len(arrays[1])
         with self._count_lock:
             self.documents += n_add - len(deleted)
@@ -1017,6 +1066,7 @@ class Store:
         for rid in unsynced.deleted:
             self.memtable_deleted.discard(rid)
         self.memtable.remove_rows(unsynced.added)
+        self.bandtable.remove_rows(unsynced.added)
         with self._count_lock:
             self.documents -= len(unsynced.added) - len(unsynced.deleted)
 
@@ -1049,8 +1099,14 @@ class Store:
         )
 
     def _write_segments(
-        self, fps: npt.NDArray[np.uint64], rids: npt.NDArray[np.int64], ts: npt.NDArray[np.float64]
+        self,
+        fps: npt.NDArray[np.uint64],
+        rids: npt.NDArray[np.int64],
+        ts: npt.NDArray[np.float64],
+        bands: tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]] | None = None,
     ) -> list[_LiveSegment]:
+        """One segment per partition; ``bands`` (entry keys, row ids; rows not in ``rids`` are
+        left out) becomes each segment's band-key section (None: version-1 segments)."""
         assert self.dir is not None
         parts = self.partition_of(ts)
         written: list[_LiveSegment] = []
@@ -1059,7 +1115,11 @@ class Store:
                 sel = parts == p
                 order = np.argsort(rids[sel], kind="stable")
                 f, r, t = fps[sel][order], rids[sel][order], ts[sel][order]
-                written.append(self._new_segment(int(p), f, r, t))
+                bk = None
+                if bands is not None:
+                    inside = np.isin(bands[1], r)
+                    bk = (bands[0][inside], bands[1][inside])
+                written.append(self._new_segment(int(p), f, r, t, bk))
         except BaseException as exc:
             for s in written:
                 s.segment.close()
@@ -1078,13 +1138,14 @@ class Store:
         f: npt.NDArray[np.uint64],
         r: npt.NDArray[np.int64],
         t: npt.NDArray[np.float64],
+        band_keys: tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]] | None = None,
     ) -> _LiveSegment:
         assert self.dir is not None
         with self._seq_lock:
             seq = self.next_seq
             self.next_seq += 1
         path = self.dir.segment_path(partition, seq)
-        checksum = write_segment(path, f, r, t, partition=partition)
+        checksum = write_segment(path, f, r, t, partition=partition, band_keys=band_keys)
         entry = {
             "file": path.name,
             "partition": partition,
@@ -1140,9 +1201,18 @@ class Store:
         order = np.argsort(rids[keep], kind="stable")
         if not keep.any():
             return None
+        bk = None
+        if self.band_keys_of is not None:  # the inputs' sections, less the deleted rows
+            runs = [r for s in segs for r in s.segment.band_runs()]
+            k = np.concatenate([x for x, _ in runs]) if runs else np.zeros(0, np.uint64)
+            r = np.concatenate([y for _, y in runs]) if runs else np.zeros(0, np.int64)
+            if len(gone):
+                alive = ~np.isin(r, gone)
+                k, r = k[alive], r[alive]
+            bk = (k, r)
         try:
             out = self._new_segment(
-                segs[0].partition, fps[keep][order], rids[keep][order], ts[keep][order]
+                segs[0].partition, fps[keep][order], rids[keep][order], ts[keep][order], bk
             )
         except OSError as exc:
             raise StorageError(f"compaction could not write a segment: {exc}") from exc
@@ -1245,7 +1315,8 @@ class Store:
         old.close()
         self.manifest = manifest
         self.wal = new
-        frozen = _Frozen(self.memtable, self.memtable_deleted, list(self.live_gens))
+        frozen = _Frozen(self.memtable, self.memtable_deleted, list(self.live_gens), self.bandtable)
+        self.bandtable = BandRuns()
         self.live_gens = [gen]
         self.memtable = MemTable(
             bits=self.bits, max_distance=self.radius, expected_size=self.memtable_size
@@ -1266,7 +1337,10 @@ class Store:
                 exp = keep & (ts < cutoff)
                 expired = rids[exp]
                 keep &= ~exp
-            frozen.written = self._write_segments(fps[keep], rids[keep], ts[keep])
+            bk = None
+            if self.band_keys_of is not None and frozen.bands is not None:
+                bk = frozen.bands.entries()
+            frozen.written = self._write_segments(fps[keep], rids[keep], ts[keep], bk)
             frozen.expired = expired
         except BaseException as exc:
             frozen.error = exc
@@ -1393,6 +1467,7 @@ class Store:
         n = self.meta.delete_rowids(rids[dead].tolist())
         self.memtable.clear()
         self.memtable.add(fps[~dead], rids[~dead], ts[~dead])
+        self.bandtable.remove_rows(rids[dead])
         return n
 
     def bulk_load(

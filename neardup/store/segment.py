@@ -17,6 +17,15 @@ File layout (little-endian, every section 8-byte aligned so it can be memory-map
       fingerprints u64[count * words]   words = bits // 64, high word first
       rowids       i64[count]           strictly increasing
       times        f64[count]
+    band-key section (version 2 only)
+      entries      u64                  number of (entry key, row) pairs
+      keys         u64[entries]         entry keys (:mod:`neardup.store.bands`), sorted
+      rows         u32[entries]         position of each entry's row in this segment
+                                        (ascending within a key), zero-padded to 8 bytes
+
+Version 1 (no band-key section) is still written for stores without the MinHash channel and
+read by every build; a version-1 segment in a store with the channel is searched by SimHash
+only (:attr:`Segment.band_keys` is None).
 
 A segment is written to a temporary name, fsynced, re-read and verified, then renamed into
 place (and the directory fsynced). :func:`open_segment` checks the header CRC and the xxh64 of
@@ -46,7 +55,9 @@ from .wal import fsync_dir
 __all__ = ["HEADER_SIZE", "Segment", "open_segment", "write_segment"]
 
 MAGIC = b"NDUPSEG\x00"
-VERSION = 1
+VERSION = 2
+#: versions this build reads
+READABLE = (1, 2)
 _HEADER = struct.Struct("<8sIIQqddQI")
 HEADER_SIZE = 64
 _CHUNK = 64 * 1024 * 1024
@@ -66,6 +77,15 @@ class Segment:
     max_time: float
     checksum: int
     _mm: Any = None
+    #: (sorted entry keys u64, positions u32) of the band-key section, or None (version 1)
+    band_keys: tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint32]] | None = None
+
+    def band_runs(self) -> list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]]:
+        """The band-key section as one sorted (entry key, row id) run (empty when absent)."""
+        if self.band_keys is None or not len(self.band_keys[0]):
+            return []
+        k, pos = self.band_keys
+        return [(k, self.rowids[pos])]
 
     def __len__(self) -> int:
         return len(self.rowids)
@@ -73,6 +93,7 @@ class Segment:
     def close(self) -> None:
         """Drop the arrays and the mapping (the arrays must not be used afterwards)."""
         self.fingerprints = self.rowids = self.times = None  # type: ignore[assignment]
+        self.band_keys = None
         mm, self._mm = self._mm, None
         if mm is not None:
             with contextlib.suppress(BufferError):  # a view is still alive; the GC unmaps it
@@ -95,10 +116,13 @@ def write_segment(
     times: npt.NDArray[np.float64],
     *,
     partition: int,
+    band_keys: tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]] | None = None,
 ) -> int:
     """Write a segment atomically (temp + fsync + verify + rename + fsync dir); returns its xxh64.
 
-    Rows must already be sorted by rowid.
+    Rows must already be sorted by rowid. ``band_keys``: (entry keys, row ids) of the rows'
+    band keys, any order (row ids must be rows of this segment): written as a version-2
+    segment's band-key section; None writes version 1.
     """
     p = Path(path)
     fps = np.ascontiguousarray(fingerprints, dtype="<u8")
@@ -108,11 +132,25 @@ def write_segment(
     bits = 64 if fps.ndim == 1 else 128
     if len(fps) != n or len(tms) != n:
         raise ValueError("fingerprints, rowids and times must have the same length")
-    body = [fps.data, rid.data, tms.data]
+    body: list[Any] = [fps.data, rid.data, tms.data]
+    version = 1
+    if band_keys is not None:
+        version = 2
+        bk = np.asarray(band_keys[0], np.uint64)
+        pos = np.searchsorted(rid, np.asarray(band_keys[1], np.int64))
+        if len(bk) != len(band_keys[1]) or (
+            len(pos) and (pos.max() >= n or not np.array_equal(rid[pos], band_keys[1]))
+        ):
+            raise ValueError("band_keys name rows that are not in the segment")
+        order = np.lexsort((pos, bk))
+        keys = np.ascontiguousarray(bk[order], dtype="<u8")
+        rows = np.ascontiguousarray(pos[order], dtype="<u4")
+        pad = (-4 * len(rows)) % 8
+        body += [struct.pack("<Q", len(keys)), keys.data, rows.data, bytes(pad)]
     checksum = _body_hash(body)
     min_t = float(tms.min()) if n else 0.0
     max_t = float(tms.max()) if n else 0.0
-    head = _HEADER.pack(MAGIC, VERSION, bits, n, partition, min_t, max_t, checksum, 0)
+    head = _HEADER.pack(MAGIC, version, bits, n, partition, min_t, max_t, checksum, 0)
     head += struct.pack("<I", zlib.crc32(head))
     tmp = p.with_name(p.name + ".tmp")
     with open(tmp, "wb") as f:
@@ -156,9 +194,9 @@ def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segmen
             raise CorruptFileError(f"{p}: not a neardup segment (magic {magic!r})")
         if zlib.crc32(head[:60]) != crc:
             raise CorruptFileError(f"{p}: segment header checksum mismatch; the file is damaged")
-        if version != VERSION:
+        if version not in READABLE:
             raise UnsupportedVersionError(
-                f"{p}: segment version {version}, this build reads version {VERSION}"
+                f"{p}: segment version {version}, this build reads versions {READABLE}"
             )
         if bits not in (64, 128):
             raise CorruptFileError(
@@ -166,6 +204,15 @@ def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segmen
             )
         words = bits // 64
         expected = HEADER_SIZE + n * (8 * words + 16)
+        m = 0
+        if version >= 2:
+            if size < expected + 8:
+                raise CorruptFileError(
+                    f"{p}: segment is {size} bytes, too short for its {n} rows and band-key "
+                    "section; the file is truncated or damaged"
+                )
+            (m,) = struct.unpack_from("<Q", mm, expected)
+            expected += 8 + 12 * m + ((-4 * m) % 8)
         if size != expected:
             raise CorruptFileError(
                 f"{p}: segment is {size} bytes but its header describes {n} rows ({expected} bytes); "
@@ -185,6 +232,14 @@ def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segmen
         rid = np.frombuffer(mm, dtype="<i8", count=n, offset=off)
         off += n * 8
         tms = np.frombuffer(mm, dtype="<f8", count=n, offset=off)
+        off += n * 8
+        bands = None
+        if version >= 2:
+            off += 8
+            bkeys = np.frombuffer(mm, dtype="<u8", count=m, offset=off)
+            off += 8 * m
+            bpos = np.frombuffer(mm, dtype="<u4", count=m, offset=off)
+            bands = (bkeys.view(np.uint64), bpos.view(np.uint32))
         if words == 2:
             fps = fps.reshape(n, 2)
         return Segment(
@@ -198,6 +253,7 @@ def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segmen
             max_t,
             checksum,
             mm,
+            bands,
         )
     except BaseException:
         with contextlib.suppress(BufferError):

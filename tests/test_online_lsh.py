@@ -1,0 +1,288 @@
+"""The online MinHash channel: a document checked online decides like ``neardup dedup`` on the
+window plus that document; atomicity; band keys survive close/reopen, flushes, merges and a
+torn log; segments with and without the band-key section; the stored mode."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neardup.dedup import dedup
+from neardup.errors import ConfigError, CorruptFileError
+from neardup.online import Deduplicator
+from neardup.store.bands import BandRuns, lookup, sort_entries
+from neardup.store.layout import read_json_file, write_json_file
+from neardup.store.segment import open_segment, write_segment
+
+_WORDS = [
+    "river",
+    "stone",
+    "market",
+    "winter",
+    "garden",
+    "signal",
+    "copper",
+    "window",
+    "silver",
+    "yellow",
+    "morning",
+    "letter",
+    "engine",
+    "harbor",
+    "forest",
+    "candle",
+    "mirror",
+    "thunder",
+    "orange",
+    "pocket",
+    "castle",
+    "bridge",
+    "shadow",
+    "ticket",
+    "planet",
+    "muscle",
+    "rabbit",
+    "violin",
+    "meadow",
+    "canvas",
+    "kettle",
+    "lantern",
+    "anchor",
+    "basket",
+    "feather",
+    "island",
+]
+_CJK = "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可也你"
+
+
+def _corpus(seed: int, n_base: int = 60) -> list[str]:
+    """Base texts (English words, some Chinese) and edited copies of many of them: swapped,
+    dropped and inserted words, so many copies are beyond SimHash distance 3."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    for _ in range(n_base):
+        if rng.random() < 0.25:
+            base = "".join(rng.choice(_CJK) for _ in range(rng.randint(20, 60)))
+            out.append(base)
+            for _ in range(rng.randint(0, 2)):
+                chars = list(base)
+                for _ in range(rng.randint(1, 4)):
+                    chars[rng.randrange(len(chars))] = rng.choice(_CJK)
+                out.append("".join(chars))
+            continue
+        words = [rng.choice(_WORDS) for _ in range(rng.randint(8, 60))]
+        out.append(" ".join(words))
+        for _ in range(rng.randint(0, 3)):
+            w = list(words)
+            for _ in range(rng.randint(1, max(1, len(w) // 6))):
+                k = rng.randrange(len(w))
+                op = rng.random()
+                if op < 0.4:
+                    w[k] = rng.choice(_WORDS)
+                elif op < 0.7 and len(w) > 3:
+                    del w[k]
+                else:
+                    w.insert(k, rng.choice(_WORDS))
+            out.append(" ".join(w))
+    rng.shuffle(out)
+    return out
+
+
+def _batch_pairs(texts: list[str]) -> dict[int, set[int]]:
+    r = dedup(texts)
+    found: dict[int, set[int]] = {}
+    for a, b in zip(r.pairs.a.tolist(), r.pairs.b.tolist(), strict=True):
+        found.setdefault(a, set()).add(b)
+        found.setdefault(b, set()).add(a)
+    return found
+
+
+def _online_pairs(texts: list[str], d: Deduplicator) -> dict[int, set[int]]:
+    """Add every text (``add``: kept whatever it matches), then check each under a new id;
+    a document's pairs are its matches other than its own stored copy."""
+    d.add([{"id": str(i), "text": t} for i, t in enumerate(texts)])
+    got = d.check([{"id": f"q{i}", "text": t} for i, t in enumerate(texts)])
+    return {
+        i: {int(m.id) for m in dec.matches} - {i}
+        for i, dec in enumerate(got)
+        if {int(m.id) for m in dec.matches} - {i}
+    }
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_generated_window_decides_like_batch(seed: int) -> None:
+    texts = _corpus(seed)
+    batch = _batch_pairs(texts)
+    with Deduplicator(max_matches=len(texts)) as d:
+        assert d.candidates == "lsh"
+        online = _online_pairs(texts, d)
+    assert online == batch
+    # the channel matters here: pairs beyond SimHash distance 3 are found
+    with Deduplicator(max_matches=len(texts), candidates="simhash") as d:
+        classic = _online_pairs(texts, d)
+    assert sum(map(len, classic.values())) < sum(map(len, batch.values()))
+
+
+@pytest.mark.shared
+@pytest.mark.slow
+def test_dev_slice_decides_like_batch(dev_data) -> None:
+    texts = []
+    with (dev_data / "docs.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            texts.append(json.loads(line)["text"])
+            if len(texts) == 2000:
+                break
+    batch = _batch_pairs(texts)
+    with Deduplicator(max_matches=len(texts)) as d:
+        online = _online_pairs(texts, d)
+    assert online == batch
+    assert sum(map(len, batch.values())) > 100  # the slice holds near duplicates
+
+
+def _lsh_only_pair() -> tuple[str, str]:
+    """Two texts that verify as near duplicates at SimHash distance > 3."""
+    from neardup.fingerprint import Fingerprinter
+
+    fpr = Fingerprinter()
+    rng = random.Random(7)
+    for _ in range(500):
+        words = [rng.choice(_WORDS) for _ in range(30)]
+        a = " ".join(words)
+        w = list(words)
+        for k in rng.sample(range(30), 3):
+            w[k] = rng.choice(_WORDS)
+        b = " ".join(w)
+        fa, fb = fpr.fingerprint_many([a, b])
+        if (int(fa) ^ int(fb)).bit_count() > 6:
+            r = dedup([a, b])
+            if len(r.pairs):
+                return a, b
+    raise AssertionError("no pair found")
+
+
+def test_atomic_group_keeps_one_of_far_simhash_duplicates() -> None:
+    a, b = _lsh_only_pair()
+    with Deduplicator() as d:
+        got = d.check_and_add([{"id": "a", "text": a}, {"id": "b", "text": b}])
+        assert [x.added for x in got] == [True, False]
+        assert got[1].matches[0].id == "a" and got[1].matches[0].distance > 3
+    with Deduplicator(candidates="simhash") as d:  # the classic mode misses it
+        got = d.check_and_add([{"id": "a", "text": a}, {"id": "b", "text": b}])
+        assert [x.added for x in got] == [True, True]
+
+
+def test_band_keys_survive_reopen_flush_merge_and_torn_log(tmp_path) -> None:
+    a, b = _lsh_only_pair()
+    texts = _corpus(5, 40)
+    path = tmp_path / "store"
+    with Deduplicator(path, memtable_size=50) as d:
+        d.add([{"id": f"w{i}", "text": t} for i, t in enumerate(texts)])
+        d.add({"id": "a", "text": a})
+    # reopen: the memtable's band keys come back from the log's texts
+    with Deduplicator(path) as d:
+        assert d.candidates == "lsh"
+        m = d.check({"id": "b", "text": b})
+        assert m.duplicate and m.matches[0].id == "a"
+        d.flush()  # now in a segment's band-key section
+        assert d.check({"id": "b", "text": b}).duplicate
+        d.add([{"id": f"v{i}", "text": t + " again"} for i, t in enumerate(texts)])
+        d.flush()
+        d.compact()  # merges carry the section
+        assert d.check({"id": "b", "text": b}).duplicate
+        assert d.store.segments and all(s.segment.band_keys is not None for s in d.store.segments)
+        d.add({"id": "c", "text": a + " extra words at the end"})
+    # a torn tail on the live log: the record before it and its band keys are recovered
+    wal = max(path.glob("wal-*.log"), key=lambda p: p.stat().st_mtime)
+    with wal.open("ab") as fh:
+        fh.write(b"\x07garbage-tail")
+    with Deduplicator(path) as d:
+        got = d.check({"id": "b2", "text": b})
+        assert {m.id for m in got.matches} >= {"a"}
+        assert d.get("c")["text"].startswith(a)
+
+
+def test_stored_mode_is_kept(tmp_path) -> None:
+    a, b = _lsh_only_pair()
+    old = tmp_path / "old"
+    with Deduplicator(old, candidates="simhash") as d:
+        d.add({"id": "a", "text": a})
+    with Deduplicator(old) as d:  # the stored mode, not the default
+        assert d.candidates == "simhash"
+        assert not d.check({"id": "b", "text": b}).duplicate
+    with pytest.raises(ConfigError, match="candidates='simhash'"):
+        Deduplicator(old, candidates="lsh")
+    cfg = read_json_file(old / "config.json")
+    assert cfg["candidates"] == "simhash"
+    # a config from before the option: SimHash only
+    del cfg["candidates"]
+    write_json_file(old / "config.json", cfg)
+    with Deduplicator(old) as d:
+        assert d.candidates == "simhash"
+    new = tmp_path / "new"
+    with Deduplicator(new) as d:
+        d.add({"id": "a", "text": a})
+    assert read_json_file(new / "config.json")["lsh"]["bands"] == d.lsh_plan.bands
+    with pytest.raises(ConfigError, match="store_text"):
+        Deduplicator(candidates="lsh", store_text=False)
+    with Deduplicator(verify=False) as d:  # nothing to verify on: the classic mode
+        assert d.candidates == "simhash"
+
+
+def test_segment_band_section_roundtrip_and_v1(tmp_path) -> None:
+    fps = np.arange(5, dtype=np.uint64)
+    rids = np.array([3, 4, 7, 9, 10], np.int64)
+    ts = np.zeros(5)
+    v1 = tmp_path / "v1.nds"
+    write_segment(v1, fps, rids, ts, partition=0)
+    s = open_segment(v1)
+    assert s.band_keys is None and s.band_runs() == []
+    s.close()
+    v2 = tmp_path / "v2.nds"
+    keys = np.array([9, 5, 5, 1], np.uint64)
+    rows = np.array([10, 7, 3, 4], np.int64)
+    write_segment(v2, fps, rids, ts, partition=0, band_keys=(keys, rows))
+    s = open_segment(v2)
+    [(k, r)] = s.band_runs()
+    assert k.tolist() == [1, 5, 5, 9] and r.tolist() == [4, 3, 7, 10]
+    s.close()
+    raw = bytearray(v2.read_bytes())
+    raw[-9] ^= 1
+    v2.write_bytes(bytes(raw))
+    with pytest.raises(CorruptFileError):
+        open_segment(v2)
+    with pytest.raises(ValueError, match="not in the segment"):
+        write_segment(tmp_path / "x.nds", fps, rids, ts, partition=0, band_keys=(keys, rows + 1))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 6), st.integers(0, 200)), max_size=120),
+    st.lists(st.integers(0, 7), min_size=1, max_size=4),
+    st.integers(1, 4),
+)
+def test_band_lookup_equals_brute_force(entries, queries, cap) -> None:
+    entries = list(dict.fromkeys(entries))  # a row has one key per band
+    br = BandRuns(buffer=7)
+    for key, rid in entries:
+        br.add(np.array([[key]], np.uint64), np.array([rid], np.int64))
+    got = br.lookup(np.array(queries, np.uint64)[:, None], cap)
+    for q, g in zip(queries, got, strict=True):
+        members = sorted({r for k, r in entries if k == q})
+        allm = sorted(r for k, r in entries if k == q)
+        if len(allm) > 2 * cap:
+            uniq = sorted(set(allm))
+            want = sorted(set(uniq[:cap]) | set(uniq[-cap:]))
+        else:
+            want = members
+        assert g.tolist() == want
+    k, r = sort_entries(
+        np.array([e[0] for e in entries], np.uint64), np.array([e[1] for e in entries], np.int64)
+    )
+    assert [x.tolist() for x in lookup([(k, r)], np.array(queries, np.uint64)[:, None], 10**6)] == [
+        sorted({rr for kk, rr in entries if kk == q}) for q in queries
+    ]

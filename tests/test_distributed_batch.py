@@ -3,6 +3,8 @@ Python twin and to brute force (neardup/index/reference.py), on any chunking and
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -97,3 +99,39 @@ def test_bad_settings_are_named(kw: dict[str, int], msg: str) -> None:
     args = {"max_distance": 3, **kw}
     with pytest.raises(ConfigError, match=msg):
         batch_query(np.zeros(3, np.uint64), np.zeros(3, np.uint64), **args)  # type: ignore[arg-type]
+
+
+def test_prebuilt_tables_equal_building_them_and_check_k() -> None:
+    from neardup.distributed.batch import batch_tables
+
+    s, q = _sets(5, 200, 3000)
+    tables = batch_tables(q, 2)
+    for x, y in zip(batch_query(s, q, 2), batch_query(s, tables, 2), strict=True):
+        assert np.array_equal(x, y)
+    with pytest.raises(ConfigError, match="built for max_distance 2"):
+        batch_query(s, tables, 3)
+
+
+def test_cli_builds_tables_once_over_several_stored_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from neardup.cli import batch_cmd
+    from neardup.cli.main import main
+    from neardup.distributed import _batch_kernels
+
+    s, q = _sets(9, 100, 2500)
+    np.save(f"{tmp_path}/q.npy", q)
+    np.save(f"{tmp_path}/s.npy", s)
+    builds = []
+    real = _batch_kernels.build_tables
+    monkeypatch.setattr(batch_cmd, "CHUNK_ROWS", 1000)  # three stored chunks
+    monkeypatch.setattr(
+        "neardup.distributed.batch.build_tables", lambda *a: builds.append(1) or real(*a)
+    )
+    out = f"{tmp_path}/pairs.csv"
+    args = ["batch-query", "--queries", f"{tmp_path}/q.npy", "--stored", f"{tmp_path}/s.npy"]
+    assert main([*args, "--pairs-out", out, "-k", "3", "-q"]) == 0
+    assert len(builds) == 1
+    rows = Path(out).read_text().splitlines()[1:]
+    got = [tuple(int(v) for v in r.split(",")) for r in rows]
+    assert got == _brute(s, q, 3)

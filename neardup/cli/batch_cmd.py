@@ -34,8 +34,12 @@ def _from_hex(values: list[str], path: str, first_row: int) -> np.ndarray:
     return arr
 
 
-def read_fingerprints(path: str, chunk: int = CHUNK_ROWS) -> Iterator[tuple[list[str], np.ndarray]]:
-    """``(ids, fingerprints uint64)`` chunks of a fingerprint file (CSV or ``.npy``)."""
+def read_fingerprints(
+    path: str, chunk: int | None = None
+) -> Iterator[tuple[list[str], np.ndarray]]:
+    """``(ids, fingerprints uint64)`` chunks of a fingerprint file (CSV or ``.npy``); ``.npy``
+    chunks hold ``chunk`` (default :data:`CHUNK_ROWS`) rows."""
+    chunk = chunk or CHUNK_ROWS
     from ..errors import InputError
 
     if path.endswith(".npy"):
@@ -93,7 +97,7 @@ def batch_query_command(
     """Pairs of stored and query fingerprints within k bits (tables over the queries)."""
     import time
 
-    from ..distributed import batch_query
+    from ..distributed.batch import batch_query, batch_tables
     from ..io import atomic_open, check_not_input
 
     t0 = time.perf_counter()
@@ -104,11 +108,12 @@ def batch_query_command(
         q_ids.extend(ids)
         q_parts.append(f)
     q = np.concatenate(q_parts) if q_parts else np.zeros(0, np.uint64)
+    tables = batch_tables(q, max_distance)  # once: every stored chunk probes the same tables
     n_stored = n_pairs = 0
     with atomic_open(pairs_out, "w", encoding="utf-8") as out:
         out.write("stored_id,query_id,distance\n")
         for ids, f in read_fingerprints(stored):
-            s, qi, d = batch_query(f, q, max_distance, threads=threads)
+            s, qi, d = batch_query(f, tables, max_distance, threads=threads)
             n_stored += f.size
             n_pairs += s.size
             out.writelines(

@@ -15,16 +15,33 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigError
+from ._batch_kernels import QueryTables, build_tables, probe
 
-__all__ = ["batch_query"]
+__all__ = ["QueryTables", "batch_query", "batch_tables"]
 
 #: stored fingerprints probed per call of the tables
 CHUNK = 1 << 20
 
 
+def _check_k(max_distance: object) -> int:
+    if (
+        isinstance(max_distance, bool)
+        or not isinstance(max_distance, int)
+        or not 0 <= max_distance <= 16
+    ):
+        raise ConfigError(f"max_distance must be an int in [0, 16], got {max_distance!r}")
+    return max_distance
+
+
+def batch_tables(queries: npt.ArrayLike, max_distance: int = 3) -> QueryTables:
+    """The tables over ``queries`` (uint64) that :func:`batch_query` probes: build them once
+    and pass them as its ``queries`` when the stored set arrives in several calls."""
+    return build_tables(np.asarray(queries, dtype=np.uint64), _check_k(max_distance))
+
+
 def batch_query(
     stored: npt.ArrayLike | Iterable[npt.ArrayLike],
-    queries: npt.ArrayLike,
+    queries: npt.ArrayLike | QueryTables,
     max_distance: int = 3,
     *,
     stored_offset: int = 0,
@@ -35,26 +52,29 @@ def batch_query(
     distance)``, sorted by (stored, query), exact (equals brute force, tested).
 
     ``stored`` is a uint64 array or an iterable of uint64 chunks (positions count on across
-    chunks from ``stored_offset``). Block tables are built once over ``queries`` (64-bit); each
+    chunks from ``stored_offset``). Block tables are built once over ``queries`` (64-bit; or
+    pass tables from :func:`batch_tables`); each
     chunk of ``chunk`` stored fingerprints is streamed through them in one kernel call
     (:mod:`neardup.distributed._batch_kernels`), split over ``threads`` threads (``None``: one
     per CPU).
     """
-    from ._batch_kernels import build_tables, probe
-
-    if (
-        isinstance(max_distance, bool)
-        or not isinstance(max_distance, int)
-        or not 0 <= max_distance <= 16
-    ):
-        raise ConfigError(f"max_distance must be an int in [0, 16], got {max_distance!r}")
+    _check_k(max_distance)
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ConfigError(f"chunk must be a positive int, got {chunk!r}")
     n_threads = threads if threads is not None else (os.cpu_count() or 1)
     if isinstance(n_threads, bool) or not isinstance(n_threads, int) or n_threads < 1:
         raise ConfigError(f"threads must be a positive int or None, got {threads!r}")
-    q = np.ascontiguousarray(queries, dtype=np.uint64).reshape(-1)
-    tables = build_tables(q, max_distance)
+    if isinstance(queries, QueryTables):
+        if queries.max_distance != max_distance:
+            raise ConfigError(
+                f"the tables were built for max_distance {queries.max_distance}, not "
+                f"{max_distance}: build them with batch_tables(queries, {max_distance})"
+            )
+        tables = queries
+    else:
+        tables = build_tables(
+            np.ascontiguousarray(queries, dtype=np.uint64).reshape(-1), max_distance
+        )
     chunks: Iterable[Any] = [stored] if isinstance(stored, np.ndarray) else stored
     out_s, out_q, out_d = [], [], []
     base = int(stored_offset)
@@ -62,7 +82,7 @@ def batch_query(
     try:
         for c in chunks:
             arr = np.ascontiguousarray(c, dtype=np.uint64).reshape(-1)
-            if q.size == 0:
+            if tables.size == 0:
                 base += arr.size
                 continue
             for s in range(0, arr.size, chunk):

@@ -335,8 +335,8 @@ def _compressed_key_bits(n: int, block_bytes: int) -> float:
 def _compressed_bytes_per_fp(bits: int, n_tables: int, n: int, block_bytes: int) -> float:
     key = _compressed_key_bits(n, block_bytes) / 8
     if bits == 64:  # ids + tables (the fingerprints are table 0; rows come from table 0)
-        return 8.0 + n_tables * key
-    return 8.0 + 16.0 + n_tables * key + 4.0 * (n_tables - 1)  # + fingerprints and rows
+        return 4.0 + n_tables * key  # ids: u32 offsets (they span < 2**32 in practice)
+    return 4.0 + 16.0 + n_tables * key + 4.0 * (n_tables - 1)  # + fingerprints and rows
 
 
 def _cost_ns(

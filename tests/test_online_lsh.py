@@ -286,3 +286,23 @@ def test_band_lookup_equals_brute_force(entries, queries, cap) -> None:
     assert [x.tolist() for x in lookup([(k, r)], np.array(queries, np.uint64)[:, None], 10**6)] == [
         sorted({rr for kk, rr in entries if kk == q}) for q in queries
     ]
+
+
+def test_service_config_passes_the_mode(tmp_path) -> None:
+    from neardup.service.config import ServiceConfig
+    from neardup.service.namespaces import NamespaceRegistry
+
+    with pytest.raises(ConfigError, match="candidates"):
+        ServiceConfig(data_dir=str(tmp_path / "x"), candidates="minhash")
+    reg = NamespaceRegistry(ServiceConfig(data_dir=str(tmp_path / "svc"), candidates="simhash"))
+    reg.open()
+    try:
+        assert reg.get("default").candidates == "simhash"
+    finally:
+        reg.close()
+    reg = NamespaceRegistry(ServiceConfig(data_dir=str(tmp_path / "svc2")))
+    reg.open()
+    try:
+        assert reg.get("default").candidates == "lsh"
+    finally:
+        reg.close()

@@ -60,6 +60,14 @@ def serve(
         help="Search radius for verification candidates (default: --max-distance); e.g. 18 "
         "catches edited short texts, at a steep cost per query in large windows.",
     ),
+    candidates: str | None = typer.Option(
+        None,
+        "--candidates",
+        help="Candidate mode: 'lsh' (MinHash band keys plus SimHash, verified: neardup dedup's "
+        "recall; the default for a new store that verifies stored texts) or 'simhash' (the "
+        "classic SimHash-only mode, k = --max-distance). Default: the mode the store was "
+        "created with.",
+    ),
     max_body_bytes: str = typer.Option(
         "32MiB",
         "--max-body-bytes",
@@ -170,6 +178,7 @@ def serve(
         retention=retention,
         max_distance=max_distance,
         candidate_radius=candidate_radius,
+        candidates=candidates,
         verify=verify,
         store_text=store_text,
         max_body_bytes=parse_size(max_body_bytes),

@@ -95,6 +95,10 @@ class ServiceConfig:
         Search radius for verification candidates (default ``max_distance``); raise it (e.g.
         18) to catch edited *short* texts, at a cost per query that grows steeply with the
         radius and the window size (docs/store.md).
+    candidates : {"lsh", "simhash"} or None, default=None
+        Candidate mode of each namespace (:class:`neardup.online.Deduplicator`): None uses the
+        stored mode, else ``"lsh"`` (MinHash band keys plus SimHash, the batch pipeline's
+        recall) when verifying stored texts; ``"simhash"`` is the classic SimHash-only mode.
     verify : bool, default=True
         Verify candidates on their text (needs the text stored).
     store_text : bool, default=True
@@ -142,6 +146,7 @@ class ServiceConfig:
     retention: str | float | None = None
     max_distance: int = 3
     candidate_radius: int | None = None
+    candidates: str | None = None
     verify: bool = True
     store_text: bool = True
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -198,6 +203,10 @@ class ServiceConfig:
             raise ConfigError(
                 f"candidate_radius must be an integer in [max_distance ({self.max_distance}), "
                 f"128] or None, got {self.candidate_radius!r}"
+            )
+        if self.candidates not in (None, "lsh", "simhash"):
+            raise ConfigError(
+                f"candidates must be 'lsh', 'simhash' or None, got {self.candidates!r}"
             )
         for name, value, low in (
             ("max_body_bytes", self.max_body_bytes, 1024),

@@ -32,6 +32,7 @@ def _default_factory(config: ServiceConfig, path: Path | None) -> Any:
         path=None if path is None else str(path),
         max_distance=config.max_distance,
         candidate_radius=config.candidate_radius,
+        candidates=getattr(config, "candidates", None),
         retention=config.retention,
         # a --retention other than the stored one is refused unless this is set (issue 21)
         allow_retention_change=getattr(config, "allow_retention_change", False),

@@ -961,6 +961,11 @@ def stage_candidates(
 LSH_SIMHASH_DISTANCE = 3
 
 
+#: a SimHash pair of the ``candidates="lsh"`` mode is verified lazily (:func:`verify_in_chunks`)
+#: when both its texts have more partners than this in the SimHash pass
+LAZY_SIMHASH_PARTNERS = 8
+
+
 def stage_candidates_lsh(
     texts: Sequence[str],
     fps: npt.NDArray[np.uint64],
@@ -975,6 +980,7 @@ def stage_candidates_lsh(
     lsh_info: dict[str, Any] | None = None,
     work_per_doc_ns: int | None = None,
     prepared: dict[int, tuple[bytes, int]] | None = None,
+    deferred_out: list[npt.NDArray[np.bool_]] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
     """Candidate pairs ``(a, b, distance)``, a < b, sorted, unique: the union of
 
@@ -987,6 +993,12 @@ def stage_candidates_lsh(
     counts (``raw_pairs``, ``pairs``, ``capped_buckets``, ``pairs_skipped``) and timings;
     ``prepared`` the texts' Python tokenisation (:func:`~neardup.pipeline.minhash.minhash_signatures`),
     for :func:`stage_verify`.
+
+    ``deferred_out`` (optional) receives a bool mask over the pairs: True for a pair that only a
+    concentrated corpus produced (met only in capped MinHash buckets, or in the SimHash pass
+    when the per-document pair valve lowered its distance or both texts have more than
+    ``LAZY_SIMHASH_PARTNERS`` partners there); :func:`dedup` verifies those lazily
+    (:func:`verify_in_chunks`).
     """
     from .hamming import hamming_many
     from .pipeline.minhash import lsh_pairs, minhash_signatures
@@ -1002,7 +1014,8 @@ def stage_candidates_lsh(
         verifier, texts, plan.hashes, workers=workers, prepared=prepared
     )
     t1 = time.perf_counter()
-    la, lb = lsh_pairs(sig, tokens > 0, plan, lsh_info, workers)
+    capped: list[npt.NDArray[np.bool_]] = []
+    la, lb = lsh_pairs(sig, tokens > 0, plan, lsh_info, workers, capped)
     del sig
     if lsh_info is not None:
         lsh_info["signatures_s"] = round(t1 - t0, 4)
@@ -1010,6 +1023,20 @@ def stage_candidates_lsh(
     m = max(n, 1)
     code = unique_sorted(np.concatenate([sa * m + sb, la * m + lb]))
     a, b = code // m, code % m
+    if deferred_out is not None:
+        sim_plan = (info or {}).get("simhash", {})
+        planned = sim_plan.get("distance_planned", simhash_distance)
+        if sim_plan.get("distance_used", planned) < planned:  # the pair valve acted
+            dense = np.ones(sa.size, bool)
+        else:  # both texts in a dense patch of SimHash space (a template and its copies)
+            deg = np.bincount(np.concatenate([sa, sb]), minlength=m)
+            dense = (deg[sa] > LAZY_SIMHASH_PARTNERS) & (deg[sb] > LAZY_SIMHASH_PARTNERS)
+        lazy = np.concatenate([la[capped[0]] * m + lb[capped[0]], sa[dense] * m + sb[dense]])
+        ordinary = np.concatenate(
+            [la[~capped[0]] * m + lb[~capped[0]], sa[~dense] * m + sb[~dense]]
+        )
+        lazy_code = np.setdiff1d(lazy, ordinary)
+        deferred_out.append(np.isin(code, lazy_code, assume_unique=True))
     d = hamming_many(fps[a], fps[b]) if a.size else np.zeros(0, np.int32)
     if lsh_info is not None:
         lsh_info["simhash_pairs"] = int(sa.size)
@@ -1158,6 +1185,96 @@ def stage_verify(
         )
         ok[todo], score[todo] = verifier.decide(lcs, lens[ia[todo]], lens[ib[todo]])
     return _trusted(verifier, texts, a, b, d, ok, score)
+
+
+#: candidate pairs per :func:`stage_verify` call in :func:`verify_in_chunks` (progress counts
+#: advance per chunk; a text in pairs of several chunks is tokenised once per chunk)
+VERIFY_CHUNK_PAIRS = 1 << 18
+#: pairs of the first round of :func:`verify_in_chunks`' deferred pairs (doubling after)
+DEFERRED_ROUND_PAIRS = 1 << 12
+
+
+def verify_in_chunks(
+    verifier: Verifier,
+    texts: Sequence[str],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    d: npt.NDArray[np.int32],
+    workers: int = 1,
+    tokenised: dict[int, tuple[bytes, int]] | None = None,
+    *,
+    deferred: npt.NDArray[np.bool_] | None = None,
+    skippable: Callable[[npt.NDArray[np.bool_]], npt.NDArray[np.bool_]] | None = None,
+    order: npt.NDArray[np.int64] | None = None,
+    progress: Progress | None = None,
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """:func:`stage_verify` in chunks of ``VERIFY_CHUNK_PAIRS`` pairs, reporting
+    ``progress("verify", pairs done, pairs)`` after each; the decisions are per pair, so they do
+    not depend on the chunks. Returns ``(ok, score, skipped)``.
+
+    ``deferred`` marks the pairs only a pathological case produced (``deferred_out`` of
+    :func:`stage_candidates_lsh`). They are verified after the others, in rounds of
+    ``DEFERRED_ROUND_PAIRS`` (doubling), in increasing ``order`` (a key per pair: the keep
+    policy's visit rank of its earlier-visited text; ties and ``None``: (a, b)); before each round
+    ``skippable(ok)`` (a mask over all pairs, from the pairs verified so far) says which pairs can
+    no longer change the outcome, and the first pairs of the others are verified; the pairs
+    still skippable when no other is left are not verified (``skipped``; ``ok`` False). With
+    :func:`dedup`'s ``skippable`` the outcome is the one verifying every pair would give: a pair
+    between two texts dropped (for verified pairs with kept texts) never changes the greedy keep
+    policy, one inside a connected component never changes the components. E.g. a corpus where
+    every text shares a 2 KB boilerplate: each text's pair with the first text decides it, and
+    the other pairs of its capped buckets are skipped.
+    """
+    m = a.size
+    ok = np.zeros(m, bool)
+    score = np.zeros(m, np.float64)
+    skipped = np.zeros(m, bool)
+    report = progress or (lambda stage, done, total: None)
+    done = 0
+
+    def run(sel: npt.NDArray[np.int64]) -> None:
+        nonlocal done
+        for s0 in range(0, sel.size, VERIFY_CHUNK_PAIRS):
+            part = sel[s0 : s0 + VERIFY_CHUNK_PAIRS]
+            if part.size == m:  # one chunk of everything: no index copies
+                ok[:], score[:] = stage_verify(verifier, texts, a, b, d, workers, tokenised)
+            else:
+                ok[part], score[part] = stage_verify(
+                    verifier, texts, a[part], b[part], d[part], workers, tokenised
+                )
+            done += int(part.size)
+            report("verify", done, m)
+
+    if deferred is None or skippable is None or not deferred.any():
+        run(np.arange(m, dtype=np.int64))
+        return ok, score, skipped
+    run(np.flatnonzero(~deferred))
+    pool = np.flatnonzero(deferred)
+    if order is not None:
+        pool = pool[np.argsort(order[pool], kind="stable")]
+    size = DEFERRED_ROUND_PAIRS
+    while pool.size:  # until every pair left is skippable in the current state
+        skip = skippable(ok)[pool]
+        report("verify", done + int(skip.sum()), m)
+        take = np.flatnonzero(~skip)[:size]
+        if not take.size:
+            break
+        run(pool[take])
+        keep = np.ones(pool.size, bool)
+        keep[take] = False
+        pool = pool[keep]
+        size *= 2
+    skipped[pool] = True
+    return ok, score, skipped
+
+
+def _longest_first(
+    lengths: npt.NDArray[np.int64], a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """Per pair, the earlier rank of its two texts in longest-first order (ties: input order)."""
+    rank = np.empty(lengths.size, np.int64)
+    rank[np.lexsort((np.arange(lengths.size), -lengths))] = np.arange(lengths.size)
+    return np.minimum(rank[a], rank[b])
 
 
 def _subset(texts: Sequence[str], idx: npt.NDArray[np.int64]) -> Sequence[str]:
@@ -1368,6 +1485,7 @@ def dedup(
     passes: dict[str, Any] = {}
     lsh_info: dict[str, Any] = {}
     tokenised: dict[int, tuple[bytes, int]] = {}
+    deferred: list[npt.NDArray[np.bool_]] = []
     if cfg.candidates == "lsh":
         ca, cb, cd = stage_candidates_lsh(
             _subset(texts, unique),
@@ -1384,6 +1502,7 @@ def dedup(
             # an explicit distance is searched as asked, as in the SimHash mode
             cfg.candidate_work_per_doc_ns if cfg.max_distance is None else None,
             tokenised,
+            deferred,
         )
         if tokenised:  # those in a pair, re-keyed from position among first copies to texts
             involved = set(ca.tolist()) | set(cb.tolist())
@@ -1405,7 +1524,36 @@ def dedup(
 
     done = timed("verify")
     if cfg.verify:
-        ok, score = stage_verify(verifier, texts, ca, cb, cd, cfg.workers, tokenised)
+
+        def skippable(ok: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+            """Pairs that can no longer change the outcome: both texts already in one
+            component (keep="none"), or both already dropped for a verified pair with a kept
+            text (a pair between two dropped texts never changes the greedy keep)."""
+            if cfg.keep == "none":
+                comp = connected_components(n, ca[ok], cb[ok])
+                return comp[ca] == comp[cb]
+            rep = stage_representatives(
+                first, ca[ok], cb[ok], lengths, cfg.keep, verifier.threshold
+            )
+            dropped = rep != np.arange(n)
+            return dropped[ca] & dropped[cb]
+
+        ok, score, skipped = verify_in_chunks(
+            verifier,
+            texts,
+            ca,
+            cb,
+            cd,
+            cfg.workers,
+            tokenised,
+            deferred=deferred[0] if deferred else None,
+            skippable=skippable,
+            order=_longest_first(lengths, ca, cb) if cfg.keep == "longest" else None,
+            progress=progress,
+        )
+        if deferred:
+            lsh_info["deferred_pairs"] = int(deferred[0].sum())
+            lsh_info["deferred_skipped"] = int(skipped.sum())
     else:
         bits = 128 if fps_u.ndim == 2 else 64
         ok, score = np.ones(ca.size, bool), 1.0 - cd / bits

@@ -431,16 +431,21 @@ def _thin_big_groups(
     bounds: npt.NDArray[np.int64],
     cap: int,
     done: npt.NDArray[np.bool_],
+    was_big_out: list[npt.NDArray[np.bool_]] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
     """Groups of more than ``cap + 1`` members keep their first ``cap`` members (the anchors)
     and the members not yet paired in a large group of an earlier band (``done``, updated):
     a template's near copies fill a large bucket in nearly every band, and pairing each of them
     with ``2 cap`` others once is the bound, not once per band. Returns (members, bounds, the
-    number of pairs inside the large groups before thinning)."""
+    number of pairs inside the large groups before thinning). ``was_big_out`` (optional)
+    receives a mask of the members returned whose group was large before thinning."""
     size = np.diff(bounds)
     big = np.flatnonzero(size > cap + 1)
     if not big.size:
+        if was_big_out is not None:
+            was_big_out.append(np.zeros(members.size, np.bool_))
         return members, bounds, 0
+    member_big = np.repeat(size > cap + 1, size)
     total = int((size[big] * (size[big] - 1) // 2).sum())
     keep = np.ones(members.size, bool)
     for g in big.tolist():
@@ -452,6 +457,8 @@ def _thin_big_groups(
     members = members[keep]
     cnt = np.bincount(gid, minlength=size.size)
     members = members[cnt[gid] > 1]  # groups thinned to one member go
+    if was_big_out is not None:
+        was_big_out.append(member_big[keep][cnt[gid] > 1])
     size = cnt[cnt > 1]
     bounds = np.zeros(size.size + 1, np.int64)
     np.cumsum(size, out=bounds[1:])
@@ -459,22 +466,30 @@ def _thin_big_groups(
 
 
 def _group_pairs(
-    members: npt.NDArray[np.int64], bounds: npt.NDArray[np.int64], cap: int
+    members: npt.NDArray[np.int64],
+    bounds: npt.NDArray[np.int64],
+    cap: int,
+    big_out: list[npt.NDArray[np.bool_]] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
     """Pairs (earlier row, later row) inside each group: all of them for groups of up to
     ``cap + 1`` members; for larger groups each member with its ``cap`` predecessors and with the
-    group's first ``cap`` members. Returns (a, b, pairs made inside the large groups)."""
+    group's first ``cap`` members. Returns (a, b, pairs made inside the large groups);
+    ``big_out`` (optional) receives a mask of the pairs made inside a large group."""
     if bounds.size < 2:
+        if big_out is not None:
+            big_out.append(np.zeros(0, np.bool_))
         return np.zeros(0, np.int64), np.zeros(0, np.int64), 0
     size = np.diff(bounds)
     gid = np.repeat(np.arange(size.size), size)
     idx_in = np.arange(members.size) - bounds[gid]
-    out_a, out_b = [], []
+    member_big = (size > cap + 1)[gid]
+    out_a, out_b, out_big = [], [], []
     longest = int(size.max())
     for t in range(1, min(longest - 1, cap) + 1):  # partner t places back, same group
         sel = np.flatnonzero(idx_in >= t)
         out_a.append(members[sel - t])
         out_b.append(members[sel])
+        out_big.append(member_big[sel])
     big = np.flatnonzero(size > cap + 1)
     made = 0
     if big.size:
@@ -484,12 +499,17 @@ def _group_pairs(
                 later = members[s + q + cap + 1 : e]
                 out_a.append(np.full(later.size, members[s + q], np.int64))
                 out_b.append(later)
+                out_big.append(np.ones(later.size, np.bool_))
         m = size[big]
         made = int((cap * m - cap * (cap + 1) // 2).sum())  # window pairs
         made += int((cap * (m - cap - 1) - cap * (cap - 1) // 2).sum())  # anchor pairs
     if not out_a:
+        if big_out is not None:
+            big_out.append(np.zeros(0, np.bool_))
         return np.zeros(0, np.int64), np.zeros(0, np.int64), 0
     a, b = np.concatenate(out_a), np.concatenate(out_b)
+    if big_out is not None:
+        big_out.append(np.concatenate(out_big))
     lo, hi = np.minimum(a, b), np.maximum(a, b)
     return lo, hi, made
 
@@ -540,14 +560,20 @@ def lsh_pairs(
     plan: LshPlan,
     info: dict[str, Any] | None = None,
     workers: int = 1,
+    capped_out: list[npt.NDArray[np.bool_]] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Candidate pairs ``(a, b)``, ``a < b``, sorted and unique, among ``usable`` rows of
     ``sig``: rows sharing a band key whose signatures agree on ``>= plan.min_agreement`` values.
     Equals :func:`lsh_pairs_reference` when no group exceeds the cap (tested). ``info`` gets
-    ``raw_pairs`` (band collisions), ``pairs``, ``capped_buckets`` and ``pairs_skipped``."""
+    ``raw_pairs`` (band collisions), ``pairs``, ``capped_buckets`` and ``pairs_skipped``.
+
+    ``capped_out`` (optional) receives one bool mask over the returned pairs: True for a pair
+    found only inside capped (larger than ``bucket_cap + 1``) buckets, i.e. only because of a
+    pathological bucket (:func:`neardup.dedup.stage_verify_deferred` verifies those lazily)."""
     idx = np.flatnonzero(usable).astype(np.int64)
     s = sig[idx]
     parts_a, parts_b = [], []
+    big_codes: list[npt.NDArray[np.int64]] = []
     raw = capped = skipped = 0
     n = idx.size
     done = np.zeros(n, bool)  # rows already paired inside a large group
@@ -563,21 +589,46 @@ def lsh_pairs(
         if bounds.size < 2:
             continue
         capped += int((np.diff(bounds) > plan.bucket_cap + 1).sum())
-        members, bounds, in_big = _thin_big_groups(members, bounds, plan.bucket_cap, done)
-        a, b, made = _group_pairs(members, bounds, plan.bucket_cap)
+        was_big: list[npt.NDArray[np.bool_]] = []
+        members, bounds, in_big = _thin_big_groups(members, bounds, plan.bucket_cap, done, was_big)
+        big: list[npt.NDArray[np.bool_]] = []
+        a, b, made = _group_pairs(members, bounds, plan.bucket_cap, big)
         skipped += max(0, in_big - made)
         raw += int(a.size)
         ok = _agreement(s, a, b, workers) >= plan.min_agreement
+        if capped_out is not None and was_big[0].any():  # groups thinned below the cap too
+            gid = np.repeat(np.arange(bounds.size - 1), np.diff(bounds))
+            group_was_big = np.zeros(bounds.size - 1, np.bool_)
+            group_was_big[gid[was_big[0]]] = True
+            gid_of_row = np.zeros(n, np.int64)  # each row is in one group of a band
+            gid_of_row[members] = gid
+            big[0] |= group_was_big[gid_of_row[a]]
+        in_big_group = big[0][ok]
         a, b = a[ok], b[ok]
         if a.size:  # unique per band keeps the pile small when bands agree on many pairs
+            if capped_out is not None and in_big_group.any():
+                big_codes.append(np.unique(a[in_big_group] * n + b[in_big_group]))
+                a, b = a[~in_big_group], b[~in_big_group]
             code = np.unique(a * n + b)
             parts_a.append(code // n)
             parts_b.append(code % n)
-    if parts_a:
-        code = np.unique(np.concatenate(parts_a) * n + np.concatenate(parts_b))
-        a, b = idx[code // n], idx[code % n]
+    ordinary = (
+        np.unique(np.concatenate(parts_a) * n + np.concatenate(parts_b))
+        if parts_a
+        else np.zeros(0, np.int64)
+    )
+    only_capped = np.zeros(ordinary.size, np.bool_)
+    if big_codes:  # pairs met only in capped buckets
+        extra = np.setdiff1d(np.concatenate(big_codes), ordinary)
+        code = np.concatenate([ordinary, extra])
+        only_capped = np.concatenate([only_capped, np.ones(extra.size, np.bool_)])
+        order = np.argsort(code, kind="stable")
+        code, only_capped = code[order], only_capped[order]
     else:
-        a, b = np.zeros(0, np.int64), np.zeros(0, np.int64)
+        code = ordinary
+    a, b = idx[code // n], idx[code % n]
+    if capped_out is not None:
+        capped_out.append(only_capped)
     if info is not None:
         info.update(
             {

@@ -2,14 +2,21 @@
 against permuted tables over the query set) and self-dedup on each engine.
 
     .venv/bin/python benchmarks/bench_distributed.py [--queries 1000000] [--stored 8000000]
-        [--docs-copies 4] [--engines local,dask] [--out benchmarks/results/distributed.json]
+        [--docs-copies 4 | --generated N] [--partitions P] [--engines local,dask,spark]
+        [--skip-batch] [--out benchmarks/results/distributed.json]
 
 Batch mode: ``--queries`` random 64-bit query fingerprints, ``--stored`` stored ones (1 % of them
 within 3 bits of a query), one thread; the table build over the queries is timed apart from the
-probe. Self-dedup: the bundled sample repeated ``--docs-copies`` times with distinct ids (the
-copies are exact duplicates), single-process :func:`neardup.dedup` vs
-:func:`neardup.distributed.run_dedup` on each engine (2 partitions per copy), end to end, per
-step, engine start-up apart. Prints a table and writes JSON.
+probe (the kernel batch_query runs), then batch_query end to end, then the general
+HammingIndex.search over the same sets for comparison (same pairs, checked).
+
+Self-dedup: the bundled sample repeated ``--docs-copies`` times with distinct ids (the copies are
+exact duplicates), or ``--generated N`` short posts from bench_dedup.py's generator (10 % copies,
+half edited) in 4 files; single-process :func:`neardup.dedup` vs
+:func:`neardup.distributed.run_dedup` on each engine (``--partitions``, default 2 per file), end
+to end, per step, shuffle bytes per step; engine start-up and a warm-up job (worker processes,
+kernel loading) timed apart; quality (kept, exact/near duplicates, clusters, pairs) compared.
+Prints a table and writes JSON (with a "machine" key).
 """
 
 from __future__ import annotations
@@ -28,8 +35,9 @@ import numpy as np
 SAMPLE = Path(__file__).resolve().parents[1] / "neardup" / "data" / "sample" / "sample.jsonl"
 
 
-def bench_batch(nq: int, ns: int, k: int = 3) -> dict[str, Any]:
+def bench_batch(nq: int, ns: int, k: int = 3, index_stored: int = 2_000_000) -> dict[str, Any]:
     from neardup.distributed import batch_query
+    from neardup.distributed._batch_kernels import build_tables, probe
     from neardup.index import HammingIndex
 
     rng = np.random.default_rng(7)
@@ -42,31 +50,70 @@ def bench_batch(nq: int, ns: int, k: int = 3) -> dict[str, Any]:
         ^ (np.uint64(1) << flips[:, 0])
         ^ (np.uint64(1) << flips[:, 1])
     )
+    # the batch-mode kernel (what batch_query runs): block tables, chunks streamed through
     t0 = time.perf_counter()
-    index = HammingIndex(64, k, expected_size=nq, threads=1)
-    index.add(q)
+    tables = build_tables(q, k)
     build = time.perf_counter() - t0
-    index.search(s[:1000], k)  # warm the kernels
+    probe(s[:1000], tables)  # compile / load the kernel
     t1 = time.perf_counter()
     pairs = 0
     for lo in range(0, ns, 1 << 20):
-        lims, _, _ = index.search(s[lo : lo + (1 << 20)], k)
-        pairs += int(lims[-1])
-    probe = time.perf_counter() - t1
+        pairs += int(probe(s[lo : lo + (1 << 20)], tables, lo)[0].size)
+    kernel = time.perf_counter() - t1
     t2 = time.perf_counter()
-    batch_query(s[: 1 << 20], q[:1000], k)  # the function end to end, small
-    small = time.perf_counter() - t2
+    whole = batch_query(s, q, k, threads=1)  # end to end: tables, probe, sort of the pairs
+    end_to_end = time.perf_counter() - t2
+    assert whole[0].size == pairs
+    # the general index's batched search over the same tables, for comparison
+    ni = min(ns, index_stored)
+    index = HammingIndex(64, k, expected_size=nq, threads=1)
+    t3 = time.perf_counter()
+    index.add(q)
+    index_build = time.perf_counter() - t3
+    index.search(s[:1000], k)
+    t4 = time.perf_counter()
+    index_pairs = 0
+    for lo in range(0, ni, 1 << 20):
+        lims, _, _ = index.search(s[lo : min(ni, lo + (1 << 20))], k)
+        index_pairs += int(lims[-1])
+    index_probe = time.perf_counter() - t4
+    assert index_pairs == int(np.searchsorted(whole[0], ni))  # same pairs on the prefix
     return {
         "queries": nq,
         "stored": ns,
         "max_distance": k,
-        "tables": index.plan.to_dict() if hasattr(index.plan, "to_dict") else str(index.plan),
+        "tables": f"{k + 1} blocks (pigeonhole), queries sorted by each",
         "build_s": round(build, 3),
-        "probe_s": round(probe, 3),
+        "probe_s": round(kernel, 3),
         "pairs": pairs,
-        "stored_per_s_per_core": round(ns / probe),
-        "batch_query_1M_vs_1k_s": round(small, 3),
+        "stored_per_s_per_core": round(ns / kernel),
+        "batch_query_end_to_end_s": round(end_to_end, 3),
+        "batch_query_stored_per_s_per_core": round(ns / end_to_end),
+        "hamming_index": {
+            "stored": ni,
+            "build_s": round(index_build, 3),
+            "probe_s": round(index_probe, 3),
+            "stored_per_s_per_core": round(ni / index_probe),
+        },
     }
+
+
+def _generated(tmp: Path, n: int, files: int) -> list[str]:
+    """``n`` short posts from benchmarks/bench_dedup.py's generator (10 % copies), as JSONL."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_dedup import generate
+
+    texts = generate("short", n, seed=11, dup_rate=0.1)
+    out = []
+    per = -(-n // files)
+    for f in range(files):
+        p = tmp / f"gen{f}.jsonl"
+        rows = range(f * per, min(n, (f + 1) * per))
+        p.write_text("".join(json.dumps({"id": f"d{i}", "text": texts[i]}) + "\n" for i in rows))
+        out.append(str(p))
+    return out
 
 
 def _corpus(tmp: Path, copies: int) -> list[str]:
@@ -84,7 +131,9 @@ def _corpus(tmp: Path, copies: int) -> list[str]:
     return files
 
 
-def bench_dedup(copies: int, engines: list[str]) -> list[dict[str, Any]]:
+def bench_dedup(
+    copies: int, engines: list[str], generated: int = 0, partitions: int = 0
+) -> list[dict[str, Any]]:
     from neardup.dedup import dedup
     from neardup.distributed import make_engine, run_dedup
     from neardup.io import read_corpus
@@ -92,11 +141,14 @@ def bench_dedup(copies: int, engines: list[str]) -> list[dict[str, Any]]:
     out = []
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        inputs = _corpus(tmp, copies)
+        inputs = _generated(tmp, generated, 4) if generated else _corpus(tmp, copies)
+        parts = partitions or 2 * len(inputs)
         t0 = time.perf_counter()
         with read_corpus(inputs) as c:
             r = dedup(list(c.texts), ids=list(c.ids))
         want = r.stats["kept"]
+        quality = ("kept", "exact_duplicates", "near_duplicates", "clusters", "pairs")
+        want_q = {q: r.stats.get(q) for q in quality}
         out.append(
             {"engine": "single-process dedup()", "documents": r.stats["documents"],
              "elapsed_s": round(time.perf_counter() - t0, 3), "kept": want}
@@ -107,10 +159,17 @@ def bench_dedup(copies: int, engines: list[str]) -> list[dict[str, Any]]:
                 eng = make_engine(name, workers=workers)
                 start = time.perf_counter() - t0
                 try:
+                    # warm-up job: worker processes start, kernels load (engine overhead)
+                    t0 = time.perf_counter()
+                    run_dedup(
+                        _corpus(tmp, 1)[:1], str(tmp / f"warm-{name}-{workers}"), engine=eng,
+                        partitions=2,
+                    )  # fmt: skip
+                    warm = time.perf_counter() - t0
                     t1 = time.perf_counter()
                     res = run_dedup(
                         inputs, str(tmp / f"w-{name}-{workers}"), engine=eng,
-                        partitions=2 * copies,
+                        partitions=parts,
                     )  # fmt: skip
                     run = time.perf_counter() - t1
                 finally:
@@ -121,7 +180,13 @@ def bench_dedup(copies: int, engines: list[str]) -> list[dict[str, Any]]:
                     {"engine": f"{name} x{workers}", "documents": res.stats["documents"],
                      "start_s": round(start, 3), "elapsed_s": round(run, 3),
                      "kept": res.stats["kept"], "same_kept": res.stats["kept"] == want,
-                     "shuffle_bytes": res.stats["shuffle_bytes"], "steps_s": res.stats["timings_s"]}
+                     "same_quality": {q: res.stats.get(q) for q in quality} == want_q,
+                     "partitions": parts,
+                     "shuffle_bytes": res.stats["shuffle_bytes"], "steps_s": res.stats["timings_s"],
+                     "warmup_s": round(warm, 3),
+                     "shuffle_bytes_by_step": {
+                         k: v.get("shuffle_bytes", 0) for k, v in res.steps.items()
+                     }}
                 )  # fmt: skip
     return out
 
@@ -132,20 +197,30 @@ def main() -> None:
     ap.add_argument("--stored", type=int, default=8_000_000)
     ap.add_argument("--docs-copies", type=int, default=4)
     ap.add_argument("--engines", default="local,dask")
+    ap.add_argument(
+        "--generated", type=int, default=0, help="self-dedup N generated short posts instead"
+    )
+    ap.add_argument("--partitions", type=int, default=0)
+    ap.add_argument("--skip-batch", action="store_true")
     ap.add_argument("--out", default="benchmarks/results/distributed.json")
     a = ap.parse_args()
-    batch = bench_batch(a.queries, a.stored)
-    print(
-        f"batch mode: tables over {batch['queries']:,} queries (build {batch['build_s']} s), "
-        f"{batch['stored']:,} stored probed in {batch['probe_s']} s = "
-        f"{batch['stored_per_s_per_core']:,} /s/core, {batch['pairs']:,} pairs"
+    batch = {} if a.skip_batch else bench_batch(a.queries, a.stored)
+    if batch:
+        print(
+            f"batch mode: tables over {batch['queries']:,} queries (build {batch['build_s']} s), "
+            f"{batch['stored']:,} stored probed in {batch['probe_s']} s = "
+            f"{batch['stored_per_s_per_core']:,} /s/core, {batch['pairs']:,} pairs; "
+            f"HammingIndex.search {batch['hamming_index']['stored_per_s_per_core']:,} /s/core"
+        )
+    rows = bench_dedup(
+        a.docs_copies, [e for e in a.engines.split(",") if e], a.generated, a.partitions
     )
-    rows = bench_dedup(a.docs_copies, [e for e in a.engines.split(",") if e])
-    print(f"{'engine':<24}{'docs':>8}{'start s':>9}{'run s':>8}{'kept':>7}  shuffle bytes")
+    print(f"{'engine':<24}{'docs':>9}{'start s':>9}{'warm s':>8}{'run s':>8}{'kept':>9}  shuffle B")
     for r in rows:
         print(
-            f"{r['engine']:<24}{r['documents']:>8,}{r.get('start_s', 0):>9.2f}"
-            f"{r['elapsed_s']:>8.2f}{r['kept']:>7,}  {r.get('shuffle_bytes', '')}"
+            f"{r['engine']:<24}{r['documents']:>9,}{r.get('start_s', 0):>9.2f}"
+            f"{r.get('warmup_s', 0):>8.2f}{r['elapsed_s']:>8.2f}{r['kept']:>9,}"
+            f"  {r.get('shuffle_bytes', '')}"
         )
     result = {
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),

@@ -12,7 +12,7 @@ For each data kind (random / clustered SimHash values, as in bench_index.py) at 
 * ``--budgets``: further compressed runs with a ``memory_budget`` (bytes per fingerprint), so
   the planner picks fewer tables (e.g. the two-table layout for a 50 M window in 1.2 GB);
 * ``--faiss``: faiss ``IndexBinaryMultiHash`` configurations (nhash,b,nflip) on the same
-  fingerprints and queries, one OpenMP thread: memory as RSS growth over ``add`` (faiss holds
+  fingerprints and queries, one OpenMP thread, in a fresh process: memory as RSS growth over ``add`` (faiss holds
   its codes and hash maps), batched queries/s in thread CPU time, and a check that it finds the
   same (query, id) pairs;
 * the memory a 50 M-fingerprint window would take at each layout's measured bytes/fp (a table's
@@ -201,9 +201,9 @@ def _faiss_child(conn: Any, *args: Any) -> None:
 def faiss_in_child(
     fps: np.ndarray, q: np.ndarray, k: int, cfg: tuple[int, int, int], single: int
 ) -> tuple[dict[str, Any], set[tuple[int, int]]]:
-    """:func:`faiss_run` in a forked child: its RSS growth is faiss's alone (in this process
-    malloc would reuse memory freed by the runs before)."""
-    ctx = mp.get_context("fork")
+    """:func:`faiss_run` in a fresh (spawned) process: its RSS growth is faiss's alone (here, or
+    in a forked child, malloc would reuse heap memory freed by the runs before)."""
+    ctx = mp.get_context("spawn")
     a, b = ctx.Pipe(duplex=False)
     p = ctx.Process(target=_faiss_child, args=(b, fps, q, k, cfg, single))
     p.start()

@@ -299,7 +299,8 @@ def test_ids_spanning_under_2_32_cost_4_bytes(base: int, step: int) -> None:
     pa = plan_arrays(HammingIndex(expected_size=4000).plan)
     seg = CompressedSegment.build(fps.reshape(-1, 1), ids, pa)
     assert seg.id_off is not None and seg.id_off.dtype == np.uint32
-    assert seg.nbytes == seg.ct.nbytes + seg.dirs.nbytes + seg.luts.nbytes + 4 * 4000
+    lut_bytes = seg.luts.nbytes + seg.pluts.nbytes
+    assert seg.nbytes == seg.ct.nbytes + seg.dirs.nbytes + lut_bytes + 4 * 4000
     assert sorted(seg.ids.tolist()) == sorted(ids.tolist())
     rows = np.array([0, 17, 3999])
     np.testing.assert_array_equal(seg.ids_at(rows), seg.ids[rows])
@@ -415,3 +416,47 @@ def test_index_set_searches_compressed_indexes_apart_and_exactly() -> None:
     assert_same(s.search(q, 3), search_reference(fps, np.arange(3000), q, 3))
     s2 = IndexSet([b], sealed=[a])
     assert not s2.sealed_ok  # the set does not cover a compressed sealed index
+
+
+# ---------------------------------------------------------------------------- probe decoder
+@given(
+    vals=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=200),
+    dup_every=st.integers(0, 4),
+    shift=st.sampled_from([0, 30, 60]),
+    block_bytes=st.sampled_from([16, 64, 256]),
+    cut=st.integers(0, 2**64 - 1),
+)
+def test_probe_decoder_stops_after_the_first_key_past_last(
+    vals: list[int], dup_every: int, shift: int, block_bytes: int, cut: int
+) -> None:
+    from neardup.index.compressed import _decode_until, probe_lut
+
+    keys = _keys(vals, dup_every, shift)
+    t = encode_table(keys, block_bytes)
+    plut = probe_lut(t.lens)
+    bw = block_bytes // 8
+    buf = np.empty(block_bytes * 8 + 2, dtype=np.uint64)
+    last = np.uint64(cut >> shift)
+    for b in range(len(t.bkeys)):
+        s = int(t.bstart[b])
+        e = int(t.bstart[b + 1]) if b + 1 < len(t.bkeys) else t.n
+        r = _decode_until(
+            t.words, np.int64(b * bw), np.int64(bw), t.bkeys[b], e - s, plut, buf, last
+        )
+        want = keys[s:e]
+        past = np.flatnonzero(want > last)
+        assert r == (int(past[0]) + 1 if len(past) else e - s)
+        np.testing.assert_array_equal(buf[:r], want[:r])
+
+
+def test_search_refuses_a_block_that_does_not_decode() -> None:
+    rng = np.random.default_rng(8)
+    fps = rng.integers(0, 2**64, 5000, dtype=np.uint64)
+    idx = HammingIndex(max_distance=3, expected_size=5000, compress=True, layout="tables")
+    idx.add(fps)
+    idx.optimize()
+    seg = idx._segments[0]
+    # a stream where no code is valid (what a corrupt block decodes as): the probe must stop
+    seg.pluts[:] = 0xFFFF
+    with pytest.raises(CorruptFileError, match="does not decode"):
+        idx.search(fps[:200])

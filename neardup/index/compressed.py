@@ -132,6 +132,21 @@ def decode_lut(lens: npt.NDArray[np.uint8], max_len: int = MAX_CODE_LEN) -> npt.
     return lut
 
 
+def probe_lut(lens: npt.NDArray[np.uint8], max_len: int = MAX_CODE_LEN) -> npt.NDArray[np.uint16]:
+    """The probe decoder's look-up table: ``h | advance << 7`` where advance is the whole
+    entry's length in bits (code + ``h - 1`` low bits), so the next position is one add away
+    (the serial chain from one key to the next is what a probe waits on); 0xFFFF (h = 127)
+    for prefixes of no code."""
+    lut = np.full(1 << max_len, 0xFFFF, dtype=np.uint16)
+    codes = canonical_codes(lens)
+    for s, ln in enumerate(lens):
+        ln = int(ln)
+        if ln:
+            lo = int(codes[s]) << (max_len - ln)
+            lut[lo : lo + (1 << (max_len - ln))] = s | ((ln + max(s - 1, 0)) << 7)
+    return lut
+
+
 # ---------------------------------------------------------------------------- encoder
 def _bit_length(x: U64) -> I64:
     """Bit length of each uint64 (0 for 0), exactly (via two exact 32-bit float conversions)."""
@@ -348,8 +363,9 @@ def _decode_run(words, pos, end, prev, lut, out, j0):  # type: ignore[no-untyped
 
 @njit(nogil=True, cache=True)
 def _decode_until(words, wbase, bw, key, count, lut, out, last):  # type: ignore[no-untyped-def]
-    """Like :func:`decode_block`, but stops after the first key ``> last`` (a probe needs no
-    key past its bucket). Returns how many keys were written, or -1 when the stream is corrupt."""
+    """Like :func:`decode_block` (but with a :func:`probe_lut`), stopping after the first key
+    ``> last`` (a probe needs no key past its bucket). Returns how many keys were written, or
+    -1 when the stream is corrupt."""
     out[0] = key
     if key > last:
         return np.int64(1)
@@ -364,24 +380,24 @@ def _decode_until(words, wbase, bw, key, count, lut, out, last):  # type: ignore
         v = words[w]
         if o:
             v = (v << np.uint64(o)) | (words[w + 1] >> np.uint64(64 - o))
-        e = np.int64(lut[np.int64(v >> np.uint64(64 - MAX_CODE_LEN))])
-        ln = e >> 8
-        h = e & 0xFF
-        if ln > MAX_CODE_LEN:
+        e = np.int64(lut[np.int64(v >> np.uint64(64 - MAX_CODE_LEN))])  # probe_lut
+        h = e & 0x7F
+        adv = e >> 7
+        if h > 64:
             return np.int64(-1)
         if h == 0:
-            pos += ln
             cur = prev
         else:
+            ln = adv - h + 1
             if h == 1:
                 low = np.uint64(0)
-            elif ln + h - 1 <= 64:
+            elif adv <= 64:
                 low = (v << np.uint64(ln)) >> np.uint64(65 - h)
             else:
                 low = _peek(words, pos + ln, h - 1)
-            pos += ln + h - 1
             top = (prev >> np.uint64(h)) << np.uint64(h) if h < 64 else np.uint64(0)
             cur = top | (np.uint64(1) << np.uint64(h - 1)) | low
+        pos += adv
         out[j] = cur
         prev = cur
         if cur > last:
@@ -762,7 +778,7 @@ def _table0_rows(fp, bkeys, bstart, words, luts, boff, woff, bw, n, dirs, dbits,
 
 @njit(nogil=True, cache=True)
 def search_compressed(  # type: ignore[no-untyped-def]
-    q, k, n, bkeys, bstart, words, luts, boff, woff, bw, dirs, dbits, rows, fps,
+    q, k, n, bkeys, bstart, words, luts, pluts, boff, woff, bw, dirs, dbits, rows, fps,
     inv_idx, inv_mask, inv_n, pidx, pmask, npieces, pb, radius, flips, flipd, nflips,
     pm_key, pm_orig, qk, buf, buf0, out_q, out_r, out_d,
 ):  # fmt: skip
@@ -851,7 +867,7 @@ def search_compressed(  # type: ignore[no-untyped-def]
                         break
                     s, e = _block_count(bstart, b0, blk, nb, n)
                     r = _decode_until(
-                        words, woff[t] + blk * bw, bw, tb[blk], e - s, luts[t], buf, last
+                        words, woff[t] + blk * bw, bw, tb[blk], e - s, pluts[t], buf, last
                     )
                     if r < 0:
                         return -1 - t - 1000 * blk
@@ -982,6 +998,7 @@ class CompressedSegment:
         "keys",
         "luts",
         "n_dead",
+        "pluts",
         "rows",
         "words",
     )
@@ -1006,7 +1023,7 @@ class CompressedSegment:
         if id_base is not None:
             if ids.dtype != np.uint32:
                 raise CorruptFileError(f"compressed segment: id offsets are {ids.dtype}, not u4")
-            self.id_base, self.id_off = int(id_base), ids
+            self.id_base, self.id_off = int(id_base), ids.view(np.uint32)
         elif len(ids) and int(ids.max()) - int(ids.min()) < 1 << 32:
             self.id_base = int(ids.min())
             self.id_off = (ids - np.int64(self.id_base)).astype(np.uint32)
@@ -1028,6 +1045,7 @@ class CompressedSegment:
         self.dbits = int(min(pa.min_pb, max(1, min(20, max(nb_min, 1).bit_length() - 1))))
         self.dirs = _dirs_all(ct.bkeys, ct.boff, self.dbits)
         self.luts = np.stack([decode_lut(ct.lens[t]) for t in range(ct.n_tables)])
+        self.pluts = np.stack([probe_lut(ct.lens[t]) for t in range(ct.n_tables)])
 
     @property
     def ids(self) -> I64:
@@ -1057,7 +1075,7 @@ class CompressedSegment:
     def nbytes(self) -> int:
         ida = self._ids64 if self._ids64 is not None else self.id_off
         total = ida.nbytes + self.ct.nbytes + self.dirs.nbytes  # type: ignore[union-attr]
-        total += self.luts.nbytes
+        total += self.luts.nbytes + self.pluts.nbytes
         for a in (self.fps_raw, self.rows, self.alive):
             if a is not None:
                 total += a.nbytes
@@ -1152,7 +1170,7 @@ class CompressedSegment:
             out_r = np.empty(cap, dtype=np.int64)
             out_d = np.empty(cap, dtype=np.int32)
             cnt = search_compressed(
-                q, k, np.int64(self.n), ct.bkeys, ct.bstart, ct.words, luts, ct.boff,
+                q, k, np.int64(self.n), ct.bkeys, ct.bstart, ct.words, luts, self.pluts, ct.boff,
                 ct.woff, np.int64(ct.block_bytes // 8), self.dirs, np.int64(self.dbits),
                 rows, fps, inv_idx, inv_mask, inv_n, pa.pidx, pa.pmask, pa.npieces, pa.pb,
                 pa.radius, pa.flips, pa.flipd, pa.nflips, pa.pm_key, pa.pm_orig, qk, buf,

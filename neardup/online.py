@@ -1466,7 +1466,12 @@ class Deduplicator:
                 op.future.set_exception(exc)
             return
         try:
-            unsynced = self.store.commit(records, arrays, durable=syncer is None)
+            unsynced = self.store.commit(
+                records,
+                arrays[:3],
+                durable=syncer is None,
+                bands=arrays[3] if len(arrays) > 3 else None,
+            )
         except StorageError as exc:
             self._counters["storage_errors"] += 1
             reads = [op for op in group if op.kind == "check"]
@@ -1561,11 +1566,17 @@ class Deduplicator:
     ) -> tuple[
         list[Any],
         list[AddRecord | DeleteRecord],
-        tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64], npt.NDArray[np.float64]],
+        tuple[Any, ...],
     ]:
         """Decide a group in arrival order; returns (results per op, log records, the added
-        rows as (fingerprints, row ids, times) arrays). Row ids are allocated here."""
+        rows as (fingerprints, row ids, times[, band entry keys]) arrays). Row ids are
+        allocated here."""
         doc_ops = [op for op in group if op.docs is not None]
+        if self.lsh_plan is not None:
+            for op in doc_ops:  # prepared elsewhere without the channel: its keys made here
+                dd = op.docs
+                if dd is not None and dd.bands is None:
+                    dd.sig, dd.usable, dd.bands = lsh_keys(self.verifier, self.lsh_plan, dd.texts)
         # everything a group needs from the index and metadata, fetched in bulk
         if doc_ops:
             fps = (
@@ -1745,6 +1756,8 @@ class Deduplicator:
                 else np.concatenate([op.docs.times for op in doc_ops])  # type: ignore[union-attr]
             )
             arrays = (fps[pos], rids, times[pos])
+            if self.lsh_plan is not None:  # band keys made by the preparer, not in the writer
+                arrays += (np.concatenate([op.docs.bands for op in doc_ops])[pos],)  # type: ignore[union-attr]
         else:
             arrays = (fps[:0], rids, np.zeros(0, np.float64))
         return results, records, arrays
@@ -1810,6 +1823,27 @@ class Deduplicator:
             if all(j != x for j, _ in lst):
                 lst.append((x, (self._fp_int(fps[x]) ^ self._fp_int(fps[y])).bit_count()))
 
+    def _verify(
+        self, text: str, chunk: list[tuple[int, int, str, str]]
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+        """Decide (text, candidate text) pairs: with the MinHash channel by the batch
+        pipeline's own verification (:func:`neardup.dedup.stage_verify`: numba bounds, then the
+        exact LCS), so online and batch apply one rule; else ``Verifier.verify_many``."""
+        if self.lsh_plan is None:
+            return self.verifier.verify_many(
+                [text] * len(chunk), [c[3] for c in chunk], [c[0] for c in chunk]
+            )
+        from .dedup import stage_verify
+
+        m = len(chunk)
+        return stage_verify(
+            self.verifier,
+            [text, *(c[3] for c in chunk)],
+            np.zeros(m, np.int64),
+            np.arange(1, m + 1, dtype=np.int64),
+            np.array([c[0] for c in chunk], np.int32),
+        )
+
     def _warm_up(self) -> None:
         """Load the compiled kernels the first groups would otherwise wait for (all_pairs, the
         index's build and search, each in its GIL-holding variant for a few queries and its
@@ -1858,6 +1892,7 @@ class Deduplicator:
 
                 sig, usable, _ = lsh_keys(self.verifier, self.lsh_plan, ["warm up minhash"] * 2)
                 lsh_pairs(sig, usable, self.lsh_plan)
+                self._verify("warm up the verifier", [(0, 0, "w", "warm up the verifier kernels")])
         except Exception:  # warm-up is an optimisation only
             log.debug("warm-up failed", exc_info=True)
 
@@ -1984,9 +2019,7 @@ class Deduplicator:
         while pending[pos:] and len(found) < self.max_matches:
             chunk = pending[pos : pos + max(4, self.max_matches - len(found))]
             pos += len(chunk)
-            ok, scores = self.verifier.verify_many(
-                [text] * len(chunk), [c[3] for c in chunk], [c[0] for c in chunk]
-            )
+            ok, scores = self._verify(text, chunk)
             for c, a, sc in zip(chunk, ok.tolist(), scores.tolist(), strict=True):
                 if a:
                     found.append((c[0], c[1], c[2], float(sc)))

@@ -306,3 +306,22 @@ def test_service_config_passes_the_mode(tmp_path) -> None:
         assert reg.get("default").candidates == "lsh"
     finally:
         reg.close()
+
+
+def test_writer_uses_the_preparers_band_keys() -> None:
+    """The writer never tokenises for the channel: the band keys come from the preparer (a
+    batch prepared without the channel gets them in the writer, once)."""
+    from neardup.online import DocumentPreparer
+
+    a, b = _lsh_only_pair()
+    with Deduplicator() as d:
+
+        def refuse(texts):
+            raise AssertionError("band keys recomputed in the writer")
+
+        d.store.band_keys_of = refuse
+        d.check_and_add({"id": "a", "text": a})
+        plain = DocumentPreparer(d.fingerprinter, d.bits, d.clock)
+        got = d.submit_prepared("check", plain.prepare([{"id": "b", "text": b}]))
+        dec = got.result() if hasattr(got, "result") else got
+        assert dec[0].duplicate and dec[0].matches[0].id == "a"

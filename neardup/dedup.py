@@ -622,9 +622,13 @@ class ExactFingerprintPass:
 
     # -- results
     def finish(
-        self, texts: Sequence[str], timings: dict[str, float] | None = None
+        self,
+        texts: Sequence[str],
+        timings: dict[str, float] | None = None,
+        progress: Callable[[int], None] | None = None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
-        """Feed the rest of ``texts`` and return ``(first, fps_u, empty_u)``."""
+        """Feed the rest of ``texts`` and return ``(first, fps_u, empty_u)``.
+        ``progress(texts done)`` (optional) is called as the chunks' results are collected."""
         from .fingerprint import content_hash_many
 
         t0 = time.perf_counter()
@@ -654,12 +658,16 @@ class ExactFingerprintPass:
         other = np.flatnonzero(~np.concatenate(self._ascii))
         if other.size:  # overlaps with the chunks still running
             hashes[other] = content_hash_many([texts[k] for k in other.tolist()], normalize=True)
+        collected = int(other.size)
         for fut in self._futures:
             pos, h, rows, f, nf = fut.result()
             hashes[pos] = h
             fps[rows] = f
             nfeat[rows] = nf
             done[rows] = True
+            collected += int(pos.size)
+            if progress is not None:
+                progress(collected)
         self.close()
         first = first_of_equal_rows(hashes)
         unique = np.flatnonzero(first == np.arange(n))
@@ -981,6 +989,7 @@ def stage_candidates_lsh(
     work_per_doc_ns: int | None = None,
     prepared: dict[int, tuple[bytes, int]] | None = None,
     deferred_out: list[npt.NDArray[np.bool_]] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
     """Candidate pairs ``(a, b, distance)``, a < b, sorted, unique: the union of
 
@@ -999,6 +1008,9 @@ def stage_candidates_lsh(
     when the per-document pair valve lowered its distance or both texts have more than
     ``LAZY_SIMHASH_PARTNERS`` partners there); :func:`dedup` verifies those lazily
     (:func:`verify_in_chunks`).
+
+    ``progress(k)`` (optional) reports texts done, ``k`` of ``len(texts)``, weighted by phase
+    (SimHash pass 20 %, signatures 40 %, band pairs 40 %: their shares on short posts).
     """
     from .hamming import hamming_many
     from .pipeline.minhash import lsh_pairs, minhash_signatures
@@ -1009,13 +1021,28 @@ def stage_candidates_lsh(
         fps, simhash_distance, idx, workers, max_candidates_per_doc, info, "simhash",
         work_per_doc_ns, lengths,
     )  # fmt: skip
+    tell = progress or (lambda k: None)
+    tell(n // 5)
     t0 = time.perf_counter()
     sig, tokens = minhash_signatures(
-        verifier, texts, plan.hashes, workers=workers, prepared=prepared
+        verifier,
+        texts,
+        plan.hashes,
+        workers=workers,
+        prepared=prepared,
+        progress=lambda j: tell(n // 5 + 2 * n * j // (5 * max(n, 1))),
     )
     t1 = time.perf_counter()
     capped: list[npt.NDArray[np.bool_]] = []
-    la, lb = lsh_pairs(sig, tokens > 0, plan, lsh_info, workers, capped)
+    la, lb = lsh_pairs(
+        sig,
+        tokens > 0,
+        plan,
+        lsh_info,
+        workers,
+        capped,
+        lambda band: tell(3 * n // 5 + 2 * n * band // (5 * plan.bands)),
+    )
     del sig
     if lsh_info is not None:
         lsh_info["signatures_s"] = round(t1 - t0, 4)
@@ -1433,13 +1460,15 @@ def dedup(
         else np.fromiter(map(len, texts), dtype=np.int64, count=n)
     )
 
-    def timed(name: str) -> Callable[[], None]:
+    def timed(name: str, total: int | None = None) -> Callable[[], None]:
+        """Time a stage; report its start and end (in ``total`` items when it reports counts
+        as it goes, else as 0/1 and 1/1)."""
         t0 = time.perf_counter()
-        report(name, 0, 1)
+        report(name, 0, 1 if total is None else total)
 
         def done() -> None:
             timings[name] = round(time.perf_counter() - t0, 4)
-            report(name, 1, 1)
+            report(name, *((1, 1) if total is None else (total, total)))
 
         return done
 
@@ -1447,24 +1476,28 @@ def dedup(
 
     fp = cfg.make_fingerprinter()
     if cfg.exact:  # one pass: exact hashes and the first copies' fingerprints
-        report("exact", 0, 1)
-        report("fingerprint", 0, 1)
-        if exact_pass is not None and exact_pass.fp == fp and exact_pass.n <= n:
-            try:
-                first, fps_u, empty_u = exact_pass.finish(texts, timings)
-            finally:
-                exact_pass.close()
-        else:
+        report("exact", 0, n)
+        report("fingerprint", 0, n)
+
+        def texts_done(k: int) -> None:
+            report("exact", k, n)
+            report("fingerprint", k, n)
+
+        if exact_pass is None or exact_pass.fp != fp or exact_pass.n > n:
             if exact_pass is not None:
                 exact_pass.close()
-            first, fps_u, empty_u = stage_exact_fingerprint(texts, fp, cfg.workers, timings)
+            exact_pass = ExactFingerprintPass(fp, cfg.workers)
+        try:
+            first, fps_u, empty_u = exact_pass.finish(texts, timings, texts_done)
+        finally:
+            exact_pass.close()
         t1 = time.perf_counter()
         is_dup = first != np.arange(n)
         groups = ExactGroups.from_first(first)
         exact = stage_exact_pairs(groups, cfg.expand_pairs)
         timings["exact"] = round(timings["exact"] + time.perf_counter() - t1, 4)
-        report("exact", 1, 1)
-        report("fingerprint", 1, 1)
+        report("exact", n, n)
+        report("fingerprint", n, n)
         unique = np.flatnonzero(~is_dup).astype(np.int64)
     else:
         if exact_pass is not None:
@@ -1481,7 +1514,9 @@ def dedup(
         fps_u, empty_u = stage_fingerprint(fp, [texts[i] for i in unique.tolist()], cfg.workers)
         done()
 
-    done = timed("candidates")
+    # counted in the corpus's documents, like the other document stages (the candidate stage
+    # works on the first copies: k of them done reports k * n / first copies)
+    done = timed("candidates", n)
     passes: dict[str, Any] = {}
     lsh_info: dict[str, Any] = {}
     tokenised: dict[int, tuple[bytes, int]] = {}
@@ -1503,6 +1538,7 @@ def dedup(
             cfg.candidate_work_per_doc_ns if cfg.max_distance is None else None,
             tokenised,
             deferred,
+            lambda k: report("candidates", k * n // max(int(unique.size), 1), n),
         )
         if tokenised:  # those in a pair, re-keyed from position among first copies to texts
             involved = set(ca.tolist()) | set(cb.tolist())
@@ -1522,7 +1558,7 @@ def dedup(
     ca, cb = unique[ca], unique[cb]
     done()
 
-    done = timed("verify")
+    done = timed("verify", ca.size if cfg.verify else None)
     if cfg.verify:
 
         def skippable(ok: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -275,6 +275,7 @@ def minhash_signatures(
     *,
     workers: int = 1,
     prepared: dict[int, tuple[bytes, int]] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> tuple[npt.NDArray[np.uint16], npt.NDArray[np.int64]]:
     """b-bit MinHash signatures of the texts' token bigrams: ``(sig uint16 (n, hashes), tokens
     int64 (n,))``; a text without tokens has ``tokens == 0`` and an all-``NO_SIGNATURE`` row.
@@ -283,7 +284,8 @@ def minhash_signatures(
     ``prepared`` (optional) receives the texts that needed Python work (non-ASCII texts
     tokenised by ``Verifier.tokens``, social markers stripped), keyed by position, in the form
     the verification kernels take (:func:`~neardup.pipeline.tokens.token_hashes`): passed on to
-    verification, those texts are not tokenised twice."""
+    verification, those texts are not tokenised twice. ``progress(texts done)`` (optional) is
+    called after each chunk."""
     n = len(texts)
     pa, pb = _permutations(hashes)
     sig = np.empty((n, hashes), np.uint16)
@@ -312,6 +314,8 @@ def minhash_signatures(
                 counts[flagged] = s_counts
             if prepared is None:  # only this chunk's entries were needed
                 special.clear()
+            if progress is not None:
+                progress(j)
     if prepared is not None:
         prepared.update(special)
     return sig, counts
@@ -561,6 +565,7 @@ def lsh_pairs(
     info: dict[str, Any] | None = None,
     workers: int = 1,
     capped_out: list[npt.NDArray[np.bool_]] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Candidate pairs ``(a, b)``, ``a < b``, sorted and unique, among ``usable`` rows of
     ``sig``: rows sharing a band key whose signatures agree on ``>= plan.min_agreement`` values.
@@ -569,7 +574,8 @@ def lsh_pairs(
 
     ``capped_out`` (optional) receives one bool mask over the returned pairs: True for a pair
     found only inside capped (larger than ``bucket_cap + 1``) buckets, i.e. only because of a
-    pathological bucket (:func:`neardup.dedup.stage_verify_deferred` verifies those lazily)."""
+    pathological bucket (:func:`neardup.dedup.verify_in_chunks` verifies those lazily).
+    ``progress(bands done)`` (optional) is called after each band."""
     idx = np.flatnonzero(usable).astype(np.int64)
     s = sig[idx]
     parts_a, parts_b = [], []
@@ -586,6 +592,8 @@ def lsh_pairs(
                 block = _band_key_block(s, band, min(plan.bands, band + BAND_BLOCK), plan.rows)
             keys = block[band % BAND_BLOCK]
         members, bounds = _groups(keys)
+        if progress is not None and band:
+            progress(band)
         if bounds.size < 2:
             continue
         capped += int((np.diff(bounds) > plan.bucket_cap + 1).sum())

@@ -461,9 +461,34 @@ def datasketch_pairs(texts: list[str], threshold: float = 0.5, num_perm: int = 1
     return pairs
 
 
+def gaoya_pairs(texts: list[str], workers: int, threshold: float = 0.5) -> set:
+    """gaoya 0.2 ``MinHashStringIndex`` as its README shows it, set up like the datasketch peer:
+    char 3-grams (lower-cased), Jaccard threshold 0.5, 128 hashes (32 bands x 4 rows, 32-bit),
+    bulk insert then bulk query of every text (Rust threads); pairs ``(i, j)``, ``i < j``."""
+    import gaoya
+
+    index = gaoya.minhash.MinHashStringIndex(
+        hash_size=32,
+        jaccard_threshold=threshold,
+        num_bands=32,
+        band_size=4,
+        analyzer="char",
+        lowercase=True,
+        ngram_range=(3, 3),
+        id_container="vec",
+    )
+    ids = list(range(len(texts)))
+    index.par_bulk_insert_docs(ids, texts)
+    out = set()
+    for i, found in enumerate(index.par_bulk_query(texts)):
+        out.update((min(i, j), max(i, j)) for j in found if j != i)
+    return out
+
+
 def peers(kind: str, n: int, seed: int, workers: int, skip: set[str]) -> dict:
-    """neardup.dedup (in-process; the second of two runs is timed) and datasketch MinHashLSH on
-    the same generated texts: wall time and planted-pair recall (a pair counts when reported)."""
+    """neardup.dedup (in-process; the second of two runs is timed, with its peak memory),
+    datasketch MinHashLSH and gaoya's MinHash index on the same generated texts: wall time and
+    planted-pair recall (a pair counts when reported)."""
     from neardup import dedup
 
     planted: list[tuple[int, int]] = []
@@ -472,16 +497,40 @@ def peers(kind: str, n: int, seed: int, workers: int, skip: set[str]) -> dict:
     t0 = time.perf_counter()
     dedup(texts, workers=workers)  # the first run compiles what the numba cache lacks
     out["neardup_first_run_s"] = round(time.perf_counter() - t0, 2)
-    t0 = time.perf_counter()
-    r = dedup(texts, workers=workers)  # timed: the second run
-    el = time.perf_counter() - t0
+    import gc
+
+    gc.collect()
+    base = RssSampler()
+    base._read()  # the texts (and what the first run left to the allocator)
+    with RssSampler() as rss:
+        t0 = time.perf_counter()
+        r = dedup(texts, workers=workers)  # timed: the second run
+        el = time.perf_counter() - t0
     got = set(zip(r.pairs.a.tolist(), r.pairs.b.tolist(), strict=True))
     out["neardup"] = {
         "wall_s": round(el, 2),
         "planted_recall": round(sum(p in got for p in planted) / max(1, len(planted)), 4),
         "timings_s": r.stats["timings_s"],
         "lsh": r.stats.get("lsh"),
+        "peak_rss_mb": round(rss.peak["VmRSS"] / 1024, 1),
+        "rss_before_mb": round(base.peak["VmRSS"] / 1024, 1),
+        "text_mb": round(sum(map(len, texts)) / 1e6, 1),
+        # the run's own growth over the resident texts, per document
+        "dedup_bytes_per_doc": round(1024 * (rss.peak["VmRSS"] - base.peak["VmRSS"]) / n, 1),
     }
+    del r, got
+    if "gaoya" not in skip:
+        try:
+            t0 = time.perf_counter()
+            got = gaoya_pairs(texts, workers)
+            el = time.perf_counter() - t0
+            out["gaoya"] = {
+                "wall_s": round(el, 2),
+                "planted_recall": round(sum(p in got for p in planted) / max(1, len(planted)), 4),
+                "pairs": len(got),
+            }
+        except ImportError:
+            out["gaoya"] = "not installed (pip install gaoya)"
     if "datasketch" not in skip:
         try:
             t0 = time.perf_counter()
@@ -495,6 +544,24 @@ def peers(kind: str, n: int, seed: int, workers: int, skip: set[str]) -> dict:
         except ImportError:
             out["datasketch"] = "not installed (pip install datasketch==2.0.0)"
     return out
+
+
+def machine() -> dict:
+    """The machine a result came from."""
+    import platform
+
+    mem_kib = 0
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            mem_kib = int(fh.readline().split()[1])
+    except OSError:
+        pass
+    return {
+        "cpus": os.cpu_count(),
+        "memory_gib": round(mem_kib / (1 << 20), 1),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
 
 
 def main() -> None:
@@ -513,8 +580,9 @@ def main() -> None:
     ap.add_argument(
         "--peers",
         action="store_true",
-        help="instead: time neardup.dedup against datasketch MinHashLSH (char 3-grams, t=0.5, "
-        "128 perms) on the same generated texts, in process (writes bench_dedup_peers.json)",
+        help="instead: time neardup.dedup against datasketch MinHashLSH and gaoya (char 3-grams, "
+        "t=0.5, 128 perms) on the same generated texts, in process (writes "
+        "bench_dedup_peers.json, or --out)",
     )
     ap.add_argument("--skip", default="", help="with --peers: systems to leave out")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -529,11 +597,16 @@ def main() -> None:
         ]
         for r in res:
             print(json.dumps(r))
-        out = args.out.with_name("bench_dedup_peers.json")
+        default = ap.get_default("out")
+        out = args.out.with_name("bench_dedup_peers.json") if args.out == default else args.out
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(
-            json.dumps({"load_average": os.getloadavg(), "results": res}, indent=2) + "\n"
-        )
+        doc = {
+            "machine": machine(),
+            "command": "python benchmarks/bench_dedup.py " + " ".join(sys.argv[1:]),
+            "load_average": os.getloadavg(),
+            "results": res,
+        }
+        out.write_text(json.dumps(doc, indent=2) + "\n")
         print(f"wrote {out}")
         return
     if args.child:

@@ -969,6 +969,9 @@ def stage_candidates(
 LSH_SIMHASH_DISTANCE = 3
 
 
+#: :func:`dedup` verifies the deferred pairs lazily only when there are more than this many per
+#: first copy (a concentrated corpus: a shared boilerplate gives ~80; ordinary corpora ~0.01)
+LAZY_MIN_PAIRS_PER_DOC = 4
 #: a SimHash pair of the ``candidates="lsh"`` mode is verified lazily (:func:`verify_in_chunks`)
 #: when both its texts have more partners than this in the SimHash pass
 LAZY_SIMHASH_PARTNERS = 8
@@ -1574,6 +1577,11 @@ def dedup(
             dropped = rep != np.arange(n)
             return dropped[ca] & dropped[cb]
 
+        # lazily only when a concentrated corpus made many such pairs: otherwise every
+        # candidate is verified and every matched pair reported
+        lazy = deferred[0] if deferred else None
+        if lazy is not None and lazy.sum() <= LAZY_MIN_PAIRS_PER_DOC * unique.size:
+            lazy = None
         ok, score, skipped = verify_in_chunks(
             verifier,
             texts,
@@ -1582,13 +1590,14 @@ def dedup(
             cd,
             cfg.workers,
             tokenised,
-            deferred=deferred[0] if deferred else None,
+            deferred=lazy,
             skippable=skippable,
             order=_longest_first(lengths, ca, cb) if cfg.keep == "longest" else None,
             progress=progress,
         )
         if deferred:
             lsh_info["deferred_pairs"] = int(deferred[0].sum())
+            lsh_info["deferred_lazy"] = lazy is not None
             lsh_info["deferred_skipped"] = int(skipped.sum())
     else:
         bits = 128 if fps_u.ndim == 2 else 64

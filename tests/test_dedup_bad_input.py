@@ -122,3 +122,15 @@ def test_one_large_text_and_a_near_copy():
     r = dedup([big, big[: len(big) - 200], "x y z"])
     assert r.stats["candidates"] == 1
     assert r.stats["kept"] == 2 and r.root[1] == 0
+
+
+def test_ordinary_corpus_verifies_every_candidate():
+    """Lazy verification is for concentrated corpora only: on ordinary text every candidate is
+    verified (every matched pair reported), even where a few pairs came from capped buckets."""
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "benchmarks"))
+    from bench_dedup import generate
+
+    r = dedup(generate("short", 20_000, 0, 0.1), workers=2)
+    lsh = r.stats["lsh"]
+    assert lsh["capped_buckets"] > 0 and lsh["deferred_pairs"] > 0
+    assert not lsh["deferred_lazy"] and lsh["deferred_skipped"] == 0

@@ -1708,8 +1708,9 @@ class Deduplicator:
                     has_hits[i] or (i in earlier and any(added_mask[j] for j, _ in earlier[i]))
                 ):
                     matches: list[Match] = []
+                    drops = False
                 else:
-                    matches = self._matches(
+                    matches, drops = self._matches(
                         i,
                         flat_texts,
                         flat_chash,
@@ -1738,7 +1739,7 @@ class Deduplicator:
                         ]
                     out.append(new_decision(id_, True, False, tuple(matches), fp_ints[i]))
                     continue
-                dup = bool(matches)
+                dup = drops
                 add = force or (adding and not dup)
                 if add:
                     add_doc(i, k, id_)
@@ -1979,7 +1980,8 @@ class Deduplicator:
         earlier: Sequence[tuple[int, int]],
         ids: list[str],
         cutoff: float | None,
-    ) -> list[Match]:
+    ) -> tuple[list[Match], bool]:
+        """(the matches, closest first; whether any of them makes the document a duplicate)."""
         text = texts[i]
         limit = self._limit(text)
         q_empty = bool(empty[i])
@@ -2000,17 +2002,18 @@ class Deduplicator:
                 ex = 0 if chash[j] == q_hash else 1
                 cands.append((ex, d, (1 << 62) + j, ids[j], chash[j], bool(empty[j]), texts[j]))
         cands.sort(key=lambda c: (c[0], c[1], c[2]))
-        found: list[tuple[int, int, str, float | None]] = []  # (distance, order, id, score)
+        # (distance, order, id, score, whether this match may drop the document)
+        found: list[tuple[int, int, str, float | None, bool]] = []
         pending: list[tuple[int, int, str, str]] = []  # to verify: (distance, order, id, text)
         for ex, d, order, cid, _h, c_empty, c_text in cands:
             if ex == 0 and q_hash != _NO_HASH:
-                found.append((d, order, cid, 1.0))
+                found.append((d, order, cid, 1.0, True))
             elif q_empty or c_empty or d > limit:
                 continue
             elif self.verifier is not None and c_text is not None:
                 pending.append((d, order, cid, c_text))
             elif d <= self.max_distance:
-                found.append((d, order, cid, None))
+                found.append((d, order, cid, None, True))
         found.sort(key=lambda x: (x[0], x[1]))
         # verify closest first, in chunks, until max_matches are accepted (texts tokenized once
         # per chunk by verify_many)
@@ -2022,6 +2025,18 @@ class Deduplicator:
             ok, scores = self._verify(text, chunk)
             for c, a, sc in zip(chunk, ok.tolist(), scores.tolist(), strict=True):
                 if a:
-                    found.append((c[0], c[1], c[2], float(sc)))
+                    found.append((c[0], c[1], c[2], float(sc), self._may_drop(text, c[3])))
         found.sort(key=lambda x: (x[0], x[1]))
-        return [Match(cid, d, s) for d, _, cid, s in found[: self.max_matches]]
+        matches = [Match(cid, d, s) for d, _, cid, s, _ in found[: self.max_matches]]
+        return matches, any(f[4] for f in found)
+
+    def _may_drop(self, text: str, kept: str) -> bool:
+        """Whether a verified match with ``kept`` makes ``text`` a duplicate. With the MinHash
+        channel, the batch keep rule (:func:`neardup.dedup.stage_representatives`): a text more
+        than ``(2 - threshold) / threshold`` times longer than the kept one contains it (no
+        pair reaches the threshold by similarity at that ratio) and is kept; the match is still
+        reported."""
+        if self.lsh_plan is None:
+            return True
+        t = self.verifier.threshold
+        return len(text) <= (2.0 - t) / t * len(kept)

@@ -325,3 +325,25 @@ def test_writer_uses_the_preparers_band_keys() -> None:
         got = d.submit_prepared("check", plain.prepare([{"id": "b", "text": b}]))
         dec = got.result() if hasattr(got, "result") else got
         assert dec[0].duplicate and dec[0].matches[0].id == "a"
+
+
+def test_a_text_containing_a_stored_excerpt_is_kept_as_in_batch() -> None:
+    """The batch keep rule: a verified pair never drops a text more than (2 - t) / t times
+    longer than the kept one (it contains it); online reports the match and keeps the text."""
+    rng = random.Random(3)
+    short = " ".join(rng.choice(_WORDS) for _ in range(25))
+    long_ = short + " " + " ".join(rng.choice(_WORDS) for _ in range(35))
+    r = dedup([short, long_])
+    assert len(r.pairs) == 1 and r.keep.tolist() == [True, True]
+    with Deduplicator() as d:
+        d.add({"id": "s", "text": short})
+        got = d.check_and_add({"id": "l", "text": long_})
+        assert [m.id for m in got.matches] == ["s"]
+        assert not got.duplicate and got.added
+        # the other way round the shorter text is a duplicate, as in batch
+        again = d.check({"id": "s2", "text": short})
+        assert again.duplicate
+    with Deduplicator(candidates="simhash", candidate_radius=18) as d:  # classic: any match
+        d.add({"id": "s", "text": short})
+        got = d.check_and_add({"id": "l", "text": long_})
+        assert got.duplicate == bool(got.matches)

@@ -137,6 +137,16 @@ def lookup(
     return [np.unique(np.concatenate(p)) if p else np.zeros(0, np.int64) for p in out]
 
 
+def _by_key(
+    keys: npt.NDArray[np.uint64], rids: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
+    """Sorted by key, stably: rows arrive in row-id order (the writer allocates them
+    ascending, the log replays them so), so a bucket stays oldest first; one stable sort of the
+    keys costs less than half a lexsort of (key, row id)."""
+    order = np.argsort(keys, kind="stable")
+    return keys[order], rids[order]
+
+
 class BandRuns:
     """In-memory (entry key, row id) pairs in sorted runs (the memtable's band keys)."""
 
@@ -172,9 +182,7 @@ class BandRuns:
             if not self._buf_n:
                 self._sealed_buf = (np.zeros(0, np.uint64), np.zeros(0, np.int64))
             else:
-                self._sealed_buf = sort_entries(
-                    np.concatenate(self._buf_k), np.concatenate(self._buf_r)
-                )
+                self._sealed_buf = _by_key(np.concatenate(self._buf_k), np.concatenate(self._buf_r))
         return self._sealed_buf
 
     def _seal(self) -> None:
@@ -183,7 +191,7 @@ class BandRuns:
         # binary counter: merge while the last run is not more than twice the new one
         while self.runs and len(self.runs[-1][0]) <= 2 * len(run[0]):
             k0, r0 = self.runs.pop()
-            run = sort_entries(np.concatenate([k0, run[0]]), np.concatenate([r0, run[1]]))
+            run = _by_key(np.concatenate([k0, run[0]]), np.concatenate([r0, run[1]]))
         self.runs.append(run)
 
     def all_runs(self) -> list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]]:

@@ -9,7 +9,7 @@ import itertools
 import os
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -75,7 +75,7 @@ def batch_query(
         tables = build_tables(
             np.ascontiguousarray(queries, dtype=np.uint64).reshape(-1), max_distance
         )
-    chunks: Iterable[Any] = [stored] if isinstance(stored, np.ndarray) else stored
+    chunks: Iterable[Any] = [stored] if isinstance(stored, np.ndarray) else cast(Any, stored)
     out_s, out_q, out_d = [], [], []
     base = int(stored_offset)
     pool = ThreadPoolExecutor(n_threads) if n_threads > 1 else None

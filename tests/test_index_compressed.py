@@ -400,6 +400,18 @@ def test_planner_weighs_compressed_layouts() -> None:
     assert idx.plan.tables == c.tables
 
 
+def test_compress_without_a_budget_does_not_spend_the_saving_on_more_bytes() -> None:
+    from neardup.index import plan_index
+
+    for n in (2_000_000, 10_000_000, 50_000_000):
+        c = plan_index(64, 3, n, compress=True)
+        # the default plan is compressed to at most the compressed default cap, and is
+        # never larger than the uncompressed default plan (at 10 M it was 10 tables, 61 B/fp)
+        assert c.est_bytes_per_fp <= 32 < plan_index(64, 3, n).est_bytes_per_fp
+        if n <= 10_000_000:  # still the fast layout (at 50 M its 16-bit buckets hold ~760 keys)
+            assert c.n_tables == 4
+
+
 def test_index_set_searches_compressed_indexes_apart_and_exactly() -> None:
     from neardup.index.multi import IndexSet
 

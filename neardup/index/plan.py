@@ -64,6 +64,10 @@ __all__ = [
 
 #: memory cap per fingerprint used when no ``memory_budget`` is given (bytes)
 DEFAULT_BYTES_PER_FP = 64.0
+#: the default cap with ``compress=True``: asking for compression asks for memory, so without a
+#: ``memory_budget`` the planner does not spend the saving on more tables than the uncompressed
+#: default would hold (at 10 M it otherwise picked 10 compressed tables: more bytes than 4 plain)
+DEFAULT_COMPRESSED_BYTES_PER_FP = 32.0
 #: N assumed by the cost model when ``expected_size`` is not given
 DEFAULT_EXPECTED_SIZE = 10_000_000
 #: cost model constants (nanoseconds, measured on a laptop-class core; only ratios matter)
@@ -455,7 +459,8 @@ def plan_index(
         Expected number of fingerprints ``N``; ``None`` assumes :data:`DEFAULT_EXPECTED_SIZE`.
     memory_budget : float or None, default=None
         Bytes the index may use at ``expected_size``; ``None`` means
-        :data:`DEFAULT_BYTES_PER_FP` bytes per fingerprint.
+        :data:`DEFAULT_BYTES_PER_FP` bytes per fingerprint
+        (:data:`DEFAULT_COMPRESSED_BYTES_PER_FP` with ``compress``).
     layout : {"brute", "tables", "two-level"} or None, default=None
         Force a family of layouts (the cheapest of that family is chosen).
     blocks, prefix_blocks : int or None
@@ -539,7 +544,10 @@ def plan_index(
             raise ConfigError(
                 f"no {layout!r} layout exists for bits={bits}, k={k}; use layout=None"
             )
-    cap = (memory_budget / n) if memory_budget is not None else DEFAULT_BYTES_PER_FP
+    if memory_budget is not None:
+        cap = memory_budget / n
+    else:
+        cap = DEFAULT_COMPRESSED_BYTES_PER_FP if compress else DEFAULT_BYTES_PER_FP
     fitting = [c for c in cands if c.est_bytes_per_fp <= cap]
     notes: list[str] = []
     if fitting:

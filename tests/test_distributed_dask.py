@@ -32,6 +32,14 @@ def test_dask_equals_single_machine(tmp_path: Path, dask_engine: DaskEngine) -> 
     assert_same(distributed(res), single_machine(inputs, cfg))
 
 
+def test_dask_workers_read_file_urls(tmp_path: Path, dask_engine: DaskEngine) -> None:
+    # each task opens its own input: the URL is resolved in the worker process
+    inputs = sample_slice(tmp_path, 300, 2)
+    urls = [Path(p).resolve().as_uri() for p in inputs]
+    res = run_dedup(urls, str(tmp_path / "w"), engine=dask_engine, partitions=3)
+    assert_same(distributed(res), single_machine(inputs, DedupConfig()))
+
+
 def _die_once(flag: str, fn: Any, *args: Any) -> Any:
     """Kill this worker process the first time any task runs (the flag file says it did)."""
     try:

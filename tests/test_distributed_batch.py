@@ -135,3 +135,40 @@ def test_cli_builds_tables_once_over_several_stored_chunks(
     rows = Path(out).read_text().splitlines()[1:]
     got = [tuple(int(v) for v in r.split(",")) for r in rows]
     assert got == _brute(s, q, 3)
+
+
+def test_hex_column_decodes_like_int_and_defers_bad_values() -> None:
+    import pyarrow as pa
+
+    from neardup.cli.batch_cmd import _hex_column
+
+    rng = np.random.default_rng(2)
+    a = rng.integers(0, 2**64, 1000, dtype=np.uint64)
+    vals = [f"{int(x):016x}" for x in a]
+    vals[3] = vals[3].upper()
+    got = _hex_column(pa.array(vals))
+    assert got is not None and got.dtype == np.uint64
+    assert got.tolist() == [int(v, 16) for v in vals]
+    sliced = _hex_column(pa.array(vals).slice(10, 5))
+    assert sliced is not None and sliced.tolist() == a[10:15].tolist()
+    for bad in (["abc"], ["000000000000000g"], [None], ["0" * 17]):
+        assert _hex_column(pa.array(bad, pa.string())) is None
+
+
+def test_cli_names_the_row_of_a_bad_fingerprint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from neardup.cli.main import main
+
+    np.save(tmp_path / "q.npy", np.zeros(2, np.uint64))
+    (tmp_path / "s.csv").write_text(
+        "id,fingerprint\na,0000000000000001\nb,00000000000000zz\nc,0000000000000003\n"
+    )
+    args = ["batch-query", "--queries", str(tmp_path / "q.npy"), "--stored"]
+    out = str(tmp_path / "p.csv")
+    assert main([*args, str(tmp_path / "s.csv"), "--pairs-out", out]) != 0
+    err = capsys.readouterr().err
+    assert "s.csv" in err and "64-bit hex" in err
+    (tmp_path / "short.csv").write_text("id,fingerprint\na,1\nb,ff\n")  # short hex: slow path
+    assert main([*args, str(tmp_path / "short.csv"), "--pairs-out", out, "-k", "8", "-q"]) == 0
+    assert Path(out).read_text() == "stored_id,query_id,distance\na,0,1\na,1,1\nb,0,8\nb,1,8\n"

@@ -1756,9 +1756,10 @@ class Deduplicator:
                 if len(doc_ops) == 1
                 else np.concatenate([op.docs.times for op in doc_ops])  # type: ignore[union-attr]
             )
-            arrays = (fps[pos], rids, times[pos])
+            arrays: tuple[Any, ...] = (fps[pos], rids, times[pos])
             if self.lsh_plan is not None:  # band keys made by the preparer, not in the writer
-                arrays += (np.concatenate([op.docs.bands for op in doc_ops])[pos],)  # type: ignore[union-attr]
+                bands = np.concatenate([op.docs.bands for op in doc_ops])  # type: ignore[union-attr]
+                arrays += (bands[pos],)
         else:
             arrays = (fps[:0], rids, np.zeros(0, np.float64))
         return results, records, arrays

@@ -348,3 +348,26 @@ def test_a_text_containing_a_stored_excerpt_is_kept_as_in_batch() -> None:
         d.add({"id": "s", "text": short})
         got = d.check_and_add({"id": "l", "text": long_})
         assert got.duplicate == bool(got.matches)
+
+
+def test_version1_segments_beside_band_sections(tmp_path) -> None:
+    """``bulk_load`` rows (no text) land in version-1 segments, searched by SimHash only; a
+    merge with version-2 segments keeps the band keys of the rows that have them."""
+    a, b = _lsh_only_pair()
+    with Deduplicator(tmp_path / "s", max_segments_per_partition=1) as d:
+        n = d.bulk_load([f"bulk{i}" for i in range(300)], np.arange(300, dtype=np.uint64) << 20)
+        assert n == 300
+        assert [s.segment.band_keys for s in d.store.segments] == [None]
+        d.add({"id": "a", "text": a})
+        d.flush()
+        assert sorted(s.segment.band_keys is None for s in d.store.segments) == [False, True]
+        for k in range(3):  # more segments than the size-tiered policy lets stand
+            d.add({"id": f"x{k}", "text": f"filler number {k} " + "padding words " * k})
+            d.flush()
+        d.compact()
+        [merged] = d.store.segments
+        assert len(merged.segment) == 304 and merged.segment.band_keys is not None
+        # only the text rows' keys (4 documents with tokens)
+        assert len(merged.segment.band_keys[0]) == 4 * d.lsh_plan.bands
+        got = d.check({"id": "b", "text": b})
+        assert got.duplicate and got.matches[0].id == "a"

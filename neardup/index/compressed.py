@@ -1165,13 +1165,14 @@ class CompressedSegment:
         buf = np.empty(ct.block_bytes * 8 + 2, dtype=np.uint64)
         buf0 = np.empty_like(buf)
         cap = cap or 4 * len(q) + 64
+        # Python ints, not np.int64 scalars: numba types those ~1.5 us slower each per call
         while True:
             out_q = np.empty(cap, dtype=np.int64)
             out_r = np.empty(cap, dtype=np.int64)
             out_d = np.empty(cap, dtype=np.int32)
             cnt = search_compressed(
-                q, k, np.int64(self.n), ct.bkeys, ct.bstart, ct.words, luts, self.pluts, ct.boff,
-                ct.woff, np.int64(ct.block_bytes // 8), self.dirs, np.int64(self.dbits),
+                q, k, self.n, ct.bkeys, ct.bstart, ct.words, luts, self.pluts, ct.boff,
+                ct.woff, ct.block_bytes // 8, self.dirs, self.dbits,
                 rows, fps, inv_idx, inv_mask, inv_n, pa.pidx, pa.pmask, pa.npieces, pa.pb,
                 pa.radius, pa.flips, pa.flipd, pa.nflips, pa.pm_key, pa.pm_orig, qk, buf,
                 buf0, out_q, out_r, out_d,

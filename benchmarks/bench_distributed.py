@@ -98,6 +98,38 @@ def bench_batch(nq: int, ns: int, k: int = 3, index_stored: int = 2_000_000) -> 
     }
 
 
+def bench_k_sweep(nq: int, ns: int = 200_000, ks: tuple[int, ...] = (4, 5, 6, 8)) -> list[dict]:
+    """Stored/s/core of the block kernel and of HammingIndex.search per k (random sets), and
+    what batch_query's method="auto" takes."""
+    from neardup.distributed.batch import batch_query, batch_tables, choose_method
+    from neardup.index import HammingIndex
+
+    rng = np.random.default_rng(3)
+    q = rng.integers(0, 2**64, nq, dtype=np.uint64)
+    s = rng.integers(0, 2**64, ns, dtype=np.uint64)
+    rows = []
+    for k in ks:
+        tables = batch_tables(q, k, method="blocks")
+        batch_query(s[:100], tables, k)
+        t0 = time.perf_counter()
+        batch_query(s, tables, k)
+        blocks = time.perf_counter() - t0
+        index = HammingIndex(64, k, expected_size=nq, threads=1)
+        index.add(q)
+        index.search(s[:100], k)
+        t1 = time.perf_counter()
+        index.search(s, k)
+        idx = time.perf_counter() - t1
+        rows.append(
+            {"k": k, "blocks_per_s": round(ns / blocks), "index_per_s": round(ns / idx),
+             "auto": choose_method(nq, k)}
+        )  # fmt: skip
+        print(
+            f"k={k}: blocks {ns / blocks:,.0f}/s, index {ns / idx:,.0f}/s, auto {rows[-1]['auto']}"
+        )
+    return rows
+
+
 def _generated(tmp: Path, n: int, files: int) -> list[str]:
     """``n`` short posts from benchmarks/bench_dedup.py's generator (10 % copies), as JSONL."""
     import sys
@@ -202,6 +234,7 @@ def main() -> None:
     )
     ap.add_argument("--partitions", type=int, default=0)
     ap.add_argument("--skip-batch", action="store_true")
+    ap.add_argument("--k-sweep", action="store_true", help="blocks vs index for k = 4, 5, 6, 8")
     ap.add_argument("--out", default="benchmarks/results/distributed.json")
     a = ap.parse_args()
     batch = {} if a.skip_batch else bench_batch(a.queries, a.stored)
@@ -212,6 +245,7 @@ def main() -> None:
             f"{batch['stored_per_s_per_core']:,} /s/core, {batch['pairs']:,} pairs; "
             f"HammingIndex.search {batch['hamming_index']['stored_per_s_per_core']:,} /s/core"
         )
+    sweep = bench_k_sweep(a.queries) if a.k_sweep else None
     rows = bench_dedup(
         a.docs_copies, [e for e in a.engines.split(",") if e], a.generated, a.partitions
     )
@@ -224,8 +258,9 @@ def main() -> None:
         )
     result = {
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version()},
+                    "python": platform.python_version(), "load_avg": os.getloadavg()},
         "batch": batch,
+        **({"batch_k_sweep": sweep} if sweep else {}),
         "dedup": rows,
     }  # fmt: skip
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)

@@ -172,3 +172,25 @@ def test_cli_names_the_row_of_a_bad_fingerprint(
     (tmp_path / "short.csv").write_text("id,fingerprint\na,1\nb,ff\n")  # short hex: slow path
     assert main([*args, str(tmp_path / "short.csv"), "--pairs-out", out, "-k", "8", "-q"]) == 0
     assert Path(out).read_text() == "stored_id,query_id,distance\na,0,1\na,1,1\nb,0,8\nb,1,8\n"
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), nq=st.integers(0, 80), k=st.integers(0, 16))
+def test_index_method_equals_blocks_and_brute_force(seed: int, nq: int, k: int) -> None:
+    s, q = _sets(seed, nq, 120)
+    want = _brute(s, q, k, 7)
+    for method in ("index", "blocks", "auto"):
+        got = batch_query(s, q, k, method=method, stored_offset=7)  # type: ignore[arg-type]
+        assert list(zip(*(x.tolist() for x in got), strict=True)) == want
+
+
+def test_choose_method_takes_the_index_only_for_short_blocks() -> None:
+    from neardup.distributed.batch import IndexTables, batch_tables, choose_method
+
+    assert [choose_method(1_000_000, k) for k in (0, 3, 5, 6, 8)] == [
+        "blocks", "blocks", "blocks", "index", "index"
+    ]  # fmt: skip
+    assert choose_method(1000, 8) == "blocks"
+    assert isinstance(batch_tables(np.zeros(3, np.uint64), 3, method="index"), IndexTables)
+    with pytest.raises(ConfigError, match="method"):
+        batch_tables(np.zeros(3, np.uint64), 3, method="fast")  # type: ignore[arg-type]

@@ -138,7 +138,7 @@ def batch_query_command(
         q_ids.extend(ids)
         q_parts.append(f)
     q = np.concatenate(q_parts) if q_parts else np.zeros(0, np.uint64)
-    tables = batch_tables(q, max_distance)  # once: every stored chunk probes the same tables
+    tables = batch_tables(q, max_distance, threads=threads)  # once, for every stored chunk
     n_stored = n_pairs = 0
     with atomic_open(pairs_out, "w", encoding="utf-8") as out:
         out.write("stored_id,query_id,distance\n")

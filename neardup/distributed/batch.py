@@ -9,7 +9,7 @@ import itertools
 import os
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -17,7 +17,7 @@ import numpy.typing as npt
 from ..errors import ConfigError
 from ._batch_kernels import QueryTables, build_tables, probe
 
-__all__ = ["QueryTables", "batch_query", "batch_tables"]
+__all__ = ["IndexTables", "QueryTables", "batch_query", "batch_tables", "choose_method"]
 
 #: stored fingerprints probed per call of the tables
 CHUNK = 1 << 20
@@ -33,20 +33,74 @@ def _check_k(max_distance: object) -> int:
     return max_distance
 
 
-def batch_tables(queries: npt.ArrayLike, max_distance: int = 3) -> QueryTables:
+#: above this many expected candidate compares per stored fingerprint (all blocks together) the
+#: pigeonhole blocks are too short for the query set and the general index's tables win; against
+#: 1 M queries the crossover (`benchmarks/bench_distributed.py --k-sweep`) lies between k = 5
+#: (about 5,900 compares) and k = 6 (about 13,700)
+MAX_BLOCK_COMPARES = 8000
+
+
+def choose_method(n_queries: int, max_distance: int) -> Literal["blocks", "index"]:
+    """``"blocks"`` (the batch kernel) unless its blocks are so short that each stored
+    fingerprint would be compared with more than :data:`MAX_BLOCK_COMPARES` queries."""
+    blocks = max_distance + 1
+    compares = blocks * n_queries / 2.0 ** (64 // blocks)
+    return "index" if compares > MAX_BLOCK_COMPARES else "blocks"
+
+
+class IndexTables:
+    """The queries in a :class:`neardup.HammingIndex` (planned tables with radii), for the
+    distances where the pigeonhole blocks are too short (:func:`choose_method`)."""
+
+    def __init__(self, queries: npt.NDArray[np.uint64], max_distance: int, threads: int) -> None:
+        from ..index import HammingIndex
+
+        self.max_distance = max_distance
+        self.size = int(queries.size)
+        self.index = HammingIndex(
+            64, max_distance, expected_size=max(queries.size, 1), threads=threads
+        )
+        if queries.size:
+            self.index.add(queries)
+
+    def probe(
+        self, part: npt.NDArray[np.uint64], base: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+        lims, ids, d = self.index.search(part, self.max_distance)
+        pos = np.repeat(np.arange(part.size, dtype=np.int64) + base, np.diff(lims))
+        return pos, ids.astype(np.int64), d.astype(np.int32)
+
+
+def batch_tables(
+    queries: npt.ArrayLike,
+    max_distance: int = 3,
+    *,
+    method: Literal["auto", "blocks", "index"] = "auto",
+    threads: int = 1,
+) -> QueryTables | IndexTables:
     """The tables over ``queries`` (uint64) that :func:`batch_query` probes: build them once
-    and pass them as its ``queries`` when the stored set arrives in several calls."""
-    return build_tables(np.asarray(queries, dtype=np.uint64), _check_k(max_distance))
+    and pass them as its ``queries`` when the stored set arrives in several calls. ``method``
+    ``"auto"`` takes :func:`choose_method`'s choice; ``threads`` is for the index's search."""
+    k = _check_k(max_distance)
+    if method not in ("auto", "blocks", "index"):
+        raise ConfigError(f"method must be 'auto', 'blocks' or 'index', got {method!r}")
+    q = np.ascontiguousarray(queries, dtype=np.uint64).reshape(-1)
+    if method == "auto":
+        method = choose_method(q.size, k)
+    if method == "index":
+        return IndexTables(q, k, threads)
+    return build_tables(q, k)
 
 
 def batch_query(
     stored: npt.ArrayLike | Iterable[npt.ArrayLike],
-    queries: npt.ArrayLike | QueryTables,
+    queries: npt.ArrayLike | QueryTables | IndexTables,
     max_distance: int = 3,
     *,
     stored_offset: int = 0,
     threads: int | None = 1,
     chunk: int = CHUNK,
+    method: Literal["auto", "blocks", "index"] = "auto",
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
     """Every (stored, query) pair within ``max_distance`` bits: ``(stored_pos, query_pos,
     distance)``, sorted by (stored, query), exact (equals brute force, tested).
@@ -56,7 +110,9 @@ def batch_query(
     pass tables from :func:`batch_tables`); each
     chunk of ``chunk`` stored fingerprints is streamed through them in one kernel call
     (:mod:`neardup.distributed._batch_kernels`), split over ``threads`` threads (``None``: one
-    per CPU).
+    per CPU). Where the blocks are too short for the query set (large ``max_distance``,
+    :func:`choose_method`) the queries go into a :class:`neardup.HammingIndex` instead
+    (``method`` forces either).
     """
     _check_k(max_distance)
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
@@ -64,7 +120,7 @@ def batch_query(
     n_threads = threads if threads is not None else (os.cpu_count() or 1)
     if isinstance(n_threads, bool) or not isinstance(n_threads, int) or n_threads < 1:
         raise ConfigError(f"threads must be a positive int or None, got {threads!r}")
-    if isinstance(queries, QueryTables):
+    if isinstance(queries, (QueryTables, IndexTables)):
         if queries.max_distance != max_distance:
             raise ConfigError(
                 f"the tables were built for max_distance {queries.max_distance}, not "
@@ -72,13 +128,13 @@ def batch_query(
             )
         tables = queries
     else:
-        tables = build_tables(
-            np.ascontiguousarray(queries, dtype=np.uint64).reshape(-1), max_distance
-        )
+        tables = batch_tables(queries, max_distance, method=method, threads=n_threads)
     chunks: Iterable[Any] = [stored] if isinstance(stored, np.ndarray) else cast(Any, stored)
     out_s, out_q, out_d = [], [], []
     base = int(stored_offset)
-    pool = ThreadPoolExecutor(n_threads) if n_threads > 1 else None
+    pool = (
+        ThreadPoolExecutor(n_threads) if n_threads > 1 and isinstance(tables, QueryTables) else None
+    )
     try:
         for c in chunks:
             arr = np.ascontiguousarray(c, dtype=np.uint64).reshape(-1)
@@ -87,7 +143,9 @@ def batch_query(
                 continue
             for s in range(0, arr.size, chunk):
                 part = arr[s : s + chunk]
-                if pool is None or part.size < 4096:
+                if isinstance(tables, IndexTables):  # threads inside its search
+                    res = [tables.probe(part, base + s)]
+                elif pool is None or part.size < 4096:
                     res = [probe(part, tables, base + s)]
                 else:  # the kernel releases the GIL: one slice of the chunk per thread
                     bounds = np.linspace(0, part.size, n_threads + 1).astype(np.int64)

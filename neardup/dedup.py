@@ -967,6 +967,11 @@ def stage_candidates(
 #: SimHash distance of the ``candidates="lsh"`` mode's SimHash pass (exact and small-k near
 #: duplicates: the permuted tables, linear in practice; the MinHash channel covers wider edits)
 LSH_SIMHASH_DISTANCE = 3
+#: ... for pairs of two texts shorter than the verifier's ``short_chars``: short posts crowd
+#: SimHash space (pairs within 3 bits grew ~18x from 1 M to 4 M generated posts), and the
+#: MinHash channel already finds their edited copies (dev set: no short pair found only by
+#: distances 1-3)
+LSH_SIMHASH_SHORT_DISTANCE = 0
 
 
 #: :func:`dedup` verifies the deferred pairs lazily only when there are more than this many per
@@ -993,6 +998,7 @@ def stage_candidates_lsh(
     prepared: dict[int, tuple[bytes, int]] | None = None,
     deferred_out: list[npt.NDArray[np.bool_]] | None = None,
     progress: Callable[[int], None] | None = None,
+    short_distance: int | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
     """Candidate pairs ``(a, b, distance)``, a < b, sorted, unique: the union of
 
@@ -1020,10 +1026,24 @@ def stage_candidates_lsh(
 
     n = len(texts)
     idx = np.flatnonzero(usable).astype(np.int64)
-    sa, sb, _ = _pairs_within(
-        fps, simhash_distance, idx, workers, max_candidates_per_doc, info, "simhash",
-        work_per_doc_ns, lengths,
-    )  # fmt: skip
+    if short_distance is None or short_distance >= simhash_distance:
+        sa, sb, _ = _pairs_within(
+            fps, simhash_distance, idx, workers, max_candidates_per_doc, info, "simhash",
+            work_per_doc_ns, lengths,
+        )  # fmt: skip
+    else:  # texts of short_chars or more at simhash_distance, every text at short_distance
+        long_idx = idx[lengths[idx] >= verifier.short_chars]
+        a1, b1, _ = _pairs_within(
+            fps, simhash_distance, long_idx, workers, max_candidates_per_doc, info, "simhash",
+            work_per_doc_ns, lengths,
+        )  # fmt: skip
+        a2, b2, _ = _pairs_within(
+            fps, short_distance, idx, workers, max_candidates_per_doc, info, "simhash_short",
+            work_per_doc_ns, lengths,
+        )  # fmt: skip
+        m0 = max(n, 1)
+        code = unique_sorted(np.concatenate([a1 * m0 + b1, a2 * m0 + b2]))
+        sa, sb = code // m0, code % m0
     tell = progress or (lambda k: None)
     tell(n // 5)
     t0 = time.perf_counter()
@@ -1054,9 +1074,10 @@ def stage_candidates_lsh(
     code = unique_sorted(np.concatenate([sa * m + sb, la * m + lb]))
     a, b = code // m, code % m
     if deferred_out is not None:
-        sim_plan = (info or {}).get("simhash", {})
-        planned = sim_plan.get("distance_planned", simhash_distance)
-        if sim_plan.get("distance_used", planned) < planned:  # the pair valve acted
+        plans = [(info or {}).get(k, {}) for k in ("simhash", "simhash_short")]
+        if any(  # the pair valve acted
+            p.get("distance_used", 0) < p.get("distance_planned", 0) for p in plans
+        ):
             dense = np.ones(sa.size, bool)
         else:  # both texts in a dense patch of SimHash space (a template and its copies)
             deg = np.bincount(np.concatenate([sa, sb]), minlength=m)
@@ -1542,6 +1563,7 @@ def dedup(
             tokenised,
             deferred,
             lambda k: report("candidates", k * n // max(int(unique.size), 1), n),
+            LSH_SIMHASH_SHORT_DISTANCE if cfg.max_distance is None else None,
         )
         if tokenised:  # those in a pair, re-keyed from position among first copies to texts
             involved = set(ca.tolist()) | set(cb.tolist())

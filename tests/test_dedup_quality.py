@@ -24,7 +24,7 @@ def test_dev_set_f1_targets_on_defaults(dev_data):
     result = dedup(texts, ids=ids)
     # the MinHash channel carries recall; the work budget (a safety valve) never acts here
     passes = result.stats["candidate_passes"]
-    assert set(passes) == {"simhash"}
+    assert set(passes) == {"simhash", "simhash_short"}
     for name, p in passes.items():
         assert p["distance_used"] == p["distance"], (name, p)
     lsh = result.stats["lsh"]

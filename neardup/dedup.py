@@ -1239,8 +1239,11 @@ def stage_verify(
 
 
 #: candidate pairs per :func:`stage_verify` call in :func:`verify_in_chunks` (progress counts
-#: advance per chunk; a text in pairs of several chunks is tokenised once per chunk)
+#: advance per chunk; a text in pairs of several chunks is tokenised once per chunk) ...
 VERIFY_CHUNK_PAIRS = 1 << 18
+#: ... but at most this many chunks (larger chunks beyond): 44 chunks of 11.4 M pairs over 1 M
+#: short posts verified ~30 % slower than one call, from tokenising texts again
+VERIFY_MAX_CHUNKS = 8
 #: pairs of the first round of :func:`verify_in_chunks`' deferred pairs (doubling after)
 DEFERRED_ROUND_PAIRS = 1 << 12
 
@@ -1259,7 +1262,8 @@ def verify_in_chunks(
     order: npt.NDArray[np.int64] | None = None,
     progress: Progress | None = None,
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
-    """:func:`stage_verify` in chunks of ``VERIFY_CHUNK_PAIRS`` pairs, reporting
+    """:func:`stage_verify` in chunks of ``VERIFY_CHUNK_PAIRS`` pairs (at most
+    ``VERIFY_MAX_CHUNKS`` chunks), reporting
     ``progress("verify", pairs done, pairs)`` after each; the decisions are per pair, so they do
     not depend on the chunks. Returns ``(ok, score, skipped)``.
 
@@ -1283,10 +1287,12 @@ def verify_in_chunks(
     report = progress or (lambda stage, done, total: None)
     done = 0
 
+    step = max(VERIFY_CHUNK_PAIRS, -(-m // VERIFY_MAX_CHUNKS))
+
     def run(sel: npt.NDArray[np.int64]) -> None:
         nonlocal done
-        for s0 in range(0, sel.size, VERIFY_CHUNK_PAIRS):
-            part = sel[s0 : s0 + VERIFY_CHUNK_PAIRS]
+        for s0 in range(0, sel.size, step):
+            part = sel[s0 : s0 + step]
             if part.size == m:  # one chunk of everything: no index copies
                 ok[:], score[:] = stage_verify(verifier, texts, a, b, d, workers, tokenised)
             else:

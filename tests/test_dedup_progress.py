@@ -67,6 +67,7 @@ def test_chunked_stages_change_no_result(monkeypatch):
     from neardup.pipeline import tokens
 
     monkeypatch.setattr(dedup_module, "VERIFY_CHUNK_PAIRS", 13)
+    monkeypatch.setattr(dedup_module, "VERIFY_MAX_CHUNKS", 10**9)
     monkeypatch.setattr(dedup_module, "EXACT_CHUNK_BYTES", 5_000)
     monkeypatch.setattr(dedup_module, "EXACT_NUMBA_MIN_CHARS", 1_000)
     monkeypatch.setattr(tokens, "HASH_CHUNK_BYTES", 3_000)

@@ -353,6 +353,14 @@ def _write_descriptor(n: int, path: str, mode: str, kwargs: dict[str, Any]) -> I
         fd = os.dup(n)
     except OSError as exc:
         raise StorageError(f"cannot write output {path!r}: {exc.strerror or exc}") from exc
+    with _write_fd(fd, path, mode, kwargs) as fh:
+        yield fh
+
+
+@contextlib.contextmanager
+def _write_fd(fd: int, path: str, mode: str, kwargs: dict[str, Any]) -> Iterator[IO[Any]]:
+    """Write through the open descriptor ``fd`` (owned from here on: closed on every path);
+    OS errors become :class:`StorageError` naming ``path``."""
     try:
         fh = os.fdopen(fd, mode, **kwargs)
     except BaseException:
@@ -377,16 +385,11 @@ def _write_in_place(path: str, mode: str, kwargs: dict[str, Any]) -> Iterator[IO
     try:
         if stat.S_ISREG(os.fstat(fd).st_mode):
             raise StorageError(f"output {path!r} changed while it was opened; run again")
-        fh = os.fdopen(fd, mode, **kwargs)
     except BaseException:
         os.close(fd)
         raise
-    try:
-        with fh:
-            yield fh
-            fh.flush()
-    except OSError as exc:
-        raise StorageError(f"cannot write output {path!r}: {exc.strerror or exc}") from exc
+    with _write_fd(fd, path, mode, kwargs) as fh:
+        yield fh
 
 
 # --------------------------------------------------------------------------------------------

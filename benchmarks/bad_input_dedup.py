@@ -67,7 +67,7 @@ def make(case: str, scale: float) -> list[str]:
 def child(case: str, scale: float, workers: int) -> dict:
     import resource
 
-    from neardup.dedup import dedup
+    from neardup.batch.run import dedup
 
     texts = make(case, scale)
     chars = sum(map(len, texts))

@@ -166,7 +166,7 @@ def _corpus(tmp: Path, copies: int) -> list[str]:
 def bench_dedup(
     copies: int, engines: list[str], generated: int = 0, partitions: int = 0
 ) -> list[dict[str, Any]]:
-    from neardup.dedup import dedup
+    from neardup.batch.run import dedup
     from neardup.distributed import make_engine, run_dedup
     from neardup.io import read_corpus
 

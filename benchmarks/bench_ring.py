@@ -28,7 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from neardup.ring import DEFAULT_VNODES, HashRing  # noqa: E402
+from neardup.cluster.ring import DEFAULT_VNODES, HashRing  # noqa: E402
 
 try:
     from uhashring import HashRing as UHashRing

@@ -71,7 +71,7 @@ def seed(
     ``{prefix}{i}``. ``top_up``: only as many as the window lacks to hold ``n`` (a reused
     store ages: its oldest partitions leave the 48-hour window), with ids that cannot collide
     with an earlier seeding's."""
-    from neardup.online import Deduplicator
+    from neardup.online.deduplicator import Deduplicator
 
     ns = data / "namespaces" / "default"
     ns.mkdir(parents=True, exist_ok=True)

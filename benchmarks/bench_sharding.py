@@ -37,7 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from neardup.ring import HashRing  # noqa: E402
+from neardup.cluster.ring import HashRing  # noqa: E402
 
 T = 4  # tables (blocks of 16 bits)
 K = 3

@@ -99,7 +99,7 @@ class WriterProfile:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from neardup.online import Deduplicator
+    from neardup.online.deduplicator import Deduplicator
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=2_000_000, help="fingerprints seeded in the window")

@@ -101,7 +101,7 @@ def _read_acks(path: Path) -> tuple[set[str], set[str], bool]:
 
 
 def _check(path: Path, added: set[str], deleted: set[str]) -> tuple[int, int, int]:
-    from neardup.online import Deduplicator
+    from neardup.online.deduplicator import Deduplicator
     from neardup.store.fallback import SimpleFingerprinter
 
     with Deduplicator(path, verify=False, fingerprinter=SimpleFingerprinter()) as d:

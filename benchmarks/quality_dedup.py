@@ -38,8 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from neardup.dedup import DedupConfig, dedup  # noqa: E402
-from neardup.evaluate import load_labels, score_reported  # noqa: E402
+from neardup.batch.evaluate import load_labels, score_reported  # noqa: E402
+from neardup.batch.run import DedupConfig, dedup  # noqa: E402
 
 SLICES = ("overall", "en", "zh", "short", "long")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 import neardup
-from neardup.hamming import hamming_many
+from neardup.fingerprint.distance import hamming_many
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES: dict[str, dict] = {

@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from neardup.evaluate import load_labels, score_reported  # noqa: E402
-from neardup.online import Deduplicator  # noqa: E402
+from neardup.batch.evaluate import load_labels, score_reported  # noqa: E402
+from neardup.online.deduplicator import Deduplicator  # noqa: E402
 
 
 def _machine() -> dict:

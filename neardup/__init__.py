@@ -10,8 +10,9 @@ needed by the parts that use them.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -34,10 +35,10 @@ _EXPORTS: dict[str, str] = {
     "ServiceUnavailableError": "neardup.errors",
     "MissingDependencyError": "neardup.errors",
     # distances
-    "hamming": "neardup.hamming",
-    "hamming_many": "neardup.hamming",
-    "hamming_to_many": "neardup.hamming",
-    "hamming_cdist": "neardup.hamming",
+    "hamming": "neardup.fingerprint",
+    "hamming_many": "neardup.fingerprint",
+    "hamming_to_many": "neardup.fingerprint",
+    "hamming_cdist": "neardup.fingerprint",
     # fingerprints (issue: fingerprints)
     "Fingerprinter": "neardup.fingerprint",
     "content_hash": "neardup.fingerprint",
@@ -46,19 +47,19 @@ _EXPORTS: dict[str, str] = {
     "HammingIndex": "neardup.index",
     "all_pairs": "neardup.index",
     # batch dedup (issue: neardup dedup)
-    "dedup": "neardup.dedup",
-    "DedupConfig": "neardup.dedup",
-    "DedupResult": "neardup.dedup",
-    "dedup_dataset": "neardup.io.hf",
+    "dedup": "neardup.batch",
+    "DedupConfig": "neardup.batch",
+    "DedupResult": "neardup.batch",
+    "dedup_dataset": "neardup.batch",
     # online (issue: service)
     "Deduplicator": "neardup.online",
     "Decision": "neardup.online",
     "Match": "neardup.online",
     "Client": "neardup.service.client",
     # cluster (issue 27)
-    "HashRing": "neardup.ring",
-    "ClusterClient": "neardup.service.cluster",
-    "ClusterConfig": "neardup.service.cluster",
+    "HashRing": "neardup.cluster",
+    "ClusterClient": "neardup.cluster",
+    "ClusterConfig": "neardup.cluster",
 }
 
 __all__ = [
@@ -100,28 +101,12 @@ __all__ = [
     "hamming_to_many",
 ]
 
-# ``hamming`` and ``dedup`` are both a submodule and a public function. Importing a submodule
-# sets the package attribute to the module, which would shadow the lazily resolved function, so
-# these two are bound eagerly (both modules are cheap to import: NumPy only, no numba).
-from .dedup import dedup  # noqa: E402
-from .hamming import hamming  # noqa: E402
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'neardup' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS, __all__)
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .dedup import DedupConfig, DedupResult, dedup
+    from .batch import DedupConfig, DedupResult, dedup, dedup_dataset
+    from .cluster import ClusterClient, ClusterConfig, HashRing
     from .errors import (
         AuthError,
         ConfigError,
@@ -139,11 +124,15 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         StorageError,
         UnsupportedVersionError,
     )
-    from .fingerprint import Fingerprinter, content_hash, content_hash_many
-    from .hamming import hamming, hamming_cdist, hamming_many, hamming_to_many
+    from .fingerprint import (
+        Fingerprinter,
+        content_hash,
+        content_hash_many,
+        hamming,
+        hamming_cdist,
+        hamming_many,
+        hamming_to_many,
+    )
     from .index import HammingIndex, all_pairs
-    from .io.hf import dedup_dataset
     from .online import Decision, Deduplicator, Match
-    from .ring import HashRing
     from .service.client import Client
-    from .service.cluster import ClusterClient, ClusterConfig

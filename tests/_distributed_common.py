@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from neardup.dedup import STAGE_NAMES, DedupConfig, dedup
+from neardup.batch.run import STAGE_NAMES, DedupConfig, dedup
 from neardup.io import read_corpus
 
 SAMPLE = Path(__file__).resolve().parents[1] / "neardup" / "data" / "sample" / "sample.jsonl"

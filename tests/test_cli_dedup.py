@@ -264,7 +264,7 @@ def test_reading_failure_with_hashing_under_way_fails_cleanly(tmp_path, capsys, 
 
     from neardup.io import jsonl as jsonl_mod
 
-    D = importlib.import_module("neardup.dedup")  # the module, not the dedup() function
+    D = importlib.import_module("neardup.batch.run")  # the module, not the dedup() function
     monkeypatch.setattr(jsonl_mod, "BLOCK", 4096)
     monkeypatch.setattr(D, "EXACT_CHUNK_BYTES", 2048)
     src = tmp_path / "in.jsonl"

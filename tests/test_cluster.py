@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from neardup.cluster import (
+from neardup.batch.cluster import (
     UnionFind,
     cluster_ids,
     connected_components,
@@ -59,7 +59,7 @@ def test_fast_equals_reference(case):
 
 # -- kept representatives without chaining ---------------------------------------------------
 
-from neardup.cluster import greedy_representatives, greedy_representatives_reference  # noqa: E402
+from neardup.batch.cluster import greedy_representatives, greedy_representatives_reference  # noqa: E402
 
 
 def test_greedy_does_not_chain():

@@ -10,10 +10,10 @@ import pytest
 pytest.importorskip("fastapi")
 
 from neardup.cli.main import main
+from neardup.cluster.client import ClusterClient, ClusterConfig, NodeSpec
 from neardup.errors import NotFoundError
 from neardup.service import create_app
 from neardup.service.client import Client
-from neardup.service.cluster import ClusterClient, ClusterConfig, NodeSpec
 from neardup.service.config import ServiceConfig
 from neardup.service.testing import serve_in_thread
 

@@ -9,11 +9,11 @@ import pytest
 
 pytest.importorskip("fastapi")
 
+from neardup.cluster.client import ClusterConfig, NodeSpec
+from neardup.cluster.router import create_router
 from neardup.errors import AuthError, NotFoundError
 from neardup.service import create_app
 from neardup.service.client import Client
-from neardup.service.cluster import ClusterConfig, NodeSpec
-from neardup.service.cluster_router import create_router
 from neardup.service.config import ServiceConfig
 from neardup.service.testing import serve_in_thread
 

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup import DedupConfig, DedupResult, dedup
-from neardup.dedup import PairTable, stage_exact_pairs, stage_expand, stage_policy
+from neardup.batch import all_pairs_bruteforce, all_pairs_reference, candidate_pairs
+from neardup.batch.run import PairTable, stage_exact_pairs, stage_expand, stage_policy
 from neardup.errors import ConfigError, InputError, InputTypeError
-from neardup.pipeline import all_pairs_bruteforce, all_pairs_reference, candidate_pairs
 
 BASE = "the council announced a new budget for the river bridge and the public library this winter"
 CORPUS = [
@@ -134,7 +134,7 @@ def test_ids_and_errors():
 
 
 def test_exact_pair_expansion_and_cap():
-    from neardup.pipeline.groups import ExactGroups
+    from neardup.batch.groups import ExactGroups
 
     groups = ExactGroups.from_first(np.array([0, 1, 0, 3, 4, 0, 6, 7, 8]))
     assert groups.as_dict() == {0: [0, 2, 5]} and len(groups) == 1
@@ -199,7 +199,7 @@ def test_candidate_pairs_dispatch_agrees():
 
 
 def test_bounded_pairs_lowers_the_distance_to_fit():
-    from neardup.pipeline import bounded_pairs
+    from neardup.batch import bounded_pairs
 
     base = np.zeros(50, np.uint64)  # 50 identical fingerprints: 1225 pairs at distance 0
     fps = np.concatenate([base, np.array([0b1, 0b11], np.uint64)])
@@ -213,8 +213,8 @@ def test_bounded_pairs_lowers_the_distance_to_fit():
 
 
 def test_stage_candidates_follows_the_length_rule():
-    from neardup.dedup import stage_candidates
-    from neardup.verify import Verifier
+    from neardup.batch.run import stage_candidates
+    from neardup.verify.rule import Verifier
 
     rng = np.random.default_rng(5)
     base = rng.integers(0, 2**63, 60, dtype=np.int64).view(np.uint64)
@@ -240,7 +240,7 @@ def test_stage_candidates_follows_the_length_rule():
 @pytest.mark.parametrize("budget", [40, 400, 2_000, 5_000, 9_000, 14_000, 50_000])
 def test_bounded_pairs_tables_path_equals_the_scan(monkeypatch, budget):
     # the estimate-then-tables shortcut must give exactly what the full scan gives
-    from neardup.pipeline import candidates as C
+    from neardup.batch import candidates as C
 
     rng = np.random.default_rng(budget)
     base = rng.integers(0, 2**63, 40, dtype=np.int64).view(np.uint64)
@@ -294,8 +294,8 @@ def _firsts(draw):
 @settings(max_examples=200, deadline=None)
 @given(first=_firsts(), expand=st.sampled_from([0, 1, 2, 3, 6, 100]), data=st.data())
 def test_exact_groups_pairs_equal_the_dict_references(first, expand, data):
-    from neardup.dedup import _exact_groups, stage_exact_pairs_reference, stage_expand_reference
-    from neardup.pipeline.groups import ExactGroups
+    from neardup.batch.groups import ExactGroups
+    from neardup.batch.run import _exact_groups, stage_exact_pairs_reference, stage_expand_reference
 
     groups = ExactGroups.from_first(first)
     ref_groups = _exact_groups(first)
@@ -326,7 +326,7 @@ def test_exact_groups_pairs_equal_the_dict_references(first, expand, data):
 
 # -- the keep policy does not chain; the result's Python API ---------------------------------
 
-from neardup.dedup import stage_representatives  # noqa: E402
+from neardup.batch.run import stage_representatives  # noqa: E402
 
 _BASE = [f"w{i}" for i in range(30)]
 
@@ -414,9 +414,9 @@ def test_cli_threshold_and_candidates(tmp_path):
 
 
 def test_verification_reuses_the_candidate_stage_tokenisation():
-    from neardup.dedup import stage_verify
-    from neardup.pipeline.minhash import minhash_signatures
-    from neardup.verify import Verifier
+    from neardup.batch.minhash import minhash_signatures
+    from neardup.batch.run import stage_verify
+    from neardup.verify.rule import Verifier
 
     v = Verifier()
     texts = ["今天天气很好我们去公园散步吧", "今天天气很好我们去公园散步", "RT @a: the cat sat on the mat",

@@ -9,9 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-from neardup.dedup import dedup
+from neardup.batch.run import dedup
 
-dedup_module = sys.modules["neardup.dedup"]
+dedup_module = sys.modules["neardup.batch.run"]
 
 
 def _words(rng: np.random.Generator, k: int) -> list[str]:

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.fingerprint import content_hash_many
+from neardup.fingerprint.simhash import content_hash_many
 
-D = importlib.import_module("neardup.dedup")  # the module, not the dedup() function
+D = importlib.import_module("neardup.batch.run")  # the module, not the dedup() function
 
 PIECES = st.sampled_from(
     [*"aZ09 .,!\t\n\r\x0b\x0c\x1c\x1f\x00\x7f~", "  ", " x ", "AbC", "é", "世", "İ", "ﬁ"]
@@ -64,7 +64,7 @@ def corpora(draw):
 def test_stage_exact_fingerprint_equals_the_two_stages(
     texts, chunk, workers, config, long_chars, seen_chars
 ):
-    F = importlib.import_module("neardup.fingerprint")
+    F = importlib.import_module("neardup.fingerprint.simhash")
     fp = D.DedupConfig(fingerprinter=config).make_fingerprinter()
     saved = D.EXACT_CHUNK_BYTES, D.EXACT_NUMBA_MIN_CHARS, F.CHUNK_CHARS, D.EXACT_SEEN_MIN_CHARS
     D.EXACT_CHUNK_BYTES, D.EXACT_NUMBA_MIN_CHARS = chunk, 0
@@ -108,7 +108,7 @@ def test_stage_exact_fingerprint_small_input_and_reference_fingerprinter(monkeyp
 @settings(max_examples=100, deadline=None)
 @given(texts=st.lists(st.text(alphabet=st.characters(max_codepoint=127), max_size=30), max_size=20))
 def test_lower_ascii_clean_serial_equals_parallel(texts):
-    from neardup.pipeline.tokens import lower_ascii_clean, lower_ascii_clean_serial
+    from neardup.verify.tokens import lower_ascii_clean, lower_ascii_clean_serial
 
     data = "".join(texts).encode("ascii")
     lens = np.fromiter(map(len, texts), np.int64, len(texts))

@@ -10,9 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-from neardup.dedup import dedup
+from neardup.batch.run import dedup
 
-dedup_module = sys.modules["neardup.dedup"]
+dedup_module = sys.modules["neardup.batch.run"]
 
 
 def corpus(n: int = 3_000, seed: int = 0) -> list[str]:
@@ -29,7 +29,7 @@ def corpus(n: int = 3_000, seed: int = 0) -> list[str]:
 
 @pytest.fixture
 def small_chunks(monkeypatch):
-    from neardup.pipeline import tokens
+    from neardup.verify import tokens
 
     monkeypatch.setattr(dedup_module, "VERIFY_CHUNK_PAIRS", 97)
     monkeypatch.setattr(dedup_module, "EXACT_CHUNK_BYTES", 20_000)
@@ -64,7 +64,7 @@ def test_progress_counts_increase_to_their_totals(small_chunks):
 def test_chunked_stages_change_no_result(monkeypatch):
     texts = corpus(seed=1)
     whole = dedup(texts)
-    from neardup.pipeline import tokens
+    from neardup.verify import tokens
 
     monkeypatch.setattr(dedup_module, "VERIFY_CHUNK_PAIRS", 13)
     monkeypatch.setattr(dedup_module, "VERIFY_MAX_CHUNKS", 10**9)

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from neardup.dedup import dedup
-from neardup.evaluate import load_labels, score_reported
+from neardup.batch.evaluate import load_labels, score_reported
+from neardup.batch.run import dedup
 
 
 @pytest.mark.shared

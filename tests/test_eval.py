@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from neardup.batch.evaluate import detect_lang, load_labels, prf, score_reported, sweep
 from neardup.cli.main import main
 from neardup.errors import InputError, RecordError
-from neardup.evaluate import detect_lang, load_labels, prf, score_reported, sweep
 
 
 def test_prf():

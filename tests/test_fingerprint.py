@@ -15,10 +15,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import neardup
-from neardup import fingerprint as F
 from neardup.errors import ConfigError, InputError, InputTypeError
-from neardup.fingerprint import FingerprintBatch, Fingerprinter, content_hash, content_hash_many
-from neardup.hamming import hamming
+from neardup.fingerprint import simhash as F
+from neardup.fingerprint.distance import hamming
+from neardup.fingerprint.simhash import (
+    FingerprintBatch,
+    Fingerprinter,
+    content_hash,
+    content_hash_many,
+)
 from neardup.text.normalize import casefold_nfkc, replace_surrogates
 
 TEXTS = {
@@ -316,7 +321,7 @@ def test_chunked_long_document_equals_unchunked(kw, monkeypatch):
 
 
 def test_split_long_cuts_at_separators():
-    from neardup._simhash_numba import split_long
+    from neardup.fingerprint._numba import split_long
 
     text = "aaaa bbbb cccc dddd"
     b = split_long(text, 7)
@@ -477,8 +482,8 @@ _NO_LITERAL_KERNELS = """
 import json
 import numpy as np
 from numba.core.registry import CPUDispatcher
-import neardup._simhash_numba as K
-import neardup.fingerprint as F
+import neardup.fingerprint._numba as K
+import neardup.fingerprint.simhash as F
 from tests.test_fingerprint import CONFIGS, TEXTS
 
 texts = [*TEXTS.values(), "a", "ab cd", "北京", "word " * 400]

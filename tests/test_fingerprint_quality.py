@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import neardup
-from neardup.hamming import hamming_many
+from neardup.fingerprint.distance import hamming_many
 
 
 @pytest.mark.shared

@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from neardup.errors import InputError, InputTypeError
-from neardup.hamming import (
+from neardup.fingerprint.distance import (
     as_fingerprints,
     hamming,
     hamming_cdist,

@@ -10,9 +10,9 @@ import xxhash
 from hypothesis import given
 from hypothesis import strategies as st
 
-from neardup import _simhash_numba as nb
 from neardup.errors import ConfigError
-from neardup.hashing import (
+from neardup.fingerprint import _numba as nb
+from neardup.text.hashing import (
     HASH_FUNCTIONS,
     HASH_IDS,
     combine64,

@@ -77,7 +77,7 @@ def test_unwritable_dir_falls_back_to_temp_then_to_a_process_dir(
 
 
 def test_locator_claims_neardup_files_only(tmp_path: Path) -> None:
-    from neardup import _simhash_numba
+    from neardup.fingerprint import _numba as _simhash_numba
 
     ours = _jit.NeardupCacheLocator.from_function(
         _simhash_numba.fnv1a64.py_func, _simhash_numba.__file__

@@ -8,9 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.dedup import dedup
-from neardup.errors import ConfigError
-from neardup.pipeline.minhash import (
+from neardup.batch.minhash import (
     NO_SIGNATURE,
     candidate_probability,
     lsh_pairs,
@@ -20,7 +18,9 @@ from neardup.pipeline.minhash import (
     plan_lsh,
     shingle_jaccard,
 )
-from neardup.verify import Verifier
+from neardup.batch.run import dedup
+from neardup.errors import ConfigError
+from neardup.verify.rule import Verifier
 
 WORDS = ["the", "cat", "sat", "on", "mat", "RT", "@bob:", "#tag", "http://x.co/a", "猫", "垫子",
          "naïve", "ÉTÉ", "a1b2", "", " ", "\n", "www.example.com", "//@用户:", "ok!"]  # fmt: skip
@@ -146,7 +146,7 @@ def test_dedup_finds_wide_short_edits_at_any_size_and_the_budget_stays_idle():
 
 
 def test_agreement_kernel_equals_reference():
-    from neardup.pipeline.minhash import _agreement, _agreement_reference
+    from neardup.batch.minhash import _agreement, _agreement_reference
 
     rng = np.random.default_rng(9)
     sig = rng.integers(0, 4, (300, 40)).astype(np.uint16)
@@ -171,7 +171,7 @@ def test_a_template_bucket_is_paired_once_not_per_band():
 
 
 def test_band_key_block_equals_per_band_keys():
-    from neardup.pipeline.minhash import _band_key_block, _band_keys
+    from neardup.batch.minhash import _band_key_block, _band_keys
 
     rng = np.random.default_rng(2)
     for rows in (1, 2, 3, 4):

@@ -20,7 +20,7 @@ from neardup.errors import (
     NotFoundError,
     StorageError,
 )
-from neardup.online import Decision, Deduplicator, Match
+from neardup.online.deduplicator import Decision, Deduplicator, Match
 from neardup.store.fallback import SimpleFingerprinter
 
 

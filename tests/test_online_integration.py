@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from neardup.errors import ConfigError, StorageError
-from neardup.online import Deduplicator
+from neardup.online.deduplicator import Deduplicator
 from neardup.store.fallback import SimpleFingerprinter
 
 
@@ -125,7 +125,7 @@ def test_empty_texts_match_only_by_content():
 
 
 def test_128_bit_fingerprints(tmp_path):
-    from neardup.fingerprint import Fingerprinter
+    from neardup.fingerprint.simhash import Fingerprinter
 
     fp = Fingerprinter(bits=128)
     t = "Scientists have discovered a new species of frog in the rainforests of Peru this year."

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.dedup import dedup
+from neardup.batch.run import dedup
 from neardup.errors import ConfigError, CorruptFileError
-from neardup.online import Deduplicator
+from neardup.online.deduplicator import Deduplicator
 from neardup.store.bands import BandRuns, lookup, sort_entries
 from neardup.store.layout import read_json_file, write_json_file
 from neardup.store.segment import open_segment, write_segment
@@ -146,7 +146,7 @@ def test_dev_slice_decides_like_batch(dev_data) -> None:
 
 def _lsh_only_pair() -> tuple[str, str]:
     """Two texts that verify as near duplicates at SimHash distance > 3."""
-    from neardup.fingerprint import Fingerprinter
+    from neardup.fingerprint.simhash import Fingerprinter
 
     fpr = Fingerprinter()
     rng = random.Random(7)
@@ -312,7 +312,7 @@ def test_service_config_passes_the_mode(tmp_path) -> None:
 def test_writer_uses_the_preparers_band_keys() -> None:
     """The writer never tokenises for the channel: the band keys come from the preparer (a
     batch prepared without the channel gets them in the writer, once)."""
-    from neardup.online import DocumentPreparer
+    from neardup.online.deduplicator import DocumentPreparer
 
     a, b = _lsh_only_pair()
     with Deduplicator() as d:

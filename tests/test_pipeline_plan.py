@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup import dedup
-from neardup.pipeline.candidates import (
+from neardup.batch import run as dedup
+from neardup.batch.candidates import (
     all_pairs_reference,
     estimate_pairs_within,
     plan_pass,
@@ -137,7 +137,7 @@ def test_config_validates_the_budget():
     width=st.sampled_from([1, 2]),
 )
 def test_first_of_equal_rows_equals_the_reference(rows, width):
-    from neardup.dedup import first_of_equal_rows, first_of_equal_rows_reference
+    from neardup.batch.run import first_of_equal_rows, first_of_equal_rows_reference
 
     h = np.array(rows, dtype=np.uint64).reshape(-1, 2)[:, :width]
     assert np.array_equal(first_of_equal_rows(h), first_of_equal_rows_reference(h))
@@ -146,8 +146,8 @@ def test_first_of_equal_rows_equals_the_reference(rows, width):
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 1000), n=st.integers(1, 300), k=st.integers(0, 64))
 def test_sample_histogram_equals_numpy(seed, n, k):
-    from neardup.hamming import hamming_cdist
-    from neardup.pipeline.candidates import _sample_hist64
+    from neardup.batch.candidates import _sample_hist64
+    from neardup.fingerprint.distance import hamming_cdist
 
     fps = clustered(seed, n, 5, 0.05)
     rows = np.sort(np.random.default_rng(seed).choice(n, size=min(n, 7), replace=False))
@@ -172,7 +172,7 @@ def test_bucket_candidates_equal_the_definition(seed, n, pb, radius, spread):
     from collections import Counter
     from itertools import combinations
 
-    from neardup.pipeline.candidates import _bucket_candidates
+    from neardup.batch.candidates import _bucket_candidates
 
     rng = np.random.default_rng(seed)
     top = 1 << pb
@@ -191,7 +191,7 @@ def test_bucket_candidates_equal_the_definition(seed, n, pb, radius, spread):
 def test_first_of_equal_rows_large_unstable_sort(distinct):
     # numpy's default sort is unstable above a few dozen rows: the first position of each group
     # must come from the positions, not the order the sort leaves equal rows in
-    from neardup.dedup import first_of_equal_rows, first_of_equal_rows_reference
+    from neardup.batch.run import first_of_equal_rows, first_of_equal_rows_reference
 
     rng = np.random.default_rng(distinct)
     v = rng.integers(0, distinct, 20_000, dtype=np.uint64)
@@ -202,7 +202,7 @@ def test_first_of_equal_rows_large_unstable_sort(distinct):
 
 @pytest.mark.parametrize("pb", [1, 13, 24, 25, 40])
 def test_bucket_sizes_equal_unique_counts(pb):
-    from neardup.pipeline.candidates import _bucket_sizes
+    from neardup.batch.candidates import _bucket_sizes
 
     rng = np.random.default_rng(pb)
     prefix = rng.integers(0, 1 << min(pb, 16), 50_000, dtype=np.uint64) << np.uint64(
@@ -214,7 +214,7 @@ def test_bucket_sizes_equal_unique_counts(pb):
 
 @pytest.mark.parametrize("distance", [3, 4, 5, 7])
 def test_tables_work_ns_does_not_depend_on_workers(monkeypatch, distance):
-    import neardup.pipeline.candidates as C
+    import neardup.batch.candidates as C
 
     monkeypatch.setattr(C, "TABLES_THREADS_MIN", 0)
     rng = np.random.default_rng(distance)

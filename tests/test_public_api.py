@@ -51,8 +51,8 @@ def test_all_is_pinned():
 def test_function_names_are_not_shadowed_by_submodules():
     import importlib
 
-    importlib.import_module("neardup.hamming")
-    importlib.import_module("neardup.dedup")
+    importlib.import_module("neardup.fingerprint.distance")
+    importlib.import_module("neardup.batch.run")
     assert callable(neardup.hamming) and neardup.hamming(0b101, 0b110) == 2
     assert callable(neardup.dedup) and not isinstance(neardup.dedup, type(neardup))
 

@@ -40,7 +40,7 @@ def _warm_jit_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 
     Exercises the paths a server uses: fingerprints, memtable and segment search, flush.
     """
-    from neardup.online import Deduplicator
+    from neardup.online.deduplicator import Deduplicator
 
     rng = random.Random(0)
     with Deduplicator(tmp_path_factory.mktemp("warm")) as d:
@@ -255,7 +255,7 @@ def _set_applied(ns: Path, offset: int) -> int:
 def test_flipped_segment_byte_is_refused(tmp_path: Path) -> None:
     import numpy as np
 
-    from neardup.online import Deduplicator
+    from neardup.online.deduplicator import Deduplicator
 
     data = tmp_path / "data"
     ns = data / "namespaces" / "default"
@@ -273,8 +273,8 @@ def test_flipped_segment_byte_is_refused(tmp_path: Path) -> None:
 def _pair_texts(n: int, seed: int) -> list[tuple[str, str]]:
     """Near-duplicate pairs: a case/whitespace variant, or one word changed in a long text."""
     from neardup import Fingerprinter
-    from neardup.hamming import hamming
-    from neardup.verify import Verifier
+    from neardup.fingerprint.distance import hamming
+    from neardup.verify.rule import Verifier
 
     fp, ver = Fingerprinter(), Verifier()
     rng = random.Random(seed)
@@ -428,7 +428,7 @@ def test_sigkill_while_metadata_lags_loses_nothing(tmp_path: Path, seed: int) ->
     import subprocess
     import sys
 
-    from neardup.online import Deduplicator
+    from neardup.online.deduplicator import Deduplicator
 
     data = tmp_path / "d"
     proc = subprocess.Popen(

@@ -1,4 +1,4 @@
-"""neardup.ring: the consistent-hash ring (definition, monotonicity, replicas, errors)."""
+"""neardup.cluster.ring: the consistent-hash ring (definition, monotonicity, replicas, errors)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import xxhash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from neardup.cluster.ring import HashRing, _xxh64_u64, key_hash, key_hash_many
 from neardup.errors import ConfigError, InputTypeError, NotFoundError
-from neardup.ring import HashRing, _xxh64_u64, key_hash, key_hash_many
 
 VN = 48  # small rings keep the property tests fast; the definition does not depend on it
 

@@ -24,7 +24,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from neardup.errors import StorageError  # noqa: E402
-from neardup.online import Decision, Match  # noqa: E402
+from neardup.online.deduplicator import Decision, Match  # noqa: E402
 from neardup.service.app import create_app  # noqa: E402
 from neardup.service.config import ServiceConfig, parse_size  # noqa: E402
 from neardup.service.metrics import Metrics  # noqa: E402
@@ -502,7 +502,7 @@ def test_server_healthy_after_fuzz(http: httpx.Client) -> None:
 
 
 def test_storage_error_is_503(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from neardup.online import Deduplicator
+    from neardup.online.deduplicator import Deduplicator
 
     class FailingWrites(Deduplicator):  # type: ignore[misc]
         fail = False

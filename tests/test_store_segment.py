@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from neardup.errors import CorruptFileError, InputError
-from neardup.hamming import hamming_cdist
-from neardup.online import Deduplicator
+from neardup.fingerprint.distance import hamming_cdist
+from neardup.online.deduplicator import Deduplicator
 from neardup.store.fallback import SimpleFingerprinter
 from neardup.store.memindex import BruteIndex, MemTable
 from neardup.store.segment import HEADER_SIZE, open_segment, write_segment

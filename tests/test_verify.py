@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from neardup.errors import ConfigError, InputError, InputTypeError
-from neardup.verify import TokenEncoder, Verifier, tokenize
+from neardup.verify.rule import TokenEncoder, Verifier, tokenize
 
 
 def test_tokenize_words_cjk_and_social():
@@ -150,7 +150,7 @@ _TOKENS = st.lists(st.integers(0, 12), max_size=40)
 def test_overlap_kernel_equals_reference_and_bounds_lcs(pairs):
     from rapidfuzz.distance import LCSseq
 
-    from neardup.pipeline.overlap import (
+    from neardup.verify.overlap import (
         bound_decisions,
         encode_sorted,
         overlap_many,

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup.errors import ConfigError
-from neardup.pipeline.overlap import lcs_many, overlap_reference
-from neardup.pipeline.tokens import token_bytes
-from neardup.verify import DEFAULT_MAX_LCS_CELLS, LONG_CHARS, TokenEncoder, Verifier
+from neardup.verify.overlap import lcs_many, overlap_reference
+from neardup.verify.rule import DEFAULT_MAX_LCS_CELLS, LONG_CHARS, TokenEncoder, Verifier
+from neardup.verify.tokens import token_bytes
 
 WORDS = [f"w{i}" for i in range(40)]
 
@@ -102,7 +102,7 @@ def test_two_megabyte_pair_is_linear() -> None:
 
 
 def test_cache_is_bounded() -> None:
-    import neardup.verify as vm
+    import neardup.verify.rule as vm
 
     v = Verifier()
     rng = random.Random(2)

@@ -6,10 +6,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.dedup import stage_verify, stage_verify_reference
-from neardup.pipeline import tokens as T
-from neardup.pipeline.overlap import overlap_reference
-from neardup.verify import Verifier
+from neardup.batch.run import stage_verify, stage_verify_reference
+from neardup.verify import tokens as T
+from neardup.verify.overlap import overlap_reference
+from neardup.verify.rule import Verifier
 
 PIECES = st.sampled_from(
     [
@@ -137,7 +137,7 @@ def test_stage_verify_decides_like_verifying_every_pair(base, edits, pairs, cfg)
     ),
 )
 def test_bound_early_exit_keeps_every_decision(rows, pairs, cfg):
-    from neardup.pipeline.overlap import bound_decisions
+    from neardup.verify.overlap import bound_decisions
 
     offsets = np.zeros(len(rows) + 1, np.int64)
     np.cumsum([len(r) for r in rows], out=offsets[1:])
@@ -167,8 +167,8 @@ LCS_EXTRA = ["@bob", "http://t.co/a", "#tag", "ﬁsh", "fish", "www.x.org"]
 def test_lcs_many_equals_rapidfuzz_on_encoded_tokens(docs, pairs, strip):
     from rapidfuzz.distance import LCSseq
 
-    from neardup.pipeline.overlap import lcs_many
-    from neardup.verify import TokenEncoder
+    from neardup.verify.overlap import lcs_many
+    from neardup.verify.rule import TokenEncoder
 
     v = Verifier(strip_social=strip)
     texts = [" ".join(d) for d in docs]
@@ -183,7 +183,7 @@ def test_lcs_many_equals_rapidfuzz_on_encoded_tokens(docs, pairs, strip):
 
 def test_lcs_many_tells_colliding_hashes_apart(monkeypatch):
     # different tokens forced onto one hash: the byte comparison keeps them apart
-    from neardup.pipeline import overlap
+    from neardup.verify import overlap
 
     v = Verifier()
     data = T.token_bytes(v, ["ab ab ab", "cd cd cd", "ab cd ab", "AB x"])
@@ -213,8 +213,8 @@ def test_lcs_many_long_sequences_with_carries():
 
     from rapidfuzz.distance import LCSseq
 
-    from neardup.pipeline.overlap import lcs_many
-    from neardup.verify import TokenEncoder
+    from neardup.verify.overlap import lcs_many
+    from neardup.verify.rule import TokenEncoder
 
     rng = random.Random(7)
     words = LCS_WORDS + LCS_EXTRA
@@ -273,7 +273,7 @@ def test_token_histograms_saturate_and_count_exactly():
     ),
 )
 def test_histogram_bound_never_rejects_what_the_hash_bound_keeps(docs, pairs, cfg):
-    from neardup.pipeline.overlap import bound_decisions, histogram_bound_decisions
+    from neardup.verify.overlap import bound_decisions, histogram_bound_decisions
 
     v = Verifier(**cfg)
     texts = [" ".join(d) for d in docs]
@@ -299,7 +299,7 @@ def test_histogram_bound_never_rejects_what_the_hash_bound_keeps(docs, pairs, cf
 
 
 def test_histogram_bound_treats_buckets_full_on_both_sides_as_unbounded():
-    from neardup.pipeline.overlap import histogram_bound_decisions
+    from neardup.verify.overlap import histogram_bound_decisions
 
     v = Verifier()
     texts = ["the " * 600, "the " * 600, "the " * 10 + "cat " * 590]

@@ -64,7 +64,7 @@ def status_cmd(
     as_json: bool = typer.Option(False, "--json", help="One JSON object per node."),
 ) -> None:
     """Show every node: up/down, documents, ring share, index settings."""
-    from ..service.cluster import ClusterClient
+    from ..cluster.client import ClusterClient
 
     with ClusterClient(cluster, namespace=namespace, timeout=5.0) as cc:
         rows = cc.status()
@@ -96,7 +96,7 @@ def add_node_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Add a node and move to it the ranges it takes over."""
-    from ..service.cluster import (
+    from ..cluster.client import (
         ClusterConfig,
         NodeSpec,
         check_index_settings,
@@ -124,7 +124,7 @@ def remove_node_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Remove a node: its documents are copied to their new nodes, then deleted from it."""
-    from ..service.cluster import ClusterConfig, rebalance, start_journal
+    from ..cluster.client import ClusterConfig, rebalance, start_journal
 
     old = ClusterConfig.load(cluster)
     new = old.without_node(name)
@@ -143,7 +143,7 @@ def rebalance_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Resume an interrupted change, or put every document on exactly its R nodes."""
-    from ..service.cluster import ClusterConfig, rebalance
+    from ..cluster.client import ClusterConfig, rebalance
 
     jpath = _journal(cluster, journal)
     config = ClusterConfig.load(cluster)
@@ -163,8 +163,8 @@ def router_cmd(
     """Serve the single-node HTTP API in front of the cluster (one sequencer per namespace)."""
     import uvicorn
 
-    from ..service.cluster import ClusterConfig
-    from ..service.cluster_router import create_router
+    from ..cluster.client import ClusterConfig
+    from ..cluster.router import create_router
 
     app = create_router(ClusterConfig.load(cluster), token=token or None, timeout=timeout)
     uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -21,7 +21,7 @@ def _sample_path() -> Path:
 
 def _write_pairs(path: str, result: Any) -> None:
     """``id_a,id_b,distance,score,stage`` (same bytes as a csv.writer over ``pair_rows()``)."""
-    from ..dedup import STAGE_NAMES
+    from ..batch.run import STAGE_NAMES
     from ..io import atomic_open
     from ..io.csvout import write_pairs_csv
 
@@ -208,7 +208,7 @@ def dedup_command(
     ] = None,
 ) -> None:
     """Deduplicate a corpus: exact + near duplicates (verified), clusters, pairs, summary."""
-    from ..dedup import DedupConfig, ExactFingerprintPass, dedup
+    from ..batch.run import DedupConfig, ExactFingerprintPass, dedup
     from ..errors import ConfigError
     from ..io import atomic_open, check_not_input, check_output, read_corpus, write_kept
     from ..io.atomic import staged_outputs

@@ -52,8 +52,8 @@ def eval_command(
     workers: Annotated[int, typer.Option(help="Worker count for fingerprinting.")] = 1,
 ) -> None:
     """Precision, recall and F1 against labelled pairs, overall / by language / by length."""
+    from ..batch.evaluate import run_eval
     from ..errors import ConfigError
-    from ..evaluate import run_eval
 
     if not 0 <= min_k <= max_k <= 64:
         raise ConfigError(f"need 0 <= --min-k <= --max-k <= 64, got {min_k} and {max_k}")
@@ -69,7 +69,7 @@ def eval_command(
         workers=workers,
     )
     if plot:
-        from ..evaluate import plot_sweep
+        from ..batch.evaluate import plot_sweep
 
         plot_sweep(report["sweep"], plot)
     if as_json:

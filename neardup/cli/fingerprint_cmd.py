@@ -98,7 +98,7 @@ def fingerprint_cmd(
     encoding: Annotated[str, typer.Option(help="Input text encoding.")] = "utf-8",
 ) -> None:
     """Fingerprint documents; print a summary table (and write id,fingerprint with --output)."""
-    from ..fingerprint import Fingerprinter
+    from ..fingerprint.simhash import Fingerprinter
     from ..io import check_not_input, read_corpus
 
     fmt = input_format(input_fmt, old_fmt)

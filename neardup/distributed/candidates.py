@@ -64,7 +64,7 @@ def _block_pairs(k: int) -> list[tuple[int, int]]:
 
 
 def simhash_distance(job: Job) -> int:
-    from ..dedup import LSH_SIMHASH_DISTANCE
+    from ..batch.run import LSH_SIMHASH_DISTANCE
 
     d = job.config.get("max_distance")
     return LSH_SIMHASH_DISTANCE if d is None else int(d)
@@ -75,7 +75,7 @@ def step_keys(workdir: str, task: int, job: Job) -> dict[str, Any]:
     """Emit the band and block keys of partition ``task``'s first copies."""
     import pyarrow as pa
 
-    from ..pipeline.minhash import _band_keys
+    from ..batch.minhash import _band_keys
 
     cfg = job.dedup_config()
     plan = cfg.lsh_plan()
@@ -158,7 +158,7 @@ def step_join(workdir: str, task: int, job: Job) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ..pipeline.minhash import _group_pairs
+    from ..batch.minhash import _group_pairs
 
     cfg = job.dedup_config()
     plan = cfg.lsh_plan()

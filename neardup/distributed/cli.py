@@ -46,7 +46,7 @@ def _write_kept(res: Any, output: str) -> None:
 
 
 def _write_pairs(res: Any, path: str) -> None:
-    from ..dedup import STAGE_NAMES
+    from ..batch.run import STAGE_NAMES
     from ..io import atomic_open
     from ..io.csvout import write_pairs_csv
 
@@ -62,7 +62,7 @@ def _write_pairs(res: Any, path: str) -> None:
 
 
 def _write_clusters(res: Any, path: str) -> None:
-    from ..cluster import cluster_ids
+    from ..batch.cluster import cluster_ids
     from ..io import atomic_open
     from ..io.csvout import write_clusters_csv
 

@@ -56,9 +56,9 @@ def step_keep(workdir: str, job: Job) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ..cluster import connected_components
-    from ..dedup import STAGE_NEAR, stage_expand, stage_representatives
-    from ..pipeline.groups import ExactGroups
+    from ..batch.cluster import connected_components
+    from ..batch.groups import ExactGroups
+    from ..batch.run import STAGE_NEAR, stage_expand, stage_representatives
 
     if _store.done(workdir, "keep", 0):
         import json

@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from .._arrays import unique_sorted
 from ..errors import ConfigError, InputError
-from ..hamming import as_fingerprints
+from ..fingerprint.distance import as_fingerprints
 from . import _kernels as K
 from .hamming_index import HammingIndex
 from .plan import Plan, plan_index

@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigError, IndexStateError, InputError, InputTypeError, NotFoundError
-from ..hamming import as_fingerprints, int_to_words
+from ..fingerprint.distance import as_fingerprints, int_to_words
 from . import _kernels as K
 from .compressed import DEFAULT_BLOCK_BYTES, CompressedSegment, check_block_bytes
 from .plan import HEAVY_BUCKET, Plan, plan_index

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from ..hamming import as_fingerprints
+from ..fingerprint.distance import as_fingerprints
 
 __all__ = ["all_pairs_reference", "search_reference"]
 

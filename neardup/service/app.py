@@ -364,7 +364,7 @@ def create_app(
 
     # -- export: one page of stored documents in id order (cluster rebalancing, issue 27) ------
     async def export(namespace: str, after: str, limit: int) -> Response:
-        from .cluster import export_page
+        from ..cluster.client import export_page
 
         if not 1 <= limit <= 10_000:
             raise ConfigError(f"limit must be in 1..10000, got {limit}")

@@ -29,7 +29,7 @@ from ..errors import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..online import Decision
+    from ..online.deduplicator import Decision
 
 __all__ = ["Client"]
 
@@ -181,7 +181,7 @@ class Client:
         return {"documents": [dict(d) for d in items]}, True
 
     def _decide(self, op: str, docs: Document | Iterable[Document], namespace: str | None) -> Any:
-        from ..online import Decision, Match
+        from ..online.deduplicator import Decision, Match
 
         body, is_batch = self._body(docs)
         data = self._request("POST", f"{self._prefix(namespace)}/{op}", body)

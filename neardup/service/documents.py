@@ -92,7 +92,7 @@ def fd_exhausted_parts(exc: BaseException) -> tuple[int, bytes, Headers] | None:
 
 def _long_texts(docs: list[Any]) -> list[str]:
     """The texts of ``docs`` long enough for the verifier's token cache."""
-    from ..verify import LONG_CHARS
+    from ..verify.rule import LONG_CHARS
 
     out = []
     for d in docs:
@@ -122,7 +122,7 @@ def _submitter(store: Any, method: str) -> Any:
 @functools.lru_cache(maxsize=64)
 def _own_method(cls: type, method: str) -> bool:
     """Whether ``cls.<method>`` is :class:`Deduplicator`'s (per class, cached)."""
-    from ..online import Deduplicator
+    from ..online.deduplicator import Deduplicator
 
     return getattr(cls, method, None) is getattr(Deduplicator, method)
 

@@ -26,7 +26,7 @@ NAMESPACES_DIR = "namespaces"
 
 
 def _default_factory(config: ServiceConfig, path: Path | None) -> Any:
-    from ..online import Deduplicator
+    from ..online.deduplicator import Deduplicator
 
     return Deduplicator(
         path=None if path is None else str(path),

@@ -34,7 +34,7 @@ _BAND_SHIFT = np.uint64(48)
 
 def entry_keys(keys: npt.NDArray[np.uint64], rows: int) -> npt.NDArray[np.uint64]:
     """Entry keys of band keys ``keys`` (bands, n): the band folded into the key (see module)."""
-    from ..pipeline.minhash import _mix64
+    from ..batch.minhash import _mix64
 
     nb = keys.shape[0]
     band = np.arange(nb, dtype=np.uint64)[:, None]
@@ -49,7 +49,7 @@ def band_entries(
     """Entry keys (n, bands) of signatures ``sig`` (n, hashes) under ``plan``; rows that are not
     ``usable`` (no tokens: never candidates, as in the batch pipeline) get an empty key set,
     marked by :data:`NO_KEYS` in every column."""
-    from ..pipeline.minhash import BAND_BLOCK, _band_key_block, _band_keys
+    from ..batch.minhash import BAND_BLOCK, _band_key_block, _band_keys
 
     n = sig.shape[0]
     out = np.empty((plan.bands, n), np.uint64)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..hamming import hamming_cdist
+from ..fingerprint.distance import hamming_cdist
 
 __all__ = ["BruteIndex", "MemTable", "build_index", "hamming_index_class", "merge_results"]
 

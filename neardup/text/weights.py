@@ -92,7 +92,7 @@ class IdfTable:
         """Sorted token hashes (uint64), their integral weights (int64) and the default weight."""
         key = (hash, seed)
         if key not in self._cache:
-            from ..hashing import hash64
+            from .hashing import hash64
 
             hs = np.fromiter(
                 (hash64(t.encode("utf-8", "surrogatepass"), hash, seed) for t in self.idf),

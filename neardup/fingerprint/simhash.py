@@ -1,7 +1,7 @@
 """SimHash fingerprints (Charikar 2002) for English and Chinese text, batch first.
 
 Pipeline (each step is defined exactly in the module named, so results are reproducible by the
-pure reference :mod:`neardup._simhash_reference` and across runs, processes, machines and
+pure reference :mod:`neardup.fingerprint.reference` and across runs, processes, machines and
 worker counts):
 
 1. normalise: NFKC + casefold; lone surrogates -> U+FFFD (:mod:`neardup.text.normalize`);
@@ -35,11 +35,11 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
-from . import _simhash_reference as ref
-from .errors import ConfigError, InputError, InputTypeError
-from .hashing import DEFAULT_SEED, HASH_FUNCTIONS, HASH_IDS, feature_hash
-from .text.normalize import check_text, normalize
-from .text.tokenize import han_share, prepare
+from ..errors import ConfigError, InputError, InputTypeError
+from ..text.hashing import DEFAULT_SEED, HASH_FUNCTIONS, HASH_IDS, feature_hash
+from ..text.normalize import check_text, normalize
+from ..text.tokenize import han_share, prepare
+from . import reference as ref
 
 __all__ = [
     "AUTO_EN",
@@ -63,7 +63,7 @@ _DEFAULT_NGRAM = {"words": 1, "shingles": 2, "chars": 3, "jieba": 1}
 #: texts longer than this many characters are fingerprinted in chunks (bounded memory)
 CHUNK_CHARS = 1 << 22
 #: a single text at most this long is fingerprinted by one GIL-holding kernel call
-#: (:meth:`Fingerprinter._one_ascii`); microseconds of work, see ``_simhash_numba.GIL_BYTES``
+#: (:meth:`Fingerprinter._one_ascii`); microseconds of work, see ``neardup.fingerprint._numba.GIL_BYTES``
 ONE_TEXT_CHARS = 16_384
 _ZERO1 = np.zeros(1, np.int64)
 # texts per kernel call: at most this many documents / characters
@@ -303,13 +303,13 @@ class Fingerprinter:
         else:
             hs, ws, default = empty
             if self.weights in ("tfidf", "keywords"):
-                from .text.weights import IdfTable, shipped_zh_idf
+                from ..text.weights import IdfTable, shipped_zh_idf
 
                 table = IdfTable.load(self.idf) if self.idf else shipped_zh_idf()
                 hs, ws, default = table.hash_table(self.hash, self.seed)
             if self.stopwords:
-                from .hashing import hash64
-                from .text.stopwords import stopwords
+                from ..text.hashing import hash64
+                from ..text.stopwords import stopwords
 
                 sw = sorted(stopwords("en") | stopwords("zh"))
                 sh = np.array([hash64(w.encode(), self.hash, self.seed) for w in sw], np.uint64)
@@ -388,7 +388,7 @@ class Fingerprinter:
             return None
         if not text.isascii() or not self.lowered_ascii_ok():
             return None
-        from . import _simhash_numba as nb
+        from . import _numba as nb
 
         buf = np.frombuffer(text.encode("ascii").lower(), np.uint8)
         words = self.bits // 64
@@ -429,7 +429,7 @@ class Fingerprinter:
 
     def _run_ascii(self, joined: str, lens: np.ndarray, fps: np.ndarray, nfeat: np.ndarray) -> None:
         """All-ASCII block: one lower(), one encode(), one kernel call (English settings)."""
-        from . import _simhash_numba as nb
+        from . import _numba as nb
 
         feat, n = self._mode_for("en")
         hs, ws, default = self._table(feat)
@@ -472,7 +472,7 @@ class Fingerprinter:
         the lowered bytes (the dedup pipeline's exact-hash pass) skip the join / ``lower`` /
         ``encode``. Releases the GIL; one thread. Needs :meth:`lowered_ascii_ok`.
         """
-        from . import _simhash_numba as nb
+        from . import _numba as nb
 
         if not self.lowered_ascii_ok():
             raise ConfigError(
@@ -492,7 +492,7 @@ class Fingerprinter:
     ) -> None:
         """Call a SimHash kernel (``simhash_docs`` or its GIL-holding twin) on lowered ASCII
         texts with this fingerprinter's English settings."""
-        from . import _simhash_numba as nb
+        from . import _numba as nb
 
         feat, n = self._mode_for("en")
         hs, ws, default = self._table(feat)
@@ -561,7 +561,7 @@ class Fingerprinter:
         nfeat: np.ndarray,
     ) -> None:
         """One numba pass over ``texts[idx]``: ``plan`` = (en mode, en n, zh mode, zh n, Han share)."""
-        from . import _simhash_numba as nb
+        from . import _numba as nb
 
         hs, ws, default = table
         nb.run_group(
@@ -600,7 +600,7 @@ class Fingerprinter:
             fps[i] = _words_from_int(ref.simhash_from_features(feats, self.bits), self.bits)
 
     def _keywords(self, feats: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-        from .text.weights import keyword_weights
+        from ..text.weights import keyword_weights
 
         if not feats:
             return feats
@@ -693,7 +693,7 @@ def _content_hash_one(text: str, norm: bool) -> int:
     try:
         data = s.encode("utf-8")
     except UnicodeEncodeError:
-        from .text.normalize import replace_surrogates
+        from ..text.normalize import replace_surrogates
 
         data = replace_surrogates(s).encode("utf-8")
     return xxhash.xxh3_128_intdigest(data)
@@ -739,7 +739,7 @@ def content_digest(text: str) -> bytes:
             return xxhash.xxh3_128_digest(b)
         # str.split: its whitespace includes \x1c-\x1f, bytes.split's does not
         return xxhash.xxh3_128_digest(" ".join(text.lower().split()).encode("ascii"))
-    from .text.normalize import casefold_nfkc
+    from ..text.normalize import casefold_nfkc
 
     return _digest_one(" ".join(casefold_nfkc(text).split()))
 
@@ -748,7 +748,7 @@ def _digest_one(s: str) -> bytes:
     try:
         data = s.encode("utf-8")
     except UnicodeEncodeError:
-        from .text.normalize import replace_surrogates
+        from ..text.normalize import replace_surrogates
 
         data = replace_surrogates(s).encode("utf-8")
     return xxhash.xxh3_128_digest(data)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from . import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 
 _P1 = np.uint64(0x9E3779B185EBCA87)
 _P2 = np.uint64(0xC2B2AE3D27D4EB4F)

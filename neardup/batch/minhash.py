@@ -46,10 +46,10 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._threads import numba_threads
 from ..errors import ConfigError
-from ..verify import Verifier
-from ._threads import numba_threads
-from .tokens import (
+from ..verify.rule import Verifier
+from ..verify.tokens import (
     _MARK_LUT,
     _RAW,
     _RAW_CHECK,

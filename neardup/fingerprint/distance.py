@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .errors import ConfigError, InputError, InputTypeError
+from ..errors import ConfigError, InputError, InputTypeError
 
 __all__ = [
     "as_fingerprints",

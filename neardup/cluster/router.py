@@ -28,9 +28,9 @@ from fastapi import FastAPI, Request  # noqa: E402
 from fastapi.responses import Response  # noqa: E402
 from starlette.concurrency import run_in_threadpool  # noqa: E402
 
-from .auth import check_write_token  # noqa: E402
-from .cluster import ClusterClient, ClusterConfig  # noqa: E402
-from .config import validate_namespace  # noqa: E402
+from ..service.auth import check_write_token  # noqa: E402
+from ..service.config import validate_namespace  # noqa: E402
+from .client import ClusterClient, ClusterConfig  # noqa: E402
 
 __all__ = ["create_router"]
 

@@ -39,15 +39,15 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ._arrays import concat_ascii, unique_sorted
+from .._arrays import concat_ascii, unique_sorted
+from ..errors import ConfigError, InputError, InputTypeError
+from ..io.texts import SpanTexts, UniqueIds
+from ..verify.rule import TokenEncoder, Verifier
 from .cluster import cluster_ids, connected_components
-from .errors import ConfigError, InputError, InputTypeError
-from .io.texts import SpanTexts, UniqueIds
-from .verify import TokenEncoder, Verifier
 
 if TYPE_CHECKING:
-    from .pipeline.groups import ExactGroups
-    from .pipeline.minhash import LshPlan
+    from .groups import ExactGroups
+    from .minhash import LshPlan
 
 __all__ = [
     "DedupConfig",
@@ -208,7 +208,7 @@ class DedupConfig:
 
     def lsh_plan(self) -> LshPlan:
         """The MinHash channel's plan (:func:`~neardup.pipeline.minhash.plan_lsh`)."""
-        from .pipeline.minhash import DEFAULT_THRESHOLD, plan_lsh
+        from .minhash import DEFAULT_THRESHOLD, plan_lsh
 
         return plan_lsh(
             DEFAULT_THRESHOLD if self.threshold is None else self.threshold,
@@ -218,7 +218,7 @@ class DedupConfig:
         )
 
     def make_fingerprinter(self) -> Any:
-        from .fingerprint import Fingerprinter
+        from ..fingerprint.simhash import Fingerprinter
 
         if self.fingerprinter is None:
             return Fingerprinter()
@@ -399,8 +399,8 @@ def content_hashes(texts: Sequence[str], *, workers: int = 1) -> npt.NDArray[np.
     """
     import xxhash
 
-    from .fingerprint import content_hash_many
-    from .pipeline.tokens import lower_ascii_clean, normalized_ascii_digests
+    from ..fingerprint.simhash import content_hash_many
+    from ..verify.tokens import lower_ascii_clean, normalized_ascii_digests
 
     n = len(texts)
     if sum(map(len, texts)) < EXACT_NUMBA_MIN_CHARS:  # not worth starting numba threads
@@ -562,8 +562,8 @@ class ExactFingerprintPass:
     def _chunk(self, texts: Sequence[str], pos: npt.NDArray[np.int64]) -> tuple[Any, ...]:
         import xxhash
 
-        from .fingerprint import CHUNK_CHARS
-        from .pipeline.tokens import lower_ascii_clean_serial, normalized_ascii_digests
+        from ..fingerprint.simhash import CHUNK_CHARS
+        from ..verify.tokens import lower_ascii_clean_serial, normalized_ascii_digests
 
         c0 = time.perf_counter()
         raw = getattr(self._local, "raw", None)
@@ -629,7 +629,7 @@ class ExactFingerprintPass:
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
         """Feed the rest of ``texts`` and return ``(first, fps_u, empty_u)``.
         ``progress(texts done)`` (optional) is called as the chunks' results are collected."""
-        from .fingerprint import content_hash_many
+        from ..fingerprint.simhash import content_hash_many
 
         t0 = time.perf_counter()
         self.feed(texts)
@@ -749,7 +749,7 @@ def stage_exact_pairs(groups: ExactGroups, expand_pairs: int) -> PairTable:
     """Exact pairs: every pair inside a group when at most ``expand_pairs``, else first-to-rest
     (:func:`~neardup.pipeline.groups.exact_pairs`; equals :func:`stage_exact_pairs_reference`,
     tested)."""
-    from .pipeline.groups import exact_pairs
+    from .groups import exact_pairs
 
     a, b = exact_pairs(groups, expand_pairs)
     k = a.size
@@ -797,7 +797,7 @@ def stage_expand(
     """Near pairs between first copies, repeated for the other members of their exact groups
     (:func:`~neardup.pipeline.groups.expanded_pairs`; equals :func:`stage_expand_reference`,
     tested)."""
-    from .pipeline.groups import expanded_pairs
+    from .groups import expanded_pairs
 
     ea, eb, ed, es = expanded_pairs(groups, a, b, d, score, expand_pairs)
     aa = np.concatenate([a, ea])
@@ -869,7 +869,7 @@ def _pairs_within(
     work_ns: int | None = None,
     lengths: npt.NDArray[np.int64] | None = None,
 ) -> tuple[Any, Any, Any]:
-    from .pipeline.candidates import pair_work_ns, planned_pairs
+    from .candidates import pair_work_ns, planned_pairs
 
     if subset.size < 2:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32)
@@ -1021,8 +1021,8 @@ def stage_candidates_lsh(
     ``progress(k)`` (optional) reports texts done, ``k`` of ``len(texts)``, weighted by phase
     (SimHash pass 20 %, signatures 40 %, band pairs 40 %: their shares on short posts).
     """
-    from .hamming import hamming_many
-    from .pipeline.minhash import lsh_pairs, minhash_signatures
+    from ..fingerprint.distance import hamming_many
+    from .minhash import lsh_pairs, minhash_signatures
 
     n = len(texts)
     idx = np.flatnonzero(usable).astype(np.int64)
@@ -1176,8 +1176,8 @@ def stage_verify(
     Returns (ok bool (m,), score float64 (m,)). The score of a pair that passes (or reaches
     step 3) is its exact similarity; a pair rejected in step 1 or 2 reports that bound's ratio.
     """
-    from .pipeline.overlap import bound_decisions, histogram_bound_decisions, lcs_many
-    from .pipeline.tokens import token_bytes, token_hashes, token_histograms
+    from ..verify.overlap import bound_decisions, histogram_bound_decisions, lcs_many
+    from ..verify.tokens import token_bytes, token_hashes, token_histograms
 
     if a.size == 0:
         return np.zeros(0, bool), np.zeros(0, np.float64)
@@ -1351,7 +1351,7 @@ def stage_verify_reference(
     workers: int = 1,
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
     """Reference for :func:`stage_verify`: the exact LCS of every pair (no bound)."""
-    from .pipeline.tokens import encode_texts_reference
+    from ..verify.tokens import encode_texts_reference
 
     if a.size == 0:
         return np.zeros(0, bool), np.zeros(0, np.float64)
@@ -1502,7 +1502,7 @@ def dedup(
 
         return done
 
-    from .pipeline.groups import ExactGroups
+    from .groups import ExactGroups
 
     fp = cfg.make_fingerprinter()
     if cfg.exact:  # one pass: exact hashes and the first copies' fingerprints

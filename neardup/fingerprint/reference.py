@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from .hashing import combine64, feature_hash
+from ..text.hashing import combine64, feature_hash
 
 __all__ = ["bit_sums", "doc_features", "simhash_from_features"]
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 import xxhash
 
-from .errors import ConfigError, InputTypeError, NotFoundError
+from ..errors import ConfigError, InputTypeError, NotFoundError
 
 __all__ = [
     "DEFAULT_VNODES",
@@ -329,7 +329,7 @@ class RingSnapshot:
 
     def _kernel(self, keys: np.ndarray, hashed: bool, want_pos: bool) -> np.ndarray:
         self._require_nodes()
-        from ._ring_numba import lookup_many
+        from ._numba import lookup_many
 
         return lookup_many(
             keys,

@@ -23,8 +23,8 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from . import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
-from .errors import InputError
+from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from ..errors import InputError
 
 __all__ = [
     "UnionFind",

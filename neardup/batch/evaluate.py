@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError, RecordError
+from ..errors import InputError, RecordError
 
 __all__ = [
     "load_labels",
@@ -48,7 +48,7 @@ def load_labels(path: str | Path) -> dict[tuple[str, str], int]:
     ``path`` may be compressed (``.gz``, ``.zst``, ...) or an fsspec URL, as documents may."""
     import io
 
-    from .io.remote import compression_of, is_url, open_input
+    from ..io.remote import compression_of, is_url, open_input
 
     labels: dict[tuple[str, str], int] = {}
     name = str(path)
@@ -197,8 +197,8 @@ def plot_sweep(rows: Sequence[Mapping[str, Any]], path: str | Path) -> None:
 
     Needs matplotlib (``pip install 'neardup[plot]'``); written atomically.
     """
-    from .errors import require
-    from .io.atomic import atomic_open
+    from ..errors import require
+    from ..io.atomic import atomic_open
 
     require("matplotlib", "plot", "eval --plot")
     import matplotlib
@@ -252,10 +252,10 @@ def run_eval(
     / ``id_field``). Fingerprints and the verifier use their defaults, as
     :func:`neardup.dedup` does.
     """
-    from .dedup import DedupConfig, dedup
-    from .hamming import hamming_many
-    from .io import read_corpus
-    from .verify import Verifier
+    from ..fingerprint.distance import hamming_many
+    from ..io import read_corpus
+    from ..verify.rule import Verifier
+    from .run import DedupConfig, dedup
 
     with read_corpus(
         [docs], fmt=fmt, text_field=text_field, id_field=id_field, encoding=encoding

@@ -16,8 +16,8 @@ import numpy as np
 from numba import njit
 from numba import types as nt
 
-from . import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
-from .text.tokenize import prepare_many, prepare_utf8
+from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from ..text.tokenize import prepare_many, prepare_utf8
 
 U64 = np.uint64
 P1 = U64(11400714785074694791)

@@ -34,7 +34,7 @@ import hashlib
 
 import xxhash
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = [
     "DEFAULT_SEED",

@@ -20,9 +20,9 @@ from llvmlite import ir
 from numba.extending import intrinsic
 
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._threads import numba_threads
 from ..errors import ConfigError
-from ..hamming import as_fingerprints, hamming_cdist
-from ._threads import numba_threads
+from ..fingerprint.distance import as_fingerprints, hamming_cdist
 
 __all__ = [
     "DEFAULT_WORK_NS_PER_DOC",

@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import ConfigError, InputError, InputTypeError, RecordError, require
 
 if TYPE_CHECKING:
-    from ..dedup import DedupConfig, DedupResult
+    from .run import DedupConfig, DedupResult
 
 __all__ = ["dataset_column", "dedup_dataset"]
 
@@ -28,7 +28,7 @@ def dataset_column(ds: Any, name: str) -> list[Any]:
     """The values of column ``name`` of a ``datasets.Dataset``, in row order (its indices
     mapping, e.g. after ``select`` or ``shuffle``, applied). A dotted name (``meta.text``)
     reads a field of a struct column; a column literally named so wins."""
-    from .formats import _parquet_column
+    from ..io.formats import _parquet_column
 
     names = list(ds.column_names)
     top = name if name in names or "." not in name else name.split(".", 1)[0]
@@ -81,7 +81,7 @@ def dedup_dataset(
         A text is not a string (e.g. ``None``): the message names the row.
     """
     datasets = _datasets()
-    from ..dedup import dedup
+    from .run import dedup
 
     if isinstance(ds, datasets.DatasetDict):
         splits = ", ".join(map(repr, ds))

@@ -40,7 +40,7 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
-from .errors import (
+from ..errors import (
     ConfigError,
     IndexStateError,
     InputError,
@@ -48,9 +48,9 @@ from .errors import (
     NotFoundError,
     StorageError,
 )
-from .hamming import as_fingerprints, hamming_cdist
-from .store.engine import Store, Unsynced, fp_words, lower_thread_priority, parse_duration
-from .store.wal import HEADER_SIZE, AddRecord, DeleteRecord
+from ..fingerprint.distance import as_fingerprints, hamming_cdist
+from ..store.engine import Store, Unsynced, fp_words, lower_thread_priority, parse_duration
+from ..store.wal import HEADER_SIZE, AddRecord, DeleteRecord
 
 __all__ = ["Decision", "Deduplicator", "Match"]
 
@@ -161,7 +161,7 @@ class _Op:
 
 def _load_fingerprinter(spec: Any, stored: dict[str, Any] | None) -> Any:
     try:
-        from .fingerprint import Fingerprinter
+        from ..fingerprint.simhash import Fingerprinter
     except ImportError:
         Fingerprinter = None
     if spec is None:
@@ -169,10 +169,10 @@ def _load_fingerprinter(spec: Any, stored: dict[str, Any] | None) -> Any:
         if Fingerprinter is None or (
             cfg is not None and str(cfg.get("kind", "")).startswith("neardup.store.fallback")
         ):
-            from .store.fallback import SimpleFingerprinter
+            from ..store.fallback import SimpleFingerprinter
 
             log.warning(
-                "neardup.fingerprint is not available; using the fallback SimpleFingerprinter"
+                "neardup.fingerprint.simhash is not available; using the fallback SimpleFingerprinter"
             )
             return SimpleFingerprinter()
         return Fingerprinter.from_config(cfg) if cfg is not None else Fingerprinter()
@@ -196,9 +196,9 @@ def _load_verifier(spec: Any, stored: dict[str, Any] | None) -> Any:
         return None
     if spec is True:
         try:
-            from .verify import Verifier
+            from ..verify.rule import Verifier
         except ImportError:
-            log.warning("neardup.verify is not available; deciding by the distance rule only")
+            log.warning("neardup.verify.rule is not available; deciding by the distance rule only")
             return None
         return Verifier.from_config(stored) if stored is not None else Verifier()
     if not (hasattr(spec, "verify") and hasattr(spec, "candidate_distance")):
@@ -388,8 +388,8 @@ def lsh_keys(
 ) -> tuple[npt.NDArray[np.uint16], npt.NDArray[np.bool_], npt.NDArray[np.uint64]]:
     """(signatures (n, hashes), usable (n,), band entry keys (n, bands)) of ``texts`` as the
     batch pipeline computes them (``None`` texts: not usable)."""
-    from .pipeline.minhash import minhash_signatures
-    from .store.bands import band_entries
+    from ..batch.minhash import minhash_signatures
+    from ..store.bands import band_entries
 
     n = len(texts)
     if n == 0:
@@ -454,9 +454,9 @@ class DocumentPreparer:
         """(content hashes of many texts, the big-endian digest of one text or None): those of
         :mod:`neardup.fingerprint`, or the fallback's while it cannot be imported."""
         try:
-            from .fingerprint import content_digest, content_hash_many
+            from ..fingerprint.simhash import content_digest, content_hash_many
         except ImportError:
-            from .store.fallback import content_hash_many as fallback
+            from ..store.fallback import content_hash_many as fallback
 
             return fallback, None
         return (lambda texts: np.asarray(content_hash_many(texts), dtype=np.uint64)), content_digest
@@ -750,7 +750,7 @@ class Deduplicator:
         stored: dict[str, Any] | None = None
         cfg_file = None if self.path is None else self.path / "config.json"
         if cfg_file is not None and cfg_file.exists():
-            from .store.layout import read_json_file
+            from ..store.layout import read_json_file
 
             stored = read_json_file(cfg_file)
         self.fingerprinter = _load_fingerprinter(
@@ -771,8 +771,8 @@ class Deduplicator:
         self.candidates = self._candidate_mode(candidates, stored, candidate_radius)
         self.lsh_plan: Any = None
         if self.candidates == "lsh":
-            from .dedup import DedupConfig
-            from .pipeline.minhash import LshPlan
+            from ..batch.minhash import LshPlan
+            from ..batch.run import DedupConfig
 
             # the batch default (one rule); a store keeps the plan its band keys were made with
             kept_plan = (stored or {}).get("lsh")
@@ -1106,7 +1106,7 @@ class Deduplicator:
     def _apply_retention(self, secs: float | None) -> None:
         """(writer) Store and apply a new retention."""
         if self.path is not None:
-            from .store.layout import read_json_file, write_json_file
+            from ..store.layout import read_json_file, write_json_file
 
             cfg_path = self.path / "config.json"
             try:
@@ -1817,7 +1817,7 @@ class Deduplicator:
         (later position -> [(earlier position, SimHash distance)])."""
         if len(fps) < 2:
             return
-        from .pipeline.minhash import lsh_pairs
+        from ..batch.minhash import lsh_pairs
 
         a, b = lsh_pairs(sig, usable, self.lsh_plan)
         for x, y in zip(a.tolist(), b.tolist(), strict=True):
@@ -1835,7 +1835,7 @@ class Deduplicator:
             return self.verifier.verify_many(
                 [text] * len(chunk), [c[3] for c in chunk], [c[0] for c in chunk]
             )
-        from .dedup import stage_verify
+        from ..batch.run import stage_verify
 
         m = len(chunk)
         return stage_verify(
@@ -1853,8 +1853,8 @@ class Deduplicator:
         request after a restart waits tens of milliseconds for numba's cache. Tested: after it,
         groups of 1, 16, 100 and 2,000 documents and a long text load no new kernel."""
         try:
-            from .store.engine import PARALLEL_QUERIES
-            from .store.memindex import build_index
+            from ..store.engine import PARALLEL_QUERIES
+            from ..store.memindex import build_index
 
             rng = np.random.default_rng(0)
             n = 2048  # a group this large joins itself with all_pairs' table self-join
@@ -1873,7 +1873,7 @@ class Deduplicator:
                 self.store.search(fps[:m], self.radius)
             # a memtable like the store's, past its first buffer flush: its plan's build and
             # search kernels (the 1,025th add after a restart took ~20 ms without this)
-            from .store.memindex import MemTable
+            from ..store.memindex import MemTable
 
             mt = MemTable(
                 bits=self.bits, max_distance=self.radius, expected_size=self.store.memtable_size
@@ -1890,7 +1890,7 @@ class Deduplicator:
             self._prepare([{"id": "warm-up", "text": "warm up the fingerprint kernels"}])
             self._prepare([{"id": "warm-up", "text": "warm up a long text " * 1000}])
             if self.lsh_plan is not None:  # the MinHash channel's signature and agreement kernels
-                from .pipeline.minhash import lsh_pairs
+                from ..batch.minhash import lsh_pairs
 
                 sig, usable, _ = lsh_keys(self.verifier, self.lsh_plan, ["warm up minhash"] * 2)
                 lsh_pairs(sig, usable, self.lsh_plan)
@@ -1942,7 +1942,7 @@ class Deduplicator:
         try:
             if len(fps) <= _BRUTE_PAIRS:  # small groups: one distance matrix, no index build
                 raise ImportError
-            from .index import all_pairs
+            from ..index import all_pairs
 
             # one thread: a thread pool per group costs more than it saves on small groups
             a, b, d = all_pairs(fps, max_distance=self.radius, threads=1)

@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .errors import ConfigError, InputError, InputTypeError
+from ..errors import ConfigError, InputError, InputTypeError
 
 __all__ = ["DEFAULT_MAX_LCS_CELLS", "LONG_CHARS", "TokenEncoder", "Verifier", "tokenize"]
 
@@ -500,7 +500,7 @@ class Verifier:
         lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
         la, lb = lens[ia], lens[ib]
         if prune:
-            from .pipeline.overlap import bound_decisions, encode_sorted
+            from .overlap import bound_decisions, encode_sorted
 
             values, offsets = encode_sorted(encoded)
             c = self._cfg

@@ -22,9 +22,9 @@ import numpy as np
 
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 from .._arrays import concat_ascii
+from .._threads import numba_threads
 from ..io.texts import SpanTexts
-from ..verify import _SOCIAL, _SOCIAL_MARKERS, TokenEncoder, Verifier
-from ._threads import numba_threads
+from .rule import _SOCIAL, _SOCIAL_MARKERS, TokenEncoder, Verifier
 
 __all__ = [
     "collapse_ascii_spaces",

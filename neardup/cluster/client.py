@@ -49,7 +49,7 @@ from ..errors import (
     NotFoundError,
     ServiceUnavailableError,
 )
-from ..ring import DEFAULT_VNODES, HashRing, key_hash
+from .ring import DEFAULT_VNODES, HashRing, key_hash
 
 __all__ = [
     "ClusterClient",
@@ -62,7 +62,7 @@ __all__ = [
     "start_journal",
 ]
 
-log = logging.getLogger("neardup.cluster")
+log = logging.getLogger("neardup.batch.cluster")
 
 #: index settings that must be equal on every node (a node that differs is refused)
 INDEX_SETTINGS = ("bits", "max_distance", "search_radius")
@@ -318,7 +318,7 @@ class ClusterClient:
         min_copies: int | None = None,
         client_factory: Callable[..., Any] | None = None,
     ) -> None:
-        from .client import Client
+        from ..service.client import Client
 
         self.config = config if isinstance(config, ClusterConfig) else ClusterConfig.load(config)
         self.ring = self.config.ring()
@@ -440,7 +440,7 @@ class ClusterClient:
         return items, True
 
     def _check_list(self, docs: list[dict[str, Any]]) -> list[Any]:
-        from ..online import Decision, Match
+        from ..online.deduplicator import Decision, Match
 
         nodes = self.live_nodes()
         answers = self._fan_out(nodes, lambda c: c.check(docs, namespace=self.namespace))
@@ -519,7 +519,7 @@ class ClusterClient:
 
     def insert(self, docs: Any) -> Any:
         """Insert unconditionally (duplicates reported cluster-wide)."""
-        from ..online import Decision
+        from ..online.deduplicator import Decision
 
         items, batch = self._as_list(docs)
         decisions = self._check_list(items)
@@ -530,7 +530,7 @@ class ClusterClient:
     def check_and_insert(self, docs: Any) -> Any:
         """Insert the documents that are not near-duplicates of anything in the cluster (or of
         an earlier document of the batch); serialized per client (see module docstring)."""
-        from ..online import Decision
+        from ..online.deduplicator import Decision
 
         items, batch = self._as_list(docs)
         with self._sequencer:
@@ -711,7 +711,7 @@ def start_journal(
 
 def check_index_settings(config: ClusterConfig, node: NodeSpec, namespace: str = "default") -> None:
     """Refuse a node whose index settings differ from the cluster's (or that is not up)."""
-    from .client import Client
+    from ..service.client import Client
 
     def settings(url: str) -> dict[str, Any]:
         with Client(url, namespace=namespace, timeout=10.0) as c:
@@ -773,7 +773,7 @@ def rebalance(
     specs = {n.name: n for n in (previous.nodes if previous else ())} | {
         n.name: n for n in target.nodes
     }
-    from .client import Client
+    from ..service.client import Client
 
     clients = {
         name: Client(s.url, token=token, namespace=namespace, timeout=timeout)

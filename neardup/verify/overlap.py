@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
-from ._threads import numba_threads
+from .._threads import numba_threads
 from .tokens import HIST_MAX
 
 __all__ = [
@@ -541,7 +541,7 @@ def lcs_many(
     A pair whose token counts multiply to more than ``max_cells`` (default
     :data:`neardup.verify.DEFAULT_MAX_LCS_CELLS`) gets its multiset token overlap instead (an
     upper bound on the LCS, in linear time), as :class:`~neardup.verify.Verifier` decides it."""
-    from ..verify import DEFAULT_MAX_LCS_CELLS
+    from .rule import DEFAULT_MAX_LCS_CELLS
     from .tokens import _SPACE_LUT, _WORD_LUT
 
     cells = DEFAULT_MAX_LCS_CELLS if max_cells is None else int(max_cells)

@@ -1,0 +1,89 @@
+"""Second-stage verification of candidate pairs on their text, shared by the batch pipeline
+and the online store: the rule (:mod:`.rule`), its tokenizer (:mod:`.tokens`) and the overlap
+bounds and exact LCS (:mod:`.overlap`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+# public name -> module that defines it (imported on first use)
+_EXPORTS: dict[str, str] = {
+    "DEFAULT_MAX_LCS_CELLS": ".rule",
+    "LONG_CHARS": ".rule",
+    "TokenEncoder": ".rule",
+    "Verifier": ".rule",
+    "bound_decisions": ".overlap",
+    "collapse_ascii_spaces": ".tokens",
+    "encode_sorted": ".overlap",
+    "encode_texts": ".tokens",
+    "encode_texts_reference": ".tokens",
+    "histogram_bound_decisions": ".overlap",
+    "lcs_many": ".overlap",
+    "lower_ascii_clean": ".tokens",
+    "lower_ascii_clean_serial": ".tokens",
+    "normalized_ascii_digests": ".tokens",
+    "overlap_many": ".overlap",
+    "overlap_reference": ".overlap",
+    "token_bytes": ".tokens",
+    "token_hash_reference": ".tokens",
+    "token_hashes": ".tokens",
+    "token_hashes_reference": ".tokens",
+    "token_histograms": ".tokens",
+    "token_histograms_reference": ".tokens",
+    "tokenize": ".rule",
+}
+
+__all__ = [
+    "DEFAULT_MAX_LCS_CELLS",
+    "LONG_CHARS",
+    "TokenEncoder",
+    "Verifier",
+    "bound_decisions",
+    "collapse_ascii_spaces",
+    "encode_sorted",
+    "encode_texts",
+    "encode_texts_reference",
+    "histogram_bound_decisions",
+    "lcs_many",
+    "lower_ascii_clean",
+    "lower_ascii_clean_serial",
+    "normalized_ascii_digests",
+    "overlap_many",
+    "overlap_reference",
+    "token_bytes",
+    "token_hash_reference",
+    "token_hashes",
+    "token_hashes_reference",
+    "token_histograms",
+    "token_histograms_reference",
+    "tokenize",
+]
+
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS, __all__)
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .overlap import (
+        bound_decisions,
+        encode_sorted,
+        histogram_bound_decisions,
+        lcs_many,
+        overlap_many,
+        overlap_reference,
+    )
+    from .rule import DEFAULT_MAX_LCS_CELLS, LONG_CHARS, TokenEncoder, Verifier, tokenize
+    from .tokens import (
+        collapse_ascii_spaces,
+        encode_texts,
+        encode_texts_reference,
+        lower_ascii_clean,
+        lower_ascii_clean_serial,
+        normalized_ascii_digests,
+        token_bytes,
+        token_hash_reference,
+        token_hashes,
+        token_hashes_reference,
+        token_histograms,
+        token_histograms_reference,
+    )

@@ -15,9 +15,9 @@ def read_state(
     ``("error", type, message)``. ``texts_type``: the fast reader's texts must be one."""
     with monkeypatch.context() as m:
         if reference:
-            m.setenv("NEARDUP_IO_REFERENCE", "1")
+            m.setenv("NEARDUP_REFERENCE", "io")
         else:
-            m.delenv("NEARDUP_IO_REFERENCE", raising=False)
+            m.delenv("NEARDUP_REFERENCE", raising=False)
         try:
             c = read_corpus([str(path)], **kwargs)
         except Exception as exc:  # compared as (type, message)

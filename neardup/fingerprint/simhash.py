@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
+from .._reference import use_reference
 from ..errors import ConfigError, InputError, InputTypeError
 from ..text.hashing import DEFAULT_SEED, HASH_FUNCTIONS, HASH_IDS, feature_hash
 from ..text.normalize import check_text, normalize
@@ -70,7 +71,7 @@ _ZERO1 = np.zeros(1, np.int64)
 _BLOCK_DOCS = 1 << 16
 _BLOCK_CHARS = 1 << 23
 _CONFIG_VERSION = 1
-_FORCE_REFERENCE = os.environ.get("NEARDUP_FORCE_REFERENCE", "") not in ("", "0")
+_FORCE_REFERENCE = use_reference("fingerprint")
 
 FeatureFunc = Callable[[str], Iterable[Any]]
 
@@ -477,7 +478,7 @@ class Fingerprinter:
         if not self.lowered_ascii_ok():
             raise ConfigError(
                 "fingerprint_lowered_ascii needs the numba path (not a callable feature "
-                "function, NEARDUP_FORCE_REFERENCE, hash md5 or keywords weights)"
+                "function, NEARDUP_REFERENCE=fingerprint, hash md5 or keywords weights)"
             )
         self._lowered_kernel(nb.simhash_docs, buf, starts, ends, fps, nfeat)
 

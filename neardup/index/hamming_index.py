@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._reference import use_reference
 from ..errors import ConfigError, IndexStateError, InputError, InputTypeError, NotFoundError
 from ..fingerprint.distance import as_fingerprints, int_to_words
 from . import _kernels as K
@@ -43,8 +44,8 @@ SearchResult = tuple[I64, I64, I32]
 _EMPTY_I64 = np.empty(0, dtype=np.int64)
 
 
-#: NEARDUP_INDEX_REFERENCE=1 (read at import) answers every search with the NumPy brute force
-_REFERENCE = os.environ.get("NEARDUP_INDEX_REFERENCE", "") not in ("", "0")
+#: NEARDUP_REFERENCE=index (read at import) answers every search with the NumPy brute force
+_REFERENCE = use_reference("index")
 #: default search threads, read once (``os.cpu_count()`` costs ~15 µs per call)
 _DEFAULT_THREADS = min(4, os.cpu_count() or 1)
 

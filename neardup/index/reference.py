@@ -1,6 +1,6 @@
 """Pure NumPy brute force: the reference every fast path of the index is tested against.
 
-Set ``NEARDUP_INDEX_REFERENCE=1`` to make :class:`~neardup.index.HammingIndex` answer every
+Set ``NEARDUP_REFERENCE=index`` to make :class:`~neardup.index.HammingIndex` answer every
 search with these functions (slow, but obviously right).
 """
 

@@ -58,6 +58,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from .._reference import use_reference
 from ..errors import ConfigError, InputError, RecordError, require
 from .atomic import atomic_dir, atomic_open
 from .fields import MISSING, get_field, missing_field
@@ -384,8 +385,8 @@ def _csv_rows(r: _Reader, src: Source, reader: Any, header: list[str], shown: st
     """Accept CSV rows; the common row (text present, usable id) skips building a dict."""
     width = len(header)
     last = {name: i for i, name in enumerate(header)}  # dict(zip(header, row)) keeps the last
-    # NEARDUP_IO_REFERENCE=1: every row through the general dict path (the reference)
-    ti = None if os.environ.get("NEARDUP_IO_REFERENCE") else last.get(r.text_field)
+    # NEARDUP_REFERENCE=io: every row through the general dict path (the reference)
+    ti = None if use_reference("io") else last.get(r.text_field)
     idkey = "id" if r.id_field is None else r.id_field
     ii = last.get(idkey)
     seen, ids, texts, line_of, rows = r.seen, r.c.ids, r.c.texts, r.line_of, src.rows
@@ -469,8 +470,8 @@ def _parquet_rows(r: _Reader, path: str, texts: list[Any], ids: list[Any] | None
     """Accept Parquet rows; the common row (string text, usable id) skips building a dict."""
     keep: list[int] = []
     idf = r.id_field
-    # NEARDUP_IO_REFERENCE=1, or a text column named "id": every row through r.add
-    fast = not os.environ.get("NEARDUP_IO_REFERENCE") and r.text_field != "id"
+    # NEARDUP_REFERENCE=io, or a text column named "id": every row through r.add
+    fast = not use_reference("io") and r.text_field != "id"
     seen, out_ids, out_texts, line_of = r.seen, r.c.ids, r.c.texts, r.line_of
     for i, text in enumerate(texts):
         if fast and type(text) is str:
@@ -585,11 +586,7 @@ def read_corpus(
         raise ConfigError("no input given; pass one or more files, a directory, or - for stdin")
     inputs = expand_inputs(list(inputs))
     corpus = Corpus()
-    if (
-        is_utf8(encoding)
-        and not os.environ.get("NEARDUP_IO_REFERENCE")
-        and any(_is_jsonl(p, fmt) for p in inputs)
-    ):
+    if is_utf8(encoding) and not use_reference("io") and any(_is_jsonl(p, fmt) for p in inputs):
         corpus.texts = SpanTexts()  # type: ignore[assignment]  # JSONL texts stay spans
     reader = _Reader(
         corpus,

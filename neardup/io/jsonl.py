@@ -21,7 +21,7 @@ Every line orjson does not take on the fast path (malformed JSON, not UTF-8, bla
 lone-surrogate escapes, ``NaN``, integers beyond 64 bits, non-string ids) is handed to the
 standard library exactly as the reference reader would handle it, so accepted records, ids,
 texts, error messages and line numbers are the same as :func:`read_lines_reference` (tested
-with Hypothesis). Set ``NEARDUP_IO_REFERENCE=1`` to read with the reference.
+with Hypothesis). Set ``NEARDUP_REFERENCE=io`` to read with the reference.
 
 A UTF-8 byte-order mark at the very start of a file is skipped (it is not part of the first
 record; the output never carries it). Encodings other than UTF-8 are read line by line by the
@@ -56,6 +56,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from .._reference import use_reference
 from .fields import MISSING, get_field
 
 if TYPE_CHECKING:
@@ -159,7 +160,7 @@ def _slow_line(r: _Reader, raw: bytes, shown: str, lineno: int, lines_mode: bool
 
 def read_lines(r: _Reader, src: Source, real: str, shown: str, lines_mode: bool) -> None:
     """Read a JSONL (or ``lines``) file into ``r``'s corpus; record spans on ``src``."""
-    if not is_utf8(r.encoding) or os.environ.get("NEARDUP_IO_REFERENCE"):
+    if not is_utf8(r.encoding) or use_reference("io"):
         read_lines_reference(r, src, real, shown, lines_mode)
         return
     if not lines_mode:

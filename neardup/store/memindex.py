@@ -16,12 +16,12 @@ immutable "run"; runs of similar size are merged logarithmically (``O(log n)`` r
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from .._reference import use_reference
 from ..fingerprint.distance import hamming_cdist
 
 __all__ = ["BruteIndex", "MemTable", "build_index", "hamming_index_class", "merge_results"]
@@ -36,7 +36,7 @@ _warned = False
 def hamming_index_class() -> Any | None:
     """:class:`neardup.HammingIndex` when importable, else None (brute force is used)."""
     global _warned
-    if os.environ.get("NEARDUP_STORE_BRUTE", "") not in ("", "0"):
+    if use_reference("store"):
         return None
     try:
         from ..index import HammingIndex

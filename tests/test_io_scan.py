@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from io_state import read_state
 
-from neardup.batch import run as dedup
+from neardup import dedup
 from neardup.io import jsonl as jsonl_mod
 from neardup.io import read_corpus
 from neardup.io._jsonl_scan import (

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.batch import run as dedup
+from neardup import dedup
 from neardup.batch.candidates import (
     all_pairs_reference,
     estimate_pairs_within,

@@ -28,7 +28,7 @@ def dataset_column(ds: Any, name: str) -> list[Any]:
     """The values of column ``name`` of a ``datasets.Dataset``, in row order (its indices
     mapping, e.g. after ``select`` or ``shuffle``, applied). A dotted name (``meta.text``)
     reads a field of a struct column; a column literally named so wins."""
-    from ..io.formats import _parquet_column
+    from ..io.formats import arrow_column
 
     names = list(ds.column_names)
     top = name if name in names or "." not in name else name.split(".", 1)[0]
@@ -38,7 +38,7 @@ def dataset_column(ds: Any, name: str) -> list[Any]:
             "pass text_field= / id_field="
         )
     table = ds.select_columns([top]).with_format("arrow")[:]
-    column = _parquet_column(table, name)
+    column = arrow_column(table, name)
     if column is None:
         raise InputError(
             f"the Dataset has no field {name!r} (column {top!r} is "

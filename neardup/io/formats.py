@@ -79,6 +79,7 @@ __all__ = [
     "Corpus",
     "SkippedRecord",
     "Source",
+    "arrow_column",
     "detect_format",
     "read_corpus",
     "write_kept",
@@ -422,7 +423,7 @@ def _read_parquet(r: _Reader, src: Source) -> None:
         table = pq.read_table(real)
     except pa.ArrowException as exc:
         raise RecordError(f"cannot read Parquet: {exc}", path=src.path) from exc
-    text_col = _parquet_column(table, r.text_field)
+    text_col = arrow_column(table, r.text_field)
     if text_col is None:
         names = _parquet_names(table)
         raise RecordError(
@@ -430,13 +431,13 @@ def _read_parquet(r: _Reader, src: Source) -> None:
             path=src.path,
         )
     texts = text_col.to_pylist()
-    id_col = None if r.id_field is None else _parquet_column(table, r.id_field)
+    id_col = None if r.id_field is None else arrow_column(table, r.id_field)
     ids = None if id_col is None else id_col.to_pylist()
     keep = _parquet_rows(r, src.path, texts, ids)
     src.table = table.take(pa.array(keep, type=pa.int64())) if len(keep) != len(texts) else table
 
 
-def _parquet_column(table: Any, name: str) -> Any:
+def arrow_column(table: Any, name: str) -> Any:
     """Column ``name`` of a pyarrow table, or the field of a struct column for a dotted name
     (``meta.text``; a column literally named so wins); None when there is none."""
     if name in table.column_names:

@@ -9,7 +9,7 @@ import import_graph as G
 # the data flow: text -> features -> fingerprint/signatures -> candidates -> verification ->
 # decision -> store/output, with the shells (CLI, service, cluster) on top.
 LAYERS: list[set[str]] = [
-    {"<top>", "errors", "_jit", "_arrays", "_lazy", "_threads"},
+    {"<top>", "errors", "_jit", "_arrays", "_lazy", "_threads", "_reference"},
     {"text"},
     {"fingerprint"},
     {"index", "verify", "io"},

@@ -283,7 +283,7 @@ def test_node_that_times_out_or_answers_5xx_is_marked_down(tmp_path, caplog):
                 replicas=3, vnodes=VN,
             )  # fmt: skip
             cc = ClusterClient(cfg, token=TOKEN, timeout=1.0, min_copies=2, client_factory=factory)
-            with cc, caplog.at_level(logging.WARNING, logger="neardup.batch.cluster"):
+            with cc, caplog.at_level(logging.WARNING, logger="neardup.cluster"):
                 out = cc.check_and_insert([{"id": f"t{i}", "text": text(i)} for i in range(10)])
                 assert all(d.added for d in out)
                 assert "node hang marked down" in caplog.text

@@ -49,6 +49,7 @@ from ..errors import (
     NotFoundError,
     ServiceUnavailableError,
 )
+from ..service.export import export_page
 from .ring import DEFAULT_VNODES, HashRing, key_hash
 
 __all__ = [
@@ -62,7 +63,7 @@ __all__ = [
     "start_journal",
 ]
 
-log = logging.getLogger("neardup.batch.cluster")
+log = logging.getLogger("neardup.cluster")
 
 #: index settings that must be equal on every node (a node that differs is refused)
 INDEX_SETTINGS = ("bits", "max_distance", "search_radius")
@@ -231,34 +232,6 @@ def _atomic_write(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-
-
-# -- the server side of rebalancing -----------------------------------------------------------
-def export_page(store: Any, after: str, limit: int) -> dict[str, Any]:
-    """Documents of one namespace with id > ``after`` in id order, at most ``limit``.
-
-    ``store`` is a :class:`neardup.online.Deduplicator`. Ids come from SQLite and from the
-    records the background applier has not written there yet, so an acknowledged document is
-    listed even before SQLite has it. ``next`` is the id to pass as ``after`` for the next
-    page, or None at the end.
-    """
-    engine = store.store
-    pending = engine.pending
-    with pending.lock:
-        pend = [i for i in pending.by_id if i > after]
-    meta = engine.meta
-    with meta._rlock:  # the metadata DB's read connection (meta.py owns it; read-only use)
-        rows = meta._rdb.execute(
-            "SELECT id FROM docs WHERE id > ? ORDER BY id LIMIT ?", (after, limit)
-        ).fetchall()
-    ids = sorted({r[0] for r in rows} | set(pend))[:limit]
-    docs = []
-    for i in ids:
-        try:
-            docs.append(store.get(i))
-        except NotFoundError:  # deleted or expired since it was listed
-            continue
-    return {"documents": docs, "next": ids[-1] if len(ids) == limit else None}
 
 
 # -- routing -----------------------------------------------------------------------------------

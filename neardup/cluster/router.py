@@ -3,7 +3,7 @@
 ``neardup cluster router -c cluster.toml --port 8090`` serves the document routes of
 ``neardup serve`` (``{p}/check``, ``{p}/insert``, ``{p}/check-and-insert``, ``GET``/``DELETE``
 ``{p}/docs/{id}``, ``/healthz``) and answers them through one
-:class:`~neardup.service.cluster.ClusterClient` per namespace, so an unchanged
+:class:`~neardup.cluster.ClusterClient` per namespace, so an unchanged
 :class:`neardup.Client` talks to the whole cluster. Because every writer behind one router
 shares its ClusterClient, the router is the namespace's sequencer: of near-duplicates that
 reach it together, exactly one is kept (docs/cluster.md).

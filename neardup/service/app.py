@@ -56,6 +56,7 @@ from starlette.routing import Match  # noqa: E402
 from .auth import AuthError, check_write_token  # noqa: E402
 from .config import ServiceConfig  # noqa: E402
 from .documents import OPS, DocumentRoutes, error_parts, fd_exhausted_parts  # noqa: E402
+from .export import export_page  # noqa: E402
 from .limits import (  # noqa: E402
     BodyLimitMiddleware,
     RateLimiter,
@@ -364,8 +365,6 @@ def create_app(
 
     # -- export: one page of stored documents in id order (cluster rebalancing, issue 27) ------
     async def export(namespace: str, after: str, limit: int) -> Response:
-        from ..cluster.client import export_page
-
         if not 1 <= limit <= 10_000:
             raise ConfigError(f"limit must be in 1..10000, got {limit}")
         store = registry.get(namespace)

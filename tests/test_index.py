@@ -231,7 +231,7 @@ def test_all_pairs_split_tables_match_reference(
     """Tables cut into bucket-aligned row ranges (forced here at small n) give the same pairs;
     the cut covers every row of every table once, on bucket boundaries."""
     from neardup.index import allpairs as AP
-    from neardup.index.tables import Segment
+    from neardup.index.tables import TableSegment
 
     monkeypatch.setattr(AP, "SPLIT_MIN_ROWS", 0)
     monkeypatch.setattr(AP, "PIECES_PER_THREAD", pieces)
@@ -246,7 +246,7 @@ def test_all_pairs_split_tables_match_reference(
                     np.testing.assert_array_equal(g, w)
         idx = HammingIndex(bits=bits, max_distance=3, expected_size=len(fps), buffer_size=len(fps))
         pa = idx._pa
-        seg = Segment.build(fps.reshape(len(fps), -1), np.arange(len(fps), dtype=np.int64), pa)
+        seg = TableSegment.build(fps.reshape(len(fps), -1), np.arange(len(fps), dtype=np.int64), pa)
         tasks = AP._join_tasks(seg, pa, 1024, 2)
         for t in range(pa.n_tables):
             spans = sorted((lo, hi) for tt, lo, hi in tasks if tt == t)
@@ -362,18 +362,18 @@ def test_all_pairs_joins_instead_of_probing_at_larger_distances(
 
 
 def test_segment_build_on_threads_equals_one_thread() -> None:
-    from neardup.index.tables import Segment, plan_arrays
+    from neardup.index.tables import TableSegment, plan_arrays
 
     for kind, bits in [("clustered", 64), ("random", 128)]:
         fps = make_set(kind, 2000, bits, seed=8).reshape(2000, -1)
         pa = plan_arrays(plan_index(bits, 3, 2000, blocks=5, prefix_blocks=2))
         ids = np.arange(2000, dtype=np.int64)[::-1].copy()
-        one = Segment.build(fps, ids, pa)
-        two = Segment.build(fps, ids, pa, threads=3)
+        one = TableSegment.build(fps, ids, pa)
+        two = TableSegment.build(fps, ids, pa, threads=3)
         for name in ("fps", "ids", "keys", "rows", "dirs", "heavy", "hv", "sub"):
             np.testing.assert_array_equal(getattr(two, name), getattr(one, name), err_msg=name)
         # for the self-join: the same sorted tables, without the search directories
-        join = Segment.build(fps, ids, pa, threads=2, searchable=False)
+        join = TableSegment.build(fps, ids, pa, threads=2, searchable=False)
         for name in ("fps", "ids", "keys", "rows"):
             np.testing.assert_array_equal(getattr(join, name), getattr(one, name), err_msg=name)
         assert join.dirs is None

@@ -85,3 +85,54 @@ def test_corruption_is_detected(tmp_path) -> None:
         HammingIndex.load(tmp_path / "missing.idx")
     # the good file still loads
     assert len(HammingIndex.load(p)) == len(idx)
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_snapshot_from_snapshot_round_trip(compress: bool) -> None:
+    rng = np.random.default_rng(9)
+    fps = rng.integers(0, 2**64, 4000, dtype=np.uint64)
+    idx = HammingIndex(
+        bits=64, max_distance=3, expected_size=100_000, buffer_size=1000, compress=compress
+    )
+    idx.add(fps[:3000])  # a sealed segment
+    idx.add(fps[3000:3500])  # 500 rows in the append buffer
+    idx.remove([3, 3400])
+    snap = idx.snapshot()
+    assert snap.plan == idx.plan and snap.settings.compress is compress
+    assert sum(s.n for s in snap.segments) == 3000 and len(snap.buffer_ids) == 500
+    assert len(snap.live_buffer()[1]) == 499
+    twin = HammingIndex.from_snapshot(snap)
+    q = fps[::5]
+    for g, w in zip(twin.search(q), idx.search(q), strict=True):
+        np.testing.assert_array_equal(g, w)
+    assert len(twin) == len(idx) and 3400 not in twin and twin.compressed is compress
+    assert twin.add(fps[3500:3501]).tolist() == [3500]  # the running id counter travels
+
+
+def test_save_index_load_index_wrappers(tmp_path) -> None:
+    from neardup.index.format import load_index, read_index, save_index
+
+    idx, fps = _index()
+    save_index(idx, tmp_path / "w.idx")
+    back = load_index(HammingIndex, tmp_path / "w.idx", mmap=False, verify=True)
+    for g, w in zip(back.search(fps[::9]), idx.search(fps[::9]), strict=True):
+        np.testing.assert_array_equal(g, w)
+    snap = read_index(tmp_path / "w.idx", mmap=True, verify=True)
+    assert snap.read_only is not None and snap.plan == idx.plan
+
+
+def test_format_does_not_import_the_index_class() -> None:
+    """format.py reads and writes snapshots: it imports no hamming_index, even for typing."""
+    import ast
+    from pathlib import Path
+
+    import neardup.index.format as fmt
+
+    tree = ast.parse(Path(fmt.__file__).read_text())
+    names = {
+        (node.module or "") if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    }
+    assert not any("hamming_index" in n for n in names), names

@@ -13,6 +13,8 @@ from; table 0 is the identity permutation over the row-sorted fingerprints, so i
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -24,23 +26,21 @@ from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the
 LEAF = 16  # a descent range this small is scanned linearly
 
 
-@intrinsic
-def popcount64(typingctx, x):  # type: ignore[no-untyped-def]
-    """Hardware popcount of a uint64 (LLVM ctpop)."""
+def _popcount64(typingctx: Any, x: Any) -> tuple[Any, Any]:
+    """Typing and LLVM code of :data:`popcount64`."""
     sig = types.uint64(types.uint64)
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         return builder.ctpop(args[0])
 
     return sig, codegen
 
 
-@intrinsic
-def prefetch2d(typingctx, arr, i, j):  # type: ignore[no-untyped-def]
-    """Hint the CPU to fetch ``arr[i, j]`` into cache (LLVM prefetch; no effect on results)."""
+def _prefetch2d(typingctx: Any, arr: Any, i: Any, j: Any) -> tuple[Any, Any]:
+    """Typing and LLVM code of :data:`prefetch2d`."""
     sig = types.void(arr, i, j)
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         aryty = signature.args[0]
         ary = context.make_array(aryty)(context, builder, args[0])
         idx = [
@@ -58,13 +58,21 @@ def prefetch2d(typingctx, arr, i, j):  # type: ignore[no-untyped-def]
     return sig, codegen
 
 
+# numba intrinsics, typed Any: called from kernels only, with numba's (not Python's) signature
+#: ``popcount64(x)``: hardware popcount of a uint64 (LLVM ctpop)
+popcount64: Any = intrinsic(_popcount64)
+#: ``prefetch2d(arr, i, j)``: hint the CPU to fetch ``arr[i, j]`` into cache (LLVM prefetch;
+#: no effect on results)
+prefetch2d: Any = intrinsic(_prefetch2d)
+
+
 @njit(nogil=True, cache=True, inline="always")
-def _pc(x):  # type: ignore[no-untyped-def]
+def _pc(x):
     return np.int64(popcount64(np.uint64(x)))
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, radius):  # type: ignore[no-untyped-def]
+def _seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, probe_radius):
     """True when an earlier table than ``t`` also finds this candidate (it reports it there).
 
     ``x`` is the candidate's permuted-key XOR in table ``t`` (64-bit); ``x0``/``x1`` the XOR of
@@ -75,13 +83,13 @@ def _seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, radius):  # type: ignore[no-
             pd = _pc(x & pm_key[t, t2])
         else:
             pd = _pc(x0 & pm_orig[t2, 0]) + _pc(x1 & pm_orig[t2, 1])
-        if pd <= radius[t2]:
+        if pd <= probe_radius[t2]:
             return True
     return False
 
 
 @njit(nogil=True, cache=True)
-def permute_one(fps, i, t, pidx, pmask, npieces):  # type: ignore[no-untyped-def]
+def permute_one(fps, i, t, pidx, pmask, npieces):
     """Table ``t``'s 64-bit key of fingerprint row ``i`` of ``fps`` (n, W)."""
     key = np.uint64(0)
     for j in range(npieces[t]):
@@ -91,7 +99,7 @@ def permute_one(fps, i, t, pidx, pmask, npieces):  # type: ignore[no-untyped-def
 
 
 @njit(nogil=True, cache=True)
-def permute_many(fps, t, pidx, pmask, npieces):  # type: ignore[no-untyped-def]
+def permute_many(fps, t, pidx, pmask, npieces):
     """Table ``t``'s keys of every row of ``fps`` (n, W) -> uint64 (n,)."""
     n = fps.shape[0]
     out = np.empty(n, dtype=np.uint64)
@@ -101,7 +109,8 @@ def permute_many(fps, t, pidx, pmask, npieces):  # type: ignore[no-untyped-def]
 
 
 @njit(nogil=True, cache=True)
-def _lower_bound(a, lo, hi, v):  # type: ignore[no-untyped-def]
+def lower_bound(a, lo, hi, v):
+    """First index in [lo, hi) of the sorted ``a`` whose value is >= ``v`` (``hi``: none)."""
     while lo < hi:
         mid = (lo + hi) >> 1
         if a[mid] < v:
@@ -112,7 +121,8 @@ def _lower_bound(a, lo, hi, v):  # type: ignore[no-untyped-def]
 
 
 @njit(nogil=True, cache=True)
-def _upper_bound(a, lo, hi, v):  # type: ignore[no-untyped-def]
+def upper_bound(a, lo, hi, v):
+    """First index in [lo, hi) of the sorted ``a`` whose value is > ``v`` (``hi``: none)."""
     while lo < hi:
         mid = (lo + hi) >> 1
         if a[mid] <= v:
@@ -123,7 +133,7 @@ def _upper_bound(a, lo, hi, v):  # type: ignore[no-untyped-def]
 
 
 @njit(nogil=True, cache=True)
-def _first_with_bit(a, lo, hi, bit):  # type: ignore[no-untyped-def]
+def _first_with_bit(a, lo, hi, bit):
     """First index in [lo, hi) whose key has ``bit`` set (keys there agree above ``bit``)."""
     while lo < hi:
         mid = (lo + hi) >> 1
@@ -135,7 +145,7 @@ def _first_with_bit(a, lo, hi, bit):  # type: ignore[no-untyped-def]
 
 
 @njit(nogil=True, cache=True)
-def search_tables(  # type: ignore[no-untyped-def]
+def search_tables(
     q,
     k,
     keys,
@@ -147,7 +157,7 @@ def search_tables(  # type: ignore[no-untyped-def]
     pmask,
     npieces,
     pb,
-    radius,
+    probe_radius,
     flips,
     flipd,
     nflips,
@@ -221,8 +231,8 @@ def search_tables(  # type: ignore[no-untyped-def]
                 hi = dirs[t, top + 1]
                 if p_bits > dbits and hi > lo:
                     base = p << shift if p_bits < 64 else p
-                    lo = _lower_bound(tkeys, lo, hi, base)
-                    hi = _upper_bound(tkeys, lo, hi, base | low)
+                    lo = lower_bound(tkeys, lo, hi, base)
+                    hi = upper_bound(tkeys, lo, hi, base | low)
                 if hi <= lo:
                     continue
                 big = hi - lo > heavy[t]
@@ -327,7 +337,7 @@ def search_tables(  # type: ignore[no-untyped-def]
                                 dist = _pc(x0) + _pc(x1)
                                 if dist > kk:
                                     continue
-                            if _seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, radius):
+                            if _seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, probe_radius):
                                 continue
                             if cnt < cap:
                                 out_q[cnt] = qi
@@ -338,7 +348,7 @@ def search_tables(  # type: ignore[no-untyped-def]
 
 
 @njit(nogil=True, cache=True)
-def search_brute(q, fps, k, out_q, out_r, out_d):  # type: ignore[no-untyped-def]
+def search_brute(q, fps, k, out_q, out_r, out_d):
     """Brute force: every (query, row, distance) with distance <= k, grouped by query.
 
     Same output protocol as :func:`search_tables` (returns the count; retry when it exceeds
@@ -367,7 +377,7 @@ def search_brute(q, fps, k, out_q, out_r, out_d):  # type: ignore[no-untyped-def
 
 
 @njit(nogil=True, cache=True)
-def directory(keys, dbits):  # type: ignore[no-untyped-def]
+def directory(keys, dbits):
     """Offsets of each ``dbits``-bit key prefix in sorted ``keys`` -> int64 (2**dbits + 1,)."""
     n = keys.shape[0]
     size = np.int64(1) << np.int64(dbits)
@@ -381,14 +391,14 @@ def directory(keys, dbits):  # type: ignore[no-untyped-def]
 
 
 @njit(nogil=True, cache=True)
-def self_join_table(  # type: ignore[no-untyped-def]
+def self_join_table(
     t,
     k,
     keys,
     rows,
     fps,
     pb,
-    radius,
+    probe_radius,
     pm_key,
     pm_orig,
     big,
@@ -400,7 +410,7 @@ def self_join_table(  # type: ignore[no-untyped-def]
     out_d,
 ):
     """Pairs (row_a, row_b, distance) within ``k`` that table ``t`` of one segment is the first
-    to find (tables with radius 0 only): all pairs inside each prefix bucket, or, for a bucket
+    to find (tables of probe radius 0 only): all pairs inside each prefix bucket, or, for a bucket
     larger than ``big``, a pruned descent per element. Only the buckets of rows
     ``[row_lo, row_hi)``, which must start and end on bucket boundaries (so a table's work can
     be split). Same output protocol as :func:`search_tables`."""
@@ -485,7 +495,7 @@ def self_join_table(  # type: ignore[no-untyped-def]
                             dist = _pc(x0) + _pc(x1)
                             if dist > kk:
                                 continue
-                        if _seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, radius):
+                        if _seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, probe_radius):
                             continue
                         if cnt < cap:
                             out_a[cnt] = ri
@@ -497,7 +507,7 @@ def self_join_table(  # type: ignore[no-untyped-def]
 
 
 @njit(nogil=True, cache=True)
-def rows_of_ties_ascending(ks, rows):  # type: ignore[no-untyped-def]
+def rows_of_ties_ascending(ks, rows):
     """In place: within every run of equal keys of sorted ``ks``, sort ``rows`` ascending
     (what a stable sort gives), so an unstable sort's order becomes the canonical one."""
     n = ks.shape[0]
@@ -513,13 +523,14 @@ def rows_of_ties_ascending(ks, rows):  # type: ignore[no-untyped-def]
         i = j
 
 
-def sort_with_rows(keys):  # type: ignore[no-untyped-def]
+def sort_with_rows(keys):
     """Sort uint64 ``keys`` -> (sorted keys, int64 permutation), stable: the rows of equal keys
     in ascending order (on every machine, whatever order NumPy's sort leaves them in).
 
-    NumPy's ``argsort`` (vectorised, e.g. AVX-512, and without the GIL) and a gather are ~1.7x
-    faster than a counting sort on the top bits in numba (:func:`sort_with_rows_reference`)
-    on 1 M permuted SimHash fingerprints; the rows of ties are then put in order."""
+    NumPy's ``argsort`` (vectorised, e.g. AVX-512, and without the GIL) and a gather beat a
+    counting sort on the top bits in numba (:func:`sort_with_rows_reference`) on permuted
+    SimHash fingerprints (the build times of ``benchmarks/bench_index.py`` measure it); the
+    rows of ties are then put in order."""
     rows = np.argsort(keys)
     ks = keys[rows]
     rows_of_ties_ascending(ks, rows)
@@ -527,7 +538,7 @@ def sort_with_rows(keys):  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always", cache=True)
-def _insertion_sort_by(keys, vals, lo, hi):  # type: ignore[no-untyped-def]
+def _insertion_sort_by(keys, vals, lo, hi):
     """Sort ``keys[lo:hi]`` ascending in place (stable), moving ``vals[lo:hi]`` with them."""
     for x in range(lo + 1, hi):
         kx = keys[x]
@@ -542,7 +553,7 @@ def _insertion_sort_by(keys, vals, lo, hi):  # type: ignore[no-untyped-def]
 
 
 @njit(nogil=True, cache=True)
-def pairs_in_order(ids, ra, rb, d, n):  # type: ignore[no-untyped-def]
+def pairs_in_order(ids, ra, rb, d, n):
     """Pairs of rows ``(ra, rb)`` of a segment as ``(a, b, d)`` with ``a = min(ids[ra],
     ids[rb])``, ``b`` the max, sorted by ``(a, b)``; ``ids`` are positions ``< n``. A counting
     sort on ``a`` and an insertion sort of each ``a``'s (few) partners: what ``np.argsort(a * n
@@ -583,7 +594,7 @@ def pairs_in_order(ids, ra, rb, d, n):  # type: ignore[no-untyped-def]
 
 
 @njit(nogil=True, cache=True)
-def sort_with_rows_reference(keys, sbits):  # type: ignore[no-untyped-def]
+def sort_with_rows_reference(keys, sbits):
     """Sort uint64 ``keys`` -> (sorted keys, int64 permutation): one counting-sort pass on the
     top ``sbits`` bits, then a comparison sort inside each (small) bucket (the previous
     :func:`sort_with_rows`; equal to it except in the order of tied keys' rows, which this
@@ -623,7 +634,7 @@ def sort_with_rows_reference(keys, sbits):  # type: ignore[no-untyped-def]
 
 
 @njit(nogil=True, cache=True)
-def csr_sort(nq, qi, ids, d, max_d):  # type: ignore[no-untyped-def]
+def csr_sort(nq, qi, ids, d, max_d):
     """Group matches by query and sort each group by (distance, id): the CSR result.
 
     Returns ``(lims int64 (nq + 1,), ids int64, distances int32)``. Linear counting passes on
@@ -666,24 +677,24 @@ def csr_sort(nq, qi, ids, d, max_d):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def search_tables_gil(  # type: ignore[no-untyped-def]
-    q, k, keys, rows, fps, dirs, dbits, pidx, pmask, npieces, pb, radius, flips, flipd,
+def search_tables_gil(
+    q, k, keys, rows, fps, dirs, dbits, pidx, pmask, npieces, pb, probe_radius, flips, flipd,
     nflips, pm_key, pm_orig, heavy, hv, sub, qk, stack, out_q, out_r, out_d,
 ):  # fmt: skip
     """:func:`search_tables` holding the GIL."""
     return search_tables(
-        q, k, keys, rows, fps, dirs, dbits, pidx, pmask, npieces, pb, radius, flips, flipd,
+        q, k, keys, rows, fps, dirs, dbits, pidx, pmask, npieces, pb, probe_radius, flips, flipd,
         nflips, pm_key, pm_orig, heavy, hv, sub, qk, stack, out_q, out_r, out_d,
     )  # fmt: skip
 
 
 @njit(cache=True)
-def search_brute_gil(q, fps, k, out_q, out_r, out_d):  # type: ignore[no-untyped-def]
+def search_brute_gil(q, fps, k, out_q, out_r, out_d):
     """:func:`search_brute` holding the GIL."""
     return search_brute(q, fps, k, out_q, out_r, out_d)
 
 
 @njit(cache=True)
-def csr_sort_gil(nq, qi, ids, d, max_d):  # type: ignore[no-untyped-def]
+def csr_sort_gil(nq, qi, ids, d, max_d):
     """:func:`csr_sort` holding the GIL."""
     return csr_sort(nq, qi, ids, d, max_d)

@@ -25,7 +25,7 @@ from ..fingerprint.distance import as_fingerprints
 from . import _kernels as K
 from .hamming_index import HammingIndex
 from .plan import Plan, plan_index
-from .tables import PlanArrays, Segment, plan_arrays, table_prefixes
+from .tables import PlanArrays, TableSegment, plan_arrays, table_prefixes
 
 __all__ = ["all_pairs"]
 
@@ -33,7 +33,7 @@ I64 = npt.NDArray[np.int64]
 
 
 def _join_table(
-    seg: Segment, pa: PlanArrays, t: int, k: int, big: int, row_lo: int, row_hi: int
+    seg: TableSegment, pa: PlanArrays, t: int, k: int, big: int, row_lo: int, row_hi: int
 ) -> tuple[I64, I64, np.ndarray]:
     cap = max((row_hi - row_lo) // 8, 1024)
     while True:
@@ -41,7 +41,7 @@ def _join_table(
         out_b = np.empty(cap, dtype=np.int64)
         out_d = np.empty(cap, dtype=np.int32)
         cnt = K.self_join_table(
-            t, k, seg.keys, seg.rows, seg.fps, pa.pb, pa.radius, pa.pm_key, pa.pm_orig, big,
+            t, k, seg.keys, seg.rows, seg.fps, pa.pb, pa.probe_radius, pa.pm_key, pa.pm_orig, big,
             row_lo, row_hi, np.empty((4, 256), dtype=np.int64), out_a, out_b, out_d,
         )  # fmt: skip
         if cnt <= cap:
@@ -52,16 +52,16 @@ def _join_table(
 #: The self-join's layout (:func:`_join_plan`). Besides the index planner's choice it weighs
 #: one with two more blocks keyed by two of them (``k + 2`` blocks choose 2: longer prefixes,
 #: smaller buckets, more tables to sort). The planner models uniform fingerprints; real ones are
-#: skewed (1 M generated short posts at k = 4: ~9x the in-bucket pairs of uniform ones), so the
-#: two are compared on the fingerprints' own buckets, counted on an evenly spaced sample. Every
-#: layout gives the same pairs: only the speed depends on the choice.
+#: skewed (many times the in-bucket pairs of uniform ones: the clustered data of
+#: ``benchmarks/bench_index.py``), so the two are compared on the fingerprints' own buckets,
+#: counted on an evenly spaced sample. Every layout gives the same pairs: only the speed
+#: depends on the choice.
 JOIN_SAMPLE = 1 << 16
 #: below this many fingerprints the planner's layout is used as is
 JOIN_CHOICE_MIN = 1 << 16
 #: modelled single-core ns per fingerprint and table (permute, sort and the join's walk over
-#: the keys), and per pair compared inside a bucket; measured on 1 M generated short posts
-#: (k = 3, 4) and long documents (k = 2, 3): 27-54 ns + ~5 ns, and 0.40-0.47 ns in large
-#: buckets (0.6-1.6 ns in the small buckets of the longer prefixes, where the walk dominates)
+#: the keys), and per pair compared inside a bucket; fitted to ``all_pairs`` timings (see
+#: ``benchmarks/bench_index.py --allpairs-size``): only their ratio decides the layout
 JOIN_BUILD_NS = 50.0
 JOIN_PAIR_NS = 0.45
 #: bytes the alternative layout's tables may take when ``memory_budget`` is None (the
@@ -100,9 +100,8 @@ def _join_plan(fps: np.ndarray, k: int, memory_budget: float | None) -> Plan:
         # The planner's layout probes neighbouring prefixes (its choice at k = 5 and 6 from
         # ~15 k fingerprints, "3 or 4 blocks choose 1, radius 1"): the self-join cannot join
         # it bucket by bucket and would search every fingerprint instead. k + 2 blocks choose 2
-        # was faster at every size measured (all_pairs, 2 threads, same pairs): 2.8-5.5x at
-        # 20-50 k, 1.6-16x at 65 k-1 M fingerprints, on generated short posts, long documents
-        # and uniform fingerprints; 1 M short posts at k = 5: 7.7 -> 1.4 s, at k = 6: 44 -> 2.8 s.
+        # is faster at every size (same pairs; see benchmarks/bench_index.py -k 5 or 6, the
+        # all_pairs rows).
         return alt
     sample = np.ascontiguousarray(fps[:: max(1, n // JOIN_SAMPLE)])
     m = len(sample)
@@ -123,7 +122,9 @@ PIECES_PER_THREAD = 4
 SPLIT_MIN_ROWS = 65_536
 
 
-def _join_tasks(seg: Segment, pa: PlanArrays, big: int, threads: int) -> list[tuple[int, int, int]]:
+def _join_tasks(
+    seg: TableSegment, pa: PlanArrays, big: int, threads: int
+) -> list[tuple[int, int, int]]:
     """``(table, row_lo, row_hi)`` tasks for the self-join, largest modelled work first.
 
     One task per table unless there are several threads and enough rows: then each table is
@@ -136,11 +137,13 @@ def _join_tasks(seg: Segment, pa: PlanArrays, big: int, threads: int) -> list[tu
     tables = range(pa.n_tables)
     if threads < 2 or n < SPLIT_MIN_ROWS:
         return [(t, 0, n) for t in tables]
+    keys = seg.keys
+    assert keys is not None  # built with tables (the join's plan is never brute force)
     bounds: list[I64] = []
     works: list[npt.NDArray[np.float64]] = []
     for t in tables:
         pb = int(pa.pb[t])
-        pre = seg.keys[t] >> np.uint64(64 - pb) if 0 < pb < 64 else seg.keys[t]
+        pre = keys[t] >> np.uint64(64 - pb) if 0 < pb < 64 else keys[t]
         starts = np.flatnonzero(np.concatenate(([True], pre[1:] != pre[:-1])))
         size = np.diff(np.append(starts, n)).astype(np.float64)
         bounds.append(starts)
@@ -192,9 +195,9 @@ def all_pairs(
         pairs are the same either way.
     heavy : int, default=16384
         Buckets larger than this are joined by descent instead of all-pairs comparison. The
-        contiguous in-bucket join costs ~1.5 ns per pair, the descent ~10 µs per element at
-        k = 4, so the join wins up to ~16k elements (measured on 1 M generated short-post
-        fingerprints, k = 3 and 4: 2-3x faster than descending above 1,024).
+        in-bucket join's cost grows with the square of the bucket, the descent's linearly; the
+        default is where they cross on skewed fingerprints at k = 3 and 4 (see the all_pairs
+        rows of ``benchmarks/bench_index.py``).
 
     Returns
     -------
@@ -244,10 +247,10 @@ def all_pairs(
         buffer_size=max(n, 1),
         threads=threads,
     )
-    pa = idx._pa
-    if idx.plan.kind == "tables" and int(pa.radius.max()) == 0:
+    pa = idx.snapshot().arrays
+    if idx.plan.kind == "tables" and int(pa.probe_radius.max()) == 0:
         nthreads = max(1, threads or 4)
-        seg = Segment.build(
+        seg = TableSegment.build(
             fps2, np.arange(n, dtype=np.int64), pa, threads=nthreads, searchable=False
         )
         tasks = _join_tasks(seg, pa, heavy, nthreads)

@@ -37,7 +37,7 @@ from numba import njit
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 from ..errors import ConfigError, CorruptFileError
 from . import _kernels as K
-from .tables import PlanArrays
+from .tables import PlanArrays, sorted_table
 
 __all__ = [
     "DEFAULT_BLOCK_BYTES",
@@ -158,7 +158,7 @@ def _bit_length(x: U64) -> I64:
 
 
 @njit(nogil=True, cache=True)
-def _assign_blocks(elen, cap_bits):  # type: ignore[no-untyped-def]
+def _assign_blocks(elen, cap_bits):
     """Greedy packing: start positions of blocks holding as many entries as fit in cap_bits."""
     n = elen.shape[0]
     starts = np.empty(max(n, 1), dtype=np.int64)
@@ -176,7 +176,7 @@ def _assign_blocks(elen, cap_bits):  # type: ignore[no-untyped-def]
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _put(words, pos, v, nbits):  # type: ignore[no-untyped-def]
+def _put(words, pos, v, nbits):
     if nbits == 0:
         return
     w = pos >> 6
@@ -191,7 +191,7 @@ def _put(words, pos, v, nbits):  # type: ignore[no-untyped-def]
 
 
 @njit(nogil=True, cache=True)
-def _write_blocks(keys, hs, codes, lens, starts, bw, words):  # type: ignore[no-untyped-def]
+def _write_blocks(keys, hs, codes, lens, starts, bw, words):
     n = keys.shape[0]
     nb = starts.shape[0]
     for b in range(nb):
@@ -223,7 +223,7 @@ _CRC_TABLE = _crc_table()
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _crc_u64(crc, v, nbytes, table):  # type: ignore[no-untyped-def]
+def _crc_u64(crc, v, nbytes, table):
     for j in range(nbytes):
         byte = (v >> np.uint64(8 * j)) & np.uint64(0xFF)
         crc = table[(crc ^ np.uint32(byte)) & np.uint32(0xFF)] ^ (crc >> np.uint32(8))
@@ -231,7 +231,7 @@ def _crc_u64(crc, v, nbytes, table):  # type: ignore[no-untyped-def]
 
 
 @njit(nogil=True, cache=True)
-def _block_crc(words, b, bw, bkey, bstart, table):  # type: ignore[no-untyped-def]
+def _block_crc(words, b, bw, bkey, bstart, table):
     """zlib.crc32 of (key u64 LE, start u32 LE, the block's payload words LE)."""
     crc = np.uint32(0xFFFFFFFF)
     crc = _crc_u64(crc, bkey, 8, table)
@@ -243,7 +243,7 @@ def _block_crc(words, b, bw, bkey, bstart, table):  # type: ignore[no-untyped-de
 
 
 @njit(nogil=True, cache=True)
-def _all_crcs(words, bw, bkeys, bstarts, table):  # type: ignore[no-untyped-def]
+def _all_crcs(words, bw, bkeys, bstarts, table):
     nb = bkeys.shape[0]
     out = np.empty(nb, dtype=np.uint32)
     for b in range(nb):
@@ -305,7 +305,7 @@ def encode_table(keys: U64, block_bytes: int = DEFAULT_BLOCK_BYTES) -> EncodedTa
 
 # ---------------------------------------------------------------------------- decoder
 @njit(nogil=True, cache=True, inline="always")
-def _peek(words, pos, nbits):  # type: ignore[no-untyped-def]
+def _peek(words, pos, nbits):
     """The ``nbits`` (1..64) bits at bit position ``pos``, MSB-first."""
     w = pos >> 6
     o = pos & 63
@@ -316,7 +316,7 @@ def _peek(words, pos, nbits):  # type: ignore[no-untyped-def]
 
 
 @njit(nogil=True, cache=True)
-def decode_block(words, wbase, bw, key, count, lut, out):  # type: ignore[no-untyped-def]
+def decode_block(words, wbase, bw, key, count, lut, out):
     """Decode ``count`` keys of the block at word ``wbase`` (first key ``key``) into ``out``.
     Returns ``count``, or -1 when the stream is corrupt (an unused code or an overrun)."""
     out[0] = key
@@ -324,7 +324,7 @@ def decode_block(words, wbase, bw, key, count, lut, out):  # type: ignore[no-unt
 
 
 @njit(nogil=True, cache=True)
-def _decode_run(words, pos, end, prev, lut, out, j0):  # type: ignore[no-untyped-def]
+def _decode_run(words, pos, end, prev, lut, out, j0):
     """Decode ``out[j0:]`` from bit ``pos`` (block ends at bit ``end``) after key ``prev``."""
     count = out.shape[0]
     for j in range(j0, count):
@@ -362,7 +362,7 @@ def _decode_run(words, pos, end, prev, lut, out, j0):  # type: ignore[no-untyped
 
 
 @njit(nogil=True, cache=True)
-def _decode_until(words, wbase, bw, key, count, lut, out, last):  # type: ignore[no-untyped-def]
+def _decode_until(words, wbase, bw, key, count, lut, out, last):
     """Like :func:`decode_block` (but with a :func:`probe_lut`), stopping after the first key
     ``> last`` (a probe needs no key past its bucket). Returns how many keys were written, or
     -1 when the stream is corrupt."""
@@ -408,7 +408,7 @@ def _decode_until(words, wbase, bw, key, count, lut, out, last):  # type: ignore
 
 
 @njit(nogil=True, cache=True)
-def _decode_quad(words, bw, bkeys, bstart, n, lut, out, b):  # type: ignore[no-untyped-def]
+def _decode_quad(words, bw, bkeys, bstart, n, lut, out, b):
     """Blocks ``b`` .. ``b + 3`` together while all have keys left: four independent serial
     chains (a key's position depends on the previous key's code), so the CPU overlaps their
     latencies. Returns -1 when a stream is corrupt, else 0."""
@@ -544,7 +544,7 @@ def _decode_quad(words, bw, bkeys, bstart, n, lut, out, b):  # type: ignore[no-u
 
 
 @njit(nogil=True, cache=True)
-def _decode_all(words, bw, bkeys, bstart, n, lut, out):  # type: ignore[no-untyped-def]
+def _decode_all(words, bw, bkeys, bstart, n, lut, out):
     """Decode every block into ``out`` (n,), four blocks at a time; returns 0, or -(b + 1)
     when block b (or another of its group of four) does not decode."""
     nb = bkeys.shape[0]
@@ -715,46 +715,24 @@ class CompressedTables:
 
 
 # ---------------------------------------------------------------------------- search kernel
-@njit(nogil=True, cache=True)
-def _ub(a, lo, hi, v):  # type: ignore[no-untyped-def]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if a[mid] <= v:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@njit(nogil=True, cache=True)
-def _lb(a, lo, hi, v):  # type: ignore[no-untyped-def]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if a[mid] < v:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
 @njit(nogil=True, cache=True, inline="always")
-def _block_count(bstart, b0, b, nb, n):  # type: ignore[no-untyped-def]
+def _block_count(bstart, b0, b, nb, n):
     s = np.int64(bstart[b0 + b])
     e = np.int64(bstart[b0 + b + 1]) if b + 1 < nb else n
     return s, e
 
 
 @njit(nogil=True, cache=True)
-def _table0_rows(fp, bkeys, bstart, words, luts, boff, woff, bw, n, dirs, dbits, buf):  # type: ignore[no-untyped-def]
+def _table0_rows(fp, bkeys, bstart, words, luts, boff, woff, bw, n, dirs, dbits, buf):
     """[a, b) positions in table 0 whose key equals ``fp`` (a == b: none; -1: corrupt)."""
     nb = boff[1] - boff[0]
     top = np.int64(fp >> np.uint64(64 - dbits))
     lo_d = dirs[0, top]
     hi_d = dirs[0, top + 1]
-    bl = _lb(bkeys, lo_d, hi_d, fp) - 1  # the block before the first block key >= fp
+    bl = K.lower_bound(bkeys, lo_d, hi_d, fp) - 1  # the block before the first block key >= fp
     if bl < 0:
         bl = 0
-    bh = _ub(bkeys, max(bl, lo_d), hi_d, fp)
+    bh = K.upper_bound(bkeys, max(bl, lo_d), hi_d, fp)
     if bh <= bl:
         bh = bl + 1
     a = np.int64(-1)
@@ -777,9 +755,9 @@ def _table0_rows(fp, bkeys, bstart, words, luts, boff, woff, bw, n, dirs, dbits,
 
 
 @njit(nogil=True, cache=True)
-def search_compressed(  # type: ignore[no-untyped-def]
+def search_compressed(
     q, k, n, bkeys, bstart, words, luts, pluts, boff, woff, bw, dirs, dbits, rows, fps,
-    inv_idx, inv_mask, inv_n, pidx, pmask, npieces, pb, radius, flips, flipd, nflips,
+    inv_idx, inv_mask, inv_n, pidx, pmask, npieces, pb, probe_radius, flips, flipd, nflips,
     pm_key, pm_orig, qk, buf, buf0, out_q, out_r, out_d,
 ):  # fmt: skip
     """Every (query, row, distance) within ``k`` in a compressed segment, each pair once:
@@ -826,7 +804,7 @@ def search_compressed(  # type: ignore[no-untyped-def]
                     nb = boff[t + 1] - boff[t]
                     tb = bkeys[boff[t] : boff[t + 1]]
                     pbase = (kq >> np.uint64(64 - pb[t])) << np.uint64(64 - pb[t])
-                    bl = max(_lb(tb, dirs[t, top0], dirs[t, top0 + 1], pbase) - 1, 0)
+                    bl = max(K.lower_bound(tb, dirs[t, top0], dirs[t, top0 + 1], pbase) - 1, 0)
                     if bl < nb:
                         w0 = woff[t] + bl * bw
                         for line in range(0, min(bw + 8, 64), 8):
@@ -853,10 +831,10 @@ def search_compressed(  # type: ignore[no-untyped-def]
                 hi_d = dirs[t, top + 1]
                 # from the block before the first block key >= base (equal keys may span
                 # blocks) to the last block whose first key <= last
-                bl = _lb(tb, lo_d, hi_d, base) - 1
+                bl = K.lower_bound(tb, lo_d, hi_d, base) - 1
                 if bl < 0:
                     bl = 0
-                bh = _ub(tb, max(bl, lo_d), hi_d, last)
+                bh = K.upper_bound(tb, max(bl, lo_d), hi_d, last)
                 if bh <= bl:
                     bh = bl + 1
                 have_prev = False
@@ -898,7 +876,7 @@ def search_compressed(  # type: ignore[no-untyped-def]
                                 dist = K._pc(x0) + K._pc(x1)
                                 if dist > kk:
                                     continue
-                            if K._seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, radius):
+                            if K._seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, probe_radius):
                                 continue
                             if cnt < cap:
                                 out_q[cnt] = qi
@@ -909,7 +887,7 @@ def search_compressed(  # type: ignore[no-untyped-def]
                         # 64-bit, no rows: the key is the fingerprint permuted; find its rows
                         if dup:
                             continue
-                        if K._seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, radius):
+                        if K._seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, probe_radius):
                             continue
                         one[0, 0] = key
                         fp = K.permute_one(one, 0, t, inv_idx, inv_mask, inv_n)
@@ -928,7 +906,7 @@ def search_compressed(  # type: ignore[no-untyped-def]
 
 
 @njit(nogil=True, cache=True)
-def _dirs_all(bkeys, boff, dbits):  # type: ignore[no-untyped-def]
+def _dirs_all(bkeys, boff, dbits):
     T = boff.shape[0] - 1
     out = np.empty((max(T, 1), (1 << dbits) + 1), dtype=np.int64)
     for t in range(T):
@@ -974,7 +952,7 @@ class CompressedSegment:
     *is* the fingerprints, and a hit in a further table is mapped to its rows by un-permuting
     its key and looking it up in table 0 (the paper's scheme), so no row arrays are stored.
 
-    Duck-typed like :class:`~neardup.index.tables.Segment` for :class:`HammingIndex`
+    Duck-typed like :class:`~neardup.index.tables.TableSegment` for :class:`HammingIndex`
     (``keys`` is None, so :class:`~neardup.index.multi.IndexSet` searches it as a brute
     segment over the decoded fingerprints: exact, but without the tables' speed).
     """
@@ -1034,7 +1012,7 @@ class CompressedSegment:
         self.words = words
         self.fps_raw = fps_raw  # (n, 2) for 128-bit; None for 64-bit (decoded from table 0)
         self.rows = rows
-        self.keys = None  # no uncompressed keys (IndexSet and the self-join need Segment)
+        self.keys = None  # no uncompressed keys (IndexSet and the self-join need TableSegment)
         self.alive = alive
         self.n_dead = 0 if alive is None else int(len(ids) - np.count_nonzero(alive))
         self._id_index: tuple[I64, I64] | None = None
@@ -1090,7 +1068,7 @@ class CompressedSegment:
             raise ConfigError("compressed segments need a table plan (layout 'tables')")
         n = fps.shape[0]
         T = pa.n_tables
-        key0, order = K.sort_with_rows(K.permute_many(fps, 0, pa.pidx, pa.pmask, pa.npieces))
+        key0, order = sorted_table(fps, pa, 0)
         fps_s = np.ascontiguousarray(fps[order])
         ids_s = np.ascontiguousarray(ids[order])
         inv = inverse_pieces(pa)
@@ -1098,7 +1076,7 @@ class CompressedSegment:
         del key0
         rows = None if inv is not None else np.empty((T - 1, n), dtype=np.uint32)
         for t in range(1, T):
-            kt, o = K.sort_with_rows(K.permute_many(fps_s, t, pa.pidx, pa.pmask, pa.npieces))
+            kt, o = sorted_table(fps_s, pa, t)
             tabs.append(encode_table(kt, block_bytes))
             if rows is not None:
                 rows[t - 1] = o
@@ -1165,7 +1143,8 @@ class CompressedSegment:
         buf = np.empty(ct.block_bytes * 8 + 2, dtype=np.uint64)
         buf0 = np.empty_like(buf)
         cap = cap or 4 * len(q) + 64
-        # Python ints, not np.int64 scalars: numba types those ~1.5 us slower each per call
+        # Python ints, not np.int64 scalars: numba types those slower on every call (the
+        # single-query latency of benchmarks/bench_compressed.py)
         while True:
             out_q = np.empty(cap, dtype=np.int64)
             out_r = np.empty(cap, dtype=np.int64)
@@ -1174,7 +1153,7 @@ class CompressedSegment:
                 q, k, self.n, ct.bkeys, ct.bstart, ct.words, luts, self.pluts, ct.boff,
                 ct.woff, ct.block_bytes // 8, self.dirs, self.dbits,
                 rows, fps, inv_idx, inv_mask, inv_n, pa.pidx, pa.pmask, pa.npieces, pa.pb,
-                pa.radius, pa.flips, pa.flipd, pa.nflips, pa.pm_key, pa.pm_orig, qk, buf,
+                pa.probe_radius, pa.flips, pa.flipd, pa.nflips, pa.pm_key, pa.pm_orig, qk, buf,
                 buf0, out_q, out_r, out_d,
             )  # fmt: skip
             if cnt < 0:

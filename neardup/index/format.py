@@ -37,7 +37,7 @@ import os
 import struct
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, Self, TypeVar
 
 import numpy as np
 import xxhash
@@ -52,12 +52,10 @@ from ..errors import (
 )
 from .compressed import CompressedSegment, CompressedTables, check_block_bytes
 from .plan import Plan
-from .tables import Segment, plan_arrays
+from .snapshot import IndexSettings, IndexSnapshot, SealedSegment
+from .tables import PlanArrays, TableSegment, plan_arrays
 
-if TYPE_CHECKING:
-    from .hamming_index import HammingIndex
-
-__all__ = ["FORMAT_VERSION", "MAGIC", "load_index", "save_index"]
+__all__ = ["FORMAT_VERSION", "MAGIC", "load_index", "read_index", "save_index", "write_index"]
 
 MAGIC = b"NDHAMIDX"
 TRAILER = b"NDHAMEND"
@@ -74,7 +72,7 @@ def _le(a: np.ndarray) -> memoryview:
     a = np.ascontiguousarray(a)
     if sys.byteorder != "little" and a.dtype.itemsize > 1:
         a = a.byteswap()
-    return memoryview(a.reshape(-1)).cast("B") if a.size else memoryview(b"")
+    return a.reshape(-1).data.cast("B") if a.size else memoryview(b"")
 
 
 def _dtype_code(a: np.ndarray) -> str:
@@ -84,12 +82,36 @@ def _dtype_code(a: np.ndarray) -> str:
     raise FormatError(f"cannot store dtype {a.dtype}")
 
 
-def save_index(index: HammingIndex, path: Path) -> None:
-    """Write ``index`` to ``path`` atomically. See the module docstring for the layout."""
+class _Persistent(Protocol):
+    """What :func:`save_index` / :func:`load_index` need of an index class
+    (:class:`~neardup.index.HammingIndex`), without importing it."""
+
+    def snapshot(self) -> IndexSnapshot: ...
+
+    @classmethod
+    def from_snapshot(cls, snapshot: IndexSnapshot) -> Self: ...
+
+
+_I = TypeVar("_I", bound=_Persistent)
+
+
+def save_index(index: _Persistent, path: Path) -> None:
+    """Write ``index`` (a :class:`~neardup.index.HammingIndex`) to ``path`` atomically."""
+    write_index(index.snapshot(), path)
+
+
+def load_index(cls: type[_I], path: Path, *, mmap: bool, verify: bool) -> _I:
+    """Read an index of class ``cls`` written by :func:`save_index`."""
+    return cls.from_snapshot(read_index(path, mmap=mmap, verify=verify))
+
+
+def write_index(snap: IndexSnapshot, path: Path) -> None:
+    """Write the index ``snap`` shows to ``path`` atomically. See the module docstring for
+    the layout."""
     sections: list[tuple[str, np.ndarray]] = []
     seg_meta = []
     version = 1
-    for i, s in enumerate(index._segments):
+    for i, s in enumerate(snap.segments):
         if isinstance(s, CompressedSegment):
             version = max(version, 2)
             cmeta: dict[str, Any] = {
@@ -127,12 +149,11 @@ def save_index(index: HammingIndex, path: Path) -> None:
             sections.append((f"s{i}.hv", s.hv))
             sections.append((f"s{i}.sub", s.sub))
         seg_meta.append(meta)
-    n = index._buf_n
-    alive = index._buf_alive[:n]
-    sections.append(("buffer.fps", index._buf_fps[:n][alive]))
-    sections.append(("buffer.ids", index._buf_ids[:n][alive]))
+    buf_fps, buf_ids = snap.live_buffer()
+    sections.append(("buffer.fps", buf_fps))
+    sections.append(("buffer.ids", buf_ids))
 
-    table = []
+    table: list[dict[str, Any]] = []
     offset = 0
     for name, a in sections:
         mv = _le(a)
@@ -149,8 +170,8 @@ def save_index(index: HammingIndex, path: Path) -> None:
         offset += -(-mv.nbytes // _ALIGN) * _ALIGN
     header = {
         "format": "neardup.HammingIndex",
-        "plan": index._plan.to_dict(),
-        "state": index._state(),
+        "plan": snap.plan.to_dict(),
+        "state": snap.settings.to_dict(),
         "segments": seg_meta,
         "sections": table,
     }
@@ -184,8 +205,12 @@ def save_index(index: HammingIndex, path: Path) -> None:
         raise StorageError(f"cannot write index file {path}: {exc}") from exc
 
 
-def load_index(cls: type[HammingIndex], path: Path, *, mmap: bool, verify: bool) -> HammingIndex:
-    """Read an index written by :func:`save_index` (see the module docstring)."""
+def read_index(path: Path, *, mmap: bool, verify: bool) -> IndexSnapshot:
+    """Read an index written by :func:`write_index` (see the module docstring): the snapshot
+    :meth:`HammingIndex.from_snapshot <neardup.index.HammingIndex.from_snapshot>` opens.
+
+    ``mmap=True`` maps the arrays read-only (the snapshot's ``read_only`` says so); ``verify``
+    checks every section's checksum."""
     if not path.exists():
         raise NotFoundError(f"index file {path} does not exist")
     size = path.stat().st_size
@@ -246,14 +271,15 @@ def load_index(cls: type[HammingIndex], path: Path, *, mmap: bool, verify: bool)
             if sys.byteorder != "little" and dt.itemsize > 1:
                 arr = arr.byteswap().view(dt.newbyteorder("="))
             arrays[sec["name"]] = arr
-        segments: list[Any] = []  # Segment or CompressedSegment
+        pa = plan_arrays(plan)
+        segments: list[SealedSegment] = []
         for i, meta in enumerate(header["segments"]):
             if meta.get("compressed"):
-                segments.append(_load_compressed(path, i, meta, arrays, plan, bad))
+                segments.append(_load_compressed(path, i, meta, arrays, plan, pa, bad))
                 continue
             keys = arrays.get(f"s{i}.keys")
             fps = keys[0].reshape(-1, 1) if meta["fps_is_key0"] else arrays[f"s{i}.fps"]  # type: ignore[index]
-            seg = Segment(
+            seg = TableSegment(
                 fps=fps,
                 ids=arrays[f"s{i}.ids"],
                 keys=keys,
@@ -275,22 +301,21 @@ def load_index(cls: type[HammingIndex], path: Path, *, mmap: bool, verify: bool)
         raise CorruptFileError(
             f"{path}: malformed index header ({exc!r}); the file is corrupt"
         ) from exc
-    readonly = f"memory-mapped from {path}" if mmap else None
-    idx = cls._from_parts(plan, state, segments, readonly)
-    if len(bids):
-        if mmap:
-            idx._segments.append(idx._build(np.array(bfps), np.array(bids)))
-        else:
-            idx._buf_fps[: len(bids)] = bfps
-            idx._buf_ids[: len(bids)] = bids
-            idx._buf_alive[: len(bids)] = True
-            idx._buf_n = len(bids)
-    return idx
+    return IndexSnapshot(
+        plan=plan,
+        arrays=pa,
+        settings=IndexSettings.from_dict(state),
+        segments=tuple(segments),
+        buffer_fps=bfps,
+        buffer_ids=bids,
+        buffer_alive=np.ones(len(bids), dtype=np.bool_),
+        read_only=f"memory-mapped from {path}" if mmap else None,
+    )
 
 
 def _load_compressed(
     path: Path, i: int, meta: dict[str, Any], arrays: dict[str, np.ndarray], plan: Plan,
-    bad: list[str],
+    pa: PlanArrays, bad: list[str],
 ) -> CompressedSegment:  # fmt: skip
     """A compressed segment from its sections; a failed section checksum is narrowed to the
     table and block whose CRC-32 fails (or reported as the section when no block does)."""
@@ -306,7 +331,6 @@ def _load_compressed(
         block_bytes=block_bytes,
         **{name: arrays[f"s{i}.c.{name}"] for name in _CT_FIELDS},
     )
-    pa = plan_arrays(plan)
     ids32 = f"s{i}.ids32" in arrays
     ids = arrays[f"s{i}.ids32"] if ids32 else arrays[f"s{i}.ids"]
     if ct.lens.shape != (pa.n_tables, 65) or len(ids) != ct.n:

@@ -4,10 +4,11 @@ Structure (log-structured, like an LSM tree):
 
 * a small append buffer (``buffer_size`` fingerprints, default 4096) searched by brute force,
   so ``add`` of a small batch costs microseconds and is visible to the next ``search``;
-* a list of immutable :class:`~neardup.index.tables.Segment` objects, each with its own permuted
-  sorted tables. A full buffer (or a large ``add``) becomes a segment; a segment is merged with its
-  predecessor while it holds at least ``1 / merge_factor`` of its size, so there are
-  ``O(log N)`` segments and each fingerprint is re-sorted ``O(log N)`` times in all;
+* a list of immutable segments (:class:`~neardup.index.tables.TableSegment`, or
+  :class:`~neardup.index.compressed.CompressedSegment` with ``compress=True``), each with its own
+  permuted sorted tables. A full buffer (or a large ``add``) becomes a segment; a segment is
+  merged with its predecessor while it holds at least ``1 / merge_factor`` of its size, so there
+  are ``O(log N)`` segments and each fingerprint is re-sorted ``O(log N)`` times in all;
 * ``remove`` sets a tombstone; tombstoned rows are purged when their segment is merged
   (or rebuilt because more than half of it is dead).
 
@@ -32,8 +33,11 @@ from ..errors import ConfigError, IndexStateError, InputError, InputTypeError, N
 from ..fingerprint.distance import as_fingerprints, int_to_words
 from . import _kernels as K
 from .compressed import DEFAULT_BLOCK_BYTES, CompressedSegment, check_block_bytes
+from .format import read_index, write_index
 from .plan import HEAVY_BUCKET, Plan, plan_index
-from .tables import PlanArrays, Segment, plan_arrays
+from .reference import search_reference
+from .snapshot import IndexSettings, IndexSnapshot, SealedSegment
+from .tables import PlanArrays, TableSegment, plan_arrays
 
 __all__ = ["HammingIndex"]
 
@@ -46,7 +50,7 @@ _EMPTY_I64 = np.empty(0, dtype=np.int64)
 
 #: NEARDUP_REFERENCE=index (read at import) answers every search with the NumPy brute force
 _REFERENCE = use_reference("index")
-#: default search threads, read once (``os.cpu_count()`` costs ~15 µs per call)
+#: default search threads, read once (``os.cpu_count()`` is too slow to call per search)
 _DEFAULT_THREADS = min(4, os.cpu_count() or 1)
 
 
@@ -88,13 +92,14 @@ class HammingIndex:
     background_merges : bool, default=False
         Run large merges (the LSM tiering) on a background thread instead of inside the
         ``add`` that makes them due: an online store's writer then never stalls on one (a
-        500k-row merge takes ~0.3 s). Searches are exact either way: a merged segment replaces
+        merge re-sorts every table of both segments; build rates in
+        ``benchmarks/bench_index.py``). Searches are exact either way: a merged segment replaces
         its inputs atomically. :meth:`wait_merges` waits for pending merges.
     inline_merge_rows : int, default=16384
         With ``background_merges``, merges of at most this many rows still run inline: they
-        are cheap (16k rows: ~4 ms), and keeping the segment count at its minimum keeps
-        searches cheap (moving every merge to the thread cost ~15 % more CPU per document of
-        an online store's batch path).
+        are cheap, and keeping the segment count at its minimum keeps searches cheap (moving
+        every merge to the thread cost more CPU per document of an online store's batch path:
+        see ``benchmarks/bench_store.py``).
     merge_thread_init : callable or None, default=None
         Called first thing on the background merge thread, e.g. to lower its CPU priority so
         that request threads win the CPU over a merge.
@@ -184,13 +189,13 @@ class HammingIndex:
         self._block_bytes = check_block_bytes(block_bytes)
         self._words = bits // 64
         self._lock = threading.RLock()
-        self._segments: list[Segment] = []
+        self._segments: list[SealedSegment] = []
         self._new_buffer()
         self._next_id = 0
         self._readonly: str | None = None  # reason, when read-only
         self._background = bool(background_merges)
         self._merger: threading.Thread | None = None
-        self._busy: tuple[Segment, ...] = ()  # the pair the merge thread is merging
+        self._busy: tuple[SealedSegment, ...] = ()  # the pair the merge thread is merging
         self._inline_rows = _check_int("inline_merge_rows", inline_merge_rows, 0)
         self._merge_init = merge_thread_init
 
@@ -339,11 +344,11 @@ class HammingIndex:
         return self._compress
 
     # ------------------------------------------------------------------ buffer & segments
-    def _build(self, fps: np.ndarray, ids: I64) -> Any:
+    def _build(self, fps: np.ndarray, ids: I64) -> SealedSegment:
         # a brute-force plan keeps only fingerprints and ids: nothing to compress there
         if self._compress and self._pa.n_tables:
             return CompressedSegment.build(fps, ids, self._pa, self._block_bytes)
-        return Segment.build(fps, ids, self._pa)
+        return TableSegment.build(fps, ids, self._pa)
 
     def _new_buffer(self) -> None:
         cap = self._buffer_size
@@ -396,12 +401,12 @@ class HammingIndex:
             segs.append(self._merged(a, b))
         self._segments = segs
 
-    def _merged(self, a: Segment, b: Segment) -> Segment:
+    def _merged(self, a: SealedSegment, b: SealedSegment) -> SealedSegment:
         fa, ia = a.live_arrays()
         fb, ib = b.live_arrays()
         return self._build(np.concatenate([fa, fb]), np.concatenate([ia, ib]))
 
-    def _merge_due(self, segs: list[Segment], min_rows: int = 0) -> int | None:
+    def _merge_due(self, segs: list[SealedSegment], min_rows: int = 0) -> int | None:
         """Position ``i`` of the adjacent pair (i, i + 1) of more than ``min_rows`` rows
         that the tiering rule merges next (the same rule as the inline merges: the newer one
         within ``merge_factor`` of the older one's size), scanning from the newest end; None
@@ -604,7 +609,7 @@ class HammingIndex:
                 self._buf_alive[:n].copy(),
             )
 
-    def _snapshot(self) -> tuple[list[Segment], np.ndarray, I64, np.ndarray]:
+    def _snapshot(self) -> tuple[list[SealedSegment], np.ndarray, I64, np.ndarray]:
         with self._lock:
             n = self._buf_n
             return (
@@ -620,7 +625,7 @@ class HammingIndex:
         for s in segs:
             parts.append(s.search(q, k, self._pa))
         if len(bids):
-            buf = Segment(bfps, bids, None, None, None, 0, balive)
+            buf = TableSegment(bfps, bids, None, None, None, 0, balive)
             parts.append(buf.search(q, k, self._pa))
         if not parts:
             return _EMPTY_I64, _EMPTY_I64, np.empty(0, np.int32)
@@ -675,8 +680,6 @@ class HammingIndex:
         return lims, ids, d
 
     def _search_reference(self, q: np.ndarray, k: int, snap: Any) -> SearchResult:
-        from .reference import search_reference
-
         segs, bfps, bids, balive = snap
         fl = [s.live_arrays() for s in segs] + [(bfps[balive], bids[balive])]
         fps = np.concatenate([f for f, _ in fl]).reshape(-1, self._words)
@@ -716,7 +719,7 @@ class HammingIndex:
             segs = self._segments
             n = self._buf_n
             if n:
-                buf = Segment(
+                buf = TableSegment(
                     self._buf_fps[:n],
                     self._buf_ids[:n],
                     None,
@@ -742,10 +745,8 @@ class HammingIndex:
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the index to ``path`` atomically (temp file + rename); see :mod:`neardup.index.format`."""
-        from .format import save_index
-
         with self._lock:
-            save_index(self, Path(path))
+            write_index(self.snapshot(), Path(path))
 
     @classmethod
     def load(
@@ -757,33 +758,57 @@ class HammingIndex:
         :class:`~neardup.errors.IndexStateError`); ``mmap=False`` reads them into memory.
         ``verify`` checks every section's checksum (xxh3-64, GB/s).
         """
-        from .format import load_index
+        return cls.from_snapshot(read_index(Path(path), mmap=mmap, verify=verify))
 
-        return load_index(cls, Path(path), mmap=mmap, verify=verify)
-
-    # state used by format.py
-    def _state(self) -> dict[str, Any]:
-        return {
-            "next_id": self._next_id,
-            "buffer_size": self._buffer_size,
-            "merge_factor": self._merge_factor,
-            **({"compress": True, "block_bytes": self._block_bytes} if self._compress else {}),
-        }
+    def snapshot(self) -> IndexSnapshot:
+        """The index's parts now, as one consistent :class:`~neardup.index.snapshot.IndexSnapshot`
+        (plan, settings, sealed segments, append buffer), sharing their arrays: what
+        :mod:`neardup.index.format` writes and :class:`~neardup.index.multi.IndexSet` probes.
+        Use it right away; it does not follow later changes."""
+        with self._lock:
+            n = self._buf_n
+            return IndexSnapshot(
+                plan=self._plan,
+                arrays=self._pa,
+                settings=IndexSettings(
+                    next_id=self._next_id,
+                    buffer_size=self._buffer_size,
+                    merge_factor=self._merge_factor,
+                    compress=self._compress,
+                    block_bytes=self._block_bytes,
+                ),
+                segments=tuple(self._segments),
+                buffer_fps=self._buf_fps[:n],
+                buffer_ids=self._buf_ids[:n],
+                buffer_alive=self._buf_alive[:n].copy(),
+                read_only=self._readonly,
+            )
 
     @classmethod
-    def _from_parts(
-        cls, plan: Plan, state: dict[str, Any], segments: list[Any], readonly: str | None
-    ) -> HammingIndex:
+    def from_snapshot(cls, snapshot: IndexSnapshot) -> HammingIndex:
+        """An index made of ``snapshot``'s parts (what :func:`neardup.index.format.read_index`
+        returns): its segments are shared, not copied, and its live buffered rows are added to
+        the new buffer (or, for a read-only snapshot, sealed into one more segment)."""
+        plan, st = snapshot.plan, snapshot.settings
         idx = cls(
             bits=plan.bits,
             max_distance=plan.max_distance,
             plan=plan,
-            buffer_size=int(state.get("buffer_size", 4096)),
-            merge_factor=int(state.get("merge_factor", 4)),
-            compress=bool(state.get("compress", False)),
-            block_bytes=int(state.get("block_bytes", DEFAULT_BLOCK_BYTES)),
+            buffer_size=st.buffer_size,
+            merge_factor=st.merge_factor,
+            compress=st.compress,
+            block_bytes=st.block_bytes,
         )
-        idx._segments = segments
-        idx._next_id = int(state.get("next_id", 0))
-        idx._readonly = readonly
+        idx._segments = list(snapshot.segments)
+        idx._next_id = st.next_id
+        idx._readonly = snapshot.read_only
+        bfps, bids = snapshot.live_buffer()
+        if len(bids):
+            if idx._readonly is not None:
+                idx._segments.append(idx._build(np.array(bfps), np.array(bids)))
+            else:
+                idx._buf_fps[: len(bids)] = bfps
+                idx._buf_ids[: len(bids)] = bids
+                idx._buf_alive[: len(bids)] = True
+                idx._buf_n = len(bids)
         return idx

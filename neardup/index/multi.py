@@ -1,9 +1,9 @@
 """One search call over many read-only indexes: :class:`IndexSet`.
 
 An online store keeps its fingerprints in a dozen or so immutable segments (one
-:class:`~neardup.index.HammingIndex` each). Searching them one by one costs ~10-20 µs of fixed
-Python and numba-dispatch overhead per index and call, ~0.2 ms per single-document query at
-12 segments, while the probes themselves take ~1-2 µs per segment. :class:`IndexSet` gathers
+:class:`~neardup.index.HammingIndex` each). Searching them one by one pays a fixed Python and
+numba-dispatch overhead per index and call that outweighs the probes themselves for a small
+query batch (see ``benchmarks/bench_store.py``). :class:`IndexSet` gathers
 the table segments of all its indexes once (a numba typed list of per-segment array tuples)
 and probes them all in **one** kernel call, so a small query batch pays the fixed cost once.
 
@@ -12,8 +12,8 @@ The answer is exactly that of searching every index and merging (CSR, per query 
 Indexes that do not fit the one-call path (rows still in an append buffer, removed rows,
 block-compressed segments) are searched on their own and merged, so every index is accepted.
 
-Build an :class:`IndexSet` when the set of indexes changes (tens of µs per segment, once), not
-per query.
+Build an :class:`IndexSet` when the set of indexes changes (a cost per segment, paid once),
+not per query.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def _empty(dtype: Any, ndim: int) -> np.ndarray:
 
 
 @njit(nogil=True, cache=True)
-def _search_list(q, k, segs, xfps, xids, xalive, qk, stack, out_q, out_r, out_d):  # type: ignore[no-untyped-def]
+def _search_list(q, k, segs, xfps, xids, xalive, qk, stack, out_q, out_r, out_d):
     """Probe every segment of ``segs`` for the queries ``q``, then compare them with the
     extra rows ``xfps`` / ``xids`` whose ``xalive`` is set (an append buffer); writes (query,
     id, distance).
@@ -94,7 +94,7 @@ def _search_list(q, k, segs, xfps, xids, xalive, qk, stack, out_q, out_r, out_d)
             pmask,
             npieces,
             pb,
-            radius,
+            probe_radius,
             flips,
             flipd,
             nflips,
@@ -121,7 +121,7 @@ def _search_list(q, k, segs, xfps, xids, xalive, qk, stack, out_q, out_r, out_d)
                 pmask,
                 npieces,
                 pb,
-                radius,
+                probe_radius,
                 flips,
                 flipd,
                 nflips,
@@ -143,7 +143,7 @@ def _search_list(q, k, segs, xfps, xids, xalive, qk, stack, out_q, out_r, out_d)
 
 
 @njit(cache=True)
-def _search_list_gil(q, k, segs, xfps, xids, xalive, qk, stack, out_q, out_r, out_d):  # type: ignore[no-untyped-def]
+def _search_list_gil(q, k, segs, xfps, xids, xalive, qk, stack, out_q, out_r, out_d):
     """:func:`_search_list` holding the GIL (a few queries: see ``_kernels.search_tables_gil``)."""
     return _search_list(q, k, segs, xfps, xids, xalive, qk, stack, out_q, out_r, out_d)
 
@@ -213,8 +213,8 @@ class IndexSet:
         n_tables = 1
         n = 0
         for ix, whole in [(ix, True) for ix in indexes] + [(ix, False) for ix in sealed]:
-            with ix._lock:
-                seg_list, n_buf = list(ix._segments), ix._buf_n
+            snap = ix.snapshot()
+            seg_list, n_buf = snap.segments, len(snap.buffer_ids)
             # compressed segments have no key arrays for the one-call kernel: searched apart
             if (
                 any(s.n_dead for s in seg_list)
@@ -226,7 +226,7 @@ class IndexSet:
                 else:
                     self.sealed_ok = False
                 continue
-            pa = ix._pa
+            pa = snap.arrays
             n_tables = max(n_tables, pa.n_tables)
             for s in seg_list:
                 if s.n == 0:
@@ -234,7 +234,7 @@ class IndexSet:
                 segs.append(self._entry(s, pa))
                 n += s.n
         self._segs = segs
-        self._n_segs = len(segs)  # len() of a typed list goes through numba: ~10 µs
+        self._n_segs = len(segs)  # len() of a typed list goes through numba: slow per call
         self._n_tables = n_tables
         self._n = n + sum(len(ix) for ix in self._rest)
 
@@ -251,7 +251,7 @@ class IndexSet:
             _ro(pa.pmask, _U64, 2),
             _ro(pa.npieces, _I64, 1),
             _ro(pa.pb, _I64, 1),
-            _ro(pa.radius, _I64, 1),
+            _ro(pa.probe_radius, _I64, 1),
             _ro(pa.flips, _U64, 2),
             _ro(pa.flipd, _I64, 2),
             _ro(pa.nflips, _I64, 1),

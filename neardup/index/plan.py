@@ -70,7 +70,8 @@ DEFAULT_BYTES_PER_FP = 64.0
 DEFAULT_COMPRESSED_BYTES_PER_FP = 32.0
 #: N assumed by the cost model when ``expected_size`` is not given
 DEFAULT_EXPECTED_SIZE = 10_000_000
-#: cost model constants (nanoseconds, measured on a laptop-class core; only ratios matter)
+#: cost model constants (nanoseconds per operation, fitted to benchmarks/bench_index.py
+#: timings; only their ratios matter)
 PROBE_NS = 60.0
 SCAN_NS = 0.6
 BRUTE_NS = 0.35
@@ -95,7 +96,10 @@ class TableSpec:
     prefix_bits : int
         The leading ``prefix_bits`` of the key are probed (with up to ``radius`` flips).
     radius : int
-        Probe radius: every prefix within this many bit flips of the query's is probed.
+        Probe radius: every prefix within this many bit flips of the query's is probed (the
+        ``"radius"`` key of :meth:`Plan.to_dict` and of a saved index's plan). Not the search
+        distance: that is ``max_distance`` (``k``); the pigeonhole bound ties the two
+        (:func:`radius_for`). Compiled for the kernels as ``PlanArrays.probe_radius``.
     """
 
     order: tuple[tuple[int, int], ...]

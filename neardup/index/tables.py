@@ -1,8 +1,9 @@
 """Permuted sorted tables: plan arrays for the kernels, and immutable index segments.
 
-A :class:`Segment` holds ``n`` fingerprints sorted by table 0's key, their int64 ids, a tombstone
-mask, and for each table ``t`` the sorted permuted keys ``keys[t]`` (8 B) and, for ``t >= 1``,
-the row each key came from (``uint32``, 4 B), plus a directory of offsets for the top
+A :class:`TableSegment` (named so beside the store's :class:`neardup.store.segment.Segment`,
+a file of documents) holds ``n`` fingerprints sorted by table 0's key, their int64 ids, a
+tombstone mask, and for each table ``t`` the sorted permuted keys ``keys[t]`` (8 B) and, for
+``t >= 1``, the row each key came from (``uint32``, 4 B), plus a directory of offsets for the top
 ``dbits`` bits of the keys (so a probe needs no binary search when the prefix fits the
 directory). For 64-bit fingerprints table 0 is the identity permutation, so the fingerprints
 *are* ``keys[0]`` and cost nothing extra: 8 B id + 8 B fingerprint + 12 B per further table.
@@ -22,7 +23,14 @@ import numpy.typing as npt
 from . import _kernels as K
 from .plan import Plan
 
-__all__ = ["PlanArrays", "Segment", "plan_arrays", "table_prefixes"]
+__all__ = [
+    "PlanArrays",
+    "TableSegment",
+    "plan_arrays",
+    "sorted_table",
+    "table_keys",
+    "table_prefixes",
+]
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
@@ -30,7 +38,13 @@ I64 = npt.NDArray[np.int64]
 
 @dataclass(frozen=True)
 class PlanArrays:
-    """A :class:`Plan` compiled to the flat arrays the numba kernels take."""
+    """A :class:`Plan` compiled to the flat arrays the numba kernels take.
+
+    ``probe_radius[t]`` is table ``t``'s probe radius (:attr:`TableSpec.radius
+    <neardup.index.plan.TableSpec>`, the ``"radius"`` key of a saved plan, capped at the
+    plan's ``max_distance``): prefixes within that many bit flips of the query's are probed.
+    It is not the search distance ``k`` (``max_distance``) a search asks for.
+    """
 
     words: int
     n_tables: int
@@ -38,7 +52,7 @@ class PlanArrays:
     pmask: U64
     npieces: I64
     pb: I64
-    radius: I64
+    probe_radius: I64
     flips: U64
     flipd: I64
     nflips: I64
@@ -47,6 +61,11 @@ class PlanArrays:
     heavy: int
     identity0: bool
     min_pb: int
+
+    @property
+    def radius(self) -> I64:
+        """Former name of :attr:`probe_radius`, kept for callers outside the index."""
+        return self.probe_radius
 
 
 def _pieces(order: tuple[tuple[int, int], ...]) -> list[tuple[int, int, int, int]]:
@@ -93,15 +112,16 @@ def plan_arrays(plan: Plan) -> PlanArrays:
         for j, (word, sshift, width, dshift) in enumerate(ps):
             pidx[t, j] = (word, sshift, dshift)
             pmask[t, j] = _mask(width)
-    pb = np.array([t.prefix_bits for t in plan.tables] or [64], dtype=np.int64)
-    radius = np.array(
-        [min(t.radius, plan.max_distance) for t in plan.tables] or [0], dtype=np.int64
+    pb = np.array([spec.prefix_bits for spec in plan.tables] or [64], dtype=np.int64)
+    # a table's probe radius (TableSpec.radius), capped at the search distance it serves
+    probe_radius = np.array(
+        [min(spec.radius, plan.max_distance) for spec in plan.tables] or [0], dtype=np.int64
     )
     flip_lists = []
-    for t in plan.tables:
+    for t, spec in enumerate(plan.tables):
         fl: list[tuple[int, int]] = []
-        for d in range(min(t.radius, plan.max_distance) + 1):
-            for bits_ in itertools.combinations(range(t.prefix_bits), d):
+        for d in range(int(probe_radius[t]) + 1):
+            for bits_ in itertools.combinations(range(spec.prefix_bits), d):
                 m = 0
                 for b in bits_:
                     m |= 1 << b
@@ -141,7 +161,7 @@ def plan_arrays(plan: Plan) -> PlanArrays:
         pmask=pmask,
         npieces=npieces,
         pb=pb,
-        radius=radius,
+        probe_radius=probe_radius,
         flips=flips,
         flipd=flipd,
         nflips=nflips,
@@ -159,11 +179,22 @@ _E_I32 = np.empty(0, dtype=np.int32)
 _tls = threading.local()
 
 
+def table_keys(fps: U64, pa: PlanArrays, t: int) -> U64:
+    """Table ``t``'s 64-bit keys (the permuted fingerprints) of every row of ``fps`` (n, W),
+    in row order."""
+    return K.permute_many(fps, t, pa.pidx, pa.pmask, pa.npieces)
+
+
+def sorted_table(fps: U64, pa: PlanArrays, t: int) -> tuple[U64, I64]:
+    """Table ``t`` of ``fps`` (n, W): its keys sorted ascending, and the row of ``fps`` each
+    came from (ties in row order). What every segment kind builds its tables from."""
+    return K.sort_with_rows(table_keys(fps, pa, t))
+
+
 def table_prefixes(fps: U64, pa: PlanArrays, t: int) -> U64:
     """Table ``t``'s key prefixes (its top ``pa.pb[t]`` bits) of every row of ``fps`` (n, W),
     unsorted: what the prefix buckets of that table are made of."""
-    key = K.permute_many(fps, t, pa.pidx, pa.pmask, pa.npieces)
-    return key >> np.uint64(64 - int(pa.pb[t]))
+    return table_keys(fps, pa, t) >> np.uint64(64 - int(pa.pb[t]))
 
 
 class _Workspace:
@@ -228,7 +259,7 @@ def _dbits(n: int, min_pb: int) -> int:
     return int(min(min_pb, max(1, min(22, int(n).bit_length() - 2))))
 
 
-class Segment:
+class TableSegment:
     """An immutable set of fingerprints with its permuted sorted tables (and a tombstone mask)."""
 
     __slots__ = (
@@ -293,7 +324,7 @@ class Segment:
     @classmethod
     def build(
         cls, fps: U64, ids: I64, pa: PlanArrays, *, threads: int = 1, searchable: bool = True
-    ) -> Segment:
+    ) -> TableSegment:
         """Sort ``fps`` (n, W) into every table of ``pa``; ``ids`` (n,) travel with their rows.
 
         ``threads`` > 1 sorts the tables after the first on that many threads (the kernels
@@ -305,7 +336,7 @@ class Segment:
         T = pa.n_tables
         if T == 0:
             return cls(np.ascontiguousarray(fps), np.ascontiguousarray(ids), None, None, None, 0)
-        key0, order = K.sort_with_rows(K.permute_many(fps, 0, pa.pidx, pa.pmask, pa.npieces))
+        key0, order = sorted_table(fps, pa, 0)
         keys = np.empty((T, n), dtype=np.uint64)
         keys[0] = key0
         del key0
@@ -322,7 +353,7 @@ class Segment:
             dirs[0] = K.directory(keys[0], dbits)
 
         def table(t: int) -> None:
-            kt, o = K.sort_with_rows(K.permute_many(fps_s, t, pa.pidx, pa.pmask, pa.npieces))
+            kt, o = sorted_table(fps_s, pa, t)
             keys[t] = kt
             rows[t - 1] = o
             del kt, o
@@ -392,7 +423,7 @@ class Segment:
                     pa.pmask,
                     pa.npieces,
                     pa.pb,
-                    pa.radius,
+                    pa.probe_radius,
                     pa.flips,
                     pa.flipd,
                     pa.nflips,

@@ -1,6 +1,6 @@
-"""numba kernels for :mod:`neardup.ring`'s batch lookups (xxh64 of 8 bytes + bucketed search).
+"""numba kernels for :mod:`neardup.cluster.ring`'s batch lookups (xxh64 of 8 bytes + bucketed search).
 
-The pure definitions live in :mod:`neardup.ring` (``_xxh64_u64``, ``searchsorted`` over the
+The pure definitions live in :mod:`neardup.cluster.ring` (``_xxh64_u64``, ``searchsorted`` over the
 points); tests/test_ring.py checks these kernels against them.
 """
 

@@ -1,7 +1,7 @@
 """Corpus input and output: JSONL, JSON arrays, CSV/TSV, Parquet, plain text, stdin.
 
 See :mod:`neardup.io.formats` for the formats, :mod:`neardup.io.remote` for compressed inputs,
-globs and fsspec URLs, :mod:`neardup.io.hf` for Hugging Face datasets and
+globs and fsspec URLs, :mod:`neardup.batch.datasets` for Hugging Face datasets and
 :mod:`neardup.io.atomic` for atomic writes.
 """
 

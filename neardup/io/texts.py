@@ -38,7 +38,7 @@ _AT0 = np.zeros(1, np.int64)
 
 class UniqueIds(list):  # type: ignore[type-arg]
     """The ids of a corpus read by :func:`neardup.io.read_corpus`: str, checked unique as they
-    were read (a plain ``list`` otherwise). :func:`neardup.dedup.dedup` takes such a list as
+    were read (a plain ``list`` otherwise). :func:`neardup.batch.run.dedup` takes such a list as
     it is instead of converting and checking every id again; a caller who changes it
     afterwards passes it as ``list(ids)``."""
 

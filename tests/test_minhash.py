@@ -9,17 +9,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup.batch.minhash import (
-    NO_SIGNATURE,
     candidate_probability,
     lsh_pairs,
     lsh_pairs_reference,
-    minhash_signatures,
-    minhash_signatures_reference,
     plan_lsh,
     shingle_jaccard,
 )
 from neardup.batch.run import dedup
 from neardup.errors import ConfigError
+from neardup.fingerprint.minhash import (
+    NO_SIGNATURE,
+    band_key_block,
+    band_keys,
+    minhash_signatures,
+    minhash_signatures_reference,
+)
 from neardup.verify.rule import Verifier
 
 WORDS = ["the", "cat", "sat", "on", "mat", "RT", "@bob:", "#tag", "http://x.co/a", "猫", "垫子",
@@ -171,12 +175,25 @@ def test_a_template_bucket_is_paired_once_not_per_band():
 
 
 def test_band_key_block_equals_per_band_keys():
-    from neardup.batch.minhash import _band_key_block, _band_keys
-
     rng = np.random.default_rng(2)
     for rows in (1, 2, 3, 4):
         sig = rng.integers(0, 1 << 16, (50, rows * 9)).astype(np.uint16)
-        block = _band_key_block(sig, 2, 9, rows)
+        block = band_key_block(sig, 2, 9, rows)
         assert block.shape == (7, 50) and block.flags.c_contiguous
         for k, band in enumerate(range(2, 9)):
-            assert np.array_equal(block[k], _band_keys(sig, band, rows))
+            assert np.array_equal(block[k], band_keys(sig, band, rows))
+
+
+def test_signature_names_stay_importable_from_the_batch_wing():
+    import neardup.batch.minhash as batch_minhash
+    import neardup.fingerprint as fingerprint
+    import neardup.fingerprint.minhash as fingerprint_minhash
+
+    for name in (
+        "BAND_BLOCK",
+        "NO_SIGNATURE",
+        "minhash_signatures",
+        "minhash_signatures_reference",
+    ):
+        assert getattr(batch_minhash, name) is getattr(fingerprint_minhash, name)
+        assert getattr(fingerprint, name) is getattr(fingerprint_minhash, name)

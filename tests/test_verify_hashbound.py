@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup.batch.run import stage_verify, stage_verify_reference
+from neardup.text import token_kernels as K
 from neardup.verify import tokens as T
 from neardup.verify.overlap import overlap_reference
 from neardup.verify.rule import Verifier
@@ -48,7 +49,7 @@ def test_token_hashes_equal_the_reference(texts, strip):
 
 
 def test_token_hashes_chunks_long_tokens_and_counts(monkeypatch):
-    monkeypatch.setattr(T, "HASH_CHUNK_BYTES", 16)
+    monkeypatch.setattr(K, "HASH_CHUNK_BYTES", 16)
     v = Verifier()
     texts = [
         "The cat sat",
@@ -112,10 +113,10 @@ def test_stage_verify_decides_like_verifying_every_pair(base, edits, pairs, cfg)
     b = np.array([max(x % n, y % n) for x, y in pairs], np.int64)
     keep = a != b
     a, b = a[keep], b[keep]
-    d = (np.arange(a.size) % 8).astype(np.int32)
+    dist = (np.arange(a.size) % 8).astype(np.int32)
     v = Verifier(**cfg)
-    ok, score = stage_verify(v, texts, a, b, d, workers=2)
-    ok_ref, score_ref = stage_verify_reference(v, texts, a, b, d)
+    ok, score = stage_verify(v, texts, a, b, dist, workers=2)
+    ok_ref, score_ref = stage_verify_reference(v, texts, a, b, dist)
     assert np.array_equal(ok, ok_ref)
     assert np.array_equal(score[ok], score_ref[ok_ref])
     assert (score >= score_ref).all()  # a rejected pair reports an upper bound
@@ -200,9 +201,9 @@ def test_lcs_many_tells_colliding_hashes_apart(monkeypatch):
     monkeypatch.setitem(kernel.__globals__, "_doc_tokens", one_hash)
     monkeypatch.setitem(kernel.__globals__, "numba", type("N", (), {"prange": range}))
     with np.errstate(over="ignore"):  # uint64 hash arithmetic wraps, as in numba
-        got = kernel(*data, T._WORD_LUT, T._SPACE_LUT, ia, ib, 10**8)
+        got = kernel(*data, K.WORD_LUT, K.SPACE_LUT, ia, ib, 10**8)
         # over the cap (0 cells): the multiset overlap, with the same byte comparison
-        over = kernel(*data, T._WORD_LUT, T._SPACE_LUT, ia, ib, 0)
+        over = kernel(*data, K.WORD_LUT, K.SPACE_LUT, ia, ib, 0)
     assert got.tolist() == [0, 2, 1, 1]
     assert over.tolist() == [0, 2, 1, 1]
 
@@ -231,7 +232,7 @@ def test_lcs_many_long_sequences_with_carries():
 def test_token_hashes_output_grows_past_its_estimate(monkeypatch):
     # the output is sized from the tokens per character seen so far: sparse ASCII first, then
     # dense text and multi-byte text (more bytes than characters) must grow it correctly
-    monkeypatch.setattr(T, "HASH_CHUNK_BYTES", 3000)
+    monkeypatch.setattr(K, "HASH_CHUNK_BYTES", 3000)
     v = Verifier()
     texts = ["x" * 2500] * 3 + ["a b c d e " * 400] * 3 + ["世界 ü " * 800] * 3 + ["ok"] * 5
     for order in (texts, texts[::-1]):
@@ -242,12 +243,12 @@ def test_token_hashes_output_grows_past_its_estimate(monkeypatch):
 @given(texts=TEXTS, strip=st.booleans(), small=st.booleans())
 def test_token_histograms_equal_the_reference(texts, strip, small):
     v = Verifier(strip_social=strip)
-    old = T.HASH_CHUNK_BYTES
-    T.HASH_CHUNK_BYTES = 16 if small else old  # many chunks, flagged texts in several
+    old = K.HASH_CHUNK_BYTES
+    K.HASH_CHUNK_BYTES = 16 if small else old  # many chunks, flagged texts in several
     try:
         hist, counts = T.token_histograms(v, texts, workers=2)
     finally:
-        T.HASH_CHUNK_BYTES = old
+        K.HASH_CHUNK_BYTES = old
     ref_hist, ref_counts = T.token_histograms_reference(v, texts)
     assert hist.dtype == np.uint8 and counts.dtype == np.int64
     assert np.array_equal(counts, ref_counts)

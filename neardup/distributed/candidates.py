@@ -64,7 +64,7 @@ def _block_pairs(k: int) -> list[tuple[int, int]]:
 
 
 def simhash_distance(job: Job) -> int:
-    from ..batch.run import LSH_SIMHASH_DISTANCE
+    from ..batch.candidate_stage import LSH_SIMHASH_DISTANCE
 
     d = job.config.get("max_distance")
     return LSH_SIMHASH_DISTANCE if d is None else int(d)
@@ -75,7 +75,7 @@ def step_keys(workdir: str, task: int, job: Job) -> dict[str, Any]:
     """Emit the band and block keys of partition ``task``'s first copies."""
     import pyarrow as pa
 
-    from ..batch.minhash import _band_keys
+    from ..fingerprint.minhash import band_keys
 
     cfg = job.dedup_config()
     plan = cfg.lsh_plan()
@@ -91,7 +91,7 @@ def step_keys(workdir: str, task: int, job: Job) -> dict[str, Any]:
     lsh = np.flatnonzero(first_copy & (docs["tokens"].to_numpy() > 0))
     for band in range(plan.bands):
         parts.append(
-            {"kind": KIND_LSH, "sub": band, "key": _band_keys(sig[lsh], band, plan.rows),
+            {"kind": KIND_LSH, "sub": band, "key": band_keys(sig[lsh], band, plan.rows),
              "pos": pos[lsh], "fp": fps[lsh]}
         )  # fmt: skip
     k = simhash_distance(job)
@@ -158,14 +158,14 @@ def step_join(workdir: str, task: int, job: Job) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ..batch.minhash import _group_pairs
+    from ..batch.minhash import group_pairs
 
     cfg = job.dedup_config()
     plan = cfg.lsh_plan()
     t = _store.read_bucket(workdir, "keys", task, KEYS_SCHEMA)
     # MinHash: the channel's pairing, group by group (members ascending = input order)
     pos, _, _, bounds = _grouped(t.filter(pc.equal(t["kind"], KIND_LSH)))
-    la, lb, skipped = _group_pairs(pos, bounds, plan.bucket_cap)
+    la, lb, skipped = group_pairs(pos, bounds, plan.bucket_cap)
     capped = int((np.diff(bounds) > plan.bucket_cap + 1).sum())
     # SimHash: all pairs of a group within k bits, reported by the first block pair they share
     k = simhash_distance(job)

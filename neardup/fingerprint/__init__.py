@@ -1,6 +1,6 @@
 """Fingerprints and signatures: SimHash (:mod:`.simhash`, numba kernels in :mod:`._numba`,
-the pure reference in :mod:`.reference`) and Hamming distances between fingerprints
-(:mod:`.distance`)."""
+the pure reference in :mod:`.reference`), Hamming distances between fingerprints
+(:mod:`.distance`), and MinHash signatures with their LSH band keys (:mod:`.minhash`)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,15 @@ from .._lazy import lazy_exports
 _EXPORTS: dict[str, str] = {
     "AUTO_EN": ".simhash",
     "AUTO_ZH": ".simhash",
+    "BAND_BLOCK": ".minhash",
     "FEATURES": ".simhash",
     "FingerprintBatch": ".simhash",
     "Fingerprinter": ".simhash",
+    "NO_SIGNATURE": ".minhash",
     "WEIGHTS": ".simhash",
     "as_fingerprints": ".distance",
+    "band_key_block": ".minhash",
+    "band_keys": ".minhash",
     "content_hash": ".simhash",
     "content_hash_many": ".simhash",
     "fingerprint_bits": ".distance",
@@ -25,17 +29,24 @@ _EXPORTS: dict[str, str] = {
     "hamming_many": ".distance",
     "hamming_to_many": ".distance",
     "int_to_words": ".distance",
+    "minhash_signatures": ".minhash",
+    "minhash_signatures_reference": ".minhash",
+    "mix64": ".minhash",
     "words_to_int": ".distance",
 }
 
 __all__ = [
     "AUTO_EN",
     "AUTO_ZH",
+    "BAND_BLOCK",
     "FEATURES",
+    "NO_SIGNATURE",
     "WEIGHTS",
     "FingerprintBatch",
     "Fingerprinter",
     "as_fingerprints",
+    "band_key_block",
+    "band_keys",
     "content_hash",
     "content_hash_many",
     "fingerprint_bits",
@@ -44,6 +55,9 @@ __all__ = [
     "hamming_many",
     "hamming_to_many",
     "int_to_words",
+    "minhash_signatures",
+    "minhash_signatures_reference",
+    "mix64",
     "words_to_int",
 ]
 
@@ -59,6 +73,15 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         hamming_to_many,
         int_to_words,
         words_to_int,
+    )
+    from .minhash import (
+        BAND_BLOCK,
+        NO_SIGNATURE,
+        band_key_block,
+        band_keys,
+        minhash_signatures,
+        minhash_signatures_reference,
+        mix64,
     )
     from .simhash import (
         AUTO_EN,

@@ -34,13 +34,13 @@ _BAND_SHIFT = np.uint64(48)
 
 def entry_keys(keys: npt.NDArray[np.uint64], rows: int) -> npt.NDArray[np.uint64]:
     """Entry keys of band keys ``keys`` (bands, n): the band folded into the key (see module)."""
-    from ..batch.minhash import _mix64
+    from ..fingerprint.minhash import mix64
 
     nb = keys.shape[0]
     band = np.arange(nb, dtype=np.uint64)[:, None]
     if rows * 16 <= 48 and nb < (1 << 16):
         return keys | (band << _BAND_SHIFT)
-    return _mix64(keys) ^ _mix64(band + np.uint64(0x9E3779B97F4A7C15))
+    return mix64(keys) ^ mix64(band + np.uint64(0x9E3779B97F4A7C15))
 
 
 def band_entries(
@@ -49,17 +49,17 @@ def band_entries(
     """Entry keys (n, bands) of signatures ``sig`` (n, hashes) under ``plan``; rows that are not
     ``usable`` (no tokens: never candidates, as in the batch pipeline) get an empty key set,
     marked by :data:`NO_KEYS` in every column."""
-    from ..batch.minhash import BAND_BLOCK, _band_key_block, _band_keys
+    from ..fingerprint.minhash import BAND_BLOCK, band_key_block, band_keys
 
     n = sig.shape[0]
     out = np.empty((plan.bands, n), np.uint64)
     for b0 in range(0, plan.bands, BAND_BLOCK):
         b1 = min(plan.bands, b0 + BAND_BLOCK)
         if plan.rows <= 4:
-            out[b0:b1] = _band_key_block(sig, b0, b1, plan.rows)
+            out[b0:b1] = band_key_block(sig, b0, b1, plan.rows)
         else:
             for b in range(b0, b1):
-                out[b] = _band_keys(sig, b, plan.rows)
+                out[b] = band_keys(sig, b, plan.rows)
     ent = entry_keys(out, plan.rows).T.copy()
     ent[~np.asarray(usable, bool)] = NO_KEYS
     return ent

@@ -1,6 +1,8 @@
 """Second-stage verification of candidate pairs on their text, shared by the batch pipeline
-and the online store: the rule (:mod:`.rule`), its tokenizer (:mod:`.tokens`) and the overlap
-bounds and exact LCS (:mod:`.overlap`)."""
+and the online store: the rule (:mod:`.rule`), token sequences as strings and the LCS cap
+(:mod:`.sequences`), many texts tokenised, encoded and hashed at once (:mod:`.tokens`) and the
+overlap bounds and exact LCS (:mod:`.overlap`). The ASCII normalisation of the exact stage is
+re-exported from :mod:`neardup.text.ascii`."""
 
 from __future__ import annotations
 
@@ -10,20 +12,20 @@ from .._lazy import lazy_exports
 
 # public name -> module that defines it (imported on first use)
 _EXPORTS: dict[str, str] = {
-    "DEFAULT_MAX_LCS_CELLS": ".rule",
+    "DEFAULT_MAX_LCS_CELLS": ".sequences",
     "LONG_CHARS": ".rule",
-    "TokenEncoder": ".rule",
+    "TokenEncoder": ".sequences",
     "Verifier": ".rule",
     "bound_decisions": ".overlap",
-    "collapse_ascii_spaces": ".tokens",
+    "collapse_ascii_spaces": "..text.ascii",
     "encode_sorted": ".overlap",
     "encode_texts": ".tokens",
     "encode_texts_reference": ".tokens",
     "histogram_bound_decisions": ".overlap",
     "lcs_many": ".overlap",
-    "lower_ascii_clean": ".tokens",
-    "lower_ascii_clean_serial": ".tokens",
-    "normalized_ascii_digests": ".tokens",
+    "lower_ascii_clean": "..text.ascii",
+    "lower_ascii_clean_serial": "..text.ascii",
+    "normalized_ascii_digests": "..text.ascii",
     "overlap_many": ".overlap",
     "overlap_reference": ".overlap",
     "token_bytes": ".tokens",
@@ -64,6 +66,12 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(globals(), _EXPORTS, __all__)
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from ..text.ascii import (
+        collapse_ascii_spaces,
+        lower_ascii_clean,
+        lower_ascii_clean_serial,
+        normalized_ascii_digests,
+    )
     from .overlap import (
         bound_decisions,
         encode_sorted,
@@ -72,14 +80,11 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         overlap_many,
         overlap_reference,
     )
-    from .rule import DEFAULT_MAX_LCS_CELLS, LONG_CHARS, TokenEncoder, Verifier, tokenize
+    from .rule import LONG_CHARS, Verifier, tokenize
+    from .sequences import DEFAULT_MAX_LCS_CELLS, TokenEncoder
     from .tokens import (
-        collapse_ascii_spaces,
         encode_texts,
         encode_texts_reference,
-        lower_ascii_clean,
-        lower_ascii_clean_serial,
-        normalized_ascii_digests,
         token_bytes,
         token_hash_reference,
         token_hashes,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 import numba
 import numpy as np
@@ -22,6 +23,8 @@ import numpy.typing as npt
 
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 from .._threads import numba_threads
+from ..text.token_kernels import SPACE_LUT, WORD_LUT
+from .sequences import DEFAULT_MAX_LCS_CELLS
 from .tokens import HIST_MAX
 
 __all__ = [
@@ -139,8 +142,8 @@ def _bound_kernel(
 
 @numba.njit(cache=True, inline="always")
 def _passes(
-    c: int, la: int, lb: int, threshold: float, containment: float, min_tokens: int
-) -> tuple[bool, float]:  # pragma: no cover - numba
+    c: int | np.int64, la: int, lb: int, threshold: float, containment: float, min_tokens: int
+) -> tuple[bool | np.bool_, float]:  # pragma: no cover - numba
     # Verifier.decide's rule on an overlap (bound) c of texts of la and lb tokens, the same float
     # formulas: (could pass, ratio)
     shorter = min(la, lb)
@@ -219,8 +222,8 @@ def _bound_exit_kernel(
 def bound_decisions(
     values: npt.NDArray[np.uint32],
     offsets: npt.NDArray[np.int64],
-    ia: npt.NDArray[np.int64],
-    ib: npt.NDArray[np.int64],
+    ia: npt.NDArray[np.integer[Any]],
+    ib: npt.NDArray[np.integer[Any]],
     *,
     threshold: float,
     containment: float,
@@ -275,8 +278,8 @@ def _hist_bound_kernel(
             continue
         ra = hist[ia[p]]
         rb = hist[ib[p]]
-        c = 0
-        sat = 0
+        c: int | np.int64 = 0
+        sat: int | np.int64 | np.bool_ = 0
         for k in range(nb):
             x = np.int64(ra[k])
             y = np.int64(rb[k])
@@ -331,7 +334,7 @@ def histogram_bound_decisions(
 
 
 @numba.njit(cache=True, inline="always")
-def _popcount64(x: np.uint64) -> int:  # pragma: no cover - numba
+def _popcount64(x: np.uint64) -> np.int64:  # pragma: no cover - numba
     x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
     x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
     x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
@@ -349,16 +352,16 @@ def _doc_tokens(
     ts: np.ndarray,
     tl: np.ndarray,
     th: np.ndarray,
-) -> int:  # pragma: no cover - numba
+) -> int | np.int64:  # pragma: no cover - numba
     # the tokens of buf[s:e] (see neardup.pipeline.tokens.token_bytes) in order: start, length
     # and FNV-1a 64 of the (lower-cased) bytes; branch-free; returns their number
     fnv = np.uint64(0xCBF29CE484222325)
     prime = np.uint64(0x100000001B3)
     lut = space if pretok else word
     low = 0 if pretok else 32
-    ks = 0
-    ke = 0
-    prev = 0
+    ks: int | np.int64 = 0
+    ke: int | np.int64 = 0
+    prev: int | np.int64 = 0
     h = fnv
     for i in range(s, e):
         y = buf[i]
@@ -461,7 +464,7 @@ def _lcs_kernel(
             cnt = np.zeros(nd, np.int64)
             for q in range(na):
                 cnt[ids[q]] += 1
-            c = 0
+            c: int | np.int64 = 0
             for q in range(nb):
                 h = thb[q]
                 s = np.int64((h * mix) >> shift)
@@ -534,15 +537,13 @@ def lcs_many(
     max_cells: int | None = None,
 ) -> npt.NDArray[np.int64]:
     """Exact LCS length (int64 (m,)) of the token sequences of texts ``ia[m]`` and ``ib[m]``
-    of a :func:`neardup.pipeline.tokens.token_bytes` result: equal to rapidfuzz ``LCSseq`` on
+    of a :func:`neardup.verify.tokens.token_bytes` result: equal to rapidfuzz ``LCSseq`` on
     the :class:`~neardup.verify.TokenEncoder` strings of the same texts (tested), without a
     vocabulary, strings or stored token arrays (each pair tokenises its two texts).
 
     A pair whose token counts multiply to more than ``max_cells`` (default
     :data:`neardup.verify.DEFAULT_MAX_LCS_CELLS`) gets its multiset token overlap instead (an
     upper bound on the LCS, in linear time), as :class:`~neardup.verify.Verifier` decides it."""
-    from .rule import DEFAULT_MAX_LCS_CELLS
-    from .tokens import _SPACE_LUT, _WORD_LUT
 
     cells = DEFAULT_MAX_LCS_CELLS if max_cells is None else int(max_cells)
     buf, starts, ends, mode = data
@@ -551,4 +552,4 @@ def lcs_many(
     if ia.size == 0:
         return np.zeros(0, np.int64)
     with numba_threads(workers):
-        return _lcs_kernel(buf, starts, ends, mode, _WORD_LUT, _SPACE_LUT, ia, ib, cells)
+        return _lcs_kernel(buf, starts, ends, mode, WORD_LUT, SPACE_LUT, ia, ib, cells)

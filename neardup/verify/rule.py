@@ -66,12 +66,11 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigError, InputError, InputTypeError
+from ..text.social import SOCIAL, SOCIAL_MARKERS
+from .sequences import DEFAULT_MAX_LCS_CELLS, TokenEncoder
 
 __all__ = ["DEFAULT_MAX_LCS_CELLS", "LONG_CHARS", "TokenEncoder", "Verifier", "tokenize"]
 
-#: pairs whose token counts multiply to more than this are decided on the multiset token
-#: overlap (linear) instead of the LCS (quadratic): 10,000 x 10,000 tokens
-DEFAULT_MAX_LCS_CELLS = 100_000_000
 #: texts at least this long (characters) are verified through cached token-hash arrays; below
 #: it a text has at most this many tokens, so two such texts never exceed the LCS cap
 LONG_CHARS = 8192
@@ -82,17 +81,6 @@ _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+", re.UNICODE)
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _ASCII_NON_ALNUM = {c: " " for c in range(128) if not chr(c).isalnum()}
-_SOCIAL_MARKERS = ("@", "#", "http", "www.", "t.cn/", "bit.ly/", "t.co/")
-_SOCIAL = re.compile(
-    r"(?:\brt\s*@[^\s:：]+\s*[:：]?)"  # RT @user:
-    r"|(?://\s*@[^\s:：]+\s*[:：]?)"  # //@用户:
-    r"|(?:https?://\S+)"  # URLs
-    r"|(?:\b(?:www\.|t\.cn/|bit\.ly/|t\.co/)\S*)"  # bare short links
-    r"|(?:#[^#\s]{1,40}#)"  # weibo #topic#
-    r"|(?:#\w+)"  # #hashtag
-    r"|(?:@[\w\-]+)",  # @mention
-    re.UNICODE,
-)
 
 
 def tokenize(text: str, *, strip_social: bool = True) -> list[str]:
@@ -116,8 +104,8 @@ def tokenize(text: str, *, strip_social: bool = True) -> list[str]:
     """
     # ASCII: NFKC is the identity and casefold() equals lower()
     t = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
-    if strip_social and any(m in t for m in _SOCIAL_MARKERS):
-        t = _SOCIAL.sub(" ", t)
+    if strip_social and any(m in t for m in SOCIAL_MARKERS):
+        t = SOCIAL.sub(" ", t)
     if t.isascii():  # _WORD on ASCII = runs of [a-z0-9]: blank everything else, split
         return t.translate(_ASCII_NON_ALNUM).split()
     words = _WORD.findall(t)
@@ -128,50 +116,6 @@ def tokenize(text: str, *, strip_social: bool = True) -> list[str]:
         else:
             out.extend(_TOKEN.findall(w))
     return out
-
-
-class TokenEncoder:
-    """Maps tokens to single code points so rapidfuzz compares token sequences as strings.
-
-    rapidfuzz is about 10x faster on ``str`` than on lists of ints. Each distinct token gets the
-    next free code point (surrogates skipped); past the ~1.1 M code points a token is hashed into
-    the supplementary planes instead (a collision can only raise a similarity slightly).
-    """
-
-    _LIMIT = 0x10FFFF - 0x800
-
-    def __init__(self) -> None:
-        self._vocab: dict[str, str] = {}
-
-    def __len__(self) -> int:
-        return len(self._vocab)
-
-    def encode(self, tokens: Sequence[str]) -> str:
-        """Return one character per token."""
-        vocab = self._vocab
-        if len(vocab) + len(tokens) < self._LIMIT:
-            try:  # usually every token is known already
-                return "".join(map(vocab.__getitem__, tokens))
-            except KeyError:
-                pass
-            # new tokens get code points in order of first appearance, like the loop below
-            for tok in dict.fromkeys(tokens):
-                if tok not in vocab:
-                    n = len(vocab) + 1
-                    vocab[tok] = chr(n if n < 0xD800 else n + 0x800)
-            return "".join(map(vocab.__getitem__, tokens))
-        out = []
-        for tok in tokens:
-            ch = vocab.get(tok)
-            if ch is None:
-                n = len(vocab) + 1
-                if n < self._LIMIT:
-                    ch = chr(n if n < 0xD800 else n + 0x800)
-                    vocab[tok] = ch
-                else:  # vocabulary exhausted: hash into planes 1-16, not stored
-                    ch = chr(0x10000 + (hash(tok) % 0xFFFFF))
-            out.append(ch)
-        return "".join(out)
 
 
 @dataclass(frozen=True)
@@ -497,7 +441,7 @@ class Verifier:
         ib = np.asarray(ib, dtype=np.int64)
         if ia.size == 0:
             return np.zeros(0, bool), np.zeros(0, np.float64)
-        lens = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+        lens: npt.NDArray[np.int64] = np.fromiter(map(len, encoded), np.int64, len(encoded))
         la, lb = lens[ia], lens[ib]
         if prune:
             from .overlap import bound_decisions, encode_sorted

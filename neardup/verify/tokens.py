@@ -10,29 +10,52 @@ regex when a marker is present, as in :func:`~neardup.verify.tokenize`); splitti
 mapping each token to its first-appearance number run in numba over one byte buffer, with an
 open-addressing table keyed by the token bytes (exact: a hash hit is confirmed byte by byte).
 Only each run's distinct tokens go through the encoder's dict.
+
+Without a vocabulary, :func:`token_hashes` (sorted 32-bit token hashes per text) and
+:func:`token_histograms` (token counts per hash bucket) give the multiset bounds of verification
+(:mod:`neardup.verify.overlap`), and :func:`token_bytes` the kernel input of its exact LCS; their
+kernels run on the shared byte-level tokeniser of :mod:`neardup.text.token_kernels`.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numba
 import numpy as np
 
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
-from .._arrays import concat_ascii
 from .._threads import numba_threads
-from ..io.texts import SpanTexts
-from .rule import _SOCIAL, _SOCIAL_MARKERS, TokenEncoder, Verifier
+
+# TEMP re-export: integrator moves importers (neardup/batch/run.py -> neardup.text.ascii)
+from ..text.ascii import (  # noqa: F401
+    collapse_ascii_spaces,
+    lower_ascii_clean,
+    lower_ascii_clean_serial,
+    normalized_ascii_digests,
+)
+from ..text.social import SOCIAL, SOCIAL_MARKERS
+from ..text.token_kernels import (
+    MARK_LUT,
+    RAW,
+    SPACE_LUT,
+    WORD_LUT,
+    Prepared,
+    SpanSource,
+    chunk_bytes,
+    hash_tokens,
+    strip_flagged,
+    token_chunks,
+)
+from .sequences import TokenEncoder
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers only
+    from .rule import Verifier
 
 __all__ = [
-    "collapse_ascii_spaces",
     "encode_texts",
     "encode_texts_reference",
-    "lower_ascii_clean",
-    "lower_ascii_clean_serial",
-    "normalized_ascii_digests",
     "token_bytes",
     "token_hash_reference",
     "token_hashes",
@@ -204,9 +227,9 @@ def _encode_ascii_run(
     if verifier.config()["strip_social"]:
         # markers absent from the whole run need no per-text check
         joined = "\n".join(lowered)
-        markers = [m for m in _SOCIAL_MARKERS if m in joined]
+        markers = [m for m in SOCIAL_MARKERS if m in joined]
         if markers:
-            lowered = [_SOCIAL.sub(" ", t) if any(m in t for m in markers) else t for t in lowered]
+            lowered = [SOCIAL.sub(" ", t) if any(m in t for m in markers) else t for t in lowered]
     data = "\n".join(lowered).encode("ascii")
     buf = np.frombuffer(data, np.uint8)
     lens = np.fromiter((len(t) + 1 for t in lowered), np.int64, len(lowered))
@@ -271,14 +294,10 @@ def encode_texts(
 # ---------------------------------------------------------------------------------------------
 # token hashes: the multiset bound of verification without a vocabulary
 
-#: text bytes per :func:`token_hashes` chunk (bounds its temporary buffers; cache-sized)
-HASH_CHUNK_BYTES = 8 << 20
 _M64 = (1 << 64) - 1
 _FNV_OFFSET = 0xCBF29CE484222325
 _FNV_PRIME = 0x100000001B3
 _MIX = 0x9E3779B97F4A7C15
-#: per-document modes of the hashing kernel
-_RAW_CHECK, _RAW, _PRETOK = 0, 1, 2
 #: :func:`token_histograms` counts tokens in ``2**HIST_BITS`` buckets (the top bits of the hash)
 HIST_BITS = 9
 #: a bucket's count saturates here (uint8)
@@ -305,38 +324,6 @@ def token_hashes_reference(
     np.cumsum([len(r) for r in rows], out=offsets[1:])
     values = np.array([h for r in rows for h in r], dtype=np.uint32)
     return values, offsets
-
-
-def _word_table() -> np.ndarray:
-    """byte -> 1 for ``[A-Za-z0-9]`` (a token byte of ASCII text), 0 for every other byte."""
-    lut = np.zeros(256, np.uint8)
-    for c in b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789":
-        lut[c] = 1
-    return lut
-
-
-def _space_table() -> np.ndarray:
-    """byte -> 1 for every byte but the space (a token byte of pre-tokenised text)."""
-    lut = np.ones(256, np.uint8)
-    lut[32] = 0
-    return lut
-
-
-def _mark_table() -> np.ndarray:
-    """byte -> 1 for ``@ # /`` (the kernels look for "www." themselves).
-
-    ``_SOCIAL`` can only match a text that has "@", "#", "/" or "www." (lower-cased). Its
-    alternatives: ``rt @user:``, ``//@user:`` and ``@mention`` need "@"; ``https?://...`` and
-    the short links ``t.cn/``, ``t.co/``, ``bit.ly/`` need "/"; ``www....`` needs "www."; the
-    hashtags need "#". A text without them is left as it is by ``_SOCIAL.sub``, whatever other
-    marker (e.g. a bare "http") made ``tokenize`` run it."""
-    lut = np.zeros(256, np.uint8)
-    for c in b"@#/":
-        lut[c] = 1
-    return lut
-
-
-_WORD_LUT, _SPACE_LUT, _MARK_LUT = _word_table(), _space_table(), _mark_table()
 
 
 @numba.njit(cache=True)
@@ -380,12 +367,8 @@ def _sort_hashes(a: np.ndarray) -> None:  # pragma: no cover - numba
         a[:] = tmp
 
 
-# Documents are bytes buf[starts[d]:ends[d]] of a chunk buffer.
-# mode 0/1: ASCII text; its tokens are the runs of [A-Za-z0-9] (``_WORD_LUT``), lower-cased:
-#   what ``tokenize`` gives on ASCII text (lower(), translate + split). Mode 0 also looks for
-#   the social markers ``tokenize`` looks for; a text that has one is flagged (the caller strips
-#   it with the same regex and counts it again in mode 1).
-# mode 2: pre-tokenised text, tokens (any UTF-8) separated by single spaces (``_SPACE_LUT``).
+# The kernels below read chunks of neardup.text.token_kernels (documents, modes, lookup tables
+# and the social-marker flag are described there).
 
 
 @numba.njit(cache=True, parallel=True)
@@ -407,8 +390,8 @@ def _count_kernel(
         s = starts[d]
         e = ends[d]
         lut = space if mode[d] == 2 else word
-        c = 0
-        prev = 0
+        c: int | np.int64 = 0
+        prev: int | np.int64 = 0
         flag = False
         if mode[d] == 0:  # branch-free: "www." by a window of the last 4 bytes OR 0x20
             hit = np.uint64(0)
@@ -428,51 +411,6 @@ def _count_kernel(
                 prev = w
         counts[d] = c
         flags[d] = flag
-
-
-@numba.njit(cache=True, inline="always")
-def _hash_tokens(
-    buf: np.ndarray,
-    s: int,
-    e: int,
-    pretok: bool,
-    check: bool,
-    word: np.ndarray,
-    space: np.ndarray,
-    mark: np.ndarray,
-    tmp: np.ndarray,
-) -> tuple[int, bool]:  # pragma: no cover - numba
-    # The token loop of _write_kernel and _hist_kernel: one branch-free pass over buf[s:e],
-    # FNV-1a of the current token, restarted where a token starts; where one ends its hash is
-    # left in tmp[k] (tmp[ke] is overwritten until then). Returns (token count, whether mode 0
-    # saw a social marker: "@", "#", "/" or "www.").
-    fnv = np.uint64(0xCBF29CE484222325)
-    prime = np.uint64(0x100000001B3)
-    www = np.uint64(0x7777772E)  # "www."
-    m32 = np.uint64(0xFFFFFFFF)
-    lut = space if pretok else word
-    low = 0 if pretok else 32  # ASCII token bytes are [A-Za-z0-9]: OR 0x20 lower-cases
-    n = 0
-    ke = 0
-    prev = 0
-    h = fnv
-    hit = np.uint64(0)
-    win = np.uint64(0)
-    for i in range(s, e):
-        y = buf[i]
-        w = np.int64(lut[y])
-        n += w & (prev ^ 1)
-        tmp[ke] = h
-        ke += prev & (w ^ 1)
-        hb = fnv if w > prev else h
-        hn = (hb ^ np.uint64(y | low)) * prime
-        h = hn if w else hb
-        prev = w
-        if check:
-            win = ((win << np.uint64(8)) | np.uint64(y | 32)) & m32
-            hit |= np.uint64(mark[y]) | np.uint64(win == www)
-    tmp[ke] = h
-    return n, hit != 0
 
 
 @numba.njit(cache=True, parallel=True)
@@ -500,7 +438,7 @@ def _write_kernel(
         e = ends[d]
         o = region[d]
         tmp = np.empty((e - s + 1) // 2 + 1, np.uint64)
-        n, hit = _hash_tokens(buf, s, e, mode[d] == 2, mode[d] == 0, word, space, mark, tmp)
+        n, hit = hash_tokens(buf, s, e, mode[d] == 2, mode[d] == 0, word, space, mark, tmp)
         for q in range(n):
             out[o + q] = np.uint32((tmp[q] * mix) >> s32)
         counts[d] = n
@@ -539,96 +477,9 @@ def _hash_chunk(
         scratch = np.empty(int(cap.sum()), np.uint32)
     flags = np.empty(starts.size, np.bool_)
     _write_kernel(
-        buf, starts, ends, mode, _WORD_LUT, _SPACE_LUT, _MARK_LUT, scratch, region, counts, flags
+        buf, starts, ends, mode, WORD_LUT, SPACE_LUT, MARK_LUT, scratch, region, counts, flags
     )
     return scratch, region, flags
-
-
-def _chunk_bytes(
-    texts: Sequence[str],
-    special: dict[int, tuple[bytes, int]],
-    i: int,
-    j: int,
-    ascii_mode: int,
-    reuse: list[np.ndarray | None] | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Bytes of ``texts[i:j]`` for the kernel: (buffer uint8, starts, ends, mode); documents in
-    ``special`` (stripped or pre-tokenised) contribute their stored bytes and mode.
-
-    ``reuse``: a one-item list holding a buffer (or ``None``) that a chunk loop passes on every
-    call; an all-ASCII chunk is copied into it (:func:`~neardup._arrays.concat_ascii`), so the
-    returned buffer is only valid until the next call with the same list. The buffer is
-    read-only."""
-    mode = np.full(j - i, ascii_mode, np.uint8)
-    plain = not any(k in special for k in range(i, j))
-    if plain and isinstance(texts, SpanTexts):  # straight from the mapped input
-        got = texts.gather_ascii(np.arange(i, j), None if reuse is None else reuse[0])
-        if got is not None:
-            buf, lens, kept = got
-            if reuse is not None:
-                reuse[0] = kept
-            ends = np.cumsum(lens)
-            return _read_only(buf), ends - lens, ends, mode
-    chunk = texts[i:j] if isinstance(texts, list) else [texts[k] for k in range(i, j)]
-    if plain:
-        if reuse is None:
-            data = "".join(chunk).encode("ascii")
-            lens = np.fromiter(map(len, chunk), np.int64, j - i)
-        else:
-            buf, lens, reuse[0] = concat_ascii(chunk, reuse[0])
-            ends = np.cumsum(lens)
-            return _read_only(buf), ends - lens, ends, mode
-    else:
-        parts: list[bytes] = []
-        for k, t in enumerate(chunk, start=i):
-            sp = special.get(k)
-            if sp is None:
-                parts.append(t.encode("ascii"))
-            else:
-                parts.append(sp[0])
-                mode[k - i] = sp[1]
-        data = b"".join(parts)
-        lens = np.fromiter(map(len, parts), np.int64, j - i)
-    ends = np.cumsum(lens)
-    return np.frombuffer(data, np.uint8), ends - lens, ends, mode
-
-
-def _read_only(buf: np.ndarray) -> np.ndarray:
-    """A read-only view of ``buf``: every path of :func:`_chunk_bytes` returns the same array
-    type (``np.frombuffer`` of bytes is read-only), so each token kernel is compiled for one
-    signature, not one per path (a second one cost ~14 s of compiling on first use)."""
-    view = buf.view()
-    view.flags.writeable = False
-    return view
-
-
-def _pretokenise(
-    verifier: Verifier, texts: Sequence[str], i: int, j: int, special: Prepared
-) -> None:
-    """Record ``texts[i:j]`` that are not ASCII in ``special``, tokenised by the reference
-    tokeniser and joined by spaces (mode 2); entries already there are kept."""
-    if isinstance(texts, SpanTexts):  # (spans are ASCII: no str made for them)
-        todo = (np.flatnonzero(~texts.ascii_mask(i, j)) + i).tolist()
-    else:
-        todo = [k for k in range(i, j) if k not in special and not texts[k].isascii()]
-    for k in todo:
-        if k not in special:
-            special[k] = (" ".join(verifier.tokens(texts[k])).encode("utf-8"), _PRETOK)
-
-
-def _stripped(
-    texts: Sequence[str], flagged: np.ndarray, special: Prepared
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The texts at positions ``flagged`` (a kernel saw a social marker) stripped as
-    ``tokenize`` strips them, recorded in ``special`` (mode 1); returns their kernel input
-    ``(buffer, starts, ends, mode)``."""
-    stripped = [_SOCIAL.sub(" ", texts[k].lower()).encode("ascii") for k in flagged.tolist()]
-    for k, data in zip(flagged.tolist(), stripped, strict=True):
-        special[k] = (data, _RAW)
-    lens = np.fromiter(map(len, stripped), np.int64, len(stripped))
-    ends = np.cumsum(lens)
-    buf = np.frombuffer(b"".join(stripped), np.uint8)
-    return buf, ends - lens, ends, np.full(len(stripped), _RAW, np.uint8)
 
 
 def token_hashes(
@@ -671,13 +522,12 @@ def token_hashes(
     offsets : numpy.ndarray of int64, shape (n + 1,)
     """
     n = len(texts)
-    strip = bool(verifier.config()["strip_social"])
     special = {} if prepared is None else prepared
     counts = np.zeros(n, np.int64)
-    # (SpanTexts: the lengths without making a str of every text)
+    # (spans: the lengths without making a str of every text)
     lens = (
         texts.lengths()
-        if isinstance(texts, SpanTexts)
+        if isinstance(texts, SpanSource)
         else np.fromiter(map(len, texts), np.int64, n)
     )
     total_chars = int(lens.sum())
@@ -685,19 +535,14 @@ def token_hashes(
     values = np.empty(0, np.uint32)
     pos = 0
     scratch = np.empty(0, np.uint32)
-    reuse: list[np.ndarray | None] = [None]
     with numba_threads(workers):
-        for i, j in itertools.pairwise(_chunk_bounds(texts)):  # one pass per chunk
-            _pretokenise(verifier, texts, i, j, special)
-            buf, starts, ends, mode = _chunk_bytes(
-                texts, special, i, j, _RAW_CHECK if strip else _RAW, reuse
-            )
+        for i, j, (buf, starts, ends, mode) in token_chunks(verifier, texts, special):
             scratch, region, flags = _hash_chunk(buf, starts, ends, mode, scratch, counts[i:j])
             flagged = np.flatnonzero(flags)
             if flagged.size:  # strip as ``tokenize`` does, then hash again (mode 1)
                 s_counts = np.empty(flagged.size, np.int64)
                 s_out, s_region, _ = _hash_chunk(
-                    *_stripped(texts, flagged + i, special), np.empty(0, np.uint32), s_counts
+                    *strip_flagged(texts, flagged + i, special), np.empty(0, np.uint32), s_counts
                 )
                 # a stripped text is no longer than the text: it fits the text's region
                 _gather_rows(s_out, s_region, s_counts, scratch, region[flagged])
@@ -749,7 +594,7 @@ def _hist_kernel(
     counts: np.ndarray,
     flags: np.ndarray,
 ) -> None:  # pragma: no cover - numba
-    # _write_kernel's tokens and hashes (the same loop, _hash_tokens), counted into hist[d]
+    # _write_kernel's tokens and hashes (the same loop, hash_tokens), counted into hist[d]
     # by the top HIST_BITS bits of each token's 32-bit hash (saturating at HIST_MAX) instead
     # of being written out and sorted. Mode 0 flags the social markers as _write_kernel does.
     mix = np.uint64(0x9E3779B97F4A7C15)
@@ -759,7 +604,7 @@ def _hist_kernel(
         s = starts[d]
         e = ends[d]
         tmp = np.empty((e - s + 1) // 2 + 1, np.uint64)
-        n, hit = _hash_tokens(buf, s, e, mode[d] == 2, mode[d] == 0, word, space, mark, tmp)
+        n, hit = hash_tokens(buf, s, e, mode[d] == 2, mode[d] == 0, word, space, mark, tmp)
         row = hist[d]
         for q in range(n):  # branch-free saturating increments
             b = (tmp[q] * mix) >> shift
@@ -788,25 +633,19 @@ def token_histograms(
     ``prepared`` is filled as :func:`token_hashes` fills it.
     """
     n = len(texts)
-    strip = bool(verifier.config()["strip_social"])
     special = {} if prepared is None else prepared
     hist = np.zeros((n, 1 << HIST_BITS), np.uint8)
     counts = np.zeros(n, np.int64)
-    luts = (_WORD_LUT, _SPACE_LUT, _MARK_LUT)
-    reuse: list[np.ndarray | None] = [None]
+    luts = (WORD_LUT, SPACE_LUT, MARK_LUT)
     with numba_threads(workers):
-        for i, j in itertools.pairwise(_chunk_bounds(texts)):
-            _pretokenise(verifier, texts, i, j, special)
-            buf, starts, ends, mode = _chunk_bytes(
-                texts, special, i, j, _RAW_CHECK if strip else _RAW, reuse
-            )
+        for i, j, (buf, starts, ends, mode) in token_chunks(verifier, texts, special):
             flags = np.empty(j - i, np.bool_)
             _hist_kernel(buf, starts, ends, mode, *luts, hist[i:j], counts[i:j], flags)
             flagged = np.flatnonzero(flags) + i
             if flagged.size:  # strip as ``tokenize`` does, then count again (mode 1)
                 s_hist = np.zeros((flagged.size, 1 << HIST_BITS), np.uint8)
                 s_counts = np.empty(flagged.size, np.int64)
-                s_buf, s_starts, s_ends, s_mode = _stripped(texts, flagged, special)
+                s_buf, s_starts, s_ends, s_mode = strip_flagged(texts, flagged, special)
                 _hist_kernel(
                     s_buf, s_starts, s_ends, s_mode, *luts, s_hist, s_counts,
                     np.empty(flagged.size, np.bool_),
@@ -816,49 +655,23 @@ def token_histograms(
     return hist, counts
 
 
-def _chunk_bounds(texts: Sequence[str]) -> list[int]:
-    """Chunk boundaries: about ``HASH_CHUNK_BYTES`` characters of text per chunk."""
-    n = len(texts)
-    # (SpanTexts: the lengths without making a str of every text)
-    lens = texts.lengths().tolist() if isinstance(texts, SpanTexts) else map(len, texts)
-    bounds = [0]
-    size = 0
-    for k, m in enumerate(lens):
-        size += m
-        if size >= HASH_CHUNK_BYTES:
-            bounds.append(k + 1)
-            size = 0
-    if bounds[-1] != n:
-        bounds.append(n)
-    return bounds
-
-
-Prepared = dict[int, tuple[bytes, int]]
-
-
 def _count_tokens_and_strip(
-    verifier: Verifier, texts: Sequence[str], bounds: list[int], special: Prepared
+    verifier: Verifier, texts: Sequence[str], special: Prepared
 ) -> np.ndarray:
     """Pass 1: exact token counts (int64 (n,)); fills ``special`` with the texts whose kernel
     bytes are not their own ASCII: non-ASCII texts pre-tokenised by ``verifier.tokens``
     (mode 2), texts with a social marker stripped by the same regex as ``tokenize`` (mode 1).
     Entries already in ``special`` are used as they are."""
-    strip = bool(verifier.config()["strip_social"])
     counts = np.zeros(len(texts), np.int64)
-    luts = (_WORD_LUT, _SPACE_LUT, _MARK_LUT)
-    reuse: list[np.ndarray | None] = [None]
-    for i, j in itertools.pairwise(bounds):
-        _pretokenise(verifier, texts, i, j, special)
-        buf, starts, ends, mode = _chunk_bytes(
-            texts, special, i, j, _RAW_CHECK if strip else _RAW, reuse
-        )
+    luts = (WORD_LUT, SPACE_LUT, MARK_LUT)
+    for i, j, (buf, starts, ends, mode) in token_chunks(verifier, texts, special):
         flags = np.empty(j - i, np.bool_)
         _count_kernel(buf, starts, ends, mode, *luts, counts[i:j], flags)
         flagged = np.flatnonzero(flags) + i
         if flagged.size:  # strip as ``tokenize`` does, then count again (mode 1)
             s_counts = np.empty(flagged.size, np.int64)
             _count_kernel(
-                *_stripped(texts, flagged, special), *luts, s_counts,
+                *strip_flagged(texts, flagged, special), *luts, s_counts,
                 np.empty(flagged.size, np.bool_),
             )  # fmt: skip
             counts[flagged] = s_counts
@@ -878,159 +691,5 @@ def token_bytes(
     """
     special = {} if prepared is None else dict(prepared)
     if prepared is None:
-        _count_tokens_and_strip(verifier, texts, _chunk_bounds(texts), special)
-    return _chunk_bytes(texts, special, 0, len(texts), _RAW)
-
-
-# ---------------------------------------------------------------------------------------------
-# exact-duplicate hashing: lower-case ASCII and check the whitespace in one pass
-
-
-@numba.njit(cache=True, parallel=True)
-def _lower_clean_kernel(
-    buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, out: np.ndarray, clean: np.ndarray
-) -> None:  # pragma: no cover - numba
-    for d in numba.prange(starts.shape[0]):
-        s = starts[d]
-        e = ends[d]
-        bad = 0
-        prev = 0
-        for i in range(s, e):
-            y = buf[i]
-            out[i] = y + 32 if 65 <= y <= 90 else y
-            sp = np.int64(y == 32)
-            bad |= np.int64(y < 32) | np.int64(y > 126) | (sp & prev)
-            prev = sp
-        clean[d] = bad == 0 and (e == s or (buf[s] != 32 and buf[e - 1] != 32))
-
-
-def lower_ascii_clean(
-    data: bytes, lens: np.ndarray, *, workers: int = 1, out: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Lower-case the ASCII texts ``data`` (concatenated; ``lens`` bytes each) in one pass and
-    tell which are *clean*: printable only (bytes 32..126), no two spaces in a row, no space
-    at either end -- the texts whose whitespace collapse (``" ".join(t.split())``) is the
-    identity.
-
-    Returns ``(lowered uint8 (len(data),), starts int64 (n,), clean bool (n,))``; text ``i``
-    is ``lowered[starts[i]:starts[i] + lens[i]]`` and equals ``data[...].lower()``. ``out``
-    (uint8, at least ``len(data)``) is written instead of a new array: reusing one buffer
-    across calls spares the page faults of fresh memory, which cost more than the pass itself.
-    """
-    lens = np.asarray(lens, np.int64)
-    ends = np.cumsum(lens)
-    starts = ends - lens
-    if out is None or out.size < len(data):
-        out = np.empty(len(data), np.uint8)
-    out = out[: len(data)]
-    clean = np.empty(lens.size, np.bool_)
-    with numba_threads(workers):
-        _lower_clean_kernel(np.frombuffer(data, np.uint8), starts, ends, out, clean)
-    return out, starts, clean
-
-
-@numba.njit(cache=True, nogil=True)
-def _lower_clean_serial_kernel(
-    buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, out: np.ndarray, clean: np.ndarray
-) -> None:  # pragma: no cover - numba
-    # _lower_clean_kernel on one thread, without the GIL; per document over slices (indices
-    # from 0: no wraparound checks) with uint8 arithmetic and no loop-carried "previous byte
-    # was a space" (it reads b[i - 1]), so that both loops vectorise (~2x faster)
-    for d in range(starts.shape[0]):
-        b = buf[starts[d] : ends[d]]
-        o = out[starts[d] : ends[d]]
-        m = b.shape[0]
-        bad = np.uint8(0)
-        for i in range(m):
-            y = b[i]
-            upper = np.uint8(np.uint8(y - np.uint8(65)) < np.uint8(26))  # A-Z
-            o[i] = y + (upper << np.uint8(5))
-            bad |= np.uint8(np.uint8(y - np.uint8(32)) > np.uint8(94))  # < 32 or > 126
-        for i in range(1, m):
-            bad |= np.uint8(b[i] == 32) & np.uint8(b[i - 1] == 32)
-        clean[d] = bad == 0 and (m == 0 or (b[0] != 32 and b[m - 1] != 32))
-
-
-def lower_ascii_clean_serial(
-    data: bytes | np.ndarray, lens: np.ndarray, *, out: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`lower_ascii_clean` on the calling thread, releasing the GIL (for callers that
-    run many chunks on their own threads); the same results (tested)."""
-    lens = np.asarray(lens, np.int64)
-    ends = np.cumsum(lens)
-    starts = ends - lens
-    buf = np.frombuffer(data, np.uint8) if not isinstance(data, np.ndarray) else data
-    if out is None or out.size < buf.size:
-        out = np.empty(buf.size, np.uint8)
-    out = out[: buf.size]
-    clean = np.empty(lens.size, np.bool_)
-    _lower_clean_serial_kernel(buf, starts, ends, out, clean)
-    return out, starts, clean
-
-
-def _ascii_space_table() -> np.ndarray:
-    """byte -> 1 for the ASCII characters ``str.split()`` splits on (space, ``\\t \\n \\v \\f
-    \\r`` and ``\\x1c``-``\\x1f``; ``bytes.split`` leaves out the last four)."""
-    lut = np.zeros(256, np.uint8)
-    for c in b" \t\n\x0b\x0c\r\x1c\x1d\x1e\x1f":
-        lut[c] = 1
-    return lut
-
-
-_ASCII_SPACE = _ascii_space_table()
-
-
-@numba.njit(cache=True, nogil=True)
-def _collapse_kernel(
-    buf: np.ndarray,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    space: np.ndarray,
-    out: np.ndarray,
-    out_end: np.ndarray,
-) -> None:  # pragma: no cover - numba
-    # each document's words joined by single spaces, back to back in out
-    o = 0
-    for d in range(starts.shape[0]):
-        pending = False
-        for i in range(starts[d], ends[d]):
-            y = buf[i]
-            if space[y]:
-                pending = o > 0 and (d == 0 or o > out_end[d - 1])
-                continue
-            if pending:
-                out[o] = 32
-                o += 1
-                pending = False
-            out[o] = y
-            o += 1
-        out_end[d] = o
-
-
-def collapse_ascii_spaces(
-    buf: np.ndarray, starts: np.ndarray, ends: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """``" ".join(text.split())`` of ASCII texts ``buf[starts[d]:ends[d]]``, in numba without
-    the GIL: ``(bytes uint8, ends int64)``, document ``d`` being ``out[ends[d-1]:ends[d]]``.
-
-    The whitespace normalisation of :func:`neardup.fingerprint.content_hash_many` for ASCII
-    text that is not already single-spaced (tested against it)."""
-    s = np.asarray(starts, np.int64)
-    e = np.asarray(ends, np.int64)
-    out = np.empty(max(int((e - s).sum()), 1), np.uint8)
-    out_end = np.empty(s.size, np.int64)
-    _collapse_kernel(buf, s, e, _ASCII_SPACE, out, out_end)
-    return out, out_end
-
-
-def normalized_ascii_digests(lowered: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> bytes:
-    """xxh3-128 digests (16 bytes each, concatenated) of the lower-cased ASCII texts
-    ``lowered[starts[d]:ends[d]]`` with their whitespace collapsed: what
-    :func:`~neardup.fingerprint.content_hash_many` (``normalize=True``) hashes for them."""
-    import xxhash
-
-    out, out_end = collapse_ascii_spaces(lowered, starts, ends)
-    mv = out.data
-    digest = xxhash.xxh3_128_digest
-    bounds = [0, *out_end.tolist()]
-    return b"".join(digest(mv[bounds[k] : bounds[k + 1]]) for k in range(len(bounds) - 1))
+        _count_tokens_and_strip(verifier, texts, special)
+    return chunk_bytes(texts, special, 0, len(texts), RAW)

@@ -169,7 +169,7 @@ def child_csv(rows: int) -> dict:
     import csv
     import io
 
-    from neardup.batch.run import STAGE_NAMES
+    from neardup.batch.config import STAGE_NAMES
     from neardup.io.csvout import write_clusters_csv, write_pairs_csv
 
     rng = np.random.default_rng(5)

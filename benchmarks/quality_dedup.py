@@ -39,7 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from neardup.batch.evaluate import load_labels, score_reported  # noqa: E402
-from neardup.batch.run import DedupConfig, dedup  # noqa: E402
+from neardup.batch.config import DedupConfig  # noqa: E402
+from neardup.batch.run import dedup  # noqa: E402
 
 SLICES = ("overall", "en", "zh", "short", "long")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")

@@ -51,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "DedupConfig": "neardup.batch",
     "DedupResult": "neardup.batch",
     "dedup_dataset": "neardup.batch",
+    "dedup_files": "neardup.batch",
     # online (issue: service)
     "Deduplicator": "neardup.online",
     "Decision": "neardup.online",
@@ -95,6 +96,7 @@ __all__ = [
     "content_hash_many",
     "dedup",
     "dedup_dataset",
+    "dedup_files",
     "hamming",
     "hamming_cdist",
     "hamming_many",
@@ -105,7 +107,7 @@ __getattr__, __dir__ = lazy_exports(globals(), _EXPORTS, __all__)
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .batch import DedupConfig, DedupResult, dedup, dedup_dataset
+    from .batch import DedupConfig, DedupResult, dedup, dedup_dataset, dedup_files
     from .cluster import ClusterClient, ClusterConfig, HashRing
     from .errors import (
         AuthError,

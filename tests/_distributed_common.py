@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from neardup.batch.run import STAGE_NAMES, DedupConfig, dedup
+from neardup.batch.config import STAGE_NAMES, DedupConfig
+from neardup.batch.run import dedup
 from neardup.io import read_corpus
 
 SAMPLE = Path(__file__).resolve().parents[1] / "neardup" / "data" / "sample" / "sample.jsonl"

@@ -256,17 +256,16 @@ def test_work_budget_narrowing_is_reported_and_can_be_lifted(tmp_path, capsys):
 
 
 def test_reading_failure_with_hashing_under_way_fails_cleanly(tmp_path, capsys, monkeypatch):
-    """Exact hashes and fingerprints start while reading (dedup_cmd's ExactFingerprintPass);
+    """Exact hashes and fingerprints start while reading (dedup_files' ExactFingerprintPass);
     a bad record late in the file still fails with its file and line, no output, no threads
     left behind."""
-    import importlib
     import threading
 
+    from neardup.batch import exact
     from neardup.io import jsonl as jsonl_mod
 
-    D = importlib.import_module("neardup.batch.run")  # the module, not the dedup() function
     monkeypatch.setattr(jsonl_mod, "BLOCK", 4096)
-    monkeypatch.setattr(D, "EXACT_CHUNK_BYTES", 2048)
+    monkeypatch.setattr(exact, "EXACT_CHUNK_BYTES", 2048)
     src = tmp_path / "in.jsonl"
     # distinct texts (the same 40 words with another number are near duplicates)
     lines = [json.dumps({"text": " ".join(f"w{i}x{j}" for j in range(40))}) for i in range(400)]

@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 
 from neardup import DedupConfig, DedupResult, dedup
 from neardup.batch import all_pairs_bruteforce, all_pairs_reference, candidate_pairs
-from neardup.batch.run import PairTable, stage_exact_pairs, stage_expand, stage_policy
+from neardup.batch.config import PairTable
+from neardup.batch.groups import stage_exact_pairs, stage_expand
+from neardup.batch.policy import stage_policy
 from neardup.errors import ConfigError, InputError, InputTypeError
 
 BASE = "the council announced a new budget for the river bridge and the public library this winter"
@@ -213,7 +215,7 @@ def test_bounded_pairs_lowers_the_distance_to_fit():
 
 
 def test_stage_candidates_follows_the_length_rule():
-    from neardup.batch.run import stage_candidates
+    from neardup.batch.candidate_stage import stage_candidates
     from neardup.verify.rule import Verifier
 
     rng = np.random.default_rng(5)
@@ -294,11 +296,15 @@ def _firsts(draw):
 @settings(max_examples=200, deadline=None)
 @given(first=_firsts(), expand=st.sampled_from([0, 1, 2, 3, 6, 100]), data=st.data())
 def test_exact_groups_pairs_equal_the_dict_references(first, expand, data):
-    from neardup.batch.groups import ExactGroups
-    from neardup.batch.run import _exact_groups, stage_exact_pairs_reference, stage_expand_reference
+    from neardup.batch.groups import (
+        ExactGroups,
+        exact_groups_reference,
+        stage_exact_pairs_reference,
+        stage_expand_reference,
+    )
 
     groups = ExactGroups.from_first(first)
-    ref_groups = _exact_groups(first)
+    ref_groups = exact_groups_reference(first)
     assert groups.as_dict() == ref_groups and list(groups.as_dict()) == list(ref_groups)
 
     def same(x: PairTable, y: PairTable) -> None:
@@ -326,7 +332,7 @@ def test_exact_groups_pairs_equal_the_dict_references(first, expand, data):
 
 # -- the keep policy does not chain; the result's Python API ---------------------------------
 
-from neardup.batch.run import stage_representatives  # noqa: E402
+from neardup.batch.policy import stage_representatives  # noqa: E402
 
 _BASE = [f"w{i}" for i in range(30)]
 
@@ -415,7 +421,7 @@ def test_cli_threshold_and_candidates(tmp_path):
 
 def test_verification_reuses_the_candidate_stage_tokenisation():
     from neardup.batch.minhash import minhash_signatures
-    from neardup.batch.run import stage_verify
+    from neardup.batch.verify_stage import stage_verify
     from neardup.verify.rule import Verifier
 
     v = Verifier()

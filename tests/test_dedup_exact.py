@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from neardup import DedupConfig, dedup
+from neardup.batch import exact as D
+from neardup.errors import InputError
 from neardup.fingerprint.simhash import content_hash_many
-
-D = importlib.import_module("neardup.batch.run")  # the module, not the dedup() function
 
 PIECES = st.sampled_from(
     [*"aZ09 .,!\t\n\r\x0b\x0c\x1c\x1f\x00\x7f~", "  ", " x ", "AbC", "é", "世", "İ", "ﬁ"]
@@ -65,7 +66,7 @@ def test_stage_exact_fingerprint_equals_the_two_stages(
     texts, chunk, workers, config, long_chars, seen_chars
 ):
     F = importlib.import_module("neardup.fingerprint.simhash")
-    fp = D.DedupConfig(fingerprinter=config).make_fingerprinter()
+    fp = DedupConfig(fingerprinter=config).make_fingerprinter()
     saved = D.EXACT_CHUNK_BYTES, D.EXACT_NUMBA_MIN_CHARS, F.CHUNK_CHARS, D.EXACT_SEEN_MIN_CHARS
     D.EXACT_CHUNK_BYTES, D.EXACT_NUMBA_MIN_CHARS = chunk, 0
     F.CHUNK_CHARS = long_chars  # longer texts: left to fingerprint_batch
@@ -89,7 +90,7 @@ def test_stage_exact_fingerprint_equals_the_two_stages(
 
 def test_stage_exact_fingerprint_small_input_and_reference_fingerprinter(monkeypatch):
     texts = ["The  cat sat", "the cat sat", "Über alles", "über alles", "", "a dog"]
-    fp = D.DedupConfig().make_fingerprinter()
+    fp = DedupConfig().make_fingerprinter()
     ref_first = D.stage_exact(texts)
     unique = np.flatnonzero(ref_first == np.arange(len(texts)))
     ref_fps, ref_empty = D.stage_fingerprint(fp, [texts[i] for i in unique.tolist()])
@@ -99,7 +100,7 @@ def test_stage_exact_fingerprint_small_input_and_reference_fingerprinter(monkeyp
         assert first.tolist() == [0, 0, 2, 2, 4, 5]
         assert np.array_equal(fps_u, ref_fps) and np.array_equal(empty_u, ref_empty)
     monkeypatch.setattr(D, "EXACT_NUMBA_MIN_CHARS", 0)
-    md5 = D.DedupConfig(fingerprinter={**fp.config(), "hash": "md5"}).make_fingerprinter()
+    md5 = DedupConfig(fingerprinter={**fp.config(), "hash": "md5"}).make_fingerprinter()
     first, fps_u, _ = D.stage_exact_fingerprint(texts, md5, 2)  # no kernel path: two stages
     assert np.array_equal(fps_u, md5.fingerprint_many([texts[i] for i in unique.tolist()]))
     assert D.stage_exact_fingerprint([], fp)[0].shape == (0,)
@@ -108,7 +109,7 @@ def test_stage_exact_fingerprint_small_input_and_reference_fingerprinter(monkeyp
 @settings(max_examples=100, deadline=None)
 @given(texts=st.lists(st.text(alphabet=st.characters(max_codepoint=127), max_size=30), max_size=20))
 def test_lower_ascii_clean_serial_equals_parallel(texts):
-    from neardup.verify.tokens import lower_ascii_clean, lower_ascii_clean_serial
+    from neardup.text.ascii import lower_ascii_clean, lower_ascii_clean_serial
 
     data = "".join(texts).encode("ascii")
     lens = np.fromiter(map(len, texts), np.int64, len(texts))
@@ -129,7 +130,7 @@ def test_lower_ascii_clean_serial_equals_parallel(texts):
 def test_exact_fingerprint_pass_fed_in_pieces_equals_the_two_stages(texts, cuts, chunk, workers):
     """Fed as a reader would (the list growing between calls), the pass gives the stages'
     results whatever the cuts."""
-    fp = D.DedupConfig().make_fingerprinter()
+    fp = DedupConfig().make_fingerprinter()
     saved = D.EXACT_CHUNK_BYTES, D.EXACT_NUMBA_MIN_CHARS
     D.EXACT_CHUNK_BYTES, D.EXACT_NUMBA_MIN_CHARS = chunk, 0
     p = D.ExactFingerprintPass(fp, workers)
@@ -155,28 +156,28 @@ def test_dedup_with_a_prefed_pass_equals_dedup(monkeypatch):
     monkeypatch.setattr(D, "EXACT_NUMBA_MIN_CHARS", 0)
     texts = [f"document {i % 7} about the river bridge and the library, take {i % 3}" for i in
              range(60)] + ["Über die Brücke", "über die brücke", ""]  # fmt: skip
-    ref = D.dedup(texts, workers=2)
+    ref = dedup(texts, workers=2)
 
     def same(r):
         assert r.keep.tolist() == ref.keep.tolist() and r.cluster.tolist() == ref.cluster.tolist()
         assert r.pair_rows() == ref.pair_rows()
 
-    p = D.ExactFingerprintPass(D.DedupConfig().make_fingerprinter(), 2)
+    p = D.ExactFingerprintPass(DedupConfig().make_fingerprinter(), 2)
     p.feed(texts[:30])
-    same(D.dedup(texts, workers=2, exact_pass=p))
+    same(dedup(texts, workers=2, exact_pass=p))
     # other fingerprinter settings, more texts fed than given, exact off: ignored (closed)
-    p = D.ExactFingerprintPass(D.DedupConfig(fingerprinter={"bits": 128}).make_fingerprinter())
+    p = D.ExactFingerprintPass(DedupConfig(fingerprinter={"bits": 128}).make_fingerprinter())
     p.feed(texts)
-    same(D.dedup(texts, workers=2, exact_pass=p))
-    p = D.ExactFingerprintPass(D.DedupConfig().make_fingerprinter())
+    same(dedup(texts, workers=2, exact_pass=p))
+    p = D.ExactFingerprintPass(DedupConfig().make_fingerprinter())
     p.feed([*texts, "one more"])
-    same(D.dedup(texts, workers=2, exact_pass=p))
-    p = D.ExactFingerprintPass(D.DedupConfig().make_fingerprinter())
+    same(dedup(texts, workers=2, exact_pass=p))
+    p = D.ExactFingerprintPass(DedupConfig().make_fingerprinter())
     p.feed(texts)
-    r = D.dedup(texts, workers=2, exact=False, exact_pass=p)
+    r = dedup(texts, workers=2, exact=False, exact_pass=p)
     assert r.stats["exact_duplicates"] == 0
-    with pytest.raises(D.InputError):
-        q = D.ExactFingerprintPass(D.DedupConfig().make_fingerprinter())
+    with pytest.raises(InputError):
+        q = D.ExactFingerprintPass(DedupConfig().make_fingerprinter())
         q.feed(texts)
         q.finish(texts[:5])
     q.close()

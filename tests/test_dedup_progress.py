@@ -5,14 +5,12 @@ totals, and the chunking behind them changes no result."""
 from __future__ import annotations
 
 import itertools
-import sys
 
 import numpy as np
 import pytest
 
-from neardup.batch.run import dedup
-
-dedup_module = sys.modules["neardup.batch.run"]
+from neardup import dedup
+from neardup.batch import exact, verify_stage
 
 
 def corpus(n: int = 3_000, seed: int = 0) -> list[str]:
@@ -29,11 +27,11 @@ def corpus(n: int = 3_000, seed: int = 0) -> list[str]:
 
 @pytest.fixture
 def small_chunks(monkeypatch):
-    from neardup.verify import tokens
+    from neardup.text import token_kernels as tokens
 
-    monkeypatch.setattr(dedup_module, "VERIFY_CHUNK_PAIRS", 97)
-    monkeypatch.setattr(dedup_module, "EXACT_CHUNK_BYTES", 20_000)
-    monkeypatch.setattr(dedup_module, "EXACT_NUMBA_MIN_CHARS", 1_000)
+    monkeypatch.setattr(verify_stage, "VERIFY_CHUNK_PAIRS", 97)
+    monkeypatch.setattr(exact, "EXACT_CHUNK_BYTES", 20_000)
+    monkeypatch.setattr(exact, "EXACT_NUMBA_MIN_CHARS", 1_000)
     monkeypatch.setattr(tokens, "HASH_CHUNK_BYTES", 10_000)
 
 
@@ -64,12 +62,12 @@ def test_progress_counts_increase_to_their_totals(small_chunks):
 def test_chunked_stages_change_no_result(monkeypatch):
     texts = corpus(seed=1)
     whole = dedup(texts)
-    from neardup.verify import tokens
+    from neardup.text import token_kernels as tokens
 
-    monkeypatch.setattr(dedup_module, "VERIFY_CHUNK_PAIRS", 13)
-    monkeypatch.setattr(dedup_module, "VERIFY_MAX_CHUNKS", 10**9)
-    monkeypatch.setattr(dedup_module, "EXACT_CHUNK_BYTES", 5_000)
-    monkeypatch.setattr(dedup_module, "EXACT_NUMBA_MIN_CHARS", 1_000)
+    monkeypatch.setattr(verify_stage, "VERIFY_CHUNK_PAIRS", 13)
+    monkeypatch.setattr(verify_stage, "VERIFY_MAX_CHUNKS", 10**9)
+    monkeypatch.setattr(exact, "EXACT_CHUNK_BYTES", 5_000)
+    monkeypatch.setattr(exact, "EXACT_NUMBA_MIN_CHARS", 1_000)
     monkeypatch.setattr(tokens, "HASH_CHUNK_BYTES", 3_000)
     chunked = dedup(texts, progress=lambda *a: None)
     assert whole.pair_rows() == chunked.pair_rows()

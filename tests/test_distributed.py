@@ -13,7 +13,7 @@ from _distributed_common import assert_same, distributed, sample_slice, single_m
 from hypothesis import given
 from hypothesis import strategies as st
 
-from neardup.batch.run import DedupConfig
+from neardup.batch.config import DedupConfig
 from neardup.distributed import batch_query, run_dedup
 from neardup.errors import ConfigError, InputError
 from neardup.index.reference import search_reference

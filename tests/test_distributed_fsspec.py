@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from _distributed_common import assert_same, distributed, sample_slice, single_machine
 
-from neardup.batch.run import DedupConfig
+from neardup.batch.config import DedupConfig
 from neardup.distributed import run_dedup
 from neardup.errors import InputError
 

@@ -41,6 +41,7 @@ def test_all_is_pinned():
         "content_hash_many",
         "dedup",
         "dedup_dataset",
+        "dedup_files",
         "hamming",
         "hamming_cdist",
         "hamming_many",
@@ -53,8 +54,10 @@ def test_function_names_are_not_shadowed_by_submodules():
 
     importlib.import_module("neardup.fingerprint.distance")
     importlib.import_module("neardup.batch.run")
+    importlib.import_module("neardup.batch.files")
     assert callable(neardup.hamming) and neardup.hamming(0b101, 0b110) == 2
     assert callable(neardup.dedup) and not isinstance(neardup.dedup, type(neardup))
+    assert callable(neardup.dedup_files) and not isinstance(neardup.dedup_files, type(neardup))
 
 
 def test_all_matches_lazy_exports():

@@ -1,7 +1,14 @@
-"""Batch dedup of a corpus: the run and its stages (:mod:`.run`: :func:`dedup`, :class:`DedupConfig`,
-:class:`DedupResult`), candidate channels (:mod:`.minhash`, :mod:`.candidates`), exact groups
-(:mod:`.groups`), kept representatives and components (:mod:`.cluster`), scoring against
-labelled pairs (:mod:`.evaluate`), and a ``datasets.Dataset`` in and out (:mod:`.datasets`)."""
+"""Batch dedup of a corpus.
+
+The run: :func:`dedup` (:mod:`.run`, the orchestrator) with its parameters and result
+(:mod:`.config`: :class:`DedupConfig`, :class:`DedupResult`, :class:`PairTable`), from files to
+files with :func:`dedup_files` (:mod:`.files`: reading overlapped with hashing, outputs
+written together). Its stages, one module each: exact hashes and fingerprints (:mod:`.exact`),
+exact groups and their pairs (:mod:`.groups`), candidate pairs (:mod:`.candidate_stage`, over
+the channels :mod:`.minhash` and :mod:`.candidates`), verification (:mod:`.verify_stage`), the
+keep policy (:mod:`.policy`, over :mod:`.cluster`). Also: scoring against labelled pairs
+(:mod:`.evaluate`) and a ``datasets.Dataset`` in and out (:mod:`.datasets`).
+"""
 
 from __future__ import annotations
 
@@ -13,11 +20,11 @@ from .._lazy import lazy_exports
 _EXPORTS: dict[str, str] = {
     "DEFAULT_THRESHOLD": ".minhash",
     "DEFAULT_WORK_NS_PER_DOC": ".candidates",
-    "DedupConfig": ".run",
-    "DedupResult": ".run",
-    "ExactFingerprintPass": ".run",
+    "DedupConfig": ".config",
+    "DedupResult": ".config",
+    "ExactFingerprintPass": ".exact",
     "LshPlan": ".minhash",
-    "PairTable": ".run",
+    "PairTable": ".config",
     "PassPlan": ".candidates",
     "TABLES_MAX_DISTANCE": ".candidates",
     "UnionFind": ".cluster",
@@ -32,6 +39,7 @@ _EXPORTS: dict[str, str] = {
     "dataset_column": ".datasets",
     "dedup": ".run",
     "dedup_dataset": ".datasets",
+    "dedup_files": ".files",
     "greedy_representatives": ".cluster",
     "greedy_representatives_reference": ".cluster",
     "load_labels": ".evaluate",
@@ -46,13 +54,13 @@ _EXPORTS: dict[str, str] = {
     "prf": ".evaluate",
     "score_reported": ".evaluate",
     "shingle_jaccard": ".minhash",
-    "stage_candidates": ".run",
-    "stage_cluster": ".run",
-    "stage_exact": ".run",
-    "stage_exact_fingerprint": ".run",
-    "stage_fingerprint": ".run",
-    "stage_policy": ".run",
-    "stage_verify": ".run",
+    "stage_candidates": ".candidate_stage",
+    "stage_cluster": ".policy",
+    "stage_exact": ".exact",
+    "stage_exact_fingerprint": ".exact",
+    "stage_fingerprint": ".exact",
+    "stage_policy": ".policy",
+    "stage_verify": ".verify_stage",
     "sweep": ".evaluate",
 }
 
@@ -78,6 +86,7 @@ __all__ = [
     "dataset_column",
     "dedup",
     "dedup_dataset",
+    "dedup_files",
     "greedy_representatives",
     "greedy_representatives_reference",
     "load_labels",
@@ -105,6 +114,7 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(globals(), _EXPORTS, __all__)
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .candidate_stage import stage_candidates
     from .candidates import (
         DEFAULT_WORK_NS_PER_DOC,
         TABLES_MAX_DISTANCE,
@@ -124,8 +134,16 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         greedy_representatives,
         greedy_representatives_reference,
     )
+    from .config import DedupConfig, DedupResult, PairTable
     from .datasets import dataset_column, dedup_dataset
     from .evaluate import load_labels, pair_slices, prf, score_reported, sweep
+    from .exact import (
+        ExactFingerprintPass,
+        stage_exact,
+        stage_exact_fingerprint,
+        stage_fingerprint,
+    )
+    from .files import dedup_files
     from .minhash import (
         DEFAULT_THRESHOLD,
         LshPlan,
@@ -137,17 +155,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         plan_lsh,
         shingle_jaccard,
     )
-    from .run import (
-        DedupConfig,
-        DedupResult,
-        ExactFingerprintPass,
-        PairTable,
-        dedup,
-        stage_candidates,
-        stage_cluster,
-        stage_exact,
-        stage_exact_fingerprint,
-        stage_fingerprint,
-        stage_policy,
-        stage_verify,
-    )
+    from .policy import stage_cluster, stage_policy
+    from .run import dedup
+    from .verify_stage import stage_verify

@@ -3,8 +3,8 @@
 The permuted-table index (:func:`neardup.all_pairs`) is the right tool for small distances
 (k <= 6 on 64 bits: a few tables, selective keys). Short texts need much larger candidate
 distances (k around 18 of 64), where any exact table scheme degenerates into scanning whole
-buckets; there a blocked brute-force scan (``popcount(a ^ b) <= k`` over every pair, ~1 ns per
-pair per core, numba) is faster. :func:`candidate_pairs` picks one of the two;
+buckets; there a blocked brute-force scan (``popcount(a ^ b) <= k`` over every pair, numba;
+its cost per pair is ``SCAN_PAIR_NS``) is faster. :func:`candidate_pairs` picks one of the two;
 :func:`all_pairs_reference` is the NumPy reference both are tested against.
 """
 
@@ -75,8 +75,7 @@ def all_pairs_reference(
     return a[order], b[order], d[order]
 
 
-@intrinsic
-def _popcount(typingctx: Any, x: Any) -> Any:  # pragma: no cover - numba
+def _popcount_intrinsic(typingctx: Any, x: Any) -> Any:  # pragma: no cover - numba
     """``llvm.ctpop.i64``: one POPCNT instruction where the CPU has it (SWAR otherwise)."""
     sig = numba.types.uint64(numba.types.uint64)
 
@@ -85,6 +84,10 @@ def _popcount(typingctx: Any, x: Any) -> Any:  # pragma: no cover - numba
         return builder.call(fn, [args[0]])
 
     return sig, codegen
+
+
+# a numba intrinsic, typed Any: called from kernels only, with numba's (not Python's) signature
+_popcount: Any = intrinsic(_popcount_intrinsic)
 
 
 @numba.njit(cache=True, parallel=True)
@@ -213,8 +216,9 @@ def _accumulate_hist(xi: Any, x: np.ndarray, j: int, h: np.ndarray) -> None:  # 
 @numba.njit(cache=True, parallel=True)
 def _hist_rows64(x: np.ndarray, k: int) -> np.ndarray:  # pragma: no cover - numba
     # Branch-free: every distance goes to a small per-row histogram (four of them, so that
-    # consecutive increments do not wait on each other); ~3x faster than a branch on
-    # ``dist <= k`` when that branch is unpredictable (concentrated fingerprints).
+    # consecutive increments do not wait on each other): faster than a branch on
+    # ``dist <= k`` when that branch is unpredictable (concentrated fingerprints; see
+    # benchmarks/bench_dedup.py --kinds short).
     n = x.shape[0]
     hist = np.zeros((n, k + 1), np.int32)
     for i in numba.prange(n):
@@ -364,28 +368,29 @@ def candidate_pairs(fingerprints: npt.ArrayLike, max_distance: int, *, workers: 
 # work-bounded planning: which distance a pass can afford
 
 #: modelled cost of one pair compared by the brute-force scan (count/histogram pass + fill
-#: pass), nanoseconds on one core (measured 2.7 on the 2-core dev box; a constant, never timed)
+#: pass), nanoseconds on one core (calibrated with benchmarks/bench_dedup.py; a constant,
+#: never timed)
 SCAN_PAIR_NS = 2.7
 #: cost model of the permuted-table self-join (:func:`neardup.all_pairs`), single-core ns,
-#: calibrated once against measured runs on the shared 2-core box (uniform 1M and generated
-#: short-text 200k/1M fingerprints, k = 3..7); constants, never timed:
+#: calibrated once against runs of benchmarks/bench_index.py (uniform fingerprints) and
+#: benchmarks/bench_dedup.py (generated short texts), k = 3..7; constants, never timed:
 #: per document and table (permute + sort)
 TABLES_BUILD_NS = 40.0
 #: per probe of a table with probe radius >= 1 (directory lookup)
 TABLES_PROBE_NS = 80.0
 #: per candidate compared in a probed bucket (radius >= 1: random access; skewed buckets use
-#: the slower descent, so this is set from the skewed short-text run, ~2x the uniform one)
+#: the slower descent, so this is set from the skewed short-text run, above the uniform one)
 TABLES_CAND_NS = 25.0
 #: per pair compared inside a light bucket of a radius-0 table (contiguous self-join)
 TABLES_JOIN_NS = 1.2
 #: buckets larger than this are modelled as joined by descent ... (all_pairs now descends
-#: only above 16,384, where the direct join is 2-3x faster between the two: the model kept
-#: its calibration, so it overestimates such buckets, i.e. it stays on the safe side)
+#: only above 16,384, and the direct join is faster between the two: the model kept its
+#: calibration, so it overestimates such buckets, i.e. it stays on the safe side)
 TABLES_HEAVY = 1024
-#: ... which costs about this per pair of the bucket: between the two regimes measured on
-#: skewed fingerprints -- 1M generated short posts, k=4 (~10 ns: 1.3 M elements in heavy
-#: buckets, ~2e9 pairs, ~20 s) and 1M generated long documents, k=2 (much cheaper: the whole
-#: candidate stage took 16 s); 10 ns narrowed the long pass to k=1 (recall 0.67 -> 0.40)
+#: ... which costs about this per pair of the bucket: between the two regimes of skewed
+#: fingerprints in benchmarks/bench_dedup.py -- generated short posts at k=4 (costlier per
+#: pair) and generated long documents at k=2 (much cheaper); the short posts' cost would
+#: narrow the long pass to k=1 and lose recall there
 TABLES_HEAVY_PAIR_NS = 4.0
 #: per pair within the distance (output arrays, sort)
 TABLES_PAIR_NS = 300.0

@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import ConfigError, InputError, InputTypeError, RecordError, require
 
 if TYPE_CHECKING:
-    from .run import DedupConfig, DedupResult
+    from .config import DedupConfig, DedupResult
 
 __all__ = ["dataset_column", "dedup_dataset"]
 
@@ -44,7 +44,7 @@ def dataset_column(ds: Any, name: str) -> list[Any]:
             f"the Dataset has no field {name!r} (column {top!r} is "
             f"{table.schema.field(top).type}); pass text_field= / id_field="
         )
-    return column.to_pylist()  # type: ignore[no-any-return]
+    return column.to_pylist()
 
 
 def dedup_dataset(

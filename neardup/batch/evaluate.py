@@ -255,7 +255,8 @@ def run_eval(
     from ..fingerprint.distance import hamming_many
     from ..io import read_corpus
     from ..verify.rule import Verifier
-    from .run import DedupConfig, dedup
+    from .config import DedupConfig
+    from .run import dedup
 
     with read_corpus(
         [docs], fmt=fmt, text_field=text_field, id_field=id_field, encoding=encoding

@@ -3,10 +3,11 @@
 A group is a first copy (its *root*: ``first[r] == r``) and the later texts equal to it
 (``first[i] == r``). :class:`ExactGroups` holds them in CSR form; :func:`exact_pairs` and
 :func:`expanded_pairs` make the exact pairs and repeat near pairs over the groups' members.
-They give the pairs of :func:`neardup.dedup.stage_exact_pairs_reference` and
-:func:`neardup.dedup.stage_expand_reference` (the dict-of-lists versions, kept as references),
-in the same order (tested); without a Python loop over the groups (1 M short posts: 0.07 s ->
-a few ms).
+:func:`stage_exact_pairs` and :func:`stage_expand` put them in
+:class:`~neardup.batch.config.PairTable` form for :func:`~neardup.batch.run.dedup`. They give
+the pairs of :func:`stage_exact_pairs_reference` and :func:`stage_expand_reference` (the
+dict-of-lists versions over :func:`exact_groups_reference`, kept as references), in the same
+order (tested), without a Python loop over the groups (see benchmarks/bench_dedup.py).
 """
 
 from __future__ import annotations
@@ -18,10 +19,20 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .config import STAGE_EXACT, STAGE_NEAR, PairTable
 
 I64 = npt.NDArray[np.int64]
 
-__all__ = ["ExactGroups", "exact_pairs", "expanded_pairs"]
+__all__ = [
+    "ExactGroups",
+    "exact_groups_reference",
+    "exact_pairs",
+    "expanded_pairs",
+    "stage_exact_pairs",
+    "stage_exact_pairs_reference",
+    "stage_expand",
+    "stage_expand_reference",
+]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -121,7 +132,7 @@ def exact_pairs(groups: ExactGroups, expand_pairs: int) -> tuple[I64, I64]:
     """Exact pairs ``(a, b)``: every pair inside a group when it has at most ``expand_pairs``
     pairs, else its root with each later member; groups in the order of their second member,
     members in input order."""
-    return _exact_pairs(groups.off, groups.mem, int(expand_pairs))  # type: ignore[no-any-return]
+    return _exact_pairs(groups.off, groups.mem, int(expand_pairs))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -178,7 +189,7 @@ def expanded_pairs(
     their two groups (``a`` x ``b``'s, without ``(a, b)`` itself; ``(min, max)``, the pair's
     distance and score), unless that is more than ``expand_pairs`` pairs; in the order of the
     near pairs, then of the members."""
-    return _expanded(  # type: ignore[no-any-return]
+    return _expanded(
         groups.off,
         groups.mem,
         np.ascontiguousarray(a, np.int64),
@@ -186,4 +197,115 @@ def expanded_pairs(
         np.ascontiguousarray(d, np.int32),
         np.ascontiguousarray(score, np.float64),
         int(expand_pairs),
+    )
+
+
+def exact_groups_reference(first: npt.NDArray[np.int64]) -> dict[int, list[int]]:
+    """Members (in input order) of every exact group of two or more, keyed by the first member
+    (the references' form; :class:`~neardup.batch.groups.ExactGroups` is the pipeline's)."""
+    groups: dict[int, list[int]] = {}
+    for i in np.flatnonzero(first != np.arange(first.size)).tolist():
+        f = int(first[i])
+        groups.setdefault(f, [f]).append(i)
+    return groups
+
+
+def stage_exact_pairs(groups: ExactGroups, expand_pairs: int) -> PairTable:
+    """Exact pairs: every pair inside a group when at most ``expand_pairs``, else first-to-rest
+    (:func:`~neardup.batch.groups.exact_pairs`; equals :func:`stage_exact_pairs_reference`,
+    tested)."""
+    a, b = exact_pairs(groups, expand_pairs)
+    k = a.size
+    return PairTable(
+        a,
+        b,
+        np.zeros(k, np.int32),
+        np.ones(k, np.float64),
+        np.full(k, STAGE_EXACT, np.uint8),
+    )
+
+
+def stage_exact_pairs_reference(groups: dict[int, list[int]], expand_pairs: int) -> PairTable:
+    """Reference for :func:`stage_exact_pairs`, over :func:`exact_groups_reference`' dict."""
+    a: list[int] = []
+    b: list[int] = []
+    for members in groups.values():
+        m = len(members)
+        if m * (m - 1) // 2 <= expand_pairs:
+            for x in range(m):
+                for y in range(x + 1, m):
+                    a.append(members[x])
+                    b.append(members[y])
+        else:
+            a.extend([members[0]] * (m - 1))
+            b.extend(members[1:])
+    k = len(a)
+    return PairTable(
+        np.array(a, np.int64),
+        np.array(b, np.int64),
+        np.zeros(k, np.int32),
+        np.ones(k, np.float64),
+        np.full(k, STAGE_EXACT, np.uint8),
+    )
+
+
+def stage_expand(
+    groups: ExactGroups,
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    d: npt.NDArray[np.int32],
+    score: npt.NDArray[np.float64],
+    expand_pairs: int,
+) -> PairTable:
+    """Near pairs between first copies, repeated for the other members of their exact groups
+    (:func:`~neardup.batch.groups.expanded_pairs`; equals :func:`stage_expand_reference`,
+    tested)."""
+    ea, eb, ed, es = expanded_pairs(groups, a, b, d, score, expand_pairs)
+    aa = np.concatenate([a, ea])
+    return PairTable(
+        aa,
+        np.concatenate([b, eb]),
+        np.concatenate([d, ed]),
+        np.concatenate([score, es]),
+        np.full(aa.size, STAGE_NEAR, np.uint8),
+    )
+
+
+def stage_expand_reference(
+    groups: dict[int, list[int]],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    d: npt.NDArray[np.int32],
+    score: npt.NDArray[np.float64],
+    expand_pairs: int,
+) -> PairTable:
+    """Reference for :func:`stage_expand`, over :func:`exact_groups_reference`' dict."""
+    out_a, out_b, out_d, out_s = [a], [b], [d], [score]
+    if groups:
+        ea: list[int] = []
+        eb: list[int] = []
+        ed: list[int] = []
+        es: list[float] = []
+        for x, y, dist, sc in zip(a.tolist(), b.tolist(), d.tolist(), score.tolist(), strict=True):
+            gx, gy = groups.get(x, [x]), groups.get(y, [y])
+            if len(gx) * len(gy) == 1 or len(gx) * len(gy) > expand_pairs:
+                continue
+            for u in gx:
+                for w in gy:
+                    if (u, w) != (x, y):
+                        ea.append(min(u, w))
+                        eb.append(max(u, w))
+                        ed.append(dist)
+                        es.append(sc)
+        out_a.append(np.array(ea, np.int64))
+        out_b.append(np.array(eb, np.int64))
+        out_d.append(np.array(ed, np.int32))
+        out_s.append(np.array(es, np.float64))
+    aa = np.concatenate(out_a)
+    return PairTable(
+        aa,
+        np.concatenate(out_b),
+        np.concatenate(out_d),
+        np.concatenate(out_s),
+        np.full(aa.size, STAGE_NEAR, np.uint8),
     )

@@ -1,12 +1,13 @@
-"""``neardup dedup``: a thin shell over :func:`neardup.dedup`. Errors are raised as
-NeardupError subclasses; ``cli.main`` maps them."""
+"""``neardup dedup``: a thin shell over :func:`neardup.batch.dedup_files` (argument parsing,
+the progress bar, the printed summary and warnings; ``--engine dask|spark`` runs
+:mod:`neardup.distributed` instead). Errors are raised as NeardupError subclasses;
+``cli.main`` maps them."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -17,26 +18,6 @@ SAMPLE_OUT = "neardup-out"
 
 def _sample_path() -> Path:
     return Path(__file__).resolve().parents[1] / "data" / "sample" / "sample.jsonl"
-
-
-def _write_pairs(path: str, result: Any) -> None:
-    """``id_a,id_b,distance,score,stage`` (same bytes as a csv.writer over ``pair_rows()``)."""
-    from ..batch.run import STAGE_NAMES
-    from ..io import atomic_open
-    from ..io.csvout import write_pairs_csv
-
-    p = result.pairs
-    with atomic_open(path, "wb", buffering=1 << 20) as fh:
-        write_pairs_csv(fh, result.ids, p.a, p.b, p.distance, p.score, p.stage, STAGE_NAMES)
-
-
-def _write_clusters(path: str, result: Any) -> None:
-    """``id,cluster,cluster_size,representative,kept``, one row per document."""
-    from ..io import atomic_open
-    from ..io.csvout import write_clusters_csv
-
-    with atomic_open(path, "wb", buffering=1 << 20) as fh:
-        write_clusters_csv(fh, result.ids, result.cluster, result.root, result.keep)
 
 
 def _summary_text(s: dict[str, Any]) -> str:
@@ -208,13 +189,12 @@ def dedup_command(
     ] = None,
 ) -> None:
     """Deduplicate a corpus: exact + near duplicates (verified), clusters, pairs, summary."""
-    from ..batch.run import DedupConfig, ExactFingerprintPass, dedup
+    from ..batch.config import DedupConfig
+    from ..batch.files import dedup_files
     from ..errors import ConfigError
-    from ..io import atomic_open, check_not_input, check_output, read_corpus, write_kept
-    from ..io.atomic import staged_outputs
+    from ..io import check_not_input, check_output
     from .progress import StageProgress
 
-    t0 = time.perf_counter()
     if sample:
         if inputs:
             raise ConfigError("--sample dedups the bundled corpus; do not pass INPUT files with it")
@@ -264,73 +244,62 @@ def dedup_command(
         for message in _run_warnings(stats, []):
             warn(message)
         return
-    # exact hashes and fingerprints start on the texts read so far while reading goes on
-    # (the kernels release the GIL; the results do not depend on it)
-    early = ExactFingerprintPass(config.make_fingerprinter(), config.workers)
     progress = StageProgress.for_stderr(quiet)
     from .. import _jit  # (imports numba, which the run needs anyway)
 
     # a cold kernel cache costs a one-time compile: say so when it starts (whatever -q says)
     _jit.announce_compiles(lambda notice: print(notice, file=sys.stderr, flush=True))
-
-    def on_texts(texts: Any) -> None:
-        early.feed(texts)
-        progress.advance("read", len(texts))
-
-    try:
-        # every output of the run is published together at the end, or none (a failing
-        # --pairs-out leaves no kept file behind)
-        with progress, staged_outputs():
-            progress.begin("read")
-            with read_corpus(
-                inputs,
-                fmt=input_format,
-                text_field=text_field,
-                id_field=id_field,
-                encoding=encoding,
-                on_error=on_error,
-                on_texts=on_texts,
-            ) as corpus:
-                progress.end("read", len(corpus.texts))
-                progress.documents = len(corpus.texts)
-                result = dedup(
-                    corpus.texts, ids=corpus.ids, config=config, progress=progress, exact_pass=early
-                )
-                kept = int(result.keep.sum())
-                progress.begin("write", kept)
-                write_kept(corpus, result.keep, output, fmt=output_format, encoding="utf-8")
-                skipped = corpus.skipped
-                skipped_list = _skipped_records(corpus)
-            if pairs_out:
-                _write_pairs(pairs_out, result)
-            if clusters_out:
-                _write_clusters(clusters_out, result)
-            stats = dict(result.stats)
-            stats["skipped_records"] = skipped
-            if skipped:
-                stats["skipped_list"] = skipped_list
-            stats["elapsed_s"] = round(time.perf_counter() - t0, 3)
-            stats["kernel_compile_s"] = round(_jit.compile_seconds(), 3)  # of elapsed_s
-            stats["docs_per_s"] = (
-                round(stats["documents"] / stats["elapsed_s"], 1) if stats["elapsed_s"] else None
-            )
-            stats["inputs"] = list(inputs)
-            stats["output"] = output
-            if summary_json:
-                with atomic_open(summary_json, "w", encoding="utf-8") as fh:
-                    json.dump(stats, fh, indent=2, ensure_ascii=False)
-                    fh.write("\n")
-            progress.end("write", kept)
-    finally:
-        early.close()
+    with progress:
+        result = dedup_files(
+            inputs,
+            output=output,
+            pairs_out=pairs_out,
+            clusters_out=clusters_out,
+            summary_json=summary_json,
+            input_format=input_format,
+            output_format=output_format,
+            text_field=text_field,
+            id_field=id_field,
+            encoding=encoding,
+            on_error=on_error,
+            config=config,
+            progress=_bar_callback(progress),
+        )
+    stats = result.stats
     if not quiet:
         stream = sys.stderr if _is_stdout(output) else sys.stdout
         print(_summary_text(stats), file=stream)
         if sample:
             print(_sample_outputs(output, pairs_out, clusters_out, summary_json), file=stream)
     # after the summary, so they are the last thing on a terminal; never hidden by -q
-    for message in _run_warnings(stats, skipped_list):
+    for message in _run_warnings(stats, stats.get("skipped_list", [])):
         warn(message)
+
+
+def _bar_callback(bar: Any) -> Callable[[str, int, int], None]:
+    """:func:`~neardup.batch.files.dedup_files`' ``progress(stage, done, total)`` on the
+    :class:`~neardup.cli.progress.StageProgress` rows: ``read`` counts texts (total unknown
+    until read; then the corpus size scales the other stages' start/end reports), ``write``
+    starts and ends, the dedup stages go to the bar as they are."""
+
+    def report(stage: str, done: int, total: int) -> None:
+        if stage == "read":
+            if total == 0:  # still reading
+                bar.advance("read", done)
+            else:
+                bar.end("read", done)
+                bar.documents = done
+        elif stage == "write":
+            if stage in begun:
+                bar.end("write", done)
+            else:
+                bar.begin("write", total)
+                begun.add(stage)
+        else:
+            bar(stage, done, total)
+
+    begun: set[str] = set()
+    return report
 
 
 def _is_stdout(path: str) -> bool:
@@ -348,21 +317,6 @@ def _is_stdout(path: str) -> bool:
 def warn(message: str) -> None:
     """Print a warning on stderr (whatever -q says: -q hides progress and the summary only)."""
     print(f"neardup: warning: {message}", file=sys.stderr, flush=True)
-
-
-#: most skipped records listed in the summary JSON (the count is always exact)
-SKIPPED_LISTED = 1000
-
-
-def _skipped_records(corpus: Any) -> list[dict[str, Any]]:
-    """The first skipped records as ``{path, line, reason}`` (``--on-error skip``)."""
-    records = getattr(corpus, "skipped_records", None)
-    if records is None:  # readers that keep only the messages
-        messages = getattr(corpus, "errors", [])[:SKIPPED_LISTED]
-        return [{"path": None, "line": None, "reason": m} for m in messages]
-    return [
-        {"path": str(r.path), "line": r.line, "reason": r.reason} for r in records[:SKIPPED_LISTED]
-    ]
 
 
 def _run_warnings(stats: dict[str, Any], skipped: list[dict[str, Any]]) -> list[str]:
@@ -385,6 +339,8 @@ def _run_warnings(stats: dict[str, Any], skipped: list[dict[str, Any]]) -> list[
             where = [str(first[k]) for k in ("path", "line") if first[k] is not None]
             msg += f" (first: {':'.join([*where, ' ' + first['reason']]).lstrip()})"
         if "skipped_list" in stats:
+            from ..batch.files import SKIPPED_LISTED
+
             msg += f"; --summary-json lists the first {min(n, SKIPPED_LISTED):,}"
         out.append(msg)
     return out

@@ -46,7 +46,7 @@ def _write_kept(res: Any, output: str) -> None:
 
 
 def _write_pairs(res: Any, path: str) -> None:
-    from ..batch.run import STAGE_NAMES
+    from ..batch.config import STAGE_NAMES
     from ..io import atomic_open
     from ..io.csvout import write_pairs_csv
 

@@ -57,8 +57,8 @@ PAIRS_SCHEMA = _pairs_schema()
 def step_exact(workdir: str, task: int, job: Job) -> dict[str, Any]:
     """Group the copies in bucket ``task``; returns the counts of groups and later copies."""
     pa = _pa()
-    from ..batch.groups import ExactGroups
-    from ..batch.run import STAGE_EXACT, stage_exact_pairs
+    from ..batch.config import STAGE_EXACT
+    from ..batch.groups import ExactGroups, stage_exact_pairs
 
     cfg = job.dedup_config()
     t = _store.read_bucket(workdir, "exact", task, EXACT_SCHEMA)

@@ -42,7 +42,7 @@ class Job:
     starts: tuple[int, ...] = field(default_factory=tuple)
 
     def dedup_config(self) -> Any:
-        from ..batch.run import DedupConfig
+        from ..batch.config import DedupConfig
 
         return DedupConfig(**self.config)
 

@@ -57,8 +57,9 @@ def step_keep(workdir: str, job: Job) -> dict[str, Any]:
     import pyarrow.compute as pc
 
     from ..batch.cluster import connected_components
-    from ..batch.groups import ExactGroups
-    from ..batch.run import STAGE_NEAR, stage_expand, stage_representatives
+    from ..batch.config import STAGE_NEAR
+    from ..batch.groups import ExactGroups, stage_expand
+    from ..batch.policy import stage_representatives
 
     if _store.done(workdir, "keep", 0):
         import json

@@ -61,8 +61,8 @@ def step_read(workdir: str, task: int, job: Job) -> dict[str, Any]:
     """Read and fingerprint partition ``task``; returns its first position and row count."""
     import pyarrow as pa
 
+    from ..batch.exact import content_hashes
     from ..batch.minhash import minhash_signatures
-    from ..batch.run import content_hashes
 
     cfg = job.dedup_config()
     pos, ids, texts = read_partition(job, task)

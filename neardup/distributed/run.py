@@ -72,7 +72,7 @@ def run_dedup(
     ``partitions`` (default: one per input file) sets the read parallelism, ``buckets``
     (default: the number of partitions) the shuffles'.
     """
-    from ..batch.run import DedupConfig
+    from ..batch.config import DedupConfig
 
     cfg = config if config is not None else DedupConfig()
     _check_config(cfg)

@@ -82,7 +82,7 @@ def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
     """Decide the candidate pairs whose second member is in partition ``task``."""
     import pyarrow as pa
 
-    from ..batch.run import stage_verify
+    from ..batch.verify_stage import stage_verify
 
     cfg = job.dedup_config()
     plan = cfg.lsh_plan()

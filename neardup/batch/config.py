@@ -1,0 +1,351 @@
+"""What :func:`~neardup.batch.run.dedup` takes and gives.
+
+:class:`DedupConfig` (its parameters, validated on construction), :class:`DedupResult` (keep
+mask, clusters, roots, matched pairs, stats) and :class:`PairTable` (the matched pairs as
+arrays), with the stage codes a pair carries (``STAGE_EXACT``, ``STAGE_NEAR``; names in
+``STAGE_NAMES``, as the pairs CSV writes them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import ConfigError, InputError
+from ..verify.rule import Verifier
+
+if TYPE_CHECKING:
+    from .minhash import LshPlan
+
+__all__ = [
+    "STAGE_EXACT",
+    "STAGE_NAMES",
+    "STAGE_NEAR",
+    "DedupConfig",
+    "DedupResult",
+    "Keep",
+    "PairTable",
+    "Progress",
+    "with_overrides",
+]
+
+Keep = Literal["first", "longest", "none"]
+Progress = Callable[[str, int, int], None]
+STAGE_EXACT, STAGE_NEAR = 0, 1
+STAGE_NAMES = ("exact", "near")
+
+
+@dataclass(frozen=True)
+class DedupConfig:
+    """Parameters of :func:`dedup` (all keyword, validated on construction).
+
+    Parameters
+    ----------
+    max_distance : int or None, default=None
+        SimHash candidate distance for every text. ``None`` uses the verifier's
+        length-dependent distances (``Verifier.candidate_distance``: larger for short texts).
+    keep : {"first", "longest", "none"}, default="first"
+        Which member of each cluster to keep: the first in input order, the longest (ties: the
+        first), or none (drop every member of a cluster of two or more).
+    verify : bool, default=True
+        Decide candidates with the :class:`~neardup.verify.Verifier`. ``False`` accepts every pair
+        within the candidate distance (pure SimHash; fast, much less precise for short texts).
+    verifier : dict or None, default=None
+        :meth:`Verifier.config` overrides; ``None`` uses the documented defaults.
+    fingerprinter : dict or None, default=None
+        :meth:`Fingerprinter.config` for the fingerprints; ``None`` uses ``Fingerprinter()``.
+    exact : bool, default=True
+        Find exact duplicates (same normalised content hash) first.
+    workers : int, default=1
+        Worker threads for fingerprinting and the candidate scan; results do not depend on it.
+    expand_pairs : int, default=10_000
+        Only the first copy of an exact-duplicate group is compared with other texts. A near
+        pair found between two groups is reported for every member of both groups (and every
+        pair inside an exact group is reported) when that is at most this many pairs;
+        otherwise only the pairs with the groups' first members are reported. Clusters are the
+        same either way.
+    max_candidates_per_doc : int or None, default=64
+        Safety valve for the wide (brute-force) candidate scans: at most this many candidate
+        pairs per document of a pass. When a corpus's fingerprints are so concentrated that
+        more pairs fall within the candidate distance, that pass's distance is lowered until
+        they fit, and ``stats["candidate_passes"]`` records it. ``None`` disables the bound.
+    candidate_work_per_doc_ns : int or None, default=32_000
+        Work budget of each candidate pass with the default (length-dependent) distances:
+        ``candidate_work_per_doc_ns * docs`` *modelled* single-core nanoseconds
+        (:func:`neardup.batch.candidates.plan_pass`: the brute-force scan costs
+        ``docs^2 / 2`` pair checks, the permuted tables the index planner's cost model plus the
+        sampled pair count). When the scan does not fit (above ~23,700 documents per pass), the
+        pass searches the largest distance whose table search fits, and
+        ``stats["candidate_passes"]`` records requested vs used distance and the reason.
+        Deterministic (a model, never a timer). ``None`` searches the full distances whatever
+        they cost (O(docs^2) above distance 6). An explicit ``max_distance`` is always searched
+        as asked (only ``max_candidates_per_doc`` applies). With ``candidates="lsh"`` it bounds
+        the SimHash pass only; the budget is a safety valve that ordinary corpora never reach.
+    threshold : float or None, default=None
+        Intent: texts at least this similar (token edit similarity, 0-1) are near duplicates.
+        It plans the MinHash channel (pairs at this similarity become candidates with
+        probability >= 0.99 where the hash budget allows; ``stats["lsh"]["probability"]``) and
+        becomes the verifier's threshold (unless ``verifier`` sets one). ``None``: the channel
+        is planned for 0.8 and the verifier keeps its own threshold (0.675).
+    candidates : {"lsh", "simhash"}, default="lsh"
+        ``"lsh"``: MinHash banding over token bigrams (:mod:`neardup.batch.minhash`; recall
+        of a pair depends on its similarity, not on the corpus size) plus a SimHash pass at a
+        small distance (``max_distance``, default ``LSH_SIMHASH_DISTANCE``). ``"simhash"``:
+        SimHash only, at the verifier's length-dependent distances under the work budget (the
+        previous default: exact on small corpora, recall falls as the budget narrows).
+    lsh_bands, lsh_rows : int or None, default=None
+        Expert overrides of the MinHash plan (:func:`~neardup.batch.minhash.plan_lsh`).
+    lsh_bucket_cap : int, default=32
+        A band bucket with more members than this pairs each member with the bucket's first
+        ``lsh_bucket_cap`` members and its ``lsh_bucket_cap`` predecessors instead of with all
+        of them (pathological inputs: a template repeated with small changes);
+        ``stats["lsh"]["pairs_skipped"]`` counts the pairs given up.
+    components : bool, default=False
+        Also report the connected components of the matched pairs
+        (:attr:`DedupResult.components`; the transitive closure, which the keep policy does not
+        use).
+    """
+
+    max_distance: int | None = None
+    keep: Keep = "first"
+    verify: bool = True
+    verifier: dict[str, Any] | None = None
+    fingerprinter: dict[str, Any] | None = None
+    exact: bool = True
+    workers: int = 1
+    expand_pairs: int = 10_000
+    max_candidates_per_doc: int | None = 64
+    candidate_work_per_doc_ns: int | None = 32_000
+    threshold: float | None = None
+    candidates: Literal["lsh", "simhash"] = "lsh"
+    lsh_bands: int | None = None
+    lsh_rows: int | None = None
+    lsh_bucket_cap: int = 32
+    components: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_distance is not None and (
+            isinstance(self.max_distance, bool)
+            or not isinstance(self.max_distance, int)
+            or not 0 <= self.max_distance <= 64
+        ):
+            raise ConfigError(
+                f"max_distance must be an int in [0, 64] or None (length-dependent default), "
+                f"got {self.max_distance!r}"
+            )
+        if self.keep not in ("first", "longest", "none"):
+            raise ConfigError(f"keep must be 'first', 'longest' or 'none', got {self.keep!r}")
+        if (
+            isinstance(self.expand_pairs, bool)
+            or not isinstance(self.expand_pairs, int)
+            or self.expand_pairs < 0
+        ):
+            raise ConfigError(f"expand_pairs must be an int >= 0, got {self.expand_pairs!r}")
+        if self.max_candidates_per_doc is not None and (
+            isinstance(self.max_candidates_per_doc, bool)
+            or not isinstance(self.max_candidates_per_doc, int)
+            or self.max_candidates_per_doc < 1
+        ):
+            raise ConfigError(
+                f"max_candidates_per_doc must be an int >= 1 or None, got {self.max_candidates_per_doc!r}"
+            )
+        if self.candidate_work_per_doc_ns is not None and (
+            isinstance(self.candidate_work_per_doc_ns, bool)
+            or not isinstance(self.candidate_work_per_doc_ns, int)
+            or self.candidate_work_per_doc_ns < 1
+        ):
+            raise ConfigError(
+                "candidate_work_per_doc_ns must be an int >= 1 (modelled ns per document) or "
+                f"None (no work budget), got {self.candidate_work_per_doc_ns!r}"
+            )
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+            raise ConfigError(f"workers must be an int >= 1, got {self.workers!r}")
+        if self.candidates not in ("lsh", "simhash"):
+            raise ConfigError(f"candidates must be 'lsh' or 'simhash', got {self.candidates!r}")
+        self.lsh_plan()  # validates threshold, lsh_bands, lsh_rows, lsh_bucket_cap
+        self.make_verifier()  # validates the verifier overrides
+
+    def make_verifier(self) -> Verifier:
+        overrides = dict(self.verifier or {})
+        if self.threshold is not None:
+            overrides.setdefault("threshold", self.threshold)
+        return Verifier.from_config(overrides)
+
+    def lsh_plan(self) -> LshPlan:
+        """The MinHash channel's plan (:func:`~neardup.batch.minhash.plan_lsh`)."""
+        from .minhash import DEFAULT_THRESHOLD, plan_lsh
+
+        return plan_lsh(
+            DEFAULT_THRESHOLD if self.threshold is None else self.threshold,
+            bands=self.lsh_bands,
+            rows=self.lsh_rows,
+            bucket_cap=self.lsh_bucket_cap,
+        )
+
+    def make_fingerprinter(self) -> Any:
+        from ..fingerprint.simhash import Fingerprinter
+
+        if self.fingerprinter is None:
+            return Fingerprinter()
+        return Fingerprinter.from_config(self.fingerprinter)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def with_overrides(
+    config: DedupConfig | None, overrides: dict[str, Any], *, caller: str = "dedup()"
+) -> DedupConfig:
+    """``config`` (default ``DedupConfig()``) with the fields in ``overrides`` replaced, as
+    :func:`~neardup.batch.run.dedup` takes them (keyword options next to ``config=``).
+
+    Raises
+    ------
+    ConfigError
+        An override is not a :class:`DedupConfig` field (``caller`` names the function), or a
+        value is invalid.
+    """
+    cfg = config or DedupConfig()
+    if overrides:
+        unknown = set(overrides) - set(cfg.to_dict())
+        if unknown:
+            raise ConfigError(f"unknown {caller} options {sorted(unknown)}; see DedupConfig")
+        cfg = DedupConfig(**{**cfg.to_dict(), **overrides})
+    return cfg
+
+
+@dataclass
+class PairTable:
+    """Matched pairs: positions ``a < b`` (int64), ``distance`` (int32, SimHash; 0 for exact),
+    ``score`` (float64 similarity in [0, 1]), ``stage`` (uint8: 0 exact, 1 near)."""
+
+    a: npt.NDArray[np.int64]
+    b: npt.NDArray[np.int64]
+    distance: npt.NDArray[np.int32]
+    score: npt.NDArray[np.float64]
+    stage: npt.NDArray[np.uint8]
+
+    def __len__(self) -> int:
+        return int(self.a.size)
+
+    @classmethod
+    def empty(cls) -> PairTable:
+        return cls(
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int32),
+            np.zeros(0, np.float64),
+            np.zeros(0, np.uint8),
+        )
+
+    @classmethod
+    def concat(cls, tables: Sequence[PairTable]) -> PairTable:
+        t = cls(
+            *(
+                np.concatenate([getattr(x, f) for x in tables])
+                for f in ("a", "b", "distance", "score", "stage")
+            )
+        )
+        order = np.lexsort((t.b, t.a))
+        return cls(t.a[order], t.b[order], t.distance[order], t.score[order], t.stage[order])
+
+
+@dataclass(repr=False)
+class DedupResult:
+    """What :func:`dedup` found.
+
+    Attributes
+    ----------
+    ids : list of str
+        Document ids in input order (``"0", "1", ...`` when none were passed).
+    keep : numpy.ndarray of bool, shape (n,)
+        True for documents kept by the policy.
+    cluster : numpy.ndarray of int64, shape (n,)
+        Dense cluster number (0, 1, ... in order of first member): the documents that share a
+        ``root``; singletons have their own.
+    root : numpy.ndarray of int64, shape (n,)
+        With ``keep="first"`` / ``"longest"``: the position of the kept document each document
+        is a verified (near or exact) duplicate of; its own position when kept. Every dropped
+        document is paired with its root directly (no chaining through intermediates). With
+        ``keep="none"``: the first member of its connected component.
+    pairs : PairTable
+        Every matched pair (exact copies are paired with the first copy).
+    stats : dict
+        documents, exact_duplicates, near_duplicates, clusters (of two or more), kept, dropped,
+        candidates, verified, elapsed_s, docs_per_s, timings per stage, ``lsh`` (the MinHash
+        channel's plan and counts).
+    components : numpy.ndarray of int64 or None
+        With ``DedupConfig(components=True)``: the first member of each document's connected
+        component of the matched pairs (the transitive closure; a report, not used to drop).
+    labelled : bool
+        Whether ids were passed (else :meth:`pair_rows` gives positions as ints).
+
+    Examples
+    --------
+    >>> from neardup import dedup
+    >>> r = dedup(["a b c d e f", "a b c d e f", "x y"])
+    >>> r
+    DedupResult(documents=3, kept=2, dropped=1, exact_duplicates=1, near_duplicates=0, clusters=1, pairs=1)
+    >>> r.kept_indices().tolist(), r.kept_texts(["a b c d e f", "a b c d e f", "x y"])
+    ([0, 2], ['a b c d e f', 'x y'])
+    """
+
+    ids: list[str]
+    keep: npt.NDArray[np.bool_]
+    cluster: npt.NDArray[np.int64]
+    root: npt.NDArray[np.int64]
+    pairs: PairTable
+    stats: dict[str, Any] = field(default_factory=dict)
+    components: npt.NDArray[np.int64] | None = None
+    labelled: bool = True
+
+    def __repr__(self) -> str:
+        """A one-line summary (the arrays are in the attributes)."""
+        s = self.stats
+        keys = ("exact_duplicates", "near_duplicates", "clusters")
+        parts = [
+            f"documents={len(self.ids)}",
+            f"kept={int(self.keep.sum())}",
+            f"dropped={int(self.keep.size - self.keep.sum())}",
+            *(f"{k}={s[k]}" for k in keys if k in s),
+            f"pairs={len(self.pairs)}",
+        ]
+        return f"DedupResult({', '.join(parts)})"
+
+    def kept_indices(self) -> npt.NDArray[np.int64]:
+        """Positions of the kept documents, ascending (int64)."""
+        return np.flatnonzero(self.keep).astype(np.int64)
+
+    def kept_texts(self, texts: Sequence[str]) -> list[str]:
+        """The kept documents of ``texts`` (the sequence passed to :func:`dedup`), in order.
+
+        Raises
+        ------
+        InputError
+            ``texts`` does not have one entry per document.
+        """
+        if len(texts) != self.keep.size:
+            raise InputError(
+                f"kept_texts() got {len(texts)} texts for a result over {self.keep.size} "
+                "documents; pass the same texts given to dedup()"
+            )
+        return [texts[i] for i in self.kept_indices().tolist()]
+
+    def pair_rows(self) -> list[tuple[str | int, str | int, int, float, str]]:
+        """Pairs as ``(id_a, id_b, distance, score, stage)`` rows; ``id_a``/``id_b`` are the ids
+        passed to :func:`dedup`, or int positions when none were passed."""
+        p = self.pairs
+        a, b = p.a.tolist(), p.b.tolist()
+        if self.labelled:
+            a = [self.ids[x] for x in a]
+            b = [self.ids[x] for x in b]
+        return [
+            (x, y, int(d), round(float(sc), 4), STAGE_NAMES[st])
+            for x, y, d, sc, st in zip(
+                a, b, p.distance.tolist(), p.score.tolist(), p.stage.tolist(), strict=True
+            )
+        ]

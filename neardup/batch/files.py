@@ -1,0 +1,205 @@
+"""Dedup from files to files: :func:`dedup_files` reads a corpus, runs :func:`~neardup.batch.run.dedup`
+and writes the kept documents, the pairs and clusters CSVs and a JSON summary.
+
+It is what ``neardup dedup`` runs (the CLI adds argument parsing, a progress bar, the printed
+summary and its warnings): exact hashes and fingerprints start on the texts read so far while
+reading goes on (:class:`~neardup.batch.exact.ExactFingerprintPass`; the kernels release the
+GIL, and the results do not depend on it), and every output is published together at the end,
+or none (:func:`~neardup.io.atomic.staged_outputs`: a failing pairs CSV leaves no kept file
+behind).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from .config import STAGE_NAMES, DedupConfig, DedupResult, Progress, with_overrides
+
+__all__ = [
+    "SKIPPED_LISTED",
+    "dedup_files",
+    "skipped_records",
+    "write_clusters",
+    "write_pairs",
+]
+
+#: most skipped records listed in the summary (``skipped_list``; the count is always exact)
+SKIPPED_LISTED = 1000
+
+
+def dedup_files(
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    output: str | os.PathLike[str],
+    pairs_out: str | os.PathLike[str] | None = None,
+    clusters_out: str | os.PathLike[str] | None = None,
+    summary_json: str | os.PathLike[str] | None = None,
+    input_format: str | None = None,
+    output_format: str | None = None,
+    text_field: str = "text",
+    id_field: str | None = None,
+    encoding: str = "utf-8",
+    on_error: Literal["fail", "skip"] = "fail",
+    config: DedupConfig | None = None,
+    progress: Progress | None = None,
+    **overrides: Any,
+) -> DedupResult:
+    """Deduplicate the documents of ``inputs`` and write the kept ones to ``output``.
+
+    Parameters
+    ----------
+    inputs : path or sequence of paths
+        Files, directories of text files, globs, fsspec URLs or ``-`` (stdin), read in order by
+        :func:`neardup.io.read_corpus` (formats told from the extension unless
+        ``input_format``; compressed inputs decompressed).
+    output : path
+        Where the kept documents go, in the input's format (or ``output_format``); ``-`` is
+        stdout; a ``.gz`` / ``.zst`` / ``.bz2`` / ``.xz`` name is compressed
+        (:func:`neardup.io.write_kept`).
+    pairs_out : path, optional
+        CSV of the matched pairs: ``id_a,id_b,distance,score,stage``.
+    clusters_out : path, optional
+        CSV, one row per document: ``id,cluster,cluster_size,representative,kept``.
+    summary_json : path, optional
+        The run's summary (the returned result's ``stats``) as JSON.
+    input_format, output_format, text_field, id_field, encoding, on_error
+        As for :func:`neardup.io.read_corpus` (``fmt``, ...) and :func:`neardup.io.write_kept`.
+    config : DedupConfig, optional
+        As for :func:`neardup.dedup`; keyword ``overrides`` (e.g. ``keep="longest"``) replace
+        its fields.
+    progress : callable, optional
+        ``progress(stage, done, total)``: the stages of :func:`neardup.dedup`, and ``"read"``
+        (``(texts read so far, 0)`` while reading, the total not known yet; ``(n, n)`` when
+        read) and ``"write"`` (``(0, kept)`` as the outputs start, ``(kept, kept)`` when they
+        are written).
+
+    Returns
+    -------
+    DedupResult
+        Over every document read; its ``stats`` are the run's summary (what ``summary_json``
+        holds): those of :func:`neardup.dedup`, plus ``skipped_records`` (and, when some were,
+        ``skipped_list``: the first ``SKIPPED_LISTED`` as ``{path, line, reason}``),
+        ``kernel_compile_s``, ``inputs`` and ``output``, with ``elapsed_s`` and ``docs_per_s``
+        over the whole call (reading and writing included).
+
+    Raises
+    ------
+    ConfigError
+        Invalid parameters, or an output that would overwrite an input or cannot be written
+        (refused before anything is read).
+    NeardupError
+        As :func:`neardup.io.read_corpus` and :func:`neardup.dedup` raise them; no output is
+        left behind.
+    """
+    from .. import _jit
+    from ..io import atomic_open, check_not_input, check_output, read_corpus, write_kept
+    from ..io.atomic import staged_outputs
+    from .exact import ExactFingerprintPass
+    from .run import dedup
+
+    t0 = time.perf_counter()
+    cfg = with_overrides(config, overrides, caller="dedup_files()")
+    paths = [os.fspath(inputs)] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    sources = [os.fspath(p) for p in paths]
+    out = os.fspath(output)
+    extra = {"pairs_out": pairs_out, "clusters_out": clusters_out, "summary_json": summary_json}
+    named = {k: None if v is None else os.fspath(v) for k, v in extra.items()}
+    for option, path in [("output", out), *named.items()]:
+        if path is not None and path != "-":
+            check_not_input(path, sources, option=option)
+            # refused now, not after the run; a text output is a folder, and write_kept
+            # decides what an existing folder may be
+            if option != "output" or not os.path.isdir(path):
+                check_output(path, option=option)
+    report = progress or (lambda stage, done, total: None)
+    early = ExactFingerprintPass(cfg.make_fingerprinter(), cfg.workers) if cfg.exact else None
+
+    def on_texts(texts: Any) -> None:
+        if early is not None:
+            early.feed(texts)
+        report("read", len(texts), 0)
+
+    try:
+        with staged_outputs():
+            report("read", 0, 0)
+            with read_corpus(
+                sources,
+                fmt=input_format,
+                text_field=text_field,
+                id_field=id_field,
+                encoding=encoding,
+                on_error=on_error,
+                on_texts=on_texts,
+            ) as corpus:
+                n = len(corpus.texts)
+                report("read", n, n)
+                result = dedup(
+                    corpus.texts, ids=corpus.ids, config=cfg, progress=progress, exact_pass=early
+                )
+                kept = int(result.keep.sum())
+                report("write", 0, kept)
+                write_kept(corpus, result.keep, out, fmt=output_format, encoding="utf-8")
+                skipped = corpus.skipped
+                skipped_list = skipped_records(corpus)
+            if named["pairs_out"]:
+                write_pairs(named["pairs_out"], result)
+            if named["clusters_out"]:
+                write_clusters(named["clusters_out"], result)
+            stats = dict(result.stats)
+            stats["skipped_records"] = skipped
+            if skipped:
+                stats["skipped_list"] = skipped_list
+            stats["elapsed_s"] = round(time.perf_counter() - t0, 3)
+            stats["kernel_compile_s"] = round(_jit.compile_seconds(), 3)  # of elapsed_s
+            stats["docs_per_s"] = (
+                round(stats["documents"] / stats["elapsed_s"], 1) if stats["elapsed_s"] else None
+            )
+            stats["inputs"] = sources
+            stats["output"] = out
+            if named["summary_json"]:
+                with atomic_open(named["summary_json"], "w", encoding="utf-8") as fh:
+                    json.dump(stats, fh, indent=2, ensure_ascii=False)
+                    fh.write("\n")
+            report("write", kept, kept)
+    finally:
+        if early is not None:
+            early.close()
+    result.stats = stats
+    return result
+
+
+def write_pairs(path: str, result: DedupResult) -> None:
+    """``result``'s matched pairs as CSV at ``path``: ``id_a,id_b,distance,score,stage``, one
+    row per pair (the same bytes as a ``csv.writer`` over ``result.pair_rows()`` with ids)."""
+    from ..io import atomic_open
+    from ..io.csvout import write_pairs_csv
+
+    p = result.pairs
+    with atomic_open(path, "wb", buffering=1 << 20) as fh:
+        write_pairs_csv(fh, result.ids, p.a, p.b, p.distance, p.score, p.stage, STAGE_NAMES)
+
+
+def write_clusters(path: str, result: DedupResult) -> None:
+    """``result``'s clusters as CSV at ``path``: ``id,cluster,cluster_size,representative,kept``,
+    one row per document."""
+    from ..io import atomic_open
+    from ..io.csvout import write_clusters_csv
+
+    with atomic_open(path, "wb", buffering=1 << 20) as fh:
+        write_clusters_csv(fh, result.ids, result.cluster, result.root, result.keep)
+
+
+def skipped_records(corpus: Any) -> list[dict[str, Any]]:
+    """The first ``SKIPPED_LISTED`` records a read skipped (``on_error="skip"``), as
+    ``{path, line, reason}`` (path and line None for readers that keep only the messages)."""
+    records = getattr(corpus, "skipped_records", None)
+    if records is None:  # readers that keep only the messages
+        messages = getattr(corpus, "errors", [])[:SKIPPED_LISTED]
+        return [{"path": None, "line": None, "reason": m} for m in messages]
+    return [
+        {"path": str(r.path), "line": r.line, "reason": r.reason} for r in records[:SKIPPED_LISTED]
+    ]

@@ -1,0 +1,264 @@
+"""The verify stage: decide candidate pairs by token similarity (the Verifier's rule).
+
+:func:`stage_verify` decides pairs with numba bounds first and the exact LCS only where the
+bounds cannot (same decisions as :func:`stage_verify_reference`, tested);
+:func:`verify_in_chunks` runs it in chunks for progress, and verifies the pairs only a
+concentrated corpus produced lazily (skipping those that can no longer change the outcome).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from .._arrays import unique_sorted
+from ..io.texts import SpanTexts
+from ..verify.rule import TokenEncoder, Verifier
+from .config import Progress
+
+__all__ = [
+    "DEFERRED_ROUND_PAIRS",
+    "LAZY_MIN_PAIRS_PER_DOC",
+    "VERIFY_CHUNK_PAIRS",
+    "VERIFY_MAX_CHUNKS",
+    "stage_verify",
+    "stage_verify_reference",
+    "subset_texts",
+    "verify_in_chunks",
+]
+
+
+#: :func:`~neardup.batch.run.dedup` verifies the deferred pairs lazily only when there are more
+#: than this many per first copy: a concentrated corpus (a shared boilerplate) gives far more,
+#: ordinary corpora far fewer (see benchmarks/bad_input_dedup.py)
+LAZY_MIN_PAIRS_PER_DOC = 4
+
+
+def stage_verify(
+    verifier: Verifier,
+    texts: Sequence[str],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    d: npt.NDArray[np.int32],
+    workers: int = 1,
+    tokenised: dict[int, tuple[bytes, int]] | None = None,
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+    """Decide candidate pairs ``(texts[a[m]], texts[b[m]])``; same decisions as
+    :func:`stage_verify_reference` (tested). ``tokenised``: texts already tokenised in Python
+    (position in ``texts`` -> kernel bytes and mode, as the candidate stage leaves them).
+
+    1. Every text of a pair: its tokens counted in 512 hash buckets and its exact token count
+       (:func:`~neardup.verify.tokens.token_histograms`: one pass over the bytes, nothing
+       sorted); per pair, the sum of the smaller bucket counts, an upper bound on the multiset
+       overlap, rejects the pairs that cannot pass
+       (:func:`~neardup.verify.overlap.histogram_bound_decisions`; unrelated long texts:
+       nearly all of them).
+    2. The texts of the pairs left: their tokens as sorted 32-bit hashes
+       (:func:`~neardup.verify.tokens.token_hashes`, no vocabulary); per pair, the multiset
+       overlap of the hashes, an upper bound on the LCS (equal tokens hash equal; collisions
+       only merge counts), decides the pairs that cannot pass
+       (:func:`~neardup.verify.overlap.bound_decisions`, the same formulas as
+       :meth:`Verifier.decide`).
+    3. The rest: the exact LCS per pair from those texts' bytes
+       (:func:`~neardup.verify.tokens.token_bytes`,
+       :func:`~neardup.verify.overlap.lcs_many`: tokenised per pair, a per-pair token table
+       confirmed byte by byte, bit-parallel LCS), decided by :meth:`Verifier.decide`.
+
+    Returns (ok bool (m,), score float64 (m,)). The score of a pair that passes (or reaches
+    step 3) is its exact similarity; a pair rejected in step 1 or 2 reports that bound's ratio.
+    """
+    from ..verify.overlap import bound_decisions, histogram_bound_decisions, lcs_many
+    from ..verify.tokens import token_bytes, token_hashes, token_histograms
+
+    if a.size == 0:
+        return np.zeros(0, bool), np.zeros(0, np.float64)
+    pos = np.full(len(texts), -1, np.int64)
+    pos[a] = 0
+    pos[b] = 0
+    docs = np.flatnonzero(pos == 0)
+    pos[docs] = np.arange(docs.size)
+    ia, ib = pos[a], pos[b]
+    sub = subset_texts(texts, docs)
+    prepared: dict[int, tuple[bytes, int]] = {}
+    if tokenised:
+        prepared = {x: tokenised[g] for x, g in enumerate(docs.tolist()) if g in tokenised}
+    c = verifier.config()
+    rule = {
+        "threshold": c["threshold"],
+        "containment": c["containment"],
+        "min_containment_tokens": c["min_containment_tokens"],
+    }
+    hist, lens = token_histograms(verifier, sub, workers=workers, prepared=prepared)
+    could, score = histogram_bound_decisions(hist, lens, ia, ib, **rule, workers=workers)
+    del hist
+    left = np.flatnonzero(could)  # lens: exact token counts
+    if left.size:
+        need = unique_sorted(np.concatenate([ia[left], ib[left]]))
+        local = np.empty(docs.size, np.int64)
+        local[need] = np.arange(need.size)
+        again = {x: prepared[j] for x, j in enumerate(need.tolist()) if j in prepared}
+        values, offsets = token_hashes(
+            verifier, subset_texts(sub, need), workers=workers, prepared=again
+        )
+        could[left], score[left] = bound_decisions(
+            values,
+            offsets,
+            local[ia[left]],
+            local[ib[left]],
+            **rule,
+            workers=workers,
+            early_exit=True,
+        )
+        del values, offsets
+    ok = np.zeros(a.size, bool)
+    todo = np.flatnonzero(could)
+    if todo.size:
+        need = unique_sorted(np.concatenate([ia[todo], ib[todo]]))
+        local = np.empty(docs.size, np.int64)
+        local[need] = np.arange(need.size)
+        again = {x: prepared[j] for x, j in enumerate(need.tolist()) if j in prepared}
+        data = token_bytes(verifier, subset_texts(sub, need), prepared=again)
+        lcs = lcs_many(
+            data,
+            local[ia[todo]],
+            local[ib[todo]],
+            workers=workers,
+            max_cells=verifier.max_lcs_cells,
+        )
+        ok[todo], score[todo] = verifier.decide(lcs, lens[ia[todo]], lens[ib[todo]])
+    return _trusted(verifier, texts, a, b, d, ok, score)
+
+
+#: candidate pairs per :func:`stage_verify` call in :func:`verify_in_chunks` (progress counts
+#: advance per chunk; a text in pairs of several chunks is tokenised once per chunk) ...
+VERIFY_CHUNK_PAIRS = 1 << 18
+#: ... but at most this many chunks (larger chunks beyond): every chunk tokenises its texts
+#: again, which many small chunks over a corpus of short posts make costly (see
+#: benchmarks/bench_dedup.py --kinds short)
+VERIFY_MAX_CHUNKS = 8
+#: pairs of the first round of :func:`verify_in_chunks`' deferred pairs (doubling after)
+DEFERRED_ROUND_PAIRS = 1 << 12
+
+
+def verify_in_chunks(
+    verifier: Verifier,
+    texts: Sequence[str],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    d: npt.NDArray[np.int32],
+    workers: int = 1,
+    tokenised: dict[int, tuple[bytes, int]] | None = None,
+    *,
+    deferred: npt.NDArray[np.bool_] | None = None,
+    skippable: Callable[[npt.NDArray[np.bool_]], npt.NDArray[np.bool_]] | None = None,
+    order: npt.NDArray[np.int64] | None = None,
+    progress: Progress | None = None,
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """:func:`stage_verify` in chunks of ``VERIFY_CHUNK_PAIRS`` pairs (at most
+    ``VERIFY_MAX_CHUNKS`` chunks), reporting
+    ``progress("verify", pairs done, pairs)`` after each; the decisions are per pair, so they do
+    not depend on the chunks. Returns ``(ok, score, skipped)``.
+
+    ``deferred`` marks the pairs only a pathological case produced (``deferred_out`` of
+    :func:`stage_candidates_lsh`). They are verified after the others, in rounds of
+    ``DEFERRED_ROUND_PAIRS`` (doubling), in increasing ``order`` (a key per pair: the keep
+    policy's visit rank of its earlier-visited text; ties and ``None``: (a, b)); before each round
+    ``skippable(ok)`` (a mask over all pairs, from the pairs verified so far) says which pairs can
+    no longer change the outcome, and the first pairs of the others are verified; the pairs
+    still skippable when no other is left are not verified (``skipped``; ``ok`` False). With
+    :func:`dedup`'s ``skippable`` the outcome is the one verifying every pair would give: a pair
+    between two texts dropped (for verified pairs with kept texts) never changes the greedy keep
+    policy, one inside a connected component never changes the components. E.g. a corpus where
+    every text shares a 2 KB boilerplate: each text's pair with the first text decides it, and
+    the other pairs of its capped buckets are skipped.
+    """
+    m = a.size
+    ok = np.zeros(m, bool)
+    score = np.zeros(m, np.float64)
+    skipped = np.zeros(m, bool)
+    report = progress or (lambda stage, done, total: None)
+    done = 0
+
+    step = max(VERIFY_CHUNK_PAIRS, -(-m // VERIFY_MAX_CHUNKS))
+
+    def run(sel: npt.NDArray[np.int64]) -> None:
+        nonlocal done
+        for s0 in range(0, sel.size, step):
+            part = sel[s0 : s0 + step]
+            if part.size == m:  # one chunk of everything: no index copies
+                ok[:], score[:] = stage_verify(verifier, texts, a, b, d, workers, tokenised)
+            else:
+                ok[part], score[part] = stage_verify(
+                    verifier, texts, a[part], b[part], d[part], workers, tokenised
+                )
+            done += int(part.size)
+            report("verify", done, m)
+
+    if deferred is None or skippable is None or not deferred.any():
+        run(np.arange(m, dtype=np.int64))
+        return ok, score, skipped
+    run(np.flatnonzero(~deferred))
+    pool = np.flatnonzero(deferred)
+    if order is not None:
+        pool = pool[np.argsort(order[pool], kind="stable")]
+    size = DEFERRED_ROUND_PAIRS
+    while pool.size:  # until every pair left is skippable in the current state
+        skip = skippable(ok)[pool]
+        report("verify", done + int(skip.sum()), m)
+        take = np.flatnonzero(~skip)[:size]
+        if not take.size:
+            break
+        run(pool[take])
+        keep = np.ones(pool.size, bool)
+        keep[take] = False
+        pool = pool[keep]
+        size *= 2
+    skipped[pool] = True
+    return ok, score, skipped
+
+
+def subset_texts(texts: Sequence[str], idx: npt.NDArray[np.int64]) -> Sequence[str]:
+    """``texts`` at positions ``idx``: spans stay spans (:meth:`SpanTexts.take`: no ``str`` is
+    made, escaped ones are not decoded here), other sequences give a list."""
+    if isinstance(texts, SpanTexts):
+        return texts.take(idx)
+    return [texts[i] for i in idx.tolist()]
+
+
+def stage_verify_reference(
+    verifier: Verifier,
+    texts: Sequence[str],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    d: npt.NDArray[np.int32],
+    workers: int = 1,
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+    """Reference for :func:`stage_verify`: the exact LCS of every pair (no bound)."""
+    from ..verify.tokens import encode_texts_reference
+
+    if a.size == 0:
+        return np.zeros(0, bool), np.zeros(0, np.float64)
+    encoded = encode_texts_reference(verifier, texts, TokenEncoder())
+    ok, score = verifier.compare_indexed(encoded, a, b, workers=workers)
+    return _trusted(verifier, texts, a, b, d, ok, score)
+
+
+def _trusted(
+    verifier: Verifier,
+    texts: Sequence[str],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    d: npt.NDArray[np.int32],
+    ok: npt.NDArray[np.bool_],
+    score: npt.NDArray[np.float64],
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+    """``trust_distance``: long pairs at a small SimHash distance pass whatever their score."""
+    cfg = verifier.config()
+    if cfg["trust_distance"] < 0:
+        return ok, score
+    la = np.fromiter((len(texts[i]) for i in a.tolist()), np.int64, a.size)
+    lb = np.fromiter((len(texts[i]) for i in b.tolist()), np.int64, b.size)
+    trusted = (d <= cfg["trust_distance"]) & (np.minimum(la, lb) >= cfg["short_chars"])
+    return ok | trusted, np.where(trusted, 1.0 - d / 64.0, score)

@@ -64,7 +64,7 @@ def _block_pairs(k: int) -> list[tuple[int, int]]:
 
 
 def simhash_distance(job: Job) -> int:
-    from ..batch.candidate_stage import LSH_SIMHASH_DISTANCE
+    from ..batch.run import LSH_SIMHASH_DISTANCE
 
     d = job.config.get("max_distance")
     return LSH_SIMHASH_DISTANCE if d is None else int(d)

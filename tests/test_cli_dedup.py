@@ -427,3 +427,50 @@ def test_missing_output_folder_is_refused_before_the_run(tmp_path, capsys):
         assert f"{option}: output directory 'typo' does not exist" in err
         assert "mkdir -p typo" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+
+
+def test_dedup_files_writes_what_the_cli_writes(tmp_path, capsys):
+    """The library's file-to-file run (``neardup.dedup_files``) is what the CLI runs: the same
+    bytes out, the summary as the result's stats, progress for reading and writing too."""
+    import pytest
+
+    from neardup import DedupConfig, dedup_files
+    from neardup.errors import ConfigError
+
+    src = _jsonl(tmp_path / "in.jsonl")
+    names = ("kept.jsonl", "pairs.csv", "clusters.csv", "summary.json")
+    cli, lib = tmp_path / "cli", tmp_path / "lib"
+    cli.mkdir()
+    lib.mkdir()
+    flags = ("--output", "--pairs-out", "--clusters-out", "--summary-json")
+    args = [x for flag, name in zip(flags, names, strict=True) for x in (flag, str(cli / name))]
+    assert main(["dedup", str(src), *args, "--keep", "longest", "-q"]) == 0
+    events: list[tuple[str, int, int]] = []
+    r = dedup_files(
+        src,
+        output=lib / "kept.jsonl",
+        pairs_out=lib / "pairs.csv",
+        clusters_out=lib / "clusters.csv",
+        summary_json=lib / "summary.json",
+        config=DedupConfig(keep="longest"),
+        progress=lambda *e: events.append(e),
+    )
+    for name in names[:3]:
+        assert (lib / name).read_bytes() == (cli / name).read_bytes(), name
+    summary = json.loads((lib / "summary.json").read_text(encoding="utf-8"))
+    assert set(summary) == set(json.loads((cli / "summary.json").read_text(encoding="utf-8")))
+    assert summary["kept"] == r.stats["kept"] == int(r.keep.sum()) == 2
+    assert r.stats["skipped_records"] == 0 and r.stats["inputs"] == [str(src)]
+    assert events[0] == ("read", 0, 0) and ("read", 4, 4) in events
+    assert events[-2:] == [("write", 0, 2), ("write", 2, 2)]
+    assert {e[0] for e in events} >= {"exact", "candidates", "verify", "cluster"}
+    # keyword overrides as dedup() takes them; refusals come before anything is read
+    assert dedup_files([str(src)], output=tmp_path / "k.jsonl", keep="none").stats["kept"] == 1
+    with pytest.raises(ConfigError, match="dedup_files"):
+        dedup_files(src, output=tmp_path / "x.jsonl", bogus=1)
+    with pytest.raises(ConfigError, match="output"):
+        dedup_files(src, output=src)
+    with pytest.raises(ConfigError, match="pairs_out"):
+        dedup_files(src, output=tmp_path / "y.jsonl", pairs_out=tmp_path / "no" / "p.csv")
+    assert not (tmp_path / "y.jsonl").exists()
+    capsys.readouterr()

@@ -204,3 +204,23 @@ def test_idf_build_reads_like_dedup(tmp_path):
     out = tmp_path / "idf.txt"
     assert main(["idf", "build", str(src), "--text-field", "meta.body", "-o", str(out)]) == 0
     assert "apple" in IdfTable.load(out).idf
+
+
+def test_fingerprint_gzip_input_equals_plain(tmp_path, capsys):
+    """A ``.jsonl.gz`` input (and gzip bytes under a plain ``.jsonl`` name) is decompressed by
+    the neardup.io readers, not read as text: the same ids and fingerprints as the plain file."""
+    import gzip
+
+    raw = "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in DOCS).encode()
+    (tmp_path / "plain.jsonl").write_bytes(raw)
+    (tmp_path / "packed.jsonl.gz").write_bytes(gzip.compress(raw))
+    (tmp_path / "sniffed.jsonl").write_bytes(gzip.compress(raw))
+    rows = {}
+    for name in ("plain.jsonl", "packed.jsonl.gz", "sniffed.jsonl"):
+        out = tmp_path / f"{name}.fp.csv"
+        assert main(["fingerprint", str(tmp_path / name), "-o", str(out)]) == 0, name
+        rows[name] = _fp_rows(out)
+    assert len(rows["plain.jsonl"]) == len(DOCS)
+    assert rows["packed.jsonl.gz"] == rows["plain.jsonl"]
+    assert rows["sniffed.jsonl"] == rows["plain.jsonl"]
+    capsys.readouterr()

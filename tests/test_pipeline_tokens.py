@@ -64,3 +64,13 @@ def test_tables_grow_while_encoding():
     texts = [" ".join(f"w{i * 300 + j}" for j in range(300)) for i in range(400)]
     texts.append("z" * 300_000 + " w5")
     assert T.encode_texts(v, texts) == T.encode_texts_reference(v, texts, TokenEncoder())
+
+
+def test_span_texts_are_read_as_spans():
+    # the kernels read SpanTexts through a protocol (text/ must not import io/): if SpanTexts
+    # stopped matching it, every text would silently become a str again
+    from neardup.io.texts import SpanTexts
+    from neardup.text.token_kernels import SpanSource
+
+    assert isinstance(SpanTexts(), SpanSource)
+    assert not isinstance(["a"], SpanSource)

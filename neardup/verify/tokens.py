@@ -27,14 +27,6 @@ import numpy as np
 
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 from .._threads import numba_threads
-
-# TEMP re-export: integrator moves importers (neardup/batch/run.py -> neardup.text.ascii)
-from ..text.ascii import (  # noqa: F401
-    collapse_ascii_spaces,
-    lower_ascii_clean,
-    lower_ascii_clean_serial,
-    normalized_ascii_digests,
-)
 from ..text.social import SOCIAL, SOCIAL_MARKERS
 from ..text.token_kernels import (
     MARK_LUT,

@@ -127,7 +127,7 @@ def index_run(
         idx.search_one(x)
         lat.append(time.perf_counter_ns() - t1)
     lat_a = np.array(lat[10:] or lat, dtype=np.float64) / 1e3
-    seg = idx._segments[0]
+    seg = idx.snapshot().segments[0]
     tables: list[float] = []
     if isinstance(seg, CompressedSegment):
         tables = [table_bits(seg.ct.table(t)) for t in range(seg.ct.n_tables)]

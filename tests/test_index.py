@@ -245,7 +245,7 @@ def test_all_pairs_split_tables_match_reference(
                 for g, w in zip(got, want, strict=True):
                     np.testing.assert_array_equal(g, w)
         idx = HammingIndex(bits=bits, max_distance=3, expected_size=len(fps), buffer_size=len(fps))
-        pa = idx._pa
+        pa = idx.snapshot().arrays
         seg = TableSegment.build(fps.reshape(len(fps), -1), np.arange(len(fps), dtype=np.int64), pa)
         tasks = AP._join_tasks(seg, pa, 1024, 2)
         for t in range(pa.n_tables):
@@ -493,7 +493,7 @@ def test_heavy_bucket_subdirectory_is_used_and_exact(bits: int, tmp_path) -> Non
         bits=bits, max_distance=3, blocks=4, prefix_blocks=1, heavy_bucket=64, buffer_size=100
     )
     idx.add(fps)
-    seg = idx._segments[0]
+    seg = idx.snapshot().segments[0]
     assert seg.hv.shape[0] >= 1 and seg.heavy is not None  # a sub-directory was built
     q = queries_for(fps, 8, 3)
     want = search_reference(fps, np.arange(4000), q, 3)

@@ -155,7 +155,7 @@ def test_compressed_search_equals_uncompressed_and_brute_force(
         idx.add(fps[:1000])
         for s in range(1000, len(fps), 100):
             idx.add(fps[s : s + 100])
-    assert any(isinstance(s, CompressedSegment) for s in c._segments)
+    assert any(isinstance(s, CompressedSegment) for s in c.snapshot().segments)
     q = queries_for(fps, layout, k)
     ids = np.arange(len(fps))
     for kk in range(k + 1):
@@ -274,12 +274,12 @@ def test_compressed_save_load_identical(tmp_path, bits: int) -> None:
     idx.save(tmp_path / "a.idx")
     assert struct.unpack_from("<I", (tmp_path / "a.idx").read_bytes(), 8)[0] == 3  # u32 ids
     a = HammingIndex.load(tmp_path / "a.idx")
-    assert all(s.id_off is not None for s in a._segments)
+    assert all(s.id_off is not None for s in a.snapshot().segments)
     assert a.compressed
     a.save(tmp_path / "b.idx")
     for mmap in (False, True):
         b = HammingIndex.load(tmp_path / "b.idx", mmap=mmap)
-        assert b.compressed and all(isinstance(s, CompressedSegment) for s in b._segments)
+        assert b.compressed and all(isinstance(s, CompressedSegment) for s in b.snapshot().segments)
         for g, w in zip(b.search(q), want, strict=True):
             np.testing.assert_array_equal(g, w)
         assert len(b) == len(idx) and (5 in b) is False
@@ -314,7 +314,7 @@ def test_ids_spanning_2_32_or_more_stay_int64_and_save_as_version_2(tmp_path) ->
     idx = HammingIndex(max_distance=3, expected_size=3000, compress=True, layout="tables")
     idx.add(fps, ids=ids)
     idx.optimize()
-    seg = idx._segments[0]
+    seg = idx.snapshot().segments[0]
     assert seg.id_off is None and seg.ids.dtype == np.int64
     want = idx.search(fps[-700:] ^ np.uint64(3))
     assert 2**32 in want[1]
@@ -358,7 +358,7 @@ def test_compressed_file_corruption_names_table_and_block(tmp_path) -> None:
     # but never crashes, and the explicit check names the block
     loaded = HammingIndex.load(bad, mmap=True, verify=False)
     with pytest.raises(CorruptFileError, match="block 2"):
-        loaded._segments[0].verify()
+        loaded.snapshot().segments[0].verify()
     bad.write_bytes(raw[: len(raw) - 100])
     with pytest.raises(CorruptFileError, match="truncated"):
         HammingIndex.load(bad)
@@ -467,7 +467,7 @@ def test_search_refuses_a_block_that_does_not_decode() -> None:
     idx = HammingIndex(max_distance=3, expected_size=5000, compress=True, layout="tables")
     idx.add(fps)
     idx.optimize()
-    seg = idx._segments[0]
+    seg = idx.snapshot().segments[0]
     # a stream where no code is valid (what a corrupt block decodes as): the probe must stop
     seg.pluts[:] = 0xFFFF
     with pytest.raises(CorruptFileError, match="does not decode"):

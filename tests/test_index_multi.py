@@ -169,7 +169,7 @@ def test_background_merges_keep_every_search_exact(seed, batches, removes):
         for a, b in zip(got, ref, strict=True):
             np.testing.assert_array_equal(a, b)
     assert idx.wait_merges(timeout=60)
-    sizes = [s.n_live for s in idx._segments]
+    sizes = [s.n_live for s in idx.snapshot().segments]
     # merged down to the tiering rule: no adjacent pair within the merge factor
     assert all(sizes[i + 1] * 4 < sizes[i] for i in range(len(sizes) - 1)), sizes
     assert len(idx) == start - len(gone)
@@ -184,7 +184,7 @@ def test_live_arrays_stay_paired_beside_concurrent_removals():
     idx = HammingIndex(bits=64, max_distance=3, buffer_size=n)
     idx.add(rng.integers(0, 2**64, n, dtype=np.uint64), ids=np.arange(n))
     idx.flush()
-    (seg,) = idx._segments
+    (seg,) = idx.snapshot().segments
     victims = rng.permutation(n)[:20_000]
     stop = threading.Event()
     bad: list[tuple[int, int]] = []
@@ -215,7 +215,7 @@ def test_background_merges_do_not_block_add():
     idx.add(rng.integers(0, 2**64, 60_000, dtype=np.uint64))  # a merge of 260k rows is now due
     assert idx._merger is not None  # running in the background, not inside add
     assert idx.wait_merges(timeout=120)
-    assert [s.n for s in idx._segments] == [260_000]
+    assert [s.n for s in idx.snapshot().segments] == [260_000]
     small = HammingIndex(bits=64, max_distance=3, buffer_size=1024, background_merges=True)
     small.add(rng.integers(0, 2**64, 5000, dtype=np.uint64))  # small merges stay inline
     assert small._merger is None and len(small._segments) <= 2

@@ -135,10 +135,9 @@ def _join_tasks(
     sorts the pairs, so the result does not depend on the cut."""
     n = seg.n
     tables = range(pa.n_tables)
-    if threads < 2 or n < SPLIT_MIN_ROWS:
-        return [(t, 0, n) for t in tables]
     keys = seg.keys
-    assert keys is not None  # built with tables (the join's plan is never brute force)
+    if threads < 2 or n < SPLIT_MIN_ROWS or keys is None:  # None: no tables (brute plan)
+        return [(t, 0, n) for t in tables]
     bounds: list[I64] = []
     works: list[npt.NDArray[np.float64]] = []
     for t in tables:

@@ -1,8 +1,12 @@
-"""How many threads the numba ``parallel=True`` kernels of the pipeline use."""
+"""Thread settings shared by the wings: how many threads the numba ``parallel=True`` kernels
+use (:func:`numba_threads`), and a lower CPU priority for background threads
+(:func:`lower_thread_priority`)."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import threading
 from collections.abc import Iterator
 
 import numba
@@ -13,8 +17,15 @@ def numba_threads(workers: int) -> Iterator[None]:
     """Run the numba parallel kernels called inside on ``workers`` threads (clamped to
     1..``NUMBA_NUM_THREADS``); the previous thread count is restored on the way out."""
     prev = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))
+    numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
     try:
         yield
     finally:
         numba.set_num_threads(prev)
+
+
+def lower_thread_priority(niceness: int = 10) -> None:
+    """Lower the calling thread's CPU priority (Linux: nice per thread id), for background
+    flushes and merges, so the writer and the request threads get the CPU first."""
+    with contextlib.suppress(AttributeError, OSError):  # not Linux / not permitted: as is
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)

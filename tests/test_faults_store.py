@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from doubles import SimpleFingerprinter
 
 from neardup.errors import (
     ConfigError,
@@ -33,7 +34,6 @@ from neardup.errors import (
     http_status_for,
 )
 from neardup.online.deduplicator import Decision, Deduplicator
-from neardup.store.fallback import SimpleFingerprinter
 from neardup.store.layout import read_json_file, write_json_file
 from neardup.store.wal import iter_frames
 

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from doubles import SimpleFingerprinter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +22,6 @@ from neardup.errors import (
     StorageError,
 )
 from neardup.online.deduplicator import Decision, Deduplicator, Match
-from neardup.store.fallback import SimpleFingerprinter
 
 
 def _fp():
@@ -532,15 +532,15 @@ def test_inline_waits_for_the_group_the_writer_is_deciding(tmp_path):
     behind it (never decided beside it): it sees the earlier document as a duplicate."""
     with _dd(tmp_path) as d:
         entered, release = threading.Event(), threading.Event()
-        decide = d._decide
+        decide = d._decider.decide
 
-        def slow_decide(group):
+        def slow_decide(group, cutoff):
             if any(op.docs is not None and op.docs.ids[0] == "first" for op in group):
                 entered.set()
                 assert release.wait(10)
-            return decide(group)
+            return decide(group, cutoff)
 
-        d._decide = slow_decide
+        d._decider.decide = slow_decide  # type: ignore[method-assign]
         first, _ = d.submit("check_and_add", {"id": "first", "text": _text(7)})
         assert entered.wait(10)
         second, _ = d.submit("check_and_add", {"id": "second", "text": _text(7)}, inline=True)
@@ -611,7 +611,7 @@ def test_background_threads_do_not_keep_the_last_batch_alive(tmp_path):
 
         def alive() -> dict[str, int]:
             gc.collect()
-            kinds = {"AddRecord": 0, "Decision": 0, "_Op": 0}
+            kinds = {"AddRecord": 0, "Decision": 0, "Op": 0}
             for o in gc.get_objects():
                 name = type(o).__name__
                 if name in kinds:
@@ -620,11 +620,11 @@ def test_background_threads_do_not_keep_the_last_batch_alive(tmp_path):
 
         # the threads let go right after their last step; give a slow machine a moment
         deadline = time.monotonic() + 5
-        while (kinds := alive()) != {"AddRecord": 0, "Decision": 0, "_Op": 0}:
+        while (kinds := alive()) != {"AddRecord": 0, "Decision": 0, "Op": 0}:
             if time.monotonic() > deadline:
                 break
             time.sleep(0.05)
-        assert kinds == {"AddRecord": 0, "Decision": 0, "_Op": 0}
+        assert kinds == {"AddRecord": 0, "Decision": 0, "Op": 0}
         assert d.store.pending.by_id == {} and d.store.pending.by_rid == {}
 
 

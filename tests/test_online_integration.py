@@ -7,10 +7,10 @@ import os
 
 import numpy as np
 import pytest
+from doubles import SimpleFingerprinter
 
 from neardup.errors import ConfigError, StorageError
 from neardup.online.deduplicator import Deduplicator
-from neardup.store.fallback import SimpleFingerprinter
 
 
 class StubVerifier:

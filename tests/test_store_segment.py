@@ -7,13 +7,13 @@ import os
 
 import numpy as np
 import pytest
+from doubles import SimpleFingerprinter
 from hypothesis import given
 from hypothesis import strategies as st
 
 from neardup.errors import CorruptFileError, InputError
 from neardup.fingerprint.distance import hamming_cdist
 from neardup.online.deduplicator import Deduplicator
-from neardup.store.fallback import SimpleFingerprinter
 from neardup.store.memindex import BruteIndex, MemTable
 from neardup.store.segment import HEADER_SIZE, open_segment, write_segment
 from neardup.store.wal import iter_frames

@@ -1,5 +1,13 @@
 """The online store's front: :class:`Deduplicator` (atomic check-and-insert over a durable,
-time-windowed store), :class:`Decision`, :class:`Match`."""
+time-windowed store; open one with :meth:`Deduplicator.open`), :class:`Decision`,
+:class:`Match`, and :class:`DocumentPreparer` (a batch validated and fingerprinted apart from
+the writer).
+
+Modules: :mod:`.types` (the answers), :mod:`.prepare` (validation and fingerprints, in the
+caller's thread), :mod:`.decide` (the decision rule), :mod:`.commit` (group commit: the log's
+fsync behind the writer), :mod:`.config` (fingerprinter and verifier settings),
+:mod:`.deduplicator` (the public class: its verbs and the writer thread).
+"""
 
 from __future__ import annotations
 
@@ -9,18 +17,22 @@ from .._lazy import lazy_exports
 
 # public name -> module that defines it (imported on first use)
 _EXPORTS: dict[str, str] = {
-    "Decision": ".deduplicator",
+    "Decision": ".types",
     "Deduplicator": ".deduplicator",
-    "Match": ".deduplicator",
+    "DocumentPreparer": ".prepare",
+    "Match": ".types",
 }
 
 __all__ = [
     "Decision",
     "Deduplicator",
+    "DocumentPreparer",
     "Match",
 ]
 
 __getattr__, __dir__ = lazy_exports(globals(), _EXPORTS, __all__)
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .deduplicator import Decision, Deduplicator, Match
+    from .deduplicator import Deduplicator
+    from .prepare import DocumentPreparer
+    from .types import Decision, Match

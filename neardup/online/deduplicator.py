@@ -1,27 +1,22 @@
 """Online near-duplicate detection: a durable, time-windowed index with atomic check-and-insert.
 
-:class:`Deduplicator` owns one *writer thread* and a queue. Callers validate and fingerprint
-their documents in their own thread, submit an operation and wait on a future. The writer takes
-everything queued (waiting up to ``commit_interval_ms`` for more to join: group commit),
-decides every document **in arrival order** — against the index *and* against the documents
-added earlier in the same group — appends the log records, fsyncs once, applies them to the
-metadata and the memtable, and only then resolves the futures. So of two near-duplicates that
-arrive together (same batch or concurrent calls) exactly one is added and the other reports it
-as its match, and every acknowledged ``add`` / ``check_and_add`` is on disk.
+:class:`Deduplicator` (open one with :meth:`Deduplicator.open`) owns one *writer thread* and a
+queue. Callers validate and fingerprint their documents in their own thread
+(:class:`~neardup.online.prepare.DocumentPreparer`), submit an operation and wait on a future.
+The writer takes everything queued (waiting up to ``commit_interval_ms`` for more to join: group
+commit), decides every document **in arrival order** — against the index *and* against the
+documents added earlier in the same group (:mod:`.decide`) — appends them to the store's log,
+applies them to the metadata and the memtable, and hands the group to the syncer
+(:mod:`.commit`), which fsyncs once and only then resolves the futures. So of two
+near-duplicates that arrive together (same batch or concurrent calls) exactly one is added and
+the other reports it as its match, and every acknowledged ``add`` / ``check_and_add`` is on
+disk.
 
 Reads (``check``) are sequenced by the same writer, so a check sees every write acknowledged
 before it was submitted. ``get``, ``len`` and ``in`` read the metadata directly.
 
-Matching rules, per candidate within the search radius:
-
-* same content hash (:func:`neardup.content_hash`) -> duplicate, distance as found, score 1.0;
-* an *empty* text (no features, fingerprint 0) only matches by content hash;
-* with a verifier: candidates within ``verifier.candidate_distance(len(text))`` are checked
-  with ``verifier.verify(text, stored_text, distance)`` when the stored text is available
-  (``store_text=True`` or same group); otherwise (text not stored) the distance rule applies;
-* distance rule: duplicate when ``distance <= max_distance``; score None.
-
-Storage layout and recovery: :mod:`neardup.store` (see ``docs/store.md``).
+The matching rules: :mod:`.decide`. Storage layout and recovery: :mod:`neardup.store` (see
+``docs/store.md``).
 """
 
 from __future__ import annotations
@@ -33,13 +28,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
 
+from .._threads import lower_thread_priority
 from ..errors import (
     ConfigError,
     IndexStateError,
@@ -48,555 +43,29 @@ from ..errors import (
     NotFoundError,
     StorageError,
 )
-from ..fingerprint.distance import as_fingerprints, hamming_cdist
-from ..store.engine import Store, Unsynced, fp_words, lower_thread_priority, parse_duration
-from ..store.wal import HEADER_SIZE, AddRecord, DeleteRecord
+from ..fingerprint.distance import as_fingerprints
+from ..store import Store, parse_duration
+from .commit import Inflight, Syncer
+from .config import jsonable, load_fingerprinter, load_verifier
+from .decide import Decider, Op
+from .prepare import MAX_FUTURE_SECONDS, DocumentPreparer, PreparedDocs, lsh_keys
+from .types import Decision, Match
 
-__all__ = ["Decision", "Deduplicator", "Match"]
+__all__ = ["Decision", "Deduplicator", "DocumentPreparer", "Match"]
 
 log = logging.getLogger("neardup.store")
 
-_EMPTY_FLAG = 1
-_NO_HASH = bytes(16)
 #: most documents one write group decides (a single batch larger than this is still one group)
 MAX_GROUP_DOCS = 2048
 #: no background merge starts within this many seconds of a bulk_load (a seed of many chunks
 #: would otherwise rewrite each partition once per chunk)
 _BULK_QUIET_S = 10.0
-#: groups up to this many documents find their within-group pairs by brute force (an index
-#: build costs more than the n^2/2 distances there)
-_BRUTE_PAIRS = 256
-#: default of ``max_future_seconds``: a document's time may be at most this far past now
-MAX_FUTURE_SECONDS = 86400.0
-#: deepest nesting of arrays / objects accepted in ``metadata`` (the document itself is level 1)
-MAX_METADATA_DEPTH = 64
-
-
-@dataclass(frozen=True)
-class Match:
-    """A stored document that the checked document duplicates."""
-
-    id: str
-    distance: int
-    score: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "distance": self.distance, "score": self.score}
-
-
-_object_new = object.__new__
-
-
-def _new_decision(
-    id: str, duplicate: bool, added: bool, matches: tuple[Match, ...], fingerprint: int
-) -> Decision:
-    """``Decision(...)`` without the frozen dataclass's per-field ``object.__setattr__`` (the
-    writer makes one per document); the result is an ordinary, equal :class:`Decision`."""
-    d = _object_new(Decision)
-    d.__dict__.update(
-        id=id, duplicate=duplicate, added=added, matches=matches, fingerprint=fingerprint
-    )
-    return d
-
-
-@dataclass(frozen=True)
-class Decision:
-    """Outcome for one document: whether it duplicates a stored one, and whether it was added."""
-
-    id: str
-    duplicate: bool
-    added: bool
-    matches: tuple[Match, ...]
-    #: the SimHash fingerprint as an int (64 or 128 bits); :attr:`fingerprint_hex` is the
-    #: lowercase hex string the HTTP API and :meth:`to_dict` return
-    fingerprint: int
-
-    @property
-    def fingerprint_hex(self) -> str:
-        """The fingerprint as the HTTP API writes it: lowercase hex, no ``0x``, no padding."""
-        return format(self.fingerprint, "x")
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON shape the HTTP service answers (``fingerprint`` as :attr:`fingerprint_hex`)."""
-        return {
-            "id": self.id,
-            "duplicate": self.duplicate,
-            "added": self.added,
-            "matches": [m.to_dict() for m in self.matches],
-            "fingerprint": format(self.fingerprint, "x"),
-        }
-
-
-# --------------------------------------------------------------------------------------------
-@dataclass
-class _Docs:
-    """A validated, fingerprinted batch."""
-
-    ids: list[str]
-    texts: list[str]
-    times: npt.NDArray[np.float64]
-    metadata: list[str | None]  # JSON text
-    fps: npt.NDArray[np.uint64]
-    empty: npt.NDArray[np.bool_]
-    chash: list[bytes]
-    #: MinHash channel: signatures (n, hashes) uint16, whether each has tokens, band entry keys
-    #: (n, bands) uint64; None without the channel
-    sig: npt.NDArray[np.uint16] | None = None
-    usable: npt.NDArray[np.bool_] | None = None
-    bands: npt.NDArray[np.uint64] | None = None
-
-
-@dataclass
-class _Op:
-    kind: str  # check | add | check_and_add | delete | flush | bulk | install | recover |
-    # retention | stop
-    docs: _Docs | None = None
-    arg: Any = None
-    future: Future[Any] = field(default_factory=Future)
-
-    @property
-    def n(self) -> int:
-        return len(self.docs.ids) if self.docs is not None else 1
-
-
-def _load_fingerprinter(spec: Any, stored: dict[str, Any] | None) -> Any:
-    try:
-        from ..fingerprint.simhash import Fingerprinter
-    except ImportError:
-        Fingerprinter = None
-    if spec is None:
-        cfg = stored
-        if Fingerprinter is None or (
-            cfg is not None and str(cfg.get("kind", "")).startswith("neardup.store.fallback")
-        ):
-            from ..store.fallback import SimpleFingerprinter
-
-            log.warning(
-                "neardup.fingerprint.simhash is not available; using the fallback SimpleFingerprinter"
-            )
-            return SimpleFingerprinter()
-        return Fingerprinter.from_config(cfg) if cfg is not None else Fingerprinter()
-    if isinstance(spec, Mapping):
-        if Fingerprinter is None:
-            raise ConfigError(
-                "fingerprinter given as a config dict, but neardup.fingerprint is not available"
-            )
-        return Fingerprinter.from_config(dict(spec))
-    if not (hasattr(spec, "fingerprint_batch") or hasattr(spec, "fingerprint_many")) or not hasattr(
-        spec, "config"
-    ):
-        raise ConfigError(
-            f"fingerprinter must be None, a Fingerprinter or its config dict, got {type(spec).__name__}"
-        )
-    return spec
-
-
-def _load_verifier(spec: Any, stored: dict[str, Any] | None) -> Any:
-    if spec is False or spec is None:
-        return None
-    if spec is True:
-        try:
-            from ..verify.rule import Verifier
-        except ImportError:
-            log.warning("neardup.verify.rule is not available; deciding by the distance rule only")
-            return None
-        return Verifier.from_config(stored) if stored is not None else Verifier()
-    if not (hasattr(spec, "verify") and hasattr(spec, "candidate_distance")):
-        raise ConfigError(f"verify must be True, False or a Verifier, got {type(spec).__name__}")
-    return spec
-
-
-def _jsonable(d: Any) -> Any:
-    return json.loads(json.dumps(d, sort_keys=True, default=str))
-
-
-@dataclass
-class _Inflight:
-    """A decided group on its way to the log's fsync (pipelined group commit)."""
-
-    group: list[_Op]
-    results: list[Any]
-    unsynced: Unsynced | None  # None: nothing written (reads only, or every op failed)
-    counts: tuple[int, int, int, int]  # documents, checks, adds, duplicates
 
 
 def _check_kind(kind: str) -> None:
     """The document verbs :meth:`Deduplicator.submit` takes."""
     if kind not in ("check", "add", "check_and_add"):
         raise InputError(f"kind must be 'check', 'add' or 'check_and_add', got {kind!r}")
-
-
-#: an fdatasync slower than this is counted in ``stats()["wal_slow_syncs"]``
-SLOW_SYNC_S = 0.002
-
-
-class _Syncer:
-    """Pipelined group commit: fsyncs the log behind the writer and only then answers.
-
-    The writer decides a group, writes its records to the log (no fsync), applies them in
-    memory and hands the group here; while this thread waits for ``fdatasync`` the writer
-    already decides the next group (which sees the previous one's rows, as it must). One
-    fsync covers every group written before it started (natural group commit). Nothing is
-    acknowledged before the fsync that covers it: a crash loses only unanswered writes.
-
-    A failed fsync fails that batch and every group decided after it (they may build on it);
-    the writer then takes them back (:meth:`Deduplicator._recover_failed_sync`: memtable,
-    pending overlay, the log cut back to its last durable offset) before deciding anything
-    else, so nothing refused stays visible.
-    """
-
-    def __init__(self, owner: Deduplicator) -> None:
-        self._owner = owner
-        self._cv = threading.Condition()
-        self._queue: list[_Inflight] = []
-        self._busy = False
-        self._stop = False
-        self._waiters = 0  # threads in drain()
-        self.failed: StorageError | None = None
-        self.failed_items: list[_Inflight] = []
-        # fdatasync timings (monitoring: the disk's share of a write's latency)
-        self.syncs = 0
-        self.sync_seconds = 0.0
-        self.slow_syncs = 0  # above SLOW_SYNC_S
-        self.max_sync_seconds = 0.0
-        self._thread = threading.Thread(target=self._run, name="neardup-syncer", daemon=True)
-        self._thread.start()
-
-    def submit(self, item: _Inflight) -> None:
-        with self._cv:
-            err = self.failed
-            if err is None:
-                self._queue.append(item)
-                self._cv.notify()
-                return
-            self.failed_items.append(item)  # decided on top of a failed sync: refused too
-        # normally a recovery is queued already; after one that could not cut the log back,
-        # this makes sure the writer refuses the group instead of leaving its caller waiting
-        self._owner._request_recovery()
-
-    def try_inline(self, item: _Inflight) -> bool:
-        """Sync and answer ``item`` in the calling thread when this syncer is idle (nothing
-        queued, no fsync in flight, no failure pending); return False, doing nothing, otherwise
-        (then :meth:`submit` it). While the caller syncs, it *is* the syncer: the thread waits,
-        so there is still one fsync at a time, in order, with the same failure handling.
-
-        For a caller that decided ``item`` inline (the service's event loop): it waits for the
-        disk itself instead of handing the group to this thread, whose wake-up after the
-        fsync needs the interpreter lock, which that caller holds most of the time (measured
-        at 1,000 requests/s: fdatasync 0.36 ms at p50 in the kernel, 1.26 ms on average as
-        seen by this thread).
-        """
-        with self._cv:
-            if self.failed is not None or self._queue or self._busy or self._stop:
-                return False
-            self._busy = True
-        self._process([item])
-        return True
-
-    def drain(self) -> None:
-        """Wait until every submitted group is answered (or refused)."""
-        with self._cv:
-            self._waiters += 1
-            try:
-                while self._queue or self._busy:
-                    self._cv.wait()
-            finally:
-                self._waiters -= 1
-
-    def close(self) -> None:
-        self.drain()
-        with self._cv:
-            self._stop = True
-            self._cv.notify_all()
-        self._thread.join()
-
-    def _run(self) -> None:
-        while True:
-            with self._cv:
-                while not self._stop and (not self._queue or self._busy):
-                    self._cv.wait()
-                if not self._queue:
-                    return
-                items, self._queue = self._queue, []
-                self._busy = True
-            self._process(items)
-            del items  # not kept alive (and walked by every full GC) while waiting
-
-    def _process(self, items: list[_Inflight]) -> None:
-        """fsync (when ``items`` wrote anything), then answer them in order, or refuse them and
-        every later group; the caller has set ``_busy``, this clears it."""
-        store = self._owner.store
-        err: StorageError | None = None
-        # groups that wrote nothing need no fsync: every earlier write was synced by an
-        # earlier batch (batches are answered in order, and a failure stops everything)
-        if any(it.unsynced is not None for it in items):
-            t0 = time.perf_counter()
-            try:
-                assert store.wal is not None
-                store.wal.sync()
-            except StorageError as exc:
-                err = exc
-            except Exception as exc:  # pragma: no cover - treated like a failed sync
-                err = StorageError(f"cannot sync the write-ahead log: {exc}")
-            took = time.perf_counter() - t0
-            self.syncs += 1
-            self.sync_seconds += took
-            self.slow_syncs += took > SLOW_SYNC_S
-            self.max_sync_seconds = max(self.max_sync_seconds, took)
-        if err is None:
-            for it in items:
-                if it.unsynced is not None:
-                    store.acknowledge(it.unsynced)
-                self._owner._resolve_group(it)
-            with self._cv:
-                self._busy = False
-                if self._queue or self._waiters:  # the thread (after an inline sync), drain()
-                    self._cv.notify_all()
-            return
-        log.error("write-ahead log sync failed; refusing the groups not yet synced: %s", err)
-        with self._cv:
-            self.failed = err
-            more, self._queue = self._queue, []
-            self.failed_items.extend(items + more)
-            self._busy = False
-            self._cv.notify_all()
-        # the writer takes them back first, then refuses them: a caller that sees the
-        # error sees a store without them
-        self._owner._request_recovery()
-
-
-def _nesting_depth(value: Any, limit: int) -> int:
-    """Nesting depth of dicts / lists in ``value`` (1 for a flat dict), without recursion;
-    stops counting past ``limit``."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        v, d = stack.pop()
-        if d > deepest:
-            deepest = d
-            if deepest > limit:
-                return deepest
-        if isinstance(v, Mapping):
-            stack.extend((x, d + 1) for x in v.values() if isinstance(x, (Mapping, list, tuple)))
-        elif isinstance(v, (list, tuple)):
-            stack.extend((x, d + 1) for x in v if isinstance(x, (Mapping, list, tuple)))
-    return deepest
-
-
-def lsh_keys(
-    verifier: Any, plan: Any, texts: Sequence[str | None]
-) -> tuple[npt.NDArray[np.uint16], npt.NDArray[np.bool_], npt.NDArray[np.uint64]]:
-    """(signatures (n, hashes), usable (n,), band entry keys (n, bands)) of ``texts`` as the
-    batch pipeline computes them (``None`` texts: not usable)."""
-    from ..batch.minhash import minhash_signatures
-    from ..store.bands import band_entries
-
-    n = len(texts)
-    if n == 0:
-        return (
-            np.zeros((0, plan.hashes), np.uint16),
-            np.zeros(0, bool),
-            np.zeros((0, plan.bands), np.uint64),
-        )
-    given = [t if t is not None else "" for t in texts]
-    sig, tokens = minhash_signatures(verifier, given, plan.hashes)
-    usable = tokens > 0
-    return sig, usable, band_entries(sig, usable, plan)
-
-
-class DocumentPreparer:
-    """Validate, fingerprint and content-hash a batch of documents: the part of
-    :meth:`Deduplicator.submit` that runs in the caller's thread, apart from the writer (so a
-    batch can be prepared in one thread or process and decided by
-    :meth:`Deduplicator.submit_prepared` in another).
-
-    Parameters
-    ----------
-    fingerprinter
-        The deduplicator's fingerprinter.
-    bits : int
-        Fingerprint width (64 or 128).
-    clock : callable
-        Unix seconds; the time of documents that carry none.
-    retention : float or None
-        Seconds; a document whose time is older than ``now - retention`` is refused (it would
-        be expired at once, so nothing acknowledged could be found).
-    max_future_seconds : float
-        A document whose time is more than this past now is refused.
-    lsh : (Verifier, LshPlan) or None
-        The MinHash channel: each document's signature and band keys are computed here too
-        (:func:`neardup.pipeline.minhash.minhash_signatures`, the batch pipeline's tokens,
-        shingles and seeds; :func:`neardup.store.bands.band_entries`).
-    """
-
-    def __init__(
-        self,
-        fingerprinter: Any,
-        bits: int,
-        clock: Callable[[], float],
-        *,
-        retention: float | None = None,
-        max_future_seconds: float = MAX_FUTURE_SECONDS,
-        lsh: tuple[Any, Any] | None = None,
-    ) -> None:
-        self.lsh = lsh
-        self.fingerprinter = fingerprinter
-        self.bits = int(bits)
-        self.clock = clock
-        self.retention = retention
-        self.max_future_seconds = float(max_future_seconds)
-        self._hash_many, self._digest_one = self._content_hashers()
-
-    @staticmethod
-    def _content_hashers() -> tuple[
-        Callable[[list[str]], npt.NDArray[np.uint64]], Callable[[str], bytes] | None
-    ]:
-        """(content hashes of many texts, the big-endian digest of one text or None): those of
-        :mod:`neardup.fingerprint`, or the fallback's while it cannot be imported."""
-        try:
-            from ..fingerprint.simhash import content_digest, content_hash_many
-        except ImportError:
-            from ..store.fallback import content_hash_many as fallback
-
-            return fallback, None
-        return (lambda texts: np.asarray(content_hash_many(texts), dtype=np.uint64)), content_digest
-
-    def prepare(self, docs: Sequence[Mapping[str, Any]]) -> _Docs:
-        """Validate ``docs`` (:class:`InputError` naming the field) and fingerprint them."""
-        now = self.clock()
-        ids: list[str] = []
-        texts: list[str] = []
-        times: list[float] = []
-        metas: list[str | None] = []
-        seen: dict[str, int] = {}
-        for i, doc in enumerate(docs):
-            # fast path: a plain dict with a valid id and text, no time and no metadata
-            if type(doc) is dict:
-                id_ = doc.get("id")
-                text = doc.get("text")
-                if (
-                    type(id_) is str
-                    and type(text) is str
-                    and 0 < len(id_) <= 1024
-                    and doc.get("time") is None
-                    and doc.get("metadata") is None
-                    and id_ not in seen
-                ):
-                    seen[id_] = i
-                    ids.append(id_)
-                    texts.append(text)
-                    times.append(now)
-                    metas.append(None)
-                    continue
-            id_, text, t, meta_s = self._check_doc(i, doc, now, seen)
-            if t != now:
-                self.check_time(f"documents[{i}].time", t, now)
-            seen[id_] = i
-            ids.append(id_)
-            texts.append(text)
-            times.append(t)
-            metas.append(meta_s)
-        fps, empty = self._fingerprint(texts)
-        # 16 bytes per document: high word then low word, each little-endian
-        if len(texts) == 1 and self._digest_one is not None:  # the service's usual request
-            d = self._digest_one(texts[0])  # big-endian
-            chash = [d[7::-1] + d[:7:-1]]
-        else:
-            ch = self._hash_many(texts) if texts else np.zeros((0, 2), np.uint64)
-            raw = np.ascontiguousarray(ch, dtype="<u8").tobytes()
-            chash = [raw[k : k + 16] for k in range(0, len(raw), 16)]
-        out = _Docs(ids, texts, np.array(times, dtype=np.float64), metas, fps, empty, chash)
-        if self.lsh is not None:
-            out.sig, out.usable, out.bands = lsh_keys(*self.lsh, texts)
-        return out
-
-    def check_time(self, where: str, t: float, now: float) -> None:
-        """Refuse a time the store could not keep: before 0, older than the retention window
-        (it would be dropped at once) or more than ``max_future_seconds`` ahead of now."""
-        oldest = 0.0 if self.retention is None else max(0.0, now - self.retention)
-        newest = now + self.max_future_seconds
-        if oldest <= t <= newest:
-            return
-        if t < 0:
-            raise InputError(f"{where} must be unix seconds >= 0, got {t!r}")
-        if t < oldest:
-            raise InputError(
-                f"{where} is {t!r}, older than the retention window of {self.retention:g} s "
-                f"(now - retention = {oldest:.0f}): it would be dropped at once. Send documents "
-                "from inside the window, or omit time (now)"
-            )
-        raise InputError(
-            f"{where} is {t!r}, more than {self.max_future_seconds:g} s in the future (now = "
-            f"{now:.0f}); times must be unix seconds up to now + max_future_seconds"
-        )
-
-    @staticmethod
-    def _check_doc(
-        i: int, doc: Any, now: float, seen: dict[str, int]
-    ) -> tuple[str, str, float, str | None]:
-        """Validate one document (every rule, with the message naming the field)."""
-        where = f"documents[{i}]"
-        if not isinstance(doc, Mapping):
-            raise InputTypeError(
-                f"{where} must be a mapping like {{'id': str, 'text': str}}, got {type(doc).__name__}"
-            )
-        if "id" not in doc:
-            raise InputError(f"{where}.id is missing; every document needs a string id")
-        id_ = doc["id"]
-        if not isinstance(id_, str):
-            raise InputTypeError(f"{where}.id must be a str, got {type(id_).__name__}")
-        if not id_ or len(id_) > 1024:
-            raise InputError(f"{where}.id must be 1 to 1024 characters, got {len(id_)}")
-        if "text" not in doc:
-            raise InputError(f"{where}.text is missing; every document needs a text")
-        text = doc["text"]
-        if not isinstance(text, str):
-            raise InputTypeError(f"{where}.text must be a str, got {type(text).__name__}")
-        t = doc.get("time")
-        if t is None:
-            t = now
-        elif isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(float(t)):
-            raise InputTypeError(
-                f"{where}.time must be unix seconds (a finite number) or null, got {t!r}"
-            )
-        meta = doc.get("metadata")
-        if meta is not None:
-            if not isinstance(meta, Mapping):
-                raise InputTypeError(
-                    f"{where}.metadata must be an object (dict) or null, got {type(meta).__name__}"
-                )
-            depth = _nesting_depth(meta, MAX_METADATA_DEPTH)
-            if depth > MAX_METADATA_DEPTH:
-                raise InputError(
-                    f"{where}.metadata is nested more than {MAX_METADATA_DEPTH} levels deep; "
-                    "flatten it"
-                )
-            try:
-                meta_s: str | None = json.dumps(meta, ensure_ascii=False, allow_nan=False)
-            except (TypeError, ValueError, RecursionError) as exc:
-                raise InputError(f"{where}.metadata must be JSON-serialisable: {exc}") from exc
-        else:
-            meta_s = None
-        if id_ in seen:
-            raise InputError(
-                f"{where}.id {id_!r} repeats documents[{seen[id_]}].id; ids in one batch must be unique"
-            )
-        return id_, text, float(t), meta_s
-
-    def _fingerprint(
-        self, texts: list[str]
-    ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
-        fpr = self.fingerprinter
-        if not texts:
-            shape = (0,) if self.bits == 64 else (0, 2)
-            return np.zeros(shape, np.uint64), np.zeros(0, bool)
-        if hasattr(fpr, "fingerprint_batch"):
-            b = fpr.fingerprint_batch(texts)
-            fps, empty = b.fingerprints, np.asarray(b.empty, dtype=bool)
-        else:
-            fps = fpr.fingerprint_many(texts)
-            empty = np.array([not t.strip() for t in texts], dtype=bool)
-        return as_fingerprints(fps, bits=self.bits), empty
 
 
 class Deduplicator:
@@ -671,15 +140,28 @@ class Deduplicator:
         texts, else ``"simhash"``. Stored in config.json; another explicit mode than the stored
         one raises :class:`ConfigError`.
 
+    Open one with :meth:`open` (``Deduplicator(path, ...)`` is the same call, kept for
+    existing callers).
+
     Examples
     --------
     >>> from neardup.online import Deduplicator
-    >>> with Deduplicator(verify=False) as d:
+    >>> with Deduplicator.open(verify=False) as d:
     ...     a = d.check_and_add({"id": "a", "text": "the quick brown fox jumps over the lazy dog"})
     ...     b = d.check_and_add({"id": "b", "text": "the quick brown fox jumps over the lazy dog!"})
     >>> (a.added, b.duplicate, b.matches[0].id)
     (True, True, 'a')
     """
+
+    @classmethod
+    def open(cls, path: str | Path | None = None, **options: Any) -> Deduplicator:
+        """Open the data directory ``path`` (created if missing; None: in memory), recovering
+        what the last run left (the log replayed, orphaned files removed), and start the
+        writer. ``options`` are the class parameters (``max_distance``, ``retention``, ...).
+        The way to get a :class:`Deduplicator`; close it with :meth:`close` or a ``with``
+        block.
+        """
+        return cls(path, **options)
 
     def __init__(
         self,
@@ -747,16 +229,11 @@ class Deduplicator:
         self.clock = clock
         self.path = None if path is None else Path(path)
 
-        stored: dict[str, Any] | None = None
-        cfg_file = None if self.path is None else self.path / "config.json"
-        if cfg_file is not None and cfg_file.exists():
-            from ..store.layout import read_json_file
-
-            stored = read_json_file(cfg_file)
-        self.fingerprinter = _load_fingerprinter(
+        stored = Store.read_config(self.path)
+        self.fingerprinter = load_fingerprinter(
             fingerprinter, stored.get("fingerprinter") if stored else None
         )
-        self.verifier = _load_verifier(verify, stored.get("verifier") if stored else None)
+        self.verifier = load_verifier(verify, stored.get("verifier") if stored else None)
         self.bits = int(getattr(self.fingerprinter, "bits", 64))
         if candidate_radius is not None and (
             isinstance(candidate_radius, bool)
@@ -771,8 +248,7 @@ class Deduplicator:
         self.candidates = self._candidate_mode(candidates, stored, candidate_radius)
         self.lsh_plan: Any = None
         if self.candidates == "lsh":
-            from ..batch.minhash import LshPlan
-            from ..batch.run import DedupConfig
+            from ..batch import DedupConfig, LshPlan
 
             # the batch default (one rule); a store keeps the plan its band keys were made with
             kept_plan = (stored or {}).get("lsh")
@@ -800,11 +276,21 @@ class Deduplicator:
             verify_meta=verify_meta,
             band_keys_of=self._band_keys_of if self.lsh_plan is not None else None,
         )
+        self._decider = Decider(
+            self.store,
+            verifier=self.verifier,
+            lsh_plan=self.lsh_plan,
+            bits=self.bits,
+            radius=self.radius,
+            max_distance=self.max_distance,
+            max_matches=self.max_matches,
+            store_text=self.store_text,
+        )
         # the stored settings win (see _check_config); a legacy store's width is inferred
         self.partition_seconds = self.store.partition_seconds
         self._preparer.retention = self.retention
         self._cv = threading.Condition()
-        self._queue: list[_Op] = []
+        self._queue: list[Op] = []
         self._closed = False
         self._counters = {
             "checks": 0,
@@ -830,7 +316,11 @@ class Deduplicator:
             self.store.expire(self.clock() - self.retention)
         self._warm_up()
         # durable stores answer a group once the log's fsync covers it, on this thread
-        self._syncer: _Syncer | None = _Syncer(self) if self.store.wal is not None else None
+        self._syncer: Syncer | None = (
+            Syncer(self.store, self._resolve_group, self._request_recovery)
+            if self.store.durable
+            else None
+        )
         self._writer = threading.Thread(target=self._run, name="neardup-writer", daemon=True)
         self._writer.start()
 
@@ -904,9 +394,9 @@ class Deduplicator:
 
     def _check_config(self, stored: dict[str, Any] | None) -> dict[str, Any]:
         self._check_store_settings(stored)
-        fp_cfg = _jsonable(self.fingerprinter.config())
+        fp_cfg = jsonable(self.fingerprinter.config())
         v_cfg = (
-            _jsonable(self.verifier.config())
+            jsonable(self.verifier.config())
             if self.verifier is not None and hasattr(self.verifier, "config")
             else None
         )
@@ -940,7 +430,7 @@ class Deduplicator:
         }
 
     # ------------------------------------------------------------------ input
-    def _prepare(self, docs: Sequence[Mapping[str, Any]]) -> _Docs:
+    def _prepare(self, docs: Sequence[Mapping[str, Any]]) -> PreparedDocs:
         return self._preparer.prepare(docs)
 
     @staticmethod
@@ -954,7 +444,7 @@ class Deduplicator:
         return list(docs), False
 
     # ------------------------------------------------------------------ public API
-    def _submit(self, op: _Op) -> Any:
+    def _submit(self, op: Op) -> Any:
         with self._cv:
             if self._closed:
                 raise IndexStateError("this Deduplicator is closed; open a new one")
@@ -983,7 +473,7 @@ class Deduplicator:
             same decisions in the same order (callers take turns with the writer thread), minus
             a thread wake-up and the interpreter lock passing between two threads. When the
             syncer is idle too, the caller also runs the fsync (one at a time, in order, same
-            failure handling; see ``_Syncer.try_inline``). The future resolves only once the
+            failure handling; see :meth:`Syncer.try_inline <neardup.online.commit.Syncer.try_inline>`). The future resolves only once the
             log's fsync covers the documents. For small requests on an event loop; a large
             batch would hold the caller.
 
@@ -998,13 +488,13 @@ class Deduplicator:
         return self.submit_prepared(kind, self._prepare(items), inline=inline), single
 
     def submit_prepared(
-        self, kind: str, docs: _Docs, *, inline: bool = False
+        self, kind: str, docs: PreparedDocs, *, inline: bool = False
     ) -> Future[list[Decision]]:
         """Queue a batch that a :class:`DocumentPreparer` built with this deduplicator's
         fingerprinter has already validated and fingerprinted (in another thread or process);
         the future resolves as :meth:`submit`'s does (``inline`` as there)."""
         _check_kind(kind)
-        op = _Op(kind, docs)
+        op = Op(kind, docs)
         if not docs.ids:
             op.future.set_result([])
             return op.future
@@ -1090,32 +580,22 @@ class Deduplicator:
         """Delete a document (durable on return); :class:`NotFoundError` if unknown."""
         if not isinstance(id, str):
             raise InputTypeError(f"id must be a str, got {type(id).__name__}")
-        self._submit(_Op("delete", arg=id))
+        self._submit(Op("delete", arg=id))
 
     def flush(self) -> None:
         """Write the memtable to segments now (durable stores; a no-op in memory)."""
-        self._submit(_Op("flush"))
+        self._submit(Op("flush"))
 
     def set_retention(self, retention: str | float | None) -> None:
         """Change the retention window (``None``: keep everything), store it with the data and
         apply it: a shorter window drops, at once, the partitions now outside it. Logged as a
         warning; the explicit form of ``Deduplicator(..., allow_retention_change=True)``."""
         secs = parse_duration(retention)
-        self._submit(_Op("retention", arg=secs))
+        self._submit(Op("retention", arg=secs))
 
     def _apply_retention(self, secs: float | None) -> None:
         """(writer) Store and apply a new retention."""
-        if self.path is not None:
-            from ..store.layout import read_json_file, write_json_file
-
-            cfg_path = self.path / "config.json"
-            try:
-                body = read_json_file(cfg_path)
-                body.setdefault("store", {})["retention"] = secs
-                body["store"].setdefault("partition_seconds", self.partition_seconds)
-                write_json_file(cfg_path, body)
-            except OSError as exc:
-                raise StorageError(f"cannot store the new retention in {cfg_path}: {exc}") from exc
+        self.store.save_retention(secs)
         log.warning(
             "%s: retention changed from %s to %s by set_retention()",
             self.path,
@@ -1148,7 +628,7 @@ class Deduplicator:
                     return merges
                 for segs in groups:
                     merged = st.build_merged(segs)
-                    if self._submit(_Op("install", arg=(segs, merged))):
+                    if self._submit(Op("install", arg=(segs, merged))):
                         merges += 1
         finally:
             self._compacting = False
@@ -1194,7 +674,7 @@ class Deduplicator:
                 self._preparer.check_time(f"times[{i}]", float(ts[i]), now)
         if not ids:
             return 0
-        return int(self._submit(_Op("bulk", arg=(list(ids), fps, ts))))
+        return int(self._submit(Op("bulk", arg=(list(ids), fps, ts))))
 
     def stats(self) -> dict[str, Any]:
         """Counters for monitoring: documents, partitions, segments, wal_bytes, checks, ..."""
@@ -1234,7 +714,7 @@ class Deduplicator:
             compactor.join()
         with self._cv:
             self._closed = True
-            stop = _Op("stop")
+            stop = Op("stop")
             self._queue.append(stop)
             self._cv.notify()
         self._writer.join()
@@ -1254,7 +734,7 @@ class Deduplicator:
             pass
 
     # ------------------------------------------------------------------ writer
-    def _take(self) -> list[_Op]:
+    def _take(self) -> list[Op]:
         """The next group (or [] for a round of housekeeping only), once no caller is deciding
         inline; from then until :meth:`_run` clears ``_writer_busy`` nobody decides inline."""
         with self._cv:
@@ -1285,7 +765,7 @@ class Deduplicator:
                     if left <= 0:
                         break
                     self._cv.wait(left)
-            group: list[_Op] = []
+            group: list[Op] = []
             n = 0
             while self._queue:
                 op = self._queue[0]
@@ -1309,7 +789,7 @@ class Deduplicator:
                 return
             del group  # the last group's documents and decisions are not kept alive meanwhile
 
-    def _run_group(self, group: list[_Op]) -> None:
+    def _run_group(self, group: list[Op]) -> None:
         """Decide ``group`` (from :meth:`_take`), then the writer's housekeeping."""
         try:
             if group and group[0].kind == "stop":
@@ -1351,7 +831,7 @@ class Deduplicator:
     def _maybe_compact(self) -> None:
         """Start a background merge when a partition has too many segments."""
         st = self.store
-        changes = st.flushes + st.compactions + st.dropped_partitions + len(st.segments)
+        changes = st.layout_changes
         if st.dir is None or self._stopping or self._compacting or changes == self._compact_seen:
             return
         if time.monotonic() - self._last_bulk < _BULK_QUIET_S:
@@ -1377,19 +857,19 @@ class Deduplicator:
                 log.exception("compaction failed; the segments stay as they are")
                 continue
             try:
-                self._submit(_Op("install", arg=(segs, merged)))
+                self._submit(Op("install", arg=(segs, merged)))
             except Exception:
                 log.exception("installing a compacted segment failed")
                 if merged is not None:
-                    self.store._discard(merged)
+                    self.store.discard_merged(merged)
 
-    def _shutdown(self, stop: _Op) -> None:
+    def _shutdown(self, stop: Op) -> None:
         try:
             self._sync_barrier()
             if self._syncer is not None:
                 self._syncer.close()
             self.store.finish_flush(wait=True)
-            if self.store.wal is not None and self.store.wal.size > HEADER_SIZE:
+            if self.store.log_has_rows:
                 self.store.flush(
                     cutoff=None if self.retention is None else self.clock() - self.retention
                 )
@@ -1397,7 +877,7 @@ class Deduplicator:
             log.exception("flush on close failed; the log still holds every row")
         stop.future.set_result(None)
 
-    def _dispatch(self, group: list[_Op], inline: bool = False) -> None:
+    def _dispatch(self, group: list[Op], inline: bool = False) -> None:
         op = group[0]
         if op.kind in ("flush", "bulk", "install", "retention"):
             self._sync_barrier()
@@ -1409,7 +889,7 @@ class Deduplicator:
                 ),
             )
         elif op.kind == "bulk":
-            self._guard(op, lambda: self._bulk(*op.arg))
+            self._guard(op, lambda: self.store.bulk_add(*op.arg))
             self._last_bulk = time.monotonic()
         elif op.kind == "install":
             self._guard(op, lambda: self.store.install_merged(*op.arg))
@@ -1421,57 +901,26 @@ class Deduplicator:
             self._apply_group(group, inline)
 
     @staticmethod
-    def _guard(op: _Op, fn: Callable[[], Any]) -> None:
+    def _guard(op: Op, fn: Callable[[], Any]) -> None:
         try:
             op.future.set_result(fn())
         except Exception as exc:
             op.future.set_exception(exc)
 
-    def _bulk(
-        self, ids: list[str], fps: npt.NDArray[np.uint64], ts: npt.NDArray[np.float64]
-    ) -> int:
-        import sqlite3
-
-        start = self.store.allocate(len(ids))
-        rids = np.arange(start, start + len(ids), dtype=np.int64)
-        fp_bytes = fp_words(fps).astype("<u8").tobytes()
-        times = ts.tolist()
-        # insert in id order: the UNIQUE(id) B-tree then grows at its right edge
-        order = sorted(range(len(ids)), key=ids.__getitem__)
-        rows = (
-            (start + i, ids[i], times[i], fp_bytes[16 * i : 16 * i + 16], _NO_HASH, 0, None, None)
-            for i in order
-        )
-        try:
-            self.store.bulk_load(rows, fps, rids, ts)
-        except sqlite3.IntegrityError:
-            existing = self.store.lookup_ids(ids)
-            first = next(iter(existing), None)
-            raise InputError(
-                f"bulk_load: {len(existing)} ids already exist (e.g. {first!r}); bulk_load only "
-                "adds new ids"
-            ) from None
-        return len(ids)
-
-    def _apply_group(self, group: list[_Op], inline: bool = False) -> None:
+    def _apply_group(self, group: list[Op], inline: bool = False) -> None:
         """Decide ``group``, log it and hand it to the syncer (``inline``: the caller decided
         it in its own thread, and syncs it there too when the syncer is idle)."""
         syncer = self._syncer
         if syncer is not None and syncer.failed is not None:
             self._recover_failed_sync()
         try:
-            results, records, arrays = self._decide(group)
+            results, writes = self._decider.decide(group, self._cutoff())
         except Exception as exc:
             for op in group:
                 op.future.set_exception(exc)
             return
         try:
-            unsynced = self.store.commit(
-                records,
-                arrays[:3],
-                durable=syncer is None,
-                bands=arrays[3] if len(arrays) > 3 else None,
-            )
+            unsynced = self.store.append_group(writes, durable=syncer is None)
         except StorageError as exc:
             self._counters["storage_errors"] += 1
             reads = [op for op in group if op.kind == "check"]
@@ -1491,13 +940,13 @@ class Deduplicator:
                 checks += len(res)
             else:
                 adds += sum(d.added for d in res)
-        item = _Inflight(group, results, unsynced, (n_docs, checks, adds, dups))
+        item = Inflight(group, results, unsynced, (n_docs, checks, adds, dups))
         if syncer is None:
             self._resolve_group(item)
         elif not (inline and syncer.try_inline(item)):
             syncer.submit(item)
 
-    def _resolve_group(self, item: _Inflight) -> None:
+    def _resolve_group(self, item: Inflight) -> None:
         """Answer a group whose records are durable (writer or syncer thread)."""
         for op, res in zip(item.group, item.results, strict=True):
             if isinstance(res, BaseException):
@@ -1513,7 +962,7 @@ class Deduplicator:
             c["adds"] += adds
             c["duplicates"] += dups
 
-    def _fail_group(self, item: _Inflight, exc: StorageError) -> None:
+    def _fail_group(self, item: Inflight, exc: StorageError) -> None:
         """Refuse a group whose log sync failed (or that came after one)."""
         with self._cv:
             self._counters["storage_errors"] += 1
@@ -1532,7 +981,7 @@ class Deduplicator:
     def _request_recovery(self) -> None:
         """Syncer thread: have the writer run :meth:`_recover_failed_sync` next."""
         with self._cv:
-            self._queue.insert(0, _Op("recover"))
+            self._queue.insert(0, Op("recover"))
             self._cv.notify()
 
     def _recover_failed_sync(self) -> None:
@@ -1542,502 +991,45 @@ class Deduplicator:
         if syncer is None or syncer.failed is None:
             return
         syncer.drain()
-        with syncer._cv:
-            items, syncer.failed_items = syncer.failed_items, []
-            err = syncer.failed
-        written = [it.unsynced for it in items if it.unsynced is not None]
-        for u in reversed(written):
-            self.store.undo(u)
+        items, err = syncer.take_failed()
         ok = True
-        if written and self.store.wal is not None:
-            try:
-                self.store.wal.rollback(min(u.start for u in written))
-            except StorageError:
-                log.exception("cannot cut the log back after a failed sync; refusing writes")
-                ok = False
+        try:
+            self.store.take_back([it.unsynced for it in items if it.unsynced is not None])
+        except StorageError:
+            log.exception("cannot cut the log back after a failed sync; refusing writes")
+            ok = False
         for it in items:
             self._fail_group(it, err)
         if ok:
-            with syncer._cv:
-                syncer.failed = None
-
-    def _decide(
-        self, group: list[_Op]
-    ) -> tuple[
-        list[Any],
-        list[AddRecord | DeleteRecord],
-        tuple[Any, ...],
-    ]:
-        """Decide a group in arrival order; returns (results per op, log records, the added
-        rows as (fingerprints, row ids, times[, band entry keys]) arrays). Row ids are
-        allocated here."""
-        doc_ops = [op for op in group if op.docs is not None]
-        if self.lsh_plan is not None:
-            for op in doc_ops:  # prepared elsewhere without the channel: its keys made here
-                dd = op.docs
-                if dd is not None and dd.bands is None:
-                    dd.sig, dd.usable, dd.bands = lsh_keys(self.verifier, self.lsh_plan, dd.texts)
-        # everything a group needs from the index and metadata, fetched in bulk
-        if doc_ops:
-            fps = (
-                doc_ops[0].docs.fps  # type: ignore[union-attr]
-                if len(doc_ops) == 1
-                else np.concatenate([op.docs.fps for op in doc_ops])  # type: ignore[union-attr]
-            )
-            ids = [i for op in doc_ops for i in op.docs.ids]  # type: ignore[union-attr]
-        else:
-            fps = np.zeros((0,) if self.bits == 64 else (0, 2), np.uint64)
-            ids = []
-        flat_texts = [t for op in doc_ops for t in op.docs.texts]  # type: ignore[union-attr]
-        if self.lsh_plan is not None:  # SimHash hits within the radius, plus the band keys
-            lims, hit_rids, hit_d = self.store.search(fps, self.radius)
-        elif self.verifier is None or self.radius == self.max_distance:  # one limit for all
-            lims, hit_rids, hit_d = self.store.search(fps, self.max_distance)
-        else:
-            limits = np.array([self._limit(t) for t in flat_texts], dtype=np.int64)
-            lims, hit_rids, hit_d = self._search_by_limit(fps, limits)
-        del_ids = [op.arg for op in group if op.kind == "delete"]
-        existing = self.store.lookup_ids(ids + del_ids)
-        need_text = self.verifier is not None
-        lsh_rids = None
-        if self.lsh_plan is not None and doc_ops:
-            bands = np.concatenate([op.docs.bands for op in doc_ops])  # type: ignore[union-attr]
-            lsh_rids = self.store.search_bands(bands, self.lsh_plan.bucket_cap)
-        want = set(hit_rids.tolist())
-        want.update(existing.values())
-        if lsh_rids is not None:
-            for r in lsh_rids:
-                want.update(r.tolist())
-        rows = self.store.fetch(want, with_text=need_text) if want else {}
-        earlier = self._intra_pairs(fps)  # i -> [(j, distance)] for j < i within the radius
-        if lsh_rids is not None:
-            sig = np.concatenate([op.docs.sig for op in doc_ops])  # type: ignore[union-attr]
-            usable = np.concatenate([op.docs.usable for op in doc_ops])  # type: ignore[union-attr]
-            lims, hit_rids, hit_d = self._lsh_union(fps, sig, lims, hit_rids, hit_d, lsh_rids, rows)
-            self._lsh_intra(fps, sig, usable, earlier)
-        cutoff = None if self.retention is None else self.clock() - self.retention
-
-        results: list[Any] = []
-        records: list[AddRecord | DeleteRecord] = []
-        # group state: id -> (rowid, global position or None for stored rows)
-        id_state: dict[str, tuple[int, int | None] | None] = {}
-        deleted_rowids: set[int] = set()
-        added_mask = bytearray(len(fps))  # documents added earlier in this group
-        # documents that need the full rules: index hits or near pairs inside the group
-        has_hits = (lims[1:] > lims[:-1]).tolist()
-        slow = list(has_hits)
-        for i in earlier:
-            slow[i] = True
-        flat_chash = [h for op in doc_ops for h in op.docs.chash]  # type: ignore[union-attr]
-        flat_empty = (
-            np.concatenate([op.docs.empty for op in doc_ops]) if doc_ops else np.zeros(0, bool)
-        )  # type: ignore[union-attr]
-        store_text = self.store_text
-        next_rid = self.store.next_rowid
-        add_pos: list[int] = []  # global positions of added documents, in row id order
-
-        def current(id_: str) -> tuple[int, int | None] | None:
-            if id_ in id_state:
-                return id_state[id_]
-            rid = existing.get(id_)
-            return None if rid is None else (rid, None)
-
-        def add_doc(i: int, k: int, id_: str) -> None:
-            """Append the add record of document ``k`` of the current op (global position
-            ``i``) with the next row id, and note it in the group state."""
-            nonlocal next_rid
-            w0, w1 = words[i]
-            records.append(
-                AddRecord(
-                    next_rid,
-                    d_times[k],
-                    w0,
-                    w1,
-                    d_chash[k],
-                    _EMPTY_FLAG if d_empty[k] else 0,
-                    id_,
-                    d_texts[k] if store_text else None,
-                    d_meta[k],
-                )
-            )
-            id_state[id_] = (next_rid, i)
-            added_mask[i] = 1
-            add_pos.append(i)
-            next_rid += 1
-
-        # Python ints once per group (indexing NumPy scalars per document is slow)
-        if self.bits == 64:
-            fp_ints: list[int] = fps.tolist()
-            words = [(x, 0) for x in fp_ints]
-        else:
-            words = [(int(a), int(b)) for a, b in fps.tolist()]
-            fp_ints = [(a << 64) | b for a, b in words]
-        new_decision = _new_decision
-        g = 0
-        for op in group:
-            if op.kind == "delete":
-                cur = current(op.arg)
-                if cur is None:
-                    results.append(NotFoundError(f"document {op.arg!r} not found"))
-                    continue
-                records.append(DeleteRecord(cur[0], op.arg))
-                deleted_rowids.add(cur[0])
-                id_state[op.arg] = None
-                if cur[1] is not None:
-                    added_mask[cur[1]] = 0
-                results.append(None)
-                continue
-            docs = op.docs
-            assert docs is not None
-            out: list[Decision] = []
-            d_times = docs.times.tolist()
-            d_empty = docs.empty.tolist()
-            d_ids, d_texts, d_meta, d_chash = docs.ids, docs.texts, docs.metadata, docs.chash
-            adding = op.kind != "check"  # add, or check_and_add when no duplicate
-            force = op.kind == "add"
-            for k in range(len(d_ids)):
-                i = g + k
-                id_ = d_ids[k]
-                if not slow[i] and id_ not in existing and id_ not in id_state:
-                    # no candidate anywhere and a new id: not a duplicate
-                    if adding:
-                        add_doc(i, k, id_)
-                    out.append(new_decision(id_, False, adding, (), fp_ints[i]))
-                    continue
-                if not (
-                    has_hits[i] or (i in earlier and any(added_mask[j] for j, _ in earlier[i]))
-                ):
-                    matches: list[Match] = []
-                    drops = False
-                else:
-                    matches, drops = self._matches(
-                        i,
-                        flat_texts,
-                        flat_chash,
-                        flat_empty,
-                        hit_rids[lims[i] : lims[i + 1]],
-                        hit_d[lims[i] : lims[i + 1]],
-                        rows,
-                        deleted_rowids,
-                        added_mask,
-                        earlier.get(i, ()),
-                        ids,
-                        cutoff,
-                    )
-                cur = current(id_)
-                if cur is not None:  # idempotent re-send: report the existing document
-                    if not any(m.id == id_ for m in matches):
-                        d = (
-                            (fp_ints[i] ^ fp_ints[cur[1]]).bit_count()
-                            if cur[1] is not None
-                            else self._distance_to_row(fps[i], rows.get(cur[0]))
-                        )
-                        same = cur[1] is not None and flat_chash[cur[1]] == flat_chash[i]
-                        same = same or (cur[0] in rows and rows[cur[0]].chash == flat_chash[i])
-                        matches = [Match(id_, d, 1.0 if same else None), *matches][
-                            : self.max_matches
-                        ]
-                    out.append(new_decision(id_, True, False, tuple(matches), fp_ints[i]))
-                    continue
-                dup = drops
-                add = force or (adding and not dup)
-                if add:
-                    add_doc(i, k, id_)
-                out.append(new_decision(id_, dup, add, tuple(matches), fp_ints[i]))
-            results.append(out)
-            g += len(d_ids)
-        n_add = len(add_pos)
-        start = self.store.allocate(n_add)
-        rids = np.arange(start, start + n_add, dtype=np.int64)
-        if n_add:
-            pos = np.asarray(add_pos, dtype=np.int64)
-            times = (
-                doc_ops[0].docs.times  # type: ignore[union-attr]
-                if len(doc_ops) == 1
-                else np.concatenate([op.docs.times for op in doc_ops])  # type: ignore[union-attr]
-            )
-            arrays: tuple[Any, ...] = (fps[pos], rids, times[pos])
-            if self.lsh_plan is not None:  # band keys made by the preparer, not in the writer
-                bands = np.concatenate([op.docs.bands for op in doc_ops])  # type: ignore[union-attr]
-                arrays += (bands[pos],)
-        else:
-            arrays = (fps[:0], rids, np.zeros(0, np.float64))
-        return results, records, arrays
-
-    def _lsh_union(
-        self,
-        fps: npt.NDArray[np.uint64],
-        sig: npt.NDArray[np.uint16],
-        lims: npt.NDArray[np.int64],
-        hit_rids: npt.NDArray[np.int64],
-        hit_d: npt.NDArray[np.int32],
-        lsh_rids: list[npt.NDArray[np.int64]],
-        rows: dict[int, Any],
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
-        """The candidates of each query: its SimHash hits plus the stored rows sharing a band
-        key with it whose signatures agree on >= ``plan.min_agreement`` MinHash values (the
-        batch pipeline's filter; stored signatures are recomputed from the stored texts)."""
-        plan = self.lsh_plan
-        need = sorted(
-            {int(r) for a in lsh_rids for r in a.tolist() if r in rows and rows[r].text is not None}
-        )
-        if not need:
-            return lims, hit_rids, hit_d
-        stored_sig = lsh_keys(self.verifier, plan, [rows[r].text for r in need])[0]
-        where = {r: k for k, r in enumerate(need)}
-        out_r: list[int] = []
-        out_d: list[int] = []
-        counts = np.zeros(len(fps), np.int64)
-        for i, cand in enumerate(lsh_rids):
-            before = len(out_r)
-            have = hit_rids[lims[i] : lims[i + 1]].tolist()
-            out_r += have
-            out_d += hit_d[lims[i] : lims[i + 1]].tolist()
-            seen = set(have)
-            extra = [r for r in cand.tolist() if r in where and r not in seen]
-            if extra:
-                agree = (stored_sig[[where[r] for r in extra]] == sig[i]).sum(axis=1)
-                for r, a in zip(extra, agree.tolist(), strict=True):
-                    if a >= plan.min_agreement:
-                        out_r.append(r)
-                        out_d.append(self._distance_to_row(fps[i], rows[r]))
-            counts[i] = len(out_r) - before
-        new_lims = np.zeros(len(fps) + 1, np.int64)
-        np.cumsum(counts, out=new_lims[1:])
-        return new_lims, np.asarray(out_r, np.int64), np.asarray(out_d, np.int32)
-
-    def _lsh_intra(
-        self,
-        fps: npt.NDArray[np.uint64],
-        sig: npt.NDArray[np.uint16],
-        usable: npt.NDArray[np.bool_],
-        earlier: dict[int, list[tuple[int, int]]],
-    ) -> None:
-        """Add the group's MinHash pairs (the batch pipeline's :func:`lsh_pairs`) to ``earlier``
-        (later position -> [(earlier position, SimHash distance)])."""
-        if len(fps) < 2:
-            return
-        from ..batch.minhash import lsh_pairs
-
-        a, b = lsh_pairs(sig, usable, self.lsh_plan)
-        for x, y in zip(a.tolist(), b.tolist(), strict=True):
-            lst = earlier.setdefault(y, [])
-            if all(j != x for j, _ in lst):
-                lst.append((x, (self._fp_int(fps[x]) ^ self._fp_int(fps[y])).bit_count()))
-
-    def _verify(
-        self, text: str, chunk: list[tuple[int, int, str, str]]
-    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
-        """Decide (text, candidate text) pairs: with the MinHash channel by the batch
-        pipeline's own verification (:func:`neardup.dedup.stage_verify`: numba bounds, then the
-        exact LCS), so online and batch apply one rule; else ``Verifier.verify_many``."""
-        if self.lsh_plan is None:
-            return self.verifier.verify_many(
-                [text] * len(chunk), [c[3] for c in chunk], [c[0] for c in chunk]
-            )
-        from ..batch.run import stage_verify
-
-        m = len(chunk)
-        return stage_verify(
-            self.verifier,
-            [text, *(c[3] for c in chunk)],
-            np.zeros(m, np.int64),
-            np.arange(1, m + 1, dtype=np.int64),
-            np.array([c[0] for c in chunk], np.int32),
-        )
+            syncer.clear_failure()
 
     def _warm_up(self) -> None:
         """Load the compiled kernels the first groups would otherwise wait for (all_pairs, the
-        index's build and search, each in its GIL-holding variant for a few queries and its
-        GIL-releasing one for more, the fingerprints of short and long texts), so that no
-        request after a restart waits tens of milliseconds for numba's cache. Tested: after it,
-        groups of 1, 16, 100 and 2,000 documents and a long text load no new kernel."""
+        store's index build and search kernels, the fingerprints of short and long texts), so
+        that no request after a restart waits tens of milliseconds for numba's cache. Tested:
+        after it, groups of 1, 16, 100 and 2,000 documents and a long text load no new
+        kernel (tests/test_online.py)."""
         try:
-            from ..store.engine import PARALLEL_QUERIES
-            from ..store.memindex import build_index
-
             rng = np.random.default_rng(0)
             n = 2048  # a group this large joins itself with all_pairs' table self-join
             fps = rng.integers(0, 2**64, (n,) if self.bits == 64 else (n, 2), dtype=np.uint64)
-            self._intra_pairs(fps)
-            self._intra_pairs(fps[:300])
-            self._intra_pairs(fps[:2])
-            idx = build_index(
-                fps[:300], np.arange(300, dtype=np.int64), bits=self.bits, max_distance=self.radius
-            )
-            idx.search(fps[:2], self.radius)
-            idx.search(fps[:16], self.radius)
-            # the store's searches: one IndexSet call over the segments and the memtable for a
-            # few queries and for more, and the segments on the search pool for large groups
-            for m in (2, 16, PARALLEL_QUERIES):
-                self.store.search(fps[:m], self.radius)
-            # a memtable like the store's, past its first buffer flush: its plan's build and
-            # search kernels (the 1,025th add after a restart took ~20 ms without this)
-            from ..store.memindex import MemTable
-
-            mt = MemTable(
-                bits=self.bits, max_distance=self.radius, expected_size=self.store.memtable_size
-            )
-            n = mt.buffer_size + 8
-            many = rng.integers(0, 2**64, (n,) if self.bits == 64 else (n, 2), dtype=np.uint64)
-            mt.add(many, np.arange(n, dtype=np.int64), np.zeros(n))
-            mt.search(many[:2], self.radius)
-            mt.search(many[:16], self.radius)
+            decider = self._decider
+            decider.intra_pairs(fps)
+            decider.intra_pairs(fps[:300])
+            decider.intra_pairs(fps[:2])
+            self.store.warm_up()
             # the request path's own kernels: fingerprints (the GIL-holding entry point for
             # small texts, the other one for long texts and batches), content hashes; loading
             # one from numba's cache on the first request stalls everything queued behind it
-            # for tens of milliseconds
             self._prepare([{"id": "warm-up", "text": "warm up the fingerprint kernels"}])
             self._prepare([{"id": "warm-up", "text": "warm up a long text " * 1000}])
             if self.lsh_plan is not None:  # the MinHash channel's signature and agreement kernels
-                from ..batch.minhash import lsh_pairs
+                from ..batch import lsh_pairs
 
                 sig, usable, _ = lsh_keys(self.verifier, self.lsh_plan, ["warm up minhash"] * 2)
                 lsh_pairs(sig, usable, self.lsh_plan)
-                self._verify("warm up the verifier", [(0, 0, "w", "warm up the verifier kernels")])
+                decider.verify(
+                    "warm up the verifier", [(0, 0, "w", "warm up the verifier kernels")]
+                )
         except Exception:  # warm-up is an optimisation only
             log.debug("warm-up failed", exc_info=True)
-
-    def _limit(self, text: str) -> int:
-        """Search distance for one query text (the verifier's, capped by the radius)."""
-        if self.lsh_plan is not None:  # MinHash candidates are verified at any distance
-            return self.bits
-        if self.verifier is None or self.radius == self.max_distance:
-            return self.max_distance
-        return max(
-            self.max_distance, min(int(self.verifier.candidate_distance(len(text))), self.radius)
-        )
-
-    def _search_by_limit(
-        self, fps: npt.NDArray[np.uint64], limits: npt.NDArray[np.int64]
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
-        """Search each query only as far as it needs (long texts need less than short ones)."""
-        uniq = sorted(set(limits.tolist()))
-        if len(uniq) <= 1:
-            return self.store.search(fps, int(uniq[0]) if uniq else self.max_distance)
-        n = len(fps)
-        parts = []
-        counts = np.zeros(n, dtype=np.int64)
-        for lim in uniq:
-            sel = np.flatnonzero(limits == lim)
-            r = self.store.search(fps[sel], int(lim))
-            counts[sel] = np.diff(r[0])
-            parts.append((sel, r))
-        lims = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(counts, out=lims[1:])
-        ids = np.empty(int(lims[-1]), dtype=np.int64)
-        ds = np.empty(int(lims[-1]), dtype=np.int32)
-        for sel, (lo, i, d) in parts:
-            c = np.diff(lo)
-            dest = np.repeat(lims[sel], c) + (np.arange(len(i)) - np.repeat(lo[:-1], c))
-            ids[dest] = i
-            ds[dest] = d
-        return lims, ids, ds
-
-    def _intra_pairs(self, fps: npt.NDArray[np.uint64]) -> dict[int, list[tuple[int, int]]]:
-        """Pairs of documents in one group within the search radius, keyed by the later one."""
-        out: dict[int, list[tuple[int, int]]] = {}
-        if len(fps) < 2:
-            return out
-        try:
-            if len(fps) <= _BRUTE_PAIRS:  # small groups: one distance matrix, no index build
-                raise ImportError
-            from ..index import all_pairs
-
-            # one thread: a thread pool per group costs more than it saves on small groups
-            a, b, d = all_pairs(fps, max_distance=self.radius, threads=1)
-        except ImportError:
-            dist = hamming_cdist(fps, fps)
-            b, a = np.nonzero(np.tril(dist <= self.radius, k=-1))
-            d = dist[b, a]
-        for x, y, z in zip(a.tolist(), b.tolist(), d.tolist(), strict=True):
-            out.setdefault(y, []).append((x, z))
-        return out
-
-    def _fp_int(self, fp: Any) -> int:
-        if self.bits == 64:
-            return int(fp)
-        return (int(fp[0]) << 64) | int(fp[1])
-
-    def _distance_to_row(self, fp: Any, row: Any) -> int:
-        if row is None:
-            return 0
-        hi = int.from_bytes(row.fp[:8], "little")
-        lo = int.from_bytes(row.fp[8:], "little")
-        stored = hi if self.bits == 64 else (hi << 64) | lo
-        return (self._fp_int(fp) ^ stored).bit_count()
-
-    def _matches(
-        self,
-        i: int,
-        texts: list[str],
-        chash: list[bytes],
-        empty: npt.NDArray[np.bool_],
-        hit_rids: npt.NDArray[np.int64],
-        hit_d: npt.NDArray[np.int32],
-        rows: dict[int, Any],
-        deleted: set[int],
-        added_mask: npt.NDArray[np.bool_],
-        earlier: Sequence[tuple[int, int]],
-        ids: list[str],
-        cutoff: float | None,
-    ) -> tuple[list[Match], bool]:
-        """(the matches, closest first; whether any of them makes the document a duplicate)."""
-        text = texts[i]
-        limit = self._limit(text)
-        q_empty = bool(empty[i])
-        q_hash = chash[i]
-        # (exact first, distance, order, id, hash, empty, text): exact duplicates need no
-        # verification; the rest are verified closest first until max_matches are accepted
-        cands: list[tuple[int, int, int, str, bytes, bool, str | None]] = []
-        for rid, d in zip(hit_rids.tolist(), hit_d.tolist(), strict=True):
-            if rid in deleted:
-                continue
-            row = rows.get(rid)
-            if row is None or (cutoff is not None and row.time < cutoff):
-                continue
-            ex = 0 if row.chash == q_hash else 1
-            cands.append((ex, d, rid, row.id, row.chash, bool(row.flags & _EMPTY_FLAG), row.text))
-        for j, d in earlier:
-            if added_mask[j]:
-                ex = 0 if chash[j] == q_hash else 1
-                cands.append((ex, d, (1 << 62) + j, ids[j], chash[j], bool(empty[j]), texts[j]))
-        cands.sort(key=lambda c: (c[0], c[1], c[2]))
-        # (distance, order, id, score, whether this match may drop the document)
-        found: list[tuple[int, int, str, float | None, bool]] = []
-        pending: list[tuple[int, int, str, str]] = []  # to verify: (distance, order, id, text)
-        for ex, d, order, cid, _h, c_empty, c_text in cands:
-            if ex == 0 and q_hash != _NO_HASH:
-                found.append((d, order, cid, 1.0, True))
-            elif q_empty or c_empty or d > limit:
-                continue
-            elif self.verifier is not None and c_text is not None:
-                pending.append((d, order, cid, c_text))
-            elif d <= self.max_distance:
-                found.append((d, order, cid, None, True))
-        found.sort(key=lambda x: (x[0], x[1]))
-        # verify closest first, in chunks, until max_matches are accepted (texts tokenized once
-        # per chunk by verify_many)
-        pending.sort(key=lambda x: (x[0], x[1]))
-        pos = 0
-        while pending[pos:] and len(found) < self.max_matches:
-            chunk = pending[pos : pos + max(4, self.max_matches - len(found))]
-            pos += len(chunk)
-            ok, scores = self._verify(text, chunk)
-            for c, a, sc in zip(chunk, ok.tolist(), scores.tolist(), strict=True):
-                if a:
-                    found.append((c[0], c[1], c[2], float(sc), self._may_drop(text, c[3])))
-        found.sort(key=lambda x: (x[0], x[1]))
-        matches = [Match(cid, d, s) for d, _, cid, s, _ in found[: self.max_matches]]
-        return matches, any(f[4] for f in found)
-
-    def _may_drop(self, text: str, kept: str) -> bool:
-        """Whether a verified match with ``kept`` makes ``text`` a duplicate. With the MinHash
-        channel, the batch keep rule (:func:`neardup.dedup.stage_representatives`): a text more
-        than ``(2 - threshold) / threshold`` times longer than the kept one contains it (no
-        pair reaches the threshold by similarity at that ratio) and is kept; the match is still
-        reported."""
-        if self.lsh_plan is None:
-            return True
-        t = self.verifier.threshold
-        return len(text) <= (2.0 - t) / t * len(kept)

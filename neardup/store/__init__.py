@@ -2,12 +2,15 @@
 
 Modules: :mod:`.wal` (write-ahead log), :mod:`.segment` (immutable segment files),
 :mod:`.memindex` (memtable and per-segment search), :mod:`.meta` (SQLite metadata),
-:mod:`.layout` (data-directory layout, lock, manifest), :mod:`.engine` (the :class:`Store`:
-recovery, flush, retention). See ``docs/store.md``.
+:mod:`.layout` (data-directory layout, lock, manifest), :mod:`.writes` (:class:`WriteGroup`, what
+one write group adds and deletes), :mod:`.engine` (the :class:`Store`: recovery, flush,
+retention, and the writer's intents: ``append_group``, ``sync_log``, ``take_back``,
+``bulk_add``). See ``docs/store.md``.
 """
 
 from __future__ import annotations
 
-from .engine import Store, parse_duration
+from .engine import Store, Unsynced, parse_duration
+from .writes import WriteGroup
 
-__all__ = ["Store", "parse_duration"]
+__all__ = ["Store", "Unsynced", "WriteGroup", "parse_duration"]

@@ -49,7 +49,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import ConfigError, CorruptFileError, FormatError, NeardupError, StorageError
+from .._threads import lower_thread_priority
+from ..errors import (
+    ConfigError,
+    CorruptFileError,
+    FormatError,
+    InputError,
+    NeardupError,
+    StorageError,
+)
 from .bands import BandRuns, lookup
 from .layout import DataDir
 from .memindex import (
@@ -61,9 +69,10 @@ from .memindex import (
     hamming_index_class,
     merge_results,
 )
-from .meta import MetaDB, Row, replace_database, salvage, sqlite_error
+from .meta import NO_CONTENT_HASH, MetaDB, Row, replace_database, salvage, sqlite_error
 from .segment import Segment, open_segment, write_segment
 from .wal import (
+    HEADER_SIZE,
     AddRecord,
     DeleteRecord,
     WalWriter,
@@ -72,8 +81,9 @@ from .wal import (
     read_wal,
     storage_error,
 )
+from .writes import WriteGroup
 
-__all__ = ["Store"]
+__all__ = ["Store", "Unsynced", "WriteGroup", "parse_duration"]
 
 log = logging.getLogger("neardup.store")
 
@@ -126,6 +136,12 @@ def _row(r: AddRecord, with_text: bool) -> Row:
     )
 
 
+_Record = AddRecord | DeleteRecord
+#: what :meth:`_Pending.undo` needs per record: (the record, the entries it replaced by id and
+#: by row id)
+_UndoLog = list[tuple[_Record, _Record | None, _Record | None]]
+
+
 class _Pending:
     """Records acknowledged (in the log) but not yet applied to SQLite: the latest record per
     id and per row id (an ``ADD``, or a ``DELETE`` = absent). Shared by the writer (adds), the
@@ -141,10 +157,10 @@ class _Pending:
 
     def add(
         self, records: Iterable[AddRecord | DeleteRecord], *, undo: bool = False
-    ) -> list[tuple[Any, ...]] | None:
+    ) -> _UndoLog | None:
         """Make records visible; with ``undo``, return what :meth:`undo` needs to take them
         back (the entries they replaced)."""
-        log: list[tuple[Any, ...]] | None = [] if undo else None
+        log: _UndoLog | None = [] if undo else None
         with self.lock:
             by_id, by_rid = self.by_id, self.by_rid
             for r in records:
@@ -154,7 +170,7 @@ class _Pending:
                 by_rid[r.rowid] = r
         return log
 
-    def undo(self, log: list[tuple[Any, ...]]) -> None:
+    def undo(self, log: _UndoLog) -> None:
         """Take back an :meth:`add` (newest first): restore the entries it replaced."""
         with self.lock:
             by_id, by_rid = self.by_id, self.by_rid
@@ -193,7 +209,7 @@ class Unsynced:
     start: int  # log offset its records start at (the log is cut back here if unsynced)
     end: int  # log offset its records end at
     records: list[AddRecord | DeleteRecord]
-    undo_log: list[tuple[Any, ...]]
+    undo_log: _UndoLog
     added: npt.NDArray[np.int64]  # row ids added to the memtable
     deleted: list[int]  # row ids marked deleted
 
@@ -326,13 +342,6 @@ class _Applier:
                 self._queue.clear()
                 self._cv.notify_all()
             self._thread.join()
-
-
-def lower_thread_priority(niceness: int = 10) -> None:
-    """Lower the calling thread's CPU priority (Linux: nice per thread id), for background
-    flushes and merges, so the writer and the request threads get the CPU first."""
-    with contextlib.suppress(AttributeError, OSError):  # not Linux / not permitted: as is
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
 
 
 def _rss_mib() -> float:
@@ -833,7 +842,7 @@ class Store:
         if isinstance(fast, BruteIndex):
             return fast
         try:
-            fast.index.save(side)  # type: ignore[union-attr]
+            fast.index.save(side)
             entry["radius"] = self.radius
         except Exception as exc:
             side.unlink(missing_ok=True)
@@ -1070,6 +1079,54 @@ class Store:
         with self._count_lock:
             self.documents -= len(unsynced.added) - len(unsynced.deleted)
 
+    # ------------------------------------------------------------------ the writer's intents
+    @property
+    def durable(self) -> bool:
+        """Whether writes go to a log in a data directory (False: in memory only)."""
+        return self.wal is not None
+
+    @property
+    def log_has_rows(self) -> bool:
+        """Whether the current log generation holds records not yet written to segments."""
+        return self.wal is not None and self.wal.size > HEADER_SIZE
+
+    @property
+    def layout_changes(self) -> int:
+        """A number that changes whenever the set of segments does (flushes, merges, dropped
+        partitions): the writer looks for merges to start only when it has moved."""
+        return self.flushes + self.compactions + self.dropped_partitions + len(self.segments)
+
+    def append_group(self, group: WriteGroup, *, durable: bool = True) -> Unsynced | None:
+        """Log and apply one decided write group (:meth:`commit` of its records, in order).
+
+        ``durable=False``: pipelined group commit (see :meth:`commit`): the records are written
+        to the log, not fsynced; the returned :class:`Unsynced` goes to :meth:`acknowledge`
+        once :meth:`sync_log` covers it, or to :meth:`take_back` when that sync failed.
+        """
+        added = group.added
+        return self.commit(
+            group.records,
+            None if added is None else added[:3],
+            durable=durable,
+            bands=added[3] if added is not None and len(added) > 3 else None,
+        )
+
+    def sync_log(self) -> None:
+        """fsync the log: every group appended before this call is durable on return
+        (:class:`StorageError` when the disk refuses)."""
+        assert self.wal is not None
+        self.wal.sync()
+
+    def take_back(self, commits: Sequence[Unsynced]) -> None:
+        """Take back pipelined commits whose log sync failed (oldest first in ``commits``):
+        undo them in memory, newest first, then cut the log back to where the oldest started.
+        :class:`StorageError` when the log cannot be cut back (the in-memory state is undone
+        regardless)."""
+        for u in reversed(commits):
+            self.undo(u)
+        if commits and self.wal is not None:
+            self.wal.rollback(min(u.start for u in commits))
+
     @property
     def flush_due(self) -> bool:
         """The memtable is full and no flush is under way: :meth:`maybe_flush` starts one."""
@@ -1258,6 +1315,10 @@ class Store:
             except Exception:
                 log.warning("could not prune the deleted-rows table", exc_info=True)
         return True
+
+    def discard_merged(self, merged: _LiveSegment) -> None:
+        """Remove the files of a merge output that was not installed."""
+        self._discard(merged)
 
     @staticmethod
     def _discard(s: _LiveSegment) -> None:
@@ -1515,6 +1576,94 @@ class Store:
         with self._count_lock:
             self.documents += len(rids)
 
+    @staticmethod
+    def read_config(path: str | os.PathLike[str] | None) -> dict[str, Any] | None:
+        """The config body stored in data directory ``path`` (None: no directory, or one
+        without a config yet), read before the store is opened (it decides how to open it)."""
+        from .layout import read_json_file
+
+        if path is None:
+            return None
+        cfg = DataDir(path).config_path
+        return read_json_file(cfg) if cfg.exists() else None
+
+    def save_retention(self, seconds: float | None) -> None:
+        """Store a new retention window (``None``: keep everything) in the config body's
+        ``store`` section; in memory, nothing to store. :class:`StorageError` when it cannot
+        be written."""
+        from .layout import read_json_file, write_json_file
+
+        if self.dir is None:
+            return
+        cfg_path = self.dir.config_path
+        try:
+            body = read_json_file(cfg_path)
+            body.setdefault("store", {})["retention"] = seconds
+            body["store"].setdefault("partition_seconds", self.partition_seconds)
+            write_json_file(cfg_path, body)
+        except OSError as exc:
+            raise StorageError(f"cannot store the new retention in {cfg_path}: {exc}") from exc
+
+    def bulk_add(
+        self, ids: list[str], fps: npt.NDArray[np.uint64], times: npt.NDArray[np.float64]
+    ) -> int:
+        """Seed new documents without texts (:meth:`bulk_load` of their rows, row ids allocated
+        here); :class:`InputError` when an id exists already (nothing is loaded)."""
+        start = self.allocate(len(ids))
+        rids = np.arange(start, start + len(ids), dtype=np.int64)
+        fp_bytes = fp_words(fps).astype("<u8").tobytes()
+        ts = times.tolist()
+        # insert in id order: the UNIQUE(id) B-tree then grows at its right edge
+        order = sorted(range(len(ids)), key=ids.__getitem__)
+        rows = (
+            (
+                start + i,
+                ids[i],
+                ts[i],
+                fp_bytes[16 * i : 16 * i + 16],
+                NO_CONTENT_HASH,
+                0,
+                None,
+                None,
+            )
+            for i in order
+        )
+        try:
+            self.bulk_load(rows, fps, rids, times)
+        except sqlite3.IntegrityError:
+            existing = self.lookup_ids(ids)
+            first = next(iter(existing), None)
+            raise InputError(
+                f"bulk_load: {len(existing)} ids already exist (e.g. {first!r}); bulk_load only "
+                "adds new ids"
+            ) from None
+        return len(ids)
+
+    def warm_up(self) -> None:
+        """Load the compiled kernels the first searches and writes would otherwise wait for:
+        an index's build and search (the GIL-holding variant for a few queries, the
+        GIL-releasing one for more), one search over the segments and the memtable for a few
+        queries and for many (the search pool), and a memtable like this store's past its
+        first buffer flush (its plan's build and search kernels)."""
+        rng = np.random.default_rng(0)
+        shape = (300,) if self.bits == 64 else (300, 2)
+        fps = rng.integers(0, 2**64, shape, dtype=np.uint64)
+        idx = build_index(
+            fps, np.arange(300, dtype=np.int64), bits=self.bits, max_distance=self.radius
+        )
+        idx.search(fps[:2], self.radius)
+        idx.search(fps[:16], self.radius)
+        nq = min(PARALLEL_QUERIES, 2048)
+        many = rng.integers(0, 2**64, (nq, *shape[1:]), dtype=np.uint64)
+        for m in (2, 16, nq):
+            self.search(many[:m], self.radius)
+        mt = MemTable(bits=self.bits, max_distance=self.radius, expected_size=self.memtable_size)
+        n = mt.buffer_size + 8
+        rows = rng.integers(0, 2**64, (n, *shape[1:]), dtype=np.uint64)
+        mt.add(rows, np.arange(n, dtype=np.int64), np.zeros(n))
+        mt.search(rows[:2], self.radius)
+        mt.search(rows[:16], self.radius)
+
     # ------------------------------------------------------------------ misc
     def stats(self) -> dict[str, Any]:
         parts = {s.partition for s in self.segments}
@@ -1563,8 +1712,6 @@ class Store:
 
 def parse_duration(value: str | float | int | None, *, name: str = "retention") -> float | None:
     """``"48h"``, ``"30m"``, ``"2d"``, ``"90s"`` or a number of seconds -> seconds (None stays None)."""
-    from ..errors import ConfigError
-
     if value is None:
         return None
     if isinstance(value, bool):

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._reference import use_reference
+from .._threads import lower_thread_priority
 from ..fingerprint.distance import hamming_cdist
 
 __all__ = ["BruteIndex", "MemTable", "build_index", "hamming_index_class", "merge_results"]
@@ -56,12 +57,6 @@ def empty_result(nq: int) -> Result:
         np.zeros(0, dtype=np.int64),
         np.zeros(0, dtype=np.int32),
     )
-
-
-def _lower_priority() -> None:
-    from .engine import lower_thread_priority
-
-    lower_thread_priority()
 
 
 class BruteIndex:
@@ -214,7 +209,7 @@ class MemTable:
                 # stall it; they run on the index's merge thread
                 background_merges=True,
                 # ... at a lower CPU priority: the event loop deciding requests inline wins
-                merge_thread_init=_lower_priority,
+                merge_thread_init=lower_thread_priority,
             )
         except Exception:
             log.exception("creating the memtable's HammingIndex failed; using brute-force runs")
@@ -289,7 +284,9 @@ class MemTable:
         rids = np.asarray(rowids, dtype=np.int64)
         if not len(rids) or not self._n:
             return
-        fps, ids, ts = (np.concatenate(a) for a in (self._fp, self._id, self._t))
+        fps = np.concatenate(self._fp)
+        ids = np.concatenate(self._id)
+        ts = np.concatenate(self._t)
         keep = ~np.isin(ids, rids)
         self._fp, self._id, self._t = [fps[keep]], [ids[keep]], [ts[keep]]
         self._n = int(keep.sum())

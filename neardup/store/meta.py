@@ -54,7 +54,7 @@ import numpy.typing as npt
 from ..errors import CorruptFileError, StorageError
 from .wal import AddRecord, DeleteRecord
 
-__all__ = ["MetaDB", "Row", "sqlite_error"]
+__all__ = ["EMPTY_FLAG", "NO_CONTENT_HASH", "MetaDB", "Row", "sqlite_error"]
 
 log = logging.getLogger("neardup.store")
 
@@ -136,6 +136,13 @@ _DOC_COLUMNS = 8
 _MAX_INSERT_ROWS = 256  # rows per multi-row INSERT at most (a power of two)
 
 
+#: ``Row.flags`` bit: the text had no features (fingerprint 0); such a row matches by content
+#: hash only
+EMPTY_FLAG = 1
+#: ``Row.chash`` of a row loaded without a text (``bulk_load``): no content hash
+NO_CONTENT_HASH = bytes(16)
+
+
 class Row(NamedTuple):
     rowid: int
     id: str
@@ -145,6 +152,11 @@ class Row(NamedTuple):
     flags: int
     metadata: str | None
     text: str | None
+
+    @property
+    def empty(self) -> bool:
+        """The stored text had no features (see :data:`EMPTY_FLAG`)."""
+        return bool(self.flags & EMPTY_FLAG)
 
 
 def _add_params(r: AddRecord) -> tuple[Any, ...]:

@@ -175,7 +175,7 @@ def frame_records(records: Iterable[AddRecord | DeleteRecord]) -> bytes:
                 )
             )
         else:
-            p = encode_delete(r)
+            p = encode_delete(r)  # type: ignore[arg-type]  # not an AddRecord: a DeleteRecord
         app(pack_frame(len(p), crc(p)))
         app(p)
     return b"".join(parts)

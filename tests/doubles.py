@@ -1,8 +1,10 @@
-"""Stand-ins used only while :mod:`neardup.fingerprint` cannot be imported.
+"""Test doubles for the online store: a small, pure-Python fingerprinter.
 
-They follow the cross-team contract (``fingerprint_batch``, ``config``/``from_config``,
-``content_hash_many``) so the store can be developed and tested on its own; the
-:class:`neardup.online.Deduplicator` logs a warning whenever it uses them.
+:class:`SimpleFingerprinter` follows the fingerprinter contract the
+:class:`neardup.online.Deduplicator` takes (``fingerprint_batch``, ``config`` /
+``from_config``, ``bits``), so store tests run without numba's kernels and with fingerprints
+that are easy to reason about. Pass it explicitly (``fingerprinter=SimpleFingerprinter()``),
+also when reopening a store it created.
 """
 
 from __future__ import annotations
@@ -50,10 +52,10 @@ class SimpleFingerprinter:
 
     def __init__(self, bits: int = 64) -> None:
         if bits != 64:
-            raise ValueError("the fallback fingerprinter only makes 64-bit fingerprints")
+            raise ValueError("SimpleFingerprinter only makes 64-bit fingerprints")
 
     def config(self) -> dict[str, Any]:
-        return {"kind": "neardup.store.fallback.SimpleFingerprinter", "bits": 64}
+        return {"kind": "tests.doubles.SimpleFingerprinter", "bits": 64}
 
     @classmethod
     def from_config(cls, d: dict[str, Any]) -> SimpleFingerprinter:

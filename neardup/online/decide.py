@@ -1,0 +1,514 @@
+"""The decision rule: each document of a write group against the index hits and the documents
+decided before it in the same group (:class:`Decider`).
+
+Matching rules, per candidate within the search radius:
+
+* same content hash (:func:`neardup.content_hash`) -> duplicate, distance as found, score 1.0;
+* an *empty* text (no features, fingerprint 0) only matches by content hash;
+* with a verifier: candidates within ``verifier.candidate_distance(len(text))`` are checked
+  with ``verifier.verify(text, stored_text, distance)`` when the stored text is available
+  (``store_text=True`` or same group); otherwise (text not stored) the distance rule applies;
+* distance rule: duplicate when ``distance <= max_distance``; score None.
+
+With the MinHash channel (``candidates="lsh"``) the candidates are the SimHash hits plus the
+stored rows sharing a band key whose signatures agree enough, all verified by the batch
+pipeline's own rule (:func:`neardup.batch.stage_verify`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import NotFoundError
+from ..fingerprint.distance import hamming_cdist
+from ..store import Store, WriteGroup
+from ..store.meta import NO_CONTENT_HASH
+from .prepare import PreparedDocs, lsh_keys
+from .types import Decision, Match, _new_decision
+
+__all__ = ["Decider", "Op"]
+
+#: groups up to this many documents find their within-group pairs by brute force (an index
+#: build costs more than the n^2/2 distances there)
+_BRUTE_PAIRS = 256
+
+
+@dataclass
+class Op:
+    """One operation queued for the writer."""
+
+    kind: str  # check | add | check_and_add | delete | flush | bulk | install | recover |
+    # retention | stop
+    docs: PreparedDocs | None = None
+    arg: Any = None
+    future: Future[Any] = field(default_factory=Future)
+
+    @property
+    def n(self) -> int:
+        return len(self.docs.ids) if self.docs is not None else 1
+
+
+class Decider:
+    """Decides write groups against a :class:`~neardup.store.Store` (writer thread only).
+
+    Parameters
+    ----------
+    store : Store
+        Searched for candidates and read for their rows; row ids are allocated from it.
+    verifier : Verifier or None
+        Verifies candidates on their texts; None: the distance rule only.
+    lsh_plan : LshPlan or None
+        The MinHash channel's plan; None: SimHash candidates only.
+    bits, radius, max_distance, max_matches, store_text
+        As the :class:`~neardup.online.Deduplicator` was configured.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        verifier: Any,
+        lsh_plan: Any,
+        bits: int,
+        radius: int,
+        max_distance: int,
+        max_matches: int,
+        store_text: bool,
+    ) -> None:
+        self.store = store
+        self.verifier = verifier
+        self.lsh_plan = lsh_plan
+        self.bits = bits
+        self.radius = radius
+        self.max_distance = max_distance
+        self.max_matches = max_matches
+        self.store_text = store_text
+
+    def decide(self, group: list[Op], cutoff: float | None) -> tuple[list[Any], WriteGroup]:
+        """Decide a group in arrival order; returns (results per op: a list of
+        :class:`Decision` per document op, None or :class:`NotFoundError` per delete; the
+        group's adds and deletes for :meth:`Store.append_group <neardup.store.Store.append_group>`).
+        Row ids are allocated here. Stored rows older than ``cutoff`` do not match."""
+        doc_ops = [op for op in group if op.docs is not None]
+        if self.lsh_plan is not None:
+            for op in doc_ops:  # prepared elsewhere without the channel: its keys made here
+                dd = op.docs
+                if dd is not None and dd.bands is None:
+                    dd.sig, dd.usable, dd.bands = lsh_keys(self.verifier, self.lsh_plan, dd.texts)
+        # everything a group needs from the index and metadata, fetched in bulk
+        if doc_ops:
+            fps = (
+                doc_ops[0].docs.fps  # type: ignore[union-attr]
+                if len(doc_ops) == 1
+                else np.concatenate([op.docs.fps for op in doc_ops])  # type: ignore[union-attr]
+            )
+            ids = [i for op in doc_ops for i in op.docs.ids]  # type: ignore[union-attr]
+        else:
+            fps = np.zeros((0,) if self.bits == 64 else (0, 2), np.uint64)
+            ids = []
+        flat_texts = [t for op in doc_ops for t in op.docs.texts]  # type: ignore[union-attr]
+        if self.lsh_plan is not None:  # SimHash hits within the radius, plus the band keys
+            lims, hit_rids, hit_d = self.store.search(fps, self.radius)
+        elif self.verifier is None or self.radius == self.max_distance:  # one limit for all
+            lims, hit_rids, hit_d = self.store.search(fps, self.max_distance)
+        else:
+            limits = np.array([self._limit(t) for t in flat_texts], dtype=np.int64)
+            lims, hit_rids, hit_d = self._search_by_limit(fps, limits)
+        del_ids = [op.arg for op in group if op.kind == "delete"]
+        existing = self.store.lookup_ids(ids + del_ids)
+        need_text = self.verifier is not None
+        lsh_rids = None
+        if self.lsh_plan is not None and doc_ops:
+            bands = np.concatenate([op.docs.bands for op in doc_ops])  # type: ignore[union-attr]
+            lsh_rids = self.store.search_bands(bands, self.lsh_plan.bucket_cap)
+        want = set(hit_rids.tolist())
+        want.update(existing.values())
+        if lsh_rids is not None:
+            for r in lsh_rids:
+                want.update(r.tolist())
+        rows = self.store.fetch(want, with_text=need_text) if want else {}
+        earlier = self.intra_pairs(fps)  # i -> [(j, distance)] for j < i within the radius
+        if lsh_rids is not None:
+            sig = np.concatenate([op.docs.sig for op in doc_ops])  # type: ignore[union-attr]
+            usable = np.concatenate([op.docs.usable for op in doc_ops])  # type: ignore[union-attr]
+            lims, hit_rids, hit_d = self._lsh_union(fps, sig, lims, hit_rids, hit_d, lsh_rids, rows)
+            self._lsh_intra(fps, sig, usable, earlier)
+
+        results: list[Any] = []
+        writes = WriteGroup()
+        # group state: id -> (rowid, global position or None for stored rows)
+        id_state: dict[str, tuple[int, int | None] | None] = {}
+        deleted_rowids: set[int] = set()
+        added_mask = bytearray(len(fps))  # documents added earlier in this group
+        # documents that need the full rules: index hits or near pairs inside the group
+        has_hits = (lims[1:] > lims[:-1]).tolist()
+        slow = list(has_hits)
+        for i in earlier:
+            slow[i] = True
+        flat_chash = [h for op in doc_ops for h in op.docs.chash]  # type: ignore[union-attr]
+        flat_empty = (
+            np.concatenate([op.docs.empty for op in doc_ops])  # type: ignore[union-attr]
+            if doc_ops
+            else np.zeros(0, bool)
+        )
+        store_text = self.store_text
+        next_rid = self.store.next_rowid
+        add_pos: list[int] = []  # global positions of added documents, in row id order
+
+        def current(id_: str) -> tuple[int, int | None] | None:
+            if id_ in id_state:
+                return id_state[id_]
+            rid = existing.get(id_)
+            return None if rid is None else (rid, None)
+
+        def add_doc(i: int, k: int, id_: str) -> None:
+            """Append the add record of document ``k`` of the current op (global position
+            ``i``) with the next row id, and note it in the group state."""
+            nonlocal next_rid
+            w0, w1 = words[i]
+            write_add(
+                next_rid,
+                d_times[k],
+                w0,
+                w1,
+                d_chash[k],
+                d_empty[k],
+                id_,
+                d_texts[k] if store_text else None,
+                d_meta[k],
+            )
+            id_state[id_] = (next_rid, i)
+            added_mask[i] = 1
+            add_pos.append(i)
+            next_rid += 1
+
+        # Python ints once per group (indexing NumPy scalars per document is slow)
+        if self.bits == 64:
+            fp_ints: list[int] = fps.tolist()
+            words = [(x, 0) for x in fp_ints]
+        else:
+            words = [(int(a), int(b)) for a, b in fps.tolist()]
+            fp_ints = [(a << 64) | b for a, b in words]
+        new_decision = _new_decision
+        write_add = writes.add
+        g = 0
+        for op in group:
+            if op.kind == "delete":
+                cur = current(op.arg)
+                if cur is None:
+                    results.append(NotFoundError(f"document {op.arg!r} not found"))
+                    continue
+                writes.delete(cur[0], op.arg)
+                deleted_rowids.add(cur[0])
+                id_state[op.arg] = None
+                if cur[1] is not None:
+                    added_mask[cur[1]] = 0
+                results.append(None)
+                continue
+            docs = op.docs
+            assert docs is not None
+            out: list[Decision] = []
+            d_times = docs.times.tolist()
+            d_empty = docs.empty.tolist()
+            d_ids, d_texts, d_meta, d_chash = docs.ids, docs.texts, docs.metadata, docs.chash
+            adding = op.kind != "check"  # add, or check_and_add when no duplicate
+            force = op.kind == "add"
+            for k in range(len(d_ids)):
+                i = g + k
+                id_ = d_ids[k]
+                if not slow[i] and id_ not in existing and id_ not in id_state:
+                    # no candidate anywhere and a new id: not a duplicate
+                    if adding:
+                        add_doc(i, k, id_)
+                    out.append(new_decision(id_, False, adding, (), fp_ints[i]))
+                    continue
+                if not (
+                    has_hits[i] or (i in earlier and any(added_mask[j] for j, _ in earlier[i]))
+                ):
+                    matches: list[Match] = []
+                    drops = False
+                else:
+                    matches, drops = self._matches(
+                        i,
+                        flat_texts,
+                        flat_chash,
+                        flat_empty,
+                        hit_rids[lims[i] : lims[i + 1]],
+                        hit_d[lims[i] : lims[i + 1]],
+                        rows,
+                        deleted_rowids,
+                        added_mask,
+                        earlier.get(i, ()),
+                        ids,
+                        cutoff,
+                    )
+                cur = current(id_)
+                if cur is not None:  # idempotent re-send: report the existing document
+                    if not any(m.id == id_ for m in matches):
+                        d = (
+                            (fp_ints[i] ^ fp_ints[cur[1]]).bit_count()
+                            if cur[1] is not None
+                            else self._distance_to_row(fps[i], rows.get(cur[0]))
+                        )
+                        same = cur[1] is not None and flat_chash[cur[1]] == flat_chash[i]
+                        same = same or (cur[0] in rows and rows[cur[0]].chash == flat_chash[i])
+                        matches = [Match(id_, d, 1.0 if same else None), *matches][
+                            : self.max_matches
+                        ]
+                    out.append(new_decision(id_, True, False, tuple(matches), fp_ints[i]))
+                    continue
+                dup = drops
+                add = force or (adding and not dup)
+                if add:
+                    add_doc(i, k, id_)
+                out.append(new_decision(id_, dup, add, tuple(matches), fp_ints[i]))
+            results.append(out)
+            g += len(d_ids)
+        n_add = len(add_pos)
+        start = self.store.allocate(n_add)
+        rids = np.arange(start, start + n_add, dtype=np.int64)
+        if n_add:
+            pos = np.asarray(add_pos, dtype=np.int64)
+            times = (
+                doc_ops[0].docs.times  # type: ignore[union-attr]
+                if len(doc_ops) == 1
+                else np.concatenate([op.docs.times for op in doc_ops])  # type: ignore[union-attr]
+            )
+            added_bands = None
+            if self.lsh_plan is not None:  # band keys made by the preparer, not in the writer
+                all_bands = np.concatenate([op.docs.bands for op in doc_ops])  # type: ignore[union-attr]
+                added_bands = all_bands[pos]
+            writes.set_added(fps[pos], rids, times[pos], added_bands)
+        else:
+            writes.set_added(fps[:0], rids, np.zeros(0, np.float64))
+        return results, writes
+
+    def _matches(
+        self,
+        i: int,
+        texts: list[str],
+        chash: list[bytes],
+        empty: npt.NDArray[np.bool_],
+        hit_rids: npt.NDArray[np.int64],
+        hit_d: npt.NDArray[np.int32],
+        rows: dict[int, Any],
+        deleted: set[int],
+        added_mask: bytearray,
+        earlier: Sequence[tuple[int, int]],
+        ids: list[str],
+        cutoff: float | None,
+    ) -> tuple[list[Match], bool]:
+        """(the matches, closest first; whether any of them makes the document a duplicate)."""
+        text = texts[i]
+        limit = self._limit(text)
+        q_empty = bool(empty[i])
+        q_hash = chash[i]
+        # (exact first, distance, order, id, hash, empty, text): exact duplicates need no
+        # verification; the rest are verified closest first until max_matches are accepted
+        cands: list[tuple[int, int, int, str, bytes, bool, str | None]] = []
+        for rid, d in zip(hit_rids.tolist(), hit_d.tolist(), strict=True):
+            if rid in deleted:
+                continue
+            row = rows.get(rid)
+            if row is None or (cutoff is not None and row.time < cutoff):
+                continue
+            ex = 0 if row.chash == q_hash else 1
+            cands.append((ex, d, rid, row.id, row.chash, row.empty, row.text))
+        for j, d in earlier:
+            if added_mask[j]:
+                ex = 0 if chash[j] == q_hash else 1
+                cands.append((ex, d, (1 << 62) + j, ids[j], chash[j], bool(empty[j]), texts[j]))
+        cands.sort(key=lambda c: (c[0], c[1], c[2]))
+        # (distance, order, id, score, whether this match may drop the document)
+        found: list[tuple[int, int, str, float | None, bool]] = []
+        pending: list[tuple[int, int, str, str]] = []  # to verify: (distance, order, id, text)
+        for ex, d, order, cid, _h, c_empty, c_text in cands:
+            if ex == 0 and q_hash != NO_CONTENT_HASH:
+                found.append((d, order, cid, 1.0, True))
+            elif q_empty or c_empty or d > limit:
+                continue
+            elif self.verifier is not None and c_text is not None:
+                pending.append((d, order, cid, c_text))
+            elif d <= self.max_distance:
+                found.append((d, order, cid, None, True))
+        found.sort(key=lambda x: (x[0], x[1]))
+        # verify closest first, in chunks, until max_matches are accepted (texts tokenized once
+        # per chunk by verify_many)
+        pending.sort(key=lambda x: (x[0], x[1]))
+        pos = 0
+        while pending[pos:] and len(found) < self.max_matches:
+            chunk = pending[pos : pos + max(4, self.max_matches - len(found))]
+            pos += len(chunk)
+            ok, scores = self.verify(text, chunk)
+            for c, a, sc in zip(chunk, ok.tolist(), scores.tolist(), strict=True):
+                if a:
+                    found.append((c[0], c[1], c[2], float(sc), self._may_drop(text, c[3])))
+        found.sort(key=lambda x: (x[0], x[1]))
+        matches = [Match(cid, d, s) for d, _, cid, s, _ in found[: self.max_matches]]
+        return matches, any(f[4] for f in found)
+
+    def _may_drop(self, text: str, kept: str) -> bool:
+        """Whether a verified match with ``kept`` makes ``text`` a duplicate. With the MinHash
+        channel, the batch keep rule (the batch pipeline's ``stage_representatives``): a text more
+        than ``(2 - threshold) / threshold`` times longer than the kept one contains it (no
+        pair reaches the threshold by similarity at that ratio) and is kept; the match is still
+        reported."""
+        if self.lsh_plan is None:
+            return True
+        t = self.verifier.threshold
+        return len(text) <= (2.0 - t) / t * len(kept)
+
+    def verify(
+        self, text: str, chunk: list[tuple[int, int, str, str]]
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+        """Decide (text, candidate text) pairs: with the MinHash channel by the batch
+        pipeline's own verification (:func:`neardup.batch.stage_verify`: numba bounds, then the
+        exact LCS), so online and batch apply one rule; else ``Verifier.verify_many``."""
+        if self.lsh_plan is None:
+            return self.verifier.verify_many(
+                [text] * len(chunk), [c[3] for c in chunk], [c[0] for c in chunk]
+            )
+        from ..batch import stage_verify
+
+        m = len(chunk)
+        return stage_verify(
+            self.verifier,
+            [text, *(c[3] for c in chunk)],
+            np.zeros(m, np.int64),
+            np.arange(1, m + 1, dtype=np.int64),
+            np.array([c[0] for c in chunk], np.int32),
+        )
+
+    def _limit(self, text: str) -> int:
+        """Search distance for one query text (the verifier's, capped by the radius)."""
+        if self.lsh_plan is not None:  # MinHash candidates are verified at any distance
+            return self.bits
+        if self.verifier is None or self.radius == self.max_distance:
+            return self.max_distance
+        return max(
+            self.max_distance, min(int(self.verifier.candidate_distance(len(text))), self.radius)
+        )
+
+    def _search_by_limit(
+        self, fps: npt.NDArray[np.uint64], limits: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+        """Search each query only as far as it needs (long texts need less than short ones)."""
+        uniq = sorted(set(limits.tolist()))
+        if len(uniq) <= 1:
+            return self.store.search(fps, int(uniq[0]) if uniq else self.max_distance)
+        n = len(fps)
+        parts = []
+        counts = np.zeros(n, dtype=np.int64)
+        for lim in uniq:
+            sel = np.flatnonzero(limits == lim)
+            r = self.store.search(fps[sel], int(lim))
+            counts[sel] = np.diff(r[0])
+            parts.append((sel, r))
+        lims = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=lims[1:])
+        ids = np.empty(int(lims[-1]), dtype=np.int64)
+        ds = np.empty(int(lims[-1]), dtype=np.int32)
+        for sel, (lo, i, d) in parts:
+            c = np.diff(lo)
+            dest = np.repeat(lims[sel], c) + (np.arange(len(i)) - np.repeat(lo[:-1], c))
+            ids[dest] = i
+            ds[dest] = d
+        return lims, ids, ds
+
+    def intra_pairs(self, fps: npt.NDArray[np.uint64]) -> dict[int, list[tuple[int, int]]]:
+        """Pairs of documents in one group within the search radius, keyed by the later one."""
+        out: dict[int, list[tuple[int, int]]] = {}
+        if len(fps) < 2:
+            return out
+        if len(fps) <= _BRUTE_PAIRS:  # small groups: one distance matrix, no index build
+            dist = hamming_cdist(fps, fps)
+            b, a = np.nonzero(np.tril(dist <= self.radius, k=-1))
+            d = dist[b, a]
+        else:
+            from ..index import all_pairs
+
+            # one thread: a thread pool per group costs more than it saves on small groups
+            a, b, d = all_pairs(fps, max_distance=self.radius, threads=1)
+        for x, y, z in zip(a.tolist(), b.tolist(), d.tolist(), strict=True):
+            out.setdefault(y, []).append((x, z))
+        return out
+
+    def _lsh_union(
+        self,
+        fps: npt.NDArray[np.uint64],
+        sig: npt.NDArray[np.uint16],
+        lims: npt.NDArray[np.int64],
+        hit_rids: npt.NDArray[np.int64],
+        hit_d: npt.NDArray[np.int32],
+        lsh_rids: list[npt.NDArray[np.int64]],
+        rows: dict[int, Any],
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+        """The candidates of each query: its SimHash hits plus the stored rows sharing a band
+        key with it whose signatures agree on >= ``plan.min_agreement`` MinHash values (the
+        batch pipeline's filter; stored signatures are recomputed from the stored texts)."""
+        plan = self.lsh_plan
+        need = sorted(
+            {int(r) for a in lsh_rids for r in a.tolist() if r in rows and rows[r].text is not None}
+        )
+        if not need:
+            return lims, hit_rids, hit_d
+        stored_sig = lsh_keys(self.verifier, plan, [rows[r].text for r in need])[0]
+        where = {r: k for k, r in enumerate(need)}
+        out_r: list[int] = []
+        out_d: list[int] = []
+        counts = np.zeros(len(fps), np.int64)
+        for i, cand in enumerate(lsh_rids):
+            before = len(out_r)
+            have = hit_rids[lims[i] : lims[i + 1]].tolist()
+            out_r += have
+            out_d += hit_d[lims[i] : lims[i + 1]].tolist()
+            seen = set(have)
+            extra = [r for r in cand.tolist() if r in where and r not in seen]
+            if extra:
+                agree = (stored_sig[[where[r] for r in extra]] == sig[i]).sum(axis=1)
+                for r, a in zip(extra, agree.tolist(), strict=True):
+                    if a >= plan.min_agreement:
+                        out_r.append(r)
+                        out_d.append(self._distance_to_row(fps[i], rows[r]))
+            counts[i] = len(out_r) - before
+        new_lims = np.zeros(len(fps) + 1, np.int64)
+        np.cumsum(counts, out=new_lims[1:])
+        return new_lims, np.asarray(out_r, np.int64), np.asarray(out_d, np.int32)
+
+    def _lsh_intra(
+        self,
+        fps: npt.NDArray[np.uint64],
+        sig: npt.NDArray[np.uint16],
+        usable: npt.NDArray[np.bool_],
+        earlier: dict[int, list[tuple[int, int]]],
+    ) -> None:
+        """Add the group's MinHash pairs (the batch pipeline's :func:`lsh_pairs`) to ``earlier``
+        (later position -> [(earlier position, SimHash distance)])."""
+        if len(fps) < 2:
+            return
+        from ..batch import lsh_pairs
+
+        a, b = lsh_pairs(sig, usable, self.lsh_plan)
+        for x, y in zip(a.tolist(), b.tolist(), strict=True):
+            lst = earlier.setdefault(y, [])
+            if all(j != x for j, _ in lst):
+                lst.append((x, (self._fp_int(fps[x]) ^ self._fp_int(fps[y])).bit_count()))
+
+    def _fp_int(self, fp: Any) -> int:
+        if self.bits == 64:
+            return int(fp)
+        return (int(fp[0]) << 64) | int(fp[1])
+
+    def _distance_to_row(self, fp: Any, row: Any) -> int:
+        if row is None:
+            return 0
+        hi = int.from_bytes(row.fp[:8], "little")
+        lo = int.from_bytes(row.fp[8:], "little")
+        stored = hi if self.bits == 64 else (hi << 64) | lo
+        return (self._fp_int(fp) ^ stored).bit_count()

@@ -60,7 +60,7 @@ def concat_ascii(
         return data, lens, (out if out is not None else np.empty(0, np.uint8))
     if out is None or out.size < total:
         out = np.empty(total, np.uint8)
-    mv = memoryview(out)
+    mv = out.data
     o = 0
     for t, m in zip(texts, lens.tolist(), strict=True):
         mv[o : o + m] = t.encode("ascii")

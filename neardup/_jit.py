@@ -158,7 +158,7 @@ def _is_ours(py_file: str) -> bool:
     return os.path.commonpath([path, _PACKAGE_DIR]) == _PACKAGE_DIR
 
 
-class NeardupCacheLocator(caching.UserProvidedCacheLocator):  # type: ignore[misc]
+class NeardupCacheLocator(caching.UserProvidedCacheLocator):
     """numba cache locator for neardup's own source files: :func:`cache_location`, under
     numba's usual sub-folder per source folder (so two installs never share entries)."""
 
@@ -184,7 +184,8 @@ class NeardupCacheLocator(caching.UserProvidedCacheLocator):  # type: ignore[mis
 def install() -> None:
     """Put :class:`NeardupCacheLocator` first in numba's locator list (idempotent). Called on
     import; kernels decorated before it would be cached inside the package."""
-    impl = getattr(caching, "CacheImpl", None) or caching._CacheImpl
+    # numba names the class CacheImpl, older releases _CacheImpl
+    impl = vars(caching).get("CacheImpl") or vars(caching)["_CacheImpl"]
     classes = impl._locator_classes
     if NeardupCacheLocator not in classes:
         classes.insert(0, NeardupCacheLocator)
@@ -208,7 +209,7 @@ def _neardup_dispatcher(ev: Any) -> bool:
     return module == "neardup" or module.startswith("neardup.")
 
 
-class _CompileListener(nb_event.Listener):  # type: ignore[misc]
+class _CompileListener(nb_event.Listener):
     """Sums the outermost compiles of neardup kernels (a kernel's callees compile inside
     its event; numba's compiler lock serialises compiles, so the sum is wall time)."""
 

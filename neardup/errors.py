@@ -24,6 +24,8 @@ The CLI (:mod:`neardup.cli.main`) and the HTTP service (:mod:`neardup.service`) 
 
 from __future__ import annotations
 
+from types import ModuleType
+
 __all__ = [
     "AuthError",
     "ConfigError",
@@ -152,7 +154,7 @@ class MissingDependencyError(NeardupError, ImportError):
     code = "missing_dependency"
 
 
-def require(module: str, extra: str, feature: str) -> object:
+def require(module: str, extra: str, feature: str) -> ModuleType:
     """Import an optional dependency or raise :class:`MissingDependencyError` with an install hint.
 
     >>> require("json", "core", "JSON output").__name__

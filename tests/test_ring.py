@@ -107,7 +107,7 @@ def test_same_mapping_in_another_process():
     keys = [f"k{i}" for i in range(300)]
     ring = HashRing(["alpha", "beta", "gamma", "delta"], vnodes=VN)
     code = (
-        "from neardup.ring import HashRing\n"
+        "from neardup.cluster.ring import HashRing\n"
         f"r = HashRing(['delta', 'gamma', 'beta', 'alpha'], vnodes={VN})\n"
         "print(','.join(r.node_for(f'k{i}') for i in range(300)))\n"
     )

@@ -563,7 +563,7 @@ class ClusterClient:
                 continue
             tried += 1
             try:
-                return self._call(n, lambda c: c.get(doc_id, namespace=self.namespace))  # type: ignore[no-any-return]
+                return self._call(n, lambda c: c.get(doc_id, namespace=self.namespace))
             except (_NodeFailed, NotFoundError):
                 continue
         if not tried:

@@ -235,8 +235,8 @@ class RingSnapshot:
         self._fast = [self.nodes[i] if i >= 0 else None for i in fast.tolist()]
         # memoryviews of the arrays (no copies): indexing them gives Python ints, so bisect
         # works on them as on lists
-        self._bucket_lo = memoryview(self._bucket_lo_np)
-        self._plist = memoryview(self.points)
+        self._bucket_lo = self._bucket_lo_np.data
+        self._plist = self.points.data
         self._names_ext: list[str] = [self.nodes[i] for i in self._owner_ext.tolist()]
 
     # -- scalar reads -----------------------------------------------------------------------

@@ -74,18 +74,18 @@ def build_tables(queries: U64, max_distance: int) -> QueryTables:
 
 
 @intrinsic
-def _popcount(typingctx, x):  # type: ignore[no-untyped-def]
+def _popcount(typingctx, x):
     """Hardware popcount of a uint64 (LLVM ctpop)."""
     sig = types.uint64(types.uint64)
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    def codegen(context, builder, signature, args):
         return builder.ctpop(args[0])
 
     return sig, codegen
 
 
 @njit(nogil=True, cache=True)
-def _radix_order(vals, idx, sh, m, width, tmp_v, tmp_i, hist):  # type: ignore[no-untyped-def]
+def _radix_order(vals, idx, sh, m, width, tmp_v, tmp_i, hist):
     """Sort ``vals`` (uint64) in place by their block ``(v >> sh) & m`` (``width`` bits), LSD
     by 16-bit digits, permuting ``idx`` alongside; stable. The values travel with the sort so
     the join reads them in order. ``tmp_*`` scratch of the same length, ``hist`` 2^16."""
@@ -120,7 +120,7 @@ def _radix_order(vals, idx, sh, m, width, tmp_v, tmp_i, hist):  # type: ignore[n
 
 
 @njit(nogil=True, cache=True)
-def probe_kernel(  # type: ignore[no-untyped-def]
+def probe_kernel(
     stored, base, k, shifts, masks, qfps, qpos, vals, idx, tmp_v, tmp_i, hist, out_s, out_q, out_d
 ):
     """Every (stored position + ``base``, query position, distance) within ``k``, unsorted.
@@ -177,7 +177,8 @@ def probe_kernel(  # type: ignore[no-untyped-def]
                 v = vals[ii]
                 for jj in range(j, j2):
                     x = v ^ qfps[t, jj]
-                    d = np.int64(_popcount(x))
+                    # an @intrinsic is called without its typing context inside a kernel
+                    d = np.int64(_popcount(x))  # type: ignore[call-arg]
                     if d <= kk and not _seen_earlier(x, t, shifts, masks):
                         if cnt < cap:
                             out_s[cnt] = idx[ii] + base
@@ -190,7 +191,7 @@ def probe_kernel(  # type: ignore[no-untyped-def]
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _seen_earlier(x, t, shifts, masks):  # type: ignore[no-untyped-def]
+def _seen_earlier(x, t, shifts, masks):
     """True when the pair (XOR ``x``) agrees on a block before ``t`` (reported there)."""
     for u in range(t):  # noqa: SIM110  (numba: a loop, not a generator)
         if ((x >> np.uint64(shifts[u])) & masks[u]) == 0:

@@ -881,7 +881,7 @@ def _encode_prepared(t: str, pmode: str) -> bytes:
 
 def run_group(
     texts, idx, pmode, plan, hash_id, seed, bits, hs, ws, default, fps, nfeat, chunk_chars
-):  # type: ignore[no-untyped-def]
+):
     """Fingerprint texts[i] for i in idx into fps[i] / nfeat[i] (rows are disjoint per caller).
 
     ``plan`` = (mode, n, mode2, n2, th): see :func:`simhash_docs`."""
@@ -931,7 +931,7 @@ def run_group(
 
 
 @njit(cache=True)
-def _simhash_docs_gil(  # type: ignore[no-untyped-def]
+def _simhash_docs_gil(
     buf,
     starts,
     ends,
@@ -964,11 +964,11 @@ def _simhash_docs_gil(  # type: ignore[no-untyped-def]
 GIL_BYTES = 16_384
 
 
-def _docs_kernel(nbytes: int):  # type: ignore[no-untyped-def]
+def _docs_kernel(nbytes: int):
     return _simhash_docs_gil if nbytes < GIL_BYTES else simhash_docs
 
 
-def run_ascii(joined, lens, plan, hash_id, seed, bits, hs, ws, default, fps, nfeat):  # type: ignore[no-untyped-def]
+def run_ascii(joined, lens, plan, hash_id, seed, bits, hs, ws, default, fps, nfeat):
     """Fast path for a block of ASCII texts joined with one separator character: one
     ``lower()``, one ``encode()`` and one kernel call for the whole block; writes fps / nfeat
     (row views of the block). ASCII text has no Han, so only (mode, n) of ``plan`` is used."""
@@ -997,7 +997,7 @@ def run_ascii(joined, lens, plan, hash_id, seed, bits, hs, ws, default, fps, nfe
     )
 
 
-def _run_long(t, i, pmode, plan, hash_id, useed, wide, hs, ws, default, fps, nfeat, chunk):  # type: ignore[no-untyped-def]
+def _run_long(t, i, pmode, plan, hash_id, useed, wide, hs, ws, default, fps, nfeat, chunk):
     mode, n, mode2, n2, th = plan
     bounds = split_long(t, chunk)
     if th <= 1.0:  # first pass: Han share of the whole prepared text

@@ -66,10 +66,10 @@ def doc_features(
         return items
     groups = [items] if len(items) < n else [items[i : i + n] for i in range(len(items) - n + 1)]
     out = []
-    for g in groups:
-        hi = combine64([f[0] for f in g], hash, seed, 0)
-        lo = combine64([f[1] for f in g], hash, seed, 1) if bits == 128 else 0
-        out.append((hi, lo, max(1, sum(f[2] for f in g) // len(g))))
+    for shingle in groups:
+        hi = combine64([f[0] for f in shingle], hash, seed, 0)
+        lo = combine64([f[1] for f in shingle], hash, seed, 1) if bits == 128 else 0
+        out.append((hi, lo, max(1, sum(f[2] for f in shingle) // len(shingle))))
     return out
 
 

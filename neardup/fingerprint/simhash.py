@@ -581,7 +581,7 @@ class Fingerprinter:
             CHUNK_CHARS,
         )
 
-    def _run_group_python(self, texts, idx, pmode, kmode, n, table, fps, nfeat) -> None:  # type: ignore[no-untyped-def]
+    def _run_group_python(self, texts, idx, pmode, kmode, n, table, fps, nfeat) -> None:
         hs, ws, default = table
         tab = dict(zip(hs.tolist(), ws.tolist(), strict=True))
         for i in idx:

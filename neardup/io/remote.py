@@ -218,7 +218,7 @@ def _raw(path: str) -> IO[bytes]:
             raise InputError(f"cannot open {path!r}: {exc.strerror or exc}") from exc
     fs, inner = _filesystem(path)
     try:
-        return fs.open(inner, "rb")  # type: ignore[no-any-return]
+        return fs.open(inner, "rb")
     except FileNotFoundError:
         raise InputError(f"input {path!r} does not exist") from None
     except IsADirectoryError:
@@ -353,7 +353,7 @@ def _compressor(kind: str, raw: IO[bytes]) -> IO[bytes]:
     if kind == "zstd":
         import zstandard
 
-        return zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=False)  # type: ignore[no-any-return]
+        return zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=False)
     raise ConfigError(f"unknown compression {kind!r}")
 
 

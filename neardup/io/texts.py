@@ -36,7 +36,7 @@ I64 = npt.NDArray[np.int64]
 _AT0 = np.zeros(1, np.int64)
 
 
-class UniqueIds(list):  # type: ignore[type-arg]
+class UniqueIds(list[str]):
     """The ids of a corpus read by :func:`neardup.io.read_corpus`: str, checked unique as they
     were read (a plain ``list`` otherwise). :func:`neardup.batch.run.dedup` takes such a list as
     it is instead of converting and checking every id again; a caller who changes it
@@ -211,7 +211,7 @@ class SpanTexts(Sequence[str]):
             sel &= esc
             if sel.any():
                 unescape_spans(self._bufs[bb], s[sel], e[sel], out, at[sel])
-        mv = memoryview(out)
+        mv = out.data
         for q in np.flatnonzero(b < 0).tolist():
             try:
                 data = self._str[int(pos[q])].encode("ascii")

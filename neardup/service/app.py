@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -160,7 +160,7 @@ def _error(
     )
 
 
-def _loc_to_field(loc: tuple[Any, ...] | list[Any]) -> str:
+def _loc_to_field(loc: Sequence[Any]) -> str:
     parts = [p for p in loc if p not in ("body", "path", "query", "header")]
     out = ""
     for p in parts:
@@ -331,7 +331,7 @@ def create_app(
                 tags=[tag],
                 name=op.replace("-", "_") + sfx,
                 openapi_extra=_DOC_BODY,
-                responses={200: {"model": Result | BatchResult}, **_ERRORS},  # type: ignore[dict-item]
+                responses={200: {"model": Result | BatchResult}, **_ERRORS},
                 dependencies=_WRITE_SECURITY if ops[op][1] else None,
             )
         if namespaced:
@@ -567,7 +567,7 @@ def _swagger_assets() -> Path | None:
     """The directory of Swagger UI's files from the ``swagger_ui_bundle`` package, if
     installed (it is not a dependency: /docs then loads them from a CDN)."""
     try:
-        import swagger_ui_bundle  # type: ignore[import-not-found]
+        import swagger_ui_bundle
     except ImportError:
         return None
     path = Path(getattr(swagger_ui_bundle, "swagger_ui_path", ""))

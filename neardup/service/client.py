@@ -117,11 +117,11 @@ class Client:
             # bytes: httpx would encode a str header as ASCII (a non-ASCII token goes as UTF-8,
             # which is how the server compares it)
             headers["Authorization"] = f"Bearer {token}".encode()
-        self._http = httpx.Client(  # type: ignore[attr-defined]
+        self._http = httpx.Client(
             base_url=self.base_url,
             headers=headers,
             timeout=timeout,
-            limits=httpx.Limits(max_connections=max_connections),  # type: ignore[attr-defined]
+            limits=httpx.Limits(max_connections=max_connections),
             transport=transport,
         )
         self._httpx = httpx
@@ -241,7 +241,7 @@ class Client:
 
         Raises :class:`~neardup.errors.NotFoundError` when the id is unknown.
         """
-        return self._request("GET", f"{self._prefix(namespace)}/docs/{quote(doc_id, safe='')}")  # type: ignore[no-any-return]
+        return self._request("GET", f"{self._prefix(namespace)}/docs/{quote(doc_id, safe='')}")
 
     def delete(self, doc_id: str, *, namespace: str | None = None) -> None:
         """Delete a stored document (NotFoundError when the id is unknown)."""
@@ -260,7 +260,7 @@ class Client:
 
     def health(self) -> dict[str, Any]:
         """``GET /healthz``: ``{"status": "ok", "namespaces", "documents", ...}``."""
-        return self._request("GET", "/healthz")  # type: ignore[no-any-return]
+        return self._request("GET", "/healthz")
 
     def metrics(self) -> str:
         """``GET /metrics`` (Prometheus text)."""

@@ -100,7 +100,7 @@ def guarded_protocol(
     reject = _reject_bytes(max_connections)
     httptools = hasattr(base, "on_headers_complete")
 
-    class Guarded(base):  # type: ignore[misc, valid-type]
+    class Guarded(base):
         _deadline: asyncio.TimerHandle | None = None
         _phase = "head"  # head: waiting for a request head; body: reading one; idle: neither
         _counted = False

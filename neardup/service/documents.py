@@ -116,7 +116,8 @@ def prepare_texts(store: Any, docs: list[Any]) -> None:
 def _submitter(store: Any, method: str) -> Any:
     """``store.submit`` when ``store.<method>`` is the :class:`Deduplicator`'s own (so the
     non-blocking path does exactly what the method would), else None."""
-    return getattr(store, "submit", None) if _own_method(type(store), method) else None
+    cls: type = type(store)
+    return getattr(store, "submit", None) if _own_method(cls, method) else None
 
 
 @functools.lru_cache(maxsize=64)
@@ -412,10 +413,11 @@ class DocumentRoutes:
             body_msg = {"type": "http.response.body", "body": payload}
             cycle = getattr(send, "__self__", None)
             transport = getattr(cycle, "transport", None)
-            if transport is not None and hasattr(transport, "write"):
+            if cycle is not None and transport is not None and hasattr(transport, "write"):
                 # uvicorn writes the head and the body of a response as two socket writes;
                 # collected here they leave as one (one send syscall and one wake-up of the
-                # client instead of two: ~45 µs of the event loop per request measured)
+                # client instead of two; benchmarks/bench_service.py measures the event loop's
+                # time per request)
                 out = _Coalesced(transport)
                 cycle.transport = out
                 try:

@@ -1,7 +1,7 @@
 """Request parsing and the documented JSON shapes of the HTTP service.
 
 The batch endpoints are the hot path, so request bodies are parsed with one ``json.loads``
-(``orjson`` when installed) and checked by :func:`parse_documents` with plain ``isinstance``
+(``orjson``; the stdlib :mod:`json` is the reference it falls back to) and checked by :func:`parse_documents` with plain ``isinstance``
 tests instead of one pydantic model per document. The pydantic models below describe the same
 shapes for the OpenAPI document; a test checks that both agree.
 
@@ -17,14 +17,10 @@ import math
 import re
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from .http_errors import AuthError, PayloadTooLargeError, RequestValidationFailed
-
-try:  # optional speed-up; the stdlib json module is the reference
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - depends on the environment
-    _orjson = None
 
 __all__ = [
     "MAX_ID_LENGTH",
@@ -69,8 +65,8 @@ def loads(raw: bytes) -> Any:
     try:
         # orjson turns integers beyond int64/uint64 into floats; a body with a run of 19 or
         # more digits goes to the stdlib, which keeps every integer exact
-        if _orjson is not None and _LONG_DIGITS.search(raw) is None:
-            return _orjson.loads(raw)
+        if _LONG_DIGITS.search(raw) is None:
+            return orjson.loads(raw)
         return json.loads(raw, parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError) as exc:
         raise RequestValidationFailed(
@@ -82,11 +78,10 @@ def loads(raw: bytes) -> Any:
 
 def dumps(obj: Any) -> bytes:
     """Encode a response body as compact UTF-8 JSON."""
-    if _orjson is not None:
-        try:
-            return _orjson.dumps(obj)
-        except TypeError:  # e.g. integers beyond 64 bits in stored metadata
-            pass
+    try:
+        return orjson.dumps(obj)
+    except TypeError:  # e.g. integers beyond 64 bits in stored metadata
+        pass
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
@@ -105,24 +100,23 @@ def encode_decisions(decisions: list[Any], is_batch: bool) -> bytes:
     is_batch : bool
         Whether the request was a batch.
     """
-    if _orjson is not None:
-        results = [
-            {
-                "id": d.id,
-                "duplicate": d.duplicate,
-                "added": d.added,
-                "matches": d.matches,
-                "fingerprint": format(d.fingerprint, "x"),
-            }
-            for d in decisions
-        ]
-        try:
-            return _orjson.dumps(
-                {"results": results} if is_batch else results[0],
-                option=_orjson.OPT_SERIALIZE_NUMPY,
-            )
-        except TypeError:  # an unexpected type somewhere: the reference path
-            pass
+    results = [
+        {
+            "id": d.id,
+            "duplicate": d.duplicate,
+            "added": d.added,
+            "matches": d.matches,
+            "fingerprint": format(d.fingerprint, "x"),
+        }
+        for d in decisions
+    ]
+    try:
+        return orjson.dumps(
+            {"results": results} if is_batch else results[0],
+            option=orjson.OPT_SERIALIZE_NUMPY,
+        )
+    except TypeError:  # an unexpected type somewhere: the reference path
+        pass
     if is_batch:
         return dumps({"results": [d.to_dict() for d in decisions]})
     return dumps(decisions[0].to_dict())

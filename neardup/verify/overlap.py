@@ -303,7 +303,7 @@ def histogram_bound_decisions(
     full: int = HIST_MAX,
     workers: int = 1,
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
-    """:func:`bound_decisions` on bucket counts (:func:`~neardup.pipeline.tokens.token_histograms`
+    """:func:`bound_decisions` on bucket counts (:func:`~neardup.verify.tokens.token_histograms`
     rows): ``(could pass bool (m,), bound ratio float64 (m,))``.
 
     ``sum_k min(hist[a, k], hist[b, k])`` is at least the multiset overlap of the two token
@@ -353,7 +353,7 @@ def _doc_tokens(
     tl: np.ndarray,
     th: np.ndarray,
 ) -> int | np.int64:  # pragma: no cover - numba
-    # the tokens of buf[s:e] (see neardup.pipeline.tokens.token_bytes) in order: start, length
+    # the tokens of buf[s:e] (see neardup.verify.tokens.token_bytes) in order: start, length
     # and FNV-1a 64 of the (lower-cased) bytes; branch-free; returns their number
     fnv = np.uint64(0xCBF29CE484222325)
     prime = np.uint64(0x100000001B3)

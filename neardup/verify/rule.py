@@ -432,7 +432,7 @@ class Verifier:
         but each sequence's length is taken once, not once per pair it is in.
 
         With ``prune=True`` the LCS is computed only for pairs whose multiset token overlap (an
-        upper bound on the LCS, :mod:`neardup.pipeline.overlap`) could pass; the decisions are
+        upper bound on the LCS, :mod:`neardup.verify.overlap`) could pass; the decisions are
         the same, but a pair rejected by the bound reports its *bound* ratio as its score.
         """
         from rapidfuzz import process

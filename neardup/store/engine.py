@@ -255,8 +255,8 @@ class _Applier:
                     self._cv.wait()
                 if not self._queue:
                     return
-                # linger a little so that single-document groups (1,000/s) become one
-                # transaction per ~20 ms instead of one each: fewer wake-ups and commits of a
+                # linger a little so that single-document groups become one transaction per
+                # _APPLY_LINGER_S instead of one each: fewer wake-ups and commits of a
                 # thread that competes with the writer and the event loop for the GIL (reads
                 # never wait for SQLite: the pending overlay answers them)
                 deadline = time.monotonic() + _APPLY_LINGER_S
@@ -296,7 +296,7 @@ class _Applier:
             self.pending.remove(records)
             # drop the batch before waiting for the next one: tens of thousands of records kept
             # alive by this frame would be scanned by every full garbage collection meanwhile
-            # (measured: ~20 ms per collection, a latency spike for every request in flight)
+            # (a latency spike for every request in flight: benchmarks/bench_service.py)
             del batch, records, positions, item, _recs
             with self._cv:
                 self._busy = False
@@ -870,8 +870,8 @@ class Store:
             results += [f.result() for f in futures]
             return merge_results(nq, results)
         # small groups: every segment and the memtable's sealed runs in one kernel call, its
-        # append buffer compared in the same call (the per-index fixed cost, ~10-20 µs per
-        # segment and per memtable run, is most of a single-document search otherwise)
+        # append buffer compared in the same call (the per-index fixed cost per segment and per
+        # memtable run is most of a single-document search otherwise: benchmarks/bench_store.py)
         mt = self.memtable.index
         version = buf = None
         if mt is not None:
@@ -907,7 +907,7 @@ class Store:
     ) -> tuple[Any, list[_LiveSegment]]:
         """(an :class:`~neardup.index.multi.IndexSet` over the segments' HammingIndexes and the
         memtable index's sealed runs, the segments it does not cover), rebuilt when either
-        changes (~1 ms; the memtable's runs change every ~1,000 adds)."""
+        changes (the memtable's runs change once per index buffer of adds)."""
         cached = self._set_cache
         if (
             cached is not None

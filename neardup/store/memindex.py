@@ -205,8 +205,9 @@ class MemTable:
                 max_distance=self.max_distance,
                 expected_size=max(self.expected_size, 1024),
                 buffer_size=self.buffer_size,
-                # the writer adds every group: merges (up to ~0.3 s at 500k rows) must not
-                # stall it; they run on the index's merge thread
+                # the writer adds every group: merges (long on a large memtable; see
+                # benchmarks/bench_store.py) must not stall it; they run on the index's merge
+                # thread
                 background_merges=True,
                 # ... at a lower CPU priority: the event loop deciding requests inline wins
                 merge_thread_init=lower_thread_priority,

@@ -16,8 +16,8 @@ String ids live only here (50 M ids never sit in Python dicts); the index holds 
 
 The number of rows in ``docs`` is kept in ``doc_count``, changed in the same transaction as
 every write to ``docs`` (all of them are methods of :class:`MetaDB`), so :meth:`MetaDB.count`
-is one row read instead of ``SELECT count(*)``: on 60 M rows with the file out of the page
-cache (after a reboot) that scan took over two minutes of a server's start. Adds are applied as
+is one row read instead of ``SELECT count(*)``, a scan of the whole table that, with the file
+out of the page cache (after a reboot), delays a large store's start. Adds are applied as
 ``INSERT OR IGNORE``, whose change count is exactly the rows inserted; the rare batch that
 conflicts with existing rows (a log re-applied after a repair) is then re-applied row by row
 with ``INSERT OR REPLACE``, each row counting the rows it replaces, so the table ends as a plain
@@ -28,8 +28,7 @@ Added rows are written with multi-row ``INSERT`` statements (power-of-two row co
 statements are prepared once and cached) rather than ``executemany``: the sqlite3 module
 releases and re-takes the interpreter lock around every statement step, i.e. once per row with
 ``executemany``. With another thread busy in Python (the service's event loop, the writer) each
-re-take waits for that thread; measured here with one spinning thread, 33 rows took 140-170 ms
-with ``executemany`` against 9-14 ms this way (and 0.18-0.36 vs 0.25-0.62 ms with no contention).
+re-take waits for that thread (the SQLite share of a write: benchmarks/bench_store.py).
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ Payloads are a compact binary encoding, never pickle:
 
 The file is extended ahead of its records (``fallocate``, :data:`PREALLOCATE` bytes at a time)
 and cut back to its last record when closed: an ``fdatasync`` after an append then has no new
-file size to journal (on ext4 ~0.16 instead of ~0.24 ms per group commit here). Unwritten
+file size to journal (a cheaper sync per group commit; the log's share of a write:
+benchmarks/bench_store.py). Unwritten
 preallocated space reads as zeros, and a zero length is never a valid frame, so zeros after the
 last record are the log's clean end.
 

@@ -1,10 +1,9 @@
 """Small array helpers shared by the pipeline, the index and the store.
 
 ``unique_sorted``: numpy 2.3+ answers ``np.unique(a)`` (no ``return_*`` options) with a hash
-table, and ``np.union1d`` goes through it. On this project's arrays (1-4 M int64 positions or
-uint64 prefixes) that path measured 0.56-3.3 s per call against 18-107 ms for sort +
-neighbour compare, 27-60x (numpy 2.4.6, this 2-core box; ``python benchmarks/bench_unique.py``).
-Same result, always sorted.
+table, and ``np.union1d`` goes through it. On this project's arrays (millions of int64
+positions or uint64 prefixes) that path is many times slower than sort + neighbour compare
+(``python benchmarks/bench_unique.py`` measures both). Same result, always sorted.
 """
 
 from __future__ import annotations
@@ -47,9 +46,9 @@ def concat_ascii(
     caller can pass back next time), or, for short texts, a read-only array of its own.
 
     ``"".join(texts).encode("ascii")`` builds a fresh string and a fresh bytes object per call;
-    for multi-megabyte chunks both are fresh memory, which this VM charges a page fault per
-    4 KiB for: 0.77 ns per byte measured against 0.40 for text-by-text copies into a reused
-    buffer (100 k long documents in 8 MiB chunks). Short texts (mean below
+    for multi-megabyte chunks both are fresh memory, a page fault per 4 KiB, where text-by-text
+    copies into a reused buffer touch memory already mapped (``benchmarks/bench_fingerprint.py``
+    measures the tokenizer path that uses it). Short texts (mean below
     ``CONCAT_PER_TEXT_MIN_CHARS``) still go through one join, whose per-text cost is
     lower. Raises ``UnicodeEncodeError`` for a non-ASCII text, as ``encode("ascii")`` does.
     """

@@ -208,15 +208,15 @@ def serve(
     )
     # Everything allocated so far (modules, stores, warm-up) lives as long as the server: move
     # it out of the cyclic garbage collector's generations, so that a full collection while
-    # serving scans only the objects created since (measured here: a full collection over the
-    # ~160k startup objects holds the GIL for 20-140 ms, a latency spike for every request in
-    # flight).
+    # serving scans only the objects created since (a full collection over the start-up
+    # objects holds the GIL long enough to be a latency spike for every request in flight;
+    # the single-document tail of benchmarks/bench_service.py shows it).
     gc.collect()
     gc.freeze()
     # While serving, garbage is acyclic or dies young (full collections found next to nothing
     # to free), but each full collection walks every tracked object created since start-up
-    # and held the GIL for 7-25 ms at 1,000 requests/s (100 ms during batch bursts): the
-    # single-document tail. Young collections stay as they are; full ones become rare.
+    # and holds the GIL meanwhile: the single-document tail (benchmarks/bench_service.py).
+    # Young collections stay as they are; full ones become rare.
     gc.set_threshold(*SERVE_GC_THRESHOLDS)
     if config.token is None and host not in ("127.0.0.1", "localhost", "::1"):
         log.warning("listening on %s without a token: anyone who can connect can write", host)
@@ -268,7 +268,8 @@ def serve(
 
 def _fast_implementations() -> tuple[str, str]:
     """uvicorn's event loop and HTTP parser: ``uvloop`` and ``httptools`` when installed
-    (measured faster per request; ``pip install 'neardup[service]'`` brings them), else the
+    (faster per request, see ``benchmarks/bench_service.py``; ``pip install
+    'neardup[service]'`` brings them), else the
     pure-Python ``asyncio`` loop and ``h11`` parser."""
     import importlib.util
 

@@ -4,7 +4,8 @@ Fingerprints are ``uint64`` arrays of shape ``(n,)`` for 64 bits and ``(n, 2)`` 
 (column 0 holds the high 64 bits, column 1 the low 64 bits, matching
 :meth:`neardup.Fingerprinter.fingerprint_many`). Python ints of any width work in :func:`hamming`.
 
-All vectorized helpers use ``numpy.bitwise_count`` (NumPy >= 2), about 1 ns per 64-bit word.
+All vectorized helpers use ``numpy.bitwise_count`` (NumPy >= 2; ``benchmarks/bench_index.py``
+measures the searches built on it).
 """
 
 from __future__ import annotations

@@ -707,8 +707,9 @@ def _copy_file_ranges(
     name: str,
 ) -> int:
     """Copy byte ranges ``[r_start, r_end)``, each followed by ``\\n``, from ``fd`` to the
-    current position of ``out_fd`` with ``os.copy_file_range`` (no trip through user space:
-    at 1 M long documents about half the CPU of reading and writing windows, measured). Where
+    current position of ``out_fd`` with ``os.copy_file_range`` (no trip through user space,
+    so less CPU than reading and writing windows; ``benchmarks/bench_io.py`` measures the kept
+    write). Where
     ``newline`` is True the input's own ``\\n`` after the range is copied with it.
 
     Returns how many ranges were copied: 0 when the first call says the kernel or the

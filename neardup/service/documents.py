@@ -196,7 +196,8 @@ def _when_done(future: Future[Any], loop: asyncio.AbstractEventLoop, fn: Any, *a
     and synced the group itself, :meth:`neardup.online.Deduplicator.submit` with
     ``inline=True``) is handed to ``fn`` right here: going through ``call_soon_threadsafe``
     would cost a write to the loop's self-pipe and one more loop iteration before the
-    request's coroutine is even scheduled (~1 ms on average at 1,000 requests/s).
+    request's coroutine is even scheduled (the single-document latency of
+    ``benchmarks/bench_service.py`` shows it).
     """
     perf = time.perf_counter
     if future.done():

@@ -9,8 +9,8 @@ Every fingerprint feature is derived from :func:`prepare`'d text, whose definiti
     (i.e. Unicode ``\\w``), so a token is a maximal run of word characters. Every ASCII
     character outside ``[0-9a-z_]`` separates tokens exactly like a space, so outside ``jieba``
     mode :func:`prepare` only rewrites the *non-ASCII* non-word characters and leaves ASCII
-    punctuation in place (the same features; 40x faster on English text with a few curly
-    quotes or accents).
+    punctuation in place (the same features, much faster on English text with a few curly
+    quotes or accents: the ``en-long-typo`` case of ``benchmarks/bench_fingerprint.py``).
 ``jieba``
     as ``words``; then, if the text is not pure ASCII, it is segmented with ``rjieba.cut``
     (jieba-compatible, HMM on) and the pieces are joined with spaces.
@@ -231,7 +231,8 @@ def prepare_utf8(text: str, mode: PrepareMode = "words") -> bytes:
 def prepare_many(texts: list[str], mode: PrepareMode = "words") -> list[str]:
     """:func:`prepare` of many texts; same result, but ``jieba`` segments all non-ASCII texts in
     one ``rjieba.cut`` call (joined with ``"\\n"``, which jieba never joins across and which
-    prepared text cannot contain), which saves ~30 % of the segmentation time."""
+    prepared text cannot contain), which saves per-call overhead (the ``zh-long`` jieba case of
+    ``benchmarks/bench_fingerprint.py``)."""
     if mode != "jieba":
         return [prepare(t, mode) for t in texts]
     pre = [_prepare_unsegmented(t, True) for t in texts]

@@ -5,7 +5,7 @@ For every group of two or more copies it writes
 * ``dups``: each member's first copy and the group's *head* (the member that stands for it:
   the first copy, or with ``keep="longest"`` the longest, ties first), shuffled to the member's
   partition;
-* ``pairs``: the exact pairs (:func:`neardup.dedup.stage_exact_pairs`: every pair of a group when
+* ``pairs``: the exact pairs (:func:`neardup.batch.groups.stage_exact_pairs`: every pair of a group when
   at most ``expand_pairs``, else first-to-rest), shuffled to the partition of their first member;
 * ``groups/p<bucket>.arrow``: the members with ids and lengths (the keep step reads the groups
   that take part in near pairs).

@@ -1,6 +1,6 @@
 """Step ``keep`` (on the driver, over the verified pairs only): the keep decision.
 
-The single-machine rule (:func:`neardup.dedup.stage_representatives`) is greedy in input order:
+The single-machine rule (:func:`neardup.batch.policy.stage_representatives`) is greedy in input order:
 a unit (an exact group) is dropped only for a verified pair with a unit *already kept*, so a
 decision depends on decisions before it along chains of pairs. That is not a local rule, and
 its distributed formulations (rounds of a lexicographically-first independent set) cost many
@@ -11,7 +11,7 @@ group's decision, made by the ``exact`` step. Driver memory is ``O(|P|)``: for a
 10 % near duplicates, ~ 0.1 N positions (see docs/distributed.md).
 
 The near pairs are repeated over the members of their exact groups here as well
-(:func:`neardup.dedup.stage_expand`), and with ``keep="none"`` the connected components of the
+(:func:`neardup.batch.groups.stage_expand`), and with ``keep="none"`` the connected components of the
 pairs are found here (again over ``P`` only). The decisions are shuffled to the documents'
 partitions (``decide``), the expanded near pairs to their first member's (``pairs``).
 """

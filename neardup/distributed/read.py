@@ -1,7 +1,7 @@
 """Step ``read``: read one partition, fingerprint it, and shuffle its exact content hashes.
 
 Per document: its position (input order), id, text, length, SimHash fingerprint (and whether it
-had features), the MinHash signature of its token bigrams (:mod:`neardup.pipeline.minhash`,
+had features), the MinHash signature of its token bigrams (:mod:`neardup.fingerprint.minhash`,
 the plan of the job's config) and its 128-bit normalised content hash. The documents stay in
 ``docs/p<partition>.arrow``; ``(hash, position, id, length)`` go to the ``exact`` shuffle keyed
 on the hash, so that copies meet in one reducer.

@@ -5,7 +5,7 @@ bucket are merged (one row per pair, its sources or-ed), and the first member's 
 length, fingerprint and signature are attached; the rows are shuffled to the partition of the
 second member. ``verify`` (per partition) attaches the second member's, keeps the candidates of
 the single-machine channel (every SimHash pair; a MinHash pair when the signatures agree on at
-least ``min_agreement`` values), and decides them with :func:`neardup.dedup.stage_verify` (per
+least ``min_agreement`` values), and decides them with :func:`neardup.batch.verify_stage.stage_verify` (per
 pair decisions: the same as on one machine). Verified near pairs go to
 ``verified/p<partition>.arrow``.
 """

@@ -67,7 +67,7 @@ def _docs(n: int, prefix: str = "d", seed: int = 0, **extra: object) -> list[dic
 def _abandon(d: Deduplicator) -> None:
     """Leave the store as a killed process would (log not flushed, SQLite applied)."""
     d.store.sync_meta()
-    d._closed = True
+    d._writer._closed = True
     d.store.wal.close()
     d.store.meta.close()
     d.store.dir.unlock()

@@ -168,7 +168,7 @@ def test_reopen_replays_log_without_close(tmp_path):
     d.check_and_add([{"id": f"x{i}", "text": _text(i)} for i in range(50)])
     d.delete("x3")
     # simulate a crash: no close(), just drop the lock so the directory can be reopened
-    d._closed = True
+    d._writer._closed = True
     d.store.dir.unlock()
     with _dd(tmp_path) as d2:
         assert len(d2) == 49 and "x3" not in d2 and "x4" in d2
@@ -221,7 +221,7 @@ def test_retention_drops_whole_partitions(tmp_path):
         assert not d.check({"id": "q", "text": _text(1)}).duplicate
         assert d.check({"id": "q", "text": _text(2)}).duplicate
         d.flush()  # runs retention in the writer
-        d._last_expire = 0.0
+        d._writer._last_expire = 0.0
         d.check({"id": "q", "text": _text(2)})
         st = d.stats()
         assert st["partitions"] == 1 and st["dropped_partitions"] == 1
@@ -234,7 +234,7 @@ def test_retention_in_memory():
         d.add({"id": "old", "text": _text(1)})
         clock.t += 4 * 3600
         assert not d.check({"id": "q", "text": _text(1)}).duplicate
-        d._last_expire = 0.0
+        d._writer._last_expire = 0.0
         d.add({"id": "new", "text": _text(2)})
         assert "old" not in d and len(d) == 1
 

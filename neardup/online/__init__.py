@@ -4,9 +4,10 @@ time-windowed store; open one with :meth:`Deduplicator.open`), :class:`Decision`
 the writer).
 
 Modules: :mod:`.types` (the answers), :mod:`.prepare` (validation and fingerprints, in the
-caller's thread), :mod:`.decide` (the decision rule), :mod:`.commit` (group commit: the log's
-fsync behind the writer), :mod:`.config` (fingerprinter and verifier settings),
-:mod:`.deduplicator` (the public class: its verbs and the writer thread).
+caller's thread), :mod:`.decide` (the decision rule), :mod:`.writer` (the queue and the writer thread:
+write groups, housekeeping), :mod:`.commit` (group commit: the log's fsync behind the writer),
+:mod:`.config` (fingerprinter and verifier settings), :mod:`.deduplicator` (the public class:
+settings, its verbs).
 """
 
 from __future__ import annotations

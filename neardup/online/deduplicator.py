@@ -1,7 +1,7 @@
 """Online near-duplicate detection: a durable, time-windowed index with atomic check-and-insert.
 
 :class:`Deduplicator` (open one with :meth:`Deduplicator.open`) owns one *writer thread* and a
-queue. Callers validate and fingerprint their documents in their own thread
+queue (:mod:`.writer`). Callers validate and fingerprint their documents in their own thread
 (:class:`~neardup.online.prepare.DocumentPreparer`), submit an operation and wait on a future.
 The writer takes everything queued (waiting up to ``commit_interval_ms`` for more to join: group
 commit), decides every document **in arrival order** — against the index *and* against the
@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -34,32 +32,23 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
-from .._threads import lower_thread_priority
 from ..errors import (
     ConfigError,
-    IndexStateError,
     InputError,
     InputTypeError,
     NotFoundError,
-    StorageError,
 )
 from ..fingerprint.distance import as_fingerprints
 from ..store import Store, parse_duration
-from .commit import Inflight, Syncer
 from .config import jsonable, load_fingerprinter, load_verifier
 from .decide import Decider, Op
 from .prepare import MAX_FUTURE_SECONDS, DocumentPreparer, PreparedDocs, lsh_keys
 from .types import Decision, Match
+from .writer import Writer
 
 __all__ = ["Decision", "Deduplicator", "DocumentPreparer", "Match"]
 
 log = logging.getLogger("neardup.store")
-
-#: most documents one write group decides (a single batch larger than this is still one group)
-MAX_GROUP_DOCS = 2048
-#: no background merge starts within this many seconds of a bulk_load (a seed of many chunks
-#: would otherwise rewrite each partition once per chunk)
-_BULK_QUIET_S = 10.0
 
 
 def _check_kind(kind: str) -> None:
@@ -289,40 +278,19 @@ class Deduplicator:
         # the stored settings win (see _check_config); a legacy store's width is inferred
         self.partition_seconds = self.store.partition_seconds
         self._preparer.retention = self.retention
-        self._cv = threading.Condition()
-        self._queue: list[Op] = []
-        self._closed = False
-        self._counters = {
-            "checks": 0,
-            "adds": 0,
-            "duplicates": 0,
-            "groups": 0,
-            "group_docs": 0,
-            "storage_errors": 0,
-            "inline_groups": 0,  # groups decided in the caller's thread (submit(inline=True))
-        }
-        self._last_expire = 0.0
-        self._stopping = False
-        self._writer_busy = False  # the writer thread is deciding a group or housekeeping
-        self._inline_busy = False  # a caller is deciding its documents (submit(inline=True))
-        self._duties_due = False  # an inline group filled the memtable: the writer flushes
-        self._writer_waits = False  # the writer thread waits for an inline turn to end
-        self._compactor: threading.Thread | None = None
-        self._compacting = False  # compact() is merging in the caller's thread
-        self._last_bulk = -math.inf  # monotonic time of the last bulk_load
-        self._compact_seen = -1
         self.max_segments_per_partition = max_segments_per_partition
         if self.retention is not None:
             self.store.expire(self.clock() - self.retention)
         self._warm_up()
-        # durable stores answer a group once the log's fsync covers it, on this thread
-        self._syncer: Syncer | None = (
-            Syncer(self.store, self._resolve_group, self._request_recovery)
-            if self.store.durable
-            else None
+        self._writer = Writer(
+            self.store,
+            self._decider,
+            clock=clock,
+            retention=self.retention,
+            commit_interval=self.commit_interval,
+            max_segments_per_partition=max_segments_per_partition,
+            save_retention=self._save_retention,
         )
-        self._writer = threading.Thread(target=self._run, name="neardup-writer", daemon=True)
-        self._writer.start()
 
     # ------------------------------------------------------------------ config
     def _candidate_mode(
@@ -444,14 +412,6 @@ class Deduplicator:
         return list(docs), False
 
     # ------------------------------------------------------------------ public API
-    def _submit(self, op: Op) -> Any:
-        with self._cv:
-            if self._closed:
-                raise IndexStateError("this Deduplicator is closed; open a new one")
-            self._queue.append(op)
-            self._cv.notify()
-        return op.future.result()
-
     def _docs_op(self, kind: str, docs: Any) -> Any:
         fut, single = self.submit(kind, docs)
         out = fut.result()
@@ -473,9 +433,9 @@ class Deduplicator:
             same decisions in the same order (callers take turns with the writer thread), minus
             a thread wake-up and the interpreter lock passing between two threads. When the
             syncer is idle too, the caller also runs the fsync (one at a time, in order, same
-            failure handling; see :meth:`Syncer.try_inline <neardup.online.commit.Syncer.try_inline>`). The future resolves only once the
-            log's fsync covers the documents. For small requests on an event loop; a large
-            batch would hold the caller.
+            failure handling; see :meth:`neardup.online.commit.Syncer.try_inline`). The future
+            resolves only once the log's fsync covers the documents. For small requests on an
+            event loop; a large batch would hold the caller.
 
         Returns
         -------
@@ -498,39 +458,7 @@ class Deduplicator:
         if not docs.ids:
             op.future.set_result([])
             return op.future
-        with self._cv:
-            if self._closed:
-                raise IndexStateError("this Deduplicator is closed; open a new one")
-            if not (
-                inline
-                and not self._queue
-                and not self._writer_busy
-                and not self._inline_busy
-                and not self._stopping
-                and self.commit_interval == 0
-            ):
-                self._queue.append(op)
-                self._cv.notify()
-                return op.future
-            # the writer is idle: decide here; the writer thread waits for this turn to end
-            self._inline_busy = True
-        try:
-            self._dispatch([op], inline=True)
-        except Exception as exc:  # as in the writer thread: fail what was in flight
-            log.exception("writer: unexpected error")
-            if not op.future.done():
-                op.future.set_exception(exc)
-        finally:
-            flush_due = self.store.flush_due
-            with self._cv:
-                self._inline_busy = False
-                self._counters["inline_groups"] += 1
-                self._duties_due = self._duties_due or flush_due
-                if self._queue or self._duties_due or self._writer_waits:
-                    # queued meanwhile, the memtable is full, or the writer woke up for its
-                    # housekeeping (a finished flush, retention) and waits for this turn
-                    self._cv.notify()
-        return op.future
+        return self._writer.enqueue(op, inline=inline)
 
     @overload
     def check(self, docs: Mapping[str, Any]) -> Decision: ...
@@ -580,21 +508,22 @@ class Deduplicator:
         """Delete a document (durable on return); :class:`NotFoundError` if unknown."""
         if not isinstance(id, str):
             raise InputTypeError(f"id must be a str, got {type(id).__name__}")
-        self._submit(Op("delete", arg=id))
+        self._writer.run(Op("delete", arg=id))
 
     def flush(self) -> None:
         """Write the memtable to segments now (durable stores; a no-op in memory)."""
-        self._submit(Op("flush"))
+        self._writer.run(Op("flush"))
 
     def set_retention(self, retention: str | float | None) -> None:
         """Change the retention window (``None``: keep everything), store it with the data and
         apply it: a shorter window drops, at once, the partitions now outside it. Logged as a
         warning; the explicit form of ``Deduplicator(..., allow_retention_change=True)``."""
         secs = parse_duration(retention)
-        self._submit(Op("retention", arg=secs))
+        self._writer.run(Op("retention", arg=secs))
 
-    def _apply_retention(self, secs: float | None) -> None:
-        """(writer) Store and apply a new retention."""
+    def _save_retention(self, secs: float | None) -> None:
+        """(writer) Store a new retention with the data and take it for this deduplicator's
+        reads and input checks (the writer applies it next)."""
         self.store.save_retention(secs)
         log.warning(
             "%s: retention changed from %s to %s by set_retention()",
@@ -604,7 +533,6 @@ class Deduplicator:
         )
         self.retention = secs
         self._preparer.retention = secs
-        self._last_expire = 0.0
 
     def compact(self) -> int:
         """Merge, now, every time partition that holds more than ``max_segments_per_partition``
@@ -612,26 +540,7 @@ class Deduplicator:
         a large :meth:`bulk_load`, so that later searches visit few segments and no background
         merge competes with the load. Returns the number of merges installed.
         """
-        st = self.store
-        if st.dir is None:
-            return 0
-        self._compacting = True
-        merges = 0
-        try:
-            compactor = self._compactor
-            if compactor is not None:
-                compactor.join()
-            while True:
-                st.sync_meta()  # deletes must be in SQLite for the merge to drop their rows
-                groups = st.compaction_candidates(self.max_segments_per_partition)
-                if not groups:
-                    return merges
-                for segs in groups:
-                    merged = st.build_merged(segs)
-                    if self._submit(Op("install", arg=(segs, merged))):
-                        merges += 1
-        finally:
-            self._compacting = False
+        return self._writer.compact()
 
     def bulk_load(self, ids: list[str], fingerprints: Any, times: Any = None) -> int:
         """Seed the store with precomputed fingerprints (no texts); durable on return.
@@ -674,22 +583,12 @@ class Deduplicator:
                 self._preparer.check_time(f"times[{i}]", float(ts[i]), now)
         if not ids:
             return 0
-        return int(self._submit(Op("bulk", arg=(list(ids), fps, ts))))
+        return int(self._writer.run(Op("bulk", arg=(list(ids), fps, ts))))
 
     def stats(self) -> dict[str, Any]:
         """Counters for monitoring: documents, partitions, segments, wal_bytes, checks, ..."""
         s = self.store.stats()
-        with self._cv:
-            s.update(self._counters)
-            s["queue_depth"] = len(self._queue)
-        syncer = self._syncer
-        if syncer is not None:
-            s["wal_syncs"] = syncer.syncs
-            s["wal_sync_seconds"] = syncer.sync_seconds
-            s["wal_slow_syncs"] = syncer.slow_syncs
-            s["wal_max_sync_seconds"] = syncer.max_sync_seconds
-        compactor = self._compactor
-        s["compacting"] = self._compacting or (compactor is not None and compactor.is_alive())
+        s.update(self._writer.stats())
         s["bits"] = self.bits
         s["max_distance"] = self.max_distance
         s["search_radius"] = self.radius
@@ -705,20 +604,8 @@ class Deduplicator:
 
     def close(self) -> None:
         """Drain queued operations, flush the memtable to segments, release the directory."""
-        with self._cv:
-            if self._closed or self._stopping:
-                return
-            self._stopping = True
-        compactor = self._compactor
-        if compactor is not None:
-            compactor.join()
-        with self._cv:
-            self._closed = True
-            stop = Op("stop")
-            self._queue.append(stop)
-            self._cv.notify()
-        self._writer.join()
-        self.store.close()
+        if self._writer.close():
+            self.store.close()
 
     def __enter__(self) -> Deduplicator:
         return self
@@ -728,280 +615,10 @@ class Deduplicator:
 
     def __del__(self) -> None:  # pragma: no cover - best effort
         try:
-            if not self._closed:
+            if not self._writer.closed:
                 self.close()
         except Exception:
             pass
-
-    # ------------------------------------------------------------------ writer
-    def _take(self) -> list[Op]:
-        """The next group (or [] for a round of housekeeping only), once no caller is deciding
-        inline; from then until :meth:`_run` clears ``_writer_busy`` nobody decides inline."""
-        with self._cv:
-            while self._inline_busy or not self._queue:
-                if self._inline_busy:
-                    self._writer_waits = True  # the caller notifies when its turn ends
-                    self._cv.wait()
-                    self._writer_waits = False
-                    continue
-                if self._duties_due:
-                    self._duties_due = False
-                    self._writer_busy = True
-                    return []
-                timeout = 1.0 if self.retention is not None else None
-                if self.store.frozen is not None:  # come back to install the finished flush
-                    timeout = 0.05
-                if not self._cv.wait(timeout) and not self._inline_busy:
-                    self._writer_busy = True
-                    return []
-            self._writer_busy = True
-            first = self._queue[0]
-            if first.kind not in ("check", "add", "check_and_add", "delete"):
-                return [self._queue.pop(0)]
-            if self.commit_interval > 0:
-                deadline = time.monotonic() + self.commit_interval
-                while sum(o.n for o in self._queue) < MAX_GROUP_DOCS:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    self._cv.wait(left)
-            group: list[Op] = []
-            n = 0
-            while self._queue:
-                op = self._queue[0]
-                if op.kind not in ("check", "add", "check_and_add", "delete"):
-                    break
-                if group and n + op.n > MAX_GROUP_DOCS:
-                    break
-                group.append(self._queue.pop(0))
-                n += op.n
-            return group
-
-    def _run(self) -> None:
-        while True:
-            group = self._take()
-            try:
-                self._run_group(group)
-            finally:
-                with self._cv:
-                    self._writer_busy = False
-            if group and group[0].kind == "stop":
-                return
-            del group  # the last group's documents and decisions are not kept alive meanwhile
-
-    def _run_group(self, group: list[Op]) -> None:
-        """Decide ``group`` (from :meth:`_take`), then the writer's housekeeping."""
-        try:
-            if group and group[0].kind == "stop":
-                self._shutdown(group[0])
-                return
-            if group:
-                self._dispatch(group)
-        except Exception as exc:  # never let the writer die; fail what was in flight
-            log.exception("writer: unexpected error")
-            for op in group:
-                if not op.future.done():
-                    op.future.set_exception(exc)
-        try:
-            self._housekeeping()
-        except StorageError as exc:
-            # e.g. a flush on a full disk: the writes are in the log, the flush is retried;
-            # the group's own results (some still waiting for their fsync) are not affected
-            log.error("writer housekeeping failed (%s); retrying later", exc)
-        except Exception:
-            log.exception("writer housekeeping failed; retrying later")
-
-    def _housekeeping(self) -> None:
-        """Retention (about once a second), background flushes and merges (writer thread)."""
-        if self.retention is not None:
-            now = self.clock()
-            if now - self._last_expire >= 1.0:
-                self._last_expire = now
-                self._sync_barrier()
-                self.store.expire(now - self.retention)
-        st = self.store
-        if st.flush_due:
-            self._sync_barrier()  # a flush starts a new log: this one fully synced
-        st.maybe_flush(self._cutoff())
-        self._maybe_compact()
-
-    def _cutoff(self) -> float | None:
-        return None if self.retention is None else self.clock() - self.retention
-
-    def _maybe_compact(self) -> None:
-        """Start a background merge when a partition has too many segments."""
-        st = self.store
-        changes = st.layout_changes
-        if st.dir is None or self._stopping or self._compacting or changes == self._compact_seen:
-            return
-        if time.monotonic() - self._last_bulk < _BULK_QUIET_S:
-            return  # a series of bulk_load calls: merge once it is over (or call compact())
-        if self._compactor is not None and self._compactor.is_alive():
-            return
-        self._compact_seen = changes
-        groups = st.compaction_candidates(self.max_segments_per_partition)
-        if groups:
-            compactor = threading.Thread(
-                target=self._compact, args=(groups,), name="neardup-compactor", daemon=True
-            )
-            # started before it is published: compact() / close() join it from other threads
-            compactor.start()
-            self._compactor = compactor
-
-    def _compact(self, groups: list[Any]) -> None:
-        lower_thread_priority()
-        for segs in groups:
-            try:
-                merged = self.store.build_merged(segs)
-            except Exception:
-                log.exception("compaction failed; the segments stay as they are")
-                continue
-            try:
-                self._submit(Op("install", arg=(segs, merged)))
-            except Exception:
-                log.exception("installing a compacted segment failed")
-                if merged is not None:
-                    self.store.discard_merged(merged)
-
-    def _shutdown(self, stop: Op) -> None:
-        try:
-            self._sync_barrier()
-            if self._syncer is not None:
-                self._syncer.close()
-            self.store.finish_flush(wait=True)
-            if self.store.log_has_rows:
-                self.store.flush(
-                    cutoff=None if self.retention is None else self.clock() - self.retention
-                )
-        except Exception:
-            log.exception("flush on close failed; the log still holds every row")
-        stop.future.set_result(None)
-
-    def _dispatch(self, group: list[Op], inline: bool = False) -> None:
-        op = group[0]
-        if op.kind in ("flush", "bulk", "install", "retention"):
-            self._sync_barrier()
-        if op.kind == "flush":
-            self._guard(
-                op,
-                lambda: self.store.flush(
-                    cutoff=None if self.retention is None else self.clock() - self.retention
-                ),
-            )
-        elif op.kind == "bulk":
-            self._guard(op, lambda: self.store.bulk_add(*op.arg))
-            self._last_bulk = time.monotonic()
-        elif op.kind == "install":
-            self._guard(op, lambda: self.store.install_merged(*op.arg))
-        elif op.kind == "retention":
-            self._guard(op, lambda: self._apply_retention(op.arg))
-        elif op.kind == "recover":
-            self._guard(op, self._recover_failed_sync)
-        else:
-            self._apply_group(group, inline)
-
-    @staticmethod
-    def _guard(op: Op, fn: Callable[[], Any]) -> None:
-        try:
-            op.future.set_result(fn())
-        except Exception as exc:
-            op.future.set_exception(exc)
-
-    def _apply_group(self, group: list[Op], inline: bool = False) -> None:
-        """Decide ``group``, log it and hand it to the syncer (``inline``: the caller decided
-        it in its own thread, and syncs it there too when the syncer is idle)."""
-        syncer = self._syncer
-        if syncer is not None and syncer.failed is not None:
-            self._recover_failed_sync()
-        try:
-            results, writes = self._decider.decide(group, self._cutoff())
-        except Exception as exc:
-            for op in group:
-                op.future.set_exception(exc)
-            return
-        try:
-            unsynced = self.store.append_group(writes, durable=syncer is None)
-        except StorageError as exc:
-            self._counters["storage_errors"] += 1
-            reads = [op for op in group if op.kind == "check"]
-            for op in group:
-                if op.kind != "check":
-                    op.future.set_exception(exc)
-            if reads:  # answer reads as if the failed writes never happened
-                self._apply_group(reads, inline)
-            return
-        n_docs = adds = dups = checks = 0
-        for op, res in zip(group, results, strict=True):
-            if op.docs is None or isinstance(res, BaseException):
-                continue
-            n_docs += len(res)
-            dups += sum(d.duplicate for d in res)
-            if op.kind == "check":
-                checks += len(res)
-            else:
-                adds += sum(d.added for d in res)
-        item = Inflight(group, results, unsynced, (n_docs, checks, adds, dups))
-        if syncer is None:
-            self._resolve_group(item)
-        elif not (inline and syncer.try_inline(item)):
-            syncer.submit(item)
-
-    def _resolve_group(self, item: Inflight) -> None:
-        """Answer a group whose records are durable (writer or syncer thread)."""
-        for op, res in zip(item.group, item.results, strict=True):
-            if isinstance(res, BaseException):
-                op.future.set_exception(res)
-            else:
-                op.future.set_result(res)
-        _n, checks, adds, dups = item.counts
-        with self._cv:
-            c = self._counters
-            c["groups"] += 1
-            c["group_docs"] += sum(o.n for o in item.group)
-            c["checks"] += checks
-            c["adds"] += adds
-            c["duplicates"] += dups
-
-    def _fail_group(self, item: Inflight, exc: StorageError) -> None:
-        """Refuse a group whose log sync failed (or that came after one)."""
-        with self._cv:
-            self._counters["storage_errors"] += 1
-        for op in item.group:
-            if not op.future.done():
-                op.future.set_exception(exc)
-
-    def _sync_barrier(self) -> None:
-        """Writer thread: wait until every decided group is durable and answered, taking back
-        the ones a failed sync refused (before flushes, retention, bulk loads, installs)."""
-        if self._syncer is not None:
-            self._syncer.drain()
-            if self._syncer.failed is not None:
-                self._recover_failed_sync()
-
-    def _request_recovery(self) -> None:
-        """Syncer thread: have the writer run :meth:`_recover_failed_sync` next."""
-        with self._cv:
-            self._queue.insert(0, Op("recover"))
-            self._cv.notify()
-
-    def _recover_failed_sync(self) -> None:
-        """Writer thread: undo the groups a failed fsync refused (newest first), cut the log
-        back to its last durable offset, refuse them, then accept writes again."""
-        syncer = self._syncer
-        if syncer is None or syncer.failed is None:
-            return
-        syncer.drain()
-        items, err = syncer.take_failed()
-        ok = True
-        try:
-            self.store.take_back([it.unsynced for it in items if it.unsynced is not None])
-        except StorageError:
-            log.exception("cannot cut the log back after a failed sync; refusing writes")
-            ok = False
-        for it in items:
-            self._fail_group(it, err)
-        if ok:
-            syncer.clear_failure()
 
     def _warm_up(self) -> None:
         """Load the compiled kernels the first groups would otherwise wait for (all_pairs, the

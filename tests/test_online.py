@@ -42,6 +42,17 @@ def _text(i: int) -> str:
     return " ".join(f"w{x}" for x in rng.integers(0, 100_000, 40))
 
 
+def test_open_and_the_constructor_open_the_same_store(tmp_path):
+    """``Deduplicator.open`` opens (or recovers) a data directory; ``Deduplicator(path, ...)``
+    is the same call."""
+    with Deduplicator.open(tmp_path, verify=False, fingerprinter=_fp()) as d:
+        assert d.add({"id": "a", "text": _text(1)}).added
+    with Deduplicator(tmp_path, verify=False, fingerprinter=_fp()) as d:
+        assert "a" in d and d.check({"id": "b", "text": _text(1)}).matches[0].id == "a"
+    with Deduplicator.open(verify=False, fingerprinter=_fp()) as m:  # in memory
+        assert m.add({"id": "a", "text": _text(1)}).added and m.stats()["durable"] is False
+
+
 class FakeClock:
     def __init__(self, t: float = 1_700_000_000.0) -> None:
         self.t = t

@@ -269,3 +269,34 @@ def test_appends_work_when_preallocation_fails(tmp_path, monkeypatch, err):
     assert p.stat().st_size == w.size
     w.close()
     assert [r.rowid for r in read_wal(p).records] == [0, 1, 2]
+
+
+def test_a_write_group_taken_back_leaves_the_store_and_its_log_as_they_were(tmp_path):
+    """The writer's intents (:class:`neardup.store.WriteGroup`, ``append_group``,
+    ``take_back``): an unsynced group taken back is gone from memory and from the log."""
+    import numpy as np
+
+    from neardup.store import Store, WriteGroup
+
+    def group(st: Store, id_: str, fp: int, empty: bool) -> WriteGroup:
+        g = WriteGroup()
+        rid = st.allocate(1)
+        g.add(rid, 10.0, fp, 0, bytes([fp]) * 16, empty, id_, "text", None)
+        g.set_added(np.array([fp], np.uint64), np.array([rid], np.int64), np.array([10.0]))
+        return g
+
+    st = Store(tmp_path, bits=64, radius=3, partition_seconds=3600.0)
+    try:
+        assert st.durable and not st.log_has_rows
+        assert st.append_group(group(st, "a", 5, False)) is None  # durable: synced on return
+        size = st.stats()["wal_bytes"]
+        unsynced = st.append_group(group(st, "b", 6, True), durable=False)
+        assert unsynced is not None and "b" in st.lookup_ids(["b"]) and len(st.memtable) == 2
+        st.sync_log()
+        st.take_back([unsynced])
+        assert st.lookup_ids(["a", "b"]).keys() == {"a"} and len(st.memtable) == 1
+        assert st.stats()["wal_bytes"] == size and st.log_has_rows
+        row = st.get_row("a")
+        assert row is not None and not row.empty
+    finally:
+        st.close()

@@ -27,8 +27,7 @@ import numpy.typing as npt
 
 from ..errors import NotFoundError
 from ..fingerprint.distance import hamming_cdist
-from ..store import Store, WriteGroup
-from ..store.meta import NO_CONTENT_HASH
+from ..store import NO_CONTENT_HASH, Store, WriteGroup
 from .prepare import PreparedDocs, lsh_keys
 from .types import Decision, Match, _new_decision
 

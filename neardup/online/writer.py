@@ -163,7 +163,7 @@ class Writer:
         merge competes with the load. Returns the number of merges installed.
         """
         st = self.store
-        if st.dir is None:
+        if not st.durable:
             return 0
         self._compacting = True
         merges = 0
@@ -233,7 +233,7 @@ class Writer:
                     self._writer_busy = True
                     return []
                 timeout = 1.0 if self.retention is not None else None
-                if self.store.frozen is not None:  # come back to install the finished flush
+                if self.store.flushing:  # come back to install the finished flush
                     timeout = 0.05
                 if not self._cv.wait(timeout) and not self._inline_busy:
                     self._writer_busy = True
@@ -316,7 +316,7 @@ class Writer:
         """Start a background merge when a partition has too many segments."""
         st = self.store
         changes = st.layout_changes
-        if st.dir is None or self._stopping or self._compacting or changes == self._compact_seen:
+        if not st.durable or self._stopping or self._compacting or changes == self._compact_seen:
             return
         if time.monotonic() - self._last_bulk < _BULK_QUIET_S:
             return  # a series of bulk_load calls: merge once it is over (or call compact())

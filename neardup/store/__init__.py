@@ -11,6 +11,7 @@ retention, and the writer's intents: ``append_group``, ``sync_log``, ``take_back
 from __future__ import annotations
 
 from .engine import Store, Unsynced, parse_duration
+from .meta import NO_CONTENT_HASH
 from .writes import WriteGroup
 
-__all__ = ["Store", "Unsynced", "WriteGroup", "parse_duration"]
+__all__ = ["NO_CONTENT_HASH", "Store", "Unsynced", "WriteGroup", "parse_duration"]

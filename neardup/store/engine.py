@@ -1128,6 +1128,11 @@ class Store:
             self.wal.rollback(min(u.start for u in commits))
 
     @property
+    def flushing(self) -> bool:
+        """A background flush is under way (its segments not yet installed)."""
+        return self.frozen is not None
+
+    @property
     def flush_due(self) -> bool:
         """The memtable is full and no flush is under way: :meth:`maybe_flush` starts one."""
         return self.frozen is None and len(self.memtable) >= self.memtable_size

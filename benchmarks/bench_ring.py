@@ -2,7 +2,7 @@
 
 Balance is each node's exact share of the ring (arcs between points, no key sampling noise),
 max/mean over the nodes, p95 over ``--sets`` random node-name sets of ``--nodes`` nodes, for a
-curve of vnode counts (the curve that sets ``neardup.ring.DEFAULT_VNODES``). Moves: the exact
+curve of vnode counts (the curve that sets ``neardup.cluster.ring.DEFAULT_VNODES``). Moves: the exact
 ranges :meth:`HashRing.add_node` / ``remove_node`` return, as a share of the ring, against the
 ideal ``1/(n+1)``; a key sample checks that no key moves between two unchanged nodes (and the
 same for uhashring). Speed: single ``node_for`` calls on string keys, and batched uint64 keys

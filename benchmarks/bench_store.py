@@ -72,11 +72,11 @@ class WriterProfile:
 
     def instrument(self, d: Any) -> None:
         st = d.store
-        self.wrap(d, "_apply_group", "group total")
+        self.wrap(d._writer, "_apply_group", "group total")
         self.wrap(st, "search", "index search")
         self.wrap(st, "lookup_ids", "id lookup")
         self.wrap(st, "fetch", "row fetch")
-        self.wrap(d, "_intra_pairs", "within-group pairs")
+        self.wrap(d._decider, "intra_pairs", "within-group pairs")
         self.wrap(st.wal, "append", "log append+fsync")
         self.wrap(st.wal, "commit", "log append+fsync")
         self.wrap(st.meta, "apply", "SQLite apply")

@@ -35,14 +35,14 @@ from pathlib import Path
 CHILD = r"""
 import json, os, random, sys, time
 from neardup.online import Deduplicator
-from neardup.store.fallback import SimpleFingerprinter
+from neardup import Fingerprinter
 from neardup.errors import StorageError
 path, ack_path, seed, until_full = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
 rng = random.Random(seed)
 ack = open(ack_path, "a", buffering=1)
 def text():
     return " ".join(f"w{rng.randrange(10**6)}" for _ in range(30))
-with Deduplicator(path, retention="48h", verify=False, fingerprinter=SimpleFingerprinter(),
+with Deduplicator(path, retention="48h", verify=False, fingerprinter=Fingerprinter(),
                   memtable_size=5000) as d:
     ack.write(json.dumps(["ready"]) + "\n")
     mine = []
@@ -101,10 +101,10 @@ def _read_acks(path: Path) -> tuple[set[str], set[str], bool]:
 
 
 def _check(path: Path, added: set[str], deleted: set[str]) -> tuple[int, int, int]:
+    from neardup import Fingerprinter
     from neardup.online.deduplicator import Deduplicator
-    from neardup.store.fallback import SimpleFingerprinter
 
-    with Deduplicator(path, verify=False, fingerprinter=SimpleFingerprinter()) as d:
+    with Deduplicator(path, verify=False, fingerprinter=Fingerprinter()) as d:
         found = sum(1 for i in added if i in d)
         resurrected = sum(1 for i in deleted if i in d)
         return found, resurrected, len(d)

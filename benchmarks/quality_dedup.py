@@ -38,8 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from neardup.batch.evaluate import load_labels, score_reported  # noqa: E402
 from neardup.batch.config import DedupConfig  # noqa: E402
+from neardup.batch.evaluate import load_labels, score_reported  # noqa: E402
 from neardup.batch.run import dedup  # noqa: E402
 
 SLICES = ("overall", "en", "zh", "short", "long")

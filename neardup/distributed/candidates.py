@@ -3,14 +3,14 @@ reducer.
 
 ``keys`` (per partition): every first copy (the ``dups`` shuffle says which documents are later
 copies) emits one record per MinHash band (``band``, the band's key: the rows packed as in
-:func:`neardup.pipeline.minhash.lsh_pairs`) when it has tokens, and one per SimHash block pair
+:func:`neardup.batch.minhash.lsh_pairs`) when it has tokens, and one per SimHash block pair
 when it has features: the 64 bits cut into ``k + 2`` blocks, a key per pair of blocks (two
 fingerprints within ``k`` bits agree on at least two blocks, so they share at least one key;
 the layout of :mod:`neardup.index.allpairs`, without probing).
 
 ``join`` (per key bucket): records with equal (kind, band or block pair, key) form a group.
 MinHash groups give their pairs as the single-machine channel does (members in input order,
-groups over ``bucket_cap`` paired by window and anchors, :func:`~neardup.pipeline.minhash.
+groups over ``bucket_cap`` paired by window and anchors, :func:`~neardup.batch.minhash.
 _group_pairs`); SimHash groups give the pairs within ``k`` bits, each from the first block pair
 it agrees on only (no duplicates). The pairs, tagged with their source, are shuffled to the
 partition of their first member; the MinHash agreement filter needs both signatures and is
@@ -64,7 +64,7 @@ def _block_pairs(k: int) -> list[tuple[int, int]]:
 
 
 def simhash_distance(job: Job) -> int:
-    from ..batch.run import LSH_SIMHASH_DISTANCE
+    from ..batch.candidate_stage import LSH_SIMHASH_DISTANCE
 
     d = job.config.get("max_distance")
     return LSH_SIMHASH_DISTANCE if d is None else int(d)

@@ -781,11 +781,11 @@ def _write_stream(corpus: Corpus, keep: npt.NDArray[np.bool_], out_fmt: str, fh:
         header: list[str] = []
         for rec in rows:
             header.extend(k for k in rec if k not in header)
-        w = csv.DictWriter(
+        dw = csv.DictWriter(
             fh, fieldnames=header, delimiter="," if out_fmt == "csv" else "\t", lineterminator="\n"
         )
-        w.writeheader()
-        w.writerows(rows)
+        dw.writeheader()
+        dw.writerows(rows)
         return len(rows)
     for rec in records:  # jsonl / lines from other formats
         if out_fmt == "lines":

@@ -1,7 +1,7 @@
 """The MinHash-LSH candidate channel of the store: band keys per row, searchable by key.
 
 Each document with tokens has ``plan.bands`` band keys (:func:`band_entries`: the batch
-pipeline's :mod:`neardup.pipeline.minhash` signatures and band keys, so a key here is the key
+pipeline's :mod:`neardup.fingerprint.minhash` signatures and band keys, so a key here is the key
 ``neardup dedup`` groups by). A key is stored as one uint64 *entry key* that also names its band:
 ``key | band << 48`` when the band's ``rows`` 16-bit values fit 48 bits (``rows <= 3``, the
 default plan; exact), else ``mix64(key) ^ mix64(band)`` (two different (band, key) pairs share

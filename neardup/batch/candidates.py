@@ -499,7 +499,7 @@ def tables_work_ns(
     f2 = np.ascontiguousarray(fps.reshape(n, -1))
 
     def counts(t: int) -> tuple[float, float]:  # (candidates, pairs in heavy buckets)
-        pb, rho = int(pa.pb[t]), int(pa.radius[t])
+        pb, rho = int(pa.pb[t]), int(pa.probe_radius[t])
         flips = pa.flips[t, : int(pa.nflips[t])]
         if uniform:
             per = n / 2.0**pb
@@ -523,7 +523,7 @@ def tables_work_ns(
         per_table = [counts(t) for t in tables]
     total = max(est_pairs, 0.0) * pair_ns
     for t in tables:
-        rho = int(pa.radius[t])
+        rho = int(pa.probe_radius[t])
         flips = pa.flips[t, : int(pa.nflips[t])]
         cand, heavy_pairs = per_table[t]
         total += n * TABLES_BUILD_NS

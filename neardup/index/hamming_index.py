@@ -220,6 +220,17 @@ class HammingIndex:
         """True for an index loaded with ``mmap=True``."""
         return self._readonly is not None
 
+    @property
+    def segment_count(self) -> int:
+        """Sealed segments searched besides the write buffer."""
+        return len(self._segments)
+
+    @property
+    def merging(self) -> bool:
+        """A background merge is running."""
+        t = self._merger
+        return t is not None and t.is_alive()
+
     def __len__(self) -> int:
         with self._lock:
             return sum(s.n_live for s in self._segments) + int(

@@ -62,11 +62,6 @@ class PlanArrays:
     identity0: bool
     min_pb: int
 
-    @property
-    def radius(self) -> I64:
-        """Former name of :attr:`probe_radius`, kept for callers outside the index."""
-        return self.probe_radius
-
 
 def _pieces(order: tuple[tuple[int, int], ...]) -> list[tuple[int, int, int, int]]:
     """(src_word, src_shift, width, dst_shift) pieces building a 64-bit key from bit ranges."""

@@ -31,23 +31,13 @@ log = logging.getLogger("neardup.store")
 
 Result = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]
 
-_warned = False
-
 
 def hamming_index_class() -> Any | None:
-    """:class:`neardup.HammingIndex` when importable, else None (brute force is used)."""
-    global _warned
+    """:class:`neardup.HammingIndex`, or None under ``NEARDUP_REFERENCE=store`` (brute force)."""
     if use_reference("store"):
         return None
-    try:
-        from ..index import HammingIndex
-    except Exception:  # ImportError, or a half-installed index module
-        if not _warned:
-            log.warning(
-                "neardup.index is not available; the store falls back to brute-force search"
-            )
-            _warned = True
-        return None
+    from ..index import HammingIndex
+
     return HammingIndex
 
 
@@ -228,15 +218,14 @@ class MemTable:
     @property
     def merging(self) -> bool:
         """A background merge of the memtable's index is running."""
-        t = getattr(self._index, "_merger", None)
-        return t is not None and t.is_alive()
+        return self._index is not None and self._index.merging
 
     @property
     def runs(self) -> int:
         """Separately searched parts (index segments or brute-force runs)."""
         if self._tiered is not None:
             return self._tiered.runs
-        return len(getattr(self._index, "_segments", ())) + 1
+        return (self._index.segment_count if self._index is not None else 0) + 1
 
     def add(
         self,

@@ -44,6 +44,7 @@ __all__ = [
     "MAX_CODE_LEN",
     "CompressedSegment",
     "CompressedTables",
+    "check_block_bytes",
     "decode_table",
     "decode_table_py",
     "encode_table",
@@ -268,6 +269,7 @@ _PAD = 4  # zero words after the last block: the decoder peeks past its position
 
 
 def check_block_bytes(block_bytes: int) -> int:
+    """``block_bytes`` as an int, or :class:`ConfigError` saying what a block size must be."""
     if (
         isinstance(block_bytes, bool)
         or not isinstance(block_bytes, (int, np.integer))

@@ -354,6 +354,11 @@ class HammingIndex:
         """True when sealed segments store block-compressed tables (``compress=True``)."""
         return self._compress
 
+    @property
+    def block_bytes(self) -> int:
+        """Block size of compressed tables (the ``block_bytes`` setting; unused uncompressed)."""
+        return self._block_bytes
+
     # ------------------------------------------------------------------ buffer & segments
     def _build(self, fps: np.ndarray, ids: I64) -> SealedSegment:
         # a brute-force plan keeps only fingerprints and ids: nothing to compress there

@@ -32,6 +32,7 @@ memtable (a torn tail is truncated and counted in ``stats()["wal_truncated_bytes
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import os
@@ -58,6 +59,7 @@ from ..errors import (
     NeardupError,
     StorageError,
 )
+from ..index.compressed import DEFAULT_BLOCK_BYTES, check_block_bytes
 from .bands import BandRuns, lookup
 from .layout import DataDir
 from .memindex import (
@@ -65,6 +67,7 @@ from .memindex import (
     MemTable,
     Result,
     build_index,
+    compress_pays,
     empty_result,
     hamming_index_class,
     merge_results,
@@ -392,6 +395,17 @@ class Store:
         (:func:`neardup.store.bands.band_entries`). With it the memtable keeps band keys
         (rebuilt from the log's texts on recovery), segments get a band-key section, merges
         carry it, and :meth:`search_bands` answers. None: SimHash only.
+    compress_tables : bool or None
+        Build and save every segment's index (its ``.hidx`` side file) with block-compressed
+        tables (``HammingIndex(compress=True)``: about half the memory and file size of a
+        segment index, exact results, slower probes; docs/store.md). Stored in the config body's
+        ``store`` section, so a reopen keeps it; None: the stored setting (off for stores that
+        never set it). A side file that does not match the setting is rebuilt on open.
+        The memtable's index stays uncompressed (it changes with every write).
+    table_block_bytes : int or None
+        Block size of compressed tables (a multiple of 8 in 16..65536); None: the stored one,
+        else :data:`neardup.index.compressed.DEFAULT_BLOCK_BYTES`. Applies to indexes built
+        from then on.
 
     The partition width is part of the data: ``check_config`` may return it under
     ``body["store"]["partition_seconds"]`` (it then replaces ``partition_seconds``), and every
@@ -412,8 +426,22 @@ class Store:
         repair: bool = False,
         verify_meta: bool = True,
         band_keys_of: Callable[[Sequence[str | None]], npt.NDArray[np.uint64]] | None = None,
+        compress_tables: bool | None = None,
+        table_block_bytes: int | None = None,
     ) -> None:
         t0 = time.perf_counter()
+        if compress_tables is not None and not isinstance(compress_tables, bool):
+            raise ConfigError(
+                f"compress_tables must be True, False or None (the stored setting), got "
+                f"{compress_tables!r}"
+            )
+        if table_block_bytes is not None:
+            table_block_bytes = check_block_bytes(table_block_bytes)
+        self._compress_arg = compress_tables
+        self._block_arg = table_block_bytes
+        #: segment indexes are built with block-compressed tables (resolved on open)
+        self.compress_tables = bool(compress_tables)
+        self.table_block_bytes = table_block_bytes or DEFAULT_BLOCK_BYTES
         self.band_keys_of = band_keys_of
         self.bandtable = BandRuns()
         self.verify_meta = verify_meta
@@ -544,6 +572,7 @@ class Store:
         store_cfg = (body or {}).get("store")
         if store_cfg and store_cfg.get("partition_seconds"):
             self.partition_seconds = float(store_cfg["partition_seconds"])
+        body = self._resolve_compression(stored, body)
         manifest = d.read_manifest()
         if manifest is None:
             manifest = {
@@ -629,6 +658,38 @@ class Store:
                 "%s: removed %d metadata rows the log and segments do not hold", d.root, orphans
             )
         self.documents = self.meta.count()
+
+    def _resolve_compression(
+        self, stored: dict[str, Any] | None, body: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """Settle ``compress_tables`` / ``table_block_bytes`` (given, else stored, else off) and
+        put them in the config body to persist (only once a store uses them: an old store's
+        config is left as it was). Returns the body to write (maybe new, for a store opened
+        without ``check_config``)."""
+        kept = (stored or {}).get("store") or {}
+        on = self._compress_arg
+        if on is None:
+            on = bool(kept.get("compress_tables", False))
+        blk = self._block_arg or kept.get("table_block_bytes") or DEFAULT_BLOCK_BYTES
+        try:
+            blk = check_block_bytes(blk)
+        except ConfigError as exc:
+            raise CorruptFileError(f"config.json: store.table_block_bytes: {exc}") from exc
+        self.compress_tables, self.table_block_bytes = on, blk
+        if not on and "compress_tables" not in kept and self._block_arg is None:
+            return body  # never used: write nothing new
+        if body is None:
+            if self._compress_arg is None and self._block_arg is None:
+                return body
+            body = {"store": {"partition_seconds": self.partition_seconds}}
+        elif body is stored:  # compared with the stored body to decide whether to write it
+            body = json.loads(json.dumps(body))
+        sec = body.get("store")
+        if sec is None:
+            sec = body["store"] = {"partition_seconds": self.partition_seconds}
+        sec["compress_tables"] = on
+        sec["table_block_bytes"] = blk
+        return body
 
     def _open_meta(self, d: DataDir, repair: bool) -> MetaDB:
         """Open SQLite and (``verify_meta``) run ``PRAGMA quick_check``. A damaged database is
@@ -828,17 +889,41 @@ class Store:
         side = seg.path.with_name(seg.path.name + ".hidx")
         if side.exists() and int(entry.get("radius", -1)) >= self.radius:
             try:
+                # mmap: a compressed index's blocks are decoded per probe, never whole
                 idx = cls.load(side, mmap=True)
-                if len(idx) == len(seg):
+                if len(idx) != len(seg):
+                    log.warning(
+                        "%s: index holds %d rows, segment %d; rebuilding", side, len(idx), len(seg)
+                    )
+                elif idx.compressed != (
+                    self.compress_tables
+                    and compress_pays(
+                        len(seg),
+                        bits=self.bits,
+                        max_distance=self.radius,
+                        block_bytes=self.table_block_bytes,
+                    )
+                ):
+                    log.info(
+                        "%s: rebuilding the segment index %s (compress_tables=%s)",
+                        side,
+                        "compressed" if self.compress_tables else "uncompressed",
+                        self.compress_tables,
+                    )
+                else:
                     return _FastIndex(idx)
-                log.warning(
-                    "%s: index holds %d rows, segment %d; rebuilding", side, len(idx), len(seg)
-                )
             except FormatError as exc:
                 log.warning(
                     "%s: unusable index (%s); rebuilding it from the verified segment", side, exc
                 )
-        fast = build_index(seg.fingerprints, seg.rowids, bits=self.bits, max_distance=self.radius)
+        fast = build_index(
+            seg.fingerprints,
+            seg.rowids,
+            bits=self.bits,
+            max_distance=self.radius,
+            compress=self.compress_tables,
+            block_bytes=self.table_block_bytes,
+        )
         if isinstance(fast, BruteIndex):
             return fast
         try:
@@ -1658,6 +1743,16 @@ class Store:
         )
         idx.search(fps[:2], self.radius)
         idx.search(fps[:16], self.radius)
+        if self.compress_tables:  # the compressed tables' build and probe kernels
+            cidx = build_index(
+                fps,
+                np.arange(300, dtype=np.int64),
+                bits=self.bits,
+                max_distance=self.radius,
+                compress=True,
+                block_bytes=self.table_block_bytes,
+            )
+            cidx.search(fps[:2], self.radius)
         nq = min(PARALLEL_QUERIES, 2048)
         many = rng.integers(0, 2**64, (nq, *shape[1:]), dtype=np.uint64)
         for m in (2, 16, nq):
@@ -1691,6 +1786,7 @@ class Store:
             "flushes": self.flushes,
             "dropped_partitions": self.dropped_partitions,
             "compactions": self.compactions,
+            "compress_tables": self.compress_tables,
             "rss_mib": _rss_mib(),
         }
 

@@ -25,7 +25,14 @@ from .._reference import use_reference
 from .._threads import lower_thread_priority
 from ..fingerprint.distance import hamming_cdist
 
-__all__ = ["BruteIndex", "MemTable", "build_index", "hamming_index_class", "merge_results"]
+__all__ = [
+    "BruteIndex",
+    "MemTable",
+    "build_index",
+    "compress_pays",
+    "hamming_index_class",
+    "merge_results",
+]
 
 log = logging.getLogger("neardup.store")
 
@@ -123,23 +130,61 @@ class _FastIndex:
         )
 
 
+def _size_class(n: int) -> int:
+    # plan for the size rounded up to a power of two: the planner caches plans by size, and
+    # memtable runs of every size would otherwise each pay a fresh plan search
+    # (small indexes only: a segment's plan is searched once and should fit its size)
+    return n if n > 1 << 20 else 1 << (n - 1).bit_length()
+
+
+def compress_pays(n: int, *, bits: int, max_distance: int, block_bytes: int | None = None) -> bool:
+    """Whether an index of ``n`` rows is built compressed under the store's
+    ``compress_tables``: only where the planner gives the compressed index tables. Under its
+    default memory cap it plans brute force for small compressed indexes (about 16 k rows at
+    k = 3), which would make a small segment's search a scan; those segments keep uncompressed
+    tables (a small share of a store's memory)."""
+    if n < 256 or hamming_index_class() is None:
+        return False
+    from ..index import plan_index
+    from ..index.compressed import DEFAULT_BLOCK_BYTES
+
+    plan = plan_index(
+        bits,
+        max_distance,
+        _size_class(n),
+        compress=True,
+        block_bytes=DEFAULT_BLOCK_BYTES if block_bytes is None else block_bytes,
+    )
+    return plan.kind == "tables"
+
+
 def build_index(
     fingerprints: npt.NDArray[np.uint64],
     ids: npt.NDArray[np.int64],
     *,
     bits: int,
     max_distance: int,
+    compress: bool = False,
+    block_bytes: int | None = None,
 ) -> BruteIndex | _FastIndex:
-    """An immutable index over ``fingerprints`` (ids = row ids): HammingIndex or brute force."""
+    """An immutable index over ``fingerprints`` (ids = row ids): HammingIndex or brute force.
+
+    ``compress``: block-compressed tables (``HammingIndex(compress=True)``, ``block_bytes``
+    per block; None: the index's default) where :func:`compress_pays`, the store's
+    ``compress_tables`` setting for segments."""
     cls = hamming_index_class()
     if cls is None or len(ids) < 256:
         return BruteIndex(fingerprints, ids)
     try:
-        # plan for the size rounded up to a power of two: the planner caches plans by size, and
-        # memtable runs of every size would otherwise each pay a fresh plan search
-        # (small indexes only: a segment's plan is searched once and should fit its size)
-        size_class = len(ids) if len(ids) > 1 << 20 else 1 << (len(ids) - 1).bit_length()
-        idx = cls(bits=bits, max_distance=max_distance, expected_size=size_class)
+        size_class = _size_class(len(ids))
+        extra: dict[str, Any] = {}
+        if compress and compress_pays(
+            len(ids), bits=bits, max_distance=max_distance, block_bytes=block_bytes
+        ):
+            extra["compress"] = True
+            if block_bytes is not None:
+                extra["block_bytes"] = block_bytes
+        idx = cls(bits=bits, max_distance=max_distance, expected_size=size_class, **extra)
         idx.add(fingerprints, ids=np.asarray(ids, dtype=np.int64))
     except Exception:
         log.exception("building a HammingIndex failed; using brute-force search for these rows")

@@ -1,0 +1,215 @@
+"""The store's ``compress_tables`` setting: segment indexes with block-compressed tables.
+
+Every search is compared with :class:`neardup.store.memindex.BruteIndex` (the pure NumPy
+reference) over the rows the store holds, through flushes, merges, retention, log recovery and
+reopens; the setting persists in the config body and old stores keep uncompressed indexes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from neardup.errors import ConfigError
+from neardup.index.compressed import CompressedSegment
+from neardup.store import Store, WriteGroup
+from neardup.store.memindex import BruteIndex, _FastIndex, compress_pays
+
+RADIUS = 3
+WIDTH = 3600.0
+#: rows per segment: compressed tables need > 8192 (compress_pays; smaller ones stay plain)
+N = 9000
+
+
+def _rows(n: int, bits: int, seed: int) -> np.ndarray:
+    """Random fingerprints with planted near duplicates (a few bits flipped)."""
+    rng = np.random.default_rng(seed)
+    shape = (n,) if bits == 64 else (n, 2)
+    fps = rng.integers(0, 2**64, shape, dtype=np.uint64)
+    src = rng.integers(0, n, n // 3)
+    dst = rng.integers(0, n, n // 3)
+    flip = np.uint64(1) << rng.integers(0, 64, n // 3).astype(np.uint64)
+    if bits == 64:
+        fps[dst] = fps[src] ^ flip
+    else:
+        fps[dst] = fps[src]
+        fps[dst, 1] ^= flip
+    return fps
+
+
+def _queries(fps: np.ndarray, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    q = fps[rng.integers(0, len(fps), 150)].copy()
+    col = q if q.ndim == 1 else q[:, 0]
+    col ^= np.uint64(1) << rng.integers(0, 64, len(q)).astype(np.uint64)
+    return np.concatenate([q, _rows(50, 64 if fps.ndim == 1 else 128, seed + 1)])
+
+
+def _pairs(res) -> set[tuple[int, int, int]]:
+    lims, ids, ds = res
+    qi = np.repeat(np.arange(len(lims) - 1), np.diff(lims))
+    return set(zip(qi.tolist(), ids.tolist(), ds.tolist(), strict=True))
+
+
+def _check(st: Store, fps: np.ndarray, rids: np.ndarray, q: np.ndarray) -> None:
+    got = _pairs(st.search(q, RADIUS))
+    want = _pairs(BruteIndex(fps, rids).search(q, RADIUS))
+    assert got == want and want
+
+
+def _compressed(st: Store) -> list[bool]:
+    out = []
+    for s in st.segments:
+        assert isinstance(s.index, _FastIndex)
+        out.append(any(isinstance(x, CompressedSegment) for x in s.index.index.snapshot().segments))
+    return out
+
+
+def _bulk(st: Store, fps: np.ndarray, times: np.ndarray, tag: str) -> np.ndarray:
+    start = st.next_rowid
+    st.bulk_add([f"{tag}{i}" for i in range(len(fps))], fps, times)
+    return np.arange(start, start + len(fps), dtype=np.int64)
+
+
+def _config(path: Path) -> dict:
+    return json.loads((path / "config.json").read_text())["body"]
+
+
+@pytest.mark.parametrize("bits", [64, 128])
+def test_segments_compressed_search_exact_and_setting_kept_on_reopen(tmp_path, bits):
+    fps = _rows(2 * N, bits, 1)
+    times = np.where(np.arange(2 * N) % 2 == 0, 10.0, WIDTH + 10.0)  # two partitions
+    q = _queries(fps, 2)
+    st = Store(tmp_path, bits=bits, radius=RADIUS, partition_seconds=WIDTH, compress_tables=True)
+    try:
+        rids = _bulk(st, fps, times, "a")
+        # 128-bit compressed tables keep fingerprints and rows: under the planner's default
+        # cap they never beat brute force, so those segments keep uncompressed tables
+        on = compress_pays(N, bits=bits, max_distance=RADIUS)
+        assert on == (bits == 64)
+        assert st.compress_tables and len(st.segments) == 2 and _compressed(st) == [on, on]
+        _check(st, fps, rids, q)
+    finally:
+        st.close()
+    body = _config(tmp_path)
+    assert body["store"]["compress_tables"] is True and body["store"]["table_block_bytes"] == 256
+    sides = sorted(tmp_path.glob("*.hidx"))
+    stamps = [p.stat().st_mtime_ns for p in sides]
+    st = Store(tmp_path, bits=bits, radius=RADIUS, partition_seconds=WIDTH)  # None: stored
+    try:
+        assert st.compress_tables and _compressed(st) == [on, on]
+        assert [p.stat().st_mtime_ns for p in sides] == stamps  # loaded, not rebuilt
+        assert all(s.index.index.read_only for s in st.segments)  # mmapped
+        _check(st, fps, rids, q)
+    finally:
+        st.close()
+
+
+def test_old_store_stays_uncompressed_and_switching_rebuilds(tmp_path):
+    fps = _rows(N, 64, 3)
+    times = np.full(N, 10.0)
+    q = _queries(fps, 4)
+    st = Store(tmp_path, bits=64, radius=RADIUS, partition_seconds=WIDTH)
+    try:
+        rids = _bulk(st, fps, times, "a")
+        assert not st.compress_tables and _compressed(st) == [False]
+    finally:
+        st.close()
+    assert not (tmp_path / "config.json").exists()  # nothing new written for an old store
+    st = Store(tmp_path, bits=64, radius=RADIUS, partition_seconds=WIDTH, compress_tables=True)
+    try:
+        assert _compressed(st) == [True]  # the side file was rebuilt compressed
+        _check(st, fps, rids, q)
+    finally:
+        st.close()
+    st = Store(tmp_path, bits=64, radius=RADIUS, partition_seconds=WIDTH, compress_tables=False)
+    try:
+        assert _compressed(st) == [False]
+        _check(st, fps, rids, q)
+    finally:
+        st.close()
+    assert _config(tmp_path)["store"]["compress_tables"] is False
+
+
+def test_check_config_body_without_the_setting_keeps_the_stored_one(tmp_path):
+    """The online layer returns a fresh body on every open; the stored setting survives it."""
+
+    def check(stored):
+        return {"format": 1, "store": {"version": 1, "partition_seconds": WIDTH}}
+
+    fps = _rows(N, 64, 5)
+    st = Store(
+        tmp_path, bits=64, radius=RADIUS, partition_seconds=WIDTH, check_config=check,
+        compress_tables=True, table_block_bytes=512,
+    )  # fmt: skip
+    try:
+        rids = _bulk(st, fps, np.full(N, 10.0), "a")
+    finally:
+        st.close()
+    st = Store(tmp_path, bits=64, radius=RADIUS, partition_seconds=WIDTH, check_config=check)
+    try:
+        assert st.compress_tables and st.table_block_bytes == 512 and _compressed(st) == [True]
+        assert st.segments[0].index.index.block_bytes == 512
+        _check(st, fps, rids, _queries(fps, 6))
+    finally:
+        st.close()
+    assert _config(tmp_path)["store"] == {
+        "version": 1,
+        "partition_seconds": WIDTH,
+        "compress_tables": True,
+        "table_block_bytes": 512,
+    }
+
+
+def test_flush_merge_retention_and_log_recovery(tmp_path):
+    fps = _rows(2 * N + 1000, 64, 7)
+    q = _queries(fps, 8)
+
+    def log_rows(st: Store, f: np.ndarray, t: float) -> np.ndarray:
+        g = WriteGroup()
+        start = st.allocate(len(f))
+        for i, v in enumerate(f.tolist()):
+            g.add(start + i, t, v, 0, bytes(16), False, f"l{start + i}", None, None)
+        rids = np.arange(start, start + len(f), dtype=np.int64)
+        g.set_added(f, rids, np.full(len(f), t))
+        st.append_group(g)
+        return rids
+
+    st = Store(tmp_path, bits=64, radius=RADIUS, partition_seconds=WIDTH, compress_tables=True)
+    try:
+        r1 = _bulk(st, fps[:N], np.full(N, 10.0), "a")
+        r2 = log_rows(st, fps[N : 2 * N], 20.0)  # through the log and the memtable
+        st.flush()
+        assert len(st.segments) == 2 and _compressed(st) == [True, True]
+        _check(st, fps[: 2 * N], np.concatenate([r1, r2]), q)
+        (group,) = st.compaction_candidates(1)
+        assert st.install_merged(group, st.build_merged(group))
+        assert len(st.segments) == 1 and _compressed(st) == [True]
+        _check(st, fps[: 2 * N], np.concatenate([r1, r2]), q)
+        r3 = log_rows(st, fps[2 * N :], 2 * WIDTH + 5)  # a later partition, left in the log
+    finally:
+        st.close()
+    st = Store(tmp_path, bits=64, radius=RADIUS, partition_seconds=WIDTH)
+    try:
+        assert len(st.memtable) == 1000  # replayed from the log
+        _check(st, fps, np.concatenate([r1, r2, r3]), q)
+        st.flush()
+        # a small segment keeps uncompressed tables (compressed, the planner would scan it)
+        assert _compressed(st) == [True, False]
+        assert st.expire(WIDTH + 1) == 2 * N  # retention drops the first partition
+        _check(st, fps[2 * N :], r3, q)
+    finally:
+        st.close()
+
+
+def test_bad_settings_are_refused(tmp_path):
+    with pytest.raises(ConfigError, match="compress_tables"):
+        Store(tmp_path / "a", bits=64, radius=3, partition_seconds=WIDTH, compress_tables="yes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="block_bytes"):
+        Store(tmp_path / "b", bits=64, radius=3, partition_seconds=WIDTH, table_block_bytes=7)
+    st = Store(None, bits=64, radius=3, partition_seconds=WIDTH, compress_tables=True)
+    assert st.compress_tables and st.stats()["compress_tables"]
+    st.close()

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from neardup.batch.run import dedup
 from neardup.errors import ConfigError, CorruptFileError
 from neardup.online.deduplicator import Deduplicator
-from neardup.store.bands import BandRuns, lookup, sort_entries
+from neardup.store.bands import BandRuns, lookup, lookup_reference, sort_entries
 from neardup.store.layout import read_json_file, write_json_file
 from neardup.store.segment import open_segment, write_segment
 
@@ -371,3 +371,51 @@ def test_version1_segments_beside_band_sections(tmp_path) -> None:
         assert len(merged.segment.band_keys[0]) == 4 * d.lsh_plan.bands
         got = d.check({"id": "b", "text": b})
         assert got.duplicate and got.matches[0].id == "a"
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 9), st.integers(0, 60)), max_size=80),
+        min_size=1,
+        max_size=4,
+    ),
+    st.lists(st.lists(st.integers(0, 10), min_size=3, max_size=3), min_size=1, max_size=6),
+    st.integers(1, 3),
+)
+def test_vectorised_lookup_equals_reference(runs, queries, cap) -> None:
+    """The vectorised lookup (distinct keys once, buckets gathered by array arithmetic) gives
+    what the per-entry reference gives, over several runs, bands and capped buckets."""
+    arr = []
+    for run in runs:
+        k = np.array([e[0] for e in run], np.uint64)
+        r = np.array([e[1] for e in run], np.int64)
+        arr.append(sort_entries(k, r))
+    q = np.array(queries, np.uint64)
+    q[q == 10] = np.uint64(0xFFFFFFFFFFFFFFFF)  # rows without keys find nothing
+    got = lookup(arr, q, cap)
+    want = lookup_reference(arr, q, cap)
+    assert [g.tolist() for g in got] == [w.tolist() for w in want]
+
+
+def test_group_verification_ahead_decides_like_one_by_one() -> None:
+    """The decide loop's verifications done ahead for the whole group (one call) give the same
+    decisions as verifying each document's candidates on its own, also when max_matches stops
+    verification early."""
+    from neardup.online.decide import Decider
+
+    texts = _corpus(5)
+    for mm in (1, 2, 10):
+        with Deduplicator(max_matches=mm) as d:
+            d.add([{"id": f"s{i}", "text": t} for i, t in enumerate(texts[::2])])
+            fast = d.check_and_add([{"id": f"q{i}", "text": t} for i, t in enumerate(texts)])
+        orig = Decider._prefetch
+        Decider._prefetch = lambda self, *a, **k: {}  # type: ignore[method-assign]
+        try:
+            with Deduplicator(max_matches=mm) as d:
+                d.add([{"id": f"s{i}", "text": t} for i, t in enumerate(texts[::2])])
+                slow = d.check_and_add([{"id": f"q{i}", "text": t} for i, t in enumerate(texts)])
+        finally:
+            Decider._prefetch = orig  # type: ignore[method-assign]
+        assert [x.to_dict() for x in fast] == [x.to_dict() for x in slow]
+        assert sum(x.duplicate for x in fast) > 0

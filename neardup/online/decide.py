@@ -196,6 +196,20 @@ class Decider:
             fp_ints = [(a << 64) | b for a, b in words]
         new_decision = _new_decision
         write_add = writes.add
+        # the verifications the decide loop will ask for, in one call for the whole group
+        memo = self._prefetch(
+            slow,
+            flat_texts,
+            flat_chash,
+            flat_empty,
+            lims,
+            hit_rids,
+            hit_d,
+            rows,
+            earlier,
+            ids,
+            cutoff,
+        )
         g = 0
         for op in group:
             if op.kind == "delete":
@@ -246,6 +260,7 @@ class Decider:
                         earlier.get(i, ()),
                         ids,
                         cutoff,
+                        memo,
                     )
                 cur = current(id_)
                 if cur is not None:  # idempotent re-send: report the existing document
@@ -288,7 +303,7 @@ class Decider:
             writes.set_added(fps[:0], rids, np.zeros(0, np.float64))
         return results, writes
 
-    def _matches(
+    def _candidates(
         self,
         i: int,
         texts: list[str],
@@ -298,12 +313,16 @@ class Decider:
         hit_d: npt.NDArray[np.int32],
         rows: dict[int, Any],
         deleted: set[int],
-        added_mask: bytearray,
+        added_mask: bytearray | None,
         earlier: Sequence[tuple[int, int]],
         ids: list[str],
         cutoff: float | None,
-    ) -> tuple[list[Match], bool]:
-        """(the matches, closest first; whether any of them makes the document a duplicate)."""
+    ) -> tuple[list[tuple[int, int, str, float | None, bool]], list[tuple[int, int, str, str]]]:
+        """(matches found without verification: (distance, order, id, score, may drop);
+        candidates to verify, closest first: (distance, order, id, text)). ``order`` is the
+        stored row id, or ``2**62 + j`` for document ``j`` of the group. ``added_mask`` None:
+        every earlier document of the group counts as added (what :meth:`_prefetch` plans
+        for)."""
         text = texts[i]
         limit = self._limit(text)
         q_empty = bool(empty[i])
@@ -320,13 +339,12 @@ class Decider:
             ex = 0 if row.chash == q_hash else 1
             cands.append((ex, d, rid, row.id, row.chash, row.empty, row.text))
         for j, d in earlier:
-            if added_mask[j]:
+            if added_mask is None or added_mask[j]:
                 ex = 0 if chash[j] == q_hash else 1
                 cands.append((ex, d, (1 << 62) + j, ids[j], chash[j], bool(empty[j]), texts[j]))
         cands.sort(key=lambda c: (c[0], c[1], c[2]))
-        # (distance, order, id, score, whether this match may drop the document)
         found: list[tuple[int, int, str, float | None, bool]] = []
-        pending: list[tuple[int, int, str, str]] = []  # to verify: (distance, order, id, text)
+        pending: list[tuple[int, int, str, str]] = []
         for ex, d, order, cid, _h, c_empty, c_text in cands:
             if ex == 0 and q_hash != NO_CONTENT_HASH:
                 found.append((d, order, cid, 1.0, True))
@@ -337,20 +355,147 @@ class Decider:
             elif d <= self.max_distance:
                 found.append((d, order, cid, None, True))
         found.sort(key=lambda x: (x[0], x[1]))
-        # verify closest first, in chunks, until max_matches are accepted (texts tokenized once
-        # per chunk by verify_many)
         pending.sort(key=lambda x: (x[0], x[1]))
+        return found, pending
+
+    def _matches(
+        self,
+        i: int,
+        texts: list[str],
+        chash: list[bytes],
+        empty: npt.NDArray[np.bool_],
+        hit_rids: npt.NDArray[np.int64],
+        hit_d: npt.NDArray[np.int32],
+        rows: dict[int, Any],
+        deleted: set[int],
+        added_mask: bytearray,
+        earlier: Sequence[tuple[int, int]],
+        ids: list[str],
+        cutoff: float | None,
+        memo: dict[tuple[int, int], tuple[bool, float]] | None = None,
+    ) -> tuple[list[Match], bool]:
+        """(the matches, closest first; whether any of them makes the document a duplicate).
+        ``memo``: (document, order) -> (accepted, score) of pairs verified ahead
+        (:meth:`_prefetch`); a pair's verification does not depend on the others, so a memo
+        hit decides as verifying it here would."""
+        text = texts[i]
+        found, pending = self._candidates(
+            i,
+            texts,
+            chash,
+            empty,
+            hit_rids,
+            hit_d,
+            rows,
+            deleted,
+            added_mask,
+            earlier,
+            ids,
+            cutoff,
+        )
+        if memo is None:
+            memo = {}
+        # verify closest first, in chunks, until max_matches are accepted
         pos = 0
         while pending[pos:] and len(found) < self.max_matches:
             chunk = pending[pos : pos + max(4, self.max_matches - len(found))]
             pos += len(chunk)
-            ok, scores = self.verify(text, chunk)
-            for c, a, sc in zip(chunk, ok.tolist(), scores.tolist(), strict=True):
+            miss = [c for c in chunk if (i, c[1]) not in memo]
+            if miss:
+                ok, scores = self.verify(text, miss)
+                for c, a, sc in zip(miss, ok.tolist(), scores.tolist(), strict=True):
+                    memo[(i, c[1])] = (a, sc)
+            for c in chunk:
+                a, sc = memo[(i, c[1])]
                 if a:
                     found.append((c[0], c[1], c[2], float(sc), self._may_drop(text, c[3])))
         found.sort(key=lambda x: (x[0], x[1]))
         matches = [Match(cid, d, s) for d, _, cid, s, _ in found[: self.max_matches]]
         return matches, any(f[4] for f in found)
+
+    def _prefetch(
+        self,
+        slow: list[bool],
+        texts: list[str],
+        chash: list[bytes],
+        empty: npt.NDArray[np.bool_],
+        lims: npt.NDArray[np.int64],
+        hit_rids: npt.NDArray[np.int64],
+        hit_d: npt.NDArray[np.int32],
+        rows: dict[int, Any],
+        earlier: dict[int, list[tuple[int, int]]],
+        ids: list[str],
+        cutoff: float | None,
+    ) -> dict[tuple[int, int], tuple[bool, float]]:
+        """Verify, in one call for the group, the first ``max(4, max_matches)`` candidates each
+        document of the group would verify if every earlier document of the group were added
+        (a superset of its first chunk in :meth:`_matches`). Per-document calls cost more in
+        fixed overhead (tokenising, kernel set-up) than the pairs themselves on short texts
+        (benchmarks/quality_online.py). Returns the memo :meth:`_matches` reads; it verifies
+        what the memo lacks itself."""
+        memo: dict[tuple[int, int], tuple[bool, float]] = {}
+        if self.verifier is None:
+            return memo
+        first = max(4, self.max_matches)
+        qa: list[int] = []
+        cb: list[int] = []
+        ds: list[int] = []
+        keys: list[tuple[int, int]] = []
+        all_texts = list(texts)
+        row_text: dict[int, int] = {}
+        none: set[int] = set()
+        for i, s in enumerate(slow):
+            if not s:
+                continue
+            _found, pending = self._candidates(
+                i,
+                texts,
+                chash,
+                empty,
+                hit_rids[lims[i] : lims[i + 1]],
+                hit_d[lims[i] : lims[i + 1]],
+                rows,
+                none,
+                None,
+                earlier.get(i, ()),
+                ids,
+                cutoff,
+            )
+            for d, order, _cid, c_text in pending[:first]:
+                if order >= 1 << 62:
+                    t = order - (1 << 62)
+                else:
+                    t = row_text.get(order, -1)
+                    if t < 0:
+                        t = row_text[order] = len(all_texts)
+                        all_texts.append(c_text)
+                qa.append(i)
+                cb.append(t)
+                ds.append(d)
+                keys.append((i, order))
+        if not keys:
+            return memo
+        ok, scores = self._verify_pairs(all_texts, qa, cb, ds)
+        for k, a, sc in zip(keys, ok.tolist(), scores.tolist(), strict=True):
+            memo[k] = (a, sc)
+        return memo
+
+    def _verify_pairs(
+        self, texts: list[str], a: list[int], b: list[int], d: list[int]
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+        """Decide the pairs ``(texts[a[m]], texts[b[m]])`` at SimHash distances ``d`` by the
+        rule :meth:`verify` applies."""
+        if self.lsh_plan is None:
+            return self.verifier.verify_many([texts[x] for x in a], [texts[y] for y in b], d)
+        from ..batch import stage_verify
+
+        return stage_verify(
+            self.verifier,
+            texts,
+            np.asarray(a, np.int64),
+            np.asarray(b, np.int64),
+            np.asarray(d, np.int32),
+        )
 
     def _may_drop(self, text: str, kept: str) -> bool:
         """Whether a verified match with ``kept`` makes ``text`` a duplicate. With the MinHash

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["BandRuns", "band_entries", "entry_keys", "lookup"]
+__all__ = ["BandRuns", "band_entries", "entry_keys", "lookup", "lookup_reference"]
 
 _BAND_SHIFT = np.uint64(48)
 
@@ -98,7 +98,97 @@ def lookup(
     """Row ids sharing a band key with each query (``queries`` (q, bands) entry keys; rows of
     :data:`NO_KEYS` find nothing), unique and sorted per query. ``runs``: sorted (key, row id)
     arrays (row ids may be global row ids or anything the caller maps). A bucket of more than
-    ``2 * cap`` rows over all runs gives its ``cap`` smallest and ``cap`` largest row ids."""
+    ``2 * cap`` rows over all runs gives its ``cap`` smallest and ``cap`` largest row ids.
+
+    Vectorised over the queries: each distinct query key is searched once per run, in sorted
+    order (neighbouring searches touch the same cache lines), the buckets are gathered with
+    array arithmetic and only buckets over the cap are walked in Python; equal to
+    :func:`lookup_reference` (tests/test_online_lsh.py)."""
+    q, nb = queries.shape if queries.ndim == 2 else (0, 0)
+    if q == 0:
+        return []
+    empty = np.zeros(0, np.int64)
+    flat = queries.ravel()
+    valid = np.flatnonzero(flat != NO_KEYS)
+    if not valid.size:
+        return [empty] * q
+    uk, inv = np.unique(flat[valid], return_inverse=True)  # sorted distinct query keys
+    inv = inv.ravel()
+    nu = uk.size
+    found: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Any]] = []
+    total = np.zeros(nu, np.int64)
+    for keys, rids in runs:
+        if not len(keys):
+            continue
+        lo = np.searchsorted(keys, uk, "left")
+        hi = np.searchsorted(keys, uk, "right")
+        total += hi - lo
+        found.append((lo, hi, rids))
+    big = total > 2 * cap
+    seg_u: list[npt.NDArray[np.int64]] = []  # distinct key index of each gathered row
+    seg_r: list[npt.NDArray[np.int64]] = []
+    for lo, hi, rids in found:
+        cnt = hi - lo
+        cnt[big] = 0
+        sel = np.flatnonzero(cnt)
+        if not sel.size:
+            continue
+        c = cnt[sel]
+        at = _ranges(lo[sel], c)
+        seg_u.append(np.repeat(sel, c))
+        seg_r.append(np.asarray(rids[at], np.int64))
+    for u in np.flatnonzero(big).tolist():
+        parts = []
+        for lo, hi, rids in found:
+            a, b = int(lo[u]), int(hi[u])
+            if a == b:
+                continue
+            if b - a > 2 * cap:
+                parts.append(rids[a : a + cap])
+                parts.append(rids[b - cap : b])
+            else:
+                parts.append(rids[a:b])
+        got = np.unique(np.concatenate(parts))
+        if got.size > 2 * cap:
+            got = np.concatenate([got[:cap], got[-cap:]])
+        seg_u.append(np.full(got.size, u, np.int64))
+        seg_r.append(np.asarray(got, np.int64))
+    if not seg_u:
+        return [empty] * q
+    ku = np.concatenate(seg_u)
+    kr = np.concatenate(seg_r)
+    order = np.argsort(ku, kind="stable")
+    kr = kr[order]
+    ustart = np.searchsorted(ku[order], np.arange(nu + 1))
+    # every valid query entry gets its key's rows
+    c = np.diff(ustart)[inv]
+    sel = np.flatnonzero(c)
+    if not sel.size:
+        return [empty] * q
+    c = c[sel]
+    qi = np.repeat(valid[sel] // nb, c)
+    rr = kr[_ranges(ustart[inv[sel]], c)]
+    order = np.lexsort((rr, qi))
+    qi, rr = qi[order], rr[order]
+    keep = np.ones(qi.size, bool)
+    keep[1:] = (qi[1:] != qi[:-1]) | (rr[1:] != rr[:-1])
+    qi, rr = qi[keep], rr[keep]
+    bounds = np.searchsorted(qi, np.arange(q + 1)).tolist()
+    return [rr[bounds[k] : bounds[k + 1]] for k in range(q)]
+
+
+def _ranges(starts: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Concatenated ``arange(starts[k], starts[k] + counts[k])`` (counts > 0)."""
+    ends = np.cumsum(counts)
+    return np.repeat(starts - ends + counts, counts) + np.arange(int(ends[-1]), dtype=np.int64)
+
+
+def lookup_reference(
+    runs: Sequence[tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]],
+    queries: npt.NDArray[np.uint64],
+    cap: int,
+) -> list[npt.NDArray[np.int64]]:
+    """:func:`lookup`, one query entry at a time (the twin the tests compare it with)."""
     q, nb = queries.shape if queries.ndim == 2 else (0, 0)
     out: list[list[npt.NDArray[np.int64]]] = [[] for _ in range(q)]
     if q == 0:

@@ -2,13 +2,14 @@
 
 For every group of two or more copies it writes
 
-* ``dups``: each member's first copy and the group's *head* (the member that stands for it:
-  the first copy, or with ``keep="longest"`` the longest, ties first), shuffled to the member's
-  partition;
+* ``dups``: each member's first copy, the group's *head* (the member that stands for it: the
+  first copy, or with ``keep="longest"`` the longest, ties first), the group's size and longest
+  length (``ulen``: the unit's length for the keep order and the containment rule), shuffled to
+  the member's partition;
 * ``pairs``: the exact pairs (:func:`neardup.batch.groups.stage_exact_pairs`: every pair of a group when
   at most ``expand_pairs``, else first-to-rest), shuffled to the partition of their first member;
-* ``groups/p<bucket>.arrow``: the members with ids and lengths (the keep step reads the groups
-  that take part in near pairs).
+* ``gmem``: every member (position, id) shuffled to the partition of its first copy, where the
+  keep step repeats a dropped unit's decision and the near pairs over the members.
 
 Whole groups meet in one reducer, so the output equals the single-machine stage's on the same
 documents.
@@ -24,7 +25,7 @@ from . import _store
 from .job import Job
 from .read import EXACT_SCHEMA
 
-__all__ = ["DUPS_SCHEMA", "PAIRS_SCHEMA", "step_exact"]
+__all__ = ["DUPS_SCHEMA", "GMEM_SCHEMA", "PAIRS_SCHEMA", "step_exact"]
 
 
 def _pa() -> Any:
@@ -37,8 +38,14 @@ def _dups_schema() -> Any:
     pa = _pa()
     return pa.schema(
         [("pos", pa.int64()), ("first", pa.int64()), ("first_id", pa.string()),
-         ("head", pa.int64()), ("head_id", pa.string())]
+         ("head", pa.int64()), ("head_id", pa.string()), ("ulen", pa.int64()),
+         ("size", pa.int64())]
     )  # fmt: skip
+
+
+def _gmem_schema() -> Any:
+    pa = _pa()
+    return pa.schema([("first", pa.int64()), ("pos", pa.int64()), ("id", pa.string())])
 
 
 def _pairs_schema() -> Any:
@@ -51,6 +58,7 @@ def _pairs_schema() -> Any:
 
 DUPS_SCHEMA = _dups_schema()
 PAIRS_SCHEMA = _pairs_schema()
+GMEM_SCHEMA = _gmem_schema()
 
 
 @_store.resumable("exact")
@@ -87,9 +95,13 @@ def step_exact(workdir: str, task: int, job: Job) -> dict[str, Any]:
         head_i = head_of_group[group_of]
     else:
         head_i = first_i
+    gsize = np.bincount(group_of) if sel.size else np.zeros(0, np.int64)
+    glen = np.zeros(gsize.size, np.int64)
+    np.maximum.at(glen, group_of, lens)
     dups = pa.table(
         {"pos": pos, "first": pos[first_i], "first_id": pa.array(ids[first_i].tolist(), pa.string()),
-         "head": pos[head_i], "head_id": pa.array(ids[head_i].tolist(), pa.string())},
+         "head": pos[head_i], "head_id": pa.array(ids[head_i].tolist(), pa.string()),
+         "ulen": glen[group_of], "size": gsize[group_of]},
         schema=DUPS_SCHEMA,
     )  # fmt: skip
     size_dups = _store.shuffle_write(workdir, "dups", task, dups, _store.owner_of(pos, job.starts))
@@ -111,14 +123,16 @@ def step_exact(workdir: str, task: int, job: Job) -> dict[str, Any]:
     size_pairs = _store.shuffle_write(
         workdir, "pairs", task, pairs, _store.owner_of(ea, job.starts)
     )
-    groups = pa.table(
-        {"first": pos[first_i], "pos": pos, "id": pa.array(ids.tolist(), pa.string()),
-         "len": lens}
-    )  # fmt: skip
-    _store.write_table(f"{workdir}/groups/p{task:05d}.arrow", groups)
+    gmem = pa.table(
+        {"first": pos[first_i], "pos": pos, "id": pa.array(ids.tolist(), pa.string())},
+        schema=GMEM_SCHEMA,
+    )
+    size_gmem = _store.shuffle_write(
+        workdir, "gmem", task, gmem, _store.owner_of(pos[first_i], job.starts)
+    )
     return {
         "groups": int(starts.size),
         "later_copies": int(sel.size - starts.size),
         "exact_pairs": int(ea.size),
-        "shuffle_bytes": size_dups + size_pairs,
+        "shuffle_bytes": size_dups + size_pairs + size_gmem,
     }

@@ -17,7 +17,7 @@ from .candidates import step_join, step_keys
 from .engines import Engine, LocalEngine
 from .exact import step_exact
 from .job import Job, plan_partitions
-from .keep import step_keep
+from .keep import step_final, step_round
 from .read import step_read
 from .verify import step_attach, step_verify
 from .write import step_write
@@ -104,15 +104,17 @@ def run_dedup(
     steps: dict[str, Any] = {}
     t_start = time.perf_counter()
 
-    def run(name: str, fn: Any, tasks: int, j: Job) -> list[dict[str, Any]]:
+    def run(name: str, fn: Any, tasks: int, j: Job, *extra: Any) -> list[dict[str, Any]]:
         report(name, 0, tasks)
         t0 = time.perf_counter()
-        res = eng.map(fn, [(j.workdir, i, j) for i in range(tasks)])
+        res = eng.map(fn, [(j.workdir, i, j, *extra) for i in range(tasks)])
         steps[name] = {
             "tasks": tasks,
             "elapsed_s": round(time.perf_counter() - t0, 4),
             "shuffle_bytes": sum(r.get("shuffle_bytes", 0) for r in res),
         }
+        if any("reference_bytes" in r for r in res):
+            steps[name]["reference_bytes"] = sum(r.get("reference_bytes", 0) for r in res)
         report(name, tasks, tasks)
         return res
 
@@ -126,11 +128,28 @@ def run_dedup(
     jn = run("join", step_join, R, job)
     run("attach", step_attach, P, job)
     vf = run("verify", step_verify, P, job)
-    report("keep", 0, 1)
+    # the keep decision (or the components) in rounds, one task per partition each, until no
+    # unit is undecided (no label changed): see keep.py and rounds.py
     t0 = time.perf_counter()
-    kp = step_keep(job.workdir, job)
-    steps["keep"] = {"tasks": 1, "elapsed_s": round(time.perf_counter() - t0, 4), **kp}
-    report("keep", 1, 1)
+    rounds: list[dict[str, Any]] = []
+    while True:
+        rr = run("keep_round", step_round, P, job, len(rounds))
+        rounds.append({k: sum(r[k] for r in rr) for k in rr[0]} if rr else {})
+        rounds[-1]["max_local_passes"] = max((r["local_passes"] for r in rr), default=0)
+        pending = "messages" if cfg.keep == "none" else "undecided"
+        if not rr or rounds[-1][pending] == 0:
+            break
+        if cfg.keep != "none" and rounds[-1]["decided"] == 0:
+            raise RuntimeError("keep rounds made no progress (a bug: please report it)")
+    steps["keep"] = {
+        "tasks": P * len(rounds),
+        "rounds": len(rounds),
+        "elapsed_s": round(time.perf_counter() - t0, 4),
+        "shuffle_bytes": sum(r.get("shuffle_bytes", 0) for r in rounds),
+        "per_round": rounds,
+    }
+    del steps["keep_round"]
+    run("final", step_final, P, job, len(rounds))
     wr = run("write", step_write, P, job)
     elapsed = time.perf_counter() - t_start
     import numpy as np

@@ -1,63 +1,79 @@
 """Steps ``attach`` and ``verify``: candidate pairs joined with their texts, then verified.
 
 ``attach`` (per partition, the pairs whose first member it holds): the raw pairs of every key
-bucket are merged (one row per pair, its sources or-ed), and the first member's id, text,
-length, fingerprint and signature are attached; the rows are shuffled to the partition of the
-second member. ``verify`` (per partition) attaches the second member's, keeps the candidates of
-the single-machine channel (every SimHash pair; a MinHash pair when the signatures agree on at
-least ``min_agreement`` values), and decides them with :func:`neardup.batch.verify_stage.stage_verify` (per
-pair decisions: the same as on one machine). Verified near pairs go to
-``verified/p<partition>.arrow``.
+bucket are merged (one row per pair, its sources or-ed), and the first member's id and unit
+facts (its exact group's size, longest length and head) are attached; the rows are shuffled to
+the partition of the second member. Texts, fingerprints and signatures do not travel with the
+pairs: ``verify`` reads the first member's by reference (its position: partition file
+``docs/p<owner>.arrow``, memory-mapped, row found by binary search) where it runs, so the
+shuffle carries ~60 bytes per candidate pair instead of the text and the 252-byte signature.
+
+``verify`` (per partition) attaches the second member's, keeps the candidates of the
+single-machine channel (every SimHash pair; a MinHash pair when the signatures agree on at
+least ``min_agreement`` values), and decides them with
+:func:`neardup.batch.verify_stage.stage_verify` (per pair decisions: the same as on one
+machine). Each verified near pair goes to ``pairs`` (its first member's partition), becomes an
+edge of the keep rounds (``kin``/``kout``, or ``kadj`` for ``keep="none"``; see ``keep``), and,
+when both groups have members to repeat it over, a request with the second group's members to
+the first member's partition (``xpand``).
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
 
 from . import _store
 from .candidates import RAW_SCHEMA, SRC_SIMHASH
+from .exact import DUPS_SCHEMA, GMEM_SCHEMA, PAIRS_SCHEMA
 from .job import Job
+from .keep import ADJ_SCHEMA, IN_SCHEMA, OUT_SCHEMA, XPAND_SCHEMA
 
-__all__ = ["VERIFIED_SCHEMA", "step_attach", "step_verify"]
-
-
-def _side_fields(prefix: str, width: int) -> list[Any]:
-    import pyarrow as pa
-
-    return [
-        (f"id_{prefix}", pa.string()),
-        (f"text_{prefix}", pa.large_string()),
-        (f"len_{prefix}", pa.int64()),
-        (f"fp_{prefix}", pa.uint64()),
-        (f"sig_{prefix}", pa.binary(width)),
-    ]
+__all__ = ["HALF_SCHEMA", "step_attach", "step_verify"]
 
 
-def _verified_schema() -> Any:
+def _half_schema() -> Any:
     import pyarrow as pa
 
     return pa.schema(
-        [("a", pa.int64()), ("b", pa.int64()), ("id_a", pa.string()), ("id_b", pa.string()),
-         ("len_a", pa.int64()), ("len_b", pa.int64()), ("distance", pa.int32()),
-         ("score", pa.float64())]
+        [("a", pa.int64()), ("b", pa.int64()), ("src", pa.uint8()), ("id_a", pa.string()),
+         ("ulen_a", pa.int64()), ("gsize_a", pa.int64()), ("head_a", pa.int64()),
+         ("head_id_a", pa.string())]
     )  # fmt: skip
 
 
-VERIFIED_SCHEMA = _verified_schema()
+HALF_SCHEMA = _half_schema()
 
 
-def _take_side(docs: Any, pos: np.ndarray, prefix: str) -> dict[str, Any]:
-    """Columns of ``docs`` (sorted by position) at positions ``pos``, renamed ``<col>_<prefix>``."""
-    at = np.searchsorted(docs["pos"].to_numpy(), pos)
-    rows = docs.take(at)
-    return {f"{c}_{prefix}": rows[c] for c in ("id", "text", "len", "fp", "sig")}
+def _unit_facts(workdir: str, task: int, docs: Any, x: np.ndarray) -> dict[str, Any]:
+    """For units ``x`` (first copies in partition ``task``): id, group size, longest length,
+    head (the member that stands for the group) and its id."""
+    dpos = docs["pos"].to_numpy()
+    at = np.searchsorted(dpos, x)
+    ids = np.asarray(docs["id"].take(at).to_pylist(), dtype=object)
+    ulen = docs["len"].to_numpy()[at].astype(np.int64)
+    gsize = np.ones(x.size, np.int64)
+    head, head_id = x.copy(), ids.copy()
+    dups = _store.read_bucket(workdir, "dups", task, DUPS_SCHEMA)
+    if dups.num_rows and x.size:
+        dp = dups["pos"].to_numpy()
+        o = np.argsort(dp)
+        i = o[np.minimum(np.searchsorted(dp[o], x), dp.size - 1)]
+        hit = dp[i] == x
+        j = i[hit]
+        ulen[hit] = dups["ulen"].to_numpy()[j]
+        gsize[hit] = dups["size"].to_numpy()[j]
+        head[hit] = dups["head"].to_numpy()[j]
+        head_id[hit] = np.asarray(dups["head_id"].take(j).to_pylist(), dtype=object)
+    return {"id": ids, "ulen": ulen, "gsize": gsize, "head": head, "head_id": head_id}
 
 
 @_store.resumable("attach")
 def step_attach(workdir: str, task: int, job: Job) -> dict[str, Any]:
-    """Merge the candidate pairs whose first member is in partition ``task``; attach it."""
+    """Merge the candidate pairs whose first member is in partition ``task``; attach its id and
+    unit facts."""
     import pyarrow as pa
 
     raw = _store.read_bucket(workdir, "raw", task, RAW_SCHEMA)
@@ -70,58 +86,178 @@ def step_attach(workdir: str, task: int, job: Job) -> dict[str, Any]:
     src = np.bitwise_or.reduceat(src, starts) if a.size else src
     a, b = a[starts], b[starts]
     docs = _store.read_table(f"{workdir}/docs/p{task:05d}.arrow")
-    cols = {"a": pa.array(a, pa.int64()), "b": pa.array(b, pa.int64()),
-            "src": pa.array(src, pa.uint8()), **_take_side(docs, a, "a")}  # fmt: skip
-    t = pa.table(cols)
+    f = _unit_facts(workdir, task, docs, a)
+    t = pa.table(
+        {"a": a, "b": b, "src": pa.array(src, pa.uint8()),
+         "id_a": pa.array(f["id"].tolist(), pa.string()), "ulen_a": f["ulen"],
+         "gsize_a": f["gsize"], "head_a": f["head"],
+         "head_id_a": pa.array(f["head_id"].tolist(), pa.string())},
+        schema=HALF_SCHEMA,
+    )  # fmt: skip
     size = _store.shuffle_write(workdir, "half", task, t, _store.owner_of(b, job.starts))
     return {"pairs": int(a.size), "shuffle_bytes": size}
 
 
-@_store.resumable("verify")
-def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
-    """Decide the candidate pairs whose second member is in partition ``task``."""
+def _by_reference(workdir: str, job: Job, pos: np.ndarray, cols: list[str]) -> dict[str, Any]:
+    """Columns ``cols`` of the documents at positions ``pos`` (any partitions), read from the
+    partitions' ``docs`` files (memory-mapped: only the rows taken are read); returns the
+    columns (pyarrow arrays in the order of ``pos``) and the bytes read."""
     import pyarrow as pa
 
+    owner = _store.owner_of(pos, job.starts)
+    o = np.argsort(owner, kind="stable")
+    parts: dict[str, list[Any]] = {c: [] for c in cols}
+    nbytes = 0
+    bounds: list[int] = []
+    if pos.size:
+        bounds = np.flatnonzero(np.r_[True, owner[o][1:] != owner[o][:-1], True]).tolist()
+    for s, e in itertools.pairwise(bounds):
+        q = int(owner[o[s]])
+        docs = _store.read_table(f"{workdir}/docs/p{q:05d}.arrow")
+        rows = docs.select(cols).take(np.searchsorted(docs["pos"].to_numpy(), pos[o[s:e]]))
+        nbytes += rows.nbytes
+        for c in cols:
+            parts[c].append(rows[c].combine_chunks())
+    inv = np.empty(pos.size, np.int64)
+    inv[o] = np.arange(pos.size)
+    out = {}
+    for c in cols:
+        arr = pa.concat_arrays(parts[c]) if parts[c] else None
+        out[c] = arr.take(pa.array(inv)) if arr is not None else None
+    return {"cols": out, "bytes": nbytes}
+
+
+def _sig_matrix(arr: Any, m: int, hashes: int) -> np.ndarray:
+    arr = arr.combine_chunks() if hasattr(arr, "combine_chunks") else arr
+    buf = np.frombuffer(arr.buffers()[1], "<u2")
+    off = arr.offset * hashes
+    return buf[off : off + m * hashes].reshape(m, hashes)
+
+
+@_store.resumable("verify")
+def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
+    """Decide the candidate pairs whose second member is in partition ``task``; shuffle the
+    verified ones to the pairs output, the keep rounds and the pair expansion."""
+    import pyarrow as pa
+
+    from ..batch.config import STAGE_NEAR
     from ..batch.verify_stage import stage_verify
 
     cfg = job.dedup_config()
     plan = cfg.lsh_plan()
-    width = 2 * plan.hashes
-    schema = pa.schema(
-        [("a", pa.int64()), ("b", pa.int64()), ("src", pa.uint8()), *_side_fields("a", width)]
-    )
-    half = _store.read_bucket(workdir, "half", task, schema)
+    half = _store.read_bucket(workdir, "half", task, HALF_SCHEMA)
     docs = _store.read_table(f"{workdir}/docs/p{task:05d}.arrow")
     a, b = half["a"].to_numpy(), half["b"].to_numpy()
-    side_b = _take_side(docs, b, "b")
     m = a.size
-
-    def sig(col: Any) -> np.ndarray:
-        buf = col.combine_chunks() if hasattr(col, "combine_chunks") else col
-        arr = np.frombuffer(buf.buffers()[1], "<u2")
-        off = buf.offset * plan.hashes
-        return arr[off : off + m * plan.hashes].reshape(m, plan.hashes)
-
-    agree = (sig(half["sig_a"]) == sig(side_b["sig_b"])).sum(axis=1) if m else np.zeros(0, np.int64)
+    at_b = np.searchsorted(docs["pos"].to_numpy(), b)
+    side_b = docs.select(["fp", "sig", "text"]).take(at_b)
+    ref = _by_reference(workdir, job, a, ["fp", "sig"])
+    remote = ref["bytes"]
+    if m:
+        agree = (
+            _sig_matrix(ref["cols"]["sig"], m, plan.hashes)
+            == _sig_matrix(side_b["sig"], m, plan.hashes)
+        ).sum(axis=1)
+        fa = ref["cols"]["fp"].to_numpy()
+    else:
+        agree, fa = np.zeros(0, np.int64), np.zeros(0, np.uint64)
     src = half["src"].to_numpy()
     cand = ((src & SRC_SIMHASH) > 0) | (agree >= plan.min_agreement)
-    fa = half["fp_a"].to_numpy()
-    fb = side_b["fp_b"].to_numpy()
+    fb = side_b["fp"].to_numpy()
     d = np.bitwise_count(fa ^ fb).astype(np.int32)
     idx = np.flatnonzero(cand)
+    ref_t = _by_reference(workdir, job, a[idx], ["text"])
+    remote += ref_t["bytes"]
+    text_a = ref_t["cols"]["text"].to_pylist() if idx.size else []
+    texts = text_a + side_b["text"].take(idx).to_pylist()
     a, b, d = a[idx], b[idx], d[idx]
-    texts = half["text_a"].take(idx).to_pylist() + side_b["text_b"].take(idx).to_pylist()
     ia = np.arange(idx.size, dtype=np.int64)
     if cfg.verify:
         ok, score = stage_verify(cfg.make_verifier(), texts, ia, ia + idx.size, d)
     else:
         ok, score = np.ones(idx.size, bool), 1.0 - d / 64.0
     sel = idx[ok]
-    out = pa.table(
-        {"a": a[ok], "b": b[ok], "id_a": half["id_a"].take(sel), "id_b": side_b["id_b"].take(sel),
-         "len_a": half["len_a"].take(sel), "len_b": side_b["len_b"].take(sel),
-         "distance": d[ok], "score": score[ok]},
-        schema=VERIFIED_SCHEMA,
+    a, b, d, score = a[ok], b[ok], d[ok], np.asarray(score, np.float64)[ok]
+    h = half.take(sel)
+    fb_ = _unit_facts(workdir, task, docs, b)
+    id_a = np.asarray(h["id_a"].to_pylist(), dtype=object)
+    owner = _store.owner_of
+    size = 0
+    # the near pairs themselves, to their first member's partition (map task past exact's)
+    pairs = pa.table(
+        {"a": a, "b": b, "id_a": pa.array(id_a.tolist(), pa.string()),
+         "id_b": pa.array(fb_["id"].tolist(), pa.string()), "distance": d, "score": score,
+         "stage": np.full(a.size, STAGE_NEAR, np.uint8)},
+        schema=PAIRS_SCHEMA,
     )  # fmt: skip
-    _store.write_table(f"{workdir}/verified/p{task:05d}.arrow", out)
-    return {"candidates": int(idx.size), "verified": int(ok.sum())}
+    size += _store.shuffle_write(workdir, "pairs", job.buckets + task, pairs, owner(a, job.starts))
+    # edges of the keep rounds
+    ulen_a, gsize_a = h["ulen_a"].to_numpy(), h["gsize_a"].to_numpy()
+    head_a, head_id_a = h["head_a"].to_numpy(), np.asarray(h["head_id_a"].to_pylist(), object)
+    if cfg.keep == "none":
+        adj = pa.table(
+            {"v": np.concatenate([a, b]),
+             "v_id": pa.array(id_a.tolist() + fb_["id"].tolist(), pa.string()),
+             "u": np.concatenate([b, a])},
+            schema=ADJ_SCHEMA,
+        )  # fmt: skip
+        size += _store.shuffle_write(workdir, "kadj", task, adj, owner(adj["v"].to_numpy(),
+                                                                        job.starts))  # fmt: skip
+    else:
+        longest = cfg.keep == "longest"
+        ka = -ulen_a if longest else np.zeros(a.size, np.int64)
+        kb = -fb_["ulen"] if longest else np.zeros(a.size, np.int64)
+        a_first = (ka < kb) | ((ka == kb) & (a <= b))
+        u, v = np.where(a_first, a, b), np.where(a_first, b, a)
+        k1 = np.where(a_first, ka, kb)
+        ulen_u = np.where(a_first, ulen_a, fb_["ulen"]).astype(np.float64)
+        ulen_v = np.where(a_first, fb_["ulen"], ulen_a).astype(np.float64)
+        head = np.where(a_first, head_a, fb_["head"])
+        head_id = np.where(a_first, head_id_a, fb_["head_id"])
+        threshold = cfg.make_verifier().threshold
+        ratio = (2.0 - threshold) / threshold
+        # the containment rule (neardup.batch.policy): never drop a much longer text
+        may = ulen_v <= ratio * ulen_u
+        u, v, k1, head, head_id = u[may], v[may], k1[may], head[may], head_id[may]
+        kin = pa.table(
+            {"v": v, "k1": k1, "u": u, "head": head,
+             "head_id": pa.array(head_id.tolist(), pa.string())},
+            schema=IN_SCHEMA,
+        )  # fmt: skip
+        size += _store.shuffle_write(workdir, "kin", task, kin, owner(v, job.starts))
+        kout = pa.table({"u": u, "v": v}, schema=OUT_SCHEMA)
+        size += _store.shuffle_write(workdir, "kout", task, kout, owner(u, job.starts))
+    # requests to repeat the pair over both exact groups' members
+    gsize_b = fb_["gsize"]
+    prod = gsize_a * gsize_b
+    x = np.flatnonzero((prod > 1) & (prod <= cfg.expand_pairs))
+    if x.size:
+        g = _store.read_bucket(workdir, "gmem", task, GMEM_SCHEMA)
+        gf, gp = g["first"].to_numpy(), g["pos"].to_numpy()
+        gid = np.asarray(g["id"].to_pylist(), dtype=object)
+        o = np.lexsort((gp, gf))
+        gf, gp, gid = gf[o], gp[o], gid[o]
+        bx = b[x]
+        lo, hi = np.searchsorted(gf, bx, "left"), np.searchsorted(gf, bx, "right")
+        grouped = hi > lo
+        cnt = np.where(grouped, hi - lo, 1)
+        rep = np.repeat(np.arange(x.size), cnt)
+        off = np.arange(rep.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+        w, wid = bx[rep].copy(), fb_["id"][x][rep].copy()
+        gi = grouped[rep]
+        at = (lo[rep] + off)[gi]
+        w[gi], wid[gi] = gp[at], gid[at]
+        xr = x[rep]
+        xp = pa.table(
+            {"a": a[xr], "id_a": pa.array(id_a[xr].tolist(), pa.string()), "b": b[xr], "w": w,
+             "id_w": pa.array(wid.tolist(), pa.string()), "distance": d[xr],
+             "score": score[xr]},
+            schema=XPAND_SCHEMA,
+        )  # fmt: skip
+        size += _store.shuffle_write(workdir, "xpand", task, xp, owner(a[xr], job.starts))
+    return {
+        "candidates": int(idx.size),
+        "verified": int(a.size),
+        "shuffle_bytes": size,
+        "reference_bytes": int(remote),
+    }

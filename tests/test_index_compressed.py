@@ -412,7 +412,7 @@ def test_compress_without_a_budget_does_not_spend_the_saving_on_more_bytes() -> 
             assert c.n_tables == 4
 
 
-def test_index_set_searches_compressed_indexes_apart_and_exactly() -> None:
+def test_index_set_searches_compressed_and_plain_indexes_exactly() -> None:
     from neardup.index.multi import IndexSet
 
     fps = make_set("clustered", 3000, 64, seed=8)
@@ -423,7 +423,7 @@ def test_index_set_searches_compressed_indexes_apart_and_exactly() -> None:
     a.flush()
     b.flush()
     s = IndexSet([a, b])
-    assert s._rest == [a]
+    assert s._rest == [] and s._n_csegs == 1 and s.segments == 1
     q = queries_for(fps, 8, 3, nq=40)
     assert_same(s.search(q, 3), search_reference(fps, np.arange(3000), q, 3))
     s2 = IndexSet([b], sealed=[a])
@@ -472,3 +472,51 @@ def test_search_refuses_a_block_that_does_not_decode() -> None:
     seg.pluts[:] = 0xFFFF
     with pytest.raises(CorruptFileError, match="does not decode"):
         idx.search(fps[:200])
+
+
+@pytest.mark.parametrize("bits", [64, 128])
+def test_index_set_probes_compressed_segments_in_one_call(bits: int) -> None:
+    """IndexSet gathers compressed segments of several indexes (removed rows, u32 and int64
+    ids, mmapped or not) into one typed list: the same as searching each and brute force."""
+    from neardup.index.multi import IndexSet
+
+    rng = np.random.default_rng(11)
+    shape = (6000,) if bits == 64 else (6000, 2)
+    fps = rng.integers(0, 2**64, shape, dtype=np.uint64)
+    fps[3000:3500] = fps[:500] ^ np.uint64(5)  # near duplicates across indexes
+    parts = [(0, 2500, 0), (2500, 4000, 10**6), (4000, 6000, 0)]
+    idxs, all_ids = [], []
+    for lo, hi, off in parts:
+        ids = np.arange(lo, hi, dtype=np.int64) + off
+        if lo == 4000:
+            ids[-1] = 2**40  # spans >= 2**32: int64 ids
+        ix = HammingIndex(bits=bits, max_distance=3, expected_size=hi - lo, compress=True,
+                          layout="tables")  # fmt: skip
+        ix.add(fps[lo:hi], ids=ids)
+        ix.optimize()
+        idxs.append(ix)
+        all_ids.append(ids)
+    gone = [all_ids[0][3], all_ids[1][7], all_ids[2][-1]]
+    for ix, g in zip(idxs, gone, strict=True):
+        ix.remove([g])
+    one = IndexSet(idxs)
+    assert one._n_csegs == 3 and not one._rest
+    ids = np.concatenate(all_ids)
+    keep = ~np.isin(ids, gone)
+    planted = fps[::37].copy()
+    planted.reshape(len(planted), -1)[:, 0] ^= np.uint64(3)  # distance 2
+    q = np.concatenate([planted, rng.integers(0, 2**64, (50, *shape[1:]), dtype=np.uint64)])
+    want = search_reference(fps[keep], ids[keep], q, 3)
+    assert len(want[1])
+    for qs in (q, q[:3]):  # the GIL-holding variant for a few queries
+        w = search_reference(fps[keep], ids[keep], qs, 3)
+        assert_same(one.search(qs, 3), w)
+    # one segment's typed-list search equals its 34-argument kernel (rows -> ids, dead dropped)
+    seg = idxs[1].snapshot().segments[0]
+    pa = idxs[1].snapshot().arrays
+    q2 = q.reshape(len(q), -1)
+    qi, r, d = seg.search_rows(q2, 3, pa)
+    m = seg.alive[r] if seg.alive is not None else np.ones(len(r), bool)
+    got = sorted(zip(*(a.tolist() for a in seg.search(q2, 3, pa)), strict=True))
+    assert got == sorted(zip(qi[m].tolist(), seg.ids_at(r[m]).tolist(), d[m].tolist(),
+                             strict=True))  # fmt: skip

@@ -908,6 +908,134 @@ def search_compressed(
 
 
 @njit(nogil=True, cache=True)
+def search_compressed_list(q, k, segs, qk, buf, buf0, out_q, out_r, out_d, err):
+    """:func:`search_compressed` over every entry of the typed list ``segs`` (see
+    :meth:`CompressedSegment.entry`) in one call, writing (query, *id*, distance): rows are
+    mapped to ids and dead rows dropped here. One call for many segments, and a typed list
+    instead of 34 arrays per call: numba's unboxing of each array argument is most of a
+    single query's time otherwise (benchmarks/bench_compressed.py, p50). Returns the count
+    (more than ``out_q``'s length: call again with that much room), or the negative code of
+    :func:`search_compressed` with ``err[0]`` set to the entry that does not decode."""
+    cap = out_q.shape[0]
+    total = 0
+    for si in range(len(segs)):
+        e = segs[si]
+        n = e[0]
+        if n == 0:
+            continue
+        lo = min(total, cap)
+        c = search_compressed(
+            q, k, n, e[1], e[2], e[3], e[4], e[5], e[6], e[7], e[8], e[9], e[10], e[11],
+            e[12], e[13], e[14], e[15], e[16], e[17], e[18], e[19], e[20], e[21], e[22],
+            e[23], e[24], e[25], qk, buf, buf0, out_q[lo:], out_r[lo:], out_d[lo:],
+        )  # fmt: skip
+        if c < 0:
+            err[0] = si
+            return c
+        if total + c > cap:
+            total += c  # no room: only count (the caller retries with enough)
+            continue
+        id_off = e[26]
+        ids64 = e[27]
+        base = e[28]
+        alive = e[29]
+        wide = ids64.shape[0] > 0
+        some_dead = e[30] > 0
+        w = lo
+        for j in range(lo, lo + c):
+            r = out_r[j]
+            if some_dead and not alive[r]:
+                continue
+            out_q[w] = out_q[j]
+            out_r[w] = ids64[r] if wide else base + np.int64(id_off[r])
+            out_d[w] = out_d[j]
+            w += 1
+        total = w
+    return total
+
+
+@njit(nogil=False, cache=True)
+def search_compressed_list_gil(q, k, segs, qk, buf, buf0, out_q, out_r, out_d, err):
+    """:func:`search_compressed_list` holding the GIL (a few queries; see
+    ``_kernels.search_tables_gil``)."""
+    return search_compressed_list(q, k, segs, qk, buf, buf0, out_q, out_r, out_d, err)
+
+
+def _ro(a: Any, dtype: Any, ndim: int) -> Any:
+    """A read-only, C-contiguous plain ndarray view: every entry of a typed list of segments
+    then has one numba type (as ``multi._ro``)."""
+    v = np.ascontiguousarray(a, dtype=dtype).view(np.ndarray)
+    if v.ndim != ndim:
+        raise ValueError(f"expected a {ndim}-d array, got shape {v.shape}")
+    if v.flags.writeable:
+        v = v.view()
+        v.flags.writeable = False
+    return v
+
+
+def _ro_empty(dtype: Any, ndim: int) -> Any:
+    return _ro(np.zeros((1,) * ndim, dtype=dtype), dtype, ndim)
+
+
+_CENTRY_TYPE: Any = None
+
+
+def compressed_entry_type() -> Any:
+    """numba type of :meth:`CompressedSegment.entry` (an empty list still needs a type)."""
+    global _CENTRY_TYPE
+    if _CENTRY_TYPE is None:
+        from numba import typeof
+
+        u64_1, u64_2 = _ro_empty(np.uint64, 1), _ro_empty(np.uint64, 2)
+        i64_1, i64_2 = _ro_empty(np.int64, 1), _ro_empty(np.int64, 2)
+        u16_2, u32_1 = _ro_empty(np.uint16, 2), _ro_empty(np.uint32, 1)
+        _CENTRY_TYPE = typeof(
+            (
+                0, u64_1, u32_1, u64_1, u16_2, u16_2, i64_1, i64_1, 0, i64_2, 0,
+                _ro_empty(np.uint32, 2), u64_2, _ro_empty(np.int64, 3), u64_2, i64_1,
+                _ro_empty(np.int64, 3), u64_2, i64_1, i64_1, i64_1, u64_2, i64_2, i64_1,
+                u64_2, u64_2, u32_1, i64_1, 0, _ro_empty(np.bool_, 1), 0,
+            )
+        )  # fmt: skip
+    return _CENTRY_TYPE
+
+
+def new_entry_list() -> Any:
+    """An empty typed list for :func:`search_compressed_list`."""
+    from numba.typed import List
+
+    return List.empty_list(compressed_entry_type())
+
+
+def list_search(
+    q: U64, k: int, entries: Any, block_bytes: int, n_tables: int, cap: int = 0
+) -> tuple[I64, I64, npt.NDArray[np.int32]]:
+    """(query, id, distance) of every entry of ``entries`` (a typed list from
+    :func:`new_entry_list`) within ``k`` of ``q``; ``block_bytes`` / ``n_tables``: the
+    largest of the entries'. Raises :class:`CorruptFileError` naming table and block."""
+    qk = np.empty(9 * max(n_tables, 1), dtype=np.uint64)
+    buf = np.empty(block_bytes * 8 + 2, dtype=np.uint64)
+    buf0 = np.empty_like(buf)
+    err = np.zeros(1, dtype=np.int64)
+    cap = cap or 4 * len(q) + 64
+    fn = search_compressed_list_gil if len(q) <= 8 else search_compressed_list
+    while True:
+        out_q = np.empty(cap, dtype=np.int64)
+        out_r = np.empty(cap, dtype=np.int64)
+        out_d = np.empty(cap, dtype=np.int32)
+        cnt = fn(q, k, entries, qk, buf, buf0, out_q, out_r, out_d, err)
+        if cnt < 0:
+            c = -cnt - 1
+            raise CorruptFileError(
+                f"compressed segment {int(err[0])}: table {c % 1000} block {c // 1000} does not"
+                " decode; the data is corrupt: restore it or rebuild the index"
+            )
+        if cnt <= cap:
+            return out_q[:cnt], out_r[:cnt], out_d[:cnt]
+        cap = int(cnt)
+
+
+@njit(nogil=True, cache=True)
 def _dirs_all(bkeys, boff, dbits):
     T = boff.shape[0] - 1
     out = np.empty((max(T, 1), (1 << dbits) + 1), dtype=np.int64)
@@ -968,6 +1096,7 @@ class CompressedSegment:
         "_id_index",
         "_ids64",
         "_inv",
+        "_one",
         "alive",
         "ct",
         "dbits",
@@ -1018,6 +1147,7 @@ class CompressedSegment:
         self.alive = alive
         self.n_dead = 0 if alive is None else int(len(ids) - np.count_nonzero(alive))
         self._id_index: tuple[I64, I64] | None = None
+        self._one: tuple[PlanArrays, int, Any] | None = None  # search(): a typed list of self
         self._inv = inverse_pieces(pa) if rows is None else None
         if rows is None and self._inv is None and ct.n:
             raise CorruptFileError("compressed segment of 128-bit fingerprints lacks its rows")
@@ -1125,9 +1255,56 @@ class CompressedSegment:
         mask = alive.copy()
         return fps[mask], self.ids[mask]
 
+    def entry(self, pa: PlanArrays) -> tuple[Any, ...]:
+        """This segment as one entry of :func:`search_compressed_list` (arrays viewed
+        read-only, no copies; rebuilt when rows die, since ``alive`` may be replaced)."""
+        ct = self.ct
+        if self._inv is not None:
+            inv_idx, inv_mask, inv_n = self._inv
+            rows: Any = np.zeros((1, 1), dtype=np.uint32)[:0]
+            fps: Any = np.zeros((1, 1), dtype=np.uint64)
+        else:
+            inv_idx, inv_mask, inv_n = pa.pidx, pa.pmask, pa.npieces
+            rows = self.rows if self.rows is not None else np.zeros((0, 1), dtype=np.uint32)
+            fps = self.fps_raw
+        wide = self._ids64 is not None
+        return (
+            int(self.n), _ro(ct.bkeys, np.uint64, 1), _ro(ct.bstart, np.uint32, 1),
+            _ro(ct.words, np.uint64, 1), _ro(self.luts, np.uint16, 2),
+            _ro(self.pluts, np.uint16, 2), _ro(ct.boff, np.int64, 1),
+            _ro(ct.woff, np.int64, 1), int(ct.block_bytes // 8), _ro(self.dirs, np.int64, 2),
+            int(self.dbits), _ro(rows, np.uint32, 2), _ro(fps, np.uint64, 2),
+            _ro(inv_idx, np.int64, 3), _ro(inv_mask, np.uint64, 2), _ro(inv_n, np.int64, 1),
+            _ro(pa.pidx, np.int64, 3), _ro(pa.pmask, np.uint64, 2),
+            _ro(pa.npieces, np.int64, 1), _ro(pa.pb, np.int64, 1),
+            _ro(pa.probe_radius, np.int64, 1), _ro(pa.flips, np.uint64, 2),
+            _ro(pa.flipd, np.int64, 2), _ro(pa.nflips, np.int64, 1),
+            _ro(pa.pm_key, np.uint64, 2), _ro(pa.pm_orig, np.uint64, 2),
+            _ro(self.id_off if not wide else np.zeros(0, np.uint32), np.uint32, 1),
+            _ro(self._ids64 if wide else np.zeros(0, np.int64), np.int64, 1),
+            int(self.id_base),
+            _ro(self.alive if self.alive is not None else np.zeros(0, np.bool_), np.bool_, 1),
+            int(self.n_dead),
+        )  # fmt: skip
+
     def search(
         self, q: U64, k: int, pa: PlanArrays, cap: int = 0
     ) -> tuple[I64, I64, npt.NDArray[np.int32]]:
+        """(query, id, distance) of every live row within ``k`` of a query."""
+        if self.n == 0:
+            return _E_I64, _E_I64, _E_I32
+        cached = self._one
+        if cached is None or cached[0] is not pa or cached[1] != self.n_dead:
+            lst = new_entry_list()
+            lst.append(self.entry(pa))
+            cached = self._one = (pa, self.n_dead, lst)
+        return list_search(q, k, cached[2], self.ct.block_bytes, pa.n_tables, cap)
+
+    def search_rows(
+        self, q: U64, k: int, pa: PlanArrays, cap: int = 0
+    ) -> tuple[I64, I64, npt.NDArray[np.int32]]:
+        """(query, row, distance) of every row (dead ones too) within ``k``: the kernel
+        called with its 34 arguments (the reference the typed-list path is tested against)."""
         if self.n == 0:
             return _E_I64, _E_I64, _E_I32
         ct = self.ct
@@ -1167,13 +1344,7 @@ class CompressedSegment:
             if cnt <= cap:
                 break
             cap = cnt
-        if cnt == 0:
-            return _E_I64, _E_I64, _E_I32
-        qi, r, d = out_q[:cnt], out_r[:cnt], out_d[:cnt]
-        if self.n_dead:
-            m = self.alive[r]  # type: ignore[index]
-            qi, r, d = qi[m], r[m], d[m]
-        return qi, self.ids_at(r), d
+        return out_q[:cnt], out_r[:cnt], out_d[:cnt]
 
     def id_index(self) -> tuple[I64, I64]:
         if self._id_index is None:

@@ -9,8 +9,10 @@ and probes them all in **one** kernel call, so a small query batch pays the fixe
 
 The answer is exactly that of searching every index and merging (CSR, per query sorted by
 (distance, id)); ``tests/test_index_multi.py`` checks it against that and against brute force.
-Indexes that do not fit the one-call path (rows still in an append buffer, removed rows,
-block-compressed segments) are searched on their own and merged, so every index is accepted.
+Block-compressed segments (:mod:`neardup.index.compressed`) of the indexes are gathered the same
+way into a second typed list, probed in one call of their own kernel. Indexes that do not fit
+these paths (rows still in an append buffer, removed rows in uncompressed segments) are
+searched on their own and merged, so every index is accepted.
 
 Build an :class:`IndexSet` when the set of indexes changes (a cost per segment, paid once),
 not per query.
@@ -29,7 +31,7 @@ from numba.typed import List
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 from ..errors import ConfigError
 from . import _kernels as K
-from .compressed import CompressedSegment
+from .compressed import CompressedSegment, list_search, new_entry_list
 from .hamming_index import HammingIndex
 
 SearchResult = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]
@@ -210,16 +212,22 @@ class IndexSet:
         #: False when a ``sealed`` index has removed rows: the set then does not cover it
         self.sealed_ok = True
         segs = List.empty_list(_entry_type())
+        # compressed segments: one typed list, one call (neardup.index.compressed)
+        csegs = new_entry_list()
+        self._c_block_bytes = 8
+        self._c_tables = 1
         n_tables = 1
         n = 0
         for ix, whole in [(ix, True) for ix in indexes] + [(ix, False) for ix in sealed]:
             snap = ix.snapshot()
             seg_list, n_buf = snap.segments, len(snap.buffer_ids)
-            # compressed segments have no key arrays for the one-call kernel: searched apart
+            comp = [isinstance(s, CompressedSegment) for s in seg_list]
+            # compressed segments (their own kernel, which drops dead rows itself) are taken
+            # from whole indexes only: a sealed index's set must cover all of it
             if (
-                any(s.n_dead for s in seg_list)
+                any(s.n_dead for s, c in zip(seg_list, comp, strict=True) if not c)
                 or (whole and n_buf)
-                or any(isinstance(s, CompressedSegment) for s in seg_list)
+                or (any(comp) and not whole)
             ):
                 if whole:
                     self._rest.append(ix)
@@ -227,13 +235,20 @@ class IndexSet:
                     self.sealed_ok = False
                 continue
             pa = snap.arrays
-            n_tables = max(n_tables, pa.n_tables)
             for s in seg_list:
                 if s.n == 0:
                     continue
-                segs.append(self._entry(s, pa))
+                if isinstance(s, CompressedSegment):
+                    csegs.append(s.entry(pa))
+                    self._c_block_bytes = max(self._c_block_bytes, s.ct.block_bytes)
+                    self._c_tables = max(self._c_tables, pa.n_tables)
+                else:
+                    n_tables = max(n_tables, pa.n_tables)
+                    segs.append(self._entry(s, pa))
                 n += s.n
         self._segs = segs
+        self._csegs = csegs
+        self._n_csegs = len(csegs)
         self._n_segs = len(segs)  # len() of a typed list goes through numba: slow per call
         self._n_tables = n_tables
         self._n = n + sum(len(ix) for ix in self._rest)
@@ -316,6 +331,8 @@ class IndexSet:
                     break
                 cap = int(cnt)
             parts.append((out_q[:cnt], out_r[:cnt], out_d[:cnt]))
+        if self._n_csegs and nq:
+            parts.append(list_search(q, k, self._csegs, self._c_block_bytes, self._c_tables))
         for ix in self._rest:
             lims, ids, d = ix.search(q if self.words == 2 else q[:, 0], k)
             parts.append((np.repeat(np.arange(nq, dtype=np.int64), np.diff(lims)), ids, d))

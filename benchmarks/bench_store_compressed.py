@@ -1,0 +1,232 @@
+"""Restart time and memory of a store whose segment indexes are compressed (``compress_tables``).
+
+Builds one store of ``--n`` rows (random 64-bit fingerprints, as bench_index.py's ``random``,
+spread over ``--partitions`` one-day partitions) with :meth:`neardup.store.Store.bulk_add`,
+copies it, and converts the copy with ``compress_tables=True`` (its segment indexes are
+rebuilt compressed: the conversion time is reported). Then each store is reopened
+``--opens`` times, each in a fresh process:
+
+* open: wall seconds of ``Store(...)`` (segments and their ``.hidx`` side files mmapped and
+  checked; the page cache is warm, as on a restart of a running machine);
+* RSS after the open and after the searches below: total, anonymous, file-backed
+  (``/proc/self/status``: the mapped side files count as file-backed once touched);
+* the side files' bytes;
+* searches as the online path makes them: groups of 32 queries (one thread, below the store's
+  parallel threshold) in thread CPU time, and single-query p50/p99 (wall); queries are
+  ``--queries`` planted near-duplicates (distance 0..k) and as many random ones;
+* that both stores return the same (query, row id, distance) triples.
+
+Run::
+
+    nice -n 5 .venv/bin/python benchmarks/bench_store_compressed.py --n 2e6
+    .venv/bin/python benchmarks/bench_store_compressed.py --n 1e5 --opens 1   # smoke test
+
+Prints a table and writes ``benchmarks/results/bench_store_compressed.json`` (with a
+``machine`` key).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT))
+
+from bench_index import make_data, make_queries  # noqa: E402
+
+from neardup.store import Store  # noqa: E402
+
+DAY = 86400.0
+K = 3
+
+
+def status_kib() -> dict[str, int]:
+    """VmRSS / RssAnon / RssFile of this process in KiB."""
+    out: dict[str, int] = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, val = line.partition(":")
+            if key in ("VmRSS", "RssAnon", "RssFile"):
+                out[key] = int(val.split()[0])
+    return out
+
+
+def open_store(path: str, compress: bool | None) -> Store:
+    return Store(path, bits=64, radius=K, partition_seconds=DAY, compress_tables=compress)
+
+
+def child_build(path: str, n: int, partitions: int) -> dict[str, Any]:
+    fps = make_data("random", n)
+    times = (np.arange(n) % partitions).astype(np.float64) * DAY + 1.0
+    t0 = time.perf_counter()
+    st = open_store(path, False)
+    st.bulk_add([f"d{i}" for i in range(n)], fps, times)
+    st.close()
+    return {"build_s": time.perf_counter() - t0}
+
+
+def child_convert(path: str) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    st = open_store(path, True)
+    st.close()
+    return {"convert_s": time.perf_counter() - t0}
+
+
+def child_open(path: str, n: int, nq: int, single: int) -> dict[str, Any]:
+    import neardup.index.compressed  # noqa: F401  (imports and kernel cache: not the store's)
+    from neardup.index import HammingIndex
+
+    warm = HammingIndex(max_distance=K, expected_size=1 << 16, compress=True)
+    warm.add(np.arange(1 << 15, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+    warm.search(np.zeros(2, np.uint64))
+    before = status_kib()
+    t0 = time.perf_counter()
+    st = open_store(path, None)
+    open_s = time.perf_counter() - t0
+    after_open = status_kib()
+    fps = make_data("random", n)
+    q = make_queries(fps, nq, K)
+    del fps
+    st.search(q[:32], K)  # compile / warm the store's search path
+    digest = hashlib.sha256()
+    t1 = time.thread_time()
+    for s in range(0, len(q), 32):
+        lims, ids, ds = st.search(q[s : s + 32], K)
+        digest.update(np.diff(lims).tobytes() + ids.tobytes() + ds.tobytes())
+    batch_cpu = time.thread_time() - t1
+    lat = []
+    for i in range(min(single, len(q))):
+        t2 = time.perf_counter_ns()
+        st.search(q[i : i + 1], K)
+        lat.append(time.perf_counter_ns() - t2)
+    lat_a = np.array(lat, dtype=np.float64) / 1e3
+    after_search = status_kib()
+    side = sum(p.stat().st_size for p in Path(path).glob("*.hidx"))
+    out = {
+        "compress_tables": st.compress_tables,
+        "segments": len(st.segments),
+        "open_s": open_s,
+        "rss_before_open_mib": before["VmRSS"] / 1024,
+        "rss_after_open_mib": after_open["VmRSS"] / 1024,
+        "open_rss_growth_mib": (after_open["VmRSS"] - before["VmRSS"]) / 1024,
+        "open_anon_growth_mib": (after_open["RssAnon"] - before["RssAnon"]) / 1024,
+        "open_file_growth_mib": (after_open["RssFile"] - before["RssFile"]) / 1024,
+        "rss_after_search_mib": after_search["VmRSS"] / 1024,
+        "search_rss_growth_mib": (after_search["VmRSS"] - before["VmRSS"]) / 1024,
+        "side_file_mib": side / 2**20,
+        "side_file_bytes_per_row": side / n,
+        "queries_per_s_batch32": len(q) / batch_cpu,
+        "single_p50_us": float(np.percentile(lat_a, 50)),
+        "single_p99_us": float(np.percentile(lat_a, 99)),
+        "results_sha256": digest.hexdigest(),
+    }
+    st.close()
+    return out
+
+
+def run_child(*args: str) -> dict[str, Any]:
+    cp = subprocess.run(
+        [sys.executable, __file__, "--child", *args], check=True, capture_output=True, text=True
+    )
+    return json.loads(cp.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=float, default=2e6)
+    ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--queries", type=int, default=5000, help="planted + as many random")
+    ap.add_argument("--single", type=int, default=2000)
+    ap.add_argument("--opens", type=int, default=2, help="fresh-process opens per store (best)")
+    ap.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
+    ap.add_argument("--out", default=str(RESULTS / "bench_store_compressed.json"))
+    ap.add_argument("--child", nargs="*", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child is not None:
+        verb, path, *rest = args.child
+        if verb == "build":
+            res = child_build(path, int(rest[0]), int(rest[1]))
+        elif verb == "convert":
+            res = child_convert(path)
+        else:
+            res = child_open(path, int(rest[0]), int(rest[1]), int(rest[2]))
+        print(json.dumps(res))
+        return
+    n = int(args.n)
+    work = Path(args.dir or tempfile.mkdtemp(prefix="bench_store_compressed-"))
+    plain, comp = work / "plain", work / "compressed"
+    for p in (plain, comp):
+        shutil.rmtree(p, ignore_errors=True)
+    report: dict[str, Any] = {
+        "n": n,
+        "k": K,
+        "partitions": args.partitions,
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "load_avg_at_start": os.getloadavg(),
+        },
+        "command": " ".join(sys.argv),
+    }
+    try:
+        report["build"] = run_child("build", str(plain), str(n), str(args.partitions))
+        shutil.copytree(plain, comp)
+        report["convert"] = run_child("convert", str(comp))
+        runs: dict[str, list[dict[str, Any]]] = {"plain": [], "compressed": []}
+        for _ in range(args.opens):
+            for name, p in (("plain", plain), ("compressed", comp)):
+                runs[name].append(
+                    run_child("open", str(p), str(n), str(args.queries), str(args.single))
+                )
+    finally:
+        if args.dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    best = {}
+    for name, rs in runs.items():
+        b = dict(min(rs, key=lambda r: r["open_s"]))
+        b["queries_per_s_batch32"] = max(r["queries_per_s_batch32"] for r in rs)
+        b["single_p50_us"] = min(r["single_p50_us"] for r in rs)
+        best[name] = b
+    same = len({r["results_sha256"] for rs in runs.values() for r in rs}) == 1
+    report.update(runs=runs, best=best, same_results=same)
+    report["machine"]["load_avg_at_end"] = os.getloadavg()
+    print(f"N = {n:,} rows, {args.partitions} partitions, k = {K}; load {os.getloadavg()}")
+    print(f"  build (plain) {report['build']['build_s']:.1f} s; convert to compressed "
+          f"{report['convert']['convert_s']:.1f} s")  # fmt: skip
+    print(
+        f"  {'store':>10} {'segs':>4} {'open s':>7} {'.hidx MiB':>9} {'RSS MiB':>8}"
+        f" {'+open':>7} {'anon':>6} {'file':>6} {'+search':>8} {'q/s (32)':>9}"
+        f" {'p50 us':>7} {'p99 us':>7}"
+    )
+    for name, b in best.items():
+        print(
+            f"  {name:>10} {b['segments']:>4} {b['open_s']:>7.2f} {b['side_file_mib']:>9.1f}"
+            f" {b['rss_after_open_mib']:>8.0f} {b['open_rss_growth_mib']:>7.0f}"
+            f" {b['open_anon_growth_mib']:>6.0f} {b['open_file_growth_mib']:>6.0f}"
+            f" {b['search_rss_growth_mib']:>8.0f} {b['queries_per_s_batch32']:>9.0f}"
+            f" {b['single_p50_us']:>7.1f} {b['single_p99_us']:>7.1f}"
+        )
+    print(f"  same results: {same}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -148,6 +148,66 @@ def _generated(tmp: Path, n: int, files: int) -> list[str]:
     return out
 
 
+def chain_stats(workdir: str) -> dict[str, Any]:
+    """The keep graph of a finished ``keep="first"`` job: units with an in-edge, edges, and the
+    longest directed path in units (the bound on the keep rounds)."""
+    import glob
+
+    from neardup.distributed import _store
+
+    tabs = [_store.read_table(f) for f in sorted(glob.glob(f"{workdir}/kin/m*-r*.arrow"))]
+    if not tabs:
+        return {"edges": 0, "units_with_in_edges": 0, "longest_path_units": 1}
+    u = np.concatenate([t["u"].to_numpy() for t in tabs])
+    v = np.concatenate([t["v"].to_numpy() for t in tabs])
+    o = np.argsort(v, kind="stable")  # rank = position with keep="first": u < v
+    depth: dict[int, int] = {}
+    for x, y in zip(u[o].tolist(), v[o].tolist(), strict=True):
+        depth[y] = max(depth.get(y, 2), depth.get(x, 1) + 1)
+    return {
+        "edges": int(u.size),
+        "units_with_in_edges": int(np.unique(v).size),
+        "longest_path_units": max(depth.values(), default=1),
+    }
+
+
+def bench_rounds(inputs: list[str], partitions: list[int], tmp: Path) -> list[dict[str, Any]]:
+    """Keep rounds per partition count (local engine); kept ids and roots checked against the
+    single-process :func:`neardup.dedup`."""
+    from neardup.batch.config import DedupConfig
+    from neardup.batch.run import dedup
+    from neardup.distributed import run_dedup
+    from neardup.io import read_corpus
+
+    with read_corpus(inputs) as c:
+        ids, texts = list(c.ids), list(c.texts)
+    rows = []
+    for keep in ("first", "none"):
+        r = dedup(texts, ids=ids, config=DedupConfig(keep=keep))  # type: ignore[arg-type]
+        want = ([ids[i] for i in r.kept_indices().tolist()], [ids[x] for x in r.root.tolist()])
+        for p in partitions:
+            w = str(tmp / f"rounds-{keep}-{p}")
+            res = run_dedup(
+                inputs,
+                w,
+                partitions=p,
+                config=DedupConfig(keep=keep),  # type: ignore[arg-type]
+            )
+            kept = res.read("kept")["id"].to_pylist()
+            roots = res.read("clusters")["root_id"].to_pylist()
+            k = res.steps["keep"]
+            rows.append(
+                {"keep": keep, "partitions": res.stats["partitions"], "rounds": k["rounds"],
+                 "keep_s": k["elapsed_s"], "final_s": res.steps["final"]["elapsed_s"],
+                 "same_as_single_process": (kept, roots) == want,
+                 "undecided_after_round": [r.get("undecided") for r in k["per_round"]],
+                 "messages_per_round": [r.get("messages") for r in k["per_round"]],
+                 **(chain_stats(w) if keep == "first" and p == partitions[0] else {})}
+            )  # fmt: skip
+            print(rows[-1])
+    return rows
+
+
 def _corpus(tmp: Path, copies: int) -> list[str]:
     rows = SAMPLE.read_text(encoding="utf-8").splitlines()
     files = []
@@ -218,7 +278,11 @@ def bench_dedup(
                      "warmup_s": round(warm, 3),
                      "shuffle_bytes_by_step": {
                          k: v.get("shuffle_bytes", 0) for k, v in res.steps.items()
-                     }}
+                     },
+                     "verify_reference_bytes": res.steps["verify"].get("reference_bytes", 0),
+                     "keep_rounds": res.steps["keep"]["rounds"],
+                     "keep_per_round": res.steps["keep"]["per_round"],
+                     **(chain_stats(res.workdir) if name == "local" else {})}
                 )  # fmt: skip
     return out
 
@@ -236,7 +300,27 @@ def main() -> None:
     ap.add_argument("--skip-batch", action="store_true")
     ap.add_argument("--k-sweep", action="store_true", help="blocks vs index for k = 4, 5, 6, 8")
     ap.add_argument("--out", default="benchmarks/results/distributed.json")
+    ap.add_argument(
+        "--rounds",
+        metavar="JSONL",
+        help="only the keep rounds over this dataset (e.g. the dev set's docs.jsonl; or "
+        "'generated' with --generated N) at --round-partitions, local engine",
+    )
+    ap.add_argument("--round-partitions", default="1,2,8,32")
     a = ap.parse_args()
+    if a.rounds:
+        with tempfile.TemporaryDirectory() as d:
+            tmp = Path(d)
+            src = _generated(tmp, a.generated, 4) if a.rounds == "generated" else [a.rounds]
+            parts = [int(x) for x in a.round_partitions.split(",")]
+            out = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                               "python": platform.python_version(),
+                               "load_avg": os.getloadavg()},
+                   "dataset": a.rounds if a.rounds != "generated" else f"generated {a.generated}",
+                   "rounds": bench_rounds(src, parts, tmp)}  # fmt: skip
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(json.dumps(out, indent=2) + "\n")
+        return
     batch = {} if a.skip_batch else bench_batch(a.queries, a.stored)
     if batch:
         print(

@@ -128,3 +128,20 @@ def test_batch_query_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     (tmp_path / "bad.csv").write_text("id,fp\na,1\n")
     assert main([*args, "--stored", str(tmp_path / "bad.csv")]) != 0
     assert "id,fingerprint" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("keep", ["first", "longest", "none"])
+def test_near_pairs_between_exact_groups_across_many_partitions(tmp_path: Path, keep: str) -> None:
+    # every document twice (exact groups of two, the copies in another file), so near pairs are
+    # repeated over both groups' members (``xpand``) and the keep rounds cross partitions
+    (src,) = sample_slice(tmp_path, 300)
+    rows = [json.loads(line) for line in Path(src).read_text().splitlines()]
+    copy = tmp_path / "copy.jsonl"
+    copy.write_text("".join(json.dumps({**r, "id": f"c{r['id']}"}) + "\n" for r in rows))
+    inputs = [src, str(copy)]
+    cfg = DedupConfig(keep=keep)  # type: ignore[arg-type]
+    want = single_machine(inputs, cfg)
+    res = run_dedup(inputs, str(tmp_path / "work"), config=cfg, partitions=8)
+    assert list((tmp_path / "work" / "xpand").glob("*.arrow"))
+    assert res.steps["keep"]["rounds"] >= 2
+    assert_same(distributed(res), want)

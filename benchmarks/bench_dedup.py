@@ -318,7 +318,13 @@ def _planted_recall(pairs_csv: Path, planted: list[tuple[int, int]]) -> float | 
 
 
 def child(
-    kind: str, n: int, seed: int, dup_rate: float, workers: int, distances: list[int]
+    kind: str,
+    n: int,
+    seed: int,
+    dup_rate: float,
+    workers: int,
+    distances: list[int],
+    once: bool = False,
 ) -> dict:
     from neardup import Fingerprinter
     from neardup.cli.main import main as cli_main
@@ -370,7 +376,7 @@ def child(
         # twice: the first run compiles whatever numba kernels the disk cache lacks (a fresh
         # install: tens of seconds); the second, timed as end-to-end, is the steady state
         # that fingerprint-only (warmed above) is compared with
-        first_s = dedup([])
+        first_s = None if once else dedup([])  # --once: the numba cache is warm already
         with RssSampler() as rss:
             e2e_s = dedup([])
         stats = json.loads(summary.read_text(encoding="utf-8"))
@@ -410,12 +416,13 @@ def child(
         "fingerprint_s": round(fp_s, 2),
         "fingerprint_docs_per_s": round(n / fp_s, 1),
         "end_to_end_s": round(e2e_s, 2),
-        "end_to_end_first_run_s": round(first_s, 2),
+        "end_to_end_first_run_s": None if first_s is None else round(first_s, 2),
         "end_to_end_docs_per_s": round(n / e2e_s, 1),
         "ratio_e2e_to_fingerprint": round(fp_s / e2e_s, 3),
         "timings_s": stats.get("timings_s"),
         "candidates": stats.get("candidates"),
         "candidate_passes": stats.get("candidate_passes"),
+        "lsh": stats.get("lsh"),
         "verified": stats.get("verified"),
         "random_pair_distances": spread,
         "planted_edited_pairs": len(planted),
@@ -485,7 +492,9 @@ def gaoya_pairs(texts: list[str], workers: int, threshold: float = 0.5) -> set:
     return out
 
 
-def peers(kind: str, n: int, seed: int, workers: int, skip: set[str]) -> dict:
+def peers(
+    kind: str, n: int, seed: int, workers: int, skip: set[str], valve_modes: list[str] | None = None
+) -> dict:
     """neardup.dedup (in-process; the second of two runs is timed, with its peak memory),
     datasketch MinHashLSH and gaoya's MinHash index on the same generated texts: wall time and
     planted-pair recall (a pair counts when reported)."""
@@ -509,6 +518,8 @@ def peers(kind: str, n: int, seed: int, workers: int, skip: set[str]) -> dict:
     got = set(zip(r.pairs.a.tolist(), r.pairs.b.tolist(), strict=True))
     out["neardup"] = {
         "wall_s": round(el, 2),
+        "kept": int(r.keep.sum()),
+        "pairs": len(r.pairs),
         "planted_recall": round(sum(p in got for p in planted) / max(1, len(planted)), 4),
         "timings_s": r.stats["timings_s"],
         "lsh": r.stats.get("lsh"),
@@ -519,6 +530,22 @@ def peers(kind: str, n: int, seed: int, workers: int, skip: set[str]) -> dict:
         "dedup_bytes_per_doc": round(1024 * (rss.peak["VmRSS"] - base.peak["VmRSS"]) / n, 1),
     }
     del r, got
+    for mode in [m for m in (valve_modes or []) if m]:
+        budget = {"off": None, "fixed": 1}[mode]
+        t0 = time.perf_counter()
+        r = dedup(texts, workers=workers, lsh_band_pairs_per_doc=budget)
+        el = time.perf_counter() - t0
+        got = set(zip(r.pairs.a.tolist(), r.pairs.b.tolist(), strict=True))
+        out[f"neardup_valve_{mode}"] = {
+            "wall_s": round(el, 2),
+            "lsh_band_pairs_per_doc": budget,
+            "planted_recall": round(sum(p in got for p in planted) / max(1, len(planted)), 4),
+            "kept": int(r.keep.sum()),
+            "pairs": len(r.pairs),
+            "timings_s": r.stats["timings_s"],
+            "lsh": r.stats.get("lsh"),
+        }
+        del r, got
     if "gaoya" not in skip:
         try:
             t0 = time.perf_counter()
@@ -585,6 +612,19 @@ def main() -> None:
         "bench_dedup_peers.json, or --out)",
     )
     ap.add_argument("--skip", default="", help="with --peers: systems to leave out")
+    ap.add_argument(
+        "--once",
+        action="store_true",
+        help="run neardup dedup once (timed) instead of twice: for sizes where the untimed "
+        "first run costs minutes and the numba cache is warm (end_to_end_first_run_s: null)",
+    )
+    ap.add_argument(
+        "--valve-modes",
+        default="",
+        help="with --peers: also run dedup() with the bucket valve off (every bucket paired "
+        "in full: lsh_band_pairs_per_doc=None) and/or the fixed cap of 32 it replaced "
+        "(lsh_band_pairs_per_doc=1), e.g. off,fixed: candidates, pairs, kept, planted recall",
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_dedup.json"
@@ -592,7 +632,14 @@ def main() -> None:
     args = ap.parse_args()
     if args.peers:
         res = [
-            peers(kind, args.n, args.seed, args.workers, set(args.skip.split(",")))
+            peers(
+                kind,
+                args.n,
+                args.seed,
+                args.workers,
+                set(args.skip.split(",")),
+                args.valve_modes.split(","),
+            )
             for kind in args.kinds.split(",")
         ]
         for r in res:
@@ -611,9 +658,10 @@ def main() -> None:
         return
     if args.child:
         distances = [int(k) for k in args.max_distances.split(",") if k.strip()]
-        print(
-            json.dumps(child(args.child, args.n, args.seed, args.dup_rate, args.workers, distances))
+        out = child(
+            args.child, args.n, args.seed, args.dup_rate, args.workers, distances, args.once
         )
+        print(json.dumps(out))
         return
     rows = []
     dev = dev_distances()
@@ -629,7 +677,7 @@ def main() -> None:
             str(args.seed),
         ]
         cmd += ["--dup-rate", str(args.dup_rate), "--workers", str(args.workers)]
-        cmd += ["--max-distances", args.max_distances]
+        cmd += ["--max-distances", args.max_distances] + (["--once"] if args.once else [])
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             print(proc.stderr, file=sys.stderr)

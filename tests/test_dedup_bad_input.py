@@ -86,7 +86,7 @@ def test_lazy_verification_keeps_what_full_verification_keeps(monkeypatch, keep)
             for _ in range(int(rng.integers(0, 30))):  # edits: similarity stays >= 0.9
                 words[int(rng.integers(0, len(words)))] = _words(rng, 1)[0]
             texts[-1] = " ".join(words)
-    lazy = dedup(texts, lsh_bucket_cap=4, keep=keep)
+    lazy = dedup(texts, lsh_bucket_cap=4, lsh_band_pairs_per_doc=1, keep=keep)
     assert lazy.stats["lsh"]["deferred_skipped"] > 0
     full_verify = dedup_module.verify_in_chunks
 
@@ -94,7 +94,7 @@ def test_lazy_verification_keeps_what_full_verification_keeps(monkeypatch, keep)
         return full_verify(*args, **{**kwargs, "deferred": None})
 
     monkeypatch.setattr(dedup_module, "verify_in_chunks", verify_all)
-    full = dedup(texts, lsh_bucket_cap=4, keep=keep)
+    full = dedup(texts, lsh_bucket_cap=4, lsh_band_pairs_per_doc=1, keep=keep)
     assert "deferred_skipped" not in full.stats["lsh"] or full.stats["lsh"]["deferred_skipped"] == 0
     assert np.array_equal(lazy.keep, full.keep) and np.array_equal(lazy.root, full.root)
     assert lazy.stats["verified"] < full.stats["verified"]
@@ -126,11 +126,13 @@ def test_one_large_text_and_a_near_copy():
 
 def test_ordinary_corpus_verifies_every_candidate():
     """Lazy verification is for concentrated corpora only: on ordinary text every candidate is
-    verified (every matched pair reported), even where a few pairs came from capped buckets."""
+    verified (every matched pair reported), and the bucket valve stays idle."""
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "benchmarks"))
     from bench_dedup import generate
 
-    r = dedup(generate("short", 20_000, 0, 0.1), workers=2)
+    texts = generate("short", 20_000, 0, 0.1)
+    r = dedup(texts, workers=2)
     lsh = r.stats["lsh"]
-    assert lsh["capped_buckets"] > 0 and lsh["deferred_pairs"] <= 4 * lsh["docs"]
-    assert not lsh["deferred_lazy"] and lsh["deferred_skipped"] == 0
+    assert lsh["valve_bands"] == 0 and lsh["capped_buckets"] == 0  # the valve stays idle
+    assert lsh["deferred_pairs"] == 0 and lsh["deferred_skipped"] == 0
+    assert not lsh["deferred_lazy"]

@@ -100,10 +100,16 @@ class DedupConfig:
     lsh_bands, lsh_rows : int or None, default=None
         Expert overrides of the MinHash plan (:func:`~neardup.batch.minhash.plan_lsh`).
     lsh_bucket_cap : int, default=32
-        A band bucket with more members than this pairs each member with the bucket's first
-        ``lsh_bucket_cap`` members and its ``lsh_bucket_cap`` predecessors instead of with all
-        of them (pathological inputs: a template repeated with small changes);
-        ``stats["lsh"]["pairs_skipped"]`` counts the pairs given up.
+        The bucket valve's floor: a band bucket of up to ``lsh_bucket_cap + 1`` members is
+        always paired in full.
+    lsh_band_pairs_per_doc : int or None, default=16
+        The band budget: a band's buckets are paired in full while their pairs number at most
+        this many per document; a band over it (pathological inputs: a template repeated with
+        small changes) pairs each member of its largest buckets with the bucket's first
+        ``cap`` members and its ``cap`` predecessors instead (``cap >= lsh_bucket_cap``, the
+        largest that fits). ``stats["lsh"]`` counts ``valve_bands``, ``pairs_skipped`` and the
+        estimated candidates given up (``valve_lost_pairs_est``, ``valve_recall_loss_est``).
+        None: every bucket paired in full whatever it costs.
     components : bool, default=False
         Also report the connected components of the matched pairs
         (:attr:`DedupResult.components`; the transitive closure, which the keep policy does not
@@ -125,6 +131,7 @@ class DedupConfig:
     lsh_bands: int | None = None
     lsh_rows: int | None = None
     lsh_bucket_cap: int = 32
+    lsh_band_pairs_per_doc: int | None = 16
     components: bool = False
 
     def __post_init__(self) -> None:
@@ -166,7 +173,7 @@ class DedupConfig:
             raise ConfigError(f"workers must be an int >= 1, got {self.workers!r}")
         if self.candidates not in ("lsh", "simhash"):
             raise ConfigError(f"candidates must be 'lsh' or 'simhash', got {self.candidates!r}")
-        self.lsh_plan()  # validates threshold, lsh_bands, lsh_rows, lsh_bucket_cap
+        self.lsh_plan()  # validates threshold and the lsh_* overrides
         self.make_verifier()  # validates the verifier overrides
 
     def make_verifier(self) -> Verifier:
@@ -184,6 +191,7 @@ class DedupConfig:
             bands=self.lsh_bands,
             rows=self.lsh_rows,
             bucket_cap=self.lsh_bucket_cap,
+            band_pairs_per_doc=self.lsh_band_pairs_per_doc,
         )
 
     def make_fingerprinter(self) -> Any:

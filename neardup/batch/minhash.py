@@ -17,10 +17,13 @@ that occur once are set aside by a bincount over hashed key bits (linear), the r
 and grouped, and every group yields its pairs. A pair is kept when its signatures agree on at
 least ``min_agreement`` of all the hashes (an estimate of ``J`` with standard error
 ``sqrt(J (1 - J) / hashes)``: it discards the pairs that collided in one band by chance before
-they cost a verification). Groups larger than ``bucket_cap`` (a template repeated with small
-changes a million times) pair each member with the group's first ``bucket_cap`` members and its
-``bucket_cap`` predecessors instead of with every member, and only in the first band where
-the member falls in such a group; the pairs given up are counted.
+they cost a verification). Every pair of a group is compared (in a numba kernel that keeps the
+group's rows in cache and materialises only the agreeing pairs) while the band's pairs fit its
+budget (``band_pairs_per_doc`` per document); a band over it (a template repeated with small
+changes a million times) pairs the members of its largest groups with the group's first
+``cap`` members and their ``cap`` predecessors instead, the cap chosen to fit the budget (at
+least ``bucket_cap``), once per member over the bands; the pairs given up are counted and the
+candidates among them estimated by sampling.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ from ..fingerprint.minhash import (
 
 __all__ = [
     "BAND_BLOCK",
+    "DEFAULT_BAND_PAIRS_PER_DOC",
+    "DEFAULT_BUCKET_CAP",
     "DEFAULT_THRESHOLD",
     "NO_SIGNATURE",
     "LshPlan",
@@ -59,8 +64,10 @@ __all__ = [
     "lsh_pairs_reference",
     "minhash_signatures",
     "minhash_signatures_reference",
+    "pairs_per_group",
     "plan_lsh",
     "shingle_jaccard",
+    "valve_cap",
 ]
 
 #: default similarity the channel is planned for: pairs at least this similar (token edit
@@ -73,8 +80,16 @@ MAX_HASHES = 128
 #: fewest rows per band the planner uses: with 2, unrelated texts that share common word pairs
 #: (Jaccard ~0.05) collide with probability ~b/400 per pair, which grows with N^2
 MIN_ROWS = 3
-#: default bucket size from which a band's group is paired by window instead of all pairs
+#: the bucket cap's floor: a band bucket of up to ``cap + 1`` documents is always paired in full
 DEFAULT_BUCKET_CAP = 32
+#: default band budget: a band's buckets are paired in full while their pairs number at most
+#: this many per document of the band; only a band over it thins its largest buckets (the valve).
+#: Crowded buckets of ordinary text are keys won by frequent bigrams ("of the"), whose size grows
+#: with the corpus: a fixed cap fired on every ordinary corpus of ~100 k short posts or more
+#: (docs/dedup.md, "The bucket valve"); the budget keeps the band's work linear in its documents
+DEFAULT_BAND_PAIRS_PER_DOC = 16
+#: pairs sampled from each thinned bucket to estimate the candidates the valve gave up
+VALVE_SAMPLE = 64
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,6 +126,8 @@ class LshPlan:
     min_agreement: int
     bucket_cap: int
     probability: float
+    #: the band budget (pairs per document of the band; None: every bucket paired in full)
+    band_pairs_per_doc: int | None = DEFAULT_BAND_PAIRS_PER_DOC
 
     @property
     def hashes(self) -> int:
@@ -127,6 +144,7 @@ def plan_lsh(
     rows: int | None = None,
     bucket_cap: int = DEFAULT_BUCKET_CAP,
     max_hashes: int = MAX_HASHES,
+    band_pairs_per_doc: int | None = DEFAULT_BAND_PAIRS_PER_DOC,
 ) -> LshPlan:
     """Bands and rows for pairs at least ``threshold`` similar.
 
@@ -134,7 +152,8 @@ def plan_lsh(
     >= MIN_ROWS whose bands fit ``max_hashes``) and ``bands`` (default: the fewest giving
     ``candidate_probability(J) >= PLAN_RECALL``, at most ``max_hashes // rows``). The agreement
     filter keeps pairs whose signatures agree on at least ``J - 4 sigma`` of the hashes.
-    Expert overrides ``bands`` / ``rows`` are used as given.
+    Expert overrides ``bands`` / ``rows`` are used as given. ``bucket_cap`` (the cap's floor)
+    and ``band_pairs_per_doc`` (the band budget) set the bucket valve (:func:`valve_cap`).
     """
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
         raise ConfigError(f"threshold must be a number in (0, 1], got {threshold!r}")
@@ -148,6 +167,15 @@ def plan_lsh(
             raise ConfigError(f"lsh_{name} must be an int in [1, 512] or None, got {v!r}")
     if isinstance(bucket_cap, bool) or not isinstance(bucket_cap, int) or bucket_cap < 1:
         raise ConfigError(f"lsh_bucket_cap must be an int >= 1, got {bucket_cap!r}")
+    if band_pairs_per_doc is not None and (
+        isinstance(band_pairs_per_doc, bool)
+        or not isinstance(band_pairs_per_doc, int)
+        or band_pairs_per_doc < 1
+    ):
+        raise ConfigError(
+            "lsh_band_pairs_per_doc must be an int >= 1 (pairs per document of a band) or None "
+            f"(no budget: every bucket paired in full), got {band_pairs_per_doc!r}"
+        )
     j = shingle_jaccard(threshold)
 
     def need(r: int) -> int:
@@ -182,6 +210,7 @@ def plan_lsh(
         min_agreement=int(min(agree, h)),
         bucket_cap=bucket_cap,
         probability=round(float(candidate_probability(j, b, r)), 4),
+        band_pairs_per_doc=band_pairs_per_doc,
     )
 
 
@@ -306,6 +335,162 @@ def group_pairs(
     return lo, hi, made
 
 
+def pairs_per_group(size: npt.NDArray[np.int64], cap: int | None) -> npt.NDArray[np.int64]:
+    """Pairs :func:`group_pairs` makes in groups of ``size`` members at ``cap`` (None: all
+    pairs): member ``i`` of a group (0-based, rows ascending) is paired with every earlier
+    member ``j`` with ``j < cap`` (the anchors) or ``i - j <= cap`` (its predecessors)."""
+    s = np.asarray(size, np.int64)
+    full = s * (s - 1) // 2
+    if cap is None:
+        return full
+    c = int(cap)
+    window = c * s - c * (c + 1) // 2  # sum over i of min(i, c)
+    t = np.maximum(s - c - 1, 0)  # anchor q < c pairs with the t - q members past i = q + c
+    anchors = np.where(t >= c, c * t - c * (c - 1) // 2, t * (t + 1) // 2)
+    return np.where(s > c + 1, window + anchors, full)
+
+
+def valve_cap(size: npt.NDArray[np.int64], floor: int, budget: int | None) -> int | None:
+    """The cap of one band: None (every bucket paired in full) when the pairs of all its
+    buckets (``size``: members per bucket) fit ``budget``; otherwise the largest cap ``>=
+    floor`` whose pairs (:func:`pairs_per_group`) fit it, and ``floor`` when none does (the
+    floor bounds the work at ``2 * floor`` pairs per document whatever the input)."""
+    if budget is None or size.size == 0 or int(pairs_per_group(size, None).sum()) <= budget:
+        return None
+    lo, hi = floor, int(size.max())  # pairs(hi) > budget: hi - 1 >= every group's size - 1
+    if int(pairs_per_group(size, lo).sum()) > budget:
+        return floor
+    while hi - lo > 1:  # pairs(lo) <= budget < pairs(hi); pairs grow with the cap
+        mid = (lo + hi) // 2
+        if int(pairs_per_group(size, mid).sum()) <= budget:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+@numba.njit(cache=True, parallel=True)
+def _group_agreement_kernel(
+    members: np.ndarray,
+    bounds: np.ndarray,
+    base: np.ndarray,
+    cap: int,
+    words: np.ndarray,
+    need: int,
+    ok: np.ndarray,
+) -> None:  # pragma: no cover - numba
+    # every pair group_pairs makes, in its order per group (i ascending, then j ascending):
+    # whether the two signatures agree on >= need values. ``words``: the signatures as uint64
+    # words of four 16-bit values; equal lanes counted four at a time (SWAR: a lane of x ^ y is
+    # zero iff its low 15 bits plus 0x7FFF do not carry into its top bit and its top bit is 0).
+    # A group's rows are read again and again, so they stay in cache (random pairs would not)
+    w = words.shape[1]
+    lo15 = np.uint64(0x7FFF7FFF7FFF7FFF)
+    for g in numba.prange(bounds.shape[0] - 1):
+        s0 = bounds[g]
+        s = bounds[g + 1] - s0
+        k = base[g]
+        for i in range(1, s):
+            x = members[s0 + i]
+            for part in range(2):
+                j0 = 0 if part == 0 else max(cap, i - cap)
+                j1 = min(cap, i) if part == 0 else i
+                for j in range(j0, j1):
+                    y = members[s0 + j]
+                    c = 0
+                    for q in range(w):
+                        z = words[x, q] ^ words[y, q]
+                        t = ~(((z & lo15) + lo15) | z | lo15)
+                        c += _popcount(t)
+                    ok[k] = c >= need
+                    k += 1
+
+
+@numba.njit(cache=True, inline="always")
+def _popcount(v: np.uint64) -> int:  # pragma: no cover - numba
+    # at most four set bits (the lanes' top bits): clear the lowest one at a time
+    c = 0
+    while v:
+        v &= v - np.uint64(1)
+        c += 1
+    return c
+
+
+def _signature_words(sig: npt.NDArray[np.uint16]) -> tuple[npt.NDArray[np.uint64], int]:
+    """``sig`` as (n, ceil(h / 4)) uint64 words (zero-padded: the pad lanes of two rows always
+    agree) and the number of pad lanes, to subtract from an agreement count."""
+    n, h = sig.shape
+    w = -(-h // 4)
+    buf = np.zeros((n, 4 * w), np.uint16)
+    buf[:, :h] = sig
+    return buf.view(np.uint64), 4 * w - h
+
+
+@numba.njit(cache=True)
+def _group_pairs_fill(
+    members: np.ndarray,
+    bounds: np.ndarray,
+    cap: int,
+    ok: np.ndarray,
+    big: np.ndarray,
+    out_a: np.ndarray,
+    out_b: np.ndarray,
+    out_big: np.ndarray,
+) -> None:  # pragma: no cover - numba
+    k = 0
+    w = 0
+    for g in range(bounds.shape[0] - 1):
+        s0 = bounds[g]
+        s = bounds[g + 1] - s0
+        for i in range(1, s):
+            for part in range(2):
+                j0 = 0 if part == 0 else max(cap, i - cap)
+                j1 = min(cap, i) if part == 0 else i
+                for j in range(j0, j1):
+                    if ok[k]:
+                        out_a[w] = members[s0 + j]
+                        out_b[w] = members[s0 + i]
+                        out_big[w] = big[g]
+                        w += 1
+                    k += 1
+
+
+def _agreeing_group_pairs(
+    members: npt.NDArray[np.int64],
+    bounds: npt.NDArray[np.int64],
+    cap: int | None,
+    sig: npt.NDArray[np.uint16],
+    min_agree: int,
+    group_big: npt.NDArray[np.bool_],
+    workers: int = 1,
+    words: npt.NDArray[np.uint64] | None = None,
+    pad: int = 0,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_], int]:
+    """The pairs of :func:`group_pairs` (members sorted by row within each group) whose
+    signatures agree on ``>= min_agree`` values, without materialising the others: ``(a, b,
+    made inside a group flagged in group_big, pairs made)``; a < b. The band budget bounds the
+    pairs made, so the one byte per pair this keeps is bounded too."""
+    size = np.diff(bounds)
+    made = pairs_per_group(size, cap)
+    total = int(made.sum())
+    if total == 0:
+        z = np.zeros(0, np.int64)
+        return z, z, np.zeros(0, np.bool_), 0
+    base = np.zeros(size.size, np.int64)
+    np.cumsum(made[:-1], out=base[1:])
+    c = int(size.max()) if cap is None else int(cap)
+    ok = np.empty(total, np.bool_)
+    if words is None:
+        words, pad = _signature_words(sig)
+    with numba_threads(workers):
+        _group_agreement_kernel(members, bounds, base, c, words, int(min_agree) + pad, ok)
+    m = int(ok.sum())
+    a, b = np.empty(m, np.int64), np.empty(m, np.int64)
+    big = np.empty(m, np.bool_)
+    _group_pairs_fill(members, bounds, c, ok, group_big, a, b, big)
+    return a, b, big, total
+
+
 @numba.njit(cache=True, parallel=True)
 def _agreement_kernel(
     sig: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray
@@ -358,20 +543,32 @@ def lsh_pairs(
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Candidate pairs ``(a, b)``, ``a < b``, sorted and unique, among ``usable`` rows of
     ``sig``: rows sharing a band key whose signatures agree on ``>= plan.min_agreement`` values.
-    Equals :func:`lsh_pairs_reference` when no group exceeds the cap (tested). ``info`` gets
-    ``raw_pairs`` (band collisions), ``pairs``, ``capped_buckets`` and ``pairs_skipped``.
+    Equals :func:`lsh_pairs_reference` whenever the valve does not act (tested).
+
+    The valve, per band (:func:`valve_cap`): while the pairs of all the band's buckets number
+    at most ``plan.band_pairs_per_doc`` per document, every bucket is paired in full; otherwise
+    the buckets larger than the band's cap are thinned (:func:`group_pairs`' window and anchors,
+    once per document over the bands: :func:`_thin_big_groups`), and what that gave up is
+    estimated by sampling their pairs. ``info`` gets ``raw_pairs`` (band collisions compared),
+    ``pairs``, ``band_pairs_budget``, ``valve_bands``, ``bucket_cap_used``,
+    ``capped_buckets``, ``pairs_skipped`` (an upper bound), ``valve_lost_pairs_est`` (agreeing
+    pairs no band made) and ``valve_recall_loss_est`` (that as a share of the candidates).
 
     ``capped_out`` (optional) receives one bool mask over the returned pairs: True for a pair
-    found only inside capped (larger than ``bucket_cap + 1``) buckets, i.e. only because of a
-    pathological bucket (:func:`neardup.batch.run.verify_in_chunks` verifies those lazily).
+    found only inside thinned buckets, i.e. only because of a crowded bucket (:func:`neardup.batch.run.verify_in_chunks` verifies those lazily).
     ``progress(bands done)`` (optional) is called after each band."""
     idx = np.flatnonzero(usable).astype(np.int64)
-    s = sig[idx]
+    words, pad = _signature_words(sig[idx])
+    s = words.view(np.uint16)[:, : sig.shape[1]]  # the usable rows' signatures (a view)
     parts_a, parts_b = [], []
     big_codes: list[npt.NDArray[np.int64]] = []
-    raw = capped = skipped = 0
+    raw = capped = skipped = valve_bands = 0
+    caps_used: list[int] = []
     n = idx.size
+    budget = None if plan.band_pairs_per_doc is None else plan.band_pairs_per_doc * max(n, 1)
     done = np.zeros(n, bool)  # rows already paired inside a large group
+    sample_codes: list[npt.NDArray[np.int64]] = []
+    sample_weights: list[npt.NDArray[np.float64]] = []
     block = np.zeros((0, n), np.uint64)
     for band in range(plan.bands):
         if plan.rows > 4:
@@ -385,23 +582,29 @@ def lsh_pairs(
             progress(band)
         if bounds.size < 2:
             continue
-        capped += int((np.diff(bounds) > plan.bucket_cap + 1).sum())
-        was_big: list[npt.NDArray[np.bool_]] = []
-        members, bounds, in_big = _thin_big_groups(members, bounds, plan.bucket_cap, done, was_big)
-        big: list[npt.NDArray[np.bool_]] = []
-        a, b, made = group_pairs(members, bounds, plan.bucket_cap, big)
-        skipped += max(0, in_big - made)
-        raw += int(a.size)
-        ok = _agreement(s, a, b, workers) >= plan.min_agreement
-        if capped_out is not None and was_big[0].any():  # groups thinned below the cap too
-            gid = np.repeat(np.arange(bounds.size - 1), np.diff(bounds))
-            group_was_big = np.zeros(bounds.size - 1, np.bool_)
-            group_was_big[gid[was_big[0]]] = True
-            gid_of_row = np.zeros(n, np.int64)  # each row is in one group of a band
-            gid_of_row[members] = gid
-            big[0] |= group_was_big[gid_of_row[a]]
-        in_big_group = big[0][ok]
-        a, b = a[ok], b[ok]
+        size = np.diff(bounds)
+        cap = valve_cap(size, plan.bucket_cap, budget)
+        if cap is None:  # the band's buckets fit its budget: every pair (no valve)
+            group_big = np.zeros(size.size, np.bool_)
+        else:  # the valve: the largest buckets thinned to the cap
+            valve_bands += 1
+            caps_used.append(cap)
+            capped += int((size > cap + 1).sum())
+            codes, weights = _valve_sample(
+                s, members, bounds, cap, plan.min_agreement, band, n, plan.bands, plan.rows
+            )
+            sample_codes.append(codes)
+            sample_weights.append(weights)
+            was_big: list[npt.NDArray[np.bool_]] = []
+            members, bounds, in_big = _thin_big_groups(members, bounds, cap, done, was_big)
+            size = np.diff(bounds)
+            group_big = was_big[0][bounds[:-1]] if size.size else np.zeros(0, np.bool_)
+            made_big = int(pairs_per_group(size, cap)[group_big].sum())
+            skipped += max(0, in_big - made_big)
+        a, b, in_big_group, made = _agreeing_group_pairs(
+            members, bounds, cap, s, plan.min_agreement, group_big, workers, words, pad
+        )
+        raw += made
         if a.size:  # unique per band keeps the pile small when bands agree on many pairs
             if capped_out is not None and in_big_group.any():
                 big_codes.append(np.unique(a[in_big_group] * n + b[in_big_group]))
@@ -423,6 +626,10 @@ def lsh_pairs(
         code, only_capped = code[order], only_capped[order]
     else:
         code = ordinary
+    lost = 0.0
+    if sample_codes:  # sampled agreeing pairs of thinned buckets that no band made
+        sc, sw = np.concatenate(sample_codes), np.concatenate(sample_weights)
+        lost = float(sw[~np.isin(sc, code)].sum())
     a, b = idx[code // n], idx[code % n]
     if capped_out is not None:
         capped_out.append(only_capped)
@@ -433,12 +640,57 @@ def lsh_pairs(
                 "docs": int(n),
                 "raw_pairs": raw,
                 "pairs": int(a.size),
+                "band_pairs_budget": budget,
+                "valve_bands": valve_bands,
+                "bucket_cap_used": min(caps_used) if caps_used else None,
                 "capped_buckets": capped,
                 # an upper bound: a pair in large groups of several bands counts in each
                 "pairs_skipped": min(skipped, n * (n - 1) // 2),
+                # candidates (agreeing pairs) the valve gave up, estimated from VALVE_SAMPLE
+                # pairs of each thinned bucket, and that as a share of the candidates
+                "valve_lost_pairs_est": round(lost),
+                "valve_recall_loss_est": round(lost / (lost + a.size), 6) if lost else 0.0,
             }
         )
     return a, b
+
+
+def _valve_sample(
+    s: npt.NDArray[np.uint16],
+    members: npt.NDArray[np.int64],
+    bounds: npt.NDArray[np.int64],
+    cap: int,
+    min_agree: int,
+    band: int,
+    n: int,
+    bands: int,
+    rows: int,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """VALVE_SAMPLE random pairs of each bucket the valve thins (before thinning; seeded by the
+    band): the codes ``a * n + b`` of those that agree on ``>= min_agree`` values, each with the
+    weight ``C(size, 2) / VALVE_SAMPLE`` (it stands for that many pairs of its bucket) divided by
+    the number of bands the pair collides in."""
+    size = np.diff(bounds)
+    big = np.flatnonzero(size > cap + 1)
+    if not big.size:
+        return np.zeros(0, np.int64), np.zeros(0, np.float64)
+    rng = np.random.default_rng(band)
+    m = VALVE_SAMPLE
+    sz = size[big]
+    gi = rng.integers(0, sz[:, None], (big.size, m))
+    gj = rng.integers(0, sz[:, None] - 1, (big.size, m))
+    gj = gj + (gj >= gi)  # distinct positions
+    x = members[bounds[big][:, None] + gi].ravel()
+    y = members[bounds[big][:, None] + gj].ravel()
+    w = np.repeat((sz * (sz - 1) / 2.0) / m, m)
+    ok = _agreement_reference(s, x, y) >= min_agree
+    x, y, w = x[ok], y[ok], w[ok]
+    # a pair no band made sits in a thinned bucket of every band it collides in, and is
+    # sampled from each: weighted by 1 / (bands it collides in), it is counted once over them
+    h = bands * rows
+    same = (s[x, :h] == s[y, :h]).reshape(x.size, bands, rows).all(axis=2).sum(axis=1)
+    lo, hi = np.minimum(x, y), np.maximum(x, y)
+    return lo * n + hi, w / np.maximum(same, 1)
 
 
 def lsh_pairs_reference(

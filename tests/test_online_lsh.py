@@ -242,21 +242,86 @@ def test_segment_band_section_roundtrip_and_v1(tmp_path) -> None:
     s = open_segment(v1)
     assert s.band_keys is None and s.band_runs() == []
     s.close()
-    v2 = tmp_path / "v2.nds"
-    keys = np.array([9, 5, 5, 1], np.uint64)
-    rows = np.array([10, 7, 3, 4], np.int64)
-    write_segment(v2, fps, rids, ts, partition=0, band_keys=(keys, rows))
-    s = open_segment(v2)
-    [(k, r)] = s.band_runs()
-    assert k.tolist() == [1, 5, 5, 9] and r.tolist() == [4, 3, 7, 10]
+    v3 = tmp_path / "v3.nds"
+    # compact keys: group (band) in the top 32 bits
+    keys = np.array([9, 5, 5, 1, (2 << 32) | 5, (1 << 32) | 7], np.uint64)
+    rows = np.array([10, 7, 3, 4, 9, 3], np.int64)
+    write_segment(v3, fps, rids, ts, partition=0, band_keys=(keys, rows))
+    s = open_segment(v3)
+    [sec] = s.band_runs()
+    k, r = sec
+    assert k.tolist() == [1, 5, 5, 9, (1 << 32) | 7, (2 << 32) | 5]
+    assert r.tolist() == [4, 3, 7, 10, 3, 9]
+    assert sec.offsets.tolist() == [0, 4, 5, 6] and sec.keys.dtype == np.uint32
+    # 8 bytes per entry after a 16-byte section head and the group offsets
+    assert v3.stat().st_size == 64 + 5 * 24 + 16 + 8 * 4 + 8 * 6
+    got = lookup([sec], np.array([[5, 7], [(2 << 32) | 5, 9]], np.uint64), 10)
+    assert [g.tolist() for g in got] == [[3, 7], [9, 10]]
     s.close()
-    raw = bytearray(v2.read_bytes())
+    raw = bytearray(v3.read_bytes())
     raw[-9] ^= 1
-    v2.write_bytes(bytes(raw))
+    v3.write_bytes(bytes(raw))
     with pytest.raises(CorruptFileError):
-        open_segment(v2)
+        open_segment(v3)
     with pytest.raises(ValueError, match="not in the segment"):
         write_segment(tmp_path / "x.nds", fps, rids, ts, partition=0, band_keys=(keys, rows + 1))
+
+
+def _write_v2(path, fps, rids, ts, full_keys, rows) -> None:
+    """A version-2 segment as the previous build wrote it (64-bit entry keys, u32 rows)."""
+    import struct
+    import zlib
+
+    import xxhash
+
+    pos = np.searchsorted(rids, rows)
+    order = np.lexsort((pos, full_keys))
+    k = np.ascontiguousarray(full_keys[order], "<u8")
+    p = np.ascontiguousarray(pos[order], "<u4")
+    body = (
+        fps.astype("<u8").tobytes()
+        + rids.astype("<i8").tobytes()
+        + ts.astype("<f8").tobytes()
+        + struct.pack("<Q", len(k))
+        + k.tobytes()
+        + p.tobytes()
+        + bytes((-4 * len(p)) % 8)
+    )
+    head = struct.pack(
+        "<8sIIQqddQI",
+        b"NDUPSEG\x00",
+        2,
+        64,
+        len(rids),
+        0,
+        0.0,
+        0.0,
+        xxhash.xxh64_intdigest(body),
+        0,
+    )
+    path.write_bytes(head + struct.pack("<I", zlib.crc32(head)) + body)
+
+
+def test_version2_segments_still_read(tmp_path) -> None:
+    """A version-2 band-key section (64-bit entry keys) is read as compact keys: lookups with
+    today's query keys find its rows, and a merge writes them as version 3."""
+    from neardup.store.bands import compact_keys
+
+    fps = np.arange(4, dtype=np.uint64)
+    rids = np.array([1, 2, 5, 8], np.int64)
+    full = np.array([(0 << 48) | 77, (0 << 48) | 77, (3 << 48) | 12, (1 << 48) | 9], np.uint64)
+    rows = np.array([2, 8, 5, 1], np.int64)
+    _write_v2(tmp_path / "v2.nds", fps, rids, np.zeros(4), full, rows)
+    s = open_segment(tmp_path / "v2.nds")
+    [sec] = s.band_runs()
+    q = compact_keys(np.array([[(0 << 48) | 77, (3 << 48) | 12], [(1 << 48) | 9, 5]], np.uint64))
+    assert [g.tolist() for g in lookup([sec], q, 10)] == [[2, 5, 8], [1]]
+    k, r = sec
+    write_segment(tmp_path / "v3.nds", fps, rids, np.zeros(4), partition=0, band_keys=(k, r))
+    s3 = open_segment(tmp_path / "v3.nds")
+    assert [g.tolist() for g in lookup(s3.band_runs(), q, 10)] == [[2, 5, 8], [1]]
+    s.close()
+    s3.close()
 
 
 @settings(max_examples=200, deadline=None)
@@ -368,7 +433,7 @@ def test_version1_segments_beside_band_sections(tmp_path) -> None:
         [merged] = d.store.segments
         assert len(merged.segment) == 304 and merged.segment.band_keys is not None
         # only the text rows' keys (4 documents with tokens)
-        assert len(merged.segment.band_keys[0]) == 4 * d.lsh_plan.bands
+        assert len(merged.segment.band_keys) == 4 * d.lsh_plan.bands
         got = d.check({"id": "b", "text": b})
         assert got.duplicate and got.matches[0].id == "a"
 
@@ -386,16 +451,37 @@ def test_version1_segments_beside_band_sections(tmp_path) -> None:
 def test_vectorised_lookup_equals_reference(runs, queries, cap) -> None:
     """The vectorised lookup (distinct keys once, buckets gathered by array arithmetic) gives
     what the per-entry reference gives, over several runs, bands and capped buckets."""
+    from neardup.store.bands import BandSection
+
+    def ck(x):  # compact keys in three groups (bands)
+        x = np.asarray(x, np.uint64)
+        return ((x % np.uint64(3)) << np.uint64(32)) | x
+
     arr = []
-    for run in runs:
-        k = np.array([e[0] for e in run], np.uint64)
-        r = np.array([e[1] for e in run], np.int64)
-        arr.append(sort_entries(k, r))
-    q = np.array(queries, np.uint64)
-    q[q == 10] = np.uint64(0xFFFFFFFFFFFFFFFF)  # rows without keys find nothing
+    for n, run in enumerate(runs):
+        k, r = sort_entries(ck([e[0] for e in run]), np.array([e[1] for e in run], np.int64))
+        if n % 2 and len(k):  # a section with row offsets, as the memtable seals them
+            arr.append(BandSection.from_sorted(k, (r - 0).astype(np.uint32), base=0))
+        else:
+            arr.append((k, r))
+    q = ck(queries)
+    q[np.array(queries) == 10] = np.uint64(0xFFFFFFFFFFFFFFFF)  # rows without keys: nothing
     got = lookup(arr, q, cap)
     want = lookup_reference(arr, q, cap)
     assert [g.tolist() for g in got] == [w.tolist() for w in want]
+    # the memtable's runs: rows added in row-id order, some removed again
+    br = BandRuns(buffer=5)
+    entries = sorted({(int(ck([e[0]])[0]), e[1]) for run in runs for e in run}, key=lambda e: e[1])
+    for rid in sorted({e[1] for e in entries}):
+        keys = [k for k, r in entries if r == rid]
+        br.add(np.array(keys, np.uint64)[None, :1], np.array([rid], np.int64))
+    flat = sort_entries(*br.entries())
+    assert [g.tolist() for g in br.lookup(q, cap)] == [
+        w.tolist() for w in lookup_reference([flat], q, cap)
+    ]
+    gone = np.array(sorted({e[1] for e in entries})[::3], np.int64)
+    br.remove_rows(gone)
+    assert not np.isin(br.entries()[1], gone).any()
 
 
 def test_group_verification_ahead_decides_like_one_by_one() -> None:
@@ -419,3 +505,22 @@ def test_group_verification_ahead_decides_like_one_by_one() -> None:
             Decider._prefetch = orig  # type: ignore[method-assign]
         assert [x.to_dict() for x in fast] == [x.to_dict() for x in slow]
         assert sum(x.duplicate for x in fast) > 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 4), st.integers(0, 30)), max_size=60),
+    st.lists(st.tuples(st.integers(0, 6), st.integers(0, 31)), min_size=1, max_size=20),
+)
+def test_section_search_kernel_equals_numpy_twin(entries, queries) -> None:
+    from neardup.store.bands import BandSection, _section_search_kernel, section_search_reference
+
+    k = np.array([(g << 32) | h for g, h in entries], np.uint64)
+    k, r = sort_entries(k, np.arange(len(k), dtype=np.int64))
+    sec = BandSection.from_sorted(k, r.astype(np.uint32))
+    uk = np.unique(np.array([(g << 32) | h for g, h in queries], np.uint64))
+    lo, hi = _section_search_kernel(sec.offsets, sec.keys, uk)
+    lo2, hi2 = section_search_reference(sec.offsets, sec.keys, uk)
+    assert lo.tolist() == lo2.tolist() and hi.tolist() == hi2.tolist()
+    for x, a, b in zip(uk.tolist(), lo.tolist(), hi.tolist(), strict=True):
+        assert list(range(a, b)) == [i for i, kk in enumerate(k.tolist()) if kk == x]

@@ -603,6 +603,7 @@ class Decider:
         if not need:
             return lims, hit_rids, hit_d
         stored_sig = lsh_keys(self.verifier, plan, [rows[r].text for r in need])[0]
+        span = plan.bands * plan.rows
         where = {r: k for k, r in enumerate(need)}
         out_r: list[int] = []
         out_d: list[int] = []
@@ -615,9 +616,14 @@ class Decider:
             seen = set(have)
             extra = [r for r in cand.tolist() if r in where and r not in seen]
             if extra:
-                agree = (stored_sig[[where[r] for r in extra]] == sig[i]).sum(axis=1)
-                for r, a in zip(extra, agree.tolist(), strict=True):
-                    if a >= plan.min_agreement:
+                eq = stored_sig[[where[r] for r in extra]] == sig[i]
+                agree = eq.sum(axis=1)
+                # a shared band key, from the signatures themselves: the store's compact keys
+                # keep 32 bits of each, so a false collision is dropped here, as the batch
+                # pipeline (which groups by the full keys) never pairs it
+                share = eq[:, :span].reshape(len(extra), plan.bands, plan.rows).all(axis=2)
+                for r, a, sh in zip(extra, agree.tolist(), share.any(axis=1).tolist(), strict=True):
+                    if a >= plan.min_agreement and sh:
                         out_r.append(r)
                         out_d.append(self._distance_to_row(fps[i], rows[r]))
             counts[i] = len(out_r) - before

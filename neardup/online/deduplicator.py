@@ -648,5 +648,11 @@ class Deduplicator:
                 decider.verify(
                     "warm up the verifier", [(0, 0, "w", "warm up the verifier kernels")]
                 )
+                from ..store.bands import BandSection, lookup
+
+                section = BandSection.from_sorted(
+                    np.arange(4, dtype=np.uint64), np.arange(4, dtype=np.uint32)
+                )
+                lookup([section], np.arange(2, dtype=np.uint64)[:, None], 2)  # its search kernel
         except Exception:  # warm-up is an optimisation only
             log.debug("warm-up failed", exc_info=True)

@@ -1,17 +1,22 @@
 """The MinHash-LSH candidate channel of the store: band keys per row, searchable by key.
 
-Each document with tokens has ``plan.bands`` band keys (:func:`band_entries`: the batch
-pipeline's :mod:`neardup.fingerprint.minhash` signatures and band keys, so a key here is the key
-``neardup dedup`` groups by). A key is stored as one uint64 *entry key* that also names its band:
-``key | band << 48`` when the band's ``rows`` 16-bit values fit 48 bits (``rows <= 3``, the
-default plan; exact), else ``mix64(key) ^ mix64(band)`` (two different (band, key) pairs share
-an entry key with probability 2**-64; a false collision only adds a candidate that the
-agreement filter and verification then reject).
+Each document with tokens has ``plan.bands`` band keys (the batch pipeline's
+:mod:`neardup.fingerprint.minhash` signatures and band keys, so a key here stands for the key
+``neardup dedup`` groups by). The store keeps a *compact key* per (row, band)
+(:func:`band_entries`): ``group << 32 | h32``, where ``group`` is the band (the top 16 bits of
+the band's 64-bit entry key, :func:`entry_keys`) and ``h32`` 32 bits of a mix of that entry key.
+Two rows with the same band key have the same compact key; two with different ones share it
+with probability 2**-32 per band and row pair, a false collision that the caller rejects: the
+agreement filter compares the signatures themselves, band by band
+(:meth:`neardup.online.decide.Decider._lsh_union`), so decisions stay the batch pipeline's.
 
-:class:`BandRuns` (the memtable's part) keeps (entry key, row id) pairs in sorted runs of
-doubling sizes (an append buffer sealed every ``buffer`` entries, runs merged like a binary
-counter), so adds cost O(log n) amortised and a lookup is one ``searchsorted`` per run.
-Segments keep theirs sorted in a section of the segment file (:mod:`neardup.store.segment`).
+:class:`BandSection` keeps compact keys grouped by band: a table of group offsets, then per
+entry the 32-bit ``h32`` (sorted within its group) and a 32-bit row (a position in a segment, or
+an offset from the memtable's first row id): 8 bytes per entry, the layout of a version-3
+segment's band-key section (:mod:`neardup.store.segment`), memory-mapped there.
+:class:`BandRuns` (the memtable's part) keeps an append buffer sealed every ``buffer`` entries
+into sections merged like a binary counter, so adds cost O(log n) amortised and a lookup is one
+``searchsorted`` per group and section.
 
 :func:`lookup` bounds the work per query: of a bucket (one band key) with more than
 ``2 * cap`` rows only the ``cap`` oldest and ``cap`` newest rows are candidates, as the batch
@@ -26,8 +31,20 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from numba import njit
 
-__all__ = ["BandRuns", "band_entries", "entry_keys", "lookup", "lookup_reference"]
+from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+
+__all__ = [
+    "BandRuns",
+    "BandSection",
+    "band_entries",
+    "compact_keys",
+    "entry_keys",
+    "lookup",
+    "lookup_reference",
+    "section_search_reference",
+]
 
 _BAND_SHIFT = np.uint64(48)
 
@@ -46,9 +63,10 @@ def entry_keys(keys: npt.NDArray[np.uint64], rows: int) -> npt.NDArray[np.uint64
 def band_entries(
     sig: npt.NDArray[np.uint16], usable: npt.NDArray[np.bool_], plan: Any
 ) -> npt.NDArray[np.uint64]:
-    """Entry keys (n, bands) of signatures ``sig`` (n, hashes) under ``plan``; rows that are not
-    ``usable`` (no tokens: never candidates, as in the batch pipeline) get an empty key set,
-    marked by :data:`NO_KEYS` in every column."""
+    """Compact keys (n, bands) of signatures ``sig`` (n, hashes) under ``plan``
+    (:func:`compact_keys` of the :func:`entry_keys`); rows that are not ``usable`` (no tokens:
+    never candidates, as in the batch pipeline) get an empty key set, marked by
+    :data:`NO_KEYS` in every column."""
     from ..fingerprint.minhash import BAND_BLOCK, band_key_block, band_keys
 
     n = sig.shape[0]
@@ -60,9 +78,23 @@ def band_entries(
         else:
             for b in range(b0, b1):
                 out[b] = band_keys(sig, b, plan.rows)
-    ent = entry_keys(out, plan.rows).T.copy()
+    ent = compact_keys(entry_keys(out, plan.rows).T)
     ent[~np.asarray(usable, bool)] = NO_KEYS
     return ent
+
+
+_LOW32 = np.uint64(0xFFFFFFFF)
+_SHIFT32 = np.uint64(32)
+
+
+def compact_keys(entries: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """Compact keys (``group << 32 | h32``, see the module) of 64-bit entry keys: ``group`` is
+    the entry key's top 16 bits (the band, for plans of up to 3 rows), ``h32`` the low 32 bits
+    of :func:`~neardup.fingerprint.minhash.mix64` of the entry key."""
+    from ..fingerprint.minhash import mix64
+
+    e = np.asarray(entries, np.uint64)
+    return ((e >> _BAND_SHIFT) << _SHIFT32) | (mix64(e) & _LOW32)
 
 
 #: entry key of a row without band keys (no tokens; never stored, never looked up)
@@ -90,14 +122,106 @@ def sort_entries(
     return keys[order], rids[order]
 
 
+#: a sorted run: (compact keys u64, row ids i64) arrays, or a :class:`BandSection`
+Run = Any
+
+
+def _search(
+    run: Run, uk: npt.NDArray[np.uint64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Any]:
+    """(first, end) entry of each sorted distinct compact key ``uk`` in ``run``, and a function
+    from entry positions to row ids."""
+    if isinstance(run, BandSection):
+        lo, hi = _section_search_kernel(run.offsets, run.keys, uk)
+        return lo, hi, run.row_ids
+    keys, rids = run
+    lo = np.searchsorted(keys, uk, "left")
+    hi = np.searchsorted(keys, uk, "right")
+    return lo, hi, lambda at: np.asarray(rids[at], np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _section_search_kernel(
+    offsets: npt.NDArray[np.uint64], keys: npt.NDArray[np.uint32], uk: npt.NDArray[np.uint64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # pragma: no cover (numba)
+    """(first, end) entry of each sorted compact key ``uk`` in a :class:`BandSection`: inside
+    its group's range, a galloping search from where the previous key of the group ended (the
+    keys are sorted, so a large batch walks each group forward with local steps instead of
+    starting every binary search at the top; :func:`section_search_reference` is the NumPy
+    twin)."""
+    n = uk.size
+    lo = np.zeros(n, np.int64)
+    hi = np.zeros(n, np.int64)
+    ng = offsets.size - 1
+    prev_g = np.int64(-1)
+    start = np.int64(0)
+    for q in range(n):
+        g = np.int64(uk[q] >> np.uint64(32))
+        if g >= ng:
+            continue
+        low = np.uint32(uk[q] & np.uint64(0xFFFFFFFF))
+        end = np.int64(offsets[g + 1])
+        if g != prev_g:
+            start = np.int64(offsets[g])
+            prev_g = g
+        # gallop: the first entry >= low lies in [a, b)
+        a = start
+        step = np.int64(1)
+        while a + step <= end and keys[a + step - 1] < low:
+            a += step
+            step <<= 1
+        b = min(a + step, end)
+        while a < b:
+            m = (a + b) >> 1
+            if keys[m] < low:
+                a = m + 1
+            else:
+                b = m
+        lo[q] = a
+        b = a
+        step = np.int64(1)
+        while b + step <= end and keys[b + step - 1] <= low:
+            b += step
+            step <<= 1
+        e = min(b + step, end)
+        while b < e:
+            m = (b + e) >> 1
+            if keys[m] <= low:
+                b = m + 1
+            else:
+                e = m
+        hi[q] = b
+        start = b
+    return lo, hi
+
+
+def section_search_reference(
+    offsets: npt.NDArray[np.uint64], keys: npt.NDArray[np.uint32], uk: npt.NDArray[np.uint64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """NumPy twin of the section search: one ``searchsorted`` pair per group present in the
+    sorted keys ``uk``."""
+    lo = np.zeros(uk.size, np.int64)
+    hi = np.zeros(uk.size, np.int64)
+    groups, starts = np.unique(uk >> _SHIFT32, return_index=True)
+    ends = [*starts[1:].tolist(), uk.size]
+    for g, a, b in zip(groups.tolist(), starts.tolist(), ends, strict=True):
+        if g + 1 >= len(offsets):
+            continue
+        o0, o1 = int(offsets[g]), int(offsets[g + 1])
+        low = (uk[a:b] & _LOW32).astype(np.uint32)
+        lo[a:b] = o0 + np.searchsorted(keys[o0:o1], low, "left")
+        hi[a:b] = o0 + np.searchsorted(keys[o0:o1], low, "right")
+    return lo, hi
+
+
 def lookup(
-    runs: Sequence[tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]],
+    runs: Sequence[Run],
     queries: npt.NDArray[np.uint64],
     cap: int,
 ) -> list[npt.NDArray[np.int64]]:
-    """Row ids sharing a band key with each query (``queries`` (q, bands) entry keys; rows of
-    :data:`NO_KEYS` find nothing), unique and sorted per query. ``runs``: sorted (key, row id)
-    arrays (row ids may be global row ids or anything the caller maps). A bucket of more than
+    """Row ids sharing a compact key with each query (``queries`` (q, bands) compact keys; rows
+    of :data:`NO_KEYS` find nothing), unique and sorted per query. ``runs``: sorted
+    (compact key, row id) arrays or :class:`BandSection` objects. A bucket of more than
     ``2 * cap`` rows over all runs gives its ``cap`` smallest and ``cap`` largest row ids.
 
     Vectorised over the queries: each distinct query key is searched once per run, in sorted
@@ -117,37 +241,35 @@ def lookup(
     nu = uk.size
     found: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Any]] = []
     total = np.zeros(nu, np.int64)
-    for keys, rids in runs:
-        if not len(keys):
+    for run in runs:
+        if not len(run[0] if isinstance(run, tuple) else run):
             continue
-        lo = np.searchsorted(keys, uk, "left")
-        hi = np.searchsorted(keys, uk, "right")
+        lo, hi, get = _search(run, uk)
         total += hi - lo
-        found.append((lo, hi, rids))
+        found.append((lo, hi, get))
     big = total > 2 * cap
     seg_u: list[npt.NDArray[np.int64]] = []  # distinct key index of each gathered row
     seg_r: list[npt.NDArray[np.int64]] = []
-    for lo, hi, rids in found:
+    for lo, hi, get in found:
         cnt = hi - lo
         cnt[big] = 0
         sel = np.flatnonzero(cnt)
         if not sel.size:
             continue
         c = cnt[sel]
-        at = _ranges(lo[sel], c)
         seg_u.append(np.repeat(sel, c))
-        seg_r.append(np.asarray(rids[at], np.int64))
+        seg_r.append(get(_ranges(lo[sel], c)))
     for u in np.flatnonzero(big).tolist():
         parts = []
-        for lo, hi, rids in found:
+        for lo, hi, get in found:
             a, b = int(lo[u]), int(hi[u])
             if a == b:
                 continue
             if b - a > 2 * cap:
-                parts.append(rids[a : a + cap])
-                parts.append(rids[b - cap : b])
+                parts.append(get(np.arange(a, a + cap)))
+                parts.append(get(np.arange(b - cap, b)))
             else:
-                parts.append(rids[a:b])
+                parts.append(get(np.arange(a, b)))
         got = np.unique(np.concatenate(parts))
         if got.size > 2 * cap:
             got = np.concatenate([got[:cap], got[-cap:]])
@@ -184,7 +306,7 @@ def _ranges(starts: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]) -> npt
 
 
 def lookup_reference(
-    runs: Sequence[tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]],
+    runs: Sequence[Run],
     queries: npt.NDArray[np.uint64],
     cap: int,
 ) -> list[npt.NDArray[np.int64]]:
@@ -193,6 +315,7 @@ def lookup_reference(
     out: list[list[npt.NDArray[np.int64]]] = [[] for _ in range(q)]
     if q == 0:
         return []
+    runs = [tuple(r) if isinstance(r, BandSection) else r for r in runs]
     flat = queries.ravel()
     valid = flat != NO_KEYS
     found: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Any]] = []
@@ -237,35 +360,129 @@ def _by_key(
     return keys[order], rids[order]
 
 
+class BandSection:
+    """Compact keys grouped by band (see the module): ``offsets`` (groups + 1,) u64 bound each
+    group's entries; ``keys`` u32 the low 32 bits, sorted within a group (equal keys by row);
+    ``rows`` u32 each entry's row: ``rowids[rows]`` (a segment's positions) or ``base + rows``
+    (the memtable's offsets). Unpacks as ``(compact keys u64, row ids i64)`` (what merges and
+    flushes carry; materialised)."""
+
+    __slots__ = ("base", "keys", "offsets", "rowids", "rows")
+
+    def __init__(
+        self,
+        offsets: npt.NDArray[np.uint64],
+        keys: npt.NDArray[np.uint32],
+        rows: npt.NDArray[np.uint32],
+        rowids: npt.NDArray[np.int64] | None = None,
+        base: int = 0,
+    ) -> None:
+        self.offsets = offsets
+        self.keys = keys
+        self.rows = rows
+        self.rowids = rowids
+        self.base = int(base)
+
+    @classmethod
+    def from_sorted(
+        cls,
+        ck: npt.NDArray[np.uint64],
+        rows: npt.NDArray[np.uint32],
+        rowids: npt.NDArray[np.int64] | None = None,
+        base: int = 0,
+    ) -> BandSection:
+        """From compact keys sorted (equal keys by row) and their rows."""
+        g = ck >> _SHIFT32
+        n_groups = int(g[-1]) + 1 if len(g) else 0
+        offsets = np.searchsorted(g, np.arange(n_groups + 1, dtype=np.uint64)).astype(np.uint64)
+        keys = (ck & _LOW32).astype(np.uint32)
+        return cls(offsets, keys, np.asarray(rows, np.uint32), rowids, base)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.keys.nbytes + self.rows.nbytes + self.offsets.nbytes)
+
+    def row_ids(self, at: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Row ids of the entries at positions ``at``."""
+        r = self.rows[at]
+        if self.rowids is not None:
+            return np.asarray(self.rowids[r], np.int64)
+        return r.astype(np.int64) + self.base
+
+    def compact(self) -> npt.NDArray[np.uint64]:
+        """Every entry's compact key (materialised)."""
+        off: npt.NDArray[np.int64] = np.asarray(self.offsets, np.int64)
+        counts: npt.NDArray[np.int64] = off[1:] - off[:-1]
+        g = np.repeat(np.arange(len(counts), dtype=np.uint64), counts)
+        return (g << _SHIFT32) | self.keys.astype(np.uint64)
+
+    def __iter__(self) -> Any:
+        yield self.compact()
+        yield self.row_ids(np.arange(len(self.keys)))
+
+
+#: a memtable's band rows are offsets from its first row id, in 32 bits
+_MAX_SPAN = 1 << 32
+
+
 class BandRuns:
-    """In-memory (entry key, row id) pairs in sorted runs (the memtable's band keys)."""
+    """In-memory (compact key, row id) pairs in sorted runs (the memtable's band keys):
+    :class:`BandSection` objects of 8 bytes per entry, and an append buffer."""
 
     def __init__(self, buffer: int = 1 << 15) -> None:
         self.buffer = int(buffer)
-        self.runs: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]] = []
+        self.runs: list[BandSection] = []
+        self.base: int | None = None  # row id the sections' rows are offsets from
         self._buf_k: list[npt.NDArray[np.uint64]] = []
         self._buf_r: list[npt.NDArray[np.int64]] = []
         self._buf_n = 0
         self._sealed_buf: tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]] | None = None
 
     def __len__(self) -> int:
-        return sum(len(k) for k, _ in self.runs) + self._buf_n
+        return sum(len(r) for r in self.runs) + self._buf_n
 
     @property
     def nbytes(self) -> int:
-        return 16 * len(self)
+        """Bytes held: 8 per sealed entry (plus group offsets), 16 per buffered entry."""
+        return sum(r.nbytes for r in self.runs) + 16 * self._buf_n
 
     def add(self, ent: npt.NDArray[np.uint64], rowids: npt.NDArray[np.int64]) -> None:
-        """Add the entry keys ``ent`` (n, bands) of rows ``rowids``."""
+        """Add the compact keys ``ent`` (n, bands) of rows ``rowids``."""
         k, r = flatten(ent, rowids)
         if not len(k):
             return
+        lo, hi = int(r.min()), int(r.max())
+        if self.base is None:
+            self.base = lo
+        elif lo < self.base:
+            self._rebase(lo)
+        if hi - self.base >= _MAX_SPAN:
+            from ..errors import IndexStateError
+
+            raise IndexStateError(
+                f"the memtable's band keys span row ids {self.base}..{hi}, more than 2**32; "
+                "flush the memtable more often (a smaller memtable_size)"
+            )
         self._buf_k.append(k)
         self._buf_r.append(r)
         self._buf_n += len(k)
         self._sealed_buf = None
         if self._buf_n >= self.buffer:
             self._seal()
+
+    def _rebase(self, base: int) -> None:
+        k, r = self.entries()
+        self.clear()
+        self.base = base
+        if len(k):
+            self.runs = [self._section(k, r)]
+
+    def _section(self, k: npt.NDArray[np.uint64], r: npt.NDArray[np.int64]) -> BandSection:
+        assert self.base is not None
+        return BandSection.from_sorted(k, (r - self.base).astype(np.uint32), base=self.base)
 
     def _buffer(self) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
         if self._sealed_buf is None:
@@ -276,27 +493,28 @@ class BandRuns:
         return self._sealed_buf
 
     def _seal(self) -> None:
-        run = self._buffer()
+        k, r = self._buffer()
         self._buf_k, self._buf_r, self._buf_n, self._sealed_buf = [], [], 0, None
         # binary counter: merge while the last run is not more than twice the new one
-        while self.runs and len(self.runs[-1][0]) <= 2 * len(run[0]):
+        while self.runs and len(self.runs[-1]) <= 2 * len(k):
             k0, r0 = self.runs.pop()
-            run = _by_key(np.concatenate([k0, run[0]]), np.concatenate([r0, run[1]]))
-        self.runs.append(run)
+            k, r = _by_key(np.concatenate([k0, k]), np.concatenate([r0, r]))
+        self.runs.append(self._section(k, r))
 
-    def all_runs(self) -> list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]]:
+    def all_runs(self) -> list[Run]:
         return [*self.runs, self._buffer()]
 
     def lookup(self, queries: npt.NDArray[np.uint64], cap: int) -> list[npt.NDArray[np.int64]]:
         return lookup(self.all_runs(), queries, cap)
 
     def entries(self) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
-        """Every (entry key, row id), sorted."""
-        runs = [r for r in self.all_runs() if len(r[0])]
-        if not runs:
+        """Every (compact key, row id), sorted."""
+        parts = [tuple(r) if isinstance(r, BandSection) else r for r in self.all_runs()]
+        parts = [p for p in parts if len(p[0])]
+        if not parts:
             return np.zeros(0, np.uint64), np.zeros(0, np.int64)
         return sort_entries(
-            np.concatenate([k for k, _ in runs]), np.concatenate([r for _, r in runs])
+            np.concatenate([k for k, _ in parts]), np.concatenate([r for _, r in parts])
         )
 
     def remove_rows(self, rowids: npt.NDArray[np.int64]) -> None:
@@ -305,10 +523,13 @@ class BandRuns:
             return
         k, r = self.entries()
         keep = ~np.isin(r, np.asarray(rowids, np.int64))
+        base = self.base
         self.clear()
+        self.base = base
         if keep.any():
-            self.runs = [(k[keep], r[keep])]
+            self.runs = [self._section(k[keep], r[keep])]
 
     def clear(self) -> None:
         self.runs = []
+        self.base = None
         self._buf_k, self._buf_r, self._buf_n, self._sealed_buf = [], [], 0, None

@@ -4,7 +4,7 @@ File layout (little-endian, every section 8-byte aligned so it can be memory-map
 
     header (64 bytes)
       magic        8s   b"NDUPSEG\\x00"
-      version      u32  1
+      version      u32  1, 2 or 3
       bits         u32  64 or 128
       count        u64  number of rows
       partition    i64  time-partition key (floor(time / partition_seconds))
@@ -17,15 +17,27 @@ File layout (little-endian, every section 8-byte aligned so it can be memory-map
       fingerprints u64[count * words]   words = bits // 64, high word first
       rowids       i64[count]           strictly increasing
       times        f64[count]
-    band-key section (version 2 only)
-      entries      u64                  number of (entry key, row) pairs
-      keys         u64[entries]         entry keys (:mod:`neardup.store.bands`), sorted
+    band-key section (version 3, written by this build)
+      groups       u32                  number of key groups (the bands)
+      reserved     u32                  0
+      entries      u64                  number of (compact key, row) pairs
+      offsets      u64[groups + 1]      first entry of each group; offsets[groups] = entries
+      keys         u32[entries]         low 32 bits of the compact keys
+                                        (:mod:`neardup.store.bands`), sorted within a group
       rows         u32[entries]         position of each entry's row in this segment
                                         (ascending within a key), zero-padded to 8 bytes
+    band-key section (version 2, still read)
+      entries      u64                  number of (entry key, row) pairs
+      keys         u64[entries]         64-bit entry keys, sorted
+      rows         u32[entries]         as in version 3
 
-Version 1 (no band-key section) is still written for stores without the MinHash channel and
-read by every build; a version-1 segment in a store with the channel is searched by SimHash
-only (:attr:`Segment.band_keys` is None).
+Version 3 keeps 8 bytes per band key (version 2: 12): the group (band) is implied by the
+offsets and 32 bits of a mix of the key stand for it (a false collision is rejected by the
+caller; see :mod:`neardup.store.bands`). A version-2 section is converted to compact keys in
+memory when the segment is opened (12 bytes per entry until it is merged into a version-3
+segment). Version 1 (no band-key section) is still written for stores without the MinHash
+channel and read by every build; a version-1 segment in a store with the channel is searched by
+SimHash only (:attr:`Segment.band_keys` is None).
 
 A segment is written to a temporary name, fsynced, re-read and verified, then renamed into
 place (and the directory fsynced). :func:`open_segment` checks the header CRC and the xxh64 of
@@ -49,14 +61,15 @@ import numpy.typing as npt
 import xxhash
 
 from ..errors import CorruptFileError, UnsupportedVersionError
+from .bands import BandSection, compact_keys
 from .wal import fsync_dir
 
 __all__ = ["HEADER_SIZE", "Segment", "open_segment", "write_segment"]
 
 MAGIC = b"NDUPSEG\x00"
-VERSION = 2
+VERSION = 3
 #: versions this build reads
-READABLE = (1, 2)
+READABLE = (1, 2, 3)
 _HEADER = struct.Struct("<8sIIQqddQI")
 HEADER_SIZE = 64
 _CHUNK = 64 * 1024 * 1024
@@ -76,15 +89,15 @@ class Segment:
     max_time: float
     checksum: int
     _mm: Any = None
-    #: (sorted entry keys u64, positions u32) of the band-key section, or None (version 1)
-    band_keys: tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint32]] | None = None
+    #: the band-key section (memory-mapped; a version-2 one converted), or None (version 1)
+    band_keys: BandSection | None = None
 
-    def band_runs(self) -> list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]]:
-        """The band-key section as one sorted (entry key, row id) run (empty when absent)."""
-        if self.band_keys is None or not len(self.band_keys[0]):
+    def band_runs(self) -> list[BandSection]:
+        """The band-key section as one sorted run (empty when absent); unpacks as (compact
+        keys, row ids) for merges."""
+        if self.band_keys is None or not len(self.band_keys):
             return []
-        k, pos = self.band_keys
-        return [(k, self.rowids[pos])]
+        return [self.band_keys]
 
     def __len__(self) -> int:
         return len(self.rowids)
@@ -119,9 +132,9 @@ def write_segment(
 ) -> int:
     """Write a segment atomically (temp + fsync + verify + rename + fsync dir); returns its xxh64.
 
-    Rows must already be sorted by rowid. ``band_keys``: (entry keys, row ids) of the rows'
-    band keys, any order (row ids must be rows of this segment): written as a version-2
-    segment's band-key section; None writes version 1.
+    Rows must already be sorted by rowid. ``band_keys``: (compact keys, row ids) of the rows'
+    band keys (:func:`neardup.store.bands.band_entries`), any order (row ids must be rows of
+    this segment): written as a version-3 segment's band-key section; None writes version 1.
     """
     p = Path(path)
     fps = np.ascontiguousarray(fingerprints, dtype="<u8")
@@ -134,7 +147,7 @@ def write_segment(
     body: list[Any] = [fps.data, rid.data, tms.data]
     version = 1
     if band_keys is not None:
-        version = 2
+        version = 3
         bk = np.asarray(band_keys[0], np.uint64)
         pos = np.searchsorted(rid, np.asarray(band_keys[1], np.int64))
         if len(bk) != len(band_keys[1]) or (
@@ -142,10 +155,19 @@ def write_segment(
         ):
             raise ValueError("band_keys name rows that are not in the segment")
         order = np.lexsort((pos, bk))
-        keys = np.ascontiguousarray(bk[order], dtype="<u8")
-        rows = np.ascontiguousarray(pos[order], dtype="<u4")
-        pad = (-4 * len(rows)) % 8
-        body += [struct.pack("<Q", len(keys)), keys.data, rows.data, bytes(pad)]
+        sec = BandSection.from_sorted(bk[order], pos[order].astype(np.uint32))
+        groups = len(sec.offsets) - 1 if len(sec) else 0
+        offsets = np.ascontiguousarray(sec.offsets[: groups + 1], dtype="<u8")
+        keys = np.ascontiguousarray(sec.keys, dtype="<u4")
+        rows = np.ascontiguousarray(sec.rows, dtype="<u4")
+        pad = (-8 * len(rows)) % 8
+        body += [
+            struct.pack("<IIQ", groups, 0, len(keys)),
+            offsets.data,
+            keys.data,
+            rows.data,
+            bytes(pad),
+        ]
     checksum = _body_hash(body)
     min_t = float(tms.min()) if n else 0.0
     max_t = float(tms.max()) if n else 0.0
@@ -203,15 +225,20 @@ def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segmen
             )
         words = bits // 64
         expected = HEADER_SIZE + n * (8 * words + 16)
-        m = 0
-        if version >= 2:
-            if size < expected + 8:
+        m = groups = 0
+        head_bytes = {2: 8, 3: 16}.get(version, 0)
+        if head_bytes:
+            if size < expected + head_bytes:
                 raise CorruptFileError(
                     f"{p}: segment is {size} bytes, too short for its {n} rows and band-key "
                     "section; the file is truncated or damaged"
                 )
-            (m,) = struct.unpack_from("<Q", mm, expected)
-            expected += 8 + 12 * m + ((-4 * m) % 8)
+            if version == 2:
+                (m,) = struct.unpack_from("<Q", mm, expected)
+                expected += 8 + 12 * m + ((-4 * m) % 8)
+            else:
+                groups, _r2, m = struct.unpack_from("<IIQ", mm, expected)
+                expected += 16 + 8 * (groups + 1) + 8 * m
         if size != expected:
             raise CorruptFileError(
                 f"{p}: segment is {size} bytes but its header describes {n} rows ({expected} bytes); "
@@ -233,20 +260,45 @@ def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segmen
         tms = np.frombuffer(mm, dtype="<f8", count=n, offset=off)
         off += n * 8
         bands = None
-        if version >= 2:
+        if words == 2:
+            fps = fps.reshape(n, 2)
+        rowids = rid.view(np.int64)
+        if version == 2:  # converted to compact keys, in memory
             off += 8
             bkeys = np.frombuffer(mm, dtype="<u8", count=m, offset=off)
             off += 8 * m
             bpos = np.frombuffer(mm, dtype="<u4", count=m, offset=off)
-            bands = (bkeys.view(np.uint64), bpos.view(np.uint32))
-        if words == 2:
-            fps = fps.reshape(n, 2)
+            ck = compact_keys(bkeys)
+            order = np.lexsort((bpos, ck))
+            bands = BandSection.from_sorted(ck[order], bpos[order].copy(), rowids)
+        elif version == 3:
+            off += 16
+            offsets = np.frombuffer(mm, dtype="<u8", count=groups + 1, offset=off)
+            off += 8 * (groups + 1)
+            bkeys32 = np.frombuffer(mm, dtype="<u4", count=m, offset=off)
+            off += 4 * m
+            bpos = np.frombuffer(mm, dtype="<u4", count=m, offset=off)
+            if int(offsets[-1]) != m or (
+                groups and bool(np.any(np.diff(offsets.astype(np.int64)) < 0))
+            ):
+                raise CorruptFileError(
+                    f"{p}: segment band-key section's group offsets do not describe its {m} "
+                    "entries; the file is damaged"
+                )
+            if m and int(bpos.max()) >= n:
+                raise CorruptFileError(
+                    f"{p}: segment band-key section names row {int(bpos.max())} of {n}; the file "
+                    "is damaged"
+                )
+            bands = BandSection(
+                offsets.view(np.uint64), bkeys32.view(np.uint32), bpos.view(np.uint32), rowids
+            )
         return Segment(
             p,
             bits,
             partition,
             fps.view(np.uint64),
-            rid.view(np.int64),
+            rowids,
             tms.view(np.float64),
             min_t,
             max_t,

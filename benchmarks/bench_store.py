@@ -8,6 +8,16 @@ the batch run and per call in the single-document run.
 
     .venv/bin/python benchmarks/bench_store.py --n 2000000 --verify 0
     .venv/bin/python benchmarks/bench_store.py --data DIR --reuse   # an already seeded store
+
+``--window N`` measures a window of N *texts* instead (what the MinHash channel needs:
+``bulk_load`` has no texts, so it cannot seed band keys), per candidate mode (``--modes``): the
+window is filled through ``check_and_add`` in batches of ``--batch`` generated posts (short and
+long mixed, 5 % edited copies of earlier ones), then measured: batch check-and-add throughput,
+single-document latency, RSS (peak, anonymous and file-backed), memory of the band keys, disk
+per million documents by file kind, and the restart of a process SIGKILLed while adding
+(``results/store_window.json``)::
+
+    .venv/bin/python benchmarks/bench_store.py --window 1000000 --modes lsh,simhash
 """
 
 from __future__ import annotations
@@ -98,6 +108,205 @@ class WriterProfile:
         self.calls.clear()
 
 
+def window_texts(n: int, seed: int, start: int) -> list[str]:
+    """``n`` generated posts: 4 of 5 short (12-40 words), 1 of 5 long (150-400 words), over a
+    200k-word vocabulary; 5 % are copies of an earlier post of the same call with one word
+    replaced (near duplicates that the MinHash channel, not SimHash distance 3, catches)."""
+    rng = np.random.default_rng(seed * 1_000_003 + start)
+    lens = np.where(rng.random(n) < 0.8, rng.integers(12, 41, n), rng.integers(150, 401, n))
+    words = rng.integers(0, 200_000, int(lens.sum())).tolist()
+    out: list[str] = []
+    pos = 0
+    for k in lens.tolist():
+        out.append(" ".join(f"w{x}" for x in words[pos : pos + k]))
+        pos += k
+    for i in rng.choice(n, n // 20, replace=False).tolist():
+        if i == 0:
+            continue
+        w = out[int(rng.integers(0, i))].split()
+        w[int(rng.integers(0, len(w)))] = "edited"
+        out[i] = " ".join(w)
+    return out
+
+
+def proc_memory() -> dict[str, float]:
+    """This process's VmHWM, VmRSS, RssAnon and RssFile in MiB."""
+    out: dict[str, float] = {}
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            k = line.split(":")[0]
+            if k in ("VmHWM", "VmRSS", "RssAnon", "RssFile"):
+                out[k + "_mib"] = int(line.split()[1]) / 1024
+    return out
+
+
+def disk_by_kind(path: Path) -> dict[str, int]:
+    kinds: collections.Counter[str] = collections.Counter()
+    for f in path.iterdir():
+        if not f.is_file():
+            continue
+        name = f.name
+        kind = (
+            "segments"
+            if name.endswith(".nds")
+            else "segment_indexes"
+            if name.endswith(".hidx")
+            else "sqlite"
+            if name.startswith("meta.sqlite3")
+            else "log"
+            if name.startswith("wal-")
+            else "other"
+        )
+        kinds[kind] += f.stat().st_size
+    return dict(kinds)
+
+
+_KILLED_CHILD = """
+import sys, time
+sys.path.insert(0, {root!r})
+from neardup.online.deduplicator import Deduplicator
+d = Deduplicator({path!r})
+print("open", flush=True)
+i = 0
+while True:
+    d.check_and_add([{{"id": f"k{{i}}-{{j}}", "text": f"killed child post {{i}} {{j}} words"}}
+                     for j in range(100)])
+    i += 1
+"""
+
+
+def restart_after_sigkill(path: Path) -> dict[str, float]:
+    """SIGKILL a process adding to the store, then time opening it and answering a check."""
+    import os
+    import signal
+    import subprocess
+
+    from neardup.online.deduplicator import Deduplicator
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_CHILD.format(root=str(ROOT), path=str(path))],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    child.stdout.readline()  # opened
+    time.sleep(3.0)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    t0 = time.perf_counter()
+    d = Deduplicator(path)
+    opened = time.perf_counter() - t0
+    d.check({"id": "after-restart", "text": "is anything like this stored"})
+    first = time.perf_counter() - t0
+    d.close()
+    return {"restart_open_s": opened, "restart_first_check_s": first}
+
+
+def window(a: argparse.Namespace) -> int:
+    """The ``--window`` run (see the module)."""
+    import os
+    import platform
+
+    from neardup.online.deduplicator import Deduplicator
+
+    root = Path(a.data) if a.data else Path(tempfile.mkdtemp(prefix="ndwin-"))
+    res: dict[str, Any] = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "load_average_start": list(os.getloadavg()),
+            "note": "shared 2-core VM, other engineers' jobs running",
+        },
+        "window": a.window,
+        "batch": a.batch,
+    }
+    try:
+        for mode in a.modes.split(","):
+            path = root / mode
+            r: dict[str, Any] = {}
+            d = Deduplicator(path, candidates=mode)
+            t_all = time.perf_counter()
+            rates = []
+            done = 0
+            chunk = 100_000
+            while done < a.window:
+                n = min(chunk, a.window - done)
+                corpus = window_texts(n, 1, done)
+                t0 = time.perf_counter()
+                for s0 in range(0, n, a.batch):
+                    d.check_and_add(
+                        [
+                            {"id": f"s{done + s0 + i}", "text": t}
+                            for i, t in enumerate(corpus[s0 : s0 + a.batch])
+                        ]
+                    )
+                rates.append(n / (time.perf_counter() - t0))
+                done += n
+                print(f"{mode}: {done:,} in the window, {rates[-1]:,.0f} adds/s", flush=True)
+            r["seed_s"] = time.perf_counter() - t_all
+            r["seed_adds_per_s_by_100k"] = [round(x) for x in rates]
+            corpus = window_texts(a.batch * a.batches + a.singles, 2, 0)
+            la0 = os.getloadavg()[0]
+            t0 = time.perf_counter()
+            c0 = time.process_time()
+            dups = 0
+            for b in range(a.batches):
+                got = d.check_and_add(
+                    [
+                        {"id": f"b{b}-{i}", "text": t}
+                        for i, t in enumerate(corpus[b * a.batch : (b + 1) * a.batch])
+                    ]
+                )
+                dups += sum(x.duplicate for x in got)
+            dt = time.perf_counter() - t0
+            nb = a.batch * a.batches
+            r["batch_docs_per_s"] = nb / dt
+            r["batch_cpu_ms_per_doc"] = (time.process_time() - c0) / nb * 1000
+            r["batch_duplicates"] = dups
+            r["batch_load_average"] = [la0, os.getloadavg()[0]]
+            lat = []
+            for j in range(a.singles):
+                t1 = time.perf_counter()
+                d.check_and_add({"id": f"one-{j}", "text": corpus[nb + j]})
+                lat.append((time.perf_counter() - t1) * 1000)
+            r["single_p50_ms"] = float(np.percentile(lat, 50))
+            r["single_p99_ms"] = float(np.percentile(lat, 99))
+            r["documents"] = len(d)
+            r.update(proc_memory())
+            st = d.store
+            if st.band_keys_of is not None:
+                r["band_memtable_bytes"] = st.bandtable.nbytes
+                r["band_memtable_rows"] = len(st.memtable)
+                r["band_section_bytes"] = sum(
+                    0
+                    if s.segment.band_keys is None
+                    else 16 + s.segment.band_keys.offsets.nbytes + 8 * len(s.segment.band_keys)
+                    for s in st.segments
+                )
+                r["band_section_rows"] = sum(
+                    len(s.segment) for s in st.segments if s.segment.band_keys is not None
+                )
+            d.close()
+            disk = disk_by_kind(path)
+            r["disk_bytes"] = disk
+            r["disk_mib_per_million_docs"] = {
+                k: round(v / r["documents"] * 1e6 / 2**20, 1) for k, v in disk.items()
+            }
+            r.update(restart_after_sigkill(path))
+            res[mode] = r
+            print(mode, json.dumps(r, indent=1), flush=True)
+    finally:
+        if a.data is None:
+            shutil.rmtree(root, ignore_errors=True)
+    res["machine"]["load_average_end"] = list(__import__("os").getloadavg())
+    out = a.out if a.out.name != "store.json" else a.out.with_name("store_window.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from neardup.online.deduplicator import Deduplicator
 
@@ -112,7 +321,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", type=Path, default=None, help="data directory (default: a temp dir)")
     p.add_argument("--reuse", action="store_true", help="--data is already seeded: skip seeding")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "store.json")
+    p.add_argument(
+        "--window", type=int, default=0, help="N texts added through check_and_add (see above)"
+    )
+    p.add_argument("--modes", default="lsh,simhash", help="candidate modes for --window")
     a = p.parse_args(argv)
+    if a.window:
+        return window(a)
 
     data = a.data or Path(tempfile.mkdtemp(prefix="neardup-bench-"))
     res: dict[str, Any] = {

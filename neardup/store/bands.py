@@ -426,6 +426,8 @@ class BandSection:
 
 #: a memtable's band rows are offsets from its first row id, in 32 bits
 _MAX_SPAN = 1 << 32
+#: adds an append buffer takes before it is sealed into a section
+_BUFFER_ADDS = 16
 
 
 class BandRuns:
@@ -470,7 +472,9 @@ class BandRuns:
         self._buf_r.append(r)
         self._buf_n += len(k)
         self._sealed_buf = None
-        if self._buf_n >= self.buffer:
+        # sealed after ``buffer`` entries or _BUFFER_ADDS adds: every lookup sorts the buffer,
+        # and single-document groups would sort a full buffer per request
+        if self._buf_n >= self.buffer or len(self._buf_k) >= _BUFFER_ADDS:
             self._seal()
 
     def _rebase(self, base: int) -> None:

@@ -33,6 +33,7 @@ import hashlib
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -111,12 +112,14 @@ def child_open(path: str, n: int, nq: int, single: int) -> dict[str, Any]:
         digest.update(np.diff(lims).tobytes() + ids.tobytes() + ds.tobytes())
     batch_cpu = time.thread_time() - t1
     lat, cpu = [], []
+    ru0 = resource.getrusage(resource.RUSAGE_THREAD)
     for i in range(min(single, len(q))):
         t2 = time.perf_counter_ns()
         c2 = time.thread_time_ns()
         st.search(q[i : i + 1], K)
         cpu.append(time.thread_time_ns() - c2)
         lat.append(time.perf_counter_ns() - t2)
+    ru1 = resource.getrusage(resource.RUSAGE_THREAD)
     lat_a = np.array(lat, dtype=np.float64) / 1e3
     cpu_a = np.array(cpu, dtype=np.float64) / 1e3
     after_search = status_kib()
@@ -139,6 +142,11 @@ def child_open(path: str, n: int, nq: int, single: int) -> dict[str, Any]:
         "single_p99_us": float(np.percentile(lat_a, 99)),
         "single_cpu_p50_us": float(np.percentile(cpu_a, 50)),
         "single_cpu_p99_us": float(np.percentile(cpu_a, 99)),
+        # during the single queries: page faults and context switches of the thread
+        "single_major_faults": ru1.ru_majflt - ru0.ru_majflt,
+        "single_minor_faults": ru1.ru_minflt - ru0.ru_minflt,
+        "single_voluntary_switches": ru1.ru_nvcsw - ru0.ru_nvcsw,
+        "single_involuntary_switches": ru1.ru_nivcsw - ru0.ru_nivcsw,
         "results_sha256": digest.hexdigest(),
     }
     st.close()

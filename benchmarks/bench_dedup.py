@@ -46,6 +46,7 @@ Prints a table and writes ``benchmarks/results/bench_dedup.json``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -260,6 +261,45 @@ def dev_distances() -> dict:
     return out
 
 
+def bigram_df() -> dict:
+    """How concentrated texts are on frequent token bigrams (the MinHash shingles, over
+    ``Verifier.tokens``): the share of texts holding the top bigrams, how many bigrams are in
+    >= 1 % of texts, and the sum of the top 50 shares squared (buckets keyed by a frequent
+    bigram hold ~N * share documents). Dev set slices next to generated posts and documents."""
+    from collections import Counter
+
+    from neardup.verify.rule import Verifier
+
+    v = Verifier()
+    sets: dict[str, list[str]] = {}
+    path = ROOT.parent / "shared" / "data" / "dev" / "docs.jsonl"
+    if path.exists():
+        docs = [json.loads(line) for line in path.open(encoding="utf-8")]
+        for lang in ("en", "zh"):
+            sets[f"dev {lang} < 200 chars"] = [
+                d["text"] for d in docs if d["lang"] == lang and len(d["text"]) < 200
+            ]
+            sets[f"dev {lang} >= 1000 chars"] = [
+                d["text"] for d in docs if d["lang"] == lang and len(d["text"]) >= 1000
+            ]
+    sets["generated short"] = generate("short", 20_000, 0, 0.0)
+    sets["generated long"] = generate("long", 3_000, 0, 0.0)
+    out = {}
+    for name, texts in sets.items():
+        df: Counter[tuple[str, str]] = Counter()
+        for t in texts:
+            tok = v.tokens(t)
+            df.update(set(itertools.pairwise(tok)))
+        share = np.array(sorted(df.values(), reverse=True), np.float64) / max(1, len(texts))
+        out[name] = {
+            "texts": len(texts),
+            "top": [(" ".join(k), round(c / len(texts), 3)) for k, c in df.most_common(5)],
+            "bigrams_in_1pct": int((share >= 0.01).sum()),
+            "sum_df2_top50": round(float((share[:50] ** 2).sum()), 4),
+        }
+    return out
+
+
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
@@ -317,6 +357,31 @@ def _planted_recall(pairs_csv: Path, planted: list[tuple[int, int]]) -> float | 
     return round(hit / len(planted), 4) if planted else None
 
 
+def _ratio(x: float | None, y: float | None) -> float | None:
+    return None if x is None or not y else round(x / y, 3)
+
+
+def write_corpus(
+    src: Path, kind: str, n: int, seed: int, dup_rate: float
+) -> tuple[list[tuple[int, int]], dict, list[str]]:
+    """Generate the corpus and write it as JSONL: (planted pairs, random-pair distances, texts)."""
+    import orjson
+
+    planted: list[tuple[int, int]] = []
+    texts = generate(kind, n, seed, dup_rate, planted)
+    sample = np.random.default_rng(7).choice(n, size=min(n, 20000), replace=False)
+    spread = random_pair_distances([texts[i] for i in sample.tolist()])
+    with src.open("wb") as fh:
+        for i in range(0, n, 10000):
+            fh.write(
+                b"".join(
+                    orjson.dumps({"id": f"d{j}", "text": texts[j]}) + b"\n"
+                    for j in range(i, min(n, i + 10000))
+                )
+            )
+    return planted, spread, texts
+
+
 def child(
     kind: str,
     n: int,
@@ -325,36 +390,36 @@ def child(
     workers: int,
     distances: list[int],
     once: bool = False,
+    low_memory: bool = False,
 ) -> dict:
     from neardup import Fingerprinter
     from neardup.cli.main import main as cli_main
     from neardup.io import read_corpus, write_kept
 
     Fingerprinter().fingerprint_many(["warm up the kernels"], workers=workers)
-    import orjson
-
-    t0 = time.perf_counter()
-    planted: list[tuple[int, int]] = []
-    texts = generate(kind, n, seed, dup_rate, planted)
-    gen_s = time.perf_counter() - t0
-    sample = np.random.default_rng(7).choice(n, size=min(n, 20000), replace=False)
-    spread = random_pair_distances([texts[i] for i in sample.tolist()])
     with tempfile.TemporaryDirectory(prefix="neardup-bench-") as tmp:
         src = Path(tmp) / "docs.jsonl"
-        with src.open("wb") as fh:
-            for i in range(0, n, 10000):
-                fh.write(
-                    b"".join(
-                        orjson.dumps({"id": f"d{j}", "text": texts[j]}) + b"\n"
-                        for j in range(i, min(n, i + 10000))
-                    )
-                )
+        t0 = time.perf_counter()
+        if low_memory:  # generated and written by a process that exits: its texts are freed
+            subprocess.run(
+                [sys.executable, __file__, "--gen-only", tmp, "--kinds", kind, "--n", str(n),
+                 "--seed", str(seed), "--dup-rate", str(dup_rate)],
+                check=True,
+            )  # fmt: skip
+            meta = json.loads((Path(tmp) / "gen.json").read_text())
+            planted = [tuple(p) for p in meta["planted"]]
+            spread = meta["spread"]
+            fp_s = None  # fingerprint-only needs the texts in memory
+        else:
+            planted, spread, texts = write_corpus(src, kind, n, seed, dup_rate)
+        gen_s = time.perf_counter() - t0
         mb = src.stat().st_size / 1e6
         os.sync()  # the input's dirty pages written back now, not during the timed runs
-        t0 = time.perf_counter()
-        Fingerprinter().fingerprint_many(texts, workers=workers)
-        fp_s = time.perf_counter() - t0
-        del texts
+        if not low_memory:
+            t0 = time.perf_counter()
+            Fingerprinter().fingerprint_many(texts, workers=workers)
+            fp_s = time.perf_counter() - t0
+            del texts
         summary = Path(tmp) / "summary.json"
 
         def dedup(extra: list[str]) -> float:
@@ -401,7 +466,7 @@ def child(
                 {
                     "max_distance": k,
                     "end_to_end_s": round(s, 2),
-                    "ratio_e2e_to_fingerprint": round(fp_s / s, 3),
+                    "ratio_e2e_to_fingerprint": _ratio(fp_s, s),
                     "candidates": st.get("candidates"),
                     "planted_recall": _planted_recall(Path(tmp) / "pairs.csv", planted),
                     "timings_s": st.get("timings_s"),
@@ -413,12 +478,12 @@ def child(
         "input_mb": round(mb, 1),
         "workers": workers,
         "generate_s": round(gen_s, 2),
-        "fingerprint_s": round(fp_s, 2),
-        "fingerprint_docs_per_s": round(n / fp_s, 1),
+        "fingerprint_s": None if fp_s is None else round(fp_s, 2),
+        "fingerprint_docs_per_s": _ratio(n, fp_s),
         "end_to_end_s": round(e2e_s, 2),
         "end_to_end_first_run_s": None if first_s is None else round(first_s, 2),
         "end_to_end_docs_per_s": round(n / e2e_s, 1),
-        "ratio_e2e_to_fingerprint": round(fp_s / e2e_s, 3),
+        "ratio_e2e_to_fingerprint": _ratio(fp_s, e2e_s),
         "timings_s": stats.get("timings_s"),
         "candidates": stats.get("candidates"),
         "candidate_passes": stats.get("candidate_passes"),
@@ -429,7 +494,7 @@ def child(
         "planted_recall": recall,
         "read_only_s": round(read_s, 3),
         "write_all_s": round(write_s, 3),
-        "ratio_read_only_to_fingerprint": round(fp_s / read_s, 3),
+        "ratio_read_only_to_fingerprint": _ratio(fp_s, read_s),
         "forced_distances": tradeoff,
         "exact_duplicates": stats.get("exact_duplicates"),
         "near_duplicates": stats.get("near_duplicates"),
@@ -625,11 +690,34 @@ def main() -> None:
         "in full: lsh_band_pairs_per_doc=None) and/or the fixed cap of 32 it replaced "
         "(lsh_band_pairs_per_doc=1), e.g. off,fixed: candidates, pairs, kept, planted recall",
     )
+    ap.add_argument(
+        "--bigram-df",
+        action="store_true",
+        help="instead: how concentrated dev and generated texts are on frequent token bigrams "
+        "(why MinHash band buckets crowd; docs/dedup.md, the bucket valve)",
+    )
+    ap.add_argument(
+        "--low-memory",
+        action="store_true",
+        help="generate and write the corpus in a process that exits before neardup dedup runs "
+        "(its texts are not resident during the timed run); no fingerprint-only timing",
+    )
+    ap.add_argument("--gen-only", help=argparse.SUPPRESS)
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_dedup.json"
     )
     args = ap.parse_args()
+    if args.gen_only:  # (--low-memory's generating process)
+        planted, spread, _ = write_corpus(
+            Path(args.gen_only) / "docs.jsonl", args.kinds, args.n, args.seed, args.dup_rate
+        )
+        meta = {"planted": planted, "spread": spread}
+        (Path(args.gen_only) / "gen.json").write_text(json.dumps(meta))
+        return
+    if args.bigram_df:
+        print(json.dumps(bigram_df(), indent=1, ensure_ascii=False))
+        return
     if args.peers:
         res = [
             peers(
@@ -659,7 +747,14 @@ def main() -> None:
     if args.child:
         distances = [int(k) for k in args.max_distances.split(",") if k.strip()]
         out = child(
-            args.child, args.n, args.seed, args.dup_rate, args.workers, distances, args.once
+            args.child,
+            args.n,
+            args.seed,
+            args.dup_rate,
+            args.workers,
+            distances,
+            args.once,
+            args.low_memory,
         )
         print(json.dumps(out))
         return
@@ -678,6 +773,7 @@ def main() -> None:
         ]
         cmd += ["--dup-rate", str(args.dup_rate), "--workers", str(args.workers)]
         cmd += ["--max-distances", args.max_distances] + (["--once"] if args.once else [])
+        cmd += ["--low-memory"] if args.low_memory else []
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             print(proc.stderr, file=sys.stderr)
@@ -687,8 +783,8 @@ def main() -> None:
     print(hdr)
     for r in rows:
         print(
-            f"{r['kind']:<6} {r['n']:>9} {r['input_mb']:>7} {r['fingerprint_docs_per_s']:>11,.0f} "
-            f"{r['end_to_end_docs_per_s']:>11,.0f} {r['ratio_e2e_to_fingerprint']:>7.2f} "
+            f"{r['kind']:<6} {r['n']:>9} {r['input_mb']:>7} {r['fingerprint_docs_per_s'] or 0:>11,.0f} "
+            f"{r['end_to_end_docs_per_s']:>11,.0f} {r['ratio_e2e_to_fingerprint'] or 0:>7.2f} "
             f"{r['candidates']:>10} {r['peak_rss_mb']:>8.0f} {r.get('peak_anon_mb', 0):>8.0f} "
             f"{r['planted_recall'] or 0:>7.3f}"
         )
@@ -698,13 +794,13 @@ def main() -> None:
         )
         print(
             f"       floor: reading the file alone (no hashing, no fingerprints) "
-            f"{r['read_only_s']} s = {r['ratio_read_only_to_fingerprint']:.2f}x fingerprint-only "
+            f"{r['read_only_s']} s = {r['ratio_read_only_to_fingerprint'] or 0:.2f}x fingerprint-only "
             f"throughput; writing every line {r['write_all_s']} s"
         )
         for t in r.get("forced_distances") or []:
             print(
                 f"       --max-distance {t['max_distance']}: e2e {t['end_to_end_s']} s = "
-                f"{t['ratio_e2e_to_fingerprint']:.2f}x, {t['candidates']} candidates, "
+                f"{t['ratio_e2e_to_fingerprint'] or 0:.2f}x, {t['candidates']} candidates, "
                 f"planted recall {t['planted_recall'] or 0:.3f}; stages {t['timings_s']}"
             )
         for name, p in (r.get("candidate_passes") or {}).items():

@@ -49,13 +49,17 @@ HALF_SCHEMA = _half_schema()
 
 def _unit_facts(workdir: str, task: int, docs: Any, x: np.ndarray) -> dict[str, Any]:
     """For units ``x`` (first copies in partition ``task``): id, group size, longest length,
-    head (the member that stands for the group) and its id."""
+    head (the member that stands for the group) and its id (``id``, ``head_id``: pyarrow
+    arrays, so that millions of candidate pairs make no Python strings)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     dpos = docs["pos"].to_numpy()
     at = np.searchsorted(dpos, x)
-    ids = np.asarray(docs["id"].take(at).to_pylist(), dtype=object)
+    ids = docs["id"].take(at).combine_chunks() if x.size else pa.array([], pa.string())
     ulen = docs["len"].to_numpy()[at].astype(np.int64)
     gsize = np.ones(x.size, np.int64)
-    head, head_id = x.copy(), ids.copy()
+    head, head_id = x.copy(), ids
     dups = _store.read_bucket(workdir, "dups", task, DUPS_SCHEMA)
     if dups.num_rows and x.size:
         dp = dups["pos"].to_numpy()
@@ -66,7 +70,7 @@ def _unit_facts(workdir: str, task: int, docs: Any, x: np.ndarray) -> dict[str, 
         ulen[hit] = dups["ulen"].to_numpy()[j]
         gsize[hit] = dups["size"].to_numpy()[j]
         head[hit] = dups["head"].to_numpy()[j]
-        head_id[hit] = np.asarray(dups["head_id"].take(j).to_pylist(), dtype=object)
+        head_id = pc.if_else(pa.array(hit), dups["head_id"].take(i).combine_chunks(), ids)
     return {"id": ids, "ulen": ulen, "gsize": gsize, "head": head, "head_id": head_id}
 
 
@@ -89,49 +93,54 @@ def step_attach(workdir: str, task: int, job: Job) -> dict[str, Any]:
     f = _unit_facts(workdir, task, docs, a)
     t = pa.table(
         {"a": a, "b": b, "src": pa.array(src, pa.uint8()),
-         "id_a": pa.array(f["id"].tolist(), pa.string()), "ulen_a": f["ulen"],
-         "gsize_a": f["gsize"], "head_a": f["head"],
-         "head_id_a": pa.array(f["head_id"].tolist(), pa.string())},
+         "id_a": f["id"], "ulen_a": f["ulen"], "gsize_a": f["gsize"], "head_a": f["head"],
+         "head_id_a": f["head_id"]},
         schema=HALF_SCHEMA,
     )  # fmt: skip
     size = _store.shuffle_write(workdir, "half", task, t, _store.owner_of(b, job.starts))
     return {"pairs": int(a.size), "shuffle_bytes": size}
 
 
-def _by_reference(workdir: str, job: Job, pos: np.ndarray, cols: list[str]) -> dict[str, Any]:
-    """Columns ``cols`` of the documents at positions ``pos`` (any partitions), read from the
-    partitions' ``docs`` files (memory-mapped: only the rows taken are read); returns the
-    columns (pyarrow arrays in the order of ``pos``) and the bytes read."""
-    import pyarrow as pa
+def _sig_matrix(arr: Any, m: int, hashes: int) -> np.ndarray:
+    """A FixedSizeBinary column of ``m`` signatures as a ``(m, hashes)`` uint16 view."""
+    if m == 0:
+        return np.zeros((0, hashes), np.uint16)
+    arr = arr.combine_chunks() if hasattr(arr, "combine_chunks") else arr
+    buf = np.frombuffer(arr.buffers()[1], "<u2")
+    off = arr.offset * hashes
+    return buf[off : off + m * hashes].reshape(m, hashes)
 
+
+def _by_reference(
+    workdir: str, job: Job, pos: np.ndarray, hashes: int, texts: np.ndarray
+) -> dict[str, Any]:
+    """Fingerprints, MinHash signatures (``(n, hashes)`` uint16) and, where ``texts`` (bool) is
+    set, the texts of the documents at positions ``pos`` (any partitions), read from the
+    partitions' ``docs`` files (memory-mapped: only the rows taken are read); with the bytes
+    read."""
     owner = _store.owner_of(pos, job.starts)
     o = np.argsort(owner, kind="stable")
-    parts: dict[str, list[Any]] = {c: [] for c in cols}
+    fp = np.zeros(pos.size, np.uint64)
+    sig = np.zeros((pos.size, hashes), np.uint16)
+    text: list[Any] = [None] * pos.size
     nbytes = 0
     bounds: list[int] = []
     if pos.size:
         bounds = np.flatnonzero(np.r_[True, owner[o][1:] != owner[o][:-1], True]).tolist()
     for s, e in itertools.pairwise(bounds):
-        q = int(owner[o[s]])
-        docs = _store.read_table(f"{workdir}/docs/p{q:05d}.arrow")
-        rows = docs.select(cols).take(np.searchsorted(docs["pos"].to_numpy(), pos[o[s:e]]))
-        nbytes += rows.nbytes
-        for c in cols:
-            parts[c].append(rows[c].combine_chunks())
-    inv = np.empty(pos.size, np.int64)
-    inv[o] = np.arange(pos.size)
-    out = {}
-    for c in cols:
-        arr = pa.concat_arrays(parts[c]) if parts[c] else None
-        out[c] = arr.take(pa.array(inv)) if arr is not None else None
-    return {"cols": out, "bytes": nbytes}
-
-
-def _sig_matrix(arr: Any, m: int, hashes: int) -> np.ndarray:
-    arr = arr.combine_chunks() if hasattr(arr, "combine_chunks") else arr
-    buf = np.frombuffer(arr.buffers()[1], "<u2")
-    off = arr.offset * hashes
-    return buf[off : off + m * hashes].reshape(m, hashes)
+        rows = o[s:e]
+        docs = _store.read_table(f"{workdir}/docs/p{int(owner[rows[0]]):05d}.arrow")
+        at = np.searchsorted(docs["pos"].to_numpy(), pos[rows])
+        fp[rows] = docs["fp"].to_numpy()[at]
+        sig[rows] = _sig_matrix(docs["sig"], docs.num_rows, hashes)[at]
+        nbytes += rows.size * (8 + 2 * hashes)
+        want = rows[texts[rows]]
+        if want.size:
+            got = docs["text"].take(np.searchsorted(docs["pos"].to_numpy(), pos[want]))
+            nbytes += got.nbytes
+            for r, t in zip(want.tolist(), got.to_pylist(), strict=True):
+                text[r] = t
+    return {"fp": fp, "sig": sig, "text": text, "bytes": nbytes}
 
 
 @_store.resumable("verify")
@@ -148,28 +157,27 @@ def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
     half = _store.read_bucket(workdir, "half", task, HALF_SCHEMA)
     docs = _store.read_table(f"{workdir}/docs/p{task:05d}.arrow")
     a, b = half["a"].to_numpy(), half["b"].to_numpy()
-    m = a.size
     at_b = np.searchsorted(docs["pos"].to_numpy(), b)
-    side_b = docs.select(["fp", "sig", "text"]).take(at_b)
-    ref = _by_reference(workdir, job, a, ["fp", "sig"])
-    remote = ref["bytes"]
-    if m:
-        agree = (
-            _sig_matrix(ref["cols"]["sig"], m, plan.hashes)
-            == _sig_matrix(side_b["sig"], m, plan.hashes)
-        ).sum(axis=1)
-        fa = ref["cols"]["fp"].to_numpy()
-    else:
-        agree, fa = np.zeros(0, np.int64), np.zeros(0, np.uint64)
     src = half["src"].to_numpy()
+    # the first member's fingerprint, signature and (for a pair the channel keeps) text, read
+    # where the pair is verified: a SimHash pair is a candidate whatever the signatures say
+    ref = _by_reference(workdir, job, a, plan.hashes, (src & SRC_SIMHASH) > 0)
+    sig_b = _sig_matrix(docs["sig"], docs.num_rows, plan.hashes)[at_b]
+    agree = (ref["sig"] == sig_b).sum(axis=1)
     cand = ((src & SRC_SIMHASH) > 0) | (agree >= plan.min_agreement)
-    fb = side_b["fp"].to_numpy()
-    d = np.bitwise_count(fa ^ fb).astype(np.int32)
+    fb = docs["fp"].to_numpy()[at_b]
+    d = np.bitwise_count(ref["fp"] ^ fb).astype(np.int32)
     idx = np.flatnonzero(cand)
-    ref_t = _by_reference(workdir, job, a[idx], ["text"])
-    remote += ref_t["bytes"]
-    text_a = ref_t["cols"]["text"].to_pylist() if idx.size else []
-    texts = text_a + side_b["text"].take(idx).to_pylist()
+    text_a = [ref["text"][i] for i in idx.tolist()]
+    lsh_only = idx[[t is None for t in text_a]]
+    if lsh_only.size:  # MinHash pairs that passed the agreement filter: their texts now
+        more = _by_reference(workdir, job, a[lsh_only], plan.hashes, np.ones(lsh_only.size, bool))
+        ref["bytes"] += more["bytes"]
+        for i, t in zip(lsh_only.tolist(), more["text"], strict=True):
+            ref["text"][i] = t
+        text_a = [ref["text"][i] for i in idx.tolist()]
+    remote = ref["bytes"]
+    texts = text_a + docs["text"].take(at_b[idx]).to_pylist()
     a, b, d = a[idx], b[idx], d[idx]
     ia = np.arange(idx.size, dtype=np.int64)
     if cfg.verify:
@@ -180,6 +188,8 @@ def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
     a, b, d, score = a[ok], b[ok], d[ok], np.asarray(score, np.float64)[ok]
     h = half.take(sel)
     fb_ = _unit_facts(workdir, task, docs, b)
+    fb_["id"] = np.asarray(fb_["id"].to_pylist(), dtype=object)
+    fb_["head_id"] = np.asarray(fb_["head_id"].to_pylist(), dtype=object)
     id_a = np.asarray(h["id_a"].to_pylist(), dtype=object)
     owner = _store.owner_of
     size = 0

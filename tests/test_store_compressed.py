@@ -236,3 +236,14 @@ def test_damaged_compressed_side_file_is_rebuilt(tmp_path, caplog):
         _check(st, fps, rids, _queries(fps, 10))
     finally:
         st.close()
+
+
+def test_warm_up_with_compressed_tables_leaves_no_data(tmp_path):
+    """warm_up builds and searches a compressed index of its own (forced table layout: the
+    planner plans brute force for so few rows) and leaves the store as it was."""
+    st = Store(tmp_path, bits=64, radius=RADIUS, partition_seconds=WIDTH, compress_tables=True)
+    try:
+        st.warm_up()
+        assert not st.segments and len(st.memtable) == 0 and st.documents == 0
+    finally:
+        st.close()

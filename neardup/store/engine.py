@@ -1743,16 +1743,22 @@ class Store:
         )
         idx.search(fps[:2], self.radius)
         idx.search(fps[:16], self.radius)
-        if self.compress_tables:  # the compressed tables' build and probe kernels
-            cidx = build_index(
-                fps,
-                np.arange(300, dtype=np.int64),
+        cls = hamming_index_class()
+        if self.compress_tables and cls is not None:
+            # the compressed tables' build and probe kernels (a few queries and more); a
+            # table layout forced, since the planner gives so small an index no tables
+            cidx = cls(
                 bits=self.bits,
                 max_distance=self.radius,
+                expected_size=300,
+                layout="tables",
                 compress=True,
                 block_bytes=self.table_block_bytes,
             )
+            cidx.add(fps, ids=np.arange(300, dtype=np.int64))
+            cidx.flush()
             cidx.search(fps[:2], self.radius)
+            cidx.search(fps[:16], self.radius)
         nq = min(PARALLEL_QUERIES, 2048)
         many = rng.integers(0, 2**64, (nq, *shape[1:]), dtype=np.uint64)
         for m in (2, 16, nq):

@@ -20,7 +20,7 @@ from .job import Job, plan_partitions
 from .keep import step_final, step_round
 from .read import step_read
 from .verify import step_attach, step_verify
-from .write import step_write
+from .write import step_count, step_write
 
 __all__ = ["DistributedResult", "run_dedup"]
 
@@ -151,13 +151,11 @@ def run_dedup(
     del steps["keep_round"]
     run("final", step_final, P, job, len(rounds))
     wr = run("write", step_write, P, job)
+    cn = run("count", step_count, P, job)
     elapsed = time.perf_counter() - t_start
-    import numpy as np
-
     kept = sum(r["kept"] for r in wr)
     dropped = n - kept
-    roots = np.unique(np.concatenate([np.asarray(r["dropped_roots"], np.int64) for r in wr]))
-    clusters = int(roots.size)
+    clusters = sum(r["clusters"] for r in cn)
     in_cluster = dropped if cfg.keep == "none" else dropped + clusters
     exact_dups = sum(r["later_copies"] for r in ex)
     stats = {

@@ -8,6 +8,9 @@ written atomically with the partition's success marker last:
 * ``clusters/p<partition>.arrow``: ``pos, id, root, root_id, kept`` for every document;
 * ``pairs_out/p<partition>.arrow``: the pairs whose first member is here, sorted by
   ``(a, b)``; partitions are in input order, so the files in order are sorted globally.
+
+The roots of the dropped documents go to the roots' partitions (``roots``), where step ``count``
+counts the distinct ones (the summary's clusters) without gathering them on the driver.
 """
 
 from __future__ import annotations
@@ -21,13 +24,21 @@ from .exact import DUPS_SCHEMA, PAIRS_SCHEMA
 from .job import Job
 from .keep import DECIDE_SCHEMA
 
-__all__ = ["step_write"]
+__all__ = ["step_count", "step_write"]
+
+
+def _roots_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([("root", pa.int64())])
+
+
+_ROOTS_SCHEMA = _roots_schema()
 
 
 @_store.resumable("write")
 def step_write(workdir: str, task: int, job: Job) -> dict[str, Any]:
-    """Write partition ``task``'s outputs; returns its counts and the roots of its dropped
-    documents (to count clusters)."""
+    """Write partition ``task``'s outputs; returns its counts."""
     import pyarrow as pa
 
     cfg = job.dedup_config()
@@ -65,9 +76,21 @@ def step_write(workdir: str, task: int, job: Job) -> dict[str, Any]:
     pairs = _store.read_bucket(workdir, "pairs", task, PAIRS_SCHEMA)
     o = np.lexsort((pairs["b"].to_numpy(), pairs["a"].to_numpy()))
     _store.write_table(f"{workdir}/pairs_out/p{task:05d}.arrow", pairs.take(o))
+    roots = np.unique(root[~kept])
+    size = _store.shuffle_write(
+        workdir, "roots", task, pa.table({"root": roots}, schema=_ROOTS_SCHEMA),
+        _store.owner_of(roots, job.starts),
+    )  # fmt: skip
     return {
         "documents": int(pos.size),
         "kept": int(sel.size),
         "pairs": int(pairs.num_rows),
-        "dropped_roots": np.unique(root[~kept]).tolist(),
+        "shuffle_bytes": size,
     }
+
+
+@_store.resumable("count")
+def step_count(workdir: str, task: int, job: Job) -> dict[str, Any]:
+    """The distinct roots of dropped documents that partition ``task`` holds (clusters)."""
+    t = _store.read_bucket(workdir, "roots", task, _ROOTS_SCHEMA)
+    return {"clusters": int(np.unique(t["root"].to_numpy()).size)}

@@ -221,8 +221,24 @@ def window(a: argparse.Namespace) -> int:
         "window": a.window,
         "batch": a.batch,
     }
+    modes = a.modes.split(",")
+    if len(modes) > 1:  # one process per mode: each one's peak RSS is its own
+        import subprocess
+
+        try:
+            for mode in modes:
+                part = root / f"{mode}.json"
+                argv = [sys.executable, __file__, "--window", str(a.window), "--modes", mode]
+                argv += ["--batch", str(a.batch), "--batches", str(a.batches)]
+                argv += ["--singles", str(a.singles), "--data", str(root), "--out", str(part)]
+                subprocess.run(argv, check=True)
+                res[mode] = json.loads(part.read_text())[mode]
+        finally:
+            if a.data is None:
+                shutil.rmtree(root, ignore_errors=True)
+        modes = []
     try:
-        for mode in a.modes.split(","):
+        for mode in modes:
             path = root / mode
             r: dict[str, Any] = {}
             d = Deduplicator(path, candidates=mode)
@@ -288,6 +304,7 @@ def window(a: argparse.Namespace) -> int:
                     len(s.segment) for s in st.segments if s.segment.band_keys is not None
                 )
             d.close()
+            r["VmHWM_after_close_mib"] = proc_memory()["VmHWM_mib"]  # the flush at close
             disk = disk_by_kind(path)
             r["disk_bytes"] = disk
             r["disk_mib_per_million_docs"] = {

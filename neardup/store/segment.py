@@ -154,8 +154,13 @@ def write_segment(
             len(pos) and (pos.max() >= n or not np.array_equal(rid[pos], band_keys[1]))
         ):
             raise ValueError("band_keys name rows that are not in the segment")
-        order = np.lexsort((pos, bk))
-        sec = BandSection.from_sorted(bk[order], pos[order].astype(np.uint32))
+        if len(bk) > 1 and bool(
+            np.all((bk[1:] > bk[:-1]) | ((bk[1:] == bk[:-1]) & (pos[1:] > pos[:-1])))
+        ):
+            sec = BandSection.from_sorted(bk, pos.astype(np.uint32))  # sorted already (flushes)
+        else:
+            order = np.lexsort((pos, bk))
+            sec = BandSection.from_sorted(bk[order], pos[order].astype(np.uint32))
         groups = len(sec.offsets) - 1 if len(sec) else 0
         offsets = np.ascontiguousarray(sec.offsets[: groups + 1], dtype="<u8")
         keys = np.ascontiguousarray(sec.keys, dtype="<u4")

@@ -381,39 +381,37 @@ def _group_agreement_kernel(
 ) -> None:  # pragma: no cover - numba
     # every pair group_pairs makes, in its order per group (i ascending, then j ascending):
     # whether the two signatures agree on >= need values. ``words``: the signatures as uint64
-    # words of four 16-bit values; equal lanes counted four at a time (SWAR: a lane of x ^ y is
-    # zero iff its low 15 bits plus 0x7FFF do not carry into its top bit and its top bit is 0).
-    # A group's rows are read again and again, so they stay in cache (random pairs would not)
+    # words of four 16-bit values; equal lanes counted four at a time, branch-free (SWAR: a lane
+    # of x ^ y is zero iff adding 0x7FFF to its low 15 bits does not carry into its top bit and
+    # its top bit is 0; the top bits, shifted to each lane's bit 0, are summed per lane). The
+    # group's rows are gathered first: its pairs then read one contiguous block, in cache
     w = words.shape[1]
     lo15 = np.uint64(0x7FFF7FFF7FFF7FFF)
+    lane = np.uint64(0xFFFF)
     for g in numba.prange(bounds.shape[0] - 1):
         s0 = bounds[g]
         s = bounds[g + 1] - s0
+        rows = np.empty((s, w), np.uint64)
+        for i in range(s):
+            rows[i, :] = words[members[s0 + i], :]
         k = base[g]
         for i in range(1, s):
-            x = members[s0 + i]
             for part in range(2):
                 j0 = 0 if part == 0 else max(cap, i - cap)
                 j1 = min(cap, i) if part == 0 else i
                 for j in range(j0, j1):
-                    y = members[s0 + j]
-                    c = 0
+                    acc = np.uint64(0)
                     for q in range(w):
-                        z = words[x, q] ^ words[y, q]
-                        t = ~(((z & lo15) + lo15) | z | lo15)
-                        c += _popcount(t)
+                        z = rows[i, q] ^ rows[j, q]
+                        acc += (~(((z & lo15) + lo15) | z | lo15)) >> np.uint64(15)
+                    c = (
+                        (acc & lane)
+                        + ((acc >> np.uint64(16)) & lane)
+                        + ((acc >> np.uint64(32)) & lane)
+                        + (acc >> np.uint64(48))
+                    )
                     ok[k] = c >= need
                     k += 1
-
-
-@numba.njit(cache=True, inline="always")
-def _popcount(v: np.uint64) -> int:  # pragma: no cover - numba
-    # at most four set bits (the lanes' top bits): clear the lowest one at a time
-    c = 0
-    while v:
-        v &= v - np.uint64(1)
-        c += 1
-    return c
 
 
 def _signature_words(sig: npt.NDArray[np.uint16]) -> tuple[npt.NDArray[np.uint64], int]:

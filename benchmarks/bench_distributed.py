@@ -183,7 +183,7 @@ def bench_rounds(inputs: list[str], partitions: list[int], tmp: Path) -> list[di
         ids, texts = list(c.ids), list(c.texts)
     rows = []
     for keep in ("first", "none"):
-        r = dedup(texts, ids=ids, config=DedupConfig(keep=keep))  # type: ignore[arg-type]
+        r = dedup(texts, ids=ids, config=DedupConfig(keep=keep))
         want = ([ids[i] for i in r.kept_indices().tolist()], [ids[x] for x in r.root.tolist()])
         for p in partitions:
             w = str(tmp / f"rounds-{keep}-{p}")
@@ -191,7 +191,7 @@ def bench_rounds(inputs: list[str], partitions: list[int], tmp: Path) -> list[di
                 inputs,
                 w,
                 partitions=p,
-                config=DedupConfig(keep=keep),  # type: ignore[arg-type]
+                config=DedupConfig(keep=keep),
             )
             kept = res.read("kept")["id"].to_pylist()
             roots = res.read("clusters")["root_id"].to_pylist()

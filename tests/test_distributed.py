@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -145,3 +146,18 @@ def test_near_pairs_between_exact_groups_across_many_partitions(tmp_path: Path, 
     assert list((tmp_path / "work" / "xpand").glob("*.arrow"))
     assert res.steps["keep"]["rounds"] >= 2
     assert_same(distributed(res), want)
+
+
+def test_rerun_after_a_keep_round_died_gives_the_same_output(tmp_path: Path) -> None:
+    inputs = sample_slice(tmp_path, 600, 2)
+    work = tmp_path / "work"
+    first = run_dedup(inputs, str(work), partitions=6)
+    assert first.steps["keep"]["rounds"] >= 2
+    want = distributed(first)
+    # round 1 of partition 0 died before its marker, so every later step reruns too
+    os.remove(work / "kround" / "r0001" / "_done" / "00000")
+    for step in ("final", "write", "count"):
+        shutil.rmtree(work / step / "_done")
+    again = run_dedup(inputs, str(work), partitions=6)
+    assert again.steps["keep"]["rounds"] == first.steps["keep"]["rounds"]
+    assert_same(distributed(again), want)

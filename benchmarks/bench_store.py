@@ -164,8 +164,18 @@ def disk_by_kind(path: Path) -> dict[str, int]:
 _KILLED_CHILD = """
 import sys, time
 sys.path.insert(0, {root!r})
+sys.path.insert(0, {bench!r})
+from bench_store import window_texts
 from neardup.online.deduplicator import Deduplicator
-d = Deduplicator({path!r})
+d = Deduplicator({path!r}, memtable_size=max(1_000_000, 2 * {fill}))
+done = 0
+while done < {fill}:  # a memtable of `fill` rows, only in the log when the process dies
+    n = min(100_000, {fill} - done)
+    texts = window_texts(n, 9, done)
+    for s in range(0, n, 1000):
+        d.check_and_add([{{"id": f"f{{done + s + j}}", "text": t}}
+                         for j, t in enumerate(texts[s:s + 1000])])
+    done += n
 print("open", flush=True)
 i = 0
 while True:
@@ -175,8 +185,9 @@ while True:
 """
 
 
-def restart_after_sigkill(path: Path) -> dict[str, float]:
-    """SIGKILL a process adding to the store, then time opening it and answering a check."""
+def restart_after_sigkill(path: Path, fill: int = 0) -> dict[str, float]:
+    """SIGKILL a process adding to the store (after it added ``fill`` documents to a memtable
+    that does not flush them), then time opening it and answering a check."""
     import os
     import signal
     import subprocess
@@ -184,7 +195,13 @@ def restart_after_sigkill(path: Path) -> dict[str, float]:
     from neardup.online.deduplicator import Deduplicator
 
     child = subprocess.Popen(
-        [sys.executable, "-c", _KILLED_CHILD.format(root=str(ROOT), path=str(path))],
+        [
+            sys.executable,
+            "-c",
+            _KILLED_CHILD.format(
+                root=str(ROOT), bench=str(Path(__file__).parent), path=str(path), fill=fill
+            ),
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -199,7 +216,11 @@ def restart_after_sigkill(path: Path) -> dict[str, float]:
     d.check({"id": "after-restart", "text": "is anything like this stored"})
     first = time.perf_counter() - t0
     d.close()
-    return {"restart_open_s": opened, "restart_first_check_s": first}
+    return {
+        "restart_memtable_rows_in_log": fill,
+        "restart_open_s": opened,
+        "restart_first_check_s": first,
+    }
 
 
 def window(a: argparse.Namespace) -> int:
@@ -231,6 +252,7 @@ def window(a: argparse.Namespace) -> int:
                 argv = [sys.executable, __file__, "--window", str(a.window), "--modes", mode]
                 argv += ["--batch", str(a.batch), "--batches", str(a.batches)]
                 argv += ["--singles", str(a.singles), "--data", str(root), "--out", str(part)]
+                argv += ["--kill-fill", str(a.kill_fill)]
                 subprocess.run(argv, check=True)
                 res[mode] = json.loads(part.read_text())[mode]
         finally:
@@ -310,7 +332,7 @@ def window(a: argparse.Namespace) -> int:
             r["disk_mib_per_million_docs"] = {
                 k: round(v / r["documents"] * 1e6 / 2**20, 1) for k, v in disk.items()
             }
-            r.update(restart_after_sigkill(path))
+            r.update(restart_after_sigkill(path, a.kill_fill))
             res[mode] = r
             print(mode, json.dumps(r, indent=1), flush=True)
     finally:
@@ -342,6 +364,12 @@ def main(argv: list[str] | None = None) -> int:
         "--window", type=int, default=0, help="N texts added through check_and_add (see above)"
     )
     p.add_argument("--modes", default="lsh,simhash", help="candidate modes for --window")
+    p.add_argument(
+        "--kill-fill",
+        type=int,
+        default=0,
+        help="--window: documents the SIGKILLed process adds (to its memtable) before the kill",
+    )
     a = p.parse_args(argv)
     if a.window:
         return window(a)

@@ -648,11 +648,12 @@ class Deduplicator:
                 decider.verify(
                     "warm up the verifier", [(0, 0, "w", "warm up the verifier kernels")]
                 )
-                from ..store.bands import BandSection, lookup
+                from ..store.bands import BandSection, lookup, merge_sections
 
                 section = BandSection.from_sorted(
                     np.arange(4, dtype=np.uint64), np.arange(4, dtype=np.uint32)
                 )
                 lookup([section], np.arange(2, dtype=np.uint64)[:, None], 2)  # its search kernel
+                merge_sections(section, section)  # the memtable's section merges
         except Exception:  # warm-up is an optimisation only
             log.debug("warm-up failed", exc_info=True)

@@ -27,6 +27,7 @@ pipeline pairs a late member of a large bucket with the bucket's first ``cap`` m
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -471,10 +472,14 @@ class BandSection:
         base: int = 0,
     ) -> BandSection:
         """From compact keys sorted (equal keys by row) and their rows."""
-        g = ck >> _SHIFT32
-        n_groups = int(g[-1]) + 1 if len(g) else 0
-        offsets = np.searchsorted(g, np.arange(n_groups + 1, dtype=np.uint64)).astype(np.uint64)
-        keys = (ck & _LOW32).astype(np.uint32)
+        ck = np.ascontiguousarray(ck, np.uint64)
+        n_groups = int(ck[-1] >> _SHIFT32) + 1 if len(ck) else 0
+        starts = np.arange(n_groups + 1, dtype=np.uint64) << _SHIFT32
+        offsets = np.searchsorted(ck, starts).astype(np.uint64)
+        if sys.byteorder == "little":  # the low halves, without a 64-bit temporary
+            keys = np.ascontiguousarray(ck.view(np.uint32)[0::2])
+        else:  # pragma: no cover
+            keys = (ck & _LOW32).astype(np.uint32)
         return cls(offsets, keys, np.asarray(rows, np.uint32), rowids, base)
 
     def __len__(self) -> int:
@@ -489,14 +494,17 @@ class BandSection:
         r = self.rows[at]
         if self.rowids is not None:
             return np.asarray(self.rowids[r], np.int64)
-        return r.astype(np.int64) + self.base
+        out = r.astype(np.int64)
+        out += self.base
+        return out
 
     def compact(self) -> npt.NDArray[np.uint64]:
         """Every entry's compact key (materialised)."""
-        off: npt.NDArray[np.int64] = np.asarray(self.offsets, np.int64)
-        counts: npt.NDArray[np.int64] = off[1:] - off[:-1]
-        g = np.repeat(np.arange(len(counts), dtype=np.uint64), counts)
-        return (g << _SHIFT32) | self.keys.astype(np.uint64)
+        out = self.keys.astype(np.uint64)
+        off = np.asarray(self.offsets, np.int64).tolist()
+        for g in range(1, len(off) - 1):  # group by group: no temporaries of the full size
+            out[off[g] : off[g + 1]] |= np.uint64(g) << _SHIFT32
+        return out
 
     def __iter__(self) -> Any:
         yield self.compact()

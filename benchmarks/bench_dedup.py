@@ -716,7 +716,17 @@ def main() -> None:
         (Path(args.gen_only) / "gen.json").write_text(json.dumps(meta))
         return
     if args.bigram_df:
-        print(json.dumps(bigram_df(), indent=1, ensure_ascii=False))
+        doc = {
+            "command": "python benchmarks/bench_dedup.py " + " ".join(sys.argv[1:]),
+            "machine": machine(),
+            "bigram_df": bigram_df(),
+        }
+        print(json.dumps(doc["bigram_df"], indent=1, ensure_ascii=False))
+        out = args.out
+        if out == ap.get_default("out"):
+            out = out.with_name("bench_dedup_bigram_df.json")
+        out.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        print(f"wrote {out}")
         return
     if args.peers:
         res = [

@@ -298,3 +298,12 @@ def test_ordinary_short_posts_never_trigger_the_bucket_valve():
         for k in range(plan.bands)
     )
     assert largest > 33
+
+
+def test_group_pairs_counts_the_pairs_it_makes_in_large_groups():
+    from neardup.batch.minhash import group_pairs
+
+    for cap in (2, 5, 8):
+        for m in range(cap + 2, 3 * cap + 4):  # also cap + 1 < m < 2 cap + 1: few anchors
+            a, _, made = group_pairs(np.arange(m, dtype=np.int64), np.array([0, m]), cap)
+            assert made == a.size, (cap, m)

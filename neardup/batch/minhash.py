@@ -321,9 +321,7 @@ def group_pairs(
                 out_a.append(np.full(later.size, members[s + q], np.int64))
                 out_b.append(later)
                 out_big.append(np.ones(later.size, np.bool_))
-        m = size[big]
-        made = int((cap * m - cap * (cap + 1) // 2).sum())  # window pairs
-        made += int((cap * (m - cap - 1) - cap * (cap - 1) // 2).sum())  # anchor pairs
+        made = int(pairs_per_group(size[big], cap).sum())  # window and anchor pairs
     if not out_a:
         if big_out is not None:
             big_out.append(np.zeros(0, np.bool_))

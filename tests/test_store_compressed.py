@@ -247,3 +247,38 @@ def test_warm_up_with_compressed_tables_leaves_no_data(tmp_path):
         assert not st.segments and len(st.memtable) == 0 and st.documents == 0
     finally:
         st.close()
+
+
+def test_deduplicator_and_serve_config_carry_the_setting(tmp_path):
+    """``Deduplicator(compress_tables=True)`` reaches the store, persists, and decides as an
+    uncompressed one does (SimHash channel, documents flushed into a compressed segment)."""
+    from neardup.online.deduplicator import Deduplicator
+    from neardup.service.config import ServiceConfig
+    from neardup.service.namespaces import NamespaceRegistry
+
+    rng = np.random.default_rng(7)
+    words = [f"w{i}" for i in range(3000)]
+    texts = [" ".join(rng.choice(words, 40)) for _ in range(N + 500)]
+    docs = [{"id": str(i), "text": t} for i, t in enumerate(texts)]
+    edits = [{"id": f"q{i}", "text": texts[i] + " extra"} for i in range(0, N, 97)]
+    decisions = {}
+    for on in (True, False):
+        path = tmp_path / str(on)
+        with Deduplicator(path, candidates="simhash", compress_tables=on) as d:
+            d.add(docs)
+            d.flush()
+            assert _compressed(d.store) == [on]
+            decisions[on] = [(x.duplicate, [m.id for m in x.matches]) for x in d.check(edits)]
+        with Deduplicator(path) as d:  # reopened without the option: the stored setting
+            assert d.store.compress_tables is on and _compressed(d.store) == [on]
+    assert decisions[True] == decisions[False]
+    # k = 3 finds a share of the one-word edits (the simhash mode's known recall)
+    assert sum(dup for dup, _ in decisions[True]) > 0
+    # the service passes it to every namespace's store (``neardup serve --compress-tables``)
+    reg = NamespaceRegistry(ServiceConfig(data_dir=tmp_path / "svc", compress_tables=True))
+    reg.open()
+    try:
+        reg.create("x")
+        assert reg.get("x").store.compress_tables is True
+    finally:
+        reg.close()

@@ -68,6 +68,12 @@ def serve(
         "classic SimHash-only mode, k = --max-distance). Default: the mode the store was "
         "created with.",
     ),
+    compress_tables: bool | None = typer.Option(
+        None,
+        "--compress-tables/--no-compress-tables",
+        help="Segment indexes with block-compressed tables: about half their memory, slower "
+        "probes (docs/store.md). Default: the setting each store was created with (off).",
+    ),
     max_body_bytes: str = typer.Option(
         "32MiB",
         "--max-body-bytes",
@@ -179,6 +185,7 @@ def serve(
         max_distance=max_distance,
         candidate_radius=candidate_radius,
         candidates=candidates,
+        compress_tables=compress_tables,
         verify=verify,
         store_text=store_text,
         max_body_bytes=parse_size(max_body_bytes),

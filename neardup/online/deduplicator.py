@@ -128,6 +128,10 @@ class Deduplicator:
         directory from before this option: ``"simhash"``), else ``"lsh"`` when verifying stored
         texts, else ``"simhash"``. Stored in config.json; another explicit mode than the stored
         one raises :class:`ConfigError`.
+    compress_tables : bool or None, default=None
+        Segment indexes with block-compressed tables (about half their memory and file size,
+        exact, slower probes; docs/store.md). Stored in config.json; None: the stored setting
+        (off for a new store).
 
     Open one with :meth:`open` (``Deduplicator(path, ...)`` is the same call, kept for
     existing callers).
@@ -173,6 +177,7 @@ class Deduplicator:
         max_future_seconds: float = MAX_FUTURE_SECONDS,
         verify_meta: bool = True,
         candidates: str | None = None,
+        compress_tables: bool | None = None,
     ) -> None:
         if (
             isinstance(max_distance, bool)
@@ -264,6 +269,7 @@ class Deduplicator:
             repair=repair,
             verify_meta=verify_meta,
             band_keys_of=self._band_keys_of if self.lsh_plan is not None else None,
+            compress_tables=compress_tables,
         )
         self._decider = Decider(
             self.store,

@@ -99,6 +99,9 @@ class ServiceConfig:
         Candidate mode of each namespace (:class:`neardup.online.Deduplicator`): None uses the
         stored mode, else ``"lsh"`` (MinHash band keys plus SimHash, the batch pipeline's
         recall) when verifying stored texts; ``"simhash"`` is the classic SimHash-only mode.
+    compress_tables : bool or None, default=None
+        Block-compressed segment indexes in each namespace's store (``neardup serve
+        --compress-tables``); None: each store's stored setting.
     verify : bool, default=True
         Verify candidates on their text (needs the text stored).
     store_text : bool, default=True
@@ -147,6 +150,7 @@ class ServiceConfig:
     max_distance: int = 3
     candidate_radius: int | None = None
     candidates: str | None = None
+    compress_tables: bool | None = None
     verify: bool = True
     store_text: bool = True
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES

@@ -33,6 +33,7 @@ def _default_factory(config: ServiceConfig, path: Path | None) -> Any:
         max_distance=config.max_distance,
         candidate_radius=config.candidate_radius,
         candidates=getattr(config, "candidates", None),
+        compress_tables=getattr(config, "compress_tables", None),
         retention=config.retention,
         # a --retention other than the stored one is refused unless this is set (issue 21)
         allow_retention_change=getattr(config, "allow_retention_change", False),

@@ -474,3 +474,30 @@ def test_dedup_files_writes_what_the_cli_writes(tmp_path, capsys):
         dedup_files(src, output=tmp_path / "y.jsonl", pairs_out=tmp_path / "no" / "p.csv")
     assert not (tmp_path / "y.jsonl").exists()
     capsys.readouterr()
+
+
+def test_bucket_valve_warns_with_its_estimate_and_the_budget_option(tmp_path, capsys):
+    """A template repeated with small changes crowds MinHash buckets: under a band budget of one
+    pair per document the valve acts, and the run says how much it gave up and how to lift it;
+    the CLI's default budget is the library's."""
+    import dataclasses
+
+    from neardup.batch.config import DedupConfig
+
+    field = {f.name: f for f in dataclasses.fields(DedupConfig)}["lsh_band_pairs_per_doc"]
+    assert field.default == 16  # the CLI option's default below
+    base = "the committee reviewed the annual report on regional water supply and roads"
+    docs = [{"id": str(i), "text": f"{base} item {i} of the series"} for i in range(120)]
+    src = _jsonl(tmp_path / "in.jsonl", docs)
+    out = tmp_path / "out.jsonl"
+    summary = tmp_path / "s.json"
+    args = ["dedup", str(src), "-o", str(out), "--summary-json", str(summary)]
+    assert main([*args, "--lsh-band-pairs-per-doc", "1"]) == 0
+    err = capsys.readouterr().err
+    lsh = json.loads(summary.read_text())["lsh"]
+    assert lsh["valve_bands"] > 0 and lsh["pairs_skipped"] > 0
+    assert "bucket valve acted in" in err and "--lsh-band-pairs-per-doc" in err
+    assert "estimated candidates given up" in err
+    assert main([*args, "--lsh-band-pairs-per-doc", "0"]) == 0  # 0: no valve
+    assert "bucket valve" not in capsys.readouterr().err
+    assert json.loads(summary.read_text())["lsh"]["valve_bands"] == 0

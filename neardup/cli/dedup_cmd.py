@@ -149,6 +149,15 @@ def dedup_command(
             help="Bound candidate-search work (--no-candidate-budget: full distances, O(docs^2)).",
         ),
     ] = True,
+    lsh_band_pairs_per_doc: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Expert: the MinHash bucket valve's budget, pairs per document per band; a "
+            "band over it thins its largest buckets and the summary estimates the recall given "
+            "up (0: no valve, every bucket paired in full). See docs/dedup.md.",
+        ),
+    ] = 16,
     keep: Annotated[
         Literal["first", "longest", "none"],
         typer.Option(help="Which member of a cluster to keep (none: drop every member)."),
@@ -228,6 +237,7 @@ def dedup_command(
         keep=keep,
         verify=verify,
         workers=workers,
+        lsh_band_pairs_per_doc=lsh_band_pairs_per_doc or None,
     )
     if engine != "local":  # the distributed job (neardup.distributed), same summary
         from ..distributed.cli import run_distributed_cli
@@ -324,12 +334,22 @@ def _run_warnings(stats: dict[str, Any], skipped: list[dict[str, Any]]) -> list[
     records."""
     out = _valve_warnings(stats.get("candidate_passes") or {})
     lsh = stats.get("lsh") or {}
-    if lsh.get("pairs_skipped"):
+    if lsh.get("valve_bands") or lsh.get("pairs_skipped"):
+        cap = lsh.get("bucket_cap_used") or lsh.get("bucket_cap")
+        lost = lsh.get("valve_lost_pairs_est")
+        loss = lsh.get("valve_recall_loss_est") or 0.0
         out.append(
-            f"{lsh['capped_buckets']:,} MinHash band buckets had more than "
-            f"{lsh['bucket_cap']} documents; {lsh['pairs_skipped']:,} of their pairs were not "
-            "compared (each member was compared with the bucket's first and preceding "
-            "documents instead); near duplicates among them may be missed"
+            f"the MinHash bucket valve acted in {lsh.get('valve_bands', 0)} of "
+            f"{lsh.get('bands', '?')} bands (more pairs than the band budget): "
+            f"{lsh['capped_buckets']:,} buckets were thinned to {cap} documents and "
+            f"{lsh['pairs_skipped']:,} of their pairs not compared (each member was compared "
+            "with the bucket's first and preceding documents instead); "
+            + (
+                f"estimated candidates given up: {lost:,} ({100 * loss:.3g} % of the candidates)"
+                if lost is not None
+                else "near duplicates among them may be missed"
+            )
+            + "; --lsh-band-pairs-per-doc raises the budget"
         )
     n = stats.get("skipped_records") or 0
     if n:

@@ -8,13 +8,25 @@ when it has features: the 64 bits cut into ``k + 2`` blocks, a key per pair of b
 fingerprints within ``k`` bits agree on at least two blocks, so they share at least one key;
 the layout of :mod:`neardup.index.allpairs`, without probing).
 
+``sizes`` (per key bucket): each MinHash band's bucket sizes as a histogram (size -> buckets);
+the driver sums them per band and sets each band's valve cap exactly as the single machine does
+(:func:`band_caps`: :func:`neardup.batch.minhash.valve_cap` at the band budget,
+``band_pairs_per_doc`` times the documents with tokens). When some band is over its budget,
+``big`` (per key bucket) sends, for every member of a bucket over its band's cap, the first such
+band to the member's partition, and ``first`` (per partition) returns each member's first band
+over all key buckets to the key buckets that hold it: the single machine pairs a member of a
+thinned bucket once over the bands (:func:`neardup.batch.minhash._thin_big_groups`' ``done``),
+in the first band where its bucket is thinned, unless it is one of the bucket's first ``cap``
+members (the anchors).
+
 ``join`` (per key bucket): records with equal (kind, band or block pair, key) form a group.
-MinHash groups give their pairs as the single-machine channel does (members in input order,
-groups over ``bucket_cap`` paired by window and anchors, :func:`~neardup.batch.minhash.
-_group_pairs`); SimHash groups give the pairs within ``k`` bits, each from the first block pair
-it agrees on only (no duplicates). The pairs, tagged with their source, are shuffled to the
-partition of their first member; the MinHash agreement filter needs both signatures and is
-applied where they are joined (:mod:`neardup.distributed.verify`).
+MinHash groups give their pairs as the single-machine channel does (members in input order;
+every pair while the band fits its budget, else the buckets over the band's cap thinned as
+above and paired by window and anchors, :func:`~neardup.batch.minhash.group_pairs`); SimHash
+groups give the pairs within ``k`` bits, each from the first block pair it agrees on only (no
+duplicates). The pairs, tagged with their source, are shuffled to the partition of their first
+member; the MinHash agreement filter needs both signatures and is applied where they are joined
+(:mod:`neardup.distributed.verify`).
 """
 
 from __future__ import annotations
@@ -28,7 +40,17 @@ from . import _store
 from .exact import DUPS_SCHEMA
 from .job import Job
 
-__all__ = ["RAW_SCHEMA", "SRC_LSH", "SRC_SIMHASH", "step_join", "step_keys"]
+__all__ = [
+    "RAW_SCHEMA",
+    "SRC_LSH",
+    "SRC_SIMHASH",
+    "band_caps",
+    "step_big",
+    "step_first",
+    "step_join",
+    "step_keys",
+    "step_sizes",
+]
 
 SRC_LSH, SRC_SIMHASH = 1, 2
 KIND_LSH, KIND_SIMHASH = 0, 1
@@ -46,6 +68,19 @@ def _schemas() -> tuple[Any, Any]:
 
 
 KEYS_SCHEMA, RAW_SCHEMA = _schemas()
+
+
+def _valve_schemas() -> tuple[Any, Any]:
+    import pyarrow as pa
+
+    # a member of a thinned bucket: its first thinned band in key bucket ``bucket``
+    big = pa.schema([("pos", pa.int64()), ("band", pa.int32()), ("bucket", pa.int32())])
+    # a member's first thinned band over all key buckets
+    first = pa.schema([("pos", pa.int64()), ("band", pa.int32())])
+    return big, first
+
+
+BIG_SCHEMA, FIRST_SCHEMA = _valve_schemas()
 
 
 def simhash_blocks(k: int, bits: int = 64) -> list[int]:
@@ -113,7 +148,7 @@ def step_keys(workdir: str, task: int, job: Job) -> dict[str, Any]:
         ^ cols["kind"].astype(np.uint64)
     )
     size = _store.shuffle_write(workdir, "keys", task, table, _store.mix_bucket(g, job.buckets))
-    return {"records": table.num_rows, "shuffle_bytes": size}
+    return {"records": table.num_rows, "lsh_docs": int(lsh.size), "shuffle_bytes": size}
 
 
 def _all_pairs_in_groups(members: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -152,21 +187,188 @@ def _grouped(kind_rows: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
     return pos, fp, sub, bounds
 
 
+def _lsh_groups(workdir: str, task: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Key bucket ``task``'s MinHash groups of two or more: ``(pos, bounds, band of each
+    group)``, groups ordered by (band, key), members ascending (input order)."""
+    import pyarrow.compute as pc
+
+    t = _store.read_bucket(workdir, "keys", task, KEYS_SCHEMA)
+    pos, _, sub, bounds = _grouped(t.filter(pc.equal(t["kind"], KIND_LSH)))
+    return pos, bounds, sub[bounds[:-1]].astype(np.int64)
+
+
+@_store.resumable("sizes")
+def step_sizes(workdir: str, task: int, job: Job) -> dict[str, Any]:
+    """Key bucket ``task``'s MinHash bucket sizes per band: ``hist`` rows ``[band, size,
+    buckets]`` (buckets of two or more members; small: one row per distinct size)."""
+    _, bounds, band = _lsh_groups(workdir, task)
+    size = np.diff(bounds)
+    if not size.size:
+        return {"hist": []}
+    code = np.unique(band * (int(size.max()) + 1) + size, return_counts=True)
+    width = int(size.max()) + 1
+    rows = [[int(c // width), int(c % width), int(k)] for c, k in zip(*code, strict=True)]
+    return {"hist": rows}
+
+
+def band_caps(
+    hists: list[list[list[int]]], docs: int, plan: Any
+) -> tuple[list[int | None], int | None]:
+    """Each band's valve cap (None: every bucket paired in full) from the ``sizes`` histograms of
+    all key buckets, with the single machine's rule (:func:`neardup.batch.minhash.valve_cap` at
+    the budget ``plan.band_pairs_per_doc * docs``); returns ``(caps, budget)``."""
+    from ..batch.minhash import valve_cap
+
+    budget = None if plan.band_pairs_per_doc is None else plan.band_pairs_per_doc * max(docs, 1)
+    per_band: list[dict[int, int]] = [{} for _ in range(plan.bands)]
+    for rows in hists:
+        for band, size, count in rows:
+            d = per_band[band]
+            d[size] = d.get(size, 0) + count
+    caps: list[int | None] = []
+    for d in per_band:
+        if not d:
+            caps.append(None)
+            continue
+        sizes = np.array(sorted(d), np.int64)
+        counts = np.array([d[x] for x in sorted(d)], np.int64)
+        # the band's buckets as the single machine sees them (order does not matter to the cap)
+        caps.append(valve_cap(np.repeat(sizes, counts), plan.bucket_cap, budget))
+    return caps, budget
+
+
+def _big_mask(bounds: np.ndarray, band: np.ndarray, caps: list[int | None]) -> np.ndarray:
+    """Per group: whether its band has a cap and the group has more than ``cap + 1`` members."""
+    size = np.diff(bounds)
+    cap = np.array([-1 if c is None else c for c in caps], np.int64)[band]
+    return (cap >= 0) & (size > cap + 1)
+
+
+@_store.resumable("big")
+def step_big(workdir: str, task: int, job: Job, caps: list[int | None]) -> dict[str, Any]:
+    """Members of key bucket ``task``'s thinned buckets, with the first band where they are,
+    shuffled to their partition."""
+    import pyarrow as pa
+
+    pos, bounds, band = _lsh_groups(workdir, task)
+    big = _big_mask(bounds, band, caps)
+    size = np.diff(bounds)
+    member_big = np.repeat(big, size)
+    p = pos[member_big]
+    b = np.repeat(band, size)[member_big]
+    o = np.lexsort((b, p))  # per member its first band
+    p, b = p[o], b[o]
+    first = np.ones(p.size, bool)
+    first[1:] = p[1:] != p[:-1]
+    p, b = p[first], b[first]
+    table = pa.table(
+        {"pos": p, "band": b.astype(np.int32), "bucket": np.full(p.size, task, np.int32)},
+        schema=BIG_SCHEMA,
+    )
+    size_b = _store.shuffle_write(workdir, "big", task, table, _store.owner_of(p, job.starts))
+    return {"members": int(p.size), "shuffle_bytes": size_b}
+
+
+@_store.resumable("first")
+def step_first(workdir: str, task: int, job: Job) -> dict[str, Any]:
+    """Partition ``task``'s members of thinned buckets: each one's first thinned band over all
+    key buckets, sent back to every key bucket that holds it."""
+    import pyarrow as pa
+
+    t = _store.read_bucket(workdir, "big", task, BIG_SCHEMA)
+    pos = t["pos"].to_numpy()
+    band = t["band"].to_numpy()
+    bucket = t["bucket"].to_numpy()
+    o = np.lexsort((band, pos))
+    pos_s, band_s = pos[o], band[o]
+    first = np.ones(pos_s.size, bool)
+    first[1:] = pos_s[1:] != pos_s[:-1]
+    upos, uband = pos_s[first], band_s[first]
+    out = pa.table(
+        {"pos": pos, "band": uband[np.searchsorted(upos, pos)].astype(np.int32)},
+        schema=FIRST_SCHEMA,
+    )
+    size = _store.shuffle_write(workdir, "first", task, out, bucket.astype(np.int64))
+    return {"members": int(upos.size), "shuffle_bytes": size}
+
+
+def _valve_pairs(
+    workdir: str, task: int, caps: list[int | None]
+) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
+    """Key bucket ``task``'s MinHash pairs under the valve, band by band as
+    :func:`neardup.batch.minhash.lsh_pairs` makes them; and per band with a cap ``[band,
+    thinned buckets, pairs inside them, pairs made inside them]``."""
+    from ..batch.minhash import group_pairs, pairs_per_group
+
+    pos, bounds, band = _lsh_groups(workdir, task)
+    size = np.diff(bounds)
+    if not size.size:
+        z = np.zeros(0, np.int64)
+        return z, z, []
+    first_pos = first_band = np.zeros(0, np.int64)
+    if any(c is not None for c in caps):
+        f = _store.read_bucket(workdir, "first", task, FIRST_SCHEMA)
+        fp, fb = f["pos"].to_numpy(), f["band"].to_numpy().astype(np.int64)
+        o = np.argsort(fp, kind="stable")
+        first_pos, first_band = fp[o], fb[o]
+    gstart = np.searchsorted(band, np.arange(len(caps) + 1))  # groups sorted by band
+    out_a, out_b, stats = [], [], []
+    for b, cap in enumerate(caps):
+        g0, g1 = int(gstart[b]), int(gstart[b + 1])
+        if g0 == g1:
+            continue
+        m = pos[bounds[g0] : bounds[g1]]
+        bd = bounds[g0 : g1 + 1] - bounds[g0]
+        sz = np.diff(bd)
+        if cap is None:  # the band fits its budget: every pair
+            a, bb, _ = group_pairs(m, bd, int(sz.max()))
+            out_a.append(a)
+            out_b.append(bb)
+            continue
+        big = sz > cap + 1
+        idx_in = np.arange(m.size) - np.repeat(bd[:-1], sz)
+        fb = np.full(m.size, -1, np.int64)  # each member's first thinned band (-1: none)
+        if first_pos.size:
+            k = np.minimum(np.searchsorted(first_pos, m), first_pos.size - 1)
+            hit = first_pos[k] == m
+            fb[hit] = first_band[k[hit]]
+        # a thinned bucket keeps its anchors and the members it is the first thinned band of
+        keep = ~np.repeat(big, sz) | (idx_in < cap) | (fb == b)
+        gid = np.repeat(np.arange(sz.size), sz)[keep]
+        m = m[keep]
+        cnt = np.bincount(gid, minlength=sz.size)
+        multi = cnt[gid] > 1
+        m, gid = m[multi], gid[multi]
+        new_sz = cnt[cnt > 1]
+        was_big = big[cnt > 1]
+        nb = np.zeros(new_sz.size + 1, np.int64)
+        np.cumsum(new_sz, out=nb[1:])
+        a, bb, _ = group_pairs(m, nb, cap)
+        out_a.append(a)
+        out_b.append(bb)
+        in_big = int((sz[big] * (sz[big] - 1) // 2).sum())
+        made_big = int(pairs_per_group(new_sz, cap)[was_big].sum())
+        stats.append([b, int(big.sum()), in_big, made_big])
+    if not out_a:
+        z = np.zeros(0, np.int64)
+        return z, z, stats
+    return np.concatenate(out_a), np.concatenate(out_b), stats
+
+
 @_store.resumable("join")
-def step_join(workdir: str, task: int, job: Job) -> dict[str, Any]:
-    """Candidate pairs of key bucket ``task``, shuffled to their first member's partition."""
+def step_join(
+    workdir: str, task: int, job: Job, caps: list[int | None] | None = None
+) -> dict[str, Any]:
+    """Candidate pairs of key bucket ``task``, shuffled to their first member's partition;
+    ``caps``: each band's valve cap (:func:`band_caps`; None: every band in full)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ..batch.minhash import group_pairs
-
     cfg = job.dedup_config()
     plan = cfg.lsh_plan()
+    # MinHash: the channel's pairing, band by band (members ascending = input order)
+    la, lb, valve = _valve_pairs(workdir, task, list(caps or [None] * plan.bands))
     t = _store.read_bucket(workdir, "keys", task, KEYS_SCHEMA)
-    # MinHash: the channel's pairing, group by group (members ascending = input order)
-    pos, _, _, bounds = _grouped(t.filter(pc.equal(t["kind"], KIND_LSH)))
-    la, lb, skipped = group_pairs(pos, bounds, plan.bucket_cap)
-    capped = int((np.diff(bounds) > plan.bucket_cap + 1).sum())
     # SimHash: all pairs of a group within k bits, reported by the first block pair they share
     k = simhash_distance(job)
     pos, fp, sub, bounds = _grouped(t.filter(pc.equal(t["kind"], KIND_SIMHASH)))
@@ -191,7 +393,6 @@ def step_join(workdir: str, task: int, job: Job) -> dict[str, Any]:
     return {
         "lsh_pairs": int(la.size),
         "simhash_pairs": int(sa.size),
-        "capped_buckets": capped,
-        "pairs_skipped": int(skipped),
+        "valve": valve,
         "shuffle_bytes": size,
     }

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import ConfigError, InputError
 from . import _store
-from .candidates import step_join, step_keys
+from .candidates import band_caps, step_big, step_first, step_join, step_keys, step_sizes
 from .engines import Engine, LocalEngine
 from .exact import step_exact
 from .job import Job, plan_partitions
@@ -124,8 +124,25 @@ def run_dedup(
     job = dataclasses.replace(job, starts=tuple(r["first"] for r in res))
     n = sum(r["rows"] for r in res)
     ex = run("exact", step_exact, R, job)
-    run("keys", step_keys, P, job)
-    jn = run("join", step_join, R, job)
+    ks = run("keys", step_keys, P, job)
+    # the bucket valve, per band as on one machine: the bands' bucket sizes summed, each band's
+    # cap set; members of thinned buckets learn their first thinned band (see candidates.py)
+    plan = cfg.lsh_plan()
+    sz = run("sizes", step_sizes, R, job)
+    caps, budget = band_caps([r["hist"] for r in sz], sum(r["lsh_docs"] for r in ks), plan)
+    if any(c is not None for c in caps):
+        run("big", step_big, R, job, caps)
+        run("first", step_first, P, job)
+    jn = run("join", step_join, R, job, caps)
+    valve: dict[int, list[int]] = {}
+    for r in jn:
+        for band, capped, in_big, made_big in r["valve"]:
+            v = valve.setdefault(band, [0, 0, 0])
+            v[0] += capped
+            v[1] += in_big
+            v[2] += made_big
+    lsh_docs = sum(r["lsh_docs"] for r in ks)
+    used = [c for c in caps if c is not None]
     run("attach", step_attach, P, job)
     vf = run("verify", step_verify, P, job)
     # the keep decision (or the components) in rounds, one task per partition each, until no
@@ -169,8 +186,16 @@ def run_dedup(
         "verified": sum(r["verified"] for r in vf),
         "pairs": sum(r["pairs"] for r in wr),
         "lsh": {
-            "capped_buckets": sum(r["capped_buckets"] for r in jn),
-            "pairs_skipped": sum(r["pairs_skipped"] for r in jn),
+            "band_pairs_budget": budget,
+            "valve_bands": len(used),
+            "bucket_cap_used": min(used) if used else None,
+            "band_caps": caps,  # per band (None: every bucket paired in full)
+            "capped_buckets": sum(v[0] for v in valve.values()),
+            # an upper bound, as on one machine: per band, pairs of thinned buckets not made
+            "pairs_skipped": min(
+                sum(max(0, v[1] - v[2]) for v in valve.values()),
+                lsh_docs * (lsh_docs - 1) // 2,
+            ),
         },
         "engine": eng.name,
         "partitions": P,

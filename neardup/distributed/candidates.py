@@ -105,6 +105,19 @@ def simhash_distance(job: Job) -> int:
     return LSH_SIMHASH_DISTANCE if d is None else int(d)
 
 
+def splits_short_texts(job: Job) -> bool:
+    """Whether the SimHash pass searches short texts at distance 0 only, as ``neardup.dedup``
+    does on defaults (:data:`neardup.batch.candidate_stage.LSH_SIMHASH_SHORT_DISTANCE`): pairs
+    of two texts of at least the verifier's ``short_chars`` within :func:`simhash_distance`,
+    every pair at distance 0. An explicit ``max_distance`` is searched for every text."""
+    from ..batch.candidate_stage import LSH_SIMHASH_SHORT_DISTANCE
+
+    # distance 0 is one exact key per text (the whole fingerprint); another short distance
+    # would need its own block keys
+    assert LSH_SIMHASH_SHORT_DISTANCE == 0
+    return job.config.get("max_distance") is None and simhash_distance(job) > 0
+
+
 @_store.resumable("keys")
 def step_keys(workdir: str, task: int, job: Job) -> dict[str, Any]:
     """Emit the band and block keys of partition ``task``'s first copies."""
@@ -131,6 +144,14 @@ def step_keys(workdir: str, task: int, job: Job) -> dict[str, Any]:
         )  # fmt: skip
     k = simhash_distance(job)
     sh = np.flatnonzero(first_copy & ~docs["empty"].to_numpy())
+    if splits_short_texts(job):
+        # every text at distance 0 (the whole fingerprint as the key, sub = the block pairs'
+        # count); the block keys below only for texts of short_chars or more
+        parts.append(
+            {"kind": KIND_SIMHASH, "sub": len(_block_pairs(k)), "key": fps[sh], "pos": pos[sh],
+             "fp": fps[sh]}
+        )  # fmt: skip
+        sh = sh[docs["len"].to_numpy()[sh] >= cfg.make_verifier().short_chars]
     masks = simhash_blocks(k)
     f = fps[sh]
     for c, (i, j) in enumerate(_block_pairs(k)):
@@ -381,7 +402,9 @@ def step_join(
     for c, (i, j) in enumerate(_block_pairs(k)):
         both = (x & np.uint64(masks[i] | masks[j])) == 0
         first_combo[(first_combo < 0) & both] = c
-    mine = first_combo == sub[ia]
+    # a pair is reported by the first block pair it shares; an exact-key pair (sub = the block
+    # pairs' count: distance 0, any lengths) by its exact key (attach drops the repeats)
+    mine = (first_combo == sub[ia]) | (sub[ia] == len(_block_pairs(k)))
     sa, sb = pos[ia[mine]], pos[ib[mine]]
     a = np.concatenate([la, sa])
     b = np.concatenate([lb, sb])

@@ -253,6 +253,22 @@ def test_valve_cap_fits_the_band_budget():
     assert valve_cap(size, 8, 10) == 8  # the floor bounds the work whatever the budget
 
 
+@given(
+    st.lists(st.tuples(st.integers(2, 400), st.integers(0, 50)), min_size=1, max_size=12),
+    st.integers(1, 40),
+    st.integers(0, 200_000),
+)
+@settings(max_examples=60, deadline=None)
+def test_valve_cap_of_a_histogram_equals_the_cap_of_its_buckets(hist, floor, budget):
+    from neardup.batch.minhash import valve_cap
+
+    size = np.array([h[0] for h in hist], np.int64)
+    count = np.array([h[1] for h in hist], np.int64)
+    buckets = np.repeat(size, count)
+    want = valve_cap(buckets, floor, budget) if buckets.size else None
+    assert valve_cap(size, floor, budget, count) == want
+
+
 def test_valve_idle_under_budget_equals_reference_and_estimates_what_it_gives_up():
     rng = np.random.default_rng(23)
     t = _corpus(rng, 1, 40)[0]

@@ -348,19 +348,36 @@ def pairs_per_group(size: npt.NDArray[np.int64], cap: int | None) -> npt.NDArray
     return np.where(s > c + 1, window + anchors, full)
 
 
-def valve_cap(size: npt.NDArray[np.int64], floor: int, budget: int | None) -> int | None:
+def valve_cap(
+    size: npt.NDArray[np.int64],
+    floor: int,
+    budget: int | None,
+    count: npt.NDArray[np.int64] | None = None,
+) -> int | None:
     """The cap of one band: None (every bucket paired in full) when the pairs of all its
     buckets (``size``: members per bucket) fit ``budget``; otherwise the largest cap ``>=
     floor`` whose pairs (:func:`pairs_per_group`) fit it, and ``floor`` when none does (the
-    floor bounds the work at ``2 * floor`` pairs per document whatever the input)."""
-    if budget is None or size.size == 0 or int(pairs_per_group(size, None).sum()) <= budget:
+    floor bounds the work at ``2 * floor`` pairs per document whatever the input).
+    ``count`` (optional): how many buckets have each ``size`` (a histogram; the same cap as
+    ``np.repeat(size, count)``)."""
+    size = np.asarray(size, np.int64)
+    weight = None if count is None else np.asarray(count, np.int64)
+
+    def pairs(cap: int | None) -> int:
+        p = pairs_per_group(size, cap)
+        return int(p.sum() if weight is None else (p * weight).sum())
+
+    if weight is not None:
+        size = size[weight > 0]
+        weight = weight[weight > 0]
+    if budget is None or size.size == 0 or pairs(None) <= budget:
         return None
     lo, hi = floor, int(size.max())  # pairs(hi) > budget: hi - 1 >= every group's size - 1
-    if int(pairs_per_group(size, lo).sum()) > budget:
+    if pairs(lo) > budget:
         return floor
     while hi - lo > 1:  # pairs(lo) <= budget < pairs(hi); pairs grow with the cap
         mid = (lo + hi) // 2
-        if int(pairs_per_group(size, mid).sum()) <= budget:
+        if pairs(mid) <= budget:
             lo = mid
         else:
             hi = mid

@@ -253,8 +253,8 @@ def band_caps(
             continue
         sizes = np.array(sorted(d), np.int64)
         counts = np.array([d[x] for x in sorted(d)], np.int64)
-        # the band's buckets as the single machine sees them (order does not matter to the cap)
-        caps.append(valve_cap(np.repeat(sizes, counts), plan.bucket_cap, budget))
+        # the band's bucket sizes as a histogram: the cap the single machine computes over them
+        caps.append(valve_cap(sizes, plan.bucket_cap, budget, counts))
     return caps, budget
 
 

@@ -219,7 +219,7 @@ def test_pairs_per_group_counts_what_group_pairs_makes():
     st.integers(0, 2**32 - 1),
 )
 def test_agreeing_group_pairs_equal_group_pairs_then_agreement(sizes, cap, seed):
-    from neardup.batch.minhash import _agreeing_group_pairs, _agreement_reference, group_pairs
+    from neardup.batch.minhash import _agreement_reference, agreeing_group_pairs, group_pairs
 
     rng = np.random.default_rng(seed)
     size = np.array(sizes, np.int64)
@@ -229,7 +229,7 @@ def test_agreeing_group_pairs_equal_group_pairs_then_agreement(sizes, cap, seed)
     sig = rng.integers(0, 3, (500, 12)).astype(np.uint16)
     flag = rng.random(size.size) < 0.5
     for c in (cap, None):
-        a, b, big, made = _agreeing_group_pairs(members, bounds, c, sig, 5, flag)
+        a, b, big, made = agreeing_group_pairs(members, bounds, c, sig, 5, flag)
         ra, rb, _ = group_pairs(members, bounds, int(size.max()) if c is None else c)
         ok = _agreement_reference(sig, ra, rb) >= 5
         assert made == ra.size

@@ -58,6 +58,7 @@ __all__ = [
     "DEFAULT_THRESHOLD",
     "NO_SIGNATURE",
     "LshPlan",
+    "agreeing_group_pairs",
     "candidate_probability",
     "group_pairs",
     "lsh_pairs",
@@ -468,7 +469,7 @@ def _group_pairs_fill(
                     k += 1
 
 
-def _agreeing_group_pairs(
+def agreeing_group_pairs(
     members: npt.NDArray[np.int64],
     bounds: npt.NDArray[np.int64],
     cap: int | None,
@@ -614,7 +615,7 @@ def lsh_pairs(
             group_big = was_big[0][bounds[:-1]] if size.size else np.zeros(0, np.bool_)
             made_big = int(pairs_per_group(size, cap)[group_big].sum())
             skipped += max(0, in_big - made_big)
-        a, b, in_big_group, made = _agreeing_group_pairs(
+        a, b, in_big_group, made = agreeing_group_pairs(
             members, bounds, cap, s, plan.min_agreement, group_big, workers, words, pad
         )
         raw += made

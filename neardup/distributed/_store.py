@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import itertools
 import os
 import uuid
 from collections.abc import Callable, Sequence
@@ -30,12 +31,14 @@ import numpy.typing as npt
 from ..errors import CorruptFileError, StorageError
 
 __all__ = [
+    "by_reference",
     "done",
     "mark_done",
     "owner_of",
     "read_bucket",
     "read_table",
     "shuffle_write",
+    "sig_matrix",
     "write_table",
 ]
 
@@ -170,3 +173,45 @@ def mix_bucket(keys: npt.NDArray[np.uint64], buckets: int) -> npt.NDArray[np.int
         x *= np.uint64(0xC4CEB9FE1A85EC53)
         x ^= x >> np.uint64(33)
     return (x % np.uint64(buckets)).astype(np.int64)
+
+
+def sig_matrix(arr: Any, m: int, hashes: int) -> np.ndarray:
+    """A FixedSizeBinary column of ``m`` signatures as a ``(m, hashes)`` uint16 view."""
+    if m == 0:
+        return np.zeros((0, hashes), np.uint16)
+    arr = arr.combine_chunks() if hasattr(arr, "combine_chunks") else arr
+    buf = np.frombuffer(arr.buffers()[1], "<u2")
+    off = arr.offset * hashes
+    return buf[off : off + m * hashes].reshape(m, hashes)
+
+
+def by_reference(
+    workdir: str, starts: Any, pos: np.ndarray, hashes: int, texts: np.ndarray
+) -> dict[str, Any]:
+    """Fingerprints, MinHash signatures (``(n, hashes)`` uint16) and, where ``texts`` (bool) is
+    set, the texts of the documents at positions ``pos`` (any partitions), read from the
+    partitions' ``docs`` files (memory-mapped: only the rows taken are read); with the bytes
+    read."""
+    owner = owner_of(pos, starts)
+    o = np.argsort(owner, kind="stable")
+    fp = np.zeros(pos.size, np.uint64)
+    sig = np.zeros((pos.size, hashes), np.uint16)
+    text: list[Any] = [None] * pos.size
+    nbytes = 0
+    bounds: list[int] = []
+    if pos.size:
+        bounds = np.flatnonzero(np.r_[True, owner[o][1:] != owner[o][:-1], True]).tolist()
+    for s, e in itertools.pairwise(bounds):
+        rows = o[s:e]
+        docs = read_table(f"{workdir}/docs/p{int(owner[rows[0]]):05d}.arrow")
+        at = np.searchsorted(docs["pos"].to_numpy(), pos[rows])
+        fp[rows] = docs["fp"].to_numpy()[at]
+        sig[rows] = sig_matrix(docs["sig"], docs.num_rows, hashes)[at]
+        nbytes += rows.size * (8 + 2 * hashes)
+        want = rows[texts[rows]]
+        if want.size:
+            got = docs["text"].take(np.searchsorted(docs["pos"].to_numpy(), pos[want]))
+            nbytes += got.nbytes
+            for r, t in zip(want.tolist(), got.to_pylist(), strict=True):
+                text[r] = t
+    return {"fp": fp, "sig": sig, "text": text, "bytes": nbytes}

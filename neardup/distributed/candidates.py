@@ -314,14 +314,32 @@ def step_first(workdir: str, task: int, job: Job) -> dict[str, Any]:
 
 
 def _valve_pairs(
-    workdir: str, task: int, caps: list[int | None]
+    workdir: str, task: int, caps: list[int | None], job: Job
 ) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
     """Key bucket ``task``'s MinHash pairs under the valve, band by band as
-    :func:`neardup.batch.minhash.lsh_pairs` makes them; and per band with a cap ``[band,
-    thinned buckets, pairs inside them, pairs made inside them]``."""
-    from ..batch.minhash import group_pairs, pairs_per_group
+    :func:`neardup.batch.minhash.lsh_pairs` makes them, only those whose signatures agree on
+    ``plan.min_agreement`` values (the signatures read by reference from the members' ``docs``
+    files; a bucket's other pairs are never materialised: with the band budget a band may make
+    up to ``band_pairs_per_doc`` pairs per document); and per band with a cap ``[band, thinned
+    buckets, pairs inside them, pairs made inside them]``."""
+    from ..batch.minhash import agreeing_group_pairs, pairs_per_group
 
+    plan = job.dedup_config().lsh_plan()
     pos, bounds, band = _lsh_groups(workdir, task)
+    # the signatures of every member of the bucket's groups, read once (u ascending: a member's
+    # index in u keeps the input order the pairing relies on)
+    u = np.unique(pos)
+    sig = _store.by_reference(workdir, job.starts, u, plan.hashes, np.zeros(u.size, bool))["sig"]
+
+    def group_pairs(
+        m: np.ndarray, bd: np.ndarray, cap: int | None
+    ) -> tuple[np.ndarray, np.ndarray, None]:
+        a, b, _, _ = agreeing_group_pairs(
+            np.searchsorted(u, m).astype(np.int64), bd, cap, sig, plan.min_agreement,
+            np.zeros(bd.size - 1, np.bool_),
+        )  # fmt: skip
+        return u[a], u[b], None
+
     size = np.diff(bounds)
     if not size.size:
         z = np.zeros(0, np.int64)
@@ -342,7 +360,7 @@ def _valve_pairs(
         bd = bounds[g0 : g1 + 1] - bounds[g0]
         sz = np.diff(bd)
         if cap is None:  # the band fits its budget: every pair
-            a, bb, _ = group_pairs(m, bd, int(sz.max()))
+            a, bb, _ = group_pairs(m, bd, None)
             out_a.append(a)
             out_b.append(bb)
             continue
@@ -388,7 +406,7 @@ def step_join(
     cfg = job.dedup_config()
     plan = cfg.lsh_plan()
     # MinHash: the channel's pairing, band by band (members ascending = input order)
-    la, lb, valve = _valve_pairs(workdir, task, list(caps or [None] * plan.bands))
+    la, lb, valve = _valve_pairs(workdir, task, list(caps or [None] * plan.bands), job)
     t = _store.read_bucket(workdir, "keys", task, KEYS_SCHEMA)
     # SimHash: all pairs of a group within k bits, reported by the first block pair they share
     k = simhash_distance(job)

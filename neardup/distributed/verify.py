@@ -20,7 +20,6 @@ the first member's partition (``xpand``).
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import numpy as np
@@ -101,48 +100,6 @@ def step_attach(workdir: str, task: int, job: Job) -> dict[str, Any]:
     return {"pairs": int(a.size), "shuffle_bytes": size}
 
 
-def _sig_matrix(arr: Any, m: int, hashes: int) -> np.ndarray:
-    """A FixedSizeBinary column of ``m`` signatures as a ``(m, hashes)`` uint16 view."""
-    if m == 0:
-        return np.zeros((0, hashes), np.uint16)
-    arr = arr.combine_chunks() if hasattr(arr, "combine_chunks") else arr
-    buf = np.frombuffer(arr.buffers()[1], "<u2")
-    off = arr.offset * hashes
-    return buf[off : off + m * hashes].reshape(m, hashes)
-
-
-def _by_reference(
-    workdir: str, job: Job, pos: np.ndarray, hashes: int, texts: np.ndarray
-) -> dict[str, Any]:
-    """Fingerprints, MinHash signatures (``(n, hashes)`` uint16) and, where ``texts`` (bool) is
-    set, the texts of the documents at positions ``pos`` (any partitions), read from the
-    partitions' ``docs`` files (memory-mapped: only the rows taken are read); with the bytes
-    read."""
-    owner = _store.owner_of(pos, job.starts)
-    o = np.argsort(owner, kind="stable")
-    fp = np.zeros(pos.size, np.uint64)
-    sig = np.zeros((pos.size, hashes), np.uint16)
-    text: list[Any] = [None] * pos.size
-    nbytes = 0
-    bounds: list[int] = []
-    if pos.size:
-        bounds = np.flatnonzero(np.r_[True, owner[o][1:] != owner[o][:-1], True]).tolist()
-    for s, e in itertools.pairwise(bounds):
-        rows = o[s:e]
-        docs = _store.read_table(f"{workdir}/docs/p{int(owner[rows[0]]):05d}.arrow")
-        at = np.searchsorted(docs["pos"].to_numpy(), pos[rows])
-        fp[rows] = docs["fp"].to_numpy()[at]
-        sig[rows] = _sig_matrix(docs["sig"], docs.num_rows, hashes)[at]
-        nbytes += rows.size * (8 + 2 * hashes)
-        want = rows[texts[rows]]
-        if want.size:
-            got = docs["text"].take(np.searchsorted(docs["pos"].to_numpy(), pos[want]))
-            nbytes += got.nbytes
-            for r, t in zip(want.tolist(), got.to_pylist(), strict=True):
-                text[r] = t
-    return {"fp": fp, "sig": sig, "text": text, "bytes": nbytes}
-
-
 @_store.resumable("verify")
 def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
     """Decide the candidate pairs whose second member is in partition ``task``; shuffle the
@@ -161,8 +118,8 @@ def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
     src = half["src"].to_numpy()
     # the first member's fingerprint, signature and (for a pair the channel keeps) text, read
     # where the pair is verified: a SimHash pair is a candidate whatever the signatures say
-    ref = _by_reference(workdir, job, a, plan.hashes, (src & SRC_SIMHASH) > 0)
-    sig_b = _sig_matrix(docs["sig"], docs.num_rows, plan.hashes)[at_b]
+    ref = _store.by_reference(workdir, job.starts, a, plan.hashes, (src & SRC_SIMHASH) > 0)
+    sig_b = _store.sig_matrix(docs["sig"], docs.num_rows, plan.hashes)[at_b]
     agree = (ref["sig"] == sig_b).sum(axis=1)
     cand = ((src & SRC_SIMHASH) > 0) | (agree >= plan.min_agreement)
     fb = docs["fp"].to_numpy()[at_b]
@@ -171,7 +128,9 @@ def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
     text_a = [ref["text"][i] for i in idx.tolist()]
     lsh_only = idx[[t is None for t in text_a]]
     if lsh_only.size:  # MinHash pairs that passed the agreement filter: their texts now
-        more = _by_reference(workdir, job, a[lsh_only], plan.hashes, np.ones(lsh_only.size, bool))
+        more = _store.by_reference(
+            workdir, job.starts, a[lsh_only], plan.hashes, np.ones(lsh_only.size, bool)
+        )
         ref["bytes"] += more["bytes"]
         for i, t in zip(lsh_only.tolist(), more["text"], strict=True):
             ref["text"][i] = t

@@ -962,8 +962,9 @@ def search_compressed_list_gil(q, k, segs, qk, buf, buf0, out_q, out_r, out_d, e
 
 
 def _ro(a: Any, dtype: Any, ndim: int) -> Any:
-    """A read-only, C-contiguous plain ndarray view: every entry of a typed list of segments
-    then has one numba type (as ``multi._ro``)."""
+    """A read-only, C-contiguous plain ``ndarray`` view (no copy when ``a`` already is one):
+    every entry of a typed list then has one numba type, and a plain ndarray (not a
+    ``np.memmap`` subclass) keeps numba's argument unboxing on its fast path."""
     v = np.ascontiguousarray(a, dtype=dtype).view(np.ndarray)
     if v.ndim != ndim:
         raise ValueError(f"expected a {ndim}-d array, got shape {v.shape}")

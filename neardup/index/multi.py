@@ -31,26 +31,13 @@ from numba.typed import List
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 from ..errors import ConfigError
 from . import _kernels as K
-from .compressed import CompressedSegment, list_search, new_entry_list
+from .compressed import CompressedSegment, _ro, list_search, new_entry_list
 from .hamming_index import HammingIndex
 
 SearchResult = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]
 
 _I64 = np.int64
 _U64 = np.uint64
-
-
-def _ro(a: Any, dtype: Any, ndim: int) -> np.ndarray:
-    """A read-only, C-contiguous plain ``ndarray`` view (no copy when ``a`` already is one):
-    every tuple in the typed list then has the same numba type, and a plain ndarray (not a
-    ``np.memmap`` subclass) keeps numba's argument unboxing on its fast path."""
-    v = np.ascontiguousarray(a, dtype=dtype).view(np.ndarray)
-    if v.ndim != ndim:
-        raise ValueError(f"expected a {ndim}-d array, got shape {v.shape}")
-    if v.flags.writeable:
-        v = v.view()
-        v.flags.writeable = False
-    return v
 
 
 def _empty(dtype: Any, ndim: int) -> np.ndarray:

@@ -17,7 +17,6 @@ pipeline's own rule (:func:`neardup.batch.stage_verify`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +50,26 @@ class Op:
     @property
     def n(self) -> int:
         return len(self.docs.ids) if self.docs is not None else 1
+
+
+@dataclass(slots=True)
+class _GroupView:
+    """What the candidate rules read about one write group, flat in arrival order: each
+    document's text, content hash, empty flag and id; its index hits (CSR: ``hit_rids`` /
+    ``hit_d`` between ``lims[i]`` and ``lims[i + 1]``); the stored rows fetched for them; its
+    within-group pairs (``earlier``: position -> [(earlier position, distance)]); the cutoff
+    (stored rows older than it do not match)."""
+
+    texts: list[str]
+    chash: list[bytes]
+    empty: npt.NDArray[np.bool_]
+    ids: list[str]
+    lims: npt.NDArray[np.int64]
+    hit_rids: npt.NDArray[np.int64]
+    hit_d: npt.NDArray[np.int32]
+    rows: dict[int, Any]
+    earlier: dict[int, list[tuple[int, int]]]
+    cutoff: float | None
 
 
 class Decider:
@@ -197,19 +216,10 @@ class Decider:
         new_decision = _new_decision
         write_add = writes.add
         # the verifications the decide loop will ask for, in one call for the whole group
-        memo = self._prefetch(
-            slow,
-            flat_texts,
-            flat_chash,
-            flat_empty,
-            lims,
-            hit_rids,
-            hit_d,
-            rows,
-            earlier,
-            ids,
-            cutoff,
+        view = _GroupView(
+            flat_texts, flat_chash, flat_empty, ids, lims, hit_rids, hit_d, rows, earlier, cutoff
         )
+        memo = self._prefetch(slow, view)
         g = 0
         for op in group:
             if op.kind == "delete":
@@ -247,21 +257,7 @@ class Decider:
                     matches: list[Match] = []
                     drops = False
                 else:
-                    matches, drops = self._matches(
-                        i,
-                        flat_texts,
-                        flat_chash,
-                        flat_empty,
-                        hit_rids[lims[i] : lims[i + 1]],
-                        hit_d[lims[i] : lims[i + 1]],
-                        rows,
-                        deleted_rowids,
-                        added_mask,
-                        earlier.get(i, ()),
-                        ids,
-                        cutoff,
-                        memo,
-                    )
+                    matches, drops = self._matches(i, view, deleted_rowids, added_mask, memo)
                 cur = current(id_)
                 if cur is not None:  # idempotent re-send: report the existing document
                     if not any(m.id == id_ for m in matches):
@@ -304,25 +300,16 @@ class Decider:
         return results, writes
 
     def _candidates(
-        self,
-        i: int,
-        texts: list[str],
-        chash: list[bytes],
-        empty: npt.NDArray[np.bool_],
-        hit_rids: npt.NDArray[np.int64],
-        hit_d: npt.NDArray[np.int32],
-        rows: dict[int, Any],
-        deleted: set[int],
-        added_mask: bytearray | None,
-        earlier: Sequence[tuple[int, int]],
-        ids: list[str],
-        cutoff: float | None,
+        self, i: int, view: _GroupView, deleted: set[int], added_mask: bytearray | None
     ) -> tuple[list[tuple[int, int, str, float | None, bool]], list[tuple[int, int, str, str]]]:
         """(matches found without verification: (distance, order, id, score, may drop);
-        candidates to verify, closest first: (distance, order, id, text)). ``order`` is the
-        stored row id, or ``2**62 + j`` for document ``j`` of the group. ``added_mask`` None:
-        every earlier document of the group counts as added (what :meth:`_prefetch` plans
-        for)."""
+        candidates to verify, closest first: (distance, order, id, text)) of document ``i``.
+        ``order`` is the stored row id, or ``2**62 + j`` for document ``j`` of the group.
+        Stored rows in ``deleted`` do not match; ``added_mask`` None: every earlier document of
+        the group counts as added (what :meth:`_prefetch` plans for)."""
+        texts, chash, empty, ids = view.texts, view.chash, view.empty, view.ids
+        rows, cutoff = view.rows, view.cutoff
+        lo, hi = view.lims[i], view.lims[i + 1]
         text = texts[i]
         limit = self._limit(text)
         q_empty = bool(empty[i])
@@ -330,7 +317,7 @@ class Decider:
         # (exact first, distance, order, id, hash, empty, text): exact duplicates need no
         # verification; the rest are verified closest first until max_matches are accepted
         cands: list[tuple[int, int, int, str, bytes, bool, str | None]] = []
-        for rid, d in zip(hit_rids.tolist(), hit_d.tolist(), strict=True):
+        for rid, d in zip(view.hit_rids[lo:hi].tolist(), view.hit_d[lo:hi].tolist(), strict=True):
             if rid in deleted:
                 continue
             row = rows.get(rid)
@@ -338,7 +325,7 @@ class Decider:
                 continue
             ex = 0 if row.chash == q_hash else 1
             cands.append((ex, d, rid, row.id, row.chash, row.empty, row.text))
-        for j, d in earlier:
+        for j, d in view.earlier.get(i, ()):
             if added_mask is None or added_mask[j]:
                 ex = 0 if chash[j] == q_hash else 1
                 cands.append((ex, d, (1 << 62) + j, ids[j], chash[j], bool(empty[j]), texts[j]))
@@ -361,38 +348,17 @@ class Decider:
     def _matches(
         self,
         i: int,
-        texts: list[str],
-        chash: list[bytes],
-        empty: npt.NDArray[np.bool_],
-        hit_rids: npt.NDArray[np.int64],
-        hit_d: npt.NDArray[np.int32],
-        rows: dict[int, Any],
+        view: _GroupView,
         deleted: set[int],
         added_mask: bytearray,
-        earlier: Sequence[tuple[int, int]],
-        ids: list[str],
-        cutoff: float | None,
         memo: dict[tuple[int, int], tuple[bool, float]] | None = None,
     ) -> tuple[list[Match], bool]:
-        """(the matches, closest first; whether any of them makes the document a duplicate).
-        ``memo``: (document, order) -> (accepted, score) of pairs verified ahead
+        """(the matches of document ``i``, closest first; whether any of them makes it a
+        duplicate). ``memo``: (document, order) -> (accepted, score) of pairs verified ahead
         (:meth:`_prefetch`); a pair's verification does not depend on the others, so a memo
         hit decides as verifying it here would."""
-        text = texts[i]
-        found, pending = self._candidates(
-            i,
-            texts,
-            chash,
-            empty,
-            hit_rids,
-            hit_d,
-            rows,
-            deleted,
-            added_mask,
-            earlier,
-            ids,
-            cutoff,
-        )
+        text = view.texts[i]
+        found, pending = self._candidates(i, view, deleted, added_mask)
         if memo is None:
             memo = {}
         # verify closest first, in chunks, until max_matches are accepted
@@ -414,18 +380,7 @@ class Decider:
         return matches, any(f[4] for f in found)
 
     def _prefetch(
-        self,
-        slow: list[bool],
-        texts: list[str],
-        chash: list[bytes],
-        empty: npt.NDArray[np.bool_],
-        lims: npt.NDArray[np.int64],
-        hit_rids: npt.NDArray[np.int64],
-        hit_d: npt.NDArray[np.int32],
-        rows: dict[int, Any],
-        earlier: dict[int, list[tuple[int, int]]],
-        ids: list[str],
-        cutoff: float | None,
+        self, slow: list[bool], view: _GroupView
     ) -> dict[tuple[int, int], tuple[bool, float]]:
         """Verify, in one call for the group, the first ``max(4, max_matches)`` candidates each
         document of the group would verify if every earlier document of the group were added
@@ -441,26 +396,13 @@ class Decider:
         cb: list[int] = []
         ds: list[int] = []
         keys: list[tuple[int, int]] = []
-        all_texts = list(texts)
+        all_texts = list(view.texts)
         row_text: dict[int, int] = {}
         none: set[int] = set()
         for i, s in enumerate(slow):
             if not s:
                 continue
-            _found, pending = self._candidates(
-                i,
-                texts,
-                chash,
-                empty,
-                hit_rids[lims[i] : lims[i + 1]],
-                hit_d[lims[i] : lims[i + 1]],
-                rows,
-                none,
-                None,
-                earlier.get(i, ()),
-                ids,
-                cutoff,
-            )
+            _found, pending = self._candidates(i, view, none, None)
             for d, order, _cid, c_text in pending[:first]:
                 if order >= 1 << 62:
                     t = order - (1 << 62)

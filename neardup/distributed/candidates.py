@@ -8,18 +8,22 @@ when it has features: the 64 bits cut into ``k + 2`` blocks, a key per pair of b
 fingerprints within ``k`` bits agree on at least two blocks, so they share at least one key;
 the layout of :mod:`neardup.index.allpairs`, without probing).
 
-``sizes`` (per key bucket): each MinHash band's bucket sizes as a histogram (size -> buckets);
-the driver sums them per band and sets each band's valve cap exactly as the single machine does
+``group`` (per key bucket, the reducer side of the ``keys`` shuffle): the bucket's records sorted
+into groups of equal (kind, band or block pair, key) once, only groups of two or more kept and
+written to ``groups/p<bucket>.arrow`` (most keys are alone: the file is a small part of the
+bucket), and each MinHash band's bucket sizes as a histogram (size -> buckets), taken while the
+groups are at hand; the driver sums them per band and sets each band's valve cap exactly as the single machine does
 (:func:`band_caps`: :func:`neardup.batch.minhash.valve_cap` at the band budget,
 ``band_pairs_per_doc`` times the documents with tokens). When some band is over its budget,
-``big`` (per key bucket) sends, for every member of a bucket over its band's cap, the first such
+``big`` (per key bucket, from its ``groups`` file) sends, for every member of a bucket over its band's cap, the first such
 band to the member's partition, and ``first`` (per partition) returns each member's first band
 over all key buckets to the key buckets that hold it: the single machine pairs a member of a
 thinned bucket once over the bands (:func:`neardup.batch.minhash._thin_big_groups`' ``done``),
 in the first band where its bucket is thinned, unless it is one of the bucket's first ``cap``
 members (the anchors).
 
-``join`` (per key bucket): records with equal (kind, band or block pair, key) form a group.
+``join`` (per key bucket): the groups of the ``group`` step (no step after it reads the key
+buckets again).
 MinHash groups give their pairs as the single-machine channel does (members in input order;
 every pair while the band fits its budget, else the buckets over the band's cap thinned as
 above and paired by window and anchors, :func:`~neardup.batch.minhash.group_pairs`); SimHash
@@ -47,9 +51,9 @@ __all__ = [
     "band_caps",
     "step_big",
     "step_first",
+    "step_group",
     "step_join",
     "step_keys",
-    "step_sizes",
 ]
 
 SRC_LSH, SRC_SIMHASH = 1, 2
@@ -68,6 +72,20 @@ def _schemas() -> tuple[Any, Any]:
 
 
 KEYS_SCHEMA, RAW_SCHEMA = _schemas()
+
+
+def _groups_schema() -> Any:
+    import pyarrow as pa
+
+    # a key bucket's groups of two or more, sorted by (kind, sub, key, pos); ``g`` numbers the
+    # groups from 0 in that order (a group is a run of equal ``g``)
+    return pa.schema(
+        [("kind", pa.uint8()), ("sub", pa.int32()), ("pos", pa.int64()), ("fp", pa.uint64()),
+         ("g", pa.int64())]
+    )  # fmt: skip
+
+
+GROUPS_SCHEMA = _groups_schema()
 
 
 def _valve_schemas() -> tuple[Any, Any]:
@@ -187,49 +205,93 @@ def _all_pairs_in_groups(members: np.ndarray, bounds: np.ndarray) -> tuple[np.nd
     return np.concatenate(out_a), np.concatenate(out_b)
 
 
-def _grouped(kind_rows: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Rows sorted by (sub, key, pos), kept only in groups of two or more:
-    ``(pos, fp, sub, bounds)``."""
-    sub = kind_rows["sub"].to_numpy()
-    key = kind_rows["key"].to_numpy()
-    pos = kind_rows["pos"].to_numpy()
-    fp = kind_rows["fp"].to_numpy()
-    o = np.lexsort((pos, key, sub))
-    sub, key, pos, fp = sub[o], key[o], pos[o], fp[o]
+def _group_rows(t: Any) -> dict[str, np.ndarray]:
+    """The records of a key bucket in groups of two or more, sorted by (kind, sub, key, pos):
+    columns ``kind, sub, pos, fp, g`` (``g``: the group's number in that order)."""
+    key = t["key"].to_numpy()
+    # only records whose key value occurs twice or more can be in a group of two or more (most
+    # keys are alone): found with one plain (unstable, vectorised) sort of the keys, so the
+    # 4-key lexsort runs over those few rows only (profiled: the lexsort over every record was
+    # most of the step); (kind, sub, key, pos) is unique, so the lexsort fixes the order
+    ko = np.argsort(key)
+    sk = key[ko]
+    eq = sk[1:] == sk[:-1]
+    twice = np.zeros(key.size, bool)
+    twice[1:] |= eq
+    twice[:-1] |= eq
+    cand = ko[twice]
+    kind = t["kind"].to_numpy()[cand]
+    sub = t["sub"].to_numpy()[cand]
+    key = key[cand]
+    pos = t["pos"].to_numpy()[cand]
+    o = np.lexsort((pos, key, sub, kind))
+    kind, sub, key, pos = kind[o], sub[o], key[o], pos[o]
     new = np.ones(pos.size, bool)
-    new[1:] = (sub[1:] != sub[:-1]) | (key[1:] != key[:-1])
+    new[1:] = (kind[1:] != kind[:-1]) | (sub[1:] != sub[:-1]) | (key[1:] != key[:-1])
     gid = np.cumsum(new) - 1
     size = np.bincount(gid) if pos.size else np.zeros(0, np.int64)
-    keep = size[gid] > 1 if pos.size else np.zeros(0, bool)
-    pos, fp, sub = pos[keep], fp[keep], sub[keep]
-    size = size[size > 1]
-    bounds = np.zeros(size.size + 1, np.int64)
-    np.cumsum(size, out=bounds[1:])
-    return pos, fp, sub, bounds
+    keep = np.flatnonzero(size[gid] > 1) if pos.size else np.zeros(0, np.int64)
+    multi = size > 1
+    renum = np.cumsum(multi) - 1  # a kept group's number among the kept ones
+    return {
+        "kind": kind[keep],
+        "sub": sub[keep],
+        "pos": pos[keep],
+        "fp": t["fp"].to_numpy()[cand[o[keep]]],
+        "g": renum[gid[keep]].astype(np.int64),
+    }
+
+
+def _groups_of(
+    workdir: str, task: int, kind: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Key bucket ``task``'s groups of ``kind`` (from the ``group`` step): ``(pos, fp, sub,
+    bounds)``, groups ordered by (sub, key), members ascending (input order)."""
+    t = _store.read_table(f"{workdir}/groups/p{task:05d}.arrow")
+    kinds = t["kind"].to_numpy()
+    lo, hi = np.searchsorted(kinds, [kind, kind + 1])  # rows sorted by kind
+    pos = t["pos"].to_numpy()[lo:hi]
+    fp = t["fp"].to_numpy()[lo:hi]
+    sub = t["sub"].to_numpy()[lo:hi]
+    g = t["g"].to_numpy()[lo:hi]
+    bounds = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True]) if g.size else np.zeros(1, np.int64)
+    return pos, fp, sub, bounds.astype(np.int64)
 
 
 def _lsh_groups(workdir: str, task: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Key bucket ``task``'s MinHash groups of two or more: ``(pos, bounds, band of each
     group)``, groups ordered by (band, key), members ascending (input order)."""
-    import pyarrow.compute as pc
-
-    t = _store.read_bucket(workdir, "keys", task, KEYS_SCHEMA)
-    pos, _, sub, bounds = _grouped(t.filter(pc.equal(t["kind"], KIND_LSH)))
+    pos, _, sub, bounds = _groups_of(workdir, task, KIND_LSH)
     return pos, bounds, sub[bounds[:-1]].astype(np.int64)
 
 
-@_store.resumable("sizes")
-def step_sizes(workdir: str, task: int, job: Job) -> dict[str, Any]:
-    """Key bucket ``task``'s MinHash bucket sizes per band: ``hist`` rows ``[band, size,
-    buckets]`` (buckets of two or more members; small: one row per distinct size)."""
-    _, bounds, band = _lsh_groups(workdir, task)
+def _size_hist(bounds: np.ndarray, band: np.ndarray) -> list[list[int]]:
+    """Rows ``[band, size, buckets]`` of the MinHash groups (one row per distinct size)."""
     size = np.diff(bounds)
     if not size.size:
-        return {"hist": []}
-    code = np.unique(band * (int(size.max()) + 1) + size, return_counts=True)
+        return []
     width = int(size.max()) + 1
-    rows = [[int(c // width), int(c % width), int(k)] for c, k in zip(*code, strict=True)]
-    return {"hist": rows}
+    code = np.unique(band * width + size, return_counts=True)
+    return [[int(c // width), int(c % width), int(k)] for c, k in zip(*code, strict=True)]
+
+
+@_store.resumable("group")
+def step_group(workdir: str, task: int, job: Job) -> dict[str, Any]:
+    """Key bucket ``task`` read and sorted into groups once: its groups of two or more to
+    ``groups/p<task>.arrow`` (for ``big`` and ``join``), and its MinHash bucket sizes per band
+    as ``hist`` rows ``[band, size, buckets]`` (buckets of two or more members; small: one row
+    per distinct size), summed by the driver for :func:`band_caps`."""
+    import pyarrow as pa
+
+    cols = _group_rows(_store.read_bucket(workdir, "keys", task, KEYS_SCHEMA))
+    table = pa.table(cols, schema=GROUPS_SCHEMA)
+    _store.write_table(f"{workdir}/groups/p{task:05d}.arrow", table)
+    lsh = cols["kind"] == KIND_LSH
+    g = cols["g"][lsh]
+    bounds = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True]) if g.size else np.zeros(1, int)
+    band = cols["sub"][lsh][bounds[:-1].astype(np.int64)].astype(np.int64)
+    return {"hist": _size_hist(bounds, band), "group_rows": table.num_rows,
+            "written_bytes": table.nbytes}  # fmt: skip
 
 
 def band_caps(
@@ -330,13 +392,20 @@ def _valve_pairs(
     # index in u keeps the input order the pairing relies on)
     u = np.unique(pos)
     sig = _store.by_reference(workdir, job.starts, u, plan.hashes, np.zeros(u.size, bool))["sig"]
+    # the signatures as the agreement kernel's 64-bit words, made once for every band (else
+    # agreeing_group_pairs repacks all of them per band: a quarter of the step, profiled)
+    h = plan.hashes
+    words = np.zeros((u.size, 4 * -(-h // 4)), np.uint16)
+    words[:, :h] = sig
+    pad = words.shape[1] - h
+    words64 = words.view(np.uint64)
 
     def group_pairs(
         m: np.ndarray, bd: np.ndarray, cap: int | None
     ) -> tuple[np.ndarray, np.ndarray, None]:
         a, b, _, _ = agreeing_group_pairs(
             np.searchsorted(u, m).astype(np.int64), bd, cap, sig, plan.min_agreement,
-            np.zeros(bd.size - 1, np.bool_),
+            np.zeros(bd.size - 1, np.bool_), words=words64, pad=pad,
         )  # fmt: skip
         return u[a], u[b], None
 
@@ -401,16 +470,14 @@ def step_join(
     """Candidate pairs of key bucket ``task``, shuffled to their first member's partition;
     ``caps``: each band's valve cap (:func:`band_caps`; None: every band in full)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     cfg = job.dedup_config()
     plan = cfg.lsh_plan()
     # MinHash: the channel's pairing, band by band (members ascending = input order)
     la, lb, valve = _valve_pairs(workdir, task, list(caps or [None] * plan.bands), job)
-    t = _store.read_bucket(workdir, "keys", task, KEYS_SCHEMA)
     # SimHash: all pairs of a group within k bits, reported by the first block pair they share
     k = simhash_distance(job)
-    pos, fp, sub, bounds = _grouped(t.filter(pc.equal(t["kind"], KIND_SIMHASH)))
+    pos, fp, sub, bounds = _groups_of(workdir, task, KIND_SIMHASH)
     ia, ib = _all_pairs_in_groups(pos, bounds)
     x = fp[ia] ^ fp[ib]
     near = np.bitwise_count(x) <= k

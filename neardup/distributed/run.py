@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import ConfigError, InputError
 from . import _store
-from .candidates import band_caps, step_big, step_first, step_join, step_keys, step_sizes
+from .candidates import band_caps, step_big, step_first, step_group, step_join, step_keys
 from .engines import Engine, LocalEngine
 from .exact import step_exact
 from .job import Job, plan_partitions
@@ -113,6 +113,8 @@ def run_dedup(
             "elapsed_s": round(time.perf_counter() - t0, 4),
             "shuffle_bytes": sum(r.get("shuffle_bytes", 0) for r in res),
         }
+        if any("written_bytes" in r for r in res):  # a task's own files (not a shuffle)
+            steps[name]["written_bytes"] = sum(r.get("written_bytes", 0) for r in res)
         if any("reference_bytes" in r for r in res):
             steps[name]["reference_bytes"] = sum(r.get("reference_bytes", 0) for r in res)
         report(name, tasks, tasks)
@@ -125,10 +127,12 @@ def run_dedup(
     n = sum(r["rows"] for r in res)
     ex = run("exact", step_exact, R, job)
     ks = run("keys", step_keys, P, job)
-    # the bucket valve, per band as on one machine: the bands' bucket sizes summed, each band's
-    # cap set; members of thinned buckets learn their first thinned band (see candidates.py)
+    # each key bucket sorted into groups once (big and join read the groups, not the bucket);
+    # the bucket valve, per band as on one machine: the bands' bucket sizes (counted by the
+    # group step) summed, each band's cap set; members of thinned buckets learn their first
+    # thinned band (see candidates.py)
     plan = cfg.lsh_plan()
-    sz = run("sizes", step_sizes, R, job)
+    sz = run("group", step_group, R, job)
     caps, budget = band_caps([r["hist"] for r in sz], sum(r["lsh_docs"] for r in ks), plan)
     if any(c is not None for c in caps):
         run("big", step_big, R, job, caps)

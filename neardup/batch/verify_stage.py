@@ -95,40 +95,43 @@ def stage_verify(
     del hist
     left = np.flatnonzero(could)  # lens: exact token counts
     if left.size:
-        need = unique_sorted(np.concatenate([ia[left], ib[left]]))
-        local = np.empty(docs.size, np.int64)
-        local[need] = np.arange(need.size)
-        again = {x: prepared[j] for x, j in enumerate(need.tolist()) if j in prepared}
+        need, xa, xb, again = _pairs_texts(ia[left], ib[left], docs.size, prepared)
         values, offsets = token_hashes(
             verifier, subset_texts(sub, need), workers=workers, prepared=again
         )
         could[left], score[left] = bound_decisions(
-            values,
-            offsets,
-            local[ia[left]],
-            local[ib[left]],
-            **rule,
-            workers=workers,
-            early_exit=True,
+            values, offsets, xa, xb, **rule, workers=workers, early_exit=True
         )
         del values, offsets
     ok = np.zeros(a.size, bool)
     todo = np.flatnonzero(could)
     if todo.size:
-        need = unique_sorted(np.concatenate([ia[todo], ib[todo]]))
-        local = np.empty(docs.size, np.int64)
-        local[need] = np.arange(need.size)
-        again = {x: prepared[j] for x, j in enumerate(need.tolist()) if j in prepared}
+        need, xa, xb, again = _pairs_texts(ia[todo], ib[todo], docs.size, prepared)
         data = token_bytes(verifier, subset_texts(sub, need), prepared=again)
-        lcs = lcs_many(
-            data,
-            local[ia[todo]],
-            local[ib[todo]],
-            workers=workers,
-            max_cells=verifier.max_lcs_cells,
-        )
+        lcs = lcs_many(data, xa, xb, workers=workers, max_cells=verifier.max_lcs_cells)
         ok[todo], score[todo] = verifier.decide(lcs, lens[ia[todo]], lens[ib[todo]])
     return _trusted(verifier, texts, a, b, d, ok, score)
+
+
+def _pairs_texts(
+    ia: npt.NDArray[np.int64],
+    ib: npt.NDArray[np.int64],
+    n: int,
+    prepared: dict[int, tuple[bytes, int]],
+) -> tuple[
+    npt.NDArray[np.int64],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.int64],
+    dict[int, tuple[bytes, int]],
+]:
+    """The texts (positions in ``0..n``) that the pairs ``(ia[m], ib[m])`` name, sorted; the
+    pairs renumbered among them; and their ``prepared`` entries re-keyed the same way: the
+    input of the next step of :func:`stage_verify`, which tokenises only those texts."""
+    need = unique_sorted(np.concatenate([ia, ib]))
+    local = np.empty(n, np.int64)
+    local[need] = np.arange(need.size)
+    again = {x: prepared[j] for x, j in enumerate(need.tolist()) if j in prepared}
+    return need, local[ia], local[ib], again
 
 
 #: candidate pairs per :func:`stage_verify` call in :func:`verify_in_chunks` (progress counts

@@ -17,14 +17,23 @@ half edited) in 4 files; single-process :func:`neardup.dedup` vs
 to end, per step, shuffle bytes per step; engine start-up and a warm-up job (worker processes,
 kernel loading) timed apart; quality (kept, exact/near duplicates, clusters, pairs) compared.
 Prints a table and writes JSON (with a "machine" key).
+
+Large runs (10 M posts, one engine per command): ``--data-dir DIR`` keeps the generated files
+for the next command; ``--reference-out F`` saves the single-process run's quality figures and a
+SHA-256 of its kept ids, ``--skip-single --reference F`` compares with them instead of
+rerunning it; ``--buckets`` sets the shuffle buckets (default: the partitions), ``--workers`` the
+dask/spark worker counts; ``--log F`` appends each step's start and end with the load average and
+the peak RSS of this process and its children (summed, sampled every 0.5 s).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -130,10 +139,72 @@ def bench_k_sweep(nq: int, ns: int = 200_000, ks: tuple[int, ...] = (4, 5, 6, 8)
     return rows
 
 
+class TreeRss:
+    """Peak resident memory of this process and its children (summed: dask workers, Spark's JVM
+    and Python workers), sampled every ``every`` seconds on a thread; per step too (``step``)."""
+
+    def __init__(self, every: float = 0.5) -> None:
+        import threading
+
+        import psutil  # type: ignore[import-untyped]
+
+        self.me = psutil.Process()
+        self.peak = 0
+        self.step = ""
+        self.per_step: dict[str, int] = {}
+        self.stop = threading.Event()
+        self.every = every
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def now(self) -> int:
+        import psutil
+
+        total = 0
+        for p in [self.me, *self.me.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error):  # a child that just ended
+                total += p.memory_info().rss
+        return total
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.every):
+            r = self.now()
+            self.peak = max(self.peak, r)
+            if self.step:
+                self.per_step[self.step] = max(self.per_step.get(self.step, 0), r)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def kept_digest(ids: Any) -> str:
+    """SHA-256 of the kept ids in order (one per line): the kept set, compared across runs."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for i in ids:
+        h.update(f"{i}\n".encode())
+    return h.hexdigest()
+
+
+def _kept_ids_of(workdir: str) -> Any:
+    import glob
+
+    from neardup.distributed import _store
+
+    for f in sorted(glob.glob(os.path.join(workdir, "kept", "p*.arrow"))):
+        yield from _store.read_table(f)["id"].to_pylist()
+
+
 def _generated(tmp: Path, n: int, files: int) -> list[str]:
-    """``n`` short posts from benchmarks/bench_dedup.py's generator (10 % copies), as JSONL."""
+    """``n`` short posts from benchmarks/bench_dedup.py's generator (10 % copies), as JSONL
+    (kept in ``tmp`` and reused when the files are there: ``--data-dir``)."""
     import sys
 
+    done = tmp / f"gen{n}.done"
+    if done.exists():
+        return json.loads(done.read_text())
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_dedup import generate
 
@@ -145,6 +216,7 @@ def _generated(tmp: Path, n: int, files: int) -> list[str]:
         rows = range(f * per, min(n, (f + 1) * per))
         p.write_text("".join(json.dumps({"id": f"d{i}", "text": texts[i]}) + "\n" for i in rows))
         out.append(str(p))
+    done.write_text(json.dumps(out))
     return out
 
 
@@ -223,67 +295,134 @@ def _corpus(tmp: Path, copies: int) -> list[str]:
     return files
 
 
-def bench_dedup(
-    copies: int, engines: list[str], generated: int = 0, partitions: int = 0
-) -> list[dict[str, Any]]:
+QUALITY = ("kept", "exact_duplicates", "near_duplicates", "clusters", "pairs")
+
+
+def single_reference(inputs: list[str]) -> dict[str, Any]:
+    """The single-process :func:`neardup.dedup` run: time, quality figures, kept-ids digest
+    (in a function: its memory is freed before the engines run)."""
     from neardup.batch.run import dedup
-    from neardup.distributed import make_engine, run_dedup
     from neardup.io import read_corpus
+
+    t0 = time.perf_counter()
+    with read_corpus(inputs) as c:
+        ids = list(c.ids)
+        r = dedup(list(c.texts), ids=ids)
+    elapsed = time.perf_counter() - t0
+    return {
+        "engine": "single-process dedup()", "documents": r.stats["documents"],
+        "elapsed_s": round(elapsed, 3), "load_avg": os.getloadavg(),
+        "quality": {q: r.stats.get(q) for q in QUALITY},
+        "kept_sha256": kept_digest(ids[i] for i in r.kept_indices().tolist()),
+        "kept": r.stats["kept"],
+    }  # fmt: skip
+
+
+def bench_dedup(
+    copies: int,
+    engines: list[str],
+    generated: int = 0,
+    partitions: int = 0,
+    *,
+    buckets: int = 0,
+    workers: tuple[int, ...] = (1, 2),
+    data_dir: str | None = None,
+    reference: dict[str, Any] | None = None,
+    reference_out: str | None = None,
+    log: str | None = None,
+) -> list[dict[str, Any]]:
+    from neardup.distributed import make_engine, run_dedup
+
+    def say(msg: str) -> None:
+        if log:
+            with open(log, "a") as fh:
+                fh.write(f"{time.strftime('%H:%M:%S')} load {os.getloadavg()[0]:.2f} {msg}\n")
 
     out = []
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        inputs = _generated(tmp, generated, 4) if generated else _corpus(tmp, copies)
+        src = Path(data_dir) if data_dir else tmp
+        src.mkdir(parents=True, exist_ok=True)
+        say(f"inputs: {generated or copies} in {src}")
+        inputs = _generated(src, generated, 4) if generated else _corpus(tmp, copies)
         parts = partitions or 2 * len(inputs)
-        t0 = time.perf_counter()
-        with read_corpus(inputs) as c:
-            r = dedup(list(c.texts), ids=list(c.ids))
-        want = r.stats["kept"]
-        quality = ("kept", "exact_duplicates", "near_duplicates", "clusters", "pairs")
-        want_q = {q: r.stats.get(q) for q in quality}
-        out.append(
-            {"engine": "single-process dedup()", "documents": r.stats["documents"],
-             "elapsed_s": round(time.perf_counter() - t0, 3), "kept": want}
-        )  # fmt: skip
+        if reference is None:
+            say("single-process dedup() starts")
+            reference = single_reference(inputs)
+            say(f"single-process dedup() done: {reference['elapsed_s']} s")
+            if reference_out:
+                Path(reference_out).write_text(json.dumps(reference, indent=2) + "\n")
+        else:
+            reference = {**reference, "from_file": "--reference (not rerun)"}
+        want, want_q = reference["kept"], reference.get("quality")
+        out.append(reference)
         for name in engines:
-            for workers in [1, 2] if name != "local" else [1]:
+            for nw in workers if name != "local" else (1,):
                 t0 = time.perf_counter()
-                eng = make_engine(name, workers=workers)
+                eng = make_engine(name, workers=nw)
                 start = time.perf_counter() - t0
+                rss = TreeRss()
+                loads: dict[str, float] = {}
+
+                def progress(
+                    step: str, done: int, tasks: int, rss: TreeRss = rss,
+                    loads: dict[str, float] = loads, tag: str = f"{name} x{nw}",
+                ) -> None:  # fmt: skip
+                    rss.step = step if done < tasks else ""
+                    if done == tasks:
+                        loads[step] = round(os.getloadavg()[0], 2)
+                    say(f"{tag} {step} {'done' if done == tasks else 'starts'} "
+                        f"({tasks} tasks) rss {rss.now() / 2**30:.2f} GiB "
+                        f"peak {rss.peak / 2**30:.2f} GiB")  # fmt: skip
+
                 try:
                     # warm-up job: worker processes start, kernels load (engine overhead)
                     t0 = time.perf_counter()
                     run_dedup(
-                        _corpus(tmp, 1)[:1], str(tmp / f"warm-{name}-{workers}"), engine=eng,
+                        _corpus(tmp, 1)[:1], str(tmp / f"warm-{name}-{nw}"), engine=eng,
                         partitions=2,
                     )  # fmt: skip
                     warm = time.perf_counter() - t0
+                    say(f"{name} x{nw}: start-up {start:.1f} s, warm-up {warm:.1f} s")
                     t1 = time.perf_counter()
                     res = run_dedup(
-                        inputs, str(tmp / f"w-{name}-{workers}"), engine=eng,
-                        partitions=parts,
+                        inputs, str(tmp / f"w-{name}-{nw}"), engine=eng, partitions=parts,
+                        buckets=buckets or None, progress=progress,
                     )  # fmt: skip
                     run = time.perf_counter() - t1
                 finally:
+                    rss.close()
                     eng.close()
                     if name == "spark":
                         eng.spark.stop()  # type: ignore[attr-defined]
+                got_q = {q: res.stats.get(q) for q in QUALITY}
+                digest = kept_digest(_kept_ids_of(res.workdir))
                 out.append(
-                    {"engine": f"{name} x{workers}", "documents": res.stats["documents"],
+                    {"engine": f"{name} x{nw}", "documents": res.stats["documents"],
                      "start_s": round(start, 3), "elapsed_s": round(run, 3),
-                     "kept": res.stats["kept"], "same_kept": res.stats["kept"] == want,
-                     "same_quality": {q: res.stats.get(q) for q in quality} == want_q,
-                     "partitions": parts,
+                     "kept": res.stats["kept"], "same_kept": res.stats["kept"] == want and
+                     digest == reference.get("kept_sha256", digest),
+                     "same_quality": got_q == want_q if want_q else None,
+                     "quality": got_q, "kept_sha256": digest,
+                     "partitions": parts, "buckets": res.stats["buckets"],
+                     "load_avg_end": os.getloadavg(), "load_avg_at_step_end": loads,
+                     "peak_rss_bytes": rss.peak, "peak_rss_bytes_by_step": rss.per_step,
                      "shuffle_bytes": res.stats["shuffle_bytes"], "steps_s": res.stats["timings_s"],
                      "warmup_s": round(warm, 3),
                      "shuffle_bytes_by_step": {
                          k: v.get("shuffle_bytes", 0) for k, v in res.steps.items()
+                     },
+                     "written_bytes_by_step": {
+                         k: v["written_bytes"] for k, v in res.steps.items() if "written_bytes" in v
                      },
                      "verify_reference_bytes": res.steps["verify"].get("reference_bytes", 0),
                      "keep_rounds": res.steps["keep"]["rounds"],
                      "keep_per_round": res.steps["keep"]["per_round"],
                      **(chain_stats(res.workdir) if name == "local" else {})}
                 )  # fmt: skip
+                say(f"{name} x{nw} finished: {run:.1f} s, same_kept {out[-1]['same_kept']}, "
+                    f"same_quality {out[-1]['same_quality']}, peak {rss.peak / 2**30:.2f} GiB")  # fmt: skip
+                shutil.rmtree(res.workdir, ignore_errors=True)
     return out
 
 
@@ -307,7 +446,16 @@ def main() -> None:
         "'generated' with --generated N) at --round-partitions, local engine",
     )
     ap.add_argument("--round-partitions", default="1,2,8,32")
+    ap.add_argument("--buckets", type=int, default=0, help="shuffle buckets (default: partitions)")
+    ap.add_argument("--workers", default="1,2", help="dask/spark worker counts to run")
+    ap.add_argument("--data-dir", help="keep the generated inputs here (reused when present)")
+    ap.add_argument("--skip-single", action="store_true", help="no single-process run: --reference")
+    ap.add_argument("--reference", help="the single-process figures saved by --reference-out")
+    ap.add_argument("--reference-out", help="save the single-process figures here")
+    ap.add_argument("--log", help="append progress (steps, load, RSS) to this file")
     a = ap.parse_args()
+    if a.skip_single and not a.reference:
+        ap.error("--skip-single needs --reference FILE (from an earlier --reference-out)")
     if a.rounds:
         with tempfile.TemporaryDirectory() as d:
             tmp = Path(d)
@@ -331,8 +479,11 @@ def main() -> None:
         )
     sweep = bench_k_sweep(a.queries) if a.k_sweep else None
     rows = bench_dedup(
-        a.docs_copies, [e for e in a.engines.split(",") if e], a.generated, a.partitions
-    )
+        a.docs_copies, [e for e in a.engines.split(",") if e], a.generated, a.partitions,
+        buckets=a.buckets, workers=tuple(int(x) for x in a.workers.split(",")),
+        data_dir=a.data_dir, reference_out=a.reference_out, log=a.log,
+        reference=json.loads(Path(a.reference).read_text()) if a.skip_single else None,
+    )  # fmt: skip
     print(f"{'engine':<24}{'docs':>9}{'start s':>9}{'warm s':>8}{'run s':>8}{'kept':>9}  shuffle B")
     for r in rows:
         print(

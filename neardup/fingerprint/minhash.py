@@ -33,13 +33,10 @@ import numpy.typing as npt
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 from .._threads import numba_threads
 from ..text.token_kernels import (
-    MARK_LUT,
-    SPACE_LUT,
-    WORD_LUT,
     Prepared,
     Tokeniser,
     hash_tokens,
-    strip_flagged,
+    run_token_kernel,
     token_chunks,
 )
 
@@ -146,21 +143,11 @@ def minhash_signatures(
     sig = np.empty((n, hashes), np.uint16)
     counts = np.zeros(n, np.int64)
     special: Prepared = {}
-    luts = (WORD_LUT, SPACE_LUT, MARK_LUT)
     with numba_threads(workers):
-        for i, j, (buf, starts, ends, mode) in token_chunks(verifier, texts, special):
-            flags = np.empty(j - i, np.bool_)
-            _signature_kernel(buf, starts, ends, mode, *luts, pa, pb, sig[i:j], counts[i:j], flags)
-            flagged = np.flatnonzero(flags) + i
-            if flagged.size:  # strip as ``tokenize`` does, then hash again (mode 1)
-                s_sig = np.empty((flagged.size, hashes), np.uint16)
-                s_counts = np.empty(flagged.size, np.int64)
-                _signature_kernel(
-                    *strip_flagged(texts, flagged, special), *luts, pa, pb, s_sig, s_counts,
-                    np.empty(flagged.size, np.bool_),
-                )  # fmt: skip
-                sig[flagged] = s_sig
-                counts[flagged] = s_counts
+        for i, j, chunk in token_chunks(verifier, texts, special):
+            run_token_kernel(
+                _signature_kernel, texts, special, i, j, chunk, (pa, pb), (sig, counts)
+            )
             if prepared is None:  # only this chunk's entries were needed
                 special.clear()
             if progress is not None:

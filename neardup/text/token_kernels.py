@@ -16,7 +16,8 @@ and has a mode:
 
 :func:`token_chunks` is the chunk loop of every driver (verification's token hashes, counts and
 histograms in :mod:`neardup.verify.tokens`, MinHash signatures in
-:mod:`neardup.fingerprint.minhash`); :func:`hash_tokens` is the per-document token loop their
+:mod:`neardup.fingerprint.minhash`), :func:`run_token_kernel` runs a kernel on one chunk and
+again on its flagged texts, stripped; :func:`hash_tokens` is the per-document token loop their
 kernels inline. The texts that needed Python work are kept in a :data:`Prepared` dict
 (position -> (bytes, mode)) that a later pass over the same texts reuses.
 """
@@ -24,7 +25,7 @@ kernels inline. The texts that needed Python work are kept in a :data:`Prepared`
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numba
@@ -51,6 +52,7 @@ __all__ = [
     "chunk_bytes",
     "hash_tokens",
     "pretokenise",
+    "run_token_kernel",
     "strip_flagged",
     "token_chunks",
 ]
@@ -283,3 +285,35 @@ def token_chunks(
     for i, j in itertools.pairwise(chunk_bounds(texts)):
         pretokenise(source, texts, i, j, special)
         yield i, j, chunk_bytes(texts, special, i, j, ascii_mode, reuse)
+
+
+def run_token_kernel(
+    kernel: Callable[..., None],
+    texts: Sequence[str],
+    special: Prepared,
+    i: int,
+    j: int,
+    chunk: KernelInput,
+    params: tuple[Any, ...],
+    outs: tuple[np.ndarray, ...],
+) -> None:
+    """Run a token kernel on chunk ``i:j`` of ``texts`` (``chunk``, from :func:`token_chunks`)
+    into rows ``i:j`` of each array of ``outs``, then again on the texts it flagged (a social
+    marker), stripped as ``tokenize`` strips them (:func:`strip_flagged`, mode :data:`RAW`),
+    whose rows are replaced.
+
+    The kernel's arguments are ``(buf, starts, ends, mode, WORD_LUT, SPACE_LUT, MARK_LUT,
+    *params, *rows of outs, flags)``; it fills its documents' rows (the stripped texts' rows
+    start at zero) and sets ``flags[d]`` where a :data:`RAW_CHECK` document has a marker."""
+    luts = (WORD_LUT, SPACE_LUT, MARK_LUT)
+    flags = np.empty(j - i, np.bool_)
+    kernel(*chunk, *luts, *params, *(o[i:j] for o in outs), flags)
+    flagged = np.flatnonzero(flags) + i
+    if flagged.size:
+        redo = [np.zeros((flagged.size, *o.shape[1:]), o.dtype) for o in outs]
+        kernel(
+            *strip_flagged(texts, flagged, special), *luts, *params, *redo,
+            np.empty(flagged.size, np.bool_),
+        )  # fmt: skip
+        for o, r in zip(outs, redo, strict=True):
+            o[flagged] = r

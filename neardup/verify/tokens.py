@@ -37,6 +37,7 @@ from ..text.token_kernels import (
     SpanSource,
     chunk_bytes,
     hash_tokens,
+    run_token_kernel,
     strip_flagged,
     token_chunks,
 )
@@ -628,22 +629,9 @@ def token_histograms(
     special = {} if prepared is None else prepared
     hist = np.zeros((n, 1 << HIST_BITS), np.uint8)
     counts = np.zeros(n, np.int64)
-    luts = (WORD_LUT, SPACE_LUT, MARK_LUT)
     with numba_threads(workers):
-        for i, j, (buf, starts, ends, mode) in token_chunks(verifier, texts, special):
-            flags = np.empty(j - i, np.bool_)
-            _hist_kernel(buf, starts, ends, mode, *luts, hist[i:j], counts[i:j], flags)
-            flagged = np.flatnonzero(flags) + i
-            if flagged.size:  # strip as ``tokenize`` does, then count again (mode 1)
-                s_hist = np.zeros((flagged.size, 1 << HIST_BITS), np.uint8)
-                s_counts = np.empty(flagged.size, np.int64)
-                s_buf, s_starts, s_ends, s_mode = strip_flagged(texts, flagged, special)
-                _hist_kernel(
-                    s_buf, s_starts, s_ends, s_mode, *luts, s_hist, s_counts,
-                    np.empty(flagged.size, np.bool_),
-                )  # fmt: skip
-                hist[flagged] = s_hist
-                counts[flagged] = s_counts
+        for i, j, chunk in token_chunks(verifier, texts, special):
+            run_token_kernel(_hist_kernel, texts, special, i, j, chunk, (), (hist, counts))
     return hist, counts
 
 
@@ -655,18 +643,8 @@ def _count_tokens_and_strip(
     (mode 2), texts with a social marker stripped by the same regex as ``tokenize`` (mode 1).
     Entries already in ``special`` are used as they are."""
     counts = np.zeros(len(texts), np.int64)
-    luts = (WORD_LUT, SPACE_LUT, MARK_LUT)
-    for i, j, (buf, starts, ends, mode) in token_chunks(verifier, texts, special):
-        flags = np.empty(j - i, np.bool_)
-        _count_kernel(buf, starts, ends, mode, *luts, counts[i:j], flags)
-        flagged = np.flatnonzero(flags) + i
-        if flagged.size:  # strip as ``tokenize`` does, then count again (mode 1)
-            s_counts = np.empty(flagged.size, np.int64)
-            _count_kernel(
-                *strip_flagged(texts, flagged, special), *luts, s_counts,
-                np.empty(flagged.size, np.bool_),
-            )  # fmt: skip
-            counts[flagged] = s_counts
+    for i, j, chunk in token_chunks(verifier, texts, special):
+        run_token_kernel(_count_kernel, texts, special, i, j, chunk, (), (counts,))
     return counts
 
 

@@ -133,7 +133,10 @@ def shuffle_write(
     returns the bytes written (the shuffle volume)."""
     if table.num_rows == 0:
         return 0
-    order = np.argsort(bucket, kind="stable")
+    # a stable sort of small integers: as 16-bit values numpy sorts them by radix (linear),
+    # the same order as the 64-bit merge sort at a fraction of its time
+    small = bucket.size and int(bucket.min()) >= 0 and int(bucket.max()) < 1 << 16
+    order = np.argsort(bucket.astype(np.uint16) if small else bucket, kind="stable")
     b = bucket[order]
     starts = np.flatnonzero(np.r_[True, b[1:] != b[:-1]])
     ends = np.r_[starts[1:], b.size]

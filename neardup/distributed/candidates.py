@@ -155,9 +155,10 @@ def step_keys(workdir: str, task: int, job: Job) -> dict[str, Any]:
     sig = sig[: pos.size * plan.hashes].reshape(pos.size, plan.hashes)
     parts: list[dict[str, Any]] = []
     lsh = np.flatnonzero(first_copy & (docs["tokens"].to_numpy() > 0))
+    sig_lsh = sig[lsh]  # gathered once for every band
     for band in range(plan.bands):
         parts.append(
-            {"kind": KIND_LSH, "sub": band, "key": band_keys(sig[lsh], band, plan.rows),
+            {"kind": KIND_LSH, "sub": band, "key": band_keys(sig_lsh, band, plan.rows),
              "pos": pos[lsh], "fp": fps[lsh]}
         )  # fmt: skip
     k = simhash_distance(job)

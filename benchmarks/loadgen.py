@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -51,6 +52,24 @@ def make_texts(n: int, words: int, seed: int) -> list[str]:
     vocab = ["".join(rng.choice(letters, k)) for k in lens]
     idx = rng.integers(0, _VOCAB_SIZE, (n, words))
     return [" ".join(vocab[j] for j in row) for row in idx]
+
+
+def window_texts(n: int, seed: int) -> list[str]:
+    """``n`` posts from ``bench_store.py --window``'s generator (4 of 5 short, 1 of 5 long,
+    5 % edited copies of earlier ones): the documents the window was seeded with, so the
+    load is the same kind of text."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_store import window_texts as generate
+
+    return generate(n, seed, 0)
+
+
+def texts_for(args: argparse.Namespace, n: int) -> list[str]:
+    """The ``n`` texts a run sends: ``--texts random`` (``--words`` words each) or
+    ``--texts window`` (the window generator, short and long mixed)."""
+    if args.texts == "window":
+        return window_texts(n, args.seed)
+    return make_texts(n, args.words, args.seed)
 
 
 def request_bytes(host: str, path: str, body: bytes, token: str | None) -> bytes:
@@ -138,11 +157,12 @@ async def _connect(
     url: str, n: int, on_answer: Callable[[Connection, int, bytes], None], keep_body: bool
 ) -> list[Connection]:
     u = urlsplit(url)
+    host, port = u.hostname or "127.0.0.1", u.port or 80
     loop = asyncio.get_running_loop()
     conns = []
     for _ in range(n):
         _, proto = await loop.create_connection(
-            lambda: Connection(on_answer, keep_body), u.hostname, u.port
+            lambda: Connection(on_answer, keep_body), host, port
         )
         conns.append(proto)
     return conns
@@ -170,7 +190,7 @@ async def throughput(args: argparse.Namespace) -> dict[str, Any]:
     # out (reported as `exhausted_prepared_requests`): --prepare-rate per second of --duration
     n_docs = min(args.max_docs, int(args.duration * args.prepare_rate))
     n_req = min(args.max_requests, max(args.connections, n_docs // args.batch))
-    texts = make_texts(n_req * args.batch, args.words, args.seed)
+    texts = texts_for(args, n_req * args.batch)
     reqs: list[bytes] = []
     for r in range(n_req):
         docs = [
@@ -247,7 +267,7 @@ async def latency(args: argparse.Namespace) -> dict[str, Any]:
     # steady state at `rate`; their percentiles are reported apart
     warm = int(args.rate * args.warmup)
     n = warm + min(args.max_requests, int(args.rate * args.duration))
-    texts = make_texts(n, args.words, args.seed)
+    texts = texts_for(args, n)
     reqs = [
         request_bytes(
             u.netloc,
@@ -393,7 +413,14 @@ def main(argv: list[str] | None = None) -> int:
         help="throughput: documents prepared per second of --duration (more than the server "
         "can take, so the run lasts --duration)",
     )
-    p.add_argument("--words", type=int, default=40)
+    p.add_argument("--words", type=int, default=40, help="words per text (--texts random)")
+    p.add_argument(
+        "--texts",
+        choices=["random", "window"],
+        default="random",
+        help="random: --words random words over a 50k vocabulary; window: bench_store.py "
+        "--window's posts (short and long mixed, 5 %% edited copies)",
+    )
     p.add_argument("--seed", type=int, default=random.randrange(1 << 30))
     p.add_argument("--token", default=None)
     p.add_argument(

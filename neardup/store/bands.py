@@ -38,15 +38,23 @@ from numba import njit
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 
 __all__ = [
+    "LOG_KEYS_FULL",
+    "LOG_KEYS_H32",
+    "LOG_KEYS_NONE",
     "BandRuns",
     "BandSection",
     "band_entries",
+    "by_key_reference",
+    "columns_are_groups",
     "compact_keys",
     "entry_keys",
+    "keys_from_log",
+    "log_keys",
     "lookup",
     "lookup_reference",
     "merge_sections",
     "merge_sections_reference",
+    "section_from_rows",
     "section_search_reference",
 ]
 
@@ -425,12 +433,45 @@ def lookup_reference(
     return [np.unique(np.concatenate(p)) if p else np.zeros(0, np.int64) for p in out]
 
 
+#: below this many entries :func:`_by_key` takes one stable argsort (fewer NumPy calls)
+_SMALL_SORT = 4096
+
+
 def _by_key(
     keys: npt.NDArray[np.uint64], rids: npt.NDArray[np.int64]
 ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
     """Sorted by key, stably: rows arrive in row-id order (the writer allocates them
-    ascending, the log replays them so), so a bucket stays oldest first; one stable sort of the
-    keys costs less than half a lexsort of (key, row id)."""
+    ascending, the log replays them so), so a bucket stays oldest first.
+
+    A stable argsort of 64-bit keys is NumPy's timsort (17.5 s for the 42 M entries of a
+    1 M-row memtable replayed at once, benchmarks/bench_store.py --window --kill-fill). Here:
+    a stable sort of the 16-bit groups (NumPy's radix sort), then per group one plain
+    (unstable, SIMD) sort of ``h32 << 32 | position``, whose low half restores the input order
+    among equal keys. Equal to ``np.argsort(keys, kind="stable")``
+    (:func:`by_key_reference`; tests/test_store_bands.py)."""
+    n = len(keys)
+    if n < _SMALL_SORT or n >= _MAX_SPAN:
+        return by_key_reference(keys, rids)
+    groups = (keys >> _SHIFT32).astype(np.uint16)
+    first = np.argsort(groups, kind="stable")  # radix sort: O(n)
+    bounds = np.flatnonzero(np.diff(groups[first])) + 1
+    del groups
+    comb = keys[first]
+    comb &= _LOW32
+    comb <<= _SHIFT32
+    comb |= np.arange(n, dtype=np.uint64)
+    for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), n], strict=True):
+        comb[a:b].sort()
+    comb &= _LOW32
+    order = first[comb.astype(np.intp)]
+    del comb, first
+    return keys[order], rids[order]
+
+
+def by_key_reference(
+    keys: npt.NDArray[np.uint64], rids: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
+    """NumPy twin of :func:`_by_key`: one stable argsort of the keys."""
     order = np.argsort(keys, kind="stable")
     return keys[order], rids[order]
 
@@ -511,6 +552,100 @@ class BandSection:
         yield self.row_ids(np.arange(len(self.keys)))
 
 
+def columns_are_groups(ent: npt.NDArray[np.uint64]) -> bool:
+    """Whether every key of ``ent`` (n, bands) has its column as its group (or is
+    :data:`NO_KEYS`): true for plans of up to 3 rows, whose group is the band."""
+    cols = np.arange(ent.shape[1], dtype=np.uint64) << _SHIFT32
+    return bool((((ent & ~_LOW32) == cols) | (ent == NO_KEYS)).all())
+
+
+def section_from_rows(
+    ent: npt.NDArray[np.uint64], rowids: npt.NDArray[np.int64], base: int
+) -> BandSection:
+    """The :class:`BandSection` (rows as offsets from ``base``) of the compact keys ``ent``
+    (n, bands) of rows ``rowids``, when :func:`columns_are_groups`: each column is one group,
+    sorted by one plain sort of ``h32 << 32 | row offset`` (equal keys by row id), written
+    into the output; no 64-bit temporary of all entries. Rows of :data:`NO_KEYS` are left
+    out. Equal to a section of the sorted :func:`flatten` (tests/test_store_bands.py)."""
+    has = ent[:, 0] != NO_KEYS
+    if not has.all():
+        ent, rowids = ent[has], rowids[has]
+    n, nb = ent.shape
+    off = np.asarray(rowids, np.int64) - base
+    if n and (int(off.min()) < 0 or int(off.max()) >= _MAX_SPAN):
+        raise ValueError("row offsets must lie in [0, 2**32)")
+    off_u = off.astype(np.uint64)
+    keys = np.empty(n * nb, np.uint32)
+    rows = np.empty(n * nb, np.uint32)
+    comb = np.empty(n, np.uint64)
+    for j in range(nb):
+        np.bitwise_and(ent[:, j], _LOW32, out=comb)
+        comb <<= _SHIFT32
+        comb |= off_u
+        comb.sort()
+        rows[j * n : (j + 1) * n] = comb  # the low halves (uint32 cast keeps them)
+        comb >>= _SHIFT32
+        keys[j * n : (j + 1) * n] = comb
+    offsets = np.arange(nb + 1, dtype=np.uint64) * np.uint64(n)
+    return BandSection(offsets, keys, rows, None, base)
+
+
+#: how a row's band keys are written in a log record (:func:`log_keys`): no keys (the row had
+#: no tokens), 32 bits per band (group = band), the whole 64-bit compact key per band
+LOG_KEYS_NONE, LOG_KEYS_H32, LOG_KEYS_FULL = 0, 1, 2
+
+
+def log_keys(ent: npt.NDArray[np.uint64]) -> list[bytes]:
+    """Each row's compact keys ``ent`` (n, bands) as the bytes its log record carries, so the
+    log's replay need not recompute MinHash from the text (:func:`keys_from_log` reads them):
+    a kind byte, then the low 32 bits of each band's key (:data:`LOG_KEYS_H32`, when
+    :func:`columns_are_groups`) or the whole keys (:data:`LOG_KEYS_FULL`), little-endian; a row
+    without keys is :data:`LOG_KEYS_NONE` and zeros of the same length."""
+    ent = np.asarray(ent, np.uint64)
+    n, nb = ent.shape
+    none = ent[:, 0] == NO_KEYS if nb else np.ones(n, bool)
+    if columns_are_groups(ent):
+        kind, body = LOG_KEYS_H32, (ent & _LOW32).astype("<u4")
+    else:
+        kind, body = LOG_KEYS_FULL, ent.astype("<u8")
+    body[none] = 0
+    width = 1 + body.itemsize * nb
+    buf = np.empty((n, width), np.uint8)
+    buf[:, 0] = np.where(none, LOG_KEYS_NONE, kind)
+    buf[:, 1:] = body.view(np.uint8).reshape(n, width - 1)
+    raw = buf.tobytes()
+    return [raw[i : i + width] for i in range(0, n * width, width)]
+
+
+def keys_from_log(blobs: Sequence[bytes], bands: int) -> npt.NDArray[np.uint64]:
+    """Inverse of :func:`log_keys`: the compact keys (n, ``bands``) of logged rows.
+    ``ValueError`` when a blob does not hold ``bands`` keys of a known kind."""
+    n = len(blobs)
+    out = np.empty((n, bands), np.uint64)
+    if not n:
+        return out
+    h32, full = 1 + 4 * bands, 1 + 8 * bands
+    lens = np.fromiter(map(len, blobs), np.int64, n)
+    cols = np.arange(bands, dtype=np.uint64) << _SHIFT32
+    for width, kind, dtype in ((h32, LOG_KEYS_H32, "<u4"), (full, LOG_KEYS_FULL, "<u8")):
+        at = np.flatnonzero(lens == width)
+        if not at.size:
+            continue
+        raw = b"".join(blobs[i] for i in at.tolist()) if at.size < n else b"".join(blobs)
+        buf = np.frombuffer(raw, np.uint8).reshape(at.size, width)
+        kinds = buf[:, 0]
+        if not np.isin(kinds, (LOG_KEYS_NONE, kind)).all():
+            raise ValueError(f"logged band keys of an unknown kind {sorted(set(kinds.tolist()))}")
+        vals = np.ascontiguousarray(buf[:, 1:]).view(dtype).astype(np.uint64)
+        if kind == LOG_KEYS_H32:
+            vals |= cols
+        vals[kinds == LOG_KEYS_NONE] = NO_KEYS
+        out[at] = vals
+    if ((lens != h32) & (lens != full)).any():
+        raise ValueError(f"logged band keys do not hold {bands} bands")
+    return out
+
+
 #: a memtable's band rows are offsets from its first row id, in 32 bits
 _MAX_SPAN = 1 << 32
 #: adds an append buffer takes before it is sealed into a section
@@ -539,11 +674,44 @@ class BandRuns:
         return sum(r.nbytes for r in self.runs) + 16 * self._buf_n
 
     def add(self, ent: npt.NDArray[np.uint64], rowids: npt.NDArray[np.int64]) -> None:
-        """Add the compact keys ``ent`` (n, bands) of rows ``rowids``."""
+        """Add the compact keys ``ent`` (n, bands) of rows ``rowids``.
+
+        An add of at least ``buffer`` entries whose groups are their columns (plans of up to 3
+        rows: every band's keys in its own column) becomes a section at once, column by column
+        (:func:`section_from_rows`), instead of going through the append buffer (the log's
+        replay adds a whole memtable)."""
+        if ent.size >= self.buffer and ent.ndim == 2 and columns_are_groups(ent):
+            self._add_rows(ent, np.asarray(rowids, np.int64))
+            return
         k, r = flatten(ent, rowids)
         if not len(k):
             return
-        lo, hi = int(r.min()), int(r.max())
+        self._check_span(int(r.min()), int(r.max()))
+        self._buf_k.append(k)
+        self._buf_r.append(r)
+        self._buf_n += len(k)
+        self._sealed_buf = None
+        # sealed after ``buffer`` entries or _BUFFER_ADDS adds: every lookup sorts the buffer,
+        # and single-document groups would sort a full buffer per request
+        if self._buf_n >= self.buffer or len(self._buf_k) >= _BUFFER_ADDS:
+            self._seal()
+
+    def _add_rows(self, ent: npt.NDArray[np.uint64], rowids: npt.NDArray[np.int64]) -> None:
+        """A large add as one section (see :meth:`add`), merged in like a sealed buffer."""
+        has = ent[:, 0] != NO_KEYS
+        if not has.any():
+            return
+        r = rowids[has]
+        self._check_span(int(r.min()), int(r.max()))
+        if self._buf_n:  # older rows first: the runs hold increasing row ranges
+            self._seal()
+        assert self.base is not None
+        run = section_from_rows(ent, rowids, self.base)
+        while self.runs and len(self.runs[-1]) <= 2 * len(run):
+            run = merge_sections(self.runs.pop(), run)
+        self.runs.append(run)
+
+    def _check_span(self, lo: int, hi: int) -> None:
         if self.base is None:
             self.base = lo
         elif lo < self.base:
@@ -555,14 +723,6 @@ class BandRuns:
                 f"the memtable's band keys span row ids {self.base}..{hi}, more than 2**32; "
                 "flush the memtable more often (a smaller memtable_size)"
             )
-        self._buf_k.append(k)
-        self._buf_r.append(r)
-        self._buf_n += len(k)
-        self._sealed_buf = None
-        # sealed after ``buffer`` entries or _BUFFER_ADDS adds: every lookup sorts the buffer,
-        # and single-document groups would sort a full buffer per request
-        if self._buf_n >= self.buffer or len(self._buf_k) >= _BUFFER_ADDS:
-            self._seal()
 
     def _rebase(self, base: int) -> None:
         k, r = self.entries()

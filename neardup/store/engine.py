@@ -60,7 +60,7 @@ from ..errors import (
     StorageError,
 )
 from ..index.compressed import DEFAULT_BLOCK_BYTES, check_block_bytes
-from .bands import BandRuns, lookup
+from .bands import BandRuns, keys_from_log, log_keys, lookup
 from .layout import DataDir
 from .memindex import (
     BruteIndex,
@@ -130,6 +130,8 @@ _SEARCH_THREADS = min(2, os.cpu_count() or 1)
 MAX_PENDING_RECORDS = 200_000
 #: most records one applier transaction writes
 _APPLY_BATCH = 50_000
+#: rows of a replayed log whose band keys go into the memtable at once (bounded temporaries)
+_REPLAY_CHUNK = 1 << 18
 
 
 def _row(r: AddRecord, with_text: bool) -> Row:
@@ -826,9 +828,35 @@ class Store:
         if adds:
             arrays = self._arrays(adds)
             self.memtable.add(*arrays)
-            self._add_bands(adds, arrays[1])
+            # in chunks: each becomes one band section at once (BandRuns.add), merged in one
+            # numba pass; bounded temporaries for a full memtable
+            for c in range(0, len(adds), _REPLAY_CHUNK):
+                part = adds[c : c + _REPLAY_CHUNK]
+                self._add_bands(part, arrays[1][c : c + _REPLAY_CHUNK], self._logged_bands(part))
             return arrays[1]
         return np.zeros(0, np.int64)
+
+    def _logged_bands(self, adds: Sequence[AddRecord]) -> npt.NDArray[np.uint64] | None:
+        """The band keys of replayed rows: read from their ``ADD_KEYS`` records, computed from
+        the texts of rows logged without them (a version 1 log); None without the channel."""
+        if self.band_keys_of is None or not adds:
+            return None
+        bands = self.band_keys_of([]).shape[1]
+        have = [i for i, r in enumerate(adds) if r.keys is not None]
+        if not have:
+            return self.band_keys_of([r.text for r in adds])
+        try:
+            got = keys_from_log([adds[i].keys for i in have], bands)  # type: ignore[misc]
+        except ValueError as exc:  # a store's plan is fixed: a mismatch means other keys
+            log.warning("logged band keys not used (%s): computed from the texts", exc)
+            return self.band_keys_of([r.text for r in adds])
+        if len(have) == len(adds):
+            return got
+        ent = np.empty((len(adds), bands), np.uint64)
+        ent[have] = got
+        miss = [i for i, r in enumerate(adds) if r.keys is None]
+        ent[miss] = self.band_keys_of([adds[i].text for i in miss])
+        return ent
 
     def _add_bands(
         self,
@@ -840,7 +868,7 @@ class Store:
         texts when ``ent`` is not given: recovery)."""
         if self.band_keys_of is None or not len(rids):
             return
-        if ent is None:
+        if ent is None:  # restored from SQLite, or written without the keys
             ent = self.band_keys_of([r.text for r in adds])
         self.bandtable.add(ent, rids)
 
@@ -1104,17 +1132,26 @@ class Store:
         undo_log = None
         unsynced = None
         recs = list(records)
+        logged = None
+        if self.band_keys_of is not None and self.wal is not None and self.wal.version >= 2:
+            # the band keys go into the log (ADD_KEYS), so a replay does not recompute MinHash
+            if bands is None:
+                adds = [r for r in recs if type(r) is AddRecord]
+                if adds:
+                    bands = self.band_keys_of([r.text for r in adds])
+            if bands is not None:
+                logged = log_keys(bands)
         if self.wal is not None and self.applier is not None:
             applier = self.applier
             if applier.lag > MAX_PENDING_RECORDS:  # back-pressure: SQLite fell behind
                 applier.wait_below(MAX_PENDING_RECORDS // 2)
             if durable:
-                end = self.wal.append(frame_records(recs))
+                end = self.wal.append(frame_records(recs, logged))
                 self.pending.add(recs)
                 applier.submit(self.wal.generation, end, recs)
             else:
                 start = self.wal.size
-                end = self.wal.write(frame_records(recs))
+                end = self.wal.write(frame_records(recs, logged))
                 undo_log = self.pending.add(recs, undo=True)
         else:  # in memory: nothing to recover from, apply now
             self.meta.apply(recs)

@@ -4,7 +4,7 @@ File layout (all integers little-endian)::
 
     header  (32 bytes)
       magic       8s   b"NDUPWAL\\x00"
-      version     u32  1
+      version     u32  2 (version 1 logs, which have no ``ADD_KEYS`` records, are still read)
       reserved    u32  0
       generation  u64  sequence number of this log file (matches the manifest)
       pad         u32  0
@@ -21,6 +21,10 @@ Payloads are a compact binary encoding, never pickle:
   meta_len u32 (0xFFFFFFFF = none), metadata JSON utf-8``.
   64-bit fingerprints are stored in ``fp_hi`` with ``fp_lo = 0``.
 * ``DELETE`` (op 2): ``rowid i64, id_len u32, id utf-8``.
+* ``ADD_KEYS`` (op 3, version 2): an ``ADD`` payload followed by ``keys_len u32, keys`` (the
+  row's MinHash band keys as :func:`neardup.store.bands.log_keys` writes them; opaque here),
+  so a replay does not recompute MinHash from the text. A log opened for appending keeps the
+  version it was created with: a version 1 log gets plain ``ADD`` records until it is retired.
 
 The file is extended ahead of its records (``fallocate``, :data:`PREALLOCATE` bytes at a time)
 and cut back to its last record when closed: an ``fdatasync`` after an append then has no new
@@ -46,7 +50,7 @@ import os
 import re
 import struct
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -55,6 +59,7 @@ from ..errors import CorruptFileError, StorageError, UnsupportedVersionError
 
 __all__ = [
     "OP_ADD",
+    "OP_ADD_KEYS",
     "OP_DELETE",
     "AddRecord",
     "DeleteRecord",
@@ -72,7 +77,9 @@ __all__ = [
 log = logging.getLogger("neardup.store")
 
 MAGIC = b"NDUPWAL\x00"
-VERSION = 1
+VERSION = 2
+#: log versions this build reads (1: no ``ADD_KEYS`` records)
+READ_VERSIONS = (1, 2)
 _HEADER = struct.Struct("<8sIIQI")  # magic, version, reserved, generation, pad (28 bytes)
 HEADER_SIZE = _HEADER.size + 4
 _FRAME = struct.Struct("<II")
@@ -86,6 +93,7 @@ MAX_RECORD = 256 * 1024 * 1024
 
 OP_ADD = 1
 OP_DELETE = 2
+OP_ADD_KEYS = 3
 
 #: bytes the log file is extended by ahead of its records (see the module docstring)
 PREALLOCATE = 8 * 1024 * 1024
@@ -108,6 +116,9 @@ class AddRecord(NamedTuple):
     id: str
     text: str | None
     metadata: str | None  # JSON text
+    #: the row's band keys as logged (``ADD_KEYS``; :func:`neardup.store.bands.log_keys`),
+    #: None for a plain ``ADD``
+    keys: bytes | None = None
 
 
 class DeleteRecord(NamedTuple):
@@ -127,9 +138,10 @@ def _put_str(parts: list[bytes], s: str | None) -> None:
 
 
 def encode_add(r: AddRecord) -> bytes:
-    """Payload bytes of an ``ADD`` record."""
+    """Payload bytes of an ``ADD`` record (``ADD_KEYS`` when ``r.keys`` is set)."""
     ib = r.id.encode("utf-8", "surrogatepass")
-    head = _ADD.pack(OP_ADD, r.rowid, r.time, r.fp_hi, r.fp_lo, r.chash, r.flags)
+    op = OP_ADD if r.keys is None else OP_ADD_KEYS
+    head = _ADD.pack(op, r.rowid, r.time, r.fp_hi, r.fp_lo, r.chash, r.flags)
     if r.text is None:
         tl, tb = _NONE_U32, b""
     else:
@@ -140,16 +152,24 @@ def encode_add(r: AddRecord) -> bytes:
     else:
         mb = r.metadata.encode("utf-8", "surrogatepass")
         ml = _U32.pack(len(mb))
-    return b"".join((head, _U32.pack(len(ib)), ib, tl, tb, ml, mb))
+    if r.keys is None:
+        return b"".join((head, _U32.pack(len(ib)), ib, tl, tb, ml, mb))
+    return b"".join((head, _U32.pack(len(ib)), ib, tl, tb, ml, mb, _U32.pack(len(r.keys)), r.keys))
 
 
-def frame_records(records: Iterable[AddRecord | DeleteRecord]) -> bytes:
+def frame_records(
+    records: Iterable[AddRecord | DeleteRecord], keys: Sequence[bytes] | None = None
+) -> bytes:
     """The framed records of one group commit, joined (``frame(encode_add(r))`` for each,
-    with the per-record work inlined: the writer encodes every added document here)."""
+    with the per-record work inlined: the writer encodes every added document here).
+
+    ``keys``: the band keys of each ``ADD`` record, in order (written as ``ADD_KEYS``
+    records, taking the place of ``r.keys``); only for a version 2 log."""
     parts: list[bytes] = []
     app = parts.append
     pack_frame, crc, pack_add, u32 = _FRAME.pack, zlib.crc32, _ADD.pack, _U32.pack
     none = _NONE_U32
+    ki = 0
     for r in records:
         if type(r) is AddRecord:
             ib = r.id.encode("utf-8", "surrogatepass")
@@ -164,21 +184,45 @@ def frame_records(records: Iterable[AddRecord | DeleteRecord]) -> bytes:
             else:
                 mb = meta.encode("utf-8", "surrogatepass")
                 ml = u32(len(mb))
-            p = b"".join(
-                (
-                    pack_add(OP_ADD, r.rowid, r.time, r.fp_hi, r.fp_lo, r.chash, r.flags),
-                    u32(len(ib)),
-                    ib,
-                    tl,
-                    tb,
-                    ml,
-                    mb,
+            if keys is None:
+                kb = r.keys
+            else:
+                if ki >= len(keys):
+                    raise ValueError(f"{len(keys)} band-key entries for more ADD records")
+                kb = keys[ki]
+                ki += 1
+            if kb is None:
+                p = b"".join(
+                    (
+                        pack_add(OP_ADD, r.rowid, r.time, r.fp_hi, r.fp_lo, r.chash, r.flags),
+                        u32(len(ib)),
+                        ib,
+                        tl,
+                        tb,
+                        ml,
+                        mb,
+                    )
                 )
-            )
+            else:
+                p = b"".join(
+                    (
+                        pack_add(OP_ADD_KEYS, r.rowid, r.time, r.fp_hi, r.fp_lo, r.chash, r.flags),
+                        u32(len(ib)),
+                        ib,
+                        tl,
+                        tb,
+                        ml,
+                        mb,
+                        u32(len(kb)),
+                        kb,
+                    )
+                )
         else:
             p = encode_delete(r)  # type: ignore[arg-type]  # not an AddRecord: a DeleteRecord
         app(pack_frame(len(p), crc(p)))
         app(p)
+    if keys is not None and ki != len(keys):
+        raise ValueError(f"{len(keys)} band-key entries for {ki} ADD records")
     return b"".join(parts)
 
 
@@ -209,15 +253,23 @@ def decode_payload(buf: bytes) -> AddRecord | DeleteRecord:
     if not buf:
         raise ValueError("empty record")
     op = buf[0]
-    if op == OP_ADD:
+    if op in (OP_ADD, OP_ADD_KEYS):
         _, rowid, t, hi, lo, chash, flags = _ADD.unpack_from(buf, 0)
         pos = _ADD.size
         id_, pos = _get_str(buf, pos)
         text, pos = _get_str(buf, pos)
         meta, pos = _get_str(buf, pos)
+        keys = None
+        if op == OP_ADD_KEYS:
+            (n,) = _U32.unpack_from(buf, pos)
+            pos += 4
+            if n == _NONE or pos + n != len(buf):
+                raise ValueError("malformed ADD_KEYS record")
+            keys = buf[pos : pos + n]
+            pos += n
         if id_ is None or pos != len(buf):
             raise ValueError("malformed ADD record")
-        return AddRecord(rowid, t, hi, lo, chash, flags, id_, text, meta)
+        return AddRecord(rowid, t, hi, lo, chash, flags, id_, text, meta, keys)
     if op == OP_DELETE:
         _, rowid = _DEL.unpack_from(buf, 0)
         id_, pos = _get_str(buf, _DEL.size)
@@ -227,12 +279,17 @@ def decode_payload(buf: bytes) -> AddRecord | DeleteRecord:
     raise ValueError(f"unknown record op {op}")
 
 
-def _header(generation: int) -> bytes:
-    body = _HEADER.pack(MAGIC, VERSION, 0, generation, 0)
+def _header(generation: int, version: int = VERSION) -> bytes:
+    body = _HEADER.pack(MAGIC, version, 0, generation, 0)
     return body + _U32.pack(zlib.crc32(body))
 
 
 def _check_header(path: Path, data: bytes) -> int:
+    return _read_header(path, data)[0]
+
+
+def _read_header(path: Path, data: bytes) -> tuple[int, int]:
+    """(generation, version) of a log's header; raises on a bad one."""
     if len(data) < HEADER_SIZE:
         raise CorruptFileError(
             f"{path}: write-ahead log header is truncated ({len(data)} of {HEADER_SIZE} bytes)"
@@ -243,11 +300,12 @@ def _check_header(path: Path, data: bytes) -> int:
         raise CorruptFileError(f"{path}: not a neardup write-ahead log (magic {magic!r})")
     if zlib.crc32(data[: _HEADER.size]) != crc:
         raise CorruptFileError(f"{path}: write-ahead log header checksum mismatch at offset 0")
-    if version != VERSION:
+    if version not in READ_VERSIONS:
         raise UnsupportedVersionError(
-            f"{path}: write-ahead log version {version}, this build reads version {VERSION}"
+            f"{path}: write-ahead log version {version}, this build reads versions "
+            f"{', '.join(map(str, READ_VERSIONS))} (upgrade neardup)"
         )
-    return int(generation)
+    return int(generation), int(version)
 
 
 def _valid_at(data: bytes, pos: int) -> int | None:
@@ -492,20 +550,34 @@ class WalWriter:
     only after :func:`read_wal` has truncated it (its records must end the file).
     """
 
-    def __init__(self, path: str | os.PathLike[str], generation: int, *, create: bool) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        generation: int,
+        *,
+        create: bool,
+        version: int = VERSION,
+    ) -> None:
         self.path = Path(path)
         self.generation = generation
+        #: the file's log version (an existing file keeps its own; 1: no ``ADD_KEYS`` records)
+        self.version = version
         if create:
+            if version not in READ_VERSIONS:
+                raise ValueError(f"cannot write log version {version}")
             try:
                 fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                 try:
-                    os.write(fd, _header(generation))
+                    os.write(fd, _header(generation, version))
                     os.fsync(fd)
                 finally:
                     os.close(fd)
                 fsync_dir(self.path.parent)
             except OSError as exc:
                 raise _storage_error(exc, self.path, "create write-ahead log") from exc
+        else:
+            with open(self.path, "rb") as f:
+                self.version = _read_header(self.path, f.read(HEADER_SIZE))[1]
         self._fd = os.open(self.path, os.O_WRONLY)
         self.size = os.lseek(self._fd, 0, os.SEEK_END)
         #: bytes the file holds (records + preallocated zeros); None: no preallocation here

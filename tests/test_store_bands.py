@@ -1,0 +1,238 @@
+"""The memtable's band keys built fast and logged: the radix + plain sort equals a stable
+argsort, a section built column by column equals the sorted entries, band keys round-trip
+through the log (``ADD_KEYS`` records, WAL version 2), a replay reads them instead of
+recomputing MinHash, and version 1 logs still replay (keys computed from the texts)."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neardup.errors import UnsupportedVersionError
+from neardup.online.deduplicator import Deduplicator
+from neardup.store.bands import (
+    NO_KEYS,
+    BandRuns,
+    by_key_reference,
+    columns_are_groups,
+    flatten,
+    keys_from_log,
+    log_keys,
+    section_from_rows,
+    sort_entries,
+)
+from neardup.store.bands import _by_key as by_key
+from neardup.store.wal import (
+    HEADER_SIZE,
+    OP_ADD,
+    OP_ADD_KEYS,
+    AddRecord,
+    WalWriter,
+    decode_payload,
+    encode_add,
+    frame,
+    frame_records,
+    read_wal,
+)
+
+_SHIFT = np.uint64(32)
+
+
+def _ent(rng: np.random.Generator, n: int, nb: int, *, dup: bool = True) -> np.ndarray:
+    """Compact keys (n, nb) whose group is their column, some rows without keys, some rows
+    sharing keys (buckets of several rows), few distinct low halves (ties)."""
+    ent = rng.integers(0, 50, (n, nb), dtype=np.uint64) | (np.arange(nb, dtype=np.uint64) << _SHIFT)
+    if dup:
+        ent[rng.random(n) < 0.1] = NO_KEYS
+    return ent
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 40), st.integers(4096, 12000))
+def test_by_key_equals_stable_argsort(seed, groups, n) -> None:
+    rng = np.random.default_rng(seed)
+    k = rng.integers(0, 1000, n, dtype=np.uint64) | (
+        rng.integers(0, groups, n).astype(np.uint64) << _SHIFT
+    )
+    r = rng.integers(0, 2**40, n, dtype=np.int64)
+    got, want = by_key(k, r), by_key_reference(k, r)
+    assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 300), st.integers(1, 9))
+def test_section_from_rows_equals_sorted_entries(seed, n, nb) -> None:
+    rng = np.random.default_rng(seed)
+    ent = _ent(rng, n, nb)
+    rids = np.sort(rng.choice(10_000, n, replace=False)).astype(np.int64) + 500
+    assert columns_are_groups(ent)
+    sec = section_from_rows(ent, rids, 400)
+    k, r = sec
+    wk, wr = sort_entries(*flatten(ent, rids))
+    assert k.tolist() == wk.tolist() and r.tolist() == wr.tolist()
+    assert sec.offsets.tolist() == [int((ent[:, 0] != NO_KEYS).sum()) * j for j in range(nb + 1)]
+
+
+@pytest.mark.parametrize("split", [0, 3, 700])
+def test_large_adds_equal_the_buffered_path(split) -> None:
+    """An add of at least ``buffer`` entries becomes a section at once; the entries and the
+    lookups equal those of adds that go through the append buffer."""
+    rng = np.random.default_rng(split)
+    ent = _ent(rng, 2000, 6)
+    rids = np.arange(1000, 3000, dtype=np.int64)
+    fast, slow = BandRuns(buffer=64), BandRuns(buffer=10**9)
+    for br in (fast, slow):
+        br.add(ent[:split], rids[:split])
+        br.add(ent[split:], rids[split:])
+    fk, fr = fast.entries()
+    sk, sr = slow.entries()
+    assert fk.tolist() == sk.tolist() and fr.tolist() == sr.tolist()
+    q = ent[rng.choice(len(ent), 50)]
+    for a, b in zip(fast.lookup(q, 4), slow.lookup(q, 4), strict=True):
+        assert a.tolist() == b.tolist()
+
+
+def test_logged_keys_round_trip_every_kind() -> None:
+    rng = np.random.default_rng(3)
+    ent = _ent(rng, 200, 42)
+    blobs = log_keys(ent)
+    assert {len(b) for b in blobs} == {1 + 4 * 42}
+    assert np.array_equal(keys_from_log(blobs, 42), ent)
+    wide = ent.copy()  # groups that are not the columns (plans of more than 3 rows)
+    has = wide[:, 0] != NO_KEYS
+    wide[has, 5] ^= np.uint64(7) << _SHIFT
+    assert not columns_are_groups(wide)
+    wblobs = log_keys(wide)
+    assert {len(b) for b in wblobs} == {1 + 8 * 42}
+    assert np.array_equal(keys_from_log(wblobs, 42), wide)
+    mixed = blobs[:50] + wblobs[50:]
+    want = np.concatenate([ent[:50], wide[50:]])
+    assert np.array_equal(keys_from_log(mixed, 42), want)
+    with pytest.raises(ValueError, match="do not hold 41 bands"):
+        keys_from_log(blobs, 41)
+    with pytest.raises(ValueError, match="unknown kind"):
+        keys_from_log([b"\x09" + blobs[0][1:]], 42)
+
+
+def test_add_keys_record_round_trip() -> None:
+    r = AddRecord(5, 1.5, 9, 0, bytes(16), 0, "a", "some text", None, b"\x01abcd")
+    p = encode_add(r)
+    assert p[0] == OP_ADD_KEYS and decode_payload(p) == r
+    plain = r._replace(keys=None)
+    assert encode_add(plain)[0] == OP_ADD and decode_payload(encode_add(plain)) == plain
+    # the group encoder takes the keys beside the records, byte-identical to each payload
+    assert frame_records([plain, plain], [b"\x01abcd", b"\x01abcd"]) == frame(p) * 2
+    with pytest.raises(ValueError, match="band-key entries"):
+        frame_records([plain], [])
+    with pytest.raises(ValueError, match="malformed"):
+        decode_payload(p[:-1])
+
+
+def _v1_log(path, generation: int, recs) -> None:
+    body = struct.pack("<8sIIQI", b"NDUPWAL\x00", 1, 0, generation, 0)
+    path.write_bytes(
+        body
+        + struct.pack("<I", zlib.crc32(body))
+        + frame_records([r._replace(keys=None) if isinstance(r, AddRecord) else r for r in recs])
+    )
+
+
+def test_a_version1_log_is_read_and_appended_as_version1(tmp_path) -> None:
+    p = tmp_path / "wal-1.log"
+    _v1_log(p, 1, [AddRecord(1, 1.0, 1, 0, bytes(16), 0, "a", "t", None)])
+    w = WalWriter(p, 1, create=False)
+    assert w.version == 1
+    w.close()
+    assert WalWriter(tmp_path / "wal-2.log", 2, create=True).version == 2
+    body = struct.pack("<8sIIQI", b"NDUPWAL\x00", 3, 0, 1, 0)
+    (tmp_path / "bad.log").write_bytes(body + struct.pack("<I", zlib.crc32(body)))
+    with pytest.raises(UnsupportedVersionError, match="versions 1, 2"):
+        read_wal(tmp_path / "bad.log")
+
+
+def _texts(n: int) -> list[str]:
+    rng = np.random.default_rng(11)
+    base = [" ".join(f"w{x}" for x in rng.integers(0, 400, rng.integers(3, 40))) for _ in range(n)]
+    base[7] = ""  # no tokens: no band keys
+    base[8] = base[3] + " plus"  # shares band keys with row 3
+    return base
+
+
+def _unclosed_copy(d: Deduplicator, src, dst) -> None:
+    """The data directory as a process killed now would leave it (log fsynced, SQLite applied)."""
+    assert d.store.applier is not None
+    d.store.applier.drain()
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("LOCK"))
+
+
+def test_replay_reads_the_logged_band_keys_and_version1_logs_still_replay(
+    tmp_path, monkeypatch
+) -> None:
+    texts = _texts(300)
+    src = tmp_path / "s"
+    d = Deduplicator(src, memtable_size=10**6)
+    d.add([{"id": str(i), "text": t} for i, t in enumerate(texts[:200])])
+    d.add({"id": "x", "text": texts[200]})
+    want = d.store.bandtable.entries()
+    (wal,) = src.glob("wal-*.log")
+    first = read_wal(wal, truncate=False).records[0]
+    assert isinstance(first, AddRecord) and first.keys is not None
+    _unclosed_copy(d, src, tmp_path / "a")
+    d.close()
+
+    computed: list[int] = []
+    real = Deduplicator._band_keys_of
+
+    def spy(self, texts):
+        computed.append(len(texts))
+        return real(self, texts)
+
+    monkeypatch.setattr(Deduplicator, "_band_keys_of", spy)
+    with Deduplicator(tmp_path / "a") as a:
+        got = a.store.bandtable.entries()
+        assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+        assert sum(computed) == 0  # read from the log, not recomputed
+        assert a.check({"id": "q", "text": texts[3]}).duplicate
+
+    # the same log rewritten as version 1 (plain ADD records): keys computed from the texts
+    shutil.rmtree(tmp_path / "a")
+    monkeypatch.setattr(Deduplicator, "_band_keys_of", real)
+    d = Deduplicator(src, memtable_size=10**6)
+    d.add([{"id": f"n{i}", "text": t} for i, t in enumerate(texts[:200])])
+    want = d.store.bandtable.entries()
+    _unclosed_copy(d, src, tmp_path / "b")
+    d.close()
+    (wal,) = (tmp_path / "b").glob("wal-*.log")
+    rep = read_wal(wal, truncate=False)
+    _v1_log(wal, rep.generation, rep.records)
+    with sqlite3.connect(tmp_path / "b" / "meta.sqlite3") as db:  # applied, as an old build would
+        db.execute("UPDATE wal_applied SET offset = ?", (wal.stat().st_size,))
+    monkeypatch.setattr(Deduplicator, "_band_keys_of", spy)
+    computed.clear()
+    b = Deduplicator(tmp_path / "b", memtable_size=10**6)
+    got = b.store.bandtable.entries()
+    assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+    assert sum(computed) == 200
+    assert (
+        b.store.wal is not None and b.store.wal.version == 1
+    )  # appended as it was written until the log is retired
+    b.add([{"id": f"m{i}", "text": t} for i, t in enumerate(texts[200:])])
+    want = b.store.bandtable.entries()
+    _unclosed_copy(b, tmp_path / "b", tmp_path / "c")
+    b.close()
+    (wal,) = (tmp_path / "c").glob("wal-*.log")
+    with open(wal, "rb") as fh:
+        assert struct.unpack_from("<I", fh.read(HEADER_SIZE), 8)[0] == 1
+    assert all(getattr(r, "keys", None) is None for r in read_wal(wal, truncate=False).records)
+    with Deduplicator(tmp_path / "c") as c:
+        got = c.store.bandtable.entries()
+        assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+        c.flush()  # a new generation: version 2 again
+        assert c.store.wal is not None and c.store.wal.version == 2

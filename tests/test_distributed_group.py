@@ -5,6 +5,7 @@ twice, the 4-key lexsort runs over those only) equals grouping by brute force; t
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -15,7 +16,7 @@ from neardup.distributed import _store
 from neardup.distributed.candidates import KEYS_SCHEMA, _group_rows, _size_hist
 
 
-def brute_groups(kind, sub, key, pos, fp):  # type: ignore[no-untyped-def]
+def brute_groups(kind: Any, sub: Any, key: Any, pos: Any, fp: Any) -> list[tuple[int, ...]]:
     groups: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
     for r in zip(kind, sub, key, pos, fp, strict=True):
         groups.setdefault((int(r[0]), int(r[1]), int(r[2])), []).append((int(r[3]), int(r[4])))

@@ -16,7 +16,9 @@ from neardup.distributed import _store
 from neardup.distributed.candidates import KEYS_SCHEMA, _group_rows, _size_hist
 
 
-def brute_groups(kind: Any, sub: Any, key: Any, pos: Any, fp: Any) -> list[tuple[int, ...]]:
+def brute_groups(
+    kind: Any, sub: Any, key: Any, pos: Any, fp: Any
+) -> list[tuple[int, int, int, int, int]]:
     groups: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
     for r in zip(kind, sub, key, pos, fp, strict=True):
         groups.setdefault((int(r[0]), int(r[1]), int(r[2])), []).append((int(r[3]), int(r[4])))

@@ -62,6 +62,12 @@ def _sort_segments(values: np.ndarray, offsets: np.ndarray) -> None:  # pragma: 
         values[offsets[s] : offsets[s + 1]] = np.sort(values[offsets[s] : offsets[s + 1]])
 
 
+@numba.njit(cache=True, inline="always")
+def _spans(offsets: np.ndarray, a: int, b: int) -> tuple[int, int, int, int]:  # pragma: no cover
+    # (start, end) of sequence a, then of sequence b, in a CSR's values
+    return offsets[a], offsets[a + 1], offsets[b], offsets[b + 1]
+
+
 @numba.njit(cache=True, parallel=True)
 def _overlap_kernel(
     values: np.ndarray, offsets: np.ndarray, ia: np.ndarray, ib: np.ndarray
@@ -69,10 +75,7 @@ def _overlap_kernel(
     m = ia.shape[0]
     out = np.empty(m, np.int64)
     for p in numba.prange(m):
-        i = offsets[ia[p]]
-        ie = offsets[ia[p] + 1]
-        j = offsets[ib[p]]
-        je = offsets[ib[p] + 1]
+        i, ie, j, je = _spans(offsets, ia[p], ib[p])
         c = 0
         while i < ie and j < je:
             x = values[i]
@@ -120,10 +123,7 @@ def _bound_kernel(
     could = np.zeros(m, np.bool_)
     ratio = np.zeros(m, np.float64)
     for p in numba.prange(m):
-        i = offsets[ia[p]]
-        ie = offsets[ia[p] + 1]
-        j = offsets[ib[p]]
-        je = offsets[ib[p] + 1]
+        i, ie, j, je = _spans(offsets, ia[p], ib[p])
         la = ie - i
         lb = je - j
         shorter = min(la, lb)
@@ -189,10 +189,7 @@ def _bound_exit_kernel(
     could = np.zeros(m, np.bool_)
     ratio = np.zeros(m, np.float64)
     for p in numba.prange(m):
-        i = offsets[ia[p]]
-        ie = offsets[ia[p] + 1]
-        j = offsets[ib[p]]
-        je = offsets[ib[p] + 1]
+        i, ie, j, je = _spans(offsets, ia[p], ib[p])
         la = ie - i
         lb = je - j
         shorter = min(la, lb)
@@ -392,6 +389,35 @@ def _same_token(
     return True
 
 
+@numba.njit(cache=True, inline="always")
+def _slot(
+    buf: np.ndarray,
+    h: np.uint64,
+    start: int,
+    n: int,
+    low: int,
+    tha: np.ndarray,
+    tsa: np.ndarray,
+    tla: np.ndarray,
+    low_a: int,
+    slot_tok: np.ndarray,
+    shift: np.uint64,
+) -> int | np.int64:  # pragma: no cover - numba
+    # The slot of the token buf[start:start + n] (hash h, OR low) in A's open-addressing table:
+    # the slot holding an equal token of A (hash hit confirmed byte by byte), else the empty
+    # slot (slot_tok < 0) where it would go. slot_tok: A's token in each slot, -1 when empty
+    # (a power of two of slots, 2**(64 - shift), probed linearly from the multiplicative hash).
+    mask = slot_tok.shape[0] - 1
+    s = np.int64((h * np.uint64(0x9E3779B97F4A7C15)) >> shift)
+    while True:
+        r = slot_tok[s]
+        if r < 0 or (
+            tha[r] == h and tla[r] == n and _same_token(buf, tsa[r], low_a, start, low, n)
+        ):
+            return s
+        s = (s + 1) & mask
+
+
 @numba.njit(cache=True, parallel=True)
 def _lcs_kernel(
     buf: np.ndarray,
@@ -411,7 +437,6 @@ def _lcs_kernel(
     # of the same token ids instead (linear: the cap on one pair's cost).
     m = ia.shape[0]
     out = np.zeros(m, np.int64)
-    mix = np.uint64(0x9E3779B97F4A7C15)
     ones = np.uint64(0xFFFFFFFFFFFFFFFF)
     for p in numba.prange(m):
         a = ia[p]
@@ -442,47 +467,24 @@ def _lcs_kernel(
         ids = np.empty(na, np.int64)
         nd = 0
         for q in range(na):
-            h = tha[q]
-            s = np.int64((h * mix) >> shift)
-            while True:
-                r = slot_tok[s]
-                if r < 0:
-                    slot_tok[s] = q
-                    slot_id[s] = nd
-                    ids[q] = nd
-                    nd += 1
-                    break
-                if (
-                    tha[r] == h
-                    and tla[r] == tla[q]
-                    and _same_token(buf, tsa[r], low_a, tsa[q], low_a, tla[q])
-                ):
-                    ids[q] = slot_id[s]
-                    break
-                s = (s + 1) & (cap - 1)
+            s = _slot(buf, tha[q], tsa[q], tla[q], low_a, tha, tsa, tla, low_a, slot_tok, shift)
+            if slot_tok[s] < 0:
+                slot_tok[s] = q
+                slot_id[s] = nd
+                nd += 1
+            ids[q] = slot_id[s]
         if na * nb > max_cells:
             cnt = np.zeros(nd, np.int64)
             for q in range(na):
                 cnt[ids[q]] += 1
             c: int | np.int64 = 0
             for q in range(nb):
-                h = thb[q]
-                s = np.int64((h * mix) >> shift)
-                while True:
-                    r = slot_tok[s]
-                    if r < 0:
-                        break
-                    if (
-                        tha[r] == h
-                        and tla[r] == tlb[q]
-                        and _same_token(buf, tsa[r], low_a, tsb[q], low_b, tlb[q])
-                    ):
-                        u = slot_id[s]
-                        if cnt[u] > 0:
-                            cnt[u] -= 1
-                            c += 1
-                        break
-                    s = (s + 1) & (cap - 1)
+                s = _slot(buf, thb[q], tsb[q], tlb[q], low_b, tha, tsa, tla, low_a, slot_tok, shift)
+                if slot_tok[s] >= 0:
+                    u = slot_id[s]
+                    if cnt[u] > 0:
+                        cnt[u] -= 1
+                        c += 1
             out[p] = c
             continue
         w = (na + 63) >> 6
@@ -491,23 +493,10 @@ def _lcs_kernel(
             pm[ids[q], q >> 6] |= np.uint64(1) << np.uint64(q & 63)
         v = np.full(w, ones, np.uint64)
         for q in range(nb):
-            h = thb[q]
-            s = np.int64((h * mix) >> shift)
-            u = -1
-            while True:
-                r = slot_tok[s]
-                if r < 0:
-                    break
-                if (
-                    tha[r] == h
-                    and tla[r] == tlb[q]
-                    and _same_token(buf, tsa[r], low_a, tsb[q], low_b, tlb[q])
-                ):
-                    u = slot_id[s]
-                    break
-                s = (s + 1) & (cap - 1)
-            if u < 0:  # not in A: the LCS cannot use it
+            s = _slot(buf, thb[q], tsb[q], tlb[q], low_b, tha, tsa, tla, low_a, slot_tok, shift)
+            if slot_tok[s] < 0:  # not in A: the LCS cannot use it
                 continue
+            u = slot_id[s]
             carry = np.uint64(0)
             for k in range(w):
                 x = v[k]

@@ -144,6 +144,33 @@ def _first_with_bit(a, lo, hi, bit):
     return lo
 
 
+@njit(nogil=True, cache=True, inline="always")
+def _split(tkeys, a, b, bitpos, dd, key, kk, stack, sp):
+    """One step of the pruned descent of a heavy bucket: split the keys ``[a, b)`` (equal above
+    bit ``bitpos``, counted from the top) on that bit and push onto ``stack`` (rows lo, hi,
+    bit, distance so far) the half that differs from ``key`` there, if ``dd + 1 <= kk``, then
+    the half that agrees (so it is taken first). Returns the new stack size."""
+    bm = np.uint64(1) << np.uint64(63 - bitpos)
+    s = _first_with_bit(tkeys, a, b, bm)
+    if key & bm:
+        sa, sb, oa, ob = s, b, a, s
+    else:
+        sa, sb, oa, ob = a, s, s, b
+    if ob > oa and dd + 1 <= kk:
+        stack[0, sp] = oa
+        stack[1, sp] = ob
+        stack[2, sp] = bitpos + 1
+        stack[3, sp] = dd + 1
+        sp += 1
+    if sb > sa:
+        stack[0, sp] = sa
+        stack[1, sp] = sb
+        stack[2, sp] = bitpos + 1
+        stack[3, sp] = dd
+        sp += 1
+    return sp
+
+
 @njit(nogil=True, cache=True)
 def search_tables(
     q,
@@ -302,24 +329,7 @@ def search_tables(
                         bitpos = st_bit[sp]
                         dd = st_d[sp]
                         if big and b - a > LEAF and bitpos < 64:
-                            bm = np.uint64(1) << np.uint64(63 - bitpos)
-                            s = _first_with_bit(tkeys, a, b, bm)
-                            if qkt & bm:
-                                sa, sb, oa, ob = s, b, a, s
-                            else:
-                                sa, sb, oa, ob = a, s, s, b
-                            if ob > oa and dd + 1 <= kk:
-                                st_lo[sp] = oa
-                                st_hi[sp] = ob
-                                st_bit[sp] = bitpos + 1
-                                st_d[sp] = dd + 1
-                                sp += 1
-                            if sb > sa:
-                                st_lo[sp] = sa
-                                st_hi[sp] = sb
-                                st_bit[sp] = bitpos + 1
-                                st_d[sp] = dd
-                                sp += 1
+                            sp = _split(tkeys, a, b, bitpos, dd, qkt, kk, stack, sp)
                             continue
                         x0 = np.uint64(0)
                         x1 = np.uint64(0)
@@ -459,24 +469,7 @@ def self_join_table(
                         bitpos = st_bit[sp]
                         dd = st_d[sp]
                         if b - a > LEAF and bitpos < 64:
-                            bm = np.uint64(1) << np.uint64(63 - bitpos)
-                            s = _first_with_bit(tkeys, a, b, bm)
-                            if ki & bm:
-                                sa, sb, oa, ob = s, b, a, s
-                            else:
-                                sa, sb, oa, ob = a, s, s, b
-                            if ob > oa and dd + 1 <= kk:
-                                st_lo[sp] = oa
-                                st_hi[sp] = ob
-                                st_bit[sp] = bitpos + 1
-                                st_d[sp] = dd + 1
-                                sp += 1
-                            if sb > sa:
-                                st_lo[sp] = sa
-                                st_hi[sp] = sb
-                                st_bit[sp] = bitpos + 1
-                                st_d[sp] = dd
-                                sp += 1
+                            sp = _split(tkeys, a, b, bitpos, dd, ki, kk, stack, sp)
                             continue
                     ri = np.int64(i) if t == 0 else np.int64(rows[t - 1, i])
                     for j in range(a, b):

@@ -37,7 +37,7 @@ from numba import njit
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 from ..errors import ConfigError, CorruptFileError
 from . import _kernels as K
-from .tables import PlanArrays, sorted_table
+from .tables import PlanArrays, SegmentRows, sorted_table
 
 __all__ = [
     "DEFAULT_BLOCK_BYTES",
@@ -1073,7 +1073,7 @@ _E_I64 = np.empty(0, dtype=np.int64)
 _E_I32 = np.empty(0, dtype=np.int32)
 
 
-class CompressedSegment:
+class CompressedSegment(SegmentRows):
     """An immutable index segment whose tables are block-compressed.
 
     Per fingerprint it keeps the compressed tables, its id (in table 0's order: u32 offsets
@@ -1094,11 +1094,9 @@ class CompressedSegment:
     sub = np.zeros(1, dtype=np.int64)
 
     __slots__ = (
-        "_id_index",
         "_ids64",
         "_inv",
         "_one",
-        "alive",
         "ct",
         "dbits",
         "dirs",
@@ -1107,7 +1105,6 @@ class CompressedSegment:
         "id_off",
         "keys",
         "luts",
-        "n_dead",
         "pluts",
         "rows",
         "words",
@@ -1166,8 +1163,8 @@ class CompressedSegment:
         assert self.id_off is not None
         return self.id_off.astype(np.int64) + np.int64(self.id_base)
 
-    def ids_at(self, rows: I64) -> I64:
-        """The int64 ids of ``rows``."""
+    def ids_at(self, rows: Any) -> I64:
+        """The int64 ids of ``rows`` (an index array or a slice)."""
         if self._ids64 is not None:
             return self._ids64[rows]
         assert self.id_off is not None
@@ -1177,10 +1174,6 @@ class CompressedSegment:
     def n(self) -> int:
         a = self._ids64 if self._ids64 is not None else self.id_off
         return int(a.shape[0])  # type: ignore[union-attr]
-
-    @property
-    def n_live(self) -> int:
-        return self.n - self.n_dead
 
     @property
     def nbytes(self) -> int:
@@ -1346,38 +1339,6 @@ class CompressedSegment:
                 break
             cap = cnt
         return out_q[:cnt], out_r[:cnt], out_d[:cnt]
-
-    def id_index(self) -> tuple[I64, I64]:
-        if self._id_index is None:
-            ids = self.ids
-            o = np.argsort(ids, kind="stable")
-            self._id_index = (ids[o], o.astype(np.int64))
-        return self._id_index
-
-    def locate(self, ids: I64) -> I64:
-        sid, srow = self.id_index()
-        out = np.full(len(ids), -1, dtype=np.int64)
-        if len(sid) == 0:
-            return out
-        pos = np.minimum(np.searchsorted(sid, ids), len(sid) - 1)
-        hit = sid[pos] == ids
-        rows = srow[pos]
-        if self.alive is not None:
-            hit &= self.alive[rows]
-        out[hit] = rows[hit]
-        return out
-
-    def kill(self, rows: I64) -> int:
-        if len(rows) == 0:
-            return 0
-        if self.alive is None:
-            self.alive = np.ones(self.n, dtype=bool)
-        elif not self.alive.flags.writeable:
-            self.alive = self.alive.copy()
-        was = int(np.count_nonzero(self.alive[rows]))
-        self.alive[rows] = False
-        self.n_dead += was
-        return was
 
     def verify(self, what: str = "compressed segment") -> None:
         """Check every block's CRC-32 (raises :class:`CorruptFileError` naming table and block)."""

@@ -72,59 +72,13 @@ def _search_list(q, k, segs, xfps, xids, xalive, qk, stack, out_q, out_r, out_d)
                     out_d[cnt] = d
                 cnt += 1
     for s in range(len(segs)):
-        (
-            brute,
-            keys,
-            rows,
-            fps,
-            dirs,
-            dbits,
-            pidx,
-            pmask,
-            npieces,
-            pb,
-            probe_radius,
-            flips,
-            flipd,
-            nflips,
-            pm_key,
-            pm_orig,
-            heavy,
-            hv,
-            sub,
-            ids,
-        ) = segs[s]
+        brute, ids, arrays = segs[s]  # arrays: search_tables' from keys to sub
         lo = min(cnt, cap)
         if brute:
-            c = K.search_brute(q, fps, k, out_q[lo:], out_r[lo:], out_d[lo:])
+            c = K.search_brute(q, arrays[2], k, out_q[lo:], out_r[lo:], out_d[lo:])
         else:
-            c = K.search_tables(
-                q,
-                k,
-                keys,
-                rows,
-                fps,
-                dirs,
-                dbits,
-                pidx,
-                pmask,
-                npieces,
-                pb,
-                probe_radius,
-                flips,
-                flipd,
-                nflips,
-                pm_key,
-                pm_orig,
-                heavy,
-                hv,
-                sub,
-                qk,
-                stack,
-                out_q[lo:],
-                out_r[lo:],
-                out_d[lo:],
-            )
+            scratch = (qk, stack, out_q[lo:], out_r[lo:], out_d[lo:])
+            c = K.search_tables(q, k, *(arrays + scratch))
         for j in range(lo, lo + min(c, cap - lo)):
             out_r[j] = ids[out_r[j]]
         cnt += c
@@ -149,9 +103,13 @@ def _entry_type() -> Any:
         u64_2, i64_1, i64_2 = _empty(_U64, 2), _empty(_I64, 1), _empty(_I64, 2)
         _ENTRY_TYPE = typeof(
             (
-                True, u64_2, _empty(np.uint32, 2), u64_2, i64_2, 0, _empty(_I64, 3), u64_2,
-                i64_1, i64_1, i64_1, u64_2, i64_2, i64_1, u64_2, u64_2, i64_1, i64_2, i64_1,
+                True,
                 i64_1,
+                (
+                    u64_2, _empty(np.uint32, 2), u64_2, i64_2, 0, _empty(_I64, 3), u64_2,
+                    i64_1, i64_1, i64_1, u64_2, i64_2, i64_1, u64_2, u64_2, i64_1, i64_2,
+                    i64_1,
+                ),
             )
         )  # fmt: skip
     return _ENTRY_TYPE
@@ -242,8 +200,7 @@ class IndexSet:
 
     def _entry(self, s: Any, pa: Any) -> tuple[Any, ...]:
         brute = s.keys is None
-        return (
-            brute,
+        arrays = (  # search_tables' arguments from keys to sub
             _empty(_U64, 2) if brute else _ro(s.keys, _U64, 2),
             _empty(np.uint32, 2) if brute or s.rows is None else _ro(s.rows, np.uint32, 2),
             _ro(s.fps, _U64, 2),
@@ -262,8 +219,8 @@ class IndexSet:
             _empty(_I64, 1) if brute or s.heavy is None else _ro(s.heavy, _I64, 1),
             _ro(s.hv, _I64, 2),
             _ro(s.sub, _I64, 1),
-            _ro(s.ids, _I64, 1),
         )
+        return (brute, _ro(s.ids, _I64, 1), arrays)
 
     def __len__(self) -> int:
         """Fingerprints in the set (at construction)."""

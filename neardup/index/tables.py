@@ -25,6 +25,7 @@ from .plan import Plan
 
 __all__ = [
     "PlanArrays",
+    "SegmentRows",
     "TableSegment",
     "plan_arrays",
     "sorted_table",
@@ -254,12 +255,67 @@ def _dbits(n: int, min_pb: int) -> int:
     return int(min(min_pb, max(1, min(22, int(n).bit_length() - 2))))
 
 
-class TableSegment:
+class SegmentRows:
+    """What every index segment (:class:`TableSegment`, the compressed one) does with its ids
+    and tombstones. The segment defines ``n`` and ``ids_at`` and sets ``alive`` (None: every
+    row alive), ``n_dead`` and ``_id_index``."""
+
+    __slots__ = ("_id_index", "alive", "n_dead")
+    alive: npt.NDArray[np.bool_] | None
+    n_dead: int
+    _id_index: tuple[I64, I64] | None
+
+    @property
+    def n(self) -> int:
+        raise NotImplementedError
+
+    def ids_at(self, rows: Any) -> I64:
+        raise NotImplementedError
+
+    @property
+    def n_live(self) -> int:
+        return self.n - self.n_dead
+
+    def id_index(self) -> tuple[I64, I64]:
+        """(sorted ids, their rows), built on first use (12 B per fingerprint) and cached."""
+        if self._id_index is None:
+            ids = self.ids_at(slice(None))
+            o = np.argsort(ids, kind="stable")
+            self._id_index = (ids[o], o.astype(np.int64))
+        return self._id_index
+
+    def locate(self, ids: I64) -> I64:
+        """Row of each id among live rows, or -1."""
+        sid, srow = self.id_index()
+        out = np.full(len(ids), -1, dtype=np.int64)
+        if len(sid) == 0:
+            return out
+        pos = np.minimum(np.searchsorted(sid, ids), len(sid) - 1)
+        hit = sid[pos] == ids
+        rows = srow[pos]
+        if self.alive is not None:
+            hit &= self.alive[rows]
+        out[hit] = rows[hit]
+        return out
+
+    def kill(self, rows: I64) -> int:
+        """Mark rows removed; returns how many were alive."""
+        if len(rows) == 0:
+            return 0
+        if self.alive is None:
+            self.alive = np.ones(self.n, dtype=bool)
+        elif not self.alive.flags.writeable:
+            self.alive = self.alive.copy()
+        was = int(np.count_nonzero(self.alive[rows]))
+        self.alive[rows] = False
+        self.n_dead += was
+        return was
+
+
+class TableSegment(SegmentRows):
     """An immutable set of fingerprints with its permuted sorted tables (and a tombstone mask)."""
 
     __slots__ = (
-        "_id_index",
-        "alive",
         "dbits",
         "dirs",
         "fps",
@@ -267,7 +323,6 @@ class TableSegment:
         "hv",
         "ids",
         "keys",
-        "n_dead",
         "rows",
         "sub",
     )
@@ -302,9 +357,9 @@ class TableSegment:
     def n(self) -> int:
         return int(self.ids.shape[0])
 
-    @property
-    def n_live(self) -> int:
-        return self.n - self.n_dead
+    def ids_at(self, rows: Any) -> I64:
+        """The int64 ids of ``rows``."""
+        return self.ids[rows]
 
     @property
     def nbytes(self) -> int:
@@ -447,41 +502,6 @@ class TableSegment:
             m = self.alive[r]  # type: ignore[index]
             qi, r, d = qi[m], r[m], d[m]
         return qi, self.ids[r], d
-
-    def id_index(self) -> tuple[I64, I64]:
-        """(sorted ids, their rows), built on first use (12 B per fingerprint) and cached."""
-        if self._id_index is None:
-            o = np.argsort(self.ids, kind="stable")
-            self._id_index = (self.ids[o], o.astype(np.int64))
-        return self._id_index
-
-    def locate(self, ids: I64) -> I64:
-        """Row of each id among live rows, or -1."""
-        sid, srow = self.id_index()
-        pos = np.searchsorted(sid, ids)
-        pos_c = np.minimum(pos, max(len(sid) - 1, 0))
-        out = np.full(len(ids), -1, dtype=np.int64)
-        if len(sid) == 0:
-            return out
-        hit = sid[pos_c] == ids
-        rows = srow[pos_c]
-        if self.alive is not None:
-            hit &= self.alive[rows]
-        out[hit] = rows[hit]
-        return out
-
-    def kill(self, rows: I64) -> int:
-        """Mark rows removed; returns how many were alive."""
-        if len(rows) == 0:
-            return 0
-        if self.alive is None:
-            self.alive = np.ones(self.n, dtype=bool)
-        elif not self.alive.flags.writeable:
-            self.alive = self.alive.copy()
-        was = int(np.count_nonzero(self.alive[rows]))
-        self.alive[rows] = False
-        self.n_dead += was
-        return was
 
     def describe(self) -> dict[str, Any]:
         return {"n": self.n, "live": self.n_live, "bytes": self.nbytes, "dbits": self.dbits}

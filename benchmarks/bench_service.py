@@ -67,6 +67,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -180,8 +181,6 @@ def cpu_seconds(pid: int) -> float:
 def stage_histograms(url: str) -> dict[str, tuple[list[tuple[float, float]], float]]:
     """``{stage: ([(le, cumulative count), ...], sum)}`` from the server's ``/metrics``
     (``neardup_request_stage_seconds`` per stage and ``neardup_event_loop_lag_seconds``)."""
-    import re
-
     import httpx
 
     text = httpx.get(url + "/metrics", timeout=30).text
@@ -510,6 +509,28 @@ def proc_loadavg() -> str:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+_STORE_OPENED = re.compile(
+    r"opened store \S+ in ([\d.]+) s: (\d+) documents, (\d+) segments, (\d+) log records replayed"
+)
+_SERVER_OPENED = re.compile(r"opened \S+ in ([\d.]+) s: namespaces")
+
+
+def startup_log(stderr: str) -> dict[str, float]:
+    """What a server's ``--log-level info`` start-up lines say: seconds to open the store
+    (recovery: SQLite check, segments, log replay) and to open every namespace (that plus the
+    rest of ``Deduplicator``'s set-up and the warm-up check), log records replayed."""
+    out: dict[str, float] = {}
+    m = _STORE_OPENED.search(stderr)
+    if m:
+        out["store_open_s"] = float(m.group(1))
+        out["segments"] = int(m.group(3))
+        out["log_records_replayed"] = int(m.group(4))
+    m = _SERVER_OPENED.search(stderr)
+    if m:
+        out["namespaces_open_s"] = float(m.group(1))
+    return out
+
+
 def first_answer(url: str, timeout: float) -> float:
     """Seconds until ``POST /v1/check`` of one document is answered 200 (polled)."""
     import httpx
@@ -536,6 +557,7 @@ def measure_server(
 
     result: dict[str, Any] = {}
     serve_args = ["--retention", "48h", "--max-batch", str(max(10_000, args.batch))]
+    serve_args += ["--log-level", "info"]  # start-up lines (store open, replay); no access log
     if mode is not None:
         serve_args += ["--candidates", mode]
     if args.no_verify:
@@ -620,6 +642,7 @@ def measure_server(
 
         print("restart after SIGKILL ...", file=sys.stderr)
         srv.kill()
+        result["startup_first"] = startup_log(srv.last_stderr)
         sampler.pid = 0
         t_up = srv.start(timeout=600)
         sampler.pid = srv.proc.pid if srv.proc else 0
@@ -631,6 +654,7 @@ def measure_server(
         t0 = time.perf_counter()
         result["graceful_stop_rc"] = srv.stop(timeout=600)
         result["graceful_stop_s"] = time.perf_counter() - t0
+        result["startup_after_kill"] = startup_log(srv.last_stderr)
     finally:
         if srv.proc is not None and srv.proc.poll() is None:
             srv.kill()
@@ -664,6 +688,7 @@ def print_mode(result: dict[str, Any], fl: dict[str, Any] | None) -> None:
         ("store read before start (page cache)", "{:.1f} GiB in {:.1f} s".format(result["warm_cache"]["bytes"] / 2**30, result["warm_cache"]["seconds"]) if "warm_cache" in result else "no"),
         ("start to serving / first answer s", f"{result['start_to_serving_s']:.1f} / {result['start_to_first_answer_s']:.1f}"),
         ("restart after SIGKILL s (first answer)", f"{result['restart_after_kill_s']:.1f}  ({result.get('memtable_rows_at_kill', 0):,} memtable rows only in the log)"),
+        ("start-up log: store open / all open s", "first {a} / {b}; after the kill {c} / {d} ({e:,} log records replayed)".format(a=result.get("startup_first", {}).get("store_open_s"), b=result.get("startup_first", {}).get("namespaces_open_s"), c=result.get("startup_after_kill", {}).get("store_open_s"), d=result.get("startup_after_kill", {}).get("namespaces_open_s"), e=int(result.get("startup_after_kill", {}).get("log_records_replayed", 0)))),
         ("graceful stop s (rc)", f"{result['graceful_stop_s']:.1f} ({result['graceful_stop_rc']})"),
         ("RSS after start / load / peak MiB", f"{result['rss_after_start_bytes'] / mib:.0f} / {result['rss_after_load_bytes'] / mib:.0f} / {result['rss_peak_bytes'] / mib:.0f}"),
         ("sampled peak RSS / anon / file MiB", f"{peaks.get('VmRSS', 0) / mib:.0f} / {peaks.get('RssAnon', 0) / mib:.0f} / {peaks.get('RssFile', 0) / mib:.0f}"),

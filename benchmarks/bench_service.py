@@ -183,7 +183,11 @@ def stage_histograms(url: str) -> dict[str, tuple[list[tuple[float, float]], flo
     (``neardup_request_stage_seconds`` per stage and ``neardup_event_loop_lag_seconds``)."""
     import httpx
 
-    text = httpx.get(url + "/metrics", timeout=30).text
+    return parse_stage_metrics(httpx.get(url + "/metrics", timeout=30).text)
+
+
+def parse_stage_metrics(text: str) -> dict[str, tuple[list[tuple[float, float]], float]]:
+    """:func:`stage_histograms` of a ``/metrics`` page's text."""
     out: dict[str, tuple[list[tuple[float, float]], float]] = {}
     # labels in any order (prometheus_client puts `le` first or last depending on its version)
     pat = re.compile(

@@ -236,3 +236,61 @@ def test_replay_reads_the_logged_band_keys_and_version1_logs_still_replay(
         assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
         c.flush()  # a new generation: version 2 again
         assert c.store.wal is not None and c.store.wal.version == 2
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 400), st.floats(0.0, 1.0))
+def test_flush_section_writes_the_same_segment_as_materialised_entries(
+    tmp_path_factory, seed, n, share
+) -> None:
+    """A flush writes its segments from the memtable's merged section (``BandRuns.section`` +
+    ``section_for_rows``: 32-bit arrays only); the files are byte-identical to those written from
+    the materialised (compact key, row id) entries, for any subset of the rows (a partition,
+    deleted and expired rows left out)."""
+    from neardup.store.bands import section_for_rows
+    from neardup.store.segment import open_segment, write_segment
+
+    rng = np.random.default_rng(seed)
+    ent = _ent(rng, n, 5)
+    rids = np.arange(7, 7 + n, dtype=np.int64)
+    br = BandRuns(buffer=64)
+    for a in range(0, n, 37):  # several runs and a buffer
+        br.add(ent[a : a + 37], rids[a : a + 37])
+    sec = br.section()
+    k, r = br.entries()
+    sk, sr = sec
+    assert sk.tolist() == k.tolist() and sr.tolist() == r.tolist()
+    seg_rows = np.sort(rng.choice(rids, max(1, int(n * share)), replace=False))
+    inside = np.isin(r, seg_rows)
+    d = tmp_path_factory.mktemp("seg")
+    fps = rng.integers(0, 2**63, len(seg_rows), dtype=np.uint64)
+    ts = np.zeros(len(seg_rows))
+    a = write_segment(d / "a.nds", fps, seg_rows, ts, partition=0, band_keys=(k[inside], r[inside]))
+    b = write_segment(
+        d / "b.nds", fps, seg_rows, ts, partition=0, band_keys=section_for_rows(sec, seg_rows)
+    )
+    assert a == b and (d / "a.nds").read_bytes() == (d / "b.nds").read_bytes()
+    open_segment(d / "b.nds").close()
+
+
+def test_a_bad_position_section_is_refused(tmp_path) -> None:
+    from neardup.store.bands import BandSection
+    from neardup.store.segment import write_segment
+
+    fps = np.arange(3, dtype=np.uint64)
+    rids = np.arange(3, dtype=np.int64)
+    ts = np.zeros(3)
+    off = np.array([0, 2], np.uint64)
+    for keys, rows, msg in (
+        ([1, 2], [0, 3], "not in the segment"),
+        ([2, 1], [0, 1], "not sorted"),
+        ([1, 1], [1, 0], "not sorted"),
+    ):
+        sec = BandSection(off, np.array(keys, np.uint32), np.array(rows, np.uint32))
+        with pytest.raises(ValueError, match=msg):
+            write_segment(tmp_path / "x.nds", fps, rids, ts, partition=0, band_keys=sec)
+    with pytest.raises(ValueError, match="bound"):
+        bad = BandSection(
+            np.array([0, 3], np.uint64), np.zeros(2, np.uint32), np.zeros(2, np.uint32)
+        )
+        write_segment(tmp_path / "x.nds", fps, rids, ts, partition=0, band_keys=bad)

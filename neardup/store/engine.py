@@ -60,7 +60,7 @@ from ..errors import (
     StorageError,
 )
 from ..index.compressed import DEFAULT_BLOCK_BYTES, check_block_bytes
-from .bands import BandRuns, keys_from_log, log_keys, lookup
+from .bands import BandRuns, BandSection, keys_from_log, log_keys, lookup, section_for_rows
 from .layout import DataDir
 from .memindex import (
     BruteIndex,
@@ -1287,10 +1287,11 @@ class Store:
         fps: npt.NDArray[np.uint64],
         rids: npt.NDArray[np.int64],
         ts: npt.NDArray[np.float64],
-        bands: tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]] | None = None,
+        bands: tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]] | BandSection | None = None,
     ) -> list[_LiveSegment]:
-        """One segment per partition; ``bands`` (entry keys, row ids; rows not in ``rids`` are
-        left out) becomes each segment's band-key section (None: version-1 segments)."""
+        """One segment per partition; ``bands`` (compact keys and row ids, or a memtable
+        :class:`BandSection`; rows not in ``rids`` are left out) becomes each segment's
+        band-key section (None: version-1 segments)."""
         assert self.dir is not None
         parts = self.partition_of(ts)
         written: list[_LiveSegment] = []
@@ -1299,8 +1300,10 @@ class Store:
                 sel = parts == p
                 order = np.argsort(rids[sel], kind="stable")
                 f, r, t = fps[sel][order], rids[sel][order], ts[sel][order]
-                bk = None
-                if bands is not None:
+                bk: Any = None
+                if isinstance(bands, BandSection):
+                    bk = section_for_rows(bands, r)
+                elif bands is not None:
                     inside = np.isin(bands[1], r)
                     bk = (bands[0][inside], bands[1][inside])
                 written.append(self._new_segment(int(p), f, r, t, bk))
@@ -1322,7 +1325,7 @@ class Store:
         f: npt.NDArray[np.uint64],
         r: npt.NDArray[np.int64],
         t: npt.NDArray[np.float64],
-        band_keys: tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]] | None = None,
+        band_keys: tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]] | BandSection | None = None,
     ) -> _LiveSegment:
         assert self.dir is not None
         with self._seq_lock:
@@ -1527,7 +1530,7 @@ class Store:
                 keep &= ~exp
             bk = None
             if self.band_keys_of is not None and frozen.bands is not None:
-                bk = frozen.bands.entries()
+                bk = frozen.bands.section()  # 8 bytes per entry, never materialised
             frozen.written = self._write_segments(fps[keep], rids[keep], ts[keep], bk)
             frozen.expired = expired
         except BaseException as exc:

@@ -48,6 +48,7 @@ the whole body (one hash pass, cheap next to reading the file) and raises
 from __future__ import annotations
 
 import contextlib
+import itertools
 import mmap
 import os
 import struct
@@ -128,7 +129,7 @@ def write_segment(
     times: npt.NDArray[np.float64],
     *,
     partition: int,
-    band_keys: tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]] | None = None,
+    band_keys: tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]] | BandSection | None = None,
 ) -> int:
     """Write a segment atomically (temp + fsync + verify + rename + fsync dir); returns its xxh64.
 
@@ -146,7 +147,10 @@ def write_segment(
         raise ValueError("fingerprints, rowids and times must have the same length")
     body: list[Any] = [fps.data, rid.data, tms.data]
     version = 1
-    if band_keys is not None:
+    if isinstance(band_keys, BandSection):  # rows are positions here already (flushes)
+        version = 3
+        sec = _checked_positions(band_keys, n)
+    elif band_keys is not None:
         version = 3
         bk = np.asarray(band_keys[0], np.uint64)
         pos = np.searchsorted(rid, np.asarray(band_keys[1], np.int64))
@@ -161,6 +165,7 @@ def write_segment(
         else:
             order = np.lexsort((pos, bk))
             sec = BandSection.from_sorted(bk[order], pos[order].astype(np.uint32))
+    if band_keys is not None:
         groups = len(sec.offsets) - 1 if len(sec) else 0
         offsets = np.ascontiguousarray(sec.offsets[: groups + 1], dtype="<u8")
         keys = np.ascontiguousarray(sec.keys, dtype="<u4")
@@ -190,6 +195,34 @@ def write_segment(
     os.replace(tmp, p)
     fsync_dir(p.parent)
     return checksum
+
+
+def _checked_positions(sec: BandSection, n: int) -> BandSection:
+    """``sec`` (rows are positions in a segment of ``n`` rows), checked to be a valid section:
+    offsets bound the entries, rows are in the segment, each group sorted by (key, row); group
+    by group, so no temporary of the whole section's size. ``ValueError`` otherwise."""
+    if sec.rowids is not None or sec.base:
+        raise ValueError("a segment's band section holds positions (rowids None, base 0)")
+    off = np.asarray(sec.offsets, np.int64)
+    m = len(sec.keys)
+    if (
+        len(sec.rows) != m
+        or not len(off)
+        or off[0] != 0
+        or off[-1] != m
+        or (np.diff(off) < 0).any()
+    ):
+        raise ValueError("band section offsets do not bound its entries")
+    if m and int(sec.rows.max()) >= n:
+        raise ValueError("band_keys name rows that are not in the segment")
+    bounds = off.tolist()
+    for a, b in itertools.pairwise(bounds):
+        k, r = sec.keys[a:b], sec.rows[a:b]
+        if b - a > 1 and not bool(
+            np.all((k[1:] > k[:-1]) | ((k[1:] == k[:-1]) & (r[1:] > r[:-1])))
+        ):
+            raise ValueError("band section entries are not sorted by (key, row) in a group")
+    return sec
 
 
 def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segment:

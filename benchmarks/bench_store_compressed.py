@@ -17,9 +17,22 @@ rebuilt compressed: the conversion time is reported). Then each store is reopene
   ``--queries`` planted near-duplicates (distance 0..k) and as many random ones;
 * that both stores return the same (query, row id, distance) triples.
 
+The report also has the largest RSS of any child (``peak_child_rss_mib``: the build) and, from
+the measured side-file bytes per row, what a ``--window`` of rows would take.
+
+``--segment-rows N`` instead builds only one segment index of N random rows as the store builds
+a sealed segment's side file (``neardup.store.memindex.build_index(compress=True)``, saved as
+the store saves it) and reports its bytes per row, plan and peak RSS: the size of the segments
+of a window too large to build as a store here (a 50 M two-day window of one-day partitions
+is two segments of 25 M rows).
+
 Run::
 
     nice -n 5 .venv/bin/python benchmarks/bench_store_compressed.py --n 2e6
+    nice -n 5 .venv/bin/python benchmarks/bench_store_compressed.py --n 1e7 \
+        --out benchmarks/results/bench_store_compressed_10m.json
+    nice -n 5 .venv/bin/python benchmarks/bench_store_compressed.py --segment-rows 2.5e7 \
+        --out benchmarks/results/bench_store_compressed_seg25m.json
     .venv/bin/python benchmarks/bench_store_compressed.py --n 1e5 --opens 1   # smoke test
 
 Prints a table and writes ``benchmarks/results/bench_store_compressed.json`` (with a
@@ -87,6 +100,31 @@ def child_convert(path: str) -> dict[str, Any]:
     st = open_store(path, True)
     st.close()
     return {"convert_s": time.perf_counter() - t0}
+
+
+def child_segment(path: str, n: int) -> dict[str, Any]:
+    from neardup.store.memindex import BruteIndex, build_index
+
+    fps = make_data("random", n)
+    t0 = time.perf_counter()
+    fast = build_index(fps, np.arange(n, dtype=np.int64), bits=64, max_distance=K, compress=True)
+    build_s = time.perf_counter() - t0
+    if isinstance(fast, BruteIndex):
+        raise SystemExit(f"{n} rows: the store would search this segment by brute force")
+    idx = fast.index
+    idx.save(path)
+    side = os.path.getsize(path)
+    return {
+        "rows": n,
+        "compressed": bool(idx.compressed),
+        "plan": idx.plan.name,
+        "n_tables": len(idx.plan.tables),
+        "build_s": build_s,
+        "side_file_bytes": side,
+        "side_file_bytes_per_row": side / n,
+        "nbytes_per_row": idx.nbytes / n,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def child_open(path: str, n: int, nq: int, single: int) -> dict[str, Any]:
@@ -157,7 +195,7 @@ def run_child(*args: str) -> dict[str, Any]:
     cp = subprocess.run(
         [sys.executable, __file__, "--child", *args], check=True, capture_output=True, text=True
     )
-    return json.loads(cp.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return json.loads(cp.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -167,6 +205,10 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=5000, help="planted + as many random")
     ap.add_argument("--single", type=int, default=2000)
     ap.add_argument("--opens", type=int, default=2, help="fresh-process opens per store (best)")
+    ap.add_argument("--window", type=float, default=5e7, help="rows of the window estimate")
+    ap.add_argument(
+        "--segment-rows", type=float, default=0, help="build one segment index of this size only"
+    )
     ap.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
     ap.add_argument("--out", default=str(RESULTS / "bench_store_compressed.json"))
     ap.add_argument("--child", nargs="*", help=argparse.SUPPRESS)
@@ -177,11 +219,16 @@ def main() -> None:
             res = child_build(path, int(rest[0]), int(rest[1]))
         elif verb == "convert":
             res = child_convert(path)
+        elif verb == "segment":
+            res = child_segment(path, int(rest[0]))
         else:
             res = child_open(path, int(rest[0]), int(rest[1]), int(rest[2]))
         print(json.dumps(res))
         return
     n = int(args.n)
+    if args.segment_rows:
+        segment_only(int(args.segment_rows), args)
+        return
     work = Path(args.dir or tempfile.mkdtemp(prefix="bench_store_compressed-"))
     plain, comp = work / "plain", work / "compressed"
     for p in (plain, comp):
@@ -219,6 +266,11 @@ def main() -> None:
         best[name] = b
     same = len({r["results_sha256"] for rs in runs.values() for r in rs}) == 1
     report.update(runs=runs, best=best, same_results=same)
+    report["peak_child_rss_mib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    report["window_rows"] = args.window
+    report["window_side_files_gb"] = {
+        name: b["side_file_bytes_per_row"] * args.window / 1e9 for name, b in best.items()
+    }
     report["machine"]["load_avg_at_end"] = os.getloadavg()
     print(f"N = {n:,} rows, {args.partitions} partitions, k = {K}; load {os.getloadavg()}")
     print(f"  build (plain) {report['build']['build_s']:.1f} s; convert to compressed "
@@ -237,7 +289,51 @@ def main() -> None:
             f" {b['single_p50_us']:>7.1f} {b['single_p99_us']:>7.1f}"
             f" {b['single_cpu_p50_us']:>7.1f} {b['single_cpu_p99_us']:>7.1f}"
         )
-    print(f"  same results: {same}")
+    print(f"  same results: {same}; peak child RSS {report['peak_child_rss_mib']:.0f} MiB")
+    for name, gb in report["window_side_files_gb"].items():
+        print(
+            f"  {args.window:,.0f}-row window at this N's side-file bytes/row, {name}: {gb:.2f} GB"
+        )
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    print(f"wrote {out}")
+
+
+def segment_only(n: int, args: argparse.Namespace) -> None:
+    """``--segment-rows``: one segment index of ``n`` rows, built and saved as the store does."""
+    work = Path(args.dir or tempfile.mkdtemp(prefix="bench_store_compressed-"))
+    report: dict[str, Any] = {
+        "segment_rows": n,
+        "k": K,
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "load_avg_at_start": os.getloadavg(),
+        },
+        "command": " ".join(sys.argv),
+    }
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+        seg = run_child("segment", str(work / "segment.hidx"), str(n))
+    finally:
+        if args.dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    report["segment"] = seg
+    per_window = args.window / n
+    report["window_rows"] = args.window
+    report["window_side_files_gb"] = seg["side_file_bytes"] * per_window / 1e9
+    report["machine"]["load_avg_at_end"] = os.getloadavg()
+    print(f"one segment index of {n:,} rows, k = {K}; load {os.getloadavg()}")
+    print(
+        f"  {seg['plan']}: {seg['side_file_bytes_per_row']:.2f} B/row on disk"
+        f" ({seg['nbytes_per_row']:.2f} in memory), built in {seg['build_s']:.1f} s,"
+        f" peak RSS {seg['peak_rss_mib']:.0f} MiB"
+    )
+    print(
+        f"  {args.window:,.0f} rows as {per_window:g} such segments:"
+        f" {report['window_side_files_gb']:.2f} GB of side files"
+    )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))

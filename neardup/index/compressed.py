@@ -413,7 +413,12 @@ def _decode_until(words, wbase, bw, key, count, lut, out, last):
 def _decode_quad(words, bw, bkeys, bstart, n, lut, out, b):
     """Blocks ``b`` .. ``b + 3`` together while all have keys left: four independent serial
     chains (a key's position depends on the previous key's code), so the CPU overlaps their
-    latencies. Returns -1 when a stream is corrupt, else 0."""
+    latencies. Returns -1 when a stream is corrupt, else 0.
+
+    The step is written out here, in :func:`_decode_run` and :func:`_decode_until` on purpose:
+    as one shared numba function it is called per key (not inlined by LLVM), and with
+    ``inline="always"`` its array arguments are reference-counted inside the loop; both decode
+    several times slower (``benchmarks/bench_compressed.py``, decode column)."""
     nb = bkeys.shape[0]
     sa = np.int64(bstart[b + 0])
     ka = bkeys[b + 0]

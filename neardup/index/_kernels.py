@@ -145,6 +145,17 @@ def _first_with_bit(a, lo, hi, bit):
 
 
 @njit(nogil=True, cache=True, inline="always")
+def probe_prefix(p_bits, dbits, key):
+    """A table probe's prefix arithmetic (scalars only, so inlining adds no reference counts):
+    the shift that leaves a key's ``p_bits``-bit prefix, the mask of the bits below it, ``key``'s
+    prefix, and the shift from a prefix to its ``dbits``-bit directory slot."""
+    shift = np.uint64(64 - p_bits)
+    low = (np.uint64(1) << shift) - np.uint64(1) if p_bits < 64 else np.uint64(0)
+    pre = key >> shift if p_bits < 64 else key
+    return shift, low, pre, np.uint64(p_bits - dbits)
+
+
+@njit(nogil=True, cache=True, inline="always")
 def _split(tkeys, a, b, bitpos, dd, key, kk, stack, sp):
     """One step of the pruned descent of a heavy bucket: split the keys ``[a, b)`` (equal above
     bit ``bitpos``, counted from the top) on that bit and push onto ``stack`` (rows lo, hi,
@@ -243,11 +254,8 @@ def search_tables(
         for t in range(T):
             tkeys = keys[t]
             p_bits = pb[t]
-            shift = np.uint64(64 - p_bits)
-            low = (np.uint64(1) << shift) - np.uint64(1) if p_bits < 64 else np.uint64(0)
             qkt = qk[g * T + t]
-            qpre = qkt >> shift if p_bits < 64 else qkt
-            dshift = np.uint64(p_bits - dbits)
+            shift, low, qpre, dshift = probe_prefix(p_bits, dbits, qkt)
             for f in range(nflips[t]):
                 d0 = flipd[t, f]
                 if d0 > kk:

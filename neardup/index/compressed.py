@@ -821,11 +821,8 @@ def search_compressed(
             nb = boff[t + 1] - b0
             tb = bkeys[b0 : b0 + nb]
             p_bits = pb[t]
-            shift = np.uint64(64 - p_bits)
-            low = (np.uint64(1) << shift) - np.uint64(1) if p_bits < 64 else np.uint64(0)
             qkt = qk[g * T + t]
-            qpre = qkt >> shift if p_bits < 64 else qkt
-            dshift = np.uint64(p_bits - dbits)
+            shift, low, qpre, dshift = K.probe_prefix(p_bits, dbits, qkt)
             for f in range(nflips[t]):
                 d0 = flipd[t, f]
                 if d0 > kk:

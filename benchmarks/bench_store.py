@@ -210,16 +210,22 @@ def restart_after_sigkill(path: Path, fill: int = 0) -> dict[str, float]:
     time.sleep(3.0)
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
+    log_bytes = sum(f.stat().st_size for f in path.glob("wal-*.log"))
+    load = os.getloadavg()[0]
     t0 = time.perf_counter()
     d = Deduplicator(path)
     opened = time.perf_counter() - t0
     d.check({"id": "after-restart", "text": "is anything like this stored"})
     first = time.perf_counter() - t0
+    replayed = d.store.replayed_records
     d.close()
     return {
         "restart_memtable_rows_in_log": fill,
+        "restart_log_records_replayed": replayed,
+        "restart_log_bytes": log_bytes,
         "restart_open_s": opened,
         "restart_first_check_s": first,
+        "restart_load_average": [load, os.getloadavg()[0]],
     }
 
 

@@ -294,3 +294,62 @@ def test_a_bad_position_section_is_refused(tmp_path) -> None:
             np.array([0, 3], np.uint64), np.zeros(2, np.uint32), np.zeros(2, np.uint32)
         )
         write_segment(tmp_path / "x.nds", fps, rids, ts, partition=0, band_keys=bad)
+
+
+def test_skimmed_records_keep_every_number_and_their_keys(tmp_path) -> None:
+    """``read_wal(skim_until=...)`` (a replay: what SQLite applied) skips the strings of the
+    records it skims and nothing else; later records and other ops are decoded in full; a
+    skimmed record with a bad length is damage as before."""
+    from neardup.store.wal import DeleteRecord, encode_delete
+
+    a1 = AddRecord(1, 1.0, 5, 0, bytes(16), 0, "a", "text one", '{"m": 1}', b"\x01" + bytes(8))
+    a2 = AddRecord(2, 2.0, 6, 7, b"c" * 16, 1, "b", None, None, b"\x00" + bytes(8))
+    a3 = AddRecord(3, 3.0, 8, 0, bytes(16), 0, "c", "plain add", None)
+    a4 = AddRecord(4, 4.0, 9, 0, bytes(16), 0, "d", "after", None, b"\x01" + bytes(8))
+    recs: list[AddRecord | DeleteRecord] = [a1, DeleteRecord(1, "a"), a2, a3, a4]
+    w = WalWriter(tmp_path / "w.log", 1, create=True)
+    ends = [
+        w.commit([encode_add(r) if isinstance(r, AddRecord) else encode_delete(r)]) for r in recs
+    ]
+    w.close()
+    full = read_wal(tmp_path / "w.log", truncate=False).records
+    assert full == recs
+    got = read_wal(tmp_path / "w.log", truncate=False, skim_until=ends[3]).records
+    assert got[0] == a1._replace(id="", text=None, metadata=None)
+    assert got[2] == a2._replace(id="")
+    assert got[1] == recs[1] and got[3] == a3  # a delete, and a plain ADD (not in skim_ops)
+    assert got[4] == a4  # ends after skim_until
+    both = read_wal(
+        tmp_path / "w.log", truncate=False, skim_until=ends[4], skim_ops=(OP_ADD, OP_ADD_KEYS)
+    ).records
+    assert both[3] == a3._replace(id="", text=None)
+    assert [r.rowid for r in both] == [1, 1, 2, 3, 4]
+    from neardup.store.wal import _skim_add
+
+    p = encode_add(a1)
+    bad = p[:51] + (10**6).to_bytes(4, "little") + p[55:]  # the id's length runs past the end
+    with pytest.raises(ValueError):
+        _skim_add(bad, 0, len(bad))
+
+
+def test_unreadable_logged_keys_are_computed_from_the_texts_in_sqlite(
+    tmp_path, monkeypatch
+) -> None:
+    """Skimmed records carry no text; if their logged keys cannot be used, the replay reads
+    the texts from SQLite (which applied them) and computes the keys: nothing is lost."""
+    import neardup.store.engine as engine
+
+    texts = _texts(120)
+    d = Deduplicator(tmp_path / "s", memtable_size=10**6)
+    d.add([{"id": str(i), "text": t} for i, t in enumerate(texts)])
+    want = d.store.bandtable.entries()
+    _unclosed_copy(d, tmp_path / "s", tmp_path / "a")
+    d.close()
+
+    def unreadable(blobs, bands):
+        raise ValueError("test: unreadable")
+
+    monkeypatch.setattr(engine, "keys_from_log", unreadable)
+    with Deduplicator(tmp_path / "a") as a:
+        got = a.store.bandtable.entries()
+        assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()

@@ -76,6 +76,8 @@ from .meta import NO_CONTENT_HASH, MetaDB, Row, replace_database, salvage, sqlit
 from .segment import Segment, open_segment, write_segment
 from .wal import (
     HEADER_SIZE,
+    OP_ADD,
+    OP_ADD_KEYS,
     AddRecord,
     DeleteRecord,
     WalWriter,
@@ -627,7 +629,15 @@ class Store:
                     raise CorruptFileError(f"{wal_path}: log named by the manifest is missing")
                 continue
             applied = self.meta.applied_offset(g)
-            replay = read_wal(wal_path, repair=repair, applied=applied)
+            # records SQLite applied are skimmed (no strings decoded): the memtable needs their
+            # numbers and band keys; texts only where a version 1 log has no keys
+            replay = read_wal(
+                wal_path,
+                repair=repair,
+                applied=applied,
+                skim_until=applied,
+                skim_ops=(OP_ADD_KEYS,) if self.band_keys_of is not None else (OP_ADD, OP_ADD_KEYS),
+            )
             if replay.generation != g:
                 raise CorruptFileError(
                     f"{wal_path}: header says generation {replay.generation}, manifest says {g}"
@@ -849,7 +859,7 @@ class Store:
             got = keys_from_log([adds[i].keys for i in have], bands)  # type: ignore[misc]
         except ValueError as exc:  # a store's plan is fixed: a mismatch means other keys
             log.warning("logged band keys not used (%s): computed from the texts", exc)
-            return self.band_keys_of([r.text for r in adds])
+            return self.band_keys_of(self._replayed_texts(adds))
         if len(have) == len(adds):
             return got
         ent = np.empty((len(adds), bands), np.uint64)
@@ -857,6 +867,18 @@ class Store:
         miss = [i for i, r in enumerate(adds) if r.keys is None]
         ent[miss] = self.band_keys_of([adds[i].text for i in miss])
         return ent
+
+    def _replayed_texts(self, adds: Sequence[AddRecord]) -> list[str | None]:
+        """The texts of replayed records; skimmed ones (``read_wal``'s ``skim_until``: id
+        ``""``, text not decoded) are read from SQLite, which holds them."""
+        skimmed = [r.rowid for r in adds if r.id == "" and r.keys is not None]
+        rows = self.meta.fetch(skimmed, with_text=True) if skimmed else {}
+        return [
+            (rows[r.rowid].text if r.rowid in rows else None)
+            if r.id == "" and r.keys is not None
+            else r.text
+            for r in adds
+        ]
 
     def _add_bands(
         self,

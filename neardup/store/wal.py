@@ -50,7 +50,7 @@ import os
 import re
 import struct
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -248,6 +248,38 @@ def _get_str(buf: bytes, pos: int) -> tuple[str | None, int]:
     return buf[pos : pos + n].decode("utf-8", "surrogatepass"), pos + n
 
 
+def _skim_add(data: bytes, start: int, end: int) -> AddRecord:
+    """The ``ADD`` / ``ADD_KEYS`` payload ``data[start:end]`` without its strings (see
+    :func:`read_wal`'s ``skim_until``): the same checks of its lengths as
+    :func:`decode_payload`, no UTF-8 decoding, no copy of the payload."""
+    op, rowid, t, hi, lo, chash, flags = _ADD.unpack_from(data, start)
+    u32 = _U32.unpack_from
+    pos = start + _ADD.size
+    for i in range(3):  # id, text, metadata
+        (n,) = u32(data, pos)
+        pos += 4
+        if n == _NONE:
+            if i == 0:
+                raise ValueError("malformed ADD record")
+            continue
+        pos += n
+        if pos > end:
+            raise ValueError("string runs past the end of the record")
+    keys = None
+    if op == OP_ADD_KEYS:
+        (n,) = u32(data, pos)
+        pos += 4
+        if n == _NONE or pos + n != end:
+            raise ValueError("malformed ADD_KEYS record")
+        keys = data[pos:end]
+        pos = end
+    elif op != OP_ADD:
+        raise ValueError(f"not an ADD record (op {op})")
+    if pos != end:
+        raise ValueError("malformed ADD record")
+    return AddRecord(rowid, t, hi, lo, chash, flags, "", None, None, keys)
+
+
 def decode_payload(buf: bytes) -> AddRecord | DeleteRecord:
     """Inverse of :func:`encode_add` / :func:`encode_delete`; ``ValueError`` on a malformed payload."""
     if not buf:
@@ -359,6 +391,8 @@ def read_wal(
     truncate: bool = True,
     repair: bool = False,
     applied: int = 0,
+    skim_until: int = 0,
+    skim_ops: Collection[int] = (OP_ADD_KEYS,),
 ) -> WalReplay:
     """Read every record of a log, truncating a torn tail.
 
@@ -377,6 +411,15 @@ def read_wal(
         stops there and ``damaged_at`` is set (the file is left untouched, for the caller to
         restore the rows from SQLite); when valid records follow at or before ``applied`` the
         damaged span is skipped.
+    skim_until : int, default=0
+        Records of an op in ``skim_ops`` that end at or before this offset are *skimmed*: their
+        lengths are checked but their id, text and metadata are not decoded (``id`` is ``""``,
+        ``text`` and ``metadata`` None). A store's replay passes the offset SQLite applied up
+        to: it needs only the row, time, fingerprint and band keys of those records (decoding
+        every logged text in Python was the binding part of a restart).
+    skim_ops : collection of int, default=(OP_ADD_KEYS,)
+        The ops that may be skimmed (``OP_ADD`` too when the caller needs no texts, e.g. a
+        store without the MinHash channel; a version 1 log's texts give its band keys).
 
     Raises
     ------
@@ -393,10 +436,13 @@ def read_wal(
     pos = HEADER_SIZE
     while pos < len(data):
         end = _valid_at(data, pos)
-        record = None
+        record: AddRecord | DeleteRecord | None = None
         if end is not None:
             try:
-                record = decode_payload(data[pos + _FRAME.size : end])
+                if end <= skim_until and data[pos + _FRAME.size] in skim_ops:
+                    record = _skim_add(data, pos + _FRAME.size, end)
+                else:
+                    record = decode_payload(data[pos + _FRAME.size : end])
             except (ValueError, struct.error, UnicodeDecodeError):
                 record = None
         if record is None:

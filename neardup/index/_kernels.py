@@ -20,6 +20,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+from numba.typed import List
 
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 
@@ -699,3 +700,26 @@ def search_brute_gil(q, fps, k, out_q, out_r, out_d):
 def csr_sort_gil(nq, qi, ids, d, max_d):
     """:func:`csr_sort` holding the GIL."""
     return csr_sort(nq, qi, ids, d, max_d)
+
+
+# Typed lists of segment tuples (neardup.index.multi.IndexSet, compressed.list_search) are made
+# and filled here, in cached kernels. numba.typed.List's own Python-side methods (empty_list,
+# append, len) are numba functions that numba never caches: every new process compiled them
+# again for each item type, seconds of a restart (issue 24; tests/test_index_startup.py checks
+# that building an IndexSet compiles nothing when the kernel cache is warm). Python code keeps
+# its own count of a list's items instead of calling len() on it.
+
+
+@njit(cache=True)
+def typed_list_like(proto):
+    """An empty ``numba.typed.List`` whose items have the numba type of ``proto``."""
+    out = List()
+    out.append(proto)
+    out.pop()
+    return out
+
+
+@njit(cache=True)
+def typed_list_append(lst, item):
+    """``lst.append(item)`` for a typed list made by :func:`typed_list_like`."""
+    lst.append(item)

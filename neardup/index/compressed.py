@@ -980,34 +980,36 @@ def _ro_empty(dtype: Any, ndim: int) -> Any:
     return _ro(np.zeros((1,) * ndim, dtype=dtype), dtype, ndim)
 
 
-_CENTRY_TYPE: Any = None
+_CENTRY_PROTO: Any = None
 
 
-def compressed_entry_type() -> Any:
-    """numba type of :meth:`CompressedSegment.entry` (an empty list still needs a type)."""
-    global _CENTRY_TYPE
-    if _CENTRY_TYPE is None:
-        from numba import typeof
-
+def compressed_entry_proto() -> tuple[Any, ...]:
+    """An entry of :meth:`CompressedSegment.entry`'s numba type (empty arrays): the item type
+    of :func:`new_entry_list`."""
+    global _CENTRY_PROTO
+    if _CENTRY_PROTO is None:
         u64_1, u64_2 = _ro_empty(np.uint64, 1), _ro_empty(np.uint64, 2)
         i64_1, i64_2 = _ro_empty(np.int64, 1), _ro_empty(np.int64, 2)
         u16_2, u32_1 = _ro_empty(np.uint16, 2), _ro_empty(np.uint32, 1)
-        _CENTRY_TYPE = typeof(
-            (
-                0, u64_1, u32_1, u64_1, u16_2, u16_2, i64_1, i64_1, 0, i64_2, 0,
-                _ro_empty(np.uint32, 2), u64_2, _ro_empty(np.int64, 3), u64_2, i64_1,
-                _ro_empty(np.int64, 3), u64_2, i64_1, i64_1, i64_1, u64_2, i64_2, i64_1,
-                u64_2, u64_2, u32_1, i64_1, 0, _ro_empty(np.bool_, 1), 0,
-            )
+        _CENTRY_PROTO = (
+            0, u64_1, u32_1, u64_1, u16_2, u16_2, i64_1, i64_1, 0, i64_2, 0,
+            _ro_empty(np.uint32, 2), u64_2, _ro_empty(np.int64, 3), u64_2, i64_1,
+            _ro_empty(np.int64, 3), u64_2, i64_1, i64_1, i64_1, u64_2, i64_2, i64_1,
+            u64_2, u64_2, u32_1, i64_1, 0, _ro_empty(np.bool_, 1), 0,
         )  # fmt: skip
-    return _CENTRY_TYPE
+    return _CENTRY_PROTO
 
 
 def new_entry_list() -> Any:
-    """An empty typed list for :func:`search_compressed_list`."""
-    from numba.typed import List
+    """An empty typed list for :func:`search_compressed_list`; add entries with
+    :func:`append_entry` (made and filled in cached kernels: numba compiles
+    ``numba.typed.List``'s own methods again in every process, see ``_kernels.typed_list_like``)."""
+    return K.typed_list_like(compressed_entry_proto())
 
-    return List.empty_list(compressed_entry_type())
+
+def append_entry(entries: Any, entry: tuple[Any, ...]) -> None:
+    """Append a :meth:`CompressedSegment.entry` to a list from :func:`new_entry_list`."""
+    K.typed_list_append(entries, entry)
 
 
 def list_search(
@@ -1292,7 +1294,7 @@ class CompressedSegment(SegmentRows):
         cached = self._one
         if cached is None or cached[0] is not pa or cached[1] != self.n_dead:
             lst = new_entry_list()
-            lst.append(self.entry(pa))
+            append_entry(lst, self.entry(pa))
             cached = self._one = (pa, self.n_dead, lst)
         return list_search(q, k, cached[2], self.ct.block_bytes, pa.n_tables, cap)
 

@@ -4,8 +4,9 @@ An online store keeps its fingerprints in a dozen or so immutable segments (one
 :class:`~neardup.index.HammingIndex` each). Searching them one by one pays a fixed Python and
 numba-dispatch overhead per index and call that outweighs the probes themselves for a small
 query batch (see ``benchmarks/bench_store.py``). :class:`IndexSet` gathers
-the table segments of all its indexes once (a numba typed list of per-segment array tuples)
-and probes them all in **one** kernel call, so a small query batch pays the fixed cost once.
+the table segments of all its indexes once (a numba typed list of per-segment array tuples,
+made and filled by cached kernels, so a new process compiles nothing here) and probes them
+all in **one** kernel call, so a small query batch pays the fixed cost once.
 
 The answer is exactly that of searching every index and merging (CSR, per query sorted by
 (distance, id)); ``tests/test_index_multi.py`` checks it against that and against brute force.
@@ -26,12 +27,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from numba import njit
-from numba.typed import List
 
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 from ..errors import ConfigError
 from . import _kernels as K
-from .compressed import CompressedSegment, _ro, list_search, new_entry_list
+from .compressed import CompressedSegment, _ro, append_entry, list_search, new_entry_list
 from .hamming_index import HammingIndex
 
 SearchResult = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]
@@ -91,28 +91,25 @@ def _search_list_gil(q, k, segs, xfps, xids, xalive, qk, stack, out_q, out_r, ou
     return _search_list(q, k, segs, xfps, xids, xalive, qk, stack, out_q, out_r, out_d)
 
 
-_ENTRY_TYPE: Any = None
+_ENTRY_PROTO: Any = None
 
 
-def _entry_type() -> Any:
-    """numba type of one segment's tuple (an empty set still needs a typed list)."""
-    global _ENTRY_TYPE
-    if _ENTRY_TYPE is None:
-        from numba import typeof
-
+def _entry_proto() -> tuple[Any, ...]:
+    """A segment tuple of :meth:`IndexSet._entry`'s numba type (empty arrays): the item type of
+    the set's typed list (an empty set still needs a typed list)."""
+    global _ENTRY_PROTO
+    if _ENTRY_PROTO is None:
         u64_2, i64_1, i64_2 = _empty(_U64, 2), _empty(_I64, 1), _empty(_I64, 2)
-        _ENTRY_TYPE = typeof(
+        _ENTRY_PROTO = (
+            True,
+            i64_1,
             (
-                True,
+                u64_2, _empty(np.uint32, 2), u64_2, i64_2, 0, _empty(_I64, 3), u64_2,
+                i64_1, i64_1, i64_1, u64_2, i64_2, i64_1, u64_2, u64_2, i64_1, i64_2,
                 i64_1,
-                (
-                    u64_2, _empty(np.uint32, 2), u64_2, i64_2, 0, _empty(_I64, 3), u64_2,
-                    i64_1, i64_1, i64_1, u64_2, i64_2, i64_1, u64_2, u64_2, i64_1, i64_2,
-                    i64_1,
-                ),
-            )
+            ),
         )  # fmt: skip
-    return _ENTRY_TYPE
+    return _ENTRY_PROTO
 
 
 #: no extra rows, per fingerprint width in words
@@ -156,9 +153,12 @@ class IndexSet:
         self._rest: list[HammingIndex] = []  # searched one by one
         #: False when a ``sealed`` index has removed rows: the set then does not cover it
         self.sealed_ok = True
-        segs = List.empty_list(_entry_type())
+        # typed lists made and filled by cached kernels (numba compiles typed.List's own
+        # methods in every process: _kernels.typed_list_like); counted here, not with len()
+        segs = K.typed_list_like(_entry_proto())
         # compressed segments: one typed list, one call (neardup.index.compressed)
         csegs = new_entry_list()
+        n_segs = n_csegs = 0
         self._c_block_bytes = 8
         self._c_tables = 1
         n_tables = 1
@@ -184,17 +184,19 @@ class IndexSet:
                 if s.n == 0:
                     continue
                 if isinstance(s, CompressedSegment):
-                    csegs.append(s.entry(pa))
+                    append_entry(csegs, s.entry(pa))
+                    n_csegs += 1
                     self._c_block_bytes = max(self._c_block_bytes, s.ct.block_bytes)
                     self._c_tables = max(self._c_tables, pa.n_tables)
                 else:
                     n_tables = max(n_tables, pa.n_tables)
-                    segs.append(self._entry(s, pa))
+                    K.typed_list_append(segs, self._entry(s, pa))
+                    n_segs += 1
                 n += s.n
         self._segs = segs
         self._csegs = csegs
-        self._n_csegs = len(csegs)
-        self._n_segs = len(segs)  # len() of a typed list goes through numba: slow per call
+        self._n_csegs = n_csegs
+        self._n_segs = n_segs
         self._n_tables = n_tables
         self._n = n + sum(len(ix) for ix in self._rest)
 

@@ -1,0 +1,105 @@
+"""A new process builds an IndexSet without compiling anything (issue 24: restart time).
+
+numba never caches ``numba.typed.List``'s own Python-side methods (``empty_list``, ``append``,
+``len``), so calling them compiled them again in every new process: seconds of a ``neardup
+serve`` restart spent in ``IndexSet.__init__``. The set's typed lists are made and filled by
+cached kernels instead (``neardup.index._kernels.typed_list_like`` / ``typed_list_append``).
+This test warms the kernel cache in the test process, then builds the same sets in a fresh
+process and counts numba's ``numba:compile`` events (fired for real compiles, not cache
+loads) while the sets are built and searched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numba.core import event
+
+from neardup.index import HammingIndex
+from neardup.index.multi import IndexSet
+
+_HERE = Path(__file__).resolve().parent
+
+
+def _indexes(bits: int) -> tuple[list[HammingIndex], HammingIndex]:
+    """Whole indexes (tables, compressed, one with an append buffer) and a sealed one."""
+    rng = np.random.default_rng(bits)
+    shape: tuple[int, ...] = (3000,) if bits == 64 else (3000, 2)
+    fps = rng.integers(0, 2**64, shape, dtype=np.uint64)
+    whole = []
+    for i, comp in enumerate((False, True, True)):
+        ix = HammingIndex(
+            bits=bits, max_distance=3, expected_size=1000, compress=comp, layout="tables"
+        )
+        ix.add(fps[i * 1000 : (i + 1) * 1000 - 1], ids=np.arange(i * 1000, (i + 1) * 1000 - 1))
+        ix.optimize()
+        whole.append(ix)
+    whole[2].add(fps[2999:], ids=[2999])  # an append buffer: searched apart
+    sealed = HammingIndex(bits=bits, max_distance=3, buffer_size=64)
+    sealed.add(fps[:200] ^ np.uint64(1), ids=np.arange(10**6, 10**6 + 200))
+    return whole, sealed
+
+
+class _Compiles(event.Listener):
+    """The names of the functions numba compiles while registered."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def on_start(self, ev: event.Event) -> None:
+        self.names.append(ev.data["dispatcher"].py_func.__qualname__)
+
+    def on_end(self, ev: event.Event) -> None:
+        pass
+
+
+def _work() -> dict[str, Any]:
+    """Build and search the sets; the names of what numba compiled meanwhile."""
+    out: dict[str, Any] = {}
+    for bits in (64, 128):
+        whole, sealed = _indexes(bits)
+        listener = _Compiles()
+        event.register("numba:compile", listener)
+        try:
+            sets = [IndexSet(whole, sealed=[sealed]), IndexSet([]), IndexSet(whole[1:2])]
+            q = np.concatenate([whole[0].get([5, 6]), whole[1].get([1005])]).reshape(3, -1)
+            hits = [len(s.search(q if bits == 128 else q[:, 0], 3)[1]) for s in sets]
+            whole[1].search(q if bits == 128 else q[:, 0], 3)  # a compressed segment's own list
+        finally:
+            event.unregister("numba:compile", listener)
+        out[str(bits)] = {
+            "compiled": listener.names,
+            "segments": [(s.segments, s._n_csegs, len(s._rest)) for s in sets],
+            "hits": hits,
+        }
+    return out
+
+
+def test_a_new_process_builds_an_index_set_without_compiling() -> None:
+    here = _work()  # compiles what is missing and writes it to the kernel cache
+    code = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); "
+        "import test_index_startup as t; print(json.dumps(t._work()))"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code, str(_HERE)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ),
+        check=True,
+    )
+    child = json.loads(res.stdout.strip().splitlines()[-1])
+    for bits in ("64", "128"):
+        assert child[bits]["compiled"] == [], child[bits]["compiled"]
+        assert child[bits]["segments"] == [list(t) for t in here[bits]["segments"]]
+        assert child[bits]["hits"] == here[bits]["hits"]
+        # every path is covered: table and compressed segments in one set, an index apart
+        assert child[bits]["segments"][0] == [2, 1, 1]
+        assert min(child[bits]["hits"][0], child[bits]["hits"][2]) > 0

@@ -23,6 +23,21 @@ BATCH = 10_000
 
 _FORMAT_HELP = "jsonl, json, csv, tsv, parquet, text (file = doc) or lines (line = doc)."
 
+# the input arguments and options of both commands (read as ``neardup dedup`` reads its inputs)
+_Inputs = Annotated[
+    list[str],
+    typer.Argument(
+        help="Input files, globs, URLs, directories of text files, or - for stdin.",
+        show_default=False,
+    ),
+]
+_InputFormat = Annotated[
+    str | None, typer.Option("--input-format", help=_FORMAT_HELP, show_default=False)
+]
+_OldFormat = Annotated[str | None, typer.Option("--format", hidden=True)]
+_TextField = Annotated[str, typer.Option(help="Field/column holding the text (dotted: meta.text).")]
+_Encoding = Annotated[str, typer.Option(help="Input text encoding.")]
+
 
 def input_format(input_fmt: str | None, old: str | None) -> str | None:
     """The ``--input-format`` to use, from it or the deprecated ``--format`` (which says so on
@@ -56,13 +71,7 @@ def iter_docs(
 
 
 def fingerprint_cmd(
-    files: Annotated[
-        list[str],
-        typer.Argument(
-            help="Input files, globs, URLs, directories of text files, or - for stdin.",
-            show_default=False,
-        ),
-    ],
+    files: _Inputs,
     output: Annotated[
         str | None,
         typer.Option("--output", "-o", help="Write CSV id,fingerprint (hex); - for stdout."),
@@ -80,13 +89,9 @@ def fingerprint_cmd(
     ] = False,
     idf: Annotated[str | None, typer.Option(help="IDF table file (tfidf / keywords)")] = None,
     workers: Annotated[int, typer.Option(help="threads")] = 1,
-    input_fmt: Annotated[
-        str | None, typer.Option("--input-format", help=_FORMAT_HELP, show_default=False)
-    ] = None,
-    old_fmt: Annotated[str | None, typer.Option("--format", hidden=True)] = None,
-    text_field: Annotated[
-        str, typer.Option(help="Field/column holding the text (dotted: meta.text).")
-    ] = "text",
+    input_fmt: _InputFormat = None,
+    old_fmt: _OldFormat = None,
+    text_field: _TextField = "text",
     id_field: Annotated[
         str | None,
         typer.Option(
@@ -95,7 +100,7 @@ def fingerprint_cmd(
             show_default=False,
         ),
     ] = None,
-    encoding: Annotated[str, typer.Option(help="Input text encoding.")] = "utf-8",
+    encoding: _Encoding = "utf-8",
 ) -> None:
     """Fingerprint documents; print a summary table (and write id,fingerprint with --output)."""
     from ..fingerprint.simhash import Fingerprinter
@@ -188,13 +193,7 @@ def _csv(value: str) -> str:
 
 
 def idf_build_cmd(
-    corpus: Annotated[
-        list[str],
-        typer.Argument(
-            help="Input files, globs, URLs, directories of text files, or - for stdin.",
-            show_default=False,
-        ),
-    ],
+    corpus: _Inputs,
     output: Annotated[
         str, typer.Option("--output", "-o", help="IDF table to write (token<TAB>idf)")
     ],
@@ -202,14 +201,10 @@ def idf_build_cmd(
         str, typer.Option(help="auto (jieba for Chinese, words otherwise)|words|jieba")
     ] = "auto",
     min_df: Annotated[int, typer.Option(help="drop tokens in fewer documents")] = 1,
-    input_fmt: Annotated[
-        str | None, typer.Option("--input-format", help=_FORMAT_HELP, show_default=False)
-    ] = None,
-    old_fmt: Annotated[str | None, typer.Option("--format", hidden=True)] = None,
-    text_field: Annotated[
-        str, typer.Option(help="Field/column holding the text (dotted: meta.text).")
-    ] = "text",
-    encoding: Annotated[str, typer.Option(help="Input text encoding.")] = "utf-8",
+    input_fmt: _InputFormat = None,
+    old_fmt: _OldFormat = None,
+    text_field: _TextField = "text",
+    encoding: _Encoding = "utf-8",
 ) -> None:
     """Build an IDF table (idf = ln(N / df), jieba's definition) for --weights tfidf."""
     from ..errors import ConfigError

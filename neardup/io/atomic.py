@@ -44,13 +44,15 @@ import shlex
 import shutil
 import stat
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from ..errors import ConfigError, StorageError
+
+_T = TypeVar("_T")
 
 __all__ = ["atomic_dir", "atomic_open", "check_not_input", "check_output", "staged_outputs"]
 
@@ -396,6 +398,40 @@ def _write_in_place(path: str, mode: str, kwargs: dict[str, Any]) -> Iterator[IO
 # public
 
 
+def _claim_target(shown: str, create_parents: bool) -> tuple[Path, _Stage | None]:
+    """The real path an output at ``shown`` replaces (its parent folder checked, or made with
+    ``create_parents``), claimed in the current :func:`staged_outputs` block if there is one;
+    and that block's stage (None outside one)."""
+    target = _real_target(shown)
+    _check_parent(target.parent, create_parents)
+    stage = _STAGE.get()
+    if stage is not None:
+        stage.claim(target, shown)
+    return target, stage
+
+
+def _new_sibling(target: Path, create: Callable[[Path], _T]) -> tuple[Path, _T]:
+    """``create(tmp)`` at a fresh temporary name beside ``target`` (a name taken meanwhile,
+    ``FileExistsError``, is drawn again): ``(tmp, what create returned)``."""
+    while True:
+        tmp = target.parent / _temp_name(target)
+        try:
+            return tmp, create(tmp)
+        except FileExistsError:
+            continue
+
+
+def _publish(item: _Staged, stage: _Stage | None) -> None:
+    """Put a finished temporary file or folder in place: inside :func:`staged_outputs`, queue
+    it for the end of that block; else rename it over its target (onto a missing path or an
+    empty folder: one rename) and fsync the folder."""
+    if stage is not None:
+        stage.items.append(item)
+    else:
+        os.replace(item.tmp, item.target)
+        _fsync_dir(item.target.parent)
+
+
 @contextlib.contextmanager
 def atomic_open(
     path: str | os.PathLike[str],
@@ -429,21 +465,11 @@ def atomic_open(
         with _write_in_place(shown, mode, open_kwargs) as fh:
             yield fh
         return
-    target = _real_target(shown)
-    parent = target.parent
-    _check_parent(parent, create_parents)
-    stage = _STAGE.get()
-    if stage is not None:
-        stage.claim(target, shown)
+    target, stage = _claim_target(shown, create_parents)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
     try:
-        while True:
-            tmp = parent / _temp_name(target)
-            try:
-                # 0o666: the kernel applies the umask, as for any new file
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-                break
-            except FileExistsError:
-                continue
+        # 0o666: the kernel applies the umask, as for any new file
+        tmp, fd = _new_sibling(target, lambda p: os.open(p, flags, 0o666))
     except OSError as exc:
         raise StorageError(f"cannot create output {shown!r}: {exc.strerror or exc}") from exc
     ok = False
@@ -459,11 +485,7 @@ def atomic_open(
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        if stage is not None:
-            stage.items.append(_Staged(tmp, target, shown, is_dir=False))
-        else:
-            os.replace(tmp, target)
-            _fsync_dir(parent)
+        _publish(_Staged(tmp, target, shown, is_dir=False), stage)
         ok = True
     except OSError as exc:
         raise StorageError(f"cannot write output {shown!r}: {exc.strerror or exc}") from exc
@@ -498,20 +520,9 @@ def atomic_dir(path: str | os.PathLike[str], *, create_parents: bool = False) ->
     shown = os.fspath(path)
     old = _stat(shown)
     _check_dir_target(shown, old)
-    target = _real_target(shown)
-    parent = target.parent
-    _check_parent(parent, create_parents)
-    stage = _STAGE.get()
-    if stage is not None:
-        stage.claim(target, shown)
+    target, stage = _claim_target(shown, create_parents)
     try:
-        while True:
-            tmp = parent / _temp_name(target)
-            try:
-                os.mkdir(tmp, 0o777)  # the kernel applies the umask
-                break
-            except FileExistsError:
-                continue
+        tmp, _ = _new_sibling(target, lambda p: os.mkdir(p, 0o777))  # the kernel applies the umask
         if old is not None:
             os.chmod(tmp, stat.S_IMODE(old.st_mode))
     except OSError as exc:
@@ -522,11 +533,7 @@ def atomic_dir(path: str | os.PathLike[str], *, create_parents: bool = False) ->
     try:
         yield tmp
         _fsync_tree(tmp)
-        if stage is not None:
-            stage.items.append(_Staged(tmp, target, shown, is_dir=True))
-        else:
-            os.replace(tmp, target)  # onto a missing path or an empty folder: one rename
-            _fsync_dir(parent)
+        _publish(_Staged(tmp, target, shown, is_dir=True), stage)
         ok = True
     except OSError as exc:
         raise StorageError(

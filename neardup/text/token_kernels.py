@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 import numba
 import numpy as np
@@ -51,6 +51,7 @@ __all__ = [
     "chunk_bounds",
     "chunk_bytes",
     "hash_tokens",
+    "is_spans",
     "pretokenise",
     "run_token_kernel",
     "strip_flagged",
@@ -89,6 +90,13 @@ class SpanSource(Protocol):
     def gather_ascii(
         self, idx: npt.NDArray[np.int64], out: np.ndarray | None = None
     ) -> tuple[np.ndarray, npt.NDArray[np.int64], np.ndarray] | None: ...
+
+
+def is_spans(texts: object) -> TypeGuard[SpanSource]:
+    """``isinstance(texts, SpanSource)``, answered at once for lists and tuples: a
+    runtime-checkable protocol looks up every member on each check (three checks cost a single
+    online request ~0.08 ms)."""
+    return not isinstance(texts, (list, tuple)) and isinstance(texts, SpanSource)
 
 
 def _word_table() -> np.ndarray:
@@ -174,7 +182,7 @@ def chunk_bounds(texts: Sequence[str]) -> list[int]:
     """Chunk boundaries: about ``HASH_CHUNK_BYTES`` characters of text per chunk."""
     n = len(texts)
     # (spans: the lengths without making a str of every text)
-    lens = texts.lengths().tolist() if isinstance(texts, SpanSource) else map(len, texts)
+    lens = texts.lengths().tolist() if is_spans(texts) else map(len, texts)
     bounds = [0]
     size = 0
     for k, m in enumerate(lens):
@@ -204,7 +212,7 @@ def chunk_bytes(
     read-only."""
     mode = np.full(j - i, ascii_mode, np.uint8)
     plain = not any(k in special for k in range(i, j))
-    if plain and isinstance(texts, SpanSource):  # straight from the mapped input
+    if plain and is_spans(texts):  # straight from the mapped input
         got = texts.gather_ascii(np.arange(i, j), None if reuse is None else reuse[0])
         if got is not None:
             buf, lens, kept = got
@@ -248,7 +256,7 @@ def _read_only(buf: np.ndarray) -> np.ndarray:
 def pretokenise(source: Tokeniser, texts: Sequence[str], i: int, j: int, special: Prepared) -> None:
     """Record ``texts[i:j]`` that are not ASCII in ``special``, tokenised by the reference
     tokeniser and joined by spaces (mode 2); entries already there are kept."""
-    if isinstance(texts, SpanSource):  # (spans are ASCII: no str made for them)
+    if is_spans(texts):  # (spans are ASCII: no str made for them)
         todo = (np.flatnonzero(~texts.ascii_mask(i, j)) + i).tolist()
     else:
         todo = [k for k in range(i, j) if k not in special and not texts[k].isascii()]

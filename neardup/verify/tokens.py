@@ -34,9 +34,9 @@ from ..text.token_kernels import (
     SPACE_LUT,
     WORD_LUT,
     Prepared,
-    SpanSource,
     chunk_bytes,
     hash_tokens,
+    is_spans,
     run_token_kernel,
     strip_flagged,
     token_chunks,
@@ -518,11 +518,7 @@ def token_hashes(
     special = {} if prepared is None else prepared
     counts = np.zeros(n, np.int64)
     # (spans: the lengths without making a str of every text)
-    lens = (
-        texts.lengths()
-        if isinstance(texts, SpanSource)
-        else np.fromiter(map(len, texts), np.int64, n)
-    )
+    lens = texts.lengths() if is_spans(texts) else np.fromiter(map(len, texts), np.int64, n)
     total_chars = int(lens.sum())
     done_chars = 0
     values = np.empty(0, np.uint32)

@@ -76,7 +76,10 @@ class DaskEngine(Engine):
                 n_workers=workers or os.cpu_count() or 1,
                 threads_per_worker=1,
                 processes=True,
-                dashboard_address=None,
+                # the scheduler serves HTTP (metrics) even without a dashboard, on 8787 unless
+                # told: a second job (or a test beside one) would warn and move. A free port on
+                # loopback only.
+                dashboard_address="127.0.0.1:0",
             )
             self.client = Client(self.cluster)
 

@@ -237,11 +237,7 @@ def main() -> None:
         "n": n,
         "k": K,
         "partitions": args.partitions,
-        "machine": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "load_avg_at_start": os.getloadavg(),
-        },
+        "machine": _machine(),
         "command": " ".join(sys.argv),
     }
     try:
@@ -300,17 +296,21 @@ def main() -> None:
     print(f"wrote {out}")
 
 
+def _machine() -> dict[str, Any]:
+    return {
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "load_avg_at_start": os.getloadavg(),
+    }
+
+
 def segment_only(n: int, args: argparse.Namespace) -> None:
     """``--segment-rows``: one segment index of ``n`` rows, built and saved as the store does."""
     work = Path(args.dir or tempfile.mkdtemp(prefix="bench_store_compressed-"))
     report: dict[str, Any] = {
         "segment_rows": n,
         "k": K,
-        "machine": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "load_avg_at_start": os.getloadavg(),
-        },
+        "machine": _machine(),
         "command": " ".join(sys.argv),
     }
     try:

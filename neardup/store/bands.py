@@ -506,6 +506,11 @@ class BandSection:
         self.base = int(base)
 
     @classmethod
+    def empty(cls) -> BandSection:
+        """A section of no entries (rows as positions)."""
+        return cls(np.zeros(1, np.uint64), np.zeros(0, np.uint32), np.zeros(0, np.uint32), None, 0)
+
+    @classmethod
     def from_sorted(
         cls,
         ck: npt.NDArray[np.uint64],
@@ -602,13 +607,10 @@ def section_for_rows(sec: BandSection, rowids: npt.NDArray[np.int64]) -> BandSec
     <neardup.store.segment.write_segment>` takes it as it is); equal to filtering the
     materialised entries (tests/test_store_bands.py)."""
     rowids = np.asarray(rowids, np.int64)
-    empty = BandSection(
-        np.zeros(1, np.uint64), np.zeros(0, np.uint32), np.zeros(0, np.uint32), None, 0
-    )
     if sec.rowids is not None:
         raise ValueError("section_for_rows takes a memtable section (rows relative to a base)")
     if not len(sec) or not len(rowids):
-        return empty
+        return BandSection.empty()
     span = int(sec.rows.max()) + 1
     if len(rowids) >= int(_NO_POS):
         raise ValueError("a segment holds fewer than 2**32 - 1 rows")
@@ -621,12 +623,11 @@ def section_for_rows(sec: BandSection, rowids: npt.NDArray[np.int64]) -> BandSec
     keep = pos != _NO_POS
     if keep.all():
         return BandSection(np.array(sec.offsets, np.uint64), sec.keys, pos, None, 0)
-    bounds = np.asarray(sec.offsets, np.int64).tolist()
-    offsets = np.zeros(len(bounds), np.uint64)
-    for g in range(len(bounds) - 1):
-        offsets[g + 1] = offsets[g] + np.uint64(np.count_nonzero(keep[bounds[g] : bounds[g + 1]]))
+    # each group's new start: the entries kept before its old start
+    kept_before = np.concatenate(([0], np.cumsum(keep, dtype=np.uint64)))
+    offsets = kept_before[np.asarray(sec.offsets, np.int64)]
     if not offsets[-1]:
-        return empty
+        return BandSection.empty()
     return BandSection(offsets, sec.keys[keep], pos[keep], None, 0)
 
 
@@ -833,9 +834,7 @@ class BandRuns:
         if len(k):
             runs.append(self._section(k, r))
         if not runs:
-            return BandSection(
-                np.zeros(1, np.uint64), np.zeros(0, np.uint32), np.zeros(0, np.uint32), None, 0
-            )
+            return BandSection.empty()
         if all(a[1] < b[0] for a, b in itertools.pairwise(_ages(runs))):
             run = runs[-1]
             for older in reversed(runs[:-1]):

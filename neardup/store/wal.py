@@ -191,32 +191,12 @@ def frame_records(
                     raise ValueError(f"{len(keys)} band-key entries for more ADD records")
                 kb = keys[ki]
                 ki += 1
-            if kb is None:
-                p = b"".join(
-                    (
-                        pack_add(OP_ADD, r.rowid, r.time, r.fp_hi, r.fp_lo, r.chash, r.flags),
-                        u32(len(ib)),
-                        ib,
-                        tl,
-                        tb,
-                        ml,
-                        mb,
-                    )
-                )
-            else:
-                p = b"".join(
-                    (
-                        pack_add(OP_ADD_KEYS, r.rowid, r.time, r.fp_hi, r.fp_lo, r.chash, r.flags),
-                        u32(len(ib)),
-                        ib,
-                        tl,
-                        tb,
-                        ml,
-                        mb,
-                        u32(len(kb)),
-                        kb,
-                    )
-                )
+            op = OP_ADD if kb is None else OP_ADD_KEYS
+            fields = [pack_add(op, r.rowid, r.time, r.fp_hi, r.fp_lo, r.chash, r.flags)]
+            fields += (u32(len(ib)), ib, tl, tb, ml, mb)
+            if kb is not None:
+                fields += (u32(len(kb)), kb)
+            p = b"".join(fields)
         else:
             p = encode_delete(r)  # type: ignore[arg-type]  # not an AddRecord: a DeleteRecord
         app(pack_frame(len(p), crc(p)))
@@ -248,6 +228,15 @@ def _get_str(buf: bytes, pos: int) -> tuple[str | None, int]:
     return buf[pos : pos + n].decode("utf-8", "surrogatepass"), pos + n
 
 
+def _keys_at(buf: bytes, pos: int, end: int) -> bytes:
+    """The band keys of an ``ADD_KEYS`` payload: its last field (``keys_len u32, keys``) at
+    ``pos``, which must end the payload exactly at ``end``."""
+    (n,) = _U32.unpack_from(buf, pos)
+    if n == _NONE or pos + 4 + n != end:
+        raise ValueError("malformed ADD_KEYS record")
+    return buf[pos + 4 : end]
+
+
 def _skim_add(data: bytes, start: int, end: int) -> AddRecord:
     """The ``ADD`` / ``ADD_KEYS`` payload ``data[start:end]`` without its strings (see
     :func:`read_wal`'s ``skim_until``): the same checks of its lengths as
@@ -267,12 +256,7 @@ def _skim_add(data: bytes, start: int, end: int) -> AddRecord:
             raise ValueError("string runs past the end of the record")
     keys = None
     if op == OP_ADD_KEYS:
-        (n,) = u32(data, pos)
-        pos += 4
-        if n == _NONE or pos + n != end:
-            raise ValueError("malformed ADD_KEYS record")
-        keys = data[pos:end]
-        pos = end
+        keys, pos = _keys_at(data, pos, end), end
     elif op != OP_ADD:
         raise ValueError(f"not an ADD record (op {op})")
     if pos != end:
@@ -293,12 +277,7 @@ def decode_payload(buf: bytes) -> AddRecord | DeleteRecord:
         meta, pos = _get_str(buf, pos)
         keys = None
         if op == OP_ADD_KEYS:
-            (n,) = _U32.unpack_from(buf, pos)
-            pos += 4
-            if n == _NONE or pos + n != len(buf):
-                raise ValueError("malformed ADD_KEYS record")
-            keys = buf[pos : pos + n]
-            pos += n
+            keys, pos = _keys_at(buf, pos, len(buf)), len(buf)
         if id_ is None or pos != len(buf):
             raise ValueError("malformed ADD record")
         return AddRecord(rowid, t, hi, lo, chash, flags, id_, text, meta, keys)

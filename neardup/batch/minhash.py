@@ -68,6 +68,7 @@ __all__ = [
     "pairs_per_group",
     "plan_lsh",
     "shingle_jaccard",
+    "signature_words",
     "valve_cap",
 ]
 
@@ -430,9 +431,11 @@ def _group_agreement_kernel(
                     k += 1
 
 
-def _signature_words(sig: npt.NDArray[np.uint16]) -> tuple[npt.NDArray[np.uint64], int]:
+def signature_words(sig: npt.NDArray[np.uint16]) -> tuple[npt.NDArray[np.uint64], int]:
     """``sig`` as (n, ceil(h / 4)) uint64 words (zero-padded: the pad lanes of two rows always
-    agree) and the number of pad lanes, to subtract from an agreement count."""
+    agree) and the number of pad lanes, to subtract from an agreement count: what
+    :func:`agreeing_group_pairs` takes as ``words``/``pad`` when it is called band after band
+    over the same signatures."""
     n, h = sig.shape
     w = -(-h // 4)
     buf = np.zeros((n, 4 * w), np.uint16)
@@ -495,7 +498,7 @@ def agreeing_group_pairs(
     c = int(size.max()) if cap is None else int(cap)
     ok = np.empty(total, np.bool_)
     if words is None:
-        words, pad = _signature_words(sig)
+        words, pad = signature_words(sig)
     with numba_threads(workers):
         _group_agreement_kernel(members, bounds, base, c, words, int(min_agree) + pad, ok)
     m = int(ok.sum())
@@ -572,7 +575,7 @@ def lsh_pairs(
     found only inside thinned buckets, i.e. only because of a crowded bucket (:func:`neardup.batch.run.verify_in_chunks` verifies those lazily).
     ``progress(bands done)`` (optional) is called after each band."""
     idx = np.flatnonzero(usable).astype(np.int64)
-    words, pad = _signature_words(sig[idx])
+    words, pad = signature_words(sig[idx])
     s = words.view(np.uint16)[:, : sig.shape[1]]  # the usable rows' signatures (a view)
     parts_a, parts_b = [], []
     big_codes: list[npt.NDArray[np.int64]] = []

@@ -243,6 +243,14 @@ def _group_rows(t: Any) -> dict[str, np.ndarray]:
     }
 
 
+def _run_bounds(g: np.ndarray) -> np.ndarray:
+    """Start of each run of equal values of ``g``, and its length at the end (``[0]`` when
+    empty): a groups file's group bounds."""
+    if not g.size:
+        return np.zeros(1, np.int64)
+    return np.flatnonzero(np.r_[True, g[1:] != g[:-1], True]).astype(np.int64)
+
+
 def _groups_of(
     workdir: str, task: int, kind: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -255,8 +263,7 @@ def _groups_of(
     fp = t["fp"].to_numpy()[lo:hi]
     sub = t["sub"].to_numpy()[lo:hi]
     g = t["g"].to_numpy()[lo:hi]
-    bounds = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True]) if g.size else np.zeros(1, np.int64)
-    return pos, fp, sub, bounds.astype(np.int64)
+    return pos, fp, sub, _run_bounds(g)
 
 
 def _lsh_groups(workdir: str, task: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -289,8 +296,8 @@ def step_group(workdir: str, task: int, job: Job) -> dict[str, Any]:
     _store.write_table(f"{workdir}/groups/p{task:05d}.arrow", table)
     lsh = cols["kind"] == KIND_LSH
     g = cols["g"][lsh]
-    bounds = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True]) if g.size else np.zeros(1, int)
-    band = cols["sub"][lsh][bounds[:-1].astype(np.int64)].astype(np.int64)
+    bounds = _run_bounds(g)
+    band = cols["sub"][lsh][bounds[:-1]].astype(np.int64)
     return {"hist": _size_hist(bounds, band), "group_rows": table.num_rows,
             "written_bytes": table.nbytes}  # fmt: skip
 
@@ -385,7 +392,7 @@ def _valve_pairs(
     files; a bucket's other pairs are never materialised: with the band budget a band may make
     up to ``band_pairs_per_doc`` pairs per document); and per band with a cap ``[band, thinned
     buckets, pairs inside them, pairs made inside them]``."""
-    from ..batch.minhash import agreeing_group_pairs, pairs_per_group
+    from ..batch.minhash import agreeing_group_pairs, pairs_per_group, signature_words
 
     plan = job.dedup_config().lsh_plan()
     pos, bounds, band = _lsh_groups(workdir, task)
@@ -395,11 +402,7 @@ def _valve_pairs(
     sig = _store.by_reference(workdir, job.starts, u, plan.hashes, np.zeros(u.size, bool))["sig"]
     # the signatures as the agreement kernel's 64-bit words, made once for every band (else
     # agreeing_group_pairs repacks all of them per band: a quarter of the step, profiled)
-    h = plan.hashes
-    words = np.zeros((u.size, 4 * -(-h // 4)), np.uint16)
-    words[:, :h] = sig
-    pad = words.shape[1] - h
-    words64 = words.view(np.uint64)
+    words64, pad = signature_words(sig)
 
     def group_pairs(
         m: np.ndarray, bd: np.ndarray, cap: int | None

@@ -15,7 +15,7 @@ Cases (``--cases``, comma-separated; sizes scale with ``--scale``):
     python benchmarks/bad_input_dedup.py --cases boilerplate --scale 0.25
 
 Prints a table and writes ``benchmarks/results/bad_input_dedup.json`` (with a ``machine``
-key). The tests in ``tests/test_dedup_bad_input.py`` run the same cases at CI sizes and
+key). The tests in ``tests/batch/test_dedup_bad_input.py`` run the same cases at CI sizes and
 assert the bounds on the counts.
 """
 

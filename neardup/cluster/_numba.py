@@ -1,7 +1,7 @@
 """numba kernels for :mod:`neardup.cluster.ring`'s batch lookups (xxh64 of 8 bytes + bucketed search).
 
 The pure definitions live in :mod:`neardup.cluster.ring` (``_xxh64_u64``, ``searchsorted`` over the
-points); tests/test_ring.py checks these kernels against them.
+points); tests/cluster/test_ring.py checks these kernels against them.
 """
 
 from __future__ import annotations

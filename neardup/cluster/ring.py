@@ -75,7 +75,7 @@ def _xxh64_u64(values: np.ndarray, seed: int = 0) -> np.ndarray:
     """xxh64 of each value's 8 little-endian bytes (the short-input path of xxh64), vectorized.
 
     Equal bit for bit to ``xxhash.xxh64_intdigest(int(v).to_bytes(8, "little"), seed)``
-    (tests/test_ring.py checks it).
+    (tests/cluster/test_ring.py checks it).
     """
     v = np.asarray(values, dtype=np.uint64)
     with np.errstate(over="ignore"):

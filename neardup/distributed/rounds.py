@@ -23,7 +23,7 @@ rounds are bounded by the diameter of the largest component (in cross-partition 
 
 Pure NumPy over arrays; the ``keep`` step module does the files. Equal to the sequential
 greedy and to union-find on random graphs split over random partitions
-(``tests/test_distributed_rounds.py``, Hypothesis).
+(``tests/distributed/test_distributed_rounds.py``, Hypothesis).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ made and filled by cached kernels, so a new process compiles nothing here) and p
 all in **one** kernel call, so a small query batch pays the fixed cost once.
 
 The answer is exactly that of searching every index and merging (CSR, per query sorted by
-(distance, id)); ``tests/test_index_multi.py`` checks it against that and against brute force.
+(distance, id)); ``tests/index/test_index_multi.py`` checks it against that and against brute force.
 Block-compressed segments (:mod:`neardup.index.compressed`) of the indexes are gathered the same
 way into a second typed list, probed in one call of their own kernel. Indexes that do not fit
 these paths (rows still in an append buffer, removed rows in uncompressed segments) are

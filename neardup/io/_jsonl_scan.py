@@ -24,7 +24,7 @@ standard library agree:
 Anything else (nesting, other escapes, escapes in keys or in a string id, non-ASCII,
 exponents, blank or malformed lines, duplicate text or id keys, an empty object, a non-string
 text) makes the line ``SLOW``; never an error here. Tested against orjson and the reference
-reader with Hypothesis (``tests/test_io_scan.py``).
+reader with Hypothesis (``tests/io/test_io_scan.py``).
 """
 
 from __future__ import annotations

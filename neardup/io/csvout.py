@@ -5,7 +5,7 @@ Both build the CSV text column by column from NumPy arrays and joined strings, i
 :class:`csv.writer` (``QUOTE_MINIMAL``, ``lineterminator="\\n"``): every id that contains a
 character the writer may quote (``,`` ``"`` ``\\r`` ``\\n``) is escaped by :mod:`csv` itself,
 so the quoting rules are exactly those of the running Python. The ``*_reference`` functions
-are the per-row :mod:`csv` writers, kept to test agreement (``tests/test_io.py``).
+are the per-row :mod:`csv` writers, kept to test agreement (``tests/io/test_io.py``).
 
 Formats
 -------

@@ -631,7 +631,7 @@ class Deduplicator:
         store's index build and search kernels, the fingerprints of short and long texts), so
         that no request after a restart waits for numba's cache. Tested: after it, groups of
         1, 16, 100 and 2,000 documents and a long text load no new kernel
-        (tests/test_online.py)."""
+        (tests/online/test_online.py)."""
         try:
             rng = np.random.default_rng(0)
             n = 2048  # a group this large joins itself with all_pairs' table self-join

@@ -311,7 +311,7 @@ def lookup(
     Vectorised over the queries: each distinct query key is searched once per run, in sorted
     order (neighbouring searches touch the same cache lines), the buckets are gathered with
     array arithmetic and only buckets over the cap are walked in Python; equal to
-    :func:`lookup_reference` (tests/test_online_lsh.py)."""
+    :func:`lookup_reference` (tests/online/test_online_lsh.py)."""
     q, nb = queries.shape if queries.ndim == 2 else (0, 0)
     if q == 0:
         return []
@@ -449,7 +449,7 @@ def _by_key(
     a stable sort of the 16-bit groups (NumPy's radix sort), then per group one plain
     (unstable, SIMD) sort of ``h32 << 32 | position``, whose low half restores the input order
     among equal keys. Equal to ``np.argsort(keys, kind="stable")``
-    (:func:`by_key_reference`; tests/test_store_bands.py)."""
+    (:func:`by_key_reference`; tests/store/test_store_bands.py)."""
     n = len(keys)
     if n < _SMALL_SORT or n >= _MAX_SPAN:
         return by_key_reference(keys, rids)
@@ -572,7 +572,7 @@ def section_from_rows(
     (n, bands) of rows ``rowids``, when :func:`columns_are_groups`: each column is one group,
     sorted by one plain sort of ``h32 << 32 | row offset`` (equal keys by row id), written
     into the output; no 64-bit temporary of all entries. Rows of :data:`NO_KEYS` are left
-    out. Equal to a section of the sorted :func:`flatten` (tests/test_store_bands.py)."""
+    out. Equal to a section of the sorted :func:`flatten` (tests/store/test_store_bands.py)."""
     has = ent[:, 0] != NO_KEYS
     if not has.all():
         ent, rowids = ent[has], rowids[has]
@@ -605,7 +605,7 @@ def section_for_rows(sec: BandSection, rowids: npt.NDArray[np.int64]) -> BandSec
     replaced by its position there, the order kept (by key, then row, within each group).
     Only 32-bit arrays of the entries' size are made (:func:`write_segment
     <neardup.store.segment.write_segment>` takes it as it is); equal to filtering the
-    materialised entries (tests/test_store_bands.py)."""
+    materialised entries (tests/store/test_store_bands.py)."""
     rowids = np.asarray(rowids, np.int64)
     if sec.rowids is not None:
         raise ValueError("section_for_rows takes a memtable section (rows relative to a base)")

@@ -89,6 +89,6 @@ def normalize(text: str) -> str:
     """
     check_text(text)
     # ``str.split()`` splits on exactly the characters ``\s`` matches (both use
-    # ``Py_UNICODE_ISSPACE``; checked over every code point in tests/test_text.py) and drops
+    # ``Py_UNICODE_ISSPACE``; checked over every code point in tests/text/test_text.py) and drops
     # empty ends, so this equals ``re.sub(r"\s+", " ", t).strip()`` at a fraction of the cost.
     return " ".join(casefold_nfkc(text).split())

@@ -39,7 +39,7 @@ words in another order (a reordered copy of a long text). Texts of ``LONG_CHARS`
 more are tokenised once into token-hash arrays, kept in a small per-verifier cache
 (:meth:`Verifier.prepare` fills it ahead of time, e.g. before a request reaches the online
 store's writer), so verifying a pair of long texts is linear in their length and, when both are
-cached, needs no tokenising (``tests/test_verify_bounds.py`` checks the warm path). Defaults sit
+cached, needs no tokenising (``tests/verify/test_verify_bounds.py`` checks the warm path). Defaults sit
 in the middle of the labelling gap of the usual definition (near-duplicate at ratio >= 0.80,
 distinct at <= 0.55): ``threshold=0.675``; ``containment=0.85`` asks that 85 % of the shorter
 text appears, in order, in the longer one.

@@ -116,7 +116,7 @@ def test_a_new_process_builds_an_index_set_without_compiling() -> None:
 
 
 if __name__ == "__main__":
-    # ``python tests/test_index_startup.py``: seconds to build the three sets of each width in
+    # ``python tests/index/test_index_startup.py``: seconds to build the three sets of each width in
     # two fresh processes (the kernel cache warmed first), and what they compiled
     _work()
     for _ in range(2):

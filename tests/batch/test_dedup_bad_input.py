@@ -127,7 +127,7 @@ def test_one_large_text_and_a_near_copy():
 def test_ordinary_corpus_verifies_every_candidate():
     """Lazy verification is for concentrated corpora only: on ordinary text every candidate is
     verified (every matched pair reported), and the bucket valve stays idle."""
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[1] / "benchmarks"))
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "benchmarks"))
     from bench_dedup import generate
 
     texts = generate("short", 20_000, 0, 0.1)

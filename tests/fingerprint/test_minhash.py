@@ -299,7 +299,7 @@ def test_ordinary_short_posts_never_trigger_the_bucket_valve():
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
     from bench_dedup import generate
 
     texts = list(dict.fromkeys(generate("short", 150_000, 0, 0.1)))  # first copies

@@ -484,7 +484,7 @@ import numpy as np
 from numba.core.registry import CPUDispatcher
 import neardup.fingerprint._numba as K
 import neardup.fingerprint.simhash as F
-from tests.test_fingerprint import CONFIGS, TEXTS
+from tests.fingerprint.test_fingerprint import CONFIGS, TEXTS
 
 texts = [*TEXTS.values(), "a", "ab cd", "北京", "word " * 400]
 for chunk in (F.CHUNK_CHARS, 101):  # 101: long texts streamed in chunks (simhash_chunk)
@@ -511,7 +511,7 @@ def test_kernels_are_not_specialised_on_literal_constants():
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     out = subprocess.run(
         [sys.executable, "-c", _NO_LITERAL_KERNELS],
         capture_output=True,

@@ -9,7 +9,7 @@ from neardup.batch.config import STAGE_NAMES, DedupConfig
 from neardup.batch.run import dedup
 from neardup.io import read_corpus
 
-SAMPLE = Path(__file__).resolve().parents[1] / "neardup" / "data" / "sample" / "sample.jsonl"
+SAMPLE = Path(__file__).resolve().parents[2] / "neardup" / "data" / "sample" / "sample.jsonl"
 
 
 def sample_slice(tmp: Path, lines: int | None, parts: int = 1) -> list[str]:

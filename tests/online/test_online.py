@@ -26,7 +26,7 @@ from neardup.online.deduplicator import Decision, Deduplicator, Match
 
 def _fp():
     # the store's mechanics are tested with the contract-shaped stand-in, so these tests do not
-    # depend on the fingerprint module's tuning; tests/test_online_integration.py uses the real one
+    # depend on the fingerprint module's tuning; tests/online/test_online_integration.py uses the real one
     return SimpleFingerprinter()
 
 

@@ -8,7 +8,7 @@ own child process so that peak RSS is the phase's own:
 * **new**: ``neardup.io.read_corpus`` (16 MiB blocks + orjson), then ``write_kept`` of a random
   ~90 % of the records (raw byte spans), then, for scale, ``Fingerprinter().fingerprint_many``
   over the same texts (``--workers``); peak RSS of read + write, and the size of the texts;
-* **baseline**: the same read with the standard-library reader (``NEARDUP_IO_REFERENCE=1``:
+* **baseline**: the same read with the standard-library reader (``NEARDUP_REFERENCE=io``:
   line by line, ``bytes.decode`` + ``json.loads``, the reader before this change) and the same
   write done the way it was before (every line decoded, kept lines looked up in a set and
   re-encoded);
@@ -302,7 +302,7 @@ def main() -> None:
         if a.child == "new":
             res = child_read_write(a.path, False, a.workers, True)
         elif a.child == "baseline":
-            os.environ["NEARDUP_IO_REFERENCE"] = "1"
+            os.environ["NEARDUP_REFERENCE"] = "io"
             res = child_read_write(a.path, True, a.workers, False)
         elif a.child == "csv":
             res = child_csv(a.rows)

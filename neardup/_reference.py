@@ -10,10 +10,8 @@ a fast path in or out when a result looks wrong::
 Parts: ``fingerprint`` (SimHash in pure Python, :mod:`neardup.fingerprint.reference`), ``index``
 (every Hamming search by NumPy brute force, :mod:`neardup.index.reference`), ``io`` (readers
 through the general decoding path), ``store`` (the online memtable searched by brute force).
-The variables are read here and nowhere else (``fingerprint`` and ``index`` at import, ``io``
-and ``store`` when a reader or a memtable starts). The older per-part names
-(``NEARDUP_FORCE_REFERENCE``, ``NEARDUP_INDEX_REFERENCE``, ``NEARDUP_IO_REFERENCE``,
-``NEARDUP_STORE_BRUTE``) are still honoured.
+The variable is read here and nowhere else (``fingerprint`` and ``index`` at import, ``io``
+and ``store`` when a reader or a memtable starts).
 """
 
 from __future__ import annotations
@@ -21,14 +19,6 @@ from __future__ import annotations
 import os
 
 PARTS = ("fingerprint", "index", "io", "store")
-
-_OLD_NAMES = {
-    "fingerprint": "NEARDUP_FORCE_REFERENCE",
-    "index": "NEARDUP_INDEX_REFERENCE",
-    "io": "NEARDUP_IO_REFERENCE",
-    "store": "NEARDUP_STORE_BRUTE",
-}
-
 
 def _set(value: str | None) -> bool:
     return value is not None and value.strip() not in ("", "0")
@@ -58,6 +48,4 @@ def use_reference(part: str) -> bool:
     environment as it is now."""
     if part not in PARTS:
         raise ValueError(f"unknown reference part {part!r}; one of {', '.join(PARTS)}")
-    return part in parse(os.environ.get("NEARDUP_REFERENCE")) or _set(
-        os.environ.get(_OLD_NAMES[part])
-    )
+    return part in parse(os.environ.get("NEARDUP_REFERENCE"))

@@ -17,23 +17,27 @@ def test_parse_values() -> None:
 
 
 @pytest.mark.parametrize("part", PARTS)
-def test_use_reference_reads_the_switch_and_the_old_names(
-    part: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    old = {
-        "fingerprint": "NEARDUP_FORCE_REFERENCE",
-        "index": "NEARDUP_INDEX_REFERENCE",
-        "io": "NEARDUP_IO_REFERENCE",
-        "store": "NEARDUP_STORE_BRUTE",
-    }[part]
-    for name in ("NEARDUP_REFERENCE", old):
-        monkeypatch.delenv(name, raising=False)
+def test_use_reference_reads_the_one_switch(part: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NEARDUP_REFERENCE", raising=False)
     assert not use_reference(part)
     monkeypatch.setenv("NEARDUP_REFERENCE", part)
     assert use_reference(part)
     assert not any(use_reference(p) for p in PARTS if p != part)
-    monkeypatch.delenv("NEARDUP_REFERENCE")
-    monkeypatch.setenv(old, "1")
-    assert use_reference(part)
     with pytest.raises(ValueError, match="unknown reference part"):
         use_reference("nope")
+
+
+@pytest.mark.parametrize(
+    "old",
+    [
+        "NEARDUP_FORCE_REFERENCE",
+        "NEARDUP_INDEX_REFERENCE",
+        "NEARDUP_IO_REFERENCE",
+        "NEARDUP_STORE_BRUTE",
+    ],
+)
+def test_the_retired_per_part_names_do_nothing(old: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing was released: the per-part names of earlier builds are gone, not aliases."""
+    monkeypatch.delenv("NEARDUP_REFERENCE", raising=False)
+    monkeypatch.setenv(old, "1")
+    assert not any(use_reference(p) for p in PARTS)

@@ -8,7 +8,7 @@ one.
 
 The memtable is one incremental :class:`neardup.HammingIndex` (its own small brute-force
 buffer of ``buffer_size`` rows plus log-structured sorted segments), so a group's search over
-it is a single call. Without :mod:`neardup.index` (or with ``NEARDUP_STORE_BRUTE=1``) it is
+it is a single call. Without :mod:`neardup.index` (or with ``NEARDUP_REFERENCE=store``) it is
 tiered over :class:`BruteIndex`: new rows go into a small buffer; a full buffer is frozen into an
 immutable "run"; runs of similar size are merged logarithmically (``O(log n)`` runs).
 """

@@ -406,7 +406,7 @@ LOWERED_CONFIGS = [
 
 
 NO_KERNELS = pytest.mark.skipif(
-    F._FORCE_REFERENCE, reason="NEARDUP_FORCE_REFERENCE: no kernel path"
+    F._FORCE_REFERENCE, reason="NEARDUP_REFERENCE=fingerprint: no kernel path"
 )
 
 

@@ -145,7 +145,7 @@ def test_repeated_ids_name_where_each_was_first_seen(tmp_path, monkeypatch, bloc
 
     monkeypatch.setattr(jsonl_mod, "BLOCK", block)
     if reference:
-        monkeypatch.setenv("NEARDUP_IO_REFERENCE", "1")
+        monkeypatch.setenv("NEARDUP_REFERENCE", "io")
     rows = [f"u{i}" for i in range(12)] + ["u3", "v", "u0", "u11", "u3", "w"]
     a = tmp_path / "a.jsonl"
     a.write_text("".join(json.dumps({"id": i, "text": f"t {i}"}) + "\n" for i in rows))
@@ -641,7 +641,7 @@ def test_csv_fast_rows_equal_reference(tmp_path, monkeypatch, content, id_field)
     def state(reference):
         with monkeypatch.context() as m:
             if reference:
-                m.setenv("NEARDUP_IO_REFERENCE", "1")
+                m.setenv("NEARDUP_REFERENCE", "io")
             try:
                 c = read_corpus([str(p)], id_field=id_field, on_error="skip")
             except Exception as exc:
@@ -755,9 +755,9 @@ def test_fast_reader_equals_reference_on_mutated_json(tmp_path, monkeypatch, lin
     def state(reference):
         with monkeypatch.context() as m:
             if reference:
-                m.setenv("NEARDUP_IO_REFERENCE", "1")
+                m.setenv("NEARDUP_REFERENCE", "io")
             else:
-                m.delenv("NEARDUP_IO_REFERENCE", raising=False)
+                m.delenv("NEARDUP_REFERENCE", raising=False)
             out = []
             for on_error in ("fail", "skip"):
                 try:
@@ -791,7 +791,7 @@ def test_parquet_fast_rows_equal_reference(tmp_path, monkeypatch, id_field):
     def state(reference):
         with monkeypatch.context() as m:
             if reference:
-                m.setenv("NEARDUP_IO_REFERENCE", "1")
+                m.setenv("NEARDUP_REFERENCE", "io")
             try:
                 c = read_corpus([str(p)], id_field=id_field, on_error="skip")
             except Exception as exc:

@@ -318,8 +318,8 @@ def test_dotted_fields_jsonl_nested_and_flat(tmp_path, monkeypatch):
         "a flat key with a dot",
         'escaped "quote"',
     ]
-    for ref in ("", "1"):
-        monkeypatch.setenv("NEARDUP_IO_REFERENCE", ref)
+    for ref in ("", "io"):
+        monkeypatch.setenv("NEARDUP_REFERENCE", ref)
         with read_corpus([str(p)], text_field="meta.text", id_field="meta.id") as corpus:
             assert list(corpus.texts) == want_texts
             assert list(corpus.ids) == ["n1", "n2", "n3", "4"]
@@ -353,11 +353,11 @@ def test_dotted_fields_fast_path_matches_reference(tmp_path_factory, monkeypatch
     p.write_text("".join(json.dumps(r) + "\n" for r in records), "utf-8")
 
     def read(ref: str):
-        monkeypatch.setenv("NEARDUP_IO_REFERENCE", ref)
+        monkeypatch.setenv("NEARDUP_REFERENCE", ref)
         with read_corpus([str(p)], text_field="meta.body", on_error="skip") as c:
             return list(c.ids), list(c.texts), c.skipped, [str(s) for s in c.skipped_records]
 
-    assert read("") == read("1")
+    assert read("") == read("io")
 
 
 def test_dotted_field_parquet_struct(tmp_path):

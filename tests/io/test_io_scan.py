@@ -374,14 +374,14 @@ def test_mixed_inputs_and_the_cli_match_the_reference_reader(tmp_path, monkeypat
     got = read_corpus(inputs)
     assert isinstance(got.texts, SpanTexts)
     with monkeypatch.context() as m:
-        m.setenv("NEARDUP_IO_REFERENCE", "1")
+        m.setenv("NEARDUP_REFERENCE", "io")
         ref = read_corpus(inputs)
     assert got.ids == ref.ids and list(got.texts) == ref.texts
     outs = {}
-    for name, env in (("mapped", None), ("reference", "1")):
+    for name, env in (("mapped", None), ("reference", "io")):
         with monkeypatch.context() as m:
             if env:
-                m.setenv("NEARDUP_IO_REFERENCE", env)
+                m.setenv("NEARDUP_REFERENCE", env)
             out = tmp_path / f"{name}.jsonl"
             pairs = tmp_path / f"{name}-pairs.csv"
             rc = main(

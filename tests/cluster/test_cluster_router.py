@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from neardup.cluster.client import ClusterConfig, NodeSpec
+from neardup.cluster import ClusterConfig, NodeSpec
 from neardup.cluster.router import create_router
 from neardup.errors import AuthError, NotFoundError
 from neardup.service import create_app

@@ -101,7 +101,7 @@ def add_node_cmd(
 ) -> None:
     """Add a node and move to it the ranges it takes over."""
     from ..cluster.config import ClusterConfig, NodeSpec
-    from ..cluster.rebalance import check_index_settings, rebalance, start_journal
+    from ..cluster.rebalancing import check_index_settings, rebalance, start_journal
 
     old = ClusterConfig.load(cluster)
     spec = NodeSpec(name, url, weight)
@@ -124,7 +124,7 @@ def remove_node_cmd(
 ) -> None:
     """Remove a node: its documents are copied to their new nodes, then deleted from it."""
     from ..cluster.config import ClusterConfig
-    from ..cluster.rebalance import rebalance, start_journal
+    from ..cluster.rebalancing import rebalance, start_journal
 
     old = ClusterConfig.load(cluster)
     new = old.without_node(name)
@@ -144,7 +144,7 @@ def rebalance_cmd(
 ) -> None:
     """Resume an interrupted change, or put every document on exactly its R nodes."""
     from ..cluster.config import ClusterConfig
-    from ..cluster.rebalance import rebalance
+    from ..cluster.rebalancing import rebalance
 
     jpath = _journal(cluster, journal)
     config = ClusterConfig.load(cluster)

@@ -1,6 +1,6 @@
 """Several machines: the consistent-hash ring (:mod:`.ring`), the cluster file
 (:mod:`.config`), the shared node access with its circuit breakers and hints (:mod:`.nodes`),
-the cluster client (:mod:`.client`), rebalancing (:mod:`.rebalance`), and the router that
+the cluster client (:mod:`.client`), rebalancing (:mod:`.rebalancing`), and the router that
 serves the single-node API (:mod:`.router`). See docs/cluster.md."""
 
 from __future__ import annotations
@@ -19,16 +19,16 @@ _EXPORTS: dict[str, str] = {
     "MAX_POINTS": ".ring",
     "NodePool": ".nodes",
     "NodeSpec": ".config",
-    "RebalanceReport": ".rebalance",
+    "RebalanceReport": ".rebalancing",
     "RingSnapshot": ".ring",
-    "check_index_settings": ".rebalance",
+    "check_index_settings": ".rebalancing",
     "create_router": ".router",
-    "export_page": ".rebalance",
+    "export_page": ".rebalancing",
     "key_hash": ".ring",
     "key_hash_many": ".ring",
-    "push_membership": ".rebalance",
-    "rebalance": ".rebalance",
-    "start_journal": ".rebalance",
+    "push_membership": ".rebalancing",
+    "rebalance": ".rebalancing",
+    "start_journal": ".rebalancing",
 }
 
 __all__ = [
@@ -58,7 +58,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .client import ClusterClient
     from .config import ClusterConfig, NodeSpec
     from .nodes import NodePool
-    from .rebalance import (
+    from .rebalancing import (
         RebalanceReport,
         check_index_settings,
         export_page,

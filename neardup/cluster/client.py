@@ -106,7 +106,11 @@ class ClusterClient:
             transport=transport,
         )
         if self._own:
-            self.nodes.join_all()
+            try:
+                self.nodes.join_all()
+            except BaseException:
+                self.nodes.close()
+                raise
         r = self.nodes.config.replicas
         if min_copies is None:
             min_copies = r
@@ -198,17 +202,15 @@ class ClusterClient:
         path = namespace_path(self.namespace, "lease")
         names = self.config.names
         need = len(names) // 2 + 1
-        calls = {
-            n: (lambda n=n: self.nodes.request(n, "POST", path, body))
-            for n in self.nodes.usable_nodes()
-        }
+        ask = self.nodes.usable_nodes()
+        if len(ask) < need:  # the last resort: nodes that are slow but not known down
+            ask = self.nodes.reachable_nodes()
+        calls = {n: (lambda n=n: self.nodes.request(n, "POST", path, body)) for n in ask}
 
         def enough(answers: Mapping[str, Any]) -> bool:
             return len(answers) >= need
 
-        answers, errors = self.nodes.gather(
-            calls, enough=enough, slow_after=self.nodes.slow_after_for(0)
-        )
+        answers, errors = self.nodes.gather(calls, enough=enough)
         for a in answers.values():
             self.nodes.observe_version(int(a.get("max_version") or 0))
         if len(answers) >= need:
@@ -267,17 +269,11 @@ class ClusterClient:
         matches, its id is stored (a re-send), fingerprint); and the within-batch matches."""
         body = {"documents": docs, "pairs": pairs, "epoch": self.config.epoch}
         path = namespace_path(self.namespace, "check")
-        calls = {
-            n: (lambda n=n: self.nodes.request(n, "POST", path, body))
-            for n in self.nodes.usable_nodes()
-        }
-
-        def enough(answers: Mapping[str, Any]) -> bool:
-            return self._covered(answers)
-
-        answers, errors = self.nodes.gather(
-            calls, enough=enough, slow_after=self.nodes.slow_after_for(len(docs))
-        )
+        ask = self.nodes.usable_nodes()
+        if not self._covered(ask):  # the last resort: nodes that are slow but not known down
+            ask = self.nodes.reachable_nodes()
+        calls = {n: (lambda n=n: self.nodes.request(n, "POST", path, body)) for n in ask}
+        answers, errors = self.nodes.gather(calls, enough=self._covered, n_docs=len(docs))
         for exc in errors.values():
             if isinstance(exc, NodeAnswerError):
                 raise exc
@@ -421,6 +417,14 @@ class ClusterClient:
                 if n not in tried[k] and self.nodes.usable(n):
                     tried[k].add(n)
                     return n
+            coming = sum(k in ks for f, (_, ks, _) in inflight.items() if f not in hedged)
+            if len(acks[k]) + coming < self.min_copies:
+                # the last resort: a node that is slow, or replaying its hints, but not down
+                for n in prefs[k]:
+                    if n in tried[k] or self.nodes.state(n) == "open":
+                        continue
+                    tried[k].add(n)
+                    return n
             return None
 
         def launch(plan: dict[str, list[int]]) -> None:
@@ -429,9 +433,11 @@ class ClusterClient:
                         "ops": [ops[k] for k in ks]}  # fmt: skip
                 f = self.nodes.submit(n, "POST", path, body)
                 f.add_done_callback(self._hint_on_failure(n, [ops[k] for k in ks]))
-                inflight[f] = (n, ks, time.monotonic())
+                limit = time.monotonic() + self.nodes.slow_limit(n, len(ks))
+                inflight[f] = (n, ks, limit)
 
         inflight: dict[Any, tuple[str, list[int], float]] = {}
+        hedged: set[Any] = set()
         plan: dict[str, list[int]] = {}
         for k in range(len(ops)):
             for _ in range(want[k] - len(acks[k])):
@@ -440,13 +446,11 @@ class ClusterClient:
                     break
                 plan.setdefault(node, []).append(k)
         launch(plan)
-        slow = self.nodes.slow_after_for(len(ops))
-        hedged: set[Any] = set()
         stale: NodeAnswerError | None = None
         while inflight:
-            oldest = min(t for _, _, t in inflight.values())
-            left = oldest + slow - time.monotonic()
-            done, _ = wait(list(inflight), timeout=max(left, 0.0) if left > 0 else 0.05,
+            now = time.monotonic()
+            ahead = [t - now for f, (_, _, t) in inflight.items() if f not in hedged and t > now]
+            done, _ = wait(list(inflight), timeout=min(ahead) if ahead else 0.05,
                            return_when=FIRST_COMPLETED)  # fmt: skip
             plan = {}
             for f in done:
@@ -469,9 +473,9 @@ class ClusterClient:
                             plan.setdefault(m, []).append(k)
             now = time.monotonic()
             for f, (n, ks, t) in list(inflight.items()):
-                if now - t >= slow and f not in hedged:
+                if now >= t and f not in hedged:
                     hedged.add(f)
-                    self.nodes.suspect(n, f"no answer within {slow:.2f} s")
+                    self.nodes.suspect(n, "no answer to a write in time")
                     for k in ks:
                         if ops[k]["op"] == "put":
                             m = assign(k)
@@ -510,12 +514,11 @@ class ClusterClient:
         from urllib.parse import quote
 
         path = namespace_path(self.namespace, "docs/" + quote(doc_id, safe=""))
-        calls = {
-            n: (lambda n=n: self.nodes.request(n, "GET", path)) for n in self.nodes.usable_nodes()
-        }
-        answers, errors = self.nodes.gather(
-            calls, enough=self._covered, slow_after=self.nodes.slow_after_for(0)
-        )
+        ask = self.nodes.usable_nodes()
+        if not self._covered(ask):
+            ask = self.nodes.reachable_nodes()
+        calls = {n: (lambda n=n: self.nodes.request(n, "GET", path)) for n in ask}
+        answers, errors = self.nodes.gather(calls, enough=self._covered)
         for exc in errors.values():
             if isinstance(exc, NodeAnswerError):
                 raise exc.error

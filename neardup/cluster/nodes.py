@@ -81,6 +81,7 @@ class _Node:
     hints: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     hint_bytes: int = 0
     dropped_hints: int = 0
+    latency: float = 0.0  # moving average of its answers' seconds
 
 
 def _op_bytes(op: Mapping[str, Any]) -> int:
@@ -272,6 +273,11 @@ class NodePool:
     def usable_nodes(self) -> list[str]:
         return [n for n in self.names if self.usable(n)]
 
+    def reachable_nodes(self) -> list[str]:
+        """Nodes not known to be down (closed, suspect or recovering): the last resort when
+        the usable ones are not enough."""
+        return [n for n in self.names if self.state(n) != "open"]
+
     def reason(self, node: str) -> str:
         n = self._nodes.get(node)
         return "" if n is None else n.reason
@@ -297,13 +303,21 @@ class NodePool:
                 reason,
             )
 
-    def _answered(self, node: str) -> None:
+    def _answered(self, node: str, seconds: float) -> None:
         n = self._nodes.get(node)
-        if n is not None and n.state == "suspect":
+        if n is None:
+            return
+        n.latency = seconds if not n.latency else 0.8 * n.latency + 0.2 * seconds
+        if n.state == "suspect":
             with self._lock:
                 if n.state == "suspect":
-                    n.state = "recovering"
-                    log.warning("node %s answered again: replaying its hints", node)
+                    if any(n.hints.values()):
+                        n.state = "recovering"
+                        log.warning("node %s answered again: replaying its hints", node)
+                    else:
+                        n.state = "closed"
+                        n.reason = ""
+                        log.warning("node %s answered again: routing to it", node)
             self._wake.set()
 
     def suspect(self, node: str, reason: str) -> None:
@@ -319,8 +333,13 @@ class NodePool:
     def mark_down(self, node: str, reason: str) -> None:
         self._failed(node, reason)
 
-    def slow_after_for(self, n_docs: int) -> float:
-        return self.slow_after + 0.002 * n_docs
+    def slow_limit(self, node: str, n_docs: int = 0) -> float:
+        """Seconds without an answer after which ``node`` is suspect, for a request of
+        ``n_docs`` documents: ``slow_after`` + 2 ms per document, or 5 times the node's
+        recent answer time when that is more (a loaded node is slow, not gone)."""
+        n = self._nodes.get(node)
+        recent = 5.0 * n.latency if n is not None else 0.0
+        return max(self.slow_after + 0.002 * n_docs, recent)
 
     # -- requests -------------------------------------------------------------------------------------
     def request(
@@ -342,6 +361,7 @@ class NodePool:
         if n is None:
             raise NodeDown(node, "not in the cluster any more")
         httpx = self._httpx
+        t0 = time.monotonic()
         try:
             r = self.http.request(
                 method,
@@ -371,7 +391,7 @@ class NodePool:
             if breaker:
                 self._failed(node, reason)
             raise NodeDown(node, reason)
-        self._answered(node)
+        self._answered(node, time.monotonic() - t0)
         if r.status_code >= 400:
             err = error_from(r.status_code, data, f"{method} {path}: HTTP {r.status_code}")
             code = data.get("error", {}).get("code") if isinstance(data, dict) else None
@@ -526,23 +546,25 @@ class NodePool:
         calls: Mapping[str, Callable[[], Any]],
         *,
         enough: Callable[[Mapping[str, Any]], bool],
-        slow_after: float,
+        n_docs: int = 0,
     ) -> tuple[dict[str, Any], dict[str, BaseException]]:
         """Run ``calls`` (node -> fn) in parallel; wait until all are done, or until
-        ``enough(answers)`` holds and the rest have been slower than ``slow_after`` (those
-        nodes become suspect; their requests finish in the background). Returns (answers,
-        errors) of the calls that finished."""
+        ``enough(answers)`` holds and each of the rest has gone past its node's
+        :meth:`slow_limit` (those nodes become suspect; their requests finish in the
+        background). Returns (answers, errors) of the calls that finished."""
         from concurrent.futures import FIRST_COMPLETED, wait
 
         start = time.monotonic()
         futures = {self.executor.submit(fn): n for n, fn in calls.items()}
+        limit = {f: start + self.slow_limit(n, n_docs) for f, n in futures.items()}
         answers: dict[str, Any] = {}
         errors: dict[str, BaseException] = {}
         pending = set(futures)
         while pending:
-            left = start + slow_after - time.monotonic()
-            done, pending = wait(pending, timeout=max(0.0, left) if left > 0 else self.timeout,
-                                 return_when=FIRST_COMPLETED)  # fmt: skip
+            now = time.monotonic()
+            ahead = [limit[f] - now for f in pending if limit[f] > now]
+            timeout = min(ahead) if ahead else 0.05
+            done, pending = wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
             for f in done:
                 node = futures[f]
                 exc = f.exception()
@@ -550,9 +572,10 @@ class NodePool:
                     answers[node] = f.result()
                 else:
                     errors[node] = exc
-            if pending and time.monotonic() - start >= slow_after and enough(answers):
+            now = time.monotonic()
+            if pending and all(limit[f] <= now for f in pending) and enough(answers):
                 for f in pending:
-                    self.suspect(futures[f], f"no answer within {slow_after:.2f} s")
+                    self.suspect(futures[f], f"no answer within {limit[f] - start:.2f} s")
                 break
         return answers, errors
 

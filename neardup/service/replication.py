@@ -335,14 +335,15 @@ class ClusterNode:
 
     def _apply_tombstones(self, store: Any, items: list[tuple[str, int]]) -> list[str]:
         """(under the namespace lock, tombstones recorded) Remove the stored copies that are
-        not newer than their tombstone; per item: ``"deleted"`` or ``"newer"`` (kept)."""
+        not newer than their tombstone; per item: ``"deleted"``, ``"newer"`` (a newer copy is
+        kept) or ``"absent"`` (no copy here)."""
         out = []
         drop = []
         for doc_id, version in items:
             try:
                 record = store.get(doc_id)
             except NotFoundError:
-                out.append("deleted")
+                out.append("absent")
                 continue
             if doc_version(record) > version:
                 out.append("newer")
@@ -359,8 +360,8 @@ class ClusterNode:
         ``{"epoch", "writer"?, "ops": [{"op": "put", "doc", "version"} | {"op": "delete",
         "id", "version"} | {"op": "drop", "id"}]}`` -> ``{"results": [...]}`` with, per op,
         ``"stored"`` (added or already there), ``"deleted"`` (a put refused by a newer
-        tombstone, or a delete done), ``"newer"`` (a delete that left a newer copy), or
-        ``"dropped"`` / ``"absent"`` (a drop)."""
+        tombstone, or a delete that removed a copy), ``"newer"`` (a delete that left a newer
+        copy), ``"absent"`` (a delete or drop with no copy here) or ``"dropped"``."""
         ops = body.get("ops")
         if not isinstance(ops, list):
             raise RequestValidationFailed("ops", "must be a list of operations")

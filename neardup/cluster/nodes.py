@@ -108,7 +108,7 @@ class NodePool:
         other answers cover every range. Grows by 2 ms per document of a request.
     down_seconds : float, default=0.5
         First back-off of an open breaker before the node is probed again (then doubled).
-    max_backoff : float, default=10.0
+    max_backoff : float, default=5.0
         Longest back-off between probes.
     hint_bytes : int, default=64 MiB
         Hint memory per node (see the module docstring).
@@ -126,7 +126,7 @@ class NodePool:
         timeout: float = 5.0,
         slow_after: float = 0.25,
         down_seconds: float = 0.5,
-        max_backoff: float = 10.0,
+        max_backoff: float = 5.0,
         hint_bytes: int = 64 * 1024 * 1024,
         workers: int = DEFAULT_WORKERS,
         probe_interval: float = 0.2,
@@ -336,9 +336,10 @@ class NodePool:
     def slow_limit(self, node: str, n_docs: int = 0) -> float:
         """Seconds without an answer after which ``node`` is suspect, for a request of
         ``n_docs`` documents: ``slow_after`` + 2 ms per document, or 5 times the node's
-        recent answer time when that is more (a loaded node is slow, not gone)."""
+        recent answer time when that is more (a loaded node is slow, not gone), at most 4
+        times ``slow_after``."""
         n = self._nodes.get(node)
-        recent = 5.0 * n.latency if n is not None else 0.0
+        recent = min(5.0 * n.latency, 4 * self.slow_after) if n is not None else 0.0
         return max(self.slow_after + 0.002 * n_docs, recent)
 
     # -- requests -------------------------------------------------------------------------------------

@@ -182,6 +182,8 @@ def router_cmd(
     log_level: str = typer.Option("info", "--log-level"),
 ) -> None:
     """Serve the single-node HTTP API in front of the cluster (one writer per namespace)."""
+    import socket
+
     import uvicorn
 
     from ..cluster.config import ClusterConfig
@@ -199,6 +201,7 @@ def router_cmd(
         max_body_bytes=parse_size(max_body_bytes),
         max_batch=max_batch,
         max_namespaces=max_namespaces,
+        writer_id=f"router@{socket.gethostname()}:{port}",
     )
     uvicorn.run(app, host=host, port=port, log_level=log_level)
 

@@ -114,6 +114,10 @@ class NodePool:
         Hint memory per node (see the module docstring).
     workers : int, default=32
         Threads of the shared fan-out pool.
+    writer_id : str, optional
+        This writer's id in the nodes' namespace leases (default: host, process id and a
+        random part). A router passes a stable one (its host and port), so that after a
+        restart it takes its own leases back at once instead of waiting for them to expire.
     transport : httpx transport, optional
         For tests.
     """
@@ -130,6 +134,7 @@ class NodePool:
         hint_bytes: int = 64 * 1024 * 1024,
         workers: int = DEFAULT_WORKERS,
         probe_interval: float = 0.2,
+        writer_id: str | None = None,
         transport: Any = None,
     ) -> None:
         import httpx
@@ -145,7 +150,7 @@ class NodePool:
         self.hint_limit = int(hint_bytes)
         self.probe_interval = float(probe_interval)
         #: this writer's id in the nodes' leases: host, process and a random part
-        self.writer_id = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
+        self.writer_id = writer_id or f"{socket.gethostname()}:{os.getpid()}:{os.urandom(4).hex()}"
         headers = {b"Accept": b"application/json"}
         if token is not None:
             headers[b"Authorization"] = f"Bearer {token}".encode()

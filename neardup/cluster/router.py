@@ -140,6 +140,7 @@ def create_router(
     max_batch: int = DEFAULT_MAX_BATCH,
     max_namespaces: int = DEFAULT_MAX_NAMESPACES,
     workers: int = 32,
+    writer_id: str | None = None,
     transport: Any = None,
 ) -> FastAPI:
     """The router application.
@@ -156,11 +157,14 @@ def create_router(
         As ``neardup serve``: 413 past them.
     max_namespaces : int
         Namespace clients kept (LRU).
+    writer_id : str, optional
+        The router's id in the nodes' leases (``neardup cluster router`` passes
+        ``router@HOST:PORT``: a restarted router takes its leases back at once).
     """
     send_token = token if node_token is None else node_token
     pool = NodePool(
         config, token=send_token, timeout=timeout, slow_after=slow_after, workers=workers,
-        transport=transport,
+        writer_id=writer_id, transport=transport,
     )  # fmt: skip
     spaces = _Namespaces(pool, max_namespaces, {"min_copies": min_copies, "lease_ttl": lease_ttl})
 

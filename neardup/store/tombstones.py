@@ -156,7 +156,7 @@ class TombstoneLog:
                 f"{self.path}: tombstone log version {version}; this build reads {VERSION}"
             )
         pos = HEADER_SIZE
-        next_seq = first_seq
+        self.next_seq = first_seq
         end = len(data)
         while pos < end:
             bad = None
@@ -183,9 +183,7 @@ class TombstoneLog:
                 break
             self._apply(body)
             pos += _FRAME.size + length
-        if self._seqs:
-            next_seq = max(next_seq, self._seqs[-1] + 1)
-        return incarnation, next_seq
+        return incarnation, self.next_seq
 
     @staticmethod
     def _valid_after(data: bytes, start: int) -> bool:
@@ -205,6 +203,7 @@ class TombstoneLog:
             _, seq, version, recorded, n = _TOMB.unpack_from(body)
             doc_id = body[_TOMB.size : _TOMB.size + n].decode("utf-8", "surrogatepass")
             self._put(Tombstone(doc_id, version, recorded, seq))
+            self.next_seq = max(self.next_seq, seq + 1)
         elif kind == _KIND_CURSOR:
             _, inc, seq, n = _CURSOR.unpack_from(body)
             name = body[_CURSOR.size : _CURSOR.size + n].decode("utf-8", "surrogatepass")
@@ -214,6 +213,8 @@ class TombstoneLog:
 
     def _put(self, t: Tombstone) -> None:
         old = self._by_id.get(t.id)
+        if old is not None and old.version > t.version:
+            return  # never replace a newer tombstone
         if old is not None:
             k = bisect.bisect_left(self._seqs, old.seq)
             if k < len(self._seqs) and self._seqs[k] == old.seq:
@@ -271,13 +272,17 @@ class TombstoneLog:
         """Record ``(id, version)`` tombstones (one append and fsync for all); an id whose
         tombstone is already at least as new is left as it is. Returns the new tombstones."""
         now = self.clock()
+        newest: dict[str, int] = {}
+        for doc_id, version in items:
+            if int(version) > newest.get(doc_id, -1):
+                newest[doc_id] = int(version)
         with self._lock:
             new: list[Tombstone] = []
-            for doc_id, version in items:
+            for doc_id, version in newest.items():
                 old = self._by_id.get(doc_id)
                 if old is not None and old.version >= version:
                     continue
-                t = Tombstone(doc_id, int(version), now, self.next_seq)
+                t = Tombstone(doc_id, version, now, self.next_seq)
                 self.next_seq += 1
                 new.append(t)
             if new:

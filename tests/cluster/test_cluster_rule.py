@@ -1,6 +1,7 @@
 """One decision rule (issue 34): a batch keeps the same documents through the router on three
 nodes as on one node, for edits a SimHash distance alone does not catch (B = A with ~8 % of
-its words replaced), short posts and Chinese; and keep_first reproduces a node's writer."""
+its words replaced), short posts and Chinese. (keep_first against the writer itself:
+tests/online/test_group.py.)"""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 pytest.importorskip("fastapi")
 
 from neardup.cluster import ClusterConfig, NodeSpec, create_router
-from neardup.online import Deduplicator, keep_first
+from neardup.online import Deduplicator
 from neardup.service import create_app
 from neardup.service.client import Client
 from neardup.service.config import ServiceConfig
@@ -108,43 +109,3 @@ def test_router_on_three_nodes_keeps_what_one_node_keeps(tmp_path):
             fa, fb = (x.fingerprint for x in d.check(b[:2]))
             far += ok and (fa ^ fb).bit_count() > 3
     assert far >= len(pairs) // 2
-
-
-def test_keep_first_reproduces_the_writer(tmp_path):
-    """A node's writer (Decider) and keep_first over Decider.group_matches keep the same
-    members of each batch (no chaining, earlier wins)."""
-    data = batches(seed=11)
-    for batch in data:
-        with Deduplicator.open() as d:
-            writer = [x.added for x in d.check_and_add(batch)]
-        with Deduplicator.open() as d:
-            within = d.group_matches(batch)
-            n = len(batch)
-            out = keep_first(
-                [(False, ())] * n, within, adding=[True] * n, force=[False] * n, max_matches=10
-            )
-        assert [kept for _, kept, _ in out] == writer
-
-
-def test_no_chaining_in_keep_first():
-    from neardup.online import Found
-    from neardup.online.group import GROUP_ORDER
-
-    # A~B and B~C only: B is dropped by A, so C (matched only by the dropped B) is kept
-    pairs = {
-        1: [Found(5, GROUP_ORDER + 0, "a", 0.9, True)],
-        2: [Found(5, GROUP_ORDER + 1, "b", 0.9, True)],
-    }
-    out = keep_first([(False, ())] * 3, pairs, adding=[True] * 3, force=[False] * 3, max_matches=10)
-    assert [kept for _, kept, _ in out] == [True, False, True]
-    assert [dup for dup, _, _ in out] == [False, True, False]
-    # insert (force): every member kept, matches with kept earlier members reported
-    out = keep_first([(False, ())] * 3, pairs, adding=[True] * 3, force=[True] * 3, max_matches=10)
-    assert [kept for _, kept, _ in out] == [True, True, True]
-    assert [dup for dup, _, _ in out] == [False, True, True]
-    # a member the stored window drops is not kept and matches nothing later
-    out = keep_first(
-        [(True, ()), (False, ()), (False, ())], pairs, adding=[True] * 3, force=[False] * 3,
-        max_matches=10,
-    )  # fmt: skip
-    assert [kept for _, kept, _ in out] == [False, True, False]

@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import ConfigError, InputError, InputTypeError, NotFoundError, ServiceUnavailableError
-from ..online.group import Found, keep_first
+from ..online.group import GROUP_ORDER, Found, keep_first
 from ..online.types import Decision, Match
 from ..service.replication import VERSION_KEY, LeaseHeldError, StaleEpochError
 from .config import INDEX_SETTINGS, ClusterConfig, NodeSpec
@@ -174,13 +174,14 @@ class ClusterClient:
 
     # -- epochs ---------------------------------------------------------------------------------
     def _retrying(self, fn: Any, *args: Any) -> Any:
-        """``fn(*args)``, again once after a node reported another cluster epoch (the file
-        reloaded, or the node told the membership)."""
-        for attempt in (0, 1):
+        """``fn(*args)``, again after a node reported another cluster epoch (the file reloaded,
+        or the node told the membership), at most once per node."""
+        last = len(self.config.names)  # each retry brings one node (or the file) up to date
+        for attempt in range(last + 1):
             try:
                 return fn(*args)
             except NodeAnswerError as exc:
-                if not isinstance(exc.error, StaleEpochError) or attempt:
+                if not isinstance(exc.error, StaleEpochError) or attempt == last:
                     raise exc.error from None
                 self._after_stale(exc.node, exc.error)
         raise AssertionError("unreachable")
@@ -189,8 +190,13 @@ class ClusterClient:
         if err.node_epoch > self.config.epoch:
             self.nodes.reload(err.node_epoch)
             self._lease_until = 0.0
-        else:
+            return
+        try:
             self.nodes.join(node)
+        except NodeDown as exc:  # gone meanwhile: the retry routes around it
+            self.nodes.mark_down(node, str(exc))
+        except NodeAnswerError as exc:
+            raise exc.error from None
 
     # -- the lease ------------------------------------------------------------------------------
     def _ensure_lease(self) -> None:
@@ -304,7 +310,7 @@ class ClusterClient:
             ans = next(iter(answers.values()))
             for i, j, dist, score, drops in ans.get("pairs", ()):
                 within.setdefault(int(i), []).append(
-                    Found(int(dist), (1 << 62) + int(j), docs[int(j)]["id"], score, bool(drops))
+                    Found(int(dist), GROUP_ORDER + int(j), docs[int(j)]["id"], score, bool(drops))
                 )
         return merged, within
 
@@ -397,7 +403,8 @@ class ClusterClient:
         names = config.names
         path = namespace_path(ns, "write")
         acks: list[dict[str, str]] = [{} for _ in ops]
-        tried: list[set[str]] = [set() for _ in ops]
+        tried: list[set[str]] = [set() for _ in ops]  # nodes an op was sent to
+        hinted: list[set[str]] = [set() for _ in ops]
         prefs: list[tuple[str, ...]] = []
         for op in ops:
             key = op["doc"]["id"] if op["op"] == "put" else op["id"]
@@ -410,16 +417,17 @@ class ClusterClient:
             for n in meant:
                 if not self.nodes.usable(n):
                     self.nodes.add_hints(n, ns, [op])
-                    tried[k].add(n)
+                    hinted[k].add(n)
 
         def assign(k: int) -> str | None:
             for n in prefs[k]:
-                if n not in tried[k] and self.nodes.usable(n):
+                if n not in tried[k] and n not in hinted[k] and self.nodes.usable(n):
                     tried[k].add(n)
                     return n
             coming = sum(k in ks for f, (_, ks, _) in inflight.items() if f not in hedged)
             if len(acks[k]) + coming < self.min_copies:
                 # the last resort: a node that is slow, or replaying its hints, but not down
+                # (a hint kept for it too is replayed later as a no-op)
                 for n in prefs[k]:
                     if n in tried[k] or self.nodes.state(n) == "open":
                         continue

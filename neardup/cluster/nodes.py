@@ -10,7 +10,8 @@ than ``slow_after`` with no answer: new requests skip it, writes meant for it be
 -> ``open`` (a request failed: 5xx, refused, timed out; probed again with ``GET /healthz``
 after a back-off that doubles up to ``max_backoff``) -> ``recovering`` (it answered: it pulls
 its peers' tombstones, its hints are replayed) -> ``closed``. A suspect node that answers goes
-to ``recovering`` too. No lock is held while a request waits for a node.
+to ``recovering`` when hints were kept for it, else back to ``closed``. No lock is held while
+a request waits for a node.
 
 **Hints**: every write a node should have received but did not (it was skipped, or its
 request failed) is kept for it, per namespace, in order, and replayed when it is back. The

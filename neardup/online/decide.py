@@ -262,7 +262,7 @@ class Decider:
                     found = self._matches(i, view, deleted_rowids, added_mask, memo)
                 cur = current(id_)
                 if cur is not None:  # idempotent re-send: report the existing document
-                    found.sort(key=lambda f: (f.distance, f.order))
+                    found.sort(key=lambda f: (f.distance, f.order))  # as KeepFirst does
                     matches = [Match(f.id, f.distance, f.score) for f in found[: self.max_matches]]
                     if not any(m.id == id_ for m in matches):
                         d = (

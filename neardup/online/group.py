@@ -25,18 +25,20 @@ Candidates and verification (what becomes a :class:`Found`) stay with the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from operator import itemgetter
+from typing import NamedTuple
 
 __all__ = ["GROUP_ORDER", "Found", "KeepFirst", "keep_first"]
+
+_BY_DISTANCE = itemgetter(0, 1)  # (distance, order)
 
 #: ``Found.order`` of the group's member ``j`` is ``GROUP_ORDER + j``: after every stored row
 #: (whose order is its row id) among matches at one distance
 GROUP_ORDER = 1 << 62
 
 
-@dataclass(frozen=True, slots=True)
-class Found:
-    """One verified match of a member.
+class Found(NamedTuple):
+    """One verified match of a member (a tuple: it sorts by distance, then order).
 
     Attributes
     ----------
@@ -100,7 +102,7 @@ class KeepFirst:
         but is not in ``found`` (the cluster's nodes report it as a flag). Returns
         ``(duplicate, kept, the closest max_matches matches)``."""
         if found:
-            found.sort(key=_by_distance)
+            found.sort(key=_BY_DISTANCE)
         dup = stored_dup or any(f.drops for f in found)
         keep = force or (adding and not dup)
         if keep:
@@ -116,10 +118,6 @@ class KeepFirst:
     def forget(self, j: int) -> None:
         """Member ``j`` was deleted later in the same group: it matches nothing after that."""
         self.kept[j] = 0
-
-
-def _by_distance(f: Found) -> tuple[int, int]:
-    return f.distance, f.order
 
 
 def keep_first(

@@ -1,5 +1,7 @@
 """The decision rule: each document of a write group against the index hits and the documents
-decided before it in the same group (:class:`Decider`).
+decided before it in the same group (:class:`Decider`). Candidates and verification are here;
+keep-first within the group is :mod:`neardup.online.group`'s (:class:`~neardup.online.group.
+KeepFirst`), which the cluster calls too (with :meth:`Decider.group_matches`).
 
 Matching rules, per candidate within the search radius:
 
@@ -164,8 +166,8 @@ class Decider:
         # group state: id -> (rowid, global position or None for stored rows)
         id_state: dict[str, tuple[int, int | None] | None] = {}
         deleted_rowids: set[int] = set()
-        # keep-first within the group (neardup.online.group, shared with the cluster): which
-        # earlier documents were added, so can match later ones
+        # keep-first within the group (neardup.online.group, shared with the cluster): the
+        # earlier documents that were kept, the only ones that can match later ones
         state = KeepFirst(len(fps))
         added_mask = state.kept
         # documents that need the full rules: index hits or near pairs inside the group
@@ -310,7 +312,7 @@ class Decider:
     ) -> tuple[list[tuple[int, int, str, float | None, bool]], list[tuple[int, int, str, str]]]:
         """(matches found without verification: (distance, order, id, score, may drop);
         candidates to verify, closest first: (distance, order, id, text)) of document ``i``.
-        ``order`` is the stored row id, or ``2**62 + j`` for document ``j`` of the group.
+        ``order`` is the stored row id, or ``GROUP_ORDER + j`` for document ``j`` of the group.
         Stored rows in ``deleted`` do not match; ``added_mask`` None: every earlier document of
         the group counts as added (what :meth:`_prefetch` plans for)."""
         texts, chash, empty, ids = view.texts, view.chash, view.empty, view.ids

@@ -22,7 +22,7 @@ from neardup.errors import ConfigError, NotFoundError, ServiceUnavailableError
 from neardup.service import create_app
 from neardup.service.client import Client
 from neardup.service.config import ServiceConfig
-from neardup.service.testing import ServerProcess, free_port, serve_in_thread
+from neardup.service.testing import ServerProcess, free_port, serve_in_thread, wait_healthy
 
 TOKEN = "cluster-secret"
 VN = 64  # small rings: the placement is the same definition at any vnodes
@@ -170,8 +170,10 @@ def test_too_many_nodes_down_is_a_clear_error(tmp_path):
 # -- node loss (SIGKILL) during inserts ------------------------------------------------------
 def test_sigkill_one_of_three_during_inserts_loses_nothing_acknowledged(tmp_path):
     procs = [ServerProcess(tmp_path / f"n{i}", env={"NEARDUP_TOKEN": TOKEN}) for i in range(3)]
+    for p in procs:  # in parallel: each start is mostly imports and kernel loads
+        p.start(wait=False)
     for p in procs:
-        p.start()
+        wait_healthy(p.url, 180.0, proc=p.proc)
     try:
         cfg = cluster([p.url for p in procs])
         acked: list[str] = []

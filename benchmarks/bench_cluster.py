@@ -31,7 +31,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from neardup.cluster.client import ClusterClient, ClusterConfig, NodeSpec, rebalance  # noqa: E402
+from neardup.cluster import ClusterClient, ClusterConfig, NodeSpec, rebalance  # noqa: E402
 from neardup.service.client import Client  # noqa: E402
 from neardup.service.testing import ServerProcess  # noqa: E402
 

@@ -3,8 +3,9 @@
 * ``neardup cluster status --cluster FILE`` lists every node: up or down, documents, ring
   share, index settings.
 * ``neardup cluster add-node NAME URL [--weight W] --cluster FILE`` refuses a node whose index
-  settings differ, records the change in a journal, saves the new cluster file (clients route
-  new writes by it) and moves the ranges the new node takes (copies, then deletes).
+  settings differ, records the change in a journal, saves the new cluster file with the epoch
+  + 1, tells every node the new membership (a router still on the old ring is then refused
+  and reloads the file) and moves the ranges the new node takes (copies, then drops).
 * ``neardup cluster remove-node NAME --cluster FILE`` likewise; the removed node is read from
   until its documents are on their new nodes.
 * ``neardup cluster router --cluster FILE --port 8090`` serves the single-node HTTP API in
@@ -68,7 +69,10 @@ def status_cmd(
 
     with ClusterClient(cluster, namespace=namespace, timeout=5.0) as cc:
         rows = cc.status()
-        typer.echo(f"replicas {cc.replicas}, vnodes {cc.config.vnodes}, {len(rows)} nodes")
+        typer.echo(
+            f"epoch {cc.config.epoch}, replicas {cc.replicas}, vnodes {cc.config.vnodes}, "
+            f"{len(rows)} nodes"
+        )
     for r in rows:
         if as_json:
             typer.echo(json.dumps(r))
@@ -96,13 +100,8 @@ def add_node_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Add a node and move to it the ranges it takes over."""
-    from ..cluster.client import (
-        ClusterConfig,
-        NodeSpec,
-        check_index_settings,
-        rebalance,
-        start_journal,
-    )
+    from ..cluster.config import ClusterConfig, NodeSpec
+    from ..cluster.rebalancing import check_index_settings, rebalance, start_journal
 
     old = ClusterConfig.load(cluster)
     spec = NodeSpec(name, url, weight)
@@ -124,7 +123,8 @@ def remove_node_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Remove a node: its documents are copied to their new nodes, then deleted from it."""
-    from ..cluster.client import ClusterConfig, rebalance, start_journal
+    from ..cluster.config import ClusterConfig
+    from ..cluster.rebalancing import rebalance, start_journal
 
     old = ClusterConfig.load(cluster)
     new = old.without_node(name)
@@ -143,7 +143,8 @@ def rebalance_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Resume an interrupted change, or put every document on exactly its R nodes."""
-    from ..cluster.client import ClusterConfig, rebalance
+    from ..cluster.config import ClusterConfig
+    from ..cluster.rebalancing import rebalance
 
     jpath = _journal(cluster, journal)
     config = ClusterConfig.load(cluster)
@@ -157,16 +158,51 @@ def router_cmd(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind."),
     port: int = typer.Option(8090, "--port", help="Port to bind."),
     token: str | None = _TOKEN,
-    timeout: float = typer.Option(5.0, "--timeout", help="Seconds per request to one node."),
+    timeout: float = typer.Option(
+        5.0, "--timeout", help="Seconds a request to one node may take before the node is down."
+    ),
+    slow_after: float = typer.Option(
+        0.25,
+        "--slow-after",
+        help="Seconds without an answer after which a node is routed around (hints kept).",
+    ),
+    min_copies: int | None = typer.Option(
+        None, "--min-copies", help="Copies fsynced before a write is acknowledged (default R)."
+    ),
+    lease_ttl: float = typer.Option(
+        10.0, "--lease-ttl", help="Seconds the namespace write lease outlives the last write."
+    ),
+    max_body_bytes: str = typer.Option(
+        "32MiB", "--max-body-bytes", help="Larger bodies are answered 413 while being read."
+    ),
+    max_batch: int = typer.Option(10_000, "--max-batch", help="More documents: 413."),
+    max_namespaces: int = typer.Option(
+        1024, "--max-namespaces", help="Namespace clients kept (least recently used dropped)."
+    ),
     log_level: str = typer.Option("info", "--log-level"),
 ) -> None:
-    """Serve the single-node HTTP API in front of the cluster (one sequencer per namespace)."""
+    """Serve the single-node HTTP API in front of the cluster (one writer per namespace)."""
+    import socket
+
     import uvicorn
 
-    from ..cluster.client import ClusterConfig
+    from ..cluster.config import ClusterConfig
     from ..cluster.router import create_router
+    from ..service.config import parse_size
 
-    app = create_router(ClusterConfig.load(cluster), token=token or None, timeout=timeout)
+    ClusterConfig.load(cluster)  # a bad file is refused before the port is bound
+    app = create_router(
+        cluster,
+        token=token or None,
+        timeout=timeout,
+        slow_after=slow_after,
+        min_copies=min_copies,
+        lease_ttl=lease_ttl,
+        max_body_bytes=parse_size(max_body_bytes),
+        max_batch=max_batch,
+        max_namespaces=max_namespaces,
+        writer_id=f"router@{socket.gethostname()}:{port}",
+    )
     uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 

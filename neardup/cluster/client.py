@@ -1,283 +1,82 @@
-"""Several ``neardup serve`` nodes as one service: cluster file, client-side routing, rebalancing.
+"""Several ``neardup serve`` nodes as one service: client-side routing of one namespace.
 
 Design (docs/cluster.md, measured by ``benchmarks/bench_sharding.py``): documents are sharded
 **by document id** on a :class:`neardup.HashRing`; each document is written to ``replicas`` (R)
-distinct nodes, and a check fans out to every live node (each node holds a complete, exact
-index of its own documents, so the union of their answers is the cluster's answer).
+distinct nodes, and a check fans out to every node (each node holds a complete, exact index of
+its own documents, so the union of their answers is the cluster's answer).
 
-* **Writes** go to the first R *live* nodes of the document's preference list
-  (``ring.nodes_for(id, len(ring))``): with a node down, its copy goes to the next node on the
-  ring, so an acknowledged document always has R copies on nodes that were up (a later
-  :func:`rebalance` moves it home). A write is acknowledged once ``min_copies`` (default R)
-  copies are fsynced.
-* **Checks** fan out to every live node; they complete while fewer than R nodes are down
-  (every ring range still has a live replica); otherwise :class:`ServiceUnavailableError`.
-* A node that errors (5xx, refused, timeout) is **marked down** for ``down_seconds`` and routed
-  around; both decisions are logged on the ``neardup.cluster`` logger.
-* ``check_and_insert`` is serialized per :class:`ClusterClient` (one lock, the "sequencer"):
-  of near-duplicates sent through one client, exactly one is kept. Two *different* clients can
-  each keep one of two near-duplicates sent at the same instant; route every writer of a
-  namespace through one client (one process) when that matters (docs/cluster.md).
-
-Rebalancing (:func:`rebalance`) lists every node's documents (``GET {p}/export``), copies each
-document to the target nodes that lack it, and only then deletes it from nodes that are not
-targets; a journal file records the old and new cluster and the progress, and every step is
-idempotent, so an interrupted run is resumed by running it again.
+* **One writer per namespace**: before it writes, a client takes the namespace's *lease* on a
+  majority of the nodes (renewed while it writes); a second router or client is refused with
+  :class:`~neardup.service.replication.LeaseHeldError` (409) naming the holder, until the
+  holder has been idle for the lease's ``ttl``. Within one client, check-and-inserts are
+  serialized (the sequencer), so of near-duplicates sent through it exactly one is kept.
+* **One decision rule**: a batch is decided by :func:`neardup.online.keep_first`, the function
+  a node's writer uses: the nodes' checks give each member's matches against their windows,
+  one node's :meth:`~neardup.online.Deduplicator.group_matches` the within-batch matches
+  (MinHash bands + SimHash, verified on the texts). The same batch keeps the same documents
+  through the cluster as on one node (tests/cluster/test_cluster_rule.py).
+* **Writes** carry a version (:meth:`NodePool.next_version`) and go to the first R usable
+  nodes of the document's preference list; a target that is skipped or does not answer gets
+  a **hint** and the copy goes to the next node (hedged after ``slow_after``); acknowledged
+  once ``min_copies`` copies are fsynced. **Deletes** are versioned tombstones sent to every
+  usable node (hints for the others), acknowledged at ``min_copies``; a node never takes back
+  a copy older than its tombstone.
+* **Checks** complete as soon as the answers cover every ring range; a node that has not
+  answered by then is not waited for. Fewer answers: :class:`ServiceUnavailableError`.
+* **Epochs**: a node at another cluster epoch answers 409; the client reloads its cluster file
+  (or tells the node the newer membership) and retries once.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
-import tempfile
 import threading
 import time
-import tomllib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
-from ..errors import (
-    ConfigError,
-    InputTypeError,
-    NeardupError,
-    NotFoundError,
-    ServiceUnavailableError,
-)
-from ..service.export import export_page
-from .ring import DEFAULT_VNODES, HashRing, key_hash
+from ..errors import ConfigError, InputError, InputTypeError, NotFoundError, ServiceUnavailableError
+from ..online.group import GROUP_ORDER, Found, keep_first
+from ..online.types import Decision, Match
+from ..service.replication import VERSION_KEY, LeaseHeldError, StaleEpochError
+from .config import INDEX_SETTINGS, ClusterConfig, NodeSpec
+from .nodes import NodeAnswerError, NodeDown, NodePool, covered, namespace_path
 
-__all__ = [
-    "ClusterClient",
-    "ClusterConfig",
-    "NodeSpec",
-    "RebalanceReport",
-    "check_index_settings",
-    "export_page",
-    "rebalance",
-    "start_journal",
-]
+__all__ = ["ClusterClient", "ClusterConfig", "NodeSpec"]
 
 log = logging.getLogger("neardup.cluster")
 
-#: index settings that must be equal on every node (a node that differs is refused)
-INDEX_SETTINGS = ("bits", "max_distance", "search_radius")
-
-
-# -- the cluster file ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class NodeSpec:
-    """One node: a unique ``name`` (its ring identity), its base ``url`` and its ``weight``."""
-
-    name: str
-    url: str
-    weight: float = 1.0
-
-
-@dataclass(frozen=True)
-class ClusterConfig:
-    """The cluster file: nodes, vnodes and the replication factor.
-
-    TOML (or JSON with the same keys)::
-
-        vnodes = 6144        # optional
-        replicas = 2         # optional (R)
-        [[nodes]]
-        name = "n1"
-        url = "http://10.0.0.1:8080"
-        weight = 1.0         # optional
-    """
-
-    nodes: tuple[NodeSpec, ...]
-    replicas: int = 2
-    vnodes: int = DEFAULT_VNODES
-
-    def __post_init__(self) -> None:
-        if not self.nodes:
-            raise ConfigError("a cluster needs at least one node ([[nodes]] with name and url)")
-        seen: set[str] = set()
-        for n in self.nodes:
-            if not isinstance(n.name, str) or not n.name:
-                raise ConfigError(f"every node needs a non-empty name, got {n.name!r}")
-            if n.name in seen:
-                raise ConfigError(f"duplicate node name {n.name!r} in the cluster file")
-            seen.add(n.name)
-            parts = urlsplit(n.url) if isinstance(n.url, str) else None
-            if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
-                raise ConfigError(
-                    f"node {n.name!r}: url must be http(s)://host:port, got {n.url!r}"
-                )
-        r = self.replicas
-        if isinstance(r, bool) or not isinstance(r, int) or r < 1:
-            raise ConfigError(f"replicas must be a positive integer, got {r!r}")
-        if r > len(self.nodes):
-            raise ConfigError(
-                f"replicas = {r} but the cluster has only {len(self.nodes)} node(s); "
-                "replicas must be on distinct nodes: lower replicas or add nodes"
-            )
-        self.ring()  # weights and vnodes checked by the ring
-
-    def ring(self) -> HashRing:
-        return HashRing(
-            [n.name for n in self.nodes],
-            vnodes=self.vnodes,
-            weights={n.name: n.weight for n in self.nodes},
-        )
-
-    def node(self, name: str) -> NodeSpec:
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise NotFoundError(f"node {name!r} is not in the cluster (nodes: {', '.join(self.names)})")
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(n.name for n in self.nodes)
-
-    def with_node(self, spec: NodeSpec) -> ClusterConfig:
-        if spec.name in self.names:
-            raise ConfigError(f"node {spec.name!r} is already in the cluster; pick another name")
-        return ClusterConfig((*self.nodes, spec), self.replicas, self.vnodes)
-
-    def without_node(self, name: str) -> ClusterConfig:
-        self.node(name)
-        rest = tuple(n for n in self.nodes if n.name != name)
-        if len(rest) < self.replicas:
-            raise ConfigError(
-                f"removing {name!r} leaves {len(rest)} node(s), fewer than replicas = "
-                f"{self.replicas}; add a node first or lower replicas"
-            )
-        return ClusterConfig(rest, self.replicas, self.vnodes)
-
-    # file round trip
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "vnodes": self.vnodes,
-            "replicas": self.replicas,
-            "nodes": [{"name": n.name, "url": n.url, "weight": n.weight} for n in self.nodes],
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, source: str = "cluster file") -> ClusterConfig:
-        if not isinstance(data, Mapping):
-            raise ConfigError(f"{source}: expected a table/object at the top level")
-        unknown = sorted(set(data) - {"vnodes", "replicas", "nodes"})
-        if unknown:
-            raise ConfigError(f"{source}: unknown key(s) {', '.join(unknown)}")
-        raw = data.get("nodes")
-        if not isinstance(raw, list):
-            raise ConfigError(f"{source}: 'nodes' must be a list of {{name, url, weight}} tables")
-        nodes = []
-        for i, n in enumerate(raw):
-            if not isinstance(n, Mapping) or "name" not in n or "url" not in n:
-                raise ConfigError(f"{source}: nodes[{i}] needs 'name' and 'url'")
-            extra = sorted(set(n) - {"name", "url", "weight"})
-            if extra:
-                raise ConfigError(f"{source}: nodes[{i}] has unknown key(s) {', '.join(extra)}")
-            nodes.append(NodeSpec(n["name"], n["url"], n.get("weight", 1.0)))
-        return cls(tuple(nodes), data.get("replicas", 2), data.get("vnodes", DEFAULT_VNODES))
-
-    @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> ClusterConfig:
-        p = Path(path)
-        try:
-            raw = p.read_bytes()
-        except FileNotFoundError:
-            raise ConfigError(
-                f"cluster file {p} does not exist; write one (docs/cluster.md)"
-            ) from None
-        try:
-            if p.suffix.lower() == ".json":
-                data = json.loads(raw)
-            else:
-                data = tomllib.loads(raw.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cluster file {p} cannot be parsed: {exc}") from None
-        return cls.from_dict(data, source=str(p))
-
-    def dumps(self, fmt: str = "toml") -> str:
-        if fmt == "json":
-            return json.dumps(self.to_dict(), indent=2) + "\n"
-        lines = [f"vnodes = {self.vnodes}", f"replicas = {self.replicas}", ""]
-        for n in self.nodes:
-            lines += [
-                "[[nodes]]",
-                f"name = {json.dumps(n.name)}",
-                f"url = {json.dumps(n.url)}",
-                f"weight = {float(n.weight)!r}",
-                "",
-            ]
-        return "\n".join(lines)
-
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write atomically (temp file, fsync, rename), TOML unless the name ends in .json."""
-        p = Path(path)
-        _atomic_write(p, self.dumps("json" if p.suffix.lower() == ".json" else "toml"))
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-# -- routing -----------------------------------------------------------------------------------
-class _NodeFailed(Exception):
-    def __init__(self, node: str, exc: BaseException) -> None:
-        super().__init__(f"{node}: {exc}")
-        self.node = node
-        self.exc = exc
-
-
-def _is_node_failure(exc: BaseException) -> bool:
-    """Errors that say the node (not the request) is at fault: 5xx, unreachable, timeouts."""
-    if isinstance(exc, ServiceUnavailableError):
-        return True
-    status = getattr(exc, "status_code", None)
-    if isinstance(status, int) and status >= 500:
-        return True
-    return not isinstance(exc, NeardupError)  # an unexpected client-side failure
-
-
-@dataclass
-class _Health:
-    down_until: float = 0.0
-    reason: str = ""
-    failures: int = 0
+#: matches reported per document (the nodes' default)
+MAX_MATCHES = 10
 
 
 class ClusterClient:
-    """Routes documents to the nodes of a cluster (client-side routing, by document id).
+    """Routes the documents of one namespace to the nodes of a cluster (see the module docs).
 
     Parameters
     ----------
     config : ClusterConfig or path
-        The cluster (a :class:`ClusterConfig` or a cluster file).
+        The cluster (a path is reloaded when a node reports a newer epoch).
     token : str, optional
-        Bearer token for writes (the same on every node).
+        Bearer token of the nodes (the same on every node).
     namespace : str, default="default"
     timeout : float, default=5.0
-        Seconds per request to one node; a node that does not answer in time is marked down.
-    down_seconds : float, default=5.0
-        How long a failed node is routed around before it is tried again.
+        Seconds a request to one node may take; then the node is marked down.
+    down_seconds : float, default=0.5
+        First back-off before a down node is probed again (doubles up to 10 s).
     min_copies : int, optional
-        Copies that must be fsynced before a write is acknowledged (default R). Lower it to
-        keep accepting writes with fewer than R nodes up (then a second failure can lose them).
-    client_factory : callable, optional
-        ``(url, **kwargs) -> Client`` (tests).
+        Copies that must be fsynced before a write (or delete) is acknowledged (default R).
+    slow_after : float, default=0.25
+        Seconds without an answer after which a node is routed around (see
+        :class:`~neardup.cluster.nodes.NodePool`).
+    lease_ttl : float, default=10.0
+        Seconds the namespace's write lease lasts without a write (renewed while writing).
+    nodes : NodePool, optional
+        A shared pool (the router's); default: this client makes and closes its own.
+    transport : httpx transport, optional
+        For tests.
     """
 
     def __init__(
@@ -287,587 +86,533 @@ class ClusterClient:
         token: str | None = None,
         namespace: str = "default",
         timeout: float = 5.0,
-        down_seconds: float = 5.0,
+        down_seconds: float = 0.5,
         min_copies: int | None = None,
-        client_factory: Callable[..., Any] | None = None,
+        slow_after: float = 0.25,
+        lease_ttl: float = 10.0,
+        nodes: NodePool | None = None,
+        transport: Any = None,
     ) -> None:
-        from ..service.client import Client
+        from ..service.config import validate_namespace
 
-        self.config = config if isinstance(config, ClusterConfig) else ClusterConfig.load(config)
-        self.ring = self.config.ring()
-        self.replicas = self.config.replicas
-        self.namespace = namespace
+        self.namespace = validate_namespace(namespace)
+        self._own = nodes is None
+        self.nodes = nodes or NodePool(
+            config,
+            token=token,
+            timeout=timeout,
+            slow_after=slow_after,
+            down_seconds=down_seconds,
+            transport=transport,
+        )
+        if self._own:
+            try:
+                self.nodes.join_all()
+            except BaseException:
+                self.nodes.close()
+                raise
+        r = self.nodes.config.replicas
         if min_copies is None:
-            min_copies = self.replicas
+            min_copies = r
         if (
             isinstance(min_copies, bool)
             or not isinstance(min_copies, int)
-            or not (1 <= min_copies <= self.replicas)
+            or not 1 <= min_copies <= r
         ):
-            raise ConfigError(
-                f"min_copies must be in 1..replicas ({self.replicas}), got {min_copies!r}"
-            )
+            raise ConfigError(f"min_copies must be in 1..replicas ({r}), got {min_copies!r}")
         self.min_copies = min_copies
-        self.down_seconds = float(down_seconds)
-        make = client_factory or Client
-        self._clients = {
-            n.name: make(n.url, token=token, namespace=namespace, timeout=timeout)
-            for n in self.config.nodes
-        }
-        self._health = {n: _Health() for n in self.config.names}
-        self._health_lock = threading.Lock()
+        if not 0 < float(lease_ttl) <= 600:
+            raise ConfigError(f"lease_ttl must be seconds in (0, 600], got {lease_ttl!r}")
+        self.lease_ttl = float(lease_ttl)
         self._sequencer = threading.Lock()
-        self._radius: int | None = None
-        self._pool = ThreadPoolExecutor(
-            max_workers=max(4, 2 * len(self._clients)), thread_name_prefix="neardup-cluster"
-        )
+        self._lease_until = 0.0
+        self._closed = False
 
-    # -- node health ---------------------------------------------------------------------------
+    # -- cluster view -------------------------------------------------------------------------
+    @property
+    def config(self) -> ClusterConfig:
+        return self.nodes.config
+
+    @property
+    def ring(self) -> Any:
+        return self.nodes.ring
+
+    @property
+    def replicas(self) -> int:
+        return self.nodes.config.replicas
+
     def is_up(self, node: str) -> bool:
-        return self._health[node].down_until <= time.monotonic()
+        return self.nodes.usable(node)
 
     def live_nodes(self) -> list[str]:
-        return [n for n in self.config.names if self.is_up(n)]
+        return self.nodes.usable_nodes()
 
     def mark_down(self, node: str, reason: str) -> None:
-        with self._health_lock:
-            h = self._health[node]
-            first = h.down_until <= time.monotonic()
-            h.down_until = time.monotonic() + self.down_seconds
-            h.reason = reason
-            h.failures += 1
-        if first:
-            log.warning(
-                "node %s marked down for %.1f s, routing around it: %s",
-                node,
-                self.down_seconds,
-                reason,
-            )
+        self.nodes.mark_down(node, reason)
 
-    def _mark_up(self, node: str) -> None:
-        h = self._health[node]
-        if h.failures and h.down_until <= time.monotonic() and h.reason:
-            with self._health_lock:
-                if h.reason:
-                    log.warning("node %s answered again: routing to it", node)
-                    h.reason = ""
-
-    def _call(self, node: str, fn: Callable[[Any], Any]) -> Any:
-        try:
-            out = fn(self._clients[node])
-        except Exception as exc:
-            if _is_node_failure(exc):
-                self.mark_down(node, f"{type(exc).__name__}: {exc}")
-                raise _NodeFailed(node, exc) from exc
-            raise
-        self._mark_up(node)
-        return out
-
-    def _fan_out(self, nodes: Sequence[str], fn: Callable[[Any], Any]) -> dict[str, Any]:
-        """``fn(client)`` on every node in parallel: {node: result}; failed nodes are left out."""
-        return self._run_calls({n: fn for n in nodes})
-
-    def _run_calls(self, calls: Mapping[str, Callable[[Any], Any]]) -> dict[str, Any]:
-        futures = {n: self._pool.submit(self._call, n, fn) for n, fn in calls.items()}
-        out: dict[str, Any] = {}
-        for n, fut in futures.items():
-            try:
-                out[n] = fut.result()
-            except _NodeFailed:
-                continue
-        return out
-
-    def _check_coverage(self, answered: Iterable[str]) -> None:
-        """Raise unless every ring range has a replica among the nodes that answered."""
-        missing = set(self.config.names) - set(answered)
-        if len(missing) < self.replicas:
-            return
-        snap = self.ring.snapshot()
-        import numpy as np
-
-        table = snap._replica_table(self.replicas)
-        down = np.array([n in missing for n in snap.nodes])
-        if down[table].all(axis=1).any():
-            raise ServiceUnavailableError(
-                f"{len(missing)} node(s) are down ({', '.join(sorted(missing))}) and some ring "
-                f"ranges have all {self.replicas} replicas among them: a check could miss "
-                "duplicates; bring a node back"
-            )
-
-    # -- documents -----------------------------------------------------------------------------
     def preference(self, doc_id: str) -> tuple[str, ...]:
         """Every node in the order a document's copies are placed (its R replicas first)."""
-        return self.ring.nodes_for(doc_id, len(self.ring))
+        return self.nodes.ring.nodes_for(doc_id, len(self.nodes.ring))
 
     def targets(self, doc_id: str) -> tuple[str, ...]:
         """The R nodes that hold ``doc_id`` when every node is up."""
-        return self.ring.nodes_for(doc_id, self.replicas)
+        return self.nodes.ring.nodes_for(doc_id, self.replicas)
 
+    def _covered(self, answered: Iterable[str]) -> bool:
+        """Whether every ring range has a replica among ``answered``."""
+        config, ring = self.nodes.snapshot()
+        return covered(config, ring, answered)
+
+    def _coverage_error(self, answered: Iterable[str]) -> ServiceUnavailableError:
+        missing = set(self.config.names) - set(answered)
+        reasons = "; ".join(f"{n}: {self.nodes.reason(n) or 'no answer'}" for n in sorted(missing))
+        return ServiceUnavailableError(
+            f"{len(missing)} node(s) are down ({', '.join(sorted(missing))}) and some ring "
+            f"ranges have all {self.replicas} replicas among them: a check could miss "
+            f"duplicates; bring a node back ({reasons})"
+        )
+
+    # -- epochs ---------------------------------------------------------------------------------
+    def _retrying(self, fn: Any, *args: Any) -> Any:
+        """``fn(*args)``, again after a node reported another cluster epoch (the file reloaded,
+        or the node told the membership), at most once per node."""
+        last = len(self.config.names)  # each retry brings one node (or the file) up to date
+        for attempt in range(last + 1):
+            try:
+                return fn(*args)
+            except NodeAnswerError as exc:
+                if not isinstance(exc.error, StaleEpochError) or attempt == last:
+                    raise exc.error from None
+                self._after_stale(exc.node, exc.error)
+        raise AssertionError("unreachable")
+
+    def _after_stale(self, node: str, err: StaleEpochError) -> None:
+        if err.node_epoch > self.config.epoch:
+            self.nodes.reload(err.node_epoch)
+            self._lease_until = 0.0
+            return
+        try:
+            self.nodes.join(node)
+        except NodeDown as exc:  # gone meanwhile: the retry routes around it
+            self.nodes.mark_down(node, str(exc))
+        except NodeAnswerError as exc:
+            raise exc.error from None
+
+    # -- the lease ------------------------------------------------------------------------------
+    def _ensure_lease(self) -> None:
+        """(sequencer held) Hold the namespace's write lease on a majority of the nodes."""
+        now = time.monotonic()
+        if now < self._lease_until - self.lease_ttl / 2:
+            return
+        body = {"writer": self.nodes.writer_id, "ttl": self.lease_ttl, "epoch": self.config.epoch}
+        path = namespace_path(self.namespace, "lease")
+        names = self.config.names
+        need = len(names) // 2 + 1
+        ask = self.nodes.usable_nodes()
+        if len(ask) < need:  # the last resort: nodes that are slow but not known down
+            ask = self.nodes.reachable_nodes()
+        calls = {n: (lambda n=n: self.nodes.request(n, "POST", path, body)) for n in ask}
+
+        def enough(answers: Mapping[str, Any]) -> bool:
+            return len(answers) >= need
+
+        answers, errors = self.nodes.gather(calls, enough=enough)
+        for a in answers.values():
+            self.nodes.observe_version(int(a.get("max_version") or 0))
+        if len(answers) >= need:
+            self._lease_until = now + self.lease_ttl * 0.8  # a margin for clock drift
+            return
+        self._lease_until = 0.0
+        for n in answers:  # give back what was granted: the other writer may go on
+            self.nodes.executor.submit(self._release, n)
+        for exc in errors.values():
+            if isinstance(exc, NodeAnswerError) and not isinstance(exc.error, LeaseHeldError):
+                raise exc  # e.g. a stale epoch: the caller retries
+        held = [e for e in errors.values() if isinstance(e, NodeAnswerError)]
+        if held:
+            raise held[0].error
+        raise ServiceUnavailableError(
+            f"the write lease of namespace {self.namespace!r} needs {need} of {len(names)} nodes; "
+            f"only {len(answers)} answered: bring nodes back"
+        )
+
+    def _release(self, node: str) -> None:
+        with contextlib.suppress(NodeDown, NodeAnswerError):
+            self.nodes.request(
+                node, "DELETE", namespace_path(self.namespace, "lease"),
+                params={"writer": self.nodes.writer_id}, breaker=False, timeout=2.0,
+            )  # fmt: skip
+
+    # -- documents ------------------------------------------------------------------------------
     @staticmethod
     def _as_list(docs: Any) -> tuple[list[dict[str, Any]], bool]:
         if isinstance(docs, Mapping):
-            return [dict(docs)], False
-        if isinstance(docs, (str, bytes)):
+            items, batch = [dict(docs)], False
+        elif isinstance(docs, str | bytes) or not isinstance(docs, Iterable):
             raise InputTypeError("documents must be a mapping or a list of mappings")
-        items = [dict(d) for d in docs]
-        return items, True
+        else:
+            items, batch = [], True
+            for i, d in enumerate(docs):
+                if not isinstance(d, Mapping):
+                    raise InputTypeError(
+                        f"documents[{i}] must be a mapping {{'id': ..., 'text': ...}}, got "
+                        f"{type(d).__name__}"
+                    )
+                items.append(dict(d))
+        for i, d in enumerate(items):
+            meta = d.get("metadata")
+            if isinstance(meta, Mapping) and VERSION_KEY in meta:
+                raise InputError(
+                    f"documents[{i}].metadata: the key {VERSION_KEY!r} is reserved by the cluster "
+                    "(it holds the version of each write); rename it"
+                )
+        return items, batch
 
-    def _check_list(self, docs: list[dict[str, Any]]) -> list[Any]:
-        from ..online.deduplicator import Decision, Match
-
-        nodes = self.live_nodes()
-        answers = self._fan_out(nodes, lambda c: c.check(docs, namespace=self.namespace))
-        if not answers:
-            raise ServiceUnavailableError(
-                f"no node of the cluster answered ({', '.join(self.config.names)})"
-            )
-        self._check_coverage(answers)
-        merged: list[Any] = []
+    def _fan_check(
+        self, docs: list[dict[str, Any]], pairs: bool
+    ) -> tuple[list[tuple[bool, list[Found], bool, int]], dict[int, list[Found]]]:
+        """Check ``docs`` on every usable node. Per document: (a stored match drops it, its
+        matches, its id is stored (a re-send), fingerprint); and the within-batch matches."""
+        body = {"documents": docs, "pairs": pairs, "epoch": self.config.epoch}
+        path = namespace_path(self.namespace, "check")
+        ask = self.nodes.usable_nodes()
+        if not self._covered(ask):  # the last resort: nodes that are slow but not known down
+            ask = self.nodes.reachable_nodes()
+        calls = {n: (lambda n=n: self.nodes.request(n, "POST", path, body)) for n in ask}
+        answers, errors = self.nodes.gather(calls, enough=self._covered, n_docs=len(docs))
+        for exc in errors.values():
+            if isinstance(exc, NodeAnswerError):
+                raise exc
+        if not answers or not self._covered(answers):
+            raise self._coverage_error(answers)
+        # a node's answer may show documents it has still to delete (its hints): not matches
+        gone = {node: self.nodes.hinted_deletes(node, self.namespace) for node in answers}
+        merged = []
         for i, d in enumerate(docs):
-            best: dict[str, Match] = {}
+            best: dict[str, tuple[int, float | None]] = {}
+            dup = False
             fp = 0
-            for decisions in answers.values():
-                dec = decisions[i]
-                fp = dec.fingerprint
-                for m in dec.matches:
-                    if m.id not in best or m.distance < best[m.id].distance:
-                        best[m.id] = m
-            matches = tuple(sorted(best.values(), key=lambda m: (m.distance, m.id)))
-            merged.append(
-                Decision(id=d["id"], duplicate=bool(matches), added=False, matches=matches,
-                         fingerprint=fp)
-            )  # fmt: skip
-        return merged
+            for node, ans in answers.items():
+                r = ans["results"][i]
+                fp = int(r.get("fingerprint") or "0", 16)
+                ms = [m for m in r["matches"] if m["id"] not in gone[node]]
+                if r["duplicate"] and (ms or not r["matches"]):
+                    dup = True
+                for m in ms:
+                    if m["id"] not in best or m["distance"] < best[m["id"]][0]:
+                        best[m["id"]] = (int(m["distance"]), m.get("score"))
+            ranked = sorted(best.items(), key=lambda kv: (kv[1][0], kv[0]))
+            found = [Found(dist, k, mid, sc, False) for k, (mid, (dist, sc)) in enumerate(ranked)]
+            resend = d["id"] in best
+            merged.append((dup, found, resend, fp))
+        within: dict[int, list[Found]] = {}
+        if pairs:
+            ans = next(iter(answers.values()))
+            for i, j, dist, score, drops in ans.get("pairs", ()):
+                within.setdefault(int(i), []).append(
+                    Found(int(dist), GROUP_ORDER + int(j), docs[int(j)]["id"], score, bool(drops))
+                )
+        return merged, within
+
+    def _decide(
+        self, items: list[dict[str, Any]], op: str
+    ) -> tuple[list[Decision], list[dict[str, Any]]]:
+        """Decisions for ``items`` (``op``: check, insert or check_and_insert) and the
+        documents to write."""
+        stored, within = self._fan_check(items, pairs=op != "check" and len(items) > 1)
+        n = len(items)
+        adding = [op != "check" and not s[2] for s in stored]
+        force = [op == "insert" and not s[2] for s in stored]
+        out = keep_first(
+            [(s[0], s[1]) for s in stored], within, adding=adding, force=force,
+            max_matches=MAX_MATCHES,
+        )  # fmt: skip
+        decisions = []
+        write = []
+        for i in range(n):
+            dup, kept, top = out[i]
+            matches = tuple(Match(f.id, f.distance, f.score) for f in top)
+            decisions.append(Decision(items[i]["id"], dup, kept, matches, stored[i][3]))
+            # a re-send (its id is stored) is written again: idempotent, and it restores a
+            # copy that a failed earlier attempt did not make
+            if op != "check" and (kept or stored[i][2]):
+                write.append(items[i])
+        return decisions, write
 
     def check(self, docs: Any) -> Any:
-        """Decisions against every live node; nothing stored."""
+        """Decisions against every node; nothing stored, no lease needed."""
         items, batch = self._as_list(docs)
-        out = self._check_list(items)
+        out = self._retrying(lambda: self._decide(items, "check")[0])
         return out if batch else out[0]
-
-    def _write(self, docs: list[dict[str, Any]]) -> set[str]:
-        """Write each document to R live nodes of its preference list; return the ids that
-        reached ``min_copies`` copies (the others raise)."""
-        copies: dict[str, set[str]] = {d["id"]: set() for d in docs}
-        by_id = {d["id"]: d for d in docs}
-        pending = list(docs)
-        ns = self.namespace
-        # each round writes every unfinished document to its next live nodes; a node that
-        # fails is marked down, so the next round picks the node after it (bounded by the
-        # number of nodes)
-        for _round in range(len(self.config.names)):
-            plan: dict[str, list[dict[str, Any]]] = {}
-            for d in pending:
-                have = copies[d["id"]]
-                need = self.replicas - len(have)
-                for n in self.preference(d["id"]):
-                    if need <= 0:
-                        break
-                    if n in have or not self.is_up(n):
-                        continue
-                    plan.setdefault(n, []).append(d)
-                    need -= 1
-            if not plan:
-                break
-            done = self._run_calls({n: _inserter(batch, ns) for n, batch in plan.items()})
-            for n, decisions in done.items():
-                for dec in decisions:
-                    copies[dec.id].add(n)
-            pending = [by_id[i] for i, have in copies.items() if len(have) < self.replicas]
-            if not pending:
-                break
-        short = {i: len(h) for i, h in copies.items() if len(h) < self.min_copies}
-        if short:
-            raise ServiceUnavailableError(
-                f"{len(short)} document(s) could not be written to {self.min_copies} node(s) "
-                f"(e.g. {next(iter(short))!r} has {next(iter(short.values()))}); nothing about "
-                "them is acknowledged: send them again when nodes are back"
-            )
-        under = [i for i, h in copies.items() if len(h) < self.replicas]
-        if under:
-            log.warning(
-                "%d document(s) written with fewer than %d copies", len(under), self.replicas
-            )
-        return set(copies)
 
     def insert(self, docs: Any) -> Any:
         """Insert unconditionally (duplicates reported cluster-wide)."""
-        from ..online.deduplicator import Decision
-
-        items, batch = self._as_list(docs)
-        decisions = self._check_list(items)
-        self._write(items)
-        out = [Decision(d.id, d.duplicate, True, d.matches, d.fingerprint) for d in decisions]
-        return out if batch else out[0]
+        return self._write_op(docs, "insert")
 
     def check_and_insert(self, docs: Any) -> Any:
-        """Insert the documents that are not near-duplicates of anything in the cluster (or of
-        an earlier document of the batch); serialized per client (see module docstring)."""
-        from ..online.deduplicator import Decision
+        """Insert the documents that are not near-duplicates of anything in the cluster or of
+        an earlier kept document of the batch (one rule: :func:`neardup.online.keep_first`)."""
+        return self._write_op(docs, "check_and_insert")
 
+    def _write_op(self, docs: Any, op: str) -> Any:
         items, batch = self._as_list(docs)
-        with self._sequencer:
-            decisions = self._check_list(items)
-            # nodes' checks store nothing, so near-duplicates *within* the batch are found
-            # here: documents with an earlier batch member within the search radius are
-            # decided one by one after the others are written (rare, so the batch stays one
-            # round trip in the common case)
-            later = _within_radius_of_earlier(
-                [d.fingerprint for d in decisions], self._search_radius()
-            )
+        now = time.time()
+        for d in items:  # one time for every replica (a node would take its own clock)
+            if d.get("time") is None:
+                d["time"] = now
 
-            # a document whose only match is itself (a re-send) is written again: idempotent,
-            # and it restores a copy a failed earlier attempt did not make
-            def wanted(d: dict[str, Any], dec: Any) -> bool:
-                return not dec.duplicate or all(m.id == d["id"] for m in dec.matches)
+        def run() -> list[Decision]:
+            with self._sequencer:
+                self._ensure_lease()
+                decisions, write = self._decide(items, op)
+                if write:
+                    ops = [
+                        {"op": "put", "doc": d, "version": self.nodes.next_version()} for d in write
+                    ]
+                    self._replicate(ops)
+                return decisions
 
-            write = [
-                d for j, (d, dec) in enumerate(zip(items, decisions, strict=True))
-                if j not in later and wanted(d, dec)
-            ]  # fmt: skip
-            self._write(write)
-            for j in sorted(later):
-                dec = self._check_list([items[j]])[0]
-                decisions[j] = dec
-                if wanted(items[j], dec):
-                    self._write([items[j]])
-                    write.append(items[j])
-        written = {d["id"] for d in write}
-        out = [
-            Decision(
-                d.id, d.duplicate, d.id in written and not d.duplicate, d.matches, d.fingerprint
-            )
-            for d in decisions
-        ]
+        out = self._retrying(run)
         return out if batch else out[0]
 
-    def _search_radius(self) -> int:
-        """The widest candidate radius of the nodes (their stats), cached; 8 when unknown."""
-        if self._radius is None:
-            ns = self.namespace
-            answers = self._fan_out(
-                self.live_nodes(), lambda c: c._request("GET", f"/v1/ns/{ns}")["stats"]
+    def delete(self, doc_id: str) -> None:
+        """Delete ``doc_id`` everywhere: a versioned tombstone on every node (a hint for the
+        ones that are away), acknowledged at ``min_copies``. NotFoundError when no node had
+        a copy (the tombstone is recorded anyway)."""
+        if not isinstance(doc_id, str) or not doc_id:
+            raise InputTypeError(f"doc_id must be a non-empty str, got {doc_id!r}")
+
+        def run() -> list[str]:
+            with self._sequencer:
+                self._ensure_lease()
+                op = {"op": "delete", "id": doc_id, "version": self.nodes.next_version()}
+                return self._replicate([op])[0]
+
+        results = self._retrying(run)
+        if not any(r in ("deleted", "newer") for r in results):
+            raise NotFoundError(f"document {doc_id!r} not found on any node")
+
+    def _replicate(self, ops: list[dict[str, Any]]) -> list[list[str]]:
+        """Send write ops: puts to R nodes of their preference lists, deletes to every node.
+        Returns, per op, the results of the nodes that acknowledged it; raises
+        ServiceUnavailableError when one has fewer than ``min_copies``."""
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        config, ring = self.nodes.snapshot()
+        ns = self.namespace
+        names = config.names
+        path = namespace_path(ns, "write")
+        acks: list[dict[str, str]] = [{} for _ in ops]
+        tried: list[set[str]] = [set() for _ in ops]  # nodes an op was sent to
+        hinted: list[set[str]] = [set() for _ in ops]
+        prefs: list[tuple[str, ...]] = []
+        for op in ops:
+            key = op["doc"]["id"] if op["op"] == "put" else op["id"]
+            prefs.append(ring.nodes_for(key, len(ring)) if op["op"] == "put" else names)
+        want = [config.replicas if op["op"] == "put" else len(names) for op in ops]
+        # hints for every node a put should reach (its R ring replicas) or any node for a
+        # delete, that is not usable now
+        for k, op in enumerate(ops):
+            meant = prefs[k][: config.replicas] if op["op"] == "put" else names
+            for n in meant:
+                if not self.nodes.usable(n):
+                    self.nodes.add_hints(n, ns, [op])
+                    hinted[k].add(n)
+
+        def assign(k: int) -> str | None:
+            for n in prefs[k]:
+                if n not in tried[k] and n not in hinted[k] and self.nodes.usable(n):
+                    tried[k].add(n)
+                    return n
+            coming = sum(k in ks for f, (_, ks, _) in inflight.items() if f not in hedged)
+            if len(acks[k]) + coming < self.min_copies:
+                # the last resort: a node that is slow, or replaying its hints, but not down
+                # (a hint kept for it too is replayed later as a no-op)
+                for n in prefs[k]:
+                    if n in tried[k] or self.nodes.state(n) == "open":
+                        continue
+                    tried[k].add(n)
+                    return n
+            return None
+
+        def launch(plan: dict[str, list[int]]) -> None:
+            for n, ks in plan.items():
+                body = {"epoch": config.epoch, "writer": self.nodes.writer_id,
+                        "ops": [ops[k] for k in ks]}  # fmt: skip
+                f = self.nodes.submit(n, "POST", path, body)
+                f.add_done_callback(self._hint_on_failure(n, [ops[k] for k in ks]))
+                limit = time.monotonic() + self.nodes.slow_limit(n, len(ks))
+                inflight[f] = (n, ks, limit)
+
+        inflight: dict[Any, tuple[str, list[int], float]] = {}
+        hedged: set[Any] = set()
+        plan: dict[str, list[int]] = {}
+        for k in range(len(ops)):
+            for _ in range(want[k] - len(acks[k])):
+                node = assign(k)
+                if node is None:
+                    break
+                plan.setdefault(node, []).append(k)
+        launch(plan)
+        stale: NodeAnswerError | None = None
+        while inflight:
+            now = time.monotonic()
+            ahead = [t - now for f, (_, _, t) in inflight.items() if f not in hedged and t > now]
+            done, _ = wait(list(inflight), timeout=min(ahead) if ahead else 0.05,
+                           return_when=FIRST_COMPLETED)  # fmt: skip
+            plan = {}
+            for f in done:
+                n, ks, _t = inflight.pop(f)
+                hedged.discard(f)
+                exc = f.exception()
+                if exc is None:
+                    for k, r in zip(ks, f.result()["results"], strict=True):
+                        acks[k][n] = r
+                    continue
+                if isinstance(exc, NodeAnswerError):
+                    if isinstance(exc.error, StaleEpochError):
+                        stale = exc
+                        continue
+                    raise exc.error
+                for k in ks:  # the node failed: the next node takes its copies
+                    if ops[k]["op"] == "put":
+                        m = assign(k)
+                        if m is not None:
+                            plan.setdefault(m, []).append(k)
+            now = time.monotonic()
+            for f, (n, ks, t) in list(inflight.items()):
+                if now >= t and f not in hedged:
+                    hedged.add(f)
+                    self.nodes.suspect(n, "no answer to a write in time")
+                    for k in ks:
+                        if ops[k]["op"] == "put":
+                            m = assign(k)
+                            if m is not None:
+                                plan.setdefault(m, []).append(k)
+            launch(plan)
+            # done when every op has its copies, or what is left is waiting on slow nodes
+            if all(f in hedged for f in inflight) and all(
+                len(acks[k]) >= min(want[k], self.min_copies) for k in range(len(ops))
+            ):
+                break
+        if stale is not None:
+            raise stale
+        short = [k for k in range(len(ops)) if len(acks[k]) < self.min_copies]
+        if short:
+            k = short[0]
+            what = ops[k]["doc"]["id"] if ops[k]["op"] == "put" else ops[k]["id"]
+            raise ServiceUnavailableError(
+                f"{len(short)} write(s) reached fewer than {self.min_copies} node(s) (e.g. "
+                f"{what!r}: {len(acks[k])}); nothing about them is acknowledged: send them again "
+                "when nodes are back"
             )
-            radii = [a.get("search_radius") or a.get("max_distance") for a in answers.values()]
-            radii = [r for r in radii if isinstance(r, int)]
-            if not radii:
-                return 8
-            self._radius = max(radii)
-        return self._radius
+        return [list(a.values()) for a in acks]
+
+    def _hint_on_failure(self, node: str, ops: list[dict[str, Any]]) -> Any:
+        def done(f: Any) -> None:
+            exc = f.exception()
+            if isinstance(exc, NodeDown):
+                self.nodes.add_hints(node, self.namespace, ops)
+
+        return done
 
     def get(self, doc_id: str) -> dict[str, Any]:
-        """The stored document from its first live replica (any live node as a fallback)."""
-        tried = 0
-        for n in self.preference(doc_id):
-            if not self.is_up(n):
-                continue
-            tried += 1
-            try:
-                return self._call(n, lambda c: c.get(doc_id, namespace=self.namespace))
-            except (_NodeFailed, NotFoundError):
-                continue
-        if not tried:
-            raise ServiceUnavailableError("no node of the cluster is up")
-        raise NotFoundError(f"document {doc_id!r} not found on any live node")
+        """The stored document: the newest copy on the usable nodes, unless a tombstone at
+        least as new says it was deleted (then NotFoundError; the stale copies are deleted)."""
+        from urllib.parse import quote
 
-    def delete(self, doc_id: str) -> None:
-        """Delete every copy on the live nodes."""
-        found = self._fan_out(self.live_nodes(), lambda c: _delete_quiet(c, doc_id, self.namespace))
-        if not any(found.values()):
-            raise NotFoundError(f"document {doc_id!r} not found on any live node")
+        path = namespace_path(self.namespace, "docs/" + quote(doc_id, safe=""))
+        ask = self.nodes.usable_nodes()
+        if not self._covered(ask):
+            ask = self.nodes.reachable_nodes()
+        calls = {n: (lambda n=n: self.nodes.request(n, "GET", path)) for n in ask}
+        answers, errors = self.nodes.gather(calls, enough=self._covered)
+        for exc in errors.values():
+            if isinstance(exc, NodeAnswerError):
+                raise exc.error
+        if not answers:
+            raise ServiceUnavailableError("no node of the cluster answered")
+        dead = max((a["tombstone"] or 0 for a in answers.values()), default=0)
+        best: dict[str, Any] | None = None
+        best_v = -1
+        stale = []
+        for node, a in answers.items():
+            if a["doc"] is None or doc_id in self.nodes.hinted_deletes(node, self.namespace):
+                continue
+            v = int(a["version"] or 0)
+            if dead and v <= dead:
+                stale.append(node)
+            elif v > best_v:
+                best, best_v = a["doc"], v
+        if stale:  # read repair: the delete these copies missed
+            op = {"op": "delete", "id": doc_id, "version": dead}
+            body = {"epoch": self.config.epoch, "ops": [op]}
+            for n in stale:
+                self.nodes.submit(n, "POST", namespace_path(self.namespace, "write"), body)
+        if best is None:
+            if not self._covered(answers):
+                raise self._coverage_error(answers)
+            raise NotFoundError(f"document {doc_id!r} not found")
+        meta = best.get("metadata")
+        if isinstance(meta, dict) and VERSION_KEY in meta:
+            rest = {k: v for k, v in meta.items() if k != VERSION_KEY}
+            best = {**best, "metadata": rest or None}
+        return best
 
     def create_namespace(self, name: str | None = None) -> None:
+        from urllib.parse import quote
+
+        ns = name or self.namespace
         for n in self.config.names:
-            self._call(n, lambda c: c.create_namespace(name or self.namespace))
+            try:
+                self.nodes.request(n, "PUT", f"/v1/ns/{quote(ns, safe='')}", {})
+            except NodeAnswerError as exc:
+                raise exc.error from None
+            except NodeDown as exc:
+                raise ServiceUnavailableError(str(exc)) from None
 
     def status(self) -> list[dict[str, Any]]:
-        """Per node: url, weight, ring share, up, documents, index settings (or the error)."""
+        """Per node: url, weight, ring share, state, documents, index settings (or the error)."""
         shares = self.ring.shares()
+        ns = self.namespace
 
-        def one(c: Any) -> dict[str, Any]:
-            h = c.health()
-            info = c._request("GET", f"/v1/ns/{self.namespace}")
+        def one(n: str) -> dict[str, Any]:
+            h = self.nodes.request(n, "GET", "/healthz", breaker=False, timeout=2.0)
+            info = self.nodes.request(n, "GET", f"/v1/ns/{ns}", breaker=False, timeout=2.0)
             return {"documents": h.get("documents"), "stats": info.get("stats", {})}
 
-        answers = self._fan_out(self.config.names, one)
+        futures = {n: self.nodes.executor.submit(one, n) for n in self.config.names}
         rows = []
         for spec in self.config.nodes:
             row: dict[str, Any] = {
                 "name": spec.name, "url": spec.url, "weight": spec.weight,
-                "share": shares[spec.name], "up": spec.name in answers,
+                "share": shares[spec.name], "state": self.nodes.state(spec.name),
+                "hints": self.nodes.hint_count(spec.name),
             }  # fmt: skip
-            if spec.name in answers:
-                a = answers[spec.name]
+            try:
+                a = futures[spec.name].result()
+            except (NodeDown, NodeAnswerError) as exc:
+                row["up"] = False
+                row["error"] = str(exc)
+            else:
+                row["up"] = True
                 row["documents"] = a["documents"]
                 row["index"] = {k: a["stats"].get(k) for k in INDEX_SETTINGS}
-            else:
-                row["error"] = self._health[spec.name].reason
             rows.append(row)
         return rows
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
-        for c in self._clients.values():
-            c.close()
+        if self._closed:
+            return
+        self._closed = True
+        if self._lease_until > time.monotonic():
+            for n in self.nodes.usable_nodes():
+                self._release(n)
+        if self._own:
+            self.nodes.close()
 
     def __enter__(self) -> ClusterClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _within_radius_of_earlier(fps: Sequence[int], radius: int) -> set[int]:
-    """Positions whose fingerprint is within ``radius`` bits of an earlier one (64 or 128 bits)."""
-    import numpy as np
-
-    hi = np.array([f >> 64 for f in fps], dtype=np.uint64)
-    lo = np.array([f & 0xFFFFFFFFFFFFFFFF for f in fps], dtype=np.uint64)
-    out: set[int] = set()
-    for j in range(1, len(fps)):
-        d = np.bitwise_count(lo[:j] ^ lo[j]) + np.bitwise_count(hi[:j] ^ hi[j])
-        if d.min() <= radius:
-            out.add(j)
-    return out
-
-
-def _inserter(batch: list[dict[str, Any]], namespace: str) -> Callable[[Any], Any]:
-    return lambda c: c.insert(batch, namespace=namespace)
-
-
-def _delete_quiet(client: Any, doc_id: str, namespace: str) -> bool:
-    try:
-        client.delete(doc_id, namespace=namespace)
-    except NotFoundError:
-        return False
-    return True
-
-
-# -- rebalancing -------------------------------------------------------------------------------
-@dataclass
-class RebalanceReport:
-    """What a :func:`rebalance` run did."""
-
-    scanned: int = 0  # (document, node) pairs listed
-    documents: int = 0  # distinct documents seen
-    copied: int = 0  # copies written
-    deleted: int = 0  # copies removed from nodes that are not targets
-    skipped_nodes: list[str] = field(default_factory=list)  # nodes that could not be listed
-    complete: bool = True  # False when a node was down: run again when it is back
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-def _iter_export(client: Any, namespace: str, page: int) -> Iterator[dict[str, Any]]:
-    prefix = "/v1" if namespace == "default" else f"/v1/ns/{namespace}"
-    after = ""
-    while True:
-        from urllib.parse import quote
-
-        data = client._request("GET", f"{prefix}/export?after={quote(after, safe='')}&limit={page}")
-        yield from data["documents"]
-        if data.get("next") is None:
-            return
-        after = data["next"]
-
-
-def start_journal(
-    journal: str | os.PathLike[str], target: ClusterConfig, previous: ClusterConfig | None
-) -> None:
-    """Record a membership change before it is applied: :func:`rebalance` with this journal
-    resumes it (its configs win), so a crash between saving the new cluster file and moving
-    the data loses nothing (a node being removed is still read from)."""
-    head = {"target": target.to_dict(), "previous": previous.to_dict() if previous else None}
-    _atomic_write(Path(journal), json.dumps(head) + "\n")
-
-
-def check_index_settings(config: ClusterConfig, node: NodeSpec, namespace: str = "default") -> None:
-    """Refuse a node whose index settings differ from the cluster's (or that is not up)."""
-    from ..service.client import Client
-
-    def settings(url: str) -> dict[str, Any]:
-        with Client(url, namespace=namespace, timeout=10.0) as c:
-            stats = c._request("GET", f"/v1/ns/{namespace}")["stats"]
-        return {k: stats.get(k) for k in INDEX_SETTINGS}
-
-    theirs = settings(node.url)
-    for spec in config.nodes:
-        try:
-            ours = settings(spec.url)
-        except ServiceUnavailableError:
-            continue
-        if ours != theirs:
-            raise ConfigError(
-                f"node {node.name!r} ({node.url}) has index settings {theirs}, the cluster's "
-                f"node {spec.name!r} has {ours}; start it with the same --bits/-k/radius settings"
-            )
-        return
-    raise ServiceUnavailableError("no node of the cluster answered: cannot compare index settings")
-
-
-def rebalance(
-    target: ClusterConfig,
-    *,
-    previous: ClusterConfig | None = None,
-    journal: str | os.PathLike[str] | None = None,
-    token: str | None = None,
-    namespace: str = "default",
-    page: int = 1000,
-    copy_batch: int = 500,
-    timeout: float = 30.0,
-    stop_after: int | None = None,
-) -> RebalanceReport:
-    """Move documents so that each one is on exactly its R target nodes of ``target``.
-
-    Nodes listed are those of ``target`` and ``previous`` (a node being removed is read from
-    until it is empty). A document is copied to every target that lacks it, and deleted from
-    a non-target node only after all its targets acknowledged it. Documents already on
-    their targets are not touched, so the data moved is what the ring change moved (plus any
-    copy a degraded write placed off its targets).
-
-    ``journal``: a JSON-lines file; the first line records ``target`` and ``previous``, then
-    one line per copy and delete. If the file exists, the run resumes it (its configs win over
-    the arguments). ``copy_batch``: documents per insert request of the copies. ``stop_after``
-    stops after about that many copies/deletes (whole batches; tests of resuming).
-    The journal is removed when a run completes.
-    """
-    jpath = Path(journal) if journal is not None else None
-    if jpath is not None and jpath.exists() and jpath.stat().st_size:
-        head = json.loads(jpath.read_text(encoding="utf-8").splitlines()[0])
-        target = ClusterConfig.from_dict(head["target"], source=f"{jpath} (target)")
-        previous = (
-            ClusterConfig.from_dict(head["previous"], source=f"{jpath} (previous)")
-            if head.get("previous") else None
-        )  # fmt: skip
-        log.warning("resuming the rebalance recorded in %s", jpath)
-    elif jpath is not None:
-        start_journal(jpath, target, previous)
-    specs = {n.name: n for n in (previous.nodes if previous else ())} | {
-        n.name: n for n in target.nodes
-    }
-    from ..service.client import Client
-
-    clients = {
-        name: Client(s.url, token=token, namespace=namespace, timeout=timeout)
-        for name, s in specs.items()
-    }
-    ring = target.ring()
-    report = RebalanceReport()
-    steps = 0
-    jf = open(jpath, "a", encoding="utf-8") if jpath is not None else None  # noqa: SIM115
-    try:
-        holders: dict[str, set[str]] = {}
-        for name, c in clients.items():
-            try:
-                for doc in _iter_export(c, namespace, page):
-                    holders.setdefault(doc["id"], set()).add(name)
-                    report.scanned += 1
-            except (ServiceUnavailableError, NeardupError) as exc:
-                if not _is_node_failure(exc):
-                    raise
-                log.warning("rebalance: node %s cannot be listed (%s); run again later", name, exc)
-                report.skipped_nodes.append(name)
-                report.complete = False
-        report.documents = len(holders)
-        down = set(report.skipped_nodes)
-        want_of = {d: set(ring.nodes_for(d, target.replicas)) for d in holders}
-        # copies: each missing copy is read from one live holder's export pages (full
-        # documents) and written to its target in batches of ``copy_batch``
-        copy_from: dict[str, set[str]] = {}
-        for doc_id, have in holders.items():
-            if want_of[doc_id] - have:
-                source = next((n for n in sorted(have) if n not in down), None)
-                if source is None:
-                    report.complete = False
-                    continue
-                copy_from.setdefault(source, set()).add(doc_id)
-
-        def note(entry: dict[str, str]) -> None:
-            if jf is not None:
-                jf.write(json.dumps(entry) + "\n")
-                jf.flush()
-
-        def flush(n: str, batch: list[dict[str, Any]]) -> None:
-            nonlocal steps
-            if n in down:
-                report.complete = False
-                return
-            try:
-                clients[n].insert(batch)
-            except NeardupError as exc:
-                if not _is_node_failure(exc):
-                    raise
-                log.warning("rebalance: node %s failed (%s); run again later", n, exc)
-                down.add(n)
-                report.complete = False
-                return
-            for doc in batch:
-                holders[doc["id"]].add(n)
-                note({"copied": doc["id"], "to": n})
-            report.copied += len(batch)
-            steps += len(batch)
-
-        for source in sorted(copy_from):
-            todo = copy_from[source]
-            batches: dict[str, list[dict[str, Any]]] = {}
-            for doc in _iter_export(clients[source], namespace, page):
-                if doc["id"] not in todo:
-                    continue
-                if "text" not in doc:
-                    raise ConfigError(
-                        f"document {doc['id']!r} on {source} has no stored text; a cluster needs "
-                        "`neardup serve --store-text` (the default) to move documents"
-                    )
-                body: dict[str, Any] = {
-                    k: doc[k] for k in ("id", "text", "time", "metadata") if k in doc
-                }
-                for n in sorted(want_of[doc["id"]] - holders[doc["id"]]):
-                    batch = batches.setdefault(n, [])
-                    batch.append(body)
-                    if len(batch) >= copy_batch:
-                        flush(n, batch)
-                        batches[n] = []
-                        if stop_after is not None and steps >= stop_after:
-                            return report
-            for n, batch in batches.items():
-                if batch:
-                    flush(n, batch)
-            if stop_after is not None and steps >= stop_after:
-                return report
-        # deletes, only where every target acknowledged its copy (copies before deletes)
-        for doc_id in sorted(holders, key=key_hash):
-            have, want = holders[doc_id], want_of[doc_id]
-            if not want <= have:
-                continue
-            for n in sorted(have - want):
-                if n in down:
-                    report.complete = False
-                    continue
-                try:
-                    _delete_quiet(clients[n], doc_id, namespace)
-                except NeardupError as exc:
-                    if not _is_node_failure(exc):
-                        raise
-                    down.add(n)
-                    report.complete = False
-                    continue
-                have.discard(n)
-                report.deleted += 1
-                steps += 1
-                note({"deleted": doc_id, "from": n})
-                if stop_after is not None and steps >= stop_after:
-                    return report
-        if any(not want_of[d] <= h for d, h in holders.items()):
-            report.complete = False
-        if report.complete and jpath is not None:
-            if jf is not None:
-                jf.close()
-                jf = None
-            jpath.unlink(missing_ok=True)
-        return report
-    finally:
-        if jf is not None:
-            jf.close()
-        for c in clients.values():
-            c.close()

@@ -1,5 +1,7 @@
 """The decision rule: each document of a write group against the index hits and the documents
-decided before it in the same group (:class:`Decider`).
+decided before it in the same group (:class:`Decider`). Candidates and verification are here;
+keep-first within the group is :mod:`neardup.online.group`'s (:class:`~neardup.online.group.
+KeepFirst`), which the cluster calls too (with :meth:`Decider.group_matches`).
 
 Matching rules, per candidate within the search radius:
 
@@ -27,6 +29,7 @@ import numpy.typing as npt
 from ..errors import NotFoundError
 from ..fingerprint.distance import hamming_cdist
 from ..store import NO_CONTENT_HASH, Store, WriteGroup
+from .group import GROUP_ORDER, Found, KeepFirst
 from .prepare import PreparedDocs, lsh_keys
 from .types import Decision, Match, _new_decision
 
@@ -163,7 +166,10 @@ class Decider:
         # group state: id -> (rowid, global position or None for stored rows)
         id_state: dict[str, tuple[int, int | None] | None] = {}
         deleted_rowids: set[int] = set()
-        added_mask = bytearray(len(fps))  # documents added earlier in this group
+        # keep-first within the group (neardup.online.group, shared with the cluster): the
+        # earlier documents that were kept, the only ones that can match later ones
+        state = KeepFirst(len(fps))
+        added_mask = state.kept
         # documents that need the full rules: index hits or near pairs inside the group
         has_hits = (lims[1:] > lims[:-1]).tolist()
         slow = list(has_hits)
@@ -202,7 +208,6 @@ class Decider:
                 d_meta[k],
             )
             id_state[id_] = (next_rid, i)
-            added_mask[i] = 1
             add_pos.append(i)
             next_rid += 1
 
@@ -231,7 +236,7 @@ class Decider:
                 deleted_rowids.add(cur[0])
                 id_state[op.arg] = None
                 if cur[1] is not None:
-                    added_mask[cur[1]] = 0
+                    state.forget(cur[1])
                 results.append(None)
                 continue
             docs = op.docs
@@ -247,19 +252,20 @@ class Decider:
                 id_ = d_ids[k]
                 if not slow[i] and id_ not in existing and id_ not in id_state:
                     # no candidate anywhere and a new id: not a duplicate
-                    if adding:
+                    if state.keep_unmatched(i, adding):
                         add_doc(i, k, id_)
                     out.append(new_decision(id_, False, adding, (), fp_ints[i]))
                     continue
                 if not (
                     has_hits[i] or (i in earlier and any(added_mask[j] for j, _ in earlier[i]))
                 ):
-                    matches: list[Match] = []
-                    drops = False
+                    found: list[Found] = []
                 else:
-                    matches, drops = self._matches(i, view, deleted_rowids, added_mask, memo)
+                    found = self._matches(i, view, deleted_rowids, added_mask, memo)
                 cur = current(id_)
                 if cur is not None:  # idempotent re-send: report the existing document
+                    found.sort(key=lambda f: (f.distance, f.order))  # as KeepFirst does
+                    matches = [Match(f.id, f.distance, f.score) for f in found[: self.max_matches]]
                     if not any(m.id == id_ for m in matches):
                         d = (
                             (fp_ints[i] ^ fp_ints[cur[1]]).bit_count()
@@ -273,11 +279,13 @@ class Decider:
                         ]
                     out.append(new_decision(id_, True, False, tuple(matches), fp_ints[i]))
                     continue
-                dup = drops
-                add = force or (adding and not dup)
+                dup, add, top = state.decide(
+                    i, found, adding=adding, force=force, max_matches=self.max_matches
+                )
                 if add:
                     add_doc(i, k, id_)
-                out.append(new_decision(id_, dup, add, tuple(matches), fp_ints[i]))
+                kept = tuple(Match(f.id, f.distance, f.score) for f in top)
+                out.append(new_decision(id_, dup, add, kept, fp_ints[i]))
             results.append(out)
             g += len(d_ids)
         n_add = len(add_pos)
@@ -304,7 +312,7 @@ class Decider:
     ) -> tuple[list[tuple[int, int, str, float | None, bool]], list[tuple[int, int, str, str]]]:
         """(matches found without verification: (distance, order, id, score, may drop);
         candidates to verify, closest first: (distance, order, id, text)) of document ``i``.
-        ``order`` is the stored row id, or ``2**62 + j`` for document ``j`` of the group.
+        ``order`` is the stored row id, or ``GROUP_ORDER + j`` for document ``j`` of the group.
         Stored rows in ``deleted`` do not match; ``added_mask`` None: every earlier document of
         the group counts as added (what :meth:`_prefetch` plans for)."""
         texts, chash, empty, ids = view.texts, view.chash, view.empty, view.ids
@@ -328,7 +336,7 @@ class Decider:
         for j, d in view.earlier.get(i, ()):
             if added_mask is None or added_mask[j]:
                 ex = 0 if chash[j] == q_hash else 1
-                cands.append((ex, d, (1 << 62) + j, ids[j], chash[j], bool(empty[j]), texts[j]))
+                cands.append((ex, d, GROUP_ORDER + j, ids[j], chash[j], bool(empty[j]), texts[j]))
         cands.sort(key=lambda c: (c[0], c[1], c[2]))
         found: list[tuple[int, int, str, float | None, bool]] = []
         pending: list[tuple[int, int, str, str]] = []
@@ -352,11 +360,13 @@ class Decider:
         deleted: set[int],
         added_mask: bytearray,
         memo: dict[tuple[int, int], tuple[bool, float]] | None = None,
-    ) -> tuple[list[Match], bool]:
-        """(the matches of document ``i``, closest first; whether any of them makes it a
-        duplicate). ``memo``: (document, order) -> (accepted, score) of pairs verified ahead
-        (:meth:`_prefetch`); a pair's verification does not depend on the others, so a memo
-        hit decides as verifying it here would."""
+    ) -> list[Found]:
+        """The verified matches of document ``i`` (stored rows, and earlier documents of the
+        group that ``added_mask`` marks kept), verified closest first until ``max_matches``
+        are accepted; :class:`~neardup.online.group.KeepFirst` decides from them. ``memo``:
+        (document, order) -> (accepted, score) of pairs verified ahead (:meth:`_prefetch`); a
+        pair's verification does not depend on the others, so a memo hit decides as verifying
+        it here would."""
         text = view.texts[i]
         found, pending = self._candidates(i, view, deleted, added_mask)
         if memo is None:
@@ -375,9 +385,54 @@ class Decider:
                 a, sc = memo[(i, c[1])]
                 if a:
                     found.append((c[0], c[1], c[2], float(sc), self._may_drop(text, c[3])))
-        found.sort(key=lambda x: (x[0], x[1]))
-        matches = [Match(cid, d, s) for d, _, cid, s, _ in found[: self.max_matches]]
-        return matches, any(f[4] for f in found)
+        return [Found(*f) for f in found]
+
+    def group_matches(self, docs: PreparedDocs) -> dict[int, list[Found]]:
+        """The verified matches of each document of ``docs`` with the documents before it in
+        ``docs``, as if every one of them were kept: position -> [Found] (``Found.member`` is
+        the earlier position). The within-group half of :meth:`decide` (same candidates:
+        SimHash within the radius and, with the MinHash channel, shared band keys; same
+        verification and keep-rule length test), without the store; what a cluster's batch
+        is decided with (:func:`neardup.online.group.keep_first`). Every candidate pair is
+        verified (``decide`` stops at ``max_matches`` accepted per document). Any thread."""
+        n = len(docs.ids)
+        if n < 2:
+            return {}
+        if self.lsh_plan is not None and docs.bands is None:
+            docs.sig, docs.usable, docs.bands = lsh_keys(self.verifier, self.lsh_plan, docs.texts)
+        earlier = self.intra_pairs(docs.fps)
+        if self.lsh_plan is not None:
+            assert docs.sig is not None and docs.usable is not None
+            self._lsh_intra(docs.fps, docs.sig, docs.usable, earlier)
+        if not earlier:
+            return {}
+        none = np.zeros(0, np.int64)
+        view = _GroupView(
+            list(docs.texts), list(docs.chash), docs.empty, list(docs.ids),
+            np.zeros(n + 1, np.int64), none, none.astype(np.int32), {}, earlier, None,
+        )  # fmt: skip
+        out: dict[int, list[Found]] = {}
+        qa: list[int] = []
+        cb: list[int] = []
+        ds: list[int] = []
+        keys: list[tuple[int, int, str]] = []
+        for i in sorted(earlier):
+            found, pending = self._candidates(i, view, set(), None)
+            out[i] = [Found(*f) for f in found]
+            for d, order, cid, _text in pending:
+                qa.append(i)
+                cb.append(order - GROUP_ORDER)
+                ds.append(d)
+                keys.append((d, order, cid))
+        if keys and self.verifier is not None:
+            ok, scores = self._verify_pairs(view.texts, qa, cb, ds)
+            for (d, order, cid), i, j, a, sc in zip(
+                keys, qa, cb, ok.tolist(), scores.tolist(), strict=True
+            ):
+                if a:
+                    drops = self._may_drop(view.texts[i], view.texts[j])
+                    out[i].append(Found(d, order, cid, float(sc), drops))
+        return {i: f for i, f in out.items() if f}
 
     def _prefetch(
         self, slow: list[bool], view: _GroupView
@@ -404,8 +459,8 @@ class Decider:
                 continue
             _found, pending = self._candidates(i, view, none, None)
             for d, order, _cid, c_text in pending[:first]:
-                if order >= 1 << 62:
-                    t = order - (1 << 62)
+                if order >= GROUP_ORDER:
+                    t = order - GROUP_ORDER
                 else:
                     t = row_text.get(order, -1)
                     if t < 0:

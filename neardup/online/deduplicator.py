@@ -42,6 +42,7 @@ from ..fingerprint.distance import as_fingerprints
 from ..store import Store, parse_duration
 from .config import jsonable, load_fingerprinter, load_verifier
 from .decide import Decider, Op
+from .group import Found
 from .prepare import MAX_FUTURE_SECONDS, DocumentPreparer, PreparedDocs, lsh_keys
 from .types import Decision, Match
 from .writer import Writer
@@ -515,6 +516,32 @@ class Deduplicator:
         if not isinstance(id, str):
             raise InputTypeError(f"id must be a str, got {type(id).__name__}")
         self._writer.run(Op("delete", arg=id))
+
+    def delete_many(self, ids: Sequence[str]) -> list[bool]:
+        """Delete several documents in one log group commit (durable on return); per id,
+        whether it was stored (an unknown id is not an error here)."""
+        for i, x in enumerate(ids):
+            if not isinstance(x, str):
+                raise InputTypeError(f"ids[{i}] must be a str, got {type(x).__name__}")
+        futures = [self._writer.enqueue(Op("delete", arg=x)) for x in ids]
+        out = []
+        for f in futures:
+            try:
+                f.result()
+            except NotFoundError:
+                out.append(False)
+            else:
+                out.append(True)
+        return out
+
+    def group_matches(self, docs: Sequence[Mapping[str, Any]]) -> dict[int, list[Found]]:
+        """The verified matches of each document of ``docs`` with the ones before it, as if
+        all were kept (:meth:`Decider.group_matches <neardup.online.decide.Decider.group_matches>`):
+        the within-batch half of the decision, which :func:`neardup.online.group.keep_first`
+        completes with the matches against stored documents (the cluster's batches). Reads
+        nothing stored; runs in the calling thread."""
+        items, _ = self._as_list(docs)
+        return self._decider.group_matches(self._prepare(items))
 
     def flush(self) -> None:
         """Write the memtable to segments now (durable stores; a no-op in memory)."""

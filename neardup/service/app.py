@@ -67,6 +67,7 @@ from .limits import (  # noqa: E402
 from .metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE  # noqa: E402
 from .metrics import Metrics, MetricsMiddleware, monitor_loop_lag, process_rss_bytes  # noqa: E402
 from .namespaces import NamespaceRegistry  # noqa: E402
+from .replication_routes import install as install_cluster_routes  # noqa: E402
 from .schema import (  # noqa: E402
     BatchResult,
     DocRecord,
@@ -379,6 +380,9 @@ def create_app(
              summary="Export stored documents of a namespace (paged by id)")  # fmt: skip
     async def export_ns(namespace: str, after: str = "", limit: int = 1000) -> Response:
         return await export(namespace, after, limit)
+
+    # -- the cluster's node protocol under /v1/cluster (docs/cluster.md) ----------------------
+    install_cluster_routes(app, registry, config)
 
     # -- namespaces ----------------------------------------------------------------------------
     @app.get("/v1/ns", tags=["namespaces"], summary="List namespaces")

@@ -62,16 +62,19 @@ def wait_healthy(
 
 
 @contextlib.contextmanager
-def serve_in_thread(app: Any, *, host: str = "127.0.0.1", timeout: float = 300.0) -> Iterator[str]:
+def serve_in_thread(
+    app: Any, *, host: str = "127.0.0.1", timeout: float = 300.0, port: int = 0
+) -> Iterator[str]:
     """Serve ``app`` with uvicorn in a daemon thread; yield its base URL; stop it on exit.
 
-    The socket is bound before the server starts, so there is no port race.
+    The socket is bound before the server starts, so there is no port race. ``port``: a
+    given port (to serve again at the same URL after a stop), else a free one.
     """
     import uvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
+    sock.bind((host, port))
     port = sock.getsockname()[1]
     config = getattr(getattr(app, "state", None), "config", None)
     if config is not None:  # the service's app: with its connection limits and timeouts

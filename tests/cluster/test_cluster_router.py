@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from neardup.cluster.client import ClusterConfig, NodeSpec
+from neardup.cluster import ClusterConfig, NodeSpec
 from neardup.cluster.router import create_router
 from neardup.errors import AuthError, NotFoundError
 from neardup.service import create_app
@@ -79,3 +79,112 @@ def test_writers_behind_one_router_keep_exactly_one_near_duplicate(tmp_path):
         for t in threads:
             t.join()
         assert sum(r.added for r in results) == 1
+
+
+@contextlib.contextmanager
+def small_router(tmp_path, **kw):
+    with contextlib.ExitStack() as stack:
+        urls = [
+            stack.enter_context(
+                serve_in_thread(create_app(ServiceConfig(data_dir=tmp_path / f"n{i}", token=TOKEN)))
+            )
+            for i in range(2)
+        ]
+        cfg = ClusterConfig(tuple(NodeSpec(f"n{i}", u) for i, u in enumerate(urls)), vnodes=64)
+        app = create_router(cfg, token=TOKEN, **kw)
+        yield stack.enter_context(serve_in_thread(app)), app
+
+
+BAD_BODIES = [
+    b'{"documents":[1]}',
+    b'{"documents":["ab"]}',
+    b'{"documents":[[["x"]]]}',
+    b"[[[[[[[[[[]]]]]]]]]]",
+    b"[" * 100_000 + b"]" * 100_000,
+    b'{"a":' * 5_000 + b"1" + b"}" * 5_000,
+    b"not json",
+    b"",
+    b"\xff\xfe\x00",
+    b'{"documents":"x"}',
+    b'{"id": 5, "text": "x"}',
+    b'{"id": "a", "text": 7}',
+    b'{"documents":[{"id":"a","text":"x","time":-1}]}',
+    b'{"documents":[{"id":"a","text":"x","metadata":[1]}]}',
+    b"null",
+]
+
+
+def test_router_answers_every_bad_body_with_a_json_4xx(tmp_path):
+    import httpx
+
+    with small_router(tmp_path, max_batch=5) as (url, _app):
+        auth = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+        for route in ("/v1/check", "/v1/check-and-insert", "/v1/ns/default/insert"):
+            for body in BAD_BODIES:
+                r = httpx.post(url + route, content=body, headers=auth, timeout=30)
+                assert 400 <= r.status_code < 500, (route, body[:40], r.status_code, r.text[:200])
+                err = r.json()["error"]
+                assert err["code"] and err["message"], r.text
+        too_many = {"documents": [{"id": f"x{i}", "text": "t"} for i in range(6)]}
+        r = httpx.post(url + "/v1/check", json=too_many, headers=auth)
+        assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large"
+        r = httpx.post(url + "/v1/check", json={"documents": [{"id": 1, "text": "t"}]})
+        assert r.status_code == 422 and r.json()["error"]["field"] == "documents[0].id"
+        r = httpx.get(url + "/v1/nothing-here")
+        assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+        r = httpx.put(url + "/v1/check", content=b"{}")
+        assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed"
+        r = httpx.post(url + "/v1/insert", json={"id": "a", "text": "x"})
+        assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized"
+        r = httpx.post(
+            url + "/v1/insert",
+            json={"id": "a", "text": "x", "metadata": {"neardup:version": 1}},
+            headers=auth,
+        )
+        assert r.status_code == 422 and "reserved" in r.json()["error"]["message"]
+
+
+def test_router_refuses_a_large_body_while_reading_it(tmp_path):
+    import socket
+
+    import httpx
+
+    with small_router(tmp_path, max_body_bytes=1 << 20) as (url, _app):
+        host, port = url.removeprefix("http://").split(":")
+        # a declared 200 MB body: answered at once, nothing read
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(
+                b"POST /v1/check HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 200000000\r\n\r\n" + b"[" * 1000
+            )
+            head = s.recv(65536)
+        assert head.startswith(b"HTTP/1.1 413") and b"payload_too_large" in head
+        # a chunked body: refused once it passes the limit, not read to its end
+        sent = 0
+
+        def chunks():
+            nonlocal sent
+            for _ in range(400):  # 400 x 256 KiB = 100 MiB offered
+                sent += 1
+                yield b" " * (256 * 1024)
+
+        r = httpx.post(url + "/v1/check", content=chunks(), timeout=60)
+        assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large"
+        assert sent < 400
+
+
+def test_unknown_namespaces_leave_nothing_behind(tmp_path):
+    import httpx
+
+    with small_router(tmp_path) as (url, app):
+        body = {"id": "a", "text": "hello there"}
+        with httpx.Client(base_url=url, timeout=30) as h:
+            assert h.post("/v1/check", json=body).status_code == 200
+            before = threading.active_count()
+            for i in range(300):
+                r = h.post(f"/v1/ns/unknown-{i}/check", json=body)
+                assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+            r = h.post("/v1/ns/Bad Name/check", json=body)
+            assert r.status_code in (404, 422)
+        assert len(app.state.namespaces) == 1  # only "default", which exists
+        assert threading.active_count() <= before + 2

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
 
-from neardup.cluster.client import (
+from neardup.cluster import (
     ClusterClient,
     ClusterConfig,
     NodeSpec,
@@ -22,7 +22,7 @@ from neardup.errors import ConfigError, NotFoundError, ServiceUnavailableError
 from neardup.service import create_app
 from neardup.service.client import Client
 from neardup.service.config import ServiceConfig
-from neardup.service.testing import ServerProcess, free_port, serve_in_thread
+from neardup.service.testing import ServerProcess, free_port, serve_in_thread, wait_healthy
 
 TOKEN = "cluster-secret"
 VN = 64  # small rings: the placement is the same definition at any vnodes
@@ -157,17 +157,23 @@ def test_too_many_nodes_down_is_a_clear_error(tmp_path):
         cfg = cluster([*urls, *dead])
         cc = ClusterClient(cfg, token=TOKEN, timeout=2.0)
         # with R = 2 nodes down some ranges have no live replica: refuse rather than keep a
-        # document whose stored near-duplicate could not be seen
-        with cc, pytest.raises(ServiceUnavailableError, match="could miss duplicates"):
-            cc.check_and_insert({"id": "a", "text": text(1)})
+        # document whose stored near-duplicate could not be seen (a write also needs the
+        # lease of a majority of the nodes, which it is refused first)
+        with cc:
+            with pytest.raises(ServiceUnavailableError, match="needs 2 of 3 nodes"):
+                cc.check_and_insert({"id": "a", "text": text(1)})
+            with pytest.raises(ServiceUnavailableError, match="could miss duplicates"):
+                cc.check({"id": "a", "text": text(1)})
         assert where(urls, ["a"])["a"] == set()
 
 
 # -- node loss (SIGKILL) during inserts ------------------------------------------------------
 def test_sigkill_one_of_three_during_inserts_loses_nothing_acknowledged(tmp_path):
     procs = [ServerProcess(tmp_path / f"n{i}", env={"NEARDUP_TOKEN": TOKEN}) for i in range(3)]
+    for p in procs:  # in parallel: each start is mostly imports and kernel loads
+        p.start(wait=False)
     for p in procs:
-        p.start()
+        wait_healthy(p.url, 180.0, proc=p.proc)
     try:
         cfg = cluster([p.url for p in procs])
         acked: list[str] = []
@@ -270,26 +276,37 @@ def test_node_that_times_out_or_answers_5xx_is_marked_down(tmp_path, caplog):
     def broken(request: httpx.Request) -> httpx.Response:
         return httpx.Response(500, json={"error": {"code": "internal_error", "message": "boom"}})
 
-    def factory(url: str, **kw):
-        if url == "http://broken.invalid:1":
-            return Client(url, transport=httpx.MockTransport(broken), **kw)
-        return Client(url, **kw)
+    class Routes(httpx.BaseTransport):
+        """The real network, except for the host broken.invalid (always 500)."""
+
+        def __init__(self) -> None:
+            self.real = httpx.HTTPTransport()
+            self.mock = httpx.MockTransport(broken)
+
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            if request.url.host == "broken.invalid":
+                return self.mock.handle_request(request)
+            return self.real.handle_request(request)
 
     try:
-        with nodes(tmp_path, 2) as urls:
+        with nodes(tmp_path, 3) as urls:
             cfg = ClusterConfig(
-                (NodeSpec("a", urls[0]), NodeSpec("b", urls[1]), NodeSpec("hang", hang_url),
-                 NodeSpec("broken", "http://broken.invalid:1")),
+                (NodeSpec("a", urls[0]), NodeSpec("b", urls[1]), NodeSpec("c", urls[2]),
+                 NodeSpec("hang", hang_url), NodeSpec("broken", "http://broken.invalid:1")),
                 replicas=3, vnodes=VN,
             )  # fmt: skip
-            cc = ClusterClient(cfg, token=TOKEN, timeout=1.0, min_copies=2, client_factory=factory)
-            with cc, caplog.at_level(logging.WARNING, logger="neardup.cluster"):
-                out = cc.check_and_insert([{"id": f"t{i}", "text": text(i)} for i in range(10)])
-                assert all(d.added for d in out)
-                assert "node hang marked down" in caplog.text
-                assert "node broken marked down" in caplog.text and "boom" in caplog.text
-                assert not cc.is_up("hang") and not cc.is_up("broken")
-                # both live nodes hold every document (the down ones were routed around)
-                assert all(v == {0, 1} for v in where(urls, [f"t{i}" for i in range(10)]).values())
+            with caplog.at_level(logging.WARNING, logger="neardup.cluster"):
+                cc = ClusterClient(cfg, token=TOKEN, timeout=1.0, min_copies=2, transport=Routes())
+                with cc:
+                    out = cc.check_and_insert([{"id": f"t{i}", "text": text(i)} for i in range(10)])
+                    assert all(d.added for d in out)
+                    assert "node hang marked down" in caplog.text
+                    assert "node broken marked down" in caplog.text and "boom" in caplog.text
+                    assert not cc.is_up("hang") and not cc.is_up("broken")
+                    # the live nodes hold every document (the down ones were routed around,
+                    # with hints kept for them)
+                    placed = where(urls, [f"t{i}" for i in range(10)])
+                    assert all(v == {0, 1, 2} for v in placed.values())
+                    assert cc.nodes.hint_count("hang") > 0
     finally:
         hang.close()

@@ -297,6 +297,8 @@ def dedup_command(
         print(_summary_text(stats), file=stream)
         if sample:
             print(_sample_outputs(output, pairs_out, clusters_out, summary_json), file=stream)
+        if report is not None:
+            print(f"review report: {report} (data: {review_out})", file=stream)
     # after the summary, so they are the last thing on a terminal; never hidden by -q
     for message in _run_warnings(stats, stats.get("skipped_list", [])):
         warn(message)

@@ -187,6 +187,10 @@ class Explanation:
             "notes": list(self.notes),
         }
 
+    def counts(self) -> dict[str, int]:
+        """The alignment's tokens per kind (:meth:`Alignment.counts`)."""
+        return Alignment((), (), self.alignment, self.lcs).counts()
+
     def to_text(self, *, context: int = 6, max_run: int = 40) -> str:
         """A report for a person: the decision and its rule first, then the channels, the keep
         policy and the alignment (equal runs longer than ``2 * context`` tokens are shortened

@@ -277,19 +277,19 @@ def _scores(rv: dict[str, Any]) -> str:
         k = round(t * bins)
         return sum(counts.get(rule, [0] * bins)[:k])
 
-    grid = sorted({round(0.5 + 0.05 * i, 2) for i in range(11)} | {round(t_run, 2)})
+    # grid thresholds are bin edges (exact counts); the run's own row is exact by definition
+    grid = sorted({round(0.5 + 0.05 * i, 2) for i in range(11)} | {t_run})
+    total = sum(counts.get("similarity", []))
     rows, cur = [], []
     for t in grid:
-        rows.append(
-            [
-                f"{t:.2f}",
-                _n(at_least("similarity", t)),
-                _n(below("similarity", t)),
-                _n(at_least("below", t) if t < t_run else 0),
-                _n(at_least("bound", t) if t < t_run else 0),
-            ]
-        )
-        cur.append(abs(t - round(t_run, 2)) < 1e-9)
+        if t == t_run:
+            row = [total, 0, 0, 0]
+        else:
+            row = [at_least("similarity", t), below("similarity", t),
+                   at_least("below", t) if t < t_run else 0,
+                   at_least("bound", t) if t < t_run else 0]  # fmt: skip
+        rows.append([f"{t:g}", *map(_n, row)])
+        cur.append(t == t_run)
     out.append(
         _table(
             [

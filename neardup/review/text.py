@@ -6,10 +6,11 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .explain import DiffRun, Explanation
+# (DiffRun and Explanation come from .explain, which imports this module: typed as Any here)
+DiffRun = Any
+Explanation = Any
 
 __all__ = ["Shown", "explanation_text", "join_tokens", "rule_sentence", "shorten_runs"]
 
@@ -189,9 +190,7 @@ def explanation_text(e: Explanation, *, context: int = 6, max_run: int = 40) -> 
     if e.alignment is None:
         lines.append("alignment: not computed (see notes)")
     else:
-        from .explain import Alignment
-
-        c = Alignment((), (), e.alignment, e.lcs).counts()
+        c = e.counts()
         lines.append(
             f"alignment A -> B: LCS {e.lcs} tokens; {c['equal']} equal, {c['inserted']} "
             f"inserted, {c['deleted']} deleted, {c['replaced_a']} -> {c['replaced_b']} replaced"

@@ -278,7 +278,7 @@ def _scores(rv: dict[str, Any]) -> str:
         return sum(counts.get(rule, [0] * bins)[:k])
 
     # grid thresholds are bin edges (exact counts); the run's own row is exact by definition
-    grid = sorted({round(0.5 + 0.05 * i, 2) for i in range(11)} | {t_run})
+    grid = sorted({round(0.5 + 0.05 * i, 2) for i in range(10)} | {t_run})
     total = sum(counts.get("similarity", []))
     rows, cur = [], []
     for t in grid:

@@ -43,10 +43,28 @@ def _sample() -> tuple[list[str], list[str]]:
 
 def _evil_corpus() -> tuple[list[str], list[str]]:
     """Texts and ids full of markup: every cluster's kept text, dropped texts and ids."""
-    words = (
-        "council budget river bridge public library winter market harbor museum school "
-        "station garden letter evening summer doctor village teacher festival"
-    ).split()
+    words = [
+        "council",
+        "budget",
+        "river",
+        "bridge",
+        "public",
+        "library",
+        "winter",
+        "market",
+        "harbor",
+        "museum",
+        "school",
+        "station",
+        "garden",
+        "letter",
+        "evening",
+        "summer",
+        "doctor",
+        "village",
+        "teacher",
+        "festival",
+    ]
     texts, ids = [], []
     for i, bad in enumerate(EVIL):  # a cluster of three per string, each on its own words
         base = " ".join(np.random.default_rng(i).permutation(words).tolist())

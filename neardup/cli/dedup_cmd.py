@@ -211,6 +211,7 @@ def dedup_command(
     from ..batch.files import dedup_files
     from ..errors import ConfigError
     from ..io import check_not_input, check_output
+    from ..review.report import review_writer
     from .progress import StageProgress
 
     if sample:
@@ -289,7 +290,7 @@ def dedup_command(
             on_error=on_error,
             config=config,
             progress=_bar_callback(progress),
-            extra_outputs=None if report is None else _review_writer(report, str(review_out)),
+            extra_outputs=None if report is None else review_writer(report, str(review_out)),
         )
     stats = result.stats
     if not quiet:
@@ -328,22 +329,6 @@ def _report_paths(
     if Path(report).resolve() == review.resolve():
         raise ConfigError(f"--report: {report} is where the review data goes; name it .html")
     return report, str(review)
-
-
-def _review_writer(report: str, review: str) -> Callable[[Any, Any, dict[str, Any]], None]:
-    """``dedup_files``' ``extra_outputs``: the review data and its HTML page (published with
-    the run's other outputs)."""
-
-    def write(result: Any, texts: Any, stats: dict[str, Any]) -> None:
-        from ..io import atomic_open
-        from ..review.report import build_review, render_report, save_review
-
-        data = build_review(result, texts, stats)
-        save_review(data, review)
-        with atomic_open(report, "wb") as fh:
-            fh.write(render_report(data).encode("utf-8"))
-
-    return write
 
 
 def _bar_callback(bar: Any) -> Callable[[str, int, int], None]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ __all__ = [
     "build_review",
     "load_review",
     "render_report",
+    "review_writer",
     "save_review",
     "write_report",
 ]
@@ -291,3 +292,21 @@ def write_report(run: str | os.PathLike[str], output: str | os.PathLike[str]) ->
     with atomic_open(os.fspath(output), "wb") as fh:
         fh.write(html)
     return len(html)
+
+
+def review_writer(
+    report: str | os.PathLike[str], review: str | os.PathLike[str]
+) -> Callable[[Any, Sequence[str], dict[str, Any]], None]:
+    """The ``extra_outputs`` of :func:`neardup.batch.files.dedup_files` that ``neardup dedup
+    --report`` passes: at the end of the run, the review data to ``review`` and its page to
+    ``report`` (both through ``atomic_open``: published with the run's other outputs)."""
+
+    def write(result: Any, texts: Sequence[str], summary: dict[str, Any]) -> None:
+        from ..io import atomic_open
+
+        data = build_review(result, texts, summary)
+        save_review(data, review)
+        with atomic_open(os.fspath(report), "wb") as fh:
+            fh.write(render_report(data).encode("utf-8"))
+
+    return write

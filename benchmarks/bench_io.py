@@ -171,6 +171,7 @@ def child_csv(rows: int) -> dict:
 
     from neardup.batch.config import STAGE_NAMES
     from neardup.io.csvout import write_clusters_csv, write_pairs_csv
+    from neardup.verify.rule import RULE_EXACT, RULE_NAMES, RULE_SIMILARITY
 
     rng = np.random.default_rng(5)
     n = rows
@@ -180,6 +181,7 @@ def child_csv(rows: int) -> dict:
     dist = rng.integers(0, 19, rows).astype(np.int32)
     score = rng.random(rows)
     stage = (rng.random(rows) < 0.3).astype(np.uint8)
+    rule = np.where(stage == 0, RULE_EXACT, RULE_SIMILARITY).astype(np.uint8)
     root = np.arange(n)
     dup = rng.random(n) < 0.2
     root[dup] = (np.flatnonzero(dup) * rng.random(int(dup.sum()))).astype(np.int64)
@@ -197,16 +199,17 @@ def child_csv(rows: int) -> dict:
     def old_pairs(buf: io.BytesIO) -> None:
         fh = io.TextIOWrapper(buf, encoding="utf-8", newline="")
         w = csv.writer(fh, lineterminator="\n")
-        w.writerow(["id_a", "id_b", "distance", "score", "stage"])
+        w.writerow(["id_a", "id_b", "distance", "score", "stage", "rule"])
         w.writerows(
             [
-                (ids[x], ids[y], int(d), round(float(s), 4), STAGE_NAMES[st])
-                for x, y, d, s, st in zip(
+                (ids[x], ids[y], int(d), round(float(s), 4), STAGE_NAMES[st], RULE_NAMES[ru])
+                for x, y, d, s, st, ru in zip(
                     a.tolist(),
                     b.tolist(),
                     dist.tolist(),
                     score.tolist(),
                     stage.tolist(),
+                    rule.tolist(),
                     strict=True,
                 )
             ]
@@ -226,7 +229,9 @@ def child_csv(rows: int) -> dict:
         fh.detach()
 
     out["pairs_new_s"], new_p = timed(
-        lambda f: write_pairs_csv(f, ids, a, b, dist, score, stage, STAGE_NAMES)
+        lambda f: write_pairs_csv(
+            f, ids, a, b, dist, score, stage, STAGE_NAMES, rule=rule, rule_names=RULE_NAMES
+        )
     )
     out["pairs_old_s"], old_p = timed(old_pairs)
     out["clusters_new_s"], new_c = timed(lambda f: write_clusters_csv(f, ids, cluster, root, keep))

@@ -52,6 +52,9 @@ _EXPORTS: dict[str, str] = {
     "DedupResult": "neardup.batch",
     "dedup_dataset": "neardup.batch",
     "dedup_files": "neardup.batch",
+    # review (issue 37): explain a pair
+    "explain": "neardup.review.explain",
+    "Explanation": "neardup.review.explain",
     # online (issue: service)
     "Deduplicator": "neardup.online",
     "Decision": "neardup.online",
@@ -74,6 +77,7 @@ __all__ = [
     "DedupConfig",
     "DedupResult",
     "Deduplicator",
+    "Explanation",
     "Fingerprinter",
     "FormatError",
     "HammingIndex",
@@ -97,6 +101,7 @@ __all__ = [
     "dedup",
     "dedup_dataset",
     "dedup_files",
+    "explain",
     "hamming",
     "hamming_cdist",
     "hamming_many",
@@ -137,4 +142,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     )
     from .index import HammingIndex, all_pairs
     from .online import Decision, Deduplicator, Match
+    from .review.explain import Explanation, explain
     from .service.client import Client

@@ -14,7 +14,7 @@ LAYERS: list[set[str]] = [
     {"fingerprint"},
     {"index", "verify", "io"},
     {"batch", "store"},
-    {"online", "distributed"},
+    {"online", "distributed", "review"},
     {"service"},
     {"cluster"},
     {"cli", "__main__"},

@@ -19,6 +19,7 @@ def test_all_is_pinned():
         "DedupConfig",
         "DedupResult",
         "Deduplicator",
+        "Explanation",
         "FormatError",
         "Fingerprinter",
         "HammingIndex",
@@ -42,6 +43,7 @@ def test_all_is_pinned():
         "dedup",
         "dedup_dataset",
         "dedup_files",
+        "explain",
         "hamming",
         "hamming_cdist",
         "hamming_many",
@@ -58,6 +60,8 @@ def test_function_names_are_not_shadowed_by_submodules():
     assert callable(neardup.hamming) and neardup.hamming(0b101, 0b110) == 2
     assert callable(neardup.dedup) and not isinstance(neardup.dedup, type(neardup))
     assert callable(neardup.dedup_files) and not isinstance(neardup.dedup_files, type(neardup))
+    importlib.import_module("neardup.review.explain")  # the module and the function share a name
+    assert callable(neardup.explain) and not isinstance(neardup.explain, type(neardup))
 
 
 def test_all_matches_lazy_exports():

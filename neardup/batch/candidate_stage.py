@@ -20,6 +20,7 @@ from .._arrays import unique_sorted
 from ..verify.rule import Verifier
 
 if TYPE_CHECKING:
+    from .config import DedupConfig
     from .minhash import LshPlan
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "LSH_SIMHASH_DISTANCE",
     "LSH_SIMHASH_SHORT_DISTANCE",
     "stage_candidates",
+    "stage_candidates_for",
     "stage_candidates_lsh",
 ]
 
@@ -262,3 +264,56 @@ def stage_candidates_lsh(
         lsh_info["simhash_pairs"] = int(sa.size)
         lsh_info["union_pairs"] = int(a.size)
     return a, b, d.astype(np.int32)
+
+
+def stage_candidates_for(
+    cfg: DedupConfig,
+    texts: Sequence[str],
+    fps: npt.NDArray[np.uint64],
+    lengths: npt.NDArray[np.int64],
+    usable: npt.NDArray[np.bool_],
+    verifier: Verifier,
+    info: dict[str, Any] | None = None,
+    lsh_info: dict[str, Any] | None = None,
+    prepared: dict[int, tuple[bytes, int]] | None = None,
+    deferred_out: list[npt.NDArray[np.bool_]] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+    """The candidate pairs of :func:`~neardup.batch.run.dedup` for ``cfg``, among ``texts``
+    (the first copies; ``fps``, ``lengths`` and ``usable`` theirs): :func:`stage_candidates_lsh`
+    (``candidates="lsh"``) or :func:`stage_candidates`, called with the settings ``dedup`` uses.
+    One home for that call, so ``neardup explain`` finds a pair's candidates as a run does.
+    ``info``, ``lsh_info``, ``prepared``, ``deferred_out`` and ``progress`` as those take them
+    (``progress`` only in the ``lsh`` mode)."""
+    if cfg.candidates == "lsh":
+        explicit = cfg.max_distance is not None
+        return stage_candidates_lsh(
+            texts,
+            fps,
+            lengths,
+            usable,
+            verifier,
+            cfg.lsh_plan(),
+            cfg.max_distance if explicit else LSH_SIMHASH_DISTANCE,  # type: ignore[arg-type]
+            cfg.workers,
+            cfg.max_candidates_per_doc,
+            info,
+            lsh_info,
+            # an explicit distance is searched as asked, as in the SimHash mode
+            None if explicit else cfg.candidate_work_per_doc_ns,
+            prepared,
+            deferred_out,
+            progress,
+            None if explicit else LSH_SIMHASH_SHORT_DISTANCE,
+        )
+    return stage_candidates(
+        fps,
+        lengths,
+        usable,
+        verifier,
+        cfg.max_distance,
+        cfg.workers,
+        cfg.max_candidates_per_doc,
+        info,
+        cfg.candidate_work_per_doc_ns,
+    )

@@ -229,13 +229,16 @@ def with_overrides(
 @dataclass
 class PairTable:
     """Matched pairs: positions ``a < b`` (int64), ``distance`` (int32, SimHash; 0 for exact),
-    ``score`` (float64 similarity in [0, 1]), ``stage`` (uint8: 0 exact, 1 near)."""
+    ``score`` (float64 similarity in [0, 1]), ``stage`` (uint8: 0 exact, 1 near), ``rule``
+    (uint8: what accepted the pair, as the code that decided it recorded it; codes and names in
+    :mod:`neardup.verify.rule`, ``RULE_*`` / ``RULE_NAMES``)."""
 
     a: npt.NDArray[np.int64]
     b: npt.NDArray[np.int64]
     distance: npt.NDArray[np.int32]
     score: npt.NDArray[np.float64]
     stage: npt.NDArray[np.uint8]
+    rule: npt.NDArray[np.uint8]
 
     def __len__(self) -> int:
         return int(self.a.size)
@@ -248,18 +251,17 @@ class PairTable:
             np.zeros(0, np.int32),
             np.zeros(0, np.float64),
             np.zeros(0, np.uint8),
+            np.zeros(0, np.uint8),
         )
 
     @classmethod
     def concat(cls, tables: Sequence[PairTable]) -> PairTable:
-        t = cls(
-            *(
-                np.concatenate([getattr(x, f) for x in tables])
-                for f in ("a", "b", "distance", "score", "stage")
-            )
-        )
+        t = cls(*(np.concatenate([getattr(x, f) for x in tables]) for f in _PAIR_FIELDS))
         order = np.lexsort((t.b, t.a))
-        return cls(t.a[order], t.b[order], t.distance[order], t.score[order], t.stage[order])
+        return cls(*(getattr(t, f)[order] for f in _PAIR_FIELDS))
+
+
+_PAIR_FIELDS = ("a", "b", "distance", "score", "stage", "rule")
 
 
 @dataclass(repr=False)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from .config import STAGE_NAMES, DedupConfig, DedupResult, Progress, with_overrides
@@ -46,6 +46,7 @@ def dedup_files(
     on_error: Literal["fail", "skip"] = "fail",
     config: DedupConfig | None = None,
     progress: Progress | None = None,
+    extra_outputs: Callable[[DedupResult, Sequence[str], dict[str, Any]], None] | None = None,
     **overrides: Any,
 ) -> DedupResult:
     """Deduplicate the documents of ``inputs`` and write the kept ones to ``output``.
@@ -61,7 +62,7 @@ def dedup_files(
         stdout; a ``.gz`` / ``.zst`` / ``.bz2`` / ``.xz`` name is compressed
         (:func:`neardup.io.write_kept`).
     pairs_out : path, optional
-        CSV of the matched pairs: ``id_a,id_b,distance,score,stage``.
+        CSV of the matched pairs: ``id_a,id_b,distance,score,stage,rule``.
     clusters_out : path, optional
         CSV, one row per document: ``id,cluster,cluster_size,representative,kept``.
     summary_json : path, optional
@@ -76,6 +77,11 @@ def dedup_files(
         (``(texts read so far, 0)`` while reading, the total not known yet; ``(n, n)`` when
         read) and ``"write"`` (``(0, kept)`` as the outputs start, ``(kept, kept)`` when they
         are written).
+    extra_outputs : callable, optional
+        ``extra_outputs(result, texts, summary)``, called once the summary is complete, with
+        the corpus's texts still readable and inside the run's staged outputs: what it writes
+        with :func:`neardup.io.atomic_open` is published with the other outputs, or not at all
+        (``neardup dedup --report`` writes the review report here).
 
     Returns
     -------
@@ -145,25 +151,29 @@ def dedup_files(
                 write_kept(corpus, result.keep, out, fmt=output_format, encoding="utf-8")
                 skipped = corpus.skipped
                 skipped_list = skipped_records(corpus)
-            if named["pairs_out"]:
-                write_pairs(named["pairs_out"], result)
-            if named["clusters_out"]:
-                write_clusters(named["clusters_out"], result)
-            stats = dict(result.stats)
-            stats["skipped_records"] = skipped
-            if skipped:
-                stats["skipped_list"] = skipped_list
-            stats["elapsed_s"] = round(time.perf_counter() - t0, 3)
-            stats["kernel_compile_s"] = round(_jit.compile_seconds(), 3)  # of elapsed_s
-            stats["docs_per_s"] = (
-                round(stats["documents"] / stats["elapsed_s"], 1) if stats["elapsed_s"] else None
-            )
-            stats["inputs"] = sources
-            stats["output"] = out
-            if named["summary_json"]:
-                with atomic_open(named["summary_json"], "w", encoding="utf-8") as fh:
-                    json.dump(stats, fh, indent=2, ensure_ascii=False)
-                    fh.write("\n")
+                if named["pairs_out"]:
+                    write_pairs(named["pairs_out"], result)
+                if named["clusters_out"]:
+                    write_clusters(named["clusters_out"], result)
+                stats = dict(result.stats)
+                stats["skipped_records"] = skipped
+                if skipped:
+                    stats["skipped_list"] = skipped_list
+                stats["elapsed_s"] = round(time.perf_counter() - t0, 3)
+                stats["kernel_compile_s"] = round(_jit.compile_seconds(), 3)  # of elapsed_s
+                stats["docs_per_s"] = (
+                    round(stats["documents"] / stats["elapsed_s"], 1)
+                    if stats["elapsed_s"]
+                    else None
+                )
+                stats["inputs"] = sources
+                stats["output"] = out
+                if named["summary_json"]:
+                    with atomic_open(named["summary_json"], "w", encoding="utf-8") as fh:
+                        json.dump(stats, fh, indent=2, ensure_ascii=False)
+                        fh.write("\n")
+                if extra_outputs is not None:
+                    extra_outputs(result, corpus.texts, stats)
             report("write", kept, kept)
     finally:
         if early is not None:
@@ -173,14 +183,19 @@ def dedup_files(
 
 
 def write_pairs(path: str, result: DedupResult) -> None:
-    """``result``'s matched pairs as CSV at ``path``: ``id_a,id_b,distance,score,stage``, one
-    row per pair (the same bytes as a ``csv.writer`` over ``result.pair_rows()`` with ids)."""
+    """``result``'s matched pairs as CSV at ``path``: ``id_a,id_b,distance,score,stage,rule``,
+    one row per pair (a ``csv.writer`` over ``result.pair_rows()`` with ids, and each pair's
+    rule name)."""
     from ..io import atomic_open
     from ..io.csvout import write_pairs_csv
+    from ..verify.rule import RULE_NAMES
 
     p = result.pairs
     with atomic_open(path, "wb", buffering=1 << 20) as fh:
-        write_pairs_csv(fh, result.ids, p.a, p.b, p.distance, p.score, p.stage, STAGE_NAMES)
+        write_pairs_csv(
+            fh, result.ids, p.a, p.b, p.distance, p.score, p.stage, STAGE_NAMES,
+            rule=p.rule, rule_names=RULE_NAMES,
+        )  # fmt: skip
 
 
 def write_clusters(path: str, result: DedupResult) -> None:

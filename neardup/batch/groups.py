@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from ..verify.rule import RULE_EXACT
 from .config import STAGE_EXACT, STAGE_NEAR, PairTable
 
 I64 = npt.NDArray[np.int64]
@@ -222,6 +223,7 @@ def stage_exact_pairs(groups: ExactGroups, expand_pairs: int) -> PairTable:
         np.zeros(k, np.int32),
         np.ones(k, np.float64),
         np.full(k, STAGE_EXACT, np.uint8),
+        np.full(k, RULE_EXACT, np.uint8),
     )
 
 
@@ -246,6 +248,7 @@ def stage_exact_pairs_reference(groups: dict[int, list[int]], expand_pairs: int)
         np.zeros(k, np.int32),
         np.ones(k, np.float64),
         np.full(k, STAGE_EXACT, np.uint8),
+        np.full(k, RULE_EXACT, np.uint8),
     )
 
 
@@ -256,18 +259,25 @@ def stage_expand(
     d: npt.NDArray[np.int32],
     score: npt.NDArray[np.float64],
     expand_pairs: int,
+    rule: npt.NDArray[np.uint8],
 ) -> PairTable:
     """Near pairs between first copies, repeated for the other members of their exact groups
     (:func:`~neardup.batch.groups.expanded_pairs`; equals :func:`stage_expand_reference`,
-    tested)."""
+    tested); a repeated pair carries its first copies' pair's distance, score and ``rule``."""
     ea, eb, ed, es = expanded_pairs(groups, a, b, d, score, expand_pairs)
     aa = np.concatenate([a, ea])
+    # expanded_pairs lists each pair's repeats in the order of the pairs: gx * gy - 1 of them
+    # where that is at most expand_pairs (and more than 0)
+    later = np.diff(groups.off)
+    gx, gy = later[a] + 1, later[b] + 1
+    cnt = np.where((gx * gy != 1) & (gx * gy <= expand_pairs), gx * gy - 1, 0)
     return PairTable(
         aa,
         np.concatenate([b, eb]),
         np.concatenate([d, ed]),
         np.concatenate([score, es]),
         np.full(aa.size, STAGE_NEAR, np.uint8),
+        np.concatenate([rule, np.repeat(rule, cnt)]).astype(np.uint8),
     )
 
 
@@ -278,15 +288,18 @@ def stage_expand_reference(
     d: npt.NDArray[np.int32],
     score: npt.NDArray[np.float64],
     expand_pairs: int,
+    rule: npt.NDArray[np.uint8],
 ) -> PairTable:
     """Reference for :func:`stage_expand`, over :func:`exact_groups_reference`' dict."""
-    out_a, out_b, out_d, out_s = [a], [b], [d], [score]
+    out_a, out_b, out_d, out_s, out_r = [a], [b], [d], [score], [rule]
     if groups:
         ea: list[int] = []
         eb: list[int] = []
         ed: list[int] = []
         es: list[float] = []
-        for x, y, dist, sc in zip(a.tolist(), b.tolist(), d.tolist(), score.tolist(), strict=True):
+        er: list[int] = []
+        rows = zip(a.tolist(), b.tolist(), d.tolist(), score.tolist(), rule.tolist(), strict=True)
+        for x, y, dist, sc, ru in rows:
             gx, gy = groups.get(x, [x]), groups.get(y, [y])
             if len(gx) * len(gy) == 1 or len(gx) * len(gy) > expand_pairs:
                 continue
@@ -297,10 +310,12 @@ def stage_expand_reference(
                         eb.append(max(u, w))
                         ed.append(dist)
                         es.append(sc)
+                        er.append(ru)
         out_a.append(np.array(ea, np.int64))
         out_b.append(np.array(eb, np.int64))
         out_d.append(np.array(ed, np.int32))
         out_s.append(np.array(es, np.float64))
+        out_r.append(np.array(er, np.uint8))
     aa = np.concatenate(out_a)
     return PairTable(
         aa,
@@ -308,4 +323,5 @@ def stage_expand_reference(
         np.concatenate(out_d),
         np.concatenate(out_s),
         np.full(aa.size, STAGE_NEAR, np.uint8),
+        np.concatenate(out_r).astype(np.uint8),
     )

@@ -47,12 +47,8 @@ import numpy.typing as npt
 
 from ..errors import InputError, InputTypeError
 from ..io.texts import SpanTexts, UniqueIds
-from .candidate_stage import (
-    LSH_SIMHASH_DISTANCE,
-    LSH_SIMHASH_SHORT_DISTANCE,
-    stage_candidates,
-    stage_candidates_lsh,
-)
+from ..verify.rule import RULE_NAMES, RULE_UNVERIFIED
+from .candidate_stage import stage_candidates_for
 from .cluster import cluster_ids, connected_components
 from .config import DedupConfig, DedupResult, PairTable, Progress, with_overrides
 from .exact import ExactFingerprintPass, stage_fingerprint
@@ -60,7 +56,32 @@ from .groups import ExactGroups, stage_exact_pairs, stage_expand
 from .policy import stage_cluster, stage_policy, stage_representatives
 from .verify_stage import LAZY_MIN_PAIRS_PER_DOC, subset_texts, verify_in_chunks
 
-__all__ = ["dedup"]
+__all__ = ["SCORE_BINS", "candidate_scores", "dedup"]
+
+#: bins of ``stats["candidate_scores"]`` over [0, 1] (the last bin holds 1.0)
+SCORE_BINS = 100
+
+
+def candidate_scores(
+    score: npt.NDArray[np.float64],
+    rule: npt.NDArray[np.uint8],
+    skipped: npt.NDArray[np.bool_],
+) -> dict[str, Any]:
+    """``stats["candidate_scores"]``: the verified candidate pairs (first copies, before exact
+    copies are expanded) counted by the rule that decided them and their score, in
+    ``SCORE_BINS`` equal bins over [0, 1] (bin ``i`` holds ``i / bins <= score < (i + 1) /
+    bins``; the last one holds 1.0 too), plus the ``skipped`` pairs (deferred, never
+    verified). What the review report shows a threshold would keep or drop; a ``bound`` pair's
+    score is an upper bound on its similarity."""
+    done = ~skipped
+    sc, ru = score[done], rule[done]
+    # (+1e-9: a score equal to an edge, i / bins as a float product, lands in bin i; distinct
+    # token-count ratios are farther apart than that)
+    k = np.clip(np.floor(sc * SCORE_BINS + 1e-9).astype(np.int64), 0, SCORE_BINS - 1)
+    counts = {}
+    for code in np.unique(ru).tolist():
+        counts[RULE_NAMES[code]] = np.bincount(k[ru == code], minlength=SCORE_BINS).tolist()
+    return {"bins": SCORE_BINS, "counts": counts, "skipped": int(skipped.sum())}
 
 
 def _longest_first(
@@ -92,6 +113,7 @@ def dedup(
     config: DedupConfig | None = None,
     progress: Progress | None = None,
     exact_pass: ExactFingerprintPass | None = None,
+    candidates_out: list[PairTable] | None = None,
     **overrides: Any,
 ) -> DedupResult:
     """Deduplicate a corpus: exact duplicates, then verified near-duplicates, then clusters.
@@ -111,6 +133,11 @@ def dedup(
         this), made with the same fingerprinter settings: its work is used instead of starting
         over (the results are the same). Ignored, and closed, when ``exact`` is off or its
         fingerprinter differs from the configured one.
+    candidates_out : list, optional
+        Receives one :class:`PairTable` of every candidate pair of first copies the run found,
+        accepted or not: ``stage`` 1 when accepted, 0 when rejected (or skipped), ``score``
+        and ``rule`` as verification left them (``RULE_BELOW`` / ``RULE_BOUND`` for rejected
+        pairs). For inspection and tests (``neardup explain`` is checked against it).
 
     Returns
     -------
@@ -209,41 +236,22 @@ def dedup(
     lsh_info: dict[str, Any] = {}
     tokenised: dict[int, tuple[bytes, int]] = {}
     deferred: list[npt.NDArray[np.bool_]] = []
-    if cfg.candidates == "lsh":
-        ca, cb, cd = stage_candidates_lsh(
-            subset_texts(texts, unique),
-            fps_u,
-            lengths[unique],
-            ~empty_u,
-            verifier,
-            cfg.lsh_plan(),
-            LSH_SIMHASH_DISTANCE if cfg.max_distance is None else cfg.max_distance,
-            cfg.workers,
-            cfg.max_candidates_per_doc,
-            passes,
-            lsh_info,
-            # an explicit distance is searched as asked, as in the SimHash mode
-            cfg.candidate_work_per_doc_ns if cfg.max_distance is None else None,
-            tokenised,
-            deferred,
-            lambda k: report("candidates", k * n // max(int(unique.size), 1), n),
-            LSH_SIMHASH_SHORT_DISTANCE if cfg.max_distance is None else None,
-        )
-        if tokenised:  # those in a pair, re-keyed from position among first copies to texts
-            involved = set(ca.tolist()) | set(cb.tolist())
-            tokenised = {int(unique[k]): v for k, v in tokenised.items() if k in involved}
-    else:
-        ca, cb, cd = stage_candidates(
-            fps_u,
-            lengths[unique],
-            ~empty_u,
-            verifier,
-            cfg.max_distance,
-            cfg.workers,
-            cfg.max_candidates_per_doc,
-            passes,
-            cfg.candidate_work_per_doc_ns,
-        )
+    ca, cb, cd = stage_candidates_for(
+        cfg,
+        subset_texts(texts, unique) if cfg.candidates == "lsh" else [],
+        fps_u,
+        lengths[unique],
+        ~empty_u,
+        verifier,
+        passes,
+        lsh_info,
+        tokenised,
+        deferred,
+        lambda k: report("candidates", k * n // max(int(unique.size), 1), n),
+    )
+    if tokenised:  # those in a pair, re-keyed from position among first copies to texts
+        involved = set(ca.tolist()) | set(cb.tolist())
+        tokenised = {int(unique[k]): v for k, v in tokenised.items() if k in involved}
     ca, cb = unique[ca], unique[cb]
     done()
 
@@ -268,7 +276,7 @@ def dedup(
         lazy = deferred[0] if deferred else None
         if lazy is not None and lazy.sum() <= LAZY_MIN_PAIRS_PER_DOC * unique.size:
             lazy = None
-        ok, score, skipped = verify_in_chunks(
+        ok, score, skipped, rule = verify_in_chunks(
             verifier,
             texts,
             ca,
@@ -288,8 +296,14 @@ def dedup(
     else:
         bits = 128 if fps_u.ndim == 2 else 64
         ok, score = np.ones(ca.size, bool), 1.0 - cd / bits
+        rule = np.full(ca.size, RULE_UNVERIFIED, np.uint8)
+        skipped = np.zeros(ca.size, bool)
     tokenised.clear()
-    near = stage_expand(groups, ca[ok], cb[ok], cd[ok], score[ok], cfg.expand_pairs)
+    if candidates_out is not None:
+        candidates_out.append(
+            PairTable(ca, cb, cd, score, np.where(ok, 1, 0).astype(np.uint8), rule)
+        )
+    near = stage_expand(groups, ca[ok], cb[ok], cd[ok], score[ok], cfg.expand_pairs, rule[ok])
     done()
 
     done = timed("cluster")
@@ -321,6 +335,7 @@ def dedup(
         "candidate_passes": passes,
         **({"lsh": lsh_info} if lsh_info else {}),
         "verified": int(ok.sum()),
+        "candidate_scores": candidate_scores(score, rule, skipped),
         "pairs": len(pairs),
         "elapsed_s": round(elapsed, 3),
         "docs_per_s": round(n / elapsed, 1) if elapsed > 0 else None,

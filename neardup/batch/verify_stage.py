@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from .._arrays import unique_sorted
 from ..io.texts import SpanTexts
-from ..verify.rule import TokenEncoder, Verifier
+from ..verify.rule import RULE_BOUND, RULE_TRUSTED, TokenEncoder, Verifier
 from .config import Progress
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "VERIFY_MAX_CHUNKS",
     "stage_verify",
     "stage_verify_reference",
+    "stage_verify_rules",
     "subset_texts",
     "verify_in_chunks",
 ]
@@ -45,6 +46,21 @@ def stage_verify(
     workers: int = 1,
     tokenised: dict[int, tuple[bytes, int]] | None = None,
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
+    """Decide candidate pairs ``(texts[a[m]], texts[b[m]])``: :func:`stage_verify_rules`
+    without the rules, ``(ok, score)``."""
+    ok, score, _ = stage_verify_rules(verifier, texts, a, b, d, workers, tokenised)
+    return ok, score
+
+
+def stage_verify_rules(
+    verifier: Verifier,
+    texts: Sequence[str],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    d: npt.NDArray[np.int32],
+    workers: int = 1,
+    tokenised: dict[int, tuple[bytes, int]] | None = None,
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64], npt.NDArray[np.uint8]]:
     """Decide candidate pairs ``(texts[a[m]], texts[b[m]])``; same decisions as
     :func:`stage_verify_reference` (tested). ``tokenised``: texts already tokenised in Python
     (position in ``texts`` -> kernel bytes and mode, as the candidate stage leaves them).
@@ -66,14 +82,17 @@ def stage_verify(
        :func:`~neardup.verify.overlap.lcs_many`: tokenised per pair, a per-pair token table
        confirmed byte by byte, bit-parallel LCS), decided by :meth:`Verifier.decide`.
 
-    Returns (ok bool (m,), score float64 (m,)). The score of a pair that passes (or reaches
-    step 3) is its exact similarity; a pair rejected in step 1 or 2 reports that bound's ratio.
+    Returns (ok bool (m,), score float64 (m,), rule uint8 (m,)). The score of a pair that
+    passes (or reaches step 3) is its exact similarity; a pair rejected in step 1 or 2 reports
+    that bound's ratio. ``rule`` says what decided each pair, from the step that decided it
+    (``neardup.verify.rule.RULE_*``): ``RULE_BOUND`` (step 1 or 2), the rule of
+    :meth:`Verifier.decide_rules` (step 3), ``RULE_TRUSTED`` (``trust_distance``).
     """
     from ..verify.overlap import bound_decisions, histogram_bound_decisions, lcs_many
     from ..verify.tokens import token_bytes, token_hashes, token_histograms
 
     if a.size == 0:
-        return np.zeros(0, bool), np.zeros(0, np.float64)
+        return np.zeros(0, bool), np.zeros(0, np.float64), np.zeros(0, np.uint8)
     pos = np.full(len(texts), -1, np.int64)
     pos[a] = 0
     pos[b] = 0
@@ -104,13 +123,16 @@ def stage_verify(
         )
         del values, offsets
     ok = np.zeros(a.size, bool)
+    decided = np.full(a.size, RULE_BOUND, np.uint8)  # what the bounds rejected keeps this
     todo = np.flatnonzero(could)
     if todo.size:
         need, xa, xb, again = _pairs_texts(ia[todo], ib[todo], docs.size, prepared)
         data = token_bytes(verifier, subset_texts(sub, need), prepared=again)
         lcs = lcs_many(data, xa, xb, workers=workers, max_cells=verifier.max_lcs_cells)
-        ok[todo], score[todo] = verifier.decide(lcs, lens[ia[todo]], lens[ib[todo]])
-    return _trusted(verifier, texts, a, b, d, ok, score)
+        ok[todo], score[todo], decided[todo] = verifier.decide_rules(
+            lcs, lens[ia[todo]], lens[ib[todo]]
+        )
+    return _trusted(verifier, texts, a, b, d, ok, score, decided)
 
 
 def _pairs_texts(
@@ -158,11 +180,14 @@ def verify_in_chunks(
     skippable: Callable[[npt.NDArray[np.bool_]], npt.NDArray[np.bool_]] | None = None,
     order: npt.NDArray[np.int64] | None = None,
     progress: Progress | None = None,
-) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
-    """:func:`stage_verify` in chunks of ``VERIFY_CHUNK_PAIRS`` pairs (at most
+) -> tuple[
+    npt.NDArray[np.bool_], npt.NDArray[np.float64], npt.NDArray[np.bool_], npt.NDArray[np.uint8]
+]:
+    """:func:`stage_verify_rules` in chunks of ``VERIFY_CHUNK_PAIRS`` pairs (at most
     ``VERIFY_MAX_CHUNKS`` chunks), reporting
     ``progress("verify", pairs done, pairs)`` after each; the decisions are per pair, so they do
-    not depend on the chunks. Returns ``(ok, score, skipped)``.
+    not depend on the chunks. Returns ``(ok, score, skipped, rule)`` (``rule``: what decided
+    each pair; ``RULE_BELOW`` for a skipped one, which was not verified).
 
     ``deferred`` marks the pairs only a pathological case produced (``deferred_out`` of
     :func:`stage_candidates_lsh`). They are verified after the others, in rounds of
@@ -180,6 +205,7 @@ def verify_in_chunks(
     m = a.size
     ok = np.zeros(m, bool)
     score = np.zeros(m, np.float64)
+    rule = np.zeros(m, np.uint8)
     skipped = np.zeros(m, bool)
     report = progress or (lambda stage, done, total: None)
     done = 0
@@ -191,9 +217,11 @@ def verify_in_chunks(
         for s0 in range(0, sel.size, step):
             part = sel[s0 : s0 + step]
             if part.size == m:  # one chunk of everything: no index copies
-                ok[:], score[:] = stage_verify(verifier, texts, a, b, d, workers, tokenised)
+                ok[:], score[:], rule[:] = stage_verify_rules(
+                    verifier, texts, a, b, d, workers, tokenised
+                )
             else:
-                ok[part], score[part] = stage_verify(
+                ok[part], score[part], rule[part] = stage_verify_rules(
                     verifier, texts, a[part], b[part], d[part], workers, tokenised
                 )
             done += int(part.size)
@@ -201,7 +229,7 @@ def verify_in_chunks(
 
     if deferred is None or skippable is None or not deferred.any():
         run(np.arange(m, dtype=np.int64))
-        return ok, score, skipped
+        return ok, score, skipped, rule
     run(np.flatnonzero(~deferred))
     pool = np.flatnonzero(deferred)
     if order is not None:
@@ -219,7 +247,7 @@ def verify_in_chunks(
         pool = pool[keep]
         size *= 2
     skipped[pool] = True
-    return ok, score, skipped
+    return ok, score, skipped, rule
 
 
 def subset_texts(texts: Sequence[str], idx: npt.NDArray[np.int64]) -> Sequence[str]:
@@ -245,7 +273,9 @@ def stage_verify_reference(
         return np.zeros(0, bool), np.zeros(0, np.float64)
     encoded = encode_texts_reference(verifier, texts, TokenEncoder())
     ok, score = verifier.compare_indexed(encoded, a, b, workers=workers)
-    return _trusted(verifier, texts, a, b, d, ok, score)
+    rule = np.zeros(a.size, np.uint8)  # (rules: stage_verify_rules; not part of the reference)
+    ok, score, _ = _trusted(verifier, texts, a, b, d, ok, score, rule)
+    return ok, score
 
 
 def _trusted(
@@ -256,12 +286,15 @@ def _trusted(
     d: npt.NDArray[np.int32],
     ok: npt.NDArray[np.bool_],
     score: npt.NDArray[np.float64],
-) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
-    """``trust_distance``: long pairs at a small SimHash distance pass whatever their score."""
+    rule: npt.NDArray[np.uint8],
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64], npt.NDArray[np.uint8]]:
+    """``trust_distance``: long pairs at a small SimHash distance pass whatever their score
+    (rule ``RULE_TRUSTED``)."""
     cfg = verifier.config()
     if cfg["trust_distance"] < 0:
-        return ok, score
+        return ok, score, rule
     la = np.fromiter((len(texts[i]) for i in a.tolist()), np.int64, a.size)
     lb = np.fromiter((len(texts[i]) for i in b.tolist()), np.int64, b.size)
     trusted = (d <= cfg["trust_distance"]) & (np.minimum(la, lb) >= cfg["short_chars"])
-    return ok | trusted, np.where(trusted, 1.0 - d / 64.0, score)
+    rule = np.where(trusted, np.uint8(RULE_TRUSTED), rule).astype(np.uint8)
+    return ok | trusted, np.where(trusted, 1.0 - d / 64.0, score), rule

@@ -172,6 +172,15 @@ def dedup_command(
     summary_json: Annotated[
         str | None, typer.Option(help="Write the summary as JSON here.")
     ] = None,
+    report: Annotated[
+        str | None,
+        typer.Option(
+            metavar="[PATH]",
+            help="Write the review report (one HTML file) here and its data, review.json, beside "
+            "it; without PATH: report.html in the run's folder (--summary-json's, else "
+            "--output's). See neardup report.",
+        ),
+    ] = None,
     workers: Annotated[int, typer.Option(help="Worker count (output does not depend on it).")] = 1,
     on_error: Annotated[
         Literal["fail", "skip"],
@@ -202,6 +211,7 @@ def dedup_command(
     from ..batch.files import dedup_files
     from ..errors import ConfigError
     from ..io import check_not_input, check_output
+    from ..review.report import review_writer
     from .progress import StageProgress
 
     if sample:
@@ -213,6 +223,8 @@ def dedup_command(
         pairs_out = pairs_out or str(out_dir / "pairs.csv")
         clusters_out = clusters_out or str(out_dir / "clusters.csv")
         summary_json = summary_json or str(out_dir / "summary.json")
+        if report == "":
+            report = str(out_dir / "report.html")
         # the one output folder neardup makes itself (others must exist: a mistyped folder is
         # refused, not silently created)
         out_dir.mkdir(exist_ok=True)
@@ -222,6 +234,10 @@ def dedup_command(
         raise ConfigError("--output is required (a path, or - for stdout)")
     outputs = [("--output", output), ("--pairs-out", pairs_out), ("--clusters-out", clusters_out)]
     outputs.append(("--summary-json", summary_json))
+    review_out = None
+    if report is not None:  # "" (--report without PATH): report.html in the run's folder
+        report, review_out = _report_paths(report, summary_json, output, engine)
+        outputs += [("--report", report), ("--report", review_out)]
     for option, path in outputs:
         if path is not None and path != "-":
             check_not_input(path, inputs, option=option)
@@ -274,6 +290,7 @@ def dedup_command(
             on_error=on_error,
             config=config,
             progress=_bar_callback(progress),
+            extra_outputs=None if report is None else review_writer(report, str(review_out)),
         )
     stats = result.stats
     if not quiet:
@@ -281,9 +298,37 @@ def dedup_command(
         print(_summary_text(stats), file=stream)
         if sample:
             print(_sample_outputs(output, pairs_out, clusters_out, summary_json), file=stream)
+        if report is not None:
+            print(f"review report: {report} (data: {review_out})", file=stream)
     # after the summary, so they are the last thing on a terminal; never hidden by -q
     for message in _run_warnings(stats, stats.get("skipped_list", [])):
         warn(message)
+
+
+def _report_paths(
+    report: str, summary_json: str | None, output: str, engine: str
+) -> tuple[str, str]:
+    """``--report``'s HTML path (``""``: ``report.html`` in the run's folder) and the review
+    data's (``review.json`` beside it)."""
+    from ..errors import ConfigError
+    from ..review.report import REVIEW_NAME
+
+    if engine != "local":
+        raise ConfigError("--report is made by the local engine; drop --engine or --report")
+    if not report:
+        folder = next(
+            (Path(p).parent for p in (summary_json, output) if p and not _is_stdout(p)), None
+        )
+        if folder is None:
+            raise ConfigError(
+                "--report without PATH writes report.html beside --summary-json or --output; "
+                "both go to stdout here, so pass --report PATH"
+            )
+        report = str(folder / "report.html")
+    review = Path(report).parent / REVIEW_NAME
+    if Path(report).resolve() == review.resolve():
+        raise ConfigError(f"--report: {report} is where the review data goes; name it .html")
+    return report, str(review)
 
 
 def _bar_callback(bar: Any) -> Callable[[str, int, int], None]:

@@ -79,7 +79,7 @@ def fingerprint_cmd(
     bits: Annotated[int, typer.Option(help="64 or 128")] = 64,
     features: Annotated[str, typer.Option(help="auto|words|shingles|chars|jieba")] = "auto",
     ngram: Annotated[int | None, typer.Option(help="shingle / char n-gram size")] = None,
-    weights: Annotated[str, typer.Option(help="tf|tfidf|keywords")] = "tf",
+    weights: Annotated[str, typer.Option(help="tf|tfidf|keywords|textrank")] = "tf",
     hash: Annotated[
         str, typer.Option("--hash", help="xxh64|jenkins-lookup2|jenkins-oaat|fnv1a|md5")
     ] = "xxh64",

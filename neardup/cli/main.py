@@ -41,6 +41,8 @@ _COMMAND_MODULES = (
     "neardup.cli.serve_cmd",  # neardup serve
     "neardup.cli.batch_cmd",  # neardup batch-query
     "neardup.cli.cluster_cmd",  # neardup cluster status | add-node | remove-node | rebalance
+    "neardup.cli.explain_cmd",  # neardup explain
+    "neardup.cli.report_cmd",  # neardup report
 )
 
 
@@ -113,11 +115,31 @@ def _deepest_context(command: Any, argv: list[str]) -> Any:
         return None
 
 
+#: options whose value is optional (``--report [PATH]``): given without one, they get this
+#: value. typer 0.29's bundled click has no optional option values, so the command line is
+#: completed here as click would: the option is last, or the next word is another option.
+_OPTIONAL_VALUE = {"--report": ""}
+
+
+def _optional_values(args: list[str]) -> list[str]:
+    out: list[str] = []
+    for i, a in enumerate(args):
+        out.append(a)
+        if a == "--":
+            out.extend(args[i + 1 :])
+            break
+        if a in _OPTIONAL_VALUE:
+            nxt = args[i + 1] if i + 1 < len(args) else None
+            if nxt is None or (nxt.startswith("-") and nxt != "-"):
+                out.append(_OPTIONAL_VALUE[a])
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     command = _build()
     try:
-        args = sys.argv[1:] if argv is None else list(argv)
+        args = _optional_values(sys.argv[1:] if argv is None else list(argv))
         rv = command.main(args=args, prog_name="neardup", standalone_mode=False)
     except NeardupError as exc:
         typer.echo(f"neardup: error: {exc}", err=True)

@@ -49,6 +49,7 @@ def _write_pairs(res: Any, path: str) -> None:
     from ..batch.config import STAGE_NAMES
     from ..io import atomic_open
     from ..io.csvout import write_pairs_csv
+    from ..verify.rule import RULE_NAMES
 
     p = res.read("pairs_out")
     m = p.num_rows
@@ -57,7 +58,7 @@ def _write_pairs(res: Any, path: str) -> None:
     with atomic_open(path, "wb", buffering=1 << 20) as fh:
         write_pairs_csv(
             fh, ids, ar, ar + m, p["distance"].to_numpy(), p["score"].to_numpy(),
-            p["stage"].to_numpy(), STAGE_NAMES,
+            p["stage"].to_numpy(), STAGE_NAMES, rule=p["rule"].to_numpy(), rule_names=RULE_NAMES,
         )  # fmt: skip
 
 

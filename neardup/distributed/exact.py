@@ -52,7 +52,8 @@ def _pairs_schema() -> Any:
     pa = _pa()
     return pa.schema(
         [("a", pa.int64()), ("b", pa.int64()), ("id_a", pa.string()), ("id_b", pa.string()),
-         ("distance", pa.int32()), ("score", pa.float64()), ("stage", pa.uint8())]
+         ("distance", pa.int32()), ("score", pa.float64()), ("stage", pa.uint8()),
+         ("rule", pa.uint8())]
     )  # fmt: skip
 
 
@@ -117,7 +118,7 @@ def step_exact(workdir: str, task: int, job: Job) -> dict[str, Any]:
         {"a": ea, "b": eb, "id_a": pa.array(sid[pt.a].tolist(), pa.string()),
          "id_b": pa.array(sid[pt.b].tolist(), pa.string()),
          "distance": np.zeros(ea.size, np.int32), "score": np.ones(ea.size),
-         "stage": np.full(ea.size, STAGE_EXACT, np.uint8)},
+         "stage": np.full(ea.size, STAGE_EXACT, np.uint8), "rule": pt.rule},
         schema=PAIRS_SCHEMA,
     )  # fmt: skip
     size_pairs = _store.shuffle_write(

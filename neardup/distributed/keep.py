@@ -61,6 +61,7 @@ def _schemas() -> dict[str, Any]:
                 ("id_w", s),
                 ("distance", pa.int32()),
                 ("score", pa.float64()),
+                ("rule", pa.uint8()),
             ]
         ),
         "state": pa.schema(
@@ -236,7 +237,7 @@ def step_final(workdir: str, task: int, job: Job, rounds: int) -> dict[str, Any]
         {"a": pa_, "b": pb, "id_a": pa.array(ia.tolist(), pa.string()),
          "id_b": pa.array(ib.tolist(), pa.string()),
          "distance": x["distance"].to_numpy()[idx], "score": x["score"].to_numpy()[idx],
-         "stage": np.full(pa_.size, STAGE_NEAR, np.uint8)},
+         "stage": np.full(pa_.size, STAGE_NEAR, np.uint8), "rule": x["rule"].to_numpy()[idx]},
         schema=PAIRS_SCHEMA,
     )  # fmt: skip
     # map-task numbers past the exact and verify steps' (file names never collide)

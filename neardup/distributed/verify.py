@@ -107,7 +107,8 @@ def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
     import pyarrow as pa
 
     from ..batch.config import STAGE_NEAR
-    from ..batch.verify_stage import stage_verify
+    from ..batch.verify_stage import stage_verify_rules
+    from ..verify.rule import RULE_UNVERIFIED
 
     cfg = job.dedup_config()
     plan = cfg.lsh_plan()
@@ -140,11 +141,13 @@ def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
     a, b, d = a[idx], b[idx], d[idx]
     ia = np.arange(idx.size, dtype=np.int64)
     if cfg.verify:
-        ok, score = stage_verify(cfg.make_verifier(), texts, ia, ia + idx.size, d)
+        ok, score, rule = stage_verify_rules(cfg.make_verifier(), texts, ia, ia + idx.size, d)
     else:
         ok, score = np.ones(idx.size, bool), 1.0 - d / 64.0
+        rule = np.full(idx.size, RULE_UNVERIFIED, np.uint8)
     sel = idx[ok]
     a, b, d, score = a[ok], b[ok], d[ok], np.asarray(score, np.float64)[ok]
+    rule = rule[ok]
     h = half.take(sel)
     fb_ = _unit_facts(workdir, task, docs, b)
     fb_["id"] = np.asarray(fb_["id"].to_pylist(), dtype=object)
@@ -156,7 +159,7 @@ def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
     pairs = pa.table(
         {"a": a, "b": b, "id_a": pa.array(id_a.tolist(), pa.string()),
          "id_b": pa.array(fb_["id"].tolist(), pa.string()), "distance": d, "score": score,
-         "stage": np.full(a.size, STAGE_NEAR, np.uint8)},
+         "stage": np.full(a.size, STAGE_NEAR, np.uint8), "rule": rule},
         schema=PAIRS_SCHEMA,
     )  # fmt: skip
     size += _store.shuffle_write(workdir, "pairs", job.buckets + task, pairs, owner(a, job.starts))
@@ -220,7 +223,7 @@ def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
         xp = pa.table(
             {"a": a[xr], "id_a": pa.array(id_a[xr].tolist(), pa.string()), "b": b[xr], "w": w,
              "id_w": pa.array(wid.tolist(), pa.string()), "distance": d[xr],
-             "score": score[xr]},
+             "score": score[xr], "rule": rule[xr]},
             schema=XPAND_SCHEMA,
         )  # fmt: skip
         size += _store.shuffle_write(workdir, "xpand", task, xp, owner(a[xr], job.starts))

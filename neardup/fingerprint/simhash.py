@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 FEATURES = ("auto", "words", "shingles", "chars", "jieba")
-WEIGHTS = ("tf", "tfidf", "keywords")
+WEIGHTS = ("tf", "tfidf", "keywords", "textrank")
 #: (features, ngram) that ``features="auto"`` uses per language (chosen from the dev-set study in
 #: docs/fingerprints.md)
 AUTO_EN: tuple[str, int] = ("words", 1)
@@ -116,9 +116,12 @@ class Fingerprinter:
         Shingle size for ``words``/``shingles``/``jieba`` (1 = single tokens) or the char n-gram
         size for ``chars``. None: words 1, shingles 2, jieba 1, chars 3. Ignored by ``auto``,
         which uses :data:`AUTO_EN` / :data:`AUTO_ZH`.
-    weights : {"tf", "tfidf", "keywords"}, default="tf"
+    weights : {"tf", "tfidf", "keywords", "textrank"}, default="tf"
         Integral feature weights (:mod:`neardup.text.weights`). ``tfidf``/``keywords`` apply IDF
-        to word tokens; char n-grams always weigh 1 (tf).
+        to word tokens; char n-grams always weigh 1 (tf) with them. ``textrank``: each distinct
+        feature (word, shingle or char n-gram) weighs its TextRank level 1-8
+        (:func:`~neardup.text.weights.textrank_weights`); computed in Python (slower), like
+        ``keywords``.
     hash : {"xxh64", "jenkins-lookup2", "jenkins-oaat", "fnv1a", "md5"}, default="xxh64"
         Feature hash (:mod:`neardup.hashing`). ``md5`` runs in Python (slow; compatibility only).
     seed : int, default=0
@@ -409,7 +412,7 @@ class Fingerprinter:
             for i in range(start, stop):
                 fps[i], nfeat[i] = self._callable_one(texts[i], i)
             return
-        fast = not (_FORCE_REFERENCE or self.hash == "md5" or self.weights == "keywords")
+        fast = not self._python_path()
         a = start
         while a < stop:  # blocks of bounded size
             b = min(stop, a + _BLOCK_DOCS)
@@ -531,7 +534,7 @@ class Fingerprinter:
                 self._run_group(texts, members, feat, n, fps, nfeat)
 
     def _python_path(self) -> bool:
-        return _FORCE_REFERENCE or self.hash == "md5" or self.weights == "keywords"
+        return _FORCE_REFERENCE or self.hash == "md5" or self.weights in ("keywords", "textrank")
 
     def _run_group(
         self,
@@ -597,6 +600,8 @@ class Fingerprinter:
             )
             if self.weights == "keywords":
                 feats = self._keywords(feats)
+            elif self.weights == "textrank":
+                feats = self._textrank(feats)
             nfeat[i] = len(feats)
             fps[i] = _words_from_int(ref.simhash_from_features(feats, self.bits), self.bits)
 
@@ -613,6 +618,24 @@ class Fingerprinter:
         hh = np.array([k[0] for k in keys], np.uint64)
         kw = keyword_weights(sc, hh, self.top_n)
         return [(k[0], k[1], int(w)) for k, w in zip(keys, kw.tolist(), strict=True) if w > 0]
+
+    def _textrank(self, feats: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+        """Each distinct feature once, weighing its TextRank level (:mod:`neardup.text.weights`;
+        the pure reference under ``NEARDUP_REFERENCE=fingerprint``)."""
+        from ..text.weights import textrank_weights, textrank_weights_reference
+
+        if not feats:
+            return feats
+        if _FORCE_REFERENCE:
+            keys = [(hi, lo) for hi, lo, _ in feats]
+            ref_w = textrank_weights_reference(keys)  # type: ignore[arg-type]
+            return [(k[0], k[1], w) for k, w in sorted(ref_w.items())]  # type: ignore[index]
+        arr = np.array([(hi, lo) for hi, lo, _ in feats], np.uint64)
+        nodes, weights = textrank_weights(arr)
+        return [
+            (int(k[0]), int(k[1]), int(w))
+            for k, w in zip(nodes.tolist(), weights.tolist(), strict=True)
+        ]
 
     def _callable_one(self, text: str, pos: int) -> tuple[tuple[int, ...], int]:
         feats = self.features(text)  # type: ignore[operator]

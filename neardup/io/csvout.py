@@ -9,7 +9,7 @@ are the per-row :mod:`csv` writers, kept to test agreement (``tests/io/test_io.p
 
 Formats
 -------
-pairs:    ``id_a,id_b,distance,score,stage`` — score as ``repr(round(score, 4))``.
+pairs:    ``id_a,id_b,distance,score,stage,rule`` — score as ``repr(round(score, 4))``.
 clusters: ``id,cluster,cluster_size,representative,kept``.
 """
 
@@ -34,7 +34,7 @@ __all__ = [
     "write_pairs_csv",
 ]
 
-PAIRS_HEADER = ("id_a", "id_b", "distance", "score", "stage")
+PAIRS_HEADER = ("id_a", "id_b", "distance", "score", "stage", "rule")
 CLUSTERS_HEADER = ("id", "cluster", "cluster_size", "representative", "kept")
 _SPECIAL = (",", '"', "\r", "\n")
 _CHUNK = 262_144
@@ -128,6 +128,8 @@ def write_pairs_csv(
     stage: npt.NDArray[np.integer],
     stage_names: Sequence[str],
     *,
+    rule: npt.NDArray[np.integer],
+    rule_names: Sequence[str],
     chunk: int = _CHUNK,
 ) -> int:
     """Write the pairs CSV (header + one row per pair) as UTF-8 bytes to ``fh``.
@@ -143,6 +145,9 @@ def write_pairs_csv(
     stage : numpy.ndarray of int, shape (m,)
         Index into ``stage_names``.
     stage_names : sequence of str
+    rule : numpy.ndarray of int, shape (m,)
+        What decided each pair: index into ``rule_names``.
+    rule_names : sequence of str
     chunk : int, default=262144
         Rows formatted per write (bounds the memory of the text being built).
 
@@ -153,6 +158,7 @@ def write_pairs_csv(
     """
     fields = csv_fields(ids)
     names = csv_fields(stage_names)
+    rules = csv_fields(rule_names)
     fh.write((",".join(PAIRS_HEADER) + "\n").encode("utf-8"))
     m = int(np.asarray(a).size)
     a = np.asarray(a, np.int64)
@@ -160,6 +166,7 @@ def write_pairs_csv(
     distance = np.asarray(distance)
     score = np.asarray(score, np.float64)
     stage = np.asarray(stage)
+    rule = np.asarray(rule)
     for lo in range(0, m, chunk):
         hi = min(m, lo + chunk)
         cols = [
@@ -168,6 +175,7 @@ def write_pairs_csv(
             _small_ints_as_text(distance[lo:hi]),
             _scores_as_text(score[lo:hi]),
             _take(names, stage[lo:hi].astype(np.int64)),
+            _take(rules, rule[lo:hi].astype(np.int64)),
         ]
         _write_rows(fh, cols)
     return m
@@ -229,20 +237,23 @@ def pairs_csv_reference(
     score: npt.NDArray[np.float64],
     stage: npt.NDArray[np.integer],
     stage_names: Sequence[str],
+    rule: npt.NDArray[np.integer],
+    rule_names: Sequence[str],
 ) -> str:
     """The pairs CSV built row by row with :class:`csv.writer` (reference for tests)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(PAIRS_HEADER)
-    for x, y, d, s, st in zip(
+    for x, y, d, s, st, ru in zip(
         np.asarray(a).tolist(),
         np.asarray(b).tolist(),
         np.asarray(distance).tolist(),
         np.asarray(score).tolist(),
         np.asarray(stage).tolist(),
+        np.asarray(rule).tolist(),
         strict=True,
     ):
-        w.writerow([ids[x], ids[y], int(d), round(float(s), 4), stage_names[st]])
+        w.writerow([ids[x], ids[y], int(d), round(float(s), 4), stage_names[st], rule_names[ru]])
     return buf.getvalue()
 
 

@@ -8,6 +8,9 @@ All weights that reach SimHash are integers, so fingerprints never depend on sum
 - ``keywords``: per document, each distinct feature scores ``sum`` of its tf-idf weights; only the
   ``top_n`` best (ties broken by hash) are kept and get integer weights 1-5:
   ``1 + (4 * score) // max_score`` -- the "keywords with weights 1-5" idea.
+- ``textrank``: per document, each distinct feature weighs its TextRank score (PageRank over the
+  features' co-occurrence graph within a window), in integer levels 1-8
+  (:func:`textrank_weights`; integer fixed point, so the same on every machine).
 
 IDF file format (UTF-8 text, jieba's ``idf.txt`` layout): one ``token<whitespace>idf`` per line;
 the token is everything before the last whitespace run.
@@ -28,7 +31,20 @@ import numpy as np
 
 from ..errors import ConfigError, FormatError, InputError
 
-__all__ = ["IdfTable", "build_idf", "keyword_weights", "quantize_idf", "shipped_zh_idf"]
+__all__ = [
+    "TEXTRANK_DAMPING",
+    "TEXTRANK_ITERATIONS",
+    "TEXTRANK_LEVELS",
+    "TEXTRANK_SCALE",
+    "TEXTRANK_WINDOW",
+    "IdfTable",
+    "build_idf",
+    "keyword_weights",
+    "quantize_idf",
+    "shipped_zh_idf",
+    "textrank_weights",
+    "textrank_weights_reference",
+]
 
 
 def quantize_idf(idf: float) -> int:
@@ -153,3 +169,102 @@ def keyword_weights(scores: np.ndarray, hashes: np.ndarray, top_n: int) -> np.nd
     mx = int(top.max())
     out[order] = 1 + (4 * top) // max(mx, 1)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# TextRank (Mihalcea & Tarau 2004): the seeds' keyword weights (seed 003)
+
+#: features at most this many positions apart (in text order) co-occur: an edge of the graph
+TEXTRANK_WINDOW = 4
+#: PageRank iterations (fixed: no convergence test, so the result never depends on a tolerance)
+TEXTRANK_ITERATIONS = 30
+#: damping factor, in percent
+TEXTRANK_DAMPING = 85
+#: fixed-point scale of the scores (integer arithmetic: the same weights on every machine)
+TEXTRANK_SCALE = 1 << 20
+#: weights are 1 .. TEXTRANK_LEVELS
+TEXTRANK_LEVELS = 8
+
+
+def textrank_weights(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """TextRank weights of a document's features: ``keys`` are its features in text order
+    (uint64 ``(m,)``, or ``(m, 2)`` for 128-bit ``(hi, lo)``); returns the distinct features
+    (sorted ascending, rows for 2-D keys) and their integer weights (int64, 1 ..
+    ``TEXTRANK_LEVELS``).
+
+    The graph: one node per distinct feature; two distinct features at most
+    ``TEXTRANK_WINDOW`` positions apart co-occur, and each co-occurrence adds 1 to their
+    (undirected) edge. PageRank in integer fixed point (``TEXTRANK_SCALE``): every node starts
+    at ``S``; each of ``TEXTRANK_ITERATIONS`` rounds sets
+    ``s'(v) = (100 - d) * S // 100 + (d * sum_u (w(u, v) * s(u) // W(u))) // 100``
+    (``d = TEXTRANK_DAMPING``, ``W(u)`` the sum of ``u``'s edge weights; a node without edges
+    keeps ``(100 - d) * S // 100``). The weight is ``1 + (LEVELS - 1) * s // max(s)``. Only
+    integer operations: the weights are the same on every machine, in every order, and equal
+    :func:`textrank_weights_reference` (tested).
+    """
+    k = np.asarray(keys, np.uint64)
+    m = k.shape[0]
+    if m == 0:
+        return k.copy(), np.zeros(0, np.int64)
+    if k.ndim == 2:
+        nodes, node = np.unique(k, axis=0, return_inverse=True)
+    else:
+        nodes, node = np.unique(k, return_inverse=True)
+    node = np.asarray(node, np.int64).reshape(-1)
+    n = nodes.shape[0]
+    src_l, dst_l = [], []
+    for gap in range(1, min(TEXTRANK_WINDOW, m - 1) + 1):
+        a, b = node[:-gap], node[gap:]
+        keep = a != b
+        src_l += [a[keep], b[keep]]  # both directions of the undirected edge
+        dst_l += [b[keep], a[keep]]
+    src = np.concatenate(src_l) if src_l else np.zeros(0, np.int64)
+    dst = np.concatenate(dst_l) if dst_l else np.zeros(0, np.int64)
+    # co-occurrence counts per directed edge: sorted by (dst, src), run lengths
+    code = np.sort(dst * n + src)
+    edge, w = np.unique(code, return_counts=True)
+    e_dst, e_src = edge // n, edge % n
+    w = w.astype(np.int64)
+    deg = np.zeros(n, np.int64)
+    np.add.at(deg, e_src, w)
+    base = (100 - TEXTRANK_DAMPING) * TEXTRANK_SCALE // 100
+    s = np.full(n, TEXTRANK_SCALE, np.int64)
+    starts = np.flatnonzero(np.r_[True, e_dst[1:] != e_dst[:-1]]) if edge.size else edge
+    heads = e_dst[starts] if edge.size else edge
+    for _ in range(TEXTRANK_ITERATIONS):
+        new = np.full(n, base, np.int64)
+        if edge.size:
+            terms = (w * s[e_src]) // deg[e_src]
+            new[heads] += (TEXTRANK_DAMPING * np.add.reduceat(terms, starts)) // 100
+        s = new
+    top = int(s.max())
+    return nodes, 1 + ((TEXTRANK_LEVELS - 1) * s) // top
+
+
+def textrank_weights_reference(keys: list[tuple[int, ...]] | list[int]) -> dict[object, int]:
+    """The definition of :func:`textrank_weights` in pure Python: ``{feature: weight}`` for
+    ``keys`` (ints, or tuples for 128-bit features) in text order."""
+    if not keys:
+        return {}
+    nodes = sorted(set(keys))  # type: ignore[type-var]
+    at = {x: i for i, x in enumerate(nodes)}
+    seq = [at[x] for x in keys]
+    edges: dict[tuple[int, int], int] = {}
+    for i in range(len(seq)):
+        for j in range(i + 1, min(len(seq), i + TEXTRANK_WINDOW + 1)):
+            u, v = seq[i], seq[j]
+            if u != v:
+                edges[(u, v)] = edges.get((u, v), 0) + 1
+                edges[(v, u)] = edges.get((v, u), 0) + 1
+    deg = [0] * len(nodes)
+    for (u, _), c in edges.items():
+        deg[u] += c
+    base = (100 - TEXTRANK_DAMPING) * TEXTRANK_SCALE // 100
+    s = [TEXTRANK_SCALE] * len(nodes)
+    for _ in range(TEXTRANK_ITERATIONS):
+        acc = [0] * len(nodes)
+        for (u, v), c in edges.items():
+            acc[v] += c * s[u] // deg[u]
+        s = [base + TEXTRANK_DAMPING * a // 100 for a in acc]
+    top = max(s)
+    return {x: 1 + (TEXTRANK_LEVELS - 1) * s[i] // top for i, x in enumerate(nodes)}

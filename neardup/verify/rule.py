@@ -70,13 +70,49 @@ from ..errors import ConfigError, InputError, InputTypeError
 from ..text.social import SOCIAL, SOCIAL_MARKERS
 from .sequences import DEFAULT_MAX_LCS_CELLS, TokenEncoder
 
-__all__ = ["DEFAULT_MAX_LCS_CELLS", "LONG_CHARS", "TokenEncoder", "Verifier", "tokenize"]
+__all__ = [
+    "DEFAULT_MAX_LCS_CELLS",
+    "LONG_CHARS",
+    "RULE_BELOW",
+    "RULE_BOUND",
+    "RULE_CONTAINMENT",
+    "RULE_EXACT",
+    "RULE_NAMES",
+    "RULE_SIMILARITY",
+    "RULE_TRUSTED",
+    "RULE_UNVERIFIED",
+    "TokenEncoder",
+    "Verifier",
+    "tokenize",
+]
 
 #: texts at least this long (characters) are verified through cached token-hash arrays; below
 #: it a text has at most this many tokens, so two such texts never exceed the LCS cap
 LONG_CHARS = 8192
 #: most tokens the long-text cache of one verifier holds (~24 bytes each at most)
 CACHE_TOKENS = 2_000_000
+
+# What decided a pair (uint8 codes; names in RULE_NAMES): set by :meth:`Verifier.decide_rules`
+# (below / similarity / containment), by the batch verify stage's bounds (bound) and
+# trust_distance (trusted), and by the batch pipeline for exact copies and unverified runs. The
+# pairs CSV's ``rule`` column and ``neardup explain`` name them; they are recorded by the code
+# that decides, never recomputed.
+#: rejected: neither the similarity nor the containment reaches its threshold (or a side has
+#: no tokens)
+RULE_BELOW = 0
+#: rejected by an upper bound on the LCS (the token overlap) before the exact LCS was computed
+RULE_BOUND = 1
+#: accepted: ``ratio >= threshold``
+RULE_SIMILARITY = 2
+#: accepted: ``containment >= containment`` (the shorter text has ``min_containment_tokens``)
+RULE_CONTAINMENT = 3
+#: accepted on the SimHash distance alone (``trust_distance``)
+RULE_TRUSTED = 4
+#: exact copies (same normalised content hash)
+RULE_EXACT = 5
+#: accepted without verification (``DedupConfig(verify=False)``)
+RULE_UNVERIFIED = 6
+RULE_NAMES = ("below", "bound", "similarity", "containment", "trusted", "exact", "unverified")
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+", re.UNICODE)
@@ -373,7 +409,21 @@ class Verifier:
         len_b: npt.NDArray[np.integer[Any]],
     ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
         """Vectorised decision from LCS lengths and token counts; agrees with
-        :meth:`compare_encoded` (its scalar reference)."""
+        :meth:`compare_encoded` (its scalar reference). :meth:`decide_rules` without the rule."""
+        ok, score, _ = self.decide_rules(lcs, len_a, len_b)
+        return ok, score
+
+    def decide_rules(
+        self,
+        lcs: npt.NDArray[np.integer[Any]],
+        len_a: npt.NDArray[np.integer[Any]],
+        len_b: npt.NDArray[np.integer[Any]],
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64], npt.NDArray[np.uint8]]:
+        """:meth:`decide` and which rule decided each pair: ``(ok, score, rule)``, ``rule``
+        uint8 ``RULE_SIMILARITY`` (``ratio >= threshold``; score = ratio),
+        ``RULE_CONTAINMENT`` (not by ratio, but the shorter text has
+        ``min_containment_tokens`` and ``containment`` of it is in the other; score =
+        containment) or ``RULE_BELOW`` (rejected; score = ratio)."""
         c = self._cfg
         lcs_f = np.asarray(lcs, dtype=np.float64)
         la = np.asarray(len_a, dtype=np.float64)
@@ -383,13 +433,15 @@ class Verifier:
         valid = shorter > 0
         ratio = np.where(valid, 2.0 * lcs_f / np.where(total > 0, total, 1.0), 0.0)
         ok = valid & (ratio >= c.threshold)
+        rule = np.where(ok, RULE_SIMILARITY, RULE_BELOW).astype(np.uint8)
         score = ratio.copy()
         if c.containment <= 1.0:
             cont = np.where(valid, lcs_f / np.where(shorter > 0, shorter, 1.0), 0.0)
             by_cont = valid & ~ok & (shorter >= c.min_containment_tokens) & (cont >= c.containment)
             ok |= by_cont
             score = np.where(by_cont, cont, score)
-        return ok, score
+            rule[by_cont] = RULE_CONTAINMENT
+        return ok, score, rule
 
     def compare_encoded_many(
         self, a: Sequence[str], b: Sequence[str], *, workers: int = 1

@@ -13,6 +13,7 @@ from neardup.batch.config import PairTable
 from neardup.batch.groups import stage_exact_pairs, stage_expand
 from neardup.batch.policy import stage_policy
 from neardup.errors import ConfigError, InputError, InputTypeError
+from neardup.verify.rule import RULE_CONTAINMENT, RULE_EXACT
 
 BASE = "the council announced a new budget for the river bridge and the public library this winter"
 CORPUS = [
@@ -144,15 +145,24 @@ def test_exact_pair_expansion_and_cap():
     assert list(zip(full.a.tolist(), full.b.tolist(), strict=True)) == [(0, 2), (0, 5), (2, 5)]
     star = stage_exact_pairs(groups, 2)
     assert list(zip(star.a.tolist(), star.b.tolist(), strict=True)) == [(0, 2), (0, 5)]
+    rule = np.array([RULE_CONTAINMENT], np.uint8)
     near = stage_expand(
-        groups, np.array([0]), np.array([7]), np.array([3], np.int32), np.array([0.9]), 10
+        groups, np.array([0]), np.array([7]), np.array([3], np.int32), np.array([0.9]), 10, rule
     )
     got = sorted(zip(near.a.tolist(), near.b.tolist(), strict=True))
     assert got == [(0, 7), (2, 7), (5, 7)]
+    assert near.rule.tolist() == [RULE_CONTAINMENT] * 3  # repeats carry the pair's rule
+    assert full.rule.tolist() == [RULE_EXACT] * 3
     assert (
         len(
             stage_expand(
-                groups, np.array([0]), np.array([7]), np.array([3], np.int32), np.array([0.9]), 2
+                groups,
+                np.array([0]),
+                np.array([7]),
+                np.array([3], np.int32),
+                np.array([0.9]),
+                2,
+                rule,
             )
         )
         == 1
@@ -308,7 +318,7 @@ def test_exact_groups_pairs_equal_the_dict_references(first, expand, data):
     assert groups.as_dict() == ref_groups and list(groups.as_dict()) == list(ref_groups)
 
     def same(x: PairTable, y: PairTable) -> None:
-        for f in ("a", "b", "distance", "score", "stage"):
+        for f in ("a", "b", "distance", "score", "stage", "rule"):
             got, want = getattr(x, f), getattr(y, f)
             assert got.dtype == want.dtype and np.array_equal(got, want), f
 
@@ -324,9 +334,10 @@ def test_exact_groups_pairs_equal_the_dict_references(first, expand, data):
     b = np.array([p[1] for p in pairs], np.int64)
     d = np.arange(len(pairs), dtype=np.int32)
     sc = np.linspace(0.5, 1.0, len(pairs))
+    ru = (np.arange(len(pairs)) % 3 + 2).astype(np.uint8)  # similarity, containment, trusted
     same(
-        stage_expand(groups, a, b, d, sc, expand),
-        stage_expand_reference(ref_groups, a, b, d, sc, expand),
+        stage_expand(groups, a, b, d, sc, expand, ru),
+        stage_expand_reference(ref_groups, a, b, d, sc, expand, ru),
     )
 
 

@@ -59,9 +59,9 @@ def test_dedup_writes_outputs_and_summary(tmp_path, capsys):
     kept = [json.loads(x)["id"] for x in out.read_text(encoding="utf-8").splitlines()]
     assert kept == ["a", "d"]
     rows = list(csv.reader((tmp_path / "pairs.csv").open(encoding="utf-8")))
-    assert rows[0] == ["id_a", "id_b", "distance", "score", "stage"]
-    assert ["a", "b", "0", "1.0", "exact"] in rows
-    assert any(r[:2] == ["a", "c"] and r[4] == "near" for r in rows)
+    assert rows[0] == ["id_a", "id_b", "distance", "score", "stage", "rule"]
+    assert ["a", "b", "0", "1.0", "exact", "exact"] in rows
+    assert any(r[:2] == ["a", "c"] and r[4] == "near" and r[5] == "similarity" for r in rows)
     clusters = {
         r["id"]: r for r in csv.DictReader((tmp_path / "clusters.csv").open(encoding="utf-8"))
     }

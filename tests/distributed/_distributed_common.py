@@ -31,6 +31,7 @@ def single_machine(inputs: list[str], config: DedupConfig) -> dict[str, Any]:
     return {
         "kept": [ids[i] for i in r.kept_indices().tolist()],
         "pairs": r.pair_rows(),
+        "rules": r.pairs.rule.tolist(),
         "roots": [ids[x] for x in r.root.tolist()],
         "stats": r.stats,
     }
@@ -49,6 +50,7 @@ def distributed(res: Any) -> dict[str, Any]:
     return {
         "kept": res.read("kept")["id"].to_pylist(),
         "pairs": pairs,
+        "rules": p["rule"].to_pylist(),
         "roots": res.read("clusters")["root_id"].to_pylist(),
         "stats": res.stats,
     }
@@ -57,6 +59,7 @@ def distributed(res: Any) -> dict[str, Any]:
 def assert_same(got: dict[str, Any], want: dict[str, Any]) -> None:
     assert got["kept"] == want["kept"]
     assert got["pairs"] == want["pairs"]
+    assert got["rules"] == want["rules"]  # the rule that decided each pair, in the same order
     assert got["roots"] == want["roots"]
     for k in ("documents", "exact_duplicates", "near_duplicates", "clusters", "kept", "dropped"):
         assert got["stats"][k] == want["stats"][k], k

@@ -609,9 +609,14 @@ def test_csv_writers_equal_csv_module(ids, data):
         np.float64,
     )
     stage = np.array(data.draw(st.lists(st.integers(0, 1), min_size=m, max_size=m)), np.uint8)
+    rule = np.array(data.draw(st.lists(st.integers(0, 2), min_size=m, max_size=m)), np.uint8)
+    rule_names = ("exact", "similarity", 'odd,"name"')  # a name csv must quote
     buf = io.BytesIO()
-    write_pairs_csv(buf, ids, a, b, dist, score, stage, ("exact", "near"), chunk=7)
-    ref = pairs_csv_reference(ids, a, b, dist, score, stage, ("exact", "near"))
+    write_pairs_csv(
+        buf, ids, a, b, dist, score, stage, ("exact", "near"), rule=rule, rule_names=rule_names,
+        chunk=7,
+    )  # fmt: skip
+    ref = pairs_csv_reference(ids, a, b, dist, score, stage, ("exact", "near"), rule, rule_names)
     assert buf.getvalue() == ref.encode("utf-8")
     root = np.array([data.draw(st.integers(0, i)) for i in range(n)], np.int64)
     root = root[root]  # roots point at roots

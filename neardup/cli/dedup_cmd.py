@@ -142,7 +142,7 @@ def dedup_command(
         Literal["lsh", "simhash"],
         typer.Option(
             help="lsh: MinHash bands (recall independent of corpus size) + a small SimHash "
-            "pass; simhash: SimHash distances under the work budget (the old default)."
+            "pass; simhash: SimHash distances only, under the work budget."
         ),
     ] = "lsh",
     max_distance: Annotated[

@@ -21,13 +21,18 @@ import typer
 
 BATCH = 10_000
 
-_FORMAT_HELP = "jsonl, json, csv, tsv, parquet, text (file = doc) or lines (line = doc)."
+_FORMAT_HELP = (
+    "Read every input file (a folder's too) as: jsonl, json, csv, tsv, parquet, text (a file "
+    "is one document: the default for .txt/.md) or lines (a line is one document). Default: "
+    "each file's extension; stdin: jsonl."
+)
 
 # the input arguments and options of both commands (read as ``neardup dedup`` reads its inputs)
 _Inputs = Annotated[
     list[str],
     typer.Argument(
-        help="Input files, globs, URLs, directories of text files, or - for stdin.",
+        help="Input files, folders, globs, URLs, or - for stdin. A folder's files are read by "
+        "their own extensions (one format per folder, else refused).",
         show_default=False,
     ),
 ]

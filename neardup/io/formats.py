@@ -674,7 +674,8 @@ def read_corpus(
         (the first ``MAX_SKIPPED_DETAILS`` with where and why in ``Corpus.skipped_records``).
     on_texts : callable, optional
         Called with ``Corpus.texts`` (the list being filled) whenever texts were appended: after
-        every JSONL block and after every input. Texts are only ever appended, so a consumer
+        every JSONL block and after every input (text files: every 256 documents and the last).
+        Texts are only ever appended, so a consumer
         can start on ``texts[:len(texts)]`` while reading goes on (``neardup dedup`` hashes and
         fingerprints them meanwhile: :class:`neardup.dedup.ExactFingerprintPass`).
     generate_ids : bool, default=False
@@ -708,8 +709,9 @@ def read_corpus(
         on_texts=on_texts,
         generate_ids=generate_ids,
     )
+    fed = 0  # texts handed to on_texts so far
     try:
-        for file in files:
+        for k, file in enumerate(files):
             f = file.fmt
             src = Source(
                 path=file.path,
@@ -740,8 +742,12 @@ def read_corpus(
                 _read_text_file(reader, src)
             src.count = len(corpus.texts) - src.first
             src.lines = np.frombuffer(reader.line_of, np.int64)[src.first :].copy()
-            if on_texts is not None:
+            # (a folder of text files is one document per file: handed on in batches)
+            if on_texts is not None and (
+                f != "text" or k + 1 == len(files) or len(corpus.texts) - fed >= 256
+            ):
                 on_texts(corpus.texts)
+                fed = len(corpus.texts)
     except BaseException:
         corpus.close()
         raise

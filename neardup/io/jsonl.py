@@ -157,8 +157,8 @@ def _slow_line(r: _Reader, raw: bytes, shown: str, lineno: int, lines_mode: bool
         if r.jsonl_why is not None and not s.lstrip().startswith("{"):
             # not even an object: likely another format read as JSON Lines by its name
             hint = (
-                f"; it is read as {r.jsonl_why}: pass --input-format (json for a JSON array, "
-                "csv, tsv, ...) if it is another format"
+                f"; it is read as {r.jsonl_why}: pass --input-format json if it is a JSON "
+                "array, or --input-format csv, tsv, ... if it is another format"
             )
         r.fail(f"malformed JSON ({exc.msg} at column {exc.colno}){hint}", shown, lineno)
         return False

@@ -859,7 +859,7 @@ def cases_33() -> list[Case]:
              "refused, one line naming the file and --input-format",
              one_error_line(2, "README", "--input-format"), setup=unknown),
         # item 2: --input-format on a folder; compressed and Parquet folders
-        Case("33.2", "--input-format jsonl on a folder of .txt",
+        Case("33.2", "--input-format jsonl, folder of .txt",
              ["dedup", "shards", "--input-format", "jsonl", "-o", "out.jsonl", "-q"],
              "every file read as JSONL", dedup_16, setup=lambda d: shards(d, ".txt")),
         Case("33.2", "--input-format csv on a JSONL folder",

@@ -1,4 +1,5 @@
-"""Replay a new user's first hour with the installed ``neardup`` (issue 20, items 2-8).
+"""Replay a new user's first hour with the installed ``neardup`` (issue 20, items 2-8; issue 33,
+items 1-7, 11 and 12: a data engineer's inputs and outputs).
 
 Every case runs the console script in a subprocess, in its own folder under a temporary
 directory, and records: the exit code, the first line of stderr, the files the run left behind
@@ -7,6 +8,7 @@ directory, and records: the exit code, the first line of stderr, the files the r
 
     .venv/bin/python scripts/first_hour.py            # table on stdout
     .venv/bin/python scripts/first_hour.py -k umask   # only cases whose name has "umask" (no JSON)
+    .venv/bin/python scripts/first_hour.py --issue 33 # only issue 33's cases (no JSON)
 
 The table is also written as JSON to benchmarks/results/first_hour.json.
 
@@ -118,7 +120,7 @@ class Run:
 
 @dataclass
 class Case:
-    item: int
+    item: str  # issue.item
     name: str
     args: list[str]
     expect: str  # what the issue asks for, in words
@@ -129,6 +131,7 @@ class Case:
     tty_stderr: bool = False
     only_if: Callable[[dict[str, Run]], bool] | None = None  # e.g. the device copy survived
     note: Callable[[Run], str] = lambda r: ""
+    env: dict[str, str] | None = None  # set in the child's environment
     result: dict[str, Any] = field(default_factory=dict)
 
 
@@ -181,6 +184,7 @@ def run_case(case: Case, base: Path) -> Run:
                 capture_output=True,
                 timeout=600,
                 check=False,
+                env={**os.environ, **(case.env or {})},
             )
             rc, out, err = proc.returncode, proc.stdout, proc.stderr.decode(errors="replace")
     finally:
@@ -348,7 +352,7 @@ def cases() -> list[Case]:
     return [
         # item 2: outputs that are not regular files
         Case(
-            2,
+            "20.2",
             "-o null (copy of /dev/null)",
             [*dedup, "-o", "null" if IS_ROOT else "/dev/null"],
             "written to, still a char device",
@@ -361,7 +365,7 @@ def cases() -> list[Case]:
             note=lambda r: f"{dev}: {describe(r.folder / 'null')}" if IS_ROOT else "",
         ),
         Case(
-            2,
+            "20.2",
             "-o /dev/null",
             [*dedup, "-o", "/dev/null"],
             "written to, still a char device",
@@ -371,7 +375,7 @@ def cases() -> list[Case]:
             note=lambda r: f"/dev/null: {describe(Path('/dev/null'))}",
         ),
         Case(
-            2,
+            "20.2",
             "-o full (copy of /dev/full)",
             [*dedup, "-o", "full" if IS_ROOT else "/dev/full"],
             "fails (no space), device kept",
@@ -380,7 +384,7 @@ def cases() -> list[Case]:
             note=lambda r: f"{dev}: {describe(r.folder / 'full')}" if IS_ROOT else "",
         ),
         Case(
-            2,
+            "20.2",
             "-o /dev/full",
             [*dedup, "-o", "/dev/full"],
             "fails (no space), device kept",
@@ -390,7 +394,7 @@ def cases() -> list[Case]:
             note=lambda r: f"/dev/full: {describe(Path('/dev/full'))}",
         ),
         Case(
-            2,
+            "20.2",
             "-o stdout (symlink to /proc/self/fd/1)",
             [*dedup, "-o", "stdout"],
             "kept docs on stdout, link kept",
@@ -403,7 +407,7 @@ def cases() -> list[Case]:
             note=lambda r: f"stdout: {len(r.stdout)} B",
         ),
         Case(
-            2,
+            "20.2",
             "-o /dev/stdout",
             [*dedup, "-o", "/dev/stdout"],
             "kept docs on stdout",
@@ -419,7 +423,7 @@ def cases() -> list[Case]:
             ),
         ),
         Case(
-            2,
+            "20.2",
             "-o - (stdout)",
             [*dedup, "-o", "-"],
             "kept docs on stdout, no file '-'",
@@ -427,7 +431,7 @@ def cases() -> list[Case]:
             setup=src,
         ),
         Case(
-            2,
+            "20.2",
             "-o symlink",
             [*dedup, "-o", "link.jsonl"],
             "written through to the target, link kept",
@@ -440,7 +444,7 @@ def cases() -> list[Case]:
             note=lambda r: f"link.jsonl: {describe(r.folder / 'link.jsonl')}",
         ),
         Case(
-            2,
+            "20.2",
             "-o fifo",
             [*dedup, "-o", "fifo"],
             "written into the FIFO, still a FIFO",
@@ -456,23 +460,23 @@ def cases() -> list[Case]:
         ),
         # item 3: usage errors
         Case(
-            3,
+            "20.3",
             "unknown option",
             ["dedup", "--outptu", "x"],
             "usage + 1 error line, rc 2",
             usage_error,
         ),
         Case(
-            3,
+            "20.3",
             "missing value",
             ["dedup", "in.jsonl", "--output"],
             "usage + 1 error line, rc 2",
             usage_error,
             setup=src,
         ),
-        Case(3, "serve without --data", ["serve"], "usage + 1 error line, rc 2", usage_error),
+        Case("20.3", "serve without --data", ["serve"], "usage + 1 error line, rc 2", usage_error),
         Case(
-            3,
+            "20.3",
             "bad choice (--keep all)",
             [*dedup, "-o", "o.jsonl", "--keep", "all"],
             "usage + 1 error line, rc 2",
@@ -480,7 +484,7 @@ def cases() -> list[Case]:
             setup=src,
         ),
         Case(
-            3,
+            "20.3",
             "no arguments",
             [],
             "help, rc 0 or 2, no traceback",
@@ -491,21 +495,21 @@ def cases() -> list[Case]:
             ),
         ),
         Case(
-            3,
+            "20.3",
             "--version",
             ["--version"],
             "neardup X.Y.Z, rc 0",
             lambda r: r.rc == 0 and r.stdout.decode().startswith("neardup "),
         ),
         Case(
-            3,
+            "20.3",
             "-h",
             ["-h"],
             "help, rc 0",
             lambda r: r.rc == 0 and r.stdout.startswith(b"Usage: neardup"),
         ),
         Case(
-            3,
+            "20.3",
             "dedup -h",
             ["dedup", "-h"],
             "help without <bool>, rc 0",
@@ -517,7 +521,7 @@ def cases() -> list[Case]:
         ),
         # item 4: warnings
         Case(
-            4,
+            "20.4",
             "-q keeps warnings",
             ["dedup", "in.jsonl", "-o", "out.jsonl", "--candidate-work-ns", "1", "-q"],
             "warning on stderr despite -q, stdout empty",
@@ -525,7 +529,7 @@ def cases() -> list[Case]:
             setup=lambda d: narrowing_corpus(d / "in.jsonl"),
         ),
         Case(
-            4,
+            "20.4",
             "warnings on stderr",
             ["dedup", "in.jsonl", "-o", "out.jsonl", "--candidate-work-ns", "1"],
             "summary on stdout, warning on stderr",
@@ -534,7 +538,7 @@ def cases() -> list[Case]:
         ),
         # item 5: inputs
         Case(
-            5,
+            "20.5",
             ".jsonl.gz input",
             ["dedup", "in.jsonl.gz", "-o", "out.jsonl"],
             "read through gzip",
@@ -542,7 +546,7 @@ def cases() -> list[Case]:
             setup=gz,
         ),
         Case(
-            5,
+            "20.5",
             ".jsonl.zst input",
             ["dedup", "in.jsonl.zst", "-o", "out.jsonl"],
             "read through zstd",
@@ -550,7 +554,7 @@ def cases() -> list[Case]:
             setup=zst,
         ),
         Case(
-            5,
+            "20.5",
             "glob",
             ["dedup", "parts/*.jsonl", "-o", "out.jsonl"],
             "both parts read",
@@ -558,7 +562,7 @@ def cases() -> list[Case]:
             setup=parts,
         ),
         Case(
-            5,
+            "20.5",
             "dotted field",
             [*dedup, "-o", "out.jsonl", "--text-field", "meta.text"],
             "meta.text read",
@@ -567,7 +571,7 @@ def cases() -> list[Case]:
         ),
         # item 6: fingerprint and eval
         Case(
-            6,
+            "20.6",
             "fingerprint csv",
             ["fingerprint", "in.csv", "-o", "fp.csv"],
             "4 rows (one per record)",
@@ -579,7 +583,7 @@ def cases() -> list[Case]:
             setup=csv_in,
         ),
         Case(
-            6,
+            "20.6",
             "fingerprint parquet",
             ["fingerprint", "in.parquet", "-o", "fp.csv"],
             "4 rows",
@@ -591,7 +595,7 @@ def cases() -> list[Case]:
             setup=parquet_in,
         ),
         Case(
-            6,
+            "20.6",
             "fingerprint -o -",
             ["fingerprint", "in.csv", "-o", "-"],
             "CSV on stdout, no file '-'",
@@ -599,7 +603,7 @@ def cases() -> list[Case]:
             setup=csv_in,
         ),
         Case(
-            6,
+            "20.6",
             "eval --input-format",
             [
                 "eval",
@@ -619,7 +623,7 @@ def cases() -> list[Case]:
         ),
         # item 7: outputs
         Case(
-            7,
+            "20.7",
             "umask 022: new file",
             [*dedup, "-o", "out.jsonl"],
             "0644",
@@ -628,7 +632,7 @@ def cases() -> list[Case]:
             umask=0o022,
         ),
         Case(
-            7,
+            "20.7",
             "umask 077: new file",
             [*dedup, "-o", "out.jsonl"],
             "0600",
@@ -637,7 +641,7 @@ def cases() -> list[Case]:
             umask=0o077,
         ),
         Case(
-            7,
+            "20.7",
             "overwrite keeps mode 0640",
             [*dedup, "-o", "out.jsonl"],
             "0640",
@@ -646,7 +650,7 @@ def cases() -> list[Case]:
             umask=0o022,
         ),
         Case(
-            7,
+            "20.7",
             "missing output dir",
             [*dedup, "-o", "missing/out.jsonl"],
             "refused, nothing created",
@@ -654,7 +658,7 @@ def cases() -> list[Case]:
             setup=src,
         ),
         Case(
-            7,
+            "20.7",
             "failing --pairs-out",
             [*dedup, "-o", "out.jsonl", "--pairs-out", "missing/p.csv"],
             "refused, no kept file, old one intact",
@@ -662,15 +666,15 @@ def cases() -> list[Case]:
             setup=keep_old,
         ),
         Case(
-            7,
-            "--pairs-out fails after the run",
+            "20.7",
+            "--pairs-out a folder",
             [*dedup, "-o", "out.jsonl", "--pairs-out", "adir"],
             "refused, no kept file, old one intact",
             lambda r: r.rc != 0 and not r.left and (r.folder / "out.jsonl").read_text() == "old\n",
             setup=lambda d: (keep_old(d), (d / "adir").mkdir()),
         ),
         Case(
-            7,
+            "20.7",
             "--on-error skip names records",
             [*dedup, "-o", "out.jsonl", "--on-error", "skip"],
             "stderr names in.jsonl:2",
@@ -679,7 +683,7 @@ def cases() -> list[Case]:
         ),
         # item 8: progress
         Case(
-            8,
+            "20.8",
             "progress on a terminal",
             [*dedup, "-o", "out.jsonl"],
             "per-stage rows: counts, rate",
@@ -688,19 +692,290 @@ def cases() -> list[Case]:
             tty_stderr=True,
         ),
         Case(
-            8,
+            "20.8",
             "progress when piped",
             [*dedup, "-o", "out.jsonl"],
             "no progress on stderr",
             lambda r: r.rc == 0 and "\x1b" not in r.stderr and "docs/s" not in r.stderr,
             setup=src,
         ),
+        *cases_33(),
     ]
+
+
+# --------------------------------------------------------------------------------------------
+# issue 33: a data engineer's inputs, round two
+
+_WORDS = [f"{a}{b}" for a in ("river", "bridge", "harbour", "crane", "valley", "orchard",
+          "engine", "signal", "ledger", "meadow") for b in range(40)]  # fmt: skip
+
+
+def shard_docs(shards: int = 4, per: int = 850) -> list[list[dict[str, Any]]]:
+    """``shards`` JSONL shards of ``per`` distinct records each (id, text, lang, n)."""
+    rng = random.Random(33)
+    return [
+        [
+            {"id": f"s{s}-{i}", "text": " ".join(rng.sample(_WORDS, 16)), "lang": "en", "n": i}
+            for i in range(per)
+        ]
+        for s in range(shards)
+    ]
+
+
+SHARDS = shard_docs()
+ALL_IDS = [d["id"] for docs in SHARDS for d in docs]
+
+
+def jsonl_ids(path: Path) -> list[str]:
+    try:
+        raw = path.read_bytes()
+        if path.name.endswith(".gz"):
+            raw = gzip.decompress(raw)
+        return [json.loads(x)["id"] for x in raw.decode("utf-8").splitlines()]
+    except (OSError, ValueError, KeyError):
+        return []
+
+
+def one_error_line(rc: int, *words: str) -> Callable[[Run], bool]:
+    """Exit code ``rc``, one ``neardup: error:`` line holding every word, nothing left."""
+
+    def ok(r: Run) -> bool:
+        lines = r.stderr.splitlines()
+        return (
+            r.rc == rc
+            and len(lines) == 1
+            and lines[0].startswith("neardup: error: ")
+            and all(w in lines[0] for w in words)
+            and not r.left
+        )
+
+    return ok
+
+
+def parquet_table(path: Path) -> Any:
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(path)
+    except Exception:
+        return None
+
+
+def cases_33() -> list[Case]:
+    def shards(d: Path, ext: str = ".jsonl", names: str = "part-{s}") -> None:
+        (d / "shards").mkdir()
+        for s, docs in enumerate(SHARDS):
+            data = "".join(json.dumps(x) + "\n" for x in docs).encode()
+            path = d / "shards" / (names.format(s=s) + ext)
+            path.write_bytes(gzip.compress(data) if ext.endswith(".gz") else data)
+
+    def mixed(d: Path) -> None:
+        shards(d)
+        write_csv(d / "shards" / "extra.csv")
+
+    def unknown(d: Path) -> None:
+        shards(d)
+        (d / "shards" / "README").write_text("these are the crawl shards\n")
+
+    def parquet_shards(d: Path) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        (d / "shards").mkdir()
+        for s, docs in enumerate(SHARDS):
+            pq.write_table(pa.Table.from_pylist(docs), d / "shards" / f"part-{s}.parquet")
+
+    def malformed(d: Path) -> None:  # reading fails (exit 3): an exit 2 comes before reading
+        (d / "in.jsonl").write_text('{"text": oops}\n' + jsonl(FLAT).decode())
+        (d / "adir").mkdir()
+        (d / "full").mkdir()
+        (d / "full" / "old.jsonl").write_text("old\n")
+
+    def extra_fields(d: Path) -> None:
+        write_jsonl(d / "in.jsonl", [{**x, "lang": "en", "n": i} for i, x in enumerate(FLAT)])
+
+    def int_ids(d: Path) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        rows = [{"id": 100 + i, "text": x["text"]} for i, x in enumerate(FLAT)]
+        pq.write_table(pa.Table.from_pylist(rows), d / "in.parquet")
+
+    def null_ids(d: Path) -> None:
+        rows = [{"id": None if i == 1 else (1.5 if i == 2 else x["id"]), "text": x["text"]}
+                for i, x in enumerate(FLAT)]  # fmt: skip
+        write_jsonl(d / "in.jsonl", rows)
+
+    def repeated_ids(d: Path) -> None:
+        write_jsonl(d / "in.jsonl", [{**x, "id": "same"} for x in FLAT])
+
+    def lines_txt(d: Path) -> None:
+        (d / "lines.txt").write_text("".join(x["text"] + "\n" for x in FLAT))
+
+    def mixed_encoding(d: Path) -> None:
+        (d / "in.jsonl").write_bytes(
+            b'{"text": "caf\xe9 noir, latin-1"}\n{"text": "caf\xc3\xa9 au lait, UTF-8"}\n'
+        )
+
+    def hide_pyarrow(d: Path) -> None:
+        src(d)
+        (d / "hide" / "pyarrow").mkdir(parents=True)
+        (d / "hide" / "pyarrow" / "__init__.py").write_text(
+            "raise ModuleNotFoundError(\"No module named 'pyarrow'\", name='pyarrow')\n"
+        )
+
+    def src(d: Path) -> None:
+        write_jsonl(d / "in.jsonl")
+
+    def latin_skip(d: Path) -> None:
+        lines = [json.dumps({**x, "text": x["text"] + " café"}, ensure_ascii=False) for x in FLAT]
+        lines.insert(2, '{"id": "bad", "text": broken')
+        (d / "in.jsonl").write_bytes(("\n".join(lines) + "\n").encode("latin-1"))
+
+    def csv_rows(r: Run, name: str) -> list[dict[str, str]]:
+        try:
+            return list(csv.DictReader((r.folder / name).open(encoding="utf-8")))
+        except OSError:
+            return []
+
+    def dedup_16(r: Run, out: str = "out.jsonl") -> bool:
+        return r.rc == 0 and jsonl_ids(r.folder / out) == ALL_IDS
+
+    n = len(ALL_IDS)
+    return [
+        # item 1: a folder of shards
+        Case("33.1", "folder of JSONL shards", ["dedup", "shards", "-o", "out.jsonl"],
+             f"all {n:,} records read and kept (not 4 texts)", dedup_16, setup=shards,
+             note=lambda r: f"kept {len(jsonl_ids(r.folder / 'out.jsonl')):,} records"),
+        Case("33.1", "folder -> folder (-o out/)", ["dedup", "shards", "-o", "out/", "-q"],
+             "one output per shard, same names", lambda r: r.rc == 0 and sorted(
+                 p.name for p in (r.folder / "out").iterdir()) == [f"part-{s}.jsonl" for s in range(4)]
+             and sum(len(jsonl_ids(p)) for p in (r.folder / "out").iterdir()) == n,
+             setup=shards),
+        Case("33.1", "folder mixing .jsonl and .csv", ["dedup", "shards", "-o", "out.jsonl"],
+             "refused, one line naming files and --input-format",
+             one_error_line(2, "extra.csv", "part-0.jsonl", "--input-format"), setup=mixed),
+        Case("33.1", "folder with a file of no format", ["dedup", "shards", "-o", "out.jsonl"],
+             "refused, one line naming the file and --input-format",
+             one_error_line(2, "README", "--input-format"), setup=unknown),
+        # item 2: --input-format on a folder; compressed and Parquet folders
+        Case("33.2", "--input-format jsonl, folder of .txt",
+             ["dedup", "shards", "--input-format", "jsonl", "-o", "out.jsonl", "-q"],
+             "every file read as JSONL", dedup_16, setup=lambda d: shards(d, ".txt")),
+        Case("33.2", "--input-format csv on a JSONL folder",
+             ["dedup", "shards", "--input-format", "csv", "-o", "out.jsonl"],
+             "exit 3, one line (no traceback), names --input-format",
+             one_error_line(3, "--input-format jsonl"), setup=shards),
+        Case("33.2", "folder of .jsonl.gz", ["dedup", "shards", "-o", "out.jsonl", "-q"],
+             "read through gzip", dedup_16, setup=lambda d: shards(d, ".jsonl.gz")),
+        Case("33.2", "folder of .parquet", ["dedup", "shards", "-o", "out.jsonl", "-q"],
+             "read as Parquet", dedup_16, setup=parquet_shards),
+        # item 3: the distributed engines
+        Case("33.3", "--engine dask without pyarrow",
+             ["dedup", "in.jsonl", "-o", "out.jsonl", "--engine", "dask"],
+             "exit 9, the install hint", one_error_line(9, "pip install 'neardup[dask]'"),
+             setup=hide_pyarrow, env={"PYTHONPATH": "hide"}),
+        Case("33.3", "--engine dask: csv, latin-1, skip",
+             ["dedup", "in.jsonl", "-o", "kept.csv", "--engine", "dask", "--workers", "2",
+              "--encoding", "latin-1", "--on-error", "skip", "-q"],
+             "CSV output, texts decoded, 1 record skipped",
+             lambda r: r.rc == 0 and [x["id"] for x in csv_rows(r, "kept.csv")] == ["a", "d"]
+             and csv_rows(r, "kept.csv")[0]["text"].endswith(" café")
+             and "skipped 1 malformed record" in r.stderr, setup=latin_skip),
+        Case("33.3", "--engine spark: parquet output",
+             ["dedup", "in.jsonl", "-o", "kept.parquet", "--engine", "spark", "--workers", "2", "-q"],
+             "Parquet output", lambda r: r.rc == 0 and (t := parquet_table(r.folder / "kept.parquet"))
+             is not None and t.column("id").to_pylist() == ["a", "d"], setup=src),
+        # item 4: output refusals before the first record
+        Case("33.4", "-o a non-empty folder", ["dedup", "in.jsonl", "-o", "full"],
+             "exit 2 before reading (the input is malformed)", one_error_line(2, "not empty"),
+             setup=malformed),
+        Case("33.4", "two outputs on one path",
+             ["dedup", "in.jsonl", "-o", "k.jsonl", "--clusters-out", "k.jsonl"],
+             "exit 2 before reading", one_error_line(2, "both go to"), setup=malformed),
+        Case("33.4", "-o - --pairs-out -", ["dedup", "in.jsonl", "-o", "-", "--pairs-out", "-"],
+             "exit 2 before reading, nothing on stdout",
+             lambda r: one_error_line(2, "stdout")(r) and r.stdout == b"", setup=malformed),
+        Case("33.4", "--pairs-out an existing folder",
+             ["dedup", "in.jsonl", "-o", "k.jsonl", "--pairs-out", "adir"],
+             "exit 2 before reading", one_error_line(2, "is a directory"), setup=malformed),
+        # item 5: the output's format from its name; every field kept
+        Case("33.5", "-o kept.parquet from JSONL", ["dedup", "in.jsonl", "-o", "kept.parquet", "-q"],
+             "Parquet, every field", lambda r: r.rc == 0 and (t := parquet_table(r.folder / "kept.parquet"))
+             is not None and t.column_names == ["id", "text", "lang", "n"], setup=extra_fields),
+        Case("33.5", "-o kept.csv from JSONL", ["dedup", "in.jsonl", "-o", "kept.csv", "-q"],
+             "CSV, every field", lambda r: r.rc == 0 and list(csv_rows(r, "kept.csv")[0]) ==
+             ["id", "text", "lang", "n"], setup=extra_fields),
+        Case("33.5", "--output-format csv -o kept.parquet",
+             ["dedup", "in.jsonl", "-o", "kept.parquet", "--output-format", "csv"],
+             "refused: they disagree", one_error_line(2, "--output-format"), setup=extra_fields),
+        # item 6: ids
+        Case("33.6", "int64 id column in Parquet",
+             ["dedup", "in.parquet", "-o", "k.jsonl", "--clusters-out", "c.csv", "-q"],
+             "ids 100, 103 (not in.parquet:1)",
+             lambda r: r.rc == 0 and [x["id"] for x in csv_rows(r, "c.csv") if x["kept"] == "1"]
+             == ["100", "103"], setup=int_ids),
+        Case("33.6", "null / float ids", ["dedup", "in.jsonl", "-o", "k.jsonl"],
+             "refused with file:line and --generate-ids",
+             one_error_line(3, "in.jsonl:2", "null", "--generate-ids"), setup=null_ids),
+        Case("33.6", "null / float ids --generate-ids",
+             ["dedup", "in.jsonl", "-o", "k.jsonl", "--generate-ids", "-q"], "read, path:line ids",
+             lambda r: r.rc == 0 and len(jsonl_ids(r.folder / "k.jsonl")) == 2, setup=null_ids),
+        Case("33.6", "repeated ids", ["dedup", "in.jsonl", "-o", "k.jsonl"],
+             "no 'drop --id-field' (none was given)",
+             lambda r: one_error_line(3, "duplicate id", "--generate-ids")(r)
+             and "drop --id-field" not in r.stderr, setup=repeated_ids),
+        # item 7: a .txt file
+        Case("33.7", "lines.txt -o kept.txt", ["dedup", "lines.txt", "-o", "kept.txt"],
+             "a file (not a folder), a warning naming --input-format lines",
+             lambda r: r.rc == 0 and (r.folder / "kept.txt").is_file()
+             and "--input-format lines" in r.stderr, setup=lines_txt),
+        Case("33.7", "lines.txt --input-format lines",
+             ["dedup", "lines.txt", "--input-format", "lines", "-o", "kept.txt", "-q"],
+             "one document per line: 2 kept",
+             lambda r: r.rc == 0 and len((r.folder / "kept.txt").read_text().splitlines()) == 2,
+             setup=lines_txt),
+        # item 11: nothing to dedup
+        Case("33.11", "empty input", ["dedup", "in.jsonl", "-o", "k.jsonl", "-q"],
+             "exit 0 and a warning", lambda r: r.rc == 0 and "warning: the input holds no" in r.stderr,
+             setup=lambda d: (d / "in.jsonl").write_text("")),
+        Case("33.11", "every record skipped",
+             ["dedup", "in.jsonl", "-o", "k.jsonl", "--on-error", "skip", "-q"],
+             "exit 0 and a warning", lambda r: r.rc == 0 and "every record was skipped" in r.stderr,
+             setup=lambda d: (d / "in.jsonl").write_text('{"text": oops}\n{"body": 1}\n')),
+        # item 12
+        Case("33.12", "--encoding latin-1, mixed file",
+             ["dedup", "in.jsonl", "-o", "k.jsonl", "--encoding", "latin-1"],
+             "refused, no mojibake", one_error_line(3, "in.jsonl:2", "valid UTF-8"),
+             setup=mixed_encoding),
+        Case("33.12", "CSV on stdin", ["dedup", "-", "-o", "k.jsonl"], "names --input-format",
+             one_error_line(3, "--input-format"), stdin=b"id,text\n1,hello\n"),
+        Case("33.12", "a JSON array named .jsonl", ["dedup", "in.jsonl", "-o", "k.jsonl"],
+             "names --input-format json", one_error_line(3, "--input-format json"),
+             setup=lambda d: (d / "in.jsonl").write_text(json.dumps(FLAT, indent=1))),
+        Case("33.12", "TSV named .csv", ["dedup", "in.csv", "-o", "k.jsonl"],
+             "names --input-format tsv", one_error_line(3, "--input-format tsv"),
+             setup=lambda d: (d / "in.csv").write_text("id\ttext\na\thello\n")),
+        Case("33.12", "summary: clusters label", ["dedup", "in.jsonl", "-o", "k.jsonl"],
+             "'clusters (2+ docs)'", lambda r: r.rc == 0 and b"clusters (2+ docs)" in r.stdout,
+             setup=src),
+        Case("33.12", "dedup -h without docs/*.md", ["dedup", "-h"], "no docs/ path in the help",
+             lambda r: r.rc == 0 and b"docs/" not in r.stdout.replace(b"docs/s", b"")),
+        Case("33.12", "--no-verify --threshold 0.95",
+             ["dedup", "in.jsonl", "-o", "k.jsonl", "--no-verify", "--threshold", "0.95"],
+             "refused (the threshold would be ignored)", one_error_line(2, "--no-verify"),
+             setup=src),
+        Case("33.12", "--partitions with --engine local",
+             ["dedup", "in.jsonl", "-o", "k.jsonl", "--partitions", "4"],
+             "refused (ignored by the local engine)", one_error_line(2, "--partitions"),
+             setup=src),
+    ]  # fmt: skip
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-k", default="", help="run only cases whose name contains this")
+    ap.add_argument("--issue", default="", help="run only the cases of this issue (20, 33)")
     ap.add_argument(
         "--json",
         type=Path,
@@ -714,7 +989,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="neardup-first-hour-") as tmp:
         base = Path(tmp)
         for case in cases():
-            if opts.k not in case.name:
+            if opts.k not in case.name or not case.item.startswith(opts.issue):
                 continue
             if case.only_if is not None and not case.only_if(done):
                 rows.append(
@@ -750,14 +1025,14 @@ def main() -> int:
                 }
             )
     print(
-        f"{'#':>1} {'case':<38} {'rc':>4} {'ok':<4} {'first line of stderr':<70} files left behind"
+        f"{'item':<5} {'case':<38} {'rc':>4} {'ok':<4} {'first line of stderr':<70} files left behind"
     )
     for r in rows:
         left = ", ".join(r["left"]) or "-"
         if r["note"]:
             left += f"  [{r['note']}]"
         print(
-            f"{r['item']:>1} {r['case']:<38} {r['rc']!s:>4} {'ok' if r['ok'] else 'FAIL':<4} "
+            f"{r['item']:<5} {r['case']:<38} {r['rc']!s:>4} {'ok' if r['ok'] else 'FAIL':<4} "
             f"{r['stderr'][:70]:<70} {left}"
         )
     failed = [r["case"] for r in rows if not r["ok"]]
@@ -765,7 +1040,7 @@ def main() -> int:
         f"\n{len(rows) - len(failed)}/{len(rows)} cases as the issue asks"
         + (f"; not yet: {', '.join(failed)}" if failed else "")
     )
-    path = opts.json or (None if opts.k else RESULTS)
+    path = opts.json or (None if opts.k or opts.issue else RESULTS)
     if path is None:
         return 0
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -44,9 +44,11 @@ def dedup_files(
     id_field: str | None = None,
     encoding: str = "utf-8",
     on_error: Literal["fail", "skip"] = "fail",
+    generate_ids: bool = False,
     config: DedupConfig | None = None,
     progress: Progress | None = None,
     extra_outputs: Callable[[DedupResult, Sequence[str], dict[str, Any]], None] | None = None,
+    extra_output_paths: Sequence[tuple[str, str]] = (),
     **overrides: Any,
 ) -> DedupResult:
     """Deduplicate the documents of ``inputs`` and write the kept ones to ``output``.
@@ -54,20 +56,23 @@ def dedup_files(
     Parameters
     ----------
     inputs : path or sequence of paths
-        Files, directories of text files, globs, fsspec URLs or ``-`` (stdin), read in order by
-        :func:`neardup.io.read_corpus` (formats told from the extension unless
-        ``input_format``; compressed inputs decompressed).
+        Files, folders, globs, fsspec URLs or ``-`` (stdin), read in order by
+        :func:`neardup.io.read_corpus` (each file's format told from its name unless
+        ``input_format``; a folder of one kind; compressed inputs decompressed:
+        :func:`neardup.io.plan_inputs`).
     output : path
-        Where the kept documents go, in the input's format (or ``output_format``); ``-`` is
-        stdout; a ``.gz`` / ``.zst`` / ``.bz2`` / ``.xz`` name is compressed
-        (:func:`neardup.io.write_kept`).
+        Where the kept documents go (:func:`neardup.io.plan_output`): one file, in
+        ``output_format``, else the format its name says (``kept.parquet``), else the input's;
+        ``-`` is stdout; a ``.gz`` / ``.zst`` / ``.bz2`` / ``.xz`` name is compressed; a path
+        ending in ``/`` (or an existing, empty folder) gets one output per input file,
+        mirroring the inputs' relative paths.
     pairs_out : path, optional
         CSV of the matched pairs: ``id_a,id_b,distance,score,stage,rule``.
     clusters_out : path, optional
         CSV, one row per document: ``id,cluster,cluster_size,representative,kept``.
     summary_json : path, optional
         The run's summary (the returned result's ``stats``) as JSON.
-    input_format, output_format, text_field, id_field, encoding, on_error
+    input_format, output_format, text_field, id_field, encoding, on_error, generate_ids
         As for :func:`neardup.io.read_corpus` (``fmt``, ...) and :func:`neardup.io.write_kept`.
     config : DedupConfig, optional
         As for :func:`neardup.dedup`; keyword ``overrides`` (e.g. ``keep="longest"``) replace
@@ -82,6 +87,8 @@ def dedup_files(
         the corpus's texts still readable and inside the run's staged outputs: what it writes
         with :func:`neardup.io.atomic_open` is published with the other outputs, or not at all
         (``neardup dedup --report`` writes the review report here).
+    extra_output_paths : sequence of (option, path)
+        The paths ``extra_outputs`` writes, checked with the others before a record is read.
 
     Returns
     -------
@@ -89,20 +96,29 @@ def dedup_files(
         Over every document read; its ``stats`` are the run's summary (what ``summary_json``
         holds): those of :func:`neardup.dedup`, plus ``skipped_records`` (and, when some were,
         ``skipped_list``: the first ``SKIPPED_LISTED`` as ``{path, line, reason}``),
-        ``kernel_compile_s``, ``inputs`` and ``output``, with ``elapsed_s`` and ``docs_per_s``
-        over the whole call (reading and writing included).
+        ``kernel_compile_s``, ``inputs``, ``formats`` (input files per format read),
+        ``output``, ``output_format`` and ``output_folder``, with ``elapsed_s`` and
+        ``docs_per_s`` over the whole call (reading and writing included).
 
     Raises
     ------
     ConfigError
-        Invalid parameters, or an output that would overwrite an input or cannot be written
-        (refused before anything is read).
+        Invalid parameters, inputs whose format cannot be told, or an output that would
+        overwrite an input or cannot be written (:func:`neardup.io.check_outputs`): refused
+        before anything is read.
     NeardupError
         As :func:`neardup.io.read_corpus` and :func:`neardup.dedup` raise them; no output is
         left behind.
     """
     from .. import _jit
-    from ..io import atomic_open, check_not_input, check_output, read_corpus, write_kept
+    from ..io import (
+        atomic_open,
+        check_outputs,
+        plan_inputs,
+        plan_output,
+        read_corpus,
+        write_kept,
+    )
     from ..io.atomic import staged_outputs
     from .exact import ExactFingerprintPass
     from .run import dedup
@@ -114,13 +130,18 @@ def dedup_files(
     out = os.fspath(output)
     extra = {"pairs_out": pairs_out, "clusters_out": clusters_out, "summary_json": summary_json}
     named = {k: None if v is None else os.fspath(v) for k, v in extra.items()}
-    for option, path in [("output", out), *named.items()]:
-        if path is not None and path != "-":
-            check_not_input(path, sources, option=option)
-            # refused now, not after the run; a text output is a folder, and write_kept
-            # decides what an existing folder may be
-            if option != "output" or not os.path.isdir(path):
-                check_output(path, option=option)
+    # every decision about the inputs and outputs, and every refusal, before a record is read
+    files = plan_inputs(sources, input_format)
+    plan = plan_output(out, files, fmt=output_format)
+    check_outputs(
+        [
+            ("--output", out),
+            *((f"--{k.replace('_', '-')}", v) for k, v in named.items()),
+            *extra_output_paths,
+        ],
+        sources,
+        folder=plan.path if plan.folder else None,
+    )
     report = progress or (lambda stage, done, total: None)
     early = ExactFingerprintPass(cfg.make_fingerprinter(), cfg.workers) if cfg.exact else None
 
@@ -133,13 +154,13 @@ def dedup_files(
         with staged_outputs():
             report("read", 0, 0)
             with read_corpus(
-                sources,
-                fmt=input_format,
+                files,
                 text_field=text_field,
                 id_field=id_field,
                 encoding=encoding,
                 on_error=on_error,
                 on_texts=on_texts,
+                generate_ids=generate_ids,
             ) as corpus:
                 n = len(corpus.texts)
                 report("read", n, n)
@@ -148,7 +169,7 @@ def dedup_files(
                 )
                 kept = int(result.keep.sum())
                 report("write", 0, kept)
-                write_kept(corpus, result.keep, out, fmt=output_format, encoding="utf-8")
+                write_kept(corpus, result.keep, out, plan=plan, encoding="utf-8")
                 skipped = corpus.skipped
                 skipped_list = skipped_records(corpus)
                 if named["pairs_out"]:
@@ -167,7 +188,13 @@ def dedup_files(
                     else None
                 )
                 stats["inputs"] = sources
+                formats: dict[str, int] = {}
+                for f in files:
+                    formats[f.fmt] = formats.get(f.fmt, 0) + 1
+                stats["formats"] = formats
                 stats["output"] = out
+                stats["output_format"] = plan.fmt
+                stats["output_folder"] = plan.folder
                 if named["summary_json"]:
                     with atomic_open(named["summary_json"], "w", encoding="utf-8") as fh:
                         json.dump(stats, fh, indent=2, ensure_ascii=False)

@@ -128,10 +128,10 @@ def batch_query_command(
     import time
 
     from ..distributed.batch import batch_query, batch_tables
-    from ..io import atomic_open, check_not_input
+    from ..io import atomic_open, check_outputs
 
     t0 = time.perf_counter()
-    check_not_input(pairs_out, [stored, queries], option="--pairs-out")
+    check_outputs([("--pairs-out", pairs_out)], [stored, queries])  # before anything is read
     q_ids: list[str] = []
     q_parts = []
     for ids, f in read_fingerprints(queries):

@@ -25,7 +25,7 @@ def _summary_text(s: dict[str, Any]) -> str:
         f"documents         {s['documents']:>12,}",
         f"exact duplicates  {s['exact_duplicates']:>12,}",
         f"near duplicates   {s['near_duplicates']:>12,}",
-        f"clusters          {s['clusters']:>12,}",
+        f"clusters (2+ docs){s['clusters']:>12,}",
         f"kept              {s['kept']:>12,}",
         f"dropped           {s['dropped']:>12,}",
     ]
@@ -78,7 +78,8 @@ def dedup_command(
     inputs: Annotated[
         list[str] | None,
         typer.Argument(
-            help="Input files, directories of text files, or - for stdin.",
+            help="Input files, folders, globs, URLs, or - for stdin. A folder's files are read "
+            "by their own extensions (one format per folder, else refused).",
             show_default=False,
             metavar="INPUT",
         ),
@@ -88,7 +89,10 @@ def dedup_command(
         typer.Option(
             "--output",
             "-o",
-            help="Where to write the kept documents (input's format; - for stdout).",
+            help="Where the kept documents go: a file, in the format its extension says (.jsonl "
+            ".json .csv .tsv .parquet .txt, + .gz .zst .bz2 .xz; else the input's); - for "
+            "stdout; or a folder (a path ending in /, or an existing empty folder): one output "
+            "per input file, mirroring the input tree.",
         ),
     ] = None,
     sample: Annotated[
@@ -100,32 +104,45 @@ def dedup_command(
     input_format: Annotated[
         str | None,
         typer.Option(
-            help="jsonl, json, csv, tsv, parquet, text (file = doc) or lines (line = doc)."
+            help="Read every input file (a folder's too) as: jsonl, json, csv, tsv, parquet, "
+            "text (a file is one document: the default for .txt/.md) or lines (a line is one "
+            "document). Default: each file's extension; stdin: jsonl."
         ),
     ] = None,
     output_format: Annotated[
-        str | None, typer.Option(help="Output format (default: the input's).")
+        str | None,
+        typer.Option(
+            help="Output format (default: the --output extension's, else the input's); an "
+            "extension that says another is refused."
+        ),
     ] = None,
     text_field: Annotated[str, typer.Option(help="Field/column holding the text.")] = "text",
     id_field: Annotated[
         str | None,
         typer.Option(
-            help="Field/column holding a unique id (default: an 'id' field if present, else path:line)."
+            help="Field/column holding a unique id (default: an 'id' field if present, else "
+            "path:line); ids must be non-empty strings or integers."
         ),
     ] = None,
+    generate_ids: Annotated[
+        bool,
+        typer.Option(
+            "--generate-ids", help="Ignore the inputs' id field: number the records path:line."
+        ),
+    ] = False,
     threshold: Annotated[
         float | None,
         typer.Option(
             help="Texts at least this similar (token edit similarity, 0-1) are near duplicates: "
             "found with probability >= 0.99 and accepted (default: found from 0.8, accepted "
-            "from the verifier's 0.675). See docs/dedup.md."
+            "from the verifier's 0.675)."
         ),
     ] = None,
     candidates: Annotated[
         Literal["lsh", "simhash"],
         typer.Option(
             help="lsh: MinHash bands (recall independent of corpus size) + a small SimHash "
-            "pass; simhash: SimHash distances under the work budget (the old default)."
+            "pass; simhash: SimHash distances only, under the work budget."
         ),
     ] = "lsh",
     max_distance: Annotated[
@@ -139,7 +156,7 @@ def dedup_command(
         int,
         typer.Option(
             help="Candidate-search work budget per document (modelled ns; deterministic). Above "
-            "~24k docs per pass the default distances shrink to what fits; see docs/dedup.md.",
+            "~24k docs per pass the default distances shrink to what fits (the summary warns).",
         ),
     ] = 32_000,
     candidate_budget: Annotated[
@@ -155,7 +172,7 @@ def dedup_command(
             min=0,
             help="Expert: the MinHash bucket valve's budget, pairs per document per band; a "
             "band over it thins its largest buckets and the summary estimates the recall given "
-            "up (0: no valve, every bucket paired in full). See docs/dedup.md.",
+            "up (0: no valve, every bucket paired in full).",
         ),
     ] = 16,
     keep: Annotated[
@@ -167,7 +184,11 @@ def dedup_command(
         str | None, typer.Option(help="CSV of matched pairs: id_a,id_b,distance,score,stage.")
     ] = None,
     clusters_out: Annotated[
-        str | None, typer.Option(help="CSV: id,cluster,cluster_size,representative,kept.")
+        str | None,
+        typer.Option(
+            help="CSV, one row per document: id,cluster,cluster_size,representative,kept (a "
+            "document without duplicates is its own cluster, of size 1)."
+        ),
     ] = None,
     summary_json: Annotated[
         str | None, typer.Option(help="Write the summary as JSON here.")
@@ -184,20 +205,36 @@ def dedup_command(
     workers: Annotated[int, typer.Option(help="Worker count (output does not depend on it).")] = 1,
     on_error: Annotated[
         Literal["fail", "skip"],
-        typer.Option(help="On a malformed record: fail, or skip it (and say which on stderr)."),
+        typer.Option(
+            help="On a malformed record (or an unusable id): fail, or skip it (and say which on "
+            "stderr)."
+        ),
     ] = "fail",
-    encoding: Annotated[str, typer.Option(help="Input text encoding.")] = "utf-8",
+    encoding: Annotated[
+        str,
+        typer.Option(
+            help="Input text encoding; another than utf-8 refuses lines that are valid UTF-8 "
+            "(a file of mixed encodings)."
+        ),
+    ] = "utf-8",
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No progress bar and no summary.")
     ] = False,
     engine: Annotated[
-        str,
-        typer.Option("--engine", help="local (this process), dask or spark (docs/distributed.md)."),
+        Literal["local", "dask", "spark"],
+        typer.Option(
+            "--engine",
+            help="local (this process), dask or spark (pip install 'neardup[dask]' or "
+            "'neardup[spark]'; one output file).",
+        ),
     ] = "local",
     scheduler: Annotated[
-        str | None, typer.Option("--scheduler", help="Dask scheduler tcp://HOST:PORT.")
+        str | None,
+        typer.Option("--scheduler", help="Dask scheduler tcp://HOST:PORT (--engine dask)."),
     ] = None,
-    master: Annotated[str | None, typer.Option("--master", help="Spark master URL.")] = None,
+    master: Annotated[
+        str | None, typer.Option("--master", help="Spark master URL (--engine spark).")
+    ] = None,
     partitions: Annotated[
         int | None, typer.Option("--partitions", min=1, help="Read partitions (dask, spark).")
     ] = None,
@@ -210,7 +247,6 @@ def dedup_command(
     from ..batch.config import DedupConfig
     from ..batch.files import dedup_files
     from ..errors import ConfigError
-    from ..io import check_not_input, check_output
     from ..review.report import review_writer
     from .progress import StageProgress
 
@@ -232,19 +268,16 @@ def dedup_command(
         raise ConfigError("no input given; pass files, a directory or - (stdin), or use --sample")
     if output is None:
         raise ConfigError("--output is required (a path, or - for stdout)")
-    outputs = [("--output", output), ("--pairs-out", pairs_out), ("--clusters-out", clusters_out)]
-    outputs.append(("--summary-json", summary_json))
+    _check_options(engine, scheduler, master, partitions, workdir, verify, threshold)
+    if generate_ids and id_field is not None:
+        raise ConfigError(
+            "--generate-ids ignores the records' ids, --id-field names where they are: pass one"
+        )
     review_out = None
+    report_paths: list[tuple[str, str]] = []
     if report is not None:  # "" (--report without PATH): report.html in the run's folder
         report, review_out = _report_paths(report, summary_json, output, engine)
-        outputs += [("--report", report), ("--report", review_out)]
-    for option, path in outputs:
-        if path is not None and path != "-":
-            check_not_input(path, inputs, option=option)
-            # refused now, not after the run; a text --output is a folder, and write_kept
-            # decides what an existing folder may be
-            if option != "--output" or not os.path.isdir(path):
-                check_output(path, option=option)
+        report_paths = [("--report", report), ("--report", review_out)]
     config = DedupConfig(
         threshold=threshold,
         candidates=candidates,
@@ -255,19 +288,32 @@ def dedup_command(
         workers=workers,
         lsh_band_pairs_per_doc=lsh_band_pairs_per_doc or None,
     )
+    summary_stream = (
+        sys.stderr
+        if any(
+            p is not None and _is_stdout(p) for p in (output, pairs_out, clusters_out, summary_json)
+        )
+        else sys.stdout
+    )
     if engine != "local":  # the distributed job (neardup.distributed), same summary
+        from ..errors import require
+
+        # the steps store Arrow files: without pyarrow the job cannot start (an install hint,
+        # exit code 9, not a traceback from an import deep inside neardup.distributed)
+        require("pyarrow", engine, f"--engine {engine}")
         from ..distributed.cli import run_distributed_cli
 
         stats = run_distributed_cli(
             engine=engine, inputs=list(inputs), config=config, output=output,
             pairs_out=pairs_out, clusters_out=clusters_out, summary_json=summary_json,
-            input_format=input_format, text_field=text_field, id_field=id_field,
+            input_format=input_format, output_format=output_format, text_field=text_field,
+            id_field=id_field, generate_ids=generate_ids, encoding=encoding, on_error=on_error,
             scheduler=scheduler, master=master, partitions=partitions, workdir=workdir,
             quiet=quiet,
         )  # fmt: skip
         if not quiet:
-            print(_summary_text(stats), file=sys.stderr if _is_stdout(output) else sys.stdout)
-        for message in _run_warnings(stats, []):
+            print(_summary_text(stats), file=summary_stream)
+        for message in _run_warnings(stats, stats.get("skipped_list", [])):
             warn(message)
         return
     progress = StageProgress.for_stderr(quiet)
@@ -288,18 +334,21 @@ def dedup_command(
             id_field=id_field,
             encoding=encoding,
             on_error=on_error,
+            generate_ids=generate_ids,
             config=config,
             progress=_bar_callback(progress),
             extra_outputs=None if report is None else review_writer(report, str(review_out)),
+            extra_output_paths=report_paths,
         )
     stats = result.stats
     if not quiet:
-        stream = sys.stderr if _is_stdout(output) else sys.stdout
-        print(_summary_text(stats), file=stream)
+        print(_summary_text(stats), file=summary_stream)
         if sample:
-            print(_sample_outputs(output, pairs_out, clusters_out, summary_json), file=stream)
+            print(
+                _sample_outputs(output, pairs_out, clusters_out, summary_json), file=summary_stream
+            )
         if report is not None:
-            print(f"review report: {report} (data: {review_out})", file=stream)
+            print(f"review report: {report} (data: {review_out})", file=summary_stream)
     # after the summary, so they are the last thing on a terminal; never hidden by -q
     for message in _run_warnings(stats, stats.get("skipped_list", [])):
         warn(message)
@@ -329,6 +378,44 @@ def _report_paths(
     if Path(report).resolve() == review.resolve():
         raise ConfigError(f"--report: {report} is where the review data goes; name it .html")
     return report, str(review)
+
+
+#: the options that only the distributed engines take, and which engine
+_ENGINE_OPTIONS = {
+    "--scheduler": ("dask",),
+    "--master": ("spark",),
+    "--partitions": ("dask", "spark"),
+    "--workdir": ("dask", "spark"),
+}
+
+
+def _check_options(
+    engine: str,
+    scheduler: str | None,
+    master: str | None,
+    partitions: int | None,
+    workdir: str | None,
+    verify: bool,
+    threshold: float | None,
+) -> None:
+    """Refuse options that would be ignored: an engine's option given to another engine, and
+    an explicit --threshold (what verification accepts) with --no-verify."""
+    from ..errors import ConfigError
+
+    given = {"--scheduler": scheduler, "--master": master, "--partitions": partitions}
+    given["--workdir"] = workdir
+    for option, value in given.items():
+        engines = _ENGINE_OPTIONS[option]
+        if value is not None and engine not in engines:
+            raise ConfigError(
+                f"{option} is an option of --engine {' and '.join(engines)}, not of --engine "
+                f"{engine}: drop it, or pass --engine {engines[0]}"
+            )
+    if threshold is not None and not verify:
+        raise ConfigError(
+            "--threshold sets how similar verified texts must be, and --no-verify turns "
+            "verification off: pass one of them"
+        )
 
 
 def _bar_callback(bar: Any) -> Callable[[str, int, int], None]:
@@ -397,6 +484,20 @@ def _run_warnings(stats: dict[str, Any], skipped: list[dict[str, Any]]) -> list[
             + "; --lsh-band-pairs-per-doc raises the budget"
         )
     n = stats.get("skipped_records") or 0
+    documents = stats.get("documents")
+    if documents == 0:  # the outputs are written (empty): an empty shard is not an error
+        out.append(
+            f"every record was skipped ({n:,}): nothing was deduplicated and the outputs hold "
+            "no documents"
+            if n
+            else "the input holds no documents: nothing was deduplicated and the outputs are empty"
+        )
+    formats = stats.get("formats") or {}
+    if documents == 1 and formats == {"text": 1}:
+        out.append(
+            "the input was read as one document (a .txt/.md file is one document); pass "
+            "--input-format lines to read one document per line"
+        )
     if n:
         msg = f"skipped {n:,} malformed record{'s' if n != 1 else ''}"
         if skipped:

@@ -29,8 +29,9 @@ def eval_command(
     input_format: Annotated[
         str | None,
         typer.Option(
-            help="Format of --docs: jsonl, json, csv, tsv, parquet, text (file = doc) or lines "
-            "(line = doc); default: from the extension.",
+            help="Format of --docs (every file of a folder): jsonl, json, csv, tsv, parquet, "
+            "text (a file is one document) or lines (a line is one document); default: each "
+            "file's extension.",
             show_default=False,
         ),
     ] = None,
@@ -38,7 +39,12 @@ def eval_command(
         str, typer.Option(help="Field/column holding the text (dotted: meta.text).")
     ] = "text",
     id_field: Annotated[str, typer.Option(help="Field holding the id used in the labels.")] = "id",
-    encoding: Annotated[str, typer.Option(help="Input text encoding.")] = "utf-8",
+    encoding: Annotated[
+        str,
+        typer.Option(
+            help="Input text encoding; another than utf-8 refuses lines that are valid UTF-8."
+        ),
+    ] = "utf-8",
     min_k: Annotated[int, typer.Option(help="Smallest SimHash distance of the sweep.")] = 0,
     max_k: Annotated[int, typer.Option(help="Largest SimHash distance of the sweep.")] = 20,
     retrieval: Annotated[

@@ -21,13 +21,18 @@ import typer
 
 BATCH = 10_000
 
-_FORMAT_HELP = "jsonl, json, csv, tsv, parquet, text (file = doc) or lines (line = doc)."
+_FORMAT_HELP = (
+    "Read every input file (a folder's too) as: jsonl, json, csv, tsv, parquet, text (a file "
+    "is one document: the default for .txt/.md) or lines (a line is one document). Default: "
+    "each file's extension; stdin: jsonl."
+)
 
 # the input arguments and options of both commands (read as ``neardup dedup`` reads its inputs)
 _Inputs = Annotated[
     list[str],
     typer.Argument(
-        help="Input files, globs, URLs, directories of text files, or - for stdin.",
+        help="Input files, folders, globs, URLs, or - for stdin. A folder's files are read by "
+        "their own extensions (one format per folder, else refused).",
         show_default=False,
     ),
 ]
@@ -104,7 +109,7 @@ def fingerprint_cmd(
 ) -> None:
     """Fingerprint documents; print a summary table (and write id,fingerprint with --output)."""
     from ..fingerprint.simhash import Fingerprinter
-    from ..io import check_not_input, read_corpus
+    from ..io import check_outputs, read_corpus
 
     fmt = input_format(input_fmt, old_fmt)
     fp = Fingerprinter(
@@ -117,8 +122,7 @@ def fingerprint_cmd(
         stopwords=stopwords,
         idf=idf,
     )
-    if output and output != "-":
-        check_not_input(output, files, option="--output")
+    check_outputs([("--output", output)], files)  # before anything is read
     width = bits // 4
     n = n_empty = n_chars = n_feat = 0
     t0 = time.perf_counter()
@@ -214,6 +218,9 @@ def idf_build_cmd(
     if features not in ("auto", "words", "jieba"):
         raise ConfigError(f"--features must be auto, words or jieba, got {features!r}")
     fmt = input_format(input_fmt, old_fmt)
+    from ..io import check_outputs
+
+    check_outputs([("--output", output)], corpus)  # before anything is read
 
     def tokens() -> Iterator[list[str]]:
         for _id, text in iter_docs(corpus, fmt=fmt, text_field=text_field, encoding=encoding):

@@ -1,7 +1,11 @@
 """``neardup dedup --engine dask|spark``: the distributed job behind the same command line.
 
-Outputs: ``--output`` gets the kept documents as JSONL (``{"id", "text"}`` per line, input
-order) or Parquet (``id``, ``text``) by its extension (other fields of the input records are not
+The inputs are read, and the outputs planned, checked and written, by the same
+:mod:`neardup.io` calls as the local engine's (:func:`~neardup.io.plan_inputs`,
+:func:`~neardup.io.plan_output`, :func:`~neardup.io.check_outputs` before the engine starts;
+``--input-format``, ``--encoding``, ``--on-error``, ``--generate-ids`` and ``--output-format``
+mean what they mean there). ``--output`` gets the kept documents as one file in any format but
+``text`` (``{"id", "text"}`` records in input order: other fields of the input records are not
 carried through the distributed steps); ``--pairs-out`` and ``--clusters-out`` the same CSVs as
 the single-machine run; the summary is the same.
 """
@@ -9,7 +13,6 @@ the single-machine run; the summary is the same.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import tempfile
 import time
@@ -20,29 +23,14 @@ import numpy as np
 __all__ = ["run_distributed_cli"]
 
 
-def _write_kept(res: Any, output: str) -> None:
+def _kept_batches(res: Any) -> Any:
     import glob
+    import os
 
-    import orjson
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from ..io import atomic_open
     from . import _store
 
-    files = sorted(glob.glob(os.path.join(res.workdir, "kept", "p*.arrow")))
-    if output.endswith(".parquet"):
-        with atomic_open(output, "wb") as fh:
-            schema = pa.schema([("id", pa.string()), ("text", pa.large_string())])
-            with pq.ParquetWriter(fh, schema) as w:
-                for f in files:
-                    w.write_table(_store.read_table(f).select(["id", "text"]).cast(schema))
-        return
-    with atomic_open(output, "wb", buffering=1 << 20) as fh:
-        for f in files:
-            t = _store.read_table(f)
-            for i, x in zip(t["id"].to_pylist(), t["text"].to_pylist(), strict=True):
-                fh.write(orjson.dumps({"id": i, "text": x}) + b"\n")
+    for f in sorted(glob.glob(os.path.join(res.workdir, "kept", "p*.arrow"))):
+        yield _store.read_table(f).select(["id", "text"])
 
 
 def _write_pairs(res: Any, path: str) -> None:
@@ -89,16 +77,41 @@ def run_distributed_cli(
     text_field: str,
     id_field: str | None,
     scheduler: str | None,
+    output_format: str | None = None,
+    encoding: str = "utf-8",
+    on_error: str = "fail",
+    generate_ids: bool = False,
     master: str | None,
     partitions: int | None,
     workdir: str | None,
     quiet: bool,
 ) -> dict[str, Any]:
     """Run the job on ``engine``, write the outputs, return the summary's stats."""
-    from ..io import atomic_open
+    from ..errors import ConfigError
+    from ..io import (
+        atomic_open,
+        check_outputs,
+        plan_inputs,
+        plan_output,
+        staged_outputs,
+        write_table_batches,
+    )
     from . import make_engine, run_dedup
 
     t0 = time.perf_counter()
+    # every refusal the local engine makes before reading, made before the engine starts
+    files = plan_inputs(inputs, input_format)
+    plan = plan_output(output, files, fmt=output_format)
+    if plan.folder or plan.fmt == "text":
+        raise ConfigError(
+            f"--engine {engine} writes the kept documents to one file: pass a file path to "
+            "--output (jsonl, json, csv, tsv, parquet or lines)"
+        )
+    check_outputs(
+        [("--output", output), ("--pairs-out", pairs_out), ("--clusters-out", clusters_out),
+         ("--summary-json", summary_json)],
+        inputs,
+    )  # fmt: skip
 
     def progress(stage: str, done: int, total: int) -> None:
         if not quiet:
@@ -113,23 +126,31 @@ def run_distributed_cli(
             t1 = time.perf_counter()
             res = run_dedup(
                 inputs, workdir, engine=eng, config=config, partitions=partitions,
-                fmt=input_format, text_field=text_field, id_field=id_field, progress=progress,
+                fmt=input_format, text_field=text_field, id_field=id_field, encoding=encoding,
+                on_error=on_error, generate_ids=generate_ids, progress=progress,
             )  # fmt: skip
             start_s = t1 - t0
-        _write_kept(res, output)
-        if pairs_out:
-            _write_pairs(res, pairs_out)
-        if clusters_out:
-            _write_clusters(res, clusters_out)
         stats = dict(res.stats)
         stats["engine_start_s"] = round(start_s, 3)
-        stats["elapsed_s"] = round(time.perf_counter() - t0, 3)
         stats["inputs"] = list(inputs)
+        formats: dict[str, int] = {}
+        for f in files:
+            formats[f.fmt] = formats.get(f.fmt, 0) + 1
+        stats["formats"] = formats
         stats["output"] = output
-        if summary_json:
-            with atomic_open(summary_json, "w", encoding="utf-8") as fh:
-                json.dump(stats, fh, indent=2, ensure_ascii=False)
-                fh.write("\n")
+        stats["output_format"] = plan.fmt
+        stats["output_folder"] = False
+        with staged_outputs():  # all published together, or none (as the local engine's)
+            write_table_batches(_kept_batches(res), plan)
+            if pairs_out:
+                _write_pairs(res, pairs_out)
+            if clusters_out:
+                _write_clusters(res, clusters_out)
+            stats["elapsed_s"] = round(time.perf_counter() - t0, 3)
+            if summary_json:
+                with atomic_open(summary_json, "w", encoding="utf-8") as fh:
+                    json.dump(stats, fh, indent=2, ensure_ascii=False)
+                    fh.write("\n")
         return stats
     finally:
         if temp is not None:

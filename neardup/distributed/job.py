@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -38,6 +37,12 @@ class Job:
     buckets: int
     text_field: str = "text"
     id_field: str | None = None
+    #: read options, as for neardup.io.read_corpus
+    encoding: str = "utf-8"
+    on_error: str = "fail"
+    generate_ids: bool = False
+    #: --input-format, when given (else each file's format came from its name)
+    input_format: str | None = None
     #: first position of every partition (filled in after the read step)
     starts: tuple[int, ...] = field(default_factory=tuple)
 
@@ -57,30 +62,22 @@ class Job:
 def plan_partitions(
     inputs: list[str], partitions: int | None, fmt: str | None = None
 ) -> tuple[Partition, ...]:
-    """Input files (globs and directories of ``.jsonl``/``.parquet`` files expanded, in order)
-    split into about ``partitions`` partitions (each file into ``ceil(partitions / files)``
-    slices; default one per file)."""
-    from ..io.remote import expand_inputs, is_url
+    """Input files (globs and folders expanded, in order, each file's format from
+    ``fmt`` or its name, as :func:`neardup.io.plan_inputs` decides for every front-end) split
+    into about ``partitions`` partitions (each file into ``ceil(partitions / files)`` slices;
+    default one per file)."""
+    from ..io import plan_inputs
 
-    files: list[str] = []
-    for p in expand_inputs(list(inputs)):
-        if p == "-":
-            raise InputError("the distributed engines read files, not stdin; pass a path")
-        if not is_url(p) and os.path.isdir(p):
-            found = sorted(
-                os.path.join(root, f)
-                for root, _, names in os.walk(p)
-                for f in names
-                if not f.startswith(".") and f.endswith((".jsonl", ".parquet", ".jsonl.gz"))
-            )
-            if not found:
-                raise InputError(f"directory {p!r} holds no .jsonl or .parquet files")
-            files.extend(found)
-        else:
-            files.append(p)
+    planned = plan_inputs(list(inputs), fmt)
+    if any(f.path == "-" for f in planned):
+        raise InputError("the distributed engines read files, not stdin; pass a path")
+    files = [f.path for f in planned]
+    formats = [f.fmt for f in planned]
     if not files:
         raise InputError("no input files")
     if partitions is not None and (isinstance(partitions, bool) or partitions < 1):
         raise ConfigError(f"partitions must be an int >= 1, got {partitions!r}")
     per = max(1, -(-(partitions or len(files)) // len(files)))
-    return tuple(Partition(i, f, fmt, s, per) for i, f in enumerate(files) for s in range(per))
+    return tuple(
+        Partition(i, f, formats[i], s, per) for i, f in enumerate(files) for s in range(per)
+    )

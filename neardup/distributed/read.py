@@ -33,18 +33,34 @@ def _schemas() -> tuple[Any, Any]:
 EXACT_SCHEMA = _schemas()[0]
 
 
-def read_partition(job: Job, task: int) -> tuple[np.ndarray, list[str], list[str]]:
+def read_partition(
+    job: Job, task: int, skipped: list[Any] | None = None
+) -> tuple[np.ndarray, list[str], list[str]]:
     """``(positions int64, ids, texts)`` of partition ``task`` (its rows of its file; the
-    positions start at ``file << POS_SHIFT`` plus its first row, even when it is empty)."""
-    from ..io import read_corpus
+    positions start at ``file << POS_SHIFT`` plus its first row, even when it is empty). The
+    file is read with the job's read options, as :func:`neardup.io.read_corpus` reads it for
+    the local engine; ``skipped`` receives ``(count, [{path, line, reason}, ...])`` of the
+    records ``--on-error skip`` left out."""
+    from ..io import InputFile, read_corpus
 
     part = job.partitions[task]
+    name = part.path.rstrip("/").rsplit("/", 1)[-1]
     try:
         corpus = read_corpus(
-            [part.path], fmt=part.fmt, text_field=job.text_field, id_field=job.id_field
+            [InputFile(part.path, part.fmt or "jsonl", name, job.input_format is not None)],
+            text_field=job.text_field,
+            id_field=job.id_field,
+            encoding=job.encoding,
+            on_error="skip" if job.on_error == "skip" else "fail",
+            generate_ids=job.generate_ids,
         )
     except InputError as exc:  # name the partition's file (read_corpus names the record)
         raise InputError(f"partition {task} ({part.path}): {exc}") from exc
+    if skipped is not None:
+        skipped.append(corpus.skipped)
+        skipped.append(
+            [{"path": r.path, "line": r.line, "reason": r.reason} for r in corpus.skipped_records]
+        )
     with corpus:
         n = len(corpus.texts)
         lo, hi = part.slice * n // part.slices, (part.slice + 1) * n // part.slices
@@ -65,7 +81,8 @@ def step_read(workdir: str, task: int, job: Job) -> dict[str, Any]:
     from ..batch.minhash import minhash_signatures
 
     cfg = job.dedup_config()
-    pos, ids, texts = read_partition(job, task)
+    skipped: list[Any] = []
+    pos, ids, texts = read_partition(job, task, skipped)
     first, pos = int(pos[0]), pos[:-1]
     fp = cfg.make_fingerprinter()
     if getattr(fp, "bits", 64) != 64:
@@ -101,4 +118,8 @@ def step_read(workdir: str, task: int, job: Job) -> dict[str, Any]:
     size = _store.shuffle_write(
         workdir, "exact", task, ex, _store.mix_bucket(h[:, 0].copy(), job.buckets)
     )
-    return {"rows": len(texts), "first": first, "shuffle_bytes": size}
+    out: dict[str, Any] = {"rows": len(texts), "first": first, "shuffle_bytes": size}
+    if job.partitions[task].slice == 0 and skipped[0]:  # a file's, counted once
+        out["skipped"] = skipped[0]
+        out["skipped_list"] = skipped[1]
+    return out

@@ -62,6 +62,9 @@ def run_dedup(
     fmt: str | None = None,
     text_field: str = "text",
     id_field: str | None = None,
+    encoding: str = "utf-8",
+    on_error: str = "fail",
+    generate_ids: bool = False,
     progress: Progress | None = None,
 ) -> DistributedResult:
     """Deduplicate ``inputs`` with the same decisions as :func:`neardup.dedup` on the same
@@ -85,6 +88,10 @@ def run_dedup(
         buckets=buckets or len(parts),
         text_field=text_field,
         id_field=id_field,
+        encoding=encoding,
+        on_error=on_error,
+        generate_ids=generate_ids,
+        input_format=fmt,
     )
     os.makedirs(job.workdir, exist_ok=True)
     meta = os.path.join(job.workdir, "job.json")
@@ -189,6 +196,8 @@ def run_dedup(
         "candidates": sum(r["candidates"] for r in vf),
         "verified": sum(r["verified"] for r in vf),
         "pairs": sum(r["pairs"] for r in wr),
+        # records --on-error skip left out (each file's, counted by its first partition)
+        "skipped_records": sum(r.get("skipped", 0) for r in res),
         "lsh": {
             "band_pairs_budget": budget,
             "valve_bands": len(used),
@@ -209,4 +218,7 @@ def run_dedup(
         "timings_s": {k: v["elapsed_s"] for k, v in steps.items()},
         "shuffle_bytes": sum(v.get("shuffle_bytes", 0) for v in steps.values()),
     }
+    skipped_list = [x for r in res for x in r.get("skipped_list", ())][:1000]
+    if skipped_list:
+        stats["skipped_list"] = skipped_list
     return DistributedResult(job.workdir, stats, steps)

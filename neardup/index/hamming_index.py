@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -39,11 +39,25 @@ from .reference import search_reference
 from .snapshot import IndexSettings, IndexSnapshot, SealedSegment
 from .tables import PlanArrays, TableSegment, plan_arrays
 
-__all__ = ["HammingIndex"]
+__all__ = ["HammingIndex", "SearchResult"]
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
-SearchResult = tuple[I64, I64, I32]
+
+
+class SearchResult(NamedTuple):
+    """What :meth:`HammingIndex.search` returns: every match of every query, in CSR form.
+
+    The matches of query ``i`` are ``ids[lims[i]:lims[i + 1]]``, at the Hamming distances
+    ``distances[lims[i]:lims[i + 1]]``, sorted by (distance, id). It unpacks as the triple
+    ``lims, ids, distances``. (faiss's ``range_search`` returns the same CSR layout in the
+    order ``lims, D, I``: distances before ids; here ids come first.)
+    """
+
+    lims: I64
+    ids: I64
+    distances: I32
+
 
 _EMPTY_I64 = np.empty(0, dtype=np.int64)
 
@@ -121,9 +135,10 @@ class HammingIndex:
     array([0, 1, 2])
     >>> idx.search_one(0b0011)
     [(0, 1), (1, 2)]
-    >>> lims, ids, dists = idx.search(np.array([0b0011, 1 << 50], dtype=np.uint64))
-    >>> lims.tolist(), ids.tolist(), dists.tolist()
+    >>> res = idx.search(np.array([0b0011, 1 << 50], dtype=np.uint64))
+    >>> res.lims.tolist(), res.ids.tolist(), res.distances.tolist()
     ([0, 2, 2], [0, 1], [1, 2])
+    >>> lims, ids, dists = res  # also a triple
     """
 
     def __init__(
@@ -665,11 +680,11 @@ class HammingIndex:
 
         Returns
         -------
-        lims : int64 (nq + 1,)
-            Results of query ``i`` are ``ids[lims[i]:lims[i+1]]`` (CSR, like faiss range_search).
-        ids : int64
-        distances : int32
-            Within each query, sorted by (distance, id).
+        SearchResult
+            A named tuple ``(lims, ids, distances)`` (unpacks as that triple): ``lims`` int64
+            (nq + 1,), the matches of query ``i`` are ``ids[lims[i]:lims[i+1]]`` (int64) at
+            ``distances[lims[i]:lims[i+1]]`` (int32), sorted by (distance, id) within each
+            query. The CSR layout of faiss's ``range_search``, whose order is ``lims, D, I``.
         """
         q = self._check_fps(queries, "queries")
         k = self._check_k(max_distance)
@@ -693,7 +708,7 @@ class HammingIndex:
             qi, ids, d = self._search_chunk(q, k, snap)
         csr = K.csr_sort_gil if nq <= 8 else K.csr_sort
         lims, ids, d = csr(nq, qi, ids, d.astype(np.int32, copy=False), k)
-        return lims, ids, d
+        return SearchResult(lims, ids, d)
 
     def _search_reference(self, q: np.ndarray, k: int, snap: Any) -> SearchResult:
         segs, bfps, bids, balive = snap
@@ -702,7 +717,7 @@ class HammingIndex:
         ids = np.concatenate([i for _, i in fl])
         if self._words == 1:
             fps, q = fps[:, 0], q[:, 0]
-        return search_reference(fps, ids, q, k)
+        return SearchResult(*search_reference(fps, ids, q, k))
 
     def search_one(self, query: Any, max_distance: int | None = None) -> list[tuple[int, int]]:
         """One query (an int, or a (2,) uint64 row for 128-bit) -> ``[(id, distance), ...]``.

@@ -1,34 +1,44 @@
 """Corpus input and output: JSONL, JSON arrays, CSV/TSV, Parquet, plain text, stdin.
 
-See :mod:`neardup.io.formats` for the formats, :mod:`neardup.io.remote` for compressed inputs,
-globs and fsspec URLs, :mod:`neardup.batch.datasets` for Hugging Face datasets and
-:mod:`neardup.io.atomic` for atomic writes.
+See :mod:`neardup.io.plan` for which files an input names and where outputs go (decided before
+reading), :mod:`neardup.io.formats` for the readers, :mod:`neardup.io.writers` for the writers,
+:mod:`neardup.io.remote` for compressed inputs, globs and fsspec URLs,
+:mod:`neardup.batch.datasets` for Hugging Face datasets and :mod:`neardup.io.atomic` for atomic
+writes.
 """
 
 from __future__ import annotations
 
 from .atomic import atomic_dir, atomic_open, check_not_input, check_output, staged_outputs
-from .formats import (
+from .formats import Corpus, SkippedRecord, Source, read_corpus
+from .plan import (
     FORMATS,
-    Corpus,
-    SkippedRecord,
-    Source,
+    InputFile,
+    OutputPlan,
+    check_outputs,
     detect_format,
-    read_corpus,
-    write_kept,
+    plan_inputs,
+    plan_output,
 )
+from .writers import write_kept, write_table_batches
 
 __all__ = [
     "FORMATS",
     "Corpus",
+    "InputFile",
+    "OutputPlan",
     "SkippedRecord",
     "Source",
     "atomic_dir",
     "atomic_open",
     "check_not_input",
     "check_output",
+    "check_outputs",
     "detect_format",
+    "plan_inputs",
+    "plan_output",
     "read_corpus",
     "staged_outputs",
     "write_kept",
+    "write_table_batches",
 ]

@@ -19,7 +19,7 @@ standard library agree:
 * values: such a string, ``true``, ``false``, ``null``, or a number ``-?(0|[1-9][0-9]*)``
   with an optional ``.[0-9]+`` fraction (no exponent; at most 18 integer digits);
 * the text field present exactly once with a string value; the id field (``"id"`` unless the
-  reader names one) at most once, a non-empty string, an integer or ``null``.
+  reader names one) at most once, a non-empty string or an integer.
 
 Anything else (nesting, other escapes, escapes in keys or in a string id, non-ASCII,
 exponents, blank or malformed lines, duplicate text or id keys, an empty object, a non-string
@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 SLOW, FAST = 0, 1
-#: the id field of a FAST line: absent or null, a non-empty string, an integer
+#: the id field of a FAST line: absent, a non-empty string, an integer
 ID_ABSENT, ID_STR, ID_INT = 0, 1, 2
 
 
@@ -360,9 +360,7 @@ def _scan_line(
                 out[2] = 1
             elif kind == 2:
                 out[2] = 2
-            elif kind == 4:
-                out[2] = 0
-            else:
+            else:  # a null id (refused by the general path), a float, a literal
                 return -1 - i
             out[3] = vs
             out[4] = ve

@@ -1,8 +1,8 @@
-"""Readers and writers for corpora: JSONL, JSON arrays, CSV/TSV, Parquet, plain text, stdin.
+"""Readers for corpora: JSONL, JSON arrays, CSV/TSV, Parquet, plain text, stdin.
 
 A corpus is read once into ``ids`` and ``texts`` (plus what each format needs to write the
-kept records back); :func:`write_kept` then writes the records whose mask is True, in the
-format of the input, atomically.
+kept records back); :func:`neardup.io.write_kept` (:mod:`neardup.io.writers`) then writes the
+records whose mask is True, atomically.
 
 Formats
 -------
@@ -12,19 +12,27 @@ Formats
 ``json``    one JSON array of objects (``.json``).
 ``csv``     comma-separated with a header row (``.csv``); ``tsv`` tab-separated (``.tsv``).
 ``parquet`` Apache Parquet (``.parquet``, ``.pq``); needs ``pip install 'neardup[parquet]'``.
-``text``    each plain-text file is one document (``.txt``, ``.md``, or a directory of them,
-            read recursively); the id is the path relative to the input. Output is a directory.
+``text``    each plain-text file (``.txt``, ``.md``, ``.text``) is one document; its id is its
+            path relative to its folder input (a named file: its name).
 ``lines``   one document per non-empty line of a plain-text file (must be asked for).
 
-Where inputs come from
-----------------------
-A path, a directory (text files), ``-`` (stdin), a glob (``data/*.jsonl.gz``,
-``s3://bucket/p/*.parquet``: the matches in sorted order) or any fsspec URL (``s3://``,
-``gs://``, ``hf://datasets/OWNER/NAME/...``, ``https://``; the protocol's package must be
-installed). A compression extension (``.gz``, ``.zst``, ``.bz2``, ``.xz``) is decompressed and
-the format is told from the name before it (``a.jsonl.gz`` is ``jsonl``); stdin and names
-without one are decompressed when their first bytes say so. Such inputs are read from a
-temporary uncompressed copy (:mod:`neardup.io.remote`); a plain local file is read in place.
+Which files an input names and the format each is read as (folders: every file by its own
+name, one kind per folder) is :func:`neardup.io.plan.plan_inputs`' decision.
+
+Ids
+---
+``id_field`` names the field holding each record's id (every record must have one); without
+it a record's ``id`` field is used when it has one, else ``path:line`` is generated (a text
+document: its relative path). ``generate_ids=True`` ignores the records' ids. An id must be a
+non-empty string or an integer (a typed id column in Parquet included); any other value (null,
+a float, a boolean, an empty string, an object) is a :class:`~neardup.errors.RecordError`
+naming the file, the line and the options, never replaced silently. Ids must be unique.
+
+Encodings
+---------
+``encoding`` other than UTF-8 decodes every record with it; a record that is valid UTF-8 with
+non-ASCII characters is refused (a file that mixes encodings would turn its UTF-8 records into
+mojibake): convert the file, or read it as UTF-8 and skip what is not.
 
 Fields
 ------
@@ -33,24 +41,23 @@ JSON/JSONL and into struct columns in Parquet; a key that is literally ``meta.te
 
 Every malformed record raises :class:`~neardup.errors.RecordError` naming the file and line
 (or record number), unless ``on_error="skip"``, which counts it in ``Corpus.skipped`` and
-keeps the first ``MAX_SKIPPED_DETAILS`` of them in ``Corpus.skipped_records``.
+keeps the first ``MAX_SKIPPED_DETAILS`` of them in ``Corpus.skipped_records``. A record that
+does not parse as the format it is read as, where the format came from the name or stdin's
+default, says so and names ``--input-format``.
 """
 
 from __future__ import annotations
 
 import array
 import bisect
+import codecs
 import contextlib
-import contextvars
 import csv
-import io
 import json
 import os
-import shutil
 import sys
-import tempfile
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -59,18 +66,11 @@ import numpy as np
 import numpy.typing as npt
 
 from .._reference import use_reference
-from ..errors import ConfigError, InputError, RecordError, require
-from .atomic import atomic_dir, atomic_open
+from ..errors import ConfigError, RecordError, require
 from .fields import MISSING, get_field, missing_field
-from .jsonl import copy_records, is_utf8, read_lines
-from .remote import (
-    compress_file,
-    compression_of,
-    expand_inputs,
-    is_url,
-    local_copy,
-    strip_compression,
-)
+from .jsonl import is_utf8, read_lines
+from .plan import FORMATS, InputFile, detect_format, plan_inputs
+from .remote import local_copy, strip_compression
 from .texts import SpanTexts, UniqueIds
 
 __all__ = [
@@ -82,45 +82,15 @@ __all__ = [
     "arrow_column",
     "detect_format",
     "read_corpus",
-    "write_kept",
 ]
 
-FORMATS = ("jsonl", "json", "csv", "tsv", "parquet", "text", "lines")
 Format = Literal["jsonl", "json", "csv", "tsv", "parquet", "text", "lines"]
 OnError = Literal["fail", "skip"]
 
-_EXT = {
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".json": "json",
-    ".csv": "csv",
-    ".tsv": "tsv",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".txt": "text",
-    ".md": "text",
-}
-_TEXT_EXT = (".txt", ".md", ".text")
-
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 
-
-def detect_format(path: str) -> str:
-    """Format of an input path from its extension (a directory is ``text``; ``-`` is
-    ``jsonl``); a compression extension is looked through (``a.jsonl.gz`` is ``jsonl``)."""
-    if path == "-":
-        return "jsonl"
-    if not is_url(path) and Path(path).is_dir():
-        return "text"
-    p = Path(strip_compression(path))
-    fmt = _EXT.get(p.suffix.lower())
-    if fmt is None:
-        shown = p.suffix or "(none)"
-        raise ConfigError(
-            f"cannot tell the format of {path!r} from its extension {shown!r}; "
-            f"pass --input-format (one of {', '.join(FORMATS)})"
-        )
-    return fmt
+#: ``--generate-ids``' hint, in every message about an unusable or repeated id
+_IDS_HINT = "or pass --generate-ids to number the records instead (path:line)"
 
 
 @dataclass
@@ -136,12 +106,15 @@ class Source:
     starts: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     ends: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
     # jsonl/lines: byte span [start, end) of each document's line (terminator excluded)
-    rows: list[Any] = field(default_factory=list)  # json objects / csv rows / text-file paths
+    rows: list[Any] = field(default_factory=list)
+    # json objects / csv rows / text: (the file, or None when it was a temporary copy, rel id)
     header: list[str] | None = None
     table: Any = None  # parquet: pyarrow.Table of the kept-able rows
     temp: str | None = None  # stdin / a compressed or remote input, uncompressed in this file
     # (removed by Corpus.close)
     encoding: str = "utf-8"
+    rel: str = ""  # its path relative to its folder input, or its name (InputFile.rel)
+    explicit: bool = False  # its format came from --input-format
 
 
 #: ``Corpus.skipped_records`` keeps the details of this many skipped records (``skipped``
@@ -177,6 +150,10 @@ class Corpus:
     def __len__(self) -> int:
         return len(self.texts)
 
+    def input_files(self) -> list[InputFile]:
+        """The files read, as :func:`~neardup.io.plan.plan_inputs` planned them."""
+        return [InputFile(s.path, s.fmt, s.rel or s.path, s.explicit) for s in self.sources]
+
     def close(self) -> None:
         for s in self.sources:
             if s.temp:
@@ -201,13 +178,21 @@ class _Reader:
         encoding: str,
         on_error: OnError,
         on_texts: Callable[[list[str]], object] | None = None,
+        generate_ids: bool = False,
     ) -> None:
         self.c = corpus
+        #: ignore the records' ids: every id is generated (path:line; a text's relative path)
+        self.generate_ids = generate_ids
         self.on_texts = on_texts  # called with corpus.texts as they grow (see read_corpus)
         self.text_field = text_field
         self.id_field = id_field
         self.encoding = encoding
+        # a non-UTF-8 encoding: records that are valid UTF-8 (non-ASCII) are refused, not
+        # turned into mojibake (UTF-16/32 and utf-8-sig are left alone)
+        self.guard_utf8 = not codecs.lookup(encoding).name.startswith("utf")
         self.on_error = on_error
+        #: why the current input is read as JSONL when it was not asked for (for hints)
+        self.jsonl_why: str | None = None
         # ids accepted so far (exactly the ids of ``corpus.ids``): a set, about 3x cheaper to
         # grow than an id -> position dict; positions are looked up only for an error message
         self.seen: set[str] = set()
@@ -254,7 +239,16 @@ class _Reader:
         ``default_id`` (used when the record has no id) defaults to ``path:line``.
         """
         if not isinstance(obj, dict):
-            self.fail(f"expected a JSON object, got {type(obj).__name__}", path, line)
+            hint = ""
+            if self.jsonl_why is not None:
+                hint = (
+                    f"; it is read as {self.jsonl_why}: pass --input-format json if it is one "
+                    "JSON array"
+                    if isinstance(obj, list)
+                    else f"; it is read as {self.jsonl_why}: pass --input-format if it is "
+                    "another format"
+                )
+            self.fail(f"expected a JSON object, got {type(obj).__name__}{hint}", path, line)
             return False
         text = get_field(obj, self.text_field)
         if text is MISSING:
@@ -269,31 +263,20 @@ class _Reader:
                 f"field {self.text_field!r} must be a string, got {type(text).__name__}", path, line
             )
             return False
-        id_field = self.id_field
-        if (
-            id_field is None
-            and "id" in obj
-            and isinstance(obj["id"], (str, int))
-            and obj["id"] != ""
-        ):
-            doc_id = str(obj["id"])  # auto: use an "id" field when the record has one
-        elif id_field is not None:
-            value = get_field(obj, id_field)
-            if value is MISSING or value is None or value == "":
-                self.fail(
-                    f"record has no id field {id_field!r}; drop --id-field to generate ids",
-                    path,
-                    line,
-                )
-                return False
-            doc_id = str(value)
-        else:
-            doc_id = default_id if default_id is not None else f"{path}:{line}"
+        doc_id = self.id_of(obj, path, line, default_id)
+        if doc_id is None:
+            return False
         if doc_id in self.seen:
             first = self.where(self.first_position(doc_id))
+            fix = (
+                "fix the input, name another field with --id-field, "
+                if self.id_field is not None
+                else "fix the input, "
+            )
             self.fail(
-                f"duplicate id {doc_id!r} (first seen at {first}); ids must be "
-                "unique — fix the input or drop --id-field to generate ids",
+                f"duplicate id {doc_id!r} (first seen at {first}); ids must be unique: "
+                + fix
+                + _IDS_HINT,
                 path,
                 line,
             )
@@ -304,17 +287,106 @@ class _Reader:
         self.line_of.append(line)
         return True
 
-    def decode(self, raw: bytes, path: str, line: int) -> str | None:
-        try:
-            return raw.decode(self.encoding)
-        except UnicodeDecodeError as exc:
+    def id_of(
+        self, obj: dict[str, Any], path: str, line: int, default_id: str | None
+    ) -> str | None:
+        """The id of a record (the one rule; the fast paths take only what it accepts as it
+        would): ``--generate-ids``, else the id field (``--id-field``, else ``id`` when the
+        record has one), else ``default_id`` / ``path:line``. None when refused (said)."""
+        generated = default_id if default_id is not None else f"{path}:{line}"
+        if self.generate_ids:
+            return generated
+        key = self.id_field if self.id_field is not None else "id"
+        value = get_field(obj, key)
+        if value is MISSING:
+            if self.id_field is None:
+                return generated
             self.fail(
-                f"not valid {self.encoding} (byte {exc.start}: {raw[exc.start : exc.start + 1]!r}); "
-                "pass --encoding (e.g. latin-1, gb18030)",
+                f"record has no id field {key!r}; name the field that holds the ids with "
+                f"--id-field, {_IDS_HINT}",
                 path,
                 line,
             )
             return None
+        if type(value) is str and value:
+            return value
+        if type(value) is int:
+            return str(value)
+        self.fail(_bad_id(key, value, self.id_field is not None), path, line)
+        return None
+
+    def decode(self, raw: bytes, path: str, line: int | None) -> str | None:
+        """``raw`` decoded with the input's encoding, or None when refused (said): bytes that
+        are not valid in it, or, with a non-UTF-8 encoding, a line that is valid UTF-8 with
+        non-ASCII characters (see ``guard_utf8``)."""
+        try:
+            text = raw.decode(self.encoding)
+        except UnicodeDecodeError as exc:
+            at = raw[exc.start : exc.start + 1]
+            if b"\x00" in raw[:4096] or raw.startswith(b"PAR1"):
+                hint = (
+                    "it holds NUL bytes: a binary file (Parquet? compressed?) read as "
+                    + (self.jsonl_why or "text")
+                    + "; pass --input-format (or --encoding utf-16 for UTF-16 text)"
+                )
+            else:
+                hint = "pass --encoding (e.g. latin-1, gb18030)"
+            self.fail(f"not valid {self.encoding} (byte {exc.start}: {at!r}); {hint}", path, line)
+            return None
+        if self.guard_utf8 and not raw.isascii():
+            k = _utf8_line(raw)
+            if k is not None:
+                self.fail(_mixed_encoding(self.encoding, raw, k), path, (line or 1) + k - 1)
+                return None
+        return text
+
+
+def _bad_id(key: str, value: Any, named: bool) -> str:
+    """The message for an id value that is not a non-empty string or an integer."""
+    what = {
+        type(None): "null",
+        bool: "a boolean",
+        float: "a float",
+        str: "an empty string",
+        list: "a list",
+        dict: "an object",
+    }.get(type(value), type(value).__name__)
+    shown = json.dumps(value, default=str)
+    if len(shown) > 40:
+        shown = shown[:37] + "..."
+    if value is not None and value != "":
+        what += f" ({shown})"
+    where = f"the id field {key!r}" if named else f"the record's {key!r} field (used as its id)"
+    return (
+        f"{where} is {what}; ids must be non-empty strings or integers: fix the input, name "
+        "another field with --id-field, " + _IDS_HINT
+    )
+
+
+def _utf8_line(raw: bytes) -> int | None:
+    """The first line (1-based) of ``raw`` that is valid UTF-8 with non-ASCII characters."""
+    for k, part in enumerate(raw.split(b"\n"), 1):
+        if part.isascii():
+            continue
+        try:
+            part.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        return k
+    return None
+
+
+def _mixed_encoding(encoding: str, raw: bytes, k: int) -> str:
+    part = raw.split(b"\n")[k - 1]
+    i = next(j for j, b in enumerate(part) if b >= 0x80)
+    seen = part[max(0, i - 8) : i + 12]
+    return (
+        f"this line is valid UTF-8 ({seen.decode('utf-8', 'replace')!r}), but --encoding "
+        f"{encoding} would read it as {seen.decode(encoding, 'replace')!r}: the file mixes "
+        f"encodings; convert it to one (e.g. iconv -f {encoding} -t utf-8 on its other "
+        "lines), or read it as UTF-8 (drop --encoding) with --on-error skip to leave out "
+        "what is not UTF-8"
+    )
 
 
 def _open_binary(path: str, src: Source) -> str:
@@ -343,18 +415,20 @@ def _read_json(r: _Reader, src: Source) -> None:
     real = _open_binary(src.path, src)
     shown = "<stdin>" if src.path == "-" else src.path
     raw = Path(real).read_bytes()
-    s = r.decode(raw, shown, None)  # type: ignore[arg-type]
+    s = r.decode(raw, shown, None)
     if s is None:
         return
+    # the name (or stdin's default) said JSON: the likely mistake is JSON Lines
+    hint = "" if src.explicit else "; pass --input-format jsonl if it holds one object per line"
     try:
         data = json.loads(s)
     except json.JSONDecodeError as exc:
-        r.fail(f"malformed JSON ({exc.msg} at column {exc.colno})", shown, exc.lineno)
+        r.fail(f"malformed JSON ({exc.msg} at column {exc.colno}){hint}", shown, exc.lineno)
         return
     if not isinstance(data, list):
         raise RecordError(
-            f"expected a JSON array of objects, got {type(data).__name__}; use .jsonl for one "
-            "object per line",
+            f"expected a JSON array of objects, got {type(data).__name__}; pass --input-format "
+            "jsonl if it holds one object per line",
             path=shown,
         )
     for i, obj in enumerate(data, 1):
@@ -365,12 +439,18 @@ def _read_json(r: _Reader, src: Source) -> None:
 def _read_csv(r: _Reader, src: Source, delimiter: str) -> None:
     real = _open_binary(src.path, src)
     shown = "<stdin>" if src.path == "-" else src.path
+    if r.guard_utf8:  # the whole file first: the csv module decodes as it parses
+        raw = Path(real).read_bytes()
+        k = _utf8_line(raw) if not raw.isascii() else None
+        if k is not None:
+            raise RecordError(_mixed_encoding(r.encoding, raw, k), path=shown, line=k)
     try:
         with open(real, encoding=r.encoding, newline="") as fh:
             reader = csv.reader(fh, delimiter=delimiter)
             header = next(reader, None)
             if header is None:
                 return
+            _check_header(r, src, header, shown)
             src.header = header
             _csv_rows(r, src, reader, header, shown)
     except UnicodeDecodeError as exc:
@@ -382,14 +462,40 @@ def _read_csv(r: _Reader, src: Source, delimiter: str) -> None:
         raise RecordError(f"malformed CSV: {exc}", path=shown) from exc
 
 
+def _check_header(r: _Reader, src: Source, header: list[str], shown: str) -> None:
+    """A header without the text column: every row would fail, so the file is refused at its
+    first line, with the likelier mistake named (another separator, JSON, --text-field)."""
+    if r.text_field in header:
+        return
+    kind = "comma" if src.fmt == "csv" else "tab"
+    first = (header[0] if header else "").lstrip()
+    if src.fmt == "csv" and any("\t" in h for h in header):
+        why = "it looks tab-separated: pass --input-format tsv"
+    elif src.fmt == "tsv" and len(header) == 1 and "," in header[0]:
+        why = "it looks comma-separated: pass --input-format csv"
+    elif first.startswith(("{", "[")):
+        why = "it looks like JSON: pass --input-format jsonl (or json for an array)"
+    else:
+        why = "pass --text-field NAME" + ("" if src.explicit else ", or --input-format")
+    cells = [repr(h if len(h) <= 24 else h[:21] + "...") for h in header[:6]]
+    shown_header = ", ".join(cells) + (", ..." if len(header) > 6 else "")
+    raise RecordError(
+        f"no column {r.text_field!r} in the {kind}-separated header ({shown_header}); {why}",
+        path=shown,
+        line=1,
+    )
+
+
 def _csv_rows(r: _Reader, src: Source, reader: Any, header: list[str], shown: str) -> None:
-    """Accept CSV rows; the common row (text present, usable id) skips building a dict."""
+    """Accept CSV rows; the common row (text present, usable id) skips building a dict (it
+    takes only what :meth:`_Reader.id_of` would accept, exactly as it would)."""
     width = len(header)
     last = {name: i for i, name in enumerate(header)}  # dict(zip(header, row)) keeps the last
     # NEARDUP_REFERENCE=io: every row through the general dict path (the reference)
     ti = None if use_reference("io") else last.get(r.text_field)
     idkey = "id" if r.id_field is None else r.id_field
-    ii = last.get(idkey)
+    ii = None if r.generate_ids else last.get(idkey)
+    generated = r.generate_ids or r.id_field is None  # rows without an id column: path:line
     seen, ids, texts, line_of, rows = r.seen, r.c.ids, r.c.texts, r.line_of, src.rows
     for row in reader:
         line = reader.line_num
@@ -399,11 +505,11 @@ def _csv_rows(r: _Reader, src: Source, reader: Any, header: list[str], shown: st
             r.fail(f"row has {len(row)} fields, the header has {width}", shown, line)
             continue
         if ti is not None:
-            doc_id = row[ii] if ii is not None else None
-            if doc_id == "":
-                doc_id = None if r.id_field is not None else f"{shown}:{line}"
-            elif doc_id is None and r.id_field is None:
-                doc_id = f"{shown}:{line}"
+            # an empty id (None here) is refused by id_of, as a missing id column is when
+            # --id-field names it
+            doc_id = (
+                (row[ii] or None) if ii is not None else (f"{shown}:{line}" if generated else None)
+            )
             if doc_id is not None and doc_id not in seen:
                 seen.add(doc_id)
                 ids.append(doc_id)
@@ -422,7 +528,8 @@ def _read_parquet(r: _Reader, src: Source) -> None:
     try:
         table = pq.read_table(real)
     except pa.ArrowException as exc:
-        raise RecordError(f"cannot read Parquet: {exc}", path=src.path) from exc
+        hint = "" if src.explicit else "; pass --input-format if it is not Parquet"
+        raise RecordError(f"cannot read Parquet: {exc}{hint}", path=src.path) from exc
     text_col = arrow_column(table, r.text_field)
     if text_col is None:
         names = _parquet_names(table)
@@ -431,9 +538,12 @@ def _read_parquet(r: _Reader, src: Source) -> None:
             path=src.path,
         )
     texts = text_col.to_pylist()
-    id_col = None if r.id_field is None else arrow_column(table, r.id_field)
+    # the id column: --id-field's, else an "id" column when there is one (any type: the
+    # values decide, as for JSON), none with --generate-ids
+    id_name = r.id_field if r.id_field is not None else "id"
+    id_col = None if r.generate_ids else arrow_column(table, id_name)
     ids = None if id_col is None else id_col.to_pylist()
-    keep = _parquet_rows(r, src.path, texts, ids)
+    keep = _parquet_rows(r, src.path, texts, id_name, ids)
     src.table = table.take(pa.array(keep, type=pa.int64())) if len(keep) != len(texts) else table
 
 
@@ -467,19 +577,22 @@ def _parquet_names(table: Any) -> list[str]:
     return list(flat.column_names)
 
 
-def _parquet_rows(r: _Reader, path: str, texts: list[Any], ids: list[Any] | None) -> list[int]:
-    """Accept Parquet rows; the common row (string text, usable id) skips building a dict."""
+def _parquet_rows(
+    r: _Reader, path: str, texts: list[Any], id_name: str, ids: list[Any] | None
+) -> list[int]:
+    """Accept Parquet rows; the common row (string text, usable id) skips building a dict (it
+    takes only what :meth:`_Reader.id_of` would accept, exactly as it would)."""
     keep: list[int] = []
-    idf = r.id_field
-    # NEARDUP_REFERENCE=io, or a text column named "id": every row through r.add
-    fast = not use_reference("io") and r.text_field != "id"
+    # NEARDUP_REFERENCE=io, or a text column named like the id: every row through r.add
+    fast = not use_reference("io") and r.text_field != id_name
+    generated = r.generate_ids or r.id_field is None  # no id column: path:line
     seen, out_ids, out_texts, line_of = r.seen, r.c.ids, r.c.texts, r.line_of
     for i, text in enumerate(texts):
         if fast and type(text) is str:
             doc_id: str | None = None
-            if idf is None:
-                doc_id = f"{path}:{i + 1}"
-            elif ids is not None:
+            if ids is None:
+                doc_id = f"{path}:{i + 1}" if generated else None
+            else:
                 v = ids[i]
                 if type(v) is str and v:
                     doc_id = v
@@ -493,49 +606,37 @@ def _parquet_rows(r: _Reader, path: str, texts: list[Any], ids: list[Any] | None
                 keep.append(i)
                 continue
         obj = {r.text_field: text}
-        if idf is not None and ids is not None:
-            obj[idf] = ids[i]
+        if ids is not None:
+            obj[id_name] = ids[i]
         if r.add(obj, path, i + 1):
             keep.append(i)
     return keep
 
 
-def _read_text_files(r: _Reader, src: Source) -> None:
+def _read_text_file(r: _Reader, src: Source) -> None:
+    """One plain-text file, one document; its id is its relative path (``src.rel``, without a
+    compression extension)."""
     if src.path == "-":
         raise ConfigError("--input-format text reads files; for stdin use --input-format lines")
-    root = Path(src.path)
-    if is_url(src.path) or not root.is_dir():
-        # one file: read in place, or from a temporary copy (compressed, remote)
-        real = Path(_open_binary(src.path, src))
-        rel = strip_compression(src.path).rstrip("/").rsplit("/", 1)[-1]
-        files: list[tuple[Path, str, str]] = [(real, rel, src.path)]
-    else:
-        files = [
-            (p, p.relative_to(root).as_posix(), str(p))
-            for p in sorted(root.rglob("*"))
-            if p.is_file() and not p.name.startswith(".")
-        ]
-    for p, rel, shown in files:
-        r.mark_path(shown)
-        text = r.decode(p.read_bytes(), shown, None)  # type: ignore[arg-type]
-        if text is None:
-            continue
-        obj = {r.text_field: text}
-        if r.id_field is not None:
-            obj[r.id_field] = rel
-        if r.add(obj, shown, 1, rel):
-            src.rows.append((p, rel))
-
-
-def _is_jsonl(path: str, fmt: str | None) -> bool:
-    try:
-        return (fmt or detect_format(path)) == "jsonl"
-    except ConfigError:  # reported when that input's turn comes
-        return False
+    real = _open_binary(src.path, src)  # in place, or a temporary copy (compressed, remote)
+    rel = strip_compression(src.rel or src.path.rstrip("/").rsplit("/", 1)[-1])
+    data = Path(real).read_bytes()
+    kept_file: str | None = real
+    if src.temp is not None:  # not kept for the run: the text is written from the corpus
+        _remove_quietly(src.temp)
+        src.temp = kept_file = None
+    text = r.decode(data, src.path, None)
+    if text is None:
+        return
+    obj = {r.text_field: text}
+    if r.id_field is not None:
+        obj[r.id_field] = rel
+    if r.add(obj, src.path, 1, rel):
+        src.rows.append((kept_file, rel))
 
 
 def read_corpus(
-    inputs: Sequence[str],
+    inputs: Sequence[str | os.PathLike[str] | InputFile],
     *,
     fmt: str | None = None,
     text_field: str = "text",
@@ -543,33 +644,43 @@ def read_corpus(
     encoding: str = "utf-8",
     on_error: OnError = "fail",
     on_texts: Callable[[list[str]], object] | None = None,
+    generate_ids: bool = False,
 ) -> Corpus:
-    """Read documents from files, directories, globs, fsspec URLs or ``-`` (stdin), in order.
+    """Read documents from files, folders, globs, fsspec URLs or ``-`` (stdin), in order.
 
     Parameters
     ----------
-    inputs : sequence of str
-        Paths, globs (``data/*.jsonl.gz``) and URLs (``s3://b/p/*.parquet``; see the module
-        docstring); ``-`` is stdin (read as ``fmt``, default jsonl). Compressed inputs
-        (``.gz``, ``.zst``, ``.bz2``, ``.xz``) are decompressed.
+    inputs : sequence of str (or :class:`~neardup.io.plan.InputFile`)
+        Paths, folders, globs (``data/*.jsonl.gz``) and URLs (``s3://b/p/*.parquet``); ``-``
+        is stdin (read as ``fmt``, default jsonl). Compressed inputs (``.gz``, ``.zst``,
+        ``.bz2``, ``.xz``) are decompressed. Which files they name and the format of each:
+        :func:`~neardup.io.plan.plan_inputs` (a folder: each file by its own name, one kind per
+        folder, else refused).
     fmt : str, optional
-        Force a format (see module docstring); by default it is detected per input.
+        Read every file (folders' included) as this format; by default each file's name says.
     text_field : str, default="text"
         Field / column holding the text; a dotted name (``meta.text``) reads a nested object's
         field (a Parquet struct column's).
     id_field : str, optional
         Field holding a unique document id (every record must have it; dotted names too).
-        Without it, a record's ``id`` field is used when present, else an id is generated as
-        ``path:line`` (``<stdin>:line`` for stdin; the relative path for text files).
+        Without it, a record's ``id`` field (column) is used when present, else an id is
+        generated as ``path:line`` (``<stdin>:line`` for stdin; the relative path for text
+        files). An id must be a non-empty string or an integer; anything else is refused.
     encoding : str, default="utf-8"
+        The inputs' encoding. Another than UTF-8 refuses records that are valid UTF-8 with
+        non-ASCII characters (a file of mixed encodings; see the module docstring).
     on_error : {"fail", "skip"}, default="fail"
         Raise on the first malformed record, or skip it and count it in ``Corpus.skipped``
         (the first ``MAX_SKIPPED_DETAILS`` with where and why in ``Corpus.skipped_records``).
     on_texts : callable, optional
         Called with ``Corpus.texts`` (the list being filled) whenever texts were appended: after
-        every JSONL block and after every input. Texts are only ever appended, so a consumer
+        every JSONL block and after every input (text files: every 256 documents and the last).
+        Texts are only ever appended, so a consumer
         can start on ``texts[:len(texts)]`` while reading goes on (``neardup dedup`` hashes and
         fingerprints them meanwhile: :class:`neardup.dedup.ExactFingerprintPass`).
+    generate_ids : bool, default=False
+        Ignore the records' ids: every id is generated (``path:line``; a text file's relative
+        path). Not with ``id_field``.
 
     Returns
     -------
@@ -577,17 +688,17 @@ def read_corpus(
     """
     if on_error not in ("fail", "skip"):
         raise ConfigError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
-    if fmt is not None and fmt not in FORMATS:
-        raise ConfigError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    if generate_ids and id_field is not None:
+        raise ConfigError(
+            "--generate-ids ignores the records' ids, --id-field names where they are: pass one"
+        )
     try:
         "".encode(encoding)
     except LookupError as exc:
         raise ConfigError(f"unknown encoding {encoding!r}; try utf-8, latin-1 or gb18030") from exc
-    if not inputs:
-        raise ConfigError("no input given; pass one or more files, a directory, or - for stdin")
-    inputs = expand_inputs(list(inputs))
+    files = plan_inputs(inputs, fmt)
     corpus = Corpus()
-    if is_utf8(encoding) and not use_reference("io") and any(_is_jsonl(p, fmt) for p in inputs):
+    if is_utf8(encoding) and not use_reference("io") and any(f.fmt == "jsonl" for f in files):
         corpus.texts = SpanTexts()  # type: ignore[assignment]  # JSONL texts stay spans
     reader = _Reader(
         corpus,
@@ -596,13 +707,29 @@ def read_corpus(
         encoding=encoding,
         on_error=on_error,
         on_texts=on_texts,
+        generate_ids=generate_ids,
     )
+    fed = 0  # texts handed to on_texts so far
     try:
-        for path in inputs:
-            f = fmt or detect_format(path)
-            src = Source(path=path, fmt=f, first=len(corpus.texts), encoding=encoding)
+        for k, file in enumerate(files):
+            f = file.fmt
+            src = Source(
+                path=file.path,
+                fmt=f,
+                first=len(corpus.texts),
+                encoding=encoding,
+                rel=file.rel,
+                explicit=file.explicit,
+            )
             corpus.sources.append(src)
-            reader.mark_path("<stdin>" if path == "-" else path)
+            reader.mark_path("<stdin>" if file.path == "-" else file.path)
+            reader.jsonl_why = None
+            if f == "jsonl" and not file.explicit:
+                reader.jsonl_why = (
+                    "JSON Lines (stdin's default format)"
+                    if file.path == "-"
+                    else "JSON Lines (its name says so)"
+                )
             if f in ("jsonl", "lines"):
                 _read_jsonl(reader, src, lines_mode=(f == "lines"))
             elif f == "json":
@@ -612,218 +739,16 @@ def read_corpus(
             elif f == "parquet":
                 _read_parquet(reader, src)
             else:
-                _read_text_files(reader, src)
+                _read_text_file(reader, src)
             src.count = len(corpus.texts) - src.first
             src.lines = np.frombuffer(reader.line_of, np.int64)[src.first :].copy()
-            if on_texts is not None:
+            # (a folder of text files is one document per file: handed on in batches)
+            if on_texts is not None and (
+                f != "text" or k + 1 == len(files) or len(corpus.texts) - fed >= 256
+            ):
                 on_texts(corpus.texts)
+                fed = len(corpus.texts)
     except BaseException:
         corpus.close()
         raise
     return corpus
-
-
-def _kept_positions(src: Source, keep: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
-    return np.flatnonzero(keep[src.first : src.first + src.count])
-
-
-def write_kept(
-    corpus: Corpus,
-    keep: npt.NDArray[np.bool_],
-    output: str,
-    *,
-    fmt: str | None = None,
-    encoding: str = "utf-8",
-) -> int:
-    """Write the records whose ``keep`` entry is True to ``output`` through
-    :func:`~neardup.io.atomic.atomic_open` (atomic for a regular file, in place for a device or
-    FIFO, staged inside :func:`~neardup.io.atomic.staged_outputs`).
-
-    The output format is ``fmt`` or that of the first input. ``-`` writes to stdout (not for
-    parquet/text). An output named ``*.gz`` / ``.zst`` / ``.bz2`` / ``.xz`` is compressed
-    (the rest uncompressed, whatever the input was). Returns the number of records written.
-    """
-    keep = np.asarray(keep, dtype=bool)
-    if keep.shape != (len(corpus),):
-        raise InputError(f"keep mask has shape {keep.shape}, expected ({len(corpus)},)")
-    if not corpus.sources:
-        raise InputError("the corpus has no sources to write from")
-    out_fmt = fmt or corpus.sources[0].fmt
-    if out_fmt not in FORMATS:
-        raise ConfigError(f"unknown output format {out_fmt!r}; use one of {', '.join(FORMATS)}")
-    if output == "-" and out_fmt in ("parquet", "text"):
-        raise ConfigError(f"{out_fmt} output cannot go to stdout; pass --output PATH")
-    kind = None if output == "-" else compression_of(output)
-    if kind is not None:
-        return _write_compressed(corpus, keep, output, out_fmt, encoding, kind)
-    if out_fmt in ("jsonl", "lines") and all(s.fmt == out_fmt for s in corpus.sources):
-        return _write_raw_lines(corpus, keep, output, encoding)
-    if output == "-":
-        buf = io.StringIO()
-        n = _write_stream(corpus, keep, out_fmt, buf)
-        sys.stdout.write(buf.getvalue())
-        sys.stdout.flush()
-        return n
-    if out_fmt == "parquet":
-        return _write_parquet(corpus, keep, output)
-    if out_fmt == "text":
-        return _write_text_dir(corpus, keep, output, encoding)
-    newline = "" if out_fmt in ("csv", "tsv") else "\n"
-    with atomic_open(output, "w", encoding=encoding, newline=newline) as fh:
-        return _write_stream(corpus, keep, out_fmt, fh)
-
-
-def _write_compressed(
-    corpus: Corpus,
-    keep: npt.NDArray[np.bool_],
-    output: str,
-    out_fmt: str,
-    encoding: str,
-    kind: str,
-) -> int:
-    """The uncompressed output written to a temporary file as usual (raw byte copies
-    included), then compressed into ``output``."""
-    if out_fmt in ("parquet", "text"):
-        raise ConfigError(
-            f"{out_fmt} output cannot be compressed as {kind} ({output!r}); drop the extension"
-        )
-    fd, plain = tempfile.mkstemp(prefix="neardup-output-", suffix=".tmp")
-    os.close(fd)
-    try:
-        # a fresh context: the temporary file is written now, not staged with the run's
-        # outputs (staged_outputs); the compressed output is
-        n = contextvars.Context().run(
-            write_kept, corpus, keep, plain, fmt=out_fmt, encoding=encoding
-        )
-        compress_file(plain, output, kind)
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(plain)
-    return n
-
-
-def _write_raw_lines(
-    corpus: Corpus, keep: npt.NDArray[np.bool_], output: str, encoding: str
-) -> int:
-    """jsonl → jsonl, lines → lines: copy each kept record's input bytes (see ``jsonl``)."""
-    if output == "-":
-        sys.stdout.flush()
-        stream = getattr(sys.stdout, "buffer", None)
-        if stream is None:  # a text-only stdout (embedding): decode what would be written
-            n = 0
-            for src in corpus.sources:
-                n += copy_records(
-                    src,
-                    _kept_positions(src, keep),
-                    lambda b: sys.stdout.write(bytes(b).decode(encoding)),
-                    out_encoding=encoding,
-                )
-            sys.stdout.flush()
-            return n
-        n = sum(
-            copy_records(src, _kept_positions(src, keep), stream.write, out_encoding=encoding)
-            for src in corpus.sources
-        )
-        stream.flush()
-        return n
-    with atomic_open(output, "wb", buffering=1 << 20) as fh:
-        n = 0
-        for src in corpus.sources:
-            fh.flush()  # copy_records may write to the descriptor directly
-            n += copy_records(
-                src,
-                _kept_positions(src, keep),
-                fh.write,
-                out_encoding=encoding,
-                out_fd=fh.fileno(),
-            )
-        return n
-
-
-def _records(corpus: Corpus, keep: npt.NDArray[np.bool_]) -> Iterator[dict[str, Any]]:
-    """Kept records as dicts (for cross-format output)."""
-    for src in corpus.sources:
-        for pos in _kept_positions(src, keep).tolist():
-            g = src.first + pos
-            if src.fmt == "json":
-                yield src.rows[pos]
-            elif src.fmt in ("csv", "tsv") and src.header is not None:
-                yield dict(zip(src.header, src.rows[pos], strict=True))
-            else:
-                yield {"id": corpus.ids[g], "text": corpus.texts[g]}
-
-
-def _write_stream(corpus: Corpus, keep: npt.NDArray[np.bool_], out_fmt: str, fh: Any) -> int:
-    n = 0
-    same = all(s.fmt == out_fmt for s in corpus.sources)
-    if (
-        out_fmt in ("csv", "tsv")
-        and same
-        and len({tuple(s.header or ()) for s in corpus.sources}) == 1
-    ):
-        w = csv.writer(fh, delimiter="," if out_fmt == "csv" else "\t", lineterminator="\n")
-        w.writerow(corpus.sources[0].header or [])
-        for src in corpus.sources:
-            kept = _kept_positions(src, keep).tolist()
-            w.writerows(src.rows[pos] for pos in kept)
-            n += len(kept)
-        return n
-    records = _records(corpus, keep)
-    if out_fmt == "json":
-        fh.write("[")
-        for rec in records:
-            fh.write(("," if n else "") + "\n" + json.dumps(rec, ensure_ascii=False))
-            n += 1
-        fh.write("\n]\n")
-        return n
-    if out_fmt in ("csv", "tsv"):
-        rows = list(records)
-        header: list[str] = []
-        for rec in rows:
-            header.extend(k for k in rec if k not in header)
-        dw = csv.DictWriter(
-            fh, fieldnames=header, delimiter="," if out_fmt == "csv" else "\t", lineterminator="\n"
-        )
-        dw.writeheader()
-        dw.writerows(rows)
-        return len(rows)
-    for rec in records:  # jsonl / lines from other formats
-        if out_fmt == "lines":
-            fh.write(str(rec.get("text", "")).replace("\n", " ") + "\n")
-        else:
-            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-        n += 1
-    return n
-
-
-def _write_parquet(corpus: Corpus, keep: npt.NDArray[np.bool_], output: str) -> int:
-    pa: Any = require("pyarrow", "parquet", "writing Parquet")
-    pq: Any = require("pyarrow.parquet", "parquet", "writing Parquet")
-    if all(s.fmt == "parquet" for s in corpus.sources):
-        tables = [
-            s.table.take(pa.array(_kept_positions(s, keep), type=pa.int64()))
-            for s in corpus.sources
-        ]
-        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-    else:
-        table = pa.Table.from_pylist(list(_records(corpus, keep)))
-    with atomic_open(output, "wb") as fh:
-        pq.write_table(table, fh)
-    return int(table.num_rows)
-
-
-def _write_text_dir(corpus: Corpus, keep: npt.NDArray[np.bool_], output: str, encoding: str) -> int:
-    n = 0
-    with atomic_dir(output) as tmp:
-        for src in corpus.sources:
-            for pos in _kept_positions(src, keep).tolist():
-                g = src.first + pos
-                rel = src.rows[pos][1] if src.fmt == "text" else f"{g:08d}.txt"
-                dest = tmp / rel
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                if src.fmt == "text":
-                    shutil.copyfile(src.rows[pos][0], dest)
-                else:
-                    dest.write_text(corpus.texts[g], encoding=encoding)
-                n += 1
-    return n

@@ -153,7 +153,14 @@ def _slow_line(r: _Reader, raw: bytes, shown: str, lineno: int, lines_mode: bool
     try:
         obj = json.loads(s)
     except json.JSONDecodeError as exc:
-        r.fail(f"malformed JSON ({exc.msg} at column {exc.colno})", shown, lineno)
+        hint = ""
+        if r.jsonl_why is not None and not s.lstrip().startswith("{"):
+            # not even an object: likely another format read as JSON Lines by its name
+            hint = (
+                f"; it is read as {r.jsonl_why}: pass --input-format json if it is a JSON "
+                "array, or --input-format csv, tsv, ... if it is another format"
+            )
+        r.fail(f"malformed JSON ({exc.msg} at column {exc.colno}){hint}", shown, lineno)
         return False
     return r.add(obj, shown, lineno)
 
@@ -213,7 +220,9 @@ def _read_jsonl_mapped(r: _Reader, src: Source, real: str, shown: str) -> bool:
     texts = r.c.texts
     tf = r.text_field
     idf = r.id_field
-    idkey = "id" if idf is None else idf
+    # --generate-ids: a key no JSON key can equal (FAST keys are printable ASCII), so every
+    # line's id is "absent" and generated
+    idkey = _NO_KEY if r.generate_ids else ("id" if idf is None else idf)
     if not isinstance(texts, SpanTexts) or not (tf.isascii() and idkey.isascii()) or tf == idkey:
         return False
     size = os.path.getsize(real)
@@ -450,6 +459,7 @@ def _jsonl_lines(
     tf = r.text_field
     idf = r.id_field
     idkey = "id" if idf is None else idf
+    generate = r.generate_ids
     seen = r.seen
     ids = r.c.ids
     texts = r.c.texts
@@ -471,18 +481,23 @@ def _jsonl_lines(
         if type(obj) is dict:
             text = get_field(obj, tf) if nested else obj.get(tf)
             if type(text) is str:
-                v = obj.get(idkey) if not nested else get_field(obj, idkey)
-                if v is MISSING:
-                    v = None
+                # only what _Reader.id_of accepts, as it would; the rest goes to it
+                v = (
+                    MISSING
+                    if generate
+                    else get_field(obj, idkey)
+                    if nested
+                    else obj.get(idkey, MISSING)
+                )
                 doc_id: str | None
                 if type(v) is str and v:
                     doc_id = v
                 elif type(v) is int:
                     doc_id = str(v)
-                elif v is None and idf is None:
+                elif v is MISSING and (idf is None or generate):
                     doc_id = f"{shown}:{lineno}"
                 else:
-                    doc_id = None  # floats (big ints), bools, "", containers: the general path
+                    doc_id = None  # null, floats, bools, "", containers: refused there
                 if doc_id is not None and doc_id not in seen:
                     seen.add(doc_id)
                     ids.append(doc_id)
@@ -504,6 +519,7 @@ def _jsonl_lines(
 
 
 _FAILED = object()  # orjson could not parse the line
+_NO_KEY = "\x00"  # an id key no line has (--generate-ids)
 
 
 def _lines_block(r: _Reader, parts: list[bytes], shown: str, lineno0: int) -> list[int]:

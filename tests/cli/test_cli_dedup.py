@@ -470,7 +470,7 @@ def test_dedup_files_writes_what_the_cli_writes(tmp_path, capsys):
         dedup_files(src, output=tmp_path / "x.jsonl", bogus=1)
     with pytest.raises(ConfigError, match="output"):
         dedup_files(src, output=src)
-    with pytest.raises(ConfigError, match="pairs_out"):
+    with pytest.raises(ConfigError, match="--pairs-out"):
         dedup_files(src, output=tmp_path / "y.jsonl", pairs_out=tmp_path / "no" / "p.csv")
     assert not (tmp_path / "y.jsonl").exists()
     capsys.readouterr()

@@ -176,7 +176,7 @@ def test_csv_wrong_field_count(tmp_path):
 
 def test_format_detection_and_errors(tmp_path):
     assert detect_format("x.jsonl") == "jsonl" and detect_format("-") == "jsonl"
-    assert detect_format(str(tmp_path)) == "text"
+    assert detect_format("x.txt.gz") == "text" and detect_format("y.PQ") == "parquet"
     with pytest.raises(ConfigError, match="--input-format"):
         detect_format("x.unknown")
     with pytest.raises(InputError, match="does not exist"):
@@ -382,12 +382,12 @@ def test_round_trip_identical_bytes_multi_file_and_stdin(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("via", ["write", "writev", "copy_file_range", "direct"])
 def test_failure_mid_write_leaves_no_output_and_input_untouched(tmp_path, monkeypatch, via):
-    from neardup.io import formats, jsonl
+    from neardup.io import jsonl, writers
 
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps({"text": f"doc {i}"}) + "\n" for i in range(100)))
     before = src.read_bytes()
-    real = formats.copy_records
+    real = writers.copy_records
 
     def failing(source, positions, write, **kw):
         def write_then_fail(b):
@@ -410,7 +410,7 @@ def test_failure_mid_write_leaves_no_output_and_input_untouched(tmp_path, monkey
         return real_copy_range(src_fd, dst_fd, min(count, 7), offset_src)
 
     if via == "write":
-        monkeypatch.setattr(formats, "copy_records", failing)
+        monkeypatch.setattr(writers, "copy_records", failing)
     elif via == "writev":  # the descriptor path (os.writev)
         monkeypatch.setattr(jsonl, "COPY_FILE_RANGE", False)
         monkeypatch.setattr(jsonl, "_writev_all", writev_then_fail)

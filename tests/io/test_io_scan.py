@@ -137,7 +137,7 @@ def test_scan_classifies_the_edge_cases() -> None:
     fast = [
         b'{"id": "a1", "text": "hello world"}',
         b' {"text":"x","id":12}\r',
-        b'{"id": null, "text": "ok", "n": -0.5, "b": true, "c": false}',
+        b'{"id": 7, "text": "ok", "n": -0.5, "b": true, "c": false}',
         b'{"text": "~ \x7e"}',
         b'{"text": "a\\nb\\t\\"q\\" \\\\ \\/ \\b\\f\\r \\u0041\\u007F\\u001f"}',
         b'{"url": "https:\\/\\/x", "text": "t"}',  # escapes in another field
@@ -165,6 +165,8 @@ def test_scan_classifies_the_edge_cases() -> None:
         b'{"text": "x",}',
         b'{"text": 5}',
         b'{"id": "", "text": "x"}',
+        b'{"id": null, "text": "x"}',  # a null id: refused by the general path
+        b'{"id": 1.5, "text": "x"}',
         b'{"id": 01, "text": "x"}',
         b'{"id": 1234567890123456789, "text": "x"}',
         b'{"text": "x"} x',
@@ -289,7 +291,7 @@ def test_clean_blocks_are_accepted_whole(tmp_path, monkeypatch) -> None:
     fast = read_state(p, monkeypatch, reference=False, on_error="skip")
     assert calls[:-1] and all(calls[:-1]) and not calls[-1]  # the last block repeats doc-7
     assert fast == read_state(p, monkeypatch, reference=True, on_error="skip")
-    assert fast[0][:60] == ids[:60] and fast[2] == 1
+    assert fast[0][:60] == ids[:60] and fast[2] == 2  # the empty id and the repeated one
 
 
 def test_span_texts_sequence_and_fast_paths(tmp_path) -> None:

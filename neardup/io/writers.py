@@ -1,0 +1,510 @@
+"""Writing the kept records: :func:`write_kept` (a corpus read by :func:`~neardup.io.read_corpus`)
+and :func:`write_table_batches` (id and text columns, e.g. the distributed engines' kept rows),
+both by an :class:`~neardup.io.plan.OutputPlan`, so every front-end writes every format the same
+way.
+
+A record keeps every field it was read with, in every output format: JSONL lines are copied
+byte for byte into JSONL (:func:`~neardup.io.jsonl.copy_records`) and parsed again for other
+formats; JSON objects, CSV rows and Parquet rows are written as they were; ``text`` and
+``lines`` documents, which have no fields, become ``{"id", "text"}``. In CSV a nested value
+(object, list) is written as JSON, a null as an empty cell. Every output goes through
+:func:`~neardup.io.atomic.atomic_open` (a folder output through
+:func:`~neardup.io.atomic.atomic_dir`): all or nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import IO, Any
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+
+from ..errors import ConfigError, InputError, StorageError, require
+from .atomic import atomic_dir, atomic_open
+from .formats import Corpus, Source
+from .jsonl import copy_records, is_utf8
+from .plan import OutputPlan, plan_output
+from .remote import _compressor
+
+__all__ = ["write_kept", "write_records", "write_table_batches"]
+
+Opener = Callable[..., Any]  # atomic_open's signature: (path, mode, **open_kwargs) -> ctx
+
+#: Parquet rows built per record batch (cross-format Parquet output)
+PARQUET_BATCH = 1 << 16
+
+
+@contextlib.contextmanager
+def _plain_open(path: str, mode: str = "w", **kwargs: Any) -> Iterator[IO[Any]]:
+    """A new file inside a folder being built (:func:`atomic_dir` fsyncs and publishes it)."""
+    try:
+        fh = open(path, mode.replace("w", "x"), **kwargs)  # noqa: SIM115
+    except OSError as exc:
+        raise StorageError(f"cannot create output {path!r}: {exc.strerror or exc}") from exc
+    with fh:
+        yield fh
+
+
+@contextlib.contextmanager
+def _scratch_open(path: str, mode: str = "w", **kwargs: Any) -> Iterator[IO[Any]]:
+    """The temporary uncompressed copy of a compressed output (not staged, not published)."""
+    with open(path, mode, **kwargs) as fh:
+        yield fh
+
+
+def _kept_positions(src: Source, keep: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+    return np.flatnonzero(keep[src.first : src.first + src.count])
+
+
+def write_kept(
+    corpus: Corpus,
+    keep: npt.NDArray[np.bool_],
+    output: str,
+    *,
+    fmt: str | None = None,
+    encoding: str = "utf-8",
+    plan: OutputPlan | None = None,
+) -> int:
+    """Write the records whose ``keep`` entry is True to ``output``.
+
+    ``plan`` (from :func:`~neardup.io.plan.plan_output`, made before the corpus was read) says
+    how; without one it is made here from ``output``, ``fmt`` and the corpus's inputs: the
+    format from ``fmt``, else the output's name, else the first input's; ``-`` is stdout; a
+    ``.gz`` / ``.zst`` / ``.bz2`` / ``.xz`` name is compressed; a name ending in ``/`` (or an
+    existing folder) gets one output per input file. Returns the number of records written.
+    """
+    keep = np.asarray(keep, dtype=bool)
+    if keep.shape != (len(corpus),):
+        raise InputError(f"keep mask has shape {keep.shape}, expected ({len(corpus)},)")
+    if not corpus.sources:
+        raise InputError("the corpus has no sources to write from")
+    if plan is None:
+        plan = plan_output(output, corpus.input_files(), fmt=fmt)
+    if plan.folder:
+        return _write_folder(corpus, keep, plan, encoding)
+    assert plan.fmt is not None
+    return _write_file(
+        corpus, corpus.sources, keep, plan.path, plan.fmt, plan.compression, encoding, atomic_open
+    )
+
+
+def _write_folder(
+    corpus: Corpus, keep: npt.NDArray[np.bool_], plan: OutputPlan, encoding: str
+) -> int:
+    """One output per input file in a new folder, published whole (:func:`atomic_dir`)."""
+    if len(plan.targets) != len(corpus.sources):
+        raise ConfigError("the output plan was made for other inputs than the corpus has")
+    n = 0
+    with atomic_dir(plan.path) as tmp:
+        for src, (name, fmt, compression) in zip(corpus.sources, plan.targets, strict=True):
+            dest = tmp / name
+            if fmt == "text":  # only kept documents become files (and folders)
+                n += _write_documents(corpus, src, keep, str(dest), encoding)
+            else:  # every input gets its output, empty or not
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                n += _write_file(
+                    corpus, [src], keep, str(dest), fmt, compression, encoding, _plain_open
+                )
+    return n
+
+
+def _write_documents(
+    corpus: Corpus, src: Source, keep: npt.NDArray[np.bool_], dest: str, encoding: str
+) -> int:
+    """A ``text`` input's kept document as a file at ``dest``; another input's kept documents
+    as files named by their line (record) number in a folder at ``dest``."""
+    kept = _kept_positions(src, keep).tolist()
+    if kept:
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+    if src.fmt == "text":
+        for pos in kept:
+            _copy_document(corpus, src, pos, dest, encoding, _plain_open)
+        return len(kept)
+    if kept:
+        os.makedirs(dest, exist_ok=True)
+    for pos in kept:
+        g = src.first + pos
+        with _plain_open(os.path.join(dest, f"{int(src.lines[pos]):08d}.txt"), "wb") as fh:
+            fh.write(corpus.texts[g].encode(encoding))
+    return len(kept)
+
+
+def _copy_document(
+    corpus: Corpus, src: Source, pos: int, dest: str, encoding: str, opener: Opener
+) -> None:
+    """A text document into ``dest``: its file's bytes when they are still there, else its
+    text (a compressed or remote input, read from a copy that is gone)."""
+    real = src.rows[pos][0]
+    with opener(dest, "wb") as fh:
+        if real is not None:
+            with open(real, "rb") as doc:
+                shutil.copyfileobj(doc, fh, 1 << 20)
+        else:
+            fh.write(corpus.texts[src.first + pos].encode(encoding))
+
+
+def _write_file(
+    corpus: Corpus,
+    sources: Sequence[Source],
+    keep: npt.NDArray[np.bool_],
+    output: str,
+    fmt: str,
+    compression: str | None,
+    encoding: str,
+    opener: Opener,
+) -> int:
+    """The kept records of ``sources`` as one ``fmt`` file (or stdout, ``-``)."""
+    if compression is not None:
+        fd, plain = tempfile.mkstemp(prefix="neardup-output-", suffix=".tmp")
+        os.close(fd)
+        try:
+            n = _write_file(corpus, sources, keep, plain, fmt, None, encoding, _scratch_open)
+            with (
+                open(plain, "rb") as raw,
+                opener(output, "wb") as out,
+                _compressor(compression, out) as z,
+            ):
+                shutil.copyfileobj(raw, z, 1 << 20)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(plain)
+        return n
+    if fmt in ("jsonl", "lines") and all(s.fmt == fmt for s in sources):
+        return _write_raw_lines(sources, keep, output, encoding, opener)
+    if fmt == "text":  # one text document (plan_output allows no more in one file)
+        n = 0
+        for src in sources:
+            for pos in _kept_positions(src, keep).tolist():
+                _copy_document(corpus, src, pos, output, encoding, opener)
+                n += 1
+        if n == 0:
+            with opener(output, "wb"):
+                pass
+        return n
+    if fmt == "parquet":
+        return _write_parquet(corpus, sources, keep, output, opener)
+    if output == "-":
+        buf = io.StringIO()
+        n = _write_stream(corpus, sources, keep, fmt, buf)
+        sys.stdout.write(buf.getvalue())
+        sys.stdout.flush()
+        return n
+    newline = "" if fmt in ("csv", "tsv") else "\n"
+    with opener(output, "w", encoding=encoding, newline=newline) as fh:
+        return _write_stream(corpus, sources, keep, fmt, fh)
+
+
+def _write_raw_lines(
+    sources: Sequence[Source],
+    keep: npt.NDArray[np.bool_],
+    output: str,
+    encoding: str,
+    opener: Opener,
+) -> int:
+    """jsonl → jsonl, lines → lines: copy each kept record's input bytes (see ``jsonl``)."""
+    if output == "-":
+        sys.stdout.flush()
+        stream = getattr(sys.stdout, "buffer", None)
+        if stream is None:  # a text-only stdout (embedding): decode what would be written
+            n = 0
+            for src in sources:
+                n += copy_records(
+                    src,
+                    _kept_positions(src, keep),
+                    lambda b: sys.stdout.write(bytes(b).decode(encoding)),
+                    out_encoding=encoding,
+                )
+            sys.stdout.flush()
+            return n
+        n = sum(
+            copy_records(src, _kept_positions(src, keep), stream.write, out_encoding=encoding)
+            for src in sources
+        )
+        stream.flush()
+        return n
+    with opener(output, "wb", buffering=1 << 20) as fh:
+        n = 0
+        for src in sources:
+            fh.flush()  # copy_records may write to the descriptor directly
+            n += copy_records(
+                src,
+                _kept_positions(src, keep),
+                fh.write,
+                out_encoding=encoding,
+                out_fd=fh.fileno(),
+            )
+        return n
+
+
+def _jsonl_records(src: Source, kept: npt.NDArray[np.int64]) -> Iterator[dict[str, Any]]:
+    """The kept JSONL records of ``src``, parsed again from their byte spans (every field)."""
+    utf8 = is_utf8(src.encoding)
+    fd = os.open(src.temp or src.path, os.O_RDONLY)
+    try:
+        for s, e in zip(src.starts[kept].tolist(), src.ends[kept].tolist(), strict=True):
+            raw = os.pread(fd, e - s, s)
+            try:
+                yield orjson.loads(raw if utf8 else raw.decode(src.encoding))
+            except orjson.JSONDecodeError:  # NaN, integers beyond 64 bits: as they were read
+                yield json.loads(raw.decode(src.encoding))
+    finally:
+        os.close(fd)
+
+
+def _records(
+    corpus: Corpus, sources: Sequence[Source], keep: npt.NDArray[np.bool_]
+) -> Iterator[dict[str, Any]]:
+    """Kept records as dicts, every field kept (for cross-format output)."""
+    for src in sources:
+        kept = _kept_positions(src, keep)
+        if not kept.size:
+            continue
+        if src.fmt == "json":
+            yield from (src.rows[pos] for pos in kept.tolist())
+        elif src.fmt in ("csv", "tsv") and src.header is not None:
+            header = src.header
+            yield from (dict(zip(header, src.rows[pos], strict=True)) for pos in kept.tolist())
+        elif src.fmt == "parquet":
+            import pyarrow as pa
+
+            for lo in range(0, kept.size, PARQUET_BATCH):
+                part = pa.array(kept[lo : lo + PARQUET_BATCH], type=pa.int64())
+                yield from src.table.take(part).to_pylist()
+        elif src.fmt == "jsonl":
+            yield from _jsonl_records(src, kept)
+        else:  # text, lines: a document has an id and a text only
+            for pos in kept.tolist():
+                g = src.first + pos
+                yield {"id": corpus.ids[g], "text": corpus.texts[g]}
+
+
+def _cell(value: Any) -> Any:
+    """A CSV cell: strings and numbers as they are, null empty, anything else as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _write_stream(
+    corpus: Corpus,
+    sources: Sequence[Source],
+    keep: npt.NDArray[np.bool_],
+    out_fmt: str,
+    fh: Any,
+) -> int:
+    if (
+        out_fmt in ("csv", "tsv")
+        and all(s.fmt == out_fmt for s in sources)
+        and len({tuple(s.header or ()) for s in sources}) == 1
+    ):  # the same header everywhere: rows as they were read
+        n = 0
+        w = csv.writer(fh, delimiter="," if out_fmt == "csv" else "\t", lineterminator="\n")
+        w.writerow(sources[0].header or [])
+        for src in sources:
+            kept = _kept_positions(src, keep).tolist()
+            w.writerows(src.rows[pos] for pos in kept)
+            n += len(kept)
+        return n
+    records = _records(corpus, sources, keep)
+    if out_fmt in ("csv", "tsv"):
+        rows = list(records)
+        header: dict[str, None] = {}
+        for rec in rows:
+            header.update(dict.fromkeys(rec))
+        return write_records(rows, out_fmt, fh, fields=list(header))
+    return write_records(records, out_fmt, fh)
+
+
+def write_records(
+    records: Iterable[dict[str, Any]], fmt: str, fh: Any, *, fields: list[str] | None = None
+) -> int:
+    """Write ``records`` to the text stream ``fh`` as ``fmt`` (jsonl, json, csv, tsv, lines);
+    ``fields`` is the CSV header (missing fields are empty cells). Returns the count."""
+    n = 0
+    if fmt in ("csv", "tsv"):
+        dw = csv.DictWriter(
+            fh,
+            fieldnames=fields or ["id", "text"],
+            delimiter="," if fmt == "csv" else "\t",
+            lineterminator="\n",
+            restval="",
+            extrasaction="ignore",
+        )
+        dw.writeheader()
+        for rec in records:
+            dw.writerow({k: _cell(v) for k, v in rec.items()})
+            n += 1
+        return n
+    if fmt == "json":
+        fh.write("[")
+        for rec in records:
+            fh.write(("," if n else "") + "\n" + json.dumps(rec, ensure_ascii=False, default=str))
+            n += 1
+        fh.write("\n]\n")
+        return n
+    if fmt == "lines":
+        for rec in records:
+            fh.write(str(rec.get("text", "")).replace("\n", " ") + "\n")
+            n += 1
+        return n
+    if fmt != "jsonl":
+        raise ConfigError(f"cannot write {fmt} records to a text stream")
+    for rec in records:
+        fh.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")
+        n += 1
+    return n
+
+
+def _write_parquet(
+    corpus: Corpus,
+    sources: Sequence[Source],
+    keep: npt.NDArray[np.bool_],
+    output: str,
+    opener: Opener,
+) -> int:
+    pa: Any = require("pyarrow", "parquet", "writing Parquet")
+    pq: Any = require("pyarrow.parquet", "parquet", "writing Parquet")
+    if all(s.fmt == "parquet" for s in sources):
+        tables = [
+            s.table.take(pa.array(_kept_positions(s, keep), type=pa.int64())) for s in sources
+        ]
+        try:
+            table = (
+                pa.concat_tables(tables, promote_options="default")
+                if len(tables) > 1
+                else tables[0]
+            )
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise InputError(
+                f"cannot write {output!r}: the Parquet inputs' columns do not fit one table "
+                f"({exc}); write one output per input (-o DIR/) or JSONL"
+            ) from exc
+        with opener(output, "wb") as fh:
+            pq.write_table(table, fh)
+        return int(table.num_rows)
+    records = _records(corpus, sources, keep)
+    return _write_parquet_batches(
+        (_table_of(pa, batch, output) for batch in _batched(records, PARQUET_BATCH)),
+        output,
+        opener,
+    )
+
+
+def _batched(records: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    batch: list[dict[str, Any]] = []
+    for rec in records:
+        batch.append(rec)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _table_of(pa: Any, rows: list[dict[str, Any]], output: str) -> Any:
+    try:
+        return pa.Table.from_pylist(rows)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise InputError(
+            f"cannot write {output!r} as Parquet: the kept records' fields do not have one type "
+            f"each ({exc}); write JSONL or CSV instead"
+        ) from exc
+
+
+def _write_parquet_batches(tables: Iterable[Any], output: str, opener: Opener) -> int:
+    """Arrow tables into one Parquet file, the schema the first one's (later ones cast to it;
+    none: an empty file with ``id`` and ``text`` columns)."""
+    pa: Any = require("pyarrow", "parquet", "writing Parquet")
+    pq: Any = require("pyarrow.parquet", "parquet", "writing Parquet")
+    n = 0
+    with opener(output, "wb") as fh:
+        writer = None
+        try:
+            for t in tables:
+                if writer is None:
+                    writer = pq.ParquetWriter(fh, t.schema)
+                elif t.schema != writer.schema:
+                    try:
+                        t = t.cast(writer.schema)
+                    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError) as exc:
+                        raise InputError(
+                            f"cannot write {output!r} as Parquet: the kept records' fields do "
+                            f"not have one type each ({exc}); write JSONL or CSV instead"
+                        ) from exc
+                writer.write_table(t)
+                n += t.num_rows
+            if writer is None:
+                schema = pa.schema([("id", pa.string()), ("text", pa.string())])
+                writer = pq.ParquetWriter(fh, schema)
+        finally:
+            if writer is not None:
+                writer.close()
+    return n
+
+
+def write_table_batches(
+    batches: Iterable[Any], plan: OutputPlan, *, encoding: str = "utf-8"
+) -> int:
+    """Kept rows given as Arrow tables (columns ``id`` and ``text``, e.g. the distributed
+    engines' kept partitions, in order) to one output file as ``plan`` says, with the same
+    formats, compression and atomic publishing as :func:`write_kept`. Returns the count."""
+    if plan.folder or plan.fmt is None:
+        raise ConfigError(
+            "these kept rows have no input files to mirror: pass a file path to --output"
+        )
+    fmt = plan.fmt
+    if fmt == "text":
+        raise ConfigError(
+            "text output (one file per document) needs the local engine; write jsonl, json, "
+            "csv, tsv, parquet or lines"
+        )
+    if plan.compression is not None:
+        fd, plain = tempfile.mkstemp(prefix="neardup-output-", suffix=".tmp")
+        os.close(fd)
+        try:
+            inner = OutputPlan(plain, fmt)
+            n = _write_batches(batches, inner, encoding, _scratch_open)
+            with (
+                open(plain, "rb") as raw,
+                atomic_open(plan.path, "wb") as out,
+                _compressor(plan.compression, out) as z,
+            ):
+                shutil.copyfileobj(raw, z, 1 << 20)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(plain)
+        return n
+    return _write_batches(batches, plan, encoding, atomic_open)
+
+
+def _write_batches(batches: Iterable[Any], plan: OutputPlan, encoding: str, opener: Opener) -> int:
+    assert plan.fmt is not None
+    if plan.fmt == "parquet":
+        return _write_parquet_batches(batches, plan.path, opener)
+
+    def records() -> Iterator[dict[str, Any]]:
+        for t in batches:
+            ids, texts = t.column("id").to_pylist(), t.column("text").to_pylist()
+            yield from ({"id": i, "text": x} for i, x in zip(ids, texts, strict=True))
+
+    if plan.path == "-":
+        buf = io.StringIO()
+        n = write_records(records(), plan.fmt, buf, fields=["id", "text"])
+        sys.stdout.write(buf.getvalue())
+        sys.stdout.flush()
+        return n
+    newline = "" if plan.fmt in ("csv", "tsv") else "\n"
+    with opener(plan.path, "w", encoding=encoding, newline=newline) as fh:
+        return write_records(records(), plan.fmt, fh, fields=["id", "text"])

@@ -1,14 +1,21 @@
 """``neardup serve``: run the HTTP service on one data directory (one writer, one process).
 
-The stores are opened *before* the port is bound, so a corrupt or unreadable store is reported
-as a normal CLI error (message on stderr, non-zero exit code from :mod:`neardup.cli.main`) and
-the server never serves from it. SIGTERM / SIGINT stop accepting connections, let in-flight
-requests finish (``--graceful-timeout``), then flush and close every store.
+The port is bound first (a busy port is one ``neardup: error:`` line and exit code 2 at once,
+before a long store open), then every store is opened, and only then does the server listen:
+a corrupt or unreadable store is reported as a normal CLI error (message on stderr, non-zero
+exit code from :mod:`neardup.cli.main`) and the server never serves from it. SIGTERM / SIGINT
+stop accepting connections, let in-flight requests finish (``--graceful-timeout``), then flush
+and close every store.
+
+Authentication (:mod:`neardup.service.auth`): a server needs a token (``--token`` /
+``NEARDUP_TOKEN``, ``--read-token``, ``--token-file``) unless ``--no-auth`` says to serve
+without one (logged as a warning).
 """
 
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import typer
@@ -33,13 +40,36 @@ def serve(
         "--token",
         envvar="NEARDUP_TOKEN",
         show_envvar=True,
-        help="Bearer token required for writes (reads stay open). Prefer the env var. "
-        "An empty value is refused: pass --no-auth to serve without one on purpose.",
+        help="The write token: reads and writes in every namespace (what cluster nodes and "
+        "routers send). Prefer the env var. An empty value is refused.",
+    ),
+    read_token: str | None = typer.Option(
+        None,
+        "--read-token",
+        envvar="NEARDUP_READ_TOKEN",
+        show_envvar=True,
+        help="A read-only token for every namespace (check, get, export, namespace list and "
+        "statistics, metrics).",
+    ),
+    token_file: Path | None = typer.Option(
+        None,
+        "--token-file",
+        envvar="NEARDUP_TOKEN_FILE",
+        show_envvar=True,
+        help="A file of tokens, each read or write, in every namespace or the ones it lists "
+        "(format: docs/service.md, 'Auth').",
+    ),
+    open_reads: bool = typer.Option(
+        False,
+        "--open-reads",
+        help="Serve reads (check, get, export, namespace list and statistics, metrics) without "
+        "a token; writes still need one.",
     ),
     no_auth: bool = typer.Option(
         False,
         "--no-auth",
-        help="Serve without a write token even when NEARDUP_TOKEN / --token is set but empty.",
+        help="Serve reads and writes without any token, on purpose (logged as a warning). "
+        "Without a token neardup serve refuses to start unless this is given.",
     ),
     retention: str | None = typer.Option(
         None,
@@ -160,19 +190,7 @@ def serve(
     pkg_log.propagate = False
     log = logging.getLogger("neardup.service")
 
-    if token is None and os.environ.get("NEARDUP_TOKEN") is not None:
-        token = os.environ["NEARDUP_TOKEN"]  # click ignores an empty variable: see it here
-    if no_auth:
-        if token:
-            raise ConfigError(
-                "--no-auth and a token (--token / NEARDUP_TOKEN) were both given; drop one"
-            )
-        token = None
-    elif token is not None and not token.strip():
-        raise ConfigError(
-            "the write token (--token / NEARDUP_TOKEN) is empty, which would leave writes "
-            "open; set a token, or unset it and pass --no-auth to serve without one"
-        )
+    token, read_token = _auth_settings(token, read_token, token_file, open_reads, no_auth)
     from ..service.connections import raise_fd_limit, uvicorn_config
 
     fd_limit = raise_fd_limit()
@@ -181,6 +199,9 @@ def serve(
         host=host,
         port=port,
         token=token,
+        read_token=read_token,
+        token_file=token_file,
+        open_reads=open_reads,
         retention=retention,
         max_distance=max_distance,
         candidate_radius=candidate_radius,
@@ -202,8 +223,19 @@ def serve(
         read_burst=read_burst,
         allow_retention_change=allow_retention_change,
     )
-    registry = NamespaceRegistry(config)
-    registry.open()  # raises CorruptFileError / StorageError / ... before the port is bound
+    # the token file is read (and refused with the file and line named) before anything else
+    from ..service.auth import authenticator_for, token_file_is_private
+
+    authenticator_for(token, read_token, token_file, open_reads=open_reads)
+    if token_file is not None and not token_file_is_private(token_file):
+        log.warning("%s: the token file can be read by other users; chmod 600 it", token_file)
+    sock = bind_socket(host, port)  # a busy port fails here, before the stores are opened
+    try:
+        registry = NamespaceRegistry(config)
+        registry.open()  # raises CorruptFileError / StorageError / ... before anything is served
+    except BaseException:
+        sock.close()
+        raise
     log.info(
         "opened %s in %.2f s: namespaces %s, %d documents, RSS %.1f MiB (pid %d)",
         data,
@@ -225,8 +257,20 @@ def serve(
     # and holds the GIL meanwhile: the single-document tail (benchmarks/bench_service.py).
     # Young collections stay as they are; full ones become rare.
     gc.set_threshold(*SERVE_GC_THRESHOLDS)
-    if config.token is None and host not in ("127.0.0.1", "localhost", "::1"):
-        log.warning("listening on %s without a token: anyone who can connect can write", host)
+    if no_auth:
+        log.warning(
+            "--no-auth: serving without authentication on %s:%d; anyone who can connect can "
+            "read every stored text and write",
+            host,
+            port,
+        )
+    elif open_reads:
+        log.warning(
+            "--open-reads: reads (stored texts, checks, exports, namespace statistics) need no "
+            "token on %s:%d",
+            host,
+            port,
+        )
     app = create_app(config, registry=registry)
     loop_impl, http_impl = _fast_implementations()
     log.info("event loop: %s, HTTP parser: %s", loop_impl, http_impl)
@@ -266,11 +310,97 @@ def serve(
     # handler in place a SIGTERM'd server exits 0 once everything is flushed and closed.
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
     try:
-        server.run()
+        server.run(sockets=[sock])
     finally:
+        sock.close()
         registry.close()  # idempotent: the app's shutdown normally did it already
     if not server.started:
-        raise SystemExit(1)
+        from ..errors import ServiceUnavailableError
+
+        raise ServiceUnavailableError(
+            f"the server on {host}:{port} stopped before it started serving; see the log above"
+        )
+
+
+def _auth_settings(
+    token: str | None,
+    read_token: str | None,
+    token_file: Path | None,
+    open_reads: bool,
+    no_auth: bool,
+) -> tuple[str | None, str | None]:
+    """The write and read tokens to serve with, or a :class:`ConfigError` that says how to
+    start: a server needs a token unless ``--no-auth`` is given (and then no token at all)."""
+    from ..errors import ConfigError
+
+    # click ignores an empty environment variable: see it here, so that an empty token is
+    # refused instead of leaving the server without one
+    if token is None and os.environ.get("NEARDUP_TOKEN") is not None:
+        token = os.environ["NEARDUP_TOKEN"]
+    if read_token is None and os.environ.get("NEARDUP_READ_TOKEN") is not None:
+        read_token = os.environ["NEARDUP_READ_TOKEN"]
+    given = [
+        name
+        for name, value in (
+            ("--token / NEARDUP_TOKEN", token),
+            ("--read-token / NEARDUP_READ_TOKEN", read_token),
+            ("--token-file / NEARDUP_TOKEN_FILE", token_file),
+        )
+        if value is not None
+    ]
+    if no_auth:
+        if given or open_reads:
+            extra = given + (["--open-reads"] if open_reads else [])
+            raise ConfigError(
+                f"--no-auth serves without any token, but {' and '.join(extra)} "
+                f"{'was' if len(extra) == 1 else 'were'} given too; drop one or the other"
+            )
+        return None, None
+    for name, value in (("--token / NEARDUP_TOKEN", token), ("--read-token", read_token)):
+        if value is not None and not value.strip():
+            raise ConfigError(
+                f"the token given by {name} is empty; set a token (or, to serve without any "
+                "on purpose, unset it and pass --no-auth)"
+            )
+    if not given:
+        raise ConfigError(
+            "neardup serve needs a token: set NEARDUP_TOKEN (the write token; or --token, "
+            "--read-token, --token-file FILE), or pass --no-auth to serve reads and writes "
+            "without one"
+        )
+    return token, read_token
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (not listening yet), or a :class:`ConfigError` that
+    names the address and says what to do (a busy port: another server, or --port)."""
+    from ..errors import ConfigError
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ConfigError(f"--host {host!r} cannot be resolved ({exc.strerror})") from None
+    family, kind, proto, _, addr = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(addr)
+    except OSError as exc:
+        sock.close()
+        import errno
+
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"cannot listen on {host}:{port}: the address is already in use (another "
+                "neardup serve?); stop that process or pick another --port"
+            ) from None
+        raise ConfigError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; check --host and --port"
+        ) from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def _fast_implementations() -> tuple[str, str]:

@@ -223,6 +223,7 @@ def serve(
         read_burst=read_burst,
         allow_retention_change=allow_retention_change,
     )
+    _require_a_token(config, no_auth)
     # the token file is read (and refused with the file and line named) before anything else
     from ..service.auth import authenticator_for, token_file_is_private
 
@@ -362,13 +363,19 @@ def _auth_settings(
                 f"the token given by {name} is empty; set a token (or, to serve without any "
                 "on purpose, unset it and pass --no-auth)"
             )
-    if not given:
+    return token, read_token
+
+
+def _require_a_token(config: object, no_auth: bool) -> None:
+    """Refuse to serve without any token unless ``--no-auth`` says so."""
+    from ..errors import ConfigError
+
+    if not no_auth and not getattr(config, "authenticated", False):
         raise ConfigError(
             "neardup serve needs a token: set NEARDUP_TOKEN (the write token; or --token, "
             "--read-token, --token-file FILE), or pass --no-auth to serve reads and writes "
             "without one"
         )
-    return token, read_token
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

@@ -32,7 +32,6 @@ from neardup.service.namespaces import NamespaceRegistry  # noqa: E402
 from neardup.service.schema import (  # noqa: E402
     DocumentBatch,
     PayloadTooLargeError,
-    RequestValidationFailed,
     parse_documents,
 )
 from neardup.service.testing import serve_in_thread  # noqa: E402

@@ -41,6 +41,7 @@ _COMMAND_MODULES = (
     "neardup.cli.serve_cmd",  # neardup serve
     "neardup.cli.batch_cmd",  # neardup batch-query
     "neardup.cli.cluster_cmd",  # neardup cluster status | add-node | remove-node | rebalance
+    "neardup.cli.store_cmd",  # neardup store verify | repair
 )
 
 

@@ -930,3 +930,25 @@ def test_coalesced_transport_sends_a_response_in_one_write() -> None:
     out.write(b"last")
     out.close()  # a connection that is not kept alive: the bytes go out before the close
     assert t.writes[-1] == b"last" and t.closed
+
+
+def test_namespace_stats_show_the_candidate_mode_and_its_search(
+    http: httpx.Client, tmp_path: Path
+) -> None:
+    """Issue 33 item 12: an lsh store's statistics name the mode and the MinHash plan it
+    searches with (not only a SimHash radius); a simhash store's its distances."""
+    info = http.get("/v1/ns/default").json()
+    search = info["search"]
+    assert search["candidates"] == "lsh" and search["verified"] is True
+    assert search["lsh"]["bands"] == 42 and search["lsh"]["rows"] == 3
+    assert {"threshold", "min_agreement", "bucket_cap", "probability"} <= set(search["lsh"])
+    assert search["simhash_distance"] == 3 and "search_radius" not in search
+    config = ServiceConfig(data_dir=tmp_path, candidates="simhash", candidate_radius=6)
+    with serve_in_thread(create_app(config)) as url:
+        other = httpx.get(url + "/v1/ns/default").json()["search"]
+    assert other == {
+        "candidates": "simhash",
+        "max_distance": 3,
+        "search_radius": 6,
+        "verified": True,
+    }

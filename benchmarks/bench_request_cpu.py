@@ -174,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requests", type=int, default=3000, help="requests per phase")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--micro-calls", type=int, default=100_000)
+    p.add_argument(
+        "--micro-only", action="store_true", help="only the in-process access-check timing"
+    )
     p.add_argument("--label", default="", help="a name for this tree (e.g. before, after)")
     p.add_argument("--out", type=Path, default=None, help="JSON results file")
     args = p.parse_args(argv)
@@ -191,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     report["micro"] = _micro(args.micro_calls)
     rows: dict[str, list[dict[str, float]]] = {"check-and-insert": [], "check": []}
     with tempfile.TemporaryDirectory(prefix="bench_request_cpu-") as tmp:
-        for r in range(args.rounds):
+        for r in range(0 if args.micro_only else args.rounds):
             srv = ServerProcess(Path(tmp) / f"r{r}", env={"NEARDUP_TOKEN": TOKEN})
             srv.start()
             try:
@@ -211,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"neardup from {report['neardup']} {args.label}")
     print(f"{'phase':<18} {'CPU µs/req best':>16} {'median':>8} {'wall µs/req median':>19}")
     for name, runs in rows.items():
+        if not runs:
+            continue
         cpu = [x["cpu_us_per_request"] for x in runs]
         wall = [x["wall_us_per_request"] for x in runs]
         report["phases"][name] = {

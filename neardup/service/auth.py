@@ -156,11 +156,16 @@ class Authenticator:
         #: whether any request may go without a token (the per-client rate limit applies)
         self.anonymous_reads = self.open_reads
 
-    def grant(self, authorization: str | None) -> Grant | None:
-        """The grant of an ``Authorization`` header value (``Bearer <token>``), or None when it
+    def grant(self, authorization: str | bytes | None) -> Grant | None:
+        """The grant of an ``Authorization`` header value (``Bearer <token>``; the raw bytes
+        of the header, or the ``str`` an ASGI server decoded as latin-1), or None when it
         carries no known token."""
         if not authorization or not self.enabled:
             return None
+        if isinstance(authorization, bytes):  # the hot path hands the header's bytes over
+            if authorization.startswith(b"Bearer "):
+                return self.grant_of_token(authorization[7:].strip())
+            authorization = authorization.decode("latin-1")
         if authorization.startswith("Bearer "):  # the usual spelling: no split, no lower()
             given = authorization[7:]
         else:
@@ -177,7 +182,9 @@ class Authenticator:
             return None
         return hit[1]
 
-    def authorize(self, authorization: str | None, namespace: str | None, write: bool) -> Grant:
+    def authorize(
+        self, authorization: str | bytes | None, namespace: str | None, write: bool
+    ) -> Grant:
         """The grant that allows a request to read (or ``write``) ``namespace`` (None: a
         server-wide read, which needs a grant for every namespace).
 
@@ -219,7 +226,7 @@ class Authenticator:
         return [n for n in names if grant.allows(n, write=False)]
 
 
-def _missing(authorization: str | None, write: bool) -> str:
+def _missing(authorization: str | bytes | None, write: bool) -> str:
     what = "writes" if write else "reads"
     if not authorization:
         return (

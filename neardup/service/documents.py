@@ -548,9 +548,9 @@ def _prepare_and_submit(store: Any, submit: Any, method: str, docs: list[Any]) -
     return submit(method, docs)
 
 
-def _authorization(scope: Any) -> str | None:
-    """The ``Authorization`` header of an ASGI scope (latin-1, as ASGI servers decode it)."""
+def _authorization(scope: Any) -> bytes | None:
+    """The ``Authorization`` header of an ASGI scope, as the bytes that were sent."""
     for k, v in scope.get("headers", ()):
         if k == b"authorization" or k.lower() == b"authorization":
-            return v.decode("latin-1")
+            return bytes(v)
     return None

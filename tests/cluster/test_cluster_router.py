@@ -60,7 +60,7 @@ def test_client_through_the_router(tmp_path):
         # the documents are spread: no node holds all of them
         counts = []
         for u in nodes:
-            with Client(u) as n:
+            with Client(u, token=TOKEN) as n:
                 counts.append(n.health()["documents"])
         assert sum(counts) == 2 * 19 and max(counts) < 19
 

@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
+from doubles import SimpleFingerprinter
 
 from neardup.errors import NotFoundError
 from neardup.online import Deduplicator
 from neardup.store.engine import ROW_EXPIRY_STEP_S
-from tests.doubles import SimpleFingerprinter
 
 HOUR = 3600.0
 NOW = 1_790_000_000.0 - 1_790_000_000.0 % (6 * HOUR) + 5 * HOUR  # 1 h before a 6 h partition ends
@@ -88,8 +88,8 @@ def _crash_after_fill(path: Path) -> None:
     in the log and SQLite."""
     code = f"""
 import os, sys
-sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
-from tests.store.test_retention import Clock, _dd, _fill
+sys.path[:0] = [{str(Path(__file__).resolve().parent)!r}, {str(Path(__file__).resolve().parents[1])!r}]
+from test_retention import Clock, _dd, _fill
 clock = Clock()
 d = _dd({str(path)!r}, clock)
 _fill(d, clock)

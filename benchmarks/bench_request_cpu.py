@@ -1,22 +1,26 @@
-"""Server CPU per single-document request (the document hot path), with a token on every request.
+"""Server CPU per single-document request (the document hot path), with a token on every
+request; optionally against another checkout's server in the same run.
 
     nice -n 5 .venv/bin/python benchmarks/bench_request_cpu.py --requests 3000 --rounds 3 \
-        --out benchmarks/results/bench_request_cpu.json
+        --baseline /tmp/nd-base --out benchmarks/results/bench_request_cpu.json
 
 Starts ``neardup serve`` (``NEARDUP_TOKEN`` set, a fresh data directory) as a child process and
 sends, one at a time over one keep-alive connection, ``--requests`` single-document
 ``POST /v1/check-and-insert`` (writes) then as many ``POST /v1/check`` (reads), every one with
 ``Authorization: Bearer <token>``. The figure is the server process's CPU time (user + system,
 from ``/proc/<pid>/stat``) over each phase divided by its requests: what one request costs the
-server, load generator excluded. Each phase runs ``--rounds`` times (the best and the median are
-reported: the machine is shared).
+server, load generator excluded. Each phase runs ``--rounds`` times, each round with fresh
+servers (the best and the median are reported).
 
-Second, in process, the cost of the access check alone per request (``--micro``): the hot
-path's authorization of one read and one write, in µs per call, timed over many calls.
+``--baseline TREE`` starts a second server from another source tree (``PYTHONPATH=TREE``, e.g.
+``git archive <commit> neardup | tar -x -C TREE``) beside the first and sends the same requests
+to both, alternating one by one, so that both see the same load on a shared machine: their
+ratio survives the load, their absolute figures do not. The baseline tree only needs what
+every version of ``neardup serve`` has (a token in the environment).
 
-Run it on two checkouts to compare them (``PYTHONPATH=<other tree>``): it uses only what both
-the code before and after the reads-need-a-token change have (``ServerProcess``, a token in the
-environment).
+``--micro``: in process, the access check alone per request (the hot path's authorization of
+one read and one write), µs per call, best of 5 runs of ``--micro-calls`` calls; for this
+tree (and the baseline's, in a child process).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import os
 import platform
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -76,26 +81,37 @@ def _read_response(sock: socket.socket, buf: bytearray) -> int:
     return status
 
 
-def _phase(srv: ServerProcess, path: str, docs: list[bytes]) -> dict[str, float]:
-    assert srv.proc is not None
+def _phase(servers: list[ServerProcess], path: str, docs: list[bytes]) -> list[dict[str, float]]:
+    """Send every request of ``docs`` to each server, alternating; the figures per server."""
     reqs = [_request(path, d) for d in docs]
-    with socket.create_connection(("127.0.0.1", srv.port)) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        buf = bytearray()
-        sock.sendall(reqs[0])  # warm the connection and the route
-        assert _read_response(sock, buf) == 200
-        cpu0, t0 = _cpu_seconds(srv.proc.pid), time.perf_counter()
+    socks = [socket.create_connection(("127.0.0.1", s.port)) for s in servers]
+    try:
+        bufs = [bytearray() for _ in servers]
+        for s, b in zip(socks, bufs, strict=True):
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            s.sendall(reqs[0])  # warm the connection and the route
+            if _read_response(s, b) != 200:
+                raise RuntimeError(f"{path}: the first request failed")
+        pids = [s.proc.pid for s in servers if s.proc is not None]
+        cpu0 = [_cpu_seconds(p) for p in pids]
+        wall = [0.0] * len(servers)
         for r in reqs[1:]:
-            sock.sendall(r)
-            status = _read_response(sock, buf)
-            if status != 200:
-                raise RuntimeError(f"{path}: HTTP {status}")
-        cpu1, t1 = _cpu_seconds(srv.proc.pid), time.perf_counter()
+            for k, (s, b) in enumerate(zip(socks, bufs, strict=True)):
+                t = time.perf_counter()
+                s.sendall(r)
+                status = _read_response(s, b)
+                wall[k] += time.perf_counter() - t
+                if status != 200:
+                    raise RuntimeError(f"{path}: HTTP {status}")
+        cpu1 = [_cpu_seconds(p) for p in pids]
+    finally:
+        for s in socks:
+            s.close()
     n = len(reqs) - 1
-    return {
-        "cpu_us_per_request": (cpu1 - cpu0) / n * 1e6,
-        "wall_us_per_request": (t1 - t0) / n * 1e6,
-    }
+    return [
+        {"cpu_us_per_request": (c1 - c0) / n * 1e6, "wall_us_per_request": w / n * 1e6}
+        for c0, c1, w in zip(cpu0, cpu1, wall, strict=True)
+    ]
 
 
 def _texts(n: int, seed: int) -> list[str]:
@@ -169,20 +185,38 @@ def _micro(calls: int) -> dict[str, float]:
     return out
 
 
+def _micro_in(tree: str, calls: int) -> dict[str, float]:
+    """:func:`_micro` of another source tree, in a child process."""
+    code = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); sys.path.insert(1, sys.argv[2]); "
+        "import bench_request_cpu as b; print(json.dumps(b._micro(int(sys.argv[3]))))"
+    )
+    here = str(Path(__file__).resolve().parent)
+    out = subprocess.run(
+        [sys.executable, "-c", code, tree, here, str(calls)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": tree},
+    )
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--requests", type=int, default=3000, help="requests per phase")
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--micro-calls", type=int, default=100_000)
-    p.add_argument(
-        "--micro-only", action="store_true", help="only the in-process access-check timing"
-    )
-    p.add_argument("--label", default="", help="a name for this tree (e.g. before, after)")
+    p.add_argument("--baseline", default=None, help="another source tree to run beside this one")
+    p.add_argument("--micro", action="store_true", help="also time the access check alone")
+    p.add_argument("--micro-calls", type=int, default=200_000)
     p.add_argument("--out", type=Path, default=None, help="JSON results file")
     args = p.parse_args(argv)
+    names = ["this"] + (["baseline"] if args.baseline else [])
     report: dict[str, Any] = {
-        "label": args.label,
-        "neardup": str(Path(neardup.__file__).resolve().parent),
+        "trees": {
+            "this": str(Path(neardup.__file__).resolve().parent),
+            **({"baseline": str(Path(args.baseline).resolve())} if args.baseline else {}),
+        },
         "command": " ".join(sys.argv),
         "machine": {
             "platform": platform.platform(),
@@ -191,13 +225,22 @@ def main(argv: list[str] | None = None) -> int:
         },
         "requests": args.requests,
     }
-    report["micro"] = _micro(args.micro_calls)
-    rows: dict[str, list[dict[str, float]]] = {"check-and-insert": [], "check": []}
+    if args.micro:
+        report["micro"] = {"this": _micro(args.micro_calls)}
+        if args.baseline:
+            report["micro"]["baseline"] = _micro_in(args.baseline, args.micro_calls)
+    rows: dict[str, dict[str, list[dict[str, float]]]] = {
+        ph: {n: [] for n in names} for ph in ("check-and-insert", "check")
+    }
     with tempfile.TemporaryDirectory(prefix="bench_request_cpu-") as tmp:
-        for r in range(0 if args.micro_only else args.rounds):
-            srv = ServerProcess(Path(tmp) / f"r{r}", env={"NEARDUP_TOKEN": TOKEN})
-            srv.start()
+        for r in range(args.rounds):
+            servers = [ServerProcess(Path(tmp) / f"r{r}-this", env={"NEARDUP_TOKEN": TOKEN})]
+            if args.baseline:
+                env = {"NEARDUP_TOKEN": TOKEN, "PYTHONPATH": args.baseline}
+                servers.append(ServerProcess(Path(tmp) / f"r{r}-baseline", env=env))
             try:
+                for s in servers:
+                    s.start()
                 texts = _texts(args.requests + 1, seed=r)
                 writes = [
                     json.dumps({"id": f"d{r}-{i}", "text": t}).encode() for i, t in enumerate(texts)
@@ -205,32 +248,47 @@ def main(argv: list[str] | None = None) -> int:
                 reads = [
                     json.dumps({"id": f"q{i}", "text": t}).encode() for i, t in enumerate(texts)
                 ]
-                rows["check-and-insert"].append(_phase(srv, "/v1/check-and-insert", writes))
-                rows["check"].append(_phase(srv, "/v1/check", reads))
+                for phase, docs in (("check-and-insert", writes), ("check", reads)):
+                    path = "/v1/" + phase
+                    for n, fig in zip(names, _phase(servers, path, docs), strict=True):
+                        rows[phase][n].append(fig)
             finally:
-                srv.stop()
+                for s in servers:
+                    s.stop()
     report["machine"]["load_avg_at_end"] = os.getloadavg()
     report["phases"] = {}
-    print(f"neardup from {report['neardup']} {args.label}")
-    print(f"{'phase':<18} {'CPU µs/req best':>16} {'median':>8} {'wall µs/req median':>19}")
-    for name, runs in rows.items():
-        if not runs:
-            continue
-        cpu = [x["cpu_us_per_request"] for x in runs]
-        wall = [x["wall_us_per_request"] for x in runs]
-        report["phases"][name] = {
-            "runs": runs,
-            "cpu_us_best": min(cpu),
-            "cpu_us_median": statistics.median(cpu),
-            "wall_us_median": statistics.median(wall),
-        }
+    print(f"this tree: {report['trees']['this']}")
+    if args.baseline:
+        print(f"baseline:  {report['trees']['baseline']} (requests alternated with this tree's)")
+    print(f"{'phase':<18} {'tree':<9} {'CPU µs/req best':>16} {'median':>8} {'wall µs median':>15}")
+    for phase, per in rows.items():
+        report["phases"][phase] = {}
+        for n, runs in per.items():
+            cpu = [x["cpu_us_per_request"] for x in runs]
+            wall = [x["wall_us_per_request"] for x in runs]
+            report["phases"][phase][n] = {
+                "runs": runs,
+                "cpu_us_best": min(cpu),
+                "cpu_us_median": statistics.median(cpu),
+                "wall_us_median": statistics.median(wall),
+            }
+            print(
+                f"{phase:<18} {n:<9} {min(cpu):>16.1f} {statistics.median(cpu):>8.1f} "
+                f"{statistics.median(wall):>15.1f}"
+            )
+        if args.baseline:
+            ratios = [
+                a["cpu_us_per_request"] / b["cpu_us_per_request"]
+                for a, b in zip(per["this"], per["baseline"], strict=True)
+            ]
+            report["phases"][phase]["cpu_ratio_this_over_baseline"] = ratios
+            print(
+                f"{'':<18} ratio this / baseline per round: {', '.join(f'{x:.3f}' for x in ratios)}"
+            )
+    for n, m in report.get("micro", {}).items():
         print(
-            f"{name:<18} {min(cpu):>16.1f} {statistics.median(cpu):>8.1f} {statistics.median(wall):>19.1f}"
+            f"access check alone ({n}): read {m['read_check_us']:.2f} µs, write {m['write_check_us']:.2f} µs"
         )
-    m = report["micro"]
-    print(
-        f"access check alone: read {m['read_check_us']:.2f} µs, write {m['write_check_us']:.2f} µs"
-    )
     print(
         "load average",
         report["machine"]["load_avg_at_start"],

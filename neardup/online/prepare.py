@@ -59,7 +59,7 @@ def id_problem(id_: str) -> str | None:
 
     >>> id_problem("https://example.com/a b?c=1#d ü") is None
     True
-    >>> id_problem("a" + chr(10) + "b")[:52]
+    >>> id_problem("a" + chr(10) + "b")[:51]
     'contains the control character U+000A at position 1'
     """
     n = len(id_)

@@ -42,7 +42,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, NeardupError, require
+from ..errors import ConfigError, CorruptRecordError, NeardupError, require
 
 require("fastapi", "service", "the HTTP service")
 
@@ -56,7 +56,6 @@ from starlette.concurrency import run_in_threadpool  # noqa: E402
 from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
 from starlette.routing import Match  # noqa: E402
 
-from ..errors import CorruptRecordError  # noqa: E402
 from .auth import Authenticator, Grant, authenticator_for  # noqa: E402
 from .config import ServiceConfig  # noqa: E402
 from .documents import (  # noqa: E402

@@ -259,7 +259,14 @@ def row_problem(raw: Sequence[Any], *, with_text: bool = True) -> str | None:
     matches its checksum and its strings are UTF-8. ``with_text=False``: the text was not read
     (its half of the checksum is not checked)."""
     rid, id_b, time_, fp, chash, flags, meta_b, text_b, csum = raw
-    if not isinstance(fp, bytes) or not isinstance(chash, bytes) or csum is None:
+    if (
+        not all(isinstance(x, bytes | None) for x in (id_b, meta_b, text_b))
+        or not isinstance(fp, bytes)
+        or not isinstance(chash, bytes)
+        or not isinstance(csum, int)
+        or not isinstance(flags, int)
+        or not isinstance(time_, float | int)
+    ):
         return "its columns do not have their types"
     want = int(csum) & ((1 << 64) - 1)
     got = _checksum_bytes(rid, id_b or b"", time_, fp, chash, flags, meta_b, text_b)
@@ -277,29 +284,55 @@ def row_problem(raw: Sequence[Any], *, with_text: bool = True) -> str | None:
     return None
 
 
+_pack_head = _HEAD.pack
+_xxh32 = xxhash.xxh32_intdigest
+_U64 = (1 << 64) - 1
+
+
 def _decode_row(raw: Sequence[Any], path: object, *, with_text: bool) -> Row:
     """A :class:`Row` from a row read as stored bytes, checked against its checksum;
-    :class:`CorruptRecordError` naming the file, row id and id when it does not match."""
-    problem = row_problem(raw, with_text=with_text)
-    rid, id_b, time_, fp, chash, flags, meta_b, text_b, _ = raw
-    if problem is not None:
-        doc_id = (id_b or b"").decode("utf-8", "replace")
-        raise CorruptRecordError(
-            f"{path}: the stored document {doc_id!r} (row {rid}) is damaged: {problem}; it is "
-            "not served. Run `neardup store verify` on the data directory to list damaged rows "
-            "and `neardup store repair` (server stopped) to restore or quarantine them",
-            doc_id=doc_id,
-            rowid=int(rid),
+    :class:`CorruptRecordError` naming the file, row id and id when it does not match.
+
+    The checksum of :func:`_checksum_bytes`, inlined (this runs for every row a read returns:
+    every verification candidate); :func:`row_problem` says what is wrong when it fails."""
+    rid, id_b, time_, fp, chash, flags, meta_b, text_b, csum = raw
+    try:
+        c = csum & _U64
+        low = _xxh32(
+            b"".join(
+                (
+                    _pack_head(rid, time_, flags, meta_b is None),
+                    fp,
+                    chash,
+                    id_b,
+                    b"\xff",
+                    meta_b or b"",
+                )
+            )
         )
-    return Row(
-        rid,
-        id_b.decode("utf-8"),
-        time_,
-        fp,
-        chash,
-        flags,
-        None if meta_b is None else meta_b.decode("utf-8"),
-        None if text_b is None else text_b.decode("utf-8"),
+        if c & _MASK32 == low and (
+            not with_text or c >> 32 == (0 if text_b is None else _xxh32(text_b))
+        ):
+            return Row(
+                rid,
+                id_b.decode("utf-8"),
+                time_,
+                fp,
+                chash,
+                flags,
+                None if meta_b is None else meta_b.decode("utf-8"),
+                None if text_b is None else text_b.decode("utf-8"),
+            )
+    except (TypeError, UnicodeDecodeError, struct.error):
+        pass
+    problem = row_problem(raw, with_text=with_text) or "it cannot be read"
+    doc_id = (id_b if isinstance(id_b, bytes) else b"").decode("utf-8", "replace")
+    raise CorruptRecordError(
+        f"{path}: the stored document {doc_id!r} (row {rid}) is damaged: {problem}; it is "
+        "not served. Run `neardup store verify` on the data directory to list damaged rows "
+        "and `neardup store repair` (server stopped) to restore or quarantine them",
+        doc_id=doc_id,
+        rowid=int(rid),
     )
 
 

@@ -163,7 +163,7 @@ def main() -> None:
                 wrong = 0
                 holders: dict[str, set[str]] = {}
                 for i in range(4):
-                    with Client(procs[i].url) as c:
+                    with Client(procs[i].url, token=TOKEN) as c:
                         after = ""
                         while True:
                             page = c._request("GET", f"/v1/export?after={after}&limit=5000")

@@ -91,9 +91,10 @@ def summary(xs: list[float]) -> dict[str, Any]:
     }
 
 
-def unknown_namespaces(url: str, n: int, stats: Any) -> dict[str, Any]:
+def unknown_namespaces(url: str, n: int, stats: Any, token: str) -> dict[str, Any]:
     body = {"id": "a", "text": "hello there"}
-    with httpx.Client(base_url=url, timeout=60) as h:
+    auth = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=url, timeout=60, headers=auth) as h:
         before = stats()
         codes: dict[int, int] = {}
         t = time.perf_counter()
@@ -216,7 +217,9 @@ def main() -> None:
                     "write_latency_otherwise": summary(calm),
                     "router_samples": samples,
                     "unknown_namespaces": [
-                        unknown_namespaces(cluster.router.url, n, cluster.router.stats)
+                        unknown_namespaces(
+                            cluster.router.url, n, cluster.router.stats, cluster.token
+                        )
                         for n in (300, 2000)
                     ],
                 }

@@ -2,7 +2,7 @@
 ``neardup serve`` process on loopback.
 
 1. The worst verification request: 4 edited copies of a stored 1 MB and 2 MB document in one
-   ``/v1/check`` (no token needed), while another client inserts into the same namespace in a
+   ``/v1/check`` (with the token: a check is a read), while another client inserts into the same namespace in a
    loop: the check's time and how much it adds to the inserts' latency (median and worst,
    against the same inserts with no check running). Run twice: right after the document was
    inserted (its tokens are in the verifier's cache) and after a restart (cold: the writer
@@ -88,7 +88,7 @@ def worst_check(url: str, copies: list[str]) -> dict[str, Any]:
     time.sleep(0.2)
     t = time.perf_counter()
     body = {"documents": [{"id": f"c{i}", "text": x} for i, x in enumerate(copies)]}
-    r = httpx.post(url + "/v1/check", json=body, timeout=600)
+    r = httpx.post(url + "/v1/check", json=body, headers=AUTH, timeout=600)
     took = time.perf_counter() - t
     time.sleep(0.2)
     stop.set()

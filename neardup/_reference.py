@@ -20,6 +20,7 @@ import os
 
 PARTS = ("fingerprint", "index", "io", "store")
 
+
 def _set(value: str | None) -> bool:
     return value is not None and value.strip() not in ("", "0")
 

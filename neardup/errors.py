@@ -4,7 +4,7 @@
 
     NeardupError
     ├── ConfigError (ValueError)            bad parameter or option: says the rule, the value, the fix
-    ├── InputError (ValueError)             bad data handed to the library
+    ├── InputError (ValueError)             bad data handed to the library (``field`` names it, if known)
     │   ├── InputTypeError (TypeError)      wrong type (e.g. a non-str text), names the position
     │   ├── RecordError                     a malformed record in a file: names file and line
     │   └── PayloadTooLargeError            a request body or batch over the configured limit
@@ -12,10 +12,12 @@
     ├── IndexStateError                     the operation is not valid in the object's current state
     ├── FormatError                         an on-disk file neardup cannot use
     │   ├── CorruptFileError                checksum / length / magic mismatch, truncated file
+    │   │   └── CorruptRecordError          one stored document fails its checksum: names the store and id
     │   └── UnsupportedVersionError         a format version this build does not read
     ├── StorageError                        disk full, read-only directory, fsync failure: nothing acknowledged
     ├── ServiceUnavailableError             a shard / node / service cannot be reached
-    ├── AuthError (PermissionError)         a write without the right bearer token
+    ├── AuthError (PermissionError)         no valid bearer token (HTTP 401)
+    │   └── ForbiddenError                  a valid token without the right to this (HTTP 403)
     └── MissingDependencyError (ImportError) an optional extra is not installed; says what to pip install
 
 The CLI (:mod:`neardup.cli.main`) and the HTTP service (:mod:`neardup.service`) both call
@@ -30,6 +32,8 @@ __all__ = [
     "AuthError",
     "ConfigError",
     "CorruptFileError",
+    "CorruptRecordError",
+    "ForbiddenError",
     "FormatError",
     "IndexStateError",
     "InputError",
@@ -63,9 +67,18 @@ class ConfigError(NeardupError, ValueError):
 
 
 class InputError(NeardupError, ValueError):
-    """Data handed to neardup cannot be used as it is."""
+    """Data handed to neardup cannot be used as it is.
+
+    ``field``, when known, names the offending field relative to what was handed over, e.g.
+    ``documents[3].id`` (the HTTP service answers it in ``error.field``).
+    """
 
     code = "invalid_input"
+    field: str | None = None
+
+    def __init__(self, *args: object, field: str | None = None) -> None:
+        super().__init__(*args)
+        self.field = field
 
 
 class InputTypeError(InputError, TypeError):
@@ -121,6 +134,21 @@ class CorruptFileError(FormatError):
     code = "corrupt_file"
 
 
+class CorruptRecordError(CorruptFileError):
+    """One stored document (its text, metadata or id) fails its checksum: it is never served
+    changed. Names the store and the document; ``neardup store repair`` salvages the store.
+    HTTP 503: another replica (or a repaired store) can answer."""
+
+    code = "corrupt_record"
+
+    def __init__(
+        self, message: str, *, doc_id: str | None = None, rowid: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.doc_id = doc_id
+        self.rowid = rowid
+
+
 class UnsupportedVersionError(FormatError):
     """A file's format version is newer (or older) than this build reads."""
 
@@ -143,9 +171,16 @@ class ServiceUnavailableError(NeardupError):
 
 
 class AuthError(NeardupError, PermissionError):
-    """A write was sent without the right bearer token (HTTP 401)."""
+    """A request that needs a bearer token came without a valid one (HTTP 401)."""
 
     code = "unauthorized"
+
+
+class ForbiddenError(AuthError):
+    """A valid bearer token that does not allow this request: a read-only token writing, or a
+    token scoped to other namespaces (HTTP 403)."""
+
+    code = "forbidden"
 
 
 class MissingDependencyError(NeardupError, ImportError):
@@ -183,11 +218,13 @@ _MAPPING: tuple[tuple[type[BaseException], int, int], ...] = (
     (InputError, 3, 422),
     (NotFoundError, 4, 404),
     (IndexStateError, 5, 409),
+    (CorruptRecordError, 6, 503),
     (CorruptFileError, 6, 500),
     (UnsupportedVersionError, 6, 500),
     (FormatError, 6, 500),
     (StorageError, 7, 503),
     (ServiceUnavailableError, 8, 503),
+    (ForbiddenError, 10, 403),
     (AuthError, 10, 401),
     (MissingDependencyError, 9, 501),
     (NeardupError, 1, 500),

@@ -14,6 +14,9 @@ def test_hierarchy_is_pinned():
     assert issubclass(errors.CorruptFileError, errors.FormatError)
     assert issubclass(errors.UnsupportedVersionError, errors.FormatError)
     assert issubclass(errors.MissingDependencyError, ImportError)
+    assert issubclass(errors.CorruptRecordError, errors.CorruptFileError)
+    assert issubclass(errors.ForbiddenError, errors.AuthError)
+    assert issubclass(errors.ForbiddenError, PermissionError)
     for name in errors.__all__:
         obj = getattr(errors, name)
         if isinstance(obj, type):
@@ -34,6 +37,8 @@ def test_hierarchy_is_pinned():
         (errors.ServiceUnavailableError("x"), 8, 503),
         (errors.MissingDependencyError("x"), 9, 501),
         (errors.AuthError("x"), 10, 401),
+        (errors.ForbiddenError("x"), 10, 403),
+        (errors.CorruptRecordError("x", doc_id="a", rowid=3), 6, 503),
         (errors.PayloadTooLargeError("x"), 3, 413),
         (RuntimeError("x"), 1, 500),
     ],
@@ -56,3 +61,16 @@ def test_not_found_message_is_plain():
 def test_require_gives_install_hint():
     with pytest.raises(errors.MissingDependencyError, match=r"pip install 'neardup\[x\]'"):
         errors.require("no_such_module_neardup", "x", "Feature")
+
+
+def test_error_codes_are_pinned():
+    assert errors.error_code(errors.ForbiddenError("x")) == "forbidden"
+    assert errors.error_code(errors.CorruptRecordError("x")) == "corrupt_record"
+    e = errors.CorruptRecordError("damaged", doc_id="a", rowid=3)
+    assert (e.doc_id, e.rowid, str(e)) == ("a", 3, "damaged")
+
+
+def test_input_error_names_its_field():
+    e = errors.InputError("documents[2].id: must not be empty", field="documents[2].id")
+    assert e.field == "documents[2].id" and str(e) == "documents[2].id: must not be empty"
+    assert errors.InputTypeError("x").field is None

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import typer
 
+from .auth_options import NO_AUTH, OPEN_READS, READ_TOKEN, TOKEN, TOKEN_FILE
+
 __all__ = ["register"]
 
 _CLUSTER = typer.Option(..., "--cluster", "-c", help="The cluster file (TOML, or .json).")
@@ -63,11 +65,12 @@ def status_cmd(
     cluster: Path = _CLUSTER,
     namespace: str = _NS,
     as_json: bool = typer.Option(False, "--json", help="One JSON object per node."),
+    token: str | None = _TOKEN,
 ) -> None:
     """Show every node: up/down, documents, ring share, index settings."""
     from ..cluster.client import ClusterClient
 
-    with ClusterClient(cluster, namespace=namespace, timeout=5.0) as cc:
+    with ClusterClient(cluster, namespace=namespace, timeout=5.0, token=token) as cc:
         rows = cc.status()
         typer.echo(
             f"epoch {cc.config.epoch}, replicas {cc.replicas}, vnodes {cc.config.vnodes}, "
@@ -106,7 +109,7 @@ def add_node_cmd(
     old = ClusterConfig.load(cluster)
     spec = NodeSpec(name, url, weight)
     new = old.with_node(spec)
-    check_index_settings(old, spec, namespace)
+    check_index_settings(old, spec, namespace, token=token)
     jpath = _journal(cluster, journal)
     _refuse_if_in_progress(jpath)
     start_journal(jpath, new, old)
@@ -157,7 +160,19 @@ def router_cmd(
     cluster: Path = _CLUSTER,
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind."),
     port: int = typer.Option(8090, "--port", help="Port to bind."),
-    token: str | None = _TOKEN,
+    token: str | None = TOKEN,
+    read_token: str | None = READ_TOKEN,
+    token_file: Path | None = TOKEN_FILE,
+    open_reads: bool = OPEN_READS,
+    no_auth: bool = NO_AUTH,
+    node_token: str | None = typer.Option(
+        None,
+        "--node-token",
+        envvar="NEARDUP_NODE_TOKEN",
+        show_envvar=True,
+        help="The token the router sends to the nodes (one that may write every namespace "
+        "there); default: --token.",
+    ),
     timeout: float = typer.Option(
         5.0, "--timeout", help="Seconds a request to one node may take before the node is down."
     ),
@@ -188,12 +203,29 @@ def router_cmd(
 
     from ..cluster.config import ClusterConfig
     from ..cluster.router import create_router
+    from ..service.auth import authenticator_for
     from ..service.config import parse_size
+    from .auth_options import auth_settings, require_a_token
 
+    token, read_token = auth_settings(token, read_token, token_file, open_reads, no_auth)
+    require_a_token(
+        any(t is not None for t in (token, read_token, token_file)),
+        no_auth,
+        "neardup cluster router",
+    )
     ClusterConfig.load(cluster)  # a bad file is refused before the port is bound
+    if no_auth:
+        import logging
+
+        logging.getLogger("neardup.cluster").warning(
+            "--no-auth: the router serves reads and writes without authentication on %s:%d",
+            host,
+            port,
+        )
     app = create_router(
         cluster,
-        token=token or None,
+        auth=authenticator_for(token, read_token, token_file, open_reads=open_reads),
+        node_token=node_token or token,
         timeout=timeout,
         slow_after=slow_after,
         min_copies=min_copies,

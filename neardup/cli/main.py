@@ -43,6 +43,7 @@ _COMMAND_MODULES = (
     "neardup.cli.cluster_cmd",  # neardup cluster status | add-node | remove-node | rebalance
     "neardup.cli.explain_cmd",  # neardup explain
     "neardup.cli.report_cmd",  # neardup report
+    "neardup.cli.store_cmd",  # neardup store verify | repair
 )
 
 

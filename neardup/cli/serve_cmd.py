@@ -1,17 +1,34 @@
 """``neardup serve``: run the HTTP service on one data directory (one writer, one process).
 
-The stores are opened *before* the port is bound, so a corrupt or unreadable store is reported
-as a normal CLI error (message on stderr, non-zero exit code from :mod:`neardup.cli.main`) and
-the server never serves from it. SIGTERM / SIGINT stop accepting connections, let in-flight
-requests finish (``--graceful-timeout``), then flush and close every store.
+The port is bound first (a busy port is one ``neardup: error:`` line and exit code 2 at once,
+before a long store open), then every store is opened, and only then does the server listen:
+a corrupt or unreadable store is reported as a normal CLI error (message on stderr, non-zero
+exit code from :mod:`neardup.cli.main`) and the server never serves from it. SIGTERM / SIGINT
+stop accepting connections, let in-flight requests finish (``--graceful-timeout``), then flush
+and close every store.
+
+Authentication (:mod:`neardup.service.auth`): a server needs a token (``--token`` /
+``NEARDUP_TOKEN``, ``--read-token``, ``--token-file``) unless ``--no-auth`` says to serve
+without one (logged as a warning).
 """
 
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import typer
+
+from .auth_options import (
+    NO_AUTH,
+    OPEN_READS,
+    READ_TOKEN,
+    TOKEN,
+    TOKEN_FILE,
+    auth_settings,
+    require_a_token,
+)
 
 __all__ = ["SERVE_GC_THRESHOLDS", "register", "serve"]
 
@@ -28,19 +45,11 @@ def serve(
         "127.0.0.1", "--host", help="Interface to bind (loopback by default)."
     ),
     port: int = typer.Option(8080, "--port", help="TCP port."),
-    token: str | None = typer.Option(
-        None,
-        "--token",
-        envvar="NEARDUP_TOKEN",
-        show_envvar=True,
-        help="Bearer token required for writes (reads stay open). Prefer the env var. "
-        "An empty value is refused: pass --no-auth to serve without one on purpose.",
-    ),
-    no_auth: bool = typer.Option(
-        False,
-        "--no-auth",
-        help="Serve without a write token even when NEARDUP_TOKEN / --token is set but empty.",
-    ),
+    token: str | None = TOKEN,
+    read_token: str | None = READ_TOKEN,
+    token_file: Path | None = TOKEN_FILE,
+    open_reads: bool = OPEN_READS,
+    no_auth: bool = NO_AUTH,
     retention: str | None = typer.Option(
         None,
         "--retention",
@@ -160,19 +169,7 @@ def serve(
     pkg_log.propagate = False
     log = logging.getLogger("neardup.service")
 
-    if token is None and os.environ.get("NEARDUP_TOKEN") is not None:
-        token = os.environ["NEARDUP_TOKEN"]  # click ignores an empty variable: see it here
-    if no_auth:
-        if token:
-            raise ConfigError(
-                "--no-auth and a token (--token / NEARDUP_TOKEN) were both given; drop one"
-            )
-        token = None
-    elif token is not None and not token.strip():
-        raise ConfigError(
-            "the write token (--token / NEARDUP_TOKEN) is empty, which would leave writes "
-            "open; set a token, or unset it and pass --no-auth to serve without one"
-        )
+    token, read_token = auth_settings(token, read_token, token_file, open_reads, no_auth)
     from ..service.connections import raise_fd_limit, uvicorn_config
 
     fd_limit = raise_fd_limit()
@@ -181,6 +178,9 @@ def serve(
         host=host,
         port=port,
         token=token,
+        read_token=read_token,
+        token_file=token_file,
+        open_reads=open_reads,
         retention=retention,
         max_distance=max_distance,
         candidate_radius=candidate_radius,
@@ -202,8 +202,20 @@ def serve(
         read_burst=read_burst,
         allow_retention_change=allow_retention_change,
     )
-    registry = NamespaceRegistry(config)
-    registry.open()  # raises CorruptFileError / StorageError / ... before the port is bound
+    require_a_token(getattr(config, "authenticated", False), no_auth, "neardup serve")
+    # the token file is read (and refused with the file and line named) before anything else
+    from ..service.auth import authenticator_for, token_file_is_private
+
+    authenticator_for(token, read_token, token_file, open_reads=open_reads)
+    if token_file is not None and not token_file_is_private(token_file):
+        log.warning("%s: the token file can be read by other users; chmod 600 it", token_file)
+    sock = bind_socket(host, port)  # a busy port fails here, before the stores are opened
+    try:
+        registry = NamespaceRegistry(config)
+        registry.open()  # raises CorruptFileError / StorageError / ... before anything is served
+    except BaseException:
+        sock.close()
+        raise
     log.info(
         "opened %s in %.2f s: namespaces %s, %d documents, RSS %.1f MiB (pid %d)",
         data,
@@ -225,8 +237,20 @@ def serve(
     # and holds the GIL meanwhile: the single-document tail (benchmarks/bench_service.py).
     # Young collections stay as they are; full ones become rare.
     gc.set_threshold(*SERVE_GC_THRESHOLDS)
-    if config.token is None and host not in ("127.0.0.1", "localhost", "::1"):
-        log.warning("listening on %s without a token: anyone who can connect can write", host)
+    if no_auth:
+        log.warning(
+            "--no-auth: serving without authentication on %s:%d; anyone who can connect can "
+            "read every stored text and write",
+            host,
+            port,
+        )
+    elif open_reads:
+        log.warning(
+            "--open-reads: reads (stored texts, checks, exports, namespace statistics) need no "
+            "token on %s:%d",
+            host,
+            port,
+        )
     app = create_app(config, registry=registry)
     loop_impl, http_impl = _fast_implementations()
     log.info("event loop: %s, HTTP parser: %s", loop_impl, http_impl)
@@ -266,11 +290,48 @@ def serve(
     # handler in place a SIGTERM'd server exits 0 once everything is flushed and closed.
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
     try:
-        server.run()
+        server.run(sockets=[sock])
     finally:
+        sock.close()
         registry.close()  # idempotent: the app's shutdown normally did it already
     if not server.started:
-        raise SystemExit(1)
+        from ..errors import ServiceUnavailableError
+
+        raise ServiceUnavailableError(
+            f"the server on {host}:{port} stopped before it started serving; see the log above"
+        )
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (not listening yet), or a :class:`ConfigError` that
+    names the address and says what to do (a busy port: another server, or --port)."""
+    from ..errors import ConfigError
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ConfigError(f"--host {host!r} cannot be resolved ({exc.strerror})") from None
+    family, kind, proto, _, addr = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(addr)
+    except OSError as exc:
+        sock.close()
+        import errno
+
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"cannot listen on {host}:{port}: the address is already in use (another "
+                "neardup serve?); stop that process or pick another --port"
+            ) from None
+        raise ConfigError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; check --host and --port"
+        ) from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def _fast_implementations() -> tuple[str, str]:

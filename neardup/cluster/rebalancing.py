@@ -145,9 +145,12 @@ def start_journal(
     atomic_write(Path(journal), json.dumps(head) + "\n")
 
 
-def check_index_settings(config: ClusterConfig, node: NodeSpec, namespace: str = "default") -> None:
-    """Refuse a node whose index settings differ from the cluster's (or that is not up)."""
-    pool = NodePool(_union(config.with_node(node), None), timeout=10.0)
+def check_index_settings(
+    config: ClusterConfig, node: NodeSpec, namespace: str = "default", token: str | None = None
+) -> None:
+    """Refuse a node whose index settings differ from the cluster's (or that is not up);
+    ``token``: one the nodes let read their namespace statistics."""
+    pool = NodePool(_union(config.with_node(node), None), token=token, timeout=10.0)
     try:
 
         def settings(name: str) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from fastapi.responses import Response  # noqa: E402
 from starlette.concurrency import run_in_threadpool  # noqa: E402
 from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
 
-from ..service.auth import check_write_token  # noqa: E402
+from ..service.auth import Authenticator, authenticator_for  # noqa: E402
 from ..service.config import (  # noqa: E402
     DEFAULT_MAX_BATCH,
     DEFAULT_MAX_BODY_BYTES,
@@ -132,6 +132,7 @@ def create_router(
     *,
     token: str | None = None,
     node_token: str | None = None,
+    auth: Authenticator | None = None,
     timeout: float = 5.0,
     slow_after: float = 0.25,
     min_copies: int | None = None,
@@ -150,7 +151,14 @@ def create_router(
     config : ClusterConfig or path
         The cluster (a path is reloaded when a node reports a newer epoch).
     token : str, optional
-        Guards the router's write routes; also sent to the nodes unless ``node_token``.
+        A token that may read and write every namespace through the router (when ``auth`` is
+        not given); also sent to the nodes unless ``node_token``.
+    node_token : str, optional
+        The token sent to the nodes (one that may write every namespace there).
+    auth : Authenticator, optional
+        Who may read and write through the router (``neardup cluster router`` builds it from
+        ``--token``, ``--read-token``, ``--token-file``, ``--open-reads``, as ``neardup
+        serve`` does); default: ``token`` alone, or everything open when there is none.
     timeout, slow_after, min_copies, lease_ttl
         As :class:`ClusterClient`.
     max_body_bytes, max_batch
@@ -162,6 +170,8 @@ def create_router(
         ``router@HOST:PORT``: a restarted router takes its leases back at once).
     """
     send_token = token if node_token is None else node_token
+    if auth is None:
+        auth = authenticator_for(token)
     pool = NodePool(
         config, token=send_token, timeout=timeout, slow_after=slow_after, workers=workers,
         writer_id=writer_id, transport=transport,
@@ -216,8 +226,7 @@ def create_router(
         return _json(body, 500)
 
     async def decide(request: Request, namespace: str, op: str) -> Response:
-        if _WRITES[op]:
-            check_write_token(request.headers, token)
+        auth.authorize(request.headers.get("authorization"), namespace, write=_WRITES[op])
         docs, is_batch = parse_documents(loads(await request.body()), max_batch=max_batch)
         cc = spaces.get(namespace)
         if not docs:
@@ -240,23 +249,24 @@ def create_router(
 
         bind()
 
-    async def get_doc(namespace: str, doc_id: str) -> Response:
+    async def get_doc(request: Request, namespace: str, doc_id: str) -> Response:
+        auth.authorize(request.headers.get("authorization"), namespace, write=False)
         cc = await run_in_threadpool(spaces.get, namespace)
         return _json(await run_in_threadpool(cc.get, doc_id))
 
     async def delete_doc(request: Request, namespace: str, doc_id: str) -> Response:
-        check_write_token(request.headers, token)
+        auth.authorize(request.headers.get("authorization"), namespace, write=True)
         cc = await run_in_threadpool(spaces.get, namespace)
         await run_in_threadpool(cc.delete, doc_id)
         return _json({"id": doc_id, "deleted": True})
 
     @app.get("/v1/docs/{doc_id:path}")
-    async def get_default(doc_id: str) -> Response:
-        return await get_doc("default", doc_id)
+    async def get_default(request: Request, doc_id: str) -> Response:
+        return await get_doc(request, "default", doc_id)
 
     @app.get("/v1/ns/{namespace}/docs/{doc_id:path}")
-    async def get_named(namespace: str, doc_id: str) -> Response:
-        return await get_doc(namespace, doc_id)
+    async def get_named(request: Request, namespace: str, doc_id: str) -> Response:
+        return await get_doc(request, namespace, doc_id)
 
     @app.delete("/v1/docs/{doc_id:path}")
     async def delete_default(request: Request, doc_id: str) -> Response:
@@ -267,8 +277,13 @@ def create_router(
         return await delete_doc(request, namespace, doc_id)
 
     @app.get("/healthz")
-    async def healthz() -> Response:
-        return _json(*(await run_in_threadpool(_health, pool, spaces)))
+    async def healthz(request: Request) -> Response:
+        body, status = await run_in_threadpool(_health, pool, spaces)
+        try:  # the nodes and their counts for a token that may read every namespace
+            auth.authorize(request.headers.get("authorization"), None, write=False)
+        except NeardupError:
+            body = {"status": body["status"]}
+        return _json(body, status)
 
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes)
     return app

@@ -178,7 +178,8 @@ class LocalCluster:
         import httpx
 
         try:
-            return dict(httpx.get(self.router.url + "/healthz", timeout=10).json())
+            auth = {"Authorization": f"Bearer {self.token}"}
+            return dict(httpx.get(self.router.url + "/healthz", headers=auth, timeout=10).json())
         except (httpx.HTTPError, ValueError):
             return {}
 

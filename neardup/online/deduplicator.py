@@ -271,6 +271,7 @@ class Deduplicator:
             verify_meta=verify_meta,
             band_keys_of=self._band_keys_of if self.lsh_plan is not None else None,
             compress_tables=compress_tables,
+            clock=clock,
         )
         self._decider = Decider(
             self.store,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,10 +21,14 @@ from ..errors import InputError, InputTypeError
 from ..fingerprint.distance import as_fingerprints
 
 __all__ = [
+    "ID_PATTERN",
+    "ID_RULE",
     "MAX_FUTURE_SECONDS",
+    "MAX_ID_LENGTH",
     "MAX_METADATA_DEPTH",
     "DocumentPreparer",
     "PreparedDocs",
+    "id_problem",
     "lsh_keys",
 ]
 
@@ -31,6 +36,41 @@ __all__ = [
 MAX_FUTURE_SECONDS = 86400.0
 #: deepest nesting of arrays / objects accepted in ``metadata`` (the document itself is level 1)
 MAX_METADATA_DEPTH = 64
+#: longest accepted document id, in characters
+MAX_ID_LENGTH = 1024
+#: an id's characters: anything but control characters (C0 U+0000-U+001F, DEL U+007F, C1
+#: U+0080-U+009F) and lone surrogates. An id travels in URL paths (``GET {p}/docs/{id}``),
+#: logs and line-oriented outputs, where a newline or NUL cannot be told from the end of it.
+#: The same pattern is the ``id`` field's ``pattern`` in the service's OpenAPI document.
+ID_PATTERN = r"^[^\u0000-\u001f\u007f-\u009f]+$"
+#: the id rule in words (error messages, the OpenAPI description, docs/service.md)
+ID_RULE = (
+    f"1 to {MAX_ID_LENGTH} characters, none of them a control character (U+0000-U+001F, "
+    "U+007F-U+009F: no newline, tab, carriage return or NUL) or a lone surrogate"
+)
+_BAD_ID_CHAR = re.compile("[\\x00-\\x1f\\x7f-\\x9f\\ud800-\\udfff]")
+
+
+def id_problem(id_: str) -> str | None:
+    """What is wrong with the string ``id_`` as a document id (:data:`ID_RULE`), or None.
+
+    The one id rule of the store: the service's validation and :class:`DocumentPreparer` both
+    ask it.
+
+    >>> id_problem("https://example.com/a b?c=1#d ü") is None
+    True
+    >>> id_problem("a" + chr(10) + "b")[:51]
+    'contains the control character U+000A at position 1'
+    """
+    n = len(id_)
+    if not 0 < n <= MAX_ID_LENGTH:
+        return f"must be 1 to {MAX_ID_LENGTH} characters long, got {n} characters"
+    bad = _BAD_ID_CHAR.search(id_)
+    if bad is None:
+        return None
+    c = bad.group()
+    what = "a lone surrogate" if "\ud800" <= c <= "\udfff" else "the control character"
+    return f"contains {what} U+{ord(c):04X} at position {bad.start()}; ids are {ID_RULE}"
 
 
 @dataclass
@@ -49,6 +89,23 @@ class PreparedDocs:
     sig: npt.NDArray[np.uint16] | None = None
     usable: npt.NDArray[np.bool_] | None = None
     bands: npt.NDArray[np.uint64] | None = None
+
+
+def _type_name(value: object) -> str:
+    """The JSON name of a value's type (``null``, ``boolean``, ``number``, ``string``, ...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, Mapping):
+        return "object"
+    return type(value).__name__
 
 
 def _nesting_depth(value: Any, limit: int) -> int:
@@ -159,7 +216,8 @@ class DocumentPreparer:
                 if (
                     type(id_) is str
                     and type(text) is str
-                    and 0 < len(id_) <= 1024
+                    and 0 < len(id_) <= MAX_ID_LENGTH
+                    and _BAD_ID_CHAR.search(id_) is None
                     and doc.get("time") is None
                     and doc.get("metadata") is None
                     and id_ not in seen
@@ -200,68 +258,79 @@ class DocumentPreparer:
         if oldest <= t <= newest:
             return
         if t < 0:
-            raise InputError(f"{where} must be unix seconds >= 0, got {t!r}")
+            raise InputError(f"{where}: must be unix seconds >= 0, got {t!r}", field=where)
         if t < oldest:
             raise InputError(
-                f"{where} is {t!r}, older than the retention window of {self.retention:g} s "
+                f"{where}: {t!r} is older than the retention window of {self.retention:g} s "
                 f"(now - retention = {oldest:.0f}): it would be dropped at once. Send documents "
-                "from inside the window, or omit time (now)"
+                "from inside the window, or omit time (now)",
+                field=where,
             )
         raise InputError(
-            f"{where} is {t!r}, more than {self.max_future_seconds:g} s in the future (now = "
-            f"{now:.0f}); times must be unix seconds up to now + max_future_seconds"
+            f"{where}: {t!r} is more than {self.max_future_seconds:g} s in the future (now = "
+            f"{now:.0f}); times must be unix seconds up to now + max_future_seconds",
+            field=where,
         )
 
     @staticmethod
     def _check_doc(
         i: int, doc: Any, now: float, seen: dict[str, int]
     ) -> tuple[str, str, float, str | None]:
-        """Validate one document (every rule, with the message naming the field)."""
+        """Validate one document: every rule, each error naming its field (``field`` and the
+        message's start, e.g. ``documents[3].id: ...``)."""
         where = f"documents[{i}]"
         if not isinstance(doc, Mapping):
             raise InputTypeError(
-                f"{where} must be a mapping like {{'id': str, 'text': str}}, got {type(doc).__name__}"
+                f"{where}: a document must be a mapping like {{'id': str, 'text': str}}, got "
+                f"{_type_name(doc)}",
+                field=where,
             )
+        f = f"{where}.id"
         if "id" not in doc:
-            raise InputError(f"{where}.id is missing; every document needs a string id")
+            raise InputError(f"{f}: field required (every document needs a string id)", field=f)
         id_ = doc["id"]
         if not isinstance(id_, str):
-            raise InputTypeError(f"{where}.id must be a str, got {type(id_).__name__}")
-        if not id_ or len(id_) > 1024:
-            raise InputError(f"{where}.id must be 1 to 1024 characters, got {len(id_)}")
+            raise InputTypeError(f"{f}: must be a string, got {_type_name(id_)}", field=f)
+        problem = id_problem(id_)
+        if problem is not None:
+            raise InputError(f"{f}: {problem}", field=f)
+        f = f"{where}.text"
         if "text" not in doc:
-            raise InputError(f"{where}.text is missing; every document needs a text")
+            raise InputError(f"{f}: field required (a string)", field=f)
         text = doc["text"]
         if not isinstance(text, str):
-            raise InputTypeError(f"{where}.text must be a str, got {type(text).__name__}")
+            raise InputTypeError(f"{f}: must be a string, got {_type_name(text)}", field=f)
         t = doc.get("time")
         if t is None:
             t = now
         elif isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(float(t)):
+            f = f"{where}.time"
             raise InputTypeError(
-                f"{where}.time must be unix seconds (a finite number) or null, got {t!r}"
+                f"{f}: must be unix seconds (a finite number) or null, got {t!r:.40}", field=f
             )
         meta = doc.get("metadata")
         if meta is not None:
+            f = f"{where}.metadata"
             if not isinstance(meta, Mapping):
                 raise InputTypeError(
-                    f"{where}.metadata must be an object (dict) or null, got {type(meta).__name__}"
+                    f"{f}: must be an object or null, got {_type_name(meta)}", field=f
                 )
             depth = _nesting_depth(meta, MAX_METADATA_DEPTH)
             if depth > MAX_METADATA_DEPTH:
                 raise InputError(
-                    f"{where}.metadata is nested more than {MAX_METADATA_DEPTH} levels deep; "
-                    "flatten it"
+                    f"{f}: nested more than {MAX_METADATA_DEPTH} levels deep; flatten it", field=f
                 )
             try:
                 meta_s: str | None = json.dumps(meta, ensure_ascii=False, allow_nan=False)
             except (TypeError, ValueError, RecursionError) as exc:
-                raise InputError(f"{where}.metadata must be JSON-serialisable: {exc}") from exc
+                raise InputError(f"{f}: must be JSON-serialisable: {exc}", field=f) from exc
         else:
             meta_s = None
         if id_ in seen:
+            f = f"{where}.id"
             raise InputError(
-                f"{where}.id {id_!r} repeats documents[{seen[id_]}].id; ids in one batch must be unique"
+                f"{f}: {id_!r} repeats documents[{seen[id_]}].id; ids in one batch must be unique",
+                field=f,
             )
         return id_, text, float(t), meta_s
 

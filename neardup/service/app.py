@@ -19,8 +19,11 @@ Bodies: a document ``{"id", "text", "time"?, "metadata"?}`` answered by one resu
 ``{"id", "duplicate", "added", "matches": [{"id", "distance", "score"}], "fingerprint"}``.
 
 Every error is ``{"error": {"code", "message"}}`` (plus ``"field"`` on 422), with its status
-from :func:`neardup.errors.http_status_for`; the HTTP-only errors add 401 (missing or wrong
-token) and 413 (body or batch too large).
+from :func:`neardup.errors.http_status_for`: 401 (no valid token), 403 (a token that may not
+do this), 413 (body or batch too large), ...
+
+Who may read and write what: :mod:`neardup.service.auth` (reads need a token unless
+``open_reads``; :class:`fastapi.security.HTTPBearer` puts the scheme in the OpenAPI document).
 
 ``POST`` requests to the document routes are answered by
 :class:`~neardup.service.documents.DocumentRoutes` before this application's middleware stack
@@ -39,23 +42,29 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, NeardupError, require
+from ..errors import ConfigError, CorruptRecordError, NeardupError, require
 
 require("fastapi", "service", "the HTTP service")
 
-from fastapi import FastAPI, Request, Security  # noqa: E402
+from fastapi import Depends, FastAPI, Request, Security  # noqa: E402
 from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.openapi.utils import get_openapi  # noqa: E402
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response  # noqa: E402
-from fastapi.security import HTTPBearer  # noqa: E402
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer  # noqa: E402
 from pydantic.json_schema import models_json_schema  # noqa: E402
 from starlette.concurrency import run_in_threadpool  # noqa: E402
 from starlette.exceptions import HTTPException as StarletteHTTPException  # noqa: E402
 from starlette.routing import Match  # noqa: E402
 
-from .auth import AuthError, check_write_token  # noqa: E402
+from .auth import Authenticator, Grant, authenticator_for  # noqa: E402
 from .config import ServiceConfig  # noqa: E402
-from .documents import OPS, DocumentRoutes, error_parts, fd_exhausted_parts  # noqa: E402
+from .documents import (  # noqa: E402
+    OPS,
+    DocumentRoutes,
+    error_parts,
+    fd_exhausted_parts,
+    in_namespace,
+)
 from .export import export_page  # noqa: E402
 from .limits import (  # noqa: E402
     BodyLimitMiddleware,
@@ -93,7 +102,16 @@ _HTTP_CODES = {
 }
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorBody, "description": "Write without the right bearer token."},
+    401: {
+        "model": ErrorBody,
+        "description": "No valid bearer token (reads need one too unless the server runs with "
+        "--open-reads).",
+    },
+    403: {
+        "model": ErrorBody,
+        "description": "A valid token that may not do this: a read-only token writing, or a "
+        "token for other namespaces.",
+    },
     429: {
         "model": ErrorBody,
         "description": "Too many requests without a token from this client address "
@@ -108,20 +126,26 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     503: {
         "model": ErrorBody,
         "description": "Storage cannot write (disk full, read-only), the server is out of "
-        "file descriptors, or --max-connections are open; nothing acknowledged.",
+        "file descriptors, or --max-connections are open: nothing acknowledged. Or "
+        "(code corrupt_record) a stored document fails its checksum: never served changed; "
+        "`neardup store repair` salvages the store.",
     },
 }
 
-#: the bearer scheme in the OpenAPI document (the "Authorize" button of /docs); the check
-#: itself stays :func:`check_write_token` (auto_error=False: this dependency never answers)
+#: the bearer scheme in the OpenAPI document (the "Authorize" button of /docs); the rule
+#: itself is :class:`~neardup.service.auth.Authenticator` (auto_error=False: HTTPBearer
+#: only extracts the token, the authenticator answers 401 / 403)
 BEARER = HTTPBearer(
     auto_error=False,
     scheme_name="bearerToken",
-    description="The token given to `neardup serve --token` / NEARDUP_TOKEN; needed by "
-    "writes (insert, check-and-insert, delete, namespace creation). Requests that carry it "
-    "are not subject to the per-client rate limit.",
+    description="A token given to `neardup serve` (--token / NEARDUP_TOKEN: read and write "
+    "in every namespace; --read-token: read-only; --token-file: read or write, in every "
+    "namespace or the ones listed). Writes (insert, check-and-insert, delete, namespace "
+    "creation) need a token that may write the namespace; reads (check, get, export, "
+    "namespace list and statistics, metrics) one that may read it, unless the server runs "
+    "with --open-reads. Requests that carry a valid token are not subject to the per-client "
+    "rate limit.",
 )
-_WRITE_SECURITY = [Security(BEARER)]
 
 _DOC_BODY = {
     "requestBody": {
@@ -196,8 +220,15 @@ def create_app(
     if registry is None:
         registry = NamespaceRegistry(config, factory=factory)
     metrics = Metrics()
-    token = config.token
     max_batch = config.max_batch
+    auth = authenticator_for(
+        config.token, config.read_token, config.token_file, open_reads=config.open_reads
+    )
+    if not auth.enabled:
+        log.warning(
+            "serving without authentication: anyone who can connect can read every stored "
+            "text and write"
+        )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -224,7 +255,7 @@ def create_app(
     routes = DocumentRoutes(
         registry,
         metrics,
-        token=token,
+        auth=auth,
         max_batch=max_batch,
         max_body_bytes=config.max_body_bytes,
         limiter=limiter,
@@ -241,6 +272,7 @@ def create_app(
     app.state.config = config
     app.state.registry = registry
     app.state.metrics = metrics
+    app.state.auth = auth
 
     # -- errors --------------------------------------------------------------------------------
     @app.exception_handler(NeardupError)
@@ -278,6 +310,27 @@ def create_app(
             500, "internal_error", f"internal error ({type(exc).__name__}); see the server log"
         )
 
+    # -- access: one dependency per kind of request (HTTPBearer extracts the token and puts
+    # the scheme in the OpenAPI document; the authenticator decides) --------------------------
+    def access(write: bool, *, server_wide: bool = False) -> Any:
+        async def dependency(
+            request: Request,
+            credentials: HTTPAuthorizationCredentials | None = Security(BEARER),
+        ) -> Grant:
+            namespace = None if server_wide else request.path_params.get("namespace", "default")
+            return auth.authorize(_bearer(credentials), namespace, write)
+
+        return Depends(dependency)
+
+    read_access, write_access = access(False), access(True)
+    reads = [read_access]
+    writes = [write_access]
+
+    async def optional_grant(
+        credentials: HTTPAuthorizationCredentials | None = Security(BEARER),
+    ) -> Grant | None:
+        return auth.grant(_bearer(credentials)) if auth.enabled else None
+
     # -- documents ---------------------------------------------------------------------------
     # POSTs to the document routes are answered by ``routes`` before this application is
     # entered (see _ServiceApp); these FastAPI routes describe them in the OpenAPI document and
@@ -285,18 +338,18 @@ def create_app(
     ops = OPS
 
     async def decide(request: Request, namespace: str, op: str) -> Response:
-        if ops[op][1]:
-            check_write_token(request.headers, token)
         payload, _ = await routes.decide(namespace, op, await request.body())
         return Response(payload, media_type="application/json")
 
     async def get_doc(request: Request, namespace: str, doc_id: str) -> Response:
         store = registry.get(namespace)
-        record = await run_in_threadpool(store.get, doc_id)
+        try:
+            record = await run_in_threadpool(store.get, doc_id)
+        except CorruptRecordError as exc:
+            raise in_namespace(exc, namespace) from None
         return _json(record)
 
     async def delete_doc(request: Request, namespace: str, doc_id: str) -> Response:
-        check_write_token(request.headers, token)
         store = registry.get(namespace)
         await run_in_threadpool(store.delete, doc_id)
         return _json({"id": doc_id, "deleted": True})
@@ -333,7 +386,7 @@ def create_app(
                 name=op.replace("-", "_") + sfx,
                 openapi_extra=_DOC_BODY,
                 responses={200: {"model": Result | BatchResult}, **_ERRORS},
-                dependencies=_WRITE_SECURITY if ops[op][1] else None,
+                dependencies=writes if ops[op][1] else reads,
             )
         if namespaced:
 
@@ -353,12 +406,12 @@ def create_app(
         app.add_api_route(
             prefix + "/docs/{doc_id:path}", get_ep, methods=["GET"], tags=[tag],
             summary="Get a stored document", name="get_doc" + sfx,
-            responses={200: {"model": DocRecord}, **_ERRORS},
+            responses={200: {"model": DocRecord}, **_ERRORS}, dependencies=reads,
         )  # fmt: skip
         app.add_api_route(
             prefix + "/docs/{doc_id:path}", del_ep, methods=["DELETE"], tags=[tag],
             summary="Delete a stored document", name="delete_doc" + sfx,
-            responses=_ERRORS, dependencies=_WRITE_SECURITY,
+            responses=_ERRORS, dependencies=writes,
         )  # fmt: skip
 
     add_routes("/v1", namespaced=False)
@@ -369,25 +422,39 @@ def create_app(
         if not 1 <= limit <= 10_000:
             raise ConfigError(f"limit must be in 1..10000, got {limit}")
         store = registry.get(namespace)
-        return _json(await run_in_threadpool(export_page, store, after, limit))
+        try:
+            return _json(await run_in_threadpool(export_page, store, after, limit))
+        except CorruptRecordError as exc:
+            raise in_namespace(exc, namespace) from None
 
     @app.get("/v1/export", tags=["documents"], summary="Export stored documents (paged by id)",
-             responses=_ERRORS)  # fmt: skip
+             responses=_ERRORS, dependencies=reads)  # fmt: skip
     async def export_default(after: str = "", limit: int = 1000) -> Response:
         return await export("default", after, limit)
 
     @app.get("/v1/ns/{namespace}/export", tags=["namespaced"], responses=_ERRORS,
-             summary="Export stored documents of a namespace (paged by id)")  # fmt: skip
+             summary="Export stored documents of a namespace (paged by id)",
+             dependencies=reads)  # fmt: skip
     async def export_ns(namespace: str, after: str = "", limit: int = 1000) -> Response:
         return await export(namespace, after, limit)
 
     # -- the cluster's node protocol under /v1/cluster (docs/cluster.md) ----------------------
-    install_cluster_routes(app, registry, config)
+    install_cluster_routes(app, registry, config, auth)
 
     # -- namespaces ----------------------------------------------------------------------------
-    @app.get("/v1/ns", tags=["namespaces"], summary="List namespaces")
-    async def list_namespaces() -> Response:
-        return _json({"namespaces": registry.names()})
+    @app.get(
+        "/v1/ns",
+        tags=["namespaces"],
+        summary="List namespaces (those the token may read)",
+        responses=_ERRORS,
+    )
+    async def list_namespaces(
+        credentials: HTTPAuthorizationCredentials | None = Security(BEARER),
+    ) -> Response:
+        names = auth.readable(_bearer(credentials), registry.names())
+        if names is None:
+            auth.authorize(_bearer(credentials), None, write=False)  # raises the 401
+        return _json({"namespaces": names})
 
     @app.put(
         "/v1/ns/{namespace}",
@@ -398,54 +465,68 @@ def create_app(
             201: {"description": "The namespace was created."},
             **_ERRORS,
         },
-        dependencies=_WRITE_SECURITY,
+        dependencies=writes,
     )
     async def create_namespace(request: Request, namespace: str) -> Response:
-        check_write_token(request.headers, token)
         created = await run_in_threadpool(registry.create, namespace)
         return _json({"namespace": namespace, "created": created}, status=201 if created else 200)
 
     @app.get(
-        "/v1/ns/{namespace}", tags=["namespaces"], summary="Namespace statistics", responses=_ERRORS
+        "/v1/ns/{namespace}",
+        tags=["namespaces"],
+        summary="Namespace statistics and search settings",
+        responses=_ERRORS,
+        dependencies=reads,
     )
     async def namespace_info(namespace: str) -> Response:
         store = registry.get(namespace)
         stats = await run_in_threadpool(store.stats)
-        return _json({"namespace": namespace, "documents": len(store), "stats": _jsonable(stats)})
-
-    # -- operations ----------------------------------------------------------------------------
-    @app.get("/healthz", tags=["operations"], summary="Liveness and document counts")
-    async def healthz() -> Response:
-        if registry.closed:
-            return _json({"status": "shutting_down"}, status=503)
         return _json(
             {
-                "status": "ok",
-                "namespaces": registry.names(),
-                "documents": registry.total_documents(),
-                "uptime_s": round(time.time() - metrics.started, 3),
-                "rss_bytes": process_rss_bytes(),
+                "namespace": namespace,
+                "documents": len(store),
+                "search": search_settings(store),
+                "stats": _jsonable(stats),
             }
         )
+
+    # -- operations ----------------------------------------------------------------------------
+    @app.get(
+        "/healthz",
+        tags=["operations"],
+        summary="Liveness; with a token that may read every namespace (or open reads), the "
+        "namespaces and the documents served",
+    )
+    async def healthz(grant: Grant | None = Depends(optional_grant)) -> Response:
+        if registry.closed:
+            return _json({"status": "shutting_down"}, status=503)
+        body: dict[str, Any] = {"status": "ok", "uptime_s": round(time.time() - metrics.started, 3)}
+        if auth.open_reads or (grant is not None and grant.everywhere):
+            body["namespaces"] = registry.names()
+            # documents in the retention window: what reads and checks are answered from
+            body["documents"] = registry.total_documents()
+            body["rss_bytes"] = process_rss_bytes()
+        return _json(body)
 
     @app.get(
         "/metrics",
         tags=["operations"],
-        summary="Prometheus metrics",
+        summary="Prometheus metrics (a token that may read every namespace, unless reads are open)",
         response_class=PlainTextResponse,
+        responses=_ERRORS,
+        dependencies=[access(False, server_wide=True)],
     )
     async def metrics_endpoint() -> Response:
         stats = await run_in_threadpool(registry.stats)
         return PlainTextResponse(metrics.render(stats), media_type=METRICS_CONTENT_TYPE)
 
-    if _SWAGGER_ASSETS is not None:
-        from starlette.staticfiles import StaticFiles
-
-        app.mount("/docs/assets", StaticFiles(directory=_SWAGGER_ASSETS), name="docs-assets")
-
     @app.get("/docs", include_in_schema=False)
     async def docs_page() -> HTMLResponse:
         return HTMLResponse(_docs_html(app.title, app.openapi_url or "/openapi.json"))
+
+    @app.get("/docs/assets/{name}", include_in_schema=False)
+    async def docs_asset(request: Request, name: str) -> Response:
+        return _asset_response(name, request.headers.get("accept-encoding", ""))
 
     # -- OpenAPI: add the request-body schemas the handlers validate by hand -------------------
     def openapi() -> dict[str, Any]:
@@ -466,7 +547,7 @@ def create_app(
 
     # outermost first: metrics see every answer, including 413s from the body limit and 429s
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=config.max_body_bytes)
-    app.add_middleware(ReadLimitMiddleware, limiter=limiter, token=token, metrics=metrics)
+    app.add_middleware(ReadLimitMiddleware, limiter=limiter, auth=auth, metrics=metrics)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app
 
@@ -488,10 +569,10 @@ class ReadLimitMiddleware:
     ``/v1/`` without a valid token (the document POSTs are limited by
     :class:`~neardup.service.documents.DocumentRoutes`); answers 429 with Retry-After."""
 
-    def __init__(self, app: Any, limiter: RateLimiter, token: str | None, metrics: Any) -> None:
+    def __init__(self, app: Any, limiter: RateLimiter, auth: Authenticator, metrics: Any) -> None:
         self.app = app
         self.limiter = limiter
-        self.token = token
+        self.auth = auth
         self.metrics = metrics
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -522,63 +603,102 @@ class ReadLimitMiddleware:
         await self.app(scope, receive, send)
 
     def _authenticated(self, scope: Any) -> bool:
-        if self.token is None:
+        if not self.auth.enabled:
             return False
-        from .documents import _headers
+        from .documents import _authorization
 
-        try:
-            check_write_token(_headers(scope), self.token)
-        except AuthError:
-            return False
-        return True
+        return self.auth.grant(_authorization(scope)) is not None
+
+
+def _bearer(credentials: HTTPAuthorizationCredentials | None) -> str | None:
+    """The ``Authorization`` value :class:`~neardup.service.auth.Authenticator` reads, from
+    what :class:`~fastapi.security.HTTPBearer` extracted (None: no bearer token)."""
+    return None if credentials is None else f"Bearer {credentials.credentials}"
+
+
+def search_settings(store: Any) -> dict[str, Any]:
+    """How a namespace finds candidates, from its :class:`~neardup.online.Deduplicator`: the
+    candidate mode and, in ``lsh`` mode, the MinHash plan and the SimHash distance searched
+    beside it; in ``simhash`` mode the distance rule and the verification search radius."""
+    mode = getattr(store, "candidates", None)
+    out: dict[str, Any] = {"candidates": mode}
+    plan = getattr(store, "lsh_plan", None)
+    verifier = getattr(store, "verifier", None)
+    if mode == "lsh" and plan is not None:
+        p = plan.to_dict()
+        keys = (
+            "threshold",
+            "bands",
+            "rows",
+            "hashes",
+            "min_agreement",
+            "bucket_cap",
+            "probability",
+        )
+        out["lsh"] = {k: p[k] for k in keys if k in p}
+        out["simhash_distance"] = getattr(store, "radius", None)
+        out["verified"] = verifier is not None
+    else:
+        out["max_distance"] = getattr(store, "max_distance", None)
+        out["search_radius"] = getattr(store, "radius", None)
+        out["verified"] = verifier is not None
+    return out
 
 
 def _docs_html(title: str, openapi_url: str) -> str:
-    """The /docs page: Swagger UI from the ``swagger_ui_bundle`` package when it is installed
-    (served by this app, works offline), else from the jsDelivr CDN with a fallback that says,
-    when the CDN cannot be reached, where the OpenAPI document is."""
+    """The /docs page: Swagger UI 5 (OpenAPI 3.1), its files served by this app (no network
+    needed: ``neardup/service/static/``, NOTICE there)."""
     import html
 
     t = html.escape(title)
     spec = html.escape(openapi_url)
-    fallback = (
-        f"<p>Swagger UI could not be loaded (it comes from a CDN and this browser is offline, "
-        f"or the CDN is blocked). The OpenAPI document is at <a href='{spec}'>{spec}</a>; "
-        f"<code>pip install swagger-ui-bundle</code> on the server makes /docs work offline.</p>"
-    )
-    if _SWAGGER_ASSETS is not None:
-        css, js = "/docs/assets/swagger-ui.css", "/docs/assets/swagger-ui-bundle.js"
-    else:
-        css = "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui.css"
-        js = "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui-bundle.js"
     return f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>{t} - API docs</title>
-<link rel="stylesheet" href="{css}"></head>
-<body><div id="swagger-ui"><noscript>{fallback}</noscript></div>
+<html lang="en"><head><meta charset="utf-8"><title>{t} - API docs</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="stylesheet" href="/docs/assets/swagger-ui.css"></head>
+<body><div id="swagger-ui"><noscript>This page needs JavaScript; the OpenAPI document is at
+<a href="{spec}">{spec}</a>.</noscript></div>
+<script src="/docs/assets/swagger-ui-bundle.js"></script>
 <script>
-function neardupNoUi() {{ document.getElementById("swagger-ui").innerHTML = {fallback!r}; }}
-</script>
-<script src="{js}" onerror="neardupNoUi()"></script>
-<script>
-if (typeof SwaggerUIBundle === "undefined") {{ neardupNoUi(); }} else {{
-  SwaggerUIBundle({{url: "{spec}", dom_id: "#swagger-ui", persistAuthorization: true}});
-}}
+window.ui = SwaggerUIBundle({{url: "{spec}", dom_id: "#swagger-ui", persistAuthorization: true,
+  deepLinking: true}});
 </script></body></html>
 """
 
 
-def _swagger_assets() -> Path | None:
-    """The directory of Swagger UI's files from the ``swagger_ui_bundle`` package, if
-    installed (it is not a dependency: /docs then loads them from a CDN)."""
-    try:
-        import swagger_ui_bundle
-    except ImportError:
-        return None
-    path = Path(getattr(swagger_ui_bundle, "swagger_ui_path", ""))
-    return path if (path / "swagger-ui-bundle.js").is_file() else None
+#: Swagger UI's files, stored gzip-compressed in the package (``static/<name>.gz``)
+_ASSETS = {
+    "swagger-ui-bundle.js": "text/javascript; charset=utf-8",
+    "swagger-ui.css": "text/css; charset=utf-8",
+}
+_asset_cache: dict[str, bytes] = {}
 
 
-_SWAGGER_ASSETS = _swagger_assets()
+def _asset_bytes(name: str) -> bytes:
+    """The gzip-compressed bytes of a /docs asset (read from the package once)."""
+    data = _asset_cache.get(name)
+    if data is None:
+        from importlib.resources import files
+
+        data = files("neardup.service").joinpath("static", name + ".gz").read_bytes()
+        _asset_cache[name] = data
+    return data
+
+
+def _asset_response(name: str, accept_encoding: str) -> Response:
+    """A /docs asset: sent compressed (``Content-Encoding: gzip``) to clients that accept it
+    (every browser), else decompressed; 404 for any other name."""
+    kind = _ASSETS.get(name)
+    if kind is None:
+        return _error(404, "not_found", f"no /docs asset named {name!r}")
+    data = _asset_bytes(name)
+    headers = {"Cache-Control": "public, max-age=86400", "Vary": "Accept-Encoding"}
+    if "gzip" in accept_encoding.lower():
+        headers["Content-Encoding"] = "gzip"
+        return Response(data, media_type=kind, headers=headers)
+    import gzip
+
+    return Response(gzip.decompress(data), media_type=kind, headers=headers)
 
 
 def _neardup_response(method: str, path: str, exc: NeardupError) -> Response:

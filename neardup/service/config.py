@@ -85,8 +85,21 @@ class ServiceConfig:
     port : int, default=8080
         TCP port (0 lets the OS choose one).
     token : str or None, default=None
-        When set, write requests (insert, check-and-insert, delete, namespace creation) need
-        ``Authorization: Bearer <token>``; reads (check, get, health, metrics) stay open.
+        The write token (it reads too, in every namespace): writes (insert, check-and-insert,
+        delete, namespace creation) need ``Authorization: Bearer <token>`` of a token that may
+        write, reads (check, get, export, namespace list and statistics, metrics) one that may
+        read (:mod:`neardup.service.auth`).
+    read_token : str or None, default=None
+        A read-only token for every namespace (``neardup serve --read-token``).
+    token_file : str or Path or None, default=None
+        A token file (``neardup serve --token-file``): tokens with read or write access,
+        each in every namespace or in the ones it lists (format: :mod:`neardup.service.auth`).
+    open_reads : bool, default=False
+        Reads need no token (``neardup serve --open-reads``); writes still need one.
+
+    A configuration without any token (``token``, ``read_token`` and ``token_file`` all None)
+    serves everything without authentication: ``neardup serve`` only builds one with
+    ``--no-auth``, and :func:`~neardup.service.app.create_app` logs a warning.
     retention : str or float or None, default=None
         Time window of each namespace, e.g. ``"48h"``; passed to :class:`neardup.online.Deduplicator`.
     max_distance : int, default=3
@@ -146,6 +159,9 @@ class ServiceConfig:
     host: str = "127.0.0.1"
     port: int = 8080
     token: str | None = None
+    read_token: str | None = None
+    token_file: str | Path | None = None
+    open_reads: bool = False
     retention: str | float | None = None
     max_distance: int = 3
     candidate_radius: int | None = None
@@ -187,10 +203,12 @@ class ServiceConfig:
             or not 0 <= self.port <= 65535
         ):
             raise ConfigError(f"port must be an integer in [0, 65535], got {self.port!r}")
-        if self.token is not None and (not isinstance(self.token, str) or not self.token.strip()):
-            raise ConfigError(
-                "token must be a non-empty string, or None to allow unauthenticated writes"
-            )
+        for name in ("token", "read_token"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ConfigError(f"{name} must be a non-empty string or None, got {value!r}")
+        if self.token_file is not None and not isinstance(self.token_file, str | Path):
+            raise ConfigError(f"token_file must be a path or None, got {self.token_file!r}")
         if (
             isinstance(self.max_distance, bool)
             or not isinstance(self.max_distance, int)
@@ -255,6 +273,11 @@ class ServiceConfig:
             raise ConfigError(
                 f"read_burst must be >= 1 when read_rate is set, got {self.read_burst!r}"
             )
+
+    @property
+    def authenticated(self) -> bool:
+        """Whether any token is configured (False: everything is served without one)."""
+        return self.token is not None or self.read_token is not None or self.token_file is not None
 
     @property
     def data_path(self) -> Path | None:

@@ -3,9 +3,11 @@
 :class:`DocumentRoutes` answers these requests straight from the ASGI server, before FastAPI's
 middleware stack, router and dependency layer (most of the per-request cost of a single-document
 request there). It does everything the rest of the application does for a request, in one
-place: the request metrics, the body limit (413 on the raw bytes, before parsing), the write
-token (401), validation (422 naming the field), the namespace (404), the store call, and the
-JSON error shape for every :class:`~neardup.errors.NeardupError`. Every other route goes to
+place: the request metrics, the body limit (413 on the raw bytes, before parsing), the bearer
+token (401/403: a check is a read, an insert a write; :class:`~neardup.service.auth.Authenticator`),
+validation (422 naming the field: the body's shape here, each document by the store's own
+preparer), the namespace (404), the store call, and the JSON error shape for every
+:class:`~neardup.errors.NeardupError`. Every other route goes to
 the FastAPI application (which also describes these routes in the OpenAPI document and answers
 them with :meth:`DocumentRoutes.decide` when it is mounted without this fast path).
 
@@ -25,8 +27,15 @@ import time
 from concurrent.futures import Future
 from typing import Any
 
-from ..errors import AuthError, NeardupError, StorageError, error_code, http_status_for
-from .auth import check_write_token
+from ..errors import (
+    CorruptRecordError,
+    InputError,
+    NeardupError,
+    StorageError,
+    error_code,
+    http_status_for,
+)
+from .auth import Authenticator, is_anonymous
 from .limits import (
     BodyLimit,
     RateLimiter,
@@ -35,9 +44,9 @@ from .limits import (
     rate_limited_response,
 )
 from .metrics import Metrics
-from .schema import encode_decisions, loads, parse_documents
+from .schema import encode_decisions, loads, parse_documents, request_error
 
-__all__ = ["OPS", "DocumentRoutes", "error_parts"]
+__all__ = ["OPS", "DocumentRoutes", "error_parts", "in_namespace"]
 
 log = logging.getLogger("neardup.service")
 
@@ -54,6 +63,15 @@ INLINE_BYTES = 64 * 1024
 
 _JSON = (b"content-type", b"application/json")
 Headers = list[tuple[bytes, bytes]]
+
+
+def in_namespace(exc: CorruptRecordError, namespace: str) -> CorruptRecordError:
+    """``exc`` with the namespace named at the start of its message (the store knows only its
+    directory)."""
+    prefix = f"namespace {namespace!r}: "
+    if not str(exc).startswith(prefix):
+        exc.args = (prefix + str(exc),)
+    return exc
 
 
 def error_parts(method: str, path: str, exc: NeardupError) -> tuple[int, bytes, Headers]:
@@ -279,8 +297,8 @@ class DocumentRoutes:
         Namespace name -> deduplicator.
     metrics : Metrics
         Where requests, documents and stage timings are recorded.
-    token : str or None
-        Bearer token required for writes.
+    auth : Authenticator
+        Who may read and write which namespace.
     max_batch : int
         Most documents per batch (413 above).
     max_body_bytes : int
@@ -294,33 +312,31 @@ class DocumentRoutes:
         registry: Any,
         metrics: Metrics,
         *,
-        token: str | None,
+        auth: Authenticator,
         max_batch: int,
         max_body_bytes: int,
         limiter: RateLimiter | None = None,
     ) -> None:
         self.registry = registry
         self.metrics = metrics
-        self.token = token
+        self.auth = auth
         self.max_batch = int(max_batch)
         self.limit = BodyLimit(max_body_bytes)
         self.limiter = limiter
         self.batcher = _Batcher()
 
-    def _over_limit(
-        self, scope: Any, route: str, op: str, size: int
+    def _admit(
+        self, scope: Any, route: str, namespace: str, op: str, size: int
     ) -> tuple[int, bytes, Headers] | None:
-        """The 429 answer when this request has no valid token and its client's bucket
-        cannot pay for it; None when it may go on. Writes are checked by the token instead."""
+        """Authorize the request (raises :class:`~neardup.errors.AuthError` 401 /
+        :class:`~neardup.errors.ForbiddenError` 403); answer 429 to an anonymous read (open
+        reads, or no authentication) whose client's bucket cannot pay for it; None: go on."""
+        write = OPS[op][1]
+        auth = self.auth
+        grant = auth.authorize(_authorization(scope) if auth.enabled else None, namespace, write)
         limiter = self.limiter
-        if limiter is None or not limiter.enabled or OPS[op][1]:
-            return None
-        if self.token is not None:
-            try:
-                check_write_token(_headers(scope), self.token)
-                return None  # authenticated: not limited
-            except AuthError:
-                pass
+        if write or not is_anonymous(grant) or limiter is None or not limiter.enabled:
+            return None  # writes are governed by the token; a token is not limited
         wait = limiter.take(client_address(scope), limiter.cost(size))
         if wait <= 0:
             return None
@@ -361,7 +377,10 @@ class DocumentRoutes:
         if not docs:
             return None, is_batch, t0, t_parsed
         prepare_texts(store, docs)
-        future, _ = submit(method, docs)
+        try:
+            future, _ = submit(method, docs)
+        except InputError as exc:
+            raise request_error(exc, is_batch) from None
         return future, is_batch, t0, t_parsed
 
     # -- the request ---------------------------------------------------------------------------
@@ -382,12 +401,10 @@ class DocumentRoutes:
             headers: Headers = []
             stages: tuple[float, ...] | None = None
             try:
-                limited = self._over_limit(scope, route, op, len(body))
+                limited = self._admit(scope, route, namespace, op, len(body))
                 if limited is not None:
                     status, payload, headers = limited
                     raise _Answered
-                if self.token is not None and OPS[op][1]:
-                    check_write_token(_headers(scope), self.token)
                 payload, stages = await self.decide(namespace, op, body)
                 status = 200
             except _Answered:
@@ -461,47 +478,55 @@ class DocumentRoutes:
         method = OPS[op][0]
         store = self.registry.get(namespace)
         submit = _submitter(store, method)
-        if submit is not None and len(body) > INLINE_BYTES:
-            # a large body is decoded, validated, fingerprinted and queued in a worker thread
-            # (one hop), so the event loop keeps serving other requests meanwhile; the request
-            # then awaits the writer's outcome without holding a thread
-            loop = asyncio.get_running_loop()
-            future, is_batch, _, t_parsed = await loop.run_in_executor(
-                None, self._parse_and_submit, store, submit, method, body
-            )
-            t_prep = perf()
-            if future is None:
-                decisions: list[Any] = []
-                t_done = t_back = t_prep
-            else:
-                waiter = loop.create_future()
-                _when_done(future, loop, _resolve, waiter, t_prep)
-                decisions, t_prep, t_done = await waiter
-                t_back = perf()
-        else:
-            docs, is_batch = parse_documents(loads(body), max_batch=self.max_batch)
-            t_parsed = perf()
-            if not docs:
-                decisions = []
-                t_prep = t_done = t_back = perf()
-            elif submit is None:  # a store that overrides the method (or lacks submit)
-                t_prep = perf()
-                decisions = await asyncio.to_thread(getattr(store, method), docs)
-                t_done = t_back = perf()
-            elif len(docs) <= INLINE_DOCS and not _long_texts(docs):
-                # small requests are fingerprinted on the event loop (cheaper than a thread
-                # hop), together with the other small requests of this loop iteration
-                decisions, t_prep, t_done = await self.batcher.submit(store, submit, method, docs)
-                t_back = perf()
-            else:
+        is_batch = True
+        try:
+            if submit is not None and len(body) > INLINE_BYTES:
+                # a large body is decoded, validated, fingerprinted and queued in a worker
+                # thread (one hop), so the event loop keeps serving other requests meanwhile;
+                # the request then awaits the writer's outcome without holding a thread
                 loop = asyncio.get_running_loop()
-                future, _ = await loop.run_in_executor(
-                    None, _prepare_and_submit, store, submit, method, docs
+                future, is_batch, _, t_parsed = await loop.run_in_executor(
+                    None, self._parse_and_submit, store, submit, method, body
                 )
-                waiter = loop.create_future()
-                _when_done(future, loop, _resolve, waiter, perf())
-                decisions, t_prep, t_done = await waiter
-                t_back = perf()
+                t_prep = perf()
+                if future is None:
+                    decisions: list[Any] = []
+                    t_done = t_back = t_prep
+                else:
+                    waiter = loop.create_future()
+                    _when_done(future, loop, _resolve, waiter, t_prep)
+                    decisions, t_prep, t_done = await waiter
+                    t_back = perf()
+            else:
+                docs, is_batch = parse_documents(loads(body), max_batch=self.max_batch)
+                t_parsed = perf()
+                if not docs:
+                    decisions = []
+                    t_prep = t_done = t_back = perf()
+                elif submit is None:  # a store that overrides the method (or lacks submit)
+                    t_prep = perf()
+                    decisions = await asyncio.to_thread(getattr(store, method), docs)
+                    t_done = t_back = perf()
+                elif len(docs) <= INLINE_DOCS and not _long_texts(docs):
+                    # small requests are fingerprinted on the event loop (cheaper than a thread
+                    # hop), together with the other small requests of this loop iteration
+                    decisions, t_prep, t_done = await self.batcher.submit(
+                        store, submit, method, docs
+                    )
+                    t_back = perf()
+                else:
+                    loop = asyncio.get_running_loop()
+                    future, _ = await loop.run_in_executor(
+                        None, _prepare_and_submit, store, submit, method, docs
+                    )
+                    waiter = loop.create_future()
+                    _when_done(future, loop, _resolve, waiter, perf())
+                    decisions, t_prep, t_done = await waiter
+                    t_back = perf()
+        except InputError as exc:  # a document the store refused: 422 naming its field
+            raise request_error(exc, is_batch) from None
+        except CorruptRecordError as exc:
+            raise in_namespace(exc, namespace) from None
         self.metrics.count_documents(namespace, op, decisions)
         payload = encode_decisions(decisions, is_batch) if decisions or is_batch else b"{}"
         return payload, (
@@ -523,21 +548,9 @@ def _prepare_and_submit(store: Any, submit: Any, method: str, docs: list[Any]) -
     return submit(method, docs)
 
 
-class _Headers:
-    """The one header the write check reads, from the raw ASGI header list."""
-
-    __slots__ = ("raw",)
-
-    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
-        self.raw = raw
-
-    def get(self, name: str, default: str | None = None) -> str | None:
-        key = name.lower().encode("latin-1")
-        for k, v in self.raw:
-            if k.lower() == key:
-                return v.decode("latin-1")
-        return default
-
-
-def _headers(scope: Any) -> _Headers:
-    return _Headers(scope.get("headers", ()))
+def _authorization(scope: Any) -> bytes | None:
+    """The ``Authorization`` header of an ASGI scope, as the bytes that were sent."""
+    for k, v in scope.get("headers", ()):
+        if k == b"authorization" or k.lower() == b"authorization":
+            return bytes(v)
+    return None

@@ -3,7 +3,7 @@ node for, under ``/v1/cluster`` (docs/cluster.md, "What a node keeps"). The rout
 :mod:`.replication_routes`; this module holds the state behind them (no web framework), the
 errors and the protocol's constants, which :mod:`neardup.cluster` shares.
 
-Every route needs the node's write token (they are the cluster's internal protocol):
+Every route needs a token that may write every namespace (they are the cluster's internal protocol):
 
 =======  ====================================  ==================================================
 method   path                                  what

@@ -1,6 +1,6 @@
 """The ``/v1/cluster`` routes of ``neardup serve``: the node protocol of a cluster (state and
 rules in :mod:`.replication`; docs/cluster.md). Registered by :func:`install` in
-:func:`neardup.service.create_app`; every route needs the node's write token.
+:func:`neardup.service.create_app`; every route needs a token that may write every namespace (the node's ``--token``, or a token file's ``write *``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import InputError
-from .auth import check_write_token
+from .auth import Authenticator
 from .http_errors import RequestValidationFailed
 from .limits import error_response_bytes
 from .replication import ClusterNode, StaleEpochError
@@ -23,7 +23,7 @@ from .schema import dumps, loads
 __all__ = ["install"]
 
 
-def install(app: Any, registry: Any, config: Any) -> ClusterNode:
+def install(app: Any, registry: Any, config: Any, auth: Authenticator) -> ClusterNode:
     """Add the ``/v1/cluster`` routes to the service ``app`` and run :meth:`ClusterNode.start`
     after the stores are open and before requests are served."""
     node = ClusterNode(
@@ -32,14 +32,13 @@ def install(app: Any, registry: Any, config: Any) -> ClusterNode:
         token=config.token,
         max_batch=config.max_batch,
     )
-    token = config.token
 
     def answer(payload: Any, status: int = 200) -> Response:
         body = payload if isinstance(payload, bytes) else dumps(payload)
         return Response(body, status_code=status, media_type="application/json")
 
     async def guarded(request: Request, fn: Callable[[], Any]) -> Response:
-        check_write_token(request.headers, token)
+        auth.authorize(request.headers.get("authorization"), None, write=True)
         try:
             return answer(await run_in_threadpool(fn))
         except StaleEpochError as exc:

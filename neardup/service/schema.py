@@ -1,9 +1,13 @@
 """Request parsing and the documented JSON shapes of the HTTP service.
 
 The batch endpoints are the hot path, so request bodies are parsed with one ``json.loads``
-(``orjson``; the stdlib :mod:`json` is the reference it falls back to) and checked by :func:`parse_documents` with plain ``isinstance``
-tests instead of one pydantic model per document. The pydantic models below describe the same
-shapes for the OpenAPI document; a test checks that both agree.
+(``orjson``; the stdlib :mod:`json` is the reference it falls back to). :func:`parse_documents`
+checks only the body's shape (an object; a ``documents`` array no longer than ``--max-batch``);
+each document is validated once, by the store's own
+:class:`~neardup.online.prepare.DocumentPreparer` (the one set of rules, :data:`ID_RULE` among
+them), whose errors name the field and are answered as 422 ``invalid_request``
+(:func:`request_error`). The pydantic models below describe the same shapes for the OpenAPI
+document; a test checks that both agree.
 
 A document is ``{"id": str, "text": str, "time": number | null, "metadata": object | null}``;
 other keys are ignored (put what you want kept under ``metadata``). A batch is
@@ -13,16 +17,19 @@ other keys are ignored (put what you want kept under ``metadata``). A batch is
 from __future__ import annotations
 
 import json
-import math
 import re
 from typing import Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..errors import InputError
+from ..online.prepare import ID_PATTERN, ID_RULE, MAX_ID_LENGTH
 from .http_errors import AuthError, PayloadTooLargeError, RequestValidationFailed
 
 __all__ = [
+    "ID_PATTERN",
+    "ID_RULE",
     "MAX_ID_LENGTH",
     "AuthError",
     "BatchResult",
@@ -37,10 +44,8 @@ __all__ = [
     "encode_decisions",
     "loads",
     "parse_documents",
+    "request_error",
 ]
-
-#: longest accepted document id, in characters
-MAX_ID_LENGTH = 1024
 
 
 # ---------------------------------------------------------------------------------------------
@@ -144,50 +149,12 @@ def _type_name(value: object) -> str:
     return type(value).__name__
 
 
-def _document(obj: object, where: str) -> dict[str, Any]:
-    prefix = f"{where}." if where else ""
-    if not isinstance(obj, dict):
-        raise RequestValidationFailed(
-            where or "body", f"a document must be a JSON object, got {_type_name(obj)}"
-        )
-    doc_id = obj.get("id")
-    if not isinstance(doc_id, str):
-        if "id" not in obj:
-            raise RequestValidationFailed(f"{prefix}id", "field required (a non-empty string)")
-        raise RequestValidationFailed(
-            f"{prefix}id", f"must be a non-empty string, got {_type_name(doc_id)}"
-        )
-    if not doc_id or len(doc_id) > MAX_ID_LENGTH:
-        raise RequestValidationFailed(
-            f"{prefix}id",
-            f"must be 1 to {MAX_ID_LENGTH} characters long, got {len(doc_id)} characters",
-        )
-    text = obj.get("text")
-    if not isinstance(text, str):
-        if "text" not in obj:
-            raise RequestValidationFailed(f"{prefix}text", "field required (a string)")
-        raise RequestValidationFailed(f"{prefix}text", f"must be a string, got {_type_name(text)}")
-    out: dict[str, Any] = {"id": doc_id, "text": text}
-    t = obj.get("time")
-    if t is not None:
-        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t < 0:
-            raise RequestValidationFailed(
-                f"{prefix}time",
-                f"must be a finite number of unix seconds >= 0 or null, got {t!r:.40}",
-            )
-        out["time"] = float(t)
-    meta = obj.get("metadata")
-    if meta is not None:
-        if not isinstance(meta, dict):
-            raise RequestValidationFailed(
-                f"{prefix}metadata", f"must be a JSON object or null, got {_type_name(meta)}"
-            )
-        out["metadata"] = meta
-    return out
+def parse_documents(body: object, *, max_batch: int) -> tuple[list[Any], bool]:
+    """Check a decoded request body's shape and return ``(documents, is_batch)``.
 
-
-def parse_documents(body: object, *, max_batch: int) -> tuple[list[dict[str, Any]], bool]:
-    """Check a decoded request body and return ``(documents, is_batch)``.
+    Only the shape: the documents themselves are validated once, by the store
+    (:class:`~neardup.online.prepare.DocumentPreparer`; its errors go through
+    :func:`request_error`).
 
     Parameters
     ----------
@@ -198,15 +165,15 @@ def parse_documents(body: object, *, max_batch: int) -> tuple[list[dict[str, Any
 
     Returns
     -------
-    documents : list of dict
-        Clean documents with keys ``id``, ``text`` and, when given, ``time`` and ``metadata``.
+    documents : list
+        The body's documents as sent (one, or the batch's).
     is_batch : bool
         Whether the body was a batch (the answer is then ``{"results": [...]}``).
 
     Raises
     ------
     RequestValidationFailed
-        The body does not have the documented shape; the error names the field.
+        The body is not an object, or its ``documents`` is not an array.
     PayloadTooLargeError
         The batch has more than ``max_batch`` documents.
     """
@@ -225,12 +192,29 @@ def parse_documents(body: object, *, max_batch: int) -> tuple[list[dict[str, Any
                 f"the batch has {len(docs)} documents but this server accepts at most "
                 f"{max_batch} per request (--max-batch); split it into smaller batches"
             )
-        return [_document(d, f"documents[{i}]") for i, d in enumerate(docs)], True
+        return docs, True
     if "id" not in body and "text" not in body:
         raise RequestValidationFailed(
             "body", f"the body has neither 'id' nor 'documents'; {_BODY_SHAPE}"
         )
-    return [_document(body, "")], False
+    return [body], False
+
+
+def request_error(exc: InputError, is_batch: bool) -> InputError:
+    """The store's error about a document of a request (``field`` like ``documents[3].id``),
+    as the request's 422: :class:`RequestValidationFailed` with the field relative to the
+    body (``id`` for a single document, ``documents[3].id`` in a batch). Errors without a
+    document field are returned as they are."""
+    field = exc.field
+    if not field or not field.startswith("documents["):
+        return exc
+    message = str(exc)
+    detail = message[len(field) + 2 :] if message.startswith(field + ": ") else message
+    if not is_batch and field.startswith("documents[0]"):
+        field = field[len("documents[0]") :].lstrip(".") or "body"
+    out = RequestValidationFailed(field, detail)
+    out.__cause__ = exc
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,7 +226,13 @@ class Document(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    id: str = Field(min_length=1, max_length=MAX_ID_LENGTH, description="Caller's document id.")
+    id: str = Field(
+        min_length=1,
+        max_length=MAX_ID_LENGTH,
+        pattern=ID_PATTERN,
+        description=f"Caller's document id: {ID_RULE}. A document with another id is answered "
+        "422 naming the field.",
+    )
     text: str = Field(description="Document text (any language; empty text never matches).")
     time: float | None = Field(
         default=None, ge=0, description="Unix seconds; defaults to the time of arrival."

@@ -130,6 +130,11 @@ class ServerProcess:
         More ``neardup serve`` flags.
     env : dict, optional
         Extra environment variables (e.g. ``NEARDUP_TOKEN``).
+
+    A server given no token (no ``--token``, ``--read-token``, ``--token-file`` or
+    ``--no-auth`` in ``args``, no ``NEARDUP_TOKEN`` / ``NEARDUP_READ_TOKEN`` /
+    ``NEARDUP_TOKEN_FILE`` in the environment) is started with ``--no-auth``: tests and
+    benchmarks on loopback that do not exercise authentication.
     port : int, optional
         Port to use (default: a free one, kept across restarts).
     """
@@ -159,8 +164,18 @@ class ServerProcess:
         """The command line that starts the server."""
         return [
             sys.executable, "-m", "neardup", "serve", "--data", str(self.data_dir),
-            "--port", str(self.port), "--log-level", "warning", *self.args,
+            "--port", str(self.port), "--log-level", "warning", *self.args, *self._auth_args(),
         ]  # fmt: skip
+
+    def _auth_args(self) -> list[str]:
+        """``["--no-auth"]`` when the server is given no token (see the class docstring)."""
+        flags = ("--token", "--read-token", "--token-file", "--no-auth")
+        if any(a.split("=", 1)[0] in flags for a in self.args):
+            return []
+        env = {**os.environ, **self.env}
+        if any(env.get(k) for k in ("NEARDUP_TOKEN", "NEARDUP_READ_TOKEN", "NEARDUP_TOKEN_FILE")):
+            return []
+        return ["--no-auth"]
 
     def start(self, timeout: float = 180.0, *, wait: bool = True) -> float:
         """Start the server; with ``wait``, return the seconds until ``/healthz`` answered.

@@ -22,7 +22,13 @@ the live manifest does not name are removed on the next open.
 
 Retention (:meth:`Store.expire`): partitions whose whole time range is older than
 ``now - retention`` are dropped: their rows deleted from SQLite in one transaction, then the
-manifest replaced, then the files unlinked.
+manifest replaced, then the files unlinked. Rows past the window in partitions that have not
+ended are deleted from SQLite too (:meth:`Store._expire_rows`, every
+:data:`ROW_EXPIRY_STEP_S` of the cutoff's advance): what is past the window is gone for good (a
+wider window later does not bring it back) and the document count is what is served. A
+retention change first deletes what the old window had left behind (at once when it is
+changed on an open store; recorded in ``config.json`` as ``expire_before`` and done on open
+when it is changed by reopening).
 
 Recovery (:meth:`Store.__init__`): lock, read manifest, remove orphans, open and verify every
 segment (a damaged one raises :class:`CorruptFileError`), replay the log into SQLite and the
@@ -117,6 +123,10 @@ class _LiveSegment:
     segment: Segment
     index: Any  # BruteIndex or fast index
     dropped: Any = None  # (merge output) deleted row ids the merge left out
+    #: every row of this segment older than this has been deleted from SQLite by retention
+    #: (in memory; the manifest entry's ``expired_before`` is the part a checkpoint made
+    #: durable, written by a flush)
+    expired_before: float = -math.inf
 
     @property
     def partition(self) -> int:
@@ -134,6 +144,10 @@ MAX_PENDING_RECORDS = 200_000
 _APPLY_BATCH = 50_000
 #: rows of a replayed log whose band keys go into the memtable at once (bounded temporaries)
 _REPLAY_CHUNK = 1 << 18
+#: rows past the retention window in partitions that have not ended are deleted from SQLite
+#: once the cutoff has moved this many seconds since the last time (reads filter them by time
+#: meanwhile); each pass reads the times of the segments that straddle the cutoff
+ROW_EXPIRY_STEP_S = 10.0
 
 
 def _row(r: AddRecord, with_text: bool) -> Row:
@@ -410,6 +424,9 @@ class Store:
         Block size of compressed tables (a multiple of 8 in 16..65536); None: the stored one,
         else :data:`neardup.index.compressed.DEFAULT_BLOCK_BYTES`. Applies to indexes built
         from then on.
+    clock : callable, default=time.time
+        Unix seconds: where a retention change puts the old window's edge (rows older than
+        ``now - old retention`` are deleted before a new retention applies).
 
     The partition width is part of the data: ``check_config`` may return it under
     ``body["store"]["partition_seconds"]`` (it then replaces ``partition_seconds``), and every
@@ -432,8 +449,14 @@ class Store:
         band_keys_of: Callable[[Sequence[str | None]], npt.NDArray[np.uint64]] | None = None,
         compress_tables: bool | None = None,
         table_block_bytes: int | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         t0 = time.perf_counter()
+        self.clock = clock
+        #: the retention the store runs under (the config body's), None: keep everything
+        self.retention: float | None = None
+        self._expire_pending: float | None = None  # see _open: a changed retention's leftovers
+        self._rows_expired_at: float | None = None  # the cutoff of the last _expire_rows
         if compress_tables is not None and not isinstance(compress_tables, bool):
             raise ConfigError(
                 f"compress_tables must be True, False or None (the stored setting), got "
@@ -479,7 +502,7 @@ class Store:
         if path is None:
             self.meta = MetaDB(None)
             if check_config is not None:
-                check_config(None)
+                self.retention = _retention_of(check_config(None))
             self.documents = 0
             return
         self.dir = DataDir(path)
@@ -496,6 +519,8 @@ class Store:
         try:
             self._open(check_config, repair)
             self.applier = _Applier(self.meta, self.pending)
+            if self._expire_pending is not None:
+                self._finish_retention_change()
             if self._flush_on_open:
                 # the damaged log is retired only once its rows are in segments: a crash before
                 # that finds the same log and restores the same rows again
@@ -616,8 +641,10 @@ class Store:
         if body is not None:
             if body.get("store") is not None:
                 body["store"]["partition_seconds"] = self.partition_seconds
+                self._note_retention_change(stored, body["store"])
             if body != stored:
                 write_json_file(d.config_path, body)
+        self.retention = _retention_of(body)
         self.meta = self._open_meta(d, repair)
         self.live_gens = []
         restore = False
@@ -919,7 +946,13 @@ class Store:
             raise CorruptFileError(
                 f"{path}: segment does not match its manifest entry (checksum or row count)"
             )
-        return _LiveSegment(entry, seg, self._segment_index(seg, entry))
+        mark = entry.get("expired_before")
+        return _LiveSegment(
+            entry,
+            seg,
+            self._segment_index(seg, entry),
+            expired_before=-math.inf if mark is None else float(mark),
+        )
 
     def _segment_index(self, seg: Segment, entry: dict[str, Any]) -> Any:
         try:
@@ -1436,6 +1469,11 @@ class Store:
             if merged is not None:
                 self._discard(merged)
             return False
+        if merged is not None:  # retention deleted at least what every input had deleted
+            merged.expired_before = min(s.expired_before for s in segs)
+            marks = [s.entry.get("expired_before") for s in segs]
+            if all(m is not None for m in marks):
+                merged.entry["expired_before"] = min(float(m) for m in marks if m is not None)
         alive = [s for s in self.segments if s not in segs] + (
             [merged] if merged is not None else []
         )
@@ -1602,6 +1640,10 @@ class Store:
             if len(expired):
                 self.meta.delete_rowids(expired.tolist())
             self.meta.checkpoint()
+            # retention's deletions are durable now: record how far each segment's went
+            for s in self.segments:
+                if s.expired_before > -math.inf:
+                    s.entry["expired_before"] = s.expired_before
             self.dir.write_manifest(manifest)
         except (OSError, StorageError) as exc:
             for s in written:
@@ -1668,7 +1710,88 @@ class Store:
             dropped += self._expire_memory(cutoff)
         with self._count_lock:
             self.documents -= dropped
+        last = self._rows_expired_at
+        if last is None or cutoff - last >= ROW_EXPIRY_STEP_S:
+            dropped += self._expire_rows(cutoff)
         return dropped
+
+    def _expire_rows(self, cutoff: float, *, full: bool = False) -> int:
+        """Delete from SQLite every row older than ``cutoff`` that a partition not yet dropped
+        still holds (segments, the memtable, a flush under way): past the window, gone for
+        good. Writer thread. ``full``: scan every segment from its start (a retention change);
+        else each from where the last pass got to. Returns the rows deleted.
+
+        Segment rows stay in their immutable files (searches find their row ids, which no
+        longer fetch) until the partition is dropped; memtable rows are left out of its flush.
+        """
+        doomed: list[npt.NDArray[np.int64]] = []
+        marked: list[_LiveSegment] = []
+        for seg in self.segments:
+            lo = -math.inf if full else seg.expired_before
+            if seg.segment.min_time >= cutoff or lo >= cutoff:
+                continue
+            ts = seg.segment.times
+            sel = ts < cutoff
+            if lo > -math.inf:
+                sel &= ts >= lo
+            if sel.any():
+                doomed.append(np.asarray(seg.segment.rowids[sel]))
+            marked.append(seg)
+        mem = self.memtable.rows_before(cutoff)
+        if len(mem) and self.memtable_deleted:
+            mem = mem[~np.isin(mem, np.fromiter(self.memtable_deleted, dtype=np.int64))]
+        doomed.append(mem)
+        if self.frozen is not None:  # its build already left out rows older than its cutoff
+            doomed.append(self.frozen.memtable.rows_before(cutoff))
+        rids = np.unique(np.concatenate(doomed)) if doomed else np.zeros(0, np.int64)
+        gone = 0
+        if len(rids):
+            self.sync_meta()  # every acknowledged row is in SQLite: its delete counts
+            gone = self.meta.delete_rowids(rids.tolist())
+            self.memtable_deleted.update(mem.tolist())
+            with self._count_lock:
+                self.documents -= gone
+            if gone:
+                log.info("retention: deleted %d rows older than %s", gone, cutoff)
+        for seg in marked:
+            seg.expired_before = max(seg.expired_before, cutoff)
+        self._rows_expired_at = cutoff
+        return gone
+
+    def _note_retention_change(
+        self, stored: dict[str, Any] | None, store_cfg: dict[str, Any]
+    ) -> None:
+        """(open) When the retention stored with the data changes, everything the old window
+        had left behind must go before the new one applies: record its edge (``now - old
+        retention``) as ``expire_before`` in the config body about to be written, kept until
+        :meth:`_finish_retention_change` has deleted those rows (a crash in between finds it
+        again)."""
+        old_cfg = (stored or {}).get("store") or {}
+        pending = old_cfg.get("expire_before")
+        old = old_cfg.get("retention")
+        if old is not None and store_cfg.get("retention") != old:
+            edge = self.clock() - float(old)
+            pending = edge if pending is None else max(float(pending), edge)
+        if pending is not None:
+            store_cfg["expire_before"] = float(pending)
+            self._expire_pending = float(pending)
+
+    def _finish_retention_change(self) -> None:
+        """(open) Delete the rows a changed retention's old window had left behind, then drop
+        the ``expire_before`` mark from the config."""
+        from .layout import read_json_file, write_json_file
+
+        assert self.dir is not None and self._expire_pending is not None
+        self._expire_rows(self._expire_pending, full=True)
+        cfg_path = self.dir.config_path
+        body = read_json_file(cfg_path)
+        body.get("store", {}).pop("expire_before", None)
+        try:
+            write_json_file(cfg_path, body)
+        except OSError as exc:
+            raise StorageError(f"cannot update {cfg_path}: {exc}") from exc
+        self._expire_pending = None
+        self._rows_expired_at = None
 
     def _expire_memory(self, cutoff: float) -> int:
         """In-memory mode: rebuild the memtable without rows of partitions that ended."""
@@ -1745,6 +1868,13 @@ class Store:
         be written."""
         from .layout import read_json_file, write_json_file
 
+        old = self.retention
+        if old is not None and seconds != old:
+            # what the old window left behind goes before a new one applies (a wider window
+            # must not bring it back): deleted now, before the new retention is stored
+            self._expire_rows(self.clock() - old, full=True)
+        self.retention = seconds
+        self._rows_expired_at = None
         if self.dir is None:
             return
         cfg_path = self.dir.config_path
@@ -1877,6 +2007,12 @@ class Store:
         self.meta.close()
         if self.dir is not None:
             self.dir.unlock()
+
+
+def _retention_of(body: dict[str, Any] | None) -> float | None:
+    """The retention (seconds) in a config body's ``store`` section, None when it has none."""
+    value = ((body or {}).get("store") or {}).get("retention")
+    return None if value is None else float(value)
 
 
 def parse_duration(value: str | float | int | None, *, name: str = "retention") -> float | None:

@@ -314,6 +314,13 @@ class MemTable:
         order = np.argsort(rids, kind="stable")
         return fps[order], rids[order], ts[order]
 
+    def rows_before(self, cutoff: float) -> npt.NDArray[np.int64]:
+        """Row ids of the rows whose time is older than ``cutoff`` (retention). Reads only
+        (a flush's build may read a frozen memtable on its own thread meanwhile)."""
+        if not self._n:
+            return np.zeros(0, np.int64)
+        return np.concatenate(self._id)[np.concatenate(self._t) < cutoff]
+
     def remove_rows(self, rowids: npt.NDArray[np.int64]) -> None:
         """Take rows out again (undoing adds whose log write was never made durable)."""
         rids = np.asarray(rowids, dtype=np.int64)

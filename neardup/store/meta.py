@@ -14,6 +14,17 @@ transaction (SQLite WAL mode: readers see the last committed state).
 
 String ids live only here (50 M ids never sit in Python dicts); the index holds row ids.
 
+Every row carries a checksum (column ``csum``, :func:`row_checksum`): the high 32 bits are an
+xxh32 of the text's UTF-8 bytes, the low 32 bits an xxh32 of the rest of the row (row id, time,
+fingerprint, content hash, flags, id and metadata bytes). Reads that return a text (verification
+candidates, ``get``, exports) read the columns as stored bytes and check both halves; reads
+without the text check the low half. A mismatch, or bytes that are not UTF-8, raise
+:class:`~neardup.errors.CorruptRecordError` naming the file, the row and the id: a damaged row
+is never answered changed (``neardup store verify`` / ``repair`` find and salvage them,
+:mod:`neardup.store.integrity`). The database's ``PRAGMA user_version`` is the schema version
+(:data:`SCHEMA_VERSION`); a database of another version is refused
+(:class:`~neardup.errors.UnsupportedVersionError`).
+
 The number of rows in ``docs`` is kept in ``doc_count``, changed in the same transaction as
 every write to ``docs`` (all of them are methods of :class:`MetaDB`), so :meth:`MetaDB.count`
 is one row read instead of ``SELECT count(*)``, a scan of the whole table that, with the file
@@ -49,11 +60,25 @@ from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+import xxhash
 
-from ..errors import CorruptFileError, StorageError
+from ..errors import CorruptFileError, CorruptRecordError, StorageError, UnsupportedVersionError
 from .wal import AddRecord, DeleteRecord
 
-__all__ = ["EMPTY_FLAG", "NO_CONTENT_HASH", "MetaDB", "Row", "sqlite_error"]
+__all__ = [
+    "EMPTY_FLAG",
+    "NO_CONTENT_HASH",
+    "SCHEMA_VERSION",
+    "MetaDB",
+    "Row",
+    "row_checksum",
+    "row_problem",
+    "sqlite_error",
+]
+
+#: the metadata database's schema version (``PRAGMA user_version``); nothing has been released,
+#: so the first versioned schema (rows with checksums) is version 1
+SCHEMA_VERSION = 1
 
 log = logging.getLogger("neardup.store")
 
@@ -116,7 +141,8 @@ CREATE TABLE IF NOT EXISTS docs (
     chash BLOB NOT NULL,
     flags INTEGER NOT NULL,
     metadata TEXT,
-    text TEXT
+    text TEXT,
+    csum INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS deleted (
     rid INTEGER PRIMARY KEY
@@ -131,7 +157,14 @@ CREATE TABLE IF NOT EXISTS doc_count (
 );
 """
 _CHUNK = 900  # stay under SQLite's host-parameter limit
-_DOC_COLUMNS = 8
+_DOC_COLUMNS = 9
+#: the columns of a row as stored bytes (what the checksum covers) and its checksum
+_RAW_COLUMNS = (
+    "rid, CAST(id AS BLOB), time, fp, chash, flags, CAST(metadata AS BLOB), CAST(text AS BLOB), "
+    "csum"
+)
+#: the same without the text (its bytes are not read; the row's half of the checksum is checked)
+_RAW_NO_TEXT = "rid, CAST(id AS BLOB), time, fp, chash, flags, CAST(metadata AS BLOB), NULL, csum"
 _MAX_INSERT_ROWS = 256  # rows per multi-row INSERT at most (a power of two)
 
 
@@ -158,9 +191,149 @@ class Row(NamedTuple):
         return bool(self.flags & EMPTY_FLAG)
 
 
+_HEAD = struct.Struct("<qdq?")
+_MASK32 = (1 << 32) - 1
+
+
+def _utf8(value: str | None) -> bytes | None:
+    if value is None:
+        return None
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: SQLite cannot store them either
+        return value.encode("utf-8", "surrogatepass")
+
+
+def _checksum_bytes(
+    rid: int,
+    id_b: bytes,
+    time_: float,
+    fp: bytes,
+    chash: bytes,
+    flags: int,
+    meta_b: bytes | None,
+    text_b: bytes | None,
+) -> int:
+    # the text's presence is in the high half only (a read without the text checks the low)
+    head = _HEAD.pack(int(rid), float(time_), int(flags), meta_b is None)
+    low = xxhash.xxh32_intdigest(b"".join((head, fp, chash, id_b, b"\xff", meta_b or b"")))
+    high = 0 if text_b is None else xxhash.xxh32_intdigest(text_b)
+    v = (high << 32) | low
+    return v - (1 << 64) if v >= 1 << 63 else v  # SQLite integers are signed 64-bit
+
+
+def row_checksum(
+    rid: int,
+    id: str,
+    time: float,
+    fp: bytes,
+    chash: bytes,
+    flags: int,
+    metadata: str | None,
+    text: str | None,
+) -> int:
+    """The checksum stored with a row (column ``csum``; module docstring): xxh32 of the text's
+    UTF-8 bytes in the high 32 bits, xxh32 of the row's other columns in the low 32 bits, as
+    a signed 64-bit integer."""
+    return _checksum_bytes(
+        rid, _utf8(id) or b"", time, bytes(fp), bytes(chash), flags, _utf8(metadata), _utf8(text)
+    )
+
+
 def _add_params(r: AddRecord) -> tuple[Any, ...]:
     fp = r.fp_hi.to_bytes(8, "little") + r.fp_lo.to_bytes(8, "little")
-    return (r.rowid, r.id, r.time, fp, r.chash, r.flags, r.metadata, r.text)
+    csum = row_checksum(r.rowid, r.id, r.time, fp, r.chash, r.flags, r.metadata, r.text)
+    return (r.rowid, r.id, r.time, fp, r.chash, r.flags, r.metadata, r.text, csum)
+
+
+def _with_checksum(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """An 8-column row ``(rid, id, time, fp, chash, flags, metadata, text)`` with its checksum
+    appended (a 9-column row is returned as it is)."""
+    if len(row) == _DOC_COLUMNS:
+        return row
+    return (*row, row_checksum(*row))
+
+
+def row_problem(raw: Sequence[Any], *, with_text: bool = True) -> str | None:
+    """What is wrong with a row read as stored bytes (:data:`_RAW_COLUMNS`), or None when it
+    matches its checksum and its strings are UTF-8. ``with_text=False``: the text was not read
+    (its half of the checksum is not checked)."""
+    rid, id_b, time_, fp, chash, flags, meta_b, text_b, csum = raw
+    if (
+        not all(isinstance(x, bytes | None) for x in (id_b, meta_b, text_b))
+        or not isinstance(fp, bytes)
+        or not isinstance(chash, bytes)
+        or not isinstance(csum, int)
+        or not isinstance(flags, int)
+        or not isinstance(time_, float | int)
+    ):
+        return "its columns do not have their types"
+    want = int(csum) & ((1 << 64) - 1)
+    got = _checksum_bytes(rid, id_b or b"", time_, fp, chash, flags, meta_b, text_b)
+    got &= (1 << 64) - 1
+    if (want ^ got) & _MASK32:
+        return "its id, metadata or fingerprint fails its checksum"
+    if with_text and (want ^ got) >> 32:
+        return "its text fails its checksum"
+    for name, b in (("id", id_b), ("metadata", meta_b), ("text", text_b)):
+        if b is not None:
+            try:
+                b.decode("utf-8")
+            except UnicodeDecodeError:
+                return f"its {name} is not valid UTF-8"
+    return None
+
+
+_pack_head = _HEAD.pack
+_xxh32 = xxhash.xxh32_intdigest
+_U64 = (1 << 64) - 1
+
+
+def _decode_row(raw: Sequence[Any], path: object, *, with_text: bool) -> Row:
+    """A :class:`Row` from a row read as stored bytes, checked against its checksum;
+    :class:`CorruptRecordError` naming the file, row id and id when it does not match.
+
+    The checksum of :func:`_checksum_bytes`, inlined (this runs for every row a read returns:
+    every verification candidate); :func:`row_problem` says what is wrong when it fails."""
+    rid, id_b, time_, fp, chash, flags, meta_b, text_b, csum = raw
+    try:
+        c = csum & _U64
+        low = _xxh32(
+            b"".join(
+                (
+                    _pack_head(rid, time_, flags, meta_b is None),
+                    fp,
+                    chash,
+                    id_b,
+                    b"\xff",
+                    meta_b or b"",
+                )
+            )
+        )
+        if c & _MASK32 == low and (
+            not with_text or c >> 32 == (0 if text_b is None else _xxh32(text_b))
+        ):
+            return Row(
+                rid,
+                id_b.decode("utf-8"),
+                time_,
+                fp,
+                chash,
+                flags,
+                None if meta_b is None else meta_b.decode("utf-8"),
+                None if text_b is None else text_b.decode("utf-8"),
+            )
+    except (TypeError, UnicodeDecodeError, struct.error):
+        pass
+    problem = row_problem(raw, with_text=with_text) or "it cannot be read"
+    doc_id = (id_b if isinstance(id_b, bytes) else b"").decode("utf-8", "replace")
+    raise CorruptRecordError(
+        f"{path}: the stored document {doc_id!r} (row {rid}) is damaged: {problem}; it is "
+        "not served. Run `neardup store verify` on the data directory to list damaged rows "
+        "and `neardup store repair` (server stopped) to restore or quarantine them",
+        doc_id=doc_id,
+        rowid=int(rid),
+    )
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -198,7 +371,9 @@ class MetaDB:
             # a full checkpoint waits for a concurrent read instead of giving up
             self._db.execute("PRAGMA busy_timeout=30000")
         self._db.execute("PRAGMA cache_size=-65536")
+        self._check_version()
         self._db.executescript(_SCHEMA)
+        self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         # reads: a second connection on a file database (never waits for the writer's
         # transaction); the same one in memory
         self._rlock: threading.RLock = self._lock
@@ -219,6 +394,23 @@ class MetaDB:
         with self._lock:  # a database from before doc_count: count it once
             if self._db.execute("SELECT n FROM doc_count").fetchone() is None:
                 self._db.execute("INSERT INTO doc_count SELECT 0, count(*) FROM docs")
+
+    def _check_version(self) -> None:
+        """Refuse a database of another schema version (a new, empty one is version 1)."""
+        (tables,) = self._db.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'docs'"
+        ).fetchone()
+        if not tables:
+            return
+        (version,) = self._db.execute("PRAGMA user_version").fetchone()
+        if version != SCHEMA_VERSION:
+            self._db.close()
+            raise UnsupportedVersionError(
+                f"{self.path}: metadata schema version {version} (rows without checksums, "
+                f"written by an older build); this build reads version {SCHEMA_VERSION}. "
+                "Nothing has been released with the old schema: re-create the store (a new "
+                "--data directory) and re-insert its documents"
+            )
 
     def close(self) -> None:
         with self._lock, self._rlock:
@@ -354,7 +546,8 @@ class MetaDB:
 
     @_storage_errors
     def insert_rows(self, rows: Iterable[tuple[Any, ...]], *, bulk: bool = False) -> None:
-        """Insert ``(rid, id, time, fp, chash, flags, metadata, text)`` tuples, one transaction.
+        """Insert ``(rid, id, time, fp, chash, flags, metadata, text)`` tuples (their checksum
+        is added; a 9-column row keeps the one it carries), one transaction.
 
         A duplicate row id or id raises :class:`sqlite3.IntegrityError` and inserts nothing.
         ``bulk=True`` (seeding): no syncs and a 1 GiB page cache during the transaction (the id
@@ -369,7 +562,7 @@ class MetaDB:
             try:
                 with self._transaction() as tx:
                     before = self._db.total_changes
-                    self._insert_rows(tx, "INSERT", rows)
+                    self._insert_rows(tx, "INSERT", map(_with_checksum, rows))
                     self._add_count(tx, self._db.total_changes - before)
             finally:
                 if bulk and self.path is not None:
@@ -421,22 +614,28 @@ class MetaDB:
         return out
 
     def fetch(self, rowids: Iterable[int], *, with_text: bool) -> dict[int, Row]:
-        """Rows by row id (missing = deleted or expired)."""
+        """Rows by row id (missing = deleted or expired), each checked against its checksum
+        (:class:`CorruptRecordError` for a damaged one; ``with_text=False`` reads no text and
+        checks the rest of the row)."""
         uniq = list(dict.fromkeys(int(r) for r in rowids))
-        cols = "rid, id, time, fp, chash, flags, metadata, " + ("text" if with_text else "NULL")
+        cols = _RAW_COLUMNS if with_text else _RAW_NO_TEXT
         out: dict[int, Row] = {}
+        path = self.path
         with self._rlock:
             for s in range(0, len(uniq), _CHUNK):
                 chunk = uniq[s : s + _CHUNK]
                 q = f"SELECT {cols} FROM docs WHERE rid IN ({','.join('?' * len(chunk))})"
-                for row in self._rdb.execute(q, chunk):
-                    out[row[0]] = Row(*row)
+                for raw in self._rdb.execute(q, chunk):
+                    out[raw[0]] = _decode_row(raw, path, with_text=with_text)
         return out
 
     def get(self, id: str) -> Row | None:
+        """The row of ``id`` (checked against its checksum), or None."""
         with self._rlock:
-            row = self._rdb.execute("SELECT * FROM docs WHERE id = ?", (id,)).fetchone()
-        return Row(*row) if row else None
+            raw = self._rdb.execute(
+                f"SELECT {_RAW_COLUMNS} FROM docs WHERE id = ?", (id,)
+            ).fetchone()
+        return None if raw is None else _decode_row(raw, self.path, with_text=True)
 
     def count(self) -> int:
         """Rows in ``docs`` (kept in ``doc_count``; one row read, not a scan)."""
@@ -470,8 +669,14 @@ class MetaDB:
         """Every row with row id >= ``lo`` whose row id is not in ``skip`` (sorted int64)."""
         out: list[Row] = []
         with self._rlock:
-            for row in self._rdb.execute("SELECT * FROM docs WHERE rid >= ? ORDER BY rid", (lo,)):
-                out.append(Row(*row))
+            rows = self._rdb.execute(
+                f"SELECT {_RAW_COLUMNS} FROM docs WHERE rid >= ? ORDER BY rid", (lo,)
+            )
+            for raw in rows:
+                try:
+                    out.append(_decode_row(raw, self.path, with_text=True))
+                except CorruptRecordError as exc:  # restored as far as it can be, and said
+                    log.error("%s", exc)
         if len(skip) and out:
             rids = np.fromiter((r.rowid for r in out), dtype=np.int64, count=len(out))
             keep = ~np.isin(rids, skip)
@@ -527,8 +732,9 @@ def scan_leaf_rows(path: Path) -> Iterator[tuple[Any, ...]]:
     """Every ``docs``-shaped row in the table leaf pages of a SQLite file, read page by page
     without the B-tree above them (what a damaged interior page hides from every query).
 
-    Rows are recognised by their shape (8 columns: NULL row-id alias, text id, real time,
-    16-byte fingerprint, 16-byte content hash, int flags, text-or-NULL metadata and text).
+    Rows are recognised by their shape (9 columns: NULL row-id alias, text id, real time,
+    16-byte fingerprint, 16-byte content hash, int flags, text-or-NULL metadata and text, int
+    checksum).
     Pages on the free list and freed cells can still hold old rows: the caller keeps only row
     ids that the store's segments hold and that were not deleted.
     """
@@ -595,8 +801,9 @@ def _scan_pages(data: Any) -> Iterator[tuple[Any, ...]]:
                 and isinstance(rec[5], int)
                 and (rec[6] is None or isinstance(rec[6], str))
                 and (rec[7] is None or isinstance(rec[7], str))
+                and isinstance(rec[8], int)
             ):
-                yield (rid, rec[1], float(rec[2]), rec[3], rec[4], rec[5], rec[6], rec[7])
+                yield (rid, rec[1], float(rec[2]), rec[3], rec[4], rec[5], rec[6], rec[7], rec[8])
 
 
 def salvage(

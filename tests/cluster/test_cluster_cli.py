@@ -42,7 +42,7 @@ def holders(urls, ids):
     for d in ids:
         out[d] = set()
         for i, u in enumerate(urls):
-            with Client(u) as c, contextlib.suppress(NotFoundError):
+            with Client(u, token=TOKEN) as c, contextlib.suppress(NotFoundError):
                 c.get(d)
                 out[d].add(i)
     return out

@@ -71,7 +71,7 @@ class Nodes:
     def holders(self, doc_id: str) -> set[int]:
         out = set()
         for i in self.running:
-            with Client(self.url(i)) as c, contextlib.suppress(NotFoundError):
+            with Client(self.url(i), token=TOKEN) as c, contextlib.suppress(NotFoundError):
                 c.get(doc_id)
                 out.add(i)
         return out
@@ -106,7 +106,7 @@ def test_delete_while_a_replica_is_down_stays_deleted(three, tmp_path):
         assert cc.nodes.hint_count("n1") >= len(gone)
         # n1 comes back: before it serves a request it pulls its peers' tombstones
         three.start(1)
-        with Client(three.url(1)) as direct:
+        with Client(three.url(1), token=TOKEN) as direct:
             for i in gone:
                 with pytest.raises(NotFoundError):
                     direct.get(i)

@@ -66,7 +66,8 @@ def test_kill_pause_and_restart_under_writes_and_deletes(tmp_path):
 
         # the router is bounded: 300 unknown namespaces leave no threads or memory behind
         body = {"id": "a", "text": "hello there"}
-        with httpx.Client(base_url=cluster.router.url, timeout=30) as h:
+        auth = {"Authorization": f"Bearer {cluster.token}"}
+        with httpx.Client(base_url=cluster.router.url, timeout=30, headers=auth) as h:
             for i in range(20):  # warm the request path
                 h.post(f"/v1/ns/warm-{i}/check", json=body)
             before = cluster.router.stats()

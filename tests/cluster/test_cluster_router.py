@@ -55,12 +55,18 @@ def test_client_through_the_router(tmp_path):
             c.get("d5")
         health = c.health()
         assert health["status"] == "ok" and health["stored_copies"] == 2 * 19
-        with Client(url) as anon, pytest.raises(AuthError):
-            anon.insert({"id": "z", "text": "no token"})
+        with Client(url) as anon:  # reads and writes through the router need a token
+            with pytest.raises(AuthError):
+                anon.insert({"id": "z", "text": "no token"})
+            with pytest.raises(AuthError):
+                anon.get("d3")
+            with pytest.raises(AuthError):
+                anon.check({"id": "y", "text": variant(7, 2)})
+            assert set(anon.health()) == {"status"}  # no node names or counts
         # the documents are spread: no node holds all of them
         counts = []
         for u in nodes:
-            with Client(u) as n:
+            with Client(u, token=TOKEN) as n:
                 counts.append(n.health()["documents"])
         assert sum(counts) == 2 * 19 and max(counts) < 19
 
@@ -128,7 +134,9 @@ def test_router_answers_every_bad_body_with_a_json_4xx(tmp_path):
         too_many = {"documents": [{"id": f"x{i}", "text": "t"} for i in range(6)]}
         r = httpx.post(url + "/v1/check", json=too_many, headers=auth)
         assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large"
-        r = httpx.post(url + "/v1/check", json={"documents": [{"id": 1, "text": "t"}]})
+        r = httpx.post(
+            url + "/v1/check", json={"documents": [{"id": 1, "text": "t"}]}, headers=auth
+        )
         assert r.status_code == 422 and r.json()["error"]["field"] == "documents[0].id"
         r = httpx.get(url + "/v1/nothing-here")
         assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
@@ -178,7 +186,11 @@ def test_unknown_namespaces_leave_nothing_behind(tmp_path):
 
     with small_router(tmp_path) as (url, app):
         body = {"id": "a", "text": "hello there"}
-        with httpx.Client(base_url=url, timeout=30) as h:
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        with httpx.Client(base_url=url, timeout=30) as anon:  # no token: 401, nothing kept
+            for i in range(20):
+                assert anon.post(f"/v1/ns/anon-{i}/check", json=body).status_code == 401
+        with httpx.Client(base_url=url, timeout=30, headers=auth) as h:
             assert h.post("/v1/check", json=body).status_code == 200
             before = threading.active_count()
             for i in range(300):
@@ -188,3 +200,51 @@ def test_unknown_namespaces_leave_nothing_behind(tmp_path):
             assert r.status_code in (404, 422)
         assert len(app.state.namespaces) == 1  # only "default", which exists
         assert threading.active_count() <= before + 2
+
+
+def test_router_checks_read_write_and_scoped_tokens(tmp_path):
+    """The router authorises as a node does: a read token reads (check, get) and cannot write,
+    a namespace-scoped token acts only in its namespaces, and the nodes see the router's own
+    node token, never the caller's."""
+    import httpx
+
+    from neardup.service.auth import Authenticator as Auth
+    from neardup.service.auth import Grant
+
+    auth = Auth(
+        {
+            TOKEN: Grant(write=True),
+            "reader": Grant(write=False),
+            "other-ns": Grant(write=True, namespaces=frozenset({"other"})),
+        }
+    )
+    with small_router(tmp_path, auth=auth, node_token=TOKEN) as (url, _app):
+        with Client(url, token=TOKEN) as w:
+            w.insert({"id": "a", "text": text(1)})
+        with Client(url, token="reader") as r:
+            assert r.get("a")["text"] == text(1)
+            assert r.check({"id": "b", "text": variant(1, 1)}).duplicate
+            with pytest.raises(Exception, match="may read"):
+                r.insert({"id": "c", "text": text(2)})
+        with (
+            Client(url, token="other-ns") as o,
+            pytest.raises(Exception, match="may read and write in other"),
+        ):
+            o.get("a")
+        r = httpx.delete(url + "/v1/docs/a", headers={"Authorization": "Bearer reader"})
+        assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
+
+
+def test_cluster_routes_need_a_token_that_may_write_everywhere(tmp_path):
+    """A node's /v1/cluster routes (membership, tombstones, versioned writes) refuse read-only
+    and namespace-scoped tokens: they act on every namespace."""
+    import httpx
+
+    tokens = tmp_path / "tokens"
+    tokens.write_text("neardup-tokens 1\nscoped write default\nreader read *\n")
+    tokens.chmod(0o600)
+    app = create_app(ServiceConfig(data_dir=tmp_path / "n", token=TOKEN, token_file=tokens))
+    with serve_in_thread(app) as url:
+        for token, status in (("reader", 403), ("scoped", 403), (None, 401), (TOKEN, 200)):
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            assert httpx.get(url + "/v1/cluster", headers=headers).status_code == status, token

@@ -59,7 +59,7 @@ def cluster(urls, replicas: int = 2) -> ClusterConfig:
 def where(urls, doc_ids) -> dict[str, set[int]]:
     out: dict[str, set[int]] = {d: set() for d in doc_ids}
     for i, u in enumerate(urls):
-        with Client(u) as c:
+        with Client(u, token=TOKEN) as c:
             for d in doc_ids:
                 with contextlib.suppress(NotFoundError):
                     c.get(d)

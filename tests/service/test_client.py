@@ -95,7 +95,8 @@ def test_errors_map_back_to_classes(client: neardup.Client, url: str) -> None:
         with pytest.raises(AuthError) as ea:
             anon.insert({"id": "q", "text": "t"})
         assert ea.value.status_code == 401  # type: ignore[attr-defined]
-        assert anon.check({"id": "q", "text": "t"}).added is False  # reads are open
+        with pytest.raises(AuthError):  # a check is a read: it needs a token too
+            anon.check({"id": "q", "text": "t"})
     with pytest.raises(NotFoundError, match="nope"):
         client.check({"id": "a", "text": "x"}, namespace="nope")
 

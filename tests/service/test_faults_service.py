@@ -152,7 +152,7 @@ def test_flood_under_a_low_descriptor_limit_never_exhausts(tmp_path: Path) -> No
     )
     cmd = [
         sys.executable, "-c", code, "neardup", "serve", "--data", str(tmp_path / "d"),
-        "--port", str(port), "--log-level", "warning", "--header-timeout", "30",
+        "--port", str(port), "--log-level", "warning", "--header-timeout", "30", "--no-auth",
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
@@ -225,7 +225,7 @@ def test_worst_check_is_bounded_and_does_not_hold_writes(tmp_path: Path) -> None
         def check() -> float:
             t = time.perf_counter()
             body = {"documents": [{"id": f"c{i}", "text": t_} for i, t_ in enumerate(copies)]}
-            r = httpx.post(url + "/v1/check", json=body, timeout=120)
+            r = httpx.post(url + "/v1/check", json=body, timeout=120, headers=auth)
             assert r.status_code == 200, r.text
             assert all(x["duplicate"] for x in r.json()["results"])
             return time.perf_counter() - t
@@ -247,7 +247,8 @@ def test_worst_check_is_bounded_and_does_not_hold_writes(tmp_path: Path) -> None
 
 
 def test_unauthenticated_reads_are_rate_limited(tmp_path: Path) -> None:
-    for url in _server(tmp_path, token=TOKEN, read_rate=0.5, read_burst=3):
+    """With --open-reads, reads without a token are served, and limited per client."""
+    for url in _server(tmp_path, token=TOKEN, open_reads=True, read_rate=0.5, read_burst=3):
         with httpx.Client(base_url=url) as c:
             codes = [
                 c.post("/v1/check", json={"id": "a", "text": "x y"}).status_code for _ in range(4)
@@ -331,11 +332,24 @@ def test_openapi_security_scheme_201_and_allow(tmp_path: Path) -> None:
     schemes = spec["components"]["securitySchemes"]
     assert schemes["bearerToken"]["scheme"].lower() == "bearer"
     paths = spec["paths"]
-    assert paths["/v1/insert"]["post"]["security"] == [{"bearerToken": []}]
-    assert "security" not in paths["/v1/check"]["post"]
-    assert paths["/v1/docs/{doc_id}"]["delete"]["security"] == [{"bearerToken": []}]
+    for path, method in [
+        ("/v1/insert", "post"),
+        ("/v1/check", "post"),  # a read: it needs a token too
+        ("/v1/docs/{doc_id}", "delete"),
+        ("/v1/docs/{doc_id}", "get"),
+        ("/v1/export", "get"),
+        ("/v1/ns/{namespace}", "get"),
+        ("/v1/ns/{namespace}", "put"),
+        ("/v1/ns", "get"),
+        ("/metrics", "get"),
+    ]:
+        assert paths[path][method]["security"] == [{"bearerToken": []}], (path, method)
+        assert {"401", "403"} <= set(paths[path][method]["responses"]), (path, method)
     assert "201" in paths["/v1/ns/{namespace}"]["put"]["responses"]
     assert "unique" in spec["components"]["schemas"]["DocumentBatch"]["description"]
     assert r405.status_code == 405
     assert {m.strip() for m in r405.headers["allow"].split(",")} >= {"GET", "DELETE"}
-    assert "/openapi.json" in docs and "could not be loaded" in docs  # the offline fallback
+    # Swagger UI from this server, nothing from a CDN (the page renders offline: tested in a
+    # real browser by tests/service/test_docs_page.py)
+    assert "/openapi.json" in docs and "/docs/assets/swagger-ui-bundle.js" in docs
+    assert "http://" not in docs and "https://" not in docs

@@ -32,7 +32,6 @@ from neardup.service.namespaces import NamespaceRegistry  # noqa: E402
 from neardup.service.schema import (  # noqa: E402
     DocumentBatch,
     PayloadTooLargeError,
-    RequestValidationFailed,
     parse_documents,
 )
 from neardup.service.testing import serve_in_thread  # noqa: E402
@@ -65,6 +64,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def http(server: str) -> Iterator[httpx.Client]:
+    """A client that sends the write token (it reads too) with every request."""
+    with httpx.Client(base_url=server, timeout=30, headers=AUTH) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def anon(server: str) -> Iterator[httpx.Client]:
+    """A client without a token."""
     with httpx.Client(base_url=server, timeout=30) as c:
         yield c
 
@@ -134,7 +141,7 @@ def test_empty_batch(http: httpx.Client) -> None:
     assert r.status_code == 200 and r.json() == {"results": []}
 
 
-def test_get_and_delete_ids_with_slashes(http: httpx.Client) -> None:
+def test_get_and_delete_ids_with_slashes(http: httpx.Client, anon: httpx.Client) -> None:
     doc_id = "https://example.com/a/b?c=1#frag ü"
     text = words(random.Random(4))
     assert (
@@ -143,7 +150,7 @@ def test_get_and_delete_ids_with_slashes(http: httpx.Client) -> None:
     path = "/v1/docs/" + quote(doc_id, safe="")
     got = http.get(path).json()
     assert got["id"] == doc_id and got["text"] == text
-    err(http.delete(path), 401, "unauthorized")
+    err(anon.delete(path), 401, "unauthorized")
     r = http.delete(path, headers=AUTH)
     assert r.status_code == 200 and r.json() == {"id": doc_id, "deleted": True}
     err(http.get(path), 404, "not_found")
@@ -180,22 +187,46 @@ def test_metadata_integers_beyond_64_bits_stay_exact_over_http(http: httpx.Clien
 )
 @pytest.mark.parametrize("header", [None, "Bearer wrong", "Basic abc", TOKEN])
 def test_writes_need_the_token(
-    http: httpx.Client, method: str, path: str, header: str | None
+    http: httpx.Client, anon: httpx.Client, method: str, path: str, header: str | None
 ) -> None:
     headers = {} if header is None else {"Authorization": header}
-    r = http.request(method, path, json={"id": "u", "text": "t"}, headers=headers)
+    r = anon.request(method, path, json={"id": "u", "text": "t"}, headers=headers)
     err(r, 401, "unauthorized")
     assert r.headers["www-authenticate"] == "Bearer"
     assert "newone" not in http.get("/v1/ns").json()["namespaces"]
 
 
-def test_reads_are_open(http: httpx.Client) -> None:
-    assert http.post("/v1/check", json={"id": "r", "text": "hello"}).status_code == 200
-    assert http.post("/v1/ns/other/check", json={"id": "r", "text": "hello"}).status_code == 200
-    assert http.get("/healthz").status_code == 200
-    assert http.get("/metrics").status_code == 200
-    assert http.get("/openapi.json").status_code == 200
-    assert http.get("/v1/ns").status_code == 200
+READS = [
+    ("POST", "/v1/check"),
+    ("POST", "/v1/ns/other/check"),
+    ("GET", "/v1/docs/s1"),
+    ("GET", "/v1/ns/other/docs/x"),
+    ("GET", "/v1/export"),
+    ("GET", "/v1/ns/other/export"),
+    ("GET", "/v1/ns"),
+    ("GET", "/v1/ns/other"),
+    ("GET", "/metrics"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), READS)
+@pytest.mark.parametrize("header", [None, "Bearer wrong", "Basic abc"])
+def test_reads_need_a_token(anon: httpx.Client, method: str, path: str, header: str | None) -> None:
+    """Stored texts, metadata, exports, the namespace list and statistics, metrics and checks
+    (a similarity oracle over the stored texts) are not served without a token."""
+    headers = {} if header is None else {"Authorization": header}
+    r = anon.request(method, path, json={"id": "r", "text": "hello"}, headers=headers)
+    e = err(r, 401, "unauthorized")
+    assert r.headers["www-authenticate"] == "Bearer" and "token" in e["message"]
+
+
+def test_what_stays_open_without_a_token(anon: httpx.Client, http: httpx.Client) -> None:
+    h = anon.get("/healthz")
+    assert h.status_code == 200 and set(h.json()) == {"status", "uptime_s"}  # no names, counts
+    full = http.get("/healthz").json()
+    assert {"namespaces", "documents", "rss_bytes"} <= set(full)
+    assert anon.get("/openapi.json").status_code == 200
+    assert anon.get("/docs").status_code == 200
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,29 +432,71 @@ documents = (
 )
 
 
-@settings(max_examples=300)
-@given(st.lists(documents, max_size=4))
-def test_validator_agrees_with_schema(docs: list[Any]) -> None:
+@pytest.fixture(scope="module")
+def preparer() -> Any:
+    from neardup import Fingerprinter
+    from neardup.online.prepare import DocumentPreparer
+
+    return DocumentPreparer(Fingerprinter(), 64, lambda: 1_700_000_000.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(docs=st.lists(documents, max_size=4))
+def test_validator_agrees_with_schema(preparer: Any, docs: list[Any]) -> None:
+    """The one validation on the request path (the store's preparer) accepts exactly what the
+    documented (pydantic) schema accepts, less the store's rules the schema cannot state: ids
+    unique within a batch, times at most a day ahead."""
     from pydantic import ValidationError
 
+    from neardup.errors import InputError
+
     try:
-        parsed, is_batch = parse_documents({"documents": docs}, max_batch=100)
+        prepared = preparer.prepare(docs)
         ours = True
-    except RequestValidationFailed:
+    except InputError as exc:
         ours = False
+        assert exc.field is not None and str(exc).startswith(exc.field), exc
     try:
         model = DocumentBatch.model_validate({"documents": docs}, strict=True)
         theirs = True
     except ValidationError:
         theirs = False
+    if theirs:
+        ids = [d.id for d in model.documents]
+        times = [d.time for d in model.documents if d.time is not None]
+        theirs = len(set(ids)) == len(ids) and all(t <= 1_700_000_000.0 + 86400 for t in times)
     assert ours == theirs, docs
     if ours:
-        assert is_batch and [d["id"] for d in parsed] == [d.id for d in model.documents]
+        assert prepared.ids == [d.id for d in model.documents]
+
+
+@pytest.mark.parametrize(
+    "doc_id",
+    ["a\nb", "a\rb", "tab\there", "nul\x00", "\x7f", "c1\x85", "c1\x9f", "\x1b[31m"],
+)
+def test_control_characters_in_ids_are_refused(http: httpx.Client, doc_id: str) -> None:
+    """An id with a control character is refused (422 naming the field) on every insert
+    route and in a batch; the rule is the one the OpenAPI document states."""
+    import re
+
+    for path in ("/v1/insert", "/v1/check-and-insert", "/v1/check"):
+        e = err(http.post(path, json={"id": doc_id, "text": "some text"}), 422, "invalid_request")
+        assert e["field"] == "id" and "control character" in e["message"], e
+        bad = re.search("[\\x00-\\x1f\\x7f-\\x9f]", doc_id)
+        assert bad is not None and f"U+{ord(bad.group()):04X}" in e["message"]
+    batch = {"documents": [{"id": "fine", "text": "x"}, {"id": doc_id, "text": "y"}]}
+    e = err(http.post("/v1/insert", json=batch), 422, "invalid_request")
+    assert e["field"] == "documents[1].id"
+    err(http.get("/v1/docs/fine"), 404)  # nothing of the refused batch was stored
+    spec = http.get("/openapi.json").json()["components"]["schemas"]["Document"]
+    pattern = spec["properties"]["id"]["pattern"]
+    assert re.match(pattern, doc_id) is None and re.match(pattern, "https://x/a b?c#d ü")
+    assert "control character" in spec["properties"]["id"]["description"]
 
 
 def test_parse_documents_shapes() -> None:
     docs, batch = parse_documents({"id": "a", "text": "b", "extra": 1}, max_batch=1)
-    assert docs == [{"id": "a", "text": "b"}] and batch is False
+    assert docs == [{"id": "a", "text": "b", "extra": 1}] and batch is False
     with pytest.raises(PayloadTooLargeError):
         parse_documents({"documents": [{"id": "a", "text": "b"}] * 2}, max_batch=1)
 
@@ -484,10 +557,10 @@ bodies = (
 @settings(max_examples=80)
 @given(route=st.sampled_from(ROUTES), body=bodies, auth=st.booleans())
 def test_fuzz_never_5xx(
-    http: httpx.Client, route: tuple[str, str], body: bytes, auth: bool
+    anon: httpx.Client, route: tuple[str, str], body: bytes, auth: bool
 ) -> None:
     method, path = route
-    r = http.request(method, path, content=body, headers=AUTH if auth else {})
+    r = anon.request(method, path, content=body, headers=AUTH if auth else {})
     assert r.status_code < 500, (route, body, r.text)
     if r.status_code >= 400:
         assert "error" in r.json()
@@ -742,19 +815,24 @@ def test_fastapi_routes_answer_like_the_hot_path(tmp_path: Path) -> None:
             ) as c:
                 doc = {"id": "routed" if base.endswith("api") else "hot", "text": text}
                 out.append(await c.post("/v1/check-and-insert", json=doc, headers=AUTH))
-                out.append(await c.post("/v1/check", json={"id": "x", "text": text}))
+                out.append(await c.post("/v1/check", json={"id": "x", "text": text}, headers=AUTH))
                 out.append(await c.post("/v1/insert", json={"id": "y", "text": text}))
-                out.append(await c.post("/v1/check", json={"documents": [{"id": "z"}]}))
-                out.append(await c.post("/v1/ns/nope/check", json={"id": "x", "text": "t"}))
-                out.append(await c.post("/v1/check", json={"documents": [{}] * 4}))
+                out.append(
+                    await c.post("/v1/check", json={"documents": [{"id": "z"}]}, headers=AUTH)
+                )
+                out.append(
+                    await c.post("/v1/ns/nope/check", json={"id": "x", "text": "t"}, headers=AUTH)
+                )
+                out.append(await c.post("/v1/check", json={"documents": [{}] * 4}, headers=AUTH))
+                out.append(await c.post("/v1/check", json={"id": "x", "text": text}))
         return out
 
     try:
         answers = asyncio.run(run())
     finally:
         registry.close()
-    hot, routed = answers[:6], answers[6:]
-    assert [r.status_code for r in hot] == [200, 200, 401, 422, 404, 413]
+    hot, routed = answers[:7], answers[7:]
+    assert [r.status_code for r in hot] == [200, 200, 401, 422, 404, 413, 401]
     assert [r.status_code for r in routed] == [r.status_code for r in hot]
     for a, b in zip(hot[2:], routed[2:], strict=True):
         assert a.json() == b.json()
@@ -852,3 +930,25 @@ def test_coalesced_transport_sends_a_response_in_one_write() -> None:
     out.write(b"last")
     out.close()  # a connection that is not kept alive: the bytes go out before the close
     assert t.writes[-1] == b"last" and t.closed
+
+
+def test_namespace_stats_show_the_candidate_mode_and_its_search(
+    http: httpx.Client, tmp_path: Path
+) -> None:
+    """Issue 33 item 12: an lsh store's statistics name the mode and the MinHash plan it
+    searches with (not only a SimHash radius); a simhash store's its distances."""
+    info = http.get("/v1/ns/default").json()
+    search = info["search"]
+    assert search["candidates"] == "lsh" and search["verified"] is True
+    assert search["lsh"]["bands"] == 42 and search["lsh"]["rows"] == 3
+    assert {"threshold", "min_agreement", "bucket_cap", "probability"} <= set(search["lsh"])
+    assert search["simhash_distance"] == 3 and "search_radius" not in search
+    config = ServiceConfig(data_dir=tmp_path, candidates="simhash", candidate_radius=6)
+    with serve_in_thread(create_app(config)) as url:
+        other = httpx.get(url + "/v1/ns/default").json()["search"]
+    assert other == {
+        "candidates": "simhash",
+        "max_distance": 3,
+        "search_radius": 6,
+        "verified": True,
+    }

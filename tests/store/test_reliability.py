@@ -108,7 +108,7 @@ class Writer(threading.Thread):
 def assert_all_present(url: str, acked: dict[str, str], unknown: dict[str, str]) -> None:
     """Every acknowledged document is found by a check on its own text (and by GET)."""
     items = list(acked.items())
-    with httpx.Client(base_url=url, timeout=60) as c:
+    with httpx.Client(base_url=url, headers=AUTH, timeout=60) as c:
         for i in range(0, len(items), 500):
             chunk = items[i : i + 500]
             r = c.post("/v1/check", json={"documents": [{"id": k, "text": t} for k, t in chunk]})
@@ -222,7 +222,7 @@ def test_flipped_log_bytes_are_detected(tmp_path: Path) -> None:
     # holds is kept, the server comes up
     repaired = ServerProcess(data, env={"NEARDUP_TOKEN": TOKEN}, args=["--repair"], port=srv.port)
     repaired.start()
-    with httpx.Client(base_url=repaired.url) as c:
+    with httpx.Client(base_url=repaired.url, headers=AUTH) as c:
         kept = c.get("/healthz").json()["documents"]
         assert held <= kept <= len(docs) and kept > len(docs) // 2
     _fill(repaired, 3, seed=8)
@@ -233,7 +233,7 @@ def test_flipped_log_bytes_are_detected(tmp_path: Path) -> None:
     (wal,) = sorted(ns.glob("wal-*.log"))
     _flip(wal, _records_end(wal) - 3)
     srv.start()
-    with httpx.Client(base_url=srv.url) as c:
+    with httpx.Client(base_url=srv.url, headers=AUTH) as c:
         h = c.get("/healthz").json()
         assert h["status"] == "ok" and kept + 10 <= h["documents"] <= kept + 15
     srv.stop()
@@ -310,10 +310,11 @@ def test_concurrent_near_duplicate_pairs_keep_exactly_one(live: ServerProcess) -
     with httpx.Client(
         base_url=srv.url, headers=AUTH, timeout=60, limits=httpx.Limits(max_connections=32)
     ) as c:
-        # unauthenticated writes are refused; reads are open
+        # unauthenticated writes and reads are refused
         anon = c.post("/v1/insert", json={"id": "x", "text": "t"}, headers={"Authorization": ""})
         assert anon.status_code == 401
-        assert c.post("/v1/check", json={"id": "x", "text": "t"}, headers={}).status_code == 200
+        anon = c.post("/v1/check", json={"id": "x", "text": "t"}, headers={"Authorization": ""})
+        assert anon.status_code == 401
 
         jobs = [
             (f"p{i}-{side}", t)
@@ -333,7 +334,7 @@ def test_concurrent_near_duplicate_pairs_keep_exactly_one(live: ServerProcess) -
         assert a["added"] + b["added"] == 1, (i, a, b)
         kept, dup = (a, b) if a["added"] else (b, a)
         assert dup["duplicate"] and kept["id"] in {m["id"] for m in dup["matches"]}, (i, dup)
-    with httpx.Client(base_url=srv.url) as c:
+    with httpx.Client(base_url=srv.url, headers=AUTH) as c:
         assert c.get("/healthz").json()["documents"] == len(pairs)
 
 
@@ -357,7 +358,7 @@ def test_garbage_on_the_socket_does_not_take_the_server_down(live: ServerProcess
             except OSError:
                 reply = b""
             assert not reply.startswith(b"HTTP/1.1 5"), (p, reply)
-    with httpx.Client(base_url=srv.url) as c:
+    with httpx.Client(base_url=srv.url, headers=AUTH) as c:
         assert c.get("/healthz").json()["status"] == "ok"
         r = c.post("/v1/check", json={"id": "a", "text": "still serving"})
         assert r.status_code == 200
@@ -377,8 +378,8 @@ def test_bad_serve_options_exit_2_with_a_message(
     import subprocess
     import sys
 
-    cmd = [sys.executable, "-m", "neardup", "serve", "--data", str(tmp_path / "d"), *args]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    cmd = [sys.executable, "-m", "neardup", "serve", "--data", str(tmp_path / "d"), "--no-auth"]
+    out = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 2 and needle in out.stderr and "Traceback" not in out.stderr, (
         out.stderr
     )

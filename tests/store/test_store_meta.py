@@ -1,5 +1,5 @@
 """SQLite metadata: multi-row inserts are the same as inserting row by row; the kept row count
-is the table's."""
+is the table's; every row's checksum is written and checked; the schema is versioned."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.store.meta import MetaDB
+from neardup.errors import CorruptRecordError, UnsupportedVersionError
+from neardup.store.meta import SCHEMA_VERSION, MetaDB, row_checksum
 from neardup.store.wal import AddRecord, DeleteRecord
 
 # few row ids and ids, so that records of one batch replace each other both ways
@@ -31,7 +32,7 @@ batches = st.lists(st.lists(adds | deletes, max_size=40), min_size=1, max_size=4
 
 
 def _one_by_one(cur, verb, rows):  # the reference: executemany, a row at a time
-    cur.executemany(f"{verb} INTO docs VALUES (?,?,?,?,?,?,?,?)", rows)
+    cur.executemany(f"{verb} INTO docs VALUES (?,?,?,?,?,?,?,?,?)", rows)
 
 
 def _plain_replace(cur, rows):  # the reference for a batch of adds: INSERT OR REPLACE, in order
@@ -102,7 +103,9 @@ def test_insert_rows_takes_any_iterable_and_is_all_or_nothing(n, dup, max_rows):
         assert db.count() == 0
         return
     db.insert_rows(r for r in rows)  # a generator, as bulk_load passes
-    assert db._db.execute("SELECT * FROM docs ORDER BY rid").fetchall() == rows
+    stored = db._db.execute("SELECT * FROM docs ORDER BY rid").fetchall()
+    assert [r[:8] for r in stored] == rows
+    assert [r[8] for r in stored] == [row_checksum(*r) for r in rows]  # each with its checksum
 
 
 def _row(rid: int, id: str) -> tuple:
@@ -151,7 +154,9 @@ def test_a_failed_batch_leaves_the_count_alone(tmp_path):
     db.close()
 
 
-def test_a_database_from_before_the_kept_count_is_counted_once_on_open(tmp_path):
+def test_a_database_of_the_old_schema_is_refused(tmp_path):
+    """Rows without checksums (schema version 0, nothing released) are not opened: one clear
+    error naming the file, and the file is left as it was."""
     path = tmp_path / "old.sqlite3"
     old = sqlite3.connect(path)
     old.executescript(
@@ -167,8 +172,73 @@ def test_a_database_from_before_the_kept_count_is_counted_once_on_open(tmp_path)
     )
     old.commit()
     old.close()
+    with pytest.raises(UnsupportedVersionError, match=r"old\.sqlite3: metadata schema version 0"):
+        MetaDB(path)
+    again = sqlite3.connect(path)
+    assert again.execute("PRAGMA user_version").fetchone() == (0,)
+    assert again.execute("SELECT count(*) FROM docs").fetchone() == (37,)
+    again.close()
+    new = MetaDB(tmp_path / "new.sqlite3")
+    assert new._db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (1,)
+    new.close()
+
+
+def _flip_in_text(path, rid: int, old: bytes, new: bytes) -> None:
+    """Change stored bytes of row ``rid``'s text in place (as a damaged disk would), bypassing
+    the checksum."""
+    db = sqlite3.connect(path)
+    (text,) = db.execute("SELECT CAST(text AS BLOB) FROM docs WHERE rid = ?", (rid,)).fetchone()
+    assert old in text
+    db.execute(
+        "UPDATE docs SET text = CAST(? AS TEXT) WHERE rid = ?", (text.replace(old, new, 1), rid)
+    )
+    db.commit()
+    db.close()
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "problem"),
+    [
+        (b"quick", b"quack", "text fails its checksum"),  # still valid UTF-8
+        (b"quick", b"qu\xffck", "text"),  # not UTF-8 any more
+    ],
+)
+def test_a_damaged_text_is_refused_naming_the_row(tmp_path, old, new, problem):
+    path = tmp_path / "m.sqlite3"
     db = MetaDB(path)
-    assert db.count() == 37
-    db.apply([AddRecord(40, 1.0, 1, 0, b"c" * 16, 0, "new", None, None)])
-    assert db.count() == 38 == _rows_counted(db)
+    text = "the quick brown fox"
+    db.apply(
+        [
+            AddRecord(1, 1.0, 1, 0, b"c" * 16, 0, "intact", "another text", None),
+            AddRecord(2, 1.0, 2, 0, b"c" * 16, 0, "hit", text, '{"k": 1}'),
+        ]
+    )
+    db.close()
+    _flip_in_text(path, 2, old, new)
+    db = MetaDB(path)
+    with pytest.raises(CorruptRecordError, match=problem) as e:
+        db.get("hit")
+    assert (e.value.doc_id, e.value.rowid) == ("hit", 2) and "m.sqlite3" in str(e.value)
+    with pytest.raises(CorruptRecordError, match=r"'hit' \(row 2\)"):
+        db.fetch([1, 2], with_text=True)
+    assert db.get("intact").text == "another text"  # the other rows are served
+    assert db.fetch([1], with_text=True)[1].text == "another text"
+    # without the text, the rest of the row is checked (and intact here)
+    assert db.fetch([2], with_text=False)[2].id == "hit"
+    db.close()
+
+
+def test_a_damaged_id_or_metadata_is_refused_without_reading_the_text(tmp_path):
+    path = tmp_path / "m.sqlite3"
+    db = MetaDB(path)
+    db.apply([AddRecord(5, 1.0, 1, 0, b"c" * 16, 0, "doc-5", "text", '{"url": "x"}')])
+    db.close()
+    raw = sqlite3.connect(path)
+    raw.execute("UPDATE docs SET metadata = ? WHERE rid = 5", ('{"url": "y"}',))
+    raw.commit()
+    raw.close()
+    db = MetaDB(path)
+    for with_text in (True, False):
+        with pytest.raises(CorruptRecordError, match="id, metadata or fingerprint"):
+            db.fetch([5], with_text=with_text)
     db.close()

@@ -1,0 +1,180 @@
+"""Retention: a document past the window is gone for good (issue 34 item 9) and the document
+count is what is served.
+
+A window that is shortened and widened again, at runtime (``set_retention``) or by reopening
+(``allow_retention_change``, after a clean close or a kill), never brings back what had left the
+window; rows past the window in a partition that has not ended are deleted (not only hidden),
+so ``len()`` and ``/healthz`` count only the window.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from doubles import SimpleFingerprinter
+
+from neardup.errors import NotFoundError
+from neardup.online import Deduplicator
+from neardup.store.engine import ROW_EXPIRY_STEP_S
+
+HOUR = 3600.0
+NOW = 1_790_000_000.0 - 1_790_000_000.0 % (6 * HOUR) + 5 * HOUR  # 1 h before a 6 h partition ends
+
+
+class Clock:
+    def __init__(self, t: float = NOW) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _dd(path: Path | None, clock: Clock, **kw: object) -> Deduplicator:
+    kw.setdefault("verify", False)
+    kw.setdefault("fingerprinter", SimpleFingerprinter())
+    kw.setdefault("retention", "48h")
+    return Deduplicator(path, clock=clock, **kw)  # type: ignore[arg-type]
+
+
+def _text(i: int) -> str:
+    return " ".join(f"t{i}w{k}" for k in range(30))
+
+
+def _served(d: Deduplicator, doc_id: str, i: int) -> bool:
+    """Whether ``doc_id`` is served: found by get and matched by a check of its own text."""
+    try:
+        d.get(doc_id)
+    except NotFoundError:
+        found = False
+    else:
+        found = True
+    hit = d.check({"id": "probe", "text": _text(i)})
+    assert found == hit.duplicate, (doc_id, found, hit)
+    return found
+
+
+def _fill(d: Deduplicator, clock: Clock) -> None:
+    """``old`` 47 h old (still inside 48 h) and ``new`` 1 h old."""
+    d.add([{"id": "old", "text": _text(1), "time": clock() - 47 * HOUR}])
+    d.add([{"id": "new", "text": _text(2), "time": clock() - 1 * HOUR}])
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_a_wider_window_at_runtime_does_not_bring_back_what_left(
+    tmp_path: Path, durable: bool
+) -> None:
+    clock = Clock()
+    with _dd(tmp_path / "d" if durable else None, clock) as d:
+        _fill(d, clock)
+        if durable:
+            d.flush()  # in a segment whose partition has not ended
+        assert _served(d, "old", 1) and len(d) == 2
+        clock.t += 2 * HOUR  # "old" is 49 h old: past the window
+        assert not _served(d, "old", 1)
+        d.set_retention("72h")  # a wider window: it would be 49 h < 72 h old
+        assert not _served(d, "old", 1) and _served(d, "new", 2)
+        assert len(d) == 1
+        # the id is free again: a new document with it is a new document
+        assert d.add({"id": "old", "text": _text(1), "time": clock()}).added
+        assert _served(d, "old", 1) and len(d) == 2
+
+
+def _crash_after_fill(path: Path) -> None:
+    """A child process fills the store and is killed (no close, no flush): the rows are only
+    in the log and SQLite."""
+    code = f"""
+import os, sys
+sys.path[:0] = [{str(Path(__file__).resolve().parent)!r}, {str(Path(__file__).resolve().parents[1])!r}]
+from test_retention import Clock, _dd, _fill
+clock = Clock()
+d = _dd({str(path)!r}, clock)
+_fill(d, clock)
+d.store.sync_meta()
+os._exit(0)
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+@pytest.mark.parametrize("how", ["close", "kill"])
+def test_a_wider_window_on_reopen_does_not_bring_back_what_left(tmp_path: Path, how: str) -> None:
+    path = tmp_path / "d"
+    clock = Clock()
+    if how == "close":
+        with _dd(path, clock) as d:
+            _fill(d, clock)
+    else:
+        _crash_after_fill(path)
+    clock.t += 2 * HOUR
+    # reopened with a wider window straight away: "old" had left the 48 h window
+    with _dd(path, clock, retention="72h", allow_retention_change=True) as d:
+        assert not _served(d, "old", 1) and _served(d, "new", 2)
+        assert len(d) == 1
+        assert "expire_before" not in (d.store.read_config(path) or {})["store"]
+    with _dd(path, clock, retention="72h") as d:  # and stays gone
+        assert not _served(d, "old", 1) and len(d) == 1
+
+
+def test_narrow_then_wide_again_keeps_what_the_narrow_window_dropped(tmp_path: Path) -> None:
+    clock = Clock()
+    with _dd(tmp_path / "d", clock) as d:
+        _fill(d, clock)
+        d.flush()
+        d.set_retention("24h")  # "old" (47 h) leaves at once
+        assert not _served(d, "old", 1) and len(d) == 1
+        d.set_retention("48h")
+        assert not _served(d, "old", 1) and _served(d, "new", 2) and len(d) == 1
+
+
+def test_rows_past_the_window_are_deleted_and_no_longer_counted(tmp_path: Path) -> None:
+    """In a partition that has not ended: deleted from SQLite once the cutoff has moved on
+    (the count is what is served), and not again after a reopen."""
+    clock = Clock()
+    path = tmp_path / "d"
+    with _dd(path, clock) as d:
+        _fill(d, clock)
+        d.flush()
+        clock.t += 2 * HOUR
+        d.store.expire(clock() - 48 * HOUR)  # what the writer's housekeeping does each second
+        assert len(d) == 1 == d.store.meta.count()
+        assert d.store.meta.get("old") is None  # gone from the metadata, not only hidden
+        clock.t += ROW_EXPIRY_STEP_S / 2
+        assert d.store.expire(clock() - 48 * HOUR) == 0
+    with _dd(path, clock) as d:
+        assert len(d) == 1 and not _served(d, "old", 1)
+
+
+def test_healthz_counts_the_documents_in_the_window(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi")
+    import httpx
+
+    from neardup.service.app import create_app
+    from neardup.service.config import ServiceConfig
+    from neardup.service.namespaces import NamespaceRegistry
+    from neardup.service.testing import serve_in_thread
+
+    clock = Clock()
+
+    def factory(config: ServiceConfig, p: Path | None) -> Deduplicator:
+        return _dd(p, clock)
+
+    config = ServiceConfig(data_dir=tmp_path, token="t")
+    app = create_app(config, registry=NamespaceRegistry(config, factory=factory))
+    auth = {"Authorization": "Bearer t"}
+    with serve_in_thread(app) as url, httpx.Client(base_url=url, headers=auth) as c:
+        docs = [
+            {"id": "old", "text": _text(1), "time": NOW - 47 * HOUR},
+            {"id": "new", "text": _text(2), "time": NOW - HOUR},
+        ]
+        assert c.post("/v1/insert", json={"documents": docs}).status_code == 200
+        assert c.get("/healthz").json()["documents"] == 2
+        clock.t += 2 * HOUR
+        deadline = time.monotonic() + 20
+        while c.get("/healthz").json()["documents"] != 1 and time.monotonic() < deadline:
+            time.sleep(0.1)  # the writer's housekeeping runs about once a second
+        assert c.get("/healthz").json()["documents"] == 1
+        assert c.get("/v1/ns/default").json()["documents"] == 1
+        assert c.get("/v1/docs/old").status_code == 404

@@ -96,7 +96,8 @@ def test_router_refuses_to_start_without_a_token(tmp_path, capsys, monkeypatch):
     for name in ("NEARDUP_TOKEN", "NEARDUP_READ_TOKEN", "NEARDUP_TOKEN_FILE"):
         monkeypatch.delenv(name, raising=False)
     cfile = tmp_path / "cluster.toml"
-    ClusterConfig((NodeSpec("a", "http://127.0.0.1:9"),), vnodes=8).save(cfile)
+    nodes = (NodeSpec("a", "http://127.0.0.1:9"), NodeSpec("b", "http://127.0.0.1:10"))
+    ClusterConfig(nodes, vnodes=8).save(cfile)
     assert main(["cluster", "router", "-c", str(cfile)]) == 2
     err = capsys.readouterr().err
     assert "neardup cluster router needs a token" in err and "--no-auth" in err

@@ -790,11 +790,6 @@ class BlockTables:
         for t in range(self.n_tables):
             verify_table(self.table(t), f"{what} table {t}")
 
-    def entry(self) -> tuple[Any, ...]:
-        """The arrays :func:`search_blocks` takes, in its order after ``n``."""
-        return (self.bkeys, self.bstart, self.words, self.luts, self.pluts, self.boff,
-                self.woff, self.block_bytes // 8, self.dirs, self.dbits)  # fmt: skip
-
 
 # ---------------------------------------------------------------------------- search kernel
 @njit(nogil=True, cache=True, inline="always")

@@ -317,10 +317,13 @@ class EFTables:
     hi: U64  # (T, words)
     lo: U64  # (T, words)
     dirs: npt.NDArray[np.uint32]  # (T, 2**dbits + 1)
-    sums: U64  # (T,) xxh3-64 of each table's hi, lo and dirs rows
+    heavy: I64  # (H, 5): table, prefix, sub bits, offset into sub, into hrows (-1); sorted
+    sub: npt.NDArray[np.uint32]  # heavy buckets' sub-directories (absolute key indices)
+    hrows: npt.NDArray[np.uint32]  # the rows of heavy buckets' keys in tables >= 1
+    sums: U64  # (T + 1,) xxh3-64 of each table's hi, lo and dirs rows; of the heavy arrays
 
     #: array fields as stored by :mod:`neardup.index.format` (``s<i>.ef.<name>``)
-    FIELDS = ("hi", "lo", "dirs", "sums")
+    FIELDS = ("hi", "lo", "dirs", "heavy", "sub", "hrows", "sums")
 
     @property
     def n_tables(self) -> int:
@@ -328,11 +331,17 @@ class EFTables:
 
     @property
     def nbytes(self) -> int:
-        return int(self.hi.nbytes + self.lo.nbytes + self.dirs.nbytes + self.sums.nbytes)
+        arrays = (self.hi, self.lo, self.dirs, self.heavy, self.sub, self.hrows, self.sums)
+        return int(sum(a.nbytes for a in arrays))
 
     def table_bits(self, t: int) -> float:
-        """Bits per key of table ``t`` (its unary, low bits and directory)."""
+        """Bits per key of table ``t`` (its unary, low bits, directory and heavy buckets'
+        sub-directories and rows)."""
         nb = self.hi[t].nbytes + self.lo[t].nbytes + self.dirs[t].nbytes
+        for _t, _p, sb, off, roff in self.heavy[self.heavy[:, 0] == t].tolist():
+            nb += 4 * ((1 << sb) + 1)
+            if roff >= 0:
+                nb += 4 * int(self.sub[off + (1 << sb)] - self.sub[off])
         return 8.0 * nb / max(self.n, 1)
 
     def meta(self) -> dict[str, int]:
@@ -370,7 +379,7 @@ class EFTables:
         """Cheap structural checks on arrays read from a file (shapes, the directory's counts:
         what keeps a probe inside the arrays); raises :class:`CorruptFileError`."""
         n, h, d = self.n, self.h, self.dbits
-        T = self.sums.shape[0] if self.sums.ndim == 1 else -1
+        T = self.dirs.shape[0] if self.dirs.ndim == 2 else -1
         ok = (
             1 <= h <= 63
             and 1 <= d <= h
@@ -383,6 +392,8 @@ class EFTables:
             dd = self.dirs.astype(np.int64)
             ok = bool((dd[:, 0] == 0).all() and (dd[:, -1] == n).all())
             ok = ok and bool((np.diff(dd, axis=1) >= 0).all())
+        ok = ok and self.sums.shape == (T + 1,)
+        ok = ok and _heavy_ok(self.heavy, self.sub, self.hrows, T, n)
         if not ok:
             raise CorruptFileError(
                 f"{what}: inconsistent Elias-Fano table arrays; the file is corrupt"
@@ -396,39 +407,112 @@ class EFTables:
                     f"{what} table {t}: checksum mismatch in its Elias-Fano arrays; the data is"
                     " corrupt: restore it or rebuild the index"
                 )
+        if _table_sum(self.heavy, self.sub, self.hrows) != int(self.sums[-1]):
+            raise CorruptFileError(
+                f"{what}: checksum mismatch in the heavy buckets' arrays; the data is"
+                " corrupt: restore it or rebuild the index"
+            )
 
-    def entry(self) -> tuple[Any, ...]:
-        """The arrays :func:`search_ef` takes, in its order after ``n``."""
-        return (self.h, self.dbits, self.hi, self.lo, self.dirs)
+
+def _heavy_ok(heavy: I64, sub: Any, hrows: Any, T: int, n: int) -> bool:
+    """Heavy-bucket rows sorted by (table, prefix), their sub-directories inside ``sub`` and
+    non-decreasing in ``0..n``, their rows inside ``hrows`` and below ``n``: what keeps a probe
+    of a heavy bucket inside the arrays."""
+    if heavy.ndim != 2 or heavy.shape[1] != 5 or sub.ndim != 1 or hrows.ndim != 1:
+        return False
+    if len(hrows) and int(hrows.max()) >= n:
+        return False
+    if not len(heavy):
+        return True
+    t, p, sb, off, roff = (heavy[:, j] for j in range(5))
+    key_ok = bool(((t[1:] > t[:-1]) | ((t[1:] == t[:-1]) & (p[1:] > p[:-1]))).all())
+    if not (key_ok and t.min() >= 0 and t.max() < T and sb.min() >= 1 and sb.max() <= 16):
+        return False
+    if off.min() < 0 or int((off + (1 << sb) + 1).max()) > len(sub) or roff.min() < -1:
+        return False
+    for o, b, r in zip(off.tolist(), sb.tolist(), roff.tolist(), strict=True):
+        part = sub[o : o + (1 << b) + 1].astype(np.int64)
+        if part[-1] > n or (np.diff(part) < 0).any():
+            return False
+        if r >= 0 and r + int(part[-1] - part[0]) > len(hrows):
+            return False
+    return True
 
 
-def _table_sum(hi: U64, lo: U64, dirs: Any) -> int:
-    """xxh3-64 of one table's rows of ``hi``, ``lo`` and ``dirs`` as little-endian bytes."""
+def _table_sum(*arrays: Any) -> int:
+    """xxh3-64 of ``arrays`` (one table's rows of ``hi``, ``lo`` and ``dirs``; or the heavy
+    buckets' arrays) as little-endian bytes."""
     x = xxhash.xxh3_64()
-    for a in (hi, lo, dirs):
-        a = np.ascontiguousarray(a)
+    for a in arrays:
+        a = np.ascontiguousarray(a).reshape(-1)
         x.update((a.byteswap() if sys.byteorder != "little" else a).data.cast("B"))
     return int(x.intdigest())
 
 
+def _heavy_buckets(
+    keys: U64, rows: npt.NDArray[Any] | None, t: int, pb: int, heavy_min: int, off: int, roff: int
+) -> tuple[list[tuple[int, ...]], list[npt.NDArray[np.uint32]], list[npt.NDArray[np.uint32]]]:
+    """Heavy buckets of table ``t`` (sorted ``keys``, ``pb``-bit prefixes): a bucket holding
+    more than ``max(heavy_min, 8 x the mean bucket)`` keys gets a sub-directory on the next
+    ``s`` key bits (``2**s`` ~ size / 8, s <= 16) of the key indices where each sub-cell starts,
+    as :mod:`neardup.index.tables` does for uncompressed tables, and with ``rows`` (the row of
+    each key) the rows of its keys: a heavy bucket is where an output-heavy query's hits are,
+    and a row read there replaces a look-up in table 0 per hit."""
+    n = len(keys)
+    limit = max(heavy_min, int(8 * n / 2.0**pb))
+    out: list[tuple[int, ...]] = []
+    subs: list[npt.NDArray[np.uint32]] = []
+    rws: list[npt.NDArray[np.uint32]] = []
+    if pb >= 64 or n <= limit:
+        return out, subs, rws
+    pre = keys >> np.uint64(64 - pb)
+    cut = np.flatnonzero(pre[1:] != pre[:-1]) + 1
+    starts = np.concatenate([[0], cut])
+    ends = np.concatenate([cut, [n]])
+    big = ends - starts > limit
+    for lo_, hi_ in zip(starts[big].tolist(), ends[big].tolist(), strict=True):
+        sb = int(min(16, 64 - pb, max(1, int(np.log2((hi_ - lo_) / 8)))))
+        v = (keys[lo_:hi_] << np.uint64(pb)) >> np.uint64(64 - sb)
+        cells = np.zeros((1 << sb) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(v.astype(np.int64), minlength=1 << sb), out=cells[1:])
+        out.append((t, int(pre[lo_]), sb, off, -1 if rows is None else roff))
+        subs.append((cells + lo_).astype(np.uint32))
+        off += len(cells)
+        if rows is not None:
+            rws.append(np.asarray(rows[lo_:hi_], dtype=np.uint32))
+            roff += hi_ - lo_
+    return out, subs, rws
+
+
 def encode_ef(
-    tables: Iterable[U64], min_pb: int = 64, *, n: int | None = None, n_tables: int | None = None
+    tables: Iterable[Any],
+    min_pb: int = 64,
+    *,
+    n: int | None = None,
+    n_tables: int | None = None,
+    prefix_bits: Any = None,
+    heavy_min: int = 256,
 ) -> EFTables:
     """Every sorted key array of ``tables`` (all of length ``n``) as :class:`EFTables`; with
     ``n`` and ``n_tables`` given, ``tables`` may be an iterator (one table's keys in memory at a
-    time)."""
+    time). ``prefix_bits`` (per table, e.g. a plan's ``pb``): give heavy buckets of those
+    prefixes sub-directories (``heavy_min``: the plan's ``heavy_bucket``). An item of
+    ``tables`` may be a pair ``(keys, rows)``: the row of each key, kept for heavy buckets."""
     if n is None or n_tables is None:
         tables = list(tables)
-        n, n_tables = (len(tables[0]) if tables else 0), len(tables)
+        n, n_tables = (len(_keys_of(tables[0])) if tables else 0), len(tables)
     h, dbits = ef_params(n, min_pb)
     T = n_tables
     hi = np.zeros((T, (n + (1 << h) + 63) // 64 + 1), dtype=np.uint64)
     lo = np.zeros((T, packed_words(n, 64 - h)), dtype=np.uint64)
     dirs = np.zeros((T, (1 << dbits) + 1), dtype=np.uint32)
-    sums = np.zeros(T, dtype=np.uint64)
+    sums = np.zeros(T + 1, dtype=np.uint64)
+    hv: list[tuple[int, ...]] = []
+    hsubs: list[npt.NDArray[np.uint32]] = []
+    hrws: list[npt.NDArray[np.uint32]] = []
     t = -1
-    for t, keys in enumerate(tables):
-        keys = np.ascontiguousarray(keys, dtype=np.uint64)
+    for t, item in enumerate(tables):
+        keys = np.ascontiguousarray(_keys_of(item), dtype=np.uint64)
         if len(keys) != n or t >= T:
             raise ValueError("every table of a segment holds the same number of keys")
         if n > 1 and bool((keys[1:] < keys[:-1]).any()):
@@ -436,9 +520,26 @@ def encode_ef(
         _encode_one(keys, np.int64(h), hi[t], lo[t])
         dirs[t] = K.directory(keys, dbits)
         sums[t] = _table_sum(hi[t], lo[t], dirs[t])
+        if prefix_bits is not None:
+            off = sum(len(x) for x in hsubs)
+            roff = sum(len(x) for x in hrws)
+            rows = item[1] if isinstance(item, tuple) else None
+            r, sb, rw = _heavy_buckets(keys, rows, t, int(prefix_bits[t]), heavy_min, off, roff)
+            hv += r
+            hsubs += sb
+            hrws += rw
     if t != T - 1:
         raise ValueError(f"expected {T} tables, got {t + 1}")
-    return EFTables(n=n, h=h, dbits=dbits, hi=hi, lo=lo, dirs=dirs, sums=sums)
+    heavy = np.array(hv, dtype=np.int64).reshape(-1, 5)
+    sub = np.concatenate(hsubs) if hsubs else np.zeros(1, dtype=np.uint32)
+    hrows = np.concatenate(hrws) if hrws else np.zeros(0, dtype=np.uint32)
+    sums[T] = _table_sum(heavy, sub, hrows)
+    return EFTables(n=n, h=h, dbits=dbits, hi=hi, lo=lo, dirs=dirs, heavy=heavy, sub=sub,
+                    hrows=hrows, sums=sums)  # fmt: skip
+
+
+def _keys_of(item: Any) -> Any:
+    return item[0] if isinstance(item, tuple) else item
 
 
 def decode_ef(ef: EFTables, t: int = 0) -> U64:
@@ -473,10 +574,73 @@ def decode_ef_py(ef: EFTables, t: int = 0) -> list[int]:
 
 
 # ---------------------------------------------------------------------------- search kernel
+@njit(nogil=True, cache=True, inline="always")
+def _split_lo(lo, t, L, lmask, a, b, bitpos, dd, key, kk, stack, sp):
+    """:func:`neardup.index._kernels._split` on keys of one high part (a heavy bucket's cell
+    whose prefix covers the high bits): split ``[a, b)`` on bit ``bitpos`` (from the top; a
+    low bit) by binary search on the low bits, push the half that differs from ``key`` there
+    (if ``dd + 1 <= kk``), then the half that agrees. Returns the new stack size."""
+    bm = np.uint64(1) << np.uint64(63 - bitpos)
+    lo_i = a
+    hi_i = b
+    while lo_i < hi_i:  # first row with the bit set (the rows agree above it)
+        mid = (lo_i + hi_i) >> 1
+        if _read2(lo, t, mid, L, lmask) & bm:
+            hi_i = mid
+        else:
+            lo_i = mid + 1
+    if key & bm:
+        sa, sb, oa, ob = lo_i, b, a, lo_i
+    else:
+        sa, sb, oa, ob = a, lo_i, lo_i, b
+    if ob > oa and dd + 1 <= kk:
+        stack[0, sp] = oa
+        stack[1, sp] = ob
+        stack[2, sp] = bitpos + 1
+        stack[3, sp] = dd + 1
+        sp += 1
+    if sb > sa:
+        stack[0, sp] = sa
+        stack[1, sp] = sb
+        stack[2, sp] = bitpos + 1
+        stack[3, sp] = dd
+        sp += 1
+    return sp
+
+
+@njit(nogil=True, cache=True)
+def _resolve(pend, pend_d, m, qi, hi, lo, dirs, n, h, dbits, out_q, out_r, out_d, cnt):
+    """Rows of the ``m`` fingerprints ``pend`` (hits of further tables, at distances
+    ``pend_d``) by look-up in table 0, written as query ``qi``'s; returns the new count. The
+    look-ups are independent: their directory entries, then their first words, are
+    prefetched for all of them before any is read (the cost of an output-heavy query)."""
+    L = 64 - h
+    sh = h - dbits
+    nw = hi.shape[1]
+    cap = out_q.shape[0]
+    for j in range(m):
+        K.prefetch2d(dirs, 0, np.int64(pend[j] >> np.uint64(L)) >> sh)
+    for j in range(m):
+        v = np.int64(pend[j] >> np.uint64(L)) >> sh
+        i0 = np.int64(dirs[0, v])
+        K.prefetch2d(hi, 0, min(((v << sh) + i0) >> 6, nw - 1))
+        K.prefetch2d(lo, 0, (i0 * L) >> 6)
+    for j in range(m):
+        ra, rb = _equal_range(hi, lo, dirs, 0, n, h, dbits, pend[j])
+        for row in range(ra, rb):
+            if cnt < cap:
+                out_q[cnt] = qi
+                out_r[cnt] = row
+                out_d[cnt] = pend_d[j]
+            cnt += 1
+    return cnt
+
+
 @njit(nogil=True, cache=True)
 def search_ef(
-    q, k, n, h, dbits, hi, lo, dirs, rows, fps, inv_idx, inv_mask, inv_n, pidx, pmask, npieces,
-    pb, probe_radius, flips, flipd, nflips, pm_key, pm_orig, qk, out_q, out_r, out_d,
+    q, k, n, h, dbits, hi, lo, dirs, heavy, sub, hrows, rows, fps, inv_idx, inv_mask, inv_n, pidx,
+    pmask, npieces, pb, probe_radius, flips, flipd, nflips, pm_key, pm_orig, qk, out_q, out_r,
+    out_d,
 ):  # fmt: skip
     """Every (query, row, distance) within ``k`` in a segment of Elias–Fano tables, each pair
     once: the output protocol of :func:`neardup.index._kernels.search_tables` (returns the
@@ -502,7 +666,15 @@ def search_ef(
     sh = h - dbits
     nw = hi.shape[1]
     has_rows = rows.shape[0] > 0
+    nh = heavy.shape[0]
     one = np.zeros((1, 1), dtype=np.uint64)
+    pend = np.empty(256, dtype=np.uint64)  # further tables' hits, looked up in table 0 together
+    pend_d = np.empty(256, dtype=np.int64)
+    stack = np.empty((4, 256), dtype=np.int64)
+    st_lo = stack[0]
+    st_hi = stack[1]
+    st_bit = stack[2]
+    st_d = stack[3]
     G = 8  # queries per prefetch group: issue their memory loads before using them
     for qi in range(nq):
         g = qi % G
@@ -519,6 +691,7 @@ def search_ef(
                     i0 = np.int64(dirs[t, v])
                     K.prefetch2d(hi, t, min(((v << sh) + i0) >> 6, nw - 1))
                     K.prefetch2d(lo, t, (i0 * L) >> 6)
+        npend = 0
         for t in range(T):
             p_bits = pb[t]
             qkt = qk[g * T + t]
@@ -530,61 +703,151 @@ def search_ef(
                 p = qpre ^ flips[t, f]
                 base = p << shift if p_bits < 64 else p
                 last = base | low
-                hv1 = np.int64(last >> np.uint64(L))
-                i, wi, w = _seek(hi, t, nw, dirs, sh, np.int64(base >> np.uint64(L)))
+                # a heavy bucket (a sub-directory on the next s_bits bits) is walked cell by
+                # cell: every cell within the remaining budget of flips on those bits
+                s_bits = 0
+                off = 0
+                has_hrows = False  # the bucket's rows are in hrows (heavy, tables >= 1)
+                roff = np.int64(0)
+                qv = np.uint64(0)
+                if nh > 0:
+                    ha = 0
+                    hb = nh
+                    while ha < hb:  # first entry >= (t, p)
+                        hm = (ha + hb) >> 1
+                        if heavy[hm, 0] < t or (heavy[hm, 0] == t and np.uint64(heavy[hm, 1]) < p):
+                            ha = hm + 1
+                        else:
+                            hb = hm
+                    if ha < nh and heavy[ha, 0] == t and np.uint64(heavy[ha, 1]) == p:
+                        s_bits = heavy[ha, 2]
+                        off = heavy[ha, 3]
+                        has_hrows = heavy[ha, 4] >= 0
+                        roff = heavy[ha, 4] - np.int64(sub[off])  # + key index: the row
+                        qv = (qkt << np.uint64(p_bits)) >> np.uint64(64 - s_bits)
+                jmax = min(kk - d0, s_bits)
+                lim = np.uint64(1) << np.uint64(s_bits)
+                j = 0
+                m = np.uint64(0)
+                first = True
                 have_prev = False
                 prev = np.uint64(0)
-                while True:
-                    if w == 0:
-                        wi += 1
-                        if wi >= nw or (wi << 6) - i > hv1:
-                            break
-                        w = hi[t, wi]
-                        continue
-                    hv = (wi << 6) + K._tz(w) - i
-                    if hv > hv1 or i >= n:
-                        break
-                    w &= w - _U1
-                    key = (np.uint64(hv) << np.uint64(L)) | _read2(lo, t, i, L, lmask)
-                    i += 1
-                    x = key ^ qkt
-                    c = K._pc(x)
-                    if c > kk or key < base or key > last:
-                        continue
-                    pos = i - 1
-                    x0 = np.uint64(0)
-                    x1 = np.uint64(0)
-                    if t == 0 or has_rows:
-                        row = pos if t == 0 else np.int64(rows[t - 1, pos])
-                        if W == 1:
-                            dist = c
-                        else:
-                            x0 = fps[row, 0] ^ q[qi, 0]
-                            x1 = fps[row, 1] ^ q[qi, 1]
-                            dist = K._pc(x0) + K._pc(x1)
-                            if dist > kk:
-                                continue
-                        if K._seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, probe_radius):
+                sp = 0  # descent stack (rows lo, hi, bit, distance) inside a heavy cell
+                hb0 = np.uint64(0)  # the cell's high part, shifted: keys are hb0 | low bits
+                while True:  # the ranges of this probe: the bucket, or cells and their leaves
+                    direct = False
+                    if sp > 0:
+                        sp -= 1
+                        i = st_lo[sp]
+                        end = st_hi[sp]
+                        bitpos = st_bit[sp]
+                        dd = st_d[sp]
+                        if end - i > K.LEAF and bitpos < 64:
+                            sp = _split_lo(lo, t, L, lmask, i, end, bitpos, dd, qkt, kk, stack, sp)
                             continue
-                        if cnt < cap:
-                            out_q[cnt] = qi
-                            out_r[cnt] = row
-                            out_d[cnt] = dist
-                        cnt += 1
-                        continue
-                    # 64-bit, no rows: the key is the fingerprint permuted; find its rows
-                    dup = have_prev and key == prev
-                    have_prev = True
-                    prev = key
-                    if dup or K._seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, probe_radius):
-                        continue
-                    one[0, 0] = key
-                    fp = K.permute_one(one, 0, t, inv_idx, inv_mask, inv_n)
-                    ra, rb = _equal_range(hi, lo, dirs, 0, n, h, dbits, fp)
-                    for row in range(ra, rb):
-                        if cnt < cap:
-                            out_q[cnt] = qi
-                            out_r[cnt] = row
-                            out_d[cnt] = c
-                        cnt += 1
+                        direct = True
+                    elif s_bits:
+                        if first:
+                            first = False
+                        elif j == 0:
+                            j = 1
+                            m = np.uint64(1)
+                        else:  # the next mask of j bits (Gosper's hack), else j + 1 bits
+                            gc = m & (~m + _U1)
+                            gr = m + gc
+                            m = (((gr ^ m) >> np.uint64(2)) // gc) | gr
+                            if m >= lim:
+                                j += 1
+                                m = (_U1 << np.uint64(j)) - _U1
+                        if j > jmax:
+                            break
+                        v = np.int64(qv ^ m)
+                        i = np.int64(sub[off + v])
+                        end = np.int64(sub[off + v + 1])
+                        if end <= i:
+                            continue
+                        cell = base | (np.uint64(v) << np.uint64(64 - p_bits - s_bits))
+                        if p_bits + s_bits >= h:  # one high part: descend on the low bits
+                            hb0 = (cell >> np.uint64(L)) << np.uint64(L)
+                            st_lo[0] = i
+                            st_hi[0] = end
+                            st_bit[0] = p_bits + s_bits
+                            st_d[0] = d0 + j
+                            sp = 1
+                            continue
+                        pos = np.int64(cell >> np.uint64(L)) + i  # its high part's first bit
+                        wi = pos >> 6
+                        w = hi[t, wi] & (_ALL << np.uint64(pos & 63)) if wi < nw else np.uint64(0)
+                    else:
+                        if not first:
+                            break
+                        first = False
+                        i, wi, w = _seek(hi, t, nw, dirs, sh, np.int64(base >> np.uint64(L)))
+                        end = n
+                    hv1 = np.int64(last >> np.uint64(L))
+                    while True:  # the keys of the range
+                        if direct:
+                            if i >= end:
+                                break
+                            key = hb0 | _read2(lo, t, i, L, lmask)
+                        else:
+                            if w == 0:
+                                wi += 1
+                                if wi >= nw or (wi << 6) - i > hv1:
+                                    break
+                                w = hi[t, wi]
+                                continue
+                            hv = (wi << 6) + K._tz(w) - i
+                            if hv > hv1 or i >= end:
+                                break
+                            w &= w - _U1
+                            key = (np.uint64(hv) << np.uint64(L)) | _read2(lo, t, i, L, lmask)
+                        i += 1
+                        x = key ^ qkt
+                        c = K._pc(x)
+                        if c > kk or key < base or key > last:
+                            continue
+                        pos = i - 1
+                        x0 = np.uint64(0)
+                        x1 = np.uint64(0)
+                        if t == 0 or has_rows or has_hrows:
+                            if t == 0:
+                                row = pos
+                            elif has_rows:
+                                row = np.int64(rows[t - 1, pos])
+                            else:
+                                row = np.int64(hrows[roff + pos])
+                            if W == 1:
+                                dist = c
+                            else:
+                                x0 = fps[row, 0] ^ q[qi, 0]
+                                x1 = fps[row, 1] ^ q[qi, 1]
+                                dist = K._pc(x0) + K._pc(x1)
+                                if dist > kk:
+                                    continue
+                            if K._seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, probe_radius):
+                                continue
+                            if cnt < cap:
+                                out_q[cnt] = qi
+                                out_r[cnt] = row
+                                out_d[cnt] = dist
+                            cnt += 1
+                            continue
+                        # 64-bit, no rows: the key is the fingerprint permuted; find its rows
+                        dup = have_prev and key == prev
+                        have_prev = True
+                        prev = key
+                        if dup or K._seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, probe_radius):
+                            continue
+                        one[0, 0] = key
+                        pend[npend] = K.permute_one(one, 0, t, inv_idx, inv_mask, inv_n)
+                        pend_d[npend] = c
+                        npend += 1
+                        if npend == pend.shape[0]:
+                            cnt = _resolve(pend, pend_d, npend, qi, hi, lo, dirs, n, h, dbits,
+                                           out_q, out_r, out_d, cnt)  # fmt: skip
+                            npend = 0
+        if npend:
+            cnt = _resolve(pend, pend_d, npend, qi, hi, lo, dirs, n, h, dbits, out_q, out_r,
+                           out_d, cnt)  # fmt: skip
     return cnt

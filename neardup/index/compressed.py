@@ -162,13 +162,13 @@ def _search_ef_list(q, k, segs, qk, out_q, out_r, out_d):
         lo = min(total, cap)
         c = search_ef(
             q, k, e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7], e[8], e[9], e[10], e[11],
-            e[12], e[13], e[14], e[15], e[16], e[17], e[18], e[19], e[20], qk, out_q[lo:],
-            out_r[lo:], out_d[lo:],
+            e[12], e[13], e[14], e[15], e[16], e[17], e[18], e[19], e[20], e[21], e[22], e[23],
+            qk, out_q[lo:], out_r[lo:], out_d[lo:],
         )  # fmt: skip
         if total + c > cap:
             total += c  # no room: only count (the caller retries with enough)
             continue
-        total = _to_ids(out_q, out_r, out_d, lo, c, e[21], e[22], e[23], e[24], e[25] > 0)
+        total = _to_ids(out_q, out_r, out_d, lo, c, e[24], e[25], e[26], e[27], e[28] > 0)
     return total
 
 
@@ -240,7 +240,7 @@ def _proto(codec: str) -> tuple[Any, ...]:
         i64_1, i64_2 = _ro_empty(np.int64, 1), _ro_empty(np.int64, 2)
         u16_2, u32_1 = _ro_empty(np.uint16, 2), _ro_empty(np.uint32, 1)
         tables: tuple[Any, ...] = (
-            (0, 0, u64_2, u64_2, _ro_empty(np.uint32, 2))
+            (0, 0, u64_2, u64_2, _ro_empty(np.uint32, 2), i64_2, u32_1, u32_1)
             if codec == "ef"
             else (u64_1, u32_1, u64_1, u16_2, u16_2, i64_1, i64_1, 0, i64_2, 0)
         )
@@ -410,20 +410,23 @@ class CompressedSegment(SegmentRows):
         inv = inverse_pieces(pa)
         rows = None if inv is not None else np.empty((T - 1, n), dtype=np.uint32)
 
-        def tables(first: list[U64]) -> Iterator[U64]:
-            """One table's keys at a time (the codec encodes each before the next is made)."""
+        def tables(first: list[U64]) -> Iterator[Any]:
+            """One table's keys at a time (the codec encodes each before the next is made),
+            for the Elias-Fano code with their rows (kept for heavy buckets, 64-bit)."""
             yield first.pop()
             for t in range(1, T):
                 kt, o = sorted_table(fps_s, pa, t)
                 if rows is not None:
                     rows[t - 1] = o
-                del o
-                yield kt
+                yield (kt, o) if codec == "ef" and rows is None else kt
+                del kt, o
 
         first = [key0]
         del key0
         if codec == "ef":
-            tabs: EFTables | BlockTables = encode_ef(tables(first), pa.min_pb, n=n, n_tables=T)
+            tabs: EFTables | BlockTables = encode_ef(
+                tables(first), pa.min_pb, n=n, n_tables=T, prefix_bits=pa.pb, heavy_min=pa.heavy
+            )
         else:
             tabs = BlockTables.encode(tables(first), check_block_bytes(block_bytes), pa.min_pb)
         return cls(tabs, PackedIds.of(ids_s), pa.words, pa, None if inv is not None else fps_s,
@@ -466,7 +469,8 @@ class CompressedSegment(SegmentRows):
         if isinstance(tb, EFTables):
             tables: tuple[Any, ...] = (
                 int(tb.h), int(tb.dbits), _ro(tb.hi, np.uint64, 2), _ro(tb.lo, np.uint64, 2),
-                _ro(tb.dirs, np.uint32, 2),
+                _ro(tb.dirs, np.uint32, 2), _ro(tb.heavy, np.int64, 2), _ro(tb.sub, np.uint32, 1),
+                _ro(tb.hrows, np.uint32, 1),
             )  # fmt: skip
         else:
             tables = (
@@ -511,7 +515,7 @@ class CompressedSegment(SegmentRows):
             out = (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int32))
             qk = np.empty(9 * T, dtype=np.uint64)
             if self.codec == "ef":
-                cnt = kernel(q, k, *e[:21], qk, *out)
+                cnt = kernel(q, k, *e[:24], qk, *out)
             else:
                 buf = np.empty(int(e[8]) * 64 + 2, dtype=np.uint64)
                 cnt = kernel(q, k, *e[:26], qk, buf, np.empty_like(buf), *out)

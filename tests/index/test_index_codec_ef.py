@@ -161,6 +161,38 @@ def test_a_corrupt_unary_part_never_reads_past_its_arrays() -> None:
 
 
 # ---------------------------------------------------------------------------- search
+@pytest.mark.parametrize("kind", ["adversarial", "duplicates", "clustered"])
+def test_heavy_buckets_are_walked_cell_by_cell_exactly(kind: str) -> None:
+    """Buckets over the heavy threshold get sub-directories on the next key bits (as the
+    uncompressed tables do); a probe then walks only the cells within its flip budget."""
+    fps = make_set(kind, 6000, 64, seed=2)
+    for heavy in (1, 16, 256):
+        idx = HammingIndex(max_distance=3, expected_size=6000, compress=True,
+                           layout="tables", heavy_bucket=heavy)  # fmt: skip
+        idx.add(fps)
+        idx.flush()
+        seg = idx.snapshot().segments[0]
+        if heavy == 1:
+            assert len(seg.tables.heavy) > 0
+            tb = seg.tables
+        seg.tables.validate("x")
+        seg.verify()
+        q = queries_for(fps, 2, 3, nq=60)
+        for kk in range(4):
+            assert_same(idx.search(q, kk), search_reference(fps, np.arange(6000), q, kk))
+    assert len(tb.hrows) and (tb.heavy[:, 4] >= 0).any()  # rows kept for tables >= 1 only
+    assert (tb.heavy[tb.heavy[:, 0] == 0, 4] == -1).all()
+    for part in ("sub", "hrows"):
+        arr = getattr(tb, part).copy()
+        arr[len(arr) // 2] ^= np.uint32(1)
+        with pytest.raises(CorruptFileError, match="heavy buckets' arrays"):
+            EFTables(**{**tb.__dict__, part: arr}).verify("seg")
+    arr = tb.hrows.copy()
+    arr[0] = 6000  # a row past the segment: refused before any probe reads it
+    with pytest.raises(CorruptFileError, match="inconsistent"):
+        EFTables(**{**tb.__dict__, "hrows": arr}).validate("seg")
+
+
 @settings(max_examples=60)
 @given(
     seed=st.integers(0, 2**32 - 1),

@@ -15,18 +15,25 @@ A table of ``n`` sorted keys is split at bit ``L = 64 - h`` (``h`` high bits, ``
   ``2**(h - dbits)`` zeros (by popcount, a word at a time).
 
 Per key: ``L`` bits + about 2 bits of unary + the directory (``32 * 2**dbits / n`` bits;
-:func:`ef_params` keeps it at 2 bits or less). The information bound of ``n`` sorted
-64-bit keys is ``64 - log2 n + log2 e`` bits per key; the code stays within about 1.02-1.04x of it
-(``benchmarks/bench_compressed.py``, the table rows). A probe walks the set bits of ``hi``
-from its bucket's start (``cttz``, clear the lowest bit) and reads each key's low bits at a
-computed position: every key is decoded independently of the one before it, unlike the
-block code's chain (:mod:`neardup.index.codec_blocks`).
+:func:`ef_params` keeps it at 2 bits or less). The information bound of ``n`` sorted 64-bit
+keys is ``64 - log2 n + log2 e`` bits per key; the unary part is about half a bit over it
+(measured: docs/index.md, "The Elias–Fano layout"). A probe walks the set bits of ``hi`` from
+its bucket's start (``cttz``, clear the lowest bit) and reads each key's low bits at a computed
+position: every key is decoded independently of the one before it, unlike the block code's
+chain (:mod:`neardup.index.codec_blocks`).
+
+Heavy buckets (more than ``max(heavy_bucket, 8 x the mean)`` keys, as in
+:mod:`neardup.index.tables`) get a sub-directory of key indices on the next key bits
+(``heavy``, ``sub``); a probe visits only the cells within its flip budget and descends a cell
+whose keys share one high part on their low bits. In tables after the first, a heavy bucket
+also keeps its keys' rows (``hrows``), so an output-heavy query reads a row per hit instead of
+looking the fingerprint up in table 0.
 
 All tables of a segment hold the same ``n`` keys, so they share ``h`` and ``dbits`` and their
 arrays are stacked: ``hi`` (T, words), ``lo`` (T, words), ``dirs`` (T, 2**dbits + 1), plus
-``sums`` (T,): the xxh3-64 of each table's three rows, so :meth:`EFTables.verify` names the
-table a flipped bit is in. The pure-Python :func:`decode_ef_py` is the reference the numba
-decoders are tested against.
+``sums`` (T + 1,): the xxh3-64 of each table's three rows and of the heavy arrays, so
+:meth:`EFTables.verify` names the table a flipped bit is in. The pure-Python
+:func:`decode_ef_py` is the reference the numba decoders are tested against.
 """
 
 from __future__ import annotations
@@ -62,9 +69,8 @@ I64 = npt.NDArray[np.int64]
 _U1 = np.uint64(1)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 #: keys per directory entry at least (32 bits each: 2 bits per key at most; the plan's shortest
-#: prefix usually caps it lower, e.g. 0.2 bits at 10 M keys and 16-bit prefixes). A coarser
-#: directory (32 keys) probed about 7 % slower at 2 M keys for 0.5 bit less per key
-#: (benchmarks/bench_compressed.py)
+#: prefix usually caps it lower). A coarser directory saves half a bit per key at 2 M keys and
+#: probes slower there (docs/index.md, "The Elias–Fano layout")
 _DIR_KEYS = 16
 
 
@@ -129,10 +135,7 @@ def pack_bits(values: U64, width: int) -> U64:
 
 
 def unpack_bits(words: U64, width: int, idx: Any) -> U64:
-    """The packed values at ``idx`` (int array, or a slice of ``range(n)``)."""
-    if isinstance(idx, slice):
-        n = (len(words) - 1) * 64 // width
-        idx = np.arange(*idx.indices(n), dtype=np.int64)
+    """The packed values at positions ``idx`` (an int array)."""
     idx = np.ascontiguousarray(idx, dtype=np.int64)
     out = np.empty(len(idx), dtype=np.uint64)
     _unpack_at(words, np.int64(width), idx, out)

@@ -91,9 +91,9 @@ class PackedIds:
 
     def at(self, rows: Any) -> I64:
         """The ids of ``rows`` (an index array or a slice)."""
-        off = unpack_bits(self.words, self.bits, rows)
         if isinstance(rows, slice):
-            off = off[: len(range(*rows.indices(self.n)))]
+            rows = np.arange(*rows.indices(self.n), dtype=np.int64)
+        off = unpack_bits(self.words, self.bits, rows)
         return (off + np.uint64(self.base & _MASK64)).view(np.int64)
 
     def validate(self, what: str) -> None:

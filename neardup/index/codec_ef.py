@@ -612,34 +612,6 @@ def _split_lo(lo, t, L, lmask, a, b, bitpos, dd, key, kk, stack, sp):
 
 
 @njit(nogil=True, cache=True)
-def _resolve(pend, pend_d, m, qi, hi, lo, dirs, n, h, dbits, out_q, out_r, out_d, cnt):
-    """Rows of the ``m`` fingerprints ``pend`` (hits of further tables, at distances
-    ``pend_d``) by look-up in table 0, written as query ``qi``'s; returns the new count. The
-    look-ups are independent: their directory entries, then their first words, are
-    prefetched for all of them before any is read (the cost of an output-heavy query)."""
-    L = 64 - h
-    sh = h - dbits
-    nw = hi.shape[1]
-    cap = out_q.shape[0]
-    for j in range(m):
-        K.prefetch2d(dirs, 0, np.int64(pend[j] >> np.uint64(L)) >> sh)
-    for j in range(m):
-        v = np.int64(pend[j] >> np.uint64(L)) >> sh
-        i0 = np.int64(dirs[0, v])
-        K.prefetch2d(hi, 0, min(((v << sh) + i0) >> 6, nw - 1))
-        K.prefetch2d(lo, 0, (i0 * L) >> 6)
-    for j in range(m):
-        ra, rb = _equal_range(hi, lo, dirs, 0, n, h, dbits, pend[j])
-        for row in range(ra, rb):
-            if cnt < cap:
-                out_q[cnt] = qi
-                out_r[cnt] = row
-                out_d[cnt] = pend_d[j]
-            cnt += 1
-    return cnt
-
-
-@njit(nogil=True, cache=True)
 def search_ef(
     q, k, n, h, dbits, hi, lo, dirs, heavy, sub, hrows, rows, fps, inv_idx, inv_mask, inv_n, pidx,
     pmask, npieces, pb, probe_radius, flips, flipd, nflips, pm_key, pm_orig, qk, out_q, out_r,
@@ -671,8 +643,6 @@ def search_ef(
     has_rows = rows.shape[0] > 0
     nh = heavy.shape[0]
     one = np.zeros((1, 1), dtype=np.uint64)
-    pend = np.empty(256, dtype=np.uint64)  # further tables' hits, looked up in table 0 together
-    pend_d = np.empty(256, dtype=np.int64)
     stack = np.empty((4, 256), dtype=np.int64)
     st_lo = stack[0]
     st_hi = stack[1]
@@ -694,7 +664,6 @@ def search_ef(
                     i0 = np.int64(dirs[t, v])
                     K.prefetch2d(hi, t, min(((v << sh) + i0) >> 6, nw - 1))
                     K.prefetch2d(lo, t, (i0 * L) >> 6)
-        npend = 0
         for t in range(T):
             p_bits = pb[t]
             qkt = qk[g * T + t]
@@ -843,14 +812,12 @@ def search_ef(
                         if dup or K._seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, probe_radius):
                             continue
                         one[0, 0] = key
-                        pend[npend] = K.permute_one(one, 0, t, inv_idx, inv_mask, inv_n)
-                        pend_d[npend] = c
-                        npend += 1
-                        if npend == pend.shape[0]:
-                            cnt = _resolve(pend, pend_d, npend, qi, hi, lo, dirs, n, h, dbits,
-                                           out_q, out_r, out_d, cnt)  # fmt: skip
-                            npend = 0
-        if npend:
-            cnt = _resolve(pend, pend_d, npend, qi, hi, lo, dirs, n, h, dbits, out_q, out_r,
-                           out_d, cnt)  # fmt: skip
+                        fp = K.permute_one(one, 0, t, inv_idx, inv_mask, inv_n)
+                        ra, rb = _equal_range(hi, lo, dirs, 0, n, h, dbits, fp)
+                        for row in range(ra, rb):
+                            if cnt < cap:
+                                out_q[cnt] = qi
+                                out_r[cnt] = row
+                                out_d[cnt] = c
+                            cnt += 1
     return cnt

@@ -643,6 +643,32 @@ def _dirs_all(bkeys, boff, dbits):
     return out
 
 
+def _consistent(
+    n: int, block_bytes: int, lens: Any, bkeys: Any, bstart: Any, crc: Any, words: Any,
+    boff: Any, woff: Any,
+) -> bool:  # fmt: skip
+    """Whether a segment's block-code arrays fit together (what keeps a probe inside them)."""
+    T = lens.shape[0] if lens.ndim == 2 else -1
+    ok = (
+        lens.shape == (T, NSYM)
+        and int(lens.max(initial=0)) <= MAX_CODE_LEN
+        and boff.shape == (T + 1,)
+        and woff.shape == (T + 1,)
+        and int(boff[0]) == 0 == int(woff[0])
+        and int(boff[-1]) == len(bkeys) == len(bstart) == len(crc)
+        and int(woff[-1]) == len(words)
+    )
+    bw = block_bytes // 8
+    for t in range(T if ok else 0):
+        nb = int(boff[t + 1] - boff[t])
+        ok = ok and nb >= 0 and int(woff[t + 1] - woff[t]) == nb * bw + _PAD
+        if ok and n:
+            bs = bstart[int(boff[t]) : int(boff[t + 1])].astype(np.int64)
+            ok = nb >= 1 and int(bs[0]) == 0 and bool((np.diff(bs) > 0).all())
+            ok = ok and int(bs[-1]) < n
+    return bool(ok)
+
+
 @dataclass(frozen=True)
 class BlockTables:
     """Every table of a segment, concatenated for the kernels (table ``t``'s blocks are
@@ -703,10 +729,16 @@ class BlockTables:
 
     @classmethod
     def from_arrays(
-        cls, n: int, meta: dict[str, Any], arrays: dict[str, Any], min_pb: int
+        cls, n: int, meta: dict[str, Any], arrays: dict[str, Any], min_pb: int, what: str
     ) -> BlockTables:
-        return cls(n=n, block_bytes=check_block_bytes(int(meta["block_bytes"])),
-                   min_pb=min_pb, **arrays)  # fmt: skip
+        """Tables read from a file: the arrays are checked (:meth:`validate`) before the
+        probe's directories are built from them."""
+        block_bytes = check_block_bytes(int(meta["block_bytes"]))
+        if not _consistent(n, block_bytes, **arrays):
+            raise CorruptFileError(
+                f"{what}: inconsistent compressed table arrays; the file is corrupt"
+            )
+        return cls(n=n, block_bytes=block_bytes, min_pb=min_pb, **arrays)
 
     @classmethod
     def from_tables(
@@ -765,22 +797,8 @@ class BlockTables:
 
     def validate(self, what: str) -> None:
         """Structural checks (cheap) on arrays read from a file: raise CorruptFileError."""
-        T = self.n_tables
-        ok = (
-            self.boff.shape == (T + 1,)
-            and self.woff.shape == (T + 1,)
-            and int(self.boff[-1]) == len(self.bkeys) == len(self.bstart) == len(self.crc)
-            and int(self.woff[-1]) == len(self.words)
-        )
-        bw = self.block_bytes // 8
-        for t in range(T if ok else 0):
-            nb = int(self.boff[t + 1] - self.boff[t])
-            ok = ok and int(self.woff[t + 1] - self.woff[t]) == nb * bw + _PAD
-            if self.n:
-                bs = self.bstart[int(self.boff[t]) : int(self.boff[t + 1])].astype(np.int64)
-                ok = ok and nb >= 1 and int(bs[0]) == 0 and bool((np.diff(bs) > 0).all())
-                ok = ok and int(bs[-1]) < self.n
-        if not ok:
+        arrays = {name: getattr(self, name) for name in self.FIELDS}
+        if not _consistent(self.n, self.block_bytes, **arrays):
             raise CorruptFileError(
                 f"{what}: inconsistent compressed table arrays; the file is corrupt"
             )

@@ -16,8 +16,10 @@ A compressed segment (:mod:`neardup.index.compressed`; its header entry has ``"c
 true``, the ``"codec"``, ``"id_base"`` and ``"id_bits"``) stores, instead of keys/rows/dirs, its
 ids as ``ids.packed`` (u8 words: offsets from ``id_base``, ``id_bits`` each) and its tables in
 the codec's arrays: for ``"ef"`` (with ``"h"`` and ``"dbits"`` in the header) ``ef.hi`` /
-``ef.lo`` (u8 (T, words): unary high parts, packed low bits), ``ef.dirs`` (u4 (T, 2**dbits + 1))
-and ``ef.sums`` (u8 (T,): xxh3-64 per table); for ``"blocks"`` (with ``"block_bytes"``)
+``ef.lo`` (u8 (T, words): unary high parts, packed low bits), ``ef.dirs`` (u4 (T, 2**dbits +
+1)), the heavy buckets' ``ef.heavy`` (i8 (H, 5)), ``ef.sub`` and ``ef.hrows`` (u4), and
+``ef.sums`` (u8 (T + 1,): xxh3-64 per table and of the heavy arrays); for ``"blocks"`` (with
+``"block_bytes"``)
 ``c.lens`` (u1 (T, 65) Huffman code lengths), ``c.bkeys`` (u8 block keys), ``c.bstart`` (u4
 block positions), ``c.crc`` (u4 CRC-32 per block), ``c.words`` (u8 payload), ``c.boff`` /
 ``c.woff`` (i8 per-table offsets). A section checksum mismatch there is narrowed to the table
@@ -330,7 +332,7 @@ def _load_compressed(
         tables = (
             EFTables.from_arrays(n, meta, fields)
             if codec == "ef"
-            else BlockTables.from_arrays(n, meta, fields, pa.min_pb)
+            else BlockTables.from_arrays(n, meta, fields, pa.min_pb, what)
         )
     except ConfigError as exc:
         raise CorruptFileError(f"{what}: {exc}") from exc

@@ -36,11 +36,11 @@ bytes per fingerprint), or the leanest one when none fits.
 With ``compress=True`` (compressed tables, :mod:`neardup.index.compressed`) a 64-bit table
 costs about ``64 - log2 N + 2.5`` bits in the Elias–Fano code (``codec="ef"``), or
 ``64 - log2 N + 2`` plus its blocks' in-memory keys, positions and CRCs in the block code
-(``codec="blocks"``), and no row array (4 B id per fingerprint besides); a 128-bit index keeps
-its fingerprints and rows. An Elias–Fano probe reads each key of its bucket at ``EF_KEY_NS``;
-a block probe decodes, on average, half a block before its bucket and the bucket itself
-(``DECODE_NS`` per key): more tables fit a budget, each probe costs more, and the same
-"cheapest that fits" rule decides.
+(``codec="blocks"``), and no row array (ids packed in about ``log2 N + 1`` bits besides); a
+128-bit index keeps its fingerprints and rows. An Elias–Fano probe reads each key of its
+bucket at ``EF_KEY_NS``; a block probe decodes, on average, half a block before its bucket and
+the bucket itself (``DECODE_NS`` per key): more tables fit a budget, each probe costs more, and
+the same "cheapest that fits" rule decides.
 """
 
 from __future__ import annotations

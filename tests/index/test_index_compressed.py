@@ -270,6 +270,23 @@ def test_compressed_file_corruption_names_the_table(
         HammingIndex.load(bad)
 
 
+@pytest.mark.parametrize(
+    ("section", "at"), [("s0.c.boff", 8 + 6), ("s0.c.lens", 2), ("s0.ef.dirs", 4 * 100 + 3)]
+)
+def test_inconsistent_arrays_are_refused_before_a_probe_reads_them(
+    tmp_path, section: str, at: int
+) -> None:
+    """Loaded without verification, arrays that do not fit together (a block offset, a code
+    length, a directory count far off) raise CorruptFileError on open, never reach a kernel."""
+    idx, _ = _cindex("blocks" if ".c." in section else "ef")
+    p = tmp_path / "c.idx"
+    idx.save(p)
+    # a flipped high bit (a block offset or a count of 2**28 more); a code length of 2 + 16
+    (tmp_path / "bad.idx").write_bytes(_flip_in_section(p.read_bytes(), section, at))
+    with pytest.raises(CorruptFileError, match="inconsistent"):
+        HammingIndex.load(tmp_path / "bad.idx", mmap=True, verify=False)
+
+
 @pytest.mark.parametrize("codec", CODECS)
 def test_compressed_segment_build_matches_plan_arrays(codec: str) -> None:
     fps = make_set("duplicates", 2000, 64, seed=4)

@@ -627,9 +627,12 @@ def search_ef(
     (one run, filtered by the key's range). ``rows`` (T - 1, n) maps table positions to rows
     when the keys do not determine the fingerprint (128-bit); else it is empty and a hit in
     table ``t >= 1`` is un-permuted (``inv_*``) and looked up in table 0, whose positions are
-    the rows; a run of equal keys is reported once, as every row of the run in table 0. The
-    walk stays inside the arrays whatever they hold (a table loaded unverified and corrupt
-    answers wrongly, it does not read past its arrays)."""
+    the rows; a run of equal keys is reported once, as every row of the run in table 0. A
+    heavy bucket (``heavy``, ``sub``) is visited cell by cell within the flip budget, a cell of
+    one high part descended on its low bits (:func:`_split_lo`), and its hits in tables
+    ``t >= 1`` read their rows from ``hrows``. The walk stays inside the arrays whatever
+    ``hi`` and ``lo`` hold, given arrays that passed :meth:`EFTables.validate` (a table loaded
+    unverified and damaged answers wrongly, it does not read past its arrays)."""
     nq = q.shape[0]
     W = q.shape[1]
     T = dirs.shape[0]
@@ -757,27 +760,43 @@ def search_ef(
                         i, wi, w = _seek(hi, t, nw, dirs, sh, np.int64(base >> np.uint64(L)))
                         end = n
                     hv1 = np.int64(last >> np.uint64(L))
-                    while True:  # the keys of the range
+                    while True:  # the candidates of the range
+                        # a tight loop to the next key within k (most keys are not), then the
+                        # candidate's checks outside it: the loops keep their registers
+                        # (benchmarks/bench_compressed.py measured them faster written so)
+                        found = False
+                        key = np.uint64(0)
+                        c = np.int64(0)
                         if direct:
-                            if i >= end:
-                                break
-                            key = hb0 | _read2(lo, t, i, L, lmask)
-                        else:
-                            if w == 0:
-                                wi += 1
-                                if wi >= nw or (wi << 6) - i > hv1:
+                            while i < end:
+                                key = hb0 | _read2(lo, t, i, L, lmask)
+                                i += 1
+                                c = K._pc(key ^ qkt)
+                                if c <= kk:
+                                    found = True
                                     break
-                                w = hi[t, wi]
-                                continue
-                            hv = (wi << 6) + K._tz(w) - i
-                            if hv > hv1 or i >= end:
-                                break
-                            w &= w - _U1
-                            key = (np.uint64(hv) << np.uint64(L)) | _read2(lo, t, i, L, lmask)
-                        i += 1
+                        else:
+                            while True:
+                                if w == 0:
+                                    wi += 1
+                                    if wi >= nw or (wi << 6) - i > hv1:
+                                        break
+                                    w = hi[t, wi]
+                                    continue
+                                hv = (wi << 6) + K._tz(w) - i
+                                if hv > hv1 or i >= end:
+                                    break
+                                w &= w - _U1
+                                key = (np.uint64(hv) << np.uint64(L)) | _read2(lo, t, i, L, lmask)
+                                i += 1
+                                c = K._pc(key ^ qkt)
+                                if c <= kk:
+                                    found = True
+                                    break
+                        if not found:
+                            break
                         x = key ^ qkt
-                        c = K._pc(x)
-                        if c > kk or key < base or key > last:
+                        if key < base or key > last:
                             continue
                         pos = i - 1
                         x0 = np.uint64(0)

@@ -11,9 +11,9 @@ all in **one** kernel call, so a small query batch pays the fixed cost once.
 The answer is exactly that of searching every index and merging (CSR, per query sorted by
 (distance, id)); ``tests/index/test_index_multi.py`` checks it against that and against brute force.
 Compressed segments (:mod:`neardup.index.compressed`) of the indexes are gathered the same way
-into a :class:`~neardup.index.compressed.CompressedList`, probed in one call per codec. Indexes that do not fit
-these paths (rows still in an append buffer, removed rows in uncompressed segments) are
-searched on their own and merged, so every index is accepted.
+into a :class:`~neardup.index.compressed.CompressedList`, probed in one call per codec.
+Indexes that do not fit these paths (rows still in an append buffer, removed rows in
+uncompressed segments) are searched on their own and merged, so every index is accepted.
 
 Build an :class:`IndexSet` when the set of indexes changes (a cost per segment, paid once),
 not per query.

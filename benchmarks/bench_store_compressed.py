@@ -1,4 +1,5 @@
-"""Restart time and memory of a store whose segment indexes are compressed (``compress_tables``).
+"""Restart time, memory and speed of a store whose segment indexes are compressed
+(``compress_tables``: the Elias–Fano code, the index's default codec).
 
 Builds one store of ``--n`` rows (random 64-bit fingerprints, as bench_index.py's ``random``,
 spread over ``--partitions`` one-day partitions) with :meth:`neardup.store.Store.bulk_add`,
@@ -22,9 +23,9 @@ the measured side-file bytes per row, what a ``--window`` of rows would take.
 
 ``--segment-rows N`` instead builds only one segment index of N random rows as the store builds
 a sealed segment's side file (``neardup.store.memindex.build_index(compress=True)``, saved as
-the store saves it) and reports its bytes per row, plan and peak RSS: the size of the segments
-of a window too large to build as a store here (a 50 M two-day window of one-day partitions
-is two segments of 25 M rows).
+the store saves it; ``--codec blocks`` for the paper's block code) and reports its bytes per
+row, plan and peak RSS: the size of the segments of a window too large to build as a store
+here (a 50 M two-day window of one-day partitions is two segments of 25 M rows).
 
 Run::
 
@@ -102,12 +103,14 @@ def child_convert(path: str) -> dict[str, Any]:
     return {"convert_s": time.perf_counter() - t0}
 
 
-def child_segment(path: str, n: int) -> dict[str, Any]:
+def child_segment(path: str, n: int, codec: str) -> dict[str, Any]:
     from neardup.store.memindex import BruteIndex, build_index
 
     fps = make_data("random", n)
     t0 = time.perf_counter()
-    fast = build_index(fps, np.arange(n, dtype=np.int64), bits=64, max_distance=K, compress=True)
+    fast = build_index(
+        fps, np.arange(n, dtype=np.int64), bits=64, max_distance=K, compress=True, codec=codec
+    )
     build_s = time.perf_counter() - t0
     if isinstance(fast, BruteIndex):
         raise SystemExit(f"{n} rows: the store would search this segment by brute force")
@@ -117,6 +120,7 @@ def child_segment(path: str, n: int) -> dict[str, Any]:
     return {
         "rows": n,
         "compressed": bool(idx.compressed),
+        "codec": idx.codec,
         "plan": idx.plan.name,
         "n_tables": len(idx.plan.tables),
         "build_s": build_s,
@@ -209,6 +213,7 @@ def main() -> None:
     ap.add_argument(
         "--segment-rows", type=float, default=0, help="build one segment index of this size only"
     )
+    ap.add_argument("--codec", default="ef", help="codec of --segment-rows (ef or blocks)")
     ap.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
     ap.add_argument("--out", default=str(RESULTS / "bench_store_compressed.json"))
     ap.add_argument("--child", nargs="*", help=argparse.SUPPRESS)
@@ -220,7 +225,7 @@ def main() -> None:
         elif verb == "convert":
             res = child_convert(path)
         elif verb == "segment":
-            res = child_segment(path, int(rest[0]))
+            res = child_segment(path, int(rest[0]), rest[1])
         else:
             res = child_open(path, int(rest[0]), int(rest[1]), int(rest[2]))
         print(json.dumps(res))
@@ -299,6 +304,7 @@ def main() -> None:
 def _machine() -> dict[str, Any]:
     return {
         "platform": platform.platform(),
+        "processor": platform.processor(),
         "cpus": os.cpu_count(),
         "load_avg_at_start": os.getloadavg(),
     }
@@ -315,7 +321,7 @@ def segment_only(n: int, args: argparse.Namespace) -> None:
     }
     try:
         work.mkdir(parents=True, exist_ok=True)
-        seg = run_child("segment", str(work / "segment.hidx"), str(n))
+        seg = run_child("segment", str(work / "segment.hidx"), str(n), args.codec)
     finally:
         if args.dir is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -326,7 +332,7 @@ def segment_only(n: int, args: argparse.Namespace) -> None:
     report["machine"]["load_avg_at_end"] = os.getloadavg()
     print(f"one segment index of {n:,} rows, k = {K}; load {os.getloadavg()}")
     print(
-        f"  {seg['plan']}: {seg['side_file_bytes_per_row']:.2f} B/row on disk"
+        f"  {seg['plan']}, codec {seg['codec']}: {seg['side_file_bytes_per_row']:.2f} B/row on disk"
         f" ({seg['nbytes_per_row']:.2f} in memory), built in {seg['build_s']:.1f} s,"
         f" peak RSS {seg['peak_rss_mib']:.0f} MiB"
     )

@@ -37,6 +37,16 @@ def _popcount64(typingctx: Any, x: Any) -> tuple[Any, Any]:
     return sig, codegen
 
 
+def _cttz64(typingctx: Any, x: Any) -> tuple[Any, Any]:
+    """Typing and LLVM code of :data:`cttz64`."""
+    sig = types.uint64(types.uint64)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
+
+    return sig, codegen
+
+
 def _prefetch2d(typingctx: Any, arr: Any, i: Any, j: Any) -> tuple[Any, Any]:
     """Typing and LLVM code of :data:`prefetch2d`."""
     sig = types.void(arr, i, j)
@@ -62,6 +72,9 @@ def _prefetch2d(typingctx: Any, arr: Any, i: Any, j: Any) -> tuple[Any, Any]:
 # numba intrinsics, typed Any: called from kernels only, with numba's (not Python's) signature
 #: ``popcount64(x)``: hardware popcount of a uint64 (LLVM ctpop)
 popcount64: Any = intrinsic(_popcount64)
+#: ``cttz64(x)``: count of trailing zero bits of a uint64 (LLVM cttz; 64 for 0): the position
+#: of the lowest set bit, what walking a bit vector's set bits needs
+cttz64: Any = intrinsic(_cttz64)
 #: ``prefetch2d(arr, i, j)``: hint the CPU to fetch ``arr[i, j]`` into cache (LLVM prefetch;
 #: no effect on results)
 prefetch2d: Any = intrinsic(_prefetch2d)
@@ -70,6 +83,11 @@ prefetch2d: Any = intrinsic(_prefetch2d)
 @njit(nogil=True, cache=True, inline="always")
 def _pc(x):
     return np.int64(popcount64(np.uint64(x)))
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _tz(x):
+    return np.int64(cttz64(np.uint64(x)))
 
 
 @njit(nogil=True, cache=True, inline="always")

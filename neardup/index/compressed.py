@@ -1,32 +1,29 @@
-"""Block-compressed permuted tables (Manku, Jain & Das Sarma, WWW 2007, section 3.1.1).
+"""Compressed index segments: permuted sorted tables stored in a codec, searched exactly.
 
-A sorted table of 64-bit keys is cut into blocks of ``B`` bytes. The first key of every block
-stays in memory uncompressed (the block's key: a probe binary-searches these, under the same
-prefix directory as the uncompressed tables). Every further key of the block is stored as
+A :class:`CompressedSegment` holds, for ``n`` fingerprints, every table of the plan in one of
+two codecs (``HammingIndex(compress=True, codec=...)``):
 
-* the canonical Huffman code of ``h``: the 1-based position of the most significant bit where
-  the key differs from its predecessor (``h = 64 - clz(key ^ prev)``), or of the symbol 0,
-  reserved for "equal to its predecessor" (duplicate fingerprints, where ``h`` is undefined);
-* the ``h - 1`` bits below that bit (the bit itself is 1: the table is sorted ascending).
+* ``"ef"`` (the default): the Elias–Fano code (:mod:`neardup.index.codec_ef`), ~2 bits per key
+  over the information bound, every key decodable on its own;
+* ``"blocks"``: the paper's block code (:mod:`neardup.index.codec_blocks`), keys decoded
+  serially from each block's first key.
 
-The code is built per table from that table's histogram of ``h``, limited to
-:data:`MAX_CODE_LEN` bits so one table look-up decodes a symbol, and stored with the table
-(65 code lengths). Keys are packed greedily: a block holds as many entries as fit in its
-``B`` bytes. Per block the table keeps its first key (u64), the position of that key (u32) and
-a CRC-32 of (key, position, payload) so a flipped bit is caught and named by table and block.
+and the ids of its rows (in table 0's order) as offsets from the smallest id, packed in as
+many bits as their span needs (:class:`PackedIds`). For 64-bit fingerprints table 0's keys *are*
+the fingerprints (sorted, so a table-0 position is a row) and a hit in a further table is
+mapped to its rows by un-permuting its key and looking it up in table 0 (the paper's scheme):
+no fingerprints and no row arrays are stored. 128-bit fingerprints keep both (a 64-bit key does
+not determine a 128-bit fingerprint).
 
-Why it pays: a sorted table of N random 64-bit keys carries about ``64 - log2 N + log2 e`` bits
-per key, not 64; the gaps between neighbours are what the code above stores. What is kept per
-fingerprint besides the tables is in :class:`CompressedSegment`.
-
-The decoder is numba (``decode_block``); :func:`decode_table_py` is its pure-Python twin, tested
-equal under Hypothesis, and :func:`encode_table` the encoder (NumPy for the per-key work, numba
-for the sequential bit packing).
+Searches go through one kernel call per codec for any number of segments
+(:class:`CompressedList`: a numba typed list of per-segment array tuples, see
+``_kernels.typed_list_like``), which also maps rows to ids and drops removed rows. Results equal
+the uncompressed index's and brute force (``tests/index/test_index_compressed.py``).
 """
 
 from __future__ import annotations
 
-import heapq
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,1016 +34,73 @@ from numba import njit
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 from ..errors import ConfigError, CorruptFileError
 from . import _kernels as K
+from .codec_blocks import DEFAULT_BLOCK_BYTES, BlockTables, check_block_bytes, search_blocks
+from .codec_ef import EFTables, encode_ef, pack_bits, search_ef, unpack_bits
 from .tables import PlanArrays, SegmentRows, sorted_table
 
 __all__ = [
+    "CODECS",
     "DEFAULT_BLOCK_BYTES",
-    "MAX_CODE_LEN",
+    "DEFAULT_CODEC",
+    "CompressedList",
     "CompressedSegment",
-    "CompressedTables",
+    "PackedIds",
     "check_block_bytes",
-    "decode_table",
-    "decode_table_py",
-    "encode_table",
-    "huffman_lengths",
+    "check_codec",
 ]
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
+I32 = npt.NDArray[np.int32]
+Rows = tuple[I64, I64, I32]
 
-NSYM = 65  # 0: equal to the predecessor; 1..64: h
-MAX_CODE_LEN = 12  # decode-table size 2**12; 65 symbols always fit (Kraft)
-#: block size in bytes; chosen from the curve in docs/index.md ("Block compression")
-DEFAULT_BLOCK_BYTES = 256
-
-
-# ---------------------------------------------------------------------------- Huffman code
-def huffman_lengths(counts: Any, max_len: int = MAX_CODE_LEN) -> npt.NDArray[np.uint8]:
-    """Code lengths (uint8, 0 for unused symbols) of a Huffman code for ``counts``, limited
-    to ``max_len`` bits (the JPEG Annex K.3 adjustment). One used symbol gets length 1."""
-    c = [int(x) for x in counts]
-    used = [s for s, x in enumerate(c) if x > 0]
-    lens = np.zeros(len(c), dtype=np.uint8)
-    if not used:
-        return lens
-    if len(used) == 1:
-        lens[used[0]] = 1
-        return lens
-    heap: list[tuple[int, int, list[int]]] = [(c[s], s, [s]) for s in used]
-    heapq.heapify(heap)
-    depth = dict.fromkeys(used, 0)
-    while len(heap) > 1:
-        ca, sa, la = heapq.heappop(heap)
-        cb, sb, lb = heapq.heappop(heap)
-        for s in la:
-            depth[s] += 1
-        for s in lb:
-            depth[s] += 1
-        heapq.heappush(heap, (ca + cb, min(sa, sb), la + lb))
-    maxd = max(depth.values())
-    bl = [0] * (max(maxd, max_len) + 1)
-    for d in depth.values():
-        bl[d] += 1
-    for i in range(maxd, max_len, -1):  # move leaves up until none is deeper than max_len
-        while bl[i] > 0:
-            j = i - 2
-            while bl[j] == 0:
-                j -= 1
-            bl[i] -= 2
-            bl[i - 1] += 1
-            bl[j + 1] += 2
-            bl[j] -= 1
-    # most frequent symbols get the shortest lengths
-    order = sorted(used, key=lambda s: (-c[s], s))
-    k = 0
-    for ln in range(1, max_len + 1):
-        for _ in range(bl[ln]):
-            lens[order[k]] = ln
-            k += 1
-    return lens
+#: the table codecs of compressed segments
+CODECS = ("ef", "blocks")
+#: the default codec: the one that meets both the size and the speed targets (docs/index.md)
+DEFAULT_CODEC = "ef"
+_MASK64 = (1 << 64) - 1
 
 
-def canonical_codes(lens: npt.NDArray[np.uint8]) -> U64:
-    """Canonical Huffman codes (MSB-first values) for code lengths ``lens``."""
-    codes = np.zeros(len(lens), dtype=np.uint64)
-    syms = sorted((int(ln), s) for s, ln in enumerate(lens) if ln > 0)
-    code = 0
-    prev = 0
-    for ln, s in syms:
-        code <<= ln - prev
-        codes[s] = code
-        code += 1
-        prev = ln
-    return codes
+def check_codec(codec: Any) -> str:
+    """``codec`` if it names a codec, else :class:`ConfigError` listing them."""
+    if codec not in CODECS:
+        raise ConfigError(f"codec must be one of {', '.join(map(repr, CODECS))}, got {codec!r}")
+    return str(codec)
 
 
-def decode_lut(lens: npt.NDArray[np.uint8], max_len: int = MAX_CODE_LEN) -> npt.NDArray[np.uint16]:
-    """Look-up table indexed by the next ``max_len`` bits: ``symbol | length << 8``; prefixes
-    of no code map to 0xFFFF (only a corrupt stream reaches them)."""
-    lut = np.full(1 << max_len, 0xFFFF, dtype=np.uint16)
-    codes = canonical_codes(lens)
-    for s, ln in enumerate(lens):
-        ln = int(ln)
-        if ln:
-            lo = int(codes[s]) << (max_len - ln)
-            lut[lo : lo + (1 << (max_len - ln))] = s | (ln << 8)
-    return lut
-
-
-def probe_lut(lens: npt.NDArray[np.uint8], max_len: int = MAX_CODE_LEN) -> npt.NDArray[np.uint16]:
-    """The probe decoder's look-up table: ``h | advance << 7`` where advance is the whole
-    entry's length in bits (code + ``h - 1`` low bits), so the next position is one add away
-    (the serial chain from one key to the next is what a probe waits on); 0xFFFF (h = 127)
-    for prefixes of no code."""
-    lut = np.full(1 << max_len, 0xFFFF, dtype=np.uint16)
-    codes = canonical_codes(lens)
-    for s, ln in enumerate(lens):
-        ln = int(ln)
-        if ln:
-            lo = int(codes[s]) << (max_len - ln)
-            lut[lo : lo + (1 << (max_len - ln))] = s | ((ln + max(s - 1, 0)) << 7)
-    return lut
-
-
-# ---------------------------------------------------------------------------- encoder
-def _bit_length(x: U64) -> I64:
-    """Bit length of each uint64 (0 for 0), exactly (via two exact 32-bit float conversions)."""
-    hi = (x >> np.uint64(32)).astype(np.float64)
-    lo = (x & np.uint64(0xFFFFFFFF)).astype(np.float64)
-    eh = np.frexp(hi)[1].astype(np.int64)
-    el = np.frexp(lo)[1].astype(np.int64)
-    return np.where(eh > 0, eh + 32, el)
-
-
-@njit(nogil=True, cache=True)
-def _assign_blocks(elen, cap_bits):
-    """Greedy packing: start positions of blocks holding as many entries as fit in cap_bits."""
-    n = elen.shape[0]
-    starts = np.empty(max(n, 1), dtype=np.int64)
-    nb = 0
-    i = 0
-    while i < n:
-        starts[nb] = i
-        nb += 1
-        used = 0
-        i += 1
-        while i < n and used + elen[i] <= cap_bits:
-            used += elen[i]
-            i += 1
-    return starts[:nb]
-
-
-@njit(nogil=True, cache=True, inline="always")
-def _put(words, pos, v, nbits):
-    if nbits == 0:
-        return
-    w = pos >> 6
-    o = pos & 63
-    avail = 64 - o
-    if nbits <= avail:
-        words[w] |= v << np.uint64(avail - nbits)
-    else:
-        rem = nbits - avail
-        words[w] |= v >> np.uint64(rem)
-        words[w + 1] |= v << np.uint64(64 - rem)
-
-
-@njit(nogil=True, cache=True)
-def _write_blocks(keys, hs, codes, lens, starts, bw, words):
-    n = keys.shape[0]
-    nb = starts.shape[0]
-    for b in range(nb):
-        s = starts[b]
-        e = starts[b + 1] if b + 1 < nb else n
-        pos = np.int64(b) * bw * 64
-        for i in range(s + 1, e):
-            h = hs[i]
-            _put(words, pos, codes[h], np.int64(lens[h]))
-            pos += np.int64(lens[h])
-            if h > 1:
-                low = keys[i] & ((np.uint64(1) << np.uint64(h - 1)) - np.uint64(1))
-                _put(words, pos, low, h - 1)
-                pos += h - 1
-
-
-def _crc_table() -> npt.NDArray[np.uint32]:
-    """The reflected CRC-32 table (polynomial 0xEDB88320): the same checksum as zlib.crc32."""
-    t = np.zeros(256, dtype=np.uint32)
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
-        t[i] = c
-    return t
-
-
-_CRC_TABLE = _crc_table()
-
-
-@njit(nogil=True, cache=True, inline="always")
-def _crc_u64(crc, v, nbytes, table):
-    for j in range(nbytes):
-        byte = (v >> np.uint64(8 * j)) & np.uint64(0xFF)
-        crc = table[(crc ^ np.uint32(byte)) & np.uint32(0xFF)] ^ (crc >> np.uint32(8))
-    return crc
-
-
-@njit(nogil=True, cache=True)
-def _block_crc(words, b, bw, bkey, bstart, table):
-    """zlib.crc32 of (key u64 LE, start u32 LE, the block's payload words LE)."""
-    crc = np.uint32(0xFFFFFFFF)
-    crc = _crc_u64(crc, bkey, 8, table)
-    crc = _crc_u64(crc, np.uint64(bstart), 4, table)
-    base = np.int64(b) * bw
-    for j in range(bw):
-        crc = _crc_u64(crc, words[base + j], 8, table)
-    return crc ^ np.uint32(0xFFFFFFFF)
-
-
-@njit(nogil=True, cache=True)
-def _all_crcs(words, bw, bkeys, bstarts, table):
-    nb = bkeys.shape[0]
-    out = np.empty(nb, dtype=np.uint32)
-    for b in range(nb):
-        out[b] = _block_crc(words, b, bw, bkeys[b], bstarts[b], table)
-    return out
-
-
+# ---------------------------------------------------------------------------- ids
 @dataclass(frozen=True)
-class EncodedTable:
-    """One compressed table: ``n`` keys in ``len(bkeys)`` blocks of ``block_bytes`` bytes."""
+class PackedIds:
+    """``n`` int64 ids as offsets from ``base`` (their minimum), ``bits`` (1..64) each, packed
+    least significant first in ``words``: a segment's ids in ``ceil(log2(span + 1))`` bits."""
 
     n: int
-    block_bytes: int
-    lens: npt.NDArray[np.uint8]  # (65,) code lengths of h (symbol 0: duplicate)
-    bkeys: U64  # first key of every block
-    bstart: npt.NDArray[np.uint32]  # position of that key in the table
-    crc: npt.NDArray[np.uint32]  # per block
-    words: U64  # nb * block_bytes / 8 payload words + _PAD zero words
-
-
-_PAD = 4  # zero words after the last block: the decoder peeks past its position
-
-
-def check_block_bytes(block_bytes: int) -> int:
-    """``block_bytes`` as an int, or :class:`ConfigError` saying what a block size must be."""
-    if (
-        isinstance(block_bytes, bool)
-        or not isinstance(block_bytes, (int, np.integer))
-        or not 16 <= int(block_bytes) <= 65536
-        or int(block_bytes) % 8
-    ):
-        raise ConfigError(f"block_bytes must be a multiple of 8 in 16..65536, got {block_bytes!r}")
-    return int(block_bytes)
-
-
-def encode_table(keys: U64, block_bytes: int = DEFAULT_BLOCK_BYTES) -> EncodedTable:
-    """Compress sorted uint64 ``keys`` (ascending; duplicates allowed) into blocks."""
-    block_bytes = check_block_bytes(block_bytes)
-    keys = np.ascontiguousarray(keys, dtype=np.uint64)
-    n = len(keys)
-    if n > 1 and bool((keys[1:] < keys[:-1]).any()):
-        raise ValueError("encode_table needs keys sorted ascending")
-    hs = np.zeros(n, dtype=np.int64)
-    if n > 1:
-        hs[1:] = _bit_length(keys[1:] ^ keys[:-1])
-    hist = np.bincount(hs[1:], minlength=NSYM) if n > 1 else np.zeros(NSYM, dtype=np.int64)
-    lens = huffman_lengths(hist)
-    codes = canonical_codes(lens)
-    elen = lens[hs].astype(np.int64) + np.maximum(hs - 1, 0)
-    bw = block_bytes // 8
-    starts = _assign_blocks(elen, block_bytes * 8)
-    nb = len(starts)
-    words = np.zeros(nb * bw + _PAD, dtype=np.uint64)
-    _write_blocks(keys, hs, codes, lens, starts, np.int64(bw), words)
-    bkeys = keys[starts].copy()
-    bstart = starts.astype(np.uint32)
-    crc = _all_crcs(words, np.int64(bw), bkeys, bstart, _CRC_TABLE)
-    return EncodedTable(n, block_bytes, lens, bkeys, bstart, crc, words)
-
-
-# ---------------------------------------------------------------------------- decoder
-@njit(nogil=True, cache=True, inline="always")
-def _peek(words, pos, nbits):
-    """The ``nbits`` (1..64) bits at bit position ``pos``, MSB-first."""
-    w = pos >> 6
-    o = pos & 63
-    v = words[w]
-    if o:
-        v = (v << np.uint64(o)) | (words[w + 1] >> np.uint64(64 - o))
-    return v >> np.uint64(64 - nbits)
-
-
-@njit(nogil=True, cache=True)
-def decode_block(words, wbase, bw, key, count, lut, out):
-    """Decode ``count`` keys of the block at word ``wbase`` (first key ``key``) into ``out``.
-    Returns ``count``, or -1 when the stream is corrupt (an unused code or an overrun)."""
-    out[0] = key
-    return _decode_run(words, wbase * 64, (wbase + bw) * 64, key, lut, out[:count], 1)
-
-
-@njit(nogil=True, cache=True)
-def _decode_run(words, pos, end, prev, lut, out, j0):
-    """Decode ``out[j0:]`` from bit ``pos`` (block ends at bit ``end``) after key ``prev``."""
-    count = out.shape[0]
-    for j in range(j0, count):
-        if pos >= end:
-            return -1
-        # one 64-bit window holds the code and, mostly, the low bits after it
-        w = pos >> 6
-        o = pos & 63
-        v = words[w]
-        if o:
-            v = (v << np.uint64(o)) | (words[w + 1] >> np.uint64(64 - o))
-        e = np.int64(lut[np.int64(v >> np.uint64(64 - MAX_CODE_LEN))])
-        ln = e >> 8
-        h = e & 0xFF
-        if ln > MAX_CODE_LEN:
-            return -1
-        if h == 0:
-            pos += ln
-            cur = prev
-        else:
-            if h == 1:
-                low = np.uint64(0)
-            elif ln + h - 1 <= 64:
-                low = (v << np.uint64(ln)) >> np.uint64(65 - h)
-            else:
-                low = _peek(words, pos + ln, h - 1)
-            pos += ln + h - 1
-            top = (prev >> np.uint64(h)) << np.uint64(h) if h < 64 else np.uint64(0)
-            cur = top | (np.uint64(1) << np.uint64(h - 1)) | low
-        out[j] = cur
-        prev = cur
-    if pos > end:
-        return -1
-    return count
-
-
-@njit(nogil=True, cache=True)
-def _decode_until(words, wbase, bw, key, count, lut, out, last):
-    """Like :func:`decode_block` (but with a :func:`probe_lut`), stopping after the first key
-    ``> last`` (a probe needs no key past its bucket). Returns how many keys were written, or
-    -1 when the stream is corrupt."""
-    out[0] = key
-    if key > last:
-        return np.int64(1)
-    pos = wbase * 64
-    end = (wbase + bw) * 64
-    prev = key
-    for j in range(1, count):
-        if pos >= end:
-            return np.int64(-1)
-        w = pos >> 6
-        o = pos & 63
-        v = words[w]
-        if o:
-            v = (v << np.uint64(o)) | (words[w + 1] >> np.uint64(64 - o))
-        e = np.int64(lut[np.int64(v >> np.uint64(64 - MAX_CODE_LEN))])  # probe_lut
-        h = e & 0x7F
-        adv = e >> 7
-        if h > 64:
-            return np.int64(-1)
-        if h == 0:
-            cur = prev
-        else:
-            ln = adv - h + 1
-            if h == 1:
-                low = np.uint64(0)
-            elif adv <= 64:
-                low = (v << np.uint64(ln)) >> np.uint64(65 - h)
-            else:
-                low = _peek(words, pos + ln, h - 1)
-            top = (prev >> np.uint64(h)) << np.uint64(h) if h < 64 else np.uint64(0)
-            cur = top | (np.uint64(1) << np.uint64(h - 1)) | low
-        pos += adv
-        out[j] = cur
-        prev = cur
-        if cur > last:
-            return np.int64(j + 1)
-    if pos > end:
-        return np.int64(-1)
-    return np.int64(count)
-
-
-@njit(nogil=True, cache=True)
-def _decode_quad(words, bw, bkeys, bstart, n, lut, out, b):
-    """Blocks ``b`` .. ``b + 3`` together while all have keys left: four independent serial
-    chains (a key's position depends on the previous key's code), so the CPU overlaps their
-    latencies. Returns -1 when a stream is corrupt, else 0.
-
-    The step is written out here, in :func:`_decode_run` and :func:`_decode_until` on purpose:
-    as one shared numba function it is called per key (not inlined by LLVM), and with
-    ``inline="always"`` its array arguments are reference-counted inside the loop; both decode
-    several times slower (``benchmarks/bench_compressed.py``, decode column)."""
-    nb = bkeys.shape[0]
-    sa = np.int64(bstart[b + 0])
-    ka = bkeys[b + 0]
-    pa = (np.int64(b) + 0) * bw * 64
-    out[sa] = ka
-    sb = np.int64(bstart[b + 1])
-    kb = bkeys[b + 1]
-    pb = (np.int64(b) + 1) * bw * 64
-    out[sb] = kb
-    sc = np.int64(bstart[b + 2])
-    kc = bkeys[b + 2]
-    pc = (np.int64(b) + 2) * bw * 64
-    out[sc] = kc
-    sd = np.int64(bstart[b + 3])
-    kd = bkeys[b + 3]
-    pd = (np.int64(b) + 3) * bw * 64
-    out[sd] = kd
-    se = np.int64(bstart[b + 4]) if b + 4 < nb else n
-    m = min(sb - sa, sc - sb, sd - sc, se - sd)
-    for j in range(1, m):
-        if (
-            pa >= (np.int64(b) + 1) * bw * 64
-            or pb >= (np.int64(b) + 2) * bw * 64
-            or pc >= (np.int64(b) + 3) * bw * 64
-            or pd >= (np.int64(b) + 4) * bw * 64
-        ):
-            return -1
-        w_a = pa >> 6
-        o_a = pa & 63
-        v_a = words[w_a]
-        if o_a:
-            v_a = (v_a << np.uint64(o_a)) | (words[w_a + 1] >> np.uint64(64 - o_a))
-        e_a = np.int64(lut[np.int64(v_a >> np.uint64(64 - MAX_CODE_LEN))])
-        ln_a = e_a >> 8
-        h_a = e_a & 0xFF
-        if ln_a > MAX_CODE_LEN:
-            return -1
-        if h_a == 0:
-            pa += ln_a
-        else:
-            if h_a == 1:
-                low_a = np.uint64(0)
-            elif ln_a + h_a - 1 <= 64:
-                low_a = (v_a << np.uint64(ln_a)) >> np.uint64(65 - h_a)
-            else:
-                low_a = _peek(words, pa + ln_a, h_a - 1)
-            pa += ln_a + h_a - 1
-            top_a = (ka >> np.uint64(h_a)) << np.uint64(h_a) if h_a < 64 else np.uint64(0)
-            ka = top_a | (np.uint64(1) << np.uint64(h_a - 1)) | low_a
-        out[sa + j] = ka
-        w_b = pb >> 6
-        o_b = pb & 63
-        v_b = words[w_b]
-        if o_b:
-            v_b = (v_b << np.uint64(o_b)) | (words[w_b + 1] >> np.uint64(64 - o_b))
-        e_b = np.int64(lut[np.int64(v_b >> np.uint64(64 - MAX_CODE_LEN))])
-        ln_b = e_b >> 8
-        h_b = e_b & 0xFF
-        if ln_b > MAX_CODE_LEN:
-            return -1
-        if h_b == 0:
-            pb += ln_b
-        else:
-            if h_b == 1:
-                low_b = np.uint64(0)
-            elif ln_b + h_b - 1 <= 64:
-                low_b = (v_b << np.uint64(ln_b)) >> np.uint64(65 - h_b)
-            else:
-                low_b = _peek(words, pb + ln_b, h_b - 1)
-            pb += ln_b + h_b - 1
-            top_b = (kb >> np.uint64(h_b)) << np.uint64(h_b) if h_b < 64 else np.uint64(0)
-            kb = top_b | (np.uint64(1) << np.uint64(h_b - 1)) | low_b
-        out[sb + j] = kb
-        w_c = pc >> 6
-        o_c = pc & 63
-        v_c = words[w_c]
-        if o_c:
-            v_c = (v_c << np.uint64(o_c)) | (words[w_c + 1] >> np.uint64(64 - o_c))
-        e_c = np.int64(lut[np.int64(v_c >> np.uint64(64 - MAX_CODE_LEN))])
-        ln_c = e_c >> 8
-        h_c = e_c & 0xFF
-        if ln_c > MAX_CODE_LEN:
-            return -1
-        if h_c == 0:
-            pc += ln_c
-        else:
-            if h_c == 1:
-                low_c = np.uint64(0)
-            elif ln_c + h_c - 1 <= 64:
-                low_c = (v_c << np.uint64(ln_c)) >> np.uint64(65 - h_c)
-            else:
-                low_c = _peek(words, pc + ln_c, h_c - 1)
-            pc += ln_c + h_c - 1
-            top_c = (kc >> np.uint64(h_c)) << np.uint64(h_c) if h_c < 64 else np.uint64(0)
-            kc = top_c | (np.uint64(1) << np.uint64(h_c - 1)) | low_c
-        out[sc + j] = kc
-        w_d = pd >> 6
-        o_d = pd & 63
-        v_d = words[w_d]
-        if o_d:
-            v_d = (v_d << np.uint64(o_d)) | (words[w_d + 1] >> np.uint64(64 - o_d))
-        e_d = np.int64(lut[np.int64(v_d >> np.uint64(64 - MAX_CODE_LEN))])
-        ln_d = e_d >> 8
-        h_d = e_d & 0xFF
-        if ln_d > MAX_CODE_LEN:
-            return -1
-        if h_d == 0:
-            pd += ln_d
-        else:
-            if h_d == 1:
-                low_d = np.uint64(0)
-            elif ln_d + h_d - 1 <= 64:
-                low_d = (v_d << np.uint64(ln_d)) >> np.uint64(65 - h_d)
-            else:
-                low_d = _peek(words, pd + ln_d, h_d - 1)
-            pd += ln_d + h_d - 1
-            top_d = (kd >> np.uint64(h_d)) << np.uint64(h_d) if h_d < 64 else np.uint64(0)
-            kd = top_d | (np.uint64(1) << np.uint64(h_d - 1)) | low_d
-        out[sd + j] = kd
-    # each block's rest, one chain, from where it stands
-    if _decode_run(words, pa, (np.int64(b) + 1) * bw * 64, ka, lut, out[sa:sb], max(m, 1)) < 0:
-        return -1
-    if _decode_run(words, pb, (np.int64(b) + 2) * bw * 64, kb, lut, out[sb:sc], max(m, 1)) < 0:
-        return -1
-    if _decode_run(words, pc, (np.int64(b) + 3) * bw * 64, kc, lut, out[sc:sd], max(m, 1)) < 0:
-        return -1
-    if _decode_run(words, pd, (np.int64(b) + 4) * bw * 64, kd, lut, out[sd:se], max(m, 1)) < 0:
-        return -1
-    return 0
-
-
-@njit(nogil=True, cache=True)
-def _decode_all(words, bw, bkeys, bstart, n, lut, out):
-    """Decode every block into ``out`` (n,), four blocks at a time; returns 0, or -(b + 1)
-    when block b (or another of its group of four) does not decode."""
-    nb = bkeys.shape[0]
-    b = 0
-    while b + 3 < nb:
-        if _decode_quad(words, bw, bkeys, bstart, n, lut, out, b) < 0:
-            return -(b + 1)
-        b += 4
-    while b < nb:
-        s = np.int64(bstart[b])
-        e = np.int64(bstart[b + 1]) if b + 1 < nb else n
-        if decode_block(words, np.int64(b) * bw, bw, bkeys[b], e - s, lut, out[s:e]) < 0:
-            return -(b + 1)
-        b += 1
-    return 0
-
-
-def decode_table(t: EncodedTable) -> U64:
-    """All ``t.n`` keys of an encoded table (numba)."""
-    out = np.empty(t.n, dtype=np.uint64)
-    if t.n:
-        r = _decode_all(
-            t.words, np.int64(t.block_bytes // 8), t.bkeys, t.bstart, np.int64(t.n),
-            decode_lut(t.lens), out,
-        )  # fmt: skip
-        if r < 0:
-            raise CorruptFileError(f"compressed table: block {-r - 1} does not decode")
-    return out
-
-
-def decode_table_py(t: EncodedTable) -> list[int]:
-    """Pure-Python twin of :func:`decode_table` (the reference the numba decoder is tested
-    against): reads the bit stream with Python ints and a dict of canonical codes."""
-    codes = canonical_codes(t.lens)
-    by_code = {(int(t.lens[s]), int(codes[s])): s for s in range(NSYM) if t.lens[s]}
-    bw = t.block_bytes // 8
-    out: list[int] = []
-    nb = len(t.bkeys)
-    for b in range(nb):
-        s = int(t.bstart[b])
-        e = int(t.bstart[b + 1]) if b + 1 < nb else t.n
-        stream = 0
-        for w in t.words[b * bw : (b + 1) * bw].tolist():
-            stream = (stream << 64) | int(w)
-        total = bw * 64
-        pos = 0
-        prev = int(t.bkeys[b])
-        out.append(prev)
-        for _ in range(s + 1, e):
-            code, ln = 0, 0
-            while (ln, code) not in by_code:
-                code = (code << 1) | ((stream >> (total - pos - 1)) & 1)
-                pos += 1
-                ln += 1
-                if ln > MAX_CODE_LEN or pos > total:
-                    raise CorruptFileError(f"compressed table: block {b} does not decode")
-            h = by_code[(ln, code)]
-            if h:
-                low = (stream >> (total - pos - (h - 1))) & ((1 << (h - 1)) - 1)
-                pos += h - 1
-                if pos > total:
-                    raise CorruptFileError(f"compressed table: block {b} does not decode")
-                prev = ((prev >> h) << h) | (1 << (h - 1)) | low
-            out.append(prev)
-    return out
-
-
-def verify_table(t: EncodedTable, what: str = "table") -> None:
-    """Raise :class:`CorruptFileError` naming the first block whose CRC-32 does not match."""
-    crc = _all_crcs(t.words, np.int64(t.block_bytes // 8), t.bkeys, t.bstart, _CRC_TABLE)
-    bad = np.flatnonzero(crc != t.crc)
-    if len(bad):
-        raise CorruptFileError(
-            f"{what}: checksum mismatch in block {int(bad[0])} of {len(t.crc)}"
-            f" ({len(bad)} bad block(s)); the data is corrupt: restore it or rebuild the index"
-        )
-
-
-# ---------------------------------------------------------------------------- tables of a segment
-@dataclass(frozen=True)
-class CompressedTables:
-    """Every table of a segment, concatenated for the kernels (table ``t``'s blocks are
-    ``boff[t]:boff[t + 1]``, its words start at ``woff[t]``)."""
-
-    n: int
-    block_bytes: int
-    lens: npt.NDArray[np.uint8]  # (T, 65)
-    bkeys: U64
-    bstart: npt.NDArray[np.uint32]
-    crc: npt.NDArray[np.uint32]
+    base: int
+    bits: int
     words: U64
-    boff: I64  # (T + 1,)
-    woff: I64  # (T + 1,)
-
-    @property
-    def n_tables(self) -> int:
-        return int(self.lens.shape[0])
-
-    @property
-    def nbytes(self) -> int:
-        return int(
-            sum(a.nbytes for a in (self.lens, self.bkeys, self.bstart, self.crc, self.words))
-            + self.boff.nbytes
-            + self.woff.nbytes
-        )
 
     @classmethod
-    def from_tables(cls, tabs: list[EncodedTable], n: int, block_bytes: int) -> CompressedTables:
-        boff = np.zeros(len(tabs) + 1, dtype=np.int64)
-        woff = np.zeros(len(tabs) + 1, dtype=np.int64)
-        boff[1:] = np.cumsum([len(t.bkeys) for t in tabs])
-        woff[1:] = np.cumsum([len(t.words) for t in tabs])
+    def of(cls, ids: Any) -> PackedIds:
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        if not len(ids):
+            return cls(0, 0, 1, np.zeros(1, dtype=np.uint64))
+        base = int(ids.min())
+        bits = max(1, (int(ids.max()) - base).bit_length())
+        off = ids.view(np.uint64) - np.uint64(base & _MASK64)  # wraps: ids span < 2**64
+        return cls(len(ids), base, bits, pack_bits(off, bits))
 
-        def cat(name: str, dt: Any) -> Any:
-            parts = [getattr(t, name) for t in tabs]
-            return np.concatenate(parts).astype(dt) if parts else np.zeros(0, dtype=dt)
-
-        return cls(
-            n=n,
-            block_bytes=block_bytes,
-            lens=np.stack([t.lens for t in tabs]) if tabs else np.zeros((0, NSYM), np.uint8),
-            bkeys=cat("bkeys", np.uint64),
-            bstart=cat("bstart", np.uint32),
-            crc=cat("crc", np.uint32),
-            words=cat("words", np.uint64),
-            boff=boff,
-            woff=woff,
-        )
-
-    def table(self, t: int) -> EncodedTable:
-        b0, b1 = int(self.boff[t]), int(self.boff[t + 1])
-        w0, w1 = int(self.woff[t]), int(self.woff[t + 1])
-        return EncodedTable(
-            self.n,
-            self.block_bytes,
-            self.lens[t],
-            self.bkeys[b0:b1],
-            self.bstart[b0:b1],
-            self.crc[b0:b1],
-            self.words[w0:w1],
-        )
+    def at(self, rows: Any) -> I64:
+        """The ids of ``rows`` (an index array or a slice)."""
+        if isinstance(rows, slice):
+            rows = np.arange(*rows.indices(self.n), dtype=np.int64)
+        off = unpack_bits(self.words, self.bits, rows)
+        return (off + np.uint64(self.base & _MASK64)).view(np.int64)
 
     def validate(self, what: str) -> None:
-        """Structural checks (cheap) on arrays read from a file: raise CorruptFileError."""
-        T = self.n_tables
-        ok = (
-            self.boff.shape == (T + 1,)
-            and self.woff.shape == (T + 1,)
-            and int(self.boff[-1]) == len(self.bkeys) == len(self.bstart) == len(self.crc)
-            and int(self.woff[-1]) == len(self.words)
-        )
-        bw = self.block_bytes // 8
-        for t in range(T if ok else 0):
-            nb = int(self.boff[t + 1] - self.boff[t])
-            ok = ok and int(self.woff[t + 1] - self.woff[t]) == nb * bw + _PAD
-            if self.n:
-                bs = self.bstart[int(self.boff[t]) : int(self.boff[t + 1])].astype(np.int64)
-                ok = ok and nb >= 1 and int(bs[0]) == 0 and bool((np.diff(bs) > 0).all())
-                ok = ok and int(bs[-1]) < self.n
-        if not ok:
+        if not (1 <= self.bits <= 64 and len(self.words) == (self.n * self.bits + 63) // 64 + 1):
             raise CorruptFileError(
-                f"{what}: inconsistent compressed table arrays; the file is corrupt"
+                f"{what}: packed ids do not match their count; the file is corrupt"
             )
-
-    def verify(self, what: str) -> None:
-        for t in range(self.n_tables):
-            verify_table(self.table(t), f"{what} table {t}")
-
-
-# ---------------------------------------------------------------------------- search kernel
-@njit(nogil=True, cache=True, inline="always")
-def _block_count(bstart, b0, b, nb, n):
-    s = np.int64(bstart[b0 + b])
-    e = np.int64(bstart[b0 + b + 1]) if b + 1 < nb else n
-    return s, e
-
-
-@njit(nogil=True, cache=True)
-def _table0_rows(fp, bkeys, bstart, words, luts, boff, woff, bw, n, dirs, dbits, buf):
-    """[a, b) positions in table 0 whose key equals ``fp`` (a == b: none; -1: corrupt)."""
-    nb = boff[1] - boff[0]
-    top = np.int64(fp >> np.uint64(64 - dbits))
-    lo_d = dirs[0, top]
-    hi_d = dirs[0, top + 1]
-    bl = K.lower_bound(bkeys, lo_d, hi_d, fp) - 1  # the block before the first block key >= fp
-    if bl < 0:
-        bl = 0
-    bh = K.upper_bound(bkeys, max(bl, lo_d), hi_d, fp)
-    if bh <= bl:
-        bh = bl + 1
-    a = np.int64(-1)
-    b = np.int64(-1)
-    for blk in range(bl, min(bh, nb)):
-        s, e = _block_count(bstart, 0, blk, nb, n)
-        r = decode_block(words, woff[0] + blk * bw, bw, bkeys[blk], e - s, luts[0], buf)
-        if r < 0:
-            return np.int64(-1), np.int64(-1)
-        for j in range(e - s):
-            if buf[j] == fp:
-                if a < 0:
-                    a = s + j
-                b = s + j + 1
-            elif buf[j] > fp:
-                break
-    if a < 0:
-        return np.int64(0), np.int64(0)
-    return a, b
-
-
-@njit(nogil=True, cache=True)
-def search_compressed(
-    q, k, n, bkeys, bstart, words, luts, pluts, boff, woff, bw, dirs, dbits, rows, fps,
-    inv_idx, inv_mask, inv_n, pidx, pmask, npieces, pb, probe_radius, flips, flipd, nflips,
-    pm_key, pm_orig, qk, buf, buf0, out_q, out_r, out_d,
-):  # fmt: skip
-    """Every (query, row, distance) within ``k`` in a compressed segment, each pair once:
-    the same output protocol as :func:`neardup.index._kernels.search_tables`. Returns the
-    count, or -1 - t - 1000 * block when a block does not decode.
-
-    ``rows`` (T - 1, n) maps table positions to rows when the keys do not determine the
-    fingerprint (128-bit); else it is empty and a hit in table ``t >= 1`` is un-permuted
-    (``inv_*``: pieces of the inverse permutation) and looked up in table 0, whose positions
-    are the rows. Runs of equal keys (duplicates) are reported once per table from the run's
-    first key, as every row of the run in table 0.
-    """
-    nq = q.shape[0]
-    W = q.shape[1]
-    T = luts.shape[0]
-    cap = out_q.shape[0]
-    cnt = 0
-    kk = np.int64(k)
-    has_rows = rows.shape[0] > 0
-    one = np.zeros((1, 1), dtype=np.uint64)
-    bk2 = bkeys.reshape((1, bkeys.shape[0]))
-    wd2 = words.reshape((1, words.shape[0]))
-    G = 8  # queries per prefetch group: issue their memory loads before using them
-    for qi in range(nq):
-        g = qi % G
-        if g == 0:
-            g1 = min(nq, qi + G)
-            for qj in range(qi, g1):
-                for t in range(T):
-                    kq = K.permute_one(q, qj, t, pidx, pmask, npieces)
-                    qk[(qj - qi) * T + t] = kq
-                    top0 = np.int64(kq >> np.uint64(64 - dbits))
-                    K.prefetch2d(dirs, t, top0)
-            for qj in range(qi, g1):
-                for t in range(T):
-                    top0 = np.int64(qk[(qj - qi) * T + t] >> np.uint64(64 - dbits))
-                    lo0 = dirs[t, top0]
-                    if lo0 < boff[t + 1] - boff[t]:
-                        K.prefetch2d(bk2, 0, boff[t] + lo0)
-            for qj in range(qi, g1):  # the exact prefix's block (and the next one's first line)
-                for t in range(T):
-                    kq = qk[(qj - qi) * T + t]
-                    top0 = np.int64(kq >> np.uint64(64 - dbits))
-                    nb = boff[t + 1] - boff[t]
-                    tb = bkeys[boff[t] : boff[t + 1]]
-                    pbase = (kq >> np.uint64(64 - pb[t])) << np.uint64(64 - pb[t])
-                    bl = max(K.lower_bound(tb, dirs[t, top0], dirs[t, top0 + 1], pbase) - 1, 0)
-                    if bl < nb:
-                        w0 = woff[t] + bl * bw
-                        for line in range(0, min(bw + 8, 64), 8):
-                            K.prefetch2d(wd2, 0, w0 + line)
-        for t in range(T):
-            b0 = boff[t]
-            nb = boff[t + 1] - b0
-            tb = bkeys[b0 : b0 + nb]
-            p_bits = pb[t]
-            qkt = qk[g * T + t]
-            shift, low, qpre, dshift = K.probe_prefix(p_bits, dbits, qkt)
-            for f in range(nflips[t]):
-                d0 = flipd[t, f]
-                if d0 > kk:
-                    break
-                p = qpre ^ flips[t, f]
-                base = p << shift if p_bits < 64 else p
-                last = base | low
-                top = np.int64(p >> dshift)
-                lo_d = dirs[t, top]
-                hi_d = dirs[t, top + 1]
-                # from the block before the first block key >= base (equal keys may span
-                # blocks) to the last block whose first key <= last
-                bl = K.lower_bound(tb, lo_d, hi_d, base) - 1
-                if bl < 0:
-                    bl = 0
-                bh = K.upper_bound(tb, max(bl, lo_d), hi_d, last)
-                if bh <= bl:
-                    bh = bl + 1
-                have_prev = False
-                prev = np.uint64(0)
-                done = False
-                for blk in range(bl, min(bh, nb)):
-                    if done:
-                        break
-                    s, e = _block_count(bstart, b0, blk, nb, n)
-                    r = _decode_until(
-                        words, woff[t] + blk * bw, bw, tb[blk], e - s, pluts[t], buf, last
-                    )
-                    if r < 0:
-                        return -1 - t - 1000 * blk
-                    for j in range(r):
-                        key = buf[j]
-                        if key < base:
-                            continue
-                        if key > last:
-                            done = True
-                            break
-                        dup = have_prev and key == prev
-                        have_prev = True
-                        prev = key
-                        x = key ^ qkt
-                        c = K._pc(x)
-                        if c > kk:
-                            continue
-                        pos = s + j
-                        x0 = np.uint64(0)
-                        x1 = np.uint64(0)
-                        if t == 0 or has_rows:
-                            row = pos if t == 0 else np.int64(rows[t - 1, pos])
-                            if W == 1:
-                                dist = c
-                            else:
-                                x0 = fps[row, 0] ^ q[qi, 0]
-                                x1 = fps[row, 1] ^ q[qi, 1]
-                                dist = K._pc(x0) + K._pc(x1)
-                                if dist > kk:
-                                    continue
-                            if K._seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, probe_radius):
-                                continue
-                            if cnt < cap:
-                                out_q[cnt] = qi
-                                out_r[cnt] = row
-                                out_d[cnt] = dist
-                            cnt += 1
-                            continue
-                        # 64-bit, no rows: the key is the fingerprint permuted; find its rows
-                        if dup:
-                            continue
-                        if K._seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, probe_radius):
-                            continue
-                        one[0, 0] = key
-                        fp = K.permute_one(one, 0, t, inv_idx, inv_mask, inv_n)
-                        ra, rb = _table0_rows(
-                            fp, bkeys, bstart, words, luts, boff, woff, bw, n, dirs, dbits, buf0
-                        )
-                        if ra < 0:
-                            return -1 - 1000 * 0
-                        for row in range(ra, rb):
-                            if cnt < cap:
-                                out_q[cnt] = qi
-                                out_r[cnt] = row
-                                out_d[cnt] = c
-                            cnt += 1
-    return cnt
-
-
-@njit(nogil=True, cache=True)
-def search_compressed_list(q, k, segs, qk, buf, buf0, out_q, out_r, out_d, err):
-    """:func:`search_compressed` over every entry of the typed list ``segs`` (see
-    :meth:`CompressedSegment.entry`) in one call, writing (query, *id*, distance): rows are
-    mapped to ids and dead rows dropped here. One call for many segments, and a typed list
-    instead of 34 arrays per call: numba's unboxing of each array argument is most of a
-    single query's time otherwise (benchmarks/bench_compressed.py, p50). Returns the count
-    (more than ``out_q``'s length: call again with that much room), or the negative code of
-    :func:`search_compressed` with ``err[0]`` set to the entry that does not decode."""
-    cap = out_q.shape[0]
-    total = 0
-    for si in range(len(segs)):
-        e = segs[si]
-        n = e[0]
-        if n == 0:
-            continue
-        lo = min(total, cap)
-        c = search_compressed(
-            q, k, n, e[1], e[2], e[3], e[4], e[5], e[6], e[7], e[8], e[9], e[10], e[11],
-            e[12], e[13], e[14], e[15], e[16], e[17], e[18], e[19], e[20], e[21], e[22],
-            e[23], e[24], e[25], qk, buf, buf0, out_q[lo:], out_r[lo:], out_d[lo:],
-        )  # fmt: skip
-        if c < 0:
-            err[0] = si
-            return c
-        if total + c > cap:
-            total += c  # no room: only count (the caller retries with enough)
-            continue
-        id_off = e[26]
-        ids64 = e[27]
-        base = e[28]
-        alive = e[29]
-        wide = ids64.shape[0] > 0
-        some_dead = e[30] > 0
-        w = lo
-        for j in range(lo, lo + c):
-            r = out_r[j]
-            if some_dead and not alive[r]:
-                continue
-            out_q[w] = out_q[j]
-            out_r[w] = ids64[r] if wide else base + np.int64(id_off[r])
-            out_d[w] = out_d[j]
-            w += 1
-        total = w
-    return total
-
-
-@njit(nogil=False, cache=True)
-def search_compressed_list_gil(q, k, segs, qk, buf, buf0, out_q, out_r, out_d, err):
-    """:func:`search_compressed_list` holding the GIL (a few queries; see
-    ``_kernels.search_tables_gil``)."""
-    return search_compressed_list(q, k, segs, qk, buf, buf0, out_q, out_r, out_d, err)
-
-
-def _ro(a: Any, dtype: Any, ndim: int) -> Any:
-    """A read-only, C-contiguous plain ``ndarray`` view (no copy when ``a`` already is one):
-    every entry of a typed list then has one numba type, and a plain ndarray (not a
-    ``np.memmap`` subclass) keeps numba's argument unboxing on its fast path."""
-    v = np.ascontiguousarray(a, dtype=dtype).view(np.ndarray)
-    if v.ndim != ndim:
-        raise ValueError(f"expected a {ndim}-d array, got shape {v.shape}")
-    if v.flags.writeable:
-        v = v.view()
-        v.flags.writeable = False
-    return v
-
-
-def _ro_empty(dtype: Any, ndim: int) -> Any:
-    return _ro(np.zeros((1,) * ndim, dtype=dtype), dtype, ndim)
-
-
-_CENTRY_PROTO: Any = None
-
-
-def compressed_entry_proto() -> tuple[Any, ...]:
-    """An entry of :meth:`CompressedSegment.entry`'s numba type (empty arrays): the item type
-    of :func:`new_entry_list`."""
-    global _CENTRY_PROTO
-    if _CENTRY_PROTO is None:
-        u64_1, u64_2 = _ro_empty(np.uint64, 1), _ro_empty(np.uint64, 2)
-        i64_1, i64_2 = _ro_empty(np.int64, 1), _ro_empty(np.int64, 2)
-        u16_2, u32_1 = _ro_empty(np.uint16, 2), _ro_empty(np.uint32, 1)
-        _CENTRY_PROTO = (
-            0, u64_1, u32_1, u64_1, u16_2, u16_2, i64_1, i64_1, 0, i64_2, 0,
-            _ro_empty(np.uint32, 2), u64_2, _ro_empty(np.int64, 3), u64_2, i64_1,
-            _ro_empty(np.int64, 3), u64_2, i64_1, i64_1, i64_1, u64_2, i64_2, i64_1,
-            u64_2, u64_2, u32_1, i64_1, 0, _ro_empty(np.bool_, 1), 0,
-        )  # fmt: skip
-    return _CENTRY_PROTO
-
-
-def new_entry_list() -> Any:
-    """An empty typed list for :func:`search_compressed_list`; add entries with
-    :func:`append_entry` (made and filled in cached kernels: numba compiles
-    ``numba.typed.List``'s own methods again in every process, see ``_kernels.typed_list_like``)."""
-    return K.typed_list_like(compressed_entry_proto())
-
-
-def append_entry(entries: Any, entry: tuple[Any, ...]) -> None:
-    """Append a :meth:`CompressedSegment.entry` to a list from :func:`new_entry_list`."""
-    K.typed_list_append(entries, entry)
-
-
-def list_search(
-    q: U64, k: int, entries: Any, block_bytes: int, n_tables: int, cap: int = 0
-) -> tuple[I64, I64, npt.NDArray[np.int32]]:
-    """(query, id, distance) of every entry of ``entries`` (a typed list from
-    :func:`new_entry_list`) within ``k`` of ``q``; ``block_bytes`` / ``n_tables``: the
-    largest of the entries'. Raises :class:`CorruptFileError` naming table and block."""
-    qk = np.empty(9 * max(n_tables, 1), dtype=np.uint64)
-    buf = np.empty(block_bytes * 8 + 2, dtype=np.uint64)
-    buf0 = np.empty_like(buf)
-    err = np.zeros(1, dtype=np.int64)
-    cap = cap or 4 * len(q) + 64
-    fn = search_compressed_list_gil if len(q) <= 8 else search_compressed_list
-    while True:
-        out_q = np.empty(cap, dtype=np.int64)
-        out_r = np.empty(cap, dtype=np.int64)
-        out_d = np.empty(cap, dtype=np.int32)
-        cnt = fn(q, k, entries, qk, buf, buf0, out_q, out_r, out_d, err)
-        if cnt < 0:
-            c = -cnt - 1
-            raise CorruptFileError(
-                f"compressed segment {int(err[0])}: table {c % 1000} block {c // 1000} does not"
-                " decode; the data is corrupt: restore it or rebuild the index"
-            )
-        if cnt <= cap:
-            return out_q[:cnt], out_r[:cnt], out_d[:cnt]
-        cap = int(cnt)
-
-
-@njit(nogil=True, cache=True)
-def _dirs_all(bkeys, boff, dbits):
-    T = boff.shape[0] - 1
-    out = np.empty((max(T, 1), (1 << dbits) + 1), dtype=np.int64)
-    for t in range(T):
-        out[t] = K.directory(bkeys[boff[t] : boff[t + 1]], dbits)
-    return out
 
 
 def inverse_pieces(pa: PlanArrays) -> tuple[I64, U64, I64] | None:
@@ -1073,117 +127,261 @@ def inverse_pieces(pa: PlanArrays) -> tuple[I64, U64, I64] | None:
     return idx, msk, cnt
 
 
+# ---------------------------------------------------------------------------- list kernels
+@njit(nogil=True, cache=True, inline="always")
+def _to_ids(out_q, out_r, out_d, lo, c, idw, idbits, base, alive, some_dead):
+    """Rows ``[lo, lo + c)`` of the outputs to ids (packed offsets + ``base``), dropping dead
+    rows; returns the new end."""
+    mask = (np.uint64(2) << np.uint64(idbits - 1)) - np.uint64(1)
+    w = lo
+    for j in range(lo, lo + c):
+        r = out_r[j]
+        if some_dead and not alive[r]:
+            continue
+        b = r * idbits
+        x = idw[b >> 6] >> np.uint64(b & 63)
+        x |= (idw[(b >> 6) + 1] << np.uint64(1)) << np.uint64(63 - (b & 63))
+        out_q[w] = out_q[j]
+        out_r[w] = base + np.int64(x & mask)
+        out_d[w] = out_d[j]
+        w += 1
+    return w
+
+
+@njit(nogil=True, cache=True)
+def _search_ef_list(q, k, segs, qk, out_q, out_r, out_d):
+    """:func:`~neardup.index.codec_ef.search_ef` over every entry of ``segs`` in one call,
+    writing (query, *id*, distance); returns the count (call again with that much room when it
+    exceeds the outputs)."""
+    cap = out_q.shape[0]
+    total = 0
+    for si in range(len(segs)):
+        e = segs[si]
+        if e[0] == 0:
+            continue
+        lo = min(total, cap)
+        c = search_ef(
+            q, k, e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7], e[8], e[9], e[10], e[11],
+            e[12], e[13], e[14], e[15], e[16], e[17], e[18], e[19], e[20], e[21], e[22], e[23],
+            qk, out_q[lo:], out_r[lo:], out_d[lo:],
+        )  # fmt: skip
+        if total + c > cap:
+            total += c  # no room: only count (the caller retries with enough)
+            continue
+        total = _to_ids(out_q, out_r, out_d, lo, c, e[24], e[25], e[26], e[27], e[28] > 0)
+    return total
+
+
+@njit(cache=True)
+def _search_ef_list_gil(q, k, segs, qk, out_q, out_r, out_d):
+    """:func:`_search_ef_list` holding the GIL (a few queries; see
+    ``_kernels.search_tables_gil``)."""
+    return _search_ef_list(q, k, segs, qk, out_q, out_r, out_d)
+
+
+@njit(nogil=True, cache=True)
+def _search_blocks_list(q, k, segs, qk, buf, buf0, out_q, out_r, out_d, err):
+    """:func:`~neardup.index.codec_blocks.search_blocks` over every entry of ``segs``, as
+    :func:`_search_ef_list`; a negative count is the code of a block that does not decode,
+    with ``err[0]`` set to its entry."""
+    cap = out_q.shape[0]
+    total = 0
+    for si in range(len(segs)):
+        e = segs[si]
+        if e[0] == 0:
+            continue
+        lo = min(total, cap)
+        c = search_blocks(
+            q, k, e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7], e[8], e[9], e[10], e[11],
+            e[12], e[13], e[14], e[15], e[16], e[17], e[18], e[19], e[20], e[21], e[22],
+            e[23], e[24], e[25], qk, buf, buf0, out_q[lo:], out_r[lo:], out_d[lo:],
+        )  # fmt: skip
+        if c < 0:
+            err[0] = si
+            return c
+        if total + c > cap:
+            total += c
+            continue
+        total = _to_ids(out_q, out_r, out_d, lo, c, e[26], e[27], e[28], e[29], e[30] > 0)
+    return total
+
+
+@njit(cache=True)
+def _search_blocks_list_gil(q, k, segs, qk, buf, buf0, out_q, out_r, out_d, err):
+    """:func:`_search_blocks_list` holding the GIL."""
+    return _search_blocks_list(q, k, segs, qk, buf, buf0, out_q, out_r, out_d, err)
+
+
+def _ro(a: Any, dtype: Any, ndim: int) -> Any:
+    """A read-only, C-contiguous plain ``ndarray`` view (no copy when ``a`` already is one):
+    every entry of a typed list then has one numba type, and a plain ndarray (not a
+    ``np.memmap`` subclass) keeps numba's argument unboxing on its fast path."""
+    v = np.ascontiguousarray(a, dtype=dtype).view(np.ndarray)
+    if v.ndim != ndim:
+        raise ValueError(f"expected a {ndim}-d array, got shape {v.shape}")
+    if v.flags.writeable:
+        v = v.view()
+        v.flags.writeable = False
+    return v
+
+
+def _ro_empty(dtype: Any, ndim: int) -> Any:
+    return _ro(np.zeros((1,) * ndim, dtype=dtype), dtype, ndim)
+
+
+_PROTOS: dict[str, tuple[Any, ...]] = {}
+
+
+def _proto(codec: str) -> tuple[Any, ...]:
+    """An entry of :meth:`CompressedSegment.entry`'s numba type for ``codec`` (empty arrays):
+    the item type of the codec's typed list."""
+    if codec not in _PROTOS:
+        u64_1, u64_2 = _ro_empty(np.uint64, 1), _ro_empty(np.uint64, 2)
+        i64_1, i64_2 = _ro_empty(np.int64, 1), _ro_empty(np.int64, 2)
+        u16_2, u32_1 = _ro_empty(np.uint16, 2), _ro_empty(np.uint32, 1)
+        tables: tuple[Any, ...] = (
+            (0, 0, u64_2, u64_2, _ro_empty(np.uint32, 2), i64_2, u32_1, u32_1)
+            if codec == "ef"
+            else (u64_1, u32_1, u64_1, u16_2, u16_2, i64_1, i64_1, 0, i64_2, 0)
+        )
+        _PROTOS[codec] = (
+            0, *tables, _ro_empty(np.uint32, 2), u64_2, _ro_empty(np.int64, 3), u64_2, i64_1,
+            _ro_empty(np.int64, 3), u64_2, i64_1, i64_1, i64_1, u64_2, i64_2, i64_1, u64_2,
+            u64_2, u64_1, 0, 0, _ro_empty(np.bool_, 1), 0,
+        )  # fmt: skip
+    return _PROTOS[codec]
+
+
+class CompressedList:
+    """Compressed segments (of any indexes) searched in one kernel call per codec.
+
+    Add each segment with :meth:`append` (its arrays are viewed, not copied); :meth:`search`
+    returns (query, id, distance) of every live row within ``k``. The typed lists are made and
+    filled by cached kernels (numba compiles ``numba.typed.List``'s own methods again in every
+    process, see ``_kernels.typed_list_like``)."""
+
+    def __init__(self) -> None:
+        self._lists: dict[str, Any] = {}
+        self._count = dict.fromkeys(CODECS, 0)
+        self._tables = 1
+        self._block_bytes = 8
+
+    def __len__(self) -> int:
+        return sum(self._count.values())
+
+    def append(self, seg: CompressedSegment, pa: PlanArrays) -> None:
+        """Add ``seg`` (searched with plan arrays ``pa``)."""
+        c = seg.codec
+        if c not in self._lists:
+            self._lists[c] = K.typed_list_like(_proto(c))
+        K.typed_list_append(self._lists[c], seg.entry(pa))
+        self._count[c] += 1
+        self._tables = max(self._tables, pa.n_tables)
+        if isinstance(seg.tables, BlockTables):
+            self._block_bytes = max(self._block_bytes, seg.tables.block_bytes)
+
+    def search(self, q: U64, k: int, cap: int = 0) -> Rows:
+        """(query, id, distance) of every live row within ``k`` of a query of ``q`` (n, W);
+        raises :class:`CorruptFileError` naming a block that does not decode."""
+        parts = [self._search(c, q, k, cap) for c in CODECS if self._count[c]]
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return _E_I64, _E_I64, _E_I32
+        return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))  # type: ignore[return-value]
+
+    def _search(self, codec: str, q: U64, k: int, cap: int) -> Rows:
+        qk = np.empty(9 * self._tables, dtype=np.uint64)
+        cap = cap or 4 * len(q) + 64
+        small = len(q) <= 8
+        segs = self._lists[codec]
+        if codec == "blocks":
+            buf = np.empty(self._block_bytes * 8 + 2, dtype=np.uint64)
+            buf0 = np.empty_like(buf)
+            err = np.zeros(1, dtype=np.int64)
+        while True:
+            out_q = np.empty(cap, dtype=np.int64)
+            out_r = np.empty(cap, dtype=np.int64)
+            out_d = np.empty(cap, dtype=np.int32)
+            fn: Any
+            if codec == "ef":
+                fn = _search_ef_list_gil if small else _search_ef_list
+                cnt = fn(q, k, segs, qk, out_q, out_r, out_d)
+            else:
+                fn = _search_blocks_list_gil if small else _search_blocks_list
+                cnt = fn(q, k, segs, qk, buf, buf0, out_q, out_r, out_d, err)
+                if cnt < 0:
+                    c = -cnt - 1
+                    raise CorruptFileError(
+                        f"compressed segment {int(err[0])}: table {c % 1000} block {c // 1000}"
+                        " does not decode; the data is corrupt: restore it or rebuild the index"
+                    )
+            if cnt <= cap:
+                return out_q[:cnt], out_r[:cnt], out_d[:cnt]
+            cap = int(cnt)
+
+
 _E_I64 = np.empty(0, dtype=np.int64)
 _E_I32 = np.empty(0, dtype=np.int32)
 
 
+# ---------------------------------------------------------------------------- the segment
 class CompressedSegment(SegmentRows):
-    """An immutable index segment whose tables are block-compressed.
+    """An immutable index segment whose tables are compressed (``tables``: :class:`EFTables`
+    or :class:`BlockTables`).
 
-    Per fingerprint it keeps the compressed tables, its id (in table 0's order: u32 offsets
-    from ``id_base`` when the segment's ids span less than 2**32, else int64), and
-    only for 128-bit fingerprints the fingerprints themselves and each further table's rows
-    (a 64-bit key does not determine a 128-bit fingerprint). For 64-bit fingerprints table 0
-    *is* the fingerprints, and a hit in a further table is mapped to its rows by un-permuting
-    its key and looking it up in table 0 (the paper's scheme), so no row arrays are stored.
-
-    Duck-typed like :class:`~neardup.index.tables.TableSegment` for :class:`HammingIndex`
-    (``keys`` is None, so :class:`~neardup.index.multi.IndexSet` searches it as a brute
-    segment over the decoded fingerprints: exact, but without the tables' speed).
+    Per fingerprint it keeps the compressed tables and its id (in table 0's order, packed:
+    :class:`PackedIds`), and only for 128-bit fingerprints the fingerprints themselves and each
+    further table's rows. Duck-typed like :class:`~neardup.index.tables.TableSegment` for
+    :class:`~neardup.index.HammingIndex`; :class:`~neardup.index.multi.IndexSet` searches it
+    through a :class:`CompressedList`.
     """
 
-    # what IndexSet reads of a brute segment
-    heavy = None
-    hv = np.zeros((0, 4), dtype=np.int64)
-    sub = np.zeros(1, dtype=np.int64)
-
-    __slots__ = (
-        "_ids64",
-        "_inv",
-        "_one",
-        "ct",
-        "dbits",
-        "dirs",
-        "fps_raw",
-        "id_base",
-        "id_off",
-        "keys",
-        "luts",
-        "pluts",
-        "rows",
-        "words",
-    )
+    __slots__ = ("_inv", "_one", "fps_raw", "packed", "rows", "tables", "words")
 
     def __init__(
         self,
-        ct: CompressedTables,
-        ids: I64,
+        tables: EFTables | BlockTables,
+        ids: PackedIds,
         words: int,
         pa: PlanArrays,
         fps_raw: U64 | None = None,
         rows: npt.NDArray[np.uint32] | None = None,
         alive: npt.NDArray[np.bool_] | None = None,
-        id_base: int | None = None,
     ) -> None:
-        self.ct = ct
-        # ids as u32 offsets from a base when they span < 2**32 (the usual case: ids are
-        # assigned in order), saving 4 B per fingerprint; ``id_base`` given: ``ids`` already are
-        self.id_base = 0
-        self.id_off: npt.NDArray[np.uint32] | None = None
-        self._ids64: I64 | None = None
-        if id_base is not None:
-            if ids.dtype != np.uint32:
-                raise CorruptFileError(f"compressed segment: id offsets are {ids.dtype}, not u4")
-            self.id_base, self.id_off = int(id_base), ids.view(np.uint32)
-        elif len(ids) and int(ids.max()) - int(ids.min()) < 1 << 32:
-            self.id_base = int(ids.min())
-            self.id_off = (ids - np.int64(self.id_base)).astype(np.uint32)
-        elif len(ids):
-            self._ids64 = np.asarray(ids, dtype=np.int64)
-        else:
-            self.id_off = np.zeros(0, dtype=np.uint32)
+        self.tables = tables
+        self.packed = ids
         self.words = words
         self.fps_raw = fps_raw  # (n, 2) for 128-bit; None for 64-bit (decoded from table 0)
         self.rows = rows
-        self.keys = None  # no uncompressed keys (IndexSet and the self-join need TableSegment)
         self.alive = alive
-        self.n_dead = 0 if alive is None else int(len(ids) - np.count_nonzero(alive))
+        self.n_dead = 0 if alive is None else int(ids.n - np.count_nonzero(alive))
         self._id_index: tuple[I64, I64] | None = None
-        self._one: tuple[PlanArrays, int, Any] | None = None  # search(): a typed list of self
+        self._one: tuple[PlanArrays, int, CompressedList] | None = None  # search(): a list of self
         self._inv = inverse_pieces(pa) if rows is None else None
-        if rows is None and self._inv is None and ct.n:
+        if rows is None and self._inv is None and ids.n:
             raise CorruptFileError("compressed segment of 128-bit fingerprints lacks its rows")
-        nb_min = min((int(ct.boff[t + 1] - ct.boff[t]) for t in range(ct.n_tables)), default=1)
-        self.dbits = int(min(pa.min_pb, max(1, min(20, max(nb_min, 1).bit_length() - 1))))
-        self.dirs = _dirs_all(ct.bkeys, ct.boff, self.dbits)
-        self.luts = np.stack([decode_lut(ct.lens[t]) for t in range(ct.n_tables)])
-        self.pluts = np.stack([probe_lut(ct.lens[t]) for t in range(ct.n_tables)])
 
     @property
-    def ids(self) -> I64:
-        """The int64 ids in row order (materialized from the u32 offsets when compact)."""
-        if self._ids64 is not None:
-            return self._ids64
-        assert self.id_off is not None
-        return self.id_off.astype(np.int64) + np.int64(self.id_base)
-
-    def ids_at(self, rows: Any) -> I64:
-        """The int64 ids of ``rows`` (an index array or a slice)."""
-        if self._ids64 is not None:
-            return self._ids64[rows]
-        assert self.id_off is not None
-        return self.id_off[rows].astype(np.int64) + np.int64(self.id_base)
+    def codec(self) -> str:
+        return "ef" if isinstance(self.tables, EFTables) else "blocks"
 
     @property
     def n(self) -> int:
-        a = self._ids64 if self._ids64 is not None else self.id_off
-        return int(a.shape[0])  # type: ignore[union-attr]
+        return self.packed.n
+
+    @property
+    def ids(self) -> I64:
+        """The int64 ids in row order."""
+        return self.packed.at(slice(None))
+
+    def ids_at(self, rows: Any) -> I64:
+        """The int64 ids of ``rows`` (an index array or a slice)."""
+        return self.packed.at(rows)
 
     @property
     def nbytes(self) -> int:
-        ida = self._ids64 if self._ids64 is not None else self.id_off
-        total = ida.nbytes + self.ct.nbytes + self.dirs.nbytes  # type: ignore[union-attr]
-        total += self.luts.nbytes + self.pluts.nbytes
+        total = self.packed.words.nbytes + self.tables.nbytes
         for a in (self.fps_raw, self.rows, self.alive):
             if a is not None:
                 total += a.nbytes
@@ -1191,59 +389,61 @@ class CompressedSegment(SegmentRows):
 
     @classmethod
     def build(
-        cls, fps: U64, ids: I64, pa: PlanArrays, block_bytes: int = DEFAULT_BLOCK_BYTES
+        cls,
+        fps: U64,
+        ids: I64,
+        pa: PlanArrays,
+        block_bytes: int = DEFAULT_BLOCK_BYTES,
+        codec: str = DEFAULT_CODEC,
     ) -> CompressedSegment:
-        """Sort ``fps`` (n, W) into every table of ``pa`` and compress each table."""
+        """Sort ``fps`` (n, W) into every table of ``pa`` and compress each table in
+        ``codec`` (``block_bytes``: the block size of ``"blocks"``)."""
         if pa.n_tables == 0:
             raise ConfigError("compressed segments need a table plan (layout 'tables')")
+        check_codec(codec)
         n = fps.shape[0]
         T = pa.n_tables
         key0, order = sorted_table(fps, pa, 0)
         fps_s = np.ascontiguousarray(fps[order])
         ids_s = np.ascontiguousarray(ids[order])
+        del order
         inv = inverse_pieces(pa)
-        tabs = [encode_table(key0, block_bytes)]
-        del key0
         rows = None if inv is not None else np.empty((T - 1, n), dtype=np.uint32)
-        for t in range(1, T):
-            kt, o = sorted_table(fps_s, pa, t)
-            tabs.append(encode_table(kt, block_bytes))
-            if rows is not None:
-                rows[t - 1] = o
-        ct = CompressedTables.from_tables(tabs, n, block_bytes)
-        return cls(ct, ids_s, pa.words, pa, None if inv is not None else fps_s, rows)
+
+        def tables(first: list[U64]) -> Iterator[Any]:
+            """One table's keys at a time (the codec encodes each before the next is made),
+            for the Elias-Fano code with their rows (kept for heavy buckets, 64-bit)."""
+            yield first.pop()
+            for t in range(1, T):
+                kt, o = sorted_table(fps_s, pa, t)
+                if rows is not None:
+                    rows[t - 1] = o
+                yield (kt, o) if codec == "ef" and rows is None else kt
+                del kt, o
+
+        first = [key0]
+        del key0
+        if codec == "ef":
+            tabs: EFTables | BlockTables = encode_ef(
+                tables(first), pa.min_pb, n=n, n_tables=T, prefix_bits=pa.pb, heavy_min=pa.heavy
+            )
+        else:
+            tabs = BlockTables.encode(tables(first), check_block_bytes(block_bytes), pa.min_pb)
+        return cls(tabs, PackedIds.of(ids_s), pa.words, pa, None if inv is not None else fps_s,
+                   rows)  # fmt: skip
 
     @property
     def fps(self) -> U64:
         """Fingerprints (n, W) in row order (decoded from table 0 for 64-bit)."""
         if self.fps_raw is not None:
             return self.fps_raw
-        return decode_table(self.ct.table(0)).reshape(-1, 1)
+        return self.tables.decode(0).reshape(-1, 1)
 
     def fps_at(self, rows: I64) -> U64:
-        """Fingerprints (m, W) of ``rows``, decoding only their blocks of table 0."""
+        """Fingerprints (m, W) of ``rows`` (random access to table 0 for 64-bit)."""
         if self.fps_raw is not None:
             return self.fps_raw[rows]
-        rows = np.asarray(rows, dtype=np.int64)
-        if len(rows) > self.n // 64:
-            return self.fps[rows]
-        t0 = self.ct.table(0)
-        lut = decode_lut(t0.lens)
-        bw = self.ct.block_bytes // 8
-        nb = len(t0.bkeys)
-        blk = np.searchsorted(t0.bstart.astype(np.int64), rows, "right") - 1
-        out = np.empty((len(rows), 1), dtype=np.uint64)
-        buf = np.empty(self.ct.block_bytes * 8 + 2, dtype=np.uint64)
-        for i, (r, b) in enumerate(zip(rows.tolist(), blk.tolist(), strict=True)):
-            s = int(t0.bstart[b])
-            e = int(t0.bstart[b + 1]) if b + 1 < nb else self.n
-            if (
-                decode_block(t0.words, np.int64(b * bw), np.int64(bw), t0.bkeys[b], e - s, lut, buf)
-                < 0
-            ):
-                raise CorruptFileError(f"compressed table 0: block {b} does not decode")
-            out[i, 0] = buf[r - s]
-        return out
+        return self.tables.keys_at(0, np.asarray(rows, dtype=np.int64)).reshape(-1, 1)
 
     def live_arrays(self) -> tuple[U64, I64]:
         alive = self.alive
@@ -1254,106 +454,91 @@ class CompressedSegment(SegmentRows):
         return fps[mask], self.ids[mask]
 
     def entry(self, pa: PlanArrays) -> tuple[Any, ...]:
-        """This segment as one entry of :func:`search_compressed_list` (arrays viewed
-        read-only, no copies; rebuilt when rows die, since ``alive`` may be replaced)."""
-        ct = self.ct
+        """This segment as one entry of its codec's list kernel (arrays viewed read-only, no
+        copies; rebuilt when rows die, since ``alive`` may be replaced)."""
+        rows: Any
         if self._inv is not None:
             inv_idx, inv_mask, inv_n = self._inv
-            rows: Any = np.zeros((1, 1), dtype=np.uint32)[:0]
+            rows = np.zeros((1, 1), dtype=np.uint32)[:0]
             fps: Any = np.zeros((1, 1), dtype=np.uint64)
         else:
             inv_idx, inv_mask, inv_n = pa.pidx, pa.pmask, pa.npieces
             rows = self.rows if self.rows is not None else np.zeros((0, 1), dtype=np.uint32)
             fps = self.fps_raw
-        wide = self._ids64 is not None
+        tb = self.tables
+        if isinstance(tb, EFTables):
+            tables: tuple[Any, ...] = (
+                int(tb.h), int(tb.dbits), _ro(tb.hi, np.uint64, 2), _ro(tb.lo, np.uint64, 2),
+                _ro(tb.dirs, np.uint32, 2), _ro(tb.heavy, np.int64, 2), _ro(tb.sub, np.uint32, 1),
+                _ro(tb.hrows, np.uint32, 1),
+            )  # fmt: skip
+        else:
+            tables = (
+                _ro(tb.bkeys, np.uint64, 1), _ro(tb.bstart, np.uint32, 1),
+                _ro(tb.words, np.uint64, 1), _ro(tb.luts, np.uint16, 2),
+                _ro(tb.pluts, np.uint16, 2), _ro(tb.boff, np.int64, 1), _ro(tb.woff, np.int64, 1),
+                int(tb.block_bytes // 8), _ro(tb.dirs, np.int64, 2), int(tb.dbits),
+            )  # fmt: skip
         return (
-            int(self.n), _ro(ct.bkeys, np.uint64, 1), _ro(ct.bstart, np.uint32, 1),
-            _ro(ct.words, np.uint64, 1), _ro(self.luts, np.uint16, 2),
-            _ro(self.pluts, np.uint16, 2), _ro(ct.boff, np.int64, 1),
-            _ro(ct.woff, np.int64, 1), int(ct.block_bytes // 8), _ro(self.dirs, np.int64, 2),
-            int(self.dbits), _ro(rows, np.uint32, 2), _ro(fps, np.uint64, 2),
+            int(self.n), *tables, _ro(rows, np.uint32, 2), _ro(fps, np.uint64, 2),
             _ro(inv_idx, np.int64, 3), _ro(inv_mask, np.uint64, 2), _ro(inv_n, np.int64, 1),
             _ro(pa.pidx, np.int64, 3), _ro(pa.pmask, np.uint64, 2),
             _ro(pa.npieces, np.int64, 1), _ro(pa.pb, np.int64, 1),
             _ro(pa.probe_radius, np.int64, 1), _ro(pa.flips, np.uint64, 2),
             _ro(pa.flipd, np.int64, 2), _ro(pa.nflips, np.int64, 1),
             _ro(pa.pm_key, np.uint64, 2), _ro(pa.pm_orig, np.uint64, 2),
-            _ro(self.id_off if not wide else np.zeros(0, np.uint32), np.uint32, 1),
-            _ro(self._ids64 if wide else np.zeros(0, np.int64), np.int64, 1),
-            int(self.id_base),
+            _ro(self.packed.words, np.uint64, 1), int(self.packed.bits), int(self.packed.base),
             _ro(self.alive if self.alive is not None else np.zeros(0, np.bool_), np.bool_, 1),
             int(self.n_dead),
         )  # fmt: skip
 
-    def search(
-        self, q: U64, k: int, pa: PlanArrays, cap: int = 0
-    ) -> tuple[I64, I64, npt.NDArray[np.int32]]:
+    def search(self, q: U64, k: int, pa: PlanArrays, cap: int = 0) -> Rows:
         """(query, id, distance) of every live row within ``k`` of a query."""
         if self.n == 0:
             return _E_I64, _E_I64, _E_I32
         cached = self._one
         if cached is None or cached[0] is not pa or cached[1] != self.n_dead:
-            lst = new_entry_list()
-            append_entry(lst, self.entry(pa))
+            lst = CompressedList()
+            lst.append(self, pa)
             cached = self._one = (pa, self.n_dead, lst)
-        return list_search(q, k, cached[2], self.ct.block_bytes, pa.n_tables, cap)
+        return cached[2].search(q, k, cap)
 
-    def search_rows(
-        self, q: U64, k: int, pa: PlanArrays, cap: int = 0
-    ) -> tuple[I64, I64, npt.NDArray[np.int32]]:
-        """(query, row, distance) of every row (dead ones too) within ``k``: the kernel
-        called with its 34 arguments (the reference the typed-list path is tested against)."""
-        if self.n == 0:
-            return _E_I64, _E_I64, _E_I32
-        ct = self.ct
-        luts = self.luts
-        fps: Any
-        if self._inv is not None:
-            inv_idx, inv_mask, inv_n = self._inv
-            rows = np.zeros((0, 1), dtype=np.uint32)
-            fps = np.zeros((1, 1), dtype=np.uint64)
-        else:
-            inv_idx, inv_mask, inv_n = pa.pidx, pa.pmask, pa.npieces
-            rows = self.rows if self.rows is not None else np.zeros((0, 1), dtype=np.uint32)
-            fps = self.fps_raw
-        qk = np.empty(9 * max(pa.n_tables, 1), dtype=np.uint64)
-        buf = np.empty(ct.block_bytes * 8 + 2, dtype=np.uint64)
-        buf0 = np.empty_like(buf)
-        cap = cap or 4 * len(q) + 64
-        # Python ints, not np.int64 scalars: numba types those slower on every call (the
-        # single-query latency of benchmarks/bench_compressed.py)
+    def search_rows(self, q: U64, k: int, pa: PlanArrays) -> Rows:
+        """(query, row, distance) of every row (dead ones too) within ``k``: the codec's
+        kernel called with every array as an argument (the reference the list path is tested
+        against)."""
+        e = self.entry(pa)
+        kernel: Any = search_ef if self.codec == "ef" else search_blocks
+        T = max(pa.n_tables, 1)
+        cap = 4 * len(q) + 64
         while True:
-            out_q = np.empty(cap, dtype=np.int64)
-            out_r = np.empty(cap, dtype=np.int64)
-            out_d = np.empty(cap, dtype=np.int32)
-            cnt = search_compressed(
-                q, k, self.n, ct.bkeys, ct.bstart, ct.words, luts, self.pluts, ct.boff,
-                ct.woff, ct.block_bytes // 8, self.dirs, self.dbits,
-                rows, fps, inv_idx, inv_mask, inv_n, pa.pidx, pa.pmask, pa.npieces, pa.pb,
-                pa.probe_radius, pa.flips, pa.flipd, pa.nflips, pa.pm_key, pa.pm_orig, qk, buf,
-                buf0, out_q, out_r, out_d,
-            )  # fmt: skip
-            if cnt < 0:
-                c = -cnt - 1
-                raise CorruptFileError(
-                    f"compressed segment: table {c % 1000} block {c // 1000} does not decode;"
-                    " the data is corrupt: restore it or rebuild the index"
-                )
+            out = (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int32))
+            qk = np.empty(9 * T, dtype=np.uint64)
+            if self.codec == "ef":
+                cnt = kernel(q, k, *e[:24], qk, *out)
+            else:
+                buf = np.empty(int(e[8]) * 64 + 2, dtype=np.uint64)
+                cnt = kernel(q, k, *e[:26], qk, buf, np.empty_like(buf), *out)
+                if cnt < 0:
+                    raise CorruptFileError("compressed segment: a block does not decode")
             if cnt <= cap:
-                break
-            cap = cnt
-        return out_q[:cnt], out_r[:cnt], out_d[:cnt]
+                return out[0][:cnt], out[1][:cnt], out[2][:cnt]
+            cap = int(cnt)
 
     def verify(self, what: str = "compressed segment") -> None:
-        """Check every block's CRC-32 (raises :class:`CorruptFileError` naming table and block)."""
-        self.ct.verify(what)
+        """Check every table's checksums (raises :class:`CorruptFileError` naming the table,
+        and for the block code the block)."""
+        self.tables.verify(what)
 
     def describe(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "n": self.n,
             "live": self.n_live,
             "bytes": self.nbytes,
-            "dbits": self.dbits,
             "compressed": True,
-            "block_bytes": self.ct.block_bytes,
+            "codec": self.codec,
+            "id_bits": self.packed.bits,
         }
+        if isinstance(self.tables, BlockTables):
+            out["block_bytes"] = self.tables.block_bytes
+        return out

@@ -3,9 +3,7 @@
 Layout, all integers little-endian::
 
     offset 0   magic      8 bytes  b"NDHAMIDX"
-    8          version    u32      1; 2 when the index has compressed segments
-                                   (``compress=True``), 3 when one stores u32 id offsets
-                                   (older builds refuse those by version)
+    8          version    u32      1
     12         flags      u32      0
     16         hdr_len    u64      length of the JSON header
     24         hdr_hash   u64      xxh3-64 of the JSON header bytes
@@ -14,13 +12,18 @@ Layout, all integers little-endian::
     ...        sections   raw little-endian arrays, each starting at a multiple of 64 bytes
     end - 16   trailer    8 bytes  b"NDHAMEND" + u64 total file length
 
-A compressed segment (:mod:`neardup.index.compressed`) stores, instead of keys/rows/dirs, its
-tables' concatenated blocks: ``c.lens`` (u1 (T, 65) Huffman code lengths), ``c.bkeys`` (u8 block
-keys), ``c.bstart`` (u4 block positions), ``c.crc`` (u4 CRC-32 per block), ``c.words`` (u8
-payload), ``c.boff`` / ``c.woff`` (i8 per-table offsets); a section checksum mismatch there is
-narrowed to the table and block whose CRC-32 fails. Version 3: a compressed segment whose ids
-span less than 2**32 stores them as ``s<i>.ids32`` (u4 offsets from the segment's ``id_base`` in
-the header) instead of ``s<i>.ids`` (i8). This build reads versions 1, 2 and 3.
+A compressed segment (:mod:`neardup.index.compressed`; its header entry has ``"compressed":
+true``, the ``"codec"``, ``"id_base"`` and ``"id_bits"``) stores, instead of keys/rows/dirs, its
+ids as ``ids.packed`` (u8 words: offsets from ``id_base``, ``id_bits`` each) and its tables in
+the codec's arrays: for ``"ef"`` (with ``"h"`` and ``"dbits"`` in the header) ``ef.hi`` /
+``ef.lo`` (u8 (T, words): unary high parts, packed low bits), ``ef.dirs`` (u4 (T, 2**dbits +
+1)), the heavy buckets' ``ef.heavy`` (i8 (H, 5)), ``ef.sub`` and ``ef.hrows`` (u4), and
+``ef.sums`` (u8 (T + 1,): xxh3-64 per table and of the heavy arrays); for ``"blocks"`` (with
+``"block_bytes"``)
+``c.lens`` (u1 (T, 65) Huffman code lengths), ``c.bkeys`` (u8 block keys), ``c.bstart`` (u4
+block positions), ``c.crc`` (u4 CRC-32 per block), ``c.words`` (u8 payload), ``c.boff`` /
+``c.woff`` (i8 per-table offsets). A section checksum mismatch there is narrowed to the table
+(and for blocks the block) whose own checksum fails. This build reads version 1 only.
 
 Readers reject a file whose magic, version, header hash, trailer, length or any section hash
 does not match, naming the file and what is wrong (:class:`~neardup.errors.FormatError`,
@@ -50,7 +53,9 @@ from ..errors import (
     StorageError,
     UnsupportedVersionError,
 )
-from .compressed import CompressedSegment, CompressedTables, check_block_bytes
+from .codec_blocks import BlockTables
+from .codec_ef import EFTables
+from .compressed import CompressedSegment, PackedIds, check_codec
 from .plan import Plan
 from .snapshot import IndexSettings, IndexSnapshot, SealedSegment
 from .tables import PlanArrays, TableSegment, plan_arrays
@@ -59,13 +64,14 @@ __all__ = ["FORMAT_VERSION", "MAGIC", "load_index", "read_index", "save_index", 
 
 MAGIC = b"NDHAMIDX"
 TRAILER = b"NDHAMEND"
-FORMAT_VERSION = 3  # the newest version this build writes (1 for uncompressed indexes)
-READ_VERSIONS = (1, 2, 3)
+FORMAT_VERSION = 1  # the version this build writes
+READ_VERSIONS = (1,)
 _PRE = struct.Struct("<8sIIQQ")  # magic, version, flags, hdr_len, hdr_hash
 _TRL = struct.Struct("<8sQ")
 _ALIGN = 64
 _DTYPES = {"u8": np.uint64, "i8": np.int64, "u4": np.uint32, "b1": np.bool_, "u1": np.uint8}
-_CT_FIELDS = ("lens", "bkeys", "bstart", "crc", "words", "boff", "woff")
+#: a compressed segment's section prefix per codec (``s<i>.<prefix>.<field>``)
+_PREFIX = {"ef": "ef", "blocks": "c"}
 
 
 def _le(a: np.ndarray) -> memoryview:
@@ -110,22 +116,17 @@ def write_index(snap: IndexSnapshot, path: Path) -> None:
     the layout."""
     sections: list[tuple[str, np.ndarray]] = []
     seg_meta = []
-    version = 1
     for i, s in enumerate(snap.segments):
         if isinstance(s, CompressedSegment):
-            version = max(version, 2)
+            pk = s.packed
             cmeta: dict[str, Any] = {
-                "n": s.n, "compressed": True, "block_bytes": s.ct.block_bytes, "words": s.words
+                "n": s.n, "compressed": True, "codec": s.codec, "words": s.words,
+                "id_base": pk.base, "id_bits": pk.bits, **s.tables.meta(),
             }  # fmt: skip
-            if s.id_off is not None:  # u32 id offsets: version 3 (older builds refuse it)
-                version = 3
-                cmeta["id_base"] = s.id_base
-                sections.append((f"s{i}.ids32", s.id_off))
-            else:
-                sections.append((f"s{i}.ids", s.ids))
             seg_meta.append(cmeta)
-            for name in _CT_FIELDS:
-                sections.append((f"s{i}.c.{name}", getattr(s.ct, name)))
+            sections.append((f"s{i}.ids.packed", pk.words))
+            for name in type(s.tables).FIELDS:
+                sections.append((f"s{i}.{_PREFIX[s.codec]}.{name}", getattr(s.tables, name)))
             if s.fps_raw is not None:
                 sections.append((f"s{i}.fps", s.fps_raw))
             if s.rows is not None:
@@ -181,7 +182,7 @@ def write_index(snap: IndexSnapshot, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
-            f.write(_PRE.pack(MAGIC, version, 0, len(hdr), xxhash.xxh3_64_intdigest(hdr)))
+            f.write(_PRE.pack(MAGIC, FORMAT_VERSION, 0, len(hdr), xxhash.xxh3_64_intdigest(hdr)))
             f.write(hdr)
             f.write(b"\0" * (data_start - _PRE.size - len(hdr)))
             for (_name, a), meta in zip(sections, table, strict=True):
@@ -260,7 +261,7 @@ def read_index(path: Path, *, mmap: bool, verify: bool) -> IndexSnapshot:
                 )
             raw = buf[off : off + nb]
             if verify and xxhash.xxh3_64_intdigest(memoryview(raw)) != int(sec["xxh3"]):
-                if ".c." in sec["name"] and version >= 2:
+                if ".c." in sec["name"] or ".ef." in sec["name"]:
                     bad.append(sec["name"])
                 else:
                     raise CorruptFileError(
@@ -318,38 +319,40 @@ def _load_compressed(
     pa: PlanArrays, bad: list[str],
 ) -> CompressedSegment:  # fmt: skip
     """A compressed segment from its sections; a failed section checksum is narrowed to the
-    table and block whose CRC-32 fails (or reported as the section when no block does)."""
+    table (and block) whose own checksum fails (or reported as the section when none does)."""
     what = f"{path}: segment {i}"
     if plan.kind != "tables":
         raise CorruptFileError(f"{what} is compressed but the plan has no tables")
+    n = int(meta["n"])
     try:
-        block_bytes = check_block_bytes(int(meta["block_bytes"]))
+        codec = check_codec(meta.get("codec"))
+        prefix = _PREFIX[codec]
+        cls = EFTables if codec == "ef" else BlockTables
+        fields = {name: arrays[f"s{i}.{prefix}.{name}"] for name in cls.FIELDS}
+        tables = (
+            EFTables.from_arrays(n, meta, fields)
+            if codec == "ef"
+            else BlockTables.from_arrays(n, meta, fields, pa.min_pb, what)
+        )
     except ConfigError as exc:
         raise CorruptFileError(f"{what}: {exc}") from exc
-    ct = CompressedTables(
-        n=int(meta["n"]),
-        block_bytes=block_bytes,
-        **{name: arrays[f"s{i}.c.{name}"] for name in _CT_FIELDS},
-    )
-    ids32 = f"s{i}.ids32" in arrays
-    ids = arrays[f"s{i}.ids32"] if ids32 else arrays[f"s{i}.ids"]
-    if ct.lens.shape != (pa.n_tables, 65) or len(ids) != ct.n:
+    ids = PackedIds(n, int(meta["id_base"]), int(meta["id_bits"]), arrays[f"s{i}.ids.packed"])
+    ids.validate(what)
+    if tables.n_tables != pa.n_tables:
         raise CorruptFileError(f"{what}: compressed tables do not match the plan's {pa.n_tables}")
-    ct.validate(what)
-    mine = [b for b in bad if b.startswith(f"s{i}.c.")]
+    tables.validate(what)
+    mine = [b for b in bad if b.startswith(f"s{i}.{prefix}.")]
     if mine:
-        ct.verify(what)  # raises naming the table and block
+        tables.verify(what)  # raises naming the table (and block)
         raise CorruptFileError(
             f"{path}: checksum mismatch in section {mine[0]}; the file is corrupt"
         )
-    seg = CompressedSegment(
-        ct,
+    return CompressedSegment(
+        tables,
         ids,
         pa.words,
         pa,
         fps_raw=arrays.get(f"s{i}.fps"),
         rows=arrays.get(f"s{i}.rows"),
         alive=arrays.get(f"s{i}.alive"),
-        id_base=int(meta["id_base"]) if ids32 else None,
     )
-    return seg

@@ -32,7 +32,13 @@ from .._reference import use_reference
 from ..errors import ConfigError, IndexStateError, InputError, InputTypeError, NotFoundError
 from ..fingerprint.distance import as_fingerprints, int_to_words
 from . import _kernels as K
-from .compressed import DEFAULT_BLOCK_BYTES, CompressedSegment, check_block_bytes
+from .compressed import (
+    DEFAULT_BLOCK_BYTES,
+    DEFAULT_CODEC,
+    CompressedSegment,
+    check_block_bytes,
+    check_codec,
+)
 from .format import read_index, write_index
 from .plan import HEAVY_BUCKET, Plan, plan_index
 from .reference import search_reference
@@ -118,14 +124,19 @@ class HammingIndex:
         Called first thing on the background merge thread, e.g. to lower its CPU priority so
         that request threads win the CPU over a merge.
     compress : bool, default=False
-        Store every sealed segment's tables block-compressed
-        (:mod:`neardup.index.compressed`, Manku et al.'s scheme): for 64-bit fingerprints
-        about 6 bytes per table instead of 12, and no stored fingerprints or row arrays;
-        searches return exactly the same results, at some cost per probe (a block decode).
-        A brute-force plan (small ``expected_size``) has no tables and stays uncompressed.
+        Store every sealed segment's tables compressed (:mod:`neardup.index.compressed`): for
+        64-bit fingerprints about 5-6 bytes per table instead of 12, and no stored
+        fingerprints or row arrays; searches return exactly the same results, at some cost
+        per probe. A brute-force plan (small ``expected_size``) has no tables and stays
+        uncompressed.
+    codec : {"ef", "blocks"}, default="ef"
+        The compressed tables' code: ``"ef"``, Elias–Fano (:mod:`neardup.index.codec_ef`:
+        every key decodes on its own), or ``"blocks"``, the paper's block code
+        (:mod:`neardup.index.codec_blocks`: keys decoded serially within a block). See
+        docs/index.md, "Compressed tables", for their sizes and speeds.
     block_bytes : int, default=256
-        Block size of the compressed tables (a multiple of 8); larger blocks compress better
-        and decode more per probe (see docs/index.md, "Block compression").
+        Block size of ``codec="blocks"`` (a multiple of 8); larger blocks compress better
+        and decode more per probe.
 
     Examples
     --------
@@ -160,6 +171,7 @@ class HammingIndex:
         inline_merge_rows: int = 1 << 14,
         merge_thread_init: Callable[[], None] | None = None,
         compress: bool = False,
+        codec: str = DEFAULT_CODEC,
         block_bytes: int = DEFAULT_BLOCK_BYTES,
     ) -> None:
         if bits not in (64, 128) or isinstance(bits, bool):
@@ -195,12 +207,14 @@ class HammingIndex:
                 prefix_blocks=prefix_blocks,
                 heavy_bucket=heavy_bucket,
                 compress=bool(compress),
+                codec=check_codec(codec),
                 block_bytes=check_block_bytes(block_bytes),
             )
         self._pa: PlanArrays = plan_arrays(self._plan)
         if not isinstance(compress, bool):
             raise ConfigError(f"compress must be True or False, got {compress!r}")
         self._compress = compress
+        self._codec = check_codec(codec)
         self._block_bytes = check_block_bytes(block_bytes)
         self._words = bits // 64
         self._lock = threading.RLock()
@@ -288,8 +302,10 @@ class HammingIndex:
             )
         if self._compress:
             lines.append(
-                f"  compressed: block-compressed tables, {self._block_bytes}-byte blocks"
-                " (neardup.index.compressed)"
+                "  compressed: Elias-Fano tables (neardup.index.codec_ef)"
+                if self._codec == "ef"
+                else f"  compressed: the paper's block code, {self._block_bytes}-byte blocks"
+                " (neardup.index.codec_blocks)"
             )
         if self._readonly:
             lines.append(f"  read-only: {self._readonly}")
@@ -366,19 +382,24 @@ class HammingIndex:
 
     @property
     def compressed(self) -> bool:
-        """True when sealed segments store block-compressed tables (``compress=True``)."""
+        """True when sealed segments store compressed tables (``compress=True``)."""
         return self._compress
 
     @property
+    def codec(self) -> str:
+        """The compressed tables' code (the ``codec`` setting; unused uncompressed)."""
+        return self._codec
+
+    @property
     def block_bytes(self) -> int:
-        """Block size of compressed tables (the ``block_bytes`` setting; unused uncompressed)."""
+        """Block size of ``codec="blocks"`` (the ``block_bytes`` setting)."""
         return self._block_bytes
 
     # ------------------------------------------------------------------ buffer & segments
     def _build(self, fps: np.ndarray, ids: I64) -> SealedSegment:
         # a brute-force plan keeps only fingerprints and ids: nothing to compress there
         if self._compress and self._pa.n_tables:
-            return CompressedSegment.build(fps, ids, self._pa, self._block_bytes)
+            return CompressedSegment.build(fps, ids, self._pa, self._block_bytes, self._codec)
         return TableSegment.build(fps, ids, self._pa)
 
     def _new_buffer(self) -> None:
@@ -806,6 +827,7 @@ class HammingIndex:
                     buffer_size=self._buffer_size,
                     merge_factor=self._merge_factor,
                     compress=self._compress,
+                    codec=self._codec,
                     block_bytes=self._block_bytes,
                 ),
                 segments=tuple(self._segments),
@@ -828,6 +850,7 @@ class HammingIndex:
             buffer_size=st.buffer_size,
             merge_factor=st.merge_factor,
             compress=st.compress,
+            codec=st.codec,
             block_bytes=st.block_bytes,
         )
         idx._segments = list(snapshot.segments)

@@ -10,10 +10,10 @@ all in **one** kernel call, so a small query batch pays the fixed cost once.
 
 The answer is exactly that of searching every index and merging (CSR, per query sorted by
 (distance, id)); ``tests/index/test_index_multi.py`` checks it against that and against brute force.
-Block-compressed segments (:mod:`neardup.index.compressed`) of the indexes are gathered the same
-way into a second typed list, probed in one call of their own kernel. Indexes that do not fit
-these paths (rows still in an append buffer, removed rows in uncompressed segments) are
-searched on their own and merged, so every index is accepted.
+Compressed segments (:mod:`neardup.index.compressed`) of the indexes are gathered the same way
+into a :class:`~neardup.index.compressed.CompressedList`, probed in one call per codec.
+Indexes that do not fit these paths (rows still in an append buffer, removed rows in
+uncompressed segments) are searched on their own and merged, so every index is accepted.
 
 Build an :class:`IndexSet` when the set of indexes changes (a cost per segment, paid once),
 not per query.
@@ -31,7 +31,7 @@ from numba import njit
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 from ..errors import ConfigError
 from . import _kernels as K
-from .compressed import CompressedSegment, _ro, append_entry, list_search, new_entry_list
+from .compressed import CompressedList, CompressedSegment, _ro
 from .hamming_index import HammingIndex
 
 SearchResult = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]
@@ -156,11 +156,9 @@ class IndexSet:
         # typed lists made and filled by cached kernels (numba compiles typed.List's own
         # methods in every process: _kernels.typed_list_like); counted here, not with len()
         segs = K.typed_list_like(_entry_proto())
-        # compressed segments: one typed list, one call (neardup.index.compressed)
-        csegs = new_entry_list()
+        # compressed segments: one typed list and call per codec (neardup.index.compressed)
+        csegs = CompressedList()
         n_segs = n_csegs = 0
-        self._c_block_bytes = 8
-        self._c_tables = 1
         n_tables = 1
         n = 0
         for ix, whole in [(ix, True) for ix in indexes] + [(ix, False) for ix in sealed]:
@@ -184,10 +182,8 @@ class IndexSet:
                 if s.n == 0:
                     continue
                 if isinstance(s, CompressedSegment):
-                    append_entry(csegs, s.entry(pa))
+                    csegs.append(s, pa)
                     n_csegs += 1
-                    self._c_block_bytes = max(self._c_block_bytes, s.ct.block_bytes)
-                    self._c_tables = max(self._c_tables, pa.n_tables)
                 else:
                     n_tables = max(n_tables, pa.n_tables)
                     K.typed_list_append(segs, self._entry(s, pa))
@@ -278,7 +274,7 @@ class IndexSet:
                 cap = int(cnt)
             parts.append((out_q[:cnt], out_r[:cnt], out_d[:cnt]))
         if self._n_csegs and nq:
-            parts.append(list_search(q, k, self._csegs, self._c_block_bytes, self._c_tables))
+            parts.append(self._csegs.search(q, k))
         for ix in self._rest:
             lims, ids, d = ix.search(q if self.words == 2 else q[:, 0], k)
             parts.append((np.repeat(np.arange(nq, dtype=np.int64), np.diff(lims)), ids, d))

@@ -33,12 +33,14 @@ fingerprint: 8 B id + 8 B per 64-bit word + 12 B (8 B key + 4 B row) per extra t
 picks the cheapest layout whose memory fits the budget (default :data:`DEFAULT_BYTES_PER_FP`
 bytes per fingerprint), or the leanest one when none fits.
 
-With ``compress=True`` (block-compressed tables, :mod:`neardup.index.compressed`) a 64-bit table
-costs about ``64 - log2 N + 2`` bits plus its blocks' in-memory keys, positions and CRCs, and
-no row array (8 B id per fingerprint besides); a 128-bit index keeps its fingerprints and rows.
-Each probe then also decodes, on average, half a block before its bucket and the bucket itself
-(``DECODE_NS`` per key): more tables fit a budget, each probe costs more, and the same
-"cheapest that fits" rule decides.
+With ``compress=True`` (compressed tables, :mod:`neardup.index.compressed`) a 64-bit table
+costs about ``64 - log2 N + 2.5`` bits in the Elias–Fano code (``codec="ef"``), or
+``64 - log2 N + 2`` plus its blocks' in-memory keys, positions and CRCs in the block code
+(``codec="blocks"``), and no row array (ids packed in about ``log2 N + 1`` bits besides); a
+128-bit index keeps its fingerprints and rows. An Elias–Fano probe reads each key of its
+bucket at ``EF_KEY_NS``; a block probe decodes, on average, half a block before its bucket and
+the bucket itself (``DECODE_NS`` per key): more tables fit a budget, each probe costs more, and
+the same "cheapest that fits" rule decides.
 """
 
 from __future__ import annotations
@@ -78,6 +80,8 @@ BRUTE_NS = 0.35
 VERIFY_NS = 2.0
 #: per key decoded from a compressed block (a serial chain of two loads and a table look-up)
 DECODE_NS = 5.0
+#: per key of an Elias–Fano bucket (a set bit of the unary part and two loads of low bits)
+EF_KEY_NS = 1.0
 #: a bucket larger than this is searched by the pruned sorted-descent instead of a scan
 HEAVY_BUCKET = 256
 MAX_TABLES = 256
@@ -333,8 +337,13 @@ def _bytes_per_fp(bits: int, n_tables: int) -> float:
 
 
 def _compressed_key_bits(n: int, block_bytes: int) -> float:
-    """Bits per key of a compressed table of ``n`` random keys: the gap code (about
-    ``64 - log2 n + 2``) plus, per block, its 16 bytes in memory and half an entry of slack."""
+    """Bits per key of a compressed table of ``n`` random keys: ``block_bytes`` > 0, the block
+    code (the gap code, about ``64 - log2 n + 2``, plus per block its 16 bytes in memory and
+    half an entry of slack); 0, the Elias–Fano code (low bits, ones and zeros of the unary
+    part, about half a bit of directory)."""
+    if not block_bytes:
+        lg = math.log2(max(n, 2))
+        return min(64 - h + 1 + 2.0**h / max(n, 1) for h in {math.floor(lg), math.ceil(lg)}) + 0.5
     entry = max(64.0 - math.log2(max(n, 2)) + 2.0, 3.0)
     per_block = block_bytes * 8 / entry
     return entry + (16 * 8 + entry / 2) / per_block
@@ -342,23 +351,28 @@ def _compressed_key_bits(n: int, block_bytes: int) -> float:
 
 def _compressed_bytes_per_fp(bits: int, n_tables: int, n: int, block_bytes: int) -> float:
     key = _compressed_key_bits(n, block_bytes) / 8
+    ids = (math.log2(max(n, 2)) + 1) / 8  # packed offsets: a bit or so over log2 n each
     if bits == 64:  # ids + tables (the fingerprints are table 0; rows come from table 0)
-        return 4.0 + n_tables * key  # ids: u32 offsets (they span < 2**32 in practice)
-    return 4.0 + 16.0 + n_tables * key + 4.0 * (n_tables - 1)  # + fingerprints and rows
+        return ids + n_tables * key
+    return ids + 16.0 + n_tables * key + 4.0 * (n_tables - 1)  # + fingerprints and rows
 
 
 def _cost_ns(
-    tables: tuple[TableSpec, ...], k: int, n: int, heavy: int, block_bytes: int = 0
+    tables: tuple[TableSpec, ...], k: int, n: int, heavy: int, block_bytes: int = -1
 ) -> float:
-    """Estimated ns per query; ``block_bytes`` > 0: tables block-compressed in such blocks."""
+    """Estimated ns per query; ``block_bytes`` > 0: tables in the block code with such blocks;
+    0: in the Elias–Fano code; < 0: uncompressed."""
     total = 0.0
-    per_block = block_bytes * 8 / _compressed_key_bits(n, block_bytes) if block_bytes else 0.0
+    per_block = block_bytes * 8 / _compressed_key_bits(n, block_bytes) if block_bytes > 0 else 0
     for t in tables:
         probes = _n_probes(t.prefix_bits, min(t.radius, k))
         cand = n / 2.0**t.prefix_bits
-        if block_bytes:  # compressed buckets are decoded through: no pruned descent
+        if block_bytes > 0:  # compressed buckets are decoded through: no pruned descent
             total += probes * (2 * PROBE_NS + (per_block / 2 + cand) * DECODE_NS)
             total += probes * (cand * SCAN_NS + VERIFY_NS * min(cand, 1.0))
+            continue
+        if block_bytes == 0:  # Elias-Fano: a directory read and a skip, then the bucket
+            total += probes * (1.5 * PROBE_NS + cand * EF_KEY_NS + VERIFY_NS * min(cand, 1.0))
             continue
         if cand > heavy:  # the descent prunes heavy buckets; a rough log-shaped bound
             cand = heavy + math.log2(cand / heavy) * 32
@@ -450,6 +464,7 @@ def plan_index(
     prefix_blocks: int | None = None,
     heavy_bucket: int = HEAVY_BUCKET,
     compress: bool = False,
+    codec: str = "ef",
     block_bytes: int = 256,
 ) -> Plan:
     """Choose the cheapest exact layout for ``bits``-bit fingerprints and distance ``max_distance``.
@@ -473,10 +488,12 @@ def plan_index(
     heavy_bucket : int, default=256
         Buckets larger than this are searched by pruned descent instead of a linear scan.
     compress : bool, default=False
-        Estimate memory and cost for block-compressed tables (``HammingIndex(compress=True)``):
+        Estimate memory and cost for compressed tables (``HammingIndex(compress=True)``):
         smaller tables, dearer probes, so a budget may fit more tables.
+    codec : {"ef", "blocks"}, default="ef"
+        The code assumed for ``compress`` (Elias–Fano or the paper's block code).
     block_bytes : int, default=256
-        Block size assumed for ``compress``.
+        Block size assumed for ``codec="blocks"``.
 
     Returns
     -------
@@ -513,6 +530,9 @@ def plan_index(
         )
     if isinstance(heavy_bucket, bool) or not isinstance(heavy_bucket, int) or heavy_bucket < 1:
         raise ConfigError(f"heavy_bucket must be an int >= 1, got {heavy_bucket!r}")
+    if codec not in ("ef", "blocks"):
+        raise ConfigError(f"codec must be 'ef' or 'blocks', got {codec!r}")
+    cblock = block_bytes if codec == "blocks" else 0  # the cost model's switch
     k = max_distance
     if blocks is not None or prefix_blocks is not None:
         r = blocks if blocks is not None else k + 1
@@ -531,10 +551,10 @@ def plan_index(
         forced = _tables_plan(
             bits, k, n, heavy_bucket, name, tables, ("layout forced by blocks/prefix_blocks",)
         )
-        return _compressed(forced, n, block_bytes) if compress else forced
+        return _compressed(forced, n, cblock) if compress else forced
     cands = candidate_plans(bits, k, n, heavy_bucket=heavy_bucket)
     if compress:
-        cands = [_compressed(c, n, block_bytes) for c in cands]
+        cands = [_compressed(c, n, cblock) for c in cands]
     if layout is not None:
         if layout not in ("brute", "tables", "two-level"):
             raise ConfigError(f"layout must be 'brute', 'tables' or 'two-level', got {layout!r}")
@@ -569,7 +589,8 @@ def plan_index(
 
 
 def _compressed(p: Plan, n: int, block_bytes: int) -> Plan:
-    """``p`` with the cost model's estimates for block-compressed tables (brute plans as is)."""
+    """``p`` with the cost model's estimates for compressed tables (brute plans as is):
+    ``block_bytes`` > 0 the block code, 0 the Elias–Fano code."""
     if p.kind != "tables":
         return p
     return Plan(

@@ -19,7 +19,7 @@ from typing import Any, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from .compressed import DEFAULT_BLOCK_BYTES, CompressedSegment
+from .compressed import DEFAULT_BLOCK_BYTES, DEFAULT_CODEC, CompressedSegment
 from .plan import Plan
 from .tables import PlanArrays, TableSegment
 
@@ -38,15 +38,21 @@ class IndexSettings:
     buffer_size: int = 4096
     merge_factor: int = 4
     compress: bool = False
+    codec: str = DEFAULT_CODEC
     block_bytes: int = DEFAULT_BLOCK_BYTES
 
     def to_dict(self) -> dict[str, Any]:
-        """The header's ``"state"`` object (``compress`` / ``block_bytes`` only when set)."""
+        """The header's ``"state"`` object (``compress`` / ``codec`` / ``block_bytes`` only
+        when compressed)."""
         return {
             "next_id": self.next_id,
             "buffer_size": self.buffer_size,
             "merge_factor": self.merge_factor,
-            **({"compress": True, "block_bytes": self.block_bytes} if self.compress else {}),
+            **(
+                {"compress": True, "codec": self.codec, "block_bytes": self.block_bytes}
+                if self.compress
+                else {}
+            ),
         }
 
     @classmethod
@@ -57,6 +63,7 @@ class IndexSettings:
             buffer_size=int(state.get("buffer_size", 4096)),
             merge_factor=int(state.get("merge_factor", 4)),
             compress=bool(state.get("compress", False)),
+            codec=str(state.get("codec", DEFAULT_CODEC)),
             block_bytes=int(state.get("block_bytes", DEFAULT_BLOCK_BYTES)),
         )
 

@@ -137,22 +137,30 @@ def _size_class(n: int) -> int:
     return n if n > 1 << 20 else 1 << (n - 1).bit_length()
 
 
-def compress_pays(n: int, *, bits: int, max_distance: int, block_bytes: int | None = None) -> bool:
+def compress_pays(
+    n: int,
+    *,
+    bits: int,
+    max_distance: int,
+    block_bytes: int | None = None,
+    codec: str | None = None,
+) -> bool:
     """Whether an index of ``n`` rows is built compressed under the store's
     ``compress_tables``: only where the planner gives the compressed index tables. Under its
-    default memory cap it plans brute force for small compressed indexes (about 16 k rows at
-    k = 3), which would make a small segment's search a scan; those segments keep uncompressed
-    tables (a small share of a store's memory)."""
+    default memory cap it plans brute force for small compressed indexes (a few thousand rows
+    at k = 3), which would make a small segment's search a scan; those segments keep
+    uncompressed tables (a small share of a store's memory)."""
     if n < 256 or hamming_index_class() is None:
         return False
     from ..index import plan_index
-    from ..index.compressed import DEFAULT_BLOCK_BYTES
+    from ..index.compressed import DEFAULT_BLOCK_BYTES, DEFAULT_CODEC
 
     plan = plan_index(
         bits,
         max_distance,
         _size_class(n),
         compress=True,
+        codec=codec or DEFAULT_CODEC,
         block_bytes=DEFAULT_BLOCK_BYTES if block_bytes is None else block_bytes,
     )
     return plan.kind == "tables"
@@ -166,12 +174,13 @@ def build_index(
     max_distance: int,
     compress: bool = False,
     block_bytes: int | None = None,
+    codec: str | None = None,
 ) -> BruteIndex | _FastIndex:
     """An immutable index over ``fingerprints`` (ids = row ids): HammingIndex or brute force.
 
-    ``compress``: block-compressed tables (``HammingIndex(compress=True)``, ``block_bytes``
-    per block; None: the index's default) where :func:`compress_pays`, the store's
-    ``compress_tables`` setting for segments."""
+    ``compress``: compressed tables (``HammingIndex(compress=True)`` in ``codec``, None: the
+    index's default, Elias–Fano; ``block_bytes`` per block of ``codec="blocks"``) where
+    :func:`compress_pays`: the store's ``compress_tables`` setting for segments."""
     cls = hamming_index_class()
     if cls is None or len(ids) < 256:
         return BruteIndex(fingerprints, ids)
@@ -179,11 +188,13 @@ def build_index(
         size_class = _size_class(len(ids))
         extra: dict[str, Any] = {}
         if compress and compress_pays(
-            len(ids), bits=bits, max_distance=max_distance, block_bytes=block_bytes
+            len(ids), bits=bits, max_distance=max_distance, block_bytes=block_bytes, codec=codec
         ):
             extra["compress"] = True
             if block_bytes is not None:
                 extra["block_bytes"] = block_bytes
+            if codec is not None:
+                extra["codec"] = codec
         idx = cls(bits=bits, max_distance=max_distance, expected_size=size_class, **extra)
         idx.add(fingerprints, ids=np.asarray(ids, dtype=np.int64))
     except Exception:

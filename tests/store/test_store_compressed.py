@@ -1,4 +1,4 @@
-"""The store's ``compress_tables`` setting: segment indexes with block-compressed tables.
+"""The store's ``compress_tables`` setting: segment indexes with compressed tables.
 
 Every search is compared with :class:`neardup.store.memindex.BruteIndex` (the pure NumPy
 reference) over the rows the store holds, through flushes, merges, retention, log recovery and
@@ -20,8 +20,10 @@ from neardup.store.memindex import BruteIndex, _FastIndex, compress_pays
 
 RADIUS = 3
 WIDTH = 3600.0
-#: rows per segment: compressed tables need > 8192 (compress_pays; smaller ones stay plain)
+#: rows per segment: compressed tables need ~1,000 or more (compress_pays; smaller ones stay plain)
 N = 9000
+#: rows of a segment too small for compressed tables
+SMALL = 500
 
 
 def _rows(n: int, bits: int, seed: int) -> np.ndarray:
@@ -165,7 +167,8 @@ def test_check_config_body_without_the_setting_keeps_the_stored_one(tmp_path):
 
 
 def test_flush_merge_retention_and_log_recovery(tmp_path):
-    fps = _rows(2 * N + 1000, 64, 7)
+    assert not compress_pays(SMALL, bits=64, max_distance=RADIUS)
+    fps = _rows(2 * N + SMALL, 64, 7)
     q = _queries(fps, 8)
 
     def log_rows(st: Store, f: np.ndarray, t: float) -> np.ndarray:
@@ -194,7 +197,7 @@ def test_flush_merge_retention_and_log_recovery(tmp_path):
         st.close()
     st = Store(tmp_path, bits=64, radius=RADIUS, partition_seconds=WIDTH)
     try:
-        assert len(st.memtable) == 1000  # replayed from the log
+        assert len(st.memtable) == SMALL  # replayed from the log
         _check(st, fps, np.concatenate([r1, r2, r3]), q)
         st.flush()
         # a small segment keeps uncompressed tables (compressed, the planner would scan it)
@@ -231,7 +234,7 @@ def test_damaged_compressed_side_file_is_rebuilt(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="neardup.store"):
         st = Store(tmp_path, bits=64, radius=RADIUS, partition_seconds=WIDTH)
     try:
-        assert "unusable index" in caplog.text and "checksum mismatch in block" in caplog.text
+        assert "unusable index" in caplog.text and "checksum mismatch" in caplog.text
         assert _compressed(st) == [True]
         _check(st, fps, rids, _queries(fps, 10))
     finally:

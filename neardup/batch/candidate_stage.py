@@ -168,6 +168,7 @@ def stage_candidates_lsh(
     deferred_out: list[npt.NDArray[np.bool_]] | None = None,
     progress: Callable[[int], None] | None = None,
     short_distance: int | None = None,
+    tokens_out: list[npt.NDArray[np.int64]] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
     """Candidate pairs ``(a, b, distance)``, a < b, sorted, unique: the union of
 
@@ -186,6 +187,9 @@ def stage_candidates_lsh(
     when the per-document pair valve lowered its distance or both texts have more than
     ``LAZY_SIMHASH_PARTNERS`` partners there); :func:`dedup` verifies those lazily
     (:func:`verify_in_chunks`).
+
+    ``tokens_out`` (optional) receives every text's token count (``Verifier.tokens``, counted
+    by the signatures' pass; the keep rule's lengths).
 
     ``progress(k)`` (optional) reports texts done, ``k`` of ``len(texts)``, weighted by phase
     (SimHash pass 20 %, signatures 40 %, band pairs 40 %: their shares on short posts).
@@ -225,6 +229,8 @@ def stage_candidates_lsh(
         progress=lambda j: tell(n // 5 + 2 * n * j // (5 * max(n, 1))),
     )
     t1 = time.perf_counter()
+    if tokens_out is not None:
+        tokens_out.append(tokens)
     capped: list[npt.NDArray[np.bool_]] = []
     la, lb = lsh_pairs(
         sig,

@@ -209,25 +209,31 @@ def dedup(
     lsh_info: dict[str, Any] = {}
     tokenised: dict[int, tuple[bytes, int]] = {}
     deferred: list[npt.NDArray[np.bool_]] = []
-    if cfg.candidates == "lsh":
+    from .minhash import plan_promise, plan_warnings
+
+    plan = cfg.lsh_plan() if cfg.candidates == "lsh" else None
+    counted: list[npt.NDArray[np.int64]] = []
+    if plan is not None:
         ca, cb, cd = stage_candidates_lsh(
             subset_texts(texts, unique),
             fps_u,
             lengths[unique],
             ~empty_u,
             verifier,
-            cfg.lsh_plan(),
+            plan,
             LSH_SIMHASH_DISTANCE if cfg.max_distance is None else cfg.max_distance,
             cfg.workers,
             cfg.max_candidates_per_doc,
             passes,
             lsh_info,
-            # an explicit distance is searched as asked, as in the SimHash mode
-            cfg.candidate_work_per_doc_ns if cfg.max_distance is None else None,
+            # no work budget: the SimHash pass keeps its distance at any corpus size (as the
+            # distributed run does); only the per-document pair bound guards concentrated input
+            None,
             tokenised,
             deferred,
             lambda k: report("candidates", k * n // max(int(unique.size), 1), n),
             LSH_SIMHASH_SHORT_DISTANCE if cfg.max_distance is None else None,
+            counted,
         )
         if tokenised:  # those in a pair, re-keyed from position among first copies to texts
             involved = set(ca.tolist()) | set(cb.tolist())
@@ -245,6 +251,16 @@ def dedup(
             cfg.candidate_work_per_doc_ns,
         )
     ca, cb = unique[ca], unique[cb]
+    # token counts of the first copies (the keep rule's lengths): counted with the signatures,
+    # else (SimHash candidates) for the texts in a candidate pair
+    tokens = np.zeros(n, np.int64)
+    if counted:
+        tokens[unique] = counted[0]
+    elif ca.size:
+        from ..verify.tokens import token_counts
+
+        paired = np.unique(np.concatenate([ca, cb]))
+        tokens[paired] = token_counts(verifier, subset_texts(texts, paired))
     done()
 
     done = timed("verify", ca.size if cfg.verify else None)
@@ -258,7 +274,7 @@ def dedup(
                 comp = connected_components(n, ca[ok], cb[ok])
                 return comp[ca] == comp[cb]
             rep = stage_representatives(
-                first, ca[ok], cb[ok], lengths, cfg.keep, verifier.threshold
+                first, ca[ok], cb[ok], lengths, cfg.keep, verifier.threshold, tokens
             )
             dropped = rep != np.arange(n)
             return dropped[ca] & dropped[cb]
@@ -300,7 +316,9 @@ def dedup(
         keep = stage_policy(roots, lengths, cfg.keep)
     else:
         components = stage_cluster(n, pairs)[0] if cfg.components else None
-        roots = stage_representatives(first, ca[ok], cb[ok], lengths, cfg.keep, verifier.threshold)
+        roots = stage_representatives(
+            first, ca[ok], cb[ok], lengths, cfg.keep, verifier.threshold, tokens
+        )
         keep = roots == np.arange(n)
     clusters = cluster_ids(roots)
     done()
@@ -319,6 +337,8 @@ def dedup(
         "dropped": int(n - keep.sum()),
         "candidates": int(ca.size),
         "candidate_passes": passes,
+        "promise": plan_promise(plan),
+        "warnings": plan_warnings(plan),
         **({"lsh": lsh_info} if lsh_info else {}),
         "verified": int(ok.sum()),
         "pairs": len(pairs),

@@ -223,7 +223,8 @@ def sketch_table(k: int, sizes: list[int], repeat: int) -> list[dict[str, Any]]:
         off = np.arange(sets + 1, dtype=np.int64) * n
         row: dict[str, Any] = {"shingles": n, "hashes": k}
         for s in SCHEMES:
-            row[s] = round(_best(lambda s=s: _run(s, sh, off, k), repeat) / sets * 1e6, 3)
+            t = _best(lambda s=s, sh=sh, off=off: _run(s, sh, off, k), repeat)
+            row[s] = round(t / sets * 1e6, 3)
         rows.append(row)
     return rows
 
@@ -315,10 +316,10 @@ def text_table(corpora: dict[str, list[str]], repeat: int) -> list[dict[str, Any
         tok = float(np.mean([len(v.tokens(t)) for t in texts[:2000]]))
         row: dict[str, Any] = {"corpus": name, "docs": len(texts), "mean_tokens": round(tok, 1)}
         cases: list[tuple[str, Callable[[], Any]]] = [
-            ("token loop only (1 value)", lambda: plain_signatures(v, texts, 1)),
-            ("before: plain MinHash, 126", lambda: plain_signatures(v, texts, 126)),
-            ("after: neardup, 126", lambda: minhash_signatures(v, texts, 126)),
-            (f"after: neardup, {h} (default plan)", lambda: minhash_signatures(v, texts, h)),
+            ("token loop only (1 value)", lambda t=texts: plain_signatures(v, t, 1)),
+            ("before: plain MinHash, 126", lambda t=texts: plain_signatures(v, t, 126)),
+            ("after: neardup, 126", lambda t=texts: minhash_signatures(v, t, 126)),
+            (f"after: neardup, {h} (default plan)", lambda t=texts: minhash_signatures(v, t, h)),
         ]
         for label, fn in cases:
             row[label] = round(_best(fn, repeat) / len(texts) * 1e6, 2)
@@ -340,7 +341,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--trials", type=int, default=6000, help="pairs per size (statistics)")
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "dev")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_minhash.json")
+    ap.add_argument(
+        "--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_minhash.json"
+    )
     args = ap.parse_args()
     from bench_dedup import generate
 
@@ -353,8 +356,12 @@ def main() -> None:
     for r in sketch:
         print(f"{r['shingles']:>6} {r['hashes']:>6}" + "".join(f"{r[s]:>22.3f}" for s in SCHEMES))
     stats = stats_table([5, 9, 39, 126, 600], args.trials)
-    print(f"\nstatistics at the plan's Jaccard, {args.trials} pairs per size (default plan {h} values)")
-    print(f"{'n':>6} {'scheme':>22} {'J':>7} {'value rate':>11} {'var/binom':>10} {'band':>8} {'curve':>8} {'sd':>7}")
+    print(
+        f"\nstatistics at the plan's Jaccard, {args.trials} pairs per size (default plan {h} values)"
+    )
+    print(
+        f"{'n':>6} {'scheme':>22} {'J':>7} {'value rate':>11} {'var/binom':>10} {'band':>8} {'curve':>8} {'sd':>7}"
+    )
     for r in stats:
         print(f"{r['shingles']:>6} {r['scheme']:>22} {r['jaccard']:>7.4f} {r['value_rate']:>11.4f} "
               f"{r['variance_vs_binomial']:>10.3f} {r['band_rate']:>8.4f} {r['curve']:>8.4f} {r['sd']:>7.4f}")  # fmt: skip

@@ -219,7 +219,9 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "dev")
     ap.add_argument("--neardup", type=Path, default=None, help="import neardup from this checkout")
     ap.add_argument("--compare", type=Path, default=None, help="a JSON of an earlier run")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "study_short_texts.json")
+    ap.add_argument(
+        "--out", type=Path, default=ROOT / "benchmarks" / "results" / "study_short_texts.json"
+    )
     args = ap.parse_args()
     sys.path.insert(0, str(args.neardup.resolve() if args.neardup else ROOT))
     res = run(args)

@@ -128,4 +128,7 @@ def test_a_plan_that_cannot_promise_it_says_so():
     ok = dedup(["a b c d e f g h", "a b c x e f y h"])
     assert ok.stats["promise"]["kept"] is True and ok.stats["warnings"] == []
     simhash = dedup(["a b c d e f g h"], candidates="simhash")
-    assert simhash.stats["promise"]["kept"] is False and "simhash" in simhash.stats["promise"]["reason"]
+    assert (
+        simhash.stats["promise"]["kept"] is False
+        and "simhash" in simhash.stats["promise"]["reason"]
+    )

@@ -39,7 +39,9 @@ def test_the_shown_default_is_the_default_and_defaults_warn_about_nothing(tmp_pa
     explicit = _dedup(tmp_path / "explicit", "--threshold", "0.8")
     assert explicit.returncode == 0, explicit.stderr
     for name in ("kept.jsonl", "pairs.csv", "clusters.csv"):
-        assert (tmp_path / "plain" / name).read_bytes() == (tmp_path / "explicit" / name).read_bytes()
+        assert (tmp_path / "plain" / name).read_bytes() == (
+            tmp_path / "explicit" / name
+        ).read_bytes()
     a = json.loads((tmp_path / "plain" / "summary.json").read_text(encoding="utf-8"))
     b = json.loads((tmp_path / "explicit" / "summary.json").read_text(encoding="utf-8"))
     assert a["config"]["threshold"] == b["config"]["threshold"] == 0.8

@@ -43,6 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._arrays import unique_sorted
 from .._threads import numba_threads
 from ..errors import ConfigError, UnsupportedVersionError
 from ..fingerprint.minhash import (
@@ -53,7 +54,6 @@ from ..fingerprint.minhash import (
     band_keys,
     minhash_signatures,
     minhash_signatures_reference,
-    mix64,
 )
 from ..verify.rule import DEFAULT_THRESHOLD as _VERIFIER_THRESHOLD
 
@@ -334,17 +334,44 @@ def plan_warnings(plan: LshPlan | None) -> list[str]:
 # candidate pairs
 
 
+@numba.njit(cache=True)
+def _shared_bucket_rows(keys: np.ndarray, bits: int) -> np.ndarray:  # pragma: no cover - numba
+    # the rows whose mixed key's top ``bits`` bits are those of another row: a saturating
+    # one-byte count per bucket, then the rows of buckets counted twice (ascending)
+    n = keys.shape[0]
+    shift = np.uint64(64 - bits)
+    cnt = np.zeros(1 << bits, np.uint8)
+    top = np.empty(n, np.uint32)
+    for i in range(n):
+        x = keys[i]
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+        t = np.uint32(x >> shift)
+        top[i] = t
+        if cnt[t] < 2:
+            cnt[t] += 1
+    m = 0
+    for i in range(n):
+        m += cnt[top[i]] > 1
+    rows = np.empty(m, np.int64)
+    m = 0
+    for i in range(n):
+        if cnt[top[i]] > 1:
+            rows[m] = i
+            m += 1
+    return rows
+
+
 def _groups(keys: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Rows whose key occurs at least twice, grouped: ``(members int64, group_start int64)``;
     members sorted by (key, row), ``group_start`` the first index of each group (and the end).
 
-    Linear pre-filter: a bincount over ~4n buckets of the mixed key's top bits sets aside the
-    rows alone in their bucket (most rows, most bands); only the rest is sorted."""
+    Linear pre-filter: a count over ~4n buckets of the mixed key's top bits sets aside the rows
+    alone in their bucket (most rows, most bands); only the rest is sorted."""
     n = keys.size
     bits = max(10, min(26, (4 * max(n, 1) - 1).bit_length()))
-    top = (mix64(keys) >> np.uint64(64 - bits)).astype(np.int64)
-    cnt = np.bincount(top, minlength=1 << bits)
-    rows = np.flatnonzero(cnt[top] > 1)
+    rows = _shared_bucket_rows(np.ascontiguousarray(keys), bits)
     if rows.size < 2:
         return np.zeros(0, np.int64), np.zeros(1, np.int64)
     k = keys[rows]
@@ -360,7 +387,7 @@ def _groups(keys: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.int64], npt.ND
     size = size[multi]
     bounds = np.zeros(size.size + 1, np.int64)
     np.cumsum(size, out=bounds[1:])
-    return rows.astype(np.int64), bounds
+    return rows, bounds
 
 
 def _thin_big_groups(
@@ -750,9 +777,9 @@ def lsh_pairs(
         raw += made
         if a.size:  # unique per band keeps the pile small when bands agree on many pairs
             if capped_out is not None and in_big_group.any():
-                big_codes.append(np.unique(a[in_big_group] * n + b[in_big_group]))
+                big_codes.append(unique_sorted(a[in_big_group] * n + b[in_big_group]))
                 a, b = a[~in_big_group], b[~in_big_group]
-            code = np.unique(a * n + b)
+            code = unique_sorted(a * n + b)
             parts_a.append(code // n)
             parts_b.append(code % n)
 
@@ -793,7 +820,7 @@ def lsh_pairs(
         skipped += max(0, in_big - made_big)
         pair(members, bounds, cap, group_big)
     ordinary = (
-        np.unique(np.concatenate(parts_a) * n + np.concatenate(parts_b))
+        unique_sorted(np.concatenate(parts_a) * n + np.concatenate(parts_b))
         if parts_a
         else np.zeros(0, np.int64)
     )

@@ -411,15 +411,34 @@ def band_keys(sig: npt.NDArray[np.uint16], band: int, rows: int) -> npt.NDArray[
 BAND_BLOCK = 7
 
 
+@numba.njit(cache=True, parallel=True)
+def _band_key_block_kernel(
+    sig: np.ndarray, b0: int, rows: int, out: np.ndarray
+) -> None:  # pragma: no cover - numba
+    # out[k, i]: the rows values of band b0 + k of row i, 16 bits each, the first lowest (the
+    # little-endian uint64 view of a zero-padded group of four uint16)
+    nb, n = out.shape
+    for i in numba.prange(n):
+        for k in range(nb):
+            c = (b0 + k) * rows
+            key = np.uint64(0)
+            for r in range(rows):
+                key |= np.uint64(sig[i, c + r]) << np.uint64(16 * r)
+            out[k, i] = key
+
+
 def band_key_block(
     sig: npt.NDArray[np.uint16], b0: int, b1: int, rows: int
 ) -> npt.NDArray[np.uint64]:
     """Keys of bands ``b0..b1-1`` as ``(b1 - b0, n)`` uint64, equal to :func:`band_keys` of
-    each band: one pass over the signatures' rows instead of one per band (``rows <= 4``)."""
-    n, nb = sig.shape[0], b1 - b0
-    buf = np.zeros((n, nb, 4), np.uint16)
-    buf[:, :, :rows] = sig[:, b0 * rows : b1 * rows].reshape(n, nb, rows)
-    return np.ascontiguousarray(buf.view(np.uint64).reshape(n, nb).T)
+    each band: one pass over the signatures' rows instead of one per band (``rows <= 4``;
+    numba, no temporaries)."""
+    if not 1 <= rows <= 4:
+        raise InputError(f"band_key_block packs 1 to 4 rows per key, got {rows}")
+    out = np.empty((b1 - b0, sig.shape[0]), np.uint64)
+    if out.size:
+        _band_key_block_kernel(sig, int(b0), int(rows), out)
+    return out
 
 
 def mix64(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:

@@ -19,8 +19,12 @@ Two tables, both in this process, CPU time (``time.process_time``, one thread), 
    absent) and generated ~3.5 KB documents: the previous kernel (plain MinHash over the same
    token loop, a copy kept here) with the previous plan's 126 values, neardup's kernel with
    126 and with the default plan's values, and the token loop alone (1 plain value).
+3. **Band pairs** (with ``--band-pairs N``): ``lsh_pairs`` over ``N`` generated short posts at
+   the default plan and at 42 bands x 3 rows (the plan made for randomly placed edits), same
+   code, one thread: what the promise costs.
 
-    python benchmarks/bench_minhash.py [--quick] [--out benchmarks/results/bench_minhash.json]
+    python benchmarks/bench_minhash.py [--quick] [--band-pairs 1000000] \
+        [--out benchmarks/results/bench_minhash.json]
 
 Prints both tables and writes the JSON (with the machine and its load average).
 """
@@ -43,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from neardup.batch.minhash import candidate_probability, plan_lsh  # noqa: E402
+from neardup.batch.minhash import candidate_probability, lsh_pairs, plan_lsh  # noqa: E402
 from neardup.fingerprint.minhash import (  # noqa: E402
     _permutations,
     minhash_signatures,
@@ -327,6 +331,30 @@ def text_table(corpora: dict[str, list[str]], repeat: int) -> list[dict[str, Any
     return rows
 
 
+def band_pairs_table(n: int) -> list[dict[str, Any]]:
+    from bench_dedup import generate
+
+    v = Verifier()
+    texts = generate("short", n, 0, 0.1)
+    rows = []
+    for plan in (plan_lsh(), plan_lsh(bands=42, rows=3)):
+        sig, tok = minhash_signatures(v, texts[:2000], plan.hashes)
+        lsh_pairs(sig, tok > 0, plan)  # compile
+        c0 = time.process_time()
+        sig, tok = minhash_signatures(v, texts, plan.hashes)
+        c1 = time.process_time()
+        info: dict[str, Any] = {}
+        lsh_pairs(sig, tok > 0, plan, info)
+        c2 = time.process_time()
+        rows.append(
+            {"docs": n, "bands": plan.bands, "rows": plan.rows,
+             "signatures_cpu_s": round(c1 - c0, 2), "band_pairs_cpu_s": round(c2 - c1, 2),
+             "band_pairs_compared": info["raw_pairs"], "candidates": info["pairs"]}
+        )  # fmt: skip
+        del sig
+    return rows
+
+
 def machine() -> dict[str, Any]:
     from bench_dedup import machine as base
 
@@ -341,6 +369,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--trials", type=int, default=6000, help="pairs per size (statistics)")
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "dev")
+    ap.add_argument("--band-pairs", type=int, default=0, help="also time lsh_pairs on N posts")
     ap.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_minhash.json"
     )
@@ -378,15 +407,14 @@ def main() -> None:
     print(f"\ntexts: CPU us per document, minhash_signatures (one thread, best of {args.repeat})")
     for r in texts:
         print("  " + ", ".join(f"{k}: {v}" for k, v in r.items()))
+    pairs = band_pairs_table(args.band_pairs) if args.band_pairs else []
+    for r in pairs:
+        print("band pairs: " + ", ".join(f"{k}: {v}" for k, v in r.items()))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {"machine": machine(), "sketch_us": sketch, "statistics": stats, "texts_us": texts},
-            indent=1,
-        )
-        + "\n",
-        encoding="utf-8",
-    )
+    doc = {"machine": machine(), "sketch_us": sketch, "statistics": stats, "texts_us": texts}
+    if pairs:
+        doc["band_pairs"] = pairs
+    args.out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     print(f"\nwrote {args.out}")
 
 

@@ -604,7 +604,7 @@ def signature_words(
     pad lanes of two rows always agree) and the number of pad lanes, to subtract from an
     agreement count: what :func:`agreeing_group_pairs` takes as ``words``/``pad`` when it is
     called band after band over the same signatures. The rows are gathered in blocks, so no
-    copy of ``sig[rows]`` is made beside the words (474 MB per million documents)."""
+    copy of ``sig[rows]`` (the size of the words) is made beside them."""
     h = sig.shape[1]
     n = sig.shape[0] if rows is None else rows.size
     w = -(-h // 4)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -61,10 +62,12 @@ def load_docs(path: Path) -> tuple[list[str], list[str], dict[str, str]]:
 def run_neardup(
     ids: list[str], texts: list[str], **overrides: object
 ) -> tuple[list[tuple[str, str]], float, dict]:
-    """Run dedup; reported pairs as ids."""
-    t0 = time.perf_counter()
+    """Run dedup; reported pairs as ids (``stats["cpu_s"]``: the process's CPU time during it,
+    all threads)."""
+    t0, c0 = time.perf_counter(), time.process_time()
     result = dedup(texts, ids=ids, config=DedupConfig(**overrides))  # type: ignore[arg-type]
     elapsed = time.perf_counter() - t0
+    result.stats["cpu_s"] = round(time.process_time() - c0, 2)
     pairs = [
         (ids[a], ids[b])
         for a, b in zip(result.pairs.a.tolist(), result.pairs.b.tolist(), strict=True)
@@ -189,6 +192,7 @@ def main() -> None:
         pairs, el, stats = run_neardup(ids, texts, candidates=mode, workers=args.workers)
         results[name] = {**score_reported(pairs, labels, langs, lengths), "wall_s": round(el, 2)}
         results[name]["timings_s"] = stats["timings_s"]
+        results[name]["cpu_s"] = stats["cpu_s"]
         results[name]["candidates"] = stats["candidates"]
         results[name]["candidate_passes"] = stats["candidate_passes"]
         if "lsh" in stats:
@@ -217,10 +221,18 @@ def main() -> None:
                 )
         print(
             f"{name:<30} reported={r['reported']} unlabeled={r['unlabeled']} wall={r['wall_s']}s"
+            + (f" cpu={r['cpu_s']}s" if "cpu_s" in r else "")
             + (f" planted_recall={r['planted_recall']}" if "planted_recall" in r else "")
         )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"docs": len(ids), "mix": args.mix, "long_share": args.long_share, "seed": args.seed}
+    meta = {
+        "docs": len(ids),
+        "mix": args.mix,
+        "long_share": args.long_share,
+        "seed": args.seed,
+        "command": "python benchmarks/quality_dedup.py " + " ".join(sys.argv[1:]),
+        "machine": {"cpus": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()]},
+    }
     args.out.write_text(json.dumps({**meta, "results": results}, indent=2) + "\n")
     print(f"wrote {args.out}")
 

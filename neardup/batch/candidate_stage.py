@@ -170,6 +170,7 @@ def stage_candidates_lsh(
     deferred_out: list[npt.NDArray[np.bool_]] | None = None,
     progress: Callable[[int], None] | None = None,
     short_distance: int | None = None,
+    tokens_out: list[npt.NDArray[np.int64]] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
     """Candidate pairs ``(a, b, distance)``, a < b, sorted, unique: the union of
 
@@ -188,6 +189,9 @@ def stage_candidates_lsh(
     when the per-document pair valve lowered its distance or both texts have more than
     ``LAZY_SIMHASH_PARTNERS`` partners there); :func:`dedup` verifies those lazily
     (:func:`verify_in_chunks`).
+
+    ``tokens_out`` (optional) receives every text's token count (``Verifier.tokens``, counted
+    by the signatures' pass; the keep rule's lengths).
 
     ``progress(k)`` (optional) reports texts done, ``k`` of ``len(texts)``, weighted by phase
     (SimHash pass 20 %, signatures 40 %, band pairs 40 %: their shares on short posts).
@@ -227,6 +231,8 @@ def stage_candidates_lsh(
         progress=lambda j: tell(n // 5 + 2 * n * j // (5 * max(n, 1))),
     )
     t1 = time.perf_counter()
+    if tokens_out is not None:
+        tokens_out.append(tokens)
     capped: list[npt.NDArray[np.bool_]] = []
     la, lb = lsh_pairs(
         sig,
@@ -278,13 +284,16 @@ def stage_candidates_for(
     prepared: dict[int, tuple[bytes, int]] | None = None,
     deferred_out: list[npt.NDArray[np.bool_]] | None = None,
     progress: Callable[[int], None] | None = None,
+    tokens_out: list[npt.NDArray[np.int64]] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
     """The candidate pairs of :func:`~neardup.batch.run.dedup` for ``cfg``, among ``texts``
     (the first copies; ``fps``, ``lengths`` and ``usable`` theirs): :func:`stage_candidates_lsh`
     (``candidates="lsh"``) or :func:`stage_candidates`, called with the settings ``dedup`` uses.
     One home for that call, so ``neardup explain`` finds a pair's candidates as a run does.
-    ``info``, ``lsh_info``, ``prepared``, ``deferred_out`` and ``progress`` as those take them
-    (``progress`` only in the ``lsh`` mode)."""
+    ``info``, ``lsh_info``, ``prepared``, ``deferred_out``, ``progress`` and ``tokens_out`` as
+    those take them (``progress`` and ``tokens_out`` only in the ``lsh`` mode). The ``lsh``
+    mode's SimHash pass has no work budget: it keeps its distance at any corpus size (as the
+    distributed run does); only the per-document pair bound guards concentrated input."""
     if cfg.candidates == "lsh":
         explicit = cfg.max_distance is not None
         return stage_candidates_lsh(
@@ -299,12 +308,12 @@ def stage_candidates_for(
             cfg.max_candidates_per_doc,
             info,
             lsh_info,
-            # an explicit distance is searched as asked, as in the SimHash mode
-            None if explicit else cfg.candidate_work_per_doc_ns,
+            None,
             prepared,
             deferred_out,
             progress,
             None if explicit else LSH_SIMHASH_SHORT_DISTANCE,
+            tokens_out,
         )
     return stage_candidates(
         fps,

@@ -700,11 +700,29 @@ def planned_pairs(
     else:
         from ..index import all_pairs
 
-        a, b, d = all_pairs(fps, max_distance=r, threads=max(1, int(workers)))
-        a, b, d = np.asarray(a, np.int64), np.asarray(b, np.int64), np.asarray(d, np.int32)
-        used = r
+        g = r
+        if (
+            plan.budget_ns is None
+            and max_pairs is not None
+            and fps.ndim == 1
+            and fps.shape[0] >= BOUNDED_TABLES_MIN_N
+        ):
+            # no work budget to have ruled out a distance whose pairs are far more than the
+            # pair valve keeps (concentrated fingerprints: a template's copies): search from the
+            # first distance a fixed-seed sample says is over, further while it is not
+            with numba_threads(workers):
+                est = estimate_pairs_within(np.ascontiguousarray(fps), r)
+            over = np.flatnonzero(est > 1.25 * max_pairs)
+            g = int(over[0]) if over.size else r
+        while True:
+            a, b, d = all_pairs(fps, max_distance=g, threads=max(1, int(workers)))
+            a, b, d = np.asarray(a, np.int64), np.asarray(b, np.int64), np.asarray(d, np.int32)
+            if g >= r or (max_pairs is not None and a.size > max_pairs):
+                break
+            g += 1  # the sample overestimated: every pair within g fits, so look further
+        used = g
         if max_pairs is not None and fps.ndim == 1 and a.size > max_pairs:
-            cum = np.cumsum(np.bincount(d, minlength=r + 1)[: r + 1])
+            cum = np.cumsum(np.bincount(d, minlength=g + 1)[: g + 1])
             fits = np.flatnonzero(cum <= max_pairs)
             used = int(fits[-1]) if fits.size else -1
             keep = d <= used  # sorted by (a, b); filtering keeps that order

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigError, InputError
-from ..verify.rule import Verifier
+from ..verify.rule import DEFAULT_THRESHOLD, Verifier
 
 if TYPE_CHECKING:
     from .minhash import LshPlan
@@ -83,20 +83,24 @@ class DedupConfig:
         ``stats["candidate_passes"]`` records requested vs used distance and the reason.
         Deterministic (a model, never a timer). ``None`` searches the full distances whatever
         they cost (O(docs^2) above distance 6). An explicit ``max_distance`` is always searched
-        as asked (only ``max_candidates_per_doc`` applies). With ``candidates="lsh"`` it bounds
-        the SimHash pass only; the budget is a safety valve that ordinary corpora never reach.
-    threshold : float or None, default=None
-        Intent: texts at least this similar (token edit similarity, 0-1) are near duplicates.
-        It plans the MinHash channel (pairs at this similarity become candidates with
-        probability >= 0.99 where the hash budget allows; ``stats["lsh"]["probability"]``) and
-        becomes the verifier's threshold (unless ``verifier`` sets one). ``None``: the channel
-        is planned for 0.8 and the verifier keeps its own threshold (0.675).
+        as asked (only ``max_candidates_per_doc`` applies). ``candidates="simhash"`` only: the
+        ``lsh`` mode's SimHash pass keeps its distance at any size (only the per-document pair
+        bound ``max_candidates_per_doc`` applies there, on concentrated fingerprints).
+    threshold : float, default=0.8
+        What counts as a near duplicate: texts at least this similar (token similarity, 0-1:
+        the verifier's ``ratio``; or the shorter contained in the longer, ``containment``).
+        It is the verifier's threshold (unless ``verifier`` sets one) and the MinHash channel
+        is planned for it: pairs at this similarity are found with probability >= 0.99
+        (texts of 6 tokens or more, scattered one-token edits; ``stats["promise"]``), and a
+        run whose plan cannot promise that says so (``stats["warnings"]``). ``None`` is the
+        default (:data:`neardup.verify.rule.DEFAULT_THRESHOLD`).
     candidates : {"lsh", "simhash"}, default="lsh"
         ``"lsh"``: MinHash banding over token bigrams (:mod:`neardup.batch.minhash`; recall
         of a pair depends on its similarity, not on the corpus size) plus a SimHash pass at a
         small distance (``max_distance``, default ``LSH_SIMHASH_DISTANCE``). ``"simhash"``:
         SimHash only, at the verifier's length-dependent distances under the work budget (the
-        previous default: exact on small corpora, recall falls as the budget narrows).
+        previous default: exact on small corpora, recall falls as the budget narrows; no
+        promise).
     lsh_bands, lsh_rows : int or None, default=None
         Expert overrides of the MinHash plan (:func:`~neardup.batch.minhash.plan_lsh`).
     lsh_bucket_cap : int, default=32
@@ -126,7 +130,7 @@ class DedupConfig:
     expand_pairs: int = 10_000
     max_candidates_per_doc: int | None = 64
     candidate_work_per_doc_ns: int | None = 32_000
-    threshold: float | None = None
+    threshold: float | None = DEFAULT_THRESHOLD
     candidates: Literal["lsh", "simhash"] = "lsh"
     lsh_bands: int | None = None
     lsh_rows: int | None = None
@@ -173,18 +177,19 @@ class DedupConfig:
             raise ConfigError(f"workers must be an int >= 1, got {self.workers!r}")
         if self.candidates not in ("lsh", "simhash"):
             raise ConfigError(f"candidates must be 'lsh' or 'simhash', got {self.candidates!r}")
+        if self.threshold is None:  # the default, spelled out: the same config either way
+            object.__setattr__(self, "threshold", DEFAULT_THRESHOLD)
         self.lsh_plan()  # validates threshold and the lsh_* overrides
         self.make_verifier()  # validates the verifier overrides
 
     def make_verifier(self) -> Verifier:
         overrides = dict(self.verifier or {})
-        if self.threshold is not None:
-            overrides.setdefault("threshold", self.threshold)
+        overrides.setdefault("threshold", self.threshold)
         return Verifier.from_config(overrides)
 
     def lsh_plan(self) -> LshPlan:
         """The MinHash channel's plan (:func:`~neardup.batch.minhash.plan_lsh`)."""
-        from .minhash import DEFAULT_THRESHOLD, plan_lsh
+        from .minhash import plan_lsh
 
         return plan_lsh(
             DEFAULT_THRESHOLD if self.threshold is None else self.threshold,
@@ -287,7 +292,9 @@ class DedupResult:
     stats : dict
         documents, exact_duplicates, near_duplicates, clusters (of two or more), kept, dropped,
         candidates, verified, elapsed_s, docs_per_s, timings per stage, ``lsh`` (the MinHash
-        channel's plan and counts).
+        channel's plan and counts), ``promise`` (what the candidates promise at the threshold:
+        :func:`~neardup.batch.minhash.plan_promise`) and ``warnings`` (what the run must tell
+        its user: :func:`~neardup.batch.minhash.plan_warnings`; none on defaults).
     components : numpy.ndarray of int64 or None
         With ``DedupConfig(components=True)``: the first member of each document's connected
         component of the matched pairs (the transitive closure; a report, not used to drop).

@@ -7,7 +7,11 @@ MinHash banding does not: a pair whose token-bigram sets have Jaccard similarity
 least one of ``bands`` band keys (``rows`` MinHash values each) with probability
 ``1 - (1 - J**rows)**bands`` (the S-curve, :func:`candidate_probability`), whatever else is in the
 corpus, and the work is linear: one signature per document, one sort-free bucketing per band,
-plus the pairs that collide.
+plus the pairs that collide. The plan (:func:`plan_lsh`) is made for the least bigram Jaccard of
+a pair at the threshold (:func:`shingle_jaccard`: texts of at least ``PROMISE_MIN_TOKENS``
+tokens, one made from the other by scattered one-token substitutions), so such pairs are found
+with probability >= ``PLAN_RECALL`` however short the texts; :func:`plan_promise` says what a
+plan promises and :func:`plan_warnings` when it cannot.
 
 Signatures (``(n, hashes)`` uint16, b-bit MinHash of the texts' token bigrams) and band keys
 are made in :mod:`neardup.fingerprint.minhash`; their names stay importable from here.
@@ -39,17 +43,19 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._arrays import unique_sorted
 from .._threads import numba_threads
-from ..errors import ConfigError
+from ..errors import ConfigError, UnsupportedVersionError
 from ..fingerprint.minhash import (
     BAND_BLOCK,
     NO_SIGNATURE,
+    SIGNATURE_SCHEME,
     band_key_block,
     band_keys,
     minhash_signatures,
     minhash_signatures_reference,
-    mix64,
 )
+from ..verify.rule import DEFAULT_THRESHOLD as _VERIFIER_THRESHOLD
 
 __all__ = [
     "BAND_BLOCK",
@@ -57,6 +63,8 @@ __all__ = [
     "DEFAULT_BUCKET_CAP",
     "DEFAULT_THRESHOLD",
     "NO_SIGNATURE",
+    "PLAN_RECALL",
+    "PROMISE_MIN_TOKENS",
     "LshPlan",
     "agreeing_group_pairs",
     "candidate_probability",
@@ -67,18 +75,27 @@ __all__ = [
     "minhash_signatures_reference",
     "pairs_per_group",
     "plan_lsh",
+    "plan_promise",
+    "plan_warnings",
     "shingle_jaccard",
     "signature_words",
     "valve_cap",
 ]
 
-#: default similarity the channel is planned for: pairs at least this similar (token edit
-#: similarity) become candidates with probability >= PLAN_RECALL
-DEFAULT_THRESHOLD = 0.8
-#: candidate probability the plan guarantees at the threshold's modelled Jaccard
+#: default threshold: texts at least this similar (token similarity, the verifier's measure)
+#: are near duplicates; the one default of the verifier, the plan and every front-end
+DEFAULT_THRESHOLD = _VERIFIER_THRESHOLD
+#: candidate probability the plan guarantees at the threshold's least Jaccard
 PLAN_RECALL = 0.99
-#: most MinHash values per document the planner uses (memory: 2 bytes each)
-MAX_HASHES = 128
+#: shortest text (tokens) the promise covers: below it one substitution already costs more than
+#: the threshold allows, or breaks every bigram
+PROMISE_MIN_TOKENS = 6
+#: MinHash values per document the planner prefers: it takes the most rows whose needed bands
+#: fit in this many values ...
+PREFERRED_HASHES = 128
+#: ... and, when no number of rows does, three rows with up to this many values (memory: 2
+#: bytes each per document in a batch, the online store 8 bytes per band)
+MAX_HASHES = 256
 #: fewest rows per band the planner uses: with 2, unrelated texts that share common word pairs
 #: (Jaccard ~0.05) collide with probability ~b/400 per pair, which grows with N^2
 MIN_ROWS = 3
@@ -98,16 +115,27 @@ VALVE_SAMPLE = 64
 # the plan: S-curve, bands and rows
 
 
-def shingle_jaccard(similarity: float) -> float:
-    """Modelled token-bigram Jaccard of two texts at token edit similarity ``similarity``.
+def _edits_jaccard(n: npt.NDArray[np.int64], similarity: float) -> npt.NDArray[np.float64]:
+    """Token-bigram Jaccard of a text of ``n`` tokens and a copy with ``e`` scattered one-token
+    substitutions, the most at token similarity ``>= similarity`` (``e = floor((1 - s) n)``):
+    each substitution away from the ends and from the others breaks two bigrams, so ``n - 1 -
+    2e`` of the ``n - 1`` bigrams are shared, ``(n - 1 - 2e) / (n - 1 + 2e)``."""
+    e = np.floor((1.0 - float(similarity)) * n + 1e-9)
+    shared = np.maximum(n - 1 - 2 * e, 0)
+    return shared / (n - 1 + 2 * e)
 
-    If a fraction ``s`` of the tokens survive scattered edits, a bigram survives when both its
-    tokens do (``s**2`` of them), and the Jaccard of the bigram sets is ``s**2 / (2 - s**2)``
-    (0.47 at 0.8: the development set's near-duplicates, labelled at edit similarity >= 0.8,
-    have bigram Jaccard >= 0.46 at the 1st percentile).
+
+def shingle_jaccard(similarity: float) -> float:
+    """The least token-bigram Jaccard of two texts at token similarity ``similarity``: texts of
+    at least ``PROMISE_MIN_TOKENS`` tokens, one made from the other by scattered one-token
+    substitutions (each breaks the two bigrams around it; :func:`_edits_jaccard`), minimised
+    over the length. Short texts set it: 0.385 at 0.8 (10 tokens, 2 substitutions: 5 of 13
+    bigrams shared), where long texts tend to ``(2s - 1) / (3 - 2s)`` (0.429) and randomly
+    placed edits to ``s**2 / (2 - s**2)`` (0.47: adjacent edits break fewer bigrams). 0 at 0.5
+    and below: alternate tokens replaced leave no bigram.
     """
-    s2 = float(similarity) ** 2
-    return s2 / (2.0 - s2)
+    n = np.arange(PROMISE_MIN_TOKENS, 20_000, dtype=np.int64)
+    return float(_edits_jaccard(n, similarity).min())
 
 
 def candidate_probability(jaccard: npt.ArrayLike, bands: int, rows: int) -> npt.NDArray[np.float64]:
@@ -119,7 +147,11 @@ def candidate_probability(jaccard: npt.ArrayLike, bands: int, rows: int) -> npt.
 
 @dataclass(frozen=True)
 class LshPlan:
-    """Bands, rows and filters of the MinHash channel (:func:`plan_lsh`)."""
+    """Bands, rows and filters of the MinHash channel (:func:`plan_lsh`).
+
+    ``jaccard`` is the least bigram Jaccard of a pair at ``threshold`` (:func:`shingle_jaccard`)
+    and ``probability`` the candidate probability there; ``signature`` the signature scheme the
+    band keys are made with (:data:`neardup.fingerprint.minhash.SIGNATURE_SCHEME`)."""
 
     threshold: float
     jaccard: float
@@ -130,13 +162,42 @@ class LshPlan:
     probability: float
     #: the band budget (pairs per document of the band; None: every bucket paired in full)
     band_pairs_per_doc: int | None = DEFAULT_BAND_PAIRS_PER_DOC
+    #: the signature scheme the plan's band keys are made with
+    signature: str = SIGNATURE_SCHEME
+    #: the shortest text (tokens) the promise covers
+    min_tokens: int = PROMISE_MIN_TOKENS
 
     @property
     def hashes(self) -> int:
         return self.bands * self.rows
 
+    @property
+    def promised(self) -> bool:
+        """Whether pairs at the threshold are found with probability >= ``PLAN_RECALL``."""
+        return self.probability >= PLAN_RECALL
+
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "hashes": self.hashes}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], *, where: str = "the stored plan") -> LshPlan:
+        """The plan of :meth:`to_dict`'s output (``hashes`` is derived), e.g. a store's.
+
+        Raises
+        ------
+        UnsupportedVersionError
+            ``d`` was made with another signature scheme (or before schemes were recorded):
+            its band keys mean something else, so they cannot be matched with this build's."""
+        kept = d.get("signature")
+        if kept != SIGNATURE_SCHEME:
+            made = f"signature scheme {kept!r}" if kept else "an earlier signature scheme"
+            raise UnsupportedVersionError(
+                f"{where}: its MinHash band keys were made with {made}, and this build makes "
+                f"{SIGNATURE_SCHEME!r}: the stored keys cannot be matched against new ones. "
+                "Deduplicate into a new data directory (or re-add the documents there)"
+            )
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 def plan_lsh(
@@ -150,18 +211,19 @@ def plan_lsh(
 ) -> LshPlan:
     """Bands and rows for pairs at least ``threshold`` similar.
 
-    The modelled Jaccard ``J = shingle_jaccard(threshold)``; ``rows`` (default: the largest
-    >= MIN_ROWS whose bands fit ``max_hashes``) and ``bands`` (default: the fewest giving
-    ``candidate_probability(J) >= PLAN_RECALL``, at most ``max_hashes // rows``). The agreement
-    filter keeps pairs whose signatures agree on at least ``J - 4 sigma`` of the hashes.
-    Expert overrides ``bands`` / ``rows`` are used as given. ``bucket_cap`` (the cap's floor)
-    and ``band_pairs_per_doc`` (the band budget) set the bucket valve (:func:`valve_cap`).
+    The least Jaccard of such a pair ``J = shingle_jaccard(threshold)``; ``rows`` (default:
+    the most >= MIN_ROWS whose needed bands fit ``PREFERRED_HASHES`` values, else MIN_ROWS) and
+    ``bands`` (default: the fewest giving ``candidate_probability(J) >= PLAN_RECALL``, at most
+    ``max_hashes // rows``). The agreement filter keeps pairs whose signatures agree on at
+    least ``J - 4 sigma`` of the hashes. Expert overrides ``bands`` / ``rows`` are used as
+    given. ``bucket_cap`` (the cap's floor) and ``band_pairs_per_doc`` (the band budget) set
+    the bucket valve (:func:`valve_cap`).
     """
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
         raise ConfigError(f"threshold must be a number in (0, 1], got {threshold!r}")
     if not 0.0 < threshold <= 1.0:
         raise ConfigError(
-            f"threshold must be in (0, 1] (token edit similarity), got {threshold!r}; "
+            f"threshold must be in (0, 1] (token similarity), got {threshold!r}; "
             f"{DEFAULT_THRESHOLD} is the default"
         )
     for name, v in (("bands", bands), ("rows", rows)):
@@ -184,14 +246,16 @@ def plan_lsh(
         p = j**r
         if p >= 1.0:
             return 1
+        if p <= 0.0:  # no bigram survives: no number of bands finds the pair
+            return 1 << 30
         return max(1, math.ceil(math.log(1.0 - PLAN_RECALL) / math.log1p(-p)))
 
     if rows is None:
         r = MIN_ROWS
         if bands is None:
-            # the steepest curve (most rows) whose needed bands fit the hash budget
+            # the steepest curve (most rows) whose needed bands fit the preferred hash budget
             for cand in range(8, MIN_ROWS - 1, -1):
-                if need(cand) * cand <= max_hashes:
+                if need(cand) * cand <= min(PREFERRED_HASHES, max_hashes):
                     r = cand
                     break
         else:
@@ -216,21 +280,98 @@ def plan_lsh(
     )
 
 
+def plan_promise(plan: LshPlan | None) -> dict[str, Any]:
+    """What a run's candidates promise (``stats["promise"]``, the summary's ``promise``): pairs
+    of texts of at least ``min_tokens`` tokens, one made from the other by scattered one-token
+    edits, at similarity ``>= threshold``, found with ``probability`` (``kept``: whether that is
+    at least ``PLAN_RECALL``). ``None`` (``candidates="simhash"``): nothing is promised."""
+    if plan is None:
+        return {
+            "kept": False,
+            "target": PLAN_RECALL,
+            "reason": "candidates='simhash': SimHash distances under the work budget, whose "
+            "recall depends on the texts and falls as the corpus grows; the MinHash channel "
+            "(candidates='lsh', the default) makes the promise",
+        }
+    return {
+        "kept": plan.promised,
+        "target": PLAN_RECALL,
+        "threshold": plan.threshold,
+        "min_tokens": plan.min_tokens,
+        "jaccard": plan.jaccard,
+        "probability": plan.probability,
+        "bands": plan.bands,
+        "rows": plan.rows,
+    }
+
+
+def plan_warnings(plan: LshPlan | None) -> list[str]:
+    """The warnings a run with ``plan`` must give (none for a plan that keeps the promise, so
+    none on defaults): a planned candidate probability below ``PLAN_RECALL`` at the
+    threshold."""
+    if plan is None or plan.promised:
+        return []
+    t = plan.threshold
+    if plan.jaccard <= 0.0:
+        why = (
+            f"at similarity {t:g} scattered one-token edits can leave two texts no token pair "
+            "(bigram) in common, so no MinHash plan finds them (the SimHash pass finds some)"
+        )
+    else:
+        why = (
+            f"{plan.bands} bands x {plan.rows} rows reach that at the least bigram Jaccard of "
+            f"such pairs ({plan.jaccard:g})"
+        )
+    return [
+        f"the MinHash candidates find pairs at similarity {t:g} (texts of {plan.min_tokens}+ "
+        f"tokens with scattered one-token edits) with probability {plan.probability:.3f}, below "
+        f"the {PLAN_RECALL} a plan promises: {why}; near duplicates at that similarity may be "
+        "missed (a higher --threshold, or DedupConfig lsh_bands/lsh_rows that reach 0.99)"
+    ]
+
+
 # ---------------------------------------------------------------------------------------------
 # candidate pairs
+
+
+@numba.njit(cache=True)
+def _shared_bucket_rows(keys: np.ndarray, bits: int) -> np.ndarray:  # pragma: no cover - numba
+    # the rows whose mixed key's top ``bits`` bits are those of another row: a saturating
+    # one-byte count per bucket, then the rows of buckets counted twice (ascending)
+    n = keys.shape[0]
+    shift = np.uint64(64 - bits)
+    cnt = np.zeros(1 << bits, np.uint8)
+    top = np.empty(n, np.uint32)
+    for i in range(n):
+        x = keys[i]
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+        t = np.uint32(x >> shift)
+        top[i] = t
+        if cnt[t] < 2:
+            cnt[t] += 1
+    m = 0
+    for i in range(n):
+        m += cnt[top[i]] > 1
+    rows = np.empty(m, np.int64)
+    m = 0
+    for i in range(n):
+        if cnt[top[i]] > 1:
+            rows[m] = i
+            m += 1
+    return rows
 
 
 def _groups(keys: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Rows whose key occurs at least twice, grouped: ``(members int64, group_start int64)``;
     members sorted by (key, row), ``group_start`` the first index of each group (and the end).
 
-    Linear pre-filter: a bincount over ~4n buckets of the mixed key's top bits sets aside the
-    rows alone in their bucket (most rows, most bands); only the rest is sorted."""
+    Linear pre-filter: a count over ~4n buckets of the mixed key's top bits sets aside the rows
+    alone in their bucket (most rows, most bands); only the rest is sorted."""
     n = keys.size
     bits = max(10, min(26, (4 * max(n, 1) - 1).bit_length()))
-    top = (mix64(keys) >> np.uint64(64 - bits)).astype(np.int64)
-    cnt = np.bincount(top, minlength=1 << bits)
-    rows = np.flatnonzero(cnt[top] > 1)
+    rows = _shared_bucket_rows(np.ascontiguousarray(keys), bits)
     if rows.size < 2:
         return np.zeros(0, np.int64), np.zeros(1, np.int64)
     k = keys[rows]
@@ -246,22 +387,23 @@ def _groups(keys: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.int64], npt.ND
     size = size[multi]
     bounds = np.zeros(size.size + 1, np.int64)
     np.cumsum(size, out=bounds[1:])
-    return rows.astype(np.int64), bounds
+    return rows, bounds
 
 
 def _thin_big_groups(
     members: npt.NDArray[np.int64],
     bounds: npt.NDArray[np.int64],
     cap: int,
-    done: npt.NDArray[np.bool_],
+    here: npt.NDArray[np.bool_],
     was_big_out: list[npt.NDArray[np.bool_]] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
     """Groups of more than ``cap + 1`` members keep their first ``cap`` members (the anchors)
-    and the members not yet paired in a large group of an earlier band (``done``, updated):
-    a template's near copies fill a large bucket in nearly every band, and pairing each of them
-    with ``2 cap`` others once is the bound, not once per band. Returns (members, bounds, the
-    number of pairs inside the large groups before thinning). ``was_big_out`` (optional)
-    receives a mask of the members returned whose group was large before thinning."""
+    and the members whose band this is (``here``, by row: each member of a large group is
+    paired in one band only, :func:`_valve_bands`): a template's near copies fill a large
+    bucket in nearly every band, and pairing each of them with ``2 cap`` others once is the
+    bound, not once per band. Returns (members, bounds, the number of pairs inside the large
+    groups before thinning). ``was_big_out`` (optional) receives a mask of the members
+    returned whose group was large before thinning."""
     size = np.diff(bounds)
     big = np.flatnonzero(size > cap + 1)
     if not big.size:
@@ -273,9 +415,7 @@ def _thin_big_groups(
     keep = np.ones(members.size, bool)
     for g in big.tolist():
         s0, e0 = int(bounds[g]), int(bounds[g + 1])
-        rest = members[s0 + cap : e0]
-        keep[s0 + cap : e0] = ~done[rest]
-        done[members[s0:e0][keep[s0:e0]]] = True
+        keep[s0 + cap : e0] = here[members[s0 + cap : e0]]
     gid = np.repeat(np.arange(size.size), size)[keep]
     members = members[keep]
     cnt = np.bincount(gid, minlength=size.size)
@@ -286,6 +426,32 @@ def _thin_big_groups(
     bounds = np.zeros(size.size + 1, np.int64)
     np.cumsum(size, out=bounds[1:])
     return members, bounds, total
+
+
+def _choose_bands(
+    members: npt.NDArray[np.int64],
+    bounds: npt.NDArray[np.int64],
+    cap: int,
+    band: int,
+    best_anchor: npt.NDArray[np.int64],
+    best_band: npt.NDArray[np.int64],
+) -> None:
+    """The band each member of a large group is paired in (``best_band``, updated band after
+    band): the band where its group's first member (the least row: the bucket's first anchor)
+    is least, the first such band on ties. A member is paired with its thinned group's anchors
+    in one band only, so that band's anchors should reach back furthest: with the first band
+    instead, a template's copies whose first thinned bucket missed the template's first copy
+    (its edit changed that band) were paired with later copies only, all dropped for the
+    first one, and were kept (tests/fingerprint/test_minhash.py)."""
+    size = np.diff(bounds)
+    big = size > cap + 1
+    if not big.any():
+        return
+    rows = members[np.repeat(big, size)]
+    anchor = np.repeat(members[bounds[:-1]][big], size[big])
+    better = anchor < best_anchor[rows]
+    best_anchor[rows[better]] = anchor[better]
+    best_band[rows[better]] = band
 
 
 def group_pairs(
@@ -431,15 +597,23 @@ def _group_agreement_kernel(
                     k += 1
 
 
-def signature_words(sig: npt.NDArray[np.uint16]) -> tuple[npt.NDArray[np.uint64], int]:
-    """``sig`` as (n, ceil(h / 4)) uint64 words (zero-padded: the pad lanes of two rows always
-    agree) and the number of pad lanes, to subtract from an agreement count: what
-    :func:`agreeing_group_pairs` takes as ``words``/``pad`` when it is called band after band
-    over the same signatures."""
-    n, h = sig.shape
+def signature_words(
+    sig: npt.NDArray[np.uint16], rows: npt.NDArray[np.int64] | None = None
+) -> tuple[npt.NDArray[np.uint64], int]:
+    """``sig`` (its ``rows``, default all) as (n, ceil(h / 4)) uint64 words (zero-padded: the
+    pad lanes of two rows always agree) and the number of pad lanes, to subtract from an
+    agreement count: what :func:`agreeing_group_pairs` takes as ``words``/``pad`` when it is
+    called band after band over the same signatures. The rows are gathered in blocks, so no
+    copy of ``sig[rows]`` (the size of the words) is made beside them."""
+    h = sig.shape[1]
+    n = sig.shape[0] if rows is None else rows.size
     w = -(-h // 4)
     buf = np.zeros((n, 4 * w), np.uint16)
-    buf[:, :h] = sig
+    if rows is None:
+        buf[:, :h] = sig
+    else:
+        for c in range(0, n, 1 << 16):
+            buf[c : c + (1 << 16), :h] = sig[rows[c : c + (1 << 16)]]
     return buf.view(np.uint64), 4 * w - h
 
 
@@ -565,7 +739,8 @@ def lsh_pairs(
     The valve, per band (:func:`valve_cap`): while the pairs of all the band's buckets number
     at most ``plan.band_pairs_per_doc`` per document, every bucket is paired in full; otherwise
     the buckets larger than the band's cap are thinned (:func:`group_pairs`' window and anchors,
-    once per document over the bands: :func:`_thin_big_groups`), and what that gave up is
+    once per document over the bands, in the band whose bucket's first member is least:
+    :func:`_choose_bands`, :func:`_thin_big_groups`), and what that gave up is
     estimated by sampling their pairs. ``info`` gets ``raw_pairs`` (band collisions compared),
     ``pairs``, ``band_pairs_budget``, ``valve_bands``, ``bucket_cap_used``,
     ``capped_buckets``, ``pairs_skipped`` (an upper bound), ``valve_lost_pairs_est`` (agreeing
@@ -575,7 +750,7 @@ def lsh_pairs(
     found only inside thinned buckets, i.e. only because of a crowded bucket (:func:`neardup.batch.run.verify_in_chunks` verifies those lazily).
     ``progress(bands done)`` (optional) is called after each band."""
     idx = np.flatnonzero(usable).astype(np.int64)
-    words, pad = signature_words(sig[idx])
+    words, pad = signature_words(sig, idx)
     s = words.view(np.uint16)[:, : sig.shape[1]]  # the usable rows' signatures (a view)
     parts_a, parts_b = [], []
     big_codes: list[npt.NDArray[np.int64]] = []
@@ -583,18 +758,46 @@ def lsh_pairs(
     caps_used: list[int] = []
     n = idx.size
     budget = None if plan.band_pairs_per_doc is None else plan.band_pairs_per_doc * max(n, 1)
-    done = np.zeros(n, bool)  # rows already paired inside a large group
     sample_codes: list[npt.NDArray[np.int64]] = []
     sample_weights: list[npt.NDArray[np.float64]] = []
     block = np.zeros((0, n), np.uint64)
-    for band in range(plan.bands):
+
+    def band_groups(band: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        nonlocal block
         if plan.rows > 4:
             keys = band_keys(s, band, plan.rows)
         else:
             if band % BAND_BLOCK == 0:
                 block = band_key_block(s, band, min(plan.bands, band + BAND_BLOCK), plan.rows)
             keys = block[band % BAND_BLOCK]
-        members, bounds = _groups(keys)
+        return _groups(keys)
+
+    def pair(
+        members: npt.NDArray[np.int64],
+        bounds: npt.NDArray[np.int64],
+        cap: int | None,
+        group_big: npt.NDArray[np.bool_],
+    ) -> None:
+        nonlocal raw
+        a, b, in_big_group, made = agreeing_group_pairs(
+            members, bounds, cap, s, plan.min_agreement, group_big, workers, words, pad
+        )
+        raw += made
+        if a.size:  # unique per band keeps the pile small when bands agree on many pairs
+            if capped_out is not None and in_big_group.any():
+                big_codes.append(unique_sorted(a[in_big_group] * n + b[in_big_group]))
+                a, b = a[~in_big_group], b[~in_big_group]
+            code = unique_sorted(a * n + b)
+            parts_a.append(code // n)
+            parts_b.append(code % n)
+
+    # every band whose buckets fit its budget is paired at once; the bands over it wait until
+    # each member of their large buckets knows the one band it is paired in (_choose_bands)
+    over: list[tuple[int, int]] = []
+    best_anchor = np.full(n, np.iinfo(np.int64).max, np.int64)
+    best_band = np.full(n, -1, np.int64)
+    for band in range(plan.bands):
+        members, bounds = band_groups(band)
         if progress is not None and band:
             progress(band)
         if bounds.size < 2:
@@ -602,35 +805,30 @@ def lsh_pairs(
         size = np.diff(bounds)
         cap = valve_cap(size, plan.bucket_cap, budget)
         if cap is None:  # the band's buckets fit its budget: every pair (no valve)
-            group_big = np.zeros(size.size, np.bool_)
-        else:  # the valve: the largest buckets thinned to the cap
-            valve_bands += 1
-            caps_used.append(cap)
-            capped += int((size > cap + 1).sum())
-            codes, weights = _valve_sample(
-                s, members, bounds, cap, plan.min_agreement, band, n, plan.bands, plan.rows
-            )
-            sample_codes.append(codes)
-            sample_weights.append(weights)
-            was_big: list[npt.NDArray[np.bool_]] = []
-            members, bounds, in_big = _thin_big_groups(members, bounds, cap, done, was_big)
-            size = np.diff(bounds)
-            group_big = was_big[0][bounds[:-1]] if size.size else np.zeros(0, np.bool_)
-            made_big = int(pairs_per_group(size, cap)[group_big].sum())
-            skipped += max(0, in_big - made_big)
-        a, b, in_big_group, made = agreeing_group_pairs(
-            members, bounds, cap, s, plan.min_agreement, group_big, workers, words, pad
+            pair(members, bounds, None, np.zeros(size.size, np.bool_))
+        else:
+            _choose_bands(members, bounds, cap, band, best_anchor, best_band)
+            over.append((band, cap))
+    for band, cap in over:  # the valve: the largest buckets thinned to the cap
+        members, bounds = _groups(band_keys(s, band, plan.rows))
+        size = np.diff(bounds)
+        valve_bands += 1
+        caps_used.append(cap)
+        capped += int((size > cap + 1).sum())
+        codes, weights = _valve_sample(
+            s, members, bounds, cap, plan.min_agreement, band, n, plan.bands, plan.rows
         )
-        raw += made
-        if a.size:  # unique per band keeps the pile small when bands agree on many pairs
-            if capped_out is not None and in_big_group.any():
-                big_codes.append(np.unique(a[in_big_group] * n + b[in_big_group]))
-                a, b = a[~in_big_group], b[~in_big_group]
-            code = np.unique(a * n + b)
-            parts_a.append(code // n)
-            parts_b.append(code % n)
+        sample_codes.append(codes)
+        sample_weights.append(weights)
+        was_big: list[npt.NDArray[np.bool_]] = []
+        members, bounds, in_big = _thin_big_groups(members, bounds, cap, best_band == band, was_big)
+        size = np.diff(bounds)
+        group_big = was_big[0][bounds[:-1]] if size.size else np.zeros(0, np.bool_)
+        made_big = int(pairs_per_group(size, cap)[group_big].sum())
+        skipped += max(0, in_big - made_big)
+        pair(members, bounds, cap, group_big)
     ordinary = (
-        np.unique(np.concatenate(parts_a) * n + np.concatenate(parts_b))
+        unique_sorted(np.concatenate(parts_a) * n + np.concatenate(parts_b))
         if parts_a
         else np.zeros(0, np.int64)
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from ..verify.rule import may_drop
 from .cluster import cluster_ids, connected_components, greedy_representatives
 from .config import Keep, PairTable
 
@@ -23,6 +24,7 @@ def stage_representatives(
     lengths: npt.NDArray[np.int64],
     keep: Keep,
     threshold: float,
+    tokens: npt.NDArray[np.int64] | None = None,
 ) -> npt.NDArray[np.int64]:
     """Keep policy without chaining: ``root`` int64 (n,), ``root[i] == i`` for kept documents,
     else the kept document ``i`` is a verified near (or exact) duplicate of.
@@ -32,10 +34,12 @@ def stage_representatives(
     order (``keep="first"``) or longest first (``"longest"``; ties: input order), and a unit is
     dropped only for a pair with a unit already kept
     (:func:`~neardup.batch.cluster.greedy_representatives`). A pair never drops a document more than
-    ``(2 - threshold) / threshold`` times longer (in characters) than the kept one: at that
-    length ratio no pair reaches ``threshold`` by similarity, so the match is containment (the
-    kept text is an excerpt of it) and the longer text is kept. Within a unit the first copy
-    (or, for ``"longest"``, the longest copy; ties: first) stands for it.
+    ``(2 - threshold) / threshold`` times longer in ``tokens`` (the verifier's token counts; a
+    unit's copies have the same; ``None``: characters) than the kept one
+    (:func:`neardup.verify.rule.may_drop`): at that length ratio no pair reaches ``threshold``
+    by similarity, so the match is containment (the kept text is an excerpt of it) and the
+    longer text is kept. Within a unit the first copy (or, for ``"longest"``, the longest copy;
+    ties: first) stands for it.
     """
     n = first.size
     units = np.flatnonzero(first == np.arange(n))
@@ -55,10 +59,10 @@ def stage_representatives(
     else:
         rank = np.arange(units.size, dtype=np.int64)
         member = units
-    ratio = (2.0 - threshold) / threshold
-    la, lb = ulen[ua].astype(np.float64), ulen[ub].astype(np.float64)
-    may_drop = np.concatenate([lb <= ratio * la, la <= ratio * lb])
-    rep = greedy_representatives(units.size, ua, ub, rank, may_drop)
+    size = ulen if tokens is None else np.asarray(tokens, np.int64)[units]
+    la, lb = size[ua], size[ub]
+    drop = np.concatenate([may_drop(la, lb, threshold), may_drop(lb, la, threshold)])
+    rep = greedy_representatives(units.size, ua, ub, rank, drop)
     return member[rep[unit_of]]
 
 

@@ -236,6 +236,10 @@ def dedup(
     lsh_info: dict[str, Any] = {}
     tokenised: dict[int, tuple[bytes, int]] = {}
     deferred: list[npt.NDArray[np.bool_]] = []
+    from .minhash import plan_promise, plan_warnings
+
+    plan = cfg.lsh_plan() if cfg.candidates == "lsh" else None
+    counted: list[npt.NDArray[np.int64]] = []
     ca, cb, cd = stage_candidates_for(
         cfg,
         subset_texts(texts, unique) if cfg.candidates == "lsh" else [],
@@ -248,11 +252,22 @@ def dedup(
         tokenised,
         deferred,
         lambda k: report("candidates", k * n // max(int(unique.size), 1), n),
+        counted,
     )
     if tokenised:  # those in a pair, re-keyed from position among first copies to texts
         involved = set(ca.tolist()) | set(cb.tolist())
         tokenised = {int(unique[k]): v for k, v in tokenised.items() if k in involved}
     ca, cb = unique[ca], unique[cb]
+    # token counts of the first copies (the keep rule's lengths): counted with the signatures,
+    # else (SimHash candidates) for the texts in a candidate pair
+    tokens = np.zeros(n, np.int64)
+    if counted:
+        tokens[unique] = counted[0]
+    elif ca.size:
+        from ..verify.tokens import token_counts
+
+        paired = np.unique(np.concatenate([ca, cb]))
+        tokens[paired] = token_counts(verifier, subset_texts(texts, paired))
     done()
 
     done = timed("verify", ca.size if cfg.verify else None)
@@ -266,7 +281,7 @@ def dedup(
                 comp = connected_components(n, ca[ok], cb[ok])
                 return comp[ca] == comp[cb]
             rep = stage_representatives(
-                first, ca[ok], cb[ok], lengths, cfg.keep, verifier.threshold
+                first, ca[ok], cb[ok], lengths, cfg.keep, verifier.threshold, tokens
             )
             dropped = rep != np.arange(n)
             return dropped[ca] & dropped[cb]
@@ -314,7 +329,9 @@ def dedup(
         keep = stage_policy(roots, lengths, cfg.keep)
     else:
         components = stage_cluster(n, pairs)[0] if cfg.components else None
-        roots = stage_representatives(first, ca[ok], cb[ok], lengths, cfg.keep, verifier.threshold)
+        roots = stage_representatives(
+            first, ca[ok], cb[ok], lengths, cfg.keep, verifier.threshold, tokens
+        )
         keep = roots == np.arange(n)
     clusters = cluster_ids(roots)
     done()
@@ -333,6 +350,8 @@ def dedup(
         "dropped": int(n - keep.sum()),
         "candidates": int(ca.size),
         "candidate_passes": passes,
+        "promise": plan_promise(plan),
+        "warnings": plan_warnings(plan),
         **({"lsh": lsh_info} if lsh_info else {}),
         "verified": int(ok.sum()),
         "candidate_scores": candidate_scores(score, rule, skipped),

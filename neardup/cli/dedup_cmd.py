@@ -133,9 +133,9 @@ def dedup_command(
     threshold: Annotated[
         float | None,
         typer.Option(
-            help="Texts at least this similar (token edit similarity, 0-1) are near duplicates: "
-            "found with probability >= 0.99 and accepted (default: found from 0.8, accepted "
-            "from the verifier's 0.675)."
+            help="Texts at least this similar (token similarity, 0-1) are near duplicates: "
+            "accepted by the verifier, and found with probability >= 0.99 (texts of 6+ tokens "
+            "with scattered one-token edits; a warning says when a plan cannot) (default: 0.8)."
         ),
     ] = None,
     candidates: Annotated[
@@ -155,8 +155,9 @@ def dedup_command(
     candidate_work_ns: Annotated[
         int,
         typer.Option(
-            help="Candidate-search work budget per document (modelled ns; deterministic). Above "
-            "~24k docs per pass the default distances shrink to what fits (the summary warns).",
+            help="--candidates simhash: candidate-search work budget per document (modelled ns; "
+            "deterministic). Above ~24k docs per pass the default distances shrink to what "
+            "fits.",
         ),
     ] = 32_000,
     candidate_budget: Annotated[
@@ -464,7 +465,7 @@ def warn(message: str) -> None:
 def _run_warnings(stats: dict[str, Any], skipped: list[dict[str, Any]]) -> list[str]:
     """Everything the user must hear about a finished run: narrowed candidate passes, skipped
     records."""
-    out = _valve_warnings(stats.get("candidate_passes") or {})
+    out = [*stats.get("warnings", []), *_valve_warnings(stats.get("candidate_passes") or {})]
     lsh = stats.get("lsh") or {}
     if lsh.get("valve_bands") or lsh.get("pairs_skipped"):
         cap = lsh.get("bucket_cap_used") or lsh.get("bucket_cap")

@@ -15,12 +15,13 @@ bucket), and each MinHash band's bucket sizes as a histogram (size -> buckets), 
 groups are at hand; the driver sums them per band and sets each band's valve cap exactly as the single machine does
 (:func:`band_caps`: :func:`neardup.batch.minhash.valve_cap` at the band budget,
 ``band_pairs_per_doc`` times the documents with tokens). When some band is over its budget,
-``big`` (per key bucket, from its ``groups`` file) sends, for every member of a bucket over its band's cap, the first such
-band to the member's partition, and ``first`` (per partition) returns each member's first band
-over all key buckets to the key buckets that hold it: the single machine pairs a member of a
-thinned bucket once over the bands (:func:`neardup.batch.minhash._thin_big_groups`' ``done``),
-in the first band where its bucket is thinned, unless it is one of the bucket's first ``cap``
-members (the anchors).
+``big`` (per key bucket, from its ``groups`` file) sends, for every member of a bucket over its
+band's cap, its chosen band there (the band whose bucket's first member, the bucket's first
+anchor, is least; the first such band on ties) with that anchor to the member's partition, and
+``first`` (per partition) returns each member's chosen band over all key buckets to the key
+buckets that hold it: the single machine pairs a member of a thinned bucket once over the bands
+(:func:`neardup.batch.minhash._choose_bands`), in that band, unless it is one of the bucket's
+first ``cap`` members (the anchors).
 
 ``join`` (per key bucket): the groups of the ``group`` step (no step after it reads the key
 buckets again).
@@ -91,9 +92,13 @@ GROUPS_SCHEMA = _groups_schema()
 def _valve_schemas() -> tuple[Any, Any]:
     import pyarrow as pa
 
-    # a member of a thinned bucket: its first thinned band in key bucket ``bucket``
-    big = pa.schema([("pos", pa.int64()), ("band", pa.int32()), ("bucket", pa.int32())])
-    # a member's first thinned band over all key buckets
+    # a member of a thinned bucket: its chosen band in key bucket ``bucket`` (the least first
+    # member of its thinned buckets, ``anchor``, then the least band)
+    big = pa.schema(
+        [("pos", pa.int64()), ("band", pa.int32()), ("bucket", pa.int32()),
+         ("anchor", pa.int64())]
+    )  # fmt: skip
+    # a member's chosen band over all key buckets
     first = pa.schema([("pos", pa.int64()), ("band", pa.int32())])
     return big, first
 
@@ -337,7 +342,8 @@ def _big_mask(bounds: np.ndarray, band: np.ndarray, caps: list[int | None]) -> n
 
 @_store.resumable("big")
 def step_big(workdir: str, task: int, job: Job, caps: list[int | None]) -> dict[str, Any]:
-    """Members of key bucket ``task``'s thinned buckets, with the first band where they are,
+    """Members of key bucket ``task``'s thinned buckets, each with its chosen band here (the
+    least first member of its thinned buckets, then the least band) and that first member,
     shuffled to their partition."""
     import pyarrow as pa
 
@@ -347,30 +353,33 @@ def step_big(workdir: str, task: int, job: Job, caps: list[int | None]) -> dict[
     member_big = np.repeat(big, size)
     p = pos[member_big]
     b = np.repeat(band, size)[member_big]
-    o = np.lexsort((b, p))  # per member its first band
-    p, b = p[o], b[o]
+    a = np.repeat(pos[bounds[:-1]], size)[member_big]  # groups' members ascend: the least
+    o = np.lexsort((b, a, p))  # per member its least (anchor, band)
+    p, b, a = p[o], b[o], a[o]
     first = np.ones(p.size, bool)
     first[1:] = p[1:] != p[:-1]
-    p, b = p[first], b[first]
+    p, b, a = p[first], b[first], a[first]
     table = pa.table(
-        {"pos": p, "band": b.astype(np.int32), "bucket": np.full(p.size, task, np.int32)},
+        {"pos": p, "band": b.astype(np.int32), "bucket": np.full(p.size, task, np.int32),
+         "anchor": a},
         schema=BIG_SCHEMA,
-    )
+    )  # fmt: skip
     size_b = _store.shuffle_write(workdir, "big", task, table, _store.owner_of(p, job.starts))
     return {"members": int(p.size), "shuffle_bytes": size_b}
 
 
 @_store.resumable("first")
 def step_first(workdir: str, task: int, job: Job) -> dict[str, Any]:
-    """Partition ``task``'s members of thinned buckets: each one's first thinned band over all
-    key buckets, sent back to every key bucket that holds it."""
+    """Partition ``task``'s members of thinned buckets: each one's chosen band over all key
+    buckets (the least anchor, then the least band), sent back to every key bucket that holds
+    it."""
     import pyarrow as pa
 
     t = _store.read_bucket(workdir, "big", task, BIG_SCHEMA)
     pos = t["pos"].to_numpy()
     band = t["band"].to_numpy()
     bucket = t["bucket"].to_numpy()
-    o = np.lexsort((band, pos))
+    o = np.lexsort((band, t["anchor"].to_numpy(), pos))
     pos_s, band_s = pos[o], band[o]
     first = np.ones(pos_s.size, bool)
     first[1:] = pos_s[1:] != pos_s[:-1]
@@ -439,12 +448,12 @@ def _valve_pairs(
             continue
         big = sz > cap + 1
         idx_in = np.arange(m.size) - np.repeat(bd[:-1], sz)
-        fb = np.full(m.size, -1, np.int64)  # each member's first thinned band (-1: none)
+        fb = np.full(m.size, -1, np.int64)  # each member's chosen band (-1: none)
         if first_pos.size:
             k = np.minimum(np.searchsorted(first_pos, m), first_pos.size - 1)
             hit = first_pos[k] == m
             fb[hit] = first_band[k[hit]]
-        # a thinned bucket keeps its anchors and the members it is the first thinned band of
+        # a thinned bucket keeps its anchors and the members whose chosen band it is
         keep = ~np.repeat(big, sz) | (idx_in < cap) | (fb == b)
         gid = np.repeat(np.arange(sz.size), sz)[keep]
         m = m[keep]

@@ -53,9 +53,12 @@ class Job:
 
     def fingerprint(self) -> str:
         """What makes two runs the same job (a rerun may reuse the work directory)."""
+        from ..fingerprint.minhash import SIGNATURE_SCHEME
+
         d = asdict(self)
         d.pop("workdir")
         d.pop("starts")
+        d["signature"] = SIGNATURE_SCHEME  # the stored signatures' meaning
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()
 
 

@@ -76,6 +76,7 @@ def run_dedup(
     (default: the number of partitions) the shuffles'.
     """
     from ..batch.config import DedupConfig
+    from ..batch.minhash import plan_promise, plan_warnings
 
     cfg = config if config is not None else DedupConfig()
     _check_config(cfg)
@@ -210,6 +211,8 @@ def run_dedup(
                 lsh_docs * (lsh_docs - 1) // 2,
             ),
         },
+        "promise": plan_promise(plan),
+        "warnings": plan_warnings(plan),
         "engine": eng.name,
         "partitions": P,
         "buckets": R,

@@ -39,7 +39,7 @@ def _half_schema() -> Any:
     return pa.schema(
         [("a", pa.int64()), ("b", pa.int64()), ("src", pa.uint8()), ("id_a", pa.string()),
          ("ulen_a", pa.int64()), ("gsize_a", pa.int64()), ("head_a", pa.int64()),
-         ("head_id_a", pa.string())]
+         ("head_id_a", pa.string()), ("tok_a", pa.int64())]
     )  # fmt: skip
 
 
@@ -48,8 +48,9 @@ HALF_SCHEMA = _half_schema()
 
 def _unit_facts(workdir: str, task: int, docs: Any, x: np.ndarray) -> dict[str, Any]:
     """For units ``x`` (first copies in partition ``task``): id, group size, longest length,
-    head (the member that stands for the group) and its id (``id``, ``head_id``: pyarrow
-    arrays, so that millions of candidate pairs make no Python strings)."""
+    token count (the copies have the same), head (the member that stands for the group) and
+    its id (``id``, ``head_id``: pyarrow arrays, so that millions of candidate pairs make no
+    Python strings)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -57,6 +58,7 @@ def _unit_facts(workdir: str, task: int, docs: Any, x: np.ndarray) -> dict[str, 
     at = np.searchsorted(dpos, x)
     ids = docs["id"].take(at).combine_chunks() if x.size else pa.array([], pa.string())
     ulen = docs["len"].to_numpy()[at].astype(np.int64)
+    tok = docs["tokens"].to_numpy()[at].astype(np.int64)
     gsize = np.ones(x.size, np.int64)
     head, head_id = x.copy(), ids
     dups = _store.read_bucket(workdir, "dups", task, DUPS_SCHEMA)
@@ -70,7 +72,7 @@ def _unit_facts(workdir: str, task: int, docs: Any, x: np.ndarray) -> dict[str, 
         gsize[hit] = dups["size"].to_numpy()[j]
         head[hit] = dups["head"].to_numpy()[j]
         head_id = pc.if_else(pa.array(hit), dups["head_id"].take(i).combine_chunks(), ids)
-    return {"id": ids, "ulen": ulen, "gsize": gsize, "head": head, "head_id": head_id}
+    return {"id": ids, "ulen": ulen, "tok": tok, "gsize": gsize, "head": head, "head_id": head_id}
 
 
 @_store.resumable("attach")
@@ -93,7 +95,7 @@ def step_attach(workdir: str, task: int, job: Job) -> dict[str, Any]:
     t = pa.table(
         {"a": a, "b": b, "src": pa.array(src, pa.uint8()),
          "id_a": f["id"], "ulen_a": f["ulen"], "gsize_a": f["gsize"], "head_a": f["head"],
-         "head_id_a": f["head_id"]},
+         "head_id_a": f["head_id"], "tok_a": f["tok"]},
         schema=HALF_SCHEMA,
     )  # fmt: skip
     size = _store.shuffle_write(workdir, "half", task, t, _store.owner_of(b, job.starts))
@@ -108,7 +110,7 @@ def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
 
     from ..batch.config import STAGE_NEAR
     from ..batch.verify_stage import stage_verify_rules
-    from ..verify.rule import RULE_UNVERIFIED
+    from ..verify.rule import RULE_UNVERIFIED, may_drop
 
     cfg = job.dedup_config()
     plan = cfg.lsh_plan()
@@ -182,14 +184,13 @@ def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
         a_first = (ka < kb) | ((ka == kb) & (a <= b))
         u, v = np.where(a_first, a, b), np.where(a_first, b, a)
         k1 = np.where(a_first, ka, kb)
-        ulen_u = np.where(a_first, ulen_a, fb_["ulen"]).astype(np.float64)
-        ulen_v = np.where(a_first, fb_["ulen"], ulen_a).astype(np.float64)
+        tok_a = h["tok_a"].to_numpy()
+        tok_u = np.where(a_first, tok_a, fb_["tok"])
+        tok_v = np.where(a_first, fb_["tok"], tok_a)
         head = np.where(a_first, head_a, fb_["head"])
         head_id = np.where(a_first, head_id_a, fb_["head_id"])
-        threshold = cfg.make_verifier().threshold
-        ratio = (2.0 - threshold) / threshold
         # the containment rule (neardup.batch.policy): never drop a much longer text
-        may = ulen_v <= ratio * ulen_u
+        may = may_drop(tok_u, tok_v, cfg.make_verifier().threshold)
         u, v, k1, head, head_id = u[may], v[may], k1[may], head[may], head_id[may]
         kin = pa.table(
             {"v": v, "k1": k1, "u": u, "head": head,

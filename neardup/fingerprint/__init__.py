@@ -17,6 +17,7 @@ _EXPORTS: dict[str, str] = {
     "FingerprintBatch": ".simhash",
     "Fingerprinter": ".simhash",
     "NO_SIGNATURE": ".minhash",
+    "SIGNATURE_SCHEME": ".minhash",
     "WEIGHTS": ".simhash",
     "as_fingerprints": ".distance",
     "band_key_block": ".minhash",
@@ -32,6 +33,8 @@ _EXPORTS: dict[str, str] = {
     "minhash_signatures": ".minhash",
     "minhash_signatures_reference": ".minhash",
     "mix64": ".minhash",
+    "sketch_shingles": ".minhash",
+    "sketch_shingles_reference": ".minhash",
     "words_to_int": ".distance",
 }
 
@@ -41,6 +44,7 @@ __all__ = [
     "BAND_BLOCK",
     "FEATURES",
     "NO_SIGNATURE",
+    "SIGNATURE_SCHEME",
     "WEIGHTS",
     "FingerprintBatch",
     "Fingerprinter",
@@ -58,6 +62,8 @@ __all__ = [
     "minhash_signatures",
     "minhash_signatures_reference",
     "mix64",
+    "sketch_shingles",
+    "sketch_shingles_reference",
     "words_to_int",
 ]
 
@@ -77,11 +83,14 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .minhash import (
         BAND_BLOCK,
         NO_SIGNATURE,
+        SIGNATURE_SCHEME,
         band_key_block,
         band_keys,
         minhash_signatures,
         minhash_signatures_reference,
         mix64,
+        sketch_shingles,
+        sketch_shingles_reference,
     )
     from .simhash import (
         AUTO_EN,

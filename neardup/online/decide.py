@@ -496,14 +496,16 @@ class Decider:
 
     def _may_drop(self, text: str, kept: str) -> bool:
         """Whether a verified match with ``kept`` makes ``text`` a duplicate. With the MinHash
-        channel, the batch keep rule (the batch pipeline's ``stage_representatives``): a text more
-        than ``(2 - threshold) / threshold`` times longer than the kept one contains it (no
-        pair reaches the threshold by similarity at that ratio) and is kept; the match is still
-        reported."""
+        channel, the batch keep rule (:func:`neardup.verify.rule.may_drop`, in token counts): a
+        text more than ``(2 - threshold) / threshold`` times longer than the kept one contains
+        it (no pair reaches the threshold by similarity at that ratio) and is kept; the match
+        is still reported."""
         if self.lsh_plan is None:
             return True
-        t = self.verifier.threshold
-        return len(text) <= (2.0 - t) / t * len(kept)
+        from ..verify.rule import may_drop
+
+        v = self.verifier
+        return bool(may_drop(len(v.tokens(kept)), len(v.tokens(text)), v.threshold))
 
     def verify(
         self, text: str, chunk: list[tuple[int, int, str, str]]

@@ -247,9 +247,8 @@ class Deduplicator:
 
             # the batch default (one rule); a store keeps the plan its band keys were made with
             kept_plan = (stored or {}).get("lsh")
-            if kept_plan:
-                fields = {k: v for k, v in kept_plan.items() if k != "hashes"}
-                self.lsh_plan = LshPlan(**fields)
+            if kept_plan:  # refused when its keys were made with another signature scheme
+                self.lsh_plan = LshPlan.from_dict(kept_plan, where=f"{self.path}/config.json")
             else:
                 self.lsh_plan = DedupConfig().lsh_plan()
         self._preparer = DocumentPreparer(

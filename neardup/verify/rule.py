@@ -39,9 +39,10 @@ words in another order (a reordered copy of a long text). Texts of ``LONG_CHARS`
 more are tokenised once into token-hash arrays, kept in a small per-verifier cache
 (:meth:`Verifier.prepare` fills it ahead of time, e.g. before a request reaches the online
 store's writer), so verifying a pair of long texts is linear in their length and, when both are
-cached, needs no tokenising (``tests/verify/test_verify_bounds.py`` checks the warm path). Defaults sit
-in the middle of the labelling gap of the usual definition (near-duplicate at ratio >= 0.80,
-distinct at <= 0.55): ``threshold=0.675``; ``containment=0.85`` asks that 85 % of the shorter
+cached, needs no tokenising (``tests/verify/test_verify_bounds.py`` checks the warm path).
+``threshold=0.8`` (:data:`DEFAULT_THRESHOLD`) is what counts as a near duplicate everywhere: the
+usual definition (near-duplicate at ratio >= 0.80), the one the MinHash candidates are planned
+for (:func:`neardup.batch.minhash.plan_lsh`); ``containment=0.85`` asks that 85 % of the shorter
 text appears, in order, in the longer one.
 
 Examples
@@ -72,6 +73,7 @@ from .sequences import DEFAULT_MAX_LCS_CELLS, TokenEncoder
 
 __all__ = [
     "DEFAULT_MAX_LCS_CELLS",
+    "DEFAULT_THRESHOLD",
     "LONG_CHARS",
     "RULE_BELOW",
     "RULE_BOUND",
@@ -83,8 +85,13 @@ __all__ = [
     "RULE_UNVERIFIED",
     "TokenEncoder",
     "Verifier",
+    "may_drop",
     "tokenize",
 ]
+
+#: what counts as a near duplicate (token similarity, ``ratio`` below): the default of the
+#: verifier and of every front-end's ``threshold`` (the MinHash plan is made for it)
+DEFAULT_THRESHOLD = 0.8
 
 #: texts at least this long (characters) are verified through cached token-hash arrays; below
 #: it a text has at most this many tokens, so two such texts never exceed the LCS cap
@@ -118,6 +125,18 @@ _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+", re.UNICODE)
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _ASCII_NON_ALNUM = {c: " " for c in range(128) if not chr(c).isalnum()}
+
+
+def may_drop(kept_tokens: npt.ArrayLike, tokens: npt.ArrayLike, threshold: float) -> Any:
+    """Whether a verified match with a kept text of ``kept_tokens`` tokens makes a text of
+    ``tokens`` tokens a duplicate (the keep rule of every front-end): not when it is more than
+    ``(2 - threshold) / threshold`` times longer, since no pair reaches ``ratio >= threshold``
+    at that length ratio (``ratio <= 2 * shorter / (shorter + longer)``): the match was
+    containment, the kept text an excerpt of it, and the longer text is kept (the match is
+    still reported). Token counts, not characters: a repost's markers and links are not
+    tokens. Elementwise on arrays."""
+    r = (2.0 - threshold) / threshold
+    return np.asarray(tokens) <= r * np.asarray(kept_tokens)
 
 
 def tokenize(text: str, *, strip_social: bool = True) -> list[str]:
@@ -157,7 +176,7 @@ def tokenize(text: str, *, strip_social: bool = True) -> list[str]:
 
 @dataclass(frozen=True)
 class _VerifierConfig:
-    threshold: float = 0.675
+    threshold: float = DEFAULT_THRESHOLD
     containment: float = 0.85
     min_containment_tokens: int = 20
     short_chars: int = 200
@@ -213,8 +232,9 @@ class Verifier:
 
     Parameters
     ----------
-    threshold : float, default=0.675
-        Minimum Indel ratio on normalised tokens for a near-duplicate, in (0, 1].
+    threshold : float, default=0.8
+        Minimum Indel ratio on normalised tokens for a near-duplicate, in (0, 1]
+        (:data:`DEFAULT_THRESHOLD`).
     containment : float, default=0.85
         Minimum share of the shorter text found, in order, in the longer one (LCS / shorter);
         catches the same text wrapped in site chrome. Set to 1.0 to require full containment,
@@ -247,7 +267,7 @@ class Verifier:
     def __init__(
         self,
         *,
-        threshold: float = 0.675,
+        threshold: float = DEFAULT_THRESHOLD,
         containment: float = 0.85,
         min_containment_tokens: int = 20,
         short_chars: int = 200,
@@ -280,7 +300,8 @@ class Verifier:
         c = self._cfg
         if not isinstance(c.threshold, (int, float)) or not 0.0 < c.threshold <= 1.0:
             raise ConfigError(
-                f"threshold must be in (0, 1], got {c.threshold!r}; 0.675 is the default"
+                f"threshold must be in (0, 1], got {c.threshold!r}; {DEFAULT_THRESHOLD} is the "
+                "default"
             )
         if not isinstance(c.containment, (int, float)) or c.containment <= 0.0:
             raise ConfigError(

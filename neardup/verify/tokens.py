@@ -50,6 +50,7 @@ __all__ = [
     "encode_texts",
     "encode_texts_reference",
     "token_bytes",
+    "token_counts",
     "token_hash_reference",
     "token_hashes",
     "token_hashes_reference",
@@ -642,6 +643,15 @@ def _count_tokens_and_strip(
     for i, j, chunk in token_chunks(verifier, texts, special):
         run_token_kernel(_count_kernel, texts, special, i, j, chunk, (), (counts,))
     return counts
+
+
+def token_counts(
+    verifier: Verifier, texts: Sequence[str], *, prepared: Prepared | None = None
+) -> np.ndarray:
+    """Every text's exact token count, ``len(verifier.tokens(text))`` (int64 (n,)): one pass of
+    the byte-level token loop; ``prepared`` (position -> kernel bytes, as :func:`token_hashes`
+    fills it) spares tokenising non-ASCII texts again and is filled as it goes."""
+    return _count_tokens_and_strip(verifier, texts, {} if prepared is None else prepared)
 
 
 def token_bytes(

@@ -99,11 +99,15 @@ def test_concentrated_corpus_stays_bounded():
 
 def test_dedup_records_the_passes_and_explicit_distance_is_not_budgeted():
     texts = [f"post number {i} about the weather in town {i % 7}" for i in range(300)]
-    r = dedup(texts, candidate_work_per_doc_ns=1)
+    r = dedup(texts, candidate_work_per_doc_ns=1, candidates="simhash")
     passes = r.stats["candidate_passes"]
     assert passes and all(p["distance_used"] <= p["distance"] for p in passes.values())
     assert all("reason" in p and "method" in p for p in passes.values())
     assert any(p["distance_used"] < p["distance"] for p in passes.values())
+    # the lsh mode's SimHash pass keeps its distance whatever the budget (no corpus-size
+    # dependent default): only the per-document pair bound could lower it
+    lsh = dedup(texts, candidate_work_per_doc_ns=1, max_candidates_per_doc=None)
+    assert all(p["distance_used"] == p["distance"] for p in lsh.stats["candidate_passes"].values())
     full = dedup(texts, candidate_work_per_doc_ns=None, max_candidates_per_doc=None)
     assert all(p["distance_used"] == p["distance"] for p in full.stats["candidate_passes"].values())
     for mode, name in (("simhash", "all"), ("lsh", "simhash")):

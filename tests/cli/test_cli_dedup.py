@@ -219,8 +219,9 @@ def test_run_warns_when_the_candidate_bound_narrowed_a_pass():
 
 
 def test_work_budget_narrowing_is_reported_and_can_be_lifted(tmp_path, capsys):
-    """A tiny work budget narrows the passes (the summary warns and names the budget);
-    --no-candidate-budget searches the full distances and finds the edited pair again."""
+    """A tiny work budget narrows the passes of --candidates simhash (the summary warns and
+    names the budget); --no-candidate-budget searches the full distances and finds the edited
+    pair again."""
     import random
 
     rng = random.Random(5)
@@ -235,7 +236,7 @@ def test_work_budget_narrowing_is_reported_and_can_be_lifted(tmp_path, capsys):
     def run(*extra: str) -> tuple[dict, str]:
         summary = tmp_path / "summary.json"
         rc = main(["dedup", str(src), "--output", str(tmp_path / "out.jsonl"),
-                   "--summary-json", str(summary), *extra])  # fmt: skip
+                   "--summary-json", str(summary), "--candidates", "simhash", *extra])  # fmt: skip
         assert rc == 0
         return json.loads(summary.read_text(encoding="utf-8")), capsys.readouterr()
 

@@ -52,15 +52,19 @@ def test_signatures_without_social_stripping_and_deterministic():
 
 def test_plan_and_s_curve():
     p = plan_lsh()
-    assert (p.bands, p.rows) == (42, 3) and p.probability >= 0.99
-    assert p.jaccard == pytest.approx(shingle_jaccard(0.8), abs=1e-4)
+    # planned for the least bigram Jaccard at 0.8: 10 tokens, 2 scattered substitutions
+    assert p.jaccard == pytest.approx(5 / 13, abs=1e-4) == pytest.approx(shingle_jaccard(0.8))
+    assert (p.bands, p.rows) == (79, 3) and p.probability >= 0.99 and p.promised
     # steep around the planned Jaccard: unrelated texts (bigram Jaccard 0.05) rarely collide
     assert candidate_probability(0.05, p.bands, p.rows) < 0.01
     assert candidate_probability(p.jaccard, p.bands, p.rows) >= 0.99
     # a stricter intent needs fewer hashes or gets more rows; a looser one is capped
-    assert plan_lsh(0.95).probability >= 0.99
-    loose = plan_lsh(0.6)
-    assert loose.hashes <= 128 and loose.probability < 0.99
+    strict = plan_lsh(0.95)
+    assert strict.probability >= 0.99 and strict.rows > 3 and strict.hashes <= 128
+    loose = plan_lsh(0.7)
+    assert loose.hashes <= 256 and loose.probability < 0.99 and not loose.promised
+    # at 0.5, alternate tokens replaced share no bigram: nothing can be promised
+    assert shingle_jaccard(0.5) == 0.0 and plan_lsh(0.5).probability == 0.0
     assert plan_lsh(bands=10, rows=5).hashes == 50
     for bad in ({"threshold": 0}, {"threshold": 1.5}, {"threshold": "x"}, {"bands": 0},
                 {"rows": True}, {"bucket_cap": 0}):  # fmt: skip
@@ -274,7 +278,7 @@ def test_valve_idle_under_budget_equals_reference_and_estimates_what_it_gives_up
     t = _corpus(rng, 1, 40)[0]
     texts = [_edited(rng, t, 2) for _ in range(150)] + _corpus(rng, 150)
     v = Verifier()
-    sig, tok = minhash_signatures(v, texts, 126)
+    sig, tok = minhash_signatures(v, texts, plan_lsh().hashes)
     ra, rb = lsh_pairs_reference(sig, tok > 0, plan_lsh())
     # a bucket of ~150 near copies is far over a cap of 4, but its pairs fit the budget
     info: dict = {}

@@ -338,7 +338,9 @@ def explain(
     vcfg = verifier.config()
 
     # which text a run keeps: the keep policy on the two texts
-    keep = _keep_detail(cfg, verifier, first, lengths, duplicate, is_exact, stage_representatives)
+    keep = _keep_detail(
+        cfg, verifier, texts, first, lengths, duplicate, is_exact, stage_representatives
+    )
     if is_exact:
         decision = "duplicate"
     elif not near_candidate:
@@ -438,6 +440,7 @@ def _minhash_detail(
 def _keep_detail(
     cfg: DedupConfig,
     verifier: Verifier,
+    texts: Sequence[str],
     first: Any,
     lengths: Any,
     duplicate: bool,
@@ -446,9 +449,13 @@ def _keep_detail(
 ) -> dict[str, Any]:
     """What the keep policy does with the pair alone (A first in input order): which text is
     dropped for which, or that the length guard keeps both."""
+    from ..verify.tokens import token_counts
+
     out: dict[str, Any] = {"policy": cfg.keep, "kept": ["A", "B"], "dropped": []}
     t = verifier.threshold
-    out["length_ratio"] = round(float(max(lengths) / max(1, min(lengths))), 4)
+    # the length guard compares token counts (neardup.verify.rule.may_drop), as dedup does
+    tokens = token_counts(verifier, texts)
+    out["length_ratio"] = round(float(max(tokens) / max(1, min(tokens))), 4)
     out["max_length_ratio"] = round((2.0 - t) / t, 4)
     if not duplicate:
         return out
@@ -456,7 +463,7 @@ def _keep_detail(
         out.update(kept=[], dropped=["A", "B"])
         return out
     pair = np.zeros(0, np.int64) if is_exact else np.zeros(1, np.int64)
-    root = representatives(first, pair, pair + 1, lengths, cfg.keep, t)
+    root = representatives(first, pair, pair + 1, lengths, cfg.keep, t, tokens)
     names = ("A", "B")
     kept = [names[i] for i in range(2) if root[i] == i]
     dropped = [names[i] for i in range(2) if root[i] != i]

@@ -55,11 +55,13 @@ def test_ids_of_a_corpus_with_a_runs_settings(tmp_path: Path, capsys: Any) -> No
     assert code == 0 and d["ids"] == ["x", "z"] and d["decision"] == "duplicate"
     run = ["explain", "--corpus", str(src), "z", "x", "--json", "--run"]
     d = json.loads(_run([*run, str(tmp_path / "out")], capsys)[1])
-    assert d["config"]["threshold"] is None and d["decision"] == "duplicate"
+    assert d["config"]["threshold"] == 0.8 and d["decision"] == "duplicate"  # the default, named
     d = json.loads(_run([*run, str(tmp_path / "s99.json")], capsys)[1])
     # the run's own settings: its threshold, its MinHash plan
     assert d["thresholds"]["threshold"] == 0.99 and d["minhash"]["threshold"] == 0.99
-    assert d["rule"] == "containment"  # similarity 0.958 < 0.99: accepted by containment
+    # similarity 0.958 < 0.99: the plan made for 0.99 does not find the pair, as the run did not
+    assert d["rule"] == "none" and d["decision"] == "not a candidate"
+    assert json.loads((tmp_path / "s99.json").read_text())["kept"] == 3
     code, _, err = _run(["explain", "--corpus", str(src), "x", "nope"], capsys)
     assert code == 4 and "'nope' is not in the corpus" in err
     code, _, err = _run(["explain", "a", "b", "--run", str(tmp_path / "none")], capsys)

@@ -68,7 +68,7 @@ def _evil_corpus() -> tuple[list[str], list[str]]:
     texts, ids = [], []
     for i, bad in enumerate(EVIL):  # a cluster of three per string, each on its own words
         base = " ".join(np.random.default_rng(i).permutation(words).tolist())
-        texts += [f"{bad} {base}", f"{bad} {base} {bad}", f"{base} {bad}!"]
+        texts += [f"{bad} {base}", f"{bad} {base} today", f"{bad} {base}!"]
         ids += [f"{bad}-a", f"{bad}-b", f"{bad}-c"]
     return texts, ids
 

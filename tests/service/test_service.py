@@ -940,7 +940,7 @@ def test_namespace_stats_show_the_candidate_mode_and_its_search(
     info = http.get("/v1/ns/default").json()
     search = info["search"]
     assert search["candidates"] == "lsh" and search["verified"] is True
-    assert search["lsh"]["bands"] == 42 and search["lsh"]["rows"] == 3
+    assert search["lsh"]["bands"] == 79 and search["lsh"]["rows"] == 3
     assert {"threshold", "min_agreement", "bucket_cap", "probability"} <= set(search["lsh"])
     assert search["simhash_distance"] == 3 and "search_radius" not in search
     config = ServiceConfig(data_dir=tmp_path, candidates="simhash", candidate_radius=6)

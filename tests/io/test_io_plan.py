@@ -258,7 +258,25 @@ def test_records_round_trip_through_other_formats(tmp_path_factory, rows, fmt, d
     if fmt == "json":
         assert json.loads(out.read_text(encoding="utf-8")) == want
     elif fmt == "jsonl":
-        assert [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()] == want
+        # JSONL ends records with \n only: str.splitlines would also split on U+0085/U+2028
+        lines = out.read_text(encoding="utf-8").split("\n")
+        assert lines[-1] == ""
+        assert [json.loads(x) for x in lines[:-1]] == want
+
+
+def test_jsonl_records_are_split_on_newline_only(tmp_path):
+    """JSONL records are lines ended by \\n; U+0085, U+2028 and U+2029 inside a value (JSON
+    allows them raw) neither end a record on input nor on output (JSONL is copied byte for
+    byte)."""
+    docs = [{"id": "a", "text": "x\x85y", "g": "\u2028"}, {"id": "b", "text": "p\u2029q"}]
+    src = _jsonl(tmp_path / "in.jsonl", docs)
+    out = tmp_path / "out.jsonl"
+    with read_corpus([str(src)]) as c:
+        assert list(c.texts) == ["x\x85y", "p\u2029q"]
+        write_kept(c, np.array([True, True]), str(out))
+    assert out.read_bytes() == src.read_bytes()
+    with read_corpus([str(out)]) as back:
+        assert back.ids == ["a", "b"]
 
 
 def test_text_documents_to_a_folder_and_a_file(tmp_path):

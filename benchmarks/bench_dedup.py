@@ -38,7 +38,9 @@ target is end-to-end >= 0.5x fingerprint-only throughput.
     python benchmarks/bench_dedup.py --n 1000000      # the full-size run
     python benchmarks/bench_dedup.py --kinds short --n 50000 --workers 2
     python benchmarks/bench_dedup.py --kinds short --n 1000000 --workers 2 --max-distances 0,1,2,3
-    python benchmarks/bench_dedup.py --peers --kinds short,long --n 20000   # vs datasketch
+    python benchmarks/bench_dedup.py --inprocess-peers --kinds short,long --n 20000  # datasketch
+    python benchmarks/bench_dedup.py --peers --n 1000000  # peers in their own processes:
+                                                          # benchmarks/peers_dedup.py
 
 Prints a table and writes ``benchmarks/results/bench_dedup.json``.
 """
@@ -672,11 +674,17 @@ def main() -> None:
     ap.add_argument(
         "--peers",
         action="store_true",
+        help="instead: neardup against datasketch, datatrove and text-dedup, each in its own "
+        "process, at 1 M documents (benchmarks/peers_dedup.py; its own options: --peers -h)",
+    )
+    ap.add_argument(
+        "--inprocess-peers",
+        action="store_true",
         help="instead: time neardup.dedup against datasketch MinHashLSH and gaoya (char 3-grams, "
         "t=0.5, 128 perms) on the same generated texts, in process (writes "
-        "bench_dedup_peers.json, or --out)",
+        "bench_dedup_inprocess_peers.json, or --out)",
     )
-    ap.add_argument("--skip", default="", help="with --peers: systems to leave out")
+    ap.add_argument("--skip", default="", help="with --inprocess-peers: systems to leave out")
     ap.add_argument(
         "--once",
         action="store_true",
@@ -686,7 +694,7 @@ def main() -> None:
     ap.add_argument(
         "--valve-modes",
         default="",
-        help="with --peers: also run dedup() with the bucket valve off (every bucket paired "
+        help="with --inprocess-peers: also run dedup() with the bucket valve off (every bucket paired "
         "in full: lsh_band_pairs_per_doc=None) and/or the fixed cap of 32 it replaced "
         "(lsh_band_pairs_per_doc=1), e.g. off,fixed: candidates, pairs, kept, planted recall",
     )
@@ -707,6 +715,11 @@ def main() -> None:
     ap.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_dedup.json"
     )
+    if "--peers" in sys.argv[1:]:  # the separate-process harness, with its own options
+        from peers_dedup import main as peers_main
+
+        peers_main([a for a in sys.argv[1:] if a != "--peers"])
+        return
     args = ap.parse_args()
     if args.gen_only:  # (--low-memory's generating process)
         planted, spread, _ = write_corpus(
@@ -728,7 +741,7 @@ def main() -> None:
         out.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
         print(f"wrote {out}")
         return
-    if args.peers:
+    if args.inprocess_peers:
         res = [
             peers(
                 kind,
@@ -743,7 +756,11 @@ def main() -> None:
         for r in res:
             print(json.dumps(r))
         default = ap.get_default("out")
-        out = args.out.with_name("bench_dedup_peers.json") if args.out == default else args.out
+        out = (
+            args.out.with_name("bench_dedup_inprocess_peers.json")
+            if args.out == default
+            else args.out
+        )
         out.parent.mkdir(parents=True, exist_ok=True)
         doc = {
             "machine": machine(),

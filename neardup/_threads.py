@@ -1,5 +1,6 @@
-"""Thread settings shared by the wings: how many threads the numba ``parallel=True`` kernels
-use (:func:`numba_threads`), and a lower CPU priority for background threads
+"""Thread settings shared by the wings: how many workers a corpus run uses by default
+(:func:`default_workers`), how many threads the numba ``parallel=True`` kernels use
+(:func:`numba_threads`), and a lower CPU priority for background threads
 (:func:`lower_thread_priority`)."""
 
 from __future__ import annotations
@@ -9,13 +10,24 @@ import os
 import threading
 from collections.abc import Iterator
 
-import numba
+
+def default_workers() -> int:
+    """The default worker count of a corpus run (``DedupConfig.workers``, ``--workers``):
+    every CPU this process may run on (its affinity mask, which ``taskset`` and cgroup cpusets
+    narrow; a CPU *quota*, e.g. ``docker --cpus``, is not seen), else ``os.cpu_count()``, at
+    least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux (macOS, Windows): no affinity call
+        return max(1, os.cpu_count() or 1)
 
 
 @contextlib.contextmanager
 def numba_threads(workers: int) -> Iterator[None]:
     """Run the numba parallel kernels called inside on ``workers`` threads (clamped to
     1..``NUMBA_NUM_THREADS``); the previous thread count is restored on the way out."""
+    import numba  # (here: the CLI reads default_workers() without paying numba's import)
+
     prev = numba.get_num_threads()
     numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
     try:

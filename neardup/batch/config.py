@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from .._threads import default_workers
 from ..errors import ConfigError, InputError
 from ..verify.rule import DEFAULT_THRESHOLD, Verifier
 
@@ -60,8 +61,11 @@ class DedupConfig:
         :meth:`Fingerprinter.config` for the fingerprints; ``None`` uses ``Fingerprinter()``.
     exact : bool, default=True
         Find exact duplicates (same normalised content hash) first.
-    workers : int, default=1
-        Worker threads for fingerprinting and the candidate scan; results do not depend on it.
+    workers : int, default=every CPU this process may use
+        Worker threads of every stage; results do not depend on it. The default is
+        :func:`neardup._threads.default_workers` (the process's CPU affinity, else
+        ``os.cpu_count()``), read when the config is made; pass ``workers=1`` when calling
+        :func:`dedup` from a pool of your own processes.
     expand_pairs : int, default=10_000
         Only the first copy of an exact-duplicate group is compared with other texts. A near
         pair found between two groups is reported for every member of both groups (and every
@@ -126,7 +130,7 @@ class DedupConfig:
     verifier: dict[str, Any] | None = None
     fingerprinter: dict[str, Any] | None = None
     exact: bool = True
-    workers: int = 1
+    workers: int = field(default_factory=default_workers)
     expand_pairs: int = 10_000
     max_candidates_per_doc: int | None = 64
     candidate_work_per_doc_ns: int | None = 32_000

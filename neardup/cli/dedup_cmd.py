@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 import typer
 
+from .._threads import default_workers
+
 SAMPLE_OUT = "neardup-out"
 
 
@@ -203,7 +205,14 @@ def dedup_command(
             "--output's). See neardup report.",
         ),
     ] = None,
-    workers: Annotated[int, typer.Option(help="Worker count (output does not depend on it).")] = 1,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            help="Worker threads (default: every CPU this process may use, "
+            f"{default_workers()} here); the outputs do not depend on it.",
+            show_default=False,
+        ),
+    ] = None,
     on_error: Annotated[
         Literal["fail", "skip"],
         typer.Option(
@@ -286,7 +295,7 @@ def dedup_command(
         candidate_work_per_doc_ns=candidate_work_ns if candidate_budget else None,
         keep=keep,
         verify=verify,
-        workers=workers,
+        workers=default_workers() if workers is None else workers,
         lsh_band_pairs_per_doc=lsh_band_pairs_per_doc or None,
     )
     summary_stream = (

@@ -12,6 +12,8 @@ from typing import Annotated
 
 import typer
 
+from .._threads import default_workers
+
 __all__ = ["eval_command", "register"]
 
 
@@ -55,7 +57,14 @@ def eval_command(
     plot: Annotated[
         str | None, typer.Option(help="Write a precision/recall vs distance PNG here.")
     ] = None,
-    workers: Annotated[int, typer.Option(help="Worker count for fingerprinting.")] = 1,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            help="Worker threads (default: every CPU this process may use, "
+            f"{default_workers()} here); the scores do not depend on it.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Precision, recall and F1 against labelled pairs, overall / by language / by length."""
     from ..batch.evaluate import run_eval
@@ -72,7 +81,7 @@ def eval_command(
         encoding=encoding,
         thresholds=range(min_k, max_k + 1),
         retrieval=retrieval,
-        workers=workers,
+        workers=default_workers() if workers is None else workers,
     )
     if plot:
         from ..batch.evaluate import plot_sweep

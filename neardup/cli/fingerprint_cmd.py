@@ -19,6 +19,8 @@ from typing import IO, Annotated
 
 import typer
 
+from .._threads import default_workers
+
 BATCH = 10_000
 
 _FORMAT_HELP = (
@@ -93,7 +95,13 @@ def fingerprint_cmd(
         bool, typer.Option("--stopwords/--no-stopwords", help="drop en/zh stop words")
     ] = False,
     idf: Annotated[str | None, typer.Option(help="IDF table file (tfidf / keywords)")] = None,
-    workers: Annotated[int, typer.Option(help="threads")] = 1,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            help=f"threads (default: every CPU this process may use, {default_workers()} here)",
+            show_default=False,
+        ),
+    ] = None,
     input_fmt: _InputFormat = None,
     old_fmt: _OldFormat = None,
     text_field: _TextField = "text",
@@ -138,7 +146,9 @@ def fingerprint_cmd(
         for lo in range(0, len(texts_all), BATCH):
             ids = ids_all[lo : lo + BATCH]
             texts = texts_all[lo : lo + BATCH]
-            b = fp.fingerprint_batch(texts, workers=workers)
+            b = fp.fingerprint_batch(
+                texts, workers=default_workers() if workers is None else workers
+            )
             n += len(ids)
             n_empty += int(b.empty.sum())
             n_chars += sum(map(len, texts))

@@ -97,10 +97,33 @@ def test_deterministic_across_workers():
     texts = [" ".join(rng.choice(words, 12)) for _ in range(150)]
     texts += [t + " extra" for t in texts[:40]]
     r1 = dedup(texts, workers=1)
-    r2 = dedup(texts, workers=2)
-    assert r1.keep.tolist() == r2.keep.tolist()
-    assert r1.cluster.tolist() == r2.cluster.tolist()
-    assert r1.pair_rows() == r2.pair_rows()
+    # 2, 3 (more threads than this box may have) and the default (every CPU it may use)
+    for r2 in (dedup(texts, workers=2), dedup(texts, workers=3), dedup(texts)):
+        assert r1.keep.tolist() == r2.keep.tolist()
+        assert r1.cluster.tolist() == r2.cluster.tolist()
+        assert r1.root.tolist() == r2.root.tolist()
+        assert r1.pair_rows() == r2.pair_rows()
+
+
+def test_default_workers_is_every_cpu_the_process_may_use(monkeypatch):
+    import os
+
+    from neardup._threads import default_workers
+
+    if hasattr(os, "sched_getaffinity"):
+        assert default_workers() == len(os.sched_getaffinity(0))
+    assert DedupConfig().workers == default_workers()
+    assert dedup(["a b c d e f"]).stats["config"]["workers"] == default_workers()
+    # the affinity mask, not the machine's count: a process pinned to 3 of 64 CPUs gets 3
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 5, 9}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert default_workers() == 3
+    assert DedupConfig().workers == 3  # read when a config is made, not at import
+    # no affinity call (macOS, Windows): os.cpu_count(), at least 1
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    assert default_workers() == 64
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert default_workers() == 1
 
 
 def test_verify_false_and_max_distance():

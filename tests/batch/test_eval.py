@@ -75,6 +75,13 @@ def test_eval_cli_json_and_plot(tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["labelled"] == 2 and len(report["sweep"]) == 6
     assert report["retrieval"]["overall"]["f1"] == 1.0
+    # the default (every CPU the process may use) and one worker: the same report
+    base = ["eval", "--docs", str(docs), "--pairs", str(pairs), "--json", "--max-k", "5"]
+    assert main([*base, "--workers", "1"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    for r in (one, report):
+        r["retrieval"].pop("elapsed_s")  # (a wall-clock time)
+    assert one == report
     assert main(["eval", "--docs", str(docs), "--pairs", str(pairs), "--max-k", "3"]) == 0
     assert "retrieval on defaults" in capsys.readouterr().out
     pytest.importorskip("matplotlib")

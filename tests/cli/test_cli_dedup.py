@@ -502,3 +502,35 @@ def test_bucket_valve_warns_with_its_estimate_and_the_budget_option(tmp_path, ca
     assert main([*args, "--lsh-band-pairs-per-doc", "0"]) == 0  # 0: no valve
     assert "bucket valve" not in capsys.readouterr().err
     assert json.loads(summary.read_text())["lsh"]["valve_bands"] == 0
+
+
+def test_workers_default_is_every_cpu_and_outputs_do_not_depend_on_it(tmp_path):
+    """No --workers: every CPU the process may use (the summary says how many); the kept
+    documents, pairs and clusters are byte-identical to --workers 1's and --workers 3's."""
+    from neardup._threads import default_workers
+
+    docs = DOCS + [
+        {"id": f"g{i}", "text": f"generated line {i} about the {i % 7} river bridges and budgets"}
+        for i in range(60)
+    ]
+    src = _jsonl(tmp_path / "in.jsonl", docs)
+    outputs = {}
+    for name, extra in (
+        ("default", []),
+        ("one", ["--workers", "1"]),
+        ("three", ["--workers", "3"]),
+    ):
+        d = tmp_path / name
+        d.mkdir()
+        rc = main(
+            ["dedup", str(src), "-o", str(d / "out.jsonl"), "--pairs-out", str(d / "pairs.csv"),
+             "--clusters-out", str(d / "clusters.csv"), "--summary-json", str(d / "s.json"),
+             "--quiet", *extra]
+        )  # fmt: skip
+        assert rc == 0
+        summary = json.loads((d / "s.json").read_text(encoding="utf-8"))
+        want = {"default": default_workers(), "one": 1, "three": 3}[name]
+        assert summary["config"]["workers"] == want
+        outputs[name] = [(d / f).read_bytes() for f in ("out.jsonl", "pairs.csv", "clusters.csv")]
+    assert outputs["default"] == outputs["one"] == outputs["three"]
+    assert outputs["one"][1].count(b"\n") > 1  # pairs were found: the comparison means something

@@ -224,3 +224,17 @@ def test_fingerprint_gzip_input_equals_plain(tmp_path, capsys):
     assert rows["packed.jsonl.gz"] == rows["plain.jsonl"]
     assert rows["sniffed.jsonl"] == rows["plain.jsonl"]
     capsys.readouterr()
+
+
+def test_fingerprint_workers_default_and_counts_agree(tmp_path, capsys):
+    """No --workers (every CPU the process may use), 1 and 3 threads: the same fingerprints."""
+    src = tmp_path / "docs.jsonl"
+    _write_jsonl(
+        src, [{"id": str(i), "text": f"line {i} of the river bridge budget"} for i in range(300)]
+    )
+    got = []
+    for extra in ([], ["--workers", "1"], ["--workers", "3"]):
+        out = tmp_path / f"fp{len(got)}.csv"
+        assert main(["fingerprint", str(src), "--output", str(out), *extra]) == 0
+        got.append(out.read_bytes())
+    assert got[0] == got[1] == got[2] and got[0].count(b"\n") == 301

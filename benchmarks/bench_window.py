@@ -274,7 +274,7 @@ def measure_server(args: argparse.Namespace, run: dict[str, Any], root: Path, ns
         r["start_to_healthz_s"] = t
         r["start_to_first_answer_s"] = t + first_answer(srv.url, 3600)
         r["memory_after_start"] = read_memory(pid)
-        r["cpu_probe_before"] = cpu_probe()
+        r["cpu_probe_before"] = None if args.no_cpu_probe else cpu_probe()
 
         log(f"recall / precision: checking {len(pr.texts):,} probes ...")
         idx = list(range(len(pr.texts)))
@@ -324,7 +324,7 @@ def measure_server(args: argparse.Namespace, run: dict[str, Any], root: Path, ns
         r["latency"] = lat
         steady = sampler.between(ta + args.latency_warmup, tb)
         r["rss_steady_bytes"] = int(statistics.median(s[1] for s in steady)) if steady else None
-        r["cpu_probe_after"] = cpu_probe()
+        r["cpu_probe_after"] = None if args.no_cpu_probe else cpu_probe()
         log(f"  p50 / p99 {lat['latency_from_schedule'].get('p50_ms', 0):.2f} / {lat['latency_from_schedule'].get('p99_ms', 0):.2f} ms")  # fmt: skip
 
         stats = httpx.get(srv.url + "/v1/ns/default", timeout=60).json()["stats"]
@@ -493,7 +493,7 @@ def run_size(args: argparse.Namespace, n: int, data: Path, store_bpd: float) -> 
         {
             "spec": spec.to_dict(), "ns": str(ns), "retention_s": retention,
             "partition_seconds": ps, "hours": args.drop_hours, "rate": args.drop_check_rate,
-            "check_from": n + thr_docs + lat_docs, "probes": m,
+            "check_from": n + thr_docs + lat_docs, "probes": m, "settle_s": args.drop_settle,
         },
         timeout=48 * 3600,
     )  # fmt: skip
@@ -674,7 +674,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--partition-hours", type=float, default=1.0, help="store partition width (the retention drop's step)")  # fmt: skip
     p.add_argument("--margin-hours", type=float, default=6.0, help="retention beyond --hours, so nothing leaves the window during the run")  # fmt: skip
     p.add_argument("--gen-workers", type=int, default=cpu_count(), help="processes generating the corpus")  # fmt: skip
-    p.add_argument("--chunk", type=int, default=250_000, help="documents per corpus chunk file")
+    p.add_argument("--chunk", type=int, default=100_000, help="documents per corpus chunk file")
     p.add_argument("--seed-path", choices=["auto", "load", "check_and_add"], default="auto", help="auto: the bulk path (Deduplicator.load) where present, else check_and_add")  # fmt: skip
     p.add_argument("--seed-batch", type=int, default=1000, help="documents per check_and_add while seeding")  # fmt: skip
     p.add_argument("--seed-inflight", type=int, default=2, help="check_and_add batches submitted ahead while seeding (in order)")  # fmt: skip
@@ -688,6 +688,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--latency-duration", type=float, default=20.0)
     p.add_argument("--latency-warmup", type=float, default=2.0)
     p.add_argument("--drop-hours", type=int, default=2, help="partitions dropped one by one")
+    p.add_argument("--drop-settle", type=float, default=3.0, help="seconds of checks before the first drop (half of it after each drop)")  # fmt: skip
+    p.add_argument("--no-cpu-probe", action="store_true", help="skip the 1 s fingerprint-speed probe before and after the load phases")  # fmt: skip
     p.add_argument("--drop-check-rate", type=float, default=100.0, help="single checks per second during the drops")  # fmt: skip
     p.add_argument("--store-bytes-per-doc", type=float, default=1_400.0, help="store size estimate for the disk check (a later size uses the last measured figure)")  # fmt: skip
     p.add_argument("--out", type=Path, default=None)

@@ -227,7 +227,7 @@ def drop_child(job: dict[str, Any]) -> dict[str, Any]:
         store.expire = timed_expire
     checker = Checker(d, wc.stream_texts(spec, job["check_from"], 2000), job["rate"])
     checker.start()
-    time.sleep(3.0)
+    time.sleep(job["settle_s"])
     base = _latencies(checker.records, 0, time.perf_counter())
     ps, retention = job["partition_seconds"], job["retention_s"]
     for k in range(1, job["hours"] + 1):
@@ -241,7 +241,7 @@ def drop_child(job: dict[str, Any]) -> dict[str, Any]:
                 raise SystemExit(f"partition {k - 1} was not dropped within 600 s")
             time.sleep(0.002)
         t_vis = time.perf_counter()
-        time.sleep(1.5)
+        time.sleep(max(0.5, job["settle_s"] / 2))
         calls = expire_calls[calls0:]
         drops.append(
             {

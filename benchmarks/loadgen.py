@@ -64,11 +64,32 @@ def window_texts(n: int, seed: int) -> list[str]:
     return generate(n, seed, 0)
 
 
+def file_texts(path: str, n: int) -> list[str]:
+    """The ``text`` fields of the first ``n`` lines of JSONL file ``path``; a file with fewer
+    is refused before anything is sent."""
+    out: list[str] = []
+    with open(path, "rb") as fh:
+        for line in fh:
+            if len(out) == n:
+                break
+            if line.strip():
+                out.append(json.loads(line)["text"])
+    if len(out) < n:
+        raise SystemExit(
+            f"loadgen: --texts-file {path} holds {len(out):,} texts, this run sends {n:,}; "
+            "write more (or lower --duration / --rate / --prepare-rate)"
+        )
+    return out
+
+
 def texts_for(args: argparse.Namespace, n: int) -> list[str]:
-    """The ``n`` texts a run sends: ``--texts random`` (``--words`` words each) or
-    ``--texts window`` (the window generator, short and long mixed)."""
+    """The ``n`` texts a run sends: ``--texts random`` (``--words`` words each),
+    ``--texts window`` (the window generator, short and long mixed) or ``--texts file`` (the
+    first ``n`` of ``--texts-file``)."""
     if args.texts == "window":
         return window_texts(n, args.seed)
+    if args.texts == "file":
+        return file_texts(args.texts_file, n)
     return make_texts(n, args.words, args.seed)
 
 
@@ -416,10 +437,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--words", type=int, default=40, help="words per text (--texts random)")
     p.add_argument(
         "--texts",
-        choices=["random", "window"],
+        choices=["random", "window", "file"],
         default="random",
         help="random: --words random words over a 50k vocabulary; window: bench_store.py "
-        "--window's posts (short and long mixed, 5 %% edited copies)",
+        "--window's posts (short and long mixed, 5 %% edited copies); file: the `text` fields "
+        "of --texts-file, in order",
+    )
+    p.add_argument(
+        "--texts-file",
+        default=None,
+        metavar="PATH",
+        help="--texts file: a JSONL file with a `text` field per line (bench_window.py writes "
+        "the documents that follow its window)",
     )
     p.add_argument("--seed", type=int, default=random.randrange(1 << 30))
     p.add_argument("--token", default=None)
@@ -447,6 +476,8 @@ def main(argv: list[str] | None = None) -> int:
         "as a two-column .npy array: when did the slow requests happen",
     )
     args = p.parse_args(argv)
+    if args.texts == "file" and not args.texts_file:
+        p.error("--texts file needs --texts-file PATH")
     if urlsplit(args.url).hostname not in ("127.0.0.1", "localhost", "::1"):
         print("loadgen only targets loopback addresses", file=sys.stderr)
         return 2

@@ -1,0 +1,294 @@
+"""The steps of ``bench_window.py`` that run in a process of their own (their memory and CPU
+time are theirs alone): ``seed`` fills the store with the generated window, ``drop`` measures
+the stopped store's parts and its hour-by-hour retention drop.
+
+    python benchmarks/window_steps.py seed|drop JOB.json   # prints one JSON line
+
+``JOB.json`` is what ``bench_window.py`` writes (the window's spec, the store's folder, ...).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import os
+import resource
+import sqlite3
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import window_corpus as wc  # noqa: E402
+from bench_service import read_memory  # noqa: E402
+from bench_store import disk_by_kind  # noqa: E402
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def seed_child(job: dict[str, Any]) -> dict[str, Any]:
+    """Open the store, seed it with the corpus' chunks, close it; runs in its own process."""
+    import orjson
+
+    from neardup.online import Deduplicator
+
+    spec = wc.WindowSpec.from_dict(job["spec"])
+    t_all = time.perf_counter()
+    d = Deduplicator.open(
+        job["ns"],
+        retention=job["retention_s"],
+        partition_seconds=job["partition_seconds"],
+        candidates="lsh",
+    )
+    open_s = time.perf_counter() - t_all
+    loader = getattr(d, "load", None)
+    path = job["path"]
+    if path == "auto":
+        path = "load" if callable(loader) else "check_and_add"
+    out: dict[str, Any] = {"path": path, "open_s": open_s}
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+    chunks = job["chunks"]
+    if path == "load":
+        if not callable(loader):
+            raise SystemExit("this neardup has no bulk-load API (Deduplicator.load)")
+        # the bulk path's contract as this benchmark assumes it: the JSONL chunk files (id,
+        # time, text), decided as if inserted one by one in that order (keep-first); adapt
+        # this call when the API lands
+        out["load_result"] = repr(loader([c["path"] for c in chunks]))[:2000]
+        out["decisions"] = None
+    else:
+        scores: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+        rates = []
+        inflight: collections.deque[tuple[Any, np.ndarray]] = collections.deque()
+
+        def score(fut: Any, pos: np.ndarray) -> None:
+            decisions = fut.result()
+            info = wc.describe(spec, pos)
+            for i, dec in enumerate(decisions):
+                role = int(info["role"][i])
+                if role == wc.ROLE_ORIGINAL:
+                    c = scores["originals"]
+                    c["n"] += 1
+                    c["added"] += dec.added
+                    c["duplicate"] += dec.duplicate
+                    continue
+                name = wc.slice_name(
+                    role == wc.ROLE_DUP, int(info["subkind"][i]), int(info["kind"][i]), bool(info["zh"][i])
+                )  # fmt: skip
+                src = wc.doc_id(int(info["source"][i]))
+                c = scores[name]
+                c["n"] += 1
+                c["reported"] += any(m.id == src for m in dec.matches)
+                c["duplicate"] += dec.duplicate
+                c["added"] += dec.added
+
+        for ch in chunks:
+            tc = time.perf_counter()
+            lines = [orjson.loads(x) for x in wc.read_chunk(ch["path"]) if x]
+            for b in range(0, len(lines), job["batch"]):
+                docs = lines[b : b + job["batch"]]
+                fut, _ = d.submit("check_and_add", docs)
+                inflight.append((fut, np.arange(ch["lo"] + b, ch["lo"] + b + len(docs), dtype=np.int64)))  # fmt: skip
+                while len(inflight) > job["inflight"]:
+                    score(*inflight.popleft())
+            while inflight:
+                score(*inflight.popleft())
+            rates.append(round(len(lines) / (time.perf_counter() - tc)))
+            log(f"  seeded {ch['hi']:,}/{spec.n:,} ({rates[-1]:,} check-and-adds/s; {len(d):,} in the window)")  # fmt: skip
+        out["docs_per_s_by_chunk"] = rates
+        out["decisions"] = {k: dict(v) for k, v in sorted(scores.items())}
+    out["seed_loop_s"] = time.perf_counter() - t0
+    out["seed_loop_cpu_s"] = time.process_time() - c0
+    out["documents"] = len(d)
+    out["memory_before_close"] = {k: v for k, v in read_memory(os.getpid()).items()}
+    t1 = time.perf_counter()
+    d.close()  # flushes the memtable into segments: the server starts from them
+    out["close_s"] = time.perf_counter() - t1
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    out["cpu_s"] = ru.ru_utime + ru.ru_stime
+    out["peak_rss_bytes"] = ru.ru_maxrss * 1024
+    out["seconds"] = time.perf_counter() - t_all
+    return out
+
+
+def store_parts(ns: Path) -> dict[str, Any]:
+    """The store's bytes by part (files closed: the server is stopped): texts inside SQLite
+    (summed, or estimated from 20,000 random rows above 2 M), the rest of SQLite, segments,
+    segment indexes (.hidx), log; band-key bytes are added by the caller."""
+    kinds = disk_by_kind(ns)
+    out: dict[str, Any] = {"files": kinds}
+    db = ns / "meta.sqlite3"
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+        rows, hi = con.execute("SELECT COUNT(*), COALESCE(MAX(rid), 0) FROM docs").fetchone()
+        if rows <= 2_000_000:
+            text = con.execute("SELECT COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0) FROM docs").fetchone()[0]  # fmt: skip
+            out["text_bytes_exact"] = True
+        else:
+            rids = np.random.default_rng(0).integers(1, hi + 1, 20_000).tolist()
+            got = []
+            for a in range(0, len(rids), 900):
+                part = rids[a : a + 900]
+                q = f"SELECT LENGTH(CAST(text AS BLOB)) FROM docs WHERE rid IN ({','.join('?' * len(part))})"  # fmt: skip
+                got += [r[0] or 0 for r in con.execute(q, part)]
+            text = int(rows * (sum(got) / max(1, len(got))))
+            out["text_bytes_exact"] = False
+    out["sqlite_rows"] = int(rows)
+    out["text_bytes"] = int(text)
+    return out
+
+
+class Checker(threading.Thread):
+    """Single ``check`` calls on an open-loop schedule (``rate``/s); each latency is measured
+    from its scheduled time, so a stall shows as the wait of every check due during it."""
+
+    def __init__(self, d: Any, texts: list[str], rate: float) -> None:
+        super().__init__(name="drop-checker", daemon=True)
+        self.d, self.texts, self.rate = d, texts, rate
+        self.records: list[tuple[float, float]] = []  # (scheduled, latency)
+        self.stop = threading.Event()
+        self.errors = 0
+
+    def run(self) -> None:
+        start = time.perf_counter()
+        i = 0
+        while not self.stop.is_set():
+            due = start + i / self.rate
+            wait = due - time.perf_counter()
+            if wait > 0:
+                time.sleep(wait)
+            try:
+                self.d.check({"id": f"drop-check-{i}", "text": self.texts[i % len(self.texts)]})
+            except Exception:
+                self.errors += 1
+            self.records.append((due, time.perf_counter() - due))
+            i += 1
+
+
+def _latencies(records: list[tuple[float, float]], lo: float, hi: float) -> dict[str, Any]:
+    lat = [x for t, x in records if lo <= t <= hi]
+    if not lat:
+        return {"checks": 0}
+    a = np.asarray(lat) * 1000
+    return {
+        "checks": len(lat),
+        "max_ms": float(a.max()),
+        "p99_ms": float(np.percentile(a, 99)),
+        "p50_ms": float(np.percentile(a, 50)),
+    }
+
+
+def drop_child(job: dict[str, Any]) -> dict[str, Any]:
+    """Open the stopped store with a clock this process moves; measure the store's parts, then
+    advance the cutoff one partition at a time while checking single documents."""
+    from neardup.online import Deduplicator
+
+    spec = wc.WindowSpec.from_dict(job["spec"])
+    ns = Path(job["ns"])
+    out: dict[str, Any] = {"parts": store_parts(ns)}
+    now = [time.time()]
+    t0 = time.perf_counter()
+    d = Deduplicator.open(ns, clock=lambda: now[0])
+    out["open_s"] = time.perf_counter() - t0
+    band = None
+    with contextlib.suppress(AttributeError, TypeError):  # reads the store's segments
+        band = sum(
+            0
+            if s.segment.band_keys is None
+            else 16 + s.segment.band_keys.offsets.nbytes + 8 * len(s.segment.band_keys)
+            for s in d.store.segments
+        )
+    out["parts"]["band_key_bytes"] = band
+    out["documents_before"] = len(d)
+    drops: list[dict[str, Any]] = []
+    expire_calls: list[tuple[float, float, int]] = []
+    store = d.store
+    real_expire = getattr(store, "expire", None)
+    if callable(real_expire):  # the writer's time in each expire that drops something
+
+        def timed_expire(cutoff: float) -> int:
+            before = store.dropped_partitions
+            a = time.perf_counter()
+            rows = int(real_expire(cutoff))
+            if store.dropped_partitions != before:
+                expire_calls.append((a, time.perf_counter(), rows))
+            return rows
+
+        store.expire = timed_expire
+    checker = Checker(d, wc.stream_texts(spec, job["check_from"], 2000), job["rate"])
+    checker.start()
+    time.sleep(job["settle_s"])
+    base = _latencies(checker.records, 0, time.perf_counter())
+    ps, retention = job["partition_seconds"], job["retention_s"]
+    for k in range(1, job["hours"] + 1):
+        dropped0 = d.stats()["dropped_partitions"]
+        docs0 = len(d)
+        calls0 = len(expire_calls)
+        t_adv = time.perf_counter()
+        now[0] = spec.t0 + k * ps + retention  # the cutoff moves to the end of partition k - 1
+        while d.stats()["dropped_partitions"] == dropped0:
+            if time.perf_counter() - t_adv > 600:
+                raise SystemExit(f"partition {k - 1} was not dropped within 600 s")
+            time.sleep(0.002)
+        t_vis = time.perf_counter()
+        time.sleep(max(0.5, job["settle_s"] / 2))
+        calls = expire_calls[calls0:]
+        drops.append(
+            {
+                "hour": k,
+                "rows_dropped": docs0 - len(d),
+                "visible_after_s": t_vis - t_adv,
+                "writer_drop_s": sum(b - a for a, b, _ in calls) if calls else None,
+                "checks": _latencies(checker.records, t_adv - 0.5, t_vis + 1.0),
+            }
+        )
+        log(f"  drop {k}: {drops[-1]['rows_dropped']:,} rows, writer {drops[-1]['writer_drop_s']}, worst check {drops[-1]['checks'].get('max_ms', 0):.1f} ms")  # fmt: skip
+    checker.stop.set()
+    checker.join()
+    out["checks_before_drops"] = base
+    out["check_errors"] = checker.errors
+    out["drops"] = drops
+    # probes paired with the dropped hours find nothing now; the others as before
+    cut_ms = 1000 * (spec.t0 + job["hours"] * ps)
+    pr = wc.probes(spec, job["probes"])
+    dup = np.flatnonzero(pr.label)
+    old = spec.times_ms(pr.source[dup]) < cut_ms
+    gone, kept = dup[old].tolist(), dup[~old].tolist()
+    res = {}
+    for name, idx in (("dropped_hours", gone[:1000]), ("kept_hours", kept[:1000])):
+        found = 0
+        for a in range(0, len(idx), 100):
+            sel = idx[a : a + 100]
+            got = d.check([{"id": f"after-drop-{i}", "text": pr.texts[i]} for i in sel])
+            found += sum(
+                any(m.id == wc.doc_id(int(pr.source[i])) for m in g.matches)
+                for i, g in zip(sel, got, strict=True)
+            )
+        res[name] = {"probes": len(idx), "source_reported": found}
+    out["probes_after_drops"] = res
+    out["documents_after"] = len(d)
+    d.close()
+    return out
+
+
+def main(argv: list[str]) -> int:
+    steps = {"seed": seed_child, "drop": drop_child}
+    if len(argv) != 2 or argv[0] not in steps:
+        print(__doc__, file=sys.stderr)
+        return 2
+    print(json.dumps(steps[argv[0]](json.loads(Path(argv[1]).read_text()))), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -45,9 +45,8 @@ SAMPLE = Path(__file__).resolve().parents[1] / "neardup" / "data" / "sample" / "
 
 
 def bench_batch(nq: int, ns: int, k: int = 3, index_stored: int = 2_000_000) -> dict[str, Any]:
-    from neardup.distributed import batch_query
-    from neardup.distributed._batch_kernels import build_tables, probe
-    from neardup.index import HammingIndex
+    from neardup.index import HammingIndex, batch_query
+    from neardup.index._batch_kernels import build_tables, probe
 
     rng = np.random.default_rng(7)
     q = rng.integers(0, 2**64, nq, dtype=np.uint64)
@@ -110,8 +109,8 @@ def bench_batch(nq: int, ns: int, k: int = 3, index_stored: int = 2_000_000) -> 
 def bench_k_sweep(nq: int, ns: int = 200_000, ks: tuple[int, ...] = (4, 5, 6, 8)) -> list[dict]:
     """Stored/s/core of the block kernel and of HammingIndex.search per k (random sets), and
     what batch_query's method="auto" takes."""
-    from neardup.distributed.batch import batch_query, batch_tables, choose_method
     from neardup.index import HammingIndex
+    from neardup.index.batch_join import batch_query, batch_tables, choose_method
 
     rng = np.random.default_rng(3)
     q = rng.integers(0, 2**64, nq, dtype=np.uint64)
@@ -246,10 +245,10 @@ def chain_stats(workdir: str) -> dict[str, Any]:
 def bench_rounds(inputs: list[str], partitions: list[int], tmp: Path) -> list[dict[str, Any]]:
     """Keep rounds per partition count (local engine); kept ids and roots checked against the
     single-process :func:`neardup.dedup`."""
-    from neardup.batch.config import DedupConfig
     from neardup.batch.run import dedup
     from neardup.distributed import run_dedup
     from neardup.io import read_corpus
+    from neardup.rules.config import DedupConfig
 
     with read_corpus(inputs) as c:
         ids, texts = list(c.ids), list(c.texts)

@@ -169,8 +169,8 @@ def child_csv(rows: int) -> dict:
     import csv
     import io
 
-    from neardup.batch.config import STAGE_NAMES
     from neardup.io.csvout import write_clusters_csv, write_pairs_csv
+    from neardup.rules.config import STAGE_NAMES
     from neardup.verify.rule import RULE_EXACT, RULE_NAMES, RULE_SIMILARITY
 
     rng = np.random.default_rng(5)

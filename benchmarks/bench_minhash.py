@@ -47,12 +47,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from neardup.batch.minhash import candidate_probability, lsh_pairs, plan_lsh  # noqa: E402
 from neardup.fingerprint.minhash import (  # noqa: E402
     _permutations,
     minhash_signatures,
     sketch_shingles,
 )
+from neardup.rules.lsh import lsh_pairs  # noqa: E402
+from neardup.rules.plan import candidate_probability, plan_lsh  # noqa: E402
 from neardup.text.token_kernels import hash_tokens, run_token_kernel, token_chunks  # noqa: E402
 from neardup.verify.rule import Verifier  # noqa: E402
 

@@ -93,9 +93,9 @@ def machine_floors(path: Path) -> dict[str, Any]:
 
 def child(path: Path, workers: int | None) -> dict[str, Any]:
     """neardup's stages on ``path`` (run in a child process; prints JSON)."""
-    from neardup.batch.config import DedupConfig
     from neardup.batch.files import dedup_files
     from neardup.io import read_corpus
+    from neardup.rules.config import DedupConfig
 
     cfg = DedupConfig() if workers is None else DedupConfig(workers=workers)
     with tempfile.TemporaryDirectory(prefix="neardup-stages-") as tmp:

@@ -104,7 +104,8 @@ def child_convert(path: str) -> dict[str, Any]:
 
 
 def child_segment(path: str, n: int, codec: str) -> dict[str, Any]:
-    from neardup.store.memindex import BruteIndex, build_index
+    from neardup.index.scan import BruteIndex
+    from neardup.store.memindex import build_index
 
     fps = make_data("random", n)
     t0 = time.perf_counter()

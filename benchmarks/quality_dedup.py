@@ -39,9 +39,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from neardup.batch.config import DedupConfig  # noqa: E402
 from neardup.batch.evaluate import load_labels, score_reported  # noqa: E402
 from neardup.batch.run import dedup  # noqa: E402
+from neardup.rules.config import DedupConfig  # noqa: E402
 
 SLICES = ("overall", "en", "zh", "short", "long")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")

@@ -132,8 +132,8 @@ def found(pairs: list[tuple[str, str]]) -> np.ndarray:
     """Whether ``dedup`` reports each pair: (MinHash candidate or SimHash candidate) and
     verified, as :func:`neardup.dedup` decides for the two texts on defaults."""
     from neardup import DedupConfig, Fingerprinter, hamming_many
-    from neardup.batch.candidate_stage import LSH_SIMHASH_DISTANCE, LSH_SIMHASH_SHORT_DISTANCE
     from neardup.fingerprint.minhash import band_keys, minhash_signatures
+    from neardup.rules.plan import LSH_SIMHASH_DISTANCE, LSH_SIMHASH_SHORT_DISTANCE
 
     cfg = DedupConfig()
     plan, verifier = cfg.lsh_plan(), cfg.make_verifier()

@@ -50,7 +50,7 @@ _EXPORTS: dict[str, str] = {
     "all_pairs": "neardup.index",
     # batch dedup (issue: neardup dedup)
     "dedup": "neardup.batch",
-    "DedupConfig": "neardup.batch",
+    "DedupConfig": "neardup.rules",
     "DedupResult": "neardup.batch",
     "dedup_dataset": "neardup.batch",
     "dedup_files": "neardup.batch",
@@ -59,8 +59,8 @@ _EXPORTS: dict[str, str] = {
     "Explanation": "neardup.review.explain",
     # online (issue: service)
     "Deduplicator": "neardup.online",
-    "Decision": "neardup.online",
-    "Match": "neardup.online",
+    "Decision": "neardup.rules",
+    "Match": "neardup.rules",
     "Client": "neardup.service.client",
     # cluster (issue 27)
     "HashRing": "neardup.cluster",
@@ -116,7 +116,7 @@ __getattr__, __dir__ = lazy_exports(globals(), _EXPORTS, __all__)
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .batch import DedupConfig, DedupResult, dedup, dedup_dataset, dedup_files
+    from .batch import DedupResult, dedup, dedup_dataset, dedup_files
     from .cluster import ClusterClient, ClusterConfig, HashRing
     from .errors import (
         AuthError,
@@ -147,6 +147,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         hamming_to_many,
     )
     from .index import HammingIndex, all_pairs
-    from .online import Decision, Deduplicator, Match
+    from .online import Deduplicator
     from .review.explain import Explanation, explain
+    from .rules import Decision, DedupConfig, Match
     from .service.client import Client

@@ -19,6 +19,8 @@ every module holding kernels imports this module before its first ``@njit``
 (``tests/test_jit_cache.py`` checks that). The locator installed here claims neardup's own
 source files only: other packages' numba caches stay where numba puts them.
 
+Kernel primitives every wing shares live here too: :data:`popcount64`.
+
 Compiles are timed through numba's event API (``numba:compile`` events fire for real compiles,
 not for cache loads): :func:`compile_seconds` is the time this process spent compiling
 neardup's kernels, and :func:`announce_compiles` lets the CLI say so when the first one starts.
@@ -41,8 +43,10 @@ from pathlib import Path
 from typing import Any
 
 import numba
+from numba import types
 from numba.core import caching
 from numba.core import event as nb_event
+from numba.extending import intrinsic
 
 from . import __version__
 
@@ -261,3 +265,20 @@ def compile_count() -> int:
 
 install()
 nb_event.register("numba:compile", _CompileListener())
+
+
+# ------------------------------------------------------------------------------- intrinsics
+def _popcount64(typingctx: Any, x: Any) -> tuple[Any, Any]:
+    """Typing and LLVM code of :data:`popcount64`."""
+    sig = types.uint64(types.uint64)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.ctpop(args[0])
+
+    return sig, codegen
+
+
+#: ``popcount64(x)``: the set bits of a uint64 as a uint64 (LLVM ``ctpop``: one POPCNT
+#: instruction where the CPU has it): the one popcount of neardup's kernels (Hamming
+#: distances, the LCS bit vectors). A numba intrinsic, typed Any: called from kernels only
+popcount64: Any = intrinsic(_popcount64)

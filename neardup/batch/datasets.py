@@ -15,7 +15,8 @@ import numpy as np
 from ..errors import ConfigError, InputError, InputTypeError, RecordError, require
 
 if TYPE_CHECKING:
-    from .config import DedupConfig, DedupResult
+    from ..rules.config import DedupConfig
+    from .result import DedupResult
 
 __all__ = ["dataset_column", "dedup_dataset"]
 

@@ -254,8 +254,8 @@ def run_eval(
     """
     from ..fingerprint.distance import hamming_many
     from ..io import read_corpus
+    from ..rules.config import DedupConfig
     from ..verify.rule import Verifier
-    from .config import DedupConfig
     from .run import dedup
 
     with read_corpus(

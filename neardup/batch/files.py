@@ -17,7 +17,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from .config import STAGE_NAMES, DedupConfig, DedupResult, Progress, with_overrides
+from ..rules.config import STAGE_NAMES, DedupConfig, Progress, with_overrides
+from .result import DedupResult
 
 __all__ = [
     "SKIPPED_LISTED",

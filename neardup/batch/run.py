@@ -1,21 +1,24 @@
 """Corpus deduplication: exact + near duplicates, verified, clustered, with a keep policy.
 
-:func:`dedup` runs a chain of small named stages, each a function of arrays, one module each::
+:func:`dedup` runs a chain of small named stages, each a function of arrays; the batch's own
+stages are in :mod:`.exact`, the decision's in :mod:`neardup.rules` (shared with the other
+front-ends)::
 
     normalize + exact content hash   stage_exact          (.exact: content_hashes)
     fingerprints                     stage_fingerprint    (.exact: Fingerprinter.fingerprint_batch;
                                                           both at once: ExactFingerprintPass)
-    exact pairs                      stage_exact_pairs    (.groups)
-    candidate pairs                  stage_candidates_lsh (.candidate_stage: MinHash bands +
-                                                          small-k SimHash)
-                                     stage_candidates     (candidates="simhash": SimHash only)
-    verification                     stage_verify         (.verify_stage: token similarity)
-    keep policy                      stage_representatives (.policy: greedy against kept
+    exact pairs                      stage_exact_pairs    (rules.groups)
+    candidate pairs                  stage_candidates_for (rules.candidates: MinHash bands +
+                                                          small-k SimHash, or SimHash only)
+    verification                     verify_in_chunks     (rules.verify: token similarity)
+    keep policy                      stage_representatives (rules.keep: greedy against kept
                                                           documents, no chaining;
                                                           keep="none": stage_cluster, components)
+    summary                          summary              (rules.summary)
 
-Its parameters and result are in :mod:`.config` (:class:`DedupConfig`, :class:`DedupResult`);
-:func:`~neardup.batch.files.dedup_files` runs it from files to files.
+Its parameters are a :class:`~neardup.rules.config.DedupConfig`, its result a
+:class:`~neardup.batch.result.DedupResult`; :func:`~neardup.batch.files.dedup_files` runs it
+from files to files.
 
 Exact duplicates are found first; only the first copy of each text goes through the near-duplicate
 stages, and its copies join its cluster. Every decision is traceable: :attr:`DedupResult.pairs`
@@ -47,50 +50,23 @@ import numpy.typing as npt
 
 from ..errors import InputError, InputTypeError
 from ..io.texts import SpanTexts, UniqueIds
-from ..verify.rule import RULE_NAMES, RULE_UNVERIFIED
-from .candidate_stage import stage_candidates_for
-from .cluster import cluster_ids, connected_components
-from .config import DedupConfig, DedupResult, PairTable, Progress, with_overrides
+from ..rules.candidates import stage_candidates_for
+from ..rules.config import DedupConfig, PairTable, Progress, with_overrides
+from ..rules.groups import ExactGroups, stage_exact_pairs, stage_expand
+from ..rules.keep import cluster_ids, stage_cluster, stage_policy, stage_representatives
+from ..rules.summary import candidate_scores, summary
+from ..rules.verify import (
+    keep_skippable,
+    lazy_deferred,
+    longest_first,
+    subset_texts,
+    verify_in_chunks,
+)
+from ..verify.rule import RULE_UNVERIFIED
 from .exact import ExactFingerprintPass, stage_fingerprint
-from .groups import ExactGroups, stage_exact_pairs, stage_expand
-from .policy import stage_cluster, stage_policy, stage_representatives
-from .verify_stage import LAZY_MIN_PAIRS_PER_DOC, subset_texts, verify_in_chunks
+from .result import DedupResult
 
-__all__ = ["SCORE_BINS", "candidate_scores", "dedup"]
-
-#: bins of ``stats["candidate_scores"]`` over [0, 1] (the last bin holds 1.0)
-SCORE_BINS = 100
-
-
-def candidate_scores(
-    score: npt.NDArray[np.float64],
-    rule: npt.NDArray[np.uint8],
-    skipped: npt.NDArray[np.bool_],
-) -> dict[str, Any]:
-    """``stats["candidate_scores"]``: the verified candidate pairs (first copies, before exact
-    copies are expanded) counted by the rule that decided them and their score, in
-    ``SCORE_BINS`` equal bins over [0, 1] (bin ``i`` holds ``i / bins <= score < (i + 1) /
-    bins``; the last one holds 1.0 too), plus the ``skipped`` pairs (deferred, never
-    verified). What the review report shows a threshold would keep or drop; a ``bound`` pair's
-    score is an upper bound on its similarity."""
-    done = ~skipped
-    sc, ru = score[done], rule[done]
-    # (+1e-9: a score equal to an edge, i / bins as a float product, lands in bin i; distinct
-    # token-count ratios are farther apart than that)
-    k = np.clip(np.floor(sc * SCORE_BINS + 1e-9).astype(np.int64), 0, SCORE_BINS - 1)
-    counts = {}
-    for code in np.unique(ru).tolist():
-        counts[RULE_NAMES[code]] = np.bincount(k[ru == code], minlength=SCORE_BINS).tolist()
-    return {"bins": SCORE_BINS, "counts": counts, "skipped": int(skipped.sum())}
-
-
-def _longest_first(
-    lengths: npt.NDArray[np.int64], a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]
-) -> npt.NDArray[np.int64]:
-    """Per pair, the earlier rank of its two texts in longest-first order (ties: input order)."""
-    rank = np.empty(lengths.size, np.int64)
-    rank[np.lexsort((np.arange(lengths.size), -lengths))] = np.arange(lengths.size)
-    return np.minimum(rank[a], rank[b])
+__all__ = ["dedup"]
 
 
 def _check_texts(texts: Sequence[str]) -> Sequence[str]:
@@ -236,8 +212,6 @@ def dedup(
     lsh_info: dict[str, Any] = {}
     tokenised: dict[int, tuple[bytes, int]] = {}
     deferred: list[npt.NDArray[np.bool_]] = []
-    from .minhash import plan_promise, plan_warnings
-
     plan = cfg.lsh_plan() if cfg.candidates == "lsh" else None
     counted: list[npt.NDArray[np.int64]] = []
     ca, cb, cd = stage_candidates_for(
@@ -272,25 +246,9 @@ def dedup(
 
     done = timed("verify", ca.size if cfg.verify else None)
     if cfg.verify:
-
-        def skippable(ok: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
-            """Pairs that can no longer change the outcome: both texts already in one
-            component (keep="none"), or both already dropped for a verified pair with a kept
-            text (a pair between two dropped texts never changes the greedy keep)."""
-            if cfg.keep == "none":
-                comp = connected_components(n, ca[ok], cb[ok])
-                return comp[ca] == comp[cb]
-            rep = stage_representatives(
-                first, ca[ok], cb[ok], lengths, cfg.keep, verifier.threshold, tokens
-            )
-            dropped = rep != np.arange(n)
-            return dropped[ca] & dropped[cb]
-
         # lazily only when a concentrated corpus made many such pairs: otherwise every
         # candidate is verified and every matched pair reported
-        lazy = deferred[0] if deferred else None
-        if lazy is not None and lazy.sum() <= LAZY_MIN_PAIRS_PER_DOC * unique.size:
-            lazy = None
+        lazy = lazy_deferred(deferred[0] if deferred else None, int(unique.size))
         ok, score, skipped, rule = verify_in_chunks(
             verifier,
             texts,
@@ -300,8 +258,10 @@ def dedup(
             cfg.workers,
             tokenised,
             deferred=lazy,
-            skippable=skippable,
-            order=_longest_first(lengths, ca, cb) if cfg.keep == "longest" else None,
+            skippable=keep_skippable(
+                n, first, ca, cb, lengths, cfg.keep, verifier.threshold, tokens
+            ),
+            order=longest_first(lengths, ca, cb) if cfg.keep == "longest" else None,
             progress=progress,
         )
         if deferred:
@@ -336,35 +296,27 @@ def dedup(
     clusters = cluster_ids(roots)
     done()
 
-    elapsed = time.perf_counter() - t_start
-    sizes = np.bincount(roots, minlength=n)
-    in_cluster = int((sizes[roots] > 1).sum())
-    n_clusters = int((sizes > 1).sum())
-    exact_dups = int(is_dup.sum())
-    stats = {
-        "documents": n,
-        "exact_duplicates": exact_dups,
-        "near_duplicates": in_cluster - n_clusters - exact_dups,
-        "clusters": n_clusters,
-        "kept": int(keep.sum()),
-        "dropped": int(n - keep.sum()),
-        "candidates": int(ca.size),
-        "candidate_passes": passes,
-        "promise": plan_promise(plan),
-        "warnings": plan_warnings(plan),
-        **({"lsh": lsh_info} if lsh_info else {}),
-        "verified": int(ok.sum()),
-        "candidate_scores": candidate_scores(score, rule, skipped),
-        "pairs": len(pairs),
-        "elapsed_s": round(elapsed, 3),
-        "docs_per_s": round(n / elapsed, 1) if elapsed > 0 else None,
-        "timings_s": timings,
-        "config": {
+    stats = summary(
+        documents=n,
+        exact_duplicates=int(is_dup.sum()),
+        kept=int(keep.sum()),
+        clusters=int((np.bincount(roots, minlength=n) > 1).sum()),
+        keep=cfg.keep,
+        candidates=int(ca.size),
+        verified=int(ok.sum()),
+        pairs=len(pairs),
+        plan=plan,
+        elapsed_s=time.perf_counter() - t_start,
+        timings=timings,
+        candidate_passes=passes,
+        lsh=lsh_info,
+        scores=candidate_scores(score, rule, skipped),
+        config={
             **cfg.to_dict(),
             "verifier": verifier.config(),
             "fingerprinter": fp.config() if hasattr(fp, "config") else None,
         },
-    }
+    )
     return DedupResult(
         ids=id_list,
         keep=keep,

@@ -1,6 +1,6 @@
 """``neardup batch-query``: the paper's batch mode. Permuted tables over the query
 fingerprints, the stored fingerprints streamed through them in chunks
-(:func:`neardup.distributed.batch_query`); every (stored, query) pair within the distance is
+(:func:`neardup.index.batch_query`); every (stored, query) pair within the distance is
 written as ``stored_id,query_id,distance``, sorted by stored then query position.
 
 Fingerprint files: the CSV ``neardup fingerprint -o`` writes (``id,fingerprint`` with 64-bit
@@ -127,7 +127,7 @@ def batch_query_command(
     """Pairs of stored and query fingerprints within k bits (tables over the queries)."""
     import time
 
-    from ..distributed.batch import batch_query, batch_tables
+    from ..index.batch_join import batch_query, batch_tables
     from ..io import atomic_open, check_outputs
 
     t0 = time.perf_counter()

@@ -254,10 +254,10 @@ def dedup_command(
     ] = None,
 ) -> None:
     """Deduplicate a corpus: exact + near duplicates (verified), clusters, pairs, summary."""
-    from ..batch.config import DedupConfig
     from ..batch.files import dedup_files
     from ..errors import ConfigError
     from ..review.report import review_writer
+    from ..rules.config import DedupConfig
     from .progress import StageProgress
 
     if sample:

@@ -51,9 +51,9 @@ def explain_command(
 ) -> None:
     """Explain a pair: the decision and the rule that made it, the candidate channels, the keep
     policy and the token alignment."""
-    from ..batch.config import DedupConfig
     from ..errors import ConfigError
     from ..review.explain import config_from_summary, explain, explain_in_corpus
+    from ..rules.config import DedupConfig
 
     if corpus and store:
         raise ConfigError("pass --corpus or --store, not both")

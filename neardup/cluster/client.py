@@ -10,7 +10,7 @@ its own documents, so the union of their answers is the cluster's answer).
   :class:`~neardup.service.replication.LeaseHeldError` (409) naming the holder, until the
   holder has been idle for the lease's ``ttl``. Within one client, check-and-inserts are
   serialized (the sequencer), so of near-duplicates sent through it exactly one is kept.
-* **One decision rule**: a batch is decided by :func:`neardup.online.keep_first`, the function
+* **One decision rule**: a batch is decided by :func:`neardup.rules.keep_first`, the function
   a node's writer uses: the nodes' checks give each member's matches against their windows,
   one node's :meth:`~neardup.online.Deduplicator.group_matches` the within-batch matches
   (MinHash bands + SimHash, verified on the texts). The same batch keeps the same documents
@@ -38,8 +38,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import ConfigError, InputError, InputTypeError, NotFoundError, ServiceUnavailableError
-from ..online.group import GROUP_ORDER, Found, keep_first
-from ..online.types import Decision, Match
+from ..rules.decision import Decision, Match
+from ..rules.keep import GROUP_ORDER, Found, keep_first
 from ..service.replication import VERSION_KEY, LeaseHeldError, StaleEpochError
 from .config import INDEX_SETTINGS, ClusterConfig, NodeSpec
 from .nodes import NodeAnswerError, NodeDown, NodePool, covered, namespace_path
@@ -351,7 +351,7 @@ class ClusterClient:
 
     def check_and_insert(self, docs: Any) -> Any:
         """Insert the documents that are not near-duplicates of anything in the cluster or of
-        an earlier kept document of the batch (one rule: :func:`neardup.online.keep_first`)."""
+        an earlier kept document of the batch (one rule: :func:`neardup.rules.keep_first`)."""
         return self._write_op(docs, "check_and_insert")
 
     def _write_op(self, docs: Any, op: str) -> Any:

@@ -3,7 +3,7 @@ reducer.
 
 ``keys`` (per partition): every first copy (the ``dups`` shuffle says which documents are later
 copies) emits one record per MinHash band (``band``, the band's key: the rows packed as in
-:func:`neardup.batch.minhash.lsh_pairs`) when it has tokens, and one per SimHash block pair
+:func:`neardup.rules.lsh.lsh_pairs`) when it has tokens, and one per SimHash block pair
 when it has features: the 64 bits cut into ``k + 2`` blocks, a key per pair of blocks (two
 fingerprints within ``k`` bits agree on at least two blocks, so they share at least one key;
 the layout of :mod:`neardup.index.allpairs`, without probing).
@@ -13,21 +13,22 @@ into groups of equal (kind, band or block pair, key) once, only groups of two or
 written to ``groups/p<bucket>.arrow`` (most keys are alone: the file is a small part of the
 bucket), and each MinHash band's bucket sizes as a histogram (size -> buckets), taken while the
 groups are at hand; the driver sums them per band and sets each band's valve cap exactly as the single machine does
-(:func:`band_caps`: :func:`neardup.batch.minhash.valve_cap` at the band budget,
-``band_pairs_per_doc`` times the documents with tokens). When some band is over its budget,
+(:func:`neardup.rules.lsh.band_caps`: :func:`neardup.index.band_groups.valve_cap` at the band
+budget, ``band_pairs_per_doc`` times the documents with tokens). When some band is over its budget,
 ``big`` (per key bucket, from its ``groups`` file) sends, for every member of a bucket over its
 band's cap, its chosen band there (the band whose bucket's first member, the bucket's first
 anchor, is least; the first such band on ties) with that anchor to the member's partition, and
 ``first`` (per partition) returns each member's chosen band over all key buckets to the key
 buckets that hold it: the single machine pairs a member of a thinned bucket once over the bands
-(:func:`neardup.batch.minhash._choose_bands`), in that band, unless it is one of the bucket's
+(:func:`neardup.index.band_groups.choose_bands`), in that band, unless it is one of the bucket's
 first ``cap`` members (the anchors).
 
 ``join`` (per key bucket): the groups of the ``group`` step (no step after it reads the key
 buckets again).
 MinHash groups give their pairs as the single-machine channel does (members in input order;
 every pair while the band fits its budget, else the buckets over the band's cap thinned as
-above and paired by window and anchors, :func:`~neardup.batch.minhash.group_pairs`); SimHash
+above and paired by window and anchors, :func:`~neardup.index.band_groups.thin_big_groups`,
+:func:`~neardup.index.band_groups.group_pairs`); SimHash
 groups give the pairs within ``k`` bits, each from the first block pair it agrees on only (no
 duplicates). The pairs, tagged with their source, are shuffled to the partition of their first
 member; the MinHash agreement filter needs both signatures and is applied where they are joined
@@ -41,6 +42,15 @@ from typing import Any
 
 import numpy as np
 
+from ..index.band_groups import (
+    agreeing_group_pairs,
+    group_pairs,
+    pairs_per_group,
+    signature_words,
+    thin_big_groups,
+)
+from ..rules.plan import LSH_SIMHASH_SHORT_DISTANCE, simhash_pass_distance
+from ..rules.plan import splits_short_texts as split_short
 from . import _store
 from .exact import DUPS_SCHEMA
 from .job import Job
@@ -49,7 +59,6 @@ __all__ = [
     "RAW_SCHEMA",
     "SRC_LSH",
     "SRC_SIMHASH",
-    "band_caps",
     "step_big",
     "step_first",
     "step_group",
@@ -122,23 +131,19 @@ def _block_pairs(k: int) -> list[tuple[int, int]]:
 
 
 def simhash_distance(job: Job) -> int:
-    from ..batch.candidate_stage import LSH_SIMHASH_DISTANCE
-
-    d = job.config.get("max_distance")
-    return LSH_SIMHASH_DISTANCE if d is None else int(d)
+    """The SimHash pass's distance of ``job`` (:func:`neardup.rules.plan.simhash_pass_distance`)."""
+    return simhash_pass_distance(job.config.get("max_distance"))
 
 
 def splits_short_texts(job: Job) -> bool:
     """Whether the SimHash pass searches short texts at distance 0 only, as ``neardup.dedup``
-    does on defaults (:data:`neardup.batch.candidate_stage.LSH_SIMHASH_SHORT_DISTANCE`): pairs
-    of two texts of at least the verifier's ``short_chars`` within :func:`simhash_distance`,
-    every pair at distance 0. An explicit ``max_distance`` is searched for every text."""
-    from ..batch.candidate_stage import LSH_SIMHASH_SHORT_DISTANCE
-
+    does on defaults (:func:`neardup.rules.plan.splits_short_texts`): pairs of two texts of at
+    least the verifier's ``short_chars`` within :func:`simhash_distance`, every pair at
+    distance 0. An explicit ``max_distance`` is searched for every text."""
     # distance 0 is one exact key per text (the whole fingerprint); another short distance
     # would need its own block keys
     assert LSH_SIMHASH_SHORT_DISTANCE == 0
-    return job.config.get("max_distance") is None and simhash_distance(job) > 0
+    return split_short(job.config.get("max_distance"))
 
 
 @_store.resumable("keys")
@@ -194,21 +199,6 @@ def step_keys(workdir: str, task: int, job: Job) -> dict[str, Any]:
     )
     size = _store.shuffle_write(workdir, "keys", task, table, _store.mix_bucket(g, job.buckets))
     return {"records": table.num_rows, "lsh_docs": int(lsh.size), "shuffle_bytes": size}
-
-
-def _all_pairs_in_groups(members: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every pair (earlier, later index into ``members``) inside each group."""
-    size = np.diff(bounds)
-    gid = np.repeat(np.arange(size.size), size)
-    idx_in = np.arange(members.size) - bounds[gid]
-    out_a, out_b = [], []
-    for t in range(1, int(size.max(initial=1))):
-        sel = np.flatnonzero(idx_in >= t)
-        out_a.append(sel - t)
-        out_b.append(sel)
-    if not out_a:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(out_a), np.concatenate(out_b)
 
 
 def _group_rows(t: Any) -> dict[str, np.ndarray]:
@@ -307,32 +297,6 @@ def step_group(workdir: str, task: int, job: Job) -> dict[str, Any]:
             "written_bytes": table.nbytes}  # fmt: skip
 
 
-def band_caps(
-    hists: list[list[list[int]]], docs: int, plan: Any
-) -> tuple[list[int | None], int | None]:
-    """Each band's valve cap (None: every bucket paired in full) from the ``sizes`` histograms of
-    all key buckets, with the single machine's rule (:func:`neardup.batch.minhash.valve_cap` at
-    the budget ``plan.band_pairs_per_doc * docs``); returns ``(caps, budget)``."""
-    from ..batch.minhash import valve_cap
-
-    budget = None if plan.band_pairs_per_doc is None else plan.band_pairs_per_doc * max(docs, 1)
-    per_band: list[dict[int, int]] = [{} for _ in range(plan.bands)]
-    for rows in hists:
-        for band, size, count in rows:
-            d = per_band[band]
-            d[size] = d.get(size, 0) + count
-    caps: list[int | None] = []
-    for d in per_band:
-        if not d:
-            caps.append(None)
-            continue
-        sizes = np.array(sorted(d), np.int64)
-        counts = np.array([d[x] for x in sorted(d)], np.int64)
-        # the band's bucket sizes as a histogram: the cap the single machine computes over them
-        caps.append(valve_cap(sizes, plan.bucket_cap, budget, counts))
-    return caps, budget
-
-
 def _big_mask(bounds: np.ndarray, band: np.ndarray, caps: list[int | None]) -> np.ndarray:
     """Per group: whether its band has a cap and the group has more than ``cap + 1`` members."""
     size = np.diff(bounds)
@@ -396,13 +360,11 @@ def _valve_pairs(
     workdir: str, task: int, caps: list[int | None], job: Job
 ) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
     """Key bucket ``task``'s MinHash pairs under the valve, band by band as
-    :func:`neardup.batch.minhash.lsh_pairs` makes them, only those whose signatures agree on
+    :func:`neardup.rules.lsh.lsh_pairs` makes them, only those whose signatures agree on
     ``plan.min_agreement`` values (the signatures read by reference from the members' ``docs``
     files; a bucket's other pairs are never materialised: with the band budget a band may make
     up to ``band_pairs_per_doc`` pairs per document); and per band with a cap ``[band, thinned
     buckets, pairs inside them, pairs made inside them]``."""
-    from ..batch.minhash import agreeing_group_pairs, pairs_per_group, signature_words
-
     plan = job.dedup_config().lsh_plan()
     pos, bounds, band = _lsh_groups(workdir, task)
     # the signatures of every member of the bucket's groups, read once (u ascending: a member's
@@ -413,7 +375,7 @@ def _valve_pairs(
     # agreeing_group_pairs repacks all of them per band: a quarter of the step, profiled)
     words64, pad = signature_words(sig)
 
-    def group_pairs(
+    def agreeing(
         m: np.ndarray, bd: np.ndarray, cap: int | None
     ) -> tuple[np.ndarray, np.ndarray, None]:
         a, b, _, _ = agreeing_group_pairs(
@@ -442,32 +404,22 @@ def _valve_pairs(
         bd = bounds[g0 : g1 + 1] - bounds[g0]
         sz = np.diff(bd)
         if cap is None:  # the band fits its budget: every pair
-            a, bb, _ = group_pairs(m, bd, None)
+            a, bb, _ = agreeing(m, bd, None)
             out_a.append(a)
             out_b.append(bb)
             continue
         big = sz > cap + 1
-        idx_in = np.arange(m.size) - np.repeat(bd[:-1], sz)
         fb = np.full(m.size, -1, np.int64)  # each member's chosen band (-1: none)
         if first_pos.size:
             k = np.minimum(np.searchsorted(first_pos, m), first_pos.size - 1)
             hit = first_pos[k] == m
             fb[hit] = first_band[k[hit]]
         # a thinned bucket keeps its anchors and the members whose chosen band it is
-        keep = ~np.repeat(big, sz) | (idx_in < cap) | (fb == b)
-        gid = np.repeat(np.arange(sz.size), sz)[keep]
-        m = m[keep]
-        cnt = np.bincount(gid, minlength=sz.size)
-        multi = cnt[gid] > 1
-        m, gid = m[multi], gid[multi]
-        new_sz = cnt[cnt > 1]
-        was_big = big[cnt > 1]
-        nb = np.zeros(new_sz.size + 1, np.int64)
-        np.cumsum(new_sz, out=nb[1:])
-        a, bb, _ = group_pairs(m, nb, cap)
+        m, nb, in_big, was_big = thin_big_groups(m, bd, cap, fb == b)
+        new_sz = np.diff(nb)
+        a, bb, _ = agreeing(m, nb, cap)
         out_a.append(a)
         out_b.append(bb)
-        in_big = int((sz[big] * (sz[big] - 1) // 2).sum())
         made_big = int(pairs_per_group(new_sz, cap)[was_big].sum())
         stats.append([b, int(big.sum()), in_big, made_big])
     if not out_a:
@@ -481,7 +433,8 @@ def step_join(
     workdir: str, task: int, job: Job, caps: list[int | None] | None = None
 ) -> dict[str, Any]:
     """Candidate pairs of key bucket ``task``, shuffled to their first member's partition;
-    ``caps``: each band's valve cap (:func:`band_caps`; None: every band in full)."""
+    ``caps``: each band's valve cap (:func:`neardup.rules.lsh.band_caps`; None: every band in
+    full)."""
     import pyarrow as pa
 
     cfg = job.dedup_config()
@@ -491,7 +444,10 @@ def step_join(
     # SimHash: all pairs of a group within k bits, reported by the first block pair they share
     k = simhash_distance(job)
     pos, fp, sub, bounds = _groups_of(workdir, task, KIND_SIMHASH)
-    ia, ib = _all_pairs_in_groups(pos, bounds)
+    # every pair of a group (indices into pos; no group is over a cap this large)
+    ia, ib, _ = group_pairs(
+        np.arange(pos.size), bounds, max(int(np.diff(bounds).max(initial=2)), 2)
+    )
     x = fp[ia] ^ fp[ib]
     near = np.bitwise_count(x) <= k
     ia, ib, x = ia[near], ib[near], x[near]

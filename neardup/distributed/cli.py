@@ -34,9 +34,9 @@ def _kept_batches(res: Any) -> Any:
 
 
 def _write_pairs(res: Any, path: str) -> None:
-    from ..batch.config import STAGE_NAMES
     from ..io import atomic_open
     from ..io.csvout import write_pairs_csv
+    from ..rules.config import STAGE_NAMES
     from ..verify.rule import RULE_NAMES
 
     p = res.read("pairs_out")
@@ -51,9 +51,9 @@ def _write_pairs(res: Any, path: str) -> None:
 
 
 def _write_clusters(res: Any, path: str) -> None:
-    from ..batch.cluster import cluster_ids
     from ..io import atomic_open
     from ..io.csvout import write_clusters_csv
+    from ..rules.keep import cluster_ids
 
     c = res.read("clusters")
     pos, root = c["pos"].to_numpy(), c["root"].to_numpy()

@@ -6,7 +6,7 @@ For every group of two or more copies it writes
   first copy, or with ``keep="longest"`` the longest, ties first), the group's size and longest
   length (``ulen``: the unit's length for the keep order and the containment rule), shuffled to
   the member's partition;
-* ``pairs``: the exact pairs (:func:`neardup.batch.groups.stage_exact_pairs`: every pair of a group when
+* ``pairs``: the exact pairs (:func:`neardup.rules.groups.stage_exact_pairs`: every pair of a group when
   at most ``expand_pairs``, else first-to-rest), shuffled to the partition of their first member;
 * ``gmem``: every member (position, id) shuffled to the partition of its first copy, where the
   keep step repeats a dropped unit's decision and the near pairs over the members.
@@ -66,8 +66,8 @@ GMEM_SCHEMA = _gmem_schema()
 def step_exact(workdir: str, task: int, job: Job) -> dict[str, Any]:
     """Group the copies in bucket ``task``; returns the counts of groups and later copies."""
     pa = _pa()
-    from ..batch.config import STAGE_EXACT
-    from ..batch.groups import ExactGroups, stage_exact_pairs
+    from ..rules.config import STAGE_EXACT
+    from ..rules.groups import ExactGroups, stage_exact_pairs
 
     cfg = job.dedup_config()
     t = _store.read_bucket(workdir, "exact", task, EXACT_SCHEMA)

@@ -47,7 +47,7 @@ class Job:
     starts: tuple[int, ...] = field(default_factory=tuple)
 
     def dedup_config(self) -> Any:
-        from ..batch.config import DedupConfig
+        from ..rules.config import DedupConfig
 
         return DedupConfig(**self.config)
 

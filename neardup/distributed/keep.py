@@ -1,7 +1,7 @@
 """Steps ``keep`` (rounds, one task per partition each) and ``final`` (per partition): the keep
 decision, clusters and expanded near pairs, with no pass over the documents on the driver.
 
-The single-machine rule (:func:`neardup.batch.policy.stage_representatives`) is greedy in input
+The single-machine rule (:func:`neardup.rules.keep.stage_representatives`) is greedy in input
 order (or longest first): a unit (an exact group, named by its first copy) is dropped only for a
 verified pair with a unit *already kept*. The ``verify`` step turns every verified pair into a
 directed edge ``u -> v`` (``u`` earlier in the keep order and allowed to drop ``v`` by the
@@ -14,7 +14,7 @@ undecided units (greedy) or messages (components) and stops at zero.
 ``final`` (per partition): the decisions of its units, repeated over the members of their exact
 groups (``gmem``, shuffled here by the ``exact`` step), go to the members' partitions
 (``decide``); the near pairs are repeated over the members of both groups
-(:func:`neardup.batch.groups.stage_expand`'s rule: only when the groups' sizes multiply to at most
+(:func:`neardup.rules.groups.stage_expand`'s rule: only when the groups' sizes multiply to at most
 ``expand_pairs``), the second group's members coming from ``verify`` (``xpand``). A kept unit
 needs no decision: the ``write`` step's default (its exact group's head, or itself) is the kept
 decision.
@@ -185,7 +185,7 @@ def step_final(workdir: str, task: int, job: Job, rounds: int) -> dict[str, Any]
     pairs (``pairs``), after ``rounds`` rounds."""
     import pyarrow as pa
 
-    from ..batch.config import STAGE_NEAR
+    from ..rules.config import STAGE_NEAR
 
     cfg = job.dedup_config()
     owner = _owner(job)

@@ -77,8 +77,8 @@ def step_read(workdir: str, task: int, job: Job) -> dict[str, Any]:
     """Read and fingerprint partition ``task``; returns its first position and row count."""
     import pyarrow as pa
 
-    from ..batch.exact import content_hashes
-    from ..batch.minhash import minhash_signatures
+    from ..fingerprint.minhash import minhash_signatures
+    from ..fingerprint.simhash import content_hash_many
 
     cfg = job.dedup_config()
     skipped: list[Any] = []
@@ -92,7 +92,11 @@ def step_read(workdir: str, task: int, job: Job) -> dict[str, Any]:
     empty = np.asarray(batch.empty, bool)
     plan = cfg.lsh_plan()
     sig, tokens = minhash_signatures(cfg.make_verifier(), texts, plan.hashes)
-    h = content_hashes(texts) if texts else np.zeros((0, 2), np.uint64)
+    h = (
+        np.asarray(content_hash_many(texts, normalize=True), np.uint64).reshape(-1, 2)
+        if texts
+        else np.zeros((0, 2), np.uint64)
+    )
     lengths = np.fromiter(map(len, texts), np.int64, len(texts))
     width = 2 * plan.hashes
     docs = pa.table(

@@ -8,7 +8,7 @@ costs one round), and sends what changed to the owners of the neighbours. The dr
 counts and starts the next round.
 
 **Greedy keep** (:func:`greedy_round`), the rule of
-:func:`neardup.batch.cluster.greedy_representatives`: units are visited in ``rank`` order; ``v``
+:func:`neardup.rules.keep.greedy_representatives`: units are visited in ``rank`` order; ``v``
 is dropped for its earliest-ranked in-neighbour ``u`` (a directed edge ``u -> v``: ``u`` earlier,
 allowed to drop ``v``) that is kept, and kept when it has none. ``v`` is decided as soon as its
 in-neighbours up to the first one not dropped are decided: dropped if that one is kept, kept if
@@ -263,7 +263,7 @@ def simulate_greedy(
 ) -> tuple[I64, int]:
     """The rounds run in-process over ``parts`` partitions (unit ``x`` owned by ``part[x]``;
     directed edges ``u -> v`` with ``rank[u] < rank[v]``): ``(rep, rounds)``, ``rep`` as
-    :func:`neardup.batch.cluster.greedy_representatives` returns it. For tests and sizing."""
+    :func:`neardup.rules.keep.greedy_representatives` returns it. For tests and sizing."""
 
     def owner(x: I64) -> I64:
         return part[x].astype(np.int64)

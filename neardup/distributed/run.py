@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError, InputError
+from ..rules.lsh import band_caps
+from ..rules.summary import summary
 from . import _store
-from .candidates import band_caps, step_big, step_first, step_group, step_join, step_keys
+from .candidates import step_big, step_first, step_group, step_join, step_keys
 from .engines import Engine, LocalEngine
 from .exact import step_exact
 from .job import Job, plan_partitions
@@ -75,8 +77,7 @@ def run_dedup(
     ``partitions`` (default: one per input file) sets the read parallelism, ``buckets``
     (default: the number of partitions) the shuffles'.
     """
-    from ..batch.config import DedupConfig
-    from ..batch.minhash import plan_promise, plan_warnings
+    from ..rules.config import DedupConfig
 
     cfg = config if config is not None else DedupConfig()
     _check_config(cfg)
@@ -181,25 +182,20 @@ def run_dedup(
     run("final", step_final, P, job, len(rounds))
     wr = run("write", step_write, P, job)
     cn = run("count", step_count, P, job)
-    elapsed = time.perf_counter() - t_start
     kept = sum(r["kept"] for r in wr)
-    dropped = n - kept
-    clusters = sum(r["clusters"] for r in cn)
-    in_cluster = dropped if cfg.keep == "none" else dropped + clusters
-    exact_dups = sum(r["later_copies"] for r in ex)
-    stats = {
-        "documents": n,
-        "exact_duplicates": exact_dups,
-        "near_duplicates": in_cluster - clusters - exact_dups,
-        "clusters": clusters,
-        "kept": kept,
-        "dropped": dropped,
-        "candidates": sum(r["candidates"] for r in vf),
-        "verified": sum(r["verified"] for r in vf),
-        "pairs": sum(r["pairs"] for r in wr),
-        # records --on-error skip left out (each file's, counted by its first partition)
-        "skipped_records": sum(r.get("skipped", 0) for r in res),
-        "lsh": {
+    stats = summary(
+        documents=n,
+        exact_duplicates=sum(r["later_copies"] for r in ex),
+        kept=kept,
+        clusters=sum(r["clusters"] for r in cn),
+        keep=cfg.keep,
+        candidates=sum(r["candidates"] for r in vf),
+        verified=sum(r["verified"] for r in vf),
+        pairs=sum(r["pairs"] for r in wr),
+        plan=plan,
+        elapsed_s=time.perf_counter() - t_start,
+        timings={k: v["elapsed_s"] for k, v in steps.items()},
+        lsh={
             "band_pairs_budget": budget,
             "valve_bands": len(used),
             "bucket_cap_used": min(used) if used else None,
@@ -211,16 +207,13 @@ def run_dedup(
                 lsh_docs * (lsh_docs - 1) // 2,
             ),
         },
-        "promise": plan_promise(plan),
-        "warnings": plan_warnings(plan),
-        "engine": eng.name,
-        "partitions": P,
-        "buckets": R,
-        "elapsed_s": round(elapsed, 3),
-        "docs_per_s": round(n / elapsed, 1) if elapsed > 0 else None,
-        "timings_s": {k: v["elapsed_s"] for k, v in steps.items()},
-        "shuffle_bytes": sum(v.get("shuffle_bytes", 0) for v in steps.values()),
-    }
+        # records --on-error skip left out (each file's, counted by its first partition)
+        skipped_records=sum(r.get("skipped", 0) for r in res),
+        engine=eng.name,
+        partitions=P,
+        buckets=R,
+        shuffle_bytes=sum(v.get("shuffle_bytes", 0) for v in steps.values()),
+    )
     skipped_list = [x for r in res for x in r.get("skipped_list", ())][:1000]
     if skipped_list:
         stats["skipped_list"] = skipped_list

@@ -11,7 +11,7 @@ shuffle carries ~60 bytes per candidate pair instead of the text and the 252-byt
 ``verify`` (per partition) attaches the second member's, keeps the candidates of the
 single-machine channel (every SimHash pair; a MinHash pair when the signatures agree on at
 least ``min_agreement`` values), and decides them with
-:func:`neardup.batch.verify_stage.stage_verify` (per pair decisions: the same as on one
+:func:`neardup.rules.verify.stage_verify` (per pair decisions: the same as on one
 machine). Each verified near pair goes to ``pairs`` (its first member's partition), becomes an
 edge of the keep rounds (``kin``/``kout``, or ``kadj`` for ``keep="none"``; see ``keep``), and,
 when both groups have members to repeat it over, a request with the second group's members to
@@ -108,9 +108,10 @@ def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
     verified ones to the pairs output, the keep rounds and the pair expansion."""
     import pyarrow as pa
 
-    from ..batch.config import STAGE_NEAR
-    from ..batch.verify_stage import stage_verify_rules
-    from ..verify.rule import RULE_UNVERIFIED, may_drop
+    from ..rules.config import STAGE_NEAR
+    from ..rules.keep import may_drop
+    from ..rules.verify import stage_verify_rules
+    from ..verify.rule import RULE_UNVERIFIED
 
     cfg = job.dedup_config()
     plan = cfg.lsh_plan()
@@ -189,7 +190,7 @@ def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
         tok_v = np.where(a_first, fb_["tok"], tok_a)
         head = np.where(a_first, head_a, fb_["head"])
         head_id = np.where(a_first, head_id_a, fb_["head_id"])
-        # the containment rule (neardup.batch.policy): never drop a much longer text
+        # the length guard (neardup.rules.keep.may_drop): never drop a much longer text
         may = may_drop(tok_u, tok_v, cfg.make_verifier().threshold)
         u, v, k1, head, head_id = u[may], v[may], k1[may], head[may], head_id[may]
         kin = pa.table(

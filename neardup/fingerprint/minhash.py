@@ -32,10 +32,19 @@ equals :func:`minhash_signatures_reference` (NumPy over ``Verifier.tokens``), te
 
 A band of ``rows`` signature values is one uint64 key (:func:`band_keys`,
 :func:`band_key_block`): exact for up to 4 rows, further groups of four mixed in by
-:func:`mix64`. The batch pipeline (:mod:`neardup.batch.minhash`), the online store
-(:mod:`neardup.store.bands`) and the distributed run group documents by these keys, so a key
-means the same everywhere; a store records :data:`SIGNATURE_SCHEME` and refuses keys made by
-another scheme.
+:func:`mix64`. The batch pipeline (:mod:`neardup.rules.lsh`), the online store
+(:class:`neardup.index.bands.BandIndex`) and the distributed run group documents by these keys,
+so a key means the same everywhere; a store records :data:`SIGNATURE_SCHEME` and refuses keys
+made by another scheme.
+
+Compact keys (:func:`band_entries`): the online store keeps one 64-bit *compact key* per (row,
+band): ``group << 32 | h32``, where ``group`` is the band (the top 16 bits of the band's 64-bit
+entry key, :func:`entry_keys`) and ``h32`` 32 bits of a mix of that entry key. Two rows with
+the same band key have the same compact key; two with different ones share it with probability
+2**-32 per band and row pair, a false collision that the caller rejects: the agreement filter
+compares the signatures themselves, band by band
+(:meth:`neardup.online.decide.Decider._lsh_union`), so decisions stay the batch pipeline's. A
+row without tokens has no keys (:data:`NO_KEYS` in every column).
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numba
 import numpy as np
@@ -61,10 +71,14 @@ from ..text.token_kernels import (
 
 __all__ = [
     "BAND_BLOCK",
+    "NO_KEYS",
     "NO_SIGNATURE",
     "SIGNATURE_SCHEME",
+    "band_entries",
     "band_key_block",
     "band_keys",
+    "compact_keys",
+    "entry_keys",
     "minhash_signatures",
     "minhash_signatures_reference",
     "mix64",
@@ -446,3 +460,55 @@ def mix64(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
         x = (x ^ (x >> np.uint64(30))) * np.uint64(_K2)
         x = (x ^ (x >> np.uint64(27))) * np.uint64(_K3)
     return x ^ (x >> np.uint64(31))
+
+
+# ---------------------------------------------------------------------------------------------
+# compact band keys (the online store's and the band index's)
+
+_BAND_SHIFT = np.uint64(48)
+
+
+def entry_keys(keys: npt.NDArray[np.uint64], rows: int) -> npt.NDArray[np.uint64]:
+    """Entry keys of band keys ``keys`` (bands, n): the band folded into the key (see "Compact keys" above)."""
+    nb = keys.shape[0]
+    band = np.arange(nb, dtype=np.uint64)[:, None]
+    if rows * 16 <= 48 and nb < (1 << 16):
+        return keys | (band << _BAND_SHIFT)
+    return mix64(keys) ^ mix64(band + np.uint64(0x9E3779B97F4A7C15))
+
+
+def band_entries(
+    sig: npt.NDArray[np.uint16], usable: npt.NDArray[np.bool_], plan: Any
+) -> npt.NDArray[np.uint64]:
+    """Compact keys (n, bands) of signatures ``sig`` (n, hashes) under ``plan``
+    (:func:`compact_keys` of the :func:`entry_keys`); rows that are not ``usable`` (no tokens:
+    never candidates, as in the batch pipeline) get an empty key set, marked by
+    :data:`NO_KEYS` in every column."""
+    n = sig.shape[0]
+    out = np.empty((plan.bands, n), np.uint64)
+    for b0 in range(0, plan.bands, BAND_BLOCK):
+        b1 = min(plan.bands, b0 + BAND_BLOCK)
+        if plan.rows <= 4:
+            out[b0:b1] = band_key_block(sig, b0, b1, plan.rows)
+        else:
+            for b in range(b0, b1):
+                out[b] = band_keys(sig, b, plan.rows)
+    ent = compact_keys(entry_keys(out, plan.rows).T)
+    ent[~np.asarray(usable, bool)] = NO_KEYS
+    return ent
+
+
+_LOW32 = np.uint64(0xFFFFFFFF)
+_SHIFT32 = np.uint64(32)
+
+
+def compact_keys(entries: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """Compact keys (``group << 32 | h32``, see the module) of 64-bit entry keys: ``group`` is
+    the entry key's top 16 bits (the band, for plans of up to 3 rows), ``h32`` the low 32 bits
+    of :func:`mix64` of the entry key."""
+    e = np.asarray(entries, np.uint64)
+    return ((e >> _BAND_SHIFT) << _SHIFT32) | (mix64(e) & _LOW32)
+
+
+#: entry key of a row without band keys (no tokens; never stored, never looked up)
+NO_KEYS = np.uint64(0xFFFFFFFFFFFFFFFF)

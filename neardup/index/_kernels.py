@@ -23,18 +23,9 @@ from numba.extending import intrinsic
 from numba.typed import List
 
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._jit import popcount64
 
 LEAF = 16  # a descent range this small is scanned linearly
-
-
-def _popcount64(typingctx: Any, x: Any) -> tuple[Any, Any]:
-    """Typing and LLVM code of :data:`popcount64`."""
-    sig = types.uint64(types.uint64)
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        return builder.ctpop(args[0])
-
-    return sig, codegen
 
 
 def _cttz64(typingctx: Any, x: Any) -> tuple[Any, Any]:
@@ -70,8 +61,6 @@ def _prefetch2d(typingctx: Any, arr: Any, i: Any, j: Any) -> tuple[Any, Any]:
 
 
 # numba intrinsics, typed Any: called from kernels only, with numba's (not Python's) signature
-#: ``popcount64(x)``: hardware popcount of a uint64 (LLVM ctpop)
-popcount64: Any = intrinsic(_popcount64)
 #: ``cttz64(x)``: count of trailing zero bits of a uint64 (LLVM cttz; 64 for 0): the position
 #: of the lowest set bit, what walking a bit vector's set bits needs
 cttz64: Any = intrinsic(_cttz64)
@@ -548,7 +537,7 @@ def sort_with_rows(keys):
     in ascending order (on every machine, whatever order NumPy's sort leaves them in).
 
     NumPy's ``argsort`` (vectorised, e.g. AVX-512, and without the GIL) and a gather beat a
-    counting sort on the top bits in numba (:func:`sort_with_rows_reference`) on permuted
+    counting sort on the top bits in numba (:func:`neardup.index.reference.sort_with_rows_reference`) on permuted
     SimHash fingerprints (the build times of ``benchmarks/bench_index.py`` measure it); the
     rows of ties are then put in order."""
     rows = np.argsort(keys)
@@ -611,46 +600,6 @@ def pairs_in_order(ids, ra, rb, d, n):
             continue
         _insertion_sort_by(out_b, out_d, s, e)
     return out_a, out_b, out_d
-
-
-@njit(nogil=True, cache=True)
-def sort_with_rows_reference(keys, sbits):
-    """Sort uint64 ``keys`` -> (sorted keys, int64 permutation): one counting-sort pass on the
-    top ``sbits`` bits, then a comparison sort inside each (small) bucket (the previous
-    :func:`sort_with_rows`; equal to it except in the order of tied keys' rows, which this
-    one leaves to a quicksort in buckets of more than 16)."""
-    n = keys.shape[0]
-    nb = np.int64(1) << np.int64(sbits)
-    shift = np.uint64(64 - sbits)
-    start = np.zeros(nb + 1, dtype=np.int64)
-    for i in range(n):
-        start[np.int64(keys[i] >> shift) + 1] += 1
-    for j in range(nb):
-        start[j + 1] += start[j]
-    pos = start[:-1].copy()
-    out_k = np.empty(n, dtype=np.uint64)
-    out_r = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        b = np.int64(keys[i] >> shift)
-        p = pos[b]
-        out_k[p] = keys[i]
-        out_r[p] = i
-        pos[b] = p + 1
-    for j in range(nb):
-        a = start[j]
-        b = start[j + 1]
-        m = b - a
-        if m <= 1:
-            continue
-        if m <= 16:
-            _insertion_sort_by(out_k, out_r, a, b)
-        else:
-            o = np.argsort(out_k[a:b])
-            tk = out_k[a:b][o]
-            tr = out_r[a:b][o]
-            out_k[a:b] = tk
-            out_r[a:b] = tr
-    return out_k, out_r
 
 
 @njit(nogil=True, cache=True)

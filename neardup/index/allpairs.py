@@ -16,18 +16,33 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numba
 import numpy as np
 import numpy.typing as npt
 
+from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 from .._arrays import unique_sorted
 from ..errors import ConfigError, InputError
 from ..fingerprint.distance import as_fingerprints
 from . import _kernels as K
 from .hamming_index import HammingIndex
-from .plan import Plan, plan_index
+from .plan import (
+    JOIN_BUILD_NS,
+    JOIN_PAIR_NS,
+    TABLES_BUILD_NS,
+    TABLES_CAND_NS,
+    TABLES_HEAVY,
+    TABLES_HEAVY_PAIR_NS,
+    TABLES_JOIN_NS,
+    TABLES_PAIR_NS,
+    TABLES_PROBE_NS,
+    Plan,
+    plan_index,
+    scan_work_ns,
+)
 from .tables import PlanArrays, TableSegment, plan_arrays, table_prefixes
 
-__all__ = ["all_pairs"]
+__all__ = ["all_pairs", "tables_work_ns"]
 
 I64 = npt.NDArray[np.int64]
 
@@ -59,11 +74,6 @@ def _join_table(
 JOIN_SAMPLE = 1 << 16
 #: below this many fingerprints the planner's layout is used as is
 JOIN_CHOICE_MIN = 1 << 16
-#: modelled single-core ns per fingerprint and table (permute, sort and the join's walk over
-#: the keys), and per pair compared inside a bucket; fitted to ``all_pairs`` timings (see
-#: ``benchmarks/bench_index.py --allpairs-size``): only their ratio decides the layout
-JOIN_BUILD_NS = 50.0
-JOIN_PAIR_NS = 0.45
 #: bytes the alternative layout's tables may take when ``memory_budget`` is None (the
 #: planner's own layout is always allowed)
 JOIN_MEMORY = 2 << 30
@@ -275,3 +285,134 @@ def all_pairs(
     # positions: a * n + b is one int64 key per pair (cheaper to sort than two)
     o = np.argsort(a * n + b) if ids64 is None and n <= (1 << 31) else np.lexsort((b, a))
     return a[o], b[o], d[o].astype(np.int32, copy=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# the work of a self-join at a distance, counted on the fingerprints' own buckets (the cost
+# model's terms: neardup.index.plan)
+
+
+@numba.njit(cache=True, nogil=True)
+def _ball_products(
+    prefix: np.ndarray, nb: int, flips: np.ndarray
+) -> float:  # pragma: no cover - numba
+    # sum over flip masks f of sum_b cnt[b] * cnt[b ^ f], cnt[b] = how many prefixes equal b (of
+    # nb buckets): candidates met by probing every bucket within the probe radius of each
+    # fingerprint's own. Only the non-empty buckets are visited, flip by flip in bucket order
+    # (the order of the dense loop over every bucket: the same float sum).
+    cnt = np.zeros(nb, np.int64)
+    for p in prefix:
+        cnt[p] += 1
+    nz = np.empty(min(prefix.shape[0], nb), np.int64)
+    m = 0
+    for b in range(nb):
+        if cnt[b]:
+            nz[m] = b
+            m += 1
+    total = 0.0
+    for j in range(flips.shape[0]):
+        f = np.int64(flips[j])
+        for i in range(m):
+            b = nz[i]
+            total += float(cnt[b]) * float(cnt[b ^ f])
+    return total
+
+
+def _bucket_candidates(prefix: npt.NDArray[np.uint64], pb: int, flips: np.ndarray) -> float:
+    """Candidates compared by one table: sum over fingerprints of the probed buckets' sizes
+    (``prefix``: each fingerprint's ``pb``-bit prefix; ``flips``: the probe masks)."""
+    if pb <= 22:
+        return float(_ball_products(prefix, 1 << pb, flips.astype(np.uint64)))
+    u, c = np.unique(prefix, return_counts=True)
+    total = 0.0
+    for f in flips.tolist():
+        q = u ^ np.uint64(f)
+        pos = np.minimum(np.searchsorted(u, q), u.size - 1)
+        hit = u[pos] == q
+        total += float((c[hit].astype(np.float64) * c[pos[hit]]).sum())
+    return total
+
+
+#: from this many fingerprints :func:`tables_work_ns` counts the tables on ``workers`` threads
+TABLES_THREADS_MIN = 65_536
+
+
+def _bucket_sizes(prefix: npt.NDArray[np.uint64], pb: int) -> npt.NDArray[np.int64]:
+    """Sizes of the non-empty buckets of ``pb``-bit prefixes, in prefix order (what
+    ``np.unique(prefix, return_counts=True)[1]`` gives; a count instead of a sort up to
+    2^24 buckets)."""
+    if pb <= 24:
+        c = np.bincount(prefix.astype(np.int64), minlength=1 << pb)
+        return c[c > 0]
+    return np.unique(prefix, return_counts=True)[1]
+
+
+def tables_work_ns(
+    fingerprints: npt.ArrayLike,
+    distance: int,
+    est_pairs: float = 0.0,
+    *,
+    uniform: bool = False,
+    pair_ns: float = TABLES_PAIR_NS,
+    workers: int = 1,
+) -> float:
+    """Modelled single-core cost (ns) of :func:`neardup.all_pairs` at ``distance``.
+
+    Takes the layout the index planner chooses (:func:`neardup.index.plan.plan_index`) and
+    counts, from the fingerprints' own prefix buckets, the work of every table. (``all_pairs``
+    itself may join on another layout, see :func:`neardup.index.allpairs._join_plan`: for
+    skewed fingerprints when it models cheaper, and in place of a probing layout at k = 5, 6,
+    where this model now overestimates; this model keeps the planner's, so the distances a
+    budget affords, and the outputs, do not depend on that choice.) Pairs inside
+    each bucket for radius-0 tables (dearer in buckets above :data:`TABLES_HEAVY`, where the
+    descent takes over), probes and the sizes of the probed buckets for radius >= 1 tables; plus
+    ``est_pairs`` output pairs at ``pair_ns`` each (:func:`neardup.rules.passes.pair_work_ns`: with their
+    verification). ``uniform=True`` assumes uniform buckets (``n / 2^pb`` each), a
+    cheap lower estimate used to skip hopeless distances. Skewed fingerprints (heavy buckets)
+    cost more than uniform ones, which is why the buckets are counted. ``workers`` threads
+    count the tables' buckets (from ``TABLES_THREADS_MIN`` fingerprints; the kernels release
+    the GIL); the terms are added in table order either way, so the value does not depend on it.
+    """
+    fps = as_fingerprints(fingerprints)
+    n = int(fps.shape[0])
+    bits = 128 if fps.ndim == 2 else 64
+    plan = plan_index(bits, int(distance), max(n, 1))
+    if plan.kind != "tables":
+        return scan_work_ns(n)
+    pa = plan_arrays(plan)
+    f2 = np.ascontiguousarray(fps.reshape(n, -1))
+
+    def counts(t: int) -> tuple[float, float]:  # (candidates, pairs in heavy buckets)
+        pb, rho = int(pa.pb[t]), int(pa.probe_radius[t])
+        flips = pa.flips[t, : int(pa.nflips[t])]
+        if uniform:
+            per = n / 2.0**pb
+            if not rho and per > TABLES_HEAVY:
+                return 0.0, n * per / 2.0
+            return (n * flips.size * per if rho else n * per / 2.0), 0.0
+        prefix = table_prefixes(f2, pa, t)
+        if rho:
+            return _bucket_candidates(prefix, pb, flips), 0.0
+        c = _bucket_sizes(prefix, pb).astype(np.float64)
+        heavy = c > TABLES_HEAVY
+        return float((c[~heavy] ** 2).sum() / 2.0), float((c[heavy] ** 2).sum() / 2.0)
+
+    tables = range(pa.n_tables)
+    if workers > 1 and not uniform and n >= TABLES_THREADS_MIN and pa.n_tables > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(int(workers), pa.n_tables)) as ex:
+            per_table = list(ex.map(counts, tables))
+    else:
+        per_table = [counts(t) for t in tables]
+    total = max(est_pairs, 0.0) * pair_ns
+    for t in tables:
+        rho = int(pa.probe_radius[t])
+        flips = pa.flips[t, : int(pa.nflips[t])]
+        cand, heavy_pairs = per_table[t]
+        total += n * TABLES_BUILD_NS
+        if rho:
+            total += n * flips.size * TABLES_PROBE_NS + cand * TABLES_CAND_NS
+        else:
+            total += cand * TABLES_JOIN_NS + heavy_pairs * TABLES_HEAVY_PAIR_NS
+    return total

@@ -26,7 +26,10 @@ found it).
 
 The cost model
 --------------
-Per query and table: ``probes * (probe_ns + candidates_per_probe * scan_ns)`` with
+This module is the index's one cost model: the search's (below), and the self-join's and the
+scan's work (at its end: what :func:`neardup.all_pairs` and the brute-force scan of
+:mod:`neardup.index.scan` are modelled to cost, which the candidate pass planner
+:func:`neardup.rules.passes.plan_pass` budgets with). Per query and table: ``probes * (probe_ns + candidates_per_probe * scan_ns)`` with
 ``candidates_per_probe = N / 2**pb`` (uniform fingerprints; skewed buckets are bounded by the
 descent in :mod:`neardup.index._kernels`). Brute force costs ``N * brute_ns``. Memory per
 fingerprint: 8 B id + 8 B per 64-bit word + 12 B (8 B key + 4 B row) per extra table. The planner
@@ -57,11 +60,14 @@ from ..errors import ConfigError
 __all__ = [
     "DEFAULT_BYTES_PER_FP",
     "DEFAULT_EXPECTED_SIZE",
+    "SCAN_PAIR_NS",
+    "TABLES_PAIR_NS",
     "Plan",
     "TableSpec",
     "candidate_plans",
     "plan_index",
     "radius_for",
+    "scan_work_ns",
 ]
 
 #: memory cap per fingerprint used when no ``memory_budget`` is given (bytes)
@@ -600,3 +606,50 @@ def _compressed(p: Plan, n: int, block_bytes: int) -> Plan:
             "est_bytes_per_fp": _compressed_bytes_per_fp(p.bits, len(p.tables), n, block_bytes),
         }
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# the self-join and scan work model (a candidate pass's budget: neardup.rules.passes)
+
+#: modelled cost of one pair compared by the brute-force scan (count/histogram pass + fill
+#: pass), nanoseconds on one core (calibrated with benchmarks/bench_dedup.py; a constant,
+#: never timed)
+SCAN_PAIR_NS = 2.7
+#: work model of the permuted-table self-join at a distance (:func:`neardup.all_pairs`, as the
+#: candidate pass planner counts it: :func:`neardup.index.allpairs.tables_work_ns`), single-core ns,
+#: calibrated once against runs of benchmarks/bench_index.py (uniform fingerprints) and
+#: benchmarks/bench_dedup.py (generated short texts), k = 3..7; constants, never timed:
+#: per document and table (permute + sort)
+TABLES_BUILD_NS = 40.0
+#: per probe of a table with probe radius >= 1 (directory lookup)
+TABLES_PROBE_NS = 80.0
+#: per candidate compared in a probed bucket (radius >= 1: random access; skewed buckets use
+#: the slower descent, so this is set from the skewed short-text run, above the uniform one)
+TABLES_CAND_NS = 25.0
+#: per pair compared inside a light bucket of a radius-0 table (contiguous self-join)
+TABLES_JOIN_NS = 1.2
+#: buckets larger than this are modelled as joined by descent ... (all_pairs now descends
+#: only above 16,384, and the direct join is faster between the two: the model kept its
+#: calibration, so it overestimates such buckets, i.e. it stays on the safe side)
+TABLES_HEAVY = 1024
+#: ... which costs about this per pair of the bucket: between the two regimes of skewed
+#: fingerprints in benchmarks/bench_dedup.py -- generated short posts at k=4 (costlier per
+#: pair) and generated long documents at k=2 (much cheaper); the short posts' cost would
+#: narrow the long pass to k=1 and lose recall there
+TABLES_HEAVY_PAIR_NS = 4.0
+#: per pair within the distance (output arrays, sort)
+TABLES_PAIR_NS = 300.0
+#: the self-join's own layout choice (:func:`neardup.index.allpairs._join_plan`, between the
+#: planner's layout and ``k + 2`` blocks choose 2): per fingerprint and table (permute, sort and
+#: the join's walk over the keys), and per pair compared inside a bucket; fitted to
+#: ``all_pairs`` timings (see ``benchmarks/bench_index.py --allpairs-size``): only their ratio
+#: decides the layout. (The pass planner's TABLES_* terms above model the same kernel with an
+#: older calibration; the distances a budget affords depend on them, so they are kept as they
+#: are until a measured change.)
+JOIN_BUILD_NS = 50.0
+JOIN_PAIR_NS = 0.45
+
+
+def scan_work_ns(n: int) -> float:
+    """Modelled single-core cost of the brute-force scan over ``n`` fingerprints (ns)."""
+    return n * (n - 1) / 2.0 * SCAN_PAIR_NS

@@ -1,7 +1,6 @@
 """The decision rule: each document of a write group against the index hits and the documents
 decided before it in the same group (:class:`Decider`). Candidates and verification are here;
-keep-first within the group is :mod:`neardup.online.group`'s (:class:`~neardup.online.group.
-KeepFirst`), which the cluster calls too (with :meth:`Decider.group_matches`).
+keep-first within the group is the keep rule's (:class:`~neardup.rules.keep.KeepFirst`), which the cluster calls too (with :meth:`Decider.group_matches`).
 
 Matching rules, per candidate within the search radius:
 
@@ -14,7 +13,7 @@ Matching rules, per candidate within the search radius:
 
 With the MinHash channel (``candidates="lsh"``) the candidates are the SimHash hits plus the
 stored rows sharing a band key whose signatures agree enough, all verified by the batch
-pipeline's own rule (:func:`neardup.batch.stage_verify`).
+pipeline's own rule (:func:`neardup.rules.verify.stage_verify`).
 """
 
 from __future__ import annotations
@@ -28,10 +27,10 @@ import numpy.typing as npt
 
 from ..errors import NotFoundError
 from ..fingerprint.distance import hamming_cdist
+from ..rules.decision import Decision, Match
+from ..rules.keep import GROUP_ORDER, Found, KeepFirst, may_drop
 from ..store import NO_CONTENT_HASH, Store, WriteGroup
-from .group import GROUP_ORDER, Found, KeepFirst
 from .prepare import PreparedDocs, lsh_keys
-from .types import Decision, Match, _new_decision
 
 __all__ = ["Decider", "Op"]
 
@@ -166,7 +165,7 @@ class Decider:
         # group state: id -> (rowid, global position or None for stored rows)
         id_state: dict[str, tuple[int, int | None] | None] = {}
         deleted_rowids: set[int] = set()
-        # keep-first within the group (neardup.online.group, shared with the cluster): the
+        # keep-first within the group (neardup.rules.keep, shared with the cluster): the
         # earlier documents that were kept, the only ones that can match later ones
         state = KeepFirst(len(fps))
         added_mask = state.kept
@@ -218,7 +217,7 @@ class Decider:
         else:
             words = [(int(a), int(b)) for a, b in fps.tolist()]
             fp_ints = [(a << 64) | b for a, b in words]
-        new_decision = _new_decision
+        new_decision = Decision.fast
         write_add = writes.add
         # the verifications the decide loop will ask for, in one call for the whole group
         view = _GroupView(
@@ -363,7 +362,7 @@ class Decider:
     ) -> list[Found]:
         """The verified matches of document ``i`` (stored rows, and earlier documents of the
         group that ``added_mask`` marks kept), verified closest first until ``max_matches``
-        are accepted; :class:`~neardup.online.group.KeepFirst` decides from them. ``memo``:
+        are accepted; :class:`~neardup.rules.keep.KeepFirst` decides from them. ``memo``:
         (document, order) -> (accepted, score) of pairs verified ahead (:meth:`_prefetch`); a
         pair's verification does not depend on the others, so a memo hit decides as verifying
         it here would."""
@@ -393,7 +392,7 @@ class Decider:
         the earlier position). The within-group half of :meth:`decide` (same candidates:
         SimHash within the radius and, with the MinHash channel, shared band keys; same
         verification and keep-rule length test), without the store; what a cluster's batch
-        is decided with (:func:`neardup.online.group.keep_first`). Every candidate pair is
+        is decided with (:func:`neardup.rules.keep.keep_first`). Every candidate pair is
         verified (``decide`` stops at ``max_matches`` accepted per document). Any thread."""
         n = len(docs.ids)
         if n < 2:
@@ -484,7 +483,7 @@ class Decider:
         rule :meth:`verify` applies."""
         if self.lsh_plan is None:
             return self.verifier.verify_many([texts[x] for x in a], [texts[y] for y in b], d)
-        from ..batch import stage_verify
+        from ..rules.verify import stage_verify
 
         return stage_verify(
             self.verifier,
@@ -496,14 +495,12 @@ class Decider:
 
     def _may_drop(self, text: str, kept: str) -> bool:
         """Whether a verified match with ``kept`` makes ``text`` a duplicate. With the MinHash
-        channel, the batch keep rule (:func:`neardup.verify.rule.may_drop`, in token counts): a
+        channel, the batch keep rule (:func:`neardup.rules.keep.may_drop`, in token counts): a
         text more than ``(2 - threshold) / threshold`` times longer than the kept one contains
         it (no pair reaches the threshold by similarity at that ratio) and is kept; the match
         is still reported."""
         if self.lsh_plan is None:
             return True
-        from ..verify.rule import may_drop
-
         v = self.verifier
         return bool(may_drop(len(v.tokens(kept)), len(v.tokens(text)), v.threshold))
 
@@ -511,13 +508,13 @@ class Decider:
         self, text: str, chunk: list[tuple[int, int, str, str]]
     ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
         """Decide (text, candidate text) pairs: with the MinHash channel by the batch
-        pipeline's own verification (:func:`neardup.batch.stage_verify`: numba bounds, then the
+        pipeline's own verification (:func:`neardup.rules.verify.stage_verify`: numba bounds, then the
         exact LCS), so online and batch apply one rule; else ``Verifier.verify_many``."""
         if self.lsh_plan is None:
             return self.verifier.verify_many(
                 [text] * len(chunk), [c[3] for c in chunk], [c[0] for c in chunk]
             )
-        from ..batch import stage_verify
+        from ..rules.verify import stage_verify
 
         m = len(chunk)
         return stage_verify(
@@ -637,11 +634,12 @@ class Decider:
         usable: npt.NDArray[np.bool_],
         earlier: dict[int, list[tuple[int, int]]],
     ) -> None:
-        """Add the group's MinHash pairs (the batch pipeline's :func:`lsh_pairs`) to ``earlier``
-        (later position -> [(earlier position, SimHash distance)])."""
+        """Add the group's MinHash pairs (the batch pipeline's
+        :func:`~neardup.rules.lsh.lsh_pairs`) to ``earlier`` (later position -> [(earlier
+        position, SimHash distance)])."""
         if len(fps) < 2:
             return
-        from ..batch import lsh_pairs
+        from ..rules.lsh import lsh_pairs
 
         a, b = lsh_pairs(sig, usable, self.lsh_plan)
         for x, y in zip(a.tolist(), b.tolist(), strict=True):

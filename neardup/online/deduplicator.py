@@ -39,12 +39,12 @@ from ..errors import (
     NotFoundError,
 )
 from ..fingerprint.distance import as_fingerprints
+from ..rules.decision import Decision, Match
+from ..rules.keep import Found
 from ..store import Store, parse_duration
 from .config import jsonable, load_fingerprinter, load_verifier
 from .decide import Decider, Op
-from .group import Found
 from .prepare import MAX_FUTURE_SECONDS, DocumentPreparer, PreparedDocs, lsh_keys
-from .types import Decision, Match
 from .writer import Writer
 
 __all__ = ["Decision", "Deduplicator", "DocumentPreparer", "Match"]
@@ -243,7 +243,7 @@ class Deduplicator:
         self.candidates = self._candidate_mode(candidates, stored, candidate_radius)
         self.lsh_plan: Any = None
         if self.candidates == "lsh":
-            from ..batch import DedupConfig, LshPlan
+            from ..rules import DedupConfig, LshPlan
 
             # the batch default (one rule); a store keeps the plan its band keys were made with
             kept_plan = (stored or {}).get("lsh")
@@ -674,14 +674,14 @@ class Deduplicator:
             self._prepare([{"id": "warm-up", "text": "warm up the fingerprint kernels"}])
             self._prepare([{"id": "warm-up", "text": "warm up a long text " * 1000}])
             if self.lsh_plan is not None:  # the MinHash channel's signature and agreement kernels
-                from ..batch import lsh_pairs
+                from ..rules.lsh import lsh_pairs
 
                 sig, usable, _ = lsh_keys(self.verifier, self.lsh_plan, ["warm up minhash"] * 2)
                 lsh_pairs(sig, usable, self.lsh_plan)
                 decider.verify(
                     "warm up the verifier", [(0, 0, "w", "warm up the verifier kernels")]
                 )
-                from ..store.bands import BandSection, lookup, merge_sections
+                from ..index.bands import BandSection, lookup, merge_sections
 
                 section = BandSection.from_sorted(
                     np.arange(4, dtype=np.uint64), np.arange(4, dtype=np.uint32)

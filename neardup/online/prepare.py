@@ -131,8 +131,7 @@ def lsh_keys(
 ) -> tuple[npt.NDArray[np.uint16], npt.NDArray[np.bool_], npt.NDArray[np.uint64]]:
     """(signatures (n, hashes), usable (n,), band entry keys (n, bands)) of ``texts`` as the
     batch pipeline computes them (``None`` texts: not usable)."""
-    from ..batch import minhash_signatures
-    from ..store.bands import band_entries
+    from ..fingerprint.minhash import band_entries, minhash_signatures
 
     n = len(texts)
     if n == 0:
@@ -168,8 +167,8 @@ class DocumentPreparer:
         A document whose time is more than this past now is refused.
     lsh : (Verifier, LshPlan) or None
         The MinHash channel: each document's signature and band keys are computed here too
-        (:func:`neardup.batch.minhash.minhash_signatures`, the batch pipeline's tokens,
-        shingles and seeds; :func:`neardup.store.bands.band_entries`).
+        (:func:`neardup.fingerprint.minhash.minhash_signatures`, the batch pipeline's tokens,
+        shingles and seeds; :func:`neardup.fingerprint.minhash.band_entries`).
     """
 
     def __init__(

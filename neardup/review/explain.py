@@ -4,14 +4,14 @@ Every answer comes from the code that decides in a run, called on the two texts,
 second implementation of a rule:
 
 * exact copies: :func:`neardup.batch.exact.stage_exact` (the normalised content hash);
-* the candidate channels: :func:`neardup.batch.candidate_stage.stage_candidates_for`, the call
+* the candidate channels: :func:`neardup.rules.candidates.stage_candidates_for`, the call
   :func:`neardup.dedup` makes (MinHash bands with their agreement filter, the SimHash passes);
   the bands the two share and their agreement are read from the same signatures and band keys
   (:mod:`neardup.fingerprint.minhash`);
 * the decision and the rule that made it:
-  :func:`neardup.batch.verify_stage.stage_verify_rules` (the verify stage's bounds, the exact
+  :func:`neardup.rules.verify.stage_verify_rules` (the verify stage's bounds, the exact
   LCS, :meth:`Verifier.decide_rules <neardup.verify.Verifier.decide_rules>`, ``trust_distance``);
-* which text a run keeps: :func:`neardup.batch.policy.stage_representatives` (the keep policy
+* which text a run keeps: :func:`neardup.rules.keep.stage_representatives` (the keep policy
   and its length guard).
 
 The alignment is the LCS of the verifier's tokens (:meth:`Verifier.tokens`) as runs of equal,
@@ -30,8 +30,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..batch.config import DedupConfig, with_overrides
 from ..errors import ConfigError, InputTypeError
+from ..rules.config import DedupConfig, with_overrides
 from ..verify.rule import (
     RULE_BOUND,
     RULE_EXACT,
@@ -255,11 +255,11 @@ def explain(
     >>> e.decision, e.rule, e.channels
     ('duplicate', 'similarity', ('minhash',))
     """
-    from ..batch.candidate_stage import stage_candidates_for
     from ..batch.exact import stage_exact
-    from ..batch.policy import stage_representatives
-    from ..batch.verify_stage import stage_verify_rules
     from ..fingerprint.distance import hamming_many
+    from ..rules.candidates import stage_candidates_for
+    from ..rules.keep import stage_representatives
+    from ..rules.verify import stage_verify_rules
 
     for pos, t in enumerate((text_a, text_b)):
         if not isinstance(t, str):

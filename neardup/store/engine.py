@@ -65,19 +65,11 @@ from ..errors import (
     NeardupError,
     StorageError,
 )
+from ..index.bands import BandIndex, BandSection, lookup, section_for_rows
 from ..index.compressed import DEFAULT_BLOCK_BYTES, check_block_bytes
-from .bands import BandRuns, BandSection, keys_from_log, log_keys, lookup, section_for_rows
+from ..index.scan import BruteIndex, Result, empty_result, merge_results
 from .layout import DataDir
-from .memindex import (
-    BruteIndex,
-    MemTable,
-    Result,
-    build_index,
-    compress_pays,
-    empty_result,
-    hamming_index_class,
-    merge_results,
-)
+from .memindex import MemTable, build_index, compress_pays, hamming_index_class
 from .meta import NO_CONTENT_HASH, MetaDB, Row, replace_database, salvage, sqlite_error
 from .segment import Segment, open_segment, write_segment
 from .wal import (
@@ -89,6 +81,8 @@ from .wal import (
     WalWriter,
     frame_records,
     fsync_dir,
+    keys_from_log,
+    log_keys,
     read_wal,
     storage_error,
 )
@@ -109,7 +103,7 @@ class _Frozen:
     memtable: MemTable
     deleted: set[int]
     gens: list[int]
-    bands: BandRuns | None = None
+    bands: BandIndex | None = None
     written: list[Any] | None = None
     expired: Any = None
     error: BaseException | None = None
@@ -410,7 +404,7 @@ class Store:
         with ``repair``).
     band_keys_of : callable or None
         The MinHash channel: maps texts to their band entry keys (n, bands) uint64
-        (:func:`neardup.store.bands.band_entries`). With it the memtable keeps band keys
+        (:func:`neardup.fingerprint.minhash.band_entries`). With it the memtable keeps band keys
         (rebuilt from the log's texts on recovery), segments get a band-key section, merges
         carry it, and :meth:`search_bands` answers. None: SimHash only.
     compress_tables : bool or None
@@ -470,7 +464,7 @@ class Store:
         self.compress_tables = bool(compress_tables)
         self.table_block_bytes = table_block_bytes or DEFAULT_BLOCK_BYTES
         self.band_keys_of = band_keys_of
-        self.bandtable = BandRuns()
+        self.bandtable = BandIndex()
         self.verify_meta = verify_meta
         self.restored_rows = 0  # rows recovered from SQLite on open (damaged log records)
         self._flush_on_open = False
@@ -865,7 +859,7 @@ class Store:
         if adds:
             arrays = self._arrays(adds)
             self.memtable.add(*arrays)
-            # in chunks: each becomes one band section at once (BandRuns.add), merged in one
+            # in chunks: each becomes one band section at once (BandIndex.insert_many), merged in one
             # numba pass; bounded temporaries for a full memtable
             for c in range(0, len(adds), _REPLAY_CHUNK):
                 part = adds[c : c + _REPLAY_CHUNK]
@@ -919,7 +913,7 @@ class Store:
             return
         if ent is None:  # restored from SQLite, or written without the keys
             ent = self.band_keys_of([r.text for r in adds])
-        self.bandtable.add(ent, rids)
+        self.bandtable.insert_many(rids, ent)
 
     def _arrays(
         self, adds: Sequence[AddRecord]
@@ -1060,12 +1054,12 @@ class Store:
     ) -> list[npt.NDArray[np.int64]]:
         """Row ids sharing a band key with each query (``entries`` (q, bands) entry keys) in the
         memtable, a flushing memtable and every segment with a band-key section; unique and
-        sorted per query, at most ``2 * cap`` per bucket (:func:`neardup.store.bands.lookup`).
+        sorted per query, at most ``2 * cap`` per bucket (:func:`neardup.index.bands.lookup`).
         May include deleted or expired rows (the caller filters through :meth:`fetch`)."""
-        runs = list(self.bandtable.all_runs())
+        runs = list(self.bandtable.runs())
         frozen = self.frozen
         if frozen is not None and frozen.bands is not None:
-            runs += frozen.bands.all_runs()
+            runs += frozen.bands.runs()
         for s in self.segments:
             runs += s.segment.band_runs()
         return lookup(runs, entries, cap)
@@ -1252,7 +1246,7 @@ class Store:
         for rid in unsynced.deleted:
             self.memtable_deleted.discard(rid)
         self.memtable.remove_rows(unsynced.added)
-        self.bandtable.remove_rows(unsynced.added)
+        self.bandtable.remove_many(unsynced.added)
         with self._count_lock:
             self.documents -= len(unsynced.added) - len(unsynced.deleted)
 
@@ -1567,7 +1561,7 @@ class Store:
         self.manifest = manifest
         self.wal = new
         frozen = _Frozen(self.memtable, self.memtable_deleted, list(self.live_gens), self.bandtable)
-        self.bandtable = BandRuns()
+        self.bandtable = BandIndex()
         self.live_gens = [gen]
         self.memtable = MemTable(
             bits=self.bits, max_distance=self.radius, expected_size=self.memtable_size
@@ -1803,7 +1797,7 @@ class Store:
         n = self.meta.delete_rowids(rids[dead].tolist())
         self.memtable.clear()
         self.memtable.add(fps[~dead], rids[~dead], ts[~dead])
-        self.bandtable.remove_rows(rids[dead])
+        self.bandtable.remove_many(rids[dead])
         return n
 
     def bulk_load(

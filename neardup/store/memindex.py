@@ -2,9 +2,9 @@
 
 Everything here speaks the :class:`neardup.HammingIndex` contract (``search(queries,
 max_distance) -> (lims, ids, distances)``, CSR, per query sorted by ``(distance, id)``) with
-int64 *row ids* as ids. :class:`BruteIndex` is the pure NumPy reference (and the fallback when
-:mod:`neardup.index` cannot be imported); :func:`build_index` picks the fast index when there is
-one.
+int64 *row ids* as ids. :class:`neardup.index.scan.BruteIndex` is the brute-force search (the
+fallback when a :class:`~neardup.HammingIndex` cannot be built); :func:`build_index` picks the
+fast index when there is one.
 
 The memtable is one incremental :class:`neardup.HammingIndex` (its own small brute-force
 buffer of ``buffer_size`` rows plus log-structured sorted segments), so a group's search over
@@ -23,20 +23,16 @@ import numpy.typing as npt
 
 from .._reference import use_reference
 from .._threads import lower_thread_priority
-from ..fingerprint.distance import hamming_cdist
+from ..index.scan import BruteIndex, Result, empty_result, merge_results
 
 __all__ = [
-    "BruteIndex",
     "MemTable",
     "build_index",
     "compress_pays",
     "hamming_index_class",
-    "merge_results",
 ]
 
 log = logging.getLogger("neardup.store")
-
-Result = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]
 
 
 def hamming_index_class() -> Any | None:
@@ -46,70 +42,6 @@ def hamming_index_class() -> Any | None:
     from ..index import HammingIndex
 
     return HammingIndex
-
-
-def empty_result(nq: int) -> Result:
-    return (
-        np.zeros(nq + 1, dtype=np.int64),
-        np.zeros(0, dtype=np.int64),
-        np.zeros(0, dtype=np.int32),
-    )
-
-
-class BruteIndex:
-    """Exact brute-force range search over fixed arrays (the reference implementation).
-
-    Parameters
-    ----------
-    fingerprints : ndarray of uint64, shape (n,) or (n, 2)
-    ids : ndarray of int64, shape (n,)
-    """
-
-    def __init__(self, fingerprints: npt.NDArray[np.uint64], ids: npt.NDArray[np.int64]) -> None:
-        self.fingerprints = fingerprints
-        self.ids = np.asarray(ids, dtype=np.int64)
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def search(self, queries: npt.NDArray[np.uint64], max_distance: int) -> Result:
-        nq = len(queries)
-        n = len(self.ids)
-        if n == 0 or nq == 0:
-            return empty_result(nq)
-        block = max(1, (1 << 22) // n)
-        qs, ids, ds = [], [], []
-        for s in range(0, nq, block):
-            d = hamming_cdist(queries[s : s + block], self.fingerprints)
-            qi, col = np.nonzero(d <= max_distance)
-            qs.append(qi + s)
-            ids.append(self.ids[col])
-            ds.append(d[qi, col])
-        return _to_csr(
-            nq, np.concatenate(qs), np.concatenate(ids), np.concatenate(ds).astype(np.int32)
-        )
-
-
-def _to_csr(
-    nq: int, qi: npt.NDArray[Any], ids: npt.NDArray[np.int64], ds: npt.NDArray[np.int32]
-) -> Result:
-    order = np.lexsort((ids, ds, qi))
-    lims = np.zeros(nq + 1, dtype=np.int64)
-    np.cumsum(np.bincount(qi, minlength=nq), out=lims[1:])
-    return lims, ids[order].astype(np.int64, copy=False), ds[order].astype(np.int32, copy=False)
-
-
-def merge_results(nq: int, results: list[Result]) -> Result:
-    """Union of several CSR results for the same queries, per query sorted by (distance, id)."""
-    results = [r for r in results if len(r[1])]
-    if not results:
-        return empty_result(nq)
-    if len(results) == 1:
-        return results[0]
-    qi = np.concatenate([np.repeat(np.arange(nq), np.diff(r[0])) for r in results])
-    ids = np.concatenate([r[1] for r in results])
-    ds = np.concatenate([r[2] for r in results])
-    return _to_csr(nq, qi, ids, ds)
 
 
 class _FastIndex:

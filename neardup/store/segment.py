@@ -23,7 +23,7 @@ File layout (little-endian, every section 8-byte aligned so it can be memory-map
       entries      u64                  number of (compact key, row) pairs
       offsets      u64[groups + 1]      first entry of each group; offsets[groups] = entries
       keys         u32[entries]         low 32 bits of the compact keys
-                                        (:mod:`neardup.store.bands`), sorted within a group
+                                        (:mod:`neardup.index.bands`), sorted within a group
       rows         u32[entries]         position of each entry's row in this segment
                                         (ascending within a key), zero-padded to 8 bytes
     band-key section (version 2, still read)
@@ -33,7 +33,7 @@ File layout (little-endian, every section 8-byte aligned so it can be memory-map
 
 Version 3 keeps 8 bytes per band key (version 2: 12): the group (band) is implied by the
 offsets and 32 bits of a mix of the key stand for it (a false collision is rejected by the
-caller; see :mod:`neardup.store.bands`). A version-2 section is converted to compact keys in
+caller; see :mod:`neardup.index.bands`). A version-2 section is converted to compact keys in
 memory when the segment is opened (12 bytes per entry until it is merged into a version-3
 segment). Version 1 (no band-key section) is still written for stores without the MinHash
 channel and read by every build; a version-1 segment in a store with the channel is searched by
@@ -62,7 +62,8 @@ import numpy.typing as npt
 import xxhash
 
 from ..errors import CorruptFileError, UnsupportedVersionError
-from .bands import BandSection, compact_keys
+from ..fingerprint.minhash import compact_keys
+from ..index.bands import BandSection
 from .wal import fsync_dir
 
 __all__ = ["HEADER_SIZE", "Segment", "open_segment", "write_segment"]
@@ -134,7 +135,7 @@ def write_segment(
     """Write a segment atomically (temp + fsync + verify + rename + fsync dir); returns its xxh64.
 
     Rows must already be sorted by rowid. ``band_keys``: (compact keys, row ids) of the rows'
-    band keys (:func:`neardup.store.bands.band_entries`), any order (row ids must be rows of
+    band keys (:func:`neardup.fingerprint.minhash.band_entries`), any order (row ids must be rows of
     this segment): written as a version-3 segment's band-key section; None writes version 1.
     """
     p = Path(path)

@@ -22,7 +22,7 @@ Payloads are a compact binary encoding, never pickle:
   64-bit fingerprints are stored in ``fp_hi`` with ``fp_lo = 0``.
 * ``DELETE`` (op 2): ``rowid i64, id_len u32, id utf-8``.
 * ``ADD_KEYS`` (op 3, version 2): an ``ADD`` payload followed by ``keys_len u32, keys`` (the
-  row's MinHash band keys as :func:`neardup.store.bands.log_keys` writes them; opaque here),
+  row's MinHash band keys as :func:`log_keys` writes them; opaque here),
   so a replay does not recompute MinHash from the text. A log opened for appending keeps the
   version it was created with: a version 1 log gets plain ``ADD`` records until it is retired.
 
@@ -55,9 +55,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
+import numpy.typing as npt
+
 from ..errors import CorruptFileError, StorageError, UnsupportedVersionError
+from ..fingerprint.minhash import NO_KEYS
+from ..index.bands import columns_are_groups
 
 __all__ = [
+    "LOG_KEYS_FULL",
+    "LOG_KEYS_H32",
+    "LOG_KEYS_NONE",
     "OP_ADD",
     "OP_ADD_KEYS",
     "OP_DELETE",
@@ -70,6 +78,8 @@ __all__ = [
     "encode_delete",
     "frame",
     "frame_records",
+    "keys_from_log",
+    "log_keys",
     "read_wal",
     "storage_error",
 ]
@@ -116,7 +126,7 @@ class AddRecord(NamedTuple):
     id: str
     text: str | None
     metadata: str | None  # JSON text
-    #: the row's band keys as logged (``ADD_KEYS``; :func:`neardup.store.bands.log_keys`),
+    #: the row's band keys as logged (``ADD_KEYS``; :func:`log_keys`),
     #: None for a plain ``ADD``
     keys: bytes | None = None
 
@@ -715,3 +725,66 @@ def iter_frames(data: bytes) -> Iterator[tuple[int, int]]:
             return
         yield pos, end
         pos = end
+
+
+# ---------------------------------------------------------------------------------------------
+# the band keys an add record carries: their codec (the keys are opaque bytes to the records
+# above; the store writes them with log_keys and replays them with keys_from_log)
+
+_LOW32 = np.uint64(0xFFFFFFFF)
+_SHIFT32 = np.uint64(32)
+
+#: how a row's band keys are written in an add record (``OP_ADD_KEYS``, :func:`log_keys`): no keys (the row had
+#: no tokens), 32 bits per band (group = band), the whole 64-bit compact key per band
+LOG_KEYS_NONE, LOG_KEYS_H32, LOG_KEYS_FULL = 0, 1, 2
+
+
+def log_keys(ent: npt.NDArray[np.uint64]) -> list[bytes]:
+    """Each row's compact keys ``ent`` (n, bands) as the bytes its log record carries, so the
+    log's replay need not recompute MinHash from the text (:func:`keys_from_log` reads them):
+    a kind byte, then the low 32 bits of each band's key (:data:`LOG_KEYS_H32`, when
+    :func:`columns_are_groups`) or the whole keys (:data:`LOG_KEYS_FULL`), little-endian; a row
+    without keys is :data:`LOG_KEYS_NONE` and zeros of the same length."""
+    ent = np.asarray(ent, np.uint64)
+    n, nb = ent.shape
+    none = ent[:, 0] == NO_KEYS if nb else np.ones(n, bool)
+    if columns_are_groups(ent):
+        kind, body = LOG_KEYS_H32, (ent & _LOW32).astype("<u4")
+    else:
+        kind, body = LOG_KEYS_FULL, ent.astype("<u8")
+    body[none] = 0
+    width = 1 + body.itemsize * nb
+    buf = np.empty((n, width), np.uint8)
+    buf[:, 0] = np.where(none, LOG_KEYS_NONE, kind)
+    buf[:, 1:] = body.view(np.uint8).reshape(n, width - 1)
+    raw = buf.tobytes()
+    return [raw[i : i + width] for i in range(0, n * width, width)]
+
+
+def keys_from_log(blobs: Sequence[bytes], bands: int) -> npt.NDArray[np.uint64]:
+    """Inverse of :func:`log_keys`: the compact keys (n, ``bands``) of logged rows.
+    ``ValueError`` when a blob does not hold ``bands`` keys of a known kind."""
+    n = len(blobs)
+    out = np.empty((n, bands), np.uint64)
+    if not n:
+        return out
+    h32, full = 1 + 4 * bands, 1 + 8 * bands
+    lens = np.fromiter(map(len, blobs), np.int64, n)
+    cols = np.arange(bands, dtype=np.uint64) << _SHIFT32
+    for width, kind, dtype in ((h32, LOG_KEYS_H32, "<u4"), (full, LOG_KEYS_FULL, "<u8")):
+        at = np.flatnonzero(lens == width)
+        if not at.size:
+            continue
+        raw = b"".join(blobs[i] for i in at.tolist()) if at.size < n else b"".join(blobs)
+        buf = np.frombuffer(raw, np.uint8).reshape(at.size, width)
+        kinds = buf[:, 0]
+        if not np.isin(kinds, (LOG_KEYS_NONE, kind)).all():
+            raise ValueError(f"logged band keys of an unknown kind {sorted(set(kinds.tolist()))}")
+        vals = np.ascontiguousarray(buf[:, 1:]).view(dtype).astype(np.uint64)
+        if kind == LOG_KEYS_H32:
+            vals |= cols
+        vals[kinds == LOG_KEYS_NONE] = NO_KEYS
+        out[at] = vals
+    if ((lens != h32) & (lens != full)).any():
+        raise ValueError(f"logged band keys do not hold {bands} bands")
+    return out

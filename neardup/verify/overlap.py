@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._jit import popcount64
 from .._threads import numba_threads
 from ..text.token_kernels import SPACE_LUT, WORD_LUT
 from .sequences import DEFAULT_MAX_LCS_CELLS
@@ -330,14 +331,6 @@ def histogram_bound_decisions(
 # exact LCS of token sequences located by ``token_spans`` (no vocabulary, no strings)
 
 
-@numba.njit(cache=True, inline="always")
-def _popcount64(x: np.uint64) -> np.int64:  # pragma: no cover - numba
-    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
-    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
-    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
-    return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
-
-
 @numba.njit(cache=True)
 def _doc_tokens(
     buf: np.ndarray,
@@ -512,7 +505,7 @@ def _lcs_kernel(
             x = ~v[k]
             if k == w - 1 and (na & 63):
                 x &= (np.uint64(1) << np.uint64(na & 63)) - np.uint64(1)
-            c += _popcount64(x)
+            c += np.int64(popcount64(x))
         out[p] = c
     return out
 

@@ -42,7 +42,7 @@ store's writer), so verifying a pair of long texts is linear in their length and
 cached, needs no tokenising (``tests/verify/test_verify_bounds.py`` checks the warm path).
 ``threshold=0.8`` (:data:`DEFAULT_THRESHOLD`) is what counts as a near duplicate everywhere: the
 usual definition (near-duplicate at ratio >= 0.80), the one the MinHash candidates are planned
-for (:func:`neardup.batch.minhash.plan_lsh`); ``containment=0.85`` asks that 85 % of the shorter
+for (:func:`neardup.rules.plan.plan_lsh`); ``containment=0.85`` asks that 85 % of the shorter
 text appears, in order, in the longer one.
 
 Examples
@@ -85,7 +85,6 @@ __all__ = [
     "RULE_UNVERIFIED",
     "TokenEncoder",
     "Verifier",
-    "may_drop",
     "tokenize",
 ]
 
@@ -125,18 +124,6 @@ _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+", re.UNICODE)
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _ASCII_NON_ALNUM = {c: " " for c in range(128) if not chr(c).isalnum()}
-
-
-def may_drop(kept_tokens: npt.ArrayLike, tokens: npt.ArrayLike, threshold: float) -> Any:
-    """Whether a verified match with a kept text of ``kept_tokens`` tokens makes a text of
-    ``tokens`` tokens a duplicate (the keep rule of every front-end): not when it is more than
-    ``(2 - threshold) / threshold`` times longer, since no pair reaches ``ratio >= threshold``
-    at that length ratio (``ratio <= 2 * shorter / (shorter + longer)``): the match was
-    containment, the kept text an excerpt of it, and the longer text is kept (the match is
-    still reported). Token counts, not characters: a repost's markers and links are not
-    tokens. Elementwise on arrays."""
-    r = (2.0 - threshold) / threshold
-    return np.asarray(tokens) <= r * np.asarray(kept_tokens)
 
 
 def tokenize(text: str, *, strip_social: bool = True) -> list[str]:

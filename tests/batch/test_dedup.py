@@ -8,11 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup import DedupConfig, DedupResult, dedup
-from neardup.batch import all_pairs_bruteforce, all_pairs_reference, candidate_pairs
-from neardup.batch.config import PairTable
-from neardup.batch.groups import stage_exact_pairs, stage_expand
-from neardup.batch.policy import stage_policy
 from neardup.errors import ConfigError, InputError, InputTypeError
+from neardup.index.reference import all_pairs_reference
+from neardup.index.scan import all_pairs_bruteforce, candidate_pairs
+from neardup.rules.config import PairTable
+from neardup.rules.groups import stage_exact_pairs, stage_expand
+from neardup.rules.keep import stage_policy
 from neardup.verify.rule import RULE_CONTAINMENT, RULE_EXACT
 
 BASE = "the council announced a new budget for the river bridge and the public library this winter"
@@ -160,7 +161,7 @@ def test_ids_and_errors():
 
 
 def test_exact_pair_expansion_and_cap():
-    from neardup.batch.groups import ExactGroups
+    from neardup.rules.groups import ExactGroups
 
     groups = ExactGroups.from_first(np.array([0, 1, 0, 3, 4, 0, 6, 7, 8]))
     assert groups.as_dict() == {0: [0, 2, 5]} and len(groups) == 1
@@ -234,7 +235,7 @@ def test_candidate_pairs_dispatch_agrees():
 
 
 def test_bounded_pairs_lowers_the_distance_to_fit():
-    from neardup.batch import bounded_pairs
+    from neardup.index.scan import bounded_pairs
 
     base = np.zeros(50, np.uint64)  # 50 identical fingerprints: 1225 pairs at distance 0
     fps = np.concatenate([base, np.array([0b1, 0b11], np.uint64)])
@@ -248,7 +249,7 @@ def test_bounded_pairs_lowers_the_distance_to_fit():
 
 
 def test_stage_candidates_follows_the_length_rule():
-    from neardup.batch.candidate_stage import stage_candidates
+    from neardup.rules.candidates import stage_candidates
     from neardup.verify.rule import Verifier
 
     rng = np.random.default_rng(5)
@@ -275,7 +276,7 @@ def test_stage_candidates_follows_the_length_rule():
 @pytest.mark.parametrize("budget", [40, 400, 2_000, 5_000, 9_000, 14_000, 50_000])
 def test_bounded_pairs_tables_path_equals_the_scan(monkeypatch, budget):
     # the estimate-then-tables shortcut must give exactly what the full scan gives
-    from neardup.batch import candidates as C
+    from neardup.index import scan as C
 
     rng = np.random.default_rng(budget)
     base = rng.integers(0, 2**63, 40, dtype=np.int64).view(np.uint64)
@@ -329,8 +330,8 @@ def _firsts(draw):
 @settings(max_examples=200, deadline=None)
 @given(first=_firsts(), expand=st.sampled_from([0, 1, 2, 3, 6, 100]), data=st.data())
 def test_exact_groups_pairs_equal_the_dict_references(first, expand, data):
-    from neardup.batch.groups import (
-        ExactGroups,
+    from neardup.rules.groups import ExactGroups
+    from neardup.rules.reference import (
         exact_groups_reference,
         stage_exact_pairs_reference,
         stage_expand_reference,
@@ -366,7 +367,7 @@ def test_exact_groups_pairs_equal_the_dict_references(first, expand, data):
 
 # -- the keep policy does not chain; the result's Python API ---------------------------------
 
-from neardup.batch.policy import stage_representatives  # noqa: E402
+from neardup.rules.keep import stage_representatives  # noqa: E402
 
 _BASE = [f"w{i}" for i in range(30)]
 
@@ -454,8 +455,8 @@ def test_cli_threshold_and_candidates(tmp_path):
 
 
 def test_verification_reuses_the_candidate_stage_tokenisation():
-    from neardup.batch.minhash import minhash_signatures
-    from neardup.batch.verify_stage import stage_verify
+    from neardup.fingerprint.minhash import minhash_signatures
+    from neardup.rules.verify import stage_verify
     from neardup.verify.rule import Verifier
 
     v = Verifier()

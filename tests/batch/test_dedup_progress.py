@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from neardup import dedup
-from neardup.batch import exact, verify_stage
+from neardup.batch import exact
+from neardup.rules import verify as verify_stage
 
 
 def corpus(n: int = 3_000, seed: int = 0) -> list[str]:

@@ -8,14 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup import dedup
-from neardup.batch.candidates import (
-    all_pairs_reference,
-    estimate_pairs_within,
-    plan_pass,
-    planned_pairs,
-    scan_work_ns,
-    tables_work_ns,
-)
+from neardup.index.allpairs import tables_work_ns
+from neardup.index.plan import scan_work_ns
+from neardup.index.reference import all_pairs_reference
+from neardup.index.scan import estimate_pairs_within
+from neardup.rules.passes import plan_pass, planned_pairs
 
 
 def clustered(seed: int, n: int, centers: int, p_flip: float) -> np.ndarray:
@@ -150,8 +147,8 @@ def test_first_of_equal_rows_equals_the_reference(rows, width):
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 1000), n=st.integers(1, 300), k=st.integers(0, 64))
 def test_sample_histogram_equals_numpy(seed, n, k):
-    from neardup.batch.candidates import _sample_hist64
     from neardup.fingerprint.distance import hamming_cdist
+    from neardup.index.scan import _sample_hist64
 
     fps = clustered(seed, n, 5, 0.05)
     rows = np.sort(np.random.default_rng(seed).choice(n, size=min(n, 7), replace=False))
@@ -176,7 +173,7 @@ def test_bucket_candidates_equal_the_definition(seed, n, pb, radius, spread):
     from collections import Counter
     from itertools import combinations
 
-    from neardup.batch.candidates import _bucket_candidates
+    from neardup.index.allpairs import _bucket_candidates
 
     rng = np.random.default_rng(seed)
     top = 1 << pb
@@ -206,7 +203,7 @@ def test_first_of_equal_rows_large_unstable_sort(distinct):
 
 @pytest.mark.parametrize("pb", [1, 13, 24, 25, 40])
 def test_bucket_sizes_equal_unique_counts(pb):
-    from neardup.batch.candidates import _bucket_sizes
+    from neardup.index.allpairs import _bucket_sizes
 
     rng = np.random.default_rng(pb)
     prefix = rng.integers(0, 1 << min(pb, 16), 50_000, dtype=np.uint64) << np.uint64(
@@ -218,7 +215,7 @@ def test_bucket_sizes_equal_unique_counts(pb):
 
 @pytest.mark.parametrize("distance", [3, 4, 5, 7])
 def test_tables_work_ns_does_not_depend_on_workers(monkeypatch, distance):
-    import neardup.batch.candidates as C
+    import neardup.index.allpairs as C
 
     monkeypatch.setattr(C, "TABLES_THREADS_MIN", 0)
     rng = np.random.default_rng(distance)

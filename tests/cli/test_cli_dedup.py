@@ -483,7 +483,7 @@ def test_bucket_valve_warns_with_its_estimate_and_the_budget_option(tmp_path, ca
     the CLI's default budget is the library's."""
     import dataclasses
 
-    from neardup.batch.config import DedupConfig
+    from neardup.rules.config import DedupConfig
 
     field = {f.name: f for f in dataclasses.fields(DedupConfig)}["lsh_band_pairs_per_doc"]
     assert field.default == 16  # the CLI option's default below

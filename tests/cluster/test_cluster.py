@@ -7,13 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from neardup.batch.cluster import (
-    UnionFind,
-    cluster_ids,
-    connected_components,
-    connected_components_reference,
-)
 from neardup.errors import InputError
+from neardup.rules.keep import UnionFind, cluster_ids, connected_components
+from neardup.rules.reference import connected_components_reference
 
 
 def test_simple_components():
@@ -59,7 +55,8 @@ def test_fast_equals_reference(case):
 
 # -- kept representatives without chaining ---------------------------------------------------
 
-from neardup.batch.cluster import greedy_representatives, greedy_representatives_reference  # noqa: E402
+from neardup.rules.keep import greedy_representatives  # noqa: E402
+from neardup.rules.reference import greedy_representatives_reference  # noqa: E402
 
 
 def test_greedy_does_not_chain():

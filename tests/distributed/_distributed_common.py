@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from neardup.batch.config import STAGE_NAMES, DedupConfig
 from neardup.batch.run import dedup
 from neardup.io import read_corpus
+from neardup.rules.config import STAGE_NAMES, DedupConfig
 
 SAMPLE = Path(__file__).resolve().parents[2] / "neardup" / "data" / "sample" / "sample.jsonl"
 

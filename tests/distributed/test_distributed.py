@@ -14,10 +14,11 @@ from _distributed_common import assert_same, distributed, sample_slice, single_m
 from hypothesis import given
 from hypothesis import strategies as st
 
-from neardup.batch.config import DedupConfig
-from neardup.distributed import batch_query, run_dedup
+from neardup.distributed import run_dedup
 from neardup.errors import ConfigError, InputError
+from neardup.index import batch_query
 from neardup.index.reference import search_reference
+from neardup.rules.config import DedupConfig
 
 
 @pytest.mark.parametrize(

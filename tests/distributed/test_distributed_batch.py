@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.distributed import batch_query
-from neardup.distributed._batch_kernels import block_layout, build_tables, probe, probe_reference
 from neardup.errors import ConfigError
-from neardup.index.reference import search_reference
+from neardup.index import batch_query
+from neardup.index._batch_kernels import block_layout, build_tables, probe
+from neardup.index.reference import probe_reference, search_reference
 
 
 def _sets(seed: int, nq: int, ns: int) -> tuple[np.ndarray, np.ndarray]:
@@ -102,7 +102,7 @@ def test_bad_settings_are_named(kw: dict[str, int], msg: str) -> None:
 
 
 def test_prebuilt_tables_equal_building_them_and_check_k() -> None:
-    from neardup.distributed.batch import batch_tables
+    from neardup.index.batch_join import batch_tables
 
     s, q = _sets(5, 200, 3000)
     tables = batch_tables(q, 2)
@@ -126,7 +126,7 @@ def test_cli_builds_tables_once_over_several_stored_chunks(
     real = _batch_kernels.build_tables
     monkeypatch.setattr(batch_cmd, "CHUNK_ROWS", 1000)  # three stored chunks
     monkeypatch.setattr(
-        "neardup.distributed.batch.build_tables", lambda *a: builds.append(1) or real(*a)
+        "neardup.index.batch_join.build_tables", lambda *a: builds.append(1) or real(*a)
     )
     out = f"{tmp_path}/pairs.csv"
     args = ["batch-query", "--queries", f"{tmp_path}/q.npy", "--stored", f"{tmp_path}/s.npy"]
@@ -185,7 +185,7 @@ def test_index_method_equals_blocks_and_brute_force(seed: int, nq: int, k: int) 
 
 
 def test_choose_method_takes_the_index_only_for_short_blocks() -> None:
-    from neardup.distributed.batch import IndexTables, batch_tables, choose_method
+    from neardup.index.batch_join import IndexTables, batch_tables, choose_method
 
     assert [choose_method(1_000_000, k) for k in (0, 3, 5, 6, 8)] == [
         "blocks", "blocks", "blocks", "index", "index"

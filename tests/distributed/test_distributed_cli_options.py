@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from _distributed_common import sample_slice
 
-from neardup.batch.config import DedupConfig
 from neardup.batch.files import dedup_files
 from neardup.errors import ConfigError, InputError
+from neardup.rules.config import DedupConfig
 
 pytest.importorskip("pyarrow")
 from neardup.distributed.cli import run_distributed_cli

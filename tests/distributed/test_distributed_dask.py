@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from _distributed_common import assert_same, distributed, sample_slice, single_machine
 
-from neardup.batch.config import DedupConfig
+from neardup.rules.config import DedupConfig
 
 pytest.importorskip("dask.distributed", reason="pip install 'dask[distributed]' for --engine dask")
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from _distributed_common import assert_same, distributed, sample_slice, single_machine
 
-from neardup.batch.config import DedupConfig
 from neardup.distributed import run_dedup
 from neardup.errors import InputError
+from neardup.rules.config import DedupConfig
 
 
 def test_file_urls_equal_plain_paths(tmp_path: Path) -> None:

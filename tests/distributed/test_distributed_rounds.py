@@ -7,8 +7,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.batch.cluster import connected_components_reference, greedy_representatives_reference
 from neardup.distributed.rounds import simulate_greedy, simulate_labels
+from neardup.rules.reference import connected_components_reference, greedy_representatives_reference
 
 
 def _graph(seed: int, n: int, m: int, parts: int, chain: bool) -> tuple:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from _distributed_common import assert_same, distributed, sample_slice, single_machine
 
-from neardup.batch.config import DedupConfig
+from neardup.rules.config import DedupConfig
 
 pytest.importorskip("pyspark", reason="pip install pyspark for --engine spark")
 if shutil.which("java") is None:

@@ -1,6 +1,6 @@
 """The distributed candidates step applies the single-machine bucket valve exactly: per band,
 buckets paired in full while the band's pairs fit its budget, else thinned to the band's cap
-(:func:`neardup.batch.minhash.valve_cap`), each document paired in a thinned bucket once over
+(:func:`neardup.index.band_groups.valve_cap`), each document paired in a thinned bucket once over
 the bands; so crowded corpora give the same pairs, kept documents and clusters on every
 partition count."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from _distributed_common import assert_same, distributed, single_machine
 
-from neardup.batch.config import DedupConfig
 from neardup.distributed import run_dedup
+from neardup.rules.config import DedupConfig
 
 WORDS = [f"w{i}" for i in range(400)]
 

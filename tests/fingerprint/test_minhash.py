@@ -8,13 +8,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.batch.minhash import (
-    candidate_probability,
-    lsh_pairs,
-    lsh_pairs_reference,
-    plan_lsh,
-    shingle_jaccard,
-)
 from neardup.batch.run import dedup
 from neardup.errors import ConfigError
 from neardup.fingerprint.minhash import (
@@ -24,6 +17,9 @@ from neardup.fingerprint.minhash import (
     minhash_signatures,
     minhash_signatures_reference,
 )
+from neardup.rules.lsh import lsh_pairs
+from neardup.rules.plan import candidate_probability, plan_lsh, shingle_jaccard
+from neardup.rules.reference import lsh_pairs_reference
 from neardup.verify.rule import Verifier
 
 WORDS = ["the", "cat", "sat", "on", "mat", "RT", "@bob:", "#tag", "http://x.co/a", "猫", "垫子",
@@ -153,17 +149,6 @@ def test_dedup_finds_wide_short_edits_at_any_size_and_the_budget_stays_idle():
     assert not r.keep[[b for _, b in planted if (_, b) in got]].any()
 
 
-def test_agreement_kernel_equals_reference():
-    from neardup.batch.minhash import _agreement, _agreement_reference
-
-    rng = np.random.default_rng(9)
-    sig = rng.integers(0, 4, (300, 40)).astype(np.uint16)
-    a = rng.integers(0, 300, 5000)
-    b = rng.integers(0, 300, 5000)
-    assert np.array_equal(_agreement(sig, a, b, workers=2), _agreement_reference(sig, a, b))
-    assert _agreement(sig, a[:0], b[:0]).size == 0
-
-
 def test_a_template_bucket_is_paired_once_not_per_band():
     rng = np.random.default_rng(13)
     boiler = " ".join(f"b{i}" for i in range(300))  # every text: the same long boilerplate
@@ -188,23 +173,8 @@ def test_band_key_block_equals_per_band_keys():
             assert np.array_equal(block[k], band_keys(sig, band, rows))
 
 
-def test_signature_names_stay_importable_from_the_batch_wing():
-    import neardup.batch.minhash as batch_minhash
-    import neardup.fingerprint as fingerprint
-    import neardup.fingerprint.minhash as fingerprint_minhash
-
-    for name in (
-        "BAND_BLOCK",
-        "NO_SIGNATURE",
-        "minhash_signatures",
-        "minhash_signatures_reference",
-    ):
-        assert getattr(batch_minhash, name) is getattr(fingerprint_minhash, name)
-        assert getattr(fingerprint, name) is getattr(fingerprint_minhash, name)
-
-
 def test_pairs_per_group_counts_what_group_pairs_makes():
-    from neardup.batch.minhash import group_pairs, pairs_per_group
+    from neardup.index.band_groups import group_pairs, pairs_per_group
 
     rng = np.random.default_rng(21)
     for cap in (1, 2, 3, 7, 32):
@@ -223,7 +193,8 @@ def test_pairs_per_group_counts_what_group_pairs_makes():
     st.integers(0, 2**32 - 1),
 )
 def test_agreeing_group_pairs_equal_group_pairs_then_agreement(sizes, cap, seed):
-    from neardup.batch.minhash import _agreement_reference, agreeing_group_pairs, group_pairs
+    from neardup.index.band_groups import agreeing_group_pairs, group_pairs
+    from neardup.index.band_groups import agreement as _agreement_reference
 
     rng = np.random.default_rng(seed)
     size = np.array(sizes, np.int64)
@@ -245,7 +216,7 @@ def test_agreeing_group_pairs_equal_group_pairs_then_agreement(sizes, cap, seed)
 
 
 def test_valve_cap_fits_the_band_budget():
-    from neardup.batch.minhash import pairs_per_group, valve_cap
+    from neardup.index.band_groups import pairs_per_group, valve_cap
 
     size = np.array([300, 40, 5, 2])
     assert valve_cap(size, 8, None) is None
@@ -264,7 +235,7 @@ def test_valve_cap_fits_the_band_budget():
 )
 @settings(max_examples=60, deadline=None)
 def test_valve_cap_of_a_histogram_equals_the_cap_of_its_buckets(hist, floor, budget):
-    from neardup.batch.minhash import valve_cap
+    from neardup.index.band_groups import valve_cap
 
     size = np.array([h[0] for h in hist], np.int64)
     count = np.array([h[1] for h in hist], np.int64)
@@ -321,7 +292,7 @@ def test_ordinary_short_posts_never_trigger_the_bucket_valve():
 
 
 def test_group_pairs_counts_the_pairs_it_makes_in_large_groups():
-    from neardup.batch.minhash import group_pairs
+    from neardup.index.band_groups import group_pairs
 
     for cap in (2, 5, 8):
         for m in range(cap + 2, 3 * cap + 4):  # also cap + 1 < m < 2 cap + 1: few anchors

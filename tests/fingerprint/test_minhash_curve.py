@@ -18,9 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.batch.minhash import candidate_probability, plan_lsh
 from neardup.errors import InputError
 from neardup.fingerprint.minhash import sketch_shingles, sketch_shingles_reference
+from neardup.rules.plan import candidate_probability, plan_lsh
 
 #: b-bit values: two unrelated minima agree with probability 2**-16
 NOISE = 2.0**-16

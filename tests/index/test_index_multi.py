@@ -13,7 +13,7 @@ from neardup.errors import ConfigError
 from neardup.index import HammingIndex
 from neardup.index.multi import IndexSet
 from neardup.index.reference import search_reference
-from neardup.store.memindex import merge_results
+from neardup.index.scan import merge_results
 
 
 def _index(fps: np.ndarray, ids: np.ndarray, bits: int, state: str, tmp_path, name: str):

@@ -1,12 +1,12 @@
-"""Keep-first within a group (neardup.online.group), the rule a node's writer and the cluster
+"""Keep-first within a group (neardup.rules.keep), the rule a node's writer and the cluster
 share: it reproduces the writer's decisions, keeps the earlier member, never chains."""
 
 from __future__ import annotations
 
 import random
 
-from neardup.online import Deduplicator, Found, keep_first
-from neardup.online.group import GROUP_ORDER
+from neardup.online import Deduplicator
+from neardup.rules.keep import GROUP_ORDER, Found, keep_first
 
 WORDS = [f"{a}{b}" for a in ("ka", "lo", "mi", "ne") for b in range(600)]
 

@@ -21,7 +21,8 @@ from neardup.errors import (
     NotFoundError,
     StorageError,
 )
-from neardup.online.deduplicator import Decision, Deduplicator, Match
+from neardup.online.deduplicator import Deduplicator
+from neardup.rules.decision import Decision, Match
 
 
 def _fp():

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from neardup.batch.run import dedup
 from neardup.errors import ConfigError, CorruptFileError
+from neardup.index.bands import BandIndex, lookup, sort_entries
+from neardup.index.reference import lookup_reference
 from neardup.online.deduplicator import Deduplicator
-from neardup.store.bands import BandRuns, lookup, lookup_reference, sort_entries
 from neardup.store.layout import read_json_file, write_json_file
 from neardup.store.segment import open_segment, write_segment
 
@@ -305,7 +306,7 @@ def _write_v2(path, fps, rids, ts, full_keys, rows) -> None:
 def test_version2_segments_still_read(tmp_path) -> None:
     """A version-2 band-key section (64-bit entry keys) is read as compact keys: lookups with
     today's query keys find its rows, and a merge writes them as version 3."""
-    from neardup.store.bands import compact_keys
+    from neardup.fingerprint.minhash import compact_keys
 
     fps = np.arange(4, dtype=np.uint64)
     rids = np.array([1, 2, 5, 8], np.int64)
@@ -333,10 +334,10 @@ def test_version2_segments_still_read(tmp_path) -> None:
 def test_band_lookup_equals_brute_force(entries, queries, cap) -> None:
     # a row has one key per band; rows arrive in row-id order (as the writer allocates them)
     entries = sorted(dict.fromkeys(entries), key=lambda e: e[1])
-    br = BandRuns(buffer=7)
+    br = BandIndex(buffer=7)
     for key, rid in entries:
-        br.add(np.array([[key]], np.uint64), np.array([rid], np.int64))
-    got = br.lookup(np.array(queries, np.uint64)[:, None], cap)
+        br.insert_many(np.array([rid], np.int64), np.array([[key]], np.uint64))
+    got = br.query_many(np.array(queries, np.uint64)[:, None], cap)
     for q, g in zip(queries, got, strict=True):
         members = sorted({r for k, r in entries if k == q})
         allm = sorted(r for k, r in entries if k == q)
@@ -451,7 +452,7 @@ def test_version1_segments_beside_band_sections(tmp_path) -> None:
 def test_vectorised_lookup_equals_reference(runs, queries, cap) -> None:
     """The vectorised lookup (distinct keys once, buckets gathered by array arithmetic) gives
     what the per-entry reference gives, over several runs, bands and capped buckets."""
-    from neardup.store.bands import BandSection
+    from neardup.index.bands import BandSection
 
     def ck(x):  # compact keys in three groups (bands)
         x = np.asarray(x, np.uint64)
@@ -470,22 +471,22 @@ def test_vectorised_lookup_equals_reference(runs, queries, cap) -> None:
     want = lookup_reference(arr, q, cap)
     assert [g.tolist() for g in got] == [w.tolist() for w in want]
     # the memtable's runs: rows added in row-id order, some removed again
-    br = BandRuns(buffer=5)
+    br = BandIndex(buffer=5)
     entries = sorted({(int(ck([e[0]])[0]), e[1]) for run in runs for e in run}, key=lambda e: e[1])
     added = []
     for rid in sorted({e[1] for e in entries}):
         keys = [k for k, r in entries if r == rid]
-        br.add(np.array(keys, np.uint64)[None, :1], np.array([rid], np.int64))
+        br.insert_many(np.array([rid], np.int64), np.array(keys, np.uint64)[None, :1])
         added.append((keys[0], rid))
     flat = br.entries()
     resorted = sort_entries(*flat)
     assert flat[0].tolist() == resorted[0].tolist() and flat[1].tolist() == resorted[1].tolist()
     assert sorted(zip(flat[0].tolist(), flat[1].tolist(), strict=True)) == sorted(added)
-    assert [g.tolist() for g in br.lookup(q, cap)] == [
+    assert [g.tolist() for g in br.query_many(q, cap)] == [
         w.tolist() for w in lookup_reference([flat], q, cap)
     ]
     gone = np.array(sorted({e[1] for e in entries})[::3], np.int64)
-    br.remove_rows(gone)
+    br.remove_many(gone)
     assert not np.isin(br.entries()[1], gone).any()
 
 
@@ -518,7 +519,8 @@ def test_group_verification_ahead_decides_like_one_by_one() -> None:
     st.lists(st.tuples(st.integers(0, 6), st.integers(0, 31)), min_size=1, max_size=20),
 )
 def test_section_search_kernel_equals_numpy_twin(entries, queries) -> None:
-    from neardup.store.bands import BandSection, _section_search_kernel, section_search_reference
+    from neardup.index.bands import BandSection, _section_search_kernel
+    from neardup.index.reference import section_search_reference
 
     k = np.array([(g << 32) | h for g, h in entries], np.uint64)
     k, r = sort_entries(k, np.arange(len(k), dtype=np.int64))
@@ -534,16 +536,16 @@ def test_section_search_kernel_equals_numpy_twin(entries, queries) -> None:
 def test_band_runs_rows_out_of_order_rebase() -> None:
     """Rows below the memtable's first row id (re-added after a take-back) move its base; the
     entries stay sorted by (key, row) and lookups find every row."""
-    br = BandRuns(buffer=4)
+    br = BandIndex(buffer=4)
     for rid in (10, 11, 12, 13, 14, 15):
-        br.add(np.array([[7, rid % 2]], np.uint64), np.array([rid], np.int64))
-    br.add(np.array([[7, 1]], np.uint64), np.array([5], np.int64))
-    br.add(np.array([[7, 0]], np.uint64), np.array([30], np.int64))
+        br.insert_many(np.array([rid], np.int64), np.array([[7, rid % 2]], np.uint64))
+    br.insert_many(np.array([5], np.int64), np.array([[7, 1]], np.uint64))
+    br.insert_many(np.array([30], np.int64), np.array([[7, 0]], np.uint64))
     k, r = br.entries()
     assert list(zip(k.tolist(), r.tolist(), strict=True)) == sorted(
         zip(k.tolist(), r.tolist(), strict=True)
     )
-    assert br.lookup(np.array([[7, 1]], np.uint64), 100)[0].tolist() == [
+    assert br.query_many(np.array([[7, 1]], np.uint64), 100)[0].tolist() == [
         5,
         10,
         11,
@@ -563,7 +565,8 @@ def test_band_runs_rows_out_of_order_rebase() -> None:
 def test_merge_sections_kernel_equals_numpy_twin(a, b) -> None:
     """The memtable's one-pass section merge equals materialising and sorting; rows of ``a``
     (older) come first among equal keys."""
-    from neardup.store.bands import BandSection, merge_sections, merge_sections_reference
+    from neardup.index.bands import BandSection, merge_sections
+    from neardup.index.reference import merge_sections_reference
 
     def section(entries, first_row):
         k = np.array([(g << 32) | h for g, h in entries], np.uint64)

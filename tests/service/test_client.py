@@ -52,7 +52,7 @@ def client(url: str) -> Iterator[neardup.Client]:
 
 
 def test_single_and_batch_decisions(client: neardup.Client) -> None:
-    from neardup.online.deduplicator import Decision, Match
+    from neardup.rules.decision import Decision, Match
 
     d = client.check_and_insert({"id": "a", "text": text(1)})
     assert isinstance(d, Decision) and d.added and not d.duplicate and d.matches == ()

@@ -24,7 +24,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from neardup.errors import StorageError  # noqa: E402
-from neardup.online.deduplicator import Decision, Match  # noqa: E402
+from neardup.rules.decision import Decision, Match  # noqa: E402
 from neardup.service.app import create_app  # noqa: E402
 from neardup.service.config import ServiceConfig, parse_size  # noqa: E402
 from neardup.service.metrics import Metrics  # noqa: E402

@@ -33,7 +33,8 @@ from neardup.errors import (
     exit_code_for,
     http_status_for,
 )
-from neardup.online.deduplicator import Decision, Deduplicator
+from neardup.online.deduplicator import Deduplicator
+from neardup.rules.decision import Decision
 from neardup.store.layout import read_json_file, write_json_file
 from neardup.store.wal import iter_frames
 

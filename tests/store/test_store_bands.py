@@ -16,19 +16,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup.errors import UnsupportedVersionError
-from neardup.online.deduplicator import Deduplicator
-from neardup.store.bands import (
-    NO_KEYS,
-    BandRuns,
-    by_key_reference,
+from neardup.fingerprint.minhash import NO_KEYS
+from neardup.index.bands import (
+    BandIndex,
     columns_are_groups,
     flatten,
-    keys_from_log,
-    log_keys,
     section_from_rows,
     sort_entries,
 )
-from neardup.store.bands import _by_key as by_key
+from neardup.index.bands import _by_key as by_key
+from neardup.index.reference import by_key_reference
+from neardup.online.deduplicator import Deduplicator
 from neardup.store.wal import (
     HEADER_SIZE,
     OP_ADD,
@@ -39,6 +37,8 @@ from neardup.store.wal import (
     encode_add,
     frame,
     frame_records,
+    keys_from_log,
+    log_keys,
     read_wal,
 )
 
@@ -87,15 +87,15 @@ def test_large_adds_equal_the_buffered_path(split) -> None:
     rng = np.random.default_rng(split)
     ent = _ent(rng, 2000, 6)
     rids = np.arange(1000, 3000, dtype=np.int64)
-    fast, slow = BandRuns(buffer=64), BandRuns(buffer=10**9)
+    fast, slow = BandIndex(buffer=64), BandIndex(buffer=10**9)
     for br in (fast, slow):
-        br.add(ent[:split], rids[:split])
-        br.add(ent[split:], rids[split:])
+        br.insert_many(rids[:split], ent[:split])
+        br.insert_many(rids[split:], ent[split:])
     fk, fr = fast.entries()
     sk, sr = slow.entries()
     assert fk.tolist() == sk.tolist() and fr.tolist() == sr.tolist()
     q = ent[rng.choice(len(ent), 50)]
-    for a, b in zip(fast.lookup(q, 4), slow.lookup(q, 4), strict=True):
+    for a, b in zip(fast.query_many(q, 4), slow.query_many(q, 4), strict=True):
         assert a.tolist() == b.tolist()
 
 
@@ -243,19 +243,19 @@ def test_replay_reads_the_logged_band_keys_and_version1_logs_still_replay(
 def test_flush_section_writes_the_same_segment_as_materialised_entries(
     tmp_path_factory, seed, n, share
 ) -> None:
-    """A flush writes its segments from the memtable's merged section (``BandRuns.section`` +
+    """A flush writes its segments from the memtable's merged section (``BandIndex.section`` +
     ``section_for_rows``: 32-bit arrays only); the files are byte-identical to those written from
     the materialised (compact key, row id) entries, for any subset of the rows (a partition,
     deleted and expired rows left out)."""
-    from neardup.store.bands import section_for_rows
+    from neardup.index.bands import section_for_rows
     from neardup.store.segment import open_segment, write_segment
 
     rng = np.random.default_rng(seed)
     ent = _ent(rng, n, 5)
     rids = np.arange(7, 7 + n, dtype=np.int64)
-    br = BandRuns(buffer=64)
+    br = BandIndex(buffer=64)
     for a in range(0, n, 37):  # several runs and a buffer
-        br.add(ent[a : a + 37], rids[a : a + 37])
+        br.insert_many(rids[a : a + 37], ent[a : a + 37])
     sec = br.section()
     k, r = br.entries()
     sk, sr = sec
@@ -274,7 +274,7 @@ def test_flush_section_writes_the_same_segment_as_materialised_entries(
 
 
 def test_a_bad_position_section_is_refused(tmp_path) -> None:
-    from neardup.store.bands import BandSection
+    from neardup.index.bands import BandSection
     from neardup.store.segment import write_segment
 
     fps = np.arange(3, dtype=np.uint64)

@@ -1,6 +1,6 @@
 """The store's ``compress_tables`` setting: segment indexes with compressed tables.
 
-Every search is compared with :class:`neardup.store.memindex.BruteIndex` (the pure NumPy
+Every search is compared with :class:`neardup.index.scan.BruteIndex` (the pure NumPy
 reference) over the rows the store holds, through flushes, merges, retention, log recovery and
 reopens; the setting persists in the config body and old stores keep uncompressed indexes.
 """
@@ -15,8 +15,9 @@ import pytest
 
 from neardup.errors import ConfigError
 from neardup.index.compressed import CompressedSegment
+from neardup.index.scan import BruteIndex
 from neardup.store import Store, WriteGroup
-from neardup.store.memindex import BruteIndex, _FastIndex, compress_pays
+from neardup.store.memindex import _FastIndex, compress_pays
 
 RADIUS = 3
 WIDTH = 3600.0

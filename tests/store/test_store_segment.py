@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from neardup.errors import CorruptFileError, InputError
 from neardup.fingerprint.distance import hamming_cdist
+from neardup.index.scan import BruteIndex
 from neardup.online.deduplicator import Deduplicator
-from neardup.store.memindex import BruteIndex, MemTable
+from neardup.store.memindex import MemTable
 from neardup.store.segment import HEADER_SIZE, open_segment, write_segment
 from neardup.store.wal import iter_frames
 

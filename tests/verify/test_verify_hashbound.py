@@ -6,7 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.batch.verify_stage import stage_verify, stage_verify_reference
+from neardup.rules.reference import stage_verify_reference
+from neardup.rules.verify import stage_verify
 from neardup.text import token_kernels as K
 from neardup.verify import tokens as T
 from neardup.verify.overlap import overlap_reference

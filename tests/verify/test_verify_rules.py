@@ -7,7 +7,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.batch.verify_stage import stage_verify_reference, stage_verify_rules
+from neardup.rules.reference import stage_verify_reference
+from neardup.rules.verify import stage_verify_rules
 from neardup.verify.rule import (
     RULE_BELOW,
     RULE_BOUND,

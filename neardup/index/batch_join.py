@@ -1,7 +1,9 @@
-"""The paper's batch mode (Manku, Jain & Das Sarma, WWW 2007, section 3.2): permuted tables
-over the (small) query set, the (large) stored set streamed through them in chunks, the matches
-merged, de-duplicated and sorted. On a cluster each mapper streams its share of the stored
-set through its own copy of the tables; the function is that mapper's work."""
+"""The paper's batch mode (Manku, Jain & Das Sarma, WWW 2007, section 3.2): the batch-mode join.
+Permuted tables over the (small) query set, the (large) stored set streamed through them in
+chunks, the matches merged, de-duplicated and sorted. On a cluster each mapper streams its
+share of the stored set through its own copy of the tables; :func:`batch_query` is that
+mapper's work (``neardup batch-query``). The probe kernel is :mod:`neardup.index._batch_kernels`,
+its plain-Python twin :func:`neardup.index.reference.probe_reference`."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import numpy.typing as npt
 
 from ..errors import ConfigError
 from ._batch_kernels import QueryTables, build_tables, probe
+from .hamming_index import HammingIndex
 
 __all__ = ["IndexTables", "QueryTables", "batch_query", "batch_tables", "choose_method"]
 
@@ -53,8 +56,6 @@ class IndexTables:
     distances where the pigeonhole blocks are too short (:func:`choose_method`)."""
 
     def __init__(self, queries: npt.NDArray[np.uint64], max_distance: int, threads: int) -> None:
-        from ..index import HammingIndex
-
         self.max_distance = max_distance
         self.size = int(queries.size)
         self.index = HammingIndex(
@@ -109,7 +110,7 @@ def batch_query(
     chunks from ``stored_offset``). Block tables are built once over ``queries`` (64-bit; or
     pass tables from :func:`batch_tables`); each
     chunk of ``chunk`` stored fingerprints is streamed through them in one kernel call
-    (:mod:`neardup.distributed._batch_kernels`), split over ``threads`` threads (``None``: one
+    (:mod:`neardup.index._batch_kernels`), split over ``threads`` threads (``None``: one
     per CPU). Where the blocks are too short for the query set (large ``max_distance``,
     :func:`choose_method`) the queries go into a :class:`neardup.HammingIndex` instead
     (``method`` forces either).

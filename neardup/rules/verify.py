@@ -1,9 +1,12 @@
-"""The verify stage: decide candidate pairs by token similarity (the Verifier's rule).
+"""The verification rule as applied to candidate pairs, by every front-end.
 
-:func:`stage_verify` decides pairs with numba bounds first and the exact LCS only where the
-bounds cannot (same decisions as :func:`stage_verify_reference`, tested);
-:func:`verify_in_chunks` runs it in chunks for progress, and verifies the pairs only a
-concentrated corpus produced lazily (skipping those that can no longer change the outcome).
+:func:`stage_verify` decides pairs by token similarity (the :class:`~neardup.verify.Verifier`'s
+rule) with numba bounds first and the exact LCS only where the bounds cannot (same decisions as
+:func:`neardup.rules.reference.stage_verify_reference`, tested): the batch, the online store's
+MinHash channel and the distributed verify step call it. :func:`verify_in_chunks` runs it in
+chunks for progress, and verifies the pairs only a concentrated corpus produced lazily
+(:func:`lazy_rounds`, :func:`keep_skippable`: skipping those that can no longer change the keep
+outcome); the distributed engines apply the same rounds to their verified pairs.
 """
 
 from __future__ import annotations
@@ -15,16 +18,20 @@ import numpy.typing as npt
 
 from .._arrays import unique_sorted
 from ..io.texts import SpanTexts
-from ..verify.rule import RULE_BOUND, RULE_TRUSTED, TokenEncoder, Verifier
-from .config import Progress
+from ..verify.rule import RULE_BOUND, RULE_TRUSTED, Verifier
+from .config import Keep, Progress
+from .keep import connected_components, stage_representatives
 
 __all__ = [
     "DEFERRED_ROUND_PAIRS",
     "LAZY_MIN_PAIRS_PER_DOC",
     "VERIFY_CHUNK_PAIRS",
     "VERIFY_MAX_CHUNKS",
+    "keep_skippable",
+    "lazy_deferred",
+    "lazy_rounds",
+    "longest_first",
     "stage_verify",
-    "stage_verify_reference",
     "stage_verify_rules",
     "subset_texts",
     "verify_in_chunks",
@@ -190,13 +197,13 @@ def verify_in_chunks(
     each pair; ``RULE_BELOW`` for a skipped one, which was not verified).
 
     ``deferred`` marks the pairs only a pathological case produced (``deferred_out`` of
-    :func:`stage_candidates_lsh`). They are verified after the others, in rounds of
+    :func:`~neardup.rules.candidates.stage_candidates_lsh`). They are verified after the others, in rounds of
     ``DEFERRED_ROUND_PAIRS`` (doubling), in increasing ``order`` (a key per pair: the keep
     policy's visit rank of its earlier-visited text; ties and ``None``: (a, b)); before each round
     ``skippable(ok)`` (a mask over all pairs, from the pairs verified so far) says which pairs can
     no longer change the outcome, and the first pairs of the others are verified; the pairs
     still skippable when no other is left are not verified (``skipped``; ``ok`` False). With
-    :func:`dedup`'s ``skippable`` the outcome is the one verifying every pair would give: a pair
+    :func:`keep_skippable` the outcome is the one verifying every pair would give: a pair
     between two texts dropped (for verified pairs with kept texts) never changes the greedy keep
     policy, one inside a connected component never changes the components. E.g. a corpus where
     every text shares a 2 KB boilerplate: each text's pair with the first text decides it, and
@@ -231,13 +238,35 @@ def verify_in_chunks(
         run(np.arange(m, dtype=np.int64))
         return ok, score, skipped, rule
     run(np.flatnonzero(~deferred))
+    skipped = lazy_rounds(
+        ok, deferred, skippable, run, order, lambda k: report("verify", done + k, m)
+    )
+    return ok, score, skipped, rule
+
+
+def lazy_rounds(
+    ok: npt.NDArray[np.bool_],
+    deferred: npt.NDArray[np.bool_],
+    skippable: Callable[[npt.NDArray[np.bool_]], npt.NDArray[np.bool_]],
+    run: Callable[[npt.NDArray[np.int64]], None],
+    order: npt.NDArray[np.int64] | None = None,
+    tell: Callable[[int], None] | None = None,
+) -> npt.NDArray[np.bool_]:
+    """The lazy verification of the ``deferred`` pairs (the others verified already, their
+    results in ``ok``): in rounds of ``DEFERRED_ROUND_PAIRS`` pairs (doubling), in increasing
+    ``order`` (ties and None: pair order), the first pairs that ``skippable(ok)`` does not rule
+    out are verified by ``run(positions)`` (which fills ``ok``), until every pair left is
+    skippable. Returns the mask of the pairs never verified. ``tell(k)`` (optional) hears the
+    number of pairs skippable before each round. The single machine's rule
+    (:func:`verify_in_chunks`); the distributed engines give it their verified pairs."""
     pool = np.flatnonzero(deferred)
     if order is not None:
         pool = pool[np.argsort(order[pool], kind="stable")]
     size = DEFERRED_ROUND_PAIRS
     while pool.size:  # until every pair left is skippable in the current state
         skip = skippable(ok)[pool]
-        report("verify", done + int(skip.sum()), m)
+        if tell is not None:
+            tell(int(skip.sum()))
         take = np.flatnonzero(~skip)[:size]
         if not take.size:
             break
@@ -246,8 +275,58 @@ def verify_in_chunks(
         keep[take] = False
         pool = pool[keep]
         size *= 2
+    skipped = np.zeros(ok.size, bool)
     skipped[pool] = True
-    return ok, score, skipped, rule
+    return skipped
+
+
+def lazy_deferred(
+    deferred: npt.NDArray[np.bool_] | None, units: int
+) -> npt.NDArray[np.bool_] | None:
+    """``deferred`` when its pairs are to be verified lazily (more than
+    ``LAZY_MIN_PAIRS_PER_DOC`` per first copy: a concentrated corpus), else None (every pair is
+    verified and every matched pair reported)."""
+    if deferred is None or deferred.sum() <= LAZY_MIN_PAIRS_PER_DOC * units:
+        return None
+    return deferred
+
+
+def keep_skippable(
+    n: int,
+    first: npt.NDArray[np.int64],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+    keep: Keep,
+    threshold: float,
+    tokens: npt.NDArray[np.int64] | None,
+) -> Callable[[npt.NDArray[np.bool_]], npt.NDArray[np.bool_]]:
+    """The ``skippable`` of :func:`lazy_rounds` for the keep rule over ``n`` documents
+    (``first``, ``lengths``, ``tokens`` as :func:`~neardup.rules.keep.stage_representatives`
+    takes them) and the candidate pairs ``(a, b)``: from the pairs accepted so far (``ok``),
+    the pairs that can no longer change the outcome: both texts already in one component
+    (``keep="none"``), or both already dropped for a verified pair with a kept text (a pair
+    between two dropped texts never changes the greedy keep)."""
+
+    def skippable(ok: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+        if keep == "none":
+            comp = connected_components(n, a[ok], b[ok])
+            return comp[a] == comp[b]
+        rep = stage_representatives(first, a[ok], b[ok], lengths, keep, threshold, tokens)
+        dropped = rep != np.arange(n)
+        return dropped[a] & dropped[b]
+
+    return skippable
+
+
+def longest_first(
+    lengths: npt.NDArray[np.int64], a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """Per pair, the earlier rank of its two texts in longest-first order (ties: input order):
+    the ``order`` of :func:`lazy_rounds` for ``keep="longest"``."""
+    rank = np.empty(lengths.size, np.int64)
+    rank[np.lexsort((np.arange(lengths.size), -lengths))] = np.arange(lengths.size)
+    return np.minimum(rank[a], rank[b])
 
 
 def subset_texts(texts: Sequence[str], idx: npt.NDArray[np.int64]) -> Sequence[str]:
@@ -256,26 +335,6 @@ def subset_texts(texts: Sequence[str], idx: npt.NDArray[np.int64]) -> Sequence[s
     if isinstance(texts, SpanTexts):
         return texts.take(idx)
     return [texts[i] for i in idx.tolist()]
-
-
-def stage_verify_reference(
-    verifier: Verifier,
-    texts: Sequence[str],
-    a: npt.NDArray[np.int64],
-    b: npt.NDArray[np.int64],
-    d: npt.NDArray[np.int32],
-    workers: int = 1,
-) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
-    """Reference for :func:`stage_verify`: the exact LCS of every pair (no bound)."""
-    from ..verify.tokens import encode_texts_reference
-
-    if a.size == 0:
-        return np.zeros(0, bool), np.zeros(0, np.float64)
-    encoded = encode_texts_reference(verifier, texts, TokenEncoder())
-    ok, score = verifier.compare_indexed(encoded, a, b, workers=workers)
-    rule = np.zeros(a.size, np.uint8)  # (rules: stage_verify_rules; not part of the reference)
-    ok, score, _ = _trusted(verifier, texts, a, b, d, ok, score, rule)
-    return ok, score
 
 
 def _trusted(

@@ -8,20 +8,20 @@ in order, so the probe streams through memory instead of paying a cache miss per
 cost the general :class:`neardup.HammingIndex` search pays per query and table). A pair is
 reported by the first block it agrees on only, so it is found once.
 
-:func:`probe_reference` is the same join in plain Python/NumPy, the twin the kernel is tested
-equal to (and both equal to brute force, ``neardup/index/reference.py``).
+:func:`neardup.index.reference.probe_reference` is the same join in plain Python/NumPy, the twin
+the kernel is tested equal to (and both equal to brute force).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit, types
-from numba.extending import intrinsic
+from numba import njit
 
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._jit import popcount64
 
-__all__ = ["QueryTables", "block_layout", "build_tables", "probe", "probe_reference"]
+__all__ = ["QueryTables", "block_layout", "build_tables", "probe", "probe_kernel"]
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
@@ -71,17 +71,6 @@ def build_tables(queries: U64, max_distance: int) -> QueryTables:
         fps[t] = q[o]
         pos[t] = o
     return QueryTables(fps, pos, shifts, masks, max_distance)
-
-
-@intrinsic
-def _popcount(typingctx, x):
-    """Hardware popcount of a uint64 (LLVM ctpop)."""
-    sig = types.uint64(types.uint64)
-
-    def codegen(context, builder, signature, args):
-        return builder.ctpop(args[0])
-
-    return sig, codegen
 
 
 @njit(nogil=True, cache=True)
@@ -177,8 +166,7 @@ def probe_kernel(
                 v = vals[ii]
                 for jj in range(j, j2):
                     x = v ^ qfps[t, jj]
-                    # an @intrinsic is called without its typing context inside a kernel
-                    d = np.int64(_popcount(x))  # type: ignore[call-arg]
+                    d = np.int64(popcount64(x))
                     if d <= kk and not _seen_earlier(x, t, shifts, masks):
                         if cnt < cap:
                             out_s[cnt] = idx[ii] + base
@@ -229,28 +217,3 @@ def probe(stored: U64, tables: QueryTables, base: int = 0) -> tuple[I64, I64, I3
         if cnt <= cap:
             return out[0][:cnt], out[1][:cnt], out[2][:cnt]
         cap = cnt
-
-
-def probe_reference(stored: U64, tables: QueryTables, base: int = 0) -> tuple[I64, I64, I32]:
-    """The same block join in plain Python: a dict per table from block value to queries."""
-    s = np.asarray(stored, dtype=np.uint64).reshape(-1)
-    k = tables.max_distance
-    out: list[tuple[int, int, int]] = []
-    for t in range(len(tables.shifts)):
-        sh, m = int(tables.shifts[t]), int(tables.masks[t])
-        groups: dict[int, list[tuple[int, int]]] = {}
-        for f, p in zip(tables.fps[t].tolist(), tables.pos[t].tolist(), strict=True):
-            groups.setdefault((f >> sh) & m, []).append((f, p))
-        for i, v in enumerate(s.tolist()):
-            for f, p in groups.get((v >> sh) & m, ()):
-                x = v ^ f
-                d = x.bit_count()
-                earlier = any(
-                    (x >> int(tables.shifts[u])) & int(tables.masks[u]) == 0 for u in range(t)
-                )
-                if d <= k and not earlier:
-                    out.append((i + base, p, d))
-    if not out:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32)
-    a = np.array(out, dtype=np.int64)
-    return a[:, 0].copy(), a[:, 1].copy(), a[:, 2].astype(np.int32)

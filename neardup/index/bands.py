@@ -1,27 +1,25 @@
-"""The MinHash-LSH candidate channel of the store: band keys per row, searchable by key.
+"""MinHash-LSH band keys as an index, beside :class:`~neardup.index.HammingIndex`.
 
-Each document with tokens has ``plan.bands`` band keys (the batch pipeline's
-:mod:`neardup.fingerprint.minhash` signatures and band keys, so a key here stands for the key
-``neardup dedup`` groups by). The store keeps a *compact key* per (row, band)
-(:func:`band_entries`): ``group << 32 | h32``, where ``group`` is the band (the top 16 bits of
-the band's 64-bit entry key, :func:`entry_keys`) and ``h32`` 32 bits of a mix of that entry key.
-Two rows with the same band key have the same compact key; two with different ones share it
-with probability 2**-32 per band and row pair, a false collision that the caller rejects: the
-agreement filter compares the signatures themselves, band by band
-(:meth:`neardup.online.decide.Decider._lsh_union`), so decisions stay the batch pipeline's.
+:class:`BandIndex` holds rows by *compact* band key (``group << 32 | h32``, 8 bytes a key:
+:func:`neardup.fingerprint.minhash.band_entries`, which also makes them): datasketch's
+``MinHashLSH`` as arrays, with ``insert`` / ``query`` / ``remove`` for one row, the batch verbs
+``insert_many`` / ``query_many`` / ``remove_many``, and the self-join :meth:`BandIndex.pairs`.
+It keeps an append buffer sealed every ``buffer`` entries into sorted sections merged like a
+binary counter, so inserts cost O(log n) amortised and a query is one ``searchsorted`` per
+group and section. The online store keeps its memtable's band keys in one
+(:mod:`neardup.store`), its segments' in :class:`BandSection` objects (memory-mapped), and
+searches them all at once with :func:`lookup`.
 
 :class:`BandSection` keeps compact keys grouped by band: a table of group offsets, then per
 entry the 32-bit ``h32`` (sorted within its group) and a 32-bit row (a position in a segment, or
-an offset from the memtable's first row id): 8 bytes per entry, the layout of a version-3
-segment's band-key section (:mod:`neardup.store.segment`), memory-mapped there.
-:class:`BandRuns` (the memtable's part) keeps an append buffer sealed every ``buffer`` entries
-into sections merged like a binary counter, so adds cost O(log n) amortised and a lookup is one
-``searchsorted`` per group and section.
+an offset from the index's first row id): 8 bytes per entry, the layout of a segment's band-key
+section (:mod:`neardup.store.segment`).
 
-:func:`lookup` bounds the work per query: of a bucket (one band key) with more than
-``2 * cap`` rows only the ``cap`` oldest and ``cap`` newest rows are candidates, as the batch
-pipeline pairs a late member of a large bucket with the bucket's first ``cap`` members and its
-``cap`` predecessors.
+The valve: a query's bucket (one band key) of more than ``2 * cap`` rows gives only its ``cap``
+oldest and ``cap`` newest rows -- the band self-join's rule for a member that comes last
+(:func:`neardup.index.band_groups.group_pairs`: each member with the bucket's first ``cap``
+members and its ``cap`` predecessors), so a query against stored rows meets what the batch
+pairs a late member of a large bucket with.
 """
 
 from __future__ import annotations
@@ -36,82 +34,22 @@ import numpy.typing as npt
 from numba import njit
 
 from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from ..fingerprint.minhash import NO_KEYS
+from .band_groups import band_groups, group_pairs
 
 __all__ = [
-    "LOG_KEYS_FULL",
-    "LOG_KEYS_H32",
-    "LOG_KEYS_NONE",
-    "BandRuns",
+    "BandIndex",
     "BandSection",
-    "band_entries",
-    "by_key_reference",
     "columns_are_groups",
-    "compact_keys",
-    "entry_keys",
-    "keys_from_log",
-    "log_keys",
     "lookup",
-    "lookup_reference",
     "merge_sections",
-    "merge_sections_reference",
     "section_for_rows",
     "section_from_rows",
-    "section_search_reference",
 ]
 
-_BAND_SHIFT = np.uint64(48)
-
-
-def entry_keys(keys: npt.NDArray[np.uint64], rows: int) -> npt.NDArray[np.uint64]:
-    """Entry keys of band keys ``keys`` (bands, n): the band folded into the key (see module)."""
-    from ..fingerprint.minhash import mix64
-
-    nb = keys.shape[0]
-    band = np.arange(nb, dtype=np.uint64)[:, None]
-    if rows * 16 <= 48 and nb < (1 << 16):
-        return keys | (band << _BAND_SHIFT)
-    return mix64(keys) ^ mix64(band + np.uint64(0x9E3779B97F4A7C15))
-
-
-def band_entries(
-    sig: npt.NDArray[np.uint16], usable: npt.NDArray[np.bool_], plan: Any
-) -> npt.NDArray[np.uint64]:
-    """Compact keys (n, bands) of signatures ``sig`` (n, hashes) under ``plan``
-    (:func:`compact_keys` of the :func:`entry_keys`); rows that are not ``usable`` (no tokens:
-    never candidates, as in the batch pipeline) get an empty key set, marked by
-    :data:`NO_KEYS` in every column."""
-    from ..fingerprint.minhash import BAND_BLOCK, band_key_block, band_keys
-
-    n = sig.shape[0]
-    out = np.empty((plan.bands, n), np.uint64)
-    for b0 in range(0, plan.bands, BAND_BLOCK):
-        b1 = min(plan.bands, b0 + BAND_BLOCK)
-        if plan.rows <= 4:
-            out[b0:b1] = band_key_block(sig, b0, b1, plan.rows)
-        else:
-            for b in range(b0, b1):
-                out[b] = band_keys(sig, b, plan.rows)
-    ent = compact_keys(entry_keys(out, plan.rows).T)
-    ent[~np.asarray(usable, bool)] = NO_KEYS
-    return ent
-
-
+# the compact key's layout (neardup.fingerprint.minhash.compact_keys): group << 32 | h32
 _LOW32 = np.uint64(0xFFFFFFFF)
 _SHIFT32 = np.uint64(32)
-
-
-def compact_keys(entries: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    """Compact keys (``group << 32 | h32``, see the module) of 64-bit entry keys: ``group`` is
-    the entry key's top 16 bits (the band, for plans of up to 3 rows), ``h32`` the low 32 bits
-    of :func:`~neardup.fingerprint.minhash.mix64` of the entry key."""
-    from ..fingerprint.minhash import mix64
-
-    e = np.asarray(entries, np.uint64)
-    return ((e >> _BAND_SHIFT) << _SHIFT32) | (mix64(e) & _LOW32)
-
-
-#: entry key of a row without band keys (no tokens; never stored, never looked up)
-NO_KEYS = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 def flatten(
@@ -160,8 +98,8 @@ def _section_search_kernel(
     """(first, end) entry of each sorted compact key ``uk`` in a :class:`BandSection`: inside
     its group's range, a galloping search from where the previous key of the group ended (the
     keys are sorted, so a large batch walks each group forward with local steps instead of
-    starting every binary search at the top; :func:`section_search_reference` is the NumPy
-    twin)."""
+    starting every binary search at the top; :func:`neardup.index.reference.section_search_reference`
+    is the NumPy twin)."""
     n = uk.size
     lo = np.zeros(n, np.int64)
     hi = np.zeros(n, np.int64)
@@ -221,7 +159,8 @@ def _merge_sections_kernel(
 ]:  # pragma: no cover (numba)
     """Merge two sections (rows relative to one base) group by group, by key, ``a``'s entries
     first among equal keys (``a`` holds the older rows): the output section and nothing else
-    is allocated (:func:`merge_sections_reference` is the NumPy twin)."""
+    is allocated (:func:`neardup.index.reference.merge_sections_reference` is the NumPy
+    twin)."""
     ga = offs_a.size - 1
     gb = offs_b.size - 1
     ng = max(ga, gb)
@@ -266,52 +205,29 @@ def merge_sections(a: BandSection, b: BandSection) -> BandSection:
     materialising and sorting the compact keys took ~40 (peak memory of the memtable's
     binary-counter merges and of a flush)."""
     if a.rowids is not None or b.rowids is not None or a.base != b.base:
-        return merge_sections_reference(a, b)
+        ka, ra = a
+        kb, rb = b
+        k, r = _by_key(np.concatenate([ka, kb]), np.concatenate([ra, rb]))
+        return BandSection.from_sorted(k, (r - a.base).astype(np.uint32), base=a.base)
     offs, keys, rows = _merge_sections_kernel(a.offsets, a.keys, a.rows, b.offsets, b.keys, b.rows)
     return BandSection(offs, keys, rows, None, a.base)
-
-
-def merge_sections_reference(a: BandSection, b: BandSection) -> BandSection:
-    """NumPy twin of :func:`merge_sections`: both materialised, one stable sort by key."""
-    ka, ra = a
-    kb, rb = b
-    k, r = _by_key(np.concatenate([ka, kb]), np.concatenate([ra, rb]))
-    return BandSection.from_sorted(k, (r - a.base).astype(np.uint32), base=a.base)
-
-
-def section_search_reference(
-    offsets: npt.NDArray[np.uint64], keys: npt.NDArray[np.uint32], uk: npt.NDArray[np.uint64]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """NumPy twin of the section search: one ``searchsorted`` pair per group present in the
-    sorted keys ``uk``."""
-    lo = np.zeros(uk.size, np.int64)
-    hi = np.zeros(uk.size, np.int64)
-    groups, starts = np.unique(uk >> _SHIFT32, return_index=True)
-    ends = [*starts[1:].tolist(), uk.size]
-    for g, a, b in zip(groups.tolist(), starts.tolist(), ends, strict=True):
-        if g + 1 >= len(offsets):
-            continue
-        o0, o1 = int(offsets[g]), int(offsets[g + 1])
-        low = (uk[a:b] & _LOW32).astype(np.uint32)
-        lo[a:b] = o0 + np.searchsorted(keys[o0:o1], low, "left")
-        hi[a:b] = o0 + np.searchsorted(keys[o0:o1], low, "right")
-    return lo, hi
 
 
 def lookup(
     runs: Sequence[Run],
     queries: npt.NDArray[np.uint64],
-    cap: int,
+    cap: int | None,
 ) -> list[npt.NDArray[np.int64]]:
     """Row ids sharing a compact key with each query (``queries`` (q, bands) compact keys; rows
-    of :data:`NO_KEYS` find nothing), unique and sorted per query. ``runs``: sorted
-    (compact key, row id) arrays or :class:`BandSection` objects. A bucket of more than
-    ``2 * cap`` rows over all runs gives its ``cap`` smallest and ``cap`` largest row ids.
+    of :data:`~neardup.fingerprint.minhash.NO_KEYS` find nothing), unique and sorted per query.
+    ``runs``: sorted (compact key, row id) arrays or :class:`BandSection` objects. The valve: a
+    bucket of more than ``2 * cap`` rows over all runs gives its ``cap`` smallest and ``cap``
+    largest row ids (``cap`` None: every row).
 
     Vectorised over the queries: each distinct query key is searched once per run, in sorted
     order (neighbouring searches touch the same cache lines), the buckets are gathered with
     array arithmetic and only buckets over the cap are walked in Python; equal to
-    :func:`lookup_reference` (tests/online/test_online_lsh.py)."""
+    :func:`neardup.index.reference.lookup_reference` (tests/online/test_online_lsh.py)."""
     q, nb = queries.shape if queries.ndim == 2 else (0, 0)
     if q == 0:
         return []
@@ -331,7 +247,7 @@ def lookup(
         lo, hi, get = _search(run, uk)
         total += hi - lo
         found.append((lo, hi, get))
-    big = total > 2 * cap
+    big = total > 2 * cap if cap is not None else np.zeros(nu, bool)
     seg_u: list[npt.NDArray[np.int64]] = []  # distinct key index of each gathered row
     seg_r: list[npt.NDArray[np.int64]] = []
     for lo, hi, get in found:
@@ -343,7 +259,8 @@ def lookup(
         c = cnt[sel]
         seg_u.append(np.repeat(sel, c))
         seg_r.append(get(_ranges(lo[sel], c)))
-    for u in np.flatnonzero(big).tolist():
+    for u in np.flatnonzero(big).tolist():  # (big only with a cap)
+        assert cap is not None
         parts = []
         for lo, hi, get in found:
             a, b = int(lo[u]), int(hi[u])
@@ -389,51 +306,6 @@ def _ranges(starts: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]) -> npt
     return np.repeat(starts - ends + counts, counts) + np.arange(int(ends[-1]), dtype=np.int64)
 
 
-def lookup_reference(
-    runs: Sequence[Run],
-    queries: npt.NDArray[np.uint64],
-    cap: int,
-) -> list[npt.NDArray[np.int64]]:
-    """:func:`lookup`, one query entry at a time (the twin the tests compare it with)."""
-    q, nb = queries.shape if queries.ndim == 2 else (0, 0)
-    out: list[list[npt.NDArray[np.int64]]] = [[] for _ in range(q)]
-    if q == 0:
-        return []
-    runs = [tuple(r) if isinstance(r, BandSection) else r for r in runs]
-    flat = queries.ravel()
-    valid = flat != NO_KEYS
-    found: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Any]] = []
-    total = np.zeros(flat.size, np.int64)
-    for keys, rids in runs:
-        if not len(keys):
-            continue
-        lo = np.searchsorted(keys, flat, "left")
-        hi = np.searchsorted(keys, flat, "right")
-        hi[~valid] = lo[~valid]
-        total += hi - lo
-        found.append((lo, hi, rids))
-    hits = np.flatnonzero(total)
-    for e in hits.tolist():
-        qi = e // nb
-        big = total[e] > 2 * cap
-        parts = []
-        for lo, hi, rids in found:
-            a, b = int(lo[e]), int(hi[e])
-            if a == b:
-                continue
-            if big and b - a > 2 * cap:
-                parts.append(rids[a : a + cap])
-                parts.append(rids[b - cap : b])
-            else:
-                parts.append(rids[a:b])
-        got = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        if big:
-            got = np.unique(got)
-            got = np.concatenate([got[:cap], got[-cap:]]) if got.size > 2 * cap else got
-        out[qi].append(np.asarray(got, np.int64))
-    return [np.unique(np.concatenate(p)) if p else np.zeros(0, np.int64) for p in out]
-
-
 #: below this many entries :func:`_by_key` takes one stable argsort (fewer NumPy calls)
 _SMALL_SORT = 4096
 
@@ -449,10 +321,11 @@ def _by_key(
     a stable sort of the 16-bit groups (NumPy's radix sort), then per group one plain
     (unstable, SIMD) sort of ``h32 << 32 | position``, whose low half restores the input order
     among equal keys. Equal to ``np.argsort(keys, kind="stable")``
-    (:func:`by_key_reference`; tests/store/test_store_bands.py)."""
+    (:func:`neardup.index.reference.by_key_reference`; tests/store/test_store_bands.py)."""
     n = len(keys)
     if n < _SMALL_SORT or n >= _MAX_SPAN:
-        return by_key_reference(keys, rids)
+        order = np.argsort(keys, kind="stable")
+        return keys[order], rids[order]
     groups = (keys >> _SHIFT32).astype(np.uint16)
     first = np.argsort(groups, kind="stable")  # radix sort: O(n)
     bounds = np.flatnonzero(np.diff(groups[first])) + 1
@@ -466,14 +339,6 @@ def _by_key(
     comb &= _LOW32
     order = first[comb.astype(np.intp)]
     del comb, first
-    return keys[order], rids[order]
-
-
-def by_key_reference(
-    keys: npt.NDArray[np.uint64], rids: npt.NDArray[np.int64]
-) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
-    """NumPy twin of :func:`_by_key`: one stable argsort of the keys."""
-    order = np.argsort(keys, kind="stable")
     return keys[order], rids[order]
 
 
@@ -631,75 +496,31 @@ def section_for_rows(sec: BandSection, rowids: npt.NDArray[np.int64]) -> BandSec
     return BandSection(offsets, sec.keys[keep], pos[keep], None, 0)
 
 
-#: how a row's band keys are written in a log record (:func:`log_keys`): no keys (the row had
-#: no tokens), 32 bits per band (group = band), the whole 64-bit compact key per band
-LOG_KEYS_NONE, LOG_KEYS_H32, LOG_KEYS_FULL = 0, 1, 2
-
-
-def log_keys(ent: npt.NDArray[np.uint64]) -> list[bytes]:
-    """Each row's compact keys ``ent`` (n, bands) as the bytes its log record carries, so the
-    log's replay need not recompute MinHash from the text (:func:`keys_from_log` reads them):
-    a kind byte, then the low 32 bits of each band's key (:data:`LOG_KEYS_H32`, when
-    :func:`columns_are_groups`) or the whole keys (:data:`LOG_KEYS_FULL`), little-endian; a row
-    without keys is :data:`LOG_KEYS_NONE` and zeros of the same length."""
-    ent = np.asarray(ent, np.uint64)
-    n, nb = ent.shape
-    none = ent[:, 0] == NO_KEYS if nb else np.ones(n, bool)
-    if columns_are_groups(ent):
-        kind, body = LOG_KEYS_H32, (ent & _LOW32).astype("<u4")
-    else:
-        kind, body = LOG_KEYS_FULL, ent.astype("<u8")
-    body[none] = 0
-    width = 1 + body.itemsize * nb
-    buf = np.empty((n, width), np.uint8)
-    buf[:, 0] = np.where(none, LOG_KEYS_NONE, kind)
-    buf[:, 1:] = body.view(np.uint8).reshape(n, width - 1)
-    raw = buf.tobytes()
-    return [raw[i : i + width] for i in range(0, n * width, width)]
-
-
-def keys_from_log(blobs: Sequence[bytes], bands: int) -> npt.NDArray[np.uint64]:
-    """Inverse of :func:`log_keys`: the compact keys (n, ``bands``) of logged rows.
-    ``ValueError`` when a blob does not hold ``bands`` keys of a known kind."""
-    n = len(blobs)
-    out = np.empty((n, bands), np.uint64)
-    if not n:
-        return out
-    h32, full = 1 + 4 * bands, 1 + 8 * bands
-    lens = np.fromiter(map(len, blobs), np.int64, n)
-    cols = np.arange(bands, dtype=np.uint64) << _SHIFT32
-    for width, kind, dtype in ((h32, LOG_KEYS_H32, "<u4"), (full, LOG_KEYS_FULL, "<u8")):
-        at = np.flatnonzero(lens == width)
-        if not at.size:
-            continue
-        raw = b"".join(blobs[i] for i in at.tolist()) if at.size < n else b"".join(blobs)
-        buf = np.frombuffer(raw, np.uint8).reshape(at.size, width)
-        kinds = buf[:, 0]
-        if not np.isin(kinds, (LOG_KEYS_NONE, kind)).all():
-            raise ValueError(f"logged band keys of an unknown kind {sorted(set(kinds.tolist()))}")
-        vals = np.ascontiguousarray(buf[:, 1:]).view(dtype).astype(np.uint64)
-        if kind == LOG_KEYS_H32:
-            vals |= cols
-        vals[kinds == LOG_KEYS_NONE] = NO_KEYS
-        out[at] = vals
-    if ((lens != h32) & (lens != full)).any():
-        raise ValueError(f"logged band keys do not hold {bands} bands")
-    return out
-
-
 #: a memtable's band rows are offsets from its first row id, in 32 bits
 _MAX_SPAN = 1 << 32
 #: adds an append buffer takes before it is sealed into a section
 _BUFFER_ADDS = 16
 
 
-class BandRuns:
-    """In-memory (compact key, row id) pairs in sorted runs (the memtable's band keys):
-    :class:`BandSection` objects of 8 bytes per entry, and an append buffer."""
+class BandIndex:
+    """Rows by compact band key, in memory: sorted :class:`BandSection` runs of 8 bytes per
+    entry and an append buffer (see the module). Rows are int64 ids; a row's keys are its
+    ``bands`` compact keys (:func:`neardup.fingerprint.minhash.band_entries`; a row without
+    tokens has :data:`~neardup.fingerprint.minhash.NO_KEYS` and is not indexed).
+
+    >>> import numpy as np
+    >>> idx = BandIndex()
+    >>> idx.insert_many(np.array([10, 11, 12]), np.array([[1, 2], [1, 5], [7, 5]], np.uint64))
+    >>> idx.query(np.array([1, 5], np.uint64)).tolist()
+    [10, 11, 12]
+    >>> idx.remove(11)
+    >>> idx.pairs()
+    (array([], dtype=int64), array([], dtype=int64))
+    """
 
     def __init__(self, buffer: int = 1 << 15) -> None:
         self.buffer = int(buffer)
-        self.runs: list[BandSection] = []
+        self.sections: list[BandSection] = []
         self.base: int | None = None  # row id the sections' rows are offsets from
         self._buf_k: list[npt.NDArray[np.uint64]] = []
         self._buf_r: list[npt.NDArray[np.int64]] = []
@@ -707,20 +528,25 @@ class BandRuns:
         self._sealed_buf: tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]] | None = None
 
     def __len__(self) -> int:
-        return sum(len(r) for r in self.runs) + self._buf_n
+        return sum(len(r) for r in self.sections) + self._buf_n
 
     @property
     def nbytes(self) -> int:
         """Bytes held: 8 per sealed entry (plus group offsets), 16 per buffered entry."""
-        return sum(r.nbytes for r in self.runs) + 16 * self._buf_n
+        return sum(r.nbytes for r in self.sections) + 16 * self._buf_n
 
-    def add(self, ent: npt.NDArray[np.uint64], rowids: npt.NDArray[np.int64]) -> None:
-        """Add the compact keys ``ent`` (n, bands) of rows ``rowids``.
+    def insert(self, row: int, keys: npt.ArrayLike) -> None:
+        """Index row ``row`` under its compact keys ``keys`` (bands,)."""
+        self.insert_many(np.array([row], np.int64), np.asarray(keys, np.uint64).reshape(1, -1))
 
-        An add of at least ``buffer`` entries whose groups are their columns (plans of up to 3
-        rows: every band's keys in its own column) becomes a section at once, column by column
-        (:func:`section_from_rows`), instead of going through the append buffer (the log's
-        replay adds a whole memtable)."""
+    def insert_many(self, rows: npt.ArrayLike, keys: npt.NDArray[np.uint64]) -> None:
+        """Index rows ``rows`` (n,) under their compact keys ``keys`` (n, bands).
+
+        An insert of at least ``buffer`` entries whose groups are their columns (plans of up to
+        3 rows: every band's keys in its own column) becomes a section at once, column by
+        column (:func:`section_from_rows`), instead of going through the append buffer (the
+        store's log replay inserts a whole memtable)."""
+        ent, rowids = np.asarray(keys, np.uint64), np.asarray(rows, np.int64)
         if ent.size >= self.buffer and ent.ndim == 2 and columns_are_groups(ent):
             self._add_rows(ent, np.asarray(rowids, np.int64))
             return
@@ -732,13 +558,14 @@ class BandRuns:
         self._buf_r.append(r)
         self._buf_n += len(k)
         self._sealed_buf = None
-        # sealed after ``buffer`` entries or _BUFFER_ADDS adds: every lookup sorts the buffer,
+        # sealed after ``buffer`` entries or _BUFFER_ADDS inserts: every query sorts the buffer,
         # and single-document groups would sort a full buffer per request
         if self._buf_n >= self.buffer or len(self._buf_k) >= _BUFFER_ADDS:
             self._seal()
 
     def _add_rows(self, ent: npt.NDArray[np.uint64], rowids: npt.NDArray[np.int64]) -> None:
-        """A large add as one section (see :meth:`add`), merged in like a sealed buffer."""
+        """A large insert as one section (see :meth:`insert_many`), merged in like a sealed
+        buffer."""
         has = ent[:, 0] != NO_KEYS
         if not has.any():
             return
@@ -748,9 +575,9 @@ class BandRuns:
             self._seal()
         assert self.base is not None
         run = section_from_rows(ent, rowids, self.base)
-        while self.runs and len(self.runs[-1]) <= 2 * len(run):
-            run = merge_sections(self.runs.pop(), run)
-        self.runs.append(run)
+        while self.sections and len(self.sections[-1]) <= 2 * len(run):
+            run = merge_sections(self.sections.pop(), run)
+        self.sections.append(run)
 
     def _check_span(self, lo: int, hi: int) -> None:
         if self.base is None:
@@ -761,7 +588,7 @@ class BandRuns:
             from ..errors import IndexStateError
 
             raise IndexStateError(
-                f"the memtable's band keys span row ids {self.base}..{hi}, more than 2**32; "
+                f"the band index's rows span row ids {self.base}..{hi}, more than 2**32; "
                 "flush the memtable more often (a smaller memtable_size)"
             )
 
@@ -770,7 +597,7 @@ class BandRuns:
         self.clear()
         self.base = base
         if len(k):
-            self.runs = [self._section(k, r)]
+            self.sections = [self._section(k, r)]
 
     def _section(self, k: npt.NDArray[np.uint64], r: npt.NDArray[np.int64]) -> BandSection:
         assert self.base is not None
@@ -789,15 +616,44 @@ class BandRuns:
         self._buf_k, self._buf_r, self._buf_n, self._sealed_buf = [], [], 0, None
         run = self._section(k, r)
         # binary counter: merge while the last run is not more than twice the new one
-        while self.runs and len(self.runs[-1]) <= 2 * len(run):
-            run = merge_sections(self.runs.pop(), run)
-        self.runs.append(run)
+        while self.sections and len(self.sections[-1]) <= 2 * len(run):
+            run = merge_sections(self.sections.pop(), run)
+        self.sections.append(run)
 
-    def all_runs(self) -> list[Run]:
-        return [*self.runs, self._buffer()]
+    def runs(self) -> list[Run]:
+        """The sorted runs :func:`lookup` searches (with those of other indexes: the store's
+        frozen memtable and segments)."""
+        return [*self.sections, self._buffer()]
 
-    def lookup(self, queries: npt.NDArray[np.uint64], cap: int) -> list[npt.NDArray[np.int64]]:
-        return lookup(self.all_runs(), queries, cap)
+    def query(self, keys: npt.ArrayLike, cap: int | None = None) -> npt.NDArray[np.int64]:
+        """Rows sharing a key with ``keys`` (bands,), unique and sorted (the valve at ``cap``,
+        see :func:`lookup`)."""
+        return self.query_many(np.asarray(keys, np.uint64).reshape(1, -1), cap)[0]
+
+    def query_many(
+        self, keys: npt.NDArray[np.uint64], cap: int | None = None
+    ) -> list[npt.NDArray[np.int64]]:
+        """:meth:`query` of each row of ``keys`` (q, bands)."""
+        return lookup(self.runs(), keys, cap)
+
+    def pairs(self, cap: int | None = None) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The self-join: every pair of rows sharing a key, ``(a, b)`` with ``a < b``, sorted
+        and unique; with ``cap``, a bucket of more than ``cap + 1`` rows pairs each row with the
+        bucket's first ``cap`` rows and its ``cap`` predecessors (the valve,
+        :func:`~neardup.index.band_groups.group_pairs`; rows in id order)."""
+        k, r = self.entries()  # by (key, row): a bucket's rows ascending
+        members, bounds = band_groups(k)
+        if bounds.size < 2:
+            z = np.zeros(0, np.int64)
+            return z, z.copy()
+        longest = int(np.diff(bounds).max())
+        a, b, _ = group_pairs(r[members], bounds, longest if cap is None else int(cap))
+        code = np.unique(np.stack([a, b], axis=1), axis=0)
+        return code[:, 0].copy(), code[:, 1].copy()
+
+    def remove(self, row: int) -> None:
+        """Drop row ``row``'s entries."""
+        self.remove_many(np.array([row], np.int64))
 
     def entries(self) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
         """Every (compact key, row id), sorted. Changes nothing (a flush reads a frozen
@@ -805,7 +661,7 @@ class BandRuns:
         ranges (the oldest first, each sorted by (key, row)), so they are merged section by
         section (:func:`merge_sections`: 8 bytes per entry) and materialised once; rows re-added
         out of order (a rebase) take the general sort."""
-        runs: list[BandSection] = [r for r in self.runs if len(r)]
+        runs: list[BandSection] = [r for r in self.sections if len(r)]
         k, r = self._buffer()
         if len(k):
             runs.append(self._section(k, r))
@@ -823,13 +679,13 @@ class BandRuns:
         )
 
     def section(self) -> BandSection:
-        """Every entry as one memtable section (rows as offsets from :attr:`base`), what a
+        """Every entry as one section (rows as offsets from :attr:`base`), what the store's
         flush writes (:func:`section_for_rows`): the runs merged section by section, newest
         first (the transient merges stay below the whole), never materialised as 64-bit
         (compact key, row id) arrays (16 bytes per entry, plus a 64-bit position array per
         segment, made the close's flush of a 1 M-row memtable peak at 3.66 GiB:
         benchmarks/bench_store.py --window). Changes nothing."""
-        runs: list[BandSection] = [r for r in self.runs if len(r)]
+        runs: list[BandSection] = [r for r in self.sections if len(r)]
         k, r = self._buffer()
         if len(k):
             runs.append(self._section(k, r))
@@ -842,8 +698,10 @@ class BandRuns:
             return run
         return self._section(*self.entries())  # rows re-added out of order: the general sort
 
-    def remove_rows(self, rowids: npt.NDArray[np.int64]) -> None:
-        """Drop the entries of ``rowids`` (a failed sync's undo; retention in memory)."""
+    def remove_many(self, rows: npt.ArrayLike) -> None:
+        """Drop the entries of ``rows`` (the store: a failed sync's undo; retention in
+        memory)."""
+        rowids = np.asarray(rows, np.int64)
         if not len(rowids):
             return
         k, r = self.entries()
@@ -852,9 +710,9 @@ class BandRuns:
         self.clear()
         self.base = base
         if keep.any():
-            self.runs = [self._section(k[keep], r[keep])]
+            self.sections = [self._section(k[keep], r[keep])]
 
     def clear(self) -> None:
-        self.runs = []
+        self.sections = []
         self.base = None
         self._buf_k, self._buf_r, self._buf_n, self._sealed_buf = [], [], 0, None

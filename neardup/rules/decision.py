@@ -1,5 +1,6 @@
-"""What the online deduplicator answers: :class:`Decision` per document, naming the stored
-documents it duplicates as :class:`Match` es."""
+"""What the online front-ends answer (the online store, the cluster, the HTTP client): a
+:class:`Decision` per document, naming the stored documents it duplicates as :class:`Match` es
+(the outcome of :class:`~neardup.rules.keep.KeepFirst`)."""
 
 from __future__ import annotations
 
@@ -22,18 +23,6 @@ class Match:
 
 
 _object_new = object.__new__
-
-
-def _new_decision(
-    id: str, duplicate: bool, added: bool, matches: tuple[Match, ...], fingerprint: int
-) -> Decision:
-    """``Decision(...)`` without the frozen dataclass's per-field ``object.__setattr__`` (the
-    writer makes one per document); the result is an ordinary, equal :class:`Decision`."""
-    d = _object_new(Decision)
-    d.__dict__.update(
-        id=id, duplicate=duplicate, added=added, matches=matches, fingerprint=fingerprint
-    )
-    return d
 
 
 @dataclass(frozen=True)
@@ -62,3 +51,16 @@ class Decision:
             "matches": [m.to_dict() for m in self.matches],
             "fingerprint": format(self.fingerprint, "x"),
         }
+
+    @staticmethod
+    def fast(
+        id: str, duplicate: bool, added: bool, matches: tuple[Match, ...], fingerprint: int
+    ) -> Decision:
+        """``Decision(...)`` without the frozen dataclass's per-field ``object.__setattr__`` (the
+        online writer makes one per document); the result is an ordinary, equal
+        :class:`Decision`."""
+        d = _object_new(Decision)
+        d.__dict__.update(
+            id=id, duplicate=duplicate, added=added, matches=matches, fingerprint=fingerprint
+        )
+        return d

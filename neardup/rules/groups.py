@@ -4,10 +4,11 @@ A group is a first copy (its *root*: ``first[r] == r``) and the later texts equa
 (``first[i] == r``). :class:`ExactGroups` holds them in CSR form; :func:`exact_pairs` and
 :func:`expanded_pairs` make the exact pairs and repeat near pairs over the groups' members.
 :func:`stage_exact_pairs` and :func:`stage_expand` put them in
-:class:`~neardup.batch.config.PairTable` form for :func:`~neardup.batch.run.dedup`. They give
-the pairs of :func:`stage_exact_pairs_reference` and :func:`stage_expand_reference` (the
-dict-of-lists versions over :func:`exact_groups_reference`, kept as references), in the same
-order (tested), without a Python loop over the groups (see benchmarks/bench_dedup.py).
+:class:`~neardup.rules.config.PairTable` form for :func:`~neardup.batch.run.dedup` and the
+distributed ``exact`` step (which pairs an exact group reports: all of them up to
+``expand_pairs``, else first to rest). They give the pairs of
+:mod:`neardup.rules.reference`'s dict-of-lists versions, in the same order (tested), without a
+Python loop over the groups (see benchmarks/bench_dedup.py).
 """
 
 from __future__ import annotations
@@ -26,13 +27,10 @@ I64 = npt.NDArray[np.int64]
 
 __all__ = [
     "ExactGroups",
-    "exact_groups_reference",
     "exact_pairs",
     "expanded_pairs",
     "stage_exact_pairs",
-    "stage_exact_pairs_reference",
     "stage_expand",
-    "stage_expand_reference",
 ]
 
 
@@ -201,50 +199,15 @@ def expanded_pairs(
     )
 
 
-def exact_groups_reference(first: npt.NDArray[np.int64]) -> dict[int, list[int]]:
-    """Members (in input order) of every exact group of two or more, keyed by the first member
-    (the references' form; :class:`~neardup.batch.groups.ExactGroups` is the pipeline's)."""
-    groups: dict[int, list[int]] = {}
-    for i in np.flatnonzero(first != np.arange(first.size)).tolist():
-        f = int(first[i])
-        groups.setdefault(f, [f]).append(i)
-    return groups
-
-
 def stage_exact_pairs(groups: ExactGroups, expand_pairs: int) -> PairTable:
     """Exact pairs: every pair inside a group when at most ``expand_pairs``, else first-to-rest
-    (:func:`~neardup.batch.groups.exact_pairs`; equals :func:`stage_exact_pairs_reference`,
+    (:func:`exact_pairs`; equals :func:`neardup.rules.reference.stage_exact_pairs_reference`,
     tested)."""
     a, b = exact_pairs(groups, expand_pairs)
     k = a.size
     return PairTable(
         a,
         b,
-        np.zeros(k, np.int32),
-        np.ones(k, np.float64),
-        np.full(k, STAGE_EXACT, np.uint8),
-        np.full(k, RULE_EXACT, np.uint8),
-    )
-
-
-def stage_exact_pairs_reference(groups: dict[int, list[int]], expand_pairs: int) -> PairTable:
-    """Reference for :func:`stage_exact_pairs`, over :func:`exact_groups_reference`' dict."""
-    a: list[int] = []
-    b: list[int] = []
-    for members in groups.values():
-        m = len(members)
-        if m * (m - 1) // 2 <= expand_pairs:
-            for x in range(m):
-                for y in range(x + 1, m):
-                    a.append(members[x])
-                    b.append(members[y])
-        else:
-            a.extend([members[0]] * (m - 1))
-            b.extend(members[1:])
-    k = len(a)
-    return PairTable(
-        np.array(a, np.int64),
-        np.array(b, np.int64),
         np.zeros(k, np.int32),
         np.ones(k, np.float64),
         np.full(k, STAGE_EXACT, np.uint8),
@@ -262,7 +225,7 @@ def stage_expand(
     rule: npt.NDArray[np.uint8],
 ) -> PairTable:
     """Near pairs between first copies, repeated for the other members of their exact groups
-    (:func:`~neardup.batch.groups.expanded_pairs`; equals :func:`stage_expand_reference`,
+    (:func:`expanded_pairs`; equals :func:`neardup.rules.reference.stage_expand_reference`,
     tested); a repeated pair carries its first copies' pair's distance, score and ``rule``."""
     ea, eb, ed, es = expanded_pairs(groups, a, b, d, score, expand_pairs)
     aa = np.concatenate([a, ea])
@@ -278,50 +241,4 @@ def stage_expand(
         np.concatenate([score, es]),
         np.full(aa.size, STAGE_NEAR, np.uint8),
         np.concatenate([rule, np.repeat(rule, cnt)]).astype(np.uint8),
-    )
-
-
-def stage_expand_reference(
-    groups: dict[int, list[int]],
-    a: npt.NDArray[np.int64],
-    b: npt.NDArray[np.int64],
-    d: npt.NDArray[np.int32],
-    score: npt.NDArray[np.float64],
-    expand_pairs: int,
-    rule: npt.NDArray[np.uint8],
-) -> PairTable:
-    """Reference for :func:`stage_expand`, over :func:`exact_groups_reference`' dict."""
-    out_a, out_b, out_d, out_s, out_r = [a], [b], [d], [score], [rule]
-    if groups:
-        ea: list[int] = []
-        eb: list[int] = []
-        ed: list[int] = []
-        es: list[float] = []
-        er: list[int] = []
-        rows = zip(a.tolist(), b.tolist(), d.tolist(), score.tolist(), rule.tolist(), strict=True)
-        for x, y, dist, sc, ru in rows:
-            gx, gy = groups.get(x, [x]), groups.get(y, [y])
-            if len(gx) * len(gy) == 1 or len(gx) * len(gy) > expand_pairs:
-                continue
-            for u in gx:
-                for w in gy:
-                    if (u, w) != (x, y):
-                        ea.append(min(u, w))
-                        eb.append(max(u, w))
-                        ed.append(dist)
-                        es.append(sc)
-                        er.append(ru)
-        out_a.append(np.array(ea, np.int64))
-        out_b.append(np.array(eb, np.int64))
-        out_d.append(np.array(ed, np.int32))
-        out_s.append(np.array(es, np.float64))
-        out_r.append(np.array(er, np.uint8))
-    aa = np.concatenate(out_a)
-    return PairTable(
-        aa,
-        np.concatenate(out_b),
-        np.concatenate(out_d),
-        np.concatenate(out_s),
-        np.full(aa.size, STAGE_NEAR, np.uint8),
-        np.concatenate(out_r).astype(np.uint8),
     )

@@ -1,10 +1,11 @@
-"""The candidate stage: the pairs of first copies worth verifying.
+"""The candidate stage: the pairs of first copies worth verifying, as the plan says.
 
 :func:`stage_candidates_lsh` (``candidates="lsh"``, the default): the MinHash channel
-(:mod:`neardup.batch.minhash`) plus a SimHash pass at a small distance.
+(:mod:`neardup.rules.lsh`) plus a SimHash pass at a small distance (:mod:`neardup.rules.plan`).
 :func:`stage_candidates` (``candidates="simhash"``): SimHash only, at the verifier's
-length-dependent distances under the work budget (:func:`~neardup.batch.candidates.plan_pass`).
+length-dependent distances under the work budget (:func:`~neardup.rules.passes.plan_pass`).
 Both give ``(a, b, distance)``, ``a < b``, sorted, positions among the texts passed.
+:func:`stage_candidates_for` calls the one of a :class:`~neardup.rules.config.DedupConfig`.
 """
 
 from __future__ import annotations
@@ -18,15 +19,19 @@ import numpy.typing as npt
 
 from .._arrays import unique_sorted
 from ..verify.rule import Verifier
+from .plan import (
+    LAZY_SIMHASH_PARTNERS,
+    LSH_SIMHASH_DISTANCE,
+    LSH_SIMHASH_SHORT_DISTANCE,
+    LshPlan,
+    simhash_pass_distance,
+    splits_short_texts,
+)
 
 if TYPE_CHECKING:
     from .config import DedupConfig
-    from .minhash import LshPlan
 
 __all__ = [
-    "LAZY_SIMHASH_PARTNERS",
-    "LSH_SIMHASH_DISTANCE",
-    "LSH_SIMHASH_SHORT_DISTANCE",
     "stage_candidates",
     "stage_candidates_for",
     "stage_candidates_lsh",
@@ -44,7 +49,7 @@ def _pairs_within(
     work_ns: int | None = None,
     lengths: npt.NDArray[np.int64] | None = None,
 ) -> tuple[Any, Any, Any]:
-    from .candidates import pair_work_ns, planned_pairs
+    from .passes import pair_work_ns, planned_pairs
 
     if subset.size < 2:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32)
@@ -88,7 +93,7 @@ def stage_candidates(
     within the distance, the distance is lowered until they fit (recorded in ``info``).
 
     With ``work_per_doc_ns`` (default distances only), each pass searches the largest distance
-    whose modelled work fits ``work_per_doc_ns * docs`` (:func:`~neardup.batch.candidates.plan_pass`);
+    whose modelled work fits ``work_per_doc_ns * docs`` (:func:`~neardup.rules.passes.plan_pass`);
     ``info[pass]`` records requested and used distance, method and reason.
     """
     idx = np.flatnonzero(usable).astype(np.int64)
@@ -139,20 +144,6 @@ def stage_candidates(
     return a[order], b[order], d[order]
 
 
-#: SimHash distance of the ``candidates="lsh"`` mode's SimHash pass (exact and small-k near
-#: duplicates: the permuted tables, linear in practice; the MinHash channel covers wider edits)
-LSH_SIMHASH_DISTANCE = 3
-#: ... for pairs of two texts shorter than the verifier's ``short_chars``: short posts crowd
-#: SimHash space (the pairs within 3 bits grow much faster than the corpus; see
-#: benchmarks/bench_dedup.py --kinds short), and the MinHash channel already finds their edited
-#: copies (on the dev set no short pair is found only by distances 1-3;
-#: benchmarks/quality_dedup.py)
-LSH_SIMHASH_SHORT_DISTANCE = 0
-#: a SimHash pair of the ``candidates="lsh"`` mode is verified lazily (:func:`verify_in_chunks`)
-#: when both its texts have more partners than this in the SimHash pass
-LAZY_SIMHASH_PARTNERS = 8
-
-
 def stage_candidates_lsh(
     texts: Sequence[str],
     fps: npt.NDArray[np.uint64],
@@ -174,21 +165,21 @@ def stage_candidates_lsh(
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
     """Candidate pairs ``(a, b, distance)``, a < b, sorted, unique: the union of
 
-    * the MinHash channel (:func:`~neardup.batch.minhash.lsh_pairs` over the texts' token
+    * the MinHash channel (:func:`~neardup.rules.lsh.lsh_pairs` over the texts' token
       bigrams, ``plan``): a pair's candidate probability depends on its similarity only;
     * a SimHash pass at ``simhash_distance`` among ``usable`` fingerprints (the permuted tables;
       the work budget ``work_per_doc_ns`` stays as a safety valve, recorded in ``info["simhash"]``).
 
     ``distance`` is the pair's SimHash distance. ``lsh_info`` receives the channel's plan and
     counts (``raw_pairs``, ``pairs``, ``capped_buckets``, ``pairs_skipped``) and timings;
-    ``prepared`` the texts' Python tokenisation (:func:`~neardup.batch.minhash.minhash_signatures`),
-    for :func:`stage_verify`.
+    ``prepared`` the texts' Python tokenisation (:func:`~neardup.fingerprint.minhash.minhash_signatures`),
+    for :func:`~neardup.rules.verify.stage_verify`.
 
     ``deferred_out`` (optional) receives a bool mask over the pairs: True for a pair that only a
     concentrated corpus produced (met only in capped MinHash buckets, or in the SimHash pass
     when the per-document pair valve lowered its distance or both texts have more than
     ``LAZY_SIMHASH_PARTNERS`` partners there); :func:`dedup` verifies those lazily
-    (:func:`verify_in_chunks`).
+    (:func:`~neardup.rules.verify.verify_in_chunks`).
 
     ``tokens_out`` (optional) receives every text's token count (``Verifier.tokens``, counted
     by the signatures' pass; the keep rule's lengths).
@@ -197,7 +188,8 @@ def stage_candidates_lsh(
     (SimHash pass 20 %, signatures 40 %, band pairs 40 %: their shares on short posts).
     """
     from ..fingerprint.distance import hamming_many
-    from .minhash import lsh_pairs, minhash_signatures
+    from ..fingerprint.minhash import minhash_signatures
+    from .lsh import lsh_pairs
 
     n = len(texts)
     idx = np.flatnonzero(usable).astype(np.int64)
@@ -295,7 +287,6 @@ def stage_candidates_for(
     mode's SimHash pass has no work budget: it keeps its distance at any corpus size (as the
     distributed run does); only the per-document pair bound guards concentrated input."""
     if cfg.candidates == "lsh":
-        explicit = cfg.max_distance is not None
         return stage_candidates_lsh(
             texts,
             fps,
@@ -303,7 +294,7 @@ def stage_candidates_for(
             usable,
             verifier,
             cfg.lsh_plan(),
-            cfg.max_distance if explicit else LSH_SIMHASH_DISTANCE,  # type: ignore[arg-type]
+            simhash_pass_distance(cfg.max_distance),
             cfg.workers,
             cfg.max_candidates_per_doc,
             info,
@@ -312,7 +303,7 @@ def stage_candidates_for(
             prepared,
             deferred_out,
             progress,
-            None if explicit else LSH_SIMHASH_SHORT_DISTANCE,
+            LSH_SIMHASH_SHORT_DISTANCE if splits_short_texts(cfg.max_distance) else None,
             tokens_out,
         )
     return stage_candidates(

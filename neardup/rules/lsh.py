@@ -1,0 +1,257 @@
+"""The MinHash channel's candidate pairs under the plan, and the bucket valve's policy.
+
+:func:`lsh_pairs`: per band the ``rows`` values of every signature are packed into one key
+(:mod:`neardup.fingerprint.minhash`), the rows are grouped by key and every group yields its
+pairs (the band self-join of :mod:`neardup.index.band_groups`), kept when their signatures agree
+on at least ``plan.min_agreement`` values. Every pair of a group is compared while the band's
+pairs fit its budget (``band_pairs_per_doc`` per document); a band over it (a template repeated
+with small changes a million times) pairs the members of its largest groups with the group's
+first ``cap`` members and their ``cap`` predecessors instead, the cap chosen to fit the budget
+(at least ``bucket_cap``), once per member over the bands; the pairs given up are counted and
+the candidates among them estimated by sampling. :func:`band_caps` is the same per-band cap
+from bucket-size histograms (the distributed engines count the buckets where they are).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .._arrays import unique_sorted
+from ..fingerprint.minhash import BAND_BLOCK, band_key_block, band_keys
+from ..index.band_groups import (
+    agreeing_group_pairs,
+    agreement,
+    band_groups,
+    choose_bands,
+    pairs_per_group,
+    signature_words,
+    thin_big_groups,
+    valve_cap,
+)
+from .plan import LshPlan
+
+__all__ = ["VALVE_SAMPLE", "band_budget", "band_caps", "lsh_pairs"]
+
+#: pairs sampled from each thinned bucket to estimate the candidates the valve gave up
+VALVE_SAMPLE = 64
+
+
+def band_budget(plan: LshPlan, docs: int) -> int | None:
+    """A band's pair budget for ``docs`` documents with tokens (None: no budget)."""
+    return None if plan.band_pairs_per_doc is None else plan.band_pairs_per_doc * max(docs, 1)
+
+
+def lsh_pairs(
+    sig: npt.NDArray[np.uint16],
+    usable: npt.NDArray[np.bool_],
+    plan: LshPlan,
+    info: dict[str, Any] | None = None,
+    workers: int = 1,
+    capped_out: list[npt.NDArray[np.bool_]] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Candidate pairs ``(a, b)``, ``a < b``, sorted and unique, among ``usable`` rows of
+    ``sig``: rows sharing a band key whose signatures agree on ``>= plan.min_agreement`` values.
+    Equals :func:`neardup.rules.reference.lsh_pairs_reference` whenever the valve does not act
+    (tested).
+
+    The valve, per band (:func:`~neardup.index.band_groups.valve_cap`): while the pairs of all the band's buckets number
+    at most ``plan.band_pairs_per_doc`` per document, every bucket is paired in full; otherwise
+    the buckets larger than the band's cap are thinned (:func:`~neardup.index.band_groups.group_pairs`' window and anchors,
+    once per document over the bands, in the band whose bucket's first member is least:
+    :func:`~neardup.index.band_groups.choose_bands`, ``thin_big_groups``), and what that gave up is
+    estimated by sampling their pairs. ``info`` gets ``raw_pairs`` (band collisions compared),
+    ``pairs``, ``band_pairs_budget``, ``valve_bands``, ``bucket_cap_used``,
+    ``capped_buckets``, ``pairs_skipped`` (an upper bound), ``valve_lost_pairs_est`` (agreeing
+    pairs no band made) and ``valve_recall_loss_est`` (that as a share of the candidates).
+
+    ``capped_out`` (optional) receives one bool mask over the returned pairs: True for a pair
+    found only inside thinned buckets, i.e. only because of a crowded bucket
+    (:func:`neardup.rules.verify.verify_in_chunks` verifies those lazily).
+    ``progress(bands done)`` (optional) is called after each band."""
+    idx = np.flatnonzero(usable).astype(np.int64)
+    words, pad = signature_words(sig, idx)
+    s = words.view(np.uint16)[:, : sig.shape[1]]  # the usable rows' signatures (a view)
+    parts_a, parts_b = [], []
+    big_codes: list[npt.NDArray[np.int64]] = []
+    raw = capped = skipped = valve_bands = 0
+    caps_used: list[int] = []
+    n = idx.size
+    budget = band_budget(plan, n)
+    sample_codes: list[npt.NDArray[np.int64]] = []
+    sample_weights: list[npt.NDArray[np.float64]] = []
+    block = np.zeros((0, n), np.uint64)
+
+    def groups_of(band: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        nonlocal block
+        if plan.rows > 4:
+            keys = band_keys(s, band, plan.rows)
+        else:
+            if band % BAND_BLOCK == 0:
+                block = band_key_block(s, band, min(plan.bands, band + BAND_BLOCK), plan.rows)
+            keys = block[band % BAND_BLOCK]
+        return band_groups(keys)
+
+    def pair(
+        members: npt.NDArray[np.int64],
+        bounds: npt.NDArray[np.int64],
+        cap: int | None,
+        group_big: npt.NDArray[np.bool_],
+    ) -> None:
+        nonlocal raw
+        a, b, in_big_group, made = agreeing_group_pairs(
+            members, bounds, cap, s, plan.min_agreement, group_big, workers, words, pad
+        )
+        raw += made
+        if a.size:  # unique per band keeps the pile small when bands agree on many pairs
+            if capped_out is not None and in_big_group.any():
+                big_codes.append(unique_sorted(a[in_big_group] * n + b[in_big_group]))
+                a, b = a[~in_big_group], b[~in_big_group]
+            code = unique_sorted(a * n + b)
+            parts_a.append(code // n)
+            parts_b.append(code % n)
+
+    # every band whose buckets fit its budget is paired at once; the bands over it wait until
+    # each member of their large buckets knows the one band it is paired in (choose_bands)
+    over: list[tuple[int, int]] = []
+    best_anchor = np.full(n, np.iinfo(np.int64).max, np.int64)
+    best_band = np.full(n, -1, np.int64)
+    for band in range(plan.bands):
+        members, bounds = groups_of(band)
+        if progress is not None and band:
+            progress(band)
+        if bounds.size < 2:
+            continue
+        size = np.diff(bounds)
+        cap = valve_cap(size, plan.bucket_cap, budget)
+        if cap is None:  # the band's buckets fit its budget: every pair (no valve)
+            pair(members, bounds, None, np.zeros(size.size, np.bool_))
+        else:
+            choose_bands(members, bounds, cap, band, best_anchor, best_band)
+            over.append((band, cap))
+    for band, cap in over:  # the valve: the largest buckets thinned to the cap
+        members, bounds = band_groups(band_keys(s, band, plan.rows))
+        size = np.diff(bounds)
+        valve_bands += 1
+        caps_used.append(cap)
+        capped += int((size > cap + 1).sum())
+        codes, weights = _valve_sample(
+            s, members, bounds, cap, plan.min_agreement, band, n, plan.bands, plan.rows
+        )
+        sample_codes.append(codes)
+        sample_weights.append(weights)
+        members, bounds, in_big, group_big = thin_big_groups(
+            members, bounds, cap, best_band[members] == band
+        )
+        size = np.diff(bounds)
+        made_big = int(pairs_per_group(size, cap)[group_big].sum())
+        skipped += max(0, in_big - made_big)
+        pair(members, bounds, cap, group_big)
+    ordinary = (
+        unique_sorted(np.concatenate(parts_a) * n + np.concatenate(parts_b))
+        if parts_a
+        else np.zeros(0, np.int64)
+    )
+    only_capped = np.zeros(ordinary.size, np.bool_)
+    if big_codes:  # pairs met only in capped buckets
+        extra = np.setdiff1d(np.concatenate(big_codes), ordinary)
+        code = np.concatenate([ordinary, extra])
+        only_capped = np.concatenate([only_capped, np.ones(extra.size, np.bool_)])
+        order = np.argsort(code, kind="stable")
+        code, only_capped = code[order], only_capped[order]
+    else:
+        code = ordinary
+    lost = 0.0
+    if sample_codes:  # sampled agreeing pairs of thinned buckets that no band made
+        sc, sw = np.concatenate(sample_codes), np.concatenate(sample_weights)
+        lost = float(sw[~np.isin(sc, code)].sum())
+    a, b = idx[code // n], idx[code % n]
+    if capped_out is not None:
+        capped_out.append(only_capped)
+    if info is not None:
+        info.update(
+            {
+                **plan.to_dict(),
+                "docs": int(n),
+                "raw_pairs": raw,
+                "pairs": int(a.size),
+                "band_pairs_budget": budget,
+                "valve_bands": valve_bands,
+                "bucket_cap_used": min(caps_used) if caps_used else None,
+                "capped_buckets": capped,
+                # an upper bound: a pair in large groups of several bands counts in each
+                "pairs_skipped": min(skipped, n * (n - 1) // 2),
+                # candidates (agreeing pairs) the valve gave up, estimated from VALVE_SAMPLE
+                # pairs of each thinned bucket, and that as a share of the candidates
+                "valve_lost_pairs_est": round(lost),
+                "valve_recall_loss_est": round(lost / (lost + a.size), 6) if lost else 0.0,
+            }
+        )
+    return a, b
+
+
+def _valve_sample(
+    s: npt.NDArray[np.uint16],
+    members: npt.NDArray[np.int64],
+    bounds: npt.NDArray[np.int64],
+    cap: int,
+    min_agree: int,
+    band: int,
+    n: int,
+    bands: int,
+    rows: int,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """VALVE_SAMPLE random pairs of each bucket the valve thins (before thinning; seeded by the
+    band): the codes ``a * n + b`` of those that agree on ``>= min_agree`` values, each with the
+    weight ``C(size, 2) / VALVE_SAMPLE`` (it stands for that many pairs of its bucket) divided by
+    the number of bands the pair collides in."""
+    size = np.diff(bounds)
+    big = np.flatnonzero(size > cap + 1)
+    if not big.size:
+        return np.zeros(0, np.int64), np.zeros(0, np.float64)
+    rng = np.random.default_rng(band)
+    m = VALVE_SAMPLE
+    sz = size[big]
+    gi = rng.integers(0, sz[:, None], (big.size, m))
+    gj = rng.integers(0, sz[:, None] - 1, (big.size, m))
+    gj = gj + (gj >= gi)  # distinct positions
+    x = members[bounds[big][:, None] + gi].ravel()
+    y = members[bounds[big][:, None] + gj].ravel()
+    w = np.repeat((sz * (sz - 1) / 2.0) / m, m)
+    ok = agreement(s, x, y) >= min_agree
+    x, y, w = x[ok], y[ok], w[ok]
+    # a pair no band made sits in a thinned bucket of every band it collides in, and is
+    # sampled from each: weighted by 1 / (bands it collides in), it is counted once over them
+    h = bands * rows
+    same = (s[x, :h] == s[y, :h]).reshape(x.size, bands, rows).all(axis=2).sum(axis=1)
+    lo, hi = np.minimum(x, y), np.maximum(x, y)
+    return lo * n + hi, w / np.maximum(same, 1)
+
+
+def band_caps(
+    hists: list[list[list[int]]], docs: int, plan: LshPlan
+) -> tuple[list[int | None], int | None]:
+    """Each band's valve cap (None: every bucket paired in full) from bucket-size histograms
+    (rows ``[band, size, buckets]``, summed over the lists), with :func:`lsh_pairs`' rule
+    (:func:`~neardup.index.band_groups.valve_cap` at :func:`band_budget`); returns ``(caps,
+    budget)``."""
+    budget = band_budget(plan, docs)
+    per_band: list[dict[int, int]] = [{} for _ in range(plan.bands)]
+    for rows in hists:
+        for band, size, count in rows:
+            d = per_band[band]
+            d[size] = d.get(size, 0) + count
+    caps: list[int | None] = []
+    for d in per_band:
+        if not d:
+            caps.append(None)
+            continue
+        sizes = np.array(sorted(d), np.int64)
+        counts = np.array([d[x] for x in sorted(d)], np.int64)
+        # the band's bucket sizes as a histogram: the cap lsh_pairs computes over them
+        caps.append(valve_cap(sizes, plan.bucket_cap, budget, counts))
+    return caps, budget

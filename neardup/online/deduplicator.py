@@ -537,7 +537,7 @@ class Deduplicator:
     def group_matches(self, docs: Sequence[Mapping[str, Any]]) -> dict[int, list[Found]]:
         """The verified matches of each document of ``docs`` with the ones before it, as if
         all were kept (:meth:`Decider.group_matches <neardup.online.decide.Decider.group_matches>`):
-        the within-batch half of the decision, which :func:`neardup.online.group.keep_first`
+        the within-batch half of the decision, which :func:`neardup.rules.keep.keep_first`
         completes with the matches against stored documents (the cluster's batches). Reads
         nothing stored; runs in the calling thread."""
         items, _ = self._as_list(docs)

@@ -1,4 +1,4 @@
-"""The batch-mode probe kernel (neardup/distributed/_batch_kernels.py): equal to its pure
+"""The batch-mode probe kernel (neardup/index/_batch_kernels.py): equal to its pure
 Python twin and to brute force (neardup/index/reference.py), on any chunking and thread count."""
 
 from __future__ import annotations

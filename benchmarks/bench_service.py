@@ -107,7 +107,7 @@ def seed(
     rng = np.random.default_rng(seed_)
     now = time.time()
     t0 = time.perf_counter()
-    with Deduplicator(ns, retention="48h", candidates=candidates) as d:
+    with Deduplicator.open(ns, retention="48h", candidates=candidates) as d:
         had = len(d)
         if top_up:
             n = max(0, n - had)
@@ -396,7 +396,7 @@ from bench_store import disk_by_kind, proc_memory, window_texts
 from neardup.online.deduplicator import Deduplicator
 path, n, batch = {path!r}, {n}, {batch}
 t_all = time.perf_counter()
-d = Deduplicator(path, retention="48h", candidates={mode!r})
+d = Deduplicator.open(path, retention="48h", candidates={mode!r})
 had = offered = len(d)
 rates = []
 while len(d) < n:  # posts offered in chunks of 100k until the window holds n

@@ -167,7 +167,7 @@ sys.path.insert(0, {root!r})
 sys.path.insert(0, {bench!r})
 from bench_store import window_texts
 from neardup.online.deduplicator import Deduplicator
-d = Deduplicator({path!r}, memtable_size=max(1_000_000, 2 * {fill}))
+d = Deduplicator.open({path!r}, memtable_size=max(1_000_000, 2 * {fill}))
 done = 0
 while done < {fill}:  # a memtable of `fill` rows, only in the log when the process dies
     n = min(100_000, {fill} - done)
@@ -213,11 +213,11 @@ def restart_after_sigkill(path: Path, fill: int = 0) -> dict[str, float]:
     log_bytes = sum(f.stat().st_size for f in path.glob("wal-*.log"))
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
-    d = Deduplicator(path)
+    d = Deduplicator.open(path)
     opened = time.perf_counter() - t0
     d.check({"id": "after-restart", "text": "is anything like this stored"})
     first = time.perf_counter() - t0
-    replayed = d.store.replayed_records
+    replayed = d.store._state.replayed_records
     d.close()
     return {
         "restart_memtable_rows_in_log": fill,
@@ -269,7 +269,7 @@ def window(a: argparse.Namespace) -> int:
         for mode in modes:
             path = root / mode
             r: dict[str, Any] = {}
-            d = Deduplicator(path, candidates=mode)
+            d = Deduplicator.open(path, candidates=mode)
             t_all = time.perf_counter()
             rates = []
             done = 0
@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     now = time.time()
     try:
         t0 = time.perf_counter()
-        with Deduplicator(data, **kw) if not a.reuse else contextlib.nullcontext() as d:
+        with Deduplicator.open(data, **kw) if not a.reuse else contextlib.nullcontext() as d:
             done = 0 if not a.reuse else a.n
             while done < a.n:
                 k = min(a.chunk, a.n - done)
@@ -408,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         res["disk_bytes"] = sum(f.stat().st_size for f in data.rglob("*") if f.is_file())
 
         t0 = time.perf_counter()
-        d = Deduplicator(data, **kw)
+        d = Deduplicator.open(data, **kw)
         res["open_s"] = time.perf_counter() - t0
         res["rss_after_open_mib"] = rss_mib()
         st = d.stats()
@@ -460,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         d.close()
         res["close_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        Deduplicator(data, **kw).close()
+        Deduplicator.open(data, **kw).close()
         res["reopen_after_writes_s"] = time.perf_counter() - t0
     finally:
         if a.data is None:

@@ -65,7 +65,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench_index import make_data, make_queries  # noqa: E402
 
-from neardup.store import Store  # noqa: E402
+from neardup.store import Store, StoreSettings  # noqa: E402
 
 DAY = 86400.0
 K = 3
@@ -83,7 +83,9 @@ def status_kib() -> dict[str, int]:
 
 
 def open_store(path: str, compress: bool | None) -> Store:
-    return Store(path, bits=64, radius=K, partition_seconds=DAY, compress_tables=compress)
+    return Store(
+        path, StoreSettings(partition_seconds=DAY, compress_tables=compress), bits=64, radius=K
+    )
 
 
 def child_build(path: str, n: int, partitions: int) -> dict[str, Any]:

@@ -42,7 +42,7 @@ rng = random.Random(seed)
 ack = open(ack_path, "a", buffering=1)
 def text():
     return " ".join(f"w{rng.randrange(10**6)}" for _ in range(30))
-with Deduplicator(path, retention="48h", verify=False, fingerprinter=Fingerprinter(),
+with Deduplicator.open(path, retention="48h", verify=False, fingerprinter=Fingerprinter(),
                   memtable_size=5000) as d:
     ack.write(json.dumps(["ready"]) + "\n")
     mine = []
@@ -104,7 +104,7 @@ def _check(path: Path, added: set[str], deleted: set[str]) -> tuple[int, int, in
     from neardup import Fingerprinter
     from neardup.online.deduplicator import Deduplicator
 
-    with Deduplicator(path, verify=False, fingerprinter=Fingerprinter()) as d:
+    with Deduplicator.open(path, verify=False, fingerprinter=Fingerprinter()) as d:
         found = sum(1 for i in added if i in d)
         resurrected = sum(1 for i in deleted if i in d)
         return found, resurrected, len(d)

@@ -41,7 +41,7 @@ def _machine() -> dict:
 
 def run(mode: str, ids, texts, args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        d = Deduplicator(tmp, candidates=mode, max_matches=50, memtable_size=10_000_000)
+        d = Deduplicator.open(tmp, candidates=mode, max_matches=50, memtable_size=10_000_000)
         t0 = time.perf_counter()
         for s in range(0, len(ids), args.batch):
             d.add(

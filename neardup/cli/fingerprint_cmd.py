@@ -4,8 +4,7 @@
 Inputs are read by :func:`neardup.io.read_corpus`, exactly as ``neardup dedup`` reads them:
 the same formats (``--input-format``, else told from the extension), compressed files, globs,
 fsspec URLs, dotted ``--text-field``, and the same ids, so ``fingerprint`` and ``dedup``
-fingerprint the same documents under the same ids. ``--format`` is the old, hidden name of
-``--input-format`` (``txt`` meaning ``lines``). Errors are raised as
+fingerprint the same documents under the same ids. Errors are raised as
 :class:`~neardup.errors.NeardupError` subclasses; :mod:`neardup.cli.main` maps them.
 """
 
@@ -41,22 +40,8 @@ _Inputs = Annotated[
 _InputFormat = Annotated[
     str | None, typer.Option("--input-format", help=_FORMAT_HELP, show_default=False)
 ]
-_OldFormat = Annotated[str | None, typer.Option("--format", hidden=True)]
 _TextField = Annotated[str, typer.Option(help="Field/column holding the text (dotted: meta.text).")]
 _Encoding = Annotated[str, typer.Option(help="Input text encoding.")]
-
-
-def input_format(input_fmt: str | None, old: str | None) -> str | None:
-    """The ``--input-format`` to use, from it or the deprecated ``--format`` (which says so on
-    stderr; ``auto`` is no format, ``txt`` is ``lines``)."""
-    from ..errors import ConfigError
-
-    if old is None:
-        return input_fmt
-    if input_fmt is not None:
-        raise ConfigError("pass --input-format only (--format is its old name)")
-    typer.echo("neardup: warning: --format is deprecated; use --input-format", err=True)
-    return {"auto": None, "txt": "lines"}.get(old, old)
 
 
 def iter_docs(
@@ -103,7 +88,6 @@ def fingerprint_cmd(
         ),
     ] = None,
     input_fmt: _InputFormat = None,
-    old_fmt: _OldFormat = None,
     text_field: _TextField = "text",
     id_field: Annotated[
         str | None,
@@ -119,7 +103,6 @@ def fingerprint_cmd(
     from ..fingerprint.simhash import Fingerprinter
     from ..io import check_outputs, read_corpus
 
-    fmt = input_format(input_fmt, old_fmt)
     fp = Fingerprinter(
         bits,
         features=features,
@@ -136,7 +119,7 @@ def fingerprint_cmd(
     t0 = time.perf_counter()
     with (
         read_corpus(
-            files, fmt=fmt, text_field=text_field, id_field=id_field, encoding=encoding
+            files, fmt=input_fmt, text_field=text_field, id_field=id_field, encoding=encoding
         ) as corpus,
         _csv_output(output) as out,
     ):
@@ -216,7 +199,6 @@ def idf_build_cmd(
     ] = "auto",
     min_df: Annotated[int, typer.Option(help="drop tokens in fewer documents")] = 1,
     input_fmt: _InputFormat = None,
-    old_fmt: _OldFormat = None,
     text_field: _TextField = "text",
     encoding: _Encoding = "utf-8",
 ) -> None:
@@ -227,13 +209,12 @@ def idf_build_cmd(
 
     if features not in ("auto", "words", "jieba"):
         raise ConfigError(f"--features must be auto, words or jieba, got {features!r}")
-    fmt = input_format(input_fmt, old_fmt)
     from ..io import check_outputs
 
     check_outputs([("--output", output)], corpus)  # before anything is read
 
     def tokens() -> Iterator[list[str]]:
-        for _id, text in iter_docs(corpus, fmt=fmt, text_field=text_field, encoding=encoding):
+        for _id, text in iter_docs(corpus, fmt=input_fmt, text_field=text_field, encoding=encoding):
             use_jieba = features == "jieba" or (features == "auto" and detect_lang(text) == "zh")
             yield jieba_words(text) if use_jieba else words(text)
 
@@ -250,4 +231,4 @@ def register(app: typer.Typer) -> None:
     app.add_typer(idf_app, name="idf")
 
 
-__all__ = ["fingerprint_cmd", "idf_build_cmd", "input_format", "iter_docs", "register"]
+__all__ = ["fingerprint_cmd", "idf_build_cmd", "iter_docs", "register"]

@@ -1,10 +1,11 @@
 """Group commit: the log's fsync behind the writer (:class:`Syncer`).
 
-The writer decides a group, appends its records to the log without an fsync
-(:meth:`Store.append_group <neardup.store.Store.append_group>` with ``durable=False``), applies
-them in memory and hands the group (an :class:`Inflight`) to the syncer, which fsyncs and only
-then answers it; a failed fsync refuses that batch and every later one until the writer has
-taken them back (:meth:`Store.take_back <neardup.store.Store.take_back>`).
+The writer decides a group, appends its records to the log without an fsync and applies them in
+memory (:meth:`Store.append_group <neardup.store.Store.append_group>`), and hands the group (an
+:class:`Inflight`) to the syncer, which fsyncs (:meth:`Store.sync_log
+<neardup.store.Store.sync_log>`) and only then answers it; a failed fsync refuses that batch
+and every later one until the writer has taken them back (:meth:`Store.take_back
+<neardup.store.Store.take_back>`): the store's one write protocol.
 """
 
 from __future__ import annotations
@@ -169,10 +170,11 @@ class Syncer:
         err: StorageError | None = None
         # groups that wrote nothing need no fsync: every earlier write was synced by an
         # earlier batch (batches are answered in order, and a failure stops everything)
-        if any(it.unsynced is not None for it in items):
+        written = [it.unsynced for it in items if it.unsynced is not None]
+        if written:
             t0 = time.perf_counter()
             try:
-                store.sync_log()
+                store.sync_log(written)
             except StorageError as exc:
                 err = exc
             except Exception as exc:  # pragma: no cover - treated like a failed sync
@@ -182,10 +184,9 @@ class Syncer:
             self.sync_seconds += took
             self.slow_syncs += took > SLOW_SYNC_S
             self.max_sync_seconds = max(self.max_sync_seconds, took)
+        del written
         if err is None:
             for it in items:
-                if it.unsynced is not None:
-                    store.acknowledge(it.unsynced)
                 self._resolve(it)
             with self._cv:
                 self._busy = False

@@ -21,6 +21,7 @@ The matching rules: :mod:`.decide`. Storage layout and recovery: :mod:`neardup.s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -37,6 +38,7 @@ from ..errors import (
     InputError,
     InputTypeError,
     NotFoundError,
+    UnsupportedVersionError,
 )
 from ..fingerprint.distance import as_fingerprints
 from ..rules.decision import Decision, Match
@@ -44,12 +46,34 @@ from ..rules.keep import Found
 from ..store import Store, parse_duration
 from .config import jsonable, load_fingerprinter, load_verifier
 from .decide import Decider, Op
-from .prepare import MAX_FUTURE_SECONDS, DocumentPreparer, PreparedDocs, lsh_keys
+from .prepare import DocumentPreparer, PreparedDocs, lsh_keys
+from .settings import DedupSettings
 from .writer import Writer
 
-__all__ = ["Decision", "Deduplicator", "DocumentPreparer", "Match"]
+__all__ = ["Decision", "DedupSettings", "Deduplicator", "DocumentPreparer", "Match"]
 
 log = logging.getLogger("neardup.store")
+
+#: the version of the config body a deduplicator keeps in ``config.json`` (its ``format``)
+CONFIG_FORMAT = 1
+
+
+def _check_stored(stored: dict[str, Any], where: str) -> None:
+    """Refuse a stored config body this build does not read (:class:`UnsupportedVersionError`
+    naming the file): another format, or one without the candidate mode or, in ``lsh`` mode,
+    the MinHash plan its band keys were made with."""
+    missing = [k for k in ("candidates", "fingerprinter") if k not in stored]
+    if stored.get("candidates") == "lsh" and "lsh" not in stored:
+        missing.append("lsh")
+    if stored.get("format") != CONFIG_FORMAT or missing:
+        what = f"format {stored.get('format')!r}" + (
+            f" without {', '.join(missing)}" if missing else ""
+        )
+        raise UnsupportedVersionError(
+            f"{where}: a config of {what}; this build reads format {CONFIG_FORMAT} (written "
+            "since the candidate mode and its MinHash plan are kept with the data). "
+            "Deduplicate into a new data directory"
+        )
 
 
 def _check_kind(kind: str) -> None:
@@ -61,81 +85,13 @@ def _check_kind(kind: str) -> None:
 class Deduplicator:
     """Durable, time-windowed near-duplicate index with atomic check-and-insert.
 
-    Parameters
-    ----------
-    path : str or path-like or None, default=None
-        Data directory; None keeps everything in memory (nothing durable).
-    max_distance : int, default=3
-        SimHash distance within which a document is a duplicate (distance rule).
-    retention : str or float or None, default=None
-        Window, e.g. ``"48h"`` or seconds; older documents stop matching and whole partitions
-        older than the window are dropped. None: the one the data directory was created with
-        (nothing is dropped for a new store or one created without). The retention is stored
-        with the data: a different value than the stored one raises :class:`ConfigError` unless
-        ``allow_retention_change=True`` (or use :meth:`set_retention`).
-    allow_retention_change : bool, default=False
-        Accept a ``retention`` other than the stored one, store it and apply it (logged as a
-        warning: a shorter window drops the partitions now outside it).
-    max_future_seconds : float, default=86400
-        Documents whose ``time`` is more than this ahead of now are refused (as are times
-        before 0 or older than the retention window): every accepted time is one the store
-        keeps until its retention expires.
-    verify : bool or Verifier, default=True
-        Verify candidates on their texts with :class:`neardup.verify.Verifier` (True: the
-        default or the one stored in the data directory).
-    fingerprinter : Fingerprinter or dict or None, default=None
-        None: the one stored in the data directory, else ``Fingerprinter()``. A different one
-        than the directory was created with raises :class:`ConfigError`.
-    store_text : bool, default=True
-        Keep texts (needed to verify later documents against them, and returned by ``get``).
-    commit_interval_ms : float, default=0.0
-        How long the writer waits for more operations to join a group before committing. The
-        default 0 still groups: whatever queues up while one group is being decided and
-        fsynced forms the next group, and a lone request pays no wait.
-    max_segments_per_partition : int, default=2
-        A partition with more segments is merged into one in the background.
-    candidate_radius : int or None, default=None
-        Largest SimHash distance searched for candidates. Default ``max_distance``: the
-        verifier then only confirms or rejects candidates within ``max_distance`` (precision),
-        which keeps searches cheap over tens of millions of fingerprints. Raise it (up to
-        ``verifier.max_candidate_distance``, where each query is searched only as far as the
-        verifier needs for its length) to recover more near-duplicate *short* texts, at a
-        steep cost per query as the radius grows (see docs/store.md).
-    max_matches : int, default=10
-        Matches reported per document (closest first).
-    memtable_size : int, default=1_000_000
-        Rows kept in memory before they are written to a segment.
-    partition_seconds : float or None, default=None
-        Partition width; default ``max(3600, retention / 8)`` (1 day without retention): fewer,
-        larger partitions keep the number of segments a query searches small. Fixed when the
-        store is created (stored in its config.json); None uses the stored one, another value
-        raises :class:`ConfigError`.
-    clock : callable, default=time.time
-        Source of "now" in unix seconds (inject one in tests).
-    repair : bool, default=False
-        Open a store whose log is damaged in the middle by cutting it at the damage (rows SQLite
-        still holds are kept), or whose SQLite database is damaged by rebuilding it from every
-        row it can still read plus the log.
-    verify_meta : bool, default=True
-        Run SQLite's ``PRAGMA quick_check`` on open (a scan of the whole database file; a
-        damaged one is refused, naming it, unless ``repair``).
-    candidates : {"lsh", "simhash"} or None, default=None
-        ``"lsh"``: the candidates are the SimHash hits within ``max_distance`` plus the stored
-        documents that share a MinHash band key with the document and agree on enough of its
-        MinHash values (the batch pipeline's channel and plan: ``neardup dedup``'s defaults), all
-        verified on the stored text; recall does not depend on the window's size. Needs
-        ``verify`` and ``store_text``. ``"simhash"``: SimHash only (the classic mode;
-        ``candidate_radius`` applies). None: the mode the data directory was created with (a
-        directory from before this option: ``"simhash"``), else ``"lsh"`` when verifying stored
-        texts, else ``"simhash"``. Stored in config.json; another explicit mode than the stored
-        one raises :class:`ConfigError`.
-    compress_tables : bool or None, default=None
-        Segment indexes with block-compressed tables (about half their memory and file size,
-        exact, slower probes; docs/store.md). Stored in config.json; None: the stored setting
-        (off for a new store).
-
-    Open one with :meth:`open` (``Deduplicator(path, ...)`` is the same call, kept for
-    existing callers).
+    Open one with :meth:`open` (a data directory, or None: in memory) and its
+    :class:`~neardup.online.settings.DedupSettings` (or their fields as keyword options);
+    close it with :meth:`close` or a ``with`` block. The settings stored with the data win
+    where the given ones say None (the fingerprinter, the verifier, the candidate mode, the
+    retention and partition width); another explicit value is refused with
+    :class:`ConfigError` (a retention change only with ``allow_retention_change=True`` or
+    :meth:`set_retention`).
 
     Examples
     --------
@@ -148,130 +104,88 @@ class Deduplicator:
     """
 
     @classmethod
-    def open(cls, path: str | Path | None = None, **options: Any) -> Deduplicator:
-        """Open the data directory ``path`` (created if missing; None: in memory), recovering
-        what the last run left (the log replayed, orphaned files removed), and start the
-        writer. ``options`` are the class parameters (``max_distance``, ``retention``, ...).
-        The way to get a :class:`Deduplicator`; close it with :meth:`close` or a ``with``
-        block.
+    def open(
+        cls,
+        path: str | Path | None = None,
+        settings: DedupSettings | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        **options: Any,
+    ) -> Deduplicator:
+        """Open the data directory ``path`` (created if missing; None: in memory, nothing
+        durable), recovering what the last run left (the log replayed, orphaned files removed),
+        and start the writer.
+
+        Parameters
+        ----------
+        path : str or Path or None
+        settings : DedupSettings or None
+            None: the defaults (:class:`~neardup.online.settings.DedupSettings`).
+        clock : callable, default=time.time
+            Source of "now" in unix seconds (inject one in tests).
+        **options
+            Fields of :class:`DedupSettings` or of :class:`~neardup.store.StoreSettings` to
+            change (``max_distance=4``, ``retention="48h"``, ...).
         """
-        return cls(path, **options)
+        base = DedupSettings() if settings is None else settings
+        if not isinstance(base, DedupSettings):
+            raise ConfigError(f"settings must be a DedupSettings, got {type(base).__name__}")
+        if options:
+            base = base.with_options(**options)
+        return cls(path=None if path is None else Path(path), settings=base, clock=clock)
 
     def __init__(
-        self,
-        path: str | Path | None = None,
-        *,
-        max_distance: int = 3,
-        retention: str | float | None = None,
-        verify: Any = True,
-        fingerprinter: Any = None,
-        store_text: bool = True,
-        commit_interval_ms: float = 0.0,
-        max_matches: int = 10,
-        candidate_radius: int | None = None,
-        memtable_size: int = 1_000_000,
-        max_segments_per_partition: int = 2,
-        partition_seconds: float | None = None,
-        clock: Callable[[], float] = time.time,
-        repair: bool = False,
-        allow_retention_change: bool = False,
-        max_future_seconds: float = MAX_FUTURE_SECONDS,
-        verify_meta: bool = True,
-        candidates: str | None = None,
-        compress_tables: bool | None = None,
+        self, *, path: Path | None, settings: DedupSettings, clock: Callable[[], float]
     ) -> None:
-        if (
-            isinstance(max_distance, bool)
-            or not isinstance(max_distance, int)
-            or not 0 <= max_distance <= 32
-        ):
-            raise ConfigError(f"max_distance must be an int in [0, 32], got {max_distance!r}")
-        if (
-            isinstance(commit_interval_ms, bool)
-            or not isinstance(commit_interval_ms, (int, float))
-            or not 0 <= commit_interval_ms <= 1000
-        ):
-            raise ConfigError(
-                f"commit_interval_ms must be a number in [0, 1000], got {commit_interval_ms!r}"
-            )
-        if not isinstance(max_matches, int) or max_matches < 1:
-            raise ConfigError(f"max_matches must be a positive int, got {max_matches!r}")
-        if not isinstance(memtable_size, int) or memtable_size < 1:
-            raise ConfigError(f"memtable_size must be a positive int, got {memtable_size!r}")
-        if (
-            isinstance(max_future_seconds, bool)
-            or not isinstance(max_future_seconds, (int, float))
-            or not 0 <= max_future_seconds < 1e12
-        ):
-            raise ConfigError(
-                f"max_future_seconds must be a number in [0, 1e12), got {max_future_seconds!r}"
-            )
-        self.max_distance = max_distance
-        self.retention = parse_duration(retention)
-        self._retention_given = retention is not None
-        self._partition_given = partition_seconds is not None
-        self._allow_retention_change = bool(allow_retention_change)
-        if partition_seconds is None:
-            partition_seconds = max(3600.0, self.retention / 8) if self.retention else 86400.0
-        elif not isinstance(partition_seconds, (int, float)) or partition_seconds <= 0:
-            raise ConfigError(
-                f"partition_seconds must be a positive number, got {partition_seconds!r}"
-            )
-        self.partition_seconds = float(partition_seconds)
-        self.store_text = bool(store_text)
-        self.commit_interval = float(commit_interval_ms) / 1000.0
-        self.max_matches = max_matches
+        """Use :meth:`open`."""
         self.clock = clock
-        self.path = None if path is None else Path(path)
-
-        stored = Store.read_config(self.path)
+        self.path = path
+        self.commit_interval = float(settings.commit_interval_ms) / 1000.0
+        stored = Store.read_config(path)
+        if stored is not None:
+            _check_stored(stored, f"{path}/config.json")
         self.fingerprinter = load_fingerprinter(
-            fingerprinter, stored.get("fingerprinter") if stored else None
+            settings.fingerprinter, stored.get("fingerprinter") if stored else None
         )
-        self.verifier = load_verifier(verify, stored.get("verifier") if stored else None)
+        self.verifier = load_verifier(settings.verify, stored.get("verifier") if stored else None)
+        self.store_text = settings.store_text
         self.bits = int(getattr(self.fingerprinter, "bits", 64))
-        if candidate_radius is not None and (
-            isinstance(candidate_radius, bool)
-            or not isinstance(candidate_radius, int)
-            or not max_distance <= candidate_radius <= self.bits
-        ):
+        radius = settings.candidate_radius
+        if radius is not None and radius > self.bits:
             raise ConfigError(
-                f"candidate_radius must be an int in [max_distance ({max_distance}), "
-                f"{self.bits}], got {candidate_radius!r}"
+                f"candidate_radius (--candidate-radius) must be at most the fingerprints' "
+                f"{self.bits} bits, got {radius}"
             )
-        self.radius = max_distance if candidate_radius is None else candidate_radius
-        self.candidates = self._candidate_mode(candidates, stored, candidate_radius)
+        self.max_distance = settings.max_distance
+        self.radius = self.max_distance if radius is None else radius
+        self.candidates = self._candidate_mode(settings.candidates, stored, radius)
         self.lsh_plan: Any = None
         if self.candidates == "lsh":
             from ..rules import DedupConfig, LshPlan
 
             # the batch default (one rule); a store keeps the plan its band keys were made with
-            kept_plan = (stored or {}).get("lsh")
-            if kept_plan:  # refused when its keys were made with another signature scheme
-                self.lsh_plan = LshPlan.from_dict(kept_plan, where=f"{self.path}/config.json")
+            if stored is not None:  # refused when its keys were made with another scheme
+                self.lsh_plan = LshPlan.from_dict(stored["lsh"], where=f"{path}/config.json")
             else:
                 self.lsh_plan = DedupConfig().lsh_plan()
         self._preparer = DocumentPreparer(
             self.fingerprinter,
             self.bits,
             clock,
-            max_future_seconds=float(max_future_seconds),
+            max_future_seconds=float(settings.max_future_seconds),
             lsh=None if self.lsh_plan is None else (self.verifier, self.lsh_plan),
         )
-
         self.store = Store(
-            self.path,
+            path,
+            settings.store,
             bits=self.bits,
             radius=self.radius,
-            partition_seconds=self.partition_seconds,
-            memtable_size=memtable_size,
-            check_config=self._check_config,
-            repair=repair,
-            verify_meta=verify_meta,
             band_keys_of=self._band_keys_of if self.lsh_plan is not None else None,
-            compress_tables=compress_tables,
+            check_config=self._check_config,
             clock=clock,
         )
+        #: the settings in force (the store's as stored)
+        self.settings = dataclasses.replace(settings, store=self.store.settings)
         self._decider = Decider(
             self.store,
             verifier=self.verifier,
@@ -279,13 +193,10 @@ class Deduplicator:
             bits=self.bits,
             radius=self.radius,
             max_distance=self.max_distance,
-            max_matches=self.max_matches,
+            max_matches=settings.max_matches,
             store_text=self.store_text,
         )
-        # the stored settings win (see _check_config); a legacy store's width is inferred
-        self.partition_seconds = self.store.partition_seconds
         self._preparer.retention = self.retention
-        self.max_segments_per_partition = max_segments_per_partition
         if self.retention is not None:
             self.store.expire(self.clock() - self.retention)
         self._warm_up()
@@ -295,18 +206,28 @@ class Deduplicator:
             clock=clock,
             retention=self.retention,
             commit_interval=self.commit_interval,
-            max_segments_per_partition=max_segments_per_partition,
+            max_segments_per_partition=settings.max_segments_per_partition,
             save_retention=self._save_retention,
         )
+
+    @property
+    def retention(self) -> float | None:
+        """The retention window in seconds (None: keep everything), as stored with the data."""
+        return self.store.settings.retention
+
+    @property
+    def partition_seconds(self) -> float:
+        """The store's partition width in seconds (fixed when it was created)."""
+        width = self.store.settings.partition_seconds
+        assert width is not None
+        return width
 
     # ------------------------------------------------------------------ config
     def _candidate_mode(
         self, candidates: str | None, stored: dict[str, Any] | None, radius: int | None
     ) -> str:
-        """The candidate mode: explicit, stored, or the default (see the class docs)."""
-        if candidates not in (None, "lsh", "simhash"):
-            raise ConfigError(f"candidates must be 'lsh' or 'simhash', got {candidates!r}")
-        kept = None if stored is None else stored.get("candidates", "simhash")
+        """The candidate mode: explicit, stored, or the default (see :class:`DedupSettings`)."""
+        kept = None if stored is None else stored["candidates"]
         if kept is not None and candidates is not None and candidates != kept:
             raise ConfigError(
                 f"{self.path}: the data directory was created with candidates={kept!r}; its "
@@ -324,51 +245,12 @@ class Deduplicator:
         return mode
 
     def _band_keys_of(self, texts: Sequence[str | None]) -> npt.NDArray[np.uint64]:
-        """Band entry keys of stored texts (recovery rebuilds the memtable's from the log)."""
+        """Band entry keys of stored texts (rows restored from SQLite get theirs from here)."""
         return lsh_keys(self.verifier, self.lsh_plan, texts)[2]
 
-    def _check_store_settings(self, stored: dict[str, Any] | None) -> None:
-        """Take the partition width and retention stored with the data (they decide which rows
-        exist); refuse other explicit values, except a retention change that was allowed."""
-        cfg = (stored or {}).get("store")
-        if not cfg:
-            return
-        width = float(cfg["partition_seconds"])
-        if self._partition_given and self.partition_seconds != width:
-            raise ConfigError(
-                f"{self.path}: the store was created with partition_seconds={width:g}, not "
-                f"{self.partition_seconds:g}; a store's partition width cannot change. Omit "
-                "partition_seconds to use the stored one"
-            )
-        self.partition_seconds = width
-        kept = cfg.get("retention")
-        kept = None if kept is None else float(kept)
-        if not self._retention_given:
-            if kept is not None:
-                log.info("%s: using the stored retention of %g s", self.path, kept)
-            self.retention = kept
-            return
-        if self.retention == kept:
-            return
-        was = "none (keep everything)" if kept is None else f"{kept:g} s"
-        if not self._allow_retention_change:
-            raise ConfigError(
-                f"{self.path}: the store was created with retention {was}; refusing to open it "
-                f"with retention {self.retention:g} s, which decides which documents are "
-                "deleted. Omit retention to use the stored one, or change it explicitly: "
-                "Deduplicator(..., allow_retention_change=True) or set_retention() "
-                "(neardup serve --allow-retention-change)"
-            )
-        log.warning(
-            "%s: retention changed from %s to %g s (allow_retention_change=True); documents "
-            "older than the new window will be dropped",
-            self.path,
-            was,
-            self.retention,
-        )
-
     def _check_config(self, stored: dict[str, Any] | None) -> dict[str, Any]:
-        self._check_store_settings(stored)
+        """The config body this deduplicator keeps with the data (the store adds its own
+        ``store`` section); refuses a store made with another fingerprinter or verifier."""
         fp_cfg = jsonable(self.fingerprinter.config())
         v_cfg = (
             jsonable(self.verifier.config())
@@ -376,6 +258,7 @@ class Deduplicator:
             else None
         )
         if stored is not None:
+            _check_stored(stored, f"{self.path}/config.json")
             if stored.get("fingerprinter") != fp_cfg:
                 raise ConfigError(
                     f"{self.path}: the data directory was created with fingerprinter config "
@@ -388,20 +271,12 @@ class Deduplicator:
                     f"but this Deduplicator uses {v_cfg}; pass verify=True to use the stored one, or use a new directory"
                 )
         return {
-            "format": 1,
+            "format": CONFIG_FORMAT,
             "candidates": self.candidates,
             **({"lsh": self.lsh_plan.to_dict()} if self.lsh_plan is not None else {}),
             "bits": self.bits,
             "fingerprinter": fp_cfg,
             "verifier": v_cfg if v_cfg is not None else (stored or {}).get("verifier"),
-            # what decides which rows exist: partition p holds times in
-            # [origin + p * width, origin + (p + 1) * width); retention drops whole partitions
-            "store": {
-                "version": 1,
-                "partition_seconds": self.partition_seconds,
-                "partition_origin": 0.0,
-                "retention": self.retention,
-            },
         }
 
     # ------------------------------------------------------------------ input
@@ -550,21 +425,22 @@ class Deduplicator:
     def set_retention(self, retention: str | float | None) -> None:
         """Change the retention window (``None``: keep everything), store it with the data and
         apply it: a shorter window drops, at once, the partitions now outside it. Logged as a
-        warning; the explicit form of ``Deduplicator(..., allow_retention_change=True)``."""
+        warning; the explicit form of ``allow_retention_change=True``."""
         secs = parse_duration(retention)
         self._writer.run(Op("retention", arg=secs))
 
     def _save_retention(self, secs: float | None) -> None:
         """(writer) Store a new retention with the data and take it for this deduplicator's
         reads and input checks (the writer applies it next)."""
-        self.store.save_retention(secs)
+        old = self.retention
+        self.store.set_retention(secs)
         log.warning(
             "%s: retention changed from %s to %s by set_retention()",
             self.path,
-            "none" if self.retention is None else f"{self.retention:g} s",
+            "none" if old is None else f"{old:g} s",
             "none" if secs is None else f"{secs:g} s",
         )
-        self.retention = secs
+        self.settings = dataclasses.replace(self.settings, store=self.store.settings)
         self._preparer.retention = secs
 
     def compact(self) -> int:
@@ -630,7 +506,7 @@ class Deduplicator:
         return s
 
     def __len__(self) -> int:
-        return max(0, int(self.store.documents))
+        return len(self.store)
 
     def __contains__(self, id: object) -> bool:
         return isinstance(id, str) and self.store.get_row(id) is not None

@@ -404,7 +404,7 @@ class Writer:
                 op.future.set_exception(exc)
             return
         try:
-            unsynced = self.store.append_group(writes, durable=syncer is None)
+            unsynced = self.store.append_group(writes)
         except StorageError as exc:
             self._counters["storage_errors"] += 1
             reads = [op for op in group if op.kind == "check"]

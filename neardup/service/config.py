@@ -1,7 +1,10 @@
 """Configuration of the HTTP service: one frozen dataclass, validated in one place.
 
-:class:`ServiceConfig` only stores and checks values; it does no I/O. ``neardup serve`` builds
-one from its flags, :func:`neardup.service.app.create_app` takes one.
+:class:`ServiceConfig` only stores and checks values; it does no I/O. It holds the service's
+own settings and, in :attr:`ServiceConfig.dedup`, the
+:class:`~neardup.online.settings.DedupSettings` every namespace's deduplicator is opened with
+(the store's settings inside those). ``neardup serve`` builds them from its flags,
+:func:`neardup.service.app.create_app` takes one.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..online.settings import DedupSettings
 
 __all__ = [
     "DEFAULT_MAX_BATCH",
@@ -100,25 +104,10 @@ class ServiceConfig:
     A configuration without any token (``token``, ``read_token`` and ``token_file`` all None)
     serves everything without authentication: ``neardup serve`` only builds one with
     ``--no-auth``, and :func:`~neardup.service.app.create_app` logs a warning.
-    retention : str or float or None, default=None
-        Time window of each namespace, e.g. ``"48h"``; passed to :class:`neardup.online.Deduplicator`.
-    max_distance : int, default=3
-        Hamming distance within which fingerprints are candidates.
-    candidate_radius : int or None, default=None
-        Search radius for verification candidates (default ``max_distance``); raise it (e.g.
-        18) to catch edited *short* texts, at a cost per query that grows steeply with the
-        radius and the window size (docs/store.md).
-    candidates : {"lsh", "simhash"} or None, default=None
-        Candidate mode of each namespace (:class:`neardup.online.Deduplicator`): None uses the
-        stored mode, else ``"lsh"`` (MinHash band keys plus SimHash, the batch pipeline's
-        recall) when verifying stored texts; ``"simhash"`` is the classic SimHash-only mode.
-    compress_tables : bool or None, default=None
-        Block-compressed segment indexes in each namespace's store (``neardup serve
-        --compress-tables``); None: each store's stored setting.
-    verify : bool, default=True
-        Verify candidates on their text (needs the text stored).
-    store_text : bool, default=True
-        Keep document text (needed for verification and returned by ``GET /v1/docs/{id}``).
+    dedup : DedupSettings, default=DedupSettings()
+        How each namespace's :class:`~neardup.online.Deduplicator` decides and its store is
+        opened (candidate mode, distances, verification, group commit; retention, table
+        compression, repair in ``dedup.store``).
     max_body_bytes : int, default=32 MiB
         Largest request body; larger bodies get 413 before they are parsed.
     max_batch : int, default=10,000
@@ -126,14 +115,8 @@ class ServiceConfig:
     namespaces : tuple of str, default=("default",)
         Namespaces created at startup (``default`` is always there). Namespaces found in the
         data directory are opened too.
-    commit_interval_ms : float, default=0.0
-        Extra wait for more requests to join a log group commit (0: requests that arrive while
-        a group is being written form the next group; a lone request pays no wait).
     graceful_timeout_s : float, default=30.0
         How long shutdown waits for in-flight requests before closing the stores.
-    repair : bool, default=False
-        Open stores whose log is damaged in the middle by truncating it at the damage
-        (``neardup serve --repair``); without it such a store is refused with a clear message.
     max_connections : int or None, default=None
         Connections open at once; one more is answered 503 and closed. None: the descriptor
         limit less a reserve, at most 4,096 (:func:`neardup.service.connections.default_max_connections`).
@@ -149,10 +132,6 @@ class ServiceConfig:
         64 KiB of body. 0 disables the limit.
     read_burst : float, default=200.0
         Per client address: the bucket size (units a client may spend at once).
-    allow_retention_change : bool, default=False
-        Open stores whose stored retention differs from ``retention``, storing and applying the
-        new one (a shorter window drops what falls outside it); without it such a store is
-        refused (``neardup serve --allow-retention-change``).
     """
 
     data_dir: str | Path | None
@@ -162,26 +141,17 @@ class ServiceConfig:
     read_token: str | None = None
     token_file: str | Path | None = None
     open_reads: bool = False
-    retention: str | float | None = None
-    max_distance: int = 3
-    candidate_radius: int | None = None
-    candidates: str | None = None
-    compress_tables: bool | None = None
-    verify: bool = True
-    store_text: bool = True
+    dedup: DedupSettings = field(default_factory=DedupSettings)
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_batch: int = DEFAULT_MAX_BATCH
     namespaces: tuple[str, ...] = field(default=("default",))
-    commit_interval_ms: float = 0.0
     graceful_timeout_s: float = 30.0
-    repair: bool = False
     max_connections: int | None = None
     header_timeout_s: float = 10.0
     body_timeout_s: float = 60.0
     keep_alive_timeout_s: float = 5.0
     read_rate: float = 50.0
     read_burst: float = 200.0
-    allow_retention_change: bool = False
 
     def __post_init__(self) -> None:
         if self.data_dir is not None and not isinstance(self.data_dir, str | Path):
@@ -209,26 +179,10 @@ class ServiceConfig:
                 raise ConfigError(f"{name} must be a non-empty string or None, got {value!r}")
         if self.token_file is not None and not isinstance(self.token_file, str | Path):
             raise ConfigError(f"token_file must be a path or None, got {self.token_file!r}")
-        if (
-            isinstance(self.max_distance, bool)
-            or not isinstance(self.max_distance, int)
-            or not 0 <= self.max_distance <= 32
-        ):
+        if not isinstance(self.dedup, DedupSettings):
             raise ConfigError(
-                f"max_distance must be an integer in [0, 32], got {self.max_distance!r}"
-            )
-        if self.candidate_radius is not None and (
-            isinstance(self.candidate_radius, bool)
-            or not isinstance(self.candidate_radius, int)
-            or not self.max_distance <= self.candidate_radius <= 128
-        ):
-            raise ConfigError(
-                f"candidate_radius must be an integer in [max_distance ({self.max_distance}), "
-                f"128] or None, got {self.candidate_radius!r}"
-            )
-        if self.candidates not in (None, "lsh", "simhash"):
-            raise ConfigError(
-                f"candidates must be 'lsh', 'simhash' or None, got {self.candidates!r}"
+                "dedup must be a neardup.online.settings.DedupSettings, got "
+                f"{type(self.dedup).__name__}"
             )
         for name, value, low in (
             ("max_body_bytes", self.max_body_bytes, 1024),
@@ -242,10 +196,6 @@ class ServiceConfig:
             validate_namespace(ns)
         if "default" not in self.namespaces:
             object.__setattr__(self, "namespaces", ("default", *self.namespaces))
-        if not isinstance(self.commit_interval_ms, int | float) or self.commit_interval_ms < 0:
-            raise ConfigError(
-                f"commit_interval_ms must be a number >= 0, got {self.commit_interval_ms!r}"
-            )
         if not isinstance(self.graceful_timeout_s, int | float) or self.graceful_timeout_s < 0:
             raise ConfigError(
                 f"graceful_timeout_s must be a number >= 0, got {self.graceful_timeout_s!r}"

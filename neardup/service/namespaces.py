@@ -28,20 +28,7 @@ NAMESPACES_DIR = "namespaces"
 def _default_factory(config: ServiceConfig, path: Path | None) -> Any:
     from ..online.deduplicator import Deduplicator
 
-    return Deduplicator(
-        path=None if path is None else str(path),
-        max_distance=config.max_distance,
-        candidate_radius=config.candidate_radius,
-        candidates=getattr(config, "candidates", None),
-        compress_tables=getattr(config, "compress_tables", None),
-        retention=config.retention,
-        # a --retention other than the stored one is refused unless this is set (issue 21)
-        allow_retention_change=getattr(config, "allow_retention_change", False),
-        verify=config.verify,
-        store_text=config.store_text,
-        commit_interval_ms=config.commit_interval_ms,
-        repair=config.repair,
-    )
+    return Deduplicator.open(path, config.dedup)
 
 
 class NamespaceRegistry:

@@ -1,24 +1,31 @@
 """The embedded store behind :class:`neardup.online.Deduplicator`.
 
-Modules: :mod:`.wal` (write-ahead log), :mod:`.segment` (immutable segment files),
-:mod:`.memindex` (memtable and per-segment search), :mod:`.meta` (SQLite metadata),
-:mod:`.layout` (data-directory layout, lock, manifest), :mod:`.tombstones` (a cluster
-node's deleted ids with their versions, :class:`TombstoneLog`), :mod:`.writes` (:class:`WriteGroup`, what
-one write group adds and deletes), :mod:`.engine` (the :class:`Store`: recovery, flush,
-retention, and the writer's intents: ``append_group``, ``sync_log``, ``take_back``,
-``bulk_add``). See ``docs/store.md``.
+The :class:`Store` facade (:mod:`.engine`) over what it holds (:mod:`.state`) and its seams:
+:mod:`.recovery` (open, replay), :mod:`.applier` (the write path: log, memtable, pending
+overlay, SQLite behind), :mod:`.maintenance` (flush, compaction, retention, bulk loads),
+:mod:`.partitions` (the segment files of the time partitions). Its settings:
+:class:`StoreSettings` (:mod:`.settings`). Files: :mod:`.wal` (write-ahead log), :mod:`.segment`
+(immutable segment files), :mod:`.meta` (SQLite metadata), :mod:`.layout` (data-directory
+layout, lock, manifest); :mod:`.memindex` (memtable and per-segment search), :mod:`.bands`
+(MinHash band keys); :mod:`.writes` (:class:`WriteGroup`, :class:`AddedRows`: what one write
+group adds and deletes); :mod:`.tombstones` (a cluster node's deleted ids with their versions,
+:class:`TombstoneLog`). See ``docs/store.md``.
 """
 
 from __future__ import annotations
 
-from .engine import Store, Unsynced, parse_duration
+from .applier import Unsynced
+from .engine import Store
 from .meta import NO_CONTENT_HASH
+from .settings import StoreSettings, parse_duration
 from .tombstones import Tombstone, TombstoneLog
-from .writes import WriteGroup
+from .writes import AddedRows, WriteGroup
 
 __all__ = [
     "NO_CONTENT_HASH",
+    "AddedRows",
     "Store",
+    "StoreSettings",
     "Tombstone",
     "TombstoneLog",
     "Unsynced",

@@ -391,7 +391,7 @@ class MetaDB:
         )
         self._max_rows = 1 << max(0, fit.bit_length() - 1)
         self._insert_sql: dict[tuple[str, int], str] = {}
-        with self._lock:  # a database from before doc_count: count it once
+        with self._lock:  # a new (or rebuilt) database: count its rows once
             if self._db.execute("SELECT n FROM doc_count").fetchone() is None:
                 self._db.execute("INSERT INTO doc_count SELECT 0, count(*) FROM docs")
 
@@ -628,6 +628,14 @@ class MetaDB:
                 for raw in self._rdb.execute(q, chunk):
                     out[raw[0]] = _decode_row(raw, path, with_text=with_text)
         return out
+
+    def ids_after(self, after: str, limit: int) -> list[str]:
+        """Up to ``limit`` ids greater than ``after``, in id order (an export's page)."""
+        with self._rlock:
+            rows = self._rdb.execute(
+                "SELECT id FROM docs WHERE id > ? ORDER BY id LIMIT ?", (after, limit)
+            ).fetchall()
+        return [r[0] for r in rows]
 
     def get(self, id: str) -> Row | None:
         """The row of ``id`` (checked against its checksum), or None."""

@@ -4,7 +4,7 @@ File layout (little-endian, every section 8-byte aligned so it can be memory-map
 
     header (64 bytes)
       magic        8s   b"NDUPSEG\\x00"
-      version      u32  1, 2 or 3
+      version      u32  1
       bits         u32  64 or 128
       count        u64  number of rows
       partition    i64  time-partition key (floor(time / partition_seconds))
@@ -17,7 +17,7 @@ File layout (little-endian, every section 8-byte aligned so it can be memory-map
       fingerprints u64[count * words]   words = bits // 64, high word first
       rowids       i64[count]           strictly increasing
       times        f64[count]
-    band-key section (version 3, written by this build)
+    band-key section (empty in a store without the MinHash channel: groups and entries 0)
       groups       u32                  number of key groups (the bands)
       reserved     u32                  0
       entries      u64                  number of (compact key, row) pairs
@@ -25,19 +25,13 @@ File layout (little-endian, every section 8-byte aligned so it can be memory-map
       keys         u32[entries]         low 32 bits of the compact keys
                                         (:mod:`neardup.index.bands`), sorted within a group
       rows         u32[entries]         position of each entry's row in this segment
-                                        (ascending within a key), zero-padded to 8 bytes
-    band-key section (version 2, still read)
-      entries      u64                  number of (entry key, row) pairs
-      keys         u64[entries]         64-bit entry keys, sorted
-      rows         u32[entries]         as in version 3
+                                        (ascending within a key)
 
-Version 3 keeps 8 bytes per band key (version 2: 12): the group (band) is implied by the
-offsets and 32 bits of a mix of the key stand for it (a false collision is rejected by the
-caller; see :mod:`neardup.index.bands`). A version-2 section is converted to compact keys in
-memory when the segment is opened (12 bytes per entry until it is merged into a version-3
-segment). Version 1 (no band-key section) is still written for stores without the MinHash
-channel and read by every build; a version-1 segment in a store with the channel is searched by
-SimHash only (:attr:`Segment.band_keys` is None).
+A band key takes 8 bytes: the group (band) is implied by the offsets and 32 bits of a mix of
+the key stand for it (a false collision is rejected by the caller; see
+:mod:`neardup.index.bands`). A segment without band keys (a store without the MinHash channel,
+the rows of a bulk load) has an empty section (:attr:`Segment.band_keys` is None). A file of
+another version is refused (:class:`UnsupportedVersionError` naming it).
 
 A segment is written to a temporary name, fsynced, re-read and verified, then renamed into
 place (and the directory fsynced). :func:`open_segment` checks the header CRC and the xxh64 of
@@ -62,16 +56,13 @@ import numpy.typing as npt
 import xxhash
 
 from ..errors import CorruptFileError, UnsupportedVersionError
-from ..fingerprint.minhash import compact_keys
 from ..index.bands import BandSection
 from .wal import fsync_dir
 
 __all__ = ["HEADER_SIZE", "Segment", "open_segment", "write_segment"]
 
 MAGIC = b"NDUPSEG\x00"
-VERSION = 3
-#: versions this build reads
-READABLE = (1, 2, 3)
+VERSION = 1
 _HEADER = struct.Struct("<8sIIQqddQI")
 HEADER_SIZE = 64
 _CHUNK = 64 * 1024 * 1024
@@ -91,7 +82,7 @@ class Segment:
     max_time: float
     checksum: int
     _mm: Any = None
-    #: the band-key section (memory-mapped; a version-2 one converted), or None (version 1)
+    #: the band-key section (memory-mapped), None when it has no entries
     band_keys: BandSection | None = None
 
     def band_runs(self) -> list[BandSection]:
@@ -136,7 +127,7 @@ def write_segment(
 
     Rows must already be sorted by rowid. ``band_keys``: (compact keys, row ids) of the rows'
     band keys (:func:`neardup.fingerprint.minhash.band_entries`), any order (row ids must be rows of
-    this segment): written as a version-3 segment's band-key section; None writes version 1.
+    this segment): written as the segment's band-key section; None: an empty section.
     """
     p = Path(path)
     fps = np.ascontiguousarray(fingerprints, dtype="<u8")
@@ -147,12 +138,11 @@ def write_segment(
     if len(fps) != n or len(tms) != n:
         raise ValueError("fingerprints, rowids and times must have the same length")
     body: list[Any] = [fps.data, rid.data, tms.data]
-    version = 1
-    if isinstance(band_keys, BandSection):  # rows are positions here already (flushes)
-        version = 3
+    if band_keys is None:
+        sec = BandSection.empty()
+    elif isinstance(band_keys, BandSection):  # rows are positions here already (flushes)
         sec = _checked_positions(band_keys, n)
-    elif band_keys is not None:
-        version = 3
+    else:
         bk = np.asarray(band_keys[0], np.uint64)
         pos = np.searchsorted(rid, np.asarray(band_keys[1], np.int64))
         if len(bk) != len(band_keys[1]) or (
@@ -166,23 +156,16 @@ def write_segment(
         else:
             order = np.lexsort((pos, bk))
             sec = BandSection.from_sorted(bk[order], pos[order].astype(np.uint32))
-    if band_keys is not None:
-        groups = len(sec.offsets) - 1 if len(sec) else 0
-        offsets = np.ascontiguousarray(sec.offsets[: groups + 1], dtype="<u8")
-        keys = np.ascontiguousarray(sec.keys, dtype="<u4")
-        rows = np.ascontiguousarray(sec.rows, dtype="<u4")
-        pad = (-8 * len(rows)) % 8
-        body += [
-            struct.pack("<IIQ", groups, 0, len(keys)),
-            offsets.data,
-            keys.data,
-            rows.data,
-            bytes(pad),
-        ]
+    groups = len(sec.offsets) - 1 if len(sec) else 0
+    offsets = np.zeros(1, "<u8") if not len(sec) else sec.offsets[: groups + 1]
+    offsets = np.ascontiguousarray(offsets, dtype="<u8")
+    keys = np.ascontiguousarray(sec.keys, dtype="<u4")
+    rows = np.ascontiguousarray(sec.rows, dtype="<u4")
+    body += [struct.pack("<IIQ", groups, 0, len(keys)), offsets.data, keys.data, rows.data]
     checksum = _body_hash(body)
     min_t = float(tms.min()) if n else 0.0
     max_t = float(tms.max()) if n else 0.0
-    head = _HEADER.pack(MAGIC, version, bits, n, partition, min_t, max_t, checksum, 0)
+    head = _HEADER.pack(MAGIC, VERSION, bits, n, partition, min_t, max_t, checksum, 0)
     head += struct.pack("<I", zlib.crc32(head))
     tmp = p.with_name(p.name + ".tmp")
     with open(tmp, "wb") as f:
@@ -254,9 +237,10 @@ def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segmen
             raise CorruptFileError(f"{p}: not a neardup segment (magic {magic!r})")
         if zlib.crc32(head[:60]) != crc:
             raise CorruptFileError(f"{p}: segment header checksum mismatch; the file is damaged")
-        if version not in READABLE:
+        if version != VERSION:
             raise UnsupportedVersionError(
-                f"{p}: segment version {version}, this build reads versions {READABLE}"
+                f"{p}: segment version {version}, this build reads version {VERSION}; "
+                "deduplicate into a new data directory"
             )
         if bits not in (64, 128):
             raise CorruptFileError(
@@ -264,20 +248,19 @@ def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segmen
             )
         words = bits // 64
         expected = HEADER_SIZE + n * (8 * words + 16)
-        m = groups = 0
-        head_bytes = {2: 8, 3: 16}.get(version, 0)
-        if head_bytes:
-            if size < expected + head_bytes:
-                raise CorruptFileError(
-                    f"{p}: segment is {size} bytes, too short for its {n} rows and band-key "
-                    "section; the file is truncated or damaged"
-                )
-            if version == 2:
-                (m,) = struct.unpack_from("<Q", mm, expected)
-                expected += 8 + 12 * m + ((-4 * m) % 8)
-            else:
-                groups, _r2, m = struct.unpack_from("<IIQ", mm, expected)
-                expected += 16 + 8 * (groups + 1) + 8 * m
+        if size == expected:
+            raise UnsupportedVersionError(
+                f"{p}: a segment without a band-key section (written by an earlier build); "
+                f"this build reads segment version {VERSION}. Deduplicate into a new data "
+                "directory"
+            )
+        if size < expected + 16:
+            raise CorruptFileError(
+                f"{p}: segment is {size} bytes, too short for its {n} rows and band-key "
+                "section; the file is truncated or damaged"
+            )
+        groups, _r2, m = struct.unpack_from("<IIQ", mm, expected)
+        expected += 16 + 8 * (groups + 1) + 8 * m
         if size != expected:
             raise CorruptFileError(
                 f"{p}: segment is {size} bytes but its header describes {n} rows ({expected} bytes); "
@@ -302,33 +285,25 @@ def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segmen
         if words == 2:
             fps = fps.reshape(n, 2)
         rowids = rid.view(np.int64)
-        if version == 2:  # converted to compact keys, in memory
-            off += 8
-            bkeys = np.frombuffer(mm, dtype="<u8", count=m, offset=off)
-            off += 8 * m
-            bpos = np.frombuffer(mm, dtype="<u4", count=m, offset=off)
-            ck = compact_keys(bkeys)
-            order = np.lexsort((bpos, ck))
-            bands = BandSection.from_sorted(ck[order], bpos[order].copy(), rowids)
-        elif version == 3:
-            off += 16
-            offsets = np.frombuffer(mm, dtype="<u8", count=groups + 1, offset=off)
-            off += 8 * (groups + 1)
-            bkeys32 = np.frombuffer(mm, dtype="<u4", count=m, offset=off)
-            off += 4 * m
-            bpos = np.frombuffer(mm, dtype="<u4", count=m, offset=off)
-            if int(offsets[-1]) != m or (
-                groups and bool(np.any(np.diff(offsets.astype(np.int64)) < 0))
-            ):
-                raise CorruptFileError(
-                    f"{p}: segment band-key section's group offsets do not describe its {m} "
-                    "entries; the file is damaged"
-                )
-            if m and int(bpos.max()) >= n:
-                raise CorruptFileError(
-                    f"{p}: segment band-key section names row {int(bpos.max())} of {n}; the file "
-                    "is damaged"
-                )
+        off += 16
+        offsets = np.frombuffer(mm, dtype="<u8", count=groups + 1, offset=off)
+        off += 8 * (groups + 1)
+        bkeys32 = np.frombuffer(mm, dtype="<u4", count=m, offset=off)
+        off += 4 * m
+        bpos = np.frombuffer(mm, dtype="<u4", count=m, offset=off)
+        if int(offsets[-1]) != m or (
+            groups and bool(np.any(np.diff(offsets.astype(np.int64)) < 0))
+        ):
+            raise CorruptFileError(
+                f"{p}: segment band-key section's group offsets do not describe its {m} "
+                "entries; the file is damaged"
+            )
+        if m and int(bpos.max()) >= n:
+            raise CorruptFileError(
+                f"{p}: segment band-key section names row {int(bpos.max())} of {n}; the file "
+                "is damaged"
+            )
+        if m:
             bands = BandSection(
                 offsets.view(np.uint64), bkeys32.view(np.uint32), bpos.view(np.uint32), rowids
             )

@@ -4,7 +4,7 @@ File layout (all integers little-endian)::
 
     header  (32 bytes)
       magic       8s   b"NDUPWAL\\x00"
-      version     u32  2 (version 1 logs, which have no ``ADD_KEYS`` records, are still read)
+      version     u32  1 (another version is refused: :class:`UnsupportedVersionError`)
       reserved    u32  0
       generation  u64  sequence number of this log file (matches the manifest)
       pad         u32  0
@@ -21,10 +21,10 @@ Payloads are a compact binary encoding, never pickle:
   meta_len u32 (0xFFFFFFFF = none), metadata JSON utf-8``.
   64-bit fingerprints are stored in ``fp_hi`` with ``fp_lo = 0``.
 * ``DELETE`` (op 2): ``rowid i64, id_len u32, id utf-8``.
-* ``ADD_KEYS`` (op 3, version 2): an ``ADD`` payload followed by ``keys_len u32, keys`` (the
-  row's MinHash band keys as :func:`log_keys` writes them; opaque here),
-  so a replay does not recompute MinHash from the text. A log opened for appending keeps the
-  version it was created with: a version 1 log gets plain ``ADD`` records until it is retired.
+* ``ADD_KEYS`` (op 3): an ``ADD`` payload followed by ``keys_len u32, keys`` (the row's
+  MinHash band keys as :func:`log_keys` writes them; opaque to the framing), so a replay does
+  not recompute MinHash from the text. A store with the MinHash channel logs every add this
+  way; one without it logs plain ``ADD`` records.
 
 The file is extended ahead of its records (``fallocate``, :data:`PREALLOCATE` bytes at a time)
 and cut back to its last record when closed: an ``fdatasync`` after an append then has no new
@@ -50,7 +50,7 @@ import os
 import re
 import struct
 import zlib
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -87,9 +87,7 @@ __all__ = [
 log = logging.getLogger("neardup.store")
 
 MAGIC = b"NDUPWAL\x00"
-VERSION = 2
-#: log versions this build reads (1: no ``ADD_KEYS`` records)
-READ_VERSIONS = (1, 2)
+VERSION = 1
 _HEADER = struct.Struct("<8sIIQI")  # magic, version, reserved, generation, pad (28 bytes)
 HEADER_SIZE = _HEADER.size + 4
 _FRAME = struct.Struct("<II")
@@ -109,6 +107,7 @@ OP_ADD_KEYS = 3
 PREALLOCATE = 8 * 1024 * 1024
 _NONZERO = re.compile(rb"[^\x00]")
 _ZERO_LENGTH = b"\x00" * 4  # a frame's length field when no frame starts there
+_SKIM_OPS = (OP_ADD, OP_ADD_KEYS)
 
 
 class AddRecord(NamedTuple):
@@ -174,7 +173,7 @@ def frame_records(
     with the per-record work inlined: the writer encodes every added document here).
 
     ``keys``: the band keys of each ``ADD`` record, in order (written as ``ADD_KEYS``
-    records, taking the place of ``r.keys``); only for a version 2 log."""
+    records, taking the place of ``r.keys``)."""
     parts: list[bytes] = []
     app = parts.append
     pack_frame, crc, pack_add, u32 = _FRAME.pack, zlib.crc32, _ADD.pack, _U32.pack
@@ -300,17 +299,13 @@ def decode_payload(buf: bytes) -> AddRecord | DeleteRecord:
     raise ValueError(f"unknown record op {op}")
 
 
-def _header(generation: int, version: int = VERSION) -> bytes:
-    body = _HEADER.pack(MAGIC, version, 0, generation, 0)
+def _header(generation: int) -> bytes:
+    body = _HEADER.pack(MAGIC, VERSION, 0, generation, 0)
     return body + _U32.pack(zlib.crc32(body))
 
 
 def _check_header(path: Path, data: bytes) -> int:
-    return _read_header(path, data)[0]
-
-
-def _read_header(path: Path, data: bytes) -> tuple[int, int]:
-    """(generation, version) of a log's header; raises on a bad one."""
+    """The generation in a log's header; raises on a bad header or another version."""
     if len(data) < HEADER_SIZE:
         raise CorruptFileError(
             f"{path}: write-ahead log header is truncated ({len(data)} of {HEADER_SIZE} bytes)"
@@ -321,12 +316,12 @@ def _read_header(path: Path, data: bytes) -> tuple[int, int]:
         raise CorruptFileError(f"{path}: not a neardup write-ahead log (magic {magic!r})")
     if zlib.crc32(data[: _HEADER.size]) != crc:
         raise CorruptFileError(f"{path}: write-ahead log header checksum mismatch at offset 0")
-    if version not in READ_VERSIONS:
+    if version != VERSION:
         raise UnsupportedVersionError(
-            f"{path}: write-ahead log version {version}, this build reads versions "
-            f"{', '.join(map(str, READ_VERSIONS))} (upgrade neardup)"
+            f"{path}: write-ahead log version {version}, this build reads version {VERSION}; "
+            "open it with the build that wrote it, or deduplicate into a new data directory"
         )
-    return int(generation), int(version)
+    return int(generation)
 
 
 def _valid_at(data: bytes, pos: int) -> int | None:
@@ -381,7 +376,6 @@ def read_wal(
     repair: bool = False,
     applied: int = 0,
     skim_until: int = 0,
-    skim_ops: Collection[int] = (OP_ADD_KEYS,),
 ) -> WalReplay:
     """Read every record of a log, truncating a torn tail.
 
@@ -401,14 +395,11 @@ def read_wal(
         restore the rows from SQLite); when valid records follow at or before ``applied`` the
         damaged span is skipped.
     skim_until : int, default=0
-        Records of an op in ``skim_ops`` that end at or before this offset are *skimmed*: their
+        ``ADD`` / ``ADD_KEYS`` records that end at or before this offset are *skimmed*: their
         lengths are checked but their id, text and metadata are not decoded (``id`` is ``""``,
         ``text`` and ``metadata`` None). A store's replay passes the offset SQLite applied up
         to: it needs only the row, time, fingerprint and band keys of those records (decoding
         every logged text in Python was the binding part of a restart).
-    skim_ops : collection of int, default=(OP_ADD_KEYS,)
-        The ops that may be skimmed (``OP_ADD`` too when the caller needs no texts, e.g. a
-        store without the MinHash channel; a version 1 log's texts give its band keys).
 
     Raises
     ------
@@ -428,7 +419,7 @@ def read_wal(
         record: AddRecord | DeleteRecord | None = None
         if end is not None:
             try:
-                if end <= skim_until and data[pos + _FRAME.size] in skim_ops:
+                if end <= skim_until and data[pos + _FRAME.size] in _SKIM_OPS:
                     record = _skim_add(data, pos + _FRAME.size, end)
                 else:
                     record = decode_payload(data[pos + _FRAME.size : end])
@@ -591,19 +582,14 @@ class WalWriter:
         generation: int,
         *,
         create: bool,
-        version: int = VERSION,
     ) -> None:
         self.path = Path(path)
         self.generation = generation
-        #: the file's log version (an existing file keeps its own; 1: no ``ADD_KEYS`` records)
-        self.version = version
         if create:
-            if version not in READ_VERSIONS:
-                raise ValueError(f"cannot write log version {version}")
             try:
                 fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                 try:
-                    os.write(fd, _header(generation, version))
+                    os.write(fd, _header(generation))
                     os.fsync(fd)
                 finally:
                     os.close(fd)
@@ -612,7 +598,7 @@ class WalWriter:
                 raise _storage_error(exc, self.path, "create write-ahead log") from exc
         else:
             with open(self.path, "rb") as f:
-                self.version = _read_header(self.path, f.read(HEADER_SIZE))[1]
+                _check_header(self.path, f.read(HEADER_SIZE))
         self._fd = os.open(self.path, os.O_WRONLY)
         self.size = os.lseek(self._fd, 0, os.SEEK_END)
         #: bytes the file holds (records + preallocated zeros); None: no preallocation here

@@ -1,5 +1,6 @@
-"""What one write group changes, in order: :class:`WriteGroup`, handed to
-:meth:`Store.append_group <neardup.store.engine.Store.append_group>`.
+"""What one write group changes, in order: :class:`WriteGroup` (its records) and
+:class:`AddedRows` (its added rows as arrays), handed to
+:meth:`Store.append_group <neardup.store.Store.append_group>`.
 
 The caller (the online writer) decides which documents are added and which deleted; this
 module turns those intents into the log's records (:mod:`.wal`), so nothing outside the store
@@ -8,22 +9,34 @@ knows the log's record types or the rows' flag bits.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from .meta import EMPTY_FLAG
+from .meta import EMPTY_FLAG, Row
 from .wal import AddRecord, DeleteRecord
 
-__all__ = ["WriteGroup"]
+__all__ = ["AddedRows", "WriteGroup", "row_of", "rows_of"]
+
+
+class AddedRows(NamedTuple):
+    """The rows a write group adds, as arrays in add order: what the memtable and the band
+    table take."""
+
+    fingerprints: npt.NDArray[np.uint64]  # (n,) or (n, 2)
+    rowids: npt.NDArray[np.int64]
+    times: npt.NDArray[np.float64]
+    #: band entry keys (n, bands) with the MinHash channel, else None
+    bands: npt.NDArray[np.uint64] | None = None
 
 
 class WriteGroup:
     """The adds and deletes of one write group, in the order they were decided, plus the added
     rows as arrays (:meth:`set_added`) for the in-memory index.
 
-    Row ids come from :meth:`Store.allocate <neardup.store.engine.Store.allocate>` (the caller
+    Row ids come from :meth:`Store.allocate <neardup.store.Store.allocate>` (the caller
     allocates them as it decides, so a later document of the group can name an earlier one).
     """
 
@@ -31,8 +44,8 @@ class WriteGroup:
 
     def __init__(self) -> None:
         self.records: list[AddRecord | DeleteRecord] = []
-        #: (fingerprints, row ids, times[, band entry keys]) of the added rows, in add order
-        self.added: tuple[Any, ...] | None = None
+        #: the added rows as arrays, in add order (None: gathered from the records)
+        self.added: AddedRows | None = None
 
     def __len__(self) -> int:
         return len(self.records)
@@ -78,4 +91,24 @@ class WriteGroup:
     ) -> None:
         """The added rows' fingerprints, row ids and times (and band entry keys with the MinHash
         channel), in the order of :meth:`add`."""
-        self.added = (fps, rowids, times) if bands is None else (fps, rowids, times, bands)
+        self.added = AddedRows(fps, rowids, times, bands)
+
+
+def rows_of(adds: Sequence[AddRecord], bits: int) -> AddedRows:
+    """The :class:`AddedRows` of logged ``ADD`` records (their band keys not included)."""
+    n = len(adds)
+    if bits == 64:
+        fps = np.fromiter((r.fp_hi for r in adds), dtype=np.uint64, count=n)
+    else:
+        fps = np.array([(r.fp_hi, r.fp_lo) for r in adds], dtype=np.uint64).reshape(-1, 2)
+    rids = np.fromiter((r.rowid for r in adds), dtype=np.int64, count=n)
+    ts = np.fromiter((r.time for r in adds), dtype=np.float64, count=n)
+    return AddedRows(fps, rids, ts)
+
+
+def row_of(r: AddRecord, with_text: bool) -> Row:
+    """The metadata row of a logged ``ADD`` (what SQLite holds once it is applied)."""
+    fp = r.fp_hi.to_bytes(8, "little") + r.fp_lo.to_bytes(8, "little")
+    return Row(
+        r.rowid, r.id, r.time, fp, r.chash, r.flags, r.metadata, r.text if with_text else None
+    )

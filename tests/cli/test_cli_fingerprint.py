@@ -170,23 +170,15 @@ def test_fingerprint_stdout_writes_no_dash_file(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "-").exists()
 
 
-def test_fingerprint_format_alias(tmp_path, capsys):
-    """--format (hidden, deprecated) still works: jsonl, and txt meaning lines."""
+def test_fingerprint_has_no_format_alias(tmp_path, capsys):
+    """``--input-format`` is the one name (the old ``--format`` is gone: a usage error)."""
     src = tmp_path / "docs.txt"
     src.write_text("first line\nsecond line\n", encoding="utf-8")
-    old, new = tmp_path / "old.csv", tmp_path / "new.csv"
-    assert main(["fingerprint", str(src), "--format", "txt", "-o", str(old)]) == 0
-    assert "--format is deprecated; use --input-format" in capsys.readouterr().err
+    new = tmp_path / "new.csv"
+    assert main(["fingerprint", str(src), "--format", "txt", "-o", str(new)]) == 2
+    assert "--format" in capsys.readouterr().err and not new.exists()
     assert main(["fingerprint", str(src), "--input-format", "lines", "-o", str(new)]) == 0
-    assert old.read_text() == new.read_text() and len(_fp_rows(new)) == 2
-    assert main(["fingerprint", str(src), "--format", "auto", "-o", str(new)]) == 0
-    assert [i for i, _ in _fp_rows(new)] == ["docs.txt"]  # a .txt file is one document
-    js = tmp_path / "docs.jsonl"
-    _write_jsonl(js, DOCS[:1])
-    assert main(["fingerprint", str(js), "--format", "jsonl", "-o", str(new)]) == 0
-    assert _fp_rows(new)[0][0] == "a"
-    assert main(["fingerprint", str(js), "--format", "jsonl", "--input-format", "jsonl"]) == 2
-    assert "pass --input-format only" in capsys.readouterr().err
+    assert len(_fp_rows(new)) == 2
 
 
 def test_fingerprint_help_names_input_format(capsys):

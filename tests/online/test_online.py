@@ -21,7 +21,7 @@ from neardup.errors import (
     NotFoundError,
     StorageError,
 )
-from neardup.online.deduplicator import Deduplicator
+from neardup.online.deduplicator import Deduplicator, DedupSettings
 from neardup.rules.decision import Decision, Match
 
 
@@ -35,7 +35,7 @@ def _dd(path=None, **kw):
     kw.setdefault("verify", False)
     kw.setdefault("fingerprinter", _fp())
     kw.setdefault("commit_interval_ms", 0.0)
-    return Deduplicator(path, **kw)
+    return Deduplicator.open(path, **kw)
 
 
 def _text(i: int) -> str:
@@ -43,15 +43,20 @@ def _text(i: int) -> str:
     return " ".join(f"w{x}" for x in rng.integers(0, 100_000, 40))
 
 
-def test_open_and_the_constructor_open_the_same_store(tmp_path):
-    """``Deduplicator.open`` opens (or recovers) a data directory; ``Deduplicator(path, ...)``
-    is the same call."""
+def test_open_is_the_one_constructor(tmp_path):
+    """``Deduplicator.open`` opens (or recovers) a data directory or an in-memory store, from
+    keyword options or a :class:`DedupSettings`; the class itself takes no path."""
     with Deduplicator.open(tmp_path, verify=False, fingerprinter=_fp()) as d:
         assert d.add({"id": "a", "text": _text(1)}).added
-    with Deduplicator(tmp_path, verify=False, fingerprinter=_fp()) as d:
+    settings = DedupSettings(verify=False, fingerprinter=_fp())
+    with Deduplicator.open(tmp_path, settings) as d:
         assert "a" in d and d.check({"id": "b", "text": _text(1)}).matches[0].id == "a"
-    with Deduplicator.open(verify=False, fingerprinter=_fp()) as m:  # in memory
+    with Deduplicator.open(None, settings) as m:  # in memory
         assert m.add({"id": "a", "text": _text(1)}).added and m.stats()["durable"] is False
+    with pytest.raises(TypeError):
+        Deduplicator(tmp_path)  # type: ignore[misc]
+    with pytest.raises(ConfigError, match="unknown option max_distanse"):
+        Deduplicator.open(max_distanse=3)
 
 
 class FakeClock:
@@ -181,7 +186,7 @@ def test_reopen_replays_log_without_close(tmp_path):
     d.delete("x3")
     # simulate a crash: no close(), just drop the lock so the directory can be reopened
     d._writer._closed = True
-    d.store.dir.unlock()
+    d.store._state.dir.unlock()
     with _dd(tmp_path) as d2:
         assert len(d2) == 49 and "x3" not in d2 and "x4" in d2
         assert d2.check({"id": "q", "text": _text(5)}).matches[0].id == "x5"
@@ -298,11 +303,11 @@ def test_closed_deduplicator_refuses():
 
 def test_config_validation():
     with pytest.raises(ConfigError, match="max_distance"):
-        Deduplicator(max_distance=-1)
+        Deduplicator.open(max_distance=-1)
     with pytest.raises(ConfigError, match="retention"):
-        Deduplicator(retention="soon")
+        Deduplicator.open(retention="soon")
     with pytest.raises(ConfigError, match="fingerprinter"):
-        Deduplicator(fingerprinter=42)
+        Deduplicator.open(fingerprinter=42)
 
 
 # ------------------------------------------------------------------ model-based agreement
@@ -396,7 +401,7 @@ def test_writer_agrees_with_sequential_model(tmp_path_factory, ops, durable, con
     overlay before SQLite) or in memory: every decision equals the sequential model's."""
     path = tmp_path_factory.mktemp("model") if durable else None
     model = _Model(max_distance=3, max_matches=3)
-    d = Deduplicator(
+    d = Deduplicator.open(
         path, verify=False, fingerprinter=_IntFingerprinter(), max_matches=3, max_distance=3
     )
     try:
@@ -638,7 +643,7 @@ def test_background_threads_do_not_keep_the_last_batch_alive(tmp_path):
                 break
             time.sleep(0.05)
         assert kinds == {"AddRecord": 0, "Decision": 0, "Op": 0}
-        assert d.store.pending.by_id == {} and d.store.pending.by_rid == {}
+        assert d.store._state.pending.by_id == {} and d.store._state.pending.by_rid == {}
 
 
 def test_inline_sync_answers_in_the_callers_thread_and_a_failed_one_is_taken_back(
@@ -689,11 +694,11 @@ def loaded():
 
 d = tempfile.mkdtemp()
 rng = np.random.default_rng(0)
-with Deduplicator(d) as dd:  # two segments on disk
+with Deduplicator.open(d) as dd:  # two segments on disk
     for tag, n in (("s", 5000), ("t", 3000)):
         dd.bulk_load([f"{tag}{i}" for i in range(n)], rng.integers(0, 2**64, n, dtype=np.uint64))
         dd.flush()
-dd = Deduplicator(d)
+dd = Deduplicator.open(d)
 before = loaded()
 words = [f"w{i}" for i in range(500)]
 for n, size in ((1, 40), (16, 40), (100, 40), (2000, 40), (3, 3000)):
@@ -725,7 +730,7 @@ def test_warm_up_loads_every_kernel_a_group_needs() -> None:
 def test_one_document_preparation_equals_the_batch_one(text: str) -> None:
     """A single document (the service's usual request) takes the one-text fingerprint and
     content-hash paths; a batch of two the batch paths: the same fingerprint and hash."""
-    with Deduplicator(verify=False) as d:  # the real fingerprinter
+    with Deduplicator.open(verify=False) as d:  # the real fingerprinter
         p = d._preparer
         one = p.prepare([{"id": "a", "text": text}])
         two = p.prepare([{"id": "a", "text": text}, {"id": "b", "text": "zz"}])

@@ -36,9 +36,9 @@ class StubVerifier:
 def test_default_search_radius_is_max_distance():
     # Cheap searches over tens of millions of fingerprints by default; the wider short-text
     # radius is opt-in (candidate_radius), see docs/store.md.
-    with Deduplicator(max_distance=4) as d:
+    with Deduplicator.open(max_distance=4) as d:
         assert d.radius == 4
-    with Deduplicator(max_distance=4, candidate_radius=12) as d:
+    with Deduplicator.open(max_distance=4, candidate_radius=12) as d:
         assert d.radius == 12
 
 
@@ -47,7 +47,7 @@ def test_default_components_end_to_end(tmp_path):
         "Breaking: the city council approved the new budget for public transport on Monday evening."
     )
     # a one-word edit of a short text is ~10 bits away: search as far as the verifier asks
-    with Deduplicator(tmp_path, candidate_radius=18) as d:
+    with Deduplicator.open(tmp_path, candidate_radius=18) as d:
         assert d.check_and_add({"id": "a", "text": base}).added
         near = d.check_and_add({"id": "b", "text": base.replace("Monday", "Tuesday")})
         assert near.duplicate and near.matches[0].id == "a"
@@ -59,7 +59,7 @@ def test_default_components_end_to_end(tmp_path):
             {"id": "z", "text": "A recipe for tomato soup with basil and garlic, serves four."}
         )
         assert not other.duplicate
-    with Deduplicator(tmp_path) as d:  # stored fingerprinter / verifier configs are reused
+    with Deduplicator.open(tmp_path) as d:  # stored fingerprinter / verifier configs are reused
         assert len(d) == 2 and d.check({"id": "q", "text": base}).duplicate
 
 
@@ -79,7 +79,7 @@ def test_dev_corpus_pairs(dev_data):
     if not pairs:
         pytest.skip("no positive pairs found in pairs.csv")
     found = 0
-    with Deduplicator(candidate_radius=18) as d:  # the verifier's own candidate distances
+    with Deduplicator.open(candidate_radius=18) as d:  # the verifier's own candidate distances
         for p in pairs:
             d.add({"id": "A" + p["id_a"], "text": docs[p["id_a"]]})
             dec = d.check({"id": "B" + p["id_b"], "text": docs[p["id_b"]]})
@@ -89,7 +89,7 @@ def test_dev_corpus_pairs(dev_data):
 
 
 def test_verifier_rules_on_short_texts():
-    with Deduplicator(
+    with Deduplicator.open(
         verify=StubVerifier(),
         fingerprinter=SimpleFingerprinter(),
         max_distance=0,
@@ -105,7 +105,7 @@ def test_verifier_rules_on_short_texts():
 
 
 def test_unstored_text_falls_back_to_distance_rule():
-    with Deduplicator(
+    with Deduplicator.open(
         verify=StubVerifier(), fingerprinter=SimpleFingerprinter(), store_text=False, max_distance=0
     ) as d:
         d.add({"id": "a", "text": "hello world one two"})
@@ -116,7 +116,7 @@ def test_unstored_text_falls_back_to_distance_rule():
 
 
 def test_empty_texts_match_only_by_content():
-    with Deduplicator(verify=False, fingerprinter=SimpleFingerprinter(), max_distance=32) as d:
+    with Deduplicator.open(verify=False, fingerprinter=SimpleFingerprinter(), max_distance=32) as d:
         d.add({"id": "e1", "text": ""})
         assert d.check({"id": "e2", "text": "   "}).duplicate  # same normalized content
         assert not d.check({"id": "e3", "text": "!!!"}).duplicate
@@ -129,7 +129,7 @@ def test_128_bit_fingerprints(tmp_path):
 
     fp = Fingerprinter(bits=128)
     t = "Scientists have discovered a new species of frog in the rainforests of Peru this year."
-    with Deduplicator(tmp_path, fingerprinter=fp, verify=False, memtable_size=3) as d:
+    with Deduplicator.open(tmp_path, fingerprinter=fp, verify=False, memtable_size=3) as d:
         d.add(
             [
                 {"id": f"n{i}", "text": f"unrelated note number {i} about gardening"}
@@ -139,21 +139,21 @@ def test_128_bit_fingerprints(tmp_path):
         d.add({"id": "a", "text": t})
         dec = d.check({"id": "b", "text": t + " "})
         assert dec.duplicate and dec.fingerprint >= 0 and len(dec.to_dict()["fingerprint"]) <= 32
-    with Deduplicator(tmp_path, verify=False) as d:
+    with Deduplicator.open(tmp_path, verify=False) as d:
         assert d.bits == 128 and d.check({"id": "b", "text": t}).matches[0].id == "a"
     with pytest.raises(ConfigError, match="fingerprinter config"):
-        Deduplicator(tmp_path, fingerprinter=Fingerprinter(bits=64))
+        Deduplicator.open(tmp_path, fingerprinter=Fingerprinter(bits=64))
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
 def test_read_only_directory(tmp_path):
-    with Deduplicator(tmp_path, verify=False) as d:
+    with Deduplicator.open(tmp_path, verify=False) as d:
         d.add({"id": "a", "text": "hello world"})
     os.chmod(tmp_path, 0o500)
     for f in tmp_path.iterdir():
         os.chmod(f, 0o400)
     try:
-        with pytest.raises((StorageError, OSError)), Deduplicator(tmp_path, verify=False) as d:
+        with pytest.raises((StorageError, OSError)), Deduplicator.open(tmp_path, verify=False) as d:
             d.add({"id": "b", "text": "other text"})
     finally:
         os.chmod(tmp_path, 0o700)
@@ -168,7 +168,7 @@ def test_mixed_search_limits_agree_with_single_checks():
         n = 3 if i % 2 else 30  # short (< 50 chars) and long texts
         return " ".join(f"w{x}" for x in rng.integers(0, 40, n))
 
-    with Deduplicator(
+    with Deduplicator.open(
         verify=StubVerifier(), fingerprinter=SimpleFingerprinter(), candidate_radius=24
     ) as d:
         d.add([{"id": f"s{i}", "text": text(i)} for i in range(300)])
@@ -178,4 +178,4 @@ def test_mixed_search_limits_agree_with_single_checks():
         assert batch == singles
         assert any(x.duplicate for x in batch) and not all(x.duplicate for x in batch)
         with pytest.raises(ConfigError, match="candidate_radius"):
-            Deduplicator(candidate_radius=1, max_distance=3)
+            Deduplicator.open(candidate_radius=1, max_distance=3)

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup.batch.run import dedup
-from neardup.errors import ConfigError, CorruptFileError
+from neardup.errors import ConfigError, CorruptFileError, UnsupportedVersionError
 from neardup.index.bands import BandIndex, lookup, sort_entries
 from neardup.index.reference import lookup_reference
 from neardup.online.deduplicator import Deduplicator
@@ -119,12 +119,12 @@ def _online_pairs(texts: list[str], d: Deduplicator) -> dict[int, set[int]]:
 def test_generated_window_decides_like_batch(seed: int) -> None:
     texts = _corpus(seed)
     batch = _batch_pairs(texts)
-    with Deduplicator(max_matches=len(texts)) as d:
+    with Deduplicator.open(max_matches=len(texts)) as d:
         assert d.candidates == "lsh"
         online = _online_pairs(texts, d)
     assert online == batch
     # the channel matters here: pairs beyond SimHash distance 3 are found
-    with Deduplicator(max_matches=len(texts), candidates="simhash") as d:
+    with Deduplicator.open(max_matches=len(texts), candidates="simhash") as d:
         classic = _online_pairs(texts, d)
     assert sum(map(len, classic.values())) < sum(map(len, batch.values()))
 
@@ -139,7 +139,7 @@ def test_dev_slice_decides_like_batch(dev_data) -> None:
             if len(texts) == 2000:
                 break
     batch = _batch_pairs(texts)
-    with Deduplicator(max_matches=len(texts)) as d:
+    with Deduplicator.open(max_matches=len(texts)) as d:
         online = _online_pairs(texts, d)
     assert online == batch
     assert sum(map(len, batch.values())) > 100  # the slice holds near duplicates
@@ -168,11 +168,11 @@ def _lsh_only_pair() -> tuple[str, str]:
 
 def test_atomic_group_keeps_one_of_far_simhash_duplicates() -> None:
     a, b = _lsh_only_pair()
-    with Deduplicator() as d:
+    with Deduplicator.open() as d:
         got = d.check_and_add([{"id": "a", "text": a}, {"id": "b", "text": b}])
         assert [x.added for x in got] == [True, False]
         assert got[1].matches[0].id == "a" and got[1].matches[0].distance > 3
-    with Deduplicator(candidates="simhash") as d:  # the classic mode misses it
+    with Deduplicator.open(candidates="simhash") as d:  # the classic mode misses it
         got = d.check_and_add([{"id": "a", "text": a}, {"id": "b", "text": b}])
         assert [x.added for x in got] == [True, True]
 
@@ -181,11 +181,11 @@ def test_band_keys_survive_reopen_flush_merge_and_torn_log(tmp_path) -> None:
     a, b = _lsh_only_pair()
     texts = _corpus(5, 40)
     path = tmp_path / "store"
-    with Deduplicator(path, memtable_size=50) as d:
+    with Deduplicator.open(path, memtable_size=50) as d:
         d.add([{"id": f"w{i}", "text": t} for i, t in enumerate(texts)])
         d.add({"id": "a", "text": a})
     # reopen: the memtable's band keys come back from the log's texts
-    with Deduplicator(path) as d:
+    with Deduplicator.open(path) as d:
         assert d.candidates == "lsh"
         m = d.check({"id": "b", "text": b})
         assert m.duplicate and m.matches[0].id == "a"
@@ -195,13 +195,15 @@ def test_band_keys_survive_reopen_flush_merge_and_torn_log(tmp_path) -> None:
         d.flush()
         d.compact()  # merges carry the section
         assert d.check({"id": "b", "text": b}).duplicate
-        assert d.store.segments and all(s.segment.band_keys is not None for s in d.store.segments)
+        assert d.store._state.segments and all(
+            s.segment.band_keys is not None for s in d.store._state.segments
+        )
         d.add({"id": "c", "text": a + " extra words at the end"})
     # a torn tail on the live log: the record before it and its band keys are recovered
     wal = max(path.glob("wal-*.log"), key=lambda p: p.stat().st_mtime)
     with wal.open("ab") as fh:
         fh.write(b"\x07garbage-tail")
-    with Deduplicator(path) as d:
+    with Deduplicator.open(path) as d:
         got = d.check({"id": "b2", "text": b})
         assert {m.id for m in got.matches} >= {"a"}
         assert d.get("c")["text"].startswith(a)
@@ -210,39 +212,41 @@ def test_band_keys_survive_reopen_flush_merge_and_torn_log(tmp_path) -> None:
 def test_stored_mode_is_kept(tmp_path) -> None:
     a, b = _lsh_only_pair()
     old = tmp_path / "old"
-    with Deduplicator(old, candidates="simhash") as d:
+    with Deduplicator.open(old, candidates="simhash") as d:
         d.add({"id": "a", "text": a})
-    with Deduplicator(old) as d:  # the stored mode, not the default
+    with Deduplicator.open(old) as d:  # the stored mode, not the default
         assert d.candidates == "simhash"
         assert not d.check({"id": "b", "text": b}).duplicate
     with pytest.raises(ConfigError, match="candidates='simhash'"):
-        Deduplicator(old, candidates="lsh")
+        Deduplicator.open(old, candidates="lsh")
     cfg = read_json_file(old / "config.json")
     assert cfg["candidates"] == "simhash"
-    # a config from before the option: SimHash only
+    # a config from before the option is not read (nothing was released with it)
     del cfg["candidates"]
     write_json_file(old / "config.json", cfg)
-    with Deduplicator(old) as d:
-        assert d.candidates == "simhash"
+    with pytest.raises(UnsupportedVersionError, match=r"config\.json.*without candidates"):
+        Deduplicator.open(old)
     new = tmp_path / "new"
-    with Deduplicator(new) as d:
+    with Deduplicator.open(new) as d:
         d.add({"id": "a", "text": a})
     assert read_json_file(new / "config.json")["lsh"]["bands"] == d.lsh_plan.bands
     with pytest.raises(ConfigError, match="store_text"):
-        Deduplicator(candidates="lsh", store_text=False)
-    with Deduplicator(verify=False) as d:  # nothing to verify on: the classic mode
+        Deduplicator.open(candidates="lsh", store_text=False)
+    with Deduplicator.open(verify=False) as d:  # nothing to verify on: the classic mode
         assert d.candidates == "simhash"
 
 
-def test_segment_band_section_roundtrip_and_v1(tmp_path) -> None:
+def test_segment_band_section_roundtrip_and_empty(tmp_path) -> None:
     fps = np.arange(5, dtype=np.uint64)
     rids = np.array([3, 4, 7, 9, 10], np.int64)
     ts = np.zeros(5)
-    v1 = tmp_path / "v1.nds"
-    write_segment(v1, fps, rids, ts, partition=0)
-    s = open_segment(v1)
+    empty = tmp_path / "empty.nds"
+    write_segment(empty, fps, rids, ts, partition=0)
+    s = open_segment(empty)
     assert s.band_keys is None and s.band_runs() == []
     s.close()
+    # an empty section: its 16-byte head and one group offset
+    assert empty.stat().st_size == 64 + 5 * 24 + 16 + 8
     v3 = tmp_path / "v3.nds"
     # compact keys: group (band) in the top 32 bits
     keys = np.array([9, 5, 5, 1, (2 << 32) | 5, (1 << 32) | 7], np.uint64)
@@ -269,7 +273,7 @@ def test_segment_band_section_roundtrip_and_v1(tmp_path) -> None:
 
 
 def _write_v2(path, fps, rids, ts, full_keys, rows) -> None:
-    """A version-2 segment as the previous build wrote it (64-bit entry keys, u32 rows)."""
+    """A version-2 segment as an earlier build wrote it (64-bit entry keys, u32 rows)."""
     import struct
     import zlib
 
@@ -303,26 +307,29 @@ def _write_v2(path, fps, rids, ts, full_keys, rows) -> None:
     path.write_bytes(head + struct.pack("<I", zlib.crc32(head)) + body)
 
 
-def test_version2_segments_still_read(tmp_path) -> None:
-    """A version-2 band-key section (64-bit entry keys) is read as compact keys: lookups with
-    today's query keys find its rows, and a merge writes them as version 3."""
-    from neardup.fingerprint.minhash import compact_keys
+def test_segments_of_earlier_formats_are_refused(tmp_path) -> None:
+    """Segment files of earlier builds (a version-2 band-key section, or none at all) are
+    refused with UnsupportedVersionError naming the file; nothing reads them."""
+    import struct
+    import zlib
+
+    import xxhash
 
     fps = np.arange(4, dtype=np.uint64)
     rids = np.array([1, 2, 5, 8], np.int64)
     full = np.array([(0 << 48) | 77, (0 << 48) | 77, (3 << 48) | 12, (1 << 48) | 9], np.uint64)
     rows = np.array([2, 8, 5, 1], np.int64)
     _write_v2(tmp_path / "v2.nds", fps, rids, np.zeros(4), full, rows)
-    s = open_segment(tmp_path / "v2.nds")
-    [sec] = s.band_runs()
-    q = compact_keys(np.array([[(0 << 48) | 77, (3 << 48) | 12], [(1 << 48) | 9, 5]], np.uint64))
-    assert [g.tolist() for g in lookup([sec], q, 10)] == [[2, 5, 8], [1]]
-    k, r = sec
-    write_segment(tmp_path / "v3.nds", fps, rids, np.zeros(4), partition=0, band_keys=(k, r))
-    s3 = open_segment(tmp_path / "v3.nds")
-    assert [g.tolist() for g in lookup(s3.band_runs(), q, 10)] == [[2, 5, 8], [1]]
-    s.close()
-    s3.close()
+    with pytest.raises(UnsupportedVersionError, match=r"v2\.nds: segment version 2"):
+        open_segment(tmp_path / "v2.nds")
+    # the earlier version 1: the rows and no band-key section
+    body = fps.astype("<u8").tobytes() + rids.astype("<i8").tobytes() + bytes(8 * 4)
+    head = struct.pack(
+        "<8sIIQqddQI", b"NDUPSEG\x00", 1, 64, 4, 0, 0.0, 0.0, xxhash.xxh64_intdigest(body), 0
+    )
+    (tmp_path / "old.nds").write_bytes(head + struct.pack("<I", zlib.crc32(head)) + body)
+    with pytest.raises(UnsupportedVersionError, match=r"old\.nds: a segment without a band-key"):
+        open_segment(tmp_path / "old.nds")
 
 
 @settings(max_examples=200, deadline=None)
@@ -356,12 +363,14 @@ def test_band_lookup_equals_brute_force(entries, queries, cap) -> None:
 
 
 def test_service_config_passes_the_mode(tmp_path) -> None:
+    from neardup.online.settings import DedupSettings
     from neardup.service.config import ServiceConfig
     from neardup.service.namespaces import NamespaceRegistry
 
     with pytest.raises(ConfigError, match="candidates"):
-        ServiceConfig(data_dir=str(tmp_path / "x"), candidates="minhash")
-    reg = NamespaceRegistry(ServiceConfig(data_dir=str(tmp_path / "svc"), candidates="simhash"))
+        DedupSettings(candidates="minhash")
+    simhash = DedupSettings(candidates="simhash")
+    reg = NamespaceRegistry(ServiceConfig(data_dir=str(tmp_path / "svc"), dedup=simhash))
     reg.open()
     try:
         assert reg.get("default").candidates == "simhash"
@@ -381,12 +390,12 @@ def test_writer_uses_the_preparers_band_keys() -> None:
     from neardup.online.deduplicator import DocumentPreparer
 
     a, b = _lsh_only_pair()
-    with Deduplicator() as d:
+    with Deduplicator.open() as d:
 
         def refuse(texts):
             raise AssertionError("band keys recomputed in the writer")
 
-        d.store.band_keys_of = refuse
+        d.store._state.band_keys_of = refuse
         d.check_and_add({"id": "a", "text": a})
         plain = DocumentPreparer(d.fingerprinter, d.bits, d.clock)
         got = d.submit_prepared("check", plain.prepare([{"id": "b", "text": b}]))
@@ -402,7 +411,7 @@ def test_a_text_containing_a_stored_excerpt_is_kept_as_in_batch() -> None:
     long_ = short + " " + " ".join(rng.choice(_WORDS) for _ in range(35))
     r = dedup([short, long_])
     assert len(r.pairs) == 1 and r.keep.tolist() == [True, True]
-    with Deduplicator() as d:
+    with Deduplicator.open() as d:
         d.add({"id": "s", "text": short})
         got = d.check_and_add({"id": "l", "text": long_})
         assert [m.id for m in got.matches] == ["s"]
@@ -410,28 +419,28 @@ def test_a_text_containing_a_stored_excerpt_is_kept_as_in_batch() -> None:
         # the other way round the shorter text is a duplicate, as in batch
         again = d.check({"id": "s2", "text": short})
         assert again.duplicate
-    with Deduplicator(candidates="simhash", candidate_radius=18) as d:  # classic: any match
+    with Deduplicator.open(candidates="simhash", candidate_radius=18) as d:  # classic: any match
         d.add({"id": "s", "text": short})
         got = d.check_and_add({"id": "l", "text": long_})
         assert got.duplicate == bool(got.matches)
 
 
-def test_version1_segments_beside_band_sections(tmp_path) -> None:
-    """``bulk_load`` rows (no text) land in version-1 segments, searched by SimHash only; a
-    merge with version-2 segments keeps the band keys of the rows that have them."""
+def test_bulk_segments_beside_band_sections(tmp_path) -> None:
+    """``bulk_load`` rows (no text) land in segments with an empty band-key section, searched by
+    SimHash only; a merge with segments that have band keys keeps the keys of those rows."""
     a, b = _lsh_only_pair()
-    with Deduplicator(tmp_path / "s", max_segments_per_partition=1) as d:
+    with Deduplicator.open(tmp_path / "s", max_segments_per_partition=1) as d:
         n = d.bulk_load([f"bulk{i}" for i in range(300)], np.arange(300, dtype=np.uint64) << 20)
         assert n == 300
-        assert [s.segment.band_keys for s in d.store.segments] == [None]
+        assert [s.segment.band_keys for s in d.store._state.segments] == [None]
         d.add({"id": "a", "text": a})
         d.flush()
-        assert sorted(s.segment.band_keys is None for s in d.store.segments) == [False, True]
+        assert sorted(s.segment.band_keys is None for s in d.store._state.segments) == [False, True]
         for k in range(3):  # more segments than the size-tiered policy lets stand
             d.add({"id": f"x{k}", "text": f"filler number {k} " + "padding words " * k})
             d.flush()
         d.compact()
-        [merged] = d.store.segments
+        [merged] = d.store._state.segments
         assert len(merged.segment) == 304 and merged.segment.band_keys is not None
         # only the text rows' keys (4 documents with tokens)
         assert len(merged.segment.band_keys) == 4 * d.lsh_plan.bands
@@ -498,13 +507,13 @@ def test_group_verification_ahead_decides_like_one_by_one() -> None:
 
     texts = _corpus(5)
     for mm in (1, 2, 10):
-        with Deduplicator(max_matches=mm) as d:
+        with Deduplicator.open(max_matches=mm) as d:
             d.add([{"id": f"s{i}", "text": t} for i, t in enumerate(texts[::2])])
             fast = d.check_and_add([{"id": f"q{i}", "text": t} for i, t in enumerate(texts)])
         orig = Decider._prefetch
         Decider._prefetch = lambda self, *a, **k: {}  # type: ignore[method-assign]
         try:
-            with Deduplicator(max_matches=mm) as d:
+            with Deduplicator.open(max_matches=mm) as d:
                 d.add([{"id": f"s{i}", "text": t} for i, t in enumerate(texts[::2])])
                 slow = d.check_and_add([{"id": f"q{i}", "text": t} for i, t in enumerate(texts)])
         finally:

@@ -24,6 +24,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from neardup.errors import StorageError  # noqa: E402
+from neardup.online.settings import DedupSettings  # noqa: E402
 from neardup.rules.decision import Decision, Match  # noqa: E402
 from neardup.service.app import create_app  # noqa: E402
 from neardup.service.config import ServiceConfig, parse_size  # noqa: E402
@@ -586,7 +587,7 @@ def test_storage_error_is_503(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
             return super().check_and_add(docs)
 
     def factory(config: ServiceConfig, path: Path | None) -> Any:
-        return FailingWrites(path=str(path), max_distance=config.max_distance)
+        return FailingWrites.open(path, config.dedup)
 
     config = ServiceConfig(data_dir=tmp_path)
     app = create_app(config, registry=NamespaceRegistry(config, factory=factory))
@@ -943,7 +944,9 @@ def test_namespace_stats_show_the_candidate_mode_and_its_search(
     assert search["lsh"]["bands"] == 79 and search["lsh"]["rows"] == 3
     assert {"threshold", "min_agreement", "bucket_cap", "probability"} <= set(search["lsh"])
     assert search["simhash_distance"] == 3 and "search_radius" not in search
-    config = ServiceConfig(data_dir=tmp_path, candidates="simhash", candidate_radius=6)
+    config = ServiceConfig(
+        data_dir=tmp_path, dedup=DedupSettings(candidates="simhash", candidate_radius=6)
+    )
     with serve_in_thread(create_app(config)) as url:
         other = httpx.get(url + "/v1/ns/default").json()["search"]
     assert other == {

@@ -30,6 +30,7 @@ from neardup.errors import (
     InputError,
     NotFoundError,
     StorageError,
+    UnsupportedVersionError,
     exit_code_for,
     http_status_for,
 )
@@ -53,7 +54,7 @@ class Clock:
 def _dd(path: Path | None, **kw: object) -> Deduplicator:
     kw.setdefault("verify", False)
     kw.setdefault("fingerprinter", SimpleFingerprinter())
-    return Deduplicator(path, **kw)  # type: ignore[arg-type]
+    return Deduplicator.open(path, **kw)  # type: ignore[arg-type]
 
 
 def _texts(n: int, seed: int = 0, words: int = 30) -> list[str]:
@@ -69,9 +70,9 @@ def _abandon(d: Deduplicator) -> None:
     """Leave the store as a killed process would (log not flushed, SQLite applied)."""
     d.store.sync_meta()
     d._writer._closed = True
-    d.store.wal.close()
-    d.store.meta.close()
-    d.store.dir.unlock()
+    d.store._state.wal.close()
+    d.store._state.meta.close()
+    d.store._state.dir.unlock()
 
 
 # ------------------------------------------------------------------ 1. retention / partitions
@@ -117,6 +118,8 @@ def test_partition_width_is_stored_and_another_is_refused(tmp_path: Path) -> Non
         "partition_seconds": HOUR,
         "partition_origin": 0.0,
         "retention": None,
+        "compress_tables": False,
+        "table_block_bytes": 256,
     }
     with pytest.raises(ConfigError, match="partition_seconds=3600"):
         _dd(tmp_path, clock=Clock(), partition_seconds=2 * HOUR)
@@ -124,22 +127,30 @@ def test_partition_width_is_stored_and_another_is_refused(tmp_path: Path) -> Non
         assert d.partition_seconds == HOUR and len(d) == 10
 
 
-def test_a_store_from_before_the_stored_width_keeps_its_segments(tmp_path: Path) -> None:
-    """Replays issue 21's log line 'retention: dropped 1 segments (2001 rows)': a store whose
-    config.json has no "store" section (written with the 1-day default width), reopened with
-    48 h (a 6 h width): its segment's partition number would mean 1973 under the new width."""
+def test_a_config_without_the_stored_width_is_refused_and_nothing_dropped(tmp_path: Path) -> None:
+    """Issue 21's log line 'retention: dropped 1 segments (2001 rows)' came from a store whose
+    config.json had no "store" section, reopened with another width. Such a config (an
+    earlier build's) is refused, naming the file; and a width that does not fit the segments
+    is refused too: nothing is dropped either way."""
     clock = Clock()
     with _dd(tmp_path, clock=clock) as d:
         d.add(_docs(400))
+        d.flush()
     cfg = tmp_path / "config.json"
     body = read_json_file(cfg)
-    del body["store"]
-    write_json_file(cfg, body)
+    without = {k: v for k, v in body.items() if k != "store"}
+    write_json_file(cfg, without)
     clock.t += 300
-    with _dd(tmp_path, clock=clock, retention="48h") as d:
+    with pytest.raises(UnsupportedVersionError, match=r"config\.json: no store settings"):
+        _dd(tmp_path, clock=clock, retention="48h")
+    body["store"]["partition_seconds"] = 6 * HOUR  # a width the segment does not fit
+    write_json_file(cfg, body)
+    with pytest.raises(ConfigError, match="another partition width"):
+        _dd(tmp_path, clock=clock)
+    body["store"]["partition_seconds"] = 86400.0
+    write_json_file(cfg, body)
+    with _dd(tmp_path, clock=clock, retention="48h", allow_retention_change=True) as d:
         assert len(d) == 400 and d.stats()["dropped_partitions"] == 0
-        assert d.partition_seconds == 86400.0  # inferred from the segments, not 6 h
-    assert read_json_file(cfg)["store"]["partition_seconds"] == 86400.0
 
 
 def test_set_retention_is_explicit_stored_and_applied(tmp_path: Path, caplog) -> None:
@@ -217,7 +228,7 @@ def test_damaged_last_record_that_sqlite_applied_is_restored(tmp_path: Path, cap
     with caplog.at_level(logging.WARNING, logger="neardup.store"), _dd(tmp_path) as d2:
         assert len(d2) == 2000 and "g1900-99" in d2
         assert d2.check({"id": "q", "text": _texts(100, 1900)[99]}).duplicate
-        assert d2.store.restored_rows == 1 and d2.stats()["wal_truncated_bytes"] == 0
+        assert d2.store._state.restored_rows == 1 and d2.stats()["wal_truncated_bytes"] == 0
     assert "restored from SQLite" in caplog.text and "torn tail of" not in caplog.text
     with _dd(tmp_path) as d3:
         assert len(d3) == 2000
@@ -363,16 +374,16 @@ def test_a_flush_that_keeps_failing_does_not_hang_later_flushes(
     left the next flush waiting forever (the writer hung, and every request with it)."""
     import threading
 
-    import neardup.store.engine as engine
+    import neardup.store.partitions as partitions
 
-    real = engine.write_segment
+    real = partitions.write_segment
 
     def full(*a: object, **k: object) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     with _dd(tmp_path) as d:
         d.add(_docs(100))
-        monkeypatch.setattr(engine, "write_segment", full)
+        monkeypatch.setattr(partitions, "write_segment", full)
         for _ in range(3):
             box: list[BaseException | None] = []
 
@@ -389,7 +400,7 @@ def test_a_flush_that_keeps_failing_does_not_hang_later_flushes(
             assert not t.is_alive(), "flush hangs after a failed flush"
             assert isinstance(box[0], StorageError) and "No space left" in str(box[0])
         assert d.add({"id": "late", "text": "written while flushes fail"}).added
-        monkeypatch.setattr(engine, "write_segment", real)
+        monkeypatch.setattr(partitions, "write_segment", real)
         d.flush()
         assert d.stats()["segments"] >= 1 and len(d) == 101
     with _dd(tmp_path) as d2:
@@ -401,7 +412,7 @@ def test_sqlite_full_during_background_flushes_never_reaches_a_writer(tmp_path: 
     a raw sqlite3.OperationalError from the writer's housekeeping and failed the requests of
     the group in flight (HTTP 500); now it is a StorageError, logged, and the flush retried."""
     with _dd(tmp_path, memtable_size=50) as d:
-        real = d.store.meta._db
+        real = d.store._state.meta._db
 
         failing = ["wal_checkpoint"]
 
@@ -416,7 +427,7 @@ def test_sqlite_full_during_background_flushes_never_reaches_a_writer(tmp_path: 
             def __getattr__(self, name: str) -> object:
                 return getattr(real, name)
 
-        d.store.meta._db = Full()  # type: ignore[assignment]
+        d.store._state.meta._db = Full()  # type: ignore[assignment]
         try:
             for k in range(6):  # several automatic flushes come due and fail
                 assert all(r.added for r in d.add(_docs(40, f"k{k}-", seed=k)))
@@ -427,7 +438,7 @@ def test_sqlite_full_during_background_flushes_never_reaches_a_writer(tmp_path: 
                 d.flush()
             assert d.add({"id": "after", "text": "still writable"}).added
         finally:
-            d.store.meta._db = real
+            d.store._state.meta._db = real
         d.flush()
         assert len(d) == 241
     with _dd(tmp_path) as d2:
@@ -456,7 +467,7 @@ def test_damaged_sqlite_is_refused_then_rebuilt_from_the_log(tmp_path: Path) -> 
     docs = _big_docs(1500)
     d.add(docs)
     d.store.sync_meta()
-    d.store.meta.checkpoint()
+    d.store._state.meta.checkpoint()
     _abandon(d)
     for f in ("meta.sqlite3-wal", "meta.sqlite3-shm"):
         (tmp_path / f).unlink(missing_ok=True)

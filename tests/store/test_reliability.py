@@ -43,7 +43,7 @@ def _warm_jit_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     from neardup.online.deduplicator import Deduplicator
 
     rng = random.Random(0)
-    with Deduplicator(tmp_path_factory.mktemp("warm")) as d:
+    with Deduplicator.open(tmp_path_factory.mktemp("warm")) as d:
         docs = [{"id": f"w{i}", "text": random_text(rng)} for i in range(64)]
         d.check_and_add(docs)
         d.check(docs[:8])
@@ -261,7 +261,7 @@ def test_flipped_segment_byte_is_refused(tmp_path: Path) -> None:
     ns = data / "namespaces" / "default"
     ns.mkdir(parents=True)
     rng = np.random.default_rng(0)
-    with Deduplicator(ns) as d:
+    with Deduplicator.open(ns) as d:
         d.bulk_load([f"b{i}" for i in range(2000)], rng.integers(0, 2**63, 2000, dtype=np.uint64))
     srv = ServerProcess(data)
     (seg,) = sorted(ns.glob("seg-*.nds"))
@@ -390,8 +390,8 @@ import random, sys, time
 from neardup.online import Deduplicator
 
 path, seed = sys.argv[1], int(sys.argv[2])
-d = Deduplicator(path, verify=False, memtable_size=1500)
-meta = d.store.meta
+d = Deduplicator.open(path, verify=False, memtable_size=1500)
+meta = d.store._state.meta
 real = meta.apply
 
 def slow_apply(records, positions=()):
@@ -467,7 +467,7 @@ def test_sigkill_while_metadata_lags_loses_nothing(tmp_path: Path, seed: int) ->
             maybe.discard(doc_id)
     alive = [i for i in added if i not in deleted and i not in maybe]
     assert len(alive) >= 300 and deleted
-    with Deduplicator(data, verify=False) as d:
+    with Deduplicator.open(data, verify=False) as d:
         assert d.stats()["flushes"] + d.stats()["segments"] >= 1 or len(alive) < 1500
         for doc_id in alive:
             assert doc_id in d, f"acknowledged {doc_id} lost"

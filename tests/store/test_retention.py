@@ -19,7 +19,7 @@ from doubles import SimpleFingerprinter
 
 from neardup.errors import NotFoundError
 from neardup.online import Deduplicator
-from neardup.store.engine import ROW_EXPIRY_STEP_S
+from neardup.store.maintenance import ROW_EXPIRY_STEP_S
 
 HOUR = 3600.0
 NOW = 1_790_000_000.0 - 1_790_000_000.0 % (6 * HOUR) + 5 * HOUR  # 1 h before a 6 h partition ends
@@ -37,7 +37,7 @@ def _dd(path: Path | None, clock: Clock, **kw: object) -> Deduplicator:
     kw.setdefault("verify", False)
     kw.setdefault("fingerprinter", SimpleFingerprinter())
     kw.setdefault("retention", "48h")
-    return Deduplicator(path, clock=clock, **kw)  # type: ignore[arg-type]
+    return Deduplicator.open(path, clock=clock, **kw)  # type: ignore[arg-type]
 
 
 def _text(i: int) -> str:
@@ -139,8 +139,8 @@ def test_rows_past_the_window_are_deleted_and_no_longer_counted(tmp_path: Path) 
         d.flush()
         clock.t += 2 * HOUR
         d.store.expire(clock() - 48 * HOUR)  # what the writer's housekeeping does each second
-        assert len(d) == 1 == d.store.meta.count()
-        assert d.store.meta.get("old") is None  # gone from the metadata, not only hidden
+        assert len(d) == 1 == d.store._state.meta.count()
+        assert d.store._state.meta.get("old") is None  # gone from the metadata, not only hidden
         clock.t += ROW_EXPIRY_STEP_S / 2
         assert d.store.expire(clock() - 48 * HOUR) == 0
     with _dd(path, clock) as d:

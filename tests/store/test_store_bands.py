@@ -1,12 +1,11 @@
 """The memtable's band keys built fast and logged: the radix + plain sort equals a stable
 argsort, a section built column by column equals the sorted entries, band keys round-trip
-through the log (``ADD_KEYS`` records, WAL version 2), a replay reads them instead of
-recomputing MinHash, and version 1 logs still replay (keys computed from the texts)."""
+through the log (``ADD_KEYS`` records), a replay reads them instead of recomputing MinHash, and
+a log without them (an earlier build's) is refused in a store with the MinHash channel."""
 
 from __future__ import annotations
 
 import shutil
-import sqlite3
 import struct
 import zlib
 
@@ -135,8 +134,9 @@ def test_add_keys_record_round_trip() -> None:
         decode_payload(p[:-1])
 
 
-def _v1_log(path, generation: int, recs) -> None:
-    body = struct.pack("<8sIIQI", b"NDUPWAL\x00", 1, 0, generation, 0)
+def _keyless_log(path, generation: int, recs, version: int = 1) -> None:
+    """A log of plain ``ADD`` records (no band keys), as an earlier build wrote it."""
+    body = struct.pack("<8sIIQI", b"NDUPWAL\x00", version, 0, generation, 0)
     path.write_bytes(
         body
         + struct.pack("<I", zlib.crc32(body))
@@ -144,17 +144,18 @@ def _v1_log(path, generation: int, recs) -> None:
     )
 
 
-def test_a_version1_log_is_read_and_appended_as_version1(tmp_path) -> None:
-    p = tmp_path / "wal-1.log"
-    _v1_log(p, 1, [AddRecord(1, 1.0, 1, 0, bytes(16), 0, "a", "t", None)])
-    w = WalWriter(p, 1, create=False)
-    assert w.version == 1
+def test_logs_of_other_versions_are_refused(tmp_path) -> None:
+    """This build writes and reads log version 1; another version is refused, naming the file
+    (an earlier build's version 2 included: nothing was released with it)."""
+    w = WalWriter(tmp_path / "wal-1.log", 1, create=True)
     w.close()
-    assert WalWriter(tmp_path / "wal-2.log", 2, create=True).version == 2
-    body = struct.pack("<8sIIQI", b"NDUPWAL\x00", 3, 0, 1, 0)
-    (tmp_path / "bad.log").write_bytes(body + struct.pack("<I", zlib.crc32(body)))
-    with pytest.raises(UnsupportedVersionError, match="versions 1, 2"):
-        read_wal(tmp_path / "bad.log")
+    with open(tmp_path / "wal-1.log", "rb") as fh:
+        assert struct.unpack_from("<I", fh.read(HEADER_SIZE), 8)[0] == 1
+    _keyless_log(tmp_path / "wal-2.log", 2, [], version=2)
+    with pytest.raises(UnsupportedVersionError, match=r"wal-2\.log: write-ahead log version 2"):
+        read_wal(tmp_path / "wal-2.log")
+    with pytest.raises(UnsupportedVersionError, match=r"wal-2\.log"):
+        WalWriter(tmp_path / "wal-2.log", 2, create=False)
 
 
 def _texts(n: int) -> list[str]:
@@ -167,20 +168,20 @@ def _texts(n: int) -> list[str]:
 
 def _unclosed_copy(d: Deduplicator, src, dst) -> None:
     """The data directory as a process killed now would leave it (log fsynced, SQLite applied)."""
-    assert d.store.applier is not None
-    d.store.applier.drain()
+    assert d.store._state.applier is not None
+    d.store._state.applier.drain()
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("LOCK"))
 
 
-def test_replay_reads_the_logged_band_keys_and_version1_logs_still_replay(
+def test_replay_reads_the_logged_band_keys_and_keyless_logs_are_refused(
     tmp_path, monkeypatch
 ) -> None:
     texts = _texts(300)
     src = tmp_path / "s"
-    d = Deduplicator(src, memtable_size=10**6)
+    d = Deduplicator.open(src, memtable_size=10**6)
     d.add([{"id": str(i), "text": t} for i, t in enumerate(texts[:200])])
     d.add({"id": "x", "text": texts[200]})
-    want = d.store.bandtable.entries()
+    want = d.store._state.bandtable.entries()
     (wal,) = src.glob("wal-*.log")
     first = read_wal(wal, truncate=False).records[0]
     assert isinstance(first, AddRecord) and first.keys is not None
@@ -195,47 +196,25 @@ def test_replay_reads_the_logged_band_keys_and_version1_logs_still_replay(
         return real(self, texts)
 
     monkeypatch.setattr(Deduplicator, "_band_keys_of", spy)
-    with Deduplicator(tmp_path / "a") as a:
-        got = a.store.bandtable.entries()
+    with Deduplicator.open(tmp_path / "a") as a:
+        got = a.store._state.bandtable.entries()
         assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
         assert sum(computed) == 0  # read from the log, not recomputed
         assert a.check({"id": "q", "text": texts[3]}).duplicate
 
-    # the same log rewritten as version 1 (plain ADD records): keys computed from the texts
+    # the same log without its band keys (as an earlier build wrote it): refused, naming it
     shutil.rmtree(tmp_path / "a")
     monkeypatch.setattr(Deduplicator, "_band_keys_of", real)
-    d = Deduplicator(src, memtable_size=10**6)
+    d = Deduplicator.open(src, memtable_size=10**6)
     d.add([{"id": f"n{i}", "text": t} for i, t in enumerate(texts[:200])])
-    want = d.store.bandtable.entries()
     _unclosed_copy(d, src, tmp_path / "b")
     d.close()
     (wal,) = (tmp_path / "b").glob("wal-*.log")
     rep = read_wal(wal, truncate=False)
-    _v1_log(wal, rep.generation, rep.records)
-    with sqlite3.connect(tmp_path / "b" / "meta.sqlite3") as db:  # applied, as an old build would
-        db.execute("UPDATE wal_applied SET offset = ?", (wal.stat().st_size,))
-    monkeypatch.setattr(Deduplicator, "_band_keys_of", spy)
-    computed.clear()
-    b = Deduplicator(tmp_path / "b", memtable_size=10**6)
-    got = b.store.bandtable.entries()
-    assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
-    assert sum(computed) == 200
-    assert (
-        b.store.wal is not None and b.store.wal.version == 1
-    )  # appended as it was written until the log is retired
-    b.add([{"id": f"m{i}", "text": t} for i, t in enumerate(texts[200:])])
-    want = b.store.bandtable.entries()
-    _unclosed_copy(b, tmp_path / "b", tmp_path / "c")
-    b.close()
-    (wal,) = (tmp_path / "c").glob("wal-*.log")
-    with open(wal, "rb") as fh:
-        assert struct.unpack_from("<I", fh.read(HEADER_SIZE), 8)[0] == 1
-    assert all(getattr(r, "keys", None) is None for r in read_wal(wal, truncate=False).records)
-    with Deduplicator(tmp_path / "c") as c:
-        got = c.store.bandtable.entries()
-        assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
-        c.flush()  # a new generation: version 2 again
-        assert c.store.wal is not None and c.store.wal.version == 2
+    _keyless_log(wal, rep.generation, rep.records)
+    with pytest.raises(UnsupportedVersionError, match=f"{wal.name}: log records without MinHash"):
+        Deduplicator.open(tmp_path / "b", memtable_size=10**6)
+    assert wal.exists()  # nothing was changed
 
 
 @settings(max_examples=30, deadline=None)
@@ -298,7 +277,7 @@ def test_a_bad_position_section_is_refused(tmp_path) -> None:
 
 def test_skimmed_records_keep_every_number_and_their_keys(tmp_path) -> None:
     """``read_wal(skim_until=...)`` (a replay: what SQLite applied) skips the strings of the
-    records it skims and nothing else; later records and other ops are decoded in full; a
+    ``ADD`` records it skims and nothing else; later records and deletes are decoded in full; a
     skimmed record with a bad length is damage as before."""
     from neardup.store.wal import DeleteRecord, encode_delete
 
@@ -317,13 +296,9 @@ def test_skimmed_records_keep_every_number_and_their_keys(tmp_path) -> None:
     got = read_wal(tmp_path / "w.log", truncate=False, skim_until=ends[3]).records
     assert got[0] == a1._replace(id="", text=None, metadata=None)
     assert got[2] == a2._replace(id="")
-    assert got[1] == recs[1] and got[3] == a3  # a delete, and a plain ADD (not in skim_ops)
+    assert got[1] == recs[1]  # a delete
+    assert got[3] == a3._replace(id="", text=None)  # a plain ADD
     assert got[4] == a4  # ends after skim_until
-    both = read_wal(
-        tmp_path / "w.log", truncate=False, skim_until=ends[4], skim_ops=(OP_ADD, OP_ADD_KEYS)
-    ).records
-    assert both[3] == a3._replace(id="", text=None)
-    assert [r.rowid for r in both] == [1, 1, 2, 3, 4]
     from neardup.store.wal import _skim_add
 
     p = encode_add(a1)
@@ -337,19 +312,19 @@ def test_unreadable_logged_keys_are_computed_from_the_texts_in_sqlite(
 ) -> None:
     """Skimmed records carry no text; if their logged keys cannot be used, the replay reads
     the texts from SQLite (which applied them) and computes the keys: nothing is lost."""
-    import neardup.store.engine as engine
+    import neardup.store.recovery as recovery
 
     texts = _texts(120)
-    d = Deduplicator(tmp_path / "s", memtable_size=10**6)
+    d = Deduplicator.open(tmp_path / "s", memtable_size=10**6)
     d.add([{"id": str(i), "text": t} for i, t in enumerate(texts)])
-    want = d.store.bandtable.entries()
+    want = d.store._state.bandtable.entries()
     _unclosed_copy(d, tmp_path / "s", tmp_path / "a")
     d.close()
 
     def unreadable(blobs, bands):
         raise ValueError("test: unreadable")
 
-    monkeypatch.setattr(engine, "keys_from_log", unreadable)
-    with Deduplicator(tmp_path / "a") as a:
-        got = a.store.bandtable.entries()
+    monkeypatch.setattr(recovery, "keys_from_log", unreadable)
+    with Deduplicator.open(tmp_path / "a") as a:
+        got = a.store._state.bandtable.entries()
         assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()

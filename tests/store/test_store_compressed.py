@@ -16,7 +16,7 @@ import pytest
 from neardup.errors import ConfigError
 from neardup.index.compressed import CompressedSegment
 from neardup.index.scan import BruteIndex
-from neardup.store import Store, WriteGroup
+from neardup.store import Store, StoreSettings, WriteGroup
 from neardup.store.memindex import _FastIndex, compress_pays
 
 RADIUS = 3
@@ -65,7 +65,7 @@ def _check(st: Store, fps: np.ndarray, rids: np.ndarray, q: np.ndarray) -> None:
 
 def _compressed(st: Store) -> list[bool]:
     out = []
-    for s in st.segments:
+    for s in st._state.segments:
         assert isinstance(s.index, _FastIndex)
         out.append(any(isinstance(x, CompressedSegment) for x in s.index.index.snapshot().segments))
     return out
@@ -86,14 +86,23 @@ def test_segments_compressed_search_exact_and_setting_kept_on_reopen(tmp_path, b
     fps = _rows(2 * N, bits, 1)
     times = np.where(np.arange(2 * N) % 2 == 0, 10.0, WIDTH + 10.0)  # two partitions
     q = _queries(fps, 2)
-    st = Store(tmp_path, bits=bits, radius=RADIUS, partition_seconds=WIDTH, compress_tables=True)
+    st = Store(
+        tmp_path,
+        StoreSettings(partition_seconds=WIDTH, compress_tables=True),
+        bits=bits,
+        radius=RADIUS,
+    )
     try:
         rids = _bulk(st, fps, times, "a")
         # 128-bit compressed tables keep fingerprints and rows: under the planner's default
         # cap they never beat brute force, so those segments keep uncompressed tables
         on = compress_pays(N, bits=bits, max_distance=RADIUS)
         assert on == (bits == 64)
-        assert st.compress_tables and len(st.segments) == 2 and _compressed(st) == [on, on]
+        assert (
+            st.settings.compress_tables
+            and len(st._state.segments) == 2
+            and _compressed(st) == [on, on]
+        )
         _check(st, fps, rids, q)
     finally:
         st.close()
@@ -101,11 +110,13 @@ def test_segments_compressed_search_exact_and_setting_kept_on_reopen(tmp_path, b
     assert body["store"]["compress_tables"] is True and body["store"]["table_block_bytes"] == 256
     sides = sorted(tmp_path.glob("*.hidx"))
     stamps = [p.stat().st_mtime_ns for p in sides]
-    st = Store(tmp_path, bits=bits, radius=RADIUS, partition_seconds=WIDTH)  # None: stored
+    st = Store(
+        tmp_path, StoreSettings(partition_seconds=WIDTH), bits=bits, radius=RADIUS
+    )  # None: stored
     try:
-        assert st.compress_tables and _compressed(st) == [on, on]
+        assert st.settings.compress_tables and _compressed(st) == [on, on]
         assert [p.stat().st_mtime_ns for p in sides] == stamps  # loaded, not rebuilt
-        assert all(s.index.index.read_only for s in st.segments)  # mmapped
+        assert all(s.index.index.read_only for s in st._state.segments)  # mmapped
         _check(st, fps, rids, q)
     finally:
         st.close()
@@ -115,20 +126,30 @@ def test_old_store_stays_uncompressed_and_switching_rebuilds(tmp_path):
     fps = _rows(N, 64, 3)
     times = np.full(N, 10.0)
     q = _queries(fps, 4)
-    st = Store(tmp_path, bits=64, radius=RADIUS, partition_seconds=WIDTH)
+    st = Store(tmp_path, StoreSettings(partition_seconds=WIDTH), bits=64, radius=RADIUS)
     try:
         rids = _bulk(st, fps, times, "a")
-        assert not st.compress_tables and _compressed(st) == [False]
+        assert not st.settings.compress_tables and _compressed(st) == [False]
     finally:
         st.close()
-    assert not (tmp_path / "config.json").exists()  # nothing new written for an old store
-    st = Store(tmp_path, bits=64, radius=RADIUS, partition_seconds=WIDTH, compress_tables=True)
+    assert _config(tmp_path)["store"]["compress_tables"] is False  # kept with the data
+    st = Store(
+        tmp_path,
+        StoreSettings(partition_seconds=WIDTH, compress_tables=True),
+        bits=64,
+        radius=RADIUS,
+    )
     try:
         assert _compressed(st) == [True]  # the side file was rebuilt compressed
         _check(st, fps, rids, q)
     finally:
         st.close()
-    st = Store(tmp_path, bits=64, radius=RADIUS, partition_seconds=WIDTH, compress_tables=False)
+    st = Store(
+        tmp_path,
+        StoreSettings(partition_seconds=WIDTH, compress_tables=False),
+        bits=64,
+        radius=RADIUS,
+    )
     try:
         assert _compressed(st) == [False]
         _check(st, fps, rids, q)
@@ -138,32 +159,41 @@ def test_old_store_stays_uncompressed_and_switching_rebuilds(tmp_path):
 
 
 def test_check_config_body_without_the_setting_keeps_the_stored_one(tmp_path):
-    """The online layer returns a fresh body on every open; the stored setting survives it."""
+    """The online layer returns a fresh body on every open (without the store's section, which
+    the store writes itself); the stored setting survives it."""
 
     def check(stored):
-        return {"format": 1, "store": {"version": 1, "partition_seconds": WIDTH}}
+        return {"format": 1}
 
     fps = _rows(N, 64, 5)
-    st = Store(
-        tmp_path, bits=64, radius=RADIUS, partition_seconds=WIDTH, check_config=check,
-        compress_tables=True, table_block_bytes=512,
-    )  # fmt: skip
+    st = Store(tmp_path, StoreSettings(partition_seconds=WIDTH, compress_tables=True, table_block_bytes=512), bits=64, radius=RADIUS, check_config=check)  # fmt: skip
     try:
         rids = _bulk(st, fps, np.full(N, 10.0), "a")
     finally:
         st.close()
-    st = Store(tmp_path, bits=64, radius=RADIUS, partition_seconds=WIDTH, check_config=check)
+    st = Store(
+        tmp_path, StoreSettings(partition_seconds=WIDTH), bits=64, radius=RADIUS, check_config=check
+    )
     try:
-        assert st.compress_tables and st.table_block_bytes == 512 and _compressed(st) == [True]
-        assert st.segments[0].index.index.block_bytes == 512
+        assert (
+            st.settings.compress_tables
+            and st.settings.table_block_bytes == 512
+            and _compressed(st) == [True]
+        )
+        assert st._state.segments[0].index.index.block_bytes == 512
         _check(st, fps, rids, _queries(fps, 6))
     finally:
         st.close()
-    assert _config(tmp_path)["store"] == {
-        "version": 1,
-        "partition_seconds": WIDTH,
-        "compress_tables": True,
-        "table_block_bytes": 512,
+    assert _config(tmp_path) == {
+        "format": 1,
+        "store": {
+            "version": 1,
+            "partition_seconds": WIDTH,
+            "partition_origin": 0.0,
+            "retention": None,
+            "compress_tables": True,
+            "table_block_bytes": 512,
+        },
     }
 
 
@@ -179,26 +209,33 @@ def test_flush_merge_retention_and_log_recovery(tmp_path):
             g.add(start + i, t, v, 0, bytes(16), False, f"l{start + i}", None, None)
         rids = np.arange(start, start + len(f), dtype=np.int64)
         g.set_added(f, rids, np.full(len(f), t))
-        st.append_group(g)
+        unsynced = st.append_group(g)
+        assert unsynced is not None
+        st.sync_log([unsynced])
         return rids
 
-    st = Store(tmp_path, bits=64, radius=RADIUS, partition_seconds=WIDTH, compress_tables=True)
+    st = Store(
+        tmp_path,
+        StoreSettings(partition_seconds=WIDTH, compress_tables=True),
+        bits=64,
+        radius=RADIUS,
+    )
     try:
         r1 = _bulk(st, fps[:N], np.full(N, 10.0), "a")
         r2 = log_rows(st, fps[N : 2 * N], 20.0)  # through the log and the memtable
         st.flush()
-        assert len(st.segments) == 2 and _compressed(st) == [True, True]
+        assert len(st._state.segments) == 2 and _compressed(st) == [True, True]
         _check(st, fps[: 2 * N], np.concatenate([r1, r2]), q)
         (group,) = st.compaction_candidates(1)
         assert st.install_merged(group, st.build_merged(group))
-        assert len(st.segments) == 1 and _compressed(st) == [True]
+        assert len(st._state.segments) == 1 and _compressed(st) == [True]
         _check(st, fps[: 2 * N], np.concatenate([r1, r2]), q)
         r3 = log_rows(st, fps[2 * N :], 2 * WIDTH + 5)  # a later partition, left in the log
     finally:
         st.close()
-    st = Store(tmp_path, bits=64, radius=RADIUS, partition_seconds=WIDTH)
+    st = Store(tmp_path, StoreSettings(partition_seconds=WIDTH), bits=64, radius=RADIUS)
     try:
-        assert len(st.memtable) == SMALL  # replayed from the log
+        assert len(st._state.memtable) == SMALL  # replayed from the log
         _check(st, fps, np.concatenate([r1, r2, r3]), q)
         st.flush()
         # a small segment keeps uncompressed tables (compressed, the planner would scan it)
@@ -211,11 +248,23 @@ def test_flush_merge_retention_and_log_recovery(tmp_path):
 
 def test_bad_settings_are_refused(tmp_path):
     with pytest.raises(ConfigError, match="compress_tables"):
-        Store(tmp_path / "a", bits=64, radius=3, partition_seconds=WIDTH, compress_tables="yes")  # type: ignore[arg-type]
+        Store(
+            tmp_path / "a",
+            StoreSettings(partition_seconds=WIDTH, compress_tables="yes"),
+            bits=64,
+            radius=3,
+        )  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="block_bytes"):
-        Store(tmp_path / "b", bits=64, radius=3, partition_seconds=WIDTH, table_block_bytes=7)
-    st = Store(None, bits=64, radius=3, partition_seconds=WIDTH, compress_tables=True)
-    assert st.compress_tables and st.stats()["compress_tables"]
+        Store(
+            tmp_path / "b",
+            StoreSettings(partition_seconds=WIDTH, table_block_bytes=7),
+            bits=64,
+            radius=3,
+        )
+    st = Store(
+        None, StoreSettings(partition_seconds=WIDTH, compress_tables=True), bits=64, radius=3
+    )
+    assert st.settings.compress_tables and st.stats()["compress_tables"]
     st.close()
 
 
@@ -223,7 +272,12 @@ def test_damaged_compressed_side_file_is_rebuilt(tmp_path, caplog):
     """A flipped byte in a compressed ``.hidx`` fails its checksum on open; the index is
     derived data, so it is rebuilt from the verified segment and searches stay exact."""
     fps = _rows(N, 64, 9)
-    st = Store(tmp_path, bits=64, radius=RADIUS, partition_seconds=WIDTH, compress_tables=True)
+    st = Store(
+        tmp_path,
+        StoreSettings(partition_seconds=WIDTH, compress_tables=True),
+        bits=64,
+        radius=RADIUS,
+    )
     try:
         rids = _bulk(st, fps, np.full(N, 10.0), "a")
     finally:
@@ -233,7 +287,7 @@ def test_damaged_compressed_side_file_is_rebuilt(tmp_path, caplog):
     data[len(data) // 2] ^= 0x10
     side.write_bytes(bytes(data))
     with caplog.at_level("WARNING", logger="neardup.store"):
-        st = Store(tmp_path, bits=64, radius=RADIUS, partition_seconds=WIDTH)
+        st = Store(tmp_path, StoreSettings(partition_seconds=WIDTH), bits=64, radius=RADIUS)
     try:
         assert "unusable index" in caplog.text and "checksum mismatch" in caplog.text
         assert _compressed(st) == [True]
@@ -245,18 +299,24 @@ def test_damaged_compressed_side_file_is_rebuilt(tmp_path, caplog):
 def test_warm_up_with_compressed_tables_leaves_no_data(tmp_path):
     """warm_up builds and searches a compressed index of its own (forced table layout: the
     planner plans brute force for so few rows) and leaves the store as it was."""
-    st = Store(tmp_path, bits=64, radius=RADIUS, partition_seconds=WIDTH, compress_tables=True)
+    st = Store(
+        tmp_path,
+        StoreSettings(partition_seconds=WIDTH, compress_tables=True),
+        bits=64,
+        radius=RADIUS,
+    )
     try:
         st.warm_up()
-        assert not st.segments and len(st.memtable) == 0 and st.documents == 0
+        assert not st._state.segments and len(st._state.memtable) == 0 and len(st) == 0
     finally:
         st.close()
 
 
 def test_deduplicator_and_serve_config_carry_the_setting(tmp_path):
-    """``Deduplicator(compress_tables=True)`` reaches the store, persists, and decides as an
+    """``Deduplicator.open(compress_tables=True)`` reaches the store, persists, and decides as an
     uncompressed one does (SimHash channel, documents flushed into a compressed segment)."""
     from neardup.online.deduplicator import Deduplicator
+    from neardup.online.settings import DedupSettings
     from neardup.service.config import ServiceConfig
     from neardup.service.namespaces import NamespaceRegistry
 
@@ -268,21 +328,22 @@ def test_deduplicator_and_serve_config_carry_the_setting(tmp_path):
     decisions = {}
     for on in (True, False):
         path = tmp_path / str(on)
-        with Deduplicator(path, candidates="simhash", compress_tables=on) as d:
+        with Deduplicator.open(path, candidates="simhash", compress_tables=on) as d:
             d.add(docs)
             d.flush()
             assert _compressed(d.store) == [on]
             decisions[on] = [(x.duplicate, [m.id for m in x.matches]) for x in d.check(edits)]
-        with Deduplicator(path) as d:  # reopened without the option: the stored setting
-            assert d.store.compress_tables is on and _compressed(d.store) == [on]
+        with Deduplicator.open(path) as d:  # reopened without the option: the stored setting
+            assert d.store.settings.compress_tables is on and _compressed(d.store) == [on]
     assert decisions[True] == decisions[False]
     # k = 3 finds a share of the one-word edits (the simhash mode's known recall)
     assert sum(dup for dup, _ in decisions[True]) > 0
     # the service passes it to every namespace's store (``neardup serve --compress-tables``)
-    reg = NamespaceRegistry(ServiceConfig(data_dir=tmp_path / "svc", compress_tables=True))
+    compress = DedupSettings(store=StoreSettings(compress_tables=True))
+    reg = NamespaceRegistry(ServiceConfig(data_dir=tmp_path / "svc", dedup=compress))
     reg.open()
     try:
         reg.create("x")
-        assert reg.get("x").store.compress_tables is True
+        assert reg.get("x").store.settings.compress_tables is True
     finally:
         reg.close()

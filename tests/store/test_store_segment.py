@@ -109,7 +109,7 @@ def _dd(path, **kw):
     kw.setdefault("verify", False)
     kw.setdefault("fingerprinter", SimpleFingerprinter())
     kw.setdefault("commit_interval_ms", 0.0)
-    return Deduplicator(path, **kw)
+    return Deduplicator.open(path, **kw)
 
 
 def _seeded_store(path, n=400):
@@ -178,8 +178,8 @@ def test_torn_wal_tail_recovers(tmp_path):
         d.add({"id": f"x{i}", "text": t})
     d.store.sync_meta()  # the abandoned applier must not commit while the store reopens
     d._writer._closed = True
-    d.store.wal.close()
-    d.store.dir.unlock()
+    d.store._state.wal.close()
+    d.store._state.dir.unlock()
     wal = next(tmp_path.glob("wal-*.log"))
     size = os.path.getsize(wal)
     with open(wal, "ab") as f:  # the writer died in the middle of appending a group
@@ -199,9 +199,9 @@ def _abandoned_store(path, n=30):
         d.add({"id": f"x{i}", "text": t})
     d.store.sync_meta()  # the abandoned applier must not commit while the store reopens
     d._writer._closed = True
-    d.store.wal.close()
-    d.store.meta.close()
-    d.store.dir.unlock()
+    d.store._state.wal.close()
+    d.store._state.meta.close()
+    d.store._state.dir.unlock()
     return texts
 
 
@@ -227,9 +227,9 @@ def test_wal_damage_in_middle_that_sqlite_applied_is_restored(tmp_path):
     wal.write_bytes(bytes(b))
     with _dd(tmp_path) as d2:  # every record was applied: nothing is lost, nothing refused
         assert len(d2) == 30 and all(f"x{i}" in d2 for i in range(30))
-        assert d2.store.restored_rows >= 1
+        assert d2.store._state.restored_rows >= 1
     with _dd(tmp_path) as d3:  # the damaged log was retired: a clean reopen
-        assert len(d3) == 30 and d3.store.restored_rows == 0
+        assert len(d3) == 30 and d3.store._state.restored_rows == 0
 
 
 def test_wal_damage_in_middle_refuses_then_repair(tmp_path):
@@ -323,7 +323,9 @@ def test_crash_during_background_flush_replays_both_logs(tmp_path):
     texts = _texts(80, seed=11)
     d = _dd(tmp_path)
     d.add([{"id": f"x{i}", "text": texts[i]} for i in range(40)])
-    frozen = d.store.begin_flush()  # frozen memtable, segments never written
+    from neardup.store.maintenance import begin_flush
+
+    frozen = begin_flush(d.store._state)  # frozen memtable, segments never written
     d.add([{"id": f"x{i}", "text": texts[i]} for i in range(40, 80)])
     d.delete("x3")
     assert frozen.gens and len(list(tmp_path.glob("wal-*.log"))) == 2
@@ -332,8 +334,8 @@ def test_crash_during_background_flush_replays_both_logs(tmp_path):
     # while the reopened store replays (one CI-like full run failed here; not reproduced since)
     d.store.sync_meta()
     d._writer._closed = True  # crash: no close, no install
-    d.store.wal.close()
-    d.store.dir.unlock()
+    d.store._state.wal.close()
+    d.store._state.dir.unlock()
     with _dd(tmp_path) as d2:
         assert len(d2) == 79 and "x3" not in d2
         assert d2.check({"id": "q", "text": texts[10]}).matches[0].id == "x10"
@@ -387,11 +389,11 @@ def test_small_segments_merge_among_themselves_first(tmp_path):
         groups = d.store.compaction_candidates(2)
         assert [sorted(len(s.segment) for s in g) for g in groups] == [[100, 100]]
         d.compact()
-        assert sorted(len(s.segment) for s in d.store.segments) == [200, 2000]
+        assert sorted(len(s.segment) for s in d.store._state.segments) == [200, 2000]
         for c in range(3):  # small ones now reach a quarter of the big one: merge everything
             d.bulk_load([f"t{c}-{i}" for i in range(100)], rng.integers(0, 2**64, 100, np.uint64))
         d.compact()
-        assert [len(s.segment) for s in d.store.segments] == [2500]
+        assert [len(s.segment) for s in d.store._state.segments] == [2500]
 
 
 def test_parallel_segment_search_equals_serial(tmp_path, monkeypatch):
@@ -410,7 +412,7 @@ def test_parallel_segment_search_equals_serial(tmp_path, monkeypatch):
         monkeypatch.setattr(engine, "PARALLEL_QUERIES", 1)
         monkeypatch.setattr(engine, "_SEARCH_THREADS", 2)
         parallel = d.store.search(q, 3)
-        assert d.store._pool is not None
+        assert d.store._state.search_pool is not None
         for a, b in zip(serial, parallel, strict=True):
             np.testing.assert_array_equal(a, b)
         assert len(serial[1]) >= 600

@@ -272,11 +272,12 @@ def test_appends_work_when_preallocation_fails(tmp_path, monkeypatch, err):
 
 
 def test_a_write_group_taken_back_leaves_the_store_and_its_log_as_they_were(tmp_path):
-    """The writer's intents (:class:`neardup.store.WriteGroup`, ``append_group``,
-    ``take_back``): an unsynced group taken back is gone from memory and from the log."""
+    """The one write protocol (:class:`neardup.store.WriteGroup`, ``append_group``,
+    ``sync_log``, ``take_back``): an unsynced group taken back is gone from memory and from the
+    log."""
     import numpy as np
 
-    from neardup.store import Store, WriteGroup
+    from neardup.store import Store, StoreSettings, WriteGroup
 
     def group(st: Store, id_: str, fp: int, empty: bool) -> WriteGroup:
         g = WriteGroup()
@@ -285,16 +286,17 @@ def test_a_write_group_taken_back_leaves_the_store_and_its_log_as_they_were(tmp_
         g.set_added(np.array([fp], np.uint64), np.array([rid], np.int64), np.array([10.0]))
         return g
 
-    st = Store(tmp_path, bits=64, radius=3, partition_seconds=3600.0)
+    st = Store(tmp_path, StoreSettings(partition_seconds=3600.0), bits=64, radius=3)
     try:
         assert st.durable and not st.log_has_rows
-        assert st.append_group(group(st, "a", 5, False)) is None  # durable: synced on return
+        first = st.append_group(group(st, "a", 5, False))
+        assert first is not None
+        st.sync_log([first])  # durable (and on its way to SQLite) on return
         size = st.stats()["wal_bytes"]
-        unsynced = st.append_group(group(st, "b", 6, True), durable=False)
-        assert unsynced is not None and "b" in st.lookup_ids(["b"]) and len(st.memtable) == 2
-        st.sync_log()
-        st.take_back([unsynced])
-        assert st.lookup_ids(["a", "b"]).keys() == {"a"} and len(st.memtable) == 1
+        unsynced = st.append_group(group(st, "b", 6, True))
+        assert unsynced is not None and "b" in st.lookup_ids(["b"]) and len(st) == 2
+        st.take_back([unsynced])  # as after a failed sync
+        assert st.lookup_ids(["a", "b"]).keys() == {"a"} and len(st) == 1
         assert st.stats()["wal_bytes"] == size and st.log_has_rows
         row = st.get_row("a")
         assert row is not None and not row.empty

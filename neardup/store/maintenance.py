@@ -1,0 +1,557 @@
+"""What a store does between write groups: flushes, compaction, retention and bulk loads.
+
+Flush (:func:`flush`; in the background past ``memtable_size`` rows, :func:`maybe_flush`): the
+memtable is frozen and a fresh log generation started (:func:`begin_flush`, on the writer
+thread), one segment per time partition is written (temp, fsync, verify, rename) with its
+HammingIndex saved beside it (:func:`build_flush`, any thread), then SQLite is checkpointed,
+the manifest replaced atomically, and only then the old logs deleted (:func:`finish_flush`,
+writer thread). A crash at any point leaves either the old or the new manifest, and files the
+live manifest does not name are removed on the next open.
+
+Compaction (:func:`compaction_candidates`, :func:`build_merged`, :func:`install_merged`):
+segments of one partition are merged into one, size-tiered, without the deleted rows.
+
+Retention (:func:`expire`): partitions whose whole time range is older than ``now -
+retention`` are dropped: their rows deleted from SQLite in one transaction, then the manifest
+replaced, then the files unlinked. Rows past the window in partitions that have not ended are
+deleted from SQLite too (:func:`expire_rows`, every :data:`ROW_EXPIRY_STEP_S` of the cutoff's
+advance): what is past the window is gone for good (a wider window later does not bring it
+back) and the document count is what is served. A retention change first deletes what the old
+window had left behind (at once by :func:`set_retention`; on open through ``config.json``'s
+``expire_before`` mark, :func:`finish_retention_change`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .._threads import lower_thread_priority
+from ..errors import InputError, StorageError
+from ..index.bands import BandIndex
+from .applier import lookup_ids
+from .layout import read_json_file, write_json_file
+from .meta import NO_CONTENT_HASH
+from .partitions import discard, new_segment, write_segments
+from .state import Frozen, LiveSegment, StoreState
+from .wal import DeleteRecord, WalWriter, fsync_dir
+
+__all__ = [
+    "ROW_EXPIRY_STEP_S",
+    "build_merged",
+    "bulk_add",
+    "compaction_candidates",
+    "expire",
+    "finish_flush",
+    "finish_retention_change",
+    "flush",
+    "install_merged",
+    "maybe_flush",
+    "set_retention",
+    "sync_meta",
+]
+
+log = logging.getLogger("neardup.store")
+
+#: rows past the retention window in partitions that have not ended are deleted from SQLite
+#: once the cutoff has moved this many seconds since the last time (reads filter them by time
+#: meanwhile); each pass reads the times of the segments that straddle the cutoff
+ROW_EXPIRY_STEP_S = 10.0
+
+
+def sync_meta(st: StoreState) -> None:
+    """Wait until SQLite holds every acknowledged record (writer thread)."""
+    if st.applier is not None:
+        st.applier.drain()
+
+
+# ---------------------------------------------------------------------- flush
+def maybe_flush(st: StoreState, cutoff: float | None = None) -> None:
+    """Install a finished background flush; start one when the memtable is full."""
+    if st.wal is None:
+        return
+    finish_flush(st, wait=False)
+    if flush_due(st):
+        frozen = begin_flush(st)
+        threading.Thread(
+            target=_background_flush, args=(st, frozen, cutoff), name="neardup-flush", daemon=True
+        ).start()
+
+
+def flush_due(st: StoreState) -> bool:
+    """The memtable is full and no flush is under way."""
+    return st.frozen is None and len(st.memtable) >= st.settings.memtable_size
+
+
+def _background_flush(st: StoreState, frozen: Frozen, cutoff: float | None) -> None:
+    lower_thread_priority()
+    build_flush(st, frozen, cutoff)
+
+
+def flush(st: StoreState, cutoff: float | None = None) -> None:
+    """Write the memtable to segments now (durable mode only; finishes a pending flush first)."""
+    if st.wal is None or st.dir is None:
+        return
+    finish_flush(st, wait=True)
+    frozen = begin_flush(st)
+    build_flush(st, frozen, cutoff)
+    finish_flush(st, wait=True)
+
+
+def begin_flush(st: StoreState) -> Frozen:
+    """Freeze the memtable and start a new log generation (writer thread; fast).
+
+    The manifest then names both generations, so a crash before the segments are installed
+    replays both.
+    """
+    assert st.wal is not None and st.dir is not None
+    if st.frozen is not None:
+        raise StorageError("a flush is already in progress")
+    old = st.wal
+    gen = old.generation + 1
+    new_path = st.dir.wal_path(gen)
+    manifest = st.manifest_with(
+        segments=[s.entry for s in st.segments],
+        wal_generation=gen,
+        wal_generations=[*st.live_gens, gen],
+        # the first row id each live log can hold (recovery restores rows from there)
+        gen_start_rowid={
+            **{
+                k: v
+                for k, v in (st.manifest.get("gen_start_rowid") or {}).items()
+                if int(k) in st.live_gens
+            },
+            str(gen): st.next_rowid,
+        },
+    )
+    try:
+        new_path.unlink(missing_ok=True)
+        st.db.set_applied(gen, 0)
+        new = WalWriter(new_path, gen, create=True)
+        st.dir.write_manifest(manifest)
+    except (OSError, StorageError) as exc:
+        new_path.unlink(missing_ok=True)
+        raise StorageError(f"flush failed ({exc}); the log still holds every row") from exc
+    old.close()
+    st.manifest = manifest
+    st.wal = new
+    frozen = Frozen(st.memtable, st.memtable_deleted, list(st.live_gens), st.bandtable)
+    st.bandtable = BandIndex()
+    st.live_gens = [gen]
+    st.memtable = st.new_memtable()
+    st.memtable_deleted = set()
+    st.frozen = frozen
+    return frozen
+
+
+def build_flush(st: StoreState, frozen: Frozen, cutoff: float | None) -> None:
+    """Write a frozen memtable's segments (any thread; touches no shared state but files)."""
+    try:
+        fps, rids, ts = frozen.memtable.arrays()
+        keep = np.ones(len(rids), bool)
+        if frozen.deleted:
+            keep &= ~np.isin(rids, np.fromiter(frozen.deleted, dtype=np.int64))
+        expired = np.zeros(0, np.int64)
+        if cutoff is not None:
+            exp = keep & (ts < cutoff)
+            expired = rids[exp]
+            keep &= ~exp
+        bk = None
+        if st.band_keys_of is not None and frozen.bands is not None:
+            bk = frozen.bands.section()  # 8 bytes per entry, never materialised
+        frozen.written = write_segments(st, fps[keep], rids[keep], ts[keep], bk)
+        frozen.expired = expired
+    except BaseException as exc:
+        frozen.error = exc
+    finally:
+        frozen.done.set()
+
+
+def finish_flush(st: StoreState, *, wait: bool) -> bool:
+    """Install a built flush (writer thread): checkpoint SQLite, replace the manifest, retire
+    the old logs. Returns True if one was installed. A failed build is retried."""
+    frozen = st.frozen
+    if frozen is None or not (frozen.done.is_set() or wait):
+        return False
+    if not wait and time.monotonic() - frozen.failed_at < 1.0:
+        return False  # it just failed (a full disk?): retry about once a second
+    frozen.done.wait()
+    assert st.dir is not None
+    if frozen.error is not None:
+        err, frozen.error = frozen.error, None
+        frozen.done.clear()
+        log.error("background flush failed (%s); retrying", err)
+        build_flush(st, frozen, None)  # sets done again, also when it fails
+        if frozen.error is not None:
+            # keep the error (and done set): the next call retries the build; clearing
+            # done here left every later flush waiting forever for a build nobody ran
+            err = frozen.error
+            frozen.failed_at = time.monotonic()
+            if isinstance(err, StorageError):
+                raise err
+            raise StorageError(f"flush failed ({err}); the log still holds every row") from err
+    written = frozen.written or []
+    expired = frozen.expired if frozen.expired is not None else np.zeros(0, np.int64)
+    manifest = st.manifest_with(
+        segments=[s.entry for s in st.segments] + [s.entry for s in written],
+        wal_generations=list(st.live_gens),
+        gen_start_rowid={
+            k: v
+            for k, v in (st.manifest.get("gen_start_rowid") or {}).items()
+            if int(k) in st.live_gens
+        },
+    )
+    try:
+        sync_meta(st)  # the retired logs' records must be in SQLite before the checkpoint
+        if len(expired):
+            st.db.delete_rowids(expired.tolist())
+        st.db.checkpoint()
+        # retention's deletions are durable now: record how far each segment's went
+        for s in st.segments:
+            if s.expired_before > -math.inf:
+                s.entry["expired_before"] = s.expired_before
+        st.dir.write_manifest(manifest)
+    except (OSError, StorageError) as exc:
+        for s in written:
+            discard(s)
+        frozen.written = None
+        frozen.done.clear()
+        threading.Thread(target=build_flush, args=(st, frozen, None), daemon=True).start()
+        raise StorageError(f"flush failed ({exc}); the log still holds every row") from exc
+    st.manifest = manifest
+    st.segments.extend(written)
+    st.frozen = None
+    for g in frozen.gens:
+        st.dir.wal_path(g).unlink(missing_ok=True)
+    fsync_dir(st.dir.root)
+    try:
+        st.db.forget_generations(st.live_gens)
+    except Exception:  # bookkeeping only
+        log.warning("could not drop applied positions of retired logs", exc_info=True)
+    if len(expired):
+        st.count(-len(expired))
+    st.flushes += 1
+    return True
+
+
+# ---------------------------------------------------------------------- compaction
+def compaction_candidates(st: StoreState, max_segments: int) -> list[list[LiveSegment]]:
+    """Groups of segments of one partition worth merging (writer thread)."""
+    by_part: dict[int, list[LiveSegment]] = {}
+    for s in st.segments:
+        by_part.setdefault(s.partition, []).append(s)
+    out: list[list[LiveSegment]] = []
+    for segs in by_part.values():
+        if len(segs) <= max_segments:
+            continue
+        # size-tiered: small segments (e.g. memtable flushes) are merged among themselves
+        # until together they reach a quarter of the largest, so a large partition is not
+        # rewritten for every small flush; more than max_segments + 2 merges everything
+        big = max(segs, key=lambda s: len(s.segment))
+        small = [s for s in segs if s is not big]
+        n_small = sum(len(s.segment) for s in small)
+        if len(segs) > max_segments + 2 or 4 * n_small >= len(big.segment):
+            out.append(segs)
+        elif len(small) >= 2:
+            out.append(small)
+    return out
+
+
+def build_merged(st: StoreState, segs: list[LiveSegment]) -> LiveSegment | None:
+    """Merge segments into a new file, dropping deleted rows (any thread; files are immutable)."""
+    fps = np.concatenate([s.segment.fingerprints for s in segs])
+    rids = np.concatenate([s.segment.rowids for s in segs])
+    ts = np.concatenate([s.segment.times for s in segs])
+    # deleted rows: the (small) table of applied deletes plus deletes still pending; no
+    # scan of the live rows, so the writer's lookups never wait for a merge
+    lo, hi = int(rids.min()), int(rids.max())
+    gone = st.db.deleted_between(lo, hi)
+    with st.pending.lock:
+        pend = [
+            rid
+            for rid, r in st.pending.by_rid.items()
+            if type(r) is DeleteRecord and lo <= rid <= hi
+        ]
+    if pend:
+        gone = np.concatenate([gone, np.asarray(pend, dtype=np.int64)])
+    keep = ~np.isin(rids, gone) if len(gone) else np.ones(len(rids), bool)
+    order = np.argsort(rids[keep], kind="stable")
+    if not keep.any():
+        return None
+    bk = None
+    if st.band_keys_of is not None:  # the inputs' sections, less the deleted rows
+        runs = [r for s in segs for r in s.segment.band_runs()]
+        k = np.concatenate([x for x, _ in runs]) if runs else np.zeros(0, np.uint64)
+        r = np.concatenate([y for _, y in runs]) if runs else np.zeros(0, np.int64)
+        if len(gone):
+            alive = ~np.isin(r, gone)
+            k, r = k[alive], r[alive]
+        bk = (k, r)
+    try:
+        out = new_segment(
+            st, segs[0].partition, fps[keep][order], rids[keep][order], ts[keep][order], bk
+        )
+    except OSError as exc:
+        raise StorageError(f"compaction could not write a segment: {exc}") from exc
+    out.dropped = rids[~keep]
+    return out
+
+
+def install_merged(st: StoreState, segs: list[LiveSegment], merged: LiveSegment | None) -> bool:
+    """Swap merged segments in (writer thread); False (and the output removed) if the inputs
+    are no longer all live (e.g. dropped by retention meanwhile)."""
+    assert st.dir is not None
+    if not all(s in st.segments for s in segs):
+        if merged is not None:
+            discard(merged)
+        return False
+    if merged is not None:  # retention deleted at least what every input had deleted
+        merged.expired_before = min(s.expired_before for s in segs)
+        marks = [s.entry.get("expired_before") for s in segs]
+        if all(m is not None for m in marks):
+            merged.entry["expired_before"] = min(float(m) for m in marks if m is not None)
+    alive = [s for s in st.segments if s not in segs] + ([merged] if merged is not None else [])
+    manifest = st.manifest_with(segments=[s.entry for s in alive])
+    try:
+        st.dir.write_manifest(manifest)
+    except OSError as exc:
+        if merged is not None:
+            discard(merged)
+        raise StorageError(f"compaction could not update the manifest: {exc}") from exc
+    st.manifest = manifest
+    st.segments = alive
+    dropped = (
+        merged.dropped
+        if merged is not None and merged.dropped is not None
+        else np.concatenate([s.segment.rowids for s in segs])  # all rows were deleted
+    )
+    for s in segs:
+        discard(s)
+    st.compactions += 1
+    if len(dropped):
+        try:  # bookkeeping only: those rows are gone from every segment now
+            st.db.forget_deleted(dropped.tolist())
+        except Exception:
+            log.warning("could not prune the deleted-rows table", exc_info=True)
+    return True
+
+
+# ---------------------------------------------------------------------- retention
+def expire(st: StoreState, cutoff: float) -> int:
+    """Drop every partition that ends at or before ``cutoff``; returns rows dropped."""
+    ps = st.settings.partition_seconds
+    assert ps is not None
+    # both the partition's end and the newest row must be older than the cutoff: a width
+    # that did not match the data could otherwise drop recent rows
+    dead = [
+        s for s in st.segments if (s.partition + 1) * ps <= cutoff and s.segment.max_time < cutoff
+    ]
+    dropped = 0
+    if dead:
+        assert st.dir is not None
+        rowids = np.concatenate([s.segment.rowids for s in dead]).tolist()
+        sync_meta(st)
+        dropped = st.db.delete_rowids(rowids)
+        alive = [s for s in st.segments if s not in dead]
+        manifest = st.manifest_with(segments=[s.entry for s in alive])
+        try:
+            st.dir.write_manifest(manifest)
+        except OSError as exc:
+            raise StorageError(f"cannot update manifest for retention: {exc}") from exc
+        st.manifest = manifest
+        st.segments = alive
+        for s in dead:
+            discard(s)
+        st.dropped_partitions += len({s.partition for s in dead})
+        log.info(
+            "retention: dropped %d segments (%d rows) older than %s", len(dead), dropped, cutoff
+        )
+    if st.wal is None and len(st.memtable):
+        dropped += _expire_memory(st, cutoff)
+    st.count(-dropped)
+    last = st.rows_expired_at
+    if last is None or cutoff - last >= ROW_EXPIRY_STEP_S:
+        dropped += expire_rows(st, cutoff)
+    return dropped
+
+
+def expire_rows(st: StoreState, cutoff: float, *, full: bool = False) -> int:
+    """Delete from SQLite every row older than ``cutoff`` that a partition not yet dropped
+    still holds (segments, the memtable, a flush under way): past the window, gone for good.
+    Writer thread. ``full``: scan every segment from its start (a retention change); else
+    each from where the last pass got to. Returns the rows deleted.
+
+    Segment rows stay in their immutable files (searches find their row ids, which no longer
+    fetch) until the partition is dropped; memtable rows are left out of its flush.
+    """
+    doomed: list[npt.NDArray[np.int64]] = []
+    marked: list[LiveSegment] = []
+    for seg in st.segments:
+        lo = -math.inf if full else seg.expired_before
+        if seg.segment.min_time >= cutoff or lo >= cutoff:
+            continue
+        ts = seg.segment.times
+        sel = ts < cutoff
+        if lo > -math.inf:
+            sel &= ts >= lo
+        if sel.any():
+            doomed.append(np.asarray(seg.segment.rowids[sel]))
+        marked.append(seg)
+    mem = st.memtable.rows_before(cutoff)
+    if len(mem) and st.memtable_deleted:
+        mem = mem[~np.isin(mem, np.fromiter(st.memtable_deleted, dtype=np.int64))]
+    doomed.append(mem)
+    if st.frozen is not None:  # its build already left out rows older than its cutoff
+        doomed.append(st.frozen.memtable.rows_before(cutoff))
+    rids = np.unique(np.concatenate(doomed)) if doomed else np.zeros(0, np.int64)
+    gone = 0
+    if len(rids):
+        sync_meta(st)  # every acknowledged row is in SQLite: its delete counts
+        gone = st.db.delete_rowids(rids.tolist())
+        st.memtable_deleted.update(mem.tolist())
+        st.count(-gone)
+        if gone:
+            log.info("retention: deleted %d rows older than %s", gone, cutoff)
+    for seg in marked:
+        seg.expired_before = max(seg.expired_before, cutoff)
+    st.rows_expired_at = cutoff
+    return gone
+
+
+def finish_retention_change(st: StoreState) -> None:
+    """(open) Delete the rows a changed retention's old window had left behind, then drop
+    the ``expire_before`` mark from the config."""
+    assert st.dir is not None and st.expire_pending is not None
+    expire_rows(st, st.expire_pending, full=True)
+    cfg_path = st.dir.config_path
+    body = read_json_file(cfg_path)
+    body.get("store", {}).pop("expire_before", None)
+    try:
+        write_json_file(cfg_path, body)
+    except OSError as exc:
+        raise StorageError(f"cannot update {cfg_path}: {exc}") from exc
+    st.expire_pending = None
+    st.rows_expired_at = None
+
+
+def set_retention(st: StoreState, seconds: float | None) -> None:
+    """Store a new retention window (``None``: keep everything) in the config body's
+    ``store`` section (in memory, nothing to store) and take it. What the old window left
+    behind is deleted first. :class:`StorageError` when it cannot be written."""
+    old = st.settings.retention
+    if old is not None and seconds != old:
+        # what the old window left behind goes before a new one applies (a wider window
+        # must not bring it back): deleted now, before the new retention is stored
+        expire_rows(st, st.clock() - old, full=True)
+    st.settings = dataclasses.replace(st.settings, retention=seconds)
+    st.rows_expired_at = None
+    if st.dir is None:
+        return
+    cfg_path = st.dir.config_path
+    try:
+        body = read_json_file(cfg_path)
+        body["store"] = {**body.get("store", {}), "retention": seconds}
+        write_json_file(cfg_path, body)
+    except OSError as exc:
+        raise StorageError(f"cannot store the new retention in {cfg_path}: {exc}") from exc
+
+
+def _expire_memory(st: StoreState, cutoff: float) -> int:
+    """In-memory mode: rebuild the memtable without rows of partitions that ended."""
+    width = st.settings.partition_seconds
+    assert width is not None
+    fps, rids, ts = st.memtable.arrays()
+    ends = (st.partition_of(ts) + 1) * width
+    dead = ends <= cutoff
+    if not dead.any():
+        return 0
+    n = st.db.delete_rowids(rids[dead].tolist())
+    st.memtable.clear()
+    st.memtable.add(fps[~dead], rids[~dead], ts[~dead])
+    st.bandtable.remove_many(rids[dead])
+    return n
+
+
+# ---------------------------------------------------------------------- bulk loads
+def bulk_add(
+    st: StoreState, ids: list[str], fps: npt.NDArray[np.uint64], times: npt.NDArray[np.float64]
+) -> int:
+    """Seed new documents without texts straight into segments (durable) or the memtable (in
+    memory), row ids allocated here; :class:`InputError` when an id exists already (nothing is
+    loaded). Metadata first (one transaction), then the segments and the manifest. Rows whose
+    segments never reached the manifest (a crash in between) have row ids beyond every logged
+    or stored row and are removed on the next open."""
+    start = st.next_rowid
+    st.next_rowid += len(ids)
+    rids = np.arange(start, start + len(ids), dtype=np.int64)
+    fp_bytes = _fp_words(fps).astype("<u8").tobytes()
+    ts = times.tolist()
+    # insert in id order: the UNIQUE(id) B-tree then grows at its right edge
+    order = sorted(range(len(ids)), key=ids.__getitem__)
+    rows = (
+        (start + i, ids[i], ts[i], fp_bytes[16 * i : 16 * i + 16], NO_CONTENT_HASH, 0, None, None)
+        for i in order
+    )
+    try:
+        _bulk_load(st, rows, fps, rids, times)
+    except sqlite3.IntegrityError:
+        existing = lookup_ids(st, ids)
+        first = next(iter(existing), None)
+        raise InputError(
+            f"bulk_load: {len(existing)} ids already exist (e.g. {first!r}); bulk_load only "
+            "adds new ids"
+        ) from None
+    return len(ids)
+
+
+def _bulk_load(
+    st: StoreState,
+    rows: Iterable[tuple[Any, ...]],
+    fps: npt.NDArray[np.uint64],
+    rids: npt.NDArray[np.int64],
+    ts: npt.NDArray[np.float64],
+) -> None:
+    sync_meta(st)  # pending ids must be in SQLite so its UNIQUE(id) sees them
+    if st.wal is None or st.dir is None:
+        st.db.insert_rows(rows)
+        st.memtable.add(fps, rids, ts)
+    else:
+        try:
+            st.db.insert_rows(rows, bulk=True)
+        except OSError as exc:
+            raise StorageError(f"bulk load failed: {exc}") from exc
+        try:
+            written = write_segments(st, fps, rids, ts)
+            manifest = st.manifest_with(
+                segments=[s.entry for s in st.segments] + [s.entry for s in written]
+            )
+            try:
+                st.dir.write_manifest(manifest)
+            except OSError as exc:
+                for w in written:
+                    discard(w)
+                raise StorageError(f"bulk load failed: {exc}") from exc
+        except BaseException:
+            st.db.delete_rowids(rids.tolist())
+            raise
+        st.manifest = manifest
+        st.segments.extend(written)
+    st.count(len(rids))
+
+
+def _fp_words(fps: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """(n, 2) hi/lo words for 64-bit (hi = fp, lo = 0) or 128-bit fingerprints."""
+    if fps.ndim == 2:
+        return fps
+    out = np.zeros((len(fps), 2), dtype=np.uint64)
+    out[:, 0] = fps
+    return out

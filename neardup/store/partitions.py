@@ -1,0 +1,214 @@
+"""The live segments of a store's time partitions: writing one segment per partition, loading
+the ones the manifest names (with their search index, saved beside each as ``.hidx``),
+removing them, and checking that every segment fits the store's partition width.
+
+Used by :mod:`.recovery` (open) and :mod:`.maintenance` (flush, compaction, retention, bulk
+loads); the segment file format itself is :mod:`.segment`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import ConfigError, CorruptFileError, FormatError, StorageError
+from ..index.bands import BandSection, section_for_rows
+from ..index.scan import BruteIndex
+from .memindex import build_index, compress_pays, hamming_index_class
+from .segment import Segment, open_segment, write_segment
+from .state import LiveSegment, StoreState
+
+__all__ = ["check_partitions", "discard", "load_segment", "new_segment", "write_segments"]
+
+log = logging.getLogger("neardup.store")
+
+BandKeys = tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]] | BandSection | None
+
+
+def load_segment(st: StoreState, entry: dict[str, Any]) -> LiveSegment:
+    """Open, verify and index the segment a manifest entry names."""
+    assert st.dir is not None
+    path = st.dir.root / entry["file"]
+    if not path.exists():
+        raise CorruptFileError(
+            f"{path}: segment named by the manifest is missing; restore it, or remove its entry "
+            "from MANIFEST.json to drop its rows"
+        )
+    seg = open_segment(path)
+    if seg.checksum != int(entry["xxh64"]) or len(seg) != int(entry["count"]):
+        seg.close()
+        raise CorruptFileError(
+            f"{path}: segment does not match its manifest entry (checksum or row count)"
+        )
+    mark = entry.get("expired_before")
+    return LiveSegment(
+        entry,
+        seg,
+        segment_index(st, seg, entry),
+        expired_before=-math.inf if mark is None else float(mark),
+    )
+
+
+def segment_index(st: StoreState, seg: Segment, entry: dict[str, Any]) -> Any:
+    """The segment's search index: its saved ``.hidx`` when it fits the store's settings, else
+    built (and saved); brute force when no index can be built."""
+    try:
+        return _fast_segment_index(st, seg, entry)
+    except Exception:  # a broken index must not take the store down: search exactly, slowly
+        log.exception(
+            "%s: building the segment's HammingIndex failed; using brute-force search", seg.path
+        )
+        return BruteIndex(seg.fingerprints, seg.rowids)
+
+
+def _fast_segment_index(st: StoreState, seg: Segment, entry: dict[str, Any]) -> Any:
+    cls = hamming_index_class()
+    if cls is None or len(seg) < 256:
+        return BruteIndex(seg.fingerprints, seg.rowids)
+    from .memindex import _FastIndex
+
+    settings = st.settings
+    compress = bool(settings.compress_tables)
+    block = settings.table_block_bytes
+    assert block is not None
+    side = seg.path.with_name(seg.path.name + ".hidx")
+    if side.exists() and int(entry.get("radius", -1)) >= st.radius:
+        try:
+            # mmap: a compressed index's blocks are decoded per probe, never whole
+            idx = cls.load(side, mmap=True)
+            if len(idx) != len(seg):
+                log.warning(
+                    "%s: index holds %d rows, segment %d; rebuilding", side, len(idx), len(seg)
+                )
+            elif idx.compressed != (
+                compress
+                and compress_pays(len(seg), bits=st.bits, max_distance=st.radius, block_bytes=block)
+            ):
+                log.info(
+                    "%s: rebuilding the segment index %s (compress_tables=%s)",
+                    side,
+                    "compressed" if compress else "uncompressed",
+                    compress,
+                )
+            else:
+                return _FastIndex(idx)
+        except FormatError as exc:
+            log.warning(
+                "%s: unusable index (%s); rebuilding it from the verified segment", side, exc
+            )
+    fast = build_index(
+        seg.fingerprints,
+        seg.rowids,
+        bits=st.bits,
+        max_distance=st.radius,
+        compress=compress,
+        block_bytes=block,
+    )
+    if isinstance(fast, BruteIndex):
+        return fast
+    try:
+        fast.index.save(side)
+        entry["radius"] = st.radius
+    except Exception as exc:
+        side.unlink(missing_ok=True)
+        log.warning("%s: could not save segment index (%s)", side, exc)
+    return fast
+
+
+def write_segments(
+    st: StoreState,
+    fps: npt.NDArray[np.uint64],
+    rids: npt.NDArray[np.int64],
+    ts: npt.NDArray[np.float64],
+    bands: BandKeys = None,
+) -> list[LiveSegment]:
+    """One segment per partition; ``bands`` (compact keys and row ids, or a memtable
+    :class:`BandSection`; rows not in ``rids`` are left out) becomes each segment's band-key
+    section (None: an empty one)."""
+    assert st.dir is not None
+    parts = st.partition_of(ts)
+    written: list[LiveSegment] = []
+    try:
+        for p in np.unique(parts).tolist():
+            sel = parts == p
+            order = np.argsort(rids[sel], kind="stable")
+            f, r, t = fps[sel][order], rids[sel][order], ts[sel][order]
+            bk: Any = None
+            if isinstance(bands, BandSection):
+                bk = section_for_rows(bands, r)
+            elif bands is not None:
+                inside = np.isin(bands[1], r)
+                bk = (bands[0][inside], bands[1][inside])
+            written.append(new_segment(st, int(p), f, r, t, bk))
+    except BaseException as exc:
+        for s in written:
+            s.segment.close()
+            for suffix in ("", ".hidx"):
+                Path(str(s.segment.path) + suffix).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise StorageError(
+                f"cannot write segment in {st.dir.root}: {exc}; the log still holds every row"
+            ) from exc
+        raise
+    return written
+
+
+def new_segment(
+    st: StoreState,
+    partition: int,
+    f: npt.NDArray[np.uint64],
+    r: npt.NDArray[np.int64],
+    t: npt.NDArray[np.float64],
+    band_keys: BandKeys = None,
+) -> LiveSegment:
+    """Write one segment (rows sorted by row id) and open it with its index."""
+    assert st.dir is not None
+    with st.seq_lock:
+        seq = st.next_seq
+        st.next_seq += 1
+    path = st.dir.segment_path(partition, seq)
+    checksum = write_segment(path, f, r, t, partition=partition, band_keys=band_keys)
+    entry = {
+        "file": path.name,
+        "partition": partition,
+        "count": len(r),
+        "xxh64": checksum,
+        "min_rowid": int(r[0]) if len(r) else -1,
+        "max_rowid": int(r[-1]) if len(r) else -1,
+        "radius": -1,
+    }
+    seg = open_segment(path)
+    return LiveSegment(entry, seg, segment_index(st, seg, entry))
+
+
+def discard(s: LiveSegment) -> None:
+    """Close a segment and remove its files."""
+    path = s.segment.path
+    s.segment.close()
+    path.unlink(missing_ok=True)
+    Path(str(path) + ".hidx").unlink(missing_ok=True)
+
+
+def check_partitions(st: StoreState) -> None:
+    """Refuse (:class:`ConfigError`) a store whose segments do not fit its partition width
+    (every segment's times inside its partition): refusing deletes nothing, a wrong width would
+    make retention drop rows of the wrong time."""
+    width = st.settings.partition_seconds
+    assert width is not None
+    for s in st.segments:
+        seg = s.segment
+        if len(seg) and not (
+            math.floor(seg.min_time / width) == s.partition
+            and math.floor(seg.max_time / width) == s.partition
+        ):
+            raise ConfigError(
+                f"{seg.path}: partition {s.partition} holds times {seg.min_time} to "
+                f"{seg.max_time}, which are not in that partition at a width of {width:g} s; "
+                "the store was written with another partition width. Nothing was changed: "
+                "restore the config.json the store was created with"
+            )

@@ -12,6 +12,7 @@ pytest.importorskip("fastapi")
 from neardup.cli.main import main
 from neardup.cluster.client import ClusterClient, ClusterConfig, NodeSpec
 from neardup.errors import NotFoundError
+from neardup.online.settings import DedupSettings
 from neardup.service import create_app
 from neardup.service.client import Client
 from neardup.service.config import ServiceConfig
@@ -50,7 +51,10 @@ def holders(urls, ids):
 
 def test_cluster_commands(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("NEARDUP_TOKEN", TOKEN)
-    with servers(tmp_path, 3) as urls, servers(tmp_path / "odd", 1, max_distance=5) as (odd,):
+    with (
+        servers(tmp_path, 3) as urls,
+        servers(tmp_path / "odd", 1, dedup=DedupSettings(max_distance=5)) as (odd,),
+    ):
         cfile = tmp_path / "cluster.toml"
         ClusterConfig((NodeSpec("a", urls[0]), NodeSpec("b", urls[1])), vnodes=64).save(cfile)
         ids = [f"d{i}" for i in range(40)]

@@ -117,7 +117,7 @@ def test_cli_builds_tables_once_over_several_stored_chunks(
 ) -> None:
     from neardup.cli import batch_cmd
     from neardup.cli.main import main
-    from neardup.distributed import _batch_kernels
+    from neardup.index import _batch_kernels
 
     s, q = _sets(9, 100, 2500)
     np.save(f"{tmp_path}/q.npy", q)

@@ -77,11 +77,9 @@ def test_unwritable_dir_falls_back_to_temp_then_to_a_process_dir(
 
 
 def test_locator_claims_neardup_files_only(tmp_path: Path) -> None:
-    from neardup.fingerprint import _numba as _simhash_numba
+    from neardup.fingerprint import _hashes
 
-    ours = _jit.NeardupCacheLocator.from_function(
-        _simhash_numba.fnv1a64.py_func, _simhash_numba.__file__
-    )
+    ours = _jit.NeardupCacheLocator.from_function(_hashes.fnv1a64.py_func, _hashes.__file__)
     assert ours is not None
     cache = Path(ours.get_cache_path()).resolve()
     assert cache.is_relative_to(_jit.cache_location().path)

@@ -493,9 +493,10 @@ for chunk in (F.CHUNK_CHARS, 101):  # 101: long texts streamed in chunks (simhas
         fp = F.Fingerprinter(**cfg)
         fp.fingerprint_many(texts)
         fp.fingerprint_many([t.encode().decode() for t in texts], workers=2)
+import neardup.fingerprint._hashes as H
 literal = {
     name: [str(sig) for sig in obj.signatures if "Literal" in str(sig)]
-    for name, obj in vars(K).items()
+    for name, obj in {**vars(H), **vars(K)}.items()
     if isinstance(obj, CPUDispatcher)
 }
 print(json.dumps({k: v for k, v in literal.items() if v}))

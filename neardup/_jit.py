@@ -201,6 +201,7 @@ class _CompileStats:
     seconds: float = 0.0
     count: int = 0
     announce: Callable[[str], None] | None = None
+    current: str | None = None  # the kernel compiling now (outermost), for progress displays
 
 
 _stats = _CompileStats()
@@ -223,6 +224,8 @@ class _CompileListener(nb_event.Listener):
             stack = _depth.stack = []
         if not stack and _neardup_dispatcher(event):
             stack.append(time.perf_counter())
+            disp = event.data.get("dispatcher")
+            _stats.current = getattr(getattr(disp, "py_func", None), "__name__", None) or "kernel"
             if _stats.count == 0 and _stats.announce is not None:
                 with contextlib.suppress(Exception):  # a notice must never break a compile
                     _stats.announce(compile_notice())
@@ -237,14 +240,23 @@ class _CompileListener(nb_event.Listener):
         t0 = stack.pop()
         if t0 is not None:
             _stats.seconds += time.perf_counter() - t0
+            _stats.current = None
 
 
 def compile_notice() -> str:
     """The line the CLI prints when a run starts compiling kernels (a cold cache)."""
     return (
-        f"neardup: compiling kernels on first use (cached in {cache_location().path}; "
-        "up to a minute, once)"
+        f"neardup: compiling kernels on first use (cached in {cache_location().path}): "
+        "one to three minutes on a 2-core machine, once per neardup, numba and Python version; "
+        "the summary's docs/s leaves the compile out"
     )
+
+
+def compiling_now() -> tuple[str, int] | None:
+    """``(kernel name, kernels compiled so far)`` while a neardup kernel compiles in this
+    process, else None: what a progress display shows instead of a row frozen at 0 %."""
+    name = _stats.current
+    return None if name is None else (name, _stats.count)
 
 
 def announce_compiles(callback: Callable[[str], None] | None) -> None:

@@ -18,6 +18,8 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .. import _jit
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -74,9 +76,13 @@ def _columns() -> list[Any]:
 
     class EtaColumn(ProgressColumn):
         """``eta H:MM:SS`` while running (``eta -:--:--`` until it can be estimated); nothing
-        when the total is unknown (reading) or the stage is done."""
+        when the total is unknown (reading) or the stage is done. While a kernel compiles (a
+        cold kernel cache: the first run), a running row says so instead of sitting at 0 %."""
 
         def render(self, task: Any) -> Text:
+            if not task.finished and (state := _jit.compiling_now()) is not None:
+                name, n = state
+                return Text(f"compiling kernel {n} ({name}), first run only", style="yellow")
             if task.finished or task.total is None:
                 return Text("")
             speed = _rate(task)

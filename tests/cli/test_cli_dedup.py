@@ -296,6 +296,46 @@ def test_summary_keeps_docs_per_s_below_one() -> None:
     assert "docs/s" in text and "0.0438" in text
 
 
+def test_summary_rate_leaves_the_kernel_compile_out() -> None:
+    """A first run's docs/s is the rate of the work, not of the one-time compile (issue 33:
+    `docs/s 16` on the first run's summary)."""
+    from neardup.cli.dedup_cmd import _summary_text
+
+    base = {"documents": 1000, "exact_duplicates": 0, "near_duplicates": 0, "clusters": 0}
+    text = _summary_text({**base, "kept": 1000, "dropped": 0, "elapsed_s": 62.0, "kernel_compile_s": 60.0})  # fmt: skip
+    assert "kernel compile        60.00s (first run only)" in text
+    assert [ln.split()[-1] for ln in text.splitlines() if ln.startswith("docs/s")] == ["500"]
+
+
+def test_progress_says_a_kernel_is_compiling(monkeypatch) -> None:
+    """While a kernel compiles, a running row says so (not a silent 0 %); a finished row and
+    a warm cache show no such state."""
+    import io
+
+    from rich.console import Console
+
+    from neardup import _jit
+    from neardup.cli.progress import StageProgress
+
+    def shown(state):
+        monkeypatch.setattr(_jit._stats, "current", state)
+        buf = io.StringIO()
+        console = Console(file=buf, force_terminal=True, width=200, color_system=None)
+        with StageProgress(True, console=console) as p:
+            p.begin("fingerprints", total=10)
+            p.begin("read", total=3)
+            p.end("read", 3)
+        return buf.getvalue()
+
+    monkeypatch.setattr(_jit._stats, "count", 7)
+    text = shown("simhash_docs")
+    frames = re.split(r"[\r\n]", re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text))
+    last = {ln.split()[0]: ln for ln in frames if ln.split()}  # each row's last frame
+    assert "compiling kernel 7 (simhash_docs), first run only" in last["fingerprints"]
+    assert "compiling" not in last["read"]  # a finished stage
+    assert "compiling" not in shown(None)
+
+
 def test_sample_command_names_outputs_moved_by_flags(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     kept = tmp_path / "kept.jsonl"

@@ -112,7 +112,7 @@ def _explain_stored(
     closed; nothing is written by this command), explained with the store's settings."""
     from ..errors import NotFoundError
     from ..online import Deduplicator
-    from ..review.explain import config_for_store, explain
+    from ..review.explain import explain_with_store
 
     root = Path(data)
     nsdir = root / "namespaces"
@@ -127,24 +127,7 @@ def _explain_stored(
     if not (path / "config.json").exists():
         raise NotFoundError(f"no store at {path} (no config.json); check --store")
     with Deduplicator.open(str(path), verify_meta=False) as d:
-        docs = [d.get(id_a), d.get(id_b)]
-        fp = d.fingerprinter.config()
-        ver = d.verifier.config() if d.verifier is not None else None
-        plan = d.lsh_plan.to_dict() if d.lsh_plan is not None else None
-        mode, radius = d.candidates, d.radius
-    for doc in docs:
-        if "text" not in doc:
-            raise NotFoundError(
-                f"document {doc['id']!r} is stored without its text (store_text off): "
-                "nothing to compare"
-            )
-    if docs[0]["time"] > docs[1]["time"]:  # A: the one that arrived first
-        docs.reverse()
-    config = config_for_store(fp, ver, mode, radius, plan)
-    return explain(
-        docs[0]["text"], docs[1]["text"], config=config, ids=(docs[0]["id"], docs[1]["id"]),
-        **overrides,
-    )  # fmt: skip
+        return explain_with_store(d, {"id": id_a}, {"id": id_b}, **overrides)
 
 
 def register(app: typer.Typer) -> None:

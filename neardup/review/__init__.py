@@ -16,6 +16,7 @@ _EXPORTS: dict[str, str] = {
     "Explanation": ".explain",
     "align": ".explain",
     "config_from_summary": ".explain",
+    "explain_with_store": ".explain",
     "build_review": ".report",
     "render_report": ".report",
     "write_report": ".report",
@@ -28,6 +29,7 @@ __all__ = [
     "align",
     "build_review",
     "config_from_summary",
+    "explain_with_store",
     "render_report",
     "write_report",
 ]
@@ -35,5 +37,12 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(globals(), _EXPORTS, __all__)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .explain import Alignment, DiffRun, Explanation, align, config_from_summary
+    from .explain import (
+        Alignment,
+        DiffRun,
+        Explanation,
+        align,
+        config_from_summary,
+        explain_with_store,
+    )
     from .report import build_review, render_report, write_report

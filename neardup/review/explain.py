@@ -41,7 +41,15 @@ from ..verify.rule import (
     Verifier,
 )
 
-__all__ = ["Alignment", "DiffRun", "Explanation", "align", "config_from_summary", "explain"]
+__all__ = [
+    "Alignment",
+    "DiffRun",
+    "Explanation",
+    "align",
+    "config_from_summary",
+    "explain",
+    "explain_with_store",
+]
 
 Op = Literal["equal", "insert", "delete", "replace"]
 
@@ -538,3 +546,63 @@ def config_for_store(
         lsh_rows=plan.get("rows"),
         verify=verifier is not None,
     )
+
+
+def explain_with_store(
+    store: Any,
+    a: dict[str, str],
+    b: dict[str, str],
+    **overrides: Any,
+) -> Explanation:
+    """:func:`explain` as an online store decides: ``a`` and ``b`` are each ``{"id": ...}`` (a
+    stored document, read with the store's ``get``) or ``{"text": ...}`` (a text not stored,
+    e.g. a document about to be checked), compared with the store's own fingerprinter,
+    verifier, candidate mode, radius and MinHash plan (:func:`config_for_store`).
+
+    ``store`` is an open :class:`neardup.online.Deduplicator` (read only: nothing is written).
+    A ``threshold`` override is a what-if: it replaces the store's threshold in the verifier and
+    the MinHash plan alike, as ``--threshold`` does for a run.
+    A is the one a keep-first store would keep: of two stored documents the earlier, a stored
+    document before a new text, two new texts in the order given.
+
+    Raises
+    ------
+    InputError
+        A side is not exactly one of ``id`` or ``text`` (a str), or a stored document has no
+        text (a store with ``store_text`` off).
+    NotFoundError
+        A stored id is not in the store's window.
+    """
+    from ..errors import InputError
+
+    sides: list[tuple[int, float, int, str, str]] = []
+    for name, side in (("a", a), ("b", b)):
+        if not isinstance(side, dict) or len(side) != 1 or not ({"id", "text"} >= side.keys()):
+            raise InputError(f'{name} must be {{"id": ...}} or {{"text": ...}}, got {side!r:.80}')
+        ((kind, value),) = side.items()
+        if not isinstance(value, str):
+            raise InputError(f"{name}.{kind} must be a string, got {type(value).__name__}")
+        if kind == "id":
+            doc = store.get(value)
+            if "text" not in doc:
+                raise InputError(
+                    f"document {value!r} is stored without its text (store_text off): "
+                    "nothing to compare"
+                )
+            sides.append((0, float(doc["time"]), len(sides), value, doc["text"]))
+        else:
+            sides.append((1, 0.0, len(sides), f"text {name.upper()}", value))
+    sides.sort()  # stored before new, stored by arrival, new texts as given
+    verifier = store.verifier.config() if store.verifier is not None else None
+    if verifier is not None and overrides.get("threshold") is not None:
+        # a what-if threshold means what --threshold means: the verifier's and the plan's
+        verifier = {**verifier, "threshold": overrides["threshold"]}
+    config = config_for_store(
+        store.fingerprinter.config(),
+        verifier,
+        store.candidates,
+        store.radius,
+        store.lsh_plan.to_dict() if store.lsh_plan is not None else None,
+    )
+    (_, _, _, id_a, text_a), (_, _, _, id_b, text_b) = sides
+    return explain(text_a, text_b, config=config, ids=(id_a, id_b), **overrides)

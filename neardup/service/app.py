@@ -65,6 +65,7 @@ from .documents import (  # noqa: E402
     fd_exhausted_parts,
     in_namespace,
 )
+from .explain_routes import install as install_explain_routes  # noqa: E402
 from .export import export_page  # noqa: E402
 from .limits import (  # noqa: E402
     BodyLimitMiddleware,
@@ -438,6 +439,9 @@ def create_app(
     async def export_ns(namespace: str, after: str = "", limit: int = 1000) -> Response:
         return await export(namespace, after, limit)
 
+    # -- explain: a pair with the namespace's own rule (read side) ------------------------------
+    install_explain_routes(app, registry, reads, _ERRORS)
+
     # -- the cluster's node protocol under /v1/cluster (docs/cluster.md) ----------------------
     install_cluster_routes(app, registry, config, auth)
 
@@ -565,8 +569,8 @@ def _allowed_methods(app: FastAPI, scope: Any) -> list[str]:
 
 
 class ReadLimitMiddleware:
-    """The per-client limit (:class:`~neardup.service.limits.RateLimiter`) on ``GET`` under
-    ``/v1/`` without a valid token (the document POSTs are limited by
+    """The per-client limit (:class:`~neardup.service.limits.RateLimiter`) on ``GET`` (and the
+    explain ``POST``) under ``/v1/`` without a valid token (the document POSTs are limited by
     :class:`~neardup.service.documents.DocumentRoutes`); answers 429 with Retry-After."""
 
     def __init__(self, app: Any, limiter: RateLimiter, auth: Authenticator, metrics: Any) -> None:
@@ -579,7 +583,10 @@ class ReadLimitMiddleware:
         if (
             scope["type"] == "http"
             and self.limiter.enabled
-            and scope["method"] in ("GET", "HEAD")
+            and (
+                scope["method"] in ("GET", "HEAD")
+                or (scope["method"] == "POST" and scope["path"].endswith("/explain"))
+            )
             and scope["path"].startswith("/v1/")
             and not self._authenticated(scope)
         ):

@@ -37,6 +37,8 @@ __all__ = [
     "Document",
     "DocumentBatch",
     "ErrorBody",
+    "ExplainRequest",
+    "ExplainSide",
     "PayloadTooLargeError",
     "RequestValidationFailed",
     "Result",
@@ -284,6 +286,30 @@ class DocRecord(BaseModel):
     fingerprint: str
     metadata: dict[str, Any] | None = None
     text: str | None = None
+
+
+class ExplainSide(BaseModel):
+    """One side of a pair to explain: a stored document by ``id``, or a ``text`` not stored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = Field(default=None, description="A stored document's id.")
+    text: str | None = Field(default=None, description="A text (not stored, nothing written).")
+
+
+class ExplainRequest(BaseModel):
+    """Two documents to explain with the namespace's own settings (``POST /v1/explain``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    a: ExplainSide = Field(description='{"id": ...} or {"text": ...}')
+    b: ExplainSide = Field(description='{"id": ...} or {"text": ...}')
+    threshold: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="What counts as a near duplicate, if not the namespace's (what-if).",
+    )
 
 
 class ErrorDetail(BaseModel):

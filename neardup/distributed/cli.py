@@ -4,10 +4,11 @@ The inputs are read, and the outputs planned, checked and written, by the same
 :mod:`neardup.io` calls as the local engine's (:func:`~neardup.io.plan_inputs`,
 :func:`~neardup.io.plan_output`, :func:`~neardup.io.check_outputs` before the engine starts;
 ``--input-format``, ``--encoding``, ``--on-error``, ``--generate-ids`` and ``--output-format``
-mean what they mean there). ``--output`` gets the kept documents as one file in any format but
-``text`` (``{"id", "text"}`` records in input order: other fields of the input records are not
-carried through the distributed steps); ``--pairs-out`` and ``--clusters-out`` the same CSVs as
-the single-machine run; the summary is the same.
+mean what they mean there). ``--output`` gets the kept records as the local engine writes them
+(:func:`~neardup.io.write_kept`, the one writer: every field of every record, in any format, a
+folder output mirroring the inputs): the driver reads the input files once more, with the same
+read options, and copies the records the job kept (JSONL byte for byte). ``--pairs-out`` and
+``--clusters-out`` get the same CSVs as the single-machine run; the summary is the same.
 """
 
 from __future__ import annotations
@@ -23,14 +24,32 @@ import numpy as np
 __all__ = ["run_distributed_cli"]
 
 
-def _kept_batches(res: Any) -> Any:
+def _write_kept(res: Any, files: list[Any], plan: Any, **read: Any) -> int:
+    """The kept records of ``files`` (read as the job read them: ``read`` are
+    :func:`~neardup.io.read_corpus`'s options) to ``plan`` by :func:`~neardup.io.write_kept`:
+    the job's kept positions (``file << POS_SHIFT | row``, rows among the records read) mark
+    them in the corpus."""
     import glob
     import os
 
+    from ..errors import InputError
+    from ..io import read_corpus, write_kept
     from . import _store
+    from .job import POS_SHIFT
 
-    for f in sorted(glob.glob(os.path.join(res.workdir, "kept", "p*.arrow"))):
-        yield _store.read_table(f).select(["id", "text"])
+    with read_corpus(files, **read) as corpus:
+        keep = np.zeros(len(corpus), bool)
+        firsts = np.array([s.first for s in corpus.sources], np.int64)
+        for f in sorted(glob.glob(os.path.join(res.workdir, "kept", "p*.arrow"))):
+            pos = _store.read_table(f).column("pos").to_numpy()
+            at = firsts[pos >> POS_SHIFT] + (pos & ((1 << POS_SHIFT) - 1))
+            keep[at] = True
+        if int(keep.sum()) != res.stats["kept"]:  # the inputs changed under the job
+            raise InputError(
+                f"the inputs read again hold other records than the job read ({int(keep.sum())} "
+                f"kept of {len(corpus)}, the job kept {res.stats['kept']}); run it again"
+            )
+        return write_kept(corpus, keep, plan.path, plan=plan, encoding="utf-8")
 
 
 def _write_pairs(res: Any, path: str) -> None:
@@ -94,19 +113,15 @@ def run_distributed_cli(
         plan_inputs,
         plan_output,
         staged_outputs,
-        write_table_batches,
     )
     from . import make_engine, run_dedup
 
     t0 = time.perf_counter()
     # every refusal the local engine makes before reading, made before the engine starts
     files = plan_inputs(inputs, input_format)
+    if any(f.path == "-" for f in files):
+        raise ConfigError(f"--engine {engine} reads files, not stdin; pass a path")
     plan = plan_output(output, files, fmt=output_format)
-    if plan.folder or plan.fmt == "text":
-        raise ConfigError(
-            f"--engine {engine} writes the kept documents to one file: pass a file path to "
-            "--output (jsonl, json, csv, tsv, parquet or lines)"
-        )
     check_outputs(
         [("--output", output), ("--pairs-out", pairs_out), ("--clusters-out", clusters_out),
          ("--summary-json", summary_json)],
@@ -139,9 +154,12 @@ def run_distributed_cli(
         stats["formats"] = formats
         stats["output"] = output
         stats["output_format"] = plan.fmt
-        stats["output_folder"] = False
+        stats["output_folder"] = plan.folder
         with staged_outputs():  # all published together, or none (as the local engine's)
-            write_table_batches(_kept_batches(res), plan)
+            _write_kept(
+                res, files, plan, text_field=text_field, id_field=id_field, encoding=encoding,
+                on_error=on_error, generate_ids=generate_ids,
+            )  # fmt: skip
             if pairs_out:
                 _write_pairs(res, pairs_out)
             if clusters_out:

@@ -20,7 +20,7 @@ from .plan import (
     plan_inputs,
     plan_output,
 )
-from .writers import write_kept, write_table_batches
+from .writers import write_kept
 
 __all__ = [
     "FORMATS",
@@ -40,5 +40,4 @@ __all__ = [
     "read_corpus",
     "staged_outputs",
     "write_kept",
-    "write_table_batches",
 ]

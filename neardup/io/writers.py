@@ -1,7 +1,7 @@
 """Writing the kept records: :func:`write_kept` (a corpus read by :func:`~neardup.io.read_corpus`)
-and :func:`write_table_batches` (id and text columns, e.g. the distributed engines' kept rows),
-both by an :class:`~neardup.io.plan.OutputPlan`, so every front-end writes every format the same
-way.
+by an :class:`~neardup.io.plan.OutputPlan`: the one writer of every front-end (the local engine
+and the distributed ones, which read their inputs again to write), so every format is written the
+same way.
 
 A record keeps every field it was read with, in every output format: JSONL lines are copied
 byte for byte into JSONL (:func:`~neardup.io.jsonl.copy_records`) and parsed again for other
@@ -36,7 +36,7 @@ from .jsonl import copy_records, is_utf8
 from .plan import OutputPlan, plan_output
 from .remote import _compressor
 
-__all__ = ["write_kept", "write_records", "write_table_batches"]
+__all__ = ["write_kept", "write_records"]
 
 Opener = Callable[..., Any]  # atomic_open's signature: (path, mode, **open_kwargs) -> ctx
 
@@ -452,59 +452,3 @@ def _write_parquet_batches(tables: Iterable[Any], output: str, opener: Opener) -
             if writer is not None:
                 writer.close()
     return n
-
-
-def write_table_batches(
-    batches: Iterable[Any], plan: OutputPlan, *, encoding: str = "utf-8"
-) -> int:
-    """Kept rows given as Arrow tables (columns ``id`` and ``text``, e.g. the distributed
-    engines' kept partitions, in order) to one output file as ``plan`` says, with the same
-    formats, compression and atomic publishing as :func:`write_kept`. Returns the count."""
-    if plan.folder or plan.fmt is None:
-        raise ConfigError(
-            "these kept rows have no input files to mirror: pass a file path to --output"
-        )
-    fmt = plan.fmt
-    if fmt == "text":
-        raise ConfigError(
-            "text output (one file per document) needs the local engine; write jsonl, json, "
-            "csv, tsv, parquet or lines"
-        )
-    if plan.compression is not None:
-        fd, plain = tempfile.mkstemp(prefix="neardup-output-", suffix=".tmp")
-        os.close(fd)
-        try:
-            inner = OutputPlan(plain, fmt)
-            n = _write_batches(batches, inner, encoding, _scratch_open)
-            with (
-                open(plain, "rb") as raw,
-                atomic_open(plan.path, "wb") as out,
-                _compressor(plan.compression, out) as z,
-            ):
-                shutil.copyfileobj(raw, z, 1 << 20)
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(plain)
-        return n
-    return _write_batches(batches, plan, encoding, atomic_open)
-
-
-def _write_batches(batches: Iterable[Any], plan: OutputPlan, encoding: str, opener: Opener) -> int:
-    assert plan.fmt is not None
-    if plan.fmt == "parquet":
-        return _write_parquet_batches(batches, plan.path, opener)
-
-    def records() -> Iterator[dict[str, Any]]:
-        for t in batches:
-            ids, texts = t.column("id").to_pylist(), t.column("text").to_pylist()
-            yield from ({"id": i, "text": x} for i, x in zip(ids, texts, strict=True))
-
-    if plan.path == "-":
-        buf = io.StringIO()
-        n = write_records(records(), plan.fmt, buf, fields=["id", "text"])
-        sys.stdout.write(buf.getvalue())
-        sys.stdout.flush()
-        return n
-    newline = "" if plan.fmt in ("csv", "tsv") else "\n"
-    with opener(plan.path, "w", encoding=encoding, newline=newline) as fh:
-        return write_records(records(), plan.fmt, fh, fields=["id", "text"])

@@ -1,7 +1,8 @@
-"""``neardup dedup --engine dask|spark`` reads and writes as the local engine does (issue 33,
-item 3): the same ``--output-format`` (from the output's name), ``--encoding``, ``--on-error``
-and ``--generate-ids``, the same refusals before anything runs; without pyarrow, the install
-hint (exit code 9) instead of a traceback. The distributed job runs here on its in-process
+"""``neardup dedup --engine dask|spark`` reads and writes as the local engine does: the same
+``--output-format`` (from the output's name), ``--encoding``, ``--on-error`` and
+``--generate-ids``, the kept records with every field (the local engine's writer), a folder
+output mirroring the inputs, the same refusals before anything runs; without pyarrow, the
+install hint (exit code 9) instead of a traceback. The distributed job runs here on its in-process
 engine (``run_distributed_cli(engine="local")``, the code path of dask and spark but the
 engine adapter)."""
 
@@ -27,14 +28,17 @@ pytest.importorskip("pyarrow")
 from neardup.distributed.cli import run_distributed_cli
 
 
-def _id_text_slice(tmp: Path, lines: int, parts: int) -> list[str]:
-    """The sample's first ``lines`` records as ``{"id", "text"}`` (the fields the distributed
-    steps carry), in ``parts`` JSONL files."""
+def _rich_slice(tmp: Path, lines: int, parts: int) -> list[str]:
+    """The sample's first ``lines`` records with more fields than the distributed steps carry
+    (a number, a nested object, a list), in ``parts`` JSONL files."""
     files = sample_slice(tmp, lines, parts)
     for f in files:
         rows = [json.loads(x) for x in Path(f).read_text(encoding="utf-8").splitlines()]
         Path(f).write_text(
-            "".join(json.dumps({"id": r["id"], "text": r["text"]}) + "\n" for r in rows)
+            "".join(
+                json.dumps({**r, "n": k, "meta": {"src": f"s{k % 3}", "tags": ["a", k]}}) + "\n"
+                for k, r in enumerate(rows)
+            )
         )
     return files
 
@@ -86,12 +90,28 @@ def _records(path: Path) -> list[dict[str, Any]]:
     "out", ["kept.csv", "kept.parquet", "kept.jsonl.gz", "kept.json", "kept.tsv"]
 )
 def test_output_format_from_the_name_as_the_local_engine(tmp_path, out):
-    inputs = _id_text_slice(tmp_path, 200, 2)
+    inputs = _rich_slice(tmp_path, 200, 2)
     local, dist = _run_both(tmp_path, inputs, out)
     assert dist["kept"] == local["kept"] and dist["output_format"] == local["output_format"]
-    assert _records(tmp_path / "dist" / out) == _records(tmp_path / "local" / out)
+    got = _records(tmp_path / "dist" / out)
+    assert got == _records(tmp_path / "local" / out)
+    assert "meta" in got[0] and "n" in got[0]  # every field, not only id and text
     for name in ("pairs.csv", "clusters.csv"):
         assert (tmp_path / "dist" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
+
+
+@pytest.mark.parametrize("out", ["kept.jsonl", "kept/"])
+def test_kept_records_are_the_local_engines_bytes(tmp_path, out):
+    """JSONL records copied byte for byte, and a folder output mirroring the inputs: what the
+    local engine writes."""
+    inputs = _rich_slice(tmp_path, 240, 3)
+    local, dist = _run_both(tmp_path, inputs, out)
+    assert dist["kept"] == local["kept"] and dist["output_folder"] == local["output_folder"]
+    want = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("*.jsonl"))
+    got = sorted(p.relative_to(tmp_path / "dist") for p in (tmp_path / "dist").rglob("*.jsonl"))
+    assert got == want and len(got) == (3 if out.endswith("/") else 1)
+    for rel in want:
+        assert (tmp_path / "dist" / rel).read_bytes() == (tmp_path / "local" / rel).read_bytes()
 
 
 def test_encoding_on_error_and_generated_ids_as_the_local_engine(tmp_path):
@@ -108,8 +128,7 @@ def test_encoding_on_error_and_generated_ids_as_the_local_engine(tmp_path):
     assert local["skipped_records"] == dist["skipped_records"] == 2
     assert [x["line"] for x in dist["skipped_list"]] == [4, 8]
     got = _records(tmp_path / "dist" / "kept.jsonl")
-    want = _records(tmp_path / "local" / "kept.jsonl")
-    assert got == [{"id": r["id"], "text": r["text"]} for r in want]
+    assert got == _records(tmp_path / "local" / "kept.jsonl")
     assert got[0]["text"].endswith(" café")
     again = tmp_path / "again"
     again.mkdir()
@@ -123,12 +142,8 @@ def test_encoding_on_error_and_generated_ids_as_the_local_engine(tmp_path):
         assert (tmp_path / "dist" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
     clusters = list(csv.DictReader((tmp_path / "dist" / "clusters.csv").open()))
     assert clusters and all(r["id"].startswith(f"{src}:") for r in clusters)
-    # the kept records: the local engine writes each record as it was read (its own "id"
-    # field included), the distributed one the id it used beside the text
-    dist_kept = _records(tmp_path / "dist" / "kept.csv")
-    local_kept = _records(tmp_path / "local" / "kept.csv")
-    assert [r["text"] for r in dist_kept] == [r["text"] for r in local_kept]
-    assert all(r["id"].startswith(f"{src}:") for r in dist_kept)
+    # the kept records as they were read (their own "id" field included), by both engines
+    assert _records(tmp_path / "dist" / "kept.csv") == _records(tmp_path / "local" / "kept.csv")
 
 
 def test_refusals_before_the_engine_starts(tmp_path):
@@ -138,8 +153,6 @@ def test_refusals_before_the_engine_starts(tmp_path):
         summary_json=None, input_format=None, text_field="text", id_field=None,
         scheduler=None, master=None, partitions=None, workdir=None, quiet=True,
     )  # fmt: skip
-    with pytest.raises(ConfigError, match="one file"):
-        run_distributed_cli(output=str(tmp_path) + "/out/", pairs_out=None, **common)
     with pytest.raises(ConfigError, match="names parquet but --output-format is csv"):
         run_distributed_cli(output="k.parquet", pairs_out=None, output_format="csv", **common)
     with pytest.raises(ConfigError, match="both go to"):

@@ -36,16 +36,22 @@ def _rich_slice(tmp: Path, lines: int, parts: int) -> list[str]:
         rows = [json.loads(x) for x in Path(f).read_text(encoding="utf-8").splitlines()]
         Path(f).write_text(
             "".join(
-                json.dumps({**r, "n": k, "meta": {"src": f"s{k % 3}", "tags": ["a", k]}}) + "\n"
+                json.dumps({**r, "n": k, "meta": {"src": f"s{k % 3}", "tags": ["a", f"t{k}"]}})
+                + "\n"
                 for k, r in enumerate(rows)
             )
         )
     return files
 
 
+def _out(d: Path, out: str) -> str:
+    """``out`` under ``d``, a trailing ``/`` kept (it asks for a folder of per-input outputs)."""
+    return str(d / out) + ("/" if out.endswith("/") else "")
+
+
 def _run_dist(d: Path, inputs: list[str], out: str, **read: Any) -> dict[str, Any]:
     return run_distributed_cli(
-        engine="local", inputs=inputs, config=DedupConfig(), output=str(d / out),
+        engine="local", inputs=inputs, config=DedupConfig(), output=_out(d, out),
         pairs_out=str(d / "pairs.csv"), clusters_out=str(d / "clusters.csv"), summary_json=None,
         input_format=None, text_field="text", id_field=None, scheduler=None, master=None,
         partitions=2, workdir=None, quiet=True, **read,
@@ -59,7 +65,7 @@ def _run_both(tmp: Path, inputs: list[str], out: str, **read: Any) -> tuple[Any,
     (tmp / "dist").mkdir()
     d = tmp / "local"
     local = dedup_files(
-        inputs, output=d / out, pairs_out=d / "pairs.csv", clusters_out=d / "clusters.csv",
+        inputs, output=_out(d, out), pairs_out=d / "pairs.csv", clusters_out=d / "clusters.csv",
         config=DedupConfig(), **read,
     ).stats  # fmt: skip
     return local, _run_dist(tmp / "dist", inputs, out, **read)

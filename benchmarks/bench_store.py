@@ -82,15 +82,16 @@ class WriterProfile:
 
     def instrument(self, d: Any) -> None:
         st = d.store
+        state = st._state  # what the store holds (its log, SQLite, memtable)
         self.wrap(d._writer, "_apply_group", "group total")
         self.wrap(st, "search", "index search")
         self.wrap(st, "lookup_ids", "id lookup")
         self.wrap(st, "fetch", "row fetch")
         self.wrap(d._decider, "intra_pairs", "within-group pairs")
-        self.wrap(st.wal, "append", "log append+fsync")
-        self.wrap(st.wal, "commit", "log append+fsync")
-        self.wrap(st.meta, "apply", "SQLite apply")
-        self.wrap(st.memtable, "add", "memtable add")
+        self.wrap(state.wal, "write", "log write")
+        self.wrap(state.wal, "sync", "log fsync")
+        self.wrap(state.meta, "apply", "SQLite apply")
+        self.wrap(state.memtable, "add", "memtable add")
 
     def report(self, per: float) -> dict[str, dict[str, float]]:
         return {

@@ -17,7 +17,7 @@ LAYERS: list[set[str]] = [
     {"index", "verify", "io"},
     {"rules", "store"},
     {"batch", "online", "distributed"},
-    {"review"},
+    {"review", "incremental"},
     {"service"},
     {"cluster"},
     {"cli", "__main__"},
@@ -26,8 +26,9 @@ LAYERS: list[set[str]] = [
 #: the front-ends: drivers over neardup.rules (the candidate plan, the verification rule, the
 #: keep rule, the valves, the summary), none of which imports another
 DRIVERS = {"batch", "online", "distributed", "cluster"}
-#: the drivers a read-side view may import: review explains what the batch decided
-READS = {"review": {"batch"}}
+#: the drivers a wing above them may import: review explains what the batch decided;
+#: incremental composes the batch (the new documents) and the online store (those kept before)
+READS = {"review": {"batch"}, "incremental": {"batch", "online"}}
 
 
 def _layer(wing: str) -> int:

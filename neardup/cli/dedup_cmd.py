@@ -254,6 +254,23 @@ def dedup_command(
         str | None,
         typer.Option("--workdir", help="Work directory (dask, spark); a rerun resumes it."),
     ] = None,
+    save: Annotated[
+        str | None,
+        typer.Option(
+            "--save",
+            metavar="STORE",
+            help="Also drop what duplicates the documents saved in STORE by earlier runs, then "
+            "save this run's kept documents there (created when missing): incremental dedup.",
+        ),
+    ] = None,
+    against: Annotated[
+        str | None,
+        typer.Option(
+            "--against",
+            metavar="STORE",
+            help="Also drop what duplicates the documents saved in STORE (read only).",
+        ),
+    ] = None,
 ) -> None:
     """Deduplicate a corpus: exact + near duplicates (verified), clusters, pairs, summary."""
     from ..batch.files import dedup_files
@@ -307,6 +324,15 @@ def dedup_command(
         )
         else sys.stdout
     )
+    if save is not None or against is not None:  # incremental: against a store of kept docs
+        _check_incremental(save, against, engine, pairs_out, clusters_out, report, sample)
+        _run_incremental(
+            inputs, str(save or against), save is not None, output=output,
+            summary_json=summary_json, input_format=input_format, output_format=output_format,
+            text_field=text_field, id_field=id_field, encoding=encoding, on_error=on_error,
+            generate_ids=generate_ids, config=config, quiet=quiet, stream=summary_stream,
+        )  # fmt: skip
+        return
     if engine != "local":  # the distributed job (neardup.distributed), same summary
         from ..errors import require
 
@@ -390,6 +416,63 @@ def _report_paths(
     if Path(report).resolve() == review.resolve():
         raise ConfigError(f"--report: {report} is where the review data goes; name it .html")
     return report, str(review)
+
+
+def _check_incremental(
+    save: str | None,
+    against: str | None,
+    engine: str,
+    pairs_out: str | None,
+    clusters_out: str | None,
+    report: str | None,
+    sample: bool,
+) -> None:
+    """Refuse what an incremental run cannot do, before anything is read."""
+    from ..errors import ConfigError
+
+    if save is not None and against is not None and save != against:
+        raise ConfigError(
+            "--save STORE compares with STORE and adds to it; --against STORE only compares: "
+            "pass one of them"
+        )
+    flag = "--save" if save is not None else "--against"
+    for option, value in (
+        ("--pairs-out", pairs_out),
+        ("--clusters-out", clusters_out),
+        ("--report", report),
+    ):
+        if value is not None and not sample:
+            raise ConfigError(
+                f"{option} is not written by an incremental run ({flag}): its pairs would "
+                "include stored documents that are not in this run's input; drop it"
+            )
+    if engine != "local":
+        raise ConfigError(f"{flag} runs on the local engine; drop --engine {engine}")
+    if sample:
+        raise ConfigError(f"--sample writes its own outputs; run {flag} on your files")
+
+
+def _run_incremental(inputs: list[str], store: str, save: bool, *, quiet: bool, stream: Any, **kw: Any) -> None:  # fmt: skip
+    """``--save`` / ``--against``: :func:`neardup.incremental.dedup_against`, with progress and
+    the summary."""
+    from .. import _jit
+    from ..incremental import dedup_against
+    from .progress import StageProgress
+
+    progress = StageProgress.for_stderr(quiet)
+    _jit.announce_compiles(lambda notice: print(notice, file=sys.stderr, flush=True))
+    with progress:
+        stats = dedup_against(inputs, store, save=save, progress=_bar_callback(progress), **kw)
+    if not quiet:
+        print(_summary_text(stats), file=stream)
+        print(
+            f"store             {stats['store']} ({stats['dropped_for_store']:,} dropped for "
+            f"its documents; {stats['store_documents_before']:,} -> "
+            f"{stats['store_documents_after']:,} stored)",
+            file=stream,
+        )
+    for message in _run_warnings(stats, []):
+        warn(message)
 
 
 #: the options that only the distributed engines take, and which engine

@@ -1,0 +1,207 @@
+"""Incremental dedup: a batch run that also drops what duplicates the documents earlier runs kept
+(``neardup dedup NEW --save STORE``, ``--against STORE``; :func:`dedup_against`).
+
+The documents earlier runs kept live in an online store (a :class:`neardup.online.Deduplicator`
+data directory: fingerprints, MinHash band keys and texts, a versioned write-ahead log and
+segments, see docs/store.md). A run over the new documents then decides as one keep-first run
+over the concatenation (the stored documents first, in the order they were saved, then the new
+ones) would, without ever reading the stored documents back:
+
+1. every new document is checked against the store (``Deduplicator.check``: the online rule,
+   the batch's own candidate plan and verification, read only); one that duplicates a stored
+   document is dropped;
+2. the others are deduplicated among themselves by :func:`neardup.dedup` (keep-first, no
+   chaining): a document dropped in step 1 never drops another, as in the concatenated run,
+   where it is dropped for a kept stored document and so keeps nothing out;
+3. with ``save``, the kept new documents are added to the store (``Deduplicator.add``), so the
+   next run compares against them too.
+
+The time of a run follows the new documents, not the store (a check is an index look-up per
+document). Stored documents are never re-deduplicated, so the stored set must be what keep-first
+kept (runs saved in order). Refused before anything is read: another keep policy than ``first``
+(``longest`` and ``none`` need the whole corpus), a store that does not exist (``--against``),
+pair and cluster outputs (they would hold pairs with documents not in this run's input). Ids
+already in the store are refused before anything is written (the store keys documents by id).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from ..errors import ConfigError, InputError, NotFoundError
+from ..rules.config import DedupConfig, with_overrides
+from ..verify.rule import DEFAULT_THRESHOLD
+
+__all__ = ["dedup_against"]
+
+#: documents per store call (one write group): large enough to amortise a call, small enough
+#: to keep a group's look-ups in cache
+CHUNK = 2000
+
+Progress = Callable[[str, int, int], None]
+
+
+def dedup_against(
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    store: str | os.PathLike[str],
+    *,
+    output: str | os.PathLike[str],
+    save: bool,
+    summary_json: str | os.PathLike[str] | None = None,
+    input_format: str | None = None,
+    output_format: str | None = None,
+    text_field: str = "text",
+    id_field: str | None = None,
+    encoding: str = "utf-8",
+    on_error: Literal["fail", "skip"] = "fail",
+    generate_ids: bool = False,
+    config: DedupConfig | None = None,
+    progress: Progress | None = None,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """Deduplicate ``inputs`` against the store ``store`` and among themselves; write the kept
+    documents to ``output`` (every option as :func:`neardup.dedup_files`); with ``save``, add
+    them to the store (created when missing).
+
+    Returns
+    -------
+    dict
+        The run's summary: the batch summary of the documents not dropped for the store, with
+        ``documents`` (all read), ``dropped_for_store``, ``kept``, ``dropped``, ``store``,
+        ``store_documents_before`` / ``_after``, ``saved``, ``elapsed_s``, ``docs_per_s``.
+
+    Raises
+    ------
+    ConfigError
+        ``keep`` other than ``first``; ``--against`` a store that does not exist.
+    InputError
+        Ids that are already stored (nothing written).
+    """
+    from ..batch.run import dedup
+    from ..io import check_outputs, plan_inputs, plan_output, read_corpus, write_kept
+    from ..io.atomic import atomic_open, staged_outputs
+    from ..online import Deduplicator
+
+    t0 = time.perf_counter()
+    cfg = with_overrides(config, overrides, caller="dedup_against()")
+    if cfg.keep != "first":
+        raise ConfigError(
+            f"--save / --against decide keep-first (the stored documents came first); "
+            f"--keep {cfg.keep} needs the whole corpus in one run"
+        )
+    if cfg.threshold is not None and cfg.threshold < DEFAULT_THRESHOLD:
+        raise ConfigError(
+            f"--threshold {cfg.threshold} with --save / --against: the store finds candidates "
+            f"with the plan made for {DEFAULT_THRESHOLD} (it keeps the plan its band keys were "
+            f"made with), which promises nothing below it; use a threshold of at least "
+            f"{DEFAULT_THRESHOLD}"
+        )
+    root = Path(os.fspath(store))
+    if not save and not (root / "config.json").exists():
+        raise NotFoundError(
+            f"no store at {root} (no config.json): --against compares with a store an earlier "
+            "run made with --save"
+        )
+    paths = [os.fspath(inputs)] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    sources = [os.fspath(p) for p in paths]
+    out = os.fspath(output)
+    summary = None if summary_json is None else os.fspath(summary_json)
+    files = plan_inputs(sources, input_format)
+    plan = plan_output(out, files, fmt=output_format)
+    check_outputs(
+        [("--output", out), ("--summary-json", summary)],
+        sources,
+        folder=plan.path if plan.folder else None,
+    )
+    report = progress or (lambda stage, done, total: None)
+    verifier = cfg.make_verifier() if cfg.verify else None
+    with (
+        Deduplicator.open(
+            root,
+            verify=verifier if verifier is not None else False,
+            fingerprinter=cfg.make_fingerprinter(),
+        ) as d,
+        staged_outputs(),
+        read_corpus(
+            files,
+            text_field=text_field,
+            id_field=id_field,
+            encoding=encoding,
+            on_error=on_error,
+            generate_ids=generate_ids,
+        ) as corpus,
+    ):
+        ids, texts = list(corpus.ids), corpus.texts
+        n = len(ids)
+        before = len(d)
+        report("read", n, n)
+        # 1. against the store (read only): dropped when a stored document is its duplicate
+        for_store = np.zeros(n, np.bool_)
+        taken: list[str] = []
+        report("store", 0, n)
+        for lo in range(0, n, CHUNK):
+            hi = min(n, lo + CHUNK)
+            decisions = d.check([{"id": ids[i], "text": texts[i]} for i in range(lo, hi)])
+            for i, dec in zip(range(lo, hi), decisions, strict=True):
+                if any(m.id == dec.id for m in dec.matches):
+                    taken.append(dec.id)
+                for_store[i] = dec.duplicate
+            report("store", hi, n)
+        if taken:
+            raise InputError(
+                f"{len(taken):,} ids are already in the store {root} (e.g. "
+                f"{', '.join(repr(x) for x in taken[:3])}); give each run its own ids "
+                "(--id-field, --generate-ids); nothing was written"
+            )
+        # 2. among themselves: the batch rule over the documents the store did not drop
+        rest = np.flatnonzero(~for_store)
+        result = dedup(
+            [texts[int(i)] for i in rest],
+            ids=[ids[int(i)] for i in rest],
+            config=cfg,
+            progress=progress,
+        )
+        keep = np.zeros(n, np.bool_)
+        keep[rest[result.keep]] = True
+        kept = int(keep.sum())
+        report("write", 0, kept)
+        write_kept(corpus, keep, out, plan=plan, encoding="utf-8")
+        report("write", kept, kept)
+        # 3. the kept documents join the store (durable before the outputs are published)
+        if save:
+            report("save", 0, kept)
+            where = np.flatnonzero(keep)
+            for lo in range(0, kept, CHUNK):
+                part = where[lo : lo + CHUNK]
+                d.add([{"id": ids[int(i)], "text": texts[int(i)]} for i in part])
+                report("save", min(kept, lo + CHUNK), kept)
+        stats = dict(result.stats)
+        elapsed = time.perf_counter() - t0
+        stats.update(
+            documents=n,
+            dropped_for_store=int(for_store.sum()),
+            kept=kept,
+            dropped=n - kept,
+            store=str(root),
+            store_documents_before=before,
+            store_documents_after=len(d),
+            saved=save,
+            skipped_records=corpus.skipped,
+            elapsed_s=round(elapsed, 3),
+            docs_per_s=round(n / elapsed, 1) if elapsed > 0 else None,
+            inputs=sources,
+            output=out,
+            output_format=plan.fmt,
+            output_folder=plan.folder,
+        )
+        if summary is not None:
+            with atomic_open(summary, "w", encoding="utf-8") as fh:
+                json.dump(stats, fh, indent=2, ensure_ascii=False)
+    return stats

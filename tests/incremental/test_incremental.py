@@ -1,0 +1,100 @@
+"""Incremental dedup (``neardup dedup NEW --save STORE`` / ``--against STORE``, issue 37 item 3):
+runs saved in order keep exactly what one keep-first run over the concatenation keeps; a read-only
+comparison adds nothing; ids already stored and options an incremental run cannot honour are
+refused before anything is written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from neardup.cli.main import main
+
+SAMPLE = Path(__file__).resolve().parents[2] / "neardup" / "data" / "sample" / "sample.jsonl"
+
+
+def _ids(path: Path) -> list[str]:
+    return [json.loads(x)["id"] for x in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.fixture
+def batches(tmp_path: Path) -> list[Path]:
+    rows = SAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)
+    cuts = [0, 400, 900, len(rows)]
+    out = []
+    for i in range(3):
+        p = tmp_path / f"day{i}.jsonl"
+        p.write_text("".join(rows[cuts[i] : cuts[i + 1]]), encoding="utf-8")
+        out.append(p)
+    return out
+
+
+def test_saved_runs_keep_what_one_run_over_the_concatenation_keeps(tmp_path, batches):
+    assert main(["dedup", str(SAMPLE), "-o", str(tmp_path / "all.jsonl"), "-q"]) == 0
+    store = tmp_path / "store"
+    kept: list[str] = []
+    for i, b in enumerate(batches):
+        out = tmp_path / f"kept{i}.jsonl"
+        summary = tmp_path / f"summary{i}.json"
+        assert main(["dedup", str(b), "-o", str(out), "--save", str(store), "--summary-json", str(summary), "-q"]) == 0  # fmt: skip
+        s = json.loads(summary.read_text())
+        assert s["store_documents_after"] == s["store_documents_before"] + s["kept"]
+        assert s["kept"] == len(_ids(out)) and s["documents"] == len(_ids(b))
+        kept += _ids(out)
+    assert kept == _ids(tmp_path / "all.jsonl")
+    assert s["dropped_for_store"] > 0  # the later days did meet earlier days' documents
+
+
+def test_against_compares_without_saving(tmp_path, batches):
+    store = tmp_path / "store"
+    assert main(["dedup", str(batches[0]), "-o", str(tmp_path / "k0.jsonl"), "--save", str(store), "-q"]) == 0  # fmt: skip
+    s1, s2 = tmp_path / "s1.json", tmp_path / "s2.json"
+    args = ["dedup", str(batches[1]), "-q", "--against", str(store)]
+    assert main([*args, "-o", str(tmp_path / "a.jsonl"), "--summary-json", str(s1)]) == 0
+    assert main([*args, "-o", str(tmp_path / "b.jsonl"), "--summary-json", str(s2)]) == 0
+    first, again = json.loads(s1.read_text()), json.loads(s2.read_text())
+    assert first["store_documents_after"] == first["store_documents_before"] == again["store_documents_after"]  # fmt: skip
+    assert _ids(tmp_path / "a.jsonl") == _ids(tmp_path / "b.jsonl")  # nothing was added
+    assert 0 < first["dropped_for_store"] and first["kept"] < first["documents"]
+
+
+def test_ids_already_stored_are_refused_and_nothing_is_written(tmp_path, batches, capsys):
+    store = tmp_path / "store"
+    assert main(["dedup", str(batches[0]), "-o", str(tmp_path / "k0.jsonl"), "--save", str(store), "-q"]) == 0  # fmt: skip
+    s = tmp_path / "s.json"
+    assert main(["dedup", str(batches[1]), "-o", str(tmp_path / "k1.jsonl"), "--against", str(store), "-q", "--summary-json", str(s)]) == 0  # fmt: skip
+    before = json.loads(s.read_text())["store_documents_after"]
+    capsys.readouterr()
+    out = tmp_path / "again.jsonl"
+    assert main(["dedup", str(batches[0]), "-o", str(out), "--save", str(store), "-q"]) == 3
+    err = capsys.readouterr().err
+    assert "already in the store" in err and "nothing was written" in err
+    assert not out.exists()
+    assert main(["dedup", str(batches[1]), "-o", str(tmp_path / "k2.jsonl"), "--against", str(store), "-q", "--summary-json", str(s)]) == 0  # fmt: skip
+    assert json.loads(s.read_text())["store_documents_after"] == before
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--keep", "longest"], "--keep longest needs the whole corpus"),
+        (["--pairs-out", "p.csv"], "--pairs-out is not written by an incremental run"),
+        (["--engine", "dask"], "runs on the local engine"),
+        (["--against", "other"], "pass one of them"),
+        (["--threshold", "0.7"], "use a threshold of at least 0.8"),
+    ],
+)
+def test_what_an_incremental_run_cannot_do_is_refused_first(tmp_path, batches, capsys, extra, needle):  # fmt: skip
+    out = tmp_path / "k.jsonl"
+    rc = main(["dedup", str(batches[0]), "-o", str(out), "--save", str(tmp_path / "store"), *extra])  # fmt: skip
+    assert rc in (2, 3)
+    assert needle in capsys.readouterr().err
+    assert not out.exists() and not (tmp_path / "store").exists()
+
+
+def test_against_a_missing_store_is_refused(tmp_path, batches, capsys):
+    rc = main(["dedup", str(batches[0]), "-o", str(tmp_path / "k.jsonl"), "--against", str(tmp_path / "nope")])  # fmt: skip
+    assert rc == 4
+    assert "no store at" in capsys.readouterr().err

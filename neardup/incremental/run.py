@@ -16,8 +16,10 @@ ones) would, without ever reading the stored documents back:
 3. with ``save``, the kept new documents are added to the store (``Deduplicator.add``), so the
    next run compares against them too.
 
-The time of a run follows the new documents, not the store (a check is an index look-up per
-document). Stored documents are never re-deduplicated, so the stored set must be what keep-first
+A run never reads the stored documents back in bulk: a check is an index look-up per new
+document, verified on the stored texts of its candidates, which grow with the store until its
+band buckets reach their cap (docs/dedup.md, "Incremental dedup", has the measured cost). Stored
+documents are never re-deduplicated, so the stored set must be what keep-first
 kept (runs saved in order). Refused before anything is read: another keep policy than ``first``
 (``longest`` and ``none`` need the whole corpus), a store that does not exist (``--against``),
 pair and cluster outputs (they would hold pairs with documents not in this run's input). Ids

@@ -307,6 +307,20 @@ def test_summary_rate_leaves_the_kernel_compile_out() -> None:
     assert [ln.split()[-1] for ln in text.splitlines() if ln.startswith("docs/s")] == ["500"]
 
 
+def test_a_run_counts_only_its_own_compile(tmp_path, monkeypatch) -> None:
+    """kernel_compile_s is this run's compile, not the process's: a library caller (or a test
+    suite) that compiled before gets its docs/s, not an elapsed time less a larger compile."""
+    from neardup import _jit
+    from neardup.batch.files import dedup_files
+
+    src = _jsonl(tmp_path / "in.jsonl")
+    dedup_files(src, output=tmp_path / "warm.jsonl")  # kernels loaded
+    monkeypatch.setattr(_jit._stats, "seconds", _jit._stats.seconds + 1000.0)  # compiled before
+    stats = dedup_files(src, output=tmp_path / "out.jsonl").stats
+    assert 0.0 <= stats["kernel_compile_s"] < stats["elapsed_s"] < 1000.0
+    assert stats["docs_per_s"] is not None and stats["docs_per_s"] > 0
+
+
 def test_progress_says_a_kernel_is_compiling(monkeypatch) -> None:
     """While a kernel compiles, a running row says so (not a silent 0 %); a finished row and
     a warm cache show no such state."""

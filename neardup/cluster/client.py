@@ -34,7 +34,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..errors import ConfigError, InputError, InputTypeError, NotFoundError, ServiceUnavailableError
@@ -211,12 +211,16 @@ class ClusterClient:
         ask = self.nodes.usable_nodes()
         if len(ask) < need:  # the last resort: nodes that are slow but not known down
             ask = self.nodes.reachable_nodes()
-        calls = {n: (lambda n=n: self.nodes.request(n, "POST", path, body)) for n in ask}
+
+        def call(n: str) -> Callable[[], Any]:
+            return lambda: self.nodes.request(n, "POST", path, body)
 
         def enough(answers: Mapping[str, Any]) -> bool:
             return len(answers) >= need
 
-        answers, errors = self.nodes.gather(calls, enough=enough)
+        # slow but not known down: asked too when a node asked first hangs (a paused node)
+        spare = {n: call(n) for n in self.nodes.reachable_nodes() if n not in ask}
+        answers, errors = self.nodes.gather({n: call(n) for n in ask}, enough=enough, spare=spare)
         for a in answers.values():
             self.nodes.observe_version(int(a.get("max_version") or 0))
         if len(answers) >= need:
@@ -278,8 +282,15 @@ class ClusterClient:
         ask = self.nodes.usable_nodes()
         if not self._covered(ask):  # the last resort: nodes that are slow but not known down
             ask = self.nodes.reachable_nodes()
-        calls = {n: (lambda n=n: self.nodes.request(n, "POST", path, body)) for n in ask}
-        answers, errors = self.nodes.gather(calls, enough=self._covered, n_docs=len(docs))
+
+        def call(n: str) -> Callable[[], Any]:
+            return lambda: self.nodes.request(n, "POST", path, body)
+
+        # slow but not known down: asked too when a node asked first hangs (a paused node)
+        spare = {n: call(n) for n in self.nodes.reachable_nodes() if n not in ask}
+        answers, errors = self.nodes.gather(
+            {n: call(n) for n in ask}, enough=self._covered, n_docs=len(docs), spare=spare
+        )
         for exc in errors.values():
             if isinstance(exc, NodeAnswerError):
                 raise exc

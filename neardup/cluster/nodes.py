@@ -554,11 +554,15 @@ class NodePool:
         *,
         enough: Callable[[Mapping[str, Any]], bool],
         n_docs: int = 0,
+        spare: Mapping[str, Callable[[], Any]] | None = None,
     ) -> tuple[dict[str, Any], dict[str, BaseException]]:
         """Run ``calls`` (node -> fn) in parallel; wait until all are done, or until
         ``enough(answers)`` holds and each of the rest has gone past its node's
         :meth:`slow_limit` (those nodes become suspect; their requests finish in the
-        background). Returns (answers, errors) of the calls that finished."""
+        background). When every call still pending is past its limit and the answers are not
+        enough, the ``spare`` calls (other nodes, e.g. suspect ones that may still answer) are
+        started too, so a hung node is not waited for while another could answer. Returns
+        (answers, errors) of the calls that finished."""
         from concurrent.futures import FIRST_COMPLETED, wait
 
         start = time.monotonic()
@@ -567,6 +571,7 @@ class NodePool:
         answers: dict[str, Any] = {}
         errors: dict[str, BaseException] = {}
         pending = set(futures)
+        spares = {n: fn for n, fn in (spare or {}).items() if n not in calls}
         while pending:
             now = time.monotonic()
             ahead = [limit[f] - now for f in pending if limit[f] > now]
@@ -580,10 +585,18 @@ class NodePool:
                 else:
                     errors[node] = exc
             now = time.monotonic()
-            if pending and all(limit[f] <= now for f in pending) and enough(answers):
+            late = bool(pending) and all(limit[f] <= now for f in pending)
+            if late and enough(answers):
                 for f in pending:
                     self.suspect(futures[f], f"no answer within {limit[f] - start:.2f} s")
                 break
+            if late and spares:  # not enough, and the nodes asked are late: ask the others
+                for n, fn in spares.items():
+                    f = self.executor.submit(fn)
+                    futures[f] = n
+                    limit[f] = now + self.slow_limit(n, n_docs)
+                    pending.add(f)
+                spares = {}
         return answers, errors
 
     def close(self) -> None:

@@ -238,3 +238,39 @@ def test_hung_node_is_routed_around_without_waiting_for_its_timeout(three, tmp_p
             assert all(len(three.holders(f"h{i}")) == 2 for i in range(12))
     finally:
         hang.close()
+
+
+def test_gather_asks_the_spare_nodes_when_an_asked_one_hangs() -> None:
+    """A node asked first that hangs (SIGSTOP) is not waited for while another node, slow but
+    not known down, could answer: past the hung node's slow limit the spare calls start, and the
+    fan-out returns with them (the CI failure: writes waited out a whole pause when the lease or
+    a check had asked the paused node and one other, and the third was suspect)."""
+    import threading
+
+    from neardup.cluster.config import ClusterConfig, NodeSpec
+    from neardup.cluster.nodes import NodePool
+
+    config = ClusterConfig(
+        tuple(NodeSpec(n, f"http://127.0.0.1:9/{n}") for n in ("a", "b", "c")), vnodes=8
+    )
+    pool = NodePool(config, slow_after=0.05, probe_interval=60.0)
+    hang = threading.Event()
+    try:
+        t0 = time.monotonic()
+        answers, errors = pool.gather(
+            {"a": lambda: "a", "b": lambda: hang.wait(30) and "b"},
+            enough=lambda got: len(got) >= 2,
+            spare={"c": lambda: "c"},
+        )
+        took = time.monotonic() - t0
+        assert answers == {"a": "a", "c": "c"} and not errors
+        assert took < 5.0, took  # not the hung node's 30 s
+        # without spares it waits for the hung node (the answers would not be enough)
+        hang.set()
+        answers, _ = pool.gather(
+            {"a": lambda: "a", "b": lambda: "b"}, enough=lambda got: len(got) >= 2
+        )
+        assert answers == {"a": "a", "b": "b"}
+    finally:
+        hang.set()
+        pool.close()

@@ -102,6 +102,7 @@ def fingerprint_cmd(
     """Fingerprint documents; print a summary table (and write id,fingerprint with --output)."""
     from ..fingerprint.simhash import Fingerprinter
     from ..io import check_outputs, read_corpus
+    from ..io.csvout import csv_fields
 
     fp = Fingerprinter(
         bits,
@@ -142,7 +143,7 @@ def fingerprint_cmd(
                     hexes = [f"{int(v):0{width}x}" for v in f.tolist()]
                 else:
                     hexes = [f"{int(h):016x}{int(lo):016x}" for h, lo in f.tolist()]
-                out.writelines(f"{_csv(i)},{h}\n" for i, h in zip(ids, hexes, strict=True))
+                out.writelines(f"{i},{h}\n" for i, h in zip(csv_fields(ids), hexes, strict=True))
     dt = time.perf_counter() - t0
     from rich.console import Console
     from rich.table import Table
@@ -181,12 +182,6 @@ def _csv_output(output: str | None) -> Iterator[IO[str] | None]:
 
     with atomic_open(output, "w", encoding="utf-8", newline="") as fh:
         yield fh
-
-
-def _csv(value: str) -> str:
-    if any(c in value for c in ',"\n\r'):
-        return '"' + value.replace('"', '""') + '"'
-    return value
 
 
 def idf_build_cmd(

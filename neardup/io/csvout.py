@@ -2,10 +2,14 @@
 
 Both build the CSV text column by column from NumPy arrays and joined strings, in chunks of
 ``chunk`` rows, instead of one :class:`csv.writer` call per row. The text is byte-identical to
-:class:`csv.writer` (``QUOTE_MINIMAL``, ``lineterminator="\\n"``): every id that contains a
+:func:`csv_writer` (``QUOTE_MINIMAL``, rows ending in ``\\n``): every id that contains a
 character the writer may quote (``,`` ``"`` ``\\r`` ``\\n``) is escaped by :mod:`csv` itself,
 so the quoting rules are exactly those of the running Python. The ``*_reference`` functions
 are the per-row :mod:`csv` writers, kept to test agreement (``tests/io/test_io.py``).
+
+Every CSV neardup writes goes through :func:`csv_writer`: Python 3.11's :class:`csv.writer`
+with ``lineterminator="\\n"`` leaves a lone ``\\r`` unquoted, and a reader then ends the row
+there (a value ``"\\r"`` read back as two rows).
 
 Formats
 -------
@@ -19,16 +23,21 @@ import csv
 import io
 from collections.abc import Sequence
 from operator import itemgetter
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from _csv import Writer as _csv_writer
 
 __all__ = [
     "CLUSTERS_HEADER",
     "PAIRS_HEADER",
     "clusters_csv_reference",
+    "csv_dict_writer",
     "csv_fields",
+    "csv_writer",
     "pairs_csv_reference",
     "write_clusters_csv",
     "write_pairs_csv",
@@ -40,9 +49,52 @@ _SPECIAL = (",", '"', "\r", "\n")
 _CHUNK = 262_144
 
 
+class _LineFeedRows:
+    """A text stream that writes each row ``csv`` hands it with ``\\n`` for its ``\\r\\n``.
+
+    The writer is built with ``lineterminator="\\r\\n"`` so that it quotes every field that
+    holds ``\\r`` or ``\\n`` (it quotes the terminator's characters); the C writer calls
+    ``write`` once per row, ending in the terminator, which is replaced here.
+    """
+
+    __slots__ = ("_write",)
+
+    def __init__(self, fh: IO[str]) -> None:
+        self._write = fh.write
+
+    def write(self, row: str) -> int:
+        return self._write(row[:-2] + "\n")
+
+
+def csv_writer(fh: IO[str], delimiter: str = ",") -> _csv_writer:
+    """A :func:`csv.writer` on ``fh`` whose rows end with ``\\n`` and whose fields holding
+    ``\\r`` or ``\\n`` are quoted (``QUOTE_MINIMAL``), so every value reads back as written.
+
+    >>> buf = io.StringIO()
+    >>> csv_writer(buf).writerows([["id", "text"], ["a", "\\r"], ["b", "x,y"]])
+    >>> buf.getvalue()
+    'id,text\\na,"\\r"\\nb,"x,y"\\n'
+    """
+    return csv.writer(_LineFeedRows(fh), delimiter=delimiter, lineterminator="\r\n")
+
+
+def csv_dict_writer(
+    fh: IO[str], fields: Sequence[str], delimiter: str = ","
+) -> csv.DictWriter[str]:
+    """:func:`csv_writer`'s rows from dicts (missing fields empty, extra fields ignored)."""
+    return csv.DictWriter(
+        _LineFeedRows(fh),
+        fieldnames=list(fields),
+        delimiter=delimiter,
+        lineterminator="\r\n",
+        restval="",
+        extrasaction="ignore",
+    )
+
+
 def _escape_one(value: str) -> str:
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerow([value, "x"])
+    csv_writer(buf).writerow([value, "x"])
     return buf.getvalue()[:-3]  # drop ",x\n"
 
 
@@ -242,7 +294,7 @@ def pairs_csv_reference(
 ) -> str:
     """The pairs CSV built row by row with :class:`csv.writer` (reference for tests)."""
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    w = csv_writer(buf)
     w.writerow(PAIRS_HEADER)
     for x, y, d, s, st, ru in zip(
         np.asarray(a).tolist(),
@@ -265,7 +317,7 @@ def clusters_csv_reference(
 ) -> str:
     """The clusters CSV built row by row with :class:`csv.writer` (reference for tests)."""
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    w = csv_writer(buf)
     w.writerow(CLUSTERS_HEADER)
     root = np.asarray(root)
     sizes = np.bincount(root, minlength=len(ids))

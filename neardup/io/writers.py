@@ -15,7 +15,6 @@ formats; JSON objects, CSV rows and Parquet rows are written as they were; ``tex
 from __future__ import annotations
 
 import contextlib
-import csv
 import io
 import json
 import os
@@ -31,6 +30,7 @@ import orjson
 
 from ..errors import ConfigError, InputError, StorageError, require
 from .atomic import atomic_dir, atomic_open
+from .csvout import csv_dict_writer, csv_writer
 from .formats import Corpus, Source
 from .jsonl import copy_records, is_utf8
 from .plan import OutputPlan, plan_output
@@ -310,7 +310,7 @@ def _write_stream(
         and len({tuple(s.header or ()) for s in sources}) == 1
     ):  # the same header everywhere: rows as they were read
         n = 0
-        w = csv.writer(fh, delimiter="," if out_fmt == "csv" else "\t", lineterminator="\n")
+        w = csv_writer(fh, "," if out_fmt == "csv" else "\t")
         w.writerow(sources[0].header or [])
         for src in sources:
             kept = _kept_positions(src, keep).tolist()
@@ -334,14 +334,7 @@ def write_records(
     ``fields`` is the CSV header (missing fields are empty cells). Returns the count."""
     n = 0
     if fmt in ("csv", "tsv"):
-        dw = csv.DictWriter(
-            fh,
-            fieldnames=fields or ["id", "text"],
-            delimiter="," if fmt == "csv" else "\t",
-            lineterminator="\n",
-            restval="",
-            extrasaction="ignore",
-        )
+        dw = csv_dict_writer(fh, fields or ["id", "text"], "," if fmt == "csv" else "\t")
         dw.writeheader()
         for rec in records:
             dw.writerow({k: _cell(v) for k, v in rec.items()})

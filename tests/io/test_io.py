@@ -618,6 +618,9 @@ def test_csv_writers_equal_csv_module(ids, data):
     )  # fmt: skip
     ref = pairs_csv_reference(ids, a, b, dist, score, stage, ("exact", "near"), rule, rule_names)
     assert buf.getvalue() == ref.encode("utf-8")
+    # and it reads back: every id as written (a bare \r would end a row early)
+    back = list(csv.reader(io.StringIO(ref, newline="")))
+    assert [r[:2] for r in back[1:]] == [[ids[x], ids[y]] for x, y in zip(a, b, strict=True)]
     root = np.array([data.draw(st.integers(0, i)) for i in range(n)], np.int64)
     root = root[root]  # roots point at roots
     cluster = np.unique(root, return_inverse=True)[1].astype(np.int64)

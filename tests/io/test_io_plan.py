@@ -264,6 +264,28 @@ def test_records_round_trip_through_other_formats(tmp_path_factory, rows, fmt, d
         assert [json.loads(x) for x in lines[:-1]] == want
 
 
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+@pytest.mark.parametrize("via", ["jsonl", "same"])
+def test_carriage_returns_in_values_survive_csv(tmp_path, fmt, via):
+    """A lone \\r inside a value is quoted on output (Python 3.11's csv writer with a \\n
+    terminator leaves it bare, and a reader ends the row there: CI's Hypothesis run found
+    the text "\\r" read back as ""), from JSONL and from rows copied as they were read."""
+    texts = ["\r", "\r0", "a\r\nb", "x\ny", "p,q\tr", '"\r"']
+    docs = [{"id": f"d{i}\r", "text": t} for i, t in enumerate(texts)]
+    src = _jsonl(tmp_path / "in.jsonl", docs)
+    if via == "same":  # CSV → CSV: the rows are written back as they were read
+        first = tmp_path / f"first.{fmt}"
+        with read_corpus([str(src)]) as c:
+            write_kept(c, np.ones(len(docs), bool), str(first))
+        src = first
+    out = tmp_path / f"out.{fmt}"
+    with read_corpus([str(src)]) as c:
+        write_kept(c, np.ones(len(docs), bool), str(out))
+    with read_corpus([str(out)]) as back:
+        assert back.ids == [d["id"] for d in docs]
+        assert list(back.texts) == texts
+
+
 def test_jsonl_records_are_split_on_newline_only(tmp_path):
     """JSONL records are lines ended by \\n; U+0085, U+2028 and U+2029 inside a value (JSON
     allows them raw) neither end a record on input nor on output (JSONL is copied byte for

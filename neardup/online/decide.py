@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from ..errors import NotFoundError
 from ..fingerprint.distance import hamming_cdist
+from ..fingerprint.minhash import minhash_signatures
 from ..rules.decision import Decision, Match
 from ..rules.keep import GROUP_ORDER, Found, KeepFirst, may_drop
 from ..store import NO_CONTENT_HASH, Store, WriteGroup
@@ -598,7 +599,8 @@ class Decider:
         )
         if not need:
             return lims, hit_rids, hit_d
-        stored_sig = lsh_keys(self.verifier, plan, [rows[r].text for r in need])[0]
+        # the signatures only (their band keys are not needed: the store matched those)
+        stored_sig = minhash_signatures(self.verifier, [rows[r].text for r in need], plan.hashes)[0]
         span = plan.bands * plan.rows
         where = {r: k for k, r in enumerate(need)}
         out_r: list[int] = []

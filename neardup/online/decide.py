@@ -32,6 +32,7 @@ from ..rules.decision import Decision, Match
 from ..rules.keep import GROUP_ORDER, Found, KeepFirst, may_drop
 from ..store import NO_CONTENT_HASH, Store, WriteGroup
 from .prepare import PreparedDocs, lsh_keys
+from .sigcache import DEFAULT_CAPACITY, SignatureCache
 
 __all__ = ["Decider", "Op"]
 
@@ -88,6 +89,8 @@ class Decider:
         The MinHash channel's plan; None: SimHash candidates only.
     bits, radius, max_distance, max_matches, store_text
         As the :class:`~neardup.online.Deduplicator` was configured.
+    signature_cache_rows : int
+        Stored rows whose MinHash signatures are kept (:mod:`neardup.online.sigcache`).
     """
 
     def __init__(
@@ -101,6 +104,7 @@ class Decider:
         max_distance: int,
         max_matches: int,
         store_text: bool,
+        signature_cache_rows: int = DEFAULT_CAPACITY,
     ) -> None:
         self.store = store
         self.verifier = verifier
@@ -110,6 +114,10 @@ class Decider:
         self.max_distance = max_distance
         self.max_matches = max_matches
         self.store_text = store_text
+        #: stored rows' MinHash signatures, for the channel's agreement filter (writer only)
+        self.signatures = SignatureCache(
+            lsh_plan.hashes if lsh_plan is not None else 1, signature_cache_rows
+        )
 
     def decide(self, group: list[Op], cutoff: float | None) -> tuple[list[Any], WriteGroup]:
         """Decide a group in arrival order; returns (results per op: a list of
@@ -150,15 +158,22 @@ class Decider:
             lsh_rids = self.store.search_bands(bands, self.lsh_plan.bucket_cap)
         want = set(hit_rids.tolist())
         want.update(existing.values())
+        cached: dict[int, int] = {}
         if lsh_rids is not None:
+            band: set[int] = set()
             for r in lsh_rids:
-                want.update(r.tolist())
+                band.update(r.tolist())
+            # a band candidate whose signature is cached is filtered before its row is read
+            cached = self.signatures.slots(list(band))
+            want.update(band.difference(cached))
         rows = self.store.fetch(want, with_text=need_text) if want else {}
         earlier = self.intra_pairs(fps)  # i -> [(j, distance)] for j < i within the radius
         if lsh_rids is not None:
             sig = np.concatenate([op.docs.sig for op in doc_ops])  # type: ignore[union-attr]
             usable = np.concatenate([op.docs.usable for op in doc_ops])  # type: ignore[union-attr]
-            lims, hit_rids, hit_d = self._lsh_union(fps, sig, lims, hit_rids, hit_d, lsh_rids, rows)
+            lims, hit_rids, hit_d = self._lsh_union(
+                fps, sig, lims, hit_rids, hit_d, lsh_rids, rows, cached
+            )
             self._lsh_intra(fps, sig, usable, earlier)
 
         results: list[Any] = []
@@ -589,41 +604,74 @@ class Decider:
         hit_d: npt.NDArray[np.int32],
         lsh_rids: list[npt.NDArray[np.int64]],
         rows: dict[int, Any],
+        cached: dict[int, int],
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
         """The candidates of each query: its SimHash hits plus the stored rows sharing a band
         key with it whose signatures agree on >= ``plan.min_agreement`` MinHash values (the
-        batch pipeline's filter; stored signatures are recomputed from the stored texts)."""
+        batch pipeline's filter). A stored row's signature comes from :attr:`signatures`
+        (``cached``: row id -> slot) or is made again from its text in ``rows`` (and cached);
+        the rows that pass and were not read yet are read here (into ``rows``; one the store
+        no longer returns, deleted or gone, is no candidate)."""
         plan = self.lsh_plan
         need = sorted(
-            {int(r) for a in lsh_rids for r in a.tolist() if r in rows and rows[r].text is not None}
+            {
+                int(r)
+                for a in lsh_rids
+                for r in a.tolist()
+                if r not in cached and r in rows and rows[r].text is not None
+            }
         )
-        if not need:
+        if not need and not cached:
             return lims, hit_rids, hit_d
-        # the signatures only (their band keys are not needed: the store matched those)
-        stored_sig = minhash_signatures(self.verifier, [rows[r].text for r in need], plan.hashes)[0]
+        known = list(cached)
+        where = {r: k for k, r in enumerate(known)}
+        parts = [self.signatures.signatures([cached[r] for r in known])]  # a copy
+        if need:
+            # the signatures only (their band keys are not needed: the store matched those)
+            made = minhash_signatures(self.verifier, [rows[r].text for r in need], plan.hashes)[0]
+            self.signatures.put(need, made)
+            where.update({r: len(known) + k for k, r in enumerate(need)})
+            parts.append(made)
+        stored_sig = np.concatenate(parts) if len(parts) > 1 else parts[0]
         span = plan.bands * plan.rows
-        where = {r: k for k, r in enumerate(need)}
+        # every (query, stored row) pair to filter, in query order then candidate order
+        q_of: list[int] = []
+        k_of: list[int] = []
+        r_of: list[int] = []
+        get = where.get
+        for i, cand in enumerate(lsh_rids):
+            seen = set(hit_rids[lims[i] : lims[i + 1]].tolist())
+            for r in cand.tolist():
+                k = get(r)
+                if k is not None and r not in seen:
+                    q_of.append(i)
+                    k_of.append(k)
+                    r_of.append(r)
+        passed: list[list[int]] = [[] for _ in range(len(fps))]
+        if r_of:
+            eq = stored_sig[k_of] == sig[q_of]
+            agree = np.count_nonzero(eq, axis=1)
+            # a shared band key, from the signatures themselves: the store's compact keys keep
+            # 32 bits of each, so a false collision is dropped here, as the batch pipeline
+            # (which groups by the full keys) never pairs it
+            share = eq[:, :span].reshape(len(r_of), plan.bands, plan.rows).all(axis=2).any(axis=1)
+            for m in np.flatnonzero((agree >= plan.min_agreement) & share).tolist():
+                passed[q_of[m]].append(r_of[m])
+        unread = {r for ok in passed for r in ok if r not in rows}
+        if unread:
+            rows.update(self.store.fetch(unread, with_text=True))
         out_r: list[int] = []
         out_d: list[int] = []
         counts = np.zeros(len(fps), np.int64)
-        for i, cand in enumerate(lsh_rids):
+        for i, ok in enumerate(passed):
             before = len(out_r)
-            have = hit_rids[lims[i] : lims[i + 1]].tolist()
-            out_r += have
+            out_r += hit_rids[lims[i] : lims[i + 1]].tolist()
             out_d += hit_d[lims[i] : lims[i + 1]].tolist()
-            seen = set(have)
-            extra = [r for r in cand.tolist() if r in where and r not in seen]
-            if extra:
-                eq = stored_sig[[where[r] for r in extra]] == sig[i]
-                agree = eq.sum(axis=1)
-                # a shared band key, from the signatures themselves: the store's compact keys
-                # keep 32 bits of each, so a false collision is dropped here, as the batch
-                # pipeline (which groups by the full keys) never pairs it
-                share = eq[:, :span].reshape(len(extra), plan.bands, plan.rows).all(axis=2)
-                for r, a, sh in zip(extra, agree.tolist(), share.any(axis=1).tolist(), strict=True):
-                    if a >= plan.min_agreement and sh:
-                        out_r.append(r)
-                        out_d.append(self._distance_to_row(fps[i], rows[r]))
+            for r in ok:
+                row = rows.get(r)
+                if row is not None and row.text is not None:
+                    out_r.append(r)
+                    out_d.append(self._distance_to_row(fps[i], row))
             counts[i] = len(out_r) - before
         new_lims = np.zeros(len(fps) + 1, np.int64)
         np.cumsum(counts, out=new_lims[1:])

@@ -195,6 +195,7 @@ class Deduplicator:
             max_distance=self.max_distance,
             max_matches=settings.max_matches,
             store_text=self.store_text,
+            signature_cache_rows=settings.signature_cache_rows,
         )
         self._preparer.retention = self.retention
         if self.retention is not None:

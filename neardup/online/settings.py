@@ -19,6 +19,7 @@ from ..errors import ConfigError
 from ..store import StoreSettings
 from ..store.settings import is_int, is_number, option_name
 from .prepare import MAX_FUTURE_SECONDS
+from .sigcache import DEFAULT_CAPACITY
 
 __all__ = ["DedupSettings"]
 
@@ -70,6 +71,10 @@ class DedupSettings:
         Matches reported per document (closest first).
     max_segments_per_partition : int, default=2
         A partition with more segments is merged into one in the background.
+    signature_cache_rows : int, default=262144
+        With the MinHash channel: stored rows whose signatures are kept in memory for its
+        agreement filter (~0.5 KB each; :mod:`neardup.online.sigcache`); 0 makes every one
+        again from its stored text. Decisions do not depend on it.
     max_future_seconds : float, default=86400
         Documents whose ``time`` is more than this ahead of now are refused (as are times
         before 0 or older than the retention window).
@@ -94,6 +99,7 @@ class DedupSettings:
     commit_interval_ms: float = field(default=0.0, metadata=_flag("--commit-interval-ms"))
     max_matches: int = 10
     max_segments_per_partition: int = 2
+    signature_cache_rows: int = DEFAULT_CAPACITY
     max_future_seconds: float = MAX_FUTURE_SECONDS
     store: StoreSettings = field(default_factory=StoreSettings)
 
@@ -151,6 +157,9 @@ class DedupSettings:
             value = getattr(self, f)
             if not is_int(value) or value < 1:
                 raise ConfigError(f"{f} must be a positive integer, got {value!r}")
+        k = self.signature_cache_rows
+        if not is_int(k) or k < 0:
+            raise ConfigError(f"signature_cache_rows must be an integer >= 0, got {k!r}")
         m = self.max_future_seconds
         if not is_number(m) or not 0 <= m < 1e12:
             raise ConfigError(f"max_future_seconds must be a number in [0, 1e12), got {m!r}")

@@ -97,6 +97,13 @@ def serve(
         "--commit-interval-ms",
         help="Extra wait for requests to join a log group commit (0: natural grouping).",
     ),
+    signature_cache_rows: int = typer.Option(
+        262_144,
+        "--signature-cache-rows",
+        min=0,
+        help="MinHash channel: stored rows whose signatures are cached in memory for its "
+        "filter (~0.5 KB each; 0: none). Decisions do not depend on it.",
+    ),
     graceful_timeout: float = typer.Option(
         30.0, "--graceful-timeout", help="Seconds to let in-flight requests finish at shutdown."
     ),
@@ -151,6 +158,7 @@ def serve(
         verify=verify,
         store_text=store_text,
         commit_interval_ms=commit_interval_ms,
+        signature_cache_rows=signature_cache_rows,
         store=store,
     )
     config = ServiceConfig(

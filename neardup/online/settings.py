@@ -99,7 +99,9 @@ class DedupSettings:
     commit_interval_ms: float = field(default=0.0, metadata=_flag("--commit-interval-ms"))
     max_matches: int = 10
     max_segments_per_partition: int = 2
-    signature_cache_rows: int = DEFAULT_CAPACITY
+    signature_cache_rows: int = field(
+        default=DEFAULT_CAPACITY, metadata=_flag("--signature-cache-rows")
+    )
     max_future_seconds: float = MAX_FUTURE_SECONDS
     store: StoreSettings = field(default_factory=StoreSettings)
 
@@ -159,7 +161,7 @@ class DedupSettings:
                 raise ConfigError(f"{f} must be a positive integer, got {value!r}")
         k = self.signature_cache_rows
         if not is_int(k) or k < 0:
-            raise ConfigError(f"signature_cache_rows must be an integer >= 0, got {k!r}")
+            raise ConfigError(f"{name('signature_cache_rows')} must be an integer >= 0, got {k!r}")
         m = self.max_future_seconds
         if not is_number(m) or not 0 <= m < 1e12:
             raise ConfigError(f"max_future_seconds must be a number in [0, 1e12), got {m!r}")

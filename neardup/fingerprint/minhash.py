@@ -58,7 +58,7 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._jit import kernel
 from .._threads import numba_threads
 from ..errors import InputError
 from ..text.token_kernels import (
@@ -115,7 +115,7 @@ def _permutations(hashes: int) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.u
     return a, b
 
 
-@numba.njit(cache=True, inline="always")
+@kernel(inline="always")
 def _shingle(h1: np.uint64, h2: np.uint64) -> np.uint64:  # pragma: no cover - numba
     # splitmix64 finaliser of (h1 * K1 + h2): a bigram of two token hashes
     x = h1 * np.uint64(_K1) + h2
@@ -128,7 +128,7 @@ def _shingle(h1: np.uint64, h2: np.uint64) -> np.uint64:  # pragma: no cover - n
 _BLOCK_DOCS = 256
 
 
-@numba.njit(cache=True)
+@kernel
 def _sketch(
     sh: np.ndarray,
     m: int,
@@ -191,7 +191,7 @@ def _sketch(
         mins[idx[q]] = fm[q]
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _signature_kernel(
     buf: np.ndarray,
     starts: np.ndarray,
@@ -238,7 +238,7 @@ def _signature_kernel(
                 out[d, p] = np.uint16(mins[p] & low)
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _shingle_sets_kernel(
     sh: np.ndarray, off: np.ndarray, pa: np.ndarray, pb: np.ndarray, out: np.ndarray
 ) -> None:  # pragma: no cover - numba
@@ -425,7 +425,7 @@ def band_keys(sig: npt.NDArray[np.uint16], band: int, rows: int) -> npt.NDArray[
 BAND_BLOCK = 7
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _band_key_block_kernel(
     sig: np.ndarray, b0: int, rows: int, out: np.ndarray
 ) -> None:  # pragma: no cover - numba

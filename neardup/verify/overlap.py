@@ -21,8 +21,7 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
-from .._jit import popcount64
+from .._jit import kernel, popcount64
 from .._threads import numba_threads
 from ..text.token_kernels import SPACE_LUT, WORD_LUT
 from .sequences import DEFAULT_MAX_LCS_CELLS
@@ -57,19 +56,19 @@ def encode_sorted(encoded: Sequence[str]) -> tuple[npt.NDArray[np.uint32], npt.N
     return values, offsets
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _sort_segments(values: np.ndarray, offsets: np.ndarray) -> None:  # pragma: no cover - numba
     for s in numba.prange(offsets.shape[0] - 1):
         values[offsets[s] : offsets[s + 1]] = np.sort(values[offsets[s] : offsets[s + 1]])
 
 
-@numba.njit(cache=True, inline="always")
+@kernel(inline="always")
 def _spans(offsets: np.ndarray, a: int, b: int) -> tuple[int, int, int, int]:  # pragma: no cover
     # (start, end) of sequence a, then of sequence b, in a CSR's values
     return offsets[a], offsets[a + 1], offsets[b], offsets[b + 1]
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _overlap_kernel(
     values: np.ndarray, offsets: np.ndarray, ia: np.ndarray, ib: np.ndarray
 ) -> np.ndarray:  # pragma: no cover - numba
@@ -110,7 +109,7 @@ def overlap_many(
         return _overlap_kernel(values, offsets, ia, ib)
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _bound_kernel(
     values: np.ndarray,
     offsets: np.ndarray,
@@ -141,7 +140,7 @@ def _bound_kernel(
     return could, ratio
 
 
-@numba.njit(cache=True, inline="always")
+@kernel(inline="always")
 def _passes(
     c: int | np.int64, la: int, lb: int, threshold: float, containment: float, min_tokens: int
 ) -> tuple[bool | np.bool_, float]:  # pragma: no cover - numba
@@ -157,7 +156,7 @@ def _passes(
     return ok, r
 
 
-@numba.njit(cache=True)
+@kernel
 def _least_passing(
     total: int, shorter: int, threshold: float, containment: float, min_tokens: int
 ) -> int:  # pragma: no cover - numba
@@ -173,7 +172,7 @@ def _least_passing(
     return c
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _bound_exit_kernel(
     values: np.ndarray,
     offsets: np.ndarray,
@@ -251,7 +250,7 @@ def bound_decisions(
         )
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _hist_bound_kernel(
     hist: np.ndarray,
     counts: np.ndarray,
@@ -331,7 +330,7 @@ def histogram_bound_decisions(
 # exact LCS of token sequences located by ``token_spans`` (no vocabulary, no strings)
 
 
-@numba.njit(cache=True)
+@kernel
 def _doc_tokens(
     buf: np.ndarray,
     s: int,
@@ -372,7 +371,7 @@ def _doc_tokens(
     return ks
 
 
-@numba.njit(cache=True)
+@kernel
 def _same_token(
     buf: np.ndarray, a: int, low_a: int, b: int, low_b: int, n: int
 ) -> bool:  # pragma: no cover - numba
@@ -382,7 +381,7 @@ def _same_token(
     return True
 
 
-@numba.njit(cache=True, inline="always")
+@kernel(inline="always")
 def _slot(
     buf: np.ndarray,
     h: np.uint64,
@@ -411,7 +410,7 @@ def _slot(
         s = (s + 1) & mask
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _lcs_kernel(
     buf: np.ndarray,
     starts: np.ndarray,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numba
 import numpy as np
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._jit import kernel
 from .._threads import numba_threads
 from ..text.social import SOCIAL, SOCIAL_MARKERS
 from ..text.token_kernels import (
@@ -69,7 +69,7 @@ def encode_texts_reference(
     return [encoder.encode(verifier.tokens(t)) for t in texts]
 
 
-@numba.njit(cache=True)
+@kernel
 def _count_tokens(buf: np.ndarray) -> int:  # pragma: no cover - numba
     n = 0
     prev = False
@@ -82,7 +82,7 @@ def _count_tokens(buf: np.ndarray) -> int:  # pragma: no cover - numba
     return n
 
 
-@numba.njit(cache=True)
+@kernel
 def _token_kernel(
     buf: np.ndarray,
     doc_end: np.ndarray,
@@ -171,7 +171,7 @@ def _token_kernel(
     return 0
 
 
-@numba.njit(cache=True)
+@kernel
 def _rehash(slots: np.ndarray, cap: int) -> np.ndarray:  # pragma: no cover - numba
     new = np.zeros((cap, 2), np.uint64)
     mask = np.uint64(cap - 1)
@@ -320,7 +320,7 @@ def token_hashes_reference(
     return values, offsets
 
 
-@numba.njit(cache=True)
+@kernel
 def _sort_hashes(a: np.ndarray) -> None:  # pragma: no cover - numba
     # In-place sort of uint32 hashes: a counting sort on the top bits (about one bucket per
     # element), then an insertion sort, which only has the few inversions inside buckets left
@@ -365,7 +365,7 @@ def _sort_hashes(a: np.ndarray) -> None:  # pragma: no cover - numba
 # and the social-marker flag are described there).
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _count_kernel(
     buf: np.ndarray,
     starts: np.ndarray,
@@ -407,7 +407,7 @@ def _count_kernel(
         flags[d] = flag
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _write_kernel(
     buf: np.ndarray,
     starts: np.ndarray,
@@ -441,7 +441,7 @@ def _write_kernel(
             _sort_hashes(out[o : o + n])
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _gather_rows(
     src: np.ndarray,
     src_start: np.ndarray,
@@ -571,7 +571,7 @@ def token_histograms_reference(
     return hist, counts
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _hist_kernel(
     buf: np.ndarray,
     starts: np.ndarray,

@@ -7,13 +7,12 @@ LCS; a pair whose *overlap* already fails both is rejected without the O(len_a *
 Unrelated long documents share frequent words but rarely half their multiset, so most wide
 SimHash candidates of long texts end here (one sorted merge, O(len_a + len_b)).
 
-:func:`overlap_reference` (``collections.Counter``) is the reference the numba kernel is
-tested against.
+:func:`neardup.verify.reference.overlap_reference` (``collections.Counter``) is the reference
+the numba kernel is tested against.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,13 +32,7 @@ __all__ = [
     "histogram_bound_decisions",
     "lcs_many",
     "overlap_many",
-    "overlap_reference",
 ]
-
-
-def overlap_reference(a: Sequence[object], b: Sequence[object]) -> int:
-    """``sum_t min(count_a(t), count_b(t))`` with ``Counter`` (the reference)."""
-    return sum((Counter(a) & Counter(b)).values())
 
 
 def encode_sorted(encoded: Sequence[str]) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64]]:

@@ -14,8 +14,9 @@ version, never inside the package:
 and when the chosen directory is not writable, a per-user folder under the temp directory,
 then a folder for this process only (compiled again next time, but never the package).
 
-numba picks a cache locator when a dispatcher is created (at ``@njit`` decoration time), so
-every module holding kernels imports this module before its first ``@njit``
+numba picks a cache locator when a dispatcher is created (at decoration time), so every
+neardup kernel is decorated with :func:`kernel`, defined here: importing it installs the
+locator first, and it always caches. No other module calls ``numba.njit``
 (``tests/test_jit_cache.py`` checks that). The locator installed here claims neardup's own
 source files only: other packages' numba caches stay where numba puts them.
 
@@ -40,7 +41,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, overload
 
 import numba
 from numba import types
@@ -49,6 +50,10 @@ from numba.core import event as nb_event
 from numba.extending import intrinsic
 
 from . import __version__
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers only
+    from numba.core.dispatcher import Dispatcher
+    from typing_extensions import Unpack
 
 log = logging.getLogger("neardup")
 
@@ -277,6 +282,62 @@ def compile_count() -> int:
 
 install()
 nb_event.register("numba:compile", _CompileListener())
+
+
+# ---------------------------------------------------------------------------------- kernels
+_F = TypeVar("_F", bound=Callable[..., object])
+
+
+class KernelOptions(TypedDict, total=False):
+    """The ``numba.njit`` options a :func:`kernel` may set: every one but ``cache``."""
+
+    nogil: bool
+    parallel: bool
+    inline: Literal["never", "always"]
+    fastmath: bool | set[str]
+    error_model: Literal["python", "numpy"]
+    boundscheck: bool | None
+    looplift: bool
+    forceinline: bool
+    debug: bool
+    locals: Mapping[str, Any]
+
+
+@overload
+def kernel(function: _F, /) -> Dispatcher[_F]: ...
+@overload
+def kernel(
+    signature: str | Any | None = None, /, **options: Unpack[KernelOptions]
+) -> Callable[[_F], Dispatcher[_F]]: ...
+def kernel(signature_or_function: Any = None, /, **options: Any) -> Any:
+    """``numba.njit`` with ``cache=True`` always on: the one decorator of neardup's kernels.
+
+    Used as ``@kernel`` or ``@kernel(...)`` with ``numba.njit``'s positional signature and
+    keyword options (``nogil``, ``parallel``, ``inline``, ``fastmath``, ...), and returns
+    numba's own dispatcher: kernels call other kernels, which needs real dispatchers, not a
+    proxy. Without a signature the dispatcher compiles (or loads from the cache) at its first
+    call; with one, numba does it at decoration time, as ``njit`` does.
+
+    Why one decorator: numba picks a kernel's cache locator when the dispatcher is created, so
+    :class:`NeardupCacheLocator` must be installed before the first kernel of any module is
+    decorated, or that module's kernels are cached inside the installed package again (issue
+    20). ``kernel`` lives in this module, so using it imports this module (and installs the
+    locator) first: no side-effect import to remember, no ordering to keep. And every kernel is
+    cached: ``cache`` cannot be passed (a cache turned off would recompile it in every
+    process), a ``TypeError`` when it is. In a kernel module::
+
+        from .._jit import kernel
+
+        @kernel(nogil=True, inline="always")
+        def _twice(x):
+            return 2 * x
+    """
+    if "cache" in options:
+        raise TypeError(
+            "kernel() always caches (in neardup's kernel cache folder, never the package): "
+            "drop the cache argument"
+        )
+    return numba.njit(signature_or_function, cache=True, **options)
 
 
 # ------------------------------------------------------------------------------- intrinsics

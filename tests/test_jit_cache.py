@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import numba
 import pytest
+from numba.core.dispatcher import Dispatcher
 
 import neardup
 from neardup import _jit
@@ -88,24 +90,82 @@ def test_locator_claims_neardup_files_only(tmp_path: Path) -> None:
     assert _jit.NeardupCacheLocator in _jit.caching.CacheImpl._locator_classes
 
 
-def test_every_kernel_module_imports_jit_before_its_first_njit() -> None:
-    """numba picks the cache locator at decoration time: a module that decorates before
-    importing neardup._jit would cache inside the package again."""
-    missing = []
+#: numba's decorators that compile (only neardup._jit calls one)
+_JIT_NAMES = {"njit", "jit", "generated_jit"}
+
+
+def _njit_uses(tree: ast.AST) -> list[int]:
+    """Lines that import or name numba's ``njit`` / ``jit`` (by any alias)."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("numba"):
+            if any(a.name in _JIT_NAMES for a in node.names):
+                lines.append(node.lineno)
+        elif (isinstance(node, ast.Attribute) and node.attr in _JIT_NAMES) or (
+            isinstance(node, ast.Name) and node.id in _JIT_NAMES
+        ):
+            lines.append(node.lineno)
+    return lines
+
+
+def _kernel_modules() -> list[str]:
+    """The modules of the package that decorate kernels with ``neardup._jit.kernel``."""
+    names = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.name == "_jit.py":
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any(
+            isinstance(node, ast.ImportFrom)
+            and node.module == "_jit"
+            and node.level >= 1
+            and any(a.name == "kernel" for a in node.names)
+            for node in ast.walk(tree)
+        ):
+            rel = path.relative_to(PACKAGE.parent).with_suffix("")
+            names.append(".".join(rel.parts))
+    return names
+
+
+def test_only_jit_calls_numba_njit() -> None:
+    """numba picks the cache locator at decoration time: every kernel goes through
+    ``neardup._jit.kernel``, which installs neardup's locator first and always caches."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "_jit.py" and path.parent == PACKAGE:
             continue
-        text = path.read_text(encoding="utf-8")
-        first = re.search(r"^\s*@(numba\.)?n?jit\b|^\s*\w+ = (numba\.)?n?jit\(", text, re.M)
-        if first is None:
-            continue
-        imp = re.search(r"^from \.+ import _jit\b", text, re.M)
-        if imp is None or imp.start() > first.start():
-            missing.append(str(path.relative_to(PACKAGE.parent)))
-    assert not missing, (
-        f"{missing}: add `from .. import _jit  # noqa: F401` (or `from . import _jit`) above "
-        "the first @njit, so the kernels are cached outside the package"
+        lines = _njit_uses(ast.parse(path.read_text(encoding="utf-8")))
+        found += [f"{path.relative_to(PACKAGE.parent)}:{n}" for n in lines]
+    assert not found, (
+        f"{found}: decorate kernels with `from .._jit import kernel` / `@kernel(...)`, never "
+        "numba.njit directly (kernel caches outside the package, always)"
     )
+
+
+def test_kernel_always_caches() -> None:
+    with pytest.raises(TypeError, match="always caches"):
+        _jit.kernel(cache=False)  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match="always caches"):
+        _jit.kernel(cache=True)  # type: ignore[call-overload]
+
+
+def test_every_kernel_is_cached_outside_the_package() -> None:
+    """Every dispatcher of every kernel module caches through NeardupCacheLocator, in the
+    cache folder, never inside the package (importing compiles nothing: dispatchers compile at
+    their first call, those with a signature excepted)."""
+    modules = _kernel_modules()
+    assert len(modules) >= 20, modules  # the scan found the kernel modules
+    seen = 0
+    for name in modules:
+        mod = importlib.import_module(name)
+        for attr, value in vars(mod).items():
+            if not isinstance(value, Dispatcher) or value.py_func.__module__ != name:
+                continue
+            seen += 1
+            locator = value._cache._impl.locator
+            assert isinstance(locator, _jit.NeardupCacheLocator), f"{name}.{attr}"
+            path = Path(locator.get_cache_path()).resolve()
+            assert path.is_relative_to(_jit.cache_location().path), f"{name}.{attr}"
+            assert not path.is_relative_to(PACKAGE), f"{name}.{attr}"
+    assert seen >= 150, seen
 
 
 def test_compiles_are_timed_and_announced_once(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -68,3 +68,37 @@ def test_function_names_are_not_shadowed_by_submodules():
 
 def test_all_matches_lazy_exports():
     assert set(neardup.__all__) == {*neardup._EXPORTS, "__version__"}
+
+
+#: public names ending in ``_reference`` that are not oracles
+NOT_ORACLES = {"by_reference"}  # neardup.distributed._store: documents read by their positions
+
+
+def test_no_reference_oracle_is_public():
+    """Reference oracles live in each wing's ``reference`` module, for tests: no ``__all__``
+    (nor a package's lazy ``_EXPORTS``) anywhere in the package lists a ``*_reference``."""
+    import ast
+    from pathlib import Path
+
+    listed = []
+    root = Path(neardup.__file__).resolve().parent
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                targets, value = [node.target], node.value
+            else:
+                continue
+            names = {t.id for t in targets if isinstance(t, ast.Name)}
+            if "__all__" in names and isinstance(value, ast.List | ast.Tuple):
+                items = value.elts
+            elif "_EXPORTS" in names and isinstance(value, ast.Dict):
+                items = [k for k in value.keys if k is not None]
+            else:
+                continue
+            for item in items:
+                name = str(item.value) if isinstance(item, ast.Constant) else ""
+                if name.endswith("_reference") and name not in NOT_ORACLES:
+                    listed.append(f"{path.relative_to(root.parent)}: {name}")
+    assert listed == []

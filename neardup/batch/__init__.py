@@ -6,6 +6,7 @@ overlapped with hashing, outputs written together); its own stage, exact hashes 
 fingerprints (:mod:`.exact`). The decision -- settings, candidates, verification, keep rule,
 summary -- is :mod:`neardup.rules`'s, shared with the other front-ends. Also: scoring against
 labelled pairs (:mod:`.evaluate`) and a ``datasets.Dataset`` in and out (:mod:`.datasets`).
+The pure references of its own fast paths are in :mod:`.reference` (tests).
 """
 
 from __future__ import annotations

@@ -27,7 +27,6 @@ __all__ = [
     "ExactFingerprintPass",
     "content_hashes",
     "first_of_equal_rows",
-    "first_of_equal_rows_reference",
     "stage_exact",
     "stage_exact_fingerprint",
     "stage_fingerprint",
@@ -372,7 +371,7 @@ def first_of_equal_rows(h: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
     An (unstable, vectorised) sort on the first column, then the smallest position of each
     group of equal rows; rows whose first words tie but differ later (for 128-bit hashes:
     practically never) make it fall back to a full lexicographic sort. Equals
-    :func:`first_of_equal_rows_reference` (tested).
+    :func:`neardup.batch.reference.first_of_equal_rows_reference` (tested).
     """
     n = h.shape[0]
     if n == 0:
@@ -394,16 +393,6 @@ def first_of_equal_rows(h: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
     first = np.empty(n, np.int64)
     first[o] = smallest[np.cumsum(new) - 1]
     return first
-
-
-def first_of_equal_rows_reference(h: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
-    """Reference for :func:`first_of_equal_rows`: ``np.unique`` over the rows as bytes."""
-    h = np.ascontiguousarray(h, dtype=np.uint64)
-    if h.shape[0] == 0:
-        return np.zeros(0, np.int64)
-    key = h.view(np.dtype((np.void, h.dtype.itemsize * h.shape[1]))).ravel()
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    return first[inverse].astype(np.int64)
 
 
 def stage_fingerprint(

@@ -6,10 +6,9 @@ points); tests/cluster/test_ring.py checks these kernels against them.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._jit import kernel
 
 _P1 = np.uint64(0x9E3779B185EBCA87)
 _P2 = np.uint64(0xC2B2AE3D27D4EB4F)
@@ -17,7 +16,7 @@ _P3 = np.uint64(0x165667B19E3779F9)
 _P4 = np.uint64(0x85EBCA77C2B2AE63)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _xxh64_8(v: np.uint64, seed_base: np.uint64) -> np.uint64:
     k1 = v * _P2
     k1 = (k1 << np.uint64(31)) | (k1 >> np.uint64(33))
@@ -32,7 +31,7 @@ def _xxh64_8(v: np.uint64, seed_base: np.uint64) -> np.uint64:
     return h
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def lookup_many(keys, hashed, shift, fast, bucket_lo, points, owner_ext, want_pos):
     """Owner index (``want_pos`` False) or owning point position, wrapped (True), per key.
 

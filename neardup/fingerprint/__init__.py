@@ -31,10 +31,8 @@ _EXPORTS: dict[str, str] = {
     "hamming_to_many": ".distance",
     "int_to_words": ".distance",
     "minhash_signatures": ".minhash",
-    "minhash_signatures_reference": ".minhash",
     "mix64": ".minhash",
     "sketch_shingles": ".minhash",
-    "sketch_shingles_reference": ".minhash",
     "words_to_int": ".distance",
 }
 
@@ -60,10 +58,8 @@ __all__ = [
     "hamming_to_many",
     "int_to_words",
     "minhash_signatures",
-    "minhash_signatures_reference",
     "mix64",
     "sketch_shingles",
-    "sketch_shingles_reference",
     "words_to_int",
 ]
 
@@ -87,10 +83,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         band_key_block,
         band_keys,
         minhash_signatures,
-        minhash_signatures_reference,
         mix64,
         sketch_shingles,
-        sketch_shingles_reference,
     )
     from .simhash import (
         AUTO_EN,

@@ -9,10 +9,9 @@ are ordinary calls. Tested bit for bit against the pure definitions
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 from numba import types as nt
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._jit import kernel
 
 U64 = np.uint64
 P1 = U64(11400714785074694791)
@@ -33,12 +32,12 @@ _SIG_HASH_ID = nt.uint64(_RO_BYTES, nt.int64, nt.int64, nt.int64, nt.uint64)
 _SIG_HASH = nt.uint64(_RO_BYTES, nt.int64, nt.int64, nt.uint64)
 
 
-@njit(inline="always", cache=True)  # (an ordinary call would compile once per literal r)
+@kernel(inline="always")  # (an ordinary call would compile once per literal r)
 def _rotl(x, r):
     return (x << U64(r)) | (x >> U64(64 - r))
 
 
-@njit(cache=True)
+@kernel
 def _r64(b, i):
     return (
         U64(b[i])
@@ -52,7 +51,7 @@ def _r64(b, i):
     )
 
 
-@njit(cache=True)
+@kernel
 def _r32(b, i):
     return (
         U64(b[i])
@@ -62,20 +61,20 @@ def _r32(b, i):
     )
 
 
-@njit(cache=True)
+@kernel
 def _xround(acc, x):
     acc = acc + x * P2
     acc = _rotl(acc, 31)
     return acc * P1
 
 
-@njit(cache=True)
+@kernel
 def _xmerge(acc, v):
     acc = acc ^ _xround(U64(0), v)
     return acc * P1 + P4
 
 
-@njit(inline="always", cache=True)
+@kernel(inline="always")
 def xxh64(b, s, e, seed):
     """xxHash64 of b[s:e] (uint8 array) with seed (uint64)."""
     n = e - s
@@ -119,7 +118,7 @@ def xxh64(b, s, e, seed):
     return h
 
 
-@njit(_SIG_HASH, cache=True)
+@kernel(_SIG_HASH)
 def fnv1a64(b, s, e, seed):
     h = FNV_OFF ^ seed
     for i in range(s, e):
@@ -127,7 +126,7 @@ def fnv1a64(b, s, e, seed):
     return h
 
 
-@njit(_SIG_HASH, cache=True)
+@kernel(_SIG_HASH)
 def oaat32(b, s, e, seed):
     h = seed & M32
     for i in range(s, e):
@@ -140,7 +139,7 @@ def oaat32(b, s, e, seed):
     return h
 
 
-@njit(cache=True)
+@kernel
 def _mix(a, b, c):
     a = (a - b - c) & M32
     a = a ^ (c >> U64(13))
@@ -163,7 +162,7 @@ def _mix(a, b, c):
     return a, b, c
 
 
-@njit(cache=True)
+@kernel
 def _rle(b, i, k):
     """Little-endian value of k (0..4) bytes at b[i:]."""
     v = U64(0)
@@ -172,7 +171,7 @@ def _rle(b, i, k):
     return v
 
 
-@njit(_SIG_HASH, cache=True)
+@kernel(_SIG_HASH)
 def lookup2_32(b, s, e, seed):
     a = U64(0x9E3779B9)
     bb = U64(0x9E3779B9)
@@ -197,7 +196,7 @@ def lookup2_32(b, s, e, seed):
     return c
 
 
-@njit(_SIG_HASH_ID, cache=True)
+@kernel(_SIG_HASH_ID)
 def _hash64_other(b, s, e, hash_id, seed):
     if hash_id == 1:
         return fnv1a64(b, s, e, seed)
@@ -208,7 +207,7 @@ def _hash64_other(b, s, e, hash_id, seed):
     return (lookup2_32(b, s, e, s2) << U64(32)) | lookup2_32(b, s, e, s3)
 
 
-@njit(inline="always", cache=True)
+@kernel(inline="always")
 def hash64(b, s, e, hash_id, seed):
     """The 64-bit feature hash of :mod:`neardup.hashing` (hash ids: xxh64 0, fnv1a 1,
     jenkins-oaat 2, jenkins-lookup2 3)."""
@@ -217,7 +216,7 @@ def hash64(b, s, e, hash_id, seed):
     return _hash64_other(b, s, e, hash_id, seed)
 
 
-@njit(_SIG_HASH_ID, cache=True)
+@kernel(_SIG_HASH_ID)
 def hash64_cold(b, s, e, hash_id, seed):
     """:func:`hash64` as an ordinary call (cold paths: fewer inlined copies, faster compile)."""
     return hash64(b, s, e, hash_id, seed)

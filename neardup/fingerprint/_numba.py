@@ -13,9 +13,8 @@ the int64 sums). So a feature costs 8 (64-bit) or 16 (128-bit) multiply-adds ins
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._jit import kernel
 from ..text.tokenize import prepare_many, prepare_utf8
 from ._hashes import P1, P2, P3, P4, P5, _rotl, _xmerge, _xround, hash64, hash64_cold
 
@@ -40,13 +39,13 @@ ACC_NFEAT = 129
 #: features buffered per document before they are added to the per-bit sums
 FEATURE_BUF = 4096
 
-# Small helpers are ordinary @njit functions: LLVM inlines them into their callers anyway,
+# Small helpers are ordinary kernels: LLVM inlines them into their callers anyway,
 # whereas numba's inline="always" types their bodies again at every call site (a large share
 # of this module's first-run compile, for no measured speed; issue 20). xxh64 and hash64 stay
 # inlined into the hot loops.
 
 
-@njit(cache=True)
+@kernel
 def _spill(acc, base, l0, l1, l2, l3, l4, l5, l6, l7):
     for q in range(8):
         sh = U64(8 * q)
@@ -61,7 +60,7 @@ def _spill(acc, base, l0, l1, l2, l3, l4, l5, l6, l7):
         acc[o + 7] += np.int64((l7 >> sh) & U64(255))
 
 
-@njit(cache=True)
+@kernel
 def _accumulate_unit(hs, k, acc, base):
     """acc[base + b] += number of hs[:k] with bit b set (weights all 1): blocks of 255."""
     z = U64(0)
@@ -83,7 +82,7 @@ def _accumulate_unit(hs, k, acc, base):
         f = end
 
 
-@njit(cache=True)
+@kernel
 def _accumulate(hs, ws, k, acc, base):
     """acc[base + b] += sum of ws[f] over f < k whose hs[f] has bit b set (SWAR lanes in
     registers, spilled before any 8-bit lane can overflow; weights > 255 added directly)."""
@@ -114,7 +113,7 @@ def _accumulate(hs, ws, k, acc, base):
     _spill(acc, base, l0, l1, l2, l3, l4, l5, l6, l7)
 
 
-@njit(cache=True)
+@kernel
 def _drain(fb_hi, fb_lo, fb_w, k, unit, wide, acc):
     """Add k buffered features to the per-bit sums; acc[128] = total weight, acc[129] = count."""
     if k == 0:
@@ -135,7 +134,7 @@ def _drain(fb_hi, fb_lo, fb_w, k, unit, wide, acc):
     acc[ACC_NFEAT] += k
 
 
-@njit(cache=True)
+@kernel
 def _put(hi, lo, w, fb_hi, fb_lo, fb_w, wide, acc, st):
     """Buffer one feature (slow path: used outside the hot loops)."""
     k = st[S_NBUF]
@@ -152,13 +151,13 @@ def _put(hi, lo, w, fb_hi, fb_lo, fb_w, wide, acc, st):
     st[S_NBUF] = k
 
 
-@njit(cache=True)
+@kernel
 def _wrap(i, n):
     """i mod n for 0 <= i < 2n (no division)."""
     return i - n if i >= n else i
 
 
-@njit(cache=True)
+@kernel
 def _xxh64_words(ring, start, cnt, n, seed):
     """xxh64 of the little-endian bytes of cnt uint64 ring entries (no byte shuffling)."""
     nbytes = 8 * cnt
@@ -194,7 +193,7 @@ def _xxh64_words(ring, start, cnt, n, seed):
     return h
 
 
-@njit(cache=True)
+@kernel
 def _combine(ring, start, cnt, n, tmp, hash_id, seed):
     """Hash of the LE concatenation of cnt ring entries (oldest first from index start)."""
     if hash_id == 0:
@@ -206,7 +205,7 @@ def _combine(ring, start, cnt, n, tmp, hash_id, seed):
     return hash64_cold(tmp, np.int64(0), 8 * cnt, hash_id, seed)
 
 
-@njit(cache=True)
+@kernel
 def _words_chunk(
     buf,
     s,
@@ -294,7 +293,7 @@ def _words_chunk(
     st[S_NTOK] = t
 
 
-@njit(cache=True)
+@kernel
 def _chars_chunk(
     buf, s, e, n, hash_id, seed, wide, carry, scratch, cps, fb_hi, fb_lo, fb_w, acc, st, isword
 ):
@@ -353,7 +352,7 @@ def _chars_chunk(
         carry[j] = scratch[a + j]
 
 
-@njit(cache=True)
+@kernel
 def _finish(
     mode,
     n,
@@ -403,7 +402,7 @@ def _finish(
     return acc[ACC_NFEAT]
 
 
-@njit(cache=True)
+@kernel
 def _new_state(n, wide):
     st = np.zeros(N_STATE, np.int64)
     st[S_UNIT] = 1
@@ -418,7 +417,7 @@ def _new_state(n, wide):
     return st, acc, fb_hi, fb_lo, fb_w, ring_hi, ring_lo, ring_w, carry
 
 
-@njit(cache=True)
+@kernel
 def han_counts(buf, s, e, isword):
     """(Han ideographs, word code points) in prepared UTF-8 bytes buf[s:e]: word code points
     are ASCII ``[0-9a-z_]`` and every non-ASCII code point; Han = U+3400-4DBF, U+4E00-9FFF,
@@ -458,12 +457,12 @@ def han_counts(buf, s, e, isword):
     return n_han, n_word
 
 
-@njit(cache=True)
+@kernel
 def _is_zh(n_han, n_word, th):
     return n_word > 0 and n_han / n_word >= th
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def simhash_docs(
     buf,
     starts,
@@ -575,7 +574,7 @@ def simhash_docs(
         )
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def simhash_chunk(buf, mode, n, hash_id, seed, wide, hs, ws, default, isword, state, finish, out):
     """Streaming: feed one chunk of a long document; ``state`` is the tuple from
     :func:`_new_state` (kept by the caller between chunks); ``finish`` writes ``out``."""
@@ -726,7 +725,7 @@ def run_group(
     flush()
 
 
-@njit(cache=True)
+@kernel
 def _simhash_docs_gil(
     buf,
     starts,

@@ -28,7 +28,8 @@ MinHash: two unrelated values agree with probability 2**-16, which adds that to 
 rate and nothing else), so ``(n, hashes)`` uint16.
 
 :func:`minhash_signatures` (numba: tokenising, shingling and hashing in one pass per document)
-equals :func:`minhash_signatures_reference` (NumPy over ``Verifier.tokens``), tested.
+equals :func:`~neardup.fingerprint.reference.minhash_signatures_reference` (NumPy over
+``Verifier.tokens``), tested.
 
 A band of ``rows`` signature values is one uint64 key (:func:`band_keys`,
 :func:`band_key_block`): exact for up to 4 rows, further groups of four mixed in by
@@ -50,7 +51,6 @@ row without tokens has no keys (:data:`NO_KEYS` in every column).
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -58,7 +58,7 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._jit import kernel
 from .._threads import numba_threads
 from ..errors import InputError
 from ..text.token_kernels import (
@@ -80,10 +80,8 @@ __all__ = [
     "compact_keys",
     "entry_keys",
     "minhash_signatures",
-    "minhash_signatures_reference",
     "mix64",
     "sketch_shingles",
-    "sketch_shingles_reference",
 ]
 
 #: signature value of a text without tokens
@@ -94,9 +92,6 @@ SIGNATURE_SCHEME = "bigram-oph-minhash-1"
 #: salt of the one-permutation hash (so the bins do not reuse the shingle hash's bits as such)
 _OPH_SALT = 0xD6E8FEB86659FD93
 _SEED = 0x5EED_D0C5
-_M64 = (1 << 64) - 1
-_FNV_OFFSET = 0xCBF29CE484222325
-_FNV_PRIME = 0x100000001B3
 _K1 = 0x9E3779B97F4A7C15
 _K2 = 0xBF58476D1CE4E5B9
 _K3 = 0x94D049BB133111EB
@@ -115,7 +110,7 @@ def _permutations(hashes: int) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.u
     return a, b
 
 
-@numba.njit(cache=True, inline="always")
+@kernel(inline="always")
 def _shingle(h1: np.uint64, h2: np.uint64) -> np.uint64:  # pragma: no cover - numba
     # splitmix64 finaliser of (h1 * K1 + h2): a bigram of two token hashes
     x = h1 * np.uint64(_K1) + h2
@@ -128,7 +123,7 @@ def _shingle(h1: np.uint64, h2: np.uint64) -> np.uint64:  # pragma: no cover - n
 _BLOCK_DOCS = 256
 
 
-@numba.njit(cache=True)
+@kernel
 def _sketch(
     sh: np.ndarray,
     m: int,
@@ -191,7 +186,7 @@ def _sketch(
         mins[idx[q]] = fm[q]
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _signature_kernel(
     buf: np.ndarray,
     starts: np.ndarray,
@@ -238,7 +233,7 @@ def _signature_kernel(
                 out[d, p] = np.uint16(mins[p] & low)
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _shingle_sets_kernel(
     sh: np.ndarray, off: np.ndarray, pa: np.ndarray, pb: np.ndarray, out: np.ndarray
 ) -> None:  # pragma: no cover - numba
@@ -273,7 +268,7 @@ def sketch_shingles(
     being ``shingles[offsets[d]:offsets[d + 1]]`` (an empty set: all ``NO_SIGNATURE``): the
     sketch :func:`minhash_signatures` applies to a text's bigram hashes, without the
     tokenising (what the collision-rate tests and benchmarks/bench_minhash.py measure). Equal
-    to :func:`sketch_shingles_reference` (tested)."""
+    to :func:`neardup.fingerprint.reference.sketch_shingles_reference` (tested)."""
     sh = np.ascontiguousarray(shingles, dtype=np.uint64)
     off = np.ascontiguousarray(offsets, dtype=np.int64)
     if (
@@ -306,7 +301,7 @@ def minhash_signatures(
     """b-bit MinHash signatures of the texts' token bigrams (:data:`SIGNATURE_SCHEME`, see the
     module): ``(sig uint16 (n, hashes), tokens int64 (n,))``; a text without tokens has
     ``tokens == 0`` and an all-``NO_SIGNATURE`` row. Equal to
-    :func:`minhash_signatures_reference` (tested).
+    :func:`neardup.fingerprint.reference.minhash_signatures_reference` (tested).
 
     ``prepared`` (optional) receives the texts that needed Python work (non-ASCII texts
     tokenised by ``Verifier.tokens``, social markers stripped), keyed by position, in the form
@@ -330,74 +325,6 @@ def minhash_signatures(
     if prepared is not None:
         prepared.update(special)
     return sig, counts
-
-
-def _fnv64(token: str) -> int:
-    h = _FNV_OFFSET
-    for byte in token.encode("utf-8"):
-        h = ((h ^ byte) * _FNV_PRIME) & _M64
-    return h
-
-
-def _shingle_reference(h1: int, h2: int) -> int:
-    x = (h1 * _K1 + h2) & _M64
-    x = ((x ^ (x >> 30)) * _K2) & _M64
-    x = ((x ^ (x >> 27)) * _K3) & _M64
-    return x ^ (x >> 31)
-
-
-def _mix64_reference(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    with np.errstate(over="ignore"):
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(_K2)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(_K3)
-    return x ^ (x >> np.uint64(31))
-
-
-def minhash_signatures_reference(
-    verifier: Tokeniser, texts: Sequence[str], hashes: int
-) -> tuple[npt.NDArray[np.uint16], npt.NDArray[np.int64]]:
-    """The definition of :func:`minhash_signatures`: ``verifier.tokens`` of each text, FNV-1a
-    64 per token, bigrams mixed by :func:`_shingle_reference`, then the sketch of
-    :func:`sketch_shingles_reference`."""
-    n = len(texts)
-    sig = np.full((n, hashes), NO_SIGNATURE, np.uint16)
-    counts = np.zeros(n, np.int64)
-    for d, text in enumerate(texts):
-        toks = [_fnv64(t) for t in verifier.tokens(text)]
-        counts[d] = len(toks)
-        if not toks:
-            continue
-        pairs = itertools.pairwise(toks) if len(toks) > 1 else [(toks[0], 0)]
-        x = np.array([_shingle_reference(u, v) for u, v in pairs], np.uint64)
-        sig[d] = sketch_shingles_reference(x, np.array([0, x.size], np.int64), hashes)[0]
-    return sig, counts
-
-
-def sketch_shingles_reference(
-    shingles: npt.NDArray[np.uint64], offsets: npt.NDArray[np.int64], hashes: int
-) -> npt.NDArray[np.uint16]:
-    """The definition of :func:`sketch_shingles` (NumPy, uint64 arithmetic wraps mod 2**64):
-    per set, each shingle's bin and value from ``mix64(x ^ OPH_SALT)``, the least value per bin;
-    a bin no shingle fell into takes the minimum of its own permutation over the set; the low
-    16 bits."""
-    pa, pb = _permutations(hashes)
-    top = np.uint64(0xFFFFFFFFFFFFFFFF)
-    sh = np.asarray(shingles, np.uint64)
-    off = np.asarray(offsets, np.int64)
-    out = np.full((off.size - 1, hashes), NO_SIGNATURE, np.uint16)
-    for d in range(off.size - 1):
-        x = sh[off[d] : off[d + 1]]
-        if not x.size:
-            continue
-        z = _mix64_reference(x ^ np.uint64(_OPH_SALT))
-        with np.errstate(over="ignore"):
-            bins = ((z >> np.uint64(32)) * np.uint64(hashes)) >> np.uint64(32)
-            perm = (pa[:, None] * x[None, :] + pb[:, None]) >> np.uint64(32)
-        oph = np.full(hashes, top, np.uint64)
-        np.minimum.at(oph, bins.astype(np.int64), z & np.uint64(0xFFFFFFFF))
-        value = np.where(oph != top, oph, perm.min(axis=1))
-        out[d] = (value & np.uint64(0xFFFF)).astype(np.uint16)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -425,7 +352,7 @@ def band_keys(sig: npt.NDArray[np.uint16], band: int, rows: int) -> npt.NDArray[
 BAND_BLOCK = 7
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _band_key_block_kernel(
     sig: np.ndarray, b0: int, rows: int, out: np.ndarray
 ) -> None:  # pragma: no cover - numba

@@ -12,14 +12,27 @@ Given prepared text (:func:`neardup.text.prepare`), a feature mode and hash sett
 
 The 64-bit fingerprint is the ``hi`` word; a 128-bit one is ``hi << 64 | lo``.
 Weights are integers, so the sums never depend on summation order.
+
+The MinHash references are here too, for tests (not in ``__all__``):
+:func:`minhash_signatures_reference` and :func:`sketch_shingles_reference`, the NumPy
+definitions of :mod:`neardup.fingerprint.minhash`'s signatures. They import that module when
+called, not here: the SimHash path imports this module and does not import numba.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
 
 from ..text.hashing import combine64, feature_hash
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers only
+    from ..text.token_kernels import Tokeniser
 
 __all__ = ["bit_sums", "doc_features", "simhash_from_features"]
 
@@ -92,3 +105,87 @@ def simhash_from_features(features: Iterable[Feature], bits: int = 64) -> int:
     for s in sums:
         fp = (fp << 1) | (1 if s > 0 else 0)
     return fp
+
+
+# ------------------------------------------------------------------------------------ MinHash
+_M64 = (1 << 64) - 1
+_FNV_OFFSET = 0xCBF29CE484222325
+_FNV_PRIME = 0x100000001B3
+
+
+def _fnv64(token: str) -> int:
+    """FNV-1a (64-bit) over the token's UTF-8 bytes."""
+    h = _FNV_OFFSET
+    for byte in token.encode("utf-8"):
+        h = ((h ^ byte) * _FNV_PRIME) & _M64
+    return h
+
+
+def _shingle_reference(h1: int, h2: int) -> int:
+    """A bigram of two token hashes: the splitmix64 finaliser of ``h1 * K1 + h2``."""
+    from .minhash import _K1, _K2, _K3
+
+    x = (h1 * _K1 + h2) & _M64
+    x = ((x ^ (x >> 30)) * _K2) & _M64
+    x = ((x ^ (x >> 27)) * _K3) & _M64
+    return x ^ (x >> 31)
+
+
+def _mix64_reference(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    from .minhash import _K2, _K3
+
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(_K2)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(_K3)
+    return x ^ (x >> np.uint64(31))
+
+
+def minhash_signatures_reference(
+    verifier: Tokeniser, texts: Sequence[str], hashes: int
+) -> tuple[npt.NDArray[np.uint16], npt.NDArray[np.int64]]:
+    """The definition of :func:`~neardup.fingerprint.minhash.minhash_signatures`:
+    ``verifier.tokens`` of each text, FNV-1a 64 per token, bigrams mixed by
+    :func:`_shingle_reference`, then the sketch of :func:`sketch_shingles_reference`."""
+    from .minhash import NO_SIGNATURE
+
+    n = len(texts)
+    sig = np.full((n, hashes), NO_SIGNATURE, np.uint16)
+    counts = np.zeros(n, np.int64)
+    for d, text in enumerate(texts):
+        toks = [_fnv64(t) for t in verifier.tokens(text)]
+        counts[d] = len(toks)
+        if not toks:
+            continue
+        pairs = itertools.pairwise(toks) if len(toks) > 1 else [(toks[0], 0)]
+        x = np.array([_shingle_reference(u, v) for u, v in pairs], np.uint64)
+        sig[d] = sketch_shingles_reference(x, np.array([0, x.size], np.int64), hashes)[0]
+    return sig, counts
+
+
+def sketch_shingles_reference(
+    shingles: npt.NDArray[np.uint64], offsets: npt.NDArray[np.int64], hashes: int
+) -> npt.NDArray[np.uint16]:
+    """The definition of :func:`~neardup.fingerprint.minhash.sketch_shingles` (NumPy, uint64
+    arithmetic wraps mod 2**64): per set, each shingle's bin and value from
+    ``mix64(x ^ OPH_SALT)``, the least value per bin; a bin no shingle fell into takes the
+    minimum of its own permutation over the set; the low 16 bits."""
+    from .minhash import _OPH_SALT, NO_SIGNATURE, _permutations
+
+    pa, pb = _permutations(hashes)
+    top = np.uint64(0xFFFFFFFFFFFFFFFF)
+    sh = np.asarray(shingles, np.uint64)
+    off = np.asarray(offsets, np.int64)
+    out = np.full((off.size - 1, hashes), NO_SIGNATURE, np.uint16)
+    for d in range(off.size - 1):
+        x = sh[off[d] : off[d + 1]]
+        if not x.size:
+            continue
+        z = _mix64_reference(x ^ np.uint64(_OPH_SALT))
+        with np.errstate(over="ignore"):
+            bins = ((z >> np.uint64(32)) * np.uint64(hashes)) >> np.uint64(32)
+            perm = (pa[:, None] * x[None, :] + pb[:, None]) >> np.uint64(32)
+        oph = np.full(hashes, top, np.uint64)
+        np.minimum.at(oph, bins.astype(np.int64), z & np.uint64(0xFFFFFFFF))
+        value = np.where(oph != top, oph, perm.min(axis=1))
+        out[d] = (value & np.uint64(0xFFFF)).astype(np.uint16)
+    return out

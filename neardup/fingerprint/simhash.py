@@ -621,12 +621,14 @@ class Fingerprinter:
 
     def _textrank(self, feats: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
         """Each distinct feature once, weighing its TextRank level (:mod:`neardup.text.weights`;
-        the pure reference under ``NEARDUP_REFERENCE=fingerprint``)."""
-        from ..text.weights import textrank_weights, textrank_weights_reference
+        the pure :mod:`neardup.text.reference` under ``NEARDUP_REFERENCE=fingerprint``)."""
+        from ..text.weights import textrank_weights
 
         if not feats:
             return feats
         if _FORCE_REFERENCE:
+            from ..text.reference import textrank_weights_reference
+
             keys = [(hi, lo) for hi, lo, _ in feats]
             ref_w = textrank_weights_reference(keys)  # type: ignore[arg-type]
             return [(k[0], k[1], w) for k, w in sorted(ref_w.items())]  # type: ignore[index]

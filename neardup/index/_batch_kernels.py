@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
-from .._jit import popcount64
+from .._jit import kernel, popcount64
 
 __all__ = ["QueryTables", "block_layout", "build_tables", "probe", "probe_kernel"]
 
@@ -73,7 +71,7 @@ def build_tables(queries: U64, max_distance: int) -> QueryTables:
     return QueryTables(fps, pos, shifts, masks, max_distance)
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _radix_order(vals, idx, sh, m, width, tmp_v, tmp_i, hist):
     """Sort ``vals`` (uint64) in place by their block ``(v >> sh) & m`` (``width`` bits), LSD
     by 16-bit digits, permuting ``idx`` alongside; stable. The values travel with the sort so
@@ -108,7 +106,7 @@ def _radix_order(vals, idx, sh, m, width, tmp_v, tmp_i, hist):
         idx[:] = src_i
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def probe_kernel(
     stored, base, k, shifts, masks, qfps, qpos, vals, idx, tmp_v, tmp_i, hist, out_s, out_q, out_d
 ):
@@ -178,7 +176,7 @@ def probe_kernel(
     return cnt
 
 
-@njit(nogil=True, cache=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _seen_earlier(x, t, shifts, masks):
     """True when the pair (XOR ``x``) agrees on a block before ``t`` (reported there)."""
     for u in range(t):  # noqa: SIM110  (numba: a loop, not a generator)

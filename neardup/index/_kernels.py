@@ -1,9 +1,9 @@
 """numba kernels for the Hamming index: table probes, pruned descent of heavy buckets, brute force.
 
-All kernels are ``@njit(nogil=True, cache=True)`` so batched searches can run on several threads.
-They return *rows* of one segment; mapping rows to ids, dropping removed rows and the final
-(distance, id) ordering happen in :mod:`neardup.index.hamming_index`. The pure NumPy reference
-they are tested against is :mod:`neardup.index.reference`.
+All kernels are ``@kernel(nogil=True)`` (:func:`neardup._jit.kernel`) so batched searches can
+run on several threads. They return *rows* of one segment; mapping rows to ids, dropping removed
+rows and the final (distance, id) ordering happen in :mod:`neardup.index.hamming_index`. The pure
+NumPy reference they are tested against is :mod:`neardup.index.reference`.
 
 Fingerprints are ``uint64`` arrays of shape ``(n, W)`` here (``W = 1`` for 64-bit, ``2`` for
 128-bit, column 0 the high word). Table ``t`` stores ``keys[t]`` (a permutation of the
@@ -17,13 +17,12 @@ from typing import Any
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.typed import List
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
-from .._jit import popcount64
+from .._jit import kernel, popcount64
 
 LEAF = 16  # a descent range this small is scanned linearly
 
@@ -69,17 +68,17 @@ cttz64: Any = intrinsic(_cttz64)
 prefetch2d: Any = intrinsic(_prefetch2d)
 
 
-@njit(nogil=True, cache=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _pc(x):
     return np.int64(popcount64(np.uint64(x)))
 
 
-@njit(nogil=True, cache=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _tz(x):
     return np.int64(cttz64(np.uint64(x)))
 
 
-@njit(nogil=True, cache=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, probe_radius):
     """True when an earlier table than ``t`` also finds this candidate (it reports it there).
 
@@ -96,7 +95,7 @@ def _seen_earlier(t, W, x, x0, x1, pm_key, pm_orig, probe_radius):
     return False
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def permute_one(fps, i, t, pidx, pmask, npieces):
     """Table ``t``'s 64-bit key of fingerprint row ``i`` of ``fps`` (n, W)."""
     key = np.uint64(0)
@@ -106,7 +105,7 @@ def permute_one(fps, i, t, pidx, pmask, npieces):
     return key
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def permute_many(fps, t, pidx, pmask, npieces):
     """Table ``t``'s keys of every row of ``fps`` (n, W) -> uint64 (n,)."""
     n = fps.shape[0]
@@ -116,7 +115,7 @@ def permute_many(fps, t, pidx, pmask, npieces):
     return out
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def lower_bound(a, lo, hi, v):
     """First index in [lo, hi) of the sorted ``a`` whose value is >= ``v`` (``hi``: none)."""
     while lo < hi:
@@ -128,7 +127,7 @@ def lower_bound(a, lo, hi, v):
     return lo
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def upper_bound(a, lo, hi, v):
     """First index in [lo, hi) of the sorted ``a`` whose value is > ``v`` (``hi``: none)."""
     while lo < hi:
@@ -140,7 +139,7 @@ def upper_bound(a, lo, hi, v):
     return lo
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _first_with_bit(a, lo, hi, bit):
     """First index in [lo, hi) whose key has ``bit`` set (keys there agree above ``bit``)."""
     while lo < hi:
@@ -152,7 +151,7 @@ def _first_with_bit(a, lo, hi, bit):
     return lo
 
 
-@njit(nogil=True, cache=True, inline="always")
+@kernel(nogil=True, inline="always")
 def probe_prefix(p_bits, dbits, key):
     """A table probe's prefix arithmetic (scalars only, so inlining adds no reference counts):
     the shift that leaves a key's ``p_bits``-bit prefix, the mask of the bits below it, ``key``'s
@@ -163,7 +162,7 @@ def probe_prefix(p_bits, dbits, key):
     return shift, low, pre, np.uint64(p_bits - dbits)
 
 
-@njit(nogil=True, cache=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _split(tkeys, a, b, bitpos, dd, key, kk, stack, sp):
     """One step of the pruned descent of a heavy bucket: split the keys ``[a, b)`` (equal above
     bit ``bitpos``, counted from the top) on that bit and push onto ``stack`` (rows lo, hi,
@@ -190,7 +189,7 @@ def _split(tkeys, a, b, bitpos, dd, key, kk, stack, sp):
     return sp
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def search_tables(
     q,
     k,
@@ -373,7 +372,7 @@ def search_tables(
     return cnt
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def search_brute(q, fps, k, out_q, out_r, out_d):
     """Brute force: every (query, row, distance) with distance <= k, grouped by query.
 
@@ -402,7 +401,7 @@ def search_brute(q, fps, k, out_q, out_r, out_d):
     return cnt
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def directory(keys, dbits):
     """Offsets of each ``dbits``-bit key prefix in sorted ``keys`` -> int64 (2**dbits + 1,)."""
     n = keys.shape[0]
@@ -416,7 +415,7 @@ def directory(keys, dbits):
     return out
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def self_join_table(
     t,
     k,
@@ -515,7 +514,7 @@ def self_join_table(
     return cnt
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def rows_of_ties_ascending(ks, rows):
     """In place: within every run of equal keys of sorted ``ks``, sort ``rows`` ascending
     (what a stable sort gives), so an unstable sort's order becomes the canonical one."""
@@ -546,7 +545,7 @@ def sort_with_rows(keys):
     return ks, rows
 
 
-@njit(inline="always", cache=True)
+@kernel(inline="always")
 def _insertion_sort_by(keys, vals, lo, hi):
     """Sort ``keys[lo:hi]`` ascending in place (stable), moving ``vals[lo:hi]`` with them."""
     for x in range(lo + 1, hi):
@@ -561,7 +560,7 @@ def _insertion_sort_by(keys, vals, lo, hi):
         vals[y + 1] = vx
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def pairs_in_order(ids, ra, rb, d, n):
     """Pairs of rows ``(ra, rb)`` of a segment as ``(a, b, d)`` with ``a = min(ids[ra],
     ids[rb])``, ``b`` the max, sorted by ``(a, b)``; ``ids`` are positions ``< n``. A counting
@@ -602,7 +601,7 @@ def pairs_in_order(ids, ra, rb, d, n):
     return out_a, out_b, out_d
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def csr_sort(nq, qi, ids, d, max_d):
     """Group matches by query and sort each group by (distance, id): the CSR result.
 
@@ -645,7 +644,7 @@ def csr_sort(nq, qi, ids, d, max_d):
 # kernel ran (see neardup.online / neardup serve). Batches keep the nogil versions.
 
 
-@njit(cache=True)
+@kernel
 def search_tables_gil(
     q, k, keys, rows, fps, dirs, dbits, pidx, pmask, npieces, pb, probe_radius, flips, flipd,
     nflips, pm_key, pm_orig, heavy, hv, sub, qk, stack, out_q, out_r, out_d,
@@ -657,13 +656,13 @@ def search_tables_gil(
     )  # fmt: skip
 
 
-@njit(cache=True)
+@kernel
 def search_brute_gil(q, fps, k, out_q, out_r, out_d):
     """:func:`search_brute` holding the GIL."""
     return search_brute(q, fps, k, out_q, out_r, out_d)
 
 
-@njit(cache=True)
+@kernel
 def csr_sort_gil(nq, qi, ids, d, max_d):
     """:func:`csr_sort` holding the GIL."""
     return csr_sort(nq, qi, ids, d, max_d)
@@ -677,7 +676,7 @@ def csr_sort_gil(nq, qi, ids, d, max_d):
 # its own count of a list's items instead of calling len() on it.
 
 
-@njit(cache=True)
+@kernel
 def typed_list_like(proto):
     """An empty ``numba.typed.List`` whose items have the numba type of ``proto``."""
     out = List()
@@ -686,7 +685,7 @@ def typed_list_like(proto):
     return out
 
 
-@njit(cache=True)
+@kernel
 def typed_list_append(lst, item):
     """``lst.append(item)`` for a typed list made by :func:`typed_list_like`."""
     lst.append(item)

@@ -16,12 +16,11 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import numba
 import numpy as np
 import numpy.typing as npt
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 from .._arrays import unique_sorted
+from .._jit import kernel
 from ..errors import ConfigError, InputError
 from ..fingerprint.distance import as_fingerprints
 from . import _kernels as K
@@ -292,7 +291,7 @@ def all_pairs(
 # model's terms: neardup.index.plan)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _ball_products(
     prefix: np.ndarray, nb: int, flips: np.ndarray
 ) -> float:  # pragma: no cover - numba

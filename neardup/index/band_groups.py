@@ -25,7 +25,7 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._jit import kernel
 from .._threads import numba_threads
 
 __all__ = [
@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 
-@numba.njit(cache=True)
+@kernel
 def _shared_bucket_rows(keys: np.ndarray, bits: int) -> np.ndarray:  # pragma: no cover - numba
     # the rows whose mixed key's top ``bits`` bits are those of another row: a saturating
     # one-byte count per bucket, then the rows of buckets counted twice (ascending)
@@ -254,7 +254,7 @@ def valve_cap(
     return lo
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _group_agreement_kernel(
     members: np.ndarray,
     bounds: np.ndarray,
@@ -319,7 +319,7 @@ def signature_words(
     return buf.view(np.uint64), 4 * w - h
 
 
-@numba.njit(cache=True)
+@kernel
 def _group_pairs_fill(
     members: np.ndarray,
     bounds: np.ndarray,

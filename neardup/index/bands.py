@@ -31,9 +31,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._jit import kernel
 from ..fingerprint.minhash import NO_KEYS
 from .band_groups import band_groups, group_pairs
 
@@ -91,7 +90,7 @@ def _search(
     return lo, hi, lambda at: np.asarray(rids[at], np.int64)
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _section_search_kernel(
     offsets: npt.NDArray[np.uint64], keys: npt.NDArray[np.uint32], uk: npt.NDArray[np.uint64]
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # pragma: no cover (numba)
@@ -146,7 +145,7 @@ def _section_search_kernel(
     return lo, hi
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _merge_sections_kernel(
     offs_a: npt.NDArray[np.uint64],
     keys_a: npt.NDArray[np.uint32],

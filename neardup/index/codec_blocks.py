@@ -35,9 +35,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._jit import kernel
 from ..errors import ConfigError, CorruptFileError
 from . import _kernels as K
 
@@ -161,7 +160,7 @@ def _bit_length(x: U64) -> I64:
     return np.where(eh > 0, eh + 32, el)
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _assign_blocks(elen, cap_bits):
     """Greedy packing: start positions of blocks holding as many entries as fit in cap_bits."""
     n = elen.shape[0]
@@ -179,7 +178,7 @@ def _assign_blocks(elen, cap_bits):
     return starts[:nb]
 
 
-@njit(nogil=True, cache=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _put(words, pos, v, nbits):
     if nbits == 0:
         return
@@ -194,7 +193,7 @@ def _put(words, pos, v, nbits):
         words[w + 1] |= v << np.uint64(64 - rem)
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _write_blocks(keys, hs, codes, lens, starts, bw, words):
     n = keys.shape[0]
     nb = starts.shape[0]
@@ -226,7 +225,7 @@ def _crc_table() -> npt.NDArray[np.uint32]:
 _CRC_TABLE = _crc_table()
 
 
-@njit(nogil=True, cache=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _crc_u64(crc, v, nbytes, table):
     for j in range(nbytes):
         byte = (v >> np.uint64(8 * j)) & np.uint64(0xFF)
@@ -234,7 +233,7 @@ def _crc_u64(crc, v, nbytes, table):
     return crc
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _block_crc(words, b, bw, bkey, bstart, table):
     """zlib.crc32 of (key u64 LE, start u32 LE, the block's payload words LE)."""
     crc = np.uint32(0xFFFFFFFF)
@@ -246,7 +245,7 @@ def _block_crc(words, b, bw, bkey, bstart, table):
     return crc ^ np.uint32(0xFFFFFFFF)
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _all_crcs(words, bw, bkeys, bstarts, table):
     nb = bkeys.shape[0]
     out = np.empty(nb, dtype=np.uint32)
@@ -309,7 +308,7 @@ def encode_table(keys: U64, block_bytes: int = DEFAULT_BLOCK_BYTES) -> EncodedTa
 
 
 # ---------------------------------------------------------------------------- decoder
-@njit(nogil=True, cache=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _peek(words, pos, nbits):
     """The ``nbits`` (1..64) bits at bit position ``pos``, MSB-first."""
     w = pos >> 6
@@ -320,7 +319,7 @@ def _peek(words, pos, nbits):
     return v >> np.uint64(64 - nbits)
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def decode_block(words, wbase, bw, key, count, lut, out):
     """Decode ``count`` keys of the block at word ``wbase`` (first key ``key``) into ``out``.
     Returns ``count``, or -1 when the stream is corrupt (an unused code or an overrun)."""
@@ -328,7 +327,7 @@ def decode_block(words, wbase, bw, key, count, lut, out):
     return _decode_run(words, wbase * 64, (wbase + bw) * 64, key, lut, out[:count], 1)
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _decode_run(words, pos, end, prev, lut, out, j0):
     """Decode ``out[j0:]`` from bit ``pos`` (block ends at bit ``end``) after key ``prev``."""
     count = out.shape[0]
@@ -366,7 +365,7 @@ def _decode_run(words, pos, end, prev, lut, out, j0):
     return count
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _decode_until(words, wbase, bw, key, count, lut, out, last):
     """Like :func:`decode_block` (but with a :func:`probe_lut`), stopping after the first key
     ``> last`` (a probe needs no key past its bucket). Returns how many keys were written, or
@@ -412,7 +411,7 @@ def _decode_until(words, wbase, bw, key, count, lut, out, last):
     return np.int64(count)
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _decode_quad(words, bw, bkeys, bstart, n, lut, out, b):
     """Blocks ``b`` .. ``b + 3`` together while all have keys left: four independent serial
     chains (a key's position depends on the previous key's code), so the CPU overlaps their
@@ -553,7 +552,7 @@ def _decode_quad(words, bw, bkeys, bstart, n, lut, out, b):
     return 0
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _decode_all(words, bw, bkeys, bstart, n, lut, out):
     """Decode every block into ``out`` (n,), four blocks at a time; returns 0, or -(b + 1)
     when block b (or another of its group of four) does not decode."""
@@ -634,7 +633,7 @@ def verify_table(t: EncodedTable, what: str = "table") -> None:
 
 
 # ---------------------------------------------------------------------------- tables of a segment
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _dirs_all(bkeys, boff, dbits):
     T = boff.shape[0] - 1
     out = np.empty((max(T, 1), (1 << dbits) + 1), dtype=np.int64)
@@ -810,14 +809,14 @@ class BlockTables:
 
 
 # ---------------------------------------------------------------------------- search kernel
-@njit(nogil=True, cache=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _block_count(bstart, b0, b, nb, n):
     s = np.int64(bstart[b0 + b])
     e = np.int64(bstart[b0 + b + 1]) if b + 1 < nb else n
     return s, e
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _table0_rows(fp, bkeys, bstart, words, luts, boff, woff, bw, n, dirs, dbits, buf):
     """[a, b) positions in table 0 whose key equals ``fp`` (a == b: none; -1: corrupt)."""
     nb = boff[1] - boff[0]
@@ -849,7 +848,7 @@ def _table0_rows(fp, bkeys, bstart, words, luts, boff, woff, bw, n, dirs, dbits,
     return a, b
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def search_blocks(
     q, k, n, bkeys, bstart, words, luts, pluts, boff, woff, bw, dirs, dbits, rows, fps,
     inv_idx, inv_mask, inv_n, pidx, pmask, npieces, pb, probe_radius, flips, flipd, nflips,

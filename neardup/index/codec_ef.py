@@ -47,9 +47,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import xxhash
-from numba import njit
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._jit import kernel
 from ..errors import ConfigError, CorruptFileError
 from . import _kernels as K
 
@@ -75,13 +74,13 @@ _DIR_KEYS = 16
 
 
 # ---------------------------------------------------------------------------- fixed-width bits
-@njit(nogil=True, cache=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _mask(width):
     """The low ``width`` (1..64) bits set."""
     return (np.uint64(2) << np.uint64(width - 1)) - _U1
 
 
-@njit(nogil=True, cache=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _read(words, i, width, mask):
     """Value ``i`` of ``width`` bits packed least significant first (two word loads; the
     ``<< 1 << (63 - o)`` form gives 0 for ``o == 0`` with no shift by 64)."""
@@ -91,7 +90,7 @@ def _read(words, i, width, mask):
     return ((words[w] >> o) | ((words[w + 1] << _U1) << (np.uint64(63) - o))) & mask
 
 
-@njit(nogil=True, cache=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _read2(words, t, i, width, mask):
     """:func:`_read` on row ``t`` of a 2-d array of words."""
     b = np.int64(i) * width
@@ -100,7 +99,7 @@ def _read2(words, t, i, width, mask):
     return ((words[t, w] >> o) | ((words[t, w + 1] << _U1) << (np.uint64(63) - o))) & mask
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _pack_into(values, width, out):
     mask = _mask(width)
     for i in range(values.shape[0]):
@@ -112,7 +111,7 @@ def _pack_into(values, width, out):
         out[w + 1] |= (x >> _U1) >> (np.uint64(63) - o)
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _unpack_at(words, width, idx, out):
     mask = _mask(width)
     for j in range(idx.shape[0]):
@@ -164,7 +163,7 @@ def ef_params(n: int, min_pb: int = 64) -> tuple[int, int]:
 
 
 # ---------------------------------------------------------------------------- tables
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _encode_one(keys, h, hi, lo):
     """Table ``keys`` (sorted) into zeroed rows ``hi`` / ``lo``."""
     L = 64 - h
@@ -181,7 +180,7 @@ def _encode_one(keys, h, hi, lo):
         lo[w + 1] |= (x >> _U1) >> (np.uint64(63) - o)
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _decode_one(hi, lo, t, n, h, out):
     """Every key of table ``t`` into ``out`` (n,); returns 0, or -1 when ``hi`` holds fewer than
     ``n`` set bits (a corrupt table)."""
@@ -201,7 +200,7 @@ def _decode_one(hi, lo, t, n, h, out):
     return 0 if i >= n else -1
 
 
-@njit(nogil=True, cache=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _select64(x, r):
     """Position of the ``r``-th (0-based) set bit of ``x`` (which has more than ``r``)."""
     pos = np.int64(0)
@@ -214,7 +213,7 @@ def _select64(x, r):
     return pos
 
 
-@njit(nogil=True, cache=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _seek(hi, t, nw, dirs, sh, hv0):
     """The first key whose high part is >= ``hv0`` in table ``t``: returns its index ``i``,
     the word ``wi`` its bit is in, and that word with the bits below it cleared (the walk's
@@ -249,7 +248,7 @@ def _seek(hi, t, nw, dirs, sh, hv0):
     return i, wi, w
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _select(hi, lo, dirs, t, n, h, dbits, i):
     """Key ``i`` of table ``t`` (random access: the directory entry holding index ``i`` by
     binary search, then a popcount walk to its bit)."""
@@ -272,13 +271,13 @@ def _select(hi, lo, dirs, t, n, h, dbits, i):
     return (np.uint64(hv) << np.uint64(L)) | _read2(lo, t, i, L, _mask(L))
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _select_many(hi, lo, dirs, t, n, h, dbits, idx, out):
     for j in range(idx.shape[0]):
         out[j] = _select(hi, lo, dirs, t, n, h, dbits, idx[j])
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _equal_range(hi, lo, dirs, t, n, h, dbits, key):
     """``[a, b)``: the positions of table ``t`` whose key equals ``key`` (a == b: none)."""
     L = 64 - h
@@ -577,7 +576,7 @@ def decode_ef_py(ef: EFTables, t: int = 0) -> list[int]:
 
 
 # ---------------------------------------------------------------------------- search kernel
-@njit(nogil=True, cache=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _split_lo(lo, t, L, lmask, a, b, bitpos, dd, key, kk, stack, sp):
     """:func:`neardup.index._kernels._split` on keys of one high part (a heavy bucket's cell
     whose prefix covers the high bits): split ``[a, b)`` on bit ``bitpos`` (from the top; a
@@ -611,7 +610,7 @@ def _split_lo(lo, t, L, lmask, a, b, bitpos, dd, key, kk, stack, sp):
     return sp
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def search_ef(
     q, k, n, h, dbits, hi, lo, dirs, heavy, sub, hrows, rows, fps, inv_idx, inv_mask, inv_n, pidx,
     pmask, npieces, pb, probe_radius, flips, flipd, nflips, pm_key, pm_orig, qk, out_q, out_r,

@@ -29,9 +29,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._jit import kernel
 from ..errors import ConfigError, CorruptFileError
 from . import _kernels as K
 from .codec_blocks import DEFAULT_BLOCK_BYTES, BlockTables, check_block_bytes, search_blocks
@@ -128,7 +127,7 @@ def inverse_pieces(pa: PlanArrays) -> tuple[I64, U64, I64] | None:
 
 
 # ---------------------------------------------------------------------------- list kernels
-@njit(nogil=True, cache=True, inline="always")
+@kernel(nogil=True, inline="always")
 def _to_ids(out_q, out_r, out_d, lo, c, idw, idbits, base, alive, some_dead):
     """Rows ``[lo, lo + c)`` of the outputs to ids (packed offsets + ``base``), dropping dead
     rows; returns the new end."""
@@ -148,7 +147,7 @@ def _to_ids(out_q, out_r, out_d, lo, c, idw, idbits, base, alive, some_dead):
     return w
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _search_ef_list(q, k, segs, qk, out_q, out_r, out_d):
     """:func:`~neardup.index.codec_ef.search_ef` over every entry of ``segs`` in one call,
     writing (query, *id*, distance); returns the count (call again with that much room when it
@@ -172,14 +171,14 @@ def _search_ef_list(q, k, segs, qk, out_q, out_r, out_d):
     return total
 
 
-@njit(cache=True)
+@kernel
 def _search_ef_list_gil(q, k, segs, qk, out_q, out_r, out_d):
     """:func:`_search_ef_list` holding the GIL (a few queries; see
     ``_kernels.search_tables_gil``)."""
     return _search_ef_list(q, k, segs, qk, out_q, out_r, out_d)
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _search_blocks_list(q, k, segs, qk, buf, buf0, out_q, out_r, out_d, err):
     """:func:`~neardup.index.codec_blocks.search_blocks` over every entry of ``segs``, as
     :func:`_search_ef_list`; a negative count is the code of a block that does not decode,
@@ -206,7 +205,7 @@ def _search_blocks_list(q, k, segs, qk, buf, buf0, out_q, out_r, out_d, err):
     return total
 
 
-@njit(cache=True)
+@kernel
 def _search_blocks_list_gil(q, k, segs, qk, buf, buf0, out_q, out_r, out_d, err):
     """:func:`_search_blocks_list` holding the GIL."""
     return _search_blocks_list(q, k, segs, qk, buf, buf0, out_q, out_r, out_d, err)

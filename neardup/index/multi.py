@@ -26,9 +26,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._jit import kernel
 from ..errors import ConfigError
 from . import _kernels as K
 from .compressed import CompressedList, CompressedSegment, _ro
@@ -44,7 +43,7 @@ def _empty(dtype: Any, ndim: int) -> np.ndarray:
     return _ro(np.zeros((1,) * ndim, dtype=dtype), dtype, ndim)
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _search_list(q, k, segs, xfps, xids, xalive, qk, stack, out_q, out_r, out_d):
     """Probe every segment of ``segs`` for the queries ``q``, then compare them with the
     extra rows ``xfps`` / ``xids`` whose ``xalive`` is set (an append buffer); writes (query,
@@ -85,7 +84,7 @@ def _search_list(q, k, segs, xfps, xids, xalive, qk, stack, out_q, out_r, out_d)
     return cnt
 
 
-@njit(cache=True)
+@kernel
 def _search_list_gil(q, k, segs, xfps, xids, xalive, qk, stack, out_q, out_r, out_d):
     """:func:`_search_list` holding the GIL (a few queries: see ``_kernels.search_tables_gil``)."""
     return _search_list(q, k, segs, xfps, xids, xalive, qk, stack, out_q, out_r, out_d)

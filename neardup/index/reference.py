@@ -14,9 +14,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._jit import kernel
 from ..fingerprint.distance import as_fingerprints
 from ..fingerprint.minhash import NO_KEYS
 from ._batch_kernels import QueryTables
@@ -209,7 +208,7 @@ def probe_reference(
     return a[:, 0].copy(), a[:, 1].copy(), a[:, 2].astype(np.int32)
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def sort_with_rows_reference(keys, sbits):
     """Sort uint64 ``keys`` -> (sorted keys, int64 permutation): one counting-sort pass on the
     top ``sbits`` bits, then a comparison sort inside each (small) bucket (the previous

@@ -21,8 +21,7 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
-from .._jit import popcount64
+from .._jit import kernel, popcount64
 from .._threads import numba_threads
 from ..errors import ConfigError
 from ..fingerprint.distance import as_fingerprints, hamming_cdist
@@ -59,7 +58,7 @@ def check_distance(k: int, bits: int) -> None:
         raise ConfigError(f"max_distance must be an int in [0, {bits}], got {k!r}")
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _count_rows(hi: np.ndarray, lo: np.ndarray, k: int) -> np.ndarray:  # pragma: no cover - numba
     n = hi.shape[0]
     counts = np.zeros(n, np.int64)
@@ -75,7 +74,7 @@ def _count_rows(hi: np.ndarray, lo: np.ndarray, k: int) -> np.ndarray:  # pragma
     return counts
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _fill_rows(
     hi: np.ndarray,
     lo: np.ndarray,
@@ -100,7 +99,7 @@ def _fill_rows(
                 p += 1
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _count_rows64(x: np.ndarray, k: int) -> np.ndarray:  # pragma: no cover - numba
     n = x.shape[0]
     counts = np.zeros(n, np.int64)
@@ -115,7 +114,7 @@ def _count_rows64(x: np.ndarray, k: int) -> np.ndarray:  # pragma: no cover - nu
     return counts
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _fill_rows64(
     x: np.ndarray, k: int, offsets: np.ndarray, a: np.ndarray, b: np.ndarray, d: np.ndarray
 ) -> None:  # pragma: no cover - numba
@@ -167,7 +166,7 @@ def all_pairs_bruteforce(
     return a, b, d
 
 
-@numba.njit(cache=True, inline="always")
+@kernel(inline="always")
 def _accumulate_hist(xi: Any, x: np.ndarray, j: int, h: np.ndarray) -> None:  # pragma: no cover
     # distances of xi to x[j:] into four interleaved 65-bin histograms h[0..3] (branch-free)
     n = x.shape[0]
@@ -182,7 +181,7 @@ def _accumulate_hist(xi: Any, x: np.ndarray, j: int, h: np.ndarray) -> None:  # 
         j += 1
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _hist_rows64(x: np.ndarray, k: int) -> np.ndarray:  # pragma: no cover - numba
     # Branch-free: every distance goes to a small per-row histogram (four of them, so that
     # consecutive increments do not wait on each other): faster than a branch on
@@ -199,7 +198,7 @@ def _hist_rows64(x: np.ndarray, k: int) -> np.ndarray:  # pragma: no cover - num
     return hist
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _sample_hist64(x: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:  # pragma: no cover
     # branch-free, like _hist_rows64: every distance of row i to all rows goes to one of four
     # interleaved 65-bin histograms; the row itself (distance 0) is taken out afterwards

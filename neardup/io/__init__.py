@@ -4,7 +4,7 @@ See :mod:`neardup.io.plan` for which files an input names and where outputs go (
 reading), :mod:`neardup.io.formats` for the readers, :mod:`neardup.io.writers` for the writers,
 :mod:`neardup.io.remote` for compressed inputs, globs and fsspec URLs,
 :mod:`neardup.batch.datasets` for Hugging Face datasets and :mod:`neardup.io.atomic` for atomic
-writes.
+writes; :mod:`neardup.io.reference` holds the pure references of the CSV writers (tests).
 """
 
 from __future__ import annotations

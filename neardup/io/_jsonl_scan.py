@@ -29,10 +29,9 @@ reader with Hypothesis (``tests/io/test_io_scan.py``).
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._jit import kernel
 
 __all__ = [
     "FAST",
@@ -51,7 +50,7 @@ SLOW, FAST = 0, 1
 ID_ABSENT, ID_STR, ID_INT = 0, 1, 2
 
 
-@numba.njit(cache=True, inline="always")
+@kernel(inline="always")
 def _ws(buf: np.ndarray, i: int, e: int) -> int:  # pragma: no cover - numba
     while i < e and (buf[i] == 32 or buf[i] == 9 or buf[i] == 13):
         i += 1
@@ -75,7 +74,7 @@ _L = np.uint64(0x0101010101010101)
 _H = np.uint64(0x8080808080808080)
 
 
-@numba.njit(cache=True, inline="always")
+@kernel(inline="always")
 def _plain_word(w: np.uint64) -> bool:  # pragma: no cover - numba
     # whether none of the 8 bytes of w is special (see _string_table), by the usual SWAR
     # tests, each exact for "some byte is": >= 0x80, < 0x20, == 0x22, == 0x5C, == 0x7F
@@ -87,7 +86,7 @@ def _plain_word(w: np.uint64) -> bool:  # pragma: no cover - numba
     return ((w | hz | low) & _H) == 0
 
 
-@numba.njit(cache=True, inline="always")
+@kernel(inline="always")
 def _hex(c: int) -> int:  # pragma: no cover - numba
     if c >= 48 and c <= 57:
         return c - 48
@@ -98,7 +97,7 @@ def _hex(c: int) -> int:  # pragma: no cover - numba
     return -1
 
 
-@numba.njit(cache=True, inline="always")
+@kernel(inline="always")
 def _escape_len(buf: np.ndarray, i: int, e: int) -> int:  # pragma: no cover - numba
     # buf[i] is a backslash: the length of the escape there when a FAST line may have it (2
     # for \" \\ \/ \b \f \n \r \t, 6 for \u0000-\u007F), else 0
@@ -120,7 +119,7 @@ def _escape_len(buf: np.ndarray, i: int, e: int) -> int:  # pragma: no cover - n
     return 0
 
 
-@numba.njit(cache=True, inline="always")
+@kernel(inline="always")
 def _string_end(
     buf: np.ndarray, i: int, e: int, cls: np.ndarray, w64: np.ndarray, escapes: bool
 ) -> tuple[int, int]:  # pragma: no cover - numba
@@ -154,7 +153,7 @@ def _string_end(
 _BS = np.uint64(0x5C5C5C5C5C5C5C5C)
 
 
-@numba.njit(cache=True, inline="always")
+@kernel(inline="always")
 def _backslash(buf: np.ndarray, w64: np.ndarray, j: int, e: int) -> int:  # pragma: no cover
     # the first backslash in buf[j:e], or e; whole aligned words without one are skipped
     words = w64.shape[0] > 0
@@ -170,7 +169,7 @@ def _backslash(buf: np.ndarray, w64: np.ndarray, j: int, e: int) -> int:  # prag
     return e
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _unescape_kernel(
     buf: np.ndarray,
     w64: np.ndarray,
@@ -227,7 +226,7 @@ def unescape_spans(
     )
 
 
-@numba.njit(cache=True, inline="always")
+@kernel(inline="always")
 def _same(buf: np.ndarray, s: int, e: int, key: np.ndarray) -> bool:  # pragma: no cover
     if e - s != key.shape[0]:
         return False
@@ -237,7 +236,7 @@ def _same(buf: np.ndarray, s: int, e: int, key: np.ndarray) -> bool:  # pragma: 
     return True
 
 
-@numba.njit(cache=True, inline="always")
+@kernel(inline="always")
 def _literal(buf: np.ndarray, i: int, e: int, c: int) -> int:  # pragma: no cover - numba
     # null / true / false starting at i (its first byte is c); the end, or -1
     if c == 110 and i + 4 <= e and buf[i + 1] == 117 and buf[i + 2] == 108 and buf[i + 3] == 108:
@@ -256,7 +255,7 @@ def _literal(buf: np.ndarray, i: int, e: int, c: int) -> int:  # pragma: no cove
     return -1
 
 
-@numba.njit(cache=True)
+@kernel
 def _scan_line(
     buf: np.ndarray,
     a: int,
@@ -378,7 +377,7 @@ def _scan_line(
         return i
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _scan_kernel(
     buf: np.ndarray,
     lo: int,
@@ -458,7 +457,7 @@ def scan_lines(
     return line_s, line_e, status, fields
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def gather_spans(
     buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, out: np.ndarray
 ) -> int:  # pragma: no cover - numba
@@ -473,7 +472,7 @@ def gather_spans(
     return o
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def gather_spans_at(
     buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, at: np.ndarray, out: np.ndarray
 ) -> None:  # pragma: no cover - numba

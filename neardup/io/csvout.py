@@ -4,8 +4,8 @@ Both build the CSV text column by column from NumPy arrays and joined strings, i
 ``chunk`` rows, instead of one :class:`csv.writer` call per row. The text is byte-identical to
 :func:`csv_writer` (``QUOTE_MINIMAL``, rows ending in ``\\n``): every id that contains a
 character the writer may quote (``,`` ``"`` ``\\r`` ``\\n``) is escaped by :mod:`csv` itself,
-so the quoting rules are exactly those of the running Python. The ``*_reference`` functions
-are the per-row :mod:`csv` writers, kept to test agreement (``tests/io/test_io.py``).
+so the quoting rules are exactly those of the running Python. Their references, the per-row
+:mod:`csv` writers, are in :mod:`neardup.io.reference` (tested equal: ``tests/io/test_io.py``).
 
 Every CSV neardup writes goes through :func:`csv_writer`: Python 3.11's :class:`csv.writer`
 with ``lineterminator="\\n"`` leaves a lone ``\\r`` unquoted, and a reader then ends the row
@@ -34,11 +34,9 @@ if TYPE_CHECKING:
 __all__ = [
     "CLUSTERS_HEADER",
     "PAIRS_HEADER",
-    "clusters_csv_reference",
     "csv_dict_writer",
     "csv_fields",
     "csv_writer",
-    "pairs_csv_reference",
     "write_clusters_csv",
     "write_pairs_csv",
 ]
@@ -279,49 +277,3 @@ def write_clusters_csv(
         ]
         _write_rows(fh, cols)
     return n
-
-
-def pairs_csv_reference(
-    ids: Sequence[str],
-    a: npt.NDArray[np.int64],
-    b: npt.NDArray[np.int64],
-    distance: npt.NDArray[np.integer],
-    score: npt.NDArray[np.float64],
-    stage: npt.NDArray[np.integer],
-    stage_names: Sequence[str],
-    rule: npt.NDArray[np.integer],
-    rule_names: Sequence[str],
-) -> str:
-    """The pairs CSV built row by row with :class:`csv.writer` (reference for tests)."""
-    buf = io.StringIO()
-    w = csv_writer(buf)
-    w.writerow(PAIRS_HEADER)
-    for x, y, d, s, st, ru in zip(
-        np.asarray(a).tolist(),
-        np.asarray(b).tolist(),
-        np.asarray(distance).tolist(),
-        np.asarray(score).tolist(),
-        np.asarray(stage).tolist(),
-        np.asarray(rule).tolist(),
-        strict=True,
-    ):
-        w.writerow([ids[x], ids[y], int(d), round(float(s), 4), stage_names[st], rule_names[ru]])
-    return buf.getvalue()
-
-
-def clusters_csv_reference(
-    ids: Sequence[str],
-    cluster: npt.NDArray[np.int64],
-    root: npt.NDArray[np.int64],
-    keep: npt.NDArray[np.bool_],
-) -> str:
-    """The clusters CSV built row by row with :class:`csv.writer` (reference for tests)."""
-    buf = io.StringIO()
-    w = csv_writer(buf)
-    w.writerow(CLUSTERS_HEADER)
-    root = np.asarray(root)
-    sizes = np.bincount(root, minlength=len(ids))
-    for i, doc_id in enumerate(ids):
-        r = int(root[i])
-        w.writerow([doc_id, int(cluster[i]), int(sizes[r]), ids[r], int(keep[i])])
-    return buf.getvalue()

@@ -27,6 +27,11 @@ A UTF-8 byte-order mark at the very start of a file is skipped (it is not part o
 record; the output never carries it). Encodings other than UTF-8 are read line by line by the
 reference reader (decode, then parse).
 
+:func:`read_lines_reference` stays here, out of ``__all__``, rather than in
+:mod:`neardup.io.reference`: it is the production reader of non-UTF-8 files as well as the
+``NEARDUP_REFERENCE=io`` one, and it shares this module's per-line path (:func:`_slow_line`),
+so moving it would make this module and the reference import each other.
+
 Writing (:func:`copy_records`)
 ------------------------------
 When the output format equals the input format (``jsonl`` → ``jsonl``, ``lines`` → ``lines``)
@@ -62,7 +67,7 @@ from .fields import MISSING, get_field
 if TYPE_CHECKING:
     from .formats import Source, _Reader
 
-__all__ = ["BLOCK", "copy_records", "is_utf8", "read_lines", "read_lines_reference"]
+__all__ = ["BLOCK", "copy_records", "is_utf8", "read_lines"]
 
 BLOCK = 1 << 24  # 16 MiB read blocks
 #: the mapped reader stops pre-scanning for ``SCAN_SKIP_BLOCKS`` blocks after a block with

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 import numpy.typing as npt
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._jit import kernel
 from ..verify.rule import RULE_EXACT
 from .config import STAGE_EXACT, STAGE_NEAR, PairTable
 
@@ -34,7 +33,7 @@ __all__ = [
 ]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _csr(first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
     n = first.shape[0]
     off = np.zeros(n + 1, np.int64)
@@ -84,7 +83,7 @@ class ExactGroups:
         return out
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _exact_pairs(
     off: np.ndarray, mem: np.ndarray, expand: int
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
@@ -134,7 +133,7 @@ def exact_pairs(groups: ExactGroups, expand_pairs: int) -> tuple[I64, I64]:
     return _exact_pairs(groups.off, groups.mem, int(expand_pairs))
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _expanded(
     off: np.ndarray,
     mem: np.ndarray,

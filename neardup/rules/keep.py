@@ -36,11 +36,10 @@ from collections.abc import Mapping, Sequence
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-import numba
 import numpy as np
 import numpy.typing as npt
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._jit import kernel
 from ..errors import InputError
 from .config import Keep, PairTable
 
@@ -183,7 +182,7 @@ def _directed(
     return u, v, order
 
 
-@numba.njit(cache=True)
+@kernel
 def _greedy_kernel(
     order: np.ndarray, ptr: np.ndarray, partner: np.ndarray, rep: np.ndarray
 ) -> None:  # pragma: no cover - numba

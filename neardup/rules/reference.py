@@ -91,7 +91,7 @@ def stage_verify_reference(
     workers: int = 1,
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
     """Reference for :func:`~neardup.rules.verify.stage_verify`: the exact LCS of every pair (no bound)."""
-    from ..verify.tokens import encode_texts_reference
+    from ..verify.reference import encode_texts_reference
 
     if a.size == 0:
         return np.zeros(0, bool), np.zeros(0, np.float64)

@@ -7,6 +7,8 @@ Public helpers (all pure functions of their inputs, deterministic across runs):
 - tokenizers :func:`words`, :func:`jieba_words`, :func:`char_ngrams`, :func:`word_shingles`,
   :func:`tokenize` -- the exact feature strings the SimHash pipeline hashes;
 - :func:`stopwords` and IDF tables in :mod:`neardup.text.weights`.
+
+The pure TextRank the fast one is tested against is in :mod:`neardup.text.reference` (tests).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._jit import kernel
 from .._threads import numba_threads
 
 __all__ = [
@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _lower_clean_kernel(
     buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, out: np.ndarray, clean: np.ndarray
 ) -> None:  # pragma: no cover - numba
@@ -66,7 +66,7 @@ def lower_ascii_clean(
     return out, starts, clean
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _lower_clean_serial_kernel(
     buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, out: np.ndarray, clean: np.ndarray
 ) -> None:  # pragma: no cover - numba
@@ -118,7 +118,7 @@ def _ascii_space_table() -> np.ndarray:
 _ASCII_SPACE = _ascii_space_table()
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _collapse_kernel(
     buf: np.ndarray,
     starts: np.ndarray,

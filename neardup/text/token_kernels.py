@@ -28,12 +28,11 @@ import itertools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
-import numba
 import numpy as np
 import numpy.typing as npt
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
 from .._arrays import concat_ascii
+from .._jit import kernel
 from .social import SOCIAL
 
 __all__ = [
@@ -131,7 +130,7 @@ def _mark_table() -> np.ndarray:
 WORD_LUT, SPACE_LUT, MARK_LUT = _word_table(), _space_table(), _mark_table()
 
 
-@numba.njit(cache=True, inline="always")
+@kernel(inline="always")
 def hash_tokens(
     buf: np.ndarray,
     s: int,

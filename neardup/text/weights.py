@@ -43,7 +43,6 @@ __all__ = [
     "quantize_idf",
     "shipped_zh_idf",
     "textrank_weights",
-    "textrank_weights_reference",
 ]
 
 
@@ -200,7 +199,7 @@ def textrank_weights(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     (``d = TEXTRANK_DAMPING``, ``W(u)`` the sum of ``u``'s edge weights; a node without edges
     keeps ``(100 - d) * S // 100``). The weight is ``1 + (LEVELS - 1) * s // max(s)``. Only
     integer operations: the weights are the same on every machine, in every order, and equal
-    :func:`textrank_weights_reference` (tested).
+    :func:`neardup.text.reference.textrank_weights_reference` (tested).
     """
     k = np.asarray(keys, np.uint64)
     m = k.shape[0]
@@ -239,32 +238,3 @@ def textrank_weights(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         s = new
     top = int(s.max())
     return nodes, 1 + ((TEXTRANK_LEVELS - 1) * s) // top
-
-
-def textrank_weights_reference(keys: list[tuple[int, ...]] | list[int]) -> dict[object, int]:
-    """The definition of :func:`textrank_weights` in pure Python: ``{feature: weight}`` for
-    ``keys`` (ints, or tuples for 128-bit features) in text order."""
-    if not keys:
-        return {}
-    nodes = sorted(set(keys))  # type: ignore[type-var]
-    at = {x: i for i, x in enumerate(nodes)}
-    seq = [at[x] for x in keys]
-    edges: dict[tuple[int, int], int] = {}
-    for i in range(len(seq)):
-        for j in range(i + 1, min(len(seq), i + TEXTRANK_WINDOW + 1)):
-            u, v = seq[i], seq[j]
-            if u != v:
-                edges[(u, v)] = edges.get((u, v), 0) + 1
-                edges[(v, u)] = edges.get((v, u), 0) + 1
-    deg = [0] * len(nodes)
-    for (u, _), c in edges.items():
-        deg[u] += c
-    base = (100 - TEXTRANK_DAMPING) * TEXTRANK_SCALE // 100
-    s = [TEXTRANK_SCALE] * len(nodes)
-    for _ in range(TEXTRANK_ITERATIONS):
-        acc = [0] * len(nodes)
-        for (u, v), c in edges.items():
-            acc[v] += c * s[u] // deg[u]
-        s = [base + TEXTRANK_DAMPING * a // 100 for a in acc]
-    top = max(s)
-    return {x: 1 + (TEXTRANK_LEVELS - 1) * s[i] // top for i, x in enumerate(nodes)}

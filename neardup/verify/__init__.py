@@ -1,7 +1,8 @@
 """Second-stage verification of candidate pairs on their text, shared by the batch pipeline
 and the online store: the rule (:mod:`.rule`), token sequences as strings and the LCS cap
 (:mod:`.sequences`), many texts tokenised, encoded and hashed at once (:mod:`.tokens`) and the
-overlap bounds and exact LCS (:mod:`.overlap`). The ASCII normalisation of the exact stage is
+overlap bounds and exact LCS (:mod:`.overlap`), with the pure references they are tested
+against (:mod:`.reference`, for tests). The ASCII normalisation of the exact stage is
 re-exported from :mod:`neardup.text.ascii`."""
 
 from __future__ import annotations
@@ -20,20 +21,15 @@ _EXPORTS: dict[str, str] = {
     "collapse_ascii_spaces": "..text.ascii",
     "encode_sorted": ".overlap",
     "encode_texts": ".tokens",
-    "encode_texts_reference": ".tokens",
     "histogram_bound_decisions": ".overlap",
     "lcs_many": ".overlap",
     "lower_ascii_clean": "..text.ascii",
     "lower_ascii_clean_serial": "..text.ascii",
     "normalized_ascii_digests": "..text.ascii",
     "overlap_many": ".overlap",
-    "overlap_reference": ".overlap",
     "token_bytes": ".tokens",
-    "token_hash_reference": ".tokens",
     "token_hashes": ".tokens",
-    "token_hashes_reference": ".tokens",
     "token_histograms": ".tokens",
-    "token_histograms_reference": ".tokens",
     "tokenize": ".rule",
 }
 
@@ -46,20 +42,15 @@ __all__ = [
     "collapse_ascii_spaces",
     "encode_sorted",
     "encode_texts",
-    "encode_texts_reference",
     "histogram_bound_decisions",
     "lcs_many",
     "lower_ascii_clean",
     "lower_ascii_clean_serial",
     "normalized_ascii_digests",
     "overlap_many",
-    "overlap_reference",
     "token_bytes",
-    "token_hash_reference",
     "token_hashes",
-    "token_hashes_reference",
     "token_histograms",
-    "token_histograms_reference",
     "tokenize",
 ]
 
@@ -78,17 +69,12 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         histogram_bound_decisions,
         lcs_many,
         overlap_many,
-        overlap_reference,
     )
     from .rule import LONG_CHARS, Verifier, tokenize
     from .sequences import DEFAULT_MAX_LCS_CELLS, TokenEncoder
     from .tokens import (
         encode_texts,
-        encode_texts_reference,
         token_bytes,
-        token_hash_reference,
         token_hashes,
-        token_hashes_reference,
         token_histograms,
-        token_histograms_reference,
     )

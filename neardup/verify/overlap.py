@@ -7,13 +7,12 @@ LCS; a pair whose *overlap* already fails both is rejected without the O(len_a *
 Unrelated long documents share frequent words but rarely half their multiset, so most wide
 SimHash candidates of long texts end here (one sorted merge, O(len_a + len_b)).
 
-:func:`overlap_reference` (``collections.Counter``) is the reference the numba kernel is
-tested against.
+:func:`neardup.verify.reference.overlap_reference` (``collections.Counter``) is the reference
+the numba kernel is tested against.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,8 +20,7 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
-from .._jit import popcount64
+from .._jit import kernel, popcount64
 from .._threads import numba_threads
 from ..text.token_kernels import SPACE_LUT, WORD_LUT
 from .sequences import DEFAULT_MAX_LCS_CELLS
@@ -34,13 +32,7 @@ __all__ = [
     "histogram_bound_decisions",
     "lcs_many",
     "overlap_many",
-    "overlap_reference",
 ]
-
-
-def overlap_reference(a: Sequence[object], b: Sequence[object]) -> int:
-    """``sum_t min(count_a(t), count_b(t))`` with ``Counter`` (the reference)."""
-    return sum((Counter(a) & Counter(b)).values())
 
 
 def encode_sorted(encoded: Sequence[str]) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64]]:
@@ -57,19 +49,19 @@ def encode_sorted(encoded: Sequence[str]) -> tuple[npt.NDArray[np.uint32], npt.N
     return values, offsets
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _sort_segments(values: np.ndarray, offsets: np.ndarray) -> None:  # pragma: no cover - numba
     for s in numba.prange(offsets.shape[0] - 1):
         values[offsets[s] : offsets[s + 1]] = np.sort(values[offsets[s] : offsets[s + 1]])
 
 
-@numba.njit(cache=True, inline="always")
+@kernel(inline="always")
 def _spans(offsets: np.ndarray, a: int, b: int) -> tuple[int, int, int, int]:  # pragma: no cover
     # (start, end) of sequence a, then of sequence b, in a CSR's values
     return offsets[a], offsets[a + 1], offsets[b], offsets[b + 1]
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _overlap_kernel(
     values: np.ndarray, offsets: np.ndarray, ia: np.ndarray, ib: np.ndarray
 ) -> np.ndarray:  # pragma: no cover - numba
@@ -110,7 +102,7 @@ def overlap_many(
         return _overlap_kernel(values, offsets, ia, ib)
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _bound_kernel(
     values: np.ndarray,
     offsets: np.ndarray,
@@ -141,7 +133,7 @@ def _bound_kernel(
     return could, ratio
 
 
-@numba.njit(cache=True, inline="always")
+@kernel(inline="always")
 def _passes(
     c: int | np.int64, la: int, lb: int, threshold: float, containment: float, min_tokens: int
 ) -> tuple[bool | np.bool_, float]:  # pragma: no cover - numba
@@ -157,7 +149,7 @@ def _passes(
     return ok, r
 
 
-@numba.njit(cache=True)
+@kernel
 def _least_passing(
     total: int, shorter: int, threshold: float, containment: float, min_tokens: int
 ) -> int:  # pragma: no cover - numba
@@ -173,7 +165,7 @@ def _least_passing(
     return c
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _bound_exit_kernel(
     values: np.ndarray,
     offsets: np.ndarray,
@@ -251,7 +243,7 @@ def bound_decisions(
         )
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _hist_bound_kernel(
     hist: np.ndarray,
     counts: np.ndarray,
@@ -331,7 +323,7 @@ def histogram_bound_decisions(
 # exact LCS of token sequences located by ``token_spans`` (no vocabulary, no strings)
 
 
-@numba.njit(cache=True)
+@kernel
 def _doc_tokens(
     buf: np.ndarray,
     s: int,
@@ -372,7 +364,7 @@ def _doc_tokens(
     return ks
 
 
-@numba.njit(cache=True)
+@kernel
 def _same_token(
     buf: np.ndarray, a: int, low_a: int, b: int, low_b: int, n: int
 ) -> bool:  # pragma: no cover - numba
@@ -382,7 +374,7 @@ def _same_token(
     return True
 
 
-@numba.njit(cache=True, inline="always")
+@kernel(inline="always")
 def _slot(
     buf: np.ndarray,
     h: np.uint64,
@@ -411,7 +403,7 @@ def _slot(
         s = (s + 1) & mask
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _lcs_kernel(
     buf: np.ndarray,
     starts: np.ndarray,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numba
 import numpy as np
 
-from .. import _jit  # noqa: F401  (before any @njit: kernels cached outside the package)
+from .._jit import kernel
 from .._threads import numba_threads
 from ..text.social import SOCIAL, SOCIAL_MARKERS
 from ..text.token_kernels import (
@@ -48,28 +48,17 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers only
 
 __all__ = [
     "encode_texts",
-    "encode_texts_reference",
     "token_bytes",
     "token_counts",
-    "token_hash_reference",
     "token_hashes",
-    "token_hashes_reference",
     "token_histograms",
-    "token_histograms_reference",
 ]
 
 #: text bytes per numba run (bounds the temporary token arrays)
 RUN_BYTES = 64 << 20
 
 
-def encode_texts_reference(
-    verifier: Verifier, texts: Sequence[str], encoder: TokenEncoder
-) -> list[str]:
-    """The definition: tokenise and encode each text in order."""
-    return [encoder.encode(verifier.tokens(t)) for t in texts]
-
-
-@numba.njit(cache=True)
+@kernel
 def _count_tokens(buf: np.ndarray) -> int:  # pragma: no cover - numba
     n = 0
     prev = False
@@ -82,7 +71,7 @@ def _count_tokens(buf: np.ndarray) -> int:  # pragma: no cover - numba
     return n
 
 
-@numba.njit(cache=True)
+@kernel
 def _token_kernel(
     buf: np.ndarray,
     doc_end: np.ndarray,
@@ -171,7 +160,7 @@ def _token_kernel(
     return 0
 
 
-@numba.njit(cache=True)
+@kernel
 def _rehash(slots: np.ndarray, cap: int) -> np.ndarray:  # pragma: no cover - numba
     new = np.zeros((cap, 2), np.uint64)
     mask = np.uint64(cap - 1)
@@ -263,7 +252,8 @@ def encode_texts(
     Returns
     -------
     list of str
-        One code point per token; identical to :func:`encode_texts_reference`.
+        One code point per token; identical to
+        :func:`neardup.verify.reference.encode_texts_reference`.
     """
     enc = TokenEncoder() if encoder is None else encoder
     out: list[str] = []
@@ -280,7 +270,7 @@ def encode_texts(
             j += 1
         run = texts[i:j] if isinstance(texts, list) else [texts[k] for k in range(i, j)]
         fast = _encode_ascii_run(verifier, run, enc) if j - i > 1 else None
-        out.extend(fast if fast is not None else encode_texts_reference(verifier, run, enc))
+        out.extend(fast if fast is not None else [enc.encode(verifier.tokens(t)) for t in run])
         i = j
     return out
 
@@ -288,39 +278,13 @@ def encode_texts(
 # ---------------------------------------------------------------------------------------------
 # token hashes: the multiset bound of verification without a vocabulary
 
-_M64 = (1 << 64) - 1
-_FNV_OFFSET = 0xCBF29CE484222325
-_FNV_PRIME = 0x100000001B3
-_MIX = 0x9E3779B97F4A7C15
 #: :func:`token_histograms` counts tokens in ``2**HIST_BITS`` buckets (the top bits of the hash)
 HIST_BITS = 9
 #: a bucket's count saturates here (uint8)
 HIST_MAX = 255
 
 
-def token_hash_reference(token: str) -> int:
-    """32-bit hash of a token: FNV-1a (64-bit) over its UTF-8 bytes, then the top 32 bits of
-    ``h * 0x9E3779B97F4A7C15`` (mod 2**64). The definition the numba kernel of
-    :func:`token_hashes` is tested against."""
-    h = _FNV_OFFSET
-    for byte in token.encode("utf-8"):
-        h = ((h ^ byte) * _FNV_PRIME) & _M64
-    return ((h * _MIX) & _M64) >> 32
-
-
-def token_hashes_reference(
-    verifier: Verifier, texts: Sequence[str]
-) -> tuple[np.ndarray, np.ndarray]:
-    """The definition of :func:`token_hashes`: every text's tokens (``verifier.tokens``)
-    hashed by :func:`token_hash_reference` and sorted, as a CSR."""
-    rows = [sorted(token_hash_reference(t) for t in verifier.tokens(x)) for x in texts]
-    offsets = np.zeros(len(rows) + 1, np.int64)
-    np.cumsum([len(r) for r in rows], out=offsets[1:])
-    values = np.array([h for r in rows for h in r], dtype=np.uint32)
-    return values, offsets
-
-
-@numba.njit(cache=True)
+@kernel
 def _sort_hashes(a: np.ndarray) -> None:  # pragma: no cover - numba
     # In-place sort of uint32 hashes: a counting sort on the top bits (about one bucket per
     # element), then an insertion sort, which only has the few inversions inside buckets left
@@ -365,7 +329,7 @@ def _sort_hashes(a: np.ndarray) -> None:  # pragma: no cover - numba
 # and the social-marker flag are described there).
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _count_kernel(
     buf: np.ndarray,
     starts: np.ndarray,
@@ -407,7 +371,7 @@ def _count_kernel(
         flags[d] = flag
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _write_kernel(
     buf: np.ndarray,
     starts: np.ndarray,
@@ -421,10 +385,11 @@ def _write_kernel(
     counts: np.ndarray,
     flags: np.ndarray,
 ) -> None:  # pragma: no cover - numba
-    # Document d's token count (counts[d]) and its sorted token hashes (token_hash_reference)
-    # in out[region[d]:region[d] + counts[d]] (room for (len + 1) // 2: a token takes a byte and
-    # is followed by a separator). Mode 0 also flags the social markers as _count_kernel does
-    # (a flagged document is left unsorted: the caller strips and redoes it in mode 1).
+    # Document d's token count (counts[d]) and its sorted token hashes (token_hash_reference,
+    # in verify/reference.py) in out[region[d]:region[d] + counts[d]] (room for (len + 1) // 2:
+    # a token takes a byte and is followed by a separator). Mode 0 also flags the social
+    # markers as _count_kernel does (a flagged document is left unsorted: the caller strips and
+    # redoes it in mode 1).
     mix = np.uint64(0x9E3779B97F4A7C15)
     s32 = np.uint64(32)
     for d in numba.prange(starts.shape[0]):
@@ -441,7 +406,7 @@ def _write_kernel(
             _sort_hashes(out[o : o + n])
 
 
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _gather_rows(
     src: np.ndarray,
     src_start: np.ndarray,
@@ -484,15 +449,15 @@ def token_hashes(
     prepared: Prepared | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every text's tokens as sorted 32-bit hashes: ``(values uint32 (total,), offsets int64
-    (n + 1,))``, equal to :func:`token_hashes_reference`.
+    (n + 1,))``, equal to :func:`neardup.verify.reference.token_hashes_reference`.
 
     The tokens are exactly ``verifier.tokens(text)`` (so ``offsets`` give exact token counts),
-    each hashed by :func:`token_hash_reference`. ASCII texts are tokenised and hashed by a numba
-    kernel over their bytes (a text with a social marker is first stripped by the same regex as
-    :func:`~neardup.verify.tokenize`); other texts go through ``verifier.tokens`` and only the
-    hashing runs in numba. No vocabulary is built. One pass over cache-sized chunks into a
-    reused scratch buffer, compacted into the output, which is sized from the tokens per
-    character seen so far (untouched room costs no memory).
+    each hashed by :func:`neardup.verify.reference.token_hash_reference`. ASCII texts are
+    tokenised and hashed by a numba kernel over their bytes (a text with a social marker is
+    first stripped by the same regex as :func:`~neardup.verify.tokenize`); other texts go
+    through ``verifier.tokens`` and only the hashing runs in numba. No vocabulary is built. One
+    pass over cache-sized chunks into a reused scratch buffer, compacted into the output, which
+    is sized from the tokens per character seen so far (untouched room costs no memory).
 
     Equal tokens get equal hashes, so the multiset overlap of two rows is an upper bound on the
     multiset overlap of the token sequences (hash collisions can only merge counts:
@@ -552,26 +517,7 @@ def token_hashes(
     return values[:pos], offsets
 
 
-def token_histograms_reference(
-    verifier: Verifier, texts: Sequence[str]
-) -> tuple[np.ndarray, np.ndarray]:
-    """The definition of :func:`token_histograms`: per text, how many of its tokens
-    (``verifier.tokens``) fall in each of ``2**HIST_BITS`` buckets, the bucket being the top
-    ``HIST_BITS`` bits of :func:`token_hash_reference`, counts capped at ``HIST_MAX``; and the
-    exact token counts."""
-    nb = 1 << HIST_BITS
-    hist = np.zeros((len(texts), nb), np.uint8)
-    counts = np.zeros(len(texts), np.int64)
-    for d, text in enumerate(texts):
-        toks = verifier.tokens(text)
-        counts[d] = len(toks)
-        for t in toks:
-            b = token_hash_reference(t) >> (32 - HIST_BITS)
-            hist[d, b] = min(HIST_MAX, int(hist[d, b]) + 1)
-    return hist, counts
-
-
-@numba.njit(cache=True, parallel=True)
+@kernel(parallel=True)
 def _hist_kernel(
     buf: np.ndarray,
     starts: np.ndarray,
@@ -611,7 +557,8 @@ def token_histograms(
     prepared: Prepared | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every text's tokens counted in ``2**HIST_BITS`` hash buckets: ``(hist uint8 (n,
-    2**HIST_BITS), counts int64 (n,))``, equal to :func:`token_histograms_reference`.
+    2**HIST_BITS), counts int64 (n,))``, equal to
+    :func:`neardup.verify.reference.token_histograms_reference`.
 
     The same tokens and hashes as :func:`token_hashes` (the same byte loop, the same handling of
     non-ASCII texts and social markers), but nothing is written out or sorted: one pass over

@@ -138,7 +138,8 @@ def test_config_validates_the_budget():
     width=st.sampled_from([1, 2]),
 )
 def test_first_of_equal_rows_equals_the_reference(rows, width):
-    from neardup.batch.exact import first_of_equal_rows, first_of_equal_rows_reference
+    from neardup.batch.exact import first_of_equal_rows
+    from neardup.batch.reference import first_of_equal_rows_reference
 
     h = np.array(rows, dtype=np.uint64).reshape(-1, 2)[:, :width]
     assert np.array_equal(first_of_equal_rows(h), first_of_equal_rows_reference(h))
@@ -192,7 +193,8 @@ def test_bucket_candidates_equal_the_definition(seed, n, pb, radius, spread):
 def test_first_of_equal_rows_large_unstable_sort(distinct):
     # numpy's default sort is unstable above a few dozen rows: the first position of each group
     # must come from the positions, not the order the sort leaves equal rows in
-    from neardup.batch.exact import first_of_equal_rows, first_of_equal_rows_reference
+    from neardup.batch.exact import first_of_equal_rows
+    from neardup.batch.reference import first_of_equal_rows_reference
 
     rng = np.random.default_rng(distinct)
     v = rng.integers(0, distinct, 20_000, dtype=np.uint64)

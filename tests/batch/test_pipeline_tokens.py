@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from neardup.verify import reference as R
 from neardup.verify import tokens as T
 from neardup.verify.rule import TokenEncoder, Verifier
 
@@ -22,10 +23,10 @@ def test_encode_texts_equals_the_reference(texts, strip, prefix):
     v = Verifier(strip_social=strip)
     e1, e2 = TokenEncoder(), TokenEncoder()
     # a shared encoder that already knows some tokens
-    T.encode_texts_reference(v, prefix, e1)
-    T.encode_texts_reference(v, prefix, e2)
+    R.encode_texts_reference(v, prefix, e1)
+    R.encode_texts_reference(v, prefix, e2)
     fast = T.encode_texts(v, texts, e1)
-    ref = T.encode_texts_reference(v, texts, e2)
+    ref = R.encode_texts_reference(v, texts, e2)
     assert fast == ref
     assert e1._vocab == e2._vocab
 
@@ -34,7 +35,7 @@ def test_runs_split_by_size_and_non_ascii(monkeypatch):
     monkeypatch.setattr(T, "RUN_BYTES", 20)
     v = Verifier()
     texts = ["the cat sat", "on the mat", "中文 the cat", "THE CAT, sat!", "x" * 50, "a b a b"] * 3
-    assert T.encode_texts(v, texts) == T.encode_texts_reference(v, texts, TokenEncoder())
+    assert T.encode_texts(v, texts) == R.encode_texts_reference(v, texts, TokenEncoder())
 
 
 def test_vocabulary_limit_falls_back_to_the_reference(monkeypatch):
@@ -42,7 +43,7 @@ def test_vocabulary_limit_falls_back_to_the_reference(monkeypatch):
     v = Verifier()
     texts = ["alpha beta gamma", "delta epsilon zeta eta", "theta iota alpha"]
     e1, e2 = TokenEncoder(), TokenEncoder()
-    assert T.encode_texts(v, texts, e1) == T.encode_texts_reference(v, texts, e2)
+    assert T.encode_texts(v, texts, e1) == R.encode_texts_reference(v, texts, e2)
 
 
 @settings(max_examples=200, deadline=None)
@@ -63,7 +64,7 @@ def test_tables_grow_while_encoding():
     v = Verifier()
     texts = [" ".join(f"w{i * 300 + j}" for j in range(300)) for i in range(400)]
     texts.append("z" * 300_000 + " w5")
-    assert T.encode_texts(v, texts) == T.encode_texts_reference(v, texts, TokenEncoder())
+    assert T.encode_texts(v, texts) == R.encode_texts_reference(v, texts, TokenEncoder())
 
 
 def test_span_texts_are_read_as_spans():

@@ -15,8 +15,8 @@ from neardup.fingerprint.minhash import (
     band_key_block,
     band_keys,
     minhash_signatures,
-    minhash_signatures_reference,
 )
+from neardup.fingerprint.reference import minhash_signatures_reference
 from neardup.rules.lsh import lsh_pairs
 from neardup.rules.plan import candidate_probability, plan_lsh, shingle_jaccard
 from neardup.rules.reference import lsh_pairs_reference

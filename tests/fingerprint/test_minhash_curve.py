@@ -19,7 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup.errors import InputError
-from neardup.fingerprint.minhash import sketch_shingles, sketch_shingles_reference
+from neardup.fingerprint.minhash import sketch_shingles
+from neardup.fingerprint.reference import sketch_shingles_reference
 from neardup.rules.plan import candidate_probability, plan_lsh
 
 #: b-bit values: two unrelated minima agree with probability 2**-16

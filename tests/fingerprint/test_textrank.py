@@ -11,11 +11,8 @@ from hypothesis import strategies as st
 
 import neardup
 from neardup.fingerprint import simhash
-from neardup.text.weights import (
-    TEXTRANK_LEVELS,
-    textrank_weights,
-    textrank_weights_reference,
-)
+from neardup.text.reference import textrank_weights_reference
+from neardup.text.weights import TEXTRANK_LEVELS, textrank_weights
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog, and the lazy dog sleeps in the sun.",

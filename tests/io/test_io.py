@@ -218,12 +218,8 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from neardup.io import jsonl as jsonl_mod  # noqa: E402
-from neardup.io.csvout import (  # noqa: E402
-    clusters_csv_reference,
-    pairs_csv_reference,
-    write_clusters_csv,
-    write_pairs_csv,
-)
+from neardup.io.csvout import write_clusters_csv, write_pairs_csv  # noqa: E402
+from neardup.io.reference import clusters_csv_reference, pairs_csv_reference  # noqa: E402
 
 _TEXTS = st.text(
     alphabet=st.characters(codec="utf-8", categories=("L", "N", "P", "S", "Z", "Cc")), max_size=12

@@ -154,8 +154,8 @@ def test_overlap_kernel_equals_reference_and_bounds_lcs(pairs):
         bound_decisions,
         encode_sorted,
         overlap_many,
-        overlap_reference,
     )
+    from neardup.verify.reference import overlap_reference
 
     seqs = ["".join(chr(0x61 + t) for t in s) for p in pairs for s in p]
     values, offsets = encode_sorted(seqs)

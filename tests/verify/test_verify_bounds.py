@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup.errors import ConfigError
-from neardup.verify.overlap import lcs_many, overlap_reference
+from neardup.verify.overlap import lcs_many
+from neardup.verify.reference import overlap_reference
 from neardup.verify.rule import DEFAULT_MAX_LCS_CELLS, LONG_CHARS, TokenEncoder, Verifier
 from neardup.verify.tokens import token_bytes
 

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from neardup.rules.reference import stage_verify_reference
 from neardup.rules.verify import stage_verify
 from neardup.text import token_kernels as K
+from neardup.verify import reference as R
 from neardup.verify import tokens as T
-from neardup.verify.overlap import overlap_reference
 from neardup.verify.rule import Verifier
 
 PIECES = st.sampled_from(
@@ -46,7 +46,7 @@ def _same_csr(got, ref):
 @given(texts=TEXTS, strip=st.booleans())
 def test_token_hashes_equal_the_reference(texts, strip):
     v = Verifier(strip_social=strip)
-    _same_csr(T.token_hashes(v, texts, workers=2), T.token_hashes_reference(v, texts))
+    _same_csr(T.token_hashes(v, texts, workers=2), R.token_hashes_reference(v, texts))
 
 
 def test_token_hashes_chunks_long_tokens_and_counts(monkeypatch):
@@ -63,10 +63,10 @@ def test_token_hashes_chunks_long_tokens_and_counts(monkeypatch):
         "seventeen-letters abcdefghijklmnopq abcdefgh abcdefghi",
     ] * 3
     got = T.token_hashes(v, texts)
-    _same_csr(got, T.token_hashes_reference(v, texts))
+    _same_csr(got, R.token_hashes_reference(v, texts))
     assert np.diff(got[1]).tolist() == [len(v.tokens(t)) for t in texts]
     # equal tokens hash equal whatever the text's path (ASCII kernel or reference tokeniser)
-    assert T.token_hash_reference("cat") in got[0][got[1][2] : got[1][3]].tolist()
+    assert R.token_hash_reference("cat") in got[0][got[1][2] : got[1][3]].tolist()
 
 
 @settings(max_examples=100, deadline=None)
@@ -74,9 +74,9 @@ def test_token_hashes_chunks_long_tokens_and_counts(monkeypatch):
 def test_hash_overlap_bounds_the_token_overlap(a, data):
     # collisions only merge counts, so the overlap of hashes >= the overlap of tokens
     b = data.draw(st.lists(st.sampled_from(["a", "b", "c", "dd", "é", "世"]), max_size=30))
-    ha = [T.token_hash_reference(t) % 3 for t in a]  # a deliberately colliding hash
-    hb = [T.token_hash_reference(t) % 3 for t in b]
-    assert overlap_reference(ha, hb) >= overlap_reference(a, b)
+    ha = [R.token_hash_reference(t) % 3 for t in a]  # a deliberately colliding hash
+    hb = [R.token_hash_reference(t) % 3 for t in b]
+    assert R.overlap_reference(ha, hb) >= R.overlap_reference(a, b)
 
 
 WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "far", "away", "Über", "世界", "x1"]
@@ -175,7 +175,7 @@ def test_lcs_many_equals_rapidfuzz_on_encoded_tokens(docs, pairs, strip):
     v = Verifier(strip_social=strip)
     texts = [" ".join(d) for d in docs]
     spans = T.token_bytes(v, texts)
-    enc = T.encode_texts_reference(v, texts, TokenEncoder())
+    enc = R.encode_texts_reference(v, texts, TokenEncoder())
     ia = np.array([x % len(texts) for x, _ in pairs], np.int64)
     ib = np.array([y % len(texts) for _, y in pairs], np.int64)
     got = lcs_many(spans, ia, ib, workers=2)
@@ -225,7 +225,7 @@ def test_lcs_many_long_sequences_with_carries():
     texts = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 400))) for _ in range(40)]
     v = Verifier()
     spans = T.token_bytes(v, texts)
-    enc = T.encode_texts_reference(v, texts, TokenEncoder())
+    enc = R.encode_texts_reference(v, texts, TokenEncoder())
     ia = np.array([rng.randrange(40) for _ in range(300)], np.int64)
     ib = np.array([rng.randrange(40) for _ in range(300)], np.int64)
     ref = [LCSseq.similarity(enc[x], enc[y]) for x, y in zip(ia.tolist(), ib.tolist(), strict=True)]
@@ -239,7 +239,7 @@ def test_token_hashes_output_grows_past_its_estimate(monkeypatch):
     v = Verifier()
     texts = ["x" * 2500] * 3 + ["a b c d e " * 400] * 3 + ["世界 ü " * 800] * 3 + ["ok"] * 5
     for order in (texts, texts[::-1]):
-        _same_csr(T.token_hashes(v, order, workers=2), T.token_hashes_reference(v, order))
+        _same_csr(T.token_hashes(v, order, workers=2), R.token_hashes_reference(v, order))
 
 
 @settings(max_examples=150, deadline=None)
@@ -252,18 +252,18 @@ def test_token_histograms_equal_the_reference(texts, strip, small):
         hist, counts = T.token_histograms(v, texts, workers=2)
     finally:
         K.HASH_CHUNK_BYTES = old
-    ref_hist, ref_counts = T.token_histograms_reference(v, texts)
+    ref_hist, ref_counts = R.token_histograms_reference(v, texts)
     assert hist.dtype == np.uint8 and counts.dtype == np.int64
     assert np.array_equal(counts, ref_counts)
     assert np.array_equal(hist, ref_hist)
     # the same counts as token_hashes (the exact token counts stage_verify decides with)
-    assert np.array_equal(counts, np.diff(T.token_hashes_reference(v, texts)[1]))
+    assert np.array_equal(counts, np.diff(R.token_hashes_reference(v, texts)[1]))
 
 
 def test_token_histograms_saturate_and_count_exactly():
     v = Verifier()
     hist, counts = T.token_histograms(v, ["the " * 300, "the " * 10 + "cat", "THE, the!"])
-    b = T.token_hash_reference("the") >> (32 - T.HIST_BITS)
+    b = R.token_hash_reference("the") >> (32 - T.HIST_BITS)
     assert counts.tolist() == [300, 11, 2]
     assert hist[:, b].tolist() == [T.HIST_MAX, 10, 2] and hist[0].sum() == T.HIST_MAX
 

@@ -36,6 +36,10 @@ from .sigcache import DEFAULT_CAPACITY, SignatureCache
 
 __all__ = ["Decider", "Op"]
 
+#: (query, stored row) pairs the MinHash agreement filter compares at once (~40 MB of arrays
+#: at 237 values)
+_FILTER_BLOCK = 1 << 15
+
 #: groups up to this many documents find their within-group pairs by brute force (an index
 #: build costs more than the n^2/2 distances there)
 _BRUTE_PAIRS = 256
@@ -634,10 +638,26 @@ class Decider:
             parts.append(made)
         stored_sig = np.concatenate(parts) if len(parts) > 1 else parts[0]
         span = plan.bands * plan.rows
-        # every (query, stored row) pair to filter, in query order then candidate order
+        passed: list[list[int]] = [[] for _ in range(len(fps))]
+        # the (query, stored row) pairs, filtered a block at a time (a large group can hold
+        # tens of millions: its comparison arrays stay bounded)
         q_of: list[int] = []
         k_of: list[int] = []
         r_of: list[int] = []
+
+        def flush() -> None:
+            eq = stored_sig[k_of] == sig[q_of]
+            agree = np.count_nonzero(eq, axis=1)
+            # a shared band key, from the signatures themselves: the store's compact keys keep
+            # 32 bits of each, so a false collision is dropped here, as the batch pipeline
+            # (which groups by the full keys) never pairs it
+            share = eq[:, :span].reshape(len(r_of), plan.bands, plan.rows).all(axis=2).any(axis=1)
+            for m in np.flatnonzero((agree >= plan.min_agreement) & share).tolist():
+                passed[q_of[m]].append(r_of[m])
+            q_of.clear()
+            k_of.clear()
+            r_of.clear()
+
         get = where.get
         for i, cand in enumerate(lsh_rids):
             seen = set(hit_rids[lims[i] : lims[i + 1]].tolist())
@@ -647,16 +667,10 @@ class Decider:
                     q_of.append(i)
                     k_of.append(k)
                     r_of.append(r)
-        passed: list[list[int]] = [[] for _ in range(len(fps))]
+            if len(r_of) >= _FILTER_BLOCK:
+                flush()
         if r_of:
-            eq = stored_sig[k_of] == sig[q_of]
-            agree = np.count_nonzero(eq, axis=1)
-            # a shared band key, from the signatures themselves: the store's compact keys keep
-            # 32 bits of each, so a false collision is dropped here, as the batch pipeline
-            # (which groups by the full keys) never pairs it
-            share = eq[:, :span].reshape(len(r_of), plan.bands, plan.rows).all(axis=2).any(axis=1)
-            for m in np.flatnonzero((agree >= plan.min_agreement) & share).tolist():
-                passed[q_of[m]].append(r_of[m])
+            flush()
         unread = {r for ok in passed for r in ok if r not in rows}
         if unread:
             rows.update(self.store.fetch(unread, with_text=True))

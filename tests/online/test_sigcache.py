@@ -79,6 +79,11 @@ def test_decisions_do_not_depend_on_the_cache(monkeypatch) -> None:
             assert d.candidates == "lsh"
             runs[size] = _stream(d, texts)
     assert runs[1] == runs[0] and runs[5] == runs[0] and runs[262_144] == runs[0]
+    # and on the filter's blocks of pairs (a group's pairs compared a block at a time)
+    monkeypatch.setattr(decide_module, "_FILTER_BLOCK", 2)
+    size = -1
+    with Deduplicator.open(settings=DedupSettings(signature_cache_rows=5)) as d:
+        assert _stream(d, texts) == runs[0]
     assert sum(x["duplicate"] for x in runs[0]) > 0
     # the cache is used: stored rows seen before are not made again
     assert made[262_144] < made[0] and made[5] <= made[0]

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from ..text.hashing import combine64, feature_hash
+from ..text.hashing import combine64, feature_hash, fnv1a64
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers only
     from ..text.token_kernels import Tokeniser
@@ -109,16 +109,6 @@ def simhash_from_features(features: Iterable[Feature], bits: int = 64) -> int:
 
 # ------------------------------------------------------------------------------------ MinHash
 _M64 = (1 << 64) - 1
-_FNV_OFFSET = 0xCBF29CE484222325
-_FNV_PRIME = 0x100000001B3
-
-
-def _fnv64(token: str) -> int:
-    """FNV-1a (64-bit) over the token's UTF-8 bytes."""
-    h = _FNV_OFFSET
-    for byte in token.encode("utf-8"):
-        h = ((h ^ byte) * _FNV_PRIME) & _M64
-    return h
 
 
 def _shingle_reference(h1: int, h2: int) -> int:
@@ -152,7 +142,7 @@ def minhash_signatures_reference(
     sig = np.full((n, hashes), NO_SIGNATURE, np.uint16)
     counts = np.zeros(n, np.int64)
     for d, text in enumerate(texts):
-        toks = [_fnv64(t) for t in verifier.tokens(text)]
+        toks = [fnv1a64(t.encode("utf-8")) for t in verifier.tokens(text)]
         counts[d] = len(toks)
         if not toks:
             continue

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..text.hashing import fnv1a64
 from .sequences import TokenEncoder
 from .tokens import HIST_BITS, HIST_MAX
 
@@ -21,8 +22,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers only
 __all__: list[str] = []
 
 _M64 = (1 << 64) - 1
-_FNV_OFFSET = 0xCBF29CE484222325
-_FNV_PRIME = 0x100000001B3
 _MIX = 0x9E3779B97F4A7C15
 
 
@@ -38,10 +37,7 @@ def token_hash_reference(token: str) -> int:
     """32-bit hash of a token: FNV-1a (64-bit) over its UTF-8 bytes, then the top 32 bits of
     ``h * 0x9E3779B97F4A7C15`` (mod 2**64). The definition the numba kernel of
     :func:`~neardup.verify.tokens.token_hashes` is tested against."""
-    h = _FNV_OFFSET
-    for byte in token.encode("utf-8"):
-        h = ((h ^ byte) * _FNV_PRIME) & _M64
-    return ((h * _MIX) & _M64) >> 32
+    return ((fnv1a64(token.encode("utf-8")) * _MIX) & _M64) >> 32
 
 
 def token_hashes_reference(

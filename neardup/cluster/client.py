@@ -34,7 +34,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from ..errors import ConfigError, InputError, InputTypeError, NotFoundError, ServiceUnavailableError
@@ -208,19 +208,11 @@ class ClusterClient:
         path = namespace_path(self.namespace, "lease")
         names = self.config.names
         need = len(names) // 2 + 1
-        ask = self.nodes.usable_nodes()
-        if len(ask) < need:  # the last resort: nodes that are slow but not known down
-            ask = self.nodes.reachable_nodes()
 
-        def call(n: str) -> Callable[[], Any]:
-            return lambda: self.nodes.request(n, "POST", path, body)
+        def enough(answered: Collection[str]) -> bool:
+            return len(answered) >= need
 
-        def enough(answers: Mapping[str, Any]) -> bool:
-            return len(answers) >= need
-
-        # slow but not known down: asked too when a node asked first hangs (a paused node)
-        spare = {n: call(n) for n in self.nodes.reachable_nodes() if n not in ask}
-        answers, errors = self.nodes.gather({n: call(n) for n in ask}, enough=enough, spare=spare)
+        answers, errors = self.nodes.fan_out("POST", path, body, enough=enough)
         for a in answers.values():
             self.nodes.observe_version(int(a.get("max_version") or 0))
         if len(answers) >= need:
@@ -279,17 +271,8 @@ class ClusterClient:
         matches, its id is stored (a re-send), fingerprint); and the within-batch matches."""
         body = {"documents": docs, "pairs": pairs, "epoch": self.config.epoch}
         path = namespace_path(self.namespace, "check")
-        ask = self.nodes.usable_nodes()
-        if not self._covered(ask):  # the last resort: nodes that are slow but not known down
-            ask = self.nodes.reachable_nodes()
-
-        def call(n: str) -> Callable[[], Any]:
-            return lambda: self.nodes.request(n, "POST", path, body)
-
-        # slow but not known down: asked too when a node asked first hangs (a paused node)
-        spare = {n: call(n) for n in self.nodes.reachable_nodes() if n not in ask}
-        answers, errors = self.nodes.gather(
-            {n: call(n) for n in ask}, enough=self._covered, n_docs=len(docs), spare=spare
+        answers, errors = self.nodes.fan_out(
+            "POST", path, body, enough=self._covered, n_docs=len(docs)
         )
         for exc in errors.values():
             if isinstance(exc, NodeAnswerError):
@@ -533,11 +516,8 @@ class ClusterClient:
         from urllib.parse import quote
 
         path = namespace_path(self.namespace, "docs/" + quote(doc_id, safe=""))
-        ask = self.nodes.usable_nodes()
-        if not self._covered(ask):
-            ask = self.nodes.reachable_nodes()
-        calls = {n: (lambda n=n: self.nodes.request(n, "GET", path)) for n in ask}
-        answers, errors = self.nodes.gather(calls, enough=self._covered)
+        # a read asks no spares: it waits for the nodes it asked first
+        answers, errors = self.nodes.fan_out("GET", path, enough=self._covered, spares=False)
         for exc in errors.values():
             if isinstance(exc, NodeAnswerError):
                 raise exc.error

@@ -28,7 +28,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -548,11 +548,36 @@ class NodePool:
                 self._joined.discard(node)
 
     # -- fan-out ------------------------------------------------------------------------------------
+    def fan_out(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        enough: Callable[[Collection[str]], bool],
+        n_docs: int = 0,
+        spares: bool = True,
+    ) -> tuple[dict[str, Any], dict[str, BaseException]]:
+        """One request to many nodes, the way every cluster read and the lease ask: the usable
+        nodes (every reachable one when the usable ones could not be ``enough``: nodes slow
+        but not known down are the last resort), gathered by :meth:`gather` until
+        ``enough(answering nodes)``; with ``spares``, the reachable nodes not asked first are
+        asked too when those asked hang (a paused node). Returns (answers, errors) per node."""
+        ask = self.usable_nodes()
+        if not enough(ask):
+            ask = self.reachable_nodes()
+
+        def call(n: str) -> Callable[[], Any]:
+            return lambda: self.request(n, method, path, body)
+
+        spare = {n: call(n) for n in self.reachable_nodes() if n not in ask} if spares else None
+        return self.gather({n: call(n) for n in ask}, enough=enough, n_docs=n_docs, spare=spare)
+
     def gather(
         self,
         calls: Mapping[str, Callable[[], Any]],
         *,
-        enough: Callable[[Mapping[str, Any]], bool],
+        enough: Callable[[Collection[str]], bool],
         n_docs: int = 0,
         spare: Mapping[str, Callable[[], Any]] | None = None,
     ) -> tuple[dict[str, Any], dict[str, BaseException]]:

@@ -421,6 +421,9 @@ def bench_dedup(
                      "same_decisions": {k: v for k, v in got_q.items() if k != "pairs"}
                      == {k: v for k, v in want_q.items() if k != "pairs"} if want_q else None,
                      "quality": got_q, "kept_sha256": digest,
+                     "lsh_valve": {k: res.stats["lsh"].get(k) for k in (
+                         "valve_bands", "capped_buckets", "deferred_pairs", "deferred_lazy",
+                         "deferred_skipped")},
                      "partitions": parts, "buckets": res.stats["buckets"],
                      "load_avg_end": os.getloadavg(), "load_avg_at_step_end": loads,
                      "peak_rss_bytes": rss.peak, "peak_rss_bytes_by_step": rss.per_step,

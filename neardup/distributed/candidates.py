@@ -58,6 +58,7 @@ from .job import Job
 __all__ = [
     "RAW_SCHEMA",
     "SRC_LSH",
+    "SRC_LSH_CAPPED",
     "SRC_SIMHASH",
     "step_big",
     "step_first",
@@ -66,7 +67,10 @@ __all__ = [
     "step_keys",
 ]
 
-SRC_LSH, SRC_SIMHASH = 1, 2
+#: a pair's sources (or-ed over the key buckets that made it): a MinHash bucket paired in full,
+#: the SimHash pass, a thinned (over-cap) MinHash bucket; a pair met only in thinned buckets (or
+#: only among SimHash-dense texts) is verified lazily (:mod:`neardup.distributed.lazy`)
+SRC_LSH, SRC_SIMHASH, SRC_LSH_CAPPED = 1, 2, 4
 KIND_LSH, KIND_SIMHASH = 0, 1
 
 
@@ -358,13 +362,13 @@ def step_first(workdir: str, task: int, job: Job) -> dict[str, Any]:
 
 def _valve_pairs(
     workdir: str, task: int, caps: list[int | None], job: Job
-) -> tuple[np.ndarray, np.ndarray, list[list[int]]]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[list[int]]]:
     """Key bucket ``task``'s MinHash pairs under the valve, band by band as
     :func:`neardup.rules.lsh.lsh_pairs` makes them, only those whose signatures agree on
     ``plan.min_agreement`` values (the signatures read by reference from the members' ``docs``
     files; a bucket's other pairs are never materialised: with the band budget a band may make
-    up to ``band_pairs_per_doc`` pairs per document); and per band with a cap ``[band, thinned
-    buckets, pairs inside them, pairs made inside them]``."""
+    up to ``band_pairs_per_doc`` pairs per document): ``(a, b, made in a thinned bucket)``; and
+    per band with a cap ``[band, thinned buckets, pairs inside them, pairs made inside them]``."""
     plan = job.dedup_config().lsh_plan()
     pos, bounds, band = _lsh_groups(workdir, task)
     # the signatures of every member of the bucket's groups, read once (u ascending: a member's
@@ -376,18 +380,18 @@ def _valve_pairs(
     words64, pad = signature_words(sig)
 
     def agreeing(
-        m: np.ndarray, bd: np.ndarray, cap: int | None
-    ) -> tuple[np.ndarray, np.ndarray, None]:
-        a, b, _, _ = agreeing_group_pairs(
+        m: np.ndarray, bd: np.ndarray, cap: int | None, big: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        a, b, in_big, _ = agreeing_group_pairs(
             np.searchsorted(u, m).astype(np.int64), bd, cap, sig, plan.min_agreement,
-            np.zeros(bd.size - 1, np.bool_), words=words64, pad=pad,
+            np.zeros(bd.size - 1, np.bool_) if big is None else big, words=words64, pad=pad,
         )  # fmt: skip
-        return u[a], u[b], None
+        return u[a], u[b], in_big
 
     size = np.diff(bounds)
     if not size.size:
         z = np.zeros(0, np.int64)
-        return z, z, []
+        return z, z, np.zeros(0, bool), []
     first_pos = first_band = np.zeros(0, np.int64)
     if any(c is not None for c in caps):
         f = _store.read_bucket(workdir, "first", task, FIRST_SCHEMA)
@@ -395,7 +399,8 @@ def _valve_pairs(
         o = np.argsort(fp, kind="stable")
         first_pos, first_band = fp[o], fb[o]
     gstart = np.searchsorted(band, np.arange(len(caps) + 1))  # groups sorted by band
-    out_a, out_b, stats = [], [], []
+    out_a, out_b, out_big = [], [], []
+    stats: list[list[int]] = []
     for b, cap in enumerate(caps):
         g0, g1 = int(gstart[b]), int(gstart[b + 1])
         if g0 == g1:
@@ -404,9 +409,10 @@ def _valve_pairs(
         bd = bounds[g0 : g1 + 1] - bounds[g0]
         sz = np.diff(bd)
         if cap is None:  # the band fits its budget: every pair
-            a, bb, _ = agreeing(m, bd, None)
+            a, bb, full_big = agreeing(m, bd, None)
             out_a.append(a)
             out_b.append(bb)
+            out_big.append(full_big)
             continue
         big = sz > cap + 1
         fb = np.full(m.size, -1, np.int64)  # each member's chosen band (-1: none)
@@ -417,15 +423,16 @@ def _valve_pairs(
         # a thinned bucket keeps its anchors and the members whose chosen band it is
         m, nb, in_big, was_big = thin_big_groups(m, bd, cap, fb == b)
         new_sz = np.diff(nb)
-        a, bb, _ = agreeing(m, nb, cap)
+        a, bb, in_big_pair = agreeing(m, nb, cap, was_big)
         out_a.append(a)
         out_b.append(bb)
+        out_big.append(in_big_pair)
         made_big = int(pairs_per_group(new_sz, cap)[was_big].sum())
         stats.append([b, int(big.sum()), in_big, made_big])
     if not out_a:
         z = np.zeros(0, np.int64)
-        return z, z, stats
-    return np.concatenate(out_a), np.concatenate(out_b), stats
+        return z, z, np.zeros(0, bool), stats
+    return np.concatenate(out_a), np.concatenate(out_b), np.concatenate(out_big), stats
 
 
 @_store.resumable("join")
@@ -440,7 +447,7 @@ def step_join(
     cfg = job.dedup_config()
     plan = cfg.lsh_plan()
     # MinHash: the channel's pairing, band by band (members ascending = input order)
-    la, lb, valve = _valve_pairs(workdir, task, list(caps or [None] * plan.bands), job)
+    la, lb, lbig, valve = _valve_pairs(workdir, task, list(caps or [None] * plan.bands), job)
     # SimHash: all pairs of a group within k bits, reported by the first block pair they share
     k = simhash_distance(job)
     pos, fp, sub, bounds = _groups_of(workdir, task, KIND_SIMHASH)
@@ -463,7 +470,10 @@ def step_join(
     a = np.concatenate([la, sa])
     b = np.concatenate([lb, sb])
     src = np.concatenate(
-        [np.full(la.size, SRC_LSH, np.uint8), np.full(sa.size, SRC_SIMHASH, np.uint8)]
+        [
+            np.where(lbig, SRC_LSH_CAPPED, SRC_LSH).astype(np.uint8),
+            np.full(sa.size, SRC_SIMHASH, np.uint8),
+        ]
     )
     raw = pa.table({"a": a, "b": b, "src": src}, schema=RAW_SCHEMA)
     size = _store.shuffle_write(workdir, "raw", task, raw, _store.owner_of(a, job.starts))

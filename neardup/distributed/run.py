@@ -14,14 +14,16 @@ from typing import Any
 from ..errors import ConfigError, InputError
 from ..rules.lsh import band_caps
 from ..rules.summary import summary
+from ..rules.verify import is_lazy
 from . import _store
 from .candidates import step_big, step_first, step_group, step_join, step_keys
 from .engines import Engine, LocalEngine
 from .exact import step_exact
 from .job import Job, plan_partitions
 from .keep import step_final, step_round
+from .lazy import step_deferred, step_lazy
 from .read import step_read
-from .verify import step_attach, step_verify
+from .verify import step_attach, step_dense, step_verify
 from .write import step_count, step_write
 
 __all__ = ["DistributedResult", "run_dedup"]
@@ -157,7 +159,16 @@ def run_dedup(
     lsh_docs = sum(r["lsh_docs"] for r in ks)
     used = [c for c in caps if c is not None]
     run("attach", step_attach, P, job)
+    if cfg.verify:
+        run("dense", step_dense, P, job)
     vf = run("verify", step_verify, P, job)
+    # the pairs only a concentrated corpus made: verified lazily when they are many, as on one
+    # machine (see lazy.py), else all of them
+    deferred = sum(r.get("deferred", 0) for r in vf)
+    units = n - sum(r["later_copies"] for r in ex)
+    lazy = cfg.verify and is_lazy(deferred, units)
+    lz = run("lazy", step_lazy, 1, job)[0] if lazy else {}
+    df = run("deferred", step_deferred, P, job, lazy)
     # the keep decision (or the components) in rounds, one task per partition each, until no
     # unit is undecided (no label changed): see keep.py and rounds.py
     t0 = time.perf_counter()
@@ -190,7 +201,7 @@ def run_dedup(
         clusters=sum(r["clusters"] for r in cn),
         keep=cfg.keep,
         candidates=sum(r["candidates"] for r in vf),
-        verified=sum(r["verified"] for r in vf),
+        verified=sum(r["verified"] for r in vf) + sum(r["verified"] for r in df),
         pairs=sum(r["pairs"] for r in wr),
         plan=plan,
         elapsed_s=time.perf_counter() - t_start,
@@ -205,6 +216,15 @@ def run_dedup(
             "pairs_skipped": min(
                 sum(max(0, v[1] - v[2]) for v in valve.values()),
                 lsh_docs * (lsh_docs - 1) // 2,
+            ),
+            **(
+                {
+                    "deferred_pairs": deferred,
+                    "deferred_lazy": lazy,
+                    "deferred_skipped": lz.get("skipped", 0),
+                }
+                if cfg.verify
+                else {}
             ),
         },
         # records --on-error skip left out (each file's, counted by its first partition)

@@ -1,4 +1,5 @@
-"""Steps ``attach`` and ``verify``: candidate pairs joined with their texts, then verified.
+"""Steps ``attach``, ``dense`` and ``verify``: candidate pairs joined with their texts, then
+verified.
 
 ``attach`` (per partition, the pairs whose first member it holds): the raw pairs of every key
 bucket are merged (one row per pair, its sources or-ed), and the first member's id and unit
@@ -7,6 +8,8 @@ the partition of the second member. Texts, fingerprints and signatures do not tr
 pairs: ``verify`` reads the first member's by reference (its position: partition file
 ``docs/p<owner>.arrow``, memory-mapped, row found by binary search) where it runs, so the
 shuffle carries ~60 bytes per candidate pair instead of the text and the 252-byte signature.
+Both members of every SimHash pair go to their partitions (``sdeg``), where ``dense`` lists the
+texts with more than ``LAZY_SIMHASH_PARTNERS`` SimHash partners.
 
 ``verify`` (per partition) attaches the second member's, keeps the candidates of the
 single-machine channel (every SimHash pair; a MinHash pair when the signatures agree on at
@@ -15,7 +18,11 @@ least ``min_agreement`` values), and decides them with
 machine). Each verified near pair goes to ``pairs`` (its first member's partition), becomes an
 edge of the keep rounds (``kin``/``kout``, or ``kadj`` for ``keep="none"``; see ``keep``), and,
 when both groups have members to repeat it over, a request with the second group's members to
-the first member's partition (``xpand``).
+the first member's partition (``xpand``). The pairs every source of which is a concentrated
+one (:func:`neardup.rules.verify.deferred_pairs`: only thinned over-cap buckets, or only the
+SimHash pass between two dense texts) are held back in ``deferred/p<partition>.arrow`` for
+:mod:`neardup.distributed.lazy`, which verifies them as the single machine does
+(:func:`emit_verified` then emits those accepted).
 """
 
 from __future__ import annotations
@@ -25,12 +32,21 @@ from typing import Any
 import numpy as np
 
 from . import _store
-from .candidates import RAW_SCHEMA, SRC_SIMHASH
+from .candidates import RAW_SCHEMA, SRC_LSH, SRC_LSH_CAPPED, SRC_SIMHASH
 from .exact import DUPS_SCHEMA, GMEM_SCHEMA, PAIRS_SCHEMA
 from .job import Job
 from .keep import ADJ_SCHEMA, IN_SCHEMA, OUT_SCHEMA, XPAND_SCHEMA
 
-__all__ = ["HALF_SCHEMA", "step_attach", "step_verify"]
+__all__ = [
+    "DEFERRED_SCHEMA",
+    "HALF_SCHEMA",
+    "dense_texts",
+    "emit_verified",
+    "partners",
+    "step_attach",
+    "step_dense",
+    "step_verify",
+]
 
 
 def _half_schema() -> Any:
@@ -99,18 +115,91 @@ def step_attach(workdir: str, task: int, job: Job) -> dict[str, Any]:
         schema=HALF_SCHEMA,
     )  # fmt: skip
     size = _store.shuffle_write(workdir, "half", task, t, _store.owner_of(b, job.starts))
+    # each text's SimHash partners, counted at its partition (step dense): a SimHash pair
+    # between two texts of a dense patch is verified lazily (neardup.rules.verify.deferred_pairs)
+    sim = (src & SRC_SIMHASH) > 0
+    ends = np.concatenate([a[sim], b[sim]])
+    size += _store.shuffle_write(
+        workdir, "sdeg", task, pa.table({"pos": ends}, schema=_SDEG_SCHEMA),
+        _store.owner_of(ends, job.starts),
+    )  # fmt: skip
     return {"pairs": int(a.size), "shuffle_bytes": size}
+
+
+def _sdeg_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([("pos", pa.int64())])
+
+
+_SDEG_SCHEMA = _sdeg_schema()
+
+
+def _dense_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([("pos", pa.int64()), ("partners", pa.int64())])
+
+
+_DENSE_SCHEMA = _dense_schema()
+
+
+@_store.resumable("dense")
+def step_dense(workdir: str, task: int, job: Job) -> dict[str, Any]:
+    """The texts of partition ``task`` with more than ``LAZY_SIMHASH_PARTNERS`` SimHash
+    partners (``dense/p<task>.arrow``, ascending; usually none)."""
+    import pyarrow as pa
+
+    from ..rules.plan import LAZY_SIMHASH_PARTNERS
+
+    ends = _store.read_bucket(workdir, "sdeg", task, _SDEG_SCHEMA)["pos"].to_numpy()
+    pos, count = np.unique(ends, return_counts=True)
+    many = count > LAZY_SIMHASH_PARTNERS  # the others can make no pair dense: not written
+    _store.write_table(
+        f"{workdir}/dense/p{task:05d}.arrow",
+        pa.table({"pos": pos[many], "partners": count[many]}, schema=_DENSE_SCHEMA),
+    )
+    return {"dense": int(many.sum())}
+
+
+def dense_texts(workdir: str, partitions: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every partition's texts of many SimHash partners (step ``dense``): (positions
+    ascending, partner counts)."""
+    tabs = [_store.read_table(f"{workdir}/dense/p{p:05d}.arrow") for p in range(partitions)]
+    if not tabs:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    pos = np.concatenate([t["pos"].to_numpy() for t in tabs])
+    return pos, np.concatenate([t["partners"].to_numpy() for t in tabs])
+
+
+def partners(dense: tuple[np.ndarray, np.ndarray], pos: np.ndarray) -> np.ndarray:
+    """SimHash partner counts of the texts at ``pos`` from :func:`dense_texts` (0 for a text
+    not listed: it has too few to count)."""
+    at, count = dense
+    if not at.size:
+        return np.zeros(pos.size, np.int64)
+    i = np.minimum(np.searchsorted(at, pos), at.size - 1)
+    return np.where(at[i] == pos, count[i], 0)
+
+
+def _deferred_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([*HALF_SCHEMA, pa.field("d", pa.int32())])
+
+
+DEFERRED_SCHEMA = _deferred_schema()
 
 
 @_store.resumable("verify")
 def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
     """Decide the candidate pairs whose second member is in partition ``task``; shuffle the
-    verified ones to the pairs output, the keep rounds and the pair expansion."""
+    verified ones to the pairs output, the keep rounds and the pair expansion. The pairs only
+    a concentrated corpus made (:func:`neardup.rules.verify.deferred_pairs`) wait in
+    ``deferred/p<task>.arrow`` for step ``deferred`` (:mod:`neardup.distributed.lazy`)."""
     import pyarrow as pa
 
-    from ..rules.config import STAGE_NEAR
-    from ..rules.keep import may_drop
-    from ..rules.verify import stage_verify_rules
+    from ..rules.verify import deferred_pairs, simhash_dense, stage_verify_rules
     from ..verify.rule import RULE_UNVERIFIED
 
     cfg = job.dedup_config()
@@ -120,15 +209,28 @@ def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
     a, b = half["a"].to_numpy(), half["b"].to_numpy()
     at_b = np.searchsorted(docs["pos"].to_numpy(), b)
     src = half["src"].to_numpy()
+    sim = (src & SRC_SIMHASH) > 0
+    deferred = np.zeros(a.size, bool)
+    if cfg.verify:
+        dense = dense_texts(workdir, len(job.partitions))
+        deferred = deferred_pairs(
+            (src & SRC_LSH) > 0,
+            (src & SRC_LSH_CAPPED) > 0,
+            sim,
+            simhash_dense(partners(dense, a), partners(dense, b)),
+        )
     # the first member's fingerprint, signature and (for a pair the channel keeps) text, read
     # where the pair is verified: a SimHash pair is a candidate whatever the signatures say
-    ref = _store.by_reference(workdir, job.starts, a, plan.hashes, (src & SRC_SIMHASH) > 0)
+    ref = _store.by_reference(workdir, job.starts, a, plan.hashes, sim & ~deferred)
     sig_b = _store.sig_matrix(docs["sig"], docs.num_rows, plan.hashes)[at_b]
     agree = (ref["sig"] == sig_b).sum(axis=1)
-    cand = ((src & SRC_SIMHASH) > 0) | (agree >= plan.min_agreement)
+    cand = sim | (agree >= plan.min_agreement)
     fb = docs["fp"].to_numpy()[at_b]
     d = np.bitwise_count(ref["fp"] ^ fb).astype(np.int32)
-    idx = np.flatnonzero(cand)
+    later = np.flatnonzero(cand & deferred)
+    held = half.take(later).append_column("d", pa.array(d[later], pa.int32()))
+    _store.write_table(f"{workdir}/deferred/p{task:05d}.arrow", held)
+    idx = np.flatnonzero(cand & ~deferred)
     text_a = [ref["text"][i] for i in idx.tolist()]
     lsh_only = idx[[t is None for t in text_a]]
     if lsh_only.size:  # MinHash pairs that passed the agreement filter: their texts now
@@ -139,19 +241,52 @@ def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
         for i, t in zip(lsh_only.tolist(), more["text"], strict=True):
             ref["text"][i] = t
         text_a = [ref["text"][i] for i in idx.tolist()]
-    remote = ref["bytes"]
     texts = text_a + docs["text"].take(at_b[idx]).to_pylist()
-    a, b, d = a[idx], b[idx], d[idx]
-    ia = np.arange(idx.size, dtype=np.int64)
     if cfg.verify:
-        ok, score, rule = stage_verify_rules(cfg.make_verifier(), texts, ia, ia + idx.size, d)
+        ia = np.arange(idx.size, dtype=np.int64)
+        ok, score, rule = stage_verify_rules(cfg.make_verifier(), texts, ia, ia + idx.size, d[idx])
     else:
-        ok, score = np.ones(idx.size, bool), 1.0 - d / 64.0
+        ok, score = np.ones(idx.size, bool), 1.0 - d[idx] / 64.0
         rule = np.full(idx.size, RULE_UNVERIFIED, np.uint8)
     sel = idx[ok]
-    a, b, d, score = a[ok], b[ok], d[ok], np.asarray(score, np.float64)[ok]
-    rule = rule[ok]
-    h = half.take(sel)
+    size = emit_verified(
+        workdir, task, job, docs, half.take(sel), d[sel], np.asarray(score, np.float64)[ok],
+        rule[ok], wave=0,
+    )  # fmt: skip
+    return {
+        "candidates": int(idx.size + later.size),
+        "deferred": int(later.size),
+        "verified": int(sel.size),
+        "shuffle_bytes": size,
+        "reference_bytes": int(ref["bytes"]),
+    }
+
+
+def emit_verified(
+    workdir: str,
+    task: int,
+    job: Job,
+    docs: Any,
+    h: Any,
+    d: np.ndarray,
+    score: np.ndarray,
+    rule: np.ndarray,
+    wave: int,
+) -> int:
+    """Shuffle the verified near pairs ``h`` (``half`` rows whose second member is in partition
+    ``task``, whose ``docs`` are given; ``d``, ``score``, ``rule`` per pair) to the pairs
+    output, the keep rounds and the pair expansion; ``wave`` 0 from step ``verify``, 1 from
+    step ``deferred`` (map-task numbers that never collide). Returns the bytes shuffled."""
+    import pyarrow as pa
+
+    from ..rules.config import STAGE_NEAR
+    from ..rules.keep import may_drop
+
+    cfg = job.dedup_config()
+    P = len(job.partitions)
+    m_task = task + wave * P
+    p_task = job.buckets + task + (2 * P if wave else 0)  # past exact's, verify's and final's
+    a, b = h["a"].to_numpy(), h["b"].to_numpy()
     fb_ = _unit_facts(workdir, task, docs, b)
     fb_["id"] = np.asarray(fb_["id"].to_pylist(), dtype=object)
     fb_["head_id"] = np.asarray(fb_["head_id"].to_pylist(), dtype=object)
@@ -165,7 +300,7 @@ def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
          "stage": np.full(a.size, STAGE_NEAR, np.uint8), "rule": rule},
         schema=PAIRS_SCHEMA,
     )  # fmt: skip
-    size += _store.shuffle_write(workdir, "pairs", job.buckets + task, pairs, owner(a, job.starts))
+    size += _store.shuffle_write(workdir, "pairs", p_task, pairs, owner(a, job.starts))
     # edges of the keep rounds
     ulen_a, gsize_a = h["ulen_a"].to_numpy(), h["gsize_a"].to_numpy()
     head_a, head_id_a = h["head_a"].to_numpy(), np.asarray(h["head_id_a"].to_pylist(), object)
@@ -176,8 +311,8 @@ def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
              "u": np.concatenate([b, a])},
             schema=ADJ_SCHEMA,
         )  # fmt: skip
-        size += _store.shuffle_write(workdir, "kadj", task, adj, owner(adj["v"].to_numpy(),
-                                                                        job.starts))  # fmt: skip
+        size += _store.shuffle_write(workdir, "kadj", m_task, adj, owner(adj["v"].to_numpy(),
+                                                                          job.starts))  # fmt: skip
     else:
         longest = cfg.keep == "longest"
         ka = -ulen_a if longest else np.zeros(a.size, np.int64)
@@ -198,9 +333,9 @@ def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
              "head_id": pa.array(head_id.tolist(), pa.string())},
             schema=IN_SCHEMA,
         )  # fmt: skip
-        size += _store.shuffle_write(workdir, "kin", task, kin, owner(v, job.starts))
+        size += _store.shuffle_write(workdir, "kin", m_task, kin, owner(v, job.starts))
         kout = pa.table({"u": u, "v": v}, schema=OUT_SCHEMA)
-        size += _store.shuffle_write(workdir, "kout", task, kout, owner(u, job.starts))
+        size += _store.shuffle_write(workdir, "kout", m_task, kout, owner(u, job.starts))
     # requests to repeat the pair over both exact groups' members
     gsize_b = fb_["gsize"]
     prod = gsize_a * gsize_b
@@ -228,10 +363,5 @@ def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
              "score": score[xr], "rule": rule[xr]},
             schema=XPAND_SCHEMA,
         )  # fmt: skip
-        size += _store.shuffle_write(workdir, "xpand", task, xp, owner(a[xr], job.starts))
-    return {
-        "candidates": int(idx.size),
-        "verified": int(a.size),
-        "shuffle_bytes": size,
-        "reference_bytes": int(remote),
-    }
+        size += _store.shuffle_write(workdir, "xpand", m_task, xp, owner(a[xr], job.starts))
+    return size

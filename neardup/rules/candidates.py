@@ -20,13 +20,13 @@ import numpy.typing as npt
 from .._arrays import unique_sorted
 from ..verify.rule import Verifier
 from .plan import (
-    LAZY_SIMHASH_PARTNERS,
     LSH_SIMHASH_DISTANCE,
     LSH_SIMHASH_SHORT_DISTANCE,
     LshPlan,
     simhash_pass_distance,
     splits_short_texts,
 )
+from .verify import deferred_pairs, simhash_dense
 
 if TYPE_CHECKING:
     from .config import DedupConfig
@@ -247,16 +247,19 @@ def stage_candidates_lsh(
         if any(  # the pair valve acted
             p.get("distance_used", 0) < p.get("distance_planned", 0) for p in plans
         ):
-            dense = np.ones(sa.size, bool)
-        else:  # both texts in a dense patch of SimHash space (a template and its copies)
+            dense = np.ones(code.size, bool)
+        else:
             deg = np.bincount(np.concatenate([sa, sb]), minlength=m)
-            dense = (deg[sa] > LAZY_SIMHASH_PARTNERS) & (deg[sb] > LAZY_SIMHASH_PARTNERS)
-        lazy = np.concatenate([la[capped[0]] * m + lb[capped[0]], sa[dense] * m + sb[dense]])
-        ordinary = np.concatenate(
-            [la[~capped[0]] * m + lb[~capped[0]], sa[~dense] * m + sb[~dense]]
+            dense = simhash_dense(deg[a], deg[b])
+        lsh_code = la * m + lb
+        deferred_out.append(
+            deferred_pairs(
+                np.isin(code, lsh_code[~capped[0]]),
+                np.isin(code, lsh_code[capped[0]]),
+                np.isin(code, sa * m + sb),
+                dense,
+            )
         )
-        lazy_code = np.setdiff1d(lazy, ordinary)
-        deferred_out.append(np.isin(code, lazy_code, assume_unique=True))
     d = hamming_many(fps[a], fps[b]) if a.size else np.zeros(0, np.int32)
     if lsh_info is not None:
         lsh_info["simhash_pairs"] = int(sa.size)

@@ -21,16 +21,20 @@ from ..io.texts import SpanTexts
 from ..verify.rule import RULE_BOUND, RULE_TRUSTED, Verifier
 from .config import Keep, Progress
 from .keep import connected_components, stage_representatives
+from .plan import LAZY_SIMHASH_PARTNERS
 
 __all__ = [
     "DEFERRED_ROUND_PAIRS",
     "LAZY_MIN_PAIRS_PER_DOC",
     "VERIFY_CHUNK_PAIRS",
     "VERIFY_MAX_CHUNKS",
+    "deferred_pairs",
+    "is_lazy",
     "keep_skippable",
     "lazy_deferred",
     "lazy_rounds",
     "longest_first",
+    "simhash_dense",
     "stage_verify",
     "stage_verify_rules",
     "subset_texts",
@@ -280,15 +284,48 @@ def lazy_rounds(
     return skipped
 
 
+def deferred_pairs(
+    lsh: npt.NDArray[np.bool_],
+    lsh_capped: npt.NDArray[np.bool_],
+    simhash: npt.NDArray[np.bool_],
+    dense: npt.NDArray[np.bool_],
+) -> npt.NDArray[np.bool_]:
+    """Which candidate pairs only a concentrated corpus produced (the pairs
+    :func:`lazy_rounds` may verify lazily), from each pair's sources: made in a MinHash bucket
+    paired in full (``lsh``), in a thinned over-cap bucket (``lsh_capped``), by the SimHash pass
+    (``simhash``), and whether the SimHash pass is dense there (``dense``: both texts have
+    more than ``LAZY_SIMHASH_PARTNERS`` SimHash partners, :func:`simhash_dense`, or the pass's
+    pair valve lowered its distance). A pair is deferred when every source that made it is a
+    concentrated one (a thinned bucket, a dense SimHash patch). The single machine's rule and
+    the distributed engines' (per-pair source bits)."""
+    lazy = lsh_capped | (simhash & dense)
+    ordinary = lsh | (simhash & ~dense)
+    return lazy & ~ordinary
+
+
+def simhash_dense(
+    partners_a: npt.NDArray[np.int64], partners_b: npt.NDArray[np.int64]
+) -> npt.NDArray[np.bool_]:
+    """The ``dense`` of :func:`deferred_pairs` from the two texts' SimHash partner counts:
+    both texts in a dense patch of SimHash space (a template and its copies)."""
+    return (partners_a > LAZY_SIMHASH_PARTNERS) & (partners_b > LAZY_SIMHASH_PARTNERS)
+
+
 def lazy_deferred(
     deferred: npt.NDArray[np.bool_] | None, units: int
 ) -> npt.NDArray[np.bool_] | None:
     """``deferred`` when its pairs are to be verified lazily (more than
     ``LAZY_MIN_PAIRS_PER_DOC`` per first copy: a concentrated corpus), else None (every pair is
     verified and every matched pair reported)."""
-    if deferred is None or deferred.sum() <= LAZY_MIN_PAIRS_PER_DOC * units:
+    if deferred is None or not is_lazy(int(deferred.sum()), units):
         return None
     return deferred
+
+
+def is_lazy(deferred: int, units: int) -> bool:
+    """Whether ``deferred`` pairs (:func:`deferred_pairs`) among ``units`` first copies are
+    verified lazily: more than ``LAZY_MIN_PAIRS_PER_DOC`` per first copy."""
+    return deferred > LAZY_MIN_PAIRS_PER_DOC * units
 
 
 def keep_skippable(

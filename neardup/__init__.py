@@ -41,28 +41,28 @@ _EXPORTS: dict[str, str] = {
     "hamming_many": "neardup.fingerprint",
     "hamming_to_many": "neardup.fingerprint",
     "hamming_cdist": "neardup.fingerprint",
-    # fingerprints (issue: fingerprints)
+    # fingerprints
     "Fingerprinter": "neardup.fingerprint",
     "content_hash": "neardup.fingerprint",
     "content_hash_many": "neardup.fingerprint",
-    # index (issue: hamming index)
+    # index
     "HammingIndex": "neardup.index",
     "all_pairs": "neardup.index",
-    # batch dedup (issue: neardup dedup)
+    # batch dedup
     "dedup": "neardup.batch",
     "DedupConfig": "neardup.rules",
     "DedupResult": "neardup.batch",
     "dedup_dataset": "neardup.batch",
     "dedup_files": "neardup.batch",
-    # review (issue 37): explain a pair
+    # review: explain a pair
     "explain": "neardup.review.explain",
     "Explanation": "neardup.review.explain",
-    # online (issue: service)
+    # online
     "Deduplicator": "neardup.online",
     "Decision": "neardup.rules",
     "Match": "neardup.rules",
     "Client": "neardup.service.client",
-    # cluster (issue 27)
+    # cluster
     "HashRing": "neardup.cluster",
     "ClusterClient": "neardup.cluster",
     "ClusterConfig": "neardup.cluster",

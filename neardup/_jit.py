@@ -1,7 +1,7 @@
 """Where neardup's numba kernels are cached, and how long compiling them took.
 
 numba's own cache (``@njit(cache=True)``) is written next to the source, into the installed
-package's ``__pycache__`` folders. That broke the README's Quickstart (issue 20): a later
+package's ``__pycache__`` folders. That broke the README's Quickstart: a later
 ``pip install -e .`` over a ``pip install .`` removes the old copy by its file list, leaves the
 cache folders behind without ``__init__.py``, and they shadow the editable package. So
 neardup's kernels are cached in a user cache directory, one per (neardup, numba, Python)
@@ -320,8 +320,7 @@ def kernel(signature_or_function: Any = None, /, **options: Any) -> Any:
 
     Why one decorator: numba picks a kernel's cache locator when the dispatcher is created, so
     :class:`NeardupCacheLocator` must be installed before the first kernel of any module is
-    decorated, or that module's kernels are cached inside the installed package again (issue
-    20). ``kernel`` lives in this module, so using it imports this module (and installs the
+    decorated, or that module's kernels are cached inside the installed package again. ``kernel`` lives in this module, so using it imports this module (and installs the
     locator) first: no side-effect import to remember, no ordering to keep. And every kernel is
     cached: ``cache`` cannot be passed (a cache turned off would recompile it in every
     process), a ``TypeError`` when it is. In a kernel module::

@@ -74,27 +74,46 @@ def _xmerge(acc, v):
     return acc * P1 + P4
 
 
+@kernel
+def xlanes(seed):
+    """xxHash64's four lanes for ``seed`` (inputs of 32 bytes or more)."""
+    return seed + P1 + P2, seed + P2, seed, seed - P1
+
+
+@kernel
+def xconverge(v1, v2, v3, v4):
+    """xxHash64's merge of its four lanes (inputs of 32 bytes or more)."""
+    h = _rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)
+    h = _xmerge(h, v1)
+    h = _xmerge(h, v2)
+    h = _xmerge(h, v3)
+    return _xmerge(h, v4)
+
+
+@kernel
+def xavalanche(h):
+    """xxHash64's final avalanche."""
+    h = h ^ (h >> U64(33))
+    h = h * P2
+    h = h ^ (h >> U64(29))
+    h = h * P3
+    return h ^ (h >> U64(32))
+
+
 @kernel(inline="always")
 def xxh64(b, s, e, seed):
     """xxHash64 of b[s:e] (uint8 array) with seed (uint64)."""
     n = e - s
     i = s
     if n >= 32:
-        v1 = seed + P1 + P2
-        v2 = seed + P2
-        v3 = seed
-        v4 = seed - P1
+        v1, v2, v3, v4 = xlanes(seed)
         while i + 32 <= e:
             v1 = _xround(v1, _r64(b, i))
             v2 = _xround(v2, _r64(b, i + 8))
             v3 = _xround(v3, _r64(b, i + 16))
             v4 = _xround(v4, _r64(b, i + 24))
             i += 32
-        h = _rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)
-        h = _xmerge(h, v1)
-        h = _xmerge(h, v2)
-        h = _xmerge(h, v3)
-        h = _xmerge(h, v4)
+        h = xconverge(v1, v2, v3, v4)
     else:
         h = seed + P5
     h = h + U64(n)
@@ -110,12 +129,7 @@ def xxh64(b, s, e, seed):
         h = h ^ (U64(b[i]) * P5)
         h = _rotl(h, 11) * P1
         i += 1
-    h = h ^ (h >> U64(33))
-    h = h * P2
-    h = h ^ (h >> U64(29))
-    h = h * P3
-    h = h ^ (h >> U64(32))
-    return h
+    return xavalanche(h)
 
 
 @kernel(_SIG_HASH)

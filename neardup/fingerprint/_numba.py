@@ -16,7 +16,18 @@ import numpy as np
 
 from .._jit import kernel
 from ..text.tokenize import prepare_many, prepare_utf8
-from ._hashes import P1, P2, P3, P4, P5, _rotl, _xmerge, _xround, hash64, hash64_cold
+from ._hashes import (
+    P1,
+    P4,
+    P5,
+    _rotl,
+    _xround,
+    hash64,
+    hash64_cold,
+    xavalanche,
+    xconverge,
+    xlanes,
+)
 
 U64 = np.uint64
 LANE = U64(0x0101010101010101)
@@ -41,7 +52,7 @@ FEATURE_BUF = 4096
 
 # Small helpers are ordinary kernels: LLVM inlines them into their callers anyway,
 # whereas numba's inline="always" types their bodies again at every call site (a large share
-# of this module's first-run compile, for no measured speed; issue 20). xxh64 and hash64 stay
+# of this module's first-run compile, for no measured speed). xxh64 and hash64 stay
 # inlined into the hot loops.
 
 
@@ -163,21 +174,14 @@ def _xxh64_words(ring, start, cnt, n, seed):
     nbytes = 8 * cnt
     k = 0
     if nbytes >= 32:
-        v1 = seed + P1 + P2
-        v2 = seed + P2
-        v3 = seed
-        v4 = seed - P1
+        v1, v2, v3, v4 = xlanes(seed)
         while k + 4 <= cnt:
             v1 = _xround(v1, ring[_wrap(start + k, n)])
             v2 = _xround(v2, ring[_wrap(start + k + 1, n)])
             v3 = _xround(v3, ring[_wrap(start + k + 2, n)])
             v4 = _xround(v4, ring[_wrap(start + k + 3, n)])
             k += 4
-        h = _rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)
-        h = _xmerge(h, v1)
-        h = _xmerge(h, v2)
-        h = _xmerge(h, v3)
-        h = _xmerge(h, v4)
+        h = xconverge(v1, v2, v3, v4)
     else:
         h = seed + P5
     h = h + U64(nbytes)
@@ -185,12 +189,7 @@ def _xxh64_words(ring, start, cnt, n, seed):
         h = h ^ _xround(U64(0), ring[_wrap(start + k, n)])
         h = _rotl(h, 27) * P1 + P4
         k += 1
-    h = h ^ (h >> U64(33))
-    h = h * P2
-    h = h ^ (h >> U64(29))
-    h = h * P3
-    h = h ^ (h >> U64(32))
-    return h
+    return xavalanche(h)
 
 
 @kernel

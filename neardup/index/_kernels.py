@@ -671,7 +671,7 @@ def csr_sort_gil(nq, qi, ids, d, max_d):
 # Typed lists of segment tuples (neardup.index.multi.IndexSet, compressed.list_search) are made
 # and filled here, in cached kernels. numba.typed.List's own Python-side methods (empty_list,
 # append, len) are numba functions that numba never caches: every new process compiled them
-# again for each item type, seconds of a restart (issue 24; tests/index/test_index_startup.py checks
+# again for each item type, seconds of a restart (tests/index/test_index_startup.py checks
 # that building an IndexSet compiles nothing when the kernel cache is warm). Python code keeps
 # its own count of a list's items instead of calling len() on it.
 

@@ -418,7 +418,7 @@ def create_app(
     add_routes("/v1", namespaced=False)
     add_routes("/v1/ns/{namespace}", namespaced=True)
 
-    # -- export: one page of stored documents in id order (cluster rebalancing, issue 27) ------
+    # -- export: one page of stored documents in id order (cluster rebalancing) ------------------
     async def export(namespace: str, after: str, limit: int) -> Response:
         if not 1 <= limit <= 10_000:
             raise ConfigError(f"limit must be in 1..10000, got {limit}")

@@ -60,6 +60,7 @@ __all__ = [
     "SRC_LSH",
     "SRC_LSH_CAPPED",
     "SRC_SIMHASH",
+    "SRC_SIMHASH_SHORT",
     "step_big",
     "step_first",
     "step_group",
@@ -68,9 +69,11 @@ __all__ = [
 ]
 
 #: a pair's sources (or-ed over the key buckets that made it): a MinHash bucket paired in full,
-#: the SimHash pass, a thinned (over-cap) MinHash bucket; a pair met only in thinned buckets (or
-#: only among SimHash-dense texts) is verified lazily (:mod:`neardup.distributed.lazy`)
-SRC_LSH, SRC_SIMHASH, SRC_LSH_CAPPED = 1, 2, 4
+#: the SimHash pass (its texts of ``short_chars`` or more at the pass's distance), a thinned
+#: (over-cap) MinHash bucket, the SimHash pass's identical fingerprints of every text (with
+#: short texts split off); a pair met only in thinned buckets (or only among SimHash-dense
+#: texts) is verified lazily (:mod:`neardup.distributed.lazy`)
+SRC_LSH, SRC_SIMHASH, SRC_LSH_CAPPED, SRC_SIMHASH_SHORT = 1, 2, 4, 8
 KIND_LSH, KIND_SIMHASH = 0, 1
 
 
@@ -81,7 +84,7 @@ def _schemas() -> tuple[Any, Any]:
         [("kind", pa.uint8()), ("sub", pa.int32()), ("key", pa.uint64()), ("pos", pa.int64()),
          ("fp", pa.uint64())]
     )  # fmt: skip
-    raw = pa.schema([("a", pa.int64()), ("b", pa.int64()), ("src", pa.uint8())])
+    raw = pa.schema([("a", pa.int64()), ("b", pa.int64()), ("src", pa.uint8()), ("d", pa.uint8())])
     return keys, raw
 
 
@@ -196,13 +199,16 @@ def step_keys(workdir: str, task: int, job: Job) -> dict[str, Any]:
         for name in ("kind", "sub", "key", "pos", "fp")
     }
     table = pa.table(cols, schema=KEYS_SCHEMA)
+    # the SimHash pass's documents (the pair valve allows max_candidates_per_doc per document)
+    sim = {"sim_docs": int(np.flatnonzero(first_copy & ~docs["empty"].to_numpy()).size),
+           "sim_long_docs": int(sh.size)}  # fmt: skip
     g = (
         cols["key"]
         ^ (cols["sub"].astype(np.uint64) << np.uint64(48))
         ^ cols["kind"].astype(np.uint64)
     )
     size = _store.shuffle_write(workdir, "keys", task, table, _store.mix_bucket(g, job.buckets))
-    return {"records": table.num_rows, "lsh_docs": int(lsh.size), "shuffle_bytes": size}
+    return {"records": table.num_rows, "lsh_docs": int(lsh.size), "shuffle_bytes": size, **sim}
 
 
 def _group_rows(t: Any) -> dict[str, np.ndarray]:
@@ -456,30 +462,38 @@ def step_join(
         np.arange(pos.size), bounds, max(int(np.diff(bounds).max(initial=2)), 2)
     )
     x = fp[ia] ^ fp[ib]
-    near = np.bitwise_count(x) <= k
-    ia, ib, x = ia[near], ib[near], x[near]
+    dist = np.bitwise_count(x)
+    near = dist <= k
+    ia, ib, x, dist = ia[near], ib[near], x[near], dist[near]
     masks = simhash_blocks(k)
     first_combo = np.full(ia.size, -1, np.int64)
     for c, (i, j) in enumerate(_block_pairs(k)):
         both = (x & np.uint64(masks[i] | masks[j])) == 0
         first_combo[(first_combo < 0) & both] = c
     # a pair is reported by the first block pair it shares; an exact-key pair (sub = the block
-    # pairs' count: distance 0, any lengths) by its exact key (attach drops the repeats)
-    mine = (first_combo == sub[ia]) | (sub[ia] == len(_block_pairs(k)))
-    sa, sb = pos[ia[mine]], pos[ib[mine]]
+    # pairs' count: distance 0, any lengths; the short texts' pass) by its exact key (attach
+    # merges the repeats)
+    exact_key = sub[ia] == len(_block_pairs(k))
+    mine = (first_combo == sub[ia]) | exact_key
+    sa, sb, sd, sx = pos[ia[mine]], pos[ib[mine]], dist[mine], exact_key[mine]
     a = np.concatenate([la, sa])
     b = np.concatenate([lb, sb])
     src = np.concatenate(
         [
             np.where(lbig, SRC_LSH_CAPPED, SRC_LSH).astype(np.uint8),
-            np.full(sa.size, SRC_SIMHASH, np.uint8),
+            np.where(sx, SRC_SIMHASH_SHORT, SRC_SIMHASH).astype(np.uint8),
         ]
     )
-    raw = pa.table({"a": a, "b": b, "src": src}, schema=RAW_SCHEMA)
+    d = np.concatenate([np.zeros(la.size, np.uint8), sd.astype(np.uint8)])
+    raw = pa.table({"a": a, "b": b, "src": src, "d": d}, schema=RAW_SCHEMA)
     size = _store.shuffle_write(workdir, "raw", task, raw, _store.owner_of(a, job.starts))
     return {
         "lsh_pairs": int(la.size),
         "simhash_pairs": int(sa.size),
+        # each SimHash pass's pairs by distance, each pair counted once per pass (the passes'
+        # pair valve: the driver sums them, attach applies it)
+        "simhash_at": np.bincount(sd[~sx], minlength=k + 1)[: k + 1].tolist(),
+        "simhash_short_at": [int(sx.sum())],
         "valve": valve,
         "shuffle_bytes": size,
     }

@@ -11,12 +11,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..errors import ConfigError, InputError
 from ..rules.lsh import band_caps
+from ..rules.passes import valve_distance
 from ..rules.summary import summary
 from ..rules.verify import is_lazy
 from . import _store
-from .candidates import step_big, step_first, step_group, step_join, step_keys
+from .candidates import (
+    simhash_distance,
+    step_big,
+    step_first,
+    step_group,
+    step_join,
+    step_keys,
+)
 from .engines import Engine, LocalEngine
 from .exact import step_exact
 from .job import Job, plan_partitions
@@ -158,10 +168,22 @@ def run_dedup(
             v[2] += made_big
     lsh_docs = sum(r["lsh_docs"] for r in ks)
     used = [c for c in caps if c is not None]
-    run("attach", step_attach, P, job)
+    # the SimHash passes' pair valve, as on one machine (planned_pairs): over all the pass's
+    # pairs, the largest distance whose pairs fit max_candidates_per_doc per document
+    per = cfg.max_candidates_per_doc
+    k = simhash_distance(job)
+    at_long = np.sum([r["simhash_at"] for r in jn], axis=0) if jn else np.zeros(k + 1, int)
+    at_short = np.sum([r["simhash_short_at"] for r in jn], axis=0) if jn else np.zeros(1, int)
+    long_docs, sim_docs = (sum(r[x] for r in ks) for x in ("sim_long_docs", "sim_docs"))
+    sim_used = (
+        valve_distance(at_long, None if per is None else per * long_docs),
+        valve_distance(at_short, None if per is None else per * sim_docs),
+    )
+    valved = sim_used[0] < k or sim_used[1] < 0
+    run("attach", step_attach, P, job, sim_used if valved else None)
     if cfg.verify:
         run("dense", step_dense, P, job)
-    vf = run("verify", step_verify, P, job)
+    vf = run("verify", step_verify, P, job, valved)
     # the pairs only a concentrated corpus made: verified lazily when they are many, as on one
     # machine (see lazy.py), else all of them
     deferred = sum(r.get("deferred", 0) for r in vf)
@@ -226,6 +248,10 @@ def run_dedup(
                 if cfg.verify
                 else {}
             ),
+        },
+        candidate_passes={
+            "simhash": {"distance_planned": k, "distance_used": sim_used[0]},
+            "simhash_short": {"distance_planned": 0, "distance_used": sim_used[1]},
         },
         # records --on-error skip left out (each file's, counted by its first partition)
         skipped_records=sum(r.get("skipped", 0) for r in res),

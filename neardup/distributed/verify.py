@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from . import _store
-from .candidates import RAW_SCHEMA, SRC_LSH, SRC_LSH_CAPPED, SRC_SIMHASH
+from .candidates import RAW_SCHEMA, SRC_LSH, SRC_LSH_CAPPED, SRC_SIMHASH, SRC_SIMHASH_SHORT
 from .exact import DUPS_SCHEMA, GMEM_SCHEMA, PAIRS_SCHEMA
 from .job import Job
 from .keep import ADJ_SCHEMA, IN_SCHEMA, OUT_SCHEMA, XPAND_SCHEMA
@@ -92,13 +92,28 @@ def _unit_facts(workdir: str, task: int, docs: Any, x: np.ndarray) -> dict[str, 
 
 
 @_store.resumable("attach")
-def step_attach(workdir: str, task: int, job: Job) -> dict[str, Any]:
+def step_attach(
+    workdir: str, task: int, job: Job, valve: tuple[int, int] | None = None
+) -> dict[str, Any]:
     """Merge the candidate pairs whose first member is in partition ``task``; attach its id and
-    unit facts."""
+    unit facts. ``valve``: the SimHash passes' distances when their pair valve lowered one
+    (:func:`neardup.rules.passes.valve_distance`; the texts of ``short_chars`` or more, every
+    text): the pass's pairs beyond it are not its candidates."""
     import pyarrow as pa
 
     raw = _store.read_bucket(workdir, "raw", task, RAW_SCHEMA)
-    a, b, src = (raw[c].to_numpy() for c in ("a", "b", "src"))
+    a, b, src, d = (raw[c].to_numpy() for c in ("a", "b", "src", "d"))
+    if valve is not None:
+        src = src.copy()
+        src[((src & SRC_SIMHASH) > 0) & (d > valve[0])] &= np.uint8(~SRC_SIMHASH & 0xFF)
+        if valve[1] < 0:
+            src &= np.uint8(~SRC_SIMHASH_SHORT & 0xFF)
+        kept = src != 0
+        a, b, src = a[kept], b[kept], src[kept]
+    # one SimHash source from here on: the passes differ only in their valve
+    short = (src & SRC_SIMHASH_SHORT) > 0
+    src = np.where(short, (src & np.uint8(~SRC_SIMHASH_SHORT & 0xFF)) | SRC_SIMHASH, src)
+    src = src.astype(np.uint8)
     o = np.lexsort((b, a))
     a, b, src = a[o], b[o], src[o]
     new = np.ones(a.size, bool)
@@ -192,11 +207,12 @@ DEFERRED_SCHEMA = _deferred_schema()
 
 
 @_store.resumable("verify")
-def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
+def step_verify(workdir: str, task: int, job: Job, valved: bool = False) -> dict[str, Any]:
     """Decide the candidate pairs whose second member is in partition ``task``; shuffle the
     verified ones to the pairs output, the keep rounds and the pair expansion. The pairs only
     a concentrated corpus made (:func:`neardup.rules.verify.deferred_pairs`) wait in
-    ``deferred/p<task>.arrow`` for step ``deferred`` (:mod:`neardup.distributed.lazy`)."""
+    ``deferred/p<task>.arrow`` for step ``deferred`` (:mod:`neardup.distributed.lazy`);
+    ``valved``: a SimHash pass's pair valve acted (every SimHash pair counts as dense)."""
     import pyarrow as pa
 
     from ..rules.verify import deferred_pairs, simhash_dense, stage_verify_rules
@@ -217,7 +233,9 @@ def step_verify(workdir: str, task: int, job: Job) -> dict[str, Any]:
             (src & SRC_LSH) > 0,
             (src & SRC_LSH_CAPPED) > 0,
             sim,
-            simhash_dense(partners(dense, a), partners(dense, b)),
+            np.ones(a.size, bool)
+            if valved
+            else simhash_dense(partners(dense, a), partners(dense, b)),
         )
     # the first member's fingerprint, signature and (for a pair the channel keeps) text, read
     # where the pair is verified: a SimHash pair is a candidate whatever the signatures say

@@ -38,6 +38,7 @@ __all__ = [
     "pair_work_ns",
     "plan_pass",
     "planned_pairs",
+    "valve_distance",
 ]
 
 #: verifying a candidate pair costs about this per character of the two texts (tokenising is
@@ -232,10 +233,26 @@ def planned_pairs(
             g += 1  # the sample overestimated: every pair within g fits, so look further
         used = g
         if max_pairs is not None and fps.ndim == 1 and a.size > max_pairs:
-            cum = np.cumsum(np.bincount(d, minlength=g + 1)[: g + 1])
-            fits = np.flatnonzero(cum <= max_pairs)
-            used = int(fits[-1]) if fits.size else -1
+            used = valve_distance(np.bincount(d, minlength=g + 1)[: g + 1], max_pairs)
             keep = d <= used  # sorted by (a, b); filtering keeps that order
             a, b, d = a[keep], b[keep], d[keep]
     info["distance_used"] = int(used)
     return np.asarray(a, np.int64), np.asarray(b, np.int64), np.asarray(d, np.int32), info
+
+
+def valve_distance(pairs_at: npt.ArrayLike, max_pairs: int | None) -> int:
+    """The pair valve of a SimHash pass: the largest distance ``g`` whose pairs (``pairs_at[d]``
+    pairs at distance ``d``, for every distance up to the pass's) number at most ``max_pairs``
+    in all; the pass's own distance when they all fit (or no bound), -1 when not even the
+    identical pairs fit. :func:`planned_pairs` applies it to the pairs it found, the
+    distributed engines to the pairs their join counted.
+
+    >>> valve_distance([10, 5, 40, 100], 60), valve_distance([10, 5], 100), valve_distance([9], 8)
+    (2, 1, -1)
+    """
+    at = np.asarray(pairs_at, np.int64)
+    cum = np.cumsum(at)
+    if max_pairs is None or not cum.size or cum[-1] <= max_pairs:
+        return int(at.size) - 1
+    fits = np.flatnonzero(cum <= max_pairs)
+    return int(fits[-1]) if fits.size else -1

@@ -105,3 +105,42 @@ def test_over_cap_case_equals_the_single_machine(tmp_path: Path, keep: str) -> N
             assert got["stats"][k] == want["stats"][k], k
         for k in ("deferred_pairs", "deferred_lazy", "deferred_skipped"):
             assert got["stats"]["lsh"][k] == lsh[k], k
+
+
+@pytest.mark.parametrize("keep", ["first", "none"])
+def test_simhash_pair_valve_equals_the_single_machine(tmp_path: Path, keep: str) -> None:
+    """A boilerplate of long texts puts more SimHash pairs within the pass's distance than
+    ``max_candidates_per_doc`` allows: the single machine lowers the pass's distance
+    (``planned_pairs``' pair valve) and counts its pairs as dense; the distributed join counts
+    the pass's pairs by distance and the driver applies the same valve
+    (``neardup.rules.passes.valve_distance``): the same candidates, verified pairs and
+    outputs. (A small MinHash budget thins the texts' buckets, so that the SimHash pairs the
+    valve drops are not all MinHash candidates too.)"""
+    rng = random.Random(11)
+    boiler = [rng.choice(WORDS) for _ in range(300)]
+    inputs = crowded_corpus(tmp_path, 2)
+    long_rows = []
+    for i in range(80):
+        words = list(boiler)
+        for _ in range(rng.randint(0, 2)):
+            words[rng.randrange(len(words))] = rng.choice(WORDS)
+        long_rows.append(json.dumps({"id": f"long-{i}", "text": " ".join(words)}) + "\n")
+    extra = tmp_path / "part2.jsonl"
+    extra.write_text("".join(long_rows))
+    inputs.append(str(extra))
+    cfg = DedupConfig(
+        max_candidates_per_doc=8, lsh_bucket_cap=4, lsh_band_pairs_per_doc=1, keep=keep
+    )
+    want = single_machine(inputs, cfg)
+    passes = want["stats"]["candidate_passes"]
+    assert passes["simhash"]["distance_used"] < passes["simhash"]["distance_planned"]
+    for partitions in (1, 3):
+        res = run_dedup(inputs, str(tmp_path / f"w{partitions}"), config=cfg, partitions=partitions)
+        got = distributed(res)
+        assert_same(got, want)
+        for k in ("candidates", "verified"):
+            assert got["stats"][k] == want["stats"][k], k
+        assert (
+            got["stats"]["candidate_passes"]["simhash"]["distance_used"]
+            == passes["simhash"]["distance_used"]
+        )

@@ -30,6 +30,7 @@ from ..fingerprint.distance import hamming_cdist
 from ..fingerprint.minhash import minhash_signatures
 from ..rules.decision import Decision, Match
 from ..rules.keep import GROUP_ORDER, Found, KeepFirst, may_drop
+from ..rules.lsh import query_cap
 from ..store import NO_CONTENT_HASH, Store, WriteGroup
 from .prepare import PreparedDocs, lsh_keys
 from .sigcache import DEFAULT_CAPACITY, SignatureCache
@@ -159,7 +160,7 @@ class Decider:
         lsh_rids = None
         if self.lsh_plan is not None and doc_ops:
             bands = np.concatenate([op.docs.bands for op in doc_ops])  # type: ignore[union-attr]
-            lsh_rids = self.store.search_bands(bands, self.lsh_plan.bucket_cap)
+            lsh_rids = self.store.search_bands(bands, query_cap(self.lsh_plan))
         want = set(hit_rids.tolist())
         want.update(existing.values())
         cached: dict[int, int] = {}

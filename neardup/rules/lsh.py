@@ -34,7 +34,7 @@ from ..index.band_groups import (
 )
 from .plan import LshPlan
 
-__all__ = ["VALVE_SAMPLE", "band_budget", "band_caps", "lsh_pairs"]
+__all__ = ["VALVE_SAMPLE", "band_budget", "band_caps", "lsh_pairs", "query_cap"]
 
 #: pairs sampled from each thinned bucket to estimate the candidates the valve gave up
 VALVE_SAMPLE = 64
@@ -43,6 +43,19 @@ VALVE_SAMPLE = 64
 def band_budget(plan: LshPlan, docs: int) -> int | None:
     """A band's pair budget for ``docs`` documents with tokens (None: no budget)."""
     return None if plan.band_pairs_per_doc is None else plan.band_pairs_per_doc * max(docs, 1)
+
+
+def query_cap(plan: LshPlan) -> int:
+    """The valve's cap for a query against stored buckets (the online store's MinHash channel,
+    :meth:`neardup.store.Store.search_bands`): the plan's floor ``bucket_cap``. The same valve
+    as the batch's (:func:`~neardup.index.band_groups.group_pairs`: a member that comes last
+    meets its bucket's ``cap`` oldest and ``cap`` newest rows), at the cap the batch never goes
+    below: the batch raises a band's cap to the largest that fits the band's budget over the
+    whole corpus (:func:`band_caps`; no cap at all while the band fits), which a stream cannot
+    know ahead, and a query's cost stays bounded by ``2 * bucket_cap`` rows a band. Where a
+    band fits its budget but a bucket holds more than ``2 * bucket_cap`` stored rows, a query
+    meets fewer of them than the batch would pair it with (docs/service.md)."""
+    return plan.bucket_cap
 
 
 def lsh_pairs(

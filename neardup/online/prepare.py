@@ -29,6 +29,7 @@ __all__ = [
     "DocumentPreparer",
     "PreparedDocs",
     "id_problem",
+    "json_type_name",
     "lsh_keys",
 ]
 
@@ -91,7 +92,7 @@ class PreparedDocs:
     bands: npt.NDArray[np.uint64] | None = None
 
 
-def _type_name(value: object) -> str:
+def json_type_name(value: object) -> str:
     """The JSON name of a value's type (``null``, ``boolean``, ``number``, ``string``, ...)."""
     if value is None:
         return "null"
@@ -281,7 +282,7 @@ class DocumentPreparer:
         if not isinstance(doc, Mapping):
             raise InputTypeError(
                 f"{where}: a document must be a mapping like {{'id': str, 'text': str}}, got "
-                f"{_type_name(doc)}",
+                f"{json_type_name(doc)}",
                 field=where,
             )
         f = f"{where}.id"
@@ -289,7 +290,7 @@ class DocumentPreparer:
             raise InputError(f"{f}: field required (every document needs a string id)", field=f)
         id_ = doc["id"]
         if not isinstance(id_, str):
-            raise InputTypeError(f"{f}: must be a string, got {_type_name(id_)}", field=f)
+            raise InputTypeError(f"{f}: must be a string, got {json_type_name(id_)}", field=f)
         problem = id_problem(id_)
         if problem is not None:
             raise InputError(f"{f}: {problem}", field=f)
@@ -298,7 +299,7 @@ class DocumentPreparer:
             raise InputError(f"{f}: field required (a string)", field=f)
         text = doc["text"]
         if not isinstance(text, str):
-            raise InputTypeError(f"{f}: must be a string, got {_type_name(text)}", field=f)
+            raise InputTypeError(f"{f}: must be a string, got {json_type_name(text)}", field=f)
         t = doc.get("time")
         if t is None:
             t = now
@@ -312,7 +313,7 @@ class DocumentPreparer:
             f = f"{where}.metadata"
             if not isinstance(meta, Mapping):
                 raise InputTypeError(
-                    f"{f}: must be an object or null, got {_type_name(meta)}", field=f
+                    f"{f}: must be an object or null, got {json_type_name(meta)}", field=f
                 )
             depth = _nesting_depth(meta, MAX_METADATA_DEPTH)
             if depth > MAX_METADATA_DEPTH:

@@ -24,7 +24,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import InputError
-from ..online.prepare import ID_PATTERN, ID_RULE, MAX_ID_LENGTH
+from ..online.prepare import ID_PATTERN, ID_RULE, MAX_ID_LENGTH, json_type_name
 from .http_errors import AuthError, PayloadTooLargeError, RequestValidationFailed
 
 __all__ = [
@@ -135,22 +135,6 @@ def encode_decisions(decisions: list[Any], is_batch: bool) -> bytes:
 _BODY_SHAPE = 'send a document {"id": str, "text": str} or a batch {"documents": [...]}'
 
 
-def _type_name(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
-
-
 def parse_documents(body: object, *, max_batch: int) -> tuple[list[Any], bool]:
     """Check a decoded request body's shape and return ``(documents, is_batch)``.
 
@@ -181,13 +165,13 @@ def parse_documents(body: object, *, max_batch: int) -> tuple[list[Any], bool]:
     """
     if not isinstance(body, dict):
         raise RequestValidationFailed(
-            "body", f"the body must be a JSON object, got {_type_name(body)}; {_BODY_SHAPE}"
+            "body", f"the body must be a JSON object, got {json_type_name(body)}; {_BODY_SHAPE}"
         )
     if "documents" in body:
         docs = body["documents"]
         if not isinstance(docs, list):
             raise RequestValidationFailed(
-                "documents", f"must be an array of documents, got {_type_name(docs)}"
+                "documents", f"must be an array of documents, got {json_type_name(docs)}"
             )
         if len(docs) > max_batch:
             raise PayloadTooLargeError(

@@ -252,8 +252,8 @@ def compile_notice() -> str:
     """The line the CLI prints when a run starts compiling kernels (a cold cache)."""
     return (
         f"neardup: compiling kernels on first use (cached in {cache_location().path}): "
-        "one to three minutes on a 2-core machine, once per neardup, numba and Python version; "
-        "the summary's docs/s leaves the compile out"
+        "about half a minute on an idle 2-core machine, once per neardup, numba and Python "
+        "version; the summary's docs/s leaves the compile out"
     )
 
 

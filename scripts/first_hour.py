@@ -286,7 +286,7 @@ def first_run_ok(run: Run) -> bool:
     err = " ".join(re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", run.stderr).split())
     return (
         run.rc == 0
-        and "one to three minutes" in err
+        and "about half a minute" in err
         and "compiling kernel" in err
         and fields["kernel compile"] > 0
         and work > 0

@@ -357,8 +357,9 @@ def dedup_command(
     progress = StageProgress.for_stderr(quiet)
     from .. import _jit  # (imports numba, which the run needs anyway)
 
-    # a cold kernel cache costs a one-time compile: say so when it starts (whatever -q says)
-    _jit.announce_compiles(lambda notice: print(notice, file=sys.stderr, flush=True))
+    # a cold kernel cache costs a one-time compile: say so when it starts (whatever -q says),
+    # and compile the last stages' kernels in a helper process meanwhile (neardup.batch.warm)
+    _jit.announce_compiles(_first_compile)
     with progress:
         result = dedup_files(
             inputs,
@@ -460,7 +461,7 @@ def _run_incremental(inputs: list[str], store: str, save: bool, *, quiet: bool, 
     from .progress import StageProgress
 
     progress = StageProgress.for_stderr(quiet)
-    _jit.announce_compiles(lambda notice: print(notice, file=sys.stderr, flush=True))
+    _jit.announce_compiles(_first_compile)
     with progress:
         stats = dedup_against(inputs, store, save=save, progress=_bar_callback(progress), **kw)
     if not quiet:
@@ -511,6 +512,15 @@ def _check_options(
             "--threshold sets how similar verified texts must be, and --no-verify turns "
             "verification off: pass one of them"
         )
+
+
+def _first_compile(notice: str) -> None:
+    """A run's first kernel compile (a cold cache): the notice, and the helper process that
+    compiles the last stages' kernels meanwhile."""
+    from ..batch.warm import start_warming
+
+    print(notice, file=sys.stderr, flush=True)
+    start_warming()
 
 
 def _bar_callback(bar: Any) -> Callable[[str, int, int], None]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 from ..rules.config import STAGE_NAMES, DedupConfig, Progress, with_overrides
@@ -211,12 +211,14 @@ def dedup_files(
     return result
 
 
-def write_pairs(path: str, result: DedupResult) -> None:
+def write_pairs(path: str, result: DedupResult, more: Iterable[Sequence[object]] = ()) -> None:
     """``result``'s matched pairs as CSV at ``path``: ``id_a,id_b,distance,score,stage,rule``,
     one row per pair (a ``csv.writer`` over ``result.pair_rows()`` with ids, and each pair's
-    rule name)."""
+    rule name); then the rows ``more`` (the same columns), in the same file."""
+    import io
+
     from ..io import atomic_open
-    from ..io.csvout import write_pairs_csv
+    from ..io.csvout import csv_writer, write_pairs_csv
     from ..verify.rule import RULE_NAMES
 
     p = result.pairs
@@ -225,6 +227,9 @@ def write_pairs(path: str, result: DedupResult) -> None:
             fh, result.ids, p.a, p.b, p.distance, p.score, p.stage, STAGE_NAMES,
             rule=p.rule, rule_names=RULE_NAMES,
         )  # fmt: skip
+        text = io.TextIOWrapper(fh, encoding="utf-8", newline="", write_through=True)
+        csv_writer(text).writerows(more)
+        text.detach()
 
 
 def write_clusters(path: str, result: DedupResult) -> None:

@@ -325,10 +325,11 @@ def dedup_command(
         else sys.stdout
     )
     if save is not None or against is not None:  # incremental: against a store of kept docs
-        _check_incremental(save, against, engine, pairs_out, clusters_out, report, sample)
+        _check_incremental(save, against, engine, clusters_out, report, sample)
         _run_incremental(
             inputs, str(save or against), save is not None, output=output,
-            summary_json=summary_json, input_format=input_format, output_format=output_format,
+            summary_json=summary_json, pairs_out=pairs_out, input_format=input_format,
+            output_format=output_format,
             text_field=text_field, id_field=id_field, encoding=encoding, on_error=on_error,
             generate_ids=generate_ids, config=config, quiet=quiet, stream=summary_stream,
         )  # fmt: skip
@@ -423,7 +424,6 @@ def _check_incremental(
     save: str | None,
     against: str | None,
     engine: str,
-    pairs_out: str | None,
     clusters_out: str | None,
     report: str | None,
     sample: bool,
@@ -437,15 +437,12 @@ def _check_incremental(
             "pass one of them"
         )
     flag = "--save" if save is not None else "--against"
-    for option, value in (
-        ("--pairs-out", pairs_out),
-        ("--clusters-out", clusters_out),
-        ("--report", report),
-    ):
+    for option, value in (("--clusters-out", clusters_out), ("--report", report)):
         if value is not None and not sample:
             raise ConfigError(
-                f"{option} is not written by an incremental run ({flag}): its pairs would "
-                "include stored documents that are not in this run's input; drop it"
+                f"{option} is not written by an incremental run ({flag}): its clusters would "
+                "hold stored documents that are not in this run's input; drop it (--pairs-out "
+                "names the stored document each dropped one duplicates)"
             )
     if engine != "local":
         raise ConfigError(f"{flag} runs on the local engine; drop --engine {engine}")

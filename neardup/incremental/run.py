@@ -21,9 +21,15 @@ document, verified on the stored texts of its candidates, which grow with the st
 band buckets reach their cap (docs/dedup.md, "Incremental dedup", has the measured cost). Stored
 documents are never re-deduplicated, so the stored set must be what keep-first
 kept (runs saved in order). Refused before anything is read: another keep policy than ``first``
-(``longest`` and ``none`` need the whole corpus), a store that does not exist (``--against``),
-pair and cluster outputs (they would hold pairs with documents not in this run's input). Ids
-already in the store are refused before anything is written (the store keys documents by id).
+(``longest`` and ``none`` need the whole corpus), a store that does not exist (``--against``).
+Ids already in the store are refused before anything is written (the store keys documents by
+id).
+
+``pairs_out`` (``--pairs-out``) names which stored document each dropped new document
+duplicates: the batch's pairs CSV of the run's own pairs, then one row per stored match of a
+document the store dropped, ``id_a`` the stored document (it came first), ``id_b`` the new one,
+stage ``stored`` and an empty rule (the store's decision; ``neardup explain`` on the two texts
+tells why).
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ def dedup_against(
     output: str | os.PathLike[str],
     save: bool,
     summary_json: str | os.PathLike[str] | None = None,
+    pairs_out: str | os.PathLike[str] | None = None,
     input_format: str | None = None,
     output_format: str | None = None,
     text_field: str = "text",
@@ -70,7 +77,8 @@ def dedup_against(
 ) -> dict[str, Any]:
     """Deduplicate ``inputs`` against the store ``store`` and among themselves; write the kept
     documents to ``output`` (every option as :func:`neardup.dedup_files`); with ``save``, add
-    them to the store (created when missing).
+    them to the store (created when missing). ``pairs_out``: the matched pairs, the stored
+    matches included (see the module).
 
     Returns
     -------
@@ -115,10 +123,11 @@ def dedup_against(
     sources = [os.fspath(p) for p in paths]
     out = os.fspath(output)
     summary = None if summary_json is None else os.fspath(summary_json)
+    pairs_path = None if pairs_out is None else os.fspath(pairs_out)
     files = plan_inputs(sources, input_format)
     plan = plan_output(out, files, fmt=output_format)
     check_outputs(
-        [("--output", out), ("--summary-json", summary)],
+        [("--output", out), ("--summary-json", summary), ("--pairs-out", pairs_path)],
         sources,
         folder=plan.path if plan.folder else None,
     )
@@ -147,6 +156,7 @@ def dedup_against(
         # 1. against the store (read only): dropped when a stored document is its duplicate
         for_store = np.zeros(n, np.bool_)
         taken: list[str] = []
+        stored_pairs: list[tuple[str, str, int, float | None]] = []
         report("store", 0, n)
         for lo in range(0, n, CHUNK):
             hi = min(n, lo + CHUNK)
@@ -155,6 +165,8 @@ def dedup_against(
                 if any(m.id == dec.id for m in dec.matches):
                     taken.append(dec.id)
                 for_store[i] = dec.duplicate
+                if dec.duplicate and pairs_path is not None:
+                    stored_pairs += [(m.id, dec.id, m.distance, m.score) for m in dec.matches]
             report("store", hi, n)
         if taken:
             raise InputError(
@@ -175,6 +187,8 @@ def dedup_against(
         kept = int(keep.sum())
         report("write", 0, kept)
         write_kept(corpus, keep, out, plan=plan, encoding="utf-8")
+        if pairs_path is not None:
+            _write_pairs(pairs_path, result, stored_pairs)
         report("write", kept, kept)
         # 3. the kept documents join the store (durable before the outputs are published)
         if save:
@@ -207,3 +221,18 @@ def dedup_against(
             with atomic_open(summary, "w", encoding="utf-8") as fh:
                 json.dump(stats, fh, indent=2, ensure_ascii=False)
     return stats
+
+
+def _write_pairs(path: str, result: Any, stored: list[tuple[str, str, int, float | None]]) -> None:
+    """The run's own pairs as the batch writes them, then the stored matches (stage
+    ``stored``, no rule)."""
+    from ..batch.files import write_pairs
+
+    write_pairs(
+        path,
+        result,
+        (
+            (a, b, d, "" if sc is None else round(float(sc), 4), "stored", "")
+            for a, b, d, sc in stored
+        ),
+    )

@@ -60,6 +60,33 @@ def test_against_compares_without_saving(tmp_path, batches):
     assert first["dropped_for_store"] > 0 and first["kept"] < first["documents"]
 
 
+def test_pairs_out_names_the_stored_document_each_dropped_one_duplicates(tmp_path, batches):
+    """--pairs-out of an incremental run: the run's own pairs as a batch run writes them, then
+    one row per stored match of each document the store dropped (id_a stored, id_b new, stage
+    ``stored``); every dropped document is the id_b of some row."""
+    import csv
+
+    store = tmp_path / "store"
+    k0, k1 = tmp_path / "k0.jsonl", tmp_path / "k1.jsonl"
+    pairs, summary = tmp_path / "p.csv", tmp_path / "s.json"
+    assert main(["dedup", str(batches[0]), "-o", str(k0), "--save", str(store), "-q"]) == 0
+    assert main(["dedup", str(batches[1]), "-o", str(k1), "--save", str(store), "-q", "--pairs-out", str(pairs), "--summary-json", str(summary)]) == 0  # fmt: skip
+    with pairs.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0]) == ["id_a", "id_b", "distance", "score", "stage", "rule"]
+    stored = [r for r in rows if r["stage"] == "stored"]
+    own = [r for r in rows if r["stage"] != "stored"]
+    assert rows == own + stored  # the run's own pairs first
+    kept0, new, kept1 = set(_ids(k0)), _ids(batches[1]), set(_ids(k1))
+    s = json.loads(summary.read_text())
+    assert {r["id_b"] for r in stored} <= set(new) - kept1
+    assert len({r["id_b"] for r in stored}) == s["dropped_for_store"] > 0
+    assert {r["id_a"] for r in stored} <= kept0
+    assert all(r["rule"] == "" and (r["score"] == "" or float(r["score"]) >= 0.8) for r in stored)
+    assert {r["id_a"] for r in own} | {r["id_b"] for r in own} <= set(new)
+    assert set(new) - kept1 <= {r["id_b"] for r in rows}  # every dropped one is named
+
+
 def test_ids_already_stored_are_refused_and_nothing_is_written(tmp_path, batches, capsys):
     store = tmp_path / "store"
     assert main(["dedup", str(batches[0]), "-o", str(tmp_path / "k0.jsonl"), "--save", str(store), "-q"]) == 0  # fmt: skip
@@ -80,7 +107,7 @@ def test_ids_already_stored_are_refused_and_nothing_is_written(tmp_path, batches
     ("extra", "needle"),
     [
         (["--keep", "longest"], "--keep longest needs the whole corpus"),
-        (["--pairs-out", "p.csv"], "--pairs-out is not written by an incremental run"),
+        (["--clusters-out", "c.csv"], "--clusters-out is not written by an incremental run"),
         (["--engine", "dask"], "runs on the local engine"),
         (["--against", "other"], "pass one of them"),
         (["--threshold", "0.7"], "use a threshold of at least 0.8"),

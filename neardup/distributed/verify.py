@@ -38,7 +38,6 @@ from .job import Job
 from .keep import ADJ_SCHEMA, IN_SCHEMA, OUT_SCHEMA, XPAND_SCHEMA
 
 __all__ = [
-    "DEFERRED_SCHEMA",
     "HALF_SCHEMA",
     "dense_texts",
     "emit_verified",
@@ -195,15 +194,6 @@ def partners(dense: tuple[np.ndarray, np.ndarray], pos: np.ndarray) -> np.ndarra
         return np.zeros(pos.size, np.int64)
     i = np.minimum(np.searchsorted(at, pos), at.size - 1)
     return np.where(at[i] == pos, count[i], 0)
-
-
-def _deferred_schema() -> Any:
-    import pyarrow as pa
-
-    return pa.schema([*HALF_SCHEMA, pa.field("d", pa.int32())])
-
-
-DEFERRED_SCHEMA = _deferred_schema()
 
 
 @_store.resumable("verify")

@@ -113,9 +113,14 @@ def warm_kernels() -> None:
 
 def start_warming() -> None:
     """Start the helper process (once per process; not inside the helper, nor with
-    ``NEARDUP_NO_WARM=1``); it is stopped when this process exits."""
+    ``NEARDUP_NO_WARM=1``, nor when the kernels are cached for this process only); it is
+    stopped when this process exits."""
     global _helper
+    from .._jit import cache_location
+
     if _helper is not None or os.environ.get(NO_WARM_ENV) == "1":
+        return
+    if cache_location().source == "process":  # a cache of this process only: no one to share
         return
     env = {**os.environ, NO_WARM_ENV: "1"}
     try:

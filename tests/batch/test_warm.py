@@ -62,7 +62,9 @@ def test_a_run_after_the_helper_compiles_none_of_its_kernels(tmp_path: Path) -> 
     assert again == []  # everything loads from the cache now
 
 
-def test_no_helper_inside_a_helper_or_when_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_helper_inside_a_helper_when_turned_off_or_for_a_private_cache(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from neardup.batch import warm
 
     started: list[list[str]] = []
@@ -73,6 +75,13 @@ def test_no_helper_inside_a_helper_or_when_turned_off(monkeypatch: pytest.Monkey
     assert started == []
     monkeypatch.delenv(warm.NO_WARM_ENV)
     monkeypatch.setattr(warm.atexit, "register", lambda fn: None)
+    from neardup import _jit
+
+    where = _jit.cache_location()
+    monkeypatch.setattr(_jit, "_location", _jit.CacheLocation(where.path, "process"))
+    warm.start_warming()  # a cache of this process only: nothing to share
+    assert started == []
+    monkeypatch.setattr(_jit, "_location", where)
     warm.start_warming()
     assert started == [[sys.executable, "-m", "neardup.batch.warm"]]
 

@@ -251,12 +251,12 @@ def stage_candidates_lsh(
         else:
             deg = np.bincount(np.concatenate([sa, sb]), minlength=m)
             dense = simhash_dense(deg[a], deg[b])
-        lsh_code = la * m + lb
+        lsh_code = la * m + lb  # code, lsh_code and the SimHash codes: each sorted, unique
         deferred_out.append(
             deferred_pairs(
-                np.isin(code, lsh_code[~capped[0]]),
-                np.isin(code, lsh_code[capped[0]]),
-                np.isin(code, sa * m + sb),
+                np.isin(code, lsh_code[~capped[0]], assume_unique=True),
+                np.isin(code, lsh_code[capped[0]], assume_unique=True),
+                np.isin(code, sa * m + sb, assume_unique=True),
                 dense,
             )
         )

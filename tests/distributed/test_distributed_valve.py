@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _distributed_common import assert_same, distributed, single_machine
@@ -76,6 +78,20 @@ def test_valve_equals_single_machine(tmp_path: Path, budget: int, big: int) -> N
         assert any(c is not None and c > 32 for c in caps) == (big > 0)
 
 
+def _same_at_1_and_3_partitions(
+    tmp: Path, inputs: list[str], cfg: DedupConfig, want: dict[str, Any]
+) -> Iterator[dict[str, Any]]:
+    """Run the distributed job at 1 and 3 partitions; each run's outputs and counts (candidates,
+    verified) equal the single machine's; yields each run's views for the caller's checks."""
+    for partitions in (1, 3):
+        res = run_dedup(inputs, str(tmp / f"w{partitions}"), config=cfg, partitions=partitions)
+        got = distributed(res)
+        assert_same(got, want)
+        for k in ("candidates", "verified"):
+            assert got["stats"][k] == want["stats"][k], k
+        yield got
+
+
 @pytest.mark.parametrize("keep", ["first", "longest", "none"])
 def test_over_cap_case_equals_the_single_machine(tmp_path: Path, keep: str) -> None:
     """The over-cap case: buckets far over a small budget, so that the single machine verifies
@@ -97,12 +113,7 @@ def test_over_cap_case_equals_the_single_machine(tmp_path: Path, keep: str) -> N
     want = single_machine(inputs, cfg)
     lsh = want["stats"]["lsh"]
     assert lsh["deferred_lazy"] and lsh["deferred_skipped"] > 0
-    for partitions in (1, 3):
-        res = run_dedup(inputs, str(tmp_path / f"w{partitions}"), config=cfg, partitions=partitions)
-        got = distributed(res)
-        assert_same(got, want)
-        for k in ("candidates", "verified"):
-            assert got["stats"][k] == want["stats"][k], k
+    for got in _same_at_1_and_3_partitions(tmp_path, inputs, cfg, want):
         for k in ("deferred_pairs", "deferred_lazy", "deferred_skipped"):
             assert got["stats"]["lsh"][k] == lsh[k], k
 
@@ -134,12 +145,7 @@ def test_simhash_pair_valve_equals_the_single_machine(tmp_path: Path, keep: str)
     want = single_machine(inputs, cfg)
     passes = want["stats"]["candidate_passes"]
     assert passes["simhash"]["distance_used"] < passes["simhash"]["distance_planned"]
-    for partitions in (1, 3):
-        res = run_dedup(inputs, str(tmp_path / f"w{partitions}"), config=cfg, partitions=partitions)
-        got = distributed(res)
-        assert_same(got, want)
-        for k in ("candidates", "verified"):
-            assert got["stats"][k] == want["stats"][k], k
+    for got in _same_at_1_and_3_partitions(tmp_path, inputs, cfg, want):
         assert (
             got["stats"]["candidate_passes"]["simhash"]["distance_used"]
             == passes["simhash"]["distance_used"]

@@ -165,7 +165,9 @@ def test_a_client_on_the_old_ring_reloads_after_add_node(tmp_path):
         path = tmp_path / "cluster.toml"
         old = nodes.config(3)
         old.save(path)
-        with ClusterClient(path, token=TOKEN) as stale:
+        # no hedging on a loaded machine: a write hedged to a spare node (a node slower than
+        # slow_after, not down) would leave extra copies, and this test is about the reload
+        with ClusterClient(path, token=TOKEN, slow_after=10.0) as stale:
             stale.insert([{"id": f"a{i}", "text": text(i)} for i in range(40)])
             # add-node as the CLI does it: new file (epoch + 1), the nodes told, then rebalance
             new = old.with_node(NodeSpec("n3", nodes.url(3)))

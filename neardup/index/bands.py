@@ -41,6 +41,7 @@ __all__ = [
     "BandSection",
     "columns_are_groups",
     "lookup",
+    "merge_mapped",
     "merge_sections",
     "section_for_rows",
     "section_from_rows",
@@ -210,6 +211,114 @@ def merge_sections(a: BandSection, b: BandSection) -> BandSection:
         return BandSection.from_sorted(k, (r - a.base).astype(np.uint32), base=a.base)
     offs, keys, rows = _merge_sections_kernel(a.offsets, a.keys, a.rows, b.offsets, b.keys, b.rows)
     return BandSection(offs, keys, rows, None, a.base)
+
+
+@kernel(nogil=True)
+def _merge_mapped_kernel(
+    offs_a: npt.NDArray[np.uint64],
+    keys_a: npt.NDArray[np.uint32],
+    rows_a: npt.NDArray[np.uint32],
+    map_a: npt.NDArray[np.int64],
+    offs_b: npt.NDArray[np.uint64],
+    keys_b: npt.NDArray[np.uint32],
+    rows_b: npt.NDArray[np.uint32],
+    map_b: npt.NDArray[np.int64],
+) -> tuple[
+    npt.NDArray[np.uint64], npt.NDArray[np.uint32], npt.NDArray[np.uint32]
+]:  # pragma: no cover (numba)
+    """Merge two sections group by group into one whose rows are ``map_x[row]`` (an empty
+    map: the rows as they are), by (key, mapped row); an entry whose mapped row is negative
+    is left out. Each input must be sorted by (key, mapped row) in a group, which a map that
+    increases with the row keeps. :func:`neardup.index.reference.merge_mapped_reference` is the
+    NumPy twin."""
+    ga = offs_a.size - 1
+    gb = offs_b.size - 1
+    ng = max(ga, gb)
+    n = keys_a.size + keys_b.size
+    offs = np.zeros(ng + 1, np.uint64)
+    keys = np.empty(n, np.uint32)
+    rows = np.empty(n, np.uint32)
+    ida = map_a.size == 0
+    idb = map_b.size == 0
+    o = 0
+    for g in range(ng):
+        offs[g] = o
+        i = np.int64(offs_a[g]) if g < ga else np.int64(0)
+        ie = np.int64(offs_a[g + 1]) if g < ga else np.int64(0)
+        j = np.int64(offs_b[g]) if g < gb else np.int64(0)
+        je = np.int64(offs_b[g + 1]) if g < gb else np.int64(0)
+        ra = np.int64(-1)
+        rb = np.int64(-1)
+        while True:
+            while i < ie:  # the next kept entry of a
+                ra = np.int64(rows_a[i]) if ida else map_a[rows_a[i]]
+                if ra >= 0:
+                    break
+                i += 1
+            while j < je:
+                rb = np.int64(rows_b[j]) if idb else map_b[rows_b[j]]
+                if rb >= 0:
+                    break
+                j += 1
+            if i >= ie and j >= je:
+                break
+            if j >= je or (
+                i < ie and (keys_a[i] < keys_b[j] or (keys_a[i] == keys_b[j] and ra < rb))
+            ):
+                keys[o] = keys_a[i]
+                rows[o] = np.uint32(ra)
+                i += 1
+            else:
+                keys[o] = keys_b[j]
+                rows[o] = np.uint32(rb)
+                j += 1
+            o += 1
+    offs[ng] = o
+    return offs, keys[:o], rows[:o]
+
+
+def merge_mapped(
+    sections: Sequence[BandSection], maps: Sequence[npt.NDArray[np.int64]]
+) -> BandSection:
+    """One section of the entries of ``sections`` with their rows renamed: ``maps[k][row]`` is
+    the new row of section ``k``'s ``row`` (its position in the merged segment), negative for a
+    row left out (deleted). Every map must increase over the rows it keeps (a merged segment
+    keeps its inputs' rows in row-id order), so each input stays sorted and the sections merge
+    as sorted runs, pairwise, allocating the output only: a segment merge that does not
+    materialise, search and sort the compact keys of every entry
+    (``benchmarks/bench_merge.py`` measures both).
+
+    Raises
+    ------
+    ValueError
+        A map that does not increase over its kept rows, or shorter than its section's rows.
+    """
+    if len(sections) != len(maps):
+        raise ValueError(f"{len(sections)} sections for {len(maps)} maps")
+    if not sections:
+        return BandSection.empty()
+    mapped: list[npt.NDArray[np.int64]] = []
+    for sec, m in zip(sections, maps, strict=True):
+        m = np.ascontiguousarray(m, np.int64)
+        kept = m[m >= 0]
+        if len(kept) > 1 and not bool(np.all(kept[1:] > kept[:-1])):
+            raise ValueError("a row map must increase over the rows it keeps")
+        if len(sec) and (not len(m) or int(sec.rows.max()) >= len(m)):
+            raise ValueError(
+                f"a map of {len(m)} rows for a section naming row {int(sec.rows.max())}"
+            )
+        mapped.append(m)
+    none = np.zeros(0, np.int64)
+    empty = BandSection.empty()
+    offs, keys, rows = _merge_mapped_kernel(
+        sections[0].offsets, sections[0].keys, sections[0].rows, mapped[0],
+        empty.offsets, empty.keys, empty.rows, none,
+    )  # fmt: skip
+    for sec, m in zip(sections[1:], mapped[1:], strict=True):
+        offs, keys, rows = _merge_mapped_kernel(
+            offs, keys, rows, none, sec.offsets, sec.keys, sec.rows, m
+        )
+    return BandSection(offs, keys, rows, None, 0)
 
 
 def lookup(

@@ -107,6 +107,22 @@ def merge_sections_reference(a: BandSection, b: BandSection) -> BandSection:
     return BandSection.from_sorted(k, (r - a.base).astype(np.uint32), base=a.base)
 
 
+def merge_mapped_reference(
+    sections: Sequence[BandSection], maps: Sequence[npt.NDArray[np.int64]]
+) -> BandSection:
+    """NumPy twin of :func:`~neardup.index.bands.merge_mapped`: every section materialised,
+    its rows renamed by its map, the negative ones dropped, one sort by (key, row)."""
+    ks, rs = [np.zeros(0, np.uint64)], [np.zeros(0, np.int64)]
+    for sec, m in zip(sections, maps, strict=True):
+        k, _ = sec
+        r = np.asarray(m, np.int64)[sec.rows.astype(np.int64)]
+        ks.append(k[r >= 0])
+        rs.append(r[r >= 0])
+    k, r = np.concatenate(ks), np.concatenate(rs)
+    o = np.lexsort((r, k))
+    return BandSection.from_sorted(k[o], r[o].astype(np.uint32))
+
+
 def section_search_reference(
     offsets: npt.NDArray[np.uint64], keys: npt.NDArray[np.uint32], uk: npt.NDArray[np.uint64]
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:

@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 from .._threads import lower_thread_priority
 from ..errors import InputError, StorageError
-from ..index.bands import BandIndex
+from ..index.bands import BandIndex, BandSection, merge_mapped
 from .applier import lookup_ids
 from .layout import read_json_file, write_json_file
 from .meta import NO_CONTENT_HASH
@@ -287,19 +287,22 @@ def build_merged(st: StoreState, segs: list[LiveSegment]) -> LiveSegment | None:
     order = np.argsort(rids[keep], kind="stable")
     if not keep.any():
         return None
+    out_rids = rids[keep][order]
     bk = None
-    if st.band_keys_of is not None:  # the inputs' sections, less the deleted rows
-        runs = [r for s in segs for r in s.segment.band_runs()]
-        k = np.concatenate([x for x, _ in runs]) if runs else np.zeros(0, np.uint64)
-        r = np.concatenate([y for _, y in runs]) if runs else np.zeros(0, np.int64)
-        if len(gone):
-            alive = ~np.isin(r, gone)
-            k, r = k[alive], r[alive]
-        bk = (k, r)
+    if st.band_keys_of is not None:
+        # the inputs' sections merged as sorted runs, each row renamed to its position in the
+        # output (-1: deleted); a segment's rows are in row-id order, as the output's are
+        sections, maps = [], []
+        at = 0
+        for s in segs:
+            n = len(s.segment)
+            where = np.searchsorted(out_rids, s.segment.rowids)
+            maps.append(np.where(keep[at : at + n], where, -1).astype(np.int64))
+            sections += s.segment.band_runs() or [BandSection.empty()]
+            at += n
+        bk = merge_mapped(sections, maps)
     try:
-        out = new_segment(
-            st, segs[0].partition, fps[keep][order], rids[keep][order], ts[keep][order], bk
-        )
+        out = new_segment(st, segs[0].partition, fps[keep][order], out_rids, ts[keep][order], bk)
     except OSError as exc:
         raise StorageError(f"compaction could not write a segment: {exc}") from exc
     out.dropped = rids[~keep]

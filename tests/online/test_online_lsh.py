@@ -209,6 +209,39 @@ def test_band_keys_survive_reopen_flush_merge_and_torn_log(tmp_path) -> None:
         assert d.get("c")["text"].startswith(a)
 
 
+def test_a_merge_keeps_exactly_the_surviving_rows_band_entries(tmp_path) -> None:
+    """Compaction merges the segments' band sections as sorted runs (``merge_mapped``): the
+    merged section is the inputs' (key, row id) entries less the deleted rows', sorted, and the
+    deleted documents' keys find nothing afterwards."""
+    from neardup.index.bands import sort_entries
+
+    texts = _corpus(11, 60)
+    with Deduplicator.open(tmp_path / "s", max_segments_per_partition=1) as d:
+        d._writer._compacting = True  # keep the background compactor out: compact() merges
+        for c in range(3):
+            d.add([{"id": f"c{c}-{i}", "text": t} for i, t in enumerate(texts)])
+            d.flush()
+        gone = [f"c{c}-{i}" for c in range(3) for i in range(0, len(texts), 7)]
+        rids = d.store.lookup_ids(gone)
+        for x in gone:
+            d.delete(x)
+        d.flush()
+        segs = d.store._state.segments
+        assert len(segs) >= 3
+        runs = [tuple(run) for s in segs for run in s.segment.band_runs()]
+        k = np.concatenate([x for x, _ in runs])
+        r = np.concatenate([y for _, y in runs])
+        alive = ~np.isin(r, np.array(list(rids.values()), np.int64))
+        want_k, want_r = sort_entries(k[alive], r[alive])
+        d._writer._compacting = False
+        assert d.compact() >= 1
+        [merged] = d.store._state.segments
+        got_k, got_r = merged.segment.band_keys
+        assert got_k.tolist() == want_k.tolist() and got_r.tolist() == want_r.tolist()
+        for i in (0, 7, 14):
+            assert not {m.id for m in d.check({"id": "q", "text": texts[i]}).matches} & set(gone)
+
+
 def test_stored_mode_is_kept(tmp_path) -> None:
     a, b = _lsh_only_pair()
     old = tmp_path / "old"

@@ -1,7 +1,9 @@
 """The memtable's band keys built fast and logged: the radix + plain sort equals a stable
 argsort, a section built column by column equals the sorted entries, band keys round-trip
 through the log (``ADD_KEYS`` records), a replay reads them instead of recomputing MinHash, and
-a log without them (an earlier build's) is refused in a store with the MinHash channel."""
+a log without them (an earlier build's) is refused in a store with the MinHash channel; a
+segment merge's band sections merge as sorted runs (``merge_mapped``) exactly as materialising
+and sorting them does."""
 
 from __future__ import annotations
 
@@ -18,13 +20,15 @@ from neardup.errors import UnsupportedVersionError
 from neardup.fingerprint.minhash import NO_KEYS
 from neardup.index.bands import (
     BandIndex,
+    BandSection,
     columns_are_groups,
     flatten,
+    merge_mapped,
     section_from_rows,
     sort_entries,
 )
 from neardup.index.bands import _by_key as by_key
-from neardup.index.reference import by_key_reference
+from neardup.index.reference import by_key_reference, merge_mapped_reference
 from neardup.online.deduplicator import Deduplicator
 from neardup.store.wal import (
     HEADER_SIZE,
@@ -328,3 +332,45 @@ def test_unreadable_logged_keys_are_computed_from_the_texts_in_sqlite(
     with Deduplicator.open(tmp_path / "a") as a:
         got = a.store._state.bandtable.entries()
         assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(
+                st.tuples(st.integers(0, 3), st.integers(0, 12), st.integers(0, 7)), max_size=40
+            ),
+            st.sets(st.integers(0, 60), min_size=8, max_size=8),
+            st.lists(st.booleans(), min_size=8, max_size=8),
+        ),
+        max_size=4,
+    )
+)
+def test_merge_mapped_equals_materialising_and_sorting(segments) -> None:
+    """A merge's band sections: segments of interleaved row ids (a merge may combine segments
+    whose ranges overlap), rows deleted, equal keys across segments ordered by merged row."""
+    ids = [np.array(sorted(rowids), np.int64) for _, rowids, _ in segments]
+    alive = [np.array(keep, bool) for _, _, keep in segments]
+    merged = np.unique(np.concatenate([i[a] for i, a in zip(ids, alive, strict=True)] or [[]]))
+    sections, maps = [], []
+    for (entries, _, _), rid, a in zip(segments, ids, alive, strict=True):
+        k = np.array([(g << 32) | h for g, h, _ in entries], np.uint64)
+        pos = np.array([p for _, _, p in entries], np.int64)
+        k, pos = sort_entries(k, pos)
+        sections.append(BandSection.from_sorted(k, pos.astype(np.uint32)))
+        maps.append(np.where(a, np.searchsorted(merged, rid), -1).astype(np.int64))
+    got, want = merge_mapped(sections, maps), merge_mapped_reference(sections, maps)
+    gk, gr = got
+    wk, wr = want
+    assert gk.tolist() == wk.tolist() and gr.tolist() == wr.tolist()
+    assert int(got.offsets[-1]) == len(got)
+    assert got.offsets.tolist()[: len(want.offsets)] == want.offsets.tolist()[: len(got.offsets)]
+
+
+def test_merge_mapped_refuses_a_map_that_reorders_rows() -> None:
+    sec = BandSection.from_sorted(np.array([1, 2], np.uint64), np.array([0, 1], np.uint32))
+    with pytest.raises(ValueError, match="increase"):
+        merge_mapped([sec], [np.array([1, 0], np.int64)])
+    with pytest.raises(ValueError, match="a map of 1 rows"):
+        merge_mapped([sec], [np.array([0], np.int64)])

@@ -30,7 +30,7 @@ from ..fingerprint.distance import hamming_cdist
 from ..fingerprint.minhash import minhash_signatures
 from ..rules.decision import Decision, Match
 from ..rules.keep import GROUP_ORDER, Found, KeepFirst, may_drop
-from ..rules.lsh import query_cap
+from ..rules.lsh import agreeing, query_cap
 from ..store import NO_CONTENT_HASH, Store, WriteGroup
 from .prepare import PreparedDocs, lsh_keys
 from .sigcache import DEFAULT_CAPACITY, SignatureCache
@@ -638,7 +638,6 @@ class Decider:
             where.update({r: len(known) + k for k, r in enumerate(need)})
             parts.append(made)
         stored_sig = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        span = plan.bands * plan.rows
         passed: list[list[int]] = [[] for _ in range(len(fps))]
         # the (query, stored row) pairs, filtered a block at a time (a large group can hold
         # tens of millions: its comparison arrays stay bounded)
@@ -647,13 +646,8 @@ class Decider:
         r_of: list[int] = []
 
         def flush() -> None:
-            eq = stored_sig[k_of] == sig[q_of]
-            agree = np.count_nonzero(eq, axis=1)
-            # a shared band key, from the signatures themselves: the store's compact keys keep
-            # 32 bits of each, so a false collision is dropped here, as the batch pipeline
-            # (which groups by the full keys) never pairs it
-            share = eq[:, :span].reshape(len(r_of), plan.bands, plan.rows).all(axis=2).any(axis=1)
-            for m in np.flatnonzero((agree >= plan.min_agreement) & share).tolist():
+            ok = agreeing(stored_sig, np.asarray(k_of, np.int64), sig, np.asarray(q_of), plan)
+            for m in np.flatnonzero(ok).tolist():
                 passed[q_of[m]].append(r_of[m])
             q_of.clear()
             k_of.clear()

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._arrays import unique_sorted
+from .._jit import kernel
 from ..fingerprint.minhash import BAND_BLOCK, band_key_block, band_keys
 from ..index.band_groups import (
     agreeing_group_pairs,
@@ -34,7 +35,14 @@ from ..index.band_groups import (
 )
 from .plan import LshPlan
 
-__all__ = ["VALVE_SAMPLE", "band_budget", "band_caps", "lsh_pairs", "query_cap"]
+__all__ = [
+    "VALVE_SAMPLE",
+    "agreeing",
+    "band_budget",
+    "band_caps",
+    "lsh_pairs",
+    "query_cap",
+]
 
 #: pairs sampled from each thinned bucket to estimate the candidates the valve gave up
 VALVE_SAMPLE = 64
@@ -56,6 +64,66 @@ def query_cap(plan: LshPlan) -> int:
     band fits its budget but a bucket holds more than ``2 * bucket_cap`` stored rows, a query
     meets fewer of them than the batch would pair it with (docs/service.md)."""
     return plan.bucket_cap
+
+
+def agreeing(
+    stored: npt.NDArray[np.uint16],
+    k_of: npt.NDArray[np.int64],
+    sig: npt.NDArray[np.uint16],
+    q_of: npt.NDArray[np.int64],
+    plan: LshPlan,
+) -> npt.NDArray[np.bool_]:
+    """The agreement filter for a query against stored rows (the online channel): whether the
+    pair ``(sig[q_of[m]], stored[k_of[m]])`` agrees on ``>= plan.min_agreement`` values (the
+    batch's rule) and on every value of at least one band. The second half stands for the
+    batch's grouping by full band keys: a store keeps 32 bits of each key, so a false collision
+    of those is dropped here, as the batch never pairs it. One pass per pair, no temporaries
+    (:func:`neardup.rules.reference.agreeing_reference` is the NumPy twin)."""
+    if stored.shape[1] != sig.shape[1]:
+        raise ValueError(f"signatures of {stored.shape[1]} and {sig.shape[1]} values")
+    return _agreeing_kernel(
+        stored,
+        np.ascontiguousarray(k_of, np.int64),
+        sig,
+        np.ascontiguousarray(q_of, np.int64),
+        plan.bands,
+        plan.rows,
+        plan.min_agreement,
+    )
+
+
+@kernel(nogil=True)
+def _agreeing_kernel(
+    stored: npt.NDArray[np.uint16],
+    k_of: npt.NDArray[np.int64],
+    sig: npt.NDArray[np.uint16],
+    q_of: npt.NDArray[np.int64],
+    bands: int,
+    rows: int,
+    min_agree: int,
+) -> npt.NDArray[np.bool_]:  # pragma: no cover (numba)
+    n = k_of.size
+    h = sig.shape[1]
+    span = bands * rows
+    out = np.zeros(n, np.bool_)
+    for m in range(n):
+        a = stored[k_of[m]]
+        b = sig[q_of[m]]
+        agree = 0
+        share = False
+        for band in range(bands):
+            whole = True
+            for j in range(band * rows, band * rows + rows):
+                if a[j] == b[j]:
+                    agree += 1
+                else:
+                    whole = False
+            share = share or whole
+        for j in range(span, h):
+            if a[j] == b[j]:
+                agree += 1
+        out[m] = share and agree >= min_agree
+    return out
 
 
 def lsh_pairs(

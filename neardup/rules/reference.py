@@ -59,6 +59,21 @@ def greedy_representatives_reference(
     return np.array(rep, dtype=np.int64)
 
 
+def agreeing_reference(
+    stored: npt.NDArray[np.uint16],
+    k_of: npt.NDArray[np.int64],
+    sig: npt.NDArray[np.uint16],
+    q_of: npt.NDArray[np.int64],
+    plan: LshPlan,
+) -> npt.NDArray[np.bool_]:
+    """NumPy twin of :func:`~neardup.rules.lsh.agreeing`: the pairs' values compared at once,
+    the agreement counted and a band of equal values looked for."""
+    eq = stored[np.asarray(k_of, np.int64)] == sig[np.asarray(q_of, np.int64)]
+    span = plan.bands * plan.rows
+    share = eq[:, :span].reshape(len(eq), plan.bands, plan.rows).all(axis=2).any(axis=1)
+    return np.asarray((np.count_nonzero(eq, axis=1) >= plan.min_agreement) & share, np.bool_)
+
+
 def lsh_pairs_reference(
     sig: npt.NDArray[np.uint16], usable: npt.NDArray[np.bool_], plan: LshPlan
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:

@@ -95,6 +95,31 @@ def test_pairs_equal_reference():
     assert a.size >= 30 and np.all(a < b)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([(12, 2), (20, 3), (8, 5)]),
+    st.integers(1, 5),
+)
+def test_the_online_agreement_filter_equals_its_numpy_twin(seed, shape, values) -> None:
+    """``rules.lsh.agreeing`` (a query against stored rows: enough equal values and one whole
+    band equal) equals the NumPy expression; signatures over few distinct values make both
+    halves of the rule decide some pairs."""
+    from neardup.rules.lsh import agreeing
+    from neardup.rules.reference import agreeing_reference
+
+    bands, rows = shape
+    plan = plan_lsh(bands=bands, rows=rows)
+    rng = np.random.default_rng(seed)
+    stored = rng.integers(0, values, (30, plan.hashes), dtype=np.uint16)
+    sig = rng.integers(0, values, (20, plan.hashes), dtype=np.uint16)
+    k_of = rng.integers(0, 30, 200)
+    q_of = rng.integers(0, 20, 200)
+    got = agreeing(stored, k_of, sig, q_of, plan)
+    want = agreeing_reference(stored, k_of, sig, q_of, plan)
+    assert got.dtype == np.bool_ and got.tolist() == want.tolist()
+
+
 def test_recall_of_a_pair_does_not_depend_on_the_corpus():
     rng = np.random.default_rng(5)
     v = Verifier()

@@ -1,5 +1,6 @@
 """Incremental dedup: a batch run that also drops what duplicates the documents earlier runs kept
-(``neardup dedup NEW --save STORE``, ``--against STORE``; :func:`dedup_against`).
+(``neardup dedup NEW --save STORE``, ``--against STORE``; :func:`dedup_against` over files,
+:func:`dedup_into` over documents and an open store, :func:`load_kept` for its last step).
 
 The documents earlier runs kept live in an online store (a :class:`neardup.online.Deduplicator`
 data directory: fingerprints, MinHash band keys and texts, a versioned write-ahead log and
@@ -13,8 +14,9 @@ ones) would, without ever reading the stored documents back:
 2. the others are deduplicated among themselves by :func:`neardup.dedup` (keep-first, no
    chaining): a document dropped in step 1 never drops another, as in the concatenated run,
    where it is dropped for a kept stored document and so keeps nothing out;
-3. with ``save``, the kept new documents are added to the store (``Deduplicator.add``), so the
-   next run compares against them too.
+3. with ``save``, the kept new documents are loaded into the store as they are
+   (``Deduplicator.load``: straight into segments, not decided again), so the next run
+   compares against them too.
 
 A run never reads the stored documents back in bulk: a check is an index look-up per new
 document, verified on the stored texts of its candidates, which grow with the store until its
@@ -34,6 +36,7 @@ tells why).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -42,16 +45,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from ..errors import ConfigError, InputError, NotFoundError
 from ..rules.config import DedupConfig, with_overrides
 from ..verify.rule import DEFAULT_THRESHOLD
 
-__all__ = ["dedup_against"]
+__all__ = ["Into", "dedup_against", "dedup_into", "load_kept"]
 
-#: documents per store call (one write group): large enough to amortise a call, small enough
+#: documents per store check (one write group): large enough to amortise a call, small enough
 #: to keep a group's look-ups in cache
 CHUNK = 2000
+#: kept documents per load (one segment per time partition each): few segments a run
+LOAD_CHUNK = 100_000
 
 Progress = Callable[[str, int, int], None]
 
@@ -94,7 +100,6 @@ def dedup_against(
     InputError
         Ids that are already stored (nothing written).
     """
-    from ..batch.run import dedup
     from ..io import check_outputs, plan_inputs, plan_output, read_corpus, write_kept
     from ..io.atomic import atomic_open, staged_outputs
     from ..online import Deduplicator
@@ -153,51 +158,20 @@ def dedup_against(
         n = len(ids)
         before = len(d)
         report("read", n, n)
-        # 1. against the store (read only): dropped when a stored document is its duplicate
-        for_store = np.zeros(n, np.bool_)
-        taken: list[str] = []
-        stored_pairs: list[tuple[str, str, int, float | None]] = []
-        report("store", 0, n)
-        for lo in range(0, n, CHUNK):
-            hi = min(n, lo + CHUNK)
-            decisions = d.check([{"id": ids[i], "text": texts[i]} for i in range(lo, hi)])
-            for i, dec in zip(range(lo, hi), decisions, strict=True):
-                if any(m.id == dec.id for m in dec.matches):
-                    taken.append(dec.id)
-                for_store[i] = dec.duplicate
-                if dec.duplicate and pairs_path is not None:
-                    stored_pairs += [(m.id, dec.id, m.distance, m.score) for m in dec.matches]
-            report("store", hi, n)
-        if taken:
-            raise InputError(
-                f"{len(taken):,} ids are already in the store {root} (e.g. "
-                f"{', '.join(repr(x) for x in taken[:3])}); give each run its own ids "
-                "(--id-field, --generate-ids); nothing was written"
-            )
-        # 2. among themselves: the batch rule over the documents the store did not drop
-        rest = np.flatnonzero(~for_store)
-        result = dedup(
-            [texts[int(i)] for i in rest],
-            ids=[ids[int(i)] for i in rest],
-            config=cfg,
-            progress=progress,
-        )
-        keep = np.zeros(n, np.bool_)
-        keep[rest[result.keep]] = True
+        into = dedup_into(
+            d, ids, texts, config=cfg, pairs=pairs_path is not None, progress=progress,
+            save=False,
+        )  # fmt: skip
+        keep, for_store, result = into.keep, into.for_store, into.result
         kept = int(keep.sum())
         report("write", 0, kept)
         write_kept(corpus, keep, out, plan=plan, encoding="utf-8")
         if pairs_path is not None:
-            _write_pairs(pairs_path, result, stored_pairs)
+            _write_pairs(pairs_path, result, into.stored_pairs)
         report("write", kept, kept)
         # 3. the kept documents join the store (durable before the outputs are published)
         if save:
-            report("save", 0, kept)
-            where = np.flatnonzero(keep)
-            for lo in range(0, kept, CHUNK):
-                part = where[lo : lo + CHUNK]
-                d.add([{"id": ids[int(i)], "text": texts[int(i)]} for i in part])
-                report("save", min(kept, lo + CHUNK), kept)
+            load_kept(d, ids, texts, keep, progress=progress)
         stats = dict(result.stats)
         elapsed = time.perf_counter() - t0
         stats.update(
@@ -221,6 +195,104 @@ def dedup_against(
             with atomic_open(summary, "w", encoding="utf-8") as fh:
                 json.dump(stats, fh, indent=2, ensure_ascii=False)
     return stats
+
+
+@dataclasses.dataclass
+class Into:
+    """What :func:`dedup_into` decided: ``keep`` (the documents kept), ``for_store`` (those
+    dropped for a stored document), ``result`` (the batch run over the others, their positions
+    in ``rest``), ``stored_pairs`` (``(stored id, new id, distance, score)`` of every stored
+    match of a document the store dropped, when asked for)."""
+
+    keep: npt.NDArray[np.bool_]
+    for_store: npt.NDArray[np.bool_]
+    rest: npt.NDArray[np.int64]
+    result: Any
+    stored_pairs: list[tuple[str, str, int, float | None]]
+
+
+def dedup_into(
+    d: Any,
+    ids: Sequence[str],
+    texts: Sequence[str],
+    *,
+    config: DedupConfig | None = None,
+    save: bool = True,
+    pairs: bool = False,
+    progress: Progress | None = None,
+    times: Sequence[float] | None = None,
+) -> Into:
+    """Decide new documents against an open store ``d`` (a :class:`neardup.online.Deduplicator`)
+    and among themselves, as one keep-first run over the stored documents then these would
+    (the module's steps 1 and 2); with ``save``, load the kept ones into ``d``
+    (:func:`load_kept`). A bulk seed of a window is this over an empty store, chunk by chunk.
+
+    Raises
+    ------
+    InputError
+        Ids that are already stored (nothing loaded).
+    """
+    from ..batch.run import dedup
+
+    report = progress or (lambda stage, done, total: None)
+    n = len(ids)
+    for_store = np.zeros(n, np.bool_)
+    taken: list[str] = []
+    stored_pairs: list[tuple[str, str, int, float | None]] = []
+    report("store", 0, n)
+    for lo in range(0, n, CHUNK):
+        hi = min(n, lo + CHUNK)
+        decisions = d.check([{"id": ids[i], "text": texts[i]} for i in range(lo, hi)])
+        for i, dec in zip(range(lo, hi), decisions, strict=True):
+            if any(m.id == dec.id for m in dec.matches):
+                taken.append(dec.id)
+            for_store[i] = dec.duplicate
+            if dec.duplicate and pairs:
+                stored_pairs += [(m.id, dec.id, m.distance, m.score) for m in dec.matches]
+        report("store", hi, n)
+    if taken:
+        raise InputError(
+            f"{len(taken):,} ids are already in the store {d.path} (e.g. "
+            f"{', '.join(repr(x) for x in taken[:3])}); give each run its own ids "
+            "(--id-field, --generate-ids); nothing was written"
+        )
+    rest = np.flatnonzero(~for_store)
+    result = dedup(
+        [texts[int(i)] for i in rest],
+        ids=[ids[int(i)] for i in rest],
+        config=config,
+        progress=progress,
+    )
+    keep = np.zeros(n, np.bool_)
+    keep[rest[result.keep]] = True
+    if save:
+        load_kept(d, ids, texts, keep, progress=progress, times=times)
+    return Into(keep, for_store, rest, result, stored_pairs)
+
+
+def load_kept(
+    d: Any,
+    ids: Sequence[str],
+    texts: Sequence[str],
+    keep: npt.NDArray[np.bool_],
+    *,
+    progress: Progress | None = None,
+    times: Sequence[float] | None = None,
+) -> int:
+    """Load the kept documents into ``d`` as they are (``Deduplicator.load``: straight into
+    segments, not decided again), ``LOAD_CHUNK`` at a time; returns how many."""
+    report = progress or (lambda stage, done, total: None)
+    where = np.flatnonzero(keep)
+    kept = len(where)
+    report("save", 0, kept)
+    for lo in range(0, kept, LOAD_CHUNK):
+        part = where[lo : lo + LOAD_CHUNK].tolist()
+        if times is None:
+            d.load([{"id": ids[i], "text": texts[i]} for i in part])
+        else:
+            d.load([{"id": ids[i], "text": texts[i], "time": times[i]} for i in part])
+        report("save", min(kept, lo + LOAD_CHUNK), kept)
+    return kept
 
 
 def _write_pairs(path: str, result: Any, stored: list[tuple[str, str, int, float | None]]) -> None:

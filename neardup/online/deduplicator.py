@@ -43,7 +43,7 @@ from ..errors import (
 from ..fingerprint.distance import as_fingerprints
 from ..rules.decision import Decision, Match
 from ..rules.keep import Found
-from ..store import Store, parse_duration
+from ..store import BulkDocs, Store, parse_duration
 from .config import jsonable, load_fingerprinter, load_verifier
 from .decide import Decider, Op
 from .prepare import DocumentPreparer, PreparedDocs, lsh_keys
@@ -495,6 +495,43 @@ class Deduplicator:
             return 0
         return int(self._writer.run(Op("bulk", arg=(list(ids), fps, ts))))
 
+    def load(self, docs: Sequence[Mapping[str, Any]]) -> int:
+        """Store documents as they are, deciding nothing: seeding a window or a corpus store
+        with documents already deduplicated (the kept output of ``neardup dedup``, an
+        incremental run's kept documents; ``neardup store load``). Validated, fingerprinted and
+        keyed as :meth:`add` does, so later checks meet them as if they had been added one by
+        one; written straight into segments and the metadata in one step (not through the
+        log), durable on return. Not checked against the store nor among themselves: a
+        duplicate given here is stored.
+
+        Returns
+        -------
+        int
+            Number of documents loaded.
+
+        Raises
+        ------
+        InputError
+            An id repeated in ``docs`` or already stored (nothing is loaded), or a document
+            :meth:`add` would refuse.
+        """
+        items, _ = self._as_list(docs)
+        if not items:
+            return 0
+        p = self._prepare(items)  # refuses an id repeated in the batch
+        bands = p.bands
+        if self.lsh_plan is not None and bands is None:
+            bands = lsh_keys(self.verifier, self.lsh_plan, p.texts)[2]
+        extra = BulkDocs(
+            texts=p.texts if self.store_text else None,
+            chash=p.chash,
+            empty=p.empty,
+            metadata=p.metadata,
+            bands=bands if self.lsh_plan is not None else None,
+        )
+        n = self._writer.run(Op("bulk", arg=(p.ids, p.fps, p.times, extra)))
+        return int(n)
+
     def stats(self) -> dict[str, Any]:
         """Counters for monitoring: documents, partitions, segments, wal_bytes, checks, ..."""
         s = self.store.stats()
@@ -551,10 +588,12 @@ class Deduplicator:
             self._prepare([{"id": "warm-up", "text": "warm up the fingerprint kernels"}])
             self._prepare([{"id": "warm-up", "text": "warm up a long text " * 1000}])
             if self.lsh_plan is not None:  # the MinHash channel's signature and agreement kernels
-                from ..rules.lsh import lsh_pairs
+                from ..rules.lsh import agreeing, lsh_pairs
 
                 sig, usable, _ = lsh_keys(self.verifier, self.lsh_plan, ["warm up minhash"] * 2)
                 lsh_pairs(sig, usable, self.lsh_plan)
+                one = np.zeros(1, np.int64)
+                agreeing(sig, one, sig, one, self.lsh_plan)
                 decider.verify(
                     "warm up the verifier", [(0, 0, "w", "warm up the verifier kernels")]
                 )

@@ -8,7 +8,7 @@ overlay, SQLite behind), :mod:`.maintenance` (flush, compaction, retention, bulk
 (immutable segment files), :mod:`.meta` (SQLite metadata), :mod:`.layout` (data-directory
 layout, lock, manifest); :mod:`.memindex` (memtable and per-segment search), :mod:`.bands`
 (MinHash band keys); :mod:`.writes` (:class:`WriteGroup`, :class:`AddedRows`: what one write
-group adds and deletes); :mod:`.tombstones` (a cluster node's deleted ids with their versions,
+group adds and deletes; :class:`BulkDocs`: what a bulk load stores); :mod:`.tombstones` (a cluster node's deleted ids with their versions,
 :class:`TombstoneLog`). See ``docs/store.md``.
 """
 
@@ -19,11 +19,12 @@ from .engine import Store
 from .meta import NO_CONTENT_HASH
 from .settings import StoreSettings, parse_duration
 from .tombstones import Tombstone, TombstoneLog
-from .writes import AddedRows, WriteGroup
+from .writes import AddedRows, BulkDocs, WriteGroup
 
 __all__ = [
     "NO_CONTENT_HASH",
     "AddedRows",
+    "BulkDocs",
     "Store",
     "StoreSettings",
     "Tombstone",

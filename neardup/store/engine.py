@@ -40,7 +40,7 @@ from .recovery import CheckConfig
 from .settings import StoreSettings
 from .state import LiveSegment, StoreState
 from .wal import HEADER_SIZE
-from .writes import WriteGroup
+from .writes import BulkDocs, WriteGroup
 
 __all__ = ["PARALLEL_QUERIES", "Store"]
 
@@ -293,11 +293,17 @@ class Store:
         applier.take_back(self._state, groups)
 
     def bulk_add(
-        self, ids: list[str], fps: npt.NDArray[np.uint64], times: npt.NDArray[np.float64]
+        self,
+        ids: list[str],
+        fps: npt.NDArray[np.uint64],
+        times: npt.NDArray[np.float64],
+        docs: BulkDocs | None = None,
     ) -> int:
-        """Seed new documents without texts (no log; durable on return in a directory);
-        :class:`InputError` when an id exists already (nothing is loaded)."""
-        return maintenance.bulk_add(self._state, ids, fps, times)
+        """Seed new documents (no log, nothing decided; durable on return in a directory),
+        with what an add stores beside each fingerprint when ``docs`` is given (texts, content
+        hashes, metadata, band keys); :class:`InputError` when an id exists already (nothing
+        is loaded)."""
+        return maintenance.bulk_add(self._state, ids, fps, times, docs)
 
     # ------------------------------------------------------------------ housekeeping
     def sync_meta(self) -> None:

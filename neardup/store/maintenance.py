@@ -37,13 +37,22 @@ import numpy.typing as npt
 
 from .._threads import lower_thread_priority
 from ..errors import InputError, StorageError
-from ..index.bands import BandIndex, BandSection, merge_mapped
+from ..index.bands import (
+    BandIndex,
+    BandSection,
+    columns_are_groups,
+    flatten,
+    merge_mapped,
+    section_from_rows,
+    sort_entries,
+)
 from .applier import lookup_ids
 from .layout import read_json_file, write_json_file
-from .meta import NO_CONTENT_HASH
+from .meta import EMPTY_FLAG, NO_CONTENT_HASH
 from .partitions import discard, new_segment, write_segments
 from .state import Frozen, LiveSegment, StoreState
 from .wal import DeleteRecord, WalWriter, fsync_dir
+from .writes import BulkDocs
 
 __all__ = [
     "ROW_EXPIRY_STEP_S",
@@ -486,11 +495,17 @@ def _expire_memory(st: StoreState, cutoff: float) -> int:
 
 # ---------------------------------------------------------------------- bulk loads
 def bulk_add(
-    st: StoreState, ids: list[str], fps: npt.NDArray[np.uint64], times: npt.NDArray[np.float64]
+    st: StoreState,
+    ids: list[str],
+    fps: npt.NDArray[np.uint64],
+    times: npt.NDArray[np.float64],
+    docs: BulkDocs | None = None,
 ) -> int:
-    """Seed new documents without texts straight into segments (durable) or the memtable (in
-    memory), row ids allocated here; :class:`InputError` when an id exists already (nothing is
-    loaded). Metadata first (one transaction), then the segments and the manifest. Rows whose
+    """Seed new documents straight into segments (durable) or the memtable (in memory), row
+    ids allocated here, without the log and without deciding anything; :class:`InputError`
+    when an id exists already (nothing is loaded). ``docs``: what an add stores beside the
+    fingerprint (texts, content hashes, metadata, band keys); None: fingerprints only.
+    Metadata first (one transaction), then the segments and the manifest. Rows whose
     segments never reached the manifest (a crash in between) have row ids beyond every logged
     or stored row and are removed on the next open."""
     start = st.next_rowid
@@ -500,12 +515,26 @@ def bulk_add(
     ts = times.tolist()
     # insert in id order: the UNIQUE(id) B-tree then grows at its right edge
     order = sorted(range(len(ids)), key=ids.__getitem__)
-    rows = (
-        (start + i, ids[i], ts[i], fp_bytes[16 * i : 16 * i + 16], NO_CONTENT_HASH, 0, None, None)
-        for i in order
-    )
+    if docs is None:
+        rows: Iterable[tuple[Any, ...]] = (
+            (start + i, ids[i], ts[i], fp_bytes[16 * i : 16 * i + 16], NO_CONTENT_HASH, 0, None, None)
+            for i in order
+        )  # fmt: skip
+    else:
+        d = docs
+        flags = np.where(d.empty, EMPTY_FLAG, 0).tolist()
+        rows = (
+            (start + i, ids[i], ts[i], fp_bytes[16 * i : 16 * i + 16], d.chash[i], flags[i], d.metadata[i], None if d.texts is None else d.texts[i])
+            for i in order
+        )  # fmt: skip
+    bands = None
+    if docs is not None and st.band_keys_of is not None:  # the rows the MinHash channel finds
+        if docs.bands is not None:
+            bands = docs.bands
+        elif docs.texts is not None:
+            bands = st.band_keys_of(docs.texts)
     try:
-        _bulk_load(st, rows, fps, rids, times)
+        _bulk_load(st, rows, fps, rids, times, bands)
     except sqlite3.IntegrityError:
         existing = lookup_ids(st, ids)
         first = next(iter(existing), None)
@@ -516,24 +545,39 @@ def bulk_add(
     return len(ids)
 
 
+def _bulk_section(
+    ent: npt.NDArray[np.uint64], rids: npt.NDArray[np.int64], base: int
+) -> BandSection:
+    """The loaded rows' band keys as a memtable section (rows relative to ``base``), which
+    :func:`write_segments` cuts per partition as a flush does."""
+    if columns_are_groups(ent):
+        return section_from_rows(ent, rids, base)
+    k, r = sort_entries(*flatten(ent, rids))
+    return BandSection.from_sorted(k, (r - base).astype(np.uint32), base=base)
+
+
 def _bulk_load(
     st: StoreState,
     rows: Iterable[tuple[Any, ...]],
     fps: npt.NDArray[np.uint64],
     rids: npt.NDArray[np.int64],
     ts: npt.NDArray[np.float64],
+    bands: npt.NDArray[np.uint64] | None,
 ) -> None:
     sync_meta(st)  # pending ids must be in SQLite so its UNIQUE(id) sees them
     if st.wal is None or st.dir is None:
         st.db.insert_rows(rows)
         st.memtable.add(fps, rids, ts)
+        if bands is not None:
+            st.bandtable.insert_many(rids, bands)
     else:
+        section = None if bands is None else _bulk_section(bands, rids, int(rids[0]))
         try:
             st.db.insert_rows(rows, bulk=True)
         except OSError as exc:
             raise StorageError(f"bulk load failed: {exc}") from exc
         try:
-            written = write_segments(st, fps, rids, ts)
+            written = write_segments(st, fps, rids, ts, section)
             manifest = st.manifest_with(
                 segments=[s.entry for s in st.segments] + [s.entry for s in written]
             )

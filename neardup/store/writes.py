@@ -1,6 +1,8 @@
 """What one write group changes, in order: :class:`WriteGroup` (its records) and
 :class:`AddedRows` (its added rows as arrays), handed to
-:meth:`Store.append_group <neardup.store.Store.append_group>`.
+:meth:`Store.append_group <neardup.store.Store.append_group>`; and what a bulk load stores
+beside each fingerprint (:class:`BulkDocs`, for :meth:`Store.bulk_add
+<neardup.store.Store.bulk_add>`).
 
 The caller (the online writer) decides which documents are added and which deleted; this
 module turns those intents into the log's records (:mod:`.wal`), so nothing outside the store
@@ -9,6 +11,7 @@ knows the log's record types or the rows' flag bits.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -18,7 +21,7 @@ import numpy.typing as npt
 from .meta import EMPTY_FLAG, Row
 from .wal import AddRecord, DeleteRecord
 
-__all__ = ["AddedRows", "WriteGroup", "row_of", "rows_of"]
+__all__ = ["AddedRows", "BulkDocs", "WriteGroup", "row_of", "rows_of"]
 
 
 class AddedRows(NamedTuple):
@@ -112,3 +115,16 @@ def row_of(r: AddRecord, with_text: bool) -> Row:
     return Row(
         r.rowid, r.id, r.time, fp, r.chash, r.flags, r.metadata, r.text if with_text else None
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class BulkDocs:
+    """What a bulk load stores beside each fingerprint, as an add stores it: ``texts`` (None:
+    not stored), content hashes, whether each text had no features, metadata (JSON text) and
+    the MinHash band keys ((n, bands) compact keys; None without the channel)."""
+
+    texts: list[str] | None
+    chash: list[bytes]
+    empty: npt.NDArray[np.bool_]
+    metadata: list[str | None]
+    bands: npt.NDArray[np.uint64] | None = None

@@ -1,0 +1,131 @@
+"""``Deduplicator.load``: documents stored as they are, straight into segments and the metadata,
+deciding nothing; later checks meet them exactly as if they had been added (same rows, same
+band keys, same decisions), durable on return; bad ids refused before anything is stored."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import numpy as np
+import pytest
+
+from neardup.errors import InputError, InputTypeError
+from neardup.online.deduplicator import Deduplicator
+
+_WORDS = [
+    "river",
+    "stone",
+    "cloud",
+    "market",
+    "winter",
+    "signal",
+    "garden",
+    "engine",
+    "paper",
+    "window",
+    "silver",
+    "harbor",
+    "forest",
+    "candle",
+    "bridge",
+    "letter",
+    "mirror",
+    "orange",
+    "planet",
+    "ticket",
+    "violin",
+    "yellow",
+    "zebra",
+    "anchor",
+]
+
+
+def _texts(n: int, seed: int) -> list[str]:
+    """Posts and edited copies of some (one or two words replaced), a few Chinese ones."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    while len(out) < n:
+        if rng.random() < 0.15:
+            out.append("".join(rng.choice("天地玄黄宇宙洪荒日月盈昃辰宿列张") for _ in range(30)))
+            continue
+        words = [rng.choice(_WORDS) for _ in range(rng.randint(8, 40))]
+        out.append(" ".join(words))
+        if rng.random() < 0.4:
+            w = list(words)
+            for k in rng.sample(range(len(w)), min(2, len(w))):
+                w[k] = rng.choice(_WORDS)
+            out.append(" ".join(w))
+    return out[:n]
+
+
+_T0 = time.time() - 3600
+
+
+def _docs(texts: list[str], tag: str) -> list[dict]:
+    return [
+        {"id": f"{tag}{i}", "text": t, "time": _T0 + i, "metadata": {"n": i} if i % 3 else None}
+        for i, t in enumerate(texts)
+    ]
+
+
+def _entries(d: Deduplicator) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for s in d.store._state.segments:
+        for run in s.segment.band_runs():
+            k, r = run
+            out += zip(k.tolist(), r.tolist(), strict=True)
+    return sorted(out)
+
+
+@pytest.mark.parametrize("candidates", ["lsh", "simhash"])
+def test_loaded_documents_are_met_as_added_ones(tmp_path, candidates) -> None:
+    stored = _docs(_texts(400, 1), "s")
+    queries = _docs(_texts(300, 2) + _texts(100, 1)[::2], "q")
+    with (
+        Deduplicator.open(tmp_path / "added", candidates=candidates) as a,
+        Deduplicator.open(tmp_path / "loaded", candidates=candidates) as b,
+    ):
+        a.add(stored)
+        a.flush()
+        assert b.load(stored) == len(stored)
+        assert len(a) == len(b) == len(stored)
+        # the same rows: ids, texts, metadata, fingerprints; the same band keys by row id
+        for doc in stored[::37]:
+            assert a.get(doc["id"]) == b.get(doc["id"])
+        assert _entries(a) == _entries(b)
+        if candidates == "lsh":
+            assert _entries(b)  # the loaded rows are keyed for the MinHash channel
+        want = [(x.duplicate, [m.id for m in x.matches]) for x in a.check(queries)]
+        got = [(x.duplicate, [m.id for m in x.matches]) for x in b.check(queries)]
+        assert got == want and any(dup for dup, _ in got)
+    with Deduplicator.open(tmp_path / "loaded", candidates=candidates) as b:  # durable
+        assert len(b) == len(stored)
+        got = [(x.duplicate, [m.id for m in x.matches]) for x in b.check(queries)]
+        assert got == want
+
+
+def test_a_memory_store_loads_too() -> None:
+    texts = _texts(60, 3)
+    with Deduplicator.open() as d:
+        assert d.load(_docs(texts, "m")) == 60
+        hit = d.check({"id": "x", "text": texts[5]})
+        assert hit.duplicate and hit.matches[0].id == "m5"
+
+
+def test_load_refuses_repeated_or_stored_ids_and_loads_nothing(tmp_path) -> None:
+    texts = _texts(20, 4)
+    with Deduplicator.open(tmp_path / "s") as d:
+        with pytest.raises(InputError, match="'r1' repeats documents\\[1\\]"):
+            d.load([*_docs(texts[:3], "r"), {"id": "r1", "text": "again"}])
+        assert len(d) == 0
+        d.load(_docs(texts[:5], "r"))
+        with pytest.raises(InputError, match="already exist"):
+            d.load(_docs(texts, "r"))  # r0..r4 are stored
+        assert len(d) == 5 and "r7" not in d
+        with pytest.raises(InputTypeError):
+            d.load([{"id": "t", "text": 5}])
+        assert d.load([]) == 0 and len(d) == 5
+    with Deduplicator.open(tmp_path / "s") as d:
+        assert len(d) == 5
+        assert np.all([f"r{i}" in d for i in range(5)])

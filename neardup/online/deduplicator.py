@@ -40,6 +40,7 @@ from ..errors import (
     NotFoundError,
     UnsupportedVersionError,
 )
+from .._threads import default_workers
 from ..fingerprint.distance import as_fingerprints
 from ..rules.decision import Decision, Match
 from ..rules.keep import Found
@@ -53,6 +54,9 @@ from .writer import Writer
 __all__ = ["Decision", "DedupSettings", "Deduplicator", "DocumentPreparer", "Match"]
 
 log = logging.getLogger("neardup.store")
+
+#: documents from which a load makes its MinHash signatures on every core
+_LOAD_PARALLEL = 5000
 
 #: the version of the config body a deduplicator keeps in ``config.json`` (its ``format``)
 CONFIG_FORMAT = 1
@@ -518,10 +522,11 @@ class Deduplicator:
         items, _ = self._as_list(docs)
         if not items:
             return 0
-        p = self._prepare(items)  # refuses an id repeated in the batch
+        # refuses an id repeated in the batch; a large batch's signatures on every core
+        p = self._preparer.prepare(items, default_workers() if len(items) >= _LOAD_PARALLEL else 1)
         bands = p.bands
         if self.lsh_plan is not None and bands is None:
-            bands = lsh_keys(self.verifier, self.lsh_plan, p.texts)[2]
+            bands = lsh_keys(self.verifier, self.lsh_plan, p.texts, default_workers())[2]
         extra = BulkDocs(
             texts=p.texts if self.store_text else None,
             chash=p.chash,

@@ -128,10 +128,11 @@ def _nesting_depth(value: Any, limit: int) -> int:
 
 
 def lsh_keys(
-    verifier: Any, plan: Any, texts: Sequence[str | None]
+    verifier: Any, plan: Any, texts: Sequence[str | None], workers: int = 1
 ) -> tuple[npt.NDArray[np.uint16], npt.NDArray[np.bool_], npt.NDArray[np.uint64]]:
     """(signatures (n, hashes), usable (n,), band entry keys (n, bands)) of ``texts`` as the
-    batch pipeline computes them (``None`` texts: not usable)."""
+    batch pipeline computes them (``None`` texts: not usable), the signatures on ``workers``
+    threads."""
     from ..fingerprint.minhash import band_entries, minhash_signatures
 
     n = len(texts)
@@ -142,7 +143,7 @@ def lsh_keys(
             np.zeros((0, plan.bands), np.uint64),
         )
     given = [t if t is not None else "" for t in texts]
-    sig, tokens = minhash_signatures(verifier, given, plan.hashes)
+    sig, tokens = minhash_signatures(verifier, given, plan.hashes, workers=workers)
     usable = tokens > 0
     return sig, usable, band_entries(sig, usable, plan)
 
@@ -200,8 +201,9 @@ class DocumentPreparer:
 
         return (lambda texts: np.asarray(content_hash_many(texts), dtype=np.uint64)), content_digest
 
-    def prepare(self, docs: Sequence[Mapping[str, Any]]) -> PreparedDocs:
-        """Validate ``docs`` (:class:`InputError` naming the field) and fingerprint them."""
+    def prepare(self, docs: Sequence[Mapping[str, Any]], workers: int = 1) -> PreparedDocs:
+        """Validate ``docs`` (:class:`InputError` naming the field) and fingerprint them
+        (MinHash signatures on ``workers`` threads: a bulk load's; a request's stay on one)."""
         now = self.clock()
         ids: list[str] = []
         texts: list[str] = []
@@ -247,7 +249,7 @@ class DocumentPreparer:
             chash = [raw[k : k + 16] for k in range(0, len(raw), 16)]
         out = PreparedDocs(ids, texts, np.array(times, dtype=np.float64), metas, fps, empty, chash)
         if self.lsh is not None:
-            out.sig, out.usable, out.bands = lsh_keys(*self.lsh, texts)
+            out.sig, out.usable, out.bands = lsh_keys(*self.lsh, texts, workers)
         return out
 
     def check_time(self, where: str, t: float, now: float) -> None:

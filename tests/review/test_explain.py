@@ -233,7 +233,11 @@ def test_explain_in_corpus_orders_by_position(tmp_path: Path) -> None:
 
 
 @pytest.mark.shared
-def test_every_labelled_dev_pair_as_dedup_decides(dev_data: Path) -> None:
+def test_labelled_dev_pairs_as_dedup_decides(dev_data: Path) -> None:
+    """Every 4th labelled pair of the dev set (in the file's order: all three outcomes among
+    them), ``explain`` alone against the run. Every pair is compared by
+    ``benchmarks/explain_agreement.py`` (results/explain_agreement.json): a test of all 7,006
+    took two minutes of CI."""
     docs = [json.loads(x) for x in (dev_data / "docs.jsonl").open(encoding="utf-8")]
     ids = [d["id"] for d in docs]
     texts = [d["text"] for d in docs]
@@ -257,7 +261,7 @@ def test_every_labelled_dev_pair_as_dedup_decides(dev_data: Path) -> None:
     }
     first = stage_exact(texts)
     counts: dict[str, int] = {}
-    for a, b in pairs:
+    for a, b in pairs[::4]:
         if (a, b) in reported:
             want = ("duplicate", RULE_NAMES[reported[(a, b)]])
         else:

@@ -33,6 +33,7 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
+from .._threads import default_workers
 from ..errors import (
     ConfigError,
     InputError,
@@ -40,7 +41,6 @@ from ..errors import (
     NotFoundError,
     UnsupportedVersionError,
 )
-from .._threads import default_workers
 from ..fingerprint.distance import as_fingerprints
 from ..rules.decision import Decision, Match
 from ..rules.keep import Found

@@ -240,7 +240,8 @@ def dedup_into(
     taken: list[str] = []
     stored_pairs: list[tuple[str, str, int, float | None]] = []
     report("store", 0, n)
-    for lo in range(0, n, CHUNK):
+    # an empty store (a window's seed) matches nothing: the check is skipped, not just cheap
+    for lo in range(0, n if len(d) else 0, CHUNK):
         hi = min(n, lo + CHUNK)
         decisions = d.check([{"id": ids[i], "text": texts[i]} for i in range(lo, hi)])
         for i, dec in zip(range(lo, hi), decisions, strict=True):

@@ -502,7 +502,8 @@ class Deduplicator:
     def load(self, docs: Sequence[Mapping[str, Any]]) -> int:
         """Store documents as they are, deciding nothing: seeding a window or a corpus store
         with documents already deduplicated (the kept output of ``neardup dedup``, an
-        incremental run's kept documents; ``neardup store load``). Validated, fingerprinted and
+        incremental run's kept documents, a keep-first seed:
+        :func:`neardup.incremental.dedup_into`). Validated, fingerprinted and
         keyed as :meth:`add` does, so later checks meet them as if they had been added one by
         one; written straight into segments and the metadata in one step (not through the
         log), durable on return. Not checked against the store nor among themselves: a

@@ -129,3 +129,57 @@ def test_load_refuses_repeated_or_stored_ids_and_loads_nothing(tmp_path) -> None
     with Deduplicator.open(tmp_path / "s") as d:
         assert len(d) == 5
         assert np.all([f"r{i}" in d for i in range(5)])
+
+
+_CHILD = """
+import random, sys
+from neardup.online.deduplicator import Deduplicator
+words = "river stone cloud market winter signal garden engine paper window".split()
+rng = random.Random(1)
+with Deduplicator.open(sys.argv[1]) as d:
+    for c in range(1000):
+        docs = [
+            {"id": f"c{c}-{i}", "text": " ".join(rng.choice(words) for _ in range(20)) + f" {c} {i}"}
+            for i in range(2000)
+        ]
+        d.load(docs)
+        print("ACK", c, flush=True)
+"""
+
+
+def test_a_kill_during_loads_keeps_every_acknowledged_load_and_no_part_of_another(
+    tmp_path,
+) -> None:
+    """A real process loading 2,000-document batches is SIGKILLed mid-way: after a restart every
+    batch it acknowledged is there, and the batch it was writing is there whole or not at all
+    (its metadata rows without a segment in the manifest are removed on open)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "s"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    acked = -1
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            acked = int(line.split()[1])
+            if acked >= 2:
+                time.sleep(random.uniform(0.0, 0.1))  # a 2,000-document load takes ~40 ms
+                break
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert acked >= 2
+    with Deduplicator.open(path) as d:
+        n = len(d)
+        assert n % 2000 == 0 and n >= 2000 * (acked + 1), (n, acked)
+        assert all(f"c{c}-{i}" in d for c in range(acked + 1) for i in (0, 1999))
+        assert f"c{n // 2000}-0" not in d
+        got = d.get("c1-7")
+        hit = d.check({"id": "q", "text": got["text"]})
+        assert hit.duplicate and hit.matches[0].id == "c1-7"

@@ -225,7 +225,10 @@ def dedup_into(
     """Decide new documents against an open store ``d`` (a :class:`neardup.online.Deduplicator`)
     and among themselves, as one keep-first run over the stored documents then these would
     (the module's steps 1 and 2); with ``save``, load the kept ones into ``d``
-    (:func:`load_kept`). A bulk seed of a window is this over an empty store, chunk by chunk.
+    (:func:`load_kept`; ``times``: the documents' times there, default now). A keep-first bulk
+    seed is this over an empty store (whose check is skipped): in one call when the corpus fits
+    in memory (one batch run, then the loads), else chunk by chunk, each chunk checked against
+    what the earlier ones stored (``benchmarks/bench_load.py`` measures both).
 
     Raises
     ------

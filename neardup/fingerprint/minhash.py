@@ -412,6 +412,11 @@ def band_entries(
     never candidates, as in the batch pipeline) get an empty key set, marked by
     :data:`NO_KEYS` in every column."""
     n = sig.shape[0]
+    if plan.rows * 16 <= 48 and plan.bands < (1 << 16):  # the band is the key's top bits
+        ent = np.empty((n, plan.bands), np.uint64)
+        if n:
+            _compact_entries_kernel(sig, np.asarray(usable, np.bool_), plan.rows, ent)
+        return ent
     out = np.empty((plan.bands, n), np.uint64)
     for b0 in range(0, plan.bands, BAND_BLOCK):
         b1 = min(plan.bands, b0 + BAND_BLOCK)
@@ -423,6 +428,33 @@ def band_entries(
     ent = compact_keys(entry_keys(out, plan.rows).T)
     ent[~np.asarray(usable, bool)] = NO_KEYS
     return ent
+
+
+@kernel(parallel=True)
+def _compact_entries_kernel(
+    sig: np.ndarray, usable: np.ndarray, rows: int, out: np.ndarray
+) -> None:  # pragma: no cover - numba
+    # band_entries for plans whose band keys fit 48 bits: the band key (rows values, 16 bits
+    # each), the band in the top 16 bits (entry_keys), then group << 32 | low half of mix64
+    # (compact_keys), in one pass without the (bands, n) temporaries
+    n, nb = out.shape
+    k2 = np.uint64(_K2)
+    k3 = np.uint64(_K3)
+    low = np.uint64(0xFFFFFFFF)
+    for i in numba.prange(n):
+        if not usable[i]:
+            for k in range(nb):
+                out[i, k] = np.uint64(0xFFFFFFFFFFFFFFFF)
+            continue
+        for k in range(nb):
+            c = k * rows
+            e = np.uint64(k) << np.uint64(48)
+            for r in range(rows):
+                e |= np.uint64(sig[i, c + r]) << np.uint64(16 * r)
+            x = (e ^ (e >> np.uint64(30))) * k2
+            x = (x ^ (x >> np.uint64(27))) * k3
+            x = x ^ (x >> np.uint64(31))
+            out[i, k] = (np.uint64(k) << np.uint64(32)) | (x & low)
 
 
 _LOW32 = np.uint64(0xFFFFFFFF)

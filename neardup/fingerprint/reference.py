@@ -15,7 +15,8 @@ Weights are integers, so the sums never depend on summation order.
 
 The MinHash references are here too, for tests (not in ``__all__``):
 :func:`minhash_signatures_reference` and :func:`sketch_shingles_reference`, the NumPy
-definitions of :mod:`neardup.fingerprint.minhash`'s signatures. They import that module when
+definitions of :mod:`neardup.fingerprint.minhash`'s signatures, and
+:func:`band_entries_reference`, of its compact band keys. They import that module when
 called, not here: the SimHash path imports this module and does not import numba.
 """
 
@@ -179,3 +180,20 @@ def sketch_shingles_reference(
         value = np.where(oph != top, oph, perm.min(axis=1))
         out[d] = (value & np.uint64(0xFFFF)).astype(np.uint16)
     return out
+
+
+def band_entries_reference(
+    sig: npt.NDArray[np.uint16], usable: npt.NDArray[np.bool_], plan: object
+) -> npt.NDArray[np.uint64]:
+    """The NumPy definition of :func:`neardup.fingerprint.minhash.band_entries`: each band's
+    key (:func:`~neardup.fingerprint.minhash.band_keys`), its entry key, its compact key; rows
+    that are not usable get :data:`~neardup.fingerprint.minhash.NO_KEYS` in every column."""
+    from .minhash import NO_KEYS, band_keys, compact_keys, entry_keys
+
+    bands, rows = int(plan.bands), int(plan.rows)  # type: ignore[attr-defined]
+    keys = np.stack([band_keys(sig, b, rows) for b in range(bands)]) if bands else None
+    if keys is None or not sig.shape[0]:
+        return np.zeros((sig.shape[0], bands), np.uint64)
+    ent = compact_keys(entry_keys(keys, rows).T)
+    ent[~np.asarray(usable, bool)] = NO_KEYS
+    return ent

@@ -30,6 +30,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -571,25 +572,40 @@ def _bulk_load(
         if bands is not None:
             st.bandtable.insert_many(rids, bands)
     else:
-        section = None if bands is None else _bulk_section(bands, rids, int(rids[0]))
+        # the metadata rows on a helper thread while this one builds and writes the segments
+        # (SQLite's inserts and NumPy's sorts and the file writes release the GIL); the
+        # manifest last, once both are done, so a crash leaves rows and files that the next
+        # open removes (no manifest names them)
+        pool = ThreadPoolExecutor(1, thread_name_prefix="neardup-bulk-meta")
+        meta = pool.submit(st.db.insert_rows, rows, bulk=True)
+        written: list[LiveSegment] = []
         try:
-            st.db.insert_rows(rows, bulk=True)
-        except OSError as exc:
-            raise StorageError(f"bulk load failed: {exc}") from exc
-        try:
-            written = write_segments(st, fps, rids, ts, section)
-            manifest = st.manifest_with(
-                segments=[s.entry for s in st.segments] + [s.entry for s in written]
-            )
             try:
-                st.dir.write_manifest(manifest)
-            except OSError as exc:
-                for w in written:
-                    discard(w)
+                section = None if bands is None else _bulk_section(bands, rids, int(rids[0]))
+                written = write_segments(st, fps, rids, ts, section)
+            finally:
+                meta_error = meta.exception()  # waits for the rows either way
+                pool.shutdown()
+            if meta_error is not None:
+                raise meta_error
+        except BaseException as exc:
+            for w in written:
+                discard(w)
+            if meta.exception() is None:  # the rows went in: take them out again
+                st.db.delete_rowids(rids.tolist())
+            if isinstance(exc, OSError):
                 raise StorageError(f"bulk load failed: {exc}") from exc
-        except BaseException:
-            st.db.delete_rowids(rids.tolist())
             raise
+        manifest = st.manifest_with(
+            segments=[s.entry for s in st.segments] + [s.entry for s in written]
+        )
+        try:
+            st.dir.write_manifest(manifest)
+        except OSError as exc:
+            for w in written:
+                discard(w)
+            st.db.delete_rowids(rids.tolist())
+            raise StorageError(f"bulk load failed: {exc}") from exc
         st.manifest = manifest
         st.segments.extend(written)
     st.count(len(rids))

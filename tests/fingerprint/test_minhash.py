@@ -120,6 +120,28 @@ def test_the_online_agreement_filter_equals_its_numpy_twin(seed, shape, values) 
     assert got.dtype == np.bool_ and got.tolist() == want.tolist()
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([(12, 2), (20, 3), (9, 1), (6, 4), (5, 6)]),
+    st.integers(0, 40),
+)
+def test_band_entries_equal_their_numpy_definition(seed, shape, n) -> None:
+    """The compact band keys (one fused kernel for plans of up to 3 rows, NumPy above) equal
+    the reference's band keys, entry keys and compact keys; unusable rows get NO_KEYS."""
+    from neardup.fingerprint.minhash import band_entries
+    from neardup.fingerprint.reference import band_entries_reference
+
+    bands, rows = shape
+    plan = plan_lsh(bands=bands, rows=rows)
+    rng = np.random.default_rng(seed)
+    sig = rng.integers(0, 2**16, (n, plan.hashes), dtype=np.uint16)
+    usable = rng.random(n) < 0.8
+    got = band_entries(sig, usable, plan)
+    assert got.shape == (n, bands)
+    assert got.tolist() == band_entries_reference(sig, usable, plan).tolist()
+
+
 def test_recall_of_a_pair_does_not_depend_on_the_corpus():
     rng = np.random.default_rng(5)
     v = Verifier()

@@ -183,3 +183,34 @@ def test_a_kill_during_loads_keeps_every_acknowledged_load_and_no_part_of_anothe
         got = d.get("c1-7")
         hit = d.check({"id": "q", "text": got["text"]})
         assert hit.duplicate and hit.matches[0].id == "c1-7"
+
+
+def test_a_failed_load_leaves_no_rows_and_no_segment_files(tmp_path, monkeypatch) -> None:
+    """The metadata rows (a helper thread) and the segment files (the writer) are written side
+    by side, the manifest last: when either fails, neither is left behind."""
+    from neardup.errors import StorageError
+    from neardup.store import partitions
+
+    texts = _texts(40, 6)
+    path = tmp_path / "s"
+    with Deduplicator.open(path) as d:
+        d.load(_docs(texts[:10], "a"))
+        files = sorted(p.name for p in path.glob("seg-*"))
+        # the rows fail (an id already stored) while the segments were written: files removed
+        with pytest.raises(InputError, match="already exist"):
+            d.load(_docs(texts, "a"))
+        assert sorted(p.name for p in path.glob("seg-*")) == files and len(d) == 10
+
+        # the segments fail (a full disk) while the rows went in: rows taken out again
+        def full(*args, **kwargs):
+            raise StorageError("cannot write segment: [Errno 28] No space left on device")
+
+        monkeypatch.setattr(partitions, "new_segment", full)
+        with pytest.raises(StorageError, match="No space left"):
+            d.load(_docs(texts, "b"))
+        monkeypatch.undo()
+        assert len(d) == 10 and "b0" not in d
+        assert sorted(p.name for p in path.glob("seg-*")) == files
+        assert d.load(_docs(texts, "b")) == 40 and len(d) == 50
+    with Deduplicator.open(path) as d:
+        assert len(d) == 50 and "b39" in d

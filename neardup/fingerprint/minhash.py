@@ -82,6 +82,7 @@ __all__ = [
     "minhash_signatures",
     "mix64",
     "sketch_shingles",
+    "warm_band_entries",
 ]
 
 #: signature value of a text without tokens
@@ -415,7 +416,8 @@ def band_entries(
     if plan.rows * 16 <= 48 and plan.bands < (1 << 16):  # the band is the key's top bits
         ent = np.empty((n, plan.bands), np.uint64)
         if n:
-            _compact_entries_kernel(sig, np.asarray(usable, np.bool_), plan.rows, ent)
+            run = _compact_entries_kernel if n >= _PARALLEL_ROWS else _compact_entries_serial
+            run(sig, np.asarray(usable, np.bool_), plan.rows, ent)
         return ent
     out = np.empty((plan.bands, n), np.uint64)
     for b0 in range(0, plan.bands, BAND_BLOCK):
@@ -430,31 +432,59 @@ def band_entries(
     return ent
 
 
+@kernel(nogil=True, inline="always")
+def _compact_entry(
+    sig: np.ndarray, usable: np.ndarray, rows: int, out: np.ndarray, i: int
+) -> None:  # pragma: no cover - numba
+    # band_entries of row i for plans whose band keys fit 48 bits: the band key (rows values,
+    # 16 bits each), the band in the top 16 bits (entry_keys), then group << 32 | low half of
+    # mix64 (compact_keys), without the (bands, n) temporaries
+    nb = out.shape[1]
+    if not usable[i]:
+        for k in range(nb):
+            out[i, k] = np.uint64(0xFFFFFFFFFFFFFFFF)
+        return
+    k2 = np.uint64(_K2)
+    k3 = np.uint64(_K3)
+    low = np.uint64(0xFFFFFFFF)
+    for k in range(nb):
+        c = k * rows
+        e = np.uint64(k) << np.uint64(48)
+        for r in range(rows):
+            e |= np.uint64(sig[i, c + r]) << np.uint64(16 * r)
+        x = (e ^ (e >> np.uint64(30))) * k2
+        x = (x ^ (x >> np.uint64(27))) * k3
+        x = x ^ (x >> np.uint64(31))
+        out[i, k] = (np.uint64(k) << np.uint64(32)) | (x & low)
+
+
 @kernel(parallel=True)
 def _compact_entries_kernel(
     sig: np.ndarray, usable: np.ndarray, rows: int, out: np.ndarray
 ) -> None:  # pragma: no cover - numba
-    # band_entries for plans whose band keys fit 48 bits: the band key (rows values, 16 bits
-    # each), the band in the top 16 bits (entry_keys), then group << 32 | low half of mix64
-    # (compact_keys), in one pass without the (bands, n) temporaries
-    n, nb = out.shape
-    k2 = np.uint64(_K2)
-    k3 = np.uint64(_K3)
-    low = np.uint64(0xFFFFFFFF)
-    for i in numba.prange(n):
-        if not usable[i]:
-            for k in range(nb):
-                out[i, k] = np.uint64(0xFFFFFFFFFFFFFFFF)
-            continue
-        for k in range(nb):
-            c = k * rows
-            e = np.uint64(k) << np.uint64(48)
-            for r in range(rows):
-                e |= np.uint64(sig[i, c + r]) << np.uint64(16 * r)
-            x = (e ^ (e >> np.uint64(30))) * k2
-            x = (x ^ (x >> np.uint64(27))) * k3
-            x = x ^ (x >> np.uint64(31))
-            out[i, k] = (np.uint64(k) << np.uint64(32)) | (x & low)
+    for i in numba.prange(out.shape[0]):
+        _compact_entry(sig, usable, rows, out, i)
+
+
+@kernel(nogil=True)
+def _compact_entries_serial(
+    sig: np.ndarray, usable: np.ndarray, rows: int, out: np.ndarray
+) -> None:  # pragma: no cover - numba
+    # a request's few rows: no parallel region (waking the thread pool costs more than the
+    # work, and its threads then spin waiting for the next one)
+    for i in range(out.shape[0]):
+        _compact_entry(sig, usable, rows, out, i)
+
+
+#: rows from which band_entries runs on the thread pool
+_PARALLEL_ROWS = 256
+
+
+def warm_band_entries(plan: Any) -> None:
+    """Load (or compile) both :func:`band_entries` kernels for ``plan``: the serial one a
+    request's few rows use and the thread pool's one a large group uses (a server's warm-up)."""
+    for n in (1, _PARALLEL_ROWS):
+        band_entries(np.zeros((n, plan.hashes), np.uint16), np.ones(n, np.bool_), plan)
 
 
 _LOW32 = np.uint64(0xFFFFFFFF)

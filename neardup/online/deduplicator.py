@@ -594,12 +594,14 @@ class Deduplicator:
             self._prepare([{"id": "warm-up", "text": "warm up the fingerprint kernels"}])
             self._prepare([{"id": "warm-up", "text": "warm up a long text " * 1000}])
             if self.lsh_plan is not None:  # the MinHash channel's signature and agreement kernels
+                from ..fingerprint.minhash import warm_band_entries
                 from ..rules.lsh import agreeing, lsh_pairs
 
                 sig, usable, _ = lsh_keys(self.verifier, self.lsh_plan, ["warm up minhash"] * 2)
                 lsh_pairs(sig, usable, self.lsh_plan)
                 one = np.zeros(1, np.int64)
                 agreeing(sig, one, sig, one, self.lsh_plan)
+                warm_band_entries(self.lsh_plan)
                 decider.verify(
                     "warm up the verifier", [(0, 0, "w", "warm up the verifier kernels")]
                 )

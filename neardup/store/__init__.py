@@ -8,8 +8,8 @@ overlay, SQLite behind), :mod:`.maintenance` (flush, compaction, retention, bulk
 (immutable segment files), :mod:`.meta` (SQLite metadata), :mod:`.layout` (data-directory
 layout, lock, manifest); :mod:`.memindex` (memtable and per-segment search), :mod:`.bands`
 (MinHash band keys); :mod:`.writes` (:class:`WriteGroup`, :class:`AddedRows`: what one write
-group adds and deletes; :class:`BulkDocs`: what a bulk load stores); :mod:`.tombstones` (a cluster node's deleted ids with their versions,
-:class:`TombstoneLog`). See ``docs/store.md``.
+group adds and deletes; :class:`BulkDocs`: what a bulk load stores); :mod:`.tombstones` (a
+cluster node's deleted ids with their versions, :class:`TombstoneLog`). See ``docs/store.md``.
 """
 
 from __future__ import annotations

@@ -146,59 +146,6 @@ def _section_search_kernel(
     return lo, hi
 
 
-@kernel(nogil=True)
-def _merge_sections_kernel(
-    offs_a: npt.NDArray[np.uint64],
-    keys_a: npt.NDArray[np.uint32],
-    rows_a: npt.NDArray[np.uint32],
-    offs_b: npt.NDArray[np.uint64],
-    keys_b: npt.NDArray[np.uint32],
-    rows_b: npt.NDArray[np.uint32],
-) -> tuple[
-    npt.NDArray[np.uint64], npt.NDArray[np.uint32], npt.NDArray[np.uint32]
-]:  # pragma: no cover (numba)
-    """Merge two sections (rows relative to one base) group by group, by key, ``a``'s entries
-    first among equal keys (``a`` holds the older rows): the output section and nothing else
-    is allocated (:func:`neardup.index.reference.merge_sections_reference` is the NumPy
-    twin)."""
-    ga = offs_a.size - 1
-    gb = offs_b.size - 1
-    ng = max(ga, gb)
-    n = keys_a.size + keys_b.size
-    offs = np.zeros(ng + 1, np.uint64)
-    keys = np.empty(n, np.uint32)
-    rows = np.empty(n, np.uint32)
-    o = 0
-    for g in range(ng):
-        offs[g] = o
-        i = np.int64(offs_a[g]) if g < ga else np.int64(0)
-        ie = np.int64(offs_a[g + 1]) if g < ga else np.int64(0)
-        j = np.int64(offs_b[g]) if g < gb else np.int64(0)
-        je = np.int64(offs_b[g + 1]) if g < gb else np.int64(0)
-        while i < ie and j < je:
-            if keys_b[j] < keys_a[i]:
-                keys[o] = keys_b[j]
-                rows[o] = rows_b[j]
-                j += 1
-            else:
-                keys[o] = keys_a[i]
-                rows[o] = rows_a[i]
-                i += 1
-            o += 1
-        while i < ie:
-            keys[o] = keys_a[i]
-            rows[o] = rows_a[i]
-            i += 1
-            o += 1
-        while j < je:
-            keys[o] = keys_b[j]
-            rows[o] = rows_b[j]
-            j += 1
-            o += 1
-    offs[ng] = o
-    return offs, keys, rows
-
-
 def merge_sections(a: BandSection, b: BandSection) -> BandSection:
     """One section of the entries of ``a`` (older rows) and ``b``, both memtable sections on
     the same base: a merge in one pass, allocating only the result (8 bytes per entry), where
@@ -209,7 +156,12 @@ def merge_sections(a: BandSection, b: BandSection) -> BandSection:
         kb, rb = b
         k, r = _by_key(np.concatenate([ka, kb]), np.concatenate([ra, rb]))
         return BandSection.from_sorted(k, (r - a.base).astype(np.uint32), base=a.base)
-    offs, keys, rows = _merge_sections_kernel(a.offsets, a.keys, a.rows, b.offsets, b.keys, b.rows)
+    # rows as they are (empty maps): by (key, row), so ``a``'s older rows come first among
+    # equal keys
+    none = np.zeros(0, np.int64)
+    offs, keys, rows = _merge_mapped_kernel(
+        a.offsets, a.keys, a.rows, none, b.offsets, b.keys, b.rows, none
+    )
     return BandSection(offs, keys, rows, None, a.base)
 
 

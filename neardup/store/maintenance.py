@@ -38,15 +38,7 @@ import numpy.typing as npt
 
 from .._threads import lower_thread_priority
 from ..errors import InputError, StorageError
-from ..index.bands import (
-    BandIndex,
-    BandSection,
-    columns_are_groups,
-    flatten,
-    merge_mapped,
-    section_from_rows,
-    sort_entries,
-)
+from ..index.bands import BandIndex, BandSection, merge_mapped
 from .applier import lookup_ids
 from .layout import read_json_file, write_json_file
 from .meta import EMPTY_FLAG, NO_CONTENT_HASH
@@ -546,17 +538,6 @@ def bulk_add(
     return len(ids)
 
 
-def _bulk_section(
-    ent: npt.NDArray[np.uint64], rids: npt.NDArray[np.int64], base: int
-) -> BandSection:
-    """The loaded rows' band keys as a memtable section (rows relative to ``base``), which
-    :func:`write_segments` cuts per partition as a flush does."""
-    if columns_are_groups(ent):
-        return section_from_rows(ent, rids, base)
-    k, r = sort_entries(*flatten(ent, rids))
-    return BandSection.from_sorted(k, (r - base).astype(np.uint32), base=base)
-
-
 def _bulk_load(
     st: StoreState,
     rows: Iterable[tuple[Any, ...]],
@@ -581,7 +562,11 @@ def _bulk_load(
         written: list[LiveSegment] = []
         try:
             try:
-                section = None if bands is None else _bulk_section(bands, rids, int(rids[0]))
+                section = None
+                if bands is not None:  # as a memtable's band keys, cut per partition as a flush
+                    table = BandIndex()
+                    table.insert_many(rids, bands)
+                    section = table.section()
                 written = write_segments(st, fps, rids, ts, section)
             finally:
                 meta_error = meta.exception()  # waits for the rows either way

@@ -646,7 +646,9 @@ class Decider:
         r_of: list[int] = []
 
         def flush() -> None:
-            ok = agreeing(stored_sig, np.asarray(k_of, np.int64), sig, np.asarray(q_of), plan)
+            ok = agreeing(
+                stored_sig, np.asarray(k_of, np.int64), sig, np.asarray(q_of, np.int64), plan
+            )
             for m in np.flatnonzero(ok).tolist():
                 passed[q_of[m]].append(r_of[m])
             q_of.clear()

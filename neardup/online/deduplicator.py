@@ -525,15 +525,12 @@ class Deduplicator:
             return 0
         # refuses an id repeated in the batch; a large batch's signatures on every core
         p = self._preparer.prepare(items, default_workers() if len(items) >= _LOAD_PARALLEL else 1)
-        bands = p.bands
-        if self.lsh_plan is not None and bands is None:
-            bands = lsh_keys(self.verifier, self.lsh_plan, p.texts, default_workers())[2]
         extra = BulkDocs(
             texts=p.texts if self.store_text else None,
             chash=p.chash,
             empty=p.empty,
             metadata=p.metadata,
-            bands=bands if self.lsh_plan is not None else None,
+            bands=p.bands,  # made by the preparer with the channel, None without it
         )
         n = self._writer.run(Op("bulk", arg=(p.ids, p.fps, p.times, extra)))
         return int(n)

@@ -74,7 +74,7 @@ def run(mode: str, ids, texts, args) -> dict:
             "checked": n_check,
             "check_batch": args.check_batch,
         }
-        store = d.store
+        store = d.store._state  # the store's own arrays: the band table, the segments
         if mode == "lsh":
             entries = len(store.bandtable)
             out["band_entries_per_doc"] = round(entries / len(ids), 2)

@@ -11,6 +11,7 @@ without one (logged as a warning).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -136,9 +137,22 @@ def serve(
     read_burst: float = typer.Option(
         200.0, "--read-burst", help="Per client address: units a client may spend at once."
     ),
+    seed: list[str] = typer.Option(
+        [],
+        "--seed",
+        help="Files to seed the default namespace with before serving, keep-first, when it "
+        "holds no documents (repeatable; as neardup store load reads them).",
+    ),
+    seed_time_field: str | None = typer.Option(
+        None,
+        "--seed-time-field",
+        help="Field holding each seed record's time (unix seconds or ISO 8601 with an offset); "
+        "default: the seed's time. Records older than the window are left out.",
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
 ) -> None:
     """Serve check / insert / check-and-insert over HTTP (FastAPI + uvicorn, one worker)."""
+    from ..errors import ConfigError
     from ..online.settings import DedupSettings
     from ..service.config import ServiceConfig, parse_size
     from ..service.server import run_server
@@ -182,7 +196,37 @@ def serve(
         read_burst=read_burst,
     )
     require_a_token(config.authenticated, no_auth, "neardup serve")
+    if seed:
+        _seed(config, seed, seed_time_field)
+    elif seed_time_field is not None:
+        raise ConfigError("--seed-time-field names a field of the --seed files: pass --seed")
     run_server(config, log_level=log_level)
+
+
+def _seed(config: Any, inputs: list[str], time_field: str | None) -> None:
+    """``--seed``: :func:`neardup.incremental.load_files` into the default namespace (when it
+    holds no documents), before the port is bound."""
+    from ..incremental import load_files
+    from ..service.namespaces import NAMESPACES_DIR
+
+    store = config.data_path / NAMESPACES_DIR / "default"
+    stats = load_files(
+        inputs, store, settings=config.dedup, time_field=time_field,
+        drop_expired=time_field is not None, if_empty=True,
+    )  # fmt: skip
+    if stats["path"] is None:
+        typer.echo(
+            f"--seed: namespace 'default' already holds {stats['store_documents_before']:,} "
+            "documents; not seeded again",
+            err=True,
+        )
+    else:
+        typer.echo(
+            f"--seed: {stats['loaded']:,} of {stats['documents']:,} documents loaded into "
+            f"namespace 'default' ({stats['dropped']:,} near duplicates, {stats['expired']:,} "
+            f"expired) in {stats['elapsed_s']:.1f} s",
+            err=True,
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,7 @@
-"""``neardup store verify`` / ``neardup store repair``: damaged rows of the stores of a data
+"""``neardup store load``: a namespace of a data directory seeded from files (a thin shell over
+:func:`neardup.incremental.load_files`; docs/store.md, "Bulk loads").
+
+``neardup store verify`` / ``neardup store repair``: damaged rows of the stores of a data
 directory (thin shells over :mod:`neardup.store.integrity`; docs/store.md, "Checksums").
 
 ``verify`` reads every row of every store (read-only: the server may be running) and lists
@@ -12,7 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import typer
 
@@ -73,12 +76,108 @@ def repair_cmd(data: Path = _DATA, as_json: bool = _JSON) -> None:
     _print(reports, as_json, "repair")
 
 
+def load_cmd(
+    data: Path = typer.Argument(
+        ...,
+        help="The --data directory of neardup serve (the server stopped); the namespace's store "
+        "is created when missing.",
+    ),
+    inputs: list[str] = typer.Argument(
+        ..., help="Files, folders, globs or URLs, read as neardup dedup reads them."
+    ),
+    namespace: str = typer.Option("default", "--namespace", help="Namespace to load into."),
+    as_is: bool = typer.Option(
+        False,
+        "--as-is",
+        help="Load every document as it is (a corpus already deduplicated, e.g. neardup dedup's "
+        "output); default: keep-first, as check-and-insert one by one would.",
+    ),
+    time_field: str | None = typer.Option(
+        None,
+        "--time-field",
+        help="Field holding each record's time (unix seconds, or ISO 8601 with a UTC offset); "
+        "default: every document gets the load's time.",
+    ),
+    drop_expired: bool = typer.Option(
+        False,
+        "--drop-expired",
+        help="Leave out documents older than the retention window (default: refuse them).",
+    ),
+    retention: str | None = typer.Option(
+        None,
+        "--retention",
+        help="A new store's time window, e.g. 48h (as neardup serve --retention); an existing "
+        "store keeps its own.",
+    ),
+    candidates: str | None = typer.Option(
+        None, "--candidates", help="A new store's candidate mode: lsh (default) or simhash."
+    ),
+    input_format: str | None = typer.Option(
+        None, "--input-format", help="Read every input as: jsonl, json, csv, tsv, parquet."
+    ),
+    text_field: str = typer.Option("text", "--text-field", help="Field holding the text."),
+    id_field: str | None = typer.Option(
+        None, "--id-field", help="Field holding a unique id (default: 'id', else path:line)."
+    ),
+    generate_ids: bool = typer.Option(
+        False, "--generate-ids", help="Ignore the inputs' ids: number the records path:line."
+    ),
+    on_error: str = typer.Option(
+        "fail", "--on-error", help="On a malformed record or time: fail, or skip it."
+    ),
+    encoding: str = typer.Option("utf-8", "--encoding", help="Input text encoding."),
+    as_json: bool = _JSON,
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress and no summary."),
+) -> None:
+    """Seed a namespace from files in bulk: keep-first (or --as-is), at the store's rule."""
+    from ..errors import ConfigError
+    from ..incremental import load_files
+    from ..online.settings import DedupSettings
+    from ..service.config import validate_namespace
+    from ..service.namespaces import NAMESPACES_DIR
+    from ..store import StoreSettings, parse_duration
+    from .dedup_cmd import _bar_callback
+    from .progress import StageProgress
+
+    if on_error not in ("fail", "skip"):
+        raise ConfigError(f"--on-error must be fail or skip, got {on_error!r}")
+    if generate_ids and id_field is not None:
+        raise ConfigError(
+            "--generate-ids ignores the records' ids, --id-field names them: pass one"
+        )
+    store = data / NAMESPACES_DIR / validate_namespace(namespace)
+    settings = DedupSettings(
+        candidates=candidates,
+        store=StoreSettings(retention=parse_duration(retention, name="--retention")),
+    )
+    mode: Literal["fail", "skip"] = "fail" if on_error == "fail" else "skip"
+    progress = StageProgress.for_stderr(quiet or as_json)
+    with progress:
+        stats = load_files(
+            inputs, store, settings=settings, dedup=not as_is, time_field=time_field,
+            drop_expired=drop_expired, input_format=input_format, text_field=text_field,
+            id_field=id_field, encoding=encoding, on_error=mode, generate_ids=generate_ids,
+            progress=_bar_callback(progress),
+        )  # fmt: skip
+    if as_json:
+        typer.echo(json.dumps(stats, indent=1))
+    elif not quiet:
+        typer.echo(
+            f"namespace {namespace!r}: {stats['documents']:,} read, {stats['loaded']:,} loaded, "
+            f"{stats['dropped']:,} near duplicates dropped, {stats['expired']:,} expired, "
+            f"{stats['skipped_records']:,} skipped ({stats['path']}); "
+            f"{stats['store_documents_before']:,} -> {stats['store_documents_after']:,} stored "
+            f"in {stats['elapsed_s']:.1f} s"
+        )
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``store`` command group to the main app."""
     group = typer.Typer(
-        help="Check and salvage the stores of a data directory (docs/store.md, 'Checksums').",
+        help="Seed, check and salvage the stores of a data directory (docs/store.md).",
         no_args_is_help=True,
     )
+    group.command("load")(load_cmd)
     group.command("verify")(verify_cmd)
     group.command("repair")(repair_cmd)
     app.add_typer(group, name="store")

@@ -20,7 +20,7 @@ from .plan import (
     plan_inputs,
     plan_output,
 )
-from .writers import write_kept
+from .writers import record_values, write_kept
 
 __all__ = [
     "FORMATS",
@@ -38,6 +38,7 @@ __all__ = [
     "plan_inputs",
     "plan_output",
     "read_corpus",
+    "record_values",
     "staged_outputs",
     "write_kept",
 ]

@@ -6,9 +6,14 @@ such key and the name has dots, it is a path through nested objects.
 
 from __future__ import annotations
 
+import datetime as _dt
+import math
+import re
 from typing import Any
 
-__all__ = ["MISSING", "get_field", "missing_field"]
+__all__ = ["MISSING", "get_field", "missing_field", "unix_seconds"]
+
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 MISSING: Any = object()  # what get_field returns for a field the record does not have
 
@@ -48,3 +53,39 @@ def missing_field(obj: dict[str, Any], name: str, what: str) -> str:
         cur = cur[part]
         walked.append(part)
     return head
+
+
+def unix_seconds(value: Any) -> float:
+    """A record's time as unix seconds: a number (seconds since 1970-01-01 UTC; also as a
+    string, as CSV cells are) or an ISO 8601 string with a UTC offset
+    (``2026-11-29T12:00:00Z``, ``...+08:00``).
+
+    Raises :class:`ValueError` saying why otherwise: a string without an offset is refused,
+    not read as some local time.
+
+    >>> unix_seconds("1970-01-02T00:00:00Z"), unix_seconds(5)
+    (86400.0, 5.0)
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        t = float(value)
+        if not math.isfinite(t):
+            raise ValueError(f"{value!r} is not a finite number of seconds")
+        return t
+    if not isinstance(value, str):
+        raise ValueError(
+            f"expected unix seconds or an ISO 8601 string, got {type(value).__name__} {value!r}"
+        )
+    if _NUMBER.fullmatch(value.strip()):
+        return unix_seconds(float(value))
+    try:
+        when = _dt.datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise ValueError(
+            f"{value!r} is neither unix seconds nor an ISO 8601 time (e.g. 2026-11-29T12:00:00Z)"
+        ) from None
+    if when.tzinfo is None:
+        raise ValueError(
+            f"{value!r} has no UTC offset, so which instant it names is unknown; add one "
+            "(Z or +08:00) or give unix seconds"
+        )
+    return when.timestamp()

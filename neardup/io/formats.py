@@ -150,6 +150,15 @@ class Corpus:
     def __len__(self) -> int:
         return len(self.texts)
 
+    def location(self, pos: int) -> str:
+        """Where document ``pos`` was read: ``path:line`` (record number for JSON arrays and
+        Parquet), for messages about one record."""
+        for src in self.sources:
+            if src.first <= pos < src.first + src.count:
+                k = pos - src.first
+                return f"{src.path}:{int(src.lines[k])}" if k < len(src.lines) else src.path
+        raise IndexError(f"no document {pos} in a corpus of {len(self)}")
+
     def input_files(self) -> list[InputFile]:
         """The files read, as :func:`~neardup.io.plan.plan_inputs` planned them."""
         return [InputFile(s.path, s.fmt, s.rel or s.path, s.explicit) for s in self.sources]

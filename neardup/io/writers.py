@@ -31,12 +31,13 @@ import orjson
 from ..errors import ConfigError, InputError, StorageError, require
 from .atomic import atomic_dir, atomic_open
 from .csvout import csv_dict_writer, csv_writer
+from .fields import get_field
 from .formats import Corpus, Source
 from .jsonl import copy_records, is_utf8
 from .plan import OutputPlan, plan_output
 from .remote import _compressor
 
-__all__ = ["write_kept", "write_records"]
+__all__ = ["record_values", "write_kept", "write_records"]
 
 Opener = Callable[..., Any]  # atomic_open's signature: (path, mode, **open_kwargs) -> ctx
 
@@ -286,6 +287,27 @@ def _records(
             for pos in kept.tolist():
                 g = src.first + pos
                 yield {"id": corpus.ids[g], "text": corpus.texts[g]}
+
+
+def record_values(corpus: Corpus, name: str) -> list[Any]:
+    """The value of field ``name`` (dotted names as :func:`~neardup.io.fields.get_field`
+    reads them) of every document of ``corpus``, in corpus order; :data:`~neardup.io.fields.MISSING`
+    where a record lacks it. The records are read again (JSONL lines parsed from their byte
+    spans), so this costs about one more parse of the inputs.
+
+    Raises
+    ------
+    ConfigError
+        An input of a format whose records have no fields (``text``, ``lines``).
+    """
+    for src in corpus.sources:
+        if src.fmt in ("text", "lines") and src.count:
+            raise ConfigError(
+                f"{src.path} is read as {src.fmt}: its records have no field {name!r}; use "
+                "JSONL, JSON, CSV or Parquet input"
+            )
+    every = np.ones(len(corpus), np.bool_)
+    return [get_field(rec, name) for rec in _records(corpus, corpus.sources, every)]
 
 
 def _cell(value: Any) -> Any:

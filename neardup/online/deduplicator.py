@@ -535,6 +535,11 @@ class Deduplicator:
         n = self._writer.run(Op("bulk", arg=(p.ids, p.fps, p.times, extra)))
         return int(n)
 
+    def time_window(self) -> tuple[float, float]:
+        """``(oldest, newest)``: the times (unix seconds, inclusive) a document may carry now;
+        others are refused (older ones would leave the retention window at once)."""
+        return self._preparer.time_window(self.clock())
+
     def stats(self) -> dict[str, Any]:
         """Counters for monitoring: documents, partitions, segments, wal_bytes, checks, ..."""
         s = self.store.stats()

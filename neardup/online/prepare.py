@@ -252,11 +252,15 @@ class DocumentPreparer:
             out.sig, out.usable, out.bands = lsh_keys(*self.lsh, texts, workers)
         return out
 
+    def time_window(self, now: float) -> tuple[float, float]:
+        """``(oldest, newest)``: the times a document may carry at ``now`` (inclusive)."""
+        oldest = 0.0 if self.retention is None else max(0.0, now - self.retention)
+        return oldest, now + self.max_future_seconds
+
     def check_time(self, where: str, t: float, now: float) -> None:
         """Refuse a time the store could not keep: before 0, older than the retention window
         (it would be dropped at once) or more than ``max_future_seconds`` ahead of now."""
-        oldest = 0.0 if self.retention is None else max(0.0, now - self.retention)
-        newest = now + self.max_future_seconds
+        oldest, newest = self.time_window(now)
         if oldest <= t <= newest:
             return
         if t < 0:

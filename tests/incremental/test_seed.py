@@ -1,0 +1,217 @@
+"""Seeding a store from files (``neardup store load``, ``neardup serve --seed``; issue 36): the
+keep-first load keeps exactly what ``check_and_add`` one document at a time keeps, in both
+candidate modes and against what the store already holds; records' times are kept; times the
+window cannot hold, ids already stored and options that cannot apply are refused before anything
+is loaded."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from neardup.cli.main import main
+from neardup.online import Deduplicator
+
+SAMPLE = Path(__file__).resolve().parents[2] / "neardup" / "data" / "sample" / "sample.jsonl"
+
+
+def _records(n: int | None = None) -> list[dict]:
+    rows = [json.loads(x) for x in SAMPLE.read_text(encoding="utf-8").splitlines()]
+    return rows[:n]
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _stored(store: Path) -> dict[str, dict]:
+    """Every stored document (read back through the store: ids listed from its metadata)."""
+    if not (store / "meta.sqlite3").exists():
+        return {}
+    db = sqlite3.connect(f"file:{store / 'meta.sqlite3'}?mode=ro", uri=True)
+    try:
+        ids = [r[0] for r in db.execute("SELECT id FROM docs")]
+    finally:
+        db.close()
+    with Deduplicator.open(store) as d:
+        return {i: d.get(i) for i in ids}
+
+
+def _one_by_one(rows: list[dict], **options: object) -> set[str]:
+    """The definition: every document checked-and-inserted on its own, in input order."""
+    with Deduplicator.open(None, **options) as d:
+        return {r["id"] for r in rows if not d.check_and_add({"id": r["id"], "text": r["text"]}).duplicate}  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["lsh", "simhash"])
+def test_keep_first_load_keeps_what_check_and_add_keeps(tmp_path: Path, mode: str, capsys) -> None:
+    rows = _records()
+    now = int(time.time())
+    for k, r in enumerate(rows):  # times as ISO strings and as numbers
+        t = now - 3600 + k
+        r["ts"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t)) if k % 2 else t
+    src = _write(tmp_path / "seed.jsonl", rows)
+    data = tmp_path / "data"
+    args = ["store", "load", str(data), str(src), "--time-field", "ts", "--candidates", mode]
+    assert main([*args, "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["path"] == ("dedup_into" if mode == "lsh" else "check_and_add")
+    stored = _stored(data / "namespaces" / "default")
+    assert set(stored) == _one_by_one(rows, candidates=mode)
+    assert stats["loaded"] == len(stored) and stats["dropped"] == len(rows) - len(stored) > 0
+    for k, r in enumerate(rows):
+        if r["id"] in stored:
+            assert stored[r["id"]]["time"] == now - 3600 + k
+
+
+def test_a_second_load_is_decided_against_what_the_store_holds(tmp_path: Path) -> None:
+    rows = _records()
+    a = _write(tmp_path / "a.jsonl", rows[:700])
+    b = _write(tmp_path / "b.jsonl", rows[700:])
+    data = tmp_path / "data"
+    assert main(["store", "load", str(data), str(a), "-q"]) == 0
+    assert main(["store", "load", str(data), str(b), "-q"]) == 0
+    assert set(_stored(data / "namespaces" / "default")) == _one_by_one(rows)
+
+
+def test_as_is_loads_every_document(tmp_path: Path, capsys) -> None:
+    src = _write(tmp_path / "s.jsonl", _records(300))
+    data = tmp_path / "data"
+    assert main(["store", "load", str(data), str(src), "--as-is", "--namespace", "news", "--json"]) == 0  # fmt: skip
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["path"] == "load" and stats["loaded"] == 300 and stats["dropped"] == 0
+    assert len(_stored(data / "namespaces" / "news")) == 300
+
+
+def test_times_from_csv_cells(tmp_path: Path) -> None:
+    now = int(time.time())
+    src = tmp_path / "s.csv"
+    src.write_text(f"id,text,ts\na,one two three four five six,{now - 10}\nb,seven eight nine ten,{now - 5}\n")  # fmt: skip
+    data = tmp_path / "data"
+    assert main(["store", "load", str(data), str(src), "--time-field", "ts", "-q"]) == 0
+    stored = _stored(data / "namespaces" / "default")
+    assert stored["a"]["time"] == now - 10 and stored["b"]["time"] == now - 5
+
+
+def test_expired_documents_are_refused_or_left_out(tmp_path: Path, capsys) -> None:
+    now = time.time()
+    rows = _records(20)
+    for k, r in enumerate(rows):
+        r["ts"] = now - (7200 if k < 5 else 60)
+    src = _write(tmp_path / "s.jsonl", rows)
+    data = tmp_path / "data"
+    args = ["store", "load", str(data), str(src), "--time-field", "ts", "--retention", "1h"]
+    assert main(args) == 3
+    err = capsys.readouterr().err
+    assert "5 documents are older than the store's retention window" in err
+    assert f"{src}:1" in err and "--drop-expired" in err
+    assert _stored(data / "namespaces" / "default") == {}
+    assert main([*args, "--drop-expired", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["expired"] == 5 and stats["loaded"] + stats["dropped"] == 15
+    assert not {r["id"] for r in rows[:5]} & set(_stored(data / "namespaces" / "default"))
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        ("2026-11-29T12:00:00", "has no UTC offset"),
+        ("yesterday", "neither unix seconds nor an ISO 8601 time"),
+        (None, "expected unix seconds or an ISO 8601 string"),
+        (4e12, "cannot take"),
+    ],
+)
+def test_bad_times_are_refused_where_they_are(tmp_path: Path, capsys, value, needle) -> None:
+    rows = _records(10)
+    rows[3]["ts"] = value
+    for r in rows[:3] + rows[4:]:
+        r["ts"] = time.time()
+    src = _write(tmp_path / "s.jsonl", rows)
+    data = tmp_path / "data"
+    assert main(["store", "load", str(data), str(src), "--time-field", "ts"]) == 3
+    err = capsys.readouterr().err
+    assert needle in err and f"{src}:4" in err
+    assert _stored(data / "namespaces" / "default") == {}
+
+
+def test_bad_times_are_skipped_with_on_error_skip(tmp_path: Path, capsys) -> None:
+    rows = _records(10)
+    for r in rows:
+        r["ts"] = time.time()
+    del rows[2]["ts"]
+    src = _write(tmp_path / "s.jsonl", rows)
+    data = tmp_path / "data"
+    assert main(["store", "load", str(data), str(src), "--time-field", "ts", "--on-error", "skip", "--json", "--as-is"]) == 0  # fmt: skip
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["skipped_records"] == 1 and stats["loaded"] == 9
+    assert rows[2]["id"] not in _stored(data / "namespaces" / "default")
+
+
+def test_ids_already_stored_are_refused_and_nothing_is_loaded(tmp_path: Path, capsys) -> None:
+    rows = _records(200)
+    data = tmp_path / "data"
+    assert main(["store", "load", str(data), str(_write(tmp_path / "a.jsonl", rows[:100])), "-q", "--as-is"]) == 0  # fmt: skip
+    again = _write(tmp_path / "b.jsonl", rows[50:])
+    for flags in ([], ["--as-is"]):
+        assert main(["store", "load", str(data), str(again), *flags]) == 3
+        assert "50 ids are already in the store" in capsys.readouterr().err
+        assert len(_stored(data / "namespaces" / "default")) == 100
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (["--time-field", "ts", "--input-format", "lines"], "whose records have no fields"),
+        (["--namespace", "Bad/Name"], "is not a valid name"),
+        (["--on-error", "maybe"], "--on-error must be fail or skip"),
+    ],
+)
+def test_what_cannot_apply_is_refused_first(tmp_path: Path, capsys, extra, needle) -> None:
+    src = _write(tmp_path / "s.jsonl", _records(10))
+    data = tmp_path / "data"
+    assert main(["store", "load", str(data), str(src), *extra]) == 2
+    assert needle in capsys.readouterr().err
+    assert not (data / "namespaces" / "default").exists()
+
+
+def test_serve_seed_loads_once_then_serves(tmp_path: Path) -> None:
+    """A real server: ``--seed`` fills the default namespace keep-first before the port is bound
+    (a dropped seed document is answered a duplicate of its kept original); the same command
+    again finds the namespace full and does not seed it again."""
+    httpx = pytest.importorskip("httpx")
+    from neardup.service.testing import free_port, wait_healthy
+
+    rows = _records()
+    src = _write(tmp_path / "seed.jsonl", rows)
+    kept = _one_by_one(rows)
+    dropped = next(r for r in rows if r["id"] not in kept)
+    for attempt in range(2):
+        port = free_port()
+        cmd = [
+            sys.executable, "-m", "neardup", "serve", "--data", str(tmp_path / "data"), "--port",
+            str(port), "--no-auth", "--log-level", "warning", "--seed", str(src),
+        ]  # fmt: skip
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            wait_healthy(url, 180, proc=proc)
+            r = httpx.post(url + "/v1/check", json={"id": "probe", "text": dropped["text"]}, timeout=30)  # fmt: skip
+            assert r.status_code == 200, r.text
+            body = r.json()
+            assert body["duplicate"] and {m["id"] for m in body["matches"]} <= kept
+            stats = httpx.get(url + "/v1/ns/default", timeout=30).json()
+            assert stats["documents"] == len(kept)
+        finally:
+            proc.terminate()
+            _, err = proc.communicate(timeout=60)
+        if attempt == 0:
+            assert f"{len(kept):,} of {len(rows):,} documents loaded" in err, err[-2000:]
+        else:
+            assert "not seeded again" in err, err[-2000:]

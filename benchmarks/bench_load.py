@@ -3,7 +3,8 @@
 decided), ``neardup.incremental.dedup_into`` over an empty store (the keep-first bulk seed: the
 batch rule over each chunk against what is stored, the kept ones loaded), and
 ``check_and_add`` in batches of 1,000 (one by one, the online path), on the same generated
-short posts. Prints documents/s and CPU per document of each, and whether the keep-first seed
+short posts; and ``neardup store load`` (files to store in its own process, start-up included;
+keep-first, without and with ``--time-field``). Prints documents/s and CPU per document of each, and whether the keep-first seed
 kept the same ids as ``check_and_add``; writes ``benchmarks/results/bench_load.json``.
 
     python benchmarks/bench_load.py                      # 1 M posts (check_and_add: the first 200 k)
@@ -79,10 +80,10 @@ def main(argv: list[str] | None = None) -> int:
                "cpu_s": round(cpu, 2), "docs_per_s": round(n / wall),
                "cpu_us_per_doc": round(1e6 * cpu / n, 1)}  # fmt: skip
         rows.append(row)
-        print(f"{name:16} {n:>10,} {stored:>10,} {wall:8.1f} {cpu:8.1f} {row['docs_per_s']:>10,} {row['cpu_us_per_doc']:>8}", flush=True)  # fmt: skip
+        print(f"{name:24} {n:>10,} {stored:>10,} {wall:8.1f} {cpu:8.1f} {row['docs_per_s']:>10,} {row['cpu_us_per_doc']:>8}", flush=True)  # fmt: skip
         return out
 
-    print(f"{'path':16} {'documents':>10} {'stored':>10} {'wall s':>8} {'cpu s':>8} {'docs/s':>10} {'cpu µs':>8}")  # fmt: skip
+    print(f"{'path':24} {'documents':>10} {'stored':>10} {'wall s':>8} {'cpu s':>8} {'docs/s':>10} {'cpu µs':>8}")  # fmt: skip
 
     def load(d: Any) -> None:
         for lo in range(0, a.n, a.chunk):
@@ -98,6 +99,37 @@ def main(argv: list[str] | None = None) -> int:
             kept += [ids[lo + int(i)] for i in into.keep.nonzero()[0]]
         return kept
 
+    def cli(name: str, path: Path, *flags: str) -> None:
+        """``neardup store load`` in its own process: files to store, start-up included."""
+        import resource
+        import subprocess
+
+        data = work / "cli-data"
+        shutil.rmtree(data, ignore_errors=True)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        w = time.perf_counter()
+        cmd = [sys.executable, "-m", "neardup", "store", "load", str(data), str(path), "--json", *flags]  # fmt: skip
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=ROOT)
+        wall = time.perf_counter() - w
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        stats = json.loads(out.stdout)
+        stored = stats["store_documents_after"]
+        row = {"path": name, "documents": a.n, "stored": stored, "wall_s": round(wall, 2),
+               "cpu_s": round(cpu, 2), "docs_per_s": round(a.n / wall),
+               "cpu_us_per_doc": round(1e6 * cpu / a.n, 1), "peak_rss_mib": round(after.ru_maxrss / 1024)}  # fmt: skip
+        rows.append(row)
+        print(f"{name:24} {a.n:>10,} {stored:>10,} {wall:8.1f} {cpu:8.1f} {row['docs_per_s']:>10,} {row['cpu_us_per_doc']:>8}", flush=True)  # fmt: skip
+        shutil.rmtree(data, ignore_errors=True)
+
+    cli("store load", src)
+    timed = work / f"short-{a.n}-{a.seed}-ts.jsonl"
+    if not timed.exists():
+        now = time.time()
+        with timed.open("wb") as fh:
+            for k, doc in enumerate(docs):  # arriving over the last 40 hours, in order
+                fh.write(orjson.dumps({**doc, "ts": now - 40 * 3600 * (1 - k / a.n)}) + b"\n")
+    cli("store load --time-field", timed, "--time-field", "ts", "--retention", "48h")
     run("seed", a.n, lambda d: seed(d, a.n))
     run("seed (one call)", a.n, lambda d: dedup_into(d, ids, texts))
     m = min(a.online, a.n)

@@ -11,6 +11,7 @@ and exits 2 as well (click's convention for a command group called without a com
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 from typing import Annotated, Any
@@ -91,8 +92,12 @@ def _root(
     """neardup: near-duplicate detection for English and Chinese text."""
 
 
+@functools.cache
 def _build() -> Any:
-    """The click command tree of :data:`app`, with every subcommand registered."""
+    """The click command tree of :data:`app`, with every subcommand registered: built once per
+    process (registering again would add every command a second time, and each later build
+    would walk all the copies: in-process callers such as the tests grew slower with every
+    call)."""
     _register_all()
     return typer.main.get_command(app)
 

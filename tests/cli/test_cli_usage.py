@@ -152,3 +152,20 @@ def test_interrupt_exits_130_with_one_line(monkeypatch, capsys) -> None:
     monkeypatch.setattr(plan, "plan_index", interrupted)
     assert main(["index", "plan"]) == 130
     assert capsys.readouterr().err == "neardup: interrupted\n"
+
+
+def test_in_process_calls_register_the_commands_once(capsys) -> None:
+    """``main()`` called again in one process (as the tests and embedding programs do) reuses
+    its command tree: registering the commands on every call once added them again each time,
+    and every later call walked all the copies (the suite slowed to a crawl)."""
+    from neardup.cli import main as cli
+
+    main(["--version"])
+    groups, commands = len(cli.app.registered_groups), len(cli.app.registered_commands)
+    for _ in range(3):
+        assert main(["--version"]) == 0
+        assert main(["store", "--help"]) == 0
+    assert (len(cli.app.registered_groups), len(cli.app.registered_commands)) == (groups, commands)
+    assert {g.name for g in cli.app.registered_groups} >= {"cluster", "store"}
+    assert len(cli.app.registered_groups) == len({g.name for g in cli.app.registered_groups})
+    capsys.readouterr()

@@ -18,8 +18,9 @@ Times: ``time_field`` names the field holding each record's time (unix seconds, 
 a UTC offset); without it every document is stamped with the load's time. Times are checked
 against the store's window before anything is decided: a time in the future beyond the store's
 allowance is refused, as is one older than the retention window unless ``drop_expired`` (then
-such documents are left out and counted). Ids already in the store are refused before anything
-is written.
+such documents are left out and counted). Ids the store's rule refuses (control characters,
+more than 1,024 characters) and ids already in the store are refused before anything is
+written.
 
 ``benchmarks/bench_load.py`` measures the bulk paths; docs/store.md ("Bulk loads") has the
 figures.
@@ -65,6 +66,27 @@ def _times(corpus: Any, time_field: str, on_error: str) -> tuple[np.ndarray, np.
                 ) from None
             bad[i] = True
     return times, bad
+
+
+def _bad_ids(corpus: Any, on_error: str) -> np.ndarray:
+    """The documents whose id the store refuses (its id rule is stricter than the readers':
+    no control characters, at most 1,024 characters); refused here, before anything is
+    loaded, rather than by the load of a later chunk."""
+    from ..online.prepare import id_problem
+
+    bad = np.zeros(len(corpus), np.bool_)
+    for i, x in enumerate(corpus.ids):
+        problem = id_problem(x)
+        if problem is None:
+            continue
+        if on_error == "fail":
+            raise InputError(
+                f"{corpus.location(i)}: id {x!r:.60}: {problem}; the store refuses it "
+                "(--generate-ids numbers the records instead); nothing was loaded",
+                field="id",
+            )
+        bad[i] = True
+    return bad
 
 
 def _window(
@@ -157,8 +179,8 @@ def load_files(
     ConfigError
         ``time_field`` with plain-text or lines inputs.
     InputError
-        A bad time (with ``on_error="fail"``), a time outside the store's window (see the
-        module), ids already stored; nothing is loaded.
+        A bad time or id (with ``on_error="fail"``), a time outside the store's window (see
+        the module), ids already stored; nothing is loaded.
     """
     from ..io import plan_inputs, read_corpus
     from ..online import Deduplicator
@@ -193,6 +215,7 @@ def load_files(
             use = np.ones(n, np.bool_)
             times: np.ndarray | None = None
             expired = np.zeros(n, np.bool_)
+            use &= ~_bad_ids(corpus, on_error)
             if time_field is not None:
                 times, bad = _times(corpus, time_field, on_error)
                 use &= ~bad

@@ -141,6 +141,22 @@ def test_bad_times_are_refused_where_they_are(tmp_path: Path, capsys, value, nee
     assert _stored(data / "namespaces" / "default") == {}
 
 
+def test_ids_the_store_refuses_are_refused_before_any_chunk_loads(tmp_path: Path, capsys) -> None:
+    """An id the readers take but the store's rule does not (a tab in it) is refused up front,
+    naming where it is; with --on-error skip it is left out."""
+    rows = _records(30)
+    rows[25]["id"] = "tab\there"
+    src = _write(tmp_path / "s.jsonl", rows)
+    data = tmp_path / "data"
+    assert main(["store", "load", str(data), str(src), "--as-is"]) == 3
+    err = capsys.readouterr().err
+    assert f"{src}:26" in err and "control character" in err
+    assert _stored(data / "namespaces" / "default") == {}
+    assert main(["store", "load", str(data), str(src), "--as-is", "--on-error", "skip", "--json"]) == 0  # fmt: skip
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["loaded"] == 29 and stats["skipped_records"] == 1
+
+
 def test_bad_times_are_skipped_with_on_error_skip(tmp_path: Path, capsys) -> None:
     rows = _records(10)
     for r in rows:

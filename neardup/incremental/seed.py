@@ -171,8 +171,8 @@ def load_files(
         ``documents`` (read), ``skipped_records``, ``expired`` (left out by ``drop_expired``),
         ``loaded``, ``dropped`` (near duplicates, keep-first), ``path`` (``"dedup_into"``,
         ``"check_and_add"`` or ``"load"``: how they went in; None: not seeded, ``if_empty``),
-        ``store``,
-        ``store_documents_before`` / ``_after``, ``elapsed_s``, ``docs_per_s``.
+        ``store``, ``store_documents_before`` / ``_after``, ``compact_s`` (the segments the loads
+        wrote merged at the end, one per time partition), ``elapsed_s``, ``docs_per_s``.
 
     Raises
     ------
@@ -239,15 +239,22 @@ def load_files(
         else:
             how = "check_and_add"
             loaded = _insert(d, ids, texts, when, report)
+        # the loads left one segment per chunk and time partition: merged now, so a server
+        # opening the store searches few segments and no background merge competes with it
+        report("compact", 0, 1)
+        tc = time.perf_counter()
+        d.compact()
+        report("compact", 1, 1)
         return _summary(
             d, store, before, t0, path=how, documents=n, skipped_records=skipped,
             expired=int(expired.sum()), loaded=loaded, dropped=len(ids) - loaded,
+            compact_s=round(time.perf_counter() - tc, 3),
         )  # fmt: skip
 
 
 def _summary(
     d: Any, store: Any, before: int, t0: float, *, path: str | None, documents: int = 0,
-    **counts: int,
+    **counts: float,
 ) -> dict[str, Any]:  # fmt: skip
     elapsed = time.perf_counter() - t0
     out: dict[str, Any] = {"documents": documents, "skipped_records": 0, "expired": 0}

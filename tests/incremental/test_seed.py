@@ -81,13 +81,21 @@ def test_a_second_load_is_decided_against_what_the_store_holds(tmp_path: Path) -
     assert set(_stored(data / "namespaces" / "default")) == _one_by_one(rows)
 
 
-def test_as_is_loads_every_document(tmp_path: Path, capsys) -> None:
+def test_as_is_loads_every_document_and_leaves_one_segment(tmp_path: Path, capsys, monkeypatch) -> None:  # fmt: skip
+    """Every document loaded; the segments the chunked loads wrote are merged before the
+    command returns (a server opening the store does not merge them under its requests)."""
+    import neardup.incremental.run as run
+
+    monkeypatch.setattr(run, "LOAD_CHUNK", 50)  # six loads, six segments before the merge
     src = _write(tmp_path / "s.jsonl", _records(300))
     data = tmp_path / "data"
     assert main(["store", "load", str(data), str(src), "--as-is", "--namespace", "news", "--json"]) == 0  # fmt: skip
     stats = json.loads(capsys.readouterr().out)
     assert stats["path"] == "load" and stats["loaded"] == 300 and stats["dropped"] == 0
     assert len(_stored(data / "namespaces" / "news")) == 300
+    manifest = json.loads((data / "namespaces" / "news" / "MANIFEST.json").read_text())
+    assert len(manifest["body"]["segments"]) == 1
+    assert manifest["body"]["segments"][0]["count"] == 300
 
 
 def test_times_from_csv_cells(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ figures.
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -182,9 +183,8 @@ def load_files(
         A bad time or id (with ``on_error="fail"``), a time outside the store's window (see
         the module), ids already stored; nothing is loaded.
     """
-    from ..io import plan_inputs, read_corpus
+    from ..io import plan_inputs
     from ..online import Deduplicator
-    from .run import dedup_into, load_kept
 
     t0 = time.perf_counter()
     report = progress or (lambda stage, done, total: None)
@@ -202,58 +202,81 @@ def load_files(
         before = len(d)
         if if_empty and before:
             return _summary(d, store, before, t0, path=None)
-        with read_corpus(
-            files,
-            text_field=text_field,
-            id_field=id_field,
-            encoding=encoding,
-            on_error=on_error,
-            generate_ids=generate_ids,
-        ) as corpus:
-            n = len(corpus)
-            report("read", n, n)
-            use = np.ones(n, np.bool_)
-            times: np.ndarray | None = None
-            expired = np.zeros(n, np.bool_)
-            use &= ~_bad_ids(corpus, on_error)
-            if time_field is not None:
-                times, bad = _times(corpus, time_field, on_error)
-                use &= ~bad
-                expired = _window(d, times, use, corpus, drop_expired)
-                use &= ~expired
-            where = np.flatnonzero(use)
-            ids = [corpus.ids[int(i)] for i in where]
-            texts = [corpus.texts[int(i)] for i in where]
-            skipped = corpus.skipped + int(n - use.sum() - expired.sum())
-        when = None if times is None else times[where].tolist()
-        _check_new_ids(d, ids)
-        cfg = _batch_config(d) if dedup else None
-        if not dedup:
-            how = "load"
-            every = np.ones(len(ids), np.bool_)
-            loaded = load_kept(d, ids, texts, every, progress=progress, times=when)
-        elif cfg is not None:
-            how = "dedup_into"
-            into = dedup_into(d, ids, texts, config=cfg, progress=progress, times=when)
-            loaded = int(into.keep.sum())
-        else:
-            how = "check_and_add"
-            loaded = _insert(d, ids, texts, when, report)
+        counts = _read_and_load(
+            d, files, dedup=dedup, time_field=time_field, drop_expired=drop_expired,
+            progress=progress, reading=dict(text_field=text_field, id_field=id_field,
+            encoding=encoding, on_error=on_error, generate_ids=generate_ids),
+        )  # fmt: skip
         # the loads left one segment per chunk and time partition: merged now, so a server
-        # opening the store searches few segments and no background merge competes with it
+        # opening the store searches few segments and no background merge competes with it;
+        # after the corpus is released (the merge of a large load needs the memory)
+        gc.collect()
         report("compact", 0, 1)
         tc = time.perf_counter()
         d.compact()
         report("compact", 1, 1)
         return _summary(
-            d, store, before, t0, path=how, documents=n, skipped_records=skipped,
-            expired=int(expired.sum()), loaded=loaded, dropped=len(ids) - loaded,
-            compact_s=round(time.perf_counter() - tc, 3),
-        )  # fmt: skip
+            d, store, before, t0, **counts, compact_s=round(time.perf_counter() - tc, 3)
+        )
+
+
+def _read_and_load(
+    d: Any,
+    files: Any,
+    *,
+    dedup: bool,
+    time_field: str | None,
+    drop_expired: bool,
+    progress: Progress | None,
+    reading: dict[str, Any],
+) -> dict[str, Any]:
+    """Read the corpus, check it, load it; the counts for the summary (the corpus and what
+    was made from it are released on return)."""
+    from ..io import read_corpus
+    from .run import dedup_into, load_kept
+
+    report = progress or (lambda stage, done, total: None)
+    on_error = reading["on_error"]
+    with read_corpus(files, **reading) as corpus:
+        n = len(corpus)
+        report("read", n, n)
+        use = np.ones(n, np.bool_)
+        times: np.ndarray | None = None
+        expired = np.zeros(n, np.bool_)
+        use &= ~_bad_ids(corpus, on_error)
+        if time_field is not None:
+            times, bad = _times(corpus, time_field, on_error)
+            use &= ~bad
+            expired = _window(d, times, use, corpus, drop_expired)
+            use &= ~expired
+        where = np.flatnonzero(use)
+        ids = [corpus.ids[int(i)] for i in where]
+        texts = [corpus.texts[int(i)] for i in where]
+        skipped = corpus.skipped + int(n - use.sum() - expired.sum())
+    del corpus
+    when = None if times is None else times[where].tolist()
+    _check_new_ids(d, ids)
+    cfg = _batch_config(d) if dedup else None
+    if not dedup:
+        how = "load"
+        every = np.ones(len(ids), np.bool_)
+        loaded = load_kept(d, ids, texts, every, progress=progress, times=when)
+    elif cfg is not None:
+        how = "dedup_into"
+        loaded = int(
+            dedup_into(d, ids, texts, config=cfg, progress=progress, times=when).keep.sum()
+        )
+    else:
+        how = "check_and_add"
+        loaded = _insert(d, ids, texts, when, report)
+    return {
+        "path": how, "documents": n, "skipped_records": skipped, "expired": int(expired.sum()),
+        "loaded": loaded, "dropped": len(ids) - loaded,
+    }  # fmt: skip
 
 
 def _summary(
-    d: Any, store: Any, before: int, t0: float, *, path: str | None, documents: int = 0,
+    d: Any, store: Any, before: int, t0: float, *, path: str | None = None, documents: int = 0,
     **counts: float,
 ) -> dict[str, Any]:  # fmt: skip
     elapsed = time.perf_counter() - t0

@@ -344,12 +344,13 @@ def test_unreadable_logged_keys_are_computed_from_the_texts_in_sqlite(
             st.sets(st.integers(0, 60), min_size=8, max_size=8),
             st.lists(st.booleans(), min_size=8, max_size=8),
         ),
-        max_size=4,
+        max_size=9,
     )
 )
 def test_merge_mapped_equals_materialising_and_sorting(segments) -> None:
     """A merge's band sections: segments of interleaved row ids (a merge may combine segments
-    whose ranges overlap), rows deleted, equal keys across segments ordered by merged row."""
+    whose ranges overlap), rows deleted, equal keys across segments ordered by merged row; up
+    to nine inputs, so the merge tree has odd levels and more than two rounds."""
     ids = [np.array(sorted(rowids), np.int64) for _, rowids, _ in segments]
     alive = [np.array(keep, bool) for _, _, keep in segments]
     merged = np.unique(np.concatenate([i[a] for i, a in zip(ids, alive, strict=True)] or [[]]))

@@ -240,26 +240,18 @@ def dedup_into(
     report = progress or (lambda stage, done, total: None)
     n = len(ids)
     for_store = np.zeros(n, np.bool_)
-    taken: list[str] = []
     stored_pairs: list[tuple[str, str, int, float | None]] = []
+    _refuse_stored_ids(d, ids)
     report("store", 0, n)
     # an empty store (a window's seed) matches nothing: the check is skipped, not just cheap
     for lo in range(0, n if len(d) else 0, CHUNK):
         hi = min(n, lo + CHUNK)
         decisions = d.check([{"id": ids[i], "text": texts[i]} for i in range(lo, hi)])
         for i, dec in zip(range(lo, hi), decisions, strict=True):
-            if any(m.id == dec.id for m in dec.matches):
-                taken.append(dec.id)
             for_store[i] = dec.duplicate
             if dec.duplicate and pairs:
                 stored_pairs += [(m.id, dec.id, m.distance, m.score) for m in dec.matches]
         report("store", hi, n)
-    if taken:
-        raise InputError(
-            f"{len(taken):,} ids are already in the store {d.path} (e.g. "
-            f"{', '.join(repr(x) for x in taken[:3])}); give each run its own ids "
-            "(--id-field, --generate-ids); nothing was written"
-        )
     rest = np.flatnonzero(~for_store)
     result = dedup(
         [texts[int(i)] for i in rest],
@@ -272,6 +264,22 @@ def dedup_into(
     if save:
         load_kept(d, ids, texts, keep, progress=progress, times=times)
     return Into(keep, for_store, rest, result, stored_pairs)
+
+
+def _refuse_stored_ids(d: Any, ids: Sequence[str]) -> None:
+    """Refuse, before anything is decided or written, ids the store ``d`` already holds (it
+    keys documents by id): found in one look-up, whatever their texts, not only those a check
+    matched to themselves; a load refusing one would come after earlier chunks were loaded."""
+    if not len(d):
+        return
+    found = d.store.lookup_ids(ids)
+    taken = [x for x in ids if x in found]
+    if taken:
+        raise InputError(
+            f"{len(taken):,} ids are already in the store {d.path} (e.g. "
+            f"{', '.join(repr(x) for x in taken[:3])}); give the documents new ids "
+            "(--id-field, --generate-ids); nothing was written"
+        )
 
 
 def load_kept(

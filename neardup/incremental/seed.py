@@ -58,7 +58,7 @@ def _times(corpus: Any, time_field: str, on_error: str) -> tuple[np.ndarray, np.
     for i, v in enumerate(values):
         try:
             if v is MISSING:
-                raise ValueError(f"record has no time field {time_field!r}; pass --time-field NAME")
+                raise ValueError("the record has no such field")
             times[i] = unix_seconds(v)
         except ValueError as exc:
             if on_error == "fail":
@@ -129,18 +129,6 @@ def _batch_config(d: Any) -> Any:
         threshold=d.verifier.threshold,
     )
     return cfg if cfg.lsh_plan() == d.lsh_plan else None
-
-
-def _check_new_ids(d: Any, ids: Sequence[str]) -> None:
-    if not len(d):
-        return
-    taken = [x for x in ids if x in d]
-    if taken:
-        raise InputError(
-            f"{len(taken):,} ids are already in the store {d.path} (e.g. "
-            f"{', '.join(repr(x) for x in taken[:3])}); give the documents new ids "
-            "(--id-field, --generate-ids); nothing was loaded"
-        )
 
 
 def load_files(
@@ -233,7 +221,7 @@ def _read_and_load(
     """Read the corpus, check it, load it; the counts for the summary (the corpus and what
     was made from it are released on return)."""
     from ..io import read_corpus
-    from .run import dedup_into, load_kept
+    from .run import _refuse_stored_ids, dedup_into, load_kept
 
     report = progress or (lambda stage, done, total: None)
     on_error = reading["on_error"]
@@ -255,8 +243,9 @@ def _read_and_load(
         skipped = corpus.skipped + int(n - use.sum() - expired.sum())
     del corpus
     when = None if times is None else times[where].tolist()
-    _check_new_ids(d, ids)
     cfg = _batch_config(d) if dedup else None
+    if cfg is None:  # (dedup_into refuses them itself)
+        _refuse_stored_ids(d, ids)
     if not dedup:
         how = "load"
         every = np.ones(len(ids), np.bool_)

@@ -103,6 +103,29 @@ def test_ids_already_stored_are_refused_and_nothing_is_written(tmp_path, batches
     assert json.loads(s.read_text())["store_documents_after"] == before
 
 
+def test_a_stored_id_with_another_text_is_refused_before_any_chunk_loads(tmp_path, batches, capsys, monkeypatch):  # fmt: skip
+    """An id the store holds, reused for a different text, is refused before anything is
+    loaded, also when the kept documents would load in several chunks (a later chunk's refusal
+    would leave the earlier ones stored)."""
+    import neardup.incremental.run as run
+
+    store = tmp_path / "store"
+    assert main(["dedup", str(batches[0]), "-o", str(tmp_path / "k0.jsonl"), "--save", str(store), "-q"]) == 0  # fmt: skip
+    s = tmp_path / "s.json"
+    assert main(["dedup", str(batches[1]), "-o", str(tmp_path / "k1.jsonl"), "--against", str(store), "-q", "--summary-json", str(s)]) == 0  # fmt: skip
+    before = json.loads(s.read_text())["store_documents_after"]
+    rows = [json.loads(x) for x in batches[1].read_text(encoding="utf-8").splitlines()]
+    rows[-1]["id"] = _ids(tmp_path / "k0.jsonl")[0]  # a stored id, another text, last in line
+    reused = tmp_path / "reused.jsonl"
+    reused.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    monkeypatch.setattr(run, "LOAD_CHUNK", 50)
+    capsys.readouterr()
+    assert main(["dedup", str(reused), "-o", str(tmp_path / "k2.jsonl"), "--save", str(store), "-q"]) == 3  # fmt: skip
+    assert "1 ids are already in the store" in capsys.readouterr().err
+    assert main(["dedup", str(batches[1]), "-o", str(tmp_path / "k3.jsonl"), "--against", str(store), "-q", "--summary-json", str(s)]) == 0  # fmt: skip
+    assert json.loads(s.read_text())["store_documents_after"] == before
+
+
 @pytest.mark.parametrize(
     ("extra", "needle"),
     [

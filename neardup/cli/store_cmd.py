@@ -122,7 +122,7 @@ def load_cmd(
     generate_ids: bool = typer.Option(
         False, "--generate-ids", help="Ignore the inputs' ids: number the records path:line."
     ),
-    on_error: str = typer.Option(
+    on_error: Literal["fail", "skip"] = typer.Option(
         "fail", "--on-error", help="On a malformed record or time: fail, or skip it."
     ),
     encoding: str = typer.Option("utf-8", "--encoding", help="Input text encoding."),
@@ -139,8 +139,6 @@ def load_cmd(
     from .dedup_cmd import _bar_callback
     from .progress import StageProgress
 
-    if on_error not in ("fail", "skip"):
-        raise ConfigError(f"--on-error must be fail or skip, got {on_error!r}")
     if generate_ids and id_field is not None:
         raise ConfigError(
             "--generate-ids ignores the records' ids, --id-field names them: pass one"
@@ -150,13 +148,12 @@ def load_cmd(
         candidates=candidates,
         store=StoreSettings(retention=parse_duration(retention, name="--retention")),
     )
-    mode: Literal["fail", "skip"] = "fail" if on_error == "fail" else "skip"
     progress = StageProgress.for_stderr(quiet or as_json)
     with progress:
         stats = load_files(
             inputs, store, settings=settings, dedup=not as_is, time_field=time_field,
             drop_expired=drop_expired, input_format=input_format, text_field=text_field,
-            id_field=id_field, encoding=encoding, on_error=mode, generate_ids=generate_ids,
+            id_field=id_field, encoding=encoding, on_error=on_error, generate_ids=generate_ids,
             progress=_bar_callback(progress),
         )  # fmt: skip
     if as_json:

@@ -194,7 +194,7 @@ def test_ids_already_stored_are_refused_and_nothing_is_loaded(tmp_path: Path, ca
     [
         (["--time-field", "ts", "--input-format", "lines"], "whose records have no fields"),
         (["--namespace", "Bad/Name"], "is not a valid name"),
-        (["--on-error", "maybe"], "--on-error must be fail or skip"),
+        (["--on-error", "maybe"], "'maybe' is not one of 'fail', 'skip'"),
     ],
 )
 def test_what_cannot_apply_is_refused_first(tmp_path: Path, capsys, extra, needle) -> None:

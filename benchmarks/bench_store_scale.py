@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         got = d.check_and_add([{"id": f"fresh-{x['id']}", "text": x["text"]} for x in part])
         dup += sum(x.duplicate for x in got)
     bw, bc = time.perf_counter() - w, _cpu() - c
+    st = d.stats()
     lat = []
     for x in docs[1000 * a.batches :]:
         t = time.perf_counter()
@@ -129,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         "check_and_add_docs_per_s": round(n_b / bw),
         "check_and_add_cpu_us_per_doc": round(1e6 * bc / n_b, 1),
         "check_and_add_duplicates": dup,
+        # band candidates tested on their stored sketches / let by to be read (per document)
+        "sketch_checked_rows_per_doc": round(st["sketch_checked_rows"] / n_b, 1),
+        "sketch_passed_rows_per_doc": round(st["sketch_passed_rows"] / n_b, 2),
         "single_check_p50_ms": round(lat[len(lat) // 2], 3),
         "single_check_p99_ms": round(lat[min(len(lat) - 1, int(0.99 * len(lat)))], 3),
         "probe_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
@@ -136,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"open         {open_s:.1f} s")
     print(f"check_and_add {probe['check_and_add_docs_per_s']:,} docs/s, "
           f"{probe['check_and_add_cpu_us_per_doc']} µs CPU/doc (batches of 1,000, in process)")  # fmt: skip
+    print(f"sketches     {probe['sketch_checked_rows_per_doc']} band candidates a document "
+          f"tested on their sketches, {probe['sketch_passed_rows_per_doc']} read")  # fmt: skip
     print(f"check        p50 {probe['single_check_p50_ms']} ms, p99 {probe['single_check_p99_ms']} ms (single, in process)")  # fmt: skip
     doc = {
         "benchmark": "store_scale",

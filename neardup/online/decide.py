@@ -30,7 +30,7 @@ from ..fingerprint.distance import hamming_cdist
 from ..fingerprint.minhash import minhash_signatures
 from ..rules.decision import Decision, Match
 from ..rules.keep import GROUP_ORDER, Found, KeepFirst, may_drop
-from ..rules.lsh import agreeing, query_cap
+from ..rules.lsh import agreeing, query_cap, sketch_agreeing, sketches
 from ..store import NO_CONTENT_HASH, Store, WriteGroup
 from .prepare import PreparedDocs, lsh_keys
 from .sigcache import DEFAULT_CAPACITY, SignatureCache
@@ -123,6 +123,10 @@ class Decider:
         self.signatures = SignatureCache(
             lsh_plan.hashes if lsh_plan is not None else 1, signature_cache_rows
         )
+        #: band candidates filtered on their stored sketches, and those the sketches let by
+        #: (the rest needed neither their texts nor their signatures)
+        self.sketch_checked = 0
+        self.sketch_passed = 0
 
     def decide(self, group: list[Op], cutoff: float | None) -> tuple[list[Any], WriteGroup]:
         """Decide a group in arrival order; returns (results per op: a list of
@@ -164,17 +168,20 @@ class Decider:
         want = set(hit_rids.tolist())
         want.update(existing.values())
         cached: dict[int, int] = {}
+        sig = None
         if lsh_rids is not None:
+            sig = np.concatenate([op.docs.sig for op in doc_ops])  # type: ignore[union-attr]
             band: set[int] = set()
             for r in lsh_rids:
                 band.update(r.tolist())
-            # a band candidate whose signature is cached is filtered before its row is read
+            # a band candidate whose signature is cached is filtered before its row is read;
+            # one whose stored sketch already fails the filter is never read
             cached = self.signatures.slots(list(band))
-            want.update(band.difference(cached))
+            want.update(self._sketch_filter(band.difference(cached), lsh_rids, sig))
         rows = self.store.fetch(want, with_text=need_text) if want else {}
         earlier = self.intra_pairs(fps)  # i -> [(j, distance)] for j < i within the radius
         if lsh_rids is not None:
-            sig = np.concatenate([op.docs.sig for op in doc_ops])  # type: ignore[union-attr]
+            assert sig is not None
             usable = np.concatenate([op.docs.usable for op in doc_ops])  # type: ignore[union-attr]
             lims, hit_rids, hit_d = self._lsh_union(
                 fps, sig, lims, hit_rids, hit_d, lsh_rids, rows, cached
@@ -318,11 +325,13 @@ class Decider:
                 if len(doc_ops) == 1
                 else np.concatenate([op.docs.times for op in doc_ops])  # type: ignore[union-attr]
             )
-            added_bands = None
+            added_bands = added_sk = None
             if self.lsh_plan is not None:  # band keys made by the preparer, not in the writer
                 all_bands = np.concatenate([op.docs.bands for op in doc_ops])  # type: ignore[union-attr]
                 added_bands = all_bands[pos]
-            writes.set_added(fps[pos], rids, times[pos], added_bands)
+                assert sig is not None
+                added_sk = sketches(sig[pos])
+            writes.set_added(fps[pos], rids, times[pos], added_bands, added_sk)
         else:
             writes.set_added(fps[:0], rids, np.zeros(0, np.float64))
         return results, writes
@@ -599,6 +608,34 @@ class Decider:
         for x, y, z in zip(a.tolist(), b.tolist(), d.tolist(), strict=True):
             out.setdefault(y, []).append((x, z))
         return out
+
+    def _sketch_filter(
+        self, rowids: set[int], lsh_rids: list[npt.NDArray[np.int64]], sig: npt.NDArray[np.uint16]
+    ) -> set[int]:
+        """The band candidates of ``rowids`` worth reading: those without a stored sketch, and
+        those whose sketch passes :func:`~neardup.rules.lsh.sketch_agreeing` with at least one
+        query that found them (``lsh_rids[i]``: the rows query ``i`` found). The sketch test
+        is a necessary condition of the agreement filter, so a row left out here would have
+        been filtered out after reading it: the decisions are the same, without its text."""
+        if not rowids:
+            return rowids
+        rids = np.fromiter(rowids, np.int64, len(rowids))
+        rids.sort()
+        present, stored = self.store.sketches(rids)
+        if not present.any():
+            return rowids
+        counts = np.fromiter((len(a) for a in lsh_rids), np.int64, len(lsh_rids))
+        r_all = np.concatenate(lsh_rids) if len(lsh_rids) else np.zeros(0, np.int64)
+        q_all = np.repeat(np.arange(len(lsh_rids), dtype=np.int64), counts)
+        k_all = np.minimum(np.searchsorted(rids, r_all), len(rids) - 1)
+        sel = (rids[k_all] == r_all) & present[k_all]
+        k_of, q_of = k_all[sel], q_all[sel]
+        ok = sketch_agreeing(stored, k_of, sketches(sig), q_of, self.lsh_plan)
+        passed = np.zeros(len(rids), np.bool_)
+        passed[k_of[ok]] = True
+        self.sketch_checked += int(present.sum())
+        self.sketch_passed += int(passed.sum())
+        return set(rids[~present | passed].tolist())
 
     def _lsh_union(
         self,

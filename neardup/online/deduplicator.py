@@ -44,6 +44,7 @@ from ..errors import (
 from ..fingerprint.distance import as_fingerprints
 from ..rules.decision import Decision, Match
 from ..rules.keep import Found
+from ..rules.lsh import sketch_bytes, sketches
 from ..store import BulkDocs, Store, parse_duration
 from .config import jsonable, load_fingerprinter, load_verifier
 from .decide import Decider, Op
@@ -187,6 +188,7 @@ class Deduplicator:
             band_keys_of=self._band_keys_of if self.lsh_plan is not None else None,
             check_config=self._check_config,
             clock=clock,
+            sketch_width=0 if self.lsh_plan is None else sketch_bytes(self.lsh_plan.hashes),
         )
         #: the settings in force (the store's as stored)
         self.settings = dataclasses.replace(settings, store=self.store.settings)
@@ -531,6 +533,7 @@ class Deduplicator:
             empty=p.empty,
             metadata=p.metadata,
             bands=p.bands,  # made by the preparer with the channel, None without it
+            sketches=None if p.sig is None else sketches(p.sig),
         )
         n = self._writer.run(Op("bulk", arg=(p.ids, p.fps, p.times, extra)))
         return int(n)
@@ -597,12 +600,14 @@ class Deduplicator:
             self._prepare([{"id": "warm-up", "text": "warm up a long text " * 1000}])
             if self.lsh_plan is not None:  # the MinHash channel's signature and agreement kernels
                 from ..fingerprint.minhash import warm_band_entries
-                from ..rules.lsh import agreeing, lsh_pairs
+                from ..rules.lsh import agreeing, lsh_pairs, sketch_agreeing
 
                 sig, usable, _ = lsh_keys(self.verifier, self.lsh_plan, ["warm up minhash"] * 2)
                 lsh_pairs(sig, usable, self.lsh_plan)
                 one = np.zeros(1, np.int64)
                 agreeing(sig, one, sig, one, self.lsh_plan)
+                sk = sketches(sig)
+                sketch_agreeing(sk, one, sk, one, self.lsh_plan)
                 warm_band_entries(self.lsh_plan)
                 decider.verify(
                     "warm up the verifier", [(0, 0, "w", "warm up the verifier kernels")]

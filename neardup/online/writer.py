@@ -197,6 +197,10 @@ class Writer:
             s["wal_max_sync_seconds"] = syncer.max_sync_seconds
         compactor = self._compactor
         s["compacting"] = self._compacting or (compactor is not None and compactor.is_alive())
+        # the MinHash channel's band candidates tested on their stored sketches, and those let
+        # by to be read (the rest were turned down without their texts)
+        s["sketch_checked_rows"] = self.decider.sketch_checked
+        s["sketch_passed_rows"] = self.decider.sketch_passed
         return s
 
     def close(self) -> bool:

@@ -36,12 +36,16 @@ from ..index.band_groups import (
 from .plan import LshPlan
 
 __all__ = [
+    "SKETCH_BITS",
     "VALVE_SAMPLE",
     "agreeing",
     "band_budget",
     "band_caps",
     "lsh_pairs",
     "query_cap",
+    "sketch_agreeing",
+    "sketch_bytes",
+    "sketches",
 ]
 
 #: pairs sampled from each thinned bucket to estimate the candidates the valve gave up
@@ -122,6 +126,97 @@ def _agreeing_kernel(
         for j in range(span, h):
             if a[j] == b[j]:
                 agree += 1
+        out[m] = share and agree >= min_agree
+    return out
+
+
+#: bits of each MinHash value a stored row keeps beside its band keys (:func:`sketches`)
+SKETCH_BITS = 4
+
+
+def sketch_bytes(hashes: int) -> int:
+    """Bytes of one signature's sketch (:func:`sketches`) of ``hashes`` values."""
+    return (hashes * SKETCH_BITS + 7) // 8
+
+
+def sketches(sig: npt.NDArray[np.uint16]) -> npt.NDArray[np.uint8]:
+    """The low :data:`SKETCH_BITS` bits of every value of each signature, two values a byte
+    (value ``2j`` in the low half of byte ``j``): ``(n, ceil(hashes / 2))``. A store keeps these
+    beside a row's band keys so that :func:`sketch_agreeing` can turn most band candidates down
+    without the row's text (b-bit MinHash, Li & König 2010).
+
+    >>> sketches(np.array([[0x1234, 0xABCD, 0x0007]], np.uint16)).tolist()
+    [[212, 7]]
+    """
+    sig = np.asarray(sig, np.uint16)
+    n, h = sig.shape
+    low = (sig & 0xF).astype(np.uint8)
+    if h % 2:
+        low = np.concatenate([low, np.zeros((n, 1), np.uint8)], axis=1)
+    return np.ascontiguousarray(low[:, 0::2] | (low[:, 1::2] << 4))
+
+
+def sketch_agreeing(
+    stored: npt.NDArray[np.uint8],
+    k_of: npt.NDArray[np.int64],
+    queries: npt.NDArray[np.uint8],
+    q_of: npt.NDArray[np.int64],
+    plan: LshPlan,
+) -> npt.NDArray[np.bool_]:
+    """A necessary condition of :func:`agreeing` on :func:`sketches`: whether the pair
+    ``(queries[q_of[m]], stored[k_of[m]])`` agrees on the low bits of ``>= plan.min_agreement``
+    values and on every value of at least one band. Two equal values have equal low bits, so a
+    pair :func:`agreeing` accepts is never turned down here; a pair turned down needs neither
+    its signature nor its text. Unequal values agree on their low bits with probability
+    ``2**-SKETCH_BITS``, so some pairs pass that :func:`agreeing` then rejects
+    (``benchmarks/bench_store_scale.py`` counts both)."""
+    if stored.shape[1] != queries.shape[1]:
+        raise ValueError(f"sketches of {stored.shape[1]} and {queries.shape[1]} bytes")
+    if 2 * stored.shape[1] < plan.hashes:
+        raise ValueError(f"sketches of {stored.shape[1]} bytes for {plan.hashes} values")
+    return _sketch_kernel(
+        stored,
+        np.ascontiguousarray(k_of, np.int64),
+        queries,
+        np.ascontiguousarray(q_of, np.int64),
+        plan.bands,
+        plan.rows,
+        plan.hashes,
+        plan.min_agreement,
+    )
+
+
+@kernel(nogil=True)
+def _sketch_kernel(
+    stored: npt.NDArray[np.uint8],
+    k_of: npt.NDArray[np.int64],
+    queries: npt.NDArray[np.uint8],
+    q_of: npt.NDArray[np.int64],
+    bands: int,
+    rows: int,
+    hashes: int,
+    min_agree: int,
+) -> npt.NDArray[np.bool_]:  # pragma: no cover (numba)
+    n = k_of.size
+    span = bands * rows
+    out = np.zeros(n, np.bool_)
+    for m in range(n):
+        a = stored[k_of[m]]
+        b = queries[q_of[m]]
+        agree = 0
+        share = False
+        whole = True
+        for j in range(hashes):
+            x = (a[j >> 1] ^ b[j >> 1]) >> ((j & 1) * 4)
+            same = (x & 0xF) == 0
+            if same:
+                agree += 1
+            if j < span:
+                if j % rows == 0:
+                    whole = True
+                whole = whole and same
+                if j % rows == rows - 1 and whole:
+                    share = True
         out[m] = share and agree >= min_agree
     return out
 

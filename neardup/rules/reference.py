@@ -74,6 +74,25 @@ def agreeing_reference(
     return np.asarray((np.count_nonzero(eq, axis=1) >= plan.min_agreement) & share, np.bool_)
 
 
+def sketch_agreeing_reference(
+    stored: npt.NDArray[np.uint8],
+    k_of: npt.NDArray[np.int64],
+    queries: npt.NDArray[np.uint8],
+    q_of: npt.NDArray[np.int64],
+    plan: LshPlan,
+) -> npt.NDArray[np.bool_]:
+    """NumPy twin of :func:`~neardup.rules.lsh.sketch_agreeing`: the half-bytes unpacked into
+    one value each, then the same count and band test as :func:`agreeing_reference`."""
+    a = stored[np.asarray(k_of, np.int64)]
+    b = queries[np.asarray(q_of, np.int64)]
+    low = np.asarray((a & 0xF) == (b & 0xF), np.bool_)
+    high = np.asarray((a >> 4) == (b >> 4), np.bool_)
+    eq = np.stack([low, high], axis=2).reshape(len(a), -1)[:, : plan.hashes]
+    span = plan.bands * plan.rows
+    share = np.any(np.all(eq[:, :span].reshape(len(eq), plan.bands, plan.rows), axis=2), axis=1)
+    return np.asarray((np.count_nonzero(eq, axis=1) >= plan.min_agreement) & share, np.bool_)
+
+
 def lsh_pairs_reference(
     sig: npt.NDArray[np.uint16], usable: npt.NDArray[np.bool_], plan: LshPlan
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:

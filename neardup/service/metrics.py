@@ -98,6 +98,8 @@ STORE_COUNTERS: frozenset[str] = frozenset(
         "flushes",
         "dropped_partitions",
         "compactions",
+        "sketch_checked_rows",
+        "sketch_passed_rows",
     }
 )
 #: statistics not exported per namespace: process-wide (the process collector has them)

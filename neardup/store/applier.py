@@ -308,7 +308,8 @@ def append_group(st: StoreState, group: WriteGroup) -> Unsynced | None:
                 if texts:
                     bands = st.band_keys_of(texts)
             if bands is not None:
-                logged = log_keys(bands)
+                sk = added.sketches if added is not None and st.sketch_width else None
+                logged = log_keys(bands, sk)
         if applier.lag > MAX_PENDING_RECORDS:  # back-pressure: SQLite fell behind
             applier.wait_below(MAX_PENDING_RECORDS // 2)
         start = wal.size
@@ -332,6 +333,8 @@ def append_group(st: StoreState, group: WriteGroup) -> Unsynced | None:
         if st.band_keys_of is not None:
             texts_of = [r for r in recs if type(r) is AddRecord] if bands is None else []
             add_bands(st, texts_of, added.rowids, bands)
+        if st.sketchtable is not None and added.sketches is not None:
+            st.sketchtable.put(added.rowids, added.sketches)
     n_add = 0 if added is None else len(added.rowids)
     st.count(n_add - len(deleted))
     if unsynced is not None:

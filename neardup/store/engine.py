@@ -38,6 +38,7 @@ from .meta import MetaDB, Row
 from .partitions import discard
 from .recovery import CheckConfig
 from .settings import StoreSettings
+from .sketches import Sketches, segment_sketches
 from .state import LiveSegment, StoreState
 from .wal import HEADER_SIZE
 from .writes import BulkDocs, WriteGroup
@@ -83,6 +84,9 @@ class Store:
         (:func:`neardup.fingerprint.minhash.band_entries`). With it the memtable keeps band keys (the
         log carries them), segments get them in their band-key section, merges carry them, and
         :meth:`search_bands` answers. None: SimHash only.
+    sketch_width : int, default=0
+        Bytes of each row's MinHash sketch (:mod:`neardup.store.sketches`), kept beside its
+        band keys when the adds give one and read by :meth:`sketches`; 0: none kept.
     check_config : callable or None
         Called with the stored config body (or None) after the directory is locked; returns
         the body to persist (its ``store`` section is the store's own). Raises to refuse the
@@ -102,6 +106,7 @@ class Store:
         band_keys_of: Callable[[Sequence[str | None]], npt.NDArray[np.uint64]] | None = None,
         check_config: CheckConfig | None = None,
         clock: Callable[[], float] = time.time,
+        sketch_width: int = 0,
     ) -> None:
         t0 = time.perf_counter()
         settings = StoreSettings() if settings is None else settings
@@ -109,7 +114,13 @@ class Store:
             raise TypeError(f"settings must be a StoreSettings, got {type(settings).__name__}")
         root = None if path is None else DataDir(path)
         st = StoreState(
-            root, settings, bits=bits, radius=radius, band_keys_of=band_keys_of, clock=clock
+            root,
+            settings,
+            bits=bits,
+            radius=radius,
+            band_keys_of=band_keys_of,
+            clock=clock,
+            sketch_width=sketch_width if band_keys_of is not None else 0,
         )
         self._state = st
         if root is None:
@@ -210,6 +221,29 @@ class Store:
         for s in st.segments:
             runs += s.segment.band_runs()
         return lookup(runs, entries, cap)
+
+    def sketches(self, rowids: npt.NDArray[np.int64]) -> Sketches:
+        """(present, sketches) of ``rowids`` (:mod:`neardup.store.sketches`): from the memtable,
+        a flushing memtable and the segments; a row without one (none kept, replayed from the
+        log, deleted, gone) has present False. Writer thread, as :meth:`search_bands`."""
+        st = self._state
+        rowids = np.asarray(rowids, np.int64)
+        w = max(st.sketch_width, 1)
+        present = np.zeros(len(rowids), np.bool_)
+        out = np.zeros((len(rowids), w), np.uint8)
+        if not st.sketch_width or not len(rowids):
+            return present, out
+        tables = [st.sketchtable, st.frozen.sketches if st.frozen is not None else None]
+        for t in tables:
+            if t is not None:
+                p, sk = t.lookup(rowids)
+                present |= p
+                out[p] = sk[p]
+        for s in st.segments:
+            seg = s.segment
+            if seg.sketches is not None and seg.sketches.shape[1] == w:
+                segment_sketches(seg.rowids, seg.sketch_present, seg.sketches, rowids, present, out)
+        return present, out
 
     def _segment_set(
         self, segments: list[LiveSegment], mt: Any = None, version: Any = None

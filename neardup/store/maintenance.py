@@ -43,6 +43,7 @@ from .applier import lookup_ids
 from .layout import read_json_file, write_json_file
 from .meta import EMPTY_FLAG, NO_CONTENT_HASH
 from .partitions import discard, new_segment, write_segments
+from .sketches import SketchTable
 from .state import Frozen, LiveSegment, StoreState
 from .wal import DeleteRecord, WalWriter, fsync_dir
 from .writes import BulkDocs
@@ -146,8 +147,11 @@ def begin_flush(st: StoreState) -> Frozen:
     old.close()
     st.manifest = manifest
     st.wal = new
-    frozen = Frozen(st.memtable, st.memtable_deleted, list(st.live_gens), st.bandtable)
+    frozen = Frozen(
+        st.memtable, st.memtable_deleted, list(st.live_gens), st.bandtable, st.sketchtable
+    )
     st.bandtable = BandIndex()
+    st.sketchtable = st.new_sketchtable()
     st.live_gens = [gen]
     st.memtable = st.new_memtable()
     st.memtable_deleted = set()
@@ -170,7 +174,7 @@ def build_flush(st: StoreState, frozen: Frozen, cutoff: float | None) -> None:
         bk = None
         if st.band_keys_of is not None and frozen.bands is not None:
             bk = frozen.bands.section()  # 8 bytes per entry, never materialised
-        frozen.written = write_segments(st, fps[keep], rids[keep], ts[keep], bk)
+        frozen.written = write_segments(st, fps[keep], rids[keep], ts[keep], bk, frozen.sketches)
         frozen.expired = expired
     except BaseException as exc:
         frozen.error = exc
@@ -303,8 +307,31 @@ def build_merged(st: StoreState, segs: list[LiveSegment]) -> LiveSegment | None:
             sections += s.segment.band_runs() or [BandSection.empty()]
             at += n
         bk = merge_mapped(sections, maps)
+    sk = None
+    if st.sketch_width:  # the inputs' sketches follow their rows (none where an input has none)
+        w = st.sketch_width
+        present = np.concatenate(
+            [
+                s.segment.sketch_present
+                if s.segment.sketches is not None and s.segment.sketches.shape[1] == w
+                else np.zeros(len(s.segment), np.bool_)
+                for s in segs
+            ]
+        )
+        rows = np.flatnonzero(keep)[order]
+        out_sk = np.zeros((len(rows), w), np.uint8)
+        at = 0
+        for s in segs:  # gathered segment by segment: no copy of every input's sketches
+            n = len(s.segment)
+            mine = (rows >= at) & (rows < at + n)
+            if s.segment.sketches is not None and s.segment.sketches.shape[1] == w:
+                out_sk[mine] = s.segment.sketches[rows[mine] - at]
+            at += n
+        sk = (present[rows], out_sk)
     try:
-        out = new_segment(st, segs[0].partition, fps[keep][order], out_rids, ts[keep][order], bk)
+        out = new_segment(
+            st, segs[0].partition, fps[keep][order], out_rids, ts[keep][order], bk, sk
+        )
     except OSError as exc:
         raise StorageError(f"compaction could not write a segment: {exc}") from exc
     out.dropped = rids[~keep]
@@ -483,6 +510,12 @@ def _expire_memory(st: StoreState, cutoff: float) -> int:
     st.memtable.clear()
     st.memtable.add(fps[~dead], rids[~dead], ts[~dead])
     st.bandtable.remove_many(rids[dead])
+    if st.sketchtable is not None:  # rebuilt over the live rows (its slots span their row ids)
+        live = rids[~dead]
+        present, sk = st.sketchtable.lookup(live)
+        st.sketchtable = st.new_sketchtable()
+        assert st.sketchtable is not None
+        st.sketchtable.put(live[present], sk[present])
     return n
 
 
@@ -527,7 +560,8 @@ def bulk_add(
         elif docs.texts is not None:
             bands = st.band_keys_of(docs.texts)
     try:
-        _bulk_load(st, rows, fps, rids, times, bands)
+        sketches = docs.sketches if docs is not None and st.sketch_width else None
+        _bulk_load(st, rows, fps, rids, times, bands, sketches)
     except sqlite3.IntegrityError:
         existing = lookup_ids(st, ids)
         first = next(iter(existing), None)
@@ -545,6 +579,7 @@ def _bulk_load(
     rids: npt.NDArray[np.int64],
     ts: npt.NDArray[np.float64],
     bands: npt.NDArray[np.uint64] | None,
+    sketches: npt.NDArray[np.uint8] | None = None,
 ) -> None:
     sync_meta(st)  # pending ids must be in SQLite so its UNIQUE(id) sees them
     if st.wal is None or st.dir is None:
@@ -552,6 +587,8 @@ def _bulk_load(
         st.memtable.add(fps, rids, ts)
         if bands is not None:
             st.bandtable.insert_many(rids, bands)
+        if sketches is not None and st.sketchtable is not None:
+            st.sketchtable.put(rids, sketches)
     else:
         # the metadata rows on a helper thread while this one builds and writes the segments
         # (SQLite's inserts and NumPy's sorts and the file writes release the GIL); the
@@ -567,7 +604,11 @@ def _bulk_load(
                     table = BandIndex()
                     table.insert_many(rids, bands)
                     section = table.section()
-                written = write_segments(st, fps, rids, ts, section)
+                table_sk = None
+                if sketches is not None and st.sketch_width:
+                    table_sk = SketchTable(st.sketch_width)
+                    table_sk.put(rids, sketches)
+                written = write_segments(st, fps, rids, ts, section, table_sk)
             finally:
                 meta_error = meta.exception()  # waits for the rows either way
                 pool.shutdown()

@@ -21,6 +21,7 @@ from ..index.bands import BandSection, section_for_rows
 from ..index.scan import BruteIndex
 from .memindex import build_index, compress_pays, hamming_index_class
 from .segment import Segment, open_segment, write_segment
+from .sketches import SketchTable
 from .state import LiveSegment, StoreState
 
 __all__ = ["check_partitions", "discard", "load_segment", "new_segment", "write_segments"]
@@ -126,10 +127,12 @@ def write_segments(
     rids: npt.NDArray[np.int64],
     ts: npt.NDArray[np.float64],
     bands: BandKeys = None,
+    sketches: SketchTable | None = None,
 ) -> list[LiveSegment]:
     """One segment per partition; ``bands`` (compact keys and row ids, or a memtable
     :class:`BandSection`; rows not in ``rids`` are left out) becomes each segment's band-key
-    section (None: an empty one)."""
+    section (None: an empty one); ``sketches``, the rows' MinHash sketches (None: no sketch
+    section)."""
     assert st.dir is not None
     parts = st.partition_of(ts)
     written: list[LiveSegment] = []
@@ -144,7 +147,8 @@ def write_segments(
             elif bands is not None:
                 inside = np.isin(bands[1], r)
                 bk = (bands[0][inside], bands[1][inside])
-            written.append(new_segment(st, int(p), f, r, t, bk))
+            sk = None if sketches is None else sketches.lookup(r)
+            written.append(new_segment(st, int(p), f, r, t, bk, sk))
     except BaseException as exc:
         for s in written:
             s.segment.close()
@@ -165,6 +169,7 @@ def new_segment(
     r: npt.NDArray[np.int64],
     t: npt.NDArray[np.float64],
     band_keys: BandKeys = None,
+    sketches: tuple[npt.NDArray[np.bool_], npt.NDArray[np.uint8]] | None = None,
 ) -> LiveSegment:
     """Write one segment (rows sorted by row id) and open it with its index."""
     assert st.dir is not None
@@ -172,7 +177,9 @@ def new_segment(
         seq = st.next_seq
         st.next_seq += 1
     path = st.dir.segment_path(partition, seq)
-    checksum = write_segment(path, f, r, t, partition=partition, band_keys=band_keys)
+    checksum = write_segment(
+        path, f, r, t, partition=partition, band_keys=band_keys, sketches=sketches
+    )
     entry = {
         "file": path.name,
         "partition": partition,

@@ -360,18 +360,23 @@ def _replay_memtable(
     for c in range(0, len(adds), _REPLAY_CHUNK):
         part = adds[c : c + _REPLAY_CHUNK]
         rids = added.rowids[c : c + _REPLAY_CHUNK]
-        add_bands(st, part, rids, _logged_bands(st, part, wal_path))
+        ent, present, sk = _logged_bands(st, part, wal_path)
+        add_bands(st, part, rids, ent)
+        if st.sketchtable is not None and present.any():
+            st.sketchtable.put(rids[present], sk[present])
     return added.rowids
 
 
 def _logged_bands(
     st: StoreState, adds: Sequence[AddRecord], wal_path: Any
-) -> npt.NDArray[np.uint64] | None:
-    """The band keys of replayed rows, read from their ``ADD_KEYS`` records; None without the
-    MinHash channel. A store with the channel logs every add with its keys: an ``ADD`` without
-    them is refused (:class:`UnsupportedVersionError`, naming the log)."""
+) -> tuple[npt.NDArray[np.uint64] | None, npt.NDArray[np.bool_], npt.NDArray[np.uint8]]:
+    """(the band keys of replayed rows, read from their ``ADD_KEYS`` records, None without the
+    MinHash channel; whether each row's sketch was logged; the sketches). A store with the
+    channel logs every add with its keys: an ``ADD`` without them is refused
+    (:class:`UnsupportedVersionError`, naming the log)."""
+    none = np.zeros(len(adds), np.bool_), np.zeros((len(adds), st.sketch_width), np.uint8)
     if st.band_keys_of is None or not adds:
-        return None
+        return None, *none
     if any(r.keys is None for r in adds):
         raise UnsupportedVersionError(
             f"{wal_path}: log records without MinHash band keys in a store with the MinHash "
@@ -380,10 +385,10 @@ def _logged_bands(
         )
     bands = st.band_keys_of([]).shape[1]
     try:
-        return keys_from_log([r.keys for r in adds], bands)  # type: ignore[misc]
+        return keys_from_log([r.keys for r in adds], bands, st.sketch_width)  # type: ignore[misc]
     except ValueError as exc:  # a store's plan is fixed: a mismatch means other keys
         log.warning("logged band keys not used (%s): computed from the texts", exc)
-        return st.band_keys_of(_replayed_texts(st, adds))
+        return st.band_keys_of(_replayed_texts(st, adds)), *none
 
 
 def _replayed_texts(st: StoreState, adds: Sequence[AddRecord]) -> list[str | None]:

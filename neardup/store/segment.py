@@ -26,6 +26,11 @@ File layout (little-endian, every section 8-byte aligned so it can be memory-map
                                         (:mod:`neardup.index.bands`), sorted within a group
       rows         u32[entries]         position of each entry's row in this segment
                                         (ascending within a key)
+    sketch section (:mod:`.sketches`; width 0 in a store without the MinHash channel)
+      width        u32                  bytes per row's sketch (0: none, nothing follows)
+      reserved     u32                  0
+      present      u8[count]            1 where the row has a sketch, padded with zeros to 8
+      sketches     u8[count * width]    each row's sketch (zeros where absent), padded to 8
 
 A band key takes 8 bytes: the group (band) is implied by the offsets and 32 bits of a mix of
 the key stand for it (a false collision is rejected by the caller; see
@@ -84,6 +89,9 @@ class Segment:
     _mm: Any = None
     #: the band-key section (memory-mapped), None when it has no entries
     band_keys: BandSection | None = None
+    #: which rows have a MinHash sketch, and the sketches (memory-mapped); None: no section
+    sketch_present: npt.NDArray[np.bool_] | None = None
+    sketches: npt.NDArray[np.uint8] | None = None
 
     def band_runs(self) -> list[BandSection]:
         """The band-key section as one sorted run (empty when absent); unpacks as (compact
@@ -98,7 +106,7 @@ class Segment:
     def close(self) -> None:
         """Drop the arrays and the mapping (the arrays must not be used afterwards)."""
         self.fingerprints = self.rowids = self.times = None  # type: ignore[assignment]
-        self.band_keys = None
+        self.band_keys = self.sketch_present = self.sketches = None
         mm, self._mm = self._mm, None
         if mm is not None:
             with contextlib.suppress(BufferError):  # a view is still alive; the GC unmaps it
@@ -122,12 +130,15 @@ def write_segment(
     *,
     partition: int,
     band_keys: tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]] | BandSection | None = None,
+    sketches: tuple[npt.NDArray[np.bool_], npt.NDArray[np.uint8]] | None = None,
 ) -> int:
     """Write a segment atomically (temp + fsync + verify + rename + fsync dir); returns its xxh64.
 
     Rows must already be sorted by rowid. ``band_keys``: (compact keys, row ids) of the rows'
     band keys (:func:`neardup.fingerprint.minhash.band_entries`), any order (row ids must be rows of
     this segment): written as the segment's band-key section; None: an empty section.
+    ``sketches``: (present, sketches) of the rows in row order (:mod:`.sketches`); None: no
+    sketch section.
     """
     p = Path(path)
     fps = np.ascontiguousarray(fingerprints, dtype="<u8")
@@ -162,6 +173,20 @@ def write_segment(
     keys = np.ascontiguousarray(sec.keys, dtype="<u4")
     rows = np.ascontiguousarray(sec.rows, dtype="<u4")
     body += [struct.pack("<IIQ", groups, 0, len(keys)), offsets.data, keys.data, rows.data]
+    if sketches is None:
+        body.append(struct.pack("<II", 0, 0))
+    else:
+        present = np.ascontiguousarray(sketches[0], np.uint8)
+        sk = np.ascontiguousarray(sketches[1], np.uint8)
+        if len(present) != n or sk.ndim != 2 or len(sk) != n or not sk.shape[1]:
+            raise ValueError(f"sketches of shape {sk.shape} for {n} rows")
+        body += [
+            struct.pack("<II", sk.shape[1], 0),
+            present.data,
+            bytes(_pad8(n)),
+            sk.data,
+            bytes(_pad8(sk.size)),
+        ]
     checksum = _body_hash(body)
     min_t = float(tms.min()) if n else 0.0
     max_t = float(tms.max()) if n else 0.0
@@ -179,6 +204,11 @@ def write_segment(
     os.replace(tmp, p)
     fsync_dir(p.parent)
     return checksum
+
+
+def _pad8(n: int) -> int:
+    """Zero bytes that take ``n`` bytes to a multiple of 8."""
+    return -n % 8
 
 
 def _checked_positions(sec: BandSection, n: int) -> BandSection:
@@ -261,6 +291,10 @@ def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segmen
             )
         groups, _r2, m = struct.unpack_from("<IIQ", mm, expected)
         expected += 16 + 8 * (groups + 1) + 8 * m
+        width, sketch_at = 0, expected + 8
+        if size >= sketch_at:
+            width, _r3 = struct.unpack_from("<II", mm, expected)
+        expected = sketch_at + (n + _pad8(n) + n * width + _pad8(n * width) if width else 0)
         if size != expected:
             raise CorruptFileError(
                 f"{p}: segment is {size} bytes but its header describes {n} rows ({expected} bytes); "
@@ -303,6 +337,18 @@ def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segmen
                 f"{p}: segment band-key section names row {int(bpos.max())} of {n}; the file "
                 "is damaged"
             )
+        present: npt.NDArray[np.bool_] | None = None
+        sk: npt.NDArray[np.uint8] | None = None
+        if width:
+            flags = np.frombuffer(mm, dtype=np.uint8, count=n, offset=sketch_at)
+            if n and int(flags.max()) > 1:
+                raise CorruptFileError(
+                    f"{p}: segment sketch section's presence flags are not 0 or 1; the file "
+                    "is damaged"
+                )
+            at = sketch_at + n + _pad8(n)
+            sk = np.frombuffer(mm, dtype=np.uint8, count=n * width, offset=at).reshape(n, width)
+            present = flags.view(np.bool_)
         if m:
             bands = BandSection(
                 offsets.view(np.uint64), bkeys32.view(np.uint32), bpos.view(np.uint32), rowids
@@ -319,6 +365,8 @@ def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segmen
             checksum,
             mm,
             bands,
+            present,
+            sk,
         )
     except BaseException:
         with contextlib.suppress(BufferError):

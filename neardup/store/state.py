@@ -24,6 +24,7 @@ from .memindex import MemTable
 from .meta import MetaDB
 from .segment import Segment
 from .settings import StoreSettings
+from .sketches import SketchTable
 from .wal import WalWriter
 
 __all__ = ["Frozen", "LiveSegment", "StoreState"]
@@ -55,6 +56,7 @@ class Frozen:
     deleted: set[int]
     gens: list[int]
     bands: BandIndex | None = None
+    sketches: SketchTable | None = None
     written: list[LiveSegment] | None = None
     expired: Any = None
     error: BaseException | None = None
@@ -80,6 +82,7 @@ class StoreState:
         radius: int,
         band_keys_of: Callable[[Sequence[str | None]], npt.NDArray[np.uint64]] | None,
         clock: Callable[[], float],
+        sketch_width: int = 0,
     ) -> None:
         self.dir = root
         self.settings = settings
@@ -90,6 +93,9 @@ class StoreState:
         self.memtable = self.new_memtable()
         self.memtable_deleted: set[int] = set()
         self.bandtable = BandIndex()
+        #: bytes of each row's MinHash sketch (0: none kept; :mod:`.sketches`)
+        self.sketch_width = sketch_width
+        self.sketchtable = self.new_sketchtable()
         self.frozen: Frozen | None = None  # memtable being written to segments in the background
         self.live_gens: list[int] = []  # log generations whose rows are not yet in segments
         self.segments: list[LiveSegment] = []
@@ -129,6 +135,9 @@ class StoreState:
         return MemTable(
             bits=self.bits, max_distance=self.radius, expected_size=self.settings.memtable_size
         )
+
+    def new_sketchtable(self) -> SketchTable | None:
+        return SketchTable(self.sketch_width) if self.sketch_width else None
 
     def partition_of(self, times: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
         """The time partition of each time."""

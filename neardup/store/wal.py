@@ -22,8 +22,8 @@ Payloads are a compact binary encoding, never pickle:
   64-bit fingerprints are stored in ``fp_hi`` with ``fp_lo = 0``.
 * ``DELETE`` (op 2): ``rowid i64, id_len u32, id utf-8``.
 * ``ADD_KEYS`` (op 3): an ``ADD`` payload followed by ``keys_len u32, keys`` (the row's
-  MinHash band keys as :func:`log_keys` writes them; opaque to the framing), so a replay does
-  not recompute MinHash from the text. A store with the MinHash channel logs every add this
+  MinHash band keys, then its MinHash sketch where the add had one, as :func:`log_keys`
+  writes them; opaque to the framing), so a replay does not recompute MinHash from the text. A store with the MinHash channel logs every add this
   way; one without it logs plain ``ADD`` records.
 
 The file is extended ahead of its records (``fallocate``, :data:`PREALLOCATE` bytes at a time)
@@ -725,12 +725,15 @@ _SHIFT32 = np.uint64(32)
 LOG_KEYS_NONE, LOG_KEYS_H32, LOG_KEYS_FULL = 0, 1, 2
 
 
-def log_keys(ent: npt.NDArray[np.uint64]) -> list[bytes]:
+def log_keys(
+    ent: npt.NDArray[np.uint64], sketches: npt.NDArray[np.uint8] | None = None
+) -> list[bytes]:
     """Each row's compact keys ``ent`` (n, bands) as the bytes its log record carries, so the
     log's replay need not recompute MinHash from the text (:func:`keys_from_log` reads them):
     a kind byte, then the low 32 bits of each band's key (:data:`LOG_KEYS_H32`, when
     :func:`columns_are_groups`) or the whole keys (:data:`LOG_KEYS_FULL`), little-endian; a row
-    without keys is :data:`LOG_KEYS_NONE` and zeros of the same length."""
+    without keys is :data:`LOG_KEYS_NONE` and zeros of the same length. ``sketches`` (n,
+    width): each row's sketch follows its keys (:func:`sketches_from_log` reads them)."""
     ent = np.asarray(ent, np.uint64)
     n, nb = ent.shape
     none = ent[:, 0] == NO_KEYS if nb else np.ones(n, bool)
@@ -739,25 +742,40 @@ def log_keys(ent: npt.NDArray[np.uint64]) -> list[bytes]:
     else:
         kind, body = LOG_KEYS_FULL, ent.astype("<u8")
     body[none] = 0
-    width = 1 + body.itemsize * nb
+    keys_w = 1 + body.itemsize * nb
+    width = keys_w + (0 if sketches is None else sketches.shape[1])
     buf = np.empty((n, width), np.uint8)
     buf[:, 0] = np.where(none, LOG_KEYS_NONE, kind)
-    buf[:, 1:] = body.view(np.uint8).reshape(n, width - 1)
+    buf[:, 1:keys_w] = body.view(np.uint8).reshape(n, keys_w - 1)
+    if sketches is not None:
+        if len(sketches) != n:
+            raise ValueError(f"{len(sketches)} sketches for {n} rows of band keys")
+        buf[:, keys_w:] = sketches
     raw = buf.tobytes()
     return [raw[i : i + width] for i in range(0, n * width, width)]
 
 
-def keys_from_log(blobs: Sequence[bytes], bands: int) -> npt.NDArray[np.uint64]:
-    """Inverse of :func:`log_keys`: the compact keys (n, ``bands``) of logged rows.
-    ``ValueError`` when a blob does not hold ``bands`` keys of a known kind."""
+def keys_from_log(
+    blobs: Sequence[bytes], bands: int, sketch_width: int = 0
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.bool_], npt.NDArray[np.uint8]]:
+    """Inverse of :func:`log_keys`: (the compact keys (n, ``bands``), whether each row's
+    sketch was logged, the sketches (n, ``sketch_width``; zeros where not)) of logged rows.
+    ``ValueError`` when a blob does not hold ``bands`` keys of a known kind (and, with
+    ``sketch_width``, maybe a sketch of that many bytes)."""
     n = len(blobs)
     out = np.empty((n, bands), np.uint64)
+    present = np.zeros(n, np.bool_)
+    sk = np.zeros((n, sketch_width), np.uint8)
     if not n:
-        return out
+        return out, present, sk
     h32, full = 1 + 4 * bands, 1 + 8 * bands
     lens = np.fromiter(map(len, blobs), np.int64, n)
     cols = np.arange(bands, dtype=np.uint64) << _SHIFT32
-    for width, kind, dtype in ((h32, LOG_KEYS_H32, "<u4"), (full, LOG_KEYS_FULL, "<u8")):
+    kinds_of = [(h32, LOG_KEYS_H32, "<u4"), (full, LOG_KEYS_FULL, "<u8")]
+    widths = [(w, w, kind, dtype) for w, kind, dtype in kinds_of]
+    if sketch_width:
+        widths += [(w + sketch_width, w, kind, dtype) for w, kind, dtype in kinds_of]
+    for width, keys_w, kind, dtype in widths:
         at = np.flatnonzero(lens == width)
         if not at.size:
             continue
@@ -766,11 +784,14 @@ def keys_from_log(blobs: Sequence[bytes], bands: int) -> npt.NDArray[np.uint64]:
         kinds = buf[:, 0]
         if not np.isin(kinds, (LOG_KEYS_NONE, kind)).all():
             raise ValueError(f"logged band keys of an unknown kind {sorted(set(kinds.tolist()))}")
-        vals = np.ascontiguousarray(buf[:, 1:]).view(dtype).astype(np.uint64)
+        vals = np.ascontiguousarray(buf[:, 1:keys_w]).view(dtype).astype(np.uint64)
         if kind == LOG_KEYS_H32:
             vals |= cols
         vals[kinds == LOG_KEYS_NONE] = NO_KEYS
         out[at] = vals
-    if ((lens != h32) & (lens != full)).any():
+        if width > keys_w:
+            present[at] = True
+            sk[at] = buf[:, keys_w:]
+    if not np.isin(lens, [w for w, *_ in widths]).all():
         raise ValueError(f"logged band keys do not hold {bands} bands")
-    return out
+    return out, present, sk

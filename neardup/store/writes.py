@@ -33,6 +33,8 @@ class AddedRows(NamedTuple):
     times: npt.NDArray[np.float64]
     #: band entry keys (n, bands) with the MinHash channel, else None
     bands: npt.NDArray[np.uint64] | None = None
+    #: MinHash sketches (n, width) with the channel (:mod:`.sketches`), else None
+    sketches: npt.NDArray[np.uint8] | None = None
 
 
 class WriteGroup:
@@ -91,10 +93,11 @@ class WriteGroup:
         rowids: npt.NDArray[np.int64],
         times: npt.NDArray[np.float64],
         bands: npt.NDArray[np.uint64] | None = None,
+        sketches: npt.NDArray[np.uint8] | None = None,
     ) -> None:
-        """The added rows' fingerprints, row ids and times (and band entry keys with the MinHash
-        channel), in the order of :meth:`add`."""
-        self.added = AddedRows(fps, rowids, times, bands)
+        """The added rows' fingerprints, row ids and times (and band entry keys and sketches
+        with the MinHash channel), in the order of :meth:`add`."""
+        self.added = AddedRows(fps, rowids, times, bands, sketches)
 
 
 def rows_of(adds: Sequence[AddRecord], bits: int) -> AddedRows:
@@ -121,10 +124,12 @@ def row_of(r: AddRecord, with_text: bool) -> Row:
 class BulkDocs:
     """What a bulk load stores beside each fingerprint, as an add stores it: ``texts`` (None:
     not stored), content hashes, whether each text had no features, metadata (JSON text) and
-    the MinHash band keys ((n, bands) compact keys; None without the channel)."""
+    the MinHash band keys ((n, bands) compact keys; None without the channel) and sketches
+    ((n, width); None: none kept)."""
 
     texts: list[str] | None
     chash: list[bytes]
     empty: npt.NDArray[np.bool_]
     metadata: list[str | None]
     bands: npt.NDArray[np.uint64] | None = None
+    sketches: npt.NDArray[np.uint8] | None = None

@@ -346,3 +346,44 @@ def test_group_pairs_counts_the_pairs_it_makes_in_large_groups():
         for m in range(cap + 2, 3 * cap + 4):  # also cap + 1 < m < 2 cap + 1: few anchors
             a, _, made = group_pairs(np.arange(m, dtype=np.int64), np.array([0, m]), cap)
             assert made == a.size, (cap, m)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([(12, 2), (20, 3), (9, 1), (6, 4), (79, 3)]),
+    st.sampled_from([2, 5, 17, 256, 2**16]),
+)
+def test_the_sketch_filter_equals_its_numpy_twin_and_never_drops_an_agreeing_pair(
+    seed, shape, values
+) -> None:
+    """``rules.lsh.sketch_agreeing`` (the low 4 bits of every value, two a byte) equals the
+    NumPy expression, and lets by every pair ``agreeing`` accepts (a stored row it turns down
+    would have been filtered out on its full signature): few distinct values make both filters
+    accept some pairs; values above 16 make the sketch accept some that ``agreeing`` rejects."""
+    from neardup.rules.lsh import agreeing, sketch_agreeing, sketches
+    from neardup.rules.reference import sketch_agreeing_reference
+
+    bands, rows = shape
+    plan = plan_lsh(bands=bands, rows=rows)
+    rng = np.random.default_rng(seed)
+    stored = rng.integers(0, values, (30, plan.hashes), dtype=np.uint16)
+    sig = rng.integers(0, values, (20, plan.hashes), dtype=np.uint16)
+    # some stored rows are queries with a few values changed: near the threshold
+    for k in range(10):
+        stored[k] = sig[k]
+        at = rng.choice(plan.hashes, int(rng.integers(0, plan.hashes)), replace=False)
+        stored[k, at] = rng.integers(0, values, len(at), dtype=np.uint16)
+    k_of = rng.integers(0, 30, 300)
+    q_of = rng.integers(0, 20, 300)
+    s_sk, q_sk = sketches(stored), sketches(sig)
+    assert s_sk.shape == (30, (plan.hashes + 1) // 2)
+    # the packing: value 2j in the low half of byte j
+    assert ((s_sk[:, : plan.hashes // 2] & 0xF) == (stored[:, 0 : plan.hashes - 1 : 2] & 0xF)).all()
+    got = sketch_agreeing(s_sk, k_of, q_sk, q_of, plan)
+    want = sketch_agreeing_reference(s_sk, k_of, q_sk, q_of, plan)
+    assert got.dtype == np.bool_ and got.tolist() == want.tolist()
+    exact = agreeing(stored, k_of, sig, q_of, plan)
+    assert not (exact & ~got).any()
+    if values <= 16:  # the low bits are the values: the sketch filter is the filter
+        assert got.tolist() == exact.tolist()

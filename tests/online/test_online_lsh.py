@@ -278,8 +278,8 @@ def test_segment_band_section_roundtrip_and_empty(tmp_path) -> None:
     s = open_segment(empty)
     assert s.band_keys is None and s.band_runs() == []
     s.close()
-    # an empty section: its 16-byte head and one group offset
-    assert empty.stat().st_size == 64 + 5 * 24 + 16 + 8
+    # an empty section: its 16-byte head and one group offset; no sketches: an 8-byte head
+    assert empty.stat().st_size == 64 + 5 * 24 + 16 + 8 + 8
     v3 = tmp_path / "v3.nds"
     # compact keys: group (band) in the top 32 bits
     keys = np.array([9, 5, 5, 1, (2 << 32) | 5, (1 << 32) | 7], np.uint64)
@@ -292,7 +292,7 @@ def test_segment_band_section_roundtrip_and_empty(tmp_path) -> None:
     assert r.tolist() == [4, 3, 7, 10, 3, 9]
     assert sec.offsets.tolist() == [0, 4, 5, 6] and sec.keys.dtype == np.uint32
     # 8 bytes per entry after a 16-byte section head and the group offsets
-    assert v3.stat().st_size == 64 + 5 * 24 + 16 + 8 * 4 + 8 * 6
+    assert v3.stat().st_size == 64 + 5 * 24 + 16 + 8 * 4 + 8 * 6 + 8
     got = lookup([sec], np.array([[5, 7], [(2 << 32) | 5, 9]], np.uint64), 10)
     assert [g.tolist() for g in got] == [[3, 7], [9, 10]]
     s.close()

@@ -107,21 +107,30 @@ def test_logged_keys_round_trip_every_kind() -> None:
     ent = _ent(rng, 200, 42)
     blobs = log_keys(ent)
     assert {len(b) for b in blobs} == {1 + 4 * 42}
-    assert np.array_equal(keys_from_log(blobs, 42), ent)
+    assert np.array_equal(keys_from_log(blobs, 42)[0], ent)
     wide = ent.copy()  # groups that are not the columns (plans of more than 3 rows)
     has = wide[:, 0] != NO_KEYS
     wide[has, 5] ^= np.uint64(7) << _SHIFT
     assert not columns_are_groups(wide)
     wblobs = log_keys(wide)
     assert {len(b) for b in wblobs} == {1 + 8 * 42}
-    assert np.array_equal(keys_from_log(wblobs, 42), wide)
+    assert np.array_equal(keys_from_log(wblobs, 42)[0], wide)
     mixed = blobs[:50] + wblobs[50:]
     want = np.concatenate([ent[:50], wide[50:]])
-    assert np.array_equal(keys_from_log(mixed, 42), want)
+    assert np.array_equal(keys_from_log(mixed, 42)[0], want)
     with pytest.raises(ValueError, match="do not hold 41 bands"):
         keys_from_log(blobs, 41)
     with pytest.raises(ValueError, match="unknown kind"):
         keys_from_log([b"\x09" + blobs[0][1:]], 42)
+    # with sketches after the keys: both kinds, beside rows logged without one
+    sk = rng.integers(0, 256, (200, 7), dtype=np.uint8)
+    both = log_keys(ent[:100], sk[:100]) + log_keys(wide[100:], sk[100:])
+    got, present, gsk = keys_from_log(both + blobs[:3], 42, 7)
+    assert np.array_equal(got, np.concatenate([ent[:100], wide[100:], ent[:3]]))
+    assert present.tolist() == [True] * 200 + [False] * 3
+    assert np.array_equal(gsk[:200], sk) and not gsk[200:].any()
+    with pytest.raises(ValueError, match="do not hold 42 bands"):
+        keys_from_log(both, 42)  # a sketch where none is expected
 
 
 def test_add_keys_record_round_trip() -> None:
@@ -325,7 +334,7 @@ def test_unreadable_logged_keys_are_computed_from_the_texts_in_sqlite(
     _unclosed_copy(d, tmp_path / "s", tmp_path / "a")
     d.close()
 
-    def unreadable(blobs, bands):
+    def unreadable(blobs, bands, sketch_width=0):
         raise ValueError("test: unreadable")
 
     monkeypatch.setattr(recovery, "keys_from_log", unreadable)

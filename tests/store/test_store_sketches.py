@@ -1,0 +1,175 @@
+"""MinHash sketches kept beside band keys (neardup.store.sketches): the memtable's table, the
+segment section, flushes, merges, bulk loads and reopens; and the decisions they speed up equal
+the decisions made without them (every band candidate read and filtered on its signature)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import shutil
+
+import numpy as np
+import pytest
+
+from neardup.errors import CorruptFileError
+from neardup.online.decide import Decider
+from neardup.online.deduplicator import Deduplicator
+from neardup.online.prepare import lsh_keys
+from neardup.rules.lsh import sketches
+from neardup.store.segment import open_segment, write_segment
+from neardup.store.sketches import SketchTable
+
+_WORDS = [
+    *("river", "stone", "market", "winter", "garden", "signal", "copper", "window"),
+    *("silver", "yellow", "morning", "letter", "engine", "harbor", "forest", "candle"),
+    *("mirror", "orange", "planet", "rocket", "summer", "thunder", "valley", "wonder"),
+]
+
+
+def _stream(seed: int, n: int) -> list[str]:
+    """Short texts over a small vocabulary (many shared band keys that the agreement filter
+    turns down) and edited copies of earlier ones (pairs it lets by)."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    for _ in range(n):
+        if out and rng.random() < 0.3:
+            w = rng.choice(out).split()
+            for _ in range(rng.randint(1, 2)):
+                w[rng.randrange(len(w))] = rng.choice(_WORDS)
+            out.append(" ".join(w))
+        else:
+            out.append(" ".join(rng.choice(_WORDS) for _ in range(rng.randint(8, 24))))
+    return out
+
+
+def test_sketch_table_keeps_rows_by_row_id() -> None:
+    t = SketchTable(3)
+    t.put(np.arange(10, 2010), np.full((2000, 3), 7, np.uint8))  # grows past its first slab
+    t.put(np.array([5]), np.ones((1, 3), np.uint8))  # below the first row id: not kept
+    t.put(np.array([3000]), np.full((1, 3), 9, np.uint8))  # a gap: rows between have none
+    present, sk = t.lookup(np.array([10, 2009, 2010, 2999, 3000, 5, -1]))
+    assert present.tolist() == [True, True, False, False, True, False, False]
+    assert sk[present].tolist() == [[7, 7, 7], [7, 7, 7], [9, 9, 9]]
+    assert (sk[~present] == 0).all()
+    t.drop(np.array([10, 99999]))
+    assert t.lookup(np.array([10, 11]))[0].tolist() == [False, True]
+    with pytest.raises(ValueError, match="sketches"):
+        t.put(np.array([1, 2]), np.zeros((2, 4), np.uint8))
+    assert SketchTable(2).lookup(np.array([1]))[0].tolist() == [False]
+
+
+def test_segment_sketch_section_round_trip(tmp_path) -> None:
+    n = 5
+    fps = np.arange(n, dtype=np.uint64)
+    rids = np.array([3, 4, 7, 9, 10], np.int64)
+    ts = np.zeros(n)
+    present = np.array([1, 0, 1, 1, 0], bool)
+    sk = np.arange(n * 119, dtype=np.uint64).astype(np.uint8).reshape(n, 119)
+    sk[~present] = 0
+    path = tmp_path / "s.nds"
+    write_segment(path, fps, rids, ts, partition=0, sketches=(present, sk))
+    s = open_segment(path)
+    assert s.sketch_present is not None and s.sketches is not None
+    assert s.sketch_present.tolist() == present.tolist()
+    assert np.array_equal(s.sketches, sk)
+    s.close()
+    # the empty band section and its head, then the sketch head, flags and rows padded to 8
+    assert path.stat().st_size == 64 + n * 24 + 16 + 8 + 8 + 8 + (n * 119 + 5)
+    plain = tmp_path / "p.nds"
+    write_segment(plain, fps, rids, ts, partition=0)
+    s = open_segment(plain)
+    assert s.sketches is None and s.sketch_present is None
+    s.close()
+    raw = bytearray(path.read_bytes())
+    raw[64 + n * 24 + 16 + 8 + 8 + 1] = 2  # a presence flag that is not 0 or 1
+    path.write_bytes(bytes(raw))
+    with pytest.raises(CorruptFileError):
+        open_segment(path)
+    with pytest.raises(CorruptFileError, match="presence flags"):
+        open_segment(path, verify=False)
+    with pytest.raises(ValueError, match="sketches"):
+        write_segment(tmp_path / "x.nds", fps, rids, ts, partition=0, sketches=(present, sk[:3]))
+
+
+def _decide_all(path, texts, monkeypatch, *, reference: bool) -> tuple[list, Deduplicator]:
+    """check_and_add ``texts`` in groups of 50 through flushes, a merge and a reopen; with
+    ``reference`` every band candidate is read and filtered on its signature (no sketch
+    filter). Returns ([the candidates of every group's documents after the agreement filter],
+    then (duplicate, match ids) per text; the last deduplicator, closed)."""
+    monkeypatch.undo()
+    if reference:
+        monkeypatch.setattr(Decider, "_sketch_filter", lambda self, rowids, *a: rowids)
+    seen: list[list[list[int]]] = []  # each group's candidates per document, after the filter
+    union = Decider._lsh_union
+
+    def spy(self, *args):
+        lims, rids, ds = union(self, *args)
+        seen.append([sorted(rids[a:b].tolist()) for a, b in itertools.pairwise(lims)])
+        return lims, rids, ds
+
+    monkeypatch.setattr(Decider, "_lsh_union", spy)
+    out: list = [seen]
+    third = len(texts) // 3
+    d = Deduplicator.open(path, memtable_size=120)
+    for lo in range(0, 2 * third, 50):
+        part = texts[lo : min(lo + 50, 2 * third)]
+        got = d.check_and_add([{"id": str(lo + k), "text": t} for k, t in enumerate(part)])
+        out += [(g.duplicate, sorted(m.id for m in g.matches)) for g in got]
+        if lo % 200 == 0:
+            d.flush()
+    d.compact()
+    # the directory as a process killed now leaves it: the memtable's rows are replayed from
+    # the log on the next open, their sketches with them
+    assert d.store._state.applier is not None
+    d.store._state.applier.drain()
+    shutil.copytree(path, f"{path}-killed", ignore=shutil.ignore_patterns("LOCK"))
+    d.close()
+    d = Deduplicator.open(f"{path}-killed", memtable_size=120)
+    mem = d.store._state.memtable.arrays()[1]
+    assert len(mem) and d.store.sketches(mem)[0].all()
+    for lo in range(2 * third, len(texts), 50):
+        part = texts[lo : lo + 50]
+        got = d.check_and_add([{"id": str(lo + k), "text": t} for k, t in enumerate(part)])
+        out += [(g.duplicate, sorted(m.id for m in g.matches)) for g in got]
+    d.close()
+    return out, d
+
+
+def test_decisions_equal_the_decisions_without_sketches(tmp_path, monkeypatch) -> None:
+    texts = _stream(11, 1500)
+    want, _ = _decide_all(tmp_path / "ref", texts, monkeypatch, reference=True)
+    got, d = _decide_all(tmp_path / "fast", texts, monkeypatch, reference=False)
+    # the same candidates after the agreement filter (first item), the same decisions
+    assert got[0] == want[0] and sum(len(c) for g in got[0] for c in g) > 100
+    assert got[1:] == want[1:]
+    assert sum(dup for dup, _ in got[1:]) > 100  # the stream has near duplicates to find
+    dec = d._decider
+    # the filter had work: most rows with a sketch were never read, some were
+    assert dec.sketch_checked > 5 * dec.sketch_passed > 0
+
+
+def test_sketches_follow_their_rows_through_flush_merge_and_bulk_load(tmp_path) -> None:
+    texts = _stream(3, 400)
+    path = tmp_path / "store"
+    with Deduplicator.open(path, memtable_size=100) as d:
+        d.add([{"id": f"a{i}", "text": t} for i, t in enumerate(texts[:250])])
+        d.load([{"id": f"b{i}", "text": t} for i, t in enumerate(texts[250:])])
+        d.flush()
+        d.compact()
+        plan, verifier = d.lsh_plan, d.verifier
+    with Deduplicator.open(path) as d:
+        segs = d.store._state.segments
+        assert segs and all(s.segment.sketches is not None for s in segs)
+        rows = d.store.fetch(
+            np.concatenate([s.segment.rowids for s in segs]).tolist(), with_text=True
+        )
+        rids = np.array(sorted(rows), np.int64)
+        present, got = d.store.sketches(rids)
+        assert present.all() and len(rids) == 400
+        sig = lsh_keys(verifier, plan, [rows[r].text for r in rids.tolist()])[0]
+        assert np.array_equal(got, sketches(sig))
+        # a row id no segment holds has none
+        assert d.store.sketches(np.array([10**9]))[0].tolist() == [False]
+    with Deduplicator.open(candidates="simhash", verify=False) as d:  # no channel, no sketches
+        d.add({"id": "x", "text": "a text"})
+        assert d.store.sketches(np.array([0]))[0].tolist() == [False]

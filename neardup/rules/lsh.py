@@ -183,7 +183,15 @@ def sketch_agreeing(
         plan.rows,
         plan.hashes,
         plan.min_agreement,
+        _EQUAL_NIBBLES,
     )
+
+
+#: equal half-bytes of each byte value (0, 1 or 2): how many of two values a byte of XORed
+#: sketches shows to agree
+_EQUAL_NIBBLES = np.array(
+    [int(x & 0xF == 0) + int(x >> 4 == 0) for x in range(256)], dtype=np.int64
+)
 
 
 @kernel(nogil=True)
@@ -196,28 +204,34 @@ def _sketch_kernel(
     rows: int,
     hashes: int,
     min_agree: int,
+    equal: npt.NDArray[np.int64],
 ) -> npt.NDArray[np.bool_]:  # pragma: no cover (numba)
     n = k_of.size
     span = bands * rows
+    whole_bytes = hashes >> 1
     out = np.zeros(n, np.bool_)
     for m in range(n):
         a = stored[k_of[m]]
         b = queries[q_of[m]]
+        # the count first, a byte (two values) at a time; most pairs stop here
         agree = 0
+        for i in range(whole_bytes):
+            agree += equal[a[i] ^ b[i]]
+        if hashes & 1 and ((a[whole_bytes] ^ b[whole_bytes]) & 0xF) == 0:
+            agree += 1
+        if agree < min_agree:
+            continue
         share = False
-        whole = True
-        for j in range(hashes):
-            x = (a[j >> 1] ^ b[j >> 1]) >> ((j & 1) * 4)
-            same = (x & 0xF) == 0
-            if same:
-                agree += 1
-            if j < span:
-                if j % rows == 0:
-                    whole = True
-                whole = whole and same
-                if j % rows == rows - 1 and whole:
-                    share = True
-        out[m] = share and agree >= min_agree
+        for band in range(bands):
+            whole = True
+            for j in range(band * rows, band * rows + rows):
+                if ((a[j >> 1] ^ b[j >> 1]) >> ((j & 1) * 4)) & 0xF:
+                    whole = False
+                    break
+            if whole:
+                share = True
+                break
+        out[m] = share and span > 0
     return out
 
 

@@ -101,9 +101,16 @@ def segment_sketches(
     sel = np.flatnonzero((rowids >= lo) & (rowids <= hi))
     if not len(sel):
         return
-    pos = np.searchsorted(seg_rowids, rowids[sel])
-    pos = np.minimum(pos, len(seg_rowids) - 1)
-    hit = (seg_rowids[pos] == rowids[sel]) & present[pos]
+    want = rowids[sel]
+    # a segment's row ids are mostly consecutive (rows arrive in row-id order): the position
+    # where a row id would be without gaps is checked first, a binary search only where it
+    # is not there (a searchsorted of every row misses the cache at each step)
+    n = len(seg_rowids)
+    pos = (want - lo) * (n - 1) // max(hi - lo, 1)
+    miss = np.flatnonzero(seg_rowids[pos] != want)
+    if len(miss):
+        pos[miss] = np.minimum(np.searchsorted(seg_rowids, want[miss]), n - 1)
+    hit = (seg_rowids[pos] == want) & present[pos]
     sel, pos = sel[hit], pos[hit]
     out_present[sel] = True
     out[sel] = sk[pos]

@@ -10,6 +10,8 @@ import shutil
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from neardup.errors import CorruptFileError
 from neardup.online.decide import Decider
@@ -17,7 +19,7 @@ from neardup.online.deduplicator import Deduplicator
 from neardup.online.prepare import lsh_keys
 from neardup.rules.lsh import sketches
 from neardup.store.segment import open_segment, write_segment
-from neardup.store.sketches import SketchTable
+from neardup.store.sketches import SketchTable, segment_sketches
 
 _WORDS = [
     *("river", "stone", "market", "winter", "garden", "signal", "copper", "window"),
@@ -173,3 +175,26 @@ def test_sketches_follow_their_rows_through_flush_merge_and_bulk_load(tmp_path) 
     with Deduplicator.open(candidates="simhash", verify=False) as d:  # no channel, no sketches
         d.add({"id": "x", "text": "a text"})
         assert d.store.sketches(np.array([0]))[0].tolist() == [False]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.integers(0, 300), min_size=1, max_size=80, unique=True),
+    st.lists(st.integers(-5, 310), max_size=60),
+    st.integers(0, 2**32 - 1),
+)
+def test_segment_sketch_lookup_equals_a_dict(rowids, asked, seed) -> None:
+    """A segment's sketches found by row id (its positions guessed from consecutive row ids,
+    a binary search where gaps make the guess wrong) equal a dictionary's answer."""
+    rng = np.random.default_rng(seed)
+    seg = np.array(sorted(rowids), np.int64)
+    present = rng.random(len(seg)) < 0.8
+    sk = rng.integers(0, 256, (len(seg), 3), dtype=np.uint8)
+    q = np.array(asked, np.int64)
+    got_p = np.zeros(len(q), np.bool_)
+    got = np.zeros((len(q), 3), np.uint8)
+    segment_sketches(seg, present, sk, q, got_p, got)
+    want = {r: sk[k] for k, r in enumerate(seg.tolist()) if present[k]}
+    assert got_p.tolist() == [r in want for r in asked]
+    for k, r in enumerate(asked):
+        assert got[k].tolist() == (want[r].tolist() if r in want else [0, 0, 0])

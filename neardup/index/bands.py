@@ -83,12 +83,108 @@ def _search(
     """(first, end) entry of each sorted distinct compact key ``uk`` in ``run``, and a function
     from entry positions to row ids."""
     if isinstance(run, BandSection):
-        lo, hi = _section_search_kernel(run.offsets, run.keys, uk)
+        # few keys in a large section (a single request: one key a band against a segment)
+        # search each group from its start: interpolation finds them in a few probes, where a
+        # gallop from the group's start misses the cache at every step. Many keys (a batch)
+        # walk each group forward from the last one instead (bench_store_scale.py measures
+        # both)
+        sparse = uk.size * _SPARSE_GAP < len(run.keys)
+        search = _section_interp_kernel if sparse else _section_search_kernel
+        lo, hi = search(run.offsets, run.keys, uk)
         return lo, hi, run.row_ids
     keys, rids = run
     lo = np.searchsorted(keys, uk, "left")
     hi = np.searchsorted(keys, uk, "right")
     return lo, hi, lambda at: np.asarray(rids[at], np.int64)
+
+
+#: entries of a section per query key above which :func:`_search` interpolates
+_SPARSE_GAP = 2048
+
+
+@kernel(nogil=True)
+def _section_interp_kernel(
+    offsets: npt.NDArray[np.uint64], keys: npt.NDArray[np.uint32], uk: npt.NDArray[np.uint64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # pragma: no cover (numba)
+    """:func:`_section_search_kernel` for few keys in large groups. A group's keys are 32 bits
+    of a hash mix, uniform: the first entry >= ``low`` among ``m`` is near ``m * p`` (``p`` its
+    share of the value range), within ``3 * sqrt(m p (1 - p))`` almost always. Up to three
+    rounds probe the two ends of that window, each probe narrowing ``[a, b)`` (the answer
+    stays inside whatever the keys are), then a binary search finishes; the end of the key's
+    run is galloped to from its first entry (equal to the NumPy twin
+    :func:`neardup.index.reference.section_search_reference`, tested)."""
+    n = uk.size
+    lo = np.zeros(n, np.int64)
+    hi = np.zeros(n, np.int64)
+    ng = offsets.size - 1
+    prev_g = np.int64(-1)
+    start = np.int64(0)
+    prev_low = 0.0
+    for q in range(n):
+        g = np.int64(uk[q] >> np.uint64(32))
+        if g >= ng:
+            continue
+        low = np.uint32(uk[q] & np.uint64(0xFFFFFFFF))
+        end = np.int64(offsets[g + 1])
+        if g != prev_g:
+            start = np.int64(offsets[g])
+            prev_g = g
+            prev_low = 0.0
+        # the first entry >= low lies in [a, b]: keys before a are < low, keys[b] >= low
+        a = start
+        b = end
+        vlo = prev_low  # bounds of the values between a and b
+        vhi = 4294967296.0
+        fl = float(low)
+        for _ in range(3):
+            m = b - a
+            if m <= 32:
+                break
+            p = min(max((fl - vlo) / (vhi - vlo), 0.0), 1.0)
+            guess = a + p * m
+            spread = 3.0 * np.sqrt(m * p * (1.0 - p)) + 2.0
+            x = np.int64(guess - spread)
+            if a < x < b:
+                k = keys[x]
+                if k < low:
+                    a = x + 1
+                    vlo = float(k)
+                else:
+                    b = x
+                    vhi = float(k)
+                    continue
+            x = np.int64(guess + spread)
+            if a < x < b:
+                k = keys[x]
+                if k >= low:
+                    b = x
+                    vhi = float(k)
+                else:
+                    a = x + 1
+                    vlo = float(k)
+        while a < b:
+            m = (a + b) >> 1
+            if keys[m] < low:
+                a = m + 1
+            else:
+                b = m
+        lo[q] = a
+        b = a
+        step = np.int64(1)
+        while b + step <= end and keys[b + step - 1] <= low:
+            b += step
+            step <<= 1
+        e = min(b + step, end)
+        while b < e:
+            m = (b + e) >> 1
+            if keys[m] <= low:
+                b = m + 1
+            else:
+                e = m
+        hi[q] = b
+        start = b
+        prev_low = fl
+    return lo, hi
 
 
 @kernel(nogil=True)

@@ -617,7 +617,11 @@ class Deduplicator:
                 section = BandSection.from_sorted(
                     np.arange(4, dtype=np.uint64), np.arange(4, dtype=np.uint32)
                 )
-                lookup([section], np.arange(2, dtype=np.uint64)[:, None], 2)  # its search kernel
+                lookup([section], np.arange(2, dtype=np.uint64)[:, None], 2)  # its search kernels:
+                big = BandSection.from_sorted(  # the interpolating one for few keys
+                    np.arange(5000, dtype=np.uint64), np.arange(5000, dtype=np.uint32)
+                )
+                lookup([big], np.arange(2, dtype=np.uint64)[:, None], 2)
                 merge_sections(section, section)  # the memtable's section merges
         except Exception:  # warm-up is an optimisation only
             log.debug("warm-up failed", exc_info=True)

@@ -524,13 +524,17 @@ def parts_per_doc(parts: dict[str, Any], server: dict[str, Any], n: int) -> dict
     """Bytes per window document by part, after the run (store closed)."""
     f = parts["files"]
     band = parts.get("band_key_bytes")
+    sketch = parts.get("sketch_bytes") or 0
     seg = f.get("segments", 0)
     sq = f.get("sqlite", 0)
     by = {
         "texts (in SQLite)": parts["text_bytes"],
         "SQLite rest (ids, times, fingerprints, metadata, index)": sq - parts["text_bytes"],
         "band keys (segment sections)": band,
-        "segments rest (fingerprints, row ids, times)": None if band is None else seg - band,
+        "MinHash sketches (segment sections)": sketch,
+        "segments rest (fingerprints, row ids, times)": (
+            None if band is None else seg - band - sketch
+        ),
         "tables (.hidx)": f.get("segment_indexes", 0),
         "log (at the end of the load, before the kill)": sum(
             v for k, v in server.get("disk_at_end_of_load", {}).items() if k == "log"
@@ -624,6 +628,7 @@ def table(results: dict[str, dict[str, Any]]) -> list[tuple[str, list[str]]]:
         "texts (in SQLite)",
         "SQLite rest (ids, times, fingerprints, metadata, index)",
         "band keys (segment sections)",
+        "MinHash sketches (segment sections)",
         "segments rest (fingerprints, row ids, times)",
         "tables (.hidx)",
         "log (at the end of the load, before the kill)",

@@ -216,15 +216,20 @@ def drop_child(job: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     d = Deduplicator.open(ns, clock=lambda: now[0])
     out["open_s"] = time.perf_counter() - t0
-    band = None
-    with contextlib.suppress(AttributeError, TypeError):  # reads the store's segments
-        band = sum(
-            0
-            if s.segment.band_keys is None
-            else 16 + s.segment.band_keys.offsets.nbytes + 8 * len(s.segment.band_keys)
-            for s in d.store.segments
-        )
+    band = sketch = None
+    with contextlib.suppress(ImportError, AttributeError, TypeError):  # the segment files' sections
+        from neardup.store.segment import open_segment
+
+        band = sketch = 0
+        for path in ns.glob("*.nds"):
+            seg = open_segment(path, verify=False)
+            if seg.band_keys is not None:
+                band += 16 + seg.band_keys.offsets.nbytes + 8 * len(seg.band_keys)
+            if getattr(seg, "sketches", None) is not None:
+                sketch += seg.sketches.nbytes + len(seg)  # and a presence byte a row
+            seg.close()
     out["parts"]["band_key_bytes"] = band
+    out["parts"]["sketch_bytes"] = sketch
     out["documents_before"] = len(d)
     drops: list[dict[str, Any]] = []
     expire_calls: list[tuple[float, float, int]] = []

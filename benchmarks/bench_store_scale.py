@@ -6,8 +6,9 @@ posts (documents/s, CPU per document) and single ``check`` latency (p50 / p99). 
 over HTTP: the store's own cost (``bench_service.py`` / ``bench_window.py`` add the service).
 Writes ``benchmarks/results/bench_store_scale_<n>.json``.
 
-    python benchmarks/bench_store_scale.py --n 10000000 --work /tmp/nd-scale   # ~10 min, ~17 GB RSS
+    python benchmarks/bench_store_scale.py --n 4000000 --work /tmp/nd-scale   # ~4 min, ~9 GiB RSS
     python benchmarks/bench_store_scale.py --n 1000000
+    (--n 10000000 peaks near 22 GiB: the edge of a 24 GiB machine)
 
 The load is one ``dedup_into`` call over the whole corpus (the keep-first seed's fast path): its
 memory grows with ``--n`` (signatures and band keys of every document at once).

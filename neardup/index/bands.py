@@ -24,6 +24,7 @@ pairs a late member of a large bucket with.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import sys
 from collections.abc import Sequence
@@ -35,10 +36,12 @@ import numpy.typing as npt
 from .._jit import kernel
 from ..fingerprint.minhash import NO_KEYS
 from .band_groups import band_groups, group_pairs
+from .section_search import SectionGroup, section_search
 
 __all__ = [
     "BandIndex",
     "BandSection",
+    "SectionGroup",
     "columns_are_groups",
     "lookup",
     "merge_mapped",
@@ -83,163 +86,12 @@ def _search(
     """(first, end) entry of each sorted distinct compact key ``uk`` in ``run``, and a function
     from entry positions to row ids."""
     if isinstance(run, BandSection):
-        # few keys in a large section (a single request: one key a band against a segment)
-        # search each group from its start: interpolation finds them in a few probes, where a
-        # gallop from the group's start misses the cache at every step. Many keys (a batch)
-        # walk each group forward from the last one instead (bench_store_scale.py measures
-        # both)
-        sparse = uk.size * _SPARSE_GAP < len(run.keys)
-        search = _section_interp_kernel if sparse else _section_search_kernel
-        lo, hi = search(run.offsets, run.keys, uk)
+        lo, hi = section_search(run.offsets, run.keys, uk)
         return lo, hi, run.row_ids
     keys, rids = run
     lo = np.searchsorted(keys, uk, "left")
     hi = np.searchsorted(keys, uk, "right")
     return lo, hi, lambda at: np.asarray(rids[at], np.int64)
-
-
-#: entries of a section per query key above which :func:`_search` interpolates
-_SPARSE_GAP = 2048
-
-
-@kernel(nogil=True)
-def _section_interp_kernel(
-    offsets: npt.NDArray[np.uint64], keys: npt.NDArray[np.uint32], uk: npt.NDArray[np.uint64]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # pragma: no cover (numba)
-    """:func:`_section_search_kernel` for few keys in large groups. A group's keys are 32 bits
-    of a hash mix, uniform: the first entry >= ``low`` among ``m`` is near ``m * p`` (``p`` its
-    share of the value range), within ``3 * sqrt(m p (1 - p))`` almost always. Up to three
-    rounds probe the two ends of that window, each probe narrowing ``[a, b)`` (the answer
-    stays inside whatever the keys are), then a binary search finishes; the end of the key's
-    run is galloped to from its first entry (equal to the NumPy twin
-    :func:`neardup.index.reference.section_search_reference`, tested)."""
-    n = uk.size
-    lo = np.zeros(n, np.int64)
-    hi = np.zeros(n, np.int64)
-    ng = offsets.size - 1
-    prev_g = np.int64(-1)
-    start = np.int64(0)
-    prev_low = 0.0
-    for q in range(n):
-        g = np.int64(uk[q] >> np.uint64(32))
-        if g >= ng:
-            continue
-        low = np.uint32(uk[q] & np.uint64(0xFFFFFFFF))
-        end = np.int64(offsets[g + 1])
-        if g != prev_g:
-            start = np.int64(offsets[g])
-            prev_g = g
-            prev_low = 0.0
-        # the first entry >= low lies in [a, b]: keys before a are < low, keys[b] >= low
-        a = start
-        b = end
-        vlo = prev_low  # bounds of the values between a and b
-        vhi = 4294967296.0
-        fl = float(low)
-        for _ in range(3):
-            m = b - a
-            if m <= 32:
-                break
-            p = min(max((fl - vlo) / (vhi - vlo), 0.0), 1.0)
-            guess = a + p * m
-            spread = 3.0 * np.sqrt(m * p * (1.0 - p)) + 2.0
-            x = np.int64(guess - spread)
-            if a < x < b:
-                k = keys[x]
-                if k < low:
-                    a = x + 1
-                    vlo = float(k)
-                else:
-                    b = x
-                    vhi = float(k)
-                    continue
-            x = np.int64(guess + spread)
-            if a < x < b:
-                k = keys[x]
-                if k >= low:
-                    b = x
-                    vhi = float(k)
-                else:
-                    a = x + 1
-                    vlo = float(k)
-        while a < b:
-            m = (a + b) >> 1
-            if keys[m] < low:
-                a = m + 1
-            else:
-                b = m
-        lo[q] = a
-        b = a
-        step = np.int64(1)
-        while b + step <= end and keys[b + step - 1] <= low:
-            b += step
-            step <<= 1
-        e = min(b + step, end)
-        while b < e:
-            m = (b + e) >> 1
-            if keys[m] <= low:
-                b = m + 1
-            else:
-                e = m
-        hi[q] = b
-        start = b
-        prev_low = fl
-    return lo, hi
-
-
-@kernel(nogil=True)
-def _section_search_kernel(
-    offsets: npt.NDArray[np.uint64], keys: npt.NDArray[np.uint32], uk: npt.NDArray[np.uint64]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # pragma: no cover (numba)
-    """(first, end) entry of each sorted compact key ``uk`` in a :class:`BandSection`: inside
-    its group's range, a galloping search from where the previous key of the group ended (the
-    keys are sorted, so a large batch walks each group forward with local steps instead of
-    starting every binary search at the top; :func:`neardup.index.reference.section_search_reference`
-    is the NumPy twin)."""
-    n = uk.size
-    lo = np.zeros(n, np.int64)
-    hi = np.zeros(n, np.int64)
-    ng = offsets.size - 1
-    prev_g = np.int64(-1)
-    start = np.int64(0)
-    for q in range(n):
-        g = np.int64(uk[q] >> np.uint64(32))
-        if g >= ng:
-            continue
-        low = np.uint32(uk[q] & np.uint64(0xFFFFFFFF))
-        end = np.int64(offsets[g + 1])
-        if g != prev_g:
-            start = np.int64(offsets[g])
-            prev_g = g
-        # gallop: the first entry >= low lies in [a, b)
-        a = start
-        step = np.int64(1)
-        while a + step <= end and keys[a + step - 1] < low:
-            a += step
-            step <<= 1
-        b = min(a + step, end)
-        while a < b:
-            m = (a + b) >> 1
-            if keys[m] < low:
-                a = m + 1
-            else:
-                b = m
-        lo[q] = a
-        b = a
-        step = np.int64(1)
-        while b + step <= end and keys[b + step - 1] <= low:
-            b += step
-            step <<= 1
-        e = min(b + step, end)
-        while b < e:
-            m = (b + e) >> 1
-            if keys[m] <= low:
-                b = m + 1
-            else:
-                e = m
-        hi[q] = b
-        start = b
-    return lo, hi
 
 
 def merge_sections(a: BandSection, b: BandSection) -> BandSection:
@@ -402,9 +254,15 @@ def lookup(
     inv = inv.ravel()
     nu = uk.size
     found: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Any]] = []
+    grouped: list[tuple[SectionGroup, npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
     total = np.zeros(nu, np.int64)
     for run in runs:
         if not len(run[0] if isinstance(run, tuple) else run):
+            continue
+        if isinstance(run, SectionGroup):  # every section in one call
+            glo, ghi = run.search(uk)
+            total += (ghi - glo).sum(axis=0)
+            grouped.append((run, glo, ghi))
             continue
         lo, hi, get = _search(run, uk)
         total += hi - lo
@@ -412,6 +270,13 @@ def lookup(
     big = total > 2 * cap if cap is not None else np.zeros(nu, bool)
     seg_u: list[npt.NDArray[np.int64]] = []  # distinct key index of each gathered row
     seg_r: list[npt.NDArray[np.int64]] = []
+    every = list(found)  # with the groups' sections: the buckets over the cap walk them all
+    for group, glo, ghi in grouped:
+        gu, gr = group.gather(glo, ghi, big)
+        if gu.size:
+            seg_u.append(gu)
+            seg_r.append(gr)
+        every += [(glo[s], ghi[s], functools.partial(group.row_ids, s)) for s in range(len(group))]
     for lo, hi, get in found:
         cnt = hi - lo
         cnt[big] = 0
@@ -424,7 +289,7 @@ def lookup(
     for u in np.flatnonzero(big).tolist():  # (big only with a cap)
         assert cap is not None
         parts = []
-        for lo, hi, get in found:
+        for lo, hi, get in every:
             a, b = int(lo[u]), int(hi[u])
             if a == b:
                 continue

@@ -612,7 +612,7 @@ class Deduplicator:
                 decider.verify(
                     "warm up the verifier", [(0, 0, "w", "warm up the verifier kernels")]
                 )
-                from ..index.bands import BandSection, lookup, merge_sections
+                from ..index.bands import BandSection, SectionGroup, lookup, merge_sections
 
                 section = BandSection.from_sorted(
                     np.arange(4, dtype=np.uint64), np.arange(4, dtype=np.uint32)
@@ -622,6 +622,8 @@ class Deduplicator:
                     np.arange(5000, dtype=np.uint64), np.arange(5000, dtype=np.uint32)
                 )
                 lookup([big], np.arange(2, dtype=np.uint64)[:, None], 2)
+                big.rowids = np.arange(5000, dtype=np.int64)  # as a segment's: searched
+                lookup([SectionGroup([big])], np.arange(2, dtype=np.uint64)[:, None], 2)
                 merge_sections(section, section)  # the memtable's section merges
         except Exception:  # warm-up is an optimisation only
             log.debug("warm-up failed", exc_info=True)

@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import StorageError
-from ..index.bands import lookup
+from ..index.bands import SectionGroup, lookup
 from ..index.scan import Result, empty_result, merge_results
 from . import applier, maintenance, recovery
 from .layout import DataDir
@@ -218,9 +218,24 @@ class Store:
         frozen = st.frozen
         if frozen is not None and frozen.bands is not None:
             runs += frozen.bands.runs()
-        for s in st.segments:
-            runs += s.segment.band_runs()
+        runs.append(self._segment_bands())
         return lookup(runs, entries, cap)
+
+    def _segment_bands(self) -> SectionGroup:
+        """The segments' band-key sections as one :class:`~neardup.index.bands.SectionGroup`
+        (one kernel call searches them all), made again when the segments change."""
+        st = self._state
+        segments = st.segments
+        cached = st.band_group_cache
+        if (
+            cached is not None
+            and len(cached[0]) == len(segments)
+            and all(a is b for a, b in zip(cached[0], segments, strict=True))
+        ):
+            return cached[1]
+        group = SectionGroup([r for s in segments for r in s.segment.band_runs()])
+        st.band_group_cache = (list(segments), group)
+        return group
 
     def sketches(self, rowids: npt.NDArray[np.int64]) -> Sketches:
         """(present, sketches) of ``rowids`` (:mod:`neardup.store.sketches`): from the memtable,
@@ -497,7 +512,7 @@ class Store:
         for s in st.segments:
             s.segment.close()
         st.segments = []
-        st.set_cache = None
+        st.set_cache = st.band_group_cache = None
         st.db.close()
         if st.dir is not None:
             st.dir.unlock()

@@ -124,6 +124,8 @@ class StoreState:
         self.search_pool: ThreadPoolExecutor | None = None
         # (the segments, an IndexSet over them, segments outside it, the memtable version)
         self.set_cache: tuple[list[LiveSegment], Any, list[LiveSegment], Any] | None = None
+        # (the segments, their band-key sections as one SectionGroup): writer thread only
+        self.band_group_cache: tuple[list[LiveSegment], Any] | None = None
 
     @property
     def db(self) -> MetaDB:

@@ -561,8 +561,9 @@ def test_group_verification_ahead_decides_like_one_by_one() -> None:
     st.lists(st.tuples(st.integers(0, 6), st.integers(0, 31)), min_size=1, max_size=20),
 )
 def test_section_search_kernel_equals_numpy_twin(entries, queries) -> None:
-    from neardup.index.bands import BandSection, _section_search_kernel
+    from neardup.index.bands import BandSection
     from neardup.index.reference import section_search_reference
+    from neardup.index.section_search import _section_search_kernel
 
     k = np.array([(g << 32) | h for g, h in entries], np.uint64)
     k, r = sort_entries(k, np.arange(len(k), dtype=np.int64))
@@ -586,8 +587,9 @@ def test_interpolating_section_search_equals_numpy_twin(seed, sizes, kind, nq) -
     """The search for few keys in large groups (interpolation, then a binary search) finds the
     same entries as the NumPy twin whatever the keys: uniform (the hash mix it is made for),
     clustered in a narrow range, or runs of equal keys; queries hit present keys and miss."""
-    from neardup.index.bands import BandSection, _section_interp_kernel
+    from neardup.index.bands import BandSection
     from neardup.index.reference import section_search_reference
+    from neardup.index.section_search import _section_interp_kernel
 
     rng = np.random.default_rng(seed)
     parts = []
@@ -665,3 +667,47 @@ def test_merge_sections_kernel_equals_numpy_twin(a, b) -> None:
         assert (
             got.offsets.tolist()[: len(want.offsets)] == want.offsets.tolist()[: len(got.offsets)]
         )
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.lists(st.integers(0, 400), min_size=1, max_size=6),
+    st.integers(1, 30),
+    st.sampled_from([None, 1, 3, 32]),
+    st.booleans(),
+)
+def test_a_section_group_looks_up_as_its_sections(seed, sizes, nq, cap, few_values) -> None:
+    """Sections searched and gathered as one SectionGroup (a store's segments) give what the
+    same sections passed one by one give, and what the reference gives, beside a memtable run:
+    with buckets over the cap (few distinct values), keys found in several sections and keys
+    found nowhere; few keys in large sections take the interpolating search."""
+    from neardup.index.bands import BandSection, SectionGroup
+
+    rng = np.random.default_rng(seed)
+    hi_val = 6 if few_values else 2**32
+    sections, row = [], 0
+    for m in sizes:
+        k = (rng.integers(0, 4, m).astype(np.uint64) << np.uint64(32)) | rng.integers(
+            0, hi_val, m
+        ).astype(np.uint64)
+        rowids = np.arange(row, row + m, dtype=np.int64) * 3 + 1  # as a segment's: sorted
+        row += m
+        k, pos = sort_entries(k, np.arange(m, dtype=np.int64))
+        sections.append(BandSection.from_sorted(k, pos.astype(np.uint32), rowids=rowids))
+    mem = BandIndex()
+    mem.insert_many(np.arange(10**6, 10**6 + 5), rng.integers(0, 6, (5, 4)).astype(np.uint64))
+    present = [s.compact()[rng.integers(0, len(s), 2)] for s in sections if len(s)]
+    queries = np.concatenate(
+        [*present, (rng.integers(0, 4, nq).astype(np.uint64) << np.uint64(32)) | 5]
+    )
+    queries = queries[: (len(queries) // 4) * 4].reshape(-1, 4) if len(queries) >= 4 else None
+    if queries is None:
+        return
+    runs = [*mem.runs(), *sections]
+    want = lookup(runs, queries, cap)
+    got = lookup([*mem.runs(), SectionGroup(sections)], queries, cap)
+    assert [g.tolist() for g in got] == [w.tolist() for w in want]
+    if cap is not None:
+        ref = lookup_reference(runs, queries, cap)
+        assert [g.tolist() for g in got] == [r.tolist() for r in ref]

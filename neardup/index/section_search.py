@@ -1,0 +1,277 @@
+"""Searching band-key sections (:class:`neardup.index.bands.BandSection`): the first and end
+entry of each query key in a section, by a forward gallop (many keys) or interpolation (few
+keys in a large section), and :class:`SectionGroup`, the sections of many segments searched
+and gathered in one kernel call each.
+
+A store holds one section per segment, and an hourly-partitioned window has dozens of
+segments: looked up one at a time, each section cost a kernel call and a few NumPy calls per
+query, which for a single document were most of the look-up (``bench_window.py``'s single
+requests: 56 segments). A :class:`SectionGroup` keeps the segments' arrays in numba typed
+lists (made once per set of segments) so that one call searches them all, and one more
+gathers the row ids of every bucket under the cap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .._jit import kernel
+
+__all__ = ["SectionGroup", "section_search"]
+
+#: entries of a section per query key above which :func:`_search` interpolates
+_SPARSE_GAP = 2048
+
+
+@kernel(nogil=True)
+def _section_interp_kernel(
+    offsets: npt.NDArray[np.uint64], keys: npt.NDArray[np.uint32], uk: npt.NDArray[np.uint64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # pragma: no cover (numba)
+    """:func:`_section_search_kernel` for few keys in large groups. A group's keys are 32 bits
+    of a hash mix, uniform: the first entry >= ``low`` among ``m`` is near ``m * p`` (``p`` its
+    share of the value range), within ``3 * sqrt(m p (1 - p))`` almost always. Up to three
+    rounds probe the two ends of that window, each probe narrowing ``[a, b)`` (the answer
+    stays inside whatever the keys are), then a binary search finishes; the end of the key's
+    run is galloped to from its first entry (equal to the NumPy twin
+    :func:`neardup.index.reference.section_search_reference`, tested)."""
+    n = uk.size
+    lo = np.zeros(n, np.int64)
+    hi = np.zeros(n, np.int64)
+    ng = offsets.size - 1
+    prev_g = np.int64(-1)
+    start = np.int64(0)
+    prev_low = 0.0
+    for q in range(n):
+        g = np.int64(uk[q] >> np.uint64(32))
+        if g >= ng:
+            continue
+        low = np.uint32(uk[q] & np.uint64(0xFFFFFFFF))
+        end = np.int64(offsets[g + 1])
+        if g != prev_g:
+            start = np.int64(offsets[g])
+            prev_g = g
+            prev_low = 0.0
+        # the first entry >= low lies in [a, b]: keys before a are < low, keys[b] >= low
+        a = start
+        b = end
+        vlo = prev_low  # bounds of the values between a and b
+        vhi = 4294967296.0
+        fl = float(low)
+        for _ in range(3):
+            m = b - a
+            if m <= 32:
+                break
+            p = min(max((fl - vlo) / (vhi - vlo), 0.0), 1.0)
+            guess = a + p * m
+            spread = 3.0 * np.sqrt(m * p * (1.0 - p)) + 2.0
+            x = np.int64(guess - spread)
+            if a < x < b:
+                k = keys[x]
+                if k < low:
+                    a = x + 1
+                    vlo = float(k)
+                else:
+                    b = x
+                    vhi = float(k)
+                    continue
+            x = np.int64(guess + spread)
+            if a < x < b:
+                k = keys[x]
+                if k >= low:
+                    b = x
+                    vhi = float(k)
+                else:
+                    a = x + 1
+                    vlo = float(k)
+        while a < b:
+            m = (a + b) >> 1
+            if keys[m] < low:
+                a = m + 1
+            else:
+                b = m
+        lo[q] = a
+        b = a
+        step = np.int64(1)
+        while b + step <= end and keys[b + step - 1] <= low:
+            b += step
+            step <<= 1
+        e = min(b + step, end)
+        while b < e:
+            m = (b + e) >> 1
+            if keys[m] <= low:
+                b = m + 1
+            else:
+                e = m
+        hi[q] = b
+        start = b
+        prev_low = fl
+    return lo, hi
+
+
+@kernel(nogil=True)
+def _section_search_kernel(
+    offsets: npt.NDArray[np.uint64], keys: npt.NDArray[np.uint32], uk: npt.NDArray[np.uint64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # pragma: no cover (numba)
+    """(first, end) entry of each sorted compact key ``uk`` in a :class:`BandSection`: inside
+    its group's range, a galloping search from where the previous key of the group ended (the
+    keys are sorted, so a large batch walks each group forward with local steps instead of
+    starting every binary search at the top; :func:`neardup.index.reference.section_search_reference`
+    is the NumPy twin)."""
+    n = uk.size
+    lo = np.zeros(n, np.int64)
+    hi = np.zeros(n, np.int64)
+    ng = offsets.size - 1
+    prev_g = np.int64(-1)
+    start = np.int64(0)
+    for q in range(n):
+        g = np.int64(uk[q] >> np.uint64(32))
+        if g >= ng:
+            continue
+        low = np.uint32(uk[q] & np.uint64(0xFFFFFFFF))
+        end = np.int64(offsets[g + 1])
+        if g != prev_g:
+            start = np.int64(offsets[g])
+            prev_g = g
+        # gallop: the first entry >= low lies in [a, b)
+        a = start
+        step = np.int64(1)
+        while a + step <= end and keys[a + step - 1] < low:
+            a += step
+            step <<= 1
+        b = min(a + step, end)
+        while a < b:
+            m = (a + b) >> 1
+            if keys[m] < low:
+                a = m + 1
+            else:
+                b = m
+        lo[q] = a
+        b = a
+        step = np.int64(1)
+        while b + step <= end and keys[b + step - 1] <= low:
+            b += step
+            step <<= 1
+        e = min(b + step, end)
+        while b < e:
+            m = (b + e) >> 1
+            if keys[m] <= low:
+                b = m + 1
+            else:
+                e = m
+        hi[q] = b
+        start = b
+    return lo, hi
+
+
+def section_search(
+    offsets: npt.NDArray[np.uint64], keys: npt.NDArray[np.uint32], uk: npt.NDArray[np.uint64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(first, end) entry of each sorted distinct compact key ``uk`` in a section. Few keys in a
+    large section (a single request: one key a band against a segment) search each group from
+    its start: interpolation finds them in a few probes, where a gallop from the group's start
+    misses the cache at every step. Many keys (a batch) walk each group forward from the last
+    one instead (``bench_store_scale.py`` measures both)."""
+    sparse = uk.size * _SPARSE_GAP < len(keys)
+    search = _section_interp_kernel if sparse else _section_search_kernel
+    return search(offsets, keys, uk)
+
+
+def _read_only(a: npt.NDArray[Any], dtype: Any) -> npt.NDArray[Any]:
+    """``a`` as a C-contiguous read-only array of ``dtype`` (segments' arrays are read-only
+    maps: every array of a group has the one type the kernels are compiled for)."""
+    out = np.ascontiguousarray(a, dtype).view()
+    out.flags.writeable = False
+    return out
+
+
+class SectionGroup:
+    """Band sections (with row ids: a store's segments) searched as one run of
+    :func:`neardup.index.bands.lookup`: one kernel call finds every query key in every section
+    (:meth:`search`), one more gathers the row ids of the buckets under the cap
+    (:meth:`gather`); equal to passing the sections one by one (tested)."""
+
+    def __init__(self, sections: Sequence[Any]) -> None:
+        from numba.typed import List
+
+        self.sections = [s for s in sections if len(s)]
+        self._offsets = List([_read_only(s.offsets, np.uint64) for s in self.sections])
+        self._keys = List([_read_only(s.keys, np.uint32) for s in self.sections])
+        self._rows = List([_read_only(s.rows, np.uint32) for s in self.sections])
+        self._rowids = List([_read_only(s.rowids, np.int64) for s in self.sections])
+        self._sparse_min = np.array([len(s.keys) for s in self.sections], np.int64)
+
+    def __len__(self) -> int:
+        return len(self.sections)
+
+    def search(
+        self, uk: npt.NDArray[np.uint64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(first, end) entry of each key of ``uk`` in each section: two (sections, keys)
+        arrays."""
+        sparse = uk.size * _SPARSE_GAP < self._sparse_min
+        return _group_search_kernel(self._offsets, self._keys, uk, sparse)
+
+    def gather(
+        self,
+        lo: npt.NDArray[np.int64],
+        hi: npt.NDArray[np.int64],
+        skip: npt.NDArray[np.bool_],
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(key index, row id) of every entry between ``lo`` and ``hi`` of the keys ``skip``
+        does not name, section by section."""
+        return _group_gather_kernel(self._rows, self._rowids, lo, hi, skip)
+
+    def row_ids(self, s: int, at: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Row ids of the entries at positions ``at`` of section ``s``."""
+        return self.sections[s].row_ids(at)
+
+
+@kernel(nogil=True)
+def _group_search_kernel(
+    offsets: Any, keys: Any, uk: npt.NDArray[np.uint64], sparse: npt.NDArray[np.bool_]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # pragma: no cover (numba)
+    ns = len(offsets)
+    lo = np.zeros((ns, uk.size), np.int64)
+    hi = np.zeros((ns, uk.size), np.int64)
+    for s in range(ns):
+        if sparse[s]:
+            a, b = _section_interp_kernel(offsets[s], keys[s], uk)
+        else:
+            a, b = _section_search_kernel(offsets[s], keys[s], uk)
+        lo[s] = a
+        hi[s] = b
+    return lo, hi
+
+
+@kernel(nogil=True)
+def _group_gather_kernel(
+    rows: Any,
+    rowids: Any,
+    lo: npt.NDArray[np.int64],
+    hi: npt.NDArray[np.int64],
+    skip: npt.NDArray[np.bool_],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # pragma: no cover (numba)
+    ns, nu = lo.shape
+    total = 0
+    for s in range(ns):
+        for k in range(nu):
+            if not skip[k]:
+                total += hi[s, k] - lo[s, k]
+    u_out = np.empty(total, np.int64)
+    r_out = np.empty(total, np.int64)
+    at = 0
+    for s in range(ns):
+        r = rows[s]
+        ids = rowids[s]
+        for k in range(nu):
+            if skip[k]:
+                continue
+            for e in range(lo[s, k], hi[s, k]):
+                u_out[at] = k
+                r_out[at] = ids[r[e]]
+                at += 1
+    return u_out, r_out

@@ -178,3 +178,36 @@ def test_healthz_counts_the_documents_in_the_window(tmp_path: Path) -> None:
         assert c.get("/healthz").json()["documents"] == 1
         assert c.get("/v1/ns/default").json()["documents"] == 1
         assert c.get("/v1/docs/old").status_code == 404
+
+
+def test_a_partition_drop_deletes_only_what_the_moving_cutoff_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the clock moves on, the rows past the window are deleted a step at a time; the
+    partition's drop then deletes only the rows the last step had not reached (not every row
+    of the partition again), and the window holds what it should."""
+    from neardup.store.meta import MetaDB
+
+    clock = Clock(NOW - 5 * HOUR)  # the start of a 6 h partition
+    path = tmp_path / "d"
+    deleted: list[int] = []
+    real = MetaDB.delete_rowids
+
+    def spy(self: MetaDB, rowids: list[int]) -> int:
+        deleted.append(len(rowids))
+        return real(self, rowids)
+
+    with _dd(path, clock, partition_seconds=6 * HOUR) as d:
+        start = clock() - 48 * HOUR  # documents an hour over the oldest partition's six hours
+        docs = [{"id": f"o{k}", "text": _text(k), "time": start + k * 360.0} for k in range(60)]
+        d.add(docs)
+        d.add({"id": "new", "text": _text(999), "time": clock() - HOUR})
+        d.flush()
+        monkeypatch.setattr(MetaDB, "delete_rowids", spy)
+        for _ in range(6 * 6 + 6):  # seven hours of the cutoff moving, 10 minutes a step
+            clock.t += 600.0
+            d.store.expire(clock() - 48 * HOUR)
+        assert d.store.stats()["dropped_partitions"] == 1
+        assert len(d) == 1 and _served(d, "new", 999) and not _served(d, "o59", 59)
+    # every step deleted a few rows; no call deleted the partition's 60 rows again
+    assert sum(deleted) <= 60 + 12 and max(deleted) < 60

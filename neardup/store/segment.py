@@ -292,6 +292,14 @@ def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segmen
         groups, _r2, m = struct.unpack_from("<IIQ", mm, expected)
         expected += 16 + 8 * (groups + 1) + 8 * m
         width, sketch_at = 0, expected + 8
+        # the band-key section is the file's end and the body is whole (its checksum matches):
+        # a segment of the build before the sketch section, not a truncated one
+        if size == expected and _body_hash([memoryview(mm)[HEADER_SIZE:]]) == checksum:
+            raise UnsupportedVersionError(
+                f"{p}: a segment without a sketch section (written by an earlier build); "
+                f"this build reads segment version {VERSION} with it. Deduplicate into a new "
+                "data directory"
+            )
         if size >= sketch_at:
             width, _r3 = struct.unpack_from("<II", mm, expected)
         expected = sketch_at + (n + _pad8(n) + n * width + _pad8(n * width) if width else 0)

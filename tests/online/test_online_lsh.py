@@ -363,6 +363,16 @@ def test_segments_of_earlier_formats_are_refused(tmp_path) -> None:
     (tmp_path / "old.nds").write_bytes(head + struct.pack("<I", zlib.crc32(head)) + body)
     with pytest.raises(UnsupportedVersionError, match=r"old\.nds: a segment without a band-key"):
         open_segment(tmp_path / "old.nds")
+    # the build before the sketches: the band-key section ends the file
+    write_segment(tmp_path / "now.nds", fps, rids, np.zeros(4), partition=0)
+    raw = (tmp_path / "now.nds").read_bytes()[:-8]  # less the (empty) sketch section's head
+    body = raw[64:]
+    head = struct.pack(
+        "<8sIIQqddQI", b"NDUPSEG\x00", 1, 64, 4, 0, 0.0, 0.0, xxhash.xxh64_intdigest(body), 0
+    )
+    (tmp_path / "pre.nds").write_bytes(head + struct.pack("<I", zlib.crc32(head)) + body)
+    with pytest.raises(UnsupportedVersionError, match=r"pre\.nds: a segment without a sketch"):
+        open_segment(tmp_path / "pre.nds")
 
 
 @settings(max_examples=200, deadline=None)

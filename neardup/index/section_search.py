@@ -4,11 +4,12 @@ keys in a large section), and :class:`SectionGroup`, the sections of many segmen
 and gathered in one kernel call each.
 
 A store holds one section per segment, and an hourly-partitioned window has dozens of
-segments: looked up one at a time, each section cost a kernel call and a few NumPy calls per
-query, which for a single document were most of the look-up (``bench_window.py``'s single
-requests: 56 segments). A :class:`SectionGroup` keeps the segments' arrays in numba typed
-lists (made once per set of segments) so that one call searches them all, and one more
-gathers the row ids of every bucket under the cap.
+segments: looked up one at a time, each section costs a kernel call and a few NumPy calls per
+query. A :class:`SectionGroup` keeps the segments' arrays in numba typed lists (made once per
+set of segments) so that one call searches them all, and one more gathers the row ids of
+every bucket under the cap. That saves the fixed costs (about a tenth of a single request on
+57 hourly segments); the searches themselves, a few cache misses per section, remain
+(docs/service.md, "The seeds' window end to end").
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .._jit import kernel
 
 __all__ = ["SectionGroup", "section_search"]
 
-#: entries of a section per query key above which :func:`_search` interpolates
+#: entries of a section per query key above which :func:`section_search` interpolates
 _SPARSE_GAP = 2048
 
 

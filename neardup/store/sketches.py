@@ -2,11 +2,11 @@
 signature value), kept beside their band keys so that the MinHash channel's agreement filter
 turns most band candidates down without reading their texts.
 
-A row's sketch lives where its band keys live: in the memtable's :class:`SketchTable` until a
-flush, then in its segment's sketch section (:mod:`.segment`), carried over by compaction. A
-row may have none (rows replayed from the log after a crash, whose records do not carry it): it
-is then filtered as before, on the signature made again from its text. So a missing sketch
-costs time, never a decision.
+A row's sketch lives where its band keys live: in the memtable's :class:`SketchTable` and the
+log's ``ADD_KEYS`` record until a flush (a replay after a crash restores it from there), then
+in its segment's sketch section (:mod:`.segment`), carried over by compaction. A row may have
+none (rows restored from SQLite after damaged log records): it is then filtered as before, on
+the signature made again from its text. So a missing sketch costs time, never a decision.
 """
 
 from __future__ import annotations

@@ -29,6 +29,27 @@ _SPARSE_GAP = 2048
 
 
 @kernel(nogil=True)
+def _first_past(
+    keys: npt.NDArray[np.uint32], a: Any, end: Any, low: Any, equal: bool
+) -> Any:  # pragma: no cover (numba: int64 positions, a uint32 key)
+    """The first entry in ``[a, end)`` whose key is ``>= low`` (``> low`` with ``equal``), or
+    ``end``; every key before ``a`` must be below it. A gallop from ``a`` (local steps first:
+    the next key of a batch is near), then a binary search in the last step."""
+    step = np.int64(1)
+    while a + step <= end and (keys[a + step - 1] < low or (equal and keys[a + step - 1] == low)):
+        a += step
+        step <<= 1
+    b = min(a + step, end)
+    while a < b:
+        m = (a + b) >> 1
+        if keys[m] < low or (equal and keys[m] == low):
+            a = m + 1
+        else:
+            b = m
+    return a
+
+
+@kernel(nogil=True)
 def _section_interp_kernel(
     offsets: npt.NDArray[np.uint64], keys: npt.NDArray[np.uint32], uk: npt.NDArray[np.uint64]
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # pragma: no cover (numba)
@@ -36,8 +57,8 @@ def _section_interp_kernel(
     of a hash mix, uniform: the first entry >= ``low`` among ``m`` is near ``m * p`` (``p`` its
     share of the value range), within ``3 * sqrt(m p (1 - p))`` almost always. Up to three
     rounds probe the two ends of that window, each probe narrowing ``[a, b)`` (the answer
-    stays inside whatever the keys are), then a binary search finishes; the end of the key's
-    run is galloped to from its first entry (equal to the NumPy twin
+    stays inside whatever the keys are), then :func:`_first_past` finishes inside it and finds
+    the end of the key's run (equal to the NumPy twin
     :func:`neardup.index.reference.section_search_reference`, tested)."""
     n = uk.size
     lo = np.zeros(n, np.int64)
@@ -88,27 +109,8 @@ def _section_interp_kernel(
                 else:
                     a = x + 1
                     vlo = float(k)
-        while a < b:
-            m = (a + b) >> 1
-            if keys[m] < low:
-                a = m + 1
-            else:
-                b = m
-        lo[q] = a
-        b = a
-        step = np.int64(1)
-        while b + step <= end and keys[b + step - 1] <= low:
-            b += step
-            step <<= 1
-        e = min(b + step, end)
-        while b < e:
-            m = (b + e) >> 1
-            if keys[m] <= low:
-                b = m + 1
-            else:
-                e = m
-        hi[q] = b
-        start = b
+        lo[q] = a = _first_past(keys, a, b, low, False)
+        hi[q] = start = _first_past(keys, a, end, low, True)
         prev_low = fl
     return lo, hi
 
@@ -137,34 +139,8 @@ def _section_search_kernel(
         if g != prev_g:
             start = np.int64(offsets[g])
             prev_g = g
-        # gallop: the first entry >= low lies in [a, b)
-        a = start
-        step = np.int64(1)
-        while a + step <= end and keys[a + step - 1] < low:
-            a += step
-            step <<= 1
-        b = min(a + step, end)
-        while a < b:
-            m = (a + b) >> 1
-            if keys[m] < low:
-                a = m + 1
-            else:
-                b = m
-        lo[q] = a
-        b = a
-        step = np.int64(1)
-        while b + step <= end and keys[b + step - 1] <= low:
-            b += step
-            step <<= 1
-        e = min(b + step, end)
-        while b < e:
-            m = (b + e) >> 1
-            if keys[m] <= low:
-                b = m + 1
-            else:
-                e = m
-        hi[q] = b
-        start = b
+        lo[q] = a = _first_past(keys, start, end, low, False)
+        hi[q] = start = _first_past(keys, a, end, low, True)
     return lo, hi
 
 

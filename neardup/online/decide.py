@@ -168,16 +168,17 @@ class Decider:
         want = set(hit_rids.tolist())
         want.update(existing.values())
         cached: dict[int, int] = {}
-        sig = None
+        sig = q_sk = None
         if lsh_rids is not None:
             sig = np.concatenate([op.docs.sig for op in doc_ops])  # type: ignore[union-attr]
+            q_sk = sketches(sig)  # for the sketch test, then stored with the added rows
             band: set[int] = set()
             for r in lsh_rids:
                 band.update(r.tolist())
             # a band candidate whose signature is cached is filtered before its row is read;
             # one whose stored sketch already fails the filter is never read
             cached = self.signatures.slots(list(band))
-            want.update(self._sketch_filter(band.difference(cached), lsh_rids, sig))
+            want.update(self._sketch_filter(band.difference(cached), lsh_rids, q_sk))
         rows = self.store.fetch(want, with_text=need_text) if want else {}
         earlier = self.intra_pairs(fps)  # i -> [(j, distance)] for j < i within the radius
         if lsh_rids is not None:
@@ -329,8 +330,8 @@ class Decider:
             if self.lsh_plan is not None:  # band keys made by the preparer, not in the writer
                 all_bands = np.concatenate([op.docs.bands for op in doc_ops])  # type: ignore[union-attr]
                 added_bands = all_bands[pos]
-                assert sig is not None
-                added_sk = sketches(sig[pos])
+                assert q_sk is not None
+                added_sk = q_sk[pos]
             writes.set_added(fps[pos], rids, times[pos], added_bands, added_sk)
         else:
             writes.set_added(fps[:0], rids, np.zeros(0, np.float64))
@@ -610,11 +611,12 @@ class Decider:
         return out
 
     def _sketch_filter(
-        self, rowids: set[int], lsh_rids: list[npt.NDArray[np.int64]], sig: npt.NDArray[np.uint16]
+        self, rowids: set[int], lsh_rids: list[npt.NDArray[np.int64]], q_sk: npt.NDArray[np.uint8]
     ) -> set[int]:
         """The band candidates of ``rowids`` worth reading: those without a stored sketch, and
         those whose sketch passes :func:`~neardup.rules.lsh.sketch_agreeing` with at least one
-        query that found them (``lsh_rids[i]``: the rows query ``i`` found). The sketch test
+        query that found them (``lsh_rids[i]``: the rows query ``i`` found; ``q_sk``: the
+        queries' sketches). The sketch test
         is a necessary condition of the agreement filter, so a row left out here would have
         been filtered out after reading it: the decisions are the same, without its text."""
         if not rowids:
@@ -630,7 +632,7 @@ class Decider:
         k_all = np.minimum(np.searchsorted(rids, r_all), len(rids) - 1)
         sel = (rids[k_all] == r_all) & present[k_all]
         k_of, q_of = k_all[sel], q_all[sel]
-        ok = sketch_agreeing(stored, k_of, sketches(sig), q_of, self.lsh_plan)
+        ok = sketch_agreeing(stored, k_of, q_sk, q_of, self.lsh_plan)
         passed = np.zeros(len(rids), np.bool_)
         passed[k_of[ok]] = True
         self.sketch_checked += int(present.sum())

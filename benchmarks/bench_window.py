@@ -329,6 +329,7 @@ def measure_server(args: argparse.Namespace, run: dict[str, Any], root: Path, ns
 
         stats = httpx.get(srv.url + "/v1/ns/default", timeout=60).json()["stats"]
         r["documents_in_window"] = int(stats["documents"])
+        r["segments"] = int(stats.get("segments", 0))  # what every query searches
         r["memtable_rows_at_kill"] = int(stats.get("memtable_rows", 0))
         r["disk_at_end_of_load"] = disk_by_kind(ns)
         r["memory_before_kill"] = read_memory(pid)
@@ -474,7 +475,7 @@ def run_size(args: argparse.Namespace, n: int, data: Path, store_bpd: float) -> 
         timeout=48 * 3600,
     )  # fmt: skip
     seed["proc_loadavg"] = [la0, proc_loadavg()]
-    # the build: from opening an empty store to the closed store (memtable flushed)
+    # the build: from opening an empty store to the closed store (merges run, memtable flushed)
     seed["docs_per_s"] = n / seed["seconds"]
     seed["loop_docs_per_s"] = n / seed["seed_loop_s"]
     seed["cpu_ms_per_doc"] = 1000 * seed["cpu_s"] / n
@@ -606,11 +607,12 @@ def table(results: dict[str, dict[str, Any]]) -> list[tuple[str, list[str]]]:
     row("generation docs/s (workers)", lambda r: f"{_fmt(r['corpus']['generation']['docs_per_s'])} ({r['corpus']['generation']['workers']})" + (" reused" if r["corpus"].get("reused") else ""))  # fmt: skip
     row("text bytes per document", lambda r: f"{r['corpus']['text_bytes'] / r['n']:.0f}")
     row("seeding path", lambda r: r["seed"]["path"])
-    row("build time s (open, seed, close)", lambda r: f"{r['seed']['seconds']:,.0f}")
+    row("build time s (open, seed, merge, close)", lambda r: f"{r['seed']['seconds']:,.0f} (merge {r['seed'].get('compact_s', 0):,.0f})")  # fmt: skip
     row("build docs/s (seeding loop alone)", lambda r: f"{r['seed']['docs_per_s']:,.0f} ({r['seed']['loop_docs_per_s']:,.0f})")  # fmt: skip
     row("build CPU ms per doc", lambda r: f"{r['seed']['cpu_ms_per_doc']:.3f}")
     row("seeding process peak RSS GiB", lambda r: f"{r['seed']['peak_rss_bytes'] / GIB:.2f}")
     row("in-stream recall / precision (seeding)", lambda r: f"{r['seed']['in_stream_recall']['recall']:.4f} / {r['seed']['in_stream_recall']['precision']:.4f}")  # fmt: skip
+    row("segments a query searches (at the kill)", lambda r: f"{r['server']['segments']:,}")
     row("server start to first answer s", lambda r: f"{r['server']['start_to_first_answer_s']:.1f}")  # fmt: skip
     row("probes: recall", lambda r: f"{r['server']['quality']['recall']:.4f}")
     row("probes: precision", lambda r: f"{r['server']['quality']['precision']:.4f}")

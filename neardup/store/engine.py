@@ -469,7 +469,7 @@ class Store:
     def stats(self) -> dict[str, Any]:
         """Counters for monitoring (any thread)."""
         st = self._state
-        parts = {s.partition for s in st.segments}
+        parts = {p for s in st.segments for p in s.partitions}
         wal, app, frozen = st.wal, st.applier, st.frozen
         return {
             "documents": st.documents,

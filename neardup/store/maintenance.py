@@ -9,9 +9,11 @@ writer thread). A crash at any point leaves either the old or the new manifest, 
 live manifest does not name are removed on the next open.
 
 Compaction (:func:`compaction_candidates`, :func:`build_merged`, :func:`install_merged`):
-segments of one partition are merged into one, size-tiered, without the deleted rows.
+segments of one partition are merged into one, size-tiered, without the deleted rows; ended
+partitions are merged into blocks of a few (:func:`span_sizes`), so narrow partitions do not
+multiply the segments a query searches.
 
-Retention (:func:`expire`): partitions whose whole time range is older than ``now -
+Retention (:func:`expire`): segments whose partitions' whole time range is older than ``now -
 retention`` are dropped: their rows deleted from SQLite in one transaction, then the manifest
 replaced, then the files unlinked. Rows past the window in partitions that have not ended are
 deleted from SQLite too (:func:`expire_rows`, every :data:`ROW_EXPIRY_STEP_S` of the cutoff's
@@ -250,22 +252,71 @@ def finish_flush(st: StoreState, *, wait: bool) -> bool:
 
 
 # ---------------------------------------------------------------------- compaction
+def span_sizes(st: StoreState) -> list[int]:
+    """The block sizes, in partitions, that ended partitions are merged into: ``[1, ..., S]``,
+    each dividing the next, ``S`` the most partitions in ``retention / 8`` (1 without
+    retention).
+
+    A query searches every segment, and each search costs a few cache misses whatever the
+    segment's size, so narrow partitions (hourly, for an hour-by-hour drop) multiply a
+    request's cost (``benchmarks/window_steps.py``). Blocks of ended partitions keep the
+    segment count near ``8 + log S`` at any width. What a block costs: its oldest rows stop
+    matching and leave SQLite when they leave the window, as in any partition that has not
+    ended (:func:`expire_rows`); its file goes when its last partition ends, so up to
+    ``retention / 8`` of rows past the window stay on disk, as with the default width.
+    """
+    width, retention = st.settings.partition_seconds, st.settings.retention
+    assert width is not None
+    top = 1 if retention is None else max(1, int(retention / 8 // width))
+    sizes = [top]
+    while sizes[-1] > 1:  # divide by the smallest prime factor: each size divides the next
+        n = sizes[-1]
+        f = next((d for d in range(2, math.isqrt(n) + 1) if n % d == 0), n)
+        sizes.append(n // f)
+    return sizes[::-1]
+
+
+def span_block(partition: int, newest: int, sizes: list[int]) -> tuple[int, int]:
+    """(size, index) of the largest block of ``sizes`` that holds ``partition`` and ends
+    before the ``newest`` partition (no more rows are due there); size 1 (the partition
+    itself) when none has.
+
+    >>> span_block(5, 6, [1, 2, 4])  # partitions 4-5 have ended, 4-7 have not
+    (2, 2)
+    >>> span_block(5, 5, [1, 2, 4])
+    (1, 5)
+    """
+    best = (1, partition)
+    for size in sizes:
+        block = partition // size
+        if (block + 1) * size - 1 < newest:
+            best = (size, block)
+    return best
+
+
 def compaction_candidates(st: StoreState, max_segments: int) -> list[list[LiveSegment]]:
-    """Groups of segments of one partition worth merging (writer thread)."""
-    by_part: dict[int, list[LiveSegment]] = {}
+    """Groups of segments worth merging (writer thread): the segments of one partition, or of
+    one block of ended partitions (:func:`span_sizes`)."""
+    if not st.segments:
+        return []
+    sizes = span_sizes(st)
+    newest = max(s.last_partition for s in st.segments)
+    by_block: dict[tuple[int, int], list[LiveSegment]] = {}
     for s in st.segments:
-        by_part.setdefault(s.partition, []).append(s)
+        # a segment spans at most a block (blocks nest), so its first partition names it
+        by_block.setdefault(span_block(s.partition, newest, sizes), []).append(s)
     out: list[list[LiveSegment]] = []
-    for segs in by_part.values():
-        if len(segs) <= max_segments:
+    for (size, _), segs in by_block.items():
+        most = max_segments if size == 1 else 1
+        if len(segs) <= most:
             continue
-        # size-tiered: small segments (e.g. memtable flushes) are merged among themselves
-        # until together they reach a quarter of the largest, so a large partition is not
-        # rewritten for every small flush; more than max_segments + 2 merges everything
+        # size-tiered: small segments (e.g. memtable flushes, late rows of an ended block)
+        # are merged among themselves until together they reach a quarter of the largest, so
+        # a large segment is not rewritten for every small one; more than most + 2 merges all
         big = max(segs, key=lambda s: len(s.segment))
         small = [s for s in segs if s is not big]
         n_small = sum(len(s.segment) for s in small)
-        if len(segs) > max_segments + 2 or 4 * n_small >= len(big.segment):
+        if len(segs) > most + 2 or 4 * n_small >= len(big.segment):
             out.append(segs)
         elif len(small) >= 2:
             out.append(small)
@@ -330,7 +381,14 @@ def build_merged(st: StoreState, segs: list[LiveSegment]) -> LiveSegment | None:
         sk = (present[rows], out_sk)
     try:
         out = new_segment(
-            st, segs[0].partition, fps[keep][order], out_rids, ts[keep][order], bk, sk
+            st,
+            min(s.partition for s in segs),
+            fps[keep][order],
+            out_rids,
+            ts[keep][order],
+            bk,
+            sk,
+            last_partition=max(s.last_partition for s in segs),
         )
     except OSError as exc:
         raise StorageError(f"compaction could not write a segment: {exc}") from exc
@@ -385,7 +443,9 @@ def expire(st: StoreState, cutoff: float) -> int:
     # both the partition's end and the newest row must be older than the cutoff: a width
     # that did not match the data could otherwise drop recent rows
     dead = [
-        s for s in st.segments if (s.partition + 1) * ps <= cutoff and s.segment.max_time < cutoff
+        s
+        for s in st.segments
+        if (s.last_partition + 1) * ps <= cutoff and s.segment.max_time < cutoff
     ]
     dropped = 0
     if dead:
@@ -414,7 +474,7 @@ def expire(st: StoreState, cutoff: float) -> int:
         st.segments = alive
         for s in dead:
             discard(s)
-        st.dropped_partitions += len({s.partition for s in dead})
+        st.dropped_partitions += len({p for s in dead for p in s.partitions})
         log.info(
             "retention: dropped %d segments (%d rows) older than %s", len(dead), dropped, cutoff
         )

@@ -170,8 +170,11 @@ def new_segment(
     t: npt.NDArray[np.float64],
     band_keys: BandKeys = None,
     sketches: tuple[npt.NDArray[np.bool_], npt.NDArray[np.uint8]] | None = None,
+    last_partition: int | None = None,
 ) -> LiveSegment:
-    """Write one segment (rows sorted by row id) and open it with its index."""
+    """Write one segment (rows sorted by row id) and open it with its index: the rows of
+    ``partition`` (to ``last_partition`` for a merge of ended partitions; the file's header
+    and name carry the first)."""
     assert st.dir is not None
     with st.seq_lock:
         seq = st.next_seq
@@ -189,6 +192,8 @@ def new_segment(
         "max_rowid": int(r[-1]) if len(r) else -1,
         "radius": -1,
     }
+    if last_partition is not None and last_partition != partition:
+        entry["last_partition"] = last_partition
     seg = open_segment(path)
     return LiveSegment(entry, seg, segment_index(st, seg, entry))
 
@@ -203,19 +208,24 @@ def discard(s: LiveSegment) -> None:
 
 def check_partitions(st: StoreState) -> None:
     """Refuse (:class:`ConfigError`) a store whose segments do not fit its partition width
-    (every segment's times inside its partition): refusing deletes nothing, a wrong width would
-    make retention drop rows of the wrong time."""
+    (every segment's times inside its partitions): refusing deletes nothing, a wrong width
+    would make retention drop rows of the wrong time."""
     width = st.settings.partition_seconds
     assert width is not None
     for s in st.segments:
         seg = s.segment
-        if len(seg) and not (
-            math.floor(seg.min_time / width) == s.partition
-            and math.floor(seg.max_time / width) == s.partition
+        first, last = s.partition, s.last_partition
+        if last < first or (
+            len(seg)
+            and not (
+                first <= math.floor(seg.min_time / width) <= last
+                and first <= math.floor(seg.max_time / width) <= last
+            )
         ):
+            held = f"partition {first}" if first == last else f"partitions {first} to {last}"
             raise ConfigError(
-                f"{seg.path}: partition {s.partition} holds times {seg.min_time} to "
-                f"{seg.max_time}, which are not in that partition at a width of {width:g} s; "
+                f"{seg.path}: {held} holds times {seg.min_time} to "
+                f"{seg.max_time}, which are not in that range at a width of {width:g} s; "
                 "the store was written with another partition width. Nothing was changed: "
                 "restore the config.json the store was created with"
             )

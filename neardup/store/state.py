@@ -45,7 +45,17 @@ class LiveSegment:
 
     @property
     def partition(self) -> int:
+        """The first time partition the segment holds rows of."""
         return int(self.entry["partition"])
+
+    @property
+    def last_partition(self) -> int:
+        """The last one: a merge of ended partitions spans several (``maintenance.span_block``)."""
+        return int(self.entry.get("last_partition", self.entry["partition"]))
+
+    @property
+    def partitions(self) -> range:
+        return range(self.partition, self.last_partition + 1)
 
 
 @dataclass

@@ -30,7 +30,8 @@ One run per size (``--n``, or ``--sizes`` for the growth curve, all in one JSON)
    same before and after);
 4. **retention drop**, in process on the stopped store with a clock this benchmark moves:
    the cutoff advances one partition at a time (``--drop-hours`` times) while a thread checks
-   single documents at ``--drop-check-rate``/s; per drop: the writer's time in the drop, the
+   single documents at ``--drop-check-rate``/s; per drop: the writer's time in the drop (its
+   passes, the longest, and when the hour's rows were all deleted), the
    rows dropped, the worst and p99 check latency (from the scheduled time) around it; then
    probes whose sources were in the dropped hours are checked again (they must find nothing).
 
@@ -640,6 +641,7 @@ def table(results: dict[str, dict[str, Any]]) -> list[tuple[str, list[str]]]:
     row("answers changed by the restart", lambda r: f"{r['server']['answers_after_restart']['different']} of {r['server']['answers_after_restart']['checked']}")  # fmt: skip
     row("retention drop: rows per hour", lambda r: ", ".join(f"{d['rows_dropped']:,}" for d in r["retention"]["drops"]))  # fmt: skip
     row("  writer's time in the drop ms", lambda r: ", ".join(_fmt(None if d["writer_drop_s"] is None else 1000 * d["writer_drop_s"], ".1f") for d in r["retention"]["drops"]))  # fmt: skip
+    row("  passes / longest pass ms / all gone after s", lambda r: ", ".join(f"{d['writer_passes']} / {1000 * d['writer_longest_pass_s']:.1f} / {d['visible_after_s']:.1f}" for d in r["retention"]["drops"]))  # fmt: skip
     row("  worst / p99 check during it ms", lambda r: ", ".join(f"{d['checks']['max_ms']:.1f} / {d['checks']['p99_ms']:.1f}" for d in r["retention"]["drops"]))  # fmt: skip
     row("  worst check before the drops ms", lambda r: f"{r['retention']['checks_before_drops']['max_ms']:.1f}")  # fmt: skip
     row("  dropped hours' probes still found", lambda r: f"{r['retention']['probes_after_drops']['dropped_hours']['source_reported']} of {r['retention']['probes_after_drops']['dropped_hours']['probes']}")  # fmt: skip

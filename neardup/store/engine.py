@@ -489,6 +489,8 @@ class Store:
             "restored_rows": st.restored_rows,
             "flushes": st.flushes,
             "dropped_partitions": st.dropped_partitions,
+            # 1 while rows past the window wait for the next retention passes (a clock jump)
+            "retention_behind": int(st.rows_expiry_behind),
             "compactions": st.compactions,
             "compress_tables": bool(st.settings.compress_tables),
             "rss_mib": _rss_mib(),

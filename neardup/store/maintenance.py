@@ -51,6 +51,7 @@ from .wal import DeleteRecord, WalWriter, fsync_dir
 from .writes import BulkDocs
 
 __all__ = [
+    "EXPIRY_BATCH_ROWS",
     "ROW_EXPIRY_STEP_S",
     "build_merged",
     "bulk_add",
@@ -71,6 +72,12 @@ log = logging.getLogger("neardup.store")
 #: once the cutoff has moved this many seconds since the last time (reads filter them by time
 #: meanwhile); each pass reads the times of the segments that straddle the cutoff
 ROW_EXPIRY_STEP_S = 10.0
+
+#: the most rows one retention call deletes (about once a second, on the writer thread, ~5 µs a
+#: row): a clock that jumps (a restart after hours down, a paused process) leaves a backlog the
+#: next calls work off, instead of stalling every request behind one large delete; the rows
+#: past the window stop matching at once either way (``tests/store/test_retention.py``)
+EXPIRY_BATCH_ROWS = 5_000
 
 
 def sync_meta(st: StoreState) -> None:
@@ -437,33 +444,49 @@ def install_merged(st: StoreState, segs: list[LiveSegment], merged: LiveSegment 
 
 # ---------------------------------------------------------------------- retention
 def expire(st: StoreState, cutoff: float) -> int:
-    """Drop every partition that ends at or before ``cutoff``; returns rows dropped."""
+    """Delete what is older than ``cutoff``: rows past the window (:func:`expire_rows`, at most
+    :data:`EXPIRY_BATCH_ROWS` a call), then the segments whose partitions have all ended once
+    few of their rows are left in SQLite. Returns the rows deleted."""
     ps = st.settings.partition_seconds
     assert ps is not None
+    dropped = 0
+    if st.wal is None and len(st.memtable):
+        dropped += _expire_memory(st, cutoff)
+        st.count(-dropped)
+    last = st.rows_expired_at
+    room = EXPIRY_BATCH_ROWS  # what this call may still delete
+    if st.rows_expiry_behind or last is None or cutoff - last >= ROW_EXPIRY_STEP_S:
+        passed = expire_rows(st, cutoff, budget=EXPIRY_BATCH_ROWS)
+        dropped += passed
+        room -= passed
     # both the partition's end and the newest row must be older than the cutoff: a width
     # that did not match the data could otherwise drop recent rows
-    dead = [
+    ended = [
         s
         for s in st.segments
         if (s.last_partition + 1) * ps <= cutoff and s.segment.max_time < cutoff
     ]
-    dropped = 0
+    dead: list[LiveSegment] = []
+    left: list[npt.NDArray[np.int64]] = []
+    for s in ended:
+        # rows older than a segment's expired_before were deleted already, as the cutoff
+        # passed them (expire_rows): the drop deletes only what is left (a delete by row id
+        # costs the same whether the row is there or not). A segment with more left than this
+        # call may delete waits for the next passes (its rows no longer match meanwhile)
+        rest = (
+            s.segment.rowids
+            if s.expired_before == -math.inf
+            else s.segment.rowids[s.segment.times >= s.expired_before]
+        )
+        if len(rest) > room:
+            continue
+        room -= len(rest)
+        dead.append(s)
+        left.append(np.asarray(rest, np.int64))
     if dead:
         assert st.dir is not None
-        # rows older than a segment's expired_before were deleted already, as the cutoff
-        # passed them (expire_rows, every ROW_EXPIRY_STEP_S): in a window whose clock moves
-        # on, the drop deletes only the last step's rows instead of the partition's every row
-        # again (a delete by row id costs the same whether the row is there or not)
-        rowids = np.concatenate(
-            [
-                s.segment.rowids
-                if s.expired_before == -math.inf
-                else s.segment.rowids[s.segment.times >= s.expired_before]
-                for s in dead
-            ]
-        ).tolist()
         sync_meta(st)
-        dropped = st.db.delete_rowids(rowids)
+        gone = st.db.delete_rowids(np.concatenate(left).tolist())
         alive = [s for s in st.segments if s not in dead]
         manifest = st.manifest_with(segments=[s.entry for s in alive])
         try:
@@ -475,28 +498,27 @@ def expire(st: StoreState, cutoff: float) -> int:
         for s in dead:
             discard(s)
         st.dropped_partitions += len({p for s in dead for p in s.partitions})
-        log.info(
-            "retention: dropped %d segments (%d rows) older than %s", len(dead), dropped, cutoff
-        )
-    if st.wal is None and len(st.memtable):
-        dropped += _expire_memory(st, cutoff)
-    st.count(-dropped)
-    last = st.rows_expired_at
-    if last is None or cutoff - last >= ROW_EXPIRY_STEP_S:
-        dropped += expire_rows(st, cutoff)
+        st.count(-gone)
+        dropped += gone
+        log.info("retention: dropped %d segments (%d rows) older than %s", len(dead), gone, cutoff)
     return dropped
 
 
-def expire_rows(st: StoreState, cutoff: float, *, full: bool = False) -> int:
+def expire_rows(
+    st: StoreState, cutoff: float, *, full: bool = False, budget: int | None = None
+) -> int:
     """Delete from SQLite every row older than ``cutoff`` that a partition not yet dropped
     still holds (segments, the memtable, a flush under way): past the window, gone for good.
     Writer thread. ``full``: scan every segment from its start (a retention change); else
-    each from where the last pass got to. Returns the rows deleted.
+    each from where the last pass got to. ``budget``: delete only the oldest ``budget`` rows
+    (and those as old as the last of them) and leave the rest to the next pass
+    (``st.rows_expiry_behind``). Returns the rows deleted.
 
     Segment rows stay in their immutable files (searches find their row ids, which no longer
     fetch) until the partition is dropped; memtable rows are left out of its flush.
     """
-    doomed: list[npt.NDArray[np.int64]] = []
+    rids: list[npt.NDArray[np.int64]] = []
+    times: list[npt.NDArray[np.float64]] = []
     marked: list[LiveSegment] = []
     for seg in st.segments:
         lo = -math.inf if full else seg.expired_before
@@ -507,19 +529,36 @@ def expire_rows(st: StoreState, cutoff: float, *, full: bool = False) -> int:
         if lo > -math.inf:
             sel &= ts >= lo
         if sel.any():
-            doomed.append(np.asarray(seg.segment.rowids[sel]))
+            rids.append(np.asarray(seg.segment.rowids[sel]))
+            times.append(np.asarray(ts[sel]))
         marked.append(seg)
-    mem = st.memtable.rows_before(cutoff)
+    mem, mem_t = st.memtable.rows_and_times_before(cutoff)
     if len(mem) and st.memtable_deleted:
-        mem = mem[~np.isin(mem, np.fromiter(st.memtable_deleted, dtype=np.int64))]
-    doomed.append(mem)
+        fresh = ~np.isin(mem, np.fromiter(st.memtable_deleted, dtype=np.int64))
+        mem, mem_t = mem[fresh], mem_t[fresh]
+    rids.append(mem)
+    times.append(mem_t)
     if st.frozen is not None:  # its build already left out rows older than its cutoff
-        doomed.append(st.frozen.memtable.rows_before(cutoff))
-    rids = np.unique(np.concatenate(doomed)) if doomed else np.zeros(0, np.int64)
+        fr, fr_t = st.frozen.memtable.rows_and_times_before(cutoff)
+        rids.append(fr)
+        times.append(fr_t)
+    doomed, when = np.concatenate(rids), np.concatenate(times)
+    st.rows_expiry_behind = False
+    if budget is not None and len(doomed) > budget:
+        # the oldest first, every row as old as the last of them too (so rows of one time,
+        # e.g. a bulk load's, cannot stop the passes); reads filter the rest by time meanwhile
+        upto = float(np.nextafter(np.partition(when, budget - 1)[budget - 1], np.inf))
+        if upto < cutoff:
+            older = when < upto
+            doomed = doomed[older]
+            mem = mem[mem_t < upto]
+            cutoff = upto
+            st.rows_expiry_behind = True
+    doomed = np.unique(doomed)
     gone = 0
-    if len(rids):
+    if len(doomed):
         sync_meta(st)  # every acknowledged row is in SQLite: its delete counts
-        gone = st.db.delete_rowids(rids.tolist())
+        gone = st.db.delete_rowids(doomed.tolist())
         st.memtable_deleted.update(mem.tolist())
         st.count(-gone)
         if gone:

@@ -257,12 +257,16 @@ class MemTable:
         order = np.argsort(rids, kind="stable")
         return fps[order], rids[order], ts[order]
 
-    def rows_before(self, cutoff: float) -> npt.NDArray[np.int64]:
-        """Row ids of the rows whose time is older than ``cutoff`` (retention). Reads only
-        (a flush's build may read a frozen memtable on its own thread meanwhile)."""
+    def rows_and_times_before(
+        self, cutoff: float
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """Row ids and times of the rows whose time is older than ``cutoff`` (retention).
+        Reads only (a flush's build may read a frozen memtable on its own thread meanwhile)."""
         if not self._n:
-            return np.zeros(0, np.int64)
-        return np.concatenate(self._id)[np.concatenate(self._t) < cutoff]
+            return np.zeros(0, np.int64), np.zeros(0, np.float64)
+        ts = np.concatenate(self._t)
+        old = ts < cutoff
+        return np.concatenate(self._id)[old], ts[old]
 
     def remove_rows(self, rowids: npt.NDArray[np.int64]) -> None:
         """Take rows out again (undoing adds whose log write was never made durable)."""

@@ -130,6 +130,8 @@ class StoreState:
         #: a changed retention's old edge still to be expired on open (``expire_before``)
         self.expire_pending: float | None = None
         self.rows_expired_at: float | None = None  # the cutoff of the last row expiry
+        #: the last row expiry stopped short of its cutoff (its budget): the next one runs at once
+        self.rows_expiry_behind = False
         self.flush_on_open = False  # a damaged log is retired by a flush once open
         self.search_pool: ThreadPoolExecutor | None = None
         # (the segments, an IndexSet over them, segments outside it, the memtable version)

@@ -211,3 +211,64 @@ def test_a_partition_drop_deletes_only_what_the_moving_cutoff_left(
         assert len(d) == 1 and _served(d, "new", 999) and not _served(d, "o59", 59)
     # every step deleted a few rows; no call deleted the partition's 60 rows again
     assert sum(deleted) <= 60 + 12 and max(deleted) < 60
+
+
+def test_a_clock_jump_is_worked_off_a_batch_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clock that jumps (a restart after hours down, a paused process) puts many rows past
+    the window at once: each retention call deletes at most ``EXPIRY_BATCH_ROWS`` of them,
+    oldest first, so no request waits behind one large delete; none of them matches
+    meanwhile, and the passes that follow (at the same clock) delete the rest and drop the
+    partition once it is empty."""
+    from neardup.store import maintenance
+    from neardup.store.meta import MetaDB
+
+    monkeypatch.setattr(maintenance, "EXPIRY_BATCH_ROWS", 25)
+    clock = Clock(NOW - 5 * HOUR)
+    deleted: list[int] = []
+    real = MetaDB.delete_rowids
+
+    def spy(self: MetaDB, rowids: list[int]) -> int:
+        deleted.append(len(rowids))
+        return real(self, rowids)
+
+    with _dd(tmp_path / "d", clock, partition_seconds=6 * HOUR) as d:
+        start = clock() - 48 * HOUR
+        d.add([{"id": f"o{k}", "text": _text(k), "time": start + k * 60.0} for k in range(100)])
+        d.add({"id": "new", "text": _text(999), "time": clock() - HOUR})
+        d.flush()
+        monkeypatch.setattr(MetaDB, "delete_rowids", spy)
+        clock.t += 7 * HOUR  # every "o" row is past the window, their partition has ended
+        cutoff = clock() - 48 * HOUR
+        assert not any(_served(d, f"o{k}", k) for k in range(0, 100, 9))
+        calls = 0
+        while d.store.stats()["dropped_partitions"] == 0:
+            d.store.expire(cutoff)
+            calls += 1
+            assert calls < 10
+        assert d.store.stats()["retention_behind"] == 0
+        assert len(d) == 1 and _served(d, "new", 999)
+    # (the writer's own once-a-second pass may take one of the turns)
+    assert max(deleted) <= 25 and sum(deleted) == 100 and len([n for n in deleted if n]) == 4
+
+
+def test_rows_of_one_time_cannot_stop_the_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows that share a time (a bulk load's) go in one pass even past the batch size: a pass
+    that could not split them would leave them forever."""
+    from neardup.store import maintenance
+
+    monkeypatch.setattr(maintenance, "EXPIRY_BATCH_ROWS", 10)
+    clock = Clock(NOW - 5 * HOUR)
+    with _dd(tmp_path / "d", clock, partition_seconds=6 * HOUR) as d:
+        t = clock() - 47 * HOUR
+        d.add([{"id": f"o{k}", "text": _text(k), "time": t} for k in range(30)])
+        d.add([{"id": f"p{k}", "text": _text(100 + k), "time": t + 60} for k in range(5)])
+        d.flush()
+        clock.t += 2 * HOUR
+        d.store.expire(clock() - 48 * HOUR)
+        assert len(d) == 5 and d.store.stats()["retention_behind"] == 1
+        d.store.expire(clock() - 48 * HOUR)
+        assert len(d) == 0 and d.store.stats()["retention_behind"] == 0

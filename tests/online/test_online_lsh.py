@@ -721,3 +721,57 @@ def test_a_section_group_looks_up_as_its_sections(seed, sizes, nq, cap, few_valu
     if cap is not None:
         ref = lookup_reference(runs, queries, cap)
         assert [g.tolist() for g in got] == [r.tolist() for r in ref]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.lists(st.integers(0, 6000), min_size=1, max_size=5),
+    st.lists(st.booleans(), min_size=1, max_size=5),
+    st.sampled_from(["uniform", "clustered", "repeated"]),
+    st.integers(1, 6),
+)
+def test_a_section_group_searches_few_keys_in_lockstep_as_the_reference(
+    seed, sizes, dense, kind, nq
+) -> None:
+    """Few keys in large sections (a single request against a store's segments): the group's
+    lockstep interpolation, beside sections searched by the forward gallop, finds the same
+    entries as the NumPy reference, section by section, whatever the keys."""
+    from neardup.index.bands import BandSection, SectionGroup
+    from neardup.index.reference import section_search_reference
+
+    rng = np.random.default_rng(seed)
+    sections = []
+    for j, m in enumerate(sizes):
+        parts = []
+        for g, mg in enumerate(np.bincount(rng.integers(0, 3, m), minlength=3).tolist()):
+            if kind == "uniform":
+                h = rng.integers(0, 2**32, mg)
+            elif kind == "clustered":
+                h = rng.integers(2**31, 2**31 + 5 * mg + 1, mg)
+            else:
+                h = rng.choice(rng.integers(0, 2**32, 8), mg)
+            parts.append((np.uint64(g) << np.uint64(32)) | h.astype(np.uint64))
+        k, r = sort_entries(np.concatenate(parts), np.arange(m, dtype=np.int64))
+        if dense[j % len(dense)]:  # a small section: searched by the gallop
+            k, r = k[:40], r[:40]
+        rowids = np.arange(len(k), dtype=np.int64)
+        sections.append(BandSection.from_sorted(k, r.astype(np.uint32), rowids=rowids))
+    keys = np.concatenate([s.compact() for s in sections])
+    present = keys[rng.integers(0, len(keys), nq)] if len(keys) else np.zeros(0, np.uint64)
+    g = rng.integers(0, 4, nq).astype(np.uint64)
+    uk = np.unique(
+        np.concatenate(
+            [present, (g << np.uint64(32)) | rng.integers(0, 2**32, nq).astype(np.uint64)]
+        )
+    )
+    group = SectionGroup(sections)
+    from unittest import mock
+
+    # sections of 64 entries a key or more take the lockstep interpolation (a store's
+    # threshold is higher; these sections are small enough to search by reference)
+    with mock.patch("neardup.index.section_search._SPARSE_GAP", 64):
+        lo, hi = group.search(uk)
+    for s, sec in enumerate(group.sections):
+        lo2, hi2 = section_search_reference(sec.offsets, sec.keys, uk)
+        assert lo[s].tolist() == lo2.tolist() and hi[s].tolist() == hi2.tolist()

@@ -266,7 +266,7 @@ def span_sizes(st: StoreState) -> list[int]:
 
     A query searches every segment, and each search costs a few cache misses whatever the
     segment's size, so narrow partitions (hourly, for an hour-by-hour drop) multiply a
-    request's cost (``benchmarks/window_steps.py``). Blocks of ended partitions keep the
+    request's cost (``benchmarks/bench_window.py``). Blocks of ended partitions keep the
     segment count near ``8 + log S`` at any width. What a block costs: its oldest rows stop
     matching and leave SQLite when they leave the window, as in any partition that has not
     ended (:func:`expire_rows`); its file goes when its last partition ends, so up to

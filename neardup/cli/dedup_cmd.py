@@ -325,10 +325,11 @@ def dedup_command(
         else sys.stdout
     )
     if save is not None or against is not None:  # incremental: against a store of kept docs
-        _check_incremental(save, against, engine, clusters_out, report, sample)
+        _check_incremental(save, against, engine, clusters_out, sample)
         _run_incremental(
             inputs, str(save or against), save is not None, output=output,
-            summary_json=summary_json, pairs_out=pairs_out, input_format=input_format,
+            summary_json=summary_json, pairs_out=pairs_out, report=report, review=review_out,
+            input_format=input_format,
             output_format=output_format,
             text_field=text_field, id_field=id_field, encoding=encoding, on_error=on_error,
             generate_ids=generate_ids, config=config, quiet=quiet, stream=summary_stream,
@@ -425,7 +426,6 @@ def _check_incremental(
     against: str | None,
     engine: str,
     clusters_out: str | None,
-    report: str | None,
     sample: bool,
 ) -> None:
     """Refuse what an incremental run cannot do, before anything is read."""
@@ -437,13 +437,12 @@ def _check_incremental(
             "pass one of them"
         )
     flag = "--save" if save is not None else "--against"
-    for option, value in (("--clusters-out", clusters_out), ("--report", report)):
-        if value is not None and not sample:
-            raise ConfigError(
-                f"{option} is not written by an incremental run ({flag}): its clusters would "
-                "hold stored documents that are not in this run's input; drop it (--pairs-out "
-                "names the stored document each dropped one duplicates)"
-            )
+    if clusters_out is not None and not sample:
+        raise ConfigError(
+            f"--clusters-out is not written by an incremental run ({flag}): its clusters would "
+            "hold stored documents that are not in this run's input; drop it (--pairs-out "
+            "names the stored document each dropped one duplicates, --report shows them)"
+        )
     if engine != "local":
         raise ConfigError(f"{flag} runs on the local engine; drop --engine {engine}")
     if sample:
@@ -469,6 +468,8 @@ def _run_incremental(inputs: list[str], store: str, save: bool, *, quiet: bool, 
             f"{stats['store_documents_after']:,} stored)",
             file=stream,
         )
+        if kw.get("report") is not None:
+            print(f"review report: {kw['report']} (data: {kw['review']})", file=stream)
     for message in _run_warnings(stats, []):
         warn(message)
 

@@ -70,6 +70,8 @@ def dedup_against(
     save: bool,
     summary_json: str | os.PathLike[str] | None = None,
     pairs_out: str | os.PathLike[str] | None = None,
+    report: str | os.PathLike[str] | None = None,
+    review: str | os.PathLike[str] | None = None,
     input_format: str | None = None,
     output_format: str | None = None,
     text_field: str = "text",
@@ -84,7 +86,9 @@ def dedup_against(
     """Deduplicate ``inputs`` against the store ``store`` and among themselves; write the kept
     documents to ``output`` (every option as :func:`neardup.dedup_files`); with ``save``, add
     them to the store (created when missing). ``pairs_out``: the matched pairs, the stored
-    matches included (see the module).
+    matches included (see the module). ``report`` / ``review``: the review report (HTML) and
+    its data (``review.json``), the stored documents that dropped new ones shown as the kept
+    documents of their clusters (:mod:`neardup.incremental.review`).
 
     Returns
     -------
@@ -129,14 +133,26 @@ def dedup_against(
     out = os.fspath(output)
     summary = None if summary_json is None else os.fspath(summary_json)
     pairs_path = None if pairs_out is None else os.fspath(pairs_out)
+    report_path = None if report is None else os.fspath(report)
+    review_path = None if review is None else os.fspath(review)
+    if (report_path is None) != (review_path is None):
+        raise ConfigError(
+            "dedup_against(): pass report and review together (the page and its data)"
+        )
     files = plan_inputs(sources, input_format)
     plan = plan_output(out, files, fmt=output_format)
     check_outputs(
-        [("--output", out), ("--summary-json", summary), ("--pairs-out", pairs_path)],
+        [
+            ("--output", out),
+            ("--summary-json", summary),
+            ("--pairs-out", pairs_path),
+            ("--report", report_path),
+            ("--report", review_path),
+        ],
         sources,
         folder=plan.path if plan.folder else None,
     )
-    report = progress or (lambda stage, done, total: None)
+    step = progress or (lambda stage, done, total: None)
     verifier = cfg.make_verifier() if cfg.verify else None
     with (
         Deduplicator.open(
@@ -157,18 +173,18 @@ def dedup_against(
         ids, texts = list(corpus.ids), corpus.texts
         n = len(ids)
         before = len(d)
-        report("read", n, n)
+        step("read", n, n)
         into = dedup_into(
-            d, ids, texts, config=cfg, pairs=pairs_path is not None, progress=progress,
-            save=False,
+            d, ids, texts, config=cfg, progress=progress, save=False,
+            pairs=pairs_path is not None or report_path is not None,
         )  # fmt: skip
         keep, for_store, result = into.keep, into.for_store, into.result
         kept = int(keep.sum())
-        report("write", 0, kept)
+        step("write", 0, kept)
         write_kept(corpus, keep, out, plan=plan, encoding="utf-8")
         if pairs_path is not None:
             _write_pairs(pairs_path, result, into.stored_pairs)
-        report("write", kept, kept)
+        step("write", kept, kept)
         # 3. the kept documents join the store (durable before the outputs are published)
         if save:
             load_kept(d, ids, texts, keep, progress=progress)
@@ -191,6 +207,12 @@ def dedup_against(
             output_format=plan.fmt,
             output_folder=plan.folder,
         )
+        if report_path is not None and review_path is not None:
+            from ..review.report import review_writer
+            from .review import run_view
+
+            view, view_texts = run_view(d, into, ids, texts, verifier, stats)
+            review_writer(report_path, review_path)(view, view_texts, stats)
         if summary is not None:
             with atomic_open(summary, "w", encoding="utf-8") as fh:
                 json.dump(stats, fh, indent=2, ensure_ascii=False)

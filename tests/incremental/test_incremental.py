@@ -148,3 +148,40 @@ def test_against_a_missing_store_is_refused(tmp_path, batches, capsys):
     rc = main(["dedup", str(batches[0]), "-o", str(tmp_path / "k.jsonl"), "--against", str(tmp_path / "nope")])  # fmt: skip
     assert rc == 4
     assert "no store at" in capsys.readouterr().err
+
+
+def test_an_incremental_report_shows_the_stored_documents_that_dropped_new_ones(tmp_path, batches):
+    """``--report`` on a run against a store: the stored documents that dropped new ones are
+    the kept documents of their clusters (their texts read from the store), each dropped new
+    document aligned against the stored one it matched, with the rule that accepts the pair;
+    the run's own clusters are there too, and every dropped document is counted once."""
+    import csv
+
+    store = tmp_path / "store"
+    k0 = tmp_path / "k0.jsonl"
+    assert main(["dedup", str(batches[0]), "-o", str(k0), "--save", str(store), "-q"]) == 0
+    stored_text = {json.loads(x)["id"]: json.loads(x)["text"] for x in k0.read_text().splitlines()}
+    report, pairs, summary = tmp_path / "report.html", tmp_path / "pairs.csv", tmp_path / "s.json"
+    args = ["dedup", str(batches[1]), "-o", str(tmp_path / "k1.jsonl"), "--against", str(store)]
+    assert main([*args, "--report", str(report), "--pairs-out", str(pairs), "--summary-json", str(summary), "-q"]) == 0  # fmt: skip
+    data = json.loads((tmp_path / "review.json").read_text())
+    s = json.loads(summary.read_text())
+    with pairs.open() as fh:
+        stored_pairs = {
+            (r["id_a"], r["id_b"]) for r in csv.DictReader(fh) if r["stage"] == "stored"
+        }
+    new_ids = set(_ids(batches[1]))
+    assert s["dropped_for_store"] > 0 and stored_pairs
+    by_store = [c for c in data["clusters"] if c["kept"]["id"] in stored_text]
+    own = [c for c in data["clusters"] if c["kept"]["id"] in new_ids]
+    assert by_store and own and len(by_store) + len(own) == len(data["clusters"])
+    for c in by_store:
+        assert c["kept"]["text"] == stored_text[c["kept"]["id"]][:2000]
+        for m in c["members"]:
+            assert m["id"] in new_ids and (c["kept"]["id"], m["id"]) in stored_pairs
+            assert m["rule"] in ("similarity", "containment", "exact") and m["diff"] is not None
+    rows = data["by_language_length"]["rows"]
+    assert sum(r["dropped_exact"] + r["dropped_near"] for r in rows) == s["dropped"]
+    assert sum(r["documents"] for r in rows) == s["documents"] + len({a for a, _ in stored_pairs})
+    page = report.read_text(encoding="utf-8")
+    assert by_store[0]["kept"]["id"] in page and "<script" not in page

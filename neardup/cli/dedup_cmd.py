@@ -325,10 +325,11 @@ def dedup_command(
         else sys.stdout
     )
     if save is not None or against is not None:  # incremental: against a store of kept docs
-        _check_incremental(save, against, engine, clusters_out, sample)
+        _check_incremental(save, against, engine, sample)
         _run_incremental(
             inputs, str(save or against), save is not None, output=output,
-            summary_json=summary_json, pairs_out=pairs_out, report=report, review=review_out,
+            summary_json=summary_json, pairs_out=pairs_out, clusters_out=clusters_out,
+            report=report, review=review_out,
             input_format=input_format,
             output_format=output_format,
             text_field=text_field, id_field=id_field, encoding=encoding, on_error=on_error,
@@ -425,7 +426,6 @@ def _check_incremental(
     save: str | None,
     against: str | None,
     engine: str,
-    clusters_out: str | None,
     sample: bool,
 ) -> None:
     """Refuse what an incremental run cannot do, before anything is read."""
@@ -437,12 +437,6 @@ def _check_incremental(
             "pass one of them"
         )
     flag = "--save" if save is not None else "--against"
-    if clusters_out is not None and not sample:
-        raise ConfigError(
-            f"--clusters-out is not written by an incremental run ({flag}): its clusters would "
-            "hold stored documents that are not in this run's input; drop it (--pairs-out "
-            "names the stored document each dropped one duplicates, --report shows them)"
-        )
     if engine != "local":
         raise ConfigError(f"{flag} runs on the local engine; drop --engine {engine}")
     if sample:

@@ -1,4 +1,5 @@
-"""The review report of an incremental run (``neardup dedup NEW --against STORE --report``).
+"""The review report and clusters of an incremental run (``neardup dedup NEW --against STORE
+--report / --clusters-out``).
 
 A run against a store drops new documents for stored ones it never reads in bulk; a person
 reviewing the run needs to see those stored documents beside what they dropped. :func:`run_view`
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["RunView", "run_view"]
+__all__ = ["RunView", "run_view", "write_view_clusters"]
 
 
 @dataclasses.dataclass
@@ -102,3 +103,24 @@ def run_view(
     )
     view = RunView(stored_ids + [str(x) for x in ids], root, keep, pairs, summary)
     return view, all_texts
+
+
+def write_view_clusters(path: str, view: RunView, new: int) -> None:
+    """The clusters CSV of an incremental run at ``path``: a row per new document (the last
+    ``new`` of ``view``), numbered and sized over every document of the view, so that a
+    document the store dropped names the stored document it duplicates as its cluster's
+    representative."""
+    from ..io import atomic_open
+    from ..io.csvout import write_clusters_csv
+
+    _, cluster = np.unique(view.root, return_inverse=True)
+    n = len(view.ids)
+    with atomic_open(path, "wb", buffering=1 << 20) as fh:
+        write_clusters_csv(
+            fh,
+            view.ids,
+            cluster.astype(np.int64),
+            view.root,
+            view.keep,
+            rows=np.arange(n - new, n, dtype=np.int64),
+        )

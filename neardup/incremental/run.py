@@ -70,6 +70,7 @@ def dedup_against(
     save: bool,
     summary_json: str | os.PathLike[str] | None = None,
     pairs_out: str | os.PathLike[str] | None = None,
+    clusters_out: str | os.PathLike[str] | None = None,
     report: str | os.PathLike[str] | None = None,
     review: str | os.PathLike[str] | None = None,
     input_format: str | None = None,
@@ -86,7 +87,9 @@ def dedup_against(
     """Deduplicate ``inputs`` against the store ``store`` and among themselves; write the kept
     documents to ``output`` (every option as :func:`neardup.dedup_files`); with ``save``, add
     them to the store (created when missing). ``pairs_out``: the matched pairs, the stored
-    matches included (see the module). ``report`` / ``review``: the review report (HTML) and
+    matches included (see the module). ``clusters_out``: the clusters CSV, a row per new
+    document, a representative that is a stored document where the store dropped it (it came
+    first). ``report`` / ``review``: the review report (HTML) and
     its data (``review.json``), the stored documents that dropped new ones shown as the kept
     documents of their clusters (:mod:`neardup.incremental.review`).
 
@@ -133,6 +136,7 @@ def dedup_against(
     out = os.fspath(output)
     summary = None if summary_json is None else os.fspath(summary_json)
     pairs_path = None if pairs_out is None else os.fspath(pairs_out)
+    clusters_path = None if clusters_out is None else os.fspath(clusters_out)
     report_path = None if report is None else os.fspath(report)
     review_path = None if review is None else os.fspath(review)
     if (report_path is None) != (review_path is None):
@@ -146,6 +150,7 @@ def dedup_against(
             ("--output", out),
             ("--summary-json", summary),
             ("--pairs-out", pairs_path),
+            ("--clusters-out", clusters_path),
             ("--report", report_path),
             ("--report", review_path),
         ],
@@ -176,7 +181,7 @@ def dedup_against(
         step("read", n, n)
         into = dedup_into(
             d, ids, texts, config=cfg, progress=progress, save=False,
-            pairs=pairs_path is not None or report_path is not None,
+            pairs=pairs_path is not None or report_path is not None or clusters_path is not None,
         )  # fmt: skip
         keep, for_store, result = into.keep, into.for_store, into.result
         kept = int(keep.sum())
@@ -207,12 +212,16 @@ def dedup_against(
             output_format=plan.fmt,
             output_folder=plan.folder,
         )
-        if report_path is not None and review_path is not None:
-            from ..review.report import review_writer
-            from .review import run_view
+        if clusters_path is not None or report_path is not None:
+            from .review import run_view, write_view_clusters
 
             view, view_texts = run_view(d, into, ids, texts, verifier, stats)
-            review_writer(report_path, review_path)(view, view_texts, stats)
+            if clusters_path is not None:
+                write_view_clusters(clusters_path, view, len(ids))
+            if report_path is not None and review_path is not None:
+                from ..review.report import review_writer
+
+                review_writer(report_path, review_path)(view, view_texts, stats)
         if summary is not None:
             with atomic_open(summary, "w", encoding="utf-8") as fh:
                 json.dump(stats, fh, indent=2, ensure_ascii=False)

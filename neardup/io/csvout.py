@@ -238,6 +238,7 @@ def write_clusters_csv(
     root: npt.NDArray[np.int64],
     keep: npt.NDArray[np.bool_],
     *,
+    rows: npt.NDArray[np.int64] | None = None,
     chunk: int = _CHUNK,
 ) -> int:
     """Write the clusters CSV (``id,cluster,cluster_size,representative,kept``) to ``fh``.
@@ -251,6 +252,9 @@ def write_clusters_csv(
     root : numpy.ndarray of int64, shape (n,)
         Position of the representative (first member) of each document's cluster.
     keep : numpy.ndarray of bool, shape (n,)
+    rows : numpy.ndarray of int64, optional
+        The positions to write a row for, in order (default: every document); sizes and
+        representatives count every document (an incremental run's stored ones).
     chunk : int, default=262144
 
     Returns
@@ -264,16 +268,17 @@ def write_clusters_csv(
     cluster = np.asarray(cluster, np.int64)
     keep = np.asarray(keep, bool)
     sizes = np.bincount(root, minlength=n)[root] if n else np.zeros(0, np.int64)
+    at = np.arange(n, dtype=np.int64) if rows is None else np.asarray(rows, np.int64)
     fh.write((",".join(CLUSTERS_HEADER) + "\n").encode("utf-8"))
     flags = ["0", "1"]
-    for lo in range(0, n, chunk):
-        hi = min(n, lo + chunk)
+    for lo in range(0, at.size, chunk):
+        sel = at[lo : lo + chunk]
         cols = [
-            fields[lo:hi],
-            list(map(str, cluster[lo:hi].tolist())),
-            list(map(str, sizes[lo:hi].tolist())),
-            _take(fields, root[lo:hi]),
-            _take(flags, keep[lo:hi].astype(np.int64)),
+            fields[lo : lo + chunk] if rows is None else _take(fields, sel),
+            list(map(str, cluster[sel].tolist())),
+            list(map(str, sizes[sel].tolist())),
+            _take(fields, root[sel]),
+            _take(flags, keep[sel].astype(np.int64)),
         ]
         _write_rows(fh, cols)
-    return n
+    return int(at.size)

@@ -130,7 +130,6 @@ def test_a_stored_id_with_another_text_is_refused_before_any_chunk_loads(tmp_pat
     ("extra", "needle"),
     [
         (["--keep", "longest"], "--keep longest needs the whole corpus"),
-        (["--clusters-out", "c.csv"], "--clusters-out is not written by an incremental run"),
         (["--engine", "dask"], "runs on the local engine"),
         (["--against", "other"], "pass one of them"),
         (["--threshold", "0.7"], "use a threshold of at least 0.8"),
@@ -185,3 +184,34 @@ def test_an_incremental_report_shows_the_stored_documents_that_dropped_new_ones(
     assert sum(r["documents"] for r in rows) == s["documents"] + len({a for a, _ in stored_pairs})
     page = report.read_text(encoding="utf-8")
     assert by_store[0]["kept"]["id"] in page and "<script" not in page
+
+
+def test_incremental_clusters_name_the_stored_document_a_dropped_one_duplicates(tmp_path, batches):
+    """``--clusters-out`` on a run against a store: a row per new document, in input order;
+    a document the store dropped has the stored document it first matched as its cluster's
+    representative (it came first), and the cluster sizes count it."""
+    import csv
+
+    store = tmp_path / "store"
+    k0 = tmp_path / "k0.jsonl"
+    assert main(["dedup", str(batches[0]), "-o", str(k0), "--save", str(store), "-q"]) == 0
+    clusters, pairs, summary = tmp_path / "c.csv", tmp_path / "p.csv", tmp_path / "s.json"
+    args = ["dedup", str(batches[1]), "-o", str(tmp_path / "k1.jsonl"), "--against", str(store)]
+    assert main([*args, "--clusters-out", str(clusters), "--pairs-out", str(pairs), "--summary-json", str(summary), "-q"]) == 0  # fmt: skip
+    with clusters.open() as fh:
+        rows = list(csv.DictReader(fh))
+    with pairs.open() as fh:
+        stored = {(r["id_a"], r["id_b"]) for r in csv.DictReader(fh) if r["stage"] == "stored"}
+    assert [r["id"] for r in rows] == _ids(batches[1])
+    kept = set(_ids(tmp_path / "k1.jsonl"))
+    assert {r["id"] for r in rows if r["kept"] == "1"} == kept
+    stored_ids = set(_ids(k0))
+    by_store = [r for r in rows if r["representative"] in stored_ids]
+    assert len(by_store) == json.loads(summary.read_text())["dropped_for_store"] > 0
+    for r in by_store:
+        assert (r["representative"], r["id"]) in stored and r["kept"] == "0"
+        assert int(r["cluster_size"]) >= 2
+    sizes: dict[str, int] = {}
+    for r in rows:  # every new member of a cluster is counted in its size
+        sizes[r["cluster"]] = sizes.get(r["cluster"], 0) + 1
+    assert all(int(r["cluster_size"]) >= sizes[r["cluster"]] for r in rows)

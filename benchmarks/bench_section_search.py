@@ -78,13 +78,12 @@ def requests(sections: list[BandSection], n: int, rng: np.random.Generator) -> l
         uk = (np.arange(BANDS, dtype=np.uint64) << np.uint64(32)) | rng.integers(
             0, 2**32, BANDS
         ).astype(np.uint64)
-        if i % 2:  # present in one section: its band keys as stored
+        if i % 2:  # present in one section: a third of its band keys as stored
             sec = sections[int(rng.integers(len(sections)))]
-            comp = sec.compact()
-            groups = comp >> np.uint64(32)
             for b in range(0, BANDS, 3):
-                at = np.flatnonzero(groups == b)
-                uk[b] = comp[at[int(rng.integers(at.size))]]
+                lo, hi = int(sec.offsets[b]), int(sec.offsets[b + 1])
+                h = int(sec.keys[int(rng.integers(lo, hi))])
+                uk[b] = np.uint64((b << 32) | h)
         out.append(np.unique(uk))
     return out
 

@@ -85,6 +85,7 @@ class Writer:
             "inline_groups": 0,  # groups decided in the caller's thread (submit(inline=True))
         }
         self._last_expire = 0.0
+        self._last_expire_mono = -math.inf
         self._stopping = False
         self._writer_busy = False  # the writer thread is deciding a group or housekeeping
         self._inline_busy = False  # a caller is deciding its documents (submit(inline=True))
@@ -302,9 +303,14 @@ class Writer:
     def _housekeeping(self) -> None:
         """Retention (about once a second), background flushes and merges (writer thread)."""
         if self.retention is not None:
-            now = self.clock()
-            if now - self._last_expire >= 1.0:
-                self._last_expire = now
+            now, mono = self.clock(), time.monotonic()
+            # once a second of the store's clock, or, while a clock jump's backlog is being
+            # worked off, of real time (a clock that stands still, e.g. a test's or a paused
+            # simulation's, must not leave it half done)
+            if now - self._last_expire >= 1.0 or (
+                self.store.retention_behind and mono - self._last_expire_mono >= 1.0
+            ):
+                self._last_expire, self._last_expire_mono = now, mono
                 self._sync_barrier()
                 self.store.expire(now - self.retention)
         st = self.store

@@ -376,6 +376,12 @@ class Store:
         return self._state.frozen is not None
 
     @property
+    def retention_behind(self) -> bool:
+        """The last retention call left rows past the window for the next ones (a clock
+        jump; :data:`~neardup.store.maintenance.EXPIRY_BATCH_ROWS`)."""
+        return self._state.rows_expiry_behind
+
+    @property
     def flush_due(self) -> bool:
         """The memtable is full and no flush is under way: :meth:`maybe_flush` starts one."""
         return maintenance.flush_due(self._state)

@@ -272,3 +272,27 @@ def test_rows_of_one_time_cannot_stop_the_passes(
         assert len(d) == 5 and d.store.stats()["retention_behind"] == 1
         d.store.expire(clock() - 48 * HOUR)
         assert len(d) == 0 and d.store.stats()["retention_behind"] == 0
+
+
+def test_the_writer_works_off_a_jump_while_the_clock_stands_still(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer runs retention once a second of the store's clock; a backlog left by a
+    jump is worked off once a second of real time too, so a clock that then stands still (a
+    test's, a paused simulation's) does not leave it half done."""
+    from neardup.store import maintenance
+
+    monkeypatch.setattr(maintenance, "EXPIRY_BATCH_ROWS", 40)
+    clock = Clock(NOW - 5 * HOUR)
+    with _dd(tmp_path / "d", clock, partition_seconds=6 * HOUR) as d:
+        start = clock() - 48 * HOUR
+        d.add([{"id": f"o{k}", "text": _text(k), "time": start + k * 60.0} for k in range(100)])
+        d.add({"id": "new", "text": _text(999), "time": clock() - HOUR})
+        d.flush()
+        clock.t += 7 * HOUR  # then the clock stands still
+        deadline = time.monotonic() + 20
+        while (len(d) > 1 or d.store.retention_behind) and time.monotonic() < deadline:
+            d.check({"id": "probe", "text": _text(999)})  # the writer's turns
+            time.sleep(0.05)
+        assert len(d) == 1 and not d.store.retention_behind
+        assert d.store.stats()["dropped_partitions"] == 1

@@ -2,8 +2,8 @@
 """Retention as the clock moves on: a window of ``--n`` generated short posts over 47 hours in
 hourly partitions (an ``lsh`` store, seeded keep-first in one ``dedup_into`` call), then
 ``--hours`` of the writer's retention pass every ``--step`` seconds of a moved clock, each pass
-timed (``Store.expire``: the rows past the window deleted from SQLite, and an hour's partition
-dropped when it has ended). What a check waits behind is the longest pass.
+timed (``Store.expire``: the rows past the window deleted from SQLite, and a segment dropped
+when its partitions have ended; ended hours are merged into blocks of a few). What a check waits behind is the longest pass.
 
     python benchmarks/bench_retention.py --n 1000000
 
@@ -95,12 +95,14 @@ def main(argv: list[str] | None = None) -> int:
         "build_s": round(build_s, 1),
     }
     print(
-        f"window      {before:,} documents in {segments} hourly segments (built in {build_s:.0f} s)"
+        f"window      {before:,} documents in {segments} segments of hourly partitions (built in {build_s:.0f} s)"
     )
     print(
         f"passes      {len(passes)} every {a.step:g} s: p50 {row['pass_p50_ms']} ms, max {row['pass_max_ms']} ms"
     )
-    print(f"drops       {len(drops)} hourly partitions: {', '.join(f'{x:.1f}' for x in drops)} ms")
+    print(
+        f"drops       {len(drops)} passes that dropped a segment: {', '.join(f'{x:.1f}' for x in drops)} ms"
+    )
     print(f"after       {after:,} documents ({before - after:,} left the window)")
     doc = {
         "benchmark": "retention",

@@ -89,9 +89,9 @@ def dedup_against(
     them to the store (created when missing). ``pairs_out``: the matched pairs, the stored
     matches included (see the module). ``clusters_out``: the clusters CSV, a row per new
     document, a representative that is a stored document where the store dropped it (it came
-    first). ``report`` / ``review``: the review report (HTML) and
-    its data (``review.json``), the stored documents that dropped new ones shown as the kept
-    documents of their clusters (:mod:`neardup.incremental.review`).
+    first). ``report`` / ``review``: the review report (HTML) and its data (``review.json``),
+    the stored documents that dropped new ones shown as the kept documents of their clusters
+    (:mod:`neardup.incremental.review`).
 
     Returns
     -------

@@ -52,6 +52,32 @@ def _first_past(
 
 
 @kernel(nogil=True)
+def _probes(a: Any, b: Any, vlo: float, vhi: float, fl: float) -> Any:  # pragma: no cover
+    """The two probes of an interpolation round over ``[a, b)``, whose values lie in
+    ``[vlo, vhi)``: the ends of the window the first entry ``>= fl`` almost always lies in (a
+    group's keys are 32 bits of a hash mix, uniform: near ``a + m p``, within ``3 sqrt(m p (1 -
+    p))``), each -1 where it is not inside ``(a, b)``."""
+    m = b - a
+    p = min(max((fl - vlo) / (vhi - vlo), 0.0), 1.0)
+    guess = a + p * m
+    spread = 3.0 * np.sqrt(m * p * (1.0 - p)) + 2.0
+    x1 = np.int64(guess - spread)
+    x2 = np.int64(guess + spread)
+    return (x1 if a < x1 < b else np.int64(-1)), (x2 if a < x2 < b else np.int64(-1))
+
+
+@kernel(nogil=True)
+def _narrow(
+    a: Any, b: Any, vlo: float, vhi: float, x: Any, k: Any, low: Any
+) -> Any:  # pragma: no cover
+    """``[a, b)`` and its value bounds after probing entry ``x`` (key ``k``): the first entry
+    ``>= low`` stays inside whatever the keys are."""
+    if k < low:
+        return x + 1, b, float(k), vhi
+    return a, x, vlo, float(k)
+
+
+@kernel(nogil=True)
 def _section_interp_kernel(
     offsets: npt.NDArray[np.uint64], keys: npt.NDArray[np.uint32], uk: npt.NDArray[np.uint64]
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # pragma: no cover (numba)
@@ -86,31 +112,15 @@ def _section_interp_kernel(
         vhi = 4294967296.0
         fl = float(low)
         for _ in range(3):
-            m = b - a
-            if m <= 32:
+            if b - a <= 32:
                 break
-            p = min(max((fl - vlo) / (vhi - vlo), 0.0), 1.0)
-            guess = a + p * m
-            spread = 3.0 * np.sqrt(m * p * (1.0 - p)) + 2.0
-            x = np.int64(guess - spread)
-            if a < x < b:
-                k = keys[x]
-                if k < low:
-                    a = x + 1
-                    vlo = float(k)
-                else:
-                    b = x
-                    vhi = float(k)
+            x1, x2 = _probes(a, b, vlo, vhi, fl)
+            if x1 >= 0:
+                a, b, vlo, vhi = _narrow(a, b, vlo, vhi, x1, keys[x1], low)
+                if b == x1:  # the first probe was past it: the second is too
                     continue
-            x = np.int64(guess + spread)
-            if a < x < b:
-                k = keys[x]
-                if k >= low:
-                    b = x
-                    vhi = float(k)
-                else:
-                    a = x + 1
-                    vlo = float(k)
+            if x2 >= 0 and a < x2 < b:
+                a, b, vlo, vhi = _narrow(a, b, vlo, vhi, x2, keys[x2], low)
         lo[q] = a = _first_past(keys, a, b, low, False)
         hi[q] = start = _first_past(keys, a, end, low, True)
         prev_low = fl
@@ -280,42 +290,24 @@ def _group_interp_kernel(
                 b = b_[i]
                 x1[i] = -1
                 x2[i] = -1
-                mm = b - a
-                if a < 0 or mm <= 32:
+                if a < 0 or b - a <= 32:
                     continue
-                fl = float(low[q])
-                p = min(max((fl - vlo[i]) / (vhi[i] - vlo[i]), 0.0), 1.0)
-                guess = a + p * mm
-                spread = 3.0 * np.sqrt(mm * p * (1.0 - p)) + 2.0
-                x = np.int64(guess - spread)
-                if a < x < b:
-                    x1[i] = x
-                    k1[i] = kk[x]
-                x = np.int64(guess + spread)
-                if a < x < b:
-                    x2[i] = x
-                    k2[i] = kk[x]
-        for j in range(ss.size):  # the answers: as _section_interp_kernel's round
+                x1[i], x2[i] = _probes(a, b, vlo[i], vhi[i], float(low[q]))
+                if x1[i] >= 0:
+                    k1[i] = kk[x1[i]]
+                if x2[i] >= 0:
+                    k2[i] = kk[x2[i]]
+        for j in range(ss.size):  # the answers: _section_interp_kernel's round
             for q in range(n):
                 i = j * n + q
-                w = low[q]
+                a, b, lo_v, hi_v = a_[i], b_[i], vlo[i], vhi[i]
                 x = x1[i]
                 if x >= 0:
-                    if k1[i] < w:
-                        a_[i] = x + 1
-                        vlo[i] = float(k1[i])
-                    else:
-                        b_[i] = x
-                        vhi[i] = float(k1[i])
-                        continue
+                    a, b, lo_v, hi_v = _narrow(a, b, lo_v, hi_v, x, k1[i], low[q])
                 x = x2[i]
-                if x >= 0 and a_[i] < x < b_[i]:
-                    if k2[i] >= w:
-                        b_[i] = x
-                        vhi[i] = float(k2[i])
-                    else:
-                        a_[i] = x + 1
-                        vlo[i] = float(k2[i])
+                if x >= 0 and b != x1[i] and a < x < b:
+                    a, b, lo_v, hi_v = _narrow(a, b, lo_v, hi_v, x, k2[i], low[q])
+                a_[i], b_[i], vlo[i], vhi[i] = a, b, lo_v, hi_v
     for j in range(ss.size):  # the last few entries of each search, touched before they are read
         kk = keys[ss[j]]
         for q in range(n):

@@ -586,6 +586,24 @@ def test_section_search_kernel_equals_numpy_twin(entries, queries) -> None:
         assert list(range(a, b)) == [i for i, kk in enumerate(k.tolist()) if kk == x]
 
 
+def _group_keys(
+    rng: np.random.Generator, kind: str, sizes: list[int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted (compact key, row) entries of band groups of ``sizes`` entries: keys uniform (the
+    hash mix the searches are made for), clustered in a narrow range, or runs of equal keys."""
+    parts = []
+    for g, m in enumerate(sizes):
+        if kind == "uniform":
+            h = rng.integers(0, 2**32, m)
+        elif kind == "clustered":
+            h = rng.integers(2**31, 2**31 + 5 * m + 1, m)
+        else:
+            h = rng.choice(rng.integers(0, 2**32, 8), m)
+        parts.append((np.uint64(g) << np.uint64(32)) | h.astype(np.uint64))
+    k = np.concatenate(parts)
+    return sort_entries(k, np.arange(len(k), dtype=np.int64))
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     st.integers(0, 2**32 - 1),
@@ -602,17 +620,7 @@ def test_interpolating_section_search_equals_numpy_twin(seed, sizes, kind, nq) -
     from neardup.index.section_search import _section_interp_kernel
 
     rng = np.random.default_rng(seed)
-    parts = []
-    for g, m in enumerate(sizes):
-        if kind == "uniform":
-            h = rng.integers(0, 2**32, m)
-        elif kind == "clustered":
-            h = rng.integers(2**31, 2**31 + 5 * m + 1, m)
-        else:
-            h = rng.choice(rng.integers(0, 2**32, 8), m)
-        parts.append((np.uint64(g) << np.uint64(32)) | h.astype(np.uint64))
-    k = np.concatenate(parts)
-    k, r = sort_entries(k, np.arange(len(k), dtype=np.int64))
+    k, r = _group_keys(rng, kind, sizes)
     sec = BandSection.from_sorted(k, r.astype(np.uint32))
     present = k[rng.integers(0, len(k), nq)] if len(k) else np.zeros(0, np.uint64)
     g = rng.integers(0, len(sizes) + 1, nq).astype(np.uint64)
@@ -743,16 +751,7 @@ def test_a_section_group_searches_few_keys_in_lockstep_as_the_reference(
     rng = np.random.default_rng(seed)
     sections = []
     for j, m in enumerate(sizes):
-        parts = []
-        for g, mg in enumerate(np.bincount(rng.integers(0, 3, m), minlength=3).tolist()):
-            if kind == "uniform":
-                h = rng.integers(0, 2**32, mg)
-            elif kind == "clustered":
-                h = rng.integers(2**31, 2**31 + 5 * mg + 1, mg)
-            else:
-                h = rng.choice(rng.integers(0, 2**32, 8), mg)
-            parts.append((np.uint64(g) << np.uint64(32)) | h.astype(np.uint64))
-        k, r = sort_entries(np.concatenate(parts), np.arange(m, dtype=np.int64))
+        k, r = _group_keys(rng, kind, np.bincount(rng.integers(0, 3, m), minlength=3).tolist())
         if dense[j % len(dense)]:  # a small section: searched by the gallop
             k, r = k[:40], r[:40]
         rowids = np.arange(len(k), dtype=np.int64)

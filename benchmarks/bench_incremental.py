@@ -5,6 +5,8 @@ ids are the same.
 
     python benchmarks/bench_incremental.py                      # 1 M documents, 10 batches
     python benchmarks/bench_incremental.py --n 100000 --batches 5
+    python benchmarks/bench_incremental.py --engine dask --partitions 4 \
+        --out benchmarks/results/bench_incremental_dask.json
 
 Prints a table and writes ``benchmarks/results/bench_incremental.json``: whether the time per
 batch stays flat as the store grows, and whether the kept ids equal one run's.
@@ -40,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--dup-rate", type=float, default=0.1)
     ap.add_argument("--work", type=Path, default=None, help="folder for corpus and store")
+    ap.add_argument(
+        "--engine", default="local", help="local (the batch), dask or spark (the distributed job)"
+    )
+    ap.add_argument("--partitions", type=int, default=None, help="the job's read partitions")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "bench_incremental.json")
     args = ap.parse_args(argv)
 
@@ -71,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         out = work / f"kept{b}.jsonl"
         load = os.getloadavg()
         t, c = time.perf_counter(), _cpu()
-        s = dedup_against([str(day)], store, output=out, save=True)
+        eng = {} if args.engine == "local" else {"engine": args.engine, "partitions": args.partitions}  # fmt: skip
+        s = dedup_against([str(day)], store, output=out, save=True, **eng)
         wall, cpu = time.perf_counter() - t, _cpu() - c
         kept_ids += [json.loads(x)["id"] for x in out.read_bytes().splitlines()]
         row = {
@@ -100,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         "batches": args.batches,
         "kind": args.kind,
         "seed": args.seed,
+        "engine": args.engine,
+        "partitions": args.partitions,
         "rows": rows,
         "one_run": {
             "kept": one.stats["kept"],

@@ -325,7 +325,7 @@ def dedup_command(
         else sys.stdout
     )
     if save is not None or against is not None:  # incremental: against a store of kept docs
-        _check_incremental(save, against, engine, sample)
+        _check_incremental(save, against, sample)
         _run_incremental(
             inputs, str(save or against), save is not None, output=output,
             summary_json=summary_json, pairs_out=pairs_out, clusters_out=clusters_out,
@@ -334,6 +334,12 @@ def dedup_command(
             output_format=output_format,
             text_field=text_field, id_field=id_field, encoding=encoding, on_error=on_error,
             generate_ids=generate_ids, config=config, quiet=quiet, stream=summary_stream,
+            **(
+                {}
+                if engine == "local"
+                else dict(engine=engine, scheduler=scheduler, master=master,
+                          partitions=partitions, workdir=workdir)
+            ),
         )  # fmt: skip
         return
     if engine != "local":  # the distributed job (neardup.distributed), same summary
@@ -422,12 +428,7 @@ def _report_paths(
     return report, str(review)
 
 
-def _check_incremental(
-    save: str | None,
-    against: str | None,
-    engine: str,
-    sample: bool,
-) -> None:
+def _check_incremental(save: str | None, against: str | None, sample: bool) -> None:
     """Refuse what an incremental run cannot do, before anything is read."""
     from ..errors import ConfigError
 
@@ -437,8 +438,6 @@ def _check_incremental(
             "pass one of them"
         )
     flag = "--save" if save is not None else "--against"
-    if engine != "local":
-        raise ConfigError(f"{flag} runs on the local engine; drop --engine {engine}")
     if sample:
         raise ConfigError(f"--sample writes its own outputs; run {flag} on your files")
 

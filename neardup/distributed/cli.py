@@ -17,6 +17,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,9 +53,13 @@ def _write_kept(res: Any, files: list[Any], plan: Any, **read: Any) -> int:
         return write_kept(corpus, keep, plan.path, plan=plan, encoding="utf-8")
 
 
-def _write_pairs(res: Any, path: str) -> None:
+def _write_pairs(res: Any, path: str, more: Sequence[Sequence[object]] = ()) -> None:
+    """The job's pairs CSV, then the rows ``more`` (the same columns), as the local engine's
+    :func:`neardup.batch.files.write_pairs` writes them."""
+    import io
+
     from ..io import atomic_open
-    from ..io.csvout import write_pairs_csv
+    from ..io.csvout import csv_writer, write_pairs_csv
     from ..rules.config import STAGE_NAMES
     from ..verify.rule import RULE_NAMES
 
@@ -67,6 +72,10 @@ def _write_pairs(res: Any, path: str) -> None:
             fh, ids, ar, ar + m, p["distance"].to_numpy(), p["score"].to_numpy(),
             p["stage"].to_numpy(), STAGE_NAMES, rule=p["rule"].to_numpy(), rule_names=RULE_NAMES,
         )  # fmt: skip
+        if more:
+            text = io.TextIOWrapper(fh, encoding="utf-8", newline="", write_through=True)
+            csv_writer(text).writerows(more)
+            text.detach()
 
 
 def _write_clusters(res: Any, path: str) -> None:
@@ -104,8 +113,19 @@ def run_distributed_cli(
     partitions: int | None,
     workdir: str | None,
     quiet: bool,
+    exclude: np.ndarray | None = None,
+    more_pairs: Sequence[Sequence[object]] = (),
+    before_publish: Callable[[Any, dict[str, Any]], None] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Run the job on ``engine``, write the outputs, return the summary's stats."""
+    """Run the job on ``engine``, write the outputs, return the summary's stats.
+
+    For an incremental run (:func:`neardup.incremental.dedup_against` with an engine):
+    ``exclude``, the positions of the records the job leaves out (:func:`run_dedup`);
+    ``more_pairs``, rows appended to ``pairs_out``; ``before_publish(result, stats)``, called
+    once the outputs are written and before they are published (the kept documents saved to
+    the store: durable before the outputs appear), may add to ``stats``; ``progress(step,
+    tasks done, tasks)`` instead of the lines printed unless ``quiet``."""
     from ..errors import ConfigError
     from ..io import (
         atomic_open,
@@ -128,7 +148,7 @@ def run_distributed_cli(
         inputs,
     )  # fmt: skip
 
-    def progress(stage: str, done: int, total: int) -> None:
+    def print_tasks(stage: str, done: int, total: int) -> None:
         if not quiet:
             print(f"  {stage:<8} {done}/{total} tasks", file=sys.stderr, flush=True)
 
@@ -142,7 +162,8 @@ def run_distributed_cli(
             res = run_dedup(
                 inputs, workdir, engine=eng, config=config, partitions=partitions,
                 fmt=input_format, text_field=text_field, id_field=id_field, encoding=encoding,
-                on_error=on_error, generate_ids=generate_ids, progress=progress,
+                on_error=on_error, generate_ids=generate_ids,
+                progress=progress or print_tasks, exclude=exclude,
             )  # fmt: skip
             start_s = t1 - t0
         stats = dict(res.stats)
@@ -161,9 +182,11 @@ def run_distributed_cli(
                 on_error=on_error, generate_ids=generate_ids,
             )  # fmt: skip
             if pairs_out:
-                _write_pairs(res, pairs_out)
+                _write_pairs(res, pairs_out, more_pairs)
             if clusters_out:
                 _write_clusters(res, clusters_out)
+            if before_publish is not None:
+                before_publish(res, stats)
             stats["elapsed_s"] = round(time.perf_counter() - t0, 3)
             if summary_json:
                 with atomic_open(summary_json, "w", encoding="utf-8") as fh:

@@ -43,6 +43,9 @@ class Job:
     generate_ids: bool = False
     #: --input-format, when given (else each file's format came from its name)
     input_format: str | None = None
+    #: SHA-256 of the positions the read step leaves out (``exclude.arrow`` in the work
+    #: directory: an incremental run's documents dropped for its store), None for none
+    exclude: str | None = None
     #: first position of every partition (filled in after the read step)
     starts: tuple[int, ...] = field(default_factory=tuple)
 

@@ -9,6 +9,7 @@ on the hash, so that copies meet in one reducer.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ from ..errors import ConfigError, InputError
 from . import _store
 from .job import POS_SHIFT, Job
 
-__all__ = ["EXACT_SCHEMA", "read_partition", "step_read"]
+__all__ = ["EXACT_SCHEMA", "read_exclude", "read_partition", "step_read", "write_exclude"]
 
 
 def _schemas() -> tuple[Any, Any]:
@@ -69,7 +70,40 @@ def read_partition(
     if hi - lo >= 1 << POS_SHIFT:
         raise InputError(f"{part.path} has more than 2**{POS_SHIFT} records; split it")
     pos = (np.int64(part.file) << np.int64(POS_SHIFT)) + np.arange(lo, hi + 1, dtype=np.int64)
+    if job.exclude is not None:  # left out, as if the records were not there (their positions
+        # stay: the others keep their input order, and the partition where it starts)
+        out = np.isin(pos[:-1], read_exclude(job.workdir, job.exclude))
+        if out.any():
+            stay = np.flatnonzero(~out).tolist()
+            ids = [ids[i] for i in stay]
+            texts = [texts[i] for i in stay]
+            pos = np.concatenate([pos[:-1][~out], pos[-1:]])
     return pos, ids, texts  # pos has one more entry: where the partition starts or ends
+
+
+def exclude_digest(positions: np.ndarray) -> str:
+    """What names a set of left-out positions in the job's fingerprint."""
+    return hashlib.sha256(np.ascontiguousarray(positions, "<i8").tobytes()).hexdigest()
+
+
+def write_exclude(workdir: str, positions: np.ndarray) -> str:
+    """Write the sorted positions the read step leaves out; returns their digest."""
+    import pyarrow as pa
+
+    pos = np.unique(np.asarray(positions, np.int64))
+    _store.write_table(f"{workdir}/exclude.arrow", pa.table({"pos": pa.array(pos, pa.int64())}))
+    return exclude_digest(pos)
+
+
+def read_exclude(workdir: str, digest: str) -> np.ndarray:
+    """The positions :func:`write_exclude` wrote, checked against the job's digest."""
+    pos = _store.read_table(f"{workdir}/exclude.arrow").column("pos").to_numpy()
+    if exclude_digest(pos) != digest:
+        raise InputError(
+            f"{workdir}/exclude.arrow does not hold the positions this job leaves out; "
+            "pass an empty --workdir"
+        )
+    return np.asarray(pos, np.int64)
 
 
 @_store.resumable("read")

@@ -32,7 +32,7 @@ from .exact import step_exact
 from .job import Job, plan_partitions
 from .keep import step_final, step_round
 from .lazy import step_deferred, step_lazy
-from .read import step_read
+from .read import exclude_digest, step_read, write_exclude
 from .verify import step_attach, step_dense, step_verify
 from .write import step_count, step_write
 
@@ -80,6 +80,7 @@ def run_dedup(
     on_error: str = "fail",
     generate_ids: bool = False,
     progress: Progress | None = None,
+    exclude: np.ndarray | None = None,
 ) -> DistributedResult:
     """Deduplicate ``inputs`` with the same decisions as :func:`neardup.dedup` on the same
     documents in the same order, as steps run by ``engine`` (default: in this process).
@@ -87,7 +88,9 @@ def run_dedup(
     ``workdir`` holds every step's outputs; a rerun with the same inputs and config resumes
     (finished tasks are skipped); a different job in the same directory is refused.
     ``partitions`` (default: one per input file) sets the read parallelism, ``buckets``
-    (default: the number of partitions) the shuffles'.
+    (default: the number of partitions) the shuffles'. ``exclude``: positions
+    (``file << POS_SHIFT | row``, rows among the records read) of records to leave out, as if
+    they were not there (an incremental run's documents dropped for its store).
     """
     from ..rules.config import DedupConfig
 
@@ -108,6 +111,8 @@ def run_dedup(
         input_format=fmt,
     )
     os.makedirs(job.workdir, exist_ok=True)
+    if exclude is not None:
+        job = dataclasses.replace(job, exclude=exclude_digest(np.unique(exclude)))
     meta = os.path.join(job.workdir, "job.json")
     if os.path.exists(meta):
         with open(meta) as fh:
@@ -118,6 +123,8 @@ def run_dedup(
                 "pass an empty --workdir or delete it"
             )
     else:
+        if exclude is not None:
+            write_exclude(job.workdir, exclude)
         with open(meta + ".tmp", "w") as fh:
             json.dump({"job": job.fingerprint(), "inputs": inputs, "engine": eng.name}, fh)
         os.replace(meta + ".tmp", meta)

@@ -51,7 +51,7 @@ from ..errors import ConfigError, InputError, NotFoundError
 from ..rules.config import DedupConfig, with_overrides
 from ..verify.rule import DEFAULT_THRESHOLD
 
-__all__ = ["Into", "dedup_against", "dedup_into", "load_kept"]
+__all__ = ["Into", "check_store", "dedup_against", "dedup_into", "load_kept"]
 
 #: documents per store check (one write group): large enough to amortise a call, small enough
 #: to keep a group's look-ups in cache
@@ -82,11 +82,19 @@ def dedup_against(
     generate_ids: bool = False,
     config: DedupConfig | None = None,
     progress: Progress | None = None,
+    engine: str = "local",
+    scheduler: str | None = None,
+    master: str | None = None,
+    partitions: int | None = None,
+    workdir: str | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
     """Deduplicate ``inputs`` against the store ``store`` and among themselves; write the kept
     documents to ``output`` (every option as :func:`neardup.dedup_files`); with ``save``, add
-    them to the store (created when missing). ``pairs_out``: the matched pairs, the stored
+    them to the store (created when missing). ``engine`` ``"dask"`` / ``"spark"`` (with
+    ``scheduler``, ``master``, ``partitions``, ``workdir`` as ``neardup dedup --engine``): the
+    new documents are deduplicated among themselves by the distributed job, the store is
+    checked and saved to in this process (:mod:`neardup.incremental.engine`). ``pairs_out``: the matched pairs, the stored
     matches included (see the module). ``clusters_out``: the clusters CSV, a row per new
     document, a representative that is a stored document where the store dropped it (it came
     first). ``report`` / ``review``: the review report (HTML) and its data (``review.json``),
@@ -133,6 +141,22 @@ def dedup_against(
         )
     paths = [os.fspath(inputs)] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     sources = [os.fspath(p) for p in paths]
+    if engine != "local":
+        from .engine import against_on_engine
+
+        if clusters_out is not None or report is not None or review is not None:
+            raise ConfigError(
+                f"--clusters-out and --report with --save / --against run on the local "
+                f"engine; drop --engine {engine}, or drop them"
+            )
+        return against_on_engine(
+            sources, root, save=save, engine=engine, config=cfg, output=os.fspath(output),
+            output_format=output_format, summary_json=summary_json, pairs_out=pairs_out,
+            input_format=input_format, text_field=text_field, id_field=id_field,
+            encoding=encoding, on_error=on_error, generate_ids=generate_ids,
+            scheduler=scheduler, master=master, partitions=partitions, workdir=workdir,
+            progress=progress,
+        )  # fmt: skip
     out = os.fspath(output)
     summary = None if summary_json is None else os.fspath(summary_json)
     pairs_path = None if pairs_out is None else os.fspath(pairs_out)
@@ -268,21 +292,9 @@ def dedup_into(
     """
     from ..batch.run import dedup
 
-    report = progress or (lambda stage, done, total: None)
     n = len(ids)
-    for_store = np.zeros(n, np.bool_)
-    stored_pairs: list[tuple[str, str, int, float | None]] = []
     _refuse_stored_ids(d, ids)
-    report("store", 0, n)
-    # an empty store (a window's seed) matches nothing: the check is skipped, not just cheap
-    for lo in range(0, n if len(d) else 0, CHUNK):
-        hi = min(n, lo + CHUNK)
-        decisions = d.check([{"id": ids[i], "text": texts[i]} for i in range(lo, hi)])
-        for i, dec in zip(range(lo, hi), decisions, strict=True):
-            for_store[i] = dec.duplicate
-            if dec.duplicate and pairs:
-                stored_pairs += [(m.id, dec.id, m.distance, m.score) for m in dec.matches]
-        report("store", hi, n)
+    for_store, stored_pairs = check_store(d, ids, texts, pairs=pairs, progress=progress)
     rest = np.flatnonzero(~for_store)
     result = dedup(
         [texts[int(i)] for i in rest],
@@ -295,6 +307,34 @@ def dedup_into(
     if save:
         load_kept(d, ids, texts, keep, progress=progress, times=times)
     return Into(keep, for_store, rest, result, stored_pairs)
+
+
+def check_store(
+    d: Any,
+    ids: Sequence[str],
+    texts: Sequence[str],
+    *,
+    pairs: bool = False,
+    progress: Progress | None = None,
+) -> tuple[npt.NDArray[np.bool_], list[tuple[str, str, int, float | None]]]:
+    """Step 1: which new documents duplicate a stored one (``Deduplicator.check``, read only,
+    ``CHUNK`` at a time), and with ``pairs`` every stored match of those, as ``(stored id, new
+    id, distance, score)``."""
+    report = progress or (lambda stage, done, total: None)
+    n = len(ids)
+    for_store = np.zeros(n, np.bool_)
+    stored_pairs: list[tuple[str, str, int, float | None]] = []
+    report("store", 0, n)
+    # an empty store (a window's seed) matches nothing: the check is skipped, not just cheap
+    for lo in range(0, n if len(d) else 0, CHUNK):
+        hi = min(n, lo + CHUNK)
+        decisions = d.check([{"id": ids[i], "text": texts[i]} for i in range(lo, hi)])
+        for i, dec in zip(range(lo, hi), decisions, strict=True):
+            for_store[i] = dec.duplicate
+            if dec.duplicate and pairs:
+                stored_pairs += [(m.id, dec.id, m.distance, m.score) for m in dec.matches]
+        report("store", hi, n)
+    return for_store, stored_pairs
 
 
 def _refuse_stored_ids(d: Any, ids: Sequence[str]) -> None:

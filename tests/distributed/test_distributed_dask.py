@@ -79,3 +79,23 @@ def test_killed_worker_is_retried_and_output_complete(
     assert_same(got, single_machine(inputs, DedupConfig()))
     assert len(set(got["pairs"])) == len(got["pairs"])
     dask_engine.client.wait_for_workers(2, timeout=60)
+
+
+def test_dask_incremental_runs_keep_what_one_run_over_the_concatenation_keeps(
+    tmp_path: Path,
+) -> None:
+    """``neardup dedup DAY --save STORE --engine dask``, day after day: the kept documents of
+    the runs are those of one keep-first run over the days together (issue 37)."""
+    from neardup.cli.main import main
+
+    days = sample_slice(tmp_path, 900, 3)
+    together = tmp_path / "together.jsonl"
+    together.write_text("".join(Path(d).read_text(encoding="utf-8") for d in days), encoding="utf-8")  # fmt: skip
+    assert main(["dedup", str(together), "-o", str(tmp_path / "all.jsonl"), "-q"]) == 0
+    kept = ""
+    for i, day in enumerate(days):
+        out = tmp_path / f"k{i}.jsonl"
+        args = ["dedup", day, "-o", str(out), "--save", str(tmp_path / "store"), "-q"]
+        assert main([*args, "--engine", "dask", "--partitions", "2"]) == 0
+        kept += out.read_text(encoding="utf-8")
+    assert kept == (tmp_path / "all.jsonl").read_text(encoding="utf-8")

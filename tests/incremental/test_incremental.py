@@ -130,7 +130,7 @@ def test_a_stored_id_with_another_text_is_refused_before_any_chunk_loads(tmp_pat
     ("extra", "needle"),
     [
         (["--keep", "longest"], "--keep longest needs the whole corpus"),
-        (["--engine", "dask"], "runs on the local engine"),
+        (["--engine", "dask", "--clusters-out", "c.csv"], "run on the local engine"),
         (["--against", "other"], "pass one of them"),
         (["--threshold", "0.7"], "use a threshold of at least 0.8"),
     ],

@@ -36,6 +36,7 @@ tells why).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import os
@@ -53,9 +54,11 @@ from ..verify.rule import DEFAULT_THRESHOLD
 
 __all__ = ["Into", "check_store", "dedup_against", "dedup_into", "load_kept"]
 
-#: documents per store check (one write group): large enough to amortise a call, small enough
-#: to keep a group's look-ups in cache
-CHUNK = 2000
+#: documents per store check (one write group): the more query keys a check has, the closer
+#: together they fall in a large store's sorted band sections, so its searches walk them forward
+#: instead of missing the cache on each; past ~10 k the sorting of the keys costs more than that
+#: saves (the chunk sizes against a 0.9 M store: docs/dedup.md, "Incremental dedup")
+CHUNK = 10_000
 #: kept documents per load (one segment per time partition each): few segments a run
 LOAD_CHUNK = 100_000
 
@@ -325,15 +328,27 @@ def check_store(
     for_store = np.zeros(n, np.bool_)
     stored_pairs: list[tuple[str, str, int, float | None]] = []
     report("store", 0, n)
-    # an empty store (a window's seed) matches nothing: the check is skipped, not just cheap
-    for lo in range(0, n if len(d) else 0, CHUNK):
-        hi = min(n, lo + CHUNK)
-        decisions = d.check([{"id": ids[i], "text": texts[i]} for i in range(lo, hi)])
-        for i, dec in zip(range(lo, hi), decisions, strict=True):
+    inflight: collections.deque[tuple[int, int, Any]] = collections.deque()
+
+    def collect() -> None:
+        lo, hi, fut = inflight.popleft()
+        for i, dec in zip(range(lo, hi), fut.result(), strict=True):
             for_store[i] = dec.duplicate
             if dec.duplicate and pairs:
-                stored_pairs += [(m.id, dec.id, m.distance, m.score) for m in dec.matches]
+                stored_pairs.extend((m.id, dec.id, m.distance, m.score) for m in dec.matches)
         report("store", hi, n)
+
+    # an empty store (a window's seed) matches nothing: the check is skipped, not just cheap.
+    # Checks change nothing, so the next chunk is prepared (this thread) while the writer
+    # decides the last one (bench_load.py, bench_incremental.py)
+    for lo in range(0, n if len(d) else 0, CHUNK):
+        hi = min(n, lo + CHUNK)
+        fut, _ = d.submit("check", [{"id": ids[i], "text": texts[i]} for i in range(lo, hi)])
+        inflight.append((lo, hi, fut))
+        if len(inflight) > 1:
+            collect()
+    while inflight:
+        collect()
     return for_store, stored_pairs
 
 

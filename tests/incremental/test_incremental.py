@@ -47,6 +47,21 @@ def test_saved_runs_keep_what_one_run_over_the_concatenation_keeps(tmp_path, bat
     assert s["dropped_for_store"] > 0  # the later days did meet earlier days' documents
 
 
+def test_checks_in_many_chunks_keep_what_one_run_keeps(tmp_path, batches, monkeypatch):
+    """The store is checked a chunk at a time, the next chunk prepared while the last one is
+    decided: with chunks of 37 documents the kept documents are still those of one run."""
+    import neardup.incremental.run as run
+
+    monkeypatch.setattr(run, "CHUNK", 37)
+    assert main(["dedup", str(SAMPLE), "-o", str(tmp_path / "all.jsonl"), "-q"]) == 0
+    kept: list[str] = []
+    for i, b in enumerate(batches):
+        out = tmp_path / f"kept{i}.jsonl"
+        assert main(["dedup", str(b), "-o", str(out), "--save", str(tmp_path / "store"), "-q"]) == 0  # fmt: skip
+        kept += _ids(out)
+    assert kept == _ids(tmp_path / "all.jsonl")
+
+
 def test_against_compares_without_saving(tmp_path, batches):
     store = tmp_path / "store"
     assert main(["dedup", str(batches[0]), "-o", str(tmp_path / "k0.jsonl"), "--save", str(store), "-q"]) == 0  # fmt: skip

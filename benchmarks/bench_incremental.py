@@ -30,8 +30,10 @@ sys.path.insert(0, str(HERE))
 
 
 def _cpu() -> float:
+    """This process's CPU time and its children's that have ended (a Dask LocalCluster's
+    workers, started and stopped by each run)."""
     t = os.times()
-    return t.user + t.system
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def main(argv: list[str] | None = None) -> int:

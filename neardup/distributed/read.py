@@ -18,7 +18,14 @@ from ..errors import ConfigError, InputError
 from . import _store
 from .job import POS_SHIFT, Job
 
-__all__ = ["EXACT_SCHEMA", "read_exclude", "read_partition", "step_read", "write_exclude"]
+__all__ = [
+    "EXACT_SCHEMA",
+    "exclude_digest",
+    "read_exclude",
+    "read_partition",
+    "step_read",
+    "write_exclude",
+]
 
 
 def _schemas() -> tuple[Any, Any]:

@@ -35,3 +35,24 @@ def test_spark_equals_single_machine(
         inputs, str(tmp_path / "w"), engine=spark_engine, config=cfg, partitions=partitions
     )
     assert_same(distributed(res), single_machine(inputs, cfg))
+
+
+def test_spark_incremental_runs_keep_what_one_run_over_the_concatenation_keeps(
+    tmp_path: Path, spark_engine: SparkEngine
+) -> None:
+    """``neardup dedup DAY --save STORE --engine spark``, day after day (the command line's
+    engine joins the session this module started): the kept documents of the runs are those
+    of one keep-first run over the days together (issue 37)."""
+    from neardup.cli.main import main
+
+    days = sample_slice(tmp_path, 600, 2)
+    together = tmp_path / "together.jsonl"
+    together.write_text("".join(Path(d).read_text(encoding="utf-8") for d in days), encoding="utf-8")  # fmt: skip
+    assert main(["dedup", str(together), "-o", str(tmp_path / "all.jsonl"), "-q"]) == 0
+    kept = ""
+    for i, day in enumerate(days):
+        out = tmp_path / f"k{i}.jsonl"
+        args = ["dedup", day, "-o", str(out), "--save", str(tmp_path / "store"), "-q"]
+        assert main([*args, "--engine", "spark", "--partitions", "2"]) == 0
+        kept += out.read_text(encoding="utf-8")
+    assert kept == (tmp_path / "all.jsonl").read_text(encoding="utf-8")

@@ -476,7 +476,7 @@ def expire(st: StoreState, cutoff: float) -> int:
         rest = (
             s.segment.rowids
             if s.expired_before == -math.inf
-            else s.segment.rowids[s.segment.times >= s.expired_before]
+            else s.rows_in_time(s.expired_before, math.inf)[0]
         )
         if len(rest) > room:
             continue
@@ -524,13 +524,10 @@ def expire_rows(
         lo = -math.inf if full else seg.expired_before
         if seg.segment.min_time >= cutoff or lo >= cutoff:
             continue
-        ts = seg.segment.times
-        sel = ts < cutoff
-        if lo > -math.inf:
-            sel &= ts >= lo
-        if sel.any():
-            rids.append(np.asarray(seg.segment.rowids[sel]))
-            times.append(np.asarray(ts[sel]))
+        r, t = seg.rows_in_time(lo, cutoff)
+        if len(r):
+            rids.append(r)
+            times.append(t)
         marked.append(seg)
     mem, mem_t = st.memtable.rows_and_times_before(cutoff)
     if len(mem) and st.memtable_deleted:

@@ -213,6 +213,31 @@ def test_a_partition_drop_deletes_only_what_the_moving_cutoff_left(
     assert sum(deleted) <= 60 + 12 and max(deleted) < 60
 
 
+@pytest.mark.parametrize("order", ["in time order", "shuffled"])
+def test_each_step_deletes_exactly_the_rows_the_cutoff_passed(tmp_path: Path, order: str) -> None:
+    """A retention pass finds a segment's rows past the cutoff by binary search over their
+    times (sorted once, or already in time order): whatever the order the rows came in, after
+    every step exactly the rows at or past the cutoff are left."""
+    import random
+
+    clock = Clock(NOW - 5 * HOUR)
+    with _dd(tmp_path / "d", clock, partition_seconds=6 * HOUR) as d:
+        start = clock() - 48 * HOUR
+        times = [start + k * 300.0 + 7.0 for k in range(72)]
+        if order == "shuffled":
+            random.Random(3).shuffle(times)
+        d.add([{"id": f"o{k}", "text": _text(k), "time": t} for k, t in enumerate(times)])
+        d.add({"id": "new", "text": _text(999), "time": clock() - HOUR})
+        d.flush()
+        for _ in range(40):
+            clock.t += 480.0
+            cutoff = clock() - 48 * HOUR
+            d.store.expire(cutoff)
+            left = sum(t >= cutoff for t in times)
+            assert len(d) == left + 1
+        assert not _served(d, "o0", 0) and _served(d, "new", 999)
+
+
 def test_a_clock_jump_is_worked_off_a_batch_at_a_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

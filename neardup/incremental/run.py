@@ -97,8 +97,8 @@ def dedup_against(
     them to the store (created when missing). ``engine`` ``"dask"`` / ``"spark"`` (with
     ``scheduler``, ``master``, ``partitions``, ``workdir`` as ``neardup dedup --engine``): the
     new documents are deduplicated among themselves by the distributed job, the store is
-    checked and saved to in this process (:mod:`neardup.incremental.engine`). ``pairs_out``: the matched pairs, the stored
-    matches included (see the module). ``clusters_out``: the clusters CSV, a row per new
+    checked and saved to in this process (:mod:`neardup.incremental.engine`). ``pairs_out``:
+    the matched pairs, the stored matches included (see the module). ``clusters_out``: the clusters CSV, a row per new
     document, a representative that is a stored document where the store dropped it (it came
     first). ``report`` / ``review``: the review report (HTML) and its data (``review.json``),
     the stored documents that dropped new ones shown as the kept documents of their clusters

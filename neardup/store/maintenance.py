@@ -540,7 +540,9 @@ def expire_rows(
         rids.append(fr)
         times.append(fr_t)
     doomed, when = np.concatenate(rids), np.concatenate(times)
-    st.rows_expiry_behind = False
+    # set once, at the end of the pass: other threads read it (stats, /metrics, a caller
+    # waiting for a backlog), and a pass that cleared it first would read as done meanwhile
+    behind = False
     if budget is not None and len(doomed) > budget:
         # the oldest first, every row as old as the last of them too (so rows of one time,
         # e.g. a bulk load's, cannot stop the passes); reads filter the rest by time meanwhile
@@ -550,7 +552,7 @@ def expire_rows(
             doomed = doomed[older]
             mem = mem[mem_t < upto]
             cutoff = upto
-            st.rows_expiry_behind = True
+            behind = True
     doomed = np.unique(doomed)
     gone = 0
     if len(doomed):
@@ -563,6 +565,7 @@ def expire_rows(
     for seg in marked:
         seg.expired_before = max(seg.expired_before, cutoff)
     st.rows_expired_at = cutoff
+    st.rows_expiry_behind = behind
     return gone
 
 

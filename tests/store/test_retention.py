@@ -278,6 +278,38 @@ def test_a_clock_jump_is_worked_off_a_batch_at_a_time(
     assert max(deleted) <= 25 and sum(deleted) == 100 and len([n for n in deleted if n]) == 4
 
 
+def test_a_backlog_reads_as_behind_throughout_its_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``retention_behind`` (stats, /metrics, a caller waiting for a backlog) is set once, at
+    the end of a pass: it never reads 0 in the middle of a pass while a backlog is left (a
+    benchmark polling it stopped waiting during a long pass that had cleared it first)."""
+    import numpy as np
+
+    from neardup.store import maintenance
+
+    monkeypatch.setattr(maintenance, "EXPIRY_BATCH_ROWS", 25)
+    clock = Clock(NOW - 5 * HOUR)
+    with _dd(tmp_path / "d", clock, partition_seconds=6 * HOUR) as d:
+        start = clock() - 48 * HOUR
+        d.add([{"id": f"o{k}", "text": _text(k), "time": start + k * 60.0} for k in range(100)])
+        d.flush()
+        seen: list[int] = []
+        real = np.partition
+
+        def spy(*a: object, **kw: object) -> object:  # the budget's cut, inside a pass
+            seen.append(d.store.stats()["retention_behind"])
+            return real(*a, **kw)  # type: ignore[call-overload]
+
+        monkeypatch.setattr(np, "partition", spy)
+        clock.t += 7 * HOUR
+        for _ in range(4):
+            d.store.expire(clock() - 48 * HOUR)
+        monkeypatch.setattr(np, "partition", real)
+        assert len(seen) >= 3 and seen[0] == 0 and all(seen[1:])
+        assert len(d) == 0 and d.store.stats()["retention_behind"] == 0
+
+
 def test_rows_of_one_time_cannot_stop_the_passes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

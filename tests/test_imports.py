@@ -27,8 +27,9 @@ LAYERS: list[set[str]] = [
 #: keep rule, the valves, the summary), none of which imports another
 DRIVERS = {"batch", "online", "distributed", "cluster"}
 #: the drivers a wing above them may import: review explains what the batch decided;
-#: incremental composes the batch (the new documents) and the online store (those kept before)
-READS = {"review": {"batch"}, "incremental": {"batch", "online"}}
+#: incremental composes the batch, or the distributed job on an engine (the new documents), and
+#: the online store (those kept before)
+READS = {"review": {"batch"}, "incremental": {"batch", "distributed", "online"}}
 
 
 def _layer(wing: str) -> int:

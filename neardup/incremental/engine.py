@@ -6,7 +6,7 @@ checks the new documents against it and saves the kept ones to it; the engine de
 new documents among themselves:
 
 1. the driver reads the inputs (as the job reads them) and checks each document against the
-   store (:func:`~neardup.incremental.run.check_store`, read only);
+   store (:func:`~neardup.incremental.stored.check_store`, read only);
 2. the distributed job (:func:`neardup.distributed.run_dedup`) runs over the inputs with the
    documents the store dropped left out (``exclude``: as if they were not there, so a document
    dropped for the store never drops another, as in the concatenated keep-first run);
@@ -67,7 +67,7 @@ def against_on_engine(
     from ..distributed.job import POS_SHIFT
     from ..io import check_outputs, plan_inputs, plan_output, read_corpus
     from ..online import Deduplicator
-    from .run import LOAD_CHUNK, _refuse_stored_ids, check_store
+    from .stored import LOAD_CHUNK, check_store, refuse_stored_ids
 
     require("pyarrow", engine, f"--engine {engine}")
     summary = None if summary_json is None else os.fspath(summary_json)
@@ -97,7 +97,7 @@ def against_on_engine(
             ids = [str(x) for x in corpus.ids]
             n = len(ids)
             step("read", n, n)
-            _refuse_stored_ids(d, ids)
+            refuse_stored_ids(d, ids)
             for_store, stored = check_store(
                 d, ids, corpus.texts, pairs=pairs_path is not None, progress=progress
             )

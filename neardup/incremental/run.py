@@ -36,7 +36,6 @@ tells why).
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import json
 import os
@@ -48,19 +47,12 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import ConfigError, InputError, NotFoundError
+from ..errors import ConfigError, NotFoundError
 from ..rules.config import DedupConfig, with_overrides
 from ..verify.rule import DEFAULT_THRESHOLD
+from .stored import LOAD_CHUNK, check_store, refuse_stored_ids
 
-__all__ = ["Into", "check_store", "dedup_against", "dedup_into", "load_kept"]
-
-#: documents per store check (one write group): the more query keys a check has, the closer
-#: together they fall in a large store's sorted band sections, so its searches walk them forward
-#: instead of missing the cache on each; past ~10 k the sorting of the keys costs more than that
-#: saves (the chunk sizes against a 0.9 M store: docs/dedup.md, "Incremental dedup")
-CHUNK = 10_000
-#: kept documents per load (one segment per time partition each): few segments a run
-LOAD_CHUNK = 100_000
+__all__ = ["Into", "dedup_against", "dedup_into", "load_kept"]
 
 Progress = Callable[[str, int, int], None]
 
@@ -296,7 +288,7 @@ def dedup_into(
     from ..batch.run import dedup
 
     n = len(ids)
-    _refuse_stored_ids(d, ids)
+    refuse_stored_ids(d, ids)
     for_store, stored_pairs = check_store(d, ids, texts, pairs=pairs, progress=progress)
     rest = np.flatnonzero(~for_store)
     result = dedup(
@@ -310,62 +302,6 @@ def dedup_into(
     if save:
         load_kept(d, ids, texts, keep, progress=progress, times=times)
     return Into(keep, for_store, rest, result, stored_pairs)
-
-
-def check_store(
-    d: Any,
-    ids: Sequence[str],
-    texts: Sequence[str],
-    *,
-    pairs: bool = False,
-    progress: Progress | None = None,
-) -> tuple[npt.NDArray[np.bool_], list[tuple[str, str, int, float | None]]]:
-    """Step 1: which new documents duplicate a stored one (``Deduplicator.check``, read only,
-    ``CHUNK`` at a time), and with ``pairs`` every stored match of those, as ``(stored id, new
-    id, distance, score)``."""
-    report = progress or (lambda stage, done, total: None)
-    n = len(ids)
-    for_store = np.zeros(n, np.bool_)
-    stored_pairs: list[tuple[str, str, int, float | None]] = []
-    report("store", 0, n)
-    inflight: collections.deque[tuple[int, int, Any]] = collections.deque()
-
-    def collect() -> None:
-        lo, hi, fut = inflight.popleft()
-        for i, dec in zip(range(lo, hi), fut.result(), strict=True):
-            for_store[i] = dec.duplicate
-            if dec.duplicate and pairs:
-                stored_pairs.extend((m.id, dec.id, m.distance, m.score) for m in dec.matches)
-        report("store", hi, n)
-
-    # an empty store (a window's seed) matches nothing: the check is skipped, not just cheap.
-    # Checks change nothing, so the next chunk is prepared (this thread) while the writer
-    # decides the last one (bench_load.py, bench_incremental.py)
-    for lo in range(0, n if len(d) else 0, CHUNK):
-        hi = min(n, lo + CHUNK)
-        fut, _ = d.submit("check", [{"id": ids[i], "text": texts[i]} for i in range(lo, hi)])
-        inflight.append((lo, hi, fut))
-        if len(inflight) > 1:
-            collect()
-    while inflight:
-        collect()
-    return for_store, stored_pairs
-
-
-def _refuse_stored_ids(d: Any, ids: Sequence[str]) -> None:
-    """Refuse, before anything is decided or written, ids the store ``d`` already holds (it
-    keys documents by id): found in one look-up, whatever their texts, not only those a check
-    matched to themselves; a load refusing one would come after earlier chunks were loaded."""
-    if not len(d):
-        return
-    found = d.store.lookup_ids(ids)
-    taken = [x for x in ids if x in found]
-    if taken:
-        raise InputError(
-            f"{len(taken):,} ids are already in the store {d.path} (e.g. "
-            f"{', '.join(repr(x) for x in taken[:3])}); give the documents new ids "
-            "(--id-field, --generate-ids); nothing was written"
-        )
 
 
 def load_kept(

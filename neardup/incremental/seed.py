@@ -221,7 +221,8 @@ def _read_and_load(
     """Read the corpus, check it, load it; the counts for the summary (the corpus and what
     was made from it are released on return)."""
     from ..io import read_corpus
-    from .run import _refuse_stored_ids, dedup_into, load_kept
+    from .run import dedup_into, load_kept
+    from .stored import refuse_stored_ids
 
     report = progress or (lambda stage, done, total: None)
     on_error = reading["on_error"]
@@ -245,7 +246,7 @@ def _read_and_load(
     when = None if times is None else times[where].tolist()
     cfg = _batch_config(d) if dedup else None
     if cfg is None:  # (dedup_into refuses them itself)
-        _refuse_stored_ids(d, ids)
+        refuse_stored_ids(d, ids)
     if not dedup:
         how = "load"
         every = np.ones(len(ids), np.bool_)

@@ -50,9 +50,9 @@ def test_saved_runs_keep_what_one_run_over_the_concatenation_keeps(tmp_path, bat
 def test_checks_in_many_chunks_keep_what_one_run_keeps(tmp_path, batches, monkeypatch):
     """The store is checked a chunk at a time, the next chunk prepared while the last one is
     decided: with chunks of 37 documents the kept documents are still those of one run."""
-    import neardup.incremental.run as run
+    import neardup.incremental.stored as stored
 
-    monkeypatch.setattr(run, "CHUNK", 37)
+    monkeypatch.setattr(stored, "CHUNK", 37)
     assert main(["dedup", str(SAMPLE), "-o", str(tmp_path / "all.jsonl"), "-q"]) == 0
     kept: list[str] = []
     for i, b in enumerate(batches):

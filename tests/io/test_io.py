@@ -6,6 +6,7 @@ import csv
 import errno
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -214,7 +215,7 @@ def test_output_may_not_be_an_input(tmp_path):
 import io  # noqa: E402
 import sys  # noqa: E402
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from neardup.io import jsonl as jsonl_mod  # noqa: E402
@@ -285,7 +286,20 @@ def _jsonl_file(draw):
         data += eol  # else: last line without a newline
     if draw(st.integers(0, 4)) == 0:
         data = b"\xef\xbb\xbf" + data
+    # a file whose first bytes are a compression format's magic is read as that format, by
+    # design (docs/dedup.md, inputs): not a plain JSONL file for these tests (b"\x1f\x8b" then
+    # lines made one fail as gzip)
+    assume(not _looks_compressed(data))
     return data
+
+
+def _looks_compressed(data: bytes) -> bool:
+    return (
+        data[:2] == b"\x1f\x8b"
+        or data[:4] == b"\x28\xb5\x2f\xfd"
+        or data[:6] == b"\xfd7zXZ\x00"
+        or re.match(rb"BZh[1-9](1AY&SY|\x17rE8P)", data, re.DOTALL) is not None
+    )
 
 
 def _read_state(path, monkeypatch, *, reference, on_error, fmt=None):

@@ -93,13 +93,13 @@ def exclude_digest(positions: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(positions, "<i8").tobytes()).hexdigest()
 
 
-def write_exclude(workdir: str, positions: np.ndarray) -> str:
-    """Write the sorted positions the read step leaves out; returns their digest."""
+def write_exclude(workdir: str, positions: np.ndarray) -> None:
+    """Write the positions the read step leaves out (sorted, distinct: what the job's
+    :func:`exclude_digest` names)."""
     import pyarrow as pa
 
-    pos = np.unique(np.asarray(positions, np.int64))
-    _store.write_table(f"{workdir}/exclude.arrow", pa.table({"pos": pa.array(pos, pa.int64())}))
-    return exclude_digest(pos)
+    table = pa.table({"pos": pa.array(positions, pa.int64())})
+    _store.write_table(f"{workdir}/exclude.arrow", table)
 
 
 def read_exclude(workdir: str, digest: str) -> np.ndarray:

@@ -112,7 +112,8 @@ def run_dedup(
     )
     os.makedirs(job.workdir, exist_ok=True)
     if exclude is not None:
-        job = dataclasses.replace(job, exclude=exclude_digest(np.unique(exclude)))
+        exclude = np.unique(np.asarray(exclude, np.int64))
+        job = dataclasses.replace(job, exclude=exclude_digest(exclude))
     meta = os.path.join(job.workdir, "job.json")
     if os.path.exists(meta):
         with open(meta) as fh:

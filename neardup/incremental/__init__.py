@@ -16,7 +16,7 @@ _EXPORTS: dict[str, str] = {
     "dedup_against": ".run",
     "dedup_into": ".run",
     "load_files": ".seed",
-    "load_kept": ".run",
+    "load_kept": ".stored",
 }
 
 __all__ = ["Into", "dedup_against", "dedup_into", "load_files", "load_kept"]
@@ -24,5 +24,6 @@ __all__ = ["Into", "dedup_against", "dedup_into", "load_files", "load_kept"]
 __getattr__, __dir__ = lazy_exports(globals(), _EXPORTS, __all__)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .run import Into, dedup_against, dedup_into, load_kept
+    from .run import Into, dedup_against, dedup_into
     from .seed import load_files
+    from .stored import load_kept

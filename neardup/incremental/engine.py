@@ -11,7 +11,7 @@ new documents among themselves:
    documents the store dropped left out (``exclude``: as if they were not there, so a document
    dropped for the store never drops another, as in the concatenated keep-first run);
 3. with ``save``, the job's kept documents are loaded into the store
-   (:func:`~neardup.incremental.run.load_kept`'s ``Deduplicator.load``) before the outputs are
+   (:func:`~neardup.incremental.stored.load_kept`'s ``Deduplicator.load``) before the outputs are
    published.
 
 The kept ids equal the local engine's (tested), so they equal one keep-first run over the
@@ -67,7 +67,7 @@ def against_on_engine(
     from ..distributed.job import POS_SHIFT
     from ..io import check_outputs, plan_inputs, plan_output, read_corpus
     from ..online import Deduplicator
-    from .stored import LOAD_CHUNK, check_store, refuse_stored_ids
+    from .stored import check_store, load_kept, refuse_stored_ids, store_summary
 
     require("pyarrow", engine, f"--engine {engine}")
     summary = None if summary_json is None else os.fspath(summary_json)
@@ -112,29 +112,12 @@ def against_on_engine(
             # 3. the kept documents join the store, durable before the outputs are published
             kept = int(res.stats["kept"])
             if save:
-                step("save", 0, kept)
-                done = 0
-                for batch in res.read("kept").to_batches(LOAD_CHUNK):
-                    docs = [
-                        {"id": i, "text": t}
-                        for i, t in zip(
-                            batch.column("id").to_pylist(),
-                            batch.column("text").to_pylist(),
-                            strict=True,
-                        )
-                    ]
-                    d.load(docs)
-                    done += len(docs)
-                    step("save", done, kept)
+                table = res.read("kept")
+                ids, texts = table.column("id").to_pylist(), table.column("text").to_pylist()
+                del table
+                load_kept(d, ids, texts, np.ones(len(ids), np.bool_), progress=progress)
             stats.update(
-                documents=n,
-                dropped_for_store=int(for_store.sum()),
-                kept=kept,
-                dropped=n - kept,
-                store=str(root),
-                store_documents_before=before,
-                store_documents_after=len(d),
-                saved=save,
+                **store_summary(d, root, n, for_store, kept, before=before, saved=save),
                 store_check_s=round(check_s, 3),
             )
 

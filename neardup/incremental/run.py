@@ -1,6 +1,7 @@
 """Incremental dedup: a batch run that also drops what duplicates the documents earlier runs kept
 (``neardup dedup NEW --save STORE``, ``--against STORE``; :func:`dedup_against` over files,
-:func:`dedup_into` over documents and an open store, :func:`load_kept` for its last step).
+:func:`dedup_into` over documents and an open store; :mod:`.stored` for the steps with the
+store).
 
 The documents earlier runs kept live in an online store (a :class:`neardup.online.Deduplicator`
 data directory: fingerprints, MinHash band keys and texts, a versioned write-ahead log and
@@ -50,9 +51,9 @@ import numpy.typing as npt
 from ..errors import ConfigError, NotFoundError
 from ..rules.config import DedupConfig, with_overrides
 from ..verify.rule import DEFAULT_THRESHOLD
-from .stored import LOAD_CHUNK, check_store, refuse_stored_ids
+from .stored import check_store, load_kept, refuse_stored_ids, store_summary
 
-__all__ = ["Into", "dedup_against", "dedup_into", "load_kept"]
+__all__ = ["Into", "dedup_against", "dedup_into"]
 
 Progress = Callable[[str, int, int], None]
 
@@ -215,14 +216,7 @@ def dedup_against(
         stats = dict(result.stats)
         elapsed = time.perf_counter() - t0
         stats.update(
-            documents=n,
-            dropped_for_store=int(for_store.sum()),
-            kept=kept,
-            dropped=n - kept,
-            store=str(root),
-            store_documents_before=before,
-            store_documents_after=len(d),
-            saved=save,
+            **store_summary(d, root, n, for_store, kept, before=before, saved=save),
             skipped_records=corpus.skipped,
             elapsed_s=round(elapsed, 3),
             docs_per_s=round(n / elapsed, 1) if elapsed > 0 else None,
@@ -302,31 +296,6 @@ def dedup_into(
     if save:
         load_kept(d, ids, texts, keep, progress=progress, times=times)
     return Into(keep, for_store, rest, result, stored_pairs)
-
-
-def load_kept(
-    d: Any,
-    ids: Sequence[str],
-    texts: Sequence[str],
-    keep: npt.NDArray[np.bool_],
-    *,
-    progress: Progress | None = None,
-    times: Sequence[float] | None = None,
-) -> int:
-    """Load the kept documents into ``d`` as they are (``Deduplicator.load``: straight into
-    segments, not decided again), ``LOAD_CHUNK`` at a time; returns how many."""
-    report = progress or (lambda stage, done, total: None)
-    where = np.flatnonzero(keep)
-    kept = len(where)
-    report("save", 0, kept)
-    for lo in range(0, kept, LOAD_CHUNK):
-        part = where[lo : lo + LOAD_CHUNK].tolist()
-        if times is None:
-            d.load([{"id": ids[i], "text": texts[i]} for i in part])
-        else:
-            d.load([{"id": ids[i], "text": texts[i], "time": times[i]} for i in part])
-        report("save", min(kept, lo + LOAD_CHUNK), kept)
-    return kept
 
 
 def _write_pairs(path: str, result: Any, stored: list[tuple[str, str, int, float | None]]) -> None:

@@ -221,8 +221,8 @@ def _read_and_load(
     """Read the corpus, check it, load it; the counts for the summary (the corpus and what
     was made from it are released on return)."""
     from ..io import read_corpus
-    from .run import dedup_into, load_kept
-    from .stored import refuse_stored_ids
+    from .run import dedup_into
+    from .stored import load_kept, refuse_stored_ids
 
     report = progress or (lambda stage, done, total: None)
     on_error = reading["on_error"]

@@ -1,6 +1,8 @@
-"""Step 1 of an incremental run (:mod:`neardup.incremental.run`, on any engine:
-:mod:`neardup.incremental.engine`): the new documents checked against the store of those kept
-before, read only, and ids the store already holds refused before anything is written."""
+"""What an incremental run does with its store, on any engine (:mod:`neardup.incremental.run`,
+:mod:`neardup.incremental.engine`): step 1, the new documents checked against the store of
+those kept before, read only, and ids the store already holds refused before anything is
+written; step 3, the kept documents loaded (:func:`load_kept`); and the summary's store keys
+(:func:`store_summary`)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import numpy.typing as npt
 
 from ..errors import InputError
 
-__all__ = ["CHUNK", "LOAD_CHUNK", "check_store", "refuse_stored_ids"]
+__all__ = ["CHUNK", "LOAD_CHUNK", "check_store", "load_kept", "refuse_stored_ids", "store_summary"]
 
 Progress = Callable[[str, int, int], None]
 
@@ -80,3 +82,53 @@ def refuse_stored_ids(d: Any, ids: Sequence[str]) -> None:
             f"{', '.join(repr(x) for x in taken[:3])}); give the documents new ids "
             "(--id-field, --generate-ids); nothing was written"
         )
+
+
+def load_kept(
+    d: Any,
+    ids: Sequence[str],
+    texts: Sequence[str],
+    keep: npt.NDArray[np.bool_],
+    *,
+    progress: Progress | None = None,
+    times: Sequence[float] | None = None,
+) -> int:
+    """Load the kept documents into ``d`` as they are (``Deduplicator.load``: straight into
+    segments, not decided again), ``LOAD_CHUNK`` at a time; returns how many."""
+    report = progress or (lambda stage, done, total: None)
+    where = np.flatnonzero(keep)
+    kept = len(where)
+    report("save", 0, kept)
+    for lo in range(0, kept, LOAD_CHUNK):
+        part = where[lo : lo + LOAD_CHUNK].tolist()
+        if times is None:
+            d.load([{"id": ids[i], "text": texts[i]} for i in part])
+        else:
+            d.load([{"id": ids[i], "text": texts[i], "time": times[i]} for i in part])
+        report("save", min(kept, lo + LOAD_CHUNK), kept)
+    return kept
+
+
+def store_summary(
+    d: Any,
+    root: Any,
+    n: int,
+    for_store: npt.NDArray[np.bool_],
+    kept: int,
+    *,
+    before: int,
+    saved: bool,
+) -> dict[str, Any]:
+    """The store's keys of an incremental run's summary (``documents`` read, ``kept``,
+    ``dropped``, ``dropped_for_store``, the store's size before and after, ``saved``): the
+    same on every engine."""
+    return {
+        "documents": n,
+        "dropped_for_store": int(for_store.sum()),
+        "kept": kept,
+        "dropped": n - kept,
+        "store": str(root),
+        "store_documents_before": before,
+        "store_documents_after": len(d),
+        "saved": saved,
+    }

@@ -122,7 +122,7 @@ def test_a_stored_id_with_another_text_is_refused_before_any_chunk_loads(tmp_pat
     """An id the store holds, reused for a different text, is refused before anything is
     loaded, also when the kept documents would load in several chunks (a later chunk's refusal
     would leave the earlier ones stored)."""
-    import neardup.incremental.run as run
+    import neardup.incremental.stored as stored
 
     store = tmp_path / "store"
     assert main(["dedup", str(batches[0]), "-o", str(tmp_path / "k0.jsonl"), "--save", str(store), "-q"]) == 0  # fmt: skip
@@ -133,7 +133,7 @@ def test_a_stored_id_with_another_text_is_refused_before_any_chunk_loads(tmp_pat
     rows[-1]["id"] = _ids(tmp_path / "k0.jsonl")[0]  # a stored id, another text, last in line
     reused = tmp_path / "reused.jsonl"
     reused.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    monkeypatch.setattr(run, "LOAD_CHUNK", 50)
+    monkeypatch.setattr(stored, "LOAD_CHUNK", 50)
     capsys.readouterr()
     assert main(["dedup", str(reused), "-o", str(tmp_path / "k2.jsonl"), "--save", str(store), "-q"]) == 3  # fmt: skip
     assert "1 ids are already in the store" in capsys.readouterr().err

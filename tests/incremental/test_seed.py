@@ -84,9 +84,9 @@ def test_a_second_load_is_decided_against_what_the_store_holds(tmp_path: Path) -
 def test_as_is_loads_every_document_and_leaves_one_segment(tmp_path: Path, capsys, monkeypatch) -> None:  # fmt: skip
     """Every document loaded; the segments the chunked loads wrote are merged before the
     command returns (a server opening the store does not merge them under its requests)."""
-    import neardup.incremental.run as run
+    import neardup.incremental.stored as stored
 
-    monkeypatch.setattr(run, "LOAD_CHUNK", 50)  # six loads, six segments before the merge
+    monkeypatch.setattr(stored, "LOAD_CHUNK", 50)  # six loads, six segments before the merge
     src = _write(tmp_path / "s.jsonl", _records(300))
     data = tmp_path / "data"
     assert main(["store", "load", str(data), str(src), "--as-is", "--namespace", "news", "--json"]) == 0  # fmt: skip

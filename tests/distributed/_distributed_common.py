@@ -63,3 +63,20 @@ def assert_same(got: dict[str, Any], want: dict[str, Any]) -> None:
     assert got["roots"] == want["roots"]
     for k in ("documents", "exact_duplicates", "near_duplicates", "clusters", "kept", "dropped"):
         assert got["stats"][k] == want["stats"][k], k
+
+
+def incremental_runs_keep_one_runs(tmp: Path, days: list[str], engine: str) -> None:
+    """``neardup dedup DAY --save STORE --engine ENGINE``, day after day: the kept documents of
+    the runs are those of one keep-first run over the days together (issue 37)."""
+    from neardup.cli.main import main
+
+    together = tmp / "together.jsonl"
+    together.write_text("".join(Path(d).read_text(encoding="utf-8") for d in days), encoding="utf-8")  # fmt: skip
+    assert main(["dedup", str(together), "-o", str(tmp / "all.jsonl"), "-q"]) == 0
+    kept = ""
+    for i, day in enumerate(days):
+        out = tmp / f"k{i}.jsonl"
+        args = ["dedup", day, "-o", str(out), "--save", str(tmp / "store"), "-q"]
+        assert main([*args, "--engine", engine, "--partitions", "2"]) == 0
+        kept += out.read_text(encoding="utf-8")
+    assert kept == (tmp / "all.jsonl").read_text(encoding="utf-8")

@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _distributed_common import assert_same, distributed, sample_slice, single_machine
+from _distributed_common import (
+    assert_same,
+    distributed,
+    incremental_runs_keep_one_runs,
+    sample_slice,
+    single_machine,
+)
 
 from neardup.rules.config import DedupConfig
 
@@ -86,16 +92,4 @@ def test_dask_incremental_runs_keep_what_one_run_over_the_concatenation_keeps(
 ) -> None:
     """``neardup dedup DAY --save STORE --engine dask``, day after day: the kept documents of
     the runs are those of one keep-first run over the days together (issue 37)."""
-    from neardup.cli.main import main
-
-    days = sample_slice(tmp_path, 900, 3)
-    together = tmp_path / "together.jsonl"
-    together.write_text("".join(Path(d).read_text(encoding="utf-8") for d in days), encoding="utf-8")  # fmt: skip
-    assert main(["dedup", str(together), "-o", str(tmp_path / "all.jsonl"), "-q"]) == 0
-    kept = ""
-    for i, day in enumerate(days):
-        out = tmp_path / f"k{i}.jsonl"
-        args = ["dedup", day, "-o", str(out), "--save", str(tmp_path / "store"), "-q"]
-        assert main([*args, "--engine", "dask", "--partitions", "2"]) == 0
-        kept += out.read_text(encoding="utf-8")
-    assert kept == (tmp_path / "all.jsonl").read_text(encoding="utf-8")
+    incremental_runs_keep_one_runs(tmp_path, sample_slice(tmp_path, 900, 3), "dask")

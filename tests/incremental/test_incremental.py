@@ -19,18 +19,6 @@ def _ids(path: Path) -> list[str]:
     return [json.loads(x)["id"] for x in path.read_text(encoding="utf-8").splitlines()]
 
 
-@pytest.fixture
-def batches(tmp_path: Path) -> list[Path]:
-    rows = SAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)
-    cuts = [0, 400, 900, len(rows)]
-    out = []
-    for i in range(3):
-        p = tmp_path / f"day{i}.jsonl"
-        p.write_text("".join(rows[cuts[i] : cuts[i + 1]]), encoding="utf-8")
-        out.append(p)
-    return out
-
-
 def test_saved_runs_keep_what_one_run_over_the_concatenation_keeps(tmp_path, batches):
     assert main(["dedup", str(SAMPLE), "-o", str(tmp_path / "all.jsonl"), "-q"]) == 0
     store = tmp_path / "store"

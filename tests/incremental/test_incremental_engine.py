@@ -19,29 +19,19 @@ pytest.importorskip("pyarrow", reason="the distributed job stores Arrow files")
 SAMPLE = Path(__file__).resolve().parents[2] / "neardup" / "data" / "sample" / "sample.jsonl"
 
 
-def _days(tmp_path: Path) -> list[Path]:
-    rows = SAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)
-    cuts = [0, 400, 900, len(rows)]
-    out = []
-    for i in range(3):
-        p = tmp_path / f"day{i}.jsonl"
-        p.write_text("".join(rows[cuts[i] : cuts[i + 1]]), encoding="utf-8")
-        out.append(p)
-    return out
-
-
 def _pairs(path: Path) -> list[list[str]]:
     with path.open(newline="", encoding="utf-8") as fh:
         return sorted(csv.reader(fh))
 
 
-def test_an_engine_run_saves_and_drops_as_the_local_engine(tmp_path: Path) -> None:
+def test_an_engine_run_saves_and_drops_as_the_local_engine(
+    tmp_path: Path, batches: list[Path]
+) -> None:
     from neardup.incremental import dedup_against
 
-    days = _days(tmp_path)
     keys = ("documents", "dropped_for_store", "kept", "dropped", "store_documents_before",
             "store_documents_after", "saved")  # fmt: skip
-    for i, day in enumerate(days):
+    for i, day in enumerate(batches):
         got = {
             "local": dedup_against(
                 day, tmp_path / "store-local", output=tmp_path / f"local{i}.jsonl",
@@ -100,10 +90,12 @@ def test_the_job_leaves_out_the_excluded_positions(tmp_path: Path) -> None:
         run_dedup([str(full)], str(tmp_path / "wa"), partitions=2, exclude=out[1:])
 
 
-def test_outputs_an_engine_run_cannot_make_are_refused_first(tmp_path: Path, capsys) -> None:
+def test_outputs_an_engine_run_cannot_make_are_refused_first(
+    tmp_path: Path, batches: list[Path], capsys
+) -> None:
     """``--clusters-out`` / ``--report`` with ``--save`` and an engine are refused before
     anything is read or made."""
-    day = _days(tmp_path)[0]
+    day = batches[0]
     rc = main(["dedup", str(day), "-o", str(tmp_path / "k.jsonl"), "--save", str(tmp_path / "s"), "--engine", "dask", "--clusters-out", str(tmp_path / "c.csv")])  # fmt: skip
     assert rc == 2
     assert "run on the local engine" in capsys.readouterr().err

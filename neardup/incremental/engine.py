@@ -67,7 +67,13 @@ def against_on_engine(
     from ..distributed.job import POS_SHIFT
     from ..io import check_outputs, plan_inputs, plan_output, read_corpus
     from ..online import Deduplicator
-    from .stored import check_store, load_kept, refuse_stored_ids, store_summary
+    from .stored import (
+        check_store,
+        load_kept,
+        refuse_stored_ids,
+        store_pair_rows,
+        store_summary,
+    )
 
     require("pyarrow", engine, f"--engine {engine}")
     summary = None if summary_json is None else os.fspath(summary_json)
@@ -127,8 +133,7 @@ def against_on_engine(
             input_format=input_format, output_format=output_format, scheduler=scheduler,
             master=master, partitions=partitions, workdir=workdir, quiet=True, progress=progress,
             exclude=exclude,
-            more_pairs=[(a, b, dist, "" if sc is None else round(float(sc), 4), "stored", "")
-                        for a, b, dist, sc in stored],
+            more_pairs=store_pair_rows(stored),
             before_publish=save_kept, text_field=text_field, id_field=id_field,
             encoding=encoding, on_error=on_error, generate_ids=generate_ids,
         )  # fmt: skip

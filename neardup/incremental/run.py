@@ -51,7 +51,7 @@ import numpy.typing as npt
 from ..errors import ConfigError, NotFoundError
 from ..rules.config import DedupConfig, with_overrides
 from ..verify.rule import DEFAULT_THRESHOLD
-from .stored import check_store, load_kept, refuse_stored_ids, store_summary
+from .stored import check_store, load_kept, refuse_stored_ids, store_pair_rows, store_summary
 
 __all__ = ["Into", "dedup_against", "dedup_into"]
 
@@ -303,11 +303,4 @@ def _write_pairs(path: str, result: Any, stored: list[tuple[str, str, int, float
     ``stored``, no rule)."""
     from ..batch.files import write_pairs
 
-    write_pairs(
-        path,
-        result,
-        (
-            (a, b, d, "" if sc is None else round(float(sc), 4), "stored", "")
-            for a, b, d, sc in stored
-        ),
-    )
+    write_pairs(path, result, store_pair_rows(stored))

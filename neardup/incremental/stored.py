@@ -15,7 +15,15 @@ import numpy.typing as npt
 
 from ..errors import InputError
 
-__all__ = ["CHUNK", "LOAD_CHUNK", "check_store", "load_kept", "refuse_stored_ids", "store_summary"]
+__all__ = [
+    "CHUNK",
+    "LOAD_CHUNK",
+    "check_store",
+    "load_kept",
+    "refuse_stored_ids",
+    "store_pair_rows",
+    "store_summary",
+]
 
 Progress = Callable[[str, int, int], None]
 
@@ -132,3 +140,14 @@ def store_summary(
         "store_documents_after": len(d),
         "saved": saved,
     }
+
+
+def store_pair_rows(
+    stored: Sequence[tuple[str, str, int, float | None]],
+) -> list[tuple[object, ...]]:
+    """The pairs CSV's rows of the stored matches :func:`check_store` found (``id_a`` the
+    stored document, it came first; stage ``stored``; no rule: the store decided), after the
+    run's own pairs on every engine."""
+    return [
+        (a, b, d, "" if sc is None else round(float(sc), 4), "stored", "") for a, b, d, sc in stored
+    ]

@@ -36,7 +36,7 @@ from typing import Any
 
 from ..errors import ConfigError, CorruptFileError, StorageError, UnsupportedVersionError
 from .layout import DataDir
-from .meta import _RAW_COLUMNS, SCHEMA_VERSION, row_checksum, row_problem
+from .meta import _RAW_COLUMNS, SCHEMA_VERSION, load_codec, row_checksum, row_problem
 from .wal import AddRecord, fsync_dir, read_wal
 
 __all__ = [
@@ -173,9 +173,10 @@ def verify_store(path: str | os.PathLike[str]) -> VerifyReport:
     report = VerifyReport(root)
     db = _open_read_only(root / "meta.sqlite3")
     try:
+        codec, codec_problem = load_codec(db)
         for raw in _scan(db, report):
             report.rows += 1
-            problem = row_problem(raw)
+            problem = row_problem(raw, codec=codec, codec_problem=codec_problem)
             if problem is not None:
                 report.damaged.append(
                     DamagedRow(int(raw[0]), (raw[1] or b"").decode("utf-8", "replace"), problem)

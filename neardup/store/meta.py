@@ -25,6 +25,12 @@ is never answered changed (``neardup store verify`` / ``repair`` find and salvag
 (:data:`SCHEMA_VERSION`); a database of another version is refused
 (:class:`~neardup.errors.UnsupportedVersionError`).
 
+Texts are stored compressed once the database has trained its dictionary on the first texts it
+stored (:mod:`neardup.store.textcodec`; table ``text_dict``): such a row's ``text`` column is a
+blob, its ``flags`` carry :data:`~neardup.store.textcodec.TEXT_ZSTD_FLAG` (never shown in
+:class:`Row`), and its checksum covers the stored bytes; the text is decompressed where it is
+read, and a row that needs a missing or damaged dictionary is a damaged row.
+
 The number of rows in ``docs`` is kept in ``doc_count``, changed in the same transaction as
 every write to ``docs`` (all of them are methods of :class:`MetaDB`), so :meth:`MetaDB.count`
 is one row read instead of ``SELECT count(*)``, a scan of the whole table that, with the file
@@ -61,8 +67,11 @@ from typing import Any, NamedTuple, TypeVar
 import numpy as np
 import numpy.typing as npt
 import xxhash
+import zstandard as zstd
 
 from ..errors import CorruptFileError, CorruptRecordError, StorageError, UnsupportedVersionError
+from . import textcodec
+from .textcodec import TEXT_ZSTD_FLAG, TextCodec, dict_checksum
 from .wal import AddRecord, DeleteRecord
 
 __all__ = [
@@ -71,6 +80,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "MetaDB",
     "Row",
+    "load_codec",
     "row_checksum",
     "row_problem",
     "sqlite_error",
@@ -154,6 +164,11 @@ CREATE TABLE IF NOT EXISTS wal_applied (
 CREATE TABLE IF NOT EXISTS doc_count (
     k INTEGER PRIMARY KEY CHECK (k = 0),
     n INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS text_dict (
+    k INTEGER PRIMARY KEY CHECK (k = 0),
+    dict BLOB NOT NULL,
+    csum INTEGER NOT NULL
 );
 """
 _CHUNK = 900  # stay under SQLite's host-parameter limit
@@ -240,24 +255,61 @@ def row_checksum(
     )
 
 
-def _add_params(r: AddRecord) -> tuple[Any, ...]:
-    fp = r.fp_hi.to_bytes(8, "little") + r.fp_lo.to_bytes(8, "little")
-    csum = row_checksum(r.rowid, r.id, r.time, fp, r.chash, r.flags, r.metadata, r.text)
-    return (r.rowid, r.id, r.time, fp, r.chash, r.flags, r.metadata, r.text, csum)
-
-
-def _with_checksum(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    """An 8-column row ``(rid, id, time, fp, chash, flags, metadata, text)`` with its checksum
-    appended (a 9-column row is returned as it is)."""
+def _stored_row(row: tuple[Any, ...], codec: TextCodec | None) -> tuple[Any, ...]:
+    """An 8-column row ``(rid, id, time, fp, chash, flags, metadata, text)`` as stored: its text
+    compressed with ``codec`` where that is shorter (flag :data:`TEXT_ZSTD_FLAG`), its checksum
+    appended (over the stored bytes). A 9-column row is stored as it is."""
     if len(row) == _DOC_COLUMNS:
         return row
+    rid, id, time_, fp, chash, flags, metadata, text = row
+    if text is not None and codec is not None:
+        packed = codec.encode(_utf8(text) or b"")
+        if packed is not None:
+            flags |= TEXT_ZSTD_FLAG
+            csum = _checksum_bytes(
+                rid, _utf8(id) or b"", time_, bytes(fp), bytes(chash), flags, _utf8(metadata),
+                packed,
+            )  # fmt: skip
+            return (rid, id, time_, fp, chash, flags, metadata, packed, csum)
     return (*row, row_checksum(*row))
 
 
-def row_problem(raw: Sequence[Any], *, with_text: bool = True) -> str | None:
+def _add_row(r: AddRecord) -> tuple[Any, ...]:
+    """A log record's row, 8 columns (:func:`_stored_row` stores it)."""
+    fp = r.fp_hi.to_bytes(8, "little") + r.fp_lo.to_bytes(8, "little")
+    return (r.rowid, r.id, r.time, fp, r.chash, r.flags, r.metadata, r.text)
+
+
+def load_codec(db: sqlite3.Connection) -> tuple[TextCodec | None, str | None]:
+    """The text codec of the database ``db`` (None before it has trained one) and, where its
+    dictionary fails its checksum, what is wrong (the codec is then None)."""
+    try:
+        row = db.execute("SELECT dict, csum FROM text_dict WHERE k = 0").fetchone()
+    except sqlite3.OperationalError:  # no such table: a database without compressed texts
+        return None, None
+    if row is None:
+        return None, None
+    data, csum = row
+    if not isinstance(data, bytes) or dict_checksum(data) != csum:
+        return None, "the store's text dictionary fails its checksum"
+    try:
+        return TextCodec(data), None
+    except Exception as exc:  # zstd refuses the bytes: damaged beyond the checksum's reach
+        return None, f"the store's text dictionary cannot be loaded ({exc})"
+
+
+def row_problem(
+    raw: Sequence[Any],
+    *,
+    with_text: bool = True,
+    codec: TextCodec | None = None,
+    codec_problem: str | None = None,
+) -> str | None:
     """What is wrong with a row read as stored bytes (:data:`_RAW_COLUMNS`), or None when it
     matches its checksum and its strings are UTF-8. ``with_text=False``: the text was not read
-    (its half of the checksum is not checked)."""
+    (its half of the checksum is not checked). ``codec``: the database's text codec
+    (:func:`load_codec`; ``codec_problem`` what is wrong with its dictionary), which a
+    compressed text is decompressed with."""
     rid, id_b, time_, fp, chash, flags, meta_b, text_b, csum = raw
     if (
         not all(isinstance(x, bytes | None) for x in (id_b, meta_b, text_b))
@@ -275,6 +327,14 @@ def row_problem(raw: Sequence[Any], *, with_text: bool = True) -> str | None:
         return "its id, metadata or fingerprint fails its checksum"
     if with_text and (want ^ got) >> 32:
         return "its text fails its checksum"
+    if with_text and text_b is not None and flags & TEXT_ZSTD_FLAG:
+        if codec is None:
+            why = codec_problem or "the store has no text dictionary"
+            return f"its text is compressed and {why}"
+        try:
+            text_b = codec.decode(text_b)
+        except zstd.ZstdError as exc:
+            return f"its compressed text cannot be decompressed ({exc})"
     for name, b in (("id", id_b), ("metadata", meta_b), ("text", text_b)):
         if b is not None:
             try:
@@ -284,17 +344,23 @@ def row_problem(raw: Sequence[Any], *, with_text: bool = True) -> str | None:
     return None
 
 
+#: what a read says of a compressed text where the database has no usable dictionary
+_NO_DICT = "the store's text dictionary is missing or damaged (neardup store verify)"
+
 _pack_head = _HEAD.pack
 _xxh32 = xxhash.xxh32_intdigest
 _U64 = (1 << 64) - 1
 
 
-def _decode_row(raw: Sequence[Any], path: object, *, with_text: bool) -> Row:
+def _decode_row(
+    raw: Sequence[Any], path: object, *, with_text: bool, codec: TextCodec | None = None
+) -> Row:
     """A :class:`Row` from a row read as stored bytes, checked against its checksum;
     :class:`CorruptRecordError` naming the file, row id and id when it does not match.
 
     The checksum of :func:`_checksum_bytes`, inlined (this runs for every row a read returns:
-    every verification candidate); :func:`row_problem` says what is wrong when it fails."""
+    every verification candidate); :func:`row_problem` says what is wrong when it fails.
+    ``codec``: the database's text codec (a compressed text is decompressed with it)."""
     rid, id_b, time_, fp, chash, flags, meta_b, text_b, csum = raw
     try:
         c = csum & _U64
@@ -313,6 +379,10 @@ def _decode_row(raw: Sequence[Any], path: object, *, with_text: bool) -> Row:
         if c & _MASK32 == low and (
             not with_text or c >> 32 == (0 if text_b is None else _xxh32(text_b))
         ):
+            if flags & TEXT_ZSTD_FLAG:
+                flags &= ~TEXT_ZSTD_FLAG
+                if with_text:
+                    text_b = codec.decode(text_b)  # type: ignore[union-attr]
             return Row(
                 rid,
                 id_b.decode("utf-8"),
@@ -323,9 +393,12 @@ def _decode_row(raw: Sequence[Any], path: object, *, with_text: bool) -> Row:
                 None if meta_b is None else meta_b.decode("utf-8"),
                 None if text_b is None else text_b.decode("utf-8"),
             )
-    except (TypeError, UnicodeDecodeError, struct.error):
+    except (TypeError, AttributeError, UnicodeDecodeError, struct.error, zstd.ZstdError):
         pass
-    problem = row_problem(raw, with_text=with_text) or "it cannot be read"
+    problem = (
+        row_problem(raw, with_text=with_text, codec=codec, codec_problem=_NO_DICT)
+        or "it cannot be read"
+    )
     doc_id = (id_b if isinstance(id_b, bytes) else b"").decode("utf-8", "replace")
     raise CorruptRecordError(
         f"{path}: the stored document {doc_id!r} (row {rid}) is damaged: {problem}; it is "
@@ -391,6 +464,15 @@ class MetaDB:
         )
         self._max_rows = 1 << max(0, fit.bit_length() - 1)
         self._insert_sql: dict[tuple[str, int], str] = {}
+        # the texts' codec (:mod:`neardup.store.textcodec`): one instance for writes (under
+        # the write lock), one for reads (under the read lock); trained once, on the first
+        # TRAIN_MIN_TEXTS texts, unless the database holds a dictionary (or a damaged one)
+        self._codec, self._codec_problem = load_codec(self._db)
+        self._rcodec = load_codec(self._db)[0]
+        self._train = self._codec is None and self._codec_problem is None
+        self._samples: list[bytes] = []
+        self._sample_bytes = 0
+        self._pending: TextCodec | None = None
         with self._lock:  # a new (or rebuilt) database: count its rows once
             if self._db.execute("SELECT n FROM doc_count").fetchone() is None:
                 self._db.execute("INSERT INTO doc_count SELECT 0, count(*) FROM docs")
@@ -432,9 +514,13 @@ class MetaDB:
         with self._transaction() as cur:
             delta = 0
             adds: list[tuple[Any, ...]] = []
+            records = list(records)
+            codec = self._codec
+            if self._train:
+                codec = self._codec_for(cur, (r.text for r in records if isinstance(r, AddRecord)))
             for r in records:
                 if isinstance(r, AddRecord):
-                    adds.append(_add_params(r))
+                    adds.append(_stored_row(_add_row(r), codec))
                     continue
                 if adds:
                     delta += self._replace_rows(cur, adds)
@@ -461,7 +547,10 @@ class MetaDB:
             try:
                 yield cur
                 cur.execute("COMMIT")
+                if self._pending is not None:  # its dictionary is stored: later writes use it
+                    self._codec, self._pending, self._train = self._pending, None, False
             except BaseException as exc:
+                self._pending = None
                 # SQLite rolls a transaction back by itself on some errors (a full disk): a
                 # second ROLLBACK would raise "no transaction is active" and hide the cause
                 if self._db.in_transaction:
@@ -471,6 +560,35 @@ class MetaDB:
                 if mapped is not exc:  # a full disk: StorageError (HTTP 503), not a raw error
                     raise mapped from exc
                 raise
+
+    def _codec_for(self, cur: sqlite3.Cursor, texts: Iterable[str | None]) -> TextCodec | None:
+        """The codec that rows written in this transaction use: the database's; or, once the
+        texts sampled (these among them) reach :data:`~neardup.store.textcodec.TRAIN_MIN_TEXTS`,
+        a new one whose dictionary is written in this transaction (and used by the database
+        once it commits)."""
+        if not self._train:
+            return self._codec
+        for t in texts:
+            if self._sample_bytes >= textcodec.TRAIN_MAX_BYTES:
+                break
+            if t:
+                b = _utf8(t) or b""
+                self._samples.append(b)
+                self._sample_bytes += len(b)
+        if len(self._samples) < textcodec.TRAIN_MIN_TEXTS:
+            return None
+        samples, self._samples, self._sample_bytes = self._samples, [], 0
+        data = textcodec.train(samples)
+        if data is None:  # zstd could not: the texts stay plain
+            self._train = False
+            return None
+        cur.execute(
+            "INSERT OR REPLACE INTO text_dict VALUES (0, ?, ?)", (data, dict_checksum(data))
+        )
+        # readers get theirs before the commit: no committed row is ever unreadable to them
+        self._rcodec = TextCodec(data)
+        self._pending = TextCodec(data)
+        return self._pending
 
     def _add_count(self, cur: sqlite3.Cursor, delta: int) -> None:
         if delta:
@@ -561,8 +679,15 @@ class MetaDB:
                 cur.execute("PRAGMA cache_size=-1048576")
             try:
                 with self._transaction() as tx:
-                    before = self._db.total_changes
-                    self._insert_rows(tx, "INSERT", map(_with_checksum, rows))
+                    it = iter(rows)
+                    codec = self._codec
+                    if self._train:  # the first rows are sampled (a generator stays one)
+                        head = list(itertools.islice(it, 2 * textcodec.TRAIN_MIN_TEXTS))
+                        codec = self._codec_for(tx, (r[7] for r in head if len(r) == 8))
+                        it = itertools.chain(head, it)
+                    stored = (_stored_row(r, codec) for r in it)
+                    before = self._db.total_changes  # (after the dictionary's row)
+                    self._insert_rows(tx, "INSERT", stored)
                     self._add_count(tx, self._db.total_changes - before)
             finally:
                 if bulk and self.path is not None:
@@ -625,8 +750,9 @@ class MetaDB:
             for s in range(0, len(uniq), _CHUNK):
                 chunk = uniq[s : s + _CHUNK]
                 q = f"SELECT {cols} FROM docs WHERE rid IN ({','.join('?' * len(chunk))})"
+                codec = self._rcodec
                 for raw in self._rdb.execute(q, chunk):
-                    out[raw[0]] = _decode_row(raw, path, with_text=with_text)
+                    out[raw[0]] = _decode_row(raw, path, with_text=with_text, codec=codec)
         return out
 
     def ids_after(self, after: str, limit: int) -> list[str]:
@@ -639,11 +765,13 @@ class MetaDB:
 
     def get(self, id: str) -> Row | None:
         """The row of ``id`` (checked against its checksum), or None."""
-        with self._rlock:
+        with self._rlock:  # held while decoding: the read codec is one instance
             raw = self._rdb.execute(
                 f"SELECT {_RAW_COLUMNS} FROM docs WHERE id = ?", (id,)
             ).fetchone()
-        return None if raw is None else _decode_row(raw, self.path, with_text=True)
+            if raw is None:
+                return None
+            return _decode_row(raw, self.path, with_text=True, codec=self._rcodec)
 
     def count(self) -> int:
         """Rows in ``docs`` (kept in ``doc_count``; one row read, not a scan)."""
@@ -680,9 +808,10 @@ class MetaDB:
             rows = self._rdb.execute(
                 f"SELECT {_RAW_COLUMNS} FROM docs WHERE rid >= ? ORDER BY rid", (lo,)
             )
+            codec = self._rcodec
             for raw in rows:
                 try:
-                    out.append(_decode_row(raw, self.path, with_text=True))
+                    out.append(_decode_row(raw, self.path, with_text=True, codec=codec))
                 except CorruptRecordError as exc:  # restored as far as it can be, and said
                     log.error("%s", exc)
         if len(skip) and out:
@@ -741,8 +870,8 @@ def scan_leaf_rows(path: Path) -> Iterator[tuple[Any, ...]]:
     without the B-tree above them (what a damaged interior page hides from every query).
 
     Rows are recognised by their shape (9 columns: NULL row-id alias, text id, real time,
-    16-byte fingerprint, 16-byte content hash, int flags, text-or-NULL metadata and text, int
-    checksum).
+    16-byte fingerprint, 16-byte content hash, int flags, text-or-NULL metadata, text, blob
+    (a compressed text) or NULL, int checksum).
     Pages on the free list and freed cells can still hold old rows: the caller keeps only row
     ids that the store's segments hold and that were not deleted.
     """
@@ -808,7 +937,7 @@ def _scan_pages(data: Any) -> Iterator[tuple[Any, ...]]:
                 and isinstance(rec[4], bytes)
                 and isinstance(rec[5], int)
                 and (rec[6] is None or isinstance(rec[6], str))
-                and (rec[7] is None or isinstance(rec[7], str))
+                and (rec[7] is None or isinstance(rec[7], (str, bytes)))
                 and isinstance(rec[8], int)
             ):
                 yield (rid, rec[1], float(rec[2]), rec[3], rec[4], rec[5], rec[6], rec[7], rec[8])
@@ -838,6 +967,16 @@ def salvage(
     new = MetaDB(dst)
     kept = bad = 0
     try:
+        # the texts' dictionary first, as stored (a damaged one stays damaged: the rows that
+        # need it then fail verification instead of being read with another)
+        with contextlib.suppress(sqlite3.Error):
+            found_dict = old.execute("SELECT k, dict, csum FROM text_dict").fetchone()
+            if found_dict is not None:
+                with new._lock:
+                    new._db.execute("INSERT INTO text_dict VALUES (?, ?, ?)", found_dict)
+                new._codec, new._codec_problem = load_codec(new._db)
+                new._rcodec = load_codec(new._db)[0]
+                new._train = False
         with contextlib.suppress(sqlite3.Error):
             (top,) = old.execute("SELECT max(rid) FROM docs").fetchone()
             if top is not None:

@@ -129,6 +129,37 @@ def test_generated_window_decides_like_batch(seed: int) -> None:
     assert sum(map(len, classic.values())) < sum(map(len, batch.values()))
 
 
+def test_a_store_with_compressed_texts_decides_like_batch(tmp_path, monkeypatch) -> None:
+    """Verification reads the stored texts: once the store has trained its text dictionary
+    (after 40 texts here) they are compressed in SQLite, and the decisions stay the batch's,
+    before and after a reopen (every candidate's text then comes from SQLite)."""
+    import sqlite3
+
+    from neardup.store import textcodec
+
+    monkeypatch.setattr(textcodec, "TRAIN_MIN_TEXTS", 40)
+    texts = _corpus(4)
+    batch = _batch_pairs(texts)
+    with Deduplicator.open(tmp_path, max_matches=len(texts)) as d:
+        assert _online_pairs(texts, d) == batch
+    db = sqlite3.connect(tmp_path / "meta.sqlite3")
+    packed = db.execute(
+        "SELECT count(*) FROM docs WHERE flags & ? AND typeof(text) = 'blob'",
+        (textcodec.TEXT_ZSTD_FLAG,),
+    ).fetchone()[0]
+    db.close()
+    assert packed > len(texts) // 2
+    with Deduplicator.open(tmp_path) as d:
+        got = d.check([{"id": f"q{i}", "text": t} for i, t in enumerate(texts)])
+        again = {
+            i: {int(m.id) for m in dec.matches} - {i}
+            for i, dec in enumerate(got)
+            if {int(m.id) for m in dec.matches} - {i}
+        }
+        assert again == batch
+        assert d.get(str(len(texts) - 1))["text"] == texts[-1]
+
+
 @pytest.mark.shared
 @pytest.mark.slow
 def test_dev_slice_decides_like_batch(dev_data) -> None:

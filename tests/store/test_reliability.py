@@ -206,8 +206,11 @@ def test_flipped_log_bytes_are_detected(tmp_path: Path) -> None:
     srv = ServerProcess(data, env={"NEARDUP_TOKEN": TOKEN})
     srv.start()
     docs = _fill(srv, 20, seed=7)
-    srv.kill()  # leave everything in the log (no flush to segments)
     ns = data / "namespaces" / "default"
+    # SQLite's applier runs behind the acknowledgements: wait until it holds every row (the
+    # repair below must keep them), or a loaded machine kills it with only the log's copy
+    _wait_applied(ns, len(docs))
+    srv.kill()  # leave everything in the log (no flush to segments)
     (wal,) = sorted(ns.glob("wal-*.log"))
     size = _records_end(wal)
     assert size > 1000
@@ -237,6 +240,23 @@ def test_flipped_log_bytes_are_detected(tmp_path: Path) -> None:
         h = c.get("/healthz").json()
         assert h["status"] == "ok" and kept + 10 <= h["documents"] <= kept + 15
     srv.stop()
+
+
+def _wait_applied(ns: Path, n: int, timeout: float = 60.0) -> None:
+    """Wait until SQLite holds ``n`` rows (read-only, beside the running server)."""
+    import sqlite3
+
+    deadline = time.monotonic() + timeout
+    while True:
+        db = sqlite3.connect(f"file:{ns / 'meta.sqlite3'}?mode=ro", uri=True)
+        try:
+            (held,) = db.execute("SELECT count(*) FROM docs").fetchone()
+        finally:
+            db.close()
+        if held >= n or time.monotonic() > deadline:
+            assert held >= n, f"SQLite applied {held} of {n} rows in {timeout} s"
+            return
+        time.sleep(0.05)
 
 
 def _set_applied(ns: Path, offset: int) -> int:

@@ -1,0 +1,100 @@
+"""Stored texts compressed with a dictionary trained on the store's own texts (zstd).
+
+A store keeps every document's text in SQLite for verification. Short posts compress poorly
+one by one (a zstd frame has little history to draw on), so each store trains one zstd
+dictionary on the first texts it stores (:data:`TRAIN_MIN_TEXTS`, at most
+:data:`TRAIN_MAX_BYTES` of them) and compresses every later text with it, in a magicless frame
+without checksum or dictionary id (the row's checksum covers the stored bytes; the store has
+one dictionary). A text is kept compressed only where that is shorter. The dictionary is kept
+in the database itself (table ``text_dict``, with its xxh64), written in the transaction of the
+first rows that use it, so a row never names a dictionary the database lacks; it never
+changes afterwards (the rows stored before it stay plain).
+
+Measured: ``benchmarks/bench_window.py`` (the generated window, texts in SQLite per document)
+and the dev corpus (docs/store.md, "Stored texts").
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import cast
+
+import xxhash
+import zstandard as zstd
+
+__all__ = [
+    "DICT_BYTES",
+    "LEVEL",
+    "TEXT_ZSTD_FLAG",
+    "TRAIN_MAX_BYTES",
+    "TRAIN_MIN_TEXTS",
+    "TextCodec",
+    "dict_checksum",
+    "train",
+]
+
+log = logging.getLogger("neardup.store")
+
+#: ``flags`` bit of a SQLite row whose ``text`` column holds the zstd frame of the text's UTF-8
+#: bytes (with the store's dictionary). Above the log's 8 flag bits, so no logged flag is it;
+#: :class:`~neardup.store.meta.Row` never shows it.
+TEXT_ZSTD_FLAG = 1 << 8
+#: texts a store samples before it trains its dictionary (rows stored before stay plain)
+TRAIN_MIN_TEXTS = 5_000
+#: the most bytes of texts a dictionary is trained on (the first texts, up to this)
+TRAIN_MAX_BYTES = 8 << 20
+#: the dictionary's size; zstd's guidance is samples of ~100x it, which TRAIN_MAX_BYTES gives
+DICT_BYTES = 64 << 10
+#: zstd level: level 6 saves ~4 % more bytes at three times the compression CPU
+LEVEL = 3
+
+
+def dict_checksum(data: bytes) -> int:
+    """xxh64 of the dictionary's bytes, as SQLite's signed 64-bit integer."""
+    v = xxhash.xxh64_intdigest(data)
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def train(samples: list[bytes]) -> bytes | None:
+    """A zstd dictionary trained on ``samples`` (UTF-8 texts), or None where zstd cannot make
+    one of them (too few, too alike or too short): the texts then stay plain."""
+    total = sum(len(s) for s in samples)
+    size = max(4096, min(DICT_BYTES, total // 20))
+    try:
+        d = zstd.train_dictionary(
+            size, cast("list[bytes | bytearray | memoryview]", samples), level=LEVEL
+        )
+    except zstd.ZstdError as exc:
+        log.info("no text dictionary from %d texts (%s); texts stay plain", len(samples), exc)
+        return None
+    return bytes(d.as_bytes())
+
+
+class TextCodec:
+    """Compress and decompress stored texts with one dictionary. Not thread-safe: the
+    database calls :meth:`encode` under its write lock and :meth:`decode` under its read
+    lock."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        d = zstd.ZstdCompressionDict(data, dict_type=zstd.DICT_TYPE_FULLDICT)
+        d.precompute_compress(level=LEVEL)
+        params = zstd.ZstdCompressionParameters.from_level(
+            LEVEL,
+            format=zstd.FORMAT_ZSTD1_MAGICLESS,
+            write_checksum=0,
+            write_content_size=1,
+            write_dict_id=0,
+        )
+        self._c = zstd.ZstdCompressor(dict_data=d, compression_params=params)
+        self._d = zstd.ZstdDecompressor(dict_data=d, format=zstd.FORMAT_ZSTD1_MAGICLESS)
+
+    def encode(self, raw: bytes) -> bytes | None:
+        """The stored bytes of ``raw`` (a text's UTF-8 bytes), or None where compressing does
+        not make it shorter (it is then stored as it is)."""
+        out = self._c.compress(raw)
+        return out if len(out) < len(raw) else None
+
+    def decode(self, stored: bytes) -> bytes:
+        """The UTF-8 bytes of a compressed text (:class:`zstd.ZstdError` when damaged)."""
+        return self._d.decompress(stored)

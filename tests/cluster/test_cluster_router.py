@@ -54,7 +54,10 @@ def test_client_through_the_router(tmp_path):
         with pytest.raises(NotFoundError):
             c.get("d5")
         health = c.health()
-        assert health["status"] == "ok" and health["stored_copies"] == 2 * 19
+        assert health["status"] == "ok"
+        # two copies of each of the 19 left; a write hedged past a slow node (a loaded
+        # machine) leaves a third on the next node in the ring
+        assert 2 * 19 <= health["stored_copies"] <= 3 * 19
         with Client(url) as anon:  # reads and writes through the router need a token
             with pytest.raises(AuthError):
                 anon.insert({"id": "z", "text": "no token"})

@@ -51,7 +51,14 @@ import numpy.typing as npt
 from ..errors import ConfigError, NotFoundError
 from ..rules.config import DedupConfig, with_overrides
 from ..verify.rule import DEFAULT_THRESHOLD
-from .stored import check_store, load_kept, refuse_stored_ids, store_pair_rows, store_summary
+from .stored import (
+    REUSE_MAX,
+    check_store,
+    load_kept,
+    refuse_stored_ids,
+    store_pair_rows,
+    store_summary,
+)
 
 __all__ = ["Into", "dedup_against", "dedup_into"]
 
@@ -200,7 +207,7 @@ def dedup_against(
         before = len(d)
         step("read", n, n)
         into = dedup_into(
-            d, ids, texts, config=cfg, progress=progress, save=False,
+            d, ids, texts, config=cfg, progress=progress, save=False, keep_prepared=save,
             pairs=pairs_path is not None or report_path is not None or clusters_path is not None,
         )  # fmt: skip
         keep, for_store, result = into.keep, into.for_store, into.result
@@ -212,7 +219,8 @@ def dedup_against(
         step("write", kept, kept)
         # 3. the kept documents join the store (durable before the outputs are published)
         if save:
-            load_kept(d, ids, texts, keep, progress=progress)
+            load_kept(d, ids, texts, keep, progress=progress, prepared=into.prepared)
+            into.prepared = None
         stats = dict(result.stats)
         elapsed = time.perf_counter() - t0
         stats.update(
@@ -246,13 +254,15 @@ class Into:
     """What :func:`dedup_into` decided: ``keep`` (the documents kept), ``for_store`` (those
     dropped for a stored document), ``result`` (the batch run over the others, their positions
     in ``rest``), ``stored_pairs`` (``(stored id, new id, distance, score)`` of every stored
-    match of a document the store dropped, when asked for)."""
+    match of a document the store dropped, when asked for), ``prepared`` (the store check's
+    prepared batches, for :func:`load_kept`, when asked for and kept)."""
 
     keep: npt.NDArray[np.bool_]
     for_store: npt.NDArray[np.bool_]
     rest: npt.NDArray[np.int64]
     result: Any
     stored_pairs: list[tuple[str, str, int, float | None]]
+    prepared: list[tuple[int, Any]] | None = None
 
 
 def dedup_into(
@@ -265,6 +275,7 @@ def dedup_into(
     pairs: bool = False,
     progress: Progress | None = None,
     times: Sequence[float] | None = None,
+    keep_prepared: bool = False,
 ) -> Into:
     """Decide new documents against an open store ``d`` (a :class:`neardup.online.Deduplicator`)
     and among themselves, as one keep-first run over the stored documents then these would
@@ -273,6 +284,10 @@ def dedup_into(
     seed is this over an empty store (whose check is skipped): in one call when the corpus fits
     in memory (one batch run, then the loads), else chunk by chunk, each chunk checked against
     what the earlier ones stored (``benchmarks/bench_load.py`` measures both).
+
+    The store check's prepared batches (fingerprints, signatures, band keys) are what the load
+    stores, so no document is prepared twice (up to ``REUSE_MAX`` documents;
+    ``keep_prepared``: kept in the result for a later :func:`load_kept`).
 
     Raises
     ------
@@ -283,7 +298,13 @@ def dedup_into(
 
     n = len(ids)
     refuse_stored_ids(d, ids)
-    for_store, stored_pairs = check_store(d, ids, texts, pairs=pairs, progress=progress)
+    # the check's prepared batches are loaded as they are (each document prepared once), up
+    # to REUSE_MAX documents (~1 KB each in memory until the load)
+    reuse = (save or keep_prepared) and n <= REUSE_MAX
+    prepared: list[tuple[int, Any]] | None = [] if reuse else None
+    for_store, stored_pairs = check_store(
+        d, ids, texts, pairs=pairs, progress=progress, prepared=prepared
+    )
     rest = np.flatnonzero(~for_store)
     result = dedup(
         [texts[int(i)] for i in rest],
@@ -294,8 +315,15 @@ def dedup_into(
     keep = np.zeros(n, np.bool_)
     keep[rest[result.keep]] = True
     if save:
-        load_kept(d, ids, texts, keep, progress=progress, times=times)
-    return Into(keep, for_store, rest, result, stored_pairs)
+        load_kept(d, ids, texts, keep, progress=progress, times=times, prepared=prepared or None)
+    return Into(
+        keep,
+        for_store,
+        rest,
+        result,
+        stored_pairs,
+        prepared if keep_prepared and prepared else None,
+    )
 
 
 def _write_pairs(path: str, result: Any, stored: list[tuple[str, str, int, float | None]]) -> None:

@@ -34,6 +34,10 @@ Progress = Callable[[str, int, int], None]
 CHUNK = 10_000
 #: kept documents per load (one segment per time partition each): few segments a run
 LOAD_CHUNK = 100_000
+#: the most documents whose prepared batches (signatures, band keys: ~1 KB a document) a
+#: check keeps for the load (:func:`dedup_into` with ``save``); a larger run prepares its kept
+#: documents again when it loads them
+REUSE_MAX = 200_000
 
 
 def check_store(
@@ -43,10 +47,13 @@ def check_store(
     *,
     pairs: bool = False,
     progress: Progress | None = None,
+    prepared: list[tuple[int, Any]] | None = None,
 ) -> tuple[npt.NDArray[np.bool_], list[tuple[str, str, int, float | None]]]:
     """Step 1: which new documents duplicate a stored one (``Deduplicator.check``, read only,
     ``CHUNK`` at a time), and with ``pairs`` every stored match of those, as ``(stored id, new
-    id, distance, score)``."""
+    id, distance, score)``. ``prepared``: a list that gets each chunk's prepared batch with
+    its first position (``(lo, PreparedDocs)``), for :func:`load_kept` (an empty store is
+    not checked: nothing is added)."""
     report = progress or (lambda stage, done, total: None)
     n = len(ids)
     for_store = np.zeros(n, np.bool_)
@@ -67,7 +74,10 @@ def check_store(
     # decides the last one (bench_load.py, bench_incremental.py)
     for lo in range(0, n if len(d) else 0, CHUNK):
         hi = min(n, lo + CHUNK)
-        fut, _ = d.submit("check", [{"id": ids[i], "text": texts[i]} for i in range(lo, hi)])
+        batch = d.prepare([{"id": ids[i], "text": texts[i]} for i in range(lo, hi)])
+        fut = d.submit_prepared("check", batch)
+        if prepared is not None:
+            prepared.append((lo, batch))
         inflight.append((lo, hi, fut))
         if len(inflight) > 1:
             collect()
@@ -100,16 +110,36 @@ def load_kept(
     *,
     progress: Progress | None = None,
     times: Sequence[float] | None = None,
+    prepared: list[tuple[int, Any]] | None = None,
 ) -> int:
     """Load the kept documents into ``d`` as they are (``Deduplicator.load``: straight into
-    segments, not decided again), ``LOAD_CHUNK`` at a time; returns how many."""
+    segments, not decided again), ``LOAD_CHUNK`` at a time; returns how many. ``prepared``:
+    :func:`check_store`'s batches of every document, loaded as they were prepared
+    (``Deduplicator.load_prepared``) instead of being prepared again."""
     report = progress or (lambda stage, done, total: None)
     where = np.flatnonzero(keep)
     kept = len(where)
     report("save", 0, kept)
+    starts = np.array([lo for lo, _ in prepared or []], np.int64)
+    if prepared and starts[-1] + len(prepared[-1][1]) != len(keep):
+        raise ValueError("the prepared batches must cover every document")
     for lo in range(0, kept, LOAD_CHUNK):
         part = where[lo : lo + LOAD_CHUNK].tolist()
-        if times is None:
+        if prepared:
+            at = where[lo : lo + LOAD_CHUNK]
+            chunk = np.searchsorted(starts, at, side="right") - 1  # the batch of each
+            cuts = np.flatnonzero(np.diff(chunk)) + 1
+            pieces = [
+                prepared[int(chunk[a])][1].take(at[a:b] - starts[chunk[a]])
+                for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(at)], strict=True)
+            ]
+            when = (
+                np.full(len(part), d.clock(), np.float64)  # stamped now, as load stamps them
+                if times is None
+                else np.asarray([times[i] for i in part], np.float64)
+            )
+            d.load_prepared(type(pieces[0]).concat(pieces), times=when)
+        elif times is None:
             d.load([{"id": ids[i], "text": texts[i]} for i in part])
         else:
             d.load([{"id": ids[i], "text": texts[i], "time": times[i]} for i in part])

@@ -527,6 +527,38 @@ class Deduplicator:
             return 0
         # refuses an id repeated in the batch; a large batch's signatures on every core
         p = self._preparer.prepare(items, default_workers() if len(items) >= _LOAD_PARALLEL else 1)
+        return self.load_prepared(p)
+
+    def prepare(self, docs: Sequence[Mapping[str, Any]]) -> PreparedDocs:
+        """Validate and fingerprint ``docs`` in the calling thread, as :meth:`submit` does, for
+        :meth:`submit_prepared` and then :meth:`load_prepared`: a batch checked against the
+        store and then loaded is prepared once (:func:`neardup.incremental.dedup_into`).
+
+        Raises
+        ------
+        InputError
+            A document :meth:`add` would refuse, or an id repeated in ``docs``.
+        """
+        items, _ = self._as_list(docs)
+        return self._prepare(items)
+
+    def load_prepared(
+        self, p: PreparedDocs, *, times: npt.NDArray[np.float64] | None = None
+    ) -> int:
+        """:meth:`load` of a batch :meth:`prepare` made (or :meth:`PreparedDocs.take` of one),
+        with ``times`` (unix seconds, one per document, checked against the store's window
+        as :meth:`load` checks a document's ``time``) instead of the batch's own. Returns how
+        many were loaded."""
+        if not len(p):
+            return 0
+        if times is not None:
+            ts = np.asarray(times, dtype=np.float64)
+            if ts.shape != (len(p),) or not np.isfinite(ts).all():
+                raise InputError(f"times must be {len(p)} finite unix seconds, got {ts.shape}")
+            now = self.clock()
+            for i in (int(np.argmin(ts)), int(np.argmax(ts))):
+                self._preparer.check_time(f"times[{i}]", float(ts[i]), now)
+            p = dataclasses.replace(p, times=ts)
         extra = BulkDocs(
             texts=p.texts if self.store_text else None,
             chash=p.chash,

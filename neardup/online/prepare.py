@@ -91,6 +91,48 @@ class PreparedDocs:
     usable: npt.NDArray[np.bool_] | None = None
     bands: npt.NDArray[np.uint64] | None = None
 
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def take(self, idx: npt.NDArray[np.int64]) -> PreparedDocs:
+        """The documents at positions ``idx``, in that order (a new batch)."""
+        pos = np.asarray(idx, np.int64)
+        at = pos.tolist()
+        return PreparedDocs(
+            [self.ids[i] for i in at],
+            [self.texts[i] for i in at],
+            self.times[pos],
+            [self.metadata[i] for i in at],
+            self.fps[pos],
+            self.empty[pos],
+            [self.chash[i] for i in at],
+            None if self.sig is None else self.sig[pos],
+            None if self.usable is None else self.usable[pos],
+            None if self.bands is None else self.bands[pos],
+        )
+
+    @staticmethod
+    def concat(parts: Sequence[PreparedDocs]) -> PreparedDocs:
+        """The batches ``parts`` one after another (made by one preparer: the same channel)."""
+        if len(parts) == 1:
+            return parts[0]
+
+        def cat(arrays: list[Any]) -> Any:
+            return None if arrays[0] is None else np.concatenate(arrays)
+
+        return PreparedDocs(
+            [x for p in parts for x in p.ids],
+            [x for p in parts for x in p.texts],
+            np.concatenate([p.times for p in parts]),
+            [x for p in parts for x in p.metadata],
+            np.concatenate([p.fps for p in parts]),
+            np.concatenate([p.empty for p in parts]),
+            [x for p in parts for x in p.chash],
+            cat([p.sig for p in parts]),
+            cat([p.usable for p in parts]),
+            cat([p.bands for p in parts]),
+        )
+
 
 def json_type_name(value: object) -> str:
     """The JSON name of a value's type (``null``, ``boolean``, ``number``, ``string``, ...)."""

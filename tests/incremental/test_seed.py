@@ -71,6 +71,49 @@ def test_keep_first_load_keeps_what_check_and_add_keeps(tmp_path: Path, mode: st
             assert stored[r["id"]]["time"] == now - 3600 + k
 
 
+def test_the_checks_prepared_batches_load_as_the_documents_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``dedup_into`` loads the kept documents from the store check's prepared batches
+    (checks of 37, loads of 50 here, so the kept ones of a load span several batches): the same
+    stored rows, times included, as preparing them again (``REUSE_MAX`` 0), and the kept set
+    of checking-and-inserting them one by one."""
+    from neardup.incremental import dedup_into, run, stored
+
+    monkeypatch.setattr(stored, "CHUNK", 37)
+    monkeypatch.setattr(stored, "LOAD_CHUNK", 50)
+    from neardup.online.prepare import PreparedDocs
+
+    takes: list[int] = []
+    take = PreparedDocs.take
+    monkeypatch.setattr(PreparedDocs, "take", lambda p, idx: takes.append(len(idx)) or take(p, idx))
+    rows = _records()
+    now = time.time()
+    first, second = rows[:300], rows[300:]
+    out = {}
+    for reuse in (True, False):
+        takes.clear()
+        monkeypatch.setattr(run, "REUSE_MAX", 10**6 if reuse else 0)
+        path = tmp_path / f"reuse-{reuse}"
+        with Deduplicator.open(path) as d:
+            for part, base in ((first, 0), (second, 300)):
+                into = dedup_into(
+                    d,
+                    [r["id"] for r in part],
+                    [r["text"] for r in part],
+                    times=[now - 3600 + base + k for k in range(len(part))],
+                )
+                assert into.prepared is None  # (handed to the load, not kept)
+        out[reuse] = _stored(path)
+        # the second part's kept documents came from the check's batches (the first part met
+        # an empty store: not checked, prepared by its load)
+        assert bool(takes) == reuse
+        assert not reuse or (len(takes) > 2 and 0 < sum(takes) <= len(second))
+    assert out[True] == out[False]
+    assert set(out[True]) == _one_by_one(rows)
+    assert {v["time"] for v in out[True].values()} <= {now - 3600 + k for k in range(len(rows))}
+
+
 def test_a_second_load_is_decided_against_what_the_store_holds(tmp_path: Path) -> None:
     rows = _records()
     a = _write(tmp_path / "a.jsonl", rows[:700])

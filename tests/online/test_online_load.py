@@ -105,6 +105,40 @@ def test_loaded_documents_are_met_as_added_ones(tmp_path, candidates) -> None:
         assert got == want
 
 
+def test_a_prepared_batch_loads_as_its_documents_would(tmp_path) -> None:
+    """``load_prepared`` of a part of a batch ``prepare`` made (``PreparedDocs.take`` /
+    ``concat``), with its own times: the same rows, band keys and later decisions as ``load``
+    of those documents (what a store check's batches become in ``dedup_into``)."""
+    from neardup.online.prepare import PreparedDocs
+
+    texts = _texts(400, 4)
+    docs = [{"id": f"p{i}", "text": t} for i, t in enumerate(texts)]
+    pick = np.array([i for i in range(len(docs)) if i % 3], np.int64)
+    times = _T0 + pick.astype(np.float64)
+    queries = _docs(_texts(200, 5) + texts[::3], "q")
+    with (
+        Deduplicator.open(tmp_path / "docs") as a,
+        Deduplicator.open(tmp_path / "prepared") as b,
+    ):
+        a.load([{**docs[i], "time": float(t)} for i, t in zip(pick, times, strict=True)])
+        first, second = b.prepare(docs[:150]), b.prepare(docs[150:])
+        parts = [first.take(pick[pick < 150]), second.take(pick[pick >= 150] - 150)]
+        batch = PreparedDocs.concat(parts)
+        assert batch.ids == [docs[i]["id"] for i in pick]
+        with pytest.raises(InputError, match="times"):
+            b.load_prepared(batch, times=np.full(len(pick), np.nan))
+        assert len(b) == 0
+        assert b.load_prepared(batch, times=times) == len(pick)
+        for i in pick[::17].tolist():
+            assert a.get(f"p{i}") == b.get(f"p{i}")
+        assert _entries(a) == _entries(b) and _entries(b)
+        want = [(x.duplicate, [m.id for m in x.matches]) for x in a.check(queries)]
+        got = [(x.duplicate, [m.id for m in x.matches]) for x in b.check(queries)]
+        assert got == want and any(dup for dup, _ in got)
+        with pytest.raises(InputError, match="already"):  # stored ids: refused as load does
+            b.load_prepared(b.prepare(docs[1:3]))
+
+
 def test_a_memory_store_loads_too() -> None:
     texts = _texts(60, 3)
     with Deduplicator.open() as d:

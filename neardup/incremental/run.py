@@ -43,7 +43,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -59,6 +59,9 @@ from .stored import (
     store_pair_rows,
     store_summary,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..online.prepare import PreparedDocs
 
 __all__ = ["Into", "dedup_against", "dedup_into"]
 
@@ -262,7 +265,7 @@ class Into:
     rest: npt.NDArray[np.int64]
     result: Any
     stored_pairs: list[tuple[str, str, int, float | None]]
-    prepared: list[tuple[int, Any]] | None = None
+    prepared: list[tuple[int, PreparedDocs]] | None = None
 
 
 def dedup_into(
@@ -301,7 +304,7 @@ def dedup_into(
     # the check's prepared batches are loaded as they are (each document prepared once), up
     # to REUSE_MAX documents (~1 KB each in memory until the load)
     reuse = (save or keep_prepared) and n <= REUSE_MAX
-    prepared: list[tuple[int, Any]] | None = [] if reuse else None
+    prepared: list[tuple[int, PreparedDocs]] | None = [] if reuse else None
     for_store, stored_pairs = check_store(
         d, ids, texts, pairs=pairs, progress=progress, prepared=prepared
     )

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ..errors import InputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..online.prepare import PreparedDocs
 
 __all__ = [
     "CHUNK",
@@ -47,7 +50,7 @@ def check_store(
     *,
     pairs: bool = False,
     progress: Progress | None = None,
-    prepared: list[tuple[int, Any]] | None = None,
+    prepared: list[tuple[int, PreparedDocs]] | None = None,
 ) -> tuple[npt.NDArray[np.bool_], list[tuple[str, str, int, float | None]]]:
     """Step 1: which new documents duplicate a stored one (``Deduplicator.check``, read only,
     ``CHUNK`` at a time), and with ``pairs`` every stored match of those, as ``(stored id, new
@@ -110,12 +113,14 @@ def load_kept(
     *,
     progress: Progress | None = None,
     times: Sequence[float] | None = None,
-    prepared: list[tuple[int, Any]] | None = None,
+    prepared: list[tuple[int, PreparedDocs]] | None = None,
 ) -> int:
     """Load the kept documents into ``d`` as they are (``Deduplicator.load``: straight into
     segments, not decided again), ``LOAD_CHUNK`` at a time; returns how many. ``prepared``:
     :func:`check_store`'s batches of every document, loaded as they were prepared
     (``Deduplicator.load_prepared``) instead of being prepared again."""
+    from ..online.prepare import PreparedDocs
+
     report = progress or (lambda stage, done, total: None)
     where = np.flatnonzero(keep)
     kept = len(where)
@@ -138,7 +143,7 @@ def load_kept(
                 if times is None
                 else np.asarray([times[i] for i in part], np.float64)
             )
-            d.load_prepared(type(pieces[0]).concat(pieces), times=when)
+            d.load_prepared(PreparedDocs.concat(pieces), times=when)
         elif times is None:
             d.load([{"id": ids[i], "text": texts[i]} for i in part])
         else:

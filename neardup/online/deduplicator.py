@@ -489,14 +489,8 @@ class Deduplicator:
         ts = (
             np.full(len(ids), self.clock(), dtype=np.float64)
             if times is None
-            else np.asarray(times, dtype=np.float64)
+            else self._checked_times(times, len(ids))
         )
-        if ts.shape != (len(ids),) or not np.isfinite(ts).all():
-            raise InputError(f"times must be {len(ids)} finite unix seconds, got shape {ts.shape}")
-        if len(ts):
-            now = self.clock()
-            for i in (int(np.argmin(ts)), int(np.argmax(ts))):
-                self._preparer.check_time(f"times[{i}]", float(ts[i]), now)
         if not ids:
             return 0
         return int(self._writer.run(Op("bulk", arg=(list(ids), fps, ts))))
@@ -552,13 +546,7 @@ class Deduplicator:
         if not len(p):
             return 0
         if times is not None:
-            ts = np.asarray(times, dtype=np.float64)
-            if ts.shape != (len(p),) or not np.isfinite(ts).all():
-                raise InputError(f"times must be {len(p)} finite unix seconds, got {ts.shape}")
-            now = self.clock()
-            for i in (int(np.argmin(ts)), int(np.argmax(ts))):
-                self._preparer.check_time(f"times[{i}]", float(ts[i]), now)
-            p = dataclasses.replace(p, times=ts)
+            p = dataclasses.replace(p, times=self._checked_times(times, len(p)))
         extra = BulkDocs(
             texts=p.texts if self.store_text else None,
             chash=p.chash,
@@ -569,6 +557,18 @@ class Deduplicator:
         )
         n = self._writer.run(Op("bulk", arg=(p.ids, p.fps, p.times, extra)))
         return int(n)
+
+    def _checked_times(self, times: Any, n: int) -> npt.NDArray[np.float64]:
+        """``times`` as ``n`` float64 unix seconds, refused (:class:`InputError`) unless each is
+        finite and inside the store's window (the oldest and the newest checked)."""
+        ts = np.asarray(times, dtype=np.float64)
+        if ts.shape != (n,) or not np.isfinite(ts).all():
+            raise InputError(f"times must be {n} finite unix seconds, got shape {ts.shape}")
+        if n:
+            now = self.clock()
+            for i in (int(np.argmin(ts)), int(np.argmax(ts))):
+                self._preparer.check_time(f"times[{i}]", float(ts[i]), now)
+        return ts
 
     def time_window(self) -> tuple[float, float]:
         """``(oldest, newest)``: the times (unix seconds, inclusive) a document may carry now;

@@ -467,8 +467,10 @@ class MetaDB:
         # the texts' codec (:mod:`neardup.store.textcodec`): one instance for writes (under
         # the write lock), one for reads (under the read lock); trained once, on the first
         # TRAIN_MIN_TEXTS texts, unless the database holds a dictionary (or a damaged one)
-        self._codec, self._codec_problem = load_codec(self._db)
-        self._rcodec = load_codec(self._db)[0]
+        self._codec: TextCodec | None
+        self._rcodec: TextCodec | None
+        self._codec_problem: str | None
+        self._use_stored_dict()
         self._train = self._codec is None and self._codec_problem is None
         self._samples: list[bytes] = []
         self._sample_bytes = 0
@@ -560,6 +562,11 @@ class MetaDB:
                 if mapped is not exc:  # a full disk: StorageError (HTTP 503), not a raw error
                     raise mapped from exc
                 raise
+
+    def _use_stored_dict(self) -> None:
+        """Take the codecs (writes', reads') of the dictionary the database holds, if any."""
+        self._codec, self._codec_problem = load_codec(self._db)
+        self._rcodec = None if self._codec is None else TextCodec(self._codec.data)
 
     def _codec_for(self, cur: sqlite3.Cursor, texts: Iterable[str | None]) -> TextCodec | None:
         """The codec that rows written in this transaction use: the database's; or, once the
@@ -974,8 +981,7 @@ def salvage(
             if found_dict is not None:
                 with new._lock:
                     new._db.execute("INSERT INTO text_dict VALUES (?, ?, ?)", found_dict)
-                new._codec, new._codec_problem = load_codec(new._db)
-                new._rcodec = load_codec(new._db)[0]
+                new._use_stored_dict()
                 new._train = False
         with contextlib.suppress(sqlite3.Error):
             (top,) = old.execute("SELECT max(rid) FROM docs").fetchone()

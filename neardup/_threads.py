@@ -1,14 +1,39 @@
 """Thread settings shared by the wings: how many workers a corpus run uses by default
-(:func:`default_workers`), how many threads the numba ``parallel=True`` kernels use
-(:func:`numba_threads`), and a lower CPU priority for background threads
-(:func:`lower_thread_priority`)."""
+(:func:`default_workers`), how many threads the kernels use (:func:`kernel_threads`) and how
+a kernel's documents or pairs are spread over them (:func:`run_ranges`), and a lower CPU
+priority for background threads (:func:`lower_thread_priority`).
+
+Why neardup's kernels are not numba ``parallel=True``: a parallel region compiles a second
+function (the gufunc of its loop) beside the kernel, which made a first run's compile about 30 %
+longer (``python benchmarks/bench_compile.py``); numba's pool threads spin after every region
+(as much CPU as a single request's work); and waking them costs more than a request's few rows.
+Each kernel instead takes a range ``lo, hi`` of its items and runs without the GIL
+(``nogil=True``); :func:`run_ranges` splits the items into contiguous ranges and runs them on
+the calling thread and a shared pool. The items are the same and every item writes its own
+output rows, so the output does not depend on the thread count (``tests/test_threads.py``).
+
+Write a kernel's loops out: a parallel region turned array expressions (``a[i, :] = b[j, :]``)
+into loops, a plain kernel runs numba's generic slice assignment, several times slower.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+__all__ = [
+    "default_workers",
+    "kernel_threads",
+    "lower_thread_priority",
+    "max_threads",
+    "run_ranges",
+    "threads_now",
+]
 
 
 def default_workers() -> int:
@@ -22,18 +47,128 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-@contextlib.contextmanager
-def numba_threads(workers: int) -> Iterator[None]:
-    """Run the numba parallel kernels called inside on ``workers`` threads (clamped to
-    1..``NUMBA_NUM_THREADS``); the previous thread count is restored on the way out."""
-    import numba  # (here: the CLI reads default_workers() without paying numba's import)
+def max_threads() -> int:
+    """The most threads a kernel call uses: :func:`default_workers` (a larger ``workers`` is
+    clamped to it)."""
+    return default_workers()
 
-    prev = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(int(workers), numba.config.NUMBA_NUM_THREADS)))  # type: ignore[attr-defined]
+
+_local = threading.local()
+
+
+def threads_now() -> int:
+    """The threads a kernel call on this thread uses: the innermost :func:`kernel_threads`,
+    else :func:`max_threads`; 1 inside a range that :func:`run_ranges` is running (no nested
+    splitting)."""
+    if getattr(_local, "in_range", False):
+        return 1
+    workers = getattr(_local, "workers", None)
+    return max_threads() if workers is None else int(workers)
+
+
+@contextlib.contextmanager
+def kernel_threads(workers: int) -> Iterator[None]:
+    """Run the kernels called inside (on this thread) on ``workers`` threads (clamped to
+    1..:func:`max_threads`); the previous count is restored on the way out."""
+    prev = getattr(_local, "workers", None)
+    _local.workers = max(1, min(int(workers), max_threads()))
     try:
         yield
     finally:
-        numba.set_num_threads(prev)
+        _local.workers = prev
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+_pool_lock = threading.Lock()
+
+
+def _get_pool(size: int) -> ThreadPoolExecutor:
+    global _pool, _pool_size
+    with _pool_lock:
+        if _pool is None or _pool_size < size:
+            old = _pool
+            _pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="neardup-kernel")
+            _pool_size = size
+            if old is not None:
+                old.shutdown(wait=False)
+        return _pool
+
+
+def _forget_pool() -> None:  # a forked child has the pool object but none of its threads
+    global _pool, _pool_size
+    _pool = None
+    _pool_size = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _run_tasks(
+    kernel: Callable[..., Any],
+    bounds: list[int],
+    counter: Iterator[int],
+    failed: list[bool],
+    args: tuple[Any, ...],
+) -> None:
+    prev = getattr(_local, "in_range", False)
+    _local.in_range = True
+    try:
+        last = len(bounds) - 1
+        # (next() on a count is atomic under the GIL; after a failure no range starts)
+        while not failed[0] and (t := next(counter)) < last:
+            kernel(bounds[t], bounds[t + 1], *args)
+    except BaseException:
+        failed[0] = True
+        raise
+    finally:
+        _local.in_range = prev
+
+
+def run_ranges(
+    kernel: Callable[..., Any],
+    n: int,
+    *args: Any,
+    min_items: int = 1,
+    tasks_per_thread: int = 4,
+) -> None:
+    """Run ``kernel(lo, hi, *args)`` over the items ``[0, n)``, split into contiguous ranges
+    on :func:`threads_now` threads (the calling one and a shared pool's).
+
+    The kernel must release the GIL (``nogil=True``) and each item must write only its own
+    outputs. Ranges of at least ``min_items`` items (a call with fewer runs on the calling
+    thread alone: a thread's wake-up costs more than a few items), ``tasks_per_thread`` per
+    thread, taken in turn by whichever thread is free, so items of uneven cost still keep every
+    thread busy. An exception in any range is raised here once every range has stopped."""
+    n = int(n)
+    if n <= 0:
+        return
+    threads = threads_now()
+    tasks = min(threads * max(1, int(tasks_per_thread)), n // max(1, int(min_items)))
+    if threads <= 1 or tasks <= 1:
+        prev = getattr(_local, "in_range", False)
+        _local.in_range = True
+        try:
+            kernel(0, n, *args)
+        finally:
+            _local.in_range = prev
+        return
+    bounds = [n * t // tasks for t in range(tasks + 1)]
+    counter = itertools.count()
+    failed = [False]
+    helpers = min(threads, tasks) - 1
+    pool = _get_pool(max_threads())
+    futures: list[Future[None]] = [
+        pool.submit(_run_tasks, kernel, bounds, counter, failed, args) for _ in range(helpers)
+    ]
+    try:
+        _run_tasks(kernel, bounds, counter, failed, args)
+    finally:
+        errors = [f.exception() for f in futures]  # waits for each helper to stop
+    for err in errors:
+        if err is not None:
+            raise err
 
 
 def lower_thread_priority(niceness: int = 10) -> None:

@@ -54,12 +54,11 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numba
 import numpy as np
 import numpy.typing as npt
 
 from .._jit import kernel
-from .._threads import numba_threads
+from .._threads import kernel_threads, run_ranges
 from ..errors import InputError
 from ..text.token_kernels import (
     Prepared,
@@ -118,10 +117,6 @@ def _shingle(h1: np.uint64, h2: np.uint64) -> np.uint64:  # pragma: no cover - n
     x = (x ^ (x >> np.uint64(30))) * np.uint64(_K2)
     x = (x ^ (x >> np.uint64(27))) * np.uint64(_K3)
     return x ^ (x >> np.uint64(31))
-
-
-#: documents per parallel block of the signature kernel (its scratch arrays are made per block)
-_BLOCK_DOCS = 256
 
 
 @kernel
@@ -187,8 +182,10 @@ def _sketch(
         mins[idx[q]] = fm[q]
 
 
-@kernel(parallel=True)
+@kernel(nogil=True)
 def _signature_kernel(
+    lo: int,
+    hi: int,
     buf: np.ndarray,
     starts: np.ndarray,
     ends: np.ndarray,
@@ -202,60 +199,64 @@ def _signature_kernel(
     counts: np.ndarray,
     flags: np.ndarray,
 ) -> None:  # pragma: no cover - numba
+    # documents lo..hi-1 (run_ranges)
     h = pa.shape[0]
     low = np.uint64(0xFFFF)
-    nd = starts.shape[0]
-    for blk in numba.prange((nd + _BLOCK_DOCS - 1) // _BLOCK_DOCS):
-        mins = np.empty(h, np.uint64)
-        fm = np.empty(h, np.uint64)
-        ea = np.empty(h, np.uint64)
-        eb = np.empty(h, np.uint64)
-        idx = np.empty(h, np.int64)
-        for d in range(blk * _BLOCK_DOCS, min(nd, (blk + 1) * _BLOCK_DOCS)):
-            s = starts[d]
-            e = ends[d]
-            tmp = np.empty((e - s + 1) // 2 + 1, np.uint64)
-            n, hit = hash_tokens(buf, s, e, mode[d] == 2, mode[d] == 0, word, space, mark, tmp)
-            counts[d] = n
-            flags[d] = hit
-            if hit or n == 0:  # flagged: the caller strips and redoes it; no tokens: no signature
-                for p in range(h):
-                    out[d, p] = 0xFFFF
-                continue
-            # the shingles in place of the token hashes (shingle i reads tokens i and i + 1)
-            m = n - 1 if n > 1 else 1
-            if n > 1:
-                for i in range(m):
-                    tmp[i] = _shingle(tmp[i], tmp[i + 1])
-            else:
-                tmp[0] = _shingle(tmp[0], np.uint64(0))
-            _sketch(tmp, int(m), pa, pb, mins, fm, ea, eb, idx)
+    mins = np.empty(h, np.uint64)
+    fm = np.empty(h, np.uint64)
+    ea = np.empty(h, np.uint64)
+    eb = np.empty(h, np.uint64)
+    idx = np.empty(h, np.int64)
+    for d in range(lo, hi):
+        s = starts[d]
+        e = ends[d]
+        tmp = np.empty((e - s + 1) // 2 + 1, np.uint64)
+        n, hit = hash_tokens(buf, s, e, mode[d] == 2, mode[d] == 0, word, space, mark, tmp)
+        counts[d] = n
+        flags[d] = hit
+        if hit or n == 0:  # flagged: the caller strips and redoes it; no tokens: no signature
             for p in range(h):
-                out[d, p] = np.uint16(mins[p] & low)
+                out[d, p] = 0xFFFF
+            continue
+        # the shingles in place of the token hashes (shingle i reads tokens i and i + 1)
+        m = n - 1 if n > 1 else 1
+        if n > 1:
+            for i in range(m):
+                tmp[i] = _shingle(tmp[i], tmp[i + 1])
+        else:
+            tmp[0] = _shingle(tmp[0], np.uint64(0))
+        _sketch(tmp, int(m), pa, pb, mins, fm, ea, eb, idx)
+        for p in range(h):
+            out[d, p] = np.uint16(mins[p] & low)
 
 
-@kernel(parallel=True)
+@kernel(nogil=True)
 def _shingle_sets_kernel(
-    sh: np.ndarray, off: np.ndarray, pa: np.ndarray, pb: np.ndarray, out: np.ndarray
+    lo: int,
+    hi: int,
+    sh: np.ndarray,
+    off: np.ndarray,
+    pa: np.ndarray,
+    pb: np.ndarray,
+    out: np.ndarray,
 ) -> None:  # pragma: no cover - numba
+    # sets lo..hi-1 (run_ranges)
     h = pa.shape[0]
     low = np.uint64(0xFFFF)
-    nd = off.shape[0] - 1
-    for blk in numba.prange((nd + _BLOCK_DOCS - 1) // _BLOCK_DOCS):
-        mins = np.empty(h, np.uint64)
-        fm = np.empty(h, np.uint64)
-        ea = np.empty(h, np.uint64)
-        eb = np.empty(h, np.uint64)
-        idx = np.empty(h, np.int64)
-        for d in range(blk * _BLOCK_DOCS, min(nd, (blk + 1) * _BLOCK_DOCS)):
-            m = off[d + 1] - off[d]
-            if m == 0:
-                for p in range(h):
-                    out[d, p] = 0xFFFF
-                continue
-            _sketch(sh[off[d] : off[d + 1]], m, pa, pb, mins, fm, ea, eb, idx)
+    mins = np.empty(h, np.uint64)
+    fm = np.empty(h, np.uint64)
+    ea = np.empty(h, np.uint64)
+    eb = np.empty(h, np.uint64)
+    idx = np.empty(h, np.int64)
+    for d in range(lo, hi):
+        m = off[d + 1] - off[d]
+        if m == 0:
             for p in range(h):
-                out[d, p] = np.uint16(mins[p] & low)
+                out[d, p] = 0xFFFF
+            continue
+        _sketch(sh[off[d] : off[d + 1]], m, pa, pb, mins, fm, ea, eb, idx)
+        for p in range(h):
+            out[d, p] = np.uint16(mins[p] & low)
 
 
 def sketch_shingles(
@@ -285,8 +286,8 @@ def sketch_shingles(
         )
     pa, pb = _permutations(hashes)
     out = np.empty((off.size - 1, hashes), np.uint16)
-    with numba_threads(workers):
-        _shingle_sets_kernel(sh, off, pa, pb, out)
+    with kernel_threads(workers):
+        run_ranges(_shingle_sets_kernel, off.size - 1, sh, off, pa, pb, out, min_items=8)
     return out
 
 
@@ -314,7 +315,7 @@ def minhash_signatures(
     sig = np.empty((n, hashes), np.uint16)
     counts = np.zeros(n, np.int64)
     special: Prepared = {}
-    with numba_threads(workers):
+    with kernel_threads(workers):
         for i, j, chunk in token_chunks(verifier, texts, special):
             run_token_kernel(
                 _signature_kernel, texts, special, i, j, chunk, (pa, pb), (sig, counts)
@@ -353,19 +354,28 @@ def band_keys(sig: npt.NDArray[np.uint16], band: int, rows: int) -> npt.NDArray[
 BAND_BLOCK = 7
 
 
-@kernel(parallel=True)
+@kernel(nogil=True)
 def _band_key_block_kernel(
-    sig: np.ndarray, b0: int, rows: int, out: np.ndarray
+    lo: int, hi: int, sig: np.ndarray, b0: int, rows: int, out: np.ndarray
 ) -> None:  # pragma: no cover - numba
-    # out[k, i]: the rows values of band b0 + k of row i, 16 bits each, the first lowest (the
-    # little-endian uint64 view of a zero-padded group of four uint16)
-    nb, n = out.shape
-    for i in numba.prange(n):
+    # out[k, i] for rows i in lo..hi-1 (run_ranges): the rows values of band b0 + k of row i,
+    # 16 bits each, the first lowest (the little-endian uint64 view of a zero-padded group of
+    # four uint16)
+    nb = out.shape[0]
+    s16 = np.uint64(16)
+    s32 = np.uint64(32)
+    s48 = np.uint64(48)
+    for i in range(lo, hi):
+        row = sig[i]
         for k in range(nb):
             c = (b0 + k) * rows
-            key = np.uint64(0)
-            for r in range(rows):
-                key |= np.uint64(sig[i, c + r]) << np.uint64(16 * r)
+            key = np.uint64(row[c])  # (unrolled: a loop over the rows with a variable shift
+            if rows > 1:  # measured several times slower)
+                key |= np.uint64(row[c + 1]) << s16
+            if rows > 2:
+                key |= np.uint64(row[c + 2]) << s32
+            if rows > 3:
+                key |= np.uint64(row[c + 3]) << s48
             out[k, i] = key
 
 
@@ -379,7 +389,15 @@ def band_key_block(
         raise InputError(f"band_key_block packs 1 to 4 rows per key, got {rows}")
     out = np.empty((b1 - b0, sig.shape[0]), np.uint64)
     if out.size:
-        _band_key_block_kernel(sig, int(b0), int(rows), out)
+        run_ranges(
+            _band_key_block_kernel,
+            out.shape[1],
+            sig,
+            int(b0),
+            int(rows),
+            out,
+            min_items=_PARALLEL_ROWS,
+        )
     return out
 
 
@@ -416,8 +434,15 @@ def band_entries(
     if plan.rows * 16 <= 48 and plan.bands < (1 << 16):  # the band is the key's top bits
         ent = np.empty((n, plan.bands), np.uint64)
         if n:
-            run = _compact_entries_kernel if n >= _PARALLEL_ROWS else _compact_entries_serial
-            run(sig, np.asarray(usable, np.bool_), plan.rows, ent)
+            run_ranges(
+                _compact_entries_kernel,
+                n,
+                sig,
+                np.asarray(usable, np.bool_),
+                plan.rows,
+                ent,
+                min_items=_PARALLEL_ROWS,
+            )
         return ent
     out = np.empty((plan.bands, n), np.uint64)
     for b0 in range(0, plan.bands, BAND_BLOCK):
@@ -458,33 +483,22 @@ def _compact_entry(
         out[i, k] = (np.uint64(k) << np.uint64(32)) | (x & low)
 
 
-@kernel(parallel=True)
-def _compact_entries_kernel(
-    sig: np.ndarray, usable: np.ndarray, rows: int, out: np.ndarray
-) -> None:  # pragma: no cover - numba
-    for i in numba.prange(out.shape[0]):
-        _compact_entry(sig, usable, rows, out, i)
-
-
 @kernel(nogil=True)
-def _compact_entries_serial(
-    sig: np.ndarray, usable: np.ndarray, rows: int, out: np.ndarray
+def _compact_entries_kernel(
+    lo: int, hi: int, sig: np.ndarray, usable: np.ndarray, rows: int, out: np.ndarray
 ) -> None:  # pragma: no cover - numba
-    # a request's few rows: no parallel region (waking the thread pool costs more than the
-    # work, and its threads then spin waiting for the next one)
-    for i in range(out.shape[0]):
+    # rows lo..hi-1 (run_ranges)
+    for i in range(lo, hi):
         _compact_entry(sig, usable, rows, out, i)
 
 
-#: rows from which band_entries runs on the thread pool
+#: rows per range of the band-key kernels (fewer rows: the calling thread alone)
 _PARALLEL_ROWS = 256
 
 
 def warm_band_entries(plan: Any) -> None:
-    """Load (or compile) both :func:`band_entries` kernels for ``plan``: the serial one a
-    request's few rows use and the thread pool's one a large group uses (a server's warm-up)."""
-    for n in (1, _PARALLEL_ROWS):
-        band_entries(np.zeros((n, plan.hashes), np.uint16), np.ones(n, np.bool_), plan)
+    """Load (or compile) the :func:`band_entries` kernel for ``plan`` (a server's warm-up)."""
+    band_entries(np.zeros((1, plan.hashes), np.uint16), np.ones(1, np.bool_), plan)
 
 
 _LOW32 = np.uint64(0xFFFFFFFF)

@@ -21,12 +21,11 @@ the distributed join (:mod:`neardup.distributed.candidates`, per key bucket).
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 import numpy.typing as npt
 
 from .._jit import kernel
-from .._threads import numba_threads
+from .._threads import kernel_threads, run_ranges
 
 __all__ = [
     "agreeing_group_pairs",
@@ -254,8 +253,10 @@ def valve_cap(
     return lo
 
 
-@kernel(parallel=True)
+@kernel(nogil=True)
 def _group_agreement_kernel(
+    lo: int,
+    hi: int,
     members: np.ndarray,
     bounds: np.ndarray,
     base: np.ndarray,
@@ -273,12 +274,14 @@ def _group_agreement_kernel(
     w = words.shape[1]
     lo15 = np.uint64(0x7FFF7FFF7FFF7FFF)
     lane = np.uint64(0xFFFF)
-    for g in numba.prange(bounds.shape[0] - 1):
+    for g in range(lo, hi):
         s0 = bounds[g]
         s = bounds[g + 1] - s0
         rows = np.empty((s, w), np.uint64)
         for i in range(s):
-            rows[i, :] = words[members[s0 + i], :]
+            src = members[s0 + i]
+            for q in range(w):  # (a loop: numba's slice assignment is a slow generic path)
+                rows[i, q] = words[src, q]
         k = base[g]
         for i in range(1, s):
             for part in range(2):
@@ -375,8 +378,11 @@ def agreeing_group_pairs(
     ok = np.empty(total, np.bool_)
     if words is None:
         words, pad = signature_words(sig)
-    with numba_threads(workers):
-        _group_agreement_kernel(members, bounds, base, c, words, int(min_agree) + pad, ok)
+    with kernel_threads(workers):
+        run_ranges(
+            _group_agreement_kernel, bounds.size - 1, members, bounds, base, c, words,
+            int(min_agree) + pad, ok, min_items=16, tasks_per_thread=16,
+        )  # fmt: skip
     m = int(ok.sum())
     a, b = np.empty(m, np.int64), np.empty(m, np.int64)
     big = np.empty(m, np.bool_)

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import numba
 import numpy as np
 import numpy.typing as npt
 
 from .._jit import kernel, popcount64
-from .._threads import numba_threads
+from .._threads import kernel_threads, run_ranges
 from ..errors import ConfigError
 from ..fingerprint.distance import as_fingerprints, hamming_cdist
 
@@ -39,6 +38,7 @@ __all__ = [
     "empty_result",
     "estimate_pairs_within",
     "merge_results",
+    "sample_distance_hist",
 ]
 
 #: up to this distance the permuted-table index is used, above it the brute-force scan
@@ -58,12 +58,14 @@ def check_distance(k: int, bits: int) -> None:
         raise ConfigError(f"max_distance must be an int in [0, {bits}], got {k!r}")
 
 
-@kernel(parallel=True)
-def _count_rows(hi: np.ndarray, lo: np.ndarray, k: int) -> np.ndarray:  # pragma: no cover - numba
+@kernel(nogil=True)
+def _count_rows(
+    r0: int, r1: int, hi: np.ndarray, lo: np.ndarray, k: int, counts: np.ndarray
+) -> None:  # pragma: no cover - numba
+    # rows r0..r1-1 (run_ranges)
     n = hi.shape[0]
-    counts = np.zeros(n, np.int64)
     kk = np.uint64(k)
-    for i in numba.prange(n):
+    for i in range(r0, r1):
         xh = hi[i]
         xl = lo[i]
         c = 0
@@ -71,11 +73,12 @@ def _count_rows(hi: np.ndarray, lo: np.ndarray, k: int) -> np.ndarray:  # pragma
             if popcount64(xh ^ hi[j]) + popcount64(xl ^ lo[j]) <= kk:
                 c += 1
         counts[i] = c
-    return counts
 
 
-@kernel(parallel=True)
+@kernel(nogil=True)
 def _fill_rows(
+    r0: int,
+    r1: int,
     hi: np.ndarray,
     lo: np.ndarray,
     k: int,
@@ -86,7 +89,7 @@ def _fill_rows(
 ) -> None:  # pragma: no cover - numba
     n = hi.shape[0]
     kk = np.uint64(k)
-    for i in numba.prange(n):
+    for i in range(r0, r1):
         xh = hi[i]
         xl = lo[i]
         p = offsets[i]
@@ -99,28 +102,35 @@ def _fill_rows(
                 p += 1
 
 
-@kernel(parallel=True)
-def _count_rows64(x: np.ndarray, k: int) -> np.ndarray:  # pragma: no cover - numba
+@kernel(nogil=True)
+def _count_rows64(
+    r0: int, r1: int, x: np.ndarray, k: int, counts: np.ndarray
+) -> None:  # pragma: no cover - numba
     n = x.shape[0]
-    counts = np.zeros(n, np.int64)
     kk = np.uint64(k)
-    for i in numba.prange(n):
+    for i in range(r0, r1):
         xi = x[i]
         c = 0
         for j in range(i + 1, n):
             if popcount64(xi ^ x[j]) <= kk:
                 c += 1
         counts[i] = c
-    return counts
 
 
-@kernel(parallel=True)
+@kernel(nogil=True)
 def _fill_rows64(
-    x: np.ndarray, k: int, offsets: np.ndarray, a: np.ndarray, b: np.ndarray, d: np.ndarray
+    r0: int,
+    r1: int,
+    x: np.ndarray,
+    k: int,
+    offsets: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    d: np.ndarray,
 ) -> None:  # pragma: no cover - numba
     n = x.shape[0]
     kk = np.uint64(k)
-    for i in numba.prange(n):
+    for i in range(r0, r1):
         xi = x[i]
         p = offsets[i]
         for j in range(i + 1, n):
@@ -150,9 +160,13 @@ def all_pairs_bruteforce(
         hi, lo = np.ascontiguousarray(fps[:, 0]), np.ascontiguousarray(fps[:, 1])
     else:
         hi, lo = np.ascontiguousarray(fps), np.zeros(0, np.uint64)
-    with numba_threads(workers):
+    with kernel_threads(workers):
         k = int(max_distance)
-        counts = _count_rows64(hi, k) if fps.ndim == 1 else _count_rows(hi, lo, k)
+        counts = np.zeros(n, np.int64)
+        if fps.ndim == 1:
+            run_ranges(_count_rows64, n, hi, k, counts, min_items=64, tasks_per_thread=16)
+        else:
+            run_ranges(_count_rows, n, hi, lo, k, counts, min_items=64, tasks_per_thread=16)
         offsets = np.zeros(n + 1, np.int64)
         np.cumsum(counts, out=offsets[1:])
         total = int(offsets[-1])
@@ -160,9 +174,11 @@ def all_pairs_bruteforce(
         b = np.empty(total, np.int64)
         d = np.empty(total, np.int32)
         if fps.ndim == 1:
-            _fill_rows64(hi, k, offsets, a, b, d)
+            run_ranges(_fill_rows64, n, hi, k, offsets, a, b, d, min_items=64, tasks_per_thread=16)
         else:
-            _fill_rows(hi, lo, k, offsets, a, b, d)
+            run_ranges(
+                _fill_rows, n, hi, lo, k, offsets, a, b, d, min_items=64, tasks_per_thread=16
+            )
     return a, b, d
 
 
@@ -181,29 +197,31 @@ def _accumulate_hist(xi: Any, x: np.ndarray, j: int, h: np.ndarray) -> None:  # 
         j += 1
 
 
-@kernel(parallel=True)
-def _hist_rows64(x: np.ndarray, k: int) -> np.ndarray:  # pragma: no cover - numba
+@kernel(nogil=True)
+def _hist_rows64(
+    r0: int, r1: int, x: np.ndarray, k: int, hist: np.ndarray
+) -> None:  # pragma: no cover - numba
     # Branch-free: every distance goes to a small per-row histogram (four of them, so that
     # consecutive increments do not wait on each other): faster than a branch on
     # ``dist <= k`` when that branch is unpredictable (concentrated fingerprints; see
     # benchmarks/bench_dedup.py --kinds short).
-    n = x.shape[0]
-    hist = np.zeros((n, k + 1), np.int32)
-    for i in numba.prange(n):
+    # hist: (n, k + 1) int32, rows r0..r1-1 written (run_ranges)
+    for i in range(r0, r1):
         xi = x[i]
         h = np.zeros((4, 65), np.int32)
         _accumulate_hist(xi, x, i + 1, h)
         for d in range(k + 1):
             hist[i, d] = h[0, d] + h[1, d] + h[2, d] + h[3, d]
-    return hist
 
 
-@kernel(parallel=True)
-def _sample_hist64(x: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:  # pragma: no cover
+@kernel(nogil=True)
+def _sample_hist64(
+    r0: int, r1: int, x: np.ndarray, rows: np.ndarray, k: int, hist: np.ndarray
+) -> None:  # pragma: no cover - numba
     # branch-free, like _hist_rows64: every distance of row i to all rows goes to one of four
-    # interleaved 65-bin histograms; the row itself (distance 0) is taken out afterwards
-    hist = np.zeros((rows.shape[0], k + 1), np.int64)
-    for r in numba.prange(rows.shape[0]):
+    # interleaved 65-bin histograms; the row itself (distance 0) is taken out afterwards.
+    # hist: (rows, k + 1) int64, rows r0..r1-1 written (run_ranges)
+    for r in range(r0, r1):
         i = rows[r]
         xi = x[i]
         h = np.zeros((4, 65), np.int64)
@@ -211,7 +229,6 @@ def _sample_hist64(x: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:  # pr
         h[0, 0] -= 1  # j == i
         for d in range(k + 1):
             hist[r, d] = h[0, d] + h[1, d] + h[2, d] + h[3, d]
-    return hist
 
 
 #: below this many fingerprints :func:`bounded_pairs` always runs the full scan
@@ -220,6 +237,16 @@ BOUNDED_TABLES_MIN_N = 20_000
 TABLES_PAIR_COST = 800
 #: rows sampled to estimate how many pairs lie at each distance
 BOUNDED_SAMPLE_ROWS = 1024
+
+
+def sample_distance_hist(
+    x: npt.NDArray[np.uint64], rows: npt.NDArray[np.int64], k: int
+) -> npt.NDArray[np.int64]:
+    """``(len(rows), k + 1)`` int64: for each sampled row ``x[rows[r]]``, how many other rows
+    of ``x`` are at each distance ``0..k`` from it (the kernel threads of the caller)."""
+    hist = np.empty((rows.shape[0], int(k) + 1), np.int64)
+    run_ranges(_sample_hist64, rows.shape[0], x, rows, int(k), hist, min_items=16)
+    return hist
 
 
 def estimate_pairs_within(
@@ -232,7 +259,7 @@ def estimate_pairs_within(
     """
     n = x.shape[0]
     pick = np.sort(np.random.default_rng(0).choice(n, size=min(rows, n), replace=False))
-    hist = _sample_hist64(x, pick.astype(np.int64), int(max_distance)).sum(axis=0)
+    hist = sample_distance_hist(x, pick.astype(np.int64), int(max_distance)).sum(axis=0)
     return np.cumsum(hist).astype(np.float64) * (n / pick.size) / 2.0
 
 
@@ -250,7 +277,7 @@ def _bounded_by_tables(
     n = x.shape[0]
     if n < BOUNDED_TABLES_MIN_N or k <= TABLES_MAX_DISTANCE:
         return None
-    with numba_threads(workers):
+    with kernel_threads(workers):
         est = estimate_pairs_within(x, k)
     # g: the first distance expected not to fit (with a margin, so the exact count below
     # rarely disagrees); the tables pay off only when the pairs they enumerate are few next to
@@ -298,8 +325,12 @@ def bounded_pairs(
     fast = _bounded_by_tables(x, int(max_distance), int(max_pairs), workers)
     if fast is not None:
         return fast
-    with numba_threads(workers):
-        hist = _hist_rows64(x, int(max_distance))
+    with kernel_threads(workers):
+        hist = np.empty((x.shape[0], int(max_distance) + 1), np.int32)
+        run_ranges(
+            _hist_rows64, x.shape[0], x, int(max_distance), hist, min_items=64,
+            tasks_per_thread=16,
+        )  # fmt: skip
         cum = np.cumsum(hist.sum(axis=0, dtype=np.int64))
         fits = np.flatnonzero(cum <= max_pairs)
         k = int(fits[-1]) if fits.size else -1
@@ -312,7 +343,9 @@ def bounded_pairs(
         a = np.empty(total, np.int64)
         b = np.empty(total, np.int64)
         d = np.empty(total, np.int32)
-        _fill_rows64(x, k, offsets, a, b, d)
+        run_ranges(
+            _fill_rows64, x.shape[0], x, k, offsets, a, b, d, min_items=64, tasks_per_thread=16
+        )
     return a, b, d, k
 
 

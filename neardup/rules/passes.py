@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from .._threads import numba_threads
+from .._threads import kernel_threads
 from ..fingerprint.distance import as_fingerprints
 from ..index.allpairs import all_pairs, tables_work_ns
 from ..index.plan import TABLES_PAIR_NS, scan_work_ns
@@ -141,7 +141,7 @@ def plan_pass(
         )  # fmt: skip
     est: npt.NDArray[np.float64] | None = None
     if bits == 64:
-        with numba_threads(workers):
+        with kernel_threads(workers):
             est = estimate_pairs_within(np.ascontiguousarray(fps), k)
     for r in range(k, -1, -1):
         pairs = float(est[r]) if est is not None else 0.0
@@ -221,7 +221,7 @@ def planned_pairs(
             # no work budget to have ruled out a distance whose pairs are far more than the
             # pair valve keeps (concentrated fingerprints: a template's copies): search from the
             # first distance a fixed-seed sample says is over, further while it is not
-            with numba_threads(workers):
+            with kernel_threads(workers):
                 est = estimate_pairs_within(np.ascontiguousarray(fps), r)
             over = np.flatnonzero(est > 1.25 * max_pairs)
             g = int(over[0]) if over.size else r

@@ -9,11 +9,10 @@ batch pipeline's exact stage gets the same digests without a Python string per t
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from .._jit import kernel
-from .._threads import numba_threads
+from .._threads import kernel_threads, run_ranges
 
 __all__ = [
     "collapse_ascii_spaces",
@@ -23,11 +22,17 @@ __all__ = [
 ]
 
 
-@kernel(parallel=True)
+@kernel(nogil=True)
 def _lower_clean_kernel(
-    buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, out: np.ndarray, clean: np.ndarray
+    lo: int,
+    hi: int,
+    buf: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    out: np.ndarray,
+    clean: np.ndarray,
 ) -> None:  # pragma: no cover - numba
-    for d in numba.prange(starts.shape[0]):
+    for d in range(lo, hi):
         s = starts[d]
         e = ends[d]
         bad: int | np.int64 = 0
@@ -61,8 +66,11 @@ def lower_ascii_clean(
         out = np.empty(len(data), np.uint8)
     out = out[: len(data)]
     clean = np.empty(lens.size, np.bool_)
-    with numba_threads(workers):
-        _lower_clean_kernel(np.frombuffer(data, np.uint8), starts, ends, out, clean)
+    with kernel_threads(workers):
+        run_ranges(
+            _lower_clean_kernel, lens.size, np.frombuffer(data, np.uint8), starts, ends, out,
+            clean, min_items=64,
+        )  # fmt: skip
     return out, starts, clean
 
 

@@ -33,6 +33,7 @@ import numpy.typing as npt
 
 from .._arrays import concat_ascii
 from .._jit import kernel
+from .._threads import run_ranges
 from .social import SOCIAL
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "RAW",
     "RAW_CHECK",
     "SPACE_LUT",
+    "TOKEN_RANGE_DOCS",
     "WORD_LUT",
     "KernelInput",
     "Prepared",
@@ -294,6 +296,10 @@ def token_chunks(
         yield i, j, chunk_bytes(texts, special, i, j, ascii_mode, reuse)
 
 
+#: documents per range of a token kernel (fewer: the calling thread alone)
+TOKEN_RANGE_DOCS = 16
+
+
 def run_token_kernel(
     kernel: Callable[..., None],
     texts: Sequence[str],
@@ -309,18 +315,21 @@ def run_token_kernel(
     marker), stripped as ``tokenize`` strips them (:func:`strip_flagged`, mode :data:`RAW`),
     whose rows are replaced.
 
-    The kernel's arguments are ``(buf, starts, ends, mode, WORD_LUT, SPACE_LUT, MARK_LUT,
-    *params, *rows of outs, flags)``; it fills its documents' rows (the stripped texts' rows
-    start at zero) and sets ``flags[d]`` where a :data:`RAW_CHECK` document has a marker."""
+    The kernel's arguments are ``(lo, hi, buf, starts, ends, mode, WORD_LUT, SPACE_LUT,
+    MARK_LUT, *params, *rows of outs, flags)``; it fills the rows of its documents ``lo..hi-1``
+    (the stripped texts' rows start at zero) and sets ``flags[d]`` where a :data:`RAW_CHECK`
+    document has a marker. The documents are spread over the kernel threads
+    (:func:`neardup._threads.run_ranges`)."""
     luts = (WORD_LUT, SPACE_LUT, MARK_LUT)
     flags = np.empty(j - i, np.bool_)
-    kernel(*chunk, *luts, *params, *(o[i:j] for o in outs), flags)
+    run_ranges(kernel, j - i, *chunk, *luts, *params, *(o[i:j] for o in outs), flags,
+               min_items=TOKEN_RANGE_DOCS)  # fmt: skip
     flagged = np.flatnonzero(flags) + i
     if flagged.size:
         redo = [np.zeros((flagged.size, *o.shape[1:]), o.dtype) for o in outs]
-        kernel(
-            *strip_flagged(texts, flagged, special), *luts, *params, *redo,
-            np.empty(flagged.size, np.bool_),
+        run_ranges(
+            kernel, flagged.size, *strip_flagged(texts, flagged, special), *luts, *params,
+            *redo, np.empty(flagged.size, np.bool_), min_items=TOKEN_RANGE_DOCS,
         )  # fmt: skip
         for o, r in zip(outs, redo, strict=True):
             o[flagged] = r

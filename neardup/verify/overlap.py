@@ -16,12 +16,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numba
 import numpy as np
 import numpy.typing as npt
 
 from .._jit import kernel, popcount64
-from .._threads import numba_threads
+from .._threads import kernel_threads, run_ranges
 from ..text.token_kernels import SPACE_LUT, WORD_LUT
 from .sequences import DEFAULT_MAX_LCS_CELLS
 from .tokens import HIST_MAX
@@ -45,14 +44,20 @@ def encode_sorted(encoded: Sequence[str]) -> tuple[npt.NDArray[np.uint32], npt.N
     offsets = np.zeros(len(encoded) + 1, np.int64)
     np.cumsum(lens, out=offsets[1:])
     values = np.frombuffer("".join(encoded).encode("utf-32-le"), dtype="<u4").astype(np.uint32)
-    _sort_segments(values, offsets)
+    run_ranges(_sort_segments, offsets.size - 1, values, offsets, min_items=64)
     return values, offsets
 
 
-@kernel(parallel=True)
-def _sort_segments(values: np.ndarray, offsets: np.ndarray) -> None:  # pragma: no cover - numba
-    for s in numba.prange(offsets.shape[0] - 1):
-        values[offsets[s] : offsets[s + 1]] = np.sort(values[offsets[s] : offsets[s + 1]])
+#: pairs per range of a merge or bound kernel (fewer pairs: the calling thread alone)
+PAIR_RANGE = 256
+
+
+@kernel(nogil=True)
+def _sort_segments(
+    lo: int, hi: int, values: np.ndarray, offsets: np.ndarray
+) -> None:  # pragma: no cover - numba
+    for s in range(lo, hi):
+        values[offsets[s] : offsets[s + 1]].sort()
 
 
 @kernel(inline="always")
@@ -61,13 +66,17 @@ def _spans(offsets: np.ndarray, a: int, b: int) -> tuple[int, int, int, int]:  #
     return offsets[a], offsets[a + 1], offsets[b], offsets[b + 1]
 
 
-@kernel(parallel=True)
+@kernel(nogil=True)
 def _overlap_kernel(
-    values: np.ndarray, offsets: np.ndarray, ia: np.ndarray, ib: np.ndarray
-) -> np.ndarray:  # pragma: no cover - numba
-    m = ia.shape[0]
-    out = np.empty(m, np.int64)
-    for p in numba.prange(m):
+    lo: int,
+    hi: int,
+    values: np.ndarray,
+    offsets: np.ndarray,
+    ia: np.ndarray,
+    ib: np.ndarray,
+    out: np.ndarray,
+) -> None:  # pragma: no cover - numba
+    for p in range(lo, hi):
         i, ie, j, je = _spans(offsets, ia[p], ib[p])
         c = 0
         while i < ie and j < je:
@@ -82,7 +91,6 @@ def _overlap_kernel(
             else:
                 j += 1
         out[p] = c
-    return out
 
 
 def overlap_many(
@@ -98,12 +106,16 @@ def overlap_many(
     ib = np.ascontiguousarray(ib, dtype=np.int64)
     if ia.size == 0:
         return np.zeros(0, np.int64)
-    with numba_threads(workers):
-        return _overlap_kernel(values, offsets, ia, ib)
+    out = np.empty(ia.size, np.int64)
+    with kernel_threads(workers):
+        run_ranges(_overlap_kernel, ia.size, values, offsets, ia, ib, out, min_items=PAIR_RANGE)
+    return out
 
 
-@kernel(parallel=True)
+@kernel(nogil=True)
 def _bound_kernel(
+    lo: int,
+    hi: int,
     values: np.ndarray,
     offsets: np.ndarray,
     ia: np.ndarray,
@@ -111,11 +123,11 @@ def _bound_kernel(
     threshold: float,
     containment: float,
     min_tokens: int,
-) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
-    m = ia.shape[0]
-    could = np.zeros(m, np.bool_)
-    ratio = np.zeros(m, np.float64)
-    for p in numba.prange(m):
+    could: np.ndarray,
+    ratio: np.ndarray,
+) -> None:  # pragma: no cover - numba
+    # could, ratio: zeros
+    for p in range(lo, hi):
         i, ie, j, je = _spans(offsets, ia[p], ib[p])
         la = ie - i
         lb = je - j
@@ -130,7 +142,6 @@ def _bound_kernel(
             i += x <= y
             j += y <= x
         could[p], ratio[p] = _passes(c, la, lb, threshold, containment, min_tokens)
-    return could, ratio
 
 
 @kernel(inline="always")
@@ -165,8 +176,10 @@ def _least_passing(
     return c
 
 
-@kernel(parallel=True)
+@kernel(nogil=True)
 def _bound_exit_kernel(
+    lo: int,
+    hi: int,
     values: np.ndarray,
     offsets: np.ndarray,
     ia: np.ndarray,
@@ -174,14 +187,13 @@ def _bound_exit_kernel(
     threshold: float,
     containment: float,
     min_tokens: int,
-) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
+    could: np.ndarray,
+    ratio: np.ndarray,
+) -> None:  # pragma: no cover - numba
     # _bound_kernel that stops a merge once the overlap cannot reach the least passing value
     # (c + what is left of the shorter remainder < need): same decisions; an early-stopped pair
-    # reports the ratio of that bound (>= its overlap ratio)
-    m = ia.shape[0]
-    could = np.zeros(m, np.bool_)
-    ratio = np.zeros(m, np.float64)
-    for p in numba.prange(m):
+    # reports the ratio of that bound (>= its overlap ratio). could, ratio: zeros
+    for p in range(lo, hi):
         i, ie, j, je = _spans(offsets, ia[p], ib[p])
         la = ie - i
         lb = je - j
@@ -206,7 +218,6 @@ def _bound_exit_kernel(
                 break
         ok, ratio[p] = _passes(c, la, lb, threshold, containment, min_tokens)
         could[p] = ok and not stopped
-    return could, ratio
 
 
 def bound_decisions(
@@ -231,8 +242,12 @@ def bound_decisions(
     ib = np.ascontiguousarray(ib, dtype=np.int64)
     if ia.size == 0:
         return np.zeros(0, np.bool_), np.zeros(0, np.float64)
-    with numba_threads(workers):
-        return (_bound_exit_kernel if early_exit else _bound_kernel)(
+    could = np.zeros(ia.size, np.bool_)
+    ratio = np.zeros(ia.size, np.float64)
+    with kernel_threads(workers):
+        run_ranges(
+            _bound_exit_kernel if early_exit else _bound_kernel,
+            ia.size,
             values,
             offsets,
             ia,
@@ -240,11 +255,17 @@ def bound_decisions(
             float(threshold),
             float(containment),
             int(min_containment_tokens),
+            could,
+            ratio,
+            min_items=PAIR_RANGE,
         )
+    return could, ratio
 
 
-@kernel(parallel=True)
+@kernel(nogil=True)
 def _hist_bound_kernel(
+    lo: int,
+    hi: int,
     hist: np.ndarray,
     counts: np.ndarray,
     ia: np.ndarray,
@@ -253,14 +274,14 @@ def _hist_bound_kernel(
     containment: float,
     min_tokens: int,
     full: int,
-) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
+    could: np.ndarray,
+    ratio: np.ndarray,
+) -> None:  # pragma: no cover - numba
     # _bound_kernel's decision on c = sum over buckets of min(hist[a], hist[b]) (at most the
-    # shorter count); a bucket full on both sides makes c the shorter count (no bound)
-    m = ia.shape[0]
+    # shorter count); a bucket full on both sides makes c the shorter count (no bound).
+    # could, ratio: zeros
     nb = hist.shape[1]
-    could = np.zeros(m, np.bool_)
-    ratio = np.zeros(m, np.float64)
-    for p in numba.prange(m):
+    for p in range(lo, hi):
         la = counts[ia[p]]
         lb = counts[ib[p]]
         shorter = min(la, lb)
@@ -278,7 +299,6 @@ def _hist_bound_kernel(
         if sat or c > shorter:
             c = shorter
         could[p], ratio[p] = _passes(c, la, lb, threshold, containment, min_tokens)
-    return could, ratio
 
 
 def histogram_bound_decisions(
@@ -306,8 +326,12 @@ def histogram_bound_decisions(
     ib = np.ascontiguousarray(ib, dtype=np.int64)
     if ia.size == 0:
         return np.zeros(0, np.bool_), np.zeros(0, np.float64)
-    with numba_threads(workers):
-        return _hist_bound_kernel(
+    could = np.zeros(ia.size, np.bool_)
+    ratio = np.zeros(ia.size, np.float64)
+    with kernel_threads(workers):
+        run_ranges(
+            _hist_bound_kernel,
+            ia.size,
             hist,
             counts,
             ia,
@@ -316,7 +340,11 @@ def histogram_bound_decisions(
             float(containment),
             int(min_containment_tokens),
             int(full),
+            could,
+            ratio,
+            min_items=PAIR_RANGE,
         )
+    return could, ratio
 
 
 # ---------------------------------------------------------------------------------------------
@@ -403,8 +431,10 @@ def _slot(
         s = (s + 1) & mask
 
 
-@kernel(parallel=True)
+@kernel(nogil=True)
 def _lcs_kernel(
+    lo: int,
+    hi: int,
     buf: np.ndarray,
     starts: np.ndarray,
     ends: np.ndarray,
@@ -414,16 +444,15 @@ def _lcs_kernel(
     ia: np.ndarray,
     ib: np.ndarray,
     max_cells: int,
-) -> np.ndarray:  # pragma: no cover - numba
+    out: np.ndarray,
+) -> None:  # pragma: no cover - numba
     # Per pair: both texts tokenised from their bytes; A's distinct tokens numbered with a small
     # open-addressing table (a hash hit is confirmed byte by byte: exact); A's position bitmasks;
     # then the bit-parallel LCS (Allison-Dix / Hyyro: V' = (V + (V & M)) | (V & ~M), multi-word
     # with carries) over B's tokens. A pair with na * nb > max_cells gets the multiset overlap
-    # of the same token ids instead (linear: the cap on one pair's cost).
-    m = ia.shape[0]
-    out = np.zeros(m, np.int64)
+    # of the same token ids instead (linear: the cap on one pair's cost). out: zeros
     ones = np.uint64(0xFFFFFFFFFFFFFFFF)
-    for p in numba.prange(m):
+    for p in range(lo, hi):
         a = ia[p]
         b = ib[p]
         pa = mode[a] == 2
@@ -499,7 +528,6 @@ def _lcs_kernel(
                 x &= (np.uint64(1) << np.uint64(na & 63)) - np.uint64(1)
             c += np.int64(popcount64(x))
         out[p] = c
-    return out
 
 
 def lcs_many(
@@ -525,5 +553,21 @@ def lcs_many(
     ib = np.ascontiguousarray(ib, dtype=np.int64)
     if ia.size == 0:
         return np.zeros(0, np.int64)
-    with numba_threads(workers):
-        return _lcs_kernel(buf, starts, ends, mode, WORD_LUT, SPACE_LUT, ia, ib, cells)
+    out = np.zeros(ia.size, np.int64)
+    with kernel_threads(workers):
+        run_ranges(
+            _lcs_kernel,
+            ia.size,
+            buf,
+            starts,
+            ends,
+            mode,
+            WORD_LUT,
+            SPACE_LUT,
+            ia,
+            ib,
+            cells,
+            out,
+            tasks_per_thread=16,
+        )
+    return out

@@ -22,16 +22,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import numba
 import numpy as np
 
 from .._jit import kernel
-from .._threads import numba_threads
+from .._threads import kernel_threads, run_ranges
 from ..text.social import SOCIAL, SOCIAL_MARKERS
 from ..text.token_kernels import (
     MARK_LUT,
     RAW,
     SPACE_LUT,
+    TOKEN_RANGE_DOCS,
     WORD_LUT,
     Prepared,
     chunk_bytes,
@@ -329,8 +329,10 @@ def _sort_hashes(a: np.ndarray) -> None:  # pragma: no cover - numba
 # and the social-marker flag are described there).
 
 
-@kernel(parallel=True)
+@kernel(nogil=True)
 def _count_kernel(
+    lo: int,
+    hi: int,
     buf: np.ndarray,
     starts: np.ndarray,
     ends: np.ndarray,
@@ -344,7 +346,7 @@ def _count_kernel(
     # token counts (branch-free: a token starts where a token byte follows another byte)
     www = np.uint64(0x7777772E)  # "www."
     m32 = np.uint64(0xFFFFFFFF)
-    for d in numba.prange(starts.shape[0]):
+    for d in range(lo, hi):
         s = starts[d]
         e = ends[d]
         lut = space if mode[d] == 2 else word
@@ -371,8 +373,10 @@ def _count_kernel(
         flags[d] = flag
 
 
-@kernel(parallel=True)
+@kernel(nogil=True)
 def _write_kernel(
+    lo: int,
+    hi: int,
     buf: np.ndarray,
     starts: np.ndarray,
     ends: np.ndarray,
@@ -392,7 +396,7 @@ def _write_kernel(
     # redoes it in mode 1).
     mix = np.uint64(0x9E3779B97F4A7C15)
     s32 = np.uint64(32)
-    for d in numba.prange(starts.shape[0]):
+    for d in range(lo, hi):
         s = starts[d]
         e = ends[d]
         o = region[d]
@@ -406,15 +410,17 @@ def _write_kernel(
             _sort_hashes(out[o : o + n])
 
 
-@kernel(parallel=True)
+@kernel(nogil=True)
 def _gather_rows(
+    lo: int,
+    hi: int,
     src: np.ndarray,
     src_start: np.ndarray,
     counts: np.ndarray,
     dst: np.ndarray,
     dst_start: np.ndarray,
 ) -> None:  # pragma: no cover - numba
-    for d in numba.prange(counts.shape[0]):
+    for d in range(lo, hi):
         a = src_start[d]
         b = dst_start[d]
         for q in range(counts[d]):
@@ -435,9 +441,10 @@ def _hash_chunk(
     if scratch.size < int(cap.sum()):
         scratch = np.empty(int(cap.sum()), np.uint32)
     flags = np.empty(starts.size, np.bool_)
-    _write_kernel(
-        buf, starts, ends, mode, WORD_LUT, SPACE_LUT, MARK_LUT, scratch, region, counts, flags
-    )
+    run_ranges(
+        _write_kernel, starts.size, buf, starts, ends, mode, WORD_LUT, SPACE_LUT, MARK_LUT,
+        scratch, region, counts, flags, min_items=TOKEN_RANGE_DOCS,
+    )  # fmt: skip
     return scratch, region, flags
 
 
@@ -490,7 +497,7 @@ def token_hashes(
     values = np.empty(0, np.uint32)
     pos = 0
     scratch = np.empty(0, np.uint32)
-    with numba_threads(workers):
+    with kernel_threads(workers):
         for i, j, (buf, starts, ends, mode) in token_chunks(verifier, texts, special):
             scratch, region, flags = _hash_chunk(buf, starts, ends, mode, scratch, counts[i:j])
             flagged = np.flatnonzero(flags)
@@ -500,7 +507,10 @@ def token_hashes(
                     *strip_flagged(texts, flagged + i, special), np.empty(0, np.uint32), s_counts
                 )
                 # a stripped text is no longer than the text: it fits the text's region
-                _gather_rows(s_out, s_region, s_counts, scratch, region[flagged])
+                run_ranges(
+                    _gather_rows, s_counts.size, s_out, s_region, s_counts, scratch,
+                    region[flagged], min_items=TOKEN_RANGE_DOCS,
+                )  # fmt: skip
                 counts[i + flagged] = s_counts
             c = counts[i:j]
             m = int(c.sum())
@@ -510,15 +520,20 @@ def token_hashes(
                 grown = np.empty(pos + m + int(1.1 * rest) + 1024, np.uint32)
                 grown[:pos] = values[:pos]
                 values = grown
-            _gather_rows(scratch, region, c, values, pos + np.cumsum(c) - c)
+            run_ranges(
+                _gather_rows, c.size, scratch, region, c, values, pos + np.cumsum(c) - c,
+                min_items=TOKEN_RANGE_DOCS,
+            )  # fmt: skip
             pos += m
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
     return values[:pos], offsets
 
 
-@kernel(parallel=True)
+@kernel(nogil=True)
 def _hist_kernel(
+    lo: int,
+    hi: int,
     buf: np.ndarray,
     starts: np.ndarray,
     ends: np.ndarray,
@@ -536,7 +551,7 @@ def _hist_kernel(
     mix = np.uint64(0x9E3779B97F4A7C15)
     shift = np.uint64(64 - HIST_BITS)
     top = np.uint8(HIST_MAX)
-    for d in numba.prange(starts.shape[0]):
+    for d in range(lo, hi):
         s = starts[d]
         e = ends[d]
         tmp = np.empty((e - s + 1) // 2 + 1, np.uint64)
@@ -573,7 +588,7 @@ def token_histograms(
     special = {} if prepared is None else prepared
     hist = np.zeros((n, 1 << HIST_BITS), np.uint8)
     counts = np.zeros(n, np.int64)
-    with numba_threads(workers):
+    with kernel_threads(workers):
         for i, j, chunk in token_chunks(verifier, texts, special):
             run_token_kernel(_hist_kernel, texts, special, i, j, chunk, (), (hist, counts))
     return hist, counts

@@ -149,11 +149,11 @@ def test_first_of_equal_rows_equals_the_reference(rows, width):
 @given(seed=st.integers(0, 1000), n=st.integers(1, 300), k=st.integers(0, 64))
 def test_sample_histogram_equals_numpy(seed, n, k):
     from neardup.fingerprint.distance import hamming_cdist
-    from neardup.index.scan import _sample_hist64
+    from neardup.index.scan import sample_distance_hist
 
     fps = clustered(seed, n, 5, 0.05)
     rows = np.sort(np.random.default_rng(seed).choice(n, size=min(n, 7), replace=False))
-    got = _sample_hist64(fps, rows.astype(np.int64), k)
+    got = sample_distance_hist(fps, rows.astype(np.int64), k)
     d = hamming_cdist(fps[rows], fps)
     d[np.arange(rows.size), rows] = 99  # not the row itself
     want = np.stack([np.bincount(r[r <= k], minlength=k + 1)[: k + 1] for r in d])

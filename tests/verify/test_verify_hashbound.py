@@ -200,13 +200,14 @@ def test_lcs_many_tells_colliding_hashes_apart(monkeypatch):
         return n
 
     monkeypatch.setitem(kernel.__globals__, "_doc_tokens", one_hash)
-    monkeypatch.setitem(kernel.__globals__, "numba", type("N", (), {"prange": range}))
     # the one popcount is a numba intrinsic (kernels only): its meaning, in Python
     monkeypatch.setitem(kernel.__globals__, "popcount64", lambda x: np.uint64(int(x).bit_count()))
     with np.errstate(over="ignore"):  # uint64 hash arithmetic wraps, as in numba
-        got = kernel(*data, K.WORD_LUT, K.SPACE_LUT, ia, ib, 10**8)
+        got = np.zeros(ia.size, np.int64)
+        kernel(0, ia.size, *data, K.WORD_LUT, K.SPACE_LUT, ia, ib, 10**8, got)
         # over the cap (0 cells): the multiset overlap, with the same byte comparison
-        over = kernel(*data, K.WORD_LUT, K.SPACE_LUT, ia, ib, 0)
+        over = np.zeros(ia.size, np.int64)
+        kernel(0, ia.size, *data, K.WORD_LUT, K.SPACE_LUT, ia, ib, 0, over)
     assert got.tolist() == [0, 2, 1, 1]
     assert over.tolist() == [0, 2, 1, 1]
 

@@ -71,6 +71,7 @@ def _corpus() -> Any:
 
 def warm_kernels() -> None:
     """Compile (or load from the cache) the kernels of a run's last stages, the last first."""
+    from ..fingerprint.minhash import minhash_signatures
     from ..rules.config import DedupConfig
     from ..rules.groups import ExactGroups, stage_expand
     from ..rules.keep import stage_representatives
@@ -80,6 +81,10 @@ def warm_kernels() -> None:
 
     cfg = DedupConfig()
     verifier = cfg.make_verifier()
+    texts = _corpus()
+    # the MinHash signatures first: a run reaches them right after its reading, fingerprint and
+    # exact-group kernels (which it compiles itself), sooner than the helper would in stage order
+    minhash_signatures(verifier, texts, cfg.lsh_plan().hashes)
     # the candidate joins (the band self-join, the SimHash pass's tables), at a size that takes
     # the paths a run of a few thousand documents takes (the order measured best: a run reaches
     # them before the verification, whose compile is the largest) ...
@@ -93,7 +98,6 @@ def warm_kernels() -> None:
     lsh_pairs(sig, np.ones(m, bool), plan)
     planned_pairs(fps, 3, work_ns_per_doc=None, max_pairs=64 * m)
     # ... verification ...
-    texts = _corpus()
     n = len(texts)
     a = np.arange(0, n - 1, 2, dtype=np.int64)
     b = a + 1

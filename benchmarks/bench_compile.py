@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""A first run's kernel compile: ``neardup dedup --sample`` on an empty kernel cache.
+
+Each run is a fresh process with its own empty ``NEARDUP_CACHE_DIR`` (what a fresh install
+sees), in a temporary folder; the figures are the summary's ``kernel_compile_s`` (the time the
+run itself spent compiling), the run's wall time and the CPU time of the run and its children
+(the helper process that compiles the last stages' kernels beside it). Each tree is run with the
+helper (the default) and without it (``NEARDUP_NO_WARM=1``: every kernel compiled by the run,
+one after another), ``--repeat`` times, alternating trees so that a busy neighbour affects all
+of them alike; the table shows the median.
+
+``--tree PATH`` (repeatable) measures other checkouts of neardup in the same run (e.g. a
+``git worktree`` of the commit before a change); the default is this checkout. With
+``--kernels`` the slowest compiles of one run without the helper are listed, by kernel.
+
+    python benchmarks/bench_compile.py
+    python benchmarks/bench_compile.py --tree . --tree ../before --repeat 3
+
+Prints the table and writes ``benchmarks/results/bench_compile.json`` (with the machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+# a listener that prints the outermost compiles of neardup kernels at exit (--kernels)
+_LISTEN = """
+import atexit, json, sys, time
+from numba.core import event as ev
+rows = []
+class L(ev.Listener):
+    stack = []
+    def on_start(self, e):
+        d = e.data.get("dispatcher")
+        f = getattr(d, "py_func", None)
+        name = f"{getattr(f, '__module__', '?')}.{getattr(f, '__qualname__', '?')}"
+        L.stack.append((time.perf_counter(), name))
+    def on_end(self, e):
+        t0, name = L.stack.pop()
+        if not L.stack and name.startswith("neardup"):
+            rows.append((name, time.perf_counter() - t0))
+ev.register("numba:compile", L())
+atexit.register(lambda: sys.stderr.write("KERNELS " + json.dumps(rows) + "\\n"))
+from neardup.cli.main import main
+main(sys.argv[1:])
+"""
+
+
+def run_once(tree: Path, helper: bool, kernels: bool = False) -> dict[str, Any]:
+    """One ``neardup dedup --sample`` in a fresh process on an empty kernel cache."""
+    with tempfile.TemporaryDirectory(prefix="neardup-compile-") as tmp:
+        env = {**os.environ, "NEARDUP_CACHE_DIR": str(Path(tmp) / "cache")}
+        env.pop("NUMBA_CACHE_DIR", None)
+        env["PYTHONPATH"] = str(tree)
+        if not helper:
+            env["NEARDUP_NO_WARM"] = "1"
+        else:
+            env.pop("NEARDUP_NO_WARM", None)
+        out = Path(tmp) / "out"
+        out.mkdir()
+        args = ["dedup", "--sample", "-o", str(out / "kept.jsonl"), "--summary-json",
+                str(out / "summary.json")]  # fmt: skip
+        cmd = [sys.executable, "-c", _LISTEN, *args] if kernels else [
+            sys.executable, "-m", "neardup", *args
+        ]  # fmt: skip
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if proc.returncode != 0:
+            raise SystemExit(f"neardup dedup --sample failed in {tree}:\n{proc.stderr[-3000:]}")
+        summary = json.loads((out / "summary.json").read_text())
+        row: dict[str, Any] = {
+            "kernel_compile_s": float(summary["kernel_compile_s"]),
+            "wall_s": wall,
+            "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+        }
+        if kernels:
+            line = next(x for x in proc.stderr.splitlines() if x.startswith("KERNELS "))
+            row["kernels"] = sorted(json.loads(line[8:]), key=lambda r: -r[1])
+        return row
+
+
+def machine() -> dict[str, Any]:
+    from bench_dedup import machine as base
+
+    out = base()
+    out["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tree", type=Path, action="append", help="a neardup checkout (repeatable)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--kernels", action="store_true", help="list the slowest kernel compiles")
+    ap.add_argument("--out", type=Path, default=BENCH / "results" / "bench_compile.json")
+    args = ap.parse_args()
+    trees = [t.resolve() for t in (args.tree or [ROOT])]
+    for t in trees:
+        if not (t / "neardup" / "__init__.py").is_file():
+            raise SystemExit(f"--tree {t}: no neardup package there (neardup/__init__.py)")
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {
+        str(t): {"helper": [], "no helper": []} for t in trees
+    }
+    for r in range(args.repeat):
+        for t in trees:
+            for mode in ("helper", "no helper"):
+                row = run_once(t, mode == "helper")
+                runs[str(t)][mode].append(row)
+                print(
+                    f"  run {r + 1}/{args.repeat} {t.name} {mode}: compile "
+                    f"{row['kernel_compile_s']:.2f} s, wall {row['wall_s']:.2f} s, "
+                    f"cpu {row['cpu_s']:.2f} s",
+                    file=sys.stderr,
+                )
+    table = []
+    print(f"{'tree':<28} {'mode':<10} {'compile s':>10} {'wall s':>8} {'CPU s':>8}")
+    for t in trees:
+        for mode in ("helper", "no helper"):
+            rows = runs[str(t)][mode]
+            med = {
+                k: statistics.median(x[k] for x in rows)
+                for k in ("kernel_compile_s", "wall_s", "cpu_s")
+            }
+            table.append({"tree": str(t), "mode": mode, **med, "runs": rows})
+            print(
+                f"{t.name:<28} {mode:<10} {med['kernel_compile_s']:>10.2f} "
+                f"{med['wall_s']:>8.2f} {med['cpu_s']:>8.2f}"
+            )
+    kernels = None
+    if args.kernels:
+        kernels = run_once(trees[0], helper=False, kernels=True)["kernels"]
+        print(f"\nslowest compiles, {trees[0].name}, no helper:")
+        for name, s in kernels[:15]:
+            print(f"  {s:6.2f} s  {name}")
+    result = {
+        "benchmark": "bench_compile",
+        "command": "python benchmarks/bench_compile.py " + " ".join(sys.argv[1:]),
+        "machine": machine(),
+        "repeat": args.repeat,
+        "table": table,
+        "kernels": kernels,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -47,10 +47,17 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+_max_threads: int | None = None
+
+
 def max_threads() -> int:
-    """The most threads a kernel call uses: :func:`default_workers` (a larger ``workers`` is
-    clamped to it)."""
-    return default_workers()
+    """The most threads a kernel call uses: :func:`default_workers` when first asked in this
+    process (a larger ``workers`` is clamped to it). Read once: the affinity call is a system
+    call, and kernels ask on every call (a decision makes several)."""
+    global _max_threads
+    if _max_threads is None:
+        _max_threads = default_workers()
+    return _max_threads
 
 
 _local = threading.local()
@@ -96,9 +103,10 @@ def _get_pool(size: int) -> ThreadPoolExecutor:
 
 
 def _forget_pool() -> None:  # a forked child has the pool object but none of its threads
-    global _pool, _pool_size
+    global _pool, _pool_size, _max_threads
     _pool = None
     _pool_size = 0
+    _max_threads = None  # (and may run on other CPUs)
 
 
 if hasattr(os, "register_at_fork"):

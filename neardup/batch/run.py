@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import InputError, InputTypeError
+from ..errors import ConfigError, InputError, InputTypeError
 from ..io.texts import SpanTexts, UniqueIds
 from ..rules.candidates import stage_candidates_for
 from ..rules.config import DedupConfig, PairTable, Progress, with_overrides
@@ -82,6 +82,37 @@ def _check_texts(texts: Sequence[str]) -> Sequence[str]:
     return out
 
 
+def _check_signatures(
+    signatures: Any, n: int, cfg: DedupConfig
+) -> tuple[npt.NDArray[np.uint16], npt.NDArray[np.int64]]:
+    """``dedup(signatures=)`` checked before any work: the ``lsh`` mode, one row of the plan's
+    width and one token count per text."""
+    if cfg.candidates != "lsh":
+        raise ConfigError(
+            f"signatures= serves the MinHash channel; this run's candidates are "
+            f"{cfg.candidates!r}: drop signatures= or use candidates='lsh'"
+        )
+    try:
+        sig, tokens = signatures
+    except (TypeError, ValueError):
+        raise InputError(
+            "signatures must be a pair (signatures (n, hashes) uint16, token counts (n,) int64)"
+        ) from None
+    sig = np.asarray(sig)
+    tokens = np.asarray(tokens)
+    hashes = cfg.lsh_plan().hashes
+    if sig.dtype != np.uint16 or sig.shape != (n, hashes):
+        raise InputError(
+            f"signatures: expected uint16 of shape ({n}, {hashes}) for {n} texts and this "
+            f"plan, got {sig.dtype} {sig.shape}"
+        )
+    if tokens.shape != (n,) or tokens.dtype.kind not in "iu":
+        raise InputError(
+            f"signatures: expected {n} integer token counts, got {tokens.dtype} {tokens.shape}"
+        )
+    return sig, tokens.astype(np.int64, copy=False)
+
+
 def dedup(
     texts: Sequence[str],
     *,
@@ -90,6 +121,7 @@ def dedup(
     progress: Progress | None = None,
     exact_pass: ExactFingerprintPass | None = None,
     candidates_out: list[PairTable] | None = None,
+    signatures: tuple[npt.NDArray[np.uint16], npt.NDArray[np.int64]] | None = None,
     **overrides: Any,
 ) -> DedupResult:
     """Deduplicate a corpus: exact duplicates, then verified near-duplicates, then clusters.
@@ -114,6 +146,12 @@ def dedup(
         accepted or not: ``stage`` 1 when accepted, 0 when rejected (or skipped), ``score``
         and ``rule`` as verification left them (``RULE_BELOW`` / ``RULE_BOUND`` for rejected
         pairs). For inspection and tests (``neardup explain`` is checked against it).
+    signatures : (numpy.ndarray, numpy.ndarray), optional
+        The texts' MinHash signatures ``(n, hashes)`` uint16 and token counts ``(n,)`` int64,
+        as :func:`~neardup.fingerprint.minhash.minhash_signatures` makes them for this
+        config's verifier and plan (an online store's prepared batches carry them:
+        :func:`neardup.incremental.dedup_into` passes those), used instead of making them
+        again; the results are the same. ``candidates="lsh"`` only.
 
     Returns
     -------
@@ -131,6 +169,8 @@ def dedup(
     cfg = with_overrides(config, overrides)
     texts = _check_texts(texts)
     n = len(texts)
+    if signatures is not None:
+        signatures = _check_signatures(signatures, n, cfg)
     if ids is None:
         id_list = [str(i) for i in range(n)]
     elif type(ids) is UniqueIds and len(ids) == n:  # read by neardup.io: str, checked unique
@@ -227,6 +267,7 @@ def dedup(
         deferred,
         lambda k: report("candidates", k * n // max(int(unique.size), 1), n),
         counted,
+        None if signatures is None else (signatures[0][unique], signatures[1][unique]),
     )
     if tokenised:  # those in a pair, re-keyed from position among first copies to texts
         involved = set(ca.tolist()) | set(cb.tolist())

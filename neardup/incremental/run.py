@@ -289,8 +289,10 @@ def dedup_into(
     what the earlier ones stored (``benchmarks/bench_load.py`` measures both).
 
     The store check's prepared batches (fingerprints, signatures, band keys) are what the load
-    stores, so no document is prepared twice (up to ``REUSE_MAX`` documents;
-    ``keep_prepared``: kept in the result for a later :func:`load_kept`).
+    stores, and their signatures are the batch run's (when the store's MinHash channel is the
+    run's: the same plan and verifier), so no document is prepared or signed twice (up to
+    ``REUSE_MAX`` documents; ``keep_prepared``: kept in the result for a later
+    :func:`load_kept`).
 
     Raises
     ------
@@ -314,6 +316,7 @@ def dedup_into(
         ids=[ids[int(i)] for i in rest],
         config=config,
         progress=progress,
+        signatures=_signatures_of(d, prepared, n, rest, config),
     )
     keep = np.zeros(n, np.bool_)
     keep[rest[result.keep]] = True
@@ -327,6 +330,31 @@ def dedup_into(
         stored_pairs,
         prepared if keep_prepared and prepared else None,
     )
+
+
+def _signatures_of(
+    d: Any,
+    prepared: list[tuple[int, PreparedDocs]] | None,
+    n: int,
+    rest: npt.NDArray[np.int64],
+    config: DedupConfig | None,
+) -> tuple[npt.NDArray[np.uint16], npt.NDArray[np.int64]] | None:
+    """The prepared batches' (of all ``n`` documents) signatures and token counts of documents
+    ``rest``, for the batch
+    run, when they are what the run would make: its ``lsh`` mode, and the store's channel with
+    the run's plan and verifier settings; else None (the run makes its own)."""
+    cfg = config or DedupConfig()
+    plan = getattr(d, "lsh_plan", None)
+    if not prepared or cfg.candidates != "lsh" or plan is None or plan != cfg.lsh_plan():
+        return None
+    if d.verifier is None or d.verifier.config() != cfg.make_verifier().config():
+        return None
+    from ..online.prepare import PreparedDocs
+
+    whole = PreparedDocs.concat([b for _, b in prepared])
+    if whole.sig is None or whole.tokens is None or len(whole) != n:
+        return None
+    return whole.sig[rest], whole.tokens[rest]
 
 
 def _write_pairs(path: str, result: Any, stored: list[tuple[str, str, int, float | None]]) -> None:

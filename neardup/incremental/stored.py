@@ -55,8 +55,9 @@ def check_store(
     """Step 1: which new documents duplicate a stored one (``Deduplicator.check``, read only,
     ``CHUNK`` at a time), and with ``pairs`` every stored match of those, as ``(stored id, new
     id, distance, score)``. ``prepared``: a list that gets each chunk's prepared batch with
-    its first position (``(lo, PreparedDocs)``), for :func:`load_kept` (an empty store is
-    not checked: nothing is added)."""
+    its first position (``(lo, PreparedDocs)``), for :func:`load_kept` and the batch run's
+    signatures (an empty store is not checked, its documents only prepared for ``prepared``;
+    without it, nothing is done)."""
     report = progress or (lambda stage, done, total: None)
     n = len(ids)
     for_store = np.zeros(n, np.bool_)
@@ -75,13 +76,15 @@ def check_store(
     # an empty store (a window's seed) matches nothing: the check is skipped, not just cheap.
     # Checks change nothing, so the next chunk is prepared (this thread) while the writer
     # decides the last one (bench_load.py, bench_incremental.py)
-    for lo in range(0, n if len(d) else 0, CHUNK):
+    check = len(d) > 0
+    for lo in range(0, n if check or prepared is not None else 0, CHUNK):
         hi = min(n, lo + CHUNK)
         batch = d.prepare([{"id": ids[i], "text": texts[i]} for i in range(lo, hi)])
-        fut = d.submit_prepared("check", batch)
         if prepared is not None:
             prepared.append((lo, batch))
-        inflight.append((lo, hi, fut))
+        if not check:
+            continue
+        inflight.append((lo, hi, d.submit_prepared("check", batch)))
         if len(inflight) > 1:
             collect()
     while inflight:

@@ -138,7 +138,9 @@ class Decider:
             for op in doc_ops:  # prepared elsewhere without the channel: its keys made here
                 dd = op.docs
                 if dd is not None and dd.bands is None:
-                    dd.sig, dd.usable, dd.bands = lsh_keys(self.verifier, self.lsh_plan, dd.texts)
+                    dd.sig, dd.usable, dd.bands, dd.tokens = lsh_keys(
+                        self.verifier, self.lsh_plan, dd.texts
+                    )
         # everything a group needs from the index and metadata, fetched in bulk
         if doc_ops:
             fps = (
@@ -429,7 +431,9 @@ class Decider:
         if n < 2:
             return {}
         if self.lsh_plan is not None and docs.bands is None:
-            docs.sig, docs.usable, docs.bands = lsh_keys(self.verifier, self.lsh_plan, docs.texts)
+            docs.sig, docs.usable, docs.bands, docs.tokens = lsh_keys(
+                self.verifier, self.lsh_plan, docs.texts
+            )
         earlier = self.intra_pairs(docs.fps)
         if self.lsh_plan is not None:
             assert docs.sig is not None and docs.usable is not None

@@ -634,7 +634,7 @@ class Deduplicator:
                 from ..fingerprint.minhash import warm_band_entries
                 from ..rules.lsh import agreeing, lsh_pairs, sketch_agreeing
 
-                sig, usable, _ = lsh_keys(self.verifier, self.lsh_plan, ["warm up minhash"] * 2)
+                sig, usable, _, _ = lsh_keys(self.verifier, self.lsh_plan, ["warm up minhash"] * 2)
                 lsh_pairs(sig, usable, self.lsh_plan)
                 one = np.zeros(1, np.int64)
                 agreeing(sig, one, sig, one, self.lsh_plan)

@@ -90,6 +90,9 @@ class PreparedDocs:
     sig: npt.NDArray[np.uint16] | None = None
     usable: npt.NDArray[np.bool_] | None = None
     bands: npt.NDArray[np.uint64] | None = None
+    #: token counts (n,) int64 (``Verifier.tokens``, counted by the signatures' pass; usable is
+    #: tokens > 0): what a batch run's keep rule takes beside the signatures
+    tokens: npt.NDArray[np.int64] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -109,6 +112,7 @@ class PreparedDocs:
             None if self.sig is None else self.sig[pos],
             None if self.usable is None else self.usable[pos],
             None if self.bands is None else self.bands[pos],
+            None if self.tokens is None else self.tokens[pos],
         )
 
     @staticmethod
@@ -131,6 +135,7 @@ class PreparedDocs:
             cat([p.sig for p in parts]),
             cat([p.usable for p in parts]),
             cat([p.bands for p in parts]),
+            cat([p.tokens for p in parts]),
         )
 
 
@@ -171,10 +176,12 @@ def _nesting_depth(value: Any, limit: int) -> int:
 
 def lsh_keys(
     verifier: Any, plan: Any, texts: Sequence[str | None], workers: int = 1
-) -> tuple[npt.NDArray[np.uint16], npt.NDArray[np.bool_], npt.NDArray[np.uint64]]:
-    """(signatures (n, hashes), usable (n,), band entry keys (n, bands)) of ``texts`` as the
-    batch pipeline computes them (``None`` texts: not usable), the signatures on ``workers``
-    threads."""
+) -> tuple[
+    npt.NDArray[np.uint16], npt.NDArray[np.bool_], npt.NDArray[np.uint64], npt.NDArray[np.int64]
+]:
+    """(signatures (n, hashes), usable (n,), band entry keys (n, bands), token counts (n,)) of
+    ``texts`` as the batch pipeline computes them (``None`` texts: not usable), the signatures
+    on ``workers`` threads."""
     from ..fingerprint.minhash import band_entries, minhash_signatures
 
     n = len(texts)
@@ -183,11 +190,12 @@ def lsh_keys(
             np.zeros((0, plan.hashes), np.uint16),
             np.zeros(0, bool),
             np.zeros((0, plan.bands), np.uint64),
+            np.zeros(0, np.int64),
         )
     given = [t if t is not None else "" for t in texts]
     sig, tokens = minhash_signatures(verifier, given, plan.hashes, workers=workers)
     usable = tokens > 0
-    return sig, usable, band_entries(sig, usable, plan)
+    return sig, usable, band_entries(sig, usable, plan), tokens
 
 
 class DocumentPreparer:
@@ -291,7 +299,7 @@ class DocumentPreparer:
             chash = [raw[k : k + 16] for k in range(0, len(raw), 16)]
         out = PreparedDocs(ids, texts, np.array(times, dtype=np.float64), metas, fps, empty, chash)
         if self.lsh is not None:
-            out.sig, out.usable, out.bands = lsh_keys(*self.lsh, texts, workers)
+            out.sig, out.usable, out.bands, out.tokens = lsh_keys(*self.lsh, texts, workers)
         return out
 
     def time_window(self, now: float) -> tuple[float, float]:

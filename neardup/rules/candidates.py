@@ -162,6 +162,7 @@ def stage_candidates_lsh(
     progress: Callable[[int], None] | None = None,
     short_distance: int | None = None,
     tokens_out: list[npt.NDArray[np.int64]] | None = None,
+    signatures: tuple[npt.NDArray[np.uint16], npt.NDArray[np.int64]] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
     """Candidate pairs ``(a, b, distance)``, a < b, sorted, unique: the union of
 
@@ -183,6 +184,11 @@ def stage_candidates_lsh(
 
     ``tokens_out`` (optional) receives every text's token count (``Verifier.tokens``, counted
     by the signatures' pass; the keep rule's lengths).
+
+    ``signatures`` (optional): the texts' ``(signatures, token counts)`` as
+    :func:`~neardup.fingerprint.minhash.minhash_signatures` makes them for ``verifier`` and
+    ``plan`` (an online store's prepared batches carry them), used instead of making them again
+    (``prepared`` then stays empty: verification tokenises what it needs).
 
     ``progress(k)`` (optional) reports texts done, ``k`` of ``len(texts)``, weighted by phase
     (SimHash pass 20 %, signatures 40 %, band pairs 40 %: their shares on short posts).
@@ -214,14 +220,17 @@ def stage_candidates_lsh(
     tell = progress or (lambda k: None)
     tell(n // 5)
     t0 = time.perf_counter()
-    sig, tokens = minhash_signatures(
-        verifier,
-        texts,
-        plan.hashes,
-        workers=workers,
-        prepared=prepared,
-        progress=lambda j: tell(n // 5 + 2 * n * j // (5 * max(n, 1))),
-    )
+    if signatures is not None:
+        sig, tokens = signatures
+    else:
+        sig, tokens = minhash_signatures(
+            verifier,
+            texts,
+            plan.hashes,
+            workers=workers,
+            prepared=prepared,
+            progress=lambda j: tell(n // 5 + 2 * n * j // (5 * max(n, 1))),
+        )
     t1 = time.perf_counter()
     if tokens_out is not None:
         tokens_out.append(tokens)
@@ -280,13 +289,14 @@ def stage_candidates_for(
     deferred_out: list[npt.NDArray[np.bool_]] | None = None,
     progress: Callable[[int], None] | None = None,
     tokens_out: list[npt.NDArray[np.int64]] | None = None,
+    signatures: tuple[npt.NDArray[np.uint16], npt.NDArray[np.int64]] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
     """The candidate pairs of :func:`~neardup.batch.run.dedup` for ``cfg``, among ``texts``
     (the first copies; ``fps``, ``lengths`` and ``usable`` theirs): :func:`stage_candidates_lsh`
     (``candidates="lsh"``) or :func:`stage_candidates`, called with the settings ``dedup`` uses.
     One home for that call, so ``neardup explain`` finds a pair's candidates as a run does.
-    ``info``, ``lsh_info``, ``prepared``, ``deferred_out``, ``progress`` and ``tokens_out`` as
-    those take them (``progress`` and ``tokens_out`` only in the ``lsh`` mode). The ``lsh``
+    ``info``, ``lsh_info``, ``prepared``, ``deferred_out``, ``progress``, ``tokens_out`` and
+    ``signatures`` as those take them (the last three only in the ``lsh`` mode). The ``lsh``
     mode's SimHash pass has no work budget: it keeps its distance at any corpus size (as the
     distributed run does); only the per-document pair bound guards concentrated input."""
     if cfg.candidates == "lsh":
@@ -308,6 +318,7 @@ def stage_candidates_for(
             progress,
             LSH_SIMHASH_SHORT_DISTANCE if splits_short_texts(cfg.max_distance) else None,
             tokens_out,
+            signatures,
         )
     return stage_candidates(
         fps,

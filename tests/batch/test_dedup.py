@@ -127,6 +127,36 @@ def test_default_workers_is_every_cpu_the_process_may_use(monkeypatch):
     assert default_workers() == 1
 
 
+def test_signatures_given_decide_as_signatures_made():
+    """``dedup(signatures=)`` (what a store's prepared batches hand a run) gives the run made
+    without them: exact copies, Chinese texts (pre-tokenised in Python) and edits included;
+    a wrong shape or mode is refused before any work."""
+    from neardup.fingerprint.minhash import minhash_signatures
+
+    rng = np.random.default_rng(4)
+    words = ["river", "city", "market", "garden", "winter", "bridge", "library", "budget"]
+    texts = [" ".join(rng.choice(words, int(rng.integers(3, 30)))) for _ in range(200)]
+    texts += [t + " extra" for t in texts[:40]] + texts[40:50]  # edits and exact copies
+    texts += [
+        "今天天气很好我们一起去公园散步然后吃午饭",
+        "今天天气很好我们一起去公园散步然后吃晚饭",
+    ]
+    cfg = DedupConfig()
+    sig = minhash_signatures(cfg.make_verifier(), texts, cfg.lsh_plan().hashes)
+    made, given = dedup(texts), dedup(texts, signatures=sig)
+    assert made.keep.tolist() == given.keep.tolist()
+    assert made.cluster.tolist() == given.cluster.tolist()
+    assert made.pair_rows() == given.pair_rows()
+    with pytest.raises(InputError, match="shape"):
+        dedup(texts, signatures=(sig[0][1:], sig[1][1:]))
+    with pytest.raises(InputError, match="token counts"):
+        dedup(texts, signatures=(sig[0], sig[1][:-1]))
+    with pytest.raises(InputError, match="a pair"):
+        dedup(texts, signatures=sig[0])
+    with pytest.raises(ConfigError, match="candidates"):
+        dedup(texts, signatures=sig, candidates="simhash")
+
+
 def test_verify_false_and_max_distance():
     r = dedup(CORPUS, verify=False, max_distance=0)
     assert r.stats["config"]["verify"] is False

@@ -75,9 +75,11 @@ def test_the_checks_prepared_batches_load_as_the_documents_would(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``dedup_into`` loads the kept documents from the store check's prepared batches
-    (checks of 37, loads of 50 here, so the kept ones of a load span several batches): the same
-    stored rows, times included, as preparing them again (``REUSE_MAX`` 0), and the kept set
-    of checking-and-inserting them one by one."""
+    (checks of 37, loads of 50 here, so the kept ones of a load span several batches), and its
+    batch run takes their signatures: the same stored rows, times included, as preparing and
+    signing them again (``REUSE_MAX`` 0), and the kept set of checking-and-inserting them one
+    by one."""
+    from neardup.batch import run as batch_run
     from neardup.incremental import dedup_into, run, stored
 
     monkeypatch.setattr(stored, "CHUNK", 37)
@@ -87,12 +89,21 @@ def test_the_checks_prepared_batches_load_as_the_documents_would(
     takes: list[int] = []
     take = PreparedDocs.take
     monkeypatch.setattr(PreparedDocs, "take", lambda p, idx: takes.append(len(idx)) or take(p, idx))
+    given: list[bool] = []  # whether each batch run was handed its signatures
+    cands = batch_run.stage_candidates_for
+
+    def candidates(*args: object) -> object:
+        given.append(len(args) > 12 and args[12] is not None)
+        return cands(*args)
+
+    monkeypatch.setattr(batch_run, "stage_candidates_for", candidates)
     rows = _records()
     now = time.time()
     first, second = rows[:300], rows[300:]
     out = {}
     for reuse in (True, False):
         takes.clear()
+        given.clear()
         monkeypatch.setattr(run, "REUSE_MAX", 10**6 if reuse else 0)
         path = tmp_path / f"reuse-{reuse}"
         with Deduplicator.open(path) as d:
@@ -105,10 +116,11 @@ def test_the_checks_prepared_batches_load_as_the_documents_would(
                 )
                 assert into.prepared is None  # (handed to the load, not kept)
         out[reuse] = _stored(path)
-        # the second part's kept documents came from the check's batches (the first part met
-        # an empty store: not checked, prepared by its load)
+        # the kept documents came from the check's batches (the first part met an empty
+        # store: prepared, not checked), and so did the batch runs' signatures
         assert bool(takes) == reuse
-        assert not reuse or (len(takes) > 2 and 0 < sum(takes) <= len(second))
+        assert not reuse or (len(takes) > 2 and 0 < sum(takes) <= len(rows))
+        assert given == [reuse, reuse]
     assert out[True] == out[False]
     assert set(out[True]) == _one_by_one(rows)
     assert {v["time"] for v in out[True].values()} <= {now - 3600 + k for k in range(len(rows))}

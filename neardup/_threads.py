@@ -148,7 +148,9 @@ def run_ranges(
     outputs. Ranges of at least ``min_items`` items (a call with fewer runs on the calling
     thread alone: a thread's wake-up costs more than a few items), ``tasks_per_thread`` per
     thread, taken in turn by whichever thread is free, so items of uneven cost still keep every
-    thread busy. An exception in any range is raised here once every range has stopped."""
+    thread busy; while the pool is busy with other calls' ranges, the calling thread runs them
+    all rather than wait. An exception in any range is raised here once every range has
+    stopped."""
     n = int(n)
     if n <= 0:
         return
@@ -173,7 +175,9 @@ def run_ranges(
     try:
         _run_tasks(kernel, bounds, counter, failed, args)
     finally:
-        errors = [f.exception() for f in futures]  # waits for each helper to stop
+        # a helper still queued (the pool busy with another call's ranges) would find no range
+        # left: cancelled, not waited for; one that started is waited for (it may be writing)
+        errors = [f.exception() for f in futures if not f.cancel()]
     for err in errors:
         if err is not None:
             raise err

@@ -101,6 +101,27 @@ def test_an_exception_in_a_range_is_raised_once_every_range_has_stopped() -> Non
     assert finished < 7  # and the ranges not yet started were not run
 
 
+def test_a_busy_pool_does_not_hold_a_call_up() -> None:
+    """Every pool thread busy with another call's long range: a call runs its ranges on its
+    own thread and returns, without waiting for a pool thread to come free."""
+    pool = _threads._get_pool(max_threads())
+    release = threading.Event()
+    blockers = [pool.submit(release.wait, 30) for _ in range(max_threads())]
+    try:
+        seen, kernel = _recorder()
+        out = np.zeros(64, np.int64)
+        t0 = time.perf_counter()
+        with kernel_threads(2):
+            run_ranges(kernel, 64, out, min_items=1)
+        assert time.perf_counter() - t0 < 5.0
+        assert (out == 1).all()
+        assert {t for _, _, t in seen} == {threading.get_ident()}
+    finally:
+        release.set()
+        for b in blockers:
+            b.result(timeout=30)
+
+
 def test_a_range_does_not_split_again() -> None:
     inner: list[int] = []
 

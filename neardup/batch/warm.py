@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["NO_WARM_ENV", "start_warming", "warm_kernels"]
+__all__ = ["NO_WARM_ENV", "helper_command", "helper_env", "start_warming", "warm_kernels"]
 
 #: environment variable that turns the helper off (also set in the helper itself)
 NO_WARM_ENV = "NEARDUP_NO_WARM"
@@ -115,6 +115,28 @@ def warm_kernels() -> None:
     )
 
 
+def helper_command() -> list[str]:
+    """The helper's command line: this interpreter, ``-P`` (the working folder is not put on
+    ``sys.path``: in a source checkout with neardup installed from it, ``-m`` would import the
+    checkout's copy, whose kernels are other files to numba's cache, and the helper's compile
+    would be lost to the run)."""
+    return [sys.executable, "-P", "-m", "neardup.batch.warm"]
+
+
+def helper_env() -> dict[str, str]:
+    """The helper's environment: this one, the helper turned off inside it, and the folder this
+    process imported neardup from first on ``PYTHONPATH`` (the helper imports the same files)."""
+    import neardup
+
+    home = os.path.dirname(os.path.dirname(os.path.abspath(neardup.__file__)))
+    rest = os.environ.get("PYTHONPATH")
+    return {
+        **os.environ,
+        NO_WARM_ENV: "1",
+        "PYTHONPATH": home if not rest else home + os.pathsep + rest,
+    }
+
+
 def start_warming() -> None:
     """Start the helper process (once per process; not inside the helper, nor with
     ``NEARDUP_NO_WARM=1``, nor when the kernels are cached for this process only); it is
@@ -126,11 +148,10 @@ def start_warming() -> None:
         return
     if cache_location().source == "process":  # a cache of this process only: no one to share
         return
-    env = {**os.environ, NO_WARM_ENV: "1"}
     try:
         _helper = subprocess.Popen(
-            [sys.executable, "-m", "neardup.batch.warm"],
-            env=env,
+            helper_command(),
+            env=helper_env(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

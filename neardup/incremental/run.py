@@ -339,22 +339,24 @@ def _signatures_of(
     rest: npt.NDArray[np.int64],
     config: DedupConfig | None,
 ) -> tuple[npt.NDArray[np.uint16], npt.NDArray[np.int64]] | None:
-    """The prepared batches' (of all ``n`` documents) signatures and token counts of documents
-    ``rest``, for the batch
-    run, when they are what the run would make: its ``lsh`` mode, and the store's channel with
-    the run's plan and verifier settings; else None (the run makes its own)."""
+    """The signatures and token counts of documents ``rest`` from the prepared batches (of all
+    ``n`` documents), for the batch run, when they are what the run would make: its ``lsh``
+    mode, and the store's channel with the run's plan and verifier settings; else None (the
+    run makes its own)."""
     cfg = config or DedupConfig()
     plan = getattr(d, "lsh_plan", None)
     if not prepared or cfg.candidates != "lsh" or plan is None or plan != cfg.lsh_plan():
         return None
     if d.verifier is None or d.verifier.config() != cfg.make_verifier().config():
         return None
-    from ..online.prepare import PreparedDocs
-
-    whole = PreparedDocs.concat([b for _, b in prepared])
-    if whole.sig is None or whole.tokens is None or len(whole) != n:
+    batches = [b for _, b in prepared]
+    if sum(map(len, batches)) != n or any(b.sig is None or b.tokens is None for b in batches):
         return None
-    return whole.sig[rest], whole.tokens[rest]
+    # (only these two columns: the whole batches, band keys and texts included, are
+    # concatenated once, by the load)
+    sig = np.concatenate([b.sig for b in batches])
+    tokens = np.concatenate([b.tokens for b in batches])
+    return sig[rest], tokens[rest]
 
 
 def _write_pairs(path: str, result: Any, stored: list[tuple[str, str, int, float | None]]) -> None:

@@ -99,9 +99,7 @@ def run_once(tree: Path, helper: bool, kernels: bool = False) -> dict[str, Any]:
 def machine() -> dict[str, Any]:
     from bench_dedup import machine as base
 
-    out = base()
-    out["load_average"] = [round(x, 2) for x in os.getloadavg()]
-    return out
+    return base(load_average=True)
 
 
 def main() -> None:

@@ -640,8 +640,8 @@ def peers(
     return out
 
 
-def machine() -> dict:
-    """The machine a result came from."""
+def machine(load_average: bool = False) -> dict:
+    """The machine a result came from (with ``load_average``, the load average now too)."""
     import platform
 
     mem_kib = 0
@@ -650,12 +650,15 @@ def machine() -> dict:
             mem_kib = int(fh.readline().split()[1])
     except OSError:
         pass
-    return {
+    out = {
         "cpus": os.cpu_count(),
         "memory_gib": round(mem_kib / (1 << 20), 1),
         "python": platform.python_version(),
         "platform": platform.platform(),
     }
+    if load_average:
+        out["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    return out
 
 
 def main() -> None:

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -362,9 +361,7 @@ def band_pairs_table(n: int) -> list[dict[str, Any]]:
 def machine() -> dict[str, Any]:
     from bench_dedup import machine as base
 
-    out = base()
-    out["load_average"] = [round(x, 2) for x in os.getloadavg()]
-    return out
+    return base(load_average=True)
 
 
 def main() -> None:

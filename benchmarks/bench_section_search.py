@@ -51,9 +51,7 @@ def cpu() -> float:
 def machine() -> dict[str, Any]:
     from bench_dedup import machine as base
 
-    out = base()
-    out["load_average"] = [round(x, 2) for x in os.getloadavg()]
-    return out
+    return base(load_average=True)
 
 
 def build(rows: int, segments: int, rng: np.random.Generator) -> list[BandSection]:

@@ -41,6 +41,10 @@ __all__ = ["Decider", "Op"]
 #: at 237 values)
 _FILTER_BLOCK = 1 << 15
 
+#: candidates of one document that a later round of :meth:`Decider._prefetch` verifies at once,
+#: when its first ones did not give ``max_matches`` accepted matches
+_REST_PAIRS = 1024
+
 #: groups up to this many documents find their within-group pairs by brute force (an index
 #: build costs more than the n^2/2 distances there)
 _BRUTE_PAIRS = 256
@@ -471,28 +475,36 @@ class Decider:
     def _prefetch(
         self, slow: list[bool], view: _GroupView
     ) -> dict[tuple[int, int], tuple[bool, float]]:
-        """Verify, in one call for the group, the first ``max(4, max_matches)`` candidates each
-        document of the group would verify if every earlier document of the group were added
-        (a superset of its first chunk in :meth:`_matches`). Per-document calls cost more in
-        fixed overhead (tokenising, kernel set-up) than the pairs themselves on short texts
-        (benchmarks/quality_online.py). Returns the memo :meth:`_matches` reads; it verifies
-        what the memo lacks itself."""
+        """Verify, in a few calls for the whole group, the candidates each document of the
+        group would verify in :meth:`_matches` if every earlier document of the group were
+        added. Round 1 takes each document's first ``max(4, max_matches)`` candidates (a
+        superset of its first chunk). Each later round replays :meth:`_matches`' loop on the
+        answers so far and takes, for each document that has not accepted ``max_matches`` yet,
+        the rest of its candidates, :data:`_REST_PAIRS` at a time. A document with many
+        candidates and few duplicates among them (a text made mostly of one frequent token)
+        verifies all of them either way; a call per chunk of it costs more in fixed overhead
+        (tokenising, kernel set-up) than its pairs (``benchmarks/bench_verify_calls.py``).
+        Returns the memo :meth:`_matches` reads: a pair's verification does not depend on the
+        others, and :meth:`_matches` verifies what the memo lacks itself."""
         memo: dict[tuple[int, int], tuple[bool, float]] = {}
         if self.verifier is None:
             return memo
-        first = max(4, self.max_matches)
-        qa: list[int] = []
-        cb: list[int] = []
-        ds: list[int] = []
-        keys: list[tuple[int, int]] = []
+        mm = self.max_matches
+        first = max(4, mm)
         all_texts = list(view.texts)
         row_text: dict[int, int] = {}
         none: set[int] = set()
+        # per slow document: [position, matches found without verification, its candidates
+        # as (text index, distance, order), candidates replayed, accepted so far]
+        plans: list[list[Any]] = []
         for i, s in enumerate(slow):
             if not s:
                 continue
-            _found, pending = self._candidates(i, view, none, None)
-            for d, order, _cid, c_text in pending[:first]:
+            found, pending = self._candidates(i, view, none, None)
+            if not pending or len(found) >= mm:
+                continue
+            cands = []
+            for d, order, _cid, c_text in pending:
                 if order >= GROUP_ORDER:
                     t = order - GROUP_ORDER
                 else:
@@ -500,15 +512,46 @@ class Decider:
                     if t < 0:
                         t = row_text[order] = len(all_texts)
                         all_texts.append(c_text)
-                qa.append(i)
-                cb.append(t)
-                ds.append(d)
-                keys.append((i, order))
-        if not keys:
-            return memo
-        ok, scores = self._verify_pairs(all_texts, qa, cb, ds)
-        for k, a, sc in zip(keys, ok.tolist(), scores.tolist(), strict=True):
-            memo[k] = (a, sc)
+                cands.append((t, d, order))
+            plans.append([i, len(found), cands, 0, 0])
+        first_round = True
+        while plans:
+            qa: list[int] = []
+            cb: list[int] = []
+            ds: list[int] = []
+            keys: list[tuple[int, int]] = []
+            left: list[list[Any]] = []
+            for plan in plans:
+                i, n_found, cands, pos, accepted = plan
+                if first_round:
+                    need = cands[:first]
+                else:  # replay _matches' loop on the memo until a chunk needs verifying
+                    need = []
+                    while pos < len(cands) and n_found + accepted < mm:
+                        chunk = cands[pos : pos + max(4, mm - n_found - accepted)]
+                        need = [c for c in chunk if (i, c[2]) not in memo]
+                        if need:
+                            break
+                        accepted += sum(memo[(i, c[2])][0] for c in chunk)
+                        pos += len(chunk)
+                    plan[3], plan[4] = pos, accepted
+                    if need:  # the rest of its candidates, not a chunk (at least the chunk)
+                        rest = cands[pos : pos + max(_REST_PAIRS, len(chunk))]
+                        need = [c for c in rest if (i, c[2]) not in memo]
+                for t, d, order in need:
+                    qa.append(i)
+                    cb.append(t)
+                    ds.append(d)
+                    keys.append((i, order))
+                if need:
+                    left.append(plan)
+            first_round = False
+            if not keys:
+                break
+            ok, scores = self._verify_pairs(all_texts, qa, cb, ds)
+            for k, a, sc in zip(keys, ok.tolist(), scores.tolist(), strict=True):
+                memo[k] = (a, sc)
+            plans = left
         return memo
 
     def _verify_pairs(

@@ -596,6 +596,74 @@ def test_group_verification_ahead_decides_like_one_by_one() -> None:
         assert sum(x.duplicate for x in fast) > 0
 
 
+def test_documents_of_many_candidates_are_verified_in_a_few_group_calls() -> None:
+    """Texts made mostly of one frequent token share band keys with hundreds of stored texts
+    and are duplicates of few of them: each verifies nearly all of its candidates. The group's
+    verification ahead takes them in a few calls for the whole group (the first chunk, then
+    the rest :data:`_REST_PAIRS` at a time), not a call per document and chunk; the decisions
+    equal verifying each document's candidates on its own, whatever the round size."""
+    from typing import Any
+    from unittest import mock
+
+    from neardup.online import decide as decide_mod
+    from neardup.online.decide import Decider
+
+    rng = random.Random(3)
+    vocab = [f"w{i}" for i in range(300)]
+
+    def text() -> str:
+        return " ".join("tuc" if rng.random() < 0.6 else rng.choice(vocab) for _ in range(14))
+
+    stored = [text() for _ in range(400)]
+    queries = [text() for _ in range(60)] + [f"RT @a: {s}" for s in stored[:5]]
+
+    def run(rest: int | None, ahead: bool) -> tuple[list[dict[str, Any]], dict[str, int]]:
+        calls = {"group": 0, "document": 0, "most_candidates": 0}
+        verify, pairs, cands = Decider.verify, Decider._verify_pairs, Decider._candidates
+
+        def count_doc(self: Any, *a: Any) -> Any:
+            calls["document"] += 1
+            return verify(self, *a)
+
+        def count_group(self: Any, *a: Any) -> Any:
+            calls["group"] += 1
+            return pairs(self, *a)
+
+        def no_memo(self: Any, *a: Any) -> dict[Any, Any]:
+            return {}
+
+        def candidates(self: Any, *a: Any) -> Any:
+            found, pending = cands(self, *a)
+            calls["most_candidates"] = max(calls["most_candidates"], len(pending))
+            return found, pending
+
+        with (
+            mock.patch.object(decide_mod, "_REST_PAIRS", rest or decide_mod._REST_PAIRS),
+            mock.patch.object(Decider, "verify", count_doc),
+            mock.patch.object(Decider, "_verify_pairs", count_group),
+            mock.patch.object(Decider, "_candidates", candidates),
+            mock.patch.object(Decider, "_prefetch", Decider._prefetch if ahead else no_memo),
+            Deduplicator.open(max_matches=2) as d,
+        ):
+            d.add([{"id": f"s{i}", "text": t} for i, t in enumerate(stored)])
+            for k in calls:
+                calls[k] = 0
+            out = d.check_and_add([{"id": f"q{i}", "text": t} for i, t in enumerate(queries)])
+        return [x.to_dict() for x in out], calls
+
+    one_by_one, _ = run(None, ahead=False)
+    assert sum(x["duplicate"] for x in one_by_one) >= 5
+    default, calls = run(None, ahead=True)
+    assert default == one_by_one
+    # some document verifies hundreds of candidates, yet the group makes two calls
+    assert calls["most_candidates"] > 300
+    assert calls["group"] == 2 and calls["document"] == 0
+    for rest in (1, 7, 100):
+        got, calls = run(rest, ahead=True)
+        assert got == one_by_one
+        assert calls["document"] == 0
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     st.lists(st.tuples(st.integers(0, 4), st.integers(0, 30)), max_size=60),

@@ -250,8 +250,12 @@ def lookup(
     valid = np.flatnonzero(flat != NO_KEYS)
     if not valid.size:
         return [empty] * q
-    uk, inv = np.unique(flat[valid], return_inverse=True)  # sorted distinct query keys
-    inv = inv.ravel()
+    inv: npt.NDArray[np.int64] | None = None
+    if q == 1:  # a single request: only the union of its keys' rows is wanted
+        uk = np.unique(flat[valid])
+    else:
+        uk, inv = np.unique(flat[valid], return_inverse=True)  # sorted distinct query keys
+        inv = inv.ravel()
     nu = uk.size
     found: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Any]] = []
     grouped: list[tuple[SectionGroup, npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
@@ -305,6 +309,8 @@ def lookup(
         seg_r.append(np.asarray(got, np.int64))
     if not seg_u:
         return [empty] * q
+    if inv is None:  # one query: its rows, unique and sorted
+        return [np.unique(np.concatenate(seg_r))]
     ku = np.concatenate(seg_u)
     kr = np.concatenate(seg_r)
     order = np.argsort(ku, kind="stable")

@@ -534,7 +534,8 @@ def test_bulk_segments_beside_band_sections(tmp_path) -> None:
 )
 def test_vectorised_lookup_equals_reference(runs, queries, cap) -> None:
     """The vectorised lookup (distinct keys once, buckets gathered by array arithmetic) gives
-    what the per-entry reference gives, over several runs, bands and capped buckets."""
+    what the per-entry reference gives, over several runs, bands and capped buckets, for a
+    batch of queries and for each query alone."""
     from neardup.index.bands import BandSection
 
     def ck(x):  # compact keys in three groups (bands)
@@ -553,6 +554,9 @@ def test_vectorised_lookup_equals_reference(runs, queries, cap) -> None:
     got = lookup(arr, q, cap)
     want = lookup_reference(arr, q, cap)
     assert [g.tolist() for g in got] == [w.tolist() for w in want]
+    # one query alone (a single request's path: the union of its keys' rows)
+    for i in range(len(q)):
+        assert [g.tolist() for g in lookup(arr, q[i : i + 1], cap)] == [want[i].tolist()]
     # the memtable's runs: rows added in row-id order, some removed again
     br = BandIndex(buffer=5)
     entries = sorted({(int(ck([e[0]])[0]), e[1]) for run in runs for e in run}, key=lambda e: e[1])

@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""A single request's band look-ups against a store's segments: the searches one after another
-against the searches in lockstep.
+"""A single request's band look-ups against a store's segments: the searches one after another,
+in lockstep section by section, and in lockstep in one call for all sections.
 
 A single ``check`` looks up one key per band (79) in every segment's band-key section (a 1 M
-hourly window merged into blocks keeps ~11). Each search is a few dependent cache misses; done
-one after another, the misses add up. :class:`neardup.index.SectionGroup` runs the searches
-in lockstep (``_group_interp_kernel``: every search's probe of a round is loaded before any is
-used), so the misses of different searches overlap. This builds ``--segments`` sections of
-``--rows`` rows with uniform 32-bit keys in 79 groups (the store's layout, in memory), then
-times ``--queries`` single requests (79 keys each, half of them present) both ways, checks
-both against the NumPy reference, and prints ns per (section, key) search and CPU µs per
-request.
+hourly window merged into blocks keeps ~11), and in the memtable's. Each search is a few
+dependent cache misses; done one after another (the way before, kept here as
+``sequential_kernel``), the misses add up. neardup runs a section's searches in lockstep
+(``_interp_lockstep``: every search's probe of a round is loaded before any is used), so the
+misses of different searches overlap: a section on its own (``section_search``, the
+memtable's) and every section of a :class:`neardup.index.SectionGroup` in one kernel call (a
+store's segments). This builds ``--segments`` sections of ``--rows`` rows with uniform 32-bit
+keys in 79 groups (the store's layout, in memory), then times ``--queries`` single requests
+(79 keys each, half of them present) the three ways, checks each against the NumPy reference,
+and prints ns per (section, key) search and CPU µs per request.
 
     python benchmarks/bench_section_search.py
     python benchmarks/bench_section_search.py --segments 57 --rows 18000
@@ -36,9 +38,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from neardup._jit import kernel  # noqa: E402
 from neardup.index.bands import BandSection, SectionGroup  # noqa: E402
 from neardup.index.reference import section_search_reference  # noqa: E402
-from neardup.index.section_search import _section_interp_kernel  # noqa: E402
+from neardup.index.section_search import (  # noqa: E402
+    _first_past,
+    _narrow,
+    _probes,
+    _section_interp_kernel,
+)
 
 BANDS = 79
 
@@ -52,6 +60,37 @@ def machine() -> dict[str, Any]:
     from bench_dedup import machine as base
 
     return base(load_average=True)
+
+
+@kernel(nogil=True)
+def sequential_kernel(offsets: Any, keys: Any, uk: Any) -> Any:  # pragma: no cover (numba)
+    """The interpolating search one key after another (neardup's before the lockstep): the
+    same probes as ``_interp_lockstep``, each search to its end before the next starts."""
+    n = uk.size
+    lo = np.zeros(n, np.int64)
+    hi = np.zeros(n, np.int64)
+    ng = offsets.size - 1
+    for q in range(n):
+        g = np.int64(uk[q] >> np.uint64(32))
+        if g >= ng:
+            continue
+        low = np.uint32(uk[q] & np.uint64(0xFFFFFFFF))
+        a = np.int64(offsets[g])
+        b = end = np.int64(offsets[g + 1])
+        vlo, vhi = 0.0, 4294967296.0
+        for _ in range(3):
+            if b - a <= 32:
+                break
+            x1, x2 = _probes(a, b, vlo, vhi, float(low))
+            if x1 >= 0:
+                a, b, vlo, vhi = _narrow(a, b, vlo, vhi, x1, keys[x1], low)
+                if b == x1:
+                    continue
+            if x2 >= 0 and a < x2 < b:
+                a, b, vlo, vhi = _narrow(a, b, vlo, vhi, x2, keys[x2], low)
+        lo[q] = a = _first_past(keys, a, b, low, False)
+        hi[q] = _first_past(keys, a, end, low, True)
+    return lo, hi
 
 
 def build(rows: int, segments: int, rng: np.random.Generator) -> list[BandSection]:
@@ -103,18 +142,28 @@ def main() -> None:
     qs = requests(sections, a.queries, rng)
     print(f"built {a.segments} sections of {a.rows:,} rows x {BANDS} bands in {time.perf_counter() - t:.1f} s")  # fmt: skip
 
+    def sequential(uk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        res = [sequential_kernel(s.offsets, s.keys, uk) for s in sections]
+        return np.stack([r[0] for r in res]), np.stack([r[1] for r in res])
+
     def one_by_one(uk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         res = [_section_interp_kernel(s.offsets, s.keys, uk) for s in sections]
         return np.stack([r[0] for r in res]), np.stack([r[1] for r in res])
 
+    ways = (
+        ("one after another", sequential),
+        ("lockstep, a call a section", one_by_one),
+        ("lockstep, one call (SectionGroup)", group.search),
+    )
+
     for uk in qs[:50]:  # both equal the reference
         want = [section_search_reference(s.offsets, s.keys, uk) for s in sections]
         wl, wh = np.stack([w[0] for w in want]), np.stack([w[1] for w in want])
-        for fn in (one_by_one, group.search):
+        for _, fn in ways:
             lo, hi = fn(uk)
             assert np.array_equal(lo, wl) and np.array_equal(hi, wh), fn
     rows = []
-    for name, fn in (("one after another", one_by_one), ("lockstep (SectionGroup)", group.search)):
+    for name, fn in ways:
         for uk in qs[:200]:
             fn(uk)
         for r in range(a.rounds):
@@ -131,15 +180,15 @@ def main() -> None:
                     "cpu_us_per_request": 1e6 * cpu_s / a.queries,
                 }
             )
-    print(f"{'way':28} {'ns / search (best)':>20} {'CPU us / request (best)':>25}")
+    print(f"{'way':34} {'ns / search (best)':>20} {'CPU us / request (best)':>25}")
     best: dict[str, dict[str, float]] = {}
-    for name in ("one after another", "lockstep (SectionGroup)"):
+    for name, _ in ways:
         mine = [r for r in rows if r["way"] == name]
         best[name] = {
             "ns_per_search": min(r["ns_per_search"] for r in mine),
             "cpu_us_per_request": min(r["cpu_us_per_request"] for r in mine),
         }
-        print(f"{name:28} {best[name]['ns_per_search']:20.1f} {best[name]['cpu_us_per_request']:25.1f}")  # fmt: skip
+        print(f"{name:34} {best[name]['ns_per_search']:20.1f} {best[name]['cpu_us_per_request']:25.1f}")  # fmt: skip
     out = {
         "benchmark": "bench_section_search",
         "machine": machine(),

@@ -9,8 +9,8 @@ query. A :class:`SectionGroup` keeps the segments' arrays in numba typed lists (
 set of segments) so that one call searches them all, and one more gathers the row ids of
 every bucket under the cap. That saves the fixed costs (about a tenth of a single request on
 57 hourly segments). The searches themselves are a few dependent cache misses each; a single
-request's (a key a band in every section) run in lockstep (:func:`_group_interp_kernel`), so
-that the misses of different searches overlap instead of adding up
+request's (a key a band) run in lockstep (:func:`_interp_lockstep`), so that the misses of
+different searches overlap instead of adding up
 (``benchmarks/bench_section_search.py``).
 """
 
@@ -78,52 +78,87 @@ def _narrow(
 
 
 @kernel(nogil=True)
-def _section_interp_kernel(
-    offsets: npt.NDArray[np.uint64], keys: npt.NDArray[np.uint32], uk: npt.NDArray[np.uint64]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # pragma: no cover (numba)
-    """:func:`_section_search_kernel` for few keys in large groups. A group's keys are 32 bits
-    of a hash mix, uniform: the first entry >= ``low`` among ``m`` is near ``m * p`` (``p`` its
-    share of the value range), within ``3 * sqrt(m p (1 - p))`` almost always. Up to three
-    rounds probe the two ends of that window, each probe narrowing ``[a, b)`` (the answer
-    stays inside whatever the keys are), then :func:`_first_past` finishes inside it and finds
-    the end of the key's run (equal to the NumPy twin
-    :func:`neardup.index.reference.section_search_reference`, tested)."""
+def _interp_lockstep(
+    offsets: npt.NDArray[np.uint64],
+    keys: npt.NDArray[np.uint32],
+    uk: npt.NDArray[np.uint64],
+    lo: npt.NDArray[np.int64],
+    hi: npt.NDArray[np.int64],
+) -> None:  # pragma: no cover (numba)
+    """(first, end) entry of each sorted distinct compact key ``uk`` in a section into ``lo`` /
+    ``hi``, for few keys in large groups. A group's keys are 32 bits of a hash mix, uniform: the
+    first entry >= ``low`` among ``m`` is near ``m * p`` (``p`` its share of the value range),
+    within ``3 * sqrt(m p (1 - p))`` almost always. Up to three rounds probe the two ends of
+    that window, each probe narrowing ``[a, b)`` (the answer stays inside whatever the keys
+    are), then :func:`_first_past` finishes inside it and finds the end of the key's run.
+
+    The searches run in lockstep: each round probes every key's search once before any uses
+    its answer. One search's probes depend on each other, but the searches do not, so a
+    round's loads are in flight together instead of one cache miss after another (a single
+    request's 79 keys: ``benchmarks/bench_section_search.py``). Equal to the NumPy twin
+    :func:`neardup.index.reference.section_search_reference` (tested)."""
     n = uk.size
-    lo = np.zeros(n, np.int64)
-    hi = np.zeros(n, np.int64)
+    a_ = np.empty(n, np.int64)
+    b_ = np.empty(n, np.int64)
+    end_ = np.empty(n, np.int64)
+    vlo = np.zeros(n, np.float64)
+    vhi = np.full(n, 4294967296.0)
+    x1 = np.empty(n, np.int64)
+    x2 = np.empty(n, np.int64)
+    k1 = np.zeros(n, np.uint32)
+    k2 = np.zeros(n, np.uint32)
+    low = (uk & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     ng = offsets.size - 1
-    prev_g = np.int64(-1)
-    start = np.int64(0)
-    prev_low = 0.0
     for q in range(n):
         g = np.int64(uk[q] >> np.uint64(32))
         if g >= ng:
+            a_[q] = b_[q] = end_[q] = -1
+            lo[q] = hi[q] = 0
+        else:
+            a_[q] = np.int64(offsets[g])
+            b_[q] = end_[q] = np.int64(offsets[g + 1])
+    for _ in range(3):
+        for q in range(n):  # the loads: every search's two probes
+            a = a_[q]
+            b = b_[q]
+            x1[q] = -1
+            x2[q] = -1
+            if a < 0 or b - a <= 32:
+                continue
+            x1[q], x2[q] = _probes(a, b, vlo[q], vhi[q], float(low[q]))
+            if x1[q] >= 0:
+                k1[q] = keys[x1[q]]
+            if x2[q] >= 0:
+                k2[q] = keys[x2[q]]
+        for q in range(n):  # the answers
+            a, b, lo_v, hi_v = a_[q], b_[q], vlo[q], vhi[q]
+            x = x1[q]
+            if x >= 0:
+                a, b, lo_v, hi_v = _narrow(a, b, lo_v, hi_v, x, k1[q], low[q])
+            x = x2[q]
+            if x >= 0 and b != x1[q] and a < x < b:  # (past the first probe: past this one)
+                a, b, lo_v, hi_v = _narrow(a, b, lo_v, hi_v, x, k2[q], low[q])
+            a_[q], b_[q], vlo[q], vhi[q] = a, b, lo_v, hi_v
+    for q in range(n):  # the last few entries of each search, touched before they are read
+        if a_[q] >= 0 and a_[q] < end_[q]:
+            k1[q] = keys[a_[q]]
+    for q in range(n):
+        if a_[q] < 0:
             continue
-        low = np.uint32(uk[q] & np.uint64(0xFFFFFFFF))
-        end = np.int64(offsets[g + 1])
-        if g != prev_g:
-            start = np.int64(offsets[g])
-            prev_g = g
-            prev_low = 0.0
-        # the first entry >= low lies in [a, b]: keys before a are < low, keys[b] >= low
-        a = start
-        b = end
-        vlo = prev_low  # bounds of the values between a and b
-        vhi = 4294967296.0
-        fl = float(low)
-        for _ in range(3):
-            if b - a <= 32:
-                break
-            x1, x2 = _probes(a, b, vlo, vhi, fl)
-            if x1 >= 0:
-                a, b, vlo, vhi = _narrow(a, b, vlo, vhi, x1, keys[x1], low)
-                if b == x1:  # the first probe was past it: the second is too
-                    continue
-            if x2 >= 0 and a < x2 < b:
-                a, b, vlo, vhi = _narrow(a, b, vlo, vhi, x2, keys[x2], low)
-        lo[q] = a = _first_past(keys, a, b, low, False)
-        hi[q] = start = _first_past(keys, a, end, low, True)
-        prev_low = fl
+        w = low[q]
+        a = _first_past(keys, a_[q], b_[q], w, False)
+        lo[q] = a
+        hi[q] = _first_past(keys, a, end_[q], w, True)
+
+
+@kernel(nogil=True)
+def _section_interp_kernel(
+    offsets: npt.NDArray[np.uint64], keys: npt.NDArray[np.uint32], uk: npt.NDArray[np.uint64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # pragma: no cover (numba)
+    """:func:`_section_search_kernel` for few keys in large groups: :func:`_interp_lockstep`."""
+    lo = np.zeros(uk.size, np.int64)
+    hi = np.zeros(uk.size, np.int64)
+    _interp_lockstep(offsets, keys, uk, lo, hi)
     return lo, hi
 
 
@@ -249,82 +284,11 @@ def _group_interp_kernel(
     lo: npt.NDArray[np.int64],
     hi: npt.NDArray[np.int64],
 ) -> None:  # pragma: no cover (numba)
-    """:func:`_section_interp_kernel` over the ``sparse`` sections of a group, the searches in
-    lockstep: each round probes every (section, key) search once before any uses its answer.
-    One search's probes depend on each other, but the searches do not, so a round's loads are
-    in flight together instead of one cache miss after another (a single request's 79 keys
-    against a dozen segments: ``benchmarks/bench_section_search.py``). Writes rows ``s`` of
-    ``lo`` / ``hi``; the same answers as the per-section kernel (tested)."""
-    n = uk.size
-    ss = np.flatnonzero(sparse)
-    m = ss.size * n
-    a_ = np.empty(m, np.int64)
-    b_ = np.empty(m, np.int64)
-    end_ = np.empty(m, np.int64)
-    vlo = np.zeros(m, np.float64)
-    vhi = np.full(m, 4294967296.0)
-    x1 = np.empty(m, np.int64)
-    x2 = np.empty(m, np.int64)
-    k1 = np.zeros(m, np.uint32)
-    k2 = np.zeros(m, np.uint32)
-    low = (uk & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-    for j in range(ss.size):
-        off = offsets[ss[j]]
-        ng = off.size - 1
-        for q in range(n):
-            i = j * n + q
-            g = np.int64(uk[q] >> np.uint64(32))
-            if g >= ng:
-                a_[i] = -1
-                b_[i] = -1
-                end_[i] = -1
-            else:
-                a_[i] = np.int64(off[g])
-                b_[i] = end_[i] = np.int64(off[g + 1])
-    for _ in range(3):
-        for j in range(ss.size):  # the loads: every search's two probes
-            kk = keys[ss[j]]
-            for q in range(n):
-                i = j * n + q
-                a = a_[i]
-                b = b_[i]
-                x1[i] = -1
-                x2[i] = -1
-                if a < 0 or b - a <= 32:
-                    continue
-                x1[i], x2[i] = _probes(a, b, vlo[i], vhi[i], float(low[q]))
-                if x1[i] >= 0:
-                    k1[i] = kk[x1[i]]
-                if x2[i] >= 0:
-                    k2[i] = kk[x2[i]]
-        for j in range(ss.size):  # the answers: _section_interp_kernel's round
-            for q in range(n):
-                i = j * n + q
-                a, b, lo_v, hi_v = a_[i], b_[i], vlo[i], vhi[i]
-                x = x1[i]
-                if x >= 0:
-                    a, b, lo_v, hi_v = _narrow(a, b, lo_v, hi_v, x, k1[i], low[q])
-                x = x2[i]
-                if x >= 0 and b != x1[i] and a < x < b:
-                    a, b, lo_v, hi_v = _narrow(a, b, lo_v, hi_v, x, k2[i], low[q])
-                a_[i], b_[i], vlo[i], vhi[i] = a, b, lo_v, hi_v
-    for j in range(ss.size):  # the last few entries of each search, touched before they are read
-        kk = keys[ss[j]]
-        for q in range(n):
-            i = j * n + q
-            if a_[i] >= 0 and a_[i] < end_[i]:
-                k1[i] = kk[a_[i]]
-    for j in range(ss.size):
-        s = ss[j]
-        kk = keys[s]
-        for q in range(n):
-            i = j * n + q
-            if a_[i] < 0:
-                continue
-            w = low[q]
-            a = _first_past(kk, a_[i], b_[i], w, False)
-            lo[s, q] = a
-            hi[s, q] = _first_past(kk, a, end_[i], w, True)
+    """:func:`_interp_lockstep` over the ``sparse`` sections of a group (rows ``s`` of ``lo`` /
+    ``hi``): each section's searches in lockstep."""
+    for s in range(len(offsets)):
+        if sparse[s]:
+            _interp_lockstep(offsets[s], keys[s], uk, lo[s], hi[s])
 
 
 @kernel(nogil=True)

@@ -375,10 +375,13 @@ def main() -> None:
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_minhash.json"
     )
     args = ap.parse_args()
+    with kernel_threads(1):  # every measurement on one thread (neardup's kernels too)
+        _measure(args)
+
+
+def _measure(args: argparse.Namespace) -> None:
     from bench_dedup import generate
 
-    one_thread = kernel_threads(1)  # every measurement on one thread (neardup's kernels too)
-    one_thread.__enter__()
     sizes = [5, 20, 100, 600, 3000] if args.quick else [5, 10, 20, 40, 100, 300, 1000, 3000]
     h = plan_lsh().hashes
     sketch = sketch_table(126, sizes, args.repeat) + sketch_table(h, sizes, args.repeat)

@@ -45,7 +45,7 @@ def measure(
     sys.path.insert(0, tree)
     import neardup
 
-    if Path(neardup.__file__).parent != Path(tree, "neardup"):
+    if Path(neardup.__file__).resolve().parent != Path(tree, "neardup").resolve():
         raise SystemExit(f"imported {neardup.__file__}, not the neardup of {tree}")
     from neardup.online import Deduplicator
     from neardup.online.decide import Decider

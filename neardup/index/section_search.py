@@ -23,11 +23,15 @@ import numpy as np
 import numpy.typing as npt
 
 from .._jit import kernel
+from .._threads import run_ranges
 
 __all__ = ["SectionGroup", "section_search"]
 
 #: entries of a section per query key above which :func:`section_search` interpolates
 _SPARSE_GAP = 2048
+#: query keys from which a group's sections are searched on the kernel threads (a batch's:
+#: a single request's 79 keys stay on the calling thread)
+_PARALLEL_KEYS = 4096
 
 
 @kernel(nogil=True)
@@ -239,7 +243,18 @@ class SectionGroup:
         if not self.sections:  # (an empty typed list has no type to compile for)
             return np.zeros((0, uk.size), np.int64), np.zeros((0, uk.size), np.int64)
         sparse = uk.size * _SPARSE_GAP < self._sparse_min
-        return _group_search_kernel(self._offsets, self._keys, uk, sparse)
+        ns = len(self.sections)
+        lo = np.zeros((ns, uk.size), np.int64)
+        hi = np.zeros((ns, uk.size), np.int64)
+        if not sparse.all():  # a batch's keys: the sections spread over the kernel threads
+            args = (self._offsets, self._keys, uk, sparse, lo, hi)
+            if uk.size >= _PARALLEL_KEYS:
+                run_ranges(_group_gallop_kernel, ns, *args)
+            else:
+                _group_gallop_kernel(0, ns, *args)
+        if sparse.any():
+            _group_interp_kernel(self._offsets, self._keys, uk, sparse, lo, hi)
+        return lo, hi
 
     def gather(
         self,
@@ -259,20 +274,23 @@ class SectionGroup:
 
 
 @kernel(nogil=True)
-def _group_search_kernel(
-    offsets: Any, keys: Any, uk: npt.NDArray[np.uint64], sparse: npt.NDArray[np.bool_]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # pragma: no cover (numba)
-    ns = len(offsets)
-    lo = np.zeros((ns, uk.size), np.int64)
-    hi = np.zeros((ns, uk.size), np.int64)
-    for s in range(ns):
+def _group_gallop_kernel(
+    first: int,
+    last: int,
+    offsets: Any,
+    keys: Any,
+    uk: npt.NDArray[np.uint64],
+    sparse: npt.NDArray[np.bool_],
+    lo: npt.NDArray[np.int64],
+    hi: npt.NDArray[np.int64],
+) -> None:  # pragma: no cover (numba)
+    """:func:`_section_search_kernel` of sections ``[first, last)`` of a group that are not
+    ``sparse``, into their rows of ``lo`` / ``hi``."""
+    for s in range(first, last):
         if not sparse[s]:
             a, b = _section_search_kernel(offsets[s], keys[s], uk)
             lo[s] = a
             hi[s] = b
-    if sparse.any():
-        _group_interp_kernel(offsets, keys, uk, sparse, lo, hi)
-    return lo, hi
 
 
 @kernel(nogil=True)

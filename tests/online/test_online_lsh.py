@@ -834,6 +834,43 @@ def test_a_section_group_looks_up_as_its_sections(seed, sizes, nq, cap, few_valu
         assert [g.tolist() for g in got] == [r.tolist() for r in ref]
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_batch_searches_a_group_on_the_kernel_threads_as_the_reference(threads) -> None:
+    """A batch's keys (past ``_PARALLEL_KEYS``) search a group's sections on the kernel threads,
+    a range of sections each: the same entries as the NumPy reference, section by section, on
+    one thread or two."""
+    from unittest import mock
+
+    from neardup._threads import kernel_threads
+    from neardup.index.bands import BandSection, SectionGroup
+    from neardup.index.reference import section_search_reference
+
+    rng = np.random.default_rng(threads)
+    sections = []
+    for m in (300, 1, 900, 40, 2500, 700, 5):
+        k, r = _group_keys(rng, "uniform", [m, m // 2 + 1, 3])
+        sections.append(BandSection.from_sorted(k, r.astype(np.uint32), rowids=np.arange(len(k))))
+    keys = np.concatenate([s.compact() for s in sections])
+    g = rng.integers(0, 4, 400).astype(np.uint64)
+    uk = np.unique(
+        np.concatenate(
+            [
+                keys[rng.integers(0, len(keys), 400)],
+                (g << np.uint64(32)) | rng.integers(0, 2**32, 400).astype(np.uint64),
+            ]
+        )
+    )
+    group = SectionGroup(sections)
+    with (
+        mock.patch("neardup.index.section_search._PARALLEL_KEYS", 16),
+        kernel_threads(threads),
+    ):
+        lo, hi = group.search(uk)
+    for s, sec in enumerate(group.sections):
+        lo2, hi2 = section_search_reference(sec.offsets, sec.keys, uk)
+        assert lo[s].tolist() == lo2.tolist() and hi[s].tolist() == hi2.tolist()
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.integers(0, 2**32 - 1),

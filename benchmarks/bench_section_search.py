@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A single request's band look-ups against a store's segments: the searches one after another,
-in lockstep section by section, and in lockstep in one call for all sections.
+in lockstep section by section, and in lockstep in one call for all sections; and a batch's, on
+one kernel thread and on every one.
 
 A single ``check`` looks up one key per band (79) in every segment's band-key section (a 1 M
 hourly window merged into blocks keeps ~11), and in the memtable's. Each search is a few
@@ -12,7 +13,10 @@ memtable's) and every section of a :class:`neardup.index.SectionGroup` in one ke
 store's segments). This builds ``--segments`` sections of ``--rows`` rows with uniform 32-bit
 keys in 79 groups (the store's layout, in memory), then times ``--queries`` single requests
 (79 keys each, half of them present) the three ways, checks each against the NumPy reference,
-and prints ns per (section, key) search and CPU µs per request.
+and prints ns per (section, key) search and CPU µs per request. Then ``--batches`` batches of
+``--batch-docs`` documents (a check-and-insert batch's keys: the forward gallop) searched in
+the group on one thread and on every kernel thread (a range of sections each), µs of wall and
+CPU a document.
 
     python benchmarks/bench_section_search.py
     python benchmarks/bench_section_search.py --segments 57 --rows 18000
@@ -125,12 +129,49 @@ def requests(sections: list[BandSection], n: int, rng: np.random.Generator) -> l
     return out
 
 
+def batches(
+    group: SectionGroup, sections: list[BandSection], a: argparse.Namespace, rng: Any
+) -> list[dict[str, Any]]:
+    """Batches of ``--batch-docs`` documents (79 keys each, distinct keys sorted) searched in the
+    group, on one kernel thread and on every one (a batch's sections spread over them): wall
+    and CPU µs a document, best of the rounds; checked against the reference."""
+    from neardup._threads import kernel_threads, max_threads
+
+    def batch() -> np.ndarray:
+        g = np.repeat(np.arange(BANDS, dtype=np.uint64), a.batch_docs)
+        h = rng.integers(0, 2**32, BANDS * a.batch_docs).astype(np.uint64)
+        return np.unique((g << np.uint64(32)) | h)
+
+    qs = [batch() for _ in range(a.batches)]
+    want = [section_search_reference(s.offsets, s.keys, qs[0]) for s in sections]
+    out = []
+    print(f"\nbatches of {a.batch_docs:,} documents: {'threads':>8} {'wall us / doc (best)':>22} {'CPU us / doc (best)':>21}")  # fmt: skip
+    for threads in sorted({1, max_threads()}):
+        with kernel_threads(threads):
+            lo, hi = group.search(qs[0])
+            for s in range(len(sections)):
+                assert np.array_equal(lo[s], want[s][0]) and np.array_equal(hi[s], want[s][1])
+            walls, cpus = [], []
+            for _ in range(a.rounds):
+                c0, t0 = cpu(), time.perf_counter()
+                for uk in qs:
+                    group.search(uk)
+                walls.append((time.perf_counter() - t0) / (a.batches * a.batch_docs) * 1e6)
+                cpus.append((cpu() - c0) / (a.batches * a.batch_docs) * 1e6)
+        row = {"threads": threads, "wall_us_per_doc": min(walls), "cpu_us_per_doc": min(cpus)}
+        out.append(row)
+        print(f"{'':>40} {threads:>8} {row['wall_us_per_doc']:22.1f} {row['cpu_us_per_doc']:21.1f}")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--segments", type=int, default=11)
     ap.add_argument("--rows", type=int, default=90_000, help="rows a segment")
     ap.add_argument("--queries", type=int, default=3000, help="single requests timed")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--batch-docs", type=int, default=1000, help="documents a batch (0: none)")
+    ap.add_argument("--batches", type=int, default=8, help="batches timed per round")
     ap.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_section_search.json"
     )
@@ -189,6 +230,7 @@ def main() -> None:
             "cpu_us_per_request": min(r["cpu_us_per_request"] for r in mine),
         }
         print(f"{name:34} {best[name]['ns_per_search']:20.1f} {best[name]['cpu_us_per_request']:25.1f}")  # fmt: skip
+    batch_rows = batches(group, sections, a, rng) if a.batch_docs else []
     out = {
         "benchmark": "bench_section_search",
         "machine": machine(),
@@ -196,6 +238,7 @@ def main() -> None:
         "bands": BANDS,
         "rows": rows,
         "best": best,
+        "batches": batch_rows,
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(out, indent=1) + "\n")

@@ -85,27 +85,39 @@ def kernel_threads(workers: int) -> Iterator[None]:
         _local.workers = prev
 
 
-_pool: ThreadPoolExecutor | None = None
-_pool_size = 0
+# one pool per CPU priority (niceness -> (pool, its size)): a background flush's or merge's
+# ranges run on threads as low as it, a request's or the writer's on threads at its own. (A
+# new thread takes the priority of the thread that starts it, so one shared pool ran the
+# background kernels at the priority of whichever thread had started it, beside the requests.)
+_pools: dict[int, tuple[ThreadPoolExecutor, int]] = {}
 _pool_lock = threading.Lock()
 
 
-def _get_pool(size: int) -> ThreadPoolExecutor:
-    global _pool, _pool_size
+def _get_pool(size: int, nice: int = 0) -> ThreadPoolExecutor:
     with _pool_lock:
-        if _pool is None or _pool_size < size:
-            old = _pool
-            _pool = ThreadPoolExecutor(max_workers=size, thread_name_prefix="neardup-kernel")
-            _pool_size = size
-            if old is not None:
-                old.shutdown(wait=False)
-        return _pool
+        got = _pools.get(nice)
+        if got is None or got[1] < size:
+            pool = ThreadPoolExecutor(
+                max_workers=size,
+                thread_name_prefix=f"neardup-kernel-nice{nice}" if nice else "neardup-kernel",
+                initializer=_pool_thread,
+                initargs=(nice,),
+            )
+            _pools[nice] = (pool, size)
+            if got is not None:
+                got[0].shutdown(wait=False)
+            return pool
+        return got[0]
 
 
-def _forget_pool() -> None:  # a forked child has the pool object but none of its threads
-    global _pool, _pool_size, _max_threads
-    _pool = None
-    _pool_size = 0
+def _pool_thread(nice: int) -> None:
+    if nice:
+        lower_thread_priority(nice)
+
+
+def _forget_pool() -> None:  # a forked child has the pool objects but none of their threads
+    global _max_threads
+    _pools.clear()
     _max_threads = None  # (and may run on other CPUs)
 
 
@@ -168,7 +180,7 @@ def run_ranges(
     counter = itertools.count()
     failed = [False]
     helpers = min(threads, tasks) - 1
-    pool = _get_pool(max_threads())
+    pool = _get_pool(max_threads(), getattr(_local, "nice", 0))
     futures: list[Future[None]] = [
         pool.submit(_run_tasks, kernel, bounds, counter, failed, args) for _ in range(helpers)
     ]
@@ -185,6 +197,8 @@ def run_ranges(
 
 def lower_thread_priority(niceness: int = 10) -> None:
     """Lower the calling thread's CPU priority (Linux: nice per thread id), for background
-    flushes and merges, so the writer and the request threads get the CPU first."""
+    flushes and merges, so the writer and the request threads get the CPU first; the kernel
+    ranges it hands to :func:`run_ranges` run on a pool of threads at the same priority."""
+    _local.nice = int(niceness)
     with contextlib.suppress(AttributeError, OSError):  # not Linux / not permitted: as is
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)

@@ -5,6 +5,7 @@ made a first run's compile about 30 % longer; benchmarks/bench_compile.py)."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import itertools
 import os
 import threading
@@ -217,7 +218,43 @@ def test_no_kernel_is_a_numba_parallel_region() -> None:
 def test_the_pool_is_one_per_process() -> None:
     with kernel_threads(2):
         run_ranges(lambda lo, hi: None, 8, min_items=1)
-    pool = _threads._pool
+    pool = _threads._pools.get(0)
     with kernel_threads(2):
         run_ranges(lambda lo, hi: None, 8, min_items=1)
-    assert _threads._pool is pool or max_threads() < 2
+    assert _threads._pools.get(0) is pool or max_threads() < 2
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="no thread priorities here")
+def test_a_background_threads_ranges_run_at_its_priority() -> None:
+    """A thread that lowered its priority (a background flush or merge) has its ranges run on
+    pool threads as low as it; a normal thread's ranges run on threads at normal priority,
+    whichever thread started a pool first."""
+    if max_threads() < 2:
+        pytest.skip("one CPU: every range runs on the calling thread")
+    base = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    def ranges_priorities() -> set[int]:
+        seen: set[int] = set()
+        gate = threading.Barrier(2, timeout=10)
+
+        def kernel(lo: int, hi: int) -> None:
+            seen.add(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+            if lo == 0 or hi == 2:
+                with contextlib.suppress(threading.BrokenBarrierError):
+                    gate.wait()  # the first two ranges meet: two threads took them
+
+        with kernel_threads(2):
+            run_ranges(kernel, 2, min_items=1)
+        return seen
+
+    got: list[set[int]] = []
+
+    def background() -> None:
+        _threads.lower_thread_priority(base + 7)
+        got.append(ranges_priorities())
+
+    t = threading.Thread(target=background)
+    t.start()
+    t.join(30)
+    assert got == [{base + 7}]
+    assert ranges_priorities() == {base}

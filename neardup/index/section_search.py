@@ -246,14 +246,11 @@ class SectionGroup:
         ns = len(self.sections)
         lo = np.zeros((ns, uk.size), np.int64)
         hi = np.zeros((ns, uk.size), np.int64)
-        if not sparse.all():  # a batch's keys: the sections spread over the kernel threads
-            args = (self._offsets, self._keys, uk, sparse, lo, hi)
-            if uk.size >= _PARALLEL_KEYS:
-                run_ranges(_group_gallop_kernel, ns, *args)
-            else:
-                _group_gallop_kernel(0, ns, *args)
-        if sparse.any():
-            _group_interp_kernel(self._offsets, self._keys, uk, sparse, lo, hi)
+        args = (self._offsets, self._keys, uk, sparse, lo, hi)
+        if uk.size >= _PARALLEL_KEYS:  # a batch's keys: the sections spread over the threads
+            run_ranges(_group_search_kernel, ns, *args)
+        else:
+            _group_search_kernel(0, ns, *args)
         return lo, hi
 
     def gather(
@@ -274,7 +271,7 @@ class SectionGroup:
 
 
 @kernel(nogil=True)
-def _group_gallop_kernel(
+def _group_search_kernel(
     first: int,
     last: int,
     offsets: Any,
@@ -284,29 +281,16 @@ def _group_gallop_kernel(
     lo: npt.NDArray[np.int64],
     hi: npt.NDArray[np.int64],
 ) -> None:  # pragma: no cover (numba)
-    """:func:`_section_search_kernel` of sections ``[first, last)`` of a group that are not
-    ``sparse``, into their rows of ``lo`` / ``hi``."""
+    """Sections ``[first, last)`` of a group searched into their rows of ``lo`` / ``hi``: the
+    ``sparse`` ones by :func:`_interp_lockstep` (few keys in a large section: its searches in
+    lockstep), the others by :func:`_section_search_kernel` (the forward gallop)."""
     for s in range(first, last):
-        if not sparse[s]:
+        if sparse[s]:
+            _interp_lockstep(offsets[s], keys[s], uk, lo[s], hi[s])
+        else:
             a, b = _section_search_kernel(offsets[s], keys[s], uk)
             lo[s] = a
             hi[s] = b
-
-
-@kernel(nogil=True)
-def _group_interp_kernel(
-    offsets: Any,
-    keys: Any,
-    uk: npt.NDArray[np.uint64],
-    sparse: npt.NDArray[np.bool_],
-    lo: npt.NDArray[np.int64],
-    hi: npt.NDArray[np.int64],
-) -> None:  # pragma: no cover (numba)
-    """:func:`_interp_lockstep` over the ``sparse`` sections of a group (rows ``s`` of ``lo`` /
-    ``hi``): each section's searches in lockstep."""
-    for s in range(len(offsets)):
-        if sparse[s]:
-            _interp_lockstep(offsets[s], keys[s], uk, lo[s], hi[s])
 
 
 @kernel(nogil=True)

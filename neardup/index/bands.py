@@ -36,7 +36,7 @@ import numpy.typing as npt
 from .._jit import kernel
 from ..fingerprint.minhash import NO_KEYS
 from .band_groups import band_groups, group_pairs
-from .section_search import SectionGroup, section_search
+from .section_search import GroupHits, SectionGroup, _ranges, section_search
 
 __all__ = [
     "BandIndex",
@@ -258,15 +258,15 @@ def lookup(
         inv = inv.ravel()
     nu = uk.size
     found: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Any]] = []
-    grouped: list[tuple[SectionGroup, npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
+    grouped: list[tuple[SectionGroup, GroupHits]] = []
     total = np.zeros(nu, np.int64)
     for run in runs:
         if not len(run[0] if isinstance(run, tuple) else run):
             continue
         if isinstance(run, SectionGroup):  # every section in one call
-            glo, ghi = run.search(uk)
-            total += (ghi - glo).sum(axis=0)
-            grouped.append((run, glo, ghi))
+            hits = run.search(uk)
+            total += hits.totals(nu)
+            grouped.append((run, hits))
             continue
         lo, hi, get = _search(run, uk)
         total += hi - lo
@@ -274,13 +274,11 @@ def lookup(
     big = total > 2 * cap if cap is not None else np.zeros(nu, bool)
     seg_u: list[npt.NDArray[np.int64]] = []  # distinct key index of each gathered row
     seg_r: list[npt.NDArray[np.int64]] = []
-    every = list(found)  # with the groups' sections: the buckets over the cap walk them all
-    for group, glo, ghi in grouped:
-        gu, gr = group.gather(glo, ghi, big)
+    for group, hits in grouped:
+        gu, gr = group.gather(hits, big)
         if gu.size:
             seg_u.append(gu)
             seg_r.append(gr)
-        every += [(glo[s], ghi[s], functools.partial(group.row_ids, s)) for s in range(len(group))]
     for lo, hi, get in found:
         cnt = hi - lo
         cnt[big] = 0
@@ -292,9 +290,14 @@ def lookup(
         seg_r.append(get(_ranges(lo[sel], c)))
     for u in np.flatnonzero(big).tolist():  # (big only with a cap)
         assert cap is not None
+        # the bucket of key u in each run and section: (first, end, rows of positions)
+        buckets = [(int(lo[u]), int(hi[u]), get) for lo, hi, get in found]
+        for group, hits in grouped:
+            for i in np.flatnonzero(hits.key == u).tolist():
+                get = functools.partial(group.row_ids, int(hits.section[i]))
+                buckets.append((int(hits.lo[i]), int(hits.hi[i]), get))
         parts = []
-        for lo, hi, get in every:
-            a, b = int(lo[u]), int(hi[u])
+        for a, b, get in buckets:
             if a == b:
                 continue
             if b - a > 2 * cap:
@@ -331,12 +334,6 @@ def lookup(
     qi, rr = qi[keep], rr[keep]
     bounds = np.searchsorted(qi, np.arange(q + 1)).tolist()
     return [rr[bounds[k] : bounds[k + 1]] for k in range(q)]
-
-
-def _ranges(starts: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """Concatenated ``arange(starts[k], starts[k] + counts[k])`` (counts > 0)."""
-    ends = np.cumsum(counts)
-    return np.repeat(starts - ends + counts, counts) + np.arange(int(ends[-1]), dtype=np.int64)
 
 
 #: below this many entries :func:`_by_key` takes one stable argsort (fewer NumPy calls)

@@ -17,6 +17,7 @@ different searches overlap instead of adding up
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,7 +26,7 @@ import numpy.typing as npt
 from .._jit import kernel
 from .._threads import run_ranges
 
-__all__ = ["SectionGroup", "section_search"]
+__all__ = ["GroupHits", "SectionGroup", "section_search"]
 
 #: entries of a section per query key above which :func:`section_search` interpolates
 _SPARSE_GAP = 2048
@@ -167,31 +168,62 @@ def _section_interp_kernel(
 
 
 @kernel(nogil=True)
-def _section_search_kernel(
-    offsets: npt.NDArray[np.uint64], keys: npt.NDArray[np.uint32], uk: npt.NDArray[np.uint64]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # pragma: no cover (numba)
-    """(first, end) entry of each sorted compact key ``uk`` in a :class:`BandSection`: inside
-    its group's range, a galloping search from where the previous key of the group ended (the
-    keys are sorted, so a large batch walks each group forward with local steps instead of
-    starting every binary search at the top; :func:`neardup.index.reference.section_search_reference`
-    is the NumPy twin)."""
-    n = uk.size
-    lo = np.zeros(n, np.int64)
-    hi = np.zeros(n, np.int64)
+def _gallop(
+    offsets: npt.NDArray[np.uint64],
+    keys: npt.NDArray[np.uint32],
+    uk: npt.NDArray[np.uint64],
+    key: npt.NDArray[np.int64],
+    lo: npt.NDArray[np.int64],
+    hi: npt.NDArray[np.int64],
+    at: int,
+    dense: bool,
+) -> int:  # pragma: no cover (numba)
+    """The entries ``[first, end)`` of each sorted compact key ``uk`` in a
+    :class:`BandSection`, found by a galloping search inside the key's group from where the
+    previous key of the group ended (the keys are sorted, so a large batch walks each group
+    forward with local steps instead of starting every binary search at the top).
+
+    ``dense``: each key's at its own place (``lo[q]``, ``hi[q]``; 0, 0 for a group the section
+    lacks). Otherwise only the non-empty buckets, one after another from ``at`` (``key[at]``
+    the key's index); returns where the next would go. (One call a section: the loop passes
+    the arrays to nothing, so it runs without reference counting.)"""
     ng = offsets.size - 1
     prev_g = np.int64(-1)
     start = np.int64(0)
-    for q in range(n):
+    for q in range(uk.size):
         g = np.int64(uk[q] >> np.uint64(32))
         if g >= ng:
+            if dense:
+                lo[q] = hi[q] = 0
             continue
         low = np.uint32(uk[q] & np.uint64(0xFFFFFFFF))
         end = np.int64(offsets[g + 1])
         if g != prev_g:
             start = np.int64(offsets[g])
             prev_g = g
-        lo[q] = a = _first_past(keys, start, end, low, False)
-        hi[q] = start = _first_past(keys, a, end, low, True)
+        a = _first_past(keys, start, end, low, False)
+        start = _first_past(keys, a, end, low, True)
+        if dense:
+            lo[q] = a
+            hi[q] = start
+        elif start > a:
+            key[at] = q
+            lo[at] = a
+            hi[at] = start
+            at += 1
+    return at
+
+
+@kernel(nogil=True)
+def _section_search_kernel(
+    offsets: npt.NDArray[np.uint64], keys: npt.NDArray[np.uint32], uk: npt.NDArray[np.uint64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # pragma: no cover (numba)
+    """(first, end) entry of each sorted compact key ``uk`` in a section by the forward gallop
+    (:func:`_gallop`; :func:`neardup.index.reference.section_search_reference` is the
+    NumPy twin)."""
+    lo = np.empty(uk.size, np.int64)
+    hi = np.empty(uk.size, np.int64)
+    _gallop(offsets, keys, uk, lo, lo, hi, 0, True)  # (dense: no key indexes written)
     return lo, hi
 
 
@@ -231,43 +263,98 @@ class SectionGroup:
         self._rows = List([_read_only(s.rows, np.uint32) for s in self.sections])
         self._rowids = List([_read_only(s.rowids, np.int64) for s in self.sections])
         self._sparse_min = np.array([len(s.keys) for s in self.sections], np.int64)
+        self._section_ids = np.arange(len(self.sections), dtype=np.int64)
+        self._no_room = np.zeros(len(self.sections) + 1, np.int64)
 
     def __len__(self) -> int:
         return len(self.sections)
 
-    def search(
-        self, uk: npt.NDArray[np.uint64]
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """(first, end) entry of each key of ``uk`` in each section: two (sections, keys)
-        arrays."""
-        if not self.sections:  # (an empty typed list has no type to compile for)
-            return np.zeros((0, uk.size), np.int64), np.zeros((0, uk.size), np.int64)
-        sparse = uk.size * _SPARSE_GAP < self._sparse_min
+    def search(self, uk: npt.NDArray[np.uint64]) -> GroupHits:
+        """The buckets of the sorted distinct keys ``uk`` in every section, the empty ones
+        left out (:class:`GroupHits`). A batch's keys meet few buckets in each section: the
+        answer grows with those, not with sections times keys (an answer of that shape was
+        hundreds of MB of fresh pages a call for a 10 k-document check against a window of
+        dozens of segments)."""
+        nu = uk.size
         ns = len(self.sections)
-        lo = np.zeros((ns, uk.size), np.int64)
-        hi = np.zeros((ns, uk.size), np.int64)
-        args = (self._offsets, self._keys, uk, sparse, lo, hi)
-        if uk.size >= _PARALLEL_KEYS:  # a batch's keys: the sections spread over the threads
-            run_ranges(_group_search_kernel, ns, *args)
-        else:
-            _group_search_kernel(0, ns, *args)
-        return lo, hi
+        if not ns or not nu:  # (an empty typed list has no type to compile for)
+            return GroupHits.empty()
+        sparse = nu * _SPARSE_GAP < self._sparse_min
+        start = np.zeros(ns, np.int64)
+        count = np.zeros(ns, np.int64)
+        if nu < _PARALLEL_KEYS:  # a single request's keys: every section on this thread,
+            # their buckets one after another from 0 (a section has at most one a key)
+            key = np.empty(ns * nu, np.int64)
+            lo = np.empty(ns * nu, np.int64)
+            hi = np.empty(ns * nu, np.int64)
+            room = self._no_room
+            _group_search_kernel(0, ns, self._offsets, self._keys, uk, sparse, room, start, count, key, lo, hi)  # fmt: skip
+            n = int(start[-1] + count[-1])
+            section = np.repeat(self._section_ids, count)
+            return GroupHits(section, key[:n], lo[:n], hi[:n])
+        # a batch's keys: the sections spread over the threads. A section has at most one
+        # bucket per query key and per entry; a range of sections (one thread's) writes its
+        # buckets one after another from its first section's room, so of this room only what
+        # the buckets take is ever touched
+        room = np.zeros(ns + 1, np.int64)
+        np.cumsum(np.minimum(self._sparse_min, nu), out=room[1:])
+        key = np.empty(int(room[-1]), np.int64)
+        lo = np.empty(int(room[-1]), np.int64)
+        hi = np.empty(int(room[-1]), np.int64)
+        args = (self._offsets, self._keys, uk, sparse, room, start, count, key, lo, hi)
+        run_ranges(_group_search_kernel, ns, *args)
+        got = np.flatnonzero(count)
+        if got.size == 0:
+            return GroupHits.empty()
+        at = _ranges(start[got], count[got])
+        return GroupHits(np.repeat(got, count[got]), key[at], lo[at], hi[at])
 
     def gather(
-        self,
-        lo: npt.NDArray[np.int64],
-        hi: npt.NDArray[np.int64],
-        skip: npt.NDArray[np.bool_],
+        self, hits: GroupHits, skip: npt.NDArray[np.bool_]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """(key index, row id) of every entry between ``lo`` and ``hi`` of the keys ``skip``
-        does not name, section by section."""
-        if not self.sections:
+        """(key index, row id) of every entry of the buckets ``hits`` whose key ``skip`` does
+        not name, section by section."""
+        if not self.sections or not len(hits):
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return _group_gather_kernel(self._rows, self._rowids, lo, hi, skip)
+        return _group_gather_kernel(
+            self._rows, self._rowids, hits.section, hits.key, hits.lo, hits.hi, skip
+        )
 
     def row_ids(self, s: int, at: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Row ids of the entries at positions ``at`` of section ``s``."""
         return self.sections[s].row_ids(at)
+
+
+def _ranges(starts: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Concatenated ``arange(starts[k], starts[k] + counts[k])`` (counts > 0)."""
+    ends = np.cumsum(counts)
+    return np.repeat(starts - ends + counts, counts) + np.arange(int(ends[-1]), dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class GroupHits:
+    """The non-empty buckets a :meth:`SectionGroup.search` found, section by section (keys in
+    order within one): bucket ``i`` is the entries ``[lo[i], hi[i])`` of section
+    ``section[i]`` holding query key ``key[i]`` (an index into the sorted query keys)."""
+
+    section: npt.NDArray[np.int64]
+    key: npt.NDArray[np.int64]
+    lo: npt.NDArray[np.int64]
+    hi: npt.NDArray[np.int64]
+
+    @staticmethod
+    def empty() -> GroupHits:
+        z = np.zeros(0, np.int64)
+        return GroupHits(z, z, z, z)
+
+    def __len__(self) -> int:
+        return len(self.key)
+
+    def totals(self, nu: int) -> npt.NDArray[np.int64]:
+        """Entries of each of the ``nu`` query keys over every section."""
+        total = np.zeros(nu, np.int64)
+        np.add.at(total, self.key, self.hi - self.lo)
+        return total
 
 
 @kernel(nogil=True)
@@ -278,46 +365,66 @@ def _group_search_kernel(
     keys: Any,
     uk: npt.NDArray[np.uint64],
     sparse: npt.NDArray[np.bool_],
+    room: npt.NDArray[np.int64],
+    start: npt.NDArray[np.int64],
+    count: npt.NDArray[np.int64],
+    key: npt.NDArray[np.int64],
     lo: npt.NDArray[np.int64],
     hi: npt.NDArray[np.int64],
 ) -> None:  # pragma: no cover (numba)
-    """Sections ``[first, last)`` of a group searched into their rows of ``lo`` / ``hi``: the
-    ``sparse`` ones by :func:`_interp_lockstep` (few keys in a large section: its searches in
-    lockstep), the others by :func:`_section_search_kernel` (the forward gallop)."""
+    """Sections ``[first, last)`` of a group searched, their non-empty buckets written one
+    after another from ``room[first]`` (section ``s``'s: ``count[s]`` from ``start[s]``): the
+    ``sparse`` sections by :func:`_interp_lockstep` (few keys in a large section: its searches
+    in lockstep), the others by the forward gallop (:func:`_gallop`)."""
+    nu = uk.size
+    at = room[first]
     for s in range(first, last):
-        if sparse[s]:
-            _interp_lockstep(offsets[s], keys[s], uk, lo[s], hi[s])
+        start[s] = at
+        if sparse[s]:  # few keys (nu * _SPARSE_GAP entries or fewer): small scratch
+            a_ = np.empty(nu, np.int64)
+            b_ = np.empty(nu, np.int64)
+            _interp_lockstep(offsets[s], keys[s], uk, a_, b_)
+            for q in range(nu):
+                if b_[q] > a_[q]:
+                    key[at] = q
+                    lo[at] = a_[q]
+                    hi[at] = b_[q]
+                    at += 1
         else:
-            a, b = _section_search_kernel(offsets[s], keys[s], uk)
-            lo[s] = a
-            hi[s] = b
+            at = _gallop(offsets[s], keys[s], uk, key, lo, hi, at, False)
+        count[s] = at - start[s]
 
 
 @kernel(nogil=True)
 def _group_gather_kernel(
     rows: Any,
     rowids: Any,
+    section: npt.NDArray[np.int64],
+    key: npt.NDArray[np.int64],
     lo: npt.NDArray[np.int64],
     hi: npt.NDArray[np.int64],
     skip: npt.NDArray[np.bool_],
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # pragma: no cover (numba)
-    ns, nu = lo.shape
     total = 0
-    for s in range(ns):
-        for k in range(nu):
-            if not skip[k]:
-                total += hi[s, k] - lo[s, k]
+    for i in range(key.size):
+        if not skip[key[i]]:
+            total += hi[i] - lo[i]
     u_out = np.empty(total, np.int64)
     r_out = np.empty(total, np.int64)
     at = 0
-    for s in range(ns):
-        r = rows[s]
-        ids = rowids[s]
-        for k in range(nu):
-            if skip[k]:
-                continue
-            for e in range(lo[s, k], hi[s, k]):
-                u_out[at] = k
-                r_out[at] = ids[r[e]]
-                at += 1
+    cur = -1
+    r = rows[0]
+    ids = rowids[0]
+    for i in range(key.size):
+        k = key[i]
+        if skip[k]:
+            continue
+        if section[i] != cur:  # (the buckets come section by section)
+            cur = section[i]
+            r = rows[cur]
+            ids = rowids[cur]
+        for e in range(lo[i], hi[i]):
+            u_out[at] = k
+            r_out[at] = ids[r[e]]
+            at += 1
     return u_out, r_out

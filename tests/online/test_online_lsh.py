@@ -834,6 +834,24 @@ def test_a_section_group_looks_up_as_its_sections(seed, sizes, nq, cap, few_valu
         assert [g.tolist() for g in got] == [r.tolist() for r in ref]
 
 
+def _hits(hits) -> list[tuple[int, int, int, int]]:
+    """A group's buckets as (section, key index, first, end) tuples, in their order."""
+    cols = (hits.section, hits.key, hits.lo, hits.hi)
+    return list(zip(*(c.tolist() for c in cols), strict=True))
+
+
+def _hits_as_reference(group, uk) -> list[tuple[int, int, int, int]]:
+    """The non-empty buckets of ``uk`` in each of ``group``'s sections by the NumPy reference,
+    section by section and keys in order: what ``SectionGroup.search`` answers."""
+    from neardup.index.reference import section_search_reference
+
+    out = []
+    for s, sec in enumerate(group.sections):
+        lo, hi = section_search_reference(sec.offsets, sec.keys, uk)
+        out += [(s, q, int(lo[q]), int(hi[q])) for q in np.flatnonzero(hi > lo).tolist()]
+    return out
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_batch_searches_a_group_on_the_kernel_threads_as_the_reference(threads) -> None:
     """A batch's keys (past ``_PARALLEL_KEYS``) search a group's sections on the kernel threads,
@@ -843,7 +861,6 @@ def test_a_batch_searches_a_group_on_the_kernel_threads_as_the_reference(threads
 
     from neardup._threads import kernel_threads
     from neardup.index.bands import BandSection, SectionGroup
-    from neardup.index.reference import section_search_reference
 
     rng = np.random.default_rng(threads)
     sections = []
@@ -865,10 +882,8 @@ def test_a_batch_searches_a_group_on_the_kernel_threads_as_the_reference(threads
         mock.patch("neardup.index.section_search._PARALLEL_KEYS", 16),
         kernel_threads(threads),
     ):
-        lo, hi = group.search(uk)
-    for s, sec in enumerate(group.sections):
-        lo2, hi2 = section_search_reference(sec.offsets, sec.keys, uk)
-        assert lo[s].tolist() == lo2.tolist() and hi[s].tolist() == hi2.tolist()
+        hits = group.search(uk)
+    assert _hits_as_reference(group, uk) == _hits(hits)
 
 
 @settings(max_examples=60, deadline=None)
@@ -886,7 +901,6 @@ def test_a_section_group_searches_few_keys_in_lockstep_as_the_reference(
     lockstep interpolation, beside sections searched by the forward gallop, finds the same
     entries as the NumPy reference, section by section, whatever the keys."""
     from neardup.index.bands import BandSection, SectionGroup
-    from neardup.index.reference import section_search_reference
 
     rng = np.random.default_rng(seed)
     sections = []
@@ -910,7 +924,5 @@ def test_a_section_group_searches_few_keys_in_lockstep_as_the_reference(
     # sections of 64 entries a key or more take the lockstep interpolation (a store's
     # threshold is higher; these sections are small enough to search by reference)
     with mock.patch("neardup.index.section_search._SPARSE_GAP", 64):
-        lo, hi = group.search(uk)
-    for s, sec in enumerate(group.sections):
-        lo2, hi2 = section_search_reference(sec.offsets, sec.keys, uk)
-        assert lo[s].tolist() == lo2.tolist() and hi[s].tolist() == hi2.tolist()
+        hits = group.search(uk)
+    assert _hits_as_reference(group, uk) == _hits(hits)

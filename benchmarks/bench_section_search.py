@@ -16,7 +16,11 @@ keys in 79 groups (the store's layout, in memory), then times ``--queries`` sing
 and prints ns per (section, key) search and CPU µs per request. Then ``--batches`` batches of
 ``--batch-docs`` documents (a check-and-insert batch's keys: the forward gallop) searched in
 the group and their buckets' rows gathered, on one thread and on every kernel thread (a range
-of sections each), µs of wall and CPU a document.
+of sections each), µs of wall and CPU a document. A batch's keys search a section by the
+forward gallop, or in lockstep where the section holds more than ``_SPARSE_GAP`` entries a
+key (a large window's segments); ``--sparse-gaps 100000,1`` times both ways:
+
+    python benchmarks/bench_section_search.py --rows 900000 --queries 300 --sparse-gaps 100000,1
 
     python benchmarks/bench_section_search.py
     python benchmarks/bench_section_search.py --segments 57 --rows 18000
@@ -159,20 +163,28 @@ def batches(
     ref = [section_search_reference(s.offsets, s.keys, qs[0]) for s in sections]
     want = buckets(np.stack([w[0] for w in ref]), np.stack([w[1] for w in ref]))
     out = []
-    print(f"\nbatches of {a.batch_docs:,} documents: {'threads':>8} {'wall us / doc (best)':>22} {'CPU us / doc (best)':>21}")  # fmt: skip
-    for threads in sorted({1, max_threads()}):
-        with kernel_threads(threads):
-            assert hits(group.search(qs[0])) == want
-            walls, cpus = [], []
-            for _ in range(a.rounds):
-                c0, t0 = cpu(), time.perf_counter()
-                for uk in qs:
-                    group.gather(group.search(uk), np.zeros(uk.size, np.bool_))
-                walls.append((time.perf_counter() - t0) / (a.batches * a.batch_docs) * 1e6)
-                cpus.append((cpu() - c0) / (a.batches * a.batch_docs) * 1e6)
-        row = {"threads": threads, "wall_us_per_doc": min(walls), "cpu_us_per_doc": min(cpus)}
-        out.append(row)
-        print(f"{'':>40} {threads:>8} {row['wall_us_per_doc']:22.1f} {row['cpu_us_per_doc']:21.1f}")
+    import neardup.index.section_search as ss
+
+    default_gap = ss._SPARSE_GAP
+    gaps = [int(x) for x in a.sparse_gaps.split(",")] if a.sparse_gaps else [default_gap]
+    print(f"\nbatches of {a.batch_docs:,} documents ({len(qs[0]) // BANDS} keys a band, {len(sections[0]) // BANDS:,} entries a band a section): {'search':>10} {'threads':>8} {'wall us / doc (best)':>22} {'CPU us / doc (best)':>21}")  # fmt: skip
+    for gap in gaps:
+        ss._SPARSE_GAP = gap  # sections over gap entries a key: the lockstep interpolation
+        way = "lockstep" if (qs[0].size * gap < np.array([len(s) for s in sections])).all() else "gallop"  # fmt: skip
+        for threads in sorted({1, max_threads()}):
+            with kernel_threads(threads):
+                assert hits(group.search(qs[0])) == want
+                walls, cpus = [], []
+                for _ in range(a.rounds):
+                    c0, t0 = cpu(), time.perf_counter()
+                    for uk in qs:
+                        group.gather(group.search(uk), np.zeros(uk.size, np.bool_))
+                    walls.append((time.perf_counter() - t0) / (a.batches * a.batch_docs) * 1e6)
+                    cpus.append((cpu() - c0) / (a.batches * a.batch_docs) * 1e6)
+            row = {"sparse_gap": gap, "search": way, "threads": threads, "wall_us_per_doc": min(walls), "cpu_us_per_doc": min(cpus)}  # fmt: skip
+            out.append(row)
+            print(f"{'':>40} {way + (' *' if gap == default_gap else ''):>10} {threads:>8} {row['wall_us_per_doc']:22.1f} {row['cpu_us_per_doc']:21.1f}")  # fmt: skip
+    ss._SPARSE_GAP = default_gap
     return out
 
 
@@ -184,6 +196,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--batch-docs", type=int, default=1000, help="documents a batch (0: none)")
     ap.add_argument("--batches", type=int, default=8, help="batches timed per round")
+    ap.add_argument(
+        "--sparse-gaps",
+        default="",
+        help="comma-separated entries a key above which a section is searched in lockstep "
+        "instead of by the gallop, each timed on the batches (default: neardup's; * marks it)",
+    )
     ap.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_section_search.json"
     )

@@ -28,8 +28,12 @@ from .._threads import run_ranges
 
 __all__ = ["GroupHits", "SectionGroup", "section_search"]
 
-#: entries of a section per query key above which :func:`section_search` interpolates
-_SPARSE_GAP = 2048
+#: entries of a section per query key above which a section is searched in lockstep by
+#: interpolation (a few probes a key, their misses overlapping) instead of by the forward
+#: gallop (a doubling step a power of two of the gap): a single request's keys always, a
+#: batch's against a large window's segments (``bench_section_search.py --sparse-gaps``
+#: times both ways; they cross near 350 entries a key on a 2-core box)
+_SPARSE_GAP = 384
 #: query keys from which a group's sections are searched on the kernel threads (a batch's:
 #: a single request's 79 keys stay on the calling thread)
 _PARALLEL_KEYS = 4096

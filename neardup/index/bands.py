@@ -48,7 +48,6 @@ __all__ = [
     "merge_sections",
     "section_for_rows",
     "section_from_rows",
-    "sections_for_rows",
 ]
 
 # the compact key's layout (neardup.fingerprint.minhash.compact_keys): group << 32 | h32
@@ -501,93 +500,30 @@ def section_for_rows(sec: BandSection, rowids: npt.NDArray[np.int64]) -> BandSec
     replaced by its position there, the order kept (by key, then row, within each group).
     Only 32-bit arrays of the entries' size are made (:func:`write_segment
     <neardup.store.segment.write_segment>` takes it as it is); equal to filtering the
-    materialised entries (tests/store/test_store_bands.py). :func:`sections_for_rows` for
-    one segment."""
-    return sections_for_rows(sec, [rowids])[0]
-
-
-def sections_for_rows(
-    sec: BandSection, parts: Sequence[npt.NDArray[np.int64]]
-) -> list[BandSection]:
-    """:func:`section_for_rows` of each of the segments ``parts`` (their row ids, each sorted
-    ascending, no row in two), in one pass over the entries: a flush or a bulk load writes a
-    segment per time partition from one memtable section, and filtering the whole section
-    once per partition cost a gather and a copy of every entry each time."""
+    materialised entries (tests/store/test_store_bands.py)."""
+    rowids = np.asarray(rowids, np.int64)
     if sec.rowids is not None:
         raise ValueError("section_for_rows takes a memtable section (rows relative to a base)")
-    parts = [np.asarray(r, np.int64) for r in parts]
-    if not len(sec) or not parts:
-        return [BandSection.empty() for _ in parts]
+    if not len(sec) or not len(rowids):
+        return BandSection.empty()
     span = int(sec.rows.max()) + 1
-    part = np.full(span, -1, np.int32)  # each memtable row's segment (-1: none) and place
-    pos = np.zeros(span, np.uint32)
-    for p, rowids in enumerate(parts):
-        if len(rowids) >= int(_NO_POS):
-            raise ValueError("a segment holds fewer than 2**32 - 1 rows")
-        off = rowids - sec.base
-        inside = np.flatnonzero((off >= 0) & (off < span))
-        part[off[inside]] = p
-        pos[off[inside]] = inside.astype(np.uint32)
-    offsets = np.asarray(sec.offsets, np.int64)
-    counts = np.zeros((len(parts), len(offsets) - 1), np.int64)
-    _split_count_kernel(offsets, sec.rows, part, counts)
-    totals = counts.sum(axis=1)
-    if len(parts) == 1 and int(totals[0]) == len(sec.keys):  # every entry: keys as they are
-        return [BandSection(offsets.astype(np.uint64), sec.keys, pos[sec.rows], None, 0)]
-    # (segment, group) blocks one after another: segment by segment, its groups in order
-    ends = np.cumsum(counts.ravel()).reshape(counts.shape)
-    cursor = ends - counts
-    keys = np.empty(int(totals.sum()), np.uint32)
-    rows = np.empty(int(totals.sum()), np.uint32)
-    _split_fill_kernel(offsets, sec.keys, sec.rows, part, pos, cursor, keys, rows)
-    out = []
-    for p in range(len(parts)):
-        if not totals[p]:
-            out.append(BandSection.empty())
-            continue
-        a = int(ends[p, 0] - counts[p, 0])
-        own = np.concatenate(([0], np.cumsum(counts[p]))).astype(np.uint64)
-        out.append(BandSection(own, keys[a : a + int(totals[p])], rows[a : a + int(totals[p])], None, 0))  # fmt: skip
-    return out
-
-
-@kernel(nogil=True)
-def _split_count_kernel(
-    offsets: npt.NDArray[np.int64],
-    rows: npt.NDArray[np.uint32],
-    part: npt.NDArray[np.int32],
-    counts: npt.NDArray[np.int64],
-) -> None:  # pragma: no cover (numba)
-    """Entries of each (segment, group) of a memtable section (:func:`sections_for_rows`)."""
-    for g in range(offsets.size - 1):
-        for e in range(offsets[g], offsets[g + 1]):
-            p = part[rows[e]]
-            if p >= 0:
-                counts[p, g] += 1
-
-
-@kernel(nogil=True)
-def _split_fill_kernel(
-    offsets: npt.NDArray[np.int64],
-    keys: npt.NDArray[np.uint32],
-    rows: npt.NDArray[np.uint32],
-    part: npt.NDArray[np.int32],
-    pos: npt.NDArray[np.uint32],
-    cursor: npt.NDArray[np.int64],
-    out_keys: npt.NDArray[np.uint32],
-    out_rows: npt.NDArray[np.uint32],
-) -> None:  # pragma: no cover (numba)
-    """Each entry of a memtable section to the next place of its (segment, group), with its
-    row's place in the segment (:func:`sections_for_rows`); the order within a group kept."""
-    for g in range(offsets.size - 1):
-        for e in range(offsets[g], offsets[g + 1]):
-            r = rows[e]
-            p = part[r]
-            if p >= 0:
-                c = cursor[p, g]
-                out_keys[c] = keys[e]
-                out_rows[c] = pos[r]
-                cursor[p, g] = c + 1
+    if len(rowids) >= int(_NO_POS):
+        raise ValueError("a segment holds fewer than 2**32 - 1 rows")
+    table = np.full(span, _NO_POS, np.uint32)
+    off = rowids - sec.base
+    inside = np.flatnonzero((off >= 0) & (off < span))
+    table[off[inside]] = inside.astype(np.uint32)
+    pos = table[sec.rows]
+    del table
+    keep = pos != _NO_POS
+    if keep.all():
+        return BandSection(np.array(sec.offsets, np.uint64), sec.keys, pos, None, 0)
+    # each group's new start: the entries kept before its old start
+    kept_before = np.concatenate(([0], np.cumsum(keep, dtype=np.uint64)))
+    offsets = kept_before[np.asarray(sec.offsets, np.int64)]
+    if not offsets[-1]:
+        return BandSection.empty()
+    return BandSection(offsets, sec.keys[keep], pos[keep], None, 0)
 
 
 #: a memtable's band rows are offsets from its first row id, in 32 bits

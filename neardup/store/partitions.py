@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigError, CorruptFileError, FormatError, StorageError
-from ..index.bands import BandSection, sections_for_rows
+from ..index.bands import BandSection, section_for_rows
 from ..index.scan import BruteIndex
 from .memindex import build_index, compress_pays, hamming_index_class
 from .segment import Segment, open_segment, write_segment
@@ -137,22 +137,18 @@ def write_segments(
     parts = st.partition_of(ts)
     written: list[LiveSegment] = []
     try:
-        cols = []
         for p in np.unique(parts).tolist():
             sel = parts == p
             order = np.argsort(rids[sel], kind="stable")
-            cols.append((int(p), fps[sel][order], rids[sel][order], ts[sel][order]))
-        if isinstance(bands, BandSection):  # every partition's section in one pass
-            secs = sections_for_rows(bands, [r for _, _, r, _ in cols])
-        for i, (p, f, r, t) in enumerate(cols):
+            f, r, t = fps[sel][order], rids[sel][order], ts[sel][order]
             bk: Any = None
             if isinstance(bands, BandSection):
-                bk = secs[i]
+                bk = section_for_rows(bands, r)
             elif bands is not None:
                 inside = np.isin(bands[1], r)
                 bk = (bands[0][inside], bands[1][inside])
             sk = None if sketches is None else sketches.lookup(r)
-            written.append(new_segment(st, p, f, r, t, bk, sk))
+            written.append(new_segment(st, int(p), f, r, t, bk, sk))
     except BaseException as exc:
         for s in written:
             s.segment.close()

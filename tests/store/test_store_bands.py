@@ -265,41 +265,6 @@ def test_flush_section_writes_the_same_segment_as_materialised_entries(
     open_segment(d / "b.nds").close()
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(1, 300), st.integers(1, 6), st.floats(0.0, 1.0))
-def test_sections_for_partitions_equal_filtering_the_entries(seed, n, k, share) -> None:
-    """A flush's or bulk load's sections for several partitions at once (one pass over the
-    memtable's section) hold, for each partition, exactly the entries of its rows in the
-    materialised (compact key, row id) order, each row as its place in the partition; rows
-    of no partition (deleted, expired) are left out and an empty partition gets an empty
-    section."""
-    from neardup.index.bands import sections_for_rows
-
-    rng = np.random.default_rng(seed)
-    ent = _ent(rng, n, 5)
-    rids = np.arange(7, 7 + n, dtype=np.int64)
-    br = BandIndex(buffer=64)
-    for a in range(0, n, 37):
-        br.insert_many(rids[a : a + 37], ent[a : a + 37])
-    sec = br.section()
-    keys, rows = br.entries()
-    chosen = rids[rng.random(n) < share]  # the rest: rows of no partition
-    which = rng.integers(0, k, len(chosen))
-    parts = [np.sort(chosen[which == p]) for p in range(k)]
-    parts.append(np.array([10**9], np.int64))  # a row the memtable does not hold
-    got = sections_for_rows(sec, parts)
-    assert len(got) == len(parts)
-    for part, g in zip(parts, got, strict=True):
-        inside = np.isin(rows, part)
-        want_keys = keys[inside]
-        want_pos = np.searchsorted(part, rows[inside])
-        if not len(g):
-            assert not inside.any()
-            continue
-        assert g.compact().tolist() == want_keys.tolist()
-        assert g.rows.tolist() == want_pos.tolist()
-
-
 def test_a_bad_position_section_is_refused(tmp_path) -> None:
     from neardup.index.bands import BandSection
     from neardup.store.segment import write_segment

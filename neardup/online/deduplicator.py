@@ -644,13 +644,7 @@ class Deduplicator:
                 decider.verify(
                     "warm up the verifier", [(0, 0, "w", "warm up the verifier kernels")]
                 )
-                from ..index.bands import (
-                    BandSection,
-                    SectionGroup,
-                    lookup,
-                    merge_sections,
-                    sections_for_rows,
-                )
+                from ..index.bands import BandSection, SectionGroup, lookup, merge_sections
 
                 section = BandSection.from_sorted(
                     np.arange(4, dtype=np.uint64), np.arange(4, dtype=np.uint32)
@@ -663,7 +657,5 @@ class Deduplicator:
                 big.rowids = np.arange(5000, dtype=np.int64)  # as a segment's: searched
                 lookup([SectionGroup([big])], np.arange(2, dtype=np.uint64)[:, None], 2)
                 merge_sections(section, section)  # the memtable's section merges
-                # and its split into a flush's segments, one per time partition
-                sections_for_rows(section, [np.arange(2), np.arange(2, 4)])
         except Exception:  # warm-up is an optimisation only
             log.debug("warm-up failed", exc_info=True)

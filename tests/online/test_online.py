@@ -717,7 +717,7 @@ def test_warm_up_loads_every_kernel_a_group_needs() -> None:
     """Right after opening (a fresh interpreter, a store with segments), groups of 1, 16, 100
     and 2,000 documents and long texts, then a flush, load no numba kernel that the warm-up did
     not: loading one from the cache on a request stalled everything queued behind it for tens
-    of ms (a flush's, 200 ms at a 1 M window)."""
+    of ms."""
     import subprocess
     import sys
 

@@ -267,8 +267,6 @@ class SectionGroup:
         self._rows = List([_read_only(s.rows, np.uint32) for s in self.sections])
         self._rowids = List([_read_only(s.rowids, np.int64) for s in self.sections])
         self._sparse_min = np.array([len(s.keys) for s in self.sections], np.int64)
-        self._section_ids = np.arange(len(self.sections), dtype=np.int64)
-        self._no_room = np.zeros(len(self.sections) + 1, np.int64)
 
     def __len__(self) -> int:
         return len(self.sections)
@@ -284,29 +282,21 @@ class SectionGroup:
         if not ns or not nu:  # (an empty typed list has no type to compile for)
             return GroupHits.empty()
         sparse = nu * _SPARSE_GAP < self._sparse_min
-        start = np.zeros(ns, np.int64)
-        count = np.zeros(ns, np.int64)
-        if nu < _PARALLEL_KEYS:  # a single request's keys: every section on this thread,
-            # their buckets one after another from 0 (a section has at most one a key)
-            key = np.empty(ns * nu, np.int64)
-            lo = np.empty(ns * nu, np.int64)
-            hi = np.empty(ns * nu, np.int64)
-            room = self._no_room
-            _group_search_kernel(0, ns, self._offsets, self._keys, uk, sparse, room, start, count, key, lo, hi)  # fmt: skip
-            n = int(start[-1] + count[-1])
-            section = np.repeat(self._section_ids, count)
-            return GroupHits(section, key[:n], lo[:n], hi[:n])
-        # a batch's keys: the sections spread over the threads. A section has at most one
-        # bucket per query key and per entry; a range of sections (one thread's) writes its
-        # buckets one after another from its first section's room, so of this room only what
-        # the buckets take is ever touched
+        # A section has at most one bucket per query key and per entry. A range of sections
+        # (one thread's) writes its buckets one after another from its first section's room,
+        # so of this room only what the buckets take is ever touched
         room = np.zeros(ns + 1, np.int64)
         np.cumsum(np.minimum(self._sparse_min, nu), out=room[1:])
-        key = np.empty(int(room[-1]), np.int64)
-        lo = np.empty(int(room[-1]), np.int64)
-        hi = np.empty(int(room[-1]), np.int64)
+        start = np.zeros(ns, np.int64)
+        count = np.zeros(ns, np.int64)
+        key, lo, hi = (np.empty(int(room[-1]), np.int64) for _ in range(3))
         args = (self._offsets, self._keys, uk, sparse, room, start, count, key, lo, hi)
-        run_ranges(_group_search_kernel, ns, *args)
+        if nu < _PARALLEL_KEYS:  # a single request's keys: every section on this thread, so
+            # the buckets lie one after another from 0
+            _group_search_kernel(0, ns, *args)
+            n = int(count.sum())
+            return GroupHits(np.repeat(np.arange(ns), count), key[:n], lo[:n], hi[:n])
+        run_ranges(_group_search_kernel, ns, *args)  # a batch's: the sections over the threads
         got = np.flatnonzero(count)
         if got.size == 0:
             return GroupHits.empty()

@@ -211,7 +211,7 @@ class Writer:
             if self._closed or self._stopping:
                 return False
             self._stopping = True
-        compactor = self._compactor
+            compactor = self._compactor  # no merge starts after this (_maybe_compact)
         if compactor is not None:
             compactor.join()
         with self._cv:
@@ -338,9 +338,15 @@ class Writer:
             compactor = threading.Thread(
                 target=self._compact, args=(groups,), name="neardup-compactor", daemon=True
             )
-            # started before it is published: compact() / close() join it from other threads
-            compactor.start()
-            self._compactor = compactor
+            # started and published under the lock, and only while close() has not begun:
+            # close() sets _stopping under it and then joins whatever it finds published, so a
+            # merge never starts behind close()'s back (it ran against a closed store: a
+            # "compaction failed" traceback on every flush followed at once by close())
+            with self._cv:
+                if self._stopping:
+                    return
+                compactor.start()
+                self._compactor = compactor
 
     def _compact(self, groups: list[Any]) -> None:
         lower_thread_priority()

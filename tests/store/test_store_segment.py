@@ -305,6 +305,24 @@ def test_background_compaction_merges_partition(tmp_path):
     assert {p.name for p in tmp_path.glob("seg-*.nds")} == {e["file"] for e in manifest["segments"]}
 
 
+def test_close_right_after_a_flush_waits_for_the_merge_it_started(tmp_path, caplog):
+    """A flush followed at once by close(): the writer's housekeeping may start a merge while
+    close() begins. It must either not start or be joined; a merge started behind close()'s
+    back ran against a closed store and logged a failure (every round, before the fix)."""
+    texts = _texts(200, seed=5)
+    for r in range(5):
+        path = tmp_path / f"s{r}"
+        with caplog.at_level("ERROR", logger="neardup"):
+            d = Deduplicator.open(path, max_segments_per_partition=1, commit_interval_ms=0.0)
+            for s in range(0, 200, 50):
+                d.add([{"id": f"x{i}", "text": texts[i]} for i in range(s, s + 50)])
+                d.flush()
+            d.close()
+        assert not [rec.getMessage() for rec in caplog.records]
+        with Deduplicator.open(path) as d:
+            assert len(d) == 200
+
+
 def test_background_flush_is_searchable_and_durable(tmp_path):
     texts = _texts(600, seed=9)
     with _dd(tmp_path, memtable_size=150) as d:

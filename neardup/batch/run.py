@@ -122,6 +122,7 @@ def dedup(
     exact_pass: ExactFingerprintPass | None = None,
     candidates_out: list[PairTable] | None = None,
     signatures: tuple[npt.NDArray[np.uint16], npt.NDArray[np.int64]] | None = None,
+    work_out: dict[str, Any] | None = None,
     **overrides: Any,
 ) -> DedupResult:
     """Deduplicate a corpus: exact duplicates, then verified near-duplicates, then clusters.
@@ -152,6 +153,14 @@ def dedup(
         config's verifier and plan (an online store's prepared batches carry them:
         :func:`neardup.incremental.dedup_into` passes those), used instead of making them
         again; the results are the same. ``candidates="lsh"`` only.
+    work_out : dict, optional
+        Receives the run's work on the first copies of the texts (every kept text is one):
+        ``rows`` (their positions), ``fps`` and ``empty`` (fingerprints and empty flags, as the
+        config's fingerprinter makes them), and in the ``lsh`` mode ``sig`` and ``tokens``
+        (signatures and token counts, as ``signatures`` takes them). An online store made with
+        the same fingerprinter, verifier and plan stores the kept texts from these without
+        preparing them again (:func:`neardup.incremental.dedup_into`). The signatures are then
+        kept alive until the caller drops them.
 
     Returns
     -------
@@ -254,6 +263,7 @@ def dedup(
     deferred: list[npt.NDArray[np.bool_]] = []
     plan = cfg.lsh_plan() if cfg.candidates == "lsh" else None
     counted: list[npt.NDArray[np.int64]] = []
+    signed: list[npt.NDArray[np.uint16]] | None = [] if work_out is not None else None
     ca, cb, cd = stage_candidates_for(
         cfg,
         subset_texts(texts, unique) if cfg.candidates == "lsh" else [],
@@ -268,7 +278,13 @@ def dedup(
         lambda k: report("candidates", k * n // max(int(unique.size), 1), n),
         counted,
         None if signatures is None else (signatures[0][unique], signatures[1][unique]),
+        signed,
     )
+    if work_out is not None:
+        work_out.update(rows=unique, fps=fps_u, empty=empty_u)
+        if signed and counted:
+            work_out.update(sig=signed[0], tokens=counted[0])
+        del signed
     if tokenised:  # those in a pair, re-keyed from position among first copies to texts
         involved = set(ca.tolist()) | set(cb.tolist())
         tokenised = {int(unique[k]): v for k, v in tokenised.items() if k in involved}

@@ -48,11 +48,12 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import ConfigError, NotFoundError
+from ..errors import ConfigError, InputError, NotFoundError
 from ..rules.config import DedupConfig, with_overrides
 from ..verify.rule import DEFAULT_THRESHOLD
 from .stored import (
     REUSE_MAX,
+    RunWork,
     check_store,
     load_kept,
     refuse_stored_ids,
@@ -222,8 +223,10 @@ def dedup_against(
         step("write", kept, kept)
         # 3. the kept documents join the store (durable before the outputs are published)
         if save:
-            load_kept(d, ids, texts, keep, progress=progress, prepared=into.prepared)
-            into.prepared = None
+            load_kept(
+                d, ids, texts, keep, progress=progress, prepared=into.prepared, work=into.work
+            )
+            into.prepared = into.work = None
         stats = dict(result.stats)
         elapsed = time.perf_counter() - t0
         stats.update(
@@ -258,7 +261,8 @@ class Into:
     dropped for a stored document), ``result`` (the batch run over the others, their positions
     in ``rest``), ``stored_pairs`` (``(stored id, new id, distance, score)`` of every stored
     match of a document the store dropped, when asked for), ``prepared`` (the store check's
-    prepared batches, for :func:`load_kept`, when asked for and kept)."""
+    prepared batches, for :func:`load_kept`, when asked for and kept), ``work`` (the batch
+    run's work on the kept documents, for :func:`load_kept`, when the store was empty)."""
 
     keep: npt.NDArray[np.bool_]
     for_store: npt.NDArray[np.bool_]
@@ -266,6 +270,8 @@ class Into:
     result: Any
     stored_pairs: list[tuple[str, str, int, float | None]]
     prepared: list[tuple[int, PreparedDocs]] | None = None
+    #: the batch run's work on the kept documents (an empty store's run), for load_kept
+    work: RunWork | None = None
 
 
 def dedup_into(
@@ -292,20 +298,29 @@ def dedup_into(
     stores, and their signatures are the batch run's (when the store's MinHash channel is the
     run's: the same plan and verifier), so no document is prepared or signed twice (up to
     ``REUSE_MAX`` documents; ``keep_prepared``: kept in the result for a later
-    :func:`load_kept`).
+    :func:`load_kept`). An empty store is not checked: the kept documents are stored from the
+    batch run's own fingerprints and signatures (:class:`~neardup.incremental.stored.RunWork`,
+    at any size, when the run's fingerprinter, verifier and plan are the store's).
 
     Raises
     ------
     InputError
-        Ids that are already stored (nothing loaded).
+        Ids that are already stored or that the store refuses, times it cannot hold (nothing
+        loaded).
     """
     from ..batch.run import dedup
 
     n = len(ids)
+    keeps = save or keep_prepared
+    if keeps:
+        _refuse_bad_input(d, ids, times)
     refuse_stored_ids(d, ids)
-    # the check's prepared batches are loaded as they are (each document prepared once), up
-    # to REUSE_MAX documents (~1 KB each in memory until the load)
-    reuse = (save or keep_prepared) and n <= REUSE_MAX
+    # an empty store's run: the kept documents are stored from the batch run's work
+    by_run = keeps and not len(d) and _run_work_fits(d, config)
+    work: dict[str, Any] | None = {} if by_run else None
+    # else the check's prepared batches are loaded as they are (each document prepared once),
+    # up to REUSE_MAX documents (~1 KB each in memory until the load)
+    reuse = keeps and not by_run and n <= REUSE_MAX
     prepared: list[tuple[int, PreparedDocs]] | None = [] if reuse else None
     for_store, stored_pairs = check_store(
         d, ids, texts, pairs=pairs, progress=progress, prepared=prepared
@@ -317,11 +332,19 @@ def dedup_into(
         config=config,
         progress=progress,
         signatures=_signatures_of(d, prepared, n, rest, config),
+        work_out=work,
     )
     keep = np.zeros(n, np.bool_)
     keep[rest[result.keep]] = True
+    kept_work = None
+    if work is not None:  # (positions among ``rest``, which is every document here)
+        kept_work = RunWork.of_kept(work, np.flatnonzero(result.keep))
+        work.clear()  # the first copies' signatures go; the kept ones' stay
     if save:
-        load_kept(d, ids, texts, keep, progress=progress, times=times, prepared=prepared or None)
+        load_kept(
+            d, ids, texts, keep, progress=progress, times=times, prepared=prepared or None,
+            work=kept_work,
+        )  # fmt: skip
     return Into(
         keep,
         for_store,
@@ -329,7 +352,50 @@ def dedup_into(
         result,
         stored_pairs,
         prepared if keep_prepared and prepared else None,
+        kept_work if keep_prepared else None,
     )
+
+
+def _run_work_fits(d: Any, config: DedupConfig | None) -> bool:
+    """Whether the batch run's fingerprints and signatures are what the store ``d`` makes: the
+    same fingerprinter, and with its MinHash channel the same plan and verifier."""
+    cfg = config or DedupConfig()
+    fp = cfg.make_fingerprinter()
+    if fp != d.fingerprinter or getattr(fp, "bits", 64) != d.bits:
+        return False
+    plan = getattr(d, "lsh_plan", None)
+    if plan is None:
+        return True
+    if cfg.candidates != "lsh" or plan != cfg.lsh_plan() or d.verifier is None:
+        return False
+    return bool(d.verifier.config() == cfg.make_verifier().config())
+
+
+def _refuse_bad_input(d: Any, ids: Sequence[str], times: Sequence[float] | None) -> None:
+    """Refuse, before anything is decided or loaded, an id the store's rule refuses or a time
+    outside its window: a load refusing one would come after earlier chunks were loaded."""
+    from ..online.prepare import id_problem
+
+    for i, x in enumerate(ids):
+        problem = id_problem(x) if type(x) is str else "must be a string"
+        if problem is not None:
+            raise InputError(f"ids[{i}] {x!r:.60}: {problem}; nothing was loaded", field="id")
+    if times is None:
+        return
+    ts = np.asarray(times, np.float64)
+    if ts.shape != (len(ids),) or not np.isfinite(ts).all():
+        raise InputError(
+            f"times must be {len(ids)} finite unix seconds, got shape {ts.shape}; nothing was "
+            "loaded"
+        )
+    oldest, newest = d.time_window()
+    bad = (ts < max(oldest, 0.0)) | (ts > newest)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"times[{i}] {ts[i]!r} is outside the store's window ({oldest:.0f} to {newest:.0f}); "
+            "nothing was loaded"
+        )
 
 
 def _signatures_of(

@@ -7,6 +7,7 @@ written; step 3, the kept documents loaded (:func:`load_kept`); and the summary'
 from __future__ import annotations
 
 import collections
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "CHUNK",
     "LOAD_CHUNK",
+    "RunWork",
     "check_store",
     "load_kept",
     "refuse_stored_ids",
@@ -39,8 +41,38 @@ CHUNK = 10_000
 LOAD_CHUNK = 100_000
 #: the most documents whose prepared batches (signatures, band keys: ~1 KB a document) a
 #: check keeps for the load (:func:`dedup_into` with ``save``); a larger run prepares its kept
-#: documents again when it loads them
+#: documents again when it loads them (an empty store's run keeps the batch run's work
+#: instead, at any size: :class:`RunWork`)
 REUSE_MAX = 200_000
+
+
+@dataclasses.dataclass
+class RunWork:
+    """A batch run's work on the kept documents, in their order (``neardup.batch.dedup``'s
+    ``work_out``): their fingerprints, empty flags, and with the MinHash channel their
+    signatures and token counts. :func:`load_kept` stores the kept documents from it
+    (``Deduplicator.prepare_signed``) instead of fingerprinting and signing them again."""
+
+    fps: npt.NDArray[np.uint64]
+    empty: npt.NDArray[np.bool_]
+    sig: npt.NDArray[np.uint16] | None
+    tokens: npt.NDArray[np.int64] | None
+
+    @classmethod
+    def of_kept(cls, work: dict[str, Any], kept: npt.NDArray[np.int64]) -> RunWork:
+        """The work (``work_out`` of a run over documents of which ``kept`` are positions)
+        of the ``kept`` documents; each is a first copy (``work["rows"]``)."""
+        rows = work["rows"]
+        at = np.searchsorted(rows, kept)
+        if kept.size and (at.max() >= rows.size or (rows[at] != kept).any()):
+            raise ValueError("a kept document is not a first copy of the run")
+        sig, tokens = work.get("sig"), work.get("tokens")
+        return cls(
+            work["fps"][at],
+            work["empty"][at],
+            None if sig is None else sig[at],
+            None if tokens is None else tokens[at],
+        )
 
 
 def check_store(
@@ -117,11 +149,14 @@ def load_kept(
     progress: Progress | None = None,
     times: Sequence[float] | None = None,
     prepared: list[tuple[int, PreparedDocs]] | None = None,
+    work: RunWork | None = None,
 ) -> int:
     """Load the kept documents into ``d`` as they are (``Deduplicator.load``: straight into
     segments, not decided again), ``LOAD_CHUNK`` at a time; returns how many. ``prepared``:
     :func:`check_store`'s batches of every document, loaded as they were prepared
-    (``Deduplicator.load_prepared``) instead of being prepared again."""
+    (``Deduplicator.load_prepared``) instead of being prepared again; ``work``: the batch run's
+    work on the kept documents (:class:`RunWork`), which they are stored with instead of being
+    fingerprinted and signed again."""
     from ..online.prepare import PreparedDocs
 
     report = progress or (lambda stage, done, total: None)
@@ -131,9 +166,22 @@ def load_kept(
     starts = np.array([lo for lo, _ in prepared or []], np.int64)
     if prepared and starts[-1] + len(prepared[-1][1]) != len(keep):
         raise ValueError("the prepared batches must cover every document")
+    if work is not None and len(work.fps) != kept:
+        raise ValueError(f"the run's work covers {len(work.fps)} documents, {kept} are kept")
     for lo in range(0, kept, LOAD_CHUNK):
         part = where[lo : lo + LOAD_CHUNK].tolist()
-        if prepared:
+        when = None if times is None else np.asarray([times[i] for i in part], np.float64)
+        if work is not None:
+            cut = slice(lo, lo + len(part))
+            batch = d.prepare_signed(
+                [{"id": ids[i], "text": texts[i]} for i in part],
+                work.fps[cut],
+                work.empty[cut],
+                None if work.sig is None else work.sig[cut],
+                None if work.tokens is None else work.tokens[cut],
+            )
+            d.load_prepared(batch, times=when)
+        elif prepared:
             at = where[lo : lo + LOAD_CHUNK]
             chunk = np.searchsorted(starts, at, side="right") - 1  # the batch of each
             cuts = np.flatnonzero(np.diff(chunk)) + 1
@@ -141,11 +189,8 @@ def load_kept(
                 prepared[int(chunk[a])][1].take(at[a:b] - starts[chunk[a]])
                 for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(at)], strict=True)
             ]
-            when = (
-                np.full(len(part), d.clock(), np.float64)  # stamped now, as load stamps them
-                if times is None
-                else np.asarray([times[i] for i in part], np.float64)
-            )
+            if when is None:  # stamped now, as load stamps them (not when they were prepared)
+                when = np.full(len(part), d.clock(), np.float64)
             d.load_prepared(PreparedDocs.concat(pieces), times=when)
         elif times is None:
             d.load([{"id": ids[i], "text": texts[i]} for i in part])

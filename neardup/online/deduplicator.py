@@ -536,6 +536,27 @@ class Deduplicator:
         items, _ = self._as_list(docs)
         return self._prepare(items)
 
+    def prepare_signed(
+        self,
+        docs: Sequence[Mapping[str, Any]],
+        fps: npt.NDArray[np.uint64],
+        empty: npt.NDArray[np.bool_],
+        sig: npt.NDArray[np.uint16] | None = None,
+        tokens: npt.NDArray[np.int64] | None = None,
+    ) -> PreparedDocs:
+        """:meth:`prepare` for documents a batch run has already fingerprinted and signed
+        (:func:`neardup.batch.dedup`'s ``work_out``), made with this store's fingerprinter,
+        verifier and plan (the caller's to check: :func:`neardup.incremental.dedup_into`
+        does): validated, content-hashed and keyed, not fingerprinted or signed again.
+
+        Raises
+        ------
+        InputError
+            A document :meth:`add` would refuse, or an id repeated in ``docs``.
+        """
+        items, _ = self._as_list(docs)
+        return self._preparer.prepare_signed(items, fps, empty, sig, tokens)
+
     def load_prepared(
         self, p: PreparedDocs, *, times: npt.NDArray[np.float64] | None = None
     ) -> int:

@@ -254,6 +254,47 @@ class DocumentPreparer:
     def prepare(self, docs: Sequence[Mapping[str, Any]], workers: int = 1) -> PreparedDocs:
         """Validate ``docs`` (:class:`InputError` naming the field) and fingerprint them
         (MinHash signatures on ``workers`` threads: a bulk load's; a request's stay on one)."""
+        ids, texts, times, metas = self._validate(docs)
+        fps, empty = self._fingerprint(texts)
+        out = self._assemble(ids, texts, times, metas, fps, empty)
+        if self.lsh is not None:
+            out.sig, out.usable, out.bands, out.tokens = lsh_keys(*self.lsh, texts, workers)
+        return out
+
+    def prepare_signed(
+        self,
+        docs: Sequence[Mapping[str, Any]],
+        fps: npt.NDArray[np.uint64],
+        empty: npt.NDArray[np.bool_],
+        sig: npt.NDArray[np.uint16] | None,
+        tokens: npt.NDArray[np.int64] | None,
+    ) -> PreparedDocs:
+        """:meth:`prepare` of ``docs`` whose fingerprints, empty flags, MinHash signatures and
+        token counts a batch run already made with this preparer's fingerprinter, verifier and
+        plan (:func:`neardup.batch.dedup`'s ``work_out``; the caller checks that they are the
+        same): validated as :meth:`prepare` validates, content-hashed and keyed, not
+        fingerprinted or signed again. ``sig`` and ``tokens`` are None without the channel."""
+        ids, texts, times, metas = self._validate(docs)
+        n = len(ids)
+        fps = as_fingerprints(fps, bits=self.bits)
+        if len(fps) != n or len(empty) != n:
+            raise ValueError(f"{len(fps)} fingerprints and {len(empty)} flags for {n} documents")
+        out = self._assemble(ids, texts, times, metas, fps, np.asarray(empty, bool))
+        if self.lsh is not None:
+            from ..fingerprint.minhash import band_entries
+
+            plan = self.lsh[1]
+            if sig is None or tokens is None or sig.shape != (n, plan.hashes) or len(tokens) != n:
+                raise ValueError(f"signatures ({plan.hashes} a document) and token counts needed")
+            out.tokens = np.asarray(tokens, np.int64)
+            out.sig, out.usable = sig, out.tokens > 0
+            out.bands = band_entries(sig, out.usable, plan)
+        return out
+
+    def _validate(
+        self, docs: Sequence[Mapping[str, Any]]
+    ) -> tuple[list[str], list[str], list[float], list[str | None]]:
+        """Ids, texts, times and metadata (JSON text) of ``docs``, every rule checked."""
         now = self.clock()
         ids: list[str] = []
         texts: list[str] = []
@@ -288,7 +329,18 @@ class DocumentPreparer:
             texts.append(text)
             times.append(t)
             metas.append(meta_s)
-        fps, empty = self._fingerprint(texts)
+        return ids, texts, times, metas
+
+    def _assemble(
+        self,
+        ids: list[str],
+        texts: list[str],
+        times: list[float],
+        metas: list[str | None],
+        fps: npt.NDArray[np.uint64],
+        empty: npt.NDArray[np.bool_],
+    ) -> PreparedDocs:
+        """The batch with its content hashes (the channel's columns are the caller's)."""
         # 16 bytes per document: high word then low word, each little-endian
         if len(texts) == 1:  # the service's usual request
             d = self._digest_one(texts[0])  # big-endian
@@ -297,10 +349,7 @@ class DocumentPreparer:
             ch = self._hash_many(texts) if texts else np.zeros((0, 2), np.uint64)
             raw = np.ascontiguousarray(ch, dtype="<u8").tobytes()
             chash = [raw[k : k + 16] for k in range(0, len(raw), 16)]
-        out = PreparedDocs(ids, texts, np.array(times, dtype=np.float64), metas, fps, empty, chash)
-        if self.lsh is not None:
-            out.sig, out.usable, out.bands, out.tokens = lsh_keys(*self.lsh, texts, workers)
-        return out
+        return PreparedDocs(ids, texts, np.array(times, dtype=np.float64), metas, fps, empty, chash)
 
     def time_window(self, now: float) -> tuple[float, float]:
         """``(oldest, newest)``: the times a document may carry at ``now`` (inclusive)."""

@@ -163,6 +163,7 @@ def stage_candidates_lsh(
     short_distance: int | None = None,
     tokens_out: list[npt.NDArray[np.int64]] | None = None,
     signatures: tuple[npt.NDArray[np.uint16], npt.NDArray[np.int64]] | None = None,
+    signatures_out: list[npt.NDArray[np.uint16]] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
     """Candidate pairs ``(a, b, distance)``, a < b, sorted, unique: the union of
 
@@ -183,7 +184,9 @@ def stage_candidates_lsh(
     (:func:`~neardup.rules.verify.verify_in_chunks`).
 
     ``tokens_out`` (optional) receives every text's token count (``Verifier.tokens``, counted
-    by the signatures' pass; the keep rule's lengths).
+    by the signatures' pass; the keep rule's lengths), and ``signatures_out`` (optional) the
+    signatures (kept alive for the caller: a store loading the kept texts without signing them
+    again, :func:`neardup.incremental.dedup_into`).
 
     ``signatures`` (optional): the texts' ``(signatures, token counts)`` as
     :func:`~neardup.fingerprint.minhash.minhash_signatures` makes them for ``verifier`` and
@@ -234,6 +237,8 @@ def stage_candidates_lsh(
     t1 = time.perf_counter()
     if tokens_out is not None:
         tokens_out.append(tokens)
+    if signatures_out is not None:
+        signatures_out.append(sig)
     capped: list[npt.NDArray[np.bool_]] = []
     la, lb = lsh_pairs(
         sig,
@@ -290,13 +295,15 @@ def stage_candidates_for(
     progress: Callable[[int], None] | None = None,
     tokens_out: list[npt.NDArray[np.int64]] | None = None,
     signatures: tuple[npt.NDArray[np.uint16], npt.NDArray[np.int64]] | None = None,
+    signatures_out: list[npt.NDArray[np.uint16]] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
     """The candidate pairs of :func:`~neardup.batch.run.dedup` for ``cfg``, among ``texts``
     (the first copies; ``fps``, ``lengths`` and ``usable`` theirs): :func:`stage_candidates_lsh`
     (``candidates="lsh"``) or :func:`stage_candidates`, called with the settings ``dedup`` uses.
     One home for that call, so ``neardup explain`` finds a pair's candidates as a run does.
-    ``info``, ``lsh_info``, ``prepared``, ``deferred_out``, ``progress``, ``tokens_out`` and
-    ``signatures`` as those take them (the last three only in the ``lsh`` mode). The ``lsh``
+    ``info``, ``lsh_info``, ``prepared``, ``deferred_out``, ``progress``, ``tokens_out``,
+    ``signatures`` and ``signatures_out`` as those take them (the last four only in the ``lsh``
+    mode). The ``lsh``
     mode's SimHash pass has no work budget: it keeps its distance at any corpus size (as the
     distributed run does); only the per-document pair bound guards concentrated input."""
     if cfg.candidates == "lsh":
@@ -319,6 +326,7 @@ def stage_candidates_for(
             LSH_SIMHASH_SHORT_DISTANCE if splits_short_texts(cfg.max_distance) else None,
             tokens_out,
             signatures,
+            signatures_out,
         )
     return stage_candidates(
         fps,

@@ -74,11 +74,12 @@ def test_keep_first_load_keeps_what_check_and_add_keeps(tmp_path: Path, mode: st
 def test_the_checks_prepared_batches_load_as_the_documents_would(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``dedup_into`` loads the kept documents from the store check's prepared batches
-    (checks of 37, loads of 50 here, so the kept ones of a load span several batches), and its
-    batch run takes their signatures: the same stored rows, times included, as preparing and
-    signing them again (``REUSE_MAX`` 0), and the kept set of checking-and-inserting them one
-    by one."""
+    """``dedup_into`` against a store that holds documents loads the kept ones from the store
+    check's prepared batches (checks of 37, loads of 50 here, so the kept ones of a load span
+    several batches), and its batch run takes their signatures: the same stored rows, times
+    included, as preparing and signing them again (``REUSE_MAX`` 0), and the kept set of
+    checking-and-inserting them one by one. (The first part meets an empty store: it is
+    stored from the batch run's own work either way, tested below.)"""
     from neardup.batch import run as batch_run
     from neardup.incremental import dedup_into, run, stored
 
@@ -102,28 +103,113 @@ def test_the_checks_prepared_batches_load_as_the_documents_would(
     first, second = rows[:300], rows[300:]
     out = {}
     for reuse in (True, False):
-        takes.clear()
-        given.clear()
         monkeypatch.setattr(run, "REUSE_MAX", 10**6 if reuse else 0)
         path = tmp_path / f"reuse-{reuse}"
         with Deduplicator.open(path) as d:
             for part, base in ((first, 0), (second, 300)):
+                takes.clear()
+                given.clear()
                 into = dedup_into(
                     d,
                     [r["id"] for r in part],
                     [r["text"] for r in part],
                     times=[now - 3600 + base + k for k in range(len(part))],
                 )
-                assert into.prepared is None  # (handed to the load, not kept)
+                assert into.prepared is None and into.work is None  # (loaded, not kept)
+                # the second part's kept documents came from the check's batches, and so
+                # did the batch run's signatures
+                checked = reuse and base > 0
+                assert bool(takes) == checked and given == [checked]
+                assert not checked or (len(takes) > 2 and 0 < sum(takes) <= len(part))
         out[reuse] = _stored(path)
-        # the kept documents came from the check's batches (the first part met an empty
-        # store: prepared, not checked), and so did the batch runs' signatures
-        assert bool(takes) == reuse
-        assert not reuse or (len(takes) > 2 and 0 < sum(takes) <= len(rows))
-        assert given == [reuse, reuse]
     assert out[True] == out[False]
     assert set(out[True]) == _one_by_one(rows)
     assert {v["time"] for v in out[True].values()} <= {now - 3600 + k for k in range(len(rows))}
+
+
+def _image(store: Path) -> tuple[list[tuple], list[list]]:
+    """Everything a store holds, row by row: its metadata rows (texts read back through the
+    store) and its segments' fingerprints, row ids, times, band keys and sketches."""
+    db = sqlite3.connect(f"file:{store / 'meta.sqlite3'}?mode=ro", uri=True)
+    try:
+        rows = list(db.execute("SELECT rid, id, time, fp, chash, flags, metadata FROM docs ORDER BY rid"))
+    finally:
+        db.close()
+    with Deduplicator.open(store) as d:
+        texts = [d.get(r[1]).get("text") for r in rows]
+        segs = []
+        for s in d.store._state.segments:
+            seg = s.segment
+            keys, rids = seg.band_runs()[0] if seg.band_runs() else ([], [])
+            segs.append([
+                seg.fingerprints.tolist(), seg.rowids.tolist(), seg.times.tolist(),
+                list(keys), list(rids),
+                None if seg.sketches is None else seg.sketches.tobytes(),
+                None if seg.sketch_present is None else seg.sketch_present.tolist(),
+            ])  # fmt: skip
+    return [(*r, t) for r, t in zip(rows, texts, strict=True)], segs
+
+
+@pytest.mark.parametrize("mode", ["lsh", "simhash"])
+def test_an_empty_stores_run_is_stored_from_the_runs_own_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """A run into an empty store stores its kept documents from the batch run's fingerprints
+    and signatures (``RunWork``), in loads of 70 here: byte for byte the store that preparing
+    and signing them again makes (the run's work refused), over texts that take every branch
+    of the fingerprint and signature paths (English, Chinese, mixed, exact and
+    case-or-space-only copies, empty and whitespace-only texts, a text without tokens)."""
+    from neardup.incremental import dedup_into, run, stored
+    from neardup.incremental.stored import RunWork
+    from neardup.rules.config import DedupConfig
+
+    monkeypatch.setattr(stored, "LOAD_CHUNK", 70)
+    monkeypatch.setattr(run, "REUSE_MAX", 0)
+    rows = _records(220)
+    extra = ["", "   ", "\t\n", "!!!", "Ｆｕｌｌ ｗｉｄｔｈ ＡＢＣ", "天地玄黄 宇宙洪荒 日月盈昃", "mixed 中文 and English text here"]
+    texts = [r["text"] for r in rows] + extra + [rows[3]["text"].upper(), "  " + rows[5]["text"] + "  ", rows[7]["text"]]  # fmt: skip
+    ids = [f"d{i}" for i in range(len(texts))]
+    now = time.time()
+    when = [now - 3600 + k for k in range(len(texts))]
+    cfg = DedupConfig(candidates=mode)
+    made: list[int] = []
+    of_kept = RunWork.of_kept.__func__
+
+    def counted(cls: type, work: dict, kept: object) -> RunWork:
+        w = of_kept(cls, work, kept)
+        made.append(len(w.fps))
+        return w
+
+    monkeypatch.setattr(RunWork, "of_kept", classmethod(counted))
+    images = {}
+    for by_run in (True, False):
+        made.clear()
+        if not by_run:
+            monkeypatch.setattr(run, "_run_work_fits", lambda d, config: False)
+        path = tmp_path / f"by-run-{by_run}"
+        with Deduplicator.open(path, candidates=mode) as d:
+            into = dedup_into(d, ids, texts, config=cfg, times=when)
+            assert into.work is None
+            assert made == ([int(into.keep.sum())] if by_run else [])
+        images[by_run] = _image(path)
+    assert images[True] == images[False]
+    assert 0 < len(images[True][0]) < len(texts)
+
+
+def test_a_bad_id_or_time_is_refused_before_the_run(tmp_path: Path) -> None:
+    """An id the store refuses, or a time it cannot hold, at the end of a run into an empty
+    store, is refused before anything is decided or loaded (the loads go in chunks)."""
+    from neardup.errors import InputError
+    from neardup.incremental import dedup_into
+
+    rows = _records(50)
+    ids, texts = [r["id"] for r in rows], [r["text"] for r in rows]
+    with Deduplicator.open(tmp_path / "s") as d:
+        with pytest.raises(InputError, match=r"ids\[49\].*control character.*nothing was loaded"):
+            dedup_into(d, [*ids[:49], "bad\nid"], texts)
+        with pytest.raises(InputError, match=r"times\[49\].*window.*nothing was loaded"):
+            dedup_into(d, ids, texts, times=[time.time()] * 49 + [time.time() + 10 * 86400])
+        assert len(d) == 0
 
 
 def test_a_second_load_is_decided_against_what_the_store_holds(tmp_path: Path) -> None:

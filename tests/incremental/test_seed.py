@@ -132,7 +132,9 @@ def _image(store: Path) -> tuple[list[tuple], list[list]]:
     store) and its segments' fingerprints, row ids, times, band keys and sketches."""
     db = sqlite3.connect(f"file:{store / 'meta.sqlite3'}?mode=ro", uri=True)
     try:
-        rows = list(db.execute("SELECT rid, id, time, fp, chash, flags, metadata FROM docs ORDER BY rid"))
+        rows = list(
+            db.execute("SELECT rid, id, time, fp, chash, flags, metadata FROM docs ORDER BY rid")
+        )
     finally:
         db.close()
     with Deduplicator.open(store) as d:
@@ -166,7 +168,15 @@ def test_an_empty_stores_run_is_stored_from_the_runs_own_work(
     monkeypatch.setattr(stored, "LOAD_CHUNK", 70)
     monkeypatch.setattr(run, "REUSE_MAX", 0)
     rows = _records(220)
-    extra = ["", "   ", "\t\n", "!!!", "Ｆｕｌｌ ｗｉｄｔｈ ＡＢＣ", "天地玄黄 宇宙洪荒 日月盈昃", "mixed 中文 and English text here"]
+    extra = [
+        "",
+        "   ",
+        "\t\n",
+        "!!!",
+        "Ｆｕｌｌ ｗｉｄｔｈ ＡＢＣ",
+        "天地玄黄 宇宙洪荒 日月盈昃",
+        "mixed 中文 and English text here",
+    ]
     texts = [r["text"] for r in rows] + extra + [rows[3]["text"].upper(), "  " + rows[5]["text"] + "  ", rows[7]["text"]]  # fmt: skip
     ids = [f"d{i}" for i in range(len(texts))]
     now = time.time()

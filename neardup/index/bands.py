@@ -183,10 +183,11 @@ def merge_mapped(
     """One section of the entries of ``sections`` with their rows renamed: ``maps[k][row]`` is
     the new row of section ``k``'s ``row`` (its position in the merged segment), negative for a
     row left out (deleted). Every map must increase over the rows it keeps (a merged segment
-    keeps its inputs' rows in row-id order), so each input stays sorted and the sections merge
-    as sorted runs, pairwise, allocating the output only: a segment merge that does not
-    materialise, search and sort the compact keys of every entry
-    (``benchmarks/bench_merge.py`` measures both).
+    keeps its inputs' rows in row-id order), so each input stays sorted: two sections merge as
+    sorted runs in one pass, allocating the output only, and three or more group by group, each
+    group's entries sorted as (key, row) words (:func:`_merge_by_sort`); neither materialises,
+    searches and sorts the compact keys of every entry (``benchmarks/bench_merge.py`` measures
+    them).
 
     Raises
     ------
@@ -208,23 +209,76 @@ def merge_mapped(
                 f"a map of {len(m)} rows for a section naming row {int(sec.rows.max())}"
             )
         mapped.append(m)
+    if len(sections) > 2:
+        return _merge_by_sort(sections, mapped)
     none = np.zeros(0, np.int64)
     empty = BandSection.empty()
     nothing = (empty.offsets, empty.keys, empty.rows, none)
-    # merged as a balanced tree, pairs of runs per round: every entry is copied about
-    # log2(k) times for k inputs (a fold over the inputs one after another copied the first
-    # ones k times: a merge of ~90 bulk-load segments took minutes). Entries are ordered by
-    # (key, row), rows unique, so the pairing does not change the result.
+    # one or two runs: merged in one pass by the kernel
     level = [(sec.offsets, sec.keys, sec.rows, m) for sec, m in zip(sections, mapped, strict=True)]
-    while True:
-        nxt = []
-        for i in range(0, len(level), 2):
-            b = level[i + 1] if i + 1 < len(level) else nothing
-            nxt.append((*_merge_mapped_kernel(*level[i], *b), none))
-        level = nxt
-        if len(level) == 1:
-            offs, keys, rows, _ = level[0]
-            return BandSection(offs, keys, rows, None, 0)
+    offs, keys, rows = _merge_mapped_kernel(*level[0], *(level[1] if len(level) > 1 else nothing))
+    return BandSection(offs, keys, rows, None, 0)
+
+
+def _merge_by_sort(
+    sections: Sequence[BandSection], maps: Sequence[npt.NDArray[np.int64]]
+) -> BandSection:
+    """:func:`merge_mapped` of three or more sections: each group's kept entries of every
+    section as one ``key << 32 | mapped row`` word each, sorted (NumPy's vectorised sort),
+    split back. Every entry is copied a fixed number of times, where merging the runs pairwise
+    as a balanced tree copied it about log2(k) times for k inputs, into a fresh array each
+    round (``benchmarks/bench_merge.py``). Rows are unique, so (key, row) orders the words as
+    the runs' merge would."""
+    ng = max(len(sec.offsets) - 1 for sec in sections)
+    total = sum(len(sec) for sec in sections)
+    keys = np.empty(total, np.uint32)
+    rows = np.empty(total, np.uint32)
+    offs = np.zeros(ng + 1, np.uint64)
+    widest = 0
+    for g in range(ng):
+        widest = max(
+            widest,
+            sum(
+                int(sec.offsets[g + 1]) - int(sec.offsets[g])
+                for sec in sections
+                if g + 1 < len(sec.offsets)
+            ),
+        )
+    buf = np.empty(widest, np.uint64)  # one group's words at a time
+    at = 0
+    for g in range(ng):
+        n = 0
+        for sec, m in zip(sections, maps, strict=True):
+            if g + 1 < len(sec.offsets):
+                lo, hi = int(sec.offsets[g]), int(sec.offsets[g + 1])
+                n = _group_words(sec.keys, sec.rows, m, lo, hi, buf, n)
+        w = buf[:n]
+        w.sort()
+        keys[at : at + n] = w >> _SHIFT32
+        rows[at : at + n] = w & _LOW32
+        at += n
+        offs[g + 1] = at
+    return BandSection(offs, keys[:at], rows[:at], None, 0)
+
+
+@kernel(nogil=True)
+def _group_words(
+    keys: npt.NDArray[np.uint32],
+    rows: npt.NDArray[np.uint32],
+    row_map: npt.NDArray[np.int64],
+    lo: int,
+    hi: int,
+    out: npt.NDArray[np.uint64],
+    at: int,
+) -> int:  # pragma: no cover (numba)
+    """Entries ``lo..hi`` of a section as ``key << 32 | row_map[row]`` words from ``out[at]``
+    on, those whose mapped row is negative left out; returns the next free position."""
+    for i in range(lo, hi):
+        r = row_map[rows[i]]
+        if r >= 0:
+            out[at] = (np.uint64(keys[i]) << np.uint64(32)) | np.uint64(r)
+            at += 1
+    return at
 
 
 def lookup(

@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from .._jit import kernel
 from .._threads import kernel_threads, run_ranges
+from ._kernels import sort_with_rows
 
 __all__ = [
     "agreeing_group_pairs",
@@ -82,28 +83,24 @@ def band_groups(
     rows = _shared_bucket_rows(np.ascontiguousarray(keys), bits)
     if rows.size < 2:
         return np.zeros(0, np.int64), np.zeros(1, np.int64)
-    k = keys[rows]
-    # NumPy's unstable argsort of 64-bit keys is a vectorised quicksort, much faster than its
-    # stable one (a merge sort); the kernel then puts each group's rows in ascending order, so
-    # the answer is the stable sort's (tests/index/test_band_groups.py; the candidate stage's
-    # time: bench_stages.py)
-    order = np.argsort(k)
-    return _groups_of_sorted(rows[order], k[order])
+    # the stable sort's order (rows ascending within a key) by NumPy's vectorised argsort
+    ks, order = sort_with_rows(keys[rows])
+    return _runs_of_two_or_more(rows[order], ks)
 
 
 @kernel
-def _groups_of_sorted(
-    rows: np.ndarray, k: np.ndarray
+def _runs_of_two_or_more(
+    rows: np.ndarray, ks: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
-    # the runs of equal ``k`` (sorted) of two or more, each run's rows ascending: (members,
-    # group starts and the end)
-    n = k.size
+    # the runs of equal ``ks`` (sorted) of two or more rows: (their rows, each run's start and
+    # the end)
+    n = ks.size
     m = 0
     g = 0
     i = 0
     while i < n:
         j = i + 1
-        while j < n and k[j] == k[i]:
+        while j < n and ks[j] == ks[i]:
             j += 1
         if j - i > 1:
             m += j - i
@@ -117,21 +114,10 @@ def _groups_of_sorted(
     i = 0
     while i < n:
         j = i + 1
-        while j < n and k[j] == k[i]:
+        while j < n and ks[j] == ks[i]:
             j += 1
         if j - i > 1:
-            run = members[m : m + j - i]
-            run[:] = rows[i:j]
-            if j - i > 16:
-                run.sort()
-            else:  # insertion sort: most groups have two or three rows
-                for a in range(1, j - i):
-                    v = run[a]
-                    b = a - 1
-                    while b >= 0 and run[b] > v:
-                        run[b + 1] = run[b]
-                        b -= 1
-                    run[b + 1] = v
+            members[m : m + j - i] = rows[i:j]
             m += j - i
             g += 1
             bounds[g] = m

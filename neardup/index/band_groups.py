@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 
-@kernel
+@kernel(nogil=True)
 def _shared_bucket_rows(keys: np.ndarray, bits: int) -> np.ndarray:  # pragma: no cover - numba
     # the rows whose mixed key's top ``bits`` bits are those of another row: a saturating
     # one-byte count per bucket, then the rows of buckets counted twice (ascending)
@@ -88,7 +88,7 @@ def band_groups(
     return _runs_of_two_or_more(rows[order], ks)
 
 
-@kernel
+@kernel(nogil=True)
 def _runs_of_two_or_more(
     rows: np.ndarray, ks: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba

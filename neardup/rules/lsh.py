@@ -14,8 +14,9 @@ from bucket-size histograms (the distributed engines count the buckets where the
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +35,8 @@ from ..index.band_groups import (
     valve_cap,
 )
 from .plan import LshPlan
+
+_T = TypeVar("_T")
 
 __all__ = [
     "SKETCH_BITS",
@@ -235,6 +238,24 @@ def _sketch_kernel(
     return out
 
 
+def _one_ahead(make: Callable[[int], _T], count: int, workers: int) -> Iterator[_T]:
+    """``make(0), ..., make(count - 1)``, in order; with more than one worker each is made on a
+    helper thread while the caller works on the one before (a band's grouping, one thread's
+    sort and scans, beside the band before's pairs on the kernel threads). ``make`` runs on
+    one thread, in order, either way."""
+    if workers <= 1 or count <= 1:
+        for i in range(count):
+            yield make(i)
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="neardup-bands") as ahead:
+        nxt = ahead.submit(make, 0)
+        for i in range(count):
+            got = nxt.result()
+            if i + 1 < count:
+                nxt = ahead.submit(make, i + 1)
+            yield got
+
+
 def lsh_pairs(
     sig: npt.NDArray[np.uint16],
     usable: npt.NDArray[np.bool_],
@@ -310,8 +331,7 @@ def lsh_pairs(
     over: list[tuple[int, int]] = []
     best_anchor = np.full(n, np.iinfo(np.int64).max, np.int64)
     best_band = np.full(n, -1, np.int64)
-    for band in range(plan.bands):
-        members, bounds = groups_of(band)
+    for band, (members, bounds) in enumerate(_one_ahead(groups_of, plan.bands, workers)):
         if progress is not None and band:
             progress(band)
         if bounds.size < 2:

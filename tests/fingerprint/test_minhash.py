@@ -80,7 +80,10 @@ def _edited(rng: np.random.Generator, text: str, k: int) -> str:
     return " ".join(w)
 
 
-def test_pairs_equal_reference():
+@pytest.mark.parametrize("workers", [1, 2])
+def test_pairs_equal_reference(workers):
+    """On one worker, and on two: each band's grouping then runs on a helper thread, one band
+    ahead of the pairs."""
     rng = np.random.default_rng(3)
     base = _corpus(rng, 60)
     texts = base + [_edited(rng, t, int(rng.integers(1, 6))) for t in base[:40]]
@@ -88,11 +91,27 @@ def test_pairs_equal_reference():
     plan = plan_lsh(bands=12, rows=2)  # loose: many collisions, some rejected by agreement
     sig, tok = minhash_signatures(v, texts, plan.hashes)
     info: dict = {}
-    a, b = lsh_pairs(sig, tok > 0, plan, info)
+    a, b = lsh_pairs(sig, tok > 0, plan, info, workers)
     ra, rb = lsh_pairs_reference(sig, tok > 0, plan)
     assert np.array_equal(a, ra) and np.array_equal(b, rb)
     assert info["pairs"] == a.size and info["raw_pairs"] >= a.size and info["pairs_skipped"] == 0
     assert a.size >= 30 and np.all(a < b)
+
+
+def test_the_valves_pairs_are_the_same_on_one_worker_and_two():
+    """A template bucket over the cap in every band (the valve's bands wait for every band's
+    grouping): the same pairs and counts whichever thread grouped the bands."""
+    rng = np.random.default_rng(7)
+    t = _corpus(rng, 1, 60)[0]
+    texts = [_edited(rng, t, 1) for _ in range(300)] + _corpus(rng, 200)
+    plan = plan_lsh(bucket_cap=8)
+    sig, tok = minhash_signatures(Verifier(), texts, plan.hashes)
+    got = []
+    for workers in (1, 2):
+        info: dict = {}
+        a, b = lsh_pairs(sig, tok > 0, plan, info, workers)
+        got.append((a.tolist(), b.tolist(), info["raw_pairs"], info["capped_buckets"]))
+    assert got[0] == got[1] and got[0][3] > 0
 
 
 @settings(max_examples=60, deadline=None)

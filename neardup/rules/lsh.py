@@ -23,6 +23,7 @@ import numpy.typing as npt
 
 from .._arrays import unique_sorted
 from .._jit import kernel
+from .._threads import kernel_threads, threads_now
 from ..fingerprint.minhash import BAND_BLOCK, band_key_block, band_keys
 from ..index.band_groups import (
     agreeing_group_pairs,
@@ -247,12 +248,18 @@ def _one_ahead(make: Callable[[int], _T], count: int, workers: int) -> Iterator[
         for i in range(count):
             yield make(i)
         return
+    threads = threads_now()  # the caller's kernel threads (a thread-local setting)
+
+    def made(i: int) -> _T:
+        with kernel_threads(threads):
+            return make(i)
+
     with ThreadPoolExecutor(1, thread_name_prefix="neardup-bands") as ahead:
-        nxt = ahead.submit(make, 0)
+        nxt = ahead.submit(made, 0)
         for i in range(count):
             got = nxt.result()
             if i + 1 < count:
-                nxt = ahead.submit(make, i + 1)
+                nxt = ahead.submit(made, i + 1)
             yield got
 
 

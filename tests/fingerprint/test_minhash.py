@@ -98,6 +98,29 @@ def test_pairs_equal_reference(workers):
     assert a.size >= 30 and np.all(a < b)
 
 
+def test_the_bands_grouped_ahead_keep_the_callers_kernel_threads(monkeypatch) -> None:
+    """The helper thread that groups the bands ahead runs its kernels on as many threads as
+    the caller's (a thread-local setting it would otherwise not see)."""
+    from neardup import _threads
+    from neardup.rules import lsh
+
+    seen: list[int] = []
+    block = lsh.band_key_block
+
+    def recording(*args: object) -> object:
+        seen.append(_threads.threads_now())
+        return block(*args)
+
+    monkeypatch.setattr(lsh, "band_key_block", recording)
+    rng = np.random.default_rng(5)
+    texts = _corpus(rng, 80)
+    plan = plan_lsh()
+    sig, tok = minhash_signatures(Verifier(), texts, plan.hashes)
+    with _threads.kernel_threads(1):
+        lsh_pairs(sig, tok > 0, plan, {}, 2)
+    assert seen and set(seen) == {1}
+
+
 def test_the_valves_pairs_are_the_same_on_one_worker_and_two():
     """A template bucket over the cap in every band (the valve's bands wait for every band's
     grouping): the same pairs and counts whichever thread grouped the bands."""

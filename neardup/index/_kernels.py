@@ -529,14 +529,9 @@ def rows_of_ties_ascending(ks, rows):
             j += 1
         if j - i > 16:
             rows[i:j] = np.sort(rows[i:j])
-        else:  # in place, no allocation: a band's groups are mostly two or three rows
-            for a in range(i + 1, j):
-                v = rows[a]
-                b = a - 1
-                while b >= i and rows[b] > v:
-                    rows[b + 1] = rows[b]
-                    b -= 1
-                rows[b + 1] = v
+        else:  # in place, no allocation: a band's groups are mostly two or three rows (the
+            # keys carried along are all equal here)
+            _insertion_sort_by(rows, ks, i, j)
         i = j
 
 

@@ -93,21 +93,10 @@ def _runs_of_two_or_more(
     rows: np.ndarray, ks: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
     # the runs of equal ``ks`` (sorted) of two or more rows: (their rows, each run's start and
-    # the end)
+    # the end), in one pass into room for every row (at most n / 2 runs)
     n = ks.size
-    m = 0
-    g = 0
-    i = 0
-    while i < n:
-        j = i + 1
-        while j < n and ks[j] == ks[i]:
-            j += 1
-        if j - i > 1:
-            m += j - i
-            g += 1
-        i = j
-    members = np.empty(m, np.int64)
-    bounds = np.empty(g + 1, np.int64)
+    members = np.empty(n, np.int64)
+    bounds = np.empty(n // 2 + 1, np.int64)
     bounds[0] = 0
     m = 0
     g = 0
@@ -122,7 +111,7 @@ def _runs_of_two_or_more(
             g += 1
             bounds[g] = m
         i = j
-    return members, bounds
+    return members[:m], bounds[: g + 1]
 
 
 def thin_big_groups(

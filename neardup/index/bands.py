@@ -234,17 +234,11 @@ def _merge_by_sort(
     keys = np.empty(total, np.uint32)
     rows = np.empty(total, np.uint32)
     offs = np.zeros(ng + 1, np.uint64)
-    widest = 0
-    for g in range(ng):
-        widest = max(
-            widest,
-            sum(
-                int(sec.offsets[g + 1]) - int(sec.offsets[g])
-                for sec in sections
-                if g + 1 < len(sec.offsets)
-            ),
-        )
-    buf = np.empty(widest, np.uint64)  # one group's words at a time
+    sizes = np.zeros(ng, np.int64)  # each group's entries over the sections
+    for sec in sections:
+        o = sec.offsets.astype(np.int64)
+        sizes[: o.size - 1] += o[1:] - o[:-1]
+    buf = np.empty(int(sizes.max()) if ng else 0, np.uint64)  # one group's words at a time
     at = 0
     for g in range(ng):
         n = 0

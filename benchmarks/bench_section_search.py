@@ -1,33 +1,35 @@
 #!/usr/bin/env python3
 """A single request's band look-ups against a store's segments: the searches one after another,
-in lockstep section by section, and in lockstep in one call for all sections; and a batch's, on
-one kernel thread and on every one.
+in lockstep section by section, and in lockstep in one call for all sections, in the packed
+layout segments take and the unpacked one before it; and a batch's, on one kernel thread and on
+every one.
 
 A single ``check`` looks up one key per band (79) in every segment's band-key section (a 1 M
-hourly window merged into blocks keeps ~11), and in the memtable's. Each search is a few
-dependent cache misses; done one after another (the way before, kept here as
+hourly window keeps ~48 of ~21 k rows, a 10 M one ~48 of ~208 k), and in the memtable's. Each
+search is a few dependent cache misses; done one after another (the way before, kept here as
 ``sequential_kernel``), the misses add up. neardup runs a section's searches in lockstep
 (``_interp_lockstep``: every search's probe of a round is loaded before any is used), so the
 misses of different searches overlap: a section on its own (``section_search``, the
 memtable's) and every section of a :class:`neardup.index.SectionGroup` in one kernel call (a
-store's segments). This builds ``--segments`` sections of ``--rows`` rows with uniform 32-bit
-keys in 79 groups (the store's layout, in memory), then times ``--queries`` single requests
-(79 keys each, half of them present) the three ways, checks each against the NumPy reference,
-and prints ns per (section, key) search and CPU µs per request. Then ``--batches`` batches of
-``--batch-docs`` documents (a check-and-insert batch's keys: the forward gallop) searched in
-the group and their buckets' rows gathered, on one thread and on every kernel thread (a range
-of sections each), µs of wall and CPU a document. A batch's keys search a section by the
-forward gallop, or in lockstep where the section holds more than ``_SPARSE_GAP`` entries a
-key (a large window's segments); ``--sparse-gaps 100000,1`` times both ways:
+store's segments). Segments hold their sections packed
+(:mod:`neardup.index.band_packed`: a directory on the keys' top bits, 2-4 key bytes and 3 row
+bytes an entry, against 4 + 4 unpacked); a search starts at its key's bucket.
 
-    python benchmarks/bench_section_search.py --rows 900000 --queries 300 --sparse-gaps 100000,1
+This builds ``--segments`` sections of ``--rows`` rows with uniform 32-bit keys in 79 groups
+(the store's layout, in memory), then times ``--queries`` single requests (79 keys each, half
+of them present) each way, checks each against the NumPy reference, and prints ns per
+(section, key) search, CPU µs per request and bytes per entry. Then ``--batches`` batches of
+``--batch-docs`` documents (a check-and-insert batch's keys) searched in the group and their
+buckets' rows gathered, both layouts, on one thread and on every kernel thread (a range of
+sections each), µs of wall and CPU a document:
 
-    python benchmarks/bench_section_search.py
-    python benchmarks/bench_section_search.py --segments 57 --rows 18000
+    python benchmarks/bench_section_search.py --segments 48 --rows 21000
+    python benchmarks/bench_section_search.py --segments 48 --rows 208000 --queries 1000
+    python benchmarks/bench_section_search.py --segments 8 --rows 1000000 --queries 1000
 
-Writes ``benchmarks/results/bench_section_search.json`` with the machine. (A machine with more
-memory channels and a larger last-level cache changes the absolute times; the gain comes from
-the misses overlapping, which any out-of-order core does.)
+Writes ``benchmarks/results/bench_section_search.json`` (``--out``) with the machine. (A machine
+with more memory channels and a larger last-level cache changes the absolute times; the gain
+comes from the misses overlapping, which any out-of-order core does.)
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from neardup._jit import kernel  # noqa: E402
+from neardup.index.band_packed import pack_section  # noqa: E402
 from neardup.index.bands import BandSection, SectionGroup  # noqa: E402
 from neardup.index.reference import section_search_reference  # noqa: E402
 from neardup.index.section_search import (  # noqa: E402
@@ -146,12 +149,12 @@ def hits(h: Any) -> list[tuple[int, int, int, int]]:
 
 
 def batches(
-    group: SectionGroup, sections: list[BandSection], a: argparse.Namespace, rng: Any
+    groups: dict[str, SectionGroup], sections: list[BandSection], a: argparse.Namespace, rng: Any
 ) -> list[dict[str, Any]]:
-    """Batches of ``--batch-docs`` documents (79 keys each, distinct keys sorted) searched in the
-    group and their buckets' rows gathered, on one kernel thread and on every one (a batch's
-    sections spread over them): wall and CPU µs a document, best of the rounds; checked
-    against the reference."""
+    """Batches of ``--batch-docs`` documents (79 keys each, distinct keys sorted) searched in
+    each layout's group and their buckets' rows gathered, on one kernel thread and on every
+    one (a batch's sections spread over them): wall and CPU µs a document, best of the rounds;
+    checked against the reference."""
     from neardup._threads import kernel_threads, max_threads
 
     def batch() -> np.ndarray:
@@ -163,14 +166,8 @@ def batches(
     ref = [section_search_reference(s.offsets, s.keys, qs[0]) for s in sections]
     want = buckets(np.stack([w[0] for w in ref]), np.stack([w[1] for w in ref]))
     out = []
-    import neardup.index.section_search as ss
-
-    default_gap = ss._SPARSE_GAP
-    gaps = [int(x) for x in a.sparse_gaps.split(",")] if a.sparse_gaps else [default_gap]
-    print(f"\nbatches of {a.batch_docs:,} documents ({len(qs[0]) // BANDS} keys a band, {len(sections[0]) // BANDS:,} entries a band a section): {'search':>10} {'threads':>8} {'wall us / doc (best)':>22} {'CPU us / doc (best)':>21}")  # fmt: skip
-    for gap in gaps:
-        ss._SPARSE_GAP = gap  # sections over gap entries a key: the lockstep interpolation
-        way = "lockstep" if (qs[0].size * gap < np.array([len(s) for s in sections])).all() else "gallop"  # fmt: skip
+    print(f"\nbatches of {a.batch_docs:,} documents ({len(qs[0]) // BANDS} keys a band, {len(sections[0]) // BANDS:,} entries a band a section): {'layout':>10} {'threads':>8} {'wall us / doc (best)':>22} {'CPU us / doc (best)':>21}")  # fmt: skip
+    for layout, group in groups.items():
         for threads in sorted({1, max_threads()}):
             with kernel_threads(threads):
                 assert hits(group.search(qs[0])) == want
@@ -181,10 +178,9 @@ def batches(
                         group.gather(group.search(uk), np.zeros(uk.size, np.bool_))
                     walls.append((time.perf_counter() - t0) / (a.batches * a.batch_docs) * 1e6)
                     cpus.append((cpu() - c0) / (a.batches * a.batch_docs) * 1e6)
-            row = {"sparse_gap": gap, "search": way, "threads": threads, "wall_us_per_doc": min(walls), "cpu_us_per_doc": min(cpus)}  # fmt: skip
+            row = {"layout": layout, "threads": threads, "wall_us_per_doc": min(walls), "cpu_us_per_doc": min(cpus)}  # fmt: skip
             out.append(row)
-            print(f"{'':>40} {way + (' *' if gap == default_gap else ''):>10} {threads:>8} {row['wall_us_per_doc']:22.1f} {row['cpu_us_per_doc']:21.1f}")  # fmt: skip
-    ss._SPARSE_GAP = default_gap
+            print(f"{'':>40} {layout:>10} {threads:>8} {row['wall_us_per_doc']:22.1f} {row['cpu_us_per_doc']:21.1f}")  # fmt: skip
     return out
 
 
@@ -197,34 +193,41 @@ def main() -> None:
     ap.add_argument("--batch-docs", type=int, default=1000, help="documents a batch (0: none)")
     ap.add_argument("--batches", type=int, default=8, help="batches timed per round")
     ap.add_argument(
-        "--sparse-gaps",
-        default="",
-        help="comma-separated entries a key above which a section is searched in lockstep "
-        "instead of by the gallop, each timed on the batches (default: neardup's; * marks it)",
-    )
-    ap.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_section_search.json"
     )
     a = ap.parse_args()
     rng = np.random.default_rng(0)
     t = time.perf_counter()
     sections = build(a.rows, a.segments, rng)
-    group = SectionGroup(sections)
+    group = SectionGroup(sections)  # unpacked: searched as 4-byte keys without a directory
+    packed = [pack_section(s.offsets, s.keys, s.rows, a.rows, s.rowids) for s in sections]
+    pgroup = SectionGroup(packed)
+    entries = sum(len(s) for s in sections)
+    per_entry = {
+        "unpacked": sum(s.nbytes for s in sections) / entries,
+        "packed": sum(p.nbytes for p in packed) / entries,
+    }
     qs = requests(sections, a.queries, rng)
     print(f"built {a.segments} sections of {a.rows:,} rows x {BANDS} bands in {time.perf_counter() - t:.1f} s")  # fmt: skip
+    print(f"bytes an entry: unpacked {per_entry['unpacked']:.2f}, packed {per_entry['packed']:.2f} (a {packed[0].dbits}-bit directory, {packed[0].kw}-byte keys, {packed[0].rw}-byte rows)")  # fmt: skip
+    no_dirs = np.zeros(0, np.uint32)
 
     def sequential(uk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         res = [sequential_kernel(s.offsets, s.keys, uk) for s in sections]
         return np.stack([r[0] for r in res]), np.stack([r[1] for r in res])
 
     def one_by_one(uk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        res = [_section_interp_kernel(s.offsets, s.keys, uk) for s in sections]
+        res = [
+            _section_interp_kernel(s.offsets, 0, no_dirs, s.keys.view(np.uint8), 4, uk)
+            for s in sections
+        ]
         return np.stack([r[0] for r in res]), np.stack([r[1] for r in res])
 
     ways = (
         ("one after another", sequential),
         ("lockstep, a call a section", one_by_one),
-        ("lockstep, one call (SectionGroup)", group.search),
+        ("lockstep, one call, unpacked", group.search),
+        ("lockstep, one call, packed", pgroup.search),
     )
 
     for uk in qs[:50]:  # each equals the reference
@@ -252,7 +255,7 @@ def main() -> None:
                     "cpu_us_per_request": 1e6 * cpu_s / a.queries,
                 }
             )
-    print(f"{'way':34} {'ns / search (best)':>20} {'CPU us / request (best)':>25}")
+    print(f"{'way':36} {'ns / search (best)':>20} {'CPU us / request (best)':>25}")
     best: dict[str, dict[str, float]] = {}
     for name, _ in ways:
         mine = [r for r in rows if r["way"] == name]
@@ -260,13 +263,15 @@ def main() -> None:
             "ns_per_search": min(r["ns_per_search"] for r in mine),
             "cpu_us_per_request": min(r["cpu_us_per_request"] for r in mine),
         }
-        print(f"{name:34} {best[name]['ns_per_search']:20.1f} {best[name]['cpu_us_per_request']:25.1f}")  # fmt: skip
-    batch_rows = batches(group, sections, a, rng) if a.batch_docs else []
+        print(f"{name:36} {best[name]['ns_per_search']:20.1f} {best[name]['cpu_us_per_request']:25.1f}")  # fmt: skip
+    layouts = {"unpacked": group, "packed": pgroup}
+    batch_rows = batches(layouts, sections, a, rng) if a.batch_docs else []
     out = {
         "benchmark": "bench_section_search",
         "machine": machine(),
         "params": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
         "bands": BANDS,
+        "bytes_per_entry": per_entry,
         "rows": rows,
         "best": best,
         "batches": batch_rows,

@@ -324,9 +324,7 @@ def window(a: argparse.Namespace) -> int:
                 r["band_memtable_bytes"] = st.bandtable.nbytes
                 r["band_memtable_rows"] = len(st.memtable)
                 r["band_section_bytes"] = sum(
-                    0
-                    if s.segment.band_keys is None
-                    else 16 + s.segment.band_keys.offsets.nbytes + 8 * len(s.segment.band_keys)
+                    0 if s.segment.band_keys is None else 16 + s.segment.band_keys.nbytes
                     for s in st.segments
                 )
                 r["band_section_rows"] = sum(

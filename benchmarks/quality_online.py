@@ -87,9 +87,7 @@ def run(mode: str, ids, texts, args) -> dict:
         if mode == "lsh":
             # the section's bytes in the file: head, group offsets, 8 bytes per entry (v3)
             sec = sum(
-                0
-                if s.segment.band_keys is None
-                else 16 + s.segment.band_keys.offsets.nbytes + 8 * len(s.segment.band_keys)
+                0 if s.segment.band_keys is None else 16 + s.segment.band_keys.nbytes
                 for s in store.segments
             )
             out["band_section_mib_per_million_docs"] = round(sec / len(ids) * 1e6 / 2**20, 1)

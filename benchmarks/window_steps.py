@@ -229,7 +229,7 @@ def drop_child(job: dict[str, Any]) -> dict[str, Any]:
         for path in ns.glob("*.nds"):
             seg = open_segment(path, verify=False)
             if seg.band_keys is not None:
-                band += 16 + seg.band_keys.offsets.nbytes + 8 * len(seg.band_keys)
+                band += 16 + seg.band_keys.nbytes
             if getattr(seg, "sketches", None) is not None:
                 sketch += seg.sketches.nbytes + len(seg)  # and a presence byte a row
             seg.close()

@@ -36,11 +36,13 @@ import numpy.typing as npt
 from .._jit import kernel
 from ..fingerprint.minhash import NO_KEYS
 from .band_groups import band_groups, group_pairs
-from .section_search import GroupHits, SectionGroup, _ranges, section_search
+from .band_packed import PackedSection, unpack_group
+from .section_search import GroupHits, SectionGroup, _ranges, packed_search, section_search
 
 __all__ = [
     "BandIndex",
     "BandSection",
+    "PackedSection",
     "SectionGroup",
     "columns_are_groups",
     "lookup",
@@ -87,6 +89,9 @@ def _search(
     from entry positions to row ids."""
     if isinstance(run, BandSection):
         lo, hi = section_search(run.offsets, run.keys, uk)
+        return lo, hi, run.row_ids
+    if isinstance(run, PackedSection):
+        lo, hi = packed_search(run, uk)
         return lo, hi, run.row_ids
     keys, rids = run
     lo = np.searchsorted(keys, uk, "left")
@@ -178,14 +183,15 @@ def _merge_mapped_kernel(
 
 
 def merge_mapped(
-    sections: Sequence[BandSection], maps: Sequence[npt.NDArray[np.int64]]
+    sections: Sequence[BandSection | PackedSection], maps: Sequence[npt.NDArray[np.int64]]
 ) -> BandSection:
     """One section of the entries of ``sections`` with their rows renamed: ``maps[k][row]`` is
     the new row of section ``k``'s ``row`` (its position in the merged segment), negative for a
     row left out (deleted). Every map must increase over the rows it keeps (a merged segment
     keeps its inputs' rows in row-id order), so each input stays sorted: two sections merge as
-    sorted runs in one pass, allocating the output only, and three or more group by group, each
-    group's entries sorted as (key, row) words (:func:`_merge_by_sort`); neither materialises,
+    sorted runs in one pass, allocating the output only, and three or more (or packed ones, a
+    segment's: :class:`PackedSection`, unpacked a group at a time) group by group, each group's
+    entries sorted as (key, row) words (:func:`_merge_by_sort`); neither materialises,
     searches and sorts the compact keys of every entry (``benchmarks/bench_merge.py`` measures
     them).
 
@@ -204,24 +210,24 @@ def merge_mapped(
         kept = m[m >= 0]
         if len(kept) > 1 and not bool(np.all(kept[1:] > kept[:-1])):
             raise ValueError("a row map must increase over the rows it keeps")
-        if len(sec) and (not len(m) or int(sec.rows.max()) >= len(m)):
-            raise ValueError(
-                f"a map of {len(m)} rows for a section naming row {int(sec.rows.max())}"
-            )
+        top = sec.max_row() if isinstance(sec, PackedSection) else int(sec.rows.max(initial=0))
+        if len(sec) and (not len(m) or top >= len(m)):
+            raise ValueError(f"a map of {len(m)} rows for a section naming row {top}")
         mapped.append(m)
-    if len(sections) > 2:
+    plain = [sec for sec in sections if isinstance(sec, BandSection)]
+    if len(sections) > 2 or len(plain) < len(sections):
         return _merge_by_sort(sections, mapped)
     none = np.zeros(0, np.int64)
     empty = BandSection.empty()
     nothing = (empty.offsets, empty.keys, empty.rows, none)
     # one or two runs: merged in one pass by the kernel
-    level = [(sec.offsets, sec.keys, sec.rows, m) for sec, m in zip(sections, mapped, strict=True)]
+    level = [(sec.offsets, sec.keys, sec.rows, m) for sec, m in zip(plain, mapped, strict=True)]
     offs, keys, rows = _merge_mapped_kernel(*level[0], *(level[1] if len(level) > 1 else nothing))
     return BandSection(offs, keys, rows, None, 0)
 
 
 def _merge_by_sort(
-    sections: Sequence[BandSection], maps: Sequence[npt.NDArray[np.int64]]
+    sections: Sequence[BandSection | PackedSection], maps: Sequence[npt.NDArray[np.int64]]
 ) -> BandSection:
     """:func:`merge_mapped` of three or more sections: each group's kept entries of every
     section as one ``key << 32 | mapped row`` word each, sorted (NumPy's vectorised sort),
@@ -243,7 +249,12 @@ def _merge_by_sort(
     for g in range(ng):
         n = 0
         for sec, m in zip(sections, maps, strict=True):
-            if g + 1 < len(sec.offsets):
+            if g + 1 >= len(sec.offsets):
+                continue
+            if isinstance(sec, PackedSection):
+                gk, gr = unpack_group(sec, g)
+                n = _group_words(gk, gr, m, 0, len(gk), buf, n)
+            else:
                 lo, hi = int(sec.offsets[g]), int(sec.offsets[g + 1])
                 n = _group_words(sec.keys, sec.rows, m, lo, hi, buf, n)
         w = buf[:n]

@@ -1,7 +1,8 @@
-"""Searching band-key sections (:class:`neardup.index.bands.BandSection`): the first and end
-entry of each query key in a section, by a forward gallop (many keys) or interpolation (few
-keys in a large section), and :class:`SectionGroup`, the sections of many segments searched
-and gathered in one kernel call each.
+"""Searching band-key sections (:class:`neardup.index.bands.BandSection`, and the segments'
+packed :class:`neardup.index.band_packed.PackedSection`): the first and end entry of each query
+key in a section, by a forward gallop (many keys in a memtable section) or interpolation from
+the key's bucket (few keys, and every search of a packed section), and :class:`SectionGroup`,
+the sections of many segments searched and gathered in one kernel call each.
 
 A store holds one section per segment, and an hourly-partitioned window has dozens of
 segments: looked up one at a time, each section costs a kernel call and a few NumPy calls per
@@ -25,8 +26,9 @@ import numpy.typing as npt
 
 from .._jit import kernel
 from .._threads import run_ranges
+from .band_packed import key_at, row_at
 
-__all__ = ["GroupHits", "SectionGroup", "section_search"]
+__all__ = ["GroupHits", "SectionGroup", "packed_search", "section_search"]
 
 #: entries of a section per query key above which a section is searched in lockstep by
 #: interpolation (a few probes a key, their misses overlapping) instead of by the forward
@@ -87,44 +89,89 @@ def _narrow(
 
 
 @kernel(nogil=True)
+def _first_past_packed(
+    kb: Any, kw: Any, a: Any, end: Any, low: Any, equal: bool
+) -> Any:  # pragma: no cover (numba)
+    """:func:`_first_past` over packed keys (``kw`` bytes each: :mod:`.band_packed`)."""
+    step = np.int64(1)
+    while a + step <= end:
+        k = key_at(kb, kw, a + step - 1)
+        if not (k < low or (equal and k == low)):
+            break
+        a += step
+        step <<= 1
+    b = min(a + step, end)
+    while a < b:
+        m = (a + b) >> 1
+        k = key_at(kb, kw, m)
+        if k < low or (equal and k == low):
+            a = m + 1
+        else:
+            b = m
+    return a
+
+
+@kernel(nogil=True)
 def _interp_lockstep(
     offsets: npt.NDArray[np.uint64],
-    keys: npt.NDArray[np.uint32],
+    dbits: int,
+    dirs: npt.NDArray[np.uint32],
+    kb: npt.NDArray[np.uint8],
+    kw: int,
     uk: npt.NDArray[np.uint64],
     lo: npt.NDArray[np.int64],
     hi: npt.NDArray[np.int64],
+    isc: npt.NDArray[np.int64],
+    fsc: npt.NDArray[np.float64],
 ) -> None:  # pragma: no cover (numba)
     """(first, end) entry of each sorted distinct compact key ``uk`` in a section into ``lo`` /
-    ``hi``, for few keys in large groups. A group's keys are 32 bits of a hash mix, uniform: the
-    first entry >= ``low`` among ``m`` is near ``m * p`` (``p`` its share of the value range),
-    within ``3 * sqrt(m p (1 - p))`` almost always. Up to three rounds probe the two ends of
-    that window, each probe narrowing ``[a, b)`` (the answer stays inside whatever the keys
-    are), then :func:`_first_past` finishes inside it and finds the end of the key's run.
+    ``hi``: a packed one (:mod:`.band_packed`; an unpacked one is its bytes with ``kw`` 4 and
+    no directory). A key's search starts at its bucket (one directory read; the whole group
+    without a directory). A bucket's stored key bits are a hash mix's, uniform: the first
+    entry >= ``low`` among ``m`` is near ``m * p`` (``p`` its share of the value range), within
+    ``3 * sqrt(m p (1 - p))`` almost always. Up to three rounds probe the two ends of that
+    window, each probe narrowing ``[a, b)`` (the answer stays inside whatever the keys are),
+    then :func:`_first_past_packed` finishes inside it and finds the end of the key's run.
 
     The searches run in lockstep: each round probes every key's search once before any uses
     its answer. One search's probes depend on each other, but the searches do not, so a
     round's loads are in flight together instead of one cache miss after another (a single
-    request's 79 keys: ``benchmarks/bench_section_search.py``). Equal to the NumPy twin
-    :func:`neardup.index.reference.section_search_reference` (tested)."""
+    request's 79 keys: ``benchmarks/bench_section_search.py``). ``isc`` (8, n) and ``fsc``
+    (2, n) are scratch (a caller searching many sections passes the same). Equal to the NumPy
+    twin :func:`neardup.index.reference.section_search_reference` (tested)."""
     n = uk.size
-    a_ = np.empty(n, np.int64)
-    b_ = np.empty(n, np.int64)
-    end_ = np.empty(n, np.int64)
-    vlo = np.zeros(n, np.float64)
-    vhi = np.full(n, 4294967296.0)
-    x1 = np.empty(n, np.int64)
-    x2 = np.empty(n, np.int64)
-    k1 = np.zeros(n, np.uint32)
-    k2 = np.zeros(n, np.uint32)
-    low = (uk & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    a_ = isc[0]
+    b_ = isc[1]
+    end_ = isc[2]
+    x1 = isc[3]
+    x2 = isc[4]
+    k1 = isc[5]
+    k2 = isc[6]
+    low = isc[7]
+    vlo = fsc[0]
+    vhi = fsc[1]
     ng = offsets.size - 1
-    for q in range(n):
+    nd = (1 << dbits) + 1
+    shift = np.uint64(32 - dbits)
+    mask = (np.uint64(1) << shift) - np.uint64(1)
+    span = float(np.uint64(1) << shift)
+    for q in range(n):  # the loads: every key's bucket
         g = np.int64(uk[q] >> np.uint64(32))
+        vlo[q] = 0.0
+        vhi[q] = span
         if g >= ng:
             a_[q] = b_[q] = end_[q] = -1
             lo[q] = hi[q] = 0
+            continue
+        h = uk[q] & np.uint64(0xFFFFFFFF)
+        low[q] = np.int64(h & mask)
+        a = np.int64(offsets[g])
+        if dbits > 0:
+            at = g * nd + np.int64(h >> shift)
+            b_[q] = end_[q] = a + np.int64(dirs[at + 1])
+            a_[q] = a + np.int64(dirs[at])
         else:
-            a_[q] = np.int64(offsets[g])
+            a_[q] = a
             b_[q] = end_[q] = np.int64(offsets[g + 1])
     for _ in range(3):
         for q in range(n):  # the loads: every search's two probes
@@ -136,9 +183,9 @@ def _interp_lockstep(
                 continue
             x1[q], x2[q] = _probes(a, b, vlo[q], vhi[q], float(low[q]))
             if x1[q] >= 0:
-                k1[q] = keys[x1[q]]
+                k1[q] = key_at(kb, kw, x1[q])
             if x2[q] >= 0:
-                k2[q] = keys[x2[q]]
+                k2[q] = key_at(kb, kw, x2[q])
         for q in range(n):  # the answers
             a, b, lo_v, hi_v = a_[q], b_[q], vlo[q], vhi[q]
             x = x1[q]
@@ -150,24 +197,31 @@ def _interp_lockstep(
             a_[q], b_[q], vlo[q], vhi[q] = a, b, lo_v, hi_v
     for q in range(n):  # the last few entries of each search, touched before they are read
         if a_[q] >= 0 and a_[q] < end_[q]:
-            k1[q] = keys[a_[q]]
+            k1[q] = key_at(kb, kw, a_[q])
     for q in range(n):
         if a_[q] < 0:
             continue
-        w = low[q]
-        a = _first_past(keys, a_[q], b_[q], w, False)
+        w = np.uint32(low[q])
+        a = _first_past_packed(kb, kw, a_[q], b_[q], w, False)
         lo[q] = a
-        hi[q] = _first_past(keys, a, end_[q], w, True)
+        hi[q] = _first_past_packed(kb, kw, a, end_[q], w, True)
 
 
 @kernel(nogil=True)
 def _section_interp_kernel(
-    offsets: npt.NDArray[np.uint64], keys: npt.NDArray[np.uint32], uk: npt.NDArray[np.uint64]
+    offsets: npt.NDArray[np.uint64],
+    dbits: int,
+    dirs: npt.NDArray[np.uint32],
+    kb: npt.NDArray[np.uint8],
+    kw: int,
+    uk: npt.NDArray[np.uint64],
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # pragma: no cover (numba)
-    """:func:`_section_search_kernel` for few keys in large groups: :func:`_interp_lockstep`."""
+    """:func:`_interp_lockstep` of one section, with its own answer and scratch."""
     lo = np.zeros(uk.size, np.int64)
     hi = np.zeros(uk.size, np.int64)
-    _interp_lockstep(offsets, keys, uk, lo, hi)
+    isc = np.empty((8, uk.size), np.int64)
+    fsc = np.empty((2, uk.size), np.float64)
+    _interp_lockstep(offsets, dbits, dirs, kb, kw, uk, lo, hi, isc, fsc)
     return lo, hi
 
 
@@ -239,9 +293,30 @@ def section_search(
     its start: interpolation finds them in a few probes, where a gallop from the group's start
     misses the cache at every step. Many keys (a batch) walk each group forward from the last
     one instead (``bench_store_scale.py`` measures both)."""
-    sparse = uk.size * _SPARSE_GAP < len(keys)
-    search = _section_interp_kernel if sparse else _section_search_kernel
-    return search(offsets, keys, uk)
+    if uk.size * _SPARSE_GAP < len(keys):
+        kb = _read_only(keys, np.uint32).view(np.uint8)  # (4-byte keys, no directory)
+        return _section_interp_kernel(_read_only(offsets, np.uint64), 0, _NO_DIRS, kb, 4, uk)
+    return _section_search_kernel(offsets, keys, uk)
+
+
+def packed_search(
+    sec: Any, uk: npt.NDArray[np.uint64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(first, end) entry of each sorted distinct compact key ``uk`` in a
+    :class:`~neardup.index.band_packed.PackedSection`: from each key's bucket, by
+    :func:`_interp_lockstep`."""
+    return _section_interp_kernel(
+        _read_only(sec.offsets, np.uint64),
+        sec.dbits,
+        _read_only(sec.dirs, np.uint32),
+        _read_only(sec.kbytes, np.uint8),
+        sec.kw,
+        uk,
+    )
+
+
+_NO_DIRS = np.zeros(0, np.uint32)
+_NO_DIRS.flags.writeable = False
 
 
 def _read_only(a: npt.NDArray[Any], dtype: Any) -> npt.NDArray[Any]:
@@ -253,20 +328,25 @@ def _read_only(a: npt.NDArray[Any], dtype: Any) -> npt.NDArray[Any]:
 
 
 class SectionGroup:
-    """Band sections (with row ids: a store's segments) searched as one run of
+    """Band sections (with row ids: a store's segments; packed,
+    :class:`~neardup.index.band_packed.PackedSection`, or not) searched as one run of
     :func:`neardup.index.bands.lookup`: one kernel call finds every query key in every section
     (:meth:`search`), one more gathers the row ids of the buckets under the cap
-    (:meth:`gather`); equal to passing the sections one by one (tested)."""
+    (:meth:`gather`); equal to passing the sections one by one (tested). An unpacked section
+    is searched as its bytes: 4-byte keys without a directory, 4-byte rows."""
 
     def __init__(self, sections: Sequence[Any]) -> None:
         from numba.typed import List
 
         self.sections = [s for s in sections if len(s)]
+        layout = [_layout(s) for s in self.sections]
         self._offsets = List([_read_only(s.offsets, np.uint64) for s in self.sections])
-        self._keys = List([_read_only(s.keys, np.uint32) for s in self.sections])
-        self._rows = List([_read_only(s.rows, np.uint32) for s in self.sections])
+        self._dirs = List([x[1] for x in layout])
+        self._kbytes = List([x[2] for x in layout])
+        self._rbytes = List([x[4] for x in layout])
         self._rowids = List([_read_only(s.rowids, np.int64) for s in self.sections])
-        self._sparse_min = np.array([len(s.keys) for s in self.sections], np.int64)
+        self._widths = np.array([(x[0], x[3], x[5]) for x in layout], np.int64).reshape(-1, 3)
+        self._entries = np.array([len(s) for s in self.sections], np.int64)
 
     def __len__(self) -> int:
         return len(self.sections)
@@ -281,16 +361,18 @@ class SectionGroup:
         ns = len(self.sections)
         if not ns or not nu:  # (an empty typed list has no type to compile for)
             return GroupHits.empty()
-        sparse = nu * _SPARSE_GAP < self._sparse_min
         # A section has at most one bucket per query key and per entry. A range of sections
         # (one thread's) writes its buckets one after another from its first section's room,
         # so of this room only what the buckets take is ever touched
         room = np.zeros(ns + 1, np.int64)
-        np.cumsum(np.minimum(self._sparse_min, nu), out=room[1:])
+        np.cumsum(np.minimum(self._entries, nu), out=room[1:])
         start = np.zeros(ns, np.int64)
         count = np.zeros(ns, np.int64)
         key, lo, hi = (np.empty(int(room[-1]), np.int64) for _ in range(3))
-        args = (self._offsets, self._keys, uk, sparse, room, start, count, key, lo, hi)
+        args = (
+            self._offsets, self._dirs, self._kbytes, self._widths, uk, room, start, count, key,
+            lo, hi,
+        )  # fmt: skip
         if nu < _PARALLEL_KEYS:  # a single request's keys: every section on this thread, so
             # the buckets lie one after another from 0
             _group_search_kernel(0, ns, *args)
@@ -311,7 +393,14 @@ class SectionGroup:
         if not self.sections or not len(hits):
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         return _group_gather_kernel(
-            self._rows, self._rowids, hits.section, hits.key, hits.lo, hits.hi, skip
+            self._rbytes,
+            self._widths,
+            self._rowids,
+            hits.section,
+            hits.key,
+            hits.lo,
+            hits.hi,
+            skip,
         )
 
     def row_ids(self, s: int, at: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -356,9 +445,10 @@ def _group_search_kernel(
     first: int,
     last: int,
     offsets: Any,
-    keys: Any,
+    dirs: Any,
+    kbytes: Any,
+    widths: npt.NDArray[np.int64],
     uk: npt.NDArray[np.uint64],
-    sparse: npt.NDArray[np.bool_],
     room: npt.NDArray[np.int64],
     start: npt.NDArray[np.int64],
     count: npt.NDArray[np.int64],
@@ -366,32 +456,34 @@ def _group_search_kernel(
     lo: npt.NDArray[np.int64],
     hi: npt.NDArray[np.int64],
 ) -> None:  # pragma: no cover (numba)
-    """Sections ``[first, last)`` of a group searched, their non-empty buckets written one
-    after another from ``room[first]`` (section ``s``'s: ``count[s]`` from ``start[s]``): the
-    ``sparse`` sections by :func:`_interp_lockstep` (few keys in a large section: its searches
-    in lockstep), the others by the forward gallop (:func:`_gallop`)."""
+    """Sections ``[first, last)`` of a group searched by :func:`_interp_lockstep` (each key
+    from its bucket), their non-empty buckets written one after another from ``room[first]``
+    (section ``s``'s: ``count[s]`` from ``start[s]``). ``widths[s]``: the section's directory
+    bits, key bytes and row bytes."""
     nu = uk.size
     at = room[first]
+    a_ = np.empty(nu, np.int64)
+    b_ = np.empty(nu, np.int64)
+    isc = np.empty((8, nu), np.int64)
+    fsc = np.empty((2, nu), np.float64)
     for s in range(first, last):
         start[s] = at
-        if sparse[s]:  # few keys (nu * _SPARSE_GAP entries or fewer): small scratch
-            a_ = np.empty(nu, np.int64)
-            b_ = np.empty(nu, np.int64)
-            _interp_lockstep(offsets[s], keys[s], uk, a_, b_)
-            for q in range(nu):
-                if b_[q] > a_[q]:
-                    key[at] = q
-                    lo[at] = a_[q]
-                    hi[at] = b_[q]
-                    at += 1
-        else:
-            at = _gallop(offsets[s], keys[s], uk, key, lo, hi, at, False)
+        _interp_lockstep(
+            offsets[s], widths[s, 0], dirs[s], kbytes[s], widths[s, 1], uk, a_, b_, isc, fsc
+        )
+        for q in range(nu):
+            if b_[q] > a_[q]:
+                key[at] = q
+                lo[at] = a_[q]
+                hi[at] = b_[q]
+                at += 1
         count[s] = at - start[s]
 
 
 @kernel(nogil=True)
 def _group_gather_kernel(
-    rows: Any,
+    rbytes: Any,
+    widths: npt.NDArray[np.int64],
     rowids: Any,
     section: npt.NDArray[np.int64],
     key: npt.NDArray[np.int64],
@@ -407,7 +499,8 @@ def _group_gather_kernel(
     r_out = np.empty(total, np.int64)
     at = 0
     cur = -1
-    r = rows[0]
+    rb = rbytes[0]
+    rw = widths[0, 2]
     ids = rowids[0]
     for i in range(key.size):
         k = key[i]
@@ -415,10 +508,23 @@ def _group_gather_kernel(
             continue
         if section[i] != cur:  # (the buckets come section by section)
             cur = section[i]
-            r = rows[cur]
+            rb = rbytes[cur]
+            rw = widths[cur, 2]
             ids = rowids[cur]
         for e in range(lo[i], hi[i]):
             u_out[at] = k
-            r_out[at] = ids[r[e]]
+            r_out[at] = ids[row_at(rb, rw, e)]
             at += 1
     return u_out, r_out
+
+
+def _layout(sec: Any) -> tuple[int, Any, Any, int, Any, int]:
+    """(directory bits, directory, key bytes, key width, row bytes, row width) of a section,
+    packed or not (an unpacked one as its bytes), read-only."""
+    if hasattr(sec, "kbytes"):
+        return (
+            sec.dbits, _read_only(sec.dirs, np.uint32), _read_only(sec.kbytes, np.uint8), sec.kw,
+            _read_only(sec.rbytes, np.uint8), sec.rw,
+        )  # fmt: skip
+    kb = _read_only(sec.keys, np.uint32).view(np.uint8)
+    return 0, _NO_DIRS, kb, 4, _read_only(sec.rows, np.uint32).view(np.uint8), 4

@@ -665,6 +665,7 @@ class Deduplicator:
                 decider.verify(
                     "warm up the verifier", [(0, 0, "w", "warm up the verifier kernels")]
                 )
+                from ..index.band_packed import pack_section
                 from ..index.bands import BandSection, SectionGroup, lookup, merge_sections
 
                 section = BandSection.from_sorted(
@@ -675,8 +676,12 @@ class Deduplicator:
                     np.arange(5000, dtype=np.uint64), np.arange(5000, dtype=np.uint32)
                 )
                 lookup([big], np.arange(2, dtype=np.uint64)[:, None], 2)
-                big.rowids = np.arange(5000, dtype=np.int64)  # as a segment's: searched
-                lookup([SectionGroup([big])], np.arange(2, dtype=np.uint64)[:, None], 2)
+                packed = pack_section(  # as a segment's: packed, searched as a group
+                    big.offsets, big.keys, big.rows, 5000, np.arange(5000, dtype=np.int64)
+                )
+                lookup([SectionGroup([packed])], np.arange(2, dtype=np.uint64)[:, None], 2)
+                packed.check()  # a flushed segment's checks when it is opened
+                packed.max_row()
                 merge_sections(section, section)  # the memtable's section merges
         except Exception:  # warm-up is an optimisation only
             log.debug("warm-up failed", exc_info=True)

@@ -40,7 +40,7 @@ import numpy.typing as npt
 
 from .._threads import lower_thread_priority
 from ..errors import InputError, StorageError
-from ..index.bands import BandIndex, BandSection, merge_mapped
+from ..index.bands import BandIndex, BandSection, PackedSection, merge_mapped
 from .applier import lookup_ids
 from .layout import read_json_file, write_json_file
 from .meta import EMPTY_FLAG, NO_CONTENT_HASH
@@ -356,7 +356,8 @@ def build_merged(st: StoreState, segs: list[LiveSegment]) -> LiveSegment | None:
     if st.band_keys_of is not None:
         # the inputs' sections merged as sorted runs, each row renamed to its position in the
         # output (-1: deleted); a segment's rows are in row-id order, as the output's are
-        sections, maps = [], []
+        sections: list[BandSection | PackedSection] = []
+        maps = []
         at = 0
         for s in segs:
             n = len(s.segment)

@@ -17,24 +17,32 @@ File layout (little-endian, every section 8-byte aligned so it can be memory-map
       fingerprints u64[count * words]   words = bits // 64, high word first
       rowids       i64[count]           strictly increasing
       times        f64[count]
-    band-key section (empty in a store without the MinHash channel: groups and entries 0)
+    band-key section (empty in a store without the MinHash channel: groups and entries 0;
+    packed: :mod:`neardup.index.band_packed`)
       groups       u32                  number of key groups (the bands)
-      reserved     u32                  0
+      dbits        u8                   0, 8 or 16: bits of a key's top in the directory
+      kw           u8                   bytes of a key's other bits: (32 - dbits) / 8
+      rw           u8                   bytes of a row: 3 (at most 2**24 rows) or 4
+      reserved     u8                   0
       entries      u64                  number of (compact key, row) pairs
       offsets      u64[groups + 1]      first entry of each group; offsets[groups] = entries
-      keys         u32[entries]         low 32 bits of the compact keys
-                                        (:mod:`neardup.index.bands`), sorted within a group
-      rows         u32[entries]         position of each entry's row in this segment
-                                        (ascending within a key)
+      dirs         u32[groups * (2**dbits + 1)]  (none when dbits is 0) per group, the
+                                        entries whose key's top dbits bits are below each
+                                        value; padded with zeros to 8 bytes
+      keys         u8[entries * kw]     the low 32 - dbits bits of each low half of a compact
+                                        key (:mod:`neardup.index.bands`), little-endian; the
+                                        keys sorted within a group; padded to 8
+      rows         u8[entries * rw]     position of each entry's row in this segment
+                                        (ascending within a key), little-endian; padded to 8
     sketch section (:mod:`.sketches`; width 0 in a store without the MinHash channel)
       width        u32                  bytes per row's sketch (0: none, nothing follows)
       reserved     u32                  0
       present      u8[count]            1 where the row has a sketch, padded with zeros to 8
       sketches     u8[count * width]    each row's sketch (zeros where absent), padded to 8
 
-A band key takes 8 bytes: the group (band) is implied by the offsets and 32 bits of a mix of
-the key stand for it (a false collision is rejected by the caller; see
-:mod:`neardup.index.bands`). A segment without band keys (a store without the MinHash channel,
+A band key takes 5-8 bytes (5.25 in a segment of a million rows): the group (band) is implied by
+the offsets and 32 bits of a mix of the key stand for it (a false collision is rejected by the
+caller; see :mod:`neardup.index.bands`), their top bits by the directory. A segment without band keys (a store without the MinHash channel,
 the rows of a bulk load) has an empty section (:attr:`Segment.band_keys` is None). A file of
 another version is refused (:class:`UnsupportedVersionError` naming it).
 
@@ -61,6 +69,7 @@ import numpy.typing as npt
 import xxhash
 
 from ..errors import CorruptFileError, UnsupportedVersionError
+from ..index.band_packed import PackedSection, pack_section
 from ..index.bands import BandSection
 from .wal import fsync_dir
 
@@ -87,13 +96,13 @@ class Segment:
     max_time: float
     checksum: int
     _mm: Any = None
-    #: the band-key section (memory-mapped), None when it has no entries
-    band_keys: BandSection | None = None
+    #: the band-key section (memory-mapped, packed), None when it has no entries
+    band_keys: PackedSection | None = None
     #: which rows have a MinHash sketch, and the sketches (memory-mapped); None: no section
     sketch_present: npt.NDArray[np.bool_] | None = None
     sketches: npt.NDArray[np.uint8] | None = None
 
-    def band_runs(self) -> list[BandSection]:
+    def band_runs(self) -> list[PackedSection]:
         """The band-key section as one sorted run (empty when absent); unpacks as (compact
         keys, row ids) for merges."""
         if self.band_keys is None or not len(self.band_keys):
@@ -167,12 +176,18 @@ def write_segment(
         else:
             order = np.lexsort((pos, bk))
             sec = BandSection.from_sorted(bk[order], pos[order].astype(np.uint32))
-    groups = len(sec.offsets) - 1 if len(sec) else 0
-    offsets = np.zeros(1, "<u8") if not len(sec) else sec.offsets[: groups + 1]
-    offsets = np.ascontiguousarray(offsets, dtype="<u8")
-    keys = np.ascontiguousarray(sec.keys, dtype="<u4")
-    rows = np.ascontiguousarray(sec.rows, dtype="<u4")
-    body += [struct.pack("<IIQ", groups, 0, len(keys)), offsets.data, keys.data, rows.data]
+    pk = pack_section(sec.offsets, sec.keys, sec.rows, n)
+    del sec
+    body += [
+        struct.pack("<IBBBBQ", pk.groups, pk.dbits, pk.kw, pk.rw, 0, len(pk)),
+        np.ascontiguousarray(pk.offsets, dtype="<u8").data,
+        np.ascontiguousarray(pk.dirs, dtype="<u4").data,
+        bytes(_pad8(pk.dirs.nbytes)),
+        pk.kbytes.data,
+        bytes(_pad8(pk.kbytes.nbytes)),
+        pk.rbytes.data,
+        bytes(_pad8(pk.rbytes.nbytes)),
+    ]
     if sketches is None:
         body.append(struct.pack("<II", 0, 0))
     else:
@@ -289,8 +304,23 @@ def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segmen
                 f"{p}: segment is {size} bytes, too short for its {n} rows and band-key "
                 "section; the file is truncated or damaged"
             )
-        groups, _r2, m = struct.unpack_from("<IIQ", mm, expected)
-        expected += 16 + 8 * (groups + 1) + 8 * m
+        groups, dbits, kw, rw, _r2, m = struct.unpack_from("<IBBBBQ", mm, expected)
+        band_at = expected + 16
+        if m and not kw:
+            raise UnsupportedVersionError(
+                f"{p}: a segment whose band-key section is unpacked (written by an earlier "
+                f"build); this build reads segment version {VERSION} with packed sections. "
+                "Deduplicate into a new data directory"
+            )
+        if dbits not in (0, 8, 16):
+            raise CorruptFileError(
+                f"{p}: segment band-key section has a {dbits}-bit directory (0, 8 or 16 "
+                "expected); the file is damaged"
+            )
+        nd = groups * ((1 << dbits) + 1) if dbits else 0
+        expected = band_at + 8 * (groups + 1)
+        for nbytes in (4 * nd, kw * m, rw * m):
+            expected += nbytes + _pad8(nbytes)
         width, sketch_at = 0, expected + 8
         # the band-key section is the file's end and the body is whole (its checksum matches):
         # a segment of the build before the sketch section, not a truncated one
@@ -327,12 +357,14 @@ def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segmen
         if words == 2:
             fps = fps.reshape(n, 2)
         rowids = rid.view(np.int64)
-        off += 16
+        off = band_at
         offsets = np.frombuffer(mm, dtype="<u8", count=groups + 1, offset=off)
         off += 8 * (groups + 1)
-        bkeys32 = np.frombuffer(mm, dtype="<u4", count=m, offset=off)
-        off += 4 * m
-        bpos = np.frombuffer(mm, dtype="<u4", count=m, offset=off)
+        dirs = np.frombuffer(mm, dtype="<u4", count=nd, offset=off)
+        off += 4 * nd + _pad8(4 * nd)
+        kbytes = np.frombuffer(mm, dtype=np.uint8, count=kw * m, offset=off)
+        off += kw * m + _pad8(kw * m)
+        rbytes = np.frombuffer(mm, dtype=np.uint8, count=rw * m, offset=off)
         if int(offsets[-1]) != m or (
             groups and bool(np.any(np.diff(offsets.astype(np.int64)) < 0))
         ):
@@ -340,11 +372,19 @@ def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segmen
                 f"{p}: segment band-key section's group offsets do not describe its {m} "
                 "entries; the file is damaged"
             )
-        if m and int(bpos.max()) >= n:
-            raise CorruptFileError(
-                f"{p}: segment band-key section names row {int(bpos.max())} of {n}; the file "
-                "is damaged"
-            )
+        if m:
+            bands = PackedSection(
+                offsets.view(np.uint64), dbits, dirs.view(np.uint32), kbytes, kw, rbytes, rw,
+                rowids,
+            )  # fmt: skip
+            wrong = bands.check()
+            if wrong is not None:
+                raise CorruptFileError(f"{p}: segment band-key section is damaged ({wrong})")
+            if bands.max_row() >= n:
+                raise CorruptFileError(
+                    f"{p}: segment band-key section names row {bands.max_row()} of {n}; the "
+                    "file is damaged"
+                )
         present: npt.NDArray[np.bool_] | None = None
         sk: npt.NDArray[np.uint8] | None = None
         if width:
@@ -357,10 +397,6 @@ def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segmen
             at = sketch_at + n + _pad8(n)
             sk = np.frombuffer(mm, dtype=np.uint8, count=n * width, offset=at).reshape(n, width)
             present = flags.view(np.bool_)
-        if m:
-            bands = BandSection(
-                offsets.view(np.uint64), bkeys32.view(np.uint32), bpos.view(np.uint32), rowids
-            )
         return Segment(
             p,
             bits,

@@ -321,9 +321,11 @@ def test_segment_band_section_roundtrip_and_empty(tmp_path) -> None:
     k, r = sec
     assert k.tolist() == [1, 5, 5, 9, (1 << 32) | 7, (2 << 32) | 5]
     assert r.tolist() == [4, 3, 7, 10, 3, 9]
-    assert sec.offsets.tolist() == [0, 4, 5, 6] and sec.keys.dtype == np.uint32
-    # 8 bytes per entry after a 16-byte section head and the group offsets
-    assert v3.stat().st_size == 64 + 5 * 24 + 16 + 8 * 4 + 8 * 6 + 8
+    assert sec.offsets.tolist() == [0, 4, 5, 6]
+    # packed: groups this small take no directory, 4-byte keys, 3-byte rows (5 rows), each
+    # part padded to 8 bytes after a 16-byte section head and the group offsets
+    assert (sec.dbits, sec.kw, sec.rw) == (0, 4, 3)
+    assert v3.stat().st_size == 64 + 5 * 24 + 16 + 8 * 4 + 24 + 24 + 8
     got = lookup([sec], np.array([[5, 7], [(2 << 32) | 5, 9]], np.uint64), 10)
     assert [g.tolist() for g in got] == [[3, 7], [9, 10]]
     s.close()
@@ -713,14 +715,17 @@ def _group_keys(
     st.lists(st.integers(0, 3000), min_size=1, max_size=4),
     st.sampled_from(["uniform", "clustered", "repeated"]),
     st.integers(1, 40),
+    st.sampled_from([None, 0, 8, 16]),
 )
-def test_interpolating_section_search_equals_numpy_twin(seed, sizes, kind, nq) -> None:
+def test_interpolating_section_search_equals_numpy_twin(seed, sizes, kind, nq, dbits) -> None:
     """The search for few keys in large groups (interpolation, then a binary search) finds the
     same entries as the NumPy twin whatever the keys: uniform (the hash mix it is made for),
-    clustered in a narrow range, or runs of equal keys; queries hit present keys and miss."""
+    clustered in a narrow range, or runs of equal keys; queries hit present keys and miss. On
+    the unpacked section (``dbits`` None) and packed ones of every directory width."""
+    from neardup.index.band_packed import pack_section
     from neardup.index.bands import BandSection
     from neardup.index.reference import section_search_reference
-    from neardup.index.section_search import _section_interp_kernel
+    from neardup.index.section_search import _section_interp_kernel, packed_search
 
     rng = np.random.default_rng(seed)
     k, r = _group_keys(rng, kind, sizes)
@@ -732,7 +737,12 @@ def test_interpolating_section_search_equals_numpy_twin(seed, sizes, kind, nq) -
             [present, (g << np.uint64(32)) | rng.integers(0, 2**32, nq).astype(np.uint64)]
         )
     )
-    lo, hi = _section_interp_kernel(sec.offsets, sec.keys, uk)
+    if dbits is None:
+        no_dirs = np.zeros(0, np.uint32)
+        lo, hi = _section_interp_kernel(sec.offsets, 0, no_dirs, sec.keys.view(np.uint8), 4, uk)
+    else:
+        packed = pack_section(sec.offsets, sec.keys, sec.rows, max(len(k), 1), dbits=dbits)
+        lo, hi = packed_search(packed, uk)
     lo2, hi2 = section_search_reference(sec.offsets, sec.keys, uk)
     assert lo.tolist() == lo2.tolist() and hi.tolist() == hi2.tolist()
 

@@ -1,0 +1,197 @@
+"""Packed band-key sections (a segment's layout): every key and row comes back, searches and
+lookups through them equal the unpacked section's and the NumPy twins, segment merges read
+them, the layout takes the fewest bytes, and a damaged or earlier-build section is refused."""
+
+from __future__ import annotations
+
+import struct
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neardup.errors import CorruptFileError, UnsupportedVersionError
+from neardup.index.band_packed import PackedSection, pack_section, packed_layout
+from neardup.index.bands import BandSection, SectionGroup, lookup, merge_mapped
+from neardup.index.reference import lookup_reference, merge_mapped_reference
+from neardup.store.segment import HEADER_SIZE, open_segment, write_segment
+
+_SHIFT = np.uint64(32)
+
+
+def _section(rng: np.random.Generator, sizes: list[int], kind: str, n_rows: int) -> BandSection:
+    """A sorted section of groups of ``sizes`` entries over rows below ``n_rows``: keys uniform,
+    clustered in a narrow range (one bucket), or a few values repeated (buckets of many
+    rows)."""
+    parts, rows = [], []
+    for g, m in enumerate(sizes):
+        if kind == "uniform":
+            h = rng.integers(0, 2**32, m)
+        elif kind == "clustered":
+            h = rng.integers(2**31, 2**31 + 5 * m + 1, m)
+        else:
+            h = rng.choice(rng.integers(0, 2**32, 6), m)
+        parts.append((np.uint64(g) << _SHIFT) | h.astype(np.uint64))
+        rows.append(
+            rng.integers(0, n_rows, m)
+            if n_rows > 10**6
+            else rng.choice(n_rows, m, replace=m > n_rows)
+        )
+    k = np.concatenate(parts) if parts else np.zeros(0, np.uint64)
+    r = np.concatenate(rows).astype(np.int64) if rows else np.zeros(0, np.int64)
+    o = np.lexsort((r, k))
+    return BandSection.from_sorted(k[o], r[o].astype(np.uint32))
+
+
+_sizes = st.lists(st.integers(0, 600), min_size=1, max_size=5)
+_kinds = st.sampled_from(["uniform", "clustered", "repeated"])
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**32 - 1), _sizes, _kinds, st.sampled_from([0, 8, 16]), st.booleans())
+def test_every_key_and_row_comes_back(seed, sizes, kind, dbits, wide) -> None:
+    """Packed with each directory width and both row widths, a section unpacks to its keys and
+    rows, as compact keys and row ids too, and its largest row is known."""
+    rng = np.random.default_rng(seed)
+    n_rows = 2**25 if wide else 1000
+    sec = _section(rng, sizes, kind, n_rows)
+    ids = None if wide else np.arange(1000, dtype=np.int64) * 3 + 7
+    pk = pack_section(sec.offsets, sec.keys, sec.rows, n_rows, ids, dbits=dbits)
+    assert pk.check() is None and len(pk) == len(sec)
+    assert pk.rw == (4 if wide else 3) and pk.kw == (32 - dbits) // 8
+    keys, rows = pk.unpacked()
+    assert keys.tolist() == sec.keys.tolist() and rows.tolist() == sec.rows.tolist()
+    k, r = pk
+    want = sec.rows.astype(np.int64) if ids is None else ids[sec.rows]
+    assert k.tolist() == sec.compact().tolist() and r.tolist() == want.tolist()
+    assert pk.max_row() == (int(sec.rows.max()) if len(sec) else -1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.lists(st.lists(st.integers(0, 400), min_size=1, max_size=4), min_size=1, max_size=4),
+    _kinds,
+    st.integers(1, 30),
+    st.sampled_from([None, 1, 3]),
+)
+def test_lookups_through_packed_sections_equal_the_twin(seed, segments, kind, nq, cap) -> None:
+    """A group of packed sections (mixed widths) answers a batch and a single query as the
+    one-entry-at-a-time twin over the unpacked sections does, the valve included."""
+    rng = np.random.default_rng(seed)
+    packed, plain, base = [], [], 0
+    for i, sizes in enumerate(segments):
+        sec = _section(rng, sizes, kind, 500)
+        ids = base + np.arange(500, dtype=np.int64)
+        base += 500
+        pk = pack_section(sec.offsets, sec.keys, sec.rows, 500, ids, dbits=(0, 8, 16)[i % 3])
+        packed.append(pk)
+        sec.rowids = ids
+        plain.append(sec)
+    nb = max(len(s) for s in segments)
+    every = np.concatenate([p.compact() for p in packed] + [np.zeros(0, np.uint64)])
+    q = rng.integers(0, 2**32, (nq, nb)).astype(np.uint64) | (
+        np.arange(nb, dtype=np.uint64) << _SHIFT
+    )
+    if every.size:  # queries that meet stored keys
+        hit = rng.random((nq, nb)) < 0.7
+        picks = every[rng.integers(0, every.size, (nq, nb))]
+        q[hit] = picks[hit]
+    want = lookup_reference(plain, q, cap if cap is not None else 10**9)
+    got = lookup([SectionGroup(packed)], q, cap)
+    assert [g.tolist() for g in got] == [w.tolist() for w in want]
+    with mock.patch("neardup.index.section_search._PARALLEL_KEYS", 4):  # over the threads
+        got = lookup([SectionGroup(packed)], q, cap)
+    assert [g.tolist() for g in got] == [w.tolist() for w in want]
+    one = lookup(packed, q[:1], cap)  # sections one by one, a single request
+    assert one[0].tolist() == want[0].tolist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.lists(_sizes, min_size=1, max_size=4), _kinds)
+def test_merges_read_packed_sections(seed, segments, kind) -> None:
+    """Segments' packed sections merge (rows renamed, deleted ones left out) exactly as their
+    materialised entries sorted."""
+    rng = np.random.default_rng(seed)
+    packed, plain, maps, at = [], [], [], 0
+    for i, sizes in enumerate(segments):
+        sec = _section(rng, sizes, kind, 300)
+        keep = rng.random(300) < 0.8
+        m = np.full(300, -1, np.int64)
+        m[keep] = at + np.arange(int(keep.sum()))
+        at += int(keep.sum())
+        packed.append(pack_section(sec.offsets, sec.keys, sec.rows, 300, dbits=(16, 0, 8)[i % 3]))
+        plain.append(sec)
+        maps.append(m)
+    got = merge_mapped(packed, maps)
+    want = merge_mapped_reference(plain, maps)
+    assert got.offsets.tolist()[: len(want.offsets)] == want.offsets.tolist()[: len(got.offsets)]
+    assert got.keys.tolist() == want.keys.tolist() and got.rows.tolist() == want.rows.tolist()
+
+
+def test_the_layout_takes_the_fewest_bytes() -> None:
+    """No directory for small groups, 8 bits from about a thousand entries a group, 16 from
+    about 262 k; 3-byte rows up to 2**24 rows. A million-row segment's 79 bands: 5.25 bytes an
+    entry against the unpacked 8."""
+    assert packed_layout(79 * 500, 79, 500) == (0, 4, 3)
+    assert packed_layout(79 * 20_000, 79, 20_000) == (8, 3, 3)
+    assert packed_layout(79 * 1_000_000, 79, 1_000_000) == (16, 2, 3)
+    assert packed_layout(79 * 1_000_000, 79, 2**24 + 1)[2] == 4
+    groups, m = 79, 79 * 1_000_000
+    per_entry = (groups * (2**16 + 1) * 4 + m * (2 + 3)) / m
+    assert per_entry < 5.3
+
+
+def _segment_with_a_directory(path) -> tuple[int, int]:
+    """A segment whose section takes an 8-bit directory; (its section's offset, groups)."""
+    rng = np.random.default_rng(3)
+    n, groups = 3000, 2
+    sec = _section(rng, [n] * groups, "uniform", n)
+    k, r = sec
+    rids = np.arange(n, dtype=np.int64)
+    write_segment(
+        path, np.arange(n, dtype=np.uint64), rids, np.zeros(n), partition=0, band_keys=(k, r)
+    )
+    seg = open_segment(path)
+    assert seg.band_keys is not None and seg.band_keys.dbits == 8
+    got = lookup([SectionGroup([seg.band_keys])], k[:5, None], None)
+    assert [g.tolist() for g in got] == [[int(x)] for x in r[:5]]
+    seg.close()
+    return HEADER_SIZE + n * 24, groups
+
+
+def test_a_damaged_directory_is_refused_even_unverified(tmp_path) -> None:
+    """A directory that does not bound its group is refused when the segment is opened without
+    the body checksum, so no kernel reads past the section."""
+    p = tmp_path / "s.nds"
+    at, groups = _segment_with_a_directory(p)
+    raw = bytearray(p.read_bytes())
+    d0 = at + 16 + 8 * (groups + 1)
+    raw[d0 + 4 * 100 : d0 + 4 * 101] = struct.pack("<I", 10**6)
+    p.write_bytes(bytes(raw))
+    with pytest.raises(CorruptFileError, match="directory"):
+        open_segment(p, verify=False)
+    with pytest.raises(CorruptFileError):
+        open_segment(p)
+
+
+def test_an_unpacked_section_of_an_earlier_build_is_refused(tmp_path) -> None:
+    """A section without key widths (an earlier build's unpacked layout) is refused as a
+    version this build does not read, naming the file."""
+    p = tmp_path / "s.nds"
+    at, _ = _segment_with_a_directory(p)
+    raw = bytearray(p.read_bytes())
+    raw[at + 4 : at + 8] = bytes(4)  # (the earlier build's reserved u32)
+    p.write_bytes(bytes(raw))
+    with pytest.raises(UnsupportedVersionError, match=r"s\.nds.*unpacked"):
+        open_segment(p)
+
+
+def test_a_packed_section_is_a_packed_section() -> None:
+    """An empty section packs to no entries and no directory."""
+    e = BandSection.empty()
+    pk = pack_section(e.offsets, e.keys, e.rows, 0)
+    assert isinstance(pk, PackedSection) and len(pk) == 0 and pk.check() is None
+    assert pk.dirs.size == 0 and pk.max_row() == -1

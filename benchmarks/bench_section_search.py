@@ -74,7 +74,7 @@ def machine() -> dict[str, Any]:
 
 
 @kernel(nogil=True)
-def sequential_kernel(offsets: Any, keys: Any, uk: Any) -> Any:  # pragma: no cover (numba)
+def sequential_kernel(offsets: Any, keys: Any, kb: Any, uk: Any) -> Any:  # pragma: no cover (numba)
     """The interpolating search one key after another (neardup's before the lockstep): the
     same probes as ``_interp_lockstep``, each search to its end before the next starts."""
     n = uk.size
@@ -99,8 +99,8 @@ def sequential_kernel(offsets: Any, keys: Any, uk: Any) -> Any:  # pragma: no co
                     continue
             if x2 >= 0 and a < x2 < b:
                 a, b, vlo, vhi = _narrow(a, b, vlo, vhi, x2, keys[x2], low)
-        lo[q] = a = _first_past(keys, a, b, low, False)
-        hi[q] = _first_past(keys, a, end, low, True)
+        lo[q] = a = _first_past(kb, 4, a, b, low, False)
+        hi[q] = _first_past(kb, 4, a, end, low, True)
     return lo, hi
 
 
@@ -213,7 +213,7 @@ def main() -> None:
     no_dirs = np.zeros(0, np.uint32)
 
     def sequential(uk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        res = [sequential_kernel(s.offsets, s.keys, uk) for s in sections]
+        res = [sequential_kernel(s.offsets, s.keys, s.keys.view(np.uint8), uk) for s in sections]
         return np.stack([r[0] for r in res]), np.stack([r[1] for r in res])
 
     def one_by_one(uk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -354,3 +354,30 @@ def _popcount64(typingctx: Any, x: Any) -> tuple[Any, Any]:
 #: instruction where the CPU has it): the one popcount of neardup's kernels (Hamming
 #: distances, the LCS bit vectors). A numba intrinsic, typed Any: called from kernels only
 popcount64: Any = intrinsic(_popcount64)
+
+
+def _load_u32(typingctx: Any, arr: Any, at: Any) -> tuple[Any, Any] | None:
+    """Typing and LLVM code of :data:`load_u32`."""
+    if not (isinstance(arr, types.Array) and arr.dtype == types.uint8 and arr.ndim == 1):
+        return None
+    if not isinstance(at, types.Integer):
+        return None
+    sig = types.uint32(arr, at)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        from llvmlite import ir
+
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        ptr = builder.gep(ary.data, [args[1]])
+        word = builder.bitcast(ptr, ir.IntType(32).as_pointer())
+        return builder.load(word, align=1)
+
+    return sig, codegen
+
+
+#: ``load_u32(bytes_u8, at)``: the 4 bytes of a 1-D uint8 array from byte ``at`` as a uint32,
+#: in the machine's order (little-endian on every platform neardup's formats are read on), in
+#: one unaligned load: packed fields of 2-4 bytes are read as one word and masked, where four
+#: byte loads cost ~3x (``benchmarks/bench_section_search.py``). No bounds check: the caller
+#: guarantees ``at + 4`` bytes are readable (packed arrays keep slack after their end).
+load_u32: Any = intrinsic(_load_u32)

@@ -33,12 +33,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._jit import kernel
+from .._jit import kernel, load_u32
 
 __all__ = ["PackedSection", "pack_section", "packed_layout", "unpack_group"]
 
 #: directory widths a section may take (bits of a key's top)
 DIRECTORY_BITS = (0, 8, 16)
+#: bytes readable after the end of a packed key or row array: a field of 2 or 3 bytes is read
+#: as a 4-byte word (:func:`key_at`). :func:`pack_section` allocates them; a segment's key
+#: bytes are followed by its row bytes, and its row bytes by the sketch section's 8-byte head
+SLACK = 4
 
 
 def packed_layout(entries: int, groups: int, rows: int) -> tuple[int, int, int]:
@@ -56,24 +60,15 @@ def packed_layout(entries: int, groups: int, rows: int) -> tuple[int, int, int]:
 
 @kernel(nogil=True, inline="always")
 def key_at(kb, kw, i):  # pragma: no cover (numba)
-    """The stored key bits of entry ``i`` (``kw`` bytes, little-endian)."""
-    p = i * kw
-    v = np.uint32(kb[p]) | (np.uint32(kb[p + 1]) << np.uint32(8))
-    if kw > 2:
-        v |= np.uint32(kb[p + 2]) << np.uint32(16)
-    if kw > 3:
-        v |= np.uint32(kb[p + 3]) << np.uint32(24)
-    return v
+    """The stored key bits of entry ``i`` (``kw`` bytes, little-endian): one unaligned word
+    load, masked (the arrays keep :data:`SLACK` readable bytes after their end)."""
+    return load_u32(kb, i * kw) & (np.uint32(0xFFFFFFFF) >> np.uint32(32 - 8 * kw))
 
 
 @kernel(nogil=True, inline="always")
 def row_at(rb, rw, i):  # pragma: no cover (numba)
-    """The row of entry ``i`` (``rw`` bytes, little-endian)."""
-    p = i * rw
-    v = np.int64(rb[p]) | (np.int64(rb[p + 1]) << 8) | (np.int64(rb[p + 2]) << 16)
-    if rw > 3:
-        v |= np.int64(rb[p + 3]) << 24
-    return v
+    """The row of entry ``i`` (``rw`` bytes, little-endian), as :func:`key_at` reads keys."""
+    return np.int64(load_u32(rb, i * rw) & (np.uint32(0xFFFFFFFF) >> np.uint32(32 - 8 * rw)))
 
 
 @kernel(nogil=True)
@@ -298,8 +293,8 @@ def pack_section(
     if not m:
         offsets = np.zeros(1, np.uint64)
     dirs = np.zeros(groups * ((1 << dbits) + 1) if dbits else 0, np.uint32)
-    kb = np.empty(m * kw, np.uint8)
-    rb = np.empty(m * rw, np.uint8)
+    kb = np.zeros(m * kw + SLACK, np.uint8)[: m * kw]
+    rb = np.zeros(m * rw + SLACK, np.uint8)[: m * rw]
     if m:
         _pack_kernel(offsets, keys, rows, dbits, kw, rw, dirs, kb, rb)
     return PackedSection(offsets, dbits, dirs, kb, kw, rb, rw, rowids)

@@ -42,27 +42,6 @@ _PARALLEL_KEYS = 4096
 
 
 @kernel(nogil=True)
-def _first_past(
-    keys: npt.NDArray[np.uint32], a: Any, end: Any, low: Any, equal: bool
-) -> Any:  # pragma: no cover (numba: int64 positions, a uint32 key)
-    """The first entry in ``[a, end)`` whose key is ``>= low`` (``> low`` with ``equal``), or
-    ``end``; every key before ``a`` must be below it. A gallop from ``a`` (local steps first:
-    the next key of a batch is near), then a binary search in the last step."""
-    step = np.int64(1)
-    while a + step <= end and (keys[a + step - 1] < low or (equal and keys[a + step - 1] == low)):
-        a += step
-        step <<= 1
-    b = min(a + step, end)
-    while a < b:
-        m = (a + b) >> 1
-        if keys[m] < low or (equal and keys[m] == low):
-            a = m + 1
-        else:
-            b = m
-    return a
-
-
-@kernel(nogil=True)
 def _probes(a: Any, b: Any, vlo: float, vhi: float, fl: float) -> Any:  # pragma: no cover
     """The two probes of an interpolation round over ``[a, b)``, whose values lie in
     ``[vlo, vhi)``: the ends of the window the first entry ``>= fl`` almost always lies in (a
@@ -89,10 +68,13 @@ def _narrow(
 
 
 @kernel(nogil=True)
-def _first_past_packed(
+def _first_past(
     kb: Any, kw: Any, a: Any, end: Any, low: Any, equal: bool
-) -> Any:  # pragma: no cover (numba)
-    """:func:`_first_past` over packed keys (``kw`` bytes each: :mod:`.band_packed`)."""
+) -> Any:  # pragma: no cover (numba: int64 positions, a uint32 key)
+    """The first entry in ``[a, end)`` whose key (``kw`` bytes, :mod:`.band_packed`; 4 for an
+    unpacked section's bytes) is ``>= low`` (``> low`` with ``equal``), or ``end``; every key
+    before ``a`` must be below it. A gallop from ``a`` (local steps first: the next key of a
+    batch is near), then a binary search in the last step."""
     step = np.int64(1)
     while a + step <= end:
         k = key_at(kb, kw, a + step - 1)
@@ -131,7 +113,7 @@ def _interp_lockstep(
     entry >= ``low`` among ``m`` is near ``m * p`` (``p`` its share of the value range), within
     ``3 * sqrt(m p (1 - p))`` almost always. Up to three rounds probe the two ends of that
     window, each probe narrowing ``[a, b)`` (the answer stays inside whatever the keys are),
-    then :func:`_first_past_packed` finishes inside it and finds the end of the key's run.
+    then :func:`_first_past` finishes inside it and finds the end of the key's run.
 
     The searches run in lockstep: each round probes every key's search once before any uses
     its answer. One search's probes depend on each other, but the searches do not, so a
@@ -202,9 +184,9 @@ def _interp_lockstep(
         if a_[q] < 0:
             continue
         w = np.uint32(low[q])
-        a = _first_past_packed(kb, kw, a_[q], b_[q], w, False)
+        a = _first_past(kb, kw, a_[q], b_[q], w, False)
         lo[q] = a
-        hi[q] = _first_past_packed(kb, kw, a, end_[q], w, True)
+        hi[q] = _first_past(kb, kw, a, end_[q], w, True)
 
 
 @kernel(nogil=True)
@@ -228,7 +210,10 @@ def _section_interp_kernel(
 @kernel(nogil=True)
 def _gallop(
     offsets: npt.NDArray[np.uint64],
-    keys: npt.NDArray[np.uint32],
+    dbits: int,
+    dirs: npt.NDArray[np.uint32],
+    kb: npt.NDArray[np.uint8],
+    kw: int,
     uk: npt.NDArray[np.uint64],
     key: npt.NDArray[np.int64],
     lo: npt.NDArray[np.int64],
@@ -236,17 +221,21 @@ def _gallop(
     at: int,
     dense: bool,
 ) -> int:  # pragma: no cover (numba)
-    """The entries ``[first, end)`` of each sorted compact key ``uk`` in a
-    :class:`BandSection`, found by a galloping search inside the key's group from where the
-    previous key of the group ended (the keys are sorted, so a large batch walks each group
-    forward with local steps instead of starting every binary search at the top).
+    """The entries ``[first, end)`` of each sorted compact key ``uk`` in a section (packed, or
+    an unpacked one's bytes: ``kw`` 4, no directory), found by a galloping search inside the
+    key's bucket from where the previous key of the bucket ended (the keys are sorted, so a
+    large batch walks each group forward with local steps instead of starting every binary
+    search at the top; a directory puts each key's walk at its bucket).
 
     ``dense``: each key's at its own place (``lo[q]``, ``hi[q]``; 0, 0 for a group the section
     lacks). Otherwise only the non-empty buckets, one after another from ``at`` (``key[at]``
     the key's index); returns where the next would go. (One call a section: the loop passes
     the arrays to nothing, so it runs without reference counting.)"""
     ng = offsets.size - 1
-    prev_g = np.int64(-1)
+    nd = (1 << dbits) + 1
+    shift = np.uint64(32 - dbits)
+    mask = (np.uint64(1) << shift) - np.uint64(1)
+    prev = np.int64(-1)  # the previous key's bucket (group * nd + bucket)
     start = np.int64(0)
     for q in range(uk.size):
         g = np.int64(uk[q] >> np.uint64(32))
@@ -254,13 +243,22 @@ def _gallop(
             if dense:
                 lo[q] = hi[q] = 0
             continue
-        low = np.uint32(uk[q] & np.uint64(0xFFFFFFFF))
-        end = np.int64(offsets[g + 1])
-        if g != prev_g:
-            start = np.int64(offsets[g])
-            prev_g = g
-        a = _first_past(keys, start, end, low, False)
-        start = _first_past(keys, a, end, low, True)
+        h = uk[q] & np.uint64(0xFFFFFFFF)
+        low = np.uint32(h & mask)
+        base = np.int64(offsets[g])
+        if dbits > 0:
+            cell = g * nd + np.int64(h >> shift)
+            end = base + np.int64(dirs[cell + 1])
+            first = base + np.int64(dirs[cell])
+        else:
+            cell = g
+            end = np.int64(offsets[g + 1])
+            first = base
+        if cell != prev:
+            start = first
+            prev = cell
+        a = _first_past(kb, kw, start, end, low, False)
+        start = _first_past(kb, kw, a, end, low, True)
         if dense:
             lo[q] = a
             hi[q] = start
@@ -274,14 +272,19 @@ def _gallop(
 
 @kernel(nogil=True)
 def _section_search_kernel(
-    offsets: npt.NDArray[np.uint64], keys: npt.NDArray[np.uint32], uk: npt.NDArray[np.uint64]
+    offsets: npt.NDArray[np.uint64],
+    dbits: int,
+    dirs: npt.NDArray[np.uint32],
+    kb: npt.NDArray[np.uint8],
+    kw: int,
+    uk: npt.NDArray[np.uint64],
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # pragma: no cover (numba)
     """(first, end) entry of each sorted compact key ``uk`` in a section by the forward gallop
     (:func:`_gallop`; :func:`neardup.index.reference.section_search_reference` is the
     NumPy twin)."""
     lo = np.empty(uk.size, np.int64)
     hi = np.empty(uk.size, np.int64)
-    _gallop(offsets, keys, uk, lo, lo, hi, 0, True)  # (dense: no key indexes written)
+    _gallop(offsets, dbits, dirs, kb, kw, uk, lo, lo, hi, 0, True)  # (dense: no key indexes)
     return lo, hi
 
 
@@ -293,19 +296,19 @@ def section_search(
     its start: interpolation finds them in a few probes, where a gallop from the group's start
     misses the cache at every step. Many keys (a batch) walk each group forward from the last
     one instead (``bench_store_scale.py`` measures both)."""
-    if uk.size * _SPARSE_GAP < len(keys):
-        kb = _read_only(keys, np.uint32).view(np.uint8)  # (4-byte keys, no directory)
-        return _section_interp_kernel(_read_only(offsets, np.uint64), 0, _NO_DIRS, kb, 4, uk)
-    return _section_search_kernel(offsets, keys, uk)
+    kb = _read_only(keys, np.uint32).view(np.uint8)  # (4-byte keys, no directory)
+    search = _section_interp_kernel if uk.size * _SPARSE_GAP < len(keys) else _section_search_kernel
+    return search(_read_only(offsets, np.uint64), 0, _NO_DIRS, kb, 4, uk)
 
 
 def packed_search(
     sec: Any, uk: npt.NDArray[np.uint64]
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(first, end) entry of each sorted distinct compact key ``uk`` in a
-    :class:`~neardup.index.band_packed.PackedSection`: from each key's bucket, by
-    :func:`_interp_lockstep`."""
-    return _section_interp_kernel(
+    :class:`~neardup.index.band_packed.PackedSection`, from each key's bucket: few keys by
+    :func:`_interp_lockstep`, many by the forward gallop."""
+    search = _section_interp_kernel if uk.size * _SPARSE_GAP < len(sec) else _section_search_kernel
+    return search(
         _read_only(sec.offsets, np.uint64),
         sec.dbits,
         _read_only(sec.dirs, np.uint32),
@@ -369,9 +372,10 @@ class SectionGroup:
         start = np.zeros(ns, np.int64)
         count = np.zeros(ns, np.int64)
         key, lo, hi = (np.empty(int(room[-1]), np.int64) for _ in range(3))
+        sparse = nu * _SPARSE_GAP < self._entries
         args = (
-            self._offsets, self._dirs, self._kbytes, self._widths, uk, room, start, count, key,
-            lo, hi,
+            self._offsets, self._dirs, self._kbytes, self._widths, uk, sparse, room, start,
+            count, key, lo, hi,
         )  # fmt: skip
         if nu < _PARALLEL_KEYS:  # a single request's keys: every section on this thread, so
             # the buckets lie one after another from 0
@@ -449,6 +453,7 @@ def _group_search_kernel(
     kbytes: Any,
     widths: npt.NDArray[np.int64],
     uk: npt.NDArray[np.uint64],
+    sparse: npt.NDArray[np.bool_],
     room: npt.NDArray[np.int64],
     start: npt.NDArray[np.int64],
     count: npt.NDArray[np.int64],
@@ -456,27 +461,34 @@ def _group_search_kernel(
     lo: npt.NDArray[np.int64],
     hi: npt.NDArray[np.int64],
 ) -> None:  # pragma: no cover (numba)
-    """Sections ``[first, last)`` of a group searched by :func:`_interp_lockstep` (each key
-    from its bucket), their non-empty buckets written one after another from ``room[first]``
-    (section ``s``'s: ``count[s]`` from ``start[s]``). ``widths[s]``: the section's directory
-    bits, key bytes and row bytes."""
+    """Sections ``[first, last)`` of a group searched, each key from its bucket, their
+    non-empty buckets written one after another from ``room[first]`` (section ``s``'s:
+    ``count[s]`` from ``start[s]``): the ``sparse`` sections by :func:`_interp_lockstep` (few
+    keys in a large section: its searches in lockstep), the others by the forward gallop
+    (:func:`_gallop`). ``widths[s]``: the section's directory bits, key bytes and row bytes."""
     nu = uk.size
     at = room[first]
-    a_ = np.empty(nu, np.int64)
-    b_ = np.empty(nu, np.int64)
-    isc = np.empty((8, nu), np.int64)
-    fsc = np.empty((2, nu), np.float64)
+    scratch = False
+    for s in range(first, last):
+        scratch = scratch or sparse[s]
+    n_sc = nu if scratch else 0  # (a batch against small sections needs none)
+    a_ = np.empty(n_sc, np.int64)
+    b_ = np.empty(n_sc, np.int64)
+    isc = np.empty((8, n_sc), np.int64)
+    fsc = np.empty((2, n_sc), np.float64)
     for s in range(first, last):
         start[s] = at
-        _interp_lockstep(
-            offsets[s], widths[s, 0], dirs[s], kbytes[s], widths[s, 1], uk, a_, b_, isc, fsc
-        )
-        for q in range(nu):
-            if b_[q] > a_[q]:
-                key[at] = q
-                lo[at] = a_[q]
-                hi[at] = b_[q]
-                at += 1
+        db, kw = widths[s, 0], widths[s, 1]
+        if sparse[s]:
+            _interp_lockstep(offsets[s], db, dirs[s], kbytes[s], kw, uk, a_, b_, isc, fsc)
+            for q in range(nu):
+                if b_[q] > a_[q]:
+                    key[at] = q
+                    lo[at] = a_[q]
+                    hi[at] = b_[q]
+                    at += 1
+        else:
+            at = _gallop(offsets[s], db, dirs[s], kbytes[s], kw, uk, key, lo, hi, at, False)
         count[s] = at - start[s]
 
 

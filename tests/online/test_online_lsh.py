@@ -674,17 +674,29 @@ def test_documents_of_many_candidates_are_verified_in_a_few_group_calls() -> Non
 @given(
     st.lists(st.tuples(st.integers(0, 4), st.integers(0, 30)), max_size=60),
     st.lists(st.tuples(st.integers(0, 6), st.integers(0, 31)), min_size=1, max_size=20),
+    st.sampled_from([None, 0, 8, 16]),
 )
-def test_section_search_kernel_equals_numpy_twin(entries, queries) -> None:
+def test_section_search_kernel_equals_numpy_twin(entries, queries, dbits) -> None:
+    """The forward gallop (a batch's search) on an unpacked section's bytes (``dbits`` None)
+    and on packed ones of each directory width, keys spread over the buckets."""
+    from neardup.index.band_packed import pack_section
     from neardup.index.bands import BandSection
     from neardup.index.reference import section_search_reference
     from neardup.index.section_search import _section_search_kernel
 
-    k = np.array([(g << 32) | h for g, h in entries], np.uint64)
+    def spread(h: int) -> int:  # keys over the buckets, their low bits not in their order
+        return (h * 0x9E37_79B9) & 0xFFFF_FFFF
+
+    k = np.array([(g << 32) | spread(h) for g, h in entries], np.uint64)
     k, r = sort_entries(k, np.arange(len(k), dtype=np.int64))
     sec = BandSection.from_sorted(k, r.astype(np.uint32))
-    uk = np.unique(np.array([(g << 32) | h for g, h in queries], np.uint64))
-    lo, hi = _section_search_kernel(sec.offsets, sec.keys, uk)
+    uk = np.unique(np.array([(g << 32) | spread(h) for g, h in queries], np.uint64))
+    if dbits is None:
+        no_dirs = np.zeros(0, np.uint32)
+        lo, hi = _section_search_kernel(sec.offsets, 0, no_dirs, sec.keys.view(np.uint8), 4, uk)
+    else:
+        p = pack_section(sec.offsets, sec.keys, sec.rows, max(len(k), 1), dbits=dbits)
+        lo, hi = _section_search_kernel(p.offsets, p.dbits, p.dirs, p.kbytes, p.kw, uk)
     lo2, hi2 = section_search_reference(sec.offsets, sec.keys, uk)
     assert lo.tolist() == lo2.tolist() and hi.tolist() == hi2.tolist()
     for x, a, b in zip(uk.tolist(), lo.tolist(), hi.tolist(), strict=True):

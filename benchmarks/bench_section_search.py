@@ -12,7 +12,7 @@ search is a few dependent cache misses; done one after another (the way before, 
 misses of different searches overlap: a section on its own (``section_search``, the
 memtable's) and every section of a :class:`neardup.index.SectionGroup` in one kernel call (a
 store's segments). Segments hold their sections packed
-(:mod:`neardup.index.band_packed`: a directory on the keys' top bits, 2-4 key bytes and 3 row
+(:mod:`neardup.index.band_packed`: a directory on the keys' top bits, 16-32 key bits and the row
 bytes an entry, against 4 + 4 unpacked); a search starts at its key's bucket.
 
 This builds ``--segments`` sections of ``--rows`` rows with uniform 32-bit keys in 79 groups
@@ -99,8 +99,8 @@ def sequential_kernel(offsets: Any, keys: Any, kb: Any, uk: Any) -> Any:  # prag
                     continue
             if x2 >= 0 and a < x2 < b:
                 a, b, vlo, vhi = _narrow(a, b, vlo, vhi, x2, keys[x2], low)
-        lo[q] = a = _first_past(kb, 4, a, b, low, False)
-        hi[q] = _first_past(kb, 4, a, end, low, True)
+        lo[q] = a = _first_past(kb, 32, a, b, low, False)
+        hi[q] = _first_past(kb, 32, a, end, low, True)
     return lo, hi
 
 
@@ -209,7 +209,7 @@ def main() -> None:
     }
     qs = requests(sections, a.queries, rng)
     print(f"built {a.segments} sections of {a.rows:,} rows x {BANDS} bands in {time.perf_counter() - t:.1f} s")  # fmt: skip
-    print(f"bytes an entry: unpacked {per_entry['unpacked']:.2f}, packed {per_entry['packed']:.2f} (a {packed[0].dbits}-bit directory, {packed[0].kw}-byte keys, {packed[0].rw}-byte rows)")  # fmt: skip
+    print(f"bytes an entry: unpacked {per_entry['unpacked']:.2f}, packed {per_entry['packed']:.2f} (a {packed[0].dbits}-bit directory, {packed[0].kbits}-bit keys, {packed[0].rbits}-bit rows)")  # fmt: skip
     no_dirs = np.zeros(0, np.uint32)
 
     def sequential(uk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -218,7 +218,7 @@ def main() -> None:
 
     def one_by_one(uk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         res = [
-            _section_interp_kernel(s.offsets, 0, no_dirs, s.keys.view(np.uint8), 4, uk)
+            _section_interp_kernel(s.offsets, 0, no_dirs, s.keys.view(np.uint8), 32, uk)
             for s in sections
         ]
         return np.stack([r[0] for r in res]), np.stack([r[1] for r in res])

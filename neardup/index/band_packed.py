@@ -1,24 +1,28 @@
 """Band-key sections packed for segments: a directory on each key's top bits, the rest of the
-key and the row in as few whole bytes as the segment needs.
+key and the row in as few bits as the segment needs.
 
 A :class:`~neardup.index.bands.BandSection` keeps a 32-bit key (the low half of a compact key,
 :mod:`neardup.index.bands`) and a 32-bit row per entry: 8 bytes, 79 entries a document with the
 default plan. Segments hold nearly all of a window's entries, and their sections are what a
 large window's disk and mapped memory are made of (docs/store.md). A :class:`PackedSection`
-holds the same entries in the same order with fewer bytes:
+holds the same entries in the same order in fewer bits:
 
 * ``dbits`` (0, 8 or 16): each group's entries are bucketed by their key's top ``dbits`` bits,
   and ``dirs[g * (2**dbits + 1) + b]`` counts the group's entries whose bucket is below ``b``
   (u32; no directory when ``dbits`` is 0: a bucket is the whole group);
-* ``kbytes``: the key's other ``32 - dbits`` bits, ``kw = (32 - dbits) / 8`` bytes an entry,
-  little-endian (the bucket gives the top bits back);
-* ``rbytes``: the entry's row, ``rw`` bytes (3 while a segment has at most 2**24 rows, else 4).
+* ``kbits = 32 - dbits``: the key's other bits, a field of 16, 24 or 32 bits an entry (the
+  bucket gives the top bits back);
+* ``rbits``: the entry's row, a field of just the bits the segment's rows need
+  (``(rows - 1).bit_length()``: 15 for ~20 k rows, 20 for a million).
+
+Fields are packed one after another from bit 0 of byte 0, each least significant bit first,
+and read as one unaligned word, shifted and masked (:func:`field_at`).
 
 :func:`packed_layout` picks ``dbits`` for the fewest bytes: a directory costs 4 bytes a bucket
-and saves a key byte an entry for each 8 bits, so a group of more than ~262 k entries takes 16
-bits (2 + 0.25 bytes a key at 1 M entries), of more than ~1 k takes 8 (3 bytes), and a smaller
-one none (4). Nothing is lost: :func:`unpack_group` gives back every key and row, so segments
-merge into larger ones (:func:`neardup.index.bands.merge_mapped`) as before.
+and saves a key byte an entry per 8 bits, so a group of more than ~262 k entries takes 16 bits
+(2 + 0.26 key bytes at 1 M entries), of more than ~1 k takes 8 (3), and a smaller one none (4).
+Nothing is lost: :func:`unpack_group` gives back every key and row, so segments merge into
+larger ones (:func:`neardup.index.bands.merge_mapped`) as before.
 
 Searching (:mod:`neardup.index.section_search`) starts at a key's bucket: one directory read,
 then a few entries where the unpacked section searched the whole group. Equal to searching the
@@ -35,77 +39,112 @@ import numpy.typing as npt
 
 from .._jit import kernel, load_u32
 
-__all__ = ["PackedSection", "pack_section", "packed_layout", "unpack_group"]
+__all__ = ["PackedSection", "field_at", "pack_section", "packed_layout", "row_bits", "unpack_group"]
 
 #: directory widths a section may take (bits of a key's top)
 DIRECTORY_BITS = (0, 8, 16)
-#: bytes readable after the end of a packed key or row array: a field of 2 or 3 bytes is read
-#: as a 4-byte word (:func:`key_at`). :func:`pack_section` allocates them; a segment's key
-#: bytes are followed by its row bytes, and its row bytes by the sketch section's 8-byte head
-SLACK = 4
+#: bytes readable after the end of a packed key or row array: a field is read as one 4-byte
+#: word, or two where it straddles one (rows of more than 25 bits; :func:`field_at`).
+#: :func:`pack_section` allocates them; in a segment, the key bytes are followed by the row
+#: bytes, and the row bytes by the sketch section's 8-byte head
+SLACK = 8
+
+
+def row_bits(rows: int) -> int:
+    """Bits of a row field in a segment of ``rows`` rows (at least 1)."""
+    return max(1, (max(rows, 1) - 1).bit_length())
+
+
+def packed_bytes(entries: int, bits: int) -> int:
+    """Bytes of ``entries`` fields of ``bits`` bits."""
+    return (entries * bits + 7) // 8
 
 
 def packed_layout(entries: int, groups: int, rows: int) -> tuple[int, int, int]:
-    """(``dbits``, ``kw``, ``rw``) of a section of ``entries`` over ``groups`` groups naming rows
-    below ``rows``: the directory width of the fewest bytes, its key bytes, the row bytes."""
-    rw = 3 if rows <= 1 << 24 else 4
+    """(``dbits``, ``kbits``, ``rbits``) of a section of ``entries`` over ``groups`` groups
+    naming rows below ``rows``: the directory width of the fewest bytes, the key field's
+    bits, the row field's bits."""
+    rbits = row_bits(rows)
     if not entries or not groups:
-        return 0, 4, rw
+        return 0, 32, rbits
     best = min(
         DIRECTORY_BITS,
         key=lambda d: groups * ((1 << d) + 1) * 4 * (d > 0) + entries * (32 - d) // 8,
     )
-    return best, (32 - best) // 8, rw
+    return best, 32 - best, rbits
 
 
 @kernel(nogil=True, inline="always")
-def key_at(kb, kw, i):  # pragma: no cover (numba)
-    """The stored key bits of entry ``i`` (``kw`` bytes, little-endian): one unaligned word
-    load, masked (the arrays keep :data:`SLACK` readable bytes after their end)."""
-    return load_u32(kb, i * kw) & (np.uint32(0xFFFFFFFF) >> np.uint32(32 - 8 * kw))
+def field_at(buf, bits, i):  # pragma: no cover (numba)
+    """Field ``i`` of ``bits`` (1-32) bits of a packed array: one unaligned word load, shifted
+    and masked (two where the field straddles a word: more than 25 bits at an odd offset). The
+    array keeps :data:`SLACK` readable bytes after its end."""
+    pos = np.int64(i) * bits
+    at = pos >> 3
+    sh = pos & 7
+    if sh + bits <= 32:
+        word = load_u32(buf, at) >> np.uint32(sh)
+        return word & (np.uint32(0xFFFFFFFF) >> np.uint32(32 - bits))
+    wide = np.uint64(load_u32(buf, at)) | (np.uint64(load_u32(buf, at + 4)) << np.uint64(32))
+    return np.uint32((wide >> np.uint64(sh)) & np.uint64(0xFFFFFFFF >> (32 - bits)))
 
 
 @kernel(nogil=True, inline="always")
-def row_at(rb, rw, i):  # pragma: no cover (numba)
-    """The row of entry ``i`` (``rw`` bytes, little-endian), as :func:`key_at` reads keys."""
-    return np.int64(load_u32(rb, i * rw) & (np.uint32(0xFFFFFFFF) >> np.uint32(32 - 8 * rw)))
+def key_at(kb, kbits, i):  # pragma: no cover (numba)
+    """The stored key bits of entry ``i`` (a ``kbits`` field)."""
+    return field_at(kb, kbits, i)
+
+
+@kernel(nogil=True, inline="always")
+def row_at(rb, rbits, i):  # pragma: no cover (numba)
+    """The row of entry ``i`` (an ``rbits`` field)."""
+    return np.int64(field_at(rb, rbits, i))
 
 
 @kernel(nogil=True)
-def _pack_kernel(offsets, keys, rows, dbits, kw, rw, dirs, kb, rb):  # pragma: no cover (numba)
-    ng = offsets.size - 1
+def _put_fields(values, bits, mask, out):  # pragma: no cover (numba)
+    """``values & mask`` as ``bits``-bit fields into ``out``, one after another."""
+    acc = np.uint64(0)
+    n = np.int64(0)
+    p = 0
+    for i in range(values.size):
+        acc |= np.uint64(values[i] & mask) << np.uint64(n)
+        n += bits
+        while n >= 8:
+            out[p] = np.uint8(acc & np.uint64(0xFF))
+            acc >>= np.uint64(8)
+            n -= 8
+            p += 1
+    if n > 0:
+        out[p] = np.uint8(acc & np.uint64(0xFF))
+
+
+@kernel(nogil=True)
+def _directories(offsets, keys, dbits, dirs):  # pragma: no cover (numba)
+    """Each group's directory: the entries whose key's top ``dbits`` bits are below each
+    value."""
     nd = (1 << dbits) + 1
     shift = np.uint32(32 - dbits)
-    for g in range(ng):
+    for g in range(offsets.size - 1):
         a = np.int64(offsets[g])
         e = np.int64(offsets[g + 1])
-        if dbits > 0:
-            j = a
-            base = g * nd
-            for b in range(nd):
-                while j < e and np.int64(keys[j] >> shift) < b:
-                    j += 1
-                dirs[base + b] = j - a
-        for i in range(a, e):
-            v = keys[i]
-            p = i * kw
-            for t in range(kw):
-                kb[p + t] = np.uint8((v >> np.uint32(8 * t)) & np.uint32(0xFF))
-            r = rows[i]
-            p = i * rw
-            for t in range(rw):
-                rb[p + t] = np.uint8((r >> np.uint32(8 * t)) & np.uint32(0xFF))
+        j = a
+        base = g * nd
+        for b in range(nd):
+            while j < e and np.int64(keys[j] >> shift) < b:
+                j += 1
+            dirs[base + b] = j - a
 
 
 @kernel(nogil=True)
-def _unpack_kernel(offsets, dbits, dirs, kb, kw, rb, rw, g, keys, rows):  # pragma: no cover
+def _unpack_kernel(offsets, dbits, dirs, kb, kbits, rb, rbits, g, keys, rows):  # pragma: no cover
     """Group ``g``'s keys (whole 32 bits) and rows into ``keys`` / ``rows``."""
     a = np.int64(offsets[g])
     e = np.int64(offsets[g + 1])
     if dbits == 0:
         for i in range(a, e):
-            keys[i - a] = key_at(kb, kw, i)
-            rows[i - a] = row_at(rb, rw, i)
+            keys[i - a] = key_at(kb, kbits, i)
+            rows[i - a] = row_at(rb, rbits, i)
         return
     nd = (1 << dbits) + 1
     base = g * nd
@@ -113,18 +152,24 @@ def _unpack_kernel(offsets, dbits, dirs, kb, kw, rb, rw, g, keys, rows):  # prag
     for b in range(nd - 1):
         top = np.uint32(b) << shift
         for i in range(a + np.int64(dirs[base + b]), a + np.int64(dirs[base + b + 1])):
-            keys[i - a] = top | key_at(kb, kw, i)
-            rows[i - a] = row_at(rb, rw, i)
+            keys[i - a] = top | key_at(kb, kbits, i)
+            rows[i - a] = row_at(rb, rbits, i)
 
 
 @kernel(nogil=True)
-def _max_row_kernel(rb, rw, m):  # pragma: no cover (numba)
+def _max_row_kernel(rb, rbits, m):  # pragma: no cover (numba)
     best = np.int64(-1)
     for i in range(m):
-        r = row_at(rb, rw, i)
+        r = row_at(rb, rbits, i)
         if r > best:
             best = r
     return best
+
+
+@kernel(nogil=True)
+def _rows_at(rb, rbits, at, out):  # pragma: no cover (numba)
+    for j in range(at.size):
+        out[j] = row_at(rb, rbits, at[j])
 
 
 @kernel(nogil=True)
@@ -155,7 +200,9 @@ class PackedSection:
     :class:`~neardup.index.bands.BandSection` at the same positions. ``rowids`` maps rows to
     row ids (a segment's), or None (rows as they are)."""
 
-    __slots__ = ("_max_row", "dbits", "dirs", "kbytes", "kw", "offsets", "rbytes", "rowids", "rw")
+    __slots__ = (
+        "_max_row", "dbits", "dirs", "kbits", "kbytes", "offsets", "rbits", "rbytes", "rowids",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -163,18 +210,18 @@ class PackedSection:
         dbits: int,
         dirs: npt.NDArray[np.uint32],
         kbytes: npt.NDArray[np.uint8],
-        kw: int,
+        kbits: int,
         rbytes: npt.NDArray[np.uint8],
-        rw: int,
+        rbits: int,
         rowids: npt.NDArray[np.int64] | None = None,
     ) -> None:
         self.offsets = offsets
         self.dbits = int(dbits)
         self.dirs = dirs
         self.kbytes = kbytes
-        self.kw = int(kw)
+        self.kbits = int(kbits)
         self.rbytes = rbytes
-        self.rw = int(rw)
+        self.rbits = int(rbits)
         self.rowids = rowids
         self._max_row: int | None = None
 
@@ -194,11 +241,13 @@ class PackedSection:
         sizes and every group's directory are checked, so the kernels read inside the arrays."""
         m = len(self)
         g = self.groups
-        if self.dbits not in DIRECTORY_BITS or self.kw != (32 - self.dbits) // 8:
-            return f"directory of {self.dbits} bits with {self.kw}-byte keys"
-        if self.rw not in (3, 4):
-            return f"{self.rw}-byte rows"
-        if len(self.kbytes) != m * self.kw or len(self.rbytes) != m * self.rw:
+        if self.dbits not in DIRECTORY_BITS or self.kbits != 32 - self.dbits:
+            return f"directory of {self.dbits} bits with {self.kbits}-bit keys"
+        if not 1 <= self.rbits <= 32:
+            return f"{self.rbits}-bit rows"
+        if len(self.kbytes) != packed_bytes(m, self.kbits) or len(self.rbytes) != packed_bytes(
+            m, self.rbits
+        ):
             return "key or row bytes do not match the entries"
         if g < 0 or (np.diff(self.offsets.astype(np.int64)) < 0).any() or self.offsets[0] != 0:
             return "group offsets fall"
@@ -212,7 +261,7 @@ class PackedSection:
     def max_row(self) -> int:
         """The largest row an entry names (-1: no entries); computed once."""
         if self._max_row is None:
-            self._max_row = int(_max_row_kernel(_ro(self.rbytes), self.rw, len(self)))
+            self._max_row = int(_max_row_kernel(_ro(self.rbytes), self.rbits, len(self)))
         return self._max_row
 
     def group(self, g: int) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32]]:
@@ -221,10 +270,9 @@ class PackedSection:
 
     def row_ids(self, at: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Row ids of the entries at positions ``at``."""
-        at = np.asarray(at, np.int64)
-        r = np.zeros(at.size, np.int64)
-        for t in range(self.rw):
-            r |= self.rbytes[at * self.rw + t].astype(np.int64) << (8 * t)
+        at = np.ascontiguousarray(at, np.int64)
+        r = np.empty(at.size, np.int64)
+        _rows_at(_ro(self.rbytes), self.rbits, _ro(at), r)
         return np.asarray(self.rowids[r], np.int64) if self.rowids is not None else r
 
     def unpacked(self) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32]]:
@@ -261,8 +309,8 @@ def unpack_group(
     rows = np.empty(n, np.uint32)
     if n:
         _unpack_kernel(
-            _ro(sec.offsets), sec.dbits, _ro(sec.dirs), _ro(sec.kbytes), sec.kw, _ro(sec.rbytes),
-            sec.rw, g, keys, rows,
+            _ro(sec.offsets), sec.dbits, _ro(sec.dirs), _ro(sec.kbytes), sec.kbits,
+            _ro(sec.rbytes), sec.rbits, g, keys, rows,
         )  # fmt: skip
     return keys, rows
 
@@ -284,17 +332,22 @@ def pack_section(
     rows = np.ascontiguousarray(rows, np.uint32)
     m = len(keys)
     groups = len(offsets) - 1 if m else 0
-    best, kw, rw = packed_layout(m, groups, n_rows)
+    best, kbits, rbits = packed_layout(m, groups, n_rows)
     if dbits is None:
         dbits = best
     elif dbits not in DIRECTORY_BITS:
         raise ValueError(f"a directory of {dbits} bits (0, 8 or 16)")
-    kw = (32 - dbits) // 8
+    kbits = 32 - dbits
     if not m:
         offsets = np.zeros(1, np.uint64)
+    elif int(rows.max()) >= n_rows:
+        raise ValueError(f"a section naming row {int(rows.max())} of {n_rows}")
     dirs = np.zeros(groups * ((1 << dbits) + 1) if dbits else 0, np.uint32)
-    kb = np.zeros(m * kw + SLACK, np.uint8)[: m * kw]
-    rb = np.zeros(m * rw + SLACK, np.uint8)[: m * rw]
+    kb = np.zeros(packed_bytes(m, kbits) + SLACK, np.uint8)[: packed_bytes(m, kbits)]
+    rb = np.zeros(packed_bytes(m, rbits) + SLACK, np.uint8)[: packed_bytes(m, rbits)]
     if m:
-        _pack_kernel(offsets, keys, rows, dbits, kw, rw, dirs, kb, rb)
-    return PackedSection(offsets, dbits, dirs, kb, kw, rb, rw, rowids)
+        if dbits:
+            _directories(offsets, keys, dbits, dirs)
+        _put_fields(keys, kbits, np.uint32(0xFFFFFFFF >> dbits), kb)
+        _put_fields(rows, rbits, np.uint32(0xFFFFFFFF), rb)
+    return PackedSection(offsets, dbits, dirs, kb, kbits, rb, rbits, rowids)

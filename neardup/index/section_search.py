@@ -1,8 +1,10 @@
 """Searching band-key sections (:class:`neardup.index.bands.BandSection`, and the segments'
 packed :class:`neardup.index.band_packed.PackedSection`): the first and end entry of each query
-key in a section, by a forward gallop (many keys in a memtable section) or interpolation from
-the key's bucket (few keys, and every search of a packed section), and :class:`SectionGroup`,
-the sections of many segments searched and gathered in one kernel call each.
+key in a section, by a forward gallop (many keys) or interpolation (few keys in a large
+section), in a packed section from the key's bucket (one directory read) instead of the whole
+group, and :class:`SectionGroup`, the sections of many segments searched and gathered in one
+kernel call each. One set of kernels reads both layouts: an unpacked section is read as its
+bytes (32-bit fields, no directory).
 
 A store holds one section per segment, and an hourly-partitioned window has dozens of
 segments: looked up one at a time, each section costs a kernel call and a few NumPy calls per
@@ -69,15 +71,15 @@ def _narrow(
 
 @kernel(nogil=True)
 def _first_past(
-    kb: Any, kw: Any, a: Any, end: Any, low: Any, equal: bool
+    kb: Any, kbits: Any, a: Any, end: Any, low: Any, equal: bool
 ) -> Any:  # pragma: no cover (numba: int64 positions, a uint32 key)
-    """The first entry in ``[a, end)`` whose key (``kw`` bytes, :mod:`.band_packed`; 4 for an
+    """The first entry in ``[a, end)`` whose key (a ``kbits``-bit field, :mod:`.band_packed`; 32 for an
     unpacked section's bytes) is ``>= low`` (``> low`` with ``equal``), or ``end``; every key
     before ``a`` must be below it. A gallop from ``a`` (local steps first: the next key of a
     batch is near), then a binary search in the last step."""
     step = np.int64(1)
     while a + step <= end:
-        k = key_at(kb, kw, a + step - 1)
+        k = key_at(kb, kbits, a + step - 1)
         if not (k < low or (equal and k == low)):
             break
         a += step
@@ -85,7 +87,7 @@ def _first_past(
     b = min(a + step, end)
     while a < b:
         m = (a + b) >> 1
-        k = key_at(kb, kw, m)
+        k = key_at(kb, kbits, m)
         if k < low or (equal and k == low):
             a = m + 1
         else:
@@ -99,7 +101,7 @@ def _interp_lockstep(
     dbits: int,
     dirs: npt.NDArray[np.uint32],
     kb: npt.NDArray[np.uint8],
-    kw: int,
+    kbits: int,
     uk: npt.NDArray[np.uint64],
     lo: npt.NDArray[np.int64],
     hi: npt.NDArray[np.int64],
@@ -107,7 +109,7 @@ def _interp_lockstep(
     fsc: npt.NDArray[np.float64],
 ) -> None:  # pragma: no cover (numba)
     """(first, end) entry of each sorted distinct compact key ``uk`` in a section into ``lo`` /
-    ``hi``: a packed one (:mod:`.band_packed`; an unpacked one is its bytes with ``kw`` 4 and
+    ``hi``: a packed one (:mod:`.band_packed`; an unpacked one is its bytes with ``kbits`` 32 and
     no directory). A key's search starts at its bucket (one directory read; the whole group
     without a directory). A bucket's stored key bits are a hash mix's, uniform: the first
     entry >= ``low`` among ``m`` is near ``m * p`` (``p`` its share of the value range), within
@@ -165,9 +167,9 @@ def _interp_lockstep(
                 continue
             x1[q], x2[q] = _probes(a, b, vlo[q], vhi[q], float(low[q]))
             if x1[q] >= 0:
-                k1[q] = key_at(kb, kw, x1[q])
+                k1[q] = key_at(kb, kbits, x1[q])
             if x2[q] >= 0:
-                k2[q] = key_at(kb, kw, x2[q])
+                k2[q] = key_at(kb, kbits, x2[q])
         for q in range(n):  # the answers
             a, b, lo_v, hi_v = a_[q], b_[q], vlo[q], vhi[q]
             x = x1[q]
@@ -179,14 +181,14 @@ def _interp_lockstep(
             a_[q], b_[q], vlo[q], vhi[q] = a, b, lo_v, hi_v
     for q in range(n):  # the last few entries of each search, touched before they are read
         if a_[q] >= 0 and a_[q] < end_[q]:
-            k1[q] = key_at(kb, kw, a_[q])
+            k1[q] = key_at(kb, kbits, a_[q])
     for q in range(n):
         if a_[q] < 0:
             continue
         w = np.uint32(low[q])
-        a = _first_past(kb, kw, a_[q], b_[q], w, False)
+        a = _first_past(kb, kbits, a_[q], b_[q], w, False)
         lo[q] = a
-        hi[q] = _first_past(kb, kw, a, end_[q], w, True)
+        hi[q] = _first_past(kb, kbits, a, end_[q], w, True)
 
 
 @kernel(nogil=True)
@@ -195,7 +197,7 @@ def _section_interp_kernel(
     dbits: int,
     dirs: npt.NDArray[np.uint32],
     kb: npt.NDArray[np.uint8],
-    kw: int,
+    kbits: int,
     uk: npt.NDArray[np.uint64],
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # pragma: no cover (numba)
     """:func:`_interp_lockstep` of one section, with its own answer and scratch."""
@@ -203,7 +205,7 @@ def _section_interp_kernel(
     hi = np.zeros(uk.size, np.int64)
     isc = np.empty((8, uk.size), np.int64)
     fsc = np.empty((2, uk.size), np.float64)
-    _interp_lockstep(offsets, dbits, dirs, kb, kw, uk, lo, hi, isc, fsc)
+    _interp_lockstep(offsets, dbits, dirs, kb, kbits, uk, lo, hi, isc, fsc)
     return lo, hi
 
 
@@ -213,7 +215,7 @@ def _gallop(
     dbits: int,
     dirs: npt.NDArray[np.uint32],
     kb: npt.NDArray[np.uint8],
-    kw: int,
+    kbits: int,
     uk: npt.NDArray[np.uint64],
     key: npt.NDArray[np.int64],
     lo: npt.NDArray[np.int64],
@@ -222,7 +224,7 @@ def _gallop(
     dense: bool,
 ) -> int:  # pragma: no cover (numba)
     """The entries ``[first, end)`` of each sorted compact key ``uk`` in a section (packed, or
-    an unpacked one's bytes: ``kw`` 4, no directory), found by a galloping search inside the
+    an unpacked one's bytes: ``kbits`` 32, no directory), found by a galloping search inside the
     key's bucket from where the previous key of the bucket ended (the keys are sorted, so a
     large batch walks each group forward with local steps instead of starting every binary
     search at the top; a directory puts each key's walk at its bucket).
@@ -257,8 +259,8 @@ def _gallop(
         if cell != prev:
             start = first
             prev = cell
-        a = _first_past(kb, kw, start, end, low, False)
-        start = _first_past(kb, kw, a, end, low, True)
+        a = _first_past(kb, kbits, start, end, low, False)
+        start = _first_past(kb, kbits, a, end, low, True)
         if dense:
             lo[q] = a
             hi[q] = start
@@ -276,7 +278,7 @@ def _section_search_kernel(
     dbits: int,
     dirs: npt.NDArray[np.uint32],
     kb: npt.NDArray[np.uint8],
-    kw: int,
+    kbits: int,
     uk: npt.NDArray[np.uint64],
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # pragma: no cover (numba)
     """(first, end) entry of each sorted compact key ``uk`` in a section by the forward gallop
@@ -284,7 +286,7 @@ def _section_search_kernel(
     NumPy twin)."""
     lo = np.empty(uk.size, np.int64)
     hi = np.empty(uk.size, np.int64)
-    _gallop(offsets, dbits, dirs, kb, kw, uk, lo, lo, hi, 0, True)  # (dense: no key indexes)
+    _gallop(offsets, dbits, dirs, kb, kbits, uk, lo, lo, hi, 0, True)  # (dense: no key indexes)
     return lo, hi
 
 
@@ -296,9 +298,9 @@ def section_search(
     its start: interpolation finds them in a few probes, where a gallop from the group's start
     misses the cache at every step. Many keys (a batch) walk each group forward from the last
     one instead (``bench_store_scale.py`` measures both)."""
-    kb = _read_only(keys, np.uint32).view(np.uint8)  # (4-byte keys, no directory)
+    kb = _read_only(keys, np.uint32).view(np.uint8)  # (32-bit keys, no directory)
     search = _section_interp_kernel if uk.size * _SPARSE_GAP < len(keys) else _section_search_kernel
-    return search(_read_only(offsets, np.uint64), 0, _NO_DIRS, kb, 4, uk)
+    return search(_read_only(offsets, np.uint64), 0, _NO_DIRS, kb, 32, uk)
 
 
 def packed_search(
@@ -313,7 +315,7 @@ def packed_search(
         sec.dbits,
         _read_only(sec.dirs, np.uint32),
         _read_only(sec.kbytes, np.uint8),
-        sec.kw,
+        sec.kbits,
         uk,
     )
 
@@ -336,7 +338,7 @@ class SectionGroup:
     :func:`neardup.index.bands.lookup`: one kernel call finds every query key in every section
     (:meth:`search`), one more gathers the row ids of the buckets under the cap
     (:meth:`gather`); equal to passing the sections one by one (tested). An unpacked section
-    is searched as its bytes: 4-byte keys without a directory, 4-byte rows."""
+    is searched as its bytes: 32-bit keys without a directory, 32-bit rows."""
 
     def __init__(self, sections: Sequence[Any]) -> None:
         from numba.typed import List
@@ -465,7 +467,7 @@ def _group_search_kernel(
     non-empty buckets written one after another from ``room[first]`` (section ``s``'s:
     ``count[s]`` from ``start[s]``): the ``sparse`` sections by :func:`_interp_lockstep` (few
     keys in a large section: its searches in lockstep), the others by the forward gallop
-    (:func:`_gallop`). ``widths[s]``: the section's directory bits, key bytes and row bytes."""
+    (:func:`_gallop`). ``widths[s]``: the section's directory bits, key bits and row bits."""
     nu = uk.size
     at = room[first]
     scratch = False
@@ -478,9 +480,9 @@ def _group_search_kernel(
     fsc = np.empty((2, n_sc), np.float64)
     for s in range(first, last):
         start[s] = at
-        db, kw = widths[s, 0], widths[s, 1]
+        db, kbits = widths[s, 0], widths[s, 1]
         if sparse[s]:
-            _interp_lockstep(offsets[s], db, dirs[s], kbytes[s], kw, uk, a_, b_, isc, fsc)
+            _interp_lockstep(offsets[s], db, dirs[s], kbytes[s], kbits, uk, a_, b_, isc, fsc)
             for q in range(nu):
                 if b_[q] > a_[q]:
                     key[at] = q
@@ -488,7 +490,7 @@ def _group_search_kernel(
                     hi[at] = b_[q]
                     at += 1
         else:
-            at = _gallop(offsets[s], db, dirs[s], kbytes[s], kw, uk, key, lo, hi, at, False)
+            at = _gallop(offsets[s], db, dirs[s], kbytes[s], kbits, uk, key, lo, hi, at, False)
         count[s] = at - start[s]
 
 
@@ -512,7 +514,7 @@ def _group_gather_kernel(
     at = 0
     cur = -1
     rb = rbytes[0]
-    rw = widths[0, 2]
+    rbits = widths[0, 2]
     ids = rowids[0]
     for i in range(key.size):
         k = key[i]
@@ -521,22 +523,22 @@ def _group_gather_kernel(
         if section[i] != cur:  # (the buckets come section by section)
             cur = section[i]
             rb = rbytes[cur]
-            rw = widths[cur, 2]
+            rbits = widths[cur, 2]
             ids = rowids[cur]
         for e in range(lo[i], hi[i]):
             u_out[at] = k
-            r_out[at] = ids[row_at(rb, rw, e)]
+            r_out[at] = ids[row_at(rb, rbits, e)]
             at += 1
     return u_out, r_out
 
 
 def _layout(sec: Any) -> tuple[int, Any, Any, int, Any, int]:
-    """(directory bits, directory, key bytes, key width, row bytes, row width) of a section,
-    packed or not (an unpacked one as its bytes), read-only."""
+    """(directory bits, directory, key bytes, key bits, row bytes, row bits) of a section,
+    packed or not (an unpacked one as its bytes: 32-bit fields), read-only."""
     if hasattr(sec, "kbytes"):
         return (
-            sec.dbits, _read_only(sec.dirs, np.uint32), _read_only(sec.kbytes, np.uint8), sec.kw,
-            _read_only(sec.rbytes, np.uint8), sec.rw,
+            sec.dbits, _read_only(sec.dirs, np.uint32), _read_only(sec.kbytes, np.uint8), sec.kbits,
+            _read_only(sec.rbytes, np.uint8), sec.rbits,
         )  # fmt: skip
     kb = _read_only(sec.keys, np.uint32).view(np.uint8)
-    return 0, _NO_DIRS, kb, 4, _read_only(sec.rows, np.uint32).view(np.uint8), 4
+    return 0, _NO_DIRS, kb, 32, _read_only(sec.rows, np.uint32).view(np.uint8), 32

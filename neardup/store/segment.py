@@ -21,28 +21,33 @@ File layout (little-endian, every section 8-byte aligned so it can be memory-map
     packed: :mod:`neardup.index.band_packed`)
       groups       u32                  number of key groups (the bands)
       dbits        u8                   0, 8 or 16: bits of a key's top in the directory
-      kw           u8                   bytes of a key's other bits: (32 - dbits) / 8
-      rw           u8                   bytes of a row: 3 (at most 2**24 rows) or 4
+      kbits        u8                   bits of a key's other part: 32 - dbits
+      rbits        u8                   bits of a row: those the segment's rows need (1-32)
       reserved     u8                   0
       entries      u64                  number of (compact key, row) pairs
       offsets      u64[groups + 1]      first entry of each group; offsets[groups] = entries
       dirs         u32[groups * (2**dbits + 1)]  (none when dbits is 0) per group, the
                                         entries whose key's top dbits bits are below each
                                         value; padded with zeros to 8 bytes
-      keys         u8[entries * kw]     the low 32 - dbits bits of each low half of a compact
-                                        key (:mod:`neardup.index.bands`), little-endian; the
-                                        keys sorted within a group; padded to 8
-      rows         u8[entries * rw]     position of each entry's row in this segment
-                                        (ascending within a key), little-endian; padded to 8
+      keys         u8[ceil(entries * kbits / 8)]  the low kbits bits of each low half of a
+                                        compact key (:mod:`neardup.index.bands`), packed from
+                                        bit 0, least significant first; the keys sorted
+                                        within a group; padded to 8
+      rows         u8[ceil(entries * rbits / 8)]  position of each entry's row in this
+                                        segment (ascending within a key), packed the same;
+                                        padded to 8
     sketch section (:mod:`.sketches`; width 0 in a store without the MinHash channel)
       width        u32                  bytes per row's sketch (0: none, nothing follows)
       reserved     u32                  0
       present      u8[count]            1 where the row has a sketch, padded with zeros to 8
       sketches     u8[count * width]    each row's sketch (zeros where absent), padded to 8
 
-A band key takes 5-8 bytes (5.25 in a segment of a million rows): the group (band) is implied by
-the offsets and 32 bits of a mix of the key stand for it (a false collision is rejected by the
-caller; see :mod:`neardup.index.bands`), their top bits by the directory. A segment without band keys (a store without the MinHash channel,
+A band key takes about 4.8-6 bytes (4.76 in a segment of a million rows, 4.93 of ~20 k): the group (band) is implied
+by the offsets and 32 bits of a mix of the key stand for it (a false collision is rejected by
+the caller; see :mod:`neardup.index.bands`), their top bits by the directory. The key and row
+parts are followed by at least 4 readable bytes (the next part, or the sketch section's head),
+which the packed reads rely on (:data:`neardup.index.band_packed.SLACK`). A segment without
+band keys (a store without the MinHash channel,
 the rows of a bulk load) has an empty section (:attr:`Segment.band_keys` is None). A file of
 another version is refused (:class:`UnsupportedVersionError` naming it).
 
@@ -69,7 +74,7 @@ import numpy.typing as npt
 import xxhash
 
 from ..errors import CorruptFileError, UnsupportedVersionError
-from ..index.band_packed import PackedSection, pack_section
+from ..index.band_packed import PackedSection, pack_section, packed_bytes
 from ..index.bands import BandSection
 from .wal import fsync_dir
 
@@ -179,7 +184,7 @@ def write_segment(
     pk = pack_section(sec.offsets, sec.keys, sec.rows, n)
     del sec
     body += [
-        struct.pack("<IBBBBQ", pk.groups, pk.dbits, pk.kw, pk.rw, 0, len(pk)),
+        struct.pack("<IBBBBQ", pk.groups, pk.dbits, pk.kbits, pk.rbits, 0, len(pk)),
         np.ascontiguousarray(pk.offsets, dtype="<u8").data,
         np.ascontiguousarray(pk.dirs, dtype="<u4").data,
         bytes(_pad8(pk.dirs.nbytes)),
@@ -304,22 +309,24 @@ def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segmen
                 f"{p}: segment is {size} bytes, too short for its {n} rows and band-key "
                 "section; the file is truncated or damaged"
             )
-        groups, dbits, kw, rw, _r2, m = struct.unpack_from("<IBBBBQ", mm, expected)
+        groups, dbits, kbits, rbits, _r2, m = struct.unpack_from("<IBBBBQ", mm, expected)
         band_at = expected + 16
-        if m and not kw:
+        if m and not kbits:
             raise UnsupportedVersionError(
                 f"{p}: a segment whose band-key section is unpacked (written by an earlier "
                 f"build); this build reads segment version {VERSION} with packed sections. "
                 "Deduplicate into a new data directory"
             )
-        if dbits not in (0, 8, 16):
+        if dbits not in (0, 8, 16) or (m and (kbits != 32 - dbits or not 1 <= rbits <= 32)):
             raise CorruptFileError(
-                f"{p}: segment band-key section has a {dbits}-bit directory (0, 8 or 16 "
-                "expected); the file is damaged"
+                f"{p}: segment band-key section has a {dbits}-bit directory, {kbits}-bit keys "
+                f"and {rbits}-bit rows (0, 8 or 16; 32 less that; 1 to 32 expected); the file "
+                "is damaged"
             )
         nd = groups * ((1 << dbits) + 1) if dbits else 0
         expected = band_at + 8 * (groups + 1)
-        for nbytes in (4 * nd, kw * m, rw * m):
+        kb_n, rb_n = packed_bytes(m, kbits), packed_bytes(m, rbits)
+        for nbytes in (4 * nd, kb_n, rb_n):
             expected += nbytes + _pad8(nbytes)
         width, sketch_at = 0, expected + 8
         # the band-key section is the file's end and the body is whole (its checksum matches):
@@ -362,9 +369,9 @@ def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segmen
         off += 8 * (groups + 1)
         dirs = np.frombuffer(mm, dtype="<u4", count=nd, offset=off)
         off += 4 * nd + _pad8(4 * nd)
-        kbytes = np.frombuffer(mm, dtype=np.uint8, count=kw * m, offset=off)
-        off += kw * m + _pad8(kw * m)
-        rbytes = np.frombuffer(mm, dtype=np.uint8, count=rw * m, offset=off)
+        kbytes = np.frombuffer(mm, dtype=np.uint8, count=kb_n, offset=off)
+        off += kb_n + _pad8(kb_n)
+        rbytes = np.frombuffer(mm, dtype=np.uint8, count=rb_n, offset=off)
         if int(offsets[-1]) != m or (
             groups and bool(np.any(np.diff(offsets.astype(np.int64)) < 0))
         ):
@@ -374,8 +381,8 @@ def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segmen
             )
         if m:
             bands = PackedSection(
-                offsets.view(np.uint64), dbits, dirs.view(np.uint32), kbytes, kw, rbytes, rw,
-                rowids,
+                offsets.view(np.uint64), dbits, dirs.view(np.uint32), kbytes, kbits, rbytes,
+                rbits, rowids,
             )  # fmt: skip
             wrong = bands.check()
             if wrong is not None:

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup.errors import CorruptFileError, UnsupportedVersionError
-from neardup.index.band_packed import PackedSection, pack_section, packed_layout
+from neardup.index.band_packed import PackedSection, pack_section, packed_layout, row_bits
 from neardup.index.bands import BandSection, SectionGroup, lookup, merge_mapped
 from neardup.index.reference import lookup_reference, merge_mapped_reference
 from neardup.store.segment import HEADER_SIZE, open_segment, write_segment
@@ -50,17 +50,24 @@ _kinds = st.sampled_from(["uniform", "clustered", "repeated"])
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.integers(0, 2**32 - 1), _sizes, _kinds, st.sampled_from([0, 8, 16]), st.booleans())
-def test_every_key_and_row_comes_back(seed, sizes, kind, dbits, wide) -> None:
-    """Packed with each directory width and both row widths, a section unpacks to its keys and
-    rows, as compact keys and row ids too, and its largest row is known."""
+@given(
+    st.integers(0, 2**32 - 1),
+    _sizes,
+    _kinds,
+    st.sampled_from([0, 8, 16]),
+    st.sampled_from([1, 2, 3, 1000, 2**20, 2**26 + 1, 2**29 - 3, 2**32 - 1]),
+)
+def test_every_key_and_row_comes_back(seed, sizes, kind, dbits, n_rows) -> None:
+    """Packed with each directory width and row fields of 1 to 32 bits (straddling words
+    past 25), a section unpacks to its keys and rows, as compact keys and row ids too, and its
+    largest row is known."""
     rng = np.random.default_rng(seed)
-    n_rows = 2**25 if wide else 1000
     sec = _section(rng, sizes, kind, n_rows)
-    ids = None if wide else np.arange(1000, dtype=np.int64) * 3 + 7
+    ids = np.arange(1000, dtype=np.int64) * 3 + 7 if n_rows <= 1000 else None
     pk = pack_section(sec.offsets, sec.keys, sec.rows, n_rows, ids, dbits=dbits)
     assert pk.check() is None and len(pk) == len(sec)
-    assert pk.rw == (4 if wide else 3) and pk.kw == (32 - dbits) // 8
+    assert pk.rbits == row_bits(n_rows) == max(1, (n_rows - 1).bit_length())
+    assert pk.kbits == 32 - dbits
     keys, rows = pk.unpacked()
     assert keys.tolist() == sec.keys.tolist() and rows.tolist() == sec.rows.tolist()
     k, r = pk
@@ -133,15 +140,16 @@ def test_merges_read_packed_sections(seed, segments, kind) -> None:
 
 def test_the_layout_takes_the_fewest_bytes() -> None:
     """No directory for small groups, 8 bits from about a thousand entries a group, 16 from
-    about 262 k; 3-byte rows up to 2**24 rows. A million-row segment's 79 bands: 5.25 bytes an
-    entry against the unpacked 8."""
-    assert packed_layout(79 * 500, 79, 500) == (0, 4, 3)
-    assert packed_layout(79 * 20_000, 79, 20_000) == (8, 3, 3)
-    assert packed_layout(79 * 1_000_000, 79, 1_000_000) == (16, 2, 3)
-    assert packed_layout(79 * 1_000_000, 79, 2**24 + 1)[2] == 4
-    groups, m = 79, 79 * 1_000_000
-    per_entry = (groups * (2**16 + 1) * 4 + m * (2 + 3)) / m
-    assert per_entry < 5.3
+    about 262 k; rows in the bits the segment needs. A million-row segment's 79 bands: 4.76
+    bytes an entry against the unpacked 8 (2 of key, 2.5 of row, 0.26 of directory)."""
+    assert packed_layout(79 * 500, 79, 500) == (0, 32, 9)
+    assert packed_layout(79 * 20_000, 79, 20_000) == (8, 24, 15)
+    assert packed_layout(79 * 1_000_000, 79, 1_000_000) == (16, 16, 20)
+    assert packed_layout(79 * 1_000_000, 79, 2**24 + 1)[2] == 25
+    rng = np.random.default_rng(0)
+    sec = _section(rng, [200_000] * 3, "uniform", 1_000_000)  # 3 bands of a 1 M-row segment
+    pk = pack_section(sec.offsets, sec.keys, sec.rows, 1_000_000, dbits=16)
+    assert pk.nbytes - pk.offsets.nbytes == 3 * (2**16 + 1) * 4 + len(sec) * (16 + 20) // 8
 
 
 def _segment_with_a_directory(path) -> tuple[int, int]:

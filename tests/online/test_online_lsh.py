@@ -322,10 +322,10 @@ def test_segment_band_section_roundtrip_and_empty(tmp_path) -> None:
     assert k.tolist() == [1, 5, 5, 9, (1 << 32) | 7, (2 << 32) | 5]
     assert r.tolist() == [4, 3, 7, 10, 3, 9]
     assert sec.offsets.tolist() == [0, 4, 5, 6]
-    # packed: groups this small take no directory, 4-byte keys, 3-byte rows (5 rows), each
+    # packed: groups this small take no directory, 32-bit keys, 3-bit rows (5 rows), each
     # part padded to 8 bytes after a 16-byte section head and the group offsets
-    assert (sec.dbits, sec.kw, sec.rw) == (0, 4, 3)
-    assert v3.stat().st_size == 64 + 5 * 24 + 16 + 8 * 4 + 24 + 24 + 8
+    assert (sec.dbits, sec.kbits, sec.rbits) == (0, 32, 3)
+    assert v3.stat().st_size == 64 + 5 * 24 + 16 + 8 * 4 + 24 + 8 + 8
     got = lookup([sec], np.array([[5, 7], [(2 << 32) | 5, 9]], np.uint64), 10)
     assert [g.tolist() for g in got] == [[3, 7], [9, 10]]
     s.close()
@@ -693,10 +693,10 @@ def test_section_search_kernel_equals_numpy_twin(entries, queries, dbits) -> Non
     uk = np.unique(np.array([(g << 32) | spread(h) for g, h in queries], np.uint64))
     if dbits is None:
         no_dirs = np.zeros(0, np.uint32)
-        lo, hi = _section_search_kernel(sec.offsets, 0, no_dirs, sec.keys.view(np.uint8), 4, uk)
+        lo, hi = _section_search_kernel(sec.offsets, 0, no_dirs, sec.keys.view(np.uint8), 32, uk)
     else:
         p = pack_section(sec.offsets, sec.keys, sec.rows, max(len(k), 1), dbits=dbits)
-        lo, hi = _section_search_kernel(p.offsets, p.dbits, p.dirs, p.kbytes, p.kw, uk)
+        lo, hi = _section_search_kernel(p.offsets, p.dbits, p.dirs, p.kbytes, p.kbits, uk)
     lo2, hi2 = section_search_reference(sec.offsets, sec.keys, uk)
     assert lo.tolist() == lo2.tolist() and hi.tolist() == hi2.tolist()
     for x, a, b in zip(uk.tolist(), lo.tolist(), hi.tolist(), strict=True):
@@ -751,7 +751,7 @@ def test_interpolating_section_search_equals_numpy_twin(seed, sizes, kind, nq, d
     )
     if dbits is None:
         no_dirs = np.zeros(0, np.uint32)
-        lo, hi = _section_interp_kernel(sec.offsets, 0, no_dirs, sec.keys.view(np.uint8), 4, uk)
+        lo, hi = _section_interp_kernel(sec.offsets, 0, no_dirs, sec.keys.view(np.uint8), 32, uk)
     else:
         packed = pack_section(sec.offsets, sec.keys, sec.rows, max(len(k), 1), dbits=dbits)
         lo, hi = packed_search(packed, uk)

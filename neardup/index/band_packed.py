@@ -44,7 +44,7 @@ __all__ = ["PackedSection", "field_at", "pack_section", "packed_layout", "row_bi
 #: directory widths a section may take (bits of a key's top)
 DIRECTORY_BITS = (0, 8, 16)
 #: bytes readable after the end of a packed key or row array: a field is read as one 4-byte
-#: word, or two where it straddles one (rows of more than 25 bits; :func:`field_at`).
+#: word, or two where it straddles one (rows of 27 bits or more; :func:`field_at`).
 #: :func:`pack_section` allocates them; in a segment, the key bytes are followed by the row
 #: bytes, and the row bytes by the sketch section's 8-byte head
 SLACK = 8
@@ -77,7 +77,7 @@ def packed_layout(entries: int, groups: int, rows: int) -> tuple[int, int, int]:
 @kernel(nogil=True, inline="always")
 def field_at(buf, bits, i):  # pragma: no cover (numba)
     """Field ``i`` of ``bits`` (1-32) bits of a packed array: one unaligned word load, shifted
-    and masked (two where the field straddles a word: more than 25 bits at an odd offset). The
+    and masked (two where the field straddles a word: 27 bits or more, at some offsets). The
     array keeps :data:`SLACK` readable bytes after its end."""
     pos = np.int64(i) * bits
     at = pos >> 3

@@ -377,7 +377,7 @@ def _load_u32(typingctx: Any, arr: Any, at: Any) -> tuple[Any, Any] | None:
 
 #: ``load_u32(bytes_u8, at)``: the 4 bytes of a 1-D uint8 array from byte ``at`` as a uint32,
 #: in the machine's order (little-endian on every platform neardup's formats are read on), in
-#: one unaligned load: packed fields of 2-4 bytes are read as one word and masked, where four
-#: byte loads cost ~3x (``benchmarks/bench_section_search.py``). No bounds check: the caller
-#: guarantees ``at + 4`` bytes are readable (packed arrays keep slack after their end).
+#: one unaligned load: a packed field is read as one word, shifted and masked, instead of byte
+#: by byte (an indexed load and a shift each). No bounds check: the caller guarantees
+#: ``at + 4`` bytes are readable (packed arrays keep slack after their end).
 load_u32: Any = intrinsic(_load_u32)

@@ -190,12 +190,13 @@ def _dirs_ok(offsets, dbits, dirs):  # pragma: no cover (numba)
     return True
 
 
-def _ro(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    """``a`` as a read-only view: a segment's arrays are read-only maps, so every kernel here
-    sees read-only arrays and is compiled for them once, whoever made the section."""
-    v = a.view()
-    v.flags.writeable = False
-    return v
+def read_only(a: npt.NDArray[Any], dtype: Any = None) -> npt.NDArray[Any]:
+    """``a`` as a C-contiguous read-only array (of ``dtype``, when given). A segment's arrays
+    are read-only maps, so every kernel over sections sees read-only arrays and is compiled for
+    them once, whoever made the section."""
+    out = np.ascontiguousarray(a, dtype).view()
+    out.flags.writeable = False
+    return out
 
 
 class PackedSection:
@@ -257,25 +258,21 @@ class PackedSection:
         if self.dbits:
             if len(self.dirs) != g * ((1 << self.dbits) + 1):
                 return "directory size does not match the groups"
-            if not _dirs_ok(_ro(self.offsets), self.dbits, _ro(self.dirs)):
+            if not _dirs_ok(read_only(self.offsets), self.dbits, read_only(self.dirs)):
                 return "a group's directory does not bound its entries"
         return None
 
     def max_row(self) -> int:
         """The largest row an entry names (-1: no entries); computed once."""
         if self._max_row is None:
-            self._max_row = int(_max_row_kernel(_ro(self.rbytes), self.rbits, len(self)))
+            self._max_row = int(_max_row_kernel(read_only(self.rbytes), self.rbits, len(self)))
         return self._max_row
-
-    def group(self, g: int) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32]]:
-        """Group ``g``'s keys (32 bits) and rows, unpacked."""
-        return unpack_group(self, g)
 
     def row_ids(self, at: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Row ids of the entries at positions ``at``."""
         at = np.ascontiguousarray(at, np.int64)
         r = np.empty(at.size, np.int64)
-        _rows_at(_ro(self.rbytes), self.rbits, _ro(at), r)
+        _rows_at(read_only(self.rbytes), self.rbits, read_only(at), r)
         return np.asarray(self.rowids[r], np.int64) if self.rowids is not None else r
 
     def unpacked(self) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32]]:
@@ -285,7 +282,7 @@ class PackedSection:
         rows = np.empty(m, np.uint32)
         off = self.offsets.astype(np.int64).tolist()
         for g in range(self.groups):
-            keys[off[g] : off[g + 1]], rows[off[g] : off[g + 1]] = self.group(g)
+            keys[off[g] : off[g + 1]], rows[off[g] : off[g + 1]] = unpack_group(self, g)
         return keys, rows
 
     def compact(self) -> npt.NDArray[np.uint64]:
@@ -312,8 +309,8 @@ def unpack_group(
     rows = np.empty(n, np.uint32)
     if n:
         _unpack_kernel(
-            _ro(sec.offsets), sec.dbits, _ro(sec.dirs), _ro(sec.kbytes), sec.kbits,
-            _ro(sec.rbytes), sec.rbits, g, keys, rows,
+            read_only(sec.offsets), sec.dbits, read_only(sec.dirs), read_only(sec.kbytes), sec.kbits,
+            read_only(sec.rbytes), sec.rbits, g, keys, rows,
         )  # fmt: skip
     return keys, rows
 

@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from .._jit import kernel
 from .._threads import run_ranges
-from .band_packed import key_at, row_at
+from .band_packed import PackedSection, key_at, read_only, row_at
 
 __all__ = ["GroupHits", "SectionGroup", "packed_search", "section_search"]
 
@@ -298,9 +298,9 @@ def section_search(
     its start: interpolation finds them in a few probes, where a gallop from the group's start
     misses the cache at every step. Many keys (a batch) walk each group forward from the last
     one instead (``bench_store_scale.py`` measures both)."""
-    kb = _read_only(keys, np.uint32).view(np.uint8)  # (32-bit keys, no directory)
+    kb = read_only(keys, np.uint32).view(np.uint8)  # (32-bit keys, no directory)
     search = _section_interp_kernel if uk.size * _SPARSE_GAP < len(keys) else _section_search_kernel
-    return search(_read_only(offsets, np.uint64), 0, _NO_DIRS, kb, 32, uk)
+    return search(read_only(offsets, np.uint64), 0, _NO_DIRS, kb, 32, uk)
 
 
 def packed_search(
@@ -311,10 +311,10 @@ def packed_search(
     :func:`_interp_lockstep`, many by the forward gallop."""
     search = _section_interp_kernel if uk.size * _SPARSE_GAP < len(sec) else _section_search_kernel
     return search(
-        _read_only(sec.offsets, np.uint64),
+        read_only(sec.offsets, np.uint64),
         sec.dbits,
-        _read_only(sec.dirs, np.uint32),
-        _read_only(sec.kbytes, np.uint8),
+        read_only(sec.dirs, np.uint32),
+        read_only(sec.kbytes, np.uint8),
         sec.kbits,
         uk,
     )
@@ -322,14 +322,6 @@ def packed_search(
 
 _NO_DIRS = np.zeros(0, np.uint32)
 _NO_DIRS.flags.writeable = False
-
-
-def _read_only(a: npt.NDArray[Any], dtype: Any) -> npt.NDArray[Any]:
-    """``a`` as a C-contiguous read-only array of ``dtype`` (segments' arrays are read-only
-    maps: every array of a group has the one type the kernels are compiled for)."""
-    out = np.ascontiguousarray(a, dtype).view()
-    out.flags.writeable = False
-    return out
 
 
 class SectionGroup:
@@ -345,11 +337,11 @@ class SectionGroup:
 
         self.sections = [s for s in sections if len(s)]
         layout = [_layout(s) for s in self.sections]
-        self._offsets = List([_read_only(s.offsets, np.uint64) for s in self.sections])
+        self._offsets = List([read_only(s.offsets, np.uint64) for s in self.sections])
         self._dirs = List([x[1] for x in layout])
         self._kbytes = List([x[2] for x in layout])
         self._rbytes = List([x[4] for x in layout])
-        self._rowids = List([_read_only(s.rowids, np.int64) for s in self.sections])
+        self._rowids = List([read_only(s.rowids, np.int64) for s in self.sections])
         self._widths = np.array([(x[0], x[3], x[5]) for x in layout], np.int64).reshape(-1, 3)
         self._entries = np.array([len(s) for s in self.sections], np.int64)
 
@@ -535,10 +527,10 @@ def _group_gather_kernel(
 def _layout(sec: Any) -> tuple[int, Any, Any, int, Any, int]:
     """(directory bits, directory, key bytes, key bits, row bytes, row bits) of a section,
     packed or not (an unpacked one as its bytes: 32-bit fields), read-only."""
-    if hasattr(sec, "kbytes"):
+    if isinstance(sec, PackedSection):
         return (
-            sec.dbits, _read_only(sec.dirs, np.uint32), _read_only(sec.kbytes, np.uint8), sec.kbits,
-            _read_only(sec.rbytes, np.uint8), sec.rbits,
+            sec.dbits, read_only(sec.dirs, np.uint32), read_only(sec.kbytes, np.uint8), sec.kbits,
+            read_only(sec.rbytes, np.uint8), sec.rbits,
         )  # fmt: skip
-    kb = _read_only(sec.keys, np.uint32).view(np.uint8)
-    return 0, _NO_DIRS, kb, 32, _read_only(sec.rows, np.uint32).view(np.uint8), 32
+    kb = read_only(sec.keys, np.uint32).view(np.uint8)
+    return 0, _NO_DIRS, kb, 32, read_only(sec.rows, np.uint32).view(np.uint8), 32

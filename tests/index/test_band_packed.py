@@ -17,23 +17,18 @@ from neardup.index.band_packed import PackedSection, pack_section, packed_layout
 from neardup.index.bands import BandSection, SectionGroup, lookup, merge_mapped
 from neardup.index.reference import lookup_reference, merge_mapped_reference
 from neardup.store.segment import HEADER_SIZE, open_segment, write_segment
+from tests.online.test_online_lsh import band_hashes
 
 _SHIFT = np.uint64(32)
 
 
 def _section(rng: np.random.Generator, sizes: list[int], kind: str, n_rows: int) -> BandSection:
-    """A sorted section of groups of ``sizes`` entries over rows below ``n_rows``: keys uniform,
-    clustered in a narrow range (one bucket), or a few values repeated (buckets of many
-    rows)."""
+    """A sorted section of groups of ``sizes`` entries over rows below ``n_rows``, keys of
+    :func:`band_hashes`: uniform, clustered in a narrow range (one bucket), or a few values
+    repeated (buckets of many rows)."""
     parts, rows = [], []
     for g, m in enumerate(sizes):
-        if kind == "uniform":
-            h = rng.integers(0, 2**32, m)
-        elif kind == "clustered":
-            h = rng.integers(2**31, 2**31 + 5 * m + 1, m)
-        else:
-            h = rng.choice(rng.integers(0, 2**32, 6), m)
-        parts.append((np.uint64(g) << _SHIFT) | h.astype(np.uint64))
+        parts.append((np.uint64(g) << _SHIFT) | band_hashes(rng, kind, m))
         rows.append(
             rng.integers(0, n_rows, m)
             if n_rows > 10**6

@@ -703,20 +703,26 @@ def test_section_search_kernel_equals_numpy_twin(entries, queries, dbits) -> Non
         assert list(range(a, b)) == [i for i, kk in enumerate(k.tolist()) if kk == x]
 
 
+def band_hashes(rng: np.random.Generator, kind: str, m: int) -> np.ndarray:
+    """``m`` 32-bit keys of one band group (uint64): uniform (the hash mix the searches are
+    made for), clustered in a narrow range, or runs of equal keys ("repeated")."""
+    if kind == "uniform":
+        h = rng.integers(0, 2**32, m)
+    elif kind == "clustered":
+        h = rng.integers(2**31, 2**31 + 5 * m + 1, m)
+    else:
+        h = rng.choice(rng.integers(0, 2**32, 8), m)
+    return h.astype(np.uint64)
+
+
 def _group_keys(
     rng: np.random.Generator, kind: str, sizes: list[int]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted (compact key, row) entries of band groups of ``sizes`` entries: keys uniform (the
-    hash mix the searches are made for), clustered in a narrow range, or runs of equal keys."""
-    parts = []
-    for g, m in enumerate(sizes):
-        if kind == "uniform":
-            h = rng.integers(0, 2**32, m)
-        elif kind == "clustered":
-            h = rng.integers(2**31, 2**31 + 5 * m + 1, m)
-        else:
-            h = rng.choice(rng.integers(0, 2**32, 8), m)
-        parts.append((np.uint64(g) << np.uint64(32)) | h.astype(np.uint64))
+    """Sorted (compact key, row) entries of band groups of ``sizes`` entries of
+    :func:`band_hashes`."""
+    parts = [
+        (np.uint64(g) << np.uint64(32)) | band_hashes(rng, kind, m) for g, m in enumerate(sizes)
+    ]
     k = np.concatenate(parts)
     return sort_entries(k, np.arange(len(k), dtype=np.int64))
 

@@ -666,7 +666,13 @@ class Deduplicator:
                     "warm up the verifier", [(0, 0, "w", "warm up the verifier kernels")]
                 )
                 from ..index.band_packed import pack_section
-                from ..index.bands import BandSection, SectionGroup, lookup, merge_sections
+                from ..index.bands import (
+                    BandSection,
+                    SectionGroup,
+                    lookup,
+                    merge_mapped,
+                    merge_sections,
+                )
 
                 section = BandSection.from_sorted(
                     np.arange(4, dtype=np.uint64), np.arange(4, dtype=np.uint32)
@@ -683,5 +689,7 @@ class Deduplicator:
                 packed.check()  # a flushed segment's checks when it is opened
                 packed.max_row()
                 merge_sections(section, section)  # the memtable's section merges
+                rows = np.arange(5000, dtype=np.int64)  # compaction's merge of segments
+                merge_mapped([packed, packed], [2 * rows, 2 * rows + 1])
         except Exception:  # warm-up is an optimisation only
             log.debug("warm-up failed", exc_info=True)

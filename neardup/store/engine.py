@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import types
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -38,7 +39,7 @@ from .meta import MetaDB, Row
 from .partitions import discard
 from .recovery import CheckConfig
 from .settings import StoreSettings
-from .sketches import Sketches, segment_sketches
+from .sketches import SegmentSketches, Sketches
 from .state import LiveSegment, StoreState
 from .wal import HEADER_SIZE
 from .writes import BulkDocs, WriteGroup
@@ -254,11 +255,24 @@ class Store:
                 p, sk = t.lookup(rowids)
                 present |= p
                 out[p] = sk[p]
-        for s in st.segments:
-            seg = s.segment
-            if seg.sketches is not None and seg.sketches.shape[1] == w:
-                segment_sketches(seg.rowids, seg.sketch_present, seg.sketches, rowids, present, out)
+        self._segment_sketches().lookup(rowids, present, out)
         return present, out
+
+    def _segment_sketches(self) -> SegmentSketches:
+        """The segments' sketch sections as one :class:`~neardup.store.sketches.SegmentSketches`
+        (one kernel call looks rows up in them all), made again when the segments change."""
+        st = self._state
+        segments = st.segments
+        cached = st.sketch_group_cache
+        if (
+            cached is not None
+            and len(cached[0]) == len(segments)
+            and all(a is b for a, b in zip(cached[0], segments, strict=True))
+        ):
+            return cached[1]
+        group = SegmentSketches([s.segment for s in segments], max(st.sketch_width, 1))
+        st.sketch_group_cache = (list(segments), group)
+        return group
 
     def _segment_set(
         self, segments: list[LiveSegment], mt: Any = None, version: Any = None
@@ -471,6 +485,16 @@ class Store:
         mt.add(rows, np.arange(n, dtype=np.int64), np.zeros(n))
         mt.search(rows[:2], radius)
         mt.search(rows[:16], radius)
+        if st.sketch_width:  # the segments' sketch look-up (a request's band candidates)
+            seg = types.SimpleNamespace(
+                rowids=np.arange(4, dtype=np.int64),
+                sketch_present=np.ones(4, np.bool_),
+                sketches=np.zeros((4, st.sketch_width), np.uint8),
+            )
+            want = np.arange(3, dtype=np.int64)
+            SegmentSketches([seg], st.sketch_width).lookup(
+                want, np.zeros(3, np.bool_), np.zeros((3, st.sketch_width), np.uint8)
+            )
 
     def stats(self) -> dict[str, Any]:
         """Counters for monitoring (any thread)."""
@@ -520,7 +544,7 @@ class Store:
         for s in st.segments:
             s.segment.close()
         st.segments = []
-        st.set_cache = st.band_group_cache = None
+        st.set_cache = st.band_group_cache = st.sketch_group_cache = None
         st.db.close()
         if st.dir is not None:
             st.dir.unlock()

@@ -11,10 +11,15 @@ the signature made again from its text. So a missing sketch costs time, never a 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["SketchTable", "Sketches"]
+from .._jit import kernel
+
+__all__ = ["SegmentSketches", "SketchTable", "Sketches"]
 
 #: (present (n,) bool, sketches (n, width) uint8) of some rows, in the order asked for
 Sketches = tuple[npt.NDArray[np.bool_], npt.NDArray[np.uint8]]
@@ -85,32 +90,118 @@ class SketchTable:
         self._present[at] = False
 
 
-def segment_sketches(
-    seg_rowids: npt.NDArray[np.int64],
-    present: npt.NDArray[np.bool_] | None,
-    sk: npt.NDArray[np.uint8] | None,
-    rowids: npt.NDArray[np.int64],
+class SegmentSketches:
+    """The sketch sections of a store's segments, looked up by row id in one kernel call
+    (:meth:`lookup`): a single request's few band candidates used to cost a NumPy range test
+    and a search per segment of the window (``benchmarks/bench_request_cpu.py``). Segments
+    without a sketch section, or with one of another width, are left out; each segment's row
+    ids are sorted, as every segment's are. Made again when the segments change
+    (:meth:`neardup.store.Store.sketches`)."""
+
+    __slots__ = ("_hi", "_lo", "_present", "_rowids", "_sk", "segments", "width")
+
+    def __init__(self, segments: Sequence[Any], width: int) -> None:
+        from numba.typed import List
+
+        from ..index.band_packed import read_only
+
+        self.width = int(width)
+        self.segments = [
+            s
+            for s in segments
+            if s.sketches is not None
+            and s.sketch_present is not None
+            and s.sketches.shape[1] == self.width
+            and len(s.rowids)
+        ]
+        self._rowids = List([read_only(s.rowids, np.int64) for s in self.segments])
+        self._present = List([read_only(s.sketch_present, np.bool_) for s in self.segments])
+        self._sk = List([read_only(s.sketches, np.uint8).reshape(-1) for s in self.segments])
+        self._lo = np.array([int(s.rowids[0]) for s in self.segments], np.int64)
+        self._hi = np.array([int(s.rowids[-1]) for s in self.segments], np.int64)
+
+    def lookup(
+        self,
+        rowids: npt.NDArray[np.int64],
+        out_present: npt.NDArray[np.bool_],
+        out: npt.NDArray[np.uint8],
+    ) -> None:
+        """Fill ``out_present`` / ``out`` (rows of ``width`` bytes) for the ``rowids`` the
+        segments hold and have a sketch of; the others are left as they are (a row id in two
+        segments takes the later one's)."""
+        if not self.segments or not len(rowids):
+            return
+        _lookup_kernel(
+            self._lo,
+            self._hi,
+            self._rowids,
+            self._present,
+            self._sk,
+            self.width,
+            np.ascontiguousarray(rowids, np.int64),
+            out_present,
+            out,
+        )
+
+
+@kernel(nogil=True)
+def _lookup_kernel(
+    lo: npt.NDArray[np.int64],
+    hi: npt.NDArray[np.int64],
+    rowids: Any,
+    present: Any,
+    sk: Any,
+    width: int,
+    want: npt.NDArray[np.int64],
     out_present: npt.NDArray[np.bool_],
     out: npt.NDArray[np.uint8],
-) -> None:
-    """Fill ``out_present`` / ``out`` for the ``rowids`` that one segment holds (its row ids
-    sorted, as every segment's are) and has a sketch of."""
-    if present is None or sk is None or not len(seg_rowids):
-        return
-    lo, hi = int(seg_rowids[0]), int(seg_rowids[-1])
-    sel = np.flatnonzero((rowids >= lo) & (rowids <= hi))
-    if not len(sel):
-        return
-    want = rowids[sel]
-    # a segment's row ids are mostly consecutive (rows arrive in row-id order): the position
-    # where a row id would be without gaps is checked first, a binary search only where it
-    # is not there (a searchsorted of every row misses the cache at each step)
-    n = len(seg_rowids)
-    pos = (want - lo) * (n - 1) // max(hi - lo, 1)
-    miss = np.flatnonzero(seg_rowids[pos] != want)
-    if len(miss):
-        pos[miss] = np.minimum(np.searchsorted(seg_rowids, want[miss]), n - 1)
-    hit = (seg_rowids[pos] == want) & present[pos]
-    sel, pos = sel[hit], pos[hit]
-    out_present[sel] = True
-    out[sel] = sk[pos]
+) -> None:  # pragma: no cover (numba)
+    """:meth:`SegmentSketches.lookup`: each wanted row in each segment whose row id range
+    holds it, at the position its row id would have without gaps (a segment's row ids are
+    mostly consecutive: rows arrive in row-id order), else by a gallop from there and a binary
+    search of the bracket."""
+    for i in range(want.size):
+        r = want[i]
+        for s in range(lo.size):
+            a = lo[s]
+            b = hi[s]
+            if r < a or r > b:
+                continue
+            ids = rowids[s]
+            n = ids.size
+            p = np.int64(0)
+            if b > a:
+                p = np.int64((r - a) / (b - a) * (n - 1))
+                p = min(max(p, np.int64(0)), n - 1)
+            if ids[p] != r:
+                # gallop from the guess to bracket r (gaps are local: the bracket stays within
+                # a few cache lines of it), then bisect the bracket
+                x = np.int64(0)
+                y = np.int64(n)
+                step = np.int64(1)
+                if ids[p] < r:
+                    x = p + 1
+                    while x + step <= n - 1 and ids[x + step] < r:
+                        x += step + 1
+                        step *= 2
+                    y = min(x + step, n)
+                else:
+                    y = p
+                    while y - step >= 0 and ids[y - step] > r:
+                        y -= step
+                        step *= 2
+                    x = max(y - step, np.int64(0))
+                while x < y:
+                    m = (x + y) >> 1
+                    if ids[m] < r:
+                        x = m + 1
+                    else:
+                        y = m
+                if x >= n or ids[x] != r:
+                    continue
+                p = x
+            if present[s][p]:
+                out_present[i] = True
+                row = sk[s][p * width : (p + 1) * width]  # (a list item fetched once)
+                for k in range(width):
+                    out[i, k] = row[k]

@@ -164,6 +164,8 @@ class StoreState:
         self.set_cache: tuple[list[LiveSegment], Any, list[LiveSegment], Any] | None = None
         # (the segments, their band-key sections as one SectionGroup): writer thread only
         self.band_group_cache: tuple[list[LiveSegment], Any] | None = None
+        # (the segments, their sketch sections as one SegmentSketches): writer thread only
+        self.sketch_group_cache: tuple[list[LiveSegment], Any] | None = None
 
     @property
     def db(self) -> MetaDB:

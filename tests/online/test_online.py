@@ -694,13 +694,16 @@ def loaded():
 
 d = tempfile.mkdtemp()
 rng = np.random.default_rng(0)
-with Deduplicator.open(d) as dd:  # two segments on disk
+words = [f"w{i}" for i in range(500)]
+with Deduplicator.open(d) as dd:  # three segments on disk, one with texts (band keys, sketches)
     for tag, n in (("s", 5000), ("t", 3000)):
         dd.bulk_load([f"{tag}{i}" for i in range(n)], rng.integers(0, 2**64, n, dtype=np.uint64))
         dd.flush()
+    dd.check_and_add([{"id": f"u{i}", "text": " ".join(rng.choice(words, 40).tolist())}
+                      for i in range(300)])
+    dd.flush()
 dd = Deduplicator.open(d)
 before = loaded()
-words = [f"w{i}" for i in range(500)]
 for n, size in ((1, 40), (16, 40), (100, 40), (2000, 40), (3, 3000)):
     docs = [{"id": f"g{n}-{size}-{i}", "text": " ".join(rng.choice(words, size).tolist())}
             for i in range(n)]
@@ -714,7 +717,7 @@ print({k: (before.get(k, 0), v) for k, v in after.items() if v != before.get(k, 
 
 
 def test_warm_up_loads_every_kernel_a_group_needs() -> None:
-    """Right after opening (a fresh interpreter, a store with segments), groups of 1, 16, 100
+    """Right after opening (a fresh interpreter, a store with segments, one with texts), groups of 1, 16, 100
     and 2,000 documents and long texts, then a flush, load no numba kernel that the warm-up did
     not: loading one from the cache on a request stalled everything queued behind it for tens
     of ms."""

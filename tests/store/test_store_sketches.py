@@ -19,7 +19,7 @@ from neardup.online.deduplicator import Deduplicator
 from neardup.online.prepare import lsh_keys
 from neardup.rules.lsh import sketches
 from neardup.store.segment import open_segment, write_segment
-from neardup.store.sketches import SketchTable, segment_sketches
+from neardup.store.sketches import SegmentSketches, SketchTable
 
 _WORDS = [
     *("river", "stone", "market", "winter", "garden", "signal", "copper", "window"),
@@ -179,22 +179,40 @@ def test_sketches_follow_their_rows_through_flush_merge_and_bulk_load(tmp_path) 
 
 @settings(max_examples=100, deadline=None)
 @given(
-    st.lists(st.integers(0, 300), min_size=1, max_size=80, unique=True),
+    st.lists(st.integers(0, 300), min_size=1, max_size=120, unique=True),
+    st.integers(1, 4),
     st.lists(st.integers(-5, 310), max_size=60),
     st.integers(0, 2**32 - 1),
 )
-def test_segment_sketch_lookup_equals_a_dict(rowids, asked, seed) -> None:
-    """A segment's sketches found by row id (its positions guessed from consecutive row ids,
-    a binary search where gaps make the guess wrong) equal a dictionary's answer."""
+def test_segment_sketch_lookup_equals_a_dict(rowids, parts, asked, seed) -> None:
+    """The segments' sketches found by row id in one call (each segment's positions guessed
+    from consecutive row ids, a binary search where gaps make the guess wrong; segments whose
+    row id ranges interleave, one of another width and one without sketches left out) equal
+    a dictionary's answer; rows found nowhere keep what the caller had."""
     rng = np.random.default_rng(seed)
-    seg = np.array(sorted(rowids), np.int64)
-    present = rng.random(len(seg)) < 0.8
-    sk = rng.integers(0, 256, (len(seg), 3), dtype=np.uint8)
+    ids = np.array(rowids, np.int64)
+    owner = rng.integers(0, parts, len(ids))  # ranges interleave: rows dealt at random
+    segs, want = [], {}
+    for p in range(parts):
+        seg = np.sort(ids[owner == p])
+        present = rng.random(len(seg)) < 0.8
+        sk = rng.integers(0, 256, (len(seg), 3), dtype=np.uint8)
+        segs.append(_Seg(seg, present, sk))
+        want.update({r: sk[k] for k, r in enumerate(seg.tolist()) if present[k]})
+    other = _Seg(ids[:1], np.ones(1, bool), np.full((1, 5), 9, np.uint8))  # another width
+    bare = _Seg(ids[:1], None, None)  # no sketch section
+    group = SegmentSketches([other, *segs, bare], 3)
     q = np.array(asked, np.int64)
     got_p = np.zeros(len(q), np.bool_)
-    got = np.zeros((len(q), 3), np.uint8)
-    segment_sketches(seg, present, sk, q, got_p, got)
-    want = {r: sk[k] for k, r in enumerate(seg.tolist()) if present[k]}
+    got = np.full((len(q), 3), 7, np.uint8)
+    group.lookup(q, got_p, got)
     assert got_p.tolist() == [r in want for r in asked]
     for k, r in enumerate(asked):
-        assert got[k].tolist() == (want[r].tolist() if r in want else [0, 0, 0])
+        assert got[k].tolist() == (want[r].tolist() if r in want else [7, 7, 7])
+
+
+class _Seg:
+    """What SegmentSketches reads of a segment."""
+
+    def __init__(self, rowids, present, sketches) -> None:
+        self.rowids, self.sketch_present, self.sketches = rowids, present, sketches

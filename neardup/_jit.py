@@ -14,6 +14,14 @@ version, never inside the package:
 and when the chosen directory is not writable, a per-user folder under the temp directory,
 then a folder for this process only (compiled again next time, but never the package).
 
+A cached kernel is keyed by numba on its own source file's time and size, but a kernel that
+inlines a function from another module (``inline="always"``, or a jitted callee numba compiles
+into it) carries that function's code too, and numba would keep loading the old code after
+the other module changed: wrong answers from a stale cache, not a slower start. So the stamp
+:class:`NeardupCacheLocator` gives every neardup kernel is its file's time and size plus a
+digest of every source file of the package (:func:`source_digest`): any change to neardup's
+sources compiles every kernel again, once.
+
 numba picks a cache locator when a dispatcher is created (at decoration time), so every
 neardup kernel is decorated with :func:`kernel`, defined here: importing it installs the
 locator first, and it always caches. No other module calls ``numba.njit``
@@ -31,6 +39,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import logging
 import os
 import shutil
@@ -162,6 +171,29 @@ def cache_location() -> CacheLocation:
         return _location
 
 
+_digest: str | None = None
+_digest_lock = threading.Lock()
+
+
+def source_digest(root: str | os.PathLike[str] | None = None) -> str:
+    """A digest of every ``.py`` file under ``root`` (default: this package; computed once a
+    process for it): their paths relative to ``root`` and their bytes."""
+    global _digest
+    if root is None:
+        with _digest_lock:
+            if _digest is None:
+                _digest = source_digest(_PACKAGE_DIR)
+            return _digest
+    base = Path(root)
+    h = hashlib.blake2b(digest_size=16)
+    for path in sorted(base.rglob("*.py")):
+        h.update(path.relative_to(base).as_posix().encode())
+        h.update(b"\0")
+        h.update(path.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
 def _is_ours(py_file: str) -> bool:
     path = os.path.realpath(py_file)
     return os.path.commonpath([path, _PACKAGE_DIR]) == _PACKAGE_DIR
@@ -176,6 +208,12 @@ class NeardupCacheLocator(caching.UserProvidedCacheLocator):
         self._lineno = py_func.__code__.co_firstlineno
         root = cache_location().path if root is None else root
         self._cache_path = os.path.join(root, self.get_suitable_cache_subpath(py_file))
+
+    def get_source_stamp(self) -> Any:
+        """numba's stamp (the file's time and size) and the package's :func:`source_digest`:
+        a kernel's cache entry is stale when any of neardup's sources changed, not only its
+        own file (the module docs)."""
+        return (super().get_source_stamp(), source_digest())
 
     @classmethod
     def from_function(cls, py_func: Any, py_file: str) -> NeardupCacheLocator | None:

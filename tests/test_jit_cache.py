@@ -90,6 +90,62 @@ def test_locator_claims_neardup_files_only(tmp_path: Path) -> None:
     assert _jit.NeardupCacheLocator in _jit.caching.CacheImpl._locator_classes
 
 
+_STALE = """
+import sys
+from neardup import _jit
+_jit._PACKAGE_DIR = sys.argv[1]  # the locator claims the files of this package
+sys.path.insert(0, sys.argv[2])
+from fakepkg.outer import outer
+print(outer(1), sum(outer.stats.cache_hits.values()))
+"""
+
+
+def test_a_kernel_sees_a_change_to_the_function_it_inlines_from_another_module(
+    tmp_path: Path,
+) -> None:
+    """numba keys a cached kernel on its own file only: a kernel inlining a function from
+    another module kept the old code after that module changed (wrong answers from the cache).
+    neardup's stamp covers every source file of the package, so the changed callee is
+    compiled in; an unchanged package still loads from the cache."""
+    root = tmp_path / "src"
+    pkg = root / "fakepkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    inner = "from neardup._jit import kernel\n\n\n@kernel(inline='always')\ndef inner(x):\n    return x + {}\n"
+    (pkg / "inner.py").write_text(inner.format(1))
+    (pkg / "outer.py").write_text(
+        "from neardup._jit import kernel\n\nfrom .inner import inner\n\n\n"
+        "@kernel\ndef outer(x):\n    return inner(x)\n"
+    )
+    env = _env(NEARDUP_CACHE_DIR=str(tmp_path / "cache"))
+
+    def run() -> list[str]:
+        out = subprocess.run(
+            [sys.executable, "-c", _STALE, str(pkg), str(root)],
+            env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()
+
+    assert run() == ["2", "0"]  # compiled
+    assert run() == ["2", "1"]  # loaded from the cache
+    (pkg / "inner.py").write_text(inner.format(2))  # outer.py is untouched
+    assert run() == ["3", "0"]  # compiled again, with the new callee
+
+
+def test_the_source_digest_follows_every_file(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.py").write_text("y = 2\n")
+    first = _jit.source_digest(tmp_path)
+    assert _jit.source_digest(tmp_path) == first
+    (tmp_path / "sub" / "b.py").write_text("y = 3\n")
+    second = _jit.source_digest(tmp_path)
+    (tmp_path / "c.py").write_text("")
+    assert len({first, second, _jit.source_digest(tmp_path)}) == 3
+    assert _jit.source_digest() == _jit.source_digest(PACKAGE)
+
+
 #: numba's decorators that compile (only neardup._jit calls one)
 _JIT_NAMES = {"njit", "jit", "generated_jit"}
 

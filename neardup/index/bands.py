@@ -615,6 +615,8 @@ class BandIndex:
         self._buf_r: list[npt.NDArray[np.int64]] = []
         self._buf_n = 0
         self._sealed_buf: tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]] | None = None
+        # (the sections, them as one SectionGroup): remade when the sections change
+        self._group: tuple[list[BandSection], SectionGroup] | None = None
 
     def __len__(self) -> int:
         return sum(len(r) for r in self.sections) + self._buf_n
@@ -711,8 +713,23 @@ class BandIndex:
 
     def runs(self) -> list[Run]:
         """The sorted runs :func:`lookup` searches (with those of other indexes: the store's
-        frozen memtable and segments)."""
-        return [*self.sections, self._buffer()]
+        frozen memtable and segments): the sections as one :class:`SectionGroup` (one kernel
+        call searches them all; searched one by one, each cost a search's fixed overhead on
+        every single-document request, ``benchmarks/bench_request_cpu.py``), and the buffer."""
+        return [self._section_group(), self._buffer()]
+
+    def _section_group(self) -> SectionGroup:
+        cached = self._group
+        sections = self.sections
+        if (
+            cached is not None
+            and len(cached[0]) == len(sections)
+            and all(a is b for a, b in zip(cached[0], sections, strict=True))
+        ):
+            return cached[1]
+        group = SectionGroup(sections)
+        self._group = (list(sections), group)
+        return group
 
     def query(self, keys: npt.ArrayLike, cap: int | None = None) -> npt.NDArray[np.int64]:
         """Rows sharing a key with ``keys`` (bands,), unique and sorted (the valve at ``cap``,

@@ -20,7 +20,7 @@ from ..fingerprint.distance import as_fingerprints
 from ..fingerprint.minhash import NO_KEYS
 from ._batch_kernels import QueryTables
 from ._kernels import _insertion_sort_by
-from .bands import BandSection
+from .bands import BandSection, PackedSection, SectionGroup
 
 __all__: list[str] = []
 
@@ -153,7 +153,9 @@ def lookup_reference(
     out: list[list[npt.NDArray[np.int64]]] = [[] for _ in range(q)]
     if q == 0:
         return []
-    runs = [tuple(r) if isinstance(r, BandSection) else r for r in runs]
+    # a group of sections (a BandIndex's, a store's segments) as its sections, materialised
+    runs = [s for r in runs for s in (r.sections if isinstance(r, SectionGroup) else [r])]
+    runs = [tuple(r) if isinstance(r, BandSection | PackedSection) else r for r in runs]
     flat = queries.ravel()
     valid = flat != NO_KEYS
     found: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Any]] = []

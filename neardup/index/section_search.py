@@ -322,15 +322,20 @@ def packed_search(
 
 _NO_DIRS = np.zeros(0, np.uint32)
 _NO_DIRS.flags.writeable = False
+_NO_IDS = np.zeros(0, np.int64)
+_NO_IDS.flags.writeable = False
 
 
 class SectionGroup:
-    """Band sections (with row ids: a store's segments; packed,
-    :class:`~neardup.index.band_packed.PackedSection`, or not) searched as one run of
+    """Band sections (a store's segments, packed,
+    :class:`~neardup.index.band_packed.PackedSection`, or a memtable's
+    :class:`~neardup.index.bands.BandSection`) searched as one run of
     :func:`neardup.index.bands.lookup`: one kernel call finds every query key in every section
     (:meth:`search`), one more gathers the row ids of the buckets under the cap
     (:meth:`gather`); equal to passing the sections one by one (tested). An unpacked section
-    is searched as its bytes: 32-bit keys without a directory, 32-bit rows."""
+    is searched as its bytes: 32-bit keys without a directory, 32-bit rows. A section's rows
+    name row ids through its ``rowids`` map, or, without one, as ``base + row`` (a memtable's;
+    ``base`` 0 when the section has none)."""
 
     def __init__(self, sections: Sequence[Any]) -> None:
         from numba.typed import List
@@ -341,7 +346,14 @@ class SectionGroup:
         self._dirs = List([x[1] for x in layout])
         self._kbytes = List([x[2] for x in layout])
         self._rbytes = List([x[4] for x in layout])
-        self._rowids = List([read_only(s.rowids, np.int64) for s in self.sections])
+        # (an empty map: the rows are offsets from the section's base)
+        self._rowids = List(
+            [_NO_IDS if s.rowids is None else read_only(s.rowids, np.int64) for s in self.sections]
+        )
+        self._bases = np.array(
+            [int(getattr(s, "base", 0)) if s.rowids is None else 0 for s in self.sections],
+            np.int64,
+        )
         self._widths = np.array([(x[0], x[3], x[5]) for x in layout], np.int64).reshape(-1, 3)
         self._entries = np.array([len(s) for s in self.sections], np.int64)
 
@@ -394,6 +406,7 @@ class SectionGroup:
             self._rbytes,
             self._widths,
             self._rowids,
+            self._bases,
             hits.section,
             hits.key,
             hits.lo,
@@ -491,12 +504,15 @@ def _group_gather_kernel(
     rbytes: Any,
     widths: npt.NDArray[np.int64],
     rowids: Any,
+    bases: npt.NDArray[np.int64],
     section: npt.NDArray[np.int64],
     key: npt.NDArray[np.int64],
     lo: npt.NDArray[np.int64],
     hi: npt.NDArray[np.int64],
     skip: npt.NDArray[np.bool_],
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:  # pragma: no cover (numba)
+    """(key index, row id) of every entry of the buckets, those of keys ``skip`` names left
+    out: a row through its section's ``rowids`` map, or ``bases[s] + row`` without one."""
     total = 0
     for i in range(key.size):
         if not skip[key[i]]:
@@ -508,6 +524,7 @@ def _group_gather_kernel(
     rb = rbytes[0]
     rbits = widths[0, 2]
     ids = rowids[0]
+    base = bases[0]
     for i in range(key.size):
         k = key[i]
         if skip[k]:
@@ -517,9 +534,12 @@ def _group_gather_kernel(
             rb = rbytes[cur]
             rbits = widths[cur, 2]
             ids = rowids[cur]
+            base = bases[cur]
+        mapped = ids.size > 0
         for e in range(lo[i], hi[i]):
             u_out[at] = k
-            r_out[at] = ids[row_at(rb, rbits, e)]
+            r = row_at(rb, rbits, e)
+            r_out[at] = ids[r] if mapped else base + r
             at += 1
     return u_out, r_out
 

@@ -1,5 +1,10 @@
 """Small array helpers shared by the pipeline, the index and the store.
 
+``read_only``: the one way kernels' inputs are made read-only. numba compiles a kernel once per
+signature, and a read-only array is another type than a writable one: a segment's arrays are
+read-only maps, so every array a kernel of the same family sees goes through it (one
+signature, one compile, whoever made the array).
+
 ``unique_sorted``: numpy 2.3+ answers ``np.unique(a)`` (no ``return_*`` options) with a hash
 table, and ``np.union1d`` goes through it. On this project's arrays (millions of int64
 positions or uint64 prefixes) that path is many times slower than sort + neighbour compare
@@ -8,10 +13,24 @@ positions or uint64 prefixes) that path is many times slower than sort + neighbo
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["concat_ascii", "unique_sorted"]
+__all__ = ["concat_ascii", "read_only", "unique_sorted"]
+
+
+def read_only(a: npt.NDArray[Any], dtype: Any = None) -> npt.NDArray[Any]:
+    """``a`` as a C-contiguous read-only array (of ``dtype``, when given; a view where it
+    already is one).
+
+    >>> read_only(np.arange(3)).flags.writeable
+    False
+    """
+    out = np.ascontiguousarray(a, dtype).view()
+    out.flags.writeable = False
+    return out
 
 
 def unique_sorted(a: npt.ArrayLike) -> np.ndarray:

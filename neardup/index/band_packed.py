@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._arrays import read_only
 from .._jit import kernel, load_u32
 
 __all__ = ["PackedSection", "field_at", "pack_section", "packed_layout", "row_bits", "unpack_group"]
@@ -188,15 +189,6 @@ def _dirs_ok(offsets, dbits, dirs):  # pragma: no cover (numba)
             if dirs[base + b] < dirs[base + b - 1]:
                 return False
     return True
-
-
-def read_only(a: npt.NDArray[Any], dtype: Any = None) -> npt.NDArray[Any]:
-    """``a`` as a C-contiguous read-only array (of ``dtype``, when given). A segment's arrays
-    are read-only maps, so every kernel over sections sees read-only arrays and is compiled for
-    them once, whoever made the section."""
-    out = np.ascontiguousarray(a, dtype).view()
-    out.flags.writeable = False
-    return out
 
 
 class PackedSection:

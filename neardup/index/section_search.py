@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._arrays import read_only
 from .._jit import kernel
 from .._threads import run_ranges
-from .band_packed import PackedSection, key_at, read_only, row_at
+from .band_packed import PackedSection, key_at, row_at
 
 __all__ = ["GroupHits", "SectionGroup", "packed_search", "section_search"]
 

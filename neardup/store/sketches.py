@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._arrays import read_only
 from .._jit import kernel
 
 __all__ = ["SegmentSketches", "SketchTable", "Sketches"]
@@ -102,8 +103,6 @@ class SegmentSketches:
 
     def __init__(self, segments: Sequence[Any], width: int) -> None:
         from numba.typed import List
-
-        from ..index.band_packed import read_only
 
         self.width = int(width)
         self.segments = [

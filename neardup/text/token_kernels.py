@@ -31,7 +31,7 @@ from typing import Any, Protocol, TypeGuard, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from .._arrays import concat_ascii
+from .._arrays import concat_ascii, read_only
 from .._jit import kernel
 from .._threads import run_ranges
 from .social import SOCIAL
@@ -210,7 +210,8 @@ def chunk_bytes(
     ``reuse``: a one-item list holding a buffer (or ``None``) that a chunk loop passes on every
     call; an all-ASCII chunk is copied into it (:func:`~neardup._arrays.concat_ascii`), so the
     returned buffer is only valid until the next call with the same list. The buffer is
-    read-only."""
+    read-only on every path (``np.frombuffer`` of bytes is), so each token kernel is compiled
+    for one signature (:func:`~neardup._arrays.read_only`)."""
     mode = np.full(j - i, ascii_mode, np.uint8)
     plain = not any(k in special for k in range(i, j))
     if plain and is_spans(texts):  # straight from the mapped input
@@ -220,7 +221,7 @@ def chunk_bytes(
             if reuse is not None:
                 reuse[0] = kept
             ends = np.cumsum(lens)
-            return _read_only(buf), ends - lens, ends, mode
+            return read_only(buf), ends - lens, ends, mode
     chunk = texts[i:j] if isinstance(texts, list) else [texts[k] for k in range(i, j)]
     if plain:
         if reuse is None:
@@ -229,7 +230,7 @@ def chunk_bytes(
         else:
             buf, lens, reuse[0] = concat_ascii(chunk, reuse[0])
             ends = np.cumsum(lens)
-            return _read_only(buf), ends - lens, ends, mode
+            return read_only(buf), ends - lens, ends, mode
     else:
         parts: list[bytes] = []
         for k, t in enumerate(chunk, start=i):
@@ -243,15 +244,6 @@ def chunk_bytes(
         lens = np.fromiter(map(len, parts), np.int64, j - i)
     ends = np.cumsum(lens)
     return np.frombuffer(data, np.uint8), ends - lens, ends, mode
-
-
-def _read_only(buf: np.ndarray) -> np.ndarray:
-    """A read-only view of ``buf``: every path of :func:`chunk_bytes` returns the same array
-    type (``np.frombuffer`` of bytes is read-only), so each token kernel is compiled for one
-    signature, not one per path (each further signature is a full compile on first use)."""
-    view = buf.view()
-    view.flags.writeable = False
-    return view
 
 
 def pretokenise(source: Tokeniser, texts: Sequence[str], i: int, j: int, special: Prepared) -> None:

@@ -715,7 +715,8 @@ class BandIndex:
         """The sorted runs :func:`lookup` searches (with those of other indexes: the store's
         frozen memtable and segments): the sections as one :class:`SectionGroup` (one kernel
         call searches them all; searched one by one, each cost a search's fixed overhead on
-        every single-document request, ``benchmarks/bench_request_cpu.py``), and the buffer."""
+        every single-document request: docs/store.md, *A single request's band look-ups*), and
+        the buffer."""
         return [self._section_group(), self._buffer()]
 
     def _section_group(self) -> SectionGroup:

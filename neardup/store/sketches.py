@@ -94,7 +94,7 @@ class SketchTable:
 class SegmentSketches:
     """The sketch sections of a store's segments, looked up by row id in one kernel call
     (:meth:`lookup`): a single request's few band candidates used to cost a NumPy range test
-    and a search per segment of the window (``benchmarks/bench_request_cpu.py``). Segments
+    and a search per segment of the window (docs/store.md, *Sketches*). Segments
     without a sketch section, or with one of another width, are left out; each segment's row
     ids are sorted, as every segment's are. Made again when the segments change
     (:meth:`neardup.store.Store.sketches`)."""

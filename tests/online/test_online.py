@@ -717,10 +717,10 @@ print({k: (before.get(k, 0), v) for k, v in after.items() if v != before.get(k, 
 
 
 def test_warm_up_loads_every_kernel_a_group_needs() -> None:
-    """Right after opening (a fresh interpreter, a store with segments, one with texts), groups of 1, 16, 100
-    and 2,000 documents and long texts, then a flush, load no numba kernel that the warm-up did
-    not: loading one from the cache on a request stalled everything queued behind it for tens
-    of ms."""
+    """Right after opening (a fresh interpreter, a store with segments, one with texts),
+    groups of 1, 16, 100 and 2,000 documents and long texts, then a flush (which merges the
+    segments), load no numba kernel that the warm-up did not: loading one from the cache on a
+    request stalled everything queued behind it for tens of ms."""
     import subprocess
     import sys
 

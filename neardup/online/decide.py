@@ -30,7 +30,14 @@ from ..fingerprint.distance import hamming_cdist
 from ..fingerprint.minhash import minhash_signatures
 from ..rules.decision import Decision, Match
 from ..rules.keep import GROUP_ORDER, Found, KeepFirst, may_drop
-from ..rules.lsh import agreeing, query_cap, sketch_agreeing, sketches
+from ..rules.lsh import (
+    SKETCH_TOKENS_UNKNOWN,
+    agreeing,
+    query_cap,
+    sketch_agreeing,
+    sketch_tokens,
+    sketches,
+)
 from ..store import NO_CONTENT_HASH, Store, WriteGroup
 from .prepare import PreparedDocs, lsh_keys
 from .sigcache import DEFAULT_CAPACITY, SignatureCache
@@ -131,6 +138,9 @@ class Decider:
         #: (the rest needed neither their texts nor their signatures)
         self.sketch_checked = 0
         self.sketch_passed = 0
+        #: SimHash hits turned down by their token counts before their rows were read
+        #: (:meth:`_length_bound`)
+        self.length_rejected = 0
 
     def decide(self, group: list[Op], cutoff: float | None) -> tuple[list[Any], WriteGroup]:
         """Decide a group in arrival order; returns (results per op: a list of
@@ -168,16 +178,21 @@ class Decider:
         existing = self.store.lookup_ids(ids + del_ids)
         need_text = self.verifier is not None
         lsh_rids = None
+        tokens = None
         if self.lsh_plan is not None and doc_ops:
             bands = np.concatenate([op.docs.bands for op in doc_ops])  # type: ignore[union-attr]
             lsh_rids = self.store.search_bands(bands, query_cap(self.lsh_plan))
+            tokens = np.concatenate([op.docs.tokens for op in doc_ops])  # type: ignore[union-attr]
+            if self.verifier is not None and self.store_text and hit_rids.size:
+                lims, hit_rids, hit_d = self._length_bound(lims, hit_rids, hit_d, tokens)
         want = set(hit_rids.tolist())
         want.update(existing.values())
         cached: dict[int, int] = {}
         sig = q_sk = None
         if lsh_rids is not None:
             sig = np.concatenate([op.docs.sig for op in doc_ops])  # type: ignore[union-attr]
-            q_sk = sketches(sig)  # for the sketch test, then stored with the added rows
+            assert tokens is not None
+            q_sk = sketches(sig, tokens)  # for the sketch test, then stored with the added rows
             band: set[int] = set()
             for r in lsh_rids:
                 band.update(r.tolist())
@@ -656,6 +671,42 @@ class Decider:
         for x, y, z in zip(a.tolist(), b.tolist(), d.tolist(), strict=True):
             out.setdefault(y, []).append((x, z))
         return out
+
+    def _length_bound(
+        self,
+        lims: npt.NDArray[np.int64],
+        hit_rids: npt.NDArray[np.int64],
+        hit_d: npt.NDArray[np.int32],
+        tokens: npt.NDArray[np.int64],
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+        """The SimHash hits (``lims``, ``hit_rids``, ``hit_d``) without those whose stored
+        token count (the end of the row's sketch, :func:`~neardup.rules.lsh.sketch_tokens`)
+        and the query's (``tokens``) no verification can pass
+        (:meth:`~neardup.verify.Verifier.cannot_pass`): verified, they would be rejected, so
+        the decisions are the same without reading their rows. A short text's SimHash
+        neighbours can be thousands of stored rows (a post of a few frequent tokens), each read,
+        decompressed and tokenised to be turned down (docs/service.md, "The 10 M tail"). Rows
+        without a sketch, counts of 0 or too large to keep, and pairs the verifier trusts on
+        their distance alone keep their hits."""
+        uniq = np.unique(hit_rids)
+        present, stored = self.store.sketches(uniq)
+        if not present.any():
+            return lims, hit_rids, hit_d
+        row_t = np.where(present, sketch_tokens(stored), 0)
+        row_t[row_t >= SKETCH_TOKENS_UNKNOWN] = 0
+        q_t = np.repeat(np.where(tokens < SKETCH_TOKENS_UNKNOWN, tokens, 0), np.diff(lims))
+        h_t = row_t[np.searchsorted(uniq, hit_rids)]
+        drop = self.verifier.cannot_pass(q_t, h_t)  # (False where a count is 0: unknown)
+        trust = self.verifier.config()["trust_distance"]
+        if trust >= 0:
+            drop &= hit_d > trust
+        if not drop.any():
+            return lims, hit_rids, hit_d
+        self.length_rejected += int(drop.sum())
+        keep = ~drop
+        kept = np.zeros(keep.size + 1, np.int64)
+        np.cumsum(keep, out=kept[1:])
+        return kept[lims], hit_rids[keep], hit_d[keep]
 
     def _sketch_filter(
         self, rowids: set[int], lsh_rids: list[npt.NDArray[np.int64]], q_sk: npt.NDArray[np.uint8]

@@ -574,7 +574,9 @@ class Deduplicator:
             empty=p.empty,
             metadata=p.metadata,
             bands=p.bands,  # made by the preparer with the channel, None without it
-            sketches=None if p.sig is None else sketches(p.sig),
+            sketches=None
+            if p.sig is None
+            else sketches(p.sig, p.tokens if p.tokens is not None else np.zeros(len(p), np.int64)),
         )
         n = self._writer.run(Op("bulk", arg=(p.ids, p.fps, p.times, extra)))
         return int(n)
@@ -659,7 +661,7 @@ class Deduplicator:
                 lsh_pairs(sig, usable, self.lsh_plan)
                 one = np.zeros(1, np.int64)
                 agreeing(sig, one, sig, one, self.lsh_plan)
-                sk = sketches(sig)
+                sk = sketches(sig, np.ones(len(sig), np.int64))
                 sketch_agreeing(sk, one, sk, one, self.lsh_plan)
                 warm_band_entries(self.lsh_plan)
                 decider.verify(

@@ -41,6 +41,7 @@ _T = TypeVar("_T")
 
 __all__ = [
     "SKETCH_BITS",
+    "SKETCH_TOKENS_UNKNOWN",
     "VALVE_SAMPLE",
     "agreeing",
     "band_budget",
@@ -49,6 +50,7 @@ __all__ = [
     "query_cap",
     "sketch_agreeing",
     "sketch_bytes",
+    "sketch_tokens",
     "sketches",
 ]
 
@@ -136,28 +138,48 @@ def _agreeing_kernel(
 
 #: bits of each MinHash value a stored row keeps beside its band keys (:func:`sketches`)
 SKETCH_BITS = 4
+#: a sketch ends with its text's token count, u16 little-endian (:func:`sketch_tokens`); this
+#: value stands for "65,535 or more" (not a count a length bound can use)
+SKETCH_TOKENS_UNKNOWN = 0xFFFF
 
 
 def sketch_bytes(hashes: int) -> int:
     """Bytes of one signature's sketch (:func:`sketches`) of ``hashes`` values."""
-    return (hashes * SKETCH_BITS + 7) // 8
+    return (hashes * SKETCH_BITS + 7) // 8 + 2
 
 
-def sketches(sig: npt.NDArray[np.uint16]) -> npt.NDArray[np.uint8]:
+def sketches(sig: npt.NDArray[np.uint16], tokens: npt.ArrayLike) -> npt.NDArray[np.uint8]:
     """The low :data:`SKETCH_BITS` bits of every value of each signature, two values a byte
-    (value ``2j`` in the low half of byte ``j``): ``(n, ceil(hashes / 2))``. A store keeps these
-    beside a row's band keys so that :func:`sketch_agreeing` can turn most band candidates down
-    without the row's text (b-bit MinHash, Li & König 2010).
+    (value ``2j`` in the low half of byte ``j``), then the text's token count (``tokens``,
+    ``Verifier.tokens``: u16 little-endian, :data:`SKETCH_TOKENS_UNKNOWN` from 65,535 up):
+    ``(n, ceil(hashes / 2) + 2)``. A store keeps these beside a row's band keys so that
+    :func:`sketch_agreeing` can turn most band candidates down without the row's text (b-bit
+    MinHash, Li & König 2010), and a length bound most SimHash hits
+    (:meth:`neardup.verify.Verifier.cannot_pass`).
 
-    >>> sketches(np.array([[0x1234, 0xABCD, 0x0007]], np.uint16)).tolist()
-    [[212, 7]]
+    >>> sketches(np.array([[0x1234, 0xABCD, 0x0007]], np.uint16), [300]).tolist()
+    [[212, 7, 44, 1]]
     """
     sig = np.asarray(sig, np.uint16)
     n, h = sig.shape
     low = (sig & 0xF).astype(np.uint8)
     if h % 2:
         low = np.concatenate([low, np.zeros((n, 1), np.uint8)], axis=1)
-    return np.ascontiguousarray(low[:, 0::2] | (low[:, 1::2] << 4))
+    t = np.minimum(np.asarray(tokens, np.int64).reshape(n), SKETCH_TOKENS_UNKNOWN).astype("<u2")
+    return np.ascontiguousarray(
+        np.concatenate([low[:, 0::2] | (low[:, 1::2] << 4), t.view(np.uint8).reshape(n, 2)], 1)
+    )
+
+
+def sketch_tokens(sk: npt.NDArray[np.uint8]) -> npt.NDArray[np.int64]:
+    """The token counts :func:`sketches` wrote at the end of each sketch (``(n,)`` int64;
+    :data:`SKETCH_TOKENS_UNKNOWN` where the text had 65,535 or more).
+
+    >>> sketch_tokens(sketches(np.zeros((2, 3), np.uint16), [5, 70000])).tolist()
+    [5, 65535]
+    """
+    sk = np.asarray(sk, np.uint8)
+    return sk[:, -2].astype(np.int64) | (sk[:, -1].astype(np.int64) << 8)
 
 
 def sketch_agreeing(

@@ -421,6 +421,20 @@ class Verifier:
         ok, score, _ = self.decide_rules(lcs, len_a, len_b)
         return ok, score
 
+    def cannot_pass(
+        self, len_a: npt.NDArray[np.integer[Any]], len_b: npt.NDArray[np.integer[Any]]
+    ) -> npt.NDArray[np.bool_]:
+        """The pairs of texts of ``len_a`` and ``len_b`` tokens (both above 0) that
+        :meth:`decide_rules` rejects whatever their LCS: rejected even at the largest LCS there
+        can be, the shorter length (both the similarity and the containment grow with the LCS).
+        Decided from the lengths alone, before the texts are read (a store's SimHash hits;
+        ``tests/verify/test_verify_rules.py`` checks it against every LCS); a side of 0 tokens is
+        never reported."""
+        la = np.asarray(len_a, np.int64)
+        lb = np.asarray(len_b, np.int64)
+        ok, _, _ = self.decide_rules(np.minimum(la, lb), la, lb)
+        return ~ok & (la > 0) & (lb > 0)
+
     def decide_rules(
         self,
         lcs: npt.NDArray[np.integer[Any]],

@@ -403,7 +403,7 @@ def test_the_sketch_filter_equals_its_numpy_twin_and_never_drops_an_agreeing_pai
     NumPy expression, and lets by every pair ``agreeing`` accepts (a stored row it turns down
     would have been filtered out on its full signature): few distinct values make both filters
     accept some pairs; values above 16 make the sketch accept some that ``agreeing`` rejects."""
-    from neardup.rules.lsh import agreeing, sketch_agreeing, sketches
+    from neardup.rules.lsh import agreeing, sketch_agreeing, sketch_tokens, sketches
     from neardup.rules.reference import sketch_agreeing_reference
 
     bands, rows = shape
@@ -418,8 +418,9 @@ def test_the_sketch_filter_equals_its_numpy_twin_and_never_drops_an_agreeing_pai
         stored[k, at] = rng.integers(0, values, len(at), dtype=np.uint16)
     k_of = rng.integers(0, 30, 300)
     q_of = rng.integers(0, 20, 300)
-    s_sk, q_sk = sketches(stored), sketches(sig)
-    assert s_sk.shape == (30, (plan.hashes + 1) // 2)
+    s_sk, q_sk = sketches(stored, np.arange(30) * 997), sketches(sig, np.arange(20))
+    assert s_sk.shape == (30, (plan.hashes + 1) // 2 + 2)  # and the token count, u16
+    assert sketch_tokens(s_sk).tolist() == [min(k * 997, 0xFFFF) for k in range(30)]
     # the packing: value 2j in the low half of byte j
     assert ((s_sk[:, : plan.hashes // 2] & 0xF) == (stored[:, 0 : plan.hashes - 1 : 2] & 0xF)).all()
     got = sketch_agreeing(s_sk, k_of, q_sk, q_of, plan)

@@ -168,8 +168,8 @@ def test_sketches_follow_their_rows_through_flush_merge_and_bulk_load(tmp_path) 
         rids = np.array(sorted(rows), np.int64)
         present, got = d.store.sketches(rids)
         assert present.all() and len(rids) == 400
-        sig = lsh_keys(verifier, plan, [rows[r].text for r in rids.tolist()])[0]
-        assert np.array_equal(got, sketches(sig))
+        sig, _, _, tokens = lsh_keys(verifier, plan, [rows[r].text for r in rids.tolist()])
+        assert np.array_equal(got, sketches(sig, tokens))
         # a row id no segment holds has none
         assert d.store.sketches(np.array([10**9]))[0].tolist() == [False]
     with Deduplicator.open(candidates="simhash", verify=False) as d:  # no channel, no sketches
@@ -216,3 +216,56 @@ class _Seg:
 
     def __init__(self, rowids, present, sketches) -> None:
         self.rowids, self.sketch_present, self.sketches = rowids, present, sketches
+
+
+def _flood(seed: int, n: int) -> list[str]:
+    """Texts of one frequent token and a few others, 3 to 40 tokens long: their SimHash
+    fingerprints gather within the radius whatever their length (a short post's flood of
+    SimHash hits, docs/service.md), and some are near or exact copies of each other."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    for _ in range(n):
+        if out and rng.random() < 0.2:
+            w = rng.choice(out).split()
+            w[rng.randrange(len(w))] = rng.choice(_WORDS[:4])
+            out.append(" ".join(w))
+        else:
+            k = rng.randint(3, 40)
+            out.append(" ".join(rng.choices(["catu", *_WORDS[:3]], [12, 1, 1, 1], k=k)))
+    return out
+
+
+def test_the_length_bound_changes_no_decision(tmp_path, monkeypatch) -> None:
+    """SimHash hits turned down by the token counts kept in the rows' sketches (before their
+    rows are read) are hits verification would reject: one at a time and in groups, through a
+    flush and a reopen (the counts from the segments' sketch sections and the log), the
+    decisions and their matches equal those made with every hit read and verified."""
+    texts = _flood(5, 700)
+
+    def run(path, bound: bool) -> tuple[list, int]:
+        monkeypatch.undo()
+        if not bound:
+            monkeypatch.setattr(Decider, "_length_bound", lambda self, *a: a[:3])
+        out: list = []
+        rejected = 0
+        d = Deduplicator.open(path, memtable_size=150)
+        for i, t in enumerate(texts[:300]):  # single documents, as the service decides them
+            g = d.check_and_add({"id": str(i), "text": t})
+            out.append((g.duplicate, g.added, [(m.id, m.distance, m.score) for m in g.matches]))
+        d.flush()
+        rejected += d._decider.length_rejected
+        d.close()
+        d = Deduplicator.open(path, memtable_size=150)
+        for lo in range(300, len(texts), 40):  # groups, after a reopen
+            part = [{"id": str(lo + k), "text": t} for k, t in enumerate(texts[lo : lo + 40])]
+            for g in d.check_and_add(part):
+                out.append((g.duplicate, g.added, [(m.id, m.distance, m.score) for m in g.matches]))
+        rejected += d._decider.length_rejected
+        d.close()
+        return out, rejected
+
+    want, none = run(tmp_path / "every-hit-read", bound=False)
+    got, rejected = run(tmp_path / "bounded", bound=True)
+    assert got == want
+    assert none == 0 and rejected > 1000  # the bound had work
+    assert sum(dup for dup, _, _ in got) > 100  # and the stream has duplicates to find

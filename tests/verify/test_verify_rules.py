@@ -80,3 +80,29 @@ def test_trusted_pairs_say_so() -> None:
         v, [long_a, long_b], np.array([0]), np.array([1]), np.array([2], np.int32)
     )
     assert ok[0] and rule[0] == RULE_TRUSTED and score[0] == 1 - 2 / 64
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 120), st.integers(0, 120)), min_size=1, max_size=40),
+    st.sampled_from([0.5, 0.8, 0.9, 1.0]),
+    st.sampled_from([0.85, 1.0, 2.0]),
+    st.integers(1, 40),
+)
+def test_cannot_pass_holds_for_every_lcs(lengths, threshold, containment, min_tokens) -> None:
+    """A pair the length bound turns down is rejected at every LCS it could have (0 to the
+    shorter length), under any threshold and containment rule; one it lets by passes at some
+    LCS (the bound gives nothing away); a side of 0 tokens is never turned down."""
+    v = Verifier(threshold=threshold, containment=containment, min_containment_tokens=min_tokens)
+    la = np.array([a for a, _ in lengths], np.int64)
+    lb = np.array([b for _, b in lengths], np.int64)
+    out = v.cannot_pass(la, lb)
+    for k, (a, b) in enumerate(lengths):
+        passes = [
+            bool(v.decide_rules(np.array([c]), np.array([a]), np.array([b]))[0][0])
+            for c in range(min(a, b) + 1)
+        ]
+        if a == 0 or b == 0:
+            assert not out[k]
+        else:
+            assert out[k] == (not any(passes))

@@ -145,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     cpu = time.process_time() - cpu0
     stop.set()
     watcher.join()
+    # SimHash hits the length bound turned down (None: a neardup without it)
+    length_rejected = getattr(d._writer.decider, "length_rejected", None)
     d.close()
     slow = np.argsort(-service)[: a.top]
     heavy = service > 10
@@ -162,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_ms_per_request": 1e3 * cpu / a.n,
         "service": _pct(service),
         "from_schedule": _pct(late),
+        "simhash_hits_turned_down_by_length": length_rejected,
         "over_10_ms": {
             "requests": int(heavy.sum()),
             "share_of_service_time": float(service[heavy].sum() / service.sum()),
@@ -180,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{name:<16} {r['p50_ms']:>8.2f} {r['p90_ms']:>8.2f} {r['p99_ms']:>8.2f} {r['max_ms']:>8.2f}"
         )
+    if length_rejected is not None:
+        print(f"SimHash hits turned down by the length bound: {length_rejected:,}")
     o = res["over_10_ms"]
     print(
         f"requests over 10 ms of service: {o['requests']} ({100 * o['share_of_service_time']:.1f} % of the service time)"

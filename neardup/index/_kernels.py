@@ -23,6 +23,7 @@ from numba.extending import intrinsic
 from numba.typed import List
 
 from .._jit import kernel, popcount64
+from .._search import lower_bound, upper_bound
 
 LEAF = 16  # a descent range this small is scanned linearly
 
@@ -113,30 +114,6 @@ def permute_many(fps, t, pidx, pmask, npieces):
     for i in range(n):
         out[i] = permute_one(fps, i, t, pidx, pmask, npieces)
     return out
-
-
-@kernel(nogil=True)
-def lower_bound(a, lo, hi, v):
-    """First index in [lo, hi) of the sorted ``a`` whose value is >= ``v`` (``hi``: none)."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if a[mid] < v:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@kernel(nogil=True)
-def upper_bound(a, lo, hi, v):
-    """First index in [lo, hi) of the sorted ``a`` whose value is > ``v`` (``hi``: none)."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if a[mid] <= v:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 @kernel(nogil=True)

@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from .._arrays import read_only
 from .._jit import kernel
+from .._search import lower_bound
 
 __all__ = ["SegmentSketches", "SketchTable", "Sketches"]
 
@@ -190,12 +191,7 @@ def _lookup_kernel(
                         y -= step
                         step *= 2
                     x = max(y - step, np.int64(0))
-                while x < y:
-                    m = (x + y) >> 1
-                    if ids[m] < r:
-                        x = m + 1
-                    else:
-                        y = m
+                x = lower_bound(ids, x, y, r)
                 if x >= n or ids[x] != r:
                     continue
                 p = x

@@ -13,12 +13,13 @@ positions or uint64 prefixes) that path is many times slower than sort + neighbo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["concat_ascii", "read_only", "unique_sorted"]
+__all__ = ["concat_ascii", "read_only", "same_objects", "unique_sorted"]
 
 
 def read_only(a: npt.NDArray[Any], dtype: Any = None) -> npt.NDArray[Any]:
@@ -31,6 +32,18 @@ def read_only(a: npt.NDArray[Any], dtype: Any = None) -> npt.NDArray[Any]:
     out = np.ascontiguousarray(a, dtype).view()
     out.flags.writeable = False
     return out
+
+
+def same_objects(a: Sequence[object], b: Sequence[object]) -> bool:
+    """Whether ``a`` and ``b`` hold the same objects (by identity) in the same order: a cache
+    made over a list of segments or sections is still good (``==`` could compare their
+    arrays, and equal contents would not mean the same mapped files).
+
+    >>> x, y = [1], [1]
+    >>> same_objects([x, y], [x, y]), same_objects([x], [y])
+    (True, False)
+    """
+    return len(a) == len(b) and all(p is q for p, q in zip(a, b, strict=True))
 
 
 def unique_sorted(a: npt.ArrayLike) -> np.ndarray:

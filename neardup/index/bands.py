@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._arrays import same_objects
 from .._jit import kernel
 from ..fingerprint.minhash import NO_KEYS
 from .band_groups import band_groups, group_pairs
@@ -722,11 +723,7 @@ class BandIndex:
     def _section_group(self) -> SectionGroup:
         cached = self._group
         sections = self.sections
-        if (
-            cached is not None
-            and len(cached[0]) == len(sections)
-            and all(a is b for a, b in zip(cached[0], sections, strict=True))
-        ):
+        if cached is not None and same_objects(cached[0], sections):
             return cached[1]
         group = SectionGroup(sections)
         self._group = (list(sections), group)

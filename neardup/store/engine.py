@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._arrays import same_objects
 from ..errors import StorageError
 from ..index.bands import SectionGroup, lookup
 from ..index.scan import Result, empty_result, merge_results
@@ -228,11 +229,7 @@ class Store:
         st = self._state
         segments = st.segments
         cached = st.band_group_cache
-        if (
-            cached is not None
-            and len(cached[0]) == len(segments)
-            and all(a is b for a, b in zip(cached[0], segments, strict=True))
-        ):
+        if cached is not None and same_objects(cached[0], segments):
             return cached[1]
         group = SectionGroup([r for s in segments for r in s.segment.band_runs()])
         st.band_group_cache = (list(segments), group)
@@ -264,11 +261,7 @@ class Store:
         st = self._state
         segments = st.segments
         cached = st.sketch_group_cache
-        if (
-            cached is not None
-            and len(cached[0]) == len(segments)
-            and all(a is b for a, b in zip(cached[0], segments, strict=True))
-        ):
+        if cached is not None and same_objects(cached[0], segments):
             return cached[1]
         group = SegmentSketches([s.segment for s in segments], max(st.sketch_width, 1))
         st.sketch_group_cache = (list(segments), group)
@@ -282,12 +275,7 @@ class Store:
         changes (the memtable's runs change once per index buffer of adds)."""
         st = self._state
         cached = st.set_cache
-        if (
-            cached is not None
-            and cached[3] is version
-            and len(cached[0]) == len(segments)
-            and all(a is b for a, b in zip(cached[0], segments, strict=True))
-        ):
+        if cached is not None and cached[3] is version and same_objects(cached[0], segments):
             return cached[1], cached[2]
         from ..index.multi import IndexSet
         from .memindex import _FastIndex

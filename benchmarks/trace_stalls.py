@@ -11,6 +11,10 @@ threads were doing while a request ran long.
 keep it as it was). The documents are the window generator's (``benchmarks/window_corpus.py``,
 ``--seed`` other than the window's), decided one at a time on this thread, as the service's
 event loop decides a lone request (``Deduplicator.submit(..., inline=True)``), without HTTP.
+``--kind check`` checks them without adding them: the store is left as it was, so that two
+versions of the code can be compared on the same store and documents. ``--warm N`` first
+checks ``N`` other documents (seed ``--seed + 1000``) in batches of 1,000, untimed, as a
+service that has been serving for a while (its in-memory caches filled).
 
 A watchdog thread looks every 3 ms: when a request has run longer than ``--over`` ms it
 records every thread's innermost frames once for that request. For the ``--top`` slowest
@@ -85,6 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--over", type=float, default=20.0, help="ms after which threads are sampled")
     p.add_argument("--seed", type=int, default=12, help="generator seed of the documents")
     p.add_argument("--top", type=int, default=15, help="slowest requests described")
+    p.add_argument("--warm", type=int, default=0, help="documents checked first, untimed")
+    p.add_argument(
+        "--kind",
+        choices=("check_and_add", "check"),
+        default="check_and_add",
+        help="check: leave the store as it was (A/B runs on one store)",
+    )
     p.add_argument("--out", type=Path, default=None)
     a = p.parse_args(argv)
     if not (a.store / "MANIFEST.json").exists():
@@ -93,6 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     d = Deduplicator.open(a.store)
     open_s = time.perf_counter() - t0
     docs_before = len(d)
+    if a.warm:
+        warm = wc.stream_texts(wc.WindowSpec(n=max(a.warm, 1000), seed=a.seed + 1000), 0, a.warm)
+        for lo in range(0, a.warm, 1000):
+            d.check(
+                [{"id": f"warm-{i}", "text": t} for i, t in enumerate(warm[lo : lo + 1000], lo)]
+            )
+        del warm
     texts = wc.stream_texts(wc.WindowSpec(n=max(a.n, 1000), seed=a.seed), 0, a.n)
     costs = _Costs(d)
     cur: dict[str, Any] = {"start": None, "i": -1, "seen": -1}
@@ -134,9 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         costs.now.clear()
         start = cur["start"] = time.perf_counter()
         cur["i"] = i
-        d.submit("check_and_add", {"id": f"trace-{a.seed}-{i}", "text": text}, inline=True)[
-            0
-        ].result()
+        d.submit(a.kind, {"id": f"trace-{a.seed}-{i}", "text": text}, inline=True)[0].result()
         end = time.perf_counter()
         cur["start"] = None
         service[i] = (end - start) * 1e3
@@ -147,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     watcher.join()
     # SimHash hits the length bound turned down (None: a neardup without it)
     length_rejected = getattr(d._writer.decider, "length_rejected", None)
+    # ... and the cached token histograms of rows verified before (None: a neardup without it)
+    histogram_rejected = getattr(d._writer.decider, "histogram_rejected", None)
     d.close()
     slow = np.argsort(-service)[: a.top]
     heavy = service > 10
@@ -160,11 +178,13 @@ def main(argv: list[str] | None = None) -> int:
         },
         "params": {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()},
         "store_documents_before": docs_before,
+        "warm_documents": a.warm,
         "open_s": open_s,
         "cpu_ms_per_request": 1e3 * cpu / a.n,
         "service": _pct(service),
         "from_schedule": _pct(late),
         "simhash_hits_turned_down_by_length": length_rejected,
+        "simhash_hits_turned_down_by_histograms": histogram_rejected,
         "over_10_ms": {
             "requests": int(heavy.sum()),
             "share_of_service_time": float(service[heavy].sum() / service.sum()),
@@ -175,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"store: {a.store} ({docs_before:,} documents, opened in {open_s:.1f} s)")
     print(
-        f"{a.n:,} single check_and_adds at {a.rate:,.0f}/s, in process; CPU {res['cpu_ms_per_request']:.3f} ms a request"
+        f"{a.n:,} single {a.kind}s at {a.rate:,.0f}/s, in process; CPU {res['cpu_ms_per_request']:.3f} ms a request"
     )
     print(f"{'':<16} {'p50':>8} {'p90':>8} {'p99':>8} {'max':>8}  ms")
     for name in ("service", "from_schedule"):
@@ -185,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     if length_rejected is not None:
         print(f"SimHash hits turned down by the length bound: {length_rejected:,}")
+    if histogram_rejected is not None:
+        print(f"SimHash hits turned down by cached histograms: {histogram_rejected:,}")
     o = res["over_10_ms"]
     print(
         f"requests over 10 ms of service: {o['requests']} ({100 * o['share_of_service_time']:.1f} % of the service time)"

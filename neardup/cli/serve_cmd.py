@@ -105,6 +105,14 @@ def serve(
         help="MinHash channel: stored rows whose signatures are cached in memory for its "
         "filter (~0.5 KB each; 0: none). Decisions do not depend on it.",
     ),
+    histogram_cache_rows: int = typer.Option(
+        131_072,
+        "--histogram-cache-rows",
+        min=0,
+        help="MinHash channel: verified stored rows whose token histograms are cached in "
+        "memory to turn SimHash hits down unread (532 bytes each; 0: none). Decisions do not "
+        "depend on it.",
+    ),
     graceful_timeout: float = typer.Option(
         30.0, "--graceful-timeout", help="Seconds to let in-flight requests finish at shutdown."
     ),
@@ -173,6 +181,7 @@ def serve(
         store_text=store_text,
         commit_interval_ms=commit_interval_ms,
         signature_cache_rows=signature_cache_rows,
+        histogram_cache_rows=histogram_cache_rows,
         store=store,
     )
     config = ServiceConfig(

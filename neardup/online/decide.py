@@ -40,7 +40,7 @@ from ..rules.lsh import (
 )
 from ..store import NO_CONTENT_HASH, Store, WriteGroup
 from .prepare import PreparedDocs, lsh_keys
-from .sigcache import DEFAULT_CAPACITY, SignatureCache
+from .rowcache import DEFAULT_CAPACITY, DEFAULT_HISTOGRAM_ROWS, HistogramCache, SignatureCache
 
 __all__ = ["Decider", "Op"]
 
@@ -106,7 +106,10 @@ class Decider:
     bits, radius, max_distance, max_matches, store_text
         As the :class:`~neardup.online.Deduplicator` was configured.
     signature_cache_rows : int
-        Stored rows whose MinHash signatures are kept (:mod:`neardup.online.sigcache`).
+        Stored rows whose MinHash signatures are kept (:mod:`neardup.online.rowcache`).
+    histogram_cache_rows : int
+        Verified stored rows whose token histograms are kept, to turn SimHash hits down
+        before their rows are read (:meth:`_histogram_bound`); with the MinHash channel only.
     """
 
     def __init__(
@@ -121,6 +124,7 @@ class Decider:
         max_matches: int,
         store_text: bool,
         signature_cache_rows: int = DEFAULT_CAPACITY,
+        histogram_cache_rows: int = DEFAULT_HISTOGRAM_ROWS,
     ) -> None:
         self.store = store
         self.verifier = verifier
@@ -141,6 +145,12 @@ class Decider:
         #: SimHash hits turned down by their token counts before their rows were read
         #: (:meth:`_length_bound`)
         self.length_rejected = 0
+        #: verified stored rows' token histograms (writer only), and the SimHash hits they
+        #: turned down before their rows were read (:meth:`_histogram_bound`)
+        self.histograms = HistogramCache(
+            histogram_cache_rows if lsh_plan is not None and verifier is not None else 0
+        )
+        self.histogram_rejected = 0
 
     def decide(self, group: list[Op], cutoff: float | None) -> tuple[list[Any], WriteGroup]:
         """Decide a group in arrival order; returns (results per op: a list of
@@ -167,6 +177,7 @@ class Decider:
             fps = np.zeros((0,) if self.bits == 64 else (0, 2), np.uint64)
             ids = []
         flat_texts = [t for op in doc_ops for t in op.docs.texts]  # type: ignore[union-attr]
+        flat_chash = [h for op in doc_ops for h in op.docs.chash]  # type: ignore[union-attr]
         if self.lsh_plan is not None:  # SimHash hits within the radius, plus the band keys
             lims, hit_rids, hit_d = self.store.search(fps, self.radius)
         elif self.verifier is None or self.radius == self.max_distance:  # one limit for all
@@ -185,6 +196,9 @@ class Decider:
             tokens = np.concatenate([op.docs.tokens for op in doc_ops])  # type: ignore[union-attr]
             if self.verifier is not None and self.store_text and hit_rids.size:
                 lims, hit_rids, hit_d = self._length_bound(lims, hit_rids, hit_d, tokens)
+                lims, hit_rids, hit_d = self._histogram_bound(
+                    lims, hit_rids, hit_d, flat_texts, flat_chash
+                )
         want = set(hit_rids.tolist())
         want.update(existing.values())
         cached: dict[int, int] = {}
@@ -224,7 +238,6 @@ class Decider:
         slow = list(has_hits)
         for i in earlier:
             slow[i] = True
-        flat_chash = [h for op in doc_ops for h in op.docs.chash]  # type: ignore[union-attr]
         flat_empty = (
             np.concatenate([op.docs.empty for op in doc_ops])  # type: ignore[union-attr]
             if doc_ops
@@ -508,6 +521,7 @@ class Decider:
         first = max(4, mm)
         all_texts = list(view.texts)
         row_text: dict[int, int] = {}
+        stored: dict[int, int] = {}  # text index -> stored row id
         none: set[int] = set()
         # per slow document: [position, matches found without verification, its candidates
         # as (text index, distance, order), candidates replayed, accepted so far]
@@ -527,6 +541,7 @@ class Decider:
                     if t < 0:
                         t = row_text[order] = len(all_texts)
                         all_texts.append(c_text)
+                        stored[t] = order
                 cands.append((t, d, order))
             plans.append([i, len(found), cands, 0, 0])
         first_round = True
@@ -563,20 +578,44 @@ class Decider:
             first_round = False
             if not keys:
                 break
-            ok, scores = self._verify_pairs(all_texts, qa, cb, ds)
+            ok, scores = self._verify_pairs(all_texts, qa, cb, ds, stored, view.rows)
             for k, a, sc in zip(keys, ok.tolist(), scores.tolist(), strict=True):
                 memo[k] = (a, sc)
             plans = left
         return memo
 
     def _verify_pairs(
-        self, texts: list[str], a: list[int], b: list[int], d: list[int]
+        self,
+        texts: list[str],
+        a: list[int],
+        b: list[int],
+        d: list[int],
+        stored: dict[int, int] | None = None,
+        rows: dict[int, Any] | None = None,
     ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
         """Decide the pairs ``(texts[a[m]], texts[b[m]])`` at SimHash distances ``d`` by the
-        rule :meth:`verify` applies."""
+        rule :meth:`verify` applies. ``stored``: the texts that are stored rows (position ->
+        row id, each in ``rows``), whose token histograms, made by the verification's first
+        step, are kept in :attr:`histograms`."""
         if self.lsh_plan is None:
             return self.verifier.verify_many([texts[x] for x in a], [texts[y] for y in b], d)
         from ..rules.verify import stage_verify
+
+        sink = None
+        if stored and rows is not None and self.histograms.capacity:
+            cache = self.histograms
+
+            def sink(
+                pos: npt.NDArray[np.int64], hist: npt.NDArray[np.uint8], lens: npt.NDArray[np.int64]
+            ) -> None:
+                take = [
+                    k
+                    for k, p in enumerate(pos.tolist())
+                    if p in stored and stored[p] not in cache and lens[k] > 0
+                ]
+                if take:
+                    rids = [stored[int(pos[k])] for k in take]
+                    cache.put(rids, hist[take], lens[take], [rows[r].chash for r in rids])
 
         return stage_verify(
             self.verifier,
@@ -584,6 +623,7 @@ class Decider:
             np.asarray(a, np.int64),
             np.asarray(b, np.int64),
             np.asarray(d, np.int32),
+            on_histograms=sink,
         )
 
     def _may_drop(self, text: str, kept: str) -> bool:
@@ -704,6 +744,67 @@ class Decider:
             return lims, hit_rids, hit_d
         self.length_rejected += int(drop.sum())
         keep = ~drop
+        kept = np.zeros(keep.size + 1, np.int64)
+        np.cumsum(keep, out=kept[1:])
+        return kept[lims], hit_rids[keep], hit_d[keep]
+
+    def _histogram_bound(
+        self,
+        lims: npt.NDArray[np.int64],
+        hit_rids: npt.NDArray[np.int64],
+        hit_d: npt.NDArray[np.int32],
+        texts: list[str],
+        chash: list[bytes],
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
+        """The SimHash hits (``lims``, ``hit_rids``, ``hit_d``) without those whose cached token
+        histogram (:attr:`histograms`) and the query's fail verification's first step, the
+        histogram bound (:func:`~neardup.verify.overlap.histogram_bound_decisions`, the same
+        call on the same histograms): verified, they would be rejected there, so the
+        decisions are the same without reading their rows. The rows within the SimHash radius
+        of a long text drawn from a common vocabulary, or of a repetitive short post, are
+        hundreds to thousands, the same ones from one such query to the next, and nearly all
+        fail the bound (docs/service.md, "The 10 M tail"). Exact copies (the query's content
+        hash), texts without tokens and pairs the verifier trusts on their distance alone keep
+        their hits."""
+        cache = self.histograms
+        if not len(cache):
+            return lims, hit_rids, hit_d
+        rl = hit_rids.tolist()
+        slots = cache.slots(rl)
+        if not slots:
+            return lims, hit_rids, hit_d
+        m = np.fromiter((r in slots for r in rl), np.bool_, len(rl))
+        trust = self.verifier.config()["trust_distance"]
+        if trust >= 0:
+            m &= hit_d > trust
+        sel = np.flatnonzero(m)
+        if not sel.size:
+            return lims, hit_rids, hit_d
+        from ..verify.overlap import histogram_bound_decisions
+        from ..verify.tokens import token_histograms
+
+        owner = np.repeat(np.arange(lims.size - 1), np.diff(lims))[sel]
+        qs, qi = np.unique(owner, return_inverse=True)
+        q_hist, q_n = token_histograms(self.verifier, [texts[i] for i in qs.tolist()])
+        r_hist, r_n, r_hash = cache.histograms([slots[rl[k]] for k in sel.tolist()])
+        c = self.verifier.config()
+        could, _ = histogram_bound_decisions(
+            np.concatenate([q_hist, r_hist]),
+            np.concatenate([q_n, r_n]),
+            qi,
+            qs.size + np.arange(sel.size),
+            threshold=c["threshold"],
+            containment=c["containment"],
+            min_containment_tokens=c["min_containment_tokens"],
+        )
+        q_hash = np.frombuffer(b"".join(chash[i] for i in qs.tolist()), np.uint8).reshape(-1, 16)
+        exact = (r_hash == q_hash[qi]).all(axis=1)
+        drop = ~could & (q_n[qi] > 0) & (r_n > 0) & ~exact
+        if not drop.any():
+            return lims, hit_rids, hit_d
+        self.histogram_rejected += int(drop.sum())
+        keep = np.ones(hit_rids.size, np.bool_)
+        keep[sel[drop]] = False
         kept = np.zeros(keep.size + 1, np.int64)
         np.cumsum(keep, out=kept[1:])
         return kept[lims], hit_rids[keep], hit_d[keep]

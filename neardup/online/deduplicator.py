@@ -202,6 +202,7 @@ class Deduplicator:
             max_matches=settings.max_matches,
             store_text=self.store_text,
             signature_cache_rows=settings.signature_cache_rows,
+            histogram_cache_rows=settings.histogram_cache_rows,
         )
         self._preparer.retention = self.retention
         if self.retention is not None:

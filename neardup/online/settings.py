@@ -19,7 +19,7 @@ from ..errors import ConfigError
 from ..store import StoreSettings
 from ..store.settings import is_int, is_number, option_name
 from .prepare import MAX_FUTURE_SECONDS
-from .sigcache import DEFAULT_CAPACITY
+from .rowcache import DEFAULT_CAPACITY, DEFAULT_HISTOGRAM_ROWS
 
 __all__ = ["DedupSettings"]
 
@@ -73,8 +73,13 @@ class DedupSettings:
         A partition with more segments is merged into one in the background.
     signature_cache_rows : int, default=262144
         With the MinHash channel: stored rows whose signatures are kept in memory for its
-        agreement filter (~0.5 KB each; :mod:`neardup.online.sigcache`); 0 makes every one
+        agreement filter (~0.5 KB each; :mod:`neardup.online.rowcache`); 0 makes every one
         again from its stored text. Decisions do not depend on it.
+    histogram_cache_rows : int, default=131072
+        With the MinHash channel: verified stored rows whose token histograms are kept in
+        memory (532 bytes each; :mod:`neardup.online.rowcache`), so that SimHash hits that
+        fail verification's histogram bound are turned down without reading their rows; 0
+        keeps none. Decisions do not depend on it.
     max_future_seconds : float, default=86400
         Documents whose ``time`` is more than this ahead of now are refused (as are times
         before 0 or older than the retention window).
@@ -101,6 +106,9 @@ class DedupSettings:
     max_segments_per_partition: int = 2
     signature_cache_rows: int = field(
         default=DEFAULT_CAPACITY, metadata=_flag("--signature-cache-rows")
+    )
+    histogram_cache_rows: int = field(
+        default=DEFAULT_HISTOGRAM_ROWS, metadata=_flag("--histogram-cache-rows")
     )
     max_future_seconds: float = MAX_FUTURE_SECONDS
     store: StoreSettings = field(default_factory=StoreSettings)
@@ -159,9 +167,10 @@ class DedupSettings:
             value = getattr(self, f)
             if not is_int(value) or value < 1:
                 raise ConfigError(f"{f} must be a positive integer, got {value!r}")
-        k = self.signature_cache_rows
-        if not is_int(k) or k < 0:
-            raise ConfigError(f"{name('signature_cache_rows')} must be an integer >= 0, got {k!r}")
+        for f in ("signature_cache_rows", "histogram_cache_rows"):
+            k = getattr(self, f)
+            if not is_int(k) or k < 0:
+                raise ConfigError(f"{name(f)} must be an integer >= 0, got {k!r}")
         m = self.max_future_seconds
         if not is_number(m) or not 0 <= m < 1e12:
             raise ConfigError(f"max_future_seconds must be a number in [0, 1e12), got {m!r}")

@@ -202,6 +202,11 @@ class Writer:
         # by to be read (the rest were turned down without their texts)
         s["sketch_checked_rows"] = self.decider.sketch_checked
         s["sketch_passed_rows"] = self.decider.sketch_passed
+        # SimHash hits turned down before their rows were read: by their token counts, and by
+        # the cached token histograms of rows verified before
+        s["length_rejected_hits"] = self.decider.length_rejected
+        s["histogram_rejected_hits"] = self.decider.histogram_rejected
+        s["histogram_cache_rows"] = len(self.decider.histograms)
         return s
 
     def close(self) -> bool:

@@ -42,6 +42,11 @@ __all__ = [
 ]
 
 
+#: what :func:`stage_verify` hands the histograms it made to: (positions, histograms, counts)
+HistogramSink = Callable[
+    [npt.NDArray[np.int64], npt.NDArray[np.uint8], npt.NDArray[np.int64]], None
+]
+
 #: :func:`~neardup.batch.run.dedup` verifies the deferred pairs lazily only when there are more
 #: than this many per first copy: a concentrated corpus (a shared boilerplate) gives far more,
 #: ordinary corpora far fewer (see benchmarks/bad_input_dedup.py)
@@ -56,10 +61,13 @@ def stage_verify(
     d: npt.NDArray[np.int32],
     workers: int = 1,
     tokenised: dict[int, tuple[bytes, int]] | None = None,
+    on_histograms: HistogramSink | None = None,
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
     """Decide candidate pairs ``(texts[a[m]], texts[b[m]])``: :func:`stage_verify_rules`
     without the rules, ``(ok, score)``."""
-    ok, score, _ = stage_verify_rules(verifier, texts, a, b, d, workers, tokenised)
+    ok, score, _ = stage_verify_rules(
+        verifier, texts, a, b, d, workers, tokenised, on_histograms=on_histograms
+    )
     return ok, score
 
 
@@ -71,6 +79,8 @@ def stage_verify_rules(
     d: npt.NDArray[np.int32],
     workers: int = 1,
     tokenised: dict[int, tuple[bytes, int]] | None = None,
+    *,
+    on_histograms: HistogramSink | None = None,
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64], npt.NDArray[np.uint8]]:
     """Decide candidate pairs ``(texts[a[m]], texts[b[m]])``; same decisions as
     :func:`stage_verify_reference` (tested). ``tokenised``: texts already tokenised in Python
@@ -92,6 +102,10 @@ def stage_verify_rules(
        (:func:`~neardup.verify.tokens.token_bytes`,
        :func:`~neardup.verify.overlap.lcs_many`: tokenised per pair, a per-pair token table
        confirmed byte by byte, bit-parallel LCS), decided by :meth:`Verifier.decide`.
+
+    ``on_histograms``, if given, is called once with what step 1 made: ``(positions in texts
+    (k,) int64, histograms (k, 512) uint8, exact token counts (k,) int64)`` of every text of a
+    pair (the online decider keeps the stored rows' ones, :mod:`neardup.online.rowcache`).
 
     Returns (ok bool (m,), score float64 (m,), rule uint8 (m,)). The score of a pair that
     passes (or reaches step 3) is its exact similarity; a pair rejected in step 1 or 2 reports
@@ -122,6 +136,8 @@ def stage_verify_rules(
     }
     hist, lens = token_histograms(verifier, sub, workers=workers, prepared=prepared)
     could, score = histogram_bound_decisions(hist, lens, ia, ib, **rule, workers=workers)
+    if on_histograms is not None:
+        on_histograms(docs, hist, lens)
     del hist
     left = np.flatnonzero(could)  # lens: exact token counts
     if left.size:

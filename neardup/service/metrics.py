@@ -100,6 +100,8 @@ STORE_COUNTERS: frozenset[str] = frozenset(
         "compactions",
         "sketch_checked_rows",
         "sketch_passed_rows",
+        "length_rejected_hits",
+        "histogram_rejected_hits",
     }
 )
 #: statistics not exported per namespace: process-wide (the process collector has them)

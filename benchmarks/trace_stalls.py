@@ -12,9 +12,10 @@ keep it as it was). The documents are the window generator's (``benchmarks/windo
 ``--seed`` other than the window's), decided one at a time on this thread, as the service's
 event loop decides a lone request (``Deduplicator.submit(..., inline=True)``), without HTTP.
 ``--kind check`` checks them without adding them: the store is left as it was, so that two
-versions of the code can be compared on the same store and documents. ``--warm N`` first
-checks ``N`` other documents (seed ``--seed + 1000``) in batches of 1,000, untimed, as a
-service that has been serving for a while (its in-memory caches filled).
+versions of the code (or settings: ``--histogram-cache-rows 0``) can be compared on the same
+store and documents. ``--warm N`` first checks ``N`` other documents (seed ``--seed + 1000``)
+in batches of 1,000, untimed, as a service that has been serving for a while (its in-memory
+caches filled).
 
 A watchdog thread looks every 3 ms: when a request has run longer than ``--over`` ms it
 records every thread's innermost frames once for that request. For the ``--top`` slowest
@@ -91,6 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--top", type=int, default=15, help="slowest requests described")
     p.add_argument("--warm", type=int, default=0, help="documents checked first, untimed")
     p.add_argument(
+        "--histogram-cache-rows",
+        type=int,
+        default=None,
+        help="DedupSettings.histogram_cache_rows (default: its default; 0: no cached histograms)",
+    )
+    p.add_argument(
         "--kind",
         choices=("check_and_add", "check"),
         default="check_and_add",
@@ -101,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     if not (a.store / "MANIFEST.json").exists():
         p.error(f"{a.store} is not a store's data directory (no MANIFEST.json)")
     t0 = time.perf_counter()
-    d = Deduplicator.open(a.store)
+    opts = (
+        {} if a.histogram_cache_rows is None else {"histogram_cache_rows": a.histogram_cache_rows}
+    )
+    d = Deduplicator.open(a.store, **opts)
     open_s = time.perf_counter() - t0
     docs_before = len(d)
     if a.warm:

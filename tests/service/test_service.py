@@ -368,6 +368,10 @@ def test_healthz_and_metrics(http: httpx.Client) -> None:
     assert fams["process_resident_memory_bytes"].type == "gauge"  # process collector
     # cumulative store counts are counters named *_total; the process RSS is not per namespace
     assert fams["neardup_store_checks"].type == "counter"
+    # what the bounds turned down before reading rows; the histogram cache's size is a level
+    assert fams["neardup_store_length_rejected_hits"].type == "counter"
+    assert fams["neardup_store_histogram_rejected_hits"].type == "counter"
+    assert fams["neardup_store_histogram_cache_rows"].type == "gauge"
     assert "neardup_store_rss_mib" not in fams
     for fam in fams.values():
         if fam.type == "counter":

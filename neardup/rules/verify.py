@@ -61,6 +61,7 @@ def stage_verify(
     d: npt.NDArray[np.int32],
     workers: int = 1,
     tokenised: dict[int, tuple[bytes, int]] | None = None,
+    *,
     on_histograms: HistogramSink | None = None,
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
     """Decide candidate pairs ``(texts[a[m]], texts[b[m]])``: :func:`stage_verify_rules`

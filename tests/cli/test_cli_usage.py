@@ -169,3 +169,19 @@ def test_in_process_calls_register_the_commands_once(capsys) -> None:
     assert {g.name for g in cli.app.registered_groups} >= {"cluster", "store"}
     assert len(cli.app.registered_groups) == len({g.name for g in cli.app.registered_groups})
     capsys.readouterr()
+
+
+def test_serve_cache_defaults_are_the_settings_defaults() -> None:
+    """``neardup serve`` spells its cache sizes' defaults out (the CLI imports no online code
+    to build its help); they must stay those of ``DedupSettings``."""
+    import typer
+
+    from neardup.cli import main as cli
+    from neardup.online import DedupSettings
+
+    main(["--version"])  # registers the commands
+    serve = typer.main.get_command(cli.app).commands["serve"]  # type: ignore[attr-defined]
+    defaults = {p.name: p.default for p in serve.params}
+    s = DedupSettings()
+    assert defaults["signature_cache_rows"] == s.signature_cache_rows
+    assert defaults["histogram_cache_rows"] == s.histogram_cache_rows

@@ -92,6 +92,13 @@ class _GroupView:
     cutoff: float | None
 
 
+#: :meth:`Decider._histogram_bound` runs for a group only when this many of its SimHash hits'
+#: rows are cached: below, its fixed cost (~0.1 ms a call: the queries' histograms and the
+#: bound's kernel call) is more than reading those rows saves (docs/store.md, *Cached
+#: histograms*)
+_HISTOGRAM_MIN_ROWS = 8
+
+
 class Decider:
     """Decides write groups against a :class:`~neardup.store.Store` (writer thread only).
 
@@ -765,13 +772,15 @@ class Decider:
         hundreds to thousands, the same ones from one such query to the next, and nearly all
         fail the bound (docs/service.md, "The 10 M tail"). Exact copies (the query's content
         hash), texts without tokens and pairs the verifier trusts on their distance alone keep
-        their hits."""
+        their hits. A group with fewer than :data:`_HISTOGRAM_MIN_ROWS` cached rows among its
+        hits reads them instead: the bound's fixed cost (the queries' histograms, a kernel
+        call) is more than reading a few rows."""
         cache = self.histograms
         if not len(cache):
             return lims, hit_rids, hit_d
         rl = hit_rids.tolist()
         slots = cache.slots(rl)
-        if not slots:
+        if len(slots) < _HISTOGRAM_MIN_ROWS:
             return lims, hit_rids, hit_d
         m = np.fromiter((r in slots for r in rl), np.bool_, len(rl))
         trust = self.verifier.config()["trust_distance"]

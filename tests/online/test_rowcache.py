@@ -228,9 +228,9 @@ def test_the_histogram_bound_changes_no_decision(tmp_path, monkeypatch, bands: b
     """SimHash hits turned down by the cached histograms of rows verified before (unread) are
     hits verification would reject: one at a time and in groups, with deletes, through a
     flush and a reopen (the cache starts empty again), with no cache, a tiny one and the
-    default, the decisions and their matches are the same. Without the band look-up (stored
-    rows found by SimHash alone), a hit dropped wrongly would change a decision, not be found
-    again by the other channel."""
+    default (and the bound tried for any number of cached rows), the decisions and their
+    matches are the same. Without the band look-up (stored rows found by SimHash alone), a
+    hit dropped wrongly would change a decision, not be found again by the other channel."""
     texts = _articles(11, 520)
     if not bands:
         monkeypatch.setattr(
@@ -262,9 +262,13 @@ def test_the_histogram_bound_changes_no_decision(tmp_path, monkeypatch, bands: b
 
     want, none = run(tmp_path / "every-hit-read", 0)
     assert none == 0
-    for rows in (3, 131_072):
-        got, rejected = run(tmp_path / f"cache-{rows}", rows)
+    # the bound for any number of cached rows (a tiny cache holds fewer than the group
+    # threshold), then with the threshold as it is
+    default_min = decide_module._HISTOGRAM_MIN_ROWS
+    for rows, min_rows, work in ((3, 1, 20), (131_072, 1, 2000), (131_072, default_min, 1000)):
+        monkeypatch.setattr(decide_module, "_HISTOGRAM_MIN_ROWS", min_rows)
+        got, rejected = run(tmp_path / f"cache-{rows}-{min_rows}", rows)
         assert got == want
-        assert rejected > (20 if rows == 3 else 2000)  # the bound had work
+        assert rejected > work  # the bound had work
     assert sum(dup for dup, _, _ in want) > 60  # and the stream has duplicates to find
     assert sum(not dup for dup, _, _ in want) > 300

@@ -24,8 +24,10 @@ the CLOCK approximation of least-recently-used: the rows that keep coming back s
 A row id names one document for the life of a process: :meth:`neardup.store.Store.allocate`
 never hands one out twice, and a group taken back keeps its row ids spent. A signature and a
 histogram are pure functions of the stored text and the deduplicator's verifier and plan, which
-do not change while it is open. So a cached entry is exactly what the text would give again, and
-a row that is deleted or expires is simply never asked for (the store does not return it).
+do not change while it is open. So a cached entry is exactly what the text would give again. A
+row that is deleted or expires can still come back from a search until its segment is
+rewritten; whatever its cached entry decides, it matches nothing (its row is not found when
+read), so the decisions are the same.
 
 Bounded: ``capacity`` rows; 0 keeps nothing (every entry is made again from the text: the
 reference the cached path is tested against).

@@ -744,16 +744,30 @@ class Decider:
         q_t = np.repeat(np.where(tokens < SKETCH_TOKENS_UNKNOWN, tokens, 0), np.diff(lims))
         h_t = row_t[np.searchsorted(uniq, hit_rids)]
         drop = self.verifier.cannot_pass(q_t, h_t)  # (False where a count is 0: unknown)
+        lims, hit_rids, hit_d, n = self._without_hits(lims, hit_rids, hit_d, drop)
+        self.length_rejected += n
+        return lims, hit_rids, hit_d
+
+    def _without_hits(
+        self,
+        lims: npt.NDArray[np.int64],
+        hit_rids: npt.NDArray[np.int64],
+        hit_d: npt.NDArray[np.int32],
+        drop: npt.NDArray[np.bool_],
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32], int]:
+        """The SimHash hits without those a bound marked in ``drop``, except the pairs the
+        verifier trusts on their distance alone (``trust_distance``), which are never verified;
+        and how many were dropped. Both bounds of :meth:`decide` end here."""
         trust = self.verifier.config()["trust_distance"]
         if trust >= 0:
             drop &= hit_d > trust
-        if not drop.any():
-            return lims, hit_rids, hit_d
-        self.length_rejected += int(drop.sum())
+        n = int(drop.sum())
+        if not n:
+            return lims, hit_rids, hit_d, 0
         keep = ~drop
         kept = np.zeros(keep.size + 1, np.int64)
         np.cumsum(keep, out=kept[1:])
-        return kept[lims], hit_rids[keep], hit_d[keep]
+        return kept[lims], hit_rids[keep], hit_d[keep], n
 
     def _histogram_bound(
         self,
@@ -782,13 +796,8 @@ class Decider:
         slots = cache.slots(rl)
         if len(slots) < _HISTOGRAM_MIN_ROWS:
             return lims, hit_rids, hit_d
-        m = np.fromiter((r in slots for r in rl), np.bool_, len(rl))
-        trust = self.verifier.config()["trust_distance"]
-        if trust >= 0:
-            m &= hit_d > trust
-        sel = np.flatnonzero(m)
-        if not sel.size:
-            return lims, hit_rids, hit_d
+        sel = np.flatnonzero(np.fromiter((r in slots for r in rl), np.bool_, len(rl)))
+        from ..rules.verify import bound_rule
         from ..verify.overlap import histogram_bound_decisions
         from ..verify.tokens import token_histograms
 
@@ -796,27 +805,20 @@ class Decider:
         qs, qi = np.unique(owner, return_inverse=True)
         q_hist, q_n = token_histograms(self.verifier, [texts[i] for i in qs.tolist()])
         r_hist, r_n, r_hash = cache.histograms([slots[rl[k]] for k in sel.tolist()])
-        c = self.verifier.config()
         could, _ = histogram_bound_decisions(
             np.concatenate([q_hist, r_hist]),
             np.concatenate([q_n, r_n]),
             qi,
             qs.size + np.arange(sel.size),
-            threshold=c["threshold"],
-            containment=c["containment"],
-            min_containment_tokens=c["min_containment_tokens"],
+            **bound_rule(self.verifier),
         )
         q_hash = np.frombuffer(b"".join(chash[i] for i in qs.tolist()), np.uint8).reshape(-1, 16)
         exact = (r_hash == q_hash[qi]).all(axis=1)
-        drop = ~could & (q_n[qi] > 0) & (r_n > 0) & ~exact
-        if not drop.any():
-            return lims, hit_rids, hit_d
-        self.histogram_rejected += int(drop.sum())
-        keep = np.ones(hit_rids.size, np.bool_)
-        keep[sel[drop]] = False
-        kept = np.zeros(keep.size + 1, np.int64)
-        np.cumsum(keep, out=kept[1:])
-        return kept[lims], hit_rids[keep], hit_d[keep]
+        drop = np.zeros(hit_rids.size, np.bool_)
+        drop[sel] = ~could & (q_n[qi] > 0) & (r_n > 0) & ~exact
+        lims, hit_rids, hit_d, n = self._without_hits(lims, hit_rids, hit_d, drop)
+        self.histogram_rejected += n
+        return lims, hit_rids, hit_d
 
     def _sketch_filter(
         self, rowids: set[int], lsh_rids: list[npt.NDArray[np.int64]], q_sk: npt.NDArray[np.uint8]

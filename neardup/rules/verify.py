@@ -12,6 +12,7 @@ outcome); the distributed engines apply the same rounds to their verified pairs.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +29,7 @@ __all__ = [
     "LAZY_MIN_PAIRS_PER_DOC",
     "VERIFY_CHUNK_PAIRS",
     "VERIFY_MAX_CHUNKS",
+    "bound_rule",
     "deferred_pairs",
     "is_lazy",
     "keep_skippable",
@@ -51,6 +53,19 @@ HistogramSink = Callable[
 #: than this many per first copy: a concentrated corpus (a shared boilerplate) gives far more,
 #: ordinary corpora far fewer (see benchmarks/bad_input_dedup.py)
 LAZY_MIN_PAIRS_PER_DOC = 4
+
+
+def bound_rule(verifier: Verifier) -> dict[str, Any]:
+    """The verifier's rule as the overlap bounds take it (``threshold``, ``containment``,
+    ``min_containment_tokens`` keywords of :func:`~neardup.verify.overlap.bound_decisions` and
+    :func:`~neardup.verify.overlap.histogram_bound_decisions`): what :func:`stage_verify` and
+    the online decider's bound on cached histograms both pass."""
+    c = verifier.config()
+    return {
+        "threshold": c["threshold"],
+        "containment": c["containment"],
+        "min_containment_tokens": c["min_containment_tokens"],
+    }
 
 
 def stage_verify(
@@ -129,12 +144,7 @@ def stage_verify_rules(
     prepared: dict[int, tuple[bytes, int]] = {}
     if tokenised:
         prepared = {x: tokenised[g] for x, g in enumerate(docs.tolist()) if g in tokenised}
-    c = verifier.config()
-    rule = {
-        "threshold": c["threshold"],
-        "containment": c["containment"],
-        "min_containment_tokens": c["min_containment_tokens"],
-    }
+    rule = bound_rule(verifier)
     hist, lens = token_histograms(verifier, sub, workers=workers, prepared=prepared)
     could, score = histogram_bound_decisions(hist, lens, ia, ib, **rule, workers=workers)
     if on_histograms is not None:

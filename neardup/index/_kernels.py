@@ -20,7 +20,6 @@ from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
-from numba.typed import List
 
 from .._jit import kernel, popcount64
 from .._search import lower_bound, upper_bound
@@ -647,26 +646,3 @@ def search_brute_gil(q, fps, k, out_q, out_r, out_d):
 def csr_sort_gil(nq, qi, ids, d, max_d):
     """:func:`csr_sort` holding the GIL."""
     return csr_sort(nq, qi, ids, d, max_d)
-
-
-# Typed lists of segment tuples (neardup.index.multi.IndexSet, compressed.list_search) are made
-# and filled here, in cached kernels. numba.typed.List's own Python-side methods (empty_list,
-# append, len) are numba functions that numba never caches: every new process compiled them
-# again for each item type, seconds of a restart (tests/index/test_index_startup.py checks
-# that building an IndexSet compiles nothing when the kernel cache is warm). Python code keeps
-# its own count of a list's items instead of calling len() on it.
-
-
-@kernel
-def typed_list_like(proto):
-    """An empty ``numba.typed.List`` whose items have the numba type of ``proto``."""
-    out = List()
-    out.append(proto)
-    out.pop()
-    return out
-
-
-@kernel
-def typed_list_append(lst, item):
-    """``lst.append(item)`` for a typed list made by :func:`typed_list_like`."""
-    lst.append(item)

@@ -24,7 +24,6 @@ pairs a late member of a large bucket with.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import sys
 from collections.abc import Sequence
@@ -348,28 +347,10 @@ def lookup(
         c = cnt[sel]
         seg_u.append(np.repeat(sel, c))
         seg_r.append(get(_ranges(lo[sel], c)))
-    for u in np.flatnonzero(big).tolist():  # (big only with a cap)
-        assert cap is not None
-        # the bucket of key u in each run and section: (first, end, rows of positions)
-        buckets = [(int(lo[u]), int(hi[u]), get) for lo, hi, get in found]
-        for group, hits in grouped:
-            for i in np.flatnonzero(hits.key == u).tolist():
-                get = functools.partial(group.row_ids, int(hits.section[i]))
-                buckets.append((int(hits.lo[i]), int(hits.hi[i]), get))
-        parts = []
-        for a, b, get in buckets:
-            if a == b:
-                continue
-            if b - a > 2 * cap:
-                parts.append(get(np.arange(a, a + cap)))
-                parts.append(get(np.arange(b - cap, b)))
-            else:
-                parts.append(get(np.arange(a, b)))
-        got = np.unique(np.concatenate(parts))
-        if got.size > 2 * cap:
-            got = np.concatenate([got[:cap], got[-cap:]])
-        seg_u.append(np.full(got.size, u, np.int64))
-        seg_r.append(np.asarray(got, np.int64))
+    if cap is not None and big.any():
+        bu, br = _big_buckets(found, grouped, big, cap)
+        seg_u.append(bu)
+        seg_r.append(br)
     if not seg_u:
         return [empty] * q
     if inv is None:  # one query: its rows, unique and sorted
@@ -394,6 +375,67 @@ def lookup(
     qi, rr = qi[keep], rr[keep]
     bounds = np.searchsorted(qi, np.arange(q + 1)).tolist()
     return [rr[bounds[k] : bounds[k + 1]] for k in range(q)]
+
+
+def _ends(
+    lo: npt.NDArray[np.int64], hi: npt.NDArray[np.int64], cap: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(bucket, first entry, count) of the parts of buckets ``[lo, hi)`` the valve reads: of a
+    bucket of more than ``2 * cap`` entries its first ``cap`` and its last ``cap`` (its oldest
+    and newest rows: equal keys lie in row order), of a smaller one all; ``bucket`` indexes
+    ``lo``; empty buckets left out."""
+    cnt = hi - lo
+    over = np.flatnonzero(cnt > 2 * cap)
+    bucket = np.concatenate([np.arange(cnt.size), over])
+    starts = np.concatenate([lo, hi[over] - cap])
+    counts = np.concatenate([np.where(cnt > 2 * cap, cap, cnt), np.full(over.size, cap)])
+    keep = counts > 0
+    return bucket[keep], starts[keep], counts[keep]
+
+
+def _big_buckets(
+    found: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Any]],
+    grouped: list[tuple[SectionGroup, GroupHits]],
+    big: npt.NDArray[np.bool_],
+    cap: int,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(key index, row id) of what the valve keeps of the keys ``big`` marks (over ``2 * cap``
+    entries over all runs): the ``cap`` smallest and ``cap`` largest distinct row ids of each,
+    read from each run's and section's bucket ends (:func:`_ends`). Array operations for all
+    such keys at once: a store whose buckets fill towards the cap has hundreds of them in a
+    check of 2,000 documents, and a Python loop over them grew with the store
+    (``benchmarks/bench_incremental.py``)."""
+    us: list[npt.NDArray[np.int64]] = []
+    rs: list[npt.NDArray[np.int64]] = []
+    keys = np.flatnonzero(big)
+    for lo, hi, get in found:
+        bucket, starts, counts = _ends(lo[keys], hi[keys], cap)
+        if counts.size:
+            us.append(np.repeat(keys[bucket], counts))
+            rs.append(np.asarray(get(_ranges(starts, counts)), np.int64))
+    for group, hits in grouped:
+        sel = np.flatnonzero(big[hits.key])
+        if not sel.size:
+            continue
+        bucket, starts, counts = _ends(hits.lo[sel], hits.hi[sel], cap)
+        at = sel[bucket]
+        parts = GroupHits(hits.section[at], hits.key[at], starts, starts + counts)
+        gu, gr = group.gather(parts, np.zeros(big.size, np.bool_))
+        us.append(gu)
+        rs.append(gr)
+    u = np.concatenate(us)
+    r = np.concatenate(rs)
+    order = np.lexsort((r, u))
+    u, r = u[order], r[order]
+    new = np.ones(u.size, np.bool_)
+    new[1:] = (u[1:] != u[:-1]) | (r[1:] != r[:-1])
+    u, r = u[new], r[new]
+    first = np.flatnonzero(np.r_[True, u[1:] != u[:-1]])
+    size = np.diff(np.r_[first, u.size])
+    rank = np.arange(u.size) - np.repeat(first, size)
+    per = np.repeat(size, size)
+    keep = (rank < cap) | (rank >= per - cap)
+    return u[keep], r[keep]
 
 
 #: below this many entries :func:`_by_key` takes one stable argsort (fewer NumPy calls)

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._jit import kernel
+from .._jit import kernel, typed_list_append, typed_list_like
 from ..errors import ConfigError
 from . import _kernels as K
 from .compressed import CompressedList, CompressedSegment, _ro
@@ -153,8 +153,8 @@ class IndexSet:
         #: False when a ``sealed`` index has removed rows: the set then does not cover it
         self.sealed_ok = True
         # typed lists made and filled by cached kernels (numba compiles typed.List's own
-        # methods in every process: _kernels.typed_list_like); counted here, not with len()
-        segs = K.typed_list_like(_entry_proto())
+        # methods in every process: _jit.typed_list_like); counted here, not with len()
+        segs = typed_list_like(_entry_proto())
         # compressed segments: one typed list and call per codec (neardup.index.compressed)
         csegs = CompressedList()
         n_segs = n_csegs = 0
@@ -185,7 +185,7 @@ class IndexSet:
                     n_csegs += 1
                 else:
                     n_tables = max(n_tables, pa.n_tables)
-                    K.typed_list_append(segs, self._entry(s, pa))
+                    typed_list_append(segs, self._entry(s, pa))
                     n_segs += 1
                 n += s.n
         self._segs = segs

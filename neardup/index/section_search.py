@@ -9,7 +9,7 @@ bytes (32-bit fields, no directory).
 A store holds one section per segment, and an hourly-partitioned window has dozens of
 segments: looked up one at a time, each section costs a kernel call and a few NumPy calls per
 query. A :class:`SectionGroup` keeps the segments' arrays in numba typed lists (made once per
-set of segments) so that one call searches them all, and one more gathers the row ids of
+set of segments, by cached kernels) so that one call searches them all, and one more gathers the row ids of
 every bucket under the cap. That saves the fixed costs (about a tenth of a single request on
 57 hourly segments). The searches themselves are a few dependent cache misses each; a single
 request's (a key a band) run in lockstep (:func:`_interp_lockstep`), so that the misses of
@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._arrays import read_only
-from .._jit import kernel
+from .._jit import kernel, typed_list
 from .._threads import run_ranges
 from .band_packed import PackedSection, key_at, row_at
 
@@ -325,6 +325,8 @@ _NO_DIRS = np.zeros(0, np.uint32)
 _NO_DIRS.flags.writeable = False
 _NO_IDS = np.zeros(0, np.int64)
 _NO_IDS.flags.writeable = False
+_NO_U64 = read_only(np.zeros(0, np.uint64))
+_NO_U8 = read_only(np.zeros(0, np.uint8))
 
 
 class SectionGroup:
@@ -339,17 +341,20 @@ class SectionGroup:
     ``base`` 0 when the section has none)."""
 
     def __init__(self, sections: Sequence[Any]) -> None:
-        from numba.typed import List
-
         self.sections = [s for s in sections if len(s)]
         layout = [_layout(s) for s in self.sections]
-        self._offsets = List([read_only(s.offsets, np.uint64) for s in self.sections])
-        self._dirs = List([x[1] for x in layout])
-        self._kbytes = List([x[2] for x in layout])
-        self._rbytes = List([x[4] for x in layout])
+        # (typed lists made by cached kernels: numba.typed.List's own methods compile in every
+        # process, see neardup._jit.typed_list)
+        self._offsets = typed_list(
+            [read_only(s.offsets, np.uint64) for s in self.sections], _NO_U64
+        )
+        self._dirs = typed_list([x[1] for x in layout], _NO_DIRS)
+        self._kbytes = typed_list([x[2] for x in layout], _NO_U8)
+        self._rbytes = typed_list([x[4] for x in layout], _NO_U8)
         # (an empty map: the rows are offsets from the section's base)
-        self._rowids = List(
-            [_NO_IDS if s.rowids is None else read_only(s.rowids, np.int64) for s in self.sections]
+        self._rowids = typed_list(
+            [_NO_IDS if s.rowids is None else read_only(s.rowids, np.int64) for s in self.sections],
+            _NO_IDS,
         )
         self._bases = np.array(
             [int(getattr(s, "base", 0)) if s.rowids is None else 0 for s in self.sections],

@@ -18,13 +18,19 @@ import numpy as np
 import numpy.typing as npt
 
 from .._arrays import read_only
-from .._jit import kernel
+from .._jit import kernel, typed_list
 from .._search import lower_bound
 
 __all__ = ["SegmentSketches", "SketchTable", "Sketches"]
 
 #: (present (n,) bool, sketches (n, width) uint8) of some rows, in the order asked for
 Sketches = tuple[npt.NDArray[np.bool_], npt.NDArray[np.uint8]]
+
+
+# the item types of SegmentSketches' typed lists (read-only, C-contiguous, 1-D)
+_NO_I64 = read_only(np.zeros(0, np.int64))
+_NO_BOOL = read_only(np.zeros(0, np.bool_))
+_NO_U8 = read_only(np.zeros(0, np.uint8))
 
 
 class SketchTable:
@@ -103,8 +109,6 @@ class SegmentSketches:
     __slots__ = ("_hi", "_lo", "_present", "_rowids", "_sk", "segments", "width")
 
     def __init__(self, segments: Sequence[Any], width: int) -> None:
-        from numba.typed import List
-
         self.width = int(width)
         self.segments = [
             s
@@ -114,9 +118,12 @@ class SegmentSketches:
             and s.sketches.shape[1] == self.width
             and len(s.rowids)
         ]
-        self._rowids = List([read_only(s.rowids, np.int64) for s in self.segments])
-        self._present = List([read_only(s.sketch_present, np.bool_) for s in self.segments])
-        self._sk = List([read_only(s.sketches, np.uint8).reshape(-1) for s in self.segments])
+        # (typed lists made by cached kernels: numba.typed.List's own methods compile in every
+        # process, see neardup._jit.typed_list)
+        segs = self.segments
+        self._rowids = typed_list([read_only(s.rowids, np.int64) for s in segs], _NO_I64)
+        self._present = typed_list([read_only(s.sketch_present, np.bool_) for s in segs], _NO_BOOL)
+        self._sk = typed_list([read_only(s.sketches, np.uint8).reshape(-1) for s in segs], _NO_U8)
         self._lo = np.array([int(s.rowids[0]) for s in self.segments], np.int64)
         self._hi = np.array([int(s.rowids[-1]) for s in self.segments], np.int64)
 

@@ -7,6 +7,11 @@ ids are the same.
     python benchmarks/bench_incremental.py --n 100000 --batches 5
     python benchmarks/bench_incremental.py --engine dask --partitions 4 \
         --out benchmarks/results/bench_incremental_dask.json
+    python benchmarks/bench_incremental.py --cli --out benchmarks/results/bench_incremental_cli.json
+
+``--cli`` runs each batch as a user does, ``neardup dedup DAY -o KEPT --save STORE`` in a new
+process (its start, imports and the store's open included in the batch's time); without it the
+batches are ``dedup_against`` calls in this process.
 
 Prints a table and writes ``benchmarks/results/bench_incremental.json``: whether the time per
 batch stays flat as the store grows, and whether the kept ids equal one run's.
@@ -36,6 +41,25 @@ def _cpu() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
+def _cli_batch(day: Path, store: Path, out: Path, eng: dict[str, Any]) -> dict[str, Any]:
+    """``neardup dedup DAY -o OUT --save STORE`` in a new process (the neardup this process
+    imports); its summary."""
+    import subprocess
+
+    import neardup
+
+    summary = out.with_suffix(".summary.json")
+    cmd = [sys.executable, "-m", "neardup", "dedup", str(day), "-o", str(out), "--save", str(store)]
+    cmd += ["--summary-json", str(summary)]
+    for k, v in eng.items():
+        if v is not None:
+            cmd += [f"--{k}", str(v)]
+    env = dict(os.environ, PYTHONPATH=str(Path(neardup.__file__).resolve().parents[1]))
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+    doc: dict[str, Any] = json.loads(summary.read_text())
+    return doc
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=1_000_000)
@@ -48,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         "--engine", default="local", help="local (the batch), dask or spark (the distributed job)"
     )
     ap.add_argument("--partitions", type=int, default=None, help="the job's read partitions")
+    ap.add_argument("--cli", action="store_true", help="each batch a `neardup dedup` process")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "bench_incremental.json")
     args = ap.parse_args(argv)
 
@@ -80,7 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         load = os.getloadavg()
         t, c = time.perf_counter(), _cpu()
         eng = {} if args.engine == "local" else {"engine": args.engine, "partitions": args.partitions}  # fmt: skip
-        s = dedup_against([str(day)], store, output=out, save=True, **eng)
+        if args.cli:
+            s = _cli_batch(day, store, out, eng)
+        else:
+            s = dedup_against([str(day)], store, output=out, save=True, **eng)
         wall, cpu = time.perf_counter() - t, _cpu() - c
         kept_ids += [json.loads(x)["id"] for x in out.read_bytes().splitlines()]
         row = {
@@ -111,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         "seed": args.seed,
         "engine": args.engine,
         "partitions": args.partitions,
+        "cli": args.cli,
         "rows": rows,
         "one_run": {
             "kept": one.stats["kept"],

@@ -867,78 +867,75 @@ class Decider:
         the rows that pass and were not read yet are read here (into ``rows``; one the store
         no longer returns, deleted or gone, is no candidate)."""
         plan = self.lsh_plan
-        nq = len(fps)
-        counts = np.fromiter((a.size for a in lsh_rids), np.int64, len(lsh_rids))
-        if not counts.sum() or not (len(rows) or cached):
-            return lims, hit_rids, hit_d
-        r_all = np.concatenate(lsh_rids)  # each query's band candidates, ascending
-        q_all = np.repeat(np.arange(len(lsh_rids), dtype=np.int64), counts)
-        # the candidates whose signatures are made from their texts (each distinct row once)
-        need = []
-        for r in np.unique(r_all).tolist():
-            if r not in cached:
-                row = rows.get(r)
-                if row is not None and row.text is not None:
-                    need.append(r)
+        need = sorted(
+            {
+                int(r)
+                for a in lsh_rids
+                for r in a.tolist()
+                if r not in cached and r in rows and rows[r].text is not None
+            }
+        )
         if not need and not cached:
             return lims, hit_rids, hit_d
-        known = np.fromiter(cached, np.int64, len(cached))
-        parts = [self.signatures.signatures([cached[r] for r in known.tolist()])]  # a copy
+        known = list(cached)
+        where = {r: k for k, r in enumerate(known)}
+        parts = [self.signatures.signatures([cached[r] for r in known])]  # a copy
         if need:
             # the signatures only (their band keys are not needed: the store matched those)
             made = minhash_signatures(self.verifier, [rows[r].text for r in need], plan.hashes)[0]
             self.signatures.put(need, made)
+            where.update({r: len(known) + k for k, r in enumerate(need)})
             parts.append(made)
         stored_sig = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        # each candidate's signature (k: its position in stored_sig), if it has one
-        have = np.concatenate([known, np.asarray(need, np.int64)])
-        by_row = np.argsort(have)
-        at = np.minimum(np.searchsorted(have[by_row], r_all), max(have.size - 1, 0))
-        k_all = by_row[at]
-        sel = have[k_all] == r_all
-        # ... and is not a SimHash hit of the same query already
-        if hit_rids.size:
-            span = np.int64(max(int(r_all.max()), int(hit_rids.max())) + 1)
-            hit_q = np.repeat(np.arange(nq, dtype=np.int64), np.diff(lims))
-            sel &= ~np.isin(q_all * span + r_all, hit_q * span + hit_rids)
-        q_of, k_of, r_of = q_all[sel], k_all[sel], r_all[sel]
-        # the (query, stored row) pairs filtered a block at a time (a large group can hold
-        # tens of millions: the comparison's temporaries stay bounded)
-        ok = np.zeros(q_of.size, np.bool_)
-        for lo in range(0, q_of.size, _FILTER_BLOCK):
-            hi = lo + _FILTER_BLOCK
-            ok[lo:hi] = agreeing(stored_sig, k_of[lo:hi], sig, q_of[lo:hi], plan)
-        pq, pr = q_of[ok].tolist(), r_of[ok].tolist()
-        unread = {r for r in pr if r not in rows}
+        passed: list[list[int]] = [[] for _ in range(len(fps))]
+        # the (query, stored row) pairs, filtered a block at a time (a large group can hold
+        # tens of millions: its comparison arrays stay bounded)
+        q_of: list[int] = []
+        k_of: list[int] = []
+        r_of: list[int] = []
+
+        def flush() -> None:
+            ok = agreeing(
+                stored_sig, np.asarray(k_of, np.int64), sig, np.asarray(q_of, np.int64), plan
+            )
+            for m in np.flatnonzero(ok).tolist():
+                passed[q_of[m]].append(r_of[m])
+            q_of.clear()
+            k_of.clear()
+            r_of.clear()
+
+        get = where.get
+        for i, cand in enumerate(lsh_rids):
+            seen = set(hit_rids[lims[i] : lims[i + 1]].tolist())
+            for r in cand.tolist():
+                k = get(r)
+                if k is not None and r not in seen:
+                    q_of.append(i)
+                    k_of.append(k)
+                    r_of.append(r)
+            if len(r_of) >= _FILTER_BLOCK:
+                flush()
+        if r_of:
+            flush()
+        unread = {r for ok in passed for r in ok if r not in rows}
         if unread:
             rows.update(self.store.fetch(unread, with_text=True))
-        # every query's SimHash hits, then the band candidates that passed, in their order
-        add_q: list[int] = []
-        add_r: list[int] = []
-        add_d: list[int] = []
-        for q, r in zip(pq, pr, strict=True):
-            row = rows.get(r)
-            if row is not None and row.text is not None:
-                add_q.append(q)
-                add_r.append(r)
-                add_d.append(self._distance_to_row(fps[q], row))
-        if not add_q:
-            return lims, hit_rids, hit_d
-        n_hits = np.diff(lims)
-        n_add = np.bincount(np.asarray(add_q, np.int64), minlength=nq)
-        new_lims = np.zeros(nq + 1, np.int64)
-        np.cumsum(n_hits + n_add, out=new_lims[1:])
-        out_r = np.empty(int(new_lims[-1]), np.int64)
-        out_d = np.empty(int(new_lims[-1]), np.int32)
-        hit_at = np.arange(hit_rids.size) + np.repeat(new_lims[:-1] - lims[:-1], n_hits)
-        out_r[hit_at] = hit_rids
-        out_d[hit_at] = hit_d
-        aq = np.asarray(add_q, np.int64)  # ascending: the pairs are in query order
-        first = np.searchsorted(aq, aq)  # the query's first added pair
-        add_at = new_lims[aq] + n_hits[aq] + np.arange(aq.size) - first
-        out_r[add_at] = add_r
-        out_d[add_at] = add_d
-        return new_lims, out_r, out_d
+        out_r: list[int] = []
+        out_d: list[int] = []
+        counts = np.zeros(len(fps), np.int64)
+        for i, ok in enumerate(passed):
+            before = len(out_r)
+            out_r += hit_rids[lims[i] : lims[i + 1]].tolist()
+            out_d += hit_d[lims[i] : lims[i + 1]].tolist()
+            for r in ok:
+                row = rows.get(r)
+                if row is not None and row.text is not None:
+                    out_r.append(r)
+                    out_d.append(self._distance_to_row(fps[i], row))
+            counts[i] = len(out_r) - before
+        new_lims = np.zeros(len(fps) + 1, np.int64)
+        np.cumsum(counts, out=new_lims[1:])
+        return new_lims, np.asarray(out_r, np.int64), np.asarray(out_d, np.int32)
 
     def _lsh_intra(
         self,

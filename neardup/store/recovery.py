@@ -27,8 +27,9 @@ import numpy.typing as npt
 from ..errors import CorruptFileError, NeardupError, UnsupportedVersionError
 from .applier import MetaApplier, add_bands
 from .layout import DataDir, read_json_file, write_json_file
-from .meta import MetaDB, replace_database, salvage, sqlite_error
+from .meta import MetaDB, sqlite_error
 from .partitions import check_partitions, load_segment
+from .salvage import replace_database, salvage
 from .settings import StoreSettings
 from .state import StoreState
 from .wal import (

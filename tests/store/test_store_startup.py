@@ -25,7 +25,18 @@ from neardup.online import Deduplicator
 
 _HERE = Path(__file__).resolve().parent
 
-_WORDS = "river stone quiet market lantern copper meadow signal harbor winter".split()
+_WORDS = [
+    "river",
+    "stone",
+    "quiet",
+    "market",
+    "lantern",
+    "copper",
+    "meadow",
+    "signal",
+    "harbor",
+    "winter",
+]
 
 
 def _text(i: int) -> str:

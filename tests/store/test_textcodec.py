@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from neardup.errors import CorruptRecordError
 from neardup.store import textcodec
 from neardup.store.integrity import verify_store
-from neardup.store.meta import MetaDB, salvage
+from neardup.store.meta import MetaDB
+from neardup.store.salvage import salvage
 from neardup.store.textcodec import TEXT_ZSTD_FLAG, TextCodec, train
 from neardup.store.wal import AddRecord
 

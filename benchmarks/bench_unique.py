@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""``np.unique`` (numpy's own path) against :func:`neardup._arrays.unique_sorted` (sort + compare).
+"""``np.unique`` (numpy's own path) against :func:`neardup._arrays.unique_sorted` (sort + compare),
+and ``np.unique(..., return_inverse=True)`` against :func:`neardup._arrays.unique_inverse` (one
+sort of each value with its position in the low bits).
 
 numpy 2.3+ answers ``np.unique(a)`` without ``return_*`` options with a hash table; on the int64
 positions and uint64 prefixes the dedup pipeline deduplicates (1-4 M values) that path was
-tens of times slower than sorting on this 2-core box. This prints both, per shape, and writes
+tens of times slower than sorting on this 2-core box; with ``return_inverse`` it sorts with a
+stable argsort, several times slower than a sort that carries the positions in the values' low
+bits (the band keys a store's check looks up: 79 per document). This prints both, per shape, and writes
 ``benchmarks/results/bench_unique.json``. (A bigger machine changes the absolute times, not
 which is faster: both are single-threaded.)
 
@@ -22,7 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from neardup._arrays import unique_sorted  # noqa: E402
+from neardup._arrays import unique_inverse, unique_sorted  # noqa: E402
 
 
 def best_of(fn, reps: int = 3) -> float:  # type: ignore[no-untyped-def]
@@ -51,9 +55,26 @@ def main() -> None:
         t_us = best_of(lambda a=a: unique_sorted(a))
         rows.append({"case": name, "np_unique_s": t_np, "unique_sorted_s": t_us})
         print(f"{name:36} {t_np:12.3f} {t_us:16.3f} {t_np / t_us:7.1f}")
+    # the band keys of a check: 79 per document, 48-bit compact keys (band << 32 | key)
+    inv_rows = []
+    print(f"{'return_inverse case':36} {'np.unique s':>12} {'unique_inverse s':>16} {'ratio':>7}")
+    for docs in (1_000, 10_000, 100_000):
+        keys = (np.arange(79, dtype=np.uint64) << np.uint64(32)) | rng.integers(
+            0, 2**32, (docs, 79), dtype=np.uint64
+        )
+        a = keys.reshape(-1)
+        u0, i0 = np.unique(a, return_inverse=True)
+        u1, i1 = unique_inverse(a)
+        assert np.array_equal(u0, u1) and np.array_equal(i0.reshape(-1), i1)
+        t_np = best_of(lambda a=a: np.unique(a, return_inverse=True))
+        t_ui = best_of(lambda a=a: unique_inverse(a))
+        name = f"band keys of {docs:,} documents"
+        inv_rows.append({"case": name, "np_unique_inverse_s": t_np, "unique_inverse_s": t_ui})
+        print(f"{name:36} {t_np:12.4f} {t_ui:16.4f} {t_np / t_ui:7.1f}")
     out = ROOT / "benchmarks" / "results" / "bench_unique.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"numpy": np.__version__, "rows": rows}, indent=1) + "\n")
+    doc = {"numpy": np.__version__, "rows": rows, "inverse_rows": inv_rows}
+    out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {out}")
 
 

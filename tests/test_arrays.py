@@ -1,4 +1,5 @@
-"""``unique_sorted`` is ``np.unique`` for the integer arrays the project passes it."""
+"""``unique_sorted`` and ``unique_inverse`` are ``np.unique`` for the integer arrays the project
+passes them."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from neardup._arrays import concat_ascii, unique_sorted
+from neardup._arrays import concat_ascii, sorted_pairs, unique_inverse, unique_sorted
 
 
 @given(
@@ -30,6 +31,62 @@ def test_unique_sorted_extremes() -> None:
     assert unique_sorted(a).tolist() == [0, 2**63, 2**64 - 1]
     assert unique_sorted(np.zeros(0, np.int64)).tolist() == []
     assert unique_sorted([7]).tolist() == [7]
+
+
+@given(
+    hnp.arrays(
+        st.sampled_from([np.int64, np.uint64, np.int32, np.uint32, np.uint16]),
+        hnp.array_shapes(min_dims=1, max_dims=2, min_side=0, max_side=60),
+        elements=st.integers(0, 2**15),
+    ),
+    st.sampled_from([0, 1, 40, 48, 58]),
+)
+def test_unique_inverse_is_np_unique(a: np.ndarray, shift: int) -> None:
+    """Values shifted up so that value and position bits fill 64 bits or spill past them (the
+    fallback to np.unique)."""
+    if a.dtype in (np.uint64, np.int64) and a.size:
+        a = (a.astype(np.uint64) << np.uint64(shift)).astype(a.dtype)
+    u, inv = unique_inverse(a)
+    want_u, want_inv = np.unique(a, return_inverse=True)
+    assert u.dtype == want_u.dtype
+    np.testing.assert_array_equal(u, want_u)
+    np.testing.assert_array_equal(inv, want_inv.reshape(-1))
+    np.testing.assert_array_equal(u[inv], a.reshape(-1))
+
+
+def test_unique_inverse_extremes() -> None:
+    for a in (
+        np.array([2**64 - 1, 0, 2**63, 2**64 - 1, 0], np.uint64),  # no room: np.unique
+        np.array([-3, 5, -3], np.int64),  # negative: np.unique
+        np.zeros(0, np.int64),
+        np.array([7], np.uint32),
+        np.arange(70_000, dtype=np.uint64)[::-1] << np.uint64(30),  # 47 + 17 bits: the sort
+    ):
+        u, inv = unique_inverse(a)
+        want_u, want_inv = np.unique(a, return_inverse=True)
+        assert u.tolist() == want_u.tolist() and inv.tolist() == want_inv.reshape(-1).tolist()
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 2**20), st.integers(0, 2**20)), max_size=80),
+    st.sampled_from([0, 20, 42, 60]),
+    st.booleans(),
+)
+def test_sorted_pairs_is_lexsort(pairs: list[tuple[int, int]], shift: int, negative: bool) -> None:
+    """Pairs that pack into 64 bits (the sort) and pairs that do not or hold a negative value
+    (the lexsort) come out in np.lexsort's order."""
+    a = np.array([p[0] for p in pairs], np.int64) << np.int64(shift)
+    b = np.array([p[1] for p in pairs], np.int64)
+    if negative and b.size:
+        b[0] = -1
+    order = np.lexsort((b, a))
+    got_a, got_b = sorted_pairs(a, b)
+    assert got_a.tolist() == a[order].tolist() and got_b.tolist() == b[order].tolist()
+
+
+def test_sorted_pairs_refuses_unequal_lengths() -> None:
+    with pytest.raises(ValueError, match="3 major values for 2 minor"):
+        sorted_pairs(np.arange(3), np.arange(2))
 
 
 @given(st.lists(st.text(alphabet=st.characters(max_codepoint=127), max_size=1200), max_size=12))

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._arrays import same_objects
+from .._arrays import same_objects, sorted_pairs, unique_inverse
 from .._jit import kernel
 from ..fingerprint.minhash import NO_KEYS
 from .band_groups import band_groups, group_pairs
@@ -313,8 +313,7 @@ def lookup(
     if q == 1:  # a single request: only the union of its keys' rows is wanted
         uk = np.unique(flat[valid])
     else:
-        uk, inv = np.unique(flat[valid], return_inverse=True)  # sorted distinct query keys
-        inv = inv.ravel()
+        uk, inv = unique_inverse(flat[valid])  # sorted distinct query keys
     nu = uk.size
     found: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Any]] = []
     grouped: list[tuple[SectionGroup, GroupHits]] = []
@@ -355,11 +354,10 @@ def lookup(
         return [empty] * q
     if inv is None:  # one query: its rows, unique and sorted
         return [np.unique(np.concatenate(seg_r))]
-    ku = np.concatenate(seg_u)
-    kr = np.concatenate(seg_r)
-    order = np.argsort(ku, kind="stable")
-    kr = kr[order]
-    ustart = np.searchsorted(ku[order], np.arange(nu + 1))
+    # the gathered rows grouped by key (their order within a key does not matter: each
+    # query's rows are sorted and made unique below)
+    ku, kr = sorted_pairs(np.concatenate(seg_u), np.concatenate(seg_r))
+    ustart = np.searchsorted(ku, np.arange(nu + 1))
     # every valid query entry gets its key's rows
     c = np.diff(ustart)[inv]
     sel = np.flatnonzero(c)
@@ -368,8 +366,7 @@ def lookup(
     c = c[sel]
     qi = np.repeat(valid[sel] // nb, c)
     rr = kr[_ranges(ustart[inv[sel]], c)]
-    order = np.lexsort((rr, qi))
-    qi, rr = qi[order], rr[order]
+    qi, rr = sorted_pairs(qi, rr)
     keep = np.ones(qi.size, bool)
     keep[1:] = (qi[1:] != qi[:-1]) | (rr[1:] != rr[:-1])
     qi, rr = qi[keep], rr[keep]
@@ -425,8 +422,7 @@ def _big_buckets(
         rs.append(gr)
     u = np.concatenate(us)
     r = np.concatenate(rs)
-    order = np.lexsort((r, u))
-    u, r = u[order], r[order]
+    u, r = sorted_pairs(u, r)
     new = np.ones(u.size, np.bool_)
     new[1:] = (u[1:] != u[:-1]) | (r[1:] != r[:-1])
     u, r = u[new], r[new]

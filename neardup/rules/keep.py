@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from .._arrays import unique_inverse
 from .._jit import kernel
 from ..errors import InputError
 from .config import Keep, PairTable
@@ -145,7 +146,7 @@ def cluster_ids(roots: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     >>> cluster_ids(np.array([0, 1, 0, 3, 3])).tolist()
     [0, 1, 0, 2, 2]
     """
-    _, inverse = np.unique(roots, return_inverse=True)
+    _, inverse = unique_inverse(roots)
     return inverse.astype(np.int64)
 
 

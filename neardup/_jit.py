@@ -28,9 +28,9 @@ locator first, and it always caches. No other module calls ``numba.njit``
 (``tests/test_jit_cache.py`` checks that). The locator installed here claims neardup's own
 source files only: other packages' numba caches stay where numba puts them.
 
-Kernel primitives every wing shares live here too: :data:`popcount64`, :data:`load_u32`, and
-:func:`typed_list` (numba typed lists made and filled without compiling anything in a new
-process).
+Kernel primitives every wing shares live here too: :data:`popcount64` and :data:`load_u32`
+(intrinsics: nothing here is a dispatcher, so importing this module decorates no kernel and
+reads no source file; the typed-list kernels live in :mod:`neardup._typed`).
 
 Compiles are timed through numba's event API (``numba:compile`` events fire for real compiles,
 not for cache loads): :func:`compile_seconds` is the time this process spent compiling
@@ -59,7 +59,6 @@ from numba import types
 from numba.core import caching
 from numba.core import event as nb_event
 from numba.extending import intrinsic
-from numba.typed import List
 
 from . import __version__
 
@@ -422,37 +421,3 @@ def _load_u32(typingctx: Any, arr: Any, at: Any) -> tuple[Any, Any] | None:
 #: by byte (an indexed load and a shift each). No bounds check: the caller guarantees
 #: ``at + 4`` bytes are readable (packed arrays keep slack after their end).
 load_u32: Any = intrinsic(_load_u32)
-
-
-# numba.typed.List's own Python-side methods (empty_list, append, len) are numba functions that
-# numba never caches: every new process compiled them again for each item type, about a second
-# of every store open (a segment set's band sections and sketch sections) and seconds of a
-# restart. So typed lists are made and filled by the cached kernels below
-# (tests/index/test_index_startup.py and tests/store/test_store_startup.py check that a warm
-# kernel cache compiles nothing). Python code keeps its own count of a list's items instead of
-# calling len() on it.
-
-
-@kernel
-def typed_list_like(proto: Any) -> Any:  # pragma: no cover (numba)
-    """An empty ``numba.typed.List`` whose items have the numba type of ``proto``."""
-    out = List()
-    out.append(proto)
-    out.pop()
-    return out
-
-
-@kernel
-def typed_list_append(lst: Any, item: Any) -> None:  # pragma: no cover (numba)
-    """``lst.append(item)`` for a typed list made by :func:`typed_list_like`."""
-    lst.append(item)
-
-
-def typed_list(items: Any, proto: Any) -> Any:
-    """A ``numba.typed.List`` of ``items``, each of the numba type of ``proto`` (e.g. a
-    read-only C-contiguous 1-D array of one dtype: :func:`neardup._arrays.read_only`), made by
-    cached kernels: typed like ``proto`` even when ``items`` is empty."""
-    out = typed_list_like(proto)
-    for item in items:
-        typed_list_append(out, item)
-    return out

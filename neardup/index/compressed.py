@@ -17,7 +17,7 @@ not determine a 128-bit fingerprint).
 
 Searches go through one kernel call per codec for any number of segments
 (:class:`CompressedList`: a numba typed list of per-segment array tuples, see
-``_jit.typed_list_like``), which also maps rows to ids and drops removed rows. Results equal
+``_typed.typed_list_like``), which also maps rows to ids and drops removed rows. Results equal
 the uncompressed index's and brute force (``tests/index/test_index_compressed.py``).
 """
 
@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._jit import kernel, typed_list_append, typed_list_like
+from .._jit import kernel
+from .._typed import typed_list_append, typed_list_like
 from ..errors import ConfigError, CorruptFileError
 from .codec_blocks import DEFAULT_BLOCK_BYTES, BlockTables, check_block_bytes, search_blocks
 from .codec_ef import EFTables, encode_ef, pack_bits, search_ef, unpack_bits
@@ -256,7 +257,7 @@ class CompressedList:
     Add each segment with :meth:`append` (its arrays are viewed, not copied); :meth:`search`
     returns (query, id, distance) of every live row within ``k``. The typed lists are made and
     filled by cached kernels (numba compiles ``numba.typed.List``'s own methods again in every
-    process, see ``_jit.typed_list_like``)."""
+    process, see ``_typed.typed_list_like``)."""
 
     def __init__(self) -> None:
         self._lists: dict[str, Any] = {}

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._jit import kernel, typed_list_append, typed_list_like
+from .._jit import kernel
+from .._typed import typed_list_append, typed_list_like
 from ..errors import ConfigError
 from . import _kernels as K
 from .compressed import CompressedList, CompressedSegment, _ro
@@ -153,7 +154,7 @@ class IndexSet:
         #: False when a ``sealed`` index has removed rows: the set then does not cover it
         self.sealed_ok = True
         # typed lists made and filled by cached kernels (numba compiles typed.List's own
-        # methods in every process: _jit.typed_list_like); counted here, not with len()
+        # methods in every process: _typed.typed_list_like); counted here, not with len()
         segs = typed_list_like(_entry_proto())
         # compressed segments: one typed list and call per codec (neardup.index.compressed)
         csegs = CompressedList()

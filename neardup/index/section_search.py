@@ -27,8 +27,9 @@ import numpy as np
 import numpy.typing as npt
 
 from .._arrays import read_only
-from .._jit import kernel, typed_list
+from .._jit import kernel
 from .._threads import run_ranges
+from .._typed import typed_list
 from .band_packed import PackedSection, key_at, row_at
 
 __all__ = ["GroupHits", "SectionGroup", "packed_search", "section_search"]
@@ -344,7 +345,7 @@ class SectionGroup:
         self.sections = [s for s in sections if len(s)]
         layout = [_layout(s) for s in self.sections]
         # (typed lists made by cached kernels: numba.typed.List's own methods compile in every
-        # process, see neardup._jit.typed_list)
+        # process, see neardup._typed.typed_list)
         self._offsets = typed_list(
             [read_only(s.offsets, np.uint64) for s in self.sections], _NO_U64
         )

@@ -18,8 +18,9 @@ import numpy as np
 import numpy.typing as npt
 
 from .._arrays import read_only
-from .._jit import kernel, typed_list
+from .._jit import kernel
 from .._search import lower_bound
+from .._typed import typed_list
 
 __all__ = ["SegmentSketches", "SketchTable", "Sketches"]
 
@@ -119,7 +120,7 @@ class SegmentSketches:
             and len(s.rowids)
         ]
         # (typed lists made by cached kernels: numba.typed.List's own methods compile in every
-        # process, see neardup._jit.typed_list)
+        # process, see neardup._typed.typed_list)
         segs = self.segments
         self._rowids = typed_list([read_only(s.rowids, np.int64) for s in segs], _NO_I64)
         self._present = typed_list([read_only(s.sketch_present, np.bool_) for s in segs], _NO_BOOL)

@@ -5,7 +5,7 @@ band sections (``neardup.index.section_search.SectionGroup``) and sketch section
 (``neardup.store.sketches.SegmentSketches``) were put in typed lists with ``List([...])``
 compiled them again in every process: about a second of every ``Deduplicator.open`` (each
 ``neardup dedup --save`` run, each service start). The lists are made by cached kernels instead
-(``neardup._jit.typed_list``). This test opens the same store in the test process (the kernel
+(``neardup._typed.typed_list``). This test opens the same store in the test process (the kernel
 cache warmed) and then in a fresh process, counting numba's ``numba:compile`` events (fired for
 real compiles, not cache loads) while the store opens and checks a near copy.
 """

@@ -6,8 +6,10 @@ sort of each value with its position in the low bits).
 numpy 2.3+ answers ``np.unique(a)`` without ``return_*`` options with a hash table; on the int64
 positions and uint64 prefixes the dedup pipeline deduplicates (1-4 M values) that path was
 tens of times slower than sorting on this 2-core box; with ``return_inverse`` it sorts with a
-stable argsort, several times slower than a sort that carries the positions in the values' low
-bits (the band keys a store's check looks up: 79 per document). This prints both, per shape, and writes
+stable argsort, up to 3x slower than a sort that carries the positions in the values' low bits
+(the band keys a store's check looks up: 79 per document, in runs its argsort exploits; about
+even on unordered values); ``np.lexsort`` against :func:`neardup._arrays.sorted_pairs` on a check's (query, row)
+candidate pairs. This prints both, per shape, and writes
 ``benchmarks/results/bench_unique.json``. (A bigger machine changes the absolute times, not
 which is faster: both are single-threaded.)
 
@@ -26,7 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from neardup._arrays import unique_inverse, unique_sorted  # noqa: E402
+from neardup._arrays import sorted_pairs, unique_inverse, unique_sorted  # noqa: E402
 
 
 def best_of(fn, reps: int = 3) -> float:  # type: ignore[no-untyped-def]
@@ -71,9 +73,43 @@ def main() -> None:
         name = f"band keys of {docs:,} documents"
         inv_rows.append({"case": name, "np_unique_inverse_s": t_np, "unique_inverse_s": t_ui})
         print(f"{name:36} {t_np:12.4f} {t_ui:16.4f} {t_np / t_ui:7.1f}")
+    a = rng.integers(0, 2**48, 790_000).astype(np.uint64)
+    t_np = best_of(lambda: np.unique(a, return_inverse=True))
+    t_ui = best_of(lambda: unique_inverse(a))
+    name = "790 k unordered 48-bit values"
+    inv_rows.append({"case": name, "np_unique_inverse_s": t_np, "unique_inverse_s": t_ui})
+    print(f"{name:36} {t_np:12.4f} {t_ui:16.4f} {t_np / t_ui:7.1f}")
+    # a check's candidate pairs: (query, row id), 40 a document, rows of a 1 M store
+    pair_rows = []
+    print(f"{'pairs case':36} {'np.lexsort s':>12} {'sorted_pairs s':>16} {'ratio':>7}")
+    for docs in (1_000, 10_000, 100_000):
+        qi = np.repeat(np.arange(docs, dtype=np.int64), 40)
+        rr = rng.integers(0, 1_000_000, qi.size)
+        order = np.lexsort((rr, qi))
+        got = sorted_pairs(qi, rr)
+        assert np.array_equal(got[0], qi[order]) and np.array_equal(got[1], rr[order])
+        t_np = best_of(lambda qi=qi, rr=rr: np.lexsort((rr, qi)))
+        t_sp = best_of(lambda qi=qi, rr=rr: sorted_pairs(qi, rr))
+        name = f"candidate pairs of {docs:,} documents"
+        pair_rows.append({"case": name, "np_lexsort_s": t_np, "sorted_pairs_s": t_sp})
+        print(f"{name:36} {t_np:12.4f} {t_sp:16.4f} {t_np / t_sp:7.1f}")
     out = ROOT / "benchmarks" / "results" / "bench_unique.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"numpy": np.__version__, "rows": rows, "inverse_rows": inv_rows}
+    import os
+    import platform
+
+    doc = {
+        "numpy": np.__version__,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "load_average": os.getloadavg(),
+        },
+        "rows": rows,
+        "inverse_rows": inv_rows,
+        "pair_rows": pair_rows,
+    }
     out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {out}")
 

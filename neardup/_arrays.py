@@ -13,7 +13,8 @@ positions or uint64 prefixes) that path is many times slower than sort + neighbo
 ``unique_inverse`` / ``sorted_pairs``: ``np.unique(a, return_inverse=True)`` and
 ``np.lexsort`` go through a stable argsort; where the values and their positions (or the two
 halves of a pair) fit in 64 bits, one plain sort of the packed words gives the same answer
-several times faster (the band look-up: ``bench_unique.py``).
+in a third to a half of the time for the former and a twenty-fifth for the latter on a
+check's band keys and candidate pairs (``python benchmarks/bench_unique.py``).
 """
 
 from __future__ import annotations
@@ -79,9 +80,9 @@ def unique_sorted(a: npt.ArrayLike) -> np.ndarray:
 def unique_inverse(a: npt.ArrayLike) -> tuple[np.ndarray, npt.NDArray[np.intp]]:
     """``np.unique(a, return_inverse=True)`` of a flattened integer array, by one sort: each
     value shifted up with its position in the low bits, where both fit in 64 bits (non-negative
-    values), so the sort carries the positions and no argsort is needed. numpy's own takes
-    ~25x longer on the MinHash band keys of a 10,000-document check (``np.unique``'s hash table
-    and a stable argsort; ``benchmarks/bench_unique.py``). Other arrays go to ``np.unique``.
+    values), so the sort carries the positions and no argsort is needed: a third to a half of
+    numpy's time on the MinHash band keys of a check, about the same on unordered values
+    (``benchmarks/bench_unique.py``). Other arrays go to ``np.unique``.
 
     >>> u, inv = unique_inverse([30, 10, 30, 20])
     >>> u.tolist(), inv.tolist()
@@ -117,8 +118,8 @@ def sorted_pairs(
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """The pairs ``(major[i], minor[i])`` in ascending order (by ``major``, then ``minor``), as
     ``np.lexsort((minor, major))`` orders them: by one sort of ``major << b | minor`` where
-    both are non-negative and fit in 64 bits together (a lexsort is a stable argsort per key,
-    several times slower), else by the lexsort.
+    both are non-negative and fit in 64 bits together (a lexsort is a stable argsort per key;
+    ``benchmarks/bench_unique.py`` times both), else by the lexsort.
 
     >>> a, b = sorted_pairs(np.array([2, 1, 2]), np.array([5, 9, 0]))
     >>> a.tolist(), b.tolist()

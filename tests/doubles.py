@@ -1,4 +1,5 @@
-"""Test doubles for the online store: a small, pure-Python fingerprinter.
+"""Test doubles for the online store: a small, pure-Python fingerprinter; and
+:func:`compiled_names`, what numba compiles while a block runs (the start-up tests).
 
 :class:`SimpleFingerprinter` follows the fingerprinter contract the
 :class:`neardup.online.Deduplicator` takes (``fingerprint_batch``, ``config`` /
@@ -11,14 +12,17 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import xxhash
+from numba.core import event
 
-__all__ = ["SimpleFingerprinter", "content_hash_many", "normalize"]
+__all__ = ["SimpleFingerprinter", "compiled_names", "content_hash_many", "normalize"]
 
 _WS = re.compile(r"\s+")
 _TOKEN = re.compile(r"[\u3400-\u9fff]|\w+")
@@ -81,3 +85,28 @@ class SimpleFingerprinter:
         fps = np.array([self._one(t) for t in texts], dtype=np.uint64)
         empty = np.array([not _TOKEN.search(t) for t in texts], dtype=bool)
         return _Batch(fps, empty)
+
+
+class _Compiles(event.Listener):
+    """The names of the functions numba compiles while registered."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def on_start(self, ev: event.Event) -> None:
+        self.names.append(ev.data["dispatcher"].py_func.__qualname__)
+
+    def on_end(self, ev: event.Event) -> None:
+        pass
+
+
+@contextmanager
+def compiled_names() -> Iterator[list[str]]:
+    """The names of the functions numba compiles inside the ``with`` block (its
+    ``numba:compile`` events fire for real compiles, not for cache loads), filled as they come."""
+    listener = _Compiles()
+    event.register("numba:compile", listener)
+    try:
+        yield listener.names
+    finally:
+        event.unregister("numba:compile", listener)

@@ -20,12 +20,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numba.core import event
 
 from neardup.index import HammingIndex
 from neardup.index.multi import IndexSet
 
 _HERE = Path(__file__).resolve().parent
+if str(_HERE.parent) not in sys.path:  # run as a script (below): tests/ holds the doubles
+    sys.path.insert(0, str(_HERE.parent))
+
+from doubles import compiled_names  # noqa: E402
 
 
 def _indexes(bits: int) -> tuple[list[HammingIndex], HammingIndex]:
@@ -47,37 +50,20 @@ def _indexes(bits: int) -> tuple[list[HammingIndex], HammingIndex]:
     return whole, sealed
 
 
-class _Compiles(event.Listener):
-    """The names of the functions numba compiles while registered."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def on_start(self, ev: event.Event) -> None:
-        self.names.append(ev.data["dispatcher"].py_func.__qualname__)
-
-    def on_end(self, ev: event.Event) -> None:
-        pass
-
-
 def _work() -> dict[str, Any]:
     """Build and search the sets; the names of what numba compiled meanwhile."""
     out: dict[str, Any] = {}
     for bits in (64, 128):
         whole, sealed = _indexes(bits)
-        listener = _Compiles()
-        event.register("numba:compile", listener)
-        try:
+        with compiled_names() as compiled:
             t0 = time.perf_counter()
             sets = [IndexSet(whole, sealed=[sealed]), IndexSet([]), IndexSet(whole[1:2])]
             set_s = time.perf_counter() - t0
             q = np.concatenate([whole[0].get([5, 6]), whole[1].get([1005])]).reshape(3, -1)
             hits = [len(s.search(q if bits == 128 else q[:, 0], 3)[1]) for s in sets]
             whole[1].search(q if bits == 128 else q[:, 0], 3)  # a compressed segment's own list
-        finally:
-            event.unregister("numba:compile", listener)
         out[str(bits)] = {
-            "compiled": listener.names,
+            "compiled": compiled,
             "segments": [(s.segments, s._n_csegs, len(s._rest)) for s in sets],
             "hits": hits,
             "set_s": set_s,
@@ -88,11 +74,11 @@ def _work() -> dict[str, Any]:
 def _fresh_process() -> dict[str, Any]:
     """:func:`_work` in a new Python process (same environment, so the same kernel cache)."""
     code = (
-        "import json, sys; sys.path.insert(0, sys.argv[1]); "
+        "import json, sys; sys.path[:0] = sys.argv[1:3]; "
         "import test_index_startup as t; print(json.dumps(t._work()))"
     )
     res = subprocess.run(
-        [sys.executable, "-c", code, str(_HERE)],
+        [sys.executable, "-c", code, str(_HERE), str(_HERE.parent)],
         capture_output=True,
         text=True,
         timeout=300,

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from numba.core import event
+from doubles import compiled_names
 
 from neardup.online import Deduplicator
 
@@ -52,33 +52,15 @@ def _fill(path: Path) -> None:
             d.flush()
 
 
-class _Compiles(event.Listener):
-    """The names of the functions numba compiles while registered."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def on_start(self, ev: event.Event) -> None:
-        self.names.append(ev.data["dispatcher"].py_func.__qualname__)
-
-    def on_end(self, ev: event.Event) -> None:
-        pass
-
-
 def _work(path: str) -> dict[str, Any]:
     """Open the store, check a near copy of a stored text; what numba compiled meanwhile."""
-    listener = _Compiles()
-    event.register("numba:compile", listener)
-    try:
-        with Deduplicator.open(path) as d:
-            segments = d.store.stats()["segments"]
-            words = _text(150).split()
-            words[5] = "changed"
-            dec = d.check({"id": "q", "text": " ".join(words)})
-    finally:
-        event.unregister("numba:compile", listener)
+    with compiled_names() as compiled, Deduplicator.open(path) as d:
+        segments = d.store.stats()["segments"]
+        words = _text(150).split()
+        words[5] = "changed"
+        dec = d.check({"id": "q", "text": " ".join(words)})
     return {
-        "compiled": listener.names,
+        "compiled": compiled,
         "segments": segments,
         "matches": [m.id for m in dec.matches],
     }
@@ -88,11 +70,11 @@ def test_a_new_process_opens_a_store_without_compiling(tmp_path: Path) -> None:
     _fill(tmp_path / "s")
     here = _work(str(tmp_path / "s"))  # compiles what is missing into the kernel cache
     code = (
-        "import json, sys; sys.path.insert(0, sys.argv[1]); "
-        "import test_store_startup as t; print(json.dumps(t._work(sys.argv[2])))"
+        "import json, sys; sys.path[:0] = sys.argv[1:3]; "
+        "import test_store_startup as t; print(json.dumps(t._work(sys.argv[3])))"
     )
     res = subprocess.run(
-        [sys.executable, "-c", code, str(_HERE), str(tmp_path / "s")],
+        [sys.executable, "-c", code, str(_HERE), str(_HERE.parent), str(tmp_path / "s")],
         capture_output=True,
         text=True,
         timeout=300,

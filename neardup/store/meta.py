@@ -622,6 +622,25 @@ class MetaDB:
             delta += 1 - met
         return delta
 
+    def _insert_counted(
+        self, cur: sqlite3.Cursor, verb: str, rows: Iterable[tuple[Any, ...]]
+    ) -> None:
+        """:meth:`_insert_rows`, the row count changed by the rows it inserted."""
+        before = self._db.total_changes
+        self._insert_rows(cur, verb, rows)
+        self._add_count(cur, self._db.total_changes - before)
+
+    def copy_stored_rows(self, verb: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        """``{verb} INTO docs`` rows as another database of this schema stores them (their
+        stored columns: a compressed text stays compressed, checksums as they are), in one
+        transaction, counted: what a salvage (:mod:`neardup.store.salvage`) copies."""
+        if verb not in ("INSERT OR REPLACE", "INSERT OR IGNORE"):
+            raise ValueError(
+                f"copy_stored_rows: verb must be INSERT OR REPLACE / IGNORE, got {verb!r}"
+            )
+        with self._transaction() as cur:
+            self._insert_counted(cur, verb, rows)
+
     def _insert_rows(self, cur: sqlite3.Cursor, verb: str, rows: Iterable[tuple[Any, ...]]) -> None:
         """``{verb} INTO docs`` every row of ``rows`` (any iterable), in order, as statements
         of ``self._max_rows`` rows and, for the last chunk, of decreasing powers of two (see
@@ -691,9 +710,7 @@ class MetaDB:
                         codec = self._codec_for(tx, (r[7] for r in head if len(r) == 8))
                         it = itertools.chain(head, it)
                     stored = (_stored_row(r, codec) for r in it)
-                    before = self._db.total_changes  # (after the dictionary's row)
-                    self._insert_rows(tx, "INSERT", stored)
-                    self._add_count(tx, self._db.total_changes - before)
+                    self._insert_counted(tx, "INSERT", stored)  # (after the dictionary's row)
             finally:
                 if bulk and self.path is not None:
                     cur.execute("PRAGMA synchronous=NORMAL")

@@ -210,10 +210,7 @@ def salvage(
                     bad += 1
                 continue
             if rows:
-                with new._transaction() as cur:
-                    before = new._db.total_changes
-                    new._insert_rows(cur, "INSERT OR REPLACE", rows)
-                    new._add_count(cur, new._db.total_changes - before)
+                new.copy_stored_rows("INSERT OR REPLACE", rows)
                 kept += len(rows)
         deleted: list[tuple[int]] = []
         with contextlib.suppress(sqlite3.Error):
@@ -234,10 +231,7 @@ def salvage(
                 ok = np.isin(rids, held) & ~np.isin(rids, skip)
                 rows = [found[r] for r in rids[ok].tolist()]
                 if rows:
-                    with new._transaction() as cur:
-                        before = new._db.total_changes
-                        new._insert_rows(cur, "INSERT OR IGNORE", rows)
-                        new._add_count(cur, new._db.total_changes - before)
+                    new.copy_stored_rows("INSERT OR IGNORE", rows)
                     kept += len(rows)
                     log.warning(
                         "%s: %d rows under damaged B-tree pages recovered from leaf pages",

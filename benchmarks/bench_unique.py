@@ -19,6 +19,8 @@ which is faster: both are single-threaded.)
 from __future__ import annotations
 
 import json
+import os
+import platform
 import sys
 import time
 from pathlib import Path
@@ -95,9 +97,6 @@ def main() -> None:
         print(f"{name:36} {t_np:12.4f} {t_sp:16.4f} {t_np / t_sp:7.1f}")
     out = ROOT / "benchmarks" / "results" / "bench_unique.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    import os
-    import platform
-
     doc = {
         "numpy": np.__version__,
         "machine": {

@@ -222,14 +222,22 @@ class Decider:
             cached = self.signatures.slots(list(band))
             want.update(self._sketch_filter(band.difference(cached), lsh_rids, q_sk))
         rows = self.store.fetch(want, with_text=need_text) if want else {}
-        earlier = self.intra_pairs(fps)  # i -> [(j, distance)] for j < i within the radius
+        # the group's own pairs, i -> [(j, distance)] for j < i within the radius or sharing a
+        # band: only a document that may be added (not a check's: keep-first, and checks add
+        # nothing) can match a later one, so a group of checks looks for none
+        adds = [op.kind != "check" for op in doc_ops for _ in op.docs.ids]  # type: ignore[union-attr]
+        may_add = any(adds)
+        earlier = self.intra_pairs(fps) if may_add else {}
         if lsh_rids is not None:
             assert sig is not None
-            usable = np.concatenate([op.docs.usable for op in doc_ops])  # type: ignore[union-attr]
             lims, hit_rids, hit_d = self._lsh_union(
                 fps, sig, lims, hit_rids, hit_d, lsh_rids, rows, cached
             )
-            self._lsh_intra(fps, sig, usable, earlier)
+            if may_add:
+                usable = np.concatenate([op.docs.usable for op in doc_ops])  # type: ignore[union-attr]
+                self._lsh_intra(fps, sig, usable, earlier)
+        if may_add and not all(adds):
+            earlier = {i: a for i, ps in earlier.items() if (a := [p for p in ps if adds[p[0]]])}
 
         results: list[Any] = []
         writes = WriteGroup()

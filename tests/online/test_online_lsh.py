@@ -208,6 +208,41 @@ def test_atomic_group_keeps_one_of_far_simhash_duplicates() -> None:
         assert [x.added for x in got] == [True, True]
 
 
+def test_a_groups_own_pairs_count_only_after_a_document_it_may_add(monkeypatch) -> None:
+    """Keep-first within a write group: a check adds nothing, so a group of checks looks for
+    no pairs inside itself (each document is decided against the store alone), and in a mixed
+    group only documents of adding ops match later ones, in both channels."""
+    from neardup.online.decide import Op
+
+    a, b = _lsh_only_pair()
+    with Deduplicator.open() as d:
+        decider = d._decider
+
+        def group(*ops: tuple[str, str, str]) -> list[list[tuple[str, bool, bool, list[str]]]]:
+            batch = [Op(kind, d.prepare([{"id": i, "text": t}])) for kind, i, t in ops]
+            out, _ = decider.decide(batch, None)
+            return [
+                [(x.id, x.duplicate, x.added, [m.id for m in x.matches]) for x in r] for r in out
+            ]
+
+        # checks only: nothing to pair (the pair searches are not even run)
+        with monkeypatch.context() as m:
+            for name in ("intra_pairs", "_lsh_intra"):
+                m.setattr(decider, name, lambda *args, n=name: pytest.fail(f"{n} ran for checks"))
+            got = group(("check", "x", a), ("check", "y", a), ("check", "z", b))
+        assert [r[0][1] for r in got] == [False, False, False]
+        # a check before the add does not count; the add does, for a later check and add
+        got = group(
+            ("check", "c", a), ("add", "k", a), ("check", "e", a), ("check_and_add", "f", b)
+        )
+        assert got == [
+            [("c", False, False, [])],
+            [("k", False, True, [])],
+            [("e", True, False, ["k"])],
+            [("f", True, False, ["k"])],
+        ]
+
+
 def test_band_keys_survive_reopen_flush_merge_and_torn_log(tmp_path) -> None:
     a, b = _lsh_only_pair()
     texts = _corpus(5, 40)

@@ -395,7 +395,7 @@ def child(
     low_memory: bool = False,
 ) -> dict:
     from neardup import Fingerprinter
-    from neardup.cli.main import main as cli_main
+    from neardup.cli.main import run as cli_main  # as the console script runs
     from neardup.io import read_corpus, write_kept
 
     Fingerprinter().fingerprint_many(["warm up the kernels"], workers=workers)

@@ -1,5 +1,5 @@
 import sys
 
-from neardup.cli.main import main
+from neardup.cli.main import run
 
-sys.exit(main())
+sys.exit(run())

@@ -11,7 +11,18 @@ import import_graph as G
 # decision -> store/output, with the shells (CLI, service, cluster) on top. The decision
 # (rules) sits under every front-end that applies it.
 LAYERS: list[set[str]] = [
-    {"<top>", "errors", "_jit", "_typed", "_arrays", "_lazy", "_threads", "_reference", "_search"},
+    {
+        "<top>",
+        "errors",
+        "_jit",
+        "_typed",
+        "_arrays",
+        "_gc",
+        "_lazy",
+        "_threads",
+        "_reference",
+        "_search",
+    },
     {"text"},
     {"fingerprint"},
     {"index", "verify", "io"},

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
+from .._gc import settle
 from ..errors import NeardupError, exit_code_for
 
 app = typer.Typer(
@@ -176,5 +177,14 @@ def main(argv: list[str] | None = None) -> int:
     return rv if isinstance(rv, int) else 0
 
 
+def run(argv: list[str] | None = None) -> int:
+    """The console script (``neardup``, ``python -m neardup``): :func:`main` in a process
+    that is neardup's own, so its garbage collector is set for it first
+    (:func:`neardup._gc.settle`; the imports frozen, full collections rare). Tests and
+    library users call :func:`main`, which leaves their process's collector as it is."""
+    settle(collect=False)
+    return main(argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -13,7 +13,6 @@ SIGTERM / SIGINT stop accepting connections, let in-flight requests finish
 from __future__ import annotations
 
 import errno
-import gc
 import importlib.util
 import logging
 import os
@@ -22,14 +21,12 @@ import socket
 import sys
 import time
 
+from .._gc import settle
 from ..errors import ConfigError, ServiceUnavailableError, require
 from .config import ServiceConfig
 
-__all__ = ["LOG_LEVELS", "SERVE_GC_THRESHOLDS", "bind_socket", "run_server"]
+__all__ = ["LOG_LEVELS", "bind_socket", "run_server"]
 
-#: ``gc.set_threshold`` while serving: CPython's young-generation defaults, and a full
-#: collection only every 1,000 second-generation collections (default 10)
-SERVE_GC_THRESHOLDS = (700, 10, 1000)
 #: the log levels :func:`run_server` takes
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -85,18 +82,11 @@ def run_server(config: ServiceConfig, *, log_level: str = "info") -> None:
         process_rss_bytes() / 2**20,
         os.getpid(),
     )
-    # Everything allocated so far (modules, stores, warm-up) lives as long as the server: move
-    # it out of the cyclic garbage collector's generations, so that a full collection while
-    # serving scans only the objects created since (a full collection over the start-up
-    # objects holds the GIL long enough to be a latency spike for every request in flight;
-    # the single-document tail of benchmarks/bench_service.py shows it).
-    gc.collect()
-    gc.freeze()
-    # While serving, garbage is acyclic or dies young (full collections found next to nothing
-    # to free), but each full collection walks every tracked object created since start-up
-    # and holds the GIL meanwhile: the single-document tail (benchmarks/bench_service.py).
-    # Young collections stay as they are; full ones become rare.
-    gc.set_threshold(*SERVE_GC_THRESHOLDS)
+    # Everything allocated so far (modules, stores, warm-up) lives as long as the server: out
+    # of the collector's generations, and full collections made rare (neardup._gc: each one
+    # holds the GIL long enough to be a latency spike for every request in flight; the
+    # single-document tail of benchmarks/bench_service.py shows it)
+    settle()
     if not config.authenticated:
         log.warning(
             "--no-auth: serving without authentication on %s:%d; anyone who can connect can "

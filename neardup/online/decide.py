@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._arrays import unique_sorted
 from ..errors import NotFoundError
 from ..fingerprint.distance import hamming_cdist
 from ..fingerprint.minhash import minhash_signatures
@@ -41,12 +42,10 @@ from ..rules.lsh import (
 from ..store import NO_CONTENT_HASH, Store, WriteGroup
 from .prepare import PreparedDocs, lsh_keys
 from .rowcache import DEFAULT_CAPACITY, DEFAULT_HISTOGRAM_ROWS, HistogramCache, SignatureCache
+from .union import ARRAY_UNION_MIN, FILTER_BLOCK, union_arrays
 
 __all__ = ["Decider", "Op"]
 
-#: (query, stored row) pairs the MinHash agreement filter compares at once (~40 MB of arrays
-#: at 237 values)
-_FILTER_BLOCK = 1 << 15
 
 #: candidates of one document that a later round of :meth:`Decider._prefetch` verifies at once,
 #: when its first ones did not give ``max_matches`` accepted matches
@@ -214,13 +213,16 @@ class Decider:
             sig = np.concatenate([op.docs.sig for op in doc_ops])  # type: ignore[union-attr]
             assert tokens is not None
             q_sk = sketches(sig, tokens)  # for the sketch test, then stored with the added rows
-            band: set[int] = set()
-            for r in lsh_rids:
-                band.update(r.tolist())
+            # every band candidate once, ascending (one query's already are)
+            band = lsh_rids[0] if len(lsh_rids) == 1 else unique_sorted(np.concatenate(lsh_rids))
             # a band candidate whose signature is cached is filtered before its row is read;
             # one whose stored sketch already fails the filter is never read
-            cached = self.signatures.slots(list(band))
-            want.update(self._sketch_filter(band.difference(cached), lsh_rids, q_sk))
+            cached = self.signatures.slots(band.tolist())
+            if cached:  # (cached rows are band rows: their positions in it)
+                unc = np.ones(band.size, np.bool_)
+                unc[np.searchsorted(band, np.fromiter(cached, np.int64, len(cached)))] = False
+                band = band[unc]
+            want.update(self._sketch_filter(band, lsh_rids, q_sk))
         rows = self.store.fetch(want, with_text=need_text) if want else {}
         # the group's own pairs, i -> [(j, distance)] for j < i within the radius or sharing a
         # band: only a document that may be added (not a check's: keep-first, and checks add
@@ -272,7 +274,8 @@ class Decider:
             """Append the add record of document ``k`` of the current op (global position
             ``i``) with the next row id, and note it in the group state."""
             nonlocal next_rid
-            w0, w1 = words[i]
+            fp = fp_ints[i]
+            w0, w1 = (fp, 0) if wide is None else (fp >> 64, fp & wide)
             write_add(
                 next_rid,
                 d_times[k],
@@ -288,13 +291,14 @@ class Decider:
             add_pos.append(i)
             next_rid += 1
 
-        # Python ints once per group (indexing NumPy scalars per document is slow)
+        # Python ints once per group (indexing NumPy scalars per document is slow); an added
+        # document's record takes its two 64-bit words from them
+        wide: int | None = None
         if self.bits == 64:
             fp_ints: list[int] = fps.tolist()
-            words = [(x, 0) for x in fp_ints]
         else:
-            words = [(int(a), int(b)) for a, b in fps.tolist()]
-            fp_ints = [(a << 64) | b for a, b in words]
+            fp_ints = [(a << 64) | b for a, b in fps.tolist()]
+            wide = (1 << 64) - 1
         new_decision = Decision.fast
         write_add = writes.add
         # the verifications the decide loop will ask for, in one call for the whole group
@@ -829,21 +833,22 @@ class Decider:
         return lims, hit_rids, hit_d
 
     def _sketch_filter(
-        self, rowids: set[int], lsh_rids: list[npt.NDArray[np.int64]], q_sk: npt.NDArray[np.uint8]
-    ) -> set[int]:
-        """The band candidates of ``rowids`` worth reading: those without a stored sketch, and
-        those whose sketch passes :func:`~neardup.rules.lsh.sketch_agreeing` with at least one
-        query that found them (``lsh_rids[i]``: the rows query ``i`` found; ``q_sk``: the
-        queries' sketches). The sketch test
-        is a necessary condition of the agreement filter, so a row left out here would have
-        been filtered out after reading it: the decisions are the same, without its text."""
-        if not rowids:
-            return rowids
-        rids = np.fromiter(rowids, np.int64, len(rowids))
-        rids.sort()
+        self,
+        rids: npt.NDArray[np.int64],
+        lsh_rids: list[npt.NDArray[np.int64]],
+        q_sk: npt.NDArray[np.uint8],
+    ) -> list[int]:
+        """The band candidates of ``rids`` (distinct, ascending) worth reading: those without a
+        stored sketch, and those whose sketch passes :func:`~neardup.rules.lsh.sketch_agreeing`
+        with at least one query that found them (``lsh_rids[i]``: the rows query ``i`` found;
+        ``q_sk``: the queries' sketches). The sketch test is a necessary condition of the
+        agreement filter, so a row left out here would have been filtered out after reading
+        it: the decisions are the same, without its text."""
+        if not rids.size:
+            return []
         present, stored = self.store.sketches(rids)
         if not present.any():
-            return rowids
+            return rids.tolist()
         counts = np.fromiter((len(a) for a in lsh_rids), np.int64, len(lsh_rids))
         r_all = np.concatenate(lsh_rids) if len(lsh_rids) else np.zeros(0, np.int64)
         q_all = np.repeat(np.arange(len(lsh_rids), dtype=np.int64), counts)
@@ -855,7 +860,7 @@ class Decider:
         passed[k_of[ok]] = True
         self.sketch_checked += int(present.sum())
         self.sketch_passed += int(passed.sum())
-        return set(rids[~present | passed].tolist())
+        return rids[~present | passed].tolist()
 
     def _lsh_union(
         self,
@@ -873,7 +878,13 @@ class Decider:
         batch pipeline's filter). A stored row's signature comes from :attr:`signatures`
         (``cached``: row id -> slot) or is made again from its text in ``rows`` (and cached);
         the rows that pass and were not read yet are read here (into ``rows``; one the store
-        no longer returns, deleted or gone, is no candidate)."""
+        no longer returns, deleted or gone, is no candidate). A group of ``ARRAY_UNION_MIN``
+        documents or more does the same with array operations
+        (:func:`neardup.online.union.union_arrays`)."""
+        if len(fps) >= ARRAY_UNION_MIN:
+            out = union_arrays(self, fps, sig, lims, hit_rids, hit_d, lsh_rids, rows, cached)
+            if out is not None:
+                return out
         plan = self.lsh_plan
         need = sorted(
             {
@@ -921,7 +932,7 @@ class Decider:
                     q_of.append(i)
                     k_of.append(k)
                     r_of.append(r)
-            if len(r_of) >= _FILTER_BLOCK:
+            if len(r_of) >= FILTER_BLOCK:
                 flush()
         if r_of:
             flush()

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from test_online_lsh import _corpus
 
 import neardup.online.decide as decide_module
+import neardup.online.union as union_module
 from neardup.online import Deduplicator, DedupSettings
 from neardup.online.rowcache import HistogramCache, RowCache, SignatureCache
 from neardup.store import Store
@@ -134,7 +135,9 @@ def _stream(d: Deduplicator, texts: list[str]) -> list[dict]:
     return out
 
 
-def test_decisions_do_not_depend_on_the_cache(monkeypatch) -> None:
+@pytest.mark.parametrize("array_min", [1, 10**9], ids=["arrays", "loop"])
+def test_decisions_do_not_depend_on_the_cache(monkeypatch, array_min: int) -> None:
+    """Through the band candidates' merge by arrays (every group) and by the loop."""
     texts = _corpus(7, n_base=90)
     made: dict[int, int] = {}
     real = decide_module.minhash_signatures
@@ -143,7 +146,9 @@ def test_decisions_do_not_depend_on_the_cache(monkeypatch) -> None:
         made[size] = made.get(size, 0) + len(texts_)
         return real(verifier, texts_, hashes)
 
-    monkeypatch.setattr(decide_module, "minhash_signatures", counting)
+    monkeypatch.setattr(decide_module, "ARRAY_UNION_MIN", array_min)
+    for module in (decide_module, union_module):
+        monkeypatch.setattr(module, "minhash_signatures", counting)
     runs = {}
     for size in (0, 1, 5, 262_144):
         with Deduplicator.open(settings=DedupSettings(signature_cache_rows=size)) as d:
@@ -151,7 +156,8 @@ def test_decisions_do_not_depend_on_the_cache(monkeypatch) -> None:
             runs[size] = _stream(d, texts)
     assert runs[1] == runs[0] and runs[5] == runs[0] and runs[262_144] == runs[0]
     # and on the filter's blocks of pairs (a group's pairs compared a block at a time)
-    monkeypatch.setattr(decide_module, "_FILTER_BLOCK", 2)
+    for module in (decide_module, union_module):
+        monkeypatch.setattr(module, "FILTER_BLOCK", 2)
     size = -1
     with Deduplicator.open(settings=DedupSettings(signature_cache_rows=5)) as d:
         assert _stream(d, texts) == runs[0]

@@ -100,7 +100,7 @@ def _decide_all(path, texts, monkeypatch, *, reference: bool) -> tuple[list, Ded
     then (duplicate, match ids) per text; the last deduplicator, closed)."""
     monkeypatch.undo()
     if reference:
-        monkeypatch.setattr(Decider, "_sketch_filter", lambda self, rowids, *a: rowids)
+        monkeypatch.setattr(Decider, "_sketch_filter", lambda self, rids, *a: rids.tolist())
     seen: list[list[list[int]]] = []  # each group's candidates per document, after the filter
     union = Decider._lsh_union
 

@@ -34,9 +34,10 @@ Progress = Callable[[str, int, int], None]
 
 #: documents per store check (one write group): the more query keys a check has, the closer
 #: together they fall in a large store's sorted band sections, so its searches walk them forward
-#: instead of missing the cache on each; past ~10 k the sorting of the keys costs more than that
-#: saves (the chunk sizes against a 0.9 M store: docs/dedup.md, "Incremental dedup")
-CHUNK = 10_000
+#: instead of missing the cache on each; past ~25 k the arrays of a group (keys, candidates)
+#: outgrow the caches in turn (``benchmarks/bench_check.py --chunk``; docs/dedup.md,
+#: "Incremental dedup")
+CHUNK = 25_000
 #: kept documents per load (one segment per time partition each): few segments a run
 LOAD_CHUNK = 100_000
 #: the most documents whose prepared batches (signatures, band keys: ~1 KB a document) a

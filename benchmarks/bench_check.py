@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""What a store check costs per document: an incremental run's step 1, timed apart.
+
+``neardup dedup NEW --against/--save STORE`` checks the new documents against the store in
+chunks (``neardup.incremental.stored.CHUNK`` documents a write group, read only), while the
+next chunk is prepared. This benchmark times only the checks: in a fresh process per run, it
+opens ``STORE``, prepares the documents of ``--input`` (a JSONL of ``id``/``text``; the
+first ``--n``) in chunks of ``--chunk``, checks one chunk to warm up (not timed), sets the
+garbage collector as the console script does (``--collector settled``: the objects so far
+frozen, full collections rare; ``default``: Python's own settings) and then checks every chunk
+(``Deduplicator.submit_prepared("check", ...)``), timing wall and CPU time per document. A
+check changes nothing, so the runs share the store. ``--tree PATH`` (repeatable) times other
+checkouts in the same run, alternating, so that a busy neighbour affects all alike; the table
+shows the median and the range of ``--repeat`` runs, and the duplicates found (equal across
+trees unless a change altered decisions).
+
+    python benchmarks/bench_check.py STORE --input day9.jsonl
+    python benchmarks/bench_check.py STORE --input day9.jsonl --tree . --tree ../before --repeat 3
+
+Prints the table and writes ``benchmarks/results/bench_check.json`` (with the machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_CHILD = """
+import gc, json, os, sys, time
+sys.path.insert(0, sys.argv[1])
+from neardup.online import Deduplicator
+store, src, n, chunk, collector = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+docs = []
+with open(src, encoding="utf-8") as f:
+    for line in f:
+        if len(docs) == n:
+            break
+        r = json.loads(line)
+        docs.append({"id": str(r["id"]), "text": r["text"]})
+d = Deduplicator.open(store)
+t = time.perf_counter()
+batches = [d.prepare(docs[i : i + chunk]) for i in range(0, len(docs), chunk)]
+prepare_s = time.perf_counter() - t
+d.submit_prepared("check", d.prepare(docs[:chunk])).result()  # warm-up, not timed
+del docs
+if collector == "settled":
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(700, 10, 1000)  # neardup._gc.LONG_RUN_THRESHOLDS
+t, c = time.perf_counter(), time.process_time()
+dups = 0
+for b in batches:
+    dups += sum(x.duplicate for x in d.submit_prepared("check", b).result())
+wall, cpu = time.perf_counter() - t, time.process_time() - c
+m = sum(len(b) for b in batches)
+print(json.dumps({"documents": m, "stored": len(d), "duplicates": dups, "prepare_s": prepare_s,
+                  "wall_us_per_doc": wall / m * 1e6, "cpu_us_per_doc": cpu / m * 1e6}))
+sys.stdout.flush()
+os._exit(0)  # not closed: nothing to write
+"""
+
+
+def _one(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
+    res = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(tree), str(args.store), str(args.input),
+         str(args.n), str(args.chunk), args.collector],
+        capture_output=True, text=True, check=True, timeout=3600,
+    )  # fmt: skip
+    out: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("store", type=Path, help="an existing store's data directory")
+    ap.add_argument("--input", type=Path, required=True, help="JSONL of id/text to check")
+    ap.add_argument("--n", type=int, default=100_000, help="documents of --input checked")
+    ap.add_argument("--chunk", type=int, default=10_000, help="documents per check")
+    ap.add_argument("--collector", choices=["settled", "default"], default="settled")
+    ap.add_argument(
+        "--tree", type=Path, action="append", help="a neardup checkout (default: this one)"
+    )
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_check.json"
+    )
+    args = ap.parse_args(argv)
+    if not (args.store / "config.json").exists():
+        ap.error(f"no store at {args.store} (no config.json)")
+    if not args.input.is_file():
+        ap.error(f"no input file {args.input}")
+    if args.n < 1 or args.chunk < 1 or args.repeat < 1:
+        ap.error("--n, --chunk and --repeat must be positive")
+    trees = [t.resolve() for t in (args.tree or [ROOT])]
+    for t in trees:  # a first run after a change of the sources compiles: not timed
+        _one(t, args)
+    runs: dict[str, list[dict[str, Any]]] = {str(t): [] for t in trees}
+    for _ in range(args.repeat):
+        for t in trees:
+            runs[str(t)].append(_one(t, args))
+    rows = []
+    print(
+        f"{'tree':<40} {'stored':>10} {'checked':>8} {'dups':>6} "
+        f"{'wall µs/doc':>16} {'CPU µs/doc':>16}"
+    )
+    for t, rs in runs.items():
+        w = [r["wall_us_per_doc"] for r in rs]
+        c = [r["cpu_us_per_doc"] for r in rs]
+        row = {
+            "tree": t,
+            "stored": rs[0]["stored"],
+            "documents": rs[0]["documents"],
+            "duplicates": sorted({r["duplicates"] for r in rs}),
+            "wall_us_per_doc": {"median": round(statistics.median(w), 2), "min": round(min(w), 2),
+                                "max": round(max(w), 2)},
+            "cpu_us_per_doc": {"median": round(statistics.median(c), 2), "min": round(min(c), 2),
+                               "max": round(max(c), 2)},
+            "runs": rs,
+        }  # fmt: skip
+        rows.append(row)
+        print(
+            f"{t[-40:]:<40} {rs[0]['stored']:>10,} {rs[0]['documents']:>8,} "
+            f"{rs[0]['duplicates']:>6,} "
+            f"{statistics.median(w):>6.1f} ({min(w):.1f}-{max(w):.1f}) "
+            f"{statistics.median(c):>6.1f} ({min(c):.1f}-{max(c):.1f})"
+        )
+    out = {
+        "benchmark": "check",
+        "command": "python benchmarks/bench_check.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "store": str(args.store),
+        "input": str(args.input),
+        "chunk": args.chunk,
+        "collector": args.collector,
+        "repeat": args.repeat,
+        "rows": rows,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "load_average": os.getloadavg(),
+        },
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

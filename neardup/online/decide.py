@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._arrays import unique_sorted
 from ..errors import NotFoundError
 from ..fingerprint.distance import hamming_cdist
 from ..fingerprint.minhash import minhash_signatures
@@ -42,7 +41,7 @@ from ..rules.lsh import (
 from ..store import NO_CONTENT_HASH, Store, WriteGroup
 from .prepare import PreparedDocs, lsh_keys
 from .rowcache import DEFAULT_CAPACITY, DEFAULT_HISTOGRAM_ROWS, HistogramCache, SignatureCache
-from .union import ARRAY_UNION_MIN, FILTER_BLOCK, union_arrays
+from .union import ARRAY_UNION_MIN, FILTER_BLOCK, BandKeys, union_arrays
 
 __all__ = ["Decider", "Op"]
 
@@ -208,21 +207,27 @@ class Decider:
         want = set(hit_rids.tolist())
         want.update(existing.values())
         cached: dict[int, int] = {}
+        keys: BandKeys | None = None
         sig = q_sk = None
         if lsh_rids is not None:
             sig = np.concatenate([op.docs.sig for op in doc_ops])  # type: ignore[union-attr]
             assert tokens is not None
             q_sk = sketches(sig, tokens)  # for the sketch test, then stored with the added rows
-            # every band candidate once, ascending (one query's already are)
-            band = lsh_rids[0] if len(lsh_rids) == 1 else unique_sorted(np.concatenate(lsh_rids))
+            # every band candidate once, ascending (one query's already are), and where each
+            # (query, candidate) entry's row is in that list
+            keys = BandKeys.of(lsh_rids)
             # a band candidate whose signature is cached is filtered before its row is read;
             # one whose stored sketch already fails the filter is never read
-            cached = self.signatures.slots(band.tolist())
+            cached = self.signatures.slots(keys.uniq.tolist())
+            unc, at = keys.uniq, keys.inv
             if cached:  # (cached rows are band rows: their positions in it)
-                unc = np.ones(band.size, np.bool_)
-                unc[np.searchsorted(band, np.fromiter(cached, np.int64, len(cached)))] = False
-                band = band[unc]
-            want.update(self._sketch_filter(band, lsh_rids, q_sk))
+                keep = np.ones(unc.size, np.bool_)
+                keep[np.searchsorted(unc, np.fromiter(cached, np.int64, len(cached)))] = False
+                unc = unc[keep]
+                pos = np.cumsum(keep) - 1
+                pos[~keep] = -1
+                at = pos[at]
+            want.update(self._sketch_filter(unc, keys.counts, at, q_sk))
         rows = self.store.fetch(want, with_text=need_text) if want else {}
         # the group's own pairs, i -> [(j, distance)] for j < i within the radius or sharing a
         # band: only a document that may be added (not a check's: keep-first, and checks add
@@ -233,7 +238,7 @@ class Decider:
         if lsh_rids is not None:
             assert sig is not None
             lims, hit_rids, hit_d = self._lsh_union(
-                fps, sig, lims, hit_rids, hit_d, lsh_rids, rows, cached
+                fps, sig, lims, hit_rids, hit_d, lsh_rids, rows, cached, keys
             )
             if may_add:
                 usable = np.concatenate([op.docs.usable for op in doc_ops])  # type: ignore[union-attr]
@@ -835,25 +840,26 @@ class Decider:
     def _sketch_filter(
         self,
         rids: npt.NDArray[np.int64],
-        lsh_rids: list[npt.NDArray[np.int64]],
+        counts: npt.NDArray[np.int64],
+        at: npt.NDArray[np.intp],
         q_sk: npt.NDArray[np.uint8],
     ) -> list[int]:
         """The band candidates of ``rids`` (distinct, ascending) worth reading: those without a
         stored sketch, and those whose sketch passes :func:`~neardup.rules.lsh.sketch_agreeing`
-        with at least one query that found them (``lsh_rids[i]``: the rows query ``i`` found;
-        ``q_sk``: the queries' sketches). The sketch test is a necessary condition of the
-        agreement filter, so a row left out here would have been filtered out after reading
-        it: the decisions are the same, without its text."""
+        with at least one query that found them (the group's (query, candidate) entries:
+        ``counts[i]`` of query ``i``, in query order, ``at`` the position of each entry's row
+        in ``rids``, -1 where it is not there; ``q_sk``: the queries' sketches). The sketch
+        test is a necessary condition of the agreement filter, so a row left out here would
+        have been filtered out after reading it: the decisions are the same, without its
+        text."""
         if not rids.size:
             return []
         present, stored = self.store.sketches(rids)
         if not present.any():
             return rids.tolist()
-        counts = np.fromiter((len(a) for a in lsh_rids), np.int64, len(lsh_rids))
-        r_all = np.concatenate(lsh_rids) if len(lsh_rids) else np.zeros(0, np.int64)
-        q_all = np.repeat(np.arange(len(lsh_rids), dtype=np.int64), counts)
-        k_all = np.minimum(np.searchsorted(rids, r_all), len(rids) - 1)
-        sel = (rids[k_all] == r_all) & present[k_all]
+        q_all = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+        k_all = np.maximum(at, 0)
+        sel = (at >= 0) & present[k_all]
         k_of, q_of = k_all[sel], q_all[sel]
         ok = sketch_agreeing(stored, k_of, q_sk, q_of, self.lsh_plan)
         passed = np.zeros(len(rids), np.bool_)
@@ -872,6 +878,7 @@ class Decider:
         lsh_rids: list[npt.NDArray[np.int64]],
         rows: dict[int, Any],
         cached: dict[int, int],
+        keys: BandKeys | None = None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
         """The candidates of each query: its SimHash hits plus the stored rows sharing a band
         key with it whose signatures agree on >= ``plan.min_agreement`` MinHash values (the
@@ -880,9 +887,12 @@ class Decider:
         the rows that pass and were not read yet are read here (into ``rows``; one the store
         no longer returns, deleted or gone, is no candidate). A group of ``ARRAY_UNION_MIN``
         documents or more does the same with array operations
-        (:func:`neardup.online.union.union_arrays`)."""
+        (:func:`neardup.online.union.union_arrays`; ``keys``: ``lsh_rids`` flat and distinct,
+        made from them when None)."""
         if len(fps) >= ARRAY_UNION_MIN:
-            out = union_arrays(self, fps, sig, lims, hit_rids, hit_d, lsh_rids, rows, cached)
+            if keys is None:
+                keys = BandKeys.of(lsh_rids)
+            out = union_arrays(self, fps, sig, lims, hit_rids, hit_d, keys, rows, cached)
             if out is not None:
                 return out
         plan = self.lsh_plan

@@ -8,6 +8,7 @@ same order, and leave the signature cache the same (``tests/online/test_online_u
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ from .._arrays import unique_inverse, unique_sorted
 from ..fingerprint.minhash import minhash_signatures
 from ..rules.lsh import agreeing
 
-__all__ = ["ARRAY_UNION_MIN", "FILTER_BLOCK", "union_arrays"]
+__all__ = ["ARRAY_UNION_MIN", "FILTER_BLOCK", "BandKeys", "union_arrays"]
 
 #: groups of at least this many documents merge their band candidates with array operations
 ARRAY_UNION_MIN = 64
@@ -28,6 +29,38 @@ FILTER_BLOCK = 1 << 15
 _I64_MAX = np.iinfo(np.int64).max
 
 
+@dataclass(frozen=True, slots=True)
+class BandKeys:
+    """A write group's band candidates (``lsh_rids[i]``: the stored rows query ``i`` found,
+    distinct and ascending) made once for the sketch filter and the merge: ``flat``, all of
+    them in query order; ``counts``, how many each query has; ``uniq``, the distinct rows,
+    ascending; ``inv``, the position of each ``flat`` entry in ``uniq``.
+
+    >>> k = BandKeys.of([np.array([4, 9]), np.array([], np.int64), np.array([2, 4])])
+    >>> k.flat.tolist(), k.counts.tolist(), k.uniq.tolist(), k.inv.tolist()
+    ([4, 9, 2, 4], [2, 0, 2], [2, 4, 9], [1, 2, 0, 1])
+    """
+
+    flat: npt.NDArray[np.int64]
+    counts: npt.NDArray[np.int64]
+    uniq: npt.NDArray[np.int64]
+    inv: npt.NDArray[np.intp]
+
+    @classmethod
+    def of(cls, lsh_rids: list[npt.NDArray[np.int64]]) -> BandKeys:
+        counts = np.fromiter((len(a) for a in lsh_rids), np.int64, len(lsh_rids))
+        if len(lsh_rids) == 1:  # one query's rows: distinct and ascending already
+            flat = np.asarray(lsh_rids[0], np.int64)
+            return cls(flat, counts, flat, np.arange(flat.size, dtype=np.intp))
+        flat = (
+            np.concatenate(lsh_rids).astype(np.int64, copy=False)
+            if len(lsh_rids)
+            else np.zeros(0, np.int64)
+        )
+        uniq, inv = unique_inverse(flat)
+        return cls(flat, counts, uniq.astype(np.int64, copy=False), inv)
+
+
 def union_arrays(
     decider: Any,
     fps: npt.NDArray[np.uint64],
@@ -35,19 +68,18 @@ def union_arrays(
     lims: npt.NDArray[np.int64],
     hit_rids: npt.NDArray[np.int64],
     hit_d: npt.NDArray[np.int32],
-    lsh_rids: list[npt.NDArray[np.int64]],
+    keys: BandKeys,
     rows: dict[int, Any],
     cached: dict[int, int],
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]] | None:
-    """``Decider._lsh_union`` (its arguments; ``decider`` gives the plan, verifier, signature
-    cache, store and fingerprint width) by array operations: each query's SimHash hits, then
+    """``Decider._lsh_union`` (its arguments, the band candidates as :class:`BandKeys`;
+    ``decider`` gives the plan, verifier, signature cache, store and fingerprint width) by
+    array operations: each query's SimHash hits, then
     the stored rows sharing a band key with it (ascending) that are not among those hits and
     whose signatures agree. None when the (query, row) pairs cannot be packed into 64 bits
     (row ids near 2**63 / queries): the caller's loop answers then."""
     n = len(fps)
-    counts = np.fromiter((len(a) for a in lsh_rids), np.int64, n)
-    b_r = np.concatenate(lsh_rids).astype(np.int64, copy=False) if n else np.zeros(0, np.int64)
-    uniq, inv = unique_inverse(b_r)
+    counts, b_r, uniq, inv = keys.counts, keys.flat, keys.uniq, keys.inv
     top = max(int(uniq[-1]) if uniq.size else 0, int(hit_rids.max(initial=0))) + 1
     if n and top > _I64_MAX // n:
         return None

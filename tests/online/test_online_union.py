@@ -13,7 +13,7 @@ import pytest
 import neardup.online.decide as decide_mod
 from neardup.online.decide import Decider
 from neardup.online.deduplicator import Deduplicator
-from neardup.online.union import union_arrays
+from neardup.online.union import BandKeys, union_arrays
 
 _WORDS = [
     "river",
@@ -82,16 +82,17 @@ def test_array_merge_equals_the_loop_on_every_group(monkeypatch, bits: int) -> N
     seen = {"calls": 0, "band_rows": 0, "added": 0, "made": 0}
     loop = Decider._lsh_union
 
-    def spy(self, fps, sig, lims, hit_rids, hit_d, lsh_rids, rows, cached):
+    def spy(self, fps, sig, lims, hit_rids, hit_d, lsh_rids, rows, cached, keys=None):
         # the loop answers; the array merge is run on the inputs and cache as the loop found
         # them (copies) and must give the same candidates and leave the same cache
         cache, rows_before = copy.deepcopy(self.signatures), dict(rows)
         cached_before = set(cache._slot)
-        want = loop(self, fps, sig, lims, hit_rids, hit_d, lsh_rids, rows, cached)
+        want = loop(self, fps, sig, lims, hit_rids, hit_d, lsh_rids, rows, cached, keys)
         after_loop, kept = _cache_state(self), self.signatures
         self.signatures = cache
         try:
-            got = union_arrays(self, fps, sig, lims, hit_rids, hit_d, lsh_rids, rows_before, cached)
+            keys = BandKeys.of(lsh_rids)
+            got = union_arrays(self, fps, sig, lims, hit_rids, hit_d, keys, rows_before, cached)
             assert got is not None
             for g, w in zip(got, want, strict=True):
                 assert g.dtype == w.dtype and g.tolist() == w.tolist()
@@ -149,7 +150,7 @@ def test_row_ids_too_large_to_pack_fall_back_to_the_loop() -> None:
                 np.zeros(3, np.int64),
                 np.zeros(0, np.int64),
                 np.zeros(0, np.int32),
-                rids,
+                BandKeys.of(rids),
                 {},
                 {},
             )

@@ -7,10 +7,10 @@ by their reference counts. Yet CPython's default thresholds run a full collectio
 objects that survived two young collections pass a quarter of the long-lived ones, and a
 store check of 10,000 documents keeps enough alive for long enough (its rows, candidates,
 group state) to trigger several, each walking every tracked object of the process (the
-imports alone: ~130,000) while holding the GIL. A check against a 0.9 M store spent ~10 % of
-its time there (``benchmarks/bench_incremental.py --cli``; docs/dedup.md, "Incremental
-dedup"), and in the service each one was a latency spike for every request in flight
-(``benchmarks/bench_service.py``)."""
+imports alone: ~130,000) while holding the GIL. A check against a 0.8 M store spent 6-8 % of
+its time there (``benchmarks/bench_check.py --collector default`` against ``settled``;
+docs/dedup.md, "Incremental dedup"), and in the service each one was a latency spike for
+every request in flight (``benchmarks/bench_service.py``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The MinHash channel's candidates of a large write group, merged into its SimHash hits with
 array operations: :meth:`neardup.online.decide.Decider._lsh_union` for groups of
-:data:`ARRAY_UNION_MIN` documents or more (a check of 10,000 documents against a large store has
-~20 band candidates each: a Python loop over every (document, candidate) pair was a tenth of
-its time, ``benchmarks/bench_incremental.py``). A single request keeps the loop, which costs
+:data:`ARRAY_UNION_MIN` documents or more (checked against a 0.8 M store, short posts have ~20
+band candidates each, and a Python loop over every (document, candidate) pair was about a
+tenth of a check: ``benchmarks/bench_check.py``). A single request keeps the loop, which costs
 less than the NumPy calls' fixed overhead on a few pairs. Both give the same candidates, in the
 same order, and leave the signature cache the same (``tests/online/test_online_union.py``)."""
 
@@ -74,10 +74,10 @@ def union_arrays(
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]] | None:
     """``Decider._lsh_union`` (its arguments, the band candidates as :class:`BandKeys`;
     ``decider`` gives the plan, verifier, signature cache, store and fingerprint width) by
-    array operations: each query's SimHash hits, then
-    the stored rows sharing a band key with it (ascending) that are not among those hits and
-    whose signatures agree. None when the (query, row) pairs cannot be packed into 64 bits
-    (row ids near 2**63 / queries): the caller's loop answers then."""
+    array operations: each query's SimHash hits, then the stored rows sharing a band key with
+    it (ascending) that are not among those hits and whose signatures agree. None when the
+    (query, row) pairs cannot be packed into 64 bits (row ids near 2**63 / queries): the
+    caller's loop answers then."""
     n = len(fps)
     counts, b_r, uniq, inv = keys.counts, keys.flat, keys.uniq, keys.inv
     top = max(int(uniq[-1]) if uniq.size else 0, int(hit_rids.max(initial=0))) + 1

@@ -45,7 +45,28 @@ def test_main_leaves_the_callers_collector_alone() -> None:
     assert before == after == [[700, 10, 10], 0]
 
 
-def test_module_entry_point_is_the_console_script() -> None:
-    text = (ROOT / "neardup" / "__main__.py").read_text()
-    assert "run()" in text and "main()" not in text
-    assert 'neardup = "neardup.cli.main:run"' in (ROOT / "pyproject.toml").read_text()
+MODULE_PROBE = """
+import gc, json, runpy, sys
+gc.set_threshold(700, 10, 10)
+sys.argv = ["neardup", "--version"]
+try:
+    runpy.run_module("neardup", run_name="__main__")
+except SystemExit as exc:
+    rc = exc.code
+print(json.dumps([gc.get_threshold(), gc.get_freeze_count(), rc]))
+"""
+
+
+def test_python_m_neardup_runs_the_console_script() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", MODULE_PROBE],
+        capture_output=True, text=True, check=True, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    threshold, frozen, rc = json.loads(out.stdout.strip().splitlines()[-1])
+    assert rc == 0
+    assert threshold == list(LONG_RUN_THRESHOLDS) and frozen > 10_000
+
+
+def test_the_installed_command_is_the_console_script() -> None:
+    text = (ROOT / "pyproject.toml").read_text()
+    assert 'neardup = "neardup.cli.main:run"' in text

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""What a store check costs per document: an incremental run's step 1, timed apart.
+"""What a store check costs per document: an incremental run's step 1, timed apart (and, with
+``--op check_and_add``, what the writer's durable check-and-insert of a batch costs).
 
 ``neardup dedup NEW --against/--save STORE`` checks the new documents against the store in
 chunks (``neardup.incremental.stored.CHUNK`` documents a write group, read only), while the
@@ -9,13 +10,17 @@ first ``--n``) in chunks of ``--chunk``, checks one chunk to warm up (not timed)
 garbage collector as the console script does (``--collector settled``: the objects so far
 frozen, full collections rare; ``default``: Python's own settings) and then checks every chunk
 (``Deduplicator.submit_prepared("check", ...)``), timing wall and CPU time per document. A
-check changes nothing, so the runs share the store. ``--tree PATH`` (repeatable) times other
+check changes nothing, so the runs share the store; ``--op check_and_add`` decides and adds
+the chunks instead (as the service's batches of ``--chunk`` documents, acknowledged after the
+log's fsync), each run on a fresh copy of ``STORE`` in a temporary folder beside it (the copy
+is not timed), and ``duplicates`` counts those not added. ``--tree PATH`` (repeatable) times other
 checkouts in the same run, alternating, so that a busy neighbour affects all alike; the table
 shows the median and the range of ``--repeat`` runs, and the duplicates found (equal across
 trees unless a change altered decisions).
 
     python benchmarks/bench_check.py STORE --input day9.jsonl
     python benchmarks/bench_check.py STORE --input day9.jsonl --tree . --tree ../before --repeat 3
+    python benchmarks/bench_check.py STORE --input day9.jsonl --op check_and_add --chunk 1000
 
 Prints the table and writes ``benchmarks/results/bench_check.json`` (with the machine).
 """
@@ -26,9 +31,11 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +45,7 @@ _CHILD = """
 import gc, json, os, sys, time
 sys.path.insert(0, sys.argv[1])
 from neardup.online import Deduplicator
-store, src, n, chunk, collector = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+store, src, n, chunk, collector, op = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[7]
 docs = []
 with open(src, encoding="utf-8") as f:
     for line in f:
@@ -47,10 +54,11 @@ with open(src, encoding="utf-8") as f:
         r = json.loads(line)
         docs.append({"id": str(r["id"]), "text": r["text"]})
 d = Deduplicator.open(store)
+stored = len(d)
 t = time.perf_counter()
 batches = [d.prepare(docs[i : i + chunk]) for i in range(0, len(docs), chunk)]
 prepare_s = time.perf_counter() - t
-d.submit_prepared("check", d.prepare(docs[:chunk])).result()  # warm-up, not timed
+d.submit_prepared("check", d.prepare(docs[:chunk])).result()  # warm-up (read only), not timed
 del docs
 if collector == "settled":
     gc.collect()
@@ -59,10 +67,10 @@ if collector == "settled":
 t, c = time.perf_counter(), time.process_time()
 dups = 0
 for b in batches:
-    dups += sum(x.duplicate for x in d.submit_prepared("check", b).result())
+    dups += sum(x.duplicate for x in d.submit_prepared(op, b).result())
 wall, cpu = time.perf_counter() - t, time.process_time() - c
 m = sum(len(b) for b in batches)
-print(json.dumps({"documents": m, "stored": len(d), "duplicates": dups, "prepare_s": prepare_s,
+print(json.dumps({"documents": m, "stored": stored, "duplicates": dups, "prepare_s": prepare_s,
                   "wall_us_per_doc": wall / m * 1e6, "cpu_us_per_doc": cpu / m * 1e6}))
 sys.stdout.flush()
 os._exit(0)  # not closed: nothing to write
@@ -70,11 +78,16 @@ os._exit(0)  # not closed: nothing to write
 
 
 def _one(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
-    res = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(tree), str(args.store), str(args.input),
-         str(args.n), str(args.chunk), args.collector],
-        capture_output=True, text=True, check=True, timeout=3600,
-    )  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="bench-check-", dir=args.store.parent) as tmp:
+        store = args.store
+        if args.op == "check_and_add":  # a fresh copy: the run adds to it
+            store = Path(tmp) / "store"
+            shutil.copytree(args.store, store, ignore=shutil.ignore_patterns("LOCK"))
+        res = subprocess.run(
+            [sys.executable, "-c", _CHILD, str(tree), str(store), str(args.input),
+             str(args.n), str(args.chunk), args.collector, args.op],
+            capture_output=True, text=True, check=True, timeout=3600,
+        )  # fmt: skip
     out: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
     return out
 
@@ -86,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=100_000, help="documents of --input checked")
     ap.add_argument("--chunk", type=int, default=10_000, help="documents per check")
     ap.add_argument("--collector", choices=["settled", "default"], default="settled")
+    ap.add_argument("--op", choices=["check", "check_and_add"], default="check")
     ap.add_argument(
         "--tree", type=Path, action="append", help="a neardup checkout (default: this one)"
     )
@@ -140,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         "store": str(args.store),
         "input": str(args.input),
         "chunk": args.chunk,
+        "op": args.op,
         "collector": args.collector,
         "repeat": args.repeat,
         "rows": rows,

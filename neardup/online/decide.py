@@ -242,7 +242,7 @@ class Decider:
             )
             if may_add:
                 usable = np.concatenate([op.docs.usable for op in doc_ops])  # type: ignore[union-attr]
-                self._lsh_intra(fps, sig, usable, earlier)
+                self._lsh_intra(fps, sig, usable, earlier, bands)
         if may_add and not all(adds):
             earlier = {i: a for i, ps in earlier.items() if (a := [p for p in ps if adds[p[0]]])}
 
@@ -493,7 +493,7 @@ class Decider:
         earlier = self.intra_pairs(docs.fps)
         if self.lsh_plan is not None:
             assert docs.sig is not None and docs.usable is not None
-            self._lsh_intra(docs.fps, docs.sig, docs.usable, earlier)
+            self._lsh_intra(docs.fps, docs.sig, docs.usable, earlier, docs.bands)
         if not earlier:
             return {}
         none = np.zeros(0, np.int64)
@@ -972,15 +972,18 @@ class Decider:
         sig: npt.NDArray[np.uint16],
         usable: npt.NDArray[np.bool_],
         earlier: dict[int, list[tuple[int, int]]],
+        ent: npt.NDArray[np.uint64] | None = None,
     ) -> None:
         """Add the group's MinHash pairs (the batch pipeline's
-        :func:`~neardup.rules.lsh.lsh_pairs`) to ``earlier`` (later position -> [(earlier
-        position, SimHash distance)])."""
+        :func:`~neardup.rules.lsh.lsh_pairs`; from the group's compact band keys ``ent`` by
+        :func:`~neardup.rules.lsh.group_lsh_pairs` where it answers) to ``earlier`` (later
+        position -> [(earlier position, SimHash distance)])."""
         if len(fps) < 2:
             return
-        from ..rules.lsh import lsh_pairs
+        from ..rules.lsh import group_lsh_pairs, lsh_pairs
 
-        a, b = lsh_pairs(sig, usable, self.lsh_plan)
+        got = None if ent is None else group_lsh_pairs(ent, sig, usable, self.lsh_plan)
+        a, b = lsh_pairs(sig, usable, self.lsh_plan) if got is None else got
         for x, y in zip(a.tolist(), b.tolist(), strict=True):
             lst = earlier.setdefault(y, [])
             if all(j != x for j, _ in lst):

@@ -46,6 +46,7 @@ __all__ = [
     "agreeing",
     "band_budget",
     "band_caps",
+    "group_lsh_pairs",
     "lsh_pairs",
     "query_cap",
     "sketch_agreeing",
@@ -431,6 +432,94 @@ def lsh_pairs(
             }
         )
     return a, b
+
+
+#: the most (query, query) band collisions :func:`group_lsh_pairs` pairs at once; a group with
+#: more (thousands of copies of one text) goes to :func:`lsh_pairs`, band by band
+GROUP_PAIRS_MAX = 1 << 22
+#: the most rows :func:`group_lsh_pairs` takes (one band's sorted keys carry the row in 16
+#: bits): past ~8,000 :func:`lsh_pairs`' band-by-band work costs less, at 3,000 a third of it
+#: (``benchmarks/bench_group_pairs.py``)
+GROUP_ROWS_MAX = 4096
+_LOW48 = np.uint64((1 << 48) - 1)
+
+
+def group_lsh_pairs(
+    ent: npt.NDArray[np.uint64],
+    sig: npt.NDArray[np.uint16],
+    usable: npt.NDArray[np.bool_],
+    plan: LshPlan,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+    """:func:`lsh_pairs` of a small set of rows (an online write group) from their compact
+    band keys ``ent`` (n, bands; :func:`~neardup.fingerprint.minhash.band_entries`, whose keys
+    name their band), in a few array operations over all bands at once, where
+    :func:`lsh_pairs` makes a round of NumPy calls per band (~2 ms for a group of 100:
+    ``benchmarks/bench_group_pairs.py``, which also shows where it stops paying, hence
+    :data:`GROUP_ROWS_MAX`). None when the valve could act (a band's collisions over
+    its budget), for more rows than :data:`GROUP_ROWS_MAX` or more collisions than
+    :data:`GROUP_PAIRS_MAX`: the caller runs :func:`lsh_pairs` then. Otherwise the same pairs
+    (tested against it): rows sharing a compact key, whose signatures pass :func:`agreeing`
+    (``>= plan.min_agreement`` values and a whole band: a hashed compact key's chance
+    collision is no pair, as the batch never groups it)."""
+    n = ent.shape[0]
+    none = np.zeros(0, np.int64)
+    if n > GROUP_ROWS_MAX:
+        return None
+    idx = np.flatnonzero(np.asarray(usable, np.bool_))
+    u = idx.size
+    if u < 2:
+        return none, none
+    nb = ent.shape[1]
+    exact = plan.rows * 16 <= 48 and plan.bands < (1 << 16)
+    if exact:
+        # the key is the band's values below the band number: one band's keys sorted with
+        # the row in the low 16 bits (n <= GROUP_ROWS_MAX), each band on its own
+        words = (ent[idx].T & _LOW48) << np.uint64(16)
+        words |= np.arange(u, dtype=np.uint64)
+        words.sort(axis=1)
+        flat = words.reshape(-1)
+        vals = flat >> np.uint64(16)
+        row = (flat & np.uint64(0xFFFF)).astype(np.int64)
+        new = np.ones(flat.size, np.bool_)
+        new[1:] = vals[1:] != vals[:-1]
+        new[::u] = True  # a band's first key starts a bucket
+    else:  # hashed keys, the band among their bits: sorted together
+        keys = ent[idx].reshape(-1)
+        order = np.argsort(keys)
+        keys = keys[order]
+        row, col = order // nb, order % nb
+        new = np.ones(keys.size, np.bool_)
+        new[1:] = keys[1:] != keys[:-1]
+    m = new.size
+    starts = np.flatnonzero(new)
+    sizes = np.diff(np.append(starts, m))
+    multi = sizes > 1
+    st, sz = starts[multi], sizes[multi]
+    full = sz * (sz - 1) // 2
+    total = int(full.sum())
+    if total == 0:
+        return none, none
+    if total > GROUP_PAIRS_MAX:
+        return None
+    budget = band_budget(plan, u)
+    if budget is not None:  # lsh_pairs pairs a band in full only while it fits its budget
+        band = st // u if exact else col[st]
+        if (np.bincount(band, weights=full, minlength=nb) > budget).any():
+            return None
+    # each member of a bucket of two or more pairs with the members after it
+    ends = np.repeat(st + sz, sz)
+    mem = np.repeat(st, sz) + (np.arange(int(sz.sum())) - np.repeat(np.cumsum(sz) - sz, sz))
+    after = ends - mem - 1
+    a_at = np.repeat(mem, after)
+    first = np.repeat(np.cumsum(after) - after, after)
+    b_at = a_at + 1 + (np.arange(a_at.size) - first)
+    ra, rb = row[a_at], row[b_at]
+    a, b = np.minimum(ra, rb), np.maximum(ra, rb)
+    keep = a < b  # (one row's two bands may share a hashed key)
+    code = unique_sorted(a[keep] * u + b[keep])
+    a, b = idx[code // u], idx[code % u]
+    ok = agreeing(sig, a, sig, b, plan)
+    return a[ok], b[ok]
 
 
 def _valve_sample(

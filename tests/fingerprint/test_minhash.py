@@ -430,3 +430,74 @@ def test_the_sketch_filter_equals_its_numpy_twin_and_never_drops_an_agreeing_pai
     assert not (exact & ~got).any()
     if values <= 16:  # the low bits are the values: the sketch filter is the filter
         assert got.tolist() == exact.tolist()
+
+
+def _group(rng: np.random.Generator, n: int) -> list[str]:
+    """A write group's texts: fresh ones, edited copies and exact copies of them, and some
+    without tokens."""
+    base = _corpus(rng, max(1, n // 3), int(rng.integers(6, 25)))
+    out = list(base)
+    while len(out) < n:
+        r = rng.random()
+        if r < 0.1:
+            out.append("")
+        elif r < 0.3:
+            out.append(out[int(rng.integers(0, len(out)))])
+        else:
+            out.append(_edited(rng, base[int(rng.integers(0, len(base)))], int(rng.integers(1, 4))))
+    return out[:n]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 10**6),
+    n=st.integers(0, 60),
+    plan_args=st.sampled_from(
+        [{}, {"bands": 12, "rows": 2}, {"bands": 10, "rows": 5}, {"band_pairs_per_doc": 1}]
+    ),
+)
+def test_group_pairs_equal_lsh_pairs(seed: int, n: int, plan_args: dict) -> None:
+    """The write group's pairs from its compact band keys, all bands at once, are lsh_pairs'
+    (the default plan's exact keys, a loose plan's, and a plan whose keys are hashed), and
+    exactly where lsh_pairs' valve acts (a tight budget) the group's path leaves it to it."""
+    from neardup.fingerprint.minhash import band_entries
+    from neardup.rules.lsh import group_lsh_pairs
+
+    rng = np.random.default_rng(seed)
+    texts = _group(rng, n)
+    plan = plan_lsh(**plan_args)
+    sig, tok = minhash_signatures(Verifier(), texts, plan.hashes)
+    usable = tok > 0
+    got = group_lsh_pairs(band_entries(sig, usable, plan), sig, usable, plan)
+    info: dict = {}
+    a, b = lsh_pairs(sig, usable, plan, info)
+    if info.get("valve_bands", 0):  # a band over its budget: left to lsh_pairs' valve
+        assert got is None
+    else:
+        assert got is not None
+        assert np.array_equal(got[0], a) and np.array_equal(got[1], b)
+
+
+def test_group_pairs_leave_the_valve_and_floods_to_lsh_pairs(monkeypatch) -> None:
+    from neardup.fingerprint.minhash import band_entries
+    from neardup.rules import lsh
+
+    rng = np.random.default_rng(11)
+    t = _corpus(rng, 1, 40)[0]
+    texts = [_edited(rng, t, 1) for _ in range(30)] + _corpus(rng, 20)
+    sig, tok = minhash_signatures(Verifier(), texts, plan_lsh().hashes)
+    usable = tok > 0
+    # a band over its budget: lsh_pairs' valve thins it, so the group's path answers None
+    tight = plan_lsh(bucket_cap=4, band_pairs_per_doc=2)
+    assert lsh.group_lsh_pairs(band_entries(sig, usable, tight), sig, usable, tight) is None
+    plan = plan_lsh()
+    ent = band_entries(sig, usable, plan)
+    got = lsh.group_lsh_pairs(ent, sig, usable, plan)
+    a, b = lsh.lsh_pairs(sig, usable, plan)
+    assert got is not None and got[0].size > 100
+    assert np.array_equal(got[0], a) and np.array_equal(got[1], b)
+    with monkeypatch.context() as m:
+        m.setattr(lsh, "GROUP_PAIRS_MAX", 1000)  # more collisions than it pairs at once
+        assert lsh.group_lsh_pairs(ent, sig, usable, plan) is None
+    monkeypatch.setattr(lsh, "GROUP_ROWS_MAX", len(texts) - 1)  # more rows than it takes
+    assert lsh.group_lsh_pairs(ent, sig, usable, plan) is None

@@ -13,10 +13,13 @@ would read the package's sources for its cache stamp when ``_jit`` is imported.)
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
+import numpy as np
 from numba.typed import List
 
+from ._arrays import read_only
 from ._jit import kernel
 
 __all__ = ["typed_list", "typed_list_append", "typed_list_like"]
@@ -37,11 +40,17 @@ def typed_list_append(lst: Any, item: Any) -> None:  # pragma: no cover (numba)
     lst.append(item)
 
 
-def typed_list(items: Any, proto: Any) -> Any:
-    """A ``numba.typed.List`` of ``items``, each of the numba type of ``proto`` (e.g. a
-    read-only C-contiguous 1-D array of one dtype: :func:`neardup._arrays.read_only`), made by
-    cached kernels: typed like ``proto`` even when ``items`` is empty."""
-    out = typed_list_like(proto)
+def typed_list(items: Any, dtype: Any) -> Any:
+    """A ``numba.typed.List`` of ``items``, read-only C-contiguous 1-D arrays of ``dtype``
+    (:func:`neardup._arrays.read_only`), made by cached kernels: typed so even when ``items``
+    is empty."""
+    out = typed_list_like(_proto(np.dtype(dtype)))
     for item in items:
         typed_list_append(out, item)
     return out
+
+
+@functools.cache
+def _proto(dtype: np.dtype[Any]) -> Any:
+    """An empty read-only array of ``dtype``: the item type of :func:`typed_list`'s lists."""
+    return read_only(np.zeros(0, dtype))

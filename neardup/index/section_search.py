@@ -326,8 +326,6 @@ _NO_DIRS = np.zeros(0, np.uint32)
 _NO_DIRS.flags.writeable = False
 _NO_IDS = np.zeros(0, np.int64)
 _NO_IDS.flags.writeable = False
-_NO_U64 = read_only(np.zeros(0, np.uint64))
-_NO_U8 = read_only(np.zeros(0, np.uint8))
 
 
 class SectionGroup:
@@ -347,15 +345,15 @@ class SectionGroup:
         # (typed lists made by cached kernels: numba.typed.List's own methods compile in every
         # process, see neardup._typed.typed_list)
         self._offsets = typed_list(
-            [read_only(s.offsets, np.uint64) for s in self.sections], _NO_U64
+            [read_only(s.offsets, np.uint64) for s in self.sections], np.uint64
         )
-        self._dirs = typed_list([x[1] for x in layout], _NO_DIRS)
-        self._kbytes = typed_list([x[2] for x in layout], _NO_U8)
-        self._rbytes = typed_list([x[4] for x in layout], _NO_U8)
+        self._dirs = typed_list([x[1] for x in layout], np.uint32)
+        self._kbytes = typed_list([x[2] for x in layout], np.uint8)
+        self._rbytes = typed_list([x[4] for x in layout], np.uint8)
         # (an empty map: the rows are offsets from the section's base)
         self._rowids = typed_list(
             [_NO_IDS if s.rowids is None else read_only(s.rowids, np.int64) for s in self.sections],
-            _NO_IDS,
+            np.int64,
         )
         self._bases = np.array(
             [int(getattr(s, "base", 0)) if s.rowids is None else 0 for s in self.sections],

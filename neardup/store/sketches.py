@@ -28,12 +28,6 @@ __all__ = ["SegmentSketches", "SketchTable", "Sketches"]
 Sketches = tuple[npt.NDArray[np.bool_], npt.NDArray[np.uint8]]
 
 
-# the item types of SegmentSketches' typed lists (read-only, C-contiguous, 1-D)
-_NO_I64 = read_only(np.zeros(0, np.int64))
-_NO_BOOL = read_only(np.zeros(0, np.bool_))
-_NO_U8 = read_only(np.zeros(0, np.uint8))
-
-
 class SketchTable:
     """Sketches of ``width`` bytes by row id, for the rows of one memtable (row ids grow as rows
     are added: a slot per row id from the first one put; a row id below it is not kept).
@@ -122,9 +116,9 @@ class SegmentSketches:
         # (typed lists made by cached kernels: numba.typed.List's own methods compile in every
         # process, see neardup._typed.typed_list)
         segs = self.segments
-        self._rowids = typed_list([read_only(s.rowids, np.int64) for s in segs], _NO_I64)
-        self._present = typed_list([read_only(s.sketch_present, np.bool_) for s in segs], _NO_BOOL)
-        self._sk = typed_list([read_only(s.sketches, np.uint8).reshape(-1) for s in segs], _NO_U8)
+        self._rowids = typed_list([read_only(s.rowids, np.int64) for s in segs], np.int64)
+        self._present = typed_list([read_only(s.sketch_present, np.bool_) for s in segs], np.bool_)
+        self._sk = typed_list([read_only(s.sketches, np.uint8).reshape(-1) for s in segs], np.uint8)
         self._lo = np.array([int(s.rowids[0]) for s in self.segments], np.int64)
         self._hi = np.array([int(s.rowids[-1]) for s in self.segments], np.int64)
 

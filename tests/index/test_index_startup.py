@@ -3,7 +3,7 @@
 numba never caches ``numba.typed.List``'s own Python-side methods (``empty_list``, ``append``,
 ``len``), so calling them compiled them again in every new process: seconds of a ``neardup
 serve`` restart spent in ``IndexSet.__init__``. The set's typed lists are made and filled by
-cached kernels instead (``neardup.index._kernels.typed_list_like`` / ``typed_list_append``).
+cached kernels instead (``neardup._typed.typed_list_like`` / ``typed_list_append``).
 This test warms the kernel cache in the test process, then builds the same sets in a fresh
 process and counts numba's ``numba:compile`` events (fired for real compiles, not cache
 loads) while the sets are built and searched.

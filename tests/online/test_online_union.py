@@ -9,48 +9,12 @@ import random
 
 import numpy as np
 import pytest
+from test_online_lsh import _WORDS
 
 import neardup.online.decide as decide_mod
 from neardup.online.decide import Decider
 from neardup.online.deduplicator import Deduplicator
 from neardup.online.union import BandKeys, union_arrays
-
-_WORDS = [
-    "river",
-    "stone",
-    "cloud",
-    "amber",
-    "window",
-    "garden",
-    "silver",
-    "market",
-    "engine",
-    "forest",
-    "paper",
-    "candle",
-    "harbor",
-    "valley",
-    "mirror",
-    "thunder",
-    "orange",
-    "pocket",
-    "castle",
-    "bridge",
-    "shadow",
-    "ticket",
-    "planet",
-    "muscle",
-    "rabbit",
-    "violin",
-    "meadow",
-    "canvas",
-    "kettle",
-    "lantern",
-    "anchor",
-    "basket",
-    "feather",
-    "island",
-]
 
 
 def _texts(seed: int, n: int, like: list[str] | None = None) -> list[str]:

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -50,6 +48,8 @@ def _time(fn: Any, repeat: int) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from bench_dedup import machine  # the machine every benchmark's JSON records
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="2,5,10,100,1000,4000")
     ap.add_argument("--repeat", type=int, default=20)
@@ -94,12 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         "plan": plan.to_dict(),
         "repeat": args.repeat,
         "rows": rows,
-        "machine": {
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "load_average": os.getloadavg(),
-        },
+        "machine": machine(load_average=True),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -69,6 +67,8 @@ def _one(tree: Path, store: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from bench_dedup import machine  # the machine every benchmark's JSON records
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("store", type=Path, help="an existing store's data directory")
     ap.add_argument(
@@ -114,12 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         "store": str(args.store),
         "repeat": args.repeat,
         "rows": rows,
-        "machine": {
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "load_average": os.getloadavg(),
-        },
+        "machine": machine(load_average=True),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")

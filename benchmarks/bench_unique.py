@@ -19,8 +19,6 @@ which is faster: both are single-threaded.)
 from __future__ import annotations
 
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -43,6 +41,8 @@ def best_of(fn, reps: int = 3) -> float:  # type: ignore[no-untyped-def]
 
 
 def main() -> None:
+    from bench_dedup import machine  # the machine every benchmark's JSON records
+
     rng = np.random.default_rng(0)
     cases = {
         "sorted positions, 1 M int64": np.arange(1_000_000, dtype=np.int64),
@@ -99,12 +99,7 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     doc = {
         "numpy": np.__version__,
-        "machine": {
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "load_average": os.getloadavg(),
-        },
+        "machine": machine(load_average=True),
         "rows": rows,
         "inverse_rows": inv_rows,
         "pair_rows": pair_rows,

@@ -10,7 +10,9 @@ One run per size (``--n``, or ``--sizes`` for the growth curve, all in one JSON)
    speed is reported;
 2. **seed** a store with it, in a child process: through the store's bulk path where this
    neardup has one (``Deduplicator.load``), else through ``check_and_add`` in batches of
-   ``--seed-batch`` in arrival order (``--seed-path``; the JSON says which ran). The store is an
+   ``--seed-batch`` in arrival order (``--seed-path``; the JSON says which ran); ``--seed-path
+   as-is`` loads every document and decides nothing (a window restored from an export that was
+   deduplicated upstream: the planted copies are stored beside their sources). The store is an
    ``lsh`` store with hourly partitions (``--partition-hours``) and a retention of the window
    plus ``--margin-hours``, so that nothing leaves the window while it is measured; times span
    ``--hours`` (1 M documents an hour at 48 M, scaled with ``--n``). Reported: time, documents/s,
@@ -576,6 +578,9 @@ def targets(res: dict[str, Any]) -> dict[str, Any]:
         v = vals[k]
         met = None if v is None else (v >= target if op == ">=" else v <= target)
         out[k] = {"value": v, "target": _target_text(k), "met": met}
+    if res["seed"]["path"] == "as-is":  # the target is a keep-first seed's: this one decided nothing
+        out["seed_docs_per_s"]["met"] = None
+        out["seed_docs_per_s"]["note"] = "as-is load (nothing decided): not the keep-first seed the target is for"
     return out
 
 
@@ -684,7 +689,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--margin-hours", type=float, default=6.0, help="retention beyond --hours, so nothing leaves the window during the run")  # fmt: skip
     p.add_argument("--gen-workers", type=int, default=cpu_count(), help="processes generating the corpus")  # fmt: skip
     p.add_argument("--chunk", type=int, default=100_000, help="documents per corpus chunk file")
-    p.add_argument("--seed-path", choices=["auto", "load", "check_and_add"], default="auto", help="auto: the bulk path (Deduplicator.load) where present, else check_and_add")  # fmt: skip
+    p.add_argument("--seed-path", choices=["auto", "load", "check_and_add", "as-is"], default="auto", help="auto: the keep-first bulk path (dedup_into, then Deduplicator.load) where present, else check_and_add; as-is: every document loaded, nothing decided (the planted copies stored too)")  # fmt: skip
     p.add_argument("--seed-batch", type=int, default=1000, help="documents per check_and_add while seeding")  # fmt: skip
     p.add_argument("--seed-inflight", type=int, default=2, help="check_and_add batches submitted ahead while seeding (in order)")  # fmt: skip
     p.add_argument("--probes", type=int, default=0, help="probes checked for recall and precision (0: n / 50, between 200 and 20,000)")  # fmt: skip

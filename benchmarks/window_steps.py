@@ -59,7 +59,23 @@ def seed_child(job: dict[str, Any]) -> dict[str, Any]:
     c0 = time.process_time()
     t0 = time.perf_counter()
     chunks = job["chunks"]
-    if path == "load":
+    if path == "as-is":
+        if not callable(loader):
+            raise SystemExit("this neardup has no bulk-load API (Deduplicator.load)")
+        # every document stored as it is (Deduplicator.load), nothing decided: a window
+        # restored from an export already deduplicated upstream. The planted copies are
+        # stored beside their sources, so the window holds every document of the stream
+        rates, loaded = [], 0
+        for ch in chunks:
+            tc = time.perf_counter()
+            lines = [orjson.loads(x) for x in wc.read_chunk(ch["path"]) if x]
+            loaded += d.load(lines)
+            rates.append(round(len(lines) / (time.perf_counter() - tc)))
+            log(f"  loaded {ch['hi']:,}/{spec.n:,} ({rates[-1]:,} docs/s; {len(d):,} in the window)")  # fmt: skip
+        out["docs_per_s_by_chunk"] = rates
+        out["load_result"] = loaded
+        out["decisions"] = None
+    elif path == "load":
         if not callable(loader):
             raise SystemExit("this neardup has no bulk-load API (Deduplicator.load)")
         # the bulk path: each chunk decided against the window and among itself as keep-first

@@ -578,9 +578,10 @@ def targets(res: dict[str, Any]) -> dict[str, Any]:
         v = vals[k]
         met = None if v is None else (v >= target if op == ">=" else v <= target)
         out[k] = {"value": v, "target": _target_text(k), "met": met}
-    if res["seed"]["path"] == "as-is":  # the target is a keep-first seed's: this one decided nothing
+    # the seeding target is a keep-first seed's: an as-is load decided nothing
+    if res["seed"]["path"] == "as-is":
         out["seed_docs_per_s"]["met"] = None
-        out["seed_docs_per_s"]["note"] = "as-is load (nothing decided): not the keep-first seed the target is for"
+        out["seed_docs_per_s"]["note"] = "as-is load: nothing decided, not a keep-first seed"
     return out
 
 

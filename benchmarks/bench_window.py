@@ -266,7 +266,8 @@ def measure_server(args: argparse.Namespace, run: dict[str, Any], root: Path, ns
     import httpx
 
     r: dict[str, Any] = {}
-    srv = ServerProcess(root, args=["--log-level", "info", "--max-batch", str(max(10_000, args.batch))])  # fmt: skip
+    srv_args = ["--log-level", "info", "--max-batch", str(max(10_000, args.batch))]
+    srv = ServerProcess(root, args=srv_args + ([] if args.verify_meta else ["--no-verify-meta"]))
     sampler = Sampler()
     sampler.start()
     try:
@@ -432,6 +433,8 @@ def run_size(args: argparse.Namespace, n: int, data: Path, store_bpd: float) -> 
         "spec": spec.to_dict(),
     }
     need = disk_need(args, n, store_bpd, reused)
+    if args.reuse_store and (data / "server" / "namespaces" / "default" / "MANIFEST.json").exists():
+        need["total"] -= 1.1 * need["store"]  # the store is there already
     free = free_bytes(data)
     res["disk_check"] = {"free_bytes": free, "need_bytes": need}
     if free < need["total"]:
@@ -446,9 +449,10 @@ def run_size(args: argparse.Namespace, n: int, data: Path, store_bpd: float) -> 
     data.mkdir(parents=True, exist_ok=True)
     root = data / "server"
     ns = root / "namespaces" / "default"
-    if ns.exists():
+    reuse = args.reuse_store and (ns / "MANIFEST.json").exists()
+    if ns.exists() and not reuse:
         shutil.rmtree(ns)
-    ns.mkdir(parents=True)
+    ns.mkdir(parents=True, exist_ok=True)
 
     log(f"== {n:,} documents: generating the window into {corpus_dir} ...")
     res["corpus"] = wc.generate(spec, corpus_dir, chunk=args.chunk, workers=args.gen_workers)
@@ -466,6 +470,11 @@ def run_size(args: argparse.Namespace, n: int, data: Path, store_bpd: float) -> 
     pr = wc.probes(spec, m)
     res["probes_generated_s"] = time.perf_counter() - t
 
+    if reuse:  # phases 3-4 on the store an earlier run built (its build figures are that run's)
+        log(f"reusing the window already built in {ns} (not seeded again)")
+        res["seed"] = {"path": "reused", "seconds": None, "docs_per_s": None}
+        res["disk_after_seed"] = disk_by_kind(ns)
+        return measure_and_drop(args, res, root, ns, pr, loads, spec, retention, ps, n, thr_docs, lat_docs, m)  # fmt: skip
     log(f"seeding ({args.seed_path}) ...")
     la0 = proc_loadavg()
     seed = child(
@@ -489,6 +498,11 @@ def run_size(args: argparse.Namespace, n: int, data: Path, store_bpd: float) -> 
     res["disk_after_seed"] = disk_by_kind(ns)
     log(f"  path {seed['path']}: built in {seed['seconds']:.0f} s, {seed['docs_per_s']:,.0f} docs/s, {seed['cpu_ms_per_doc']:.3f} ms CPU each, {seed['documents']:,} in the window")  # fmt: skip
 
+    return measure_and_drop(args, res, root, ns, pr, loads, spec, retention, ps, n, thr_docs, lat_docs, m)  # fmt: skip
+
+
+def measure_and_drop(args: argparse.Namespace, res: dict[str, Any], root: Path, ns: Path, pr: wc.Probes, loads: dict[str, Path], spec: wc.WindowSpec, retention: float, ps: int, n: int, thr_docs: int, lat_docs: int, m: int) -> dict[str, Any]:  # fmt: skip
+    """Steps 3-4 on the built store."""
     res["server"] = measure_server(args, res, root, ns, pr, loads)
 
     log("retention drops (in process, a moved clock) ...")
@@ -498,6 +512,7 @@ def run_size(args: argparse.Namespace, n: int, data: Path, store_bpd: float) -> 
             "spec": spec.to_dict(), "ns": str(ns), "retention_s": retention,
             "partition_seconds": ps, "hours": args.drop_hours, "rate": args.drop_check_rate,
             "check_from": n + thr_docs + lat_docs, "probes": m, "settle_s": args.drop_settle,
+            "open_options": {} if args.verify_meta else {"verify_meta": False},
         },
         timeout=48 * 3600,
     )  # fmt: skip
@@ -707,6 +722,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-cpu-probe", action="store_true", help="skip the 1 s fingerprint-speed probe before and after the load phases")  # fmt: skip
     p.add_argument("--drop-check-rate", type=float, default=100.0, help="single checks per second during the drops")  # fmt: skip
     p.add_argument("--store-bytes-per-doc", type=float, default=1_400.0, help="store size estimate for the disk check (a later size uses the last measured figure)")  # fmt: skip
+    p.add_argument("--reuse-store", action="store_true", help="with --data of an earlier run kept (--keep): measure its window again, not seeded again (its build figures are that run's)")  # fmt: skip
+    p.add_argument("--no-verify-meta", dest="verify_meta", action="store_false", help="open the store without SQLite's quick_check (neardup serve --no-verify-meta): at 50 M it reads a 23 GB database for minutes")  # fmt: skip
     p.add_argument("--out", type=Path, default=None)
     a = p.parse_args(argv)
     try:

@@ -235,7 +235,7 @@ def drop_child(job: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"parts": store_parts(ns)}
     now = [time.time()]
     t0 = time.perf_counter()
-    d = Deduplicator.open(ns, clock=lambda: now[0])
+    d = Deduplicator.open(ns, clock=lambda: now[0], **job.get("open_options", {}))
     out["open_s"] = time.perf_counter() - t0
     band = sketch = None
     with contextlib.suppress(ImportError, AttributeError, TypeError):  # the segment files' sections

@@ -121,6 +121,13 @@ def serve(
         "--repair",
         help="Open a store whose log is damaged mid-way by truncating it at the damage (loses what follows).",
     ),
+    verify_meta: bool = typer.Option(
+        True,
+        "--verify-meta/--no-verify-meta",
+        help="Run SQLite's quick_check of each namespace's metadata database on open (reads "
+        "all of it: minutes once it outgrows the page cache); off: neardup store verify "
+        "checks it offline.",
+    ),
     max_connections: int | None = typer.Option(
         None,
         "--max-connections",
@@ -172,6 +179,7 @@ def serve(
         allow_retention_change=allow_retention_change,
         compress_tables=compress_tables,
         repair=repair,
+        verify_meta=verify_meta,
     )
     dedup = DedupSettings(
         max_distance=max_distance,

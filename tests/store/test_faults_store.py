@@ -552,3 +552,33 @@ def test_decision_fingerprint_int_and_hex_agree_with_the_http_shape() -> None:
     assert r.fingerprint_hex == format(r.fingerprint, "x")
     assert r.to_dict()["fingerprint"] == r.fingerprint_hex
     assert int(r.fingerprint_hex, 16) == r.fingerprint
+
+
+def test_serve_no_verify_meta_opens_a_damaged_database_that_the_default_refuses(
+    tmp_path: Path,
+) -> None:
+    """``neardup serve --no-verify-meta`` (StoreSettings.verify_meta=False) skips the open's
+    ``PRAGMA quick_check``, which reads the whole metadata database; the default refuses the
+    same damaged database before serving. Real server processes."""
+    from neardup.errors import ServiceUnavailableError
+    from neardup.service.testing import ServerProcess
+
+    ns = tmp_path / "data" / "namespaces" / "default"
+    with Deduplicator.open(ns, candidates="simhash", verify=False) as d:
+        d.add(_big_docs(1500))
+    _corrupt_middle_page(ns / "meta.sqlite3")
+    refused = ServerProcess(tmp_path / "data", args=["--candidates", "simhash", "--no-verify"])
+    with pytest.raises(ServiceUnavailableError):
+        refused.start(timeout=60)
+    assert "meta.sqlite3" in refused.last_stderr and "--repair" in refused.last_stderr
+    srv = ServerProcess(
+        tmp_path / "data", args=["--candidates", "simhash", "--no-verify", "--no-verify-meta"]
+    )
+    srv.start(timeout=60)
+    try:
+        import httpx
+
+        r = httpx.post(f"{srv.url}/v1/check", json={"id": "q", "text": "w1 w2 w3"}, timeout=30)
+        assert r.status_code == 200
+    finally:
+        srv.stop()

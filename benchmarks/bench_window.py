@@ -414,7 +414,7 @@ def run_size(args: argparse.Namespace, n: int, data: Path, store_bpd: float) -> 
     reused = False
     if manifest.exists():
         old = json.loads(manifest.read_text()).get("spec", {})
-        if old.get("t0", 0) <= t0 and old == spec.to_dict() | {"t0": old.get("t0")}:
+        if old.get("t0", 0) <= t0 and old == wc.as_json(spec.to_dict()) | {"t0": old.get("t0")}:
             spec, reused = wc.WindowSpec.from_dict(old), True
     lag = t0 - spec.t0
     retention = args.hours * 3600 + lag + args.margin_hours * 3600
@@ -454,8 +454,13 @@ def run_size(args: argparse.Namespace, n: int, data: Path, store_bpd: float) -> 
         shutil.rmtree(ns)
     ns.mkdir(parents=True, exist_ok=True)
 
-    log(f"== {n:,} documents: generating the window into {corpus_dir} ...")
-    res["corpus"] = wc.generate(spec, corpus_dir, chunk=args.chunk, workers=args.gen_workers)
+    if reuse:  # its corpus is not read again: the spec (its times) and figures of the build's
+        if not reused:
+            raise SystemExit(f"--reuse-store: {manifest} does not hold this window's spec")
+        res["corpus"] = {**json.loads(manifest.read_text()), "reused": True}
+    else:
+        log(f"== {n:,} documents: generating the window into {corpus_dir} ...")
+        res["corpus"] = wc.generate(spec, corpus_dir, chunk=args.chunk, workers=args.gen_workers)
     g = res["corpus"]["generation"]
     log(f"  {'reused' if res['corpus'].get('reused') else 'generated'}: {g['docs_per_s'] or 0:,.0f} docs/s with {g['workers']} workers, {res['corpus']['text_bytes'] / n:.0f} text bytes per document")  # fmt: skip
     thr_docs = int(args.duration * args.prepare_rate) + args.batch * args.connections
@@ -722,7 +727,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-cpu-probe", action="store_true", help="skip the 1 s fingerprint-speed probe before and after the load phases")  # fmt: skip
     p.add_argument("--drop-check-rate", type=float, default=100.0, help="single checks per second during the drops")  # fmt: skip
     p.add_argument("--store-bytes-per-doc", type=float, default=1_400.0, help="store size estimate for the disk check (a later size uses the last measured figure)")  # fmt: skip
-    p.add_argument("--reuse-store", action="store_true", help="with --data of an earlier run kept (--keep): measure its window again, not seeded again (its build figures are that run's)")  # fmt: skip
+    p.add_argument("--reuse-store", action="store_true", help="with --data of an earlier run kept (--keep): measure its window again, not seeded again (its build figures are that run's). A run that got through its measurements added its load phases' documents and dropped its first --drop-hours: reuse the store of a run stopped before them")  # fmt: skip
     p.add_argument("--no-verify-meta", dest="verify_meta", action="store_false", help="open the store without SQLite's quick_check (neardup serve --no-verify-meta): at 50 M it reads a 23 GB database for minutes")  # fmt: skip
     p.add_argument("--out", type=Path, default=None)
     a = p.parse_args(argv)

@@ -783,6 +783,12 @@ def _write_chunk_job(job: tuple[dict[str, Any], int, int, str]) -> dict[str, Any
     return write_chunk(WindowSpec.from_dict(d), lo, hi, path)
 
 
+def as_json(value: Any) -> Any:
+    """``value`` as it reads back from JSON (tuples become lists): a spec compared with a
+    manifest's."""
+    return json.loads(json.dumps(value))
+
+
 def generate(spec: WindowSpec, out: Path, *, chunk: int = 250_000, workers: int = 1) -> dict[str, Any]:  # fmt: skip
     """Write the window as ``out/window-NNNNN.jsonl.zst`` chunks, ``workers`` processes at a
     time, and ``out/corpus.json`` (the spec, the chunks, what they hold, how fast). A folder
@@ -791,7 +797,7 @@ def generate(spec: WindowSpec, out: Path, *, chunk: int = 250_000, workers: int 
     manifest = out / "corpus.json"
     if manifest.exists():
         old = json.loads(manifest.read_text())
-        if old.get("spec") == spec.to_dict() and all(
+        if old.get("spec") == as_json(spec.to_dict()) and all(
             Path(c["path"]).exists() for c in old["chunks"]
         ):
             return {**old, "reused": True}

@@ -59,43 +59,42 @@ def seed_child(job: dict[str, Any]) -> dict[str, Any]:
     c0 = time.process_time()
     t0 = time.perf_counter()
     chunks = job["chunks"]
-    if path == "as-is":
+    if path in ("as-is", "load"):
         if not callable(loader):
             raise SystemExit("this neardup has no bulk-load API (Deduplicator.load)")
-        # every document stored as it is (Deduplicator.load), nothing decided: a window
-        # restored from an export already deduplicated upstream. The planted copies are
-        # stored beside their sources, so the window holds every document of the stream
-        rates, loaded = [], 0
-        for ch in chunks:
-            tc = time.perf_counter()
-            lines = [orjson.loads(x) for x in wc.read_chunk(ch["path"]) if x]
-            loaded += d.load(lines)
-            rates.append(round(len(lines) / (time.perf_counter() - tc)))
-            log(f"  loaded {ch['hi']:,}/{spec.n:,} ({rates[-1]:,} docs/s; {len(d):,} in the window)")  # fmt: skip
-        out["docs_per_s_by_chunk"] = rates
-        out["load_result"] = loaded
-        out["decisions"] = None
-    elif path == "load":
-        if not callable(loader):
-            raise SystemExit("this neardup has no bulk-load API (Deduplicator.load)")
-        # the bulk path: each chunk decided against the window and among itself as keep-first
-        # inserts in that order would (neardup.incremental.dedup_into), the kept documents
-        # loaded straight into segments (Deduplicator.load)
-        from neardup.incremental import dedup_into
+        if path == "as-is":
+            # every document stored as it is (Deduplicator.load), nothing decided: a window
+            # restored from an export already deduplicated upstream. The planted copies are
+            # stored beside their sources, so the window holds every document of the stream
+            verb = "loaded"
+
+            def put(lines: list[dict[str, Any]]) -> int:
+                return int(d.load(lines))
+
+        else:
+            # the bulk path: each chunk decided against the window and among itself as
+            # keep-first inserts in that order would (neardup.incremental.dedup_into), the kept
+            # documents loaded straight into segments (Deduplicator.load)
+            from neardup.incremental import dedup_into
+
+            verb = "seeded"
+
+            def put(lines: list[dict[str, Any]]) -> int:
+                into = dedup_into(
+                    d,
+                    [x["id"] for x in lines],
+                    [x["text"] for x in lines],
+                    times=[x["time"] for x in lines],
+                )
+                return int(into.keep.sum())
 
         rates, loaded = [], 0
         for ch in chunks:
             tc = time.perf_counter()
             lines = [orjson.loads(x) for x in wc.read_chunk(ch["path"]) if x]
-            into = dedup_into(
-                d,
-                [x["id"] for x in lines],
-                [x["text"] for x in lines],
-                times=[x["time"] for x in lines],
-            )
-            loaded += int(into.keep.sum())
+            loaded += put(lines)
             rates.append(round(len(lines) / (time.perf_counter() - tc)))
-            log(f"  seeded {ch['hi']:,}/{spec.n:,} ({rates[-1]:,} docs/s; {len(d):,} in the window)")  # fmt: skip
+            log(f"  {verb} {ch['hi']:,}/{spec.n:,} ({rates[-1]:,} docs/s; {len(d):,} in the window)")  # fmt: skip
         out["docs_per_s_by_chunk"] = rates
         out["load_result"] = loaded
         out["decisions"] = None

@@ -661,6 +661,14 @@ def machine(load_average: bool = False) -> dict:
     return out
 
 
+def write_results(path: Path, out: dict) -> None:
+    """Write a benchmark's JSON ``out`` to ``path`` (its folder made), and say where."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {path}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=200000)

@@ -18,7 +18,6 @@ Prints the table and writes ``benchmarks/results/bench_group_pairs.json`` (with 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -48,7 +47,8 @@ def _time(fn: Any, repeat: int) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench_dedup import machine  # the machine every benchmark's JSON records
+    # the machine every benchmark's JSON records, and how it is written
+    from bench_dedup import machine, write_results
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="2,5,10,100,1000,4000")
@@ -96,9 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
         "machine": machine(load_average=True),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_results(args.out, out)
     return 0
 
 

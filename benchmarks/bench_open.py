@@ -67,7 +67,8 @@ def _one(tree: Path, store: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench_dedup import machine  # the machine every benchmark's JSON records
+    # the machine every benchmark's JSON records, and how it is written
+    from bench_dedup import machine, write_results
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("store", type=Path, help="an existing store's data directory")
@@ -116,9 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
         "machine": machine(load_average=True),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_results(args.out, out)
     return 0
 
 

@@ -35,7 +35,6 @@ comes from the misses overlapping, which any out-of-order core does.)
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -185,6 +184,8 @@ def batches(
 
 
 def main() -> None:
+    from bench_dedup import write_results
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--segments", type=int, default=11)
     ap.add_argument("--rows", type=int, default=90_000, help="rows a segment")
@@ -276,9 +277,7 @@ def main() -> None:
         "best": best,
         "batches": batch_rows,
     }
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {a.out}")
+    write_results(a.out, out)
 
 
 if __name__ == "__main__":

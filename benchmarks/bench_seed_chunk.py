@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import resource
 import shutil
 import sys
@@ -32,7 +31,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import orjson  # noqa: E402
 import window_corpus as wc  # noqa: E402
-from bench_dedup import machine  # noqa: E402
+from bench_dedup import machine, write_results  # noqa: E402
 from bench_service import code_version  # noqa: E402
 
 
@@ -90,8 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         "params": vars(args),
         "rows": rows,
     }
-    Path(args.out).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}")
+    write_results(args.out, out)
     return 0
 
 

@@ -645,7 +645,7 @@ def _read_text_file(r: _Reader, src: Source) -> None:
 
 
 def read_corpus(
-    inputs: Sequence[str | os.PathLike[str] | InputFile],
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str] | InputFile],
     *,
     fmt: str | None = None,
     text_field: str = "text",
@@ -659,8 +659,8 @@ def read_corpus(
 
     Parameters
     ----------
-    inputs : sequence of str (or :class:`~neardup.io.plan.InputFile`)
-        Paths, folders, globs (``data/*.jsonl.gz``) and URLs (``s3://b/p/*.parquet``); ``-``
+    inputs : str, or a sequence of str (or :class:`~neardup.io.plan.InputFile`)
+        One path, or several: paths, folders, globs (``data/*.jsonl.gz``) and URLs (``s3://b/p/*.parquet``); ``-``
         is stdin (read as ``fmt``, default jsonl). Compressed inputs (``.gz``, ``.zst``,
         ``.bz2``, ``.xz``) are decompressed. Which files they name and the format of each:
         :func:`~neardup.io.plan.plan_inputs` (a folder: each file by its own name, one kind per

@@ -183,11 +183,15 @@ def _folder_files(folder: str, fmt: str | None) -> list[InputFile]:
 
 
 def plan_inputs(
-    inputs: Sequence[str | os.PathLike[str] | InputFile], fmt: str | None = None
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str] | InputFile],
+    fmt: str | None = None,
 ) -> list[InputFile]:
     """The files ``inputs`` name, in order, each with the format it is read as (see the module
     docstring). ``fmt`` (``--input-format``) applies to every file, folders' included.
-    Already planned :class:`InputFile` entries are kept as they are."""
+    Already planned :class:`InputFile` entries are kept as they are. One path may be given
+    alone (a ``str`` is a sequence of characters, which would otherwise be read as names)."""
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
     if fmt is not None and fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}; use one of {_FORMATS_SHOWN}")
     if not inputs:

@@ -480,7 +480,7 @@ def _keep_detail(
 
 
 def explain_in_corpus(
-    inputs: Sequence[str],
+    inputs: str | Sequence[str],
     id_a: str,
     id_b: str,
     *,

@@ -87,6 +87,16 @@ def test_named_files_globs_and_stdin(tmp_path):
         plan_inputs([str(tmp_path / "notes.dat")])
 
 
+def test_one_path_alone_is_one_input_not_its_characters(tmp_path):
+    # a str is a sequence of characters: read_corpus("/data/x.jsonl") once planned "/", "d",
+    # "a", ... as inputs, and "/" named the whole file system as a folder
+    path = _jsonl(tmp_path / "x.jsonl")
+    for one in (str(path), path):
+        assert [f.path for f in plan_inputs(one)] == [str(path)]
+        assert list(read_corpus(one).ids) == ["a", "b", "c"]
+    assert list(read_corpus(str(tmp_path)).ids) == ["a", "b", "c"]  # a folder alone too
+
+
 # --- outputs
 
 

@@ -196,6 +196,47 @@ def test_only_jit_calls_numba_njit() -> None:
     )
 
 
+def _is_kernel(fn: ast.FunctionDef) -> bool:
+    for d in fn.decorator_list:
+        f = d.func if isinstance(d, ast.Call) else d
+        if isinstance(f, ast.Name) and f.id == "kernel":
+            return True
+    return False
+
+
+def _slice_assignments(tree: ast.AST) -> list[tuple[str, int]]:
+    """(kernel, line) of every ``a[i:j] = x`` in a kernel, x not a constant."""
+    out = []
+    for fn in ast.walk(tree):
+        if not (isinstance(fn, ast.FunctionDef) and _is_kernel(fn)):
+            continue
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Assign) or isinstance(node.value, ast.Constant):
+                continue
+            for t in node.targets:
+                for e in t.elts if isinstance(t, ast.Tuple) else [t]:
+                    if isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Slice):
+                        out.append((fn.name, node.lineno))
+    return out
+
+
+def test_no_kernel_assigns_an_array_to_a_slice() -> None:
+    """An array assigned to a slice makes numba compile its shape-mismatch error, whose message
+    formatting compiles numba's string code: ~2 s of a first run's compile, in the first kernel
+    of a process that has one (``benchmarks/bench_compile.py --kernels``). Kernels copy with a
+    loop instead (a constant, ``a[:] = 0``, compiles no such path)."""
+    assert _slice_assignments(ast.parse("@kernel\ndef f(a, b):\n    a[1:3] = b[0:2]\n")) == [
+        ("f", 3)
+    ]
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found += [
+            f"{path.relative_to(PACKAGE.parent)}:{n} ({k})" for k, n in _slice_assignments(tree)
+        ]
+    assert not found, f"{found}: copy into a slice with a loop inside a kernel"
+
+
 def test_kernel_always_caches() -> None:
     with pytest.raises(TypeError, match="always caches"):
         _jit.kernel(cache=False)  # type: ignore[call-overload]

@@ -100,7 +100,7 @@ def xavalanche(h):
     return h ^ (h >> U64(32))
 
 
-@kernel(inline="always")
+@kernel(_SIG_HASH, forceinline=True)
 def xxh64(b, s, e, seed):
     """xxHash64 of b[s:e] (uint8 array) with seed (uint64)."""
     n = e - s
@@ -221,7 +221,7 @@ def _hash64_other(b, s, e, hash_id, seed):
     return (lookup2_32(b, s, e, s2) << U64(32)) | lookup2_32(b, s, e, s3)
 
 
-@kernel(inline="always")
+@kernel(_SIG_HASH_ID, forceinline=True)
 def hash64(b, s, e, hash_id, seed):
     """The 64-bit feature hash of :mod:`neardup.hashing` (hash ids: xxh64 0, fnv1a 1,
     jenkins-oaat 2, jenkins-lookup2 3)."""

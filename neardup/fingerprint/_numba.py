@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._jit import kernel
+from .._search import lower_bound
 from ..text.tokenize import prepare_many, prepare_utf8
 from ._hashes import (
     P1,
@@ -245,7 +246,7 @@ def _words_chunk(
         hi = hash64(buf, ts, i, hash_id, seed)
         w = default
         if nh > 0:
-            j = np.searchsorted(hs, hi)
+            j = lower_bound(hs, 0, nh, hi)  # np.searchsorted's generic code compiles longer
             if j < nh and hs[j] == hi:
                 w = ws[j]
             if w == 0:

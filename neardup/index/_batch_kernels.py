@@ -101,9 +101,10 @@ def _radix_order(vals, idx, sh, m, width, tmp_v, tmp_i, hist):
         src_v, src_i, dst_v, dst_i = dst_v, dst_i, src_v, src_i
         swapped = not swapped
         shift += _DIGIT
-    if swapped:
-        vals[:] = src_v
-        idx[:] = src_i
+    if swapped:  # loops: a slice assignment compiles its shape error path too
+        for r in range(n):
+            vals[r] = src_v[r]
+            idx[r] = src_i[r]
 
 
 @kernel(nogil=True)

@@ -504,7 +504,7 @@ def rows_of_ties_ascending(ks, rows):
         while j < n and ks[j] == ks[i]:
             j += 1
         if j - i > 16:
-            rows[i:j] = np.sort(rows[i:j])
+            rows[i:j].sort()  # in place: a slice assignment compiles its shape error path
         else:  # in place, no allocation: a band's groups are mostly two or three rows (the
             # keys carried along are all equal here)
             _insertion_sort_by(rows, ks, i, j)
@@ -572,10 +572,14 @@ def pairs_in_order(ids, ra, rb, d, n):
         e = start[j + 1]
         if e - s > 32:
             o = np.argsort(out_b[s:e], kind="mergesort")
-            tb = out_b[s:e][o]
-            td = out_d[s:e][o]
-            out_b[s:e] = tb
-            out_d[s:e] = td
+            tb = np.empty(e - s, dtype=np.int64)
+            td = np.empty(e - s, dtype=np.int32)
+            for q in range(e - s):  # loops, not fancy indexing and slice assignments: the
+                tb[q] = out_b[s + o[q]]  # same code without their shape error paths, whose
+                td[q] = out_d[s + o[q]]  # compile was half of this kernel's
+            for q in range(e - s):
+                out_b[s + q] = tb[q]
+                out_d[s + q] = td[q]
             continue
         _insertion_sort_by(out_b, out_d, s, e)
     return out_a, out_b, out_d
@@ -614,7 +618,7 @@ def csr_sort(nq, qi, ids, d, max_d):
         a = cell[c]
         b = cell[c + 1]
         if b - a > 1:
-            out_i[a:b] = np.sort(out_i[a:b])
+            out_i[a:b].sort()  # in place: a slice assignment compiles its shape error path
     return lims, out_i, out_d
 
 

@@ -106,8 +106,9 @@ def _runs_of_two_or_more(
         while j < n and ks[j] == ks[i]:
             j += 1
         if j - i > 1:
-            members[m : m + j - i] = rows[i:j]
-            m += j - i
+            for q in range(i, j):  # a loop: a slice assignment compiles its error path too
+                members[m] = rows[q]
+                m += 1
             g += 1
             bounds[g] = m
         i = j

@@ -261,6 +261,7 @@ def sort_with_rows_reference(keys, sbits):
             o = np.argsort(out_k[a:b])
             tk = out_k[a:b][o]
             tr = out_r[a:b][o]
-            out_k[a:b] = tk
-            out_r[a:b] = tr
+            for q in range(m):  # not a slice assignment (tests/test_jit_cache.py)
+                out_k[a + q] = tk[q]
+                out_r[a + q] = tr[q]
     return out_k, out_r

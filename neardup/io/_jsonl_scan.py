@@ -50,7 +50,7 @@ SLOW, FAST = 0, 1
 ID_ABSENT, ID_STR, ID_INT = 0, 1, 2
 
 
-@kernel(inline="always")
+@kernel(forceinline=True)
 def _ws(buf: np.ndarray, i: int, e: int) -> int:  # pragma: no cover - numba
     while i < e and (buf[i] == 32 or buf[i] == 9 or buf[i] == 13):
         i += 1
@@ -74,7 +74,7 @@ _L = np.uint64(0x0101010101010101)
 _H = np.uint64(0x8080808080808080)
 
 
-@kernel(inline="always")
+@kernel(forceinline=True)
 def _plain_word(w: np.uint64) -> bool:  # pragma: no cover - numba
     # whether none of the 8 bytes of w is special (see _string_table), by the usual SWAR
     # tests, each exact for "some byte is": >= 0x80, < 0x20, == 0x22, == 0x5C, == 0x7F
@@ -86,7 +86,7 @@ def _plain_word(w: np.uint64) -> bool:  # pragma: no cover - numba
     return ((w | hz | low) & _H) == 0
 
 
-@kernel(inline="always")
+@kernel(forceinline=True)
 def _hex(c: int) -> int:  # pragma: no cover - numba
     if c >= 48 and c <= 57:
         return c - 48
@@ -97,7 +97,7 @@ def _hex(c: int) -> int:  # pragma: no cover - numba
     return -1
 
 
-@kernel(inline="always")
+@kernel(forceinline=True)
 def _escape_len(buf: np.ndarray, i: int, e: int) -> int:  # pragma: no cover - numba
     # buf[i] is a backslash: the length of the escape there when a FAST line may have it (2
     # for \" \\ \/ \b \f \n \r \t, 6 for \u0000-\u007F), else 0
@@ -119,7 +119,7 @@ def _escape_len(buf: np.ndarray, i: int, e: int) -> int:  # pragma: no cover - n
     return 0
 
 
-@kernel(inline="always")
+@kernel(forceinline=True)
 def _string_end(
     buf: np.ndarray, i: int, e: int, cls: np.ndarray, w64: np.ndarray, escapes: bool
 ) -> tuple[int, int]:  # pragma: no cover - numba
@@ -153,7 +153,7 @@ def _string_end(
 _BS = np.uint64(0x5C5C5C5C5C5C5C5C)
 
 
-@kernel(inline="always")
+@kernel(forceinline=True)
 def _backslash(buf: np.ndarray, w64: np.ndarray, j: int, e: int) -> int:  # pragma: no cover
     # the first backslash in buf[j:e], or e; whole aligned words without one are skipped
     words = w64.shape[0] > 0
@@ -184,9 +184,9 @@ def _unescape_kernel(
         o = at[k]
         while i < e:
             j = _backslash(buf, w64, i, e)
-            m = j - i
-            out[o : o + m] = buf[i:j]
-            o += m
+            for q in range(i, j):  # a loop, not a slice assignment: a fraction of its compile
+                out[o] = buf[q]
+                o += 1
             if j >= e:
                 break
             c = buf[j + 1]
@@ -226,7 +226,7 @@ def unescape_spans(
     )
 
 
-@kernel(inline="always")
+@kernel(forceinline=True)
 def _same(buf: np.ndarray, s: int, e: int, key: np.ndarray) -> bool:  # pragma: no cover
     if e - s != key.shape[0]:
         return False
@@ -236,7 +236,7 @@ def _same(buf: np.ndarray, s: int, e: int, key: np.ndarray) -> bool:  # pragma: 
     return True
 
 
-@kernel(inline="always")
+@kernel(forceinline=True)
 def _literal(buf: np.ndarray, i: int, e: int, c: int) -> int:  # pragma: no cover - numba
     # null / true / false starting at i (its first byte is c); the end, or -1
     if c == 110 and i + 4 <= e and buf[i + 1] == 117 and buf[i + 2] == 108 and buf[i + 3] == 108:
@@ -466,9 +466,9 @@ def gather_spans(
     o = 0
     for k in range(starts.shape[0]):
         s = starts[k]
-        m = ends[k] - s
-        out[o : o + m] = buf[s : s + m]
-        o += m
+        for q in range(s, ends[k]):  # a loop: a slice assignment compiles its error path
+            out[o] = buf[q]
+            o += 1
     return o
 
 
@@ -479,6 +479,7 @@ def gather_spans_at(
     """Copy ``buf[starts[k]:ends[k]]`` to ``out[at[k]:]`` for every k."""
     for k in range(starts.shape[0]):
         s = starts[k]
-        m = ends[k] - s
         o = at[k]
-        out[o : o + m] = buf[s : s + m]
+        for q in range(s, ends[k]):  # a loop: a slice assignment compiles its error path
+            out[o] = buf[q]
+            o += 1

@@ -72,42 +72,35 @@ class ExactGroups:
         """Groups of two or more."""
         return int(np.count_nonzero(np.diff(self.off)))
 
+    def roots_in_order(self) -> I64:
+        """The roots of the groups of two or more, in the order of each group's second member
+        (distinct rows: the order is total)."""
+        roots = np.flatnonzero(np.diff(self.off))
+        return roots[np.argsort(self.mem[self.off[roots]])]
+
     def as_dict(self) -> dict[int, list[int]]:
         """``{root: [root, members...]}`` in the order of each group's second member (the
         references' form)."""
-        roots = np.flatnonzero(np.diff(self.off))
-        second = self.mem[self.off[roots]]
         out: dict[int, list[int]] = {}
-        for r in roots[np.argsort(second)].tolist():
+        for r in self.roots_in_order().tolist():
             out[r] = [r, *self.mem[self.off[r] : self.off[r + 1]].tolist()]
         return out
 
 
 @kernel(nogil=True)
 def _exact_pairs(
-    off: np.ndarray, mem: np.ndarray, expand: int
+    off: np.ndarray, mem: np.ndarray, roots: np.ndarray, expand: int
 ) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - numba
-    n = off.shape[0] - 1
-    ng = 0
-    for r in range(n):
-        if off[r + 1] > off[r]:
-            ng += 1
-    roots = np.empty(ng, np.int64)
-    second = np.empty(ng, np.int64)
-    g = 0
+    # roots: the groups' roots in the order their pairs are written (NumPy sorts them outside:
+    # a sort inside the kernel compiled numba's own, most of this kernel's compile)
     total = 0
-    for r in range(n):
-        if off[r + 1] > off[r]:
-            roots[g] = r
-            second[g] = mem[off[r]]
-            g += 1
-            m = off[r + 1] - off[r] + 1
-            total += m * (m - 1) // 2 if m * (m - 1) // 2 <= expand else m - 1
+    for r in roots:
+        m = off[r + 1] - off[r] + 1
+        total += m * (m - 1) // 2 if m * (m - 1) // 2 <= expand else m - 1
     a = np.empty(total, np.int64)
     b = np.empty(total, np.int64)
     k = 0
-    for q in np.argsort(second):  # groups in the order of their second member
-        r = roots[q]
+    for r in roots:
         s = off[r]
         e = off[r + 1]
         m = e - s + 1
@@ -130,7 +123,7 @@ def exact_pairs(groups: ExactGroups, expand_pairs: int) -> tuple[I64, I64]:
     """Exact pairs ``(a, b)``: every pair inside a group when it has at most ``expand_pairs``
     pairs, else its root with each later member; groups in the order of their second member,
     members in input order."""
-    return _exact_pairs(groups.off, groups.mem, int(expand_pairs))
+    return _exact_pairs(groups.off, groups.mem, groups.roots_in_order(), int(expand_pairs))
 
 
 @kernel(nogil=True)

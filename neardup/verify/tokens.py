@@ -322,7 +322,8 @@ def _sort_hashes(a: np.ndarray) -> None:  # pragma: no cover - numba
             tmp.sort()
             break
     if n > 32:
-        a[:] = tmp
+        for q in range(n):  # a loop: a slice assignment compiles its shape error path too
+            a[q] = tmp[q]
 
 
 # The kernels below read chunks of neardup.text.token_kernels (documents, modes, lookup tables

@@ -9,7 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from neardup._arrays import concat_ascii, sorted_pairs, unique_inverse, unique_sorted
+from neardup._arrays import (
+    concat_ascii,
+    in_sorted,
+    merge_disjoint,
+    sorted_pairs,
+    unique_inverse,
+    unique_sorted,
+)
 
 
 @given(
@@ -52,6 +59,38 @@ def test_unique_inverse_is_np_unique(a: np.ndarray, shift: int) -> None:
     np.testing.assert_array_equal(u, want_u)
     np.testing.assert_array_equal(inv, want_inv.reshape(-1))
     np.testing.assert_array_equal(u[inv], a.reshape(-1))
+
+
+@given(
+    hnp.arrays(np.int64, st.integers(0, 60), elements=st.integers(-20, 20)),
+    hnp.arrays(np.int64, st.integers(0, 60), elements=st.integers(-20, 20)),
+)
+def test_in_sorted_is_np_isin(a: np.ndarray, s: np.ndarray) -> None:
+    s = np.sort(s)  # sorted, duplicates allowed
+    assert np.array_equal(in_sorted(a, s), np.isin(a, s))
+    assert np.array_equal(in_sorted(a, np.unique(s)), np.isin(a, s))
+
+
+@given(st.sets(st.integers(-(2**40), 2**40), max_size=80), st.randoms(use_true_random=False))
+def test_merge_disjoint_is_concatenate_and_stable_argsort(values: set[int], rnd) -> None:
+    vals = sorted(values)
+    in_b = [rnd.random() < 0.5 for _ in vals]
+    a = np.array([v for v, f in zip(vals, in_b, strict=True) if not f], np.int64)
+    b = np.array([v for v, f in zip(vals, in_b, strict=True) if f], np.int64)
+    merged, from_b = merge_disjoint(a, b)
+    order = np.argsort(np.concatenate([a, b]), kind="stable")
+    assert np.array_equal(merged, np.concatenate([a, b])[order])
+    assert np.array_equal(
+        from_b, np.concatenate([np.zeros(a.size, bool), np.ones(b.size, bool)])[order]
+    )
+
+
+def test_in_sorted_extremes() -> None:
+    big = np.array([np.iinfo(np.int64).min, 0, np.iinfo(np.int64).max], np.int64)
+    assert in_sorted(big, big[1:]).tolist() == [False, True, True]
+    assert in_sorted(np.zeros(0, np.int64), big).shape == (0,)
+    assert in_sorted(big, np.zeros(0, np.int64)).tolist() == [False, False, False]
+    assert in_sorted(np.array([2**63 + 5], np.uint64), np.array([5, 2**63 + 5], np.uint64)).all()
 
 
 def test_unique_inverse_extremes() -> None:

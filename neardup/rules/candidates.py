@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .._arrays import unique_sorted
+from .._arrays import in_sorted, unique_sorted
 from ..verify.rule import Verifier
 from .plan import (
     LSH_SIMHASH_DISTANCE,
@@ -268,9 +268,9 @@ def stage_candidates_lsh(
         lsh_code = la * m + lb  # code, lsh_code and the SimHash codes: each sorted, unique
         deferred_out.append(
             deferred_pairs(
-                np.isin(code, lsh_code[~capped[0]], assume_unique=True),
-                np.isin(code, lsh_code[capped[0]], assume_unique=True),
-                np.isin(code, sa * m + sb, assume_unique=True),
+                in_sorted(code, lsh_code[~capped[0]]),
+                in_sorted(code, lsh_code[capped[0]]),
+                in_sorted(code, sa * m + sb),
                 dense,
             )
         )

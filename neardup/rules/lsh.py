@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from .._arrays import unique_sorted
+from .._arrays import in_sorted, merge_disjoint, unique_sorted
 from .._jit import kernel
 from .._threads import kernel_threads, threads_now
 from ..fingerprint.minhash import BAND_BLOCK, band_key_block, band_keys
@@ -396,19 +396,15 @@ def lsh_pairs(
         if parts_a
         else np.zeros(0, np.int64)
     )
-    only_capped = np.zeros(ordinary.size, np.bool_)
     if big_codes:  # pairs met only in capped buckets
-        extra = np.setdiff1d(np.concatenate(big_codes), ordinary)
-        code = np.concatenate([ordinary, extra])
-        only_capped = np.concatenate([only_capped, np.ones(extra.size, np.bool_)])
-        order = np.argsort(code, kind="stable")
-        code, only_capped = code[order], only_capped[order]
+        extra = unique_sorted(np.concatenate(big_codes))
+        code, only_capped = merge_disjoint(ordinary, extra[~in_sorted(extra, ordinary)])
     else:
-        code = ordinary
+        code, only_capped = ordinary, np.zeros(ordinary.size, np.bool_)
     lost = 0.0
     if sample_codes:  # sampled agreeing pairs of thinned buckets that no band made
         sc, sw = np.concatenate(sample_codes), np.concatenate(sample_weights)
-        lost = float(sw[~np.isin(sc, code)].sum())
+        lost = float(sw[~in_sorted(sc, code)].sum())
     a, b = idx[code // n], idx[code % n]
     if capped_out is not None:
         capped_out.append(only_capped)

@@ -660,11 +660,11 @@ def read_corpus(
     Parameters
     ----------
     inputs : str, or a sequence of str (or :class:`~neardup.io.plan.InputFile`)
-        One path, or several: paths, folders, globs (``data/*.jsonl.gz``) and URLs (``s3://b/p/*.parquet``); ``-``
-        is stdin (read as ``fmt``, default jsonl). Compressed inputs (``.gz``, ``.zst``,
-        ``.bz2``, ``.xz``) are decompressed. Which files they name and the format of each:
-        :func:`~neardup.io.plan.plan_inputs` (a folder: each file by its own name, one kind per
-        folder, else refused).
+        One path, or several: paths, folders, globs (``data/*.jsonl.gz``) and URLs
+        (``s3://b/p/*.parquet``); ``-`` is stdin (read as ``fmt``, default jsonl). Compressed
+        inputs (``.gz``, ``.zst``, ``.bz2``, ``.xz``) are decompressed. Which files they name
+        and the format of each: :func:`~neardup.io.plan.plan_inputs` (a folder: each file by
+        its own name, one kind per folder, else refused).
     fmt : str, optional
         Read every file (folders' included) as this format; by default each file's name says.
     text_field : str, default="text"

@@ -13,8 +13,9 @@ The corpus (generated, fixed by ``--seed``): ``--n`` documents of made-up words;
 with 0-3 words replaced. Each ``--tree`` (a neardup checkout, repeatable; default this one)
 runs ``neardup dedup`` on it in a fresh process, ``--repeat`` times, alternating trees, after
 one run that fills the kernel cache; the table shows the median run's wall and CPU time (user
-+ system of the process and its children), the candidate stage's times from the summary, and
-whether every tree wrote the same kept records and pairs.
++ system of the process and its children), the stages' times from the summary (candidates,
+their band pairs, verification, clusters), and whether every tree wrote the same kept records
+and pairs.
 
     python benchmarks/bench_dense_cluster.py --n 100000
     python benchmarks/bench_dense_cluster.py --n 100000 --tree . --tree ../before --repeat 3
@@ -104,6 +105,8 @@ def run_once(tree: Path, corpus: Path, cache: Path, work: Path) -> dict[str, Any
             3,
         ),
         "candidates_s": s.get("timings_s", {}).get("candidates"),
+        "verify_s": s.get("timings_s", {}).get("verify"),
+        "cluster_s": s.get("timings_s", {}).get("cluster"),
         "band_pairs_s": lsh.get("pairs_s"),
         "raw_band_pairs": lsh.get("raw_pairs"),
         "candidate_pairs": s.get("candidates"),
@@ -147,18 +150,24 @@ def main() -> None:
                 print(f"  run {r + 1}/{args.repeat} {t.name}: wall {row['wall_s']} s, "
                       f"CPU {row['cpu_s']} s, band pairs {row['band_pairs_s']} s")  # fmt: skip
     table = []
-    cols = ("wall_s", "cpu_s", "candidates_s", "band_pairs_s")
-    print(f"{'tree':<24} {'wall s':>8} {'CPU s':>8} {'cand s':>8} {'bands s':>8} "
-          f"{'raw band pairs':>15} {'kept':>8}  outputs")  # fmt: skip
+    cols = ("wall_s", "cpu_s", "candidates_s", "band_pairs_s", "verify_s", "cluster_s")
+    print(
+        f"{'tree':<24} {'wall s':>8} {'CPU s':>8} {'cand s':>8} {'bands s':>8} {'verify s':>9} "
+        f"{'clust s':>8} {'raw band pairs':>15} {'kept':>8}  outputs"
+    )
     for t in trees:
         rows = runs[str(t)]
         med = {c: statistics.median(r[c] for r in rows) for c in cols}
         last = rows[-1]
-        table.append({"tree": str(t), **med, **{k: last[k] for k in last if k not in cols},
-                      "runs": rows})  # fmt: skip
-        print(f"{t.name:<24} {med['wall_s']:>8.2f} {med['cpu_s']:>8.2f} "
-              f"{med['candidates_s']:>8.2f} {med['band_pairs_s']:>8.2f} "
-              f"{last['raw_band_pairs']:>15,} {last['kept']:>8,}  {last['outputs']}")  # fmt: skip
+        table.append(
+            {"tree": str(t), **med, **{k: last[k] for k in last if k not in cols}, "runs": rows}
+        )
+        print(
+            f"{t.name:<24} {med['wall_s']:>8.2f} {med['cpu_s']:>8.2f} "
+            f"{med['candidates_s']:>8.2f} {med['band_pairs_s']:>8.2f} {med['verify_s']:>9.2f} "
+            f"{med['cluster_s']:>8.2f} {last['raw_band_pairs']:>15,} {last['kept']:>8,}  "
+            f"{last['outputs']}"
+        )
     same = len({row["outputs"] for t in trees for row in runs[str(t)]}) == 1
     print("same kept records and pairs in every run:", same)
     write_results(

@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from .._arrays import unique_inverse
+from .._arrays import sorted_pairs, unique_inverse
 from .._jit import kernel
 from ..errors import InputError
 from .config import Keep, PairTable
@@ -227,9 +227,11 @@ def greedy_representatives(
     u, v, order = _directed(n, a, b, rank, may_drop)
     rank_arr = np.empty(n, np.int64)
     rank_arr[order] = np.arange(n)
-    # partners of each later item, earliest-visited first
-    o = np.lexsort((rank_arr[u], v))
-    partner = u[o]
+    # partners of each later item, earliest-visited first: (v, rank of u) in order by one sort
+    # of packed pairs (what np.lexsort((rank_arr[u], v)) gives; rank is a permutation, so a
+    # rank names its item: order[rank])
+    _, ranks = sorted_pairs(v, rank_arr[u])
+    partner = order[ranks]
     ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(v, minlength=n), out=ptr[1:])
     rep = np.empty(n, np.int64)
@@ -274,20 +276,28 @@ def stage_representatives(
     ties: first) stands for it.
     """
     n = first.size
-    units = np.flatnonzero(first == np.arange(n))
-    unit_of = np.searchsorted(units, first)
+    head = first == np.arange(n)
+    units = np.flatnonzero(head)
+    # below[x]: the units before position x, which is np.searchsorted(units, x): one gather a
+    # pair instead of a binary search (the lazy verification calls this once a round)
+    below = np.cumsum(head, dtype=np.int64)
+    below -= head
+    unit_of = below[first]
     ulen = np.zeros(units.size, np.int64)
     np.maximum.at(ulen, unit_of, lengths)
-    ua, ub = np.searchsorted(units, a), np.searchsorted(units, b)
+    aa = np.asarray(a, dtype=np.int64).ravel()
+    bb = np.asarray(b, dtype=np.int64).ravel()
+    _check(n, aa, bb)
+    ua, ub = below[aa], below[bb]
     if keep == "longest":
         order = np.lexsort((np.arange(units.size), -ulen))
         rank = np.empty(units.size, np.int64)
         rank[order] = np.arange(units.size)
         o = np.lexsort((np.arange(n), -lengths, unit_of))  # each unit's longest member first
-        head = np.ones(n, bool)
-        head[1:] = unit_of[o][1:] != unit_of[o][:-1]
+        lead = np.ones(n, bool)
+        lead[1:] = unit_of[o][1:] != unit_of[o][:-1]
         member = np.empty(units.size, np.int64)
-        member[unit_of[o[head]]] = o[head]
+        member[unit_of[o[lead]]] = o[lead]
     else:
         rank = np.arange(units.size, dtype=np.int64)
         member = units

@@ -49,6 +49,11 @@ HistogramSink = Callable[
     [npt.NDArray[np.int64], npt.NDArray[np.uint8], npt.NDArray[np.int64]], None
 ]
 
+#: what :func:`lazy_rounds` asks before each round: ``skippable(ok, at)``, from the pairs
+#: accepted so far (``ok``, over all pairs), whether each pair at the positions ``at`` can no
+#: longer change the outcome (:func:`keep_skippable`)
+Skippable = Callable[[npt.NDArray[np.bool_], npt.NDArray[np.int64]], npt.NDArray[np.bool_]]
+
 #: :func:`~neardup.batch.run.dedup` verifies the deferred pairs lazily only when there are more
 #: than this many per first copy: a concentrated corpus (a shared boilerplate) gives far more,
 #: ordinary corpora far fewer (see benchmarks/bad_input_dedup.py)
@@ -215,7 +220,7 @@ def verify_in_chunks(
     tokenised: dict[int, tuple[bytes, int]] | None = None,
     *,
     deferred: npt.NDArray[np.bool_] | None = None,
-    skippable: Callable[[npt.NDArray[np.bool_]], npt.NDArray[np.bool_]] | None = None,
+    skippable: Skippable | None = None,
     order: npt.NDArray[np.int64] | None = None,
     progress: Progress | None = None,
 ) -> tuple[
@@ -231,8 +236,9 @@ def verify_in_chunks(
     :func:`~neardup.rules.candidates.stage_candidates_lsh`). They are verified after the others, in rounds of
     ``DEFERRED_ROUND_PAIRS`` (doubling), in increasing ``order`` (a key per pair: the keep
     policy's visit rank of its earlier-visited text; ties and ``None``: (a, b)); before each round
-    ``skippable(ok)`` (a mask over all pairs, from the pairs verified so far) says which pairs can
-    no longer change the outcome, and the first pairs of the others are verified; the pairs
+    ``skippable(ok, at)`` (from the pairs verified so far, ``ok``: a mask over the pairs at the
+    positions ``at``, the deferred ones still unverified) says which pairs can no longer
+    change the outcome, and the first pairs of the others are verified; the pairs
     still skippable when no other is left are not verified (``skipped``; ``ok`` False). With
     :func:`keep_skippable` the outcome is the one verifying every pair would give: a pair
     between two texts dropped (for verified pairs with kept texts) never changes the greedy keep
@@ -278,15 +284,15 @@ def verify_in_chunks(
 def lazy_rounds(
     ok: npt.NDArray[np.bool_],
     deferred: npt.NDArray[np.bool_],
-    skippable: Callable[[npt.NDArray[np.bool_]], npt.NDArray[np.bool_]],
+    skippable: Skippable,
     run: Callable[[npt.NDArray[np.int64]], None],
     order: npt.NDArray[np.int64] | None = None,
     tell: Callable[[int], None] | None = None,
 ) -> npt.NDArray[np.bool_]:
     """The lazy verification of the ``deferred`` pairs (the others verified already, their
     results in ``ok``): in rounds of ``DEFERRED_ROUND_PAIRS`` pairs (doubling), in increasing
-    ``order`` (ties and None: pair order), the first pairs that ``skippable(ok)`` does not rule
-    out are verified by ``run(positions)`` (which fills ``ok``), until every pair left is
+    ``order`` (ties and None: pair order), the first pairs that ``skippable(ok, pool)`` does not
+    rule out are verified by ``run(positions)`` (which fills ``ok``), until every pair left is
     skippable. Returns the mask of the pairs never verified. ``tell(k)`` (optional) hears the
     number of pairs skippable before each round. The single machine's rule
     (:func:`verify_in_chunks`); the distributed engines give it their verified pairs."""
@@ -295,7 +301,7 @@ def lazy_rounds(
         pool = pool[np.argsort(order[pool], kind="stable")]
     size = DEFERRED_ROUND_PAIRS
     while pool.size:  # until every pair left is skippable in the current state
-        skip = skippable(ok)[pool]
+        skip = skippable(ok, pool)
         if tell is not None:
             tell(int(skip.sum()))
         take = np.flatnonzero(~skip)[:size]
@@ -364,7 +370,7 @@ def keep_skippable(
     keep: Keep,
     threshold: float,
     tokens: npt.NDArray[np.int64] | None,
-) -> Callable[[npt.NDArray[np.bool_]], npt.NDArray[np.bool_]]:
+) -> Skippable:
     """The ``skippable`` of :func:`lazy_rounds` for the keep rule over ``n`` documents
     (``first``, ``lengths``, ``tokens`` as :func:`~neardup.rules.keep.stage_representatives`
     takes them) and the candidate pairs ``(a, b)``: from the pairs accepted so far (``ok``),
@@ -372,13 +378,16 @@ def keep_skippable(
     (``keep="none"``), or both already dropped for a verified pair with a kept text (a pair
     between two dropped texts never changes the greedy keep)."""
 
-    def skippable(ok: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+    def skippable(ok: npt.NDArray[np.bool_], at: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        # only the pairs at ``at`` are asked about (the unverified ones, a shrinking share of
+        # all): each round gathers its texts' states for those alone
+        pa, pb = a[at], b[at]
         if keep == "none":
             comp = connected_components(n, a[ok], b[ok])
-            return comp[a] == comp[b]
+            return comp[pa] == comp[pb]
         rep = stage_representatives(first, a[ok], b[ok], lengths, keep, threshold, tokens)
         dropped = rep != np.arange(n)
-        return dropped[a] & dropped[b]
+        return dropped[pa] & dropped[pb]
 
     return skippable
 

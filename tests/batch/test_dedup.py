@@ -433,6 +433,13 @@ def test_containment_does_not_drop_the_longer_text_for_an_excerpt():
     assert stage_representatives(first, a, b, lengths, "longest", 0.675).tolist() == [1, 1, 2]
 
 
+def test_stage_representatives_refuses_pairs_outside_the_documents():
+    first, lengths = np.arange(3), np.array([10, 10, 10])
+    for a, b in (([0], [3]), ([-1], [2]), ([0, 1], [2])):
+        with pytest.raises(InputError):
+            stage_representatives(first, np.array(a), np.array(b), lengths, "first", 0.8)
+
+
 @settings(max_examples=25, deadline=None)
 @given(
     st.lists(st.lists(st.integers(0, 29), max_size=9), min_size=2, max_size=14),

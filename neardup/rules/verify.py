@@ -236,8 +236,8 @@ def verify_in_chunks(
     :func:`~neardup.rules.candidates.stage_candidates_lsh`). They are verified after the others, in rounds of
     ``DEFERRED_ROUND_PAIRS`` (doubling), in increasing ``order`` (a key per pair: the keep
     policy's visit rank of its earlier-visited text; ties and ``None``: (a, b)); before each round
-    ``skippable(ok, at)`` (from the pairs verified so far, ``ok``: a mask over the pairs at the
-    positions ``at``, the deferred ones still unverified) says which pairs can no longer
+    ``skippable(ok, at)`` (from the pairs accepted so far, ``ok``, a mask over the pairs at the
+    positions ``at``: the deferred ones not verified yet) says which of those can no longer
     change the outcome, and the first pairs of the others are verified; the pairs
     still skippable when no other is left are not verified (``skipped``; ``ok`` False). With
     :func:`keep_skippable` the outcome is the one verifying every pair would give: a pair

@@ -10,7 +10,11 @@ table, and ``np.union1d`` goes through it. On this project's arrays (millions of
 positions or uint64 prefixes) that path is many times slower than sort + neighbour compare
 (``python benchmarks/bench_unique.py`` measures both). Same result, always sorted.
 
-``in_sorted``: ``np.isin(a, s)`` where ``s`` is already sorted, by binary search;
+``find_sorted``: where each value is (or would go) in a sorted array, clipped to an index that
+can be read, and whether it is there: the one spelling of the searchsorted + clip + equality
+look-up the pipeline and the index do against sorted keys (an empty array answers "nowhere"
+instead of an ``IndexError``).
+``in_sorted``: ``np.isin(a, s)`` where ``s`` is already sorted, by binary search (its ``hit``);
 ``merge_disjoint``: two sorted arrays with no value in common, merged by inserting one into the
 other (what ``np.concatenate`` and a stable ``argsort`` give).
 ``np.isin`` and ``np.setdiff1d`` sort (or hash, for ``np.unique``) both sides again; on a
@@ -34,6 +38,7 @@ import numpy.typing as npt
 
 __all__ = [
     "concat_ascii",
+    "find_sorted",
     "in_sorted",
     "merge_disjoint",
     "read_only",
@@ -86,20 +91,39 @@ def unique_sorted(a: npt.ArrayLike) -> np.ndarray:
     return s[keep]
 
 
+def find_sorted(
+    sorted_arr: npt.ArrayLike, values: npt.ArrayLike
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.bool_]]:
+    """``(pos, hit)`` for each of ``values`` in ``sorted_arr`` (sorted ascending; flattened):
+    ``pos`` is ``np.searchsorted(sorted_arr, values)`` (side ``"left"``: the first equal entry)
+    clipped to the last index, so ``sorted_arr[pos]`` and any array parallel to it can be read
+    for every value, and ``hit`` is ``sorted_arr[pos] == values``. Callers index with ``pos``
+    only where ``hit`` holds; a value past the end gets the last index, not a valid position.
+    An empty ``sorted_arr`` gives ``pos`` all 0 and ``hit`` all False (nothing is indexed).
+    Both have ``values``' shape.
+
+    >>> pos, hit = find_sorted([1, 3, 5], [5, 0, 4, 9, 3])
+    >>> pos.tolist(), hit.tolist()
+    ([2, 0, 2, 2, 1], [True, False, False, False, True])
+    """
+    s = np.asarray(sorted_arr).reshape(-1)
+    v = np.asarray(values)
+    if s.size == 0:
+        return np.zeros(v.shape, np.intp), np.zeros(v.shape, bool)
+    pos = np.asarray(np.searchsorted(s, v))
+    np.minimum(pos, s.size - 1, out=pos)
+    return pos, np.asarray(s[pos] == v, dtype=bool)
+
+
 def in_sorted(a: npt.ArrayLike, s: npt.ArrayLike) -> npt.NDArray[np.bool_]:
     """Whether each value of ``a`` is in ``s``, which must be sorted ascending (and is
-    usually unique): ``np.isin(a, s)`` without sorting ``s`` again.
+    usually unique): ``np.isin(a, s)`` without sorting ``s`` again (:func:`find_sorted`'s
+    ``hit``).
 
     >>> in_sorted([5, 1, 7, 3], [1, 3, 5]).tolist()
     [True, True, False, True]
     """
-    a = np.asarray(a)
-    s = np.asarray(s).reshape(-1)
-    if s.size == 0:
-        return np.zeros(a.shape, bool)
-    pos = np.searchsorted(s, a)
-    np.minimum(pos, s.size - 1, out=pos)
-    return np.asarray(s[pos] == a, dtype=bool)
+    return find_sorted(s, a)[1]
 
 
 def merge_disjoint(

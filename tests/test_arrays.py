@@ -11,6 +11,7 @@ from hypothesis.extra import numpy as hnp
 
 from neardup._arrays import (
     concat_ascii,
+    find_sorted,
     in_sorted,
     merge_disjoint,
     sorted_pairs,
@@ -69,6 +70,48 @@ def test_in_sorted_is_np_isin(a: np.ndarray, s: np.ndarray) -> None:
     s = np.sort(s)  # sorted, duplicates allowed
     assert np.array_equal(in_sorted(a, s), np.isin(a, s))
     assert np.array_equal(in_sorted(a, np.unique(s)), np.isin(a, s))
+
+
+@given(
+    st.sampled_from([np.int64, np.uint64, np.int32, np.uint16]),
+    st.lists(st.integers(10, 50), max_size=40),
+    hnp.array_shapes(min_dims=1, max_dims=2, min_side=0, max_side=30),
+    st.data(),
+)
+def test_find_sorted_is_brute_force(
+    dtype: type, s_list: list[int], shape: tuple[int, ...], data: st.DataObject
+) -> None:
+    """Against a scan of the sorted array: values below, inside and past its range, empty
+    arrays on either side, duplicates in it, 2-d values (the shape is kept)."""
+    s = np.array(sorted(s_list), dtype)
+    v = data.draw(hnp.arrays(dtype, shape, elements=st.integers(0, 60)))
+    pos, hit = find_sorted(s, v)
+    assert pos.shape == hit.shape == v.shape
+    assert pos.dtype == np.intp and hit.dtype == np.bool_
+    sl = s.tolist()
+    flat = zip(
+        pos.reshape(-1).tolist(), hit.reshape(-1).tolist(), v.reshape(-1).tolist(), strict=True
+    )
+    for p, h, x in flat:
+        first = next((k for k, y in enumerate(sl) if y >= x), len(sl))  # searchsorted, "left"
+        assert p == min(first, max(len(sl) - 1, 0))
+        assert h == (x in sl)
+        if h:
+            assert sl[p] == x and (p == 0 or sl[p - 1] < x)
+    assert np.array_equal(in_sorted(v, s), hit)
+
+
+def test_find_sorted_extremes() -> None:
+    big = np.array([np.iinfo(np.int64).min, 0, np.iinfo(np.int64).max], np.int64)
+    pos, hit = find_sorted(big[1:], big)
+    assert pos.tolist() == [0, 0, 1] and hit.tolist() == [False, True, True]
+    pos, hit = find_sorted(np.zeros(0, np.int64), big)
+    assert pos.tolist() == [0, 0, 0] and hit.tolist() == [False, False, False]
+    assert pos.dtype == np.intp
+    pos, hit = find_sorted(big, np.zeros(0, np.int64))
+    assert pos.shape == hit.shape == (0,)
+    pos, hit = find_sorted(np.array([5, 2**63 + 5], np.uint64), np.array([2**64 - 1], np.uint64))
+    assert pos.tolist() == [1] and hit.tolist() == [False]
 
 
 @given(st.sets(st.integers(-(2**40), 2**40), max_size=80), st.randoms(use_true_random=False))

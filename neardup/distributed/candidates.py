@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from .._arrays import find_sorted
 from ..index.band_groups import (
     agreeing_group_pairs,
     group_pairs,
@@ -423,8 +424,7 @@ def _valve_pairs(
         big = sz > cap + 1
         fb = np.full(m.size, -1, np.int64)  # each member's chosen band (-1: none)
         if first_pos.size:
-            k = np.minimum(np.searchsorted(first_pos, m), first_pos.size - 1)
-            hit = first_pos[k] == m
+            k, hit = find_sorted(first_pos, m)
             fb[hit] = first_band[k[hit]]
         # a thinned bucket keeps its anchors and the members whose chosen band it is
         m, nb, in_big, was_big = thin_big_groups(m, bd, cap, fb == b)

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from .._arrays import find_sorted
 from . import _store
 from .job import Job
 from .verify import _unit_facts, emit_verified
@@ -175,8 +176,7 @@ def step_deferred(workdir: str, task: int, job: Job, lazy: bool) -> dict[str, An
         span = at.size
         code = np.searchsorted(at, a) * span + np.searchsorted(at, b)
         dcode = np.searchsorted(at, xa) * span + np.searchsorted(at, xb)  # ascending
-        i = np.minimum(np.searchsorted(dcode, code), max(dcode.size - 1, 0))
-        ok = (dcode[i] == code) if dcode.size else np.zeros(a.size, bool)
+        i, ok = find_sorted(dcode, code)
         score = np.where(ok, dec["score"].to_numpy()[i] if dcode.size else 0.0, 0.0)
         rule = np.where(ok, dec["rule"].to_numpy()[i] if dcode.size else 0, 0).astype(np.uint8)
     else:

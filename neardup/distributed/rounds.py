@@ -34,6 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from .._arrays import find_sorted
+
 __all__ = [
     "DROPPED",
     "KEPT",
@@ -111,8 +113,7 @@ def _apply(e: GreedyEdges, nodes: I64, kept: npt.NDArray[np.bool_]) -> None:
     """Record that ``nodes`` (ascending) were decided (``kept``) on the in-edges from them."""
     if nodes.size == 0 or e.u.size == 0:
         return
-    i = np.minimum(np.searchsorted(nodes, e.u), nodes.size - 1)
-    hit = nodes[i] == e.u
+    i, hit = find_sorted(nodes, e.u)
     e.st[hit] = np.where(kept[i[hit]], KEPT, DROPPED)
 
 
@@ -170,12 +171,7 @@ def greedy_round(
     flag = np.concatenate([np.ones(kept.size, bool), np.zeros(dropped.size, bool)])
     od = np.argsort(decided)
     decided, flag = decided[od], flag[od]
-    if decided.size and e.ou.size:
-        i = np.minimum(np.searchsorted(decided, e.ou), decided.size - 1)
-        hit = decided[i] == e.ou
-    else:
-        i = np.zeros(e.ou.size, np.int64)
-        hit = np.zeros(e.ou.size, bool)
+    i, hit = find_sorted(decided, e.ou)
     mu, mk, to = e.ou[hit], flag[i[hit]], owner(e.ov[hit])
     away = to != me
     mu, mk, to = mu[away], mk[away], to[away]

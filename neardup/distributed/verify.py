@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from .._arrays import find_sorted
 from . import _store
 from .candidates import RAW_SCHEMA, SRC_LSH, SRC_LSH_CAPPED, SRC_SIMHASH, SRC_SIMHASH_SHORT
 from .exact import DUPS_SCHEMA, GMEM_SCHEMA, PAIRS_SCHEMA
@@ -80,8 +81,8 @@ def _unit_facts(workdir: str, task: int, docs: Any, x: np.ndarray) -> dict[str, 
     if dups.num_rows and x.size:
         dp = dups["pos"].to_numpy()
         o = np.argsort(dp)
-        i = o[np.minimum(np.searchsorted(dp[o], x), dp.size - 1)]
-        hit = dp[i] == x
+        k, hit = find_sorted(dp[o], x)
+        i = o[k]
         j = i[hit]
         ulen[hit] = dups["ulen"].to_numpy()[j]
         gsize[hit] = dups["size"].to_numpy()[j]
@@ -192,8 +193,8 @@ def partners(dense: tuple[np.ndarray, np.ndarray], pos: np.ndarray) -> np.ndarra
     at, count = dense
     if not at.size:
         return np.zeros(pos.size, np.int64)
-    i = np.minimum(np.searchsorted(at, pos), at.size - 1)
-    return np.where(at[i] == pos, count[i], 0)
+    i, hit = find_sorted(at, pos)
+    return np.where(hit, count[i], 0)
 
 
 @_store.resumable("verify")

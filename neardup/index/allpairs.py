@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._arrays import unique_sorted
+from .._arrays import find_sorted, unique_sorted
 from .._jit import kernel
 from ..errors import ConfigError, InputError
 from ..fingerprint.distance import as_fingerprints
@@ -326,8 +326,7 @@ def _bucket_candidates(prefix: npt.NDArray[np.uint64], pb: int, flips: np.ndarra
     total = 0.0
     for f in flips.tolist():
         q = u ^ np.uint64(f)
-        pos = np.minimum(np.searchsorted(u, q), u.size - 1)
-        hit = u[pos] == q
+        pos, hit = find_sorted(u, q)
         total += float((c[hit].astype(np.float64) * c[pos[hit]]).sum())
     return total
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._arrays import find_sorted
 from . import _kernels as K
 from .plan import Plan
 
@@ -290,8 +291,7 @@ class SegmentRows:
         out = np.full(len(ids), -1, dtype=np.int64)
         if len(sid) == 0:
             return out
-        pos = np.minimum(np.searchsorted(sid, ids), len(sid) - 1)
-        hit = sid[pos] == ids
+        pos, hit = find_sorted(sid, ids)
         rows = srow[pos]
         if self.alive is not None:
             hit &= self.alive[rows]

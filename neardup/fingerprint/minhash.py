@@ -65,6 +65,7 @@ from ..text.token_kernels import (
     Tokeniser,
     hash_tokens,
     run_token_kernel,
+    run_token_kernel_one,
     token_chunks,
 )
 
@@ -314,6 +315,12 @@ def minhash_signatures(
     pa, pb = _permutations(hashes)
     sig = np.empty((n, hashes), np.uint16)
     counts = np.zeros(n, np.int64)
+    # a service request: one text, no chunk loop, no threads
+    one = n == 1 and type(texts[0]) is str
+    if one and run_token_kernel_one(_signature_kernel, verifier, texts[0], (pa, pb), (sig, counts)):
+        if progress is not None:
+            progress(1)
+        return sig, counts
     special: Prepared = {}
     with kernel_threads(workers):
         for i, j, chunk in token_chunks(verifier, texts, special):

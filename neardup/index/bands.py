@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._arrays import same_objects, sorted_pairs, unique_inverse
+from .._arrays import same_objects, sorted_pairs, unique_inverse, unique_sorted
 from .._jit import kernel
 from ..fingerprint.minhash import NO_KEYS
 from .band_groups import band_groups, group_pairs
@@ -310,8 +310,9 @@ def lookup(
     if not valid.size:
         return [empty] * q
     inv: npt.NDArray[np.int64] | None = None
-    if q == 1:  # a single request: only the union of its keys' rows is wanted
-        uk = np.unique(flat[valid])
+    if q == 1:  # a single request: only the union of its keys' rows is wanted (NumPy's hash
+        # np.unique costs more than a sort of a request's few dozen keys)
+        uk = unique_sorted(flat[valid])
     else:
         uk, inv = unique_inverse(flat[valid])  # sorted distinct query keys
     nu = uk.size
@@ -323,8 +324,9 @@ def lookup(
             continue
         if isinstance(run, SectionGroup):  # every section in one call
             hits = run.search(uk)
-            total += hits.totals(nu)
-            grouped.append((run, hits))
+            if len(hits):
+                total += hits.totals(nu)
+                grouped.append((run, hits))
             continue
         lo, hi, get = _search(run, uk)
         total += hi - lo
@@ -353,7 +355,7 @@ def lookup(
     if not seg_u:
         return [empty] * q
     if inv is None:  # one query: its rows, unique and sorted
-        return [np.unique(np.concatenate(seg_r))]
+        return [unique_sorted(seg_r[0] if len(seg_r) == 1 else np.concatenate(seg_r))]
     # the gathered rows grouped by key (their order within a key does not matter: each
     # query's rows are sorted and made unique below)
     ku, kr = sorted_pairs(np.concatenate(seg_u), np.concatenate(seg_r))

@@ -326,6 +326,9 @@ _NO_DIRS = np.zeros(0, np.uint32)
 _NO_DIRS.flags.writeable = False
 _NO_IDS = np.zeros(0, np.int64)
 _NO_IDS.flags.writeable = False
+# the room of a search on one thread: its buckets from position 0 (the kernel reads
+# ``room[first]`` only; writable, as the batch path's room, so the kernel has one signature)
+_ROOM_AT_0 = np.zeros(1, np.int64)
 
 
 class SectionGroup:
@@ -375,24 +378,31 @@ class SectionGroup:
         ns = len(self.sections)
         if not ns or not nu:  # (an empty typed list has no type to compile for)
             return GroupHits.empty()
+        start, count = np.zeros((2, ns), np.int64)
+        sparse = nu * _SPARSE_GAP < self._entries
+        if nu < _PARALLEL_KEYS:  # a single request's keys: every section on this thread, so
+            # the buckets lie one after another from 0, at most one per key and section (a
+            # request's few arrays, made with as few NumPy calls as it takes: each costs
+            # about as much as a section's search)
+            key, lo, hi = np.empty((3, ns * nu), np.int64)
+            _group_search_kernel(
+                0, ns, self._offsets, self._dirs, self._kbytes, self._widths, uk, sparse,
+                _ROOM_AT_0, start, count, key, lo, hi,
+            )  # fmt: skip
+            n = int(count.sum())
+            if n == 0:
+                return GroupHits.empty()
+            return GroupHits(np.repeat(np.arange(ns), count), key[:n], lo[:n], hi[:n])
         # A section has at most one bucket per query key and per entry. A range of sections
         # (one thread's) writes its buckets one after another from its first section's room,
         # so of this room only what the buckets take is ever touched
         room = np.zeros(ns + 1, np.int64)
         np.cumsum(np.minimum(self._entries, nu), out=room[1:])
-        start = np.zeros(ns, np.int64)
-        count = np.zeros(ns, np.int64)
-        key, lo, hi = (np.empty(int(room[-1]), np.int64) for _ in range(3))
-        sparse = nu * _SPARSE_GAP < self._entries
+        key, lo, hi = np.empty((3, int(room[-1])), np.int64)
         args = (
             self._offsets, self._dirs, self._kbytes, self._widths, uk, sparse, room, start,
             count, key, lo, hi,
         )  # fmt: skip
-        if nu < _PARALLEL_KEYS:  # a single request's keys: every section on this thread, so
-            # the buckets lie one after another from 0
-            _group_search_kernel(0, ns, *args)
-            n = int(count.sum())
-            return GroupHits(np.repeat(np.arange(ns), count), key[:n], lo[:n], hi[:n])
         run_ranges(_group_search_kernel, ns, *args)  # a batch's: the sections over the threads
         got = np.flatnonzero(count)
         if got.size == 0:
@@ -451,9 +461,8 @@ class GroupHits:
 
     def totals(self, nu: int) -> npt.NDArray[np.int64]:
         """Entries of each of the ``nu`` query keys over every section."""
-        total = np.zeros(nu, np.int64)
-        np.add.at(total, self.key, self.hi - self.lo)
-        return total
+        # (a weighted bincount is exact below 2**53 entries, and cheaper than np.add.at)
+        return np.bincount(self.key, self.hi - self.lo, nu).astype(np.int64)
 
 
 @kernel(nogil=True)

@@ -55,6 +55,7 @@ __all__ = [
     "is_spans",
     "pretokenise",
     "run_token_kernel",
+    "run_token_kernel_one",
     "strip_flagged",
     "token_chunks",
 ]
@@ -325,3 +326,31 @@ def run_token_kernel(
         )  # fmt: skip
         for o, r in zip(outs, redo, strict=True):
             o[flagged] = r
+
+
+#: characters of the longest text :func:`run_token_kernel_one` takes (longer: the chunk loop)
+ONE_TEXT_MAX = 1 << 16
+
+
+def run_token_kernel_one(
+    kernel: Callable[..., None],
+    source: Tokeniser,
+    text: str,
+    params: tuple[Any, ...],
+    outs: tuple[np.ndarray, ...],
+) -> bool:
+    """:func:`run_token_kernel` of a single ASCII text into row 0 of each array of ``outs``,
+    without the chunk loop's bookkeeping; False (nothing done, or rows to be overwritten) when
+    it does not apply: a text that is not ASCII, longer than :data:`ONE_TEXT_MAX`, or with a
+    social marker to strip. A service request is one text, where that bookkeeping (a dozen
+    small array operations and a thread-pool hand-off) cost more than the kernel; the same
+    values (tested against the chunk loop)."""
+    if len(text) > ONE_TEXT_MAX or not text.isascii():
+        return False
+    buf = np.frombuffer(text.encode("ascii"), np.uint8)  # (read-only, as chunk_bytes' buffers)
+    ends = np.array([buf.size], np.int64)
+    mode = np.array([RAW_CHECK if source.config()["strip_social"] else RAW], np.uint8)
+    flags = np.zeros(1, np.bool_)
+    kernel(0, 1, buf, np.zeros(1, np.int64), ends, mode, WORD_LUT, SPACE_LUT, MARK_LUT,
+           *params, *outs, flags)  # fmt: skip
+    return not flags[0]

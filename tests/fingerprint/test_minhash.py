@@ -36,6 +36,40 @@ def test_signatures_equal_reference(texts):
     assert all((sig[i] == NO_SIGNATURE).all() for i in np.flatnonzero(tok == 0))
 
 
+@settings(max_examples=120, deadline=None)
+@given(
+    st.lists(st.sampled_from(WORDS), max_size=40).map(" ".join),
+    st.booleans(),
+)
+def test_one_text_path_equals_the_chunk_loop_and_the_reference(text, strip):
+    """A single text (a service request) skips the chunk loop (run_token_kernel_one): the
+    same signature as that text inside a batch, and as the reference; social markers and
+    non-ASCII texts fall back to the loop."""
+    v = Verifier(strip_social=strip)
+    one, one_tok = minhash_signatures(v, [text], 24)
+    many, many_tok = minhash_signatures(v, [text, "the cat sat"], 24)
+    ref, ref_tok = minhash_signatures_reference(v, [text], 24)
+    assert np.array_equal(one[0], many[0]) and one_tok[0] == many_tok[0]
+    assert np.array_equal(one, ref) and np.array_equal(one_tok, ref_tok)
+
+
+def test_one_text_path_takes_plain_ascii_and_leaves_the_rest():
+    from neardup.fingerprint.minhash import _permutations, _signature_kernel
+    from neardup.text.token_kernels import ONE_TEXT_MAX, run_token_kernel_one
+
+    v = Verifier()
+    pa, pb = _permutations(8)
+
+    def one(text: str) -> bool:
+        out = (np.empty((1, 8), np.uint16), np.zeros(1, np.int64))
+        return run_token_kernel_one(_signature_kernel, v, text, (pa, pb), out)
+
+    assert one("plain ascii words here")
+    assert not one("RT @bob: a social marker")  # stripped by the chunk loop
+    assert not one("naïve non-ascii")  # tokenised by the reference tokeniser
+    assert not one("w " * (ONE_TEXT_MAX // 2 + 1))  # long: the chunk loop's bounded buffers
+
+
 def test_signatures_without_social_stripping_and_deterministic():
     v = Verifier(strip_social=False)
     texts = ["RT @bob: the cat sat #x", "www.a.com the mat", "plain words here"]

@@ -78,7 +78,9 @@ def sort_entries(
     return keys[order], rids[order]
 
 
-#: a sorted run: (compact keys u64, row ids i64) arrays, or a :class:`BandSection`
+#: a run: sorted (compact keys u64, row ids i64) arrays, a :class:`BandSection`, a
+#: :class:`~neardup.index.band_packed.PackedSection`, an :class:`Unsorted` buffer or a
+#: :class:`~neardup.index.section_search.SectionGroup`
 Run = Any
 
 
@@ -93,6 +95,9 @@ def _search(
     if isinstance(run, PackedSection):
         lo, hi = packed_search(run, uk)
         return lo, hi, run.row_ids
+    if isinstance(run, Unsorted):
+        lo, hi, rows = _match_unsorted(run.keys, run.rids, uk)
+        return lo, hi, lambda at: rows[at]
     keys, rids = run
     lo = np.searchsorted(keys, uk, "left")
     hi = np.searchsorted(keys, uk, "right")
@@ -284,6 +289,81 @@ def _group_words(
             out[at] = (np.uint64(keys[i]) << np.uint64(32)) | np.uint64(r)
             at += 1
     return at
+
+
+class Unsorted:
+    """A run of (compact key, row id) entries in insertion order, not sorted: a memtable's
+    append buffer as :func:`lookup` searches it. Every query key is found by a scan of the
+    entries (:func:`_match_unsorted`), so a buffer that changes after every single-document
+    insert is not sorted again before every single-document search. Rows come in row-id
+    order, so a bucket's rows come out oldest first, as from a sorted run."""
+
+    __slots__ = ("keys", "rids")
+
+    def __init__(self, keys: npt.NDArray[np.uint64], rids: npt.NDArray[np.int64]) -> None:
+        self.keys = keys
+        self.rids = rids
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+_FIB = np.uint64(0x9E3779B97F4A7C15)  # 2**64 / golden ratio: a multiplicative hash
+
+
+@kernel(nogil=True)
+def _match_unsorted(
+    keys: npt.NDArray[np.uint64], rids: npt.NDArray[np.int64], uk: npt.NDArray[np.uint64]
+) -> tuple[
+    npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]
+]:  # pragma: no cover (numba)
+    """(first, end, rows): the rows of the entries whose key is in the sorted distinct keys
+    ``uk``, grouped by key in ``uk``'s order and in entry order within a key (key ``q``'s:
+    ``rows[first[q]:end[q]]``). The query keys go into an open-addressing table of at least
+    twice their number, so an entry costs one probe or two (a binary search per entry
+    mispredicts a branch at most of its steps)."""
+    n, nu = keys.size, uk.size
+    bits = 4
+    while (1 << bits) < 2 * nu:
+        bits += 1
+    mask = (1 << bits) - 1
+    shift = np.uint64(64 - bits)
+    slot_key = np.zeros(mask + 1, np.uint64)
+    slot_q = np.full(mask + 1, -1, np.int64)
+    for q in range(nu):
+        h = np.int64((uk[q] * _FIB) >> shift)
+        while slot_q[h] >= 0:
+            h = (h + 1) & mask
+        slot_key[h] = uk[q]
+        slot_q[h] = q
+    which = np.empty(n, np.int64)
+    start = np.zeros(nu + 1, np.int64)
+    for i in range(n):
+        k = keys[i]
+        h = np.int64((k * _FIB) >> shift)
+        w = -1
+        while slot_q[h] >= 0:
+            if slot_key[h] == k:
+                w = slot_q[h]
+                break
+            h = (h + 1) & mask
+        which[i] = w
+        if w >= 0:
+            start[w + 1] += 1
+    for q in range(nu):
+        start[q + 1] += start[q]
+    first = np.empty(nu, np.int64)
+    end = np.empty(nu, np.int64)
+    for q in range(nu):
+        first[q] = start[q]
+        end[q] = start[q]
+    rows = np.empty(start[nu], np.int64)
+    for i in range(n):
+        q = which[i]
+        if q >= 0:
+            rows[end[q]] = rids[i]
+            end[q] += 1
+    return first, end, rows
 
 
 def lookup(
@@ -656,6 +736,7 @@ class BandIndex:
         self._buf_r: list[npt.NDArray[np.int64]] = []
         self._buf_n = 0
         self._sealed_buf: tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]] | None = None
+        self._cat: Unsorted | None = None  # the buffer as one unsorted run (made on demand)
         # (the sections, them as one SectionGroup): remade when the sections change
         self._group: tuple[list[BandSection], SectionGroup] | None = None
 
@@ -689,7 +770,7 @@ class BandIndex:
         self._buf_k.append(k)
         self._buf_r.append(r)
         self._buf_n += len(k)
-        self._sealed_buf = None
+        self._sealed_buf = self._cat = None
         # sealed after ``buffer`` entries or _BUFFER_ADDS inserts: every query sorts the buffer,
         # and single-document groups would sort a full buffer per request
         if self._buf_n >= self.buffer or len(self._buf_k) >= _BUFFER_ADDS:
@@ -746,6 +827,7 @@ class BandIndex:
     def _seal(self) -> None:
         k, r = self._buffer()
         self._buf_k, self._buf_r, self._buf_n, self._sealed_buf = [], [], 0, None
+        self._cat = None
         run = self._section(k, r)
         # binary counter: merge while the last run is not more than twice the new one
         while self.sections and len(self.sections[-1]) <= 2 * len(run):
@@ -753,12 +835,25 @@ class BandIndex:
         self.sections.append(run)
 
     def runs(self) -> list[Run]:
-        """The sorted runs :func:`lookup` searches (with those of other indexes: the store's
-        frozen memtable and segments): the sections as one :class:`SectionGroup` (one kernel
-        call searches them all; searched one by one, each cost a search's fixed overhead on
-        every single-document request: docs/store.md, *A single request's band look-ups*), and
-        the buffer."""
-        return [self._section_group(), self._buffer()]
+        """The runs :func:`lookup` searches (with those of other indexes: the store's frozen
+        memtable and segments): the sections as one :class:`SectionGroup` (one kernel call
+        searches them all; searched one by one, each cost a search's fixed overhead on every
+        single-document request: docs/store.md, *A single request's band look-ups*), and the
+        buffer as it is (:class:`Unsorted`: sorting it again after every single-document
+        insert cost more than scanning it)."""
+        return [self._section_group(), self.buffer_run()]
+
+    def buffer_run(self) -> Unsorted:
+        """The append buffer as one :class:`Unsorted` run (the part of :meth:`runs` that is
+        not a sorted section)."""
+        if self._cat is None:
+            if not self._buf_n:
+                self._cat = Unsorted(np.zeros(0, np.uint64), np.zeros(0, np.int64))
+            elif len(self._buf_k) == 1:
+                self._cat = Unsorted(self._buf_k[0], self._buf_r[0])
+            else:
+                self._cat = Unsorted(np.concatenate(self._buf_k), np.concatenate(self._buf_r))
+        return self._cat
 
     def _section_group(self) -> SectionGroup:
         cached = self._group
@@ -860,3 +955,4 @@ class BandIndex:
         self.sections = []
         self.base = None
         self._buf_k, self._buf_r, self._buf_n, self._sealed_buf = [], [], 0, None
+        self._cat = None

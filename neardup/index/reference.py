@@ -20,7 +20,7 @@ from ..fingerprint.distance import as_fingerprints
 from ..fingerprint.minhash import NO_KEYS
 from ._batch_kernels import QueryTables
 from ._kernels import _insertion_sort_by
-from .bands import BandSection, PackedSection, SectionGroup
+from .bands import BandSection, PackedSection, SectionGroup, Unsorted
 
 __all__: list[str] = []
 
@@ -142,6 +142,15 @@ def section_search_reference(
     return lo, hi
 
 
+def _sorted_run(run: Run) -> Run:
+    """An :class:`~neardup.index.bands.Unsorted` buffer as the sorted run it stands for (by
+    key, then row); any other run as it is."""
+    if not isinstance(run, Unsorted):
+        return run
+    o = np.lexsort((run.rids, run.keys))
+    return run.keys[o], run.rids[o]
+
+
 def lookup_reference(
     runs: Sequence[Run],
     queries: npt.NDArray[np.uint64],
@@ -156,6 +165,7 @@ def lookup_reference(
     # a group of sections (a BandIndex's, a store's segments) as its sections, materialised
     runs = [s for r in runs for s in (r.sections if isinstance(r, SectionGroup) else [r])]
     runs = [tuple(r) if isinstance(r, BandSection | PackedSection) else r for r in runs]
+    runs = [_sorted_run(r) for r in runs]
     flat = queries.ravel()
     valid = flat != NO_KEYS
     found: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Any]] = []

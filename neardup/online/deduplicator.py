@@ -672,6 +672,7 @@ class Deduplicator:
                 from ..index.bands import (
                     BandSection,
                     SectionGroup,
+                    Unsorted,
                     lookup,
                     merge_mapped,
                     merge_sections,
@@ -685,6 +686,8 @@ class Deduplicator:
                     np.arange(5000, dtype=np.uint64), np.arange(5000, dtype=np.uint32)
                 )
                 lookup([big], np.arange(2, dtype=np.uint64)[:, None], 2)
+                buffer = Unsorted(np.arange(4, dtype=np.uint64), np.arange(4, dtype=np.int64))
+                lookup([buffer], np.arange(2, dtype=np.uint64)[:, None], 2)  # a memtable's buffer
                 packed = pack_section(  # as a segment's: packed, searched as a group
                     big.offsets, big.keys, big.rows, 5000, np.arange(5000, dtype=np.int64)
                 )

@@ -216,23 +216,33 @@ class Store:
         sorted per query, at most ``2 * cap`` per bucket (:func:`neardup.index.bands.lookup`).
         May include deleted or expired rows (the caller filters through :meth:`fetch`)."""
         st = self._state
-        runs = list(st.bandtable.runs())
+        tables = [st.bandtable]
         frozen = st.frozen
         if frozen is not None and frozen.bands is not None:
-            runs += frozen.bands.runs()
-        runs.append(self._segment_bands())
+            tables.append(frozen.bands)
+        runs: list[Any] = [self._band_group(tables)]
+        runs += [t.buffer_run() for t in tables]
         return lookup(runs, entries, cap)
 
-    def _segment_bands(self) -> SectionGroup:
-        """The segments' band-key sections as one :class:`~neardup.index.bands.SectionGroup`
-        (one kernel call searches them all), made again when the segments change."""
+    def _band_group(self, tables: Sequence[Any]) -> SectionGroup:
+        """Every sorted band-key section, the memtables' (``tables``) and the segments', as one
+        :class:`~neardup.index.bands.SectionGroup`: one kernel call searches them all, where a
+        group for the memtable and one for the segments cost a single request two calls and
+        their array set-up (docs/store.md, *A single request's band look-ups*). Made again
+        when a section changes: a memtable seals its buffer every few inserts."""
         st = self._state
         segments = st.segments
+        seg = st.segment_bands_cache
+        if seg is None or not same_objects(seg[0], segments):
+            seg = (list(segments), [r for s in segments for r in s.segment.band_runs()])
+            st.segment_bands_cache = seg
+        parts = [sec for t in tables for sec in t.sections]
+        parts += seg[1]
         cached = st.band_group_cache
-        if cached is not None and same_objects(cached[0], segments):
+        if cached is not None and same_objects(cached[0], parts):
             return cached[1]
-        group = SectionGroup([r for s in segments for r in s.segment.band_runs()])
-        st.band_group_cache = (list(segments), group)
+        group = SectionGroup(parts)
+        st.band_group_cache = (parts, group)
         return group
 
     def sketches(self, rowids: npt.NDArray[np.int64]) -> Sketches:
@@ -533,6 +543,7 @@ class Store:
             s.segment.close()
         st.segments = []
         st.set_cache = st.band_group_cache = st.sketch_group_cache = None
+        st.segment_bands_cache = None
         st.db.close()
         if st.dir is not None:
             st.dir.unlock()

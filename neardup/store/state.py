@@ -162,8 +162,11 @@ class StoreState:
         self.search_pool: ThreadPoolExecutor | None = None
         # (the segments, an IndexSet over them, segments outside it, the memtable version)
         self.set_cache: tuple[list[LiveSegment], Any, list[LiveSegment], Any] | None = None
-        # (the segments, their band-key sections as one SectionGroup): writer thread only
-        self.band_group_cache: tuple[list[LiveSegment], Any] | None = None
+        # (the segments, their band-key sections): writer thread only
+        self.segment_bands_cache: tuple[list[LiveSegment], list[Any]] | None = None
+        # (the memtables' and the segments' band-key sections, them as one SectionGroup):
+        # writer thread only
+        self.band_group_cache: tuple[list[Any], Any] | None = None
         # (the segments, their sketch sections as one SegmentSketches): writer thread only
         self.sketch_group_cache: tuple[list[LiveSegment], Any] | None = None
 

@@ -83,6 +83,25 @@ def test_section_from_rows_equals_sorted_entries(seed, n, nb) -> None:
     assert sec.offsets.tolist() == [int((ent[:, 0] != NO_KEYS).sum()) * j for j in range(nb + 1)]
 
 
+def test_queries_between_single_row_inserts_see_every_insert() -> None:
+    """The service's pattern: one row inserted, then a query, again and again (the sorted
+    buffer grows by merges): the answers equal an index that sorts everything at once."""
+    rng = np.random.default_rng(5)
+    ent = _ent(rng, 300, 5)
+    ent[:, 1] = ent[0, 1]  # one shared bucket across every row
+    grown, whole = BandIndex(buffer=10**9), BandIndex(buffer=10**9)
+    for i in range(len(ent)):
+        grown.insert_many(np.array([1000 + i]), ent[i : i + 1])
+        q = ent[rng.choice(i + 1, 3)]
+        whole = BandIndex(buffer=10**9)
+        whole.insert_many(np.arange(1000, 1001 + i), ent[: i + 1])
+        for a, b in zip(grown.query_many(q, 8), whole.query_many(q, 8), strict=True):
+            assert a.tolist() == b.tolist()
+    gk, gr = grown.entries()
+    wk, wr = whole.entries()
+    assert gk.tolist() == wk.tolist() and gr.tolist() == wr.tolist()
+
+
 @pytest.mark.parametrize("split", [0, 3, 700])
 def test_large_adds_equal_the_buffered_path(split) -> None:
     """An add of at least ``buffer`` entries becomes a section at once; the entries and the

@@ -1,0 +1,204 @@
+"""Where a check-and-insert's CPU goes, in process: the stages of ``Deduplicator.submit`` timed
+by the CPU time of the thread that runs them.
+
+    .venv/bin/python benchmarks/bench_request_parts.py --store /tmp/nd_w1m/lsh/namespaces/default \
+        --requests 4000 --tree . --tree /tmp/nd-before --out benchmarks/results/bench_request_parts.json
+
+Opens a copy of ``--store`` (a data directory, e.g. the 1 M window ``bench_service.py`` seeds;
+without it, a fresh ``lsh`` store), then sends ``--requests`` documents through
+``submit("check_and_add", ..., inline=True)`` in groups of ``--batch`` (1: the service's single
+request), the texts ``loadgen.py --texts window`` sends, after a warm-up of 300 requests. The
+process's CPU time (user and system, every thread) per document is the figure; beside it, per
+document, the thread CPU time (``time.thread_time``) spent in each stage (the writer's group:
+the decision and the log append; the document's preparation; the log's fsync; the SQLite
+applier's transactions), so the table says which part moved. Stages nest (``decide`` holds the
+band and SimHash look-ups and the id look-up), and a stage run on another thread (the applier)
+is its own line.
+
+Each ``--tree`` (a source checkout, run with ``PYTHONPATH`` set to it; default: this one) runs
+in its own child process, the trees alternated over ``--rounds`` rounds, so that two trees see
+the same machine; medians are reported. HTTP is not part of it: ``bench_service.py`` measures
+the server end to end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: (module, attribute path, stage name) of what is timed
+STAGES = [
+    ("neardup.online.writer", "Writer._apply_group", "writer group"),
+    ("neardup.online.decide", "Decider.decide", "decide"),
+    ("neardup.store.engine", "Store.search_bands", "band look-up"),
+    ("neardup.store.engine", "Store.search", "SimHash look-up"),
+    ("neardup.store.engine", "Store.lookup_ids", "id look-up"),
+    ("neardup.store.engine", "Store.append_group", "log append + memtable"),
+    ("neardup.online.prepare", "DocumentPreparer.prepare", "prepare"),
+    ("neardup.store.wal", "WalWriter.sync", "log fsync"),
+    ("neardup.store.meta", "MetaDB.apply", "SQLite apply"),
+]
+
+
+def _child(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the requests in this process (the tree on ``sys.path``) and return the figures."""
+    import importlib
+
+    import neardup
+    from neardup.online import Deduplicator
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from loadgen import window_texts
+
+    spent: collections.Counter[str] = collections.Counter()
+
+    def timed(owner: Any, name: str, label: str) -> None:
+        fn = getattr(owner, name)
+
+        def wrapper(*a: Any, **k: Any) -> Any:
+            t0 = time.thread_time_ns()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[label] += time.thread_time_ns() - t0
+
+        setattr(owner, name, wrapper)
+
+    for module, path, label in STAGES:
+        owner: Any = importlib.import_module(module)
+        *outer, name = path.split(".")
+        for part in outer:
+            owner = getattr(owner, part)
+        timed(owner, name, label)
+
+    work = Path(tempfile.mkdtemp(prefix="nd-parts-"))
+    try:
+        store = work / "store"
+        if args.store:
+            shutil.copytree(args.store, store)
+        d = Deduplicator.open(store, candidates="lsh", retention=48 * 3600)
+        n, b = args.requests, args.batch
+        texts = window_texts(n + 300 + b, args.seed)
+
+        def group(i: int, k: int) -> None:
+            docs = [{"id": f"parts-{j}", "text": texts[j]} for j in range(i, i + k)]
+            fut, _ = d.submit("check_and_add", docs, inline=True)
+            fut.result()
+
+        for i in range(n, n + 300, b):  # warm-up: caches, kernels, the memtable's buffer
+            group(i, b)
+        spent.clear()
+        t0, c0 = time.perf_counter(), os.times()
+        for i in range(0, n, b):
+            group(i, b)
+        c1, wall = os.times(), time.perf_counter() - t0
+        d.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    per = 1e6 / n
+    return {
+        "neardup": str(Path(neardup.__file__).parent),
+        "wall_us": wall * per,
+        "cpu_us": (c1.user - c0.user + c1.system - c0.system) * per,
+        "user_us": (c1.user - c0.user) * per,
+        "system_us": (c1.system - c0.system) * per,
+        "stages_us": {label: spent[label] / 1e3 / n for _, _, label in STAGES},
+    }
+
+
+def _commit(tree: str) -> str | None:
+    """The checkout's commit (None outside git)."""
+    out = subprocess.run(
+        ["git", "-C", tree, "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+    )
+    return out.stdout.strip() or None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--store", help="data directory to copy and use (default: a fresh store)")
+    ap.add_argument("--requests", type=int, default=4000, help="documents sent (default 4000)")
+    ap.add_argument("--batch", type=int, default=1, help="documents per group (default 1)")
+    ap.add_argument("--seed", type=int, default=77, help="texts' seed (default 77)")
+    ap.add_argument("--tree", action="append", help="source tree to run (repeatable)")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds, trees alternated (default 3)")
+    ap.add_argument("--out", help="JSON file to write")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.requests < 1 or args.batch < 1 or args.requests % args.batch:
+        ap.error("--requests must be a positive multiple of --batch")
+    if args.store and not Path(args.store).is_dir():
+        ap.error(f"--store {args.store}: not a directory")
+    if args.child:
+        print(json.dumps(_child(args)))
+        return 0
+    trees = [str(Path(t).resolve()) for t in (args.tree or [str(ROOT)])]
+    for t in trees:
+        if not (Path(t) / "neardup" / "__init__.py").is_file():
+            ap.error(f"--tree {t}: no neardup package there")
+    runs: dict[str, list[dict[str, Any]]] = {t: [] for t in trees}
+    child = [sys.executable, __file__, "--child", "--requests", str(args.requests)]
+    child += ["--batch", str(args.batch), "--seed", str(args.seed)]
+    child += ["--store", args.store] if args.store else []
+    for r in range(args.rounds):
+        for t in trees:
+            env = dict(os.environ, PYTHONPATH=t)
+            out = subprocess.run(child, env=env, capture_output=True, text=True, check=False)
+            if out.returncode:
+                sys.stderr.write(out.stderr)
+                return out.returncode
+            got = json.loads(out.stdout.strip().splitlines()[-1])
+            runs[t].append(got)
+            print(f"round {r + 1} {t}: {got['cpu_us']:.1f} us of CPU a document", file=sys.stderr)
+    med = {
+        t: {
+            "cpu_us": statistics.median(x["cpu_us"] for x in rs),
+            "wall_us": statistics.median(x["wall_us"] for x in rs),
+            "stages_us": {
+                s: statistics.median(x["stages_us"][s] for x in rs) for _, _, s in STAGES
+            },
+        }
+        for t, rs in runs.items()
+    }
+    head = f"{'per document (µs, medians)':28s}" + "".join(
+        f"{Path(t).name[-16:]:>18s}" for t in trees
+    )
+    print(head)
+    for key in ("cpu_us", "wall_us"):
+        print(f"{key[:-3] + ' (process)':28s}" + "".join(f"{med[t][key]:18.1f}" for t in trees))
+    for _, _, s in STAGES:
+        print(f"  {s:26s}" + "".join(f"{med[t]['stages_us'][s]:18.1f}" for t in trees))
+    if args.out:
+        result = {
+            "benchmark": "request_parts",
+            "machine": {
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+                "platform": platform.platform(),
+                "loadavg": os.getloadavg(),
+            },
+            "params": {k: v for k, v in vars(args).items() if k != "child"},
+            "commits": {t: _commit(t) for t in trees},
+            "medians": med,
+            "runs": runs,
+        }
+        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -61,11 +61,12 @@ from .._jit import kernel
 from .._threads import kernel_threads, run_ranges
 from ..errors import InputError
 from ..text.token_kernels import (
+    FEW_TEXTS,
     Prepared,
     Tokeniser,
     hash_tokens,
     run_token_kernel,
-    run_token_kernel_one,
+    run_token_kernel_few,
     token_chunks,
 )
 
@@ -315,11 +316,11 @@ def minhash_signatures(
     pa, pb = _permutations(hashes)
     sig = np.empty((n, hashes), np.uint16)
     counts = np.zeros(n, np.int64)
-    # a service request: one text, no chunk loop, no threads
-    one = n == 1 and type(texts[0]) is str
-    if one and run_token_kernel_one(_signature_kernel, verifier, texts[0], (pa, pb), (sig, counts)):
+    # a service request (or a few decided together): no chunk loop, no threads
+    few = 0 < n <= FEW_TEXTS and all(type(t) is str for t in texts)
+    if few and run_token_kernel_few(_signature_kernel, verifier, texts, (pa, pb), (sig, counts)):
         if progress is not None:
-            progress(1)
+            progress(n)
         return sig, counts
     special: Prepared = {}
     with kernel_threads(workers):

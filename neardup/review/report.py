@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._arrays import find_sorted
 from ..errors import FormatError, InputError, UnsupportedVersionError
 
 __all__ = [
@@ -126,15 +127,9 @@ def build_review(
     # dropped documents: exact copies of their root, or near duplicates (incl. unlisted pairs)
     dropped = np.flatnonzero(~keep)
     lo, hi = np.minimum(dropped, root[dropped]), np.maximum(dropped, root[dropped])
-    k = np.searchsorted(codes, lo * m + hi)
-    k_ok = np.minimum(k, max(codes.size - 1, 0))
-    if codes.size:
-        listed = (k < codes.size) & (codes[k_ok] == lo * m + hi)
-    else:
-        listed = np.zeros(dropped.size, bool)
+    k_ok, listed = find_sorted(codes, lo * m + hi)
     exact = np.zeros(n, bool)
-    if codes.size:
-        exact[dropped[listed]] = p.stage[k_ok[listed]] == 0
+    exact[dropped[listed]] = p.stage[k_ok[listed]] == 0
     near = ~keep & ~exact
     lengths = _lengths(texts)
     names, lang = _languages(texts)

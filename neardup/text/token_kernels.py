@@ -55,7 +55,7 @@ __all__ = [
     "is_spans",
     "pretokenise",
     "run_token_kernel",
-    "run_token_kernel_one",
+    "run_token_kernel_few",
     "strip_flagged",
     "token_chunks",
 ]
@@ -328,29 +328,42 @@ def run_token_kernel(
             o[flagged] = r
 
 
-#: characters of the longest text :func:`run_token_kernel_one` takes (longer: the chunk loop)
-ONE_TEXT_MAX = 1 << 16
+#: characters :func:`run_token_kernel_few` takes in one call (more: the chunk loop)
+FEW_TEXTS_CHARS = 1 << 16
+#: texts :func:`run_token_kernel_few` takes in one call (more: the chunk loop)
+FEW_TEXTS = 64
 
 
-def run_token_kernel_one(
+def run_token_kernel_few(
     kernel: Callable[..., None],
     source: Tokeniser,
-    text: str,
+    texts: Sequence[str],
     params: tuple[Any, ...],
     outs: tuple[np.ndarray, ...],
 ) -> bool:
-    """:func:`run_token_kernel` of a single ASCII text into row 0 of each array of ``outs``,
-    without the chunk loop's bookkeeping; False (nothing done, or rows to be overwritten) when
-    it does not apply: a text that is not ASCII, longer than :data:`ONE_TEXT_MAX`, or with a
-    social marker to strip. A service request is one text, where that bookkeeping (a dozen
+    """:func:`run_token_kernel` of a few ASCII texts (a service request, or the few requests
+    the server decides together) into the rows of ``outs``, on this thread, without the chunk
+    loop's bookkeeping; False (nothing done, or rows to be overwritten) when it does not
+    apply: more than :data:`FEW_TEXTS` texts or :data:`FEW_TEXTS_CHARS` characters, a text
+    that is not ASCII or one with a social marker to strip. There that bookkeeping (a dozen
     small array operations and a thread-pool hand-off) cost more than the kernel; the same
     values (tested against the chunk loop)."""
-    if len(text) > ONE_TEXT_MAX or not text.isascii():
+    n = len(texts)
+    if not 0 < n <= FEW_TEXTS:
         return False
-    buf = np.frombuffer(text.encode("ascii"), np.uint8)  # (read-only, as chunk_bytes' buffers)
-    ends = np.array([buf.size], np.int64)
-    mode = np.array([RAW_CHECK if source.config()["strip_social"] else RAW], np.uint8)
-    flags = np.zeros(1, np.bool_)
-    kernel(0, 1, buf, np.zeros(1, np.int64), ends, mode, WORD_LUT, SPACE_LUT, MARK_LUT,
-           *params, *outs, flags)  # fmt: skip
-    return not flags[0]
+    joined = texts[0] if n == 1 else "".join(texts)
+    if len(joined) > FEW_TEXTS_CHARS or not joined.isascii():
+        return False
+    buf = np.frombuffer(joined.encode("ascii"), np.uint8)  # (read-only, as chunk_bytes' buffers)
+    if n == 1:
+        starts, ends = np.zeros(1, np.int64), np.array([buf.size], np.int64)
+    else:
+        ends = np.fromiter(map(len, texts), np.int64, n)
+        np.cumsum(ends, out=ends)
+        starts = np.empty(n, np.int64)
+        starts[0] = 0
+        starts[1:] = ends[:-1]
+    mode = np.full(n, RAW_CHECK if source.config()["strip_social"] else RAW, np.uint8)
+    flags = np.zeros(n, np.bool_)
+    kernel(0, n, buf, starts, ends, mode, WORD_LUT, SPACE_LUT, MARK_LUT, *params, *outs, flags)
+    return not flags.any()

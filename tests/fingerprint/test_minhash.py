@@ -38,36 +38,44 @@ def test_signatures_equal_reference(texts):
 
 @settings(max_examples=120, deadline=None)
 @given(
-    st.lists(st.sampled_from(WORDS), max_size=40).map(" ".join),
+    st.lists(st.lists(st.sampled_from(WORDS), max_size=40).map(" ".join), min_size=1, max_size=6),
     st.booleans(),
 )
-def test_one_text_path_equals_the_chunk_loop_and_the_reference(text, strip):
-    """A single text (a service request) skips the chunk loop (run_token_kernel_one): the
-    same signature as that text inside a batch, and as the reference; social markers and
-    non-ASCII texts fall back to the loop."""
+def test_few_texts_path_equals_the_chunk_loop_and_the_reference(texts, strip):
+    """A few texts (a service request, or the few the server decides together) skip the chunk
+    loop (run_token_kernel_few): the same signatures as those texts inside a batch too large
+    for that path, and as the reference; social markers and non-ASCII texts fall back to the
+    loop."""
+    from neardup.text.token_kernels import FEW_TEXTS
+
     v = Verifier(strip_social=strip)
-    one, one_tok = minhash_signatures(v, [text], 24)
-    many, many_tok = minhash_signatures(v, [text, "the cat sat"], 24)
-    ref, ref_tok = minhash_signatures_reference(v, [text], 24)
-    assert np.array_equal(one[0], many[0]) and one_tok[0] == many_tok[0]
-    assert np.array_equal(one, ref) and np.array_equal(one_tok, ref_tok)
+    few, few_tok = minhash_signatures(v, texts, 24)
+    padded = texts + ["the cat sat"] * FEW_TEXTS
+    many, many_tok = minhash_signatures(v, padded, 24)
+    ref, ref_tok = minhash_signatures_reference(v, texts, 24)
+    n = len(texts)
+    assert np.array_equal(few, many[:n]) and np.array_equal(few_tok, many_tok[:n])
+    assert np.array_equal(few, ref) and np.array_equal(few_tok, ref_tok)
 
 
-def test_one_text_path_takes_plain_ascii_and_leaves_the_rest():
+def test_few_texts_path_takes_plain_ascii_and_leaves_the_rest():
     from neardup.fingerprint.minhash import _permutations, _signature_kernel
-    from neardup.text.token_kernels import ONE_TEXT_MAX, run_token_kernel_one
+    from neardup.text.token_kernels import FEW_TEXTS, FEW_TEXTS_CHARS, run_token_kernel_few
 
     v = Verifier()
     pa, pb = _permutations(8)
 
-    def one(text: str) -> bool:
-        out = (np.empty((1, 8), np.uint16), np.zeros(1, np.int64))
-        return run_token_kernel_one(_signature_kernel, v, text, (pa, pb), out)
+    def few(*texts: str) -> bool:
+        out = (np.empty((len(texts), 8), np.uint16), np.zeros(len(texts), np.int64))
+        return run_token_kernel_few(_signature_kernel, v, list(texts), (pa, pb), out)
 
-    assert one("plain ascii words here")
-    assert not one("RT @bob: a social marker")  # stripped by the chunk loop
-    assert not one("naïve non-ascii")  # tokenised by the reference tokeniser
-    assert not one("w " * (ONE_TEXT_MAX // 2 + 1))  # long: the chunk loop's bounded buffers
+    assert few("plain ascii words here")
+    assert few("plain ascii", "more words", "")
+    assert not few("plain", "RT @bob: a social marker")  # stripped by the chunk loop
+    assert not few("plain", "naïve non-ascii")  # tokenised by the reference tokeniser
+    assert not few("w " * (FEW_TEXTS_CHARS // 2 + 1))  # long: the chunk loop's bounded buffers
+    assert not few(*["w"] * (FEW_TEXTS + 1))
+    assert not few()
 
 
 def test_signatures_without_social_stripping_and_deterministic():

@@ -771,8 +771,8 @@ class BandIndex:
         self._buf_r.append(r)
         self._buf_n += len(k)
         self._sealed_buf = self._cat = None
-        # sealed after ``buffer`` entries or _BUFFER_ADDS inserts: every query sorts the buffer,
-        # and single-document groups would sort a full buffer per request
+        # sealed after ``buffer`` entries or _BUFFER_ADDS inserts: every query scans the
+        # buffer (Unsorted), and single-document groups would scan a full buffer per request
         if self._buf_n >= self.buffer or len(self._buf_k) >= _BUFFER_ADDS:
             self._seal()
 

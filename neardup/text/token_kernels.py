@@ -37,6 +37,8 @@ from .._threads import run_ranges
 from .social import SOCIAL
 
 __all__ = [
+    "FEW_TEXTS",
+    "FEW_TEXTS_CHARS",
     "HASH_CHUNK_BYTES",
     "MARK_LUT",
     "PRETOK",

@@ -216,7 +216,7 @@ def chunk_bytes(
     read-only on every path (``np.frombuffer`` of bytes is), so each token kernel is compiled
     for one signature (:func:`~neardup._arrays.read_only`)."""
     mode = np.full(j - i, ascii_mode, np.uint8)
-    plain = not any(k in special for k in range(i, j))
+    plain = not special or not any(k in special for k in range(i, j))
     if plain and is_spans(texts):  # straight from the mapped input
         got = texts.gather_ascii(np.arange(i, j), None if reuse is None else reuse[0])
         if got is not None:
@@ -276,6 +276,12 @@ def strip_flagged(
     return buf, ends - lens, ends, np.full(len(done), RAW, np.uint8)
 
 
+def _ascii_mode(source: Tokeniser) -> int:
+    """The mode ASCII texts are read in: :data:`RAW_CHECK` when ``source`` strips social
+    markers (the kernel flags a text that has one), else :data:`RAW`."""
+    return RAW_CHECK if source.config()["strip_social"] else RAW
+
+
 def token_chunks(
     source: Tokeniser, texts: Sequence[str], special: Prepared
 ) -> Iterator[tuple[int, int, KernelInput]]:
@@ -284,7 +290,7 @@ def token_chunks(
     (:func:`pretokenise`), then ``(i, j, chunk_bytes(...))``, ASCII texts in mode
     :data:`RAW_CHECK` when ``source`` strips social markers, else :data:`RAW`. The chunk's
     buffer is reused: valid until the next chunk is asked for."""
-    ascii_mode = RAW_CHECK if source.config()["strip_social"] else RAW
+    ascii_mode = _ascii_mode(source)
     reuse: list[np.ndarray | None] = [None]
     for i, j in itertools.pairwise(chunk_bounds(texts)):
         pretokenise(source, texts, i, j, special)
@@ -344,28 +350,18 @@ def run_token_kernel_few(
     outs: tuple[np.ndarray, ...],
 ) -> bool:
     """:func:`run_token_kernel` of a few ASCII texts (a service request, or the few requests
-    the server decides together) into the rows of ``outs``, on this thread, without the chunk
-    loop's bookkeeping; False (nothing done, or rows to be overwritten) when it does not
-    apply: more than :data:`FEW_TEXTS` texts or :data:`FEW_TEXTS_CHARS` characters, a text
-    that is not ASCII or one with a social marker to strip. There that bookkeeping (a dozen
-    small array operations and a thread-pool hand-off) cost more than the kernel; the same
-    values (tested against the chunk loop)."""
+    the server decides together) into the rows of ``outs``: their bytes as one chunk
+    (:func:`chunk_bytes`), the kernel on this thread, without the chunk loop (bounds,
+    pre-tokenising, the thread pool); False (nothing done, or rows to be overwritten) when it
+    does not apply: more than :data:`FEW_TEXTS` texts or :data:`FEW_TEXTS_CHARS` characters, a
+    text that is not ASCII or one with a social marker to strip. For a few texts that loop
+    cost more than the kernel; the same values (tested against the chunk loop)."""
     n = len(texts)
     if not 0 < n <= FEW_TEXTS:
         return False
-    joined = texts[0] if n == 1 else "".join(texts)
-    if len(joined) > FEW_TEXTS_CHARS or not joined.isascii():
+    if sum(map(len, texts)) > FEW_TEXTS_CHARS or not all(t.isascii() for t in texts):
         return False
-    buf = np.frombuffer(joined.encode("ascii"), np.uint8)  # (read-only, as chunk_bytes' buffers)
-    if n == 1:
-        starts, ends = np.zeros(1, np.int64), np.array([buf.size], np.int64)
-    else:
-        ends = np.fromiter(map(len, texts), np.int64, n)
-        np.cumsum(ends, out=ends)
-        starts = np.empty(n, np.int64)
-        starts[0] = 0
-        starts[1:] = ends[:-1]
-    mode = np.full(n, RAW_CHECK if source.config()["strip_social"] else RAW, np.uint8)
+    chunk = chunk_bytes(texts, {}, 0, n, _ascii_mode(source))
     flags = np.zeros(n, np.bool_)
-    kernel(0, n, buf, starts, ends, mode, WORD_LUT, SPACE_LUT, MARK_LUT, *params, *outs, flags)
+    kernel(0, n, *chunk, WORD_LUT, SPACE_LUT, MARK_LUT, *params, *outs, flags)
     return not flags.any()

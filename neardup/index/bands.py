@@ -32,12 +32,19 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._arrays import same_objects, sorted_pairs, unique_inverse, unique_sorted
+from .._arrays import sorted_pairs, unique_inverse, unique_sorted
 from .._jit import kernel
 from ..fingerprint.minhash import NO_KEYS
 from .band_groups import band_groups, group_pairs
 from .band_packed import PackedSection, unpack_group
-from .section_search import GroupHits, SectionGroup, _ranges, packed_search, section_search
+from .section_search import (
+    GroupHits,
+    SectionGroup,
+    _ranges,
+    group_of,
+    packed_search,
+    section_search,
+)
 
 __all__ = [
     "BandIndex",
@@ -856,13 +863,8 @@ class BandIndex:
         return self._cat
 
     def _section_group(self) -> SectionGroup:
-        cached = self._group
-        sections = self.sections
-        if cached is not None and same_objects(cached[0], sections):
-            return cached[1]
-        group = SectionGroup(sections)
-        self._group = (list(sections), group)
-        return group
+        self._group = group_of(self._group, self.sections)
+        return self._group[1]
 
     def query(self, keys: npt.ArrayLike, cap: int | None = None) -> npt.NDArray[np.int64]:
         """Rows sharing a key with ``keys`` (bands,), unique and sorted (the valve at ``cap``,

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._arrays import read_only
+from .._arrays import read_only, same_objects
 from .._jit import kernel
 from .._threads import run_ranges
 from .._typed import typed_list
@@ -432,6 +432,18 @@ class SectionGroup:
     def row_ids(self, s: int, at: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Row ids of the entries at positions ``at`` of section ``s``."""
         return self.sections[s].row_ids(at)
+
+
+def group_of(
+    cached: tuple[list[Any], SectionGroup] | None, sections: Sequence[Any]
+) -> tuple[list[Any], SectionGroup]:
+    """``(sections, them as one SectionGroup)``: ``cached`` while it holds the same section
+    objects in the same order (:func:`~neardup._arrays.same_objects`), else made again. A
+    group's typed lists cost more to make than a search, and its sections change only when a
+    memtable seals its buffer or the segments change."""
+    if cached is not None and same_objects(cached[0], sections):
+        return cached
+    return list(sections), SectionGroup(sections)
 
 
 def _ranges(starts: npt.NDArray[np.int64], counts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

@@ -33,6 +33,7 @@ from .._arrays import same_objects
 from ..errors import StorageError
 from ..index.bands import SectionGroup, lookup
 from ..index.scan import Result, empty_result, merge_results
+from ..index.section_search import group_of
 from . import applier, maintenance, recovery
 from .layout import DataDir
 from .memindex import MemTable, build_index, hamming_index_class
@@ -238,12 +239,8 @@ class Store:
             st.segment_bands_cache = seg
         parts = [sec for t in tables for sec in t.sections]
         parts += seg[1]
-        cached = st.band_group_cache
-        if cached is not None and same_objects(cached[0], parts):
-            return cached[1]
-        group = SectionGroup(parts)
-        st.band_group_cache = (parts, group)
-        return group
+        st.band_group_cache = group_of(st.band_group_cache, parts)
+        return st.band_group_cache[1]
 
     def sketches(self, rowids: npt.NDArray[np.int64]) -> Sketches:
         """(present, sketches) of ``rowids`` (:mod:`neardup.store.sketches`): from the memtable,

@@ -27,7 +27,6 @@ import argparse
 import collections
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -182,21 +181,19 @@ def main() -> int:
     for _, _, s in STAGES:
         print(f"  {s:26s}" + "".join(f"{med[t]['stages_us'][s]:18.1f}" for t in trees))
     if args.out:
+        # the machine every benchmark's JSON records, and how it is written
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from bench_dedup import machine, write_results
+
         result = {
             "benchmark": "request_parts",
-            "machine": {
-                "cpus": os.cpu_count(),
-                "python": platform.python_version(),
-                "platform": platform.platform(),
-                "loadavg": os.getloadavg(),
-            },
+            "machine": machine(load_average=True),
             "params": {k: v for k, v in vars(args).items() if k != "child"},
             "commits": {t: _commit(t) for t in trees},
             "medians": med,
             "runs": runs,
         }
-        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-        print(f"wrote {args.out}", file=sys.stderr)
+        write_results(Path(args.out), result)
     return 0
 
 

@@ -169,6 +169,16 @@ def main() -> None:
         default="word3",
         help="datasketch's shingles: word 3-grams (zh: char 3-grams) or char 3-grams for all",
     )
+    ap.add_argument(
+        "--lsh-bands",
+        type=int,
+        default=None,
+        help="expert: MinHash bands of the lsh run (default: the planner's; fewer bands mean "
+        "fewer band keys a stored document, at the recall the plan states)",
+    )
+    ap.add_argument(
+        "--lsh-rows", type=int, default=None, help="expert: rows a band (with --lsh-bands)"
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     if args.out is None:
@@ -189,7 +199,13 @@ def main() -> None:
     results: dict[str, dict] = {}
     for mode in args.modes.split(","):
         name = "neardup (defaults)" if mode == "lsh" else f"neardup (candidates={mode})"
-        pairs, el, stats = run_neardup(ids, texts, candidates=mode, workers=args.workers)
+        plan_over: dict[str, object] = {}
+        if mode == "lsh" and (args.lsh_bands or args.lsh_rows):
+            plan_over = {"lsh_bands": args.lsh_bands, "lsh_rows": args.lsh_rows}
+            name = f"neardup (lsh bands={args.lsh_bands} rows={args.lsh_rows})"
+        pairs, el, stats = run_neardup(
+            ids, texts, candidates=mode, workers=args.workers, **plan_over
+        )
         results[name] = {**score_reported(pairs, labels, langs, lengths), "wall_s": round(el, 2)}
         results[name]["timings_s"] = stats["timings_s"]
         results[name]["cpu_s"] = stats["cpu_s"]
@@ -197,6 +213,8 @@ def main() -> None:
         results[name]["candidate_passes"] = stats["candidate_passes"]
         if "lsh" in stats:
             results[name]["lsh"] = stats["lsh"]
+        if "promise" in stats:
+            results[name]["promise"] = stats["promise"]
         if planted:
             got = set(pairs)
             results[name]["planted_recall"] = round(

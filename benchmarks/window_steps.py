@@ -49,6 +49,7 @@ def seed_child(job: dict[str, Any]) -> dict[str, Any]:
         retention=job["retention_s"],
         partition_seconds=job["partition_seconds"],
         candidates="lsh",
+        **job.get("plan", {}),
     )
     open_s = time.perf_counter() - t_all
     loader = getattr(d, "load", None)

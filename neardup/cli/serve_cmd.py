@@ -24,6 +24,7 @@ from .auth_options import (
     auth_settings,
     require_a_token,
 )
+from .plan_options import LSH_BANDS, LSH_ROWS
 
 __all__ = ["register", "serve"]
 
@@ -68,6 +69,8 @@ def serve(
         "classic SimHash-only mode, k = --max-distance). Default: the mode the store was "
         "created with.",
     ),
+    lsh_bands: int | None = LSH_BANDS,
+    lsh_rows: int | None = LSH_ROWS,
     compress_tables: bool | None = typer.Option(
         None,
         "--compress-tables/--no-compress-tables",
@@ -190,6 +193,8 @@ def serve(
         commit_interval_ms=commit_interval_ms,
         signature_cache_rows=signature_cache_rows,
         histogram_cache_rows=histogram_cache_rows,
+        lsh_bands=lsh_bands,
+        lsh_rows=lsh_rows,
         store=store,
     )
     config = ServiceConfig(

@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 import typer
 
+from .plan_options import LSH_BANDS, LSH_ROWS
+
 __all__ = ["register"]
 
 _DATA = typer.Argument(
@@ -112,6 +114,8 @@ def load_cmd(
     candidates: str | None = typer.Option(
         None, "--candidates", help="A new store's candidate mode: lsh (default) or simhash."
     ),
+    lsh_bands: int | None = LSH_BANDS,
+    lsh_rows: int | None = LSH_ROWS,
     input_format: str | None = typer.Option(
         None, "--input-format", help="Read every input as: jsonl, json, csv, tsv, parquet."
     ),
@@ -146,6 +150,8 @@ def load_cmd(
     store = data / NAMESPACES_DIR / validate_namespace(namespace)
     settings = DedupSettings(
         candidates=candidates,
+        lsh_bands=lsh_bands,
+        lsh_rows=lsh_rows,
         store=StoreSettings(retention=parse_duration(retention, name="--retention")),
     )
     progress = StageProgress.for_stderr(quiet or as_json)

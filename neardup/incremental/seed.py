@@ -127,6 +127,8 @@ def _batch_config(d: Any) -> Any:
         fingerprinter=d.fingerprinter.config(),
         verifier=d.verifier.config(),
         threshold=d.verifier.threshold,
+        lsh_bands=d.lsh_plan.bands,  # the store's plan, the planner's or one given on creation
+        lsh_rows=d.lsh_plan.rows,
     )
     return cfg if cfg.lsh_plan() == d.lsh_plan else None
 

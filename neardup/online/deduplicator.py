@@ -81,6 +81,20 @@ def _check_stored(stored: dict[str, Any], where: str) -> None:
         )
 
 
+def _check_plan(plan: Any, settings: DedupSettings, where: str) -> None:
+    """Refuse ``lsh_bands`` / ``lsh_rows`` other than those of the stored ``plan`` (its band
+    keys were made with it: keys of another plan never match them)."""
+    for f, kept in (("lsh_bands", plan.bands), ("lsh_rows", plan.rows)):
+        asked = getattr(settings, f)
+        if asked is not None and asked != kept:
+            raise ConfigError(
+                f"{where}: the store's MinHash plan has {plan.bands} bands of {plan.rows} rows, "
+                f"and its band keys were made with it; {f} (--{f.replace('_', '-')}) {asked} "
+                "cannot be used with them. Omit it (the stored plan is used), or use a new "
+                "data directory"
+            )
+
+
 def _check_kind(kind: str) -> None:
     """The document verbs :meth:`Deduplicator.submit` takes."""
     if kind not in ("check", "add", "check_and_add"):
@@ -167,12 +181,25 @@ class Deduplicator:
         self.lsh_plan: Any = None
         if self.candidates == "lsh":
             from ..rules import DedupConfig, LshPlan
+            from ..rules.plan import plan_warnings
 
             # the batch default (one rule); a store keeps the plan its band keys were made with
             if stored is not None:  # refused when its keys were made with another scheme
                 self.lsh_plan = LshPlan.from_dict(stored["lsh"], where=f"{path}/config.json")
+                _check_plan(self.lsh_plan, settings, f"{path}/config.json")
             else:
-                self.lsh_plan = DedupConfig().lsh_plan()
+                self.lsh_plan = DedupConfig(
+                    lsh_bands=settings.lsh_bands, lsh_rows=settings.lsh_rows
+                ).lsh_plan()
+            for warning in plan_warnings(self.lsh_plan):
+                log.warning("%s: %s", "in memory" if path is None else path, warning)
+        elif settings.lsh_bands or settings.lsh_rows:
+            raise ConfigError(
+                f"{path or 'in memory'}: lsh_bands (--lsh-bands) and lsh_rows (--lsh-rows) set "
+                f"the MinHash plan of candidates='lsh', and this store uses "
+                f"candidates={self.candidates!r}. Drop them, or use a new directory with "
+                "candidates='lsh'"
+            )
         self._preparer = DocumentPreparer(
             self.fingerprinter,
             self.bits,

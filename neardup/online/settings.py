@@ -80,6 +80,14 @@ class DedupSettings:
         memory (532 bytes each; :mod:`neardup.online.rowcache`), so that SimHash hits that
         fail verification's histogram bound are turned down without reading their rows; 0
         keeps none. Decisions do not depend on it.
+    lsh_bands, lsh_rows : int or None, default=None
+        Expert, for a new store in ``lsh`` mode, given together: the MinHash plan's bands and
+        rows a band (:func:`neardup.rules.plan.plan_lsh`; None: the planner's, the batch
+        default). Each
+        stored document keeps one band key per band, so fewer bands make a smaller window,
+        at the candidate probability the plan states for pairs at the threshold (a plan
+        below 0.99 is logged as a warning on open; docs/store.md, *Fewer bands*). Stored
+        with the data; another plan than the stored one is refused.
     max_future_seconds : float, default=86400
         Documents whose ``time`` is more than this ahead of now are refused (as are times
         before 0 or older than the retention window).
@@ -110,6 +118,8 @@ class DedupSettings:
     histogram_cache_rows: int = field(
         default=DEFAULT_HISTOGRAM_ROWS, metadata=_flag("--histogram-cache-rows")
     )
+    lsh_bands: int | None = field(default=None, metadata=_flag("--lsh-bands"))
+    lsh_rows: int | None = field(default=None, metadata=_flag("--lsh-rows"))
     max_future_seconds: float = MAX_FUTURE_SECONDS
     store: StoreSettings = field(default_factory=StoreSettings)
 
@@ -171,6 +181,15 @@ class DedupSettings:
             k = getattr(self, f)
             if not is_int(k) or k < 0:
                 raise ConfigError(f"{name(f)} must be an integer >= 0, got {k!r}")
+        for f in ("lsh_bands", "lsh_rows"):
+            k = getattr(self, f)
+            if k is not None and (not is_int(k) or not 1 <= k <= 512):
+                raise ConfigError(f"{name(f)} must be an integer in [1, 512] or None, got {k!r}")
+        if (self.lsh_bands is None) != (self.lsh_rows is None):
+            raise ConfigError(
+                f"{name('lsh_bands')} and {name('lsh_rows')} are given together (the plan's "
+                "bands, each of that many rows), e.g. 30 and 3; neither: the planner's plan"
+            )
         m = self.max_future_seconds
         if not is_number(m) or not 0 <= m < 1e12:
             raise ConfigError(f"max_future_seconds must be a number in [0, 1e12), got {m!r}")

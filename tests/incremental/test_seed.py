@@ -50,8 +50,14 @@ def _one_by_one(rows: list[dict], **options: object) -> set[str]:
         return {r["id"] for r in rows if not d.check_and_add({"id": r["id"], "text": r["text"]}).duplicate}  # fmt: skip
 
 
-@pytest.mark.parametrize("mode", ["lsh", "simhash"])
-def test_keep_first_load_keeps_what_check_and_add_keeps(tmp_path: Path, mode: str, capsys) -> None:
+@pytest.mark.parametrize(
+    ("mode", "plan"), [("lsh", {}), ("simhash", {}), ("lsh", {"lsh_bands": 9, "lsh_rows": 2})]
+)
+def test_keep_first_load_keeps_what_check_and_add_keeps(
+    tmp_path: Path, mode: str, plan: dict[str, int], capsys
+) -> None:
+    """Also for a store made with another MinHash plan than the planner's (--lsh-bands):
+    the bulk path decides with the store's plan, not the default one."""
     rows = _records()
     now = int(time.time())
     for k, r in enumerate(rows):  # times as ISO strings and as numbers
@@ -60,11 +66,13 @@ def test_keep_first_load_keeps_what_check_and_add_keeps(tmp_path: Path, mode: st
     src = _write(tmp_path / "seed.jsonl", rows)
     data = tmp_path / "data"
     args = ["store", "load", str(data), str(src), "--time-field", "ts", "--candidates", mode]
+    for k, v in plan.items():
+        args += [f"--{k.replace('_', '-')}", str(v)]
     assert main([*args, "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["path"] == ("dedup_into" if mode == "lsh" else "check_and_add")
     stored = _stored(data / "namespaces" / "default")
-    assert set(stored) == _one_by_one(rows, candidates=mode)
+    assert set(stored) == _one_by_one(rows, candidates=mode, **plan)
     assert stats["loaded"] == len(stored) and stats["dropped"] == len(rows) - len(stored) > 0
     for k, r in enumerate(rows):
         if r["id"] in stored:

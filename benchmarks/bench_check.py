@@ -93,6 +93,7 @@ def _one(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     # the machine every benchmark's JSON records, and how it is written
     from bench_dedup import machine, write_results
+    from trees import TREE_HELP, alternate, checkouts
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("store", type=Path, help="an existing store's data directory")
@@ -101,9 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk", type=int, default=10_000, help="documents per check")
     ap.add_argument("--collector", choices=["settled", "default"], default="settled")
     ap.add_argument("--op", choices=["check", "check_and_add"], default="check")
-    ap.add_argument(
-        "--tree", type=Path, action="append", help="a neardup checkout (default: this one)"
-    )
+    ap.add_argument("--tree", type=Path, action="append", help=TREE_HELP)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_check.json"
@@ -115,13 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"no input file {args.input}")
     if args.n < 1 or args.chunk < 1 or args.repeat < 1:
         ap.error("--n, --chunk and --repeat must be positive")
-    trees = [t.resolve() for t in (args.tree or [ROOT])]
-    for t in trees:  # a first run after a change of the sources compiles: not timed
-        _one(t, args)
-    runs: dict[str, list[dict[str, Any]]] = {str(t): [] for t in trees}
-    for _ in range(args.repeat):
-        for t in trees:
-            runs[str(t)].append(_one(t, args))
+    trees = checkouts(args.tree)
+    # warm: a first run after a change of the sources compiles; not timed
+    runs = alternate(trees, args.repeat, lambda t, r: _one(t, args), warm=True)
     rows = []
     print(
         f"{'tree':<40} {'stored':>10} {'checked':>8} {'dups':>6} "

@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 sys.path.insert(0, str(BENCH))
+
+from trees import TREE_HELP, alternate, checkouts, medians  # noqa: E402
 
 # a listener that prints the outermost compiles of neardup kernels at exit (--kernels)
 _LISTEN = """
@@ -104,38 +105,35 @@ def machine() -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tree", type=Path, action="append", help="a neardup checkout (repeatable)")
+    ap.add_argument("--tree", type=Path, action="append", help=TREE_HELP)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--kernels", action="store_true", help="list the slowest kernel compiles")
     ap.add_argument("--out", type=Path, default=BENCH / "results" / "bench_compile.json")
     args = ap.parse_args()
-    trees = [t.resolve() for t in (args.tree or [ROOT])]
-    for t in trees:
-        if not (t / "neardup" / "__init__.py").is_file():
-            raise SystemExit(f"--tree {t}: no neardup package there (neardup/__init__.py)")
-    runs: dict[str, dict[str, list[dict[str, Any]]]] = {
-        str(t): {"helper": [], "no helper": []} for t in trees
+    trees = checkouts(args.tree)
+
+    def both(t: Path, r: int) -> dict[str, dict[str, Any]]:
+        return {mode: run_once(t, mode == "helper") for mode in ("helper", "no helper")}
+
+    def say(t: Path, r: int, got: dict[str, dict[str, Any]]) -> None:
+        for mode, row in got.items():
+            print(
+                f"  run {r + 1}/{args.repeat} {t.name} {mode}: compile "
+                f"{row['kernel_compile_s']:.2f} s, wall {row['wall_s']:.2f} s, "
+                f"cpu {row['cpu_s']:.2f} s",
+                file=sys.stderr,
+            )
+
+    done = alternate(trees, args.repeat, both, say=say)
+    runs = {
+        t: {m: [got[m] for got in rs] for m in ("helper", "no helper")} for t, rs in done.items()
     }
-    for r in range(args.repeat):
-        for t in trees:
-            for mode in ("helper", "no helper"):
-                row = run_once(t, mode == "helper")
-                runs[str(t)][mode].append(row)
-                print(
-                    f"  run {r + 1}/{args.repeat} {t.name} {mode}: compile "
-                    f"{row['kernel_compile_s']:.2f} s, wall {row['wall_s']:.2f} s, "
-                    f"cpu {row['cpu_s']:.2f} s",
-                    file=sys.stderr,
-                )
     table = []
     print(f"{'tree':<28} {'mode':<10} {'compile s':>10} {'wall s':>8} {'CPU s':>8}")
     for t in trees:
         for mode in ("helper", "no helper"):
             rows = runs[str(t)][mode]
-            med = {
-                k: statistics.median(x[k] for x in rows)
-                for k in ("kernel_compile_s", "wall_s", "cpu_s")
-            }
+            med = medians(rows, ("kernel_compile_s", "wall_s", "cpu_s"))
             table.append({"tree": str(t), "mode": mode, **med, "runs": rows})
             print(
                 f"{t.name:<28} {mode:<10} {med['kernel_compile_s']:>10.2f} "

@@ -30,7 +30,6 @@ import hashlib
 import json
 import os
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_dedup import machine, write_results  # noqa: E402
+from trees import TREE_HELP, alternate, checkouts, medians  # noqa: E402
 
 
 def generate(path: Path, n: int, templated: float, template_words: int, dup_rate: float,
@@ -124,31 +124,28 @@ def main() -> None:
     ap.add_argument("--template-words", type=int, default=60)
     ap.add_argument("--dup-rate", type=float, default=0.2)
     ap.add_argument("--seed", type=int, default=5)
-    ap.add_argument("--tree", type=Path, action="append", help="a neardup checkout (repeatable)")
+    ap.add_argument("--tree", type=Path, action="append", help=TREE_HELP)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks/results/bench_dense_cluster.json"
     )
     args = ap.parse_args()
-    trees = [t.resolve() for t in (args.tree or [ROOT])]
-    for t in trees:
-        if not (t / "neardup" / "__init__.py").is_file():
-            raise SystemExit(f"--tree {t}: no neardup package there (neardup/__init__.py)")
+    trees = checkouts(args.tree)
     with tempfile.TemporaryDirectory(prefix="bench_dense_") as tmp:
         work = Path(tmp)
         corpus = work / "corpus.jsonl"
         counts = generate(corpus, args.n, args.templated, args.template_words, args.dup_rate,
                           args.seed)  # fmt: skip
         print(f"corpus: {counts} ({corpus.stat().st_size / 1e6:.1f} MB)")
-        runs: dict[str, list[dict[str, Any]]] = {str(t): [] for t in trees}
-        for i, t in enumerate(trees):  # fills each tree's kernel cache; not counted
-            run_once(t, corpus, work / f"cache-{i}", work)
-        for r in range(args.repeat):
-            for i, t in enumerate(trees):
-                row = run_once(t, corpus, work / f"cache-{i}", work)
-                runs[str(t)].append(row)
-                print(f"  run {r + 1}/{args.repeat} {t.name}: wall {row['wall_s']} s, "
-                      f"CPU {row['cpu_s']} s, band pairs {row['band_pairs_s']} s")  # fmt: skip
+        cache = {t: work / f"cache-{i}" for i, t in enumerate(trees)}  # one kernel cache each
+
+        def say(t: Path, r: int, row: dict[str, Any]) -> None:
+            print(f"  run {r + 1}/{args.repeat} {t.name}: wall {row['wall_s']} s, "
+                  f"CPU {row['cpu_s']} s, band pairs {row['band_pairs_s']} s")  # fmt: skip
+
+        runs = alternate(
+            trees, args.repeat, lambda t, r: run_once(t, corpus, cache[t], work), warm=True, say=say
+        )
     table = []
     cols = ("wall_s", "cpu_s", "candidates_s", "band_pairs_s", "verify_s", "cluster_s")
     print(
@@ -157,7 +154,7 @@ def main() -> None:
     )
     for t in trees:
         rows = runs[str(t)]
-        med = {c: statistics.median(r[c] for r in rows) for c in cols}
+        med = medians(rows, cols)
         last = rows[-1]
         table.append(
             {"tree": str(t), **med, **{k: last[k] for k in last if k not in cols}, "runs": rows}

@@ -28,7 +28,6 @@ import collections
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from trees import TREE_HELP, alternate, checkouts, commit_of, medians  # noqa: E402
 
 #: (module, attribute path, stage name) of what is timed
 STAGES = [
@@ -118,21 +120,13 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _commit(tree: str) -> str | None:
-    """The checkout's commit (None outside git)."""
-    out = subprocess.run(
-        ["git", "-C", tree, "rev-parse", "HEAD"], capture_output=True, text=True, check=False
-    )
-    return out.stdout.strip() or None
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--store", help="data directory to copy and use (default: a fresh store)")
     ap.add_argument("--requests", type=int, default=4000, help="documents sent (default 4000)")
     ap.add_argument("--batch", type=int, default=1, help="documents per group (default 1)")
     ap.add_argument("--seed", type=int, default=77, help="texts' seed (default 77)")
-    ap.add_argument("--tree", action="append", help="source tree to run (repeatable)")
+    ap.add_argument("--tree", action="append", help=TREE_HELP)
     ap.add_argument("--rounds", type=int, default=3, help="rounds, trees alternated (default 3)")
     ap.add_argument("--out", help="JSON file to write")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -144,31 +138,28 @@ def main() -> int:
     if args.child:
         print(json.dumps(_child(args)))
         return 0
-    trees = [str(Path(t).resolve()) for t in (args.tree or [str(ROOT)])]
-    for t in trees:
-        if not (Path(t) / "neardup" / "__init__.py").is_file():
-            ap.error(f"--tree {t}: no neardup package there")
-    runs: dict[str, list[dict[str, Any]]] = {t: [] for t in trees}
+    trees = [str(t) for t in checkouts(args.tree)]
     child = [sys.executable, __file__, "--child", "--requests", str(args.requests)]
     child += ["--batch", str(args.batch), "--seed", str(args.seed)]
     child += ["--store", args.store] if args.store else []
-    for r in range(args.rounds):
-        for t in trees:
-            env = dict(os.environ, PYTHONPATH=t)
-            out = subprocess.run(child, env=env, capture_output=True, text=True, check=False)
-            if out.returncode:
-                sys.stderr.write(out.stderr)
-                return out.returncode
-            got = json.loads(out.stdout.strip().splitlines()[-1])
-            runs[t].append(got)
-            print(f"round {r + 1} {t}: {got['cpu_us']:.1f} us of CPU a document", file=sys.stderr)
+
+    def one(t: Path, r: int) -> dict[str, Any]:
+        env = dict(os.environ, PYTHONPATH=str(t))
+        out = subprocess.run(child, env=env, capture_output=True, text=True, check=False)
+        if out.returncode:
+            sys.stderr.write(out.stderr)
+            raise SystemExit(out.returncode)
+        got: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+        return got
+
+    def say(t: Path, r: int, got: dict[str, Any]) -> None:
+        print(f"round {r + 1} {t}: {got['cpu_us']:.1f} us of CPU a document", file=sys.stderr)
+
+    runs = alternate([Path(t) for t in trees], args.rounds, one, say=say)
     med = {
         t: {
-            "cpu_us": statistics.median(x["cpu_us"] for x in rs),
-            "wall_us": statistics.median(x["wall_us"] for x in rs),
-            "stages_us": {
-                s: statistics.median(x["stages_us"][s] for x in rs) for _, _, s in STAGES
-            },
+            **medians(rs, ("cpu_us", "wall_us")),
+            "stages_us": medians((x["stages_us"] for x in rs), [s for _, _, s in STAGES]),
         }
         for t, rs in runs.items()
     }
@@ -189,7 +180,7 @@ def main() -> int:
             "benchmark": "request_parts",
             "machine": machine(load_average=True),
             "params": {k: v for k, v in vars(args).items() if k != "child"},
-            "commits": {t: _commit(t) for t in trees},
+            "commits": {t: commit_of(t) for t in trees},
             "medians": med,
             "runs": runs,
         }

@@ -1,0 +1,81 @@
+"""The checkouts a benchmark compares, one home for what the benchmarks that take ``--tree``
+do with them: each checkout resolved and checked once, every one run in each round, in turn,
+so that a busy neighbour on this shared machine affects them alike, and the runs summarised by
+their medians.
+
+    ap.add_argument("--tree", type=Path, action="append", help=TREE_HELP)
+    trees = checkouts(args.tree)                       # SystemExit naming a bad one
+    runs = alternate(trees, args.repeat, lambda t, r: run_once(t), say=print_row)
+    med = medians(runs[str(trees[0])], ("wall_s", "cpu_s"))
+
+Used by ``bench_compile.py``, ``bench_check.py``, ``bench_dense_cluster.py`` and
+``bench_request_parts.py``; tested in ``tests/test_bench_trees.py``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+ROOT = Path(__file__).resolve().parents[1]
+
+__all__ = ["ROOT", "TREE_HELP", "alternate", "checkouts", "commit_of", "medians"]
+
+#: the ``--tree`` option's help, alike in every benchmark that takes it
+TREE_HELP = "a neardup checkout to run (repeatable; default: this one)"
+
+_Row = TypeVar("_Row")
+
+
+def checkouts(paths: Sequence[str | Path] | None, default: Path = ROOT) -> list[Path]:
+    """The checkouts ``--tree`` named (``default``: this one when none), resolved; a folder
+    without a neardup package ends the run with a message naming it, before any work."""
+    trees = [Path(p).resolve() for p in (paths or [default])]
+    for t in trees:
+        if not (t / "neardup" / "__init__.py").is_file():
+            raise SystemExit(f"--tree {t}: no neardup package there (neardup/__init__.py)")
+    return trees
+
+
+def alternate(
+    trees: Sequence[Path],
+    rounds: int,
+    run: Callable[[Path, int], _Row],
+    *,
+    warm: bool = False,
+    say: Callable[[Path, int, _Row], None] | None = None,
+) -> dict[str, list[_Row]]:
+    """``run(tree, round)`` for every tree in each of ``rounds`` rounds, the trees in turn;
+    ``warm``: one untimed run of each first (a first run after a change of the sources fills
+    its kernel cache). ``say(tree, round, row)`` after each run (progress). Returns each
+    tree's rows by ``str(tree)``, in round order."""
+    if rounds < 1:
+        raise SystemExit(f"rounds must be at least 1, got {rounds}")
+    if warm:
+        for t in trees:
+            run(t, -1)
+    runs: dict[str, list[_Row]] = {str(t): [] for t in trees}
+    for r in range(rounds):
+        for t in trees:
+            row = run(t, r)
+            runs[str(t)].append(row)
+            if say is not None:
+                say(t, r, row)
+    return runs
+
+
+def medians(rows: Iterable[dict[str, Any]], keys: Iterable[str]) -> dict[str, float]:
+    """The median of each of ``keys`` over ``rows``."""
+    rows = list(rows)
+    return {k: statistics.median(r[k] for r in rows) for k in keys}
+
+
+def commit_of(tree: str | Path) -> str | None:
+    """The checkout's commit (None outside git)."""
+    out = subprocess.run(
+        ["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+    )
+    return out.stdout.strip() or None

@@ -1,0 +1,60 @@
+"""``benchmarks/trees.py``: the checkouts a benchmark compares, checked before any work, run in
+turn round after round (warm runs first when asked), summarised by medians."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def trees():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        yield importlib.import_module("trees")
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+
+def test_checkouts_default_to_this_one_and_refuse_a_folder_without_neardup(
+    trees, tmp_path: Path
+) -> None:
+    assert trees.checkouts(None) == [ROOT]
+    assert trees.checkouts([str(ROOT), ROOT / "."]) == [ROOT, ROOT]
+    with pytest.raises(SystemExit, match=f"--tree {tmp_path}: no neardup package there"):
+        trees.checkouts([ROOT, tmp_path])
+
+
+def test_alternate_runs_every_tree_in_each_round_in_turn(trees) -> None:
+    a, b = Path("/a"), Path("/b")
+    calls: list[tuple[str, int]] = []
+    said: list[tuple[str, int, int]] = []
+
+    def run(t: Path, r: int) -> int:
+        calls.append((t.name, r))
+        return len(calls)
+
+    runs = trees.alternate(
+        [a, b], 2, run, warm=True, say=lambda t, r, x: said.append((t.name, r, x))
+    )
+    assert calls == [("a", -1), ("b", -1), ("a", 0), ("b", 0), ("a", 1), ("b", 1)]
+    assert runs == {"/a": [3, 5], "/b": [4, 6]}  # the warm runs are not kept
+    assert said == [("a", 0, 3), ("b", 0, 4), ("a", 1, 5), ("b", 1, 6)]
+    with pytest.raises(SystemExit, match="at least 1"):
+        trees.alternate([a], 0, run)
+
+
+def test_medians_and_commits(trees, tmp_path: Path) -> None:
+    rows = [{"x": 3.0, "y": 1}, {"x": 1.0, "y": 2}, {"x": 2.0, "y": 9}]
+    assert trees.medians(rows, ("x", "y")) == {"x": 2.0, "y": 2}
+    assert trees.medians(iter(rows), ["x"]) == {"x": 2.0}
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=False).stdout.strip() or None  # fmt: skip
+    assert trees.commit_of(ROOT) == head
+    assert trees.commit_of(tmp_path) is None

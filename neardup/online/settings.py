@@ -83,11 +83,10 @@ class DedupSettings:
     lsh_bands, lsh_rows : int or None, default=None
         Expert, for a new store in ``lsh`` mode, given together: the MinHash plan's bands and
         rows a band (:func:`neardup.rules.plan.plan_lsh`; None: the planner's, the batch
-        default). Each
-        stored document keeps one band key per band, so fewer bands make a smaller window,
-        at the candidate probability the plan states for pairs at the threshold (a plan
-        below 0.99 is logged as a warning on open; docs/store.md, *Fewer bands*). Stored
-        with the data; another plan than the stored one is refused.
+        default). Each stored document keeps one band key per band, so fewer bands make a
+        smaller window, at the candidate probability the plan states for pairs at the
+        threshold (a plan below 0.99 is logged as a warning on open; docs/store.md, *Fewer
+        bands*). Stored with the data; another plan than the stored one is refused.
     max_future_seconds : float, default=86400
         Documents whose ``time`` is more than this ahead of now are refused (as are times
         before 0 or older than the retention window).

@@ -299,7 +299,7 @@ def plan_warnings(plan: LshPlan | None) -> list[str]:
         f"the MinHash candidates find pairs at similarity {t:g} (texts of {plan.min_tokens}+ "
         f"tokens with scattered one-token edits) with probability {plan.probability:.3f}, below "
         f"the {PLAN_RECALL} a plan promises: {why}; near duplicates at that similarity may be "
-        "missed (a higher --threshold, or DedupConfig lsh_bands/lsh_rows that reach 0.99)"
+        "missed (a higher --threshold, or bands and rows, lsh_bands / lsh_rows, that reach 0.99)"
     ]
 
 

@@ -103,6 +103,12 @@ def _build() -> Any:
     return typer.main.get_command(app)
 
 
+def command_tree() -> Any:
+    """The click command of ``neardup`` with every subcommand (a group of groups), built once
+    per process: what tests walk to check every command's options against the docs."""
+    return _build()
+
+
 def _deepest_context(command: Any, argv: list[str]) -> Any:
     """The context of the (sub)command ``argv`` names, parsed leniently (as shell completion
     does), or None. Click raises some usage errors without a context (an option missing its

@@ -30,7 +30,11 @@ def variant(i: int, k: int) -> str:
 
 
 @contextlib.contextmanager
-def router(tmp_path, n: int = 3):
+def router(tmp_path, n: int = 3, slow_after: float = 10.0):
+    """``n`` nodes and a router over them, in this process. ``slow_after``: how long the router
+    waits for a node before it hedges a write to the next one; generous here, where the
+    nodes' first requests share a loaded machine (these tests pin where copies go, not
+    hedging: tests/cluster/test_cluster_deletes.py does)."""
     with contextlib.ExitStack() as stack:
         urls = [
             stack.enter_context(
@@ -39,7 +43,8 @@ def router(tmp_path, n: int = 3):
             for i in range(n)
         ]
         cfg = ClusterConfig(tuple(NodeSpec(f"n{i}", u) for i, u in enumerate(urls)), vnodes=64)
-        yield stack.enter_context(serve_in_thread(create_router(cfg, token=TOKEN))), urls
+        app = create_router(cfg, token=TOKEN, slow_after=slow_after)
+        yield stack.enter_context(serve_in_thread(app)), urls
 
 
 def test_client_through_the_router(tmp_path):
@@ -55,9 +60,7 @@ def test_client_through_the_router(tmp_path):
             c.get("d5")
         health = c.health()
         assert health["status"] == "ok"
-        # two copies of each of the 19 left; a write hedged past a slow node (a loaded
-        # machine) leaves a third on the next node in the ring
-        assert 2 * 19 <= health["stored_copies"] <= 3 * 19
+        assert health["stored_copies"] == 2 * 19  # two copies of each of the 19 left
         with Client(url) as anon:  # reads and writes through the router need a token
             with pytest.raises(AuthError):
                 anon.insert({"id": "z", "text": "no token"})

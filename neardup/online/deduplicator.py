@@ -46,6 +46,7 @@ from ..rules.decision import Decision, Match
 from ..rules.keep import Found
 from ..rules.lsh import sketch_bytes, sketches
 from ..store import BulkDocs, Store, parse_duration
+from ..store.settings import option_name
 from .config import jsonable, load_fingerprinter, load_verifier
 from .decide import Decider, Op
 from .prepare import DocumentPreparer, PreparedDocs, lsh_keys
@@ -89,7 +90,7 @@ def _check_plan(plan: Any, settings: DedupSettings, where: str) -> None:
         if asked is not None and asked != kept:
             raise ConfigError(
                 f"{where}: the store's MinHash plan has {plan.bands} bands of {plan.rows} rows, "
-                f"and its band keys were made with it; {f} (--{f.replace('_', '-')}) {asked} "
+                f"and its band keys were made with it; {option_name(DedupSettings, f)} {asked} "
                 "cannot be used with them. Omit it (the stored plan is used), or use a new "
                 "data directory"
             )
@@ -195,8 +196,9 @@ class Deduplicator:
                 log.warning("%s: %s", "in memory" if path is None else path, warning)
         elif settings.lsh_bands or settings.lsh_rows:
             raise ConfigError(
-                f"{path or 'in memory'}: lsh_bands (--lsh-bands) and lsh_rows (--lsh-rows) set "
-                f"the MinHash plan of candidates='lsh', and this store uses "
+                f"{path or 'in memory'}: {option_name(DedupSettings, 'lsh_bands')} and "
+                f"{option_name(DedupSettings, 'lsh_rows')} set the MinHash plan of "
+                f"candidates='lsh', and this store uses "
                 f"candidates={self.candidates!r}. Drop them, or use a new directory with "
                 "candidates='lsh'"
             )

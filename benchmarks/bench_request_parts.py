@@ -62,7 +62,7 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     from neardup.online import Deduplicator
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from loadgen import window_texts
+    from loadgen import file_texts, window_texts
 
     spent: collections.Counter[str] = collections.Counter()
 
@@ -90,9 +90,16 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
         store = work / "store"
         if args.store:
             shutil.copytree(args.store, store)
-        d = Deduplicator.open(store, candidates="lsh", retention=48 * 3600)
+        # a given store keeps its own retention (bench_window's is the window plus a margin)
+        d = Deduplicator.open(
+            store, candidates="lsh", **({} if args.store else {"retention": 48 * 3600})
+        )
         n, b = args.requests, args.batch
-        texts = window_texts(n + 300 + b, args.seed)
+        texts = (
+            file_texts(args.texts_file, n + 300 + b)
+            if args.texts_file
+            else window_texts(n + 300 + b, args.seed)
+        )
 
         def group(i: int, k: int) -> None:
             docs = [{"id": f"parts-{j}", "text": texts[j]} for j in range(i, i + k)]
@@ -126,6 +133,11 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=4000, help="documents sent (default 4000)")
     ap.add_argument("--batch", type=int, default=1, help="documents per group (default 1)")
     ap.add_argument("--seed", type=int, default=77, help="texts' seed (default 77)")
+    ap.add_argument(
+        "--texts-file",
+        help="JSONL whose text fields are sent instead of generated ones (e.g. the load "
+        "bench_window.py --keep leaves beside its store: load-throughput.jsonl)",
+    )
     ap.add_argument("--tree", action="append", help=TREE_HELP)
     ap.add_argument("--rounds", type=int, default=3, help="rounds, trees alternated (default 3)")
     ap.add_argument("--out", help="JSON file to write")
@@ -142,6 +154,7 @@ def main() -> int:
     child = [sys.executable, __file__, "--child", "--requests", str(args.requests)]
     child += ["--batch", str(args.batch), "--seed", str(args.seed)]
     child += ["--store", args.store] if args.store else []
+    child += ["--texts-file", args.texts_file] if args.texts_file else []
 
     def one(t: Path, r: int) -> dict[str, Any]:
         env = dict(os.environ, PYTHONPATH=str(t))

@@ -554,7 +554,10 @@ def parts_per_doc(parts: dict[str, Any], server: dict[str, Any], n: int) -> dict
     sq = f.get("sqlite", 0)
     by = {
         "texts (in SQLite)": parts["text_bytes"],
-        "SQLite rest (ids, times, fingerprints, metadata, index)": sq - parts["text_bytes"],
+        "long rows' summaries (in SQLite)": parts.get("summary_bytes", 0),
+        "SQLite rest (ids, times, fingerprints, metadata, index)": sq
+        - parts["text_bytes"]
+        - parts.get("summary_bytes", 0),
         "band keys (segment sections)": band,
         "MinHash sketches (segment sections)": sketch,
         "segments rest (fingerprints, row ids, times)": (
@@ -656,6 +659,7 @@ def table(results: dict[str, dict[str, Any]]) -> list[tuple[str, list[str]]]:
     row("disk bytes per document (total)", lambda r: f"{r['disk_parts']['total_bytes_per_doc']:,.0f}")  # fmt: skip
     for part in (
         "texts (in SQLite)",
+        "long rows' summaries (in SQLite)",
         "SQLite rest (ids, times, fingerprints, metadata, index)",
         "band keys (segment sections)",
         "MinHash sketches (segment sections)",

@@ -180,8 +180,12 @@ def store_parts(ns: Path) -> dict[str, Any]:
                 got += [r[0] or 0 for r in con.execute(q, part)]
             text = int(rows * (sum(got) / max(1, len(got))))
             out["text_bytes_exact"] = False
+        # long rows' token summaries (docs/store.md, *Stored summaries of long rows*)
+        has = con.execute("SELECT 1 FROM sqlite_master WHERE name = 'summaries'").fetchone()
+        summ = con.execute("SELECT COALESCE(SUM(LENGTH(s)), 0) FROM summaries").fetchone()[0] if has else 0  # fmt: skip
     out["sqlite_rows"] = int(rows)
     out["text_bytes"] = int(text)
+    out["summary_bytes"] = int(summ)
     return out
 
 

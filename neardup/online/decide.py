@@ -41,6 +41,7 @@ from ..rules.lsh import (
 from ..store import NO_CONTENT_HASH, Store, WriteGroup
 from .prepare import PreparedDocs, lsh_keys
 from .rowcache import DEFAULT_CAPACITY, DEFAULT_HISTOGRAM_ROWS, HistogramCache, SignatureCache
+from .summaries import SUMMARY_MIN_TOKENS, decode_summaries, make_summaries, sketch_digest
 from .union import ARRAY_UNION_MIN, FILTER_BLOCK, BandKeys, union_arrays
 
 __all__ = ["Decider", "Op"]
@@ -147,6 +148,9 @@ class Decider:
         #: (the rest needed neither their texts nor their signatures)
         self.sketch_checked = 0
         self.sketch_passed = 0
+        #: long rows' stored summaries put into the histogram cache, and those set aside
+        self.summaries_used = 0
+        self.summaries_set_aside = 0
         #: SimHash hits turned down by their token counts before their rows were read
         #: (:meth:`_length_bound`)
         self.length_rejected = 0
@@ -245,6 +249,22 @@ class Decider:
                 self._lsh_intra(fps, sig, usable, earlier, bands)
         if may_add and not all(adds):
             earlier = {i: a for i, ps in earlier.items() if (a := [p for p in ps if adds[p[0]]])}
+        # the summaries long added rows are stored with (made for every long document of an
+        # add: most are added)
+        summ: list[bytes | None] | None = None
+        if may_add and q_sk is not None and tokens is not None and self.store_text:
+            long = [i for i in np.flatnonzero(tokens >= SUMMARY_MIN_TOKENS).tolist() if adds[i]]
+            if long and self.verifier is not None:
+                summ = [None] * len(adds)
+                made = make_summaries(
+                    self.verifier,
+                    [flat_texts[i] or "" for i in long],
+                    q_sk[long],
+                    [flat_chash[i] for i in long],
+                    tokens[long],
+                )
+                for i, b in zip(long, made, strict=True):
+                    summ[i] = b
 
         results: list[Any] = []
         writes = WriteGroup()
@@ -291,6 +311,7 @@ class Decider:
                 id_,
                 d_texts[k] if store_text else None,
                 d_meta[k],
+                None if summ is None else summ[i],
             )
             id_state[id_] = (next_rid, i)
             add_pos.append(i)
@@ -763,7 +784,42 @@ class Decider:
         drop = self.verifier.cannot_pass(q_t, h_t)  # (False where a count is 0: unknown)
         lims, hit_rids, hit_d, n = self._without_hits(lims, hit_rids, hit_d, drop)
         self.length_rejected += n
+        if hit_rids.size:  # the rows left: their summaries for the histogram bound
+            left = np.zeros(uniq.size, np.bool_)
+            left[np.searchsorted(uniq, hit_rids)] = True
+            self._cache_summaries(uniq[left], stored[left], row_t[left])
         return lims, hit_rids, hit_d
+
+    def _cache_summaries(
+        self,
+        uniq: npt.NDArray[np.int64],
+        stored: npt.NDArray[np.uint8],
+        row_t: npt.NDArray[np.int64],
+    ) -> None:
+        """Put into :attr:`histograms` the stored summaries (:mod:`.summaries`) of the long
+        rows among ``uniq`` (SimHash hits, ascending; ``stored`` their sketches, ``row_t``
+        their token counts, 0 where unknown) that it lacks, so that :meth:`_histogram_bound`
+        turns down the hits that fail the bound without reading their rows. A summary whose
+        sketch digest or checksum does not hold is set aside, and its row read as before."""
+        cache = self.histograms
+        if not cache.capacity:
+            return
+        long = np.flatnonzero(row_t >= SUMMARY_MIN_TOKENS)
+        if not long.size:
+            return
+        cached = cache.slots(uniq[long].tolist())
+        want = {int(uniq[k]): k for k in long.tolist() if int(uniq[k]) not in cached}
+        if not want:
+            return
+        blobs = self.store.summaries(want)
+        if not blobs:
+            return
+        digests = {rid: sketch_digest(stored[want[rid]]) for rid in blobs}
+        rids, hist, counts, chashes, bad = decode_summaries(blobs, digests)
+        self.summaries_used += len(rids)
+        self.summaries_set_aside += bad
+        if rids:
+            cache.put(rids, hist, counts, chashes)
 
     def _without_hits(
         self,

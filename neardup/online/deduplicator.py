@@ -51,6 +51,7 @@ from .config import jsonable, load_fingerprinter, load_verifier
 from .decide import Decider, Op
 from .prepare import DocumentPreparer, PreparedDocs, lsh_keys
 from .settings import DedupSettings
+from .summaries import make_summaries
 from .writer import Writer
 
 __all__ = ["Decision", "DedupSettings", "Deduplicator", "DocumentPreparer", "Match"]
@@ -598,15 +599,27 @@ class Deduplicator:
             return 0
         if times is not None:
             p = dataclasses.replace(p, times=self._checked_times(times, len(p)))
+        sk = (
+            None
+            if p.sig is None
+            else sketches(p.sig, p.tokens if p.tokens is not None else np.zeros(len(p), np.int64))
+        )
+        summ = None
+        if (
+            sk is not None
+            and p.tokens is not None
+            and self.store_text
+            and self.verifier is not None
+        ):
+            summ = make_summaries(self.verifier, [t or "" for t in p.texts], sk, p.chash, p.tokens)
         extra = BulkDocs(
             texts=p.texts if self.store_text else None,
             chash=p.chash,
             empty=p.empty,
             metadata=p.metadata,
             bands=p.bands,  # made by the preparer with the channel, None without it
-            sketches=None
-            if p.sig is None
-            else sketches(p.sig, p.tokens if p.tokens is not None else np.zeros(len(p), np.int64)),
+            sketches=sk,
+            summaries=summ,
         )
         n = self._writer.run(Op("bulk", arg=(p.ids, p.fps, p.times, extra)))
         return int(n)

@@ -207,6 +207,10 @@ class Writer:
         s["length_rejected_hits"] = self.decider.length_rejected
         s["histogram_rejected_hits"] = self.decider.histogram_rejected
         s["histogram_cache_rows"] = len(self.decider.histograms)
+        # long rows' stored summaries put into that cache unread, and those set aside (a
+        # digest or checksum that does not hold: the row is read instead)
+        s["summaries_used_rows"] = self.decider.summaries_used
+        s["summaries_set_aside_rows"] = self.decider.summaries_set_aside
         return s
 
     def close(self) -> bool:

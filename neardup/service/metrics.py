@@ -102,6 +102,8 @@ STORE_COUNTERS: frozenset[str] = frozenset(
         "sketch_passed_rows",
         "length_rejected_hits",
         "histogram_rejected_hits",
+        "summaries_used_rows",
+        "summaries_set_aside_rows",
     }
 )
 #: statistics not exported per namespace: process-wide (the process collector has them)

@@ -413,6 +413,26 @@ def fetch(st: StoreState, rowids: Iterable[int], *, with_text: bool) -> dict[int
     return out
 
 
+def summaries(st: StoreState, rowids: Iterable[int]) -> dict[int, bytes]:
+    """Stored summaries by row id (pending records first; rows without one left out)."""
+    p = st.pending
+    if not p.by_rid:
+        return st.db.summaries(rowids)
+    out: dict[int, bytes] = {}
+    rest: list[int] = []
+    with p.lock:
+        get = p.by_rid.get
+        for rid in rowids:
+            r = get(rid)
+            if r is None:
+                rest.append(rid)
+            elif isinstance(r, AddRecord) and r.summary is not None:
+                out[rid] = r.summary
+    if rest:
+        out.update(st.db.summaries(rest))
+    return out
+
+
 def get_row(st: StoreState, id: str) -> Row | None:
     """The stored row of ``id`` or None (any thread)."""
     p = st.pending

@@ -312,6 +312,12 @@ class Store:
         """Rows by row id (missing = deleted or expired; records not yet in SQLite first)."""
         return applier.fetch(self._state, rowids, with_text=with_text)
 
+    def summaries(self, rowids: Iterable[int]) -> dict[int, bytes]:
+        """The stored summaries of ``rowids`` (:meth:`MetaDB.put_summaries
+        <neardup.store.meta.MetaDB.put_summaries>`; pending records first; rows without one
+        left out). Any thread."""
+        return applier.summaries(self._state, rowids)
+
     def get_row(self, id: str) -> Row | None:
         """The stored row of ``id`` or None (any thread)."""
         return applier.get_row(self._state, id)

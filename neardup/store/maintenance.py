@@ -680,6 +680,14 @@ def bulk_add(
             f"bulk_load: {len(existing)} ids already exist (e.g. {first!r}); bulk_load only "
             "adds new ids"
         ) from None
+    if docs is not None and docs.summaries is not None:
+        pairs = [(start + i, b) for i, b in enumerate(docs.summaries) if b is not None]
+        try:
+            st.db.put_summaries(pairs)
+        except StorageError as exc:  # derived data: the rows are loaded and read without it
+            log.warning(
+                "bulk load: the rows are stored, their %d summaries not (%s)", len(pairs), exc
+            )
     return len(ids)
 
 

@@ -168,6 +168,10 @@ CREATE TABLE IF NOT EXISTS text_dict (
     dict BLOB NOT NULL,
     csum INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS summaries (
+    rid INTEGER PRIMARY KEY,
+    s BLOB NOT NULL
+);
 """
 _CHUNK = 900  # stay under SQLite's host-parameter limit
 DOC_COLUMNS = 9
@@ -518,19 +522,26 @@ class MetaDB:
             codec = self._codec
             if self._train:
                 codec = self._codec_for(cur, (r.text for r in records if isinstance(r, AddRecord)))
+            summaries: list[tuple[int, bytes]] = []
             for r in records:
                 if isinstance(r, AddRecord):
                     adds.append(_stored_row(_add_row(r), codec))
+                    if r.summary is not None:
+                        summaries.append((r.rowid, r.summary))
                     continue
                 if adds:
                     delta += self._replace_rows(cur, adds)
                     adds = []
+                    self._put_summaries(cur, summaries)
+                    summaries = []
                 cur.execute("DELETE FROM docs WHERE rid = ?", (r.rowid,))
                 delta -= cur.rowcount
+                cur.execute("DELETE FROM summaries WHERE rid = ?", (r.rowid,))
                 # remembered until compaction drops the row from its segment
                 cur.execute("INSERT OR IGNORE INTO deleted VALUES (?)", (r.rowid,))
             if adds:
                 delta += self._replace_rows(cur, adds)
+                self._put_summaries(cur, summaries)
             cur.executemany(
                 "INSERT OR REPLACE INTO wal_applied VALUES (?, ?)",
                 [(int(g), int(o)) for g, o in positions],
@@ -720,22 +731,52 @@ class MetaDB:
 
     @_storage_errors
     def delete_rowids(self, rowids: Sequence[int]) -> int:
-        """Delete rows by row id in one transaction; returns how many existed."""
+        """Delete rows (and their summaries) by row id in one transaction; returns how many
+        rows existed."""
+        rowids = [int(r) for r in rowids]
         with self._transaction() as cur:
             before = self._db.total_changes
-            cur.executemany("DELETE FROM docs WHERE rid = ?", ((int(r),) for r in rowids))
+            cur.executemany("DELETE FROM docs WHERE rid = ?", ((r,) for r in rowids))
             gone = self._db.total_changes - before
+            cur.executemany("DELETE FROM summaries WHERE rid = ?", ((r,) for r in rowids))
             self._add_count(cur, -gone)
         return gone
 
     @_storage_errors
     def delete_from(self, rowid: int) -> int:
-        """Delete every row with row id >= ``rowid``; returns how many."""
+        """Delete every row (and summary) with row id >= ``rowid``; returns how many rows."""
         with self._transaction() as cur:
             cur.execute("DELETE FROM docs WHERE rid >= ?", (int(rowid),))
             gone = int(cur.rowcount)
+            cur.execute("DELETE FROM summaries WHERE rid >= ?", (int(rowid),))
             self._add_count(cur, -gone)
         return gone
+
+    @staticmethod
+    def _put_summaries(cur: sqlite3.Cursor, pairs: Sequence[tuple[int, bytes]]) -> None:
+        if pairs:
+            cur.executemany("INSERT OR REPLACE INTO summaries VALUES (?, ?)", pairs)
+
+    @_storage_errors
+    def put_summaries(self, pairs: Sequence[tuple[int, bytes]]) -> None:
+        """Store ``(row id, summary)`` pairs in one transaction (a row's replaces the one it
+        had). Summaries are opaque bytes here: what a caller derives from a row and may lose
+        (:mod:`neardup.online.summaries`); a deleted row's goes with it."""
+        if pairs:
+            with self._transaction() as cur:
+                self._put_summaries(cur, pairs)
+
+    def summaries(self, rowids: Iterable[int]) -> dict[int, bytes]:
+        """The stored summaries of ``rowids`` (rows without one are left out)."""
+        uniq = list(dict.fromkeys(int(r) for r in rowids))
+        out: dict[int, bytes] = {}
+        with self._rlock:
+            for s in range(0, len(uniq), _CHUNK):
+                chunk = uniq[s : s + _CHUNK]
+                q = f"SELECT rid, s FROM summaries WHERE rid IN ({','.join('?' * len(chunk))})"
+                for rid, blob in self._rdb.execute(q, chunk):
+                    out[int(rid)] = bytes(blob)
+        return out
 
     def deleted_between(self, lo: int, hi: int) -> npt.NDArray[np.int64]:
         """Row ids deleted (by a ``DELETE`` record) in ``[lo, hi]`` (sorted int64)."""

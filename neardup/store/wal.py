@@ -128,6 +128,9 @@ class AddRecord(NamedTuple):
     #: the row's band keys as logged (``ADD_KEYS``; :func:`log_keys`),
     #: None for a plain ``ADD``
     keys: bytes | None = None
+    #: the row's stored summary (:meth:`neardup.store.meta.MetaDB.put_summaries`), applied
+    #: with the row but not logged: a replayed row has none (it is derived data)
+    summary: bytes | None = None
 
 
 class DeleteRecord(NamedTuple):

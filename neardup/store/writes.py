@@ -66,9 +66,12 @@ class WriteGroup:
         id: str,
         text: str | None,
         metadata: str | None,
+        summary: bytes | None = None,
     ) -> None:
         """Add document ``id`` as row ``rowid`` (``fp_lo`` 0 for 64-bit fingerprints;
-        ``empty``: the text had no features; ``metadata`` as JSON text)."""
+        ``empty``: the text had no features; ``metadata`` as JSON text; ``summary``: stored
+        beside the row, not logged, :meth:`MetaDB.put_summaries
+        <neardup.store.meta.MetaDB.put_summaries>`)."""
         self.records.append(
             AddRecord(
                 rowid,
@@ -80,6 +83,8 @@ class WriteGroup:
                 id,
                 text,
                 metadata,
+                None,
+                summary,
             )
         )
 
@@ -133,3 +138,6 @@ class BulkDocs:
     metadata: list[str | None]
     bands: npt.NDArray[np.uint64] | None = None
     sketches: npt.NDArray[np.uint8] | None = None
+    #: each document's stored summary or None (:meth:`MetaDB.put_summaries
+    #: <neardup.store.meta.MetaDB.put_summaries>`); None: none
+    summaries: list[bytes | None] | None = None

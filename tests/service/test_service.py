@@ -371,6 +371,7 @@ def test_healthz_and_metrics(http: httpx.Client) -> None:
     # what the bounds turned down before reading rows; the histogram cache's size is a level
     assert fams["neardup_store_length_rejected_hits"].type == "counter"
     assert fams["neardup_store_histogram_rejected_hits"].type == "counter"
+    assert fams["neardup_store_summaries_used_rows"].type == "counter"
     assert fams["neardup_store_histogram_cache_rows"].type == "gauge"
     assert "neardup_store_rss_mib" not in fams
     for fam in fams.values():

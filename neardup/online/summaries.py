@@ -1,0 +1,136 @@
+"""Stored token summaries of long rows: what lets the decider turn down a long row's SimHash hit
+without reading, decompressing and tokenising its text.
+
+A long text's SimHash neighbours in a large window are many rows of other long texts drawn
+from the same vocabulary, and nearly all fail verification's first step, the histogram bound
+(:func:`~neardup.verify.overlap.histogram_bound_decisions`). The decider already keeps the
+histograms of rows it has read (:class:`~neardup.online.rowcache.HistogramCache`), but a query
+meets mostly rows it has never read: ``benchmarks/bench_candidates.py`` counts them, and how
+many a stored summary turns down. So each added row of at least :data:`SUMMARY_MIN_TOKENS`
+tokens is stored with a summary: its token histogram at 4 bits a bucket (a count of 15 or more
+stands for any count: the bound takes it as unbounded), its token count and content hash (what
+the cache holds beside a histogram), and a digest of the row's MinHash sketch. The summary is
+derived data, never needed: a row without one (a short row, a row replayed from the log after
+a crash, a summary that does not check) is read as before, and the decisions are the same
+either way (a bound turns down only pairs verification would reject).
+
+A summary is used only where its digest equals that of the row's current sketch (kept in the
+segments, read for the token-count bound anyway) and its checksum holds, so one left behind
+by a deleted row whose row id was allocated again, or damaged on disk, is never taken for
+another text's.
+
+Layout (little-endian, :data:`SUMMARY_BYTES`): ``u32`` sketch digest, 16-byte content hash,
+``u32`` token count, ``2**(HIST_BITS - 1)`` bytes of 4-bit counts (bucket ``2k`` in the low
+nibble of byte ``k``), ``u32`` CRC-32 of everything before it.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..verify.tokens import HIST_BITS, HIST_MAX, token_histograms
+
+__all__ = [
+    "SUMMARY_BYTES",
+    "SUMMARY_MIN_TOKENS",
+    "decode_summaries",
+    "make_summaries",
+    "sketch_digest",
+]
+
+#: the token count from which an added row is stored with a summary. Making one costs about as
+#: much as tokenising the text again, and its bytes; what it spares grows with the text's
+#: length. In ``bench_window.py``'s 10 M window, rows of 512 tokens or more (5 % of them) were
+#: the stored side of 85 % of the long pairs verified, and those of 256-511 (7 %) of the rest
+#: (``bench_candidates.py`` counts both); a corpus of posts and news makes none
+SUMMARY_MIN_TOKENS = 512
+_BUCKETS = 1 << HIST_BITS
+_HEAD = struct.Struct("<I16sI")
+#: bytes of one summary
+SUMMARY_BYTES = _HEAD.size + _BUCKETS // 2 + 4
+#: a 4-bit count at its top: the bucket holds this many tokens or more
+_TOP = 15
+
+
+def sketch_digest(sketch: npt.NDArray[np.uint8]) -> int:
+    """The digest of one row's MinHash sketch bytes that its summary carries."""
+    return zlib.crc32(np.ascontiguousarray(sketch).tobytes())
+
+
+def _pack(hist: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
+    """(n, 512) counts as (n, 256) bytes of 4-bit counts, saturating at 15."""
+    h = np.minimum(hist, _TOP).astype(np.uint8)
+    return (h[:, 0::2] | (h[:, 1::2] << 4)).astype(np.uint8)
+
+
+def _unpack(packed: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
+    """(n, 256) bytes of 4-bit counts as (n, 512) counts, 15 read as :data:`HIST_MAX` (the
+    histogram bound's mark of a bucket it cannot bound)."""
+    out = np.empty((packed.shape[0], _BUCKETS), np.uint8)
+    out[:, 0::2] = packed & 0x0F
+    out[:, 1::2] = packed >> 4
+    out[out == _TOP] = HIST_MAX
+    return out
+
+
+def make_summaries(
+    verifier: Any,
+    texts: Sequence[str],
+    sketches: npt.NDArray[np.uint8],
+    chash: Sequence[bytes],
+    tokens: npt.NDArray[np.integer[Any]],
+) -> list[bytes | None]:
+    """The summary of each text of at least :data:`SUMMARY_MIN_TOKENS` tokens (``tokens``: the
+    verifier's token counts, as the MinHash channel counts them), None for the others:
+    ``sketches`` are the rows' stored sketches, ``chash`` their content hashes."""
+    out: list[bytes | None] = [None] * len(texts)
+    long = np.flatnonzero(np.asarray(tokens) >= SUMMARY_MIN_TOKENS)
+    if not long.size:
+        return out
+    hist, counts = token_histograms(verifier, [texts[i] for i in long.tolist()])
+    packed = _pack(hist)
+    for k, i in enumerate(long.tolist()):
+        body = (
+            _HEAD.pack(sketch_digest(sketches[i]), chash[i], int(counts[k])) + packed[k].tobytes()
+        )
+        out[i] = body + struct.pack("<I", zlib.crc32(body))
+    return out
+
+
+def decode_summaries(
+    blobs: dict[int, bytes], digests: dict[int, int]
+) -> tuple[list[int], npt.NDArray[np.uint8], npt.NDArray[np.int64], list[bytes], int]:
+    """The usable summaries of ``blobs`` (row id -> stored summary): those of the right size
+    whose checksum holds and whose sketch digest is ``digests[row id]`` (the row's current
+    sketch). Returns (row ids, histograms (k, 512) uint8, token counts, content hashes, how
+    many were set aside)."""
+    rids: list[int] = []
+    packed: list[bytes] = []
+    counts: list[int] = []
+    chashes: list[bytes] = []
+    bad = 0
+    for rid, blob in blobs.items():
+        if (
+            len(blob) != SUMMARY_BYTES
+            or zlib.crc32(blob[:-4]) != struct.unpack_from("<I", blob, SUMMARY_BYTES - 4)[0]
+        ):
+            bad += 1
+            continue
+        digest, ch, n = _HEAD.unpack_from(blob)
+        if digests.get(rid) != digest:
+            bad += 1
+            continue
+        rids.append(rid)
+        chashes.append(ch)
+        counts.append(n)
+        packed.append(blob[_HEAD.size : -4])
+    if not rids:
+        return [], np.zeros((0, _BUCKETS), np.uint8), np.zeros(0, np.int64), [], bad
+    arr = np.frombuffer(b"".join(packed), np.uint8).reshape(len(rids), _BUCKETS // 2)
+    return rids, _unpack(arr), np.array(counts, np.int64), chashes, bad

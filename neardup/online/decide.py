@@ -41,7 +41,7 @@ from ..rules.lsh import (
 from ..store import NO_CONTENT_HASH, Store, WriteGroup
 from .prepare import PreparedDocs, lsh_keys
 from .rowcache import DEFAULT_CAPACITY, DEFAULT_HISTOGRAM_ROWS, HistogramCache, SignatureCache
-from .summaries import SUMMARY_MIN_TOKENS, decode_summaries, make_summaries, sketch_digest
+from .summaries import added_summaries, cache_summaries
 from .union import ARRAY_UNION_MIN, FILTER_BLOCK, BandKeys, union_arrays
 
 __all__ = ["Decider", "Op"]
@@ -251,20 +251,9 @@ class Decider:
             earlier = {i: a for i, ps in earlier.items() if (a := [p for p in ps if adds[p[0]]])}
         # the summaries long added rows are stored with (made for every long document of an
         # add: most are added)
-        summ: list[bytes | None] | None = None
+        summ = None
         if may_add and q_sk is not None and tokens is not None and self.store_text:
-            long = [i for i in np.flatnonzero(tokens >= SUMMARY_MIN_TOKENS).tolist() if adds[i]]
-            if long and self.verifier is not None:
-                summ = [None] * len(adds)
-                made = make_summaries(
-                    self.verifier,
-                    [flat_texts[i] or "" for i in long],
-                    q_sk[long],
-                    [flat_chash[i] for i in long],
-                    tokens[long],
-                )
-                for i, b in zip(long, made, strict=True):
-                    summ[i] = b
+            summ = added_summaries(self.verifier, flat_texts, q_sk, flat_chash, tokens, adds)
 
         results: list[Any] = []
         writes = WriteGroup()
@@ -801,25 +790,9 @@ class Decider:
         their token counts, 0 where unknown) that it lacks, so that :meth:`_histogram_bound`
         turns down the hits that fail the bound without reading their rows. A summary whose
         sketch digest or checksum does not hold is set aside, and its row read as before."""
-        cache = self.histograms
-        if not cache.capacity:
-            return
-        long = np.flatnonzero(row_t >= SUMMARY_MIN_TOKENS)
-        if not long.size:
-            return
-        cached = cache.slots(uniq[long].tolist())
-        want = {int(uniq[k]): k for k in long.tolist() if int(uniq[k]) not in cached}
-        if not want:
-            return
-        blobs = self.store.summaries(want)
-        if not blobs:
-            return
-        digests = {rid: sketch_digest(stored[want[rid]]) for rid in blobs}
-        rids, hist, counts, chashes, bad = decode_summaries(blobs, digests)
-        self.summaries_used += len(rids)
+        used, bad = cache_summaries(self.store, self.histograms, uniq, stored, row_t)
+        self.summaries_used += used
         self.summaries_set_aside += bad
-        if rids:
-            cache.put(rids, hist, counts, chashes)
 
     def _without_hits(
         self,

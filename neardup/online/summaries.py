@@ -39,6 +39,8 @@ from ..verify.tokens import HIST_BITS, HIST_MAX, token_histograms
 __all__ = [
     "SUMMARY_BYTES",
     "SUMMARY_MIN_TOKENS",
+    "added_summaries",
+    "cache_summaries",
     "decode_summaries",
     "make_summaries",
     "sketch_digest",
@@ -134,3 +136,59 @@ def decode_summaries(
         return [], np.zeros((0, _BUCKETS), np.uint8), np.zeros(0, np.int64), [], bad
     arr = np.frombuffer(b"".join(packed), np.uint8).reshape(len(rids), _BUCKETS // 2)
     return rids, _unpack(arr), np.array(counts, np.int64), chashes, bad
+
+
+def added_summaries(
+    verifier: Any,
+    texts: Sequence[str | None],
+    sketches: npt.NDArray[np.uint8],
+    chash: Sequence[bytes],
+    tokens: npt.NDArray[np.integer[Any]],
+    adds: Sequence[bool],
+) -> list[bytes | None] | None:
+    """The summaries a write group's documents would be stored with (by position; None for
+    a short one, or one of a ``check``: ``adds`` False), or None when none is long."""
+    long = [i for i in np.flatnonzero(np.asarray(tokens) >= SUMMARY_MIN_TOKENS).tolist() if adds[i]]
+    if not long or verifier is None:
+        return None
+    out: list[bytes | None] = [None] * len(adds)
+    made = make_summaries(
+        verifier,
+        [texts[i] or "" for i in long],
+        sketches[long],
+        [chash[i] for i in long],
+        np.asarray(tokens)[long],
+    )
+    for i, b in zip(long, made, strict=True):
+        out[i] = b
+    return out
+
+
+def cache_summaries(
+    store: Any,
+    cache: Any,
+    uniq: npt.NDArray[np.int64],
+    stored: npt.NDArray[np.uint8],
+    row_t: npt.NDArray[np.int64],
+) -> tuple[int, int]:
+    """Put into ``cache`` (a :class:`~neardup.online.rowcache.HistogramCache`) the stored
+    summaries of the long rows among ``uniq`` (ascending row ids; ``stored`` their sketches,
+    ``row_t`` their token counts, 0 where unknown) that it lacks, read from ``store``
+    (:meth:`neardup.store.Store.summaries`). Returns (summaries put, summaries set aside)."""
+    if not cache.capacity:
+        return 0, 0
+    long = np.flatnonzero(row_t >= SUMMARY_MIN_TOKENS)
+    if not long.size:
+        return 0, 0
+    cached = cache.slots(uniq[long].tolist())
+    want = {int(uniq[k]): k for k in long.tolist() if int(uniq[k]) not in cached}
+    if not want:
+        return 0, 0
+    blobs = store.summaries(want)
+    if not blobs:
+        return 0, 0
+    digests = {rid: sketch_digest(stored[want[rid]]) for rid in blobs}
+    rids, hist, counts, chashes, bad = decode_summaries(blobs, digests)
+    if rids:
+        cache.put(rids, hist, counts, chashes)
+    return len(rids), bad

@@ -18,9 +18,9 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -373,64 +373,54 @@ def take_back(st: StoreState, groups: Sequence[Unsynced]) -> None:
 
 
 # ---------------------------------------------------------------------- reads
+def _pending_first(
+    st: StoreState,
+    keys: Iterable[Any],
+    by_id: bool,
+    of_add: Callable[[AddRecord], Any],
+    stored: Callable[[Any], dict[Any, Any]],
+) -> dict[Any, Any]:
+    """A read by id (``by_id``) or row id that the pending records answer first: ``of_add(r)``
+    for a key whose pending record is an add (None: left out), nothing for a pending delete,
+    ``stored(rest)`` (SQLite) for the keys no record holds."""
+    p = st.pending
+    index = p.by_id if by_id else p.by_rid
+    if not index:
+        return stored(keys)
+    out: dict[Any, Any] = {}
+    rest: list[Any] = []
+    with p.lock:
+        get = index.get
+        for k in keys:
+            r = get(k)
+            if r is None:
+                rest.append(k)
+            elif isinstance(r, AddRecord) and (v := of_add(r)) is not None:
+                out[k] = v
+    if rest:
+        out.update(stored(rest))
+    return out
+
+
 def lookup_ids(st: StoreState, ids: Sequence[str]) -> dict[str, int]:
     """id -> row id for the ids that exist (pending records first, then SQLite)."""
-    p = st.pending
-    if not p.by_id:
-        return st.db.lookup_ids(ids)
-    out: dict[str, int] = {}
-    rest: list[str] = []
-    with p.lock:
-        get = p.by_id.get
-        for i in ids:
-            r = get(i)
-            if r is None:
-                rest.append(i)
-            elif isinstance(r, AddRecord):
-                out[i] = r.rowid
-    if rest:
-        out.update(st.db.lookup_ids(rest))
-    return out
+    return _pending_first(st, ids, True, lambda r: r.rowid, st.db.lookup_ids)
 
 
 def fetch(st: StoreState, rowids: Iterable[int], *, with_text: bool) -> dict[int, Row]:
     """Rows by row id (missing = deleted or expired; pending records first)."""
-    p = st.pending
-    if not p.by_rid:
-        return st.db.fetch(rowids, with_text=with_text)
-    out: dict[int, Row] = {}
-    rest: list[int] = []
-    with p.lock:
-        get = p.by_rid.get
-        for rid in rowids:
-            r = get(rid)
-            if r is None:
-                rest.append(rid)
-            elif isinstance(r, AddRecord):
-                out[rid] = row_of(r, with_text)
-    if rest:
-        out.update(st.db.fetch(rest, with_text=with_text))
-    return out
+    return _pending_first(
+        st,
+        rowids,
+        False,
+        lambda r: row_of(r, with_text),
+        lambda rest: st.db.fetch(rest, with_text=with_text),
+    )
 
 
 def summaries(st: StoreState, rowids: Iterable[int]) -> dict[int, bytes]:
     """Stored summaries by row id (pending records first; rows without one left out)."""
-    p = st.pending
-    if not p.by_rid:
-        return st.db.summaries(rowids)
-    out: dict[int, bytes] = {}
-    rest: list[int] = []
-    with p.lock:
-        get = p.by_rid.get
-        for rid in rowids:
-            r = get(rid)
-            if r is None:
-                rest.append(rid)
-            elif isinstance(r, AddRecord) and r.summary is not None:
-                out[rid] = r.summary
-    if rest:
-        out.update(st.db.summaries(rest))
-    return out
+    return _pending_first(st, rowids, False, lambda r: r.summary, st.db.summaries)
 
 
 def get_row(st: StoreState, id: str) -> Row | None:

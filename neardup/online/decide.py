@@ -773,26 +773,16 @@ class Decider:
         drop = self.verifier.cannot_pass(q_t, h_t)  # (False where a count is 0: unknown)
         lims, hit_rids, hit_d, n = self._without_hits(lims, hit_rids, hit_d, drop)
         self.length_rejected += n
-        if hit_rids.size:  # the rows left: their summaries for the histogram bound
+        if hit_rids.size:  # the rows left: their stored summaries into the histogram cache,
+            # so that _histogram_bound turns down those that fail it unread
             left = np.zeros(uniq.size, np.bool_)
             left[np.searchsorted(uniq, hit_rids)] = True
-            self._cache_summaries(uniq[left], stored[left], row_t[left])
+            used, bad = cache_summaries(
+                self.store, self.histograms, uniq[left], stored[left], row_t[left]
+            )
+            self.summaries_used += used
+            self.summaries_set_aside += bad
         return lims, hit_rids, hit_d
-
-    def _cache_summaries(
-        self,
-        uniq: npt.NDArray[np.int64],
-        stored: npt.NDArray[np.uint8],
-        row_t: npt.NDArray[np.int64],
-    ) -> None:
-        """Put into :attr:`histograms` the stored summaries (:mod:`.summaries`) of the long
-        rows among ``uniq`` (SimHash hits, ascending; ``stored`` their sketches, ``row_t``
-        their token counts, 0 where unknown) that it lacks, so that :meth:`_histogram_bound`
-        turns down the hits that fail the bound without reading their rows. A summary whose
-        sketch digest or checksum does not hold is set aside, and its row read as before."""
-        used, bad = cache_summaries(self.store, self.histograms, uniq, stored, row_t)
-        self.summaries_used += used
-        self.summaries_set_aside += bad
 
     def _without_hits(
         self,

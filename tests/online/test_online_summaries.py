@@ -5,7 +5,6 @@ and with them or without them, the decisions are the same."""
 
 from __future__ import annotations
 
-import random
 import struct
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_rowcache import _articles
 
 from neardup.online import Deduplicator
 from neardup.online.summaries import (
@@ -29,25 +29,13 @@ from neardup.verify import Verifier
 from neardup.verify.overlap import histogram_bound_decisions
 from neardup.verify.tokens import HIST_MAX, token_histograms
 
-_VOCAB = [f"w{k}" for k in range(60)]
-
 
 def _long_texts(seed: int, n: int) -> list[str]:
-    """Long texts from one small vocabulary (their SimHash fingerprints gather, and unrelated
-    ones fail the histogram bound); a fifth are copies with a few tokens replaced (near
-    duplicates) or many (not), some exact."""
-    rng = random.Random(seed)
-    weights = [1 / (k + 1) for k in range(len(_VOCAB))]
-    out: list[str] = []
-    for _ in range(n):
-        if out and rng.random() < 0.2:
-            w = rng.choice(out).split()
-            for _ in range(rng.choice([0, 2, 8, 40, 90])):
-                w[rng.randrange(len(w))] = rng.choice(_VOCAB)
-            out.append(" ".join(w))
-        else:
-            out.append(" ".join(rng.choices(_VOCAB, weights, k=rng.randint(520, 700))))
-    return out
+    """Texts of 520-700 tokens of one small vocabulary (their SimHash fingerprints gather, and
+    unrelated ones fail the histogram bound); a fifth are copies with a few tokens replaced
+    (near duplicates) or many (not), some exact."""
+    vocab = [f"w{k}" for k in range(60)]
+    return _articles(seed, n, vocab=vocab, tokens=(520, 700), edits=(0, 2, 8, 40, 90))
 
 
 def test_packing_keeps_counts_below_the_top_and_marks_the_rest_unbounded() -> None:

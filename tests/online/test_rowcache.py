@@ -210,22 +210,29 @@ _VOCAB = [
 ]
 
 
-def _articles(seed: int, n: int) -> list[str]:
-    """Texts of 60-150 tokens drawn from one small Zipf vocabulary, as the window's generated
-    long articles are: their SimHash fingerprints gather within the radius of each other, and
-    unrelated ones fail the histogram bound; a fifth are copies with a few tokens replaced
-    (duplicates) or more (not), some exact."""
+def _articles(
+    seed: int,
+    n: int,
+    *,
+    vocab: list[str] = _VOCAB,
+    tokens: tuple[int, int] = (60, 150),
+    edits: tuple[int, ...] = (0, 1, 3, 12, 30),
+) -> list[str]:
+    """Texts of ``tokens`` (60-150) tokens drawn from one small Zipf vocabulary, as the
+    window's generated long articles are: their SimHash fingerprints gather within the radius
+    of each other, and unrelated ones fail the histogram bound; a fifth are copies with
+    ``edits`` tokens replaced (a few: duplicates; more: not), some exact."""
     rng = random.Random(seed)
-    weights = [1 / (k + 1) for k in range(len(_VOCAB))]
+    weights = [1 / (k + 1) for k in range(len(vocab))]
     out: list[str] = []
     for _ in range(n):
         if out and rng.random() < 0.2:
             w = rng.choice(out).split()
-            for _ in range(rng.choice([0, 1, 3, 12, 30])):
-                w[rng.randrange(len(w))] = rng.choice(_VOCAB)
+            for _ in range(rng.choice(edits)):
+                w[rng.randrange(len(w))] = rng.choice(vocab)
             out.append(" ".join(w))
         else:
-            out.append(" ".join(rng.choices(_VOCAB, weights, k=rng.randint(60, 150))))
+            out.append(" ".join(rng.choices(vocab, weights, k=rng.randint(*tokens))))
     return out
 
 

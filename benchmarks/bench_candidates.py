@@ -13,14 +13,16 @@ store): it copies ``--store``, then checks ``--docs`` documents (the text fields
 not stored yet) in groups of ``--batch`` with ``check`` (nothing is added, so every group sees
 the same window), and counts per document, by wrapping the decider's steps:
 
-* the SimHash hits (within the radius; after the stored token-count bound; after the cached
-  histogram bound), the distinct band candidates and those the stored sketches let through;
+* the SimHash hits (within the radius; after the stored token-count and token-mask bounds,
+  and how many the masks turned down; after the cached histogram bound), the distinct band
+  candidates, those the stored sketches let through, and those of them the token masks
+  turned down (both mask counts 0 on a store whose rows have no masks);
 * the rows read from SQLite (with their texts) and the pairs verified and accepted, the pairs
   by the stored row's token count (short <= 60 tokens, mid <= 300, long);
 * the process's CPU per document for the checks.
 
-Then, for the pairs verified, what a per-row summary stored with each row's sketch would have
-turned down without reading the row: an upper bound of the multiset token overlap from the
+Then, for the pairs still verified, what a per-row summary stored with each row's sketch would
+have turned down without reading the row: an upper bound of the multiset token overlap from the
 query's tokens and the summary, decided by the verifier's own rule (``2c / (la + lb) >=
 threshold``, or containment for texts of ``min_containment_tokens`` or more). Schemes: a 64-bit
 mask of the row's token buckets (8 bytes a row), 64 buckets of 4-bit counts (32), 512 buckets
@@ -125,7 +127,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         counts["simhash hits"] += int(out[1].size)
 
     def on_length(_s: Any, a: Any, _k: Any, out: Any) -> None:
-        counts["after the token-count bound"] += int(out[1].size)
+        counts["after the token-count and token-mask bounds"] += int(out[1].size)
 
     def on_hist(_s: Any, a: Any, _k: Any, out: Any) -> None:
         counts["after the cached histogram bound"] += int(out[1].size)
@@ -179,6 +181,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         d.submit("check", warm, inline=True)[0].result()
         counts.clear()
         pairs.clear()
+        dec = d._decider
+        before = (dec.mask_rejected, dec.mask_rejected_rows)
         c0, t0 = os.times(), time.perf_counter()
         for i in range(0, args.docs, args.batch):
             docs = [
@@ -187,6 +191,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             ]
             d.submit("check", docs, inline=True)[0].result()
         c1, wall = os.times(), time.perf_counter() - t0
+        # what the stored token masks turned down (0 on a store built before them)
+        counts["of those, SimHash hits the token masks turned down"] = (
+            dec.mask_rejected - before[0]
+        )
+        counts["band candidates the sketches let by and the token masks turned down"] = (
+            dec.mask_rejected_rows - before[1]
+        )
         d.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -264,6 +264,7 @@ def dedup(
     plan = cfg.lsh_plan() if cfg.candidates == "lsh" else None
     counted: list[npt.NDArray[np.int64]] = []
     signed: list[npt.NDArray[np.uint16]] | None = [] if work_out is not None else None
+    bucketed: list[npt.NDArray[np.uint8]] | None = [] if work_out is not None else None
     ca, cb, cd = stage_candidates_for(
         cfg,
         subset_texts(texts, unique) if cfg.candidates == "lsh" else [],
@@ -279,12 +280,15 @@ def dedup(
         counted,
         None if signatures is None else (signatures[0][unique], signatures[1][unique]),
         signed,
+        bucketed,
     )
     if work_out is not None:
         work_out.update(rows=unique, fps=fps_u, empty=empty_u)
         if signed and counted:
             work_out.update(sig=signed[0], tokens=counted[0])
-        del signed
+        if bucketed:
+            work_out.update(buckets=bucketed[0])
+        del signed, bucketed
     if tokenised:  # those in a pair, re-keyed from position among first copies to texts
         involved = set(ca.tolist()) | set(cb.tolist())
         tokenised = {int(unique[k]): v for k, v in tokenised.items() if k in involved}

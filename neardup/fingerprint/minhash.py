@@ -61,7 +61,9 @@ from .._jit import kernel
 from .._threads import kernel_threads, run_ranges
 from ..errors import InputError
 from ..text.token_kernels import (
+    BUCKET_MIX,
     FEW_TEXTS,
+    MASK_BITS,
     Prepared,
     Tokeniser,
     hash_tokens,
@@ -199,9 +201,10 @@ def _signature_kernel(
     pb: np.ndarray,
     out: np.ndarray,
     counts: np.ndarray,
+    buckets: np.ndarray,
     flags: np.ndarray,
 ) -> None:  # pragma: no cover - numba
-    # documents lo..hi-1 (run_ranges)
+    # documents lo..hi-1 (run_ranges); buckets (n, 2**MASK_BITS) or (n, 0): not wanted
     h = pa.shape[0]
     low = np.uint64(0xFFFF)
     mins = np.empty(h, np.uint64)
@@ -209,6 +212,10 @@ def _signature_kernel(
     ea = np.empty(h, np.uint64)
     eb = np.empty(h, np.uint64)
     idx = np.empty(h, np.int64)
+    counted = buckets.shape[1] > 0
+    mix = np.uint64(BUCKET_MIX)
+    shift = np.uint64(64 - MASK_BITS)
+    top = np.uint8(255)
     for d in range(lo, hi):
         s = starts[d]
         e = ends[d]
@@ -216,6 +223,13 @@ def _signature_kernel(
         n, hit = hash_tokens(buf, s, e, mode[d] == 2, mode[d] == 0, word, space, mark, tmp)
         counts[d] = n
         flags[d] = hit
+        if counted:  # the token hashes counted before they become shingles (saturating)
+            row = buckets[d]
+            row[:] = 0
+            if not hit:
+                for q in range(n):
+                    b = (tmp[q] * mix) >> shift
+                    row[b] += np.uint8(row[b] < top)
         if hit or n == 0:  # flagged: the caller strips and redoes it; no tokens: no signature
             for p in range(h):
                 out[d, p] = 0xFFFF
@@ -301,6 +315,7 @@ def minhash_signatures(
     workers: int = 1,
     prepared: Prepared | None = None,
     progress: Callable[[int], None] | None = None,
+    buckets: npt.NDArray[np.uint8] | None = None,
 ) -> tuple[npt.NDArray[np.uint16], npt.NDArray[np.int64]]:
     """b-bit MinHash signatures of the texts' token bigrams (:data:`SIGNATURE_SCHEME`, see the
     module): ``(sig uint16 (n, hashes), tokens int64 (n,))``; a text without tokens has
@@ -311,23 +326,33 @@ def minhash_signatures(
     tokenised by ``Verifier.tokens``, social markers stripped), keyed by position, in the form
     the verification kernels take (:func:`~neardup.verify.tokens.token_hashes`): passed on to
     verification, those texts are not tokenised twice. ``progress(texts done)`` (optional) is
-    called after each chunk."""
+    called after each chunk.
+
+    ``buckets`` (optional, ``(n, 2**MASK_BITS)`` uint8) receives each text's tokens counted in
+    the coarse hash buckets of :data:`~neardup.text.token_kernels.MASK_BITS` (bucket ``j``
+    holds :func:`~neardup.verify.tokens.token_histograms`' buckets ``j << (HIST_BITS -
+    MASK_BITS)`` and up; saturating at 255), in the same pass: what a stored row's token mask
+    (:func:`neardup.rules.lsh.sketches`) and a query's side of its bound
+    (:func:`neardup.verify.overlap.mask_bound_decisions`) are made of."""
     n = len(texts)
     pa, pb = _permutations(hashes)
     sig = np.empty((n, hashes), np.uint16)
     counts = np.zeros(n, np.int64)
+    if buckets is None:
+        buckets = np.zeros((n, 0), np.uint8)
+    elif buckets.shape != (n, 1 << MASK_BITS) or buckets.dtype != np.uint8:
+        raise ValueError(f"buckets must be ({n}, {1 << MASK_BITS}) uint8, got {buckets.shape}")
+    outs = (sig, counts, buckets)
     # a service request (or a few decided together): no chunk loop, no threads
     few = 0 < n <= FEW_TEXTS and all(type(t) is str for t in texts)
-    if few and run_token_kernel_few(_signature_kernel, verifier, texts, (pa, pb), (sig, counts)):
+    if few and run_token_kernel_few(_signature_kernel, verifier, texts, (pa, pb), outs):
         if progress is not None:
             progress(n)
         return sig, counts
     special: Prepared = {}
     with kernel_threads(workers):
         for i, j, chunk in token_chunks(verifier, texts, special):
-            run_token_kernel(
-                _signature_kernel, texts, special, i, j, chunk, (pa, pb), (sig, counts)
-            )
+            run_token_kernel(_signature_kernel, texts, special, i, j, chunk, (pa, pb), outs)
             if prepared is None:  # only this chunk's entries were needed
                 special.clear()
             if progress is not None:

@@ -51,13 +51,15 @@ REUSE_MAX = 200_000
 class RunWork:
     """A batch run's work on the kept documents, in their order (``neardup.batch.dedup``'s
     ``work_out``): their fingerprints, empty flags, and with the MinHash channel their
-    signatures and token counts. :func:`load_kept` stores the kept documents from it
-    (``Deduplicator.prepare_signed``) instead of fingerprinting and signing them again."""
+    signatures, token counts and coarse token buckets. :func:`load_kept` stores the kept
+    documents from it (``Deduplicator.prepare_signed``) instead of fingerprinting and signing
+    them again."""
 
     fps: npt.NDArray[np.uint64]
     empty: npt.NDArray[np.bool_]
     sig: npt.NDArray[np.uint16] | None
     tokens: npt.NDArray[np.int64] | None
+    buckets: npt.NDArray[np.uint8] | None = None
 
     @classmethod
     def of_kept(cls, work: dict[str, Any], kept: npt.NDArray[np.int64]) -> RunWork:
@@ -67,12 +69,13 @@ class RunWork:
         at = np.searchsorted(rows, kept)
         if kept.size and (at.max() >= rows.size or (rows[at] != kept).any()):
             raise ValueError("a kept document is not a first copy of the run")
-        sig, tokens = work.get("sig"), work.get("tokens")
+        sig, tokens, buckets = work.get("sig"), work.get("tokens"), work.get("buckets")
         return cls(
             work["fps"][at],
             work["empty"][at],
             None if sig is None else sig[at],
             None if tokens is None else tokens[at],
+            None if buckets is None else buckets[at],
         )
 
 
@@ -180,6 +183,7 @@ def load_kept(
                 work.empty[cut],
                 None if work.sig is None else work.sig[cut],
                 None if work.tokens is None else work.tokens[cut],
+                None if work.buckets is None else work.buckets[cut],
             )
             d.load_prepared(batch, times=when)
         elif prepared:

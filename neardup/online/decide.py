@@ -35,8 +35,10 @@ from ..rules.lsh import (
     agreeing,
     query_cap,
     sketch_agreeing,
+    sketch_masks,
     sketch_tokens,
     sketches,
+    token_masks,
 )
 from ..store import NO_CONTENT_HASH, Store, WriteGroup
 from .prepare import PreparedDocs, lsh_keys
@@ -152,8 +154,12 @@ class Decider:
         self.summaries_used = 0
         self.summaries_set_aside = 0
         #: SimHash hits turned down by their token counts before their rows were read
-        #: (:meth:`_length_bound`)
+        #: (:meth:`_length_bound`), and by their token masks (:meth:`_mask_bound`)
         self.length_rejected = 0
+        self.mask_rejected = 0
+        #: band candidates the sketch test let by that their token masks turned down
+        #: (:meth:`_sketch_filter`): not read either
+        self.mask_rejected_rows = 0
         #: verified stored rows' token histograms (writer only), and the SimHash hits they
         #: turned down before their rows were read (:meth:`_histogram_bound`)
         self.histograms = HistogramCache(
@@ -171,7 +177,7 @@ class Decider:
             for op in doc_ops:  # prepared elsewhere without the channel: its keys made here
                 dd = op.docs
                 if dd is not None and dd.bands is None:
-                    dd.sig, dd.usable, dd.bands, dd.tokens = lsh_keys(
+                    dd.sig, dd.usable, dd.bands, dd.tokens, dd.buckets = lsh_keys(
                         self.verifier, self.lsh_plan, dd.texts
                     )
         # everything a group needs from the index and metadata, fetched in bulk
@@ -198,13 +204,16 @@ class Decider:
         existing = self.store.lookup_ids(ids + del_ids)
         need_text = self.verifier is not None
         lsh_rids = None
-        tokens = None
+        tokens = buckets = None
         if self.lsh_plan is not None and doc_ops:
             bands = np.concatenate([op.docs.bands for op in doc_ops])  # type: ignore[union-attr]
             lsh_rids = self.store.search_bands(bands, query_cap(self.lsh_plan))
             tokens = np.concatenate([op.docs.tokens for op in doc_ops])  # type: ignore[union-attr]
+            parts = [op.docs.buckets for op in doc_ops]  # type: ignore[union-attr]
+            if all(b is not None for b in parts):  # (None: signatures a batch run gave)
+                buckets = parts[0] if len(parts) == 1 else np.concatenate(parts)  # type: ignore[arg-type]
             if self.verifier is not None and self.store_text and hit_rids.size:
-                lims, hit_rids, hit_d = self._length_bound(lims, hit_rids, hit_d, tokens)
+                lims, hit_rids, hit_d = self._length_bound(lims, hit_rids, hit_d, tokens, buckets)
                 lims, hit_rids, hit_d = self._histogram_bound(
                     lims, hit_rids, hit_d, flat_texts, flat_chash
                 )
@@ -216,7 +225,8 @@ class Decider:
         if lsh_rids is not None:
             sig = np.concatenate([op.docs.sig for op in doc_ops])  # type: ignore[union-attr]
             assert tokens is not None
-            q_sk = sketches(sig, tokens)  # for the sketch test, then stored with the added rows
+            # for the sketch test, then stored with the added rows
+            q_sk = sketches(sig, tokens, None if buckets is None else token_masks(buckets))
             # every band candidate once, ascending (one query's already are), and where each
             # (query, candidate) entry's row is in that list
             keys = BandKeys.of(lsh_rids)
@@ -231,7 +241,7 @@ class Decider:
                 pos = np.cumsum(keep) - 1
                 pos[~keep] = -1
                 at = pos[at]
-            want.update(self._sketch_filter(unc, keys.counts, at, q_sk))
+            want.update(self._sketch_filter(unc, keys.counts, at, q_sk, tokens, buckets))
         rows = self.store.fetch(want, with_text=need_text) if want else {}
         # the group's own pairs, i -> [(j, distance)] for j < i within the radius or sharing a
         # band: only a document that may be added (not a check's: keep-first, and checks add
@@ -497,7 +507,7 @@ class Decider:
         if n < 2:
             return {}
         if self.lsh_plan is not None and docs.bands is None:
-            docs.sig, docs.usable, docs.bands, docs.tokens = lsh_keys(
+            docs.sig, docs.usable, docs.bands, docs.tokens, docs.buckets = lsh_keys(
                 self.verifier, self.lsh_plan, docs.texts
             )
         earlier = self.intra_pairs(docs.fps)
@@ -752,27 +762,42 @@ class Decider:
         hit_rids: npt.NDArray[np.int64],
         hit_d: npt.NDArray[np.int32],
         tokens: npt.NDArray[np.int64],
+        buckets: npt.NDArray[np.uint8] | None = None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
         """The SimHash hits (``lims``, ``hit_rids``, ``hit_d``) without those whose stored
         token count (the end of the row's sketch, :func:`~neardup.rules.lsh.sketch_tokens`)
         and the query's (``tokens``) no verification can pass
-        (:meth:`~neardup.verify.Verifier.cannot_pass`): verified, they would be rejected, so
-        the decisions are the same without reading their rows. A short text's SimHash
-        neighbours can be thousands of stored rows (a post of a few frequent tokens), each read,
-        decompressed and tokenised to be turned down (docs/service.md, "The 10 M tail"). Rows
-        without a sketch, counts of 0 or too large to keep, and pairs the verifier trusts on
-        their distance alone keep their hits."""
+        (:meth:`~neardup.verify.Verifier.cannot_pass`), then without those the token-mask
+        bound turns down (the queries' coarse token ``buckets`` against the rows' stored
+        masks, :meth:`_mask_bound`): verified, they would be rejected, so the decisions are
+        the same without reading their rows. A short text's SimHash neighbours can be
+        thousands of stored rows (a post of a few frequent tokens), each read, decompressed
+        and tokenised to be turned down (docs/service.md, "The 10 M tail"). Rows without a
+        sketch, counts of 0 or too large to keep, and pairs the verifier trusts on their
+        distance alone keep their hits."""
         uniq = np.unique(hit_rids)
         present, stored = self.store.sketches(uniq)
         if not present.any():
             return lims, hit_rids, hit_d
         row_t = np.where(present, sketch_tokens(stored), 0)
         row_t[row_t >= SKETCH_TOKENS_UNKNOWN] = 0
-        q_t = np.repeat(np.where(tokens < SKETCH_TOKENS_UNKNOWN, tokens, 0), np.diff(lims))
-        h_t = row_t[np.searchsorted(uniq, hit_rids)]
-        drop = self.verifier.cannot_pass(q_t, h_t)  # (False where a count is 0: unknown)
+        q_t = np.where(tokens < SKETCH_TOKENS_UNKNOWN, tokens, 0)
+        h_k = np.searchsorted(uniq, hit_rids)
+        h_t = row_t[h_k]
+        owner = np.repeat(np.arange(lims.size - 1), np.diff(lims))
+        drop = self.verifier.cannot_pass(q_t[owner], h_t)  # (False where a count is 0: unknown)
+        masked = 0
+        if buckets is not None:  # (counted apart: what each bound spares)
+            left = np.flatnonzero(~drop)
+            m = ~self._mask_bound(buckets, q_t, owner[left], stored, row_t, h_k[left])
+            trust = self.verifier.config()["trust_distance"]
+            if trust >= 0:
+                m &= hit_d[left] > trust
+            drop[left] = m
+            masked = int(m.sum())
         lims, hit_rids, hit_d, n = self._without_hits(lims, hit_rids, hit_d, drop)
-        self.length_rejected += n
+        self.length_rejected += n - masked
+        self.mask_rejected += masked
         if hit_rids.size:  # the rows left: their stored summaries into the histogram cache,
             # so that _histogram_bound turns down those that fail it unread
             left = np.zeros(uniq.size, np.bool_)
@@ -783,6 +808,29 @@ class Decider:
             self.summaries_used += used
             self.summaries_set_aside += bad
         return lims, hit_rids, hit_d
+
+    def _mask_bound(
+        self,
+        buckets: npt.NDArray[np.uint8],
+        q_t: npt.NDArray[np.int64],
+        q_of: npt.NDArray[np.int64],
+        stored: npt.NDArray[np.uint8],
+        row_t: npt.NDArray[np.int64],
+        k_of: npt.NDArray[np.int64],
+    ) -> npt.NDArray[np.bool_]:
+        """Whether each pair (query ``q_of[m]``, stored row ``k_of[m]``) could pass verification
+        on the query's coarse token ``buckets`` and the row's token mask (its sketch,
+        ``stored``): :func:`~neardup.verify.overlap.mask_bound_decisions` with the verifier's
+        rule (``q_t``, ``row_t``: token counts, 0 where unknown). Rows whose mask is unknown
+        (:data:`~neardup.rules.lsh.MASK_UNKNOWN`) could pass."""
+        from ..rules.verify import bound_rule
+        from ..verify.overlap import mask_bound_decisions
+
+        if not q_of.size:
+            return np.zeros(0, np.bool_)
+        return mask_bound_decisions(
+            buckets, q_t, q_of, sketch_masks(stored), row_t, k_of, **bound_rule(self.verifier)
+        )
 
     def _without_hits(
         self,
@@ -862,15 +910,20 @@ class Decider:
         counts: npt.NDArray[np.int64],
         at: npt.NDArray[np.intp],
         q_sk: npt.NDArray[np.uint8],
+        tokens: npt.NDArray[np.int64] | None = None,
+        buckets: npt.NDArray[np.uint8] | None = None,
     ) -> list[int]:
         """The band candidates of ``rids`` (distinct, ascending) worth reading: those without a
         stored sketch, and those whose sketch passes :func:`~neardup.rules.lsh.sketch_agreeing`
         with at least one query that found them (the group's (query, candidate) entries:
         ``counts[i]`` of query ``i``, in query order, ``at`` the position of each entry's row
-        in ``rids``, -1 where it is not there; ``q_sk``: the queries' sketches). The sketch
-        test is a necessary condition of the agreement filter, so a row left out here would
-        have been filtered out after reading it: the decisions are the same, without its
-        text."""
+        in ``rids``, -1 where it is not there; ``q_sk``: the queries' sketches) and, given the
+        queries' token counts and coarse token ``buckets``, whose pair also passes the
+        token-mask bound (:meth:`_mask_bound`). The sketch test is a necessary condition of the
+        agreement filter, and the mask bound one of verification, so a row left out here
+        would have been filtered out or rejected after reading it: the decisions are the same,
+        without its text. (Not the mask bound where the verifier trusts pairs on their SimHash
+        distance beyond the search radius: a band candidate could be such a pair.)"""
         if not rids.size:
             return []
         present, stored = self.store.sketches(rids)
@@ -885,6 +938,23 @@ class Decider:
         passed[k_of[ok]] = True
         self.sketch_checked += int(present.sum())
         self.sketch_passed += int(passed.sum())
+        if (
+            buckets is not None
+            and tokens is not None
+            and self.verifier is not None
+            and self.store_text
+            and self.verifier.config()["trust_distance"] <= self.radius
+            and ok.any()
+        ):
+            row_t = sketch_tokens(stored)
+            row_t[row_t >= SKETCH_TOKENS_UNKNOWN] = 0
+            q_t = np.where(tokens < SKETCH_TOKENS_UNKNOWN, tokens, 0)
+            k_ok, q_ok = k_of[ok], q_of[ok]
+            could = self._mask_bound(buckets, q_t, q_ok, stored, row_t, k_ok)
+            kept = np.zeros(len(rids), np.bool_)
+            kept[k_ok[could]] = True
+            self.mask_rejected_rows += int((passed & ~kept).sum())
+            passed = kept
         return rids[~present | passed].tolist()
 
     def _lsh_union(

@@ -44,7 +44,7 @@ from ..errors import (
 from ..fingerprint.distance import as_fingerprints
 from ..rules.decision import Decision, Match
 from ..rules.keep import Found
-from ..rules.lsh import sketch_bytes, sketches
+from ..rules.lsh import sketch_bytes, sketches, token_masks
 from ..store import BulkDocs, Store, parse_duration
 from ..store.settings import option_name
 from .config import jsonable, load_fingerprinter, load_verifier
@@ -574,11 +574,14 @@ class Deduplicator:
         empty: npt.NDArray[np.bool_],
         sig: npt.NDArray[np.uint16] | None = None,
         tokens: npt.NDArray[np.int64] | None = None,
+        buckets: npt.NDArray[np.uint8] | None = None,
     ) -> PreparedDocs:
         """:meth:`prepare` for documents a batch run has already fingerprinted and signed
         (:func:`neardup.batch.dedup`'s ``work_out``), made with this store's fingerprinter,
         verifier and plan (the caller's to check: :func:`neardup.incremental.dedup_into`
         does): validated, content-hashed and keyed, not fingerprinted or signed again.
+        ``buckets``: their coarse token counts from the same pass, (n, 64); without them the
+        rows' token masks are unknown (they are read where the masks would have spared it).
 
         Raises
         ------
@@ -586,7 +589,7 @@ class Deduplicator:
             A document :meth:`add` would refuse, or an id repeated in ``docs``.
         """
         items, _ = self._as_list(docs)
-        return self._preparer.prepare_signed(items, fps, empty, sig, tokens)
+        return self._preparer.prepare_signed(items, fps, empty, sig, tokens, buckets)
 
     def load_prepared(
         self, p: PreparedDocs, *, times: npt.NDArray[np.float64] | None = None
@@ -602,7 +605,11 @@ class Deduplicator:
         sk = (
             None
             if p.sig is None
-            else sketches(p.sig, p.tokens if p.tokens is not None else np.zeros(len(p), np.int64))
+            else sketches(
+                p.sig,
+                p.tokens if p.tokens is not None else np.zeros(len(p), np.int64),
+                None if p.buckets is None else token_masks(p.buckets),
+            )
         )
         summ = None
         if (
@@ -700,12 +707,15 @@ class Deduplicator:
                 from ..fingerprint.minhash import warm_band_entries
                 from ..rules.lsh import agreeing, lsh_pairs, sketch_agreeing
 
-                sig, usable, _, _ = lsh_keys(self.verifier, self.lsh_plan, ["warm up minhash"] * 2)
+                sig, usable, _, ntok, buckets = lsh_keys(
+                    self.verifier, self.lsh_plan, ["warm up minhash"] * 2
+                )
                 lsh_pairs(sig, usable, self.lsh_plan)
                 one = np.zeros(1, np.int64)
                 agreeing(sig, one, sig, one, self.lsh_plan)
-                sk = sketches(sig, np.ones(len(sig), np.int64))
+                sk = sketches(sig, ntok, token_masks(buckets))
                 sketch_agreeing(sk, one, sk, one, self.lsh_plan)
+                decider._mask_bound(buckets, ntok, one, sk, ntok, one)
                 warm_band_entries(self.lsh_plan)
                 decider.verify(
                     "warm up the verifier", [(0, 0, "w", "warm up the verifier kernels")]

@@ -93,6 +93,10 @@ class PreparedDocs:
     #: token counts (n,) int64 (``Verifier.tokens``, counted by the signatures' pass; usable is
     #: tokens > 0): what a batch run's keep rule takes beside the signatures
     tokens: npt.NDArray[np.int64] | None = None
+    #: tokens counted in the coarse hash buckets, (n, 64) uint8, by the same pass: the token
+    #: masks stored in the sketches and the queries' side of their bound; None where not made
+    #: (signatures given by a batch run: their rows' masks are unknown)
+    buckets: npt.NDArray[np.uint8] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -113,6 +117,7 @@ class PreparedDocs:
             None if self.usable is None else self.usable[pos],
             None if self.bands is None else self.bands[pos],
             None if self.tokens is None else self.tokens[pos],
+            None if self.buckets is None else self.buckets[pos],
         )
 
     @staticmethod
@@ -122,7 +127,7 @@ class PreparedDocs:
             return parts[0]
 
         def cat(arrays: list[Any]) -> Any:
-            return None if arrays[0] is None else np.concatenate(arrays)
+            return None if any(a is None for a in arrays) else np.concatenate(arrays)
 
         return PreparedDocs(
             [x for p in parts for x in p.ids],
@@ -136,6 +141,7 @@ class PreparedDocs:
             cat([p.usable for p in parts]),
             cat([p.bands for p in parts]),
             cat([p.tokens for p in parts]),
+            cat([p.buckets for p in parts]),
         )
 
 
@@ -174,28 +180,38 @@ def _nesting_depth(value: Any, limit: int) -> int:
     return deepest
 
 
-def lsh_keys(
-    verifier: Any, plan: Any, texts: Sequence[str | None], workers: int = 1
-) -> tuple[
-    npt.NDArray[np.uint16], npt.NDArray[np.bool_], npt.NDArray[np.uint64], npt.NDArray[np.int64]
-]:
-    """(signatures (n, hashes), usable (n,), band entry keys (n, bands), token counts (n,)) of
-    ``texts`` as the batch pipeline computes them (``None`` texts: not usable), the signatures
-    on ``workers`` threads."""
+#: (signatures (n, hashes), usable (n,), band entry keys (n, bands), token counts (n,), coarse
+#: token buckets (n, 64)): what :func:`lsh_keys` makes
+LshKeys = tuple[
+    npt.NDArray[np.uint16],
+    npt.NDArray[np.bool_],
+    npt.NDArray[np.uint64],
+    npt.NDArray[np.int64],
+    npt.NDArray[np.uint8],
+]
+
+
+def lsh_keys(verifier: Any, plan: Any, texts: Sequence[str | None], workers: int = 1) -> LshKeys:
+    """(signatures (n, hashes), usable (n,), band entry keys (n, bands), token counts (n,),
+    tokens counted in the coarse hash buckets (n, 64)) of ``texts`` as the batch pipeline
+    computes them (``None`` texts: not usable), the signatures on ``workers`` threads."""
     from ..fingerprint.minhash import band_entries, minhash_signatures
+    from ..text.token_kernels import MASK_BITS
 
     n = len(texts)
+    buckets = np.zeros((n, 1 << MASK_BITS), np.uint8)
     if n == 0:
         return (
             np.zeros((0, plan.hashes), np.uint16),
             np.zeros(0, bool),
             np.zeros((0, plan.bands), np.uint64),
             np.zeros(0, np.int64),
+            buckets,
         )
     given = [t if t is not None else "" for t in texts]
-    sig, tokens = minhash_signatures(verifier, given, plan.hashes, workers=workers)
+    sig, tokens = minhash_signatures(verifier, given, plan.hashes, workers=workers, buckets=buckets)
     usable = tokens > 0
-    return sig, usable, band_entries(sig, usable, plan), tokens
+    return sig, usable, band_entries(sig, usable, plan), tokens, buckets
 
 
 class DocumentPreparer:
@@ -258,7 +274,9 @@ class DocumentPreparer:
         fps, empty = self._fingerprint(texts)
         out = self._assemble(ids, texts, times, metas, fps, empty)
         if self.lsh is not None:
-            out.sig, out.usable, out.bands, out.tokens = lsh_keys(*self.lsh, texts, workers)
+            out.sig, out.usable, out.bands, out.tokens, out.buckets = lsh_keys(
+                *self.lsh, texts, workers
+            )
         return out
 
     def prepare_signed(
@@ -268,12 +286,15 @@ class DocumentPreparer:
         empty: npt.NDArray[np.bool_],
         sig: npt.NDArray[np.uint16] | None,
         tokens: npt.NDArray[np.int64] | None,
+        buckets: npt.NDArray[np.uint8] | None = None,
     ) -> PreparedDocs:
         """:meth:`prepare` of ``docs`` whose fingerprints, empty flags, MinHash signatures and
         token counts a batch run already made with this preparer's fingerprinter, verifier and
         plan (:func:`neardup.batch.dedup`'s ``work_out``; the caller checks that they are the
         same): validated as :meth:`prepare` validates, content-hashed and keyed, not
-        fingerprinted or signed again. ``sig`` and ``tokens`` are None without the channel."""
+        fingerprinted or signed again. ``sig`` and ``tokens`` are None without the channel;
+        ``buckets`` (the same pass's coarse token counts, (n, 64)) may be None: the rows' token
+        masks are then unknown."""
         ids, texts, times, metas = self._validate(docs)
         n = len(ids)
         fps = as_fingerprints(fps, bits=self.bits)
@@ -289,6 +310,12 @@ class DocumentPreparer:
             out.tokens = np.asarray(tokens, np.int64)
             out.sig, out.usable = sig, out.tokens > 0
             out.bands = band_entries(sig, out.usable, plan)
+            if buckets is not None:
+                if buckets.shape != (n, 64):
+                    raise ValueError(
+                        f"coarse token buckets (64 a document) needed, got {buckets.shape}"
+                    )
+                out.buckets = np.asarray(buckets, np.uint8)
         return out
 
     def _validate(

@@ -205,6 +205,8 @@ class Writer:
         # SimHash hits turned down before their rows were read: by their token counts, and by
         # the cached token histograms of rows verified before
         s["length_rejected_hits"] = self.decider.length_rejected
+        s["mask_rejected_hits"] = self.decider.mask_rejected
+        s["mask_rejected_rows"] = self.decider.mask_rejected_rows
         s["histogram_rejected_hits"] = self.decider.histogram_rejected
         s["histogram_cache_rows"] = len(self.decider.histograms)
         # long rows' stored summaries put into that cache unread, and those set aside (a

@@ -164,6 +164,7 @@ def stage_candidates_lsh(
     tokens_out: list[npt.NDArray[np.int64]] | None = None,
     signatures: tuple[npt.NDArray[np.uint16], npt.NDArray[np.int64]] | None = None,
     signatures_out: list[npt.NDArray[np.uint16]] | None = None,
+    buckets_out: list[npt.NDArray[np.uint8]] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
     """Candidate pairs ``(a, b, distance)``, a < b, sorted, unique: the union of
 
@@ -186,7 +187,9 @@ def stage_candidates_lsh(
     ``tokens_out`` (optional) receives every text's token count (``Verifier.tokens``, counted
     by the signatures' pass; the keep rule's lengths), and ``signatures_out`` (optional) the
     signatures (kept alive for the caller: a store loading the kept texts without signing them
-    again, :func:`neardup.incremental.dedup_into`).
+    again, :func:`neardup.incremental.dedup_into`), and ``buckets_out`` (optional) the texts'
+    tokens counted in the coarse hash buckets by the same pass (``minhash_signatures``'
+    ``buckets``: the token masks such a store keeps; nothing where ``signatures`` were given).
 
     ``signatures`` (optional): the texts' ``(signatures, token counts)`` as
     :func:`~neardup.fingerprint.minhash.minhash_signatures` makes them for ``verifier`` and
@@ -226,6 +229,12 @@ def stage_candidates_lsh(
     if signatures is not None:
         sig, tokens = signatures
     else:
+        buckets = None
+        if buckets_out is not None:
+            from ..text.token_kernels import MASK_BITS
+
+            buckets = np.zeros((n, 1 << MASK_BITS), np.uint8)
+            buckets_out.append(buckets)
         sig, tokens = minhash_signatures(
             verifier,
             texts,
@@ -233,6 +242,7 @@ def stage_candidates_lsh(
             workers=workers,
             prepared=prepared,
             progress=lambda j: tell(n // 5 + 2 * n * j // (5 * max(n, 1))),
+            buckets=buckets,
         )
     t1 = time.perf_counter()
     if tokens_out is not None:
@@ -296,14 +306,15 @@ def stage_candidates_for(
     tokens_out: list[npt.NDArray[np.int64]] | None = None,
     signatures: tuple[npt.NDArray[np.uint16], npt.NDArray[np.int64]] | None = None,
     signatures_out: list[npt.NDArray[np.uint16]] | None = None,
+    buckets_out: list[npt.NDArray[np.uint8]] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
     """The candidate pairs of :func:`~neardup.batch.run.dedup` for ``cfg``, among ``texts``
     (the first copies; ``fps``, ``lengths`` and ``usable`` theirs): :func:`stage_candidates_lsh`
     (``candidates="lsh"``) or :func:`stage_candidates`, called with the settings ``dedup`` uses.
     One home for that call, so ``neardup explain`` finds a pair's candidates as a run does.
     ``info``, ``lsh_info``, ``prepared``, ``deferred_out``, ``progress``, ``tokens_out``,
-    ``signatures`` and ``signatures_out`` as those take them (the last four only in the ``lsh``
-    mode). The ``lsh``
+    ``signatures``, ``signatures_out`` and ``buckets_out`` as those take them (the last five
+    only in the ``lsh`` mode). The ``lsh``
     mode's SimHash pass has no work budget: it keeps its distance at any corpus size (as the
     distributed run does); only the per-document pair bound guards concentrated input."""
     if cfg.candidates == "lsh":
@@ -327,6 +338,7 @@ def stage_candidates_for(
             tokens_out,
             signatures,
             signatures_out,
+            buckets_out,
         )
     return stage_candidates(
         fps,

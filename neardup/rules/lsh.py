@@ -40,6 +40,7 @@ from .plan import LshPlan
 _T = TypeVar("_T")
 
 __all__ = [
+    "MASK_UNKNOWN",
     "SKETCH_BITS",
     "SKETCH_TOKENS_UNKNOWN",
     "VALVE_SAMPLE",
@@ -51,8 +52,10 @@ __all__ = [
     "query_cap",
     "sketch_agreeing",
     "sketch_bytes",
+    "sketch_masks",
     "sketch_tokens",
     "sketches",
+    "token_masks",
 ]
 
 #: pairs sampled from each thinned bucket to estimate the candidates the valve gave up
@@ -144,22 +147,48 @@ SKETCH_BITS = 4
 SKETCH_TOKENS_UNKNOWN = 0xFFFF
 
 
+#: a sketch's token mask where the text's coarse token buckets are not known (rows whose
+#: signatures came without them, e.g. from a batch run): every bucket may be used, no bound
+MASK_UNKNOWN = (1 << 64) - 1
+
+
 def sketch_bytes(hashes: int) -> int:
     """Bytes of one signature's sketch (:func:`sketches`) of ``hashes`` values."""
-    return (hashes * SKETCH_BITS + 7) // 8 + 2
+    return (hashes * SKETCH_BITS + 7) // 8 + 10
 
 
-def sketches(sig: npt.NDArray[np.uint16], tokens: npt.ArrayLike) -> npt.NDArray[np.uint8]:
+def token_masks(buckets: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint64]:
+    """Which of the coarse token buckets each text uses (``buckets``: the counts
+    :func:`~neardup.fingerprint.minhash.minhash_signatures` fills): bit ``j`` of a text's
+    ``uint64`` set where ``buckets[:, j] > 0``.
+
+    >>> b = np.zeros((2, 64), np.uint8); b[0, [0, 3, 63]] = [1, 9, 255]
+    >>> [hex(m) for m in token_masks(b).tolist()]
+    ['0x8000000000000009', '0x0']
+    """
+    used = np.asarray(buckets) > 0
+    if used.shape[1] != 64:
+        raise ValueError(f"token masks are made of 64 buckets a text, got {used.shape[1]}")
+    return np.packbits(used, axis=1, bitorder="little").view("<u8").reshape(-1).astype(np.uint64)
+
+
+def sketches(
+    sig: npt.NDArray[np.uint16],
+    tokens: npt.ArrayLike,
+    masks: npt.ArrayLike | None = None,
+) -> npt.NDArray[np.uint8]:
     """The low :data:`SKETCH_BITS` bits of every value of each signature, two values a byte
-    (value ``2j`` in the low half of byte ``j``), then the text's token count (``tokens``,
-    ``Verifier.tokens``: u16 little-endian, :data:`SKETCH_TOKENS_UNKNOWN` from 65,535 up):
-    ``(n, ceil(hashes / 2) + 2)``. A store keeps these beside a row's band keys so that
-    :func:`sketch_agreeing` can turn most band candidates down without the row's text (b-bit
-    MinHash, Li & König 2010), and a length bound most SimHash hits
-    (:meth:`neardup.verify.Verifier.cannot_pass`).
+    (value ``2j`` in the low half of byte ``j``), then the text's token mask (``masks``,
+    :func:`token_masks`: u64 little-endian; None: :data:`MASK_UNKNOWN`), then its token count
+    (``tokens``, ``Verifier.tokens``: u16 little-endian, :data:`SKETCH_TOKENS_UNKNOWN` from
+    65,535 up): ``(n, ceil(hashes / 2) + 10)``. A store keeps these beside a row's band keys
+    so that :func:`sketch_agreeing` can turn most band candidates down without the row's text
+    (b-bit MinHash, Li & König 2010), a length bound most SimHash hits
+    (:meth:`neardup.verify.Verifier.cannot_pass`), and the token-mask bound most of the rest
+    of both (:func:`neardup.verify.overlap.mask_bound_decisions`).
 
-    >>> sketches(np.array([[0x1234, 0xABCD, 0x0007]], np.uint16), [300]).tolist()
-    [[212, 7, 44, 1]]
+    >>> sketches(np.array([[0x1234, 0xABCD, 0x0007]], np.uint16), [300], [0x81]).tolist()
+    [[212, 7, 129, 0, 0, 0, 0, 0, 0, 0, 44, 1]]
     """
     sig = np.asarray(sig, np.uint16)
     n, h = sig.shape
@@ -167,9 +196,32 @@ def sketches(sig: npt.NDArray[np.uint16], tokens: npt.ArrayLike) -> npt.NDArray[
     if h % 2:
         low = np.concatenate([low, np.zeros((n, 1), np.uint8)], axis=1)
     t = np.minimum(np.asarray(tokens, np.int64).reshape(n), SKETCH_TOKENS_UNKNOWN).astype("<u2")
-    return np.ascontiguousarray(
-        np.concatenate([low[:, 0::2] | (low[:, 1::2] << 4), t.view(np.uint8).reshape(n, 2)], 1)
+    m = (
+        np.full(n, MASK_UNKNOWN, "<u8")
+        if masks is None
+        else np.asarray(masks, np.uint64).reshape(n).astype("<u8")
     )
+    return np.ascontiguousarray(
+        np.concatenate(
+            [
+                low[:, 0::2] | (low[:, 1::2] << 4),
+                m.view(np.uint8).reshape(n, 8),
+                t.view(np.uint8).reshape(n, 2),
+            ],
+            1,
+        )
+    )
+
+
+def sketch_masks(sk: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint64]:
+    """The token masks :func:`sketches` wrote before each sketch's token count (``(n,)``
+    uint64; :data:`MASK_UNKNOWN` where none was known).
+
+    >>> [hex(m) for m in sketch_masks(sketches(np.zeros((2, 3), np.uint16), [5, 7], [6, 2**63])).tolist()]
+    ['0x6', '0x8000000000000000']
+    """
+    sk = np.ascontiguousarray(np.asarray(sk, np.uint8)[:, -10:-2])
+    return sk.view("<u8").reshape(-1).astype(np.uint64)
 
 
 def sketch_tokens(sk: npt.NDArray[np.uint8]) -> npt.NDArray[np.int64]:

@@ -101,6 +101,8 @@ STORE_COUNTERS: frozenset[str] = frozenset(
         "sketch_checked_rows",
         "sketch_passed_rows",
         "length_rejected_hits",
+        "mask_rejected_hits",
+        "mask_rejected_rows",
         "histogram_rejected_hits",
         "summaries_used_rows",
         "summaries_set_aside_rows",

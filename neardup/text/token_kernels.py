@@ -37,10 +37,12 @@ from .._threads import run_ranges
 from .social import SOCIAL
 
 __all__ = [
+    "BUCKET_MIX",
     "FEW_TEXTS",
     "FEW_TEXTS_CHARS",
     "HASH_CHUNK_BYTES",
     "MARK_LUT",
+    "MASK_BITS",
     "PRETOK",
     "RAW",
     "RAW_CHECK",
@@ -62,6 +64,14 @@ __all__ = [
     "token_chunks",
 ]
 
+#: a token's bucket in the kernels that count tokens by hash (verification's histograms,
+#: :mod:`neardup.verify.tokens`; the MinHash pass's coarse counts, :mod:`neardup.fingerprint.minhash`):
+#: the top bits of ``fnv1a64(token) * BUCKET_MIX`` (mod 2**64), so a coarser count's bucket
+#: is a finer one's shifted right
+BUCKET_MIX = 0x9E3779B97F4A7C15
+#: bits of the coarse buckets the MinHash pass counts a text's tokens in (a stored row keeps
+#: which are used, a 64-bit mask: :func:`neardup.rules.lsh.sketches`)
+MASK_BITS = 6
 #: text characters per chunk (bounds the kernels' temporary buffers; cache-sized)
 HASH_CHUNK_BYTES = 8 << 20
 #: per-document modes of the kernels (see the module docstring)

@@ -30,6 +30,7 @@ __all__ = [
     "encode_sorted",
     "histogram_bound_decisions",
     "lcs_many",
+    "mask_bound_decisions",
     "overlap_many",
 ]
 
@@ -345,6 +346,95 @@ def histogram_bound_decisions(
             min_items=PAIR_RANGE,
         )
     return could, ratio
+
+
+@kernel(nogil=True)
+def _mask_bound_kernel(
+    lo: int,
+    hi: int,
+    buckets: np.ndarray,
+    q_counts: np.ndarray,
+    qi: np.ndarray,
+    masks: np.ndarray,
+    s_counts: np.ndarray,
+    si: np.ndarray,
+    threshold: float,
+    containment: float,
+    min_tokens: int,
+    could: np.ndarray,
+) -> None:  # pragma: no cover - numba
+    # _hist_bound_kernel's decision on c = the query's count in the buckets the stored mask
+    # uses (at most the shorter count; a full query bucket the mask uses: no bound); a count
+    # of 0 is unknown: could pass. could: zeros
+    nb = buckets.shape[1]
+    one = np.uint64(1)
+    for p in range(lo, hi):
+        la = q_counts[qi[p]]
+        lb = s_counts[si[p]]
+        shorter = min(la, lb)
+        if shorter == 0:
+            could[p] = True
+            continue
+        row = buckets[qi[p]]
+        m = masks[si[p]]
+        c: int | np.int64 = 0
+        sat: bool | np.bool_ = False
+        for k in range(nb):
+            if (m >> np.uint64(k)) & one:
+                x = np.int64(row[k])
+                c += x
+                sat |= x >= 255
+        if sat or c > shorter:
+            c = shorter
+        could[p] = _passes(c, la, lb, threshold, containment, min_tokens)[0]
+
+
+def mask_bound_decisions(
+    buckets: npt.NDArray[np.uint8],
+    q_counts: npt.NDArray[np.int64],
+    qi: npt.NDArray[np.int64],
+    masks: npt.NDArray[np.uint64],
+    s_counts: npt.NDArray[np.int64],
+    si: npt.NDArray[np.int64],
+    *,
+    threshold: float,
+    containment: float,
+    min_containment_tokens: int,
+) -> npt.NDArray[np.bool_]:
+    """Whether each pair (query ``qi[m]``, stored row ``si[m]``) could pass verification, on
+    what a store keeps of a row without its text: :func:`bound_decisions`' rule on the
+    overlap bound ``sum of buckets[qi[m], j] over the buckets j that masks[si[m]] uses``.
+
+    ``buckets`` are the queries' tokens counted in the coarse hash buckets
+    (:func:`~neardup.fingerprint.minhash.minhash_signatures`' ``buckets``, saturating at 255),
+    ``q_counts`` their token counts; ``masks`` are the stored rows' token masks
+    (:func:`~neardup.rules.lsh.token_masks`, kept in their sketches), ``s_counts`` their token
+    counts. A token of the query that the stored text shares falls in a bucket the stored
+    text uses, so the sum is at least the multiset overlap, hence at least the LCS: a pair
+    turned down here is rejected by :func:`histogram_bound_decisions` and verification too
+    (tested). A saturated query bucket the mask uses, or a count of 0 (unknown), bounds
+    nothing: such a pair could pass. Coarser than the histogram bound (64 buckets, one bit
+    each on the stored side), but it needs 8 bytes a stored row instead of its text."""
+    qi = np.ascontiguousarray(qi, dtype=np.int64)
+    si = np.ascontiguousarray(si, dtype=np.int64)
+    could = np.zeros(qi.size, np.bool_)
+    if qi.size:
+        run_ranges(
+            _mask_bound_kernel,
+            qi.size,
+            np.ascontiguousarray(buckets, np.uint8),
+            np.ascontiguousarray(q_counts, np.int64),
+            qi,
+            np.ascontiguousarray(masks, np.uint64),
+            np.ascontiguousarray(s_counts, np.int64),
+            si,
+            float(threshold),
+            float(containment),
+            int(min_containment_tokens),
+            could,
+            min_items=PAIR_RANGE,
+        )
+    return could
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from .._jit import kernel
 from .._threads import kernel_threads, run_ranges
 from ..text.social import SOCIAL, SOCIAL_MARKERS
 from ..text.token_kernels import (
+    BUCKET_MIX,
     MARK_LUT,
     RAW,
     SPACE_LUT,
@@ -278,7 +279,9 @@ def encode_texts(
 # ---------------------------------------------------------------------------------------------
 # token hashes: the multiset bound of verification without a vocabulary
 
-#: :func:`token_histograms` counts tokens in ``2**HIST_BITS`` buckets (the top bits of the hash)
+#: :func:`token_histograms` counts tokens in ``2**HIST_BITS`` buckets (the top bits of the hash,
+#: :data:`~neardup.text.token_kernels.BUCKET_MIX`; the MinHash pass's coarse bucket of a token,
+#: :data:`~neardup.text.token_kernels.MASK_BITS` of them, is this one shifted right)
 HIST_BITS = 9
 #: a bucket's count saturates here (uint8)
 HIST_MAX = 255
@@ -549,7 +552,7 @@ def _hist_kernel(
     # _write_kernel's tokens and hashes (the same loop, hash_tokens), counted into hist[d]
     # by the top HIST_BITS bits of each token's 32-bit hash (saturating at HIST_MAX) instead
     # of being written out and sorted. Mode 0 flags the social markers as _write_kernel does.
-    mix = np.uint64(0x9E3779B97F4A7C15)
+    mix = np.uint64(BUCKET_MIX)
     shift = np.uint64(64 - HIST_BITS)
     top = np.uint8(HIST_MAX)
     for d in range(lo, hi):

@@ -66,7 +66,8 @@ def test_few_texts_path_takes_plain_ascii_and_leaves_the_rest():
     pa, pb = _permutations(8)
 
     def few(*texts: str) -> bool:
-        out = (np.empty((len(texts), 8), np.uint16), np.zeros(len(texts), np.int64))
+        n = len(texts)
+        out = (np.empty((n, 8), np.uint16), np.zeros(n, np.int64), np.zeros((n, 0), np.uint8))
         return run_token_kernel_few(_signature_kernel, v, list(texts), (pa, pb), out)
 
     assert few("plain ascii words here")
@@ -461,7 +462,7 @@ def test_the_sketch_filter_equals_its_numpy_twin_and_never_drops_an_agreeing_pai
     k_of = rng.integers(0, 30, 300)
     q_of = rng.integers(0, 20, 300)
     s_sk, q_sk = sketches(stored, np.arange(30) * 997), sketches(sig, np.arange(20))
-    assert s_sk.shape == (30, (plan.hashes + 1) // 2 + 2)  # and the token count, u16
+    assert s_sk.shape == (30, (plan.hashes + 1) // 2 + 10)  # the token mask u64, count u16
     assert sketch_tokens(s_sk).tolist() == [min(k * 997, 0xFFFF) for k in range(30)]
     # the packing: value 2j in the low half of byte j
     assert ((s_sk[:, : plan.hashes // 2] & 0xF) == (stored[:, 0 : plan.hashes - 1 : 2] & 0xF)).all()

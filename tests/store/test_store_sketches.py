@@ -17,7 +17,7 @@ from neardup.errors import CorruptFileError
 from neardup.online.decide import Decider
 from neardup.online.deduplicator import Deduplicator
 from neardup.online.prepare import lsh_keys
-from neardup.rules.lsh import sketches
+from neardup.rules.lsh import sketches, token_masks
 from neardup.store.segment import open_segment, write_segment
 from neardup.store.sketches import SegmentSketches, SketchTable
 
@@ -93,14 +93,23 @@ def test_segment_sketch_section_round_trip(tmp_path) -> None:
         write_segment(tmp_path / "x.nds", fps, rids, ts, partition=0, sketches=(present, sk[:3]))
 
 
-def _decide_all(path, texts, monkeypatch, *, reference: bool) -> tuple[list, Deduplicator]:
+def _all_could_pass(self, buckets, q_t, q_of, *a):
+    return np.ones(len(q_of), np.bool_)
+
+
+def _decide_all(
+    path, texts, monkeypatch, *, reference: bool, masks: bool = True
+) -> tuple[list, Deduplicator]:
     """check_and_add ``texts`` in groups of 50 through flushes, a merge and a reopen; with
     ``reference`` every band candidate is read and filtered on its signature (no sketch
-    filter). Returns ([the candidates of every group's documents after the agreement filter],
-    then (duplicate, match ids) per text; the last deduplicator, closed)."""
+    filter, no token-mask bound); without ``masks`` the token-mask bound turns nothing down.
+    Returns ([the candidates of every group's documents after the agreement filter], then
+    (duplicate, match ids) per text; the last deduplicator, closed)."""
     monkeypatch.undo()
     if reference:
         monkeypatch.setattr(Decider, "_sketch_filter", lambda self, rids, *a: rids.tolist())
+    if reference or not masks:
+        monkeypatch.setattr(Decider, "_mask_bound", _all_could_pass)
     seen: list[list[list[int]]] = []  # each group's candidates per document, after the filter
     union = Decider._lsh_union
 
@@ -140,14 +149,27 @@ def _decide_all(path, texts, monkeypatch, *, reference: bool) -> tuple[list, Ded
 def test_decisions_equal_the_decisions_without_sketches(tmp_path, monkeypatch) -> None:
     texts = _stream(11, 1500)
     want, _ = _decide_all(tmp_path / "ref", texts, monkeypatch, reference=True)
-    got, d = _decide_all(tmp_path / "fast", texts, monkeypatch, reference=False)
-    # the same candidates after the agreement filter (first item), the same decisions
+    got, d = _decide_all(tmp_path / "sketch", texts, monkeypatch, reference=False, masks=False)
+    # the sketch test alone: the same candidates after the agreement filter (first item),
+    # the same decisions
     assert got[0] == want[0] and sum(len(c) for g in got[0] for c in g) > 100
     assert got[1:] == want[1:]
     assert sum(dup for dup, _ in got[1:]) > 100  # the stream has near duplicates to find
     dec = d._decider
     # the filter had work: most rows with a sketch were never read, some were
     assert dec.sketch_checked > 5 * dec.sketch_passed > 0
+    assert dec.mask_rejected == dec.mask_rejected_rows == 0
+    # and the token-mask bound: fewer candidates, only ones verification rejects
+    fast, d = _decide_all(tmp_path / "fast", texts, monkeypatch, reference=False)
+    assert fast[1:] == want[1:]
+    assert len(fast[0]) == len(want[0])
+    spared = 0
+    for g, w in zip(fast[0], want[0], strict=True):
+        for c, r in zip(g, w, strict=True):
+            assert set(c) <= set(r)
+            spared += len(r) - len(c)
+    dec = d._decider
+    assert spared > 0 and dec.mask_rejected + dec.mask_rejected_rows > 0
 
 
 def test_sketches_follow_their_rows_through_flush_merge_and_bulk_load(tmp_path) -> None:
@@ -168,8 +190,8 @@ def test_sketches_follow_their_rows_through_flush_merge_and_bulk_load(tmp_path) 
         rids = np.array(sorted(rows), np.int64)
         present, got = d.store.sketches(rids)
         assert present.all() and len(rids) == 400
-        sig, _, _, tokens = lsh_keys(verifier, plan, [rows[r].text for r in rids.tolist()])
-        assert np.array_equal(got, sketches(sig, tokens))
+        sig, _, _, tokens, buckets = lsh_keys(verifier, plan, [rows[r].text for r in rids.tolist()])
+        assert np.array_equal(got, sketches(sig, tokens, token_masks(buckets)))
         # a row id no segment holds has none
         assert d.store.sketches(np.array([10**9]))[0].tolist() == [False]
     with Deduplicator.open(candidates="simhash", verify=False) as d:  # no channel, no sketches

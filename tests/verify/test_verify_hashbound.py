@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -320,3 +321,120 @@ def test_histogram_bound_treats_buckets_full_on_both_sides_as_unbounded():
     )
     assert could.tolist() == [True, False]  # 600 equal tokens pass; 10 of 600 cannot
     assert ratio[0] == 1.0 and ratio[1] < 0.1
+
+
+def _coarse_reference(v, texts):
+    """Each text's tokens (``verifier.tokens``) counted in the 2**MASK_BITS coarse buckets: the
+    top MASK_BITS bits of :func:`token_hash_reference`, capped at 255."""
+    out = np.zeros((len(texts), 1 << K.MASK_BITS), np.uint8)
+    for d, text in enumerate(texts):
+        for t in v.tokens(text):
+            b = R.token_hash_reference(t) >> (32 - K.MASK_BITS)
+            out[d, b] = min(255, int(out[d, b]) + 1)
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(texts=TEXTS, strip=st.booleans(), small=st.booleans())
+def test_minhash_pass_counts_the_coarse_buckets_of_the_reference(texts, strip, small):
+    from neardup.fingerprint.minhash import minhash_signatures
+
+    v = Verifier(strip_social=strip)
+    old = K.HASH_CHUNK_BYTES
+    K.HASH_CHUNK_BYTES = 16 if small else old  # many chunks, flagged texts in several
+    try:
+        buckets = np.full((len(texts), 1 << K.MASK_BITS), 7, np.uint8)  # overwritten
+        sig, counts = minhash_signatures(v, texts, 12, workers=2, buckets=buckets)
+        plain_sig, plain_counts = minhash_signatures(v, texts, 12, workers=2)
+    finally:
+        K.HASH_CHUNK_BYTES = old
+    assert np.array_equal(buckets, _coarse_reference(v, texts))
+    # the same signatures and counts whether the buckets are counted or not
+    assert np.array_equal(sig, plain_sig) and np.array_equal(counts, plain_counts)
+    # a coarse bucket holds the histogram's buckets of the same top bits
+    hist, _ = R.token_histograms_reference(v, texts)
+    folded = hist.reshape(len(texts), 1 << K.MASK_BITS, 1 << (T.HIST_BITS - K.MASK_BITS))
+    folded = folded.astype(np.int64).sum(axis=2)
+    assert np.array_equal(buckets > 0, folded > 0)
+
+
+def test_minhash_pass_counts_buckets_of_one_request_and_of_long_texts():
+    from neardup.fingerprint.minhash import minhash_signatures
+
+    v = Verifier()
+    few = ["the cat sat on the mat", "RT @x: the dog", ""]  # the few-texts path (and a flagged one)
+    long = ["the " * 600 + "cat", "世界 ü " * 900, "ok"] * 30  # the chunk loop, a saturated bucket
+    for texts in (few, long):
+        buckets = np.zeros((len(texts), 1 << K.MASK_BITS), np.uint8)
+        minhash_signatures(v, texts, 16, buckets=buckets)
+        assert np.array_equal(buckets, _coarse_reference(v, texts))
+    assert buckets[0].max() == 255
+    with pytest.raises(ValueError, match="buckets must be"):
+        minhash_signatures(v, few, 16, buckets=np.zeros((2, 64), np.uint8))
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    docs=st.lists(st.lists(st.sampled_from(WORDS), max_size=60), min_size=2, max_size=8),
+    pairs=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), min_size=1, max_size=30),
+    cfg=st.sampled_from(
+        [{}, {"min_containment_tokens": 3}, {"containment": 1.5}, {"threshold": 0.3}]
+    ),
+)
+def test_mask_bound_never_rejects_what_the_histogram_bound_keeps(docs, pairs, cfg):
+    from neardup.fingerprint.minhash import minhash_signatures
+    from neardup.rules.lsh import sketch_masks, sketches, token_masks
+    from neardup.verify.overlap import histogram_bound_decisions, mask_bound_decisions
+
+    v = Verifier(**cfg)
+    texts = [" ".join(d) for d in docs]
+    n = len(texts)
+    ia = np.array([p[0] % n for p in pairs], np.int64)
+    ib = np.array([p[1] % n for p in pairs], np.int64)
+    c = v.config()
+    rule = {k: c[k] for k in ("threshold", "containment", "min_containment_tokens")}
+    buckets = np.zeros((n, 1 << K.MASK_BITS), np.uint8)
+    sig, counts = minhash_signatures(v, texts, 8, buckets=buckets)
+    masks = sketch_masks(sketches(sig, counts, token_masks(buckets)))  # as a store keeps them
+    hist, _ = T.token_histograms(v, texts)
+    could_h, _ = histogram_bound_decisions(hist, counts, ia, ib, **rule)
+    could_m = mask_bound_decisions(buckets, counts, ia, masks, counts, ib, **rule)
+    # a weaker bound: never rejects a pair the histogram bound (so verification) keeps
+    assert (could_m >= could_h).all()
+    # unknown masks and unknown counts bound nothing the lengths do not
+    unknown = np.full(n, (1 << 64) - 1, np.uint64)
+    could_u = mask_bound_decisions(buckets, counts, ia, unknown, counts, ib, **rule)
+    la, lb = counts[ia], counts[ib]
+    could_len, _ = histogram_bound_decisions(
+        np.full((n, 1), T.HIST_MAX, np.uint8), counts, ia, ib, **rule
+    )
+    assert np.array_equal(
+        could_u | (np.minimum(la, lb) == 0), could_len | (np.minimum(la, lb) == 0)
+    )
+    zero = np.zeros(n, np.int64)
+    assert mask_bound_decisions(buckets, zero, ia, masks, counts, ib, **rule).all()
+
+
+def test_mask_bound_turns_down_texts_of_other_tokens_and_not_saturated_ones():
+    from neardup.fingerprint.minhash import minhash_signatures
+    from neardup.rules.lsh import token_masks
+    from neardup.verify.overlap import mask_bound_decisions
+
+    v = Verifier()
+    texts = [
+        "the quick brown fox jumps over the lazy dog",
+        "the quick brown fox jumped over the lazy dog",
+        "seven silver engines hum beneath a copper harbor at dawn",
+        "the " * 600,
+        "the " * 300 + "cat " * 300,
+    ]
+    buckets = np.zeros((len(texts), 1 << K.MASK_BITS), np.uint8)
+    _, counts = minhash_signatures(v, texts, 8, buckets=buckets)
+    masks = token_masks(buckets)
+    rule = {"threshold": 0.8, "containment": 0.85, "min_containment_tokens": 20}
+    could = mask_bound_decisions(
+        buckets, counts, np.array([0, 0, 3]), masks, counts, np.array([1, 2, 4]), **rule
+    )
+    # an edit passes; unrelated words cannot share 80 % of their tokens (unless their
+    # buckets collide: not these); a saturated bucket the row uses bounds nothing
+    assert could.tolist() == [True, False, True]

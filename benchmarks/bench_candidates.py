@@ -192,9 +192,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             d.submit("check", docs, inline=True)[0].result()
         c1, wall = os.times(), time.perf_counter() - t0
         # what the stored token masks turned down (0 on a store built before them)
-        counts["of those, SimHash hits the token masks turned down"] = (
-            dec.mask_rejected - before[0]
-        )
+        counts["of those, SimHash hits the token masks turned down"] = dec.mask_rejected - before[0]
         counts["band candidates the sketches let by and the token masks turned down"] = (
             dec.mask_rejected_rows - before[1]
         )

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_online_lsh import _corpus
 
+import neardup.online.bounds as bounds_module
 import neardup.online.decide as decide_module
 import neardup.online.union as union_module
 from neardup.online import Deduplicator, DedupSettings
@@ -277,9 +278,9 @@ def test_the_histogram_bound_changes_no_decision(tmp_path, monkeypatch, bands: b
     assert none == 0
     # the bound for any number of cached rows (a tiny cache holds fewer than the group
     # threshold), then with the threshold as it is
-    default_min = decide_module._HISTOGRAM_MIN_ROWS
+    default_min = bounds_module._HISTOGRAM_MIN_ROWS
     for rows, min_rows, work in ((3, 1, 20), (131_072, 1, 2000), (131_072, default_min, 1000)):
-        monkeypatch.setattr(decide_module, "_HISTOGRAM_MIN_ROWS", min_rows)
+        monkeypatch.setattr(bounds_module, "_HISTOGRAM_MIN_ROWS", min_rows)
         got, rejected = run(tmp_path / f"cache-{rows}-{min_rows}", rows)
         assert got == want
         assert rejected > work  # the bound had work

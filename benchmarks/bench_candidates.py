@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     def on_sketch(_s: Any, a: Any, _k: Any, out: Any) -> None:
         counts["band candidates (distinct a group)"] += int(a[0].size)
-        counts["band candidates the sketches let by"] += len(out)
+        counts["band candidates the sketches and token masks let by"] += len(out)
 
     def on_fetch(_s: Any, a: Any, k: Any, out: Any) -> None:
         if k.get("with_text"):
@@ -192,8 +192,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             d.submit("check", docs, inline=True)[0].result()
         c1, wall = os.times(), time.perf_counter() - t0
         # what the stored token masks turned down (0 on a store built before them)
-        counts["of those, SimHash hits the token masks turned down"] = dec.mask_rejected - before[0]
-        counts["band candidates the sketches let by and the token masks turned down"] = (
+        counts["SimHash hits the token masks turned down"] = dec.mask_rejected - before[0]
+        counts["band candidates the sketches let by, the token masks turned down"] = (
             dec.mask_rejected_rows - before[1]
         )
         d.close()

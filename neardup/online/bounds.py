@@ -28,6 +28,19 @@ __all__ = ["ReadBounds"]
 _HISTOGRAM_MIN_ROWS = 8
 
 
+def _known(counts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Token counts as the bounds take them: a sketch's "65,535 or more"
+    (:data:`~neardup.rules.lsh.SKETCH_TOKENS_UNKNOWN`) as 0, unknown (bounds nothing)."""
+    return np.where(counts < SKETCH_TOKENS_UNKNOWN, counts, 0)
+
+
+def _hit_pairs(
+    lims: npt.NDArray[np.int64], hit_rids: npt.NDArray[np.int64], uniq: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.intp]]:
+    """Each SimHash hit's query (by ``lims``) and its row's position in ``uniq``."""
+    return np.repeat(np.arange(lims.size - 1), np.diff(lims)), np.searchsorted(uniq, hit_rids)
+
+
 class ReadBounds:
     """The bounds of :class:`~neardup.online.decide.Decider` applied before its rows are read;
     the decider sets the attributes below (writer thread only)."""
@@ -70,25 +83,17 @@ class ReadBounds:
         present, stored = self.store.sketches(uniq)
         if not present.any():
             return lims, hit_rids, hit_d
-        row_t = np.where(present, sketch_tokens(stored), 0)
-        row_t[row_t >= SKETCH_TOKENS_UNKNOWN] = 0
-        q_t = np.where(tokens < SKETCH_TOKENS_UNKNOWN, tokens, 0)
-        h_k = np.searchsorted(uniq, hit_rids)
-        h_t = row_t[h_k]
-        owner = np.repeat(np.arange(lims.size - 1), np.diff(lims))
-        drop = self.verifier.cannot_pass(q_t[owner], h_t)  # (False where a count is 0: unknown)
-        masked = 0
-        if buckets is not None:  # (counted apart: what each bound spares)
-            left = np.flatnonzero(~drop)
-            m = ~self._mask_bound(buckets, q_t, owner[left], stored, row_t, h_k[left])
-            trust = self.verifier.config()["trust_distance"]
-            if trust >= 0:
-                m &= hit_d[left] > trust
-            drop[left] = m
-            masked = int(m.sum())
+        row_t = np.where(present, _known(sketch_tokens(stored)), 0)
+        q_t = _known(tokens)
+        owner, h_k = _hit_pairs(lims, hit_rids, uniq)
+        drop = self.verifier.cannot_pass(q_t[owner], row_t[h_k])  # (False where a count is 0)
         lims, hit_rids, hit_d, n = self._without_hits(lims, hit_rids, hit_d, drop)
-        self.length_rejected += n - masked
-        self.mask_rejected += masked
+        self.length_rejected += n
+        if buckets is not None and hit_rids.size:  # the hits left, on their token masks
+            owner, h_k = _hit_pairs(lims, hit_rids, uniq)
+            drop = ~self._mask_bound(buckets, q_t, owner, stored, row_t, h_k)
+            lims, hit_rids, hit_d, n = self._without_hits(lims, hit_rids, hit_d, drop)
+            self.mask_rejected += n
         if hit_rids.size:  # the rows left: their stored summaries into the histogram cache,
             # so that _histogram_bound turns down those that fail it unread
             left = np.zeros(uniq.size, np.bool_)
@@ -237,11 +242,10 @@ class ReadBounds:
             and self.verifier.config()["trust_distance"] <= self.radius
             and ok.any()
         ):
-            row_t = sketch_tokens(stored)
-            row_t[row_t >= SKETCH_TOKENS_UNKNOWN] = 0
-            q_t = np.where(tokens < SKETCH_TOKENS_UNKNOWN, tokens, 0)
             k_ok, q_ok = k_of[ok], q_of[ok]
-            could = self._mask_bound(buckets, q_t, q_ok, stored, row_t, k_ok)
+            could = self._mask_bound(
+                buckets, _known(tokens), q_ok, stored, _known(sketch_tokens(stored)), k_ok
+            )
             kept = np.zeros(len(rids), np.bool_)
             kept[k_ok[could]] = True
             self.mask_rejected_rows += int((passed & ~kept).sum())

@@ -270,24 +270,34 @@ def test_token_histograms_saturate_and_count_exactly():
     assert hist[:, b].tolist() == [T.HIST_MAX, 10, 2] and hist[0].sum() == T.HIST_MAX
 
 
-@settings(max_examples=120, deadline=None)
-@given(
-    docs=st.lists(st.lists(st.sampled_from(WORDS), max_size=60), min_size=2, max_size=8),
-    pairs=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), min_size=1, max_size=30),
-    cfg=st.sampled_from(
+#: texts of a small vocabulary, pairs among them and verifier settings: the bounds' cases
+PAIR_CASES = {
+    "docs": st.lists(st.lists(st.sampled_from(WORDS), max_size=60), min_size=2, max_size=8),
+    "pairs": st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), min_size=1, max_size=30),
+    "cfg": st.sampled_from(
         [{}, {"min_containment_tokens": 3}, {"containment": 1.5}, {"threshold": 0.3}]
     ),
-)
-def test_histogram_bound_never_rejects_what_the_hash_bound_keeps(docs, pairs, cfg):
-    from neardup.verify.overlap import bound_decisions, histogram_bound_decisions
+}
+
+
+def _pair_case(docs, pairs, cfg):
+    """(verifier, texts, ia, ib, the verifier's rule as the bounds take it) of a case."""
+    from neardup.rules.verify import bound_rule
 
     v = Verifier(**cfg)
     texts = [" ".join(d) for d in docs]
     n = len(texts)
     ia = np.array([p[0] % n for p in pairs], np.int64)
     ib = np.array([p[1] % n for p in pairs], np.int64)
-    c = v.config()
-    rule = {k: c[k] for k in ("threshold", "containment", "min_containment_tokens")}
+    return v, texts, ia, ib, bound_rule(v)
+
+
+@settings(max_examples=120, deadline=None)
+@given(**PAIR_CASES)
+def test_histogram_bound_never_rejects_what_the_hash_bound_keeps(docs, pairs, cfg):
+    from neardup.verify.overlap import bound_decisions, histogram_bound_decisions
+
+    v, texts, ia, ib, rule = _pair_case(docs, pairs, cfg)
     hist, counts = T.token_histograms(v, texts)
     values, offsets = T.token_hashes(v, texts)
     could_h, ratio_h = histogram_bound_decisions(hist, counts, ia, ib, **rule)
@@ -374,25 +384,14 @@ def test_minhash_pass_counts_buckets_of_one_request_and_of_long_texts():
 
 
 @settings(max_examples=120, deadline=None)
-@given(
-    docs=st.lists(st.lists(st.sampled_from(WORDS), max_size=60), min_size=2, max_size=8),
-    pairs=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), min_size=1, max_size=30),
-    cfg=st.sampled_from(
-        [{}, {"min_containment_tokens": 3}, {"containment": 1.5}, {"threshold": 0.3}]
-    ),
-)
+@given(**PAIR_CASES)
 def test_mask_bound_never_rejects_what_the_histogram_bound_keeps(docs, pairs, cfg):
     from neardup.fingerprint.minhash import minhash_signatures
     from neardup.rules.lsh import sketch_masks, sketches, token_masks
     from neardup.verify.overlap import histogram_bound_decisions, mask_bound_decisions
 
-    v = Verifier(**cfg)
-    texts = [" ".join(d) for d in docs]
+    v, texts, ia, ib, rule = _pair_case(docs, pairs, cfg)
     n = len(texts)
-    ia = np.array([p[0] % n for p in pairs], np.int64)
-    ib = np.array([p[1] % n for p in pairs], np.int64)
-    c = v.config()
-    rule = {k: c[k] for k in ("threshold", "containment", "min_containment_tokens")}
     buckets = np.zeros((n, 1 << K.MASK_BITS), np.uint8)
     sig, counts = minhash_signatures(v, texts, 8, buckets=buckets)
     masks = sketch_masks(sketches(sig, counts, token_masks(buckets)))  # as a store keeps them

@@ -25,6 +25,12 @@ from .._jit import kernel, popcount64
 from .._search import lower_bound, upper_bound
 
 LEAF = 16  # a descent range this small is scanned linearly
+#: a query's descent range in a heavy bucket this small is scanned linearly. Heavy buckets are
+#: where fingerprints cluster (texts sharing their most frequent tokens), so the keys near a
+#: query are dense: splitting such a range bit by bit, a binary search per split, visits about
+#: as many nodes as it has keys, each dearer than a key's XOR and popcount
+#: (benchmarks/bench_heavy_buckets.py)
+QUERY_LEAF = 256
 
 
 def _cttz64(typingctx: Any, x: Any) -> tuple[Any, Any]:
@@ -319,7 +325,7 @@ def search_tables(
                         b = st_hi[sp]
                         bitpos = st_bit[sp]
                         dd = st_d[sp]
-                        if big and b - a > LEAF and bitpos < 64:
+                        if big and b - a > QUERY_LEAF and bitpos < 64:
                             sp = _split(tkeys, a, b, bitpos, dd, qkt, kk, stack, sp)
                             continue
                         x0 = np.uint64(0)

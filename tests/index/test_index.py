@@ -502,6 +502,28 @@ def test_heavy_bucket_subdirectory_is_used_and_exact(bits: int, tmp_path) -> Non
     assert_same(HammingIndex.load(tmp_path / "h.idx", mmap=True).search(q), want)
 
 
+@pytest.mark.parametrize("bits", [64, 128])
+def test_dense_cells_of_a_heavy_bucket_are_descended_exactly(bits: int) -> None:
+    """A heavy bucket's sub-cell with more keys than ``QUERY_LEAF`` is split bit by bit, not
+    scanned: tight clusters put most of their members in one cell; the results are brute
+    force's."""
+    from neardup.index import _kernels as K
+
+    rng = np.random.default_rng(11)
+    centers = make_set("random", 3, bits, seed=11)
+    fps = _flip(rng, centers[rng.integers(0, 3, 6000)], 5)
+    idx = HammingIndex(
+        bits=bits, max_distance=3, blocks=4, prefix_blocks=1, heavy_bucket=64, buffer_size=100
+    )
+    idx.add(fps)
+    seg = idx.snapshot().segments[0]
+    cells = [np.diff(seg.sub[off : off + (1 << s) + 1]) for _, _, s, off in seg.hv.tolist()]
+    assert max(int(c.max()) for c in cells) > K.QUERY_LEAF  # a cell the search descends
+    q = queries_for(fps, 11, 3)
+    for kk in range(4):
+        assert_same(idx.search(q, kk), search_reference(fps, np.arange(len(fps)), q, kk))
+
+
 def _one_level_reference(bits, k, r, m):
     """The layout enumeration before its k-free part was cached (the definition)."""
     import itertools

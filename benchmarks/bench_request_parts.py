@@ -13,7 +13,11 @@ document, the thread CPU time (``time.thread_time``) spent in each stage (the wr
 the decision and the log append; the document's preparation; the log's fsync; the SQLite
 applier's transactions), so the table says which part moved. Stages nest (``decide`` holds the
 band and SimHash look-ups and the id look-up), and a stage run on another thread (the applier)
-is its own line.
+is its own line. Two lines count every thread's time in a part that also runs on helper
+threads, which the calling thread's timer does not see: the segments' SimHash search (a
+batch's runs on the store's search pool while the writer searches the memtable) and the band
+sections' search kernel (a batch's ranges run on the shared pool too). A stage a tree lacks
+counts 0.
 
 Each ``--tree`` (a source checkout, run with ``PYTHONPATH`` set to it; default: this one) runs
 in its own child process, the trees alternated over ``--rounds`` rounds, so that two trees see
@@ -31,6 +35,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -51,6 +56,8 @@ STAGES = [
     ("neardup.online.prepare", "DocumentPreparer.prepare", "prepare"),
     ("neardup.store.wal", "WalWriter.sync", "log fsync"),
     ("neardup.store.meta", "MetaDB.apply", "SQLite apply"),
+    ("neardup.store.memindex", "_FastIndex.search", "segment SimHash search, every thread"),
+    ("neardup.index.section_search", "_group_search_kernel", "band section kernel, every thread"),
 ]
 
 
@@ -65,6 +72,7 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     from loadgen import file_texts, window_texts
 
     spent: collections.Counter[str] = collections.Counter()
+    lock = threading.Lock()  # helper threads add to the same counts
 
     def timed(owner: Any, name: str, label: str) -> None:
         fn = getattr(owner, name)
@@ -74,15 +82,21 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
             try:
                 return fn(*a, **k)
             finally:
-                spent[label] += time.thread_time_ns() - t0
+                took = time.thread_time_ns() - t0
+                with lock:
+                    spent[label] += took
 
         setattr(owner, name, wrapper)
 
     for module, path, label in STAGES:
         owner: Any = importlib.import_module(module)
         *outer, name = path.split(".")
-        for part in outer:
-            owner = getattr(owner, part)
+        try:
+            for part in outer:
+                owner = getattr(owner, part)
+            getattr(owner, name)
+        except AttributeError:
+            continue  # an older tree without this part: the stage counts 0
         timed(owner, name, label)
 
     work = Path(tempfile.mkdtemp(prefix="nd-parts-"))
@@ -176,14 +190,14 @@ def main() -> int:
         }
         for t, rs in runs.items()
     }
-    head = f"{'per document (µs, medians)':28s}" + "".join(
+    head = f"{'per document (µs, medians)':40s}" + "".join(
         f"{Path(t).name[-16:]:>18s}" for t in trees
     )
     print(head)
     for key in ("cpu_us", "wall_us"):
-        print(f"{key[:-3] + ' (process)':28s}" + "".join(f"{med[t][key]:18.1f}" for t in trees))
+        print(f"{key[:-3] + ' (process)':40s}" + "".join(f"{med[t][key]:18.1f}" for t in trees))
     for _, _, s in STAGES:
-        print(f"  {s:26s}" + "".join(f"{med[t]['stages_us'][s]:18.1f}" for t in trees))
+        print(f"  {s:38s}" + "".join(f"{med[t]['stages_us'][s]:18.1f}" for t in trees))
     if args.out:
         # the machine every benchmark's JSON records, and how it is written
         sys.path.insert(0, str(ROOT / "benchmarks"))

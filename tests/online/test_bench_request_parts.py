@@ -34,4 +34,7 @@ def test_the_parts_benchmark_times_every_stage_of_a_single_request(tmp_path: Pat
     for name in ran:
         assert stages[name] > 0, (name, stages)
     assert stages["decide"] <= stages["writer group"]
+    # the parts that also run on helper threads are timed too (zero or more on a fresh store)
+    for name in ("segment SimHash search, every thread", "band section kernel, every thread"):
+        assert stages[name] >= 0, (name, stages)
     assert "band look-up" in run.stdout

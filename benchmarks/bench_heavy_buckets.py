@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -39,7 +37,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from trees import TREE_HELP, alternate, checkouts, commit_of, medians  # noqa: E402
+from trees import (  # noqa: E402
+    TREE_HELP,
+    alternate,
+    checkouts,
+    commit_of,
+    medians,
+    run_child,
+)
 
 
 def _child(args: argparse.Namespace) -> dict[str, Any]:
@@ -116,13 +121,7 @@ def main() -> int:
         child += [f"--{name}", str(getattr(args, name))]
 
     def one(t: Path, r: int) -> dict[str, Any]:
-        env = dict(os.environ, PYTHONPATH=str(t))
-        out = subprocess.run(child, env=env, capture_output=True, text=True, check=False)
-        if out.returncode:
-            sys.stderr.write(out.stderr)
-            raise SystemExit(out.returncode)
-        got: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-        return got
+        return run_child(t, child)
 
     def say(t: Path, r: int, got: dict[str, Any]) -> None:
         print(f"round {r + 1} {t}: {got['us_per_query_segment']:.2f} µs a query", file=sys.stderr)

@@ -31,7 +31,6 @@ import collections
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -42,7 +41,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from trees import TREE_HELP, alternate, checkouts, commit_of, medians  # noqa: E402
+from trees import (  # noqa: E402
+    TREE_HELP,
+    alternate,
+    checkouts,
+    commit_of,
+    medians,
+    run_child,
+)
 
 #: (module, attribute path, stage name) of what is timed
 STAGES = [
@@ -166,13 +172,7 @@ def main() -> int:
     child += ["--texts-file", args.texts_file] if args.texts_file else []
 
     def one(t: Path, r: int) -> dict[str, Any]:
-        env = dict(os.environ, PYTHONPATH=str(t))
-        out = subprocess.run(child, env=env, capture_output=True, text=True, check=False)
-        if out.returncode:
-            sys.stderr.write(out.stderr)
-            raise SystemExit(out.returncode)
-        got: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-        return got
+        return run_child(t, child)
 
     def say(t: Path, r: int, got: dict[str, Any]) -> None:
         print(f"round {r + 1} {t}: {got['cpu_us']:.1f} us of CPU a document", file=sys.stderr)

@@ -8,21 +8,28 @@ their medians.
     runs = alternate(trees, args.repeat, lambda t, r: run_once(t), say=print_row)
     med = medians(runs[str(trees[0])], ("wall_s", "cpu_s"))
 
-Used by ``bench_compile.py``, ``bench_check.py``, ``bench_dense_cluster.py`` and
-``bench_request_parts.py``; tested in ``tests/test_bench_trees.py``.
+A benchmark whose child process imports neardup from the checkout runs it with
+:func:`run_child` (``bench_request_parts.py``, ``bench_heavy_buckets.py``).
+
+Used by ``bench_compile.py``, ``bench_check.py``, ``bench_dense_cluster.py``,
+``bench_request_parts.py`` and ``bench_heavy_buckets.py``; tested in
+``tests/test_bench_trees.py``.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
 import subprocess
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 
-__all__ = ["ROOT", "TREE_HELP", "alternate", "checkouts", "commit_of", "medians"]
+__all__ = ["ROOT", "TREE_HELP", "alternate", "checkouts", "commit_of", "medians", "run_child"]
 
 #: the ``--tree`` option's help, alike in every benchmark that takes it
 TREE_HELP = "a neardup checkout to run (repeatable; default: this one)"
@@ -79,3 +86,16 @@ def commit_of(tree: str | Path) -> str | None:
         ["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
     )
     return out.stdout.strip() or None
+
+
+def run_child(tree: str | Path, cmd: Sequence[str]) -> dict[str, Any]:
+    """Run ``cmd`` with ``tree`` as its ``PYTHONPATH`` (the checkout it imports neardup from) and
+    return the JSON object on the last line of its stdout. A child that fails has its stderr
+    passed on and ends the run with its exit status."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    out = subprocess.run(list(cmd), env=env, capture_output=True, text=True, check=False)
+    if out.returncode:
+        sys.stderr.write(out.stderr)
+        raise SystemExit(out.returncode)
+    got: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return got

@@ -58,3 +58,16 @@ def test_medians_and_commits(trees, tmp_path: Path) -> None:
                           text=True, check=False).stdout.strip() or None  # fmt: skip
     assert trees.commit_of(ROOT) == head
     assert trees.commit_of(tmp_path) is None
+
+
+def test_run_child_imports_from_the_tree_and_ends_the_run_on_a_failed_child(
+    trees, tmp_path: Path, capsys
+) -> None:
+    (tmp_path / "probe_mod.py").write_text("WHERE = 'the tree'\n", encoding="utf-8")
+    code = "import json, probe_mod; print('noise'); print(json.dumps({'from': probe_mod.WHERE}))"
+    assert trees.run_child(tmp_path, [sys.executable, "-c", code]) == {"from": "the tree"}
+    failing = [sys.executable, "-c", "import sys; sys.stderr.write('boom'); sys.exit(3)"]
+    with pytest.raises(SystemExit) as stop:
+        trees.run_child(tmp_path, failing)
+    assert stop.value.code == 3
+    assert "boom" in capsys.readouterr().err

@@ -52,6 +52,8 @@ from .writes import BulkDocs
 
 __all__ = [
     "EXPIRY_BATCH_ROWS",
+    "EXPIRY_MIN_ROWS",
+    "EXPIRY_PASS_SECONDS",
     "ROW_EXPIRY_STEP_S",
     "build_merged",
     "bulk_add",
@@ -74,10 +76,22 @@ log = logging.getLogger("neardup.store")
 ROW_EXPIRY_STEP_S = 10.0
 
 #: the most rows one retention call deletes (about once a second, on the writer thread, ~5 µs a
-#: row): a clock that jumps (a restart after hours down, a paused process) leaves a backlog the
-#: next calls work off, instead of stalling every request behind one large delete; the rows
-#: past the window stop matching at once either way (``tests/store/test_retention.py``)
+#: row while SQLite's pages are in memory): a clock that jumps (a restart after hours down, a
+#: paused process) or an hour that leaves at once leaves a backlog the next calls work off,
+#: instead of stalling every request behind one large delete; the rows past the window stop
+#: matching at once either way (``tests/store/test_retention.py``)
 EXPIRY_BATCH_ROWS = 5_000
+#: the wall time a retention call aims at: where SQLite's pages are read from disk (a window
+#: larger than memory), a row's delete costs more and varies, and a call of
+#: :data:`EXPIRY_BATCH_ROWS` stalled the writer several times longer, so each call deletes as
+#: many rows as the last one's rate fits in this (``benchmarks/bench_drop.py``)
+EXPIRY_PASS_SECONDS = 0.025
+#: the fewest rows a call may delete however slow the last was: one call a second must still
+#: outpace the rows entering the window (the seeds' 1 M an hour is ~280 a second)
+EXPIRY_MIN_ROWS = 500
+#: a call that deleted fewer rows than this is mostly its fixed cost (the transaction's
+#: commit): too few to say what a row costs, so it leaves the budget as it was
+_TIMED_ROWS = 64
 
 
 def sync_meta(st: StoreState) -> None:
@@ -455,9 +469,12 @@ def expire(st: StoreState, cutoff: float) -> int:
         dropped += _expire_memory(st, cutoff)
         st.count(-dropped)
     last = st.rows_expired_at
-    room = EXPIRY_BATCH_ROWS  # what this call may still delete
+    budget = min(st.expiry_budget or EXPIRY_BATCH_ROWS, EXPIRY_BATCH_ROWS)
+    room = budget  # what this call may still delete
     if st.rows_expiry_behind or last is None or cutoff - last >= ROW_EXPIRY_STEP_S:
-        passed = expire_rows(st, cutoff, budget=EXPIRY_BATCH_ROWS)
+        began = time.perf_counter()
+        passed = expire_rows(st, cutoff, budget=budget)
+        st.expiry_budget = _next_budget(budget, passed, time.perf_counter() - began)
         dropped += passed
         room -= passed
     # both the partition's end and the newest row must be older than the cutoff: a width
@@ -474,11 +491,7 @@ def expire(st: StoreState, cutoff: float) -> int:
         # passed them (expire_rows): the drop deletes only what is left (a delete by row id
         # costs the same whether the row is there or not). A segment with more left than this
         # call may delete waits for the next passes (its rows no longer match meanwhile)
-        rest = (
-            s.segment.rowids
-            if s.expired_before == -math.inf
-            else s.rows_in_time(s.expired_before, math.inf)[0]
-        )
+        rest = s.rows_in_time(s.expired_before, math.inf, limit=room + 1)[0]
         if len(rest) > room:
             continue
         room -= len(rest)
@@ -505,6 +518,18 @@ def expire(st: StoreState, cutoff: float) -> int:
     return dropped
 
 
+def _next_budget(budget: int, rows: int, seconds: float) -> int | None:
+    """The rows the next retention call may delete, from this call's (``budget`` allowed,
+    ``rows`` deleted in ``seconds``): as many as its rate fits in :data:`EXPIRY_PASS_SECONDS`,
+    at most twice this budget (a burst of fast calls grows it step by step), at least
+    :data:`EXPIRY_MIN_ROWS`, at most :data:`EXPIRY_BATCH_ROWS`. A call that deleted too few
+    rows to time keeps the budget (None: the cap)."""
+    if rows < _TIMED_ROWS or seconds <= 0:
+        return budget if budget < EXPIRY_BATCH_ROWS else None
+    fit = int(EXPIRY_PASS_SECONDS * rows / seconds)
+    return max(EXPIRY_MIN_ROWS, min(fit, 2 * budget, EXPIRY_BATCH_ROWS))
+
+
 def expire_rows(
     st: StoreState, cutoff: float, *, full: bool = False, budget: int | None = None
 ) -> int:
@@ -518,42 +543,35 @@ def expire_rows(
     Segment rows stay in their immutable files (searches find their row ids, which no longer
     fetch) until the partition is dropped; memtable rows are left out of its flush.
     """
-    rids: list[npt.NDArray[np.int64]] = []
-    times: list[npt.NDArray[np.float64]] = []
-    marked: list[LiveSegment] = []
-    for seg in st.segments:
-        lo = -math.inf if full else seg.expired_before
-        if seg.segment.min_time >= cutoff or lo >= cutoff:
-            continue
-        r, t = seg.rows_in_time(lo, cutoff)
-        if len(r):
-            rids.append(r)
-            times.append(t)
-        marked.append(seg)
-    mem, mem_t = st.memtable.rows_and_times_before(cutoff)
-    if len(mem) and st.memtable_deleted:
-        fresh = ~np.isin(mem, np.fromiter(st.memtable_deleted, dtype=np.int64))
-        mem, mem_t = mem[fresh], mem_t[fresh]
-    rids.append(mem)
-    times.append(mem_t)
-    if st.frozen is not None:  # its build already left out rows older than its cutoff
-        fr, fr_t = st.frozen.memtable.rows_and_times_before(cutoff)
-        rids.append(fr)
-        times.append(fr_t)
-    doomed, when = np.concatenate(rids), np.concatenate(times)
+    # the segments this pass reads, each from where the last pass got to
+    spans = [
+        (seg, -math.inf if full else seg.expired_before)
+        for seg in st.segments
+        if seg.segment.min_time < cutoff and (full or seg.expired_before < cutoff)
+    ]
     # set once, at the end of the pass: other threads read it (stats, /metrics, a caller
     # waiting for a backlog), and a pass that cleared it first would read as done meanwhile
     behind = False
-    if budget is not None and len(doomed) > budget:
-        # the oldest first, every row as old as the last of them too (so rows of one time,
-        # e.g. a bulk load's, cannot stop the passes); reads filter the rest by time meanwhile
-        upto = float(np.nextafter(np.partition(when, budget - 1)[budget - 1], np.inf))
-        if upto < cutoff:
-            older = when < upto
-            doomed = doomed[older]
-            mem = mem[mem_t < upto]
-            cutoff = upto
-            behind = True
+    memory = _memory_rows(st, cutoff)
+    if budget is not None:
+        # the oldest ``budget`` rows are among each part's oldest ``budget`` (one more says
+        # that a part holds more): their times say where this pass stops, so it reads
+        # O(budget) rows a segment, not the rest of an hour that is leaving
+        firsts = [seg.rows_in_time(lo, cutoff, limit=budget + 1)[1] for seg, lo in spans]
+        firsts += [t for _, t in memory]
+        when = np.concatenate(firsts) if firsts else np.zeros(0, np.float64)
+        if len(when) > budget:
+            # every row as old as the last of them too (so rows of one time, e.g. a bulk
+            # load's, cannot stop the passes); reads filter the rest by time meanwhile
+            upto = float(np.nextafter(np.partition(when, budget - 1)[budget - 1], np.inf))
+            if upto < cutoff:
+                cutoff = upto
+                behind = True
+    parts = [seg.rows_in_time(lo, cutoff) for seg, lo in spans]
+    if behind:
+        memory = [(r[t < cutoff], t[t < cutoff]) for r, t in memory]
+    mem = memory[0][0]
+    doomed = np.concatenate([r for r, _ in parts] + [r for r, _ in memory])
     doomed = np.unique(doomed)
     gone = 0
     if len(doomed):
@@ -563,11 +581,27 @@ def expire_rows(
         st.count(-gone)
         if gone:
             log.info("retention: deleted %d rows older than %s", gone, cutoff)
-    for seg in marked:
+    for seg, _ in spans:
         seg.expired_before = max(seg.expired_before, cutoff)
     st.rows_expired_at = cutoff
     st.rows_expiry_behind = behind
     return gone
+
+
+def _memory_rows(
+    st: StoreState, cutoff: float
+) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]]:
+    """Row ids and times of the memtable's rows older than ``cutoff`` (those a pass has not
+    deleted yet), then a frozen memtable's (a flush under way; its build already left out
+    rows older than its own cutoff)."""
+    mem, mem_t = st.memtable.rows_and_times_before(cutoff)
+    if len(mem) and st.memtable_deleted:
+        fresh = ~np.isin(mem, np.fromiter(st.memtable_deleted, dtype=np.int64))
+        mem, mem_t = mem[fresh], mem_t[fresh]
+    out = [(mem, mem_t)]
+    if st.frozen is not None:
+        out.append(st.frozen.memtable.rows_and_times_before(cutoff))
+    return out
 
 
 def finish_retention_change(st: StoreState) -> None:

@@ -47,11 +47,13 @@ class LiveSegment:
     time_order: Any = None
 
     def rows_in_time(
-        self, lo: float, hi: float
+        self, lo: float, hi: float, limit: int | None = None
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         """Row ids and times of the rows with ``lo <= time < hi``, in time order: two binary
         searches once the rows' time order is known (a retention pass runs about once a
-        second, and scanning a block of millions of times each time stalled the writer)."""
+        second, and scanning a block of millions of times each time stalled the writer).
+        ``limit``: only the oldest ``limit`` of them (a budgeted pass reads no more than it
+        may delete, not the rest of an hour that is leaving)."""
         seg = self.segment
         ts = np.asarray(seg.times)
         if self.time_order is None:
@@ -61,13 +63,13 @@ class LiveSegment:
                 order = np.argsort(ts, kind="stable")
                 small = np.int32 if len(ts) < 2**31 else np.int64
                 self.time_order = (order.astype(small), ts[order])
+        by_time = ts if self.time_order is True else self.time_order[1]
+        i, j = (int(x) for x in np.searchsorted(by_time, [lo, hi], side="left"))
+        if limit is not None:
+            j = min(j, i + max(int(limit), 0))
         if self.time_order is True:
-            i, j = np.searchsorted(ts, [lo, hi], side="left")
             return np.asarray(seg.rowids[i:j], np.int64), np.asarray(ts[i:j])
-        order, by_time = self.time_order
-        i, j = np.searchsorted(by_time, [lo, hi], side="left")
-        at = order[i:j]
-        return np.asarray(seg.rowids[at], np.int64), by_time[i:j]
+        return np.asarray(seg.rowids[self.time_order[0][i:j]], np.int64), by_time[i:j]
 
     @property
     def partition(self) -> int:
@@ -158,6 +160,9 @@ class StoreState:
         self.rows_expired_at: float | None = None  # the cutoff of the last row expiry
         #: the last row expiry stopped short of its cutoff (its budget): the next one runs at once
         self.rows_expiry_behind = False
+        #: rows the next budgeted retention pass may delete (``maintenance.expire``: sized from
+        #: the last pass's rows a second to take about ``EXPIRY_PASS_SECONDS``); None: the cap
+        self.expiry_budget: int | None = None
         self.flush_on_open = False  # a damaged log is retired by a flush once open
         self.search_pool: ThreadPoolExecutor | None = None
         # (the segments, an IndexSet over them, segments outside it, the memtable version)

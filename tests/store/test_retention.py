@@ -353,3 +353,100 @@ def test_the_writer_works_off_a_jump_while_the_clock_stands_still(
             time.sleep(0.05)
         assert len(d) == 1 and not d.store.retention_behind
         assert d.store.stats()["dropped_partitions"] == 1
+
+
+@pytest.mark.parametrize("budget", [7, 25])
+def test_a_budgeted_pass_reads_only_the_oldest_rows_of_each_part(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: int
+) -> None:
+    """A pass over a backlog deletes exactly the oldest ``EXPIRY_BATCH_ROWS`` rows of the
+    store (rows flushed in three groups whose times interleave) and reads no more than that a
+    segment: an hour that is leaving costs each pass what the
+    pass deletes, not the rest of the hour (a pass over a 50 M window's hour once scanned and
+    partitioned a million times each second)."""
+    from neardup.online.writer import Writer
+    from neardup.store import maintenance
+    from neardup.store.state import LiveSegment
+
+    monkeypatch.setattr(maintenance, "EXPIRY_BATCH_ROWS", budget)
+    clock = Clock(NOW - 5 * HOUR)
+    start = clock() - 48 * HOUR
+    n = 120  # minute k holds row k, flushed with group k % 3
+    with _dd(tmp_path / "d", clock, partition_seconds=6 * HOUR) as d:
+        for g in range(3):
+            d.add(
+                [
+                    {"id": f"o{k}", "text": _text(k), "time": start + k * 60.0}
+                    for k in range(g, n, 3)
+                ]
+            )
+            d.flush()
+        d.add({"id": "new", "text": _text(999), "time": clock() - HOUR})
+        assert d.store.stats()["segment_rows"] == n
+        reads: list[int] = []
+        real = LiveSegment.rows_in_time
+
+        def spy(self: LiveSegment, lo: float, hi: float, limit: int | None = None) -> object:
+            out = real(self, lo, hi, limit)
+            reads.append(len(out[0]))
+            return out
+
+        monkeypatch.setattr(LiveSegment, "rows_in_time", spy)
+        # the passes are this test's calls alone (the writer's own would race them)
+        monkeypatch.setattr(Writer, "_housekeeping", lambda self: None)
+        clock.t += 7 * HOUR  # every "o" row is past the window
+        gone = 0
+        for _ in range(n // budget + 4):  # (a merge installed meanwhile walks its rows again)
+            d.store.expire(clock() - 48 * HOUR)
+            # the oldest rows leave first, ``budget`` a pass
+            left = [k for k in range(n) if d.store.get_row(f"o{k}") is not None]
+            assert left == list(range(n - len(left), n)) and n - len(left) in (gone, gone + budget, n)  # fmt: skip
+            gone = n - len(left)
+            if not left:
+                break
+        assert gone == n and _served(d, "new", 999)
+        assert d.store.stats()["retention_behind"] == 0
+        assert reads and max(reads) <= budget + 1
+
+
+@pytest.mark.parametrize("slow", [True, False])
+def test_a_slow_pass_makes_the_next_ones_smaller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slow: bool
+) -> None:
+    """Each retention call deletes what the last one's rate fits in ``EXPIRY_PASS_SECONDS``
+    (between ``EXPIRY_MIN_ROWS`` and ``EXPIRY_BATCH_ROWS``): where deletes are slow (SQLite's
+    pages read from disk), the writer's stall per call stays bounded; where they are fast,
+    the calls stay at the cap. Every row past the window leaves either way, oldest first."""
+    from neardup.online.writer import Writer
+    from neardup.store import maintenance
+    from neardup.store.meta import MetaDB
+
+    monkeypatch.setattr(maintenance, "EXPIRY_BATCH_ROWS", 200)
+    monkeypatch.setattr(maintenance, "EXPIRY_MIN_ROWS", 50)
+    monkeypatch.setattr(maintenance, "EXPIRY_PASS_SECONDS", 1e-9 if slow else 1e9)
+    deleted: list[int] = []
+    real = MetaDB.delete_rowids
+
+    def spy(self: MetaDB, rowids: list[int]) -> int:
+        gone = real(self, rowids)
+        deleted.append(gone)
+        return gone
+
+    clock = Clock(NOW - 5 * HOUR)
+    n = 600
+    with _dd(tmp_path / "d", clock, partition_seconds=6 * HOUR) as d:
+        start = clock() - 48 * HOUR
+        d.add([{"id": f"o{k}", "text": _text(k), "time": start + k * 6.0} for k in range(n)])
+        d.add({"id": "new", "text": _text(9999), "time": clock() - HOUR})
+        d.flush()
+        monkeypatch.setattr(MetaDB, "delete_rowids", spy)
+        monkeypatch.setattr(Writer, "_housekeeping", lambda self: None)  # these calls alone
+        clock.t += 7 * HOUR
+        for _ in range(20):
+            d.store.expire(clock() - 48 * HOUR)
+            if len(d) == 1 and not d.store.retention_behind:
+                break
+        assert len(d) == 1 and _served(d, "new", 9999)
+    sizes = [k for k in deleted if k]
+    assert sum(sizes) == n
+    assert sizes == ([200] + [50] * 8 if slow else [200, 200, 200])

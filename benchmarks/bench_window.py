@@ -618,6 +618,16 @@ def _target_text(k: str) -> str:
     return f"{op} {v / GIB:g} GiB" if k.endswith("_bytes") else f"{op} {v:,g}"
 
 
+def _worst(w: dict[str, Any] | None) -> str:
+    """A drop's worst check split (``window_steps._worst_check``): waiting behind the checks
+    before it, its own time, and how much of that a retention pass overlapped."""
+    if not w:
+        return "-"
+    return (
+        f"{w['waited_ms']:.1f} / {w['service_ms']:.1f} / {w['overlapping_retention_pass_ms']:.1f}"
+    )
+
+
 def _fmt(v: Any, spec: str = ",.0f") -> str:
     return "-" if v is None else format(v, spec)
 
@@ -674,6 +684,7 @@ def table(results: dict[str, dict[str, Any]]) -> list[tuple[str, list[str]]]:
     row("  writer's time in the drop ms", lambda r: ", ".join(_fmt(None if d["writer_drop_s"] is None else 1000 * d["writer_drop_s"], ".1f") for d in r["retention"]["drops"]))  # fmt: skip
     row("  passes / longest pass ms / all gone after s", lambda r: ", ".join(f"{d['writer_passes']} / {1000 * d['writer_longest_pass_s']:.1f} / {d['visible_after_s']:.1f}" for d in r["retention"]["drops"]))  # fmt: skip
     row("  worst / p99 check during it ms", lambda r: ", ".join(f"{d['checks']['max_ms']:.1f} / {d['checks']['p99_ms']:.1f}" for d in r["retention"]["drops"]))  # fmt: skip
+    row("  its worst: waited / own / in a pass ms", lambda r: ", ".join(_worst(d.get("worst_check")) for d in r["retention"]["drops"]))  # fmt: skip
     row("  worst check before the drops ms", lambda r: f"{r['retention']['checks_before_drops']['max_ms']:.1f}")  # fmt: skip
     row("  dropped hours' probes still found", lambda r: f"{r['retention']['probes_after_drops']['dropped_hours']['source_reported']} of {r['retention']['probes_after_drops']['dropped_hours']['probes']}")  # fmt: skip
     row("/proc/loadavg seeding / batch / single", lambda r: f"{r['seed']['proc_loadavg'][0].split()[0]} / {r['server']['throughput']['proc_loadavg'][0].split()[0]} / {r['server']['latency']['proc_loadavg'][0].split()[0]}")  # fmt: skip

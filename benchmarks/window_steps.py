@@ -197,6 +197,7 @@ class Checker(threading.Thread):
         super().__init__(name="drop-checker", daemon=True)
         self.d, self.texts, self.rate = d, texts, rate
         self.records: list[tuple[float, float]] = []  # (scheduled, latency)
+        self.started: list[float] = []  # when each check began (after any wait for the last)
         self.stop = threading.Event()
         self.errors = 0
 
@@ -208,11 +209,13 @@ class Checker(threading.Thread):
             wait = due - time.perf_counter()
             if wait > 0:
                 time.sleep(wait)
+            began = time.perf_counter()
             try:
                 self.d.check({"id": f"drop-check-{i}", "text": self.texts[i % len(self.texts)]})
             except Exception:
                 self.errors += 1
             self.records.append((due, time.perf_counter() - due))
+            self.started.append(began)
             i += 1
 
 
@@ -226,6 +229,36 @@ def _latencies(records: list[tuple[float, float]], lo: float, hi: float) -> dict
         "max_ms": float(a.max()),
         "p99_ms": float(np.percentile(a, 99)),
         "p50_ms": float(np.percentile(a, 50)),
+    }
+
+
+def _p90(xs: list[float]) -> float | None:
+    return float(np.percentile(xs, 90)) if xs else None
+
+
+def _worst_check(
+    checker: Checker, lo: float, hi: float, passes: list[tuple[float, float, int, float]]
+) -> dict[str, Any]:
+    """The slowest check scheduled in ``[lo, hi]``, its latency split: waiting behind the
+    checks before it, and its own service time, of which how much overlapped a retention
+    pass (``passes``: the writer's expire calls). A stall during a drop is the drop's only
+    where the overlap is most of it; otherwise it is the check's own work (e.g. rows read from
+    disk)."""
+    worst = None
+    for k, (due, lat) in enumerate(list(checker.records)):
+        if lo <= due <= hi and (worst is None or lat > worst[1]):
+            worst = (k, lat)
+    if worst is None or worst[0] >= len(checker.started):
+        return {}
+    k, lat = worst
+    due, began = checker.records[k][0], checker.started[k]
+    end = due + lat
+    overlap = sum(max(0.0, min(end, b) - max(began, a)) for a, b, *_ in passes)
+    return {
+        "latency_ms": 1000 * lat,
+        "waited_ms": 1000 * (began - due),
+        "service_ms": 1000 * (end - began),
+        "overlapping_retention_pass_ms": 1000 * overlap,
     }
 
 
@@ -257,7 +290,7 @@ def drop_child(job: dict[str, Any]) -> dict[str, Any]:
     out["parts"]["sketch_bytes"] = sketch
     out["documents_before"] = len(d)
     drops: list[dict[str, Any]] = []
-    expire_calls: list[tuple[float, float, int]] = []
+    expire_calls: list[tuple[float, float, int, float]] = []
     store = d.store
     real_expire = getattr(store, "expire", None)
     if callable(real_expire):  # the writer's time in each expire that deletes something
@@ -301,7 +334,9 @@ def drop_child(job: dict[str, Any]) -> dict[str, Any]:
                 "writer_drop_s": sum(c[1] - c[0] for c in calls) if calls else None,
                 "writer_passes": len(calls),
                 "writer_longest_pass_s": max((c[1] - c[0] for c in calls), default=None),
+                "writer_p90_pass_s": _p90([c[1] - c[0] for c in calls]),
                 "checks": _latencies(checker.records, t_adv - 0.5, t_vis + 1.0),
+                "worst_check": _worst_check(checker, t_adv - 0.5, t_vis + 1.0, calls),
             }
         )
         log(f"  drop {k}: {drops[-1]['rows_dropped']:,} rows, writer {drops[-1]['writer_drop_s']}, worst check {drops[-1]['checks'].get('max_ms', 0):.1f} ms")  # fmt: skip

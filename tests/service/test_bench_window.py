@@ -118,6 +118,10 @@ def test_bench_window_runs_end_to_end(tmp_path: Path) -> None:
     assert srv["restart_s"] > 0 and srv["answers_after_restart"]["different"] == 0
     drops = r["retention"]["drops"]
     assert len(drops) == 1 and drops[0]["rows_dropped"] > 0 and drops[0]["checks"]["checks"] > 0
+    worst = drops[0]["worst_check"]  # its latency split: waited, its own time, in a pass
+    assert worst["latency_ms"] == pytest.approx(drops[0]["checks"]["max_ms"])
+    assert worst["waited_ms"] >= 0 and worst["service_ms"] > 0
+    assert 0 <= worst["overlapping_retention_pass_ms"] <= worst["service_ms"] + 1e-6
     assert r["retention"]["probes_after_drops"]["dropped_hours"]["source_reported"] == 0
     parts = r["disk_parts"]["bytes_per_doc"]
     assert parts["texts (in SQLite)"] > 100 and parts["tables (.hidx)"] > 0

@@ -360,10 +360,10 @@ def test_a_budgeted_pass_reads_only_the_oldest_rows_of_each_part(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: int
 ) -> None:
     """A pass over a backlog deletes exactly the oldest ``EXPIRY_BATCH_ROWS`` rows of the
-    store (rows flushed in three groups whose times interleave) and reads no more than that a
-    segment: an hour that is leaving costs each pass what the
-    pass deletes, not the rest of the hour (a pass over a 50 M window's hour once scanned and
-    partitioned a million times each second)."""
+    store (rows flushed in three groups whose times interleave) and reads no more than one
+    more than that from a segment: an hour that is leaving costs each pass what the pass
+    deletes, not the rest of the hour (a pass over a 50 M window's leaving hour once read and
+    partitioned all of its million rows' times, once a second)."""
     from neardup.online.writer import Writer
     from neardup.store import maintenance
     from neardup.store.state import LiveSegment
@@ -416,7 +416,7 @@ def test_a_slow_pass_makes_the_next_ones_smaller(
     """Each retention call deletes what the last one's rate fits in ``EXPIRY_PASS_SECONDS``
     (between ``EXPIRY_MIN_ROWS`` and ``EXPIRY_BATCH_ROWS``): where deletes are slow (SQLite's
     pages read from disk), the writer's stall per call stays bounded; where they are fast,
-    the calls stay at the cap. Every row past the window leaves either way, oldest first."""
+    the calls stay at the cap. Every row past the window leaves either way."""
     from neardup.online.writer import Writer
     from neardup.store import maintenance
     from neardup.store.meta import MetaDB

@@ -10,8 +10,8 @@ A copy of ``--store`` (a data directory ``bench_window.py --keep`` left; the cop
 changes) is opened with a clock this script moves: the retention cutoff jumps to the end of the
 ``--hours``-th partition after the oldest segment's first, so everything older leaves at once
 (the worst case of an hourly drop), and the run waits until the writer's passes have deleted
-it. ``--memory-limit`` runs the measured process in a memory cgroup of that size (root, cgroup
-v1 or v2), page cache included: a 10 M window in 4 GiB reads SQLite's and the segments' pages
+it. ``--memory-limit`` runs the measured process in a memory cgroup of that size (root; cgroup
+v1, as measured here, or v2 where the memory controller is delegated), page cache included: a 10 M window in 4 GiB reads SQLite's and the segments' pages
 from disk as a 50 M window does on a 24 GiB machine, without building one (``--drop-caches``
 first, or the pages the copy left in memory stay charged elsewhere). Prints a table and writes
 JSON (``--out``). ``bench_window.py`` measures the drop as part of a whole run.
@@ -212,12 +212,16 @@ def main(argv: list[str] | None = None) -> int:
         cmd = ["sh", "-c", f'echo $$ > "{procs}" && exec "$@"', "sh", *cmd]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     try:
-        out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env, check=True)
+        out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env, check=False)
     finally:
         if cg is not None:
             time.sleep(0.5)
             with contextlib.suppress(OSError):  # a process still in it: left to the system
                 cg.rmdir()
+    if out.returncode != 0:
+        raise SystemExit(
+            f"the measured process failed (exit {out.returncode}); its output is above"
+        )
     res = json.loads(out.stdout.strip().splitlines()[-1])
     res["params"] = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
     res["machine"] = machine(load_average=True)

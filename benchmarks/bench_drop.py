@@ -26,7 +26,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -64,30 +63,6 @@ def _cgroup(limit: int) -> Path:
     return cg
 
 
-class Checker(threading.Thread):
-    """Single ``check`` calls on an open-loop schedule (``rate``/s), each timed from its
-    scheduled time, with when it began (after waiting for the one before it)."""
-
-    def __init__(self, d: Any, texts: list[str], rate: float) -> None:
-        super().__init__(name="drop-checker", daemon=True)
-        self.d, self.texts, self.rate = d, texts, rate
-        self.records: list[tuple[float, float, float]] = []  # (scheduled, began, ended)
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        start = time.perf_counter()
-        i = 0
-        while not self.stop.is_set():
-            due = start + i / self.rate
-            wait = due - time.perf_counter()
-            if wait > 0:
-                time.sleep(wait)
-            began = time.perf_counter()
-            self.d.check({"id": f"drop-check-{i}", "text": self.texts[i % len(self.texts)]})
-            self.records.append((due, began, time.perf_counter()))
-            i += 1
-
-
 def _spread(ms: Any) -> dict[str, float]:
     import numpy as np
 
@@ -97,14 +72,10 @@ def _spread(ms: Any) -> dict[str, float]:
             "max": float(ms.max())}  # fmt: skip
 
 
-def _overlap(began: float, ended: float, passes: list[tuple[float, float, int, float]]) -> float:
-    """Seconds of ``[began, ended]`` that a retention pass overlapped."""
-    return sum(max(0.0, min(ended, b) - max(began, a)) for a, b, *_ in passes)
-
-
 def _child(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
     from loadgen import file_texts
+    from window_steps import Checker, latencies, slowest_checks
 
     from neardup.online import Deduplicator
 
@@ -145,15 +116,7 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     rows = docs0 - len(d)
     d.close()
 
-    def lat(lo: float, hi: float) -> dict[str, Any]:
-        a = np.asarray([e - s for s, _, e in checker.records if lo <= s <= hi]) * 1000
-        if not a.size:
-            return {"checks": 0}
-        return {"checks": int(a.size), "max_ms": float(a.max()),
-                "p99_ms": float(np.percentile(a, 99)), "p50_ms": float(np.percentile(a, 50))}  # fmt: skip
-
-    during = [r for r in checker.records if t0 - 0.5 <= r[0] <= t1 + 1.0]
-    slow = sorted(during, key=lambda r: r[2] - r[0], reverse=True)[: args.slowest]
+    slow = slowest_checks(checker, t0 - 0.5, t1 + 1.0, passes, args.slowest)
     durs = np.asarray([b - a for a, b, *_ in passes]) * 1000
     return {
         "rows_dropped": rows,
@@ -161,16 +124,17 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
         "pass_ms": _spread(durs),
         "writer_s": float(durs.sum() / 1000),
         "all_gone_after_s": t1 - t0,
-        "checks_before": lat(0, t_before),
-        "checks_during": lat(t0 - 0.5, t1 + 1.0),
+        "checks_before": latencies(checker.records, 0, t_before),
+        "checks_during": latencies(checker.records, t0 - 0.5, t1 + 1.0),
+        "check_errors": checker.errors,
         "slowest_checks": [
             {
-                "latency_ms": 1000 * (e - due),
-                "waited_ms": 1000 * (b - due),
-                "own_ms": 1000 * (e - b),
-                "in_a_pass_ms": 1000 * _overlap(b, e, passes),
+                "latency_ms": 1000 * lat,
+                "waited_ms": 1000 * waited,
+                "own_ms": 1000 * own,
+                "in_a_pass_ms": 1000 * overlap,
             }
-            for due, b, e in slow
+            for lat, waited, own, overlap in slow
         ],
     }
 

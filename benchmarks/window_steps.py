@@ -214,12 +214,14 @@ class Checker(threading.Thread):
                 self.d.check({"id": f"drop-check-{i}", "text": self.texts[i % len(self.texts)]})
             except Exception:
                 self.errors += 1
+            self.started.append(began)  # first: a record always has its start
             self.records.append((due, time.perf_counter() - due))
-            self.started.append(began)
             i += 1
 
 
-def _latencies(records: list[tuple[float, float]], lo: float, hi: float) -> dict[str, Any]:
+def latencies(records: list[tuple[float, float]], lo: float, hi: float) -> dict[str, Any]:
+    """Count, max, p99 and p50 (ms) of the checks scheduled in ``[lo, hi]`` (``records``:
+    :attr:`Checker.records`)."""
     lat = [x for t, x in records if lo <= t <= hi]
     if not lat:
         return {"checks": 0}
@@ -236,28 +238,45 @@ def _p90(xs: list[float]) -> float | None:
     return float(np.percentile(xs, 90)) if xs else None
 
 
+def slowest_checks(
+    checker: Checker,
+    lo: float,
+    hi: float,
+    passes: list[tuple[float, float, int, float]],
+    n: int = 1,
+) -> list[tuple[float, float, float, float]]:
+    """The ``n`` slowest checks scheduled in ``[lo, hi]``, slowest first, each as (latency,
+    waited, own time, the part of its own time a retention pass overlapped), in seconds:
+    waiting is for the checks before it; ``passes`` are the writer's expire calls (began,
+    ended, ...). A stall during a drop is the drop's only where the overlap is most of it;
+    otherwise it is the check's own work (e.g. rows read from disk)."""
+    records = list(checker.records)
+    picked = sorted(
+        (k for k, (due, _) in enumerate(records) if lo <= due <= hi),
+        key=lambda k: records[k][1],
+        reverse=True,
+    )[:n]
+    out = []
+    for k in picked:
+        due, lat = records[k]
+        began, end = checker.started[k], due + lat
+        overlap = sum(max(0.0, min(end, b) - max(began, a)) for a, b, *_ in passes)
+        out.append((lat, began - due, end - began, overlap))
+    return out
+
+
 def _worst_check(
     checker: Checker, lo: float, hi: float, passes: list[tuple[float, float, int, float]]
 ) -> dict[str, Any]:
-    """The slowest check scheduled in ``[lo, hi]``, its latency split: waiting behind the
-    checks before it, and its own service time, of which how much overlapped a retention
-    pass (``passes``: the writer's expire calls). A stall during a drop is the drop's only
-    where the overlap is most of it; otherwise it is the check's own work (e.g. rows read from
-    disk)."""
-    worst = None
-    for k, (due, lat) in enumerate(list(checker.records)):
-        if lo <= due <= hi and (worst is None or lat > worst[1]):
-            worst = (k, lat)
-    if worst is None or worst[0] >= len(checker.started):
+    """:func:`slowest_checks`' first, by name (empty where no check was scheduled then)."""
+    worst = slowest_checks(checker, lo, hi, passes)
+    if not worst:
         return {}
-    k, lat = worst
-    due, began = checker.records[k][0], checker.started[k]
-    end = due + lat
-    overlap = sum(max(0.0, min(end, b) - max(began, a)) for a, b, *_ in passes)
+    lat, waited, own, overlap = worst[0]
     return {
         "latency_ms": 1000 * lat,
-        "waited_ms": 1000 * (began - due),
-        "service_ms": 1000 * (end - began),
+        "waited_ms": 1000 * waited,
+        "service_ms": 1000 * own,
         "overlapping_retention_pass_ms": 1000 * overlap,
     }
 
@@ -306,7 +325,7 @@ def drop_child(job: dict[str, Any]) -> dict[str, Any]:
     checker = Checker(d, wc.stream_texts(spec, job["check_from"], 2000), job["rate"])
     checker.start()
     time.sleep(job["settle_s"])
-    base = _latencies(checker.records, 0, time.perf_counter())
+    base = latencies(checker.records, 0, time.perf_counter())
     ps, retention = job["partition_seconds"], job["retention_s"]
     for k in range(1, job["hours"] + 1):
         dropped0 = d.stats()["dropped_partitions"]
@@ -335,7 +354,7 @@ def drop_child(job: dict[str, Any]) -> dict[str, Any]:
                 "writer_passes": len(calls),
                 "writer_longest_pass_s": max((c[1] - c[0] for c in calls), default=None),
                 "writer_p90_pass_s": _p90([c[1] - c[0] for c in calls]),
-                "checks": _latencies(checker.records, t_adv - 0.5, t_vis + 1.0),
+                "checks": latencies(checker.records, t_adv - 0.5, t_vis + 1.0),
                 "worst_check": _worst_check(checker, t_adv - 0.5, t_vis + 1.0, calls),
             }
         )

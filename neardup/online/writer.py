@@ -384,6 +384,8 @@ class Writer:
                 self.store.flush(
                     cutoff=None if self.retention is None else self.clock() - self.retention
                 )
+            elif self.retention is not None:
+                self.store.save_expiry_marks()  # (a flush records them)
         except Exception:
             log.exception("flush on close failed; the log still holds every row")
         stop.future.set_result(None)

@@ -380,6 +380,12 @@ class Store:
         before it in the others. Returns the rows deleted."""
         return maintenance.expire(self._state, cutoff)
 
+    def save_expiry_marks(self) -> bool:
+        """Make how far retention got durable, as a flush does (the writer, at close, when
+        there is nothing to flush): the next open does not walk the deleted rows again. True
+        when the manifest was written."""
+        return maintenance.save_expiry_marks(self._state)
+
     def set_retention(self, seconds: float | None) -> None:
         """Take and store a new retention window (None: keep everything); what the old window
         left behind is deleted first. :class:`StorageError` when it cannot be stored."""

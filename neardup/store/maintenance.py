@@ -518,6 +518,35 @@ def expire(st: StoreState, cutoff: float) -> int:
     return dropped
 
 
+def save_expiry_marks(st: StoreState) -> bool:
+    """Make how far retention got in each segment durable (writer thread, at close when no
+    flush records it): checkpoint SQLite, then write the marks into the manifest. Without it
+    the next open walks again every row the passes since the last flush had deleted, a pass
+    a second, each deleting nothing. True when the manifest was written."""
+    stale = [
+        s
+        for s in st.segments
+        if s.expired_before > float(s.entry.get("expired_before", -math.inf))
+    ]
+    if not stale or st.dir is None:
+        return False
+    sync_meta(st)
+    st.db.checkpoint()  # the deletes the marks stand for are durable first
+    entries = [
+        {**s.entry, "expired_before": s.expired_before} if s in stale else s.entry
+        for s in st.segments
+    ]
+    manifest = st.manifest_with(segments=entries)
+    try:
+        st.dir.write_manifest(manifest)
+    except OSError as exc:
+        raise StorageError(f"cannot record how far retention got: {exc}") from exc
+    st.manifest = manifest
+    for s, e in zip(st.segments, entries, strict=True):
+        s.entry = e
+    return True
+
+
 def _next_budget(budget: int, rows: int, seconds: float) -> int | None:
     """The rows the next retention call may delete, from this call's (``budget`` allowed,
     ``rows`` deleted in ``seconds``): as many as its rate fits in :data:`EXPIRY_PASS_SECONDS`,

@@ -450,3 +450,45 @@ def test_a_slow_pass_makes_the_next_ones_smaller(
     sizes = [k for k in deleted if k]
     assert sum(sizes) == n
     assert sizes == ([200] + [50] * 8 if slow else [200, 200, 200])
+
+
+@pytest.mark.parametrize("writes_after", [False, True])
+def test_a_reopen_does_not_walk_the_deleted_rows_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writes_after: bool
+) -> None:
+    """How far retention got in each segment is made durable at close, whether or not the
+    close flushes (``writes_after``: rows in the log, so it does): the next open's passes
+    start where the last ones stopped, and delete by row id only the rows the cutoff passed
+    since. Before, a close with nothing to flush left the marks of the last flush, and the
+    reopened store walked every row deleted since, a pass a second."""
+    from neardup.online.writer import Writer
+    from neardup.store.meta import MetaDB
+
+    clock = Clock(NOW - 5 * HOUR)  # the start of a 6 h partition
+    path = tmp_path / "d"
+    start = clock() - 48 * HOUR
+    with _dd(path, clock, partition_seconds=6 * HOUR) as d:
+        d.add([{"id": f"o{k}", "text": _text(k), "time": start + k * 360.0} for k in range(60)])
+        d.add({"id": "new", "text": _text(999), "time": clock() - HOUR})
+        d.flush()
+        clock.t += 3 * HOUR  # half of the oldest partition's rows leave
+        d.store.expire(clock() - 48 * HOUR)
+        assert len(d) == 31
+        if writes_after:
+            d.add({"id": "newer", "text": _text(998), "time": clock()})
+    passed: list[int] = []
+    real = MetaDB.delete_rowids
+
+    def spy(self: MetaDB, rowids: list[int]) -> int:
+        passed.append(len(rowids))
+        return real(self, rowids)
+
+    monkeypatch.setattr(MetaDB, "delete_rowids", spy)
+    monkeypatch.setattr(Writer, "_housekeeping", lambda self: None)  # these calls alone
+    with _dd(path, clock, partition_seconds=6 * HOUR) as d:
+        d.store.expire(clock() - 48 * HOUR)
+        assert sum(passed) == 0
+        clock.t += 1800.0  # five more rows leave: only they are deleted
+        d.store.expire(clock() - 48 * HOUR)
+        assert sum(passed) == 5 and len(d) == 26 + writes_after
+        assert not _served(d, "o34", 34) and _served(d, "o35", 35)

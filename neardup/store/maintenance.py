@@ -524,9 +524,7 @@ def save_expiry_marks(st: StoreState) -> bool:
     the next open walks again every row the passes since the last flush had deleted, a pass
     a second, each deleting nothing. True when the manifest was written."""
     stale = [
-        s
-        for s in st.segments
-        if s.expired_before > float(s.entry.get("expired_before", -math.inf))
+        s for s in st.segments if s.expired_before > float(s.entry.get("expired_before", -math.inf))
     ]
     if not stale or st.dir is None:
         return False

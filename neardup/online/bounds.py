@@ -19,8 +19,14 @@ from ..rules.lsh import SKETCH_TOKENS_UNKNOWN, sketch_agreeing, sketch_masks, sk
 from .rowcache import HistogramCache
 from .summaries import cache_summaries
 
-__all__ = ["ReadBounds"]
+__all__ = ["BOUND_MIN_HITS", "ReadBounds"]
 
+#: the SimHash hits a group needs before the bounds run for it (:meth:`ReadBounds._length_bound`,
+#: then :meth:`ReadBounds._histogram_bound`): below, their fixed cost (a dozen NumPy calls and
+#: two kernel calls, a few hundred microseconds on this project's VM) is more than reading and
+#: verifying the few rows they could spare, and a single request's one or two hits are
+#: usually its near duplicates, which pass them (``benchmarks/bench_request_parts.py``)
+BOUND_MIN_HITS = 4
 #: :meth:`ReadBounds._histogram_bound` runs for a group only when this many of its SimHash
 #: hits' rows are cached: below, its fixed cost (~0.1 ms a call: the queries' histograms and
 #: the bound's kernel call) is more than reading those rows saves (docs/store.md, *Cached

@@ -37,11 +37,11 @@ from ..rules.lsh import (
     token_masks,
 )
 from ..store import NO_CONTENT_HASH, Store, WriteGroup
-from .bounds import ReadBounds
+from .bounds import BOUND_MIN_HITS, ReadBounds
 from .prepare import PreparedDocs, lsh_keys
 from .rowcache import DEFAULT_CAPACITY, DEFAULT_HISTOGRAM_ROWS, HistogramCache, SignatureCache
 from .summaries import added_summaries
-from .union import ARRAY_UNION_MIN, FILTER_BLOCK, BandKeys, union_arrays
+from .union import ARRAY_UNION_MIN, FILTER_BLOCK, BandKeys, union_arrays, without_own_hits
 
 __all__ = ["Decider", "Op"]
 
@@ -202,11 +202,17 @@ class Decider(ReadBounds):
             parts = [op.docs.buckets for op in doc_ops]  # type: ignore[union-attr]
             if all(b is not None for b in parts):  # (None: signatures a batch run gave)
                 buckets = parts[0] if len(parts) == 1 else np.concatenate(parts)  # type: ignore[arg-type]
-            if self.verifier is not None and self.store_text and hit_rids.size:
+            if self.verifier is not None and self.store_text and hit_rids.size >= BOUND_MIN_HITS:
                 lims, hit_rids, hit_d = self._length_bound(lims, hit_rids, hit_d, tokens, buckets)
                 lims, hit_rids, hit_d = self._histogram_bound(
                     lims, hit_rids, hit_d, flat_texts, flat_chash
                 )
+            if hit_rids.size and len(lsh_rids) < ARRAY_UNION_MIN:
+                # a query's band candidate that is one of its SimHash hits is read and
+                # verified as a hit: the sketch filter and the signature test have nothing to
+                # decide for it (the union skips it), and a single request's near duplicate
+                # is usually found by both channels
+                lsh_rids = without_own_hits(lsh_rids, lims, hit_rids)
         want = set(hit_rids.tolist())
         want.update(existing.values())
         cached: dict[int, int] = {}

@@ -18,7 +18,7 @@ from .._arrays import unique_inverse, unique_sorted
 from ..fingerprint.minhash import minhash_signatures
 from ..rules.lsh import agreeing
 
-__all__ = ["ARRAY_UNION_MIN", "FILTER_BLOCK", "BandKeys", "union_arrays"]
+__all__ = ["ARRAY_UNION_MIN", "FILTER_BLOCK", "BandKeys", "union_arrays", "without_own_hits"]
 
 #: groups of at least this many documents merge their band candidates with array operations
 ARRAY_UNION_MIN = 64
@@ -59,6 +59,31 @@ class BandKeys:
         )
         uniq, inv = unique_inverse(flat)
         return cls(flat, counts, uniq.astype(np.int64, copy=False), inv)
+
+
+def without_own_hits(
+    lsh_rids: list[npt.NDArray[np.int64]],
+    lims: npt.NDArray[np.int64],
+    hit_rids: npt.NDArray[np.int64],
+) -> list[npt.NDArray[np.int64]]:
+    """Each query's band candidates (``lsh_rids[i]``, distinct and ascending) without its own
+    SimHash hits (``hit_rids[lims[i]:lims[i + 1]]``), which it reads and verifies as hits
+    whatever their signatures say. A loop over the queries: for the groups the array union
+    does not take (fewer than :data:`ARRAY_UNION_MIN`).
+
+    >>> without_own_hits([np.array([2, 5, 9]), np.array([5])], np.array([0, 2, 2]), np.array([9, 4]))
+    [array([2, 5]), array([5])]
+    """
+    out = []
+    for i, cand in enumerate(lsh_rids):
+        lo, hi = int(lims[i]), int(lims[i + 1])
+        if hi > lo and cand.size:
+            own = set(hit_rids[lo:hi].tolist())
+            keep = [r not in own for r in cand.tolist()]
+            if not all(keep):
+                cand = cand[np.asarray(keep, np.bool_)]
+        out.append(cand)
+    return out
 
 
 def union_arrays(

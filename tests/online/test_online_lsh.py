@@ -989,3 +989,60 @@ def test_a_section_group_searches_few_keys_in_lockstep_as_the_reference(
     with mock.patch("neardup.index.section_search._SPARSE_GAP", 64):
         hits = group.search(uk)
     assert _hits_as_reference(group, uk) == _hits(hits)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_single_requests_decide_like_batch(seed: int) -> None:
+    """Documents checked one at a time, the groups the array union does not take: a band
+    candidate that is also the query's SimHash hit is read and verified as a hit, neither
+    sketch-filtered nor signed again, and the store's bounds wait for a few hits; the pairs
+    are still batch's."""
+    texts = _corpus(seed)
+    batch = _batch_pairs(texts)
+    with Deduplicator.open(max_matches=len(texts)) as d:
+        d.add([{"id": str(i), "text": t} for i, t in enumerate(texts)])
+        online = {}
+        for i, t in enumerate(texts):
+            found = {int(m.id) for m in d.check({"id": f"q{i}", "text": t}).matches} - {i}
+            if found:
+                online[i] = found
+    assert online == batch
+
+
+def test_a_near_duplicate_both_channels_find_is_not_signed_again(tmp_path, monkeypatch) -> None:
+    """A single request whose near duplicate is both a SimHash hit and a band candidate reads
+    and verifies it as a hit: its MinHash signature is not made again from its text (after a
+    reopen no signature is cached), and the decision is the same."""
+    import neardup.online.decide as decide_module
+
+    with Deduplicator.open(tmp_path / "d") as d:
+        for seed in range(100):  # a one-word edit within the SimHash radius
+            rng = random.Random(seed)
+            words = [rng.choice(_WORDS) for _ in range(60)]
+            a = " ".join(words)
+            words[30] = "zeppelin"
+            b = " ".join(words)
+            fa, fb = (int(d.prepare([{"id": "x", "text": t}]).fps[0]) for t in (a, b))
+            if (fa ^ fb).bit_count() <= d.radius:
+                break
+        else:
+            raise AssertionError("no one-word edit within the SimHash radius")
+        d.add({"id": "a", "text": a})
+    signed: list[int] = []
+    real = decide_module.minhash_signatures
+
+    def spy(verifier, texts, *args, **kw):
+        signed.append(len(texts))
+        return real(verifier, texts, *args, **kw)
+
+    monkeypatch.setattr(decide_module, "minhash_signatures", spy)
+    with Deduplicator.open(tmp_path / "d") as d:
+        st = d.store._state
+        prepared = d.prepare([{"id": "b", "text": b}])
+        hits = d.store.search(prepared.fps, d.radius)[1]
+        assert hits.tolist() == [d.store.lookup_ids(["a"])["a"]]  # a SimHash hit
+        assert d.store.search_bands(prepared.bands, 1000)[0].tolist() == hits.tolist()  # a band's
+        got = d.check({"id": "b", "text": b})
+        assert got.duplicate and [m.id for m in got.matches] == ["a"]
+        assert st is d.store._state
+    assert signed == []

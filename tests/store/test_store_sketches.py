@@ -257,15 +257,21 @@ def _flood(seed: int, n: int) -> list[str]:
     return out
 
 
-def test_the_length_bound_changes_no_decision(tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("min_hits", [1, None], ids=["any-hits", "default-min-hits"])
+def test_the_length_bound_changes_no_decision(tmp_path, monkeypatch, min_hits) -> None:
     """SimHash hits turned down by the token counts kept in the rows' sketches (before their
     rows are read) are hits verification would reject: one at a time and in groups, through a
     flush and a reopen (the counts from the segments' sketch sections and the log), the
-    decisions and their matches equal those made with every hit read and verified."""
+    decisions and their matches equal those made with every hit read and verified; with the
+    bound run for any number of hits, and from ``BOUND_MIN_HITS`` as it is."""
+    import neardup.online.decide as decide_module
+
     texts = _flood(5, 700)
 
     def run(path, bound: bool) -> tuple[list, int]:
         monkeypatch.undo()
+        if min_hits is not None:
+            monkeypatch.setattr(decide_module, "BOUND_MIN_HITS", min_hits)
         if not bound:
             monkeypatch.setattr(Decider, "_length_bound", lambda self, *a: a[:3])
         out: list = []

@@ -192,8 +192,14 @@ def build_flush(st: StoreState, frozen: Frozen, cutoff: float | None) -> None:
         expired = np.zeros(0, np.int64)
         if cutoff is not None:
             exp = keep & (ts < cutoff)
-            expired = rids[exp]
-            keep &= ~exp
+            if np.count_nonzero(exp) <= EXPIRY_BATCH_ROWS:
+                # left out of the segments, deleted from SQLite by the install
+                expired = rids[exp]
+                keep &= ~exp
+            # more than a retention call deletes (a clock jump over a full memtable): written
+            # with the rest, past the window (no read returns them), and deleted by the
+            # retention passes a budget at a time (finish_flush marks them behind), not in
+            # one delete the writer would stall on
         bk = None
         if st.band_keys_of is not None and frozen.bands is not None:
             bk = frozen.bands.section()  # 8 bytes per entry, never materialised
@@ -241,8 +247,9 @@ def finish_flush(st: StoreState, *, wait: bool) -> bool:
     )
     try:
         sync_meta(st)  # the retired logs' records must be in SQLite before the checkpoint
-        if len(expired):
-            st.db.delete_rowids(expired.tolist())
+        # (a retention pass during the build may have deleted some of them already, and
+        # counted them: only what this delete finds counts here)
+        gone = st.db.delete_rowids(expired.tolist()) if len(expired) else 0
         st.db.checkpoint()
         # retention's deletions are durable now: record how far each segment's went
         for s in st.segments:
@@ -266,8 +273,10 @@ def finish_flush(st: StoreState, *, wait: bool) -> bool:
         st.db.forget_generations(st.live_gens)
     except Exception:  # bookkeeping only
         log.warning("could not drop applied positions of retired logs", exc_info=True)
-    if len(expired):
-        st.count(-len(expired))
+    st.count(-gone)
+    window = st.settings.retention
+    if window is not None and any(s.segment.min_time < st.clock() - window for s in written):
+        st.rows_expiry_behind = True  # rows past the window the build kept: the next passes
     st.flushes += 1
     return True
 

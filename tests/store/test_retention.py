@@ -492,3 +492,75 @@ def test_a_reopen_does_not_walk_the_deleted_rows_again(
         d.store.expire(clock() - 48 * HOUR)
         assert sum(passed) == 5 and len(d) == 26 + writes_after
         assert not _served(d, "o34", 34) and _served(d, "o35", 35)
+
+
+def test_a_pass_during_a_flush_does_not_count_its_rows_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows that leave the window while their memtable is being flushed are left out of the
+    flush's segments and deleted by its install; a retention pass that ran during the build
+    deleted (and counted) them already, so the install counts only what it deletes: the
+    document count stays the window's. Before, the count went one flush's expired rows too
+    low (here 0 with one document stored)."""
+    from neardup.online.writer import Writer
+    from neardup.store import maintenance
+
+    monkeypatch.setattr(Writer, "_housekeeping", lambda self: None)  # these calls alone
+    clock = Clock(NOW - 5 * HOUR)
+    with _dd(tmp_path / "d", clock, partition_seconds=6 * HOUR) as d:
+        st = d.store._state
+        edge = clock() - 48 * HOUR + 60.0  # just inside the window
+        d.add([{"id": f"o{k}", "text": _text(k), "time": edge + k} for k in range(20)])
+        d.add({"id": "new", "text": _text(999), "time": clock() - HOUR})
+        clock.t += 300.0  # the 20 have left the window, still in the memtable
+        cutoff = clock() - 48 * HOUR
+        frozen = maintenance.begin_flush(st)
+        assert maintenance.expire(st, cutoff) == 20 and len(d) == 1  # a pass, mid-flush
+        maintenance.build_flush(st, frozen, cutoff)
+        assert len(frozen.expired) == 20  # the build left them out too
+        maintenance.finish_flush(st, wait=True)
+        assert len(d) == 1 and d.stats()["documents"] == 1
+        assert _served(d, "new", 999) and not _served(d, "o5", 5)
+    with _dd(tmp_path / "d", clock, partition_seconds=6 * HOUR) as d:
+        assert len(d) == 1
+
+
+def test_a_flush_of_many_rows_past_the_window_leaves_them_to_the_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A memtable flushed after a clock jump holds more rows past the window than a retention
+    call deletes: they are written to the segments with the rest, answer nothing, and leave
+    SQLite over the next passes, at most ``EXPIRY_BATCH_ROWS`` a call, the store reading as
+    behind until they are gone; not in one delete inside the flush."""
+    from neardup.online.writer import Writer
+    from neardup.store import maintenance
+    from neardup.store.meta import MetaDB
+
+    monkeypatch.setattr(maintenance, "EXPIRY_BATCH_ROWS", 5)
+    monkeypatch.setattr(maintenance, "EXPIRY_MIN_ROWS", 5)
+    monkeypatch.setattr(Writer, "_housekeeping", lambda self: None)  # these calls alone
+    deleted: list[int] = []
+    real = MetaDB.delete_rowids
+
+    def spy(self: MetaDB, rowids: list[int]) -> int:
+        deleted.append(len(rowids))
+        return real(self, rowids)
+
+    clock = Clock(NOW - 5 * HOUR)
+    with _dd(tmp_path / "d", clock, partition_seconds=6 * HOUR) as d:
+        edge = clock() - 48 * HOUR + 60.0
+        d.add([{"id": f"o{k}", "text": _text(k), "time": edge + k} for k in range(20)])
+        d.add({"id": "new", "text": _text(999), "time": clock() - HOUR})
+        d.store.expire(clock() - 48 * HOUR)  # a pass before the jump: nothing past the window
+        clock.t += 300.0
+        monkeypatch.setattr(MetaDB, "delete_rowids", spy)
+        d.flush()
+        assert deleted == [] and d.store.stats()["segment_rows"] == 21
+        assert d.store.retention_behind and not _served(d, "o5", 5)
+        for _ in range(10):
+            d.store.expire(clock() - 48 * HOUR)
+            if not d.store.retention_behind:
+                break
+        assert len(d) == 1 and _served(d, "new", 999)
+        assert all(d.store.get_row(f"o{k}") is None for k in range(20))
+    assert sum(deleted) >= 20 and max(deleted) <= 5

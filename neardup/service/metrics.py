@@ -250,6 +250,9 @@ class Metrics:
         # the children of the fixed label sets, bound once (labels() costs a lock and a lookup)
         self._stage_children = [self.stages.labels(s) for s in STAGES]
         self._request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+        # (namespace, op) -> the seen, duplicate and added counters (``labels`` takes a lock
+        # and checks its values on every call: three of them a request)
+        self._document_children: dict[tuple[str, str], tuple[Any, Any, Any]] = {}
 
     # -- recording -----------------------------------------------------------------------------
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
@@ -275,8 +278,16 @@ class Metrics:
         """Count the documents of one call by outcome (``seen``, ``duplicate``, ``added``)."""
         dup = sum(1 for d in decisions if d.duplicate)
         added = sum(1 for d in decisions if d.added)
-        for outcome, n in (("seen", len(decisions)), ("duplicate", dup), ("added", added)):
-            self.documents.labels(namespace, op, outcome).inc(n)
+        key = (namespace, op)
+        children = self._document_children.get(key)
+        if children is None:
+            labels = self.documents.labels
+            children = tuple(labels(namespace, op, o) for o in ("seen", "duplicate", "added"))
+            self._document_children[key] = children
+        seen_c, dup_c, added_c = children
+        seen_c.inc(len(decisions))
+        dup_c.inc(dup)
+        added_c.inc(added)
 
     def connection_opened(self) -> None:
         with self._open_lock:

@@ -282,7 +282,11 @@ class Metrics:
         children = self._document_children.get(key)
         if children is None:
             labels = self.documents.labels
-            children = tuple(labels(namespace, op, o) for o in ("seen", "duplicate", "added"))
+            children = (
+                labels(namespace, op, "seen"),
+                labels(namespace, op, "duplicate"),
+                labels(namespace, op, "added"),
+            )
             self._document_children[key] = children
         seen_c, dup_c, added_c = children
         seen_c.inc(len(decisions))

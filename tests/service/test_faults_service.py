@@ -36,6 +36,11 @@ from neardup.service.testing import free_port, serve_in_thread, wait_healthy  # 
 TOKEN = "s3cret"
 
 
+#: a client's timeout: the first document request of a process on a cold kernel cache (this
+#: file run alone on a fresh machine) compiles the kernels, well past httpx's 5 s default
+_TIMEOUT = 180.0
+
+
 def _server(tmp_path: Path, **kw: object) -> Iterator[str]:
     config = ServiceConfig(data_dir=tmp_path, **kw)  # type: ignore[arg-type]
     with serve_in_thread(create_app(config)) as url:
@@ -127,7 +132,7 @@ def test_connection_limit_answers_503_and_recovers(tmp_path: Path) -> None:
 def test_descriptor_exhaustion_answers_503(tmp_path: Path) -> None:
     config = ServiceConfig(data_dir=tmp_path)
     app = create_app(config)
-    with serve_in_thread(app) as url, httpx.Client(base_url=url) as c:
+    with serve_in_thread(app) as url, httpx.Client(base_url=url, timeout=_TIMEOUT) as c:
         store = app.state.registry.get("default")
 
         def no_fds(*args: object, **kw: object) -> None:
@@ -249,7 +254,7 @@ def test_worst_check_is_bounded_and_does_not_hold_writes(tmp_path: Path) -> None
 def test_unauthenticated_reads_are_rate_limited(tmp_path: Path) -> None:
     """With --open-reads, reads without a token are served, and limited per client."""
     for url in _server(tmp_path, token=TOKEN, open_reads=True, read_rate=0.5, read_burst=3):
-        with httpx.Client(base_url=url) as c:
+        with httpx.Client(base_url=url, timeout=_TIMEOUT) as c:
             codes = [
                 c.post("/v1/check", json={"id": "a", "text": "x y"}).status_code for _ in range(4)
             ]
@@ -306,7 +311,7 @@ def test_empty_token_is_refused(tmp_path: Path) -> None:
 
 def test_metrics_parse_and_counters_end_in_total(tmp_path: Path) -> None:
     for url in _server(tmp_path):
-        with httpx.Client(base_url=url) as c:
+        with httpx.Client(base_url=url, timeout=_TIMEOUT) as c:
             c.post("/v1/insert", json={"id": "a", "text": "one two three"})
             c.post("/v1/check", json={"id": "b", "text": "one two three"})
             text = c.get("/metrics").text
@@ -325,7 +330,7 @@ def test_metrics_parse_and_counters_end_in_total(tmp_path: Path) -> None:
 
 def test_openapi_security_scheme_201_and_allow(tmp_path: Path) -> None:
     for url in _server(tmp_path, token=TOKEN):
-        with httpx.Client(base_url=url) as c:
+        with httpx.Client(base_url=url, timeout=_TIMEOUT) as c:
             spec = c.get("/openapi.json").json()
             r405 = c.post("/v1/docs/x")
             docs = c.get("/docs").text

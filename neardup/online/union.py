@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._arrays import unique_inverse, unique_sorted
+from .._arrays import find_sorted, unique_inverse, unique_sorted
 from ..fingerprint.minhash import minhash_signatures
 from ..rules.lsh import agreeing
 
@@ -78,10 +78,11 @@ def without_own_hits(
     for i, cand in enumerate(lsh_rids):
         lo, hi = int(lims[i]), int(lims[i + 1])
         if hi > lo and cand.size:
-            own = set(hit_rids[lo:hi].tolist())
-            keep = [r not in own for r in cand.tolist()]
-            if not all(keep):
-                cand = cand[np.asarray(keep, np.bool_)]
+            pos, own = find_sorted(cand, hit_rids[lo:hi])
+            if own.any():
+                keep = np.ones(cand.size, np.bool_)
+                keep[pos[own]] = False
+                cand = cand[keep]
         out.append(cand)
     return out
 

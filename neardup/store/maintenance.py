@@ -251,10 +251,7 @@ def finish_flush(st: StoreState, *, wait: bool) -> bool:
         # counted them: only what this delete finds counts here)
         gone = st.db.delete_rowids(expired.tolist()) if len(expired) else 0
         st.db.checkpoint()
-        # retention's deletions are durable now: record how far each segment's went
-        for s in st.segments:
-            if s.expired_before > -math.inf:
-                s.entry["expired_before"] = s.expired_before
+        _record_expiry_marks(st)
         st.dir.write_manifest(manifest)
     except (OSError, StorageError) as exc:
         for s in written:
@@ -532,26 +529,28 @@ def save_expiry_marks(st: StoreState) -> bool:
     flush records it): checkpoint SQLite, then write the marks into the manifest. Without it
     the next open walks again every row the passes since the last flush had deleted, a pass
     a second, each deleting nothing. True when the manifest was written."""
-    stale = [
-        s for s in st.segments if s.expired_before > float(s.entry.get("expired_before", -math.inf))
-    ]
-    if not stale or st.dir is None:
+    if st.dir is None or not any(
+        s.expired_before > float(s.entry.get("expired_before", -math.inf)) for s in st.segments
+    ):
         return False
     sync_meta(st)
-    st.db.checkpoint()  # the deletes the marks stand for are durable first
-    entries = [
-        {**s.entry, "expired_before": s.expired_before} if s in stale else s.entry
-        for s in st.segments
-    ]
-    manifest = st.manifest_with(segments=entries)
+    st.db.checkpoint()
+    _record_expiry_marks(st)
+    manifest = st.manifest_with(segments=[s.entry for s in st.segments])
     try:
         st.dir.write_manifest(manifest)
     except OSError as exc:
         raise StorageError(f"cannot record how far retention got: {exc}") from exc
     st.manifest = manifest
-    for s, e in zip(st.segments, entries, strict=True):
-        s.entry = e
     return True
+
+
+def _record_expiry_marks(st: StoreState) -> None:
+    """Copy each segment's ``expired_before`` into its manifest entry, for the manifest written
+    next (after a checkpoint: retention's deletions are durable, so the marks may say so)."""
+    for s in st.segments:
+        if s.expired_before > -math.inf:
+            s.entry["expired_before"] = s.expired_before
 
 
 def _next_budget(budget: int, rows: int, seconds: float) -> int | None:

@@ -372,7 +372,9 @@ def test_a_budgeted_pass_reads_only_the_oldest_rows_of_each_part(
     clock = Clock(NOW - 5 * HOUR)
     start = clock() - 48 * HOUR
     n = 120  # minute k holds row k, flushed with group k % 3
-    with _dd(tmp_path / "d", clock, partition_seconds=6 * HOUR) as d:
+    # no merge of the three segments: it installs on the writer thread, and these passes run
+    # on the test's (a merge closed a segment under one: a failed run)
+    with _dd(tmp_path / "d", clock, partition_seconds=6 * HOUR, max_segments_per_partition=8) as d:
         for g in range(3):
             d.add(
                 [
@@ -396,7 +398,7 @@ def test_a_budgeted_pass_reads_only_the_oldest_rows_of_each_part(
         monkeypatch.setattr(Writer, "_housekeeping", lambda self: None)
         clock.t += 7 * HOUR  # every "o" row is past the window
         gone = 0
-        for _ in range(n // budget + 4):  # (a merge installed meanwhile walks its rows again)
+        for _ in range(n // budget + 4):
             d.store.expire(clock() - 48 * HOUR)
             # the oldest rows leave first, ``budget`` a pass
             left = [k for k in range(n) if d.store.get_row(f"o{k}") is not None]

@@ -42,24 +42,25 @@ def _parse_size(text: str) -> int:
     return int(t)
 
 
-def _cgroup(limit: int) -> Path:
-    """A new memory cgroup of ``limit`` bytes under this process's own (v2, else v1)."""
+def memory_cgroup(limit: int, tag: str = "drop") -> Path:
+    """A new memory cgroup of ``limit`` bytes under this process's own (v2, else v1), named
+    for ``tag`` and this process (``bench_read_ahead.py`` uses it too)."""
     own = Path("/proc/self/cgroup").read_text().splitlines()
     v2 = [line.split(":", 2)[2] for line in own if line.startswith("0::")]
     if Path("/sys/fs/cgroup/cgroup.controllers").exists() and v2:
         base = Path("/sys/fs/cgroup") / v2[0].lstrip("/")
-        cg, knob = base / f"neardup-drop-{os.getpid()}", "memory.max"
+        cg, knob = base / f"neardup-{tag}-{os.getpid()}", "memory.max"
     else:
         v1 = [line.split(":", 2)[2] for line in own if ":memory:" in line]
         if not v1:
-            raise SystemExit("--memory-limit: no memory cgroup found (cgroup v1 or v2 needed)")
+            raise SystemExit("no memory cgroup found (cgroup v1 or v2 needed)")
         base = Path("/sys/fs/cgroup/memory") / v1[0].lstrip("/")
-        cg, knob = base / f"neardup-drop-{os.getpid()}", "memory.limit_in_bytes"
+        cg, knob = base / f"neardup-{tag}-{os.getpid()}", "memory.limit_in_bytes"
     try:
         cg.mkdir()
         (cg / knob).write_text(str(limit))
     except OSError as exc:
-        raise SystemExit(f"--memory-limit: cannot make {cg} ({exc}); run as root") from exc
+        raise SystemExit(f"cannot make the memory cgroup {cg} ({exc}); run as root") from exc
     return cg
 
 
@@ -171,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     cmd = [sys.executable, __file__, "--child", *(argv if argv is not None else sys.argv[1:])]
     cg = None
     if args.memory_limit:
-        cg = _cgroup(_parse_size(args.memory_limit))
+        cg = memory_cgroup(_parse_size(args.memory_limit))
         procs = cg / "cgroup.procs"
         cmd = ["sh", "-c", f'echo $$ > "{procs}" && exec "$@"', "sh", *cmd]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -26,10 +26,15 @@ corpus with a large cluster of near copies.
 halves of a pair) fit in 64 bits, one plain sort of the packed words gives the same answer
 in a third to a half of the time for the former and a twenty-fifth for the latter on a
 check's band keys and candidate pairs (``python benchmarks/bench_unique.py``).
+
+``advise``: ``madvise`` over the tail of a file mapping (a segment's probed sections, an
+index's tables), for the store and the index alike.
 """
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "advise",
     "concat_ascii",
     "find_sorted",
     "in_sorted",
@@ -238,3 +244,19 @@ def concat_ascii(
         mv[o : o + m] = t.encode("ascii")
         o += m
     return out[:total], lens, out
+
+
+def advise(mm: Any, advice: str, start: int = 0) -> None:
+    """``madvise`` the file mapping ``mm`` (an ``mmap.mmap``, or a ``np.memmap``'s) from
+    ``start`` (rounded down to a page) to its end; ``advice`` names ``mmap.MADV_*`` in lower
+    case (``"random"``, ``"sequential"``, ``"dontneed"``). A platform without ``madvise`` or
+    that advice, or a closed mapping, is left as it is: advice changes what the kernel keeps
+    mapped and reads ahead, never what a read returns."""
+    mm = getattr(mm, "_mmap", mm)  # np.memmap keeps its mmap.mmap there
+    flag = getattr(mmap, f"MADV_{advice.upper()}", None)
+    if flag is None or not isinstance(mm, mmap.mmap):
+        return
+    with contextlib.suppress(OSError, ValueError):
+        at = start - start % mmap.PAGESIZE
+        if at < len(mm):
+            mm.madvise(flag, at, len(mm) - at)

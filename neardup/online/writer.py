@@ -329,6 +329,7 @@ class Writer:
             self._sync_barrier()  # a flush starts a new log: this one fully synced
         st.maybe_flush(self._cutoff())
         self._maybe_compact()
+        st.advise_read_ahead()  # (for a new set of segments)
 
     def _cutoff(self) -> float | None:
         return None if self.retention is None else self.clock() - self.retention

@@ -34,7 +34,7 @@ from ..errors import StorageError
 from ..index.bands import SectionGroup, lookup
 from ..index.scan import Result, empty_result, merge_results
 from ..index.section_search import group_of
-from . import applier, maintenance, recovery
+from . import applier, maintenance, readahead, recovery
 from .layout import DataDir
 from .memindex import MemTable, build_index, hamming_index_class
 from .meta import MetaDB, Row
@@ -132,7 +132,9 @@ class Store:
             if check_config is not None:
                 check_config(None)
             return
+        readahead.choice()  # a bad NEARDUP_READ_AHEAD is refused before the directory opens
         recovery.open_directory(st, check_config)
+        self.advise_read_ahead()
         log.info(
             "opened store %s in %.2f s: %d documents, %d segments, %d log records replayed, "
             "RSS %.0f MiB",
@@ -433,6 +435,11 @@ class Store:
         partitions): the writer looks for merges to start only when it has moved."""
         st = self._state
         return st.flushes + st.compactions + st.dropped_partitions + len(st.segments)
+
+    def advise_read_ahead(self) -> None:
+        """Turn the kernel's read-ahead on the segments' probed sections on or off for the
+        segments the store holds now (:mod:`neardup.store.readahead`; once per layout)."""
+        readahead.apply(self._state, self.layout_changes)
 
     def compaction_candidates(self, max_segments: int) -> list[list[LiveSegment]]:
         """Groups of segments of one partition worth merging (writer thread)."""

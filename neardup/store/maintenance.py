@@ -352,6 +352,18 @@ def compaction_candidates(st: StoreState, max_segments: int) -> list[list[LiveSe
 
 def build_merged(st: StoreState, segs: list[LiveSegment]) -> LiveSegment | None:
     """Merge segments into a new file, dropping deleted rows (any thread; files are immutable)."""
+    # the inputs are read from end to end: with the kernel's read-ahead, then as they were
+    for s in segs:
+        s.segment.read_ahead(True)
+    try:
+        return _build_merged(st, segs)
+    finally:
+        if st.read_ahead is False:
+            for s in segs:
+                s.segment.read_ahead(False)
+
+
+def _build_merged(st: StoreState, segs: list[LiveSegment]) -> LiveSegment | None:
     fps = np.concatenate([s.segment.fingerprints for s in segs])
     rids = np.concatenate([s.segment.rowids for s in segs])
     ts = np.concatenate([s.segment.times for s in segs])

@@ -73,6 +73,7 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
+from .._arrays import advise
 from ..errors import CorruptFileError, UnsupportedVersionError
 from ..index.band_packed import PackedSection, pack_section, packed_bytes
 from ..index.bands import BandSection
@@ -107,12 +108,25 @@ class Segment:
     sketch_present: npt.NDArray[np.bool_] | None = None
     sketches: npt.NDArray[np.uint8] | None = None
 
+    #: where the sections that searches probe at random begin (the band keys, the sketches)
+    probed_at: int = 0
+
     def band_runs(self) -> list[PackedSection]:
         """The band-key section as one sorted run (empty when absent); unpacks as (compact
         keys, row ids) for merges."""
         if self.band_keys is None or not len(self.band_keys):
             return []
         return [self.band_keys]
+
+    def read_ahead(self, on: bool) -> None:
+        """The kernel's read-ahead on the probed sections: on (as a new mapping has it) or off
+        (each fault reads its page only; :mod:`neardup.store.readahead` decides)."""
+        if self._mm is not None:
+            advise(self._mm, "normal" if on else "random", self.probed_at)
+
+    def probed_bytes(self) -> int:
+        """Bytes of the sections searches probe at random (the band keys and the sketches)."""
+        return 0 if self._mm is None else max(0, len(self._mm) - self.probed_at)
 
     def __len__(self) -> int:
         return len(self.rowids)
@@ -418,6 +432,7 @@ def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segmen
             bands,
             present,
             sk,
+            band_at,
         )
     except BaseException:
         with contextlib.suppress(BufferError):

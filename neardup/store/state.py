@@ -150,6 +150,10 @@ class StoreState:
         self.documents = 0
         self.count_lock = threading.Lock()
         self.flushes = 0
+        #: read-ahead on the segments' probed sections (None: not decided yet) and the
+        #: ``layout_changes`` it was decided for (:mod:`neardup.store.readahead`)
+        self.read_ahead: bool | None = None
+        self.read_ahead_layout = -1
         self.dropped_partitions = 0
         self.compactions = 0
         self.wal_truncated_bytes = 0

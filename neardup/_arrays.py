@@ -27,8 +27,7 @@ halves of a pair) fit in 64 bits, one plain sort of the packed words gives the s
 in a third to a half of the time for the former and a twenty-fifth for the latter on a
 check's band keys and candidate pairs (``python benchmarks/bench_unique.py``).
 
-``advise``: ``madvise`` over the tail of a file mapping (a segment's probed sections, an
-index's tables), for the store and the index alike.
+``advise``: ``madvise`` over the tail of a file mapping (a segment's probed sections).
 """
 
 from __future__ import annotations

@@ -438,8 +438,8 @@ class Store:
 
     def advise_read_ahead(self) -> None:
         """Turn the kernel's read-ahead on the segments' probed sections on or off for the
-        segments the store holds now (:mod:`neardup.store.readahead`; once per layout)."""
-        readahead.apply(self._state, self.layout_changes)
+        segments the store holds now (:mod:`neardup.store.readahead`; once for each set)."""
+        readahead.apply(self._state)
 
     def compaction_candidates(self, max_segments: int) -> list[list[LiveSegment]]:
         """Groups of segments of one partition worth merging (writer thread)."""

@@ -7,7 +7,7 @@ window around it (``/sys/block/*/queue/read_ahead_kb``: 8 MB on this project's V
 many machines). While the sections fit in the page cache that is a cheap way to load them;
 once they outgrow it, every such read evicts pages other probes need, and the store reads
 from disk many times its size: on a 1 M window held to less memory than its sections
-(``python benchmarks/bench_read_ahead.py``), each check read ~200 MB and took ~350 ms. Without
+(``python benchmarks/bench_read_ahead.py``), each check read ~175 MB and took ~330 ms. Without
 read-ahead (``MADV_RANDOM``) a fault reads its page only; where the sections fit, that makes
 warming slower and the checks no faster, so it is off only where they do not fit.
 
@@ -71,7 +71,10 @@ def available_memory(
     except OSError:
         lines = []
     for line in lines:
-        _, controllers, where = line.split(":", 2)
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, where = parts
         rel = where.lstrip("/")
         if controllers == "":  # cgroup v2
             base = cgroup / rel
@@ -117,10 +120,10 @@ def decide(segments: Sequence[Any], env: Mapping[str, str] | None = None) -> boo
     return room is None or probed_bytes(segments) <= room
 
 
-def apply(st: Any, layout: int) -> None:
-    """Decide for the store's segments and advise each (once per ``layout``, the store's
-    :attr:`~neardup.store.Store.layout_changes`: a new segment gets the advice, and the
-    decision is taken again for the new total)."""
+def apply(st: Any) -> None:
+    """Decide for the store's segments and advise each, once for each set of segments (a new
+    segment gets the advice, and the decision is taken again for the new total)."""
+    layout = tuple(s.segment.path for s in st.segments)
     if st.read_ahead_layout == layout:
         return
     on = decide(st.segments)

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -151,9 +152,9 @@ class StoreState:
         self.count_lock = threading.Lock()
         self.flushes = 0
         #: read-ahead on the segments' probed sections (None: not decided yet) and the
-        #: ``layout_changes`` it was decided for (:mod:`neardup.store.readahead`)
+        #: segments it was decided for (:mod:`neardup.store.readahead`)
         self.read_ahead: bool | None = None
-        self.read_ahead_layout = -1
+        self.read_ahead_layout: tuple[Path, ...] | None = None
         self.dropped_partitions = 0
         self.compactions = 0
         self.wal_truncated_bytes = 0

@@ -166,10 +166,14 @@ class Writer:
         st = self.store
         if not st.durable:
             return 0
-        self._compacting = True
+        # under the lock _maybe_compact starts a merge under: either its merge is published
+        # and joined here, or it sees this one and starts none (two merges of the same
+        # segments: the one installed second read segments the first had closed)
+        with self._cv:
+            self._compacting = True
+            compactor = self._compactor
         merges = 0
         try:
-            compactor = self._compactor
             if compactor is not None:
                 compactor.join()
             while True:
@@ -355,7 +359,7 @@ class Writer:
             # merge never starts behind close()'s back (it ran against a closed store: a
             # "compaction failed" traceback on every flush followed at once by close())
             with self._cv:
-                if self._stopping:
+                if self._stopping or self._compacting:
                     return
                 compactor.start()
                 self._compactor = compactor

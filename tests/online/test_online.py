@@ -6,6 +6,7 @@ import errno
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -742,3 +743,47 @@ def test_one_document_preparation_equals_the_batch_one(text: str) -> None:
         two = p.prepare([{"id": "a", "text": text}, {"id": "b", "text": "zz"}])
     assert one.chash[0] == two.chash[0]
     assert one.fps.tolist() == two.fps[:1].tolist() and one.empty[0] == two.empty[0]
+
+
+def test_compact_and_a_background_merge_never_build_the_same_segments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``compact()`` called while the writer is about to start a background merge: one of the
+    two merges the segments, never both (the second read segments the first had closed: a
+    ``TypeError`` out of ``compact()`` in a CI run). The writer is held inside its merge
+    check until ``compact()`` is building, the window the race needs."""
+    from neardup.store import Store
+
+    held, go_on = threading.Event(), threading.Event()
+    hold = [False]
+    real_candidates, real_build = Store.compaction_candidates, Store.build_merged
+
+    def candidates(self: Store, max_segments: int) -> object:
+        if hold[0] and threading.current_thread().name == "neardup-writer":
+            hold[0] = False
+            held.set()
+            go_on.wait(30)
+        return real_candidates(self, max_segments)
+
+    builds: list[tuple[str, tuple[object, ...]]] = []
+
+    def build(self: Store, segs: list[object]) -> object:
+        name = threading.current_thread().name
+        builds.append((name, tuple(s.segment.path for s in segs)))  # type: ignore[attr-defined]
+        if name != "neardup-compactor":
+            go_on.set()  # the writer goes on while this merge reads its segments
+            time.sleep(0.5)
+        return real_build(self, segs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Store, "compaction_candidates", candidates)
+    monkeypatch.setattr(Store, "build_merged", build)
+    with Deduplicator.open(tmp_path / "d", verify=False, fingerprinter=SimpleFingerprinter()) as d:
+        for k in range(3):
+            hold[0] = k == 2  # the third flush makes three segments: a merge is due
+            d.add([{"id": f"g{k}-{i}", "text": f"group {k} text {i} " * 5} for i in range(50)])
+            d.flush()
+        assert held.wait(30), "the writer never looked for a merge"
+        assert d.compact() == 1
+        assert len(d) == 150
+    paths = [p for _, p in builds]
+    assert len(paths) == len(set(paths)), builds

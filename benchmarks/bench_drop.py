@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +43,23 @@ def _parse_size(text: str) -> int:
     return int(t)
 
 
+@contextlib.contextmanager
+def in_memory_cgroup(limit: int, tag: str = "drop") -> Iterator[list[str]]:
+    """A new memory cgroup of ``limit`` bytes (:func:`memory_cgroup`), as the command prefix
+    that runs a command inside it; removed afterwards (``bench_read_ahead.py`` uses it too)."""
+    cg = memory_cgroup(limit, tag)
+    procs = cg / "cgroup.procs"
+    try:
+        yield ["sh", "-c", f'echo $$ > "{procs}" && exec "$@"', "sh"]
+    finally:
+        time.sleep(0.5)
+        with contextlib.suppress(OSError):  # a process still in it: left to the system
+            cg.rmdir()
+
+
 def memory_cgroup(limit: int, tag: str = "drop") -> Path:
     """A new memory cgroup of ``limit`` bytes under this process's own (v2, else v1), named
-    for ``tag`` and this process (``bench_read_ahead.py`` uses it too)."""
+    for ``tag`` and this process."""
     own = Path("/proc/self/cgroup").read_text().splitlines()
     v2 = [line.split(":", 2)[2] for line in own if line.startswith("0::")]
     if Path("/sys/fs/cgroup/cgroup.controllers").exists() and v2:
@@ -170,19 +185,16 @@ def main(argv: list[str] | None = None) -> int:
         os.sync()
         Path("/proc/sys/vm/drop_caches").write_text("1\n")
     cmd = [sys.executable, __file__, "--child", *(argv if argv is not None else sys.argv[1:])]
-    cg = None
-    if args.memory_limit:
-        cg = memory_cgroup(_parse_size(args.memory_limit))
-        procs = cg / "cgroup.procs"
-        cmd = ["sh", "-c", f'echo $$ > "{procs}" && exec "$@"', "sh", *cmd]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    try:
-        out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env, check=False)
-    finally:
-        if cg is not None:
-            time.sleep(0.5)
-            with contextlib.suppress(OSError):  # a process still in it: left to the system
-                cg.rmdir()
+    limited = (
+        in_memory_cgroup(_parse_size(args.memory_limit))
+        if args.memory_limit
+        else contextlib.nullcontext([])
+    )
+    with limited as prefix:
+        out = subprocess.run(
+            [*prefix, *cmd], stdout=subprocess.PIPE, text=True, env=env, check=False
+        )
     if out.returncode != 0:
         raise SystemExit(
             f"the measured process failed (exit {out.returncode}); its output is above"

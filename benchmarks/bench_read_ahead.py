@@ -106,21 +106,12 @@ def run_one(args: argparse.Namespace, limit: int, mode: str, work: Path) -> dict
         sys.executable, __file__, "--child", str(store), "--texts", str(args.texts),
         "--requests", str(args.requests), "--offset", str(args.offset),
     ]  # fmt: skip
-    group = None
-    if limit:
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-        from bench_drop import memory_cgroup
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_drop import in_memory_cgroup
 
-        group = memory_cgroup(limit << 20, "read-ahead")
-        procs = group / "cgroup.procs"
-        cmd = ["sh", "-c", f'echo $$ > "{procs}" && exec "$@"', "sh", *cmd]
-    try:
-        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    finally:
-        if group is not None:
-            time.sleep(0.5)
-            with contextlib.suppress(OSError):  # a process still in it: left to the system
-                group.rmdir()
+    limited = in_memory_cgroup(limit << 20, "read-ahead") if limit else contextlib.nullcontext([])
+    with limited as prefix:
+        out = subprocess.run([*prefix, *cmd], env=env, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"limit {limit} MiB, {mode}: the child failed\n{out.stderr[-3000:]}")
     return {"limit_MiB": limit, "mode": mode, **json.loads(out.stdout.strip().splitlines()[-1])}

@@ -64,6 +64,16 @@ def _decisions(paths, **kw):
         return list(corpus.ids), list(corpus.texts), result.keep.tolist(), result.pair_rows()
 
 
+@pytest.fixture(autouse=True)
+def _own_temp_dir(tmp_path_factory, monkeypatch):
+    """Each test's temporary files in a folder of its own: ``_no_temp_left`` looks at this
+    test's alone, not at another test's copy made meanwhile (``pytest -n``: a test on the
+    other worker had its decompressed input in the shared temp folder)."""
+    own = tmp_path_factory.mktemp("tmpdir")
+    monkeypatch.setattr(tempfile, "tempdir", str(own))
+    monkeypatch.setenv("TMPDIR", str(own))
+
+
 def _no_temp_left():
     left = glob.glob(f"{tempfile.gettempdir()}/neardup-input-*")
     left += glob.glob(f"{tempfile.gettempdir()}/neardup-output-*")

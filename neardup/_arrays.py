@@ -27,7 +27,8 @@ halves of a pair) fit in 64 bits, one plain sort of the packed words gives the s
 in a third to a half of the time for the former and a twenty-fifth for the latter on a
 check's band keys and candidate pairs (``python benchmarks/bench_unique.py``).
 
-``advise``: ``madvise`` over the tail of a file mapping (a segment's probed sections).
+``advise``: ``madvise`` over the tail of a file mapping (a segment's probed sections, a JSONL
+file read in order), where the platform has it.
 """
 
 from __future__ import annotations
@@ -245,15 +246,13 @@ def concat_ascii(
     return out[:total], lens, out
 
 
-def advise(mm: Any, advice: str, start: int = 0) -> None:
-    """``madvise`` the file mapping ``mm`` (an ``mmap.mmap``, or a ``np.memmap``'s) from
-    ``start`` (rounded down to a page) to its end; ``advice`` names ``mmap.MADV_*`` in lower
-    case (``"random"``, ``"sequential"``, ``"dontneed"``). A platform without ``madvise`` or
-    that advice, or a closed mapping, is left as it is: advice changes what the kernel keeps
-    mapped and reads ahead, never what a read returns."""
-    mm = getattr(mm, "_mmap", mm)  # np.memmap keeps its mmap.mmap there
+def advise(mm: mmap.mmap, advice: str, start: int = 0) -> None:
+    """``madvise`` the file mapping ``mm`` from ``start`` (rounded down to a page) to its end;
+    ``advice`` names ``mmap.MADV_*`` in lower case (``"random"``, ``"normal"``,
+    ``"sequential"``). A platform without ``madvise`` or that advice, or a closed mapping, is
+    left as it is: advice changes what the kernel reads ahead, never what a read returns."""
     flag = getattr(mmap, f"MADV_{advice.upper()}", None)
-    if flag is None or not isinstance(mm, mmap.mmap):
+    if flag is None:
         return
     with contextlib.suppress(OSError, ValueError):
         at = start - start % mmap.PAGESIZE

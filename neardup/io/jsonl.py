@@ -61,6 +61,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from .._arrays import advise
 from .._reference import use_reference
 from .fields import MISSING, get_field
 
@@ -239,8 +240,7 @@ def _read_jsonl_mapped(r: _Reader, src: Source, real: str, shown: str) -> bool:
         return True
     with open(real, "rb") as fh:
         mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    with contextlib.suppress(AttributeError, OSError):
-        mm.madvise(mmap.MADV_SEQUENTIAL)
+    advise(mm, "sequential")
     buf = np.frombuffer(mm, np.uint8)
     mv = memoryview(mm)
     bi = texts.add_buffer(buf)

@@ -40,6 +40,16 @@ __all__ = ["GroupHits", "SectionGroup", "packed_search", "section_search"]
 #: batch's against a large window's segments (``bench_section_search.py --sparse-gaps``
 #: times both ways; they cross near 350 entries a key on a 2-core box)
 _SPARSE_GAP = 384
+#: a search window of at most this many entries (a packed segment's bucket: a few hundred) is
+#: finished by one interpolated guess and a short walk from it instead of more probe rounds
+#: and a gallop: the guess is off by ~0.4 sqrt(m) entries on uniform keys, a few neighbouring
+#: fields on one or two cache lines, so a search is one dependent miss after its directory
+#: read instead of three or four (``bench_section_search.py``, run on the trees before and
+#: after: benchmarks/results/bench_section_search_walk*.json)
+_WALK_MAX = 1024
+#: entries a walk from the guess takes before it gallops instead (a long run of one key, from
+#: boilerplate, costs a search the gallop's log steps, not the run's length)
+_WALK_STEPS = 24
 #: query keys from which a group's sections are searched on the kernel threads (a batch's:
 #: a single request's 79 keys stay on the calling thread)
 _PARALLEL_KEYS = 4096
@@ -97,6 +107,28 @@ def _first_past(
     return a
 
 
+@kernel(nogil=True, inline="always")
+def _walk(
+    kb: Any, kbits: Any, a: Any, b: Any, x: Any, kx: Any, low: Any
+) -> Any:  # pragma: no cover
+    """The first entry in ``[a, b)`` whose key is ``>= low`` (``b`` if none; every key before
+    ``a`` is below it, every key from ``b`` is not), walking from ``x`` in ``[a, b)``, whose
+    key is ``kx``: up to :data:`_WALK_STEPS` neighbours, then :func:`_first_past` on the side
+    left to search."""
+    if kx < low:
+        x += 1
+        for _ in range(_WALK_STEPS):
+            if x >= b or key_at(kb, kbits, x) >= low:
+                return x
+            x += 1
+        return _first_past(kb, kbits, x, b, low, False)
+    for _ in range(_WALK_STEPS):
+        if x <= a or key_at(kb, kbits, x - 1) < low:
+            return x
+        x -= 1
+    return _first_past(kb, kbits, a, x, low, False)
+
+
 @kernel(nogil=True)
 def _interp_lockstep(
     offsets: npt.NDArray[np.uint64],
@@ -115,9 +147,11 @@ def _interp_lockstep(
     no directory). A key's search starts at its bucket (one directory read; the whole group
     without a directory). A bucket's stored key bits are a hash mix's, uniform: the first
     entry >= ``low`` among ``m`` is near ``m * p`` (``p`` its share of the value range), within
-    ``3 * sqrt(m p (1 - p))`` almost always. Up to three rounds probe the two ends of that
-    window, each probe narrowing ``[a, b)`` (the answer stays inside whatever the keys are),
-    then :func:`_first_past` finishes inside it and finds the end of the key's run.
+    ``3 * sqrt(m p (1 - p))`` almost always. While the window holds more than
+    :data:`_WALK_MAX` entries (an unpacked section's group, up to three rounds), a round probes
+    the two ends of that window, each probe narrowing ``[a, b)`` (the answer stays inside
+    whatever the keys are); then one interpolated guess inside it and a walk to the first entry
+    ``>= low`` (:func:`_walk`), and :func:`_first_past` finds the end of the key's run.
 
     The searches run in lockstep: each round probes every key's search once before any uses
     its answer. One search's probes depend on each other, but the searches do not, so a
@@ -165,7 +199,7 @@ def _interp_lockstep(
             b = b_[q]
             x1[q] = -1
             x2[q] = -1
-            if a < 0 or b - a <= 32:
+            if a < 0 or b - a <= _WALK_MAX:
                 continue
             x1[q], x2[q] = _probes(a, b, vlo[q], vhi[q], float(low[q]))
             if x1[q] >= 0:
@@ -181,14 +215,22 @@ def _interp_lockstep(
             if x >= 0 and b != x1[q] and a < x < b:  # (past the first probe: past this one)
                 a, b, lo_v, hi_v = _narrow(a, b, lo_v, hi_v, x, k2[q], low[q])
             a_[q], b_[q], vlo[q], vhi[q] = a, b, lo_v, hi_v
-    for q in range(n):  # the last few entries of each search, touched before they are read
-        if a_[q] >= 0 and a_[q] < end_[q]:
-            k1[q] = key_at(kb, kbits, a_[q])
-    for q in range(n):
-        if a_[q] < 0:
+    for q in range(n):  # the loads: every search's guess inside its window
+        a = a_[q]
+        b = b_[q]
+        if a < 0 or a >= b:
+            continue
+        p = min(max((float(low[q]) - vlo[q]) / (vhi[q] - vlo[q]), 0.0), 1.0)
+        x = min(a + np.int64(p * (b - a)), b - 1)
+        x1[q] = x
+        k1[q] = key_at(kb, kbits, x)
+    for q in range(n):  # the walks, on the guesses' cache lines
+        a = a_[q]
+        if a < 0:
             continue
         w = np.uint32(low[q])
-        a = _first_past(kb, kbits, a_[q], b_[q], w, False)
+        if a < b_[q]:
+            a = _walk(kb, kbits, a, b_[q], x1[q], np.uint32(k1[q]), w)
         lo[q] = a
         hi[q] = _first_past(kb, kbits, a, end_[q], w, True)
 

@@ -800,6 +800,43 @@ def test_interpolating_section_search_equals_numpy_twin(seed, sizes, kind, nq, d
     assert lo.tolist() == lo2.tolist() and hi.tolist() == hi2.tolist()
 
 
+@pytest.mark.parametrize("dbits", [None, 0, 8])
+def test_a_search_that_lands_in_a_long_run_of_one_key_finds_its_ends(dbits) -> None:
+    """The interpolated guess of a search lands inside a run of one key far longer than the
+    walk from it (boilerplate: many rows with one band key): searches for that key, for keys
+    just below and above it, and for keys the run hides from the guess find the same entries
+    as the NumPy twin."""
+    from neardup.index.band_packed import pack_section
+    from neardup.index.bands import BandSection
+    from neardup.index.reference import section_search_reference
+    from neardup.index.section_search import _section_interp_kernel
+
+    rng = np.random.default_rng(5)
+    run_key = 2**31
+    h = np.concatenate(
+        [
+            rng.integers(0, run_key, 200),
+            np.full(600, run_key),
+            rng.integers(run_key + 1, 2**32, 200),
+        ]
+    ).astype(np.uint64)
+    k, r = sort_entries(
+        np.concatenate([h, (np.uint64(1) << np.uint64(32)) | h]), np.arange(2 * h.size)
+    )
+    sec = BandSection.from_sorted(k, r.astype(np.uint32))
+    q = [run_key - 1, run_key, run_key + 1, 0, 2**32 - 1, int(h[7]), int(h[-3])]
+    uk = np.unique(np.array([(g << 32) | x for g in (0, 1, 2) for x in q], np.uint64))
+    if dbits is None:
+        no_dirs = np.zeros(0, np.uint32)
+        lo, hi = _section_interp_kernel(sec.offsets, 0, no_dirs, sec.keys.view(np.uint8), 32, uk)
+    else:  # (the interpolating search itself: packed_search would gallop for so many keys)
+        p = pack_section(sec.offsets, sec.keys, sec.rows, len(k), dbits=dbits)
+        lo, hi = _section_interp_kernel(p.offsets, p.dbits, p.dirs, p.kbytes, p.kbits, uk)
+    lo2, hi2 = section_search_reference(sec.offsets, sec.keys, uk)
+    assert lo.tolist() == lo2.tolist() and hi.tolist() == hi2.tolist()
+    assert (hi - lo).max() == 600
+
+
 def test_band_runs_rows_out_of_order_rebase() -> None:
     """Rows below the memtable's first row id (re-added after a take-back) move its base; the
     entries stay sorted by (key, row) and lookups find every row."""

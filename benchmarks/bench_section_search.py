@@ -27,6 +27,9 @@ sections each), µs of wall and CPU a document:
     python benchmarks/bench_section_search.py --segments 48 --rows 208000 --queries 1000
     python benchmarks/bench_section_search.py --segments 8 --rows 1000000 --queries 1000
 
+``--sparse-gaps 100000,1`` times the batches again with the gallop in every section, then the
+lockstep in every section (the threshold between them, ``_SPARSE_GAP``, is entries a key).
+
 Writes ``benchmarks/results/bench_section_search.json`` (``--out``) with the machine. (A machine
 with more memory channels and a larger last-level cache changes the absolute times; the gain
 comes from the misses overlapping, which any out-of-order core does.)
@@ -48,6 +51,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from neardup._jit import kernel  # noqa: E402
+from neardup.index import section_search  # noqa: E402
 from neardup.index.band_packed import pack_section  # noqa: E402
 from neardup.index.bands import BandSection, SectionGroup  # noqa: E402
 from neardup.index.reference import section_search_reference  # noqa: E402
@@ -166,7 +170,16 @@ def batches(
     want = buckets(np.stack([w[0] for w in ref]), np.stack([w[1] for w in ref]))
     out = []
     print(f"\nbatches of {a.batch_docs:,} documents ({len(qs[0]) // BANDS} keys a band, {len(sections[0]) // BANDS:,} entries a band a section): {'layout':>10} {'threads':>8} {'wall us / doc (best)':>22} {'CPU us / doc (best)':>21}")  # fmt: skip
-    for layout, group in groups.items():
+    # --sparse-gaps: the same batches with each threshold of entries a key above which a
+    # section is searched in lockstep instead of by the gallop (1: lockstep everywhere; a
+    # large value: the gallop everywhere), the packed layout only
+    gaps = [int(g) for g in a.sparse_gaps.split(",")] if a.sparse_gaps else [None]
+    runs = [(layout, group, None) for layout, group in groups.items()] if gaps == [None] else [
+        ("packed", groups["packed"], g) for g in gaps
+    ]  # fmt: skip
+    default_gap = section_search._SPARSE_GAP
+    for layout, group, gap in runs:
+        section_search._SPARSE_GAP = default_gap if gap is None else gap
         for threads in sorted({1, max_threads()}):
             with kernel_threads(threads):
                 assert hits(group.search(qs[0])) == want
@@ -178,8 +191,12 @@ def batches(
                     walls.append((time.perf_counter() - t0) / (a.batches * a.batch_docs) * 1e6)
                     cpus.append((cpu() - c0) / (a.batches * a.batch_docs) * 1e6)
             row = {"layout": layout, "threads": threads, "wall_us_per_doc": min(walls), "cpu_us_per_doc": min(cpus)}  # fmt: skip
+            if gap is not None:
+                row["sparse_gap"] = gap
             out.append(row)
-            print(f"{'':>40} {layout:>10} {threads:>8} {row['wall_us_per_doc']:22.1f} {row['cpu_us_per_doc']:21.1f}")  # fmt: skip
+            label = layout if gap is None else f"{layout}, gap {gap}"
+            print(f"{'':>30} {label:>20} {threads:>8} {row['wall_us_per_doc']:22.1f} {row['cpu_us_per_doc']:21.1f}")  # fmt: skip
+    section_search._SPARSE_GAP = default_gap
     return out
 
 
@@ -193,6 +210,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--batch-docs", type=int, default=1000, help="documents a batch (0: none)")
     ap.add_argument("--batches", type=int, default=8, help="batches timed per round")
+    ap.add_argument(
+        "--sparse-gaps",
+        help="comma-separated entries a key from which a batch searches a section in lockstep "
+        "(e.g. 100000,1: the gallop everywhere, then lockstep everywhere); default: neardup's",
+    )
     ap.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_section_search.json"
     )

@@ -55,6 +55,13 @@ _WALK_STEPS = 24
 _PARALLEL_KEYS = 4096
 
 
+@kernel(nogil=True, inline="always")
+def _share(vlo: float, vhi: float, fl: float) -> float:  # pragma: no cover (numba)
+    """Where ``fl`` lies in the values ``[vlo, vhi)`` of a window, as a share of it (0 to 1):
+    the first entry ``>= fl`` of ``m`` uniform keys is near ``m`` times it."""
+    return min(max((fl - vlo) / (vhi - vlo), 0.0), 1.0)
+
+
 @kernel(nogil=True)
 def _probes(a: Any, b: Any, vlo: float, vhi: float, fl: float) -> Any:  # pragma: no cover
     """The two probes of an interpolation round over ``[a, b)``, whose values lie in
@@ -62,7 +69,7 @@ def _probes(a: Any, b: Any, vlo: float, vhi: float, fl: float) -> Any:  # pragma
     group's keys are 32 bits of a hash mix, uniform: near ``a + m p``, within ``3 sqrt(m p (1 -
     p))``), each -1 where it is not inside ``(a, b)``."""
     m = b - a
-    p = min(max((fl - vlo) / (vhi - vlo), 0.0), 1.0)
+    p = _share(vlo, vhi, fl)
     guess = a + p * m
     spread = 3.0 * np.sqrt(m * p * (1.0 - p)) + 2.0
     x1 = np.int64(guess - spread)
@@ -220,8 +227,7 @@ def _interp_lockstep(
         b = b_[q]
         if a < 0 or a >= b:
             continue
-        p = min(max((float(low[q]) - vlo[q]) / (vhi[q] - vlo[q]), 0.0), 1.0)
-        x = min(a + np.int64(p * (b - a)), b - 1)
+        x = min(a + np.int64(_share(vlo[q], vhi[q], float(low[q])) * (b - a)), b - 1)
         x1[q] = x
         k1[q] = key_at(kb, kbits, x)
     for q in range(n):  # the walks, on the guesses' cache lines

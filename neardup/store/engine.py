@@ -168,6 +168,12 @@ class Store:
         """The row id the next :meth:`allocate` returns."""
         return self._state.next_rowid
 
+    @property
+    def segments(self) -> tuple[LiveSegment, ...]:
+        """The live segments now, in the store's order (a snapshot: the writer replaces the list as it
+        flushes, merges and drops; e.g. for :meth:`build_merged`)."""
+        return tuple(self._state.segments)
+
     def __len__(self) -> int:
         """Documents in the window (any thread)."""
         return max(0, int(self._state.documents))

@@ -45,6 +45,7 @@ from typing import Any, Protocol, Self, TypeVar
 import numpy as np
 import xxhash
 
+from .._durable import write_synced
 from ..errors import (
     ConfigError,
     CorruptFileError,
@@ -181,17 +182,19 @@ def write_index(snap: IndexSnapshot, path: Path) -> None:
     total = data_start + offset + _TRL.size
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
+        parts: list[bytes | memoryview] = [
+            _PRE.pack(MAGIC, FORMAT_VERSION, 0, len(hdr), xxhash.xxh3_64_intdigest(hdr)),
+            hdr,
+            b"\0" * (data_start - _PRE.size - len(hdr)),
+        ]
+        for (_name, a), meta in zip(sections, table, strict=True):
+            parts.append(_le(a))
+            parts.append(b"\0" * (-(-meta["nbytes"] // _ALIGN) * _ALIGN - meta["nbytes"]))
+        parts.append(_TRL.pack(TRAILER, total))
         with open(tmp, "wb") as f:
-            f.write(_PRE.pack(MAGIC, FORMAT_VERSION, 0, len(hdr), xxhash.xxh3_64_intdigest(hdr)))
-            f.write(hdr)
-            f.write(b"\0" * (data_start - _PRE.size - len(hdr)))
-            for (_name, a), meta in zip(sections, table, strict=True):
-                mv = _le(a)
-                f.write(mv)
-                f.write(b"\0" * (-(-meta["nbytes"] // _ALIGN) * _ALIGN - meta["nbytes"]))
-            f.write(_TRL.pack(TRAILER, total))
-            f.flush()
-            os.fsync(f.fileno())
+            # synced as it is written (a store's segment index is written beside requests'
+            # log syncs: neardup._durable)
+            write_synced(f, parts)
         os.replace(tmp, path)
         try:
             dfd = os.open(path.parent, os.O_RDONLY)

@@ -74,6 +74,7 @@ import numpy.typing as npt
 import xxhash
 
 from .._arrays import advise
+from .._durable import write_synced
 from ..errors import CorruptFileError, UnsupportedVersionError
 from ..index.band_packed import PackedSection, pack_section, packed_bytes
 from ..index.bands import BandSection
@@ -228,11 +229,9 @@ def write_segment(
     head += struct.pack("<I", zlib.crc32(head))
     tmp = p.with_name(p.name + ".tmp")
     with open(tmp, "wb") as f:
-        f.write(head)
-        for b in body:
-            f.write(b)
-        f.flush()
-        os.fsync(f.fileno())
+        # synced as it is written: a merge's file queued whole at the disk would hold up the
+        # log syncs of requests meanwhile (neardup._durable)
+        write_synced(f, [head, *body])
     seg = open_segment(tmp)  # verify what was written
     seg.close()
     os.replace(tmp, p)

@@ -58,6 +58,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from .._durable import datasync
 from ..errors import CorruptFileError, StorageError, UnsupportedVersionError
 from ..fingerprint.minhash import NO_KEYS
 from ..index.bands import columns_are_groups
@@ -535,14 +536,6 @@ def _next_record(data: bytes, start: int, end: int) -> int | None:
     return None
 
 
-def _sync(fd: int) -> None:
-    """fdatasync where available (the file size is still made durable), else fsync."""
-    if hasattr(os, "fdatasync"):
-        os.fdatasync(fd)
-    else:  # pragma: no cover - macOS
-        os.fsync(fd)
-
-
 def fsync_dir(path: str | os.PathLike[str]) -> None:
     """fsync a directory so a create / rename / unlink inside it is durable."""
     fd = os.open(path, os.O_RDONLY)
@@ -637,7 +630,7 @@ class WalWriter:
         covered, and are not claimed). Raises :class:`StorageError`."""
         end = self.size
         try:
-            _sync(self._fd)
+            datasync(self._fd)
         except OSError as exc:
             raise _storage_error(exc, self.path, "sync") from exc
         return end
@@ -680,7 +673,7 @@ class WalWriter:
                 n = os.write(self._fd, view)
                 view = view[n:]
             if sync:
-                _sync(self._fd)
+                datasync(self._fd)
         except OSError as exc:
             try:
                 os.ftruncate(self._fd, start)

@@ -136,3 +136,21 @@ def test_format_does_not_import_the_index_class() -> None:
         for alias in node.names
     }
     assert not any("hamming_index" in n for n in names), names
+
+
+def test_save_writes_in_synced_chunks(tmp_path, monkeypatch) -> None:
+    """A saved index (a store segment's ``.hidx``) is synced as it is written, chunk by chunk,
+    so its pages are never queued whole at the disk ahead of a log sync (neardup._durable)."""
+    import neardup._durable as durable
+
+    syncs: list[int] = []
+    real = durable.datasync
+    monkeypatch.setattr(durable, "SYNC_BYTES", 4096)
+    monkeypatch.setattr(durable, "datasync", lambda fd: (syncs.append(fd), real(fd)))
+    idx, fps = _index()
+    idx.save(tmp_path / "a.idx")
+    size = (tmp_path / "a.idx").stat().st_size
+    assert size > 4 * 4096 and len(syncs) == size // 4096
+    got = HammingIndex.load(tmp_path / "a.idx").search(fps[::7])
+    for g, w in zip(got, idx.search(fps[::7]), strict=True):
+        np.testing.assert_array_equal(g, w)

@@ -457,7 +457,7 @@ def _gated_sync(monkeypatch, fail: bool):
     """Make the log's fsync wait for ``release`` (then fail with EIO when ``fail``), once."""
     import neardup.store.wal as wal
 
-    real = wal._sync
+    real = wal.datasync
     entered, release = threading.Event(), threading.Event()
     calls = []
 
@@ -470,7 +470,7 @@ def _gated_sync(monkeypatch, fail: bool):
                 raise OSError(errno.EIO, "I/O error")
         real(fd)
 
-    monkeypatch.setattr(wal, "_sync", gated)
+    monkeypatch.setattr(wal, "datasync", gated)
     return entered, release
 
 
@@ -659,14 +659,14 @@ def test_inline_sync_answers_in_the_callers_thread_and_a_failed_one_is_taken_bac
         syncs = d.stats()["wal_syncs"]
         import neardup.store.wal as wal
 
-        real = wal._sync
+        real = wal.datasync
         monkeypatch.setattr(
-            wal, "_sync", lambda fd: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error"))
+            wal, "datasync", lambda fd: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error"))
         )
         fb, _ = d.submit("check_and_add", {"id": "b", "text": _text(2)}, inline=True)
         with pytest.raises(StorageError):
             fb.result(30)
-        monkeypatch.setattr(wal, "_sync", real)
+        monkeypatch.setattr(wal, "datasync", real)
         # the writer thread takes the refused group back before anything else is decided
         c = d.check_and_add({"id": "c", "text": _text(3)})
         assert c.added and "b" not in d and len(d) == n + 1

@@ -20,6 +20,7 @@ LAYERS: list[set[str]] = [
         "_gc",
         "_lazy",
         "_threads",
+        "_durable",
         "_reference",
         "_search",
     },

@@ -800,6 +800,45 @@ def test_interpolating_section_search_equals_numpy_twin(seed, sizes, kind, nq, d
     assert lo.tolist() == lo2.tolist() and hi.tolist() == hi2.tolist()
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.lists(st.integers(0, 3000), min_size=1, max_size=4),
+    st.sampled_from(["uniform", "clustered", "repeated"]),
+    st.integers(1, 600),
+    st.sampled_from([None, 0, 8, 16]),
+)
+def test_batch_section_search_equals_numpy_twin(seed, sizes, kind, nq, dbits) -> None:
+    """A batch's search (many sorted keys: the forward gallop in each key's bucket from the
+    previous key's run) finds the same entries as the NumPy twin on large groups: uniform
+    keys, clustered ones and long runs of equal keys, on the unpacked section and packed ones
+    of every directory width; queries hit present keys, their neighbours, and miss."""
+    from neardup.index.band_packed import pack_section
+    from neardup.index.bands import BandSection
+    from neardup.index.reference import section_search_reference
+    from neardup.index.section_search import _section_search_kernel
+
+    rng = np.random.default_rng(seed)
+    k, r = _group_keys(rng, kind, sizes)
+    sec = BandSection.from_sorted(k, r.astype(np.uint32))
+    present = k[rng.integers(0, len(k), nq)] if len(k) else np.zeros(0, np.uint64)
+    g = rng.integers(0, len(sizes) + 1, nq).astype(np.uint64)
+    near = present + rng.integers(0, 2, len(present)).astype(np.uint64)  # a key's neighbour
+    uk = np.unique(
+        np.concatenate(
+            [present, near, (g << np.uint64(32)) | rng.integers(0, 2**32, nq).astype(np.uint64)]
+        )
+    )
+    if dbits is None:
+        no_dirs = np.zeros(0, np.uint32)
+        lo, hi = _section_search_kernel(sec.offsets, 0, no_dirs, sec.keys.view(np.uint8), 32, uk)
+    else:
+        p = pack_section(sec.offsets, sec.keys, sec.rows, max(len(k), 1), dbits=dbits)
+        lo, hi = _section_search_kernel(p.offsets, p.dbits, p.dirs, p.kbytes, p.kbits, uk)
+    lo2, hi2 = section_search_reference(sec.offsets, sec.keys, uk)
+    assert lo.tolist() == lo2.tolist() and hi.tolist() == hi2.tolist()
+
+
 @pytest.mark.parametrize("dbits", [None, 0, 8])
 def test_a_search_that_lands_in_a_long_run_of_one_key_finds_its_ends(dbits) -> None:
     """The interpolated guess of a search lands inside a run of one key far longer than the

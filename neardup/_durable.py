@@ -7,8 +7,7 @@ all of them when a request's log ``fdatasync`` arrives, so the request waits for
 file. That was a check's stall of about half a second during a merge of a 1 M window
 (``python benchmarks/bench_write_stall.py``). Written in chunks, each made durable before
 the next one is written, the queue holds at most one chunk, and a log sync waits behind that
-much. The merge takes somewhat longer (more, smaller syncs); it runs beside the requests, on
-its own thread.
+much. The merge there took no longer; it runs beside the requests, on its own thread.
 """
 
 from __future__ import annotations

@@ -170,8 +170,8 @@ class Store:
 
     @property
     def segments(self) -> tuple[LiveSegment, ...]:
-        """The live segments now, in the store's order (a snapshot: the writer replaces the list as it
-        flushes, merges and drops; e.g. for :meth:`build_merged`)."""
+        """The live segments now, in the store's order (a snapshot: the writer replaces the
+        list as it flushes, merges and drops; e.g. for :meth:`build_merged`)."""
         return tuple(self._state.segments)
 
     def __len__(self) -> int:

@@ -46,6 +46,17 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from trees import TREE_HELP, alternate, checkouts, commit_of, medians, run_child  # noqa: E402
 
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+def _median(rows: list[dict[str, Any]], key: str) -> float | None:
+    """The median of ``key`` over the rows that have one (a phase without checks has none)."""
+    got = [r[key] for r in rows if r[key] is not None]
+    return medians([{key: x} for x in got], (key,))[key] if got else None
+
+
 PHASES = ("before", "merge", "after")
 
 
@@ -70,7 +81,8 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
         os.sync()  # the copy's dirty pages are not what the requests should wait behind
         d = Deduplicator.open(store)
         st = d.store
-        n_total = int(args.rate * (args.before + args.after + 120)) + 400
+        # texts for the phases and a merge of up to two minutes
+        n_total = int(args.rate * (args.before + args.after + 120)) + args.warm_up
         texts = window_texts(n_total, args.seed)
         nxt = [0]
 
@@ -82,7 +94,7 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
             )
             fut.result()
 
-        for _ in range(300):  # warm-up: caches, the memtable's buffer
+        for _ in range(args.warm_up):  # warm-up: caches, the memtable's buffer
             one()
         lat: list[tuple[float, float]] = []  # (scheduled, latency)
         stop = threading.Event()
@@ -173,6 +185,7 @@ def main() -> int:
     ap.add_argument("--before", type=float, default=5.0, help="seconds before the merge (5)")
     ap.add_argument("--after", type=float, default=5.0, help="seconds after the merge (5)")
     ap.add_argument("--merge", type=int, default=8, help="segments merged, the largest (8)")
+    ap.add_argument("--warm-up", type=int, default=300, help="requests before the timing (300)")
     ap.add_argument("--seed", type=int, default=77, help="texts' seed (default 77)")
     ap.add_argument("--work", help="folder for the store's copy (default: the temp folder)")
     ap.add_argument("--tree", action="append", help=TREE_HELP)
@@ -182,22 +195,22 @@ def main() -> int:
     args = ap.parse_args()
     if not Path(args.store).is_dir():
         ap.error(f"--store {args.store}: not a directory")
-    if args.rate <= 0 or args.before <= 0 or args.after < 0 or args.merge < 1:
-        ap.error("--rate and --before must be > 0, --after >= 0, --merge >= 1")
+    if args.rate <= 0 or args.before <= 0 or args.after < 0 or args.merge < 1 or args.warm_up < 0:
+        ap.error("--rate and --before must be > 0, --after and --warm-up >= 0, --merge >= 1")
     if args.child:
         print(json.dumps(_child(args)))
         return 0
     trees = [str(t) for t in checkouts(args.tree)]
     child = [sys.executable, __file__, "--child", "--store", args.store]
-    for opt in ("rate", "before", "after", "merge", "seed"):
-        child += [f"--{opt}", str(getattr(args, opt))]
+    for opt in ("rate", "before", "after", "merge", "warm_up", "seed"):
+        child += [f"--{opt.replace('_', '-')}", str(getattr(args, opt))]
     child += ["--work", args.work] if args.work else []
 
     def say(t: Path, r: int, got: dict[str, Any]) -> None:
         m = got["merge"]
         print(
             f"round {r + 1} {t}: merge {got['merge_s']:.1f} s, checks during it p99 "
-            f"{m['p99_ms']:.1f} max {m['max_ms']:.1f} ms",
+            f"{_ms(m['p99_ms'])} max {_ms(m['max_ms'])} ms",
             file=sys.stderr,
         )
 
@@ -209,7 +222,7 @@ def main() -> int:
         t: {
             "merge_s": medians(rs, ("merge_s",))["merge_s"],
             "merge_bytes": rs[0]["merge_bytes"],
-            **{ph: medians((x[ph] for x in rs), keys) for ph in PHASES},
+            **{ph: {k: _median([x[ph] for x in rs], k) for k in keys} for ph in PHASES},
         }
         for t, rs in runs.items()
     }
@@ -220,7 +233,7 @@ def main() -> int:
     )
     for ph in PHASES:
         for k in keys:
-            print(f"{ph + ' ' + k:34s}" + "".join(f"{med[t][ph][k]:18.1f}" for t in trees))
+            print(f"{ph + ' ' + k:34s}" + "".join(f"{_ms(med[t][ph][k]):>18s}" for t in trees))
     if args.out:
         from bench_dedup import machine, write_results
 

@@ -45,7 +45,8 @@ TRAIN_MIN_TEXTS = 5_000
 TRAIN_MAX_BYTES = 8 << 20
 #: the dictionary's size; zstd's guidance is samples of ~100x it, which TRAIN_MAX_BYTES gives
 DICT_BYTES = 64 << 10
-#: zstd level: level 6 saves ~4 % more bytes at three times the compression CPU
+#: zstd level: the store's trade of the applier's CPU for bytes on disk and in the page cache
+#: (``python benchmarks/bench_textcodec.py`` measures the levels on real and generated texts)
 LEVEL = 3
 
 

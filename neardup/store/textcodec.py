@@ -74,14 +74,16 @@ def train(samples: list[bytes]) -> bytes | None:
 class TextCodec:
     """Compress and decompress stored texts with one dictionary. Not thread-safe: the
     database calls :meth:`encode` under its write lock and :meth:`decode` under its read
-    lock."""
+    lock. ``level``: the zstd level it compresses at (a store's is :data:`LEVEL`; another
+    one is what ``benchmarks/bench_textcodec.py`` compares it with); decoding does not
+    depend on it."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, *, level: int = LEVEL) -> None:
         self.data = data
         d = zstd.ZstdCompressionDict(data, dict_type=zstd.DICT_TYPE_FULLDICT)
-        d.precompute_compress(level=LEVEL)
+        d.precompute_compress(level=level)
         params = zstd.ZstdCompressionParameters.from_level(
-            LEVEL,
+            level,
             format=zstd.FORMAT_ZSTD1_MAGICLESS,
             write_checksum=0,
             write_content_size=1,

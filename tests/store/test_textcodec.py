@@ -88,6 +88,25 @@ def test_texts_after_training_are_stored_compressed_and_read_back_exactly(tmp_pa
     assert verify_store(tmp_path).damaged == []
 
 
+def test_a_codec_at_another_level_is_read_by_the_stores() -> None:
+    """``TextCodec(level=...)`` (what bench_textcodec.py compares) compresses at that level,
+    and the store's codec (its default level) reads what it wrote: decoding does not depend
+    on the level."""
+    texts = [t.encode() for t in _texts(600, seed=3)]
+    data = train(texts[:400])
+    assert data is not None
+    store = TextCodec(data)
+    for level in (1, 6):
+        other = TextCodec(data, level=level)
+        for t in texts[400:]:
+            z = other.encode(t)
+            if z is not None:
+                assert store.decode(z) == t
+    assert any(
+        TextCodec(data, level=1).encode(t) != store.encode(t) for t in texts[400:]
+    )  # another level gives other bytes
+
+
 def test_a_bulk_insert_trains_on_its_first_rows(tmp_path: Path) -> None:
     db = MetaDB(tmp_path / "m.sqlite3")
     texts = _texts(5 * TRAIN, seed=1)

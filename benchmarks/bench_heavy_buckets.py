@@ -38,12 +38,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from trees import (  # noqa: E402
-    TREE_HELP,
+    add_child_options,
     alternate,
     checkouts,
-    commit_of,
     medians,
     run_child,
+    write_runs,
 )
 
 
@@ -102,10 +102,7 @@ def main() -> int:
     ap.add_argument("--segments", type=int, default=4, help="segments searched (default 4)")
     ap.add_argument("--repeat", type=int, default=3, help="calls per segment, best kept")
     ap.add_argument("--seed", type=int, default=0, help="queries' seed (default 0)")
-    ap.add_argument("--tree", action="append", help=TREE_HELP)
-    ap.add_argument("--rounds", type=int, default=3, help="rounds, trees alternated (default 3)")
-    ap.add_argument("--out", help="JSON file to write")
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    add_child_options(ap)
     args = ap.parse_args()
     if not Path(args.store).is_dir():
         ap.error(f"--store {args.store}: not a directory")
@@ -147,17 +144,7 @@ def main() -> int:
     )
     print(f"matches: {next(iter(found.values())).pop()} (every tree)")
     if args.out:
-        from bench_dedup import machine, write_results
-
-        result = {
-            "benchmark": "heavy_buckets",
-            "machine": machine(load_average=True),
-            "params": {k: v for k, v in vars(args).items() if k != "child"},
-            "commits": {str(t): commit_of(t) for t in trees},
-            "medians": med,
-            "runs": runs,
-        }
-        write_results(Path(args.out), result)
+        write_runs(args.out, "heavy_buckets", args, trees, med, runs)
     return 0
 
 

@@ -42,12 +42,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from trees import (  # noqa: E402
-    TREE_HELP,
+    add_child_options,
     alternate,
     checkouts,
-    commit_of,
     medians,
     run_child,
+    write_runs,
 )
 
 #: (module, attribute path, stage name) of what is timed
@@ -153,10 +153,7 @@ def main() -> int:
         help="JSONL whose text fields are sent instead of generated ones (e.g. the load "
         "bench_window.py --keep leaves beside its store: load-throughput.jsonl)",
     )
-    ap.add_argument("--tree", action="append", help=TREE_HELP)
-    ap.add_argument("--rounds", type=int, default=3, help="rounds, trees alternated (default 3)")
-    ap.add_argument("--out", help="JSON file to write")
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    add_child_options(ap)
     args = ap.parse_args()
     if args.requests < 1 or args.batch < 1 or args.requests % args.batch:
         ap.error("--requests must be a positive multiple of --batch")
@@ -194,19 +191,7 @@ def main() -> int:
     for _, _, s in STAGES:
         print(f"  {s:38s}" + "".join(f"{med[t]['stages_us'][s]:18.1f}" for t in trees))
     if args.out:
-        # the machine every benchmark's JSON records, and how it is written
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-        from bench_dedup import machine, write_results
-
-        result = {
-            "benchmark": "request_parts",
-            "machine": machine(load_average=True),
-            "params": {k: v for k, v in vars(args).items() if k != "child"},
-            "commits": {t: commit_of(t) for t in trees},
-            "medians": med,
-            "runs": runs,
-        }
-        write_results(Path(args.out), result)
+        write_runs(args.out, "request_parts", args, trees, med, runs)
     return 0
 
 

@@ -44,7 +44,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from trees import TREE_HELP, alternate, checkouts, commit_of, medians, run_child  # noqa: E402
+from trees import (  # noqa: E402
+    add_child_options,
+    alternate,
+    checkouts,
+    medians,
+    run_child,
+    write_runs,
+)
 
 
 def _ms(x: float | None) -> str:
@@ -60,16 +67,9 @@ def _median(rows: list[dict[str, Any]], key: str) -> float | None:
 PHASES = ("before", "merge", "after")
 
 
-def _pct(xs: list[float], q: float) -> float | None:
-    if not xs:
-        return None
-    s = sorted(xs)
-    return 1000 * s[min(len(s) - 1, int(q * len(s)))]
-
-
 def _child(args: argparse.Namespace) -> dict[str, Any]:
     """The run in this process (the tree on ``sys.path``)."""
-    from loadgen import window_texts
+    from loadgen import percentiles, window_texts
 
     import neardup
     from neardup.online import Deduplicator
@@ -164,11 +164,10 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
         lo, hi = bounds[ph]
         xs = [x for t, x in lat if lo <= t < hi]
         a, b = (syncs[k] for k in sync_marks[ph])
+        pc = percentiles(xs)  # (loadgen's: empty where the phase had no checks)
         out[ph] = {
             "checks": len(xs),
-            "p50_ms": _pct(xs, 0.5),
-            "p99_ms": _pct(xs, 0.99),
-            "max_ms": _pct(xs, 1.0),
+            **{k: pc.get(k) for k in ("p50_ms", "p99_ms", "max_ms")},
             "log_syncs": b["wal_syncs"] - a["wal_syncs"],
             "log_sync_ms_mean": 1000
             * (b["wal_sync_seconds"] - a["wal_sync_seconds"])
@@ -188,10 +187,7 @@ def main() -> int:
     ap.add_argument("--warm-up", type=int, default=300, help="requests before the timing (300)")
     ap.add_argument("--seed", type=int, default=77, help="texts' seed (default 77)")
     ap.add_argument("--work", help="folder for the store's copy (default: the temp folder)")
-    ap.add_argument("--tree", action="append", help=TREE_HELP)
-    ap.add_argument("--rounds", type=int, default=3, help="rounds, trees alternated (default 3)")
-    ap.add_argument("--out", help="JSON file to write")
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    add_child_options(ap)
     args = ap.parse_args()
     if not Path(args.store).is_dir():
         ap.error(f"--store {args.store}: not a directory")
@@ -235,17 +231,7 @@ def main() -> int:
         for k in keys:
             print(f"{ph + ' ' + k:34s}" + "".join(f"{_ms(med[t][ph][k]):>18s}" for t in trees))
     if args.out:
-        from bench_dedup import machine, write_results
-
-        result = {
-            "benchmark": "write_stall",
-            "machine": machine(load_average=True),
-            "params": {k: v for k, v in vars(args).items() if k != "child"},
-            "commits": {t: commit_of(t) for t in trees},
-            "medians": med,
-            "runs": runs,
-        }
-        write_results(Path(args.out), result)
+        write_runs(args.out, "write_stall", args, trees, med, runs)
     return 0
 
 

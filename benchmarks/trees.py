@@ -9,15 +9,17 @@ their medians.
     med = medians(runs[str(trees[0])], ("wall_s", "cpu_s"))
 
 A benchmark whose child process imports neardup from the checkout runs it with
-:func:`run_child` (``bench_request_parts.py``, ``bench_heavy_buckets.py``).
+:func:`run_child`, takes :func:`add_child_options` and writes its JSON with :func:`write_runs`
+(``bench_request_parts.py``, ``bench_heavy_buckets.py``, ``bench_write_stall.py``).
 
 Used by ``bench_compile.py``, ``bench_check.py``, ``bench_dense_cluster.py``,
-``bench_request_parts.py`` and ``bench_heavy_buckets.py``; tested in
+``bench_request_parts.py``, ``bench_heavy_buckets.py`` and ``bench_write_stall.py``; tested in
 ``tests/test_bench_trees.py``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -29,7 +31,17 @@ from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 
-__all__ = ["ROOT", "TREE_HELP", "alternate", "checkouts", "commit_of", "medians", "run_child"]
+__all__ = [
+    "ROOT",
+    "TREE_HELP",
+    "add_child_options",
+    "alternate",
+    "checkouts",
+    "commit_of",
+    "medians",
+    "run_child",
+    "write_runs",
+]
 
 #: the ``--tree`` option's help, alike in every benchmark that takes it
 TREE_HELP = "a neardup checkout to run (repeatable; default: this one)"
@@ -99,3 +111,38 @@ def run_child(tree: str | Path, cmd: Sequence[str]) -> dict[str, Any]:
         raise SystemExit(out.returncode)
     got: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return got
+
+
+def add_child_options(ap: argparse.ArgumentParser) -> None:
+    """The options of a benchmark that runs each checkout in a child process (:func:`run_child`):
+    ``--tree`` (repeatable), ``--rounds``, ``--out`` (the JSON :func:`write_runs` writes) and
+    the hidden ``--child`` the parent passes its children."""
+    ap.add_argument("--tree", action="append", help=TREE_HELP)
+    ap.add_argument("--rounds", type=int, default=3, help="rounds, trees alternated (default 3)")
+    ap.add_argument("--out", help="JSON file to write")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+
+
+def write_runs(
+    path: str | Path,
+    benchmark: str,
+    args: argparse.Namespace,
+    trees: Sequence[str | Path],
+    medians_by_tree: dict[str, Any],
+    runs: dict[str, list[Any]],
+) -> None:
+    """Write such a benchmark's JSON: its name, the machine (with the load average), its
+    options (``--child`` left out), each checkout's commit, the medians and every run."""
+    from bench_dedup import machine, write_results
+
+    write_results(
+        Path(path),
+        {
+            "benchmark": benchmark,
+            "machine": machine(load_average=True),
+            "params": {k: v for k, v in vars(args).items() if k != "child"},
+            "commits": {str(t): commit_of(t) for t in trees},
+            "medians": medians_by_tree,
+            "runs": runs,
+        },
+    )

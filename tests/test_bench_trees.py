@@ -71,3 +71,23 @@ def test_run_child_imports_from_the_tree_and_ends_the_run_on_a_failed_child(
         trees.run_child(tmp_path, failing)
     assert stop.value.code == 3
     assert "boom" in capsys.readouterr().err
+
+
+def test_child_options_and_the_runs_json(trees, tmp_path: Path) -> None:
+    """The options every child-process benchmark takes, and the JSON it writes: its options
+    without ``--child``, each checkout's commit, the medians and every run."""
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser()
+    trees.add_child_options(ap)
+    args = ap.parse_args(["--tree", str(ROOT), "--rounds", "2", "--child"])
+    assert args.tree == [str(ROOT)] and args.rounds == 2 and args.child and args.out is None
+    assert ap.parse_args([]).rounds == 3
+    out = tmp_path / "r.json"
+    runs = {str(ROOT): [{"x": 1.0}, {"x": 3.0}]}
+    trees.write_runs(out, "demo", args, [ROOT], {str(ROOT): {"x": 2.0}}, runs)
+    got = json.loads(out.read_text())
+    assert got["benchmark"] == "demo" and "child" not in got["params"]
+    assert got["params"]["rounds"] == 2 and got["runs"] == runs
+    assert got["commits"] == {str(ROOT): trees.commit_of(ROOT)} and "load_average" in got["machine"]

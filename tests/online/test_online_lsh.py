@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from neardup.batch.run import dedup
 from neardup.errors import ConfigError, CorruptFileError, UnsupportedVersionError
-from neardup.index.bands import BandIndex, lookup, sort_entries
+from neardup.index.bands import BandIndex, BandSection, lookup, sort_entries
 from neardup.index.reference import lookup_reference
 from neardup.online.deduplicator import Deduplicator
 from neardup.store.layout import read_json_file, write_json_file
@@ -762,6 +762,24 @@ def _group_keys(
     return sort_entries(k, np.arange(len(k), dtype=np.int64))
 
 
+def _section_and_queries(
+    seed: int, kind: str, sizes: list[int], nq: int, *, neighbours: bool
+) -> tuple[np.ndarray, BandSection, np.ndarray]:
+    """(entries' keys, their section, sorted distinct query keys) of a section search property
+    test: groups of :func:`band_hashes`, ``nq`` present keys, (``neighbours``) each one's key
+    or the next, and ``nq`` random keys over the groups and one past them (misses)."""
+    rng = np.random.default_rng(seed)
+    k, r = _group_keys(rng, kind, sizes)
+    sec = BandSection.from_sorted(k, r.astype(np.uint32))
+    present = k[rng.integers(0, len(k), nq)] if len(k) else np.zeros(0, np.uint64)
+    g = rng.integers(0, len(sizes) + 1, nq).astype(np.uint64)
+    parts = [present]
+    if neighbours:
+        parts.append(present + rng.integers(0, 2, len(present)).astype(np.uint64))
+    parts.append((g << np.uint64(32)) | rng.integers(0, 2**32, nq).astype(np.uint64))
+    return k, sec, np.unique(np.concatenate(parts))
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     st.integers(0, 2**32 - 1),
@@ -776,20 +794,10 @@ def test_interpolating_section_search_equals_numpy_twin(seed, sizes, kind, nq, d
     clustered in a narrow range, or runs of equal keys; queries hit present keys and miss. On
     the unpacked section (``dbits`` None) and packed ones of every directory width."""
     from neardup.index.band_packed import pack_section
-    from neardup.index.bands import BandSection
     from neardup.index.reference import section_search_reference
     from neardup.index.section_search import _section_interp_kernel, packed_search
 
-    rng = np.random.default_rng(seed)
-    k, r = _group_keys(rng, kind, sizes)
-    sec = BandSection.from_sorted(k, r.astype(np.uint32))
-    present = k[rng.integers(0, len(k), nq)] if len(k) else np.zeros(0, np.uint64)
-    g = rng.integers(0, len(sizes) + 1, nq).astype(np.uint64)
-    uk = np.unique(
-        np.concatenate(
-            [present, (g << np.uint64(32)) | rng.integers(0, 2**32, nq).astype(np.uint64)]
-        )
-    )
+    k, sec, uk = _section_and_queries(seed, kind, sizes, nq, neighbours=False)
     if dbits is None:
         no_dirs = np.zeros(0, np.uint32)
         lo, hi = _section_interp_kernel(sec.offsets, 0, no_dirs, sec.keys.view(np.uint8), 32, uk)
@@ -814,21 +822,10 @@ def test_batch_section_search_equals_numpy_twin(seed, sizes, kind, nq, dbits) ->
     keys, clustered ones and long runs of equal keys, on the unpacked section and packed ones
     of every directory width; queries hit present keys, their neighbours, and miss."""
     from neardup.index.band_packed import pack_section
-    from neardup.index.bands import BandSection
     from neardup.index.reference import section_search_reference
     from neardup.index.section_search import _section_search_kernel
 
-    rng = np.random.default_rng(seed)
-    k, r = _group_keys(rng, kind, sizes)
-    sec = BandSection.from_sorted(k, r.astype(np.uint32))
-    present = k[rng.integers(0, len(k), nq)] if len(k) else np.zeros(0, np.uint64)
-    g = rng.integers(0, len(sizes) + 1, nq).astype(np.uint64)
-    near = present + rng.integers(0, 2, len(present)).astype(np.uint64)  # a key's neighbour
-    uk = np.unique(
-        np.concatenate(
-            [present, near, (g << np.uint64(32)) | rng.integers(0, 2**32, nq).astype(np.uint64)]
-        )
-    )
+    k, sec, uk = _section_and_queries(seed, kind, sizes, nq, neighbours=True)
     if dbits is None:
         no_dirs = np.zeros(0, np.uint32)
         lo, hi = _section_search_kernel(sec.offsets, 0, no_dirs, sec.keys.view(np.uint8), 32, uk)

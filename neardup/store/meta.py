@@ -6,7 +6,9 @@ re-derived from the log on open: replaying ``ADD`` as ``INSERT OR REPLACE`` and 
 log position it applied up to (table ``wal_applied``), so a restart re-applies only the records
 after it (a transaction lost by a power cut loses its position too, and is simply re-applied).
 Before a log generation is retired (after a flush to segments) the database is checkpointed
-with a full fsync.
+with a full fsync. Between those, SQLite's WAL is copied into the database by a passive
+checkpoint on a thread of its own (:mod:`neardup.store.checkpointer`), never inside a write's
+commit.
 
 Two connections on a file database: one for writes (the store's background applier, bulk
 loads, retention) and one for reads, so reads are never queued behind a large write
@@ -69,6 +71,7 @@ import zstandard as zstd
 
 from ..errors import CorruptFileError, CorruptRecordError, StorageError, UnsupportedVersionError
 from . import textcodec
+from .checkpointer import Checkpointer
 from .textcodec import TEXT_ZSTD_FLAG, TextCodec, dict_checksum
 from .wal import AddRecord, DeleteRecord
 
@@ -436,6 +439,7 @@ class MetaDB:
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
+        self._checkpointer: Checkpointer | None = None
         self._lock = threading.RLock()
         self._db = sqlite3.connect(
             ":memory:" if path is None else str(path), check_same_thread=False, isolation_level=None
@@ -445,6 +449,9 @@ class MetaDB:
             self._db.execute("PRAGMA synchronous=NORMAL")
             # a full checkpoint waits for a concurrent read instead of giving up
             self._db.execute("PRAGMA busy_timeout=30000")
+            # checkpoints run on their own thread, never inside a write's commit
+            # (:mod:`neardup.store.checkpointer`)
+            self._db.execute("PRAGMA wal_autocheckpoint=0")
         self._db.execute("PRAGMA cache_size=-65536")
         self._check_version()
         self._db.executescript(_SCHEMA)
@@ -480,6 +487,9 @@ class MetaDB:
         with self._lock:  # a new (or rebuilt) database: count its rows once
             if self._db.execute("SELECT n FROM doc_count").fetchone() is None:
                 self._db.execute("INSERT INTO doc_count SELECT 0, count(*) FROM docs")
+        # last: nothing above may fail with its thread started
+        if path is not None:
+            self._checkpointer = Checkpointer(path)
 
     def _check_version(self) -> None:
         """Refuse a database of another schema version (a new, empty one is version 1)."""
@@ -498,7 +508,14 @@ class MetaDB:
                 "--data directory) and re-insert its documents"
             )
 
+    def _wrote(self) -> None:
+        """A write committed: the background checkpointer may copy it into the database."""
+        if self._checkpointer is not None:
+            self._checkpointer.committed()
+
     def close(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.close()
         with self._lock, self._rlock:
             if self._rdb is not self._db:
                 self._rdb.close()
@@ -558,6 +575,7 @@ class MetaDB:
             try:
                 yield cur
                 cur.execute("COMMIT")
+                self._wrote()
                 if self._pending is not None:  # its dictionary is stored: later writes use it
                     self._codec, self._pending, self._train = self._pending, None, False
             except BaseException as exc:
@@ -686,6 +704,7 @@ class MetaDB:
             self._db.execute(
                 "INSERT OR REPLACE INTO wal_applied VALUES (?, ?)", (int(generation), int(offset))
             )
+        self._wrote()
 
     @_storage_errors
     def forget_generations(self, keep: Iterable[int]) -> None:
@@ -696,6 +715,7 @@ class MetaDB:
                 f"DELETE FROM wal_applied WHERE gen NOT IN ({','.join('?' * len(keep_l))})",
                 keep_l,
             )
+        self._wrote()
 
     @_storage_errors
     def insert_rows(self, rows: Iterable[tuple[Any, ...]], *, bulk: bool = False) -> None:
@@ -789,6 +809,7 @@ class MetaDB:
         """Drop row ids from the ``deleted`` table (their rows left the segments)."""
         with self._lock:
             self._db.executemany("DELETE FROM deleted WHERE rid = ?", ((int(r),) for r in rowids))
+        self._wrote()
 
     def lookup_ids(self, ids: Sequence[str]) -> dict[str, int]:
         """id -> row id for those ids that exist."""
@@ -845,7 +866,9 @@ class MetaDB:
         """Make everything committed so far durable (full fsync of the database)."""
         if self.path is None:
             return
-        with self._lock:
+        # a passive checkpoint in flight would make this one answer "busy" at once
+        waits = self._checkpointer.lock if self._checkpointer is not None else None
+        with self._lock, waits or contextlib.nullcontext():
             try:
                 busy, _, _ = self._db.execute("PRAGMA wal_checkpoint(FULL)").fetchone()
             except sqlite3.Error as exc:

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 import neardup
 import neardup._durable as durable
-from neardup.errors import StorageError
 from neardup._durable import write_synced
+from neardup.errors import StorageError
 
 
 @settings(max_examples=60, deadline=None)

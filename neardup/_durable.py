@@ -1,5 +1,6 @@
-"""Large files made durable without a backlog of dirty pages: ``write_synced`` and
-``datasync``, the one spelling of "fdatasync where the platform has it".
+"""Files and folders made durable: ``write_synced`` (large files without a backlog of dirty
+pages), ``datasync`` (the one spelling of "fdatasync where the platform has it") and
+``fsync_dir`` (the one rule for syncing a folder after a create, rename or unlink in it).
 
 A file of hundreds of MB (a merged segment, its ``.hidx`` index) written whole and only then
 fsynced reaches the disk at once: the fsync sends every dirty page, and the disk's queue holds
@@ -12,15 +13,18 @@ much. The merge there took no longer; it runs beside the requests, on its own th
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterable
 from typing import BinaryIO
 
-__all__ = ["SYNC_BYTES", "datasync", "write_synced"]
+__all__ = ["SYNC_BYTES", "datasync", "fsync_dir", "write_synced"]
 
 #: bytes written between two syncs of a large file: at most this much of it is queued at the
-#: disk ahead of a log sync (a few ms at the disks this runs on); smaller chunks sync more often
-SYNC_BYTES = 4 << 20
+#: disk ahead of a log sync. At this VM's slower days' ~165 MB/s, 4 MiB was ~25 ms a log sync,
+#: and 1 MiB kept checks beside a merge out of a backlog without a slower merge
+#: (``python benchmarks/bench_write_stall.py``; docs/store.md)
+SYNC_BYTES = 1 << 20
 
 
 def datasync(fd: int) -> None:
@@ -29,6 +33,34 @@ def datasync(fd: int) -> None:
         os.fdatasync(fd)
     else:  # pragma: no cover - macOS
         os.fsync(fd)
+
+
+#: what a folder's fsync answers where the filesystem cannot sync a folder (some FUSE and
+#: network filesystems): nothing more can be made durable there, so it is not an error
+_CANNOT_SYNC_FOLDER = frozenset({errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP})
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """fsync the folder ``path`` so that a create, rename or unlink inside it is durable.
+
+    Raises :class:`OSError` when the sync fails (``EIO``: the folder's entries may not be on
+    the disk; the caller names what it was writing). Returns without syncing where a folder
+    cannot be synced at all: a filesystem that answers ``EINVAL`` or ``ENOTSUP``, a folder that
+    may be written but not read (``EACCES``), Windows (a folder cannot be opened there).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as exc:
+        if os.name == "nt" or exc.errno in (errno.EACCES, errno.EPERM):
+            return
+        raise
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in _CANNOT_SYNC_FOLDER:
+            raise
+    finally:
+        os.close(fd)
 
 
 def write_synced(

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from .._durable import fsync_dir
 from ..errors import ConfigError, NotFoundError
 from .ring import DEFAULT_VNODES, HashRing
 
@@ -215,6 +216,7 @@ def atomic_write(path: Path, text: str) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        fsync_dir(path.parent)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

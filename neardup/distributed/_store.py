@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._durable import fsync_dir
 from ..errors import CorruptFileError, StorageError
 
 __all__ = [
@@ -62,6 +63,7 @@ def write_table(path: str, table: Any) -> None:
         finally:
             os.close(fd)
         os.replace(tmp, path)
+        fsync_dir(os.path.dirname(path))
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -96,6 +98,7 @@ def mark_done(workdir: str, step: str, task: int) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+    fsync_dir(os.path.dirname(path))
 
 
 def resumable(step: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

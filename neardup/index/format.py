@@ -45,7 +45,7 @@ from typing import Any, Protocol, Self, TypeVar
 import numpy as np
 import xxhash
 
-from .._durable import write_synced
+from .._durable import fsync_dir, write_synced
 from ..errors import (
     ConfigError,
     CorruptFileError,
@@ -196,14 +196,7 @@ def write_index(snap: IndexSnapshot, path: Path) -> None:
             # log syncs: neardup._durable)
             write_synced(f, parts)
         os.replace(tmp, path)
-        try:
-            dfd = os.open(path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
-        except OSError:
-            pass
+        fsync_dir(path.parent)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise StorageError(f"cannot write index file {path}: {exc}") from exc

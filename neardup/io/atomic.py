@@ -35,7 +35,6 @@ raises, every staged temporary is removed and no target is touched. Outputs writ
 from __future__ import annotations
 
 import contextlib
-import errno
 import fnmatch
 import os
 import re
@@ -50,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from .._durable import fsync_dir
 from ..errors import ConfigError, StorageError
 
 _T = TypeVar("_T")
@@ -188,18 +188,12 @@ def _remove(path: Path, is_dir: bool) -> None:
 
 
 def _fsync_dir(folder: Path) -> None:
-    """fsync a folder so a rename in it survives a crash (where the filesystem allows)."""
+    """fsync a folder so a rename in it survives a crash (:func:`neardup._durable.fsync_dir`'s
+    rule), a failure as the :class:`StorageError` that names the folder."""
     try:
-        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return  # e.g. a folder we may write but not read: the rename itself is done
-    try:
-        os.fsync(fd)
+        fsync_dir(folder)
     except OSError as exc:
-        if exc.errno == errno.EIO:
-            raise StorageError(f"cannot sync folder {str(folder)!r}: {exc.strerror}") from exc
-    finally:
-        os.close(fd)
+        raise StorageError(f"cannot sync folder {str(folder)!r}: {exc.strerror or exc}") from exc
 
 
 def _descriptor(path: str) -> int | None:

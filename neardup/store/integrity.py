@@ -34,10 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._durable import fsync_dir
 from ..errors import ConfigError, CorruptFileError, StorageError, UnsupportedVersionError
 from .layout import DataDir
 from .meta import _RAW_COLUMNS, SCHEMA_VERSION, load_codec, row_checksum, row_problem
-from .wal import AddRecord, fsync_dir, read_wal
+from .wal import AddRecord, read_wal
 
 __all__ = [
     "DamagedRow",

@@ -24,8 +24,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from .._durable import fsync_dir
 from ..errors import CorruptFileError, IndexStateError, UnsupportedVersionError
-from .wal import fsync_dir
 
 __all__ = ["DataDir", "read_json_file", "write_json_file"]
 

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._durable import fsync_dir
 from .._threads import lower_thread_priority
 from ..errors import InputError, StorageError
 from ..index.bands import BandIndex, BandSection, PackedSection, merge_mapped
@@ -47,7 +48,7 @@ from .meta import EMPTY_FLAG, NO_CONTENT_HASH
 from .partitions import discard, new_segment, write_segments
 from .sketches import SketchTable
 from .state import Frozen, LiveSegment, StoreState
-from .wal import DeleteRecord, WalWriter, fsync_dir
+from .wal import DeleteRecord, WalWriter
 from .writes import BulkDocs
 
 __all__ = [

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._durable import fsync_dir
 from ..errors import CorruptFileError, NeardupError, UnsupportedVersionError
 from .applier import MetaApplier, add_bands
 from .layout import DataDir, read_json_file, write_json_file
@@ -36,7 +37,6 @@ from .wal import (
     AddRecord,
     DeleteRecord,
     WalWriter,
-    fsync_dir,
     keys_from_log,
     read_wal,
     storage_error,

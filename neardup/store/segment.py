@@ -74,11 +74,10 @@ import numpy.typing as npt
 import xxhash
 
 from .._arrays import advise
-from .._durable import write_synced
+from .._durable import fsync_dir, write_synced
 from ..errors import CorruptFileError, UnsupportedVersionError
 from ..index.band_packed import PackedSection, pack_section, packed_bytes
 from ..index.bands import BandSection
-from .wal import fsync_dir
 
 __all__ = ["HEADER_SIZE", "Segment", "open_segment", "write_segment"]
 

@@ -49,8 +49,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
+from .._durable import fsync_dir
 from ..errors import CorruptFileError, UnsupportedVersionError
-from .wal import fsync_dir, storage_error
+from .wal import storage_error
 
 __all__ = ["TOMBSTONES_FILE", "Tombstone", "TombstoneLog"]
 

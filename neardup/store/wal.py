@@ -58,7 +58,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from .._durable import datasync
+from .._durable import datasync, fsync_dir
 from ..errors import CorruptFileError, StorageError, UnsupportedVersionError
 from ..fingerprint.minhash import NO_KEYS
 from ..index.bands import columns_are_groups
@@ -534,15 +534,6 @@ def _next_record(data: bytes, start: int, end: int) -> int | None:
             return q
         q += 1
     return None
-
-
-def fsync_dir(path: str | os.PathLike[str]) -> None:
-    """fsync a directory so a create / rename / unlink inside it is durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def storage_error(exc: OSError, path: Path, what: str) -> StorageError:

@@ -345,10 +345,12 @@ def host_summary(before: dict[str, float], after: dict[str, float]) -> dict[str,
     }
 
 
-def floor(args: argparse.Namespace) -> dict[str, Any]:
+def floor(args: argparse.Namespace, log: str | None = None) -> dict[str, Any]:
     """Single-document latency of a no-op app (``benchmarks/noop_app.py``) under uvicorn with
     the event loop and HTTP parser ``neardup serve`` picks, at the same rate and duration:
-    what the machine, uvicorn and the load generator cost without any work."""
+    what the machine, uvicorn and the load generator cost without any work. ``log``: a file
+    the app appends each request to and fdatasyncs before it answers (group commit): the
+    floor of a durable request on this disk."""
     import importlib.util
     import socket
 
@@ -364,7 +366,8 @@ def floor(args: argparse.Namespace) -> dict[str, Any]:
         "--loop", "uvloop" if have("uvloop") else "asyncio",
         "--http", "httptools" if have("httptools") else "h11",
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = dict(os.environ, **({"NOOP_LOG": log} if log else {}))
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(300):

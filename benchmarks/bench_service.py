@@ -36,9 +36,11 @@ Steps (each bounded in time and request count, loopback only):
    0.2 s), disk per million documents by file kind, and write
    ``benchmarks/results/bench_service_window.json`` (``--seed-with fingerprints``:
    ``benchmarks/results/service.json``);
-6. the latency floor (``--no-floor`` skips it): the same single-document load against a no-op
-   app (``benchmarks/noop_app.py``) under uvicorn with the same event loop and HTTP parser,
-   i.e. what this machine, uvicorn and the load generator cost with no work at all.
+6. the latency floors (``--no-floor`` skips them): the same single-document load against a
+   no-op app (``benchmarks/noop_app.py``) under uvicorn with the same event loop and HTTP
+   parser, i.e. what this machine, uvicorn and the load generator cost with no work at all;
+   then the same app answering after a group-committed ``fdatasync`` of a log in ``--data``
+   (``bench_floor.py``'s durable floor): what a durable request costs on this disk.
 
 Alongside each load phase: the server's CPU time (``/proc/PID/stat``, with its child
 processes), the load generator's own CPU share, and, for single documents, the server's
@@ -669,7 +671,9 @@ def measure_server(
     return result
 
 
-def print_mode(result: dict[str, Any], fl: dict[str, Any] | None) -> None:
+def print_mode(
+    result: dict[str, Any], fl: dict[str, Any] | None, fd: dict[str, Any] | None = None
+) -> None:
     thr, lat = result["throughput"], result["latency"]
     warm = lat.get("warmup", {})
     host = lat.get("host", {})
@@ -684,6 +688,7 @@ def print_mode(result: dict[str, Any], fl: dict[str, Any] | None) -> None:
         ("single p50 / p99 ms (from schedule)", f"{lat['latency_from_schedule']['p50_ms']:.2f} / {lat['latency_from_schedule']['p99_ms']:.2f}"),
         ("single p50 / p99 ms (from send)", f"{lat['latency_from_send']['p50_ms']:.2f} / {lat['latency_from_send']['p99_ms']:.2f}"),
         ("floor: no-op app p50 / p99 ms", "{p50:.2f} / {p99:.2f}  (same rate and load generator; server CPU {cpu:.3f} ms per request)".format(p50=fl["latency_from_schedule"]["p50_ms"], p99=fl["latency_from_schedule"]["p99_ms"], cpu=1000 * fl["server_cpu_s"] / max(1, fl["requests"] + fl.get("warmup", {}).get("requests", 0))) if fl else "not measured"),
+        ("floor: durable no-op app p50 / p99 ms", "{p50:.2f} / {p99:.2f}  (the same, answering after a group-committed fdatasync of a log; server CPU {cpu:.3f} ms per request)".format(p50=fd["latency_from_schedule"]["p50_ms"], p99=fd["latency_from_schedule"]["p99_ms"], cpu=1000 * fd["server_cpu_s"] / max(1, fd["requests"] + fd.get("warmup", {}).get("requests", 0))) if fd else "not measured"),
         ("warm-up before it (not counted)", "{s:.1f} s, p50 / p99 / max ms {p50:.2f} / {p99:.2f} / {mx:.1f}".format(s=warm.get("seconds", 0), p50=warm.get("latency_from_schedule", {}).get("p50_ms", 0), p99=warm.get("latency_from_schedule", {}).get("p99_ms", 0), mx=warm.get("latency_from_schedule", {}).get("max_ms", 0))),
         ("log fsyncs in latency phase", "{count:.0f}, mean {mean_ms:.2f} ms, {over_2ms:.0f} over 2 ms, max since start {max_ms_since_start:.1f} ms".format(**lat.get("wal_fsync", {"count": 0, "mean_ms": 0, "over_2ms": 0, "max_ms_since_start": 0}))),
         ("background work in latency phase", str(lat.get("background", {}))),
@@ -881,12 +886,19 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_floor:
             print("latency floor (no-op app) ...", file=sys.stderr)
             result["floor"] = floor(args)
+            print("durable floor (no-op app + group-committed fdatasync) ...", file=sys.stderr)
+            log = Path(data) / "floor-durable.log"  # (on the stores' filesystem)
+            try:
+                result["floor_durable"] = floor(args, log=str(log))
+            finally:
+                log.unlink(missing_ok=True)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     result["machine"]["proc_loadavg_end"] = proc_loadavg()
 
     fl = result.get("floor")
+    fd = result.get("floor_durable")
     for mode, r in result["modes"].items():
         thr, lat = r["throughput"], r["latency"]
         # a check-and-insert that inserts nothing (re-sent ids: an earlier run's --docs-seed on
@@ -903,7 +915,7 @@ def main(argv: list[str] | None = None) -> int:
             "peak_rss <= 8 GiB": 0 < peak <= 8 * 2**30,
         }
         print(f"\n== {mode} ({r.get('candidates')})")
-        print_mode(r, fl)
+        print_mode(r, fl, fd)
         for phase, bad in resent.items():
             if bad:
                 print(

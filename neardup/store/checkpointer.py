@@ -5,7 +5,7 @@ pages, in the thread that commits. In a store that thread is the writer's: the a
 retention pass that deletes an hour's rows while every check waits behind it. A checkpoint
 copies the WAL's pages into ``meta.sqlite3`` and fsyncs both files, so some commits took the
 checkpoint's I/O with them (a third of a slow retention pass: ``python
-benchmarks/bench_drop.py``, docs/store.md *SQLite's checkpoints*).
+benchmarks/bench_drop.py``, docs/store.md *SQLite behind the log*).
 
 So the write connection turns automatic checkpoints off (``PRAGMA wal_autocheckpoint=0``) and
 a :class:`Checkpointer`, with its own connection, runs ``PRAGMA wal_checkpoint(PASSIVE)`` after
@@ -18,8 +18,9 @@ test_checkpointer.py`` writes through it and bounds the file).
 Durability does not change: the store's own log is the durability source, SQLite is re-derived
 from it on open, and the full checkpoint before a log generation is retired
 (:meth:`~neardup.store.meta.MetaDB.checkpoint`) still runs on the writer, after waiting for a
-passive one in flight (:attr:`Checkpointer.lock`). A checkpoint that fails (a full disk) is logged and tried again after
-the next commit; the full checkpoint raises the error where a caller sees it.
+passive one in flight (:attr:`Checkpointer.lock`). A checkpoint that fails (a full disk) is
+logged and tried again after the next commit; the full checkpoint raises the error where a
+caller sees it.
 """
 
 from __future__ import annotations

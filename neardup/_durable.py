@@ -21,9 +21,9 @@ from typing import BinaryIO
 __all__ = ["SYNC_BYTES", "datasync", "fsync_dir", "write_synced"]
 
 #: bytes written between two syncs of a large file: at most this much of it is queued at the
-#: disk ahead of a log sync. At this VM's slower days' ~165 MB/s, 4 MiB was ~25 ms a log sync,
-#: and 1 MiB kept checks beside a merge out of a backlog without a slower merge
-#: (``python benchmarks/bench_write_stall.py``; docs/store.md)
+#: disk ahead of a log sync. On a day this VM's disk wrote ~165 MB/s, the log's syncs beside
+#: 4 MiB chunks took 6-20 ms, and 1 MiB kept the checks beside a merge out of a backlog
+#: without a slower merge (``python benchmarks/bench_write_stall.py``; docs/store.md)
 SYNC_BYTES = 1 << 20
 
 

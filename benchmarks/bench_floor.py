@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_dedup import machine, write_results  # noqa: E402
-from bench_service import floor  # noqa: E402
+from bench_service import floor, floor_cpu_ms  # noqa: E402
 
 KINDS = ("http", "durable")
 
@@ -68,10 +68,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def summary(r: dict[str, Any]) -> str:
     lat = r["latency_from_schedule"]
-    n = max(1, r["requests"] + r.get("warmup", {}).get("requests", 0))
     return (
         f"p50 {lat['p50_ms']:.2f} / p99 {lat['p99_ms']:.2f} / max {lat['max_ms']:.2f} ms, "
-        f"{r['requests']} requests, server CPU {1000 * r['server_cpu_s'] / n:.3f} ms each"
+        f"{r['requests']} requests, server CPU {floor_cpu_ms(r):.3f} ms each"
     )
 
 
@@ -99,10 +98,9 @@ def main() -> None:
     for rate, kinds in res["rates"].items():
         for kind, r in kinds.items():
             lat = r["latency_from_schedule"]
-            n = max(1, r["requests"] + r.get("warmup", {}).get("requests", 0))
             print(
                 f"{rate:>6} {kind:>8} {lat['p50_ms']:>8.2f} {lat['p99_ms']:>8.2f} "
-                f"{lat['max_ms']:>8.2f} {1000 * r['server_cpu_s'] / n:>7.3f}"
+                f"{lat['max_ms']:>8.2f} {floor_cpu_ms(r):>7.3f}"
             )
     write_results(
         args.out,

@@ -9,16 +9,18 @@ a fast path in or out when a result looks wrong::
 
 Parts: ``fingerprint`` (SimHash in pure Python, :mod:`neardup.fingerprint.reference`), ``index``
 (every Hamming search by NumPy brute force, :mod:`neardup.index.reference`), ``io`` (readers
-through the general decoding path), ``store`` (the online memtable searched by brute force).
-The variable is read here and nowhere else (``fingerprint`` and ``index`` at import, ``io``
-and ``store`` when a reader or a memtable starts).
+through the general decoding path), ``store`` (the online memtable searched by brute force),
+``text`` (the token kernels' pre-tokenised text joined in Python,
+:func:`neardup.text.word_kernel.joined_words_reference`). The variable is read here and nowhere else
+(``fingerprint``, ``index`` and ``text`` at import, ``io`` and ``store`` when a reader or a
+memtable starts).
 """
 
 from __future__ import annotations
 
 import os
 
-PARTS = ("fingerprint", "index", "io", "store")
+PARTS = ("fingerprint", "index", "io", "store", "text")
 
 
 def _set(value: str | None) -> bool:

@@ -12,7 +12,8 @@ and has a mode:
   looks for (:data:`MARK_LUT` and "www."); a text that has one is flagged, and the caller strips
   it with the same regex (:func:`strip_flagged`) and runs it again as :data:`RAW`.
 - :data:`PRETOK`: pre-tokenised text (:func:`pretokenise`: non-ASCII texts go through
-  ``Tokeniser.tokens``), tokens (any UTF-8) separated by single spaces (:data:`SPACE_LUT`).
+  ``Tokeniser.joined_tokens``, the kernel of :mod:`neardup.text.word_kernel`), tokens (any UTF-8)
+  separated by single spaces (:data:`SPACE_LUT`).
 
 :func:`token_chunks` is the chunk loop of every driver (verification's token hashes, counts and
 histograms in :mod:`neardup.verify.tokens`, MinHash signatures in
@@ -88,6 +89,8 @@ class Tokeniser(Protocol):
     tokens and its settings (``config()["strip_social"]``)."""
 
     def tokens(self, text: str) -> list[str]: ...
+
+    def joined_tokens(self, texts: Sequence[str]) -> list[bytes]: ...
 
     def config(self) -> dict[str, Any]: ...
 
@@ -260,15 +263,19 @@ def chunk_bytes(
 
 
 def pretokenise(source: Tokeniser, texts: Sequence[str], i: int, j: int, special: Prepared) -> None:
-    """Record ``texts[i:j]`` that are not ASCII in ``special``, tokenised by the reference
-    tokeniser and joined by spaces (mode 2); entries already there are kept."""
+    """Record ``texts[i:j]`` that are not ASCII in ``special``, tokenised as the reference
+    tokeniser splits them and joined by spaces (mode 2), all in one call of
+    ``source.joined_tokens``; entries already there are kept."""
     if is_spans(texts):  # (spans are ASCII: no str made for them)
-        todo = (np.flatnonzero(~texts.ascii_mask(i, j)) + i).tolist()
+        todo = [
+            k for k in (np.flatnonzero(~texts.ascii_mask(i, j)) + i).tolist() if k not in special
+        ]
     else:
         todo = [k for k in range(i, j) if k not in special and not texts[k].isascii()]
-    for k in todo:
-        if k not in special:
-            special[k] = (" ".join(source.tokens(texts[k])).encode("utf-8"), PRETOK)
+    if todo:
+        joined = source.joined_tokens([texts[k] for k in todo])
+        for k, data in zip(todo, joined, strict=True):
+            special[k] = (data, PRETOK)
 
 
 def strip_flagged(

@@ -56,7 +56,6 @@ True
 
 from __future__ import annotations
 
-import re
 import threading
 import unicodedata
 from collections import OrderedDict
@@ -67,8 +66,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._reference import use_reference
 from ..errors import ConfigError, InputError, InputTypeError
 from ..text.social import SOCIAL, SOCIAL_MARKERS
+from ..text.word_kernel import joined_words, joined_words_reference, split_words
 from .sequences import DEFAULT_MAX_LCS_CELLS, TokenEncoder
 
 __all__ = [
@@ -120,10 +121,18 @@ RULE_EXACT = 5
 RULE_UNVERIFIED = 6
 RULE_NAMES = ("below", "bound", "similarity", "containment", "trusted", "exact", "unverified")
 
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+", re.UNICODE)
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _ASCII_NON_ALNUM = {c: " " for c in range(128) if not chr(c).isalnum()}
+#: ``NEARDUP_REFERENCE=text``: the token kernels' pre-tokenised text joined in Python
+_PURE_WORDS = use_reference("text")
+
+
+def _normalised(text: str, strip_social: bool) -> str:
+    """``text`` as :func:`tokenize` reads it: NFKC, case-folded, social markers blanked."""
+    # ASCII: NFKC is the identity and casefold() equals lower()
+    t = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
+    if strip_social and any(m in t for m in SOCIAL_MARKERS):
+        t = SOCIAL.sub(" ", t)
+    return t
 
 
 def tokenize(text: str, *, strip_social: bool = True) -> list[str]:
@@ -145,20 +154,18 @@ def tokenize(text: str, *, strip_social: bool = True) -> list[str]:
     >>> tokenize("RT @x: Hello, 世界! http://t.co/abc #news")
     ['hello', '世', '界']
     """
-    # ASCII: NFKC is the identity and casefold() equals lower()
-    t = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
-    if strip_social and any(m in t for m in SOCIAL_MARKERS):
-        t = SOCIAL.sub(" ", t)
-    if t.isascii():  # _WORD on ASCII = runs of [a-z0-9]: blank everything else, split
+    t = _normalised(text, strip_social)
+    if t.isascii():  # words on ASCII = runs of [a-z0-9]: blank everything else, split
         return t.translate(_ASCII_NON_ALNUM).split()
-    words = _WORD.findall(t)
-    out: list[str] = []
-    for w in words:
-        if w.isascii():
-            out.append(w)
-        else:
-            out.extend(_TOKEN.findall(w))
-    return out
+    return split_words(t)
+
+
+def joined_tokens(texts: Sequence[str], *, strip_social: bool = True) -> list[bytes]:
+    """``" ".join(tokenize(t)).encode()`` for each text, split and joined in one kernel call
+    (:func:`neardup.text.word_kernel.joined_words`): the pre-tokenised form the token kernels
+    read."""
+    norm = [_normalised(t, strip_social) for t in texts]
+    return joined_words_reference(norm) if _PURE_WORDS else joined_words(norm)
 
 
 @dataclass(frozen=True)
@@ -387,6 +394,11 @@ class Verifier:
     def tokens(self, text: str) -> list[str]:
         """Normalised tokens used for comparison (see :func:`tokenize`)."""
         return tokenize(text, strip_social=self._cfg.strip_social)
+
+    def joined_tokens(self, texts: Sequence[str]) -> list[bytes]:
+        """Each text's :meth:`tokens` joined by single spaces, UTF-8, in one call (see
+        :func:`joined_tokens`)."""
+        return joined_tokens(texts, strip_social=self._cfg.strip_social)
 
     def compare_encoded(self, a: str, b: str) -> tuple[bool, float]:
         """Decide two token sequences encoded by one :class:`TokenEncoder`."""

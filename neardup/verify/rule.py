@@ -57,7 +57,6 @@ True
 from __future__ import annotations
 
 import threading
-import unicodedata
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -68,6 +67,7 @@ import numpy.typing as npt
 
 from .._reference import use_reference
 from ..errors import ConfigError, InputError, InputTypeError
+from ..text.normalize import nfkc
 from ..text.social import SOCIAL, SOCIAL_MARKERS
 from ..text.word_kernel import joined_words, joined_words_reference, split_words
 from .sequences import DEFAULT_MAX_LCS_CELLS, TokenEncoder
@@ -129,7 +129,7 @@ _PURE_WORDS = use_reference("text")
 def _normalised(text: str, strip_social: bool) -> str:
     """``text`` as :func:`tokenize` reads it: NFKC, case-folded, social markers blanked."""
     # ASCII: NFKC is the identity and casefold() equals lower()
-    t = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
+    t = text.lower() if text.isascii() else nfkc(text).casefold()
     if strip_social and any(m in t for m in SOCIAL_MARKERS):
         t = SOCIAL.sub(" ", t)
     return t

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+import unicodedata
 
 import pytest
 from hypothesis import given, settings
@@ -20,7 +21,7 @@ from neardup.text import (
     word_shingles,
     words,
 )
-from neardup.text.normalize import casefold_nfkc, replace_surrogates
+from neardup.text.normalize import casefold_nfkc, nfkc, replace_surrogates
 from neardup.text.tokenize import _SEP_RUN, prepare, prepare_utf8
 from neardup.text.weights import IdfTable, build_idf, keyword_weights, quantize_idf, shipped_zh_idf
 
@@ -243,3 +244,27 @@ def test_prepare_utf8_many_non_ascii_characters_vectorised_path(chars, seed):
     assert fast is not None  # the vectorised path ran
     assert _tokens(fast.decode("utf-8")) == _tokens(prepare(text))
     assert _tokens(prepare_utf8(text).decode("utf-8")) == _tokens(prepare(text))
+
+
+_NFKC_ALPHABET = st.one_of(
+    st.characters(min_codepoint=0xFF01, max_codepoint=0xFF9F),  # full-width, half-width kana
+    st.sampled_from("\u3000 a A é ß ﬁ ① ㈱ ｶﾞ 가 \u1100\u1161\u11a8 世。，"),
+    st.characters(min_codepoint=0x0300, max_codepoint=0x036F),  # combining marks
+    st.characters(min_codepoint=0x3099, max_codepoint=0x309A),  # kana voicing marks
+    st.characters(codec="utf-8"),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=_NFKC_ALPHABET, max_size=40))
+def test_nfkc_equals_unicodedata(text: str) -> None:
+    assert nfkc(text) == unicodedata.normalize("NFKC", text)
+
+
+def test_nfkc_every_full_width_character_beside_marks() -> None:
+    # a full-width letter before a combining mark composes as its ASCII twin would
+    for cp in [*range(0xFF01, 0xFF5F), 0x3000]:
+        for after in ("", "\u0301", "\u0308\u0301", "\u3099", "世"):
+            for before in ("", "e", "\u0301"):
+                text = before + chr(cp) + after
+                assert nfkc(text) == unicodedata.normalize("NFKC", text), ascii(text)

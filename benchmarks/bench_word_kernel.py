@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_dedup import machine, write_results  # noqa: E402
 
 from neardup.fingerprint.minhash import minhash_signatures  # noqa: E402
-from neardup.text import word_kernel  # noqa: E402
+from neardup.text import word_kernel, wordsplit  # noqa: E402
 from neardup.verify import Verifier, rule  # noqa: E402
 
 #: signature values a text (the online store's default plan, 30 bands x 3 rows, holds 90)
@@ -92,12 +92,12 @@ def measure(texts: list[str], rounds: int) -> dict[str, Any]:
     v = Verifier()
     n = len(texts)
     chunk = 1024  # the texts a pre-tokenising call gets at most: a chunk of a driver's loop
-    kernel = rule.joined_words
+    kernel = word_kernel.joined_words
     rows: dict[str, dict[str, float]] = {}
     equal = True
     try:
-        for name, joined in (("regex", word_kernel.joined_words_reference), ("kernel", kernel)):
-            rule.joined_words = joined
+        for name, joined in (("regex", wordsplit.joined_words_reference), ("kernel", kernel)):
+            word_kernel.joined_words = joined
             got = [b for i in range(0, n, chunk) for b in v.joined_tokens(texts[i : i + chunk])]
             equal &= got == [" ".join(v.tokens(t)).encode() for t in texts]
             rows.setdefault("normalise", {})[name] = best(
@@ -110,7 +110,7 @@ def measure(texts: list[str], rounds: int) -> dict[str, Any]:
                 lambda: minhash_signatures(v, texts, HASHES), rounds
             )
     finally:
-        rule.joined_words = kernel
+        word_kernel.joined_words = kernel
     out: dict[str, Any] = {
         "texts": n,
         "mean_chars": sum(map(len, texts)) / max(n, 1),

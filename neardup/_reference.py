@@ -11,7 +11,7 @@ Parts: ``fingerprint`` (SimHash in pure Python, :mod:`neardup.fingerprint.refere
 (every Hamming search by NumPy brute force, :mod:`neardup.index.reference`), ``io`` (readers
 through the general decoding path), ``store`` (the online memtable searched by brute force),
 ``text`` (the token kernels' pre-tokenised text joined in Python,
-:func:`neardup.text.word_kernel.joined_words_reference`). The variable is read here and nowhere else
+:func:`neardup.text.wordsplit.joined_words_reference`). The variable is read here and nowhere else
 (``fingerprint``, ``index`` and ``text`` at import, ``io`` and ``store`` when a reader or a
 memtable starts).
 """

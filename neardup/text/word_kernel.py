@@ -2,27 +2,26 @@
 character on its own (:func:`neardup.verify.tokenize`, after its NFKC, case folding and
 social-marker stripping).
 
-:func:`split_words` gives them as a list of ``str`` by two regular expressions: the words (runs
-of ``[^\\W_]``, Python's ``str.isalnum``), each non-ASCII word split by ``[CJK]|[^\\W_CJK]+``.
-:func:`joined_words` gives what the token kernels read instead (:data:`PRETOK` in
-:mod:`neardup.text.token_kernels`: the tokens as UTF-8 joined by single spaces), for many texts
-in one numba kernel call, without a match object or a ``str`` per token. On Chinese text the
+:func:`neardup.text.wordsplit.split_words` gives them as a list of ``str`` by two regular
+expressions (the words, runs of ``[^\\W_]``, Python's ``str.isalnum``; each non-ASCII word
+split by ``[CJK]|[^\\W_CJK]+``). :func:`joined_words` gives what the token kernels read
+instead (:data:`PRETOK` in :mod:`neardup.text.token_kernels`: the tokens as UTF-8 joined by
+single spaces), for many texts in one numba kernel call, without a match object or a ``str`` per token. On Chinese text the
 regular expressions make one of each per character: ~20 µs a short post, and every non-ASCII
 text went through them each time a MinHash signature, a token histogram or a token hash needed
 its tokens (``benchmarks/bench_word_kernel.py``). A list of ``str`` costs about as much made
-either way (each token is a new object), so :func:`split_words` keeps the regular expressions.
+either way (each token is a new object), so ``split_words`` keeps the regular expressions.
 
 The kernel reads the texts' code points (UTF-32, lone surrogates passed through) against a class
 table over every code point (:func:`char_classes`: made once per process from the running
 Python's ``str.isalnum``, which is what its ``\\w`` matches besides ``_``). Tested against
-``" ".join(split_words(t))`` on every code point and on generated text
+``wordsplit.joined_words_reference`` on every code point and on generated text
 (``tests/text/test_word_kernel.py``); ``NEARDUP_REFERENCE=text`` makes the verifier use that
 instead.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -32,29 +31,9 @@ import numpy.typing as npt
 
 from .._arrays import read_only
 from .._jit import kernel
+from .wordsplit import CJK_RANGES
 
-__all__ = [
-    "CJK_CLASS",
-    "CJK_RANGES",
-    "char_classes",
-    "joined_words",
-    "split_words",
-]
-
-#: the code point ranges (inclusive) whose alphanumeric characters are a token each: kana,
-#: CJK ideographs (extension A, unified, compatibility), Hangul syllables
-CJK_RANGES: tuple[tuple[int, int], ...] = (
-    (0x3040, 0x30FF),
-    (0x3400, 0x4DBF),
-    (0x4E00, 0x9FFF),
-    (0xAC00, 0xD7AF),
-    (0xF900, 0xFAFF),
-)
-#: :data:`CJK_RANGES` as the body of a regular-expression character class
-CJK_CLASS = "".join(f"{chr(a)}-{chr(b)}" for a, b in CJK_RANGES)
-
-_TOKEN = re.compile(rf"[{CJK_CLASS}]|[^\W_{CJK_CLASS}]+", re.UNICODE)
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+__all__ = ["char_classes", "joined_words"]
 
 #: a code point's class: between tokens, inside a word, a token of its own
 SEP, WORD, SINGLE = 0, 1, 2
@@ -62,26 +41,6 @@ _UNICODE = 0x110000
 
 _classes: npt.NDArray[np.uint8] | None = None
 _classes_lock = threading.Lock()
-
-
-def split_words(text: str) -> list[str]:
-    """The tokens of a normalised text, by the regular expressions.
-
-    >>> split_words("héllo wörld_2 世界abc")
-    ['héllo', 'wörld', '2', '世', '界', 'abc']
-    """
-    out: list[str] = []
-    for w in _WORD.findall(text):
-        if w.isascii():
-            out.append(w)
-        else:
-            out.extend(_TOKEN.findall(w))
-    return out
-
-
-def joined_words_reference(texts: Sequence[str]) -> list[bytes]:
-    """The pure twin of :func:`joined_words`: ``" ".join(split_words(t)).encode()``."""
-    return [" ".join(split_words(t)).encode("utf-8") for t in texts]
 
 
 def char_classes() -> npt.NDArray[np.uint8]:
@@ -144,8 +103,8 @@ def _join_kernel(
 
 
 def joined_words(texts: Sequence[str]) -> list[bytes]:
-    """Each normalised text's tokens (:func:`split_words`'), UTF-8 and joined by single spaces:
-    ``" ".join(split_words(t)).encode()`` for every ``t``, in one kernel call.
+    """Each normalised text's tokens (``wordsplit.split_words``'), UTF-8 and joined by single
+    spaces: ``" ".join(split_words(t)).encode()`` for every ``t``, in one kernel call.
 
     >>> joined_words(["héllo, 世界!", "", "a_b"])
     [b'h\\xc3\\xa9llo \\xe4\\xb8\\x96 \\xe7\\x95\\x8c', b'', b'a b']

@@ -69,7 +69,7 @@ from .._reference import use_reference
 from ..errors import ConfigError, InputError, InputTypeError
 from ..text.normalize import nfkc
 from ..text.social import SOCIAL, SOCIAL_MARKERS
-from ..text.word_kernel import joined_words, joined_words_reference, split_words
+from ..text.wordsplit import joined_words_reference, split_words
 from .sequences import DEFAULT_MAX_LCS_CELLS, TokenEncoder
 
 __all__ = [
@@ -165,7 +165,12 @@ def joined_tokens(texts: Sequence[str], *, strip_social: bool = True) -> list[by
     (:func:`neardup.text.word_kernel.joined_words`): the pre-tokenised form the token kernels
     read."""
     norm = [_normalised(t, strip_social) for t in texts]
-    return joined_words_reference(norm) if _PURE_WORDS else joined_words(norm)
+    if _PURE_WORDS:
+        return joined_words_reference(norm)
+    # numba is imported with the kernel, on first use: importing the verifier stays cheap
+    from ..text import word_kernel
+
+    return word_kernel.joined_words(norm)
 
 
 @dataclass(frozen=True)

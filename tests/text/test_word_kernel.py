@@ -15,15 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup.text import word_kernel as words_mod
-from neardup.text.word_kernel import (
-    CJK_RANGES,
-    SINGLE,
-    WORD,
-    char_classes,
-    joined_words,
-    joined_words_reference,
-    split_words,
-)
+from neardup.text import wordsplit
+from neardup.text.word_kernel import SINGLE, WORD, char_classes, joined_words
+from neardup.text.wordsplit import CJK_RANGES, joined_words_reference, split_words
 from neardup.verify import Verifier
 from neardup.verify.rule import tokenize
 
@@ -127,25 +121,32 @@ def test_social_markers_are_stripped_before_the_kernel() -> None:
 
 def test_reference_switch_runs_the_regular_expressions() -> None:
     code = (
-        "from neardup.verify import rule;"
-        "rule.joined_words = None;"  # the kernel is not called under the switch
-        "print(repr((rule._PURE_WORDS, rule.tokenize('héllo 世界'), rule.joined_tokens(['世a']))))"
+        "import sys; from neardup.verify import rule;"
+        "out = (rule._PURE_WORDS, rule.tokenize('héllo 世界'), rule.joined_tokens(['世a']));"
+        "print(repr((*out, 'neardup.text.word_kernel' in sys.modules)))"
     )
     env = {**os.environ, "NEARDUP_REFERENCE": "text"}
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
-    assert ast.literal_eval(out.stdout) == (True, ["héllo", "世", "界"], ["世 a".encode()])
+    # the kernel's module (and numba with it) is never imported under the switch
+    assert ast.literal_eval(out.stdout) == (True, ["héllo", "世", "界"], ["世 a".encode()], False)
+
+
+def test_the_verifier_imports_without_numba() -> None:
+    # the kernel is imported when first asked for: the CLI's and the verifier's imports stay
+    # cheap (numba's import alone is ~0.4 s)
+    code = (
+        "import sys; import neardup.verify.rule, neardup.cli.main;"
+        "print('numba' in sys.modules, 'neardup.text.word_kernel' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
 
 
 def test_module_exports() -> None:
-    assert sorted(words_mod.__all__) == [
-        "CJK_CLASS",
-        "CJK_RANGES",
-        "char_classes",
-        "joined_words",
-        "split_words",
-    ]
+    assert sorted(words_mod.__all__) == ["char_classes", "joined_words"]
+    assert sorted(wordsplit.__all__) == ["CJK_CLASS", "CJK_RANGES", "split_words"]
 
 
 @pytest.mark.parametrize("n", [1, 3, 64])

@@ -11,9 +11,9 @@ Parts: ``fingerprint`` (SimHash in pure Python, :mod:`neardup.fingerprint.refere
 (every Hamming search by NumPy brute force, :mod:`neardup.index.reference`), ``io`` (readers
 through the general decoding path), ``store`` (the online memtable searched by brute force),
 ``text`` (the token kernels' pre-tokenised text joined in Python,
-:func:`neardup.text.wordsplit.joined_words_reference`). The variable is read here and nowhere else
-(``fingerprint``, ``index`` and ``text`` at import, ``io`` and ``store`` when a reader or a
-memtable starts).
+:func:`neardup.text.wordsplit.joined_words_reference`). The variable is read here and nowhere
+else (``fingerprint``, ``index`` and ``text`` at import, ``io`` and ``store`` when a reader or
+a memtable starts).
 """
 
 from __future__ import annotations

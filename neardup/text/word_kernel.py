@@ -6,18 +6,19 @@ social-marker stripping).
 expressions (the words, runs of ``[^\\W_]``, Python's ``str.isalnum``; each non-ASCII word
 split by ``[CJK]|[^\\W_CJK]+``). :func:`joined_words` gives what the token kernels read
 instead (:data:`PRETOK` in :mod:`neardup.text.token_kernels`: the tokens as UTF-8 joined by
-single spaces), for many texts in one numba kernel call, without a match object or a ``str`` per token. On Chinese text the
-regular expressions make one of each per character: ~20 µs a short post, and every non-ASCII
-text went through them each time a MinHash signature, a token histogram or a token hash needed
-its tokens (``benchmarks/bench_word_kernel.py``). A list of ``str`` costs about as much made
-either way (each token is a new object), so ``split_words`` keeps the regular expressions.
+single spaces), for many texts in one numba kernel call, without a match object or a ``str``
+per token. On Chinese text the regular expressions make one of each per character (30-40 µs a
+short post, joined), and every non-ASCII text went through them each time a MinHash signature,
+a token histogram or a token hash needed its tokens (``benchmarks/bench_word_kernel.py``). A
+list of ``str`` costs about as much made either way (each token is a new object), so
+``split_words`` keeps the regular expressions.
 
 The kernel reads the texts' code points (UTF-32, lone surrogates passed through) against a class
 table over every code point (:func:`char_classes`: made once per process from the running
 Python's ``str.isalnum``, which is what its ``\\w`` matches besides ``_``). Tested against
 ``wordsplit.joined_words_reference`` on every code point and on generated text
 (``tests/text/test_word_kernel.py``); ``NEARDUP_REFERENCE=text`` makes the verifier use that
-instead.
+instead. This module imports numba: the verifier imports it on first use.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from typing import Literal
 
 import numpy as np
 
-from .normalize import check_text
+from .normalize import check_text, nfkc
 
 __all__ = [
     "CJK_RE",
@@ -97,10 +97,9 @@ def _prepare_unsegmented(text: str, plain: bool) -> str:
     # needs them rewritten. Rewriting only non-ASCII ones avoids one regex match per space.
     nonword = _NONWORD if plain else _NONWORD_NONASCII
     s = nonword.sub(" ", text)
-    changed = False
-    if not unicodedata.is_normalized("NFKC", s):
-        s = unicodedata.normalize("NFKC", s)
-        changed = True
+    n = nfkc(s)
+    changed = n != s
+    s = n
     folded = s.casefold()
     if folded.isascii():
         return folded
@@ -145,7 +144,7 @@ def _char_utf8(c: str) -> bytes | None:
     first = unicodedata.normalize("NFKD", c)[:1]
     if unicodedata.combining(first) or ord(first) in _composition_seconds():
         return None
-    s = unicodedata.normalize("NFKC", c).casefold()
+    s = nfkc(c).casefold()
     return _NONWORD_NONASCII.sub(" ", s).encode("utf-8")
 
 

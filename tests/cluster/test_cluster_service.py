@@ -56,6 +56,16 @@ def cluster(urls, replicas: int = 2) -> ClusterConfig:
     )
 
 
+def warm(urls) -> None:
+    """Open each live node's namespace at the client's default timeout: a store's opening and
+    kernel warm-up can take more than a short test timeout on a loaded box, and a test that
+    gives nodes a second or two to answer means a dead or hung node, never a live one (a
+    first run's kernels may even compile here)."""
+    for u in urls:
+        with Client(u, token=TOKEN, timeout=600) as c:
+            c.check([{"id": "warm", "text": text(0)}])
+
+
 def where(urls, doc_ids) -> dict[str, set[int]]:
     out: dict[str, set[int]] = {d: set() for d in doc_ids}
     for i, u in enumerate(urls):
@@ -142,6 +152,7 @@ def test_node_down_is_routed_around_and_logged(tmp_path, caplog):
     with nodes(tmp_path, 2) as urls:
         dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
         cfg = cluster([*urls, dead])
+        warm(urls)
         with ClusterClient(cfg, token=TOKEN, timeout=2.0) as cc, caplog.at_level(logging.WARNING):
             out = cc.check_and_insert([{"id": f"d{i}", "text": text(i)} for i in range(20)])
             assert all(d.added for d in out)
@@ -295,6 +306,7 @@ def test_node_that_times_out_or_answers_5xx_is_marked_down(tmp_path, caplog):
                  NodeSpec("hang", hang_url), NodeSpec("broken", "http://broken.invalid:1")),
                 replicas=3, vnodes=VN,
             )  # fmt: skip
+            warm(urls)
             with caplog.at_level(logging.WARNING, logger="neardup.cluster"):
                 cc = ClusterClient(cfg, token=TOKEN, timeout=1.0, min_copies=2, transport=Routes())
                 with cc:

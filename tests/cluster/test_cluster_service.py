@@ -166,6 +166,7 @@ def test_too_many_nodes_down_is_a_clear_error(tmp_path):
     with nodes(tmp_path, 1) as urls:
         dead = [f"http://127.0.0.1:{free_port()}" for _ in range(2)]
         cfg = cluster([*urls, *dead])
+        warm(urls)
         cc = ClusterClient(cfg, token=TOKEN, timeout=2.0)
         # with R = 2 nodes down some ranges have no live replica: refuse rather than keep a
         # document whose stored near-duplicate could not be seen (a write also needs the

@@ -47,6 +47,12 @@ def nodes(tmp_path, n: int):
         for i in range(n):
             config = ServiceConfig(data_dir=tmp_path / f"n{i}", token=TOKEN)
             urls.append(stack.enter_context(serve_in_thread(create_app(config))))
+        # each node's namespace opened (a check stores nothing) at a long timeout: a store's
+        # opening and kernel warm-up, even a first run's compile, can outlast the 1-2 s some
+        # tests give nodes, and there a node that does not answer must be a dead or hung one
+        for u in urls:
+            with Client(u, token=TOKEN, timeout=600) as c:
+                c.check([{"id": "warm", "text": text(0)}])
         yield urls
 
 
@@ -54,16 +60,6 @@ def cluster(urls, replicas: int = 2) -> ClusterConfig:
     return ClusterConfig(
         tuple(NodeSpec(f"n{i}", u) for i, u in enumerate(urls)), replicas=replicas, vnodes=VN
     )
-
-
-def warm(urls) -> None:
-    """Open each live node's namespace at the client's default timeout: a store's opening and
-    kernel warm-up can take more than a short test timeout on a loaded box, and a test that
-    gives nodes a second or two to answer means a dead or hung node, never a live one (a
-    first run's kernels may even compile here)."""
-    for u in urls:
-        with Client(u, token=TOKEN, timeout=600) as c:
-            c.check([{"id": "warm", "text": text(0)}])
 
 
 def where(urls, doc_ids) -> dict[str, set[int]]:
@@ -152,7 +148,6 @@ def test_node_down_is_routed_around_and_logged(tmp_path, caplog):
     with nodes(tmp_path, 2) as urls:
         dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
         cfg = cluster([*urls, dead])
-        warm(urls)
         with ClusterClient(cfg, token=TOKEN, timeout=2.0) as cc, caplog.at_level(logging.WARNING):
             out = cc.check_and_insert([{"id": f"d{i}", "text": text(i)} for i in range(20)])
             assert all(d.added for d in out)
@@ -166,7 +161,6 @@ def test_too_many_nodes_down_is_a_clear_error(tmp_path):
     with nodes(tmp_path, 1) as urls:
         dead = [f"http://127.0.0.1:{free_port()}" for _ in range(2)]
         cfg = cluster([*urls, *dead])
-        warm(urls)
         cc = ClusterClient(cfg, token=TOKEN, timeout=2.0)
         # with R = 2 nodes down some ranges have no live replica: refuse rather than keep a
         # document whose stored near-duplicate could not be seen (a write also needs the
@@ -307,7 +301,6 @@ def test_node_that_times_out_or_answers_5xx_is_marked_down(tmp_path, caplog):
                  NodeSpec("hang", hang_url), NodeSpec("broken", "http://broken.invalid:1")),
                 replicas=3, vnodes=VN,
             )  # fmt: skip
-            warm(urls)
             with caplog.at_level(logging.WARNING, logger="neardup.cluster"):
                 cc = ClusterClient(cfg, token=TOKEN, timeout=1.0, min_copies=2, transport=Routes())
                 with cc:

@@ -34,6 +34,7 @@ import numpy.typing as npt
 
 from .._arrays import sorted_pairs, unique_inverse, unique_sorted
 from .._jit import kernel
+from .._threads import run_ranges
 from ..fingerprint.minhash import NO_KEYS
 from .band_groups import band_groups, group_pairs
 from .band_packed import PackedSection, unpack_group
@@ -57,6 +58,7 @@ __all__ = [
     "merge_sections",
     "section_for_rows",
     "section_from_rows",
+    "sections_for_rows",
 ]
 
 # the compact key's layout (neardup.fingerprint.minhash.compact_keys): group << 32 | h32
@@ -665,18 +667,27 @@ def section_from_rows(
     off_u = off.astype(np.uint64)
     keys = np.empty(n * nb, np.uint32)
     rows = np.empty(n * nb, np.uint32)
-    comb = np.empty(n, np.uint64)
-    for j in range(nb):
-        np.bitwise_and(ent[:, j], _LOW32, out=comb)
-        comb <<= _SHIFT32
-        comb |= off_u
-        comb.sort()
-        rows[j * n : (j + 1) * n] = comb  # the low halves (uint32 cast keeps them)
-        comb >>= _SHIFT32
-        keys[j * n : (j + 1) * n] = comb
+
+    def columns(lo: int, hi: int) -> None:  # NumPy's sorts and ufuncs release the GIL
+        comb = np.empty(n, np.uint64)
+        for j in range(lo, hi):
+            np.bitwise_and(ent[:, j], _LOW32, out=comb)
+            comb <<= _SHIFT32
+            comb |= off_u
+            comb.sort()
+            rows[j * n : (j + 1) * n] = comb  # the low halves (uint32 cast keeps them)
+            comb >>= _SHIFT32
+            keys[j * n : (j + 1) * n] = comb
+
+    # a large section's columns sorted on every kernel thread (a bulk load's or a big
+    # insert's: bench_load.py); a small one's on this thread alone
+    run_ranges(columns, nb, min_items=1 if n >= _PARALLEL_SORT_ROWS else max(1, nb))
     offsets = np.arange(nb + 1, dtype=np.uint64) * np.uint64(n)
     return BandSection(offsets, keys, rows, None, base)
 
+
+#: rows from which :func:`section_from_rows` sorts its columns on several threads
+_PARALLEL_SORT_ROWS = 20_000
 
 _NO_POS = np.uint32(0xFFFFFFFF)
 
@@ -711,6 +722,76 @@ def section_for_rows(sec: BandSection, rowids: npt.NDArray[np.int64]) -> BandSec
     if not offsets[-1]:
         return BandSection.empty()
     return BandSection(offsets, sec.keys[keep], pos[keep], None, 0)
+
+
+def sections_for_rows(
+    sec: BandSection, groups: Sequence[npt.NDArray[np.int64]]
+) -> list[BandSection]:
+    """:func:`section_for_rows` of ``sec`` for each of ``groups`` (disjoint row-id arrays, each
+    sorted ascending: the segments one flush or bulk load writes, one per time partition), in
+    one pass over the entries however many groups there are: each entry's group and position
+    looked up once, the entries put in group order by one stable sort of their group numbers
+    (a radix sort), each group's band offsets found by a binary search. A pass per group costs
+    the whole section once per segment: a bulk load whose documents span many partitions
+    (``benchmarks/bench_load.py``) paid it for each. Equal to :func:`section_for_rows` group by
+    group (tests/store/test_store_bands.py)."""
+    if sec.rowids is not None:
+        raise ValueError("sections_for_rows takes a memtable section (rows relative to a base)")
+    if len(groups) < 2:
+        return [section_for_rows(sec, g) for g in groups]
+    groups = [np.asarray(g, np.int64) for g in groups]
+    if not len(sec) or not sum(len(g) for g in groups):
+        return [BandSection.empty() for _ in groups]
+    if max(len(g) for g in groups) >= int(_NO_POS):
+        raise ValueError("a segment holds fewer than 2**32 - 1 rows")
+    span = int(sec.rows.max()) + 1
+    n_groups = len(groups)
+    # a group number of 16 bits or fewer sorts by radix; the sentinel (no group) sorts last
+    gtype = np.uint16 if n_groups < 0xFFFF else np.uint32
+    which = np.full(span, n_groups, gtype)
+    table = np.full(span, _NO_POS, np.uint32)
+    for k, rowids in enumerate(groups):
+        off = rowids - sec.base
+        inside = np.flatnonzero((off >= 0) & (off < span))
+        table[off[inside]] = inside.astype(np.uint32)
+        which[off[inside]] = k
+    grp = which[sec.rows]
+    del which
+    bounds = np.asarray(sec.offsets, np.int64)
+    n_bands = len(bounds) - 1
+    # entries per (group, band): each group's band offsets and its share of the entries
+    if (n_groups + 1) * n_bands <= _MAX_COUNTS:
+        at = np.repeat(np.arange(n_bands, dtype=np.int32), np.diff(bounds))
+        at += grp.astype(np.int32) * np.int32(n_bands)
+        counts = np.bincount(at, minlength=(n_groups + 1) * n_bands).reshape(-1, n_bands)
+        del at
+    else:  # (a plan of very many groups) the groups' entries counted band by band
+        counts = np.stack(
+            [np.bincount(grp[a:b], minlength=n_groups + 1) for a, b in itertools.pairwise(bounds)],
+            axis=1,
+        ) if n_bands else np.zeros((n_groups + 1, 0), np.int64)  # fmt: skip
+    order = np.argsort(grp, kind="stable")  # each group's entries in their order in ``sec``
+    del grp
+    ends = np.cumsum(counts.sum(axis=1)[:n_groups]).tolist()
+    order = order[: ends[-1]]  # the entries of no group go
+    keys = sec.keys[order]
+    pos = table[sec.rows[order]]
+    del table, order
+    out = []
+    lo = 0
+    for k, hi in enumerate(ends):
+        if hi == lo:
+            out.append(BandSection.empty())
+            continue
+        offsets = np.zeros(n_bands + 1, np.uint64)
+        np.cumsum(counts[k], dtype=np.uint64, out=offsets[1:])
+        out.append(BandSection(offsets, keys[lo:hi], pos[lo:hi], None, 0))
+        lo = hi
+    return out
+
+
+#: most (group, band) counters :func:`sections_for_rows` keeps in one table
+_MAX_COUNTS = 1 << 24
 
 
 #: a memtable's band rows are offsets from its first row id, in 32 bits

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigError, CorruptFileError, FormatError, StorageError
-from ..index.bands import BandSection, section_for_rows
+from ..index.bands import BandSection, sections_for_rows
 from ..index.scan import BruteIndex
 from .memindex import build_index, compress_pays, hamming_index_class
 from .segment import Segment, open_segment, write_segment
@@ -135,20 +135,23 @@ def write_segments(
     section)."""
     assert st.dir is not None
     parts = st.partition_of(ts)
+    # the rows by partition, then by row id: one sort, however many partitions they span
+    order = np.lexsort((rids, parts))
+    cuts = (np.flatnonzero(np.diff(parts[order])) + 1).tolist()
+    each = [order[a:b] for a, b in zip([0, *cuts], [*cuts, len(order)], strict=True)]
+    each = each if len(order) else []
+    rows = [rids[o] for o in each]
+    sections: list[Any] = [None] * len(each)
+    if isinstance(bands, BandSection):  # the band keys cut for every segment in one pass
+        sections = list(sections_for_rows(bands, rows))
     written: list[LiveSegment] = []
     try:
-        for p in np.unique(parts).tolist():
-            sel = parts == p
-            order = np.argsort(rids[sel], kind="stable")
-            f, r, t = fps[sel][order], rids[sel][order], ts[sel][order]
-            bk: Any = None
-            if isinstance(bands, BandSection):
-                bk = section_for_rows(bands, r)
-            elif bands is not None:
+        for o, r, bk in zip(each, rows, sections, strict=True):
+            if bands is not None and not isinstance(bands, BandSection):
                 inside = np.isin(bands[1], r)
                 bk = (bands[0][inside], bands[1][inside])
             sk = None if sketches is None else sketches.lookup(r)
-            written.append(new_segment(st, int(p), f, r, t, bk, sk))
+            written.append(new_segment(st, int(parts[o[0]]), fps[o], r, ts[o], bk, sk))
     except BaseException as exc:
         for s in written:
             s.segment.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import struct
 import zlib
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -282,6 +283,81 @@ def test_flush_section_writes_the_same_segment_as_materialised_entries(
     )
     assert a == b and (d / "a.nds").read_bytes() == (d / "b.nds").read_bytes()
     open_segment(d / "b.nds").close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1), st.integers(0, 300), st.integers(1, 7), st.floats(0.0, 1.0),
+    st.integers(1, 5),
+)  # fmt: skip
+def test_sections_for_rows_is_section_for_rows_group_by_group(seed, n, parts, share, bands) -> None:
+    """The one-pass split of a memtable section among segments (a flush or a bulk load that
+    spans several partitions) gives, for each, exactly what :func:`section_for_rows` gives it
+    alone: the same offsets, keys and positions; rows in no group (deleted, expired) left out,
+    groups with no entries empty."""
+    from neardup.index import bands as bands_module
+    from neardup.index.bands import section_for_rows, sections_for_rows
+
+    rng = np.random.default_rng(seed)
+    ent = _ent(rng, n, bands)
+    rids = np.arange(7, 7 + n, dtype=np.int64)
+    br = BandIndex(buffer=64)
+    for a in range(0, n, 37):
+        br.insert_many(rids[a : a + 37], ent[a : a + 37])
+    sec = br.section()
+    used = rids[rng.random(n) < share]
+    label = rng.integers(0, parts, len(used))
+    groups = [used[label == k] for k in range(parts)]  # disjoint, each sorted; some empty
+    got = sections_for_rows(sec, groups)
+    with mock.patch.object(bands_module, "_MAX_COUNTS", 0):  # the band-by-band count
+        got_by_band = sections_for_rows(sec, groups)
+    assert len(got) == len(got_by_band) == parts
+    for g, one, other in zip(groups, got, got_by_band, strict=True):
+        assert np.asarray(one.offsets).tolist() == np.asarray(other.offsets).tolist()
+        assert one.keys.tolist() == other.keys.tolist() and one.rows.tolist() == other.rows.tolist()
+        want = section_for_rows(sec, g)
+        assert (
+            np.asarray(one.offsets, np.int64).tolist()
+            == np.asarray(want.offsets, np.int64).tolist()
+        )
+        assert one.keys.tolist() == want.keys.tolist()
+        assert one.rows.tolist() == want.rows.tolist()
+        assert one.rowids is None and want.rowids is None
+
+
+def test_a_bulk_load_over_many_partitions_writes_one_segment_each_and_finds_them(tmp_path) -> None:
+    """A bulk load whose documents span several hourly partitions writes a segment per
+    partition, each with the band keys of its own rows only: every document is found by its own
+    text afterwards (and after a reopen)."""
+    from neardup.online import Deduplicator
+
+    rng = np.random.default_rng(5)
+    now = 1_700_000_000.0
+    vocab = [f"w{i}" for i in range(4000)]
+    docs = [
+        {
+            "id": f"d{i}",
+            "text": " ".join(rng.choice(vocab, 30).tolist()),
+            "time": now - 3600.0 * (i % 6) - 10.0,
+        }
+        for i in range(300)
+    ]
+    with Deduplicator.open(
+        tmp_path / "s", candidates="lsh", retention=24 * 3600, partition_seconds=3600,
+        clock=lambda: now,
+    ) as d:  # fmt: skip
+        assert d.load(docs) == 300
+        parts = {s.partition for s in d.store._state.segments}
+        assert len(parts) == 6
+        found = d.check([{"id": f"q{i}", "text": x["text"]} for i, x in enumerate(docs)])
+        assert all(
+            any(m.id == x["id"] for m in r.matches) for r, x in zip(found, docs, strict=True)
+        )
+    with Deduplicator.open(tmp_path / "s", clock=lambda: now) as d:
+        found = d.check([{"id": f"q{i}", "text": x["text"]} for i, x in enumerate(docs)])
+        assert all(
+            any(m.id == x["id"] for m in r.matches) for r, x in zip(found, docs, strict=True)
+        )
 
 
 def test_a_bad_position_section_is_refused(tmp_path) -> None:

@@ -41,7 +41,13 @@ import numpy.typing as npt
 from .._durable import fsync_dir
 from .._threads import lower_thread_priority
 from ..errors import InputError, StorageError
-from ..index.bands import BandIndex, BandSection, PackedSection, merge_mapped
+from ..index.bands import (
+    BandIndex,
+    BandSection,
+    PackedSection,
+    columns_are_groups,
+    merge_mapped,
+)
 from .applier import lookup_ids
 from .layout import read_json_file, write_json_file
 from .meta import EMPTY_FLAG, NO_CONTENT_HASH
@@ -800,16 +806,26 @@ def _bulk_load(
         written: list[LiveSegment] = []
         try:
             try:
-                section = None
-                if bands is not None:  # as a memtable's band keys, cut per partition as a flush
+                sk_rows = sketches if sketches is not None and st.sketch_width else None
+                if sk_rows is not None and sk_rows.shape != (len(rids), st.sketch_width):
+                    raise ValueError(
+                        f"{sk_rows.shape} sketches for {len(rids)} rows of {st.sketch_width} bytes"
+                    )
+                if bands is not None and (bands.ndim != 2 or len(bands) != len(rids)):
+                    raise ValueError(f"band keys of shape {bands.shape} for {len(rids)} rows")
+                if bands is None or columns_are_groups(bands):
+                    # each partition's section sorted from its own rows' keys
+                    written = write_segments(
+                        st, fps, rids, ts, row_bands=bands, row_sketches=sk_rows
+                    )
+                else:  # (a plan of more rows a band) as a memtable's keys, cut per partition
                     table = BandIndex()
                     table.insert_many(rids, bands)
-                    section = table.section()
-                table_sk = None
-                if sketches is not None and st.sketch_width:
-                    table_sk = SketchTable(st.sketch_width)
-                    table_sk.put(rids, sketches)
-                written = write_segments(st, fps, rids, ts, section, table_sk)
+                    table_sk = None
+                    if sk_rows is not None:
+                        table_sk = SketchTable(st.sketch_width)
+                        table_sk.put(rids, sk_rows)
+                    written = write_segments(st, fps, rids, ts, table.section(), table_sk)
             finally:
                 meta_error = meta.exception()  # waits for the rows either way
                 pool.shutdown()

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigError, CorruptFileError, FormatError, StorageError
-from ..index.bands import BandSection, sections_for_rows
+from ..index.bands import BandSection, section_from_rows, sections_for_rows
 from ..index.scan import BruteIndex
 from .memindex import build_index, compress_pays, hamming_index_class
 from .segment import Segment, open_segment, write_segment
@@ -128,11 +128,22 @@ def write_segments(
     ts: npt.NDArray[np.float64],
     bands: BandKeys = None,
     sketches: SketchTable | None = None,
+    *,
+    row_bands: npt.NDArray[np.uint64] | None = None,
+    row_sketches: npt.NDArray[np.uint8] | None = None,
 ) -> list[LiveSegment]:
     """One segment per partition; ``bands`` (compact keys and row ids, or a memtable
     :class:`BandSection`; rows not in ``rids`` are left out) becomes each segment's band-key
     section (None: an empty one); ``sketches``, the rows' MinHash sketches (None: no sketch
-    section)."""
+    section).
+
+    A bulk load gives its rows' own keys and sketches instead, aligned with ``rids``:
+    ``row_bands`` (n, bands) compact keys whose group is their column
+    (:func:`~neardup.index.bands.columns_are_groups`), each partition's section sorted from its
+    rows alone (:func:`~neardup.index.bands.section_from_rows`, rows as positions), and
+    ``row_sketches`` (n, width): no memtable-like table of every row is built and then cut per
+    partition. The segments are the same bytes either way
+    (tests/store/test_store_bands.py)."""
     assert st.dir is not None
     parts = st.partition_of(ts)
     # the rows by partition, then by row id: one sort, however many partitions they span
@@ -147,10 +158,16 @@ def write_segments(
     written: list[LiveSegment] = []
     try:
         for o, r, bk in zip(each, rows, sections, strict=True):
-            if bands is not None and not isinstance(bands, BandSection):
+            if row_bands is not None:
+                bk = section_from_rows(row_bands[o], np.arange(len(o), dtype=np.int64), 0)
+            elif bands is not None and not isinstance(bands, BandSection):
                 inside = np.isin(bands[1], r)
                 bk = (bands[0][inside], bands[1][inside])
-            sk = None if sketches is None else sketches.lookup(r)
+            sk: Any = None
+            if row_sketches is not None:
+                sk = (np.ones(len(o), np.bool_), row_sketches[o])
+            elif sketches is not None:
+                sk = sketches.lookup(r)
             written.append(new_segment(st, int(parts[o[0]]), fps[o], r, ts[o], bk, sk))
     except BaseException as exc:
         for s in written:

@@ -7,6 +7,7 @@ and sorting them does."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import struct
 import zlib
@@ -358,6 +359,41 @@ def test_a_bulk_load_over_many_partitions_writes_one_segment_each_and_finds_them
         assert all(
             any(m.id == x["id"] for m in r.matches) for r, x in zip(found, docs, strict=True)
         )
+
+
+def test_a_bulk_load_writes_the_same_segments_from_its_rows_as_through_a_memtable_section(
+    tmp_path,
+) -> None:
+    """A bulk load sorts each partition's band keys from its own rows (``row_bands``); the
+    other way (kept for plans whose groups are not columns) builds a memtable section of every
+    row and cuts it per partition. Both write the same segment files, byte for byte."""
+    from neardup.online import Deduplicator
+    from neardup.store import maintenance
+
+    rng = np.random.default_rng(9)
+    now = 1_700_000_000.0
+    vocab = [f"w{i}" for i in range(3000)]
+    docs = [
+        {"id": f"d{i}", "text": " ".join(rng.choice(vocab, int(rng.integers(0, 40))).tolist()),
+         "time": now - 3600.0 * float(rng.integers(0, 7)) - 10.0}
+        for i in range(500)
+    ]  # fmt: skip
+    files = {}
+    for way in ("rows", "memtable"):
+        with contextlib.ExitStack() as stack:
+            if way == "memtable":
+                stack.enter_context(
+                    mock.patch.object(maintenance, "columns_are_groups", lambda ent: False)
+                )
+            with Deduplicator.open(
+                tmp_path / way, candidates="lsh", retention=24 * 3600, partition_seconds=3600,
+                clock=lambda: now,
+            ) as d:  # fmt: skip
+                assert d.load(docs) == 500
+                paths = sorted(s.segment.path for s in d.store._state.segments)
+                files[way] = {p.name: p.read_bytes() for p in paths}
+    assert len(files["rows"]) >= 6
+    assert files["rows"] == files["memtable"]
 
 
 def test_a_bad_position_section_is_refused(tmp_path) -> None:

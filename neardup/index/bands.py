@@ -728,13 +728,13 @@ def sections_for_rows(
     sec: BandSection, groups: Sequence[npt.NDArray[np.int64]]
 ) -> list[BandSection]:
     """:func:`section_for_rows` of ``sec`` for each of ``groups`` (disjoint row-id arrays, each
-    sorted ascending: the segments one flush or bulk load writes, one per time partition), in
-    one pass over the entries however many groups there are: each entry's group and position
-    looked up once, the entries put in group order by one stable sort of their group numbers
-    (a radix sort), each group's band offsets found by a binary search. A pass per group costs
-    the whole section once per segment: a bulk load whose documents span many partitions
-    (``benchmarks/bench_load.py``) paid it for each. Equal to :func:`section_for_rows` group by
-    group (tests/store/test_store_bands.py)."""
+    sorted ascending: the segments one flush writes, one per time partition), in one pass over
+    the entries however many groups there are: each entry's group and position looked up once,
+    the entries put in group order by one stable sort of their group numbers (a radix sort),
+    each group's band offsets summed from one count of its entries per band. A pass per group
+    costs the whole section once per segment: a flush whose rows span many partitions paid it
+    for each (``benchmarks/bench_seed.py``). Equal to :func:`section_for_rows` group by group
+    (tests/store/test_store_bands.py)."""
     if sec.rowids is not None:
         raise ValueError("sections_for_rows takes a memtable section (rows relative to a base)")
     if len(groups) < 2:

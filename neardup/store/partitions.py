@@ -160,6 +160,8 @@ def write_segments(
         for o, r, bk in zip(each, rows, sections, strict=True):
             if row_bands is not None:
                 bk = section_from_rows(row_bands[o], np.arange(len(o), dtype=np.int64), 0)
+                if not len(bk):  # rows with no keys: the empty section a memtable cut gives
+                    bk = BandSection.empty()
             elif bands is not None and not isinstance(bands, BandSection):
                 inside = np.isin(bands[1], r)
                 bk = (bands[0][inside], bands[1][inside])

@@ -59,6 +59,7 @@ __all__ = [
     "section_for_rows",
     "section_from_rows",
     "sections_for_rows",
+    "unique_by_column",
 ]
 
 # the compact key's layout (neardup.fingerprint.minhash.compact_keys): group << 32 | h32
@@ -402,8 +403,9 @@ def lookup(
     if q == 1:  # a single request: only the union of its keys' rows is wanted (NumPy's hash
         # np.unique costs more than a sort of a request's few dozen keys)
         uk = unique_sorted(flat[valid])
-    else:
-        uk, inv = unique_inverse(flat[valid])  # sorted distinct query keys
+    else:  # sorted distinct query keys; a big check's column by column on threads
+        by_col = unique_by_column(queries, valid) if valid.size >= _PARALLEL_UNIQUE else None
+        uk, inv = by_col if by_col is not None else unique_inverse(flat[valid])
     nu = uk.size
     found: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], Any]] = []
     grouped: list[tuple[SectionGroup, GroupHits]] = []
@@ -463,6 +465,71 @@ def lookup(
     qi, rr = qi[keep], rr[keep]
     bounds = np.searchsorted(qi, np.arange(q + 1)).tolist()
     return [rr[bounds[k] : bounds[k + 1]] for k in range(q)]
+
+
+def unique_by_column(
+    queries: npt.NDArray[np.uint64], valid: npt.NDArray[np.intp]
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.intp]] | None:
+    """:func:`~neardup._arrays.unique_inverse` of ``queries.ravel()[valid]`` (``valid``: the
+    positions of the entries other than :data:`NO_KEYS`), found column by column when each
+    column is one group (:func:`columns_are_groups`): the distinct keys of a column are
+    those of its 32-bit hashes, each column one sort of ``hash << b | row`` (b bits of row
+    number) on a kernel thread, the columns' results laid end to end (their groups are in
+    column order). The smaller sorts cost less than one sort of every entry and run on every
+    thread: the check of a big batch against the store (``benchmarks/bench_seed.py``).
+
+    None where it does not apply: a column that is not one group, or a row with keys in only
+    some of its columns (the caller then takes :func:`~neardup._arrays.unique_inverse`).
+    Equal to it wherever it applies (tests/index/test_bands.py)."""
+    q, nb = queries.shape
+    has = np.flatnonzero(queries[:, 0] != NO_KEYS)
+    n = int(has.size)
+    if n < 2 or nb == 0 or valid.size != n * nb:
+        return None
+    ent = queries if n == q else queries[has]
+    bits = (n - 1).bit_length()  # 32 + bits <= 64: fewer than 2**32 rows
+    shift, mask = np.uint64(bits), np.uint64((1 << bits) - 1)
+    row = np.arange(n, dtype=np.uint64)
+    inv = np.empty((n, nb), np.intp)
+    distinct: list[npt.NDArray[np.uint64]] = [row[:0]] * nb
+    grouped = np.ones(nb, np.bool_)
+
+    def columns(lo: int, hi: int) -> None:  # NumPy's sorts and ufuncs release the GIL
+        comb = np.empty(n, np.uint64)
+        new = np.empty(n, np.bool_)
+        new[0] = True
+        for j in range(lo, hi):
+            col = np.ascontiguousarray(ent[:, j])
+            np.right_shift(col, _SHIFT32, out=comb)
+            if not (comb == np.uint64(j)).all():
+                grouped[j] = False
+                return
+            np.bitwise_and(col, _LOW32, out=comb)
+            comb <<= shift
+            comb |= row
+            comb.sort()
+            keys = comb >> shift
+            np.not_equal(keys[1:], keys[:-1], out=new[1:])
+            comb &= mask
+            rank = np.cumsum(new, dtype=np.intp)
+            rank -= 1
+            inv[comb.astype(np.intp), j] = rank
+            distinct[j] = keys[new]
+
+    run_ranges(columns, nb, min_items=1)
+    if not grouped.all():
+        return None
+    start = np.zeros(nb, np.intp)
+    np.cumsum([d.size for d in distinct[:-1]], out=start[1:])
+    inv += start
+    for j, d in enumerate(distinct):
+        d |= np.uint64(j) << _SHIFT32
+    return np.concatenate(distinct), inv.reshape(-1)
+
+
+#: query entries (queries × bands) from which :func:`lookup` finds its distinct keys column
+#: by column (:func:`unique_by_column`): below it one sort costs less than the threads' wake-ups
+_PARALLEL_UNIQUE = 200_000
 
 
 def _ends(

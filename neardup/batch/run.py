@@ -63,7 +63,7 @@ from ..rules.verify import (
     verify_in_chunks,
 )
 from ..verify.rule import RULE_UNVERIFIED
-from .exact import ExactFingerprintPass, stage_fingerprint
+from .exact import ExactFingerprintPass, first_of_equal_rows, stage_fingerprint
 from .result import DedupResult
 
 __all__ = ["dedup"]
@@ -113,6 +113,33 @@ def _check_signatures(
     return sig, tokens.astype(np.int64, copy=False)
 
 
+def _check_fingerprints(
+    fingerprints: Any, n: int
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64], npt.NDArray[np.bool_]]:
+    """``dedup(fingerprints=)`` checked before any work: one content hash, fingerprint and
+    empty flag per text."""
+    try:
+        hashes, fps, empty = fingerprints
+    except (TypeError, ValueError):
+        raise InputError(
+            "fingerprints must be a triple (content hashes (n, 2) uint64, fingerprints (n,) "
+            "uint64, empty flags (n,) bool)"
+        ) from None
+    hashes, fps, empty = np.asarray(hashes), np.asarray(fps), np.asarray(empty)
+    if hashes.dtype != np.uint64 or hashes.shape != (n, 2):
+        raise InputError(
+            f"fingerprints: expected content hashes of uint64 shape ({n}, 2) for {n} texts, "
+            f"got {hashes.dtype} {hashes.shape}"
+        )
+    if fps.dtype != np.uint64 or fps.shape[:1] != (n,):
+        raise InputError(
+            f"fingerprints: expected {n} uint64 fingerprints, got {fps.dtype} {fps.shape}"
+        )
+    if empty.dtype != np.bool_ or empty.shape != (n,):
+        raise InputError(f"fingerprints: expected {n} bool empty flags, got {empty.dtype} {empty.shape}")  # fmt: skip
+    return hashes, fps, empty
+
+
 def dedup(
     texts: Sequence[str],
     *,
@@ -123,6 +150,8 @@ def dedup(
     candidates_out: list[PairTable] | None = None,
     signatures: tuple[npt.NDArray[np.uint16], npt.NDArray[np.int64]] | None = None,
     work_out: dict[str, Any] | None = None,
+    fingerprints: tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64], npt.NDArray[np.bool_]]
+    | None = None,
     **overrides: Any,
 ) -> DedupResult:
     """Deduplicate a corpus: exact duplicates, then verified near-duplicates, then clusters.
@@ -161,6 +190,13 @@ def dedup(
         the same fingerprinter, verifier and plan stores the kept texts from these without
         preparing them again (:func:`neardup.incremental.dedup_into`). The signatures are then
         kept alive until the caller drops them.
+    fingerprints : (numpy.ndarray, numpy.ndarray, numpy.ndarray), optional
+        The texts' content hashes ``(n, 2)`` uint64 (as
+        :func:`~neardup.fingerprint.content_hash_many` makes them), fingerprints ``(n,)``
+        uint64 and empty flags ``(n,)`` bool, as this config's fingerprinter makes them (an
+        online store's prepared batches carry them: :func:`neardup.incremental.dedup_into`
+        passes those), used instead of making them again: the exact and fingerprint stages
+        are then a sort. The results are the same; ``exact_pass`` is not used.
 
     Returns
     -------
@@ -180,6 +216,8 @@ def dedup(
     n = len(texts)
     if signatures is not None:
         signatures = _check_signatures(signatures, n, cfg)
+    if fingerprints is not None:
+        fingerprints = _check_fingerprints(fingerprints, n)
     if ids is None:
         id_list = [str(i) for i in range(n)]
     elif type(ids) is UniqueIds and len(ids) == n:  # read by neardup.io: str, checked unique
@@ -215,7 +253,21 @@ def dedup(
         return done
 
     fp = cfg.make_fingerprinter()
-    if cfg.exact:  # one pass: exact hashes and the first copies' fingerprints
+    if fingerprints is not None:  # given: the exact groups from the hashes, fingerprints taken
+        if exact_pass is not None:
+            exact_pass.close()
+        hashes, fps_all, empty_all = fingerprints
+        done = timed("exact")
+        first = first_of_equal_rows(hashes) if cfg.exact else np.arange(n, dtype=np.int64)
+        is_dup = first != np.arange(n)
+        groups = ExactGroups.from_first(first)
+        exact = stage_exact_pairs(groups, cfg.expand_pairs)
+        done()
+        done = timed("fingerprint")
+        unique = np.flatnonzero(~is_dup).astype(np.int64)
+        fps_u, empty_u = fps_all[unique], empty_all[unique]
+        done()
+    elif cfg.exact:  # one pass: exact hashes and the first copies' fingerprints
         report("exact", 0, n)
         report("fingerprint", 0, n)
 

@@ -295,8 +295,10 @@ def dedup_into(
     what the earlier ones stored (``benchmarks/bench_load.py`` measures both).
 
     The store check's prepared batches (fingerprints, signatures, band keys) are what the load
-    stores, and their signatures are the batch run's (when the store's MinHash channel is the
-    run's: the same plan and verifier), so no document is prepared or signed twice (up to
+    stores, their content hashes and fingerprints are the batch run's (when the store's
+    fingerprinter is the run's) and so are their signatures (when the store's MinHash channel
+    is the run's: the same plan and verifier), so no document is hashed, fingerprinted or
+    signed twice (up to
     ``REUSE_MAX`` documents; ``keep_prepared``: kept in the result for a later
     :func:`load_kept`). An empty store is not checked: the kept documents are stored from the
     batch run's own fingerprints and signatures (:class:`~neardup.incremental.stored.RunWork`,
@@ -332,6 +334,7 @@ def dedup_into(
         config=config,
         progress=progress,
         signatures=_signatures_of(d, prepared, n, rest, config),
+        fingerprints=_fingerprints_of(d, prepared, n, rest, config),
         work_out=work,
     )
     keep = np.zeros(n, np.bool_)
@@ -360,8 +363,7 @@ def _run_work_fits(d: Any, config: DedupConfig | None) -> bool:
     """Whether the batch run's fingerprints and signatures are what the store ``d`` makes: the
     same fingerprinter, and with its MinHash channel the same plan and verifier."""
     cfg = config or DedupConfig()
-    fp = cfg.make_fingerprinter()
-    if fp != d.fingerprinter or getattr(fp, "bits", 64) != d.bits:
+    if not _same_fingerprinter(d, cfg):
         return False
     plan = getattr(d, "lsh_plan", None)
     if plan is None:
@@ -369,6 +371,12 @@ def _run_work_fits(d: Any, config: DedupConfig | None) -> bool:
     if cfg.candidates != "lsh" or plan != cfg.lsh_plan() or d.verifier is None:
         return False
     return bool(d.verifier.config() == cfg.make_verifier().config())
+
+
+def _same_fingerprinter(d: Any, cfg: DedupConfig) -> bool:
+    """Whether the run's fingerprinter makes the store ``d``'s fingerprints."""
+    fp = cfg.make_fingerprinter()
+    return bool(fp == d.fingerprinter and getattr(fp, "bits", 64) == d.bits)
 
 
 def _refuse_bad_input(d: Any, ids: Sequence[str], times: Sequence[float] | None) -> None:
@@ -423,6 +431,30 @@ def _signatures_of(
     sig = np.concatenate([b.sig for b in batches])
     tokens = np.concatenate([b.tokens for b in batches])
     return sig[rest], tokens[rest]
+
+
+def _fingerprints_of(
+    d: Any,
+    prepared: list[tuple[int, PreparedDocs]] | None,
+    n: int,
+    rest: npt.NDArray[np.int64],
+    config: DedupConfig | None,
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64], npt.NDArray[np.bool_]] | None:
+    """The content hashes, fingerprints and empty flags of documents ``rest`` from the prepared
+    batches (of all ``n`` documents), for the batch run, when its fingerprinter is the
+    store's; else None (the run makes its own)."""
+    if not prepared or not _same_fingerprinter(d, config or DedupConfig()):
+        return None
+    batches = [b for _, b in prepared]
+    if sum(map(len, batches)) != n:
+        return None
+    # the store's 16 bytes a document (high word, low word, each little-endian) as the run's
+    # (n, 2) uint64 hashes
+    raw = b"".join(h for b in batches for h in b.chash)
+    hashes = np.frombuffer(raw, dtype="<u8").reshape(n, 2).astype(np.uint64)
+    fps = np.concatenate([b.fps for b in batches])
+    empty = np.concatenate([b.empty for b in batches])
+    return hashes[rest], fps[rest], empty[rest]
 
 
 def _write_pairs(path: str, result: Any, stored: list[tuple[str, str, int, float | None]]) -> None:

@@ -157,6 +157,40 @@ def test_signatures_given_decide_as_signatures_made():
         dedup(texts, signatures=sig, candidates="simhash")
 
 
+@pytest.mark.parametrize("candidates", ["lsh", "simhash"])
+@pytest.mark.parametrize("exact", [True, False])
+def test_fingerprints_given_decide_as_fingerprints_made(candidates, exact):
+    """``dedup(fingerprints=)`` (content hashes, fingerprints and empty flags a store's
+    prepared batches hand a run) gives the run made without them: copies that differ in case
+    and spacing, texts with no tokens, Chinese texts; a wrong shape is refused before any
+    work."""
+    from neardup.batch.exact import stage_fingerprint
+    from neardup.fingerprint import content_hash_many
+
+    rng = np.random.default_rng(5)
+    words = ["river", "city", "market", "garden", "winter", "bridge", "library", "budget"]
+    texts = [" ".join(rng.choice(words, int(rng.integers(3, 30)))) for _ in range(200)]
+    texts += [t + " extra" for t in texts[:40]] + texts[40:50]  # edits and exact copies
+    texts += [t.upper() for t in texts[50:60]] + ["  " + t.replace(" ", "  ") for t in texts[60:65]]
+    texts += ["", "... !!", "...  !!", "今天天气很好我们一起去公园散步然后吃午饭", "今天天气很好我们一起去公园散步然后吃晚饭"]  # fmt: skip
+    cfg = DedupConfig(candidates=candidates, exact=exact)
+    fps, empty = stage_fingerprint(cfg.make_fingerprinter(), texts)
+    given_fp = (np.asarray(content_hash_many(texts), np.uint64), fps, empty)
+    made, given = dedup(texts, config=cfg), dedup(texts, config=cfg, fingerprints=given_fp)
+    assert made.keep.tolist() == given.keep.tolist()
+    assert made.cluster.tolist() == given.cluster.tolist()
+    assert made.pair_rows() == given.pair_rows()
+    assert made.keep.sum() < len(texts) - 40  # (the copies were found)
+    with pytest.raises(InputError, match="content hashes"):
+        dedup(texts, config=cfg, fingerprints=(given_fp[0][1:], fps, empty))
+    with pytest.raises(InputError, match="fingerprints"):
+        dedup(texts, config=cfg, fingerprints=(given_fp[0], fps[:-1], empty))
+    with pytest.raises(InputError, match="empty flags"):
+        dedup(texts, config=cfg, fingerprints=(given_fp[0], fps, empty.astype(np.uint8)))
+    with pytest.raises(InputError, match="a triple"):
+        dedup(texts, config=cfg, fingerprints=fps)
+
+
 def test_verify_false_and_max_distance():
     r = dedup(CORPUS, verify=False, max_distance=0)
     assert r.stats["config"]["verify"] is False

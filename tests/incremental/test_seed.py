@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,7 +85,8 @@ def test_the_checks_prepared_batches_load_as_the_documents_would(
 ) -> None:
     """``dedup_into`` against a store that holds documents loads the kept ones from the store
     check's prepared batches (checks of 37, loads of 50 here, so the kept ones of a load span
-    several batches), and its batch run takes their signatures: the same stored rows, times
+    several batches), and its batch run takes their signatures, content hashes and
+    fingerprints: the same stored rows, times
     included, as preparing and signing them again (``REUSE_MAX`` 0), and the kept set of
     checking-and-inserting them one by one. (The first part meets an empty store: it is
     stored from the batch run's own work either way, tested below.)"""
@@ -106,6 +108,14 @@ def test_the_checks_prepared_batches_load_as_the_documents_would(
         return cands(*args)
 
     monkeypatch.setattr(batch_run, "stage_candidates_for", candidates)
+    hashed: list[bool] = []  # whether each batch run was handed its hashes and fingerprints
+    run_dedup = batch_run.dedup
+
+    def dedup(*args: Any, **kwargs: Any) -> Any:
+        hashed.append(kwargs.get("fingerprints") is not None)
+        return run_dedup(*args, **kwargs)
+
+    monkeypatch.setattr(batch_run, "dedup", dedup)
     rows = _records()
     now = time.time()
     first, second = rows[:300], rows[300:]
@@ -117,6 +127,7 @@ def test_the_checks_prepared_batches_load_as_the_documents_would(
             for part, base in ((first, 0), (second, 300)):
                 takes.clear()
                 given.clear()
+                hashed.clear()
                 into = dedup_into(
                     d,
                     [r["id"] for r in part],
@@ -125,9 +136,9 @@ def test_the_checks_prepared_batches_load_as_the_documents_would(
                 )
                 assert into.prepared is None and into.work is None  # (loaded, not kept)
                 # the second part's kept documents came from the check's batches, and so
-                # did the batch run's signatures
+                # did the batch run's signatures, content hashes and fingerprints
                 checked = reuse and base > 0
-                assert bool(takes) == checked and given == [checked]
+                assert bool(takes) == checked and given == [checked] and hashed == [checked]
                 assert not checked or (len(takes) > 2 and 0 < sum(takes) <= len(part))
         out[reuse] = _stored(path)
     assert out[True] == out[False]

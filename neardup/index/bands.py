@@ -450,15 +450,19 @@ def lookup(
     # the gathered rows grouped by key (their order within a key does not matter: each
     # query's rows are sorted and made unique below)
     ku, kr = sorted_pairs(np.concatenate(seg_u), np.concatenate(seg_r))
-    ustart = np.searchsorted(ku, np.arange(nu + 1))
-    # every valid query entry gets its key's rows
-    c = np.diff(ustart)[inv]
-    sel = np.flatnonzero(c)
+    # each key's rows: a count, not a search per key (most of a big check's keys find none)
+    per_key = np.bincount(ku, minlength=nu)
+    ustart = np.zeros(nu + 1, np.int64)
+    np.cumsum(per_key, out=ustart[1:])
+    # every valid query entry gets its key's rows (found through a bool per key: a gather
+    # from a small array)
+    sel = np.flatnonzero((per_key > 0)[inv])
     if not sel.size:
         return [empty] * q
-    c = c[sel]
+    at = inv[sel]
+    c = per_key[at]
     qi = np.repeat(valid[sel] // nb, c)
-    rr = kr[_ranges(ustart[inv[sel]], c)]
+    rr = kr[_ranges(ustart[at], c)]
     qi, rr = sorted_pairs(qi, rr)
     keep = np.ones(qi.size, bool)
     keep[1:] = (qi[1:] != qi[:-1]) | (rr[1:] != rr[:-1])

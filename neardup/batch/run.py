@@ -253,21 +253,8 @@ def dedup(
         return done
 
     fp = cfg.make_fingerprinter()
-    if fingerprints is not None:  # given: the exact groups from the hashes, fingerprints taken
-        if exact_pass is not None:
-            exact_pass.close()
-        hashes, fps_all, empty_all = fingerprints
-        done = timed("exact")
-        first = first_of_equal_rows(hashes) if cfg.exact else np.arange(n, dtype=np.int64)
-        is_dup = first != np.arange(n)
-        groups = ExactGroups.from_first(first)
-        exact = stage_exact_pairs(groups, cfg.expand_pairs)
-        done()
-        done = timed("fingerprint")
-        unique = np.flatnonzero(~is_dup).astype(np.int64)
-        fps_u, empty_u = fps_all[unique], empty_all[unique]
-        done()
-    elif cfg.exact:  # one pass: exact hashes and the first copies' fingerprints
+    # one pass: exact hashes and the first copies' fingerprints (unless given)
+    if cfg.exact and fingerprints is None:
         report("exact", 0, n)
         report("fingerprint", 0, n)
 
@@ -291,11 +278,14 @@ def dedup(
         report("exact", n, n)
         report("fingerprint", n, n)
         unique = np.flatnonzero(~is_dup).astype(np.int64)
-    else:
+    else:  # fingerprints given (the exact groups from their hashes), or no exact stage
         if exact_pass is not None:
             exact_pass.close()
         done = timed("exact")
-        first = np.arange(n, dtype=np.int64)
+        if fingerprints is not None and cfg.exact:
+            first = first_of_equal_rows(fingerprints[0])
+        else:
+            first = np.arange(n, dtype=np.int64)
         is_dup = first != np.arange(n)
         groups = ExactGroups.from_first(first)
         exact = stage_exact_pairs(groups, cfg.expand_pairs)
@@ -303,7 +293,10 @@ def dedup(
 
         done = timed("fingerprint")
         unique = np.flatnonzero(~is_dup).astype(np.int64)
-        fps_u, empty_u = stage_fingerprint(fp, [texts[i] for i in unique.tolist()], cfg.workers)
+        if fingerprints is not None:
+            fps_u, empty_u = fingerprints[1][unique], fingerprints[2][unique]
+        else:
+            fps_u, empty_u = stage_fingerprint(fp, [texts[i] for i in unique.tolist()], cfg.workers)
         done()
 
     # counted in the corpus's documents, like the other document stages (the candidate stage

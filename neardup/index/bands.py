@@ -245,11 +245,14 @@ def _merge_by_sort(
     sections: Sequence[BandSection | PackedSection], maps: Sequence[npt.NDArray[np.int64]]
 ) -> BandSection:
     """:func:`merge_mapped` of three or more sections: each group's kept entries of every
-    section as one ``key << 32 | mapped row`` word each, sorted (NumPy's vectorised sort),
-    split back. Every entry is copied a fixed number of times, where merging the runs pairwise
-    as a balanced tree copied it about log2(k) times for k inputs, into a fresh array each
-    round (``benchmarks/bench_merge.py``). Rows are unique, so (key, row) orders the words as
-    the runs' merge would."""
+    section as one ``key << 32 | mapped row`` word each, one sorted run per section (a
+    section's group is sorted by (key, row) and its map increases), merged by
+    :func:`_merge_runs`: every entry is copied twice and compared with the head of each other
+    run, where sorting the group's words cost a vectorised sort of them (and merging the runs
+    pairwise as a balanced tree copied each about log2(k) times, into a fresh array each round;
+    ``benchmarks/bench_merge.py`` measures them). Rows are unique, so (key, row) orders the
+    words as the runs' merge would. From :data:`_MERGE_RUNS_MAX` runs in a group (a head
+    compared with every other costs more than the sort) the group's words are sorted."""
     ng = max(len(sec.offsets) - 1 for sec in sections)
     total = sum(len(sec) for sec in sections)
     keys = np.empty(total, np.uint32)
@@ -260,25 +263,86 @@ def _merge_by_sort(
         o = sec.offsets.astype(np.int64)
         sizes[: o.size - 1] += o[1:] - o[:-1]
     buf = np.empty(int(sizes.max()) if ng else 0, np.uint64)  # one group's words at a time
+    bounds = np.zeros(len(sections) + 1, np.int64)  # where each non-empty run starts, then n
     at = 0
     for g in range(ng):
         n = 0
+        runs = 0
         for sec, m in zip(sections, maps, strict=True):
             if g + 1 >= len(sec.offsets):
                 continue
             if isinstance(sec, PackedSection):
                 gk, gr = unpack_group(sec, g)
-                n = _group_words(gk, gr, m, 0, len(gk), buf, n)
+                got = _group_words(gk, gr, m, 0, len(gk), buf, n)
             else:
                 lo, hi = int(sec.offsets[g]), int(sec.offsets[g + 1])
-                n = _group_words(sec.keys, sec.rows, m, lo, hi, buf, n)
-        w = buf[:n]
-        w.sort()
-        keys[at : at + n] = w >> _SHIFT32
-        rows[at : at + n] = w & _LOW32
+                got = _group_words(sec.keys, sec.rows, m, lo, hi, buf, n)
+            if got > n:
+                bounds[runs] = n
+                runs += 1
+                n = got
+        bounds[runs] = n
+        if runs < _MERGE_RUNS_MAX:
+            _merge_runs(buf, bounds[: runs + 1], keys, rows, at)
+        else:
+            w = buf[:n]
+            w.sort()
+            keys[at : at + n] = w >> _SHIFT32
+            rows[at : at + n] = w & _LOW32
         at += n
         offs[g + 1] = at
     return BandSection(offs, keys[:at], rows[:at], None, 0)
+
+
+#: runs in one group from which :func:`_merge_by_sort` sorts the group's words instead of
+#: merging the runs (each output word is compared with every run's head:
+#: ``benchmarks/bench_merge.py --segments`` times both)
+_MERGE_RUNS_MAX = 64
+
+
+@kernel(nogil=True)
+def _merge_runs(
+    words: npt.NDArray[np.uint64],
+    bounds: npt.NDArray[np.int64],
+    keys: npt.NDArray[np.uint32],
+    rows: npt.NDArray[np.uint32],
+    at: int,
+) -> None:  # pragma: no cover (numba)
+    """The sorted runs ``words[bounds[j]:bounds[j + 1]]`` (distinct words) merged into
+    ``keys[at:]`` (each word's high half) and ``rows[at:]`` (its low half): the smallest head
+    of the runs not yet used up, found by comparing them all (few runs); a run used up leaves
+    the set, so no sentinel value is needed."""
+    k = bounds.size - 1
+    pos = bounds[:-1].copy()
+    end = bounds[1:].copy()
+    head = np.empty(k, np.uint64)
+    run = np.arange(k)
+    live = 0
+    for j in range(k):
+        if pos[j] < end[j]:
+            head[live] = words[pos[j]]
+            run[live] = j
+            live += 1
+    o = at
+    while live > 0:
+        best = 0
+        w = head[0]
+        for j in range(1, live):
+            if head[j] < w:
+                w = head[j]
+                best = j
+        keys[o] = np.uint32(w >> np.uint64(32))
+        rows[o] = np.uint32(w & np.uint64(0xFFFFFFFF))
+        o += 1
+        r = run[best]
+        p = pos[r] + 1
+        pos[r] = p
+        if p < end[r]:
+            head[best] = words[p]
+        else:  # the run is used up: the last live one takes its place
+            live -= 1
+            head[best] = head[live]
+            run[best] = run[live]
 
 
 @kernel(nogil=True)
@@ -477,10 +541,11 @@ def unique_by_column(
     """:func:`~neardup._arrays.unique_inverse` of ``queries.ravel()[valid]`` (``valid``: the
     positions of the entries other than :data:`NO_KEYS`), found column by column when each
     column is one group (:func:`columns_are_groups`): the distinct keys of a column are
-    those of its 32-bit hashes, each column one sort of ``hash << b | row`` (b bits of row
-    number) on a kernel thread, the columns' results laid end to end (their groups are in
-    column order). The smaller sorts cost less than one sort of every entry and run on every
-    thread: the check of a big batch against the store (``benchmarks/bench_seed.py``).
+    those of its 32-bit hashes, each column's radix-sorted with their row numbers
+    (:func:`_distinct_columns`) on the kernel threads, the columns' results laid end to end
+    (their groups are in column order). The smaller sorts cost less than one sort of every
+    entry, run on every thread and never wait for the GIL: the check of a big batch against
+    the store (``benchmarks/bench_seed.py``).
 
     None where it does not apply: a column that is not one group, or a row with keys in only
     some of its columns (the caller then takes :func:`~neardup._arrays.unique_inverse`).
@@ -490,45 +555,94 @@ def unique_by_column(
     n = int(has.size)
     if n < 2 or nb == 0 or valid.size != n * nb:
         return None
-    ent = queries if n == q else queries[has]
-    bits = (n - 1).bit_length()  # 32 + bits <= 64: fewer than 2**32 rows
-    shift, mask = np.uint64(bits), np.uint64((1 << bits) - 1)
-    row = np.arange(n, dtype=np.uint64)
+    ent = np.ascontiguousarray(queries if n == q else queries[has], np.uint64)
     inv = np.empty((n, nb), np.intp)
-    distinct: list[npt.NDArray[np.uint64]] = [row[:0]] * nb
+    distinct = np.empty((nb, n), np.uint64)
+    count = np.zeros(nb, np.int64)
     grouped = np.ones(nb, np.bool_)
-
-    def columns(lo: int, hi: int) -> None:  # NumPy's sorts and ufuncs release the GIL
-        comb = np.empty(n, np.uint64)
-        new = np.empty(n, np.bool_)
-        new[0] = True
-        for j in range(lo, hi):
-            col = np.ascontiguousarray(ent[:, j])
-            np.right_shift(col, _SHIFT32, out=comb)
-            if not (comb == np.uint64(j)).all():
-                grouped[j] = False
-                return
-            np.bitwise_and(col, _LOW32, out=comb)
-            comb <<= shift
-            comb |= row
-            comb.sort()
-            keys = comb >> shift
-            np.not_equal(keys[1:], keys[:-1], out=new[1:])
-            comb &= mask
-            rank = np.cumsum(new, dtype=np.intp)
-            rank -= 1
-            inv[comb.astype(np.intp), j] = rank
-            distinct[j] = keys[new]
-
-    run_ranges(columns, nb, min_items=1)
+    run_ranges(_distinct_columns, nb, ent, inv, distinct, count, grouped)
     if not grouped.all():
         return None
     start = np.zeros(nb, np.intp)
-    np.cumsum([d.size for d in distinct[:-1]], out=start[1:])
+    np.cumsum(count[:-1], out=start[1:])
     inv += start
-    for j, d in enumerate(distinct):
-        d |= np.uint64(j) << _SHIFT32
-    return np.concatenate(distinct), inv.reshape(-1)
+    return np.concatenate([distinct[j, : count[j]] for j in range(nb)]), inv.reshape(-1)
+
+
+#: bits of a column's hash sorted per pass of :func:`_distinct_columns`' radix sort (three
+#: passes for 32 bits; a 2,048-entry count stays in L1)
+_DIGIT_BITS = 11
+
+
+@kernel(nogil=True)
+def _distinct_columns(
+    lo: int,
+    hi: int,
+    ent: npt.NDArray[np.uint64],
+    inv: npt.NDArray[np.intp],
+    distinct: npt.NDArray[np.uint64],
+    count: npt.NDArray[np.int64],
+    grouped: npt.NDArray[np.bool_],
+) -> None:  # pragma: no cover (numba)
+    """Columns ``lo..hi`` of :func:`unique_by_column`: column ``j``'s distinct keys into
+    ``distinct[j, :count[j]]`` (sorted), each entry's rank among them into ``inv[:, j]``;
+    ``grouped[j]`` False (and nothing else written) where a key of the column is not of group
+    ``j``. The column's 32-bit hashes are sorted with their row numbers by a stable LSD radix
+    sort (:data:`_DIGIT_BITS` a pass): without the GIL, where NumPy's sort and ufuncs took it
+    between calls (a dozen a column), so the writer's check waited on a preparing thread."""
+    n = ent.shape[0]
+    h = np.empty(n, np.uint32)
+    r = np.empty(n, np.int64)
+    h2 = np.empty(n, np.uint32)
+    r2 = np.empty(n, np.int64)
+    nd = 1 << _DIGIT_BITS
+    dmask = np.uint32(nd - 1)
+    hist = np.empty(nd, np.int64)
+    for j in range(lo, hi):
+        g = np.uint64(j)
+        ok = True
+        for i in range(n):
+            v = ent[i, j]
+            if (v >> np.uint64(32)) != g:
+                ok = False
+                break
+            h[i] = np.uint32(v & np.uint64(0xFFFFFFFF))
+            r[i] = i
+        if not ok:
+            grouped[j] = False
+            continue
+        src_h, src_r, dst_h, dst_r = h, r, h2, r2
+        shift = 0
+        while shift < 32:
+            for b in range(nd):
+                hist[b] = 0
+            sh = np.uint32(shift)
+            for i in range(n):
+                hist[(src_h[i] >> sh) & dmask] += 1
+            acc = 0
+            for b in range(nd):
+                c = hist[b]
+                hist[b] = acc
+                acc += c
+            for i in range(n):
+                d = (src_h[i] >> sh) & dmask
+                p = hist[d]
+                hist[d] = p + 1
+                dst_h[p] = src_h[i]
+                dst_r[p] = src_r[i]
+            src_h, src_r, dst_h, dst_r = dst_h, dst_r, src_h, src_r
+            shift += _DIGIT_BITS
+        k = -1
+        prev = np.uint32(0)
+        top = g << np.uint64(32)
+        for i in range(n):
+            v = src_h[i]
+            if k < 0 or v != prev:
+                k += 1
+                distinct[j, k] = top | np.uint64(v)
+                prev = v
+            inv[src_r[i], j] = k
+        count[j] = k + 1
 
 
 #: query entries (queries × bands) from which :func:`lookup` finds its distinct keys column

@@ -503,12 +503,18 @@ def test_merge_mapped_equals_materialising_and_sorting(segments) -> None:
         k, pos = sort_entries(k, pos)
         sections.append(BandSection.from_sorted(k, pos.astype(np.uint32)))
         maps.append(np.where(a, np.searchsorted(merged, rid), -1).astype(np.int64))
-    got, want = merge_mapped(sections, maps), merge_mapped_reference(sections, maps)
-    gk, gr = got
+    want = merge_mapped_reference(sections, maps)
     wk, wr = want
-    assert gk.tolist() == wk.tolist() and gr.tolist() == wr.tolist()
-    assert int(got.offsets[-1]) == len(got)
-    assert got.offsets.tolist()[: len(want.offsets)] == want.offsets.tolist()[: len(got.offsets)]
+    # the runs merged, and each group's words sorted instead (from the runs' limit on)
+    for most in (64, 1):
+        with mock.patch("neardup.index.bands._MERGE_RUNS_MAX", most):
+            got = merge_mapped(sections, maps)
+        gk, gr = got
+        assert gk.tolist() == wk.tolist() and gr.tolist() == wr.tolist()
+        assert int(got.offsets[-1]) == len(got)
+        assert (
+            got.offsets.tolist()[: len(want.offsets)] == want.offsets.tolist()[: len(got.offsets)]
+        )
 
 
 def test_merge_mapped_refuses_a_map_that_reorders_rows() -> None:

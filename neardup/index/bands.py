@@ -205,10 +205,10 @@ def merge_mapped(
     row left out (deleted). Every map must increase over the rows it keeps (a merged segment
     keeps its inputs' rows in row-id order), so each input stays sorted: two sections merge as
     sorted runs in one pass, allocating the output only, and three or more (or packed ones, a
-    segment's: :class:`PackedSection`, unpacked a group at a time) group by group, each group's
-    entries sorted as (key, row) words (:func:`_merge_by_sort`); neither materialises,
-    searches and sorts the compact keys of every entry (``benchmarks/bench_merge.py`` measures
-    them).
+    segment's: :class:`PackedSection`, unpacked a group at a time) group by group, each input's
+    entries of the group a run of (key, row) words, the runs merged (:func:`_merge_groups`);
+    neither materialises, searches and sorts the compact keys of every entry
+    (``benchmarks/bench_merge.py`` measures them).
 
     Raises
     ------
@@ -231,7 +231,7 @@ def merge_mapped(
         mapped.append(m)
     plain = [sec for sec in sections if isinstance(sec, BandSection)]
     if len(sections) > 2 or len(plain) < len(sections):
-        return _merge_by_sort(sections, mapped)
+        return _merge_groups(sections, mapped)
     none = np.zeros(0, np.int64)
     empty = BandSection.empty()
     nothing = (empty.offsets, empty.keys, empty.rows, none)
@@ -241,7 +241,7 @@ def merge_mapped(
     return BandSection(offs, keys, rows, None, 0)
 
 
-def _merge_by_sort(
+def _merge_groups(
     sections: Sequence[BandSection | PackedSection], maps: Sequence[npt.NDArray[np.int64]]
 ) -> BandSection:
     """:func:`merge_mapped` of three or more sections: each group's kept entries of every
@@ -294,7 +294,7 @@ def _merge_by_sort(
     return BandSection(offs, keys[:at], rows[:at], None, 0)
 
 
-#: runs in one group from which :func:`_merge_by_sort` sorts the group's words instead of
+#: runs in one group from which :func:`_merge_groups` sorts the group's words instead of
 #: merging the runs (each output word is compared with every run's head:
 #: ``benchmarks/bench_merge.py --segments`` times both)
 _MERGE_RUNS_MAX = 64

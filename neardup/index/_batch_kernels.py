@@ -19,7 +19,15 @@ import numpy.typing as npt
 
 from .._jit import kernel, popcount64
 
-__all__ = ["QueryTables", "block_layout", "build_tables", "probe", "probe_kernel"]
+__all__ = [
+    "RADIX_BINS",
+    "QueryTables",
+    "block_layout",
+    "build_tables",
+    "probe",
+    "probe_kernel",
+    "radix_order",
+]
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
@@ -27,6 +35,8 @@ I32 = npt.NDArray[np.int32]
 
 #: radix digit width of the chunk sort (a 2^16-entry histogram stays in L2)
 _DIGIT = 16
+#: the count's length :func:`radix_order` needs
+RADIX_BINS = 1 << _DIGIT
 
 
 def block_layout(max_distance: int) -> tuple[I64, U64]:
@@ -72,7 +82,7 @@ def build_tables(queries: U64, max_distance: int) -> QueryTables:
 
 
 @kernel(nogil=True)
-def _radix_order(vals, idx, sh, m, width, tmp_v, tmp_i, hist):
+def radix_order(vals, idx, sh, m, width, tmp_v, tmp_i, hist):
     """Sort ``vals`` (uint64) in place by their block ``(v >> sh) & m`` (``width`` bits), LSD
     by 16-bit digits, permuting ``idx`` alongside; stable. The values travel with the sort so
     the join reads them in order. ``tmp_*`` scratch of the same length, ``hist`` 2^16."""
@@ -135,7 +145,7 @@ def probe_kernel(
         for r in range(n):
             vals[r] = stored[r]
             idx[r] = r
-        _radix_order(vals, idx, sh, m, width, tmp_v, tmp_i, hist)
+        radix_order(vals, idx, sh, m, width, tmp_v, tmp_i, hist)
         i = 0
         j = 0
         while i < n and j < nq:

@@ -36,6 +36,7 @@ from .._arrays import sorted_pairs, unique_inverse, unique_sorted
 from .._jit import kernel
 from .._threads import run_ranges
 from ..fingerprint.minhash import NO_KEYS
+from ._batch_kernels import RADIX_BINS, radix_order
 from .band_groups import band_groups, group_pairs
 from .band_packed import PackedSection, unpack_group
 from .section_search import (
@@ -569,11 +570,6 @@ def unique_by_column(
     return np.concatenate([distinct[j, : count[j]] for j in range(nb)]), inv.reshape(-1)
 
 
-#: bits of a column's hash sorted per pass of :func:`_distinct_columns`' radix sort (three
-#: passes for 32 bits; a 2,048-entry count stays in L1)
-_DIGIT_BITS = 11
-
-
 @kernel(nogil=True)
 def _distinct_columns(
     lo: int,
@@ -587,17 +583,17 @@ def _distinct_columns(
     """Columns ``lo..hi`` of :func:`unique_by_column`: column ``j``'s distinct keys into
     ``distinct[j, :count[j]]`` (sorted), each entry's rank among them into ``inv[:, j]``;
     ``grouped[j]`` False (and nothing else written) where a key of the column is not of group
-    ``j``. The column's 32-bit hashes are sorted with their row numbers by a stable LSD radix
-    sort (:data:`_DIGIT_BITS` a pass): without the GIL, where NumPy's sort and ufuncs took it
-    between calls (a dozen a column), so the writer's check waited on a preparing thread."""
+    ``j``. The column's 32-bit hashes are sorted with their row numbers by the batch join's
+    stable radix sort (:func:`~neardup.index._batch_kernels.radix_order`): without the GIL,
+    where NumPy's sort and ufuncs took it between calls (a dozen a column), so the writer's
+    check waited on a preparing thread."""
     n = ent.shape[0]
-    h = np.empty(n, np.uint32)
+    h = np.empty(n, np.uint64)
     r = np.empty(n, np.int64)
-    h2 = np.empty(n, np.uint32)
-    r2 = np.empty(n, np.int64)
-    nd = 1 << _DIGIT_BITS
-    dmask = np.uint32(nd - 1)
-    hist = np.empty(nd, np.int64)
+    tmp_h = np.empty(n, np.uint64)
+    tmp_r = np.empty(n, np.int64)
+    hist = np.empty(RADIX_BINS, np.int64)
+    low = np.uint64(0xFFFFFFFF)
     for j in range(lo, hi):
         g = np.uint64(j)
         ok = True
@@ -606,42 +602,22 @@ def _distinct_columns(
             if (v >> np.uint64(32)) != g:
                 ok = False
                 break
-            h[i] = np.uint32(v & np.uint64(0xFFFFFFFF))
+            h[i] = v & low
             r[i] = i
         if not ok:
             grouped[j] = False
             continue
-        src_h, src_r, dst_h, dst_r = h, r, h2, r2
-        shift = 0
-        while shift < 32:
-            for b in range(nd):
-                hist[b] = 0
-            sh = np.uint32(shift)
-            for i in range(n):
-                hist[(src_h[i] >> sh) & dmask] += 1
-            acc = 0
-            for b in range(nd):
-                c = hist[b]
-                hist[b] = acc
-                acc += c
-            for i in range(n):
-                d = (src_h[i] >> sh) & dmask
-                p = hist[d]
-                hist[d] = p + 1
-                dst_h[p] = src_h[i]
-                dst_r[p] = src_r[i]
-            src_h, src_r, dst_h, dst_r = dst_h, dst_r, src_h, src_r
-            shift += _DIGIT_BITS
+        radix_order(h, r, np.uint64(0), low, 32, tmp_h, tmp_r, hist)
         k = -1
-        prev = np.uint32(0)
+        prev = np.uint64(0)
         top = g << np.uint64(32)
         for i in range(n):
-            v = src_h[i]
+            v = h[i]
             if k < 0 or v != prev:
                 k += 1
-                distinct[j, k] = top | np.uint64(v)
+                distinct[j, k] = top | v
                 prev = v
-            inv[src_r[i], j] = k
+            inv[r[i], j] = k
         count[j] = k + 1
 
 

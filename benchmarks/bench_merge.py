@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A segment merge's band-key sections: merged as sorted runs (``neardup.index.bands.merge_mapped``,
+"""A segment merge's band-key sections: merged as sorted runs (``neardup.index.band_merge.merge_mapped``,
 what compaction does) against materialising every entry's (compact key, row) and sorting them
 (``neardup.index.reference.merge_mapped_reference``, what compaction did before).
 

@@ -1,7 +1,7 @@
 """Band-key sections packed for segments: a directory on each key's top bits, the rest of the
 key and the row in as few bits as the segment needs.
 
-A :class:`~neardup.index.bands.BandSection` keeps a 32-bit key (the low half of a compact key,
+A :class:`~neardup.index.band_section.BandSection` keeps a 32-bit key (the low half of a compact key,
 :mod:`neardup.index.bands`) and a 32-bit row per entry: 8 bytes, 79 entries a document with the
 default plan. Segments hold nearly all of a window's entries, and their sections are what a
 large window's disk and mapped memory are made of (docs/store.md). A :class:`PackedSection`
@@ -22,7 +22,7 @@ and read as one unaligned word, shifted and masked (:func:`field_at`).
 and saves a key byte an entry per 8 bits, so a group of more than ~262 k entries takes 16 bits
 (2 + 0.26 key bytes at 1 M entries), of more than ~1 k takes 8 (3), and a smaller one none (4).
 Nothing is lost: :func:`unpack_group` gives back every key and row, so segments merge into
-larger ones (:func:`neardup.index.bands.merge_mapped`) as before.
+larger ones (:func:`neardup.index.band_merge.merge_mapped`) as before.
 
 Searching (:mod:`neardup.index.section_search`) starts at a key's bucket: one directory read,
 then a few entries where the unpacked section searched the whole group. Equal to searching the
@@ -193,7 +193,7 @@ def _dirs_ok(offsets, dbits, dirs):  # pragma: no cover (numba)
 
 class PackedSection:
     """A band-key section in a segment's packed layout (see the module): the entries of a
-    :class:`~neardup.index.bands.BandSection` at the same positions. ``rowids`` maps rows to
+    :class:`~neardup.index.band_section.BandSection` at the same positions. ``rowids`` maps rows to
     row ids (a segment's), or None (rows as they are)."""
 
     __slots__ = (

@@ -10,10 +10,9 @@ group and section. The online store keeps its memtable's band keys in one
 (:mod:`neardup.store`), its segments' in :class:`BandSection` objects (memory-mapped), and
 searches them all at once with :func:`lookup`.
 
-:class:`BandSection` keeps compact keys grouped by band: a table of group offsets, then per
-entry the 32-bit ``h32`` (sorted within its group) and a 32-bit row (a position in a segment, or
-an offset from the index's first row id): 8 bytes per entry, the layout of a segment's band-key
-section (:mod:`neardup.store.segment`).
+The memtable's sealed runs and the segments' band-key sections are :class:`BandSection` objects
+(:mod:`.band_section`, which also makes them from rows' keys), merged by :mod:`.band_merge`;
+both are re-exported here.
 
 The valve: a query's bucket (one band key) of more than ``2 * cap`` rows gives only its ``cap``
 oldest and ``cap`` newest rows -- the band self-join's rule for a member that comes last
@@ -25,7 +24,6 @@ pairs a late member of a large bucket with.
 from __future__ import annotations
 
 import itertools
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,7 +36,19 @@ from .._threads import run_ranges
 from ..fingerprint.minhash import NO_KEYS
 from ._batch_kernels import RADIX_BINS, radix_order
 from .band_groups import band_groups, group_pairs
-from .band_packed import PackedSection, unpack_group
+from .band_merge import merge_mapped, merge_sections
+from .band_packed import PackedSection
+from .band_section import (
+    _MAX_SPAN,
+    BandSection,
+    _by_key,
+    columns_are_groups,
+    flatten,
+    section_for_rows,
+    section_from_rows,
+    sections_for_rows,
+    sort_entries,
+)
 from .section_search import (
     GroupHits,
     SectionGroup,
@@ -62,31 +72,6 @@ __all__ = [
     "sections_for_rows",
     "unique_by_column",
 ]
-
-# the compact key's layout (neardup.fingerprint.minhash.compact_keys): group << 32 | h32
-_LOW32 = np.uint64(0xFFFFFFFF)
-_SHIFT32 = np.uint64(32)
-
-
-def flatten(
-    ent: npt.NDArray[np.uint64], rowids: npt.NDArray[np.int64]
-) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
-    """(entry keys, row ids) of the rows' usable entries, flat (unsorted)."""
-    if ent.size == 0:
-        return np.zeros(0, np.uint64), np.zeros(0, np.int64)
-    nb = ent.shape[1]
-    k = ent.ravel()
-    r = np.repeat(np.asarray(rowids, np.int64), nb)
-    ok = k != NO_KEYS
-    return k[ok], r[ok]
-
-
-def sort_entries(
-    keys: npt.NDArray[np.uint64], rids: npt.NDArray[np.int64]
-) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
-    """Sorted by (key, row id): a bucket's rows are contiguous, oldest first."""
-    order = np.lexsort((rids, keys))
-    return keys[order], rids[order]
 
 
 #: a run: sorted (compact keys u64, row ids i64) arrays, a :class:`BandSection`, a
@@ -113,257 +98,6 @@ def _search(
     lo = np.searchsorted(keys, uk, "left")
     hi = np.searchsorted(keys, uk, "right")
     return lo, hi, lambda at: np.asarray(rids[at], np.int64)
-
-
-def merge_sections(a: BandSection, b: BandSection) -> BandSection:
-    """One section of the entries of ``a`` (older rows) and ``b``, both memtable sections on
-    the same base: a merge in one pass, allocating only the result (8 bytes per entry), where
-    materialising and sorting the compact keys took ~40 (peak memory of the memtable's
-    binary-counter merges and of a flush)."""
-    if a.rowids is not None or b.rowids is not None or a.base != b.base:
-        ka, ra = a
-        kb, rb = b
-        k, r = _by_key(np.concatenate([ka, kb]), np.concatenate([ra, rb]))
-        return BandSection.from_sorted(k, (r - a.base).astype(np.uint32), base=a.base)
-    # rows as they are (empty maps): by (key, row), so ``a``'s older rows come first among
-    # equal keys
-    none = np.zeros(0, np.int64)
-    offs, keys, rows = _merge_mapped_kernel(
-        a.offsets, a.keys, a.rows, none, b.offsets, b.keys, b.rows, none
-    )
-    return BandSection(offs, keys, rows, None, a.base)
-
-
-@kernel(nogil=True)
-def _merge_mapped_kernel(
-    offs_a: npt.NDArray[np.uint64],
-    keys_a: npt.NDArray[np.uint32],
-    rows_a: npt.NDArray[np.uint32],
-    map_a: npt.NDArray[np.int64],
-    offs_b: npt.NDArray[np.uint64],
-    keys_b: npt.NDArray[np.uint32],
-    rows_b: npt.NDArray[np.uint32],
-    map_b: npt.NDArray[np.int64],
-) -> tuple[
-    npt.NDArray[np.uint64], npt.NDArray[np.uint32], npt.NDArray[np.uint32]
-]:  # pragma: no cover (numba)
-    """Merge two sections group by group into one whose rows are ``map_x[row]`` (an empty
-    map: the rows as they are), by (key, mapped row); an entry whose mapped row is negative
-    is left out. Each input must be sorted by (key, mapped row) in a group, which a map that
-    increases with the row keeps. :func:`neardup.index.reference.merge_mapped_reference` is the
-    NumPy twin."""
-    ga = offs_a.size - 1
-    gb = offs_b.size - 1
-    ng = max(ga, gb)
-    n = keys_a.size + keys_b.size
-    offs = np.zeros(ng + 1, np.uint64)
-    keys = np.empty(n, np.uint32)
-    rows = np.empty(n, np.uint32)
-    ida = map_a.size == 0
-    idb = map_b.size == 0
-    o = 0
-    for g in range(ng):
-        offs[g] = o
-        i = np.int64(offs_a[g]) if g < ga else np.int64(0)
-        ie = np.int64(offs_a[g + 1]) if g < ga else np.int64(0)
-        j = np.int64(offs_b[g]) if g < gb else np.int64(0)
-        je = np.int64(offs_b[g + 1]) if g < gb else np.int64(0)
-        ra = np.int64(-1)
-        rb = np.int64(-1)
-        while True:
-            while i < ie:  # the next kept entry of a
-                ra = np.int64(rows_a[i]) if ida else map_a[rows_a[i]]
-                if ra >= 0:
-                    break
-                i += 1
-            while j < je:
-                rb = np.int64(rows_b[j]) if idb else map_b[rows_b[j]]
-                if rb >= 0:
-                    break
-                j += 1
-            if i >= ie and j >= je:
-                break
-            if j >= je or (
-                i < ie and (keys_a[i] < keys_b[j] or (keys_a[i] == keys_b[j] and ra < rb))
-            ):
-                keys[o] = keys_a[i]
-                rows[o] = np.uint32(ra)
-                i += 1
-            else:
-                keys[o] = keys_b[j]
-                rows[o] = np.uint32(rb)
-                j += 1
-            o += 1
-    offs[ng] = o
-    return offs, keys[:o], rows[:o]
-
-
-def merge_mapped(
-    sections: Sequence[BandSection | PackedSection], maps: Sequence[npt.NDArray[np.int64]]
-) -> BandSection:
-    """One section of the entries of ``sections`` with their rows renamed: ``maps[k][row]`` is
-    the new row of section ``k``'s ``row`` (its position in the merged segment), negative for a
-    row left out (deleted). Every map must increase over the rows it keeps (a merged segment
-    keeps its inputs' rows in row-id order), so each input stays sorted: two sections merge as
-    sorted runs in one pass, allocating the output only, and three or more (or packed ones, a
-    segment's: :class:`PackedSection`, unpacked a group at a time) group by group, each input's
-    entries of the group a run of (key, row) words, the runs merged (:func:`_merge_groups`);
-    neither materialises, searches and sorts the compact keys of every entry
-    (``benchmarks/bench_merge.py`` measures them).
-
-    Raises
-    ------
-    ValueError
-        A map that does not increase over its kept rows, or shorter than its section's rows.
-    """
-    if len(sections) != len(maps):
-        raise ValueError(f"{len(sections)} sections for {len(maps)} maps")
-    if not sections:
-        return BandSection.empty()
-    mapped: list[npt.NDArray[np.int64]] = []
-    for sec, m in zip(sections, maps, strict=True):
-        m = np.ascontiguousarray(m, np.int64)
-        kept = m[m >= 0]
-        if len(kept) > 1 and not bool(np.all(kept[1:] > kept[:-1])):
-            raise ValueError("a row map must increase over the rows it keeps")
-        top = sec.max_row() if isinstance(sec, PackedSection) else int(sec.rows.max(initial=0))
-        if len(sec) and (not len(m) or top >= len(m)):
-            raise ValueError(f"a map of {len(m)} rows for a section naming row {top}")
-        mapped.append(m)
-    plain = [sec for sec in sections if isinstance(sec, BandSection)]
-    if len(sections) > 2 or len(plain) < len(sections):
-        return _merge_groups(sections, mapped)
-    none = np.zeros(0, np.int64)
-    empty = BandSection.empty()
-    nothing = (empty.offsets, empty.keys, empty.rows, none)
-    # one or two runs: merged in one pass by the kernel
-    level = [(sec.offsets, sec.keys, sec.rows, m) for sec, m in zip(plain, mapped, strict=True)]
-    offs, keys, rows = _merge_mapped_kernel(*level[0], *(level[1] if len(level) > 1 else nothing))
-    return BandSection(offs, keys, rows, None, 0)
-
-
-def _merge_groups(
-    sections: Sequence[BandSection | PackedSection], maps: Sequence[npt.NDArray[np.int64]]
-) -> BandSection:
-    """:func:`merge_mapped` of three or more sections: each group's kept entries of every
-    section as one ``key << 32 | mapped row`` word each, one sorted run per section (a
-    section's group is sorted by (key, row) and its map increases), merged by
-    :func:`_merge_runs`: every entry is copied twice and compared with the head of each other
-    run, where sorting the group's words cost a vectorised sort of them (and merging the runs
-    pairwise as a balanced tree copied each about log2(k) times, into a fresh array each round;
-    ``benchmarks/bench_merge.py`` measures them). Rows are unique, so (key, row) orders the
-    words as the runs' merge would. From :data:`_MERGE_RUNS_MAX` runs in a group (a head
-    compared with every other costs more than the sort) the group's words are sorted."""
-    ng = max(len(sec.offsets) - 1 for sec in sections)
-    total = sum(len(sec) for sec in sections)
-    keys = np.empty(total, np.uint32)
-    rows = np.empty(total, np.uint32)
-    offs = np.zeros(ng + 1, np.uint64)
-    sizes = np.zeros(ng, np.int64)  # each group's entries over the sections
-    for sec in sections:
-        o = sec.offsets.astype(np.int64)
-        sizes[: o.size - 1] += o[1:] - o[:-1]
-    buf = np.empty(int(sizes.max()) if ng else 0, np.uint64)  # one group's words at a time
-    bounds = np.zeros(len(sections) + 1, np.int64)  # where each non-empty run starts, then n
-    at = 0
-    for g in range(ng):
-        n = 0
-        runs = 0
-        for sec, m in zip(sections, maps, strict=True):
-            if g + 1 >= len(sec.offsets):
-                continue
-            if isinstance(sec, PackedSection):
-                gk, gr = unpack_group(sec, g)
-                got = _group_words(gk, gr, m, 0, len(gk), buf, n)
-            else:
-                lo, hi = int(sec.offsets[g]), int(sec.offsets[g + 1])
-                got = _group_words(sec.keys, sec.rows, m, lo, hi, buf, n)
-            if got > n:
-                bounds[runs] = n
-                runs += 1
-                n = got
-        bounds[runs] = n
-        if runs < _MERGE_RUNS_MAX:
-            _merge_runs(buf, bounds[: runs + 1], keys, rows, at)
-        else:
-            w = buf[:n]
-            w.sort()
-            keys[at : at + n] = w >> _SHIFT32
-            rows[at : at + n] = w & _LOW32
-        at += n
-        offs[g + 1] = at
-    return BandSection(offs, keys[:at], rows[:at], None, 0)
-
-
-#: runs in one group from which :func:`_merge_groups` sorts the group's words instead of
-#: merging the runs (each output word is compared with every run's head:
-#: ``benchmarks/bench_merge.py --segments`` times both)
-_MERGE_RUNS_MAX = 64
-
-
-@kernel(nogil=True)
-def _merge_runs(
-    words: npt.NDArray[np.uint64],
-    bounds: npt.NDArray[np.int64],
-    keys: npt.NDArray[np.uint32],
-    rows: npt.NDArray[np.uint32],
-    at: int,
-) -> None:  # pragma: no cover (numba)
-    """The sorted runs ``words[bounds[j]:bounds[j + 1]]`` (distinct words) merged into
-    ``keys[at:]`` (each word's high half) and ``rows[at:]`` (its low half): the smallest head
-    of the runs not yet used up, found by comparing them all (few runs); a run used up leaves
-    the set, so no sentinel value is needed."""
-    k = bounds.size - 1
-    pos = bounds[:-1].copy()
-    end = bounds[1:].copy()
-    head = np.empty(k, np.uint64)
-    run = np.arange(k)
-    live = 0
-    for j in range(k):
-        if pos[j] < end[j]:
-            head[live] = words[pos[j]]
-            run[live] = j
-            live += 1
-    o = at
-    while live > 0:
-        best = 0
-        w = head[0]
-        for j in range(1, live):
-            if head[j] < w:
-                w = head[j]
-                best = j
-        keys[o] = np.uint32(w >> np.uint64(32))
-        rows[o] = np.uint32(w & np.uint64(0xFFFFFFFF))
-        o += 1
-        r = run[best]
-        p = pos[r] + 1
-        pos[r] = p
-        if p < end[r]:
-            head[best] = words[p]
-        else:  # the run is used up: the last live one takes its place
-            live -= 1
-            head[best] = head[live]
-            run[best] = run[live]
-
-
-@kernel(nogil=True)
-def _group_words(
-    keys: npt.NDArray[np.uint32],
-    rows: npt.NDArray[np.uint32],
-    row_map: npt.NDArray[np.int64],
-    lo: int,
-    hi: int,
-    out: npt.NDArray[np.uint64],
-    at: int,
-) -> int:  # pragma: no cover (numba)
-    """Entries ``lo..hi`` of a section as ``key << 32 | row_map[row]`` words from ``out[at]``
-    on, those whose mapped row is negative left out; returns the next free position."""
-    for i in range(lo, hi):
-        r = row_map[rows[i]]
-        if r >= 0:
-            out[at] = (np.uint64(keys[i]) << np.uint64(32)) | np.uint64(r)
-            at += 1
-    return at
 
 
 class Unsorted:
@@ -686,278 +420,11 @@ def _big_buckets(
     return u[keep], r[keep]
 
 
-#: below this many entries :func:`_by_key` takes one stable argsort (fewer NumPy calls)
-_SMALL_SORT = 4096
-
-
-def _by_key(
-    keys: npt.NDArray[np.uint64], rids: npt.NDArray[np.int64]
-) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:
-    """Sorted by key, stably: rows arrive in row-id order (the writer allocates them
-    ascending, the log replays them so), so a bucket stays oldest first.
-
-    A stable argsort of 64-bit keys is NumPy's timsort (17.5 s for the 42 M entries of a
-    1 M-row memtable replayed at once, benchmarks/bench_store.py --window --kill-fill). Here:
-    a stable sort of the 16-bit groups (NumPy's radix sort), then per group one plain
-    (unstable, SIMD) sort of ``h32 << 32 | position``, whose low half restores the input order
-    among equal keys. Equal to ``np.argsort(keys, kind="stable")``
-    (:func:`neardup.index.reference.by_key_reference`; tests/store/test_store_bands.py)."""
-    n = len(keys)
-    if n < _SMALL_SORT or n >= _MAX_SPAN:
-        order = np.argsort(keys, kind="stable")
-        return keys[order], rids[order]
-    groups = (keys >> _SHIFT32).astype(np.uint16)
-    first = np.argsort(groups, kind="stable")  # radix sort: O(n)
-    bounds = np.flatnonzero(np.diff(groups[first])) + 1
-    del groups
-    comb = keys[first]
-    comb &= _LOW32
-    comb <<= _SHIFT32
-    comb |= np.arange(n, dtype=np.uint64)
-    for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), n], strict=True):
-        comb[a:b].sort()
-    comb &= _LOW32
-    order = first[comb.astype(np.intp)]
-    del comb, first
-    return keys[order], rids[order]
-
-
 def _ages(runs: Sequence[BandSection]) -> list[tuple[int, int]]:
     """(smallest, largest) row id of each section."""
     return [(int(x.rows.min()) + x.base, int(x.rows.max()) + x.base) for x in runs]
 
 
-class BandSection:
-    """Compact keys grouped by band (see the module): ``offsets`` (groups + 1,) u64 bound each
-    group's entries; ``keys`` u32 the low 32 bits, sorted within a group (equal keys by row);
-    ``rows`` u32 each entry's row: ``rowids[rows]`` (a segment's positions) or ``base + rows``
-    (the memtable's offsets). Unpacks as ``(compact keys u64, row ids i64)`` (what merges and
-    flushes carry; materialised)."""
-
-    __slots__ = ("base", "keys", "offsets", "rowids", "rows")
-
-    def __init__(
-        self,
-        offsets: npt.NDArray[np.uint64],
-        keys: npt.NDArray[np.uint32],
-        rows: npt.NDArray[np.uint32],
-        rowids: npt.NDArray[np.int64] | None = None,
-        base: int = 0,
-    ) -> None:
-        self.offsets = offsets
-        self.keys = keys
-        self.rows = rows
-        self.rowids = rowids
-        self.base = int(base)
-
-    @classmethod
-    def empty(cls) -> BandSection:
-        """A section of no entries (rows as positions)."""
-        return cls(np.zeros(1, np.uint64), np.zeros(0, np.uint32), np.zeros(0, np.uint32), None, 0)
-
-    @classmethod
-    def from_sorted(
-        cls,
-        ck: npt.NDArray[np.uint64],
-        rows: npt.NDArray[np.uint32],
-        rowids: npt.NDArray[np.int64] | None = None,
-        base: int = 0,
-    ) -> BandSection:
-        """From compact keys sorted (equal keys by row) and their rows."""
-        ck = np.ascontiguousarray(ck, np.uint64)
-        n_groups = int(ck[-1] >> _SHIFT32) + 1 if len(ck) else 0
-        starts = np.arange(n_groups + 1, dtype=np.uint64) << _SHIFT32
-        offsets = np.searchsorted(ck, starts).astype(np.uint64)
-        if sys.byteorder == "little":  # the low halves, without a 64-bit temporary
-            keys = np.ascontiguousarray(ck.view(np.uint32)[0::2])
-        else:  # pragma: no cover
-            keys = (ck & _LOW32).astype(np.uint32)
-        return cls(offsets, keys, np.asarray(rows, np.uint32), rowids, base)
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.keys.nbytes + self.rows.nbytes + self.offsets.nbytes)
-
-    def row_ids(self, at: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """Row ids of the entries at positions ``at``."""
-        r = self.rows[at]
-        if self.rowids is not None:
-            return np.asarray(self.rowids[r], np.int64)
-        out = r.astype(np.int64)
-        out += self.base
-        return out
-
-    def compact(self) -> npt.NDArray[np.uint64]:
-        """Every entry's compact key (materialised)."""
-        out = self.keys.astype(np.uint64)
-        off = np.asarray(self.offsets, np.int64).tolist()
-        for g in range(1, len(off) - 1):  # group by group: no temporaries of the full size
-            out[off[g] : off[g + 1]] |= np.uint64(g) << _SHIFT32
-        return out
-
-    def __iter__(self) -> Any:
-        yield self.compact()
-        yield self.row_ids(np.arange(len(self.keys)))
-
-
-def columns_are_groups(ent: npt.NDArray[np.uint64]) -> bool:
-    """Whether every key of ``ent`` (n, bands) has its column as its group (or is
-    :data:`NO_KEYS`): true for plans of up to 3 rows, whose group is the band."""
-    cols = np.arange(ent.shape[1], dtype=np.uint64) << _SHIFT32
-    return bool((((ent & ~_LOW32) == cols) | (ent == NO_KEYS)).all())
-
-
-def section_from_rows(
-    ent: npt.NDArray[np.uint64], rowids: npt.NDArray[np.int64], base: int
-) -> BandSection:
-    """The :class:`BandSection` (rows as offsets from ``base``) of the compact keys ``ent``
-    (n, bands) of rows ``rowids``, when :func:`columns_are_groups`: each column is one group,
-    sorted by one plain sort of ``h32 << 32 | row offset`` (equal keys by row id), written
-    into the output; no 64-bit temporary of all entries. Rows of :data:`NO_KEYS` are left
-    out. Equal to a section of the sorted :func:`flatten` (tests/store/test_store_bands.py)."""
-    has = ent[:, 0] != NO_KEYS
-    if not has.all():
-        ent, rowids = ent[has], rowids[has]
-    n, nb = ent.shape
-    off = np.asarray(rowids, np.int64) - base
-    if n and (int(off.min()) < 0 or int(off.max()) >= _MAX_SPAN):
-        raise ValueError("row offsets must lie in [0, 2**32)")
-    off_u = off.astype(np.uint64)
-    keys = np.empty(n * nb, np.uint32)
-    rows = np.empty(n * nb, np.uint32)
-
-    def columns(lo: int, hi: int) -> None:  # NumPy's sorts and ufuncs release the GIL
-        comb = np.empty(n, np.uint64)
-        for j in range(lo, hi):
-            np.bitwise_and(ent[:, j], _LOW32, out=comb)
-            comb <<= _SHIFT32
-            comb |= off_u
-            comb.sort()
-            rows[j * n : (j + 1) * n] = comb  # the low halves (uint32 cast keeps them)
-            comb >>= _SHIFT32
-            keys[j * n : (j + 1) * n] = comb
-
-    # a large section's columns sorted on every kernel thread (a bulk load's or a big
-    # insert's: bench_load.py); a small one's on this thread alone
-    run_ranges(columns, nb, min_items=1 if n >= _PARALLEL_SORT_ROWS else max(1, nb))
-    offsets = np.arange(nb + 1, dtype=np.uint64) * np.uint64(n)
-    return BandSection(offsets, keys, rows, None, base)
-
-
-#: rows from which :func:`section_from_rows` sorts its columns on several threads
-_PARALLEL_SORT_ROWS = 20_000
-
-_NO_POS = np.uint32(0xFFFFFFFF)
-
-
-def section_for_rows(sec: BandSection, rowids: npt.NDArray[np.int64]) -> BandSection:
-    """A segment's section from a memtable section ``sec`` (rows as offsets from its base):
-    the entries whose row is in ``rowids`` (sorted ascending; the segment's rows), each row
-    replaced by its position there, the order kept (by key, then row, within each group).
-    Only 32-bit arrays of the entries' size are made (:func:`write_segment
-    <neardup.store.segment.write_segment>` takes it as it is); equal to filtering the
-    materialised entries (tests/store/test_store_bands.py)."""
-    rowids = np.asarray(rowids, np.int64)
-    if sec.rowids is not None:
-        raise ValueError("section_for_rows takes a memtable section (rows relative to a base)")
-    if not len(sec) or not len(rowids):
-        return BandSection.empty()
-    span = int(sec.rows.max()) + 1
-    if len(rowids) >= int(_NO_POS):
-        raise ValueError("a segment holds fewer than 2**32 - 1 rows")
-    table = np.full(span, _NO_POS, np.uint32)
-    off = rowids - sec.base
-    inside = np.flatnonzero((off >= 0) & (off < span))
-    table[off[inside]] = inside.astype(np.uint32)
-    pos = table[sec.rows]
-    del table
-    keep = pos != _NO_POS
-    if keep.all():
-        return BandSection(np.array(sec.offsets, np.uint64), sec.keys, pos, None, 0)
-    # each group's new start: the entries kept before its old start
-    kept_before = np.concatenate(([0], np.cumsum(keep, dtype=np.uint64)))
-    offsets = kept_before[np.asarray(sec.offsets, np.int64)]
-    if not offsets[-1]:
-        return BandSection.empty()
-    return BandSection(offsets, sec.keys[keep], pos[keep], None, 0)
-
-
-def sections_for_rows(
-    sec: BandSection, groups: Sequence[npt.NDArray[np.int64]]
-) -> list[BandSection]:
-    """:func:`section_for_rows` of ``sec`` for each of ``groups`` (disjoint row-id arrays, each
-    sorted ascending: the segments one flush writes, one per time partition), in one pass over
-    the entries however many groups there are: each entry's group and position looked up once,
-    the entries put in group order by one stable sort of their group numbers (a radix sort),
-    each group's band offsets summed from one count of its entries per band. A pass per group
-    costs the whole section once per segment: a flush whose rows span many partitions paid it
-    for each (``benchmarks/bench_seed.py``). Equal to :func:`section_for_rows` group by group
-    (tests/store/test_store_bands.py)."""
-    if sec.rowids is not None:
-        raise ValueError("sections_for_rows takes a memtable section (rows relative to a base)")
-    if len(groups) < 2:
-        return [section_for_rows(sec, g) for g in groups]
-    groups = [np.asarray(g, np.int64) for g in groups]
-    if not len(sec) or not sum(len(g) for g in groups):
-        return [BandSection.empty() for _ in groups]
-    if max(len(g) for g in groups) >= int(_NO_POS):
-        raise ValueError("a segment holds fewer than 2**32 - 1 rows")
-    span = int(sec.rows.max()) + 1
-    n_groups = len(groups)
-    # a group number of 16 bits or fewer sorts by radix; the sentinel (no group) sorts last
-    gtype = np.uint16 if n_groups < 0xFFFF else np.uint32
-    which = np.full(span, n_groups, gtype)
-    table = np.full(span, _NO_POS, np.uint32)
-    for k, rowids in enumerate(groups):
-        off = rowids - sec.base
-        inside = np.flatnonzero((off >= 0) & (off < span))
-        table[off[inside]] = inside.astype(np.uint32)
-        which[off[inside]] = k
-    grp = which[sec.rows]
-    del which
-    bounds = np.asarray(sec.offsets, np.int64)
-    n_bands = len(bounds) - 1
-    # entries per (group, band): each group's band offsets and its share of the entries
-    if (n_groups + 1) * n_bands <= _MAX_COUNTS:
-        at = np.repeat(np.arange(n_bands, dtype=np.int32), np.diff(bounds))
-        at += grp.astype(np.int32) * np.int32(n_bands)
-        counts = np.bincount(at, minlength=(n_groups + 1) * n_bands).reshape(-1, n_bands)
-        del at
-    else:  # (a plan of very many groups) the groups' entries counted band by band
-        counts = np.stack(
-            [np.bincount(grp[a:b], minlength=n_groups + 1) for a, b in itertools.pairwise(bounds)],
-            axis=1,
-        ) if n_bands else np.zeros((n_groups + 1, 0), np.int64)  # fmt: skip
-    order = np.argsort(grp, kind="stable")  # each group's entries in their order in ``sec``
-    del grp
-    ends = np.cumsum(counts.sum(axis=1)[:n_groups]).tolist()
-    order = order[: ends[-1]]  # the entries of no group go
-    keys = sec.keys[order]
-    pos = table[sec.rows[order]]
-    del table, order
-    out = []
-    lo = 0
-    for k, hi in enumerate(ends):
-        if hi == lo:
-            out.append(BandSection.empty())
-            continue
-        offsets = np.zeros(n_bands + 1, np.uint64)
-        np.cumsum(counts[k], dtype=np.uint64, out=offsets[1:])
-        out.append(BandSection(offsets, keys[lo:hi], pos[lo:hi], None, 0))
-        lo = hi
-    return out
-
-
-#: most (group, band) counters :func:`sections_for_rows` keeps in one table
-_MAX_COUNTS = 1 << 24
-
-
-#: a memtable's band rows are offsets from its first row id, in 32 bits
-_MAX_SPAN = 1 << 32
-#: adds an append buffer takes before it is sealed into a section
 _BUFFER_ADDS = 16
 
 

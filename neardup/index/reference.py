@@ -99,7 +99,7 @@ def all_pairs_reference(
 
 
 def merge_sections_reference(a: BandSection, b: BandSection) -> BandSection:
-    """NumPy twin of :func:`~neardup.index.bands.merge_sections`: both materialised, one stable
+    """NumPy twin of :func:`~neardup.index.band_merge.merge_sections`: both materialised, one stable
     sort by key."""
     ka, ra = a
     kb, rb = b
@@ -110,7 +110,7 @@ def merge_sections_reference(a: BandSection, b: BandSection) -> BandSection:
 def merge_mapped_reference(
     sections: Sequence[BandSection], maps: Sequence[npt.NDArray[np.int64]]
 ) -> BandSection:
-    """NumPy twin of :func:`~neardup.index.bands.merge_mapped`: every section materialised,
+    """NumPy twin of :func:`~neardup.index.band_merge.merge_mapped`: every section materialised,
     its rows renamed by its map, the negative ones dropped, one sort by (key, row)."""
     ks, rs = [np.zeros(0, np.uint64)], [np.zeros(0, np.int64)]
     for sec, m in zip(sections, maps, strict=True):

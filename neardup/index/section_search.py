@@ -1,4 +1,4 @@
-"""Searching band-key sections (:class:`neardup.index.bands.BandSection`, and the segments'
+"""Searching band-key sections (:class:`neardup.index.band_section.BandSection`, and the segments'
 packed :class:`neardup.index.band_packed.PackedSection`): the first and end entry of each query
 key in a section, by a forward gallop (many keys) or interpolation (few keys in a large
 section), in a packed section from the key's bucket (one directory read) instead of the whole
@@ -382,7 +382,7 @@ _ROOM_AT_0 = np.zeros(1, np.int64)
 class SectionGroup:
     """Band sections (a store's segments, packed,
     :class:`~neardup.index.band_packed.PackedSection`, or a memtable's
-    :class:`~neardup.index.bands.BandSection`) searched as one run of
+    :class:`~neardup.index.band_section.BandSection`) searched as one run of
     :func:`neardup.index.bands.lookup`: one kernel call finds every query key in every section
     (:meth:`search`), one more gathers the row ids of the buckets under the cap
     (:meth:`gather`); equal to passing the sections one by one (tested). An unpacked section

@@ -139,8 +139,8 @@ def write_segments(
 
     A bulk load gives its rows' own keys and sketches instead, aligned with ``rids``:
     ``row_bands`` (n, bands) compact keys whose group is their column
-    (:func:`~neardup.index.bands.columns_are_groups`), each partition's section sorted from its
-    rows alone (:func:`~neardup.index.bands.section_from_rows`, rows as positions), and
+    (:func:`~neardup.index.band_section.columns_are_groups`), each partition's section sorted from its
+    rows alone (:func:`~neardup.index.band_section.section_from_rows`, rows as positions), and
     ``row_sketches`` (n, width): no memtable-like table of every row is built and then cut per
     partition. The segments are the same bytes either way
     (tests/store/test_store_bands.py)."""

@@ -29,7 +29,7 @@ from neardup.index.bands import (
     section_from_rows,
     sort_entries,
 )
-from neardup.index.bands import _by_key as by_key
+from neardup.index.band_section import _by_key as by_key
 from neardup.index.reference import by_key_reference, merge_mapped_reference
 from neardup.online.deduplicator import Deduplicator
 from neardup.store.wal import (
@@ -296,8 +296,8 @@ def test_sections_for_rows_is_section_for_rows_group_by_group(seed, n, parts, sh
     spans several partitions) gives, for each, exactly what :func:`section_for_rows` gives it
     alone: the same offsets, keys and positions; rows in no group (deleted, expired) left out,
     groups with no entries empty."""
-    from neardup.index import bands as bands_module
-    from neardup.index.bands import section_for_rows, sections_for_rows
+    from neardup.index import band_section as section_module
+    from neardup.index.band_section import section_for_rows, sections_for_rows
 
     rng = np.random.default_rng(seed)
     ent = _ent(rng, n, bands)
@@ -310,7 +310,7 @@ def test_sections_for_rows_is_section_for_rows_group_by_group(seed, n, parts, sh
     label = rng.integers(0, parts, len(used))
     groups = [used[label == k] for k in range(parts)]  # disjoint, each sorted; some empty
     got = sections_for_rows(sec, groups)
-    with mock.patch.object(bands_module, "_MAX_COUNTS", 0):  # the band-by-band count
+    with mock.patch.object(section_module, "_MAX_COUNTS", 0):  # the band-by-band count
         got_by_band = sections_for_rows(sec, groups)
     assert len(got) == len(got_by_band) == parts
     for g, one, other in zip(groups, got, got_by_band, strict=True):
@@ -507,7 +507,7 @@ def test_merge_mapped_equals_materialising_and_sorting(segments) -> None:
     wk, wr = want
     # the runs merged, and each group's words sorted instead (from the runs' limit on)
     for most in (64, 1):
-        with mock.patch("neardup.index.bands._MERGE_RUNS_MAX", most):
+        with mock.patch("neardup.index.band_merge._MERGE_RUNS_MAX", most):
             got = merge_mapped(sections, maps)
         gk, gr = got
         assert gk.tolist() == wk.tolist() and gr.tolist() == wr.tolist()

@@ -1,0 +1,272 @@
+"""Merging band-key sections (:class:`~neardup.index.band_section.BandSection`, and a
+segment's :class:`~neardup.index.band_packed.PackedSection`): two memtable sections in one pass
+(:func:`merge_sections`, the memtable's binary-counter merges), and any number of segments'
+with their rows renamed and deleted rows left out (:func:`merge_mapped`, compaction's), group
+by group as sorted runs; neither materialises and sorts the compact keys of every entry
+(``benchmarks/bench_merge.py``). Each is equal to its NumPy twin in
+:mod:`neardup.index.reference` (tests/store/test_store_bands.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from .._jit import kernel
+from .band_packed import PackedSection, unpack_group
+from .band_section import _LOW32, _SHIFT32, BandSection, _by_key
+
+__all__ = ["merge_mapped", "merge_sections"]
+
+
+def merge_sections(a: BandSection, b: BandSection) -> BandSection:
+    """One section of the entries of ``a`` (older rows) and ``b``, both memtable sections on
+    the same base: a merge in one pass, allocating only the result (8 bytes per entry), where
+    materialising and sorting the compact keys took ~40 (peak memory of the memtable's
+    binary-counter merges and of a flush)."""
+    if a.rowids is not None or b.rowids is not None or a.base != b.base:
+        ka, ra = a
+        kb, rb = b
+        k, r = _by_key(np.concatenate([ka, kb]), np.concatenate([ra, rb]))
+        return BandSection.from_sorted(k, (r - a.base).astype(np.uint32), base=a.base)
+    # rows as they are (empty maps): by (key, row), so ``a``'s older rows come first among
+    # equal keys
+    none = np.zeros(0, np.int64)
+    offs, keys, rows = _merge_mapped_kernel(
+        a.offsets, a.keys, a.rows, none, b.offsets, b.keys, b.rows, none
+    )
+    return BandSection(offs, keys, rows, None, a.base)
+
+
+@kernel(nogil=True)
+def _merge_mapped_kernel(
+    offs_a: npt.NDArray[np.uint64],
+    keys_a: npt.NDArray[np.uint32],
+    rows_a: npt.NDArray[np.uint32],
+    map_a: npt.NDArray[np.int64],
+    offs_b: npt.NDArray[np.uint64],
+    keys_b: npt.NDArray[np.uint32],
+    rows_b: npt.NDArray[np.uint32],
+    map_b: npt.NDArray[np.int64],
+) -> tuple[
+    npt.NDArray[np.uint64], npt.NDArray[np.uint32], npt.NDArray[np.uint32]
+]:  # pragma: no cover (numba)
+    """Merge two sections group by group into one whose rows are ``map_x[row]`` (an empty
+    map: the rows as they are), by (key, mapped row); an entry whose mapped row is negative
+    is left out. Each input must be sorted by (key, mapped row) in a group, which a map that
+    increases with the row keeps. :func:`neardup.index.reference.merge_mapped_reference` is the
+    NumPy twin."""
+    ga = offs_a.size - 1
+    gb = offs_b.size - 1
+    ng = max(ga, gb)
+    n = keys_a.size + keys_b.size
+    offs = np.zeros(ng + 1, np.uint64)
+    keys = np.empty(n, np.uint32)
+    rows = np.empty(n, np.uint32)
+    ida = map_a.size == 0
+    idb = map_b.size == 0
+    o = 0
+    for g in range(ng):
+        offs[g] = o
+        i = np.int64(offs_a[g]) if g < ga else np.int64(0)
+        ie = np.int64(offs_a[g + 1]) if g < ga else np.int64(0)
+        j = np.int64(offs_b[g]) if g < gb else np.int64(0)
+        je = np.int64(offs_b[g + 1]) if g < gb else np.int64(0)
+        ra = np.int64(-1)
+        rb = np.int64(-1)
+        while True:
+            while i < ie:  # the next kept entry of a
+                ra = np.int64(rows_a[i]) if ida else map_a[rows_a[i]]
+                if ra >= 0:
+                    break
+                i += 1
+            while j < je:
+                rb = np.int64(rows_b[j]) if idb else map_b[rows_b[j]]
+                if rb >= 0:
+                    break
+                j += 1
+            if i >= ie and j >= je:
+                break
+            if j >= je or (
+                i < ie and (keys_a[i] < keys_b[j] or (keys_a[i] == keys_b[j] and ra < rb))
+            ):
+                keys[o] = keys_a[i]
+                rows[o] = np.uint32(ra)
+                i += 1
+            else:
+                keys[o] = keys_b[j]
+                rows[o] = np.uint32(rb)
+                j += 1
+            o += 1
+    offs[ng] = o
+    return offs, keys[:o], rows[:o]
+
+
+def merge_mapped(
+    sections: Sequence[BandSection | PackedSection], maps: Sequence[npt.NDArray[np.int64]]
+) -> BandSection:
+    """One section of the entries of ``sections`` with their rows renamed: ``maps[k][row]`` is
+    the new row of section ``k``'s ``row`` (its position in the merged segment), negative for a
+    row left out (deleted). Every map must increase over the rows it keeps (a merged segment
+    keeps its inputs' rows in row-id order), so each input stays sorted: two sections merge as
+    sorted runs in one pass, allocating the output only, and three or more (or packed ones, a
+    segment's: :class:`PackedSection`, unpacked a group at a time) group by group, each input's
+    entries of the group a run of (key, row) words, the runs merged (:func:`_merge_groups`);
+    neither materialises, searches and sorts the compact keys of every entry
+    (``benchmarks/bench_merge.py`` measures them).
+
+    Raises
+    ------
+    ValueError
+        A map that does not increase over its kept rows, or shorter than its section's rows.
+    """
+    if len(sections) != len(maps):
+        raise ValueError(f"{len(sections)} sections for {len(maps)} maps")
+    if not sections:
+        return BandSection.empty()
+    mapped: list[npt.NDArray[np.int64]] = []
+    for sec, m in zip(sections, maps, strict=True):
+        m = np.ascontiguousarray(m, np.int64)
+        kept = m[m >= 0]
+        if len(kept) > 1 and not bool(np.all(kept[1:] > kept[:-1])):
+            raise ValueError("a row map must increase over the rows it keeps")
+        top = sec.max_row() if isinstance(sec, PackedSection) else int(sec.rows.max(initial=0))
+        if len(sec) and (not len(m) or top >= len(m)):
+            raise ValueError(f"a map of {len(m)} rows for a section naming row {top}")
+        mapped.append(m)
+    plain = [sec for sec in sections if isinstance(sec, BandSection)]
+    if len(sections) > 2 or len(plain) < len(sections):
+        return _merge_groups(sections, mapped)
+    none = np.zeros(0, np.int64)
+    empty = BandSection.empty()
+    nothing = (empty.offsets, empty.keys, empty.rows, none)
+    # one or two runs: merged in one pass by the kernel
+    level = [(sec.offsets, sec.keys, sec.rows, m) for sec, m in zip(plain, mapped, strict=True)]
+    offs, keys, rows = _merge_mapped_kernel(*level[0], *(level[1] if len(level) > 1 else nothing))
+    return BandSection(offs, keys, rows, None, 0)
+
+
+def _merge_groups(
+    sections: Sequence[BandSection | PackedSection], maps: Sequence[npt.NDArray[np.int64]]
+) -> BandSection:
+    """:func:`merge_mapped` of three or more sections: each group's kept entries of every
+    section as one ``key << 32 | mapped row`` word each, one sorted run per section (a
+    section's group is sorted by (key, row) and its map increases), merged by
+    :func:`_merge_runs`: every entry is copied twice and compared with the head of each other
+    run, where sorting the group's words cost a vectorised sort of them (and merging the runs
+    pairwise as a balanced tree copied each about log2(k) times, into a fresh array each round;
+    ``benchmarks/bench_merge.py`` measures them). Rows are unique, so (key, row) orders the
+    words as the runs' merge would. From :data:`_MERGE_RUNS_MAX` runs in a group (a head
+    compared with every other costs more than the sort) the group's words are sorted."""
+    ng = max(len(sec.offsets) - 1 for sec in sections)
+    total = sum(len(sec) for sec in sections)
+    keys = np.empty(total, np.uint32)
+    rows = np.empty(total, np.uint32)
+    offs = np.zeros(ng + 1, np.uint64)
+    sizes = np.zeros(ng, np.int64)  # each group's entries over the sections
+    for sec in sections:
+        o = sec.offsets.astype(np.int64)
+        sizes[: o.size - 1] += o[1:] - o[:-1]
+    buf = np.empty(int(sizes.max()) if ng else 0, np.uint64)  # one group's words at a time
+    bounds = np.zeros(len(sections) + 1, np.int64)  # where each non-empty run starts, then n
+    at = 0
+    for g in range(ng):
+        n = 0
+        runs = 0
+        for sec, m in zip(sections, maps, strict=True):
+            if g + 1 >= len(sec.offsets):
+                continue
+            if isinstance(sec, PackedSection):
+                gk, gr = unpack_group(sec, g)
+                got = _group_words(gk, gr, m, 0, len(gk), buf, n)
+            else:
+                lo, hi = int(sec.offsets[g]), int(sec.offsets[g + 1])
+                got = _group_words(sec.keys, sec.rows, m, lo, hi, buf, n)
+            if got > n:
+                bounds[runs] = n
+                runs += 1
+                n = got
+        bounds[runs] = n
+        if runs < _MERGE_RUNS_MAX:
+            _merge_runs(buf, bounds[: runs + 1], keys, rows, at)
+        else:
+            w = buf[:n]
+            w.sort()
+            keys[at : at + n] = w >> _SHIFT32
+            rows[at : at + n] = w & _LOW32
+        at += n
+        offs[g + 1] = at
+    return BandSection(offs, keys[:at], rows[:at], None, 0)
+
+
+#: runs in one group from which :func:`_merge_groups` sorts the group's words instead of
+#: merging the runs (each output word is compared with every run's head:
+#: ``benchmarks/bench_merge.py --segments`` times both)
+_MERGE_RUNS_MAX = 64
+
+
+@kernel(nogil=True)
+def _merge_runs(
+    words: npt.NDArray[np.uint64],
+    bounds: npt.NDArray[np.int64],
+    keys: npt.NDArray[np.uint32],
+    rows: npt.NDArray[np.uint32],
+    at: int,
+) -> None:  # pragma: no cover (numba)
+    """The sorted runs ``words[bounds[j]:bounds[j + 1]]`` (distinct words) merged into
+    ``keys[at:]`` (each word's high half) and ``rows[at:]`` (its low half): the smallest head
+    of the runs not yet used up, found by comparing them all (few runs); a run used up leaves
+    the set, so no sentinel value is needed."""
+    k = bounds.size - 1
+    pos = bounds[:-1].copy()
+    end = bounds[1:].copy()
+    head = np.empty(k, np.uint64)
+    run = np.arange(k)
+    live = 0
+    for j in range(k):
+        if pos[j] < end[j]:
+            head[live] = words[pos[j]]
+            run[live] = j
+            live += 1
+    o = at
+    while live > 0:
+        best = 0
+        w = head[0]
+        for j in range(1, live):
+            if head[j] < w:
+                w = head[j]
+                best = j
+        keys[o] = np.uint32(w >> np.uint64(32))
+        rows[o] = np.uint32(w & np.uint64(0xFFFFFFFF))
+        o += 1
+        r = run[best]
+        p = pos[r] + 1
+        pos[r] = p
+        if p < end[r]:
+            head[best] = words[p]
+        else:  # the run is used up: the last live one takes its place
+            live -= 1
+            head[best] = head[live]
+            run[best] = run[live]
+
+
+@kernel(nogil=True)
+def _group_words(
+    keys: npt.NDArray[np.uint32],
+    rows: npt.NDArray[np.uint32],
+    row_map: npt.NDArray[np.int64],
+    lo: int,
+    hi: int,
+    out: npt.NDArray[np.uint64],
+    at: int,
+) -> int:  # pragma: no cover (numba)
+    """Entries ``lo..hi`` of a section as ``key << 32 | row_map[row]`` words from ``out[at]``
+    on, those whose mapped row is negative left out; returns the next free position."""
+    for i in range(lo, hi):
+        r = row_map[rows[i]]
+        if r >= 0:
+            out[at] = (np.uint64(keys[i]) << np.uint64(32)) | np.uint64(r)
+            at += 1
+    return at

@@ -189,7 +189,7 @@ def lookup(
     Vectorised over the queries: each distinct query key is searched once per run, in sorted
     order (neighbouring searches touch the same cache lines), the buckets are gathered with
     array arithmetic and only buckets over the cap are walked in Python; equal to
-    :func:`neardup.index.reference.lookup_reference` (tests/online/test_online_lsh.py)."""
+    :func:`neardup.index.reference.lookup_reference` (tests/online/test_online_lsh_sections.py)."""
     q, nb = queries.shape if queries.ndim == 2 else (0, 0)
     if q == 0:
         return []

@@ -17,7 +17,7 @@ from neardup.index.band_packed import PackedSection, pack_section, packed_layout
 from neardup.index.bands import BandSection, SectionGroup, lookup, merge_mapped
 from neardup.index.reference import lookup_reference, merge_mapped_reference
 from neardup.store.segment import HEADER_SIZE, open_segment, write_segment
-from tests.online.test_online_lsh import band_hashes
+from tests.online.test_online_lsh_sections import band_hashes
 
 _SHIFT = np.uint64(32)
 

@@ -69,6 +69,7 @@ import numpy.typing as npt
 import xxhash
 import zstandard as zstd
 
+from .._threads import max_threads
 from ..errors import CorruptFileError, CorruptRecordError, StorageError, UnsupportedVersionError
 from . import textcodec
 from .checkpointer import Checkpointer
@@ -266,17 +267,47 @@ def _stored_row(row: tuple[Any, ...], codec: TextCodec | None) -> tuple[Any, ...
     appended (over the stored bytes). A 9-column row is stored as it is."""
     if len(row) == DOC_COLUMNS:
         return row
-    rid, id, time_, fp, chash, flags, metadata, text = row
-    if text is not None and codec is not None:
-        packed = codec.encode(_utf8(text) or b"")
-        if packed is not None:
-            flags |= TEXT_ZSTD_FLAG
-            csum = _checksum_bytes(
-                rid, _utf8(id) or b"", time_, bytes(fp), bytes(chash), flags, _utf8(metadata),
-                packed,
-            )  # fmt: skip
-            return (rid, id, time_, fp, chash, flags, metadata, packed, csum)
-    return (*row, row_checksum(*row))
+    text = row[7]
+    if text is None or codec is None:
+        return (*row, row_checksum(*row))
+    return _with_text(row, codec.encode(_utf8(text) or b""))
+
+
+def _with_text(row: tuple[Any, ...], packed: bytes | None) -> tuple[Any, ...]:
+    """An 8-column row as stored, its text's compressed bytes ``packed`` (None: kept plain)."""
+    if packed is None:
+        return (*row, row_checksum(*row))
+    rid, id, time_, fp, chash, flags, metadata, _ = row
+    flags |= TEXT_ZSTD_FLAG
+    csum = _checksum_bytes(
+        rid, _utf8(id) or b"", time_, bytes(fp), bytes(chash), flags, _utf8(metadata), packed
+    )
+    return (rid, id, time_, fp, chash, flags, metadata, packed, csum)
+
+
+def _stored_rows(
+    rows: Iterable[tuple[Any, ...]], codec: TextCodec | None, threads: int
+) -> Iterator[tuple[Any, ...]]:
+    """:func:`_stored_row` of each row, in order; with a codec and ``threads`` > 1 the texts
+    of each block of :data:`_ENCODE_BLOCK` rows are compressed together on zstd's threads
+    (:meth:`TextCodec.encode_many`: the same bytes), off the GIL that this thread's Python
+    needs for the rest of each row."""
+    if codec is None or threads < 2:
+        for row in rows:
+            yield _stored_row(row, codec)
+        return
+    it = iter(rows)
+    while block := list(itertools.islice(it, _ENCODE_BLOCK)):
+        todo = [k for k, r in enumerate(block) if len(r) != DOC_COLUMNS and r[7] is not None]
+        packed = codec.encode_many([_utf8(block[k][7]) or b"" for k in todo], threads)
+        done = dict(zip(todo, packed, strict=True))
+        for k, row in enumerate(block):
+            yield _with_text(row, done[k]) if k in done else _stored_row(row, None)
+
+
+#: rows whose texts a bulk insert compresses in one batch (:func:`_stored_rows`): zstd's
+#: threads start once a batch (``benchmarks/bench_load.py``)
+_ENCODE_BLOCK = 4096
 
 
 def _add_row(r: AddRecord) -> tuple[Any, ...]:
@@ -740,7 +771,9 @@ class MetaDB:
                         head = list(itertools.islice(it, 2 * textcodec.TRAIN_MIN_TEXTS))
                         codec = self._codec_for(tx, (r[7] for r in head if len(r) == 8))
                         it = itertools.chain(head, it)
-                    stored = (_stored_row(r, codec) for r in it)
+                    # a bulk load's texts compressed on every CPU (its rows are the critical
+                    # path); a commit's few on this thread
+                    stored = _stored_rows(it, codec, max_threads() if bulk else 1)
                     self._insert_counted(tx, "INSERT", stored)  # (after the dictionary's row)
             finally:
                 if bulk and self.path is not None:

@@ -17,6 +17,7 @@ and the dev corpus (docs/store.md, "Stored texts").
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import cast
 
 import xxhash
@@ -97,6 +98,25 @@ class TextCodec:
         not make it shorter (it is then stored as it is)."""
         out = self._c.compress(raw)
         return out if len(out) < len(raw) else None
+
+    def encode_many(self, raws: Sequence[bytes], threads: int = 1) -> list[bytes | None]:
+        """:meth:`encode` of each of ``raws``, the same bytes; with ``threads`` > 1 compressed
+        by zstd's own threads, without the GIL (a bulk load's rows: the database's writer
+        thread is a load's critical path, ``benchmarks/bench_load.py``)."""
+        if threads < 2 or len(raws) < 2:
+            return [self.encode(r) for r in raws]
+        full = [k for k, r in enumerate(raws) if r]  # (zstd's batch refuses empty inputs)
+        out: list[bytes | None] = [None] * len(raws)
+        if not full:
+            return out
+        got = self._c.multi_compress_to_buffer([raws[k] for k in full], threads=threads)
+        if len(got) != len(full):  # pragma: no cover (zstd's contract)
+            raise RuntimeError(f"zstd compressed {len(got)} of {len(full)} texts")
+        for j, k in enumerate(full):
+            b = got[j].tobytes()
+            if len(b) < len(raws[k]):
+                out[k] = b
+        return out
 
     def decode(self, stored: bytes) -> bytes:
         """The UTF-8 bytes of a compressed text (:class:`zstd.ZstdError` when damaged)."""

@@ -237,3 +237,41 @@ def test_any_text_round_trips_through_the_codec(text: str) -> None:
     raw = text.encode("utf-8", "surrogatepass")
     packed = _CODEC.encode(raw)
     assert packed is None or (len(packed) < len(raw) and _CODEC.decode(packed) == raw)
+
+
+@settings(max_examples=60, deadline=None)
+@given(texts=st.lists(st.text(max_size=600), max_size=40), threads=st.sampled_from([1, 2, 3]))
+def test_a_batch_is_encoded_as_each_text_alone(texts: list[str], threads: int) -> None:
+    """``encode_many`` (a bulk load's texts, compressed on zstd's threads) gives each text the
+    bytes ``encode`` gives it alone: None where compressing does not shorten it (empty texts
+    among them, which zstd's batch refuses), the same frame elsewhere."""
+    raws = [t.encode("utf-8", "surrogatepass") for t in texts] + [
+        t.encode() for t in _texts(5, seed=len(texts))
+    ]
+    assert _CODEC.encode_many(raws, threads) == [_CODEC.encode(r) for r in raws]
+
+
+def test_a_bulk_insert_stores_the_rows_a_commit_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rows of a bulk insert, whose texts are compressed in blocks on zstd's threads, are
+    the bytes of inserting them row by row (texts, flags, checksums), in blocks of 64 here, and
+    read back as given."""
+    from neardup.store import meta
+
+    monkeypatch.setattr(meta, "_ENCODE_BLOCK", 64)
+    monkeypatch.setattr(meta, "max_threads", lambda: 2)
+    texts = _texts(700, seed=3)
+    texts[TRAIN + 10] = ""
+    images = []
+    for bulk in (True, False):
+        db = MetaDB(tmp_path / f"bulk-{bulk}.sqlite3")
+        rows = [
+            (i, f"id{i}", 1.0, b"f" * 16, b"c" * 16, i % 2, None, t) for i, t in enumerate(texts)
+        ]
+        db.insert_rows(rows, bulk=bulk)
+        images.append(db._db.execute("SELECT * FROM docs ORDER BY rid").fetchall())
+        assert [db.get(f"id{i}").text for i in range(0, 700, 50)] == texts[0:700:50]
+        db.close()
+    assert images[0] == images[1]
+    assert sum(1 for r in images[0] if r[5] & TEXT_ZSTD_FLAG) > 400

@@ -179,6 +179,10 @@ class ExactFingerprintPass:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._busy = [0.0, 0.0]  # thread seconds in all, in the fingerprint kernel
+        #: every text's content hash (uint64 (n, 2), as ``content_hash_many``), once
+        #: :meth:`finish` has returned: what an online store keeps for each document, so a
+        #: seed stores the run's instead of hashing every kept text again
+        self.hashes: npt.NDArray[np.uint64] | None = None
 
     # -- feeding
     def feed(self, texts: Sequence[str]) -> None:
@@ -309,7 +313,8 @@ class ExactFingerprintPass:
         lens = np.concatenate(self._lens) if self._lens else np.zeros(0, np.int64)
         if not self.kernel or n == 0 or (not self._futures and lens.sum() < EXACT_NUMBA_MIN_CHARS):
             self.close()
-            first = stage_exact(texts, self.workers)
+            self.hashes = content_hashes(texts, workers=self.workers)
+            first = first_of_equal_rows(self.hashes)
             t1 = time.perf_counter()
             unique = np.flatnonzero(first == np.arange(n))
             fps_u, empty_u = stage_fingerprint(
@@ -339,6 +344,7 @@ class ExactFingerprintPass:
             if progress is not None:
                 progress(collected)
         self.close()
+        self.hashes = hashes
         first = first_of_equal_rows(hashes)
         unique = np.flatnonzero(first == np.arange(n))
         t1 = time.perf_counter()

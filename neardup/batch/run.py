@@ -185,7 +185,9 @@ def dedup(
     work_out : dict, optional
         Receives the run's work on the first copies of the texts (every kept text is one):
         ``rows`` (their positions), ``fps`` and ``empty`` (fingerprints and empty flags, as the
-        config's fingerprinter makes them), and in the ``lsh`` mode ``sig`` and ``tokens``
+        config's fingerprinter makes them), ``chash`` (content hashes ``(n, 2)``, as
+        :func:`~neardup.fingerprint.content_hash_many` makes them; absent without the exact
+        stage and without given ``fingerprints``), and in the ``lsh`` mode ``sig`` and ``tokens``
         (signatures and token counts, as ``signatures`` takes them). An online store made with
         the same fingerprinter, verifier and plan stores the kept texts from these without
         preparing them again (:func:`neardup.incremental.dedup_into`). The signatures are then
@@ -270,6 +272,7 @@ def dedup(
             first, fps_u, empty_u = exact_pass.finish(texts, timings, texts_done)
         finally:
             exact_pass.close()
+        hashes = exact_pass.hashes
         t1 = time.perf_counter()
         is_dup = first != np.arange(n)
         groups = ExactGroups.from_first(first)
@@ -282,8 +285,9 @@ def dedup(
         if exact_pass is not None:
             exact_pass.close()
         done = timed("exact")
-        if fingerprints is not None and cfg.exact:
-            first = first_of_equal_rows(fingerprints[0])
+        hashes = fingerprints[0] if fingerprints is not None else None
+        if hashes is not None and cfg.exact:
+            first = first_of_equal_rows(hashes)
         else:
             first = np.arange(n, dtype=np.int64)
         is_dup = first != np.arange(n)
@@ -329,6 +333,8 @@ def dedup(
     )
     if work_out is not None:
         work_out.update(rows=unique, fps=fps_u, empty=empty_u)
+        if hashes is not None:
+            work_out.update(chash=np.asarray(hashes, np.uint64)[unique])
         if signed and counted:
             work_out.update(sig=signed[0], tokens=counted[0])
         if bucketed:

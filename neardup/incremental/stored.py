@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -50,16 +51,18 @@ REUSE_MAX = 200_000
 @dataclasses.dataclass
 class RunWork:
     """A batch run's work on the kept documents, in their order (``neardup.batch.dedup``'s
-    ``work_out``): their fingerprints, empty flags, and with the MinHash channel their
-    signatures, token counts and coarse token buckets. :func:`load_kept` stores the kept
-    documents from it (``Deduplicator.prepare_signed``) instead of fingerprinting and signing
-    them again."""
+    ``work_out``): their fingerprints, empty flags, content hashes (None where the run made
+    none: no exact stage), and with the MinHash channel their signatures, token counts and
+    coarse token buckets. :func:`load_kept` stores the kept documents from it
+    (``Deduplicator.prepare_signed``) instead of hashing, fingerprinting and signing them
+    again."""
 
     fps: npt.NDArray[np.uint64]
     empty: npt.NDArray[np.bool_]
     sig: npt.NDArray[np.uint16] | None
     tokens: npt.NDArray[np.int64] | None
     buckets: npt.NDArray[np.uint8] | None = None
+    chash: npt.NDArray[np.uint64] | None = None
 
     @classmethod
     def of_kept(cls, work: dict[str, Any], kept: npt.NDArray[np.int64]) -> RunWork:
@@ -70,12 +73,14 @@ class RunWork:
         if kept.size and (at.max() >= rows.size or (rows[at] != kept).any()):
             raise ValueError("a kept document is not a first copy of the run")
         sig, tokens, buckets = work.get("sig"), work.get("tokens"), work.get("buckets")
+        chash = work.get("chash")
         return cls(
             work["fps"][at],
             work["empty"][at],
             None if sig is None else sig[at],
             None if tokens is None else tokens[at],
             None if buckets is None else buckets[at],
+            None if chash is None else chash[at],
         )
 
 
@@ -160,9 +165,7 @@ def load_kept(
     :func:`check_store`'s batches of every document, loaded as they were prepared
     (``Deduplicator.load_prepared``) instead of being prepared again; ``work``: the batch run's
     work on the kept documents (:class:`RunWork`), which they are stored with instead of being
-    fingerprinted and signed again."""
-    from ..online.prepare import PreparedDocs
-
+    hashed, fingerprinted and signed again."""
     report = progress or (lambda stage, done, total: None)
     where = np.flatnonzero(keep)
     kept = len(where)
@@ -172,37 +175,73 @@ def load_kept(
         raise ValueError("the prepared batches must cover every document")
     if work is not None and len(work.fps) != kept:
         raise ValueError(f"the run's work covers {len(work.fps)} documents, {kept} are kept")
-    for lo in range(0, kept, LOAD_CHUNK):
-        part = where[lo : lo + LOAD_CHUNK].tolist()
-        when = None if times is None else np.asarray([times[i] for i in part], np.float64)
-        if work is not None:
-            cut = slice(lo, lo + len(part))
-            batch = d.prepare_signed(
-                [{"id": ids[i], "text": texts[i]} for i in part],
-                work.fps[cut],
-                work.empty[cut],
-                None if work.sig is None else work.sig[cut],
-                None if work.tokens is None else work.tokens[cut],
-                None if work.buckets is None else work.buckets[cut],
-            )
-            d.load_prepared(batch, times=when)
-        elif prepared:
-            at = where[lo : lo + LOAD_CHUNK]
-            chunk = np.searchsorted(starts, at, side="right") - 1  # the batch of each
-            cuts = np.flatnonzero(np.diff(chunk)) + 1
-            pieces = [
-                prepared[int(chunk[a])][1].take(at[a:b] - starts[chunk[a]])
-                for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(at)], strict=True)
-            ]
-            if when is None:  # stamped now, as load stamps them (not when they were prepared)
-                when = np.full(len(part), d.clock(), np.float64)
-            d.load_prepared(PreparedDocs.concat(pieces), times=when)
-        elif times is None:
-            d.load([{"id": ids[i], "text": texts[i]} for i in part])
-        else:
-            d.load([{"id": ids[i], "text": texts[i], "time": times[i]} for i in part])
-        report("save", min(kept, lo + LOAD_CHUNK), kept)
+    # each chunk is prepared on this thread while the one before it loads on a helper thread
+    # (its sketches and summaries, its rows into SQLite, its segments), one load in flight, so
+    # the chunks load in order: a load's database rows are its critical path, and preparing
+    # waited for them (``benchmarks/bench_load.py``)
+    pool = ThreadPoolExecutor(1, thread_name_prefix="neardup-load")
+    inflight: Future[Any] | None = None
+    try:
+        for lo in range(0, kept, LOAD_CHUNK):
+            job = _load_job(d, ids, texts, where[lo : lo + LOAD_CHUNK], lo, times, prepared,
+                            starts, work)  # fmt: skip
+            if inflight is not None:
+                inflight.result()
+                report("save", lo, kept)
+            inflight = pool.submit(job)
+        if inflight is not None:
+            inflight.result()
+    finally:  # (a failed preparation waits for the load in flight)
+        pool.shutdown(wait=True)
+    report("save", kept, kept)
     return kept
+
+
+def _load_job(
+    d: Any,
+    ids: Sequence[str],
+    texts: Sequence[str],
+    at: npt.NDArray[np.int64],
+    lo: int,
+    times: Sequence[float] | None,
+    prepared: list[tuple[int, PreparedDocs]] | None,
+    starts: npt.NDArray[np.int64],
+    work: RunWork | None,
+) -> Callable[[], Any]:
+    """The load of the kept documents at positions ``at`` (the ``lo``-th kept one first) as a
+    call, their batch prepared here (:func:`load_kept`)."""
+    from ..online.prepare import PreparedDocs
+
+    part = at.tolist()
+    when = None if times is None else np.asarray([times[i] for i in part], np.float64)
+    if work is not None:
+        cut = slice(lo, lo + len(part))
+        batch = d.prepare_signed(
+            [{"id": ids[i], "text": texts[i]} for i in part],
+            work.fps[cut],
+            work.empty[cut],
+            None if work.sig is None else work.sig[cut],
+            None if work.tokens is None else work.tokens[cut],
+            None if work.buckets is None else work.buckets[cut],
+            None if work.chash is None else work.chash[cut],
+        )
+        return lambda: d.load_prepared(batch, times=when)
+    if prepared:
+        chunk = np.searchsorted(starts, at, side="right") - 1  # the batch of each
+        cuts = np.flatnonzero(np.diff(chunk)) + 1
+        pieces = [
+            prepared[int(chunk[a])][1].take(at[a:b] - starts[chunk[a]])
+            for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(at)], strict=True)
+        ]
+        if when is None:  # stamped now, as load stamps them (not when they were prepared)
+            when = np.full(len(part), d.clock(), np.float64)
+        joined = PreparedDocs.concat(pieces)
+        return lambda: d.load_prepared(joined, times=when)
+    if times is None:
+        docs = [{"id": ids[i], "text": texts[i]} for i in part]
+    else:
+        docs = [{"id": ids[i], "text": texts[i], "time": times[i]} for i in part]
+    return lambda: d.load(docs)
 
 
 def store_summary(

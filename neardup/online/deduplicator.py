@@ -575,13 +575,17 @@ class Deduplicator:
         sig: npt.NDArray[np.uint16] | None = None,
         tokens: npt.NDArray[np.int64] | None = None,
         buckets: npt.NDArray[np.uint8] | None = None,
+        chash: npt.NDArray[np.uint64] | None = None,
     ) -> PreparedDocs:
         """:meth:`prepare` for documents a batch run has already fingerprinted and signed
         (:func:`neardup.batch.dedup`'s ``work_out``), made with this store's fingerprinter,
         verifier and plan (the caller's to check: :func:`neardup.incremental.dedup_into`
-        does): validated, content-hashed and keyed, not fingerprinted or signed again.
-        ``buckets``: their coarse token counts from the same pass, (n, 64); without them the
-        rows' token masks are unknown (they are read where the masks would have spared it).
+        does): validated and keyed, not fingerprinted or signed again. ``buckets``: their
+        coarse token counts from the same pass, (n, 64); without them the rows' token masks
+        are unknown (they are read where the masks would have spared it). ``chash``: their
+        content hashes from the same run ((n, 2) uint64, as
+        :func:`~neardup.fingerprint.content_hash_many` makes them); without them the texts are
+        hashed here.
 
         Raises
         ------
@@ -589,7 +593,7 @@ class Deduplicator:
             A document :meth:`add` would refuse, or an id repeated in ``docs``.
         """
         items, _ = self._as_list(docs)
-        return self._preparer.prepare_signed(items, fps, empty, sig, tokens, buckets)
+        return self._preparer.prepare_signed(items, fps, empty, sig, tokens, buckets, chash)
 
     def load_prepared(
         self, p: PreparedDocs, *, times: npt.NDArray[np.float64] | None = None

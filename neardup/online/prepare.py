@@ -287,20 +287,24 @@ class DocumentPreparer:
         sig: npt.NDArray[np.uint16] | None,
         tokens: npt.NDArray[np.int64] | None,
         buckets: npt.NDArray[np.uint8] | None = None,
+        chash: npt.NDArray[np.uint64] | None = None,
     ) -> PreparedDocs:
         """:meth:`prepare` of ``docs`` whose fingerprints, empty flags, MinHash signatures and
         token counts a batch run already made with this preparer's fingerprinter, verifier and
         plan (:func:`neardup.batch.dedup`'s ``work_out``; the caller checks that they are the
-        same): validated as :meth:`prepare` validates, content-hashed and keyed, not
-        fingerprinted or signed again. ``sig`` and ``tokens`` are None without the channel;
-        ``buckets`` (the same pass's coarse token counts, (n, 64)) may be None: the rows' token
-        masks are then unknown."""
+        same): validated as :meth:`prepare` validates and keyed, not fingerprinted or signed
+        again. ``sig`` and ``tokens`` are None without the channel; ``buckets`` (the same
+        pass's coarse token counts, (n, 64)) may be None: the rows' token masks are then
+        unknown. ``chash``: the texts' content hashes from the same run ((n, 2), as
+        ``content_hash_many`` makes them; the batch's exact stage), else None: hashed here."""
         ids, texts, times, metas = self._validate(docs)
         n = len(ids)
         fps = as_fingerprints(fps, bits=self.bits)
         if len(fps) != n or len(empty) != n:
             raise ValueError(f"{len(fps)} fingerprints and {len(empty)} flags for {n} documents")
-        out = self._assemble(ids, texts, times, metas, fps, np.asarray(empty, bool))
+        if chash is not None and np.shape(chash) != (n, 2):
+            raise ValueError(f"content hashes of shape {np.shape(chash)} for {n} documents")
+        out = self._assemble(ids, texts, times, metas, fps, np.asarray(empty, bool), chash)
         if self.lsh is not None:
             from ..fingerprint.minhash import band_entries
 
@@ -366,14 +370,19 @@ class DocumentPreparer:
         metas: list[str | None],
         fps: npt.NDArray[np.uint64],
         empty: npt.NDArray[np.bool_],
+        hashes: npt.NDArray[np.uint64] | None = None,
     ) -> PreparedDocs:
-        """The batch with its content hashes (the channel's columns are the caller's)."""
+        """The batch with its content hashes (``hashes``: made already, (n, 2); the channel's
+        columns are the caller's)."""
         # 16 bytes per document: high word then low word, each little-endian
-        if len(texts) == 1:  # the service's usual request
+        if len(texts) == 1 and hashes is None:  # the service's usual request
             d = self._digest_one(texts[0])  # big-endian
             chash = [d[7::-1] + d[:7:-1]]
         else:
-            ch = self._hash_many(texts) if texts else np.zeros((0, 2), np.uint64)
+            if hashes is not None:
+                ch = hashes
+            else:
+                ch = self._hash_many(texts) if texts else np.zeros((0, 2), np.uint64)
             raw = np.ascontiguousarray(ch, dtype="<u8").tobytes()
             chash = [raw[k : k + 16] for k in range(0, len(raw), 16)]
         return PreparedDocs(ids, texts, np.array(times, dtype=np.float64), metas, fps, empty, chash)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from neardup.cli.main import main
@@ -171,19 +172,26 @@ def _image(store: Path) -> tuple[list[tuple], list[list]]:
     return [(*r, t) for r, t in zip(rows, texts, strict=True)], segs
 
 
+@pytest.mark.parametrize("chunked", [False, True])
 @pytest.mark.parametrize("mode", ["lsh", "simhash"])
 def test_an_empty_stores_run_is_stored_from_the_runs_own_work(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, chunked: bool
 ) -> None:
-    """A run into an empty store stores its kept documents from the batch run's fingerprints
-    and signatures (``RunWork``), in loads of 70 here: byte for byte the store that preparing
-    and signing them again makes (the run's work refused), over texts that take every branch
-    of the fingerprint and signature paths (English, Chinese, mixed, exact and
-    case-or-space-only copies, empty and whitespace-only texts, a text without tokens)."""
+    """A run into an empty store stores its kept documents from the batch run's content
+    hashes, fingerprints and signatures (``RunWork``), in loads of 70 here: byte for byte the
+    store that hashing, preparing and signing them again makes (the run's work refused), over
+    texts that take every branch of the fingerprint and signature paths (English, Chinese,
+    mixed, exact and case-or-space-only copies, empty and whitespace-only texts, a text
+    without tokens); ``chunked``: the exact pass hashes the ASCII texts in its chunks (a big
+    corpus's path), else all at once."""
+    from neardup.batch import exact
     from neardup.incremental import dedup_into, run, stored
     from neardup.incremental.stored import RunWork
     from neardup.rules.config import DedupConfig
 
+    if chunked:
+        monkeypatch.setattr(exact, "EXACT_NUMBA_MIN_CHARS", 0)
+        monkeypatch.setattr(exact, "EXACT_CHUNK_BYTES", 1500)
     monkeypatch.setattr(stored, "LOAD_CHUNK", 70)
     monkeypatch.setattr(run, "REUSE_MAX", 0)
     rows = _records(220)
@@ -206,6 +214,7 @@ def test_an_empty_stores_run_is_stored_from_the_runs_own_work(
 
     def counted(cls: type, work: dict, kept: object) -> RunWork:
         w = of_kept(cls, work, kept)
+        assert w.chash is not None and w.chash.shape == (len(w.fps), 2)
         made.append(len(w.fps))
         return w
 
@@ -223,6 +232,37 @@ def test_an_empty_stores_run_is_stored_from_the_runs_own_work(
         images[by_run] = _image(path)
     assert images[True] == images[False]
     assert 0 < len(images[True][0]) < len(texts)
+
+
+def test_a_failed_load_stops_the_loads_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kept documents load a chunk at a time on a helper thread while the next chunk is
+    prepared, one load in flight: a load that fails raises from ``load_kept``, after the
+    chunks before it loaded and before any after it started (loads of 40 here)."""
+    from neardup.incremental import stored
+    from neardup.incremental.stored import load_kept
+
+    monkeypatch.setattr(stored, "LOAD_CHUNK", 40)
+    rows = _records(150)
+    ids, texts = [r["id"] for r in rows], [r["text"] for r in rows]
+    with Deduplicator.open(tmp_path / "s") as d:
+        loaded: list[int] = []  # the loads started, in order
+        real = d.load
+
+        def load(docs: list[dict]) -> int:
+            loaded.append(len(docs))
+            if len(loaded) > 1:
+                raise OSError("disk full")
+            return real(docs)
+
+        monkeypatch.setattr(d, "load", load)
+        with pytest.raises(OSError, match="disk full"):
+            load_kept(d, ids, texts, np.ones(len(ids), np.bool_))
+        assert loaded == [40, 40]
+        assert len(d) == 40
+        assert [d.get(i)["id"] for i in ids[:40]] == ids[:40]
+        assert not d.store.lookup_ids(ids[40:])
 
 
 def test_a_bad_id_or_time_is_refused_before_the_run(tmp_path: Path) -> None:

@@ -23,6 +23,11 @@ the first chunk before the measured rounds.
 
 Prints a table and writes ``benchmarks/results/bench_seed.json`` (``--out``) with the machine,
 the commits and every round.
+
+``--whole``: the chunks in one ``neardup.incremental.load_files`` call instead, as ``neardup
+store load DATA FILES --time-field time`` seeds a window (read, one keep-first batch run over
+them all, the loads into segments and SQLite, the final merge: stages ``read`` ... ``save``,
+``compact``), one row a tree.
 """
 
 from __future__ import annotations
@@ -50,6 +55,43 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+class _Stages:
+    """Wall and CPU seconds of each stage a progress callback names (a stage lasts until the
+    next name; ``close()`` ends the last)."""
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+        self.acc: dict[str, list[float]] = {}
+        self.t = self.c = 0.0
+
+    def __call__(self, name: str, done: int, total: int) -> None:
+        if name != self.name:
+            now, cpu = time.perf_counter(), _cpu()
+            if self.name is not None:
+                acc = self.acc.setdefault(self.name, [0.0, 0.0])
+                acc[0] += now - self.t
+                acc[1] += cpu - self.c
+            self.name, self.t, self.c = name, now, cpu
+
+    def close(self) -> dict[str, list[float]]:
+        self("", 0, 0)
+        return {k: [round(v[0], 3), round(v[1], 3)] for k, v in self.acc.items()}
+
+
+def _figures(name: str, docs: int, kept: int, wall: float, cpu: float, stages: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    return {
+        "chunk": name, "docs": docs, "kept": kept, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
+        "docs_per_s": round(docs / wall), "cpu_us_per_doc": round(cpu / docs * 1e6, 1),
+        "stages": stages,
+    }  # fmt: skip
+
+
+def _open_args() -> dict[str, Any]:
+    """The store the seed makes: ``lsh``, hourly partitions, a retention that covers any
+    corpus ``bench_window.py`` kept (its times end when it was written)."""
+    return {"retention": 400 * 3600, "partition_seconds": 3600, "candidates": "lsh"}
+
+
 def child(corpus: str, chunks: int, store: str) -> dict[str, Any]:
     """In the tree's process: seed ``store`` with the first ``chunks`` chunks; the figures."""
     import orjson
@@ -60,47 +102,51 @@ def child(corpus: str, chunks: int, store: str) -> dict[str, Any]:
 
     files = sorted(glob.glob(str(Path(corpus) / "window-*.jsonl.zst")))[:chunks]
     out: list[dict[str, Any]] = []
-    stage: dict[str, Any] = {"name": None}
-
-    def progress(name: str, done: int, total: int) -> None:
-        if name != stage["name"]:
-            now, cpu = time.perf_counter(), _cpu()
-            if stage["name"] is not None:
-                acc = stage["acc"].setdefault(stage["name"], [0.0, 0.0])
-                acc[0] += now - stage["t"]
-                acc[1] += cpu - stage["c"]
-            stage.update(name=name, t=now, c=cpu)
-
-    with Deduplicator.open(
-        store, retention=400 * 3600, partition_seconds=3600, candidates="lsh"
-    ) as d:
+    with Deduplicator.open(store, **_open_args()) as d:
         for f in files:
             lines = [orjson.loads(x) for x in wc.read_chunk(f) if x]
             ids = [x["id"] for x in lines]
             texts = [x["text"] for x in lines]
             times = [x["time"] for x in lines]
             del lines
-            stage.update(name=None, acc={})
+            stages = _Stages()
             c0, t0 = _cpu(), time.perf_counter()
-            into = dedup_into(d, ids, texts, times=times, progress=progress)
-            progress("", 0, 0)  # closes the last stage
+            into = dedup_into(d, ids, texts, times=times, progress=stages)
             wall, cpu = time.perf_counter() - t0, _cpu() - c0
-            out.append({
-                "chunk": Path(f).name, "docs": len(ids), "kept": int(into.keep.sum()),
-                "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
-                "docs_per_s": round(len(ids) / wall), "cpu_us_per_doc": round(cpu / len(ids) * 1e6, 1),
-                "stages": {k: [round(v[0], 3), round(v[1], 3)] for k, v in stage["acc"].items()},
-            })  # fmt: skip
+            out.append(_figures(Path(f).name, len(ids), int(into.keep.sum()), wall, cpu, stages.close()))  # fmt: skip
         stored = len(d)
     return {"chunks": out, "stored": stored}
 
 
-def _run_tree(tree: str, corpus: str, chunks: int, work: Path) -> dict[str, Any]:
+def child_whole(corpus: str, chunks: int, store: str) -> dict[str, Any]:
+    """In the tree's process, ``--whole``: the first ``chunks`` chunks in one
+    ``load_files`` call, as ``neardup store load DATA FILES --time-field time`` runs it (read,
+    one keep-first run, the loads, the final merge); the figures as one entry."""
+    from neardup.incremental import load_files
+    from neardup.online import Deduplicator
+
+    files = sorted(glob.glob(str(Path(corpus) / "window-*.jsonl.zst")))[:chunks]
+    with Deduplicator.open(store, **_open_args()):
+        pass
+    stages = _Stages()
+    c0, t0 = _cpu(), time.perf_counter()
+    res = load_files(files, store, time_field="time", progress=stages)
+    wall, cpu = time.perf_counter() - t0, _cpu() - c0
+    name = f"{len(files)} chunks, one load_files"
+    return {
+        "chunks": [_figures(name, res["documents"], res["loaded"], wall, cpu, stages.close())],
+        "stored": res["store_documents_after"],
+    }
+
+
+def _run_tree(
+    tree: str, corpus: str, chunks: int, work: Path, whole: bool = False
+) -> dict[str, Any]:
     store = tempfile.mkdtemp(prefix="store-", dir=work)
     env = dict(os.environ, PYTHONPATH=str(Path(tree).resolve()))
     try:
         res = subprocess.run(
-            [sys.executable, __file__, "--child", corpus, str(chunks), store],
+            [sys.executable, __file__, "--child", corpus, str(chunks), store, "whole" if whole else "chunks"],
             env=env, capture_output=True, text=True, check=False,
         )  # fmt: skip
     finally:
@@ -119,12 +165,14 @@ def _commit(tree: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--child"]:
-        print(json.dumps(child(argv[1], int(argv[2]), argv[3])))
+        run = child_whole if argv[4:5] == ["whole"] else child
+        print(json.dumps(run(argv[1], int(argv[2]), argv[3])))
         return 0
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--corpus", required=True, help="a bench_window corpus folder (window-*.jsonl.zst)")  # fmt: skip
     p.add_argument("--chunks", type=int, default=2, help="chunks seeded, in order")
     p.add_argument("--tree", action="append", default=None, help="a source tree (repeat for an A/B; default: this one)")  # fmt: skip
+    p.add_argument("--whole", action="store_true", help="the chunks in one load_files call (neardup store load), not one dedup_into a chunk")  # fmt: skip
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--warm", type=int, default=1, help="unmeasured runs of each tree first (kernel compile)")  # fmt: skip
     p.add_argument("--work", type=Path, default=None, help="folder for the stores (default: the temp folder)")  # fmt: skip
@@ -144,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                 _run_tree(t, args.corpus, 1, work)
         for r in range(args.rounds):
             for t in trees if r % 2 == 0 else trees[::-1]:
-                runs[t].append(_run_tree(t, args.corpus, args.chunks, work))
+                runs[t].append(_run_tree(t, args.corpus, args.chunks, work, args.whole))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -158,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     summary: dict[str, Any] = {}
     for t in trees:
         rows = []
-        for i in range(args.chunks):
+        for i in range(1 if args.whole else args.chunks):
             names = list(runs[t][0]["chunks"][i]["stages"])
             stages = {n: [med_stage(t, i, n, 0), med_stage(t, i, n, 1)] for n in names}
             row = {k: med(t, i, k) for k in ("docs_per_s", "wall_s", "cpu_s", "cpu_us_per_doc")}
@@ -180,7 +228,12 @@ def main(argv: list[str] | None = None) -> int:
         "command": "benchmarks/bench_seed.py " + " ".join(argv),
         "date": time.strftime("%Y-%m-%d"),
         "machine": machine(load_average=True),
-        "params": {"corpus": args.corpus, "chunks": args.chunks, "rounds": args.rounds},
+        "params": {
+            "corpus": args.corpus,
+            "chunks": args.chunks,
+            "whole": args.whole,
+            "rounds": args.rounds,
+        },
         "trees": summary,
         "runs": runs,
     }

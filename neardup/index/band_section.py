@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._jit import kernel
 from .._threads import run_ranges
 from ..fingerprint.minhash import NO_KEYS
 
@@ -171,9 +172,26 @@ class BandSection:
 
 def columns_are_groups(ent: npt.NDArray[np.uint64]) -> bool:
     """Whether every key of ``ent`` (n, bands) has its column as its group (or is
-    :data:`NO_KEYS`): true for plans of up to 3 rows, whose group is the band."""
-    cols = np.arange(ent.shape[1], dtype=np.uint64) << _SHIFT32
-    return bool((((ent & ~_LOW32) == cols) | (ent == NO_KEYS)).all())
+    :data:`NO_KEYS`): true for plans of up to 3 rows, whose group is the band. One pass
+    without the GIL that stops at the first key that is not (a load's 100 k rows: five
+    array-sized temporaries in NumPy, on the writer's thread; a request's one row: a few
+    NumPy calls); equal to :func:`neardup.index.reference.columns_are_groups_reference`
+    (tests/store/test_store_bands.py)."""
+    return bool(_columns_are_groups(np.ascontiguousarray(ent, np.uint64)))
+
+
+@kernel(nogil=True)
+def _columns_are_groups(ent: npt.NDArray[np.uint64]) -> bool:  # pragma: no cover (numba)
+    n, nb = ent.shape
+    for i in range(n):
+        for j in range(nb):
+            v = ent[i, j]
+            if v != _NO_KEYS and (v >> np.uint64(32)) != np.uint64(j):
+                return False
+    return True
+
+
+_NO_KEYS = NO_KEYS  # (a module constant the kernel reads)
 
 
 def section_from_rows(

@@ -200,6 +200,13 @@ def lookup_reference(
     return [np.unique(np.concatenate(p)) if p else np.zeros(0, np.int64) for p in out]
 
 
+def columns_are_groups_reference(ent: npt.NDArray[np.uint64]) -> bool:
+    """NumPy twin of :func:`neardup.index.band_section.columns_are_groups`: every key's group
+    (its high 32 bits) is its column, or the key is ``NO_KEYS``."""
+    cols = np.arange(ent.shape[1], dtype=np.uint64) << np.uint64(32)
+    return bool((((ent & ~np.uint64(0xFFFFFFFF)) == cols) | (ent == NO_KEYS)).all())
+
+
 def by_key_reference(
     keys: npt.NDArray[np.uint64], rids: npt.NDArray[np.int64]
 ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]]:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from neardup.errors import UnsupportedVersionError
 from neardup.fingerprint.minhash import NO_KEYS
+from neardup.index.band_section import _by_key as by_key
 from neardup.index.bands import (
     BandIndex,
     BandSection,
@@ -29,8 +30,11 @@ from neardup.index.bands import (
     section_from_rows,
     sort_entries,
 )
-from neardup.index.band_section import _by_key as by_key
-from neardup.index.reference import by_key_reference, merge_mapped_reference
+from neardup.index.reference import (
+    by_key_reference,
+    columns_are_groups_reference,
+    merge_mapped_reference,
+)
 from neardup.online.deduplicator import Deduplicator
 from neardup.store.wal import (
     HEADER_SIZE,
@@ -57,6 +61,29 @@ def _ent(rng: np.random.Generator, n: int, nb: int, *, dup: bool = True) -> np.n
     if dup:
         ent[rng.random(n) < 0.1] = NO_KEYS
     return ent
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(0, 30),
+    st.integers(0, 12),
+    st.sampled_from(["none", "group", "no_keys_half", "strided"]),
+)
+def test_columns_are_groups_equals_its_twin(seed, n, nb, change) -> None:
+    """The one-pass kernel answers as the NumPy expression does: keys whose group is their
+    column (rows of NO_KEYS among them), one key moved to another group, an entry that is
+    NO_KEYS in its high half only, and a non-contiguous view."""
+    rng = np.random.default_rng(seed)
+    ent = _ent(rng, n, nb)
+    if change == "group" and ent.size:
+        i, j = rng.integers(0, n), rng.integers(0, nb)
+        ent[i, j] = (ent[i, j] & np.uint64(0xFFFFFFFF)) | (np.uint64(j + 1) << _SHIFT)
+    elif change == "no_keys_half" and ent.size:
+        ent[rng.integers(0, n), rng.integers(0, nb)] = np.uint64(0xFFFFFFFF) << _SHIFT
+    elif change == "strided":
+        ent = np.repeat(ent, 2, axis=0)[::2]
+    assert columns_are_groups(ent) == columns_are_groups_reference(ent)
 
 
 @settings(max_examples=60, deadline=None)

@@ -21,6 +21,7 @@ import numpy.typing as npt
 from .._jit import kernel
 from .._threads import run_ranges
 from ..fingerprint.minhash import NO_KEYS
+from ._batch_kernels import RADIX_BINS, radix_order
 
 __all__ = [
     "BandSection",
@@ -226,13 +227,56 @@ def section_from_rows(
 
     # a large section's columns sorted on every kernel thread (a bulk load's or a big
     # insert's: bench_load.py); a small one's on this thread alone
-    run_ranges(columns, nb, min_items=1 if n >= _PARALLEL_SORT_ROWS else max(1, nb))
+    min_items = 1 if n >= _PARALLEL_SORT_ROWS else max(1, nb)
+    if n >= _RADIX_ROWS and bool(np.all(off[1:] > off[:-1])):
+        # rows in ascending order (a load's, a flush's): each column's 32-bit keys by the
+        # batch join's stable radix sort, which keeps equal keys in row order, in place of a
+        # 64-bit sort (bench_seed.py --whole); the same entries
+        run_ranges(_radix_columns, nb, np.ascontiguousarray(ent, np.uint64),
+                   off.astype(np.uint32), keys, rows, min_items=min_items)  # fmt: skip
+    else:
+        run_ranges(columns, nb, min_items=min_items)
     offsets = np.arange(nb + 1, dtype=np.uint64) * np.uint64(n)
     return BandSection(offsets, keys, rows, None, base)
 
 
 #: rows from which :func:`section_from_rows` sorts its columns on several threads
 _PARALLEL_SORT_ROWS = 20_000
+#: rows from which it radix-sorts them (each column's sort clears a histogram of
+#: :data:`~neardup.index._batch_kernels.RADIX_BINS` twice)
+_RADIX_ROWS = 16_384
+
+
+@kernel(nogil=True)
+def _radix_columns(
+    lo: int,
+    hi: int,
+    ent: npt.NDArray[np.uint64],
+    off: npt.NDArray[np.uint32],
+    keys: npt.NDArray[np.uint32],
+    rows: npt.NDArray[np.uint32],
+) -> None:  # pragma: no cover (numba)
+    """Columns ``lo..hi`` of :func:`section_from_rows` for rows whose offsets ``off`` ascend:
+    column ``j``'s 32-bit keys sorted with their rows' offsets into ``keys[j n:(j + 1) n]``
+    and ``rows[...]`` by :func:`~neardup.index._batch_kernels.radix_order` (stable: equal
+    keys stay in row order)."""
+    n = ent.shape[0]
+    h = np.empty(n, np.uint64)
+    r = np.empty(n, np.int64)
+    tmp_h = np.empty(n, np.uint64)
+    tmp_r = np.empty(n, np.int64)
+    hist = np.empty(RADIX_BINS, np.int64)
+    low = np.uint64(0xFFFFFFFF)
+    for j in range(lo, hi):
+        for i in range(n):
+            h[i] = ent[i, j] & low
+            r[i] = i
+        radix_order(h, r, np.uint64(0), low, 32, tmp_h, tmp_r, hist)
+        at = j * n
+        for i in range(n):
+            keys[at + i] = np.uint32(h[i])
+            rows[at + i] = off[r[i]]
+
 
 _NO_POS = np.uint32(0xFFFFFFFF)
 

@@ -98,14 +98,24 @@ def test_by_key_equals_stable_argsort(seed, groups, n) -> None:
     assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(0, 300), st.integers(1, 9))
-def test_section_from_rows_equals_sorted_entries(seed, n, nb) -> None:
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1), st.integers(0, 300), st.integers(1, 9), st.booleans(), st.booleans()
+)
+def test_section_from_rows_equals_sorted_entries(seed, n, nb, radix, shuffled) -> None:
+    """Each column sorted by (key, row id): by the radix-sort kernel (rows ascending, from
+    ``_RADIX_ROWS`` rows: patched to any size here) or by NumPy's sort (rows in any order)."""
+    from neardup.index import band_section
+
     rng = np.random.default_rng(seed)
     ent = _ent(rng, n, nb)
     rids = np.sort(rng.choice(10_000, n, replace=False)).astype(np.int64) + 500
+    if shuffled:  # (not ascending: the sort's path whatever the size)
+        order = rng.permutation(n)
+        ent, rids = ent[order], rids[order]
     assert columns_are_groups(ent)
-    sec = section_from_rows(ent, rids, 400)
+    with mock.patch.object(band_section, "_RADIX_ROWS", 0 if radix else 10**9):
+        sec = section_from_rows(ent, rids, 400)
     k, r = sec
     wk, wr = sort_entries(*flatten(ent, rids))
     assert k.tolist() == wk.tolist() and r.tolist() == wr.tolist()

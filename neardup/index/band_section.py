@@ -200,9 +200,10 @@ def section_from_rows(
 ) -> BandSection:
     """The :class:`BandSection` (rows as offsets from ``base``) of the compact keys ``ent``
     (n, bands) of rows ``rowids``, when :func:`columns_are_groups`: each column is one group,
-    sorted by one plain sort of ``h32 << 32 | row offset`` (equal keys by row id), written
-    into the output; no 64-bit temporary of all entries. Rows of :data:`NO_KEYS` are left
-    out. Equal to a section of the sorted :func:`flatten` (tests/store/test_store_bands.py)."""
+    sorted by one plain sort of ``h32 << 32 | row offset`` (equal keys by row id), or, for
+    many rows in ascending order, by a stable radix sort of its ``h32`` (:func:`_radix_columns`),
+    written into the output; no 64-bit temporary of all entries. Rows of :data:`NO_KEYS` are
+    left out. Equal to a section of the sorted :func:`flatten` (tests/store/test_store_bands.py)."""
     has = ent[:, 0] != NO_KEYS
     if not has.all():
         ent, rowids = ent[has], rowids[has]

@@ -178,7 +178,7 @@ def load_kept(
     # each chunk is prepared on this thread while the one before it loads on a helper thread
     # (its sketches and summaries, its rows into SQLite, its segments), one load in flight, so
     # the chunks load in order: a load's database rows are its critical path, and preparing
-    # waited for them (``benchmarks/bench_load.py``)
+    # waited for them (``benchmarks/bench_seed.py --whole``)
     pool = ThreadPoolExecutor(1, thread_name_prefix="neardup-load")
     inflight: Future[Any] | None = None
     try:

@@ -306,7 +306,7 @@ def _stored_rows(
 
 
 #: rows whose texts a bulk insert compresses in one batch (:func:`_stored_rows`): zstd's
-#: threads start once a batch (``benchmarks/bench_load.py``)
+#: threads start once a batch (``benchmarks/bench_seed.py --whole``)
 _ENCODE_BLOCK = 4096
 
 

@@ -102,7 +102,7 @@ class TextCodec:
     def encode_many(self, raws: Sequence[bytes], threads: int = 1) -> list[bytes | None]:
         """:meth:`encode` of each of ``raws``, the same bytes; with ``threads`` > 1 compressed
         by zstd's own threads, without the GIL (a bulk load's rows: the database's writer
-        thread is a load's critical path, ``benchmarks/bench_load.py``)."""
+        thread is a load's critical path, ``benchmarks/bench_seed.py --whole``)."""
         if threads < 2 or len(raws) < 2:
             return [self.encode(r) for r in raws]
         full = [k for k, r in enumerate(raws) if r]  # (zstd's batch refuses empty inputs)

@@ -262,21 +262,55 @@ def _radix_columns(
     and ``rows[...]`` by :func:`~neardup.index._batch_kernels.radix_order` (stable: equal
     keys stay in row order)."""
     n = ent.shape[0]
-    h = np.empty(n, np.uint64)
-    r = np.empty(n, np.int64)
-    tmp_h = np.empty(n, np.uint64)
-    tmp_r = np.empty(n, np.int64)
-    hist = np.empty(RADIX_BINS, np.int64)
-    low = np.uint64(0xFFFFFFFF)
+    h, r, tmp_h, tmp_r, hist = _column_scratch(n)
     for j in range(lo, hi):
-        for i in range(n):
-            h[i] = ent[i, j] & low
-            r[i] = i
-        radix_order(h, r, np.uint64(0), low, 32, tmp_h, tmp_r, hist)
+        _sort_column(ent, j, False, h, r, tmp_h, tmp_r, hist)
         at = j * n
         for i in range(n):
             keys[at + i] = np.uint32(h[i])
             rows[at + i] = off[r[i]]
+
+
+@kernel(nogil=True)
+def _column_scratch(n: int) -> Any:  # pragma: no cover (numba)
+    """Scratch for :func:`_sort_column` of ``n`` rows: (hashes, rows, their radix sort's two
+    buffers, its histogram)."""
+    return (
+        np.empty(n, np.uint64),
+        np.empty(n, np.int64),
+        np.empty(n, np.uint64),
+        np.empty(n, np.int64),
+        np.empty(RADIX_BINS, np.int64),
+    )
+
+
+@kernel(nogil=True)
+def _sort_column(
+    ent: npt.NDArray[np.uint64],
+    j: int,
+    grouped_only: bool,
+    h: npt.NDArray[np.uint64],
+    r: npt.NDArray[np.int64],
+    tmp_h: npt.NDArray[np.uint64],
+    tmp_r: npt.NDArray[np.int64],
+    hist: npt.NDArray[np.int64],
+) -> bool:  # pragma: no cover (numba)
+    """Column ``j`` of the compact keys ``ent``: its 32-bit hashes into ``h`` with their row
+    numbers into ``r``, sorted by the batch join's stable radix sort
+    (:func:`~neardup.index._batch_kernels.radix_order`: equal hashes stay in row order). With
+    ``grouped_only``, False (nothing sorted) where a key of the column is not of group ``j``.
+    A load's section columns (:func:`_radix_columns`) and a big check's distinct keys
+    (:func:`neardup.index.bands.unique_by_column`) both sort this way."""
+    low = np.uint64(0xFFFFFFFF)
+    g = np.uint64(j)
+    for i in range(ent.shape[0]):
+        v = ent[i, j]
+        if grouped_only and (v >> np.uint64(32)) != g:
+            return False
+        h[i] = v & low
+        r[i] = i
+    radix_order(h, r, np.uint64(0), low, 32, tmp_h, tmp_r, hist)
+    return True
 
 
 _NO_POS = np.uint32(0xFFFFFFFF)

@@ -34,7 +34,6 @@ from .._arrays import sorted_pairs, unique_inverse, unique_sorted
 from .._jit import kernel
 from .._threads import run_ranges
 from ..fingerprint.minhash import NO_KEYS
-from ._batch_kernels import RADIX_BINS, radix_order
 from .band_groups import band_groups, group_pairs
 from .band_merge import merge_mapped, merge_sections
 from .band_packed import PackedSection
@@ -42,6 +41,8 @@ from .band_section import (
     _MAX_SPAN,
     BandSection,
     _by_key,
+    _column_scratch,
+    _sort_column,
     columns_are_groups,
     flatten,
     section_for_rows,
@@ -318,33 +319,18 @@ def _distinct_columns(
     ``distinct[j, :count[j]]`` (sorted), each entry's rank among them into ``inv[:, j]``;
     ``grouped[j]`` False (and nothing else written) where a key of the column is not of group
     ``j``. The column's 32-bit hashes are sorted with their row numbers by the batch join's
-    stable radix sort (:func:`~neardup.index._batch_kernels.radix_order`): without the GIL,
+    stable radix sort (:func:`~neardup.index.band_section._sort_column`): without the GIL,
     where NumPy's sort and ufuncs took it between calls (a dozen a column), so the writer's
     check waited on a preparing thread."""
     n = ent.shape[0]
-    h = np.empty(n, np.uint64)
-    r = np.empty(n, np.int64)
-    tmp_h = np.empty(n, np.uint64)
-    tmp_r = np.empty(n, np.int64)
-    hist = np.empty(RADIX_BINS, np.int64)
-    low = np.uint64(0xFFFFFFFF)
+    h, r, tmp_h, tmp_r, hist = _column_scratch(n)
     for j in range(lo, hi):
-        g = np.uint64(j)
-        ok = True
-        for i in range(n):
-            v = ent[i, j]
-            if (v >> np.uint64(32)) != g:
-                ok = False
-                break
-            h[i] = v & low
-            r[i] = i
-        if not ok:
+        if not _sort_column(ent, j, True, h, r, tmp_h, tmp_r, hist):
             grouped[j] = False
             continue
-        radix_order(h, r, np.uint64(0), low, 32, tmp_h, tmp_r, hist)
         k = -1
         prev = np.uint64(0)
-        top = g << np.uint64(32)
+        top = np.uint64(j) << np.uint64(32)
         for i in range(n):
             v = h[i]
             if k < 0 or v != prev:

@@ -72,6 +72,12 @@ def train(samples: list[bytes]) -> bytes | None:
     return bytes(d.as_bytes())
 
 
+def _if_shorter(packed: bytes, raw: bytes) -> bytes | None:
+    """A text's compressed bytes where they are shorter than its UTF-8 bytes, else None (the
+    text is stored as it is)."""
+    return packed if len(packed) < len(raw) else None
+
+
 class TextCodec:
     """Compress and decompress stored texts with one dictionary. Not thread-safe: the
     database calls :meth:`encode` under its write lock and :meth:`decode` under its read
@@ -96,8 +102,7 @@ class TextCodec:
     def encode(self, raw: bytes) -> bytes | None:
         """The stored bytes of ``raw`` (a text's UTF-8 bytes), or None where compressing does
         not make it shorter (it is then stored as it is)."""
-        out = self._c.compress(raw)
-        return out if len(out) < len(raw) else None
+        return _if_shorter(self._c.compress(raw), raw)
 
     def encode_many(self, raws: Sequence[bytes], threads: int = 1) -> list[bytes | None]:
         """:meth:`encode` of each of ``raws``, the same bytes; with ``threads`` > 1 compressed
@@ -113,9 +118,7 @@ class TextCodec:
         if len(got) != len(full):  # pragma: no cover (zstd's contract)
             raise RuntimeError(f"zstd compressed {len(got)} of {len(full)} texts")
         for j, k in enumerate(full):
-            b = got[j].tobytes()
-            if len(b) < len(raws[k]):
-                out[k] = b
+            out[k] = _if_shorter(got[j].tobytes(), raws[k])
         return out
 
     def decode(self, stored: bytes) -> bytes:

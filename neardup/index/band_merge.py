@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from .._jit import kernel
 from .band_packed import PackedSection, unpack_group
-from .band_section import _LOW32, _SHIFT32, BandSection, _by_key
+from .band_section import BandSection, _by_key
 
 __all__ = ["merge_mapped", "merge_sections"]
 
@@ -154,12 +154,12 @@ def _merge_groups(
     """:func:`merge_mapped` of three or more sections: each group's kept entries of every
     section as one ``key << 32 | mapped row`` word each, one sorted run per section (a
     section's group is sorted by (key, row) and its map increases), merged by
-    :func:`_merge_runs`: every entry is copied twice and compared with the head of each other
-    run, where sorting the group's words cost a vectorised sort of them (and merging the runs
-    pairwise as a balanced tree copied each about log2(k) times, into a fresh array each round;
-    ``benchmarks/bench_merge.py`` measures them). Rows are unique, so (key, row) orders the
-    words as the runs' merge would. From :data:`_MERGE_RUNS_MAX` runs in a group (a head
-    compared with every other costs more than the sort) the group's words are sorted."""
+    :func:`_merge_runs`: every entry is copied twice and plays log2(k) matches of a
+    tournament, where sorting the group's words cost a vectorised sort of them, comparing
+    every run's head k comparisons an entry, and merging the runs pairwise as a balanced tree
+    copied each about log2(k) times, into a fresh array each round
+    (``benchmarks/bench_merge.py --segments`` measures them). Rows are unique, so (key, row)
+    orders the words as the runs' merge would."""
     ng = max(len(sec.offsets) - 1 for sec in sections)
     total = sum(len(sec) for sec in sections)
     keys = np.empty(total, np.uint32)
@@ -189,22 +189,10 @@ def _merge_groups(
                 runs += 1
                 n = got
         bounds[runs] = n
-        if runs < _MERGE_RUNS_MAX:
-            _merge_runs(buf, bounds[: runs + 1], keys, rows, at)
-        else:
-            w = buf[:n]
-            w.sort()
-            keys[at : at + n] = w >> _SHIFT32
-            rows[at : at + n] = w & _LOW32
+        _merge_runs(buf, bounds[: runs + 1], keys, rows, at)
         at += n
         offs[g + 1] = at
     return BandSection(offs, keys[:at], rows[:at], None, 0)
-
-
-#: runs in one group from which :func:`_merge_groups` sorts the group's words instead of
-#: merging the runs (each output word is compared with every run's head:
-#: ``benchmarks/bench_merge.py --segments`` times both)
-_MERGE_RUNS_MAX = 64
 
 
 @kernel(nogil=True)
@@ -215,41 +203,57 @@ def _merge_runs(
     rows: npt.NDArray[np.uint32],
     at: int,
 ) -> None:  # pragma: no cover (numba)
-    """The sorted runs ``words[bounds[j]:bounds[j + 1]]`` (distinct words) merged into
-    ``keys[at:]`` (each word's high half) and ``rows[at:]`` (its low half): the smallest head
-    of the runs not yet used up, found by comparing them all (few runs); a run used up leaves
-    the set, so no sentinel value is needed."""
+    """The sorted runs ``words[bounds[j]:bounds[j + 1]]`` merged into ``keys[at:]`` (each
+    word's high half) and ``rows[at:]`` (its low half) by a tournament (loser) tree over the
+    runs' heads (Knuth, TAOCP 5.4.1): each output word replays the matches from its run's leaf
+    to the root, log2 of the runs' comparisons, each a select rather than a branch (the heads
+    are hashes: a branch the CPU cannot predict). A used-up run's head is the largest word,
+    which no entry's word equals (its low half, a row of the merged section, is below
+    2**32 - 1)."""
     k = bounds.size - 1
-    pos = bounds[:-1].copy()
-    end = bounds[1:].copy()
-    head = np.empty(k, np.uint64)
-    run = np.arange(k)
-    live = 0
+    size = 1
+    while size < k:
+        size <<= 1
+    done = np.uint64(0xFFFFFFFFFFFFFFFF)
+    pos = np.zeros(size, np.int64)
+    end = np.zeros(size, np.int64)
+    head = np.full(size, done, np.uint64)
     for j in range(k):
+        pos[j] = bounds[j]
+        end[j] = bounds[j + 1]
         if pos[j] < end[j]:
-            head[live] = words[pos[j]]
-            run[live] = j
-            live += 1
-    o = at
-    while live > 0:
-        best = 0
-        w = head[0]
-        for j in range(1, live):
-            if head[j] < w:
-                w = head[j]
-                best = j
-        keys[o] = np.uint32(w >> np.uint64(32))
-        rows[o] = np.uint32(w & np.uint64(0xFFFFFFFF))
-        o += 1
-        r = run[best]
-        p = pos[r] + 1
-        pos[r] = p
-        if p < end[r]:
-            head[best] = words[p]
-        else:  # the run is used up: the last live one takes its place
-            live -= 1
-            head[best] = head[live]
-            run[best] = run[live]
+            head[j] = words[pos[j]]
+    # the tree bottom up: each inner node keeps the loser of its two subtrees' winners
+    win = np.empty(2 * size, np.int64)
+    loser = np.zeros(size, np.int64)
+    for j in range(size):
+        win[size + j] = j
+    for node in range(size - 1, 0, -1):
+        a = win[2 * node]
+        b = win[2 * node + 1]
+        if head[b] < head[a]:
+            a, b = b, a
+        win[node] = a
+        loser[node] = b
+    w = win[1] if size > 1 else 0
+    wv = head[w]
+    total = bounds[k] - bounds[0]
+    for o in range(at, at + total):
+        keys[o] = np.uint32(wv >> np.uint64(32))
+        rows[o] = np.uint32(wv & np.uint64(0xFFFFFFFF))
+        p = pos[w] + 1
+        pos[w] = p
+        wv = words[p] if p < end[w] else done
+        head[w] = wv
+        node = (size + w) >> 1
+        while node > 0:  # the new head plays the losers on its way up (selects, no branch)
+            other = loser[node]
+            ov = head[other]
+            swap = ov < wv
+            loser[node] = w if swap else other
+            w = other if swap else w
+            wv = ov if swap else wv
+            node >>= 1
 
 
 @kernel(nogil=True)

@@ -107,20 +107,29 @@ def row_at(rb, rbits, i):  # pragma: no cover (numba)
 
 @kernel(nogil=True)
 def _put_fields(values, bits, mask, out):  # pragma: no cover (numba)
-    """``values & mask`` as ``bits``-bit fields into ``out``, one after another."""
+    """``values & mask`` as ``bits``-bit fields into ``out``, one after another: gathered in a
+    64-bit word and written four bytes at a time (a store the compiler merges), where a byte
+    at a time cost a loop of unpredictable length per field (``benchmarks/bench_merge.py
+    --segments`` times a merge's packing)."""
     acc = np.uint64(0)
     n = np.int64(0)
     p = 0
     for i in range(values.size):
-        acc |= np.uint64(values[i] & mask) << np.uint64(n)
+        acc |= np.uint64(values[i] & mask) << np.uint64(n)  # n < 32: the field fits
         n += bits
-        while n >= 8:
+        if n >= 32:
             out[p] = np.uint8(acc & np.uint64(0xFF))
-            acc >>= np.uint64(8)
-            n -= 8
-            p += 1
-    if n > 0:
+            out[p + 1] = np.uint8((acc >> np.uint64(8)) & np.uint64(0xFF))
+            out[p + 2] = np.uint8((acc >> np.uint64(16)) & np.uint64(0xFF))
+            out[p + 3] = np.uint8((acc >> np.uint64(24)) & np.uint64(0xFF))
+            acc >>= np.uint64(32)
+            n -= 32
+            p += 4
+    while n > 0:
         out[p] = np.uint8(acc & np.uint64(0xFF))
+        acc >>= np.uint64(8)
+        n -= 8
+        p += 1
 
 
 @kernel(nogil=True)

@@ -198,3 +198,26 @@ def test_a_packed_section_is_a_packed_section() -> None:
     pk = pack_section(e.offsets, e.keys, e.rows, 0)
     assert isinstance(pk, PackedSection) and len(pk) == 0 and pk.check() is None
     assert pk.dirs.size == 0 and pk.max_row() == -1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 32), st.lists(st.integers(0, 2**32 - 1), max_size=70), st.booleans())
+def test_fields_are_packed_as_the_layout_says(bits, values, masked) -> None:
+    """The packer's bytes against the layout written out with Python's integers: each field
+    one after another from bit 0 of byte 0, least significant bit first, and no byte written
+    past the last field's. Fields fit by their mask (a key's low bits) or by their values (a
+    segment's rows, all below ``2**bits``)."""
+    from neardup.index.band_packed import _put_fields, packed_bytes
+
+    low = (1 << bits) - 1
+    if not masked:
+        values = [v & low for v in values]
+    arr = np.array(values, np.uint32)
+    out = np.full(packed_bytes(len(values), bits) + 8, 0xAB, np.uint8)
+    _put_fields(arr, bits, np.uint32(low if masked else 0xFFFFFFFF), out)
+    word = 0
+    for i, v in enumerate(values):
+        word |= (v & low) << (i * bits)
+    n = packed_bytes(len(values), bits)
+    assert out[:n].tobytes() == word.to_bytes(n, "little")
+    assert out[n:].tolist() == [0xAB] * 8

@@ -8,6 +8,7 @@ and sorting them does."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import shutil
 import struct
 import zlib
@@ -523,13 +524,14 @@ def test_unreadable_logged_keys_are_computed_from_the_texts_in_sqlite(
             st.sets(st.integers(0, 60), min_size=8, max_size=8),
             st.lists(st.booleans(), min_size=8, max_size=8),
         ),
-        max_size=9,
+        max_size=20,
     )
 )
 def test_merge_mapped_equals_materialising_and_sorting(segments) -> None:
     """A merge's band sections: segments of interleaved row ids (a merge may combine segments
     whose ranges overlap), rows deleted, equal keys across segments ordered by merged row; up
-    to nine inputs, so the merge tree has odd levels and more than two rounds."""
+    to twenty inputs, so the runs' tournament has up to five levels, runs that are empty or
+    used up early, and leaves no run fills."""
     ids = [np.array(sorted(rowids), np.int64) for _, rowids, _ in segments]
     alive = [np.array(keep, bool) for _, _, keep in segments]
     merged = np.unique(np.concatenate([i[a] for i, a in zip(ids, alive, strict=True)] or [[]]))
@@ -542,16 +544,37 @@ def test_merge_mapped_equals_materialising_and_sorting(segments) -> None:
         maps.append(np.where(a, np.searchsorted(merged, rid), -1).astype(np.int64))
     want = merge_mapped_reference(sections, maps)
     wk, wr = want
-    # the runs merged, and each group's words sorted instead (from the runs' limit on)
-    for most in (64, 1):
-        with mock.patch("neardup.index.band_merge._MERGE_RUNS_MAX", most):
-            got = merge_mapped(sections, maps)
-        gk, gr = got
-        assert gk.tolist() == wk.tolist() and gr.tolist() == wr.tolist()
-        assert int(got.offsets[-1]) == len(got)
-        assert (
-            got.offsets.tolist()[: len(want.offsets)] == want.offsets.tolist()[: len(got.offsets)]
-        )
+    got = merge_mapped(sections, maps)
+    gk, gr = got
+    assert gk.tolist() == wk.tolist() and gr.tolist() == wr.tolist()
+    assert int(got.offsets[-1]) == len(got)
+    assert got.offsets.tolist()[: len(want.offsets)] == want.offsets.tolist()[: len(got.offsets)]
+
+
+@pytest.mark.parametrize("runs", [0, 1, 2, 3, 64, 65, 300])
+def test_merge_runs_equals_sorting_the_words(runs) -> None:
+    """The runs' tournament (``_merge_runs``) against a sort of every word: runs of any length
+    (empty ones too) and counts on both sides of a power of two; keys as large as a key may be,
+    so no word is mistaken for a used-up run's head."""
+    from neardup.index import band_merge
+
+    rng = np.random.default_rng(runs)
+    lengths = rng.integers(0, 50, runs)
+    lengths[::7] = 0
+    total = int(lengths.sum())
+    keys = rng.integers(2**32 - 4, 2**32, total, dtype=np.uint64)  # many equal keys
+    rows = rng.permutation(total).astype(np.uint64)  # distinct rows, as a merge's are
+    words = (keys << np.uint64(32)) | rows
+    bounds = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    for a, b in itertools.pairwise(bounds.tolist()):
+        words[a:b].sort()
+    out_k = np.zeros(total + 3, np.uint32)
+    out_r = np.zeros(total + 3, np.uint32)
+    band_merge._merge_runs(words, bounds, out_k, out_r, 3)
+    want = np.sort(words)
+    assert out_k[3:].tolist() == (want >> np.uint64(32)).tolist()
+    assert out_r[3:].tolist() == (want & np.uint64(0xFFFFFFFF)).tolist()
+    assert out_k[:3].tolist() == [0, 0, 0]
 
 
 def test_merge_mapped_refuses_a_map_that_reorders_rows() -> None:

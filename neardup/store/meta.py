@@ -60,8 +60,7 @@ import os
 import sqlite3
 import struct
 import threading
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
@@ -288,40 +287,22 @@ def _with_text(row: tuple[Any, ...], packed: bytes | None) -> tuple[Any, ...]:
 
 def _stored_rows(
     rows: Iterable[tuple[Any, ...]], codec: TextCodec | None, threads: int
-) -> Generator[tuple[Any, ...], None, None]:
+) -> Iterator[tuple[Any, ...]]:
     """:func:`_stored_row` of each row, in order; with a codec and ``threads`` > 1 the texts
     of each block of :data:`_ENCODE_BLOCK` rows are compressed together on zstd's threads
     (:meth:`TextCodec.encode_many`: the same bytes), off the GIL that this thread's Python
-    needs for the rest of each row, and each block is made on a helper thread while the
-    caller inserts the one before it. Close the generator when the caller stops early (a
-    failed insert): the helper stops with it."""
+    needs for the rest of each row."""
     if codec is None or threads < 2:
         for row in rows:
             yield _stored_row(row, codec)
         return
     it = iter(rows)
-
-    def block() -> list[tuple[Any, ...]]:
-        rows = list(itertools.islice(it, _ENCODE_BLOCK))
-        todo = [k for k, r in enumerate(rows) if len(r) != DOC_COLUMNS and r[7] is not None]
-        packed = codec.encode_many([_utf8(rows[k][7]) or b"" for k in todo], threads)
+    while block := list(itertools.islice(it, _ENCODE_BLOCK)):
+        todo = [k for k, r in enumerate(block) if len(r) != DOC_COLUMNS and r[7] is not None]
+        packed = codec.encode_many([_utf8(block[k][7]) or b"" for k in todo], threads)
         done = dict(zip(todo, packed, strict=True))
-        return [
-            _with_text(row, done[k]) if k in done else _stored_row(row, None)
-            for k, row in enumerate(rows)
-        ]
-
-    # the next block made on a helper thread while the caller inserts this one: SQLite's
-    # inserts release the GIL that the rows' Python (tuples, checksums) needs
-    # (``benchmarks/bench_seed.py --whole``); one block in flight, so the rows keep their order
-    with ThreadPoolExecutor(1, thread_name_prefix="neardup-rows") as pool:
-        nxt = pool.submit(block)
-        try:
-            while rows_ := nxt.result():
-                nxt = pool.submit(block)
-                yield from rows_
-        finally:
-            nxt.cancel()  # (the caller stopped early: a block under way is waited for)
+        for k, row in enumerate(block):
+            yield _with_text(row, done[k]) if k in done else _stored_row(row, None)
 
 
 #: rows whose texts a bulk insert compresses in one batch (:func:`_stored_rows`): zstd's
@@ -793,8 +774,7 @@ class MetaDB:
                     # a bulk load's texts compressed on every CPU (its rows are the critical
                     # path); a commit's few on this thread
                     stored = _stored_rows(it, codec, max_threads() if bulk else 1)
-                    with contextlib.closing(stored):  # a failed insert stops its helper now
-                        self._insert_counted(tx, "INSERT", stored)  # (after the dict's row)
+                    self._insert_counted(tx, "INSERT", stored)  # (after the dictionary's row)
             finally:
                 if bulk and self.path is not None:
                     cur.execute("PRAGMA synchronous=NORMAL")

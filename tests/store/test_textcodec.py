@@ -275,3 +275,30 @@ def test_a_bulk_insert_stores_the_rows_a_commit_would(
         db.close()
     assert images[0] == images[1]
     assert sum(1 for r in images[0] if r[5] & TEXT_ZSTD_FLAG) > 400
+
+
+@pytest.mark.parametrize("failure", ["duplicate id", "the rows' source"])
+def test_a_bulk_insert_that_fails_in_a_later_block_inserts_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failure: str
+) -> None:
+    """A bulk insert compresses its texts a block at a time: a failure several blocks in (a
+    duplicate id SQLite refuses, or the rows' own source raising) reaches the caller and
+    inserts nothing."""
+    from neardup.store import meta
+
+    monkeypatch.setattr(meta, "_ENCODE_BLOCK", 64)
+    monkeypatch.setattr(meta, "max_threads", lambda: 2)
+    texts = _texts(700, seed=5)
+    db = MetaDB(tmp_path / "m.sqlite3")
+
+    def rows():
+        for i, t in enumerate(texts):
+            if failure == "the rows' source" and i == 500:
+                raise ValueError("test: the source failed")
+            yield (i, f"id{min(i, 499)}", 1.0, b"f" * 16, b"c" * 16, 0, None, t)
+
+    with pytest.raises(sqlite3.IntegrityError if failure == "duplicate id" else ValueError):
+        db.insert_rows(rows(), bulk=True)
+    assert db.count() == 0
+    assert db._db.execute("SELECT COUNT(*) FROM docs").fetchone() == (0,)
+    db.close()

@@ -109,8 +109,8 @@ def row_at(rb, rbits, i):  # pragma: no cover (numba)
 def _put_fields(values, bits, mask, out):  # pragma: no cover (numba)
     """``values & mask`` as ``bits``-bit fields into ``out``, one after another: gathered in a
     64-bit word and written four bytes at a time (a store the compiler merges), where a byte
-    at a time cost a loop of unpredictable length per field (``benchmarks/bench_merge.py
-    --segments`` times a merge's packing)."""
+    at a time cost a loop of unpredictable length per field (a seed's final merge packs
+    every entry of the window: ``benchmarks/bench_seed.py --whole``, its ``compact`` stage)."""
     acc = np.uint64(0)
     n = np.int64(0)
     p = 0

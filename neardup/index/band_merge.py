@@ -157,9 +157,9 @@ def _merge_groups(
     :func:`_merge_runs`: every entry is copied twice and plays log2(k) matches of a
     tournament, where sorting the group's words cost a vectorised sort of them, comparing
     every run's head k comparisons an entry, and merging the runs pairwise as a balanced tree
-    copied each about log2(k) times, into a fresh array each round
-    (``benchmarks/bench_merge.py --segments`` measures them). Rows are unique, so (key, row)
-    orders the words as the runs' merge would."""
+    copied each about log2(k) times, into a fresh array each round (``benchmarks/bench_merge.py``
+    run from each tree measured them; docs/store.md, *Compaction*). Rows are unique, so (key,
+    row) orders the words as the runs' merge would."""
     ng = max(len(sec.offsets) - 1 for sec in sections)
     total = sum(len(sec) for sec in sections)
     keys = np.empty(total, np.uint32)

@@ -9,8 +9,15 @@ rows deleted. Prints the wall and CPU time of each and writes
 ``benchmarks/results/bench_merge.json``. Both are single-threaded: a bigger machine changes the
 absolute times, not the ratio; the merge runs on the store's compaction thread, beside checks.
 
+With ``--tree`` (repeatable: source checkouts), ``merge_mapped`` alone is timed in a child
+process per checkout, the checkouts alternated over ``--rounds`` rounds on the same inputs
+(same ``--seed``), so that two versions of the merge see the same machine; each child checks
+its section against the reference and the JSON (``--out``) keeps every run and the medians.
+
     python benchmarks/bench_merge.py
     python benchmarks/bench_merge.py --rows 150000 --segments 3 --bands 79
+    python benchmarks/bench_merge.py --rows 20000 --segments 30 --tree BEFORE --tree . \\
+        --out benchmarks/results/bench_merge_ab.json
 """
 
 from __future__ import annotations
@@ -26,17 +33,22 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_dedup import machine  # noqa: E402
-
-from neardup.index.bands import BandSection, merge_mapped, sort_entries  # noqa: E402
-from neardup.index.reference import merge_mapped_reference  # noqa: E402
+from trees import (  # noqa: E402
+    TREE_HELP,
+    alternate,
+    checkouts,
+    medians,
+    run_child,
+    write_runs,
+)
 
 
 def inputs(rows: int, segments: int, bands: int, deleted: float, seed: int) -> tuple[Any, Any]:
     """``segments`` sections of ``rows`` rows (positions), their maps to the merged rows."""
+    from neardup.index.bands import BandSection, sort_entries
+
     rng = np.random.default_rng(seed)
     owner = rng.integers(0, segments, rows * segments)  # interleaved row ids
     alive = rng.random(rows * segments) >= deleted
@@ -60,6 +72,54 @@ def timed(fn: Any) -> tuple[Any, float, float]:
     return out, time.perf_counter() - w, time.process_time() - c
 
 
+def _same(got: Any, want: Any) -> bool:
+    gk, gr = got
+    wk, wr = want
+    return bool(np.array_equal(gk, wk) and np.array_equal(gr, wr))
+
+
+def _child(a: argparse.Namespace) -> dict[str, Any]:
+    """``merge_mapped`` timed in this process (the checkout on ``PYTHONPATH``), then checked
+    against the reference."""
+    import neardup
+    from neardup.index.bands import merge_mapped
+    from neardup.index.reference import merge_mapped_reference
+
+    sections, maps = inputs(a.rows, a.segments, a.bands, a.deleted, a.seed)
+    merge_mapped(sections[:1], maps[:1])  # compile (or load) the kernels outside the timing
+    got, wall, cpu = timed(lambda: merge_mapped(sections, maps))
+    return {
+        "neardup": str(Path(neardup.__file__).parent),
+        "entries": sum(len(s) for s in sections),
+        "wall_s": round(wall, 3),
+        "cpu_s": round(cpu, 3),
+        "same_section": _same(got, merge_mapped_reference(sections, maps)),
+    }
+
+
+def _trees(a: argparse.Namespace) -> int:
+    trees = checkouts(a.tree)
+    cmd = [sys.executable, __file__, "--child", "--rows", str(a.rows)]
+    cmd += ["--segments", str(a.segments), "--bands", str(a.bands)]
+    cmd += ["--deleted", str(a.deleted), "--seed", str(a.seed)]
+
+    def say(t: Path, r: int, got: dict[str, Any]) -> None:
+        print(f"round {r + 1} {t}: {got['wall_s']:.2f} s wall, {got['cpu_s']:.2f} s CPU", file=sys.stderr)  # fmt: skip
+
+    runs = alternate(trees, a.rounds, lambda t, r: run_child(t, cmd), say=say)
+    med = {t: medians(rs, ("wall_s", "cpu_s")) for t, rs in runs.items()}
+    same = all(x["same_section"] for rs in runs.values() for x in rs)
+    print(f"{a.segments} segments x {a.rows:,} rows x {a.bands} bands, medians of {a.rounds}")
+    print(f"{'checkout':40} {'wall s':>8} {'cpu s':>8}")
+    for t in trees:
+        print(f"{str(t)[-40:]:40} {med[str(t)]['wall_s']:8.2f} {med[str(t)]['cpu_s']:8.2f}")
+    print(f"every section equal to the reference's: {same}")
+    if a.out:
+        write_runs(a.out, "merge", a, [str(t) for t in trees], med, runs)
+        print(f"wrote {a.out}")
+    return 0 if same else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=150_000, help="rows per segment")
@@ -67,19 +127,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bands", type=int, default=79, help="band keys per row")
     ap.add_argument("--deleted", type=float, default=0.02, help="fraction of rows deleted")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tree", action="append", help=TREE_HELP + "; each in a child process")
+    ap.add_argument("--rounds", type=int, default=2, help="with --tree: rounds (default 2)")
     ap.add_argument(
-        "--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_merge.json"
+        "--out", help="JSON to write (default without --tree: benchmarks/results/bench_merge.json)"
     )
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.child:
+        print(json.dumps(_child(a)))
+        return 0
+    if a.tree:
+        return _trees(a)
 
+    sys.path.insert(0, str(ROOT))  # this checkout's neardup, in this process
+    from bench_dedup import machine
+
+    from neardup.index.bands import merge_mapped
+    from neardup.index.reference import merge_mapped_reference
+
+    out = Path(a.out) if a.out else ROOT / "benchmarks" / "results" / "bench_merge.json"
     sections, maps = inputs(a.rows, a.segments, a.bands, a.deleted, a.seed)
     entries = sum(len(s) for s in sections)
     merge_mapped(sections[:1], maps[:1])  # compile (or load) the kernel outside the timing
     got, w_fast, c_fast = timed(lambda: merge_mapped(sections, maps))
     want, w_ref, c_ref = timed(lambda: merge_mapped_reference(sections, maps))
-    gk, gr = got
-    wk, wr = want
-    same = bool(np.array_equal(gk, wk) and np.array_equal(gr, wr))
+    same = _same(got, want)
     print(f"{a.segments} segments x {a.rows:,} rows x {a.bands} bands = {entries:,} entries")
     print(f"{'merge':34} {'wall s':>8} {'cpu s':>8}")
     print(f"{'sorted runs (merge_mapped)':34} {w_fast:8.2f} {c_fast:8.2f}")
@@ -98,9 +171,9 @@ def main(argv: list[str] | None = None) -> int:
         "materialise_and_sort": {"wall_s": round(w_ref, 3), "cpu_s": round(c_ref, 3)},
         "same_section": same,
     }
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"wrote {a.out}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {out}")
     return 0 if same else 1
 
 

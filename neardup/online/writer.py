@@ -89,7 +89,9 @@ class Writer:
         self._stopping = False
         self._writer_busy = False  # the writer thread is deciding a group or housekeeping
         self._inline_busy = False  # a caller is deciding its documents (submit(inline=True))
-        self._duties_due = False  # an inline group filled the memtable: the writer flushes
+        # housekeeping due at the end of an inline turn: the turn filled the memtable, or the
+        # writer's wait for its next round (retention, a flush to install) ran out during it
+        self._duties_due = False
         self._writer_waits = False  # the writer thread waits for an inline turn to end
         self._compactor: threading.Thread | None = None
         self._compacting = False  # compact() is merging in the caller's thread
@@ -131,6 +133,7 @@ class Writer:
                 and not self._queue
                 and not self._writer_busy
                 and not self._inline_busy
+                and not self._duties_due
                 and not self._stopping
                 and self.commit_interval == 0
             ):
@@ -255,9 +258,16 @@ class Writer:
                 timeout = 1.0 if self.retention is not None else None
                 if self.store.flushing:  # come back to install the finished flush
                     timeout = 0.05
-                if not self._cv.wait(timeout) and not self._inline_busy:
-                    self._writer_busy = True
-                    return []
+                if not self._cv.wait(timeout):  # housekeeping is due (retention, a flush)
+                    if not self._inline_busy:
+                        self._writer_busy = True
+                        return []
+                    # a caller is deciding inline: the housekeeping comes at the end of its
+                    # turn, before the next (enqueue queues while duties are due). Before,
+                    # the writer waited out the turn and then a whole timeout again, so a
+                    # steady stream of inline requests (the service's single requests) could
+                    # starve retention, flush installs and merges for as long as it lasted
+                    self._duties_due = True
             self._writer_busy = True
             first = self._queue[0]
             if first.kind not in ("check", "add", "check_and_add", "delete"):

@@ -787,3 +787,36 @@ def test_compact_and_a_background_merge_never_build_the_same_segments(
         assert len(d) == 150
     paths = [p for _, p in builds]
     assert len(paths) == len(set(paths)), builds
+
+
+def test_a_steady_stream_of_inline_requests_does_not_starve_the_writers_housekeeping(tmp_path):
+    """The writer's rounds of housekeeping (retention once a second, installing a finished
+    flush, starting merges) come when its wait for work runs out. Requests decided inline (the
+    service's single requests) keep the writer idle but hold the turn most of the time: a wait
+    that runs out during a turn is owed at its end, before the next request decides inline.
+    Before, the writer waited out the turn and then a whole second again, and a steady stream
+    of requests could starve its housekeeping for as long as the stream lasted."""
+    with _dd(tmp_path, retention=3600.0) as d:
+        for k in range(3):  # the kernels both paths run compiled (or loaded) first
+            doc = {"id": f"warm{k}", "text": _text(10**6 + k)}
+            d.submit("check_and_add", doc, inline=k > 0)[0].result(600)
+        before = d.stats()
+        writer = d._writer
+        rounds: list[float] = []
+        real = writer._housekeeping
+
+        def counted() -> None:
+            rounds.append(time.monotonic())
+            real()
+
+        writer._housekeeping = counted  # the writer thread's rounds (after a group, or idle)
+        start = time.monotonic()
+        i = 0
+        while time.monotonic() - start < 3.5:
+            fut, _ = d.submit("check_and_add", {"id": f"s{i}", "text": _text(i)}, inline=True)
+            fut.result(10)
+            i += 1
+        st = d.stats()
+        inline = st["inline_groups"] - before["inline_groups"]
+        assert inline > st["groups"] - before["groups"] - inline  # mostly inline
+        assert len(rounds) >= 2, (len(rounds), i, inline)

@@ -5,9 +5,9 @@ by the CPU time of the thread that runs them.
         --requests 4000 --tree . --tree /tmp/nd-before --out benchmarks/results/bench_request_parts.json
 
 Opens a copy of ``--store`` (a data directory, e.g. the 1 M window ``bench_service.py`` seeds;
-without it, a fresh ``lsh`` store), runs the merges it owes (``compact()``), then sends ``--requests`` documents through
-``submit("check_and_add", ..., inline=True)`` in groups of ``--batch`` (1: the service's single
-request), the texts ``loadgen.py --texts window`` sends, after a warm-up of 300 requests. The
+without it, a fresh ``lsh`` store), runs the merges it owes (``compact()``), then sends
+``--requests`` documents through ``submit("check_and_add", ..., inline=True)`` in groups of
+``--batch`` (1: the service's single request), the texts ``loadgen.py --texts window`` sends, after a warm-up of 300 requests. The
 process's CPU time (user and system, every thread) per document is the figure; beside it, per
 document, the thread CPU time (``time.thread_time``) spent in each stage (the writer's group:
 the decision and the log append; the document's preparation; the log's fsync; the SQLite

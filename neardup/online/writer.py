@@ -263,10 +263,10 @@ class Writer:
                         self._writer_busy = True
                         return []
                     # a caller is deciding inline: the housekeeping comes at the end of its
-                    # turn, before the next (enqueue queues while duties are due). Before,
-                    # the writer waited out the turn and then a whole timeout again, so a
-                    # steady stream of inline requests (the service's single requests) could
-                    # starve retention, flush installs and merges for as long as it lasted
+                    # turn, before the next (enqueue queues while duties are due); waiting out
+                    # the turn and then a whole timeout again, a steady stream of inline
+                    # requests (the service's single requests) starves retention, flush
+                    # installs and merges (tests/online/test_online.py -k starve)
                     self._duties_due = True
             self._writer_busy = True
             first = self._queue[0]

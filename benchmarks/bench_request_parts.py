@@ -7,16 +7,17 @@ by the CPU time of the thread that runs them.
 Opens a copy of ``--store`` (a data directory, e.g. the 1 M window ``bench_service.py`` seeds;
 without it, a fresh ``lsh`` store), runs the merges it owes (``compact()``), then sends
 ``--requests`` documents through ``submit("check_and_add", ..., inline=True)`` in groups of
-``--batch`` (1: the service's single request), the texts ``loadgen.py --texts window`` sends, after a warm-up of 300 requests. The
-process's CPU time (user and system, every thread) per document is the figure; beside it, per
-document, the thread CPU time (``time.thread_time``) spent in each stage (the writer's group:
-the decision and the log append; the document's preparation; the log's fsync; the SQLite
-applier's transactions), so the table says which part moved. Stages nest (``decide`` holds the
-band and SimHash look-ups and the id look-up), and a stage run on another thread (the applier)
-is its own line. Two lines count every thread's time in a part that also runs on helper
-threads, which the calling thread's timer does not see: the segments' SimHash search (a
-batch's runs on the store's search pool while the writer searches the memtable) and the band
-sections' search kernel (a batch's ranges run on the shared pool too).
+``--batch`` (1: the service's single request), the texts ``loadgen.py --texts window`` sends,
+after a warm-up of 300 requests. The process's CPU time (user and system, every thread) per
+document is the figure; beside it, per document, the thread CPU time (``time.thread_time``)
+spent in each stage (the writer's group: the decision and the log append; the document's
+preparation; the log's fsync; the SQLite applier's transactions), so the table says which part
+moved. Stages nest (``decide`` holds the band and SimHash look-ups and the id look-up), and a
+stage run on another thread (the applier) is its own line. Two lines count every thread's time
+in a part that also runs on helper threads, which the calling thread's timer does not see: the
+segments' SimHash search (a batch's runs on the store's search pool while the writer searches
+the memtable) and the band sections' search kernel (a batch's ranges run on the shared pool
+too).
 
 Each ``--tree`` (a source checkout, run with ``PYTHONPATH`` set to it; default: this one) runs
 in its own child process, the trees alternated over ``--rounds`` rounds, so that two trees see

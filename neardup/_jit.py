@@ -421,3 +421,33 @@ def _load_u32(typingctx: Any, arr: Any, at: Any) -> tuple[Any, Any] | None:
 #: by byte (an indexed load and a shift each). No bounds check: the caller guarantees
 #: ``at + 4`` bytes are readable (packed arrays keep slack after their end).
 load_u32: Any = intrinsic(_load_u32)
+
+
+def _prefetch(typingctx: Any, arr: Any, at: Any) -> tuple[Any, Any] | None:
+    """Typing and LLVM code of :data:`prefetch`."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 1):
+        return None
+    if not isinstance(at, types.Integer):
+        return None
+    sig = types.none(arr, at)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        from llvmlite import ir
+
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        ptr = builder.gep(ary.data, [args[1]])
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32])
+        fn = builder.module.declare_intrinsic("llvm.prefetch", [ptr.type], fnty)
+        # read (0), high locality (3), data cache (1)
+        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+#: ``prefetch(array, i)``: ask the CPU to bring element ``i`` of a 1-D array into cache, without
+#: waiting for it (LLVM ``llvm.prefetch``: a PREFETCHT0 on x86). Never faults, so ``i`` may lie
+#: past the end. For lockstep searches: one pass issues every search's next load, the next
+#: pass reads them, and the misses overlap however many instructions each search takes.
+prefetch: Any = intrinsic(_prefetch)

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._arrays import read_only, same_objects
-from .._jit import kernel
+from .._jit import kernel, prefetch
 from .._threads import run_ranges
 from .._typed import typed_list
 from .band_packed import PackedSection, key_at, row_at
@@ -182,6 +182,11 @@ def _interp_lockstep(
     shift = np.uint64(32 - dbits)
     mask = (np.uint64(1) << shift) - np.uint64(1)
     span = float(np.uint64(1) << shift)
+    if dbits > 0:  # every key's directory entry asked for before any is read
+        for q in range(n):
+            g = np.int64(uk[q] >> np.uint64(32))
+            if g < ng:
+                prefetch(dirs, g * nd + np.int64((uk[q] & np.uint64(0xFFFFFFFF)) >> shift))
     for q in range(n):  # the loads: every key's bucket
         g = np.int64(uk[q] >> np.uint64(32))
         vlo[q] = 0.0
@@ -209,6 +214,9 @@ def _interp_lockstep(
             if a < 0 or b - a <= _WALK_MAX:
                 continue
             x1[q], x2[q] = _probes(a, b, vlo[q], vhi[q], float(low[q]))
+            prefetch(kb, x1[q] * (kbits >> 3))
+            prefetch(kb, x2[q] * (kbits >> 3))
+        for q in range(n):
             if x1[q] >= 0:
                 k1[q] = key_at(kb, kbits, x1[q])
             if x2[q] >= 0:
@@ -229,7 +237,12 @@ def _interp_lockstep(
             continue
         x = min(a + np.int64(_share(vlo[q], vhi[q], float(low[q])) * (b - a)), b - 1)
         x1[q] = x
-        k1[q] = key_at(kb, kbits, x)
+        prefetch(kb, x * (kbits >> 3))
+    for q in range(n):
+        a = a_[q]
+        if a < 0 or a >= b_[q]:
+            continue
+        k1[q] = key_at(kb, kbits, x1[q])
     for q in range(n):  # the walks, on the guesses' cache lines
         a = a_[q]
         if a < 0:

@@ -423,31 +423,46 @@ def _load_u32(typingctx: Any, arr: Any, at: Any) -> tuple[Any, Any] | None:
 load_u32: Any = intrinsic(_load_u32)
 
 
+def _emit_prefetch(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+    """LLVM code of a prefetch of ``args[0][args[1:]]``: a read, kept in every cache level."""
+    from llvmlite import ir
+    from numba.core import cgutils
+
+    aryty, *idx_tys = signature.args
+    ary = context.make_array(aryty)(context, builder, args[0])
+    idx = [context.cast(builder, v, t, types.intp) for v, t in zip(args[1:], idx_tys, strict=True)]
+    # (no wraparound, no bounds check: a prefetch of any address is harmless)
+    ptr = cgutils.get_item_pointer(context, builder, aryty, ary, idx)
+    i8p = ir.IntType(8).as_pointer()
+    i32 = ir.IntType(32)
+    fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+    fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+    # read (0), high temporal locality (3), data cache (1)
+    builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
+    return context.get_dummy_value()
+
+
 def _prefetch(typingctx: Any, arr: Any, at: Any) -> tuple[Any, Any] | None:
-    """Typing and LLVM code of :data:`prefetch`."""
-    if not (isinstance(arr, types.Array) and arr.ndim == 1):
+    """Typing of :data:`prefetch`."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 1 and isinstance(at, types.Integer)):
         return None
-    if not isinstance(at, types.Integer):
+    return types.void(arr, at), _emit_prefetch
+
+
+def _prefetch2d(typingctx: Any, arr: Any, i: Any, j: Any) -> tuple[Any, Any] | None:
+    """Typing of :data:`prefetch2d`."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 2):
         return None
-    sig = types.none(arr, at)
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        from llvmlite import ir
-
-        ary = context.make_array(signature.args[0])(context, builder, args[0])
-        ptr = builder.gep(ary.data, [args[1]])
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32])
-        fn = builder.module.declare_intrinsic("llvm.prefetch", [ptr.type], fnty)
-        # read (0), high locality (3), data cache (1)
-        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
-        return context.get_dummy_value()
-
-    return sig, codegen
+    if not (isinstance(i, types.Integer) and isinstance(j, types.Integer)):
+        return None
+    return types.void(arr, i, j), _emit_prefetch
 
 
 #: ``prefetch(array, i)``: ask the CPU to bring element ``i`` of a 1-D array into cache, without
-#: waiting for it (LLVM ``llvm.prefetch``: a PREFETCHT0 on x86). Never faults, so ``i`` may lie
-#: past the end. For lockstep searches: one pass issues every search's next load, the next
-#: pass reads them, and the misses overlap however many instructions each search takes.
+#: waiting for it (LLVM ``llvm.prefetch``: a PREFETCHT0 on x86); no effect on results. Never
+#: faults, so ``i`` may lie outside the array. For searches run in lockstep: one pass asks for
+#: every search's next line, the next pass reads them, and their misses overlap
+#: (``neardup.index.section_search``). Called from kernels only.
 prefetch: Any = intrinsic(_prefetch)
+#: ``prefetch2d(array, i, j)``: :data:`prefetch` of ``array[i, j]`` (the SimHash tables' probes)
+prefetch2d: Any = intrinsic(_prefetch2d)

@@ -1,4 +1,5 @@
-"""The kernel primitives of ``neardup._jit``: ``prefetch`` asks for a line and changes nothing."""
+"""The kernel primitives of ``neardup._jit``: ``prefetch`` and ``prefetch2d`` ask for a line and
+change nothing."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numba
 import numpy as np
 import pytest
 
-from neardup._jit import prefetch
+from neardup._jit import prefetch, prefetch2d
 
 
 @numba.njit
@@ -34,6 +35,25 @@ def test_prefetch_reads_nothing_and_never_faults() -> None:
     assert _prefetched_sum(a, idx, ahead) == int(a[idx].sum())
     u8 = np.arange(256, dtype=np.uint8)  # any element type
     assert _prefetched_sum(u8, np.array([3, 255]), ahead) == 258
+
+
+@numba.njit
+def _prefetched_sum2d(a, rows, cols):  # type: ignore[no-untyped-def]
+    for i in range(rows.size):
+        prefetch2d(a, rows[i], cols[i])
+    s = 0
+    for i in range(rows.size):
+        s += a[rows[i], cols[i]]
+    return s
+
+
+def test_prefetch2d_reads_nothing_and_takes_strided_arrays() -> None:
+    rng = np.random.default_rng(6)
+    a = np.arange(64 * 1024, dtype=np.uint64).reshape(64, 1024)
+    rows, cols = rng.integers(0, 64, 500), rng.integers(0, 1024, 500)
+    assert _prefetched_sum2d(a, rows, cols) == int(a[rows, cols].sum())
+    t = a.T  # (strided: the element's address from the strides)
+    assert _prefetched_sum2d(t, cols, rows) == int(t[cols, rows].sum())
 
 
 def test_prefetch_is_a_typing_error_for_what_it_cannot_take() -> None:

@@ -18,10 +18,9 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .._jit import kernel, popcount64
+from .._jit import kernel, popcount64, prefetch2d
 from .._search import lower_bound, upper_bound
 
 LEAF = 16  # a descent range this small is scanned linearly
@@ -43,35 +42,10 @@ def _cttz64(typingctx: Any, x: Any) -> tuple[Any, Any]:
     return sig, codegen
 
 
-def _prefetch2d(typingctx: Any, arr: Any, i: Any, j: Any) -> tuple[Any, Any]:
-    """Typing and LLVM code of :data:`prefetch2d`."""
-    sig = types.void(arr, i, j)
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        idx = [
-            context.cast(builder, args[1], signature.args[1], types.intp),
-            context.cast(builder, args[2], signature.args[2], types.intp),
-        ]
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, idx)
-        i8p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
-        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
 # numba intrinsics, typed Any: called from kernels only, with numba's (not Python's) signature
 #: ``cttz64(x)``: count of trailing zero bits of a uint64 (LLVM cttz; 64 for 0): the position
 #: of the lowest set bit, what walking a bit vector's set bits needs
 cttz64: Any = intrinsic(_cttz64)
-#: ``prefetch2d(arr, i, j)``: hint the CPU to fetch ``arr[i, j]`` into cache (LLVM prefetch;
-#: no effect on results)
-prefetch2d: Any = intrinsic(_prefetch2d)
 
 
 @kernel(nogil=True, inline="always")

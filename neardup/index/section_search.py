@@ -163,7 +163,9 @@ def _interp_lockstep(
     The searches run in lockstep: each round probes every key's search once before any uses
     its answer. One search's probes depend on each other, but the searches do not, so a
     round's loads are in flight together instead of one cache miss after another (a single
-    request's 79 keys: ``benchmarks/bench_section_search.py``). ``isc`` (8, n) and ``fsc``
+    request's 79 keys: ``benchmarks/bench_section_search.py``). Each level's loads are asked for
+    (:data:`~neardup._jit.prefetch`) in one pass over the searches and read in the next, so
+    they overlap however many instructions a search's step takes. ``isc`` (8, n) and ``fsc``
     (2, n) are scratch (a caller searching many sections passes the same). Equal to the NumPy
     twin :func:`neardup.index.reference.section_search_reference` (tested)."""
     n = uk.size

@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._arrays import read_only
-from .._jit import kernel, load_u32
+from .._jit import kernel, load_u32, prefetch
 
 __all__ = ["PackedSection", "field_at", "pack_section", "packed_layout", "row_bits", "unpack_group"]
 
@@ -97,6 +97,13 @@ def key_at(kb, kbits, i):  # pragma: no cover (numba)
     return load_u32(kb, np.int64(i) * (kbits >> 3)) & (
         np.uint32(0xFFFFFFFF) >> np.uint32(32 - kbits)
     )
+
+
+@kernel(nogil=True, inline="always")
+def prefetch_key(kb, kbits, i):  # pragma: no cover (numba)
+    """Ask for the cache line of entry ``i``'s key bits (what :func:`key_at` reads) without
+    waiting for it; any ``i``, even outside the section (a prefetch never faults)."""
+    prefetch(kb, np.int64(i) * (kbits >> 3))
 
 
 @kernel(nogil=True, inline="always")

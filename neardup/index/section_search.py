@@ -30,7 +30,7 @@ from .._arrays import read_only, same_objects
 from .._jit import kernel, prefetch
 from .._threads import run_ranges
 from .._typed import typed_list
-from .band_packed import PackedSection, key_at, row_at
+from .band_packed import PackedSection, key_at, prefetch_key, row_at
 
 __all__ = ["GroupHits", "SectionGroup", "packed_search", "section_search"]
 
@@ -216,8 +216,8 @@ def _interp_lockstep(
             if a < 0 or b - a <= _WALK_MAX:
                 continue
             x1[q], x2[q] = _probes(a, b, vlo[q], vhi[q], float(low[q]))
-            prefetch(kb, x1[q] * (kbits >> 3))
-            prefetch(kb, x2[q] * (kbits >> 3))
+            prefetch_key(kb, kbits, x1[q])
+            prefetch_key(kb, kbits, x2[q])
         for q in range(n):
             if x1[q] >= 0:
                 k1[q] = key_at(kb, kbits, x1[q])
@@ -239,7 +239,7 @@ def _interp_lockstep(
             continue
         x = min(a + np.int64(_share(vlo[q], vhi[q], float(low[q])) * (b - a)), b - 1)
         x1[q] = x
-        prefetch(kb, x * (kbits >> 3))
+        prefetch_key(kb, kbits, x)
     for q in range(n):
         a = a_[q]
         if a < 0 or a >= b_[q]:

@@ -19,8 +19,13 @@ a UTC offset); without it every document is stamped with the load's time. Times 
 against the store's window before anything is decided: a time in the future beyond the store's
 allowance is refused, as is one older than the retention window unless ``drop_expired`` (then
 such documents are left out and counted). Ids the store's rule refuses (control characters,
-more than 1,024 characters) and ids already in the store are refused before anything is
-written.
+more than 1,024 characters), ids repeated across files and ids already in the store are
+refused before anything is written.
+
+Memory follows a group of files, not the corpus: an input of more than ``chunk_docs``
+documents is read twice, first file by file to check it (:mod:`.survey`), then a group of whole
+files at a time to decide and load (so a window of tens of millions of documents seeds from a
+folder of shards on one machine).
 
 ``benchmarks/bench_load.py`` measures the bulk paths; docs/store.md ("Bulk loads") has the
 figures.
@@ -38,6 +43,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import ConfigError, InputError
+from .survey import FileCheck, id_digest, id_hashes, survey
 
 __all__ = ["load_files"]
 
@@ -46,73 +52,11 @@ Progress = Callable[[str, int, int], None]
 #: documents per ``check_and_add`` call on the path that inserts (one write group each)
 ADD_CHUNK = 1000
 
-
-def _times(corpus: Any, time_field: str, on_error: str) -> tuple[np.ndarray, np.ndarray]:
-    """Every document's time (NaN where the record was skipped) and which were skipped."""
-    from ..io import record_values
-    from ..io.fields import MISSING, unix_seconds
-
-    values = record_values(corpus, time_field)
-    times = np.full(len(values), np.nan)
-    bad = np.zeros(len(values), np.bool_)
-    for i, v in enumerate(values):
-        try:
-            if v is MISSING:
-                raise ValueError("the record has no such field")
-            times[i] = unix_seconds(v)
-        except ValueError as exc:
-            if on_error == "fail":
-                raise InputError(
-                    f"{corpus.location(i)}: {time_field}: {exc}", field=time_field
-                ) from None
-            bad[i] = True
-    return times, bad
-
-
-def _bad_ids(corpus: Any, on_error: str) -> np.ndarray:
-    """The documents whose id the store refuses (its id rule is stricter than the readers':
-    no control characters, at most 1,024 characters); refused here, before anything is
-    loaded, rather than by the load of a later chunk."""
-    from ..online.prepare import id_problem
-
-    bad = np.zeros(len(corpus), np.bool_)
-    for i, x in enumerate(corpus.ids):
-        problem = id_problem(x)
-        if problem is None:
-            continue
-        if on_error == "fail":
-            raise InputError(
-                f"{corpus.location(i)}: id {x!r:.60}: {problem}; the store refuses it "
-                "(--generate-ids numbers the records instead); nothing was loaded",
-                field="id",
-            )
-        bad[i] = True
-    return bad
-
-
-def _window(
-    d: Any, times: np.ndarray, keep: np.ndarray, corpus: Any, drop_expired: bool
-) -> np.ndarray:
-    """Refuse times the store cannot hold; the documents older than its window (left out with
-    ``drop_expired``, else refused)."""
-    oldest, newest = d.time_window()
-    late = keep & ((times > newest) | (times < 0))
-    if late.any():
-        i = int(np.flatnonzero(late)[0])
-        raise InputError(
-            f"{int(late.sum()):,} documents have a time the store cannot take (before 0 or "
-            f"after {newest:.0f}, now plus the store's future allowance), e.g. "
-            f"{corpus.location(i)} at {times[i]!r}; nothing was loaded"
-        )
-    expired = keep & (times < oldest)
-    if expired.any() and not drop_expired:
-        i = int(np.flatnonzero(expired)[0])
-        raise InputError(
-            f"{int(expired.sum()):,} documents are older than the store's retention window "
-            f"(before {oldest:.0f}), e.g. {corpus.location(i)} at {times[i]!r}: they would "
-            "leave it at once. Pass --drop-expired to leave them out; nothing was loaded"
-        )
-    return expired
+#: documents decided at once by default (``chunk_docs``): the files are loaded in groups of
+#: about this many, so that a load's memory follows a group, not the corpus (a keep-first
+#: group of short posts takes ~2.5 KB a document at its peak: ``benchmarks/bench_load.py
+#: --files``); the store is checked from the second group on, so bigger groups load faster
+CHUNK_DOCS = 1_000_000
 
 
 def _batch_config(d: Any) -> Any:
@@ -149,6 +93,7 @@ def load_files(
     generate_ids: bool = False,
     progress: Progress | None = None,
     if_empty: bool = False,
+    chunk_docs: int = CHUNK_DOCS,
 ) -> dict[str, Any]:
     """Read ``inputs`` and put them into the store at ``store`` (created when missing, with
     ``settings``: a :class:`~neardup.online.settings.DedupSettings`), keep-first or as they
@@ -156,13 +101,21 @@ def load_files(
     only seed a store that holds no documents (``neardup serve --seed`` on every start); a store
     that holds some is left as it is (``path`` is then ``None``, nothing is read).
 
+    The inputs are read twice when they hold more than ``chunk_docs`` documents: once, file by
+    file, to refuse what the load would refuse before anything is written (the module), then
+    a group of whole files of up to ``chunk_docs`` documents at a time, each group decided
+    against what the earlier ones stored (the same kept set as one group: keep-first). A file
+    holding more is one group: split it (``split -l``) to bound the memory. Stdin is one group
+    (it cannot be read twice).
+
     Returns
     -------
     dict
         ``documents`` (read), ``skipped_records``, ``expired`` (left out by ``drop_expired``),
         ``loaded``, ``dropped`` (near duplicates, keep-first), ``path`` (``"dedup_into"``,
         ``"check_and_add"`` or ``"load"``: how they went in; None: not seeded, ``if_empty``),
-        ``store``, ``store_documents_before`` / ``_after``, ``compact_s`` (the segments the loads
+        ``groups`` (of files loaded one after another), ``store``, ``store_documents_before``
+        / ``_after``, ``compact_s`` (the segments the loads
         wrote merged at the end, one per time partition), ``elapsed_s``, ``docs_per_s``.
 
     Raises
@@ -170,8 +123,9 @@ def load_files(
     ConfigError
         ``time_field`` with plain-text or lines inputs.
     InputError
-        A bad time or id (with ``on_error="fail"``), a time outside the store's window (see
-        the module), ids already stored; nothing is loaded.
+        A bad time or id, an id repeated across files (with ``on_error="fail"``), a time
+        outside the store's window (see the module), ids already stored: nothing is loaded. A
+        file that changed between the two reads: the groups before it stay loaded (said).
     """
     from ..io import plan_inputs
     from ..online import Deduplicator
@@ -180,6 +134,10 @@ def load_files(
     report = progress or (lambda stage, done, total: None)
     paths = [os.fspath(inputs)] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     files = plan_inputs([os.fspath(p) for p in paths], input_format)
+    if chunk_docs < 1:
+        raise ConfigError(f"chunk_docs must be at least 1, got {chunk_docs}")
+    if any(f.path == "-" for f in files):
+        chunk_docs = max(chunk_docs, 2**62)  # stdin cannot be read twice: one group
     if time_field is not None:
         for f in files:
             if f.fmt in ("text", "lines"):
@@ -196,6 +154,7 @@ def load_files(
             d, files, dedup=dedup, time_field=time_field, drop_expired=drop_expired,
             progress=progress, reading=dict(text_field=text_field, id_field=id_field,
             encoding=encoding, on_error=on_error, generate_ids=generate_ids),
+            chunk_docs=chunk_docs,
         )  # fmt: skip
         # the loads left one segment per chunk and time partition: merged now, so a server
         # opening the store searches few segments and no background merge competes with it;
@@ -219,52 +178,86 @@ def _read_and_load(
     drop_expired: bool,
     progress: Progress | None,
     reading: dict[str, Any],
+    chunk_docs: int,
 ) -> dict[str, Any]:
-    """Read the corpus, check it, load it; the counts for the summary (the corpus and what
-    was made from it are released on return)."""
-    from ..io import read_corpus
+    """Check the corpus (the first pass: :mod:`.survey`), then load it a group of files at a
+    time; the counts for the summary (what was read is released on return)."""
     from .run import dedup_into
-    from .stored import load_kept, refuse_stored_ids
+    from .stored import load_kept
 
     report = progress or (lambda stage, done, total: None)
-    on_error = reading["on_error"]
-    with read_corpus(files, **reading) as corpus:
-        n = len(corpus)
-        report("read", n, n)
-        use = np.ones(n, np.bool_)
-        times: np.ndarray | None = None
-        expired = np.zeros(n, np.bool_)
-        use &= ~_bad_ids(corpus, on_error)
-        if time_field is not None:
-            times, bad = _times(corpus, time_field, on_error)
-            use &= ~bad
-            expired = _window(d, times, use, corpus, drop_expired)
-            use &= ~expired
-        where = np.flatnonzero(use)
-        ids = [corpus.ids[int(i)] for i in where]
-        texts = [corpus.texts[int(i)] for i in where]
-        skipped = corpus.skipped + int(n - use.sum() - expired.sum())
-    del corpus
-    when = None if times is None else times[where].tolist()
-    cfg = _batch_config(d) if dedup else None
-    if cfg is None:  # (dedup_into refuses them itself)
-        refuse_stored_ids(d, ids)
-    if not dedup:
-        how = "load"
-        every = np.ones(len(ids), np.bool_)
-        loaded = load_kept(d, ids, texts, every, progress=progress, times=when)
-    elif cfg is not None:
-        how = "dedup_into"
-        loaded = int(
-            dedup_into(d, ids, texts, config=cfg, progress=progress, times=when).keep.sum()
-        )
-    else:
-        how = "check_and_add"
-        loaded = _insert(d, ids, texts, when, report)
-    return {
-        "path": how, "documents": n, "skipped_records": skipped, "expired": int(expired.sum()),
-        "loaded": loaded, "dropped": len(ids) - loaded,
-    }  # fmt: skip
+    s = survey(
+        d, files, reading, time_field=time_field, drop_expired=drop_expired,
+        chunk_docs=chunk_docs, progress=progress,
+    )  # fmt: skip
+    try:
+        report("read", s.documents, s.documents)
+        cfg = _batch_config(d) if dedup else None
+        how = "load" if not dedup else "dedup_into" if cfg is not None else "check_and_add"
+        groups = s.groups(chunk_docs)
+        total, done, loaded = s.used, 0, 0
+        for k, group in enumerate(groups):
+            try:
+                ids, texts, when = _group_docs(group, reading)
+            except InputError as exc:
+                first = group[0].file.path
+                raise InputError(
+                    f"{exc}; {k} of {len(groups)} groups of files were loaded before it "
+                    f"({loaded:,} documents kept): the store holds them. Load the files from "
+                    f"{first} on once they are whole again"
+                ) from None
+            if len(groups) > 1:
+                report("load", done, total)
+            if how == "load":
+                every = np.ones(len(ids), np.bool_)
+                loaded += load_kept(d, ids, texts, every, progress=progress, times=when)
+            elif how == "dedup_into":
+                into = dedup_into(d, ids, texts, config=cfg, progress=progress, times=when)
+                loaded += int(into.keep.sum())
+            else:
+                loaded += _insert(d, ids, texts, when, report)
+            done += len(ids)
+            del ids, texts, when
+            if len(groups) > 1:
+                report("load", done, total)
+        return {
+            "path": how, "documents": s.documents, "skipped_records": s.skipped,
+            "expired": s.expired, "loaded": loaded, "dropped": total - loaded,
+            "groups": len(groups),
+        }  # fmt: skip
+    finally:
+        s.release()
+
+
+def _group_docs(
+    group: list[FileCheck], reading: dict[str, Any]
+) -> tuple[list[str], list[str], list[float] | None]:
+    """The ids, texts and times of a group's documents to decide: from the corpora the first
+    pass held, else each file read again (and refused if its ids are not the ones checked)."""
+    from ..io import read_corpus
+
+    ids: list[str] = []
+    texts: list[str] = []
+    when: list[float] | None = None if group[0].times is None else []
+    for c in group:
+        corpus = c.held if c.held is not None else read_corpus([c.file], **reading)
+        try:
+            if c.held is None and (
+                len(corpus) != c.documents or id_digest(id_hashes(corpus.ids)) != c.digest
+            ):
+                raise InputError(
+                    f"{c.file.path} changed after it was checked: it now holds "
+                    f"{len(corpus):,} records with other ids than the {c.documents:,} checked"
+                )
+            where = np.flatnonzero(c.use)
+            ids += [corpus.ids[int(i)] for i in where]
+            texts += [corpus.texts[int(i)] for i in where]
+            if when is not None and c.times is not None:
+                when += c.times[where].tolist()
+        finally:
+            corpus.close()
+            c.held = None
+    return ids, texts, when
 
 
 def _summary(

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""``neardup store load`` of a folder of shards, in groups of files (``--chunk-docs``): each
+setting in its own process, with its wall and CPU time, peak RSS, groups and the first pass'
+share; and whether every setting kept the same ids (keep-first: they must). Prints a table and
+writes ``benchmarks/results/bench_load_files.json``.
+
+The shards are ``benchmarks/bench_window.py``'s generated window (the seeds' mix: short posts,
+news and articles, 40 % Chinese, planted near duplicates; its ``--data`` folder kept with
+``--keep``), the first ``--files`` of them:
+
+    python benchmarks/bench_load_files.py --corpus DIR/n10000000/corpus --files 20 --chunk-docs 0,500000
+    python benchmarks/bench_load_files.py --corpus DIR/n10000000/corpus --files 100 --chunk-docs 1000000
+
+``0`` is one group (the whole input held from the first pass, read once). The stores go under
+``--work`` (default a temporary folder) and are removed after their ids are compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_dedup import machine  # noqa: E402
+from bench_service import code_version  # noqa: E402
+
+#: run in the child: the CLI in process, then its own peak RSS and CPU on stderr
+_CHILD = """
+import json, resource, sys, time
+t = time.perf_counter()
+from neardup.cli.main import main
+rc = main(sys.argv[1:])
+ru = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"rc": rc, "wall_s": time.perf_counter() - t, "cpu_s": ru.ru_utime + ru.ru_stime,
+                  "peak_rss_mib": ru.ru_maxrss / 1024}), file=sys.stderr)
+"""
+
+
+def _ids_digest(store: Path) -> tuple[int, str]:
+    db = sqlite3.connect(f"file:{store / 'meta.sqlite3'}?mode=ro", uri=True)
+    try:
+        ids = sorted(r[0] for r in db.execute("SELECT id FROM docs"))
+    finally:
+        db.close()
+    h = hashlib.blake2b(digest_size=16)
+    for x in ids:
+        h.update(x.encode("utf-8", "surrogatepass") + b"\n")
+    return len(ids), h.hexdigest()
+
+
+def run_one(files: list[str], chunk: int, work: Path, extra: list[str]) -> dict[str, Any]:
+    data = work / f"data-{chunk}"
+    shutil.rmtree(data, ignore_errors=True)
+    args = ["store", "load", str(data), *files, "--json", *extra]
+    if chunk:
+        args += ["--chunk-docs", str(chunk)]
+    else:
+        args += ["--chunk-docs", str(2**62)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-c", _CHILD, *args], capture_output=True, text=True, env=env
+    )
+    if p.returncode != 0:
+        raise SystemExit(f"store load failed ({p.returncode}):\n{p.stderr[-4000:]}")
+    stats = json.loads(p.stdout)
+    usage = json.loads(p.stderr.strip().splitlines()[-1])
+    n_kept, digest = _ids_digest(data / "namespaces" / "default")
+    disk = sum(f.stat().st_size for f in data.rglob("*") if f.is_file())
+    shutil.rmtree(data, ignore_errors=True)
+    n = stats["documents"]
+    return {
+        "chunk_docs": chunk or None,
+        "groups": stats.get("groups"),
+        "documents": n,
+        "kept": stats["loaded"],
+        "stored": n_kept,
+        "kept_ids_digest": digest,
+        "wall_s": round(usage["wall_s"], 1),
+        "cpu_s": round(usage["cpu_s"], 1),
+        "docs_per_s": round(n / usage["wall_s"]),
+        "cpu_us_per_doc": round(1e6 * usage["cpu_s"] / n, 1),
+        "peak_rss_mib": round(usage["peak_rss_mib"]),
+        "compact_s": stats.get("compact_s"),
+        "disk_bytes_per_doc": round(disk / max(n_kept, 1)),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--corpus", type=Path, required=True, help="bench_window.py's corpus folder")
+    ap.add_argument("--files", type=int, default=20, help="the first N shards of it")
+    ap.add_argument("--chunk-docs", default="0,500000", help="settings, comma-separated (0: one group)")  # fmt: skip
+    ap.add_argument("--work", type=Path, default=None)
+    ap.add_argument("--extra", default="", help="more store load options, space-separated")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_load_files.json")  # fmt: skip
+    a = ap.parse_args(argv)
+    shards = sorted(glob.glob(str(a.corpus / "*.jsonl.zst")))[: a.files]
+    if not shards:
+        raise SystemExit(f"no *.jsonl.zst shards in {a.corpus}: run bench_window.py --keep first")
+    work = a.work or Path(tempfile.mkdtemp(prefix="nd-load-files-"))
+    work.mkdir(parents=True, exist_ok=True)
+    rows = []
+    head = f"{'chunk docs':>12} {'groups':>6} {'documents':>11} {'kept':>11} {'wall s':>8} {'CPU s':>8} {'docs/s':>8} {'CPU µs':>7} {'peak RSS MiB':>12}"  # fmt: skip
+    print(head, flush=True)
+    for chunk in [int(x) for x in a.chunk_docs.split(",")]:
+        r = run_one(shards, chunk, work, a.extra.split())
+        rows.append(r)
+        print(f"{chunk or 'one group':>12} {r['groups']:>6} {r['documents']:>11,} {r['kept']:>11,} {r['wall_s']:>8} {r['cpu_s']:>8} {r['docs_per_s']:>8,} {r['cpu_us_per_doc']:>7} {r['peak_rss_mib']:>12,}", flush=True)  # fmt: skip
+    same = len({r["kept_ids_digest"] for r in rows}) == 1
+    print(f"the same kept ids in every setting: {same}")
+    doc = {
+        "benchmark": "load_files",
+        "command": "python benchmarks/bench_load_files.py " + " ".join(argv or sys.argv[1:]),
+        "code": code_version(),
+        "machine": {**machine(), "load": list(os.getloadavg())},
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "shards": len(shards),
+        "rows": rows,
+        "same_kept_ids": same,
+    }
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {a.out}")
+    if a.work is None:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,339 @@
+"""The first pass of a file load (:func:`neardup.incremental.load_files`): every input read
+once, file by file, for its ids and times, and everything the load would refuse refused before
+anything is written: ids the store's rule refuses, ids repeated across files (the reader
+refuses those inside one), ids the store holds, times that cannot be parsed, times outside the
+store's window. What it leaves is each file's mask of the documents to decide, their times and
+a digest of their ids; the load then reads the files again, a group at a time, so that memory
+follows a group, not the corpus (the whole input is held from this pass instead when it fits
+one group: nothing is read twice).
+
+Ids repeated across files are found by their 128-bit hashes (xxh3), sorted once after the
+pass: 24 bytes a document, where a set of the ids themselves would hold every id (~100 bytes
+each). A repeat found by hash is confirmed on the ids themselves before a load fails on it;
+with ``on_error="skip"`` the later copy is left out, as the reader leaves one out inside a file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import xxhash
+
+from ..errors import InputError, RecordError
+
+__all__ = ["FileCheck", "Survey", "id_digest", "id_hashes", "survey"]
+
+Progress = Callable[[str, int, int], None]
+
+
+def id_hashes(ids: Sequence[str]) -> npt.NDArray[np.uint64]:
+    """The 128-bit xxh3 hashes of ``ids`` (UTF-8, lone surrogates kept), as ``(n, 2)``
+    little-endian words."""
+    digest = xxhash.xxh3_128_digest
+    raw = b"".join([digest(x.encode("utf-8", "surrogatepass")) for x in ids])
+    return np.frombuffer(raw, dtype="<u8").reshape(-1, 2).astype(np.uint64)
+
+
+def id_digest(hashes: npt.NDArray[np.uint64]) -> tuple[int, int, int]:
+    """An order-dependent digest of a file's id hashes (count, and two sums of the words
+    weighted by position), compared when the file is read again."""
+    n = len(hashes)
+    if not n:
+        return (0, 0, 0)
+    with np.errstate(over="ignore"):
+        w = np.arange(1, n + 1, dtype=np.uint64)
+        return (n, int((hashes[:, 0] * w).sum(dtype=np.uint64)), int(hashes[:, 1].sum(dtype=np.uint64)))  # fmt: skip
+
+
+@dataclass
+class FileCheck:
+    """One input file as the first pass left it."""
+
+    file: Any  # neardup.io.InputFile
+    documents: int  # records the reader took (those it skipped are in ``reader_skipped``)
+    reader_skipped: int
+    use: npt.NDArray[np.bool_]  # per document: decided and loaded
+    expired: npt.NDArray[np.bool_]  # per document: left out by ``drop_expired``
+    times: npt.NDArray[np.float64] | None  # per document (NaN where not used)
+    digest: tuple[int, int, int]  # of its ids (id_digest), to tell a changed file
+    held: Any = None  # its Corpus, kept while the whole input fits one group
+
+    def location(self, pos: int, reading: dict[str, Any]) -> str:
+        """``path:line`` of document ``pos`` (the file is read again: for a message only)."""
+        from ..io import read_corpus
+
+        if self.held is not None:
+            return str(self.held.location(pos))
+        with read_corpus([self.file], **reading) as corpus:
+            return str(corpus.location(pos))
+
+    def ids_at(self, where: Sequence[int], reading: dict[str, Any]) -> list[str]:
+        from ..io import read_corpus
+
+        if self.held is not None:
+            return [self.held.ids[int(i)] for i in where]
+        with read_corpus([self.file], **reading) as corpus:
+            return [corpus.ids[int(i)] for i in where]
+
+
+@dataclass
+class Survey:
+    """Every input file's :class:`FileCheck`, in input order."""
+
+    files: list[FileCheck]
+    repeated_ids: int  # later copies of ids repeated across files, left out (skip)
+
+    @property
+    def documents(self) -> int:
+        return sum(f.documents for f in self.files)
+
+    @property
+    def used(self) -> int:
+        return sum(int(f.use.sum()) for f in self.files)
+
+    @property
+    def expired(self) -> int:
+        return sum(int(f.expired.sum()) for f in self.files)
+
+    @property
+    def skipped(self) -> int:
+        """Records left out: by the reader, and by the checks (not counting ``expired``)."""
+        return sum(
+            f.reader_skipped + f.documents - int(f.use.sum()) - int(f.expired.sum())
+            for f in self.files
+        )
+
+    def groups(self, chunk_docs: int) -> list[list[FileCheck]]:
+        """Consecutive files in groups of at most ``chunk_docs`` documents to decide (a file
+        holding more is a group of its own: a file is read whole)."""
+        out: list[list[FileCheck]] = []
+        size = 0
+        for f in self.files:
+            n = int(f.use.sum())
+            if out and size + n <= chunk_docs:
+                out[-1].append(f)
+                size += n
+            else:
+                out.append([f])
+                size = n
+        return out
+
+    def release(self) -> None:
+        """Close the corpora held from the pass (their temporary copies are removed)."""
+        for f in self.files:
+            if f.held is not None:
+                f.held.close()
+                f.held = None
+
+
+def survey(
+    d: Any,
+    files: Sequence[Any],
+    reading: dict[str, Any],
+    *,
+    time_field: str | None,
+    drop_expired: bool,
+    chunk_docs: int,
+    progress: Progress | None = None,
+) -> Survey:
+    """Read every file of ``files`` once (``reading``: :func:`neardup.io.read_corpus`'s
+    options) and check what a load into the store ``d`` would refuse (the module); the corpora
+    are held while the documents read so far fit ``chunk_docs``.
+
+    Raises
+    ------
+    InputError
+        What the load would refuse (with ``on_error="fail"``, or a time outside the window
+        without ``drop_expired``); nothing is written.
+    """
+    from ..io import read_corpus
+    from .stored import refuse_stored_ids
+
+    report = progress or (lambda stage, done, total: None)
+    on_error = reading["on_error"]
+    checks: list[FileCheck] = []
+    hashes: list[npt.NDArray[np.uint64]] = []
+    late: list[npt.NDArray[np.bool_]] = []
+    read = 0
+    held = True
+    try:
+        for k, file in enumerate(files):
+            corpus = read_corpus([file], **reading)
+            kept = False
+            try:
+                n = len(corpus)
+                use = ~_bad_ids(corpus, on_error)
+                times: npt.NDArray[np.float64] | None = None
+                out = np.zeros(n, np.bool_)
+                expired = np.zeros(n, np.bool_)
+                if time_field is not None:
+                    times, bad = _times(corpus, time_field, on_error)
+                    use &= ~bad
+                    oldest, newest = d.time_window()
+                    out = use & ((times > newest) | (times < 0))
+                    expired = use & ~out & (times < oldest)
+                h = id_hashes(corpus.ids)
+                refuse_stored_ids(d, [corpus.ids[int(i)] for i in np.flatnonzero(use)])
+                read += n
+                held = held and read <= chunk_docs
+                checks.append(
+                    FileCheck(
+                        file=file, documents=n, reader_skipped=corpus.skipped, use=use,
+                        expired=expired, times=times, digest=id_digest(h),
+                        held=corpus if held else None,
+                    )
+                )  # fmt: skip
+                kept = held
+                hashes.append(h)
+                late.append(out)
+            finally:
+                if not kept:
+                    corpus.close()
+            if not held:  # the input is more than one group: read again, a group at a time
+                for c in checks:
+                    if c.held is not None:
+                        c.held.close()
+                        c.held = None
+            report("check", k + 1, len(files))
+        result = Survey(checks, _repeats(checks, hashes, reading))
+        _refuse_window(d, result, late, drop_expired, reading)
+    except BaseException:
+        for c in checks:
+            if c.held is not None:
+                c.held.close()
+                c.held = None
+        raise
+    return result
+
+
+def _repeats(
+    checks: list[FileCheck], hashes: list[npt.NDArray[np.uint64]], reading: dict[str, Any]
+) -> int:
+    """Leave out (or, with ``on_error="fail"``, refuse) the later copies of ids repeated across
+    files; how many were left out."""
+    if len(checks) < 2:
+        return 0
+    every = np.concatenate(hashes) if hashes else np.zeros((0, 2), np.uint64)
+    order = np.lexsort((every[:, 1], every[:, 0]))  # stable: equal ids in input order
+    s = every[order]
+    same = (s[1:, 0] == s[:-1, 0]) & (s[1:, 1] == s[:-1, 1])
+    if not same.any():
+        return 0
+    starts = np.cumsum([0] + [c.documents for c in checks])
+    later = order[1:][same]  # global positions of the later copies
+    first = order[:-1][same]
+    # the first copy of each run of equal hashes (a run of three repeats twice)
+    run_first = first.copy()
+    for k in range(1, len(later)):
+        if first[k] == later[k - 1]:
+            run_first[k] = run_first[k - 1]
+    left_out = 0
+    for pos, orig in sorted(zip(later.tolist(), run_first.tolist(), strict=True)):
+        fi = int(np.searchsorted(starts, pos, side="right")) - 1
+        fo = int(np.searchsorted(starts, orig, side="right")) - 1
+        a, b = checks[fo], checks[fi]
+        if reading["on_error"] == "fail":
+            id_a = a.ids_at([orig - starts[fo]], reading)[0]
+            id_b = b.ids_at([pos - starts[fi]], reading)[0]
+            if id_a != id_b:  # a hash collision (~2^-128): not a repeat
+                continue
+            raise RecordError(
+                f"duplicate id {id_b!r} (first seen at {a.location(orig - starts[fo], reading)}); "
+                "ids must be unique: fix the input, or pass --generate-ids to number the records "
+                "instead (path:line); nothing was loaded",
+                path=b.file.path,
+                line=_line(b, pos - starts[fi], reading),
+            )
+        k = pos - starts[fi]
+        if b.use[k] or b.expired[k]:
+            left_out += 1
+        b.use[k] = False
+        b.expired[k] = False
+    return left_out
+
+
+def _line(check: FileCheck, pos: int, reading: dict[str, Any]) -> int | None:
+    where = check.location(pos, reading)
+    tail = where.rsplit(":", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
+def _refuse_window(
+    d: Any,
+    result: Survey,
+    late: list[npt.NDArray[np.bool_]],
+    drop_expired: bool,
+    reading: dict[str, Any],
+) -> None:
+    """Refuse times the store cannot hold, and (without ``drop_expired``) times older than its
+    window, counted over every file; the expired are otherwise left out (``expired``)."""
+    oldest, newest = d.time_window()
+    bad = [(c, np.flatnonzero(m & c.use)) for c, m in zip(result.files, late, strict=True)]
+    n = sum(len(w) for _, w in bad)
+    if n:
+        c, w = next((c, w) for c, w in bad if len(w))
+        assert c.times is not None
+        raise InputError(
+            f"{n:,} documents have a time the store cannot take (before 0 or after "
+            f"{newest:.0f}, now plus the store's future allowance), e.g. "
+            f"{c.location(int(w[0]), reading)} at {c.times[int(w[0])]!r}; nothing was loaded"
+        )
+    n = result.expired
+    if n and not drop_expired:
+        c = next(c for c in result.files if c.expired.any())
+        i = int(np.flatnonzero(c.expired)[0])
+        assert c.times is not None
+        raise InputError(
+            f"{n:,} documents are older than the store's retention window (before "
+            f"{oldest:.0f}), e.g. {c.location(i, reading)} at {c.times[i]!r}: they would leave "
+            "it at once. Pass --drop-expired to leave them out; nothing was loaded"
+        )
+    for c in result.files:
+        c.use &= ~c.expired
+
+
+def _times(corpus: Any, time_field: str, on_error: str) -> tuple[np.ndarray, np.ndarray]:
+    """Every document's time (NaN where the record was skipped) and which were skipped."""
+    from ..io import record_values
+    from ..io.fields import MISSING, unix_seconds
+
+    values = record_values(corpus, time_field)
+    times = np.full(len(values), np.nan)
+    bad = np.zeros(len(values), np.bool_)
+    for i, v in enumerate(values):
+        try:
+            if v is MISSING:
+                raise ValueError("the record has no such field")
+            times[i] = unix_seconds(v)
+        except ValueError as exc:
+            if on_error == "fail":
+                raise InputError(
+                    f"{corpus.location(i)}: {time_field}: {exc}", field=time_field
+                ) from None
+            bad[i] = True
+    return times, bad
+
+
+def _bad_ids(corpus: Any, on_error: str) -> np.ndarray:
+    """The documents whose id the store refuses (its id rule is stricter than the readers':
+    no control characters, at most 1,024 characters); refused here, before anything is
+    loaded, rather than by the load of a later group."""
+    from ..online.prepare import id_problem
+
+    bad = np.zeros(len(corpus), np.bool_)
+    for i, x in enumerate(corpus.ids):
+        problem = id_problem(x)
+        if problem is None:
+            continue
+        if on_error == "fail":
+            raise InputError(
+                f"{corpus.location(i)}: id {x!r:.60}: {problem}; the store refuses it "
+                "(--generate-ids numbers the records instead); nothing was loaded",
+                field="id",
+            )
+        bad[i] = True
+    return bad

@@ -113,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"no *.jsonl.zst shards in {a.corpus}: run bench_window.py --keep first")
     work = a.work or Path(tempfile.mkdtemp(prefix="nd-load-files-"))
     work.mkdir(parents=True, exist_ok=True)
+    print(f"warming up (kernel compile) on {shards[0]} ...", flush=True)
+    run_one(shards[:1], 0, work, a.extra.split())  # not measured: the kernels compiled and cached
     rows = []
     head = f"{'chunk docs':>12} {'groups':>6} {'documents':>11} {'kept':>11} {'wall s':>8} {'CPU s':>8} {'docs/s':>8} {'CPU µs':>7} {'peak RSS MiB':>12}"  # fmt: skip
     print(head, flush=True)

@@ -195,10 +195,13 @@ def _read_and_load(
         cfg = _batch_config(d) if dedup else None
         how = "load" if not dedup else "dedup_into" if cfg is not None else "check_and_add"
         groups = s.groups(chunk_docs)
-        total, done, loaded = s.used, 0, 0
+        total, done, loaded, expired_since = s.used, 0, 0, 0
         for k, group in enumerate(groups):
+            # a time that was in the window at the check may have left it since (a load of
+            # hours): such documents are left out as expired, as retention would drop them
+            oldest = d.time_window()[0] if time_field is not None else None
             try:
-                ids, texts, when = _group_docs(group, reading)
+                ids, texts, when, gone = _group_docs(group, reading, oldest)
             except InputError as exc:
                 first = group[0].file.path
                 raise InputError(
@@ -216,13 +219,15 @@ def _read_and_load(
                 loaded += int(into.keep.sum())
             else:
                 loaded += _insert(d, ids, texts, when, report)
-            done += len(ids)
+            done += len(ids) + gone
+            expired_since += gone
             del ids, texts, when
             if len(groups) > 1:
                 report("load", done, total)
         return {
             "path": how, "documents": s.documents, "skipped_records": s.skipped,
-            "expired": s.expired, "loaded": loaded, "dropped": total - loaded,
+            "expired": s.expired + expired_since, "loaded": loaded,
+            "dropped": total - expired_since - loaded,
             "groups": len(groups),
         }  # fmt: skip
     finally:
@@ -230,15 +235,17 @@ def _read_and_load(
 
 
 def _group_docs(
-    group: list[FileCheck], reading: dict[str, Any]
-) -> tuple[list[str], list[str], list[float] | None]:
+    group: list[FileCheck], reading: dict[str, Any], oldest: float | None
+) -> tuple[list[str], list[str], list[float] | None, int]:
     """The ids, texts and times of a group's documents to decide: from the corpora the first
-    pass held, else each file read again (and refused if its ids are not the ones checked)."""
+    pass held, else each file read again (and refused if its ids are not the ones checked);
+    and how many were left out for a time now older than ``oldest``."""
     from ..io import read_corpus
 
     ids: list[str] = []
     texts: list[str] = []
     when: list[float] | None = None if group[0].times is None else []
+    gone = 0
     for c in group:
         corpus = c.held if c.held is not None else read_corpus([c.file], **reading)
         try:
@@ -250,6 +257,10 @@ def _group_docs(
                     f"{len(corpus):,} records with other ids than the {c.documents:,} checked"
                 )
             where = np.flatnonzero(c.use)
+            if oldest is not None and c.times is not None:
+                now_in = c.times[where] >= oldest
+                gone += len(where) - int(now_in.sum())
+                where = where[now_in]
             ids += [corpus.ids[int(i)] for i in where]
             texts += [corpus.texts[int(i)] for i in where]
             if when is not None and c.times is not None:
@@ -257,7 +268,7 @@ def _group_docs(
         finally:
             corpus.close()
             c.held = None
-    return ids, texts, when
+    return ids, texts, when, gone
 
 
 def _summary(

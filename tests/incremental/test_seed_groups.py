@@ -206,3 +206,48 @@ def test_id_hashes_tell_ids_apart_and_the_digest_follows_order() -> None:
     assert np.array_equal(id_hashes(ids), h)
     assert id_digest(h) != id_digest(h[::-1]) and id_digest(h) == id_digest(id_hashes(list(ids)))
     assert id_digest(h[:0]) == (0, 0, 0)
+
+
+def test_times_that_leave_the_window_during_the_load_are_left_out_as_expired(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load of hours: a time in the window when the files were checked may have left it when
+    its group loads. Those documents are left out and counted as expired (retention would drop
+    them at once), not refused after the earlier groups loaded. The window's clock is moved
+    ten minutes on once every file is checked."""
+    from neardup.online import Deduplicator
+
+    rows = _records(600)
+    now = time.time()
+    for k, r in enumerate(rows):
+        r["ts"] = now - 1800 + k
+    for r in rows[500:510]:  # in the last file, at the window's old edge
+        r["ts"] = now - 3600 + 300
+    folder = tmp_path / "in"
+    _shards(folder, rows, [200, 200, 200])
+    real = Deduplicator.time_window
+    shift = [0.0]
+
+    def moved(self: Deduplicator) -> tuple[float, float]:
+        oldest, newest = real(self)
+        return oldest + shift[0], newest + shift[0]
+
+    monkeypatch.setattr(Deduplicator, "time_window", moved)
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if stage == "check" and done == total:
+            shift[0] = 600.0
+
+    from neardup.online.settings import DedupSettings
+    from neardup.store import StoreSettings
+
+    store = tmp_path / "s"
+    stats = load_files(
+        folder, store, chunk_docs=200, time_field="ts", progress=progress,
+        settings=DedupSettings(store=StoreSettings(retention=3600.0)),
+    )  # fmt: skip
+    assert stats["groups"] == 3 and stats["expired"] == 10
+    assert stats["loaded"] + stats["dropped"] + stats["expired"] == 600
+    stored = _stored(store)
+    assert not {r["id"] for r in rows[500:510]} & set(stored)
+    assert set(stored) == _one_by_one(rows[:500] + rows[510:])

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """``neardup store load`` of a folder of shards, in groups of files (``--chunk-docs``): each
 setting in its own process, with its wall and CPU time, peak RSS, groups and the first pass'
-share; and whether every setting kept the same ids (keep-first: they must). Prints a table and
-writes ``benchmarks/results/bench_load_files.json``.
+time (every file read and checked); and how many kept ids differ from the first setting's
+(keep-first in groups keeps the one-group set where no LSH bucket outgrows the store's cap).
+Prints a table and writes ``benchmarks/results/bench_load_files.json``.
 
 The shards are ``benchmarks/bench_window.py``'s generated window (the seeds' mix: short posts,
 news and articles, 40 % Chinese, planted near duplicates; its ``--data`` folder kept with
@@ -50,19 +51,24 @@ print(json.dumps({"rc": rc, "wall_s": time.perf_counter() - t, "cpu_s": ru.ru_ut
 """
 
 
-def _ids_digest(store: Path) -> tuple[int, str]:
+def _stored_ids(store: Path) -> set[str]:
     db = sqlite3.connect(f"file:{store / 'meta.sqlite3'}?mode=ro", uri=True)
     try:
-        ids = sorted(r[0] for r in db.execute("SELECT id FROM docs"))
+        return {r[0] for r in db.execute("SELECT id FROM docs")}
     finally:
         db.close()
+
+
+def _digest(ids: set[str]) -> str:
     h = hashlib.blake2b(digest_size=16)
-    for x in ids:
+    for x in sorted(ids):
         h.update(x.encode("utf-8", "surrogatepass") + b"\n")
-    return len(ids), h.hexdigest()
+    return h.hexdigest()
 
 
-def run_one(files: list[str], chunk: int, work: Path, extra: list[str]) -> dict[str, Any]:
+def run_one(
+    files: list[str], chunk: int, work: Path, extra: list[str]
+) -> tuple[dict[str, Any], set[str]]:
     data = work / f"data-{chunk}"
     shutil.rmtree(data, ignore_errors=True)
     args = ["store", "load", str(data), *files, "--json", *extra]
@@ -78,7 +84,8 @@ def run_one(files: list[str], chunk: int, work: Path, extra: list[str]) -> dict[
         raise SystemExit(f"store load failed ({p.returncode}):\n{p.stderr[-4000:]}")
     stats = json.loads(p.stdout)
     usage = json.loads(p.stderr.strip().splitlines()[-1])
-    n_kept, digest = _ids_digest(data / "namespaces" / "default")
+    ids = _stored_ids(data / "namespaces" / "default")
+    n_kept, digest = len(ids), _digest(ids)
     disk = sum(f.stat().st_size for f in data.rglob("*") if f.is_file())
     shutil.rmtree(data, ignore_errors=True)
     n = stats["documents"]
@@ -94,9 +101,10 @@ def run_one(files: list[str], chunk: int, work: Path, extra: list[str]) -> dict[
         "docs_per_s": round(n / usage["wall_s"]),
         "cpu_us_per_doc": round(1e6 * usage["cpu_s"] / n, 1),
         "peak_rss_mib": round(usage["peak_rss_mib"]),
+        "check_s": stats.get("check_s"),
         "compact_s": stats.get("compact_s"),
         "disk_bytes_per_doc": round(disk / max(n_kept, 1)),
-    }
+    }, ids
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,13 +123,19 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     print(f"warming up (kernel compile) on {shards[0]} ...", flush=True)
     run_one(shards[:1], 0, work, a.extra.split())  # not measured: the kernels compiled and cached
-    rows = []
-    head = f"{'chunk docs':>12} {'groups':>6} {'documents':>11} {'kept':>11} {'wall s':>8} {'CPU s':>8} {'docs/s':>8} {'CPU µs':>7} {'peak RSS MiB':>12}"  # fmt: skip
+    rows: list[dict[str, Any]] = []
+    first: set[str] | None = None
+    head = f"{'chunk docs':>12} {'groups':>6} {'documents':>11} {'kept':>11} {'wall s':>8} {'CPU s':>8} {'docs/s':>8} {'CPU µs':>7} {'peak RSS MiB':>12} {'ids differing':>13}"  # fmt: skip
     print(head, flush=True)
     for chunk in [int(x) for x in a.chunk_docs.split(",")]:
-        r = run_one(shards, chunk, work, a.extra.split())
+        r, ids = run_one(shards, chunk, work, a.extra.split())
+        first = ids if first is None else first
+        # keep-first in groups keeps the one-group set where no LSH bucket outgrows the store's
+        # cap (docs/store.md, *In groups of files*): the ids kept by one setting and not by the
+        # first, or the other way round
+        r["ids_differing_from_first"] = len(ids ^ first)
         rows.append(r)
-        print(f"{chunk or 'one group':>12} {r['groups']:>6} {r['documents']:>11,} {r['kept']:>11,} {r['wall_s']:>8} {r['cpu_s']:>8} {r['docs_per_s']:>8,} {r['cpu_us_per_doc']:>7} {r['peak_rss_mib']:>12,}", flush=True)  # fmt: skip
+        print(f"{chunk or 'one group':>12} {r['groups']:>6} {r['documents']:>11,} {r['kept']:>11,} {r['wall_s']:>8} {r['cpu_s']:>8} {r['docs_per_s']:>8,} {r['cpu_us_per_doc']:>7} {r['peak_rss_mib']:>12,} {r['ids_differing_from_first']:>13,}", flush=True)  # fmt: skip
     same = len({r["kept_ids_digest"] for r in rows}) == 1
     print(f"the same kept ids in every setting: {same}")
     doc = {
@@ -139,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {a.out}")
     if a.work is None:
         shutil.rmtree(work, ignore_errors=True)
-    return 0 if same else 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ figures.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import os
 import time
@@ -114,7 +115,8 @@ def load_files(
         ``documents`` (read), ``skipped_records``, ``expired`` (left out by ``drop_expired``),
         ``loaded``, ``dropped`` (near duplicates, keep-first), ``path`` (``"dedup_into"``,
         ``"check_and_add"`` or ``"load"``: how they went in; None: not seeded, ``if_empty``),
-        ``groups`` (of files loaded one after another), ``store``, ``store_documents_before``
+        ``groups`` (of files loaded one after another), ``check_s`` (the first pass: every
+        file read and checked), ``store``, ``store_documents_before``
         / ``_after``, ``compact_s`` (the segments the loads
         wrote merged at the end, one per time partition), ``elapsed_s``, ``docs_per_s``.
 
@@ -186,10 +188,12 @@ def _read_and_load(
     from .stored import load_kept
 
     report = progress or (lambda stage, done, total: None)
+    t0 = time.perf_counter()
     s = survey(
         d, files, reading, time_field=time_field, drop_expired=drop_expired,
         chunk_docs=chunk_docs, progress=progress,
     )  # fmt: skip
+    check_s = round(time.perf_counter() - t0, 3)
     try:
         report("read", s.documents, s.documents)
         cfg = _batch_config(d) if dedup else None
@@ -223,15 +227,32 @@ def _read_and_load(
             expired_since += gone
             del ids, texts, when
             if len(groups) > 1:
+                _give_back_memory()
+            if len(groups) > 1:
                 report("load", done, total)
         return {
             "path": how, "documents": s.documents, "skipped_records": s.skipped,
             "expired": s.expired + expired_since, "loaded": loaded,
             "dropped": total - expired_since - loaded,
-            "groups": len(groups),
+            "groups": len(groups), "check_s": check_s,
         }  # fmt: skip
     finally:
         s.release()
+
+
+def _give_back_memory() -> None:
+    """Between groups: what a group freed handed back to the system. glibc keeps the freed
+    arenas of a group's many small objects (its texts, ids, lists) and the next group's peak
+    comes on top of them; ``malloc_trim`` returns them (docs/store.md, *In groups of files*,
+    has what that saves). A no-op where the C library is not glibc."""
+    gc.collect()
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc
+        return
+    trim = getattr(libc, "malloc_trim", None)
+    if trim is not None:
+        trim(0)
 
 
 def _group_docs(
@@ -277,7 +298,7 @@ def _summary(
 ) -> dict[str, Any]:  # fmt: skip
     elapsed = time.perf_counter() - t0
     out: dict[str, Any] = {"documents": documents, "skipped_records": 0, "expired": 0}
-    out.update(loaded=0, dropped=0)
+    out.update(loaded=0, dropped=0, groups=0)
     out.update(counts)
     out.update(
         path=path,

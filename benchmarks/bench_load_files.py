@@ -39,15 +39,48 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_dedup import machine  # noqa: E402
 from bench_service import code_version  # noqa: E402
 
-#: run in the child: the CLI in process, then its own peak RSS and CPU on stderr
+#: run in the child: ``load_files`` as ``neardup store load`` calls it, with a thread sampling
+#: ``/proc/self/status`` every 0.2 s, so that the peak is attributed to a group and a stage
+#: (anonymous memory apart from the mapped files' pages, which the kernel can drop)
 _CHILD = """
-import json, resource, sys, time
+import json, resource, sys, threading, time
 t = time.perf_counter()
-from neardup.cli.main import main
-rc = main(sys.argv[1:])
+from neardup.incremental import load_files
+job = json.loads(sys.argv[1])
+stage, group, peaks, stop = ["check"], [0], {}, []
+def status():
+    out = {}
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            k, _, v = line.partition(":")
+            if k in ("RssAnon", "RssFile", "VmRSS"):
+                out[k] = int(v.split()[0]) / 1024
+    return out
+def sample():
+    while not stop:
+        p = peaks.setdefault(stage[0], {})
+        for k, v in status().items():
+            p[k] = max(p.get(k, 0), v)
+        time.sleep(0.2)
+threading.Thread(target=sample, daemon=True).start()
+def progress(s, done, total):
+    if s == "group":
+        group[0] = min(done + 1, total)
+    stage[0] = s if s in ("check", "read", "compact") else f"group {max(group[0], 1)}: {s}"
+kw = {}
+if job["options"].get("time_field"):
+    kw["time_field"] = job["options"]["time_field"]
+if job["options"].get("retention"):
+    from neardup.online.settings import DedupSettings
+    from neardup.store import StoreSettings, parse_duration
+    kw["settings"] = DedupSettings(store=StoreSettings(retention=parse_duration(job["options"]["retention"])))
+stats = load_files(job["files"], job["store"], chunk_docs=job["chunk_docs"], progress=progress, **kw)
+stage[0] = "compact"
+stop.append(1)
 ru = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"rc": rc, "wall_s": time.perf_counter() - t, "cpu_s": ru.ru_utime + ru.ru_stime,
-                  "peak_rss_mib": ru.ru_maxrss / 1024}), file=sys.stderr)
+print(json.dumps({"stats": stats, "wall_s": time.perf_counter() - t,
+                  "cpu_s": ru.ru_utime + ru.ru_stime, "peak_rss_mib": ru.ru_maxrss / 1024,
+                  "stage_peaks_mib": peaks}))
 """
 
 
@@ -67,23 +100,20 @@ def _digest(ids: set[str]) -> str:
 
 
 def run_one(
-    files: list[str], chunk: int, work: Path, extra: list[str]
+    files: list[str], chunk: int, work: Path, options: dict[str, Any]
 ) -> tuple[dict[str, Any], set[str]]:
     data = work / f"data-{chunk}"
     shutil.rmtree(data, ignore_errors=True)
-    args = ["store", "load", str(data), *files, "--json", *extra]
-    if chunk:
-        args += ["--chunk-docs", str(chunk)]
-    else:
-        args += ["--chunk-docs", str(2**62)]
+    job = {"files": files, "store": str(data / "namespaces" / "default"),
+           "chunk_docs": chunk or 2**62, "options": options}  # fmt: skip
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
     p = subprocess.run(
-        [sys.executable, "-c", _CHILD, *args], capture_output=True, text=True, env=env
+        [sys.executable, "-c", _CHILD, json.dumps(job)], capture_output=True, text=True, env=env
     )
     if p.returncode != 0:
-        raise SystemExit(f"store load failed ({p.returncode}):\n{p.stderr[-4000:]}")
-    stats = json.loads(p.stdout)
-    usage = json.loads(p.stderr.strip().splitlines()[-1])
+        raise SystemExit(f"load_files failed ({p.returncode}):\n{p.stderr[-4000:]}")
+    usage = json.loads(p.stdout.strip().splitlines()[-1])
+    stats = usage["stats"]
     ids = _stored_ids(data / "namespaces" / "default")
     n_kept, digest = len(ids), _digest(ids)
     disk = sum(f.stat().st_size for f in data.rglob("*") if f.is_file())
@@ -104,6 +134,9 @@ def run_one(
         "check_s": stats.get("check_s"),
         "compact_s": stats.get("compact_s"),
         "disk_bytes_per_doc": round(disk / max(n_kept, 1)),
+        "stage_peaks_mib": {
+            k: {m: round(v) for m, v in p.items()} for k, p in usage["stage_peaks_mib"].items()
+        },
     }, ids
 
 
@@ -113,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", type=int, default=20, help="the first N shards of it")
     ap.add_argument("--chunk-docs", default="0,500000", help="settings, comma-separated (0: one group)")  # fmt: skip
     ap.add_argument("--work", type=Path, default=None)
-    ap.add_argument("--extra", default="", help="more store load options, space-separated")
+    ap.add_argument("--time-field", default=None, help="read each record's time from this field (with --retention)")  # fmt: skip
+    ap.add_argument("--retention", default=None, help="the new store's window, e.g. 7d")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_load_files.json")  # fmt: skip
     a = ap.parse_args(argv)
     shards = sorted(glob.glob(str(a.corpus / "*.jsonl.zst")))[: a.files]
@@ -121,20 +155,23 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"no *.jsonl.zst shards in {a.corpus}: run bench_window.py --keep first")
     work = a.work or Path(tempfile.mkdtemp(prefix="nd-load-files-"))
     work.mkdir(parents=True, exist_ok=True)
+    options = {"time_field": a.time_field, "retention": a.retention}
     print(f"warming up (kernel compile) on {shards[0]} ...", flush=True)
-    run_one(shards[:1], 0, work, a.extra.split())  # not measured: the kernels compiled and cached
+    run_one(shards[:1], 0, work, options)  # not measured: the kernels compiled and cached
     rows: list[dict[str, Any]] = []
     first: set[str] | None = None
     head = f"{'chunk docs':>12} {'groups':>6} {'documents':>11} {'kept':>11} {'wall s':>8} {'CPU s':>8} {'docs/s':>8} {'CPU µs':>7} {'peak RSS MiB':>12} {'ids differing':>13}"  # fmt: skip
     print(head, flush=True)
     for chunk in [int(x) for x in a.chunk_docs.split(",")]:
-        r, ids = run_one(shards, chunk, work, a.extra.split())
+        r, ids = run_one(shards, chunk, work, options)
         first = ids if first is None else first
         # keep-first in groups keeps the one-group set where no LSH bucket outgrows the store's
         # cap (docs/store.md, *In groups of files*): the ids kept by one setting and not by the
         # first, or the other way round
         r["ids_differing_from_first"] = len(ids ^ first)
         rows.append(r)
+        top = max(r["stage_peaks_mib"].items(), key=lambda kv: kv[1].get("VmRSS", 0))
+        print(f"  peak at {top[0]}: {top[1]}", flush=True)
         print(f"{chunk or 'one group':>12} {r['groups']:>6} {r['documents']:>11,} {r['kept']:>11,} {r['wall_s']:>8} {r['cpu_s']:>8} {r['docs_per_s']:>8,} {r['cpu_us_per_doc']:>7} {r['peak_rss_mib']:>12,} {r['ids_differing_from_first']:>13,}", flush=True)  # fmt: skip
     same = len({r["kept_ids_digest"] for r in rows}) == 1
     print(f"the same kept ids in every setting: {same}")

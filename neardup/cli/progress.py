@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["StageProgress"]
 
 #: units of stages that report real counts (not just start/end); others count documents
-_UNITS = {"verify": "pairs", "check": "files"}
+_UNITS = {"verify": "pairs", "check": "files", "group": "groups"}
 
 
 def _hms(seconds: float) -> str:

@@ -54,9 +54,9 @@ Progress = Callable[[str, int, int], None]
 ADD_CHUNK = 1000
 
 #: documents decided at once by default (``chunk_docs``): the files are loaded in groups of
-#: about this many, so that a load's memory follows a group, not the corpus (a keep-first
-#: group of short posts takes ~2.5 KB a document at its peak: ``benchmarks/bench_load.py
-#: --files``); the store is checked from the second group on, so bigger groups load faster
+#: about this many, so that a load's memory follows a group, not the corpus (what a group
+#: takes at its peak: docs/store.md, *Bulk loads*, ``benchmarks/bench_load_files.py``); the
+#: store is checked from the second group on, so bigger groups load faster
 CHUNK_DOCS = 1_000_000
 
 
@@ -105,7 +105,8 @@ def load_files(
     The inputs are read twice when they hold more than ``chunk_docs`` documents: once, file by
     file, to refuse what the load would refuse before anything is written (the module), then
     a group of whole files of up to ``chunk_docs`` documents at a time, each group decided
-    against what the earlier ones stored (the same kept set as one group: keep-first). A file
+    against what the earlier ones stored (keep-first: the kept set of one group wherever no
+    MinHash bucket outgrows the store's cap; docs/store.md, *Bulk loads*). A file
     holding more is one group: split it (``split -l``) to bound the memory. Stdin is one group
     (it cannot be read twice).
 
@@ -214,6 +215,7 @@ def _read_and_load(
                     f"{first} on once they are whole again"
                 ) from None
             if len(groups) > 1:
+                report("group", k, len(groups))
                 report("load", done, total)
             if how == "load":
                 every = np.ones(len(ids), np.bool_)
@@ -227,6 +229,7 @@ def _read_and_load(
             expired_since += gone
             del ids, texts, when
             if len(groups) > 1:
+                report("group", k + 1, len(groups))
                 _give_back_memory()
             if len(groups) > 1:
                 report("load", done, total)

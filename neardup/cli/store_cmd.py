@@ -135,8 +135,8 @@ def load_cmd(
         "--chunk-docs",
         min=1,
         help="Documents decided at once (default 1,000,000): inputs holding more are checked "
-        "file by file first, then loaded a group of whole files at a time, so memory follows "
-        "a group (~2.5 KB a document), not the corpus.",
+        "file by file first, then loaded a group of whole files at a time, so a group's work, "
+        "not the corpus, is held in memory.",
     ),
     as_json: bool = _JSON,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress and no summary."),

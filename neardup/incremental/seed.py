@@ -22,7 +22,7 @@ such documents are left out and counted). Ids the store's rule refuses (control 
 more than 1,024 characters), ids repeated across files and ids already in the store are
 refused before anything is written.
 
-Memory follows a group of files, not the corpus: an input of more than ``chunk_docs``
+A group of files is held in memory, not the corpus: an input of more than ``chunk_docs``
 documents is read twice, first file by file to check it (:mod:`.survey`), then a group of whole
 files at a time to decide and load (so a window of tens of millions of documents seeds from a
 folder of shards on one machine).
@@ -54,8 +54,8 @@ Progress = Callable[[str, int, int], None]
 ADD_CHUNK = 1000
 
 #: documents decided at once by default (``chunk_docs``): the files are loaded in groups of
-#: about this many, so that a load's memory follows a group, not the corpus (what a group
-#: takes at its peak: docs/store.md, *Bulk loads*, ``benchmarks/bench_load_files.py``); the
+#: about this many, so that a load holds a group's work, not the corpus's (what a group
+#: takes, and the store's merges beside it: docs/store.md, *Bulk loads*); the
 #: store is checked from the second group on, so bigger groups load faster
 CHUNK_DOCS = 1_000_000
 

@@ -4,7 +4,7 @@ anything is written: ids the store's rule refuses, ids repeated across files (th
 refuses those inside one), ids the store holds, times that cannot be parsed, times outside the
 store's window. What it leaves is each file's mask of the documents to decide, their times and
 a digest of their ids; the load then reads the files again, a group at a time, so that memory
-follows a group, not the corpus (the whole input is held from this pass instead when it fits
+holds a group, not the corpus (the whole input is held from this pass instead when it fits
 one group: nothing is read twice).
 
 Ids repeated across files are found by their 128-bit hashes (xxh3), sorted once after the

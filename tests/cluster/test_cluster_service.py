@@ -183,7 +183,10 @@ def test_sigkill_one_of_three_during_inserts_loses_nothing_acknowledged(tmp_path
     try:
         cfg = cluster([p.url for p in procs])
         acked: list[str] = []
-        with ClusterClient(cfg, token=TOKEN, timeout=5.0, down_seconds=60) as cc:
+        # a node's first writes may compile kernels its health warm-up did not: on a box busy
+        # with other tests that took over 5 s, the nodes were marked down and nothing was
+        # acknowledged; the killed node refuses connections at once, whatever the timeout
+        with ClusterClient(cfg, token=TOKEN, timeout=30.0, down_seconds=60) as cc:
             for i in range(120):
                 if i == 50:
                     procs[1].kill()  # SIGKILL: no flush, no goodbye

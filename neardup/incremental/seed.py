@@ -217,7 +217,9 @@ def _read_and_load(
             if len(groups) > 1:
                 report("group", k, len(groups))
                 report("load", done, total)
-            if how == "load":
+            if not ids:  # every document of the group left out
+                pass
+            elif how == "load":
                 every = np.ones(len(ids), np.bool_)
                 loaded += load_kept(d, ids, texts, every, progress=progress, times=when)
             elif how == "dedup_into":
@@ -230,9 +232,8 @@ def _read_and_load(
             del ids, texts, when
             if len(groups) > 1:
                 report("group", k + 1, len(groups))
-                _give_back_memory()
-            if len(groups) > 1:
                 report("load", done, total)
+                _give_back_memory()
         return {
             "path": how, "documents": s.documents, "skipped_records": s.skipped,
             "expired": s.expired + expired_since, "loaded": loaded,
@@ -246,8 +247,8 @@ def _read_and_load(
 def _give_back_memory() -> None:
     """Between groups: what a group freed handed back to the system. glibc keeps the freed
     arenas of a group's many small objects (its texts, ids, lists) and the next group's peak
-    comes on top of them; ``malloc_trim`` returns them (docs/store.md, *In groups of files*,
-    has what that saves). A no-op where the C library is not glibc."""
+    comes on top of them; ``malloc_trim`` returns them (docs/store.md, *Bulk loads*, has what
+    that saves). A no-op where the C library is not glibc."""
     gc.collect()
     try:
         libc = ctypes.CDLL("libc.so.6")

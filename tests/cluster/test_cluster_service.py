@@ -25,6 +25,11 @@ from neardup.service.config import ServiceConfig
 from neardup.service.testing import ServerProcess, free_port, serve_in_thread, wait_healthy
 
 TOKEN = "cluster-secret"
+#: the clients' timeout: a node's first writes compile kernels its health warm-up does not,
+#: and on a box busy with other tests that took over the client's default 5 s, so live nodes
+#: were marked down and writes routed around them (placement and acknowledgement tests
+#: failed). The dead nodes these tests use refuse connections at once, whatever the timeout.
+WRITE_TIMEOUT = 30.0
 VN = 64  # small rings: the placement is the same definition at any vnodes
 
 
@@ -104,7 +109,10 @@ def test_cluster_file_round_trip_and_errors(tmp_path):
 
 # -- routing ---------------------------------------------------------------------------------
 def test_writes_go_to_r_distinct_nodes_and_checks_see_every_shard(tmp_path):
-    with nodes(tmp_path, 3) as urls, ClusterClient(cluster(urls), token=TOKEN) as cc:
+    with (
+        nodes(tmp_path, 3) as urls,
+        ClusterClient(cluster(urls), token=TOKEN, timeout=WRITE_TIMEOUT) as cc,
+    ):
         docs = [{"id": f"d{i}", "text": text(i)} for i in range(30)]
         out = cc.check_and_insert(docs)
         assert all(d.added and not d.duplicate for d in out)
@@ -130,7 +138,10 @@ def test_writes_go_to_r_distinct_nodes_and_checks_see_every_shard(tmp_path):
 
 
 def test_concurrent_near_duplicates_through_one_client_keep_exactly_one(tmp_path):
-    with nodes(tmp_path, 3) as urls, ClusterClient(cluster(urls), token=TOKEN) as cc:
+    with (
+        nodes(tmp_path, 3) as urls,
+        ClusterClient(cluster(urls), token=TOKEN, timeout=WRITE_TIMEOUT) as cc,
+    ):
         results = []
 
         def send(k: int) -> None:
@@ -148,7 +159,10 @@ def test_node_down_is_routed_around_and_logged(tmp_path, caplog):
     with nodes(tmp_path, 2) as urls:
         dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
         cfg = cluster([*urls, dead])
-        with ClusterClient(cfg, token=TOKEN, timeout=2.0) as cc, caplog.at_level(logging.WARNING):
+        with (
+            ClusterClient(cfg, token=TOKEN, timeout=WRITE_TIMEOUT) as cc,
+            caplog.at_level(logging.WARNING),
+        ):
             out = cc.check_and_insert([{"id": f"d{i}", "text": text(i)} for i in range(20)])
             assert all(d.added for d in out)
             assert "node n2 marked down" in caplog.text
@@ -161,7 +175,7 @@ def test_too_many_nodes_down_is_a_clear_error(tmp_path):
     with nodes(tmp_path, 1) as urls:
         dead = [f"http://127.0.0.1:{free_port()}" for _ in range(2)]
         cfg = cluster([*urls, *dead])
-        cc = ClusterClient(cfg, token=TOKEN, timeout=2.0)
+        cc = ClusterClient(cfg, token=TOKEN, timeout=WRITE_TIMEOUT)
         # with R = 2 nodes down some ranges have no live replica: refuse rather than keep a
         # document whose stored near-duplicate could not be seen (a write also needs the
         # lease of a majority of the nodes, which it is refused first)
@@ -183,10 +197,8 @@ def test_sigkill_one_of_three_during_inserts_loses_nothing_acknowledged(tmp_path
     try:
         cfg = cluster([p.url for p in procs])
         acked: list[str] = []
-        # a node's first writes may compile kernels its health warm-up did not: on a box busy
-        # with other tests that took over 5 s, the nodes were marked down and nothing was
-        # acknowledged; the killed node refuses connections at once, whatever the timeout
-        with ClusterClient(cfg, token=TOKEN, timeout=30.0, down_seconds=60) as cc:
+        # (the killed node refuses connections at once, whatever the timeout)
+        with ClusterClient(cfg, token=TOKEN, timeout=WRITE_TIMEOUT, down_seconds=60) as cc:
             for i in range(120):
                 if i == 50:
                     procs[1].kill()  # SIGKILL: no flush, no goodbye
@@ -218,7 +230,7 @@ def test_add_node_rebalance_moves_only_changed_ranges_and_resumes(tmp_path):
     with nodes(tmp_path, 4) as urls:
         old = cluster(urls[:3])
         ids = [f"d{i}" for i in range(150)]
-        with ClusterClient(old, token=TOKEN) as cc:
+        with ClusterClient(old, token=TOKEN, timeout=WRITE_TIMEOUT) as cc:
             cc.insert([{"id": i, "text": text(k)} for k, i in enumerate(ids)])
         new = old.with_node(NodeSpec("n3", urls[3]))
         journal = tmp_path / "rebalance.journal"
@@ -229,7 +241,7 @@ def test_add_node_rebalance_moves_only_changed_ranges_and_resumes(tmp_path):
         rest = rebalance(new, journal=journal, token=TOKEN, page=7)  # resumed from the journal
         assert rest.complete and not journal.exists()
         placed = where(urls, ids)
-        with ClusterClient(new, token=TOKEN) as cc:
+        with ClusterClient(new, token=TOKEN, timeout=WRITE_TIMEOUT) as cc:
             for i in ids:  # every document exactly on its R targets of the new ring
                 assert placed[i] == {int(n[1:]) for n in cc.targets(i)}, i
             # only what the ring moved was copied: copies == documents gaining the new node
@@ -245,7 +257,7 @@ def test_remove_node_rebalance_copies_before_deleting(tmp_path):
     with nodes(tmp_path, 3) as urls:
         old = cluster(urls)
         ids = [f"d{i}" for i in range(60)]
-        with ClusterClient(old, token=TOKEN) as cc:
+        with ClusterClient(old, token=TOKEN, timeout=WRITE_TIMEOUT) as cc:
             cc.insert([{"id": i, "text": text(k)} for k, i in enumerate(ids)])
         new = old.without_node("n2")
         report = rebalance(new, previous=old, token=TOKEN)

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_dedup import machine  # noqa: E402
+from bench_dedup import machine, write_results  # noqa: E402
 from bench_service import code_version  # noqa: E402
 
 #: run in the child: ``load_files`` as ``neardup store load`` calls it, with a thread sampling
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         r, ids = run_one(shards, chunk, work, options)
         first = ids if first is None else first
         # keep-first in groups keeps the one-group set where no LSH bucket outgrows the store's
-        # cap (docs/store.md, *In groups of files*): the ids kept by one setting and not by the
+        # cap (docs/store.md, *Bulk loads*): the ids kept by one setting and not by the
         # first, or the other way round
         r["ids_differing_from_first"] = len(ids ^ first)
         rows.append(r)
@@ -185,9 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
         "same_kept_ids": same,
     }
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"wrote {a.out}")
+    write_results(a.out, doc)
     if a.work is None:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -144,6 +144,7 @@ def load_cmd(
     """Seed a namespace from files in bulk: keep-first (or --as-is), at the store's rule."""
     from ..errors import ConfigError
     from ..incremental import load_files
+    from ..incremental.seed import CHUNK_DOCS
     from ..online.settings import DedupSettings
     from ..service.config import validate_namespace
     from ..service.namespaces import NAMESPACES_DIR
@@ -163,13 +164,13 @@ def load_cmd(
         store=StoreSettings(retention=parse_duration(retention, name="--retention")),
     )
     progress = StageProgress.for_stderr(quiet or as_json)
-    more: dict[str, Any] = {} if chunk_docs is None else {"chunk_docs": chunk_docs}
     with progress:
         stats = load_files(
             inputs, store, settings=settings, dedup=not as_is, time_field=time_field,
             drop_expired=drop_expired, input_format=input_format, text_field=text_field,
             id_field=id_field, encoding=encoding, on_error=on_error, generate_ids=generate_ids,
-            progress=_bar_callback(progress), **more,
+            progress=_bar_callback(progress),
+            chunk_docs=CHUNK_DOCS if chunk_docs is None else chunk_docs,
         )  # fmt: skip
     if as_json:
         typer.echo(json.dumps(stats, indent=1))

@@ -62,22 +62,24 @@ class FileCheck:
     digest: tuple[int, int, int]  # of its ids (id_digest), to tell a changed file
     held: Any = None  # its Corpus, kept while the whole input fits one group
 
+    def record(self, pos: int, reading: dict[str, Any]) -> tuple[str, str, int | None]:
+        """Document ``pos``'s id, ``path:line`` and line (record number for JSON arrays and
+        Parquet; None where there is none), the file read again unless held: for a message
+        only."""
+        from ..io import read_corpus
+
+        corpus = self.held if self.held is not None else read_corpus([self.file], **reading)
+        try:
+            lines = corpus.sources[0].lines
+            line = int(lines[pos]) if pos < len(lines) else None
+            return corpus.ids[pos], str(corpus.location(pos)), line
+        finally:
+            if corpus is not self.held:
+                corpus.close()
+
     def location(self, pos: int, reading: dict[str, Any]) -> str:
-        """``path:line`` of document ``pos`` (the file is read again: for a message only)."""
-        from ..io import read_corpus
-
-        if self.held is not None:
-            return str(self.held.location(pos))
-        with read_corpus([self.file], **reading) as corpus:
-            return str(corpus.location(pos))
-
-    def ids_at(self, where: Sequence[int], reading: dict[str, Any]) -> list[str]:
-        from ..io import read_corpus
-
-        if self.held is not None:
-            return [self.held.ids[int(i)] for i in where]
-        with read_corpus([self.file], **reading) as corpus:
-            return [corpus.ids[int(i)] for i in where]
+        """``path:line`` of document ``pos`` (see :meth:`record`)."""
+        return self.record(pos, reading)[1]
 
 
 @dataclass
@@ -237,16 +239,16 @@ def _repeats(
         fo = int(np.searchsorted(starts, orig, side="right")) - 1
         a, b = checks[fo], checks[fi]
         if reading["on_error"] == "fail":
-            id_a = a.ids_at([orig - starts[fo]], reading)[0]
-            id_b = b.ids_at([pos - starts[fi]], reading)[0]
+            id_a, where_a, _ = a.record(orig - starts[fo], reading)
+            id_b, _, line_b = b.record(pos - starts[fi], reading)
             if id_a != id_b:  # a hash collision (~2^-128): not a repeat
                 continue
             raise RecordError(
-                f"duplicate id {id_b!r} (first seen at {a.location(orig - starts[fo], reading)}); "
-                "ids must be unique: fix the input, or pass --generate-ids to number the records "
-                "instead (path:line); nothing was loaded",
+                f"duplicate id {id_b!r} (first seen at {where_a}); ids must be unique: fix the "
+                "input, or pass --generate-ids to number the records instead (path:line); "
+                "nothing was loaded",
                 path=b.file.path,
-                line=_line(b, pos - starts[fi], reading),
+                line=line_b,
             )
         k = pos - starts[fi]
         if b.use[k] or b.expired[k]:
@@ -254,12 +256,6 @@ def _repeats(
         b.use[k] = False
         b.expired[k] = False
     return left_out
-
-
-def _line(check: FileCheck, pos: int, reading: dict[str, Any]) -> int | None:
-    where = check.location(pos, reading)
-    tail = where.rsplit(":", 1)[-1]
-    return int(tail) if tail.isdigit() else None
 
 
 def _refuse_window(

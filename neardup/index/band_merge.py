@@ -122,20 +122,9 @@ def merge_mapped(
     ValueError
         A map that does not increase over its kept rows, or shorter than its section's rows.
     """
-    if len(sections) != len(maps):
-        raise ValueError(f"{len(sections)} sections for {len(maps)} maps")
+    mapped = _checked_maps(sections, maps)
     if not sections:
         return BandSection.empty()
-    mapped: list[npt.NDArray[np.int64]] = []
-    for sec, m in zip(sections, maps, strict=True):
-        m = np.ascontiguousarray(m, np.int64)
-        kept = m[m >= 0]
-        if len(kept) > 1 and not bool(np.all(kept[1:] > kept[:-1])):
-            raise ValueError("a row map must increase over the rows it keeps")
-        top = sec.max_row() if isinstance(sec, PackedSection) else int(sec.rows.max(initial=0))
-        if len(sec) and (not len(m) or top >= len(m)):
-            raise ValueError(f"a map of {len(m)} rows for a section naming row {top}")
-        mapped.append(m)
     plain = [sec for sec in sections if isinstance(sec, BandSection)]
     if len(sections) > 2 or len(plain) < len(sections):
         return _merge_groups(sections, mapped)
@@ -146,6 +135,26 @@ def merge_mapped(
     level = [(sec.offsets, sec.keys, sec.rows, m) for sec, m in zip(plain, mapped, strict=True)]
     offs, keys, rows = _merge_mapped_kernel(*level[0], *(level[1] if len(level) > 1 else nothing))
     return BandSection(offs, keys, rows, None, 0)
+
+
+def _checked_maps(
+    sections: Sequence[BandSection | PackedSection], maps: Sequence[npt.NDArray[np.int64]]
+) -> list[npt.NDArray[np.int64]]:
+    """The maps as contiguous int64 arrays, each checked against its section
+    (:func:`merge_mapped`'s ``ValueError``)."""
+    if len(sections) != len(maps):
+        raise ValueError(f"{len(sections)} sections for {len(maps)} maps")
+    mapped: list[npt.NDArray[np.int64]] = []
+    for sec, m in zip(sections, maps, strict=True):
+        m = np.ascontiguousarray(m, np.int64)
+        kept = m[m >= 0]
+        if len(kept) > 1 and not bool(np.all(kept[1:] > kept[:-1])):
+            raise ValueError("a row map must increase over the rows it keeps")
+        top = sec.max_row() if isinstance(sec, PackedSection) else int(sec.rows.max(initial=0))
+        if len(sec) and (not len(m) or top >= len(m)):
+            raise ValueError(f"a map of {len(m)} rows for a section naming row {top}")
+        mapped.append(m)
+    return mapped
 
 
 def _merge_groups(
@@ -160,39 +169,71 @@ def _merge_groups(
     copied each about log2(k) times, into a fresh array each round (``benchmarks/bench_merge.py``
     run from each tree measured them; docs/store.md, *Compaction*). Rows are unique, so (key,
     row) orders the words as the runs' merge would."""
-    ng = max(len(sec.offsets) - 1 for sec in sections)
+    ng = _groups(sections)
     total = sum(len(sec) for sec in sections)
     keys = np.empty(total, np.uint32)
     rows = np.empty(total, np.uint32)
     offs = np.zeros(ng + 1, np.uint64)
+    buf = _group_buffer(sections, ng)
+    at = 0
+    for g in range(ng):
+        at = _merge_group(sections, maps, g, buf, keys, rows, at)
+        offs[g + 1] = at
+    return BandSection(offs, keys[:at], rows[:at], None, 0)
+
+
+def _groups(sections: Sequence[BandSection | PackedSection]) -> int:
+    return max(len(sec.offsets) - 1 for sec in sections)
+
+
+def _group_buffer(
+    sections: Sequence[BandSection | PackedSection], ng: int
+) -> npt.NDArray[np.uint64]:
+    """Room for the words of the largest group over the sections (one group at a time)."""
     sizes = np.zeros(ng, np.int64)  # each group's entries over the sections
     for sec in sections:
         o = sec.offsets.astype(np.int64)
         sizes[: o.size - 1] += o[1:] - o[:-1]
-    buf = np.empty(int(sizes.max()) if ng else 0, np.uint64)  # one group's words at a time
+    return np.empty(int(sizes.max()) if ng else 0, np.uint64)
+
+
+def _group_of(
+    sec: BandSection | PackedSection, g: int
+) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32]]:
+    """Group ``g`` of a section: its keys and rows (a view of a plain section's, a packed
+    section's unpacked); empty where the section has fewer groups."""
+    if g + 1 >= len(sec.offsets):
+        return np.zeros(0, np.uint32), np.zeros(0, np.uint32)
+    if isinstance(sec, PackedSection):
+        return unpack_group(sec, g)
+    lo, hi = int(sec.offsets[g]), int(sec.offsets[g + 1])
+    return sec.keys[lo:hi], sec.rows[lo:hi]
+
+
+def _merge_group(
+    sections: Sequence[BandSection | PackedSection],
+    maps: Sequence[npt.NDArray[np.int64]],
+    g: int,
+    buf: npt.NDArray[np.uint64],
+    keys: npt.NDArray[np.uint32],
+    rows: npt.NDArray[np.uint32],
+    at: int,
+) -> int:
+    """Group ``g``'s kept entries of every section merged into ``keys[at:]`` and ``rows[at:]``
+    (rows renamed by the maps); returns the position after them."""
     bounds = np.zeros(len(sections) + 1, np.int64)  # where each non-empty run starts, then n
-    at = 0
-    for g in range(ng):
-        n = 0
-        runs = 0
-        for sec, m in zip(sections, maps, strict=True):
-            if g + 1 >= len(sec.offsets):
-                continue
-            if isinstance(sec, PackedSection):
-                gk, gr = unpack_group(sec, g)
-                got = _group_words(gk, gr, m, 0, len(gk), buf, n)
-            else:
-                lo, hi = int(sec.offsets[g]), int(sec.offsets[g + 1])
-                got = _group_words(sec.keys, sec.rows, m, lo, hi, buf, n)
-            if got > n:
-                bounds[runs] = n
-                runs += 1
-                n = got
-        bounds[runs] = n
-        _merge_runs(buf, bounds[: runs + 1], keys, rows, at)
-        at += n
-        offs[g + 1] = at
-    return BandSection(offs, keys[:at], rows[:at], None, 0)
+    n = 0
+    runs = 0
+    for sec, m in zip(sections, maps, strict=True):
+        gk, gr = _group_of(sec, g)
+        got = _group_words(gk, gr, m, 0, len(gk), buf, n)
+        if got > n:
+            bounds[runs] = n
+            runs += 1
+            n = got
+    bounds[runs] = n
+    _merge_runs(buf, bounds[: runs + 1], keys, rows, at)
+    return at + n
 
 
 @kernel(nogil=True)

@@ -50,6 +50,7 @@ from .band_section import (
     sections_for_rows,
     sort_entries,
 )
+from .band_stream import STREAM_ENTRIES, MergedSection
 from .section_search import (
     GroupHits,
     SectionGroup,
@@ -60,8 +61,10 @@ from .section_search import (
 )
 
 __all__ = [
+    "STREAM_ENTRIES",
     "BandIndex",
     "BandSection",
+    "MergedSection",
     "PackedSection",
     "SectionGroup",
     "columns_are_groups",

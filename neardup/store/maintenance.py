@@ -42,8 +42,10 @@ from .._durable import fsync_dir
 from .._threads import lower_thread_priority
 from ..errors import InputError, StorageError
 from ..index.bands import (
+    STREAM_ENTRIES,
     BandIndex,
     BandSection,
+    MergedSection,
     PackedSection,
     columns_are_groups,
     merge_mapped,
@@ -391,7 +393,7 @@ def _build_merged(st: StoreState, segs: list[LiveSegment]) -> LiveSegment | None
     if not keep.any():
         return None
     out_rids = rids[keep][order]
-    bk = None
+    bk: BandSection | MergedSection | None = None
     if st.band_keys_of is not None:
         # the inputs' sections merged as sorted runs, each row renamed to its position in the
         # output (-1: deleted); a segment's rows are in row-id order, as the output's are
@@ -404,7 +406,12 @@ def _build_merged(st: StoreState, segs: list[LiveSegment]) -> LiveSegment | None
             maps.append(np.where(keep[at : at + n], where, -1).astype(np.int64))
             sections += s.segment.band_runs() or [BandSection.empty()]
             at += n
-        bk = merge_mapped(sections, maps)
+        # a large output is made group by group as the segment is written, not held whole
+        # (neardup.index.band_stream): about a kilobyte a row of the partition otherwise
+        if sum(len(sec) for sec in sections) > STREAM_ENTRIES:
+            bk = MergedSection(sections, maps, len(out_rids))
+        else:
+            bk = merge_mapped(sections, maps)
     sk = None
     if st.sketch_width:  # the inputs' sketches follow their rows (none where an input has none)
         w = st.sketch_width

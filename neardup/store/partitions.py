@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigError, CorruptFileError, FormatError, StorageError
-from ..index.bands import BandSection, section_from_rows, sections_for_rows
+from ..index.bands import BandSection, MergedSection, section_from_rows, sections_for_rows
 from ..index.scan import BruteIndex
 from .memindex import build_index, compress_pays, hamming_index_class
 from .segment import Segment, open_segment, write_segment
@@ -29,6 +29,8 @@ __all__ = ["check_partitions", "discard", "load_segment", "new_segment", "write_
 log = logging.getLogger("neardup.store")
 
 BandKeys = tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]] | BandSection | None
+#: what one segment's band-key section is written from: a compaction's merge besides
+SegmentBands = BandKeys | MergedSection
 
 
 def load_segment(st: StoreState, entry: dict[str, Any]) -> LiveSegment:
@@ -190,7 +192,7 @@ def new_segment(
     f: npt.NDArray[np.uint64],
     r: npt.NDArray[np.int64],
     t: npt.NDArray[np.float64],
-    band_keys: BandKeys = None,
+    band_keys: SegmentBands = None,
     sketches: tuple[npt.NDArray[np.bool_], npt.NDArray[np.uint8]] | None = None,
     last_partition: int | None = None,
 ) -> LiveSegment:

@@ -65,6 +65,7 @@ import mmap
 import os
 import struct
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,9 +75,10 @@ import numpy.typing as npt
 import xxhash
 
 from .._arrays import advise
-from .._durable import fsync_dir, write_synced
+from .._durable import datasync, fsync_dir, write_synced
 from ..errors import CorruptFileError, UnsupportedVersionError
 from ..index.band_packed import PackedSection, pack_section, packed_bytes
+from ..index.band_stream import MergedSection
 from ..index.bands import BandSection
 
 __all__ = ["HEADER_SIZE", "Segment", "open_segment", "write_segment"]
@@ -157,15 +159,19 @@ def write_segment(
     times: npt.NDArray[np.float64],
     *,
     partition: int,
-    band_keys: tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]] | BandSection | None = None,
+    band_keys: (
+        tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]] | BandSection | MergedSection | None
+    ) = None,
     sketches: tuple[npt.NDArray[np.bool_], npt.NDArray[np.uint8]] | None = None,
 ) -> int:
     """Write a segment atomically (temp + fsync + verify + rename + fsync dir); returns its xxh64.
 
     Rows must already be sorted by rowid. ``band_keys``: (compact keys, row ids) of the rows'
     band keys (:func:`neardup.fingerprint.minhash.band_entries`), any order (row ids must be rows of
-    this segment): written as the segment's band-key section; None: an empty section.
-    ``sketches``: (present, sketches) of the rows in row order (:mod:`.sketches`); None: no
+    this segment): written as the segment's band-key section; a :class:`BandSection` whose rows
+    are positions in this segment (a flush's); a
+    :class:`~neardup.index.band_stream.MergedSection` (a compaction's, made group by group as
+    it is written, never held whole); None: an empty section. ``sketches``: (present, sketches) of the rows in row order (:mod:`.sketches`); None: no
     sketch section.
     """
     p = Path(path)
@@ -177,6 +183,67 @@ def write_segment(
     if len(fps) != n or len(tms) != n:
         raise ValueError("fingerprints, rowids and times must have the same length")
     body: list[Any] = [fps.data, rid.data, tms.data]
+    if isinstance(band_keys, MergedSection):  # a compaction's, made as it is written
+        if band_keys.n_rows != n:
+            raise ValueError(f"a merged band section for {band_keys.n_rows} rows, not {n}")
+        body += _streamed_section(band_keys)
+    else:
+        body += _packed_section(band_keys, rid, n)
+    if sketches is None:
+        body.append(struct.pack("<II", 0, 0))
+    else:
+        present = np.ascontiguousarray(sketches[0], np.uint8)
+        sk = np.ascontiguousarray(sketches[1], np.uint8)
+        if len(present) != n or sk.ndim != 2 or len(sk) != n or not sk.shape[1]:
+            raise ValueError(f"sketches of shape {sk.shape} for {n} rows")
+        body += [
+            struct.pack("<II", sk.shape[1], 0),
+            present.data,
+            bytes(_pad8(n)),
+            sk.data,
+            bytes(_pad8(sk.size)),
+        ]
+    min_t = float(tms.min()) if n else 0.0
+    max_t = float(tms.max()) if n else 0.0
+    tmp = p.with_name(p.name + ".tmp")
+    try:
+        _write_file(tmp, body, bits, n, partition, min_t, max_t)
+        seg = open_segment(tmp)  # verify what was written
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # nothing half-written is left behind
+        raise
+    seg.close()
+    os.replace(tmp, p)
+    fsync_dir(p.parent)
+    return seg.checksum
+
+
+def _write_file(
+    tmp: Path, body: list[Any], bits: int, n: int, partition: int, min_t: float, max_t: float
+) -> None:
+    hasher = xxhash.xxh64()
+    with open(tmp, "wb") as f:
+        # the body is hashed as it is written (part of it may be made as it goes: a merged
+        # section); the header, which holds the hash, is written last over a blank one. Synced
+        # as it is written: a merge's file queued whole at the disk would hold up the log syncs
+        # of requests meanwhile (neardup._durable)
+        f.write(bytes(HEADER_SIZE))
+        write_synced(f, _hashed(_parts(body), hasher))
+        checksum = hasher.intdigest()
+        head = _HEADER.pack(MAGIC, VERSION, bits, n, partition, min_t, max_t, checksum, 0)
+        head += struct.pack("<I", zlib.crc32(head))
+        f.seek(0)
+        f.write(head)
+        f.flush()
+        datasync(f.fileno())
+
+
+def _packed_section(
+    band_keys: tuple[npt.NDArray[np.uint64], npt.NDArray[np.int64]] | BandSection | None,
+    rid: npt.NDArray[np.int64],
+    n: int,
+) -> list[Any]:
+    """The band-key section's parts of a section given whole (see :func:`write_segment`)."""
     if band_keys is None:
         sec = BandSection.empty()
     elif isinstance(band_keys, BandSection):  # rows are positions here already (flushes)
@@ -197,7 +264,7 @@ def write_segment(
             sec = BandSection.from_sorted(bk[order], pos[order].astype(np.uint32))
     pk = pack_section(sec.offsets, sec.keys, sec.rows, n)
     del sec
-    body += [
+    return [
         struct.pack("<IBBBBQ", pk.groups, pk.dbits, pk.kbits, pk.rbits, 0, len(pk)),
         np.ascontiguousarray(pk.offsets, dtype="<u8").data,
         np.ascontiguousarray(pk.dirs, dtype="<u4").data,
@@ -207,35 +274,49 @@ def write_segment(
         pk.rbytes.data,
         bytes(_pad8(pk.rbytes.nbytes)),
     ]
-    if sketches is None:
-        body.append(struct.pack("<II", 0, 0))
-    else:
-        present = np.ascontiguousarray(sketches[0], np.uint8)
-        sk = np.ascontiguousarray(sketches[1], np.uint8)
-        if len(present) != n or sk.ndim != 2 or len(sk) != n or not sk.shape[1]:
-            raise ValueError(f"sketches of shape {sk.shape} for {n} rows")
-        body += [
-            struct.pack("<II", sk.shape[1], 0),
-            present.data,
-            bytes(_pad8(n)),
-            sk.data,
-            bytes(_pad8(sk.size)),
-        ]
-    checksum = _body_hash(body)
-    min_t = float(tms.min()) if n else 0.0
-    max_t = float(tms.max()) if n else 0.0
-    head = _HEADER.pack(MAGIC, VERSION, bits, n, partition, min_t, max_t, checksum, 0)
-    head += struct.pack("<I", zlib.crc32(head))
-    tmp = p.with_name(p.name + ".tmp")
-    with open(tmp, "wb") as f:
-        # synced as it is written: a merge's file queued whole at the disk would hold up the
-        # log syncs of requests meanwhile (neardup._durable)
-        write_synced(f, [head, *body])
-    seg = open_segment(tmp)  # verify what was written
-    seg.close()
-    os.replace(tmp, p)
-    fsync_dir(p.parent)
-    return checksum
+
+
+def _streamed_section(ms: MergedSection) -> list[Any]:
+    """The band-key section's parts of a merged section: the same bytes as
+    :func:`_packed_section` of the merge gives, the key and row fields made while they are
+    written (iterators of parts), each checked to come to the size the head states."""
+    return [
+        struct.pack("<IBBBBQ", ms.groups, ms.dbits, ms.kbits, ms.rbits, 0, len(ms)),
+        np.ascontiguousarray(ms.offsets, dtype="<u8").data,
+        np.ascontiguousarray(ms.dirs, dtype="<u4").data,
+        bytes(_pad8(ms.dirs.nbytes)),
+        _sized(ms.key_bytes(), ms.key_nbytes, "key"),
+        bytes(_pad8(ms.key_nbytes)),
+        _sized(ms.row_bytes(), ms.row_nbytes, "row"),
+        bytes(_pad8(ms.row_nbytes)),
+    ]
+
+
+def _sized(chunks: Iterator[npt.NDArray[np.uint8]], nbytes: int, what: str) -> Iterator[Any]:
+    got = 0
+    for c in chunks:
+        got += c.nbytes
+        yield c
+    if got != nbytes:  # a bug, caught before the file is renamed into place
+        raise RuntimeError(f"a merged band section gave {got} {what} bytes, not {nbytes}")
+
+
+def _parts(body: list[Any]) -> Iterator[Any]:
+    """The body's bytes-like parts in order, an iterator in ``body`` read through."""
+    for item in body:
+        if isinstance(item, (bytes, bytearray, memoryview, np.ndarray)):
+            yield item
+        else:
+            yield from item
+
+
+def _hashed(parts: Iterator[Any], hasher: Any) -> Iterator[memoryview]:
+    """``parts`` passed on as they are fed to ``hasher`` (in pieces of ``_CHUNK``)."""
+    for p in parts:
+        mv = memoryview(p).cast("B")
+        for s in range(0, len(mv), _CHUNK):
+            hasher.update(mv[s : s + _CHUNK])
+        yield mv
 
 
 def _pad8(n: int) -> int:

@@ -275,11 +275,27 @@ def test_band_keys_survive_reopen_flush_merge_and_torn_log(tmp_path) -> None:
         assert d.get("c")["text"].startswith(a)
 
 
-def test_a_merge_keeps_exactly_the_surviving_rows_band_entries(tmp_path) -> None:
-    """Compaction merges the segments' band sections as sorted runs (``merge_mapped``): the
-    merged section is the inputs' (key, row id) entries less the deleted rows', sorted, and the
-    deleted documents' keys find nothing afterwards."""
-    from neardup.index.bands import sort_entries
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_merge_keeps_exactly_the_surviving_rows_band_entries(
+    tmp_path, monkeypatch, streamed
+) -> None:
+    """Compaction merges the segments' band sections as sorted runs (``merge_mapped``; past
+    ``STREAM_ENTRIES`` entries, group by group as the segment is written: ``MergedSection``):
+    the merged section is the inputs' (key, row id) entries less the deleted rows', sorted,
+    and the deleted documents' keys find nothing afterwards."""
+    import neardup.store.maintenance as maintenance
+    from neardup.index.bands import MergedSection, sort_entries
+
+    made: list[object] = []
+    if streamed:
+
+        class Spy(MergedSection):
+            def __init__(self, *a, **k) -> None:
+                super().__init__(*a, **k)
+                made.append(self)
+
+        monkeypatch.setattr(maintenance, "STREAM_ENTRIES", 0)
+        monkeypatch.setattr(maintenance, "MergedSection", Spy)
 
     texts = _corpus(11, 60)
     with Deduplicator.open(tmp_path / "s", max_segments_per_partition=1) as d:
@@ -306,6 +322,9 @@ def test_a_merge_keeps_exactly_the_surviving_rows_band_entries(tmp_path) -> None
         assert got_k.tolist() == want_k.tolist() and got_r.tolist() == want_r.tolist()
         for i in (0, 7, 14):
             assert not {m.id for m in d.check({"id": "q", "text": texts[i]}).matches} & set(gone)
+        for i in (1, 8):  # a kept document is found through the merged section
+            assert f"c0-{i}" in {m.id for m in d.check({"id": "q", "text": texts[i]}).matches}
+    assert len(made) == streamed
 
 
 def test_stored_mode_is_kept(tmp_path) -> None:

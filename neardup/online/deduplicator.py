@@ -727,6 +727,7 @@ class Deduplicator:
                 from ..index.band_packed import pack_section
                 from ..index.bands import (
                     BandSection,
+                    MergedSection,
                     SectionGroup,
                     Unsorted,
                     lookup,
@@ -753,5 +754,8 @@ class Deduplicator:
                 merge_sections(section, section)  # the memtable's section merges
                 rows = np.arange(5000, dtype=np.int64)  # compaction's merge of segments
                 merge_mapped([packed, packed], [2 * rows, 2 * rows + 1])
+                streamed = MergedSection([packed, packed], [2 * rows, 2 * rows + 1], 10_000)
+                list(streamed.key_bytes())  # a large compaction's, written group by group
+                list(streamed.row_bytes())
         except Exception:  # warm-up is an optimisation only
             log.debug("warm-up failed", exc_info=True)

@@ -51,8 +51,11 @@ band keys (a store without the MinHash channel,
 the rows of a bulk load) has an empty section (:attr:`Segment.band_keys` is None). A file of
 another version is refused (:class:`UnsupportedVersionError` naming it).
 
-A segment is written to a temporary name, fsynced, re-read and verified, then renamed into
-place (and the directory fsynced). :func:`open_segment` checks the header CRC and the xxh64 of
+A segment is written to a temporary name (the body hashed as it is written, then the header,
+which holds the hash, over a blank one), fsynced, re-read and verified, then renamed into
+place (and the directory fsynced); a write that fails removes the temporary file. A
+compaction's band-key section may be made while it is written
+(:class:`~neardup.index.band_stream.MergedSection`), never held whole. :func:`open_segment` checks the header CRC and the xxh64 of
 the whole body (one hash pass, cheap next to reading the file) and raises
 :class:`CorruptFileError` naming the file on any mismatch; a damaged segment is never used.
 """

@@ -55,9 +55,10 @@ A segment is written to a temporary name (the body hashed as it is written, then
 which holds the hash, over a blank one), fsynced, re-read and verified, then renamed into
 place (and the directory fsynced); a write that fails removes the temporary file. A
 compaction's band-key section may be made while it is written
-(:class:`~neardup.index.band_stream.MergedSection`), never held whole. :func:`open_segment` checks the header CRC and the xxh64 of
-the whole body (one hash pass, cheap next to reading the file) and raises
-:class:`CorruptFileError` naming the file on any mismatch; a damaged segment is never used.
+(:class:`~neardup.index.band_stream.MergedSection`), never held whole. :func:`open_segment`
+checks the header CRC and the xxh64 of the whole body (one hash pass, cheap next to reading
+the file) and raises :class:`CorruptFileError` naming the file on any mismatch; a damaged
+segment is never used.
 """
 
 from __future__ import annotations
@@ -174,8 +175,8 @@ def write_segment(
     this segment): written as the segment's band-key section; a :class:`BandSection` whose rows
     are positions in this segment (a flush's); a
     :class:`~neardup.index.band_stream.MergedSection` (a compaction's, made group by group as
-    it is written, never held whole); None: an empty section. ``sketches``: (present, sketches) of the rows in row order (:mod:`.sketches`); None: no
-    sketch section.
+    it is written, never held whole); None: an empty section. ``sketches``: (present,
+    sketches) of the rows in row order (:mod:`.sketches`); None: no sketch section.
     """
     p = Path(path)
     fps = np.ascontiguousarray(fingerprints, dtype="<u8")

@@ -132,3 +132,18 @@ def test_a_segment_from_a_merged_section_is_the_same_file(tmp_path) -> None:
     with pytest.raises(ValueError, match=f"for {n_rows + 5} rows, not {n_rows}"):
         write_segment(tmp_path / "c.seg", fps, rids, ts, partition=3, band_keys=wider)
     assert not (tmp_path / "c.seg").exists() and not (tmp_path / "c.seg.tmp").exists()
+
+
+def test_inputs_that_change_while_the_segment_is_written_leave_no_file(tmp_path) -> None:
+    """The merge passes check each group against the count: a row deleted from a map after
+    the counting pass fails the write midway (``RuntimeError``), and the temporary file goes."""
+    rng = np.random.default_rng(3)
+    sections, maps, n_rows = _inputs(rng, 3, 500, 3, 2**32, packed=True, p_deleted=0.0)
+    ms = MergedSection(sections, maps, n_rows)
+    ms._maps[1][ms._maps[1] >= 0] = -1  # the counted rows are gone
+    fps = np.zeros(n_rows, np.uint64)
+    rids = np.arange(n_rows, dtype=np.int64)
+    ts = np.zeros(n_rows)
+    with pytest.raises(RuntimeError, match="were counted"):
+        write_segment(tmp_path / "d.seg", fps, rids, ts, partition=0, band_keys=ms)
+    assert list(tmp_path.iterdir()) == []

@@ -11,7 +11,7 @@ mapped segment pages, which the kernel can drop). Prints a table and writes
 
 The store is a ``neardup store load`` of the first ``--files`` shards of
 ``benchmarks/bench_window.py``'s generated window (``--keep``), made once under ``--work``,
-or ``--store`` (a namespace folder, opened as it is and left unchanged):
+or ``--store`` (a namespace folder, copied under ``--work`` and merged there):
 
     python benchmarks/bench_compact.py --corpus DIR/n10000000/corpus --files 20
     python benchmarks/bench_compact.py --store DATA/namespaces/default --rounds 3
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--store", type=Path, help="an existing store's namespace folder instead")
     ap.add_argument("--modes", default=",".join(_MODES), help="whole,streamed (default both)")
     ap.add_argument("--rounds", type=int, default=2, help="runs of each mode, alternated")
-    ap.add_argument("--work", type=Path, default=None, help="where the loaded store goes")
+    ap.add_argument("--work", type=Path, default=None, help="where the loaded or copied store goes")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_compact.json")  # fmt: skip
     a = ap.parse_args(argv)
     modes = [m for m in a.modes.split(",") if m]
@@ -144,9 +144,12 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="nd-compact-", dir=a.work))
     try:
         if a.store is not None:
-            store = a.store
-            if not (store / "MANIFEST.json").exists():
-                ap.error(f"--store {store}: no MANIFEST.json there (a store's namespace folder)")
+            if not (a.store / "MANIFEST.json").exists():
+                ap.error(f"--store {a.store}: no MANIFEST.json there (a store's namespace folder)")
+            store = work / "store"  # a copy: opening a store writes its lock and SQLite header
+            print(f"copying {a.store} to {store} ...", flush=True)
+            shutil.copytree(a.store, store)
+            os.sync()
             loaded = None
         else:
             files = sorted(glob.glob(str(a.corpus / "*.jsonl*")))[: a.files]

@@ -226,6 +226,8 @@ def _merge_group(
     runs = 0
     for sec, m in zip(sections, maps, strict=True):
         gk, gr = _group_of(sec, g)
+        if not len(gk):  # past the section's groups, or an empty group
+            continue
         got = _group_words(gk, gr, m, 0, len(gk), buf, n)
         if got > n:
             bounds[runs] = n

@@ -69,7 +69,7 @@ import mmap
 import os
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -149,10 +149,8 @@ class Segment:
 
 def _body_hash(parts: list[bytes | memoryview]) -> int:
     h = xxhash.xxh64()
-    for p in parts:
-        mv = memoryview(p).cast("B")
-        for s in range(0, len(mv), _CHUNK):
-            h.update(mv[s : s + _CHUNK])
+    for _ in _hashed(iter(parts), h):
+        pass
     return h.intdigest()
 
 
@@ -268,31 +266,39 @@ def _packed_section(
             sec = BandSection.from_sorted(bk[order], pos[order].astype(np.uint32))
     pk = pack_section(sec.offsets, sec.keys, sec.rows, n)
     del sec
-    return [
-        struct.pack("<IBBBBQ", pk.groups, pk.dbits, pk.kbits, pk.rbits, 0, len(pk)),
-        np.ascontiguousarray(pk.offsets, dtype="<u8").data,
-        np.ascontiguousarray(pk.dirs, dtype="<u4").data,
-        bytes(_pad8(pk.dirs.nbytes)),
-        pk.kbytes.data,
-        bytes(_pad8(pk.kbytes.nbytes)),
-        pk.rbytes.data,
-        bytes(_pad8(pk.rbytes.nbytes)),
-    ]
+    return _section_parts(
+        pk, [pk.kbytes.data], pk.kbytes.nbytes, [pk.rbytes.data], pk.rbytes.nbytes
+    )
 
 
 def _streamed_section(ms: MergedSection) -> list[Any]:
     """The band-key section's parts of a merged section: the same bytes as
     :func:`_packed_section` of the merge gives, the key and row fields made while they are
     written (iterators of parts), each checked to come to the size the head states."""
+    keys = _sized(ms.key_bytes(), ms.key_nbytes, "key")
+    rows = _sized(ms.row_bytes(), ms.row_nbytes, "row")
+    return _section_parts(ms, keys, ms.key_nbytes, rows, ms.row_nbytes)
+
+
+def _section_parts(
+    sec: PackedSection | MergedSection,
+    keys: Iterable[Any],
+    key_nbytes: int,
+    rows: Iterable[Any],
+    row_nbytes: int,
+) -> list[Any]:
+    """The band-key section as the file lays it out (see the module): its head, offsets and
+    directory from ``sec``, then the packed key and row fields (``keys``, ``rows``: their
+    parts, ``key_nbytes`` and ``row_nbytes`` bytes), each part padded to 8 bytes."""
     return [
-        struct.pack("<IBBBBQ", ms.groups, ms.dbits, ms.kbits, ms.rbits, 0, len(ms)),
-        np.ascontiguousarray(ms.offsets, dtype="<u8").data,
-        np.ascontiguousarray(ms.dirs, dtype="<u4").data,
-        bytes(_pad8(ms.dirs.nbytes)),
-        _sized(ms.key_bytes(), ms.key_nbytes, "key"),
-        bytes(_pad8(ms.key_nbytes)),
-        _sized(ms.row_bytes(), ms.row_nbytes, "row"),
-        bytes(_pad8(ms.row_nbytes)),
+        struct.pack("<IBBBBQ", sec.groups, sec.dbits, sec.kbits, sec.rbits, 0, len(sec)),
+        np.ascontiguousarray(sec.offsets, dtype="<u8").data,
+        np.ascontiguousarray(sec.dirs, dtype="<u4").data,
+        bytes(_pad8(sec.dirs.nbytes)),
+        keys,
+        bytes(_pad8(key_nbytes)),
+        rows,
+        bytes(_pad8(row_nbytes)),
     ]
 
 
@@ -306,7 +312,8 @@ def _sized(chunks: Iterator[npt.NDArray[np.uint8]], nbytes: int, what: str) -> I
 
 
 def _parts(body: list[Any]) -> Iterator[Any]:
-    """The body's bytes-like parts in order, an iterator in ``body`` read through."""
+    """The body's bytes-like parts in order, an iterable in ``body`` (a list of parts, an
+    iterator of them) read through."""
     for item in body:
         if isinstance(item, (bytes, bytearray, memoryview, np.ndarray)):
             yield item

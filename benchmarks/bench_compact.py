@@ -45,12 +45,13 @@ _MODES = ("whole", "streamed")
 
 #: run in the child: one merge of the largest partition's segments, memory sampled
 _CHILD = """
-import json, resource, sys, threading, time
+import json, resource, sys, time
 job = json.loads(sys.argv[1])
 import numpy as np
 import neardup.store.maintenance as maintenance
 from neardup.index.bands import BandSection, MergedSection, merge_mapped
 from neardup.online import Deduplicator
+from bench_dedup import RssSampler, proc_memory
 # the kernels compiled (or loaded) before the clock starts: a small merge each way
 sec = BandSection.from_sorted(np.arange(5, dtype=np.uint64), np.arange(5, dtype=np.uint32))
 ident = np.arange(5, dtype=np.int64)
@@ -58,14 +59,9 @@ merge_mapped([sec, sec, sec], [ident, ident, ident])
 ms = MergedSection([sec, sec, sec], [ident, ident, ident], 5)
 list(ms.key_bytes()), list(ms.row_bytes())
 maintenance.STREAM_ENTRIES = 0 if job["mode"] == "streamed" else 2**62
-def status():
-    out = {}
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            k, _, v = line.partition(":")
-            if k in ("RssAnon", "RssFile", "VmRSS"):
-                out[k] = int(v.split()[0]) / 1024
-    return out
+KEYS = ("VmRSS", "RssAnon", "RssFile")
+def mib(kb):
+    return {k: v / 1024 for k, v in kb.items()}
 with Deduplicator.open(job["store"]) as d:
     st = d.store
     parts = {}
@@ -74,25 +70,15 @@ with Deduplicator.open(job["store"]) as d:
     segs = max(parts.values(), key=lambda ss: sum(len(s.segment) for s in ss))
     rows = sum(len(s.segment) for s in segs)
     entries = sum(len(s.segment.band_keys or ()) for s in segs)
-    base = status()
-    peak = dict(base)
-    stop = []
-    def sample():
-        while not stop:
-            for k, v in status().items():
-                peak[k] = max(peak[k], v)
-            time.sleep(0.1)
-    th = threading.Thread(target=sample, daemon=True)
-    th.start()
+    base = mib(proc_memory(KEYS))
+    sampler = RssSampler(KEYS, interval=0.1)
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
-    merged = st.build_merged(list(segs))
-    wall = time.perf_counter() - t0
-    r1 = resource.getrusage(resource.RUSAGE_SELF)
-    stop.append(1)
-    th.join()
-    for k, v in status().items():
-        peak[k] = max(peak[k], v)
+    with sampler:
+        merged = st.build_merged(list(segs))
+        wall = time.perf_counter() - t0
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+    peak = mib(sampler.peak)
     size = merged.segment.path.stat().st_size if merged is not None else 0
     checksum = merged.segment.checksum if merged is not None else None
     if merged is not None:
@@ -112,7 +98,8 @@ print(json.dumps(load_files(job["files"], job["store"])))
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    path = [str(ROOT), str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
 
 
 def _child(code: str, job: dict[str, Any]) -> dict[str, Any]:

@@ -306,9 +306,26 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def proc_memory(keys: tuple[str, ...] = ("VmRSS", "RssAnon", "RssFile")) -> dict[str, int]:
+    """This process's memory now, in kB, from ``/proc/self/status``: ``VmRSS`` (all),
+    ``RssAnon`` (heap, not file pages), ``RssFile`` (mapped file pages, which the kernel can
+    drop); empty where the file cannot be read (not Linux)."""
+    out: dict[str, int] = {}
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                key = line.split(":", 1)[0]
+                if key in keys:
+                    out[key] = int(line.split()[1])
+    except OSError:
+        pass
+    return out
+
+
 class RssSampler:
     """Peak resident memory of this process while a phase runs, sampled from
-    ``/proc/self/status`` every 20 ms: ``VmRSS`` (all) and ``RssAnon`` (heap, not file pages).
+    ``/proc/self/status`` every ``interval`` seconds (:func:`proc_memory`, kB): by default
+    ``VmRSS`` (all) and ``RssAnon`` (heap, not file pages).
 
     The child's lifetime maximum (``ru_maxrss``) also covers generating the corpus and the
     fingerprint-only run, whose freed texts the allocator may keep; and ``neardup dedup`` reads
@@ -316,25 +333,23 @@ class RssSampler:
     memory (the kernel can drop them). So the end-to-end phase is reported on its own, both
     ways."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, keys: tuple[str, ...] = ("VmRSS", "RssAnon"), interval: float = 0.02
+    ) -> None:
         import threading
 
-        self.peak = {"VmRSS": 0, "RssAnon": 0}
+        self.peak = dict.fromkeys(keys, 0)
+        self._keys = keys
+        self._interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _read(self) -> None:
-        try:
-            with open("/proc/self/status", encoding="ascii") as fh:
-                for line in fh:
-                    key = line.split(":", 1)[0]
-                    if key in self.peak:
-                        self.peak[key] = max(self.peak[key], int(line.split()[1]))
-        except OSError:
-            pass
+        for key, kb in proc_memory(self._keys).items():
+            self.peak[key] = max(self.peak[key], kb)
 
     def _run(self) -> None:
-        while not self._stop.wait(0.02):
+        while not self._stop.wait(self._interval):
             self._read()
 
     def __enter__(self) -> RssSampler:
@@ -576,8 +591,7 @@ def peers(
     import gc
 
     gc.collect()
-    base = RssSampler()
-    base._read()  # the texts (and what the first run left to the allocator)
+    base = proc_memory()  # the texts (and what the first run left to the allocator)
     with RssSampler() as rss:
         t0 = time.perf_counter()
         r = dedup(texts, workers=workers)  # timed: the second run
@@ -591,10 +605,10 @@ def peers(
         "timings_s": r.stats["timings_s"],
         "lsh": r.stats.get("lsh"),
         "peak_rss_mb": round(rss.peak["VmRSS"] / 1024, 1),
-        "rss_before_mb": round(base.peak["VmRSS"] / 1024, 1),
+        "rss_before_mb": round(base.get("VmRSS", 0) / 1024, 1),
         "text_mb": round(sum(map(len, texts)) / 1e6, 1),
         # the run's own growth over the resident texts, per document
-        "dedup_bytes_per_doc": round(1024 * (rss.peak["VmRSS"] - base.peak["VmRSS"]) / n, 1),
+        "dedup_bytes_per_doc": round(1024 * (rss.peak["VmRSS"] - base.get("VmRSS", 0)) / n, 1),
     }
     del r, got
     for mode in [m for m in (valve_modes or []) if m]:

@@ -46,21 +46,14 @@ _CHILD = """
 import json, resource, sys, threading, time
 t = time.perf_counter()
 from neardup.incremental import load_files
+from bench_dedup import proc_memory
 job = json.loads(sys.argv[1])
 stage, group, peaks, stop = ["check"], [0], {}, []
-def status():
-    out = {}
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            k, _, v = line.partition(":")
-            if k in ("RssAnon", "RssFile", "VmRSS"):
-                out[k] = int(v.split()[0]) / 1024
-    return out
 def sample():
     while not stop:
         p = peaks.setdefault(stage[0], {})
-        for k, v in status().items():
-            p[k] = max(p.get(k, 0), v)
+        for k, v in proc_memory().items():
+            p[k] = max(p.get(k, 0), v / 1024)
         time.sleep(0.2)
 threading.Thread(target=sample, daemon=True).start()
 def progress(s, done, total):
@@ -106,7 +99,8 @@ def run_one(
     shutil.rmtree(data, ignore_errors=True)
     job = {"files": files, "store": str(data / "namespaces" / "default"),
            "chunk_docs": chunk or 2**62, "options": options}  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    path = [str(ROOT), str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     p = subprocess.run(
         [sys.executable, "-c", _CHILD, json.dumps(job)], capture_output=True, text=True, env=env
     )

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""``neardup store load`` of a folder of shards, in groups of files (``--chunk-docs``): each
+"""``neardup store load`` of a folder of shards, or of the same documents in one file, in groups
+(``--chunk-docs``: whole files, a larger file in slices): each
 setting in its own process, with its wall and CPU time, peak RSS, groups and the first pass'
 time (every file read and checked); and how many kept ids differ from the first setting's
 (keep-first in groups keeps the one-group set where no LSH bucket outgrows the store's cap).
@@ -12,7 +13,9 @@ news and articles, 40 % Chinese, planted near duplicates; its ``--data`` folder 
     python benchmarks/bench_load_files.py --corpus DIR/n10000000/corpus --files 20 --chunk-docs 0,500000
     python benchmarks/bench_load_files.py --corpus DIR/n10000000/corpus --files 100 --chunk-docs 1000000
 
-``0`` is one group (the whole input held from the first pass, read once). The stores go under
+``0`` is one group (the whole input held from the first pass, read once). ``--inputs
+folder,file`` runs each setting on the shards and on one file holding them all (their zstd
+frames concatenated under ``--work``: a file cut into slices). The stores go under
 ``--work`` (default a temporary folder) and are removed after their ids are compared.
 """
 
@@ -92,6 +95,16 @@ def _digest(ids: set[str]) -> str:
     return h.hexdigest()
 
 
+def one_file(shards: list[str], work: Path) -> str:
+    """The shards as one file: their zstd frames concatenated (read across frames)."""
+    out = work / "all.jsonl.zst"
+    with open(out, "wb") as dst:
+        for s in shards:
+            with open(s, "rb") as src:
+                shutil.copyfileobj(src, dst, 1 << 22)
+    return str(out)
+
+
 def run_one(
     files: list[str], chunk: int, work: Path, options: dict[str, Any]
 ) -> tuple[dict[str, Any], set[str]]:
@@ -139,11 +152,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus", type=Path, required=True, help="bench_window.py's corpus folder")
     ap.add_argument("--files", type=int, default=20, help="the first N shards of it")
     ap.add_argument("--chunk-docs", default="0,500000", help="settings, comma-separated (0: one group)")  # fmt: skip
+    ap.add_argument("--inputs", default="folder", help="folder (the shards), file (one file holding them), or both: folder,file")  # fmt: skip
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--time-field", default=None, help="read each record's time from this field (with --retention)")  # fmt: skip
     ap.add_argument("--retention", default=None, help="the new store's window, e.g. 7d")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_load_files.json")  # fmt: skip
     a = ap.parse_args(argv)
+    layouts = a.inputs.split(",")
+    if not layouts or set(layouts) - {"folder", "file"}:
+        raise SystemExit(f"--inputs: folder, file or folder,file, not {a.inputs!r}")
     shards = sorted(glob.glob(str(a.corpus / "*.jsonl.zst")))[: a.files]
     if not shards:
         raise SystemExit(f"no *.jsonl.zst shards in {a.corpus}: run bench_window.py --keep first")
@@ -154,10 +171,14 @@ def main(argv: list[str] | None = None) -> int:
     run_one(shards[:1], 0, work, options)  # not measured: the kernels compiled and cached
     rows: list[dict[str, Any]] = []
     first: set[str] | None = None
-    head = f"{'chunk docs':>12} {'groups':>6} {'documents':>11} {'kept':>11} {'wall s':>8} {'CPU s':>8} {'docs/s':>8} {'CPU µs':>7} {'peak RSS MiB':>12} {'ids differing':>13}"  # fmt: skip
+    inputs = {"folder": shards}
+    if "file" in layouts:
+        inputs["file"] = [one_file(shards, work)]
+    head = f"{'input':>6} {'chunk docs':>12} {'groups':>6} {'documents':>11} {'kept':>11} {'wall s':>8} {'CPU s':>8} {'docs/s':>8} {'CPU µs':>7} {'peak RSS MiB':>12} {'ids differing':>13}"  # fmt: skip
     print(head, flush=True)
-    for chunk in [int(x) for x in a.chunk_docs.split(",")]:
-        r, ids = run_one(shards, chunk, work, options)
+    for chunk, layout in [(int(x), y) for x in a.chunk_docs.split(",") for y in layouts]:
+        r, ids = run_one(inputs[layout], chunk, work, options)
+        r["input"] = layout
         first = ids if first is None else first
         # keep-first in groups keeps the one-group set where no LSH bucket outgrows the store's
         # cap (docs/store.md, *Bulk loads*): the ids kept by one setting and not by the
@@ -166,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(r)
         top = max(r["stage_peaks_mib"].items(), key=lambda kv: kv[1].get("VmRSS", 0))
         print(f"  peak at {top[0]}: {top[1]}", flush=True)
-        print(f"{chunk or 'one group':>12} {r['groups']:>6} {r['documents']:>11,} {r['kept']:>11,} {r['wall_s']:>8} {r['cpu_s']:>8} {r['docs_per_s']:>8,} {r['cpu_us_per_doc']:>7} {r['peak_rss_mib']:>12,} {r['ids_differing_from_first']:>13,}", flush=True)  # fmt: skip
+        print(f"{layout:>6} {chunk or 'one group':>12} {r['groups']:>6} {r['documents']:>11,} {r['kept']:>11,} {r['wall_s']:>8} {r['cpu_s']:>8} {r['docs_per_s']:>8,} {r['cpu_us_per_doc']:>7} {r['peak_rss_mib']:>12,} {r['ids_differing_from_first']:>13,}", flush=True)  # fmt: skip
     same = len({r["kept_ids_digest"] for r in rows}) == 1
     print(f"the same kept ids in every setting: {same}")
     doc = {
@@ -180,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         "same_kept_ids": same,
     }
     write_results(a.out, doc)
+    if "file" in inputs:
+        os.remove(inputs["file"][0])
     if a.work is None:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -22,10 +22,11 @@ such documents are left out and counted). Ids the store's rule refuses (control 
 more than 1,024 characters), ids repeated across files and ids already in the store are
 refused before anything is written.
 
-A group of files is held in memory, not the corpus: an input of more than ``chunk_docs``
-documents is read twice, first file by file to check it (:mod:`.survey`), then a group of whole
-files at a time to decide and load (so a window of tens of millions of documents seeds from a
-folder of shards on one machine).
+A group is held in memory, not the corpus: an input of more than ``chunk_docs`` documents is
+read twice, first file by file to check it (:mod:`.survey`), then a group at a time to decide
+and load: whole files while they fit, a larger file in slices of ``chunk_docs`` (so a window of
+tens of millions of documents seeds from a folder of shards, or from one file, on one
+machine).
 
 ``benchmarks/bench_load.py`` measures the bulk paths; docs/store.md ("Bulk loads") has the
 figures.
@@ -44,7 +45,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import ConfigError, InputError
-from .survey import FileCheck, id_digest, id_hashes, survey
+from .survey import FileCheck, Part, id_digest, id_hashes, survey
 
 __all__ = ["load_files"]
 
@@ -104,11 +105,11 @@ def load_files(
 
     The inputs are read twice when they hold more than ``chunk_docs`` documents: once, file by
     file, to refuse what the load would refuse before anything is written (the module), then
-    a group of whole files of up to ``chunk_docs`` documents at a time, each group decided
-    against what the earlier ones stored (keep-first: the kept set of one group wherever no
-    MinHash bucket outgrows the store's cap; docs/store.md, *Bulk loads*). A file
-    holding more is one group: split it (``split -l``) to bound the memory. Stdin is one group
-    (it cannot be read twice).
+    a group of up to ``chunk_docs`` documents at a time, each group decided against what the
+    earlier ones stored (keep-first: the kept set of one group wherever no MinHash bucket
+    outgrows the store's cap; docs/store.md, *Bulk loads*). A group is whole files while they
+    fit; a file holding more is cut into slices of ``chunk_docs``, read once for all of them
+    (its ids are held meanwhile). Stdin is one group (it cannot be read twice).
 
     Returns
     -------
@@ -116,7 +117,7 @@ def load_files(
         ``documents`` (read), ``skipped_records``, ``expired`` (left out by ``drop_expired``),
         ``loaded``, ``dropped`` (near duplicates, keep-first), ``path`` (``"dedup_into"``,
         ``"check_and_add"`` or ``"load"``: how they went in; None: not seeded, ``if_empty``),
-        ``groups`` (of files loaded one after another), ``check_s`` (the first pass: every
+        ``groups`` (loaded one after another), ``check_s`` (the first pass: every
         file read and checked), ``store``, ``store_documents_before``
         / ``_after``, ``compact_s`` (the segments the loads
         wrote merged at the end, one per time partition), ``elapsed_s``, ``docs_per_s``.
@@ -195,6 +196,7 @@ def _read_and_load(
         chunk_docs=chunk_docs, progress=progress,
     )  # fmt: skip
     check_s = round(time.perf_counter() - t0, 3)
+    reread = _Rereader(reading)
     try:
         report("read", s.documents, s.documents)
         cfg = _batch_config(d) if dedup else None
@@ -205,14 +207,14 @@ def _read_and_load(
             # a time that was in the window at the check may have left it since (a load of
             # hours): such documents are left out as expired, as retention would drop them
             oldest = d.time_window()[0] if time_field is not None else None
+            resume = reread.resume_at(group[0])
             try:
-                ids, texts, when, gone = _group_docs(group, reading, oldest)
+                ids, texts, when, gone = _group_docs(group, reread, oldest)
             except InputError as exc:
-                first = group[0].file.path
                 raise InputError(
-                    f"{exc}; {k} of {len(groups)} groups of files were loaded before it "
-                    f"({loaded:,} documents kept): the store holds them. Load the files from "
-                    f"{first} on once they are whole again"
+                    f"{exc}; {k} of {len(groups)} groups were loaded before it "
+                    f"({loaded:,} documents kept): the store holds them. Load {resume} "
+                    "once they are whole again"
                 ) from None
             if len(groups) > 1:
                 report("group", k, len(groups))
@@ -241,6 +243,7 @@ def _read_and_load(
             "groups": len(groups), "check_s": check_s,
         }  # fmt: skip
     finally:
+        reread.close()
         s.release()
 
 
@@ -259,29 +262,77 @@ def _give_back_memory() -> None:
         trim(0)
 
 
-def _group_docs(
-    group: list[FileCheck], reading: dict[str, Any], oldest: float | None
-) -> tuple[list[str], list[str], list[float] | None, int]:
-    """The ids, texts and times of a group's documents to decide: from the corpora the first
-    pass held, else each file read again (and refused if its ids are not the ones checked);
-    and how many were left out for a time now older than ``oldest``."""
-    from ..io import read_corpus
+class _Rereader:
+    """The second pass's reads: a file read again (and refused if its ids are not the ones
+    checked), or the corpus the first pass held; a file cut into slices is read once and held
+    until its last slice is loaded."""
 
+    def __init__(self, reading: dict[str, Any]) -> None:
+        self.reading = reading
+        self.open: tuple[FileCheck, Any] | None = None  # a file whose later slices are to come
+
+    def corpus(self, part: Part) -> Any:
+        from ..io import read_corpus
+
+        c = part.check
+        if c.held is not None:
+            return c.held
+        if self.open is not None and self.open[0] is c:
+            return self.open[1]
+        corpus = read_corpus([c.file], **self.reading)
+        if len(corpus) != c.documents or id_digest(id_hashes(corpus.ids)) != c.digest:
+            corpus.close()
+            raise InputError(
+                f"{c.file.path} changed after it was checked: it now holds "
+                f"{len(corpus):,} records with other ids than the {c.documents:,} checked"
+            )
+        self.open = (c, corpus)
+        return corpus
+
+    def release(self, part: Part) -> None:
+        """After ``part`` is taken: its file's corpus closed if that was its last slice (the
+        group holds copies of what it took)."""
+        if not part.last:
+            return
+        c = part.check
+        if self.open is not None and self.open[0] is c:
+            self.open[1].close()
+            self.open = None
+        if c.held is not None:
+            c.held.close()
+            c.held = None
+
+    def resume_at(self, part: Part) -> str:
+        """Where a load that stopped before ``part`` takes up again, for a message."""
+        if part.lo == 0:
+            return f"the files from {part.check.file.path} on"
+        c = part.check
+        if self.open is not None and self.open[0] is c:
+            where = self.open[1].location(part.lo)
+        else:
+            where = c.location(part.lo, self.reading)
+        return f"the records from {where} on (the rest of that file, then the files after it)"
+
+    def close(self) -> None:
+        if self.open is not None:
+            self.open[1].close()
+            self.open = None
+
+
+def _group_docs(
+    group: list[Part], reread: _Rereader, oldest: float | None
+) -> tuple[list[str], list[str], list[float] | None, int]:
+    """The ids, texts and times of a group's documents to decide (each part's records, read
+    by ``reread``), and how many were left out for a time now older than ``oldest``."""
     ids: list[str] = []
     texts: list[str] = []
-    when: list[float] | None = None if group[0].times is None else []
+    when: list[float] | None = None if group[0].check.times is None else []
     gone = 0
-    for c in group:
-        corpus = c.held if c.held is not None else read_corpus([c.file], **reading)
+    for part in group:
+        c = part.check
+        corpus = reread.corpus(part)
         try:
-            if c.held is None and (
-                len(corpus) != c.documents or id_digest(id_hashes(corpus.ids)) != c.digest
-            ):
-                raise InputError(
-                    f"{c.file.path} changed after it was checked: it now holds "
-                    f"{len(corpus):,} records with other ids than the {c.documents:,} checked"
-                )
-            where = np.flatnonzero(c.use)
+            where = np.flatnonzero(c.use[part.lo : part.hi]) + part.lo
             if oldest is not None and c.times is not None:
                 now_in = c.times[where] >= oldest
                 gone += len(where) - int(now_in.sum())
@@ -291,8 +342,7 @@ def _group_docs(
             if when is not None and c.times is not None:
                 when += c.times[where].tolist()
         finally:
-            corpus.close()
-            c.held = None
+            reread.release(part)
     return ids, texts, when, gone
 
 

@@ -3,9 +3,10 @@ once, file by file, for its ids and times, and everything the load would refuse 
 anything is written: ids the store's rule refuses, ids repeated across files (the reader
 refuses those inside one), ids the store holds, times that cannot be parsed, times outside the
 store's window. What it leaves is each file's mask of the documents to decide, their times and
-a digest of their ids; the load then reads the files again, a group at a time, so that memory
-holds a group, not the corpus (the whole input is held from this pass instead when it fits
-one group: nothing is read twice).
+a digest of their ids; the load then reads the files again, a group at a time
+(:meth:`Survey.groups`: whole files, and a file holding more than a group in slices), so that
+memory holds a group, not the corpus (the whole input is held from this pass instead when it
+fits one group: nothing is read twice).
 
 Ids repeated across files are found by their 128-bit hashes (xxh3), sorted once after the
 pass: 24 bytes a document, where a set of the ids themselves would hold every id (~100 bytes
@@ -25,7 +26,7 @@ import xxhash
 
 from ..errors import InputError, RecordError
 
-__all__ = ["FileCheck", "Survey", "id_digest", "id_hashes", "survey"]
+__all__ = ["FileCheck", "Part", "Survey", "id_digest", "id_hashes", "survey"]
 
 Progress = Callable[[str, int, int], None]
 
@@ -82,6 +83,21 @@ class FileCheck:
         return self.record(pos, reading)[1]
 
 
+@dataclass(frozen=True)
+class Part:
+    """Records ``lo:hi`` of a checked file: what a group loads of it (the whole file, or a slice
+    of one that holds more than a group)."""
+
+    check: FileCheck
+    lo: int
+    hi: int
+
+    @property
+    def last(self) -> bool:
+        """The file's last slice (or the whole file): its corpus is released after it."""
+        return self.hi == self.check.documents
+
+
 @dataclass
 class Survey:
     """Every input file's :class:`FileCheck`, in input order."""
@@ -109,19 +125,29 @@ class Survey:
             for f in self.files
         )
 
-    def groups(self, chunk_docs: int) -> list[list[FileCheck]]:
-        """Consecutive files in groups of at most ``chunk_docs`` documents to decide (a file
-        holding more is a group of its own: a file is read whole)."""
-        out: list[list[FileCheck]] = []
+    def groups(self, chunk_docs: int) -> list[list[Part]]:
+        """The documents to decide in input order, in consecutive groups of at most
+        ``chunk_docs``: whole files while they fit, and a file holding more cut into slices of
+        ``chunk_docs`` (each its own group; its last slice is joined by the files after it
+        that fit). Every file's records are covered once, the ones left out included."""
+        out: list[list[Part]] = []
         size = 0
         for f in self.files:
             n = int(f.use.sum())
-            if out and size + n <= chunk_docs:
-                out[-1].append(f)
-                size += n
-            else:
-                out.append([f])
-                size = n
+            if n <= chunk_docs:
+                if out and size + n <= chunk_docs:
+                    out[-1].append(Part(f, 0, f.documents))
+                    size += n
+                else:
+                    out.append([Part(f, 0, f.documents)])
+                    size = n
+                continue
+            # cut before every chunk_docs-th document to decide: the records left out between
+            # slices go with the slice before them
+            cuts = np.flatnonzero(f.use)[chunk_docs::chunk_docs].tolist()
+            for lo, hi in zip([0, *cuts], [*cuts, f.documents], strict=True):
+                out.append([Part(f, int(lo), int(hi))])
+            size = n - chunk_docs * len(cuts)
         return out
 
     def release(self) -> None:

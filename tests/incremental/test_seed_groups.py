@@ -1,6 +1,6 @@
 """A file load in groups (``neardup store load --chunk-docs``, :mod:`neardup.incremental.survey`;
 issue 36): inputs holding more than a group are checked file by file first and then loaded a
-group of whole files at a time. The kept set is the one a single group (and ``check_and_add``
+group at a time (whole files, and a file holding more than a group in slices). The kept set is the one a single group (and ``check_and_add``
 one by one) keeps; whatever the load would refuse in any file (an id repeated across files, a
 time outside the window) is refused before anything is written; a file that changes between the
 two reads is refused, and what was loaded before it is said."""
@@ -141,7 +141,8 @@ def test_a_file_changed_between_the_two_reads_is_refused_and_what_loaded_is_said
         load_files(folder, store, chunk_docs=200, progress=progress)
     msg = str(exc.value)
     assert f"{parts[2]} changed after it was checked" in msg
-    assert "2 of 3 groups of files were loaded before it" in msg and str(parts[2]) in msg
+    assert "2 of 3 groups were loaded before it" in msg
+    assert f"Load the files from {parts[2]} on" in msg
     assert set(_stored(store)) == _one_by_one(rows[:400])
 
 
@@ -178,23 +179,116 @@ def test_stdin_is_one_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cap
     assert set(_stored(data / "namespaces" / "default")) == _one_by_one(rows)
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(0, 50), max_size=20), st.integers(1, 80))
-def test_groups_are_consecutive_whole_files_within_the_bound(counts: list[int], chunk: int) -> None:
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.booleans(), max_size=60), max_size=12), st.integers(1, 25))
+def test_groups_cover_the_files_in_order_within_the_bound(
+    uses: list[list[bool]], chunk: int
+) -> None:
+    """Whole files while they fit (greedily), a file holding more than a group in slices of
+    exactly ``chunk`` documents to decide (its last slice: the rest); every record once, in
+    input order."""
     from neardup.incremental.survey import FileCheck, Survey
 
     files = [
-        FileCheck(file=k, documents=n, reader_skipped=0, use=np.ones(n, np.bool_),
-                  expired=np.zeros(n, np.bool_), times=None, digest=(n, 0, 0))
-        for k, n in enumerate(counts)
+        FileCheck(file=k, documents=len(u), reader_skipped=0, use=np.array(u, np.bool_),
+                  expired=np.zeros(len(u), np.bool_), times=None, digest=(len(u), 0, 0))
+        for k, u in enumerate(uses)
     ]  # fmt: skip
     groups = Survey(files, 0).groups(chunk)
-    assert [f.file for g in groups for f in g] == list(range(len(counts)))
+    parts = [p for g in groups for p in g]
+    assert all(groups)
+    # every file's records, once, in order: its parts are contiguous from 0 to its end
+    assert [p.check.file for p in parts] == sorted(p.check.file for p in parts)
+    for f in files:
+        mine = [(p.lo, p.hi) for p in parts if p.check is f]
+        assert mine[0][0] == 0 and mine[-1][1] == f.documents
+        for a, b in itertools.pairwise(mine):
+            assert a[0] < a[1] == b[0]
+        assert [p.last for p in parts if p.check is f] == [False] * (len(mine) - 1) + [True]
+
+    def used(p) -> int:  # type: ignore[no-untyped-def]
+        return int(p.check.use[p.lo : p.hi].sum())
+
     for g in groups:
-        size = sum(f.documents for f in g)
-        assert size <= chunk or len(g) == 1
-    for a, b in itertools.pairwise(groups):  # greedy: the next file did not fit
-        assert sum(f.documents for f in a) + b[0].documents > chunk
+        assert sum(used(p) for p in g) <= chunk
+    for f in files:
+        mine = [p for p in parts if p.check is f]
+        n = int(f.use.sum())
+        if n <= chunk:
+            assert len(mine) == 1  # a file that fits is never cut
+        else:
+            assert [used(p) for p in mine[:-1]] == [chunk] * (len(mine) - 1)
+            assert all(len(g) == 1 for g in groups if g[0] in mine[:-1])
+    for a, b in itertools.pairwise(groups):  # greedy: the next whole file did not fit
+        if b[0].lo == 0 and b[0].last:
+            assert sum(used(p) for p in a) + used(b[0]) > chunk
+
+
+@pytest.mark.parametrize(("mode", "flags"), [("lsh", []), ("simhash", []), ("lsh", ["--as-is"])])
+def test_one_file_is_loaded_in_slices_read_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, mode: str, flags: list[str]
+) -> None:
+    """A file holding more than a group is cut into slices of ``--chunk-docs``: the kept set is
+    the one a single group keeps, and the file is read twice in all (checked, then loaded),
+    not once a slice."""
+    import neardup.io as nio
+
+    rows = _records()
+    now = time.time()
+    for k, r in enumerate(rows):
+        r["ts"] = now - 3600 + k
+    one = _write(tmp_path / "all.jsonl", rows)
+    reads: list[int] = []
+    real = nio.read_corpus
+
+    def counting(*a, **k):  # type: ignore[no-untyped-def]
+        reads.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(nio, "read_corpus", counting)
+    kept: dict[int, set[str]] = {}
+    for chunk in (400, 10**6):
+        data = tmp_path / f"data-{chunk}"
+        reads.clear()
+        args = ["store", "load", str(data), str(one), "--candidates", mode, "--time-field", "ts"]  # fmt: skip
+        assert main([*args, *flags, "--chunk-docs", str(chunk), "--json"]) == 0
+        stats = json.loads(capsys.readouterr().out)
+        assert stats["groups"] == (-(-len(rows) // chunk) if chunk == 400 else 1)
+        assert len(reads) == (2 if chunk == 400 else 1)
+        stored = _stored(data / "namespaces" / "default")
+        kept[chunk] = set(stored)
+        assert stats["documents"] == len(rows) and stats["loaded"] == len(stored)
+        for k, r in enumerate(rows):
+            if r["id"] in stored:
+                assert stored[r["id"]]["time"] == pytest.approx(now - 3600 + k)
+    assert kept[400] == kept[10**6]
+    if flags:
+        assert len(kept[400]) == len(rows)
+    else:
+        assert kept[400] == _one_by_one(rows, candidates=mode)
+
+
+def test_a_change_after_a_sliced_file_says_where_to_take_up_again(tmp_path: Path) -> None:
+    """A file after a sliced one changes between the reads: the store holds the slices loaded
+    before, and the message names the record to take up again from, not the sliced file's
+    start (whose first records are stored)."""
+    rows = _records(550)
+    folder = tmp_path / "in"
+    parts = _shards(folder, rows, [500, 50])
+    changed = [dict(r, id=f"new-{k}") for k, r in enumerate(rows[500:])]
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if stage == "check" and done == total:
+            _write(parts[1], changed)
+
+    store = tmp_path / "s"
+    with pytest.raises(InputError) as exc:  # groups: 0:200, 200:400, 400:500 with the 50
+        load_files(folder, store, chunk_docs=200, progress=progress)
+    msg = str(exc.value)
+    assert f"{parts[1]} changed after it was checked" in msg
+    assert "2 of 3 groups were loaded before it" in msg
+    assert f"Load the records from {parts[0]}:401 on" in msg
+    assert set(_stored(store)) == _one_by_one(rows[:400])
 
 
 def test_id_hashes_tell_ids_apart_and_the_digest_follows_order() -> None:

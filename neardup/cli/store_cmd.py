@@ -135,8 +135,8 @@ def load_cmd(
         "--chunk-docs",
         min=1,
         help="Documents decided at once (default 1,000,000): inputs holding more are checked "
-        "file by file first, then loaded a group of whole files at a time, so a group's work, "
-        "not the corpus, is held in memory.",
+        "file by file first, then loaded a group at a time (whole files, a larger file in "
+        "slices), so a group's work, not the corpus, is held in memory.",
     ),
     as_json: bool = _JSON,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress and no summary."),
@@ -179,7 +179,7 @@ def load_cmd(
             f"namespace {namespace!r}: {stats['documents']:,} read, {stats['loaded']:,} loaded, "
             f"{stats['dropped']:,} near duplicates dropped, {stats['expired']:,} expired, "
             f"{stats['skipped_records']:,} skipped ({stats['path']}"
-            + (f", {stats['groups']:,} groups of files" if stats.get("groups", 1) > 1 else "")
+            + (f", {stats['groups']:,} groups" if stats.get("groups", 1) > 1 else "")
             + "); "
             f"{stats['store_documents_before']:,} -> {stats['store_documents_after']:,} stored "
             f"in {stats['elapsed_s']:.1f} s"

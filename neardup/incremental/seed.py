@@ -184,7 +184,7 @@ def _read_and_load(
     reading: dict[str, Any],
     chunk_docs: int,
 ) -> dict[str, Any]:
-    """Check the corpus (the first pass: :mod:`.survey`), then load it a group of files at a
+    """Check the corpus (the first pass: :mod:`.survey`), then load it a group at a
     time; the counts for the summary (what was read is released on return)."""
     from .run import dedup_into
     from .stored import load_kept

@@ -2,9 +2,11 @@
 """A store compaction's memory and time: the segments of a store's largest time partition
 merged into one (``Store.build_merged``, what the background compaction and a load's final
 merge do; the output discarded), with the merged band-key section built whole in memory
-(``merge_mapped``, then packed) or written group by group as the segment is written
+(``merge_mapped``, then packed: ``whole``) or written group by group as the segment is written
 (``neardup.index.band_stream.MergedSection``, what a store does past ``STREAM_ENTRIES``
-entries). Each run in its own process, the modes alternated over ``--rounds``; a thread samples
+entries): each group merged once, its packed rows spilled beside the segments until the keys
+are written (``streamed``, the store's way), or merged twice with no spill file
+(``remerged``). Each run in its own process, the modes alternated over ``--rounds``; a thread samples
 ``/proc/self/status`` every 0.1 s, so the peak is the merge's (anonymous memory apart from the
 mapped segment pages, which the kernel can drop). Prints a table and writes
 ``benchmarks/results/bench_compact.json``.
@@ -41,7 +43,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_dedup import machine, write_results  # noqa: E402
 from bench_service import code_version  # noqa: E402
 
-_MODES = ("whole", "streamed")
+_MODES = ("whole", "streamed", "remerged")
 
 #: run in the child: one merge of the largest partition's segments, memory sampled
 _CHILD = """
@@ -58,7 +60,12 @@ ident = np.arange(5, dtype=np.int64)
 merge_mapped([sec, sec, sec], [ident, ident, ident])
 ms = MergedSection([sec, sec, sec], [ident, ident, ident], 5)
 list(ms.key_bytes()), list(ms.row_bytes())
-maintenance.STREAM_ENTRIES = 0 if job["mode"] == "streamed" else 2**62
+maintenance.STREAM_ENTRIES = 2**62 if job["mode"] == "whole" else 0
+if job["mode"] == "remerged":  # no spill file: each group merged again for its rows
+    class Remerged(MergedSection):
+        def __init__(self, *a, spill_dir=None, **k):
+            super().__init__(*a, **k)
+    maintenance.MergedSection = Remerged
 KEYS = ("VmRSS", "RssAnon", "RssFile")
 def mib(kb):
     return {k: v / 1024 for k, v in kb.items()}
@@ -117,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus", type=Path, help="bench_window.py's corpus folder (a store is loaded from it)")  # fmt: skip
     ap.add_argument("--files", type=int, default=20, help="with --corpus: the first N shards")
     ap.add_argument("--store", type=Path, help="an existing store's namespace folder instead")
-    ap.add_argument("--modes", default=",".join(_MODES), help="whole,streamed (default both)")
+    ap.add_argument(
+        "--modes", default=",".join(_MODES), help="whole,streamed,remerged (default all)"
+    )
     ap.add_argument("--rounds", type=int, default=2, help="runs of each mode, alternated")
     ap.add_argument("--work", type=Path, default=None, help="where the loaded or copied store goes")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_compact.json")  # fmt: skip

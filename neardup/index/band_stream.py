@@ -16,19 +16,25 @@ in three passes over the inputs:
    (:func:`~neardup.index.band_packed.packed_layout`) and the directories;
 2. **keys** (:meth:`MergedSection.key_bytes`): each group merged (the same tournament as
    ``merge_mapped``) and its keys packed;
-3. **rows** (:meth:`MergedSection.row_bytes`): each group merged again and its rows packed,
-   a remainder of fewer than 8 fields carried to the next group (8 fields of any width end on
-   a byte).
+3. **rows** (:meth:`MergedSection.row_bytes`): each group's rows packed, a remainder of fewer
+   than 8 fields carried to the next group (8 fields of any width end on a byte). With a
+   ``spill_dir``, the keys pass packs them too, into an unnamed scratch file there, and this
+   pass reads them back; without one, each group is merged again.
 
-The inputs are read three times and merged twice, to hold one group at a time (about 24 bytes
-an input row) instead of the section. Store compactions take it past
-:data:`STREAM_ENTRIES` entries (``neardup.store.maintenance``); tests compare its bytes with
-``pack_section(merge_mapped(...))``'s.
+The inputs are read twice (three times without a spill file) and merged once (twice), to hold
+one group at a time (about 24 bytes an input row) instead of the section. The spill file holds
+the packed rows (2-4 bytes an entry) and goes when it is read or the section is dropped. Store
+compactions take it past :data:`STREAM_ENTRIES` entries, spilling into the store's segment
+folder (``neardup.store.maintenance``); tests compare its bytes with
+``pack_section(merge_mapped(...))``'s, both ways; ``benchmarks/bench_compact.py`` times them.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator, Sequence
+from typing import IO
 
 import numpy as np
 import numpy.typing as npt
@@ -47,6 +53,7 @@ __all__ = ["STREAM_ENTRIES", "MergedSection"]
 STREAM_ENTRIES = 1 << 25
 
 _TOP = 1 << 16  # the histogram's buckets: a key's top 16 bits (the widest directory)
+_SPILL_READ = 1 << 23  # bytes of the spill file read back at a time
 
 
 @kernel(nogil=True)
@@ -74,7 +81,9 @@ class MergedSection:
     ``offsets``, ``dirs``, ``dbits``, ``kbits``, ``rbits`` and ``len()`` are known after the
     counting pass (the constructor); :meth:`key_bytes` and :meth:`row_bytes` yield the packed
     key and row fields in order. The inputs must stay readable (mapped) until both have been
-    consumed.
+    consumed. ``spill_dir``: a folder where the keys pass leaves the packed rows for the rows
+    pass (an unnamed file, on the store's disk rather than a ``/tmp`` that may be memory), so
+    that each group is merged once; None merges each group again for its rows.
 
     Raises
     ------
@@ -88,8 +97,12 @@ class MergedSection:
         sections: Sequence[BandSection | PackedSection],
         maps: Sequence[npt.NDArray[np.int64]],
         n_rows: int,
+        *,
+        spill_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self._maps = _checked_maps(sections, maps)
+        self._spill_dir = None if spill_dir is None else os.fspath(spill_dir)
+        self._spill: IO[bytes] | None = None  # the packed rows, once the keys pass made them
         self._sections = list(sections)
         for m in self._maps:
             if len(m) and int(m.max()) >= n_rows:
@@ -148,27 +161,70 @@ class MergedSection:
 
     def key_bytes(self) -> Iterator[npt.NDArray[np.uint8]]:
         """The packed key fields, a group at a time (``key_nbytes`` in all): key fields are
-        whole bytes (16, 24 or 32 bits), so each group's start on a byte."""
+        whole bytes (16, 24 or 32 bits), so each group's start on a byte. With a spill folder
+        the rows are packed meanwhile, for :meth:`row_bytes` to read back."""
+        self.close()
         mask = np.uint32(0xFFFFFFFF >> self.dbits)
-        for keys, _rows in self._merged():
-            out = np.empty(packed_bytes(len(keys), self.kbits), np.uint8)
-            _put_fields(keys, self.kbits, mask, out)
-            yield out
+        spill = None
+        if self._spill_dir is not None:
+            # kept open past this pass, for row_bytes: closed there, by close() or on failure
+            spill = tempfile.TemporaryFile(dir=self._spill_dir, prefix=".spill-")  # noqa: SIM115
+        try:
+            carry = np.zeros(0, np.uint32)
+            for keys, rows in self._merged():
+                out = np.empty(packed_bytes(len(keys), self.kbits), np.uint8)
+                _put_fields(keys, self.kbits, mask, out)
+                yield out
+                if spill is not None:
+                    packed, carry = self._pack_rows(rows, carry)
+                    spill.write(packed.data)
+            if spill is not None:
+                if len(carry):
+                    spill.write(self._pack_rest(carry).data)
+                spill.flush()
+                spill.seek(0)
+        except BaseException:  # a failed write, or the keys abandoned: the spill goes
+            if spill is not None:
+                spill.close()
+            raise
+        self._spill = spill
 
     def row_bytes(self) -> Iterator[npt.NDArray[np.uint8]]:
-        """The packed row fields (``row_nbytes`` in all): each group's whole eights of fields,
-        the rest carried into the next group's."""
-        mask = np.uint32(0xFFFFFFFF)
+        """The packed row fields (``row_nbytes`` in all): read back from the spill file the
+        keys pass wrote, else each group merged again."""
+        spill, self._spill = self._spill, None
+        if spill is not None:
+            with spill:
+                while chunk := spill.read(_SPILL_READ):
+                    yield np.frombuffer(chunk, np.uint8)
+            return
         carry = np.zeros(0, np.uint32)
         for _keys, rows in self._merged():
-            if len(carry):
-                rows = np.concatenate([carry, rows])
-            whole = len(rows) - len(rows) % 8
-            out = np.empty(packed_bytes(whole, self.rbits), np.uint8)
-            _put_fields(rows[:whole], self.rbits, mask, out)
-            carry = rows[whole:].copy()
-            yield out
+            packed, carry = self._pack_rows(rows, carry)
+            yield packed
         if len(carry):
-            out = np.empty(packed_bytes(len(carry), self.rbits), np.uint8)
-            _put_fields(carry, self.rbits, mask, out)
-            yield out
+            yield self._pack_rest(carry)
+
+    def close(self) -> None:
+        """Drop a spill file not read back (it has no name: closing it frees its space)."""
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+
+    def _pack_rows(
+        self, rows: npt.NDArray[np.uint32], carry: npt.NDArray[np.uint32]
+    ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint32]]:
+        """A group's rows after the ``carry`` of the groups before: their whole eights of
+        fields packed, and the rest to carry on."""
+        if len(carry):
+            rows = np.concatenate([carry, rows])
+        whole = len(rows) - len(rows) % 8
+        out = np.empty(packed_bytes(whole, self.rbits), np.uint8)
+        _put_fields(rows[:whole], self.rbits, np.uint32(0xFFFFFFFF), out)
+        return out, rows[whole:].copy()
+
+    def _pack_rest(self, carry: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint8]:
+        """The last group's remainder of fewer than 8 fields, packed."""
+        out = np.empty(packed_bytes(len(carry), self.rbits), np.uint8)
+        _put_fields(carry, self.rbits, np.uint32(0xFFFFFFFF), out)
+        return out

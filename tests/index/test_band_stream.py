@@ -6,6 +6,8 @@ leaves the same segment file and answers as before."""
 
 from __future__ import annotations
 
+import tempfile
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -49,8 +51,8 @@ def _inputs(
     return sections, maps, len(merged)
 
 
-def _same_as_whole(sections, maps, n_rows) -> MergedSection:
-    ms = MergedSection(sections, maps, n_rows)
+def _same_as_whole(sections, maps, n_rows, spill_dir=None) -> MergedSection:
+    ms = MergedSection(sections, maps, n_rows, spill_dir=spill_dir)
     whole = merge_mapped(sections, maps)
     pk = pack_section(whole.offsets, whole.keys, whole.rows, n_rows)
     assert (ms.groups, ms.dbits, ms.kbits, ms.rbits, len(ms)) == (
@@ -74,29 +76,62 @@ def _same_as_whole(sections, maps, n_rows) -> MergedSection:
     st.sampled_from([3, 1000, 2**32]),
     st.booleans(),
     st.sampled_from([0.0, 0.3, 1.0]),
+    st.booleans(),
 )
 def test_merged_section_is_the_packed_merge(
-    seed, n_segments, rows, groups, key_range, packed, p_deleted
+    seed, n_segments, rows, groups, key_range, packed, p_deleted, spill
 ) -> None:
     """Any number of inputs (none, one, two: the whole merge's one-pass path; more: its
     tournament), plain or packed, keys with many ties or none, no row deleted, some, or all
     (an empty section); row fields of every width, so a group's fields end mid-byte and the
-    remainder is carried."""
+    remainder is carried; the rows packed in the keys pass and read back from a spill file, or
+    merged again."""
     rng = np.random.default_rng(seed)
     sections, maps, n_rows = _inputs(
         rng, n_segments, rows, groups, key_range, packed=packed, p_deleted=p_deleted
     )
-    _same_as_whole(sections, maps, max(n_rows, 1))
+    _same_as_whole(sections, maps, max(n_rows, 1), tempfile.gettempdir() if spill else None)
 
 
 @pytest.mark.parametrize(("rows", "groups", "dbits"), [(900, 3, 8), (110_000, 3, 16)])
-def test_merged_section_directories(rows, groups, dbits) -> None:
+def test_merged_section_directories(rows, groups, dbits, tmp_path) -> None:
     """Groups large enough for an 8-bit and a 16-bit directory: the directory is counted
     from the kept keys' top bits before any key is merged."""
     rng = np.random.default_rng(rows)
     sections, maps, n_rows = _inputs(rng, 3, rows, groups, 2**32, packed=True, p_deleted=0.05)
     ms = _same_as_whole(sections, maps, n_rows)
     assert ms.dbits == dbits
+    assert _same_as_whole(sections, maps, n_rows, tmp_path).dbits == dbits
+    assert list(tmp_path.iterdir()) == []  # the spill file had no name, and is gone
+
+
+def test_with_a_spill_file_each_group_is_merged_once(tmp_path, monkeypatch) -> None:
+    """The keys pass packs the rows into the spill file: the rows pass merges nothing; without
+    one, every group is merged again. A spill not read back is dropped by ``close``."""
+    from neardup.index import band_stream
+
+    rng = np.random.default_rng(11)
+    sections, maps, n_rows = _inputs(rng, 3, 2000, 4, 2**32, packed=True, p_deleted=0.2)
+    merges: list[int] = []
+    real = band_stream._merge_group
+
+    def counting(*a):  # type: ignore[no-untyped-def]
+        merges.append(a[2])
+        return real(*a)
+
+    monkeypatch.setattr(band_stream, "_merge_group", counting)
+    for spill, passes in ((tmp_path, 1), (None, 2)):
+        merges.clear()
+        ms = _same_as_whole(sections, maps, n_rows, spill)
+        assert sorted(merges) == sorted(list(range(ms.groups)) * passes)
+    ms = MergedSection(sections, maps, n_rows, spill_dir=tmp_path)
+    list(ms.key_bytes())
+    assert ms._spill is not None and not ms._spill.closed
+    held = ms._spill
+    ms.close()
+    assert held.closed and ms._spill is None
+    merges.clear()  # a second keys pass makes a new spill: the rows still come out whole
+    _same_as_whole(sections, maps, n_rows, tmp_path)
 
 
 def test_merged_section_refuses_bad_maps() -> None:
@@ -134,12 +169,14 @@ def test_a_segment_from_a_merged_section_is_the_same_file(tmp_path) -> None:
     assert not (tmp_path / "c.seg").exists() and not (tmp_path / "c.seg.tmp").exists()
 
 
-def test_inputs_that_change_while_the_segment_is_written_leave_no_file(tmp_path) -> None:
+@pytest.mark.parametrize("spill", [False, True])
+def test_inputs_that_change_while_the_segment_is_written_leave_no_file(tmp_path, spill) -> None:
     """The merge passes check each group against the count: a row deleted from a map after
-    the counting pass fails the write midway (``RuntimeError``), and the temporary file goes."""
+    the counting pass fails the write midway (``RuntimeError``), and the temporary file (and
+    the spill file) goes."""
     rng = np.random.default_rng(3)
     sections, maps, n_rows = _inputs(rng, 3, 500, 3, 2**32, packed=True, p_deleted=0.0)
-    ms = MergedSection(sections, maps, n_rows)
+    ms = MergedSection(sections, maps, n_rows, spill_dir=tmp_path if spill else None)
     ms._maps[1][ms._maps[1] >= 0] = -1  # the counted rows are gone
     fps = np.zeros(n_rows, np.uint64)
     rids = np.arange(n_rows, dtype=np.int64)

@@ -280,13 +280,14 @@ def test_a_merge_keeps_exactly_the_surviving_rows_band_entries(
     tmp_path, monkeypatch, streamed
 ) -> None:
     """Compaction merges the segments' band sections as sorted runs (``merge_mapped``; past
-    ``STREAM_ENTRIES`` entries, group by group as the segment is written: ``MergedSection``):
+    ``STREAM_ENTRIES`` entries, group by group as the segment is written, the rows spilled
+    beside the segments: ``MergedSection``):
     the merged section is the inputs' (key, row id) entries less the deleted rows', sorted,
     and the deleted documents' keys find nothing afterwards."""
     import neardup.store.maintenance as maintenance
     from neardup.index.bands import MergedSection, sort_entries
 
-    made: list[object] = []
+    made: list[MergedSection] = []
     if streamed:
 
         class Spy(MergedSection):
@@ -325,6 +326,9 @@ def test_a_merge_keeps_exactly_the_surviving_rows_band_entries(
         for i in (1, 8):  # a kept document is found through the merged section
             assert f"c0-{i}" in {m.id for m in d.check({"id": "q", "text": texts[i]}).matches}
     assert len(made) == streamed
+    if streamed:  # its rows spilled beside the segments (an unnamed file: nothing left there)
+        assert made[0]._spill_dir == str(tmp_path / "s") and made[0]._spill is None
+        assert not [f for f in (tmp_path / "s").iterdir() if "spill" in f.name]
 
 
 def test_stored_mode_is_kept(tmp_path) -> None:

@@ -83,7 +83,7 @@ class FileCheck:
         return self.record(pos, reading)[1]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # told apart by identity: a FileCheck holds arrays
 class Part:
     """Records ``lo:hi`` of a checked file: what a group loads of it (the whole file, or a slice
     of one that holds more than a group)."""

@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from .._arrays import same_objects
 from ..errors import StorageError
-from ..index.bands import SectionGroup, lookup
+from ..index.bands import SectionGroup, columns_are_groups, lookup
 from ..index.scan import Result, empty_result, merge_results
 from ..index.section_search import group_of
 from . import applier, maintenance, readahead, recovery
@@ -505,6 +505,19 @@ class Store:
         mt.add(rows, np.arange(n, dtype=np.int64), np.zeros(n))
         mt.search(rows[:2], radius)
         mt.search(rows[:16], radius)
+        if mt.index is not None:
+            # a small group's one kernel call over the segments and the memtable's runs, its
+            # buffer compared in the same call (search, above): on a store with no segment yet
+            # (a new node) the store's own searches above never reach it, and its first check
+            # would compile it (seconds on a fresh cache, holding the GIL)
+            from ..index.multi import IndexSet
+
+            _version, *buf = mt.index.buffer_rows()
+            one = IndexSet([], sealed=[mt.index])
+            for m in (2, 16):
+                one.search(rows[:m], radius, extra=(buf[0], buf[1], buf[2]))
+        if st.band_keys_of is not None:  # a write's band entries checked for their layout
+            columns_are_groups(np.zeros((1, 3), np.uint64))
         if st.sketch_width:  # the segments' sketch look-up (a request's band candidates)
             seg = types.SimpleNamespace(
                 rowids=np.arange(4, dtype=np.int64),

@@ -1,0 +1,79 @@
+"""A new node's first requests wait for no kernel: right after a node starts on an empty data
+directory, a cluster client's first replicated insert and check, and a plain client's first
+check-and-insert and check, load no numba kernel that the node's warm-up did not. On a fresh
+kernel cache such a kernel is compiled inside the request (seconds, holding the GIL: every
+in-process node stalls), and a cluster client marks the node down after its read timeout."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("fastapi")
+
+_SCRIPT = """
+import contextlib, sys, tempfile
+from pathlib import Path
+from numba.core.dispatcher import Dispatcher
+from neardup.cluster import ClusterClient, ClusterConfig, NodeSpec
+from neardup.service import create_app
+from neardup.service.client import Client
+from neardup.service.config import ServiceConfig
+from neardup.service.testing import free_port, serve_in_thread
+
+
+def loaded():
+    return {
+        f"{name}.{k}": len(v.signatures)
+        for name, mod in list(sys.modules.items())
+        if name.startswith("neardup")
+        for k, v in list(vars(mod).items())
+        if isinstance(v, Dispatcher)
+    }
+
+
+def text(i):
+    return " ".join(f"w{(i * 7919 + j * 104729) % 1_000_003}" for j in range(60))
+
+
+def new(before):
+    now = loaded()
+    return {k: (before.get(k, 0), v) for k, v in now.items() if v != before.get(k, 0)}, now
+
+
+tmp = Path(tempfile.mkdtemp())
+ports = [free_port() for _ in range(4)]
+out = {}
+with contextlib.ExitStack() as s:
+    for i, p in enumerate(ports):
+        app = create_app(ServiceConfig(data_dir=tmp / f"n{i}", token="t"))
+        s.enter_context(serve_in_thread(app, port=p))
+    nodes = tuple(NodeSpec(f"n{i}", f"http://127.0.0.1:{p}") for i, p in enumerate(ports[:3]))
+    cfg = ClusterConfig(nodes, vnodes=64, epoch=0)
+    seen = loaded()
+    with ClusterClient(cfg, token="t") as cc:
+        cc.insert({"id": "a", "text": text(1)})
+        out["cluster insert"], seen = new(seen)
+        assert cc.check({"id": "b", "text": text(1)}).duplicate
+        out["cluster check"], seen = new(seen)
+    with Client(f"http://127.0.0.1:{ports[3]}", token="t") as c:
+        assert c.check_and_insert({"id": "a", "text": text(1)}).added
+        out["node check-and-insert"], seen = new(seen)
+        assert c.check({"id": "b", "text": text(1)}).duplicate
+        out["node check"], seen = new(seen)
+print(out)
+"""
+
+
+def test_a_new_nodes_first_requests_load_no_kernel_the_warm_up_did_not() -> None:
+    run = subprocess.run(
+        [sys.executable, "-c", _SCRIPT], capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0, run.stderr
+    got = run.stdout.strip().splitlines()[-1]
+    empty = (
+        "{'cluster insert': {}, 'cluster check': {}, 'node check-and-insert': {}, 'node check': {}}"
+    )
+    assert got == empty, got

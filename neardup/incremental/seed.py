@@ -45,7 +45,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import ConfigError, InputError
-from .survey import FileCheck, Part, id_digest, id_hashes, survey
+from .survey import Part, id_digest, id_hashes, survey
 
 __all__ = ["load_files"]
 
@@ -196,7 +196,6 @@ def _read_and_load(
         chunk_docs=chunk_docs, progress=progress,
     )  # fmt: skip
     check_s = round(time.perf_counter() - t0, 3)
-    reread = _Rereader(reading)
     try:
         report("read", s.documents, s.documents)
         cfg = _batch_config(d) if dedup else None
@@ -207,9 +206,9 @@ def _read_and_load(
             # a time that was in the window at the check may have left it since (a load of
             # hours): such documents are left out as expired, as retention would drop them
             oldest = d.time_window()[0] if time_field is not None else None
-            resume = reread.resume_at(group[0])
+            resume = _resume_at(group[0], reading)
             try:
-                ids, texts, when, gone = _group_docs(group, reread, oldest)
+                ids, texts, when, gone = _group_docs(group, reading, oldest)
             except InputError as exc:
                 raise InputError(
                     f"{exc}; {k} of {len(groups)} groups were loaded before it "
@@ -243,8 +242,7 @@ def _read_and_load(
             "groups": len(groups), "check_s": check_s,
         }  # fmt: skip
     finally:
-        reread.close()
-        s.release()
+        s.release()  # a sliced file's corpus too, where a load stopped inside it
 
 
 def _give_back_memory() -> None:
@@ -262,75 +260,46 @@ def _give_back_memory() -> None:
         trim(0)
 
 
-class _Rereader:
-    """The second pass's reads: a file read again (and refused if its ids are not the ones
-    checked), or the corpus the first pass held; a file cut into slices is read once and held
-    until its last slice is loaded."""
+def _corpus(part: Part, reading: dict[str, Any]) -> Any:
+    """The corpus of ``part``'s file: the one held (from the first pass, or from the file's
+    earlier slice), else the file read again, refused if its ids are not the ones checked, and
+    held until its last slice is taken."""
+    from ..io import read_corpus
 
-    def __init__(self, reading: dict[str, Any]) -> None:
-        self.reading = reading
-        self.open: tuple[FileCheck, Any] | None = None  # a file whose later slices are to come
-
-    def corpus(self, part: Part) -> Any:
-        from ..io import read_corpus
-
-        c = part.check
-        if c.held is not None:
-            return c.held
-        if self.open is not None and self.open[0] is c:
-            return self.open[1]
-        corpus = read_corpus([c.file], **self.reading)
+    c = part.check
+    if c.held is None:
+        corpus = read_corpus([c.file], **reading)
         if len(corpus) != c.documents or id_digest(id_hashes(corpus.ids)) != c.digest:
             corpus.close()
             raise InputError(
                 f"{c.file.path} changed after it was checked: it now holds "
                 f"{len(corpus):,} records with other ids than the {c.documents:,} checked"
             )
-        self.open = (c, corpus)
-        return corpus
+        c.held = corpus
+    return c.held
 
-    def release(self, part: Part) -> None:
-        """After ``part`` is taken: its file's corpus closed if that was its last slice (the
-        group holds copies of what it took)."""
-        if not part.last:
-            return
-        c = part.check
-        if self.open is not None and self.open[0] is c:
-            self.open[1].close()
-            self.open = None
-        if c.held is not None:
-            c.held.close()
-            c.held = None
 
-    def resume_at(self, part: Part) -> str:
-        """Where a load that stopped before ``part`` takes up again, for a message."""
-        if part.lo == 0:
-            return f"the files from {part.check.file.path} on"
-        c = part.check
-        if self.open is not None and self.open[0] is c:
-            where = self.open[1].location(part.lo)
-        else:
-            where = c.location(part.lo, self.reading)
-        return f"the records from {where} on (the rest of that file, then the files after it)"
-
-    def close(self) -> None:
-        if self.open is not None:
-            self.open[1].close()
-            self.open = None
+def _resume_at(part: Part, reading: dict[str, Any]) -> str:
+    """Where a load that stopped before ``part`` takes up again, for a message."""
+    if part.lo == 0:
+        return f"the files from {part.check.file.path} on"
+    where = part.check.location(part.lo, reading)  # its file is held (an earlier slice's)
+    return f"the records from {where} on (the rest of that file, then the files after it)"
 
 
 def _group_docs(
-    group: list[Part], reread: _Rereader, oldest: float | None
+    group: list[Part], reading: dict[str, Any], oldest: float | None
 ) -> tuple[list[str], list[str], list[float] | None, int]:
-    """The ids, texts and times of a group's documents to decide (each part's records, read
-    by ``reread``), and how many were left out for a time now older than ``oldest``."""
+    """The ids, texts and times of a group's documents to decide (each part's records, from
+    :func:`_corpus`; a file's corpus released after its last part: the group holds copies),
+    and how many were left out for a time now older than ``oldest``."""
     ids: list[str] = []
     texts: list[str] = []
     when: list[float] | None = None if group[0].check.times is None else []
     gone = 0
     for part in group:
         c = part.check
-        corpus = reread.corpus(part)
+        corpus = _corpus(part, reading)
         try:
             where = np.flatnonzero(c.use[part.lo : part.hi]) + part.lo
             if oldest is not None and c.times is not None:
@@ -342,7 +311,8 @@ def _group_docs(
             if when is not None and c.times is not None:
                 when += c.times[where].tolist()
         finally:
-            reread.release(part)
+            if part.last:
+                c.release()
     return ids, texts, when, gone
 
 

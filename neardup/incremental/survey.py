@@ -61,7 +61,9 @@ class FileCheck:
     expired: npt.NDArray[np.bool_]  # per document: left out by ``drop_expired``
     times: npt.NDArray[np.float64] | None  # per document (NaN where not used)
     digest: tuple[int, int, int]  # of its ids (id_digest), to tell a changed file
-    held: Any = None  # its Corpus, kept while the whole input fits one group
+    # its Corpus: kept from the first pass while the whole input fits one group, or read
+    # again by the load and kept from a sliced file's first slice to its last
+    held: Any = None
 
     def record(self, pos: int, reading: dict[str, Any]) -> tuple[str, str, int | None]:
         """Document ``pos``'s id, ``path:line`` and line (record number for JSON arrays and
@@ -81,6 +83,12 @@ class FileCheck:
     def location(self, pos: int, reading: dict[str, Any]) -> str:
         """``path:line`` of document ``pos`` (see :meth:`record`)."""
         return self.record(pos, reading)[1]
+
+    def release(self) -> None:
+        """Close the corpus held, if any (its temporary copy is removed)."""
+        if self.held is not None:
+            self.held.close()
+            self.held = None
 
 
 @dataclass(frozen=True, eq=False)  # told apart by identity: a FileCheck holds arrays
@@ -151,11 +159,9 @@ class Survey:
         return out
 
     def release(self) -> None:
-        """Close the corpora held from the pass (their temporary copies are removed)."""
+        """Close the corpora held (their temporary copies are removed)."""
         for f in self.files:
-            if f.held is not None:
-                f.held.close()
-                f.held = None
+            f.release()
 
 
 def survey(
@@ -223,17 +229,13 @@ def survey(
                     corpus.close()
             if not held:  # the input is more than one group: read again, a group at a time
                 for c in checks:
-                    if c.held is not None:
-                        c.held.close()
-                        c.held = None
+                    c.release()
             report("check", k + 1, len(files))
         result = Survey(checks, _repeats(checks, hashes, reading))
         _refuse_window(d, result, late, drop_expired, reading)
     except BaseException:
         for c in checks:
-            if c.held is not None:
-                c.held.close()
-                c.held = None
+            c.release()
         raise
     return result
 

@@ -512,10 +512,10 @@ class Store:
             # would compile it (seconds on a fresh cache, holding the GIL)
             from ..index.multi import IndexSet
 
-            _version, *buf = mt.index.buffer_rows()
+            _version, buf_fps, buf_ids, buf_alive = mt.index.buffer_rows()
             one = IndexSet([], sealed=[mt.index])
             for m in (2, 16):
-                one.search(rows[:m], radius, extra=(buf[0], buf[1], buf[2]))
+                one.search(rows[:m], radius, extra=(buf_fps, buf_ids, buf_alive))
         if st.band_keys_of is not None:  # a write's band entries checked for their layout
             columns_are_groups(np.zeros((1, 3), np.uint64))
         if st.sketch_width:  # the segments' sketch look-up (a request's band candidates)

@@ -1,5 +1,7 @@
-"""Test doubles for the online store: a small, pure-Python fingerprinter; and
-:func:`compiled_names`, what numba compiles while a block runs (the start-up tests).
+"""Test doubles for the online store: a small, pure-Python fingerprinter; and, for the
+start-up and warm-up tests, :func:`compiled_names` (what numba compiles while a block runs),
+:func:`loaded_kernels` (the kernels a process has loaded so far) and :func:`output_of` (a
+script run in a fresh interpreter that imports this module).
 
 :class:`SimpleFingerprinter` follows the fingerprinter contract the
 :class:`neardup.online.Deduplicator` takes (``fingerprint_batch``, ``config`` /
@@ -10,7 +12,10 @@ also when reopening a store it created.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,7 +27,14 @@ import numpy.typing as npt
 import xxhash
 from numba.core import event
 
-__all__ = ["SimpleFingerprinter", "compiled_names", "content_hash_many", "normalize"]
+__all__ = [
+    "SimpleFingerprinter",
+    "compiled_names",
+    "content_hash_many",
+    "loaded_kernels",
+    "normalize",
+    "output_of",
+]
 
 _WS = re.compile(r"\s+")
 _TOKEN = re.compile(r"[\u3400-\u9fff]|\w+")
@@ -110,3 +122,30 @@ def compiled_names() -> Iterator[list[str]]:
         yield listener.names
     finally:
         event.unregister("numba:compile", listener)
+
+
+def loaded_kernels() -> dict[str, int]:
+    """``module.name`` -> signatures, of every neardup numba kernel this process has compiled or
+    loaded from the cache so far: two readings differ by what ran between them."""
+    from numba.core.dispatcher import Dispatcher
+
+    return {
+        f"{name}.{k}": len(v.signatures)
+        for name, mod in list(sys.modules.items())
+        if name.startswith("neardup")
+        for k, v in list(vars(mod).items())
+        if isinstance(v, Dispatcher)
+    }
+
+
+def output_of(script: str, timeout: float = 600) -> str:
+    """Run ``script`` in a fresh interpreter (which can ``import doubles``): what it printed,
+    stripped; a failed run fails the test with its stderr."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, "PYTHONPATH": path},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    return run.stdout.strip()

@@ -6,32 +6,20 @@ in-process node stalls), and a cluster client marks the node down after its read
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+from doubles import output_of
 
 pytest.importorskip("fastapi")
 
 _SCRIPT = """
-import contextlib, sys, tempfile
+import contextlib, tempfile
 from pathlib import Path
-from numba.core.dispatcher import Dispatcher
+from doubles import loaded_kernels as loaded
 from neardup.cluster import ClusterClient, ClusterConfig, NodeSpec
 from neardup.service import create_app
 from neardup.service.client import Client
 from neardup.service.config import ServiceConfig
 from neardup.service.testing import free_port, serve_in_thread
-
-
-def loaded():
-    return {
-        f"{name}.{k}": len(v.signatures)
-        for name, mod in list(sys.modules.items())
-        if name.startswith("neardup")
-        for k, v in list(vars(mod).items())
-        if isinstance(v, Dispatcher)
-    }
 
 
 def text(i):
@@ -68,11 +56,7 @@ print(out)
 
 
 def test_a_new_nodes_first_requests_load_no_kernel_the_warm_up_did_not() -> None:
-    run = subprocess.run(
-        [sys.executable, "-c", _SCRIPT], capture_output=True, text=True, timeout=600
-    )
-    assert run.returncode == 0, run.stderr
-    got = run.stdout.strip().splitlines()[-1]
+    got = output_of(_SCRIPT)
     empty = (
         "{'cluster insert': {}, 'cluster check': {}, 'node check-and-insert': {}, 'node check': {}}"
     )

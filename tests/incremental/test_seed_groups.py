@@ -40,34 +40,70 @@ def _sizes(n: int, parts: int) -> list[int]:
     return [min(step, n - lo) for lo in range(0, n, step)]
 
 
-@pytest.mark.parametrize(("mode", "flags"), [("lsh", []), ("simhash", []), ("lsh", ["--as-is"])])
-def test_a_folder_loaded_in_groups_keeps_what_one_group_keeps(
-    tmp_path: Path, capsys, mode: str, flags: list[str]
-) -> None:
+def _timed_records() -> tuple[list[dict], float]:
+    """The sample's records, each with a time (``ts``) a second after the one before."""
     rows = _records()
     now = time.time()
     for k, r in enumerate(rows):
         r["ts"] = now - 3600 + k
+    return rows, now
+
+
+def _load(
+    tmp_path: Path, capsys, source: Path, mode: str, flags: list[str], chunk: int,
+    rows: list[dict], now: float,
+) -> tuple[dict, set[str]]:  # fmt: skip
+    """``neardup store load`` of ``source`` (``_timed_records``) with ``--chunk-docs chunk``:
+    its summary and the ids it stored, each stored with its record's time."""
+    data = tmp_path / f"data-{chunk}"
+    args = ["store", "load", str(data), str(source), "--candidates", mode, "--time-field", "ts"]
+    assert main([*args, *flags, "--chunk-docs", str(chunk), "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    stored = _stored(data / "namespaces" / "default")
+    assert stats["documents"] == len(rows) and stats["loaded"] == len(stored)
+    for k, r in enumerate(rows):
+        if r["id"] in stored:
+            assert stored[r["id"]]["time"] == pytest.approx(now - 3600 + k)
+    return stats, set(stored)
+
+
+def _keeps_what_one_group_keeps(
+    rows: list[dict], grouped: set[str], one: set[str], mode: str, flags: list[str]
+) -> None:
+    assert grouped == one
+    if flags:  # --as-is
+        assert len(grouped) == len(rows)
+    else:
+        assert grouped == _one_by_one(rows, candidates=mode)
+
+
+def _counted_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that gets an item at every ``read_corpus`` call from now on."""
+    import neardup.io as nio
+
+    reads: list[int] = []
+    real = nio.read_corpus
+
+    def counting(*a, **k):  # type: ignore[no-untyped-def]
+        reads.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(nio, "read_corpus", counting)
+    return reads
+
+
+@pytest.mark.parametrize(("mode", "flags"), [("lsh", []), ("simhash", []), ("lsh", ["--as-is"])])
+def test_a_folder_loaded_in_groups_keeps_what_one_group_keeps(
+    tmp_path: Path, capsys, mode: str, flags: list[str]
+) -> None:
+    rows, now = _timed_records()
     folder = tmp_path / "in"
     _shards(folder, rows, _sizes(len(rows), 7))
     kept: dict[int, set[str]] = {}
     for chunk in (300, 10**6):
-        data = tmp_path / f"data-{chunk}"
-        args = ["store", "load", str(data), str(folder), "--candidates", mode, "--time-field", "ts"]  # fmt: skip
-        assert main([*args, *flags, "--chunk-docs", str(chunk), "--json"]) == 0
-        stats = json.loads(capsys.readouterr().out)
+        stats, kept[chunk] = _load(tmp_path, capsys, folder, mode, flags, chunk, rows, now)
         assert stats["groups"] == (7 if chunk == 300 else 1)  # files of ~215: one a group
-        stored = _stored(data / "namespaces" / "default")
-        kept[chunk] = set(stored)
-        assert stats["documents"] == len(rows) and stats["loaded"] == len(stored)
-        for k, r in enumerate(rows):
-            if r["id"] in stored:
-                assert stored[r["id"]]["time"] == pytest.approx(now - 3600 + k)
-    assert kept[300] == kept[10**6]
-    if flags:
-        assert len(kept[300]) == len(rows)
-    else:
-        assert kept[300] == _one_by_one(rows, candidates=mode)
+    _keeps_what_one_group_keeps(rows, kept[300], kept[10**6], mode, flags)
 
 
 def test_an_id_repeated_across_files_is_refused_before_anything_is_written(
@@ -148,19 +184,10 @@ def test_a_file_changed_between_the_two_reads_is_refused_and_what_loaded_is_said
 
 def test_one_group_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An input that fits one group is held from the first pass, not read again."""
-    import neardup.io as nio
-
     rows = _records(300)
     folder = tmp_path / "in"
     _shards(folder, rows, [100, 100, 100])
-    reads: list[int] = []
-    real = nio.read_corpus
-
-    def counting(*a, **k):  # type: ignore[no-untyped-def]
-        reads.append(1)
-        return real(*a, **k)
-
-    monkeypatch.setattr(nio, "read_corpus", counting)
+    reads = _counted_reads(monkeypatch)
     stats = load_files(folder, tmp_path / "s")
     assert len(reads) == 3 and stats["groups"] == 1
     reads.clear()
@@ -231,41 +258,16 @@ def test_one_file_is_loaded_in_slices_read_once(
     """A file holding more than a group is cut into slices of ``--chunk-docs``: the kept set is
     the one a single group keeps, and the file is read twice in all (checked, then loaded),
     not once a slice."""
-    import neardup.io as nio
-
-    rows = _records()
-    now = time.time()
-    for k, r in enumerate(rows):
-        r["ts"] = now - 3600 + k
+    rows, now = _timed_records()
     one = _write(tmp_path / "all.jsonl", rows)
-    reads: list[int] = []
-    real = nio.read_corpus
-
-    def counting(*a, **k):  # type: ignore[no-untyped-def]
-        reads.append(1)
-        return real(*a, **k)
-
-    monkeypatch.setattr(nio, "read_corpus", counting)
+    reads = _counted_reads(monkeypatch)
     kept: dict[int, set[str]] = {}
     for chunk in (400, 10**6):
-        data = tmp_path / f"data-{chunk}"
         reads.clear()
-        args = ["store", "load", str(data), str(one), "--candidates", mode, "--time-field", "ts"]  # fmt: skip
-        assert main([*args, *flags, "--chunk-docs", str(chunk), "--json"]) == 0
-        stats = json.loads(capsys.readouterr().out)
+        stats, kept[chunk] = _load(tmp_path, capsys, one, mode, flags, chunk, rows, now)
         assert stats["groups"] == (-(-len(rows) // chunk) if chunk == 400 else 1)
         assert len(reads) == (2 if chunk == 400 else 1)
-        stored = _stored(data / "namespaces" / "default")
-        kept[chunk] = set(stored)
-        assert stats["documents"] == len(rows) and stats["loaded"] == len(stored)
-        for k, r in enumerate(rows):
-            if r["id"] in stored:
-                assert stored[r["id"]]["time"] == pytest.approx(now - 3600 + k)
-    assert kept[400] == kept[10**6]
-    if flags:
-        assert len(kept[400]) == len(rows)
-    else:
-        assert kept[400] == _one_by_one(rows, candidates=mode)
+    _keeps_what_one_group_keeps(rows, kept[400], kept[10**6], mode, flags)
 
 
 def test_a_change_after_a_sliced_file_says_where_to_take_up_again(tmp_path: Path) -> None:

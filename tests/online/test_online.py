@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from doubles import SimpleFingerprinter
+from doubles import SimpleFingerprinter, output_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -677,20 +677,10 @@ def test_inline_sync_answers_in_the_callers_thread_and_a_failed_one_is_taken_bac
 
 
 _NO_NEW_KERNELS = """
-import sys, tempfile
+import tempfile
 import numpy as np
-from numba.core.dispatcher import Dispatcher
+from doubles import loaded_kernels as loaded
 from neardup import Deduplicator
-
-
-def loaded():
-    return {
-        f"{name}.{k}": len(v.signatures)
-        for name, mod in list(sys.modules.items())
-        if name.startswith("neardup")
-        for k, v in list(vars(mod).items())
-        if isinstance(v, Dispatcher)
-    }
 
 
 d = tempfile.mkdtemp()
@@ -722,14 +712,7 @@ def test_warm_up_loads_every_kernel_a_group_needs() -> None:
     groups of 1, 16, 100 and 2,000 documents and long texts, then a flush (which merges the
     segments), load no numba kernel that the warm-up did not: loading one from the cache on a
     request stalled everything queued behind it for tens of ms."""
-    import subprocess
-    import sys
-
-    out = subprocess.run(
-        [sys.executable, "-c", _NO_NEW_KERNELS], capture_output=True, text=True, timeout=600
-    )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "{}", out.stdout
+    assert output_of(_NO_NEW_KERNELS) == "{}"
 
 
 @settings(max_examples=150, deadline=None)

@@ -1,6 +1,7 @@
 """A new node's first requests wait for no kernel: right after a node starts on an empty data
-directory, a cluster client's first replicated insert and check, and a plain client's first
-check-and-insert and check, load no numba kernel that the node's warm-up did not. On a fresh
+directory, a cluster client's first replicated insert, check, read, delete and batches, and a
+plain client's first check-and-insert, check, read, delete, batches and export, load no numba
+kernel that the node's warm-up did not. On a fresh
 kernel cache such a kernel is compiled inside the request (seconds, holding the GIL: every
 in-process node stalls), and a cluster client marks the node down after its read timeout."""
 
@@ -14,6 +15,7 @@ pytest.importorskip("fastapi")
 _SCRIPT = """
 import contextlib, tempfile
 from pathlib import Path
+import httpx
 from doubles import loaded_kernels as loaded
 from neardup.cluster import ClusterClient, ClusterConfig, NodeSpec
 from neardup.service import create_app
@@ -31,6 +33,10 @@ def new(before):
     return {k: (before.get(k, 0), v) for k, v in now.items() if v != before.get(k, 0)}, now
 
 
+def many(tag, n=200):
+    return [{"id": f"{tag}{i}", "text": text(i + 10)} for i in range(n)]
+
+
 tmp = Path(tempfile.mkdtemp())
 ports = [free_port() for _ in range(4)]
 out = {}
@@ -46,18 +52,35 @@ with contextlib.ExitStack() as s:
         out["cluster insert"], seen = new(seen)
         assert cc.check({"id": "b", "text": text(1)}).duplicate
         out["cluster check"], seen = new(seen)
+        assert cc.get("a")["id"] == "a"
+        cc.delete("a")
+        out["cluster get, delete"], seen = new(seen)
+        assert not any(d.duplicate for d in cc.check_and_insert(many("x")))
+        assert all(d.duplicate for d in cc.check(many("y")))
+        out["cluster batches"], seen = new(seen)
     with Client(f"http://127.0.0.1:{ports[3]}", token="t") as c:
         assert c.check_and_insert({"id": "a", "text": text(1)}).added
         out["node check-and-insert"], seen = new(seen)
         assert c.check({"id": "b", "text": text(1)}).duplicate
         out["node check"], seen = new(seen)
+        assert c.get("a")["id"] == "a"
+        c.delete("a")
+        out["node get, delete"], seen = new(seen)
+        assert not any(d.duplicate for d in c.check_and_insert(many("x")))
+        assert all(d.duplicate for d in c.check(many("y")))
+        out["node batches"], seen = new(seen)
+        auth = {"Authorization": "Bearer t"}
+        got = httpx.get(f"http://127.0.0.1:{ports[3]}/v1/export", headers=auth)
+        assert got.status_code == 200, got.text
+        out["node export"], seen = new(seen)
 print(out)
 """
 
 
 def test_a_new_nodes_first_requests_load_no_kernel_the_warm_up_did_not() -> None:
     got = output_of(_SCRIPT)
-    empty = (
-        "{'cluster insert': {}, 'cluster check': {}, 'node check-and-insert': {}, 'node check': {}}"
-    )
-    assert got == empty, got
+    steps = (
+        "cluster insert", "cluster check", "cluster get, delete", "cluster batches",
+        "node check-and-insert", "node check", "node get, delete", "node batches", "node export",
+    )  # fmt: skip
+    assert got == repr({step: {} for step in steps}), got

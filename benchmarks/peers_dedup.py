@@ -85,7 +85,8 @@ SYSTEMS = ("neardup", "neardup-w1", "datasketch", "datatrove", "text-dedup")
 PEERS = ("datasketch", "datatrove", "text-dedup")
 #: what each peer venv gets (``--install-peers``); text-dedup 0.4.1, the newest, needs Python >= 3.12
 PEER_PACKAGES = {
-    "datatrove": ["datatrove[processing]==0.10.1", "spacy"],
+    # datatrove's JsonlReader needs orjson, which its extras leave out
+    "datatrove": ["datatrove[processing]==0.10.1", "spacy", "orjson"],
     "text-dedup": ["text-dedup==0.4.0"],
 }
 EDIT_LENGTHS = (6, 8, 10, 12, 15, 20, 25, 30, 40)
@@ -517,9 +518,16 @@ def _f(x: Any, fmt: str = "{:.4f}") -> str:
 
 def targets(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Speed-ups against the fastest peer that finished (a peer stopped at the time limit counts
-    with its limit: a lower bound on its time), and the quality targets."""
+    with its limit: a lower bound on its time; a peer that failed does not count), and the
+    quality targets."""
     out: dict[str, Any] = {}
-    peers = {k: v for k, v in runs.items() if k in PEERS and "wall_s" in v}
+    peers = {
+        k: v for k, v in runs.items()
+        if k in PEERS and "wall_s" in v and (v.get("rc") == 0 or v.get("timed_out"))
+    }  # fmt: skip
+    failed = sorted(k for k, v in runs.items() if k in PEERS and k not in peers and "wall_s" in v)
+    if failed:
+        out["failed_peers"] = failed
     fastest = min(peers.items(), key=lambda kv: kv[1]["wall_s"], default=None)
     if fastest is not None:
         out["fastest_peer"] = fastest[0]

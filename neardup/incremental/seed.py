@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..errors import ConfigError, InputError
+from ..errors import ConfigError, InputError, RecordError
 from .survey import Part, id_digest, id_hashes, survey
 
 __all__ = ["load_files"]
@@ -108,8 +108,11 @@ def load_files(
     a group of up to ``chunk_docs`` documents at a time, each group decided against what the
     earlier ones stored (keep-first: the kept set of one group wherever no MinHash bucket
     outgrows the store's cap; docs/store.md, *Bulk loads*). A group is whole files while they
-    fit; a file holding more is cut into slices of ``chunk_docs``, read once for all of them
-    (its ids are held meanwhile). Stdin is one group (it cannot be read twice).
+    fit; a file holding more is cut into slices of ``chunk_docs``: a JSONL file's slices each
+    parse their own lines (the first pass keeps where each record's line starts, its number
+    and its id's hash, and a compressed file's uncompressed copy, until the last slice);
+    another format's file is read once for all its slices and held meanwhile. Stdin is one
+    group (it cannot be read twice).
 
     Returns
     -------
@@ -260,13 +263,32 @@ def _give_back_memory() -> None:
         trim(0)
 
 
-def _corpus(part: Part, reading: dict[str, Any]) -> Any:
-    """The corpus of ``part``'s file: the one held (from the first pass, or from the file's
-    earlier slice), else the file read again, refused if its ids are not the ones checked, and
-    held until its last slice is taken."""
+def _corpus(part: Part, reading: dict[str, Any]) -> tuple[Any, int]:
+    """A corpus holding ``part``'s records, and the record of its file at the corpus's
+    position 0: the corpus held (from the first pass, or from the file's earlier slice); else,
+    for a JSONL file the first pass kept the lines of, the part's own records read again
+    (their lines parsed, nothing held after); else the file read again and held until its last
+    slice is taken. Refused where the ids are not the ones checked."""
     from ..io import read_corpus
+    from ..io.formats import read_records
 
     c = part.check
+    if c.held is None and c.source is not None:
+        assert c.hashes is not None
+        try:
+            corpus = read_records(c.source, part.lo, part.hi, **reading)
+        except RecordError as exc:
+            raise InputError(f"{c.file.path} changed after it was checked: {exc}") from None
+        n = part.hi - part.lo
+        if len(corpus) != n or not np.array_equal(
+            id_hashes(corpus.ids), c.hashes[part.lo : part.hi]
+        ):
+            raise InputError(
+                f"{c.file.path} changed after it was checked: its records {part.lo + 1:,} to "
+                f"{part.hi:,} now hold {len(corpus):,} records with other ids than the "
+                f"{n:,} checked"
+            )
+        return corpus, part.lo
     if c.held is None:
         corpus = read_corpus([c.file], **reading)
         if len(corpus) != c.documents or id_digest(id_hashes(corpus.ids)) != c.digest:
@@ -276,14 +298,14 @@ def _corpus(part: Part, reading: dict[str, Any]) -> Any:
                 f"{len(corpus):,} records with other ids than the {c.documents:,} checked"
             )
         c.held = corpus
-    return c.held
+    return c.held, 0
 
 
 def _resume_at(part: Part, reading: dict[str, Any]) -> str:
     """Where a load that stopped before ``part`` takes up again, for a message."""
     if part.lo == 0:
         return f"the files from {part.check.file.path} on"
-    where = part.check.location(part.lo, reading)  # its file is held (an earlier slice's)
+    where = part.check.location(part.lo, reading)  # its lines or its corpus are held
     return f"the records from {where} on (the rest of that file, then the files after it)"
 
 
@@ -299,18 +321,20 @@ def _group_docs(
     gone = 0
     for part in group:
         c = part.check
-        corpus = _corpus(part, reading)
+        corpus, at = _corpus(part, reading)
         try:
             where = np.flatnonzero(c.use[part.lo : part.hi]) + part.lo
             if oldest is not None and c.times is not None:
                 now_in = c.times[where] >= oldest
                 gone += len(where) - int(now_in.sum())
                 where = where[now_in]
-            ids += [corpus.ids[int(i)] for i in where]
-            texts += [corpus.texts[int(i)] for i in where]
+            ids += [corpus.ids[int(i) - at] for i in where]
+            texts += [corpus.texts[int(i) - at] for i in where]
             if when is not None and c.times is not None:
                 when += c.times[where].tolist()
         finally:
+            if corpus is not c.held:  # a slice's own records: the group holds copies
+                corpus.close()
             if part.last:
                 c.release()
     return ids, texts, when, gone

@@ -6,7 +6,11 @@ store's window. What it leaves is each file's mask of the documents to decide, t
 a digest of their ids; the load then reads the files again, a group at a time
 (:meth:`Survey.groups`: whole files, and a file holding more than a group in slices), so that
 memory holds a group, not the corpus (the whole input is held from this pass instead when it
-fits one group: nothing is read twice).
+fits one group: nothing is read twice). A JSONL file holding more than a group keeps, from this
+pass, where each record's line starts, its number and its id's hash (its uncompressed copy
+too, if it was compressed): each slice then parses only its own lines
+(:func:`neardup.io.formats.read_records`), and nothing of the file is held between slices but
+those arrays.
 
 Ids repeated across files are found by their 128-bit hashes (xxh3), sorted once after the
 pass: 24 bytes a document, where a set of the ids themselves would hold every id (~100 bytes
@@ -62,15 +66,26 @@ class FileCheck:
     times: npt.NDArray[np.float64] | None  # per document (NaN where not used)
     digest: tuple[int, int, int]  # of its ids (id_digest), to tell a changed file
     # its Corpus: kept from the first pass while the whole input fits one group, or read
-    # again by the load and kept from a sliced file's first slice to its last
+    # again by the load and kept from a sliced file's first slice to its last (a file whose
+    # records cannot be read again by line: not JSONL, not UTF-8)
     held: Any = None
+    # a JSONL file holding more than a group: its Source from the first pass (detached from
+    # the corpus: where each record's line starts and its number, its uncompressed copy), and
+    # its ids' 128-bit hashes, so that a slice reads its own records and tells a changed file
+    source: Any = None
+    hashes: npt.NDArray[np.uint64] | None = None
 
     def record(self, pos: int, reading: dict[str, Any]) -> tuple[str, str, int | None]:
         """Document ``pos``'s id, ``path:line`` and line (record number for JSON arrays and
         Parquet; None where there is none), the file read again unless held: for a message
         only."""
         from ..io import read_corpus
+        from ..io.formats import read_records
 
+        if self.held is None and self.source is not None:
+            at = int(self.source.lines[pos])
+            one = read_records(self.source, pos, pos + 1, **reading)
+            return one.ids[0], f"{self.source.path}:{at}", at
         corpus = self.held if self.held is not None else read_corpus([self.file], **reading)
         try:
             lines = corpus.sources[0].lines
@@ -82,13 +97,24 @@ class FileCheck:
 
     def location(self, pos: int, reading: dict[str, Any]) -> str:
         """``path:line`` of document ``pos`` (see :meth:`record`)."""
+        if self.held is None and self.source is not None:
+            return f"{self.source.path}:{int(self.source.lines[pos])}"
         return self.record(pos, reading)[1]
 
-    def release(self) -> None:
+    def release_held(self) -> None:
         """Close the corpus held, if any (its temporary copy is removed)."""
         if self.held is not None:
             self.held.close()
             self.held = None
+
+    def release(self) -> None:
+        """Done with the file: close the corpus held, and remove the uncompressed copy its
+        slices were read from."""
+        self.release_held()
+        if self.source is not None:
+            self.source.close()
+            self.source = None
+            self.hashes = None
 
 
 @dataclass(frozen=True, eq=False)  # told apart by identity: a FileCheck holds arrays
@@ -185,6 +211,7 @@ def survey(
         without ``drop_expired``); nothing is written.
     """
     from ..io import read_corpus
+    from ..io.formats import rereadable
     from .stored import refuse_stored_ids
 
     report = progress or (lambda stage, done, total: None)
@@ -214,13 +241,18 @@ def survey(
                 refuse_stored_ids(d, [corpus.ids[int(i)] for i in np.flatnonzero(use)])
                 read += n
                 held = held and read <= chunk_docs
-                checks.append(
-                    FileCheck(
-                        file=file, documents=n, reader_skipped=corpus.skipped, use=use,
-                        expired=expired, times=times, digest=id_digest(h),
-                        held=corpus if held else None,
-                    )
+                check = FileCheck(
+                    file=file, documents=n, reader_skipped=corpus.skipped, use=use,
+                    expired=expired, times=times, digest=id_digest(h),
+                    held=corpus if held else None,
                 )  # fmt: skip
+                src = corpus.sources[0] if len(corpus.sources) == 1 else None
+                if n > chunk_docs and src is not None and rereadable(src):
+                    # to be cut into slices: each reads its own lines again (the copy kept)
+                    corpus.sources.remove(src)
+                    src.ends = np.zeros(0, np.int64)  # not needed to find a line again
+                    check.source, check.hashes = src, h
+                checks.append(check)
                 kept = held
                 hashes.append(h)
                 late.append(out)
@@ -229,7 +261,7 @@ def survey(
                     corpus.close()
             if not held:  # the input is more than one group: read again, a group at a time
                 for c in checks:
-                    c.release()
+                    c.release_held()
             report("check", k + 1, len(files))
         result = Survey(checks, _repeats(checks, hashes, reading))
         _refuse_window(d, result, late, drop_expired, reading)

@@ -54,6 +54,7 @@ import codecs
 import contextlib
 import csv
 import json
+import mmap
 import os
 import sys
 import weakref
@@ -68,7 +69,7 @@ import numpy.typing as npt
 from .._reference import use_reference
 from ..errors import ConfigError, RecordError, require
 from .fields import MISSING, get_field, missing_field
-from .jsonl import is_utf8, read_lines
+from .jsonl import _jsonl_lines, is_utf8, read_lines
 from .plan import FORMATS, InputFile, detect_format, plan_inputs
 from .remote import local_copy, strip_compression
 from .texts import SpanTexts, UniqueIds
@@ -115,6 +116,12 @@ class Source:
     encoding: str = "utf-8"
     rel: str = ""  # its path relative to its folder input, or its name (InputFile.rel)
     explicit: bool = False  # its format came from --input-format
+
+    def close(self) -> None:
+        """Remove its temporary uncompressed copy, if any."""
+        if self.temp:
+            _remove_quietly(self.temp)
+            self.temp = None
 
 
 #: ``Corpus.skipped_records`` keeps the details of this many skipped records (``skipped``
@@ -165,10 +172,7 @@ class Corpus:
 
     def close(self) -> None:
         for s in self.sources:
-            if s.temp:
-                with contextlib.suppress(OSError):
-                    os.unlink(s.temp)
-                s.temp = None
+            s.close()
 
     def __enter__(self) -> Corpus:
         return self
@@ -760,4 +764,88 @@ def read_corpus(
     except BaseException:
         corpus.close()
         raise
+    return corpus
+
+
+def rereadable(src: Source) -> bool:
+    """Whether :func:`read_records` can read records of ``src`` (a :class:`Source` of a
+    corpus :func:`read_corpus` made) again: a JSONL file (not stdin) read as UTF-8, every
+    record's line known, the file, or its uncompressed copy, still there."""
+    return (
+        src.fmt == "jsonl"
+        and src.path != "-"
+        and is_utf8(src.encoding)
+        and not use_reference("io")
+        and len(src.starts) == len(src.lines) == src.count
+        and os.path.isfile(src.temp or src.path)
+    )
+
+
+def read_records(
+    src: Source,
+    lo: int,
+    hi: int,
+    *,
+    text_field: str = "text",
+    id_field: str | None = None,
+    encoding: str = "utf-8",
+    on_error: OnError = "fail",
+    generate_ids: bool = False,
+) -> Corpus:
+    """Records ``lo:hi`` of a JSONL input :func:`read_corpus` read before, read again from
+    their own lines: a corpus of ``hi - lo`` documents (texts as ``str``) with the ids and line
+    numbers that read gave them, when the file is unchanged (the caller compares the ids).
+
+    ``src`` is the input's :class:`Source` in that corpus (:func:`rereadable`), which knows
+    where each record's line starts and its number; its temporary uncompressed copy, if any,
+    must still be there (detach the source from its corpus before closing it, and
+    :meth:`Source.close` it after the last read). The options are :func:`read_corpus`'s, as it
+    was called. Only those lines are parsed, each run of records on consecutive lines as one
+    range; lines the first read left out (skipped records, blank lines) are not read again.
+    """
+    if not rereadable(src):
+        raise ConfigError(
+            f"{src.path}: only a JSONL file read as UTF-8, whose lines are known and whose "
+            "file is still there, can have its records read again"
+        )
+    if not 0 <= lo <= hi <= src.count:
+        raise ConfigError(f"records {lo}:{hi} of {src.path}, which holds {src.count}")
+    corpus = Corpus()
+    reader = _Reader(
+        corpus,
+        text_field=text_field,
+        id_field=id_field,
+        encoding=encoding,
+        on_error=on_error,
+        generate_ids=generate_ids,
+    )
+    reader.mark_path(src.path)
+    out = Source(path=src.path, fmt=src.fmt, encoding=src.encoding, rel=src.rel)
+    corpus.sources.append(out)
+    starts: array.array[int] = array.array("q")
+    ends: array.array[int] = array.array("q")
+    if hi > lo:
+        lines = src.lines[lo:hi]
+        at = src.starts[lo:hi]
+        # runs of records on consecutive lines, each parsed as one range of the file
+        cuts = (np.flatnonzero(np.diff(lines) != 1) + 1).tolist()
+        with open(src.temp or src.path, "rb") as fh:
+            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        mv = memoryview(mm)
+        try:
+            for a, b in zip([0, *cuts], [*cuts, hi - lo], strict=True):
+                nl = mm.find(b"\n", int(at[b - 1]))  # a JSON line has no raw newline inside
+                stop = len(mm) if nl < 0 else nl + 1
+                _jsonl_lines(
+                    reader, mm, mv, int(at[a]), stop, 0, src.path, int(lines[a]), starts, ends
+                )
+        finally:
+            # after an error a traceback may still hold a slice of the map: then it goes later
+            with contextlib.suppress(BufferError):
+                mv.release()
+                mm.close()
+    out.count = len(corpus.texts)
+    out.lines = np.frombuffer(reader.line_of, np.int64).copy()
+    out.starts = np.frombuffer(starts, np.int64).copy() if starts else np.zeros(0, np.int64)
+    out.ends = np.frombuffer(ends, np.int64).copy() if ends else np.zeros(0, np.int64)
     return corpus

@@ -7,10 +7,13 @@ two reads is refused, and what was loaded before it is said."""
 
 from __future__ import annotations
 
+import csv
+import gzip
 import io
 import itertools
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -77,18 +80,23 @@ def _keeps_what_one_group_keeps(
         assert grouped == _one_by_one(rows, candidates=mode)
 
 
-def _counted_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """A list that gets an item at every ``read_corpus`` call from now on."""
+def _counted_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A list that gets ``"corpus"`` at every ``read_corpus`` call from now on, and
+    ``"records"`` at every ``read_records`` call (a slice's own lines)."""
     import neardup.io as nio
+    import neardup.io.formats as nif
 
-    reads: list[int] = []
-    real = nio.read_corpus
+    reads: list[str] = []
 
-    def counting(*a, **k):  # type: ignore[no-untyped-def]
-        reads.append(1)
-        return real(*a, **k)
+    def counting(name: str, real):  # type: ignore[no-untyped-def]
+        def call(*a, **k):  # type: ignore[no-untyped-def]
+            reads.append(name)
+            return real(*a, **k)
 
-    monkeypatch.setattr(nio, "read_corpus", counting)
+        return call
+
+    monkeypatch.setattr(nio, "read_corpus", counting("corpus", nio.read_corpus))
+    monkeypatch.setattr(nif, "read_records", counting("records", nif.read_records))
     return reads
 
 
@@ -182,6 +190,43 @@ def test_a_file_changed_between_the_two_reads_is_refused_and_what_loaded_is_said
     assert set(_stored(store)) == _one_by_one(rows[:400])
 
 
+def test_a_sliced_file_changed_between_the_reads_is_refused_at_its_slice(tmp_path: Path) -> None:
+    """Each slice of a JSONL file checks its records' ids against the first read's: a change
+    inside the file's third slice leaves the first two slices loaded, and says where to take
+    up again."""
+    rows = _records(550)
+    one = _write(tmp_path / "all.jsonl", rows)
+    changed = [dict(r, id=f"new-{k}") if k == 450 else r for k, r in enumerate(rows)]
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if stage == "check" and done == total:
+            _write(one, changed)  # record 451 gets another id
+
+    store = tmp_path / "s"
+    with pytest.raises(InputError) as exc:  # slices 0:200, 200:400, 400:550
+        load_files(one, store, chunk_docs=200, progress=progress)
+    msg = str(exc.value)
+    assert f"{one} changed after it was checked: its records 401 to 550" in msg
+    assert "2 of 3 groups were loaded before it" in msg
+    assert f"Load the records from {one}:401 on" in msg
+    assert set(_stored(store)) == _one_by_one(rows[:400])
+
+
+def test_an_id_repeated_after_a_sliced_file_names_its_first_line(tmp_path: Path, capsys) -> None:
+    """Where the first copy of a repeated id is in a file cut into slices, its line is found
+    from the first read's lines (the file's records are not held)."""
+    rows = _records(600)
+    rows[550]["id"] = rows[300]["id"]
+    folder = tmp_path / "in"
+    parts = _shards(folder, rows, [500, 100])
+    data = tmp_path / "data"
+    assert main(["store", "load", str(data), str(folder), "--chunk-docs", "200"]) == 3
+    err = capsys.readouterr().err
+    assert f"duplicate id {rows[300]['id']!r}" in err
+    assert f"first seen at {parts[0]}:301" in err and f"{parts[1]}:51" in err
+    assert _stored(data / "namespaces" / "default") == {}
+
+
 def test_one_group_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An input that fits one group is held from the first pass, not read again."""
     rows = _records(300)
@@ -189,10 +234,10 @@ def test_one_group_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     _shards(folder, rows, [100, 100, 100])
     reads = _counted_reads(monkeypatch)
     stats = load_files(folder, tmp_path / "s")
-    assert len(reads) == 3 and stats["groups"] == 1
+    assert reads == ["corpus"] * 3 and stats["groups"] == 1
     reads.clear()
     stats = load_files(folder, tmp_path / "s2", chunk_docs=150)
-    assert len(reads) == 6 and stats["groups"] == 3
+    assert reads == ["corpus"] * 6 and stats["groups"] == 3
 
 
 def test_stdin_is_one_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
@@ -251,22 +296,73 @@ def test_groups_cover_the_files_in_order_within_the_bound(
             assert sum(used(p) for p in a) + used(b[0]) > chunk
 
 
-@pytest.mark.parametrize(("mode", "flags"), [("lsh", []), ("simhash", []), ("lsh", ["--as-is"])])
-def test_one_file_is_loaded_in_slices_read_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, mode: str, flags: list[str]
-) -> None:
+def _gz(path: Path) -> Path:
+    out = path.with_name(path.name + ".gz")
+    out.write_bytes(gzip.compress(path.read_bytes()))
+    path.unlink()
+    return out
+
+
+def _csv(path: Path, rows: list[dict]) -> Path:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("mode", "flags", "kind"),
+    [
+        ("lsh", [], "jsonl"), ("simhash", [], "jsonl"), ("lsh", ["--as-is"], "jsonl"),
+        ("lsh", [], "jsonl.gz"), ("lsh", [], "csv"),
+    ],
+)  # fmt: skip
+def test_one_file_is_loaded_in_slices(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, mode: str, flags: list[str],
+    kind: str,
+) -> None:  # fmt: skip
     """A file holding more than a group is cut into slices of ``--chunk-docs``: the kept set is
-    the one a single group keeps, and the file is read twice in all (checked, then loaded),
-    not once a slice."""
+    the one a single group keeps. A JSONL file is read whole once (checked), then each slice
+    parses its own lines; a compressed one is uncompressed once, and the copy is gone after
+    the load. Another format's file is read twice in all (checked, then loaded), not once a
+    slice."""
     rows, now = _timed_records()
-    one = _write(tmp_path / "all.jsonl", rows)
+    if kind == "csv":
+        one = _csv(tmp_path / "all.csv", rows)
+    else:
+        one = _write(tmp_path / "all.jsonl", rows)
+        one = _gz(one) if kind == "jsonl.gz" else one
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))  # where an uncompressed copy goes
     reads = _counted_reads(monkeypatch)
+    import neardup.io.formats as nif
+
+    copies: list[int] = []  # uncompressed copies there while each slice is read
+    counted = nif.read_records
+
+    def seeing(*a, **k):  # type: ignore[no-untyped-def]
+        copies.append(sum(p.name.startswith("neardup-input-") for p in temp.iterdir()))
+        return counted(*a, **k)
+
+    monkeypatch.setattr(nif, "read_records", seeing)
     kept: dict[int, set[str]] = {}
+    slices = -(-len(rows) // 400)
     for chunk in (400, 10**6):
         reads.clear()
         stats, kept[chunk] = _load(tmp_path, capsys, one, mode, flags, chunk, rows, now)
-        assert stats["groups"] == (-(-len(rows) // chunk) if chunk == 400 else 1)
-        assert len(reads) == (2 if chunk == 400 else 1)
+        assert stats["groups"] == (slices if chunk == 400 else 1)
+        if chunk == 10**6:  # one group: held from the first read
+            assert reads == ["corpus"]
+        elif kind == "csv":
+            assert reads == ["corpus"] * 2
+        else:
+            assert reads == ["corpus"] + ["records"] * slices
+        assert not [p for p in temp.iterdir() if p.name.startswith("neardup-input-")]
+    assert copies == (
+        [1] * slices if kind == "jsonl.gz" else [0] * slices if kind == "jsonl" else []
+    )
     _keeps_what_one_group_keeps(rows, kept[400], kept[10**6], mode, flags)
 
 

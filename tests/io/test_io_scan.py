@@ -406,3 +406,50 @@ def test_scan_grows_its_output_past_the_first_arrays() -> None:
     assert [data[a:b] for a, b in zip(ls.tolist(), le.tolist(), strict=True)] == lines
     k = 9_999
     assert data[f[k, 0] : f[k, 1]] == b"t 9999" and data[f[k, 3] : f[k, 4]] == b"i9999"
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=_clean_file(), bom=st.booleans(), pick=st.data())
+def test_records_read_again_by_line_equal_the_first_read(tmp_path, data, bom, pick) -> None:
+    """``read_records`` (a file load's slices, docs/store.md, *Bulk loads*) gives records
+    ``lo:hi`` of a JSONL file as the first read gave them: ids (generated ones too), texts,
+    lines and spans, with the lines that read left out (bad, blank, a repeated id) not read."""
+    from neardup.io.formats import read_records, rereadable
+
+    p = tmp_path / "c.jsonl"
+    p.write_bytes((b"\xef\xbb\xbf" if bom else b"") + data)
+    for id_field, generate in ((None, False), ("id", False), (None, True)):
+        opts = {"on_error": "skip", "id_field": id_field, "generate_ids": generate}
+        c = read_corpus([str(p)], **opts)
+        src = c.sources[0]
+        assert rereadable(src)
+        lo = pick.draw(st.integers(0, len(c)))
+        hi = pick.draw(st.integers(lo, len(c)))
+        r = read_records(src, lo, hi, **opts)
+        assert list(r.ids) == list(c.ids[lo:hi])
+        assert [r.texts[i] for i in range(len(r))] == [c.texts[i] for i in range(lo, hi)]
+        got = r.sources[0]
+        assert got.lines.tolist() == src.lines[lo:hi].tolist()
+        assert got.starts.tolist() == src.starts[lo:hi].tolist()
+        assert got.ends.tolist() == src.ends[lo:hi].tolist()
+
+
+def test_records_are_read_again_only_from_a_jsonl_file_that_is_there(tmp_path) -> None:
+    from neardup.errors import ConfigError
+    from neardup.io.formats import read_records, rereadable
+
+    p = tmp_path / "c.csv"
+    p.write_text("id,text\na,alpha\nb,beta\n", encoding="utf-8")
+    src = read_corpus([str(p)]).sources[0]
+    assert not rereadable(src)
+    with pytest.raises(ConfigError, match="only a JSONL file"):
+        read_records(src, 0, 1)
+    q = tmp_path / "c.jsonl"
+    q.write_text('{"id": "a", "text": "alpha"}\n{"id": "b", "text": "beta"}\n', encoding="utf-8")
+    src = read_corpus([str(q)]).sources[0]
+    with pytest.raises(ConfigError, match="records 1:3 of"):
+        read_records(src, 1, 3)
+    q.unlink()
+    assert not rereadable(src)

@@ -77,8 +77,8 @@ class FileCheck:
 
     def record(self, pos: int, reading: dict[str, Any]) -> tuple[str, str, int | None]:
         """Document ``pos``'s id, ``path:line`` and line (record number for JSON arrays and
-        Parquet; None where there is none), the file read again unless held: for a message
-        only."""
+        Parquet; None where there is none), the file read again unless held (a JSONL file to be
+        cut into slices: that record's line alone): for a message only."""
         from ..io import read_corpus
         from ..io.formats import read_records
 

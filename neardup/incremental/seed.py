@@ -275,6 +275,8 @@ def _corpus(part: Part, reading: dict[str, Any]) -> tuple[Any, int]:
     c = part.check
     if c.held is None and c.source is not None:
         assert c.hashes is not None
+        if not os.path.isfile(c.source.temp or c.source.path):
+            raise InputError(f"{c.file.path} changed after it was checked: it is gone")
         try:
             corpus = read_records(c.source, part.lo, part.hi, **reading)
         except RecordError as exc:

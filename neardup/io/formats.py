@@ -830,6 +830,8 @@ def read_records(
         # runs of records on consecutive lines, each parsed as one range of the file
         cuts = (np.flatnonzero(np.diff(lines) != 1) + 1).tolist()
         with open(src.temp or src.path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size == 0:  # emptied since: no record to read
+                return corpus
             mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         mv = memoryview(mm)
         try:

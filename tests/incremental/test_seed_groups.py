@@ -212,6 +212,27 @@ def test_a_sliced_file_changed_between_the_reads_is_refused_at_its_slice(tmp_pat
     assert set(_stored(store)) == _one_by_one(rows[:400])
 
 
+@pytest.mark.parametrize("how", ["emptied", "removed"])
+def test_a_sliced_file_emptied_or_removed_after_the_check_is_refused(
+    tmp_path: Path, how: str
+) -> None:
+    rows = _records(450)
+    one = _write(tmp_path / "all.jsonl", rows)
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if stage == "check" and done == total:
+            one.write_text("") if how == "emptied" else one.unlink()
+
+    store = tmp_path / "s"
+    with pytest.raises(InputError) as exc:
+        load_files(one, store, chunk_docs=200, progress=progress)
+    msg = str(exc.value)
+    said = "it is gone" if how == "removed" else "its records 1 to 200 now hold 0 records"
+    assert f"{one} changed after it was checked: {said}" in msg
+    assert "0 of 3 groups were loaded before it" in msg
+    assert _stored(store) == {}
+
+
 def test_an_id_repeated_after_a_sliced_file_names_its_first_line(tmp_path: Path, capsys) -> None:
     """Where the first copy of a repeated id is in a file cut into slices, its line is found
     from the first read's lines (the file's records are not held)."""

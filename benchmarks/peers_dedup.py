@@ -622,9 +622,13 @@ def main(argv: list[str] | None = None) -> None:
         doc = json.loads(args.out.read_text(encoding="utf-8"))
         if doc.get("n") != args.n or doc.get("seed") != args.seed:
             doc = {}
+    invocation = "python benchmarks/bench_dedup.py --peers " + " ".join(argv or sys.argv[2:])
+    # every invocation whose runs the file holds (--resume adds its runs to the earlier ones')
+    earlier = doc.get("commands", [doc["command"]] if "command" in doc else [])
+    doc["commands"] = [*earlier, invocation]
     doc.update(
         {
-            "command": "python benchmarks/bench_dedup.py --peers " + " ".join(argv or sys.argv[2:]),
+            "command": invocation,
             "n": args.n,
             "seed": args.seed,
             "machine": machine(),
@@ -672,6 +676,7 @@ def main(argv: list[str] | None = None) -> None:
                                   "kernel_compile_s", "warnings", "pairs")
                     }  # fmt: skip
                     r["summary"]["workers"] = s["config"]["workers"]
+            r["harness_command"] = invocation
             runs[system] = r
             doc["targets"][kind] = targets(runs)
             args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,8 @@
-"""Test doubles for the online store: a small, pure-Python fingerprinter; and, for the
-start-up and warm-up tests, :func:`compiled_names` (what numba compiles while a block runs),
+"""Test doubles for the online store: a small, pure-Python fingerprinter; for the start-up and
+warm-up tests, :func:`compiled_names` (what numba compiles while a block runs),
 :func:`loaded_kernels` (the kernels a process has loaded so far) and :func:`output_of` (a
-script run in a fresh interpreter that imports this module).
+script run in a fresh interpreter that imports this module); and :func:`benchmark_module` (a
+script of ``benchmarks/`` imported, for the tests of a benchmark's own logic).
 
 :class:`SimpleFingerprinter` follows the fingerprinter contract the
 :class:`neardup.online.Deduplicator` takes (``fingerprint_batch``, ``config`` /
@@ -12,6 +13,7 @@ also when reopening a store it created.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import subprocess
@@ -20,6 +22,8 @@ import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -29,6 +33,7 @@ from numba.core import event
 
 __all__ = [
     "SimpleFingerprinter",
+    "benchmark_module",
     "compiled_names",
     "content_hash_many",
     "loaded_kernels",
@@ -149,3 +154,15 @@ def output_of(script: str, timeout: float = 600) -> str:
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     return run.stdout.strip()
+
+
+@contextmanager
+def benchmark_module(name: str) -> Iterator[ModuleType]:
+    """``benchmarks/NAME.py`` imported as a module, with ``benchmarks/`` on ``sys.path`` inside
+    the block (the scripts import each other, some of them on first use)."""
+    folder = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    sys.path.insert(0, folder)
+    try:
+        yield importlib.import_module(name)
+    finally:
+        sys.path.remove(folder)

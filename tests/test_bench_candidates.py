@@ -5,25 +5,18 @@ fails when that happens), and a mask bounds no tighter than the counts it stands
 from __future__ import annotations
 
 import collections
-import importlib
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from doubles import benchmark_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def bc():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        yield importlib.import_module("bench_candidates")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    with benchmark_module("bench_candidates") as module:
+        yield module
 
 
 tokens = st.lists(st.integers(0, 2**32 - 1) | st.integers(0, 40), max_size=400)

@@ -4,22 +4,14 @@ at once is not the fastest peer)."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from doubles import benchmark_module
 
 
 @pytest.fixture(scope="module")
 def pd():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        yield importlib.import_module("peers_dedup")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    with benchmark_module("peers_dedup") as module:
+        yield module
 
 
 def _run(wall: float, rc: int = 0, timed_out: bool = False) -> dict:

@@ -3,23 +3,20 @@ turn round after round (warm runs first when asked), summarised by medians."""
 
 from __future__ import annotations
 
-import importlib
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from doubles import benchmark_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def trees():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        yield importlib.import_module("trees")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    with benchmark_module("trees") as module:
+        yield module
 
 
 def test_checkouts_default_to_this_one_and_refuse_a_folder_without_neardup(

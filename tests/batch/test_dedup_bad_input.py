@@ -127,10 +127,10 @@ def test_one_large_text_and_a_near_copy():
 def test_ordinary_corpus_verifies_every_candidate():
     """Lazy verification is for concentrated corpora only: on ordinary text every candidate is
     verified (every matched pair reported), and the bucket valve stays idle."""
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parents[2] / "benchmarks"))
-    from bench_dedup import generate
+    from doubles import benchmark_module
 
-    texts = generate("short", 20_000, 0, 0.1)
+    with benchmark_module("bench_dedup") as bd:
+        texts = bd.generate("short", 20_000, 0, 0.1)
     r = dedup(texts, workers=2)
     lsh = r.stats["lsh"]
     assert lsh["valve_bands"] == 0 and lsh["capped_buckets"] == 0  # the valve stays idle

@@ -404,13 +404,10 @@ def test_ordinary_short_posts_never_trigger_the_bucket_valve():
     """Generated short posts (60 % Zipfian function words: frequent bigrams win whole band keys
     and their buckets grow with the corpus, as "of the" does in real text) at the largest size
     CI affords: every bucket paired in full. (1 M and 10 M: benchmarks/bench_dedup.py.)"""
-    import sys
-    from pathlib import Path
+    from doubles import benchmark_module
 
-    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
-    from bench_dedup import generate
-
-    texts = list(dict.fromkeys(generate("short", 150_000, 0, 0.1)))  # first copies
+    with benchmark_module("bench_dedup") as bd:
+        texts = list(dict.fromkeys(bd.generate("short", 150_000, 0, 0.1)))  # first copies
     plan = plan_lsh()
     sig, tok = minhash_signatures(Verifier(), texts, plan.hashes, workers=2)
     info: dict = {}

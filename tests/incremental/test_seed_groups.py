@@ -15,6 +15,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -166,6 +167,20 @@ def test_a_time_outside_the_window_in_the_last_file_refuses_the_whole_load(
     assert stats["loaded"] + stats["dropped"] == 590
 
 
+def _refused_after_a_change(source: Path, store: Path, change: Callable[[], None]) -> str:
+    """``load_files`` of ``source`` into ``store`` in groups of 200, with ``change`` made once
+    every file is checked (between the two reads): the message of the ``InputError`` it must
+    raise."""
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if stage == "check" and done == total:
+            change()
+
+    with pytest.raises(InputError) as exc:
+        load_files(source, store, chunk_docs=200, progress=progress)
+    return str(exc.value)
+
+
 def test_a_file_changed_between_the_two_reads_is_refused_and_what_loaded_is_said(
     tmp_path: Path,
 ) -> None:
@@ -175,15 +190,8 @@ def test_a_file_changed_between_the_two_reads_is_refused_and_what_loaded_is_said
     folder = tmp_path / "in"
     parts = _shards(folder, rows, [200, 200, 200])
     changed = [dict(r, id=f"new-{k}") for k, r in enumerate(rows[400:])]
-
-    def progress(stage: str, done: int, total: int) -> None:
-        if stage == "check" and done == total:  # every file checked: the last one changes
-            _write(parts[2], changed)
-
     store = tmp_path / "s"
-    with pytest.raises(InputError) as exc:
-        load_files(folder, store, chunk_docs=200, progress=progress)
-    msg = str(exc.value)
+    msg = _refused_after_a_change(folder, store, lambda: _write(parts[2], changed))  # the last
     assert f"{parts[2]} changed after it was checked" in msg
     assert "2 of 3 groups were loaded before it" in msg
     assert f"Load the files from {parts[2]} on" in msg
@@ -197,15 +205,8 @@ def test_a_sliced_file_changed_between_the_reads_is_refused_at_its_slice(tmp_pat
     rows = _records(550)
     one = _write(tmp_path / "all.jsonl", rows)
     changed = [dict(r, id=f"new-{k}") if k == 450 else r for k, r in enumerate(rows)]
-
-    def progress(stage: str, done: int, total: int) -> None:
-        if stage == "check" and done == total:
-            _write(one, changed)  # record 451 gets another id
-
-    store = tmp_path / "s"
-    with pytest.raises(InputError) as exc:  # slices 0:200, 200:400, 400:550
-        load_files(one, store, chunk_docs=200, progress=progress)
-    msg = str(exc.value)
+    store = tmp_path / "s"  # slices 0:200, 200:400, 400:550; record 451 gets another id
+    msg = _refused_after_a_change(one, store, lambda: _write(one, changed))
     assert f"{one} changed after it was checked: its records 401 to 550" in msg
     assert "2 of 3 groups were loaded before it" in msg
     assert f"Load the records from {one}:401 on" in msg
@@ -218,15 +219,10 @@ def test_a_sliced_file_emptied_or_removed_after_the_check_is_refused(
 ) -> None:
     rows = _records(450)
     one = _write(tmp_path / "all.jsonl", rows)
-
-    def progress(stage: str, done: int, total: int) -> None:
-        if stage == "check" and done == total:
-            one.write_text("") if how == "emptied" else one.unlink()
-
     store = tmp_path / "s"
-    with pytest.raises(InputError) as exc:
-        load_files(one, store, chunk_docs=200, progress=progress)
-    msg = str(exc.value)
+    msg = _refused_after_a_change(
+        one, store, lambda: one.write_text("") if how == "emptied" else one.unlink()
+    )
     said = "it is gone" if how == "removed" else "its records 1 to 200 now hold 0 records"
     assert f"{one} changed after it was checked: {said}" in msg
     assert "0 of 3 groups were loaded before it" in msg
@@ -395,15 +391,8 @@ def test_a_change_after_a_sliced_file_says_where_to_take_up_again(tmp_path: Path
     folder = tmp_path / "in"
     parts = _shards(folder, rows, [500, 50])
     changed = [dict(r, id=f"new-{k}") for k, r in enumerate(rows[500:])]
-
-    def progress(stage: str, done: int, total: int) -> None:
-        if stage == "check" and done == total:
-            _write(parts[1], changed)
-
-    store = tmp_path / "s"
-    with pytest.raises(InputError) as exc:  # groups: 0:200, 200:400, 400:500 with the 50
-        load_files(folder, store, chunk_docs=200, progress=progress)
-    msg = str(exc.value)
+    store = tmp_path / "s"  # groups: 0:200, 200:400, 400:500 with the 50
+    msg = _refused_after_a_change(folder, store, lambda: _write(parts[1], changed))
     assert f"{parts[1]} changed after it was checked" in msg
     assert "2 of 3 groups were loaded before it" in msg
     assert f"Load the records from {parts[0]}:401 on" in msg

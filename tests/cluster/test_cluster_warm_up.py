@@ -37,6 +37,16 @@ def many(tag, n=200):
     return [{"id": f"{tag}{i}", "text": text(i + 10)} for i in range(n)]
 
 
+def reads_and_batches(client, tag):  # a read and a delete of "a", then a batch of each kind
+    global seen
+    assert client.get("a")["id"] == "a"
+    client.delete("a")
+    out[f"{tag} get, delete"], seen = new(seen)
+    assert not any(d.duplicate for d in client.check_and_insert(many("x")))
+    assert all(d.duplicate for d in client.check(many("y")))
+    out[f"{tag} batches"], seen = new(seen)
+
+
 tmp = Path(tempfile.mkdtemp())
 ports = [free_port() for _ in range(4)]
 out = {}
@@ -52,23 +62,13 @@ with contextlib.ExitStack() as s:
         out["cluster insert"], seen = new(seen)
         assert cc.check({"id": "b", "text": text(1)}).duplicate
         out["cluster check"], seen = new(seen)
-        assert cc.get("a")["id"] == "a"
-        cc.delete("a")
-        out["cluster get, delete"], seen = new(seen)
-        assert not any(d.duplicate for d in cc.check_and_insert(many("x")))
-        assert all(d.duplicate for d in cc.check(many("y")))
-        out["cluster batches"], seen = new(seen)
+        reads_and_batches(cc, "cluster")
     with Client(f"http://127.0.0.1:{ports[3]}", token="t") as c:
         assert c.check_and_insert({"id": "a", "text": text(1)}).added
         out["node check-and-insert"], seen = new(seen)
         assert c.check({"id": "b", "text": text(1)}).duplicate
         out["node check"], seen = new(seen)
-        assert c.get("a")["id"] == "a"
-        c.delete("a")
-        out["node get, delete"], seen = new(seen)
-        assert not any(d.duplicate for d in c.check_and_insert(many("x")))
-        assert all(d.duplicate for d in c.check(many("y")))
-        out["node batches"], seen = new(seen)
+        reads_and_batches(c, "node")
         auth = {"Authorization": "Bearer t"}
         got = httpx.get(f"http://127.0.0.1:{ports[3]}/v1/export", headers=auth)
         assert got.status_code == 200, got.text

@@ -74,6 +74,11 @@ class FileCheck:
     # its ids' 128-bit hashes, so that a slice reads its own records and tells a changed file
     source: Any = None
     hashes: npt.NDArray[np.uint64] | None = None
+    # read in this many pieces by the first pass (neardup.io.pieces): an id may repeat
+    # between them, found with the repeats across files; ``repeats`` of its records are such
+    # later copies, left out (a record the whole file's reader skips, not a document)
+    pieces: int = 1
+    repeats: int = 0
 
     def record(self, pos: int, reading: dict[str, Any]) -> tuple[str, str, int | None]:
         """Document ``pos``'s id, ``path:line`` and line (record number for JSON arrays and
@@ -141,7 +146,8 @@ class Survey:
 
     @property
     def documents(self) -> int:
-        return sum(f.documents for f in self.files)
+        """Records read as documents (as the whole file's reader counts them)."""
+        return sum(f.documents - f.repeats for f in self.files)
 
     @property
     def used(self) -> int:
@@ -212,7 +218,7 @@ def survey(
     """
     from ..io import read_corpus
     from ..io.formats import rereadable
-    from .stored import refuse_stored_ids
+    from ..io.pieces import pieces_apply
 
     report = progress or (lambda stage, done, total: None)
     on_error = reading["on_error"]
@@ -223,42 +229,43 @@ def survey(
     held = True
     try:
         for k, file in enumerate(files):
-            corpus = read_corpus([file], **reading)
-            kept = False
-            try:
-                n = len(corpus)
-                use = ~_bad_ids(corpus, on_error)
-                times: npt.NDArray[np.float64] | None = None
-                out = np.zeros(n, np.bool_)
-                expired = np.zeros(n, np.bool_)
-                if time_field is not None:
-                    times, bad = _times(corpus, time_field, on_error)
-                    use &= ~bad
-                    oldest, newest = d.time_window()
-                    out = use & ((times > newest) | (times < 0))
-                    expired = use & ~out & (times < oldest)
-                h = id_hashes(corpus.ids)
-                refuse_stored_ids(d, [corpus.ids[int(i)] for i in np.flatnonzero(use)])
-                read += n
-                held = held and read <= chunk_docs
-                check = FileCheck(
-                    file=file, documents=n, reader_skipped=corpus.skipped, use=use,
-                    expired=expired, times=times, digest=id_digest(h),
-                    held=corpus if held else None,
-                )  # fmt: skip
-                src = corpus.sources[0] if len(corpus.sources) == 1 else None
-                if n > chunk_docs and src is not None and rereadable(src):
-                    # to be cut into slices: each reads its own lines again (the copy kept)
-                    corpus.sources.remove(src)
-                    src.ends = np.zeros(0, np.int64)  # not needed to find a line again
-                    check.source, check.hashes = src, h
-                checks.append(check)
-                kept = held
-                hashes.append(h)
-                late.append(out)
-            finally:
-                if not kept:
-                    corpus.close()
+            corpus = None
+            if pieces_apply(file, reading["encoding"]):
+                check, corpus, out = _in_pieces(d, file, reading, time_field)
+                if corpus is None:  # read in pieces: its slices read their own lines
+                    assert check is not None and check.hashes is not None
+                    checks.append(check)
+                    hashes.append(check.hashes)
+                    late.append(out)
+                    read += check.documents
+                    held = False
+            else:
+                corpus = read_corpus([file], **reading)
+            if corpus is not None:
+                kept = False
+                try:
+                    n = len(corpus)
+                    use, times, out, expired, h = _checked(d, corpus, time_field, on_error)
+                    read += n
+                    held = held and read <= chunk_docs
+                    check = FileCheck(
+                        file=file, documents=n, reader_skipped=corpus.skipped, use=use,
+                        expired=expired, times=times, digest=id_digest(h),
+                        held=corpus if held else None,
+                    )  # fmt: skip
+                    src = corpus.sources[0] if len(corpus.sources) == 1 else None
+                    if n > chunk_docs and src is not None and rereadable(src):
+                        # to be cut into slices: each reads its own lines again (the copy kept)
+                        corpus.sources.remove(src)
+                        src.ends = np.zeros(0, np.int64)  # not needed to find a line again
+                        check.source, check.hashes = src, h
+                    checks.append(check)
+                    kept = held
+                    hashes.append(h)
+                    late.append(out)
+                finally:
+                    if not kept:
+                        corpus.close()
             if not held:  # the input is more than one group: read again, a group at a time
                 for c in checks:
                     c.release_held()
@@ -272,12 +279,75 @@ def survey(
     return result
 
 
+def _checked(
+    d: Any, corpus: Any, time_field: str | None, on_error: str
+) -> tuple[
+    npt.NDArray[np.bool_], npt.NDArray[np.float64] | None, npt.NDArray[np.bool_],
+    npt.NDArray[np.bool_], npt.NDArray[np.uint64],
+]:  # fmt: skip
+    """What the first pass keeps of a corpus (a file, or a piece of one): which documents to
+    decide (their ids not refused), their times, those whose time the store cannot take and
+    those older than its window, and the ids' hashes; ids the store holds are refused."""
+    from .stored import refuse_stored_ids
+
+    n = len(corpus)
+    use = ~_bad_ids(corpus, on_error)
+    times: npt.NDArray[np.float64] | None = None
+    out = np.zeros(n, np.bool_)
+    expired = np.zeros(n, np.bool_)
+    if time_field is not None:
+        times, bad = _times(corpus, time_field, on_error)
+        use &= ~bad
+        oldest, newest = d.time_window()
+        out = use & ((times > newest) | (times < 0))
+        expired = use & ~out & (times < oldest)
+    h = id_hashes(corpus.ids)
+    refuse_stored_ids(d, [corpus.ids[int(i)] for i in np.flatnonzero(use)])
+    return use, times, out, expired, h
+
+
+def _in_pieces(
+    d: Any, file: Any, reading: dict[str, Any], time_field: str | None
+) -> tuple[FileCheck | None, Any, npt.NDArray[np.bool_]]:
+    """A JSONL file read a piece at a time (:class:`neardup.io.pieces.FilePieces`, a piece's
+    corpus closed before the next is read): its check, which keeps where each record's line
+    starts, its number and its id's hash (its uncompressed copy too) for the slices, and its
+    times outside what the store can take. A file of one piece is the corpus itself instead,
+    for the caller to check as a file read whole: ``(None, corpus, _)``."""
+    from ..io import pieces
+
+    on_error = reading["on_error"]
+    fp = pieces.FilePieces(file, piece_bytes=pieces.PIECE_BYTES, **reading)
+    parts: list[tuple[Any, ...]] = []
+    try:
+        for piece in fp:
+            if not piece.sources[0].lent:  # the whole file: the caller's, as if read whole
+                return None, piece, np.zeros(0, np.bool_)
+            try:
+                parts.append((piece.skipped, *_checked(d, piece, time_field, on_error)))
+            finally:
+                piece.close()
+    except BaseException:
+        fp.close()
+        raise
+    skipped, use, times, out, expired, h = zip(*parts, strict=True)
+    src = fp.source
+    hashes = np.concatenate(h)
+    check = FileCheck(
+        file=file, documents=src.count, reader_skipped=sum(skipped), use=np.concatenate(use),
+        expired=np.concatenate(expired),
+        times=None if time_field is None else np.concatenate(times),
+        digest=id_digest(hashes), source=src, hashes=hashes, pieces=fp.pieces,
+    )  # fmt: skip
+    return check, None, np.concatenate(out)
+
+
 def _repeats(
     checks: list[FileCheck], hashes: list[npt.NDArray[np.uint64]], reading: dict[str, Any]
 ) -> int:
     """Leave out (or, with ``on_error="fail"``, refuse) the later copies of ids repeated across
     files; how many were left out."""
-    if len(checks) < 2:
+    if len(checks) < 2 and not any(c.pieces > 1 for c in checks):
         return 0
     every = np.concatenate(hashes) if hashes else np.zeros((0, 2), np.uint64)
     order = np.lexsort((every[:, 1], every[:, 0]))  # stable: equal ids in input order
@@ -311,7 +381,9 @@ def _repeats(
                 line=line_b,
             )
         k = pos - starts[fi]
-        if b.use[k] or b.expired[k]:
+        if fi == fo:  # inside a file read in pieces: skipped, as its reader would
+            b.repeats += 1
+        elif b.use[k] or b.expired[k]:
             left_out += 1
         b.use[k] = False
         b.expired[k] = False

@@ -116,12 +116,15 @@ class Source:
     encoding: str = "utf-8"
     rel: str = ""  # its path relative to its folder input, or its name (InputFile.rel)
     explicit: bool = False  # its format came from --input-format
+    # ``temp`` belongs to another Source (a piece of a file, :mod:`neardup.io.pieces`, reads
+    # the file's one copy): closing this one leaves it
+    lent: bool = False
 
     def close(self) -> None:
-        """Remove its temporary uncompressed copy, if any."""
-        if self.temp:
+        """Remove its temporary uncompressed copy, if any (unless lent)."""
+        if self.temp and not self.lent:
             _remove_quietly(self.temp)
-            self.temp = None
+        self.temp = None
 
 
 #: ``Corpus.skipped_records`` keeps the details of this many skipped records (``skipped``
@@ -192,6 +195,7 @@ class _Reader:
         on_error: OnError,
         on_texts: Callable[[list[str]], object] | None = None,
         generate_ids: bool = False,
+        unique: bool = True,
     ) -> None:
         self.c = corpus
         #: ignore the records' ids: every id is generated (path:line; a text's relative path)
@@ -208,7 +212,9 @@ class _Reader:
         self.jsonl_why: str | None = None
         # ids accepted so far (exactly the ids of ``corpus.ids``): a set, about 3x cheaper to
         # grow than an id -> position dict; positions are looked up only for an error message
-        self.seen: set[str] = set()
+        # (``unique=False``: records read again, whose ids were judged by the first read; the
+        # caller compares them: none is refused as a repeat)
+        self.seen: set[str] = set() if unique else _Unseen()
         self.repeated_ids = False  # an id was refused as a repeat (see jsonl._accept_block)
         self._first: dict[str, int] = {}  # id -> position, over corpus.ids[:_first_upto]
         self._first_upto = 0
@@ -352,6 +358,16 @@ class _Reader:
                 self.fail(_mixed_encoding(self.encoding, raw, k), path, (line or 1) + k - 1)
                 return None
         return text
+
+
+class _Unseen(set[str]):
+    """A set that holds nothing: no id is ever "seen" (``_Reader(unique=False)``)."""
+
+    def add(self, element: str) -> None:
+        pass
+
+    def update(self, *others: Any) -> None:
+        pass
 
 
 def _bad_id(key: str, value: Any, named: bool) -> str:
@@ -648,6 +664,17 @@ def _read_text_file(r: _Reader, src: Source) -> None:
         src.rows.append((kept_file, rel))
 
 
+def jsonl_why(file: InputFile) -> str | None:
+    """Why ``file`` is read as JSONL when it was not asked for (for hints), else None."""
+    if file.fmt != "jsonl" or file.explicit:
+        return None
+    return (
+        "JSON Lines (stdin's default format)"
+        if file.path == "-"
+        else "JSON Lines (its name says so)"
+    )
+
+
 def read_corpus(
     inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str] | InputFile],
     *,
@@ -736,13 +763,7 @@ def read_corpus(
             )
             corpus.sources.append(src)
             reader.mark_path("<stdin>" if file.path == "-" else file.path)
-            reader.jsonl_why = None
-            if f == "jsonl" and not file.explicit:
-                reader.jsonl_why = (
-                    "JSON Lines (stdin's default format)"
-                    if file.path == "-"
-                    else "JSON Lines (its name says so)"
-                )
+            reader.jsonl_why = jsonl_why(file)
             if f in ("jsonl", "lines"):
                 _read_jsonl(reader, src, lines_mode=(f == "lines"))
             elif f == "json":
@@ -802,6 +823,8 @@ def read_records(
     :meth:`Source.close` it after the last read). The options are :func:`read_corpus`'s, as it
     was called. Only those lines are parsed, each run of records on consecutive lines as one
     range; lines the first read left out (skipped records, blank lines) are not read again.
+    Ids are not judged unique again (the records of a file read in pieces,
+    :mod:`neardup.io.pieces`, may repeat one whose later copy the caller leaves out).
     """
     if not rereadable(src):
         raise ConfigError(
@@ -810,7 +833,7 @@ def read_records(
         )
     if not 0 <= lo <= hi <= src.count:
         raise ConfigError(f"records {lo}:{hi} of {src.path}, which holds {src.count}")
-    corpus = Corpus()
+    corpus = Corpus(ids=[])  # not judged unique again: the caller compares them
     reader = _Reader(
         corpus,
         text_field=text_field,
@@ -818,6 +841,7 @@ def read_records(
         encoding=encoding,
         on_error=on_error,
         generate_ids=generate_ids,
+        unique=False,
     )
     reader.mark_path(src.path)
     out = Source(path=src.path, fmt=src.fmt, encoding=src.encoding, rel=src.rel)

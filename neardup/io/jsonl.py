@@ -177,7 +177,7 @@ def read_lines(r: _Reader, src: Source, real: str, shown: str, lines_mode: bool)
         read_lines_reference(r, src, real, shown, lines_mode)
         return
     if not lines_mode:
-        if not _read_jsonl_mapped(r, src, real, shown):
+        if _read_jsonl_mapped(r, src, real, shown) is None:
             _read_jsonl(r, src, real, shown)
         return
     spans = _Spans()
@@ -206,9 +206,15 @@ def read_lines(r: _Reader, src: Source, real: str, shown: str, lines_mode: bool)
     spans.finish(src)
 
 
-def _read_jsonl_mapped(r: _Reader, src: Source, real: str, shown: str) -> bool:
+def _read_jsonl_mapped(
+    r: _Reader, src: Source, real: str, shown: str, lo: int = 0, hi: int | None = None,
+    lineno: int = 1,
+) -> int | None:  # fmt: skip
     """JSONL through a read-only memory map, for a corpus whose texts are a
-    :class:`~neardup.io.texts.SpanTexts`; False (nothing read) when it does not apply.
+    :class:`~neardup.io.texts.SpanTexts`: the next line number, or None (nothing read) when it
+    does not apply. ``lo:hi`` (``hi`` just after a newline, or the end of the file) reads
+    that byte range only, its first line numbered ``lineno`` (a piece of the file:
+    :mod:`neardup.io.pieces`); spans stay offsets into the file.
 
     :func:`~neardup.io._jsonl_scan.scan_lines` classifies the lines of each ``BLOCK`` of the
     map in numba (without the GIL). A FAST line (a flat object of ASCII strings whose escapes,
@@ -229,15 +235,17 @@ def _read_jsonl_mapped(r: _Reader, src: Source, real: str, shown: str) -> bool:
     # --generate-ids: a key no JSON key can equal (FAST keys are printable ASCII), so every
     # line's id is "absent" and generated
     idkey = _NO_KEY if r.generate_ids else ("id" if idf is None else idf)
-    if not isinstance(texts, SpanTexts) or not (tf.isascii() and idkey.isascii()) or tf == idkey:
-        return False
+    if not mapped_applies(r):
+        return None
+    assert isinstance(texts, SpanTexts)
     size = os.path.getsize(real)
+    end = size if hi is None else hi
     starts: array.array[int] = array.array("q")
     ends: array.array[int] = array.array("q")
-    if size == 0:
+    if end <= lo:
         src.starts = np.zeros(0, np.int64)
         src.ends = np.zeros(0, np.int64)
-        return True
+        return lineno
     with open(real, "rb") as fh:
         mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     advise(mm, "sequential")
@@ -248,20 +256,19 @@ def _read_jsonl_mapped(r: _Reader, src: Source, real: str, shown: str) -> bool:
     seen = r.seen
     ids = r.c.ids
     line_of = r.line_of
-    lineno = 1
-    pos = 3 if mm[:3] == _BOM else 0
+    pos = 3 if lo == 0 and mm[:3] == _BOM else lo
     unscanned = 0  # blocks left to read without the pre-scan (few FAST lines lately)
-    while pos < size:
-        cut = mm.find(b"\n", min(pos + BLOCK, size) - 1)
-        hi = size if cut < 0 else cut + 1
+    while pos < end:
+        cut = mm.find(b"\n", min(pos + BLOCK, end) - 1)
+        stop = end if cut < 0 or cut >= end else cut + 1
         if unscanned:  # escapes or non-ASCII nearly everywhere: the block reader's path
             unscanned -= 1
-            lineno = _jsonl_lines(r, mm, mv, pos, hi, 0, shown, lineno, starts, ends)
-            pos = hi
+            lineno = _jsonl_lines(r, mm, mv, pos, stop, 0, shown, lineno, starts, ends)
+            pos = stop
             if r.on_texts is not None:
                 r.on_texts(texts)
             continue
-        ls, le, st, fields = scan_lines(buf, pos, hi, tkb, ikb)
+        ls, le, st, fields = scan_lines(buf, pos, stop, tkb, ikb)
         if st.size and np.count_nonzero(st) < SCAN_MIN_FAST * st.size:
             unscanned = SCAN_SKIP_BLOCKS
         e2 = le.copy()  # spans end before a trailing "\r" (what rstrip("\r\n") removes)
@@ -274,7 +281,7 @@ def _read_jsonl_mapped(r: _Reader, src: Source, real: str, shown: str) -> bool:
         spans = _text_spans(st, fields)
         if _accept_block(r, texts, bi, buf, ls, e2, st, fields, spans, lineno, starts, ends):
             lineno += m
-            pos = hi
+            pos = stop
             if r.on_texts is not None:
                 r.on_texts(texts)
             continue
@@ -308,12 +315,22 @@ def _read_jsonl_mapped(r: _Reader, src: Source, real: str, shown: str) -> bool:
         if run_k:
             _extend(texts, bi, spans, run_k)
         lineno += len(ls)
-        pos = hi
+        pos = stop
         if r.on_texts is not None:
             r.on_texts(texts)
     src.starts = np.frombuffer(starts, np.int64).copy() if starts else np.zeros(0, np.int64)
     src.ends = np.frombuffer(ends, np.int64).copy() if ends else np.zeros(0, np.int64)
-    return True
+    return lineno
+
+
+def mapped_applies(r: _Reader) -> bool:
+    """Whether :func:`_read_jsonl_mapped` reads for ``r``: texts kept as spans (a UTF-8
+    corpus), ASCII field names, the text and id fields apart."""
+    from .texts import SpanTexts
+
+    tf = r.text_field
+    idkey = _NO_KEY if r.generate_ids else ("id" if r.id_field is None else r.id_field)
+    return isinstance(r.c.texts, SpanTexts) and tf.isascii() and idkey.isascii() and tf != idkey
 
 
 def _text_spans(

@@ -17,6 +17,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -82,10 +83,13 @@ def _keeps_what_one_group_keeps(
 
 
 def _counted_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """A list that gets ``"corpus"`` at every ``read_corpus`` call from now on, and
-    ``"records"`` at every ``read_records`` call (a slice's own lines)."""
+    """A list that gets ``"corpus"`` at every ``read_corpus`` call from now on, ``"pieces"``
+    at every JSONL file read a piece at a time (``FilePieces``: the first pass's way to read
+    one; one piece when it fits), and ``"records"`` at every ``read_records`` call (a slice's
+    own lines)."""
     import neardup.io as nio
     import neardup.io.formats as nif
+    import neardup.io.pieces as nip
 
     reads: list[str] = []
 
@@ -98,6 +102,7 @@ def _counted_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(nio, "read_corpus", counting("corpus", nio.read_corpus))
     monkeypatch.setattr(nif, "read_records", counting("records", nif.read_records))
+    monkeypatch.setattr(nip, "FilePieces", counting("pieces", nip.FilePieces))
     return reads
 
 
@@ -251,10 +256,10 @@ def test_one_group_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     _shards(folder, rows, [100, 100, 100])
     reads = _counted_reads(monkeypatch)
     stats = load_files(folder, tmp_path / "s")
-    assert reads == ["corpus"] * 3 and stats["groups"] == 1
+    assert reads == ["pieces"] * 3 and stats["groups"] == 1
     reads.clear()
     stats = load_files(folder, tmp_path / "s2", chunk_docs=150)
-    assert reads == ["corpus"] * 6 and stats["groups"] == 3
+    assert reads == ["pieces"] * 3 + ["corpus"] * 3 and stats["groups"] == 3
 
 
 def test_stdin_is_one_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
@@ -329,33 +334,45 @@ def _csv(path: Path, rows: list[dict]) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("mode", "flags", "kind"),
+    ("mode", "flags", "kind", "pieces"),
     [
-        ("lsh", [], "jsonl"), ("simhash", [], "jsonl"), ("lsh", ["--as-is"], "jsonl"),
-        ("lsh", [], "jsonl.gz"), ("lsh", [], "csv"),
+        ("lsh", [], "jsonl", False), ("simhash", [], "jsonl", False),
+        ("lsh", ["--as-is"], "jsonl", False), ("lsh", [], "jsonl.gz", False),
+        ("lsh", [], "csv", False), ("lsh", [], "jsonl", True), ("simhash", [], "jsonl.gz", True),
     ],
 )  # fmt: skip
 def test_one_file_is_loaded_in_slices(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, mode: str, flags: list[str],
-    kind: str,
+    kind: str, pieces: bool,
 ) -> None:  # fmt: skip
     """A file holding more than a group is cut into slices of ``--chunk-docs``: the kept set is
-    the one a single group keeps. A JSONL file is read whole once (checked), then each slice
-    parses its own lines; a compressed one is uncompressed once, and the copy is gone after
-    the load. Another format's file is read twice in all (checked, then loaded), not once a
-    slice."""
+    the one a single group keeps. A JSONL file is read once (checked: whole, or a piece at a
+    time where it is larger than a piece), then each slice parses its own lines; a compressed
+    one is uncompressed once, and the copy is gone after the load. Another format's file is
+    read twice in all (checked, then loaded), not once a slice."""
+    import neardup.io.formats as nif
+    import neardup.io.pieces as nip
+
     rows, now = _timed_records()
     if kind == "csv":
         one = _csv(tmp_path / "all.csv", rows)
     else:
         one = _write(tmp_path / "all.jsonl", rows)
+        if pieces:  # about six pieces
+            monkeypatch.setattr(nip, "PIECE_BYTES", one.stat().st_size // 6)
         one = _gz(one) if kind == "jsonl.gz" else one
     temp = tmp_path / "tmp"
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))  # where an uncompressed copy goes
     reads = _counted_reads(monkeypatch)
-    import neardup.io.formats as nif
+    made = nip.FilePieces
+    read_in: list[Any] = []  # every FilePieces made: how many pieces each read
 
+    def reading(*a, **k):  # type: ignore[no-untyped-def]
+        read_in.append(made(*a, **k))
+        return read_in[-1]
+
+    monkeypatch.setattr(nip, "FilePieces", reading)
     copies: list[int] = []  # uncompressed copies there while each slice is read
     counted = nif.read_records
 
@@ -370,17 +387,23 @@ def test_one_file_is_loaded_in_slices(
         reads.clear()
         stats, kept[chunk] = _load(tmp_path, capsys, one, mode, flags, chunk, rows, now)
         assert stats["groups"] == (slices if chunk == 400 else 1)
-        if chunk == 10**6:  # one group: held from the first read
-            assert reads == ["corpus"]
-        elif kind == "csv":
-            assert reads == ["corpus"] * 2
-        else:
-            assert reads == ["corpus"] + ["records"] * slices
+        if kind == "csv":
+            assert reads == ["corpus"] * (1 if chunk == 10**6 else 2)
+        elif chunk == 10**6 and not pieces:  # one group: held from the first read
+            assert reads == ["pieces"]
+        else:  # (a file of many pieces is read again even as one group: it is not held)
+            assert reads == ["pieces"] + ["records"] * (slices if chunk == 400 else 1)
         assert not [p for p in temp.iterdir() if p.name.startswith("neardup-input-")]
-    assert copies == (
-        [1] * slices if kind == "jsonl.gz" else [0] * slices if kind == "jsonl" else []
-    )
+    if kind != "csv":
+        counts = [fp.pieces for fp in read_in]  # one FilePieces a load
+        assert len(counts) == 2 and (min(counts) >= 5 if pieces else counts == [1, 1])
+    assert copies == [1 if kind == "jsonl.gz" else 0] * reads_of_records(kind, pieces, slices)
     _keeps_what_one_group_keeps(rows, kept[400], kept[10**6], mode, flags)
+
+
+def reads_of_records(kind: str, pieces: bool, slices: int) -> int:
+    """``read_records`` calls of the two loads of :func:`test_one_file_is_loaded_in_slices`."""
+    return 0 if kind == "csv" else slices + (1 if pieces else 0)
 
 
 def test_a_change_after_a_sliced_file_says_where_to_take_up_again(tmp_path: Path) -> None:
@@ -454,3 +477,59 @@ def test_times_that_leave_the_window_during_the_load_are_left_out_as_expired(
     stored = _stored(store)
     assert not {r["id"] for r in rows[lo:hi]} & set(stored)
     assert set(stored) == _one_by_one(rows[:lo] + rows[hi:])
+
+
+def _pieces_of(monkeypatch: pytest.MonkeyPatch, path: Path, n: int) -> None:
+    """Read ``path`` in about ``n`` pieces by the first pass from now on."""
+    import neardup.io.pieces as nip
+
+    monkeypatch.setattr(nip, "PIECE_BYTES", path.stat().st_size // n)
+
+
+def test_an_id_repeated_between_pieces_of_one_file_is_found_as_the_whole_read_finds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """A file read in pieces by the first pass: an id repeated in a later piece is refused
+    before anything is written, naming both lines, and skipped it is left out; the kept set is
+    the one of the file read whole."""
+    rows = _records(600)
+    rows[550]["id"] = rows[20]["id"]
+    one = _write(tmp_path / "all.jsonl", rows)
+    data = tmp_path / "data"
+    args = ["store", "load", str(data), str(one), "--chunk-docs", "250"]
+    whole = tmp_path / "whole"
+    assert main(["store", "load", str(whole), str(one), "--on-error", "skip", "-q"]) == 0
+    assert main(["store", "load", str(whole / "f"), str(one), "--chunk-docs", "250"]) == 3
+    said = capsys.readouterr().err  # read whole: the reader's own refusal
+    _pieces_of(monkeypatch, one, 6)
+    assert main(args) == 3
+    err = capsys.readouterr().err
+    assert f"duplicate id {rows[20]['id']!r} (first seen at {one}:21)" in err
+    assert f"{one}:551" in err and f"{one}:551" in said
+    assert _stored(data / "namespaces" / "default") == {}
+    assert main([*args, "--on-error", "skip", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["skipped_records"] == 1 and stats["groups"] == 3
+    assert stats["documents"] == 599  # as the whole file's reader counts: one skipped
+    grouped = _stored(data / "namespaces" / "default")
+    assert set(grouped) == set(_stored(whole / "namespaces" / "default"))
+
+
+def test_a_time_in_a_later_piece_is_refused_at_its_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    rows = _records(600)
+    now = time.time()
+    for r in rows:
+        r["ts"] = now - 60
+    for r in rows[590:]:
+        r["ts"] = now - 7200
+    one = _write(tmp_path / "all.jsonl", rows)
+    _pieces_of(monkeypatch, one, 5)
+    data = tmp_path / "data"
+    args = ["store", "load", str(data), str(one), "--chunk-docs", "200", "--time-field", "ts"]
+    assert main([*args, "--retention", "1h"]) == 3
+    err = capsys.readouterr().err
+    assert "10 documents are older than the store's retention window" in err
+    assert f"{one}:591" in err
+    assert _stored(data / "namespaces" / "default") == {}

@@ -23,7 +23,8 @@ more than 1,024 characters), ids repeated across files and ids already in the st
 refused before anything is written.
 
 A group is held in memory, not the corpus: an input of more than ``chunk_docs`` documents is
-read twice, first file by file to check it (:mod:`.survey`), then a group at a time to decide
+read twice, first file by file to check it (:mod:`.survey`; a JSONL file a piece at a time),
+then a group at a time to decide
 and load: whole files while they fit, a larger file in slices of ``chunk_docs`` (so a window of
 tens of millions of documents seeds from a folder of shards, or from one file, on one
 machine).

@@ -1,21 +1,24 @@
-"""The first pass of a file load (:func:`neardup.incremental.load_files`): every input read
-once, file by file, for its ids and times, and everything the load would refuse refused before
-anything is written: ids the store's rule refuses, ids repeated across files (the reader
-refuses those inside one), ids the store holds, times that cannot be parsed, times outside the
-store's window. What it leaves is each file's mask of the documents to decide, their times and
-a digest of their ids; the load then reads the files again, a group at a time
+"""The first pass of a file load (:func:`neardup.incremental.load_files`): every input read once,
+file by file (a JSONL file a piece at a time: :class:`neardup.io.pieces.FilePieces`), for its
+ids and times, and everything the load would refuse refused before anything is written: ids the
+store's rule refuses, ids repeated across files or between the pieces of one (the reader refuses
+those inside a piece), ids the store holds, times that cannot be parsed, times outside the
+store's window. What it leaves is each file's mask of the documents to decide, their times and a
+digest of their ids; the load then reads the files again, a group at a time
 (:meth:`Survey.groups`: whole files, and a file holding more than a group in slices), so that
 memory holds a group, not the corpus (the whole input is held from this pass instead when it
-fits one group: nothing is read twice). A JSONL file holding more than a group keeps, from this
-pass, where each record's line starts, its number and its id's hash (its uncompressed copy
-too, if it was compressed): each slice then parses only its own lines
-(:func:`neardup.io.formats.read_records`), and nothing of the file is held between slices but
-those arrays.
+fits one group and no file of it came in several pieces: nothing is read twice). A JSONL file
+holding more than a group, or read in several pieces, keeps, from this pass, where each record's
+line starts, its number and its id's hash (its uncompressed copy too, if it was compressed):
+each slice then parses only its own lines (:func:`neardup.io.formats.read_records`), and nothing
+of the file is held between slices but those arrays.
 
-Ids repeated across files are found by their 128-bit hashes (xxh3), sorted once after the
-pass: 24 bytes a document, where a set of the ids themselves would hold every id (~100 bytes
-each). A repeat found by hash is confirmed on the ids themselves before a load fails on it;
-with ``on_error="skip"`` the later copy is left out, as the reader leaves one out inside a file.
+Ids repeated across files (or pieces) are found by their 128-bit hashes (xxh3), sorted once
+after the pass: 24 bytes a document, where a set of the ids themselves would hold every id
+(~100 bytes each). A repeat found by hash is confirmed on the ids themselves before a load
+fails on it; with ``on_error="skip"`` the later copy is left out, as the reader leaves one out
+inside a file (one between pieces of a file is counted as that reader counts it: skipped, not a
+document).
 """
 
 from __future__ import annotations

@@ -121,6 +121,7 @@ class FilePieces:
             starts.append(src.starts)
             lines.append(src.lines)
             yield corpus
+            del corpus, src  # not held while the next piece is read
             if hi >= size:
                 break
             lo = hi

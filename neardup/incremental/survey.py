@@ -367,9 +367,12 @@ def _repeats(
         if first[k] == later[k - 1]:
             run_first[k] = run_first[k - 1]
     left_out = 0
-    for pos, orig in sorted(zip(later.tolist(), run_first.tolist(), strict=True)):
+    for pos, orig, prev in sorted(zip(later.tolist(), run_first.tolist(), first.tolist(), strict=True)):  # fmt: skip
         fi = int(np.searchsorted(starts, pos, side="right")) - 1
         fo = int(np.searchsorted(starts, orig, side="right")) - 1
+        # the copy just before it is in the same file (one read in pieces): the whole file's
+        # reader would have skipped this one
+        inside = int(np.searchsorted(starts, prev, side="right")) - 1 == fi
         a, b = checks[fo], checks[fi]
         if reading["on_error"] == "fail":
             id_a, where_a, _ = a.record(orig - starts[fo], reading)
@@ -384,7 +387,7 @@ def _repeats(
                 line=line_b,
             )
         k = pos - starts[fi]
-        if fi == fo:  # inside a file read in pieces: skipped, as its reader would
+        if inside:  # inside a file read in pieces: skipped, as its reader would
             b.repeats += 1
         elif b.use[k] or b.expired[k]:
             left_out += 1

@@ -248,7 +248,7 @@ def _read_jsonl_mapped(
         return lineno
     with open(real, "rb") as fh:
         mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    advise(mm, "sequential")
+    advise(mm, "sequential", lo)
     buf = np.frombuffer(mm, np.uint8)
     mv = memoryview(mm)
     bi = texts.add_buffer(buf)

@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_dedup import machine, write_results  # noqa: E402
+from bench_load_files import run_child  # noqa: E402
 from bench_service import code_version  # noqa: E402
 
 #: run in the child: the survey over an empty in-memory store, with a thread sampling
@@ -103,14 +102,7 @@ def one_file(shards: list[str], copies: int, work: Path) -> tuple[str, int]:
 
 
 def run_one(path: str, piece_bytes: int) -> dict[str, Any]:
-    job = {"file": path, "piece_bytes": piece_bytes}
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "benchmarks")])}
-    p = subprocess.run(
-        [sys.executable, "-c", _CHILD, json.dumps(job)], capture_output=True, text=True, env=env
-    )
-    if p.returncode != 0:
-        raise SystemExit(f"the first pass failed ({p.returncode}):\n{p.stderr[-4000:]}")
-    u = json.loads(p.stdout.strip().splitlines()[-1])
+    u = run_child(_CHILD, {"file": path, "piece_bytes": piece_bytes}, "the first pass")
     n = u["documents"]
     peaks = u["peaks_mib"]
     return {

@@ -105,6 +105,20 @@ def one_file(shards: list[str], work: Path) -> str:
     return str(out)
 
 
+def run_child(code: str, job: dict[str, Any], what: str) -> dict[str, Any]:
+    """Run ``code`` in a fresh Python process with ``job`` (as JSON) for its argument, the
+    project and ``benchmarks/`` on its path; the JSON object its last line printed. Exits
+    saying ``what`` failed, with its stderr's tail, where it failed."""
+    path = [str(ROOT), str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    p = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(job)], capture_output=True, text=True, env=env
+    )
+    if p.returncode != 0:
+        raise SystemExit(f"{what} failed ({p.returncode}):\n{p.stderr[-4000:]}")
+    return dict(json.loads(p.stdout.strip().splitlines()[-1]))
+
+
 def run_one(
     files: list[str], chunk: int, work: Path, options: dict[str, Any]
 ) -> tuple[dict[str, Any], set[str]]:
@@ -112,14 +126,7 @@ def run_one(
     shutil.rmtree(data, ignore_errors=True)
     job = {"files": files, "store": str(data / "namespaces" / "default"),
            "chunk_docs": chunk or 2**62, "options": options}  # fmt: skip
-    path = [str(ROOT), str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH", "")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
-    p = subprocess.run(
-        [sys.executable, "-c", _CHILD, json.dumps(job)], capture_output=True, text=True, env=env
-    )
-    if p.returncode != 0:
-        raise SystemExit(f"load_files failed ({p.returncode}):\n{p.stderr[-4000:]}")
-    usage = json.loads(p.stdout.strip().splitlines()[-1])
+    usage = run_child(_CHILD, job, "load_files")
     stats = usage["stats"]
     ids = _stored_ids(data / "namespaces" / "default")
     n_kept, digest = len(ids), _digest(ids)

@@ -788,15 +788,19 @@ def read_corpus(
     return corpus
 
 
+def read_by_line(fmt: str, path: str, encoding: str) -> bool:
+    """Whether records of a file can be read by their lines alone (a range of the file parsed
+    on its own: :func:`read_records`, :mod:`neardup.io.pieces`): JSONL read as UTF-8, not
+    stdin, not the ``NEARDUP_REFERENCE=io`` reader."""
+    return fmt == "jsonl" and path != "-" and is_utf8(encoding) and not use_reference("io")
+
+
 def rereadable(src: Source) -> bool:
     """Whether :func:`read_records` can read records of ``src`` (a :class:`Source` of a
-    corpus :func:`read_corpus` made) again: a JSONL file (not stdin) read as UTF-8, every
-    record's line known, the file, or its uncompressed copy, still there."""
+    corpus :func:`read_corpus` made) again: :func:`read_by_line`, every record's line known,
+    the file, or its uncompressed copy, still there."""
     return (
-        src.fmt == "jsonl"
-        and src.path != "-"
-        and is_utf8(src.encoding)
-        and not use_reference("io")
+        read_by_line(src.fmt, src.path, src.encoding)
         and len(src.starts) == len(src.lines) == src.count
         and os.path.isfile(src.temp or src.path)
     )

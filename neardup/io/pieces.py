@@ -32,10 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from .._reference import use_reference
 from ..errors import ConfigError
-from .formats import Corpus, Source, _Reader, _remove_quietly, jsonl_why
-from .jsonl import _BOM, _jsonl_lines, _read_jsonl_mapped, is_utf8, mapped_applies
+from .formats import Corpus, Source, _Reader, _remove_quietly, jsonl_why, read_by_line
+from .jsonl import _BOM, _jsonl_lines, _read_jsonl_mapped, mapped_applies
 from .plan import InputFile
 from .remote import local_copy
 from .texts import SpanTexts
@@ -48,11 +47,9 @@ PIECE_BYTES = 256 << 20
 
 
 def pieces_apply(file: InputFile, encoding: str) -> bool:
-    """Whether :class:`FilePieces` reads ``file``: JSONL read as UTF-8, not stdin, not the
-    ``NEARDUP_REFERENCE=io`` reader."""
-    return (
-        file.fmt == "jsonl" and file.path != "-" and is_utf8(encoding) and not use_reference("io")
-    )
+    """Whether :class:`FilePieces` reads ``file``: its records can be read by their lines
+    (:func:`~neardup.io.formats.read_by_line`)."""
+    return read_by_line(file.fmt, file.path, encoding)
 
 
 class FilePieces:

@@ -7,8 +7,8 @@ time each stage took remains visible above the summary.
 :func:`neardup.dedup` reports ``progress(stage, done, total)``. A stage that reports only its
 start and end (``total == 1``) is shown in documents (the corpus size, once known), so its
 count and rate are in documents; a stage that reports finer counts is shown in its own units
-(pairs for ``verify``, documents otherwise) with a % and an ETA that follow them. The CLI's
-own stages (``read``, ``write``) are driven through :meth:`StageProgress.begin`,
+(pairs for ``verify``, MB for a store load's ``check`` of its inputs, documents otherwise)
+with a % and an ETA that follow them. The CLI's own stages (``read``, ``write``) are driven through :meth:`StageProgress.begin`,
 :meth:`~StageProgress.advance` and :meth:`~StageProgress.end`.
 """
 
@@ -26,12 +26,19 @@ if TYPE_CHECKING:
 __all__ = ["StageProgress"]
 
 #: units of stages that report real counts (not just start/end); others count documents
-_UNITS = {"verify": "pairs", "check": "files", "group": "groups"}
+_UNITS = {"verify": "pairs", "check": "bytes", "group": "groups"}
+#: units counted in one thing and shown in another: bytes as MB
+_SHOWN = {"bytes": ("MB", 1e6)}
 
 
 def _hms(seconds: float) -> str:
     s = round(seconds)
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def _shown(unit: str) -> tuple[str, float]:
+    """The unit a count is shown in, and what one of it is in the counted unit."""
+    return _SHOWN.get(unit, (unit, 1.0))
 
 
 def _rate(task: Any) -> float | None:
@@ -52,10 +59,12 @@ def _columns() -> list[Any]:
         """``1,234/5,800 docs``, or ``1,234 docs`` while the total is unknown."""
 
         def render(self, task: Any) -> Text:
-            unit = task.fields.get("unit", "")
-            done = f"{int(task.completed):,}"
+            unit, scale = _shown(task.fields.get("unit", ""))
+            big = max(task.total or 0, task.completed) / scale >= 10 or scale == 1
+            fmt = ",.0f" if big else ",.1f"  # 0.4/2.5 MB, not 0/2 MB
+            done = format(task.completed / scale, fmt)
             if task.total is not None:
-                done += f"/{int(task.total):,}"
+                done += "/" + format(task.total / scale, fmt)
             return Text(f"{done} {unit}".rstrip(), style="progress.download")
 
     class RateColumn(ProgressColumn):
@@ -65,7 +74,8 @@ def _columns() -> list[Any]:
             speed = _rate(task)
             if not speed:
                 return Text("")
-            unit = task.fields.get("unit", "")
+            unit, scale = _shown(task.fields.get("unit", ""))
+            speed /= scale
             text = f"{speed:,.0f}" if speed >= 10 else f"{speed:.3g}"
             return Text(f"{text} {unit}/s", style="progress.data.speed")
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -224,6 +225,7 @@ def survey(
     from ..io.pieces import pieces_apply
 
     report = progress or (lambda stage, done, total: None)
+    bytes_read = _BytesRead(files, report)
     on_error = reading["on_error"]
     checks: list[FileCheck] = []
     hashes: list[npt.NDArray[np.uint64]] = []
@@ -234,7 +236,9 @@ def survey(
         for k, file in enumerate(files):
             corpus = None
             if pieces_apply(file, reading["encoding"]):
-                check, corpus, out = _in_pieces(d, file, reading, time_field)
+                check, corpus, out = _in_pieces(
+                    d, file, reading, time_field, partial(bytes_read.piece, k)
+                )
                 if corpus is None:  # read in pieces: its slices read their own lines
                     assert check is not None and check.hashes is not None
                     checks.append(check)
@@ -272,7 +276,8 @@ def survey(
             if not held:  # the input is more than one group: read again, a group at a time
                 for c in checks:
                     c.release_held()
-            report("check", k + 1, len(files))
+            bytes_read.file(k)
+        bytes_read.finish()
         result = Survey(checks, _repeats(checks, hashes, reading))
         _refuse_window(d, result, late, drop_expired, reading)
     except BaseException:
@@ -310,13 +315,18 @@ def _checked(
 
 
 def _in_pieces(
-    d: Any, file: Any, reading: dict[str, Any], time_field: str | None
+    d: Any,
+    file: Any,
+    reading: dict[str, Any],
+    time_field: str | None,
+    piece_read: Callable[[int, int], None] | None = None,
 ) -> tuple[FileCheck | None, Any, npt.NDArray[np.bool_]]:
     """A JSONL file read a piece at a time (:class:`neardup.io.pieces.FilePieces`, a piece's
     corpus closed before the next is read): its check, which keeps where each record's line
     starts, its number and its id's hash (its uncompressed copy too) for the slices, and its
     times outside what the store can take. A file of one piece is the corpus itself instead,
-    for the caller to check as a file read whole: ``(None, corpus, _)``."""
+    for the caller to check as a file read whole: ``(None, corpus, _)``. ``piece_read(done,
+    size)`` is told, after each piece, the bytes of the (uncompressed) file read so far."""
     from ..io import pieces
 
     on_error = reading["on_error"]
@@ -330,6 +340,8 @@ def _in_pieces(
                 parts.append((piece.skipped, *_checked(d, piece, time_field, on_error)))
             finally:
                 piece.close()
+            if piece_read is not None:
+                piece_read(fp.done, fp.size)
     except BaseException:
         fp.close()
         raise
@@ -343,6 +355,45 @@ def _in_pieces(
         digest=id_digest(hashes), source=src, hashes=hashes, pieces=fp.pieces,
     )  # fmt: skip
     return check, None, np.concatenate(out)
+
+
+class _BytesRead:
+    """The first pass's progress in bytes (``progress("check", done, total)``, shown in MB):
+    a file's stored size counts once the file is checked, and a piece's share of it once the
+    piece is (one large file does not sit at 0 % for minutes). A file whose size is not known
+    beforehand (stdin, a URL) counts nothing until a piece of it is read, then its
+    uncompressed size (the total grows by it). ``done == total`` is reported once: when every
+    file is checked."""
+
+    def __init__(self, files: Sequence[Any], report: Progress) -> None:
+        from ..io.remote import input_size
+
+        self.report = report
+        self.sizes = [input_size(f.path) for f in files]
+        self.total = sum(s or 0 for s in self.sizes)
+        self.checked = 0  # bytes of the files checked so far
+
+    def piece(self, k: int, done: int, size: int) -> None:
+        """``done`` of the ``size`` uncompressed bytes of file ``k`` read."""
+        known = self.sizes[k]
+        if known is None:  # known now: its uncompressed copy's size
+            self.sizes[k] = known = size
+            self.total += size
+        self._at(self.checked + known * done // max(size, 1))
+
+    def file(self, k: int) -> None:
+        """File ``k`` checked."""
+        self.checked += self.sizes[k] or 0
+        self._at(self.checked)
+
+    def finish(self) -> None:
+        """Every file checked."""
+        total = max(self.total, 1)
+        self.report("check", total, total)
+
+    def _at(self, done: int) -> None:
+        if self.total > 0:
+            self.report("check", min(done, self.total - 1), self.total)
 
 
 def _repeats(

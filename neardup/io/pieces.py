@@ -104,6 +104,8 @@ class FilePieces:
         self._gone = weakref.finalize(self.source, _remove_quietly, temp) if temp else None
         self.size = os.path.getsize(self._real)
         self.pieces = 0  # read so far
+        #: bytes of the (uncompressed) file read so far: the end of the last piece yielded
+        self.done = 0
 
     def __iter__(self) -> Iterator[Corpus]:
         size = self.size
@@ -114,6 +116,7 @@ class FilePieces:
             hi = self._cut(lo)
             corpus, lineno = self._piece(lo, hi, lineno, whole=lo == 0 and hi == size)
             self.pieces += 1
+            self.done = hi
             src = corpus.sources[0]
             starts.append(src.starts)
             lines.append(src.lines)

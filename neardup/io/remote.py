@@ -39,6 +39,7 @@ __all__ = [
     "compression_of",
     "expand_inputs",
     "has_glob",
+    "input_size",
     "is_url",
     "local_copy",
     "open_input",
@@ -98,6 +99,18 @@ def is_url(path: str) -> bool:
 def _local(path: str) -> str:
     """``file:///x`` -> ``/x``; other paths as they are."""
     return path[len("file://") :] if path.lower().startswith("file://") else path
+
+
+def input_size(path: str) -> int | None:
+    """The bytes of a local input file as stored (compressed, if it is), for progress by
+    bytes; None for stdin, a URL (not asked for: a request per file) or a path that is not a
+    file."""
+    if path == "-" or is_url(path):
+        return None
+    try:
+        return os.path.getsize(_local(path))
+    except OSError:
+        return None
 
 
 def has_glob(path: str) -> bool:

@@ -5,8 +5,11 @@ and a refusal with ``on_error="fail"`` where the whole read refuses."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -38,7 +41,9 @@ def _file(path: Path, rows: list[tuple[int, str, str]]) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def _pass(paths: list[Path], piece_bytes: int, on_error: str) -> tuple[list[str], int, int]:
+def _pass(
+    paths: list[Path], piece_bytes: int, on_error: str, progress: Any = None
+) -> tuple[list[str], int, int]:
     """The ids the pass leaves to decide, in input order, its documents and its skipped."""
     import neardup.io.pieces as nip
 
@@ -52,7 +57,8 @@ def _pass(paths: list[Path], piece_bytes: int, on_error: str) -> tuple[list[str]
         with Deduplicator.open(None) as d:
             files = plan_inputs([str(p) for p in paths])
             s = survey(
-                d, files, reading, time_field=None, drop_expired=False, chunk_docs=10**6
+                d, files, reading, time_field=None, drop_expired=False, chunk_docs=10**6,
+                progress=progress,
             )  # fmt: skip
             try:
                 used = []
@@ -102,3 +108,51 @@ def test_the_pass_in_pieces_refuses_a_repeat_between_pieces(tmp_path: Path) -> N
         _pass([p], 100, "fail")
     used, documents, skipped = _pass([p], 100, "skip")
     assert used == [f"d{k}" for k in range(30)] and (documents, skipped) == (30, 1)
+
+
+def _reports(paths: list[Path], piece_bytes: int) -> list[tuple[int, int]]:
+    """The pass's ``check`` progress reports, ``(done, total)`` in bytes."""
+    seen: list[tuple[int, int]] = []
+
+    def progress(stage: str, done: int, total: int) -> None:
+        assert stage == "check"
+        seen.append((done, total))
+
+    _pass(paths, piece_bytes, "skip", progress)
+    return seen
+
+
+def test_the_pass_reports_bytes_read_piece_by_piece(tmp_path: Path) -> None:
+    """One large file does not sit at 0 % until it is read: the pass reports each piece's share
+    of the file's bytes, rising, and reaches its total once, at the end; files count their
+    stored size (a compressed file's share follows its uncompressed pieces)."""
+    big = tmp_path / "big.jsonl"
+    _file(big, [(k, "", "some words here") for k in range(40)])
+    small = tmp_path / "small.jsonl"
+    _file(small, [(100 + k, "", "other words") for k in range(5)])
+    plain = tmp_path / "plain.jsonl"
+    shutil.copy(big, plain)
+    packed = tmp_path / "packed.jsonl.gz"
+    with open(big, "rb") as src, gzip.open(packed, "wb") as dst:
+        dst.write(src.read())
+    size = big.stat().st_size
+    total = size + small.stat().st_size
+    seen = _reports([big, small], 200)
+    assert all(t == total for _, t in seen)
+    done = [d for d, _ in seen]
+    assert done == sorted(done) and done[-1] == total and done.count(total) == 1
+    inside = [d for d in done if 0 < d < size]  # while the big file was being read
+    assert len(inside) >= size // 200 - 1
+    assert size in done  # the big file checked, then the small one
+    # the same file compressed: the same shares of its stored size
+    gz = packed.stat().st_size
+    shares = [d for d, _ in _reports([packed], 200)]
+    assert shares[-1] == gz and len(shares) == len([d for d, _ in _reports([plain], 200)])
+    assert shares == sorted(shares) and 0 < shares[0] < gz
+
+
+def test_the_pass_reports_once_for_a_file_read_whole(tmp_path: Path) -> None:
+    p = tmp_path / "one.jsonl"
+    _file(p, [(k, "", "words") for k in range(10)])
+    size = p.stat().st_size
+    assert _reports([p], 1 << 62) == [(size - 1, size), (size, size)]

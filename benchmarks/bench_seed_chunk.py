@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""One chunk of a window's seed, A/B: ``neardup.incremental.dedup_into`` of 100 k documents
-against a store that holds the chunks before it, with the store check's prepared batches
-loaded as they are (``reuse``) and with the kept documents prepared again by ``load``
-(``again``, ``REUSE_MAX`` = 0), alternating, in one process. The store's merges of the earlier
-chunks' segments are run before the measured chunk (``compact``), so that it pays only for its
-own. Prints wall and CPU seconds per chunk of each and writes
-``benchmarks/results/bench_seed_chunk.json``.
+"""One chunk of a window's seed, A/B/C: ``neardup.incremental.dedup_into`` of 100 k documents
+against a store that holds the chunks before it, with every document's work made first for the
+check, the batch run and the load (``signed``: ``SIGN_FIRST``, the default), with the store
+check's prepared batches loaded as they are (``reuse``: ``SIGN_FIRST`` off) and with the kept
+documents prepared again by ``load`` (``again``: ``REUSE_MAX`` = 0 too), alternating, in one
+process. The store's merges of the earlier chunks' segments are run before the measured chunk
+(``compact``), so that it pays only for its own. Prints wall and CPU seconds per chunk of each
+and writes ``benchmarks/results/bench_seed_chunk.json``.
 
 The chunks are ``benchmarks/bench_window.py``'s generated window (its ``--data`` folder, kept
 with ``--keep``, or generated here with ``window_corpus.py`` when absent):
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_seed_chunk.json"))  # fmt: skip
     args = p.parse_args(argv)
 
-    from neardup.incremental import dedup_into, run
+    from neardup.incremental import dedup_into, stored
     from neardup.online import Deduplicator
 
     files = sorted(glob.glob(str(Path(args.corpus) / "window-*.jsonl.zst")))
@@ -63,9 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-seed-chunk-"))
     try:
         for rep in range(args.reps):
-            for reuse in (True, False):
-                run.REUSE_MAX = 10**9 if reuse else 0  # type: ignore[misc]
-                store = work / f"store-{rep}-{reuse}"
+            for mode in ("signed", "reuse", "again"):
+                stored.SIGN_FIRST = mode == "signed"
+                stored.REUSE_MAX = 0 if mode == "again" else 10**9
+                store = work / f"store-{rep}-{mode}"
                 with Deduplicator.open(
                     store, retention=400 * 3600, partition_seconds=3600, candidates="lsh"
                 ) as d:
@@ -77,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                     c0, t0 = _cpu(), time.perf_counter()
                     into = dedup_into(d, ids, texts, times=times)
                     wall, cpu = time.perf_counter() - t0, _cpu() - c0
-                    rows.append({"rep": rep, "mode": "reuse" if reuse else "again", "stored": len(d) - int(into.keep.sum()), "docs": len(ids), "wall_s": wall, "cpu_s": cpu})  # fmt: skip
+                    rows.append({"rep": rep, "mode": mode, "stored": len(d) - int(into.keep.sum()), "docs": len(ids), "wall_s": wall, "cpu_s": cpu})  # fmt: skip
                     print(f"{rep}  {rows[-1]['mode']:6}  against {rows[-1]['stored']:,}: wall {wall:.2f} s, CPU {cpu:.2f} s", flush=True)  # fmt: skip
                 shutil.rmtree(store, ignore_errors=True)
     finally:

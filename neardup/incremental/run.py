@@ -51,12 +51,13 @@ import numpy.typing as npt
 from ..errors import ConfigError, InputError, NotFoundError
 from ..rules.config import DedupConfig, with_overrides
 from ..verify.rule import DEFAULT_THRESHOLD
+from . import stored
 from .stored import (
-    REUSE_MAX,
     RunWork,
     check_store,
     load_kept,
     refuse_stored_ids,
+    sign_all,
     store_pair_rows,
     store_summary,
 )
@@ -294,15 +295,16 @@ def dedup_into(
     in memory (one batch run, then the loads), else chunk by chunk, each chunk checked against
     what the earlier ones stored (``benchmarks/bench_load.py`` measures both).
 
-    The store check's prepared batches (fingerprints, signatures, band keys) are what the load
-    stores, their content hashes and fingerprints are the batch run's (when the store's
-    fingerprinter is the run's) and so are their signatures (when the store's MinHash channel
-    is the run's: the same plan and verifier), so no document is hashed, fingerprinted or
-    signed twice (up to
-    ``REUSE_MAX`` documents; ``keep_prepared``: kept in the result for a later
-    :func:`load_kept`). An empty store is not checked: the kept documents are stored from the
-    batch run's own fingerprints and signatures (:class:`~neardup.incremental.stored.RunWork`,
-    at any size, when the run's fingerprinter, verifier and plan are the store's).
+    No document is hashed, fingerprinted or signed twice when the run's fingerprinter,
+    verifier and plan are the store's: an empty store is not checked, and the kept documents
+    are stored from the batch run's own work (:class:`~neardup.incremental.stored.RunWork`);
+    into a store that holds documents, every document's work is made first, on all cores
+    (:func:`~neardup.incremental.stored.sign_all`), and the check, the run and the load take
+    it (``SIGN_FIRST``). Otherwise the store check's prepared batches (fingerprints,
+    signatures, band keys) are what the load stores, and their content hashes and
+    fingerprints are the batch run's when the fingerprinter is the store's (up to
+    ``REUSE_MAX`` documents). ``keep_prepared``: the work or the batches kept in the result
+    for a later :func:`load_kept`.
 
     Raises
     ------
@@ -317,32 +319,52 @@ def dedup_into(
     if keeps:
         _refuse_bad_input(d, ids, times)
     refuse_stored_ids(d, ids)
+    fits = _run_work_fits(d, config)
     # an empty store's run: the kept documents are stored from the batch run's work
-    by_run = keeps and not len(d) and _run_work_fits(d, config)
+    by_run = keeps and not len(d) and fits
     work: dict[str, Any] | None = {} if by_run else None
+    # a store that holds documents, with the run's fingerprinter, verifier and plan: every
+    # document is hashed, fingerprinted and signed once, in parallel, for the check, the run
+    # and the load (a later group of a large load: docs/store.md, "Bulk loads")
+    first = stored.SIGN_FIRST and bool(len(d)) and fits
+    signed = sign_all(texts, config or DedupConfig()) if first else None
     # else the check's prepared batches are loaded as they are (each document prepared once),
     # up to REUSE_MAX documents (~1 KB each in memory until the load)
-    reuse = keeps and not by_run and n <= REUSE_MAX
+    reuse = keeps and not by_run and signed is None and n <= stored.REUSE_MAX
     prepared: list[tuple[int, PreparedDocs]] | None = [] if reuse else None
     for_store, stored_pairs = check_store(
-        d, ids, texts, pairs=pairs, progress=progress, prepared=prepared
+        d, ids, texts, pairs=pairs, progress=progress, prepared=prepared, work=signed
     )
     rest = np.flatnonzero(~for_store)
+    fingerprints: Any
+    signatures: Any
+    if signed is not None:  # (only the work of those the store did not drop stays)
+        if rest.size < n:
+            signed = signed.take(rest)
+        fingerprints = (signed.chash, signed.fps, signed.empty)
+        signatures = None if signed.sig is None else (signed.sig, signed.tokens)
+    else:
+        fingerprints = _fingerprints_of(d, prepared, n, rest, config)
+        signatures = _signatures_of(d, prepared, n, rest, config)
     result = dedup(
         [texts[int(i)] for i in rest],
         ids=[ids[int(i)] for i in rest],
         config=config,
         progress=progress,
-        signatures=_signatures_of(d, prepared, n, rest, config),
-        fingerprints=_fingerprints_of(d, prepared, n, rest, config),
+        signatures=signatures,
+        fingerprints=fingerprints,
         work_out=work,
     )
+    del fingerprints, signatures
     keep = np.zeros(n, np.bool_)
     keep[rest[result.keep]] = True
     kept_work = None
     if work is not None:  # (positions among ``rest``, which is every document here)
         kept_work = RunWork.of_kept(work, np.flatnonzero(result.keep))
         work.clear()  # the first copies' signatures go; the kept ones' stay
+    elif signed is not None and keeps:  # (``signed`` is in ``rest``'s order, as is the run)
+        kept_work = signed.take(np.flatnonzero(result.keep))
+    signed = None
     if save:
         load_kept(
             d, ids, texts, keep, progress=progress, times=times, prepared=prepared or None,
@@ -457,9 +479,9 @@ def _fingerprints_of(
     return hashes[rest], fps[rest], empty[rest]
 
 
-def _write_pairs(path: str, result: Any, stored: list[tuple[str, str, int, float | None]]) -> None:
+def _write_pairs(path: str, result: Any, matches: list[tuple[str, str, int, float | None]]) -> None:
     """The run's own pairs as the batch writes them, then the stored matches (stage
     ``stored``, no rule)."""
     from ..batch.files import write_pairs
 
-    write_pairs(path, result, store_pair_rows(stored))
+    write_pairs(path, result, store_pair_rows(matches))

@@ -23,10 +23,12 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "CHUNK",
     "LOAD_CHUNK",
+    "SIGN_FIRST",
     "RunWork",
     "check_store",
     "load_kept",
     "refuse_stored_ids",
+    "sign_all",
     "store_pair_rows",
     "store_summary",
 ]
@@ -46,6 +48,12 @@ LOAD_CHUNK = 100_000
 #: documents again when it loads them (an empty store's run keeps the batch run's work
 #: instead, at any size: :class:`RunWork`)
 REUSE_MAX = 200_000
+#: whether :func:`neardup.incremental.dedup_into` into a store that holds documents, with the
+#: run's fingerprinter, verifier and plan, makes every document's work first (:func:`sign_all`,
+#: ~570 bytes a document held until the load) for the check, the run and the load; off: the
+#: check prepares its chunks (kept for the load up to ``REUSE_MAX``), the run and the load
+#: their documents again (``benchmarks/bench_seed_chunk.py`` compares them)
+SIGN_FIRST = True
 
 
 @dataclasses.dataclass
@@ -83,6 +91,52 @@ class RunWork:
             None if chash is None else chash[at],
         )
 
+    def take(self, at: npt.NDArray[np.int64] | slice) -> RunWork:
+        """The work of the documents at positions ``at``."""
+
+        def cut(a: Any) -> Any:
+            return None if a is None else a[at]
+
+        return RunWork(
+            self.fps[at], self.empty[at], cut(self.sig), cut(self.tokens), cut(self.buckets),
+            cut(self.chash),
+        )  # fmt: skip
+
+
+def sign_all(texts: Sequence[str], cfg: Any) -> RunWork:
+    """The batch run's work (:class:`RunWork`) on every one of ``texts``, as
+    :func:`neardup.batch.dedup` with ``cfg`` (a :class:`~neardup.rules.config.DedupConfig`)
+    makes it for its first copies: content hashes and fingerprints in one pass, and in the
+    ``lsh`` mode signatures, token counts and coarse token buckets, each on ``cfg.workers``
+    threads; an exact copy gets its first copy's (they depend only on the text). A store
+    check, the batch run and the load then share it: each text tokenised once
+    (:func:`neardup.incremental.dedup_into` into a store that holds documents)."""
+    from ..batch.exact import ExactFingerprintPass
+
+    p = ExactFingerprintPass(cfg.make_fingerprinter(), cfg.workers)
+    try:
+        first, fps_u, empty_u = p.finish(texts, {})
+        hashes = np.asarray(p.hashes, np.uint64)
+    finally:
+        p.close()
+    unique = np.flatnonzero(first == np.arange(len(texts)))
+    of = np.searchsorted(unique, first)  # each text's first copy among ``unique``
+    sig = tokens = buckets = None
+    if cfg.candidates == "lsh":
+        from ..fingerprint.minhash import minhash_signatures
+        from ..text.token_kernels import MASK_BITS
+
+        buckets = np.zeros((unique.size, 1 << MASK_BITS), np.uint8)
+        sig, tokens = minhash_signatures(
+            cfg.make_verifier(), [texts[i] for i in unique.tolist()], cfg.lsh_plan().hashes,
+            workers=cfg.workers, buckets=buckets,
+        )  # fmt: skip
+        if unique.size < len(texts):
+            sig, tokens, buckets = sig[of], tokens[of], buckets[of]
+    if unique.size == len(texts):
+        return RunWork(fps_u, empty_u, sig, tokens, buckets, hashes)
+    return RunWork(fps_u[of], empty_u[of], sig, tokens, buckets, hashes)
+
 
 def check_store(
     d: Any,
@@ -92,13 +146,16 @@ def check_store(
     pairs: bool = False,
     progress: Progress | None = None,
     prepared: list[tuple[int, PreparedDocs]] | None = None,
+    work: RunWork | None = None,
 ) -> tuple[npt.NDArray[np.bool_], list[tuple[str, str, int, float | None]]]:
     """Step 1: which new documents duplicate a stored one (``Deduplicator.check``, read only,
     ``CHUNK`` at a time), and with ``pairs`` every stored match of those, as ``(stored id, new
     id, distance, score)``. ``prepared``: a list that gets each chunk's prepared batch with
     its first position (``(lo, PreparedDocs)``), for :func:`load_kept` and the batch run's
     signatures (an empty store is not checked, its documents only prepared for ``prepared``;
-    without it, nothing is done)."""
+    without it, nothing is done). ``work``: the batch run's work on every document
+    (:func:`sign_all`, made with the store's fingerprinter, verifier and plan), which the
+    chunks are keyed from (``Deduplicator.prepare_signed``) instead of being prepared."""
     report = progress or (lambda stage, done, total: None)
     n = len(ids)
     for_store = np.zeros(n, np.bool_)
@@ -120,7 +177,12 @@ def check_store(
     check = len(d) > 0
     for lo in range(0, n if check or prepared is not None else 0, CHUNK):
         hi = min(n, lo + CHUNK)
-        batch = d.prepare([{"id": ids[i], "text": texts[i]} for i in range(lo, hi)])
+        docs = [{"id": ids[i], "text": texts[i]} for i in range(lo, hi)]
+        if work is None:
+            batch = d.prepare(docs)
+        else:
+            w = work.take(slice(lo, hi))
+            batch = d.prepare_signed(docs, w.fps, w.empty, w.sig, w.tokens, w.buckets, w.chash)
         if prepared is not None:
             prepared.append((lo, batch))
         if not check:

@@ -129,7 +129,10 @@ def test_on_error_skip_counts(tmp_path, capsys):
     assert rc == 0
     printed = capsys.readouterr()
     assert "skipped records" in printed.out
-    warning = printed.err.splitlines()
+    from neardup import _jit
+
+    # (stderr may also carry the one-time kernel compile notice: a cold cache)
+    warning = [x for x in printed.err.splitlines() if x != _jit.compile_notice()]
     assert len(warning) == 1 and warning[0].startswith(
         f"neardup: warning: skipped 2 malformed records (first: {src}:2: malformed JSON"
     )

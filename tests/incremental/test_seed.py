@@ -81,18 +81,19 @@ def test_keep_first_load_keeps_what_check_and_add_keeps(
             assert stored[r["id"]]["time"] == now - 3600 + k
 
 
-def test_the_checks_prepared_batches_load_as_the_documents_would(
+def test_each_document_is_prepared_once_and_loads_as_it_would(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``dedup_into`` against a store that holds documents loads the kept ones from the store
-    check's prepared batches (checks of 37, loads of 50 here, so the kept ones of a load span
-    several batches), and its batch run takes their signatures, content hashes and
-    fingerprints: the same stored rows, times
-    included, as preparing and signing them again (``REUSE_MAX`` 0), and the kept set of
-    checking-and-inserting them one by one. (The first part meets an empty store: it is
-    stored from the batch run's own work either way, tested below.)"""
+    """``dedup_into`` against a store that holds documents, with the store's fingerprinter,
+    verifier and plan, hashes, fingerprints and signs every document once (``sign_all``): the
+    store check's chunks are keyed from that (checks of 37 here), the batch run takes it and
+    the kept ones load from it (loads of 50). With another plan it falls back to the check's
+    prepared batches (``SIGN_FIRST`` off, ``REUSE_MAX``; their documents spanning several
+    batches per load), and past ``REUSE_MAX`` to preparing and signing again. All three store
+    the same rows, times included, and the kept set of checking-and-inserting them one by one.
+    (The first part meets an empty store: it is stored from the batch run's own work.)"""
     from neardup.batch import run as batch_run
-    from neardup.incremental import dedup_into, run, stored
+    from neardup.incremental import dedup_into, stored
 
     monkeypatch.setattr(stored, "CHUNK", 37)
     monkeypatch.setattr(stored, "LOAD_CHUNK", 50)
@@ -101,6 +102,13 @@ def test_the_checks_prepared_batches_load_as_the_documents_would(
     takes: list[int] = []
     take = PreparedDocs.take
     monkeypatch.setattr(PreparedDocs, "take", lambda p, idx: takes.append(len(idx)) or take(p, idx))
+    signed: list[int] = []  # the documents of each batch keyed from a run's work
+    prepare_signed = Deduplicator.prepare_signed
+    monkeypatch.setattr(
+        Deduplicator,
+        "prepare_signed",
+        lambda d, docs, *a: signed.append(len(docs)) or prepare_signed(d, docs, *a),
+    )
     given: list[bool] = []  # whether each batch run was handed its signatures
     cands = batch_run.stage_candidates_for
 
@@ -121,14 +129,14 @@ def test_the_checks_prepared_batches_load_as_the_documents_would(
     now = time.time()
     first, second = rows[:300], rows[300:]
     out = {}
-    for reuse in (True, False):
-        monkeypatch.setattr(run, "REUSE_MAX", 10**6 if reuse else 0)
-        path = tmp_path / f"reuse-{reuse}"
+    for mode in ("signed", "reuse", "again"):
+        monkeypatch.setattr(stored, "REUSE_MAX", 0 if mode == "again" else 10**6)
+        monkeypatch.setattr(stored, "SIGN_FIRST", mode == "signed")
+        path = tmp_path / mode
         with Deduplicator.open(path) as d:
             for part, base in ((first, 0), (second, 300)):
-                takes.clear()
-                given.clear()
-                hashed.clear()
+                for seen in (takes, signed, given, hashed):
+                    seen.clear()
                 into = dedup_into(
                     d,
                     [r["id"] for r in part],
@@ -136,15 +144,23 @@ def test_the_checks_prepared_batches_load_as_the_documents_would(
                     times=[now - 3600 + base + k for k in range(len(part))],
                 )
                 assert into.prepared is None and into.work is None  # (loaded, not kept)
-                # the second part's kept documents came from the check's batches, and so
-                # did the batch run's signatures, content hashes and fingerprints
-                checked = reuse and base > 0
-                assert bool(takes) == checked and given == [checked] and hashed == [checked]
-                assert not checked or (len(takes) > 2 and 0 < sum(takes) <= len(part))
-        out[reuse] = _stored(path)
-    assert out[True] == out[False]
-    assert set(out[True]) == _one_by_one(rows)
-    assert {v["time"] for v in out[True].values()} <= {now - 3600 + k for k in range(len(rows))}
+                kept = int(into.keep.sum())
+                if base == 0:  # an empty store: loaded from the batch run's work
+                    assert given == [False] and hashed == [False] and not takes
+                    assert sum(signed) == kept
+                elif mode == "signed":  # checked and loaded from every document's work
+                    assert given == [True] and hashed == [True] and not takes
+                    assert sum(signed) == len(part) + kept
+                    assert signed[:2] == [37, 37]  # (the checks come first)
+                elif mode == "reuse":  # loaded from the check's batches, several per load
+                    assert given == [True] and hashed == [True] and not signed
+                    assert len(takes) > 2 and 0 < sum(takes) <= len(part)
+                else:
+                    assert given == [False] and hashed == [False] and not takes and not signed
+        out[mode] = _stored(path)
+    assert out["signed"] == out["reuse"] == out["again"]
+    assert set(out["signed"]) == _one_by_one(rows)
+    assert {v["time"] for v in out["signed"].values()} <= {now - 3600 + k for k in range(len(rows))}
 
 
 def _image(store: Path) -> tuple[list[tuple], list[list]]:
@@ -193,7 +209,7 @@ def test_an_empty_stores_run_is_stored_from_the_runs_own_work(
         monkeypatch.setattr(exact, "EXACT_NUMBA_MIN_CHARS", 0)
         monkeypatch.setattr(exact, "EXACT_CHUNK_BYTES", 1500)
     monkeypatch.setattr(stored, "LOAD_CHUNK", 70)
-    monkeypatch.setattr(run, "REUSE_MAX", 0)
+    monkeypatch.setattr(stored, "REUSE_MAX", 0)
     rows = _records(220)
     extra = [
         "",

@@ -163,6 +163,40 @@ def test_each_document_is_prepared_once_and_loads_as_it_would(
     assert {v["time"] for v in out["signed"].values()} <= {now - 3600 + k for k in range(len(rows))}
 
 
+@pytest.mark.parametrize("store_mode", ["lsh", "simhash"])
+@pytest.mark.parametrize("run_mode", ["lsh", "simhash"])
+def test_each_document_prepared_once_stores_what_preparing_again_stores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store_mode: str, run_mode: str
+) -> None:
+    """Whatever the store's and the run's candidate modes (a ``simhash`` store has no MinHash
+    channel to key; a ``simhash`` run makes no signatures), ``dedup_into`` into a store that
+    holds documents keeps and stores the same as with ``SIGN_FIRST`` off and the kept
+    documents prepared again, exact copies of stored and of new texts included."""
+    from neardup.incremental import dedup_into, stored
+    from neardup.rules.config import DedupConfig
+
+    monkeypatch.setattr(stored, "CHUNK", 41)
+    rows = _records()
+    first, second = rows[:300], rows[300:]
+    second = [*second, dict(first[3], id="copy-of-stored"), dict(second[5], id="copy-of-new")]
+    cfg = DedupConfig(candidates=run_mode)
+    now = time.time()
+    out = {}
+    for sign_first in (True, False):
+        monkeypatch.setattr(stored, "SIGN_FIRST", sign_first)
+        monkeypatch.setattr(stored, "REUSE_MAX", 10**6 if sign_first else 0)
+        path = tmp_path / f"first-{sign_first}"
+        with Deduplicator.open(path, candidates=store_mode) as d:
+            for part, base in ((first, 0), (second, 300)):
+                into = dedup_into(
+                    d, [r["id"] for r in part], [r["text"] for r in part], config=cfg,
+                    times=[now - 3600 + base + k for k in range(len(part))],
+                )  # fmt: skip
+            assert not into.keep[-2:].any()  # (the copies)
+        out[sign_first] = _stored(path)
+    assert out[True] == out[False]
+
+
 def _image(store: Path) -> tuple[list[tuple], list[list]]:
     """Everything a store holds, row by row: its metadata rows (texts read back through the
     store) and its segments' fingerprints, row ids, times, band keys and sketches."""

@@ -1,8 +1,10 @@
 """Test doubles for the online store: a small, pure-Python fingerprinter; for the start-up and
 warm-up tests, :func:`compiled_names` (what numba compiles while a block runs),
 :func:`loaded_kernels` (the kernels a process has loaded so far) and :func:`output_of` (a
-script run in a fresh interpreter that imports this module); and :func:`benchmark_module` (a
-script of ``benchmarks/`` imported, for the tests of a benchmark's own logic).
+script run in a fresh interpreter that imports this module); :func:`benchmark_module` (a
+script of ``benchmarks/`` imported, for the tests of a benchmark's own logic); and
+:func:`without_compile_notice` (a CLI run's stderr without the one-time line a cold kernel
+cache prints, so that a test counting lines passes on a cold cache too).
 
 :class:`SimpleFingerprinter` follows the fingerprinter contract the
 :class:`neardup.online.Deduplicator` takes (``fingerprint_batch``, ``config`` /
@@ -39,6 +41,7 @@ __all__ = [
     "loaded_kernels",
     "normalize",
     "output_of",
+    "without_compile_notice",
 ]
 
 _WS = re.compile(r"\s+")
@@ -166,3 +169,14 @@ def benchmark_module(name: str) -> Iterator[ModuleType]:
         yield importlib.import_module(name)
     finally:
         sys.path.remove(folder)
+
+
+def without_compile_notice(err: str) -> str:
+    """``err`` (a CLI run's stderr) without the line the CLI prints when its run starts
+    compiling kernels (``neardup._jit.compile_notice``: a cold kernel cache, whatever ``-q``
+    says), so that a test that counts the lines of stderr holds on a cold cache as on a warm
+    one."""
+    from neardup import _jit
+
+    notice = _jit.compile_notice()
+    return "".join(x for x in err.splitlines(keepends=True) if x.rstrip("\n") != notice)

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from doubles import without_compile_notice
+
 from neardup.cli.main import main
 
 DOCS = [
@@ -129,10 +131,8 @@ def test_on_error_skip_counts(tmp_path, capsys):
     assert rc == 0
     printed = capsys.readouterr()
     assert "skipped records" in printed.out
-    from neardup import _jit
-
     # (stderr may also carry the one-time kernel compile notice: a cold cache)
-    warning = [x for x in printed.err.splitlines() if x != _jit.compile_notice()]
+    warning = without_compile_notice(printed.err).splitlines()
     assert len(warning) == 1 and warning[0].startswith(
         f"neardup: warning: skipped 2 malformed records (first: {src}:2: malformed JSON"
     )
@@ -455,9 +455,7 @@ def test_progress_only_on_a_terminal_and_without_q(tmp_path, capsys, monkeypatch
     assert main(["dedup", str(src), "-o", str(tmp_path / "o.jsonl")]) == 0
     printed = capsys.readouterr()
     # piped: no progress (stderr may carry a one-time kernel compile notice, nothing else)
-    from neardup import _jit
-
-    err = printed.err.replace(_jit.compile_notice(), "")
+    err = without_compile_notice(printed.err)
     assert "\x1b" not in err and "docs/s" not in err
     assert not re.search(r"^(read|exact|fingerprint|candidates|verify|cluster|write) ", err, re.M)
     assert "documents" in printed.out

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from doubles import without_compile_notice
 
 from neardup.cli.main import main
 
@@ -138,7 +139,7 @@ def test_input_format_applies_to_every_file_of_a_folder(tmp_path, capsys):
     assert main(["dedup", str(folder), "--input-format", "jsonl", "-o", str(out), "-q"]) == 0
     assert _jsonl_ids(out) == ALL_IDS
     proc = run("dedup", str(folder), "--input-format", "csv", "-o", str(out), cwd=tmp_path)
-    err = proc.stderr.decode()
+    err = without_compile_notice(proc.stderr.decode())
     assert proc.returncode == 3 and "Traceback" not in err and err.count("\n") == 1
     assert "looks like JSON" in err and "--input-format jsonl" in err
 

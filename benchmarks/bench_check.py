@@ -136,7 +136,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.n < 1 or args.chunk < 1 or args.repeat < 1:
         ap.error("--n, --chunk and --repeat must be positive")
     trees = checkouts(args.tree)
-    # warm: a first run after a change of the sources compiles; not timed
     rows = []
     print(
         f"{'tree':<30} {'stored':>10} {'checked':>8} {'dups':>6} "
@@ -147,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         def run(tree: Path, _round: int, store: Path = store) -> dict[str, Any]:
             return _one(tree, store, args)
 
+        # warm: a first run after a change of the sources compiles; not timed
         runs = alternate(trees, args.repeat, run, warm=True)
         for t, rs in runs.items():
             rows.append(_row(t, store, rs))

@@ -407,6 +407,17 @@ def lookup_ids(st: StoreState, ids: Sequence[str]) -> dict[str, int]:
     return _pending_first(st, ids, True, lambda r: r.rowid, st.db.lookup_ids)
 
 
+def ids_from(st: StoreState, rowid: int) -> list[str]:
+    """The ids of the rows with row ids ``rowid`` and above (pending records first: a pending
+    add counts, a pending delete hides its row), in row id order."""
+    p = st.pending
+    with p.lock:
+        pending = {r: rec for r, rec in p.by_rid.items() if r >= rowid}
+    rows = {r: i for r, i in st.db.ids_from(rowid) if r not in pending}
+    rows.update({r: rec.id for r, rec in pending.items() if isinstance(rec, AddRecord)})
+    return [rows[r] for r in sorted(rows)]
+
+
 def fetch(st: StoreState, rowids: Iterable[int], *, with_text: bool) -> dict[int, Row]:
     """Rows by row id (missing = deleted or expired; pending records first)."""
     return _pending_first(

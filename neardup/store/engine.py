@@ -316,6 +316,12 @@ class Store:
         """id -> row id for the ids that exist (records not yet in SQLite first)."""
         return applier.lookup_ids(self._state, ids)
 
+    def ids_from(self, rowid: int) -> list[str]:
+        """The ids of the documents with row ids ``rowid`` and above, in row id order
+        (records not yet in SQLite first): what was written after :attr:`next_rowid` was
+        ``rowid``."""
+        return applier.ids_from(self._state, rowid)
+
     def fetch(self, rowids: Iterable[int], *, with_text: bool) -> dict[int, Row]:
         """Rows by row id (missing = deleted or expired; records not yet in SQLite first)."""
         return applier.fetch(self._state, rowids, with_text=with_text)

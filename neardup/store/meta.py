@@ -872,6 +872,15 @@ class MetaDB:
                     out[raw[0]] = _decode_row(raw, path, with_text=with_text, codec=codec)
         return out
 
+    def ids_from(self, rowid: int) -> list[tuple[int, str]]:
+        """``(row id, id)`` of the rows with row ids ``rowid`` and above, in row id order (what
+        a load wrote after a point it noted: :mod:`neardup.incremental.journal`)."""
+        with self._rlock:
+            rows = self._rdb.execute(
+                "SELECT rid, id FROM docs WHERE rid >= ? ORDER BY rid", (int(rowid),)
+            ).fetchall()
+        return [(int(r), str(i)) for r, i in rows]
+
     def ids_after(self, after: str, limit: int) -> list[str]:
         """Up to ``limit`` ids greater than ``after``, in id order (an export's page)."""
         with self._rlock:

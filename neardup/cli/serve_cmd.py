@@ -227,7 +227,8 @@ def serve(
 
 def _seed(config: Any, inputs: list[str], time_field: str | None) -> None:
     """``--seed``: :func:`neardup.incremental.load_files` into the default namespace (when it
-    holds no documents), before the port is bound."""
+    holds no documents, or a seed into it stopped part way: that one is finished), before the
+    port is bound."""
     from ..incremental import load_files
     from ..service.namespaces import NAMESPACES_DIR
 
@@ -243,10 +244,17 @@ def _seed(config: Any, inputs: list[str], time_field: str | None) -> None:
             err=True,
         )
     else:
+        resumed = stats.get("resumed")
         typer.echo(
             f"--seed: {stats['loaded']:,} of {stats['documents']:,} documents loaded into "
             f"namespace 'default' ({stats['dropped']:,} near duplicates, {stats['expired']:,} "
-            f"expired) in {stats['elapsed_s']:.1f} s",
+            f"expired) in {stats['elapsed_s']:.1f} s"
+            + (
+                ""
+                if resumed is None
+                else f", finishing a seed that had stopped after {resumed['documents']:,} "
+                f"documents ({resumed['loaded']:,} kept)"
+            ),
             err=True,
         )
 

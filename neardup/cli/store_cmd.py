@@ -138,6 +138,13 @@ def load_cmd(
         "file by file first, then loaded a group at a time (whole files, a larger file in "
         "slices), so a group's work, not the corpus, is held in memory.",
     ),
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        help="Finish a load into this namespace that stopped part way (killed, out of "
+        "memory), from where it stopped: the same inputs and options (a load notes where "
+        "each group starts in LOAD-JOURNAL.json in the store until it is done).",
+    ),
     as_json: bool = _JSON,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress and no summary."),
 ) -> None:
@@ -170,7 +177,7 @@ def load_cmd(
             drop_expired=drop_expired, input_format=input_format, text_field=text_field,
             id_field=id_field, encoding=encoding, on_error=on_error, generate_ids=generate_ids,
             progress=_bar_callback(progress),
-            chunk_docs=CHUNK_DOCS if chunk_docs is None else chunk_docs,
+            chunk_docs=CHUNK_DOCS if chunk_docs is None else chunk_docs, resume=resume,
         )  # fmt: skip
     if as_json:
         typer.echo(json.dumps(stats, indent=1))
@@ -184,6 +191,13 @@ def load_cmd(
             f"{stats['store_documents_before']:,} -> {stats['store_documents_after']:,} stored "
             f"in {stats['elapsed_s']:.1f} s"
         )
+        if "resumed" in stats:
+            r = stats["resumed"]
+            typer.echo(
+                f"resumed a load that had decided {r['documents']:,} documents in "
+                f"{r['groups']:,} groups ({r['loaded']:,} kept; {r['removed']:,} documents of "
+                "the group it stopped in removed and decided again)"
+            )
 
 
 def register(app: typer.Typer) -> None:

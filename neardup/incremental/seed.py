@@ -46,6 +46,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import ConfigError, InputError, RecordError
+from .journal import LoadJournal, input_identity
 from .survey import Part, id_digest, id_hashes, survey
 
 __all__ = ["load_files"]
@@ -54,6 +55,10 @@ Progress = Callable[[str, int, int], None]
 
 #: documents per ``check_and_add`` call on the path that inserts (one write group each)
 ADD_CHUNK = 1000
+
+#: ids deleted per call when a resumed load removes what its stopped group had stored (one
+#: log group each)
+_DELETE_CHUNK = 10_000
 
 #: documents decided at once by default (``chunk_docs``): the files are loaded in groups of
 #: about this many, so that a load holds a group's work, not the corpus's (what a group
@@ -97,12 +102,22 @@ def load_files(
     progress: Progress | None = None,
     if_empty: bool = False,
     chunk_docs: int = CHUNK_DOCS,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """Read ``inputs`` and put them into the store at ``store`` (created when missing, with
     ``settings``: a :class:`~neardup.online.settings.DedupSettings`), keep-first or as they
     are (see the module). Inputs as :func:`neardup.io.read_corpus` reads them. ``if_empty``:
     only seed a store that holds no documents (``neardup serve --seed`` on every start); a store
-    that holds some is left as it is (``path`` is then ``None``, nothing is read).
+    that holds some is left as it is (``path`` is then ``None``, nothing is read), unless a
+    seed into it stopped part way: that one is finished (as ``resume``).
+
+    ``resume``: finish a load into this store that stopped part way (killed, out of memory),
+    from where it stopped, with the same inputs and options (:mod:`.journal`: the load notes
+    where each group starts in ``LOAD-JOURNAL.json`` beside the store and removes it when done;
+    what the stopped group had loaded is removed first; the documents before it are read again
+    but not decided again). Without a stopped load, a store that holds no documents is loaded
+    from the start; one that holds some is refused. A load into a store whose load stopped is
+    refused without ``resume``.
 
     The inputs are read twice when they hold more than ``chunk_docs`` documents: once, file by
     file, to refuse what the load would refuse before anything is written (the module), then
@@ -154,15 +169,24 @@ def load_files(
                     "have no fields; use JSONL, JSON, CSV or Parquet input, or drop "
                     "--time-field (every document is stamped with the load's time)"
                 )
-    with Deduplicator.open(Path(os.fspath(store)), settings) as d:
+    reading = dict(
+        text_field=text_field, id_field=id_field, encoding=encoding, on_error=on_error,
+        generate_ids=generate_ids,
+    )  # fmt: skip
+    options = dict(reading, dedup=dedup, time_field=time_field, drop_expired=drop_expired,
+                   input_format=input_format)  # fmt: skip
+    root = Path(os.fspath(store))
+    with Deduplicator.open(root, settings) as d:
         before = len(d)
-        if if_empty and before:
+        stopped = LoadJournal.read(root)
+        if if_empty and before and stopped is None:
             return _summary(d, store, before, t0, path=None)
+        resuming = _stopped_load(d, stopped, resume or if_empty, before, files, options)
         counts = _read_and_load(
             d, files, dedup=dedup, time_field=time_field, drop_expired=drop_expired,
-            progress=progress, reading=dict(text_field=text_field, id_field=id_field,
-            encoding=encoding, on_error=on_error, generate_ids=generate_ids),
-            chunk_docs=chunk_docs,
+            progress=progress, reading=reading, chunk_docs=chunk_docs,
+            journal=None if any(f.path == "-" for f in files) else (input_identity(files), options),
+            stopped=resuming,
         )  # fmt: skip
         # the loads left one segment per chunk and time partition: merged now, so a server
         # opening the store searches few segments and no background merge competes with it;
@@ -172,9 +196,42 @@ def load_files(
         tc = time.perf_counter()
         d.compact()
         report("compact", 1, 1)
+        LoadJournal.remove(root)  # finished: nothing to resume
         return _summary(
             d, store, before, t0, **counts, compact_s=round(time.perf_counter() - tc, 3)
         )
+
+
+def _stopped_load(
+    d: Any,
+    stopped: LoadJournal | None,
+    resume: bool,
+    before: int,
+    files: Sequence[Any],
+    options: dict[str, Any],
+) -> LoadJournal | None:
+    """The stopped load this one finishes (None: a load from the start), refusing what cannot
+    be: a stopped load without ``resume``, another load's inputs or options, ``resume`` into a
+    store that holds documents and no stopped load. Before anything else is read."""
+    if stopped is None:
+        if resume and before and not all(f.path == "-" for f in files):
+            raise InputError(
+                f"--resume: no load into {d.path} stopped part way (no "
+                f"{LoadJournal.path_in(d.path).name}) and it holds {before:,} documents; drop "
+                "--resume to load more into it"
+            )
+        return None
+    where = (
+        f"stopped after {stopped.groups_done:,} groups ({stopped.loaded:,} documents kept), "
+        f"at record {stopped.record + 1:,} of input {stopped.file + 1}"
+    )
+    if not resume:
+        raise InputError(
+            f"a load into {d.path} {where}; pass --resume with the same inputs and options to "
+            f"finish it, or remove {LoadJournal.path_in(d.path)} to load into the store as it is"
+        )
+    stopped.refuse_other(d.path, input_identity(list(files)), options)
+    return stopped
 
 
 def _read_and_load(
@@ -187,19 +244,48 @@ def _read_and_load(
     progress: Progress | None,
     reading: dict[str, Any],
     chunk_docs: int,
+    journal: tuple[list[dict[str, Any]], dict[str, Any]] | None = None,
+    stopped: LoadJournal | None = None,
 ) -> dict[str, Any]:
     """Check the corpus (the first pass: :mod:`.survey`), then load it a group at a
-    time; the counts for the summary (what was read is released on return)."""
+    time; the counts for the summary (what was read is released on return). ``journal``: the
+    inputs' identity and the options, noted before each group (:mod:`.journal`); ``stopped``:
+    the stopped load this one finishes (what its last group loaded removed first)."""
     from .run import dedup_into
     from .stored import load_kept
 
     report = progress or (lambda stage, done, total: None)
     t0 = time.perf_counter()
+    done_before: list[int] | None = None
+    rolled_back = 0
+    if stopped is not None:
+        # the stopped group's kept documents that reached the store go first: the group is
+        # decided again against the store as it was before it
+        gone = d.store.ids_from(stopped.rowid)
+        for lo in range(0, len(gone), _DELETE_CHUNK):
+            d.delete_many(gone[lo : lo + _DELETE_CHUNK])
+        rolled_back = len(gone)
+        done_before = [
+            2**62 if k < stopped.file else stopped.record if k == stopped.file else 0
+            for k in range(len(files))
+        ]
     s = survey(
         d, files, reading, time_field=time_field, drop_expired=drop_expired,
-        chunk_docs=chunk_docs, progress=progress,
+        chunk_docs=chunk_docs, progress=progress, done=done_before,
     )  # fmt: skip
     check_s = round(time.perf_counter() - t0, 3)
+    index = {id(c): k for k, c in enumerate(s.files)}
+    prior = (0, 0) if stopped is None else (stopped.groups_done, stopped.loaded)
+
+    def note(file: int, record: int, groups_done: int, kept: int) -> None:
+        if journal is not None:
+            LoadJournal(
+                inputs=journal[0], options=journal[1], file=file, record=record,
+                rowid=d.store.next_rowid, groups_done=prior[0] + groups_done,
+                loaded=prior[1] + kept,
+            ).write(d.path)  # fmt: skip
+
+    start = d.store.next_rowid
     try:
         report("read", s.documents, s.documents)
         cfg = _batch_config(d) if dedup else None
@@ -207,6 +293,7 @@ def _read_and_load(
         groups = s.groups(chunk_docs)
         total, done, loaded, expired_since = s.used, 0, 0, 0
         for k, group in enumerate(groups):
+            note(*_frontier(group, index), k, loaded)  # where this group starts
             # a time that was in the window at the check may have left it since (a load of
             # hours): such documents are left out as expired, as retention would drop them
             oldest = d.time_window()[0] if time_field is not None else None
@@ -214,10 +301,14 @@ def _read_and_load(
             try:
                 ids, texts, when, gone = _group_docs(group, reading, oldest)
             except InputError as exc:
+                # (a load that stored nothing leaves no journal: see below)
+                journal_too = "" if stopped is None and d.store.next_rowid == start else (
+                    f"Remove {LoadJournal.path_in(d.path)} and "
+                )  # fmt: skip
                 raise InputError(
                     f"{exc}; {k} of {len(groups)} groups were loaded before it "
-                    f"({loaded:,} documents kept): the store holds them. Load {resume} "
-                    "once they are whole again"
+                    f"({loaded:,} documents kept): the store holds them. {journal_too}"
+                    f"{'l' if journal_too else 'L'}oad {resume} once they are whole again"
                 ) from None
             if len(groups) > 1:
                 report("group", k, len(groups))
@@ -239,14 +330,40 @@ def _read_and_load(
                 report("group", k + 1, len(groups))
                 report("load", done, total)
                 _give_back_memory()
-        return {
+        note(len(files), 0, len(groups), loaded)  # every document decided (the merge next)
+        out = {
             "path": how, "documents": s.documents, "skipped_records": s.skipped,
             "expired": s.expired + expired_since, "loaded": loaded,
             "dropped": total - expired_since - loaded,
             "groups": len(groups), "check_s": check_s,
         }  # fmt: skip
+        if stopped is not None:
+            out["resumed"] = {
+                "documents": s.resumed, "groups": stopped.groups_done,
+                "loaded": stopped.loaded, "removed": rolled_back,
+            }  # fmt: skip
+        return out
+    except BaseException:
+        # a load that stopped before any of its documents reached the store (its first group
+        # refused, or interrupted before its first load) leaves nothing to finish: the next
+        # load starts afresh, as it would have before the journal
+        if stopped is None and d.store.next_rowid == start:
+            LoadJournal.remove(d.path)
+        raise
     finally:
         s.release()  # a sliced file's corpus too, where a load stopped inside it
+
+
+def _frontier(group: list[Part], index: dict[int, int]) -> tuple[int, int]:
+    """Where ``group`` starts: the input file (its index, from ``index``: ``id(check)`` ->
+    index) and record before which every record is decided, skipping the records a stopped
+    load decided (a resumed load's first group may start with whole files of them)."""
+    for part in group:
+        start = max(part.lo, part.check.done)
+        if start < part.hi:
+            return index[id(part.check)], start
+    last = group[-1]
+    return index[id(last.check)], last.hi
 
 
 def _give_back_memory() -> None:
@@ -324,6 +441,10 @@ def _group_docs(
     gone = 0
     for part in group:
         c = part.check
+        if not c.use[part.lo : part.hi].any():  # nothing of it to decide: not read again
+            if part.last:
+                c.release()
+            continue
         corpus, at = _corpus(part, reading)
         try:
             where = np.flatnonzero(c.use[part.lo : part.hi]) + part.lo

@@ -83,6 +83,9 @@ class FileCheck:
     # later copies, left out (a record the whole file's reader skips, not a document)
     pieces: int = 1
     repeats: int = 0
+    # its first ``done`` records were decided by a load that stopped after them (a resumed
+    # load: neardup.incremental.journal): not decided again, their ids not checked again
+    done: int = 0
 
     def record(self, pos: int, reading: dict[str, Any]) -> tuple[str, str, int | None]:
         """Document ``pos``'s id, ``path:line`` and line (record number for JSON arrays and
@@ -163,11 +166,17 @@ class Survey:
 
     @property
     def skipped(self) -> int:
-        """Records left out: by the reader, and by the checks (not counting ``expired``)."""
+        """Records left out: by the reader, and by the checks (not counting ``expired``, nor
+        the records a stopped load decided: ``resumed``)."""
         return sum(
-            f.reader_skipped + f.documents - int(f.use.sum()) - int(f.expired.sum())
+            f.reader_skipped + f.documents - int(f.use.sum()) - int(f.expired.sum()) - f.done
             for f in self.files
         )
+
+    @property
+    def resumed(self) -> int:
+        """Records a stopped load had decided (a resumed load's ``done``)."""
+        return sum(f.done for f in self.files)
 
     def groups(self, chunk_docs: int) -> list[list[Part]]:
         """The documents to decide in input order, in consecutive groups of at most
@@ -209,10 +218,13 @@ def survey(
     drop_expired: bool,
     chunk_docs: int,
     progress: Progress | None = None,
+    done: Sequence[int] | None = None,
 ) -> Survey:
     """Read every file of ``files`` once (``reading``: :func:`neardup.io.read_corpus`'s
     options) and check what a load into the store ``d`` would refuse (the module); the corpora
-    are held while the documents read so far fit ``chunk_docs``.
+    are held while the documents read so far fit ``chunk_docs``. ``done``: per file, how many
+    of its first records a stopped load decided (a resumed load): left out, neither checked
+    nor decided again.
 
     Raises
     ------
@@ -235,9 +247,10 @@ def survey(
     try:
         for k, file in enumerate(files):
             corpus = None
+            skip = 0 if done is None else int(done[k])
             if pieces_apply(file, reading["encoding"]):
                 check, corpus, out = _in_pieces(
-                    d, file, reading, time_field, partial(bytes_read.piece, k)
+                    d, file, reading, time_field, partial(bytes_read.piece, k), skip
                 )
                 if corpus is None:  # read in pieces: its slices read their own lines
                     assert check is not None and check.hashes is not None
@@ -252,13 +265,13 @@ def survey(
                 kept = False
                 try:
                     n = len(corpus)
-                    use, times, out, expired, h = _checked(d, corpus, time_field, on_error)
+                    use, times, out, expired, h = _checked(d, corpus, time_field, on_error, skip)
                     read += n
                     held = held and read <= chunk_docs
                     check = FileCheck(
                         file=file, documents=n, reader_skipped=corpus.skipped, use=use,
                         expired=expired, times=times, digest=id_digest(h),
-                        held=corpus if held else None,
+                        held=corpus if held else None, done=min(skip, n),
                     )  # fmt: skip
                     src = corpus.sources[0] if len(corpus.sources) == 1 else None
                     if n > chunk_docs and src is not None and rereadable(src):
@@ -288,18 +301,20 @@ def survey(
 
 
 def _checked(
-    d: Any, corpus: Any, time_field: str | None, on_error: str
+    d: Any, corpus: Any, time_field: str | None, on_error: str, skip: int = 0
 ) -> tuple[
     npt.NDArray[np.bool_], npt.NDArray[np.float64] | None, npt.NDArray[np.bool_],
     npt.NDArray[np.bool_], npt.NDArray[np.uint64],
 ]:  # fmt: skip
     """What the first pass keeps of a corpus (a file, or a piece of one): which documents to
     decide (their ids not refused), their times, those whose time the store cannot take and
-    those older than its window, and the ids' hashes; ids the store holds are refused."""
+    those older than its window, and the ids' hashes; ids the store holds are refused. The
+    first ``skip`` documents (decided by a stopped load) are left out of all but the hashes."""
     from .stored import refuse_stored_ids
 
     n = len(corpus)
     use = ~_bad_ids(corpus, on_error)
+    use[: max(0, skip)] = False
     times: npt.NDArray[np.float64] | None = None
     out = np.zeros(n, np.bool_)
     expired = np.zeros(n, np.bool_)
@@ -320,24 +335,29 @@ def _in_pieces(
     reading: dict[str, Any],
     time_field: str | None,
     piece_read: Callable[[int, int], None] | None = None,
+    skip: int = 0,
 ) -> tuple[FileCheck | None, Any, npt.NDArray[np.bool_]]:
     """A JSONL file read a piece at a time (:class:`neardup.io.pieces.FilePieces`, a piece's
     corpus closed before the next is read): its check, which keeps where each record's line
     starts, its number and its id's hash (its uncompressed copy too) for the slices, and its
     times outside what the store can take. A file of one piece is the corpus itself instead,
     for the caller to check as a file read whole: ``(None, corpus, _)``. ``piece_read(done,
-    size)`` is told, after each piece, the bytes of the (uncompressed) file read so far."""
+    size)`` is told, after each piece, the bytes of the (uncompressed) file read so far.
+    ``skip``: the file's first records a stopped load decided (left out, see :func:`_checked`)."""
     from ..io import pieces
 
     on_error = reading["on_error"]
     fp = pieces.FilePieces(file, piece_bytes=pieces.PIECE_BYTES, **reading)
     parts: list[tuple[Any, ...]] = []
+    first = 0  # the piece's first record, in the file's numbering
     try:
         for piece in fp:
             if not piece.sources[0].lent:  # the whole file: the caller's, as if read whole
                 return None, piece, np.zeros(0, np.bool_)
             try:
-                parts.append((piece.skipped, *_checked(d, piece, time_field, on_error)))
+                here = _checked(d, piece, time_field, on_error, skip - first)
+                parts.append((piece.skipped, *here))
+                first += len(piece)
             finally:
                 piece.close()
             if piece_read is not None:
@@ -353,6 +373,7 @@ def _in_pieces(
         expired=np.concatenate(expired),
         times=None if time_field is None else np.concatenate(times),
         digest=id_digest(hashes), source=src, hashes=hashes, pieces=fp.pieces,
+        done=min(max(0, skip), src.count),
     )  # fmt: skip
     return check, None, np.concatenate(out)
 

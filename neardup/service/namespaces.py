@@ -31,6 +31,20 @@ def _default_factory(config: ServiceConfig, path: Path | None) -> Any:
     return Deduplicator.open(path, config.dedup)
 
 
+def _say_stopped_load(name: str, path: Path) -> None:
+    """Warn when a bulk load into the namespace stopped part way (its journal is there): the
+    namespace holds only what the load had stored, and ``--resume`` finishes it."""
+    from ..incremental.journal import JOURNAL_NAME
+
+    if (path / JOURNAL_NAME).exists():
+        log.warning(
+            "namespace %r: a bulk load into it stopped part way (%s): it holds only what that "
+            "load had stored; stop the server and finish it with neardup store load DATA "
+            "INPUT... --namespace %s --resume (the same inputs and options)",
+            name, path / JOURNAL_NAME, name,
+        )  # fmt: skip
+
+
 class NamespaceRegistry:
     """Maps namespace names to open deduplicators.
 
@@ -129,6 +143,8 @@ class NamespaceRegistry:
         self._stores[name] = store
         _warm_up(store)
         log.info("opened namespace %r (%d documents)", name, _safe_len(store))
+        if path is not None:
+            _say_stopped_load(name, path)
         return store
 
     def close(self) -> None:

@@ -199,7 +199,7 @@ def test_a_file_changed_between_the_two_reads_is_refused_and_what_loaded_is_said
     msg = _refused_after_a_change(folder, store, lambda: _write(parts[2], changed))  # the last
     assert f"{parts[2]} changed after it was checked" in msg
     assert "2 of 3 groups were loaded before it" in msg
-    assert f"Load the files from {parts[2]} on" in msg
+    assert f"Remove {store / 'LOAD-JOURNAL.json'} and load the files from {parts[2]} on" in msg
     assert set(_stored(store)) == _one_by_one(rows[:400])
 
 
@@ -214,7 +214,7 @@ def test_a_sliced_file_changed_between_the_reads_is_refused_at_its_slice(tmp_pat
     msg = _refused_after_a_change(one, store, lambda: _write(one, changed))
     assert f"{one} changed after it was checked: its records 401 to 550" in msg
     assert "2 of 3 groups were loaded before it" in msg
-    assert f"Load the records from {one}:401 on" in msg
+    assert f"Remove {store / 'LOAD-JOURNAL.json'} and load the records from {one}:401 on" in msg
     assert set(_stored(store)) == _one_by_one(rows[:400])
 
 
@@ -232,6 +232,7 @@ def test_a_sliced_file_emptied_or_removed_after_the_check_is_refused(
     assert f"{one} changed after it was checked: {said}" in msg
     assert "0 of 3 groups were loaded before it" in msg
     assert _stored(store) == {}
+    assert not (store / "LOAD-JOURNAL.json").exists()  # nothing stored: nothing to resume
 
 
 def test_an_id_repeated_after_a_sliced_file_names_its_first_line(tmp_path: Path, capsys) -> None:
@@ -418,7 +419,9 @@ def test_a_change_after_a_sliced_file_says_where_to_take_up_again(tmp_path: Path
     msg = _refused_after_a_change(folder, store, lambda: _write(parts[1], changed))
     assert f"{parts[1]} changed after it was checked" in msg
     assert "2 of 3 groups were loaded before it" in msg
-    assert f"Load the records from {parts[0]}:401 on" in msg
+    assert (
+        f"Remove {store / 'LOAD-JOURNAL.json'} and load the records from {parts[0]}:401 on" in msg
+    )
     assert set(_stored(store)) == _one_by_one(rows[:400])
 
 

@@ -188,24 +188,12 @@ def test_a_resume_into_an_empty_store_loads_from_the_start(
     assert "resumed" not in stats and _rows_of(store) == uninterrupted["lsh"]
 
 
-def test_a_killed_store_load_process_resumed_stores_what_an_uninterrupted_one_stores(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """``neardup store load`` in its own process, SIGKILLed while a group is being decided
-    (its journal says two groups are done), then run again with ``--resume``: the store holds
-    what the same command run through once stores (the ids, texts and times)."""
-    rows = _timed(copies=4)
-    folder = tmp_path / "in"
-    _shards(folder, rows, _sizes(len(rows), 12))
-    args = [str(folder), "--time-field", "ts", "--retention", "3h", "--chunk-docs", "300"]
-    whole = tmp_path / "whole"
-    assert main(["store", "load", str(whole), *args, "-q"]) == 0
-    capsys.readouterr()
-    data = tmp_path / "data"
-    journal = data / "namespaces" / "default" / JOURNAL_NAME
+def _killed(cmd: list[str], journal: Path, groups: int, pause: bool) -> None:
+    """Run ``cmd`` (a ``neardup store load``) in its own process and SIGKILL it about 0.1 s
+    after its journal says ``groups`` groups are done (inside a later group, wherever it then
+    is); ``pause``: SIGSTOP it first, for 0.2 s, as a machine that stalls before it dies."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "neardup", "store", "load", str(data), *args, "-q"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
     deadline = time.monotonic() + 300
@@ -217,24 +205,51 @@ def test_a_killed_store_load_process_resumed_stores_what_an_uninterrupted_one_st
                 done = LoadJournal.read(journal.parent)
             except CorruptFileError:  # (being replaced: read again)
                 done = None
-            if done is not None and done.groups_done >= 2:
+            if done is not None and done.groups_done >= groups:
                 break
             time.sleep(0.01)
         else:
-            pytest.fail("the load did not reach its third group in time")
+            pytest.fail(f"the load did not pass {groups} groups in time")
+        time.sleep(0.1)
+        if pause:
+            proc.send_signal(signal.SIGSTOP)
+            time.sleep(0.2)
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.wait(timeout=60)
         assert proc.stderr is not None
         proc.stderr.close()
     assert proc.returncode == -signal.SIGKILL
-    assert journal.exists()
+
+
+def test_a_store_load_process_killed_twice_and_resumed_stores_what_one_run_stores(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``neardup store load`` (20 groups) in its own process, SIGKILLed inside its third group
+    or so; resumed with ``--resume`` in another process, stopped (SIGSTOP) and SIGKILLed after
+    its journal passed eight groups; then resumed to the end: the store holds what the same
+    command run through once stores (the ids, texts and times), and a plain load in between
+    is refused, naming ``--resume``."""
+    rows = _timed(copies=4)
+    folder = tmp_path / "in"
+    _shards(folder, rows, _sizes(len(rows), 20))
+    args = [str(folder), "--time-field", "ts", "--retention", "3h", "--chunk-docs", "300"]
+    whole = tmp_path / "whole"
+    assert main(["store", "load", str(whole), *args, "-q"]) == 0
+    capsys.readouterr()
+    data = tmp_path / "data"
     ns = data / "namespaces" / "default"
+    cmd = [sys.executable, "-m", "neardup", "store", "load", str(data), *args, "-q"]
+    _killed(cmd, ns / JOURNAL_NAME, 2, pause=False)
     assert main(["store", "load", str(data), *args, "-q"]) == 3  # refused: says --resume
     assert "--resume" in capsys.readouterr().err
+    _killed([*cmd, "--resume"], ns / JOURNAL_NAME, 8, pause=True)
+    stopped = LoadJournal.read(ns)
+    assert stopped is not None and stopped.groups_done >= 8
     assert main(["store", "load", str(data), *args, "--resume", "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
-    assert stats["resumed"]["groups"] >= 2 and not journal.exists()
+    assert stats["resumed"]["groups"] == stopped.groups_done
+    assert not (ns / JOURNAL_NAME).exists()
     assert _rows_of(ns) == _rows_of(whole / "namespaces" / "default")
 
 

@@ -80,7 +80,8 @@ print(json.dumps({"stats": stats, "wall_s": time.perf_counter() - t,
 """
 
 
-def _stored_ids(store: Path) -> set[str]:
+def stored_ids(store: Path) -> set[str]:
+    """The ids a store's metadata holds (read only)."""
     db = sqlite3.connect(f"file:{store / 'meta.sqlite3'}?mode=ro", uri=True)
     try:
         return {r[0] for r in db.execute("SELECT id FROM docs")}
@@ -128,7 +129,7 @@ def run_one(
            "chunk_docs": chunk or 2**62, "options": options}  # fmt: skip
     usage = run_child(_CHILD, job, "load_files")
     stats = usage["stats"]
-    ids = _stored_ids(data / "namespaces" / "default")
+    ids = stored_ids(data / "namespaces" / "default")
     n_kept, digest = len(ids), _digest(ids)
     disk = sum(f.stat().st_size for f in data.rglob("*") if f.is_file())
     shutil.rmtree(data, ignore_errors=True)

@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_dedup import machine, write_results  # noqa: E402
+from bench_load_files import stored_ids  # noqa: E402
 from bench_service import code_version  # noqa: E402
 
 from neardup.errors import CorruptFileError  # noqa: E402
@@ -49,14 +50,6 @@ from neardup.incremental.journal import JOURNAL_NAME, LoadJournal  # noqa: E402
 
 def _namespace(data: Path) -> Path:
     return data / "namespaces" / "default"
-
-
-def _ids(data: Path) -> set[str]:
-    db = sqlite3.connect(f"file:{_namespace(data) / 'meta.sqlite3'}?mode=ro", uri=True)
-    try:
-        return {r[0] for r in db.execute("SELECT id FROM docs")}
-    finally:
-        db.close()
 
 
 def _rows(data: Path) -> int | None:
@@ -145,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         killed_s, at = _killed([*neardup, str(b), *opts], b, args.after_groups, args.kill_delay)
         print(f"killed after {killed_s:.1f} s: {at}")
         resumed_s, resumed = _load([*neardup, str(b), *opts, "--resume"])
-        same = _ids(a) == _ids(b)
+        same = stored_ids(_namespace(a)) == stored_ids(_namespace(b))
         print(
             f"resumed: {resumed_s:.1f} s (first pass {resumed['check_s']:.1f} s), "
             f"{resumed['loaded']:,} kept in {resumed['groups']} groups; {resumed['resumed']}; "

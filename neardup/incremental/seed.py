@@ -181,11 +181,12 @@ def load_files(
         stopped = LoadJournal.read(root)
         if if_empty and before and stopped is None:
             return _summary(d, store, before, t0, path=None)
-        resuming = _stopped_load(d, stopped, resume or if_empty, before, files, options)
+        identity = input_identity(files)
+        resuming = _stopped_load(d, stopped, resume or if_empty, before, files, identity, options)
         counts = _read_and_load(
             d, files, dedup=dedup, time_field=time_field, drop_expired=drop_expired,
             progress=progress, reading=reading, chunk_docs=chunk_docs,
-            journal=None if any(f.path == "-" for f in files) else (input_identity(files), options),
+            journal=None if any(f.path == "-" for f in files) else (identity, options),
             stopped=resuming,
         )  # fmt: skip
         # the loads left one segment per chunk and time partition: merged now, so a server
@@ -208,11 +209,13 @@ def _stopped_load(
     resume: bool,
     before: int,
     files: Sequence[Any],
+    identity: list[dict[str, Any]],
     options: dict[str, Any],
 ) -> LoadJournal | None:
     """The stopped load this one finishes (None: a load from the start), refusing what cannot
-    be: a stopped load without ``resume``, another load's inputs or options, ``resume`` into a
-    store that holds documents and no stopped load. Before anything else is read."""
+    be: a stopped load without ``resume``, another load's inputs (``identity``:
+    :func:`~.journal.input_identity` of ``files``) or options, ``resume`` into a store that
+    holds documents and no stopped load. Before anything else is read."""
     if stopped is None:
         if resume and before and not all(f.path == "-" for f in files):
             raise InputError(
@@ -230,7 +233,7 @@ def _stopped_load(
             f"a load into {d.path} {where}; pass --resume with the same inputs and options to "
             f"finish it, or remove {LoadJournal.path_in(d.path)} to load into the store as it is"
         )
-    stopped.refuse_other(d.path, input_identity(list(files)), options)
+    stopped.refuse_other(d.path, identity, options)
     return stopped
 
 
@@ -286,6 +289,11 @@ def _read_and_load(
             ).write(d.path)  # fmt: skip
 
     start = d.store.next_rowid
+
+    def stored_nothing() -> bool:
+        """This load has stored nothing yet (and finishes none): its journal can go."""
+        return stopped is None and d.store.next_rowid == start
+
     try:
         report("read", s.documents, s.documents)
         cfg = _batch_config(d) if dedup else None
@@ -301,14 +309,15 @@ def _read_and_load(
             try:
                 ids, texts, when, gone = _group_docs(group, reading, oldest)
             except InputError as exc:
-                # (a load that stored nothing leaves no journal: see below)
-                journal_too = "" if stopped is None and d.store.next_rowid == start else (
-                    f"Remove {LoadJournal.path_in(d.path)} and "
-                )  # fmt: skip
+                advice = (
+                    f"Load {resume} once they are whole again"
+                    if stored_nothing()  # (its journal goes: see below)
+                    else f"Remove {LoadJournal.path_in(d.path)} and load {resume} once they "
+                    "are whole again"
+                )
                 raise InputError(
                     f"{exc}; {k} of {len(groups)} groups were loaded before it "
-                    f"({loaded:,} documents kept): the store holds them. {journal_too}"
-                    f"{'l' if journal_too else 'L'}oad {resume} once they are whole again"
+                    f"({loaded:,} documents kept): the store holds them. {advice}"
                 ) from None
             if len(groups) > 1:
                 report("group", k, len(groups))
@@ -347,7 +356,7 @@ def _read_and_load(
         # a load that stopped before any of its documents reached the store (its first group
         # refused, or interrupted before its first load) leaves nothing to finish: the next
         # load starts afresh, as it would have before the journal
-        if stopped is None and d.store.next_rowid == start:
+        if stored_nothing():
             LoadJournal.remove(d.path)
         raise
     finally:

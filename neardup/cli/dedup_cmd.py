@@ -271,6 +271,15 @@ def dedup_command(
             help="Also drop what duplicates the documents saved in STORE (read only).",
         ),
     ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="With --save: finish a run that stopped while saving into STORE (killed, out "
+            "of memory): what it stored is removed and the run made again; the same inputs "
+            "and reading options.",
+        ),
+    ] = False,
 ) -> None:
     """Deduplicate a corpus: exact + near duplicates (verified), clusters, pairs, summary."""
     from ..batch.files import dedup_files
@@ -324,6 +333,10 @@ def dedup_command(
         )
         else sys.stdout
     )
+    if resume and save is None:
+        raise ConfigError(
+            "--resume finishes a --save run that stopped while saving; pass --save STORE"
+        )
     if save is not None or against is not None:  # incremental: against a store of kept docs
         _check_incremental(save, against, sample)
         _run_incremental(
@@ -334,6 +347,7 @@ def dedup_command(
             output_format=output_format,
             text_field=text_field, id_field=id_field, encoding=encoding, on_error=on_error,
             generate_ids=generate_ids, config=config, quiet=quiet, stream=summary_stream,
+            **({"resume": True} if resume else {}),
             **(
                 {}
                 if engine == "local"
@@ -461,6 +475,13 @@ def _run_incremental(inputs: list[str], store: str, save: bool, *, quiet: bool, 
             f"{stats['store_documents_after']:,} stored)",
             file=stream,
         )
+        if "resumed" in stats:
+            print(
+                f"resumed           a run that stopped while saving: the "
+                f"{stats['resumed']['removed']:,} documents it had stored removed, and the run "
+                "made again",
+                file=stream,
+            )
         if kw.get("report") is not None:
             print(f"review report: {kw['report']} (data: {kw['review']})", file=stream)
     for message in _run_warnings(stats, []):

@@ -58,6 +58,7 @@ def against_on_engine(
     partitions: int | None,
     workdir: str | None,
     progress: Progress | None,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """:func:`~neardup.incremental.run.dedup_against` with ``engine`` (the module's steps);
     returns the same summary keys."""
@@ -67,6 +68,7 @@ def against_on_engine(
     from ..distributed.job import POS_SHIFT
     from ..io import check_outputs, plan_inputs, plan_output, read_corpus
     from ..online import Deduplicator
+    from .journal import SaveJournal
     from .stored import (
         check_store,
         load_kept,
@@ -96,13 +98,18 @@ def against_on_engine(
         verify=verifier if verifier is not None else False,
         fingerprinter=config.make_fingerprinter(),
     ) as d:
-        before = len(d)
+        # a run that stopped while saving into the store: refused, or finished (--resume)
+        journal = SaveJournal.open(
+            d, files, {**read, "input_format": input_format}, save=save, resume=resume
+        )
         # 1. the store's check, here (the job's positions: file << POS_SHIFT | row)
         t0 = time.perf_counter()
         with read_corpus(files, **read) as corpus:
             ids = [str(x) for x in corpus.ids]
             n = len(ids)
             step("read", n, n)
+            removed = journal.take_back(d, ids)  # a stopped save's rows, before any decision
+            before = len(d)
             refuse_stored_ids(d, ids)
             for_store, stored = check_store(
                 d, ids, corpus.texts, pairs=pairs_path is not None, progress=progress
@@ -121,11 +128,20 @@ def against_on_engine(
                 table = res.read("kept")
                 ids, texts = table.column("id").to_pylist(), table.column("text").to_pylist()
                 del table
-                load_kept(d, ids, texts, np.ones(len(ids), np.bool_), progress=progress)
+                journal.before_save(d)
+                try:
+                    load_kept(d, ids, texts, np.ones(len(ids), np.bool_), progress=progress)
+                except BaseException:
+                    journal.failed(d)
+                    raise
             stats.update(
                 **store_summary(d, root, n, for_store, kept, before=before, saved=save),
                 store_check_s=round(check_s, 3),
             )
+            if journal.reclaim is not None:
+                stats["resumed"] = {"removed": removed}
+            if journal.warning is not None:
+                stats["warnings"] = [*stats.get("warnings", []), journal.warning]
 
         stats = run_distributed_cli(
             engine=engine, inputs=sources, config=config, output=output,
@@ -137,4 +153,5 @@ def against_on_engine(
             before_publish=save_kept, text_field=text_field, id_field=id_field,
             encoding=encoding, on_error=on_error, generate_ids=generate_ids,
         )  # fmt: skip
+        journal.finished()  # stored and published: nothing to finish
     return stats

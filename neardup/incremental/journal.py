@@ -1,6 +1,9 @@
-"""Where a load in groups stands (``neardup store load``, ``neardup serve --seed``), so that one
-stopped part way (killed, out of memory, the machine gone) finishes where it stopped instead of
-starting again: :func:`neardup.incremental.load_files` with ``resume=True``.
+"""Where a load into a store stands, so that one stopped part way (killed, out of memory, the
+machine gone) is finished instead of leaving a store half loaded that a rerun refuses: a load in
+groups (``neardup store load``, ``neardup serve --seed``: :func:`neardup.incremental.load_files`
+with ``resume=True``), and the save of ``neardup dedup NEW --save STORE``
+(:func:`neardup.incremental.dedup_against` with ``resume=True``). The journal names which one
+stopped (``command``); the other's resume is refused, naming the command that finishes it.
 
 Before each group is decided, the load writes ``LOAD-JOURNAL.json`` into the store's directory
 (atomically, synced: :func:`neardup.store.layout.write_json_file`, a CRC-checked JSON body with
@@ -11,10 +14,18 @@ documents are stored (each group's load is durable before the next group's entry
 The file is removed once the load has finished, its final merge included.
 
 A resumed load checks that the inputs and options are the ones written, removes from the store
-what the stopped group had loaded already (the documents with row ids from the noted one on,
-deleted as ``delete_many`` deletes, durably), then loads the documents from the noted point on
-as a load of those alone would, into the store as it is: the earlier documents are read again
-(the first pass cuts the groups and checks the ids) but not decided again.
+what the stopped group had loaded already, then loads the documents from the noted point on as a
+load of those alone would, into the store as it is: the earlier documents are read again (the
+first pass cuts the groups and checks the ids) but not decided again. What is removed is the
+stored rows from the noted row id on whose ids are among the documents loaded again (deleted as
+``delete_many`` deletes, durably): rows another writer added since (a server opened on the
+store before the resume) are the store's, and stay.
+
+``neardup dedup NEW --save STORE`` decides its documents in memory and saves the kept ones at
+the end: it writes the journal before that save (``file`` and ``record`` 0: nothing is done
+before it) and removes it once its outputs are published. Its resume removes what the stopped
+save stored (the same rule) and runs again from the start, so only the inputs and the reading
+options must be the stopped run's.
 """
 
 from __future__ import annotations
@@ -22,14 +33,29 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, CorruptFileError, InputError
 
-__all__ = ["JOURNAL_NAME", "LoadJournal", "input_identity"]
+if TYPE_CHECKING:  # pragma: no cover
+    from .stored import Reclaim
+
+__all__ = [
+    "DEDUP_SAVE",
+    "JOURNAL_NAME",
+    "STORE_LOAD",
+    "LoadJournal",
+    "SaveJournal",
+    "input_identity",
+    "stopped_run",
+]
 
 #: the journal's file name in a store's directory
 JOURNAL_NAME = "LOAD-JOURNAL.json"
+#: what stopped (``LoadJournal.command``): a load in groups, or a dedup run's save
+STORE_LOAD = "neardup store load"
+DEDUP_SAVE = "neardup dedup --save"
+_COMMANDS = (STORE_LOAD, DEDUP_SAVE)
 _FORMAT = "neardup-load-journal"
 _VERSION = 1
 
@@ -52,11 +78,13 @@ def input_identity(files: list[Any]) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class LoadJournal:
-    """One entry of the journal: the load's inputs and options, and where its next group
-    starts (``file``: index into the inputs; ``record``: the reader's record number in it)
-    with the store's next row id before that group (``rowid``), how many groups were loaded
-    before it and how many documents they kept."""
+    """One entry of the journal: which command stopped (:data:`STORE_LOAD`,
+    :data:`DEDUP_SAVE`), the load's inputs and options, and where its next group starts
+    (``file``: index into the inputs; ``record``: the reader's record number in it) with the
+    store's next row id before that group (``rowid``), how many groups were loaded before it
+    and how many documents they kept."""
 
+    command: str
     inputs: list[dict[str, Any]]
     options: dict[str, Any]
     file: int
@@ -86,15 +114,20 @@ class LoadJournal:
         if not path.exists():
             return None
         body = read_json_file(path)
-        if body.get("format") != _FORMAT or body.get("version") != _VERSION:
+        if (
+            body.get("format") != _FORMAT
+            or body.get("version") != _VERSION
+            or body.get("command") not in _COMMANDS
+        ):
             raise CorruptFileError(
                 f"{path}: not a version-{_VERSION} load journal (format "
-                f"{body.get('format')!r}, version {body.get('version')!r}); remove it to load "
-                "from the start"
+                f"{body.get('format')!r}, version {body.get('version')!r}, command "
+                f"{body.get('command')!r}); remove it to load from the start"
             )
         try:
             return cls(
-                inputs=list(body["inputs"]), options=dict(body["options"]),
+                command=str(body["command"]), inputs=list(body["inputs"]),
+                options=dict(body["options"]),
                 file=int(body["file"]), record=int(body["record"]), rowid=int(body["rowid"]),
                 groups_done=int(body["groups_done"]), loaded=int(body["loaded"]),
             )  # fmt: skip
@@ -110,6 +143,15 @@ class LoadJournal:
         if path.exists():
             path.unlink()
             fsync_dir(path.parent)
+
+    def said(self) -> str:
+        """What stopped, for a message (after "in STORE, ")."""
+        if self.command == DEDUP_SAVE:
+            return f"a run of {DEDUP_SAVE} stopped while saving its kept documents"
+        return (
+            f"a load stopped after {self.groups_done:,} groups ({self.loaded:,} documents "
+            f"kept), at record {self.record + 1:,} of input {self.file + 1}"
+        )
 
     def refuse_other(
         self, store: Path, inputs: list[dict[str, Any]], options: dict[str, Any]
@@ -143,3 +185,122 @@ class LoadJournal:
                 f"--resume: options differ from the load that stopped in {store}: "
                 f"{', '.join(said)}; pass the same options"
             )
+
+
+def stopped_run(
+    store: Path,
+    command: str,
+    *,
+    resume: bool,
+    holds: int,
+    identity: list[dict[str, Any]],
+    options: dict[str, Any],
+) -> LoadJournal | None:
+    """The stopped run that a ``command`` run (:data:`STORE_LOAD`, :data:`DEDUP_SAVE`) into the
+    store at ``store`` finishes (None: a run from the start), refusing what cannot be, before
+    anything is read: a stopped run without ``resume``; one of the other command (finished by
+    that command only); other inputs (``identity``: :func:`input_identity`) or options;
+    ``resume`` where nothing stopped and the store holds documents (``holds``)."""
+    stopped = LoadJournal.read(store)
+    path = LoadJournal.path_in(store)
+    if stopped is None:
+        if resume and holds:
+            more = "load more into it" if command == STORE_LOAD else "save more into it"
+            raise InputError(
+                f"--resume: no {'load' if command == STORE_LOAD else command} into {store} "
+                f"stopped part way (no {path.name}) and it holds {holds:,} documents; drop "
+                f"--resume to {more}"
+            )
+        return None
+    if stopped.command != command:
+        raise InputError(
+            f"in {store}, {stopped.said()}: finish it first with {stopped.command} --resume "
+            f"(the same inputs and options), or remove {path} to use the store as it is"
+        )
+    if not resume:
+        raise InputError(
+            f"in {store}, {stopped.said()}; pass --resume with the same inputs and options to "
+            f"finish it, or remove {path} to use the store as it is"
+        )
+    stopped.refuse_other(store, identity, options)
+    return stopped
+
+
+@dataclass
+class SaveJournal:
+    """The journal of a ``neardup dedup NEW --save STORE`` run (:data:`DEDUP_SAVE`; made by
+    :meth:`open`): the stopped run it finishes (``reclaim``: what that run stored, removed by
+    :meth:`take_back` once the input's ids are read), the entry written before the kept
+    documents are saved (:meth:`before_save`) and removed once the outputs are published
+    (:meth:`finished`). Input read from stdin has no journal (it cannot be read again):
+    ``identity`` None. ``warning``: an ``--against`` run's (read only) word on a store whose
+    run stopped part way."""
+
+    root: Path
+    identity: list[dict[str, Any]] | None
+    options: dict[str, Any]
+    reclaim: Reclaim | None = None
+    warning: str | None = None
+    #: the store's next row id when the save started (:meth:`before_save`)
+    at: int | None = None
+
+    @classmethod
+    def open(
+        cls, d: Any, files: list[Any], options: dict[str, Any], *, save: bool, resume: bool
+    ) -> SaveJournal:
+        """Refuse what cannot be (:func:`stopped_run`: a stopped run without ``resume``, a
+        stopped load, other inputs or reading ``options``, ``resume`` with nothing to finish
+        into a store that holds documents), before any record is read; ``save`` False (an
+        ``--against`` run): only warn of a stopped one."""
+        from .stored import Reclaim
+
+        root = Path(d.path)
+        stdin = any(f.path == "-" for f in files)
+        identity = None if stdin else input_identity(files)
+        if not save:
+            stopped = LoadJournal.read(root)
+            said = None
+            if stopped is not None:
+                said = (
+                    f"in {root}, {stopped.said()}: compared with what it holds, which is only "
+                    f"part of what that run was storing; finish it with {stopped.command} "
+                    "--resume"
+                )
+            return cls(root, None, options, warning=said)
+        stopped = stopped_run(
+            root, DEDUP_SAVE, resume=resume, holds=0 if stdin else len(d),
+            identity=identity or [], options=options,
+        )  # fmt: skip
+        reclaim = None if stopped is None else Reclaim.since(d, stopped.rowid)
+        return cls(root, identity, options, reclaim=reclaim)
+
+    def take_back(self, d: Any, ids: list[str]) -> int:
+        """Remove what the stopped run stored (its rows among the input's ``ids``; others are
+        refused as any stored id is); returns how many (0: nothing stopped)."""
+        from .stored import refuse_stored_ids
+
+        if self.reclaim is None:
+            return 0
+        refuse_stored_ids(d, ids, self.reclaim)
+        return self.reclaim.remove(d)
+
+    def before_save(self, d: Any) -> None:
+        """Note, durably, where the save starts (the store's next row id)."""
+        self.at = d.store.next_rowid
+        if self.identity is not None:
+            LoadJournal(
+                command=DEDUP_SAVE, inputs=self.identity, options=self.options, file=0,
+                record=0, rowid=d.store.next_rowid, groups_done=0, loaded=0,
+            ).write(self.root)  # fmt: skip
+
+    def finished(self) -> None:
+        """The run's kept documents are stored and its outputs published: nothing to finish."""
+        if self.identity is not None:
+            LoadJournal.remove(self.root)
+
+    def failed(self, d: Any) -> None:
+        """The save raised: where it had stored nothing (the stopped run's rows, if any,
+        removed already), there is nothing to finish and the journal goes; else it stays, for
+        ``--resume``."""
+        if self.at is not None and d.store.next_rowid == self.at:
+            self.finished()

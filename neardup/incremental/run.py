@@ -52,6 +52,7 @@ from ..errors import ConfigError, InputError, NotFoundError
 from ..rules.config import DedupConfig, with_overrides
 from ..verify.rule import DEFAULT_THRESHOLD
 from . import stored
+from .journal import SaveJournal
 from .stored import (
     RunWork,
     check_store,
@@ -95,11 +96,16 @@ def dedup_against(
     master: str | None = None,
     partitions: int | None = None,
     workdir: str | None = None,
+    resume: bool = False,
     **overrides: Any,
 ) -> dict[str, Any]:
     """Deduplicate ``inputs`` against the store ``store`` and among themselves; write the kept
     documents to ``output`` (every option as :func:`neardup.dedup_files`); with ``save``, add
-    them to the store (created when missing). ``engine`` ``"dask"`` / ``"spark"`` (with
+    them to the store (created when missing). A save notes itself in the store's journal
+    (:class:`~neardup.incremental.journal.SaveJournal`) until its outputs are published:
+    ``resume`` finishes a run that stopped while saving (what it had stored is removed, and
+    the run made again from the start; the same inputs and reading options); without it, a
+    store whose run stopped is refused. ``engine`` ``"dask"`` / ``"spark"`` (with
     ``scheduler``, ``master``, ``partitions``, ``workdir`` as ``neardup dedup --engine``): the
     new documents are deduplicated among themselves by the distributed job, the store is
     checked and saved to in this process (:mod:`neardup.incremental.engine`). ``pairs_out``:
@@ -119,9 +125,12 @@ def dedup_against(
     Raises
     ------
     ConfigError
-        ``keep`` other than ``first``; ``--against`` a store that does not exist.
+        ``keep`` other than ``first``; ``--against`` a store that does not exist; ``resume``
+        without ``save``; other reading options than the stopped run's.
     InputError
-        Ids that are already stored (nothing written).
+        Ids that are already stored (nothing written); a store whose run stopped while saving,
+        without ``resume`` (or with other inputs); ``resume`` where nothing stopped into a
+        store that holds documents.
     """
     from ..io import check_outputs, plan_inputs, plan_output, read_corpus, write_kept
     from ..io.atomic import atomic_open, staged_outputs
@@ -142,6 +151,11 @@ def dedup_against(
             f"{DEFAULT_THRESHOLD}"
         )
     root = Path(os.fspath(store))
+    if resume and not save:
+        raise ConfigError(
+            "--resume finishes a --save run that stopped while saving; pass --save STORE "
+            "(--against only reads the store)"
+        )
     if not save and not (root / "config.json").exists():
         raise NotFoundError(
             f"no store at {root} (no config.json): --against compares with a store an earlier "
@@ -163,7 +177,7 @@ def dedup_against(
             input_format=input_format, text_field=text_field, id_field=id_field,
             encoding=encoding, on_error=on_error, generate_ids=generate_ids,
             scheduler=scheduler, master=master, partitions=partitions, workdir=workdir,
-            progress=progress,
+            progress=progress, resume=resume,
         )  # fmt: skip
     out = os.fspath(output)
     summary = None if summary_json is None else os.fspath(summary_json)
@@ -191,68 +205,87 @@ def dedup_against(
     )
     step = progress or (lambda stage, done, total: None)
     verifier = cfg.make_verifier() if cfg.verify else None
-    with (
-        Deduplicator.open(
-            root,
-            verify=verifier if verifier is not None else False,
-            fingerprinter=cfg.make_fingerprinter(),
-        ) as d,
-        staged_outputs(),
-        read_corpus(
-            files,
-            text_field=text_field,
-            id_field=id_field,
-            encoding=encoding,
-            on_error=on_error,
-            generate_ids=generate_ids,
-        ) as corpus,
-    ):
-        ids, texts = list(corpus.ids), corpus.texts
-        n = len(ids)
-        before = len(d)
-        step("read", n, n)
-        into = dedup_into(
-            d, ids, texts, config=cfg, progress=progress, save=False, keep_prepared=save,
-            pairs=pairs_path is not None or report_path is not None or clusters_path is not None,
-        )  # fmt: skip
-        keep, for_store, result = into.keep, into.for_store, into.result
-        kept = int(keep.sum())
-        step("write", 0, kept)
-        write_kept(corpus, keep, out, plan=plan, encoding="utf-8")
-        if pairs_path is not None:
-            _write_pairs(pairs_path, result, into.stored_pairs)
-        step("write", kept, kept)
-        # 3. the kept documents join the store (durable before the outputs are published)
-        if save:
-            load_kept(
-                d, ids, texts, keep, progress=progress, prepared=into.prepared, work=into.work
+    options = dict(
+        text_field=text_field, id_field=id_field, encoding=encoding, on_error=on_error,
+        generate_ids=generate_ids, input_format=input_format,
+    )  # fmt: skip
+    with Deduplicator.open(
+        root,
+        verify=verifier if verifier is not None else False,
+        fingerprinter=cfg.make_fingerprinter(),
+    ) as d:
+        # a run that stopped while saving into the store: refused, or finished (--resume),
+        # before a record is read
+        journal = SaveJournal.open(d, files, options, save=save, resume=resume)
+        with (
+            staged_outputs(),
+            read_corpus(
+                files,
+                text_field=text_field,
+                id_field=id_field,
+                encoding=encoding,
+                on_error=on_error,
+                generate_ids=generate_ids,
+            ) as corpus,
+        ):
+            ids, texts = list(corpus.ids), corpus.texts
+            n = len(ids)
+            removed = journal.take_back(d, ids)  # a stopped save's rows, before any decision
+            before = len(d)
+            step("read", n, n)
+            into = dedup_into(
+                d, ids, texts, config=cfg, progress=progress, save=False, keep_prepared=save,
+                pairs=pairs_path is not None or report_path is not None or clusters_path is not None,
+            )  # fmt: skip
+            keep, for_store, result = into.keep, into.for_store, into.result
+            kept = int(keep.sum())
+            step("write", 0, kept)
+            write_kept(corpus, keep, out, plan=plan, encoding="utf-8")
+            if pairs_path is not None:
+                _write_pairs(pairs_path, result, into.stored_pairs)
+            step("write", kept, kept)
+            # 3. the kept documents join the store (durable before the outputs are published)
+            if save:
+                journal.before_save(d)
+                try:
+                    load_kept(
+                        d, ids, texts, keep, progress=progress, prepared=into.prepared,
+                        work=into.work,
+                    )  # fmt: skip
+                except BaseException:
+                    journal.failed(d)
+                    raise
+                into.prepared = into.work = None
+            stats = dict(result.stats)
+            elapsed = time.perf_counter() - t0
+            stats.update(
+                **store_summary(d, root, n, for_store, kept, before=before, saved=save),
+                skipped_records=corpus.skipped,
+                elapsed_s=round(elapsed, 3),
+                docs_per_s=round(n / elapsed, 1) if elapsed > 0 else None,
+                inputs=sources,
+                output=out,
+                output_format=plan.fmt,
+                output_folder=plan.folder,
             )
-            into.prepared = into.work = None
-        stats = dict(result.stats)
-        elapsed = time.perf_counter() - t0
-        stats.update(
-            **store_summary(d, root, n, for_store, kept, before=before, saved=save),
-            skipped_records=corpus.skipped,
-            elapsed_s=round(elapsed, 3),
-            docs_per_s=round(n / elapsed, 1) if elapsed > 0 else None,
-            inputs=sources,
-            output=out,
-            output_format=plan.fmt,
-            output_folder=plan.folder,
-        )
-        if clusters_path is not None or report_path is not None:
-            from .review import run_view, write_view_clusters
+            if journal.reclaim is not None:
+                stats["resumed"] = {"removed": removed}
+            if journal.warning is not None:
+                stats["warnings"] = [*stats.get("warnings", []), journal.warning]
+            if clusters_path is not None or report_path is not None:
+                from .review import run_view, write_view_clusters
 
-            view, view_texts = run_view(d, into, ids, texts, verifier, stats)
-            if clusters_path is not None:
-                write_view_clusters(clusters_path, view, len(ids))
-            if report_path is not None and review_path is not None:
-                from ..review.report import review_writer
+                view, view_texts = run_view(d, into, ids, texts, verifier, stats)
+                if clusters_path is not None:
+                    write_view_clusters(clusters_path, view, len(ids))
+                if report_path is not None and review_path is not None:
+                    from ..review.report import review_writer
 
-                review_writer(report_path, review_path)(view, view_texts, stats)
-        if summary is not None:
-            with atomic_open(summary, "w", encoding="utf-8") as fh:
-                json.dump(stats, fh, indent=2, ensure_ascii=False)
+                    review_writer(report_path, review_path)(view, view_texts, stats)
+            if summary is not None:
+                with atomic_open(summary, "w", encoding="utf-8") as fh:
+                    json.dump(stats, fh, indent=2, ensure_ascii=False)
+        journal.finished()  # stored and published: nothing to finish
     return stats
 
 

@@ -46,7 +46,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import ConfigError, InputError, RecordError
-from .journal import LoadJournal, input_identity
+from .journal import STORE_LOAD, LoadJournal, input_identity, stopped_run
 from .survey import Part, id_digest, id_hashes, survey
 
 __all__ = ["load_files"]
@@ -55,10 +55,6 @@ Progress = Callable[[str, int, int], None]
 
 #: documents per ``check_and_add`` call on the path that inserts (one write group each)
 ADD_CHUNK = 1000
-
-#: ids deleted per call when a resumed load removes what its stopped group had stored (one
-#: log group each)
-_DELETE_CHUNK = 10_000
 
 #: documents decided at once by default (``chunk_docs``): the files are loaded in groups of
 #: about this many, so that a load holds a group's work, not the corpus's (what a group
@@ -182,7 +178,10 @@ def load_files(
         if if_empty and before and stopped is None:
             return _summary(d, store, before, t0, path=None)
         identity = input_identity(files)
-        resuming = _stopped_load(d, stopped, resume or if_empty, before, files, identity, options)
+        resuming = stopped_run(
+            root, STORE_LOAD, resume=resume or if_empty, identity=identity, options=options,
+            holds=0 if all(f.path == "-" for f in files) else before,
+        )  # fmt: skip
         counts = _read_and_load(
             d, files, dedup=dedup, time_field=time_field, drop_expired=drop_expired,
             progress=progress, reading=reading, chunk_docs=chunk_docs,
@@ -203,40 +202,6 @@ def load_files(
         )
 
 
-def _stopped_load(
-    d: Any,
-    stopped: LoadJournal | None,
-    resume: bool,
-    before: int,
-    files: Sequence[Any],
-    identity: list[dict[str, Any]],
-    options: dict[str, Any],
-) -> LoadJournal | None:
-    """The stopped load this one finishes (None: a load from the start), refusing what cannot
-    be: a stopped load without ``resume``, another load's inputs (``identity``:
-    :func:`~.journal.input_identity` of ``files``) or options, ``resume`` into a store that
-    holds documents and no stopped load. Before anything else is read."""
-    if stopped is None:
-        if resume and before and not all(f.path == "-" for f in files):
-            raise InputError(
-                f"--resume: no load into {d.path} stopped part way (no "
-                f"{LoadJournal.path_in(d.path).name}) and it holds {before:,} documents; drop "
-                "--resume to load more into it"
-            )
-        return None
-    where = (
-        f"stopped after {stopped.groups_done:,} groups ({stopped.loaded:,} documents kept), "
-        f"at record {stopped.record + 1:,} of input {stopped.file + 1}"
-    )
-    if not resume:
-        raise InputError(
-            f"a load into {d.path} {where}; pass --resume with the same inputs and options to "
-            f"finish it, or remove {LoadJournal.path_in(d.path)} to load into the store as it is"
-        )
-    stopped.refuse_other(d.path, identity, options)
-    return stopped
-
-
 def _read_and_load(
     d: Any,
     files: Any,
@@ -255,27 +220,32 @@ def _read_and_load(
     inputs' identity and the options, noted before each group (:mod:`.journal`); ``stopped``:
     the stopped load this one finishes (what its last group loaded removed first)."""
     from .run import dedup_into
-    from .stored import load_kept
+    from .stored import Reclaim, load_kept
 
     report = progress or (lambda stage, done, total: None)
     t0 = time.perf_counter()
     done_before: list[int] | None = None
     rolled_back = 0
+    reclaim = None
     if stopped is not None:
-        # the stopped group's kept documents that reached the store go first: the group is
-        # decided again against the store as it was before it
-        gone = d.store.ids_from(stopped.rowid)
-        for lo in range(0, len(gone), _DELETE_CHUNK):
-            d.delete_many(gone[lo : lo + _DELETE_CHUNK])
-        rolled_back = len(gone)
+        # the stopped group's kept documents that reached the store: found as the first pass
+        # checks the ids, and removed after it, so that the group is decided again against the
+        # store as it was before it (rows another writer added since stay)
+        reclaim = Reclaim.since(d, stopped.rowid)
         done_before = [
             2**62 if k < stopped.file else stopped.record if k == stopped.file else 0
             for k in range(len(files))
         ]
     s = survey(
         d, files, reading, time_field=time_field, drop_expired=drop_expired,
-        chunk_docs=chunk_docs, progress=progress, done=done_before,
+        chunk_docs=chunk_docs, progress=progress, done=done_before, reclaim=reclaim,
     )  # fmt: skip
+    if reclaim is not None:
+        try:
+            rolled_back = reclaim.remove(d)
+        except BaseException:
+            s.release()
+            raise
     check_s = round(time.perf_counter() - t0, 3)
     index = {id(c): k for k, c in enumerate(s.files)}
     prior = (0, 0) if stopped is None else (stopped.groups_done, stopped.loaded)
@@ -283,7 +253,7 @@ def _read_and_load(
     def note(file: int, record: int, groups_done: int, kept: int) -> None:
         if journal is not None:
             LoadJournal(
-                inputs=journal[0], options=journal[1], file=file, record=record,
+                command=STORE_LOAD, inputs=journal[0], options=journal[1], file=file, record=record,
                 rowid=d.store.next_rowid, groups_done=prior[0] + groups_done,
                 loaded=prior[1] + kept,
             ).write(d.path)  # fmt: skip

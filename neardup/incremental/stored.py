@@ -22,8 +22,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "CHUNK",
+    "DELETE_CHUNK",
     "LOAD_CHUNK",
     "SIGN_FIRST",
+    "Reclaim",
     "RunWork",
     "check_store",
     "load_kept",
@@ -54,6 +56,32 @@ REUSE_MAX = 200_000
 #: check prepares its chunks (kept for the load up to ``REUSE_MAX``), the run and the load
 #: their documents again (``benchmarks/bench_seed_chunk.py`` compares them)
 SIGN_FIRST = True
+#: ids per ``delete_many`` when a resumed run removes what its stopped run stored
+DELETE_CHUNK = 10_000
+
+
+@dataclasses.dataclass
+class Reclaim:
+    """What a stopped run stored, which its resumed run removes before deciding those
+    documents again (:mod:`neardup.incremental.journal`). ``ids``: the ids of the store's rows
+    from the row id the stopped run noted on; rows another writer added since are among them
+    (a server opened on the store in between) and are not the run's to remove. ``found``: the
+    ids of the resumed run's own documents among them, noted by :func:`refuse_stored_ids` as
+    the input is checked (instead of refused): those :meth:`remove` deletes."""
+
+    ids: set[str]
+    found: list[str] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def since(cls, d: Any, rowid: int) -> Reclaim:
+        """The rows of the open store ``d`` from ``rowid`` on (pending log records included)."""
+        return cls(set(d.store.ids_from(rowid)))
+
+    def remove(self, d: Any) -> int:
+        """Delete the rows found (durably, as ``delete_many``); returns how many."""
+        for lo in range(0, len(self.found), DELETE_CHUNK):
+            d.delete_many(self.found[lo : lo + DELETE_CHUNK])
+        return len(self.found)
 
 
 @dataclasses.dataclass
@@ -195,14 +223,19 @@ def check_store(
     return for_store, stored_pairs
 
 
-def refuse_stored_ids(d: Any, ids: Sequence[str]) -> None:
+def refuse_stored_ids(d: Any, ids: Sequence[str], reclaim: Reclaim | None = None) -> None:
     """Refuse, before anything is decided or written, ids the store ``d`` already holds (it
     keys documents by id): found in one look-up, whatever their texts, not only those a check
-    matched to themselves; a load refusing one would come after earlier chunks were loaded."""
+    matched to themselves; a load refusing one would come after earlier chunks were loaded.
+    ``reclaim``: a resumed run's: the stored ids its stopped run stored are noted in it, to be
+    removed, instead of refused."""
     if not len(d):
         return
     found = d.store.lookup_ids(ids)
     taken = [x for x in ids if x in found]
+    if reclaim is not None and taken:
+        reclaim.found.extend(x for x in taken if x in reclaim.ids)
+        taken = [x for x in taken if x not in reclaim.ids]
     if taken:
         raise InputError(
             f"{len(taken):,} ids are already in the store {d.path} (e.g. "

@@ -26,13 +26,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 import xxhash
 
 from ..errors import InputError, RecordError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .stored import Reclaim
 
 __all__ = ["FileCheck", "Part", "Survey", "id_digest", "id_hashes", "survey"]
 
@@ -219,12 +222,14 @@ def survey(
     chunk_docs: int,
     progress: Progress | None = None,
     done: Sequence[int] | None = None,
+    reclaim: Reclaim | None = None,
 ) -> Survey:
     """Read every file of ``files`` once (``reading``: :func:`neardup.io.read_corpus`'s
     options) and check what a load into the store ``d`` would refuse (the module); the corpora
     are held while the documents read so far fit ``chunk_docs``. ``done``: per file, how many
     of its first records a stopped load decided (a resumed load): left out, neither checked
-    nor decided again.
+    nor decided again. ``reclaim``: a resumed load's (:class:`~.stored.Reclaim`): the ids of
+    the documents to load that its stopped load had stored are noted in it, not refused.
 
     Raises
     ------
@@ -250,7 +255,7 @@ def survey(
             skip = 0 if done is None else int(done[k])
             if pieces_apply(file, reading["encoding"]):
                 check, corpus, out = _in_pieces(
-                    d, file, reading, time_field, partial(bytes_read.piece, k), skip
+                    d, file, reading, time_field, partial(bytes_read.piece, k), skip, reclaim
                 )
                 if corpus is None:  # read in pieces: its slices read their own lines
                     assert check is not None and check.hashes is not None
@@ -265,7 +270,9 @@ def survey(
                 kept = False
                 try:
                     n = len(corpus)
-                    use, times, out, expired, h = _checked(d, corpus, time_field, on_error, skip)
+                    use, times, out, expired, h = _checked(
+                        d, corpus, time_field, on_error, skip, reclaim
+                    )
                     read += n
                     held = held and read <= chunk_docs
                     check = FileCheck(
@@ -301,7 +308,12 @@ def survey(
 
 
 def _checked(
-    d: Any, corpus: Any, time_field: str | None, on_error: str, skip: int = 0
+    d: Any,
+    corpus: Any,
+    time_field: str | None,
+    on_error: str,
+    skip: int = 0,
+    reclaim: Reclaim | None = None,
 ) -> tuple[
     npt.NDArray[np.bool_], npt.NDArray[np.float64] | None, npt.NDArray[np.bool_],
     npt.NDArray[np.bool_], npt.NDArray[np.uint64],
@@ -309,7 +321,8 @@ def _checked(
     """What the first pass keeps of a corpus (a file, or a piece of one): which documents to
     decide (their ids not refused), their times, those whose time the store cannot take and
     those older than its window, and the ids' hashes; ids the store holds are refused. The
-    first ``skip`` documents (decided by a stopped load) are left out of all but the hashes."""
+    first ``skip`` documents (decided by a stopped load) are left out of all but the hashes;
+    ``reclaim``: the stored ids a stopped load stored, noted instead of refused."""
     from .stored import refuse_stored_ids
 
     n = len(corpus)
@@ -325,7 +338,7 @@ def _checked(
         out = use & ((times > newest) | (times < 0))
         expired = use & ~out & (times < oldest)
     h = id_hashes(corpus.ids)
-    refuse_stored_ids(d, [corpus.ids[int(i)] for i in np.flatnonzero(use)])
+    refuse_stored_ids(d, [corpus.ids[int(i)] for i in np.flatnonzero(use)], reclaim)
     return use, times, out, expired, h
 
 
@@ -336,6 +349,7 @@ def _in_pieces(
     time_field: str | None,
     piece_read: Callable[[int, int], None] | None = None,
     skip: int = 0,
+    reclaim: Reclaim | None = None,
 ) -> tuple[FileCheck | None, Any, npt.NDArray[np.bool_]]:
     """A JSONL file read a piece at a time (:class:`neardup.io.pieces.FilePieces`, a piece's
     corpus closed before the next is read): its check, which keeps where each record's line
@@ -343,7 +357,8 @@ def _in_pieces(
     times outside what the store can take. A file of one piece is the corpus itself instead,
     for the caller to check as a file read whole: ``(None, corpus, _)``. ``piece_read(done,
     size)`` is told, after each piece, the bytes of the (uncompressed) file read so far.
-    ``skip``: the file's first records a stopped load decided (left out, see :func:`_checked`)."""
+    ``skip``: the file's first records a stopped load decided (left out, see :func:`_checked`);
+    ``reclaim`` as :func:`_checked`'s."""
     from ..io import pieces
 
     on_error = reading["on_error"]
@@ -355,7 +370,7 @@ def _in_pieces(
             if not piece.sources[0].lent:  # the whole file: the caller's, as if read whole
                 return None, piece, np.zeros(0, np.bool_)
             try:
-                here = _checked(d, piece, time_field, on_error, skip - first)
+                here = _checked(d, piece, time_field, on_error, skip - first, reclaim)
                 parts.append((piece.skipped, *here))
                 first += len(piece)
             finally:

@@ -32,17 +32,30 @@ def _default_factory(config: ServiceConfig, path: Path | None) -> Any:
 
 
 def _say_stopped_load(name: str, path: Path) -> None:
-    """Warn when a bulk load into the namespace stopped part way (its journal is there): the
+    """Warn when a load into the namespace stopped part way (its journal is there): the
     namespace holds only what the load had stored, and ``--resume`` finishes it."""
-    from ..incremental.journal import JOURNAL_NAME
+    from ..errors import NeardupError
+    from ..incremental.journal import DEDUP_SAVE, JOURNAL_NAME, LoadJournal
 
-    if (path / JOURNAL_NAME).exists():
-        log.warning(
-            "namespace %r: a bulk load into it stopped part way (%s): it holds only what that "
-            "load had stored; stop the server and finish it with neardup store load DATA "
-            "INPUT... --namespace %s --resume (the same inputs and options)",
-            name, path / JOURNAL_NAME, name,
-        )  # fmt: skip
+    if not (path / JOURNAL_NAME).exists():
+        return
+    try:
+        stopped = LoadJournal.read(path)
+    except NeardupError as exc:  # a damaged journal: said, the namespace served as it is
+        log.warning("namespace %r: %s", name, exc)
+        return
+    if stopped is None:  # (removed since)
+        return
+    finish = (
+        f"neardup dedup INPUT... --save {path} --resume"
+        if stopped.command == DEDUP_SAVE
+        else f"neardup store load DATA INPUT... --namespace {name} --resume"
+    )
+    log.warning(
+        "namespace %r: in %s, %s (%s): it holds only what that run had stored; stop the "
+        "server and finish it with %s (the same inputs and options)",
+        name, path, stopped.said(), path / JOURNAL_NAME, finish,
+    )  # fmt: skip
 
 
 class NamespaceRegistry:

@@ -50,7 +50,55 @@ def test_an_engine_run_saves_and_drops_as_the_local_engine(
     assert stored and all(r[5] == "" for r in stored)
 
 
-def _engine_run(day: Path, store: Path, *, output: Path, pairs_out: Path) -> dict:
+def test_an_engine_run_that_stopped_while_saving_is_resumed_as_the_local_engine_would(
+    tmp_path: Path, batches: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine's save notes itself as the local one does (``SaveJournal``): stopped after
+    its first load of 40, a plain rerun is refused and ``resume`` removes what it stored and
+    runs again: the store and output equal an uninterrupted engine run's."""
+    import neardup.incremental.stored as stored
+    from neardup.errors import InputError
+    from neardup.incremental.journal import JOURNAL_NAME
+    from neardup.online import Deduplicator
+
+    class Stop(Exception):
+        pass
+
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    for store in (whole, cut):
+        _engine_run(batches[0], store, output=tmp_path / "d0.jsonl", pairs_out=tmp_path / "p.csv")
+    _engine_run(batches[1], whole, output=tmp_path / "w1.jsonl", pairs_out=tmp_path / "w1.csv")
+    real, calls = Deduplicator.load, {"n": 0}
+
+    def load(self: Deduplicator, docs: list) -> int:
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise Stop
+        return real(self, docs)
+
+    with monkeypatch.context() as m:
+        m.setattr(stored, "LOAD_CHUNK", 40)
+        m.setattr(Deduplicator, "load", load)
+        with pytest.raises(Stop):
+            _engine_run(batches[1], cut, output=tmp_path / "c1.jsonl", pairs_out=tmp_path / "c1.csv")  # fmt: skip
+    assert (cut / JOURNAL_NAME).exists() and not (tmp_path / "c1.jsonl").exists()
+    with pytest.raises(InputError, match="--resume"):
+        _engine_run(batches[1], cut, output=tmp_path / "c1.jsonl", pairs_out=tmp_path / "c1.csv")
+    stats = _engine_run(
+        batches[1], cut, output=tmp_path / "c1.jsonl", pairs_out=tmp_path / "c1.csv", resume=True
+    )
+    assert stats["resumed"] == {"removed": 40} and not (cut / JOURNAL_NAME).exists()
+    assert (tmp_path / "c1.jsonl").read_bytes() == (tmp_path / "w1.jsonl").read_bytes()
+    from tests.incremental.test_seed import _stored
+
+    kept = {i: r["text"] for i, r in _stored(whole).items()}
+    assert {i: r["text"] for i, r in _stored(cut).items()} == kept
+    assert len(kept) == stats["store_documents_after"]
+
+
+def _engine_run(
+    day: Path, store: Path, *, output: Path, pairs_out: Path, resume: bool = False
+) -> dict:
     """``dedup_against`` with the distributed steps on the in-process engine, in 3 partitions
     (the command line's ``--engine local`` is the single-machine batch, so the module is
     called here)."""
@@ -61,7 +109,7 @@ def _engine_run(day: Path, store: Path, *, output: Path, pairs_out: Path) -> dic
         [str(day)], store, save=True, engine="local", config=DedupConfig(), output=str(output),
         output_format=None, summary_json=None, pairs_out=pairs_out, input_format=None,
         text_field="text", id_field=None, encoding="utf-8", on_error="fail", generate_ids=False,
-        scheduler=None, master=None, partitions=3, workdir=None, progress=None,
+        scheduler=None, master=None, partitions=3, workdir=None, progress=None, resume=resume,
     )  # fmt: skip
 
 

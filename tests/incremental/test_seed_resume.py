@@ -159,6 +159,38 @@ def test_a_stopped_load_resumed_stores_what_an_uninterrupted_one_stores(
         _load(folder, store, mode, resume=True)
 
 
+def test_a_resume_keeps_what_another_writer_added_after_the_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uninterrupted: dict[str, Any]
+) -> None:
+    """A server opened on the store between the stop and the resume (it warns, and serves)
+    acknowledges inserts whose row ids come after the stopped group's: the resume removes the
+    stopped group's own rows only, so those inserts stay stored."""
+    from neardup.online import Deduplicator
+
+    folder = uninterrupted["folder"]
+    store = tmp_path / "s"
+    with monkeypatch.context() as m:
+        _stop_at(m, "inside a group", "lsh")
+        with pytest.raises(Stop):
+            _load(folder, store, "lsh")
+    journal = LoadJournal.read(store)
+    assert journal is not None
+    stopped = _rows_of(store)
+    own = len(stopped) - journal.loaded  # what the stopped group stored
+    assert own > 0
+    foreign = [
+        {"id": f"server-{k}", "text": f"zq{k} vexillology quokka {k} " * 12, "time": time.time()}
+        for k in range(3)
+    ]
+    with Deduplicator.open(store, _settings("lsh")) as d:
+        assert all(not x.duplicate for x in d.check_and_add(foreign))
+    stats = _load(folder, store, "lsh", resume=True)
+    after = _rows_of(store)
+    assert stats["resumed"]["removed"] == own
+    assert {k: after[k] for k in after if not k.startswith("server-")} == uninterrupted["lsh"]
+    assert sorted(k for k in after if k.startswith("server-")) == [x["id"] for x in foreign]
+
+
 def test_a_resume_is_refused_with_other_inputs_or_options_or_a_damaged_journal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uninterrupted: dict[str, Any]
 ) -> None:
@@ -279,7 +311,10 @@ def test_serve_seed_finishes_a_seed_that_stopped_and_a_server_warns_of_one(
         reg.open()
     reg.close()
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert any("stopped part way" in x and "--resume" in x for x in said), said
+    assert any(
+        "a load stopped after 2 groups" in x and "neardup store load" in x and "--resume" in x
+        for x in said
+    ), said
     stats = _load(folder, store, "lsh", if_empty=True)  # the next start's seed
     assert stats["resumed"]["groups"] == 2 and _rows_of(store) == uninterrupted["lsh"]
     assert _load(folder, store, "lsh", if_empty=True)["path"] is None  # full: left as it is

@@ -16,7 +16,7 @@ import numpy as np
 
 from .._jit import kernel
 from .._search import lower_bound
-from ..text.tokenize import prepare_many, prepare_utf8
+from ..text.tokenize import prepare_many, prepare_utf8, prepare_utf8_many
 from ._hashes import (
     P1,
     P4,
@@ -649,6 +649,8 @@ def simhash_chunk(buf, mode, n, hash_id, seed, wide, hs, ws, default, isword, st
 
 # ---------------------------------------------------------------------------- Python driver
 _BATCH_BYTES = 1 << 23
+#: texts of a group prepared at once (:func:`~neardup.text.tokenize.prepare_utf8_many`)
+_PREPARE_TEXTS = 8192
 _SPLIT_CHARS = " \n\t\r\f\v\u3000。，！？；、.,;!?"
 
 
@@ -704,24 +706,33 @@ def run_group(
         parts.clear()
         rows.clear()
 
-    pre: dict[int, str] = {}
+    pre: dict[int, bytes] = {}
     if pmode == "jieba":  # one rjieba call for the whole group
         short = [i for i in idx if len(texts[i]) <= chunk_chars]
-        pre = dict(zip(short, prepare_many([texts[i] for i in short], "jieba"), strict=True))
-    for i in idx:
-        t = texts[i]
-        if len(t) > chunk_chars:
-            _run_long(
-                t, i, pmode, plan, hash_id, useed, wide, hs, ws, default, fps, nfeat, chunk_chars
-            )
-            continue
-        p = pre[i].encode() if pre else _encode_prepared(t, pmode)
-        parts.append(p)
-        rows.append(i)
-        size += len(p)
-        if size >= _BATCH_BYTES:
-            flush()
-            size = 0
+        pre = {
+            i: p.encode()
+            for i, p in zip(short, prepare_many([texts[i] for i in short], "jieba"), strict=True)
+        }
+    for lo in range(0, len(idx), _PREPARE_TEXTS):
+        part = idx[lo : lo + _PREPARE_TEXTS]
+        if pmode != "jieba":  # the short texts prepared together (non-ASCII ones as one array)
+            short = [i for i in part if len(texts[i]) <= chunk_chars]
+            pre = dict(zip(short, prepare_utf8_many([texts[i] for i in short], pmode), strict=True))
+        for i in part:
+            t = texts[i]
+            if len(t) > chunk_chars:
+                _run_long(
+                    t, i, pmode, plan, hash_id, useed, wide, hs, ws, default, fps, nfeat,
+                    chunk_chars,
+                )  # fmt: skip
+                continue
+            p = pre[i]
+            parts.append(p)
+            rows.append(i)
+            size += len(p)
+            if size >= _BATCH_BYTES:
+                flush()
+                size = 0
     flush()
 
 

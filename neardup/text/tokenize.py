@@ -46,6 +46,7 @@ __all__ = [
     "prepare",
     "prepare_many",
     "prepare_utf8",
+    "prepare_utf8_many",
     "tokenize",
     "word_shingles",
     "words",
@@ -225,6 +226,103 @@ def prepare_utf8(text: str, mode: PrepareMode = "words") -> bytes:
         if b is not None:
             return b
     return prepare(text, mode).encode("utf-8")
+
+
+#: a code point's entry in :func:`_cp_table` not made yet, and one whose character the
+#: per-character path cannot map to one code point (it may compose with a neighbour under NFKC,
+#: or it becomes several characters): a text holding one takes :func:`prepare_utf8`
+_CP_UNKNOWN = np.uint32(0xFFFFFFFE)
+_CP_WHOLE = np.uint32(0xFFFFFFFF)
+#: code points of texts that :func:`prepare_utf8_many` maps in one go (16 MiB of UTF-32 at most)
+_MANY_CHARS = 1 << 22
+#: fewer non-ASCII texts than this are prepared one by one (a single request's): mapping them
+#: as an array costs a dozen NumPy calls, more than :func:`prepare_utf8` of a few posts
+#: (``benchmarks/bench_fingerprint.py --prepare``)
+_MANY_MIN = 8
+
+
+@functools.cache
+def _cp_table() -> np.ndarray:
+    """Code point -> the one code point :func:`prepare_utf8`'s per-character path makes of it
+    (``bytes.lower`` for ASCII, :func:`_char_utf8` for the others), or :data:`_CP_WHOLE`; the
+    entries of non-ASCII code points are made as texts meet them (:data:`_CP_UNKNOWN` until
+    then), so a corpus pays for its own alphabet only. Entries are only ever set to the value
+    they always have, so threads that fill the same one race harmlessly."""
+    table = np.full(0x110000, _CP_UNKNOWN, np.uint32)
+    table[:0x80] = np.arange(0x80, dtype=np.uint32)
+    table[ord("A") : ord("Z") + 1] += 32
+    return table
+
+
+def _fill_cp_table(table: np.ndarray, cps: np.ndarray) -> None:
+    """Make the entries of the code points ``cps`` (that have none yet)."""
+    for cp in np.unique(cps).tolist():
+        c = chr(cp)
+        if 0xD800 <= cp <= 0xDFFF:  # (a lone surrogate: never encoded here, see the caller)
+            table[cp] = _CP_WHOLE
+            continue
+        m = _char_utf8(c)
+        one = None if m is None else m.decode("utf-8")
+        table[cp] = ord(one) if one is not None and len(one) == 1 else _CP_WHOLE
+
+
+def prepare_utf8_many(texts: list[str], mode: PrepareMode = "words") -> list[bytes]:
+    """:func:`prepare_utf8` of many texts, the same bytes or the same tokens, without a Python
+    step per character: for ``words`` / ``chars`` mode, the non-ASCII texts are mapped character
+    by character as one array of code points (each character alone, as
+    :func:`prepare_utf8`'s per-character path maps it; a text holding a character that path
+    cannot map to one character, or a lone surrogate, is prepared by :func:`prepare_utf8`).
+    That is what mostly non-ASCII text (Chinese) gains: :func:`prepare_utf8` prepares it as a
+    whole, a regular expression pass and NFKC over every character
+    (``benchmarks/bench_fingerprint.py``)."""
+    if mode == "jieba" or len(texts) < _MANY_MIN:
+        return [prepare_utf8(t, mode) for t in texts]
+    out: list[bytes] = [b""] * len(texts)
+    wide: list[int] = []
+    for i, t in enumerate(texts):
+        if t.isascii():
+            out[i] = t.lower().encode("ascii")
+        else:
+            wide.append(i)
+    if len(wide) < _MANY_MIN:  # a few: the array's fixed costs would outweigh them
+        for i in wide:
+            out[i] = prepare_utf8(texts[i], mode)
+        return out
+    lo = 0
+    while lo < len(wide):
+        hi, size = lo, 0
+        while hi < len(wide) and (hi == lo or size + len(texts[wide[hi]]) <= _MANY_CHARS):
+            size += len(texts[wide[hi]])
+            hi += 1
+        _map_many(texts, wide[lo:hi], mode, out)
+        lo = hi
+    return out
+
+
+def _map_many(texts: list[str], idx: list[int], mode: PrepareMode, out: list[bytes]) -> None:
+    """:func:`prepare_utf8_many` of the non-ASCII texts ``texts[i]``, ``i`` in ``idx``, into
+    ``out[i]``."""
+    joined = "".join(texts[i] for i in idx)
+    try:
+        cps = np.frombuffer(joined.encode("utf-32-le"), np.uint32)
+    except UnicodeEncodeError:  # a lone surrogate somewhere: each text on its own
+        for i in idx:
+            out[i] = prepare_utf8(texts[i], mode)
+        return
+    table = _cp_table()
+    mapped = table[cps]
+    unknown = mapped == _CP_UNKNOWN
+    if unknown.any():  # characters met for the first time
+        _fill_cp_table(table, cps[unknown])
+        mapped = table[cps]
+    ends = np.cumsum(np.fromiter((len(texts[i]) for i in idx), np.int64, len(idx)))
+    whole = set(np.searchsorted(ends, np.flatnonzero(mapped == _CP_WHOLE), side="right").tolist())
+    # one character a character: the texts' offsets in the mapped string are their own
+    s = mapped.tobytes().decode("utf-32-le", "replace") if len(whole) < len(idx) else ""
+    a = 0
+    for k, (i, b) in enumerate(zip(idx, ends.tolist(), strict=True)):
+        out[i] = prepare_utf8(texts[i], mode) if k in whole else s[a:b].encode("utf-8")
+        a = b
 
 
 def prepare_many(texts: list[str], mode: PrepareMode = "words") -> list[str]:

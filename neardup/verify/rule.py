@@ -68,7 +68,7 @@ import numpy.typing as npt
 from .._reference import use_reference
 from ..errors import ConfigError, InputError, InputTypeError
 from ..text.normalize import nfkc
-from ..text.social import SOCIAL, SOCIAL_MARKERS
+from ..text.social import SOCIAL, has_social_marker
 from ..text.wordsplit import joined_words_reference, split_words
 from .sequences import DEFAULT_MAX_LCS_CELLS, TokenEncoder
 
@@ -130,7 +130,7 @@ def _normalised(text: str, strip_social: bool) -> str:
     """``text`` as :func:`tokenize` reads it: NFKC, case-folded, social markers blanked."""
     # ASCII: NFKC is the identity and casefold() equals lower()
     t = text.lower() if text.isascii() else nfkc(text).casefold()
-    if strip_social and any(m in t for m in SOCIAL_MARKERS):
+    if strip_social and has_social_marker(t):
         t = SOCIAL.sub(" ", t)
     return t
 

@@ -22,7 +22,7 @@ from neardup.text import (
     words,
 )
 from neardup.text.normalize import casefold_nfkc, nfkc, replace_surrogates
-from neardup.text.tokenize import _SEP_RUN, prepare, prepare_utf8
+from neardup.text.tokenize import _SEP_RUN, prepare, prepare_utf8, prepare_utf8_many
 from neardup.text.weights import IdfTable, build_idf, keyword_weights, quantize_idf, shipped_zh_idf
 
 
@@ -194,6 +194,50 @@ def test_prepare_utf8_gives_the_tokens_of_prepare(text, mode):
     assert _tokens(fast) == _tokens(prepare(text, mode))
 
 
+@given(st.lists(_MIXED, max_size=12), st.sampled_from(["words", "chars", "jieba"]))
+def test_prepare_utf8_many_gives_each_text_the_tokens_of_prepare(texts, mode):
+    """Many texts mapped as one array of code points (a lone surrogate anywhere sends the
+    batch one by one; a character that may compose, or that becomes several, its text)."""
+    import importlib
+    from unittest import mock
+
+    tokenize = importlib.import_module("neardup.text.tokenize")
+    with mock.patch.object(tokenize, "_MANY_MIN", 1):  # the array path, however few
+        got = prepare_utf8_many(texts, mode)
+    assert len(got) == len(texts)
+    for text, fast in zip(texts, got, strict=True):
+        assert _tokens(fast.decode("utf-8")) == _tokens(prepare(text, mode))
+
+
+def test_prepare_utf8_many_maps_chinese_per_character_and_batches_by_size(monkeypatch):
+    """Chinese text (which prepare_utf8 prepares as a whole) is mapped character by character:
+    its punctuation becomes spaces, full-width letters fold, ASCII is lowered and keeps its
+    punctuation; a text with a character the per-character path cannot map (a combining mark,
+    a ligature that becomes two letters) gets prepare_utf8's bytes; any batch size gives the
+    same."""
+    import importlib
+
+    tokenize = importlib.import_module("neardup.text.tokenize")
+    monkeypatch.setattr(tokenize, "_MANY_MIN", 1)  # the array path (a few go one by one)
+    texts = [
+        "中文，测试。ＡＢＣ abc-Def!",
+        "",
+        "plain ASCII, Text.",
+        "美国飞碟\u0301 争议",  # a combining mark: may compose with its neighbour
+        "ﬁne 中文",  # becomes two characters
+        "飞碟😀！",
+    ]
+    got = prepare_utf8_many(texts)
+    assert got[0] == "中文 测试 abc abc-def!".encode()
+    assert got[1] == b"" and got[2] == b"plain ascii, text."
+    assert got[3] == prepare_utf8(texts[3]) and got[4] == prepare_utf8(texts[4])
+    assert got[5] == "飞碟  ".encode()  # (an emoji is not a word character)
+    monkeypatch.setattr(tokenize, "_MANY_CHARS", 5)  # a batch a text or two
+    assert prepare_utf8_many(texts) == got
+    monkeypatch.setattr(tokenize, "_MANY_MIN", 8)  # one by one: prepare_utf8's own bytes
+    assert prepare_utf8_many(texts) == [prepare_utf8(t) for t in texts]
+
+
 def test_prepare_utf8_keeps_ascii_punctuation_and_maps_non_ascii():
     filler = " plain words," * 20  # mostly-ASCII text takes the per-character path
     assert (
@@ -268,3 +312,11 @@ def test_nfkc_every_full_width_character_beside_marks() -> None:
             for before in ("", "e", "\u0301"):
                 text = before + chr(cp) + after
                 assert nfkc(text) == unicodedata.normalize("NFKC", text), ascii(text)
+
+
+@given(st.lists(st.sampled_from([*"@#/.:htpwcnbilyo 中", "http", "www.", "t.co/"])))
+def test_has_social_marker_is_a_test_per_marker(pieces):
+    from neardup.text.social import SOCIAL_MARKERS, has_social_marker
+
+    text = "".join(pieces)
+    assert has_social_marker(text) == any(m in text for m in SOCIAL_MARKERS)

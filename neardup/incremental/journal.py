@@ -153,6 +153,17 @@ class LoadJournal:
             f"kept), at record {self.record + 1:,} of input {self.file + 1}"
         )
 
+    def as_it_is(self, store: Path) -> str:
+        """How to use the store without finishing the stopped run, for a message (after
+        "or ")."""
+        path = self.path_in(store)
+        if self.command == DEDUP_SAVE:
+            return (
+                f"remove {path} to keep what it stored as it is (a rerun of the same inputs "
+                "then refuses the ids it stored)"
+            )
+        return f"remove {path} to load into the store as it is"
+
     def refuse_other(
         self, store: Path, inputs: list[dict[str, Any]], options: dict[str, Any]
     ) -> None:
@@ -173,16 +184,15 @@ class LoadJournal:
                 or "the files are in another order"
             )
             raise InputError(
-                f"--resume: these inputs are not the ones of the load that stopped in "
-                f"{store} ({what}); pass the same files, unchanged, or remove "
-                f"{self.path_in(store)} to load from the start into the store as it is"
+                f"--resume: these inputs are not the ones of the run that stopped in "
+                f"{store} ({what}); pass the same files, unchanged, or {self.as_it_is(store)}"
             )
         keys = set(options) | set(self.options)
         differ = sorted(k for k in keys if options.get(k) != self.options.get(k))
         if differ:
             said = [f"{k} {self.options.get(k)!r} then, {options.get(k)!r} now" for k in differ]
             raise ConfigError(
-                f"--resume: options differ from the load that stopped in {store}: "
+                f"--resume: options differ from the run that stopped in {store}: "
                 f"{', '.join(said)}; pass the same options"
             )
 
@@ -215,12 +225,12 @@ def stopped_run(
     if stopped.command != command:
         raise InputError(
             f"in {store}, {stopped.said()}: finish it first with {stopped.command} --resume "
-            f"(the same inputs and options), or remove {path} to use the store as it is"
+            f"(the same inputs and options), or {stopped.as_it_is(store)}"
         )
     if not resume:
         raise InputError(
             f"in {store}, {stopped.said()}; pass --resume with the same inputs and options to "
-            f"finish it, or remove {path} to use the store as it is"
+            f"finish it, or {stopped.as_it_is(store)}"
         )
     stopped.refuse_other(store, identity, options)
     return stopped

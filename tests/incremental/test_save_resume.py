@@ -93,8 +93,9 @@ def test_a_save_that_stopped_is_refused_until_resumed_and_then_equals_an_uninter
     assert len(stopped) == len(before) + 40  # the first load of 40 reached the store
     assert not out.exists()  # the outputs are published after the save only
     # refused until finished, saying how; nothing changes
-    with pytest.raises(InputError, match="--resume"):
+    with pytest.raises(InputError, match="--resume") as refused:
         _save(whole["later"], store, out)
+    assert "a rerun of the same inputs then refuses the ids it stored" in str(refused.value)
     with pytest.raises(InputError, match=f"finish it first with {DEDUP_SAVE} --resume"):
         load_files(whole["later"], store)
     with pytest.raises(ConfigError, match="on_error 'fail' then, 'skip' now"):

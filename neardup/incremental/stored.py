@@ -78,10 +78,12 @@ class Reclaim:
         return cls(set(d.store.ids_from(rowid)))
 
     def remove(self, d: Any) -> int:
-        """Delete the rows found (durably, as ``delete_many``); returns how many."""
-        for lo in range(0, len(self.found), DELETE_CHUNK):
-            d.delete_many(self.found[lo : lo + DELETE_CHUNK])
-        return len(self.found)
+        """Delete the rows found (durably, as ``delete_many``); returns how many. (An id the
+        input repeats, which the first pass leaves out or refuses after noting it, once.)"""
+        found = list(dict.fromkeys(self.found))
+        for lo in range(0, len(found), DELETE_CHUNK):
+            d.delete_many(found[lo : lo + DELETE_CHUNK])
+        return len(found)
 
 
 @dataclasses.dataclass

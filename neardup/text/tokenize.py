@@ -237,7 +237,7 @@ _CP_WHOLE = np.uint32(0xFFFFFFFF)
 _MANY_CHARS = 1 << 22
 #: fewer non-ASCII texts than this are prepared one by one (a single request's): mapping them
 #: as an array costs a dozen NumPy calls, more than :func:`prepare_utf8` of a few posts
-#: (``benchmarks/bench_fingerprint.py --prepare``)
+#: (``benchmarks/bench_prepare.py``)
 _MANY_MIN = 8
 
 
@@ -258,7 +258,7 @@ def _fill_cp_table(table: np.ndarray, cps: np.ndarray) -> None:
     """Make the entries of the code points ``cps`` (that have none yet)."""
     for cp in np.unique(cps).tolist():
         c = chr(cp)
-        if 0xD800 <= cp <= 0xDFFF:  # (a lone surrogate: never encoded here, see the caller)
+        if 0xD800 <= cp <= 0xDFFF:  # a lone surrogate: the whole-text path replaces it
             table[cp] = _CP_WHOLE
             continue
         m = _char_utf8(c)
@@ -274,7 +274,7 @@ def prepare_utf8_many(texts: list[str], mode: PrepareMode = "words") -> list[byt
     cannot map to one character, or a lone surrogate, is prepared by :func:`prepare_utf8`).
     That is what mostly non-ASCII text (Chinese) gains: :func:`prepare_utf8` prepares it as a
     whole, a regular expression pass and NFKC over every character
-    (``benchmarks/bench_fingerprint.py``)."""
+    (``benchmarks/bench_prepare.py``)."""
     if mode == "jieba" or len(texts) < _MANY_MIN:
         return [prepare_utf8(t, mode) for t in texts]
     out: list[bytes] = [b""] * len(texts)
@@ -302,13 +302,9 @@ def prepare_utf8_many(texts: list[str], mode: PrepareMode = "words") -> list[byt
 def _map_many(texts: list[str], idx: list[int], mode: PrepareMode, out: list[bytes]) -> None:
     """:func:`prepare_utf8_many` of the non-ASCII texts ``texts[i]``, ``i`` in ``idx``, into
     ``out[i]``."""
+    # (a lone surrogate passes as its code point, whose entry sends its text to prepare_utf8)
     joined = "".join(texts[i] for i in idx)
-    try:
-        cps = np.frombuffer(joined.encode("utf-32-le"), np.uint32)
-    except UnicodeEncodeError:  # a lone surrogate somewhere: each text on its own
-        for i in idx:
-            out[i] = prepare_utf8(texts[i], mode)
-        return
+    cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32)
     table = _cp_table()
     mapped = table[cps]
     unknown = mapped == _CP_UNKNOWN

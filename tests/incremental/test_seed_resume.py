@@ -191,6 +191,34 @@ def test_a_resume_keeps_what_another_writer_added_after_the_stop(
     assert sorted(k for k in after if k.startswith("server-")) == [x["id"] for x in foreign]
 
 
+def test_a_dedup_save_into_a_store_whose_load_stopped_is_refused_naming_the_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uninterrupted: dict[str, Any]
+) -> None:
+    """The journal names the command that stopped: ``neardup dedup --save`` (with or without
+    ``--resume``) into a store whose ``neardup store load`` stopped is refused, naming
+    ``neardup store load --resume``, and changes nothing."""
+    from neardup.incremental import dedup_against
+
+    folder = uninterrupted["folder"]
+    store = tmp_path / "s"
+    with monkeypatch.context() as m:
+        _stop_at(m, "between groups", "lsh")
+        with pytest.raises(Stop):
+            _load(folder, store, "lsh")
+    stopped = _rows_of(store)
+    new = tmp_path / "new.jsonl"
+    new.write_text(
+        "".join(
+            json.dumps({"id": f"n{k}", "text": f"fresh words {k} " * 9}) + "\n" for k in range(20)
+        ),
+        encoding="utf-8",
+    )
+    for resume in (False, True):
+        with pytest.raises(InputError, match="finish it first with neardup store load --resume"):
+            dedup_against(new, store, output=tmp_path / "o.jsonl", save=True, resume=resume)
+    assert _rows_of(store) == stopped and not (tmp_path / "o.jsonl").exists()
+
+
 def test_a_resume_is_refused_with_other_inputs_or_options_or_a_damaged_journal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uninterrupted: dict[str, Any]
 ) -> None:

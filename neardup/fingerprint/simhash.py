@@ -38,7 +38,7 @@ import xxhash
 from .._reference import use_reference
 from ..errors import ConfigError, InputError, InputTypeError
 from ..text.hashing import DEFAULT_SEED, HASH_FUNCTIONS, HASH_IDS, feature_hash
-from ..text.normalize import check_text, normalize
+from ..text.normalize import casefold_nfkc, check_text, normalize
 from ..text.tokenize import han_share, prepare
 from . import reference as ref
 
@@ -765,8 +765,6 @@ def content_digest(text: str) -> bytes:
             return xxhash.xxh3_128_digest(b)
         # str.split: its whitespace includes \x1c-\x1f, bytes.split's does not
         return xxhash.xxh3_128_digest(" ".join(text.lower().split()).encode("ascii"))
-    from ..text.normalize import casefold_nfkc
-
     return _digest_one(" ".join(casefold_nfkc(text).split()))
 
 

@@ -715,11 +715,13 @@ def run_group(
         }
     for lo in range(0, len(idx), _PREPARE_TEXTS):
         part = idx[lo : lo + _PREPARE_TEXTS]
+        # each text read once (a corpus's texts may be spans of its file, decoded on access)
+        got = [texts[i] for i in part]
         if pmode != "jieba":  # the short texts prepared together (non-ASCII ones as one array)
-            short = [i for i in part if len(texts[i]) <= chunk_chars]
-            pre = dict(zip(short, prepare_utf8_many([texts[i] for i in short], pmode), strict=True))
-        for i in part:
-            t = texts[i]
+            short = [k for k, t in enumerate(got) if len(t) <= chunk_chars]
+            made = prepare_utf8_many([got[k] for k in short], pmode)
+            pre = {part[k]: b for k, b in zip(short, made, strict=True)}
+        for i, t in zip(part, got, strict=True):
             if len(t) > chunk_chars:
                 _run_long(
                     t, i, pmode, plan, hash_id, useed, wide, hs, ws, default, fps, nfeat,

@@ -1,7 +1,8 @@
 """What preparing non-ASCII text costs the SimHash pass: ``prepare_utf8`` one text at a time
 against ``prepare_utf8_many`` (the texts mapped as one array of code points) at several batch
-sizes, and ``Fingerprinter.fingerprint_batch`` per checkout on the Chinese and the English
-texts of the window benchmark's mix.
+sizes, ``Fingerprinter.fingerprint_batch`` per checkout on the Chinese and the English texts of
+the window benchmark's mix, and ``neardup dedup --workers 1`` of the Chinese ones (a JSONL file
+of them) per checkout.
 
     .venv/bin/python benchmarks/bench_prepare.py --n 100000 --tree . --tree /tmp/nd-before \\
         --out benchmarks/results/bench_prepare.json
@@ -11,7 +12,9 @@ posts most of them, two in five Chinese), generated into a temporary folder. The
 table runs in this process (the checkout this file is in); the fingerprint table runs each
 ``--tree`` (a source checkout, imported through ``PYTHONPATH``) in its own child process, the
 trees alternated over ``--rounds`` rounds, on one thread (``workers=1``), and reports medians
-of wall and CPU time per document. Nothing here is timed in the test suite.
+of wall and CPU time per document, then the ``neardup dedup`` run's wall and CPU seconds, its
+summary's stage timings and what it kept (the same on every checkout). Nothing here is timed
+in the test suite.
 """
 
 from __future__ import annotations
@@ -82,8 +85,35 @@ def _prepare_table(zh: list[str], repeat: int) -> list[dict[str, Any]]:
     return rows
 
 
+def _dedup_chinese(zh: list[str]) -> dict[str, Any]:
+    """``neardup dedup --workers 1`` of the Chinese texts (a JSONL file of them), in this
+    process: its wall and CPU seconds and the summary's stage timings."""
+    from neardup.cli.main import main as cli
+
+    with tempfile.TemporaryDirectory(prefix="nd-prepare-dedup-") as tmp:
+        src, summary = Path(tmp) / "zh.jsonl", Path(tmp) / "summary.json"
+        with open(src, "w", encoding="utf-8") as fh:
+            for k, t in enumerate(zh):
+                fh.write(json.dumps({"id": f"z{k}", "text": t}, ensure_ascii=False) + "\n")
+        argv = ["dedup", str(src), "-o", str(Path(tmp) / "kept.jsonl"), "--workers", "1", "-q"]
+        argv += ["--summary-json", str(summary)]
+        t0, c0 = time.perf_counter(), time.process_time()
+        if cli(argv) != 0:
+            raise SystemExit("neardup dedup failed")
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        got = json.loads(summary.read_text(encoding="utf-8"))
+    out = {"dedup_wall_s": wall, "dedup_cpu_s": cpu, "dedup_kept": got["kept"]}
+    out.update({f"dedup_{k}_s": v for k, v in got["timings_s"].items() if k in _STAGES})
+    return out
+
+
+#: the stages of ``neardup dedup``'s summary the table shows
+_STAGES = ("exact", "fingerprint", "candidates", "verify")
+
+
 def _child(args: argparse.Namespace) -> dict[str, Any]:
-    """The fingerprint pass of this process's checkout over the texts."""
+    """The fingerprint pass of this process's checkout over the texts, and ``neardup dedup``
+    of the Chinese ones."""
     import neardup
     from neardup import Fingerprinter
 
@@ -96,7 +126,7 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
         out[f"{name}_wall_us"] = wall / len(texts) * 1e6
         out[f"{name}_cpu_us"] = cpu / len(texts) * 1e6
         out[f"{name}_mchars_per_s"] = sum(map(len, texts)) / wall / 1e6
-    return out
+    return {**out, **_dedup_chinese(zh)}
 
 
 def main() -> int:
@@ -125,8 +155,9 @@ def main() -> int:
                                     file=sys.stderr),
     )  # fmt: skip
     keys = [f"{k}_{m}" for k in ("zh", "en") for m in ("wall_us", "cpu_us", "mchars_per_s")]
+    keys += ["dedup_wall_s", "dedup_cpu_s", *(f"dedup_{k}_s" for k in _STAGES), "dedup_kept"]
     med = {t: medians(rs, keys) for t, rs in runs.items()}
-    print(f"\n{'fingerprint_batch, 1 thread (medians)':40s}" + "".join(
+    print(f"\n{'fingerprint_batch; neardup dedup of the zh':40s}" + "".join(
         f"{Path(t).name[-16:]:>18s}" for t in trees))  # fmt: skip
     for k in keys:
         print(f"{k:40s}" + "".join(f"{med[t][k]:18.2f}" for t in trees))

@@ -108,7 +108,7 @@ def against_on_engine(
             ids = [str(x) for x in corpus.ids]
             n = len(ids)
             step("read", n, n)
-            removed = journal.take_back(d, ids)  # a stopped save's rows, before any decision
+            journal.take_back(d, ids)  # a stopped save's rows, before any decision
             before = len(d)
             refuse_stored_ids(d, ids)
             for_store, stored = check_store(
@@ -128,20 +128,13 @@ def against_on_engine(
                 table = res.read("kept")
                 ids, texts = table.column("id").to_pylist(), table.column("text").to_pylist()
                 del table
-                journal.before_save(d)
-                try:
+                with journal.saving(d):
                     load_kept(d, ids, texts, np.ones(len(ids), np.bool_), progress=progress)
-                except BaseException:
-                    journal.failed(d)
-                    raise
             stats.update(
                 **store_summary(d, root, n, for_store, kept, before=before, saved=save),
                 store_check_s=round(check_s, 3),
             )
-            if journal.reclaim is not None:
-                stats["resumed"] = {"removed": removed}
-            if journal.warning is not None:
-                stats["warnings"] = [*stats.get("warnings", []), journal.warning]
+            journal.add_to(stats)
 
         stats = run_distributed_cli(
             engine=engine, inputs=sources, config=config, output=output,

@@ -31,6 +31,8 @@ options must be the stopped run's.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -240,8 +242,8 @@ def stopped_run(
 class SaveJournal:
     """The journal of a ``neardup dedup NEW --save STORE`` run (:data:`DEDUP_SAVE`; made by
     :meth:`open`): the stopped run it finishes (``reclaim``: what that run stored, removed by
-    :meth:`take_back` once the input's ids are read), the entry written before the kept
-    documents are saved (:meth:`before_save`) and removed once the outputs are published
+    :meth:`take_back` once the input's ids are read), the entry written as the kept
+    documents are saved (:meth:`saving`) and removed once the outputs are published
     (:meth:`finished`). Input read from stdin has no journal (it cannot be read again):
     ``identity`` None. ``warning``: an ``--against`` run's (read only) word on a store whose
     run stopped part way."""
@@ -251,8 +253,8 @@ class SaveJournal:
     options: dict[str, Any]
     reclaim: Reclaim | None = None
     warning: str | None = None
-    #: the store's next row id when the save started (:meth:`before_save`)
-    at: int | None = None
+    #: the stopped run's rows :meth:`take_back` removed
+    removed: int = 0
 
     @classmethod
     def open(
@@ -284,33 +286,44 @@ class SaveJournal:
         reclaim = None if stopped is None else Reclaim.since(d, stopped.rowid)
         return cls(root, identity, options, reclaim=reclaim)
 
-    def take_back(self, d: Any, ids: list[str]) -> int:
+    def take_back(self, d: Any, ids: list[str]) -> None:
         """Remove what the stopped run stored (its rows among the input's ``ids``; others are
-        refused as any stored id is); returns how many (0: nothing stopped)."""
+        refused as any stored id is); how many is said by :meth:`add_to`."""
         from .stored import refuse_stored_ids
 
         if self.reclaim is None:
-            return 0
+            return
         refuse_stored_ids(d, ids, self.reclaim)
-        return self.reclaim.remove(d)
+        self.removed = self.reclaim.remove(d)
 
-    def before_save(self, d: Any) -> None:
-        """Note, durably, where the save starts (the store's next row id)."""
-        self.at = d.store.next_rowid
+    @contextmanager
+    def saving(self, d: Any) -> Iterator[None]:
+        """Around the save of the kept documents: where it starts is noted, durably, before
+        (the store's next row id); if it raises having stored nothing (the stopped run's rows,
+        if any, removed already), there is nothing to finish and the journal goes, else it
+        stays, for ``--resume``."""
+        at = d.store.next_rowid
         if self.identity is not None:
             LoadJournal(
                 command=DEDUP_SAVE, inputs=self.identity, options=self.options, file=0,
-                record=0, rowid=d.store.next_rowid, groups_done=0, loaded=0,
+                record=0, rowid=at, groups_done=0, loaded=0,
             ).write(self.root)  # fmt: skip
+        try:
+            yield
+        except BaseException:
+            if d.store.next_rowid == at:
+                self.finished()
+            raise
+
+    def add_to(self, stats: dict[str, Any]) -> None:
+        """The summary's word on the journal: ``resumed`` (what a resume removed) and, for an
+        ``--against`` run, the warning."""
+        if self.reclaim is not None:
+            stats["resumed"] = {"removed": self.removed}
+        if self.warning is not None:
+            stats["warnings"] = [*stats.get("warnings", []), self.warning]
 
     def finished(self) -> None:
         """The run's kept documents are stored and its outputs published: nothing to finish."""
         if self.identity is not None:
             LoadJournal.remove(self.root)
-
-    def failed(self, d: Any) -> None:
-        """The save raised: where it had stored nothing (the stopped run's rows, if any,
-        removed already), there is nothing to finish and the journal goes; else it stays, for
-        ``--resume``."""
-        if self.at is not None and d.store.next_rowid == self.at:
-            self.finished()

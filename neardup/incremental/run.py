@@ -205,9 +205,9 @@ def dedup_against(
     )
     step = progress or (lambda stage, done, total: None)
     verifier = cfg.make_verifier() if cfg.verify else None
-    options = dict(
+    reading: dict[str, Any] = dict(
         text_field=text_field, id_field=id_field, encoding=encoding, on_error=on_error,
-        generate_ids=generate_ids, input_format=input_format,
+        generate_ids=generate_ids,
     )  # fmt: skip
     with Deduplicator.open(
         root,
@@ -216,21 +216,13 @@ def dedup_against(
     ) as d:
         # a run that stopped while saving into the store: refused, or finished (--resume),
         # before a record is read
-        journal = SaveJournal.open(d, files, options, save=save, resume=resume)
-        with (
-            staged_outputs(),
-            read_corpus(
-                files,
-                text_field=text_field,
-                id_field=id_field,
-                encoding=encoding,
-                on_error=on_error,
-                generate_ids=generate_ids,
-            ) as corpus,
-        ):
+        journal = SaveJournal.open(
+            d, files, {**reading, "input_format": input_format}, save=save, resume=resume
+        )
+        with staged_outputs(), read_corpus(files, **reading) as corpus:
             ids, texts = list(corpus.ids), corpus.texts
             n = len(ids)
-            removed = journal.take_back(d, ids)  # a stopped save's rows, before any decision
+            journal.take_back(d, ids)  # a stopped save's rows, before any decision
             before = len(d)
             step("read", n, n)
             into = dedup_into(
@@ -246,15 +238,11 @@ def dedup_against(
             step("write", kept, kept)
             # 3. the kept documents join the store (durable before the outputs are published)
             if save:
-                journal.before_save(d)
-                try:
+                with journal.saving(d):
                     load_kept(
                         d, ids, texts, keep, progress=progress, prepared=into.prepared,
                         work=into.work,
                     )  # fmt: skip
-                except BaseException:
-                    journal.failed(d)
-                    raise
                 into.prepared = into.work = None
             stats = dict(result.stats)
             elapsed = time.perf_counter() - t0
@@ -268,10 +256,7 @@ def dedup_against(
                 output_format=plan.fmt,
                 output_folder=plan.folder,
             )
-            if journal.reclaim is not None:
-                stats["resumed"] = {"removed": removed}
-            if journal.warning is not None:
-                stats["warnings"] = [*stats.get("warnings", []), journal.warning]
+            journal.add_to(stats)
             if clusters_path is not None or report_path is not None:
                 from .review import run_view, write_view_clusters
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from .._jit import kernel
 from .._search import lower_bound
-from ..text.tokenize import prepare_many, prepare_utf8, prepare_utf8_many
+from ..text.tokenize import prepare_utf8, prepare_utf8_many
 from ._hashes import (
     P1,
     P4,
@@ -706,21 +706,14 @@ def run_group(
         parts.clear()
         rows.clear()
 
-    pre: dict[int, bytes] = {}
-    if pmode == "jieba":  # one rjieba call for the whole group
-        short = [i for i in idx if len(texts[i]) <= chunk_chars]
-        pre = {
-            i: p.encode()
-            for i, p in zip(short, prepare_many([texts[i] for i in short], "jieba"), strict=True)
-        }
     for lo in range(0, len(idx), _PREPARE_TEXTS):
         part = idx[lo : lo + _PREPARE_TEXTS]
         # each text read once (a corpus's texts may be spans of its file, decoded on access)
         got = [texts[i] for i in part]
-        if pmode != "jieba":  # the short texts prepared together (non-ASCII ones as one array)
-            short = [k for k, t in enumerate(got) if len(t) <= chunk_chars]
-            made = prepare_utf8_many([got[k] for k in short], pmode)
-            pre = {part[k]: b for k, b in zip(short, made, strict=True)}
+        # the short texts prepared together (non-ASCII ones as one array, or one rjieba call)
+        short = [k for k, t in enumerate(got) if len(t) <= chunk_chars]
+        made = prepare_utf8_many([got[k] for k in short], pmode)
+        pre = {part[k]: b for k, b in zip(short, made, strict=True)}
         for i, t in zip(part, got, strict=True):
             if len(t) > chunk_chars:
                 _run_long(

@@ -271,11 +271,14 @@ def prepare_utf8_many(texts: list[str], mode: PrepareMode = "words") -> list[byt
     step per character: for ``words`` / ``chars`` mode, the non-ASCII texts are mapped character
     by character as one array of code points (each character alone, as
     :func:`prepare_utf8`'s per-character path maps it; a text holding a character that path
-    cannot map to one character, or a lone surrogate, is prepared by :func:`prepare_utf8`).
+    cannot map to one character, or a lone surrogate, is prepared by :func:`prepare_utf8`);
+    ``jieba`` mode segments them in one :func:`prepare_many` call.
     That is what mostly non-ASCII text (Chinese) gains: :func:`prepare_utf8` prepares it as a
     whole, a regular expression pass and NFKC over every character
     (``benchmarks/bench_prepare.py``)."""
-    if mode == "jieba" or len(texts) < _MANY_MIN:
+    if mode == "jieba":  # one rjieba call for them all
+        return [p.encode("utf-8") for p in prepare_many(texts, "jieba")]
+    if len(texts) < _MANY_MIN:
         return [prepare_utf8(t, mode) for t in texts]
     out: list[bytes] = [b""] * len(texts)
     wide: list[int] = []

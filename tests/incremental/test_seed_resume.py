@@ -97,6 +97,16 @@ def _stop_at(monkeypatch: pytest.MonkeyPatch, where: str, mode: str) -> None:
         monkeypatch.setattr(Deduplicator, "check_and_add", add)
 
 
+def _stopped(
+    monkeypatch: pytest.MonkeyPatch, folder: Path, store: Path, where: str, mode: str, **kw: Any
+) -> None:
+    """A load of ``folder`` into ``store`` stopped ``where`` (:func:`_stop_at`)."""
+    with monkeypatch.context() as m:
+        _stop_at(m, where, mode)
+        with pytest.raises(Stop):
+            _load(folder, store, mode, **kw)
+
+
 #: per mode, how many documents each group of 300 keeps (the uninterrupted load's)
 _KEPT: dict[str, list[int]] = {}
 
@@ -127,10 +137,7 @@ def test_a_stopped_load_resumed_stores_what_an_uninterrupted_one_stores(
 ) -> None:  # fmt: skip
     folder = uninterrupted["folder"]
     store = tmp_path / "s"
-    with monkeypatch.context() as m:
-        _stop_at(m, where, mode)
-        with pytest.raises(Stop):
-            _load(folder, store, mode)
+    _stopped(monkeypatch, folder, store, where, mode)
     journal = LoadJournal.read(store)
     assert journal is not None
     if where == "in the final merge":
@@ -169,10 +176,7 @@ def test_a_resume_keeps_what_another_writer_added_after_the_stop(
 
     folder = uninterrupted["folder"]
     store = tmp_path / "s"
-    with monkeypatch.context() as m:
-        _stop_at(m, "inside a group", "lsh")
-        with pytest.raises(Stop):
-            _load(folder, store, "lsh")
+    _stopped(monkeypatch, folder, store, "inside a group", "lsh")
     journal = LoadJournal.read(store)
     assert journal is not None
     stopped = _rows_of(store)
@@ -201,10 +205,7 @@ def test_a_dedup_save_into_a_store_whose_load_stopped_is_refused_naming_the_load
 
     folder = uninterrupted["folder"]
     store = tmp_path / "s"
-    with monkeypatch.context() as m:
-        _stop_at(m, "between groups", "lsh")
-        with pytest.raises(Stop):
-            _load(folder, store, "lsh")
+    _stopped(monkeypatch, folder, store, "between groups", "lsh")
     stopped = _rows_of(store)
     new = tmp_path / "new.jsonl"
     new.write_text(
@@ -225,10 +226,7 @@ def test_a_resume_is_refused_with_other_inputs_or_options_or_a_damaged_journal(
     folder = tmp_path / "in"
     _shards(folder, uninterrupted["rows"], _sizes(1500, 5))
     store = tmp_path / "s"
-    with monkeypatch.context() as m:
-        _stop_at(m, "between groups", "lsh")
-        with pytest.raises(Stop):
-            _load(folder, store, "lsh")
+    _stopped(monkeypatch, folder, store, "between groups", "lsh")
     with pytest.raises(ConfigError, match="drop_expired False then, True now"):
         _load(folder, store, "lsh", resume=True, drop_expired=True)
     shard = sorted(folder.iterdir())[3]
@@ -330,10 +328,7 @@ def test_serve_seed_finishes_a_seed_that_stopped_and_a_server_warns_of_one(
     folder = uninterrupted["folder"]
     data = tmp_path / "data"
     store = data / "namespaces" / "default"
-    with monkeypatch.context() as m:
-        _stop_at(m, "inside a group", "lsh")
-        with pytest.raises(Stop):
-            _load(folder, store, "lsh", if_empty=True)
+    _stopped(monkeypatch, folder, store, "inside a group", "lsh", if_empty=True)
     reg = NamespaceRegistry(ServiceConfig(data_dir=str(data), dedup=_settings("lsh")))
     with caplog.at_level(logging.WARNING, logger="neardup.service"):
         reg.open()

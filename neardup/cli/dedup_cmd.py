@@ -347,7 +347,7 @@ def dedup_command(
             output_format=output_format,
             text_field=text_field, id_field=id_field, encoding=encoding, on_error=on_error,
             generate_ids=generate_ids, config=config, quiet=quiet, stream=summary_stream,
-            **({"resume": True} if resume else {}),
+            resume=resume,
             **(
                 {}
                 if engine == "local"

@@ -249,8 +249,10 @@ def concat_ascii(
 def advise(mm: mmap.mmap, advice: str, start: int = 0) -> None:
     """``madvise`` the file mapping ``mm`` from ``start`` (rounded down to a page) to its end;
     ``advice`` names ``mmap.MADV_*`` in lower case (``"random"``, ``"normal"``,
-    ``"sequential"``). A platform without ``madvise`` or that advice, or a closed mapping, is
-    left as it is: advice changes what the kernel reads ahead, never what a read returns."""
+    ``"sequential"``, ``"dontneed"``). A platform without ``madvise`` or that advice, or a
+    closed mapping, is left as it is: advice changes what the kernel reads ahead or keeps
+    mapped, never what a read returns (``"dontneed"`` on a read-only file mapping unmaps its
+    pages, which stay in the page cache: the next read maps them again)."""
     flag = getattr(mmap, f"MADV_{advice.upper()}", None)
     if flag is None:
         return

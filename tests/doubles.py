@@ -2,8 +2,9 @@
 warm-up tests, :func:`compiled_names` (what numba compiles while a block runs),
 :func:`loaded_kernels` (the kernels a process has loaded so far) and :func:`output_of` (a
 script run in a fresh interpreter that imports this module); :func:`benchmark_module` (a
-script of ``benchmarks/`` imported, for the tests of a benchmark's own logic); and
-:func:`without_compile_notice` (a CLI run's stderr without the one-time line a cold kernel
+script of ``benchmarks/`` imported, for the tests of a benchmark's own logic);
+:func:`mapped_kib` (how much of a file this process holds mapped, for the tests of what an open
+leaves resident); and :func:`without_compile_notice` (a CLI run's stderr without the one-time line a cold kernel
 cache prints, so that a test counting lines passes on a cold cache too).
 
 :class:`SimpleFingerprinter` follows the fingerprinter contract the
@@ -39,6 +40,7 @@ __all__ = [
     "compiled_names",
     "content_hash_many",
     "loaded_kernels",
+    "mapped_kib",
     "normalize",
     "output_of",
     "without_compile_notice",
@@ -180,3 +182,24 @@ def without_compile_notice(err: str) -> str:
 
     notice = _jit.compile_notice()
     return "".join(x for x in err.splitlines(keepends=True) if x.rstrip("\n") != notice)
+
+
+#: where :func:`mapped_kib` reads the mappings (Linux only)
+SMAPS = Path("/proc/self/smaps")
+
+
+def mapped_kib(path: str | os.PathLike[str]) -> int:
+    """KiB of the file ``path`` this process holds resident through its mappings of it (the
+    ``Rss`` of every mapping of the file in ``/proc/self/smaps``; Linux only): what a file's
+    open leaves in the process's resident set, apart from the page cache."""
+    name = os.fspath(Path(path).resolve())
+    total, inside = 0, False
+    for line in SMAPS.read_text().splitlines():
+        head = line.split(maxsplit=1)
+        if not head:
+            continue
+        if not head[0].endswith(":"):  # a mapping's own line: address range, ..., its path
+            inside = line.rstrip().endswith(" " + name)
+        elif inside and head[0] == "Rss:":
+            total += int(head[1].split()[0])
+    return total

@@ -36,6 +36,7 @@ are views of the mapped file (read-only), and opening costs one pass of xxh3 (GB
 from __future__ import annotations
 
 import json
+import mmap as _mmap
 import os
 import struct
 import sys
@@ -45,6 +46,7 @@ from typing import Any, Protocol, Self, TypeVar
 import numpy as np
 import xxhash
 
+from .._arrays import advise
 from .._durable import fsync_dir, write_synced
 from ..errors import (
     ConfigError,
@@ -220,7 +222,13 @@ def read_index(path: Path, *, mmap: bool, verify: bool) -> IndexSnapshot:
             f"{path} is truncated ({size} bytes); restore it or rebuild the index"
         )
     buf: Any
-    buf = np.memmap(path, dtype=np.uint8, mode="r") if mmap else np.fromfile(path, dtype=np.uint8)
+    mm: _mmap.mmap | None = None
+    if mmap:
+        with open(path, "rb") as f:
+            mm = _mmap.mmap(f.fileno(), 0, access=_mmap.ACCESS_READ)
+        buf = np.frombuffer(mm, dtype=np.uint8)
+    else:
+        buf = np.fromfile(path, dtype=np.uint8)
     magic, version, _flags, hlen, hhash = _PRE.unpack_from(bytes(buf[: _PRE.size]))
     if magic != MAGIC:
         raise FormatError(
@@ -294,6 +302,11 @@ def read_index(path: Path, *, mmap: bool, verify: bool) -> IndexSnapshot:
         bfps = arrays["buffer.fps"]
         bids = arrays["buffer.ids"]
         state = header["state"]
+        if mm is not None:
+            # the checksum pass mapped every page: unmapped again (left in the page cache), so
+            # that the searches map only what they probe (the store's segments do the same:
+            # neardup.store.segment)
+            advise(mm, "dontneed")
     except (KeyError, TypeError, ValueError) as exc:
         raise CorruptFileError(
             f"{path}: malformed index header ({exc!r}); the file is corrupt"

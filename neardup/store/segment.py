@@ -58,7 +58,9 @@ compaction's band-key section may be made while it is written
 (:class:`~neardup.index.band_stream.MergedSection`), never held whole. :func:`open_segment`
 checks the header CRC and the xxh64 of the whole body (one hash pass, cheap next to reading
 the file) and raises :class:`CorruptFileError` naming the file on any mismatch; a damaged
-segment is never used.
+segment is never used. The pages that pass mapped are unmapped again after it (they stay in
+the page cache): an open leaves no more of the file in the process's resident set than its
+searches then touch.
 """
 
 from __future__ import annotations
@@ -508,6 +510,11 @@ def open_segment(path: str | os.PathLike[str], *, verify: bool = True) -> Segmen
             at = sketch_at + n + _pad8(n)
             sk = np.frombuffer(mm, dtype=np.uint8, count=n * width, offset=at).reshape(n, width)
             present = flags.view(np.bool_)
+        # the checks above read the whole file through the map (the checksum, the row bound):
+        # its pages are unmapped again, left in the page cache, so that the process maps only
+        # what its searches probe (an open would otherwise make the whole window resident in
+        # every server that opens it: docs/store.md, *What an open costs*)
+        advise(mm, "dontneed")
         return Segment(
             p,
             bits,

@@ -6,6 +6,7 @@ import struct
 
 import numpy as np
 import pytest
+from doubles import SMAPS, mapped_kib
 
 from neardup.errors import CorruptFileError, FormatError, NotFoundError, UnsupportedVersionError
 from neardup.index import HammingIndex
@@ -119,6 +120,28 @@ def test_save_index_load_index_wrappers(tmp_path) -> None:
         np.testing.assert_array_equal(g, w)
     snap = read_index(tmp_path / "w.idx", mmap=True, verify=True)
     assert snap.read_only is not None and snap.plan == idx.plan
+
+
+@pytest.mark.skipif(not SMAPS.exists(), reason="reads /proc/self/smaps (Linux)")
+def test_mapped_read_leaves_no_page_mapped(tmp_path) -> None:
+    """``read_index(mmap=True)`` checks every section through the map and unmaps those pages
+    again: what stays resident is what the searches then touch."""
+    from neardup.index.format import read_index, save_index
+
+    rng = np.random.default_rng(3)
+    fps = rng.integers(0, 2**64, 200_000, dtype=np.uint64)
+    idx = HammingIndex(bits=64, max_distance=3, expected_size=len(fps), buffer_size=1000)
+    idx.add(fps)
+    idx.flush()
+    path = tmp_path / "big.idx"
+    save_index(idx, path)
+    size_kib = path.stat().st_size // 1024
+    snap = read_index(path, mmap=True, verify=True)
+    assert mapped_kib(path) < size_kib // 20
+    twin = HammingIndex.from_snapshot(snap)
+    for got, want in zip(twin.search(fps[:50]), idx.search(fps[:50]), strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert 0 < mapped_kib(path) < size_kib
 
 
 def test_format_does_not_import_the_index_class() -> None:

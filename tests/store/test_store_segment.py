@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 import pytest
-from doubles import SimpleFingerprinter
+from doubles import SMAPS, SimpleFingerprinter, mapped_kib
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -41,6 +41,24 @@ def test_segment_round_trip(tmp_path, bits):
     assert not seg.fingerprints.flags.writeable
     seg.close()
     assert not list(tmp_path.glob("*.tmp"))
+
+
+@pytest.mark.skipif(not SMAPS.exists(), reason="reads /proc/self/smaps (Linux)")
+def test_open_leaves_no_page_mapped(tmp_path):
+    """The open reads the whole file through its map (the body's checksum) and unmaps those
+    pages again: the process holds resident only what its reads then touch (a server opening
+    a window is not charged the whole window: docs/store.md, *What an open costs*)."""
+    n = 200_000
+    p = tmp_path / "s.nds"
+    write_segment(p, _rand(n), np.arange(n, dtype=np.int64), np.linspace(0, 1, n), partition=0)
+    size_kib = p.stat().st_size // 1024
+    seg = open_segment(p)
+    try:
+        assert mapped_kib(p) < size_kib // 20
+        assert int(seg.rowids.sum()) == n * (n - 1) // 2  # a read maps what it touches
+        assert mapped_kib(p) >= (8 * n // 1024) * 9 // 10
+    finally:
+        seg.close()
 
 
 @given(pos=st.integers(0, HEADER_SIZE + 40 * 24 - 1), bit=st.integers(0, 7))

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import threading
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup.errors import CorruptRecordError, UnsupportedVersionError
-from neardup.store.meta import SCHEMA_VERSION, MetaDB, row_checksum
+from neardup.store.meta import SCHEMA_VERSION, MetaDB, _made_ahead, row_checksum
 from neardup.store.wal import AddRecord, DeleteRecord
 
 # few row ids and ids, so that records of one batch replace each other both ways
@@ -91,21 +92,57 @@ def test_a_failed_batch_applies_nothing(tmp_path):
     n=st.integers(0, 700),
     dup=st.none() | st.integers(0, 699),
     max_rows=st.sampled_from([1, 4, 256]),
+    bulk=st.booleans(),
 )
-def test_insert_rows_takes_any_iterable_and_is_all_or_nothing(n, dup, max_rows):
+def test_insert_rows_takes_any_iterable_and_is_all_or_nothing(n, dup, max_rows, bulk):
     db = MetaDB(None)
     db._max_rows = max_rows
     rows = [(i, f"id{i}", 1.0, b"f" * 16, b"c" * 16, 0, None, None) for i in range(n)]
     if dup is not None and dup < n:
         rows.append((n, f"id{dup}", 1.0, b"f" * 16, b"c" * 16, 0, None, None))  # repeated id
         with pytest.raises(sqlite3.IntegrityError):
-            db.insert_rows(iter(rows))
+            db.insert_rows(iter(rows), bulk=bulk)
         assert db.count() == 0
+        assert not any(t.name == "neardup-rows-ahead" for t in threading.enumerate())
         return
-    db.insert_rows(r for r in rows)  # a generator, as bulk_load passes
+    db.insert_rows((r for r in rows), bulk=bulk)  # a generator, as bulk_load passes
     stored = db._db.execute("SELECT * FROM docs ORDER BY rid").fetchall()
     assert [r[:8] for r in stored] == rows
     assert [r[8] for r in stored] == [row_checksum(*r) for r in rows]  # each with its checksum
+
+
+@given(n=st.integers(0, 50), block=st.integers(1, 9), fail_at=st.none() | st.integers(0, 49))
+def test_made_ahead_is_the_rows_in_order_and_raises_their_error(n, block, fail_at):
+    """A bulk insert's rows made on a helper thread: the same rows in the same order, an error
+    making them raised to the caller, and no helper left running either way."""
+
+    def rows():
+        for i in range(n):
+            if i == fail_at:
+                raise ValueError(f"row {i}")
+            yield i
+
+    if fail_at is not None and fail_at < n:
+        with pytest.raises(ValueError, match=f"row {fail_at}"):
+            list(_made_ahead(rows(), block))
+    else:
+        assert list(_made_ahead(rows(), block)) == list(range(n))
+    assert not any(t.name == "neardup-rows-ahead" for t in threading.enumerate())
+
+
+def test_made_ahead_stops_its_helper_when_the_caller_stops():
+    made = []
+
+    def rows():
+        for i in range(10_000):
+            made.append(i)
+            yield i
+
+    ahead = _made_ahead(rows(), 10)
+    assert [next(ahead) for _ in range(3)] == [0, 1, 2]
+    ahead.close()  # the caller stopped (an insert failed)
+    assert not any(t.name == "neardup-rows-ahead" for t in threading.enumerate())
+    assert len(made) <= 50  # at most the blocks it had made ahead, not the rest
 
 
 def _row(rid: int, id: str) -> tuple:

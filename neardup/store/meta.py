@@ -57,11 +57,11 @@ import functools
 import itertools
 import logging
 import os
-import queue
 import sqlite3
 import struct
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
@@ -314,42 +314,23 @@ _ENCODE_BLOCK = 4096
 _T = TypeVar("_T")
 
 
-def _made_ahead(rows: Iterator[_T], block: int) -> Iterator[_T]:
-    """``rows``, in order, made on a helper thread ``block`` at a time, one or two blocks ahead
-    of the caller: a bulk insert's rows (their tuples, compressed texts and checksums: Python
-    that holds the GIL) are made while SQLite inserts the rows before them (``sqlite3_step``
-    runs without the GIL), where made in turn the two add up
-    (``benchmarks/bench_seed.py --whole``). An error making them is raised here; a caller
-    that stops early (an error inserting) stops the helper before this generator ends."""
-    out: queue.Queue[list[_T] | BaseException] = queue.Queue(maxsize=2)
-    stop = threading.Event()
+def _made_ahead(rows: Iterator[_T], block: int) -> Generator[_T, None, None]:
+    """``rows``, in order, made on a helper thread ``block`` at a time, one block ahead of the
+    caller: a bulk insert's rows (their tuples, compressed texts and checksums: Python that
+    holds the GIL) are made while SQLite inserts the rows before them (``sqlite3_step`` runs
+    without the GIL), where made in turn the two add up (``benchmarks/bench_seed.py
+    --whole``). An error making them is raised here; a caller that stops early (an error
+    inserting) closes it: that waits for the block in the making, and no helper is left
+    running."""
 
-    def make() -> None:
-        try:
-            while not stop.is_set():
-                chunk = list(itertools.islice(rows, block))
-                out.put(chunk)
-                if not chunk:
-                    return
-        except BaseException as exc:  # handed to the caller, raised there
-            out.put(exc)
+    def take() -> list[_T]:
+        return list(itertools.islice(rows, block))
 
-    helper = threading.Thread(target=make, name="neardup-rows-ahead", daemon=True)
-    helper.start()
-    try:
-        while True:
-            got = out.get()
-            if isinstance(got, BaseException):
-                raise got
-            if not got:
-                return
+    with ThreadPoolExecutor(1, thread_name_prefix="neardup-rows-ahead") as ahead:
+        nxt = ahead.submit(take)
+        while got := nxt.result():
+            nxt = ahead.submit(take)
             yield from got
-    finally:
-        stop.set()
-        while helper.is_alive():  # a helper waiting to put a block is let through
-            with contextlib.suppress(queue.Empty):
-                out.get(timeout=0.05)
-        helper.join()
 
 
 def _add_row(r: AddRecord) -> tuple[Any, ...]:
@@ -816,9 +797,14 @@ class MetaDB:
                     # a bulk load's texts compressed on every CPU (its rows are the critical
                     # path); a commit's few on this thread
                     stored = _stored_rows(it, codec, max_threads() if bulk else 1)
-                    if bulk:  # made a block ahead while SQLite inserts the block before
-                        stored = _made_ahead(stored, _ENCODE_BLOCK)
-                    self._insert_counted(tx, "INSERT", stored)  # (after the dictionary's row)
+                    # a bulk insert's made a block ahead while SQLite inserts the block before;
+                    # closed with the insert, so that a failed one leaves no helper behind
+                    with (
+                        contextlib.closing(_made_ahead(stored, _ENCODE_BLOCK))
+                        if bulk
+                        else contextlib.nullcontext(stored)
+                    ) as rows:
+                        self._insert_counted(tx, "INSERT", rows)  # (after the dictionary's row)
             finally:
                 if bulk and self.path is not None:
                     cur.execute("PRAGMA synchronous=NORMAL")

@@ -3,8 +3,8 @@ warm-up tests, :func:`compiled_names` (what numba compiles while a block runs),
 :func:`loaded_kernels` (the kernels a process has loaded so far) and :func:`output_of` (a
 script run in a fresh interpreter that imports this module); :func:`benchmark_module` (a
 script of ``benchmarks/`` imported, for the tests of a benchmark's own logic);
-:func:`mapped_kib` (how much of a file this process holds mapped, for the tests of what an open
-leaves resident); and :func:`without_compile_notice` (a CLI run's stderr without the one-time line a cold kernel
+:func:`mappings_of` and :func:`mapped_kib` (a file's mappings in this process, and how much of
+it they hold resident: the tests of read-ahead advice and of what an open leaves resident); and :func:`without_compile_notice` (a CLI run's stderr without the one-time line a cold kernel
 cache prints, so that a test counting lines passes on a cold cache too).
 
 :class:`SimpleFingerprinter` follows the fingerprinter contract the
@@ -41,6 +41,7 @@ __all__ = [
     "content_hash_many",
     "loaded_kernels",
     "mapped_kib",
+    "mappings_of",
     "normalize",
     "output_of",
     "without_compile_notice",
@@ -188,18 +189,29 @@ def without_compile_notice(err: str) -> str:
 SMAPS = Path("/proc/self/smaps")
 
 
-def mapped_kib(path: str | os.PathLike[str]) -> int:
-    """KiB of the file ``path`` this process holds resident through its mappings of it (the
-    ``Rss`` of every mapping of the file in ``/proc/self/smaps``; Linux only): what a file's
-    open leaves in the process's resident set, apart from the page cache."""
-    name = os.fspath(Path(path).resolve())
-    total, inside = 0, False
+def mappings_of(path: str | os.PathLike[str]) -> list[tuple[int, dict[str, str]]]:
+    """Each mapping of the file ``path`` in this process, from ``/proc/self/smaps`` (Linux
+    only): its offset in the file and its fields (``"Rss"``, ``"VmFlags"``, ...: the rest of
+    the field's line)."""
+    name = os.path.realpath(path)
+    out: list[tuple[int, dict[str, str]]] = []
+    fields: dict[str, str] | None = None
     for line in SMAPS.read_text().splitlines():
         head = line.split(maxsplit=1)
         if not head:
             continue
-        if not head[0].endswith(":"):  # a mapping's own line: address range, ..., its path
-            inside = line.rstrip().endswith(" " + name)
-        elif inside and head[0] == "Rss:":
-            total += int(head[1].split()[0])
-    return total
+        if not head[0].endswith(":"):  # a mapping's own line: range, perms, offset, ..., path
+            fields = None
+            if line.rstrip().endswith(" " + name):
+                fields = {}
+                out.append((int(line.split()[2], 16), fields))
+        elif fields is not None:
+            fields[head[0][:-1]] = head[1] if len(head) > 1 else ""
+    return out
+
+
+def mapped_kib(path: str | os.PathLike[str]) -> int:
+    """KiB of the file ``path`` this process holds resident through its mappings of it (their
+    ``Rss``; Linux only): what a file's open leaves in the process's resident set, apart from
+    the page cache."""
+    return sum(int(f["Rss"].split()[0]) for _, f in mappings_of(path))

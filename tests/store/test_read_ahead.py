@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from doubles import mappings_of
 
 from neardup.errors import ConfigError
 from neardup.online import Deduplicator
@@ -21,17 +22,7 @@ pytestmark = pytest.mark.skipif(
 
 def _flags(path: Path) -> list[tuple[int, bool]]:
     """(file offset, random-read flag) of each mapping of ``path`` in this process."""
-    out: list[tuple[int, bool]] = []
-    offset = None
-    with open("/proc/self/smaps") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 5 and "-" in parts[0] and ":" in parts[3]:
-                offset = int(parts[2], 16) if parts[-1] == str(path) else None
-            elif line.startswith("VmFlags:") and offset is not None:
-                out.append((offset, "rr" in parts[1:]))
-                offset = None
-    return sorted(out)
+    return sorted((off, "rr" in f["VmFlags"].split()) for off, f in mappings_of(path))
 
 
 def _texts(n: int, tag: str) -> list[dict[str, str]]:

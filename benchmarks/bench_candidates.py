@@ -26,10 +26,18 @@ have turned down without reading the row: an upper bound of the multiset token o
 query's tokens and the summary, decided by the verifier's own rule (``2c / (la + lb) >=
 threshold``, or containment for texts of ``min_containment_tokens`` or more). Schemes: a 64-bit
 mask of the row's token buckets (8 bytes a row), 64 buckets of 4-bit counts (32), 512 buckets
-of 4-bit counts (256, the verifier's own histogram width). A bound never turns down a pair the
-verifier accepts; the run fails if one does. Beside each scheme: the bytes a document it would
-cost on the window's mix of lengths (stored token counts of a sample of rows), whole, or kept
-only for long rows.
+of 4-bit counts saturating at 15 (256: the stored summaries' code until 2026-12-06), 1,024
+buckets of 4-bit codes (512: the summaries' code now, counts to 11 as they are and larger ones
+by the upper end of 12-15, 16-23 or 24-47), and 512 and 1,024 buckets of 8-bit counts (the
+verifier's own first step, before and after it went to 1,024 buckets). A bound never turns
+down a pair the verifier accepts; the run fails if one does. Beside each scheme: the bytes a
+document it would cost on the window's mix of lengths (stored token counts of a sample of
+rows), whole, or kept only for long rows.
+
+``--histogram-cache-rows 0`` turns the decider's cache of histograms off, and with it the
+stored summaries (read into that cache): every SimHash hit the token-count and token-mask
+bounds let by is then read and verified, so the schemes are compared on all of those pairs,
+not only on the ones the store's own summaries let by.
 
 Prints a table and writes JSON (``--out``) with the machine, the commit and every figure.
 """
@@ -53,8 +61,20 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 #: token counts that split the stored rows into length classes
 CLASSES = (("short", 60), ("mid", 300), ("long", 1 << 62))
-#: the summary schemes simulated: name -> (buckets, bits a bucket; 1 bit: a mask)
-SCHEMES = {"mask 64 x 1 bit": (64, 1), "64 x 4-bit counts": (64, 4), "512 x 4-bit counts": (512, 4)}
+#: the summary schemes simulated: name -> (buckets, bits a bucket, code: "mask" (a bucket's
+#: bit), "saturating" (counts up to 2**bits - 2; the top value unbounded), "ranged" (the
+#: summaries' 4-bit codes))
+SCHEMES = {
+    "mask 64 x 1 bit": (64, 1, "mask"),
+    "64 x 4-bit counts": (64, 4, "saturating"),
+    "512 x 4-bit counts": (512, 4, "saturating"),
+    "1,024 x 4-bit ranged codes": (1024, 4, "ranged"),
+    "512 x 8-bit counts": (512, 8, "saturating"),
+    "1,024 x 8-bit counts": (1024, 8, "saturating"),
+}
+#: the ranged code's upper ends above the counts it keeps as they are (0-11): a count up to
+#: each is stored as it, a larger one as unbounded
+RANGED = (15, 23, 47)
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -71,15 +91,22 @@ def bucket_counts(hashes: np.ndarray, buckets: int) -> np.ndarray:
     return np.bincount(b, minlength=buckets)
 
 
-def overlap_bound(qa: np.ndarray, rb: np.ndarray, buckets: int, bits: int) -> int:
+def overlap_bound(qa: np.ndarray, rb: np.ndarray, buckets: int, bits: int, code: str) -> int:
     """An upper bound of the multiset overlap of token hashes ``qa`` (the query's, all known)
     and ``rb`` (the row's, known only through its summary): per bucket the smaller count, a
     row's count at its saturation taken as unbounded (the query's count), a mask's set bit as
-    unbounded too."""
+    unbounded too, a ranged code's count as the upper end of its range."""
     hq = bucket_counts(qa, buckets)
     hr = bucket_counts(rb, buckets)
-    top = (1 << bits) - 1
-    hr = np.where(hr >= top, np.iinfo(np.int64).max, hr) if bits > 1 else np.where(hr > 0, hq, 0)
+    big = np.iinfo(np.int64).max
+    if code == "mask":
+        hr = np.where(hr > 0, hq, 0)
+    elif code == "ranged":
+        hr = np.select(
+            [hr <= 11, hr <= RANGED[0], hr <= RANGED[1], hr <= RANGED[2]], [hr, *RANGED], big
+        )
+    else:
+        hr = np.where(hr >= (1 << bits) - 1, big, hr)
     return int(min(np.minimum(hq, hr).sum(), qa.size, rb.size))
 
 
@@ -163,7 +190,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         t0 = time.perf_counter()
         shutil.copytree(args.store, store)
         copy_s = time.perf_counter() - t0
-        d = Deduplicator.open(store, candidates="lsh")
+        opts = {}
+        if args.histogram_cache_rows is not None:
+            opts["histogram_cache_rows"] = args.histogram_cache_rows
+        d = Deduplicator.open(store, candidates="lsh", **opts)
         if d.lsh_plan is None:
             raise SystemExit(f"--store {args.store}: not an lsh store")
         plan = f"{d.lsh_plan.bands} x {d.lsh_plan.rows}"
@@ -213,8 +243,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         cls = by_class[length_class(rb.size)]
         cls["pairs"] += 1
         cls["accepted"] += ok
-        for name, (buckets, bits) in SCHEMES.items():
-            if not passes(overlap_bound(qa, rb, buckets, bits), qa.size, rb.size, cfg):
+        for name, (buckets, bits, code) in SCHEMES.items():
+            if not passes(overlap_bound(qa, rb, buckets, bits, code), qa.size, rb.size, cfg):
                 cls["turned down"][name] += 1
                 wrong += ok
     if wrong:
@@ -223,7 +253,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     per_doc = {k: v / n for k, v in counts.items()}
     fails = sum(c["pairs"] - c["accepted"] for c in by_class.values())
     schemes = {}
-    for name, (buckets, bits) in SCHEMES.items():
+    for name, (buckets, bits, _) in SCHEMES.items():
         size = buckets * bits // 8
         down = sum(c["turned down"][name] for c in by_class.values())
         schemes[name] = {
@@ -258,6 +288,7 @@ def main() -> int:
     ap.add_argument("--docs", type=int, default=3000, help="documents checked (default 3000)")
     ap.add_argument("--batch", type=int, default=1000, help="documents a group (default 1000)")
     ap.add_argument("--sample", type=int, default=100_000, help="rows sampled for the length mix")
+    ap.add_argument("--histogram-cache-rows", type=int, default=None, help="the decider's histogram cache (default: the store's; 0: off, and the stored summaries unused)")  # fmt: skip
     ap.add_argument("--out", help="JSON file to write")
     args = ap.parse_args()
     if not Path(args.store).is_dir():
@@ -276,22 +307,22 @@ def main() -> int:
         print(f"  {k:42s}{v:10.2f}")
     print(
         f"{'pairs by stored length':20s}{'pairs':>8s}{'accepted':>10s}"
-        + "".join(f"{s:>20s}" for s in SCHEMES)
+        + "".join(f"{s:>28s}" for s in SCHEMES)
     )
     for name, c in res["pairs by the stored row's length"].items():
         print(
             f"  {name:18s}{c['pairs']:8d}{c['accepted']:10d}"
-            + "".join(f"{c['turned down'][s]:20d}" for s in SCHEMES)
+            + "".join(f"{c['turned down'][s]:28d}" for s in SCHEMES)
         )
     mix = res["stored length mix (sample)"]
     print(f"stored rows: short {mix['short']:.3f}, mid {mix['mid']:.3f}, long {mix['long']:.3f}")
     print(
-        f"{'summary':22s}{'B a row':>8s}{'B/doc, long only':>18s}{'spared/doc':>12s}{'of failing':>12s}"
+        f"{'summary':30s}{'B a row':>8s}{'B/doc, long only':>18s}{'spared/doc':>12s}{'of failing':>12s}"
     )
     for name, s in res["summaries"].items():
         share = s["share of the failing pairs turned down"]
         print(
-            f"  {name:20s}{s['bytes a row']:8d}{s['bytes a document, long rows only']:18.1f}"
+            f"  {name:28s}{s['bytes a row']:8d}{s['bytes a document, long rows only']:18.1f}"
             f"{s['turned down per document']:12.2f}{'-' if share is None else f'{share:.3f}':>12s}"
         )
     if args.out:

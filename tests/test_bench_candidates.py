@@ -28,11 +28,14 @@ def test_summaries_bound_the_overlap(bc, a, b):
     qa, rb = np.array(a, np.uint32), np.array(b, np.uint32)
     ca, cb = collections.Counter(a), collections.Counter(b)
     true = sum(min(n, cb[t]) for t, n in ca.items())
-    got = {name: bc.overlap_bound(qa, rb, k, bits) for name, (k, bits) in bc.SCHEMES.items()}
+    got = {name: bc.overlap_bound(qa, rb, *scheme) for name, scheme in bc.SCHEMES.items()}
     for name, bound in got.items():
         assert true <= bound <= min(len(a), len(b)), name
     # a set bit stands for any count: a mask bounds no tighter than the counts over its buckets
     assert got["mask 64 x 1 bit"] >= got["64 x 4-bit counts"]
+    # a code loses what the exact counts know, never more than the saturating 4 bits lose
+    assert got["1,024 x 4-bit ranged codes"] >= got["1,024 x 8-bit counts"]
+    assert got["512 x 4-bit counts"] >= got["512 x 8-bit counts"]
 
 
 def test_the_rule_is_the_verifiers(bc):

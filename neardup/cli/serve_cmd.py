@@ -113,7 +113,7 @@ def serve(
         "--histogram-cache-rows",
         min=0,
         help="MinHash channel: verified stored rows whose token histograms are cached in "
-        "memory to turn SimHash hits down unread (532 bytes each; 0: none). Decisions do not "
+        "memory to turn SimHash hits down unread (1,044 bytes each; 0: none). Decisions do not "
         "depend on it.",
     ),
     graceful_timeout: float = typer.Option(

@@ -13,7 +13,7 @@ the CLOCK approximation of least-recently-used: the rows that keep coming back s
   again (a band bucket's oldest members above all: the bucket cap keeps them), and most fail the
   filter (``benchmarks/bench_incremental.py`` measures the effect on a growing store).
 - :class:`HistogramCache`: the token histograms of stored rows that were verified (their tokens
-  counted in the 512 hash buckets of :func:`neardup.verify.tokens.token_histograms`), for the
+  counted in the ``2**HIST_BITS`` hash buckets of :func:`neardup.verify.tokens.token_histograms`), for the
   histogram bound of verification's first step, applied to SimHash hits before their rows are
   read. Long texts drawn from a common vocabulary and repetitive short posts put hundreds to
   thousands of stored rows within the SimHash radius of some documents; those rows are the
@@ -52,7 +52,7 @@ __all__ = [
 
 #: rows kept by default: 262,144 signatures of 237 values are 124 MB
 DEFAULT_CAPACITY = 1 << 18
-#: histograms kept by default: 131,072 rows of 532 bytes are 70 MB
+#: histograms kept by default: 131,072 rows of 1,044 bytes are 137 MB
 DEFAULT_HISTOGRAM_ROWS = 1 << 17
 
 
@@ -81,7 +81,11 @@ class RowCache:
             raise ValueError(f"capacity must be an integer >= 0, got {capacity!r}")
         self.dtype = np.dtype(dtype)
         self.capacity = capacity
-        self._slab: npt.NDArray[Any] = np.zeros(0, self.dtype)  # grown up to capacity as filled
+        # allocated at its capacity by the first put: NumPy's zeros of that size are fresh pages
+        # the system maps as they are written, so a cache costs the memory of the rows it holds,
+        # and filling it copies nothing (a slab grown as it filled copied ~2x its size: at the
+        # default histogram cache, ~0.2 s of a short run's CPU, docs/store.md)
+        self._slab: npt.NDArray[Any] = np.zeros(0, self.dtype)
         self._owner: list[int] = []
         self._slot: dict[int, int] = {}
         self._ref = bytearray()  # per slot: asked for since the hand last passed
@@ -124,11 +128,9 @@ class RowCache:
             if r in slot:
                 continue
             s = self._next
-            if s == len(self._owner):  # still filling: grow the slab geometrically
-                if s == len(self._slab):
-                    grown = np.zeros(min(cap, max(1024, 2 * s)), self.dtype)
-                    grown[:s] = self._slab[:s]
-                    self._slab = grown
+            if s == len(self._owner):  # still filling
+                if not len(self._slab):
+                    self._slab = np.zeros(cap, self.dtype)
                 self._owner.append(r)
                 ref.append(0)
             else:
@@ -174,7 +176,7 @@ class HistogramCache(RowCache):
     content hashes of up to ``capacity`` rows.
 
     >>> c = HistogramCache(capacity=4)
-    >>> h = np.zeros((1, 512), np.uint8); h[0, 3] = 2
+    >>> h = np.zeros((1, 1 << HIST_BITS), np.uint8); h[0, 3] = 2
     >>> c.put([5], h, np.array([2]), [b"0123456789abcdef"])
     >>> hist, counts, chash = c.histograms([c.slots([5])[5]])
     >>> int(hist[0, 3]), counts.tolist(), chash[0].tobytes()
@@ -211,7 +213,7 @@ class HistogramCache(RowCache):
     def histograms(
         self, slots: list[int]
     ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64], npt.NDArray[np.uint8]]:
-        """``(hist (k, 512) uint8, counts (k,) int64, content hashes (k, 16) uint8)`` of
+        """``(hist (k, 2**HIST_BITS) uint8, counts (k,) int64, content hashes (k, 16) uint8)`` of
         ``slots``."""
         v = self.rows(slots)
         return (

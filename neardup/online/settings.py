@@ -77,7 +77,7 @@ class DedupSettings:
         again from its stored text. Decisions do not depend on it.
     histogram_cache_rows : int, default=131072
         With the MinHash channel: verified stored rows whose token histograms are kept in
-        memory (532 bytes each; :mod:`neardup.online.rowcache`), so that SimHash hits that
+        memory (1,044 bytes each; :mod:`neardup.online.rowcache`), so that SimHash hits that
         fail verification's histogram bound are turned down without reading their rows; 0
         keeps none. Decisions do not depend on it.
     lsh_bands, lsh_rows : int or None, default=None

@@ -7,9 +7,10 @@ from the same vocabulary, and nearly all fail verification's first step, the his
 histograms of rows it has read (:class:`~neardup.online.rowcache.HistogramCache`), but a query
 meets mostly rows it has never read: ``benchmarks/bench_candidates.py`` counts them, and how
 many a stored summary turns down. So each added row of at least :data:`SUMMARY_MIN_TOKENS`
-tokens is stored with a summary: its token histogram at 4 bits a bucket (a count of 15 or more
-stands for any count: the bound takes it as unbounded), its token count and content hash (what
-the cache holds beside a histogram), and a digest of the row's MinHash sketch. The summary is
+tokens is stored with a summary: its token histogram at 4 bits a bucket (:func:`_pack`: counts
+up to 11 as they are, larger ones by the upper end of a range, 15, 23 or 47, which the bound
+takes in their place, and 48 or more as unbounded), its token count and content hash (what the
+cache holds beside a histogram), and a digest of the row's MinHash sketch. The summary is
 derived data, never needed: a row without one (a short row, a row replayed from the log after
 a crash, a summary that does not check) is read as before, and the decisions are the same
 either way (a bound turns down only pairs verification would reject).
@@ -20,8 +21,9 @@ by a deleted row whose row id was allocated again, or damaged on disk, is never 
 another text's.
 
 Layout (little-endian, :data:`SUMMARY_BYTES`): ``u32`` sketch digest, 16-byte content hash,
-``u32`` token count, ``2**(HIST_BITS - 1)`` bytes of 4-bit counts (bucket ``2k`` in the low
-nibble of byte ``k``), ``u32`` CRC-32 of everything before it.
+``u32`` token count, ``2**(HIST_BITS - 1)`` bytes of 4-bit count codes (bucket ``2k`` in the
+low nibble of byte ``k``), ``u32`` CRC-32 of everything before it. A summary of another size
+(an earlier layout) is set aside as a damaged one is: the row is read.
 """
 
 from __future__ import annotations
@@ -56,8 +58,19 @@ _BUCKETS = 1 << HIST_BITS
 _HEAD = struct.Struct("<I16sI")
 #: bytes of one summary
 SUMMARY_BYTES = _HEAD.size + _BUCKETS // 2 + 4
-#: a 4-bit count at its top: the bucket holds this many tokens or more
-_TOP = 15
+#: what each 4-bit code stands for: codes 0-11 the count itself, 12-14 any count up to 15, 23
+#: and 47 (an upper bound, which is all the histogram bound needs of the stored side), 15 any
+#: count at all (:data:`HIST_MAX`, the bound's mark of a bucket it cannot bound). A long
+#: text's frequent tokens fill buckets past 15; read as unbounded, each such bucket let the
+#: query's whole count through, and most long pairs passed (``benchmarks/bench_summaries.py``)
+_DECODE = np.array([*range(12), 15, 23, 47, HIST_MAX], np.uint8)
+#: the code of each count 0..255: the least code whose value is at least the count
+_ENCODE = np.searchsorted(_DECODE, np.arange(256)).astype(np.uint8)
+#: each packed byte's two counts as one little-endian u16 (the low nibble's count first): a
+#: summary is unpacked by one table look-up a byte
+_DECODE_PAIR = (
+    _DECODE[np.arange(256) & 0x0F].astype("<u2") | (_DECODE[np.arange(256) >> 4].astype("<u2") << 8)
+)
 
 
 def sketch_digest(sketch: npt.NDArray[np.uint8]) -> int:
@@ -66,19 +79,19 @@ def sketch_digest(sketch: npt.NDArray[np.uint8]) -> int:
 
 
 def _pack(hist: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
-    """(n, 512) counts as (n, 256) bytes of 4-bit counts, saturating at 15."""
-    h = np.minimum(hist, _TOP).astype(np.uint8)
+    """(n, 2**HIST_BITS) counts as (n, 2**(HIST_BITS - 1)) bytes of 4-bit codes (:data:`_DECODE`).
+
+    >>> _unpack(_pack(np.array([[0, 11, 12, 15, 16, 47, 48, 255] * (_BUCKETS // 8)], np.uint8)))[0, :8].tolist()
+    [0, 11, 15, 15, 23, 47, 255, 255]
+    """
+    h = _ENCODE[hist]
     return (h[:, 0::2] | (h[:, 1::2] << 4)).astype(np.uint8)
 
 
 def _unpack(packed: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
-    """(n, 256) bytes of 4-bit counts as (n, 512) counts, 15 read as :data:`HIST_MAX` (the
-    histogram bound's mark of a bucket it cannot bound)."""
-    out = np.empty((packed.shape[0], _BUCKETS), np.uint8)
-    out[:, 0::2] = packed & 0x0F
-    out[:, 1::2] = packed >> 4
-    out[out == _TOP] = HIST_MAX
-    return out
+    """(n, 2**(HIST_BITS - 1)) bytes of 4-bit codes as (n, 2**HIST_BITS) counts, each at least
+    the count it was made from (:data:`HIST_MAX` where it may be any)."""
+    return _DECODE_PAIR[packed].view(np.uint8).reshape(packed.shape[0], _BUCKETS)
 
 
 def make_summaries(
@@ -110,7 +123,7 @@ def decode_summaries(
 ) -> tuple[list[int], npt.NDArray[np.uint8], npt.NDArray[np.int64], list[bytes], int]:
     """The usable summaries of ``blobs`` (row id -> stored summary): those of the right size
     whose checksum holds and whose sketch digest is ``digests[row id]`` (the row's current
-    sketch). Returns (row ids, histograms (k, 512) uint8, token counts, content hashes, how
+    sketch). Returns (row ids, histograms (k, 2**HIST_BITS) uint8, token counts, content hashes, how
     many were set aside)."""
     rids: list[int] = []
     packed: list[bytes] = []

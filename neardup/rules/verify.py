@@ -107,7 +107,7 @@ def stage_verify_rules(
     :func:`stage_verify_reference` (tested). ``tokenised``: texts already tokenised in Python
     (position in ``texts`` -> kernel bytes and mode, as the candidate stage leaves them).
 
-    1. Every text of a pair: its tokens counted in 512 hash buckets and its exact token count
+    1. Every text of a pair: its tokens counted in 1,024 hash buckets and its exact token count
        (:func:`~neardup.verify.tokens.token_histograms`: one pass over the bytes, nothing
        sorted); per pair, the sum of the smaller bucket counts, an upper bound on the multiset
        overlap, rejects the pairs that cannot pass
@@ -125,7 +125,7 @@ def stage_verify_rules(
        confirmed byte by byte, bit-parallel LCS), decided by :meth:`Verifier.decide`.
 
     ``on_histograms``, if given, is called once with what step 1 made: ``(positions in texts
-    (k,) int64, histograms (k, 512) uint8, exact token counts (k,) int64)`` of every text of a
+    (k,) int64, histograms (k, 1024) uint8, exact token counts (k,) int64)`` of every text of a
     pair (the online decider keeps the stored rows' ones, :mod:`neardup.online.rowcache`).
 
     Returns (ok bool (m,), score float64 (m,), rule uint8 (m,)). The score of a pair that

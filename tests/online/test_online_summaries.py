@@ -27,7 +27,7 @@ from neardup.online.summaries import (
 from neardup.rules.verify import bound_rule
 from neardup.verify import Verifier
 from neardup.verify.overlap import histogram_bound_decisions
-from neardup.verify.tokens import HIST_MAX, token_histograms
+from neardup.verify.tokens import HIST_BITS, HIST_MAX, token_histograms
 
 
 def _long_texts(seed: int, n: int) -> list[str]:
@@ -38,14 +38,26 @@ def _long_texts(seed: int, n: int) -> list[str]:
     return _articles(seed, n, vocab=vocab, tokens=(520, 700), edits=(0, 2, 8, 40, 90))
 
 
-def test_packing_keeps_counts_below_the_top_and_marks_the_rest_unbounded() -> None:
-    h = np.zeros((2, 512), np.uint8)
-    h[0, :20] = np.arange(20)
-    h[1, 511] = 255
+def _coded(h: np.ndarray) -> np.ndarray:
+    """What a summary keeps of counts ``h``, written out: 0-11 as they are, then the upper end
+    of 12-15, 16-23 and 24-47, and HIST_MAX (unbounded) from 48 on."""
+    h = np.asarray(h, np.int64)
+    return np.select([h <= 11, h <= 15, h <= 23, h <= 47], [h, 15, 23, 47], HIST_MAX).astype(
+        np.uint8
+    )
+
+
+def test_packing_keeps_small_counts_and_an_upper_bound_of_the_others() -> None:
+    buckets = 1 << HIST_BITS
+    h = np.zeros((2, buckets), np.uint8)
+    h[0, :256] = np.arange(256)
+    h[1, buckets - 1] = 255
     got = _unpack(_pack(h))
-    assert got[0, :15].tolist() == list(range(15))
-    assert (got[0, 15:20] == HIST_MAX).all() and (got[0, 20:] == 0).all()
-    assert got[1, 511] == HIST_MAX and (got[1, :511] == 0).all()
+    assert got[0, :256].tolist() == _coded(np.arange(256)).tolist()
+    assert got[0, :12].tolist() == list(range(12)) and (got[0, 256:] == 0).all()
+    # never below the count (the bound stays a bound), and unbounded only from 48 on
+    assert (got[0, :256] >= np.arange(256)).all() and (got[0, :48] < HIST_MAX).all()
+    assert got[1, buckets - 1] == HIST_MAX and (got[1, : buckets - 1] == 0).all()
 
 
 def test_a_summary_is_used_only_where_its_digest_and_checksum_hold() -> None:
@@ -58,7 +70,7 @@ def test_a_summary_is_used_only_where_its_digest_and_checksum_hold() -> None:
     rids, hist, counts, chashes, bad = decode_summaries({7: made[0]}, {7: digest})
     assert (rids, counts.tolist(), chashes, bad) == ([7], [600], [b"0" * 16], 0)
     want, _ = token_histograms(v, texts[:1])
-    assert (hist == np.where(want >= 15, HIST_MAX, want)).all()
+    assert (hist == _coded(want)).all()
     # another row's sketch (a row id allocated again), a damaged byte, a short blob
     damaged = bytearray(made[0])
     damaged[40] ^= 1
@@ -189,8 +201,8 @@ def _decisions(path: Path, texts: list[str], *, cache_rows: int) -> tuple[list, 
 
 
 def test_summary_layout_is_pinned() -> None:
-    # u32 digest, 16-byte content hash, u32 tokens, 256 bytes of 4-bit counts, u32 CRC-32
-    assert SUMMARY_BYTES == 4 + 16 + 4 + 256 + 4
+    # u32 digest, 16-byte content hash, u32 tokens, 512 bytes of 4-bit count codes (1,024 buckets), u32 CRC-32
+    assert SUMMARY_BYTES == 4 + 16 + 4 + 512 + 4
     v = Verifier()
     n_tok = SUMMARY_MIN_TOKENS
     made = make_summaries(

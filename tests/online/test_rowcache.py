@@ -18,6 +18,7 @@ import neardup.online.union as union_module
 from neardup.online import Deduplicator, DedupSettings
 from neardup.online.rowcache import HistogramCache, RowCache, SignatureCache
 from neardup.store import Store
+from neardup.verify.tokens import HIST_BITS
 
 
 class _ClockModel:
@@ -100,7 +101,7 @@ def test_rows_asked_for_stay() -> None:
 
 def test_histogram_cache_round_trip() -> None:
     rng = np.random.default_rng(1)
-    hist = rng.integers(0, 256, (3, 512), dtype=np.uint8)
+    hist = rng.integers(0, 256, (3, 1 << HIST_BITS), dtype=np.uint8)
     hashes = [bytes([i]) * 16 for i in range(3)]
     cache = HistogramCache(capacity=2)
     cache.put([10, 11, 12], hist, np.array([5, 6, 7]), hashes)  # 10 makes room for 12

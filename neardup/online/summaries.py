@@ -68,8 +68,8 @@ _DECODE = np.array([*range(12), 15, 23, 47, HIST_MAX], np.uint8)
 _ENCODE = np.searchsorted(_DECODE, np.arange(256)).astype(np.uint8)
 #: each packed byte's two counts as one little-endian u16 (the low nibble's count first): a
 #: summary is unpacked by one table look-up a byte
-_DECODE_PAIR = (
-    _DECODE[np.arange(256) & 0x0F].astype("<u2") | (_DECODE[np.arange(256) >> 4].astype("<u2") << 8)
+_DECODE_PAIR = _DECODE[np.arange(256) & 0x0F].astype("<u2") | (
+    _DECODE[np.arange(256) >> 4].astype("<u2") << 8
 )
 
 

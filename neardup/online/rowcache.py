@@ -13,13 +13,13 @@ the CLOCK approximation of least-recently-used: the rows that keep coming back s
   again (a band bucket's oldest members above all: the bucket cap keeps them), and most fail the
   filter (``benchmarks/bench_incremental.py`` measures the effect on a growing store).
 - :class:`HistogramCache`: the token histograms of stored rows that were verified (their tokens
-  counted in the ``2**HIST_BITS`` hash buckets of :func:`neardup.verify.tokens.token_histograms`), for the
-  histogram bound of verification's first step, applied to SimHash hits before their rows are
-  read. Long texts drawn from a common vocabulary and repetitive short posts put hundreds to
-  thousands of stored rows within the SimHash radius of some documents; those rows are the
-  same from one such document to the next, nearly all of them fail the bound, and reading and
-  tokenising them was most of the cost of the slowest requests (docs/service.md, *The 10 M tail,
-  traced*).
+  counted in the ``2**HIST_BITS`` hash buckets of
+  :func:`neardup.verify.tokens.token_histograms`), for the histogram bound of verification's
+  first step, applied to SimHash hits before their rows are read. Long texts drawn from a
+  common vocabulary and repetitive short posts put hundreds to thousands of stored rows within
+  the SimHash radius of some documents; those rows are the same from one such document to the
+  next, nearly all of them fail the bound, and reading and tokenising them was most of the
+  cost of the slowest requests (docs/service.md, *The 10 M tail, traced*).
 
 A row id names one document for the life of a process: :meth:`neardup.store.Store.allocate`
 never hands one out twice, and a group taken back keeps its row ids spent. A signature and a
@@ -83,8 +83,8 @@ class RowCache:
         self.capacity = capacity
         # allocated at its capacity by the first put: NumPy's zeros of that size are fresh pages
         # the system maps as they are written, so a cache costs the memory of the rows it holds,
-        # and filling it copies nothing (a slab grown as it filled copied ~2x its size: at the
-        # default histogram cache, ~0.2 s of a short run's CPU, docs/store.md)
+        # and filling it copies nothing (a slab grown as it filled copied about twice its size,
+        # which showed in a short run's checks: docs/store.md, *Stored summaries of long rows*)
         self._slab: npt.NDArray[Any] = np.zeros(0, self.dtype)
         self._owner: list[int] = []
         self._slot: dict[int, int] = {}

@@ -62,7 +62,7 @@ SUMMARY_BYTES = _HEAD.size + _BUCKETS // 2 + 4
 #: and 47 (an upper bound, which is all the histogram bound needs of the stored side), 15 any
 #: count at all (:data:`HIST_MAX`, the bound's mark of a bucket it cannot bound). A long
 #: text's frequent tokens fill buckets past 15; read as unbounded, each such bucket let the
-#: query's whole count through, and most long pairs passed (``benchmarks/bench_summaries.py``)
+#: query's whole count through, and most long pairs passed (``benchmarks/bench_candidates.py``)
 _DECODE = np.array([*range(12), 15, 23, 47, HIST_MAX], np.uint8)
 #: the code of each count 0..255: the least code whose value is at least the count
 _ENCODE = np.searchsorted(_DECODE, np.arange(256)).astype(np.uint8)
@@ -123,8 +123,8 @@ def decode_summaries(
 ) -> tuple[list[int], npt.NDArray[np.uint8], npt.NDArray[np.int64], list[bytes], int]:
     """The usable summaries of ``blobs`` (row id -> stored summary): those of the right size
     whose checksum holds and whose sketch digest is ``digests[row id]`` (the row's current
-    sketch). Returns (row ids, histograms (k, 2**HIST_BITS) uint8, token counts, content hashes, how
-    many were set aside)."""
+    sketch). Returns (row ids, histograms (k, 2**HIST_BITS) uint8, token counts, content
+    hashes, how many were set aside)."""
     rids: list[int] = []
     packed: list[bytes] = []
     counts: list[int] = []

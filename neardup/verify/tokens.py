@@ -283,7 +283,7 @@ def encode_texts(
 #: :data:`~neardup.text.token_kernels.BUCKET_MIX`; the MinHash pass's coarse bucket of a token,
 #: :data:`~neardup.text.token_kernels.MASK_BITS` of them, is this one shifted right). 1,024
 #: buckets, not 512: long texts share frequent tokens, and at 512 buckets the bound let through
-#: several times the pairs the token hashes then turn down (``benchmarks/bench_summaries.py``)
+#: several times the pairs the token hashes then turn down (``benchmarks/bench_candidates.py``)
 HIST_BITS = 10
 #: a bucket's count saturates here (uint8)
 HIST_MAX = 255

@@ -4,6 +4,7 @@ one and the default, through adds, deletes and checks)."""
 
 from __future__ import annotations
 
+import os
 import random
 
 import numpy as np
@@ -97,6 +98,23 @@ def test_rows_asked_for_stay() -> None:
         assert 0 in cache.slots([0])
         cache.put([r], np.array([r]))
     assert 0 in cache
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads /proc/self/statm")
+def test_a_cache_holds_the_memory_of_its_rows_not_of_its_capacity() -> None:
+    def resident_mib() -> float:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    cache = HistogramCache(capacity=131_072)  # ~137 MB at capacity
+    hist = np.ones((1, 1 << HIST_BITS), np.uint8)
+    before = resident_mib()
+    cache.put([1], hist, np.array([3]), [b"x" * 16])
+    assert resident_mib() - before < 16
+    # filled, the rows are kept (nothing copied away by the allocation at capacity)
+    cache.put([2, 3], np.repeat(hist * 2, 2, axis=0), np.array([4, 5]), [b"y" * 16] * 2)
+    h, n, _ = cache.histograms([cache.slots([1, 2, 3])[r] for r in (1, 2, 3)])
+    assert h[:, 0].tolist() == [1, 2, 2] and n.tolist() == [3, 4, 5]
 
 
 def test_histogram_cache_round_trip() -> None:

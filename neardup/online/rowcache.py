@@ -81,10 +81,11 @@ class RowCache:
             raise ValueError(f"capacity must be an integer >= 0, got {capacity!r}")
         self.dtype = np.dtype(dtype)
         self.capacity = capacity
-        # allocated at its capacity by the first put: NumPy's zeros of that size are fresh pages
-        # the system maps as they are written, so a cache costs the memory of the rows it holds,
-        # and filling it copies nothing (a slab grown as it filled copied about twice its size,
-        # which showed in a short run's checks: docs/store.md, *Stored summaries of long rows*)
+        # allocated at its capacity by the first put (a cache never put to reserves nothing):
+        # NumPy's zeros of that size are fresh pages the system maps as they are written, so a
+        # cache costs the memory of the rows it holds, and filling it copies nothing (a slab
+        # grown as it filled copied about twice its size, which showed in a short run's checks:
+        # docs/store.md, *Stored summaries of long rows*)
         self._slab: npt.NDArray[Any] = np.zeros(0, self.dtype)
         self._owner: list[int] = []
         self._slot: dict[int, int] = {}

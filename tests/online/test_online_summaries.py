@@ -201,7 +201,8 @@ def _decisions(path: Path, texts: list[str], *, cache_rows: int) -> tuple[list, 
 
 
 def test_summary_layout_is_pinned() -> None:
-    # u32 digest, 16-byte content hash, u32 tokens, 512 bytes of 4-bit count codes (1,024 buckets), u32 CRC-32
+    # u32 digest, 16-byte content hash, u32 tokens, 512 bytes of 4-bit count codes (1,024
+    # buckets), u32 CRC-32
     assert SUMMARY_BYTES == 4 + 16 + 4 + 512 + 4
     v = Verifier()
     n_tok = SUMMARY_MIN_TOKENS

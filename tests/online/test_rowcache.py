@@ -18,6 +18,7 @@ import neardup.online.decide as decide_module
 import neardup.online.union as union_module
 from neardup.online import Deduplicator, DedupSettings
 from neardup.online.rowcache import HistogramCache, RowCache, SignatureCache
+from neardup.service.metrics import process_rss_bytes
 from neardup.store import Store
 from neardup.verify.tokens import HIST_BITS
 
@@ -100,17 +101,13 @@ def test_rows_asked_for_stay() -> None:
     assert 0 in cache
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads /proc/self/statm")
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads VmRSS (Linux)")
 def test_a_cache_holds_the_memory_of_its_rows_not_of_its_capacity() -> None:
-    def resident_mib() -> float:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
     cache = HistogramCache(capacity=131_072)  # ~137 MB at capacity
     hist = np.ones((1, 1 << HIST_BITS), np.uint8)
-    before = resident_mib()
+    before = process_rss_bytes()
     cache.put([1], hist, np.array([3]), [b"x" * 16])
-    assert resident_mib() - before < 16
+    assert process_rss_bytes() - before < 16 << 20
     # filled, the rows are kept (nothing copied away by the allocation at capacity)
     cache.put([2, 3], np.repeat(hist * 2, 2, axis=0), np.array([4, 5]), [b"y" * 16] * 2)
     h, n, _ = cache.histograms([cache.slots([1, 2, 3])[r] for r in (1, 2, 3)])

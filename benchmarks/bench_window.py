@@ -22,7 +22,10 @@ One run per size (``--n``, or ``--sizes`` for the growth curve, all in one JSON)
    the planted pairs' **recall and precision** (``--probes`` documents checked in batches of
    ``--probe-batch``: planted near-duplicates and near-threshold non-duplicates of window
    originals, and fresh documents paired with random window originals; a pair is reported when
-   the check names the source among its verified matches; F1 from the two); **durable
+   the check names the source among its verified matches; F1 from the two; in an ``lsh``
+   store the misses split into the plan's, pairs that share no band key with their source
+   under the store's plan (signed in this process: no window of any size finds them by
+   MinHash), and the store's, missed with a key shared); **durable
    check-and-inserts/s** in batches of ``--batch`` on ``--connections`` connections for
    ``--duration`` s and the server's CPU per document (``benchmarks/loadgen.py``, a second
    process); single-request **p50 / p99 at ``--rate`` requests/s** (open loop, from the
@@ -75,6 +78,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -249,6 +254,61 @@ def score(pr: wc.Probes, idx: list[int], reported: list[set[str]]) -> dict[str, 
     }
 
 
+def no_shared_key(spec: wc.WindowSpec, pr: wc.Probes, ns: Path) -> tuple[dict[str, Any], set[int]]:  # fmt: skip
+    """(the store's plan, the planted near duplicates that share no MinHash band key with their
+    source under it): the MinHash channel cannot find those in a window of any size, so the
+    recall they leave is the plan's, not the store's. Signed in this process with an
+    in-memory store of the plan in the store's config."""
+    from neardup import Deduplicator
+    from neardup.fingerprint.minhash import NO_KEYS
+
+    lsh = json.loads((ns / "config.json").read_text())["body"]["lsh"]
+    d = Deduplicator.open(None, candidates="lsh", lsh_bands=lsh["bands"], lsh_rows=lsh["rows"])
+    out: set[int] = set()
+    try:
+        dup = np.flatnonzero(pr.label)
+        src = pr.source[dup]
+        originals, _ = wc.texts(
+            spec, src, np.full(src.size, -1, np.int64), np.full(src.size, wc.ROLE_ORIGINAL, np.int64)
+        )  # fmt: skip
+        for a in range(0, dup.size, 1000):
+            sel = dup[a : a + 1000].tolist()
+            qa = d.prepare([{"id": f"p{i}", "text": pr.texts[i]} for i in sel])
+            qb = d.prepare([{"id": f"s{i}", "text": t} for i, t in zip(sel, originals[a : a + 1000], strict=True)])  # fmt: skip
+            shared = ((qa.bands == qb.bands) & (qa.bands != NO_KEYS)).any(axis=1)
+            out.update(i for i, ok in zip(sel, shared.tolist(), strict=True) if not ok)
+    finally:
+        d.close()
+    return {"bands": lsh["bands"], "rows": lsh["rows"]}, out
+
+
+def split_misses(spec: wc.WindowSpec, pr: wc.Probes, ns: Path, reported: list[set[str]]) -> dict[str, Any]:  # fmt: skip
+    """The planted near duplicates' misses split into the plan's (no band key shared with the
+    source: :func:`no_shared_key`) and the store's (a key shared, yet not reported: the bucket
+    valve, the bounds, verification), by slice."""
+    plan, none = no_shared_key(spec, pr, ns)
+    names = pr.slices()
+    missed = {
+        i for i in np.flatnonzero(pr.label).tolist()
+        if wc.doc_id(int(pr.source[i])) not in reported[i]
+    }  # fmt: skip
+    near = int(pr.label.sum())
+    by: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for i in none:
+        by[names[i]]["no_shared_key"] += 1
+    for i in missed - none:
+        by[names[i]]["missed_with_a_shared_key"] += 1
+    return {
+        "plan": plan,
+        "near_duplicates": near,
+        "no_shared_key": len(none),
+        "plan_recall": 1 - len(none) / near if near else None,
+        "no_shared_key_found_anyway": len(none - missed),
+        "missed_with_a_shared_key": len(missed - none),
+        "by_slice": {k: dict(v) for k, v in sorted(by.items())},
+    }
+
+
 def write_load(path: Path, spec: wc.WindowSpec, lo: int, count: int) -> None:
     """The texts of stream positions [lo, lo + count) as JSONL for ``loadgen.py --texts file``."""
     import orjson
@@ -290,6 +350,10 @@ def measure_server(args: argparse.Namespace, run: dict[str, Any], root: Path, ns
         }
         q = r["quality"]
         log(f"  recall {q['recall']}, precision {q['precision']}, F1 {q['f1']}")
+        if json.loads((ns / "config.json").read_text())["body"].get("candidates") == "lsh":
+            spec = wc.WindowSpec.from_dict(run["spec"])
+            q["misses"] = m = split_misses(spec, pr, ns, reported)
+            log(f"  misses: {m['no_shared_key']} planted pairs share no band key with their source (the plan's recall {m['plan_recall']:.4f}), {m['missed_with_a_shared_key']} missed with a shared key")  # fmt: skip
 
         log(f"throughput: batches of {args.batch} for {args.duration} s (loadavg {proc_loadavg()}) ...")  # fmt: skip
         la0, cpu0, wal0 = proc_loadavg(), cpu_seconds(pid), wal_stats(srv.url)
@@ -658,6 +722,8 @@ def table(results: dict[str, dict[str, Any]]) -> list[tuple[str, list[str]]]:
     row("probes: recall", lambda r: f"{r['server']['quality']['recall']:.4f}")
     row("probes: precision", lambda r: f"{r['server']['quality']['precision']:.4f}")
     row("probes: F1", lambda r: f"{r['server']['quality']['f1']:.4f}")
+    row("  misses: no band key shared (the plan's) / a key shared", lambda r: f"{r['server']['quality']['misses']['no_shared_key'] - r['server']['quality']['misses']['no_shared_key_found_anyway']} / {r['server']['quality']['misses']['missed_with_a_shared_key']}")  # fmt: skip
+    row("  the plan's recall (pairs sharing a band key)", lambda r: f"{r['server']['quality']['misses']['plan_recall']:.4f}")  # fmt: skip
     row("probe checks/s (batches)", lambda r: f"{r['server']['quality']['checks_per_s']:,.0f} ({r['server']['quality']['batch']})")  # fmt: skip
     row("durable check-and-inserts/s (HTTP)", lambda r: f"{r['server']['throughput']['docs_per_s']:,.0f}")  # fmt: skip
     row("server CPU ms per batch doc", lambda r: f"{r['server']['throughput']['server_cpu_ms_per_doc']:.3f}")  # fmt: skip

@@ -112,6 +112,13 @@ def test_bench_window_runs_end_to_end(tmp_path: Path) -> None:
     assert q["precision"] == q["true_positives"] / (q["true_positives"] + q["false_positives"])
     assert q["f1"] == pytest.approx(2 * q["recall"] * q["precision"] / (q["recall"] + q["precision"]))  # fmt: skip
     assert sum(s["n"] for s in q["slices"].values()) == 300
+    # the misses split into the plan's (no band key shared with the source: signed apart) and
+    # the store's; the plan's that were found anyway were found by SimHash
+    m = q["misses"]
+    assert m["plan"] == {"bands": 79, "rows": 3} and m["near_duplicates"] == q["near_duplicates"]
+    assert m["plan_recall"] == 1 - m["no_shared_key"] / m["near_duplicates"]
+    assert m["no_shared_key"] - m["no_shared_key_found_anyway"] + m["missed_with_a_shared_key"] == q["false_negatives"]  # fmt: skip
+    assert sum(sum(c.values()) for c in m["by_slice"].values()) == m["no_shared_key"] + m["missed_with_a_shared_key"]  # fmt: skip
     assert srv["throughput"]["docs_per_s"] > 0 and srv["throughput"]["server_cpu_ms_per_doc"] > 0
     assert srv["latency"]["latency_from_schedule"]["p99_ms"] > 0
     assert srv["rss_peak_bytes"] > 0 and srv["rss_steady_bytes"] > 0

@@ -233,6 +233,7 @@ class Deduplicator:
             store_text=self.store_text,
             signature_cache_rows=settings.signature_cache_rows,
             histogram_cache_rows=settings.histogram_cache_rows,
+            short_chars=self._short_chars(radius),
         )
         self._preparer.retention = self.retention
         if self.retention is not None:
@@ -247,6 +248,23 @@ class Deduplicator:
             max_segments_per_partition=settings.max_segments_per_partition,
             save_retention=self._save_retention,
         )
+
+    def _short_chars(self, radius: int | None) -> int | None:
+        """The verifier's ``short_chars`` where the SimHash pass splits short texts as the
+        batch's does on defaults (``neardup.rules.plan.splits_short_texts``): an ``lsh`` store
+        verifying stored texts at the default distance (``max_distance`` 3, the batch's
+        ``LSH_SIMHASH_DISTANCE``) and no ``candidate_radius``; None (every text at the
+        radius) otherwise."""
+        from ..rules.plan import LSH_SIMHASH_DISTANCE
+
+        if (
+            self.candidates != "lsh"
+            or self.verifier is None
+            or radius is not None
+            or self.max_distance != LSH_SIMHASH_DISTANCE
+        ):
+            return None
+        return int(self.verifier.short_chars)
 
     @property
     def retention(self) -> float | None:

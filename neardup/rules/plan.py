@@ -19,7 +19,8 @@ they cost a verification). The bucket valve's floor (``bucket_cap``) and budget
 
 The SimHash pass beside the MinHash channel searches ``LSH_SIMHASH_DISTANCE`` bits
 (:func:`simhash_pass_distance`), short texts ``LSH_SIMHASH_SHORT_DISTANCE`` only
-(:func:`splits_short_texts`): the same distances on one machine and on the distributed engines.
+(:func:`splits_short_texts`; a pair's rule: :func:`simhash_pass_pairs`): the same distances on
+one machine, on the distributed engines and in the online store.
 
 Signatures (``(n, hashes)`` uint16, b-bit MinHash of the texts' token bigrams) and band keys
 are made in :mod:`neardup.fingerprint.minhash`; the channel's pairs in :mod:`neardup.rules.lsh`.
@@ -54,6 +55,7 @@ __all__ = [
     "plan_warnings",
     "shingle_jaccard",
     "simhash_pass_distance",
+    "simhash_pass_pairs",
     "splits_short_texts",
 ]
 
@@ -325,6 +327,24 @@ def simhash_pass_distance(max_distance: int | None) -> int:
     """The SimHash pass's distance for a config's ``max_distance`` (None: the default,
     :data:`LSH_SIMHASH_DISTANCE`)."""
     return LSH_SIMHASH_DISTANCE if max_distance is None else int(max_distance)
+
+
+def simhash_pass_pairs(
+    d: npt.NDArray[np.integer[Any]],
+    len_a: npt.NDArray[np.integer[Any]],
+    len_b: npt.NDArray[np.integer[Any]],
+    short_chars: int,
+    distance: int,
+) -> npt.NDArray[np.bool_]:
+    """Which pairs the split SimHash pass (:func:`splits_short_texts`) pairs, from their
+    distances ``d`` and their texts' lengths in characters: within
+    :data:`LSH_SIMHASH_SHORT_DISTANCE`, or within ``distance`` where both texts have
+    ``short_chars`` characters or more. The batch's ``stage_candidates_lsh`` searches the
+    texts so; the online store searches a short query at the short distance and turns down a
+    long one's hits on short stored rows past it with this."""
+    d = np.asarray(d)
+    both_long = (np.asarray(len_a) >= short_chars) & (np.asarray(len_b) >= short_chars)
+    return (d <= LSH_SIMHASH_SHORT_DISTANCE) | ((d <= distance) & both_long)
 
 
 def splits_short_texts(max_distance: int | None) -> bool:

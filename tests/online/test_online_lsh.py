@@ -116,6 +116,33 @@ def _online_pairs(texts: list[str], d: Deduplicator) -> dict[int, set[int]]:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
+def test_short_texts_are_searched_as_the_batch_searches_them(seed: int) -> None:
+    """The batch's SimHash pass searches texts shorter than the verifier's ``short_chars`` at
+    distance 0 only (short posts crowd SimHash space) and pairs two texts past it only where
+    both are long (``neardup.rules.plan.simhash_pass_pairs``); the online store searches
+    the same way, so on a plan whose bands miss many edited short copies (2 bands) it still
+    reports the batch's pairs. A store searching every text at the radius
+    (``candidate_radius=3``) reports more: short pairs at distance 1-3 the batch never
+    compares."""
+    texts = _corpus(seed, 120)
+    batch = {}
+    r = dedup(texts, lsh_bands=2, lsh_rows=3)
+    for a, b in zip(r.pairs.a.tolist(), r.pairs.b.tolist(), strict=True):
+        batch.setdefault(a, set()).add(b)
+        batch.setdefault(b, set()).add(a)
+    with Deduplicator.open(max_matches=len(texts), lsh_bands=2, lsh_rows=3) as d:
+        assert d._decider.short_chars == 200
+        online = _online_pairs(texts, d)
+    assert online == batch
+    with Deduplicator.open(
+        max_matches=len(texts), candidates="lsh", lsh_bands=2, lsh_rows=3, candidate_radius=3
+    ) as d:
+        assert d._decider.short_chars is None
+        wide = _online_pairs(texts, d)
+    assert sum(map(len, wide.values())) > sum(map(len, batch.values()))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
 def test_generated_window_decides_like_batch(seed: int) -> None:
     texts = _corpus(seed)
     batch = _batch_pairs(texts)
@@ -590,3 +617,14 @@ def test_a_near_duplicate_both_channels_find_is_not_signed_again(tmp_path, monke
         assert got.duplicate and [m.id for m in got.matches] == ["a"]
         assert st is d.store._state
     assert signed == []
+
+
+def test_the_split_pass_rule() -> None:
+    """``simhash_pass_pairs``: within the short distance any pair; past it, within the
+    distance, only two texts of ``short_chars`` or more."""
+    from neardup.rules.plan import simhash_pass_pairs
+
+    d = np.array([0, 1, 3, 3, 3, 4])
+    a = np.array([10, 250, 250, 199, 250, 250])
+    b = np.array([10, 250, 200, 250, 199, 250])
+    assert simhash_pass_pairs(d, a, b, 200, 3).tolist() == [True, True, True, False, False, False]

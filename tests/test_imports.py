@@ -18,6 +18,7 @@ LAYERS: list[set[str]] = [
         "_typed",
         "_arrays",
         "_gc",
+        "_memory",
         "_lazy",
         "_threads",
         "_durable",

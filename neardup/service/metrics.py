@@ -44,6 +44,8 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from .._memory import process_rss_bytes
+
 __all__ = [
     "CONTENT_TYPE",
     "DEFAULT_BUCKETS",
@@ -110,23 +112,6 @@ STORE_COUNTERS: frozenset[str] = frozenset(
 )
 #: statistics not exported per namespace: process-wide (the process collector has them)
 _STORE_SKIP = frozenset({"rss_mib"})
-
-
-def process_rss_bytes() -> int:
-    """Resident set size of this process in bytes (0 where it cannot be read)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        import resource
-
-        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-    except (ImportError, OSError):  # pragma: no cover - non-POSIX
-        return 0
 
 
 def _metric_name(key: str) -> str:

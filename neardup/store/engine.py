@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._arrays import same_objects
+from .._memory import process_rss_bytes
 from ..errors import StorageError
 from ..index.bands import SectionGroup, columns_are_groups, lookup
 from ..index.scan import Result, empty_result, merge_results
@@ -53,17 +54,6 @@ log = logging.getLogger("neardup.store")
 #: groups of at least this many queries search the segments on a thread pool
 PARALLEL_QUERIES = 64
 _SEARCH_THREADS = min(2, os.cpu_count() or 1)
-
-
-def _rss_mib() -> float:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
 
 
 class Store:
@@ -143,7 +133,7 @@ class Store:
             st.documents,
             len(st.segments),
             st.replayed_records,
-            _rss_mib(),
+            process_rss_bytes() / 2**20,
         )
 
     @staticmethod
@@ -562,7 +552,7 @@ class Store:
             "retention_behind": int(st.rows_expiry_behind),
             "compactions": st.compactions,
             "compress_tables": bool(st.settings.compress_tables),
-            "rss_mib": _rss_mib(),
+            "rss_mib": process_rss_bytes() / 2**20,
         }
 
     def close(self) -> None:

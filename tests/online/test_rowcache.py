@@ -16,9 +16,9 @@ from test_online_lsh import _corpus
 import neardup.online.bounds as bounds_module
 import neardup.online.decide as decide_module
 import neardup.online.union as union_module
+from neardup._memory import process_rss_bytes
 from neardup.online import Deduplicator, DedupSettings
 from neardup.online.rowcache import HistogramCache, RowCache, SignatureCache
-from neardup.service.metrics import process_rss_bytes
 from neardup.store import Store
 from neardup.verify.tokens import HIST_BITS
 

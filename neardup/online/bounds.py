@@ -47,6 +47,14 @@ def _hit_pairs(
     return np.repeat(np.arange(lims.size - 1), np.diff(lims)), np.searchsorted(uniq, hit_rids)
 
 
+def kept_lims(lims: npt.NDArray[np.int64], keep: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+    """Each query's bounds (as ``lims``) among the SimHash hits ``keep`` marks: what is left of
+    a query's hits once the others are dropped."""
+    kept = np.zeros(keep.size + 1, np.int64)
+    np.cumsum(keep, out=kept[1:])
+    return kept[lims]
+
+
 class ReadBounds:
     """The bounds of :class:`~neardup.online.decide.Decider` applied before its rows are read;
     the decider sets the attributes below (writer thread only)."""
@@ -151,9 +159,7 @@ class ReadBounds:
         if not n:
             return lims, hit_rids, hit_d, 0
         keep = ~drop
-        kept = np.zeros(keep.size + 1, np.int64)
-        np.cumsum(keep, out=kept[1:])
-        return kept[lims], hit_rids[keep], hit_d[keep], n
+        return kept_lims(lims, keep), hit_rids[keep], hit_d[keep], n
 
     def _histogram_bound(
         self,

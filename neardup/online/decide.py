@@ -18,7 +18,6 @@ pipeline's own rule (:func:`neardup.rules.verify.stage_verify`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,7 +38,7 @@ from ..rules.lsh import (
 )
 from ..rules.plan import LSH_SIMHASH_SHORT_DISTANCE, simhash_pass_pairs
 from ..store import NO_CONTENT_HASH, Store, WriteGroup
-from .bounds import BOUND_MIN_HITS, ReadBounds
+from .bounds import BOUND_MIN_HITS, ReadBounds, kept_lims
 from .prepare import PreparedDocs, lsh_keys
 from .rowcache import DEFAULT_CAPACITY, DEFAULT_HISTOGRAM_ROWS, HistogramCache, SignatureCache
 from .summaries import added_summaries
@@ -65,11 +64,7 @@ def _near_hits(
     near = hit_d <= LSH_SIMHASH_SHORT_DISTANCE
     if near.all():
         return lims, hit_rids
-    q = np.repeat(np.arange(lims.size - 1), np.diff(lims))
-    counts = np.bincount(q[near], minlength=lims.size - 1)
-    out = np.zeros(lims.size, np.int64)
-    np.cumsum(counts, out=out[1:])
-    return out, hit_rids[near]
+    return kept_lims(lims, near), hit_rids[near]
 
 
 @dataclass
@@ -205,12 +200,13 @@ class Decider(ReadBounds):
             ids = []
         flat_texts = [t for op in doc_ops for t in op.docs.texts]  # type: ignore[union-attr]
         flat_chash = [h for op in doc_ops for h in op.docs.chash]  # type: ignore[union-attr]
-        if self.lsh_plan is not None and self.short_chars is not None:
+        short = self.short_chars
+        lens = self._split_lengths(flat_texts)
+        if self.lsh_plan is not None and lens is not None and short is not None:
             # SimHash hits as the batch's split pass finds them (short texts at the short
             # distance; a long text's hits on short rows are turned down once those are
             # read, below), plus the band keys
-            lens = np.fromiter(map(len, flat_texts), np.int64, len(flat_texts))
-            limits = np.where(lens < self.short_chars, LSH_SIMHASH_SHORT_DISTANCE, self.radius)
+            limits = np.where(lens < short, LSH_SIMHASH_SHORT_DISTANCE, self.radius)
             lims, hit_rids, hit_d = self._search_by_limit(fps, limits)
         elif self.lsh_plan is not None:  # SimHash hits within the radius, plus the band keys
             lims, hit_rids, hit_d = self.store.search(fps, self.radius)
@@ -270,8 +266,8 @@ class Decider(ReadBounds):
                 at = pos[at]
             want.update(self._sketch_filter(unc, keys.counts, at, q_sk, tokens, buckets))
         rows = self.store.fetch(want, with_text=need_text) if want else {}
-        if self.short_chars is not None and hit_rids.size:
-            lims, hit_rids, hit_d = self._split_pass(lims, hit_rids, hit_d, flat_texts, rows)
+        if lens is not None and hit_rids.size:
+            lims, hit_rids, hit_d = self._split_pass(lims, hit_rids, hit_d, lens, rows)
             if lsh_rids is not None and len(lsh_rids) < ARRAY_UNION_MIN:
                 # the hits past the short distance that stayed are read and verified as hits:
                 # not signed again as band candidates (the array union skips them itself)
@@ -281,7 +277,7 @@ class Decider(ReadBounds):
         # nothing) can match a later one, so a group of checks looks for none
         adds = [op.kind != "check" for op in doc_ops for _ in op.docs.ids]  # type: ignore[union-attr]
         may_add = any(adds)
-        earlier = self.intra_pairs(fps, flat_texts) if may_add else {}
+        earlier = self.intra_pairs(fps, lens) if may_add else {}
         if lsh_rids is not None:
             assert sig is not None
             lims, hit_rids, hit_d = self._lsh_union(
@@ -543,7 +539,7 @@ class Decider(ReadBounds):
             docs.sig, docs.usable, docs.bands, docs.tokens, docs.buckets = lsh_keys(
                 self.verifier, self.lsh_plan, docs.texts
             )
-        earlier = self.intra_pairs(docs.fps, docs.texts)
+        earlier = self.intra_pairs(docs.fps, self._split_lengths(docs.texts))
         if self.lsh_plan is not None:
             assert docs.sig is not None and docs.usable is not None
             self._lsh_intra(docs.fps, docs.sig, docs.usable, earlier, docs.bands)
@@ -771,12 +767,19 @@ class Decider(ReadBounds):
             ds[dest] = d
         return lims, ids, ds
 
+    def _split_lengths(self, texts: list[str]) -> npt.NDArray[np.int64] | None:
+        """The texts' lengths in characters, for the split SimHash pass (None: no split)."""
+        if self.short_chars is None:
+            return None
+        return np.fromiter(map(len, texts), np.int64, len(texts))
+
     def intra_pairs(
-        self, fps: npt.NDArray[np.uint64], texts: Sequence[str] | None = None
+        self, fps: npt.NDArray[np.uint64], lens: npt.NDArray[np.int64] | None = None
     ) -> dict[int, list[tuple[int, int]]]:
         """Pairs of documents in one group within the search radius, keyed by the later one;
-        with the split SimHash pass (:attr:`short_chars`), only those it pairs (``texts``, the
-        group's, give the lengths; None: every pair within the radius, a warm-up's)."""
+        with the split SimHash pass (:attr:`short_chars`), only those it pairs (``lens``: the
+        group's texts' lengths in characters; None: every pair within the radius, as without
+        the split or in a warm-up)."""
         out: dict[int, list[tuple[int, int]]] = {}
         if len(fps) < 2:
             return out
@@ -789,8 +792,7 @@ class Decider(ReadBounds):
 
             # one thread: a thread pool per group costs more than it saves on small groups
             a, b, d = all_pairs(fps, max_distance=self.radius, threads=1)
-        if self.short_chars is not None and texts is not None and len(d):
-            lens = np.fromiter(map(len, texts), np.int64, len(texts))
+        if self.short_chars is not None and lens is not None and len(d):
             ok = simhash_pass_pairs(d, lens[a], lens[b], self.short_chars, self.radius)
             a, b, d = a[ok], b[ok], d[ok]
         for x, y, z in zip(a.tolist(), b.tolist(), d.tolist(), strict=True):
@@ -802,21 +804,21 @@ class Decider(ReadBounds):
         lims: npt.NDArray[np.int64],
         hit_rids: npt.NDArray[np.int64],
         hit_d: npt.NDArray[np.int32],
-        texts: Sequence[str],
+        lens: npt.NDArray[np.int64],
         rows: dict[int, Any],
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
         """The SimHash hits the split pass pairs (:func:`~neardup.rules.plan.simhash_pass_pairs`):
         a hit past the short distance on a stored row shorter than :attr:`short_chars`
         characters is turned down, now that ``rows`` holds its text (a row not read is left
-        to the later steps). Only a long query has such hits: a short one searched the short
-        distance. A band candidate it turned down is still one (its hits kept it as such)."""
+        to the later steps; ``lens``: the queries' lengths in characters). Only a long query
+        has such hits: a short one searched the short distance. A band candidate it turned
+        down is still one (its hits kept it as such)."""
         far = np.flatnonzero(hit_d > LSH_SIMHASH_SHORT_DISTANCE)
         if not far.size:
             return lims, hit_rids, hit_d
         q = np.repeat(np.arange(lims.size - 1), np.diff(lims))
         short_chars = self.short_chars
         assert short_chars is not None
-        qlen = np.fromiter(map(len, texts), np.int64, len(texts))
         # a stored row's length, or -1 where it was not read (left to the later steps)
         slen = np.fromiter(
             (
@@ -828,14 +830,11 @@ class Decider(ReadBounds):
         )
         keep = np.ones(hit_rids.size, np.bool_)
         keep[far] = (slen < 0) | simhash_pass_pairs(
-            hit_d[far], qlen[q[far]], slen, short_chars, self.radius
+            hit_d[far], lens[q[far]], slen, short_chars, self.radius
         )
         if keep.all():
             return lims, hit_rids, hit_d
-        counts = np.bincount(q[keep], minlength=lims.size - 1)
-        new_lims = np.zeros(lims.size, np.int64)
-        np.cumsum(counts, out=new_lims[1:])
-        return new_lims, hit_rids[keep], hit_d[keep]
+        return kept_lims(lims, keep), hit_rids[keep], hit_d[keep]
 
     def _lsh_union(
         self,

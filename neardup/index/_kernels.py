@@ -187,7 +187,9 @@ def search_tables(
     """
     nq = q.shape[0]
     W = q.shape[1]
-    T = keys.shape[0]
+    # an exact search needs one table: every table holds every row, and a pair at distance
+    # 0 is reported from table 0 (the later tables' copies are skipped as seen earlier)
+    T = keys.shape[0] if k > 0 else min(keys.shape[0], 1)
     n_keys = keys.shape[1]
     cap = out_q.shape[0]
     cnt = 0

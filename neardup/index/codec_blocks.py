@@ -866,7 +866,7 @@ def search_blocks(
     """
     nq = q.shape[0]
     W = q.shape[1]
-    T = luts.shape[0]
+    T = luts.shape[0] if k > 0 else min(luts.shape[0], 1)  # exact: table 0 alone (search_tables)
     cap = out_q.shape[0]
     cnt = 0
     kk = np.int64(k)

@@ -634,7 +634,7 @@ def search_ef(
     unverified and damaged answers wrongly, it does not read past its arrays)."""
     nq = q.shape[0]
     W = q.shape[1]
-    T = dirs.shape[0]
+    T = dirs.shape[0] if k > 0 else min(dirs.shape[0], 1)  # exact: table 0 alone (search_tables)
     cap = out_q.shape[0]
     cnt = 0
     kk = np.int64(k)

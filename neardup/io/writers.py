@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import mmap
 import os
 import shutil
 import sys
@@ -248,18 +249,20 @@ def _write_raw_lines(
 
 
 def _jsonl_records(src: Source, kept: npt.NDArray[np.int64]) -> Iterator[dict[str, Any]]:
-    """The kept JSONL records of ``src``, parsed again from their byte spans (every field)."""
+    """The kept JSONL records of ``src``, parsed again from their byte spans (every field),
+    sliced from a read-only map of the file: a ``pread`` a record cost a load's time field
+    about twice the parse itself."""
     utf8 = is_utf8(src.encoding)
-    fd = os.open(src.temp or src.path, os.O_RDONLY)
-    try:
-        for s, e in zip(src.starts[kept].tolist(), src.ends[kept].tolist(), strict=True):
-            raw = os.pread(fd, e - s, s)
-            try:
-                yield orjson.loads(raw if utf8 else raw.decode(src.encoding))
-            except orjson.JSONDecodeError:  # NaN, integers beyond 64 bits: as they were read
-                yield json.loads(raw.decode(src.encoding))
-    finally:
-        os.close(fd)
+    with open(src.temp or src.path, "rb") as fh:
+        if not os.fstat(fh.fileno()).st_size:  # (an empty file cannot be mapped: no records)
+            return
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            for s, e in zip(src.starts[kept].tolist(), src.ends[kept].tolist(), strict=True):
+                raw = mm[s:e]
+                try:
+                    yield orjson.loads(raw if utf8 else raw.decode(src.encoding))
+                except orjson.JSONDecodeError:  # NaN, integers beyond 64 bits: as they were read
+                    yield json.loads(raw.decode(src.encoding))
 
 
 def _records(

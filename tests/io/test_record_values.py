@@ -56,6 +56,15 @@ def test_values_across_several_inputs_and_formats(tmp_path: Path) -> None:
     assert got[:2] + got[3:] == [10, 20.5, 1, 2, "7", "8"] and got[2] is MISSING
 
 
+def test_an_empty_jsonl_file_among_others_gives_no_values(tmp_path: Path) -> None:
+    files = _files(tmp_path)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    with read_corpus([empty, files["jsonl"], empty]) as corpus:
+        assert record_values(corpus, "ts")[:2] == [10, 20.5]
+        assert len(record_values(corpus, "ts")) == 3
+
+
 def test_plain_text_records_have_no_fields(tmp_path: Path) -> None:
     p = tmp_path / "r.txt"
     p.write_text("a line\nanother\n", encoding="utf-8")

@@ -50,6 +50,7 @@ __all__ = [
     "read_only",
     "same_objects",
     "sorted_pairs",
+    "span",
     "unique_inverse",
     "unique_sorted",
 ]
@@ -77,6 +78,23 @@ def same_objects(a: Sequence[object], b: Sequence[object]) -> bool:
     (True, False)
     """
     return len(a) == len(b) and all(p is q for p, q in zip(a, b, strict=True))
+
+
+#: below this many values :func:`span` reads them as Python ints: NumPy's two reductions
+#: cost a single-document write more than the values themselves
+_SMALL_SPAN = 64
+
+
+def span(a: npt.NDArray[np.integer[Any]]) -> tuple[int, int]:
+    """``(min, max)`` of a non-empty integer array, as Python ints.
+
+    >>> span(np.array([5, 2, 9]))
+    (2, 9)
+    """
+    if a.size <= _SMALL_SPAN:
+        v = a.ravel().tolist()
+        return min(v), max(v)
+    return int(a.min()), int(a.max())
 
 
 def unique_sorted(a: npt.ArrayLike) -> np.ndarray:

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._arrays import sorted_pairs, unique_inverse, unique_sorted
+from .._arrays import sorted_pairs, span, unique_inverse, unique_sorted
 from .._jit import kernel
 from .._threads import run_ranges
 from ..fingerprint.minhash import NO_KEYS
@@ -471,7 +471,7 @@ class BandIndex:
         k, r = flatten(ent, rowids)
         if not len(k):
             return
-        self._check_span(int(r.min()), int(r.max()))
+        self._check_span(*span(r))
         self._buf_k.append(k)
         self._buf_r.append(r)
         self._buf_n += len(k)
@@ -488,7 +488,7 @@ class BandIndex:
         if not has.any():
             return
         r = rowids[has]
-        self._check_span(int(r.min()), int(r.max()))
+        self._check_span(*span(r))
         if self._buf_n:  # older rows first: the runs hold increasing row ranges
             self._seal()
         assert self.base is not None

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from .._arrays import span
 from .._reference import use_reference
 from ..errors import ConfigError, IndexStateError, InputError, InputTypeError, NotFoundError
 from ..fingerprint.distance import as_fingerprints, int_to_words
@@ -562,14 +563,15 @@ class HammingIndex:
                 return ids_arr
             # ids at or above the running counter (every id ever added is below it) cannot be
             # present: skip the lookup (appending increasing ids is the common case)
-            if ids is not None and int(ids_arr.min()) < self._next_id:
+            lo, hi = span(ids_arr)
+            if ids is not None and lo < self._next_id:
                 seg_i, _rows = self._locate(ids_arr)
                 present = ids_arr[seg_i != -1]
                 if len(present):
                     raise InputError(
                         f"ids already in the index: {present[:5].tolist()}; remove them first or use new ids"
                     )
-            self._next_id = max(self._next_id, int(ids_arr.max()) + 1)
+            self._next_id = max(self._next_id, hi + 1)
             if n >= self._buffer_size:
                 self._segments = [*self._segments, self._build(fps, ids_arr)]
                 self._compact()

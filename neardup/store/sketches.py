@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._arrays import read_only
+from .._arrays import read_only, span
 from .._jit import kernel
 from .._search import lower_bound
 from .._typed import typed_list
@@ -58,11 +58,12 @@ class SketchTable:
             return
         if sk.shape != (len(rowids), self.width):
             raise ValueError(f"{sk.shape} sketches for {len(rowids)} rows of {self.width} bytes")
+        lo, hi = span(rowids)
         if self._first < 0:
-            self._first = int(rowids.min())
+            self._first = lo
         keep = rowids >= self._first
         at = rowids[keep] - self._first
-        need = int(at.max()) + 1 if len(at) else 0
+        need = hi - self._first + 1 if hi >= self._first else 0
         if need > len(self._present):  # grown geometrically: amortised copies
             cap = max(need, 2 * len(self._present), 1024)
             present = np.zeros(cap, np.bool_)

@@ -7,7 +7,7 @@ time each stage took remains visible above the summary.
 :func:`neardup.dedup` reports ``progress(stage, done, total)``. A stage that reports only its
 start and end (``total == 1``) is shown in documents (the corpus size, once known), so its
 count and rate are in documents; a stage that reports finer counts is shown in its own units
-(pairs for ``verify``, MB for a store load's ``check`` of its inputs, documents otherwise)
+(pairs for ``verify``, MB for a store load's ``identify`` and ``check`` of its inputs, documents otherwise)
 with a % and an ETA that follow them. The CLI's own stages (``read``, ``write``) are driven through :meth:`StageProgress.begin`,
 :meth:`~StageProgress.advance` and :meth:`~StageProgress.end`.
 """
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["StageProgress"]
 
 #: units of stages that report real counts (not just start/end); others count documents
-_UNITS = {"verify": "pairs", "check": "bytes", "group": "groups"}
+_UNITS = {"verify": "pairs", "check": "bytes", "identify": "bytes", "group": "groups"}
 #: units counted in one thing and shown in another: bytes as MB
 _SHOWN = {"bytes": ("MB", 1e6)}
 

@@ -7,8 +7,8 @@ stopped (``command``); the other's resume is refused, naming the command that fi
 
 Before each group is decided, the load writes ``LOAD-JOURNAL.json`` into the store's directory
 (atomically, synced: :func:`neardup.store.layout.write_json_file`, a CRC-checked JSON body with
-its format name and version): the inputs (path, size and modification time of each local
-file), the reading options, where the group starts (input file and record, in the reader's
+its format name and version): the inputs (path, and each local file's size and a digest of its
+bytes: :func:`input_identity`), the reading options, where the group starts (input file and record, in the reader's
 numbering) and the store's next row id then. Everything before that point is decided: its kept
 documents are stored (each group's load is durable before the next group's entry is written).
 The file is removed once the load has finished, its final merge included.
@@ -31,7 +31,8 @@ options must be the stopped run's.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import stat
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,17 +63,49 @@ _FORMAT = "neardup-load-journal"
 _VERSION = 1
 
 
-def input_identity(files: list[Any]) -> list[dict[str, Any]]:
+#: bytes read at a time while an input is digested
+_DIGEST_BLOCK = 8 << 20
+
+
+def input_identity(
+    files: list[Any], progress: Callable[[str, int, int], None] | None = None
+) -> list[dict[str, Any]]:
     """What names each input file (a :class:`neardup.io.InputFile`) for a resumed load: its
-    path and, for a local file, its size and modification time (a file changed since differs)."""
+    path and, for a local regular file, its size and the 128-bit xxh3 digest of its bytes (a
+    file whose bytes changed differs; one restored byte for byte, a new modification time
+    and all, is the same); for another local file (a FIFO, a device), its size and
+    modification time. The files are read once for it (at several GB/s from the page
+    cache; ``progress("identify", bytes done, bytes in all)`` after each file)."""
+    import xxhash
+
     out: list[dict[str, Any]] = []
+    stats: list[os.stat_result | None] = []
     for f in files:
-        entry: dict[str, Any] = {"path": str(f.path)}
         try:
-            st = os.stat(f.path)
+            stats.append(os.stat(f.path))
         except (OSError, ValueError):  # a URL, stdin
-            pass
-        else:
+            stats.append(None)
+    total = sum(st.st_size for st in stats if st is not None and stat.S_ISREG(st.st_mode))
+    done = 0
+    for f, st in zip(files, stats, strict=True):
+        entry: dict[str, Any] = {"path": str(f.path)}
+        if st is not None and stat.S_ISREG(st.st_mode):
+            h = xxhash.xxh3_128()
+            buf = bytearray(_DIGEST_BLOCK)
+            view = memoryview(buf)
+            size = 0
+            try:
+                with open(f.path, "rb", buffering=0) as fh:
+                    while n := fh.readinto(buf):
+                        h.update(view[:n])
+                        size += n
+            except OSError as exc:
+                raise InputError(f"{f.path}: cannot be read ({exc.strerror or exc})") from None
+            entry.update(size=size, xxh3_128=h.hexdigest())
+            done += st.st_size
+            if progress is not None:
+                progress("identify", done, total)
+        elif st is not None:
             entry.update(size=st.st_size, mtime_ns=st.st_mtime_ns)
         out.append(entry)
     return out

@@ -177,7 +177,7 @@ def load_files(
         stopped = LoadJournal.read(root)
         if if_empty and before and stopped is None:
             return _summary(d, store, before, t0, path=None)
-        identity = input_identity(files)
+        identity = input_identity(files, report)
         resuming = stopped_run(
             root, STORE_LOAD, resume=resume or if_empty, identity=identity, options=options,
             holds=0 if all(f.path == "-" for f in files) else before,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -236,6 +237,50 @@ def test_a_resume_is_refused_with_other_inputs_or_options_or_a_damaged_journal(
     (store / JOURNAL_NAME).write_text('{"body": {}, "crc32": 1}', encoding="utf-8")
     with pytest.raises(CorruptFileError, match=JOURNAL_NAME):
         _load(folder, store, "lsh", resume=True)
+
+
+def test_inputs_are_named_by_their_bytes_not_their_modification_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uninterrupted: dict[str, Any]
+) -> None:
+    """A shard written again byte for byte (a restored backup, a new download: a new
+    modification time) is the same input, and the resume finishes the load; a shard whose
+    bytes changed while its size and modification time did not is refused."""
+    folder = tmp_path / "in"
+    _shards(folder, uninterrupted["rows"], _sizes(1500, 5))
+    store = tmp_path / "s"
+    _stopped(monkeypatch, folder, store, "between groups", "lsh")
+    first, other = sorted(folder.iterdir())[:2]
+    body = first.read_bytes()
+    first.unlink()
+    first.write_bytes(body)
+    os.utime(first, ns=(10**18, 10**18))
+    st = other.stat()
+    text = other.read_bytes()
+    at = text.index(b'"text": "') + len(b'"text": "')
+    swapped = text[:at] + (b"Z" if text[at : at + 1] != b"Z" else b"Y") + text[at + 1 :]
+    other.write_bytes(swapped)
+    os.utime(other, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.raises(InputError, match=re.escape(f"(changed: {other})")):  # that one alone
+        _load(folder, store, "lsh", resume=True)
+    other.write_bytes(text)
+    stats = _load(folder, store, "lsh", resume=True)
+    assert stats["resumed"] and _rows_of(store) == uninterrupted["lsh"]
+
+
+def test_an_input_identity_is_its_size_and_digest(tmp_path: Path) -> None:
+    from neardup.incremental.journal import input_identity
+    from neardup.io import plan_inputs
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_bytes(b'{"id": "1", "text": "x"}\n')
+    b.write_bytes(b"")
+    seen: list[tuple[str, int, int]] = []
+    got = input_identity(plan_inputs([str(a), str(b)], None), lambda *p: seen.append(p))
+    assert [e["size"] for e in got] == [a.stat().st_size, 0]
+    assert got[0]["xxh3_128"] != got[1]["xxh3_128"] and "mtime_ns" not in got[0]
+    assert seen[-1] == ("identify", a.stat().st_size, a.stat().st_size)
+    os.utime(a, ns=(1, 1))
+    assert input_identity(plan_inputs([str(a), str(b)], None)) == got
 
 
 def test_a_resume_into_an_empty_store_loads_from_the_start(

@@ -7,8 +7,8 @@ time each stage took remains visible above the summary.
 :func:`neardup.dedup` reports ``progress(stage, done, total)``. A stage that reports only its
 start and end (``total == 1``) is shown in documents (the corpus size, once known), so its
 count and rate are in documents; a stage that reports finer counts is shown in its own units
-(pairs for ``verify``, MB for a store load's ``identify`` and ``check`` of its inputs, documents otherwise)
-with a % and an ETA that follow them. The CLI's own stages (``read``, ``write``) are driven through :meth:`StageProgress.begin`,
+(pairs for ``verify``, MB for a store load's ``identify`` and ``check`` of its inputs,
+documents otherwise) with a % and an ETA that follow them. The CLI's own stages (``read``, ``write``) are driven through :meth:`StageProgress.begin`,
 :meth:`~StageProgress.advance` and :meth:`~StageProgress.end`.
 """
 

@@ -8,8 +8,8 @@ stopped (``command``); the other's resume is refused, naming the command that fi
 Before each group is decided, the load writes ``LOAD-JOURNAL.json`` into the store's directory
 (atomically, synced: :func:`neardup.store.layout.write_json_file`, a CRC-checked JSON body with
 its format name and version): the inputs (path, and each local file's size and a digest of its
-bytes: :func:`input_identity`), the reading options, where the group starts (input file and record, in the reader's
-numbering) and the store's next row id then. Everything before that point is decided: its kept
+bytes: :func:`input_identity`), the reading options, where the group starts (input file and
+record, in the reader's numbering) and the store's next row id then. Everything before that point is decided: its kept
 documents are stored (each group's load is durable before the next group's entry is written).
 The file is removed once the load has finished, its final merge included.
 
@@ -87,12 +87,12 @@ def input_identity(
             stats.append(None)
     total = sum(st.st_size for st in stats if st is not None and stat.S_ISREG(st.st_mode))
     done = 0
+    buf = bytearray(_DIGEST_BLOCK)
+    view = memoryview(buf)
     for f, st in zip(files, stats, strict=True):
         entry: dict[str, Any] = {"path": str(f.path)}
         if st is not None and stat.S_ISREG(st.st_mode):
             h = xxhash.xxh3_128()
-            buf = bytearray(_DIGEST_BLOCK)
-            view = memoryview(buf)
             size = 0
             try:
                 with open(f.path, "rb", buffering=0) as fh:

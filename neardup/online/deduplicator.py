@@ -60,6 +60,8 @@ log = logging.getLogger("neardup.store")
 
 #: documents from which a load makes its MinHash signatures on every core
 _LOAD_PARALLEL = 5000
+#: texts the warm-up sends down the non-ASCII paths (Chinese; Latin with accents and a dash)
+_WARM_NON_ASCII = ("预热中文的指纹和签名", "Café crème — préchauffage des noyaux")
 
 #: the version of the config body a deduplicator keeps in ``config.json`` (its ``format``)
 CONFIG_FORMAT = 1
@@ -725,10 +727,15 @@ class Deduplicator:
             # one from numba's cache on the first request stalls everything queued behind it
             self._prepare([{"id": "warm-up", "text": "warm up the fingerprint kernels"}])
             self._prepare([{"id": "warm-up", "text": "warm up a long text " * 1000}])
+            # non-ASCII texts' own path: the code-point class table (made once a process) and
+            # the word kernel, which a server's first Chinese request otherwise waited for
+            for text in _WARM_NON_ASCII:
+                self._prepare([{"id": "warm-up", "text": text}])
             if self.lsh_plan is not None:  # the MinHash channel's signature and agreement kernels
                 from ..fingerprint.minhash import warm_band_entries
                 from ..rules.lsh import agreeing, lsh_pairs, sketch_agreeing
 
+                lsh_keys(self.verifier, self.lsh_plan, list(_WARM_NON_ASCII))
                 sig, usable, _, ntok, buckets = lsh_keys(
                     self.verifier, self.lsh_plan, ["warm up minhash"] * 2
                 )
@@ -742,6 +749,7 @@ class Deduplicator:
                 decider.verify(
                     "warm up the verifier", [(0, 0, "w", "warm up the verifier kernels")]
                 )
+                decider.verify(_WARM_NON_ASCII[0], [(0, 0, "w", _WARM_NON_ASCII[1])])
                 from ..index.band_packed import pack_section
                 from ..index.bands import (
                     BandSection,

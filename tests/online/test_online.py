@@ -699,6 +699,11 @@ for n, size in ((1, 40), (16, 40), (100, 40), (2000, 40), (3, 3000)):
     docs = [{"id": f"g{n}-{size}-{i}", "text": " ".join(rng.choice(words, size).tolist())}
             for i in range(n)]
     dd.check_and_add(docs)
+zh = [chr(0x4E00 + i) for i in range(300)]  # non-ASCII texts: the word kernel's path
+for n in (1, 16):
+    dd.check_and_add([{"id": f"zh{n}-{i}", "text": "".join(rng.choice(zh, 30).tolist()) + "。"}
+                      for i in range(n)])
+dd.check_and_add({"id": "fr", "text": "Café crème — " + " ".join(rng.choice(words, 20).tolist())})
 dd.delete("g16-40-0")  # a flush of the memtable's band keys with a row left out
 dd.flush()
 after = loaded()
@@ -709,9 +714,11 @@ print({k: (before.get(k, 0), v) for k, v in after.items() if v != before.get(k, 
 
 def test_warm_up_loads_every_kernel_a_group_needs() -> None:
     """Right after opening (a fresh interpreter, a store with segments, one with texts),
-    groups of 1, 16, 100 and 2,000 documents and long texts, then a flush (which merges the
-    segments), load no numba kernel that the warm-up did not: loading one from the cache on a
-    request stalled everything queued behind it for tens of ms."""
+    groups of 1, 16, 100 and 2,000 documents, long texts and non-ASCII ones (Chinese, Latin
+    with accents), then a flush (which merges the segments), load no numba kernel that the
+    warm-up did not: loading one from the cache on a request stalled everything queued behind
+    it for tens of ms (a server's first Chinese request: ~125 ms, the word kernel and its
+    code-point table)."""
     assert output_of(_NO_NEW_KERNELS) == "{}"
 
 

@@ -103,6 +103,8 @@ from bench_store import disk_by_kind  # noqa: E402
 from neardup.service.testing import ServerProcess  # noqa: E402
 
 GIB = 2**30
+#: written beside a kept store once its retention drops start (--reuse-store refuses it)
+DROPS_MARK = "drops-ran.json"
 #: issue 36's targets at 50 M: figure -> (comparison, value)
 TARGETS = {
     "seed_docs_per_s": (">=", 100_000),
@@ -521,6 +523,12 @@ def run_size(args: argparse.Namespace, n: int, data: Path, store_bpd: float) -> 
     if reuse:  # its corpus is not read again: the spec (its times) and figures of the build's
         if not reused:
             raise SystemExit(f"--reuse-store: {manifest} does not hold this window's spec")
+        if (data / DROPS_MARK).exists():
+            raise SystemExit(
+                f"--reuse-store: the retention drops of an earlier run took the first hours out "
+                f"of {ns} ({data / DROPS_MARK}), so its recall and drops would not be this "
+                "window's: build it again, or reuse the store of a run stopped before its drops"
+            )
         res["corpus"] = {**json.loads(manifest.read_text()), "reused": True}
     else:
         log(f"== {n:,} documents: generating the window into {corpus_dir} ...")
@@ -576,6 +584,8 @@ def measure_and_drop(args: argparse.Namespace, res: dict[str, Any], root: Path, 
     res["server"] = measure_server(args, res, root, ns, pr, loads)
 
     log("retention drops (in process, a moved clock) ...")
+    # from here on the store's first hours leave: --reuse-store refuses it (see main)
+    (root.parent / DROPS_MARK).write_text(json.dumps({"hours": args.drop_hours}) + "\n")
     drop = child(
         "drop",
         {
@@ -809,7 +819,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-cpu-probe", action="store_true", help="skip the 1 s fingerprint-speed probe before and after the load phases")  # fmt: skip
     p.add_argument("--drop-check-rate", type=float, default=100.0, help="single checks per second during the drops")  # fmt: skip
     p.add_argument("--store-bytes-per-doc", type=float, default=1_400.0, help="store size estimate for the disk check (a later size uses the last measured figure)")  # fmt: skip
-    p.add_argument("--reuse-store", action="store_true", help="with --data of an earlier run kept (--keep): measure its window again, not seeded again (its build figures are that run's). A run that got through its measurements added its load phases' documents and dropped its first --drop-hours: reuse the store of a run stopped before them")  # fmt: skip
+    p.add_argument("--reuse-store", action="store_true", help="with --data of an earlier run kept (--keep): measure its window again, not seeded again (its build figures are that run's). A run that got through its measurements added its load phases' documents and dropped its first --drop-hours: reuse the store of a run stopped before them (a store whose drops ran is refused: drops-ran.json beside it)")  # fmt: skip
     p.add_argument("--no-verify-meta", dest="verify_meta", action="store_false", help="open the store without SQLite's quick_check (neardup serve --no-verify-meta): at 50 M it reads a 23 GB database for minutes")  # fmt: skip
     p.add_argument("--lsh-bands", type=int, default=None, help="the new store's MinHash bands (neardup serve --lsh-bands; default: the planner's)")  # fmt: skip
     p.add_argument("--lsh-rows", type=int, default=None, help="the new store's MinHash rows a band (--lsh-rows)")  # fmt: skip

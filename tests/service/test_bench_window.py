@@ -86,11 +86,16 @@ def test_bench_window_runs_end_to_end(tmp_path: Path) -> None:
         "--duration", "1", "--prepare-rate", "3000", "--rate", "50",
         "--latency-duration", "1", "--latency-warmup", "0.2", "--drop-hours", "1",
         "--drop-check-rate", "20", "--drop-settle", "0.5", "--gen-workers", "1",
-        "--no-cpu-probe",
+        "--no-cpu-probe", "--keep",
     ]  # fmt: skip
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
     assert run.returncode == 0, run.stderr[-4000:]
     assert "probes: recall" in run.stdout  # the printed table
+    # its drops took the first hour out of the kept store: measured again, its recall and
+    # drops would not be this window's, and the run says so before it starts anything
+    again = subprocess.run([*cmd, "--reuse-store"], capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert again.returncode != 0 and "retention drops of an earlier run" in again.stderr
+    assert "starting the server" not in again.stdout + again.stderr
     res = json.loads(out.read_text())
     m = res["machine"]
     for key in ("cores", "memory_bytes", "proc_loadavg_start", "proc_loadavg_end"):

@@ -301,7 +301,6 @@ class SaveJournal:
 
         root = Path(d.path)
         stdin = any(f.path == "-" for f in files)
-        identity = None if stdin else input_identity(files)
         if not save:
             stopped = LoadJournal.read(root)
             said = None
@@ -312,6 +311,8 @@ class SaveJournal:
                     "--resume"
                 )
             return cls(root, None, options, warning=said)
+        # (after the --against case: the digests read every input, and only a save keeps them)
+        identity = None if stdin else input_identity(files)
         stopped = stopped_run(
             root, DEDUP_SAVE, resume=resume, holds=0 if stdin else len(d),
             identity=identity or [], options=options,

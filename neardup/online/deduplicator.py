@@ -727,15 +727,15 @@ class Deduplicator:
             # one from numba's cache on the first request stalls everything queued behind it
             self._prepare([{"id": "warm-up", "text": "warm up the fingerprint kernels"}])
             self._prepare([{"id": "warm-up", "text": "warm up a long text " * 1000}])
-            # non-ASCII texts' own path: the code-point class table (made once a process) and
-            # the word kernel, which a server's first Chinese request otherwise waited for
+            # non-ASCII texts' own path (fingerprints and, in lsh mode, signatures): the
+            # code-point class table (made once a process) and the word kernel, which a
+            # server's first Chinese request otherwise waited for
             for text in _WARM_NON_ASCII:
                 self._prepare([{"id": "warm-up", "text": text}])
             if self.lsh_plan is not None:  # the MinHash channel's signature and agreement kernels
                 from ..fingerprint.minhash import warm_band_entries
                 from ..rules.lsh import agreeing, lsh_pairs, sketch_agreeing
 
-                lsh_keys(self.verifier, self.lsh_plan, list(_WARM_NON_ASCII))
                 sig, usable, _, ntok, buckets = lsh_keys(
                     self.verifier, self.lsh_plan, ["warm up minhash"] * 2
                 )

@@ -7,8 +7,8 @@ by the CPU time of the thread that runs them.
 Opens a copy of ``--store`` (a data directory, e.g. the 1 M window ``bench_service.py`` seeds;
 without it, a fresh ``lsh`` store), runs the merges it owes (``compact()``), then sends
 ``--requests`` documents through ``submit("check_and_add", ..., inline=True)`` in groups of
-``--batch`` (1: the service's single request), the texts ``loadgen.py --texts window`` sends,
-after a warm-up of 300 requests. The process's CPU time (user and system, every thread) per
+``--batch`` (1: the service's single request), the texts ``loadgen.py --texts window`` sends
+(or ``--texts-file``'s, after its first ``--skip``), after a warm-up of 300 requests. The process's CPU time (user and system, every thread) per
 document is the figure; beside it, per document, the thread CPU time (``time.thread_time``)
 spent in each stage (the writer's group: the decision and the log append; the document's
 preparation; the log's fsync; the SQLite applier's transactions), so the table says which part
@@ -23,6 +23,12 @@ Each ``--tree`` (a source checkout, run with ``PYTHONPATH`` set to it; default: 
 in its own child process, the trees alternated over ``--rounds`` rounds, so that two trees see
 the same machine; medians are reported. HTTP is not part of it: ``bench_service.py`` measures
 the server end to end.
+
+The table says what share of the timed documents were found duplicates, since a duplicate
+costs other stages than a new document: a store ``bench_window.py --keep`` leaves already
+holds the first ``server.throughput.docs_acknowledged`` texts of its
+``load-throughput.jsonl`` (the throughput phase sent them), so ``--skip`` that many to send
+new ones.
 """
 
 from __future__ import annotations
@@ -116,19 +122,23 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
         d.compact()
         n, b = args.requests, args.batch
         texts = (
-            file_texts(args.texts_file, n + 300 + b)
+            file_texts(args.texts_file, n + 300 + b, args.skip)
             if args.texts_file
             else window_texts(n + 300 + b, args.seed)
         )
 
+        duplicates = 0
+
         def group(i: int, k: int) -> None:
+            nonlocal duplicates
             docs = [{"id": f"parts-{j}", "text": texts[j]} for j in range(i, i + k)]
             fut, _ = d.submit("check_and_add", docs, inline=True)
-            fut.result()
+            duplicates += sum(dec.duplicate for dec in fut.result())
 
         for i in range(n, n + 300, b):  # warm-up: caches, kernels, the memtable's buffer
             group(i, b)
         spent.clear()
+        duplicates = 0
         t0, c0, p0 = time.perf_counter(), os.times(), time.process_time()
         for i in range(0, n, b):
             group(i, b)
@@ -146,6 +156,7 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
         "user_us": (c1.user - c0.user) * per,
         "system_us": (c1.system - c0.system) * per,
         "stages_us": {label: spent[label] / 1e3 / n for _, _, label in STAGES},
+        "duplicate_share": duplicates / n,
     }
 
 
@@ -160,10 +171,19 @@ def main() -> int:
         help="JSONL whose text fields are sent instead of generated ones (e.g. the load "
         "bench_window.py --keep leaves beside its store: load-throughput.jsonl)",
     )
+    ap.add_argument(
+        "--skip",
+        type=int,
+        default=0,
+        help="texts of --texts-file skipped first (e.g. those a kept bench_window.py store "
+        "already holds: its JSON's server.throughput.docs_acknowledged)",
+    )
     add_child_options(ap)
     args = ap.parse_args()
     if args.requests < 1 or args.batch < 1 or args.requests % args.batch:
         ap.error("--requests must be a positive multiple of --batch")
+    if args.skip < 0 or (args.skip and not args.texts_file):
+        ap.error("--skip takes a count of --texts-file's texts (0 or more)")
     if args.store and not Path(args.store).is_dir():
         ap.error(f"--store {args.store}: not a directory")
     if args.child:
@@ -173,7 +193,7 @@ def main() -> int:
     child = [sys.executable, __file__, "--child", "--requests", str(args.requests)]
     child += ["--batch", str(args.batch), "--seed", str(args.seed)]
     child += ["--store", args.store] if args.store else []
-    child += ["--texts-file", args.texts_file] if args.texts_file else []
+    child += ["--texts-file", args.texts_file, "--skip", str(args.skip)] if args.texts_file else []
 
     def one(t: Path, r: int) -> dict[str, Any]:
         return run_child(t, child)
@@ -197,6 +217,15 @@ def main() -> int:
         print(f"{key[:-3] + ' (process)':40s}" + "".join(f"{med[t][key]:18.1f}" for t in trees))
     for _, _, s in STAGES:
         print(f"  {s:38s}" + "".join(f"{med[t]['stages_us'][s]:18.1f}" for t in trees))
+    shares = {t: max(x["duplicate_share"] for x in runs[t]) for t in trees}
+    print(f"{'found duplicates (share, most of a run)':40s}" + "".join(f"{shares[t]:18.3f}" for t in trees))  # fmt: skip
+    if max(shares.values()) > 0.5:
+        print(
+            "note: most documents sent were duplicates of stored ones, which cost other stages "
+            "than new documents (a kept bench_window.py store holds the first texts of its "
+            "load-throughput.jsonl: --skip them)",
+            file=sys.stderr,
+        )
     if args.out:
         write_runs(args.out, "request_parts", args, trees, med, runs)
     return 0

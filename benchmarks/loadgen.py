@@ -64,20 +64,24 @@ def window_texts(n: int, seed: int) -> list[str]:
     return generate(n, seed, 0)
 
 
-def file_texts(path: str, n: int) -> list[str]:
-    """The ``text`` fields of the first ``n`` lines of JSONL file ``path``; a file with fewer
-    is refused before anything is sent."""
+def file_texts(path: str, n: int, skip: int = 0) -> list[str]:
+    """The ``text`` fields of ``n`` lines of JSONL file ``path``, after its first ``skip``
+    texts; a file with fewer is refused before anything is sent."""
     out: list[str] = []
+    seen = 0
     with open(path, "rb") as fh:
         for line in fh:
             if len(out) == n:
                 break
             if line.strip():
-                out.append(json.loads(line)["text"])
+                seen += 1
+                if seen > skip:
+                    out.append(json.loads(line)["text"])
     if len(out) < n:
         raise SystemExit(
-            f"loadgen: --texts-file {path} holds {len(out):,} texts, this run sends {n:,}; "
-            "write more (or lower --duration / --rate / --prepare-rate)"
+            f"loadgen: --texts-file {path} holds {seen:,} texts, this run sends {n:,}"
+            + (f" after the first {skip:,}" if skip else "")
+            + "; write more (or lower --duration / --rate / --prepare-rate)"
         )
     return out
 

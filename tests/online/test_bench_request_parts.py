@@ -38,3 +38,39 @@ def test_the_parts_benchmark_times_every_stage_of_a_single_request(tmp_path: Pat
     for name in ("segment SimHash search, every thread", "band section kernel, every thread"):
         assert stages[name] >= 0, (name, stages)
     assert "band look-up" in run.stdout
+
+
+def test_the_parts_benchmark_says_when_it_timed_duplicates(tmp_path: Path) -> None:
+    """Texts a store already holds are decided as duplicates, which cost other stages than new
+    documents: the table reports the share, notes it when most were, and ``--skip`` leaves
+    the first texts of ``--texts-file`` out (refused without one)."""
+    script = ROOT / "benchmarks" / "bench_request_parts.py"
+    texts = tmp_path / "texts.jsonl"
+    # the warm-up's 300 + 1 texts stored first, then the 20 timed ones: the same text, so
+    # every timed document is a duplicate of a stored one; the 5 skipped lines are not read
+    lines = ['{"text": "not read"}'] * 5 + ['{"text": "the same post sent again and again"}'] * 321
+    texts.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "parts.json"
+    cmd = [sys.executable, str(script), "--requests", "20", "--rounds", "1", "--out", str(out)]
+    cmd += ["--texts-file", str(texts), "--skip", "5"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    assert run.returncode == 0, run.stderr
+    (got,) = next(iter(json.loads(out.read_text())["runs"].values()))
+    assert got["duplicate_share"] == 1.0
+    assert "found duplicates" in run.stdout
+    assert "--skip them" in run.stderr
+    # one line short once 6 are skipped: refused before anything is sent
+    short = subprocess.run(
+        [*cmd[:-1], "6"], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert short.returncode != 0
+    assert "after the first 6" in short.stderr
+    bad = subprocess.run(
+        [sys.executable, str(script), "--skip", "5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert bad.returncode == 2
+    assert "--skip takes a count of --texts-file's texts" in bad.stderr

@@ -56,7 +56,10 @@ when it does not fit.
 
 Prints a table and writes ``benchmarks/results/bench_window_<n>.json`` (growth:
 ``bench_window_growth_<n1>_<n2>...json``) with the machine, the commit, every parameter and
-every figure.
+every figure. A size's ``code_by_step`` names the commit each of its processes ran (the
+seeding and drop steps note theirs as they start, the server's as it is started, always from
+this tree: ``PYTHONPATH``) and warns when one is not the run's own: a commit made in the tree
+during a long run is run by the steps that start after it.
 """
 
 from __future__ import annotations
@@ -105,6 +108,8 @@ from neardup.service.testing import ServerProcess  # noqa: E402
 GIB = 2**30
 #: written beside a kept store once its retention drops start (--reuse-store refuses it)
 DROPS_MARK = "drops-ran.json"
+#: the code this run began with (``main`` sets it; its steps note their own: ``code_by_step``)
+RUN_CODE: dict[str, Any] = {}
 #: issue 36's targets at 50 M: figure -> (comparison, value)
 TARGETS = {
     "seed_docs_per_s": (">=", 100_000),
@@ -329,7 +334,16 @@ def measure_server(args: argparse.Namespace, run: dict[str, Any], root: Path, ns
 
     r: dict[str, Any] = {}
     srv_args = ["--log-level", "info", "--max-batch", str(max(10_000, args.batch))]
-    srv = ServerProcess(root, args=srv_args + ([] if args.verify_meta else ["--no-verify-meta"]))
+    # the server imports this tree's neardup whatever the working directory (``python -m``
+    # would take the current directory's, or the installed one), and its code is noted as it
+    # starts: a commit made in the tree since this run began is what it runs
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    srv = ServerProcess(
+        root,
+        args=srv_args + ([] if args.verify_meta else ["--no-verify-meta"]),
+        env={"PYTHONPATH": path},
+    )
+    r["code"] = code_version()
     sampler = Sampler()
     sampler.start()
     try:
@@ -599,7 +613,32 @@ def measure_and_drop(args: argparse.Namespace, res: dict[str, Any], root: Path, 
     res["retention"] = drop
     res["disk_parts"] = parts_per_doc(drop["parts"], res["server"], n)
     res["targets"] = targets(res)
+    res["code_by_step"] = code_by_step(res)
     return res
+
+
+def code_by_step(res: dict[str, Any]) -> dict[str, Any]:
+    """The commit each step ran (the seeding and drop processes note theirs as they start, the
+    server's is noted as it is started) and whether they all equal the run's own (the JSON's
+    ``code``, taken when the run began); a step that ran other code is said on stderr, since
+    the run's figures then mix two versions."""
+    steps = {
+        name: {k: v for k, v in res[key]["code"].items() if k in ("commit", "neardup_modified")}
+        for name, key in (("seed", "seed"), ("server", "server"), ("drops", "retention"))
+        if isinstance(res.get(key), dict) and "code" in res[key]
+    }
+    start = RUN_CODE or code_version()
+    same = all(
+        c.get("commit") == start.get("commit")
+        and c.get("neardup_modified") == start.get("neardup_modified")
+        for c in steps.values()
+    )
+    if not same:
+        log(
+            "WARNING: the steps ran other code than the run began with "
+            f"({start.get('commit')}): {steps}; the figures mix versions"
+        )
+    return {"steps": steps, "same_as_run": same}
 
 
 def _in_stream(decisions: dict[str, dict[str, int]]) -> dict[str, Any]:
@@ -854,12 +893,13 @@ def main(argv: list[str] | None = None) -> int:
             else "bench_window_growth_" + "_".join(str(s) for s in args.sizes) + ".json"
         )
         args.out = ROOT / "benchmarks" / "results" / name
+    RUN_CODE.update(code_version())
     out: dict[str, Any] = {
         "benchmark": "bench_window",
         "issue": 36,
         "machine": machine()
         | {"proc_loadavg_start": proc_loadavg(), "disk_free_start_bytes": free_bytes(data)},
-        "code": code_version(),
+        "code": RUN_CODE,
         "params": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "sizes": {},
     }

@@ -28,12 +28,21 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import window_corpus as wc  # noqa: E402
-from bench_service import read_memory  # noqa: E402
+from bench_service import code_version, read_memory  # noqa: E402
 from bench_store import disk_by_kind  # noqa: E402
 
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def step_code() -> dict[str, Any]:
+    """The code this step runs: its tree's commit when the step started (``code_version``: a
+    commit made in the tree while a long run goes on is not the parent's) and the ``neardup``
+    package it imported."""
+    import neardup
+
+    return code_version() | {"imported": str(Path(neardup.__file__).resolve().parent)}
 
 
 def seed_child(job: dict[str, Any]) -> dict[str, Any]:
@@ -42,6 +51,7 @@ def seed_child(job: dict[str, Any]) -> dict[str, Any]:
 
     from neardup.online import Deduplicator
 
+    code = step_code()
     spec = wc.WindowSpec.from_dict(job["spec"])
     t_all = time.perf_counter()
     d = Deduplicator.open(
@@ -56,7 +66,7 @@ def seed_child(job: dict[str, Any]) -> dict[str, Any]:
     path = job["path"]
     if path == "auto":
         path = "load" if callable(loader) else "check_and_add"
-    out: dict[str, Any] = {"path": path, "open_s": open_s}
+    out: dict[str, Any] = {"path": path, "open_s": open_s, "code": code}
     c0 = time.process_time()
     t0 = time.perf_counter()
     chunks = job["chunks"]
@@ -286,9 +296,10 @@ def drop_child(job: dict[str, Any]) -> dict[str, Any]:
     advance the cutoff one partition at a time while checking single documents."""
     from neardup.online import Deduplicator
 
+    code = step_code()
     spec = wc.WindowSpec.from_dict(job["spec"])
     ns = Path(job["ns"])
-    out: dict[str, Any] = {"parts": store_parts(ns)}
+    out: dict[str, Any] = {"parts": store_parts(ns), "code": code}
     now = [time.time()]
     t0 = time.perf_counter()
     d = Deduplicator.open(ns, clock=lambda: now[0], **job.get("open_options", {}))

@@ -147,6 +147,11 @@ def test_bench_window_runs_end_to_end(tmp_path: Path) -> None:
         "single_p99_ms", "recall", "precision", "restart_s", "drop_max_check_ms",
     }  # fmt: skip
     assert r["targets"]["recall"]["value"] == q["recall"]
+    # every step noted the code it ran: this tree's, as the run began
+    steps = r["code_by_step"]["steps"]
+    assert set(steps) == {"seed", "server", "drops"} and r["code_by_step"]["same_as_run"]
+    assert all(c["commit"] == res["code"]["commit"] for c in steps.values())
+    assert seed["code"]["imported"] == str((ROOT / "neardup").resolve())
 
 
 def test_refuses_a_size_the_disk_cannot_hold(tmp_path: Path) -> None:
@@ -159,3 +164,21 @@ def test_refuses_a_size_the_disk_cannot_hold(tmp_path: Path) -> None:
     assert run.returncode != 0
     assert "needs about" in run.stderr and "Nothing was started" in run.stderr
     assert not (tmp_path / "bw.json").exists() and not (tmp_path / "n2000" / "corpus").exists()
+
+
+def test_a_step_that_ran_other_code_is_said(capsys: pytest.CaptureFixture[str]) -> None:
+    """A commit made in the tree while a long run goes on is run by the steps that start after
+    it: the JSON says which steps ran what, and the run warns that its figures mix versions."""
+    spec = importlib.util.spec_from_file_location("bench_window", BENCH / "bench_window.py")
+    assert spec is not None and spec.loader is not None
+    bw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bw)
+    bw.RUN_CODE.update({"commit": "a" * 40, "neardup_modified": False})
+    same = {"commit": "a" * 40, "neardup_modified": False}
+    res = {"seed": {"code": same}, "server": {"code": same}, "retention": {"code": same}}
+    assert bw.code_by_step(res)["same_as_run"]
+    assert "WARNING" not in capsys.readouterr().err
+    res["retention"] = {"code": {"commit": "b" * 40, "neardup_modified": False}}
+    got = bw.code_by_step(res)
+    assert not got["same_as_run"] and got["steps"]["drops"]["commit"] == "b" * 40
+    assert "the figures mix versions" in capsys.readouterr().err

@@ -66,7 +66,7 @@ from .stored import (
 if TYPE_CHECKING:  # pragma: no cover
     from ..online.prepare import PreparedDocs
 
-__all__ = ["Into", "dedup_against", "dedup_into"]
+__all__ = ["Into", "dedup_against", "dedup_into", "store_config"]
 
 Progress = Callable[[str, int, int], None]
 
@@ -322,7 +322,11 @@ def dedup_into(
     signatures, band keys) are what the load stores, and their content hashes and
     fingerprints are the batch run's when the fingerprinter is the store's (up to
     ``REUSE_MAX`` documents). ``keep_prepared``: the work or the batches kept in the result
-    for a later :func:`load_kept`.
+    for a later :func:`load_kept`. ``config``: the batch rule the new documents are decided by
+    among themselves; default: the store's own (:func:`store_config`: its fingerprinter,
+    verifier, threshold and plan, so that a store made with another plan than the planner's
+    decides them as its ``check_and_add`` would), or ``DedupConfig()`` where the batch rule
+    cannot stand for the store's (a ``simhash`` store).
 
     Raises
     ------
@@ -332,6 +336,8 @@ def dedup_into(
     """
     from ..batch.run import dedup
 
+    if config is None:
+        config = store_config(d)
     n = len(ids)
     keeps = save or keep_prepared
     if keeps:
@@ -397,6 +403,24 @@ def dedup_into(
         prepared if keep_prepared and prepared else None,
         kept_work if keep_prepared else None,
     )
+
+
+def store_config(d: Any) -> DedupConfig | None:
+    """The batch configuration that decides as the store ``d`` does (its fingerprinter,
+    verifier, threshold and MinHash plan, the planner's or one given when the store was made),
+    or None where the batch rule cannot stand for it (no MinHash channel, no verifier, or a
+    plan that configuration does not make). :func:`dedup_into`'s default, and the keep-first
+    load's (:func:`neardup.incremental.load_files`)."""
+    if getattr(d, "lsh_plan", None) is None or getattr(d, "verifier", None) is None:
+        return None
+    cfg = DedupConfig(
+        fingerprinter=d.fingerprinter.config(),
+        verifier=d.verifier.config(),
+        threshold=d.verifier.threshold,
+        lsh_bands=d.lsh_plan.bands,
+        lsh_rows=d.lsh_plan.rows,
+    )
+    return cfg if cfg.lsh_plan() == d.lsh_plan else None
 
 
 def _run_work_fits(d: Any, config: DedupConfig | None) -> bool:

@@ -63,24 +63,6 @@ ADD_CHUNK = 1000
 CHUNK_DOCS = 1_000_000
 
 
-def _batch_config(d: Any) -> Any:
-    """The batch configuration that decides as the store ``d`` does (its fingerprinter,
-    verifier and threshold), or None when the batch rule cannot stand for it (no MinHash
-    channel, or a store made with another plan than that configuration's)."""
-    from ..rules.config import DedupConfig
-
-    if d.lsh_plan is None or d.verifier is None:
-        return None
-    cfg = DedupConfig(
-        fingerprinter=d.fingerprinter.config(),
-        verifier=d.verifier.config(),
-        threshold=d.verifier.threshold,
-        lsh_bands=d.lsh_plan.bands,  # the store's plan, the planner's or one given on creation
-        lsh_rows=d.lsh_plan.rows,
-    )
-    return cfg if cfg.lsh_plan() == d.lsh_plan else None
-
-
 def load_files(
     inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     store: str | os.PathLike[str],
@@ -219,7 +201,7 @@ def _read_and_load(
     time; the counts for the summary (what was read is released on return). ``journal``: the
     inputs' identity and the options, noted before each group (:mod:`.journal`); ``stopped``:
     the stopped load this one finishes (what its last group loaded removed first)."""
-    from .run import dedup_into
+    from .run import dedup_into, store_config
     from .stored import Reclaim, load_kept
 
     report = progress or (lambda stage, done, total: None)
@@ -266,7 +248,7 @@ def _read_and_load(
 
     try:
         report("read", s.documents, s.documents)
-        cfg = _batch_config(d) if dedup else None
+        cfg = store_config(d) if dedup else None
         how = "load" if not dedup else "dedup_into" if cfg is not None else "check_and_add"
         groups = s.groups(chunk_docs)
         total, done, loaded, expired_since = s.used, 0, 0, 0

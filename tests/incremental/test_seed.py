@@ -163,6 +163,46 @@ def test_each_document_is_prepared_once_and_loads_as_it_would(
     assert {v["time"] for v in out["signed"].values()} <= {now - 3600 + k for k in range(len(rows))}
 
 
+def test_dedup_into_decides_by_the_stores_own_plan_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``dedup_into`` without a config decides the new documents among themselves by the
+    store's rule: a store made with another MinHash plan than the planner's keeps what its
+    ``check_and_add`` one document at a time keeps (before, the planner's plan decided them,
+    and every document was prepared for the check and signed again for the run), and each
+    document of a group against a store that holds documents is signed once, for the check,
+    the run and the load."""
+    from neardup.incremental import dedup_into
+    from neardup.online.prepare import DocumentPreparer
+
+    plan = {"lsh_bands": 9, "lsh_rows": 2}
+    prepared: list[int] = []  # documents prepared from their texts (not from a run's work)
+    prepare = DocumentPreparer.prepare
+    monkeypatch.setattr(
+        DocumentPreparer, "prepare", lambda p, docs: prepared.append(len(docs)) or prepare(p, docs)
+    )
+    # short posts with two scattered one-token edits (similarity 0.8): the planner's 79 x 3
+    # plan makes nearly every such pair a candidate, a 9 x 2 store about two in three
+    rng = np.random.default_rng(5)
+    vocab = ["".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), 6)) for _ in range(5000)]
+    edited: list[dict] = []
+    for k in range(150):
+        a = list(rng.choice(vocab, 10))
+        b = list(a)
+        b[2], b[6] = rng.choice(vocab, 2)
+        edited += [{"id": f"a{k}", "text": " ".join(a)}, {"id": f"b{k}", "text": " ".join(b)}]
+    rows = edited + _records()
+    path = tmp_path / "store"
+    with Deduplicator.open(path, **plan) as d:
+        for part in (rows[:300], rows[300:]):  # an empty store, then one that holds documents
+            prepared.clear()
+            dedup_into(d, [r["id"] for r in part], [r["text"] for r in part])
+            assert not prepared
+    kept = set(_stored(path))
+    assert kept == _one_by_one(rows, **plan)
+    assert 170 < len(kept & {r["id"] for r in edited}) < 250  # (the planner's plan: ~151)
+
+
 @pytest.mark.parametrize("store_mode", ["lsh", "simhash"])
 @pytest.mark.parametrize("run_mode", ["lsh", "simhash"])
 def test_each_document_prepared_once_stores_what_preparing_again_stores(

@@ -25,7 +25,9 @@ One run per size (``--n``, or ``--sizes`` for the growth curve, all in one JSON)
    the check names the source among its verified matches; F1 from the two; in an ``lsh``
    store the misses split into the plan's, pairs that share no band key with their source
    under the store's plan (signed in this process: no window of any size finds them by
-   MinHash), and the store's, missed with a key shared); **durable
+   MinHash), those whose source the store does not hold (a keep-first seed dropped it as a
+   near duplicate of an earlier document, so no check can name it), and the store's, missed
+   with a key shared); **durable
    check-and-inserts/s** in batches of ``--batch`` on ``--connections`` connections for
    ``--duration`` s and the server's CPU per document (``benchmarks/loadgen.py``, a second
    process); single-request **p50 / p99 at ``--rate`` requests/s** (open loop, from the
@@ -289,21 +291,35 @@ def no_shared_key(spec: wc.WindowSpec, pr: wc.Probes, ns: Path) -> tuple[dict[st
     return {"bands": lsh["bands"], "rows": lsh["rows"]}, out
 
 
-def split_misses(spec: wc.WindowSpec, pr: wc.Probes, ns: Path, reported: list[set[str]]) -> dict[str, Any]:  # fmt: skip
+def split_misses(spec: wc.WindowSpec, pr: wc.Probes, ns: Path, reported: list[set[str]], url: str) -> dict[str, Any]:  # fmt: skip
     """The planted near duplicates' misses split into the plan's (no band key shared with the
-    source: :func:`no_shared_key`) and the store's (a key shared, yet not reported: the bucket
-    valve, the bounds, verification), by slice."""
+    source: :func:`no_shared_key`), those whose source the store does not hold (a keep-first
+    seed dropped it as a near duplicate of an earlier document: the probe cannot name it; how
+    many of them the check still found a duplicate is said) and the store's (a key shared,
+    the source stored, yet not reported: the bucket valve, the bounds, verification), by
+    slice. ``url``: the server, asked whether each missed probe's source is stored."""
+    from neardup import Client, NotFoundError
+
     plan, none = no_shared_key(spec, pr, ns)
     names = pr.slices()
     missed = {
         i for i in np.flatnonzero(pr.label).tolist()
         if wc.doc_id(int(pr.source[i])) not in reported[i]
     }  # fmt: skip
+    gone: set[int] = set()
+    with Client(url, timeout=600) as client:
+        for i in sorted(missed - none):
+            try:
+                client.get(wc.doc_id(int(pr.source[i])))
+            except NotFoundError:
+                gone.add(i)
     near = int(pr.label.sum())
     by: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     for i in none:
         by[names[i]]["no_shared_key"] += 1
-    for i in missed - none:
+    for i in gone:
+        by[names[i]]["source_not_stored"] += 1
+    for i in missed - none - gone:
         by[names[i]]["missed_with_a_shared_key"] += 1
     return {
         "plan": plan,
@@ -311,7 +327,9 @@ def split_misses(spec: wc.WindowSpec, pr: wc.Probes, ns: Path, reported: list[se
         "no_shared_key": len(none),
         "plan_recall": 1 - len(none) / near if near else None,
         "no_shared_key_found_anyway": len(none - missed),
-        "missed_with_a_shared_key": len(missed - none),
+        "source_not_stored": len(gone),
+        "source_not_stored_found_a_duplicate": sum(1 for i in gone if reported[i]),
+        "missed_with_a_shared_key": len(missed - none - gone),
         "by_slice": {k: dict(v) for k, v in sorted(by.items())},
     }
 
@@ -368,8 +386,8 @@ def measure_server(args: argparse.Namespace, run: dict[str, Any], root: Path, ns
         log(f"  recall {q['recall']}, precision {q['precision']}, F1 {q['f1']}")
         if json.loads((ns / "config.json").read_text())["body"].get("candidates") == "lsh":
             spec = wc.WindowSpec.from_dict(run["spec"])
-            q["misses"] = m = split_misses(spec, pr, ns, reported)
-            log(f"  misses: {m['no_shared_key']} planted pairs share no band key with their source (the plan's recall {m['plan_recall']:.4f}), {m['missed_with_a_shared_key']} missed with a shared key")  # fmt: skip
+            q["misses"] = m = split_misses(spec, pr, ns, reported, srv.url)
+            log(f"  misses: {m['no_shared_key']} planted pairs share no band key with their source (the plan's recall {m['plan_recall']:.4f}), {m['source_not_stored']} sources not stored (the seed dropped them; {m['source_not_stored_found_a_duplicate']} of those probes still found a duplicate), {m['missed_with_a_shared_key']} missed with a shared key")  # fmt: skip
 
         log(f"throughput: batches of {args.batch} for {args.duration} s (loadavg {proc_loadavg()}) ...")  # fmt: skip
         la0, cpu0, wal0 = proc_loadavg(), cpu_seconds(pid), wal_stats(srv.url)
@@ -771,7 +789,7 @@ def table(results: dict[str, dict[str, Any]]) -> list[tuple[str, list[str]]]:
     row("probes: recall", lambda r: f"{r['server']['quality']['recall']:.4f}")
     row("probes: precision", lambda r: f"{r['server']['quality']['precision']:.4f}")
     row("probes: F1", lambda r: f"{r['server']['quality']['f1']:.4f}")
-    row("  misses: no band key shared (the plan's) / a key shared", lambda r: f"{r['server']['quality']['misses']['no_shared_key'] - r['server']['quality']['misses']['no_shared_key_found_anyway']} / {r['server']['quality']['misses']['missed_with_a_shared_key']}")  # fmt: skip
+    row("  misses: no band key shared (the plan's) / source not stored / a key shared", lambda r: f"{r['server']['quality']['misses']['no_shared_key'] - r['server']['quality']['misses']['no_shared_key_found_anyway']} / {r['server']['quality']['misses']['source_not_stored']} / {r['server']['quality']['misses']['missed_with_a_shared_key']}")  # fmt: skip
     row("  the plan's recall (pairs sharing a band key)", lambda r: f"{r['server']['quality']['misses']['plan_recall']:.4f}")  # fmt: skip
     row("probe checks/s (batches)", lambda r: f"{r['server']['quality']['checks_per_s']:,.0f} ({r['server']['quality']['batch']})")  # fmt: skip
     row("durable check-and-inserts/s (HTTP)", lambda r: f"{r['server']['throughput']['docs_per_s']:,.0f}")  # fmt: skip

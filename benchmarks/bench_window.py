@@ -592,6 +592,7 @@ def run_size(args: argparse.Namespace, n: int, data: Path, store_bpd: float) -> 
             "spec": spec.to_dict(), "ns": str(ns), "retention_s": retention,
             "partition_seconds": ps, "chunks": res["corpus"]["chunks"], "path": args.seed_path,
             "batch": args.seed_batch, "inflight": args.seed_inflight,
+            "collector": args.seed_collector,
             "plan": {"lsh_bands": args.lsh_bands, "lsh_rows": args.lsh_rows},
         },
         timeout=48 * 3600,
@@ -860,6 +861,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--gen-workers", type=int, default=cpu_count(), help="processes generating the corpus")  # fmt: skip
     p.add_argument("--chunk", type=int, default=100_000, help="documents per corpus chunk file")
     p.add_argument("--seed-path", choices=["auto", "load", "check_and_add", "as-is"], default="auto", help="auto: the keep-first bulk path (dedup_into, then Deduplicator.load) where present, else check_and_add; as-is: every document loaded, nothing decided (the planted copies stored too)")  # fmt: skip
+    p.add_argument("--seed-collector", choices=["settled", "default"], default="settled", help="the seeding process's garbage collector: settled, as neardup store load and serve --seed run it (default), or Python's own settings (a library user's process)")  # fmt: skip
     p.add_argument("--seed-batch", type=int, default=1000, help="documents per check_and_add while seeding")  # fmt: skip
     p.add_argument("--seed-inflight", type=int, default=2, help="check_and_add batches submitted ahead while seeding (in order)")  # fmt: skip
     p.add_argument("--probes", type=int, default=0, help="probes checked for recall and precision (0: n / 50, between 200 and 20,000)")  # fmt: skip

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import gc
 import json
 import os
 import resource
@@ -52,6 +53,14 @@ def seed_child(job: dict[str, Any]) -> dict[str, Any]:
     from neardup.online import Deduplicator
 
     code = step_code()
+    if job.get("collector", "settled") == "settled":
+        # the garbage collector as `neardup store load` and `neardup serve --seed` run it (the
+        # console script's and the server's neardup._gc.settle: the imports frozen, full
+        # collections rare); a chunk's million records would otherwise be walked by every full
+        # collection the seed's allocations trigger
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(700, 10, 1000)
     spec = wc.WindowSpec.from_dict(job["spec"])
     t_all = time.perf_counter()
     d = Deduplicator.open(
@@ -67,6 +76,7 @@ def seed_child(job: dict[str, Any]) -> dict[str, Any]:
     if path == "auto":
         path = "load" if callable(loader) else "check_and_add"
     out: dict[str, Any] = {"path": path, "open_s": open_s, "code": code}
+    out["collector"] = job.get("collector", "settled")
     c0 = time.process_time()
     t0 = time.perf_counter()
     chunks = job["chunks"]

@@ -107,6 +107,7 @@ def test_bench_window_runs_end_to_end(tmp_path: Path) -> None:
     assert r["corpus"]["docs"] == 2000 and r["corpus"]["generation"]["docs_per_s"] > 0
     seed = r["seed"]
     assert seed["path"] in ("load", "check_and_add")
+    assert seed["collector"] == "settled"  # (as neardup store load runs it)
     assert seed["documents"] > 1800 and seed["docs_per_s"] > 0 and seed["cpu_ms_per_doc"] > 0
     srv = r["server"]
     q = srv["quality"]

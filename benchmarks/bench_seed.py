@@ -13,7 +13,8 @@ stored, then the batch rule over the rest, the kept documents loaded straight in
 segments). Per chunk: wall and CPU seconds (the process's, every thread), documents a second,
 and the wall and CPU seconds of each stage that ``dedup_into`` reports (``store``: the check
 against the store; ``fingerprint`` / ``candidates`` / ``verify`` / ``cluster``: the batch run;
-``save``: the load into segments and SQLite).
+``save``: the load into segments and SQLite), and the store the next chunk is checked against
+(documents, segments, partitions, memtable rows: a check probes every segment).
 
 Each ``--tree`` (a source checkout, run with ``PYTHONPATH`` set to it; default: this one) runs
 in its own child process, the trees alternated over ``--rounds`` rounds so that they see the
@@ -114,6 +115,9 @@ def child(corpus: str, chunks: int, store: str) -> dict[str, Any]:
             into = dedup_into(d, ids, texts, times=times, progress=stages)
             wall, cpu = time.perf_counter() - t0, _cpu() - c0
             out.append(_figures(Path(f).name, len(ids), int(into.keep.sum()), wall, cpu, stages.close()))  # fmt: skip
+            # what the next chunk is checked against: a check probes every segment
+            s = d.stats()
+            out[-1]["store_after"] = {k: int(s[k]) for k in ("documents", "segments", "partitions", "memtable_rows")}  # fmt: skip
         stored = len(d)
     return {"chunks": out, "stored": stored}
 
@@ -211,8 +215,12 @@ def main(argv: list[str] | None = None) -> int:
             stages = {n: [med_stage(t, i, n, 0), med_stage(t, i, n, 1)] for n in names}
             row = {k: med(t, i, k) for k in ("docs_per_s", "wall_s", "cpu_s", "cpu_us_per_doc")}
             row["stages"] = stages
+            after = runs[t][0]["chunks"][i].get("store_after")  # (the first round's)
+            row["store_after"] = after
             rows.append(row)
             main_stages = "  ".join(f"{n} {v[0]:.2f}/{v[1]:.2f}" for n, v in stages.items() if v[0] >= 0.05)  # fmt: skip
+            if after:
+                main_stages += f"  (then {after['segments']} segments)"
             print(f"{Path(t).name + ' ' + _commit(t):<34} {i:>5} {row['docs_per_s']:>8,.0f} {row['wall_s']:>7.2f} {row['cpu_s']:>7.2f} {row['cpu_us_per_doc']:>10.1f}  {main_stages}")  # fmt: skip
         total_docs = sum(c["docs"] for c in runs[t][0]["chunks"])
         walls = [sum(c["wall_s"] for c in run["chunks"]) for run in runs[t]]

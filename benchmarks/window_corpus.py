@@ -165,8 +165,8 @@ def _seed_start(seed: int) -> int:
     shifted by their difference (``trace_stalls.py``'s warm-up, seed + 1000, then held 4,000
     of the 5,000 texts it measured). A seed now starts at its splitmix64 hash, ~2**63 positions
     from any other seed's start in expectation (every position a run generates is far below
-    that). Seed 1 keeps version 1's start, so its corpora, which every figure in the docs was
-    measured on, are byte for byte the same."""
+    that). Seed 1 keeps version 1's start, so its corpora (``bench_window.py``'s default, which
+    its figures in the docs were measured on) are byte for byte the same."""
     if seed == 1:
         return 0x9E3779B97F4A7C15
     return int(_mix(np.array([seed & _M], dtype=U64))[0])

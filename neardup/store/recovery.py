@@ -18,6 +18,7 @@ import contextlib
 import logging
 import re
 import sqlite3
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -50,6 +51,11 @@ log = logging.getLogger("neardup.store")
 #: called with the stored config body (None: a new store) once the directory is locked;
 #: returns the body to persist (its ``store`` section is the store's own) or raises to refuse
 CheckConfig = Callable[[dict[str, Any] | None], dict[str, Any]]
+
+#: a metadata database at least this large is named before its ``quick_check`` and the check
+#: timed after it: the check reads all of it, minutes for a 50 M window's (docs/service.md,
+#: the ``--verify-meta`` option), and a server says nothing else meanwhile
+QUICK_CHECK_SAY_BYTES = 1 << 30
 
 _SEG_RE = re.compile(r"^seg-(-?\d+)-(\d+)\.nds(\.hidx)?(\.tmp)?$")
 _WAL_RE = re.compile(r"^wal-(\d+)\.log$")
@@ -255,6 +261,28 @@ def _open(st: StoreState, check_config: CheckConfig | None) -> None:
     st.documents = st.db.count()
 
 
+def _quick_check(meta: MetaDB, path: Any) -> list[str]:
+    """``meta.quick_check()``, said and timed in the log when the database (with its WAL) holds
+    :data:`QUICK_CHECK_SAY_BYTES` or more."""
+    size = 0
+    for f in (path, path.with_name(path.name + "-wal")):
+        with contextlib.suppress(OSError):
+            size += f.stat().st_size
+    if size < QUICK_CHECK_SAY_BYTES:
+        return meta.quick_check()
+    log.info(
+        "%s: SQLite's quick_check reads all %.1f GB of it before the store opens (minutes once "
+        "it outgrows memory); verify_meta=False (neardup serve --no-verify-meta) skips it, and "
+        "neardup store verify checks it offline",
+        path,
+        size / 1e9,
+    )
+    t0 = time.perf_counter()
+    problems = meta.quick_check()
+    log.info("%s: quick_check done in %.1f s", path, time.perf_counter() - t0)
+    return problems
+
+
 def _open_meta(st: StoreState, d: DataDir, repair: bool) -> MetaDB:
     """Open SQLite and (``verify_meta``) run ``PRAGMA quick_check``. A damaged database is
     refused, naming it; with ``repair`` it is rebuilt from every row it can still read (the
@@ -263,7 +291,7 @@ def _open_meta(st: StoreState, d: DataDir, repair: bool) -> MetaDB:
     meta: MetaDB | None = None
     try:
         meta = MetaDB(path)
-        problems = meta.quick_check() if st.settings.verify_meta else []
+        problems = _quick_check(meta, path) if st.settings.verify_meta else []
     except sqlite3.DatabaseError as exc:
         if meta is not None:
             meta.close()

@@ -582,3 +582,33 @@ def test_serve_no_verify_meta_opens_a_damaged_database_that_the_default_refuses(
         assert r.status_code == 200
     finally:
         srv.stop()
+
+
+def test_a_large_databases_quick_check_is_said_and_timed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An open whose ``quick_check`` reads a large metadata database says so first (how large,
+    and how to skip it) and how long it took after: a server says nothing else for the minutes
+    it takes at 50 M. A small one, or an open without the check, says nothing."""
+    import logging
+
+    from neardup.store import recovery
+
+    ns = tmp_path / "ns"
+    with _dd(ns) as d:
+        d.add({"id": "a", "text": "alpha beta gamma delta"})
+    with caplog.at_level(logging.INFO, logger="neardup.store"):
+        with _dd(ns):
+            pass
+        assert "quick_check" not in caplog.text
+        monkeypatch.setattr(recovery, "QUICK_CHECK_SAY_BYTES", 1)
+        with _dd(ns):
+            pass
+        said = [r.getMessage() for r in caplog.records if "quick_check" in r.getMessage()]
+        assert len(said) == 2, said
+        assert "meta.sqlite3" in said[0] and "GB" in said[0] and "--no-verify-meta" in said[0]
+        assert "done in" in said[1]
+        caplog.clear()
+        with _dd(ns, verify_meta=False):
+            pass
+        assert "quick_check" not in caplog.text

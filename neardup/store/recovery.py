@@ -20,6 +20,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -261,7 +262,7 @@ def _open(st: StoreState, check_config: CheckConfig | None) -> None:
     st.documents = st.db.count()
 
 
-def _quick_check(meta: MetaDB, path: Any) -> list[str]:
+def _quick_check(meta: MetaDB, path: Path) -> list[str]:
     """``meta.quick_check()``, said and timed in the log when the database (with its WAL) holds
     :data:`QUICK_CHECK_SAY_BYTES` or more."""
     size = 0

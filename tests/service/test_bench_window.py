@@ -80,7 +80,7 @@ def test_kernels_equal_their_numpy_twins_and_chunks_are_independent(wc: ModuleTy
 def test_seeds_give_other_texts_and_seed_one_is_unchanged(wc: ModuleType) -> None:
     import hashlib
 
-    # seed 1's stream is the one every figure in the docs was measured on: byte for byte
+    # seed 1's stream (bench_window.py's default, its figures in the docs) is byte for byte
     # what generator version 1 wrote
     b, _ = wc.jsonl(wc.WindowSpec(n=50_000, t0=1.7e9), np.arange(0, 300, dtype=np.int64))
     assert hashlib.sha256(b).hexdigest() == "cd6f8cc9a60d87a114552c2784189543600aa1c3f3e1d9d1a3e84cc9c2e631a6"  # fmt: skip

@@ -3,25 +3,19 @@ pairs from each, or the run ends), and its refusals."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from doubles import benchmark_module
 
 
 @pytest.fixture(scope="module")
-def blp() -> ModuleType:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("bench_long_plans", ROOT / "benchmarks" / "bench_long_plans.py")  # fmt: skip
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def blp() -> Iterator[ModuleType]:
+    with benchmark_module("bench_long_plans") as module:
+        yield module
 
 
 def test_plans_find_the_same_pairs(blp: ModuleType, tmp_path: Path) -> None:

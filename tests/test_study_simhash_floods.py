@@ -3,26 +3,20 @@ run end to end (the generated rows always; the dev rows where the dev set is).""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from doubles import benchmark_module
 
 
 @pytest.fixture(scope="module")
-def study() -> ModuleType:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("study_simhash_floods", ROOT / "benchmarks" / "study_simhash_floods.py")  # fmt: skip
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def study() -> Iterator[ModuleType]:
+    with benchmark_module("study_simhash_floods") as module:
+        yield module
 
 
 def test_close_pairs_are_the_distance_matrix_s(study: ModuleType) -> None:

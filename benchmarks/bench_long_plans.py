@@ -60,8 +60,12 @@ def queries(store: Path, per_band: int, seed: int) -> tuple[dict[str, np.ndarray
         for name, texts in want.items():
             p = d.prepare([{"id": f"q{i}", "text": t} for i, t in enumerate(texts)])
             out[name] = np.ascontiguousarray(np.asarray(p.fps, dtype=np.uint64).reshape(-1))
-        seg = d.store.segments[0].index.index.snapshot().segments[0]
-        fps = np.ascontiguousarray(np.asarray(seg.fps, dtype=np.uint64).reshape(-1))
+    from neardup.index import HammingIndex
+
+    # the first segment's index, read as bench_heavy_buckets.py reads it (mapped, read-only)
+    first = sorted(store.glob("seg-*.nds.hidx"))[0]
+    seg = HammingIndex.load(first, mmap=True).snapshot().segments[0]
+    fps = np.ascontiguousarray(np.asarray(seg.fps, dtype=np.uint64).reshape(-1))
     return out, fps
 
 
@@ -84,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--plans {a.plans!r}: B/P entries with 1 <= P < B, comma-separated (e.g. 4/1,5/2)")  # fmt: skip
     if a.queries < 1 or a.repeat < 1:
         p.error("--queries and --repeat must be at least 1")
+    if not any(a.store.glob("seg-*.nds.hidx")):
+        p.error(f"--store {a.store}: no segment index (seg-*.nds.hidx); a kept bench_window.py store has them")  # fmt: skip
     from bench_dedup import machine, write_results
 
     from neardup.index import HammingIndex

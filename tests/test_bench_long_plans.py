@@ -43,3 +43,10 @@ def test_refuses_a_malformed_plan(blp: ModuleType, tmp_path: Path, plans: str) -
     with pytest.raises(SystemExit) as e:
         blp.main(["--store", str(tmp_path), "--plans", plans])
     assert e.value.code == 2
+
+
+def test_refuses_a_store_without_a_segment(blp: ModuleType, tmp_path: Path) -> None:
+    (tmp_path / "MANIFEST.json").write_text("{}")
+    with pytest.raises(SystemExit) as e:
+        blp.main(["--store", str(tmp_path)])
+    assert e.value.code == 2

@@ -10,7 +10,7 @@ each ``--plans`` entry (``B/P``: B blocks, P of them in a table's prefix), finge
 ``--queries`` new texts of each length band (the window's generator with another seed, through
 the store's own ``Deduplicator.prepare``), and times a search of each band at distance 3, the
 best of ``--repeat``. Every plan must find the same (query, row) pairs (checked: a difference
-ends the run). Also: the tables, and the rows in a query's buckets of the store's plan.
+ends the run). Also: each plan's tables and build time.
 
     .venv/bin/python benchmarks/bench_long_plans.py \\
         --store DATA/n10000000/server/namespaces/default --plans 4/1,5/2,6/3
@@ -45,16 +45,9 @@ def queries(store: Path, per_band: int, seed: int) -> tuple[dict[str, np.ndarray
 
     from neardup.online import Deduplicator
 
-    want: dict[str, list[str]] = {band_name(b): [] for b in BANDS}
-    lo = 0
     spec = wc.WindowSpec(n=10_000_000, seed=seed)
-    while any(len(v) < per_band for v in want.values()) and lo < 5_000_000:
-        for t in wc.stream_texts(spec, lo, 50_000):
-            for b in BANDS:
-                room = len(want[band_name(b)]) < per_band
-                if room and len(t) >= b[0] and (b[1] is None or len(t) < b[1]):
-                    want[band_name(b)].append(t)
-        lo += 50_000
+    got = wc.texts_by_length(spec, BANDS, per_band, 5_000_000)
+    want = {band_name(b): ts for b, ts in zip(BANDS, got, strict=True)}
     with Deduplicator.open(store, verify_meta=False) as d:
         out = {}
         for name, texts in want.items():

@@ -9,7 +9,7 @@ times the window's long rows is what a long query costs. At 10 M the longest gen
 draw hundreds of such hits a query (docs/service.md, *The 50 M tail, traced*); this study
 asks whether that is the generator's doing or what real text does.
 
-For each group of texts (the dev set's documents of a length band, and as many of the
+For each group of texts (the dev set's documents of a length band, and ``--per-band`` of the
 generated window's, seed 1): every pair's SimHash distance (the store's fingerprints,
 ``Deduplicator.prepare`` of an ``lsh`` store), the pairs within the distance, and of those the
 ones no label names (dev: ``pairs.csv``, any label) whose verifier similarity is below the
@@ -106,29 +106,16 @@ def main(argv: list[str] | None = None) -> int:
             groups.append(("dev", band, [x["id"] for x in sel], [x["text"] for x in sel], labelled))  # fmt: skip
     else:
         print(f"{a.data}: no dev set (docs.jsonl); its rows are skipped")
-    spec = wc.WindowSpec(n=10_000_000)
-    want = {b: [] for b in BANDS}  # type: dict[tuple[int, int | None], list[str]]
-    lo_pos = 0
-    while any(len(v) < a.per_band for v in want.values()) and lo_pos < 2_000_000:
-        for t in wc.stream_texts(spec, lo_pos, 50_000):
-            for b in BANDS:
-                if len(t) >= b[0] and (b[1] is None or len(t) < b[1]) and len(want[b]) < a.per_band:  # fmt: skip
-                    want[b].append(t)
-        lo_pos += 50_000
-    for b in BANDS:
-        ts = want[b]
+    generated = wc.texts_by_length(wc.WindowSpec(n=10_000_000), BANDS, a.per_band, 2_000_000)
+    for b, ts in zip(BANDS, generated, strict=True):
         groups.append(("generated", f"{b[0]}-{b[1] or ''}", [f"g{i}" for i in range(len(ts))], ts, set()))  # fmt: skip
 
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        d = Deduplicator.open(Path(tmp) / "store", candidates="lsh")
-        try:
-            for source, band, ids, texts, lab in groups:
-                r = study(d, verifier, ids, texts, lab, distance, threshold)
-                rows.append({"source": source, "chars": band, **r})
-        finally:
-            d.close()
+    with tempfile.TemporaryDirectory() as tmp, Deduplicator.open(Path(tmp) / "store", candidates="lsh") as d:  # fmt: skip
+        for source, band, ids, texts, lab in groups:
+            r = study(d, verifier, ids, texts, lab, distance, threshold)
+            rows.append({"source": source, "chars": band, **r})
     print(f"pairs within {distance} bits of SimHash; chance: no label names them and the verifier's similarity is below {threshold}")  # fmt: skip
     head = f"{'source':10} {'chars':>10} {'texts':>6} {'chars p50':>9} {'within':>7} {'unlabelled':>10} {'chance':>7} {'chance a pair':>14}"  # fmt: skip
     print(head)

@@ -901,6 +901,23 @@ def stream_texts(spec: WindowSpec, lo: int, count: int) -> list[str]:
     return out
 
 
+def texts_by_length(
+    spec: WindowSpec, bands: Sequence[tuple[int, int | None]], per_band: int, limit: int
+) -> list[list[str]]:
+    """Up to ``per_band`` texts of each length band (``[lo, hi)`` characters, ``hi`` None: no
+    bound), the stream's first ones from position 0, scanning at most ``limit`` positions."""
+    out: list[list[str]] = [[] for _ in bands]
+    lo = 0
+    while lo < limit and any(len(v) < per_band for v in out):
+        for t in stream_texts(spec, lo, min(50_000, limit - lo)):
+            n = len(t)
+            for (a, b), got in zip(bands, out, strict=True):
+                if a <= n and (b is None or n < b) and len(got) < per_band:
+                    got.append(t)
+        lo += 50_000
+    return out
+
+
 @dataclasses.dataclass
 class Probes:
     """Documents to ``check`` against the built window, each paired with a window original:

@@ -92,6 +92,19 @@ def test_seeds_give_other_texts_and_seed_one_is_unchanged(wc: ModuleType) -> Non
         assert sum(t in first for t in other) <= 5, seed
 
 
+def test_texts_by_length_takes_the_streams_first_texts_of_each_band(wc: ModuleType) -> None:
+    spec = wc.WindowSpec(n=50_000)
+    bands = ((0, 50), (50, 400), (400, None))
+    got = wc.texts_by_length(spec, bands, 40, 20_000)
+    stream = wc.stream_texts(spec, 0, 20_000)
+    for (lo, hi), texts in zip(bands, got, strict=True):
+        want = [t for t in stream if lo <= len(t) and (hi is None or len(t) < hi)][:40]
+        assert texts == want and len(texts) == 40
+    # a limit the bands cannot fill within: what the scanned positions hold, no more
+    few = wc.texts_by_length(spec, ((5000, None),), 1000, 300)
+    assert few == [[t for t in wc.stream_texts(spec, 0, 300) if len(t) >= 5000]]
+
+
 @pytest.mark.slow
 def test_bench_window_runs_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "bw.json"

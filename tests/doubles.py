@@ -215,3 +215,18 @@ def mapped_kib(path: str | os.PathLike[str]) -> int:
     ``Rss``; Linux only): what a file's open leaves in the process's resident set, apart from
     the page cache."""
     return sum(int(f["Rss"].split()[0]) for _, f in mappings_of(path))
+
+
+def as_after_a_reboot(store: str | os.PathLike[str]) -> None:
+    """Leave a store's directory as if the machine had restarted since its metadata database
+    last passed SQLite's ``quick_check`` (the manifest's record names another boot), so that
+    the next default open checks it again (``neardup.store.recovery.meta_check_due``): what a
+    test that damages the database from outside models."""
+    from neardup.store.layout import read_json_file, write_json_file
+    from neardup.store.recovery import META_CHECKED
+
+    path = Path(store) / "MANIFEST.json"
+    body = read_json_file(path)
+    assert META_CHECKED in body, f"{path}: no passing quick_check recorded"
+    body[META_CHECKED] = {**body[META_CHECKED], "boot_id": "another-boot"}
+    write_json_file(path, body)

@@ -124,12 +124,13 @@ def serve(
         "--repair",
         help="Open a store whose log is damaged mid-way by truncating it at the damage (loses what follows).",
     ),
-    verify_meta: bool = typer.Option(
-        True,
+    verify_meta: bool | None = typer.Option(
+        None,
         "--verify-meta/--no-verify-meta",
-        help="Run SQLite's quick_check of each namespace's metadata database on open (reads "
-        "all of it: minutes once it outgrows the page cache); off: neardup store verify "
-        "checks it offline.",
+        help="Run SQLite's quick_check of each namespace's metadata database on every open "
+        "(reads all of it: minutes once it outgrows the page cache); off: never (neardup "
+        "store verify checks it offline). Default: unless the file passed one since the "
+        "machine started, so a restart after a crash skips it and one after a reboot runs it.",
     ),
     max_connections: int | None = typer.Option(
         None,

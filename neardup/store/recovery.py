@@ -4,7 +4,8 @@
 and retention win, :meth:`StoreSettings.resolve <neardup.store.StoreSettings.resolve>`);
 read the manifest; remove files it does not name (an interrupted flush's); open and verify
 every segment it names (a damaged one raises :class:`CorruptFileError`) and check them against
-the partition width; open SQLite (``PRAGMA quick_check``; rebuilt with ``repair``); replay
+the partition width; open SQLite (``PRAGMA quick_check`` unless this database file passed one
+since the machine started, :func:`meta_check_due`; rebuilt with ``repair``); replay
 every live log into SQLite (the records after the position SQLite recorded) and into the
 memtable (a torn tail is truncated and counted in ``stats()["wal_truncated_bytes"]``); rows
 whose log records are damaged but which SQLite had applied are restored from SQLite and the
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import sqlite3
 import time
@@ -45,7 +47,15 @@ from .wal import (
 )
 from .writes import rows_of
 
-__all__ = ["CheckConfig", "abandon_open", "open_directory", "read_config"]
+__all__ = [
+    "META_CHECKED",
+    "CheckConfig",
+    "abandon_open",
+    "boot_id",
+    "meta_check_due",
+    "open_directory",
+    "read_config",
+]
 
 log = logging.getLogger("neardup.store")
 
@@ -57,6 +67,11 @@ CheckConfig = Callable[[dict[str, Any] | None], dict[str, Any]]
 #: timed after it: the check reads all of it, minutes for a 50 M window's (docs/service.md,
 #: the ``--verify-meta`` option), and a server says nothing else meanwhile
 QUICK_CHECK_SAY_BYTES = 1 << 30
+#: where Linux keeps the random id it draws at every boot (:func:`boot_id`)
+BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
+#: the manifest's record of the last passing ``quick_check``: this boot's id and the
+#: database file's device and inode (:func:`meta_check_due`)
+META_CHECKED = "meta_checked"
 
 _SEG_RE = re.compile(r"^seg-(-?\d+)-(\d+)\.nds(\.hidx)?(\.tmp)?$")
 _WAL_RE = re.compile(r"^wal-(\d+)\.log$")
@@ -262,13 +277,19 @@ def _open(st: StoreState, check_config: CheckConfig | None) -> None:
     st.documents = st.db.count()
 
 
-def _quick_check(meta: MetaDB, path: Path) -> list[str]:
-    """``meta.quick_check()``, said and timed in the log when the database (with its WAL) holds
-    :data:`QUICK_CHECK_SAY_BYTES` or more."""
+def _db_bytes(path: Path) -> int:
+    """The bytes of the SQLite database at ``path`` with its WAL (0 where there is none)."""
     size = 0
     for f in (path, path.with_name(path.name + "-wal")):
         with contextlib.suppress(OSError):
             size += f.stat().st_size
+    return size
+
+
+def _quick_check(meta: MetaDB, path: Path) -> list[str]:
+    """``meta.quick_check()``, said and timed in the log when the database (with its WAL) holds
+    :data:`QUICK_CHECK_SAY_BYTES` or more."""
+    size = _db_bytes(path)
     if size < QUICK_CHECK_SAY_BYTES:
         return meta.quick_check()
     log.info(
@@ -284,15 +305,78 @@ def _quick_check(meta: MetaDB, path: Path) -> list[str]:
     return problems
 
 
+def boot_id() -> str | None:
+    """The id Linux draws at every boot of this machine, or None where it cannot be read (not
+    Linux): then every open with ``verify_meta=None`` runs the check."""
+    try:
+        return BOOT_ID_PATH.read_text(encoding="ascii").strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _checked_record(path: Path) -> dict[str, Any] | None:
+    """What the manifest records once ``path`` passes a ``quick_check``: this boot and the
+    file (device, inode); None where the boot cannot be told."""
+    boot = boot_id()
+    if boot is None:
+        return None
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return {"boot_id": boot, "dev": int(info.st_dev), "ino": int(info.st_ino)}
+
+
+def meta_check_due(settings: StoreSettings, manifest: Mapping[str, Any], path: Path) -> bool:
+    """Whether an open runs SQLite's ``quick_check`` on the metadata database at ``path``:
+    always with ``verify_meta=True``, never with False; with None (the default), unless the
+    manifest records that this same file passed one since the machine last started.
+
+    Why a restart in the same boot may skip it: SQLite in WAL mode survives the death of a
+    process at any point (SIGKILL included) with its pages whole, since every write the process
+    made is the kernel's once made; what the check exists to find is damage from outside a
+    process's death: a crash of the machine or a power loss with a disk that lied about its
+    flushes, or a file replaced while the store was closed. A reboot changes the boot id and a
+    restored or rebuilt file its inode, so both are checked again. A file overwritten in place
+    in the same boot (``cp`` over it) is not: open it with ``verify_meta=True`` after that."""
+    if settings.verify_meta is not None:
+        return settings.verify_meta
+    now = _checked_record(path)
+    return now is None or manifest.get(META_CHECKED) != now
+
+
+def _record_check(st: StoreState, d: DataDir, path: Path) -> None:
+    """Record in the manifest that ``path`` passed a ``quick_check`` in this boot (a manifest
+    that cannot be written now only means the next open checks again)."""
+    now = _checked_record(path)
+    if now is None or st.manifest.get(META_CHECKED) == now:
+        return
+    st.manifest = {**st.manifest, META_CHECKED: now}
+    if d.manifest_path.exists():  # (a new store's is written once its log is made)
+        try:
+            d.write_manifest(st.manifest)
+        except OSError as exc:
+            log.warning("%s: could not record the passing quick_check (%s)", path, exc)
+
+
 def _open_meta(st: StoreState, d: DataDir, repair: bool) -> MetaDB:
-    """Open SQLite and (``verify_meta``) run ``PRAGMA quick_check``. A damaged database is
-    refused, naming it; with ``repair`` it is rebuilt from every row it can still read (the
-    damaged file is kept beside it) and every live log is re-applied on top."""
+    """Open SQLite and (:func:`meta_check_due`) run ``PRAGMA quick_check``. A damaged database
+    is refused, naming it; with ``repair`` it is rebuilt from every row it can still read (the
+    damaged file is kept beside it) and every live log is re-applied on top. A passing check
+    is recorded in the manifest with this boot's id."""
     path = d.meta_path
     meta: MetaDB | None = None
+    due = meta_check_due(st.settings, st.manifest, path)
+    if not due and st.settings.verify_meta is None and _db_bytes(path) >= QUICK_CHECK_SAY_BYTES:
+        log.info(
+            "%s: quick_check skipped: this file passed one since the machine started (a "
+            "restart after a process's crash leaves SQLite's pages whole); verify_meta=True "
+            "(neardup serve --verify-meta) runs it anyway",
+            path,
+        )
     try:
         meta = MetaDB(path)
-        problems = _quick_check(meta, path) if st.settings.verify_meta else []
+        problems = _quick_check(meta, path) if due else []
     except sqlite3.DatabaseError as exc:
         if meta is not None:
             meta.close()
@@ -301,6 +385,8 @@ def _open_meta(st: StoreState, d: DataDir, repair: bool) -> MetaDB:
             raise sqlite_error(exc, path, "open") from exc
     if not problems:
         assert meta is not None
+        if due:
+            _record_check(st, d, path)
         return meta
     if not repair:
         assert meta is not None

@@ -117,11 +117,15 @@ class StoreSettings:
     repair : bool, default=False
         Open a store whose log is damaged in the middle by cutting it at the damage (rows
         SQLite holds are kept), and rebuild a damaged SQLite database from what it can read.
-    verify_meta : bool, default=True
+    verify_meta : bool or None, default=None
         Run SQLite's ``PRAGMA quick_check`` on open (a damaged database is refused, naming it,
         unless ``repair``). It reads every page of the metadata database: seconds at 10 M
         documents, but minutes once the database outgrows the page cache (a 50 M window's,
-        23 GB, was read at ~32 MB/s). Off, the open reads none of it, and a damaged page is
+        23 GB, was read at ~32 MB/s). None: unless this same file passed one since the machine
+        started (the manifest records the boot's id and the file's inode), so a restart after
+        a crash of the process skips it and one after a reboot, or with a restored file, runs
+        it (:func:`neardup.store.recovery.meta_check_due` says why that is safe). True: on
+        every open (after overwriting the file in place). False: never; a damaged page is
         met by the reads that reach it (rows keep their own checksums; ``neardup store
         verify`` checks the whole database offline).
 
@@ -142,16 +146,17 @@ class StoreSettings:
     )
     table_block_bytes: int | None = None
     repair: bool = field(default=False, metadata=_flag("--repair"))
-    verify_meta: bool = field(default=True, metadata=_flag("--verify-meta/--no-verify-meta"))
+    verify_meta: bool | None = field(default=None, metadata=_flag("--verify-meta/--no-verify-meta"))
 
     def __post_init__(self) -> None:
         name = option_name(StoreSettings, "retention")
         object.__setattr__(self, "retention", parse_duration(self.retention, name=name))
         for flag in ("allow_retention_change", "repair", "verify_meta"):
-            if not isinstance(getattr(self, flag), bool):
+            value = getattr(self, flag)
+            if not isinstance(value, bool) and not (flag == "verify_meta" and value is None):
+                allowed = "True, False or None" if flag == "verify_meta" else "True or False"
                 raise ConfigError(
-                    f"{option_name(StoreSettings, flag)} must be True or False, got "
-                    f"{getattr(self, flag)!r}"
+                    f"{option_name(StoreSettings, flag)} must be {allowed}, got {value!r}"
                 )
         width = self.partition_seconds
         if width is not None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from doubles import SimpleFingerprinter
+from doubles import SimpleFingerprinter, as_after_a_reboot
 
 from neardup.errors import (
     ConfigError,
@@ -472,6 +472,7 @@ def test_damaged_sqlite_is_refused_then_rebuilt_from_the_log(tmp_path: Path) -> 
     for f in ("meta.sqlite3-wal", "meta.sqlite3-shm"):
         (tmp_path / f).unlink(missing_ok=True)
     _corrupt_middle_page(tmp_path / "meta.sqlite3")
+    as_after_a_reboot(tmp_path)
     with pytest.raises(CorruptFileError, match=r"meta\.sqlite3") as exc:
         _dd(tmp_path)
     assert "repair=True" in str(exc.value)
@@ -487,6 +488,7 @@ def test_repaired_sqlite_keeps_every_readable_row_and_answers_cleanly(tmp_path: 
     with _dd(tmp_path) as d:
         d.add(_big_docs(1500))
     _corrupt_middle_page(tmp_path / "meta.sqlite3")
+    as_after_a_reboot(tmp_path)
     with pytest.raises(CorruptFileError):
         _dd(tmp_path)
     with _dd(tmp_path, repair=True) as d2:
@@ -558,8 +560,10 @@ def test_serve_no_verify_meta_opens_a_damaged_database_that_the_default_refuses(
     tmp_path: Path,
 ) -> None:
     """``neardup serve --no-verify-meta`` (StoreSettings.verify_meta=False) skips the open's
-    ``PRAGMA quick_check``, which reads the whole metadata database; the default refuses the
-    same damaged database before serving. Real server processes."""
+    ``PRAGMA quick_check``, which reads the whole metadata database. The default checks a
+    database that has not passed one since the machine started, and refuses the damaged one
+    before serving; ``--verify-meta`` checks on every open, in the same boot too. Real server
+    processes."""
     from neardup.errors import ServiceUnavailableError
     from neardup.service.testing import ServerProcess
 
@@ -567,13 +571,15 @@ def test_serve_no_verify_meta_opens_a_damaged_database_that_the_default_refuses(
     with Deduplicator.open(ns, candidates="simhash", verify=False) as d:
         d.add(_big_docs(1500))
     _corrupt_middle_page(ns / "meta.sqlite3")
-    refused = ServerProcess(tmp_path / "data", args=["--candidates", "simhash", "--no-verify"])
-    with pytest.raises(ServiceUnavailableError):
-        refused.start(timeout=60)
-    assert "meta.sqlite3" in refused.last_stderr and "--repair" in refused.last_stderr
-    srv = ServerProcess(
-        tmp_path / "data", args=["--candidates", "simhash", "--no-verify", "--no-verify-meta"]
-    )
+    args = ["--candidates", "simhash", "--no-verify"]
+    for extra, reboot in ((["--verify-meta"], False), ([], True)):
+        if reboot:
+            as_after_a_reboot(ns)
+        refused = ServerProcess(tmp_path / "data", args=args + extra)
+        with pytest.raises(ServiceUnavailableError):
+            refused.start(timeout=60)
+        assert "meta.sqlite3" in refused.last_stderr and "--repair" in refused.last_stderr
+    srv = ServerProcess(tmp_path / "data", args=[*args, "--no-verify-meta"])
     srv.start(timeout=60)
     try:
         import httpx
@@ -589,7 +595,8 @@ def test_a_large_databases_quick_check_is_said_and_timed(
 ) -> None:
     """An open whose ``quick_check`` reads a large metadata database says so first (how large,
     and how to skip it) and how long it took after: a server says nothing else for the minutes
-    it takes at 50 M. A small one, or an open without the check, says nothing."""
+    it takes at 50 M. A default open that skips it (passed in this boot) says that instead. A
+    small one, or an open without the check, says nothing."""
     import logging
 
     from neardup.store import recovery
@@ -597,18 +604,26 @@ def test_a_large_databases_quick_check_is_said_and_timed(
     ns = tmp_path / "ns"
     with _dd(ns) as d:
         d.add({"id": "a", "text": "alpha beta gamma delta"})
+
+    def said() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "quick_check" in r.getMessage()]
+
     with caplog.at_level(logging.INFO, logger="neardup.store"):
-        with _dd(ns):
-            pass
-        assert "quick_check" not in caplog.text
+        for flag in (None, True):
+            with _dd(ns, verify_meta=flag):
+                pass
+        assert not said()
         monkeypatch.setattr(recovery, "QUICK_CHECK_SAY_BYTES", 1)
+        with _dd(ns, verify_meta=True):
+            pass
+        assert len(said()) == 2, said()
+        assert "meta.sqlite3" in said()[0] and "GB" in said()[0]
+        assert "--no-verify-meta" in said()[0] and "done in" in said()[1]
+        caplog.clear()
         with _dd(ns):
             pass
-        said = [r.getMessage() for r in caplog.records if "quick_check" in r.getMessage()]
-        assert len(said) == 2, said
-        assert "meta.sqlite3" in said[0] and "GB" in said[0] and "--no-verify-meta" in said[0]
-        assert "done in" in said[1]
+        assert len(said()) == 1 and "skipped" in said()[0] and "--verify-meta" in said()[0]
         caplog.clear()
         with _dd(ns, verify_meta=False):
             pass
-        assert "quick_check" not in caplog.text
+        assert not said()

@@ -1,0 +1,173 @@
+"""When an open runs SQLite's ``quick_check`` of the metadata database
+(:func:`neardup.store.recovery.meta_check_due`): by default once per boot of the machine for a
+given file, so that a restart after a process's crash does not read a large database again,
+and always after a reboot, on a replaced file, or with ``verify_meta=True``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from doubles import SimpleFingerprinter, as_after_a_reboot
+
+from neardup.errors import ConfigError, CorruptFileError
+from neardup.online.deduplicator import Deduplicator
+from neardup.store import StoreSettings, recovery
+from neardup.store.layout import read_json_file
+from neardup.store.meta import MetaDB
+
+pytestmark = pytest.mark.skipif(
+    recovery.boot_id() is None, reason="this system has no boot id (/proc/sys/kernel/random)"
+)
+
+
+def _open(path: Path, **kw: object) -> Deduplicator:
+    return Deduplicator.open(path, verify=False, fingerprinter=SimpleFingerprinter(), **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def checks(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The databases each ``quick_check`` ran on, in order."""
+    ran: list[Path] = []
+    real = MetaDB.quick_check
+
+    def counted(self: MetaDB) -> list[str]:
+        ran.append(Path(self.path))
+        return real(self)
+
+    monkeypatch.setattr(MetaDB, "quick_check", counted)
+    return ran
+
+
+def _record(store: Path) -> dict[str, object]:
+    return read_json_file(store / "MANIFEST.json")[recovery.META_CHECKED]  # type: ignore[no-any-return]
+
+
+def _docs(n: int, prefix: str = "d") -> list[dict[str, str]]:
+    return [
+        {"id": f"{prefix}{i}", "text": f"alpha {prefix} {i} beta gamma {i * 7}"} for i in range(n)
+    ]
+
+
+def test_a_default_open_checks_once_a_boot_and_the_record_survives_flushes(
+    tmp_path: Path, checks: list[Path]
+) -> None:
+    with _open(tmp_path) as d:  # a new store: checked (empty) and recorded
+        d.add(_docs(50))
+        d.flush()
+        d.add(_docs(20, "e"))
+    assert len(checks) == 1
+    rec = _record(tmp_path)  # the flush's manifest kept it
+    info = os.stat(tmp_path / "meta.sqlite3")
+    assert rec == {"boot_id": recovery.boot_id(), "dev": info.st_dev, "ino": info.st_ino}
+    with _open(tmp_path) as d:  # the same boot, the same file: not again
+        assert len(d) == 70
+        d.compact()
+    assert len(checks) == 1
+    with _open(tmp_path, verify_meta=True) as d:  # asked for: every open
+        pass
+    with _open(tmp_path, verify_meta=False) as d:
+        assert len(d) == 70
+    assert len(checks) == 2
+
+
+def test_a_reboot_or_a_replaced_file_is_checked_again(tmp_path: Path, checks: list[Path]) -> None:
+    with _open(tmp_path) as d:
+        d.add(_docs(30))
+    as_after_a_reboot(tmp_path)
+    with _open(tmp_path):
+        pass
+    assert len(checks) == 2 and _record(tmp_path)["boot_id"] == recovery.boot_id()
+    # a file restored from a copy: another inode
+    db = tmp_path / "meta.sqlite3"
+    shutil.copyfile(db, tmp_path / "restored")
+    os.replace(tmp_path / "restored", db)
+    with _open(tmp_path) as d:
+        assert len(d) == 30
+    assert len(checks) == 3 and _record(tmp_path)["ino"] == os.stat(db).st_ino
+
+
+def test_without_a_boot_id_every_default_open_checks(
+    tmp_path: Path, checks: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(recovery, "BOOT_ID_PATH", tmp_path / "no-such-file")
+    with _open(tmp_path / "s") as d:
+        d.add(_docs(5))
+    with _open(tmp_path / "s"):
+        pass
+    assert len(checks) == 2
+    assert recovery.META_CHECKED not in read_json_file(tmp_path / "s" / "MANIFEST.json")
+
+
+def test_damage_in_the_same_boot_is_found_by_verify_meta(tmp_path: Path) -> None:
+    """What the default leaves out: a database damaged from outside while the store was closed,
+    with no reboot between, opens (its damaged rows fail their own checks when read);
+    ``verify_meta=True`` refuses it, naming it."""
+    with _open(tmp_path) as d:
+        d.add(
+            [
+                {"id": f"b{i}", "text": " ".join(f"w{i * 131 + j}" for j in range(120))}
+                for i in range(1500)
+            ]
+        )
+    db = tmp_path / "meta.sqlite3"
+    pages = db.stat().st_size // 4096
+    with open(db, "r+b") as f:
+        f.seek((pages // 2) * 4096 + 100)
+        f.write(os.urandom(2000))
+    with _open(tmp_path):
+        pass
+    with pytest.raises(CorruptFileError, match=r"meta\.sqlite3"):
+        _open(tmp_path, verify_meta=True)
+
+
+def test_verify_meta_takes_true_false_or_none() -> None:
+    assert StoreSettings().verify_meta is None
+    with pytest.raises(ConfigError, match="True, False or None"):
+        StoreSettings(verify_meta="yes")  # type: ignore[arg-type]
+
+
+def test_a_restart_after_sigkill_skips_the_check_and_keeps_every_acknowledged_row(
+    tmp_path: Path,
+) -> None:
+    """A real process adds rows (acknowledged), is killed mid-write, and the next default open
+    finds them all without a ``quick_check`` (the first open's record matches)."""
+    store = tmp_path / "s"
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parents[1])!r})
+        from doubles import SimpleFingerprinter
+        from neardup.online.deduplicator import Deduplicator
+        d = Deduplicator.open({str(store)!r}, verify=False, fingerprinter=SimpleFingerprinter())
+        i = 0
+        while True:
+            d.add({{"id": f"k{{i}}", "text": f"alpha {{i}} beta {{i * 3}} gamma"}})
+            print(i, flush=True)
+            i += 1
+        """
+    )
+    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None
+    acked = -1
+    for line in p.stdout:
+        acked = int(line)
+        if acked >= 300:
+            break
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=30)
+    ran: list[int] = []
+    real = MetaDB.quick_check
+    try:
+        MetaDB.quick_check = lambda self: ran.append(1) or real(self)  # type: ignore[method-assign,func-returns-value]
+        with _open(store) as d:
+            assert all(d.get(f"k{i}") for i in range(acked + 1))
+    finally:
+        MetaDB.quick_check = real  # type: ignore[method-assign]
+    assert ran == []

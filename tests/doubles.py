@@ -219,9 +219,9 @@ def mapped_kib(path: str | os.PathLike[str]) -> int:
 
 def as_after_a_reboot(store: str | os.PathLike[str]) -> None:
     """Leave a store's directory as if the machine had restarted since its metadata database
-    last passed SQLite's ``quick_check`` (the manifest's record names another boot), so that
-    the next default open checks it again (``neardup.store.recovery.meta_check_due``): what a
-    test that damages the database from outside models."""
+    last passed SQLite's ``quick_check`` and its segments their checksums (the manifest's
+    records name another boot), so that the next default open checks them again
+    (``neardup.store.boot``): what a test that damages the database from outside models."""
     from neardup.store.layout import read_json_file, write_json_file
     from neardup.store.recovery import META_CHECKED
 
@@ -229,4 +229,7 @@ def as_after_a_reboot(store: str | os.PathLike[str]) -> None:
     body = read_json_file(path)
     assert META_CHECKED in body, f"{path}: no passing quick_check recorded"
     body[META_CHECKED] = {**body[META_CHECKED], "boot_id": "another-boot"}
+    for entry in body["segments"]:  # and its segments' checks
+        if "checked" in entry:
+            entry["checked"] = {**entry["checked"], "boot_id": "another-boot"}
     write_json_file(path, body)

@@ -19,12 +19,19 @@ import numpy.typing as npt
 from ..errors import ConfigError, CorruptFileError, FormatError, StorageError
 from ..index.bands import BandSection, MergedSection, section_from_rows, sections_for_rows
 from ..index.scan import BruteIndex
+from .boot import boot_id, file_stamp, same_boot_record
 from .memindex import build_index, compress_pays, hamming_index_class
 from .segment import Segment, open_segment, write_segment
 from .sketches import SketchTable
 from .state import LiveSegment, StoreState
 
-__all__ = ["check_partitions", "discard", "load_segment", "new_segment", "write_segments"]
+__all__ = [
+    "check_partitions",
+    "discard",
+    "load_segment",
+    "new_segment",
+    "write_segments",
+]
 
 log = logging.getLogger("neardup.store")
 
@@ -42,26 +49,70 @@ def load_segment(st: StoreState, entry: dict[str, Any]) -> LiveSegment:
             f"{path}: segment named by the manifest is missing; restore it, or remove its entry "
             "from MANIFEST.json to drop its rows"
         )
-    seg = open_segment(path)
+    checked = _checked_in_this_boot(st, entry, path)
+    seg = open_segment(path, verify="segment" not in checked)
     if seg.checksum != int(entry["xxh64"]) or len(seg) != int(entry["count"]):
         seg.close()
         raise CorruptFileError(
             f"{path}: segment does not match its manifest entry (checksum or row count)"
         )
     mark = entry.get("expired_before")
-    return LiveSegment(
+    live = LiveSegment(
         entry,
         seg,
-        segment_index(st, seg, entry),
+        segment_index(st, seg, entry, trusted="index" in checked),
         expired_before=-math.inf if mark is None else float(mark),
     )
+    _record_checked(live)
+    return live
 
 
-def segment_index(st: StoreState, seg: Segment, entry: dict[str, Any]) -> Any:
+def _checked_in_this_boot(st: StoreState, entry: dict[str, Any], path: Path) -> set[str]:
+    """Which of a segment's files (``"segment"``, ``"index"``) passed their checks in this boot
+    and have not changed since (the entry's ``checked`` record, :func:`_record_checked`): their
+    checksums and row bounds need not be read again (:mod:`.boot`). None with
+    ``verify_meta=True``, which checks everything on every open."""
+    if st.settings.verify_meta:
+        return set()
+    rec = entry.get("checked")
+    if rec is None or not same_boot_record(rec, boot_id()):
+        return set()
+    out: set[str] = set()
+    if rec.get("segment") == file_stamp(path):
+        out.add("segment")
+        side = _side(path)
+        if rec.get("index") is not None and rec["index"] == file_stamp(side):
+            out.add("index")
+    return out
+
+
+def _record_checked(live: LiveSegment) -> None:
+    """Record in a segment's manifest entry that its file and (when its index was loaded from
+    it or saved to it) its ``.hidx`` passed their checks in this boot, as they are now
+    (:func:`_checked_in_this_boot`); the manifest's next write keeps it."""
+    path = live.segment.path
+    boot = boot_id()
+    stamp = file_stamp(path)
+    if boot is None or stamp is None:
+        live.entry.pop("checked", None)
+        return
+    side = None if isinstance(live.index, BruteIndex) else file_stamp(_side(path))
+    live.entry["checked"] = {"boot_id": boot, "segment": stamp, "index": side}
+
+
+def _side(path: Path) -> Path:
+    """The segment's saved search index."""
+    return path.with_name(path.name + ".hidx")
+
+
+def segment_index(
+    st: StoreState, seg: Segment, entry: dict[str, Any], *, trusted: bool = False
+) -> Any:
     """The segment's search index: its saved ``.hidx`` when it fits the store's settings, else
-    built (and saved); brute force when no index can be built."""
+    built (and saved); brute force when no index can be built. ``trusted``: the ``.hidx``
+    passed its checks in this boot, unchanged since (its checksums are not read again)."""
     try:
-        return _fast_segment_index(st, seg, entry)
+        return _fast_segment_index(st, seg, entry, trusted)
     except Exception:  # a broken index must not take the store down: search exactly, slowly
         log.exception(
             "%s: building the segment's HammingIndex failed; using brute-force search", seg.path
@@ -69,7 +120,9 @@ def segment_index(st: StoreState, seg: Segment, entry: dict[str, Any]) -> Any:
         return BruteIndex(seg.fingerprints, seg.rowids)
 
 
-def _fast_segment_index(st: StoreState, seg: Segment, entry: dict[str, Any]) -> Any:
+def _fast_segment_index(
+    st: StoreState, seg: Segment, entry: dict[str, Any], trusted: bool = False
+) -> Any:
     cls = hamming_index_class()
     if cls is None or len(seg) < 256:
         return BruteIndex(seg.fingerprints, seg.rowids)
@@ -79,11 +132,11 @@ def _fast_segment_index(st: StoreState, seg: Segment, entry: dict[str, Any]) -> 
     compress = bool(settings.compress_tables)
     block = settings.table_block_bytes
     assert block is not None
-    side = seg.path.with_name(seg.path.name + ".hidx")
+    side = _side(seg.path)
     if side.exists() and int(entry.get("radius", -1)) >= st.radius:
         try:
             # mmap: a compressed index's blocks are decoded per probe, never whole
-            idx = cls.load(side, mmap=True)
+            idx = cls.load(side, mmap=True, verify=not trusted)
             if len(idx) != len(seg):
                 log.warning(
                     "%s: index holds %d rows, segment %d; rebuilding", side, len(idx), len(seg)
@@ -218,8 +271,10 @@ def new_segment(
     }
     if last_partition is not None and last_partition != partition:
         entry["last_partition"] = last_partition
-    seg = open_segment(path)
-    return LiveSegment(entry, seg, segment_index(st, seg, entry))
+    seg = open_segment(path, verify=False)  # write_segment has just read it back and checked it
+    live = LiveSegment(entry, seg, segment_index(st, seg, entry))
+    _record_checked(live)
+    return live
 
 
 def discard(s: LiveSegment) -> None:

@@ -16,8 +16,8 @@ it created (:func:`abandon_open`).
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
-import os
 import re
 import sqlite3
 import time
@@ -31,6 +31,7 @@ import numpy.typing as npt
 from .._durable import fsync_dir
 from ..errors import CorruptFileError, NeardupError, UnsupportedVersionError
 from .applier import MetaApplier, add_bands
+from .boot import boot_id, file_stamp
 from .layout import DataDir, read_json_file, write_json_file
 from .meta import MetaDB, sqlite_error
 from .partitions import check_partitions, load_segment
@@ -51,7 +52,6 @@ __all__ = [
     "META_CHECKED",
     "CheckConfig",
     "abandon_open",
-    "boot_id",
     "meta_check_due",
     "open_directory",
     "read_config",
@@ -67,8 +67,6 @@ CheckConfig = Callable[[dict[str, Any] | None], dict[str, Any]]
 #: timed after it: the check reads all of it, minutes for a 50 M window's (docs/service.md,
 #: the ``--verify-meta`` option), and a server says nothing else meanwhile
 QUICK_CHECK_SAY_BYTES = 1 << 30
-#: where Linux keeps the random id it draws at every boot (:func:`boot_id`)
-BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
 #: the manifest's record of the last passing ``quick_check``: this boot's id and the
 #: database file's device and inode (:func:`meta_check_due`)
 META_CHECKED = "meta_checked"
@@ -206,6 +204,8 @@ def _open(st: StoreState, check_config: CheckConfig | None) -> None:
             "next_seq": 0,
         }
     st.manifest = manifest
+    # what the open records in it (checks passed in this boot) is written once, below
+    loaded = copy.deepcopy(manifest)
     st.next_rowid = int(manifest["next_rowid"])
     st.next_seq = int(manifest["next_seq"])
     gen = int(manifest["wal_generation"])
@@ -230,6 +230,12 @@ def _open(st: StoreState, check_config: CheckConfig | None) -> None:
     if body is not None:
         write_json_file(d.config_path, body)
     st.meta = _open_meta(st, d, repair)
+    if st.manifest != loaded and d.manifest_path.exists():
+        # (a new store's is written once its log is made)
+        try:
+            d.write_manifest(st.manifest)
+        except OSError as exc:  # only means that the next open checks again
+            log.warning("%s: could not record the checks this open passed (%s)", d.root, exc)
     st.live_gens = []
     restore = False
     replayed: list[npt.NDArray[np.int64]] = []
@@ -305,26 +311,14 @@ def _quick_check(meta: MetaDB, path: Path) -> list[str]:
     return problems
 
 
-def boot_id() -> str | None:
-    """The id Linux draws at every boot of this machine, or None where it cannot be read (not
-    Linux): then every open with ``verify_meta=None`` runs the check."""
-    try:
-        return BOOT_ID_PATH.read_text(encoding="ascii").strip() or None
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
 def _checked_record(path: Path) -> dict[str, Any] | None:
     """What the manifest records once ``path`` passes a ``quick_check``: this boot and the
     file (device, inode); None where the boot cannot be told."""
     boot = boot_id()
-    if boot is None:
+    stamp = file_stamp(path)
+    if boot is None or stamp is None:
         return None
-    try:
-        info = os.stat(path)
-    except OSError:
-        return None
-    return {"boot_id": boot, "dev": int(info.st_dev), "ino": int(info.st_ino)}
+    return {"boot_id": boot, "dev": stamp[0], "ino": stamp[1]}
 
 
 def meta_check_due(settings: StoreSettings, manifest: Mapping[str, Any], path: Path) -> bool:
@@ -332,31 +326,23 @@ def meta_check_due(settings: StoreSettings, manifest: Mapping[str, Any], path: P
     always with ``verify_meta=True``, never with False; with None (the default), unless the
     manifest records that this same file passed one since the machine last started.
 
-    Why a restart in the same boot may skip it: SQLite in WAL mode survives the death of a
-    process at any point (SIGKILL included) with its pages whole, since every write the process
-    made is the kernel's once made; what the check exists to find is damage from outside a
-    process's death: a crash of the machine or a power loss with a disk that lied about its
-    flushes, or a file replaced while the store was closed. A reboot changes the boot id and a
-    restored or rebuilt file its inode, so both are checked again. A file overwritten in place
-    in the same boot (``cp`` over it) is not: open it with ``verify_meta=True`` after that."""
+    Why a restart in the same boot may skip it: :mod:`.boot`. A reboot changes the boot id and
+    a restored or rebuilt file its inode, so both are checked again. The database changes
+    with every write, so its size and time cannot be part of the record: a file overwritten in
+    place in the same boot (``cp`` over it) is not checked again; open it with
+    ``verify_meta=True`` after that."""
     if settings.verify_meta is not None:
         return settings.verify_meta
     now = _checked_record(path)
     return now is None or manifest.get(META_CHECKED) != now
 
 
-def _record_check(st: StoreState, d: DataDir, path: Path) -> None:
-    """Record in the manifest that ``path`` passed a ``quick_check`` in this boot (a manifest
-    that cannot be written now only means the next open checks again)."""
+def _record_check(st: StoreState, path: Path) -> None:
+    """Record in the manifest (in memory: :func:`_open` writes it) that ``path`` passed a
+    ``quick_check`` in this boot."""
     now = _checked_record(path)
-    if now is None or st.manifest.get(META_CHECKED) == now:
-        return
-    st.manifest = {**st.manifest, META_CHECKED: now}
-    if d.manifest_path.exists():  # (a new store's is written once its log is made)
-        try:
-            d.write_manifest(st.manifest)
-        except OSError as exc:
-            log.warning("%s: could not record the passing quick_check (%s)", path, exc)
+    if now is not None:
+        st.manifest[META_CHECKED] = now
 
 
 def _open_meta(st: StoreState, d: DataDir, repair: bool) -> MetaDB:
@@ -386,7 +372,7 @@ def _open_meta(st: StoreState, d: DataDir, repair: bool) -> MetaDB:
     if not problems:
         assert meta is not None
         if due:
-            _record_check(st, d, path)
+            _record_check(st, path)
         return meta
     if not repair:
         assert meta is not None

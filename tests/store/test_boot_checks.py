@@ -1,7 +1,8 @@
-"""When an open runs SQLite's ``quick_check`` of the metadata database
-(:func:`neardup.store.recovery.meta_check_due`): by default once per boot of the machine for a
-given file, so that a restart after a process's crash does not read a large database again,
-and always after a reboot, on a replaced file, or with ``verify_meta=True``."""
+"""What an open checks once a boot (:mod:`neardup.store.boot`): SQLite's ``quick_check`` of
+the metadata database (:func:`neardup.store.recovery.meta_check_due`) and the segments' and
+their indexes' checksums, by default once per boot of the machine for a given file, so that a
+restart after a process's crash does not read a large store again; always after a reboot, on
+a replaced or rewritten file, or with ``verify_meta=True``."""
 
 from __future__ import annotations
 
@@ -18,12 +19,12 @@ from doubles import SimpleFingerprinter, as_after_a_reboot
 
 from neardup.errors import ConfigError, CorruptFileError
 from neardup.online.deduplicator import Deduplicator
-from neardup.store import StoreSettings, recovery
+from neardup.store import StoreSettings, boot, recovery
 from neardup.store.layout import read_json_file
 from neardup.store.meta import MetaDB
 
 pytestmark = pytest.mark.skipif(
-    recovery.boot_id() is None, reason="this system has no boot id (/proc/sys/kernel/random)"
+    boot.boot_id() is None, reason="this system has no boot id (/proc/sys/kernel/random)"
 )
 
 
@@ -65,7 +66,7 @@ def test_a_default_open_checks_once_a_boot_and_the_record_survives_flushes(
     assert len(checks) == 1
     rec = _record(tmp_path)  # the flush's manifest kept it
     info = os.stat(tmp_path / "meta.sqlite3")
-    assert rec == {"boot_id": recovery.boot_id(), "dev": info.st_dev, "ino": info.st_ino}
+    assert rec == {"boot_id": boot.boot_id(), "dev": info.st_dev, "ino": info.st_ino}
     with _open(tmp_path) as d:  # the same boot, the same file: not again
         assert len(d) == 70
         d.compact()
@@ -83,7 +84,7 @@ def test_a_reboot_or_a_replaced_file_is_checked_again(tmp_path: Path, checks: li
     as_after_a_reboot(tmp_path)
     with _open(tmp_path):
         pass
-    assert len(checks) == 2 and _record(tmp_path)["boot_id"] == recovery.boot_id()
+    assert len(checks) == 2 and _record(tmp_path)["boot_id"] == boot.boot_id()
     # a file restored from a copy: another inode
     db = tmp_path / "meta.sqlite3"
     shutil.copyfile(db, tmp_path / "restored")
@@ -96,7 +97,7 @@ def test_a_reboot_or_a_replaced_file_is_checked_again(tmp_path: Path, checks: li
 def test_without_a_boot_id_every_default_open_checks(
     tmp_path: Path, checks: list[Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(recovery, "BOOT_ID_PATH", tmp_path / "no-such-file")
+    monkeypatch.setattr(boot, "BOOT_ID_PATH", tmp_path / "no-such-file")
     with _open(tmp_path / "s") as d:
         d.add(_docs(5))
     with _open(tmp_path / "s"):
@@ -171,3 +172,73 @@ def test_a_restart_after_sigkill_skips_the_check_and_keeps_every_acknowledged_ro
     finally:
         MetaDB.quick_check = real  # type: ignore[method-assign]
     assert ran == []
+
+
+@pytest.fixture
+def segment_checks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
+    """(file name, verified) of every segment and ``.hidx`` an open reads, in order."""
+    from neardup.index import HammingIndex
+    from neardup.store import partitions
+
+    seen: list[tuple[str, bool]] = []
+    real_open = partitions.open_segment
+    real_load = HammingIndex.load.__func__  # type: ignore[attr-defined]
+
+    def open_segment(path: Path, *, verify: bool = True) -> object:
+        seen.append((Path(path).name, verify))
+        return real_open(path, verify=verify)
+
+    def load(cls: type, path: Path, mmap: bool = False, *, verify: bool = True) -> object:
+        seen.append((Path(path).name, verify))
+        return real_load(cls, path, mmap, verify=verify)
+
+    monkeypatch.setattr(partitions, "open_segment", open_segment)
+    monkeypatch.setattr(HammingIndex, "load", classmethod(load))
+    return seen
+
+
+def _segment_store(path: Path) -> None:
+    with _open(path) as d:
+        d.add(_docs(600))
+        d.flush()
+        d.add(_docs(400, "e"))
+        d.flush()
+
+
+def test_segments_are_checked_once_a_boot(
+    tmp_path: Path, segment_checks: list[tuple[str, bool]]
+) -> None:
+    _segment_store(tmp_path)
+    segment_checks.clear()  # the flushes' own: written, read back and checked
+    entries = read_json_file(tmp_path / "MANIFEST.json")["segments"]
+    assert len(entries) == 2
+    assert all(e["checked"]["boot_id"] == boot.boot_id() for e in entries)
+    assert all(e["checked"]["index"] is not None for e in entries)
+    with _open(tmp_path) as d:  # the same boot, the same files: trusted
+        assert len(d) == 1000 and d.check({"id": "q", "text": _docs(600)[5]["text"]}).duplicate
+    names = sorted({n for n, _ in segment_checks})
+    assert len(names) == 4 and not any(v for _, v in segment_checks), segment_checks
+    for settings, verified in (({"verify_meta": True}, True), ({}, False)):
+        segment_checks.clear()
+        with _open(tmp_path, **settings):
+            pass
+        assert {v for _, v in segment_checks} == {verified}
+    as_after_a_reboot(tmp_path)
+    segment_checks.clear()
+    with _open(tmp_path):
+        pass
+    assert len(segment_checks) == 4 and all(v for _, v in segment_checks)
+
+
+def test_a_segment_rewritten_in_place_is_checked_and_refused(tmp_path: Path) -> None:
+    """A segment changed while the store was closed, in the same boot: its time changed, so
+    its record no longer stands and the body's checksum finds the damage."""
+    _segment_store(tmp_path)
+    seg = sorted(tmp_path.glob("seg-*.nds"))[0]
+    with open(seg, "r+b") as f:
+        f.seek(200)
+        b = f.read(1)
+        f.seek(200)
+        f.write(bytes([b[0] ^ 0xFF]))
+    with pytest.raises(CorruptFileError, match=seg.name):
+        _open(tmp_path)

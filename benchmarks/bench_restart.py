@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""How long ``neardup serve`` takes to answer again after a SIGKILL, on an existing store.
+
+Issue 36's restart figure, on its own (``bench_window.py`` measures it once inside a whole
+window run). For each ``--tree`` (a neardup checkout; default this one), alternating, every
+round: start ``neardup serve --data DATA`` on the server's own defaults, add ``--adds``
+documents with ``check-and-insert`` (acknowledged: they are in the log only, not yet in a
+segment), SIGKILL the server, start it again and time the seconds from the spawn to the first
+answered ``POST /v1/check`` (the store's open, the log's replay, the warm-up, the server's
+start), then check that every added document is found; the server is killed again at the end
+of the round (a graceful stop would flush and change the store the next round opens). The
+store keeps the documents added (under ids of this run).
+
+    python benchmarks/bench_restart.py DATA
+    python benchmarks/bench_restart.py DATA --tree ../before --tree . --rounds 3
+
+``DATA`` is a server's ``--data`` directory (``namespaces/default`` inside), e.g. the
+``server/`` directory ``bench_window.py --keep`` leaves. Prints a table (medians) and writes
+``benchmarks/results/bench_restart.json`` (with the machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def _server(data: Path, tree: Path) -> Any:
+    from neardup.service.testing import ServerProcess
+
+    path = os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)
+    # PYTHONSAFEPATH: ``python -m`` would put the working directory first on the path, and
+    # with it that checkout's neardup whatever the tree
+    env = {"PYTHONPATH": path, "PYTHONSAFEPATH": "1"}
+    return ServerProcess(data, args=["--max-batch", "10000"], env=env)
+
+
+def _texts(tag: str, n: int) -> list[dict[str, str]]:
+    # distinct made-up posts: none of them a near duplicate of another or of the window
+    def text(i: int) -> str:
+        words = (f"w{(i * 7919 + j * 104729) % 999983}{tag[:4]}" for j in range(24))
+        return f"restart probe {tag} {i} " + " ".join(words)
+
+    return [{"id": f"restart-{tag}-{i}", "text": text(i)} for i in range(n)]
+
+
+def _round(data: Path, tree: Path, adds: int) -> dict[str, Any]:
+    import httpx
+    from bench_service import first_answer
+
+    srv = _server(data, tree)
+    r: dict[str, Any] = {"tree": str(tree)}
+    r["start_s"] = srv.start(timeout=3600) + first_answer(srv.url, 3600)
+    stats = httpx.get(f"{srv.url}/v1/ns/default", timeout=60).json()
+    r["documents"] = int(stats["documents"])
+    tag = uuid.uuid4().hex[:8]
+    docs = _texts(tag, adds)
+    added = 0
+    for a in range(0, adds, 1000):
+        res = httpx.post(f"{srv.url}/v1/check-and-insert", json={"documents": docs[a : a + 1000]}, timeout=600)  # fmt: skip
+        res.raise_for_status()
+        added += sum(1 for x in res.json()["results"] if x.get("added"))
+    r["added"] = added
+    srv.kill()
+    t0 = time.perf_counter()
+    srv.start(timeout=3600, wait=False)
+    r["restart_s"] = first_answer(srv.url, 3600)
+    r["restart_total_s"] = time.perf_counter() - t0
+    found = 0
+    for a in range(0, adds, 1000):
+        res = httpx.post(f"{srv.url}/v1/check", json={"documents": docs[a : a + 1000]}, timeout=600)  # fmt: skip
+        res.raise_for_status()
+        found += sum(1 for x in res.json()["results"] if x.get("duplicate"))
+    r["found_after"] = found
+    srv.kill()
+    return r
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench_dedup import machine, write_results
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("data", type=Path, help="a server's --data directory (namespaces/ inside)")
+    ap.add_argument("--tree", type=Path, action="append", help="a neardup checkout (default: this one)")  # fmt: skip
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--adds", type=int, default=2000, help="documents added before each kill (default 2000)")  # fmt: skip
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_restart.json")  # fmt: skip
+    args = ap.parse_args(argv)
+    if not (args.data / "namespaces").is_dir():
+        ap.error(f"no server data directory at {args.data} (no namespaces/ inside)")
+    if args.rounds < 1 or args.adds < 1:
+        ap.error("--rounds and --adds must be at least 1")
+    trees = [t.resolve() for t in (args.tree or [ROOT])]
+    runs: dict[str, list[dict[str, Any]]] = {str(t): [] for t in trees}
+    for k in range(args.rounds):
+        for t in trees:
+            r = _round(args.data, t, args.adds)
+            runs[str(t)].append(r)
+            print(f"  round {k + 1}, {t}: start {r['start_s']:.1f} s, restart {r['restart_s']:.1f} s, found {r['found_after']}/{r['added']}", file=sys.stderr)  # fmt: skip
+            if r["found_after"] != r["added"]:
+                raise SystemExit(f"{t}: {r['added'] - r['found_after']} acknowledged documents not found after the restart")  # fmt: skip
+    print(f"{'tree':<40} {'start s':>8} {'restart after SIGKILL s':>24} {'found after':>12}")
+    rows = []
+    for t, rs in runs.items():
+        med = {k: round(statistics.median(r[k] for r in rs), 2) for k in ("start_s", "restart_s")}
+        rows.append({"tree": t, "median": med, "runs": rs})
+        found = f"{sum(r['found_after'] for r in rs)}/{sum(r['added'] for r in rs)}"
+        print(f"{t[-40:]:<40} {med['start_s']:>8.1f} {med['restart_s']:>24.1f} {found:>12}")
+    out = {
+        "benchmark": "restart",
+        "command": "python benchmarks/bench_restart.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "data": str(args.data),
+        "rounds": args.rounds,
+        "adds": args.adds,
+        "rows": rows,
+        "machine": machine(load_average=True),
+    }
+    write_results(args.out, out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -39,10 +39,8 @@ def _server(data: Path, tree: Path) -> Any:
     from neardup.service.testing import ServerProcess
 
     path = os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)
-    # PYTHONSAFEPATH: ``python -m`` would put the working directory first on the path, and
-    # with it that checkout's neardup whatever the tree
-    env = {"PYTHONPATH": path, "PYTHONSAFEPATH": "1"}
-    return ServerProcess(data, args=["--max-batch", "10000"], env=env)
+    # (given a PYTHONPATH, the server runs that tree's neardup whatever the working directory)
+    return ServerProcess(data, args=["--max-batch", "10000"], env={"PYTHONPATH": path})
 
 
 def _texts(tag: str, n: int) -> list[dict[str, str]]:

@@ -161,9 +161,13 @@ class ServerProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
-        """The command line that starts the server."""
+        """The command line that starts the server. Given a ``PYTHONPATH`` in ``env`` (a
+        source tree to run), with ``-P``: ``python -m`` puts the working directory first on the
+        module path, so a checkout there would be run instead (a benchmark comparing two trees
+        from one of them ran that one twice)."""
+        safe = ["-P"] if self.env.get("PYTHONPATH") else []
         return [
-            sys.executable, "-m", "neardup", "serve", "--data", str(self.data_dir),
+            sys.executable, *safe, "-m", "neardup", "serve", "--data", str(self.data_dir),
             "--port", str(self.port), "--log-level", "warning", *self.args, *self._auth_args(),
         ]  # fmt: skip
 

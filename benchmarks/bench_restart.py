@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 import uuid
@@ -86,10 +85,11 @@ def _round(data: Path, tree: Path, adds: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     from bench_dedup import machine, write_results
+    from trees import TREE_HELP, alternate, checkouts, commit_of, medians
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("data", type=Path, help="a server's --data directory (namespaces/ inside)")
-    ap.add_argument("--tree", type=Path, action="append", help="a neardup checkout (default: this one)")  # fmt: skip
+    ap.add_argument("--tree", type=Path, action="append", help=TREE_HELP)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--adds", type=int, default=2000, help="documents added before each kill (default 2000)")  # fmt: skip
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_restart.json")  # fmt: skip
@@ -98,20 +98,19 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"no server data directory at {args.data} (no namespaces/ inside)")
     if args.rounds < 1 or args.adds < 1:
         ap.error("--rounds and --adds must be at least 1")
-    trees = [t.resolve() for t in (args.tree or [ROOT])]
-    runs: dict[str, list[dict[str, Any]]] = {str(t): [] for t in trees}
-    for k in range(args.rounds):
-        for t in trees:
-            r = _round(args.data, t, args.adds)
-            runs[str(t)].append(r)
-            print(f"  round {k + 1}, {t}: start {r['start_s']:.1f} s, restart {r['restart_s']:.1f} s, found {r['found_after']}/{r['added']}", file=sys.stderr)  # fmt: skip
-            if r["found_after"] != r["added"]:
-                raise SystemExit(f"{t}: {r['added'] - r['found_after']} acknowledged documents not found after the restart")  # fmt: skip
+    trees = checkouts(args.tree)
+
+    def say(tree: Path, k: int, r: dict[str, Any]) -> None:
+        print(f"  round {k + 1}, {tree}: start {r['start_s']:.1f} s, restart {r['restart_s']:.1f} s, found {r['found_after']}/{r['added']}", file=sys.stderr)  # fmt: skip
+        if r["found_after"] != r["added"]:
+            raise SystemExit(f"{tree}: {r['added'] - r['found_after']} acknowledged documents not found after the restart")  # fmt: skip
+
+    runs = alternate(trees, args.rounds, lambda t, _r: _round(args.data, t, args.adds), say=say)
     print(f"{'tree':<40} {'start s':>8} {'restart after SIGKILL s':>24} {'found after':>12}")
     rows = []
     for t, rs in runs.items():
-        med = {k: round(statistics.median(r[k] for r in rs), 2) for k in ("start_s", "restart_s")}
-        rows.append({"tree": t, "median": med, "runs": rs})
+        med = {k: round(v, 2) for k, v in medians(rs, ("start_s", "restart_s")).items()}
+        rows.append({"tree": t, "commit": commit_of(t), "median": med, "runs": rs})
         found = f"{sum(r['found_after'] for r in rs)}/{sum(r['added'] for r in rs)}"
         print(f"{t[-40:]:<40} {med['start_s']:>8.1f} {med['restart_s']:>24.1f} {found:>12}")
     out = {

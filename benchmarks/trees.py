@@ -13,7 +13,8 @@ A benchmark whose child process imports neardup from the checkout runs it with
 (``bench_request_parts.py``, ``bench_heavy_buckets.py``, ``bench_write_stall.py``).
 
 Used by ``bench_compile.py``, ``bench_check.py``, ``bench_dense_cluster.py``,
-``bench_request_parts.py``, ``bench_heavy_buckets.py`` and ``bench_write_stall.py``; tested in
+``bench_request_parts.py``, ``bench_heavy_buckets.py``, ``bench_write_stall.py`` and
+``bench_restart.py``; tested in
 ``tests/test_bench_trees.py``.
 """
 

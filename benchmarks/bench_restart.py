@@ -7,9 +7,9 @@ round: start ``neardup serve --data DATA`` on the server's own defaults, add ``-
 documents with ``check-and-insert`` (acknowledged: they are in the log only, not yet in a
 segment), SIGKILL the server, start it again and time the seconds from the spawn to the first
 answered ``POST /v1/check`` (the store's open, the log's replay, the warm-up, the server's
-start), then check that every added document is found; the server is killed again at the end
-of the round (a graceful stop would flush and change the store the next round opens). The
-store keeps the documents added (under ids of this run).
+start) and read its resident set then; then check that every added document is found. The
+server is killed again at the end of the round (a graceful stop would flush and change the
+store the next round opens). The store keeps the documents added (under ids of this run).
 
     python benchmarks/bench_restart.py DATA
     python benchmarks/bench_restart.py DATA --tree ../before --tree . --rounds 3
@@ -73,6 +73,8 @@ def _round(data: Path, tree: Path, adds: int) -> dict[str, Any]:
     srv.start(timeout=3600, wait=False)
     r["restart_s"] = first_answer(srv.url, 3600)
     r["restart_total_s"] = time.perf_counter() - t0
+    # what the open left resident: a check of every file used to map all of it
+    r["rss_after_restart_mib"] = round(srv.rss_bytes() / 2**20, 1)
     found = 0
     for a in range(0, adds, 1000):
         res = httpx.post(f"{srv.url}/v1/check", json={"documents": docs[a : a + 1000]}, timeout=600)  # fmt: skip
@@ -106,13 +108,14 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{tree}: {r['added'] - r['found_after']} acknowledged documents not found after the restart")  # fmt: skip
 
     runs = alternate(trees, args.rounds, lambda t, _r: _round(args.data, t, args.adds), say=say)
-    print(f"{'tree':<40} {'start s':>8} {'restart after SIGKILL s':>24} {'found after':>12}")
+    print(f"{'tree':<40} {'start s':>8} {'restart after SIGKILL s':>24} {'RSS after MiB':>14} {'found after':>12}")  # fmt: skip
     rows = []
     for t, rs in runs.items():
-        med = {k: round(v, 2) for k, v in medians(rs, ("start_s", "restart_s")).items()}
+        keys = ("start_s", "restart_s", "rss_after_restart_mib")
+        med = {k: round(v, 2) for k, v in medians(rs, keys).items()}
         rows.append({"tree": t, "commit": commit_of(t), "median": med, "runs": rs})
         found = f"{sum(r['found_after'] for r in rs)}/{sum(r['added'] for r in rs)}"
-        print(f"{t[-40:]:<40} {med['start_s']:>8.1f} {med['restart_s']:>24.1f} {found:>12}")
+        print(f"{t[-40:]:<40} {med['start_s']:>8.1f} {med['restart_s']:>24.1f} {med['rss_after_restart_mib']:>14.0f} {found:>12}")  # fmt: skip
     out = {
         "benchmark": "restart",
         "command": "python benchmarks/bench_restart.py "

@@ -268,7 +268,8 @@ class Store:
         cached = st.sketch_group_cache
         if cached is not None and same_objects(cached[0], segments):
             return cached[1]
-        group = SegmentSketches([s.segment for s in segments], max(st.sketch_width, 1))
+        previous = cached[1] if cached is not None else None
+        group = SegmentSketches([s.segment for s in segments], max(st.sketch_width, 1), previous)
         st.sketch_group_cache = (list(segments), group)
         return group
 

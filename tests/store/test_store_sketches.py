@@ -233,6 +233,54 @@ def test_segment_sketch_lookup_equals_a_dict(rowids, parts, asked, seed) -> None
         assert got[k].tolist() == (want[r].tolist() if r in want else [7, 7, 7])
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 4), st.integers(0, 2**32 - 1))
+def test_segment_sketch_lookup_across_directory_blocks_equals_a_dict(parts, seed) -> None:
+    """Segments of thousands of rows (many directory blocks), each row ids in runs with large
+    gaps between them (late rows of an old partition, a merge's): every stored row is found
+    whatever block it is in, rows in the gaps and past the ends are not; a group made again
+    with one segment less reuses the others' directories and answers the same."""
+    from neardup.store.sketches import DIRECTORY_STEP
+
+    rng = np.random.default_rng(seed)
+    segs, want = [], {}
+    start = 0
+    for _ in range(parts):
+        runs = []
+        for _ in range(int(rng.integers(1, 5))):
+            start += int(rng.integers(1, 50_000))
+            n = int(rng.integers(1, 3 * DIRECTORY_STEP + 7))
+            runs.append(start + np.cumsum(rng.integers(1, 3, n)))
+            start = int(runs[-1][-1])
+        ids = np.concatenate(runs)
+        present = rng.random(len(ids)) < 0.9
+        sk = rng.integers(0, 256, (len(ids), 2), dtype=np.uint8)
+        segs.append(_Seg(ids, present, sk))
+        want.update({r: sk[k] for k, r in enumerate(ids.tolist()) if present[k]})
+    stored = np.concatenate([x.rowids for x in segs])
+    q = np.concatenate(
+        [stored, stored + 1, stored - 1, [0, start + 10], rng.integers(0, start, 500)]
+    )
+    group = SegmentSketches(segs, 2)
+    for g in (group, SegmentSketches(segs[1:], 2, group)):
+        held = {
+            r: v for r, v in want.items() if g is group or r not in set(segs[0].rowids.tolist())
+        }
+        got_p = np.zeros(len(q), np.bool_)
+        got = np.zeros((len(q), 2), np.uint8)
+        g.lookup(q, got_p, got)
+        assert got_p.tolist() == [int(r) in held for r in q]
+        assert all(
+            got[k].tolist() == held[int(r)].tolist() for k, r in enumerate(q) if int(r) in held
+        )
+    assert all(
+        a is b
+        for a, b in zip(
+            group.directories[1:], SegmentSketches(segs[1:], 2, group).directories, strict=True
+        )
+    )
+
+
 class _Seg:
     """What SegmentSketches reads of a segment."""
 

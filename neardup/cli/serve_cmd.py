@@ -127,10 +127,11 @@ def serve(
     verify_meta: bool | None = typer.Option(
         None,
         "--verify-meta/--no-verify-meta",
-        help="Run SQLite's quick_check of each namespace's metadata database on every open "
-        "(reads all of it: minutes once it outgrows the page cache); off: never (neardup "
-        "store verify checks it offline). Default: unless the file passed one since the "
-        "machine started, so a restart after a crash skips it and one after a reboot runs it.",
+        help="Run SQLite's quick_check of each namespace's metadata database, and read the "
+        "segments' checksums, on every open (all of it: minutes once it outgrows the page "
+        "cache); off: no quick_check (neardup store verify checks it offline). Default: "
+        "unless the files passed since the machine started, so a restart after a crash skips "
+        "them and one after a reboot runs them.",
     ),
     max_connections: int | None = typer.Option(
         None,

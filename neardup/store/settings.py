@@ -124,8 +124,10 @@ class StoreSettings:
         23 GB, was read at ~32 MB/s). None: unless this same file passed one since the machine
         started (the manifest records the boot's id and the file's inode), so a restart after
         a crash of the process skips it and one after a reboot, or with a restored file, runs
-        it (:func:`neardup.store.recovery.meta_check_due` says why that is safe). True: on
-        every open (after overwriting the file in place). False: never; a damaged page is
+        it (:func:`neardup.store.recovery.meta_check_due` says why that is safe). The
+        segments' and their indexes' checksums are read once a boot the same way
+        (:mod:`neardup.store.boot`). True: both on every open (after overwriting a file in
+        place). False: never the ``quick_check``; a damaged page is
         met by the reads that reach it (rows keep their own checksums; ``neardup store
         verify`` checks the whole database offline).
 

@@ -111,7 +111,11 @@ def _env() -> dict[str, str]:
 
 def _child(code: str, job: dict[str, Any]) -> dict[str, Any]:
     p = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(job)], capture_output=True, text=True, env=_env()
+        # -P: the working directory (perhaps another checkout) kept off the path, before ROOT
+        [sys.executable, "-P", "-c", code, json.dumps(job)],
+        capture_output=True,
+        text=True,
+        env=_env(),
     )
     if p.returncode != 0:
         raise SystemExit(f"the child failed ({p.returncode}):\n{p.stderr[-4000:]}")

@@ -49,7 +49,9 @@ def _cli_batch(day: Path, store: Path, out: Path, eng: dict[str, Any]) -> dict[s
     import neardup
 
     summary = out.with_suffix(".summary.json")
-    cmd = [sys.executable, "-m", "neardup", "dedup", str(day), "-o", str(out), "--save", str(store)]
+    # -P: the working directory (perhaps another checkout) kept off the path, before PYTHONPATH
+    cmd = [sys.executable, "-P", "-m", "neardup", "dedup", str(day), "-o", str(out)]
+    cmd += ["--save", str(store)]
     cmd += ["--summary-json", str(summary)]
     for k, v in eng.items():
         if v is not None:

@@ -112,8 +112,8 @@ def run_child(code: str, job: dict[str, Any], what: str) -> dict[str, Any]:
     saying ``what`` failed, with its stderr's tail, where it failed."""
     path = [str(ROOT), str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH", "")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
-    p = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(job)], capture_output=True, text=True, env=env
+    p = subprocess.run(  # -P: the working directory (perhaps another checkout) off the path
+        [sys.executable, "-P", "-c", code, json.dumps(job)], capture_output=True, text=True, env=env
     )
     if p.returncode != 0:
         raise SystemExit(f"{what} failed ({p.returncode}):\n{p.stderr[-4000:]}")

@@ -879,7 +879,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--drop-check-rate", type=float, default=100.0, help="single checks per second during the drops")  # fmt: skip
     p.add_argument("--store-bytes-per-doc", type=float, default=1_400.0, help="store size estimate for the disk check (a later size uses the last measured figure)")  # fmt: skip
     p.add_argument("--reuse-store", action="store_true", help="with --data of an earlier run kept (--keep): measure its window again, not seeded again (its build figures are that run's). A run that got through its measurements added its load phases' documents and dropped its first --drop-hours: reuse the store of a run stopped before them (a store whose drops ran is refused: drops-ran.json beside it)")  # fmt: skip
-    p.add_argument("--no-verify-meta", dest="verify_meta", action="store_false", help="open the store without SQLite's quick_check (neardup serve --no-verify-meta): at 50 M it reads a 23 GB database for minutes")  # fmt: skip
+    p.add_argument("--no-verify-meta", dest="verify_meta", action="store_false", help="open the store without SQLite's quick_check (neardup serve --no-verify-meta): at 50 M it reads a 23 GB database for minutes; on defaults it runs once a boot, so the seeding's open already ran it")  # fmt: skip
     p.add_argument("--lsh-bands", type=int, default=None, help="the new store's MinHash bands (neardup serve --lsh-bands; default: the planner's)")  # fmt: skip
     p.add_argument("--lsh-rows", type=int, default=None, help="the new store's MinHash rows a band (--lsh-rows)")  # fmt: skip
     p.add_argument("--out", type=Path, default=None)

@@ -13,6 +13,12 @@ store the next round opens). The store keeps the documents added (under ids of t
 
     python benchmarks/bench_restart.py DATA
     python benchmarks/bench_restart.py DATA --tree ../before --tree . --rounds 3
+    sudo python benchmarks/bench_restart.py DATA --cold   # the page cache emptied first
+
+``--cold`` empties the page cache before each restart (root only), so the open reads what it
+reads from the disk, as a restart does once the store outgrows the memory (the 50 M window).
+The boot is the same: this is a process's restart, not a reboot's (docs/store.md, *Checked
+once a boot*).
 
 ``DATA`` is a server's ``--data`` directory (``namespaces/default`` inside), e.g. the
 ``server/`` directory ``bench_window.py --keep`` leaves. Prints a table (medians) and writes
@@ -51,7 +57,18 @@ def _texts(tag: str, n: int) -> list[dict[str, str]]:
     return [{"id": f"restart-{tag}-{i}", "text": text(i)} for i in range(n)]
 
 
-def _round(data: Path, tree: Path, adds: int) -> dict[str, Any]:
+#: what ``--cold`` writes to empty the page cache (root only)
+DROP_CACHES = Path("/proc/sys/vm/drop_caches")
+
+
+def _drop_caches() -> None:
+    """Write the dirty pages out and empty the page cache (the store's files are then read from
+    the disk, as at 50 M where they outgrow the memory)."""
+    os.sync()
+    DROP_CACHES.write_text("1\n")
+
+
+def _round(data: Path, tree: Path, adds: int, cold: bool = False) -> dict[str, Any]:
     import httpx
     from bench_service import first_answer
 
@@ -69,6 +86,8 @@ def _round(data: Path, tree: Path, adds: int) -> dict[str, Any]:
         added += sum(1 for x in res.json()["results"] if x.get("added"))
     r["added"] = added
     srv.kill()
+    if cold:
+        _drop_caches()
     t0 = time.perf_counter()
     srv.start(timeout=3600, wait=False)
     r["restart_s"] = first_answer(srv.url, 3600)
@@ -94,8 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tree", type=Path, action="append", help=TREE_HELP)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--adds", type=int, default=2000, help="documents added before each kill (default 2000)")  # fmt: skip
+    ap.add_argument("--cold", action="store_true", help="empty the page cache before each restart (root: /proc/sys/vm/drop_caches), so the open reads the store from the disk")  # fmt: skip
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_restart.json")  # fmt: skip
     args = ap.parse_args(argv)
+    if args.cold and not os.access(DROP_CACHES, os.W_OK):
+        ap.error(f"--cold needs to write {DROP_CACHES} (run as root), or leave --cold out")
     if not (args.data / "namespaces").is_dir():
         ap.error(f"no server data directory at {args.data} (no namespaces/ inside)")
     if args.rounds < 1 or args.adds < 1:
@@ -107,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         if r["found_after"] != r["added"]:
             raise SystemExit(f"{tree}: {r['added'] - r['found_after']} acknowledged documents not found after the restart")  # fmt: skip
 
-    runs = alternate(trees, args.rounds, lambda t, _r: _round(args.data, t, args.adds), say=say)
+    runs = alternate(
+        trees, args.rounds, lambda t, _r: _round(args.data, t, args.adds, args.cold), say=say
+    )
     print(f"{'tree':<40} {'start s':>8} {'restart after SIGKILL s':>24} {'RSS after MiB':>14} {'found after':>12}")  # fmt: skip
     rows = []
     for t, rs in runs.items():
@@ -123,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         "data": str(args.data),
         "rounds": args.rounds,
         "adds": args.adds,
+        "cold": args.cold,
         "rows": rows,
         "machine": machine(load_average=True),
     }

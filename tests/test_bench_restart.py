@@ -48,3 +48,13 @@ def test_refuses_a_directory_without_namespaces(br: ModuleType, tmp_path: Path) 
     with pytest.raises(SystemExit) as e:
         br.main([str(tmp_path)])
     assert e.value.code == 2
+
+
+def test_cold_is_refused_where_the_page_cache_cannot_be_emptied(
+    br: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "namespaces").mkdir()
+    monkeypatch.setattr(br, "DROP_CACHES", tmp_path / "no" / "drop_caches")
+    with pytest.raises(SystemExit) as e:
+        br.main([str(tmp_path), "--cold"])
+    assert e.value.code == 2

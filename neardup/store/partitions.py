@@ -25,13 +25,7 @@ from .segment import Segment, open_segment, write_segment
 from .sketches import SketchTable
 from .state import LiveSegment, StoreState
 
-__all__ = [
-    "check_partitions",
-    "discard",
-    "load_segment",
-    "new_segment",
-    "write_segments",
-]
+__all__ = ["check_partitions", "discard", "load_segment", "new_segment", "write_segments"]
 
 log = logging.getLogger("neardup.store")
 
@@ -70,7 +64,7 @@ def load_segment(st: StoreState, entry: dict[str, Any]) -> LiveSegment:
 def _checked_in_this_boot(st: StoreState, entry: dict[str, Any], path: Path) -> set[str]:
     """Which of a segment's files (``"segment"``, ``"index"``) passed their checks in this boot
     and have not changed since (the entry's ``checked`` record, :func:`_record_checked`): their
-    checksums and row bounds need not be read again (:mod:`.boot`). None with
+    checksums and row bounds need not be read again (:mod:`.boot`). Neither with
     ``verify_meta=True``, which checks everything on every open."""
     if st.settings.verify_meta:
         return set()

@@ -68,6 +68,18 @@ def _drop_caches() -> None:
     DROP_CACHES.write_text("1\n")
 
 
+def _count(url: str, route: str, docs: list[dict[str, str]], flag: str) -> int:
+    """``POST /v1/<route>`` of ``docs`` in batches of 1,000; how many results have ``flag``."""
+    import httpx
+
+    n = 0
+    for a in range(0, len(docs), 1000):
+        res = httpx.post(f"{url}/v1/{route}", json={"documents": docs[a : a + 1000]}, timeout=600)
+        res.raise_for_status()
+        n += sum(1 for x in res.json()["results"] if x.get(flag))
+    return n
+
+
 def _round(data: Path, tree: Path, adds: int, cold: bool = False) -> dict[str, Any]:
     import httpx
     from bench_service import first_answer
@@ -79,12 +91,7 @@ def _round(data: Path, tree: Path, adds: int, cold: bool = False) -> dict[str, A
     r["documents"] = int(stats["documents"])
     tag = uuid.uuid4().hex[:8]
     docs = _texts(tag, adds)
-    added = 0
-    for a in range(0, adds, 1000):
-        res = httpx.post(f"{srv.url}/v1/check-and-insert", json={"documents": docs[a : a + 1000]}, timeout=600)  # fmt: skip
-        res.raise_for_status()
-        added += sum(1 for x in res.json()["results"] if x.get("added"))
-    r["added"] = added
+    r["added"] = _count(srv.url, "check-and-insert", docs, "added")
     srv.kill()
     if cold:
         _drop_caches()
@@ -94,12 +101,7 @@ def _round(data: Path, tree: Path, adds: int, cold: bool = False) -> dict[str, A
     r["restart_total_s"] = time.perf_counter() - t0
     # what the open left resident: a check of every file used to map all of it
     r["rss_after_restart_mib"] = round(srv.rss_bytes() / 2**20, 1)
-    found = 0
-    for a in range(0, adds, 1000):
-        res = httpx.post(f"{srv.url}/v1/check", json={"documents": docs[a : a + 1000]}, timeout=600)  # fmt: skip
-        res.raise_for_status()
-        found += sum(1 for x in res.json()["results"] if x.get("duplicate"))
-    r["found_after"] = found
+    r["found_after"] = _count(srv.url, "check", docs, "duplicate")
     srv.kill()
     return r
 

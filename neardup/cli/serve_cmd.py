@@ -133,6 +133,14 @@ def serve(
         "unless the files passed since the machine started, so a restart after a crash skips "
         "them and one after a reboot runs them.",
     ),
+    read_threads: int = typer.Option(
+        4,
+        "--read-threads",
+        help="Connections to each namespace's metadata database that a read of many rows (a "
+        "batch's candidates) is spread over, each on its own thread: rows read from the disk "
+        "come in sooner once the database outgrows the page cache (1..64; 1: one after "
+        "another).",
+    ),
     max_connections: int | None = typer.Option(
         None,
         "--max-connections",
@@ -185,6 +193,7 @@ def serve(
         compress_tables=compress_tables,
         repair=repair,
         verify_meta=verify_meta,
+        read_threads=read_threads,
     )
     dedup = DedupSettings(
         max_distance=max_distance,

@@ -74,6 +74,7 @@ from .._threads import max_threads
 from ..errors import CorruptFileError, CorruptRecordError, StorageError, UnsupportedVersionError
 from . import textcodec
 from .checkpointer import Checkpointer
+from .readers import ParallelReads, select_in
 from .textcodec import TEXT_ZSTD_FLAG, TextCodec, dict_checksum
 from .wal import AddRecord, DeleteRecord
 
@@ -178,7 +179,6 @@ CREATE TABLE IF NOT EXISTS summaries (
     s BLOB NOT NULL
 );
 """
-_CHUNK = 900  # stay under SQLite's host-parameter limit
 DOC_COLUMNS = 9
 #: the columns of a row as stored bytes (what the checksum covers) and its checksum
 _RAW_COLUMNS = (
@@ -489,9 +489,12 @@ def _storage_errors(fn: _F) -> _F:
 
 
 class MetaDB:
-    """Thread-safe wrapper around one SQLite connection (``path=None``: in memory)."""
+    """Thread-safe wrapper around one SQLite connection (``path=None``: in memory).
 
-    def __init__(self, path: Path | None) -> None:
+    ``read_threads``: connections a read of many keys (a group's rows, summaries, ids) is
+    spread over on a file database (:mod:`neardup.store.readers`; 1: one after another)."""
+
+    def __init__(self, path: Path | None, read_threads: int = 1) -> None:
         self.path = path
         self._checkpointer: Checkpointer | None = None
         self._lock = threading.RLock()
@@ -520,6 +523,7 @@ class MetaDB:
             self._rdb.execute("PRAGMA cache_size=-65536")
             self._rdb.execute("PRAGMA query_only=ON")
             self._rdb.execute("PRAGMA busy_timeout=30000")
+        self._par = ParallelReads(path, read_threads, lambda: self._rcodec) if path else None
         # the largest power-of-two row count whose parameters fit SQLite's limit
         fit = min(
             _MAX_INSERT_ROWS,
@@ -570,6 +574,8 @@ class MetaDB:
     def close(self) -> None:
         if self._checkpointer is not None:
             self._checkpointer.close()
+        if self._par is not None:
+            self._par.close()
         with self._lock, self._rlock:
             if self._rdb is not self._db:
                 self._rdb.close()
@@ -851,15 +857,11 @@ class MetaDB:
 
     def summaries(self, rowids: Iterable[int]) -> dict[int, bytes]:
         """The stored summaries of ``rowids`` (rows without one are left out)."""
-        uniq = list(dict.fromkeys(int(r) for r in rowids))
-        out: dict[int, bytes] = {}
-        with self._rlock:
-            for s in range(0, len(uniq), _CHUNK):
-                chunk = uniq[s : s + _CHUNK]
-                q = f"SELECT rid, s FROM summaries WHERE rid IN ({','.join('?' * len(chunk))})"
-                for rid, blob in self._rdb.execute(q, chunk):
-                    out[int(rid)] = bytes(blob)
-        return out
+
+        def read(db: sqlite3.Connection, _: Any, keys: Sequence[int]) -> dict[int, bytes]:
+            return {int(r): bytes(b) for r, b in select_in(db, "rid, s FROM summaries", keys)}
+
+        return self._read_keys("summaries", {int(r): None for r in rowids}, read)
 
     def deleted_between(self, lo: int, hi: int) -> npt.NDArray[np.int64]:
         """Row ids deleted (by a ``DELETE`` record) in ``[lo, hi]`` (sorted int64)."""
@@ -876,31 +878,45 @@ class MetaDB:
 
     def lookup_ids(self, ids: Sequence[str]) -> dict[str, int]:
         """id -> row id for those ids that exist."""
-        out: dict[str, int] = {}
-        uniq = list(dict.fromkeys(ids))
-        with self._rlock:
-            for s in range(0, len(uniq), _CHUNK):
-                chunk = uniq[s : s + _CHUNK]
-                q = f"SELECT id, rid FROM docs WHERE id IN ({','.join('?' * len(chunk))})"
-                out.update(self._rdb.execute(q, chunk).fetchall())
-        return out
+
+        def read(db: sqlite3.Connection, _: Any, keys: Sequence[str]) -> dict[str, int]:
+            return dict(select_in(db, "id, rid FROM docs", keys, "id"))
+
+        return self._read_keys("ids", dict.fromkeys(ids), read)
 
     def fetch(self, rowids: Iterable[int], *, with_text: bool) -> dict[int, Row]:
         """Rows by row id (missing = deleted or expired), each checked against its checksum
         (:class:`CorruptRecordError` for a damaged one; ``with_text=False`` reads no text and
         checks the rest of the row)."""
-        uniq = list(dict.fromkeys(int(r) for r in rowids))
-        cols = _RAW_COLUMNS if with_text else _RAW_NO_TEXT
-        out: dict[int, Row] = {}
+        head = f"{_RAW_COLUMNS if with_text else _RAW_NO_TEXT} FROM docs"
         path = self.path
-        with self._rlock:
-            for s in range(0, len(uniq), _CHUNK):
-                chunk = uniq[s : s + _CHUNK]
-                q = f"SELECT {cols} FROM docs WHERE rid IN ({','.join('?' * len(chunk))})"
-                codec = self._rcodec
-                for raw in self._rdb.execute(q, chunk):
-                    out[raw[0]] = _decode_row(raw, path, with_text=with_text, codec=codec)
-        return out
+
+        def read(
+            db: sqlite3.Connection, codec: Callable[[], TextCodec | None], keys: Sequence[int]
+        ) -> dict[int, Row]:
+            return {
+                raw[0]: _decode_row(raw, path, with_text=with_text, codec=c)
+                for raw, c in select_in(db, head, keys, codec=codec)
+            }
+
+        return self._read_keys(f"rows{with_text:d}", {int(r): None for r in rowids}, read)
+
+    @property
+    def parallel_reads(self) -> ParallelReads | None:
+        """The extra readers of a file database (None in memory): their counts and state."""
+        return self._par
+
+    def _read_keys(self, kind: str, keys: dict[Any, None], read: Callable[..., dict]) -> dict:
+        """``read(connection, codec, keys)`` of the distinct ``keys`` (a dict's), merged: on
+        the read connection, or over several at once when they are many and come from the
+        disk (:mod:`.readers`; ``kind`` names the read there)."""
+
+        def first(part: Sequence[Any]) -> dict:
+            with self._rlock:
+                return read(self._rdb, lambda: self._rcodec, part)
+
+        par = self._par
+        return first(list(keys)) if par is None else par.read_keys(kind, keys, first, read)
 
     def ids_from(self, rowid: int) -> list[tuple[int, str]]:
         """``(row id, id)`` of the rows with row ids ``rowid`` and above, in row id order (what

@@ -361,7 +361,7 @@ def _open_meta(st: StoreState, d: DataDir, repair: bool) -> MetaDB:
             path,
         )
     try:
-        meta = MetaDB(path)
+        meta = MetaDB(path, st.settings.read_threads)
         problems = _quick_check(meta, path) if due else []
     except sqlite3.DatabaseError as exc:
         if meta is not None:
@@ -401,7 +401,7 @@ def _open_meta(st: StoreState, d: DataDir, repair: bool) -> MetaDB:
         bad,
         aside.name,
     )
-    return MetaDB(path)
+    return MetaDB(path, st.settings.read_threads)
 
 
 def _restore_from_meta(st: StoreState, lo: int, replayed: list[npt.NDArray[np.int64]]) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..errors import ConfigError, UnsupportedVersionError
 from ..index.compressed import DEFAULT_BLOCK_BYTES, check_block_bytes
+from .readers import DEFAULT_READ_THREADS, check_read_threads
 
 __all__ = ["CONFIG_VERSION", "StoreSettings", "parse_duration"]
 
@@ -130,6 +131,12 @@ class StoreSettings:
         place). False: never the ``quick_check``; a damaged page is
         met by the reads that reach it (rows keep their own checksums; ``neardup store
         verify`` checks the whole database offline).
+    read_threads : int, default=4
+        Connections to the metadata database that a read of many keys (a group's candidate
+        rows, their summaries, its ids) is spread over, each on its own thread
+        (:mod:`neardup.store.readers`): rows read from the disk once the database outgrows
+        the page cache come in sooner. 1: one connection, one read after another. Not
+        stored: each open may choose.
 
     >>> StoreSettings(retention="48h").retention
     172800.0
@@ -149,6 +156,7 @@ class StoreSettings:
     table_block_bytes: int | None = None
     repair: bool = field(default=False, metadata=_flag("--repair"))
     verify_meta: bool | None = field(default=None, metadata=_flag("--verify-meta/--no-verify-meta"))
+    read_threads: int = field(default=DEFAULT_READ_THREADS, metadata=_flag("--read-threads"))
 
     def __post_init__(self) -> None:
         name = option_name(StoreSettings, "retention")
@@ -173,6 +181,7 @@ class StoreSettings:
                 "memtable_size must be a positive integer (rows kept in memory before a flush), "
                 f"got {self.memtable_size!r}"
             )
+        check_read_threads(self.read_threads, option_name(StoreSettings, "read_threads"))
         if self.compress_tables is not None and not isinstance(self.compress_tables, bool):
             raise ConfigError(
                 f"{option_name(StoreSettings, 'compress_tables')} must be True, False or None "

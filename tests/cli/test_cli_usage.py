@@ -172,8 +172,8 @@ def test_in_process_calls_register_the_commands_once(capsys) -> None:
 
 
 def test_serve_cache_defaults_are_the_settings_defaults() -> None:
-    """``neardup serve`` spells its cache sizes' defaults out (the CLI imports no online code
-    to build its help); they must stay those of ``DedupSettings``."""
+    """``neardup serve`` spells its cache sizes' and readers' defaults out (the CLI imports no
+    online code to build its help); they must stay those of ``DedupSettings``."""
     import typer
 
     from neardup.cli import main as cli
@@ -185,3 +185,4 @@ def test_serve_cache_defaults_are_the_settings_defaults() -> None:
     s = DedupSettings()
     assert defaults["signature_cache_rows"] == s.signature_cache_rows
     assert defaults["histogram_cache_rows"] == s.histogram_cache_rows
+    assert defaults["read_threads"] == s.store.read_threads

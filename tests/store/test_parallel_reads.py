@@ -1,0 +1,241 @@
+"""Reads of many keys spread over several connections (neardup.store.readers): the same rows,
+summaries and ids as one connection reading them one statement after another; compressed
+texts decoded on every reader; a damaged row refused from any range; readers closed with the
+database; reads spread only while they wait for the disk; the ranges cover the keys."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neardup.errors import ConfigError, CorruptRecordError, IndexStateError
+from neardup.store import StoreSettings
+from neardup.store.meta import MetaDB
+from neardup.store.readers import (
+    PARALLEL_MIN_KEYS,
+    PROBE_EVERY,
+    SLOW_WAIT_US,
+    ParallelReads,
+    check_read_threads,
+    ranges,
+)
+from neardup.store.textcodec import TEXT_ZSTD_FLAG, TRAIN_MIN_TEXTS
+from neardup.store.wal import AddRecord
+
+N = TRAIN_MIN_TEXTS + 3_000  # past the dictionary's training: the last texts stored compressed
+
+
+def _text(i: int) -> str:
+    return f"post {i}: the quick brown fox {i % 97} jumps over the lazy dog {i * 7919 % 1000}"
+
+
+@pytest.fixture(scope="module")
+def db_path(tmp_path_factory: pytest.TempPathFactory):
+    path = tmp_path_factory.mktemp("reads") / "m.sqlite3"
+    db = MetaDB(path)
+    recs = [
+        AddRecord(i, float(i), i, 0, bytes([i % 256]) * 16, 0, f"id{i:06d}", _text(i), None)
+        for i in range(N)
+    ]
+    for lo in range(0, N, 1_000):  # (the first batch trains the dictionary)
+        db.apply(recs[lo : lo + 1_000])
+    db.put_summaries([(i, b"s%d" % i) for i in range(0, N, 3)])
+    db.close()
+    return path
+
+
+def _reads(db: MetaDB, keys: list[int]):
+    ids = [f"id{k:06d}" for k in keys] + ["nobody", "id999999"]
+    return (
+        db.fetch(keys, with_text=True),
+        db.fetch(keys, with_text=False),
+        db.summaries(keys),
+        db.lookup_ids(ids),
+    )
+
+
+KINDS = ("rows0", "rows1", "summaries", "ids")
+
+
+def _as_if_from_the_disk(db: MetaDB) -> MetaDB:
+    """``db`` with every kind of read measured as waiting for the disk: its reads of many keys
+    go parallel (but the probes)."""
+    par = db.parallel_reads
+    assert par is not None
+    par.waits.update(dict.fromkeys(KINDS, 10 * SLOW_WAIT_US))
+    return db
+
+
+def _reader_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("neardup-meta-read")]
+
+
+@pytest.mark.parametrize("n_keys", [1, PARALLEL_MIN_KEYS, 2 * PARALLEL_MIN_KEYS, 1_000, 3_000])
+def test_many_connections_read_what_one_reads(db_path, n_keys):
+    import random
+
+    rng = random.Random(n_keys)
+    # shuffled, repeated, and some row ids that hold no row
+    keys = [rng.randrange(N + 500) for _ in range(n_keys)]
+    one, four = MetaDB(db_path, read_threads=1), MetaDB(db_path, read_threads=4)
+    _as_if_from_the_disk(four)
+    try:
+        for _ in range(2):  # (a probe among them)
+            assert _reads(four, keys) == _reads(one, keys)
+        rows = four.fetch(keys, with_text=True)
+        assert {r: rows[r].text for r in rows} == {k: _text(k) for k in set(keys) if k < N}
+    finally:
+        one.close()
+        four.close()
+
+
+def test_compressed_texts_are_read_by_every_reader(db_path):
+    keys = list(range(N - 4 * 500, N))  # four ranges of 500, past the training
+    raw = sqlite3.connect(db_path)
+    flags = raw.execute("SELECT flags FROM docs WHERE rid >= ?", (keys[0],)).fetchall()
+    raw.close()
+    assert len(flags) == len(keys) and all(f & TEXT_ZSTD_FLAG for (f,) in flags)
+    db = _as_if_from_the_disk(MetaDB(db_path, read_threads=4))
+    try:
+        rows = db.fetch(keys, with_text=True)
+        assert [rows[k].text for k in keys] == [_text(k) for k in keys]
+        assert db.parallel_reads.parallel == 1  # type: ignore[union-attr]
+        assert len(db.parallel_reads._readers) == 3  # type: ignore[union-attr]
+        assert len(_reader_threads()) == 3
+    finally:
+        db.close()
+    assert _reader_threads() == []  # closed with the database
+
+
+def test_a_damaged_row_in_any_range_is_refused(tmp_path, db_path):
+    path = tmp_path / "m.sqlite3"
+    src = sqlite3.connect(db_path)
+    dst = sqlite3.connect(path)
+    src.backup(dst)
+    src.close()
+    # a plain (uncompressed) text among the first rows, and damage it in place
+    rid = 11
+    (text,) = dst.execute("SELECT CAST(text AS BLOB) FROM docs WHERE rid = ?", (rid,)).fetchone()
+    dst.execute(
+        "UPDATE docs SET text = CAST(? AS TEXT) WHERE rid = ?",
+        (text.replace(b"quick", b"quack"), rid),
+    )
+    dst.commit()
+    dst.close()
+    db = _as_if_from_the_disk(MetaDB(path, read_threads=4))
+    try:
+        for keys in (
+            list(range(0, 1_000)),
+            list(range(1_000, 0, -1)),
+            [rid, *range(3_000, 4_000)],
+        ):
+            with pytest.raises(CorruptRecordError, match=r"'id000011' \(row 11\)"):
+                db.fetch(keys, with_text=True)
+        # the readers stay usable, and the rest of the rows are served
+        assert len(db.fetch(range(12, 1_000), with_text=True)) == 988
+    finally:
+        db.close()
+
+
+def test_reads_from_several_threads_at_once(db_path):
+    db, ref = _as_if_from_the_disk(MetaDB(db_path, read_threads=3)), MetaDB(db_path)
+    errors: list[BaseException] = []
+    want = {s: ref.fetch(range(s, s + 700), with_text=True) for s in range(0, 4_200, 700)}
+
+    def run(s: int) -> None:
+        try:
+            for _ in range(5):
+                assert db.fetch(range(s, s + 700), with_text=True) == want[s]
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in want]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    db.close()
+    ref.close()
+    assert errors == []
+
+
+def test_reads_spread_while_they_wait_for_the_disk(db_path):
+    clock = {"wall": 0.0, "cpu": 0.0, "wait_us": 0.0}
+
+    def wall() -> float:  # each serial read's wait is what clock["wait_us"] says per key
+        return clock["wall"]
+
+    def cpu() -> float:
+        return clock["cpu"]
+
+    par = ParallelReads(db_path, 4, clocks=(wall, cpu))
+    keys = list(range(1_000))
+    modes: list[str] = []
+
+    def first(part):
+        clock["wall"] += clock["wait_us"] * 1e-6 * len(part)
+        return {k: 0 for k in part}
+
+    def rest(db, codec, part):
+        return {k: 1 for k in part}
+
+    def read() -> None:
+        before = par.parallel
+        got = par.read_keys("rows1", keys, first, rest)
+        assert sorted(got) == keys
+        spread = par.parallel > before
+        assert set(got.values()) == ({0, 1} if spread else {0})  # (ranges on the readers)
+        modes.append("parallel" if spread else "serial")
+
+    try:
+        read()  # from the page cache: stays serial
+        read()
+        assert modes == ["serial", "serial"] and par.parallel == 0
+        clock["wait_us"] = 4 * SLOW_WAIT_US  # the pages left the cache
+        read()  # measured slow
+        modes.clear()
+        for _ in range(2 * PROBE_EVERY):
+            read()
+        assert modes.count("serial") == 2 and modes.count("parallel") == 2 * PROBE_EVERY - 2
+        # another kind is measured on its own, and few keys are never spread
+        assert par.read_keys("ids", keys, lambda p: {0: 0}, rest) == {0: 0}
+        assert par.read_keys("rows1", keys[:100], lambda p: {0: 0}, rest) == {0: 0}
+        clock["wait_us"] = 0.0  # cached again: back to serial after the next probes
+        modes.clear()
+        for _ in range(3 * PROBE_EVERY):
+            read()
+        assert modes[-PROBE_EVERY:] == ["serial"] * PROBE_EVERY
+    finally:
+        par.close()
+
+
+def test_a_closed_database_refuses_a_parallel_read(db_path):
+    par = ParallelReads(db_path, 4)
+    par.close()
+    with pytest.raises(IndexStateError, match="closed"):
+        par.read(ranges(list(range(1_000)), 4), lambda part: {}, lambda db, codec, part: {})
+
+
+def test_the_reader_count_is_checked():
+    for bad in (0, -1, 65, 2.0, True, "4", None):
+        with pytest.raises(ConfigError, match="read_threads"):
+            check_read_threads(bad)
+    with pytest.raises(ConfigError, match=r"read_threads \(--read-threads\)"):
+        StoreSettings(read_threads=0)
+    assert StoreSettings(read_threads=1).read_threads == 1
+
+
+@settings(max_examples=200)
+@given(n=st.integers(0, 5_000), threads=st.integers(1, 16))
+def test_ranges_cover_the_keys_in_order(n, threads):
+    keys = list(range(n))
+    parts = ranges(keys, threads)
+    assert [k for p in parts for k in p] == keys
+    assert 1 <= len(parts) <= threads
+    if len(parts) > 1:
+        assert min(len(p) for p in parts) >= PARALLEL_MIN_KEYS
+        assert max(len(p) for p in parts) - min(len(p) for p in parts) <= 1

@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Checks against a kept store whose metadata database is read from the disk, with the rows a
+group reads spread over 1 or more connections (``StoreSettings.read_threads``).
+
+At 50 M documents a window's SQLite database (23 GB) no longer fits this machine's page
+cache beside its segments, so the rows a decision reads (candidates' texts, long rows'
+summaries, the ids) come from the disk. This benchmark makes that regime on a smaller kept
+store (``bench_window.py --keep`` leaves one): before each run it drops the database's pages
+from the page cache (``posix_fadvise(DONTNEED)``, no root needed; the segments stay cached, as
+they do at 50 M), opens the store with each ``--read-threads`` value in turn (a fresh
+``Deduplicator``: no row caches carried over), and times ``Deduplicator.check`` of the same
+new texts (another seed's stream than the window's, positions after ``--skip``) in groups of
+``--batch``; each round takes new texts, and the settings' order alternates between
+rounds. An untimed run first loads the segments' pages and the kernels. ``--warm`` keeps the page cache instead (the cost of
+the readers when every page is cached). Checks add nothing, and the store's clock is its newest
+document's time, so nothing expires: every run sees the same store. Each setting's decisions
+must be the same (the run stops otherwise).
+
+    python benchmarks/bench_cold_reads.py DIR/n10000000/server/namespaces/default \\
+        --read-threads 1,4 --rounds 3 --docs 20000
+
+Figures per setting (medians over rounds): wall and CPU (every thread, user and system) per
+document, the writer thread's CPU, the readers' CPU. Prints the table and writes
+``benchmarks/results/bench_cold_reads.json`` (with the machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT))
+
+
+def drop_cache(store: Path) -> None:
+    """Drop the metadata database's pages (and its WAL's) from the page cache."""
+    for name in ("meta.sqlite3", "meta.sqlite3-wal"):
+        p = store / name
+        if p.exists():
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def newest_time(store: Path) -> float:
+    db = sqlite3.connect(f"file:{store / 'meta.sqlite3'}?mode=ro", uri=True)
+    try:
+        (t,) = db.execute("SELECT max(time) FROM docs").fetchone()
+    finally:
+        db.close()
+    if t is None:
+        raise SystemExit(f"{store}: the store holds no documents")
+    return float(t)
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds (user + system) of each of this process's threads, by name."""
+    tck = os.sysconf("SC_CLK_TCK")
+    names = {str(t.native_id): t.name for t in threading.enumerate()}
+    out: dict[str, float] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        name = names.get(tid, f"tid{tid}")
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tck
+    return out
+
+
+def _group(name: str) -> str:
+    if name.startswith("neardup-meta-read"):
+        return "readers"
+    if name.startswith("neardup-writer"):
+        return "writer"
+    return "other"
+
+
+def run_once(
+    store: Path, texts: list[str], batch: int, read_threads: int, now: float, cold: bool
+) -> dict[str, Any]:
+    from neardup.online import Deduplicator
+
+    d = Deduplicator.open(
+        str(store), verify_meta=False, read_threads=read_threads, clock=lambda: now
+    )
+    try:
+        d.check([{"id": "warm-up", "text": texts[0]}])  # kernels loaded, threads started
+        if cold:
+            drop_cache(store)
+        before = thread_cpu()
+        c0, t0 = time.process_time(), time.perf_counter()
+        dup: list[bool] = []
+        for lo in range(0, len(texts), batch):
+            docs = [{"id": f"q{i}", "text": t} for i, t in enumerate(texts[lo : lo + batch], lo)]
+            dup += [r.duplicate for r in d.check(docs)]
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        after = thread_cpu()
+    finally:
+        d.close()
+    per: dict[str, float] = {}
+    for name, v in after.items():
+        g = _group(name)
+        per[g] = per.get(g, 0.0) + v - before.get(name, 0.0)
+    n = len(texts)
+    return {
+        "read_threads": read_threads,
+        "wall_us_doc": wall / n * 1e6,
+        "cpu_us_doc": cpu / n * 1e6,
+        "writer_cpu_us_doc": per.get("writer", 0.0) / n * 1e6,
+        "readers_cpu_us_doc": per.get("readers", 0.0) / n * 1e6,
+        "duplicates": sum(dup),
+        "_decisions": dup,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench_dedup import machine, write_results
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("store", type=Path, help="a kept store's namespace directory")
+    ap.add_argument("--read-threads", default="1,4", help="settings compared (default 1,4)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--docs", type=int, default=20_000, help="texts checked per run")
+    ap.add_argument("--batch", type=int, default=1_000, help="texts per check (default 1000)")
+    ap.add_argument("--seed", type=int, default=2, help="the texts' stream seed (default 2)")
+    ap.add_argument("--skip", type=int, default=0, help="stream positions skipped first")
+    ap.add_argument("--warm", action="store_true", help="keep the page cache (no drop)")
+    ap.add_argument(
+        "--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_cold_reads.json"
+    )
+    args = ap.parse_args(argv)
+    if not (args.store / "meta.sqlite3").exists():
+        ap.error(f"no store at {args.store} (no meta.sqlite3): pass a namespace directory")
+    try:
+        settings = [int(x) for x in args.read_threads.split(",")]
+    except ValueError:
+        ap.error(f"--read-threads takes integers separated by commas, got {args.read_threads!r}")
+    from neardup.errors import ConfigError
+    from neardup.store.readers import check_read_threads
+
+    try:
+        for k in settings:
+            check_read_threads(k, "--read-threads")
+    except ConfigError as exc:
+        ap.error(str(exc))
+    if args.rounds < 1 or args.docs < 1 or args.batch < 1:
+        ap.error("--rounds, --docs and --batch must be positive")
+    import window_corpus as wc
+
+    now = newest_time(args.store)
+    spec = wc.WindowSpec(n=10_000_000, seed=args.seed, t0=now)
+    # untimed: the segments' pages and the kernels loaded, other texts than the rounds'
+    end = args.skip + args.rounds * args.docs
+    warm_up = wc.stream_texts(spec, end, min(2_000, args.docs))
+    run_once(args.store, warm_up, args.batch, settings[0], now, False)
+    runs: list[dict[str, Any]] = []
+    for rnd in range(args.rounds):
+        texts = wc.stream_texts(spec, args.skip + rnd * args.docs, args.docs)
+        first: list[bool] | None = None
+        # the settings' order alternates, so that neither always runs first
+        for k in settings if rnd % 2 == 0 else settings[::-1]:
+            r = run_once(args.store, texts, args.batch, k, now, not args.warm)
+            got = r.pop("_decisions")
+            if first is None:
+                first = got
+            elif got != first:
+                raise SystemExit(
+                    f"round {rnd}: read_threads={k} decided otherwise than {settings[0]}"
+                )
+            r["round"] = rnd
+            runs.append(r)
+            print(
+                f"round {rnd} read_threads {k}: wall {r['wall_us_doc']:.0f} us/doc, CPU "
+                f"{r['cpu_us_doc']:.0f} (writer {r['writer_cpu_us_doc']:.0f}, readers "
+                f"{r['readers_cpu_us_doc']:.0f}), {r['duplicates']} duplicates",
+                flush=True,
+            )
+    keys = ("wall_us_doc", "cpu_us_doc", "writer_cpu_us_doc", "readers_cpu_us_doc")
+    table = []
+    print(
+        f"\n{'read_threads':>12} {'wall us/doc':>12} {'CPU us/doc':>11} {'writer':>8} {'readers':>8}"
+    )
+    for k in settings:
+        rs = [r for r in runs if r["read_threads"] == k]
+        med = {key: round(statistics.median(r[key] for r in rs), 1) for key in keys}
+        table.append({"read_threads": k, **med})
+        print(
+            f"{k:>12} {med['wall_us_doc']:>12.1f} {med['cpu_us_doc']:>11.1f} "
+            f"{med['writer_cpu_us_doc']:>8.1f} {med['readers_cpu_us_doc']:>8.1f}"
+        )
+    write_results(
+        args.out,
+        {
+            "benchmark": "cold_reads",
+            "command": "python benchmarks/bench_cold_reads.py "
+            + " ".join(argv if argv is not None else sys.argv[1:]),
+            "store": str(args.store),
+            "page_cache": "warm" if args.warm else "database dropped before each run",
+            "docs": args.docs,
+            "batch": args.batch,
+            "medians": table,
+            "runs": runs,
+            "machine": machine(load_average=True),
+        },
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

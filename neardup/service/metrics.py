@@ -108,6 +108,8 @@ STORE_COUNTERS: frozenset[str] = frozenset(
         "histogram_rejected_hits",
         "summaries_used_rows",
         "summaries_set_aside_rows",
+        "meta_serial_reads",
+        "meta_parallel_reads",
     }
 )
 #: statistics not exported per namespace: process-wide (the process collector has them)

@@ -554,6 +554,7 @@ class Store:
             "compactions": st.compactions,
             "compress_tables": bool(st.settings.compress_tables),
             "rss_mib": process_rss_bytes() / 2**20,
+            **(st.meta.read_stats() if st.meta is not None else {}),
         }
 
     def close(self) -> None:

@@ -899,12 +899,17 @@ class MetaDB:
                 for raw, c in select_in(db, head, keys, codec=codec)
             }
 
-        return self._read_keys(f"rows{with_text:d}", {int(r): None for r in rowids}, read)
+        kind = "rows" if with_text else "rows_without_text"
+        return self._read_keys(kind, {int(r): None for r in rowids}, read)
 
     @property
     def parallel_reads(self) -> ParallelReads | None:
         """The extra readers of a file database (None in memory): their counts and state."""
         return self._par
+
+    def read_stats(self) -> dict[str, float]:
+        """:meth:`ParallelReads.stats` (nothing in memory)."""
+        return {} if self._par is None else self._par.stats()
 
     def _read_keys(self, kind: str, keys: dict[Any, None], read: Callable[..., dict]) -> dict:
         """``read(connection, codec, keys)`` of the distinct ``keys`` (a dict's), merged: on

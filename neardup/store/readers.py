@@ -48,6 +48,7 @@ from .textcodec import TextCodec
 __all__ = [
     "CHUNK_KEYS",
     "DEFAULT_READ_THREADS",
+    "KINDS",
     "PARALLEL_MIN_KEYS",
     "PROBE_EVERY",
     "SLOW_WAIT_US",
@@ -77,6 +78,9 @@ PROBE_EVERY = 32
 #: the rows' pages come from the page cache either way
 _READER_CACHE_KIB = 16384
 
+#: the kinds of reads measured apart (:meth:`ParallelReads.read_keys`): rows with their text,
+#: rows without it, long rows' summaries, ids
+KINDS = ("rows", "rows_without_text", "summaries", "ids")
 #: keys a statement names (``IN (?, ...)``), under SQLite's host-parameter limit
 CHUNK_KEYS = 900
 
@@ -211,6 +215,19 @@ class ParallelReads:
         per = max(0.0, waited) / len(uniq) * 1e6
         last = self.waits.get(kind)
         self.waits[kind] = per if last is None else (last + per) / 2
+        return out
+
+    def stats(self) -> dict[str, float]:
+        """Counters and state for monitoring: ``meta_serial_reads`` and
+        ``meta_parallel_reads`` (reads of many keys made each way) and, per kind,
+        ``meta_read_wait_us_<kind>`` (its serial reads' recent off-CPU time per key: above
+        :data:`SLOW_WAIT_US` they come from the disk)."""
+        out: dict[str, float] = {
+            "meta_serial_reads": self.serial,
+            "meta_parallel_reads": self.parallel,
+        }
+        for kind in KINDS:
+            out[f"meta_read_wait_us_{kind}"] = round(self.waits.get(kind, 0.0), 1)
         return out
 
     def _ready(self, n: int) -> tuple[ThreadPoolExecutor, list[_Reader]]:

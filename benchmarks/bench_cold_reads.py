@@ -10,7 +10,8 @@ from the page cache (``posix_fadvise(DONTNEED)``, no root needed; the segments s
 they do at 50 M), opens the store with each ``--read-threads`` value in turn (a fresh
 ``Deduplicator``: no row caches carried over), and times ``Deduplicator.check`` of the same
 new texts (another seed's stream than the window's, positions after ``--skip``) in groups of
-``--batch``; each round takes new texts, and the settings' order alternates between
+``--batch`` (``--random-ids``: their ids spread over SQLite's id index, as UUIDs are, so that
+each new id's look-up reads a page of its own); each round takes new texts, and the settings' order alternates between
 rounds. An untimed run first loads the segments' pages and the kernels. ``--warm`` keeps the page cache instead (the cost of
 the readers when every page is cached). Checks add nothing, and the store's clock is its newest
 document's time, so nothing expires: every run sees the same store. Each setting's decisions
@@ -88,8 +89,30 @@ def _group(name: str) -> str:
     return "other"
 
 
+def query_ids(n: int, start: int, random_ids: bool) -> list[str]:
+    """The checked documents' ids: ``q<position>`` (next to each other in SQLite's id index),
+    or with ``random_ids`` ``w<10 digits of a hash of the position>x``: among the window's own
+    ids (``w`` and 10 digits), so that each new id's look-up reads a leaf page of its own, as
+    random ids (UUIDs) do in a store of such ids."""
+    if not random_ids:
+        return [f"q{i}" for i in range(start, start + n)]
+    import hashlib
+
+    def spread(i: int) -> str:
+        h = int.from_bytes(hashlib.blake2b(b"%d" % i, digest_size=8).digest(), "little")
+        return f"w{h % 10**10:010d}x"
+
+    return [spread(i) for i in range(start, start + n)]
+
+
 def run_once(
-    store: Path, texts: list[str], batch: int, read_threads: int, now: float, cold: bool
+    store: Path,
+    texts: list[str],
+    batch: int,
+    read_threads: int,
+    now: float,
+    cold: bool,
+    ids: list[str] | None = None,
 ) -> dict[str, Any]:
     from neardup.online import Deduplicator
 
@@ -103,8 +126,9 @@ def run_once(
         before = thread_cpu()
         c0, t0 = time.process_time(), time.perf_counter()
         dup: list[bool] = []
+        ids = ids or query_ids(len(texts), 0, False)
         for lo in range(0, len(texts), batch):
-            docs = [{"id": f"q{i}", "text": t} for i, t in enumerate(texts[lo : lo + batch], lo)]
+            docs = [{"id": ids[i], "text": t} for i, t in enumerate(texts[lo : lo + batch], lo)]
             dup += [r.duplicate for r in d.check(docs)]
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         after = thread_cpu()
@@ -139,6 +163,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip", type=int, default=0, help="stream positions skipped first")
     ap.add_argument("--warm", action="store_true", help="keep the page cache (no drop)")
     ap.add_argument(
+        "--random-ids",
+        action="store_true",
+        help="ids spread over SQLite's id index (hashes) instead of next to each other",
+    )
+    ap.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_cold_reads.json"
     )
     args = ap.parse_args(argv)
@@ -169,10 +198,11 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[dict[str, Any]] = []
     for rnd in range(args.rounds):
         texts = wc.stream_texts(spec, args.skip + rnd * args.docs, args.docs)
+        ids = query_ids(args.docs, args.skip + rnd * args.docs, args.random_ids)
         first: list[bool] | None = None
         # the settings' order alternates, so that neither always runs first
         for k in settings if rnd % 2 == 0 else settings[::-1]:
-            r = run_once(args.store, texts, args.batch, k, now, not args.warm)
+            r = run_once(args.store, texts, args.batch, k, now, not args.warm, ids)
             got = r.pop("_decisions")
             if first is None:
                 first = got
@@ -209,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             + " ".join(argv if argv is not None else sys.argv[1:]),
             "store": str(args.store),
             "page_cache": "warm" if args.warm else "database dropped before each run",
+            "ids": "random" if args.random_ids else "sequential",
             "docs": args.docs,
             "batch": args.batch,
             "medians": table,

@@ -28,10 +28,13 @@ def _store(tmp_path: Path) -> Path:
     return ns
 
 
-def test_runs_each_setting_on_the_same_texts(bcr: ModuleType, tmp_path: Path) -> None:
+@pytest.mark.parametrize("ids", [[], ["--random-ids"]])
+def test_runs_each_setting_on_the_same_texts(
+    bcr: ModuleType, tmp_path: Path, ids: list[str]
+) -> None:
     ns = _store(tmp_path)
     out = tmp_path / "cold.json"
-    argv = [str(ns), "--read-threads", "1,2", "--docs", "300", "--batch", "150", "--rounds", "2", "--out", str(out)]  # fmt: skip
+    argv = [str(ns), "--read-threads", "1,2", "--docs", "300", "--batch", "150", "--rounds", "2", "--out", str(out), *ids]  # fmt: skip
     assert bcr.main(argv) == 0
     res = json.loads(out.read_text())
     assert [m["read_threads"] for m in res["medians"]] == [1, 2]
@@ -41,6 +44,15 @@ def test_runs_each_setting_on_the_same_texts(bcr: ModuleType, tmp_path: Path) ->
         by_round.setdefault(r["round"], set()).add(r["duplicates"])
     assert all(len(v) == 1 for v in by_round.values())
     assert res["page_cache"].startswith("database dropped") and res["machine"]["cpus"] >= 1
+    assert res["ids"] == ("random" if ids else "sequential")
+
+
+def test_random_ids_are_spread_among_the_windows_own(bcr: ModuleType) -> None:
+    ids = bcr.query_ids(1_000, 5, True)
+    assert len(set(ids)) == 1_000 and ids == bcr.query_ids(1_000, 5, True)
+    assert all(len(i) == 12 and i[0] == "w" and i[1:11].isdigit() and i[-1] == "x" for i in ids)
+    assert len({i[1] for i in ids}) == 10  # every leading digit: all over the index
+    assert bcr.query_ids(3, 7, False) == ["q7", "q8", "q9"]
 
 
 @pytest.mark.parametrize(

@@ -44,14 +44,11 @@ sys.path.insert(0, str(ROOT))
 
 def drop_cache(store: Path) -> None:
     """Drop the metadata database's pages (and its WAL's) from the page cache."""
+    from bench_stages import drop_cache as drop_file
+
     for name in ("meta.sqlite3", "meta.sqlite3-wal"):
-        p = store / name
-        if p.exists():
-            fd = os.open(p, os.O_RDONLY)
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
+        if (store / name).exists():
+            drop_file(store / name)
 
 
 def newest_time(store: Path) -> float:

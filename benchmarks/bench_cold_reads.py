@@ -148,7 +148,7 @@ def run_once(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench_dedup import machine, write_results
+    from bench_dedup import write_run
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("store", type=Path, help="a kept store's namespace directory")
@@ -228,22 +228,16 @@ def main(argv: list[str] | None = None) -> int:
             f"{k:>12} {med['wall_us_doc']:>12.1f} {med['cpu_us_doc']:>11.1f} "
             f"{med['writer_cpu_us_doc']:>8.1f} {med['readers_cpu_us_doc']:>8.1f}"
         )
-    write_results(
-        args.out,
-        {
-            "benchmark": "cold_reads",
-            "command": "python benchmarks/bench_cold_reads.py "
-            + " ".join(argv if argv is not None else sys.argv[1:]),
-            "store": str(args.store),
-            "page_cache": "warm" if args.warm else "database dropped before each run",
-            "ids": "random" if args.random_ids else "sequential",
-            "docs": args.docs,
-            "batch": args.batch,
-            "medians": table,
-            "runs": runs,
-            "machine": machine(load_average=True),
-        },
-    )
+    fields = {
+        "store": str(args.store),
+        "page_cache": "warm" if args.warm else "database dropped before each run",
+        "ids": "random" if args.random_ids else "sequential",
+        "docs": args.docs,
+        "batch": args.batch,
+        "medians": table,
+        "runs": runs,
+    }
+    write_run(args.out, "cold_reads", __file__, argv, fields)
     return 0
 
 

@@ -683,6 +683,18 @@ def write_results(path: Path, out: dict) -> None:
     print(f"wrote {path}")
 
 
+def write_run(path: Path, name: str, script: str, argv: list[str] | None, fields: dict) -> None:
+    """:func:`write_results` of a benchmark run: ``{"benchmark": name, "command": the command
+    that ran it (``script``, a benchmark's ``__file__``, and ``argv``, default the process's
+    arguments), **fields, "machine": the machine with the load average}``."""
+    args = argv if argv is not None else sys.argv[1:]
+    command = f"python benchmarks/{Path(script).name} " + " ".join(args)
+    write_results(
+        path,
+        {"benchmark": name, "command": command, **fields, "machine": machine(load_average=True)},
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=200000)

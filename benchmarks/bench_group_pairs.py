@@ -48,7 +48,7 @@ def _time(fn: Any, repeat: int) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     # the machine every benchmark's JSON records, and how it is written
-    from bench_dedup import machine, write_results
+    from bench_dedup import write_run
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="2,5,10,100,1000,4000")
@@ -87,16 +87,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{n:>7,} {a.size:>7,} {lw:>13.3f} {gw:>9.3f} {lc:>7.3f} / {gc_:<6.3f} {lw / gw:>6.1f}"
         )
     d.close()
-    out = {
-        "benchmark": "group_pairs",
-        "command": "python benchmarks/bench_group_pairs.py "
-        + " ".join(argv if argv is not None else sys.argv[1:]),
-        "plan": plan.to_dict(),
-        "repeat": args.repeat,
-        "rows": rows,
-        "machine": machine(load_average=True),
-    }
-    write_results(args.out, out)
+    fields = {"plan": plan.to_dict(), "repeat": args.repeat, "rows": rows}
+    write_run(args.out, "group_pairs", __file__, argv, fields)
     return 0
 
 

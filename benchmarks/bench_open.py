@@ -68,7 +68,7 @@ def _one(tree: Path, store: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     # the machine every benchmark's JSON records, and how it is written
-    from bench_dedup import machine, write_results
+    from bench_dedup import write_run
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("store", type=Path, help="an existing store's data directory")
@@ -108,16 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{t[-40:]:<40} {rs[0]['documents']:>11,} {med['open_s']:>7.2f} {med['open_cpu_s']:>10.2f} "
             f"{max(r['compiles'] for r in rs):>8} {med['import_s']:>8.2f}"
         )
-    out = {
-        "benchmark": "open",
-        "command": "python benchmarks/bench_open.py "
-        + " ".join(argv if argv is not None else sys.argv[1:]),
-        "store": str(args.store),
-        "repeat": args.repeat,
-        "rows": rows,
-        "machine": machine(load_average=True),
-    }
-    write_results(args.out, out)
+    fields = {"store": str(args.store), "repeat": args.repeat, "rows": rows}
+    write_run(args.out, "open", __file__, argv, fields)
     return 0
 
 

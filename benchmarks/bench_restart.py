@@ -107,7 +107,7 @@ def _round(data: Path, tree: Path, adds: int, cold: bool = False) -> dict[str, A
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench_dedup import machine, write_results
+    from bench_dedup import write_run
     from trees import TREE_HELP, alternate, checkouts, commit_of, medians
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -142,18 +142,14 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"tree": t, "commit": commit_of(t), "median": med, "runs": rs})
         found = f"{sum(r['found_after'] for r in rs)}/{sum(r['added'] for r in rs)}"
         print(f"{t[-40:]:<40} {med['start_s']:>8.1f} {med['restart_s']:>24.1f} {med['rss_after_restart_mib']:>14.0f} {found:>12}")  # fmt: skip
-    out = {
-        "benchmark": "restart",
-        "command": "python benchmarks/bench_restart.py "
-        + " ".join(argv if argv is not None else sys.argv[1:]),
+    fields = {
         "data": str(args.data),
         "rounds": args.rounds,
         "adds": args.adds,
         "cold": args.cold,
         "rows": rows,
-        "machine": machine(load_average=True),
     }
-    write_results(args.out, out)
+    write_run(args.out, "restart", __file__, argv, fields)
     return 0
 
 

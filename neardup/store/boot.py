@@ -15,6 +15,7 @@ open anyway.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -27,9 +28,15 @@ BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
 
 def boot_id() -> str | None:
     """The id Linux draws at every boot of this machine, or None where it cannot be read (not
-    Linux): then nothing is taken as checked."""
+    Linux): then nothing is taken as checked. Read once per process (a boot outlives every
+    process in it); an open asks for each segment."""
+    return _boot_id_at(BOOT_ID_PATH)
+
+
+@functools.cache
+def _boot_id_at(path: Path) -> str | None:
     try:
-        return BOOT_ID_PATH.read_text(encoding="ascii").strip() or None
+        return path.read_text(encoding="ascii").strip() or None
     except (OSError, UnicodeDecodeError):
         return None
 

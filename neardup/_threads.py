@@ -22,14 +22,15 @@ import contextlib
 import itertools
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "default_workers",
     "kernel_threads",
     "lower_thread_priority",
+    "made_ahead",
     "max_threads",
     "run_ranges",
     "threads_now",
@@ -202,3 +203,25 @@ def lower_thread_priority(niceness: int = 10) -> None:
     _local.nice = int(niceness)
     with contextlib.suppress(AttributeError, OSError):  # not Linux / not permitted: as is
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
+
+
+_T = TypeVar("_T")
+
+
+def made_ahead(rows: Iterator[_T], block: int) -> Generator[_T, None, None]:
+    """``rows``, in order, made on a helper thread ``block`` at a time, one block ahead of the
+    caller: a bulk insert's rows (their tuples, compressed texts and checksums: Python that
+    holds the GIL) are made while SQLite inserts the rows before them (``sqlite3_step`` runs
+    without the GIL), where made in turn the two add up (``benchmarks/bench_seed.py
+    --whole``). An error making them is raised here; a caller that stops early (an error
+    inserting) closes it: that waits for the block in the making, and no helper is left
+    running."""
+
+    def take() -> list[_T]:
+        return list(itertools.islice(rows, block))
+
+    with ThreadPoolExecutor(1, thread_name_prefix="neardup-rows-ahead") as ahead:
+        nxt = ahead.submit(take)
+        while got := nxt.result():
+            nxt = ahead.submit(take)
+            yield from got

@@ -55,9 +55,31 @@ def test_random_ids_are_spread_among_the_windows_own(bcr: ModuleType) -> None:
     assert bcr.query_ids(3, 7, False) == ["q7", "q8", "q9"]
 
 
+def test_compares_summaries_held_and_read(bcr: ModuleType, tmp_path: Path) -> None:
+    ns = _store(tmp_path)
+    out = tmp_path / "cold.json"
+    argv = [str(ns), "--read-threads", "2", "--resident-summaries", "on,off", "--docs", "200", "--batch", "100", "--rounds", "2", "--out", str(out)]  # fmt: skip
+    assert bcr.main(argv) == 0
+    res = json.loads(out.read_text())
+    assert [(m["read_threads"], m["resident_summaries"]) for m in res["medians"]] == [
+        (2, True),
+        (2, False),
+    ]
+    held = [r for r in res["runs"] if r["resident_summaries"]]
+    assert len(held) == 2 and all(r["open_to_summaries_loaded_s"] > 0 for r in held)
+    assert all(r["open_to_summaries_loaded_s"] is None for r in res["runs"] if r not in held)
+
+
 @pytest.mark.parametrize(
     "extra",
-    [["--read-threads", "1,x"], ["--read-threads", "0"], ["--rounds", "0"], ["--docs", "0"]],
+    [
+        ["--read-threads", "1,x"],
+        ["--read-threads", "0"],
+        ["--rounds", "0"],
+        ["--docs", "0"],
+        ["--resident-summaries", "yes"],
+        ["--resident-summaries", "on,on"],
+    ],
 )
 def test_refuses_bad_options(bcr: ModuleType, tmp_path: Path, extra: list[str]) -> None:
     ns = tmp_path / "ns"

@@ -141,6 +141,13 @@ def serve(
         "come in sooner once the database outgrows the page cache (1..64; 1: one after "
         "another).",
     ),
+    resident_summaries: bool = typer.Option(
+        True,
+        "--resident-summaries/--no-resident-summaries",
+        help="Hold each namespace's long rows' summaries in memory (loaded in the background "
+        "after the open; ~630 bytes a row of 512+ tokens), so that a long text's SimHash "
+        "neighbours are turned down without reading SQLite; off: read them as needed.",
+    ),
     max_connections: int | None = typer.Option(
         None,
         "--max-connections",
@@ -194,6 +201,7 @@ def serve(
         repair=repair,
         verify_meta=verify_meta,
         read_threads=read_threads,
+        resident_summaries=resident_summaries,
     )
     dedup = DedupSettings(
         max_distance=max_distance,

@@ -37,7 +37,8 @@ from typing import Any
 from .._durable import fsync_dir
 from ..errors import ConfigError, CorruptFileError, StorageError, UnsupportedVersionError
 from .layout import DataDir
-from .meta import _RAW_COLUMNS, SCHEMA_VERSION, load_codec, row_checksum, row_problem
+from .meta import _RAW_COLUMNS, SCHEMA_VERSION, row_checksum, row_problem
+from .textcodec import load_codec
 from .wal import AddRecord, read_wal
 
 __all__ = [

@@ -60,8 +60,7 @@ import os
 import sqlite3
 import struct
 import threading
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
@@ -70,12 +69,13 @@ import numpy.typing as npt
 import xxhash
 import zstandard as zstd
 
-from .._threads import max_threads
+from .._threads import made_ahead, max_threads
 from ..errors import CorruptFileError, CorruptRecordError, StorageError, UnsupportedVersionError
 from . import textcodec
 from .checkpointer import Checkpointer
 from .readers import ParallelReads, select_in
-from .textcodec import TEXT_ZSTD_FLAG, TextCodec, dict_checksum
+from .resident import ResidentSummaries
+from .textcodec import TEXT_ZSTD_FLAG, TextCodec, dict_checksum, load_codec
 from .wal import AddRecord, DeleteRecord
 
 __all__ = [
@@ -311,50 +311,10 @@ def _stored_rows(
 _ENCODE_BLOCK = 4096
 
 
-_T = TypeVar("_T")
-
-
-def _made_ahead(rows: Iterator[_T], block: int) -> Generator[_T, None, None]:
-    """``rows``, in order, made on a helper thread ``block`` at a time, one block ahead of the
-    caller: a bulk insert's rows (their tuples, compressed texts and checksums: Python that
-    holds the GIL) are made while SQLite inserts the rows before them (``sqlite3_step`` runs
-    without the GIL), where made in turn the two add up (``benchmarks/bench_seed.py
-    --whole``). An error making them is raised here; a caller that stops early (an error
-    inserting) closes it: that waits for the block in the making, and no helper is left
-    running."""
-
-    def take() -> list[_T]:
-        return list(itertools.islice(rows, block))
-
-    with ThreadPoolExecutor(1, thread_name_prefix="neardup-rows-ahead") as ahead:
-        nxt = ahead.submit(take)
-        while got := nxt.result():
-            nxt = ahead.submit(take)
-            yield from got
-
-
 def _add_row(r: AddRecord) -> tuple[Any, ...]:
     """A log record's row, 8 columns (:func:`_stored_row` stores it)."""
     fp = r.fp_hi.to_bytes(8, "little") + r.fp_lo.to_bytes(8, "little")
     return (r.rowid, r.id, r.time, fp, r.chash, r.flags, r.metadata, r.text)
-
-
-def load_codec(db: sqlite3.Connection) -> tuple[TextCodec | None, str | None]:
-    """The text codec of the database ``db`` (None before it has trained one) and, where its
-    dictionary fails its checksum, what is wrong (the codec is then None)."""
-    try:
-        row = db.execute("SELECT dict, csum FROM text_dict WHERE k = 0").fetchone()
-    except sqlite3.OperationalError:  # no such table: a database without compressed texts
-        return None, None
-    if row is None:
-        return None, None
-    data, csum = row
-    if not isinstance(data, bytes) or dict_checksum(data) != csum:
-        return None, "the store's text dictionary fails its checksum"
-    try:
-        return TextCodec(data), None
-    except Exception as exc:  # zstd refuses the bytes: damaged beyond the checksum's reach
-        return None, f"the store's text dictionary cannot be loaded ({exc})"
 
 
 def row_problem(
@@ -492,9 +452,13 @@ class MetaDB:
     """Thread-safe wrapper around one SQLite connection (``path=None``: in memory).
 
     ``read_threads``: connections a read of many keys (a group's rows, summaries, ids) is
-    spread over on a file database (:mod:`neardup.store.readers`; 1: one after another)."""
+    spread over on a file database (:mod:`neardup.store.readers`; 1: one after another);
+    ``resident_summaries``: a file database's summaries held in memory once loaded
+    (:mod:`neardup.store.resident`)."""
 
-    def __init__(self, path: Path | None, read_threads: int = 1) -> None:
+    def __init__(
+        self, path: Path | None, read_threads: int = 1, resident_summaries: bool = False
+    ) -> None:
         self.path = path
         self._checkpointer: Checkpointer | None = None
         self._lock = threading.RLock()
@@ -545,9 +509,14 @@ class MetaDB:
         with self._lock:  # a new (or rebuilt) database: count its rows once
             if self._db.execute("SELECT n FROM doc_count").fetchone() is None:
                 self._db.execute("INSERT INTO doc_count SELECT 0, count(*) FROM docs")
-        # last: nothing above may fail with its thread started
+        # what the transaction in progress did to the summaries, for the copy in memory
+        self._noted: list[tuple[str, Any]] = []
+        self._resident = ResidentSummaries(path) if path and resident_summaries else None
+        # last: nothing above may fail with its threads started
         if path is not None:
             self._checkpointer = Checkpointer(path)
+            if self._resident is not None:
+                self._resident.start()
 
     def _check_version(self) -> None:
         """Refuse a database of another schema version (a new, empty one is version 1)."""
@@ -572,6 +541,8 @@ class MetaDB:
             self._checkpointer.committed()
 
     def close(self) -> None:
+        if self._resident is not None:
+            self._resident.close()
         if self._checkpointer is not None:
             self._checkpointer.close()
         if self._par is not None:
@@ -614,6 +585,7 @@ class MetaDB:
                 cur.execute("DELETE FROM docs WHERE rid = ?", (r.rowid,))
                 delta -= cur.rowcount
                 cur.execute("DELETE FROM summaries WHERE rid = ?", (r.rowid,))
+                self._noted.append(("drop", [r.rowid]))
                 # remembered until compaction drops the row from its segment
                 cur.execute("INSERT OR IGNORE INTO deleted VALUES (?)", (r.rowid,))
             if adds:
@@ -632,10 +604,13 @@ class MetaDB:
         with self._lock:
             cur = self._db.cursor()
             cur.execute("BEGIN")
+            self._noted = []
             try:
                 yield cur
                 cur.execute("COMMIT")
                 self._wrote()
+                if self._resident is not None and self._noted:
+                    self._resident.apply(self._noted)
                 if self._pending is not None:  # its dictionary is stored: later writes use it
                     self._codec, self._pending, self._train = self._pending, None, False
             except BaseException as exc:
@@ -806,7 +781,7 @@ class MetaDB:
                     # a bulk insert's made a block ahead while SQLite inserts the block before;
                     # closed with the insert, so that a failed one leaves no helper behind
                     with (
-                        contextlib.closing(_made_ahead(stored, _ENCODE_BLOCK))
+                        contextlib.closing(made_ahead(stored, _ENCODE_BLOCK))
                         if bulk
                         else contextlib.nullcontext(stored)
                     ) as rows:
@@ -828,6 +803,7 @@ class MetaDB:
             cur.executemany("DELETE FROM docs WHERE rid = ?", ((r,) for r in rowids))
             gone = self._db.total_changes - before
             cur.executemany("DELETE FROM summaries WHERE rid = ?", ((r,) for r in rowids))
+            self._noted.append(("drop", rowids))
             self._add_count(cur, -gone)
         return gone
 
@@ -838,13 +814,14 @@ class MetaDB:
             cur.execute("DELETE FROM docs WHERE rid >= ?", (int(rowid),))
             gone = int(cur.rowcount)
             cur.execute("DELETE FROM summaries WHERE rid >= ?", (int(rowid),))
+            self._noted.append(("drop_from", int(rowid)))
             self._add_count(cur, -gone)
         return gone
 
-    @staticmethod
-    def _put_summaries(cur: sqlite3.Cursor, pairs: Sequence[tuple[int, bytes]]) -> None:
+    def _put_summaries(self, cur: sqlite3.Cursor, pairs: Sequence[tuple[int, bytes]]) -> None:
         if pairs:
             cur.executemany("INSERT OR REPLACE INTO summaries VALUES (?, ?)", pairs)
+            self._noted.append(("put", pairs))
 
     @_storage_errors
     def put_summaries(self, pairs: Sequence[tuple[int, bytes]]) -> None:
@@ -856,12 +833,19 @@ class MetaDB:
                 self._put_summaries(cur, pairs)
 
     def summaries(self, rowids: Iterable[int]) -> dict[int, bytes]:
-        """The stored summaries of ``rowids`` (rows without one are left out)."""
+        """The stored summaries of ``rowids`` (rows without one are left out): those held in
+        memory, the rest (all without ``resident_summaries``, none once loaded) from SQLite."""
 
         def read(db: sqlite3.Connection, _: Any, keys: Sequence[int]) -> dict[int, bytes]:
             return {int(r): bytes(b) for r, b in select_in(db, "rid, s FROM summaries", keys)}
 
-        return self._read_keys("summaries", {int(r): None for r in rowids}, read)
+        keys = {int(r): None for r in rowids}
+        if self._resident is None:
+            return self._read_keys("summaries", keys, read)
+        found, rest = self._resident.lookup(keys)
+        if rest:
+            found.update(self._read_keys("summaries", dict.fromkeys(rest), read))
+        return found
 
     def deleted_between(self, lo: int, hi: int) -> npt.NDArray[np.int64]:
         """Row ids deleted (by a ``DELETE`` record) in ``[lo, hi]`` (sorted int64)."""
@@ -908,8 +892,9 @@ class MetaDB:
         return self._par
 
     def read_stats(self) -> dict[str, float]:
-        """:meth:`ParallelReads.stats` (nothing in memory)."""
-        return {} if self._par is None else self._par.stats()
+        """:meth:`ParallelReads.stats` and :meth:`ResidentSummaries.stats` (nothing in memory)."""
+        out = {} if self._par is None else self._par.stats()
+        return out if self._resident is None else {**out, **self._resident.stats()}
 
     def _read_keys(self, kind: str, keys: dict[Any, None], read: Callable[..., dict]) -> dict:
         """``read(connection, codec, keys)`` of the distinct ``keys`` (a dict's), merged: on

@@ -361,7 +361,7 @@ def _open_meta(st: StoreState, d: DataDir, repair: bool) -> MetaDB:
             path,
         )
     try:
-        meta = MetaDB(path, st.settings.read_threads)
+        meta = MetaDB(path, st.settings.read_threads, st.settings.resident_summaries)
         problems = _quick_check(meta, path) if due else []
     except sqlite3.DatabaseError as exc:
         if meta is not None:
@@ -401,7 +401,7 @@ def _open_meta(st: StoreState, d: DataDir, repair: bool) -> MetaDB:
         bad,
         aside.name,
     )
-    return MetaDB(path, st.settings.read_threads)
+    return MetaDB(path, st.settings.read_threads, st.settings.resident_summaries)
 
 
 def _restore_from_meta(st: StoreState, lo: int, replayed: list[npt.NDArray[np.int64]]) -> None:

@@ -137,6 +137,12 @@ class StoreSettings:
         (:mod:`neardup.store.readers`): rows read from the disk once the database outgrows
         the page cache come in sooner. 1: one connection, one read after another. Not
         stored: each open may choose.
+    resident_summaries : bool, default=True
+        Hold every long row's summary in memory (:mod:`neardup.store.resident`: loaded on a
+        thread after the open, then kept with the database), so that turning a long text's
+        SimHash neighbours down on their summaries reads nothing from SQLite: ~630 bytes of
+        memory per row of 512 tokens or more (~32 bytes a document of the seeds' mix). False:
+        read them from SQLite as needed. Not stored: each open may choose.
 
     >>> StoreSettings(retention="48h").retention
     172800.0
@@ -157,11 +163,14 @@ class StoreSettings:
     repair: bool = field(default=False, metadata=_flag("--repair"))
     verify_meta: bool | None = field(default=None, metadata=_flag("--verify-meta/--no-verify-meta"))
     read_threads: int = field(default=DEFAULT_READ_THREADS, metadata=_flag("--read-threads"))
+    resident_summaries: bool = field(
+        default=True, metadata=_flag("--resident-summaries/--no-resident-summaries")
+    )
 
     def __post_init__(self) -> None:
         name = option_name(StoreSettings, "retention")
         object.__setattr__(self, "retention", parse_duration(self.retention, name=name))
-        for flag in ("allow_retention_change", "repair", "verify_meta"):
+        for flag in ("allow_retention_change", "repair", "verify_meta", "resident_summaries"):
             value = getattr(self, flag)
             if not isinstance(value, bool) and not (flag == "verify_meta" and value is None):
                 allowed = "True, False or None" if flag == "verify_meta" else "True or False"

@@ -17,6 +17,7 @@ and the dev corpus (docs/store.md, "Stored texts").
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Sequence
 from typing import cast
 
@@ -31,6 +32,7 @@ __all__ = [
     "TRAIN_MIN_TEXTS",
     "TextCodec",
     "dict_checksum",
+    "load_codec",
     "train",
 ]
 
@@ -124,3 +126,21 @@ class TextCodec:
     def decode(self, stored: bytes) -> bytes:
         """The UTF-8 bytes of a compressed text (:class:`zstd.ZstdError` when damaged)."""
         return self._d.decompress(stored)
+
+
+def load_codec(db: sqlite3.Connection) -> tuple[TextCodec | None, str | None]:
+    """The text codec of the database ``db`` (None before it has trained one) and, where its
+    dictionary fails its checksum, what is wrong (the codec is then None)."""
+    try:
+        row = db.execute("SELECT dict, csum FROM text_dict WHERE k = 0").fetchone()
+    except sqlite3.OperationalError:  # no such table: a database without compressed texts
+        return None, None
+    if row is None:
+        return None, None
+    data, csum = row
+    if not isinstance(data, bytes) or dict_checksum(data) != csum:
+        return None, "the store's text dictionary fails its checksum"
+    try:
+        return TextCodec(data), None
+    except Exception as exc:  # zstd refuses the bytes: damaged beyond the checksum's reach
+        return None, f"the store's text dictionary cannot be loaded ({exc})"

@@ -186,3 +186,4 @@ def test_serve_cache_defaults_are_the_settings_defaults() -> None:
     assert defaults["signature_cache_rows"] == s.signature_cache_rows
     assert defaults["histogram_cache_rows"] == s.histogram_cache_rows
     assert defaults["read_threads"] == s.store.read_threads
+    assert defaults["resident_summaries"] == s.store.resident_summaries

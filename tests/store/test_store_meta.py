@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from neardup._threads import made_ahead
 from neardup.errors import CorruptRecordError, UnsupportedVersionError
-from neardup.store.meta import SCHEMA_VERSION, MetaDB, _made_ahead, row_checksum
+from neardup.store.meta import SCHEMA_VERSION, MetaDB, row_checksum
 from neardup.store.wal import AddRecord, DeleteRecord
 
 # few row ids and ids, so that records of one batch replace each other both ways
@@ -124,9 +125,9 @@ def test_made_ahead_is_the_rows_in_order_and_raises_their_error(n, block, fail_a
 
     if fail_at is not None and fail_at < n:
         with pytest.raises(ValueError, match=f"row {fail_at}"):
-            list(_made_ahead(rows(), block))
+            list(made_ahead(rows(), block))
     else:
-        assert list(_made_ahead(rows(), block)) == list(range(n))
+        assert list(made_ahead(rows(), block)) == list(range(n))
     assert not any(t.name.startswith("neardup-rows-ahead") for t in threading.enumerate())
 
 
@@ -138,7 +139,7 @@ def test_made_ahead_stops_its_helper_when_the_caller_stops():
             made.append(i)
             yield i
 
-    ahead = _made_ahead(rows(), 10)
+    ahead = made_ahead(rows(), 10)
     assert [next(ahead) for _ in range(3)] == [0, 1, 2]
     ahead.close()  # the caller stopped (an insert failed)
     assert not any(t.name.startswith("neardup-rows-ahead") for t in threading.enumerate())

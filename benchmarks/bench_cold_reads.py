@@ -20,8 +20,13 @@ must be the same (the run stops otherwise).
     python benchmarks/bench_cold_reads.py DIR/n10000000/server/namespaces/default \\
         --read-threads 1,4 --rounds 3 --docs 20000
 
+``--resident-summaries on,off`` compares long rows' summaries held in memory (the store's
+default: :mod:`neardup.store.resident`, timed once their load has ended) with reading them
+from SQLite, each crossed with the ``--read-threads`` values.
+
 Figures per setting (medians over rounds): wall and CPU (every thread, user and system) per
-document, the writer thread's CPU, the readers' CPU. Prints the table and writes
+document, the writer thread's CPU, the readers' CPU; with summaries held, the seconds from the
+open to their load's end. Prints the table and writes
 ``benchmarks/results/bench_cold_reads.json`` (with the machine).
 """
 
@@ -110,13 +115,24 @@ def run_once(
     now: float,
     cold: bool,
     ids: list[str] | None = None,
+    resident: bool = True,
 ) -> dict[str, Any]:
     from neardup.online import Deduplicator
 
+    t_open = time.perf_counter()
     d = Deduplicator.open(
-        str(store), verify_meta=False, read_threads=read_threads, clock=lambda: now
+        str(store),
+        verify_meta=False,
+        read_threads=read_threads,
+        resident_summaries=resident,
+        clock=lambda: now,
     )
     try:
+        load_s = None
+        if resident:  # timed once every summary is held (the load runs after the open)
+            while not d.stats().get("resident_summaries_loaded", 0):
+                time.sleep(0.05)
+            load_s = time.perf_counter() - t_open
         d.check([{"id": "warm-up", "text": texts[0]}])  # kernels loaded, threads started
         if cold:
             drop_cache(store)
@@ -138,6 +154,8 @@ def run_once(
     n = len(texts)
     return {
         "read_threads": read_threads,
+        "resident_summaries": resident,
+        "open_to_summaries_loaded_s": load_s,
         "wall_us_doc": wall / n * 1e6,
         "cpu_us_doc": cpu / n * 1e6,
         "writer_cpu_us_doc": per.get("writer", 0.0) / n * 1e6,
@@ -147,12 +165,22 @@ def run_once(
     }
 
 
+def _label(read_threads: int, resident: bool) -> str:
+    return f"read_threads {read_threads}, summaries {'held' if resident else 'from SQLite'}"
+
+
 def main(argv: list[str] | None = None) -> int:
     from bench_dedup import write_run
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("store", type=Path, help="a kept store's namespace directory")
     ap.add_argument("--read-threads", default="1,4", help="settings compared (default 1,4)")
+    ap.add_argument(
+        "--resident-summaries",
+        default="on",
+        help="long rows' summaries held in memory (on) or read from SQLite (off), or both "
+        "compared (on,off); each crossed with --read-threads (default on, the store's default)",
+    )
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--docs", type=int, default=20_000, help="texts checked per run")
     ap.add_argument("--batch", type=int, default=1_000, help="texts per check (default 1000)")
@@ -182,6 +210,10 @@ def main(argv: list[str] | None = None) -> int:
             check_read_threads(k, "--read-threads")
     except ConfigError as exc:
         ap.error(str(exc))
+    words = args.resident_summaries.split(",")
+    if not words or any(w not in ("on", "off") for w in words) or len(set(words)) < len(words):
+        ap.error(f"--resident-summaries takes on, off or both, got {args.resident_summaries!r}")
+    combos = [(k, w == "on") for k in settings for w in words]
     if args.rounds < 1 or args.docs < 1 or args.batch < 1:
         ap.error("--rounds, --docs and --batch must be positive")
     import window_corpus as wc
@@ -191,41 +223,39 @@ def main(argv: list[str] | None = None) -> int:
     # untimed: the segments' pages and the kernels loaded, other texts than the rounds'
     end = args.skip + args.rounds * args.docs
     warm_up = wc.stream_texts(spec, end, min(2_000, args.docs))
-    run_once(args.store, warm_up, args.batch, settings[0], now, False)
+    run_once(args.store, warm_up, args.batch, settings[0], now, False, resident=combos[0][1])
     runs: list[dict[str, Any]] = []
     for rnd in range(args.rounds):
         texts = wc.stream_texts(spec, args.skip + rnd * args.docs, args.docs)
         ids = query_ids(args.docs, args.skip + rnd * args.docs, args.random_ids)
         first: list[bool] | None = None
         # the settings' order alternates, so that neither always runs first
-        for k in settings if rnd % 2 == 0 else settings[::-1]:
-            r = run_once(args.store, texts, args.batch, k, now, not args.warm, ids)
+        for k, rs in combos if rnd % 2 == 0 else combos[::-1]:
+            r = run_once(args.store, texts, args.batch, k, now, not args.warm, ids, rs)
             got = r.pop("_decisions")
             if first is None:
                 first = got
             elif got != first:
                 raise SystemExit(
-                    f"round {rnd}: read_threads={k} decided otherwise than {settings[0]}"
+                    f"round {rnd}: {_label(k, rs)} decided otherwise than {_label(*combos[0])}"
                 )
             r["round"] = rnd
             runs.append(r)
             print(
-                f"round {rnd} read_threads {k}: wall {r['wall_us_doc']:.0f} us/doc, CPU "
+                f"round {rnd} {_label(k, rs)}: wall {r['wall_us_doc']:.0f} us/doc, CPU "
                 f"{r['cpu_us_doc']:.0f} (writer {r['writer_cpu_us_doc']:.0f}, readers "
                 f"{r['readers_cpu_us_doc']:.0f}), {r['duplicates']} duplicates",
                 flush=True,
             )
     keys = ("wall_us_doc", "cpu_us_doc", "writer_cpu_us_doc", "readers_cpu_us_doc")
     table = []
-    print(
-        f"\n{'read_threads':>12} {'wall us/doc':>12} {'CPU us/doc':>11} {'writer':>8} {'readers':>8}"
-    )
-    for k in settings:
-        rs = [r for r in runs if r["read_threads"] == k]
+    print(f"\n{'setting':>28} {'wall us/doc':>12} {'CPU us/doc':>11} {'writer':>8} {'readers':>8}")
+    for k, on in combos:
+        rs = [r for r in runs if r["read_threads"] == k and r["resident_summaries"] == on]
         med = {key: round(statistics.median(r[key] for r in rs), 1) for key in keys}
-        table.append({"read_threads": k, **med})
+        table.append({"read_threads": k, "resident_summaries": on, **med})
         print(
-            f"{k:>12} {med['wall_us_doc']:>12.1f} {med['cpu_us_doc']:>11.1f} "
+            f"{_label(k, on):>28} {med['wall_us_doc']:>12.1f} {med['cpu_us_doc']:>11.1f} "
             f"{med['writer_cpu_us_doc']:>8.1f} {med['readers_cpu_us_doc']:>8.1f}"
         )
     fields = {

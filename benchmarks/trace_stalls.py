@@ -12,8 +12,8 @@ keep it as it was). The documents are the window generator's (``benchmarks/windo
 ``--seed`` other than the window's), decided one at a time on this thread, as the service's
 event loop decides a lone request (``Deduplicator.submit(..., inline=True)``), without HTTP.
 ``--kind check`` checks them without adding them: the store is left as it was, so that two
-versions of the code (or settings: ``--histogram-cache-rows 0``) can be compared on the same
-store and documents. ``--warm N`` first checks ``N`` other documents (seed ``--seed + 1000``)
+versions of the code (or settings: ``--histogram-cache-rows 0``, ``--resident-summaries
+off``) can be compared on the same store and documents. ``--warm N`` first checks ``N`` other documents (seed ``--seed + 1000``)
 in batches of 1,000, untimed, as a service that has been serving for a while (its in-memory
 caches filled).
 
@@ -110,16 +110,29 @@ def main(argv: list[str] | None = None) -> int:
         help="open the store without SQLite's quick_check (neardup serve --no-verify-meta): "
         "at 50 M it reads a 23 GB database for minutes",
     )
+    p.add_argument(
+        "--resident-summaries",
+        choices=("on", "off"),
+        default="on",
+        help="long rows' summaries held in memory (the store's default; timed after their "
+        "load ends) or read from SQLite",
+    )
     p.add_argument("--out", type=Path, default=None)
     a = p.parse_args(argv)
     if not (a.store / "MANIFEST.json").exists():
         p.error(f"{a.store} is not a store's data directory (no MANIFEST.json)")
     t0 = time.perf_counter()
-    opts: dict[str, Any] = {"verify_meta": a.verify_meta}
+    opts: dict[str, Any] = {
+        "verify_meta": a.verify_meta,
+        "resident_summaries": a.resident_summaries == "on",
+    }
     if a.histogram_cache_rows is not None:
         opts["histogram_cache_rows"] = a.histogram_cache_rows
     d = Deduplicator.open(a.store, **opts)
     open_s = time.perf_counter() - t0
+    while not d.stats().get("resident_summaries_loaded", 1):  # held: all of them, first
+        time.sleep(0.05)
+    loaded_s = time.perf_counter() - t0
     docs_before = len(d)
     if a.warm:
         warm = wc.stream_texts(wc.WindowSpec(n=max(a.warm, 1000), seed=a.seed + 1000), 0, a.warm)
@@ -197,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         "store_documents_before": docs_before,
         "warm_documents": a.warm,
         "open_s": open_s,
+        "open_to_summaries_loaded_s": loaded_s if a.resident_summaries == "on" else None,
         "cpu_ms_per_request": 1e3 * cpu / a.n,
         "service": _pct(service),
         "from_schedule": _pct(late),

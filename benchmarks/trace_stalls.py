@@ -225,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
         "samples": samples[:50],
     }
     print(f"store: {a.store} ({docs_before:,} documents, opened in {open_s:.1f} s)")
+    if a.resident_summaries == "on":
+        print(f"long rows' summaries held in memory, loaded {loaded_s:.1f} s after the open began")
     print(
         f"{a.n:,} single {a.kind}s at {a.rate:,.0f}/s, in process; CPU {res['cpu_ms_per_request']:.3f} ms a request"
     )

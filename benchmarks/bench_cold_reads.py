@@ -21,9 +21,9 @@ must be the same (the run stops otherwise).
     python benchmarks/bench_cold_reads.py DIR/n10000000/server/namespaces/default \\
         --read-threads 1,4 --rounds 3 --docs 20000
 
-``--resident-summaries on,off`` compares long rows' summaries held in memory (the store's
-default: :mod:`neardup.store.resident`, timed once their load has ended) with reading them
-from SQLite, each crossed with the ``--read-threads`` values.
+``--resident-summaries on,off`` compares long rows' summaries held in memory
+(:mod:`neardup.store.resident`, timed once their load has ended) with reading them from SQLite
+(the store's default), each crossed with the ``--read-threads`` values.
 
 Figures per setting (medians over rounds): wall and CPU (every thread, user and system) per
 document, the writer thread's CPU, the readers' CPU; with summaries held, the seconds from the
@@ -126,7 +126,7 @@ def run_once(
     now: float,
     cold: bool,
     ids: list[str] | None = None,
-    resident: bool = True,
+    resident: bool = False,
 ) -> dict[str, Any]:
     from neardup.online import Deduplicator
 
@@ -188,9 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--read-threads", default="1,4", help="settings compared (default 1,4)")
     ap.add_argument(
         "--resident-summaries",
-        default="on",
+        default="off",
         help="long rows' summaries held in memory (on) or read from SQLite (off), or both "
-        "compared (on,off); each crossed with --read-threads (default on, the store's default)",
+        "compared (on,off); each crossed with --read-threads (default off, the store's default)",
     )
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--docs", type=int, default=20_000, help="texts checked per run")

@@ -113,9 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--resident-summaries",
         choices=("on", "off"),
-        default="on",
-        help="long rows' summaries held in memory (the store's default; timed after their "
-        "load ends) or read from SQLite",
+        default="off",
+        help="long rows' summaries held in memory (timed after their load ends) or read from "
+        "SQLite (the store's default)",
     )
     p.add_argument("--out", type=Path, default=None)
     a = p.parse_args(argv)

@@ -25,7 +25,7 @@ def test_runs_with_summaries_held_and_read(ts: ModuleType, tmp_path: Path) -> No
 
     ns = tmp_path / "ns"
     texts = wc.stream_texts(wc.WindowSpec(n=10_000_000), 0, 2000)
-    with Deduplicator.open(ns, lsh_bands=30, lsh_rows=3) as d:
+    with Deduplicator.open(ns, lsh_bands=30, lsh_rows=3, resident_summaries=True) as d:
         d.load([{"id": f"d{i}", "text": t} for i, t in enumerate(texts)])
         assert d.stats()["resident_summaries"] > 0  # the mix holds long texts
     got = {}

@@ -142,11 +142,12 @@ def serve(
         "another).",
     ),
     resident_summaries: bool = typer.Option(
-        True,
+        False,
         "--resident-summaries/--no-resident-summaries",
         help="Hold each namespace's long rows' summaries in memory (loaded in the background "
         "after the open; ~630 bytes a row of 512+ tokens), so that a long text's SimHash "
-        "neighbours are turned down without reading SQLite; off: read them as needed.",
+        "neighbours are turned down without reading SQLite (off by default: that memory comes "
+        "out of the page cache).",
     ),
     max_connections: int | None = typer.Option(
         None,

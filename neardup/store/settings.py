@@ -137,12 +137,14 @@ class StoreSettings:
         (:mod:`neardup.store.readers`): rows read from the disk once the database outgrows
         the page cache come in sooner. 1: one connection, one read after another. Not
         stored: each open may choose.
-    resident_summaries : bool, default=True
+    resident_summaries : bool, default=False
         Hold every long row's summary in memory (:mod:`neardup.store.resident`: loaded on a
         thread after the open, then kept with the database), so that turning a long text's
         SimHash neighbours down on their summaries reads nothing from SQLite: ~630 bytes of
-        memory per row of 512 tokens or more (~32 bytes a document of the seeds' mix). False:
-        read them from SQLite as needed. Not stored: each open may choose.
+        memory per row of 512 tokens or more (~32 bytes a document of the seeds' mix). Worth
+        it where the database has outgrown the page cache and checks dominate; off by
+        default, since that memory comes out of the page cache (docs/store.md, *Long rows'
+        summaries in memory*). Not stored: each open may choose.
 
     >>> StoreSettings(retention="48h").retention
     172800.0
@@ -164,7 +166,7 @@ class StoreSettings:
     verify_meta: bool | None = field(default=None, metadata=_flag("--verify-meta/--no-verify-meta"))
     read_threads: int = field(default=DEFAULT_READ_THREADS, metadata=_flag("--read-threads"))
     resident_summaries: bool = field(
-        default=True, metadata=_flag("--resident-summaries/--no-resident-summaries")
+        default=False, metadata=_flag("--resident-summaries/--no-resident-summaries")
     )
 
     def __post_init__(self) -> None:

@@ -6,6 +6,7 @@ and with them or without them, the decisions are the same."""
 from __future__ import annotations
 
 import struct
+import time
 from pathlib import Path
 
 import numpy as np
@@ -112,14 +113,19 @@ def test_the_bound_on_a_summary_never_turns_down_a_pair_verification_accepts(a, 
 
 
 def _run(
-    path: Path, texts: list[str], *, cache_rows: int, bulk: int = 0
+    path: Path, texts: list[str], *, cache_rows: int, bulk: int = 0, resident: bool = False
 ) -> tuple[list, Deduplicator]:
     """Decisions of ``texts`` through a store at ``path``: the first ``bulk`` loaded as they
     are, the rest checked and added in groups of 30, then all checked again after a reopen;
     returns (decisions, the reopened deduplicator, still open)."""
     out: list = []
     d = Deduplicator.open(
-        path, lsh_bands=30, lsh_rows=3, memtable_size=200, histogram_cache_rows=cache_rows
+        path,
+        lsh_bands=30,
+        lsh_rows=3,
+        memtable_size=200,
+        histogram_cache_rows=cache_rows,
+        resident_summaries=resident,
     )
     if bulk:
         d.load([{"id": str(i), "text": t} for i, t in enumerate(texts[:bulk])])
@@ -132,20 +138,27 @@ def _run(
     d.delete(added[3])
     out.append(("deleted", added[3]))
     d.close()
-    d = Deduplicator.open(path, memtable_size=200, histogram_cache_rows=cache_rows)
+    d = Deduplicator.open(
+        path, memtable_size=200, histogram_cache_rows=cache_rows, resident_summaries=resident
+    )
+    while resident and not d.stats()["resident_summaries_loaded"]:  # checked from memory
+        time.sleep(0.01)
     for g in d.check([{"id": f"q{i}", "text": t} for i, t in enumerate(texts[1::2])]):
         out.append((g.duplicate, g.added, [(m.id, m.distance, m.score) for m in g.matches]))
     return out, d
 
 
+@pytest.mark.parametrize("resident", [False, True], ids=["from-sqlite", "held-in-memory"])
 @pytest.mark.parametrize("bulk", [0, 120], ids=["added", "loaded-in-bulk"])
-def test_summaries_change_no_decision_and_spare_reads(tmp_path: Path, bulk: int) -> None:
+def test_summaries_change_no_decision_and_spare_reads(
+    tmp_path: Path, bulk: int, resident: bool
+) -> None:
     texts = _long_texts(5, 300)
     # no cache: every hit is read (the summaries are stored, never used)
     want, d = _run(tmp_path / "read", texts, cache_rows=0, bulk=bulk)
     assert d._decider.summaries_used == 0
     d.close()
-    got, d = _run(tmp_path / "summaries", texts, cache_rows=131_072, bulk=bulk)
+    got, d = _run(tmp_path / "summaries", texts, cache_rows=131_072, bulk=bulk, resident=resident)
     try:
         assert got == want
         # after the reopen the cache starts empty: the bound worked from stored summaries
@@ -159,6 +172,8 @@ def test_summaries_change_no_decision_and_spare_reads(tmp_path: Path, bulk: int)
         assert deleted not in rids and len(rids) > 150
         stored = d.store.summaries(rids.values())
         assert len(stored) == len(rids)
+        if resident:  # every one held, and the checks took them from memory
+            assert stats["resident_summaries"] == len(stored)
         gone = next(iter(rids))
         d.delete(gone)
         assert rids[gone] not in d.store.summaries([rids[gone]])

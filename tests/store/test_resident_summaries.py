@@ -202,7 +202,7 @@ def test_the_copy_follows_any_order_of_writes(ops) -> None:
 
 
 def test_the_store_switch(tmp_path: Path) -> None:
-    assert StoreSettings().resident_summaries is True
+    assert StoreSettings().resident_summaries is False
     with pytest.raises(ConfigError, match="resident_summaries"):
         StoreSettings(resident_summaries="yes")  # type: ignore[arg-type]
     from neardup.online import Deduplicator

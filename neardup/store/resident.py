@@ -13,7 +13,7 @@ store keeps every one of them in memory: a read of summaries is then a dictionar
 never touches SQLite (docs/store.md, *Long rows' summaries in memory*).
 
 They are loaded after the store opens, on a thread of their own (one statement per
-:data:`LOAD_CHUNK` rows, in row id order, on a read-only connection of its own), so an open
+:data:`LOAD_CHUNK` rows, in row id order, on a query-only connection of its own), so an open
 does not wait for them; until the load ends, the summaries it has not reached are read from
 SQLite as before. The copy follows every write of the table: :class:`~neardup.store.meta.MetaDB`
 calls :meth:`put` and :meth:`drop` after each transaction that wrote summaries or deleted rows
@@ -82,13 +82,14 @@ class ResidentSummaries:
         return self._loaded.wait(timeout)
 
     def _load(self) -> None:
-        try:
-            db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+        try:  # (a path, not a file: URI, which a folder named with ?, # or % would break)
+            db = sqlite3.connect(str(self.path), check_same_thread=False)
         except sqlite3.Error as exc:
             self._failed = f"{type(exc).__name__}: {exc}"
             log.warning("%s: summaries not loaded into memory (%s)", self.path, exc)
             return
         try:
+            db.execute("PRAGMA query_only=ON")
             db.execute("PRAGMA busy_timeout=30000")
             after = -1
             while not self._stop.is_set():

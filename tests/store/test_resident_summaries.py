@@ -90,7 +90,8 @@ def test_a_failed_transaction_leaves_the_copy_as_it_was(
 def test_an_open_loads_every_summary_and_then_reads_none_from_sqlite(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = tmp_path / "m.sqlite3"
+    path = tmp_path / "a folder?#%20" / "m.sqlite3"  # (no URI: these stay a path)
+    path.parent.mkdir()
     n = 3 * resident_mod.LOAD_CHUNK + 5
     db = MetaDB(path)
     db.apply([_add(i, None) for i in range(n)])

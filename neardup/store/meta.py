@@ -609,8 +609,6 @@ class MetaDB:
                 yield cur
                 cur.execute("COMMIT")
                 self._wrote()
-                if self._resident is not None and self._noted:
-                    self._resident.apply(self._noted)
                 if self._pending is not None:  # its dictionary is stored: later writes use it
                     self._codec, self._pending, self._train = self._pending, None, False
             except BaseException as exc:
@@ -624,6 +622,9 @@ class MetaDB:
                 if mapped is not exc:  # a full disk: StorageError (HTTP 503), not a raw error
                     raise mapped from exc
                 raise
+            # committed: the copy in memory follows (outside the try: it is not the write)
+            if self._resident is not None and self._noted:
+                self._resident.apply(self._noted)
 
     def _use_stored_dict(self) -> None:
         """Take the codecs (writes', reads') of the dictionary the database holds, if any."""

@@ -8,16 +8,17 @@ a read of SQLite's ``summaries`` table, nearly always of a row no earlier query 
 (a decider's histogram cache does not help: the rows a stream of queries meets are new ones),
 and once a window's database outgrows the page cache (50 M documents: 23 GB beside 12 GB of
 mapped segments on a 24 GB machine) a read from the disk. The summaries are a small part of
-that database (long rows only: ~27 bytes a document of the seeds' mix, 540 each), so the
-store keeps every one of them in memory: a read of summaries is then a dictionary look-up and
-never touches SQLite (docs/store.md, *Long rows' summaries in memory*).
+that database (long rows only: ~27 bytes a document of the seeds' mix, 540 each), so a store
+can keep every one of them in memory (``StoreSettings.resident_summaries``, off by default:
+docs/store.md, *Long rows' summaries in memory*, says what it cost and gave): a read of
+summaries is then a dictionary look-up and never touches SQLite.
 
 They are loaded after the store opens, on a thread of their own (one statement per
 :data:`LOAD_CHUNK` rows, in row id order, on a query-only connection of its own), so an open
 does not wait for them; until the load ends, the summaries it has not reached are read from
 SQLite as before. The copy follows every write of the table: :class:`~neardup.store.meta.MetaDB`
-calls :meth:`put` and :meth:`drop` after each transaction that wrote summaries or deleted rows
-commits. A row deleted while the load runs is remembered until it ends, so the load does not
+hands :meth:`apply` what each transaction that wrote summaries or deleted rows did, once it
+has committed. A row deleted while the load runs is remembered until it ends, so the load does not
 bring its summary back from an older statement's answer.
 
 A summary is derived data that a decision never needs (a row without one is read as before),

@@ -73,7 +73,7 @@ from .._threads import made_ahead, max_threads
 from ..errors import CorruptFileError, CorruptRecordError, StorageError, UnsupportedVersionError
 from . import textcodec
 from .checkpointer import Checkpointer
-from .readers import ParallelReads, select_in
+from .readers import ParallelReads, read_connection, select_in
 from .resident import ResidentSummaries
 from .textcodec import TEXT_ZSTD_FLAG, TextCodec, dict_checksum, load_codec
 from .wal import AddRecord, DeleteRecord
@@ -483,10 +483,7 @@ class MetaDB:
         self._rdb = self._db
         if path is not None:
             self._rlock = threading.RLock()
-            self._rdb = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-            self._rdb.execute("PRAGMA cache_size=-65536")
-            self._rdb.execute("PRAGMA query_only=ON")
-            self._rdb.execute("PRAGMA busy_timeout=30000")
+            self._rdb = read_connection(path, 65536)
         self._par = ParallelReads(path, read_threads, lambda: self._rcodec) if path else None
         # the largest power-of-two row count whose parameters fit SQLite's limit
         fit = min(
@@ -613,6 +610,7 @@ class MetaDB:
                     self._codec, self._pending, self._train = self._pending, None, False
             except BaseException as exc:
                 self._pending = None
+                self._noted = []
                 # SQLite rolls a transaction back by itself on some errors (a full disk): a
                 # second ROLLBACK would raise "no transaction is active" and hide the cause
                 if self._db.in_transaction:
@@ -622,9 +620,11 @@ class MetaDB:
                 if mapped is not exc:  # a full disk: StorageError (HTTP 503), not a raw error
                     raise mapped from exc
                 raise
-            # committed: the copy in memory follows (outside the try: it is not the write)
-            if self._resident is not None and self._noted:
-                self._resident.apply(self._noted)
+            # committed: the copy in memory follows (outside the try: it is not the write); the
+            # list goes either way (a bulk load's summaries are not kept until the next write)
+            noted, self._noted = self._noted, []
+            if self._resident is not None and noted:
+                self._resident.apply(noted)
 
     def _use_stored_dict(self) -> None:
         """Take the codecs (writes', reads') of the dictionary the database holds, if any."""

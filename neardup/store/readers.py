@@ -55,6 +55,7 @@ __all__ = [
     "ParallelReads",
     "check_read_threads",
     "ranges",
+    "read_connection",
     "select_in",
 ]
 
@@ -110,6 +111,19 @@ def select_in(
                 yield raw, c
 
 
+def read_connection(path: Path, cache_kib: int | None = None) -> sqlite3.Connection:
+    """A query-only connection to the database at ``path`` that any thread may use (one at a
+    time), waiting up to 30 s for a lock; ``cache_kib``: its SQLite page cache (its default
+    without). The database's own read connection, each extra reader and the summaries' load
+    (:mod:`neardup.store.resident`) are made here."""
+    db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+    if cache_kib is not None:
+        db.execute(f"PRAGMA cache_size=-{int(cache_kib)}")
+    db.execute("PRAGMA query_only=ON")
+    db.execute("PRAGMA busy_timeout=30000")
+    return db
+
+
 def check_read_threads(value: object, name: str = "read_threads") -> int:
     """``value`` as a reader count, or :class:`ConfigError` saying what is allowed."""
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_READ_THREADS:
@@ -134,10 +148,7 @@ class _Reader:
 
     def __init__(self, path: Path) -> None:
         self.lock = threading.Lock()
-        self.db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self.db.execute(f"PRAGMA cache_size=-{_READER_CACHE_KIB}")
-        self.db.execute("PRAGMA query_only=ON")
-        self.db.execute("PRAGMA busy_timeout=30000")
+        self.db = read_connection(path, _READER_CACHE_KIB)
         self._src: TextCodec | None = None
         self._codec: TextCodec | None = None
 

@@ -35,6 +35,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .readers import read_connection
+
 __all__ = ["LOAD_CHUNK", "ResidentSummaries"]
 
 log = logging.getLogger(__name__)
@@ -84,14 +86,12 @@ class ResidentSummaries:
 
     def _load(self) -> None:
         try:  # (a path, not a file: URI, which a folder named with ?, # or % would break)
-            db = sqlite3.connect(str(self.path), check_same_thread=False)
+            db = read_connection(self.path)
         except sqlite3.Error as exc:
             self._failed = f"{type(exc).__name__}: {exc}"
             log.warning("%s: summaries not loaded into memory (%s)", self.path, exc)
             return
         try:
-            db.execute("PRAGMA query_only=ON")
-            db.execute("PRAGMA busy_timeout=30000")
             after = -1
             while not self._stop.is_set():
                 chunk = db.execute(

@@ -202,9 +202,11 @@ def _signature_kernel(
     out: np.ndarray,
     counts: np.ndarray,
     buckets: np.ndarray,
+    hists: np.ndarray,
     flags: np.ndarray,
 ) -> None:  # pragma: no cover - numba
-    # documents lo..hi-1 (run_ranges); buckets (n, 2**MASK_BITS) or (n, 0): not wanted
+    # documents lo..hi-1 (run_ranges); buckets (n, 2**MASK_BITS) and hists (n, 2**k) or
+    # (n, 0): not wanted
     h = pa.shape[0]
     low = np.uint64(0xFFFF)
     mins = np.empty(h, np.uint64)
@@ -216,6 +218,12 @@ def _signature_kernel(
     mix = np.uint64(BUCKET_MIX)
     shift = np.uint64(64 - MASK_BITS)
     top = np.uint8(255)
+    hw = hists.shape[1]
+    hcounted = hw > 0
+    hbits = 0
+    while (1 << hbits) < hw:
+        hbits += 1
+    hshift = np.uint64(64 - hbits)
     for d in range(lo, hi):
         s = starts[d]
         e = ends[d]
@@ -230,6 +238,13 @@ def _signature_kernel(
                 for q in range(n):
                     b = (tmp[q] * mix) >> shift
                     row[b] += np.uint8(row[b] < top)
+        if hcounted:  # and in the finer buckets of the verifier's histograms
+            hrow = hists[d]
+            hrow[:] = 0
+            if not hit:
+                for q in range(n):
+                    b = (tmp[q] * mix) >> hshift
+                    hrow[b] += np.uint8(hrow[b] < top)
         if hit or n == 0:  # flagged: the caller strips and redoes it; no tokens: no signature
             for p in range(h):
                 out[d, p] = 0xFFFF
@@ -316,6 +331,7 @@ def minhash_signatures(
     prepared: Prepared | None = None,
     progress: Callable[[int], None] | None = None,
     buckets: npt.NDArray[np.uint8] | None = None,
+    histograms: npt.NDArray[np.uint8] | None = None,
 ) -> tuple[npt.NDArray[np.uint16], npt.NDArray[np.int64]]:
     """b-bit MinHash signatures of the texts' token bigrams (:data:`SIGNATURE_SCHEME`, see the
     module): ``(sig uint16 (n, hashes), tokens int64 (n,))``; a text without tokens has
@@ -333,7 +349,14 @@ def minhash_signatures(
     holds :func:`~neardup.verify.tokens.token_histograms`' buckets ``j << (HIST_BITS -
     MASK_BITS)`` and up; saturating at 255), in the same pass: what a stored row's token mask
     (:func:`neardup.rules.lsh.sketches`) and a query's side of its bound
-    (:func:`neardup.verify.overlap.mask_bound_decisions`) are made of."""
+    (:func:`neardup.verify.overlap.mask_bound_decisions`) are made of.
+
+    ``histograms`` (optional, ``(n, 2**k)`` uint8, ``1 <= k <= 16``) receives, by the same
+    pass, each text's tokens counted in ``2**k`` buckets by the top ``k`` bits of the same
+    mixed token hash, saturating at 255: with ``k = HIST_BITS``, what
+    :func:`neardup.verify.tokens.token_histograms` makes of the texts (tested), so that a
+    service request's texts are not tokenised again for the histogram bound and the long
+    rows' summaries."""
     n = len(texts)
     pa, pb = _permutations(hashes)
     sig = np.empty((n, hashes), np.uint16)
@@ -342,7 +365,20 @@ def minhash_signatures(
         buckets = np.zeros((n, 0), np.uint8)
     elif buckets.shape != (n, 1 << MASK_BITS) or buckets.dtype != np.uint8:
         raise ValueError(f"buckets must be ({n}, {1 << MASK_BITS}) uint8, got {buckets.shape}")
-    outs = (sig, counts, buckets)
+    if histograms is None:
+        histograms = np.zeros((n, 0), np.uint8)
+    elif (
+        histograms.ndim != 2
+        or histograms.shape[0] != n
+        or histograms.dtype != np.uint8
+        or not 2 <= histograms.shape[1] <= 1 << 16
+        or histograms.shape[1] & (histograms.shape[1] - 1)
+    ):
+        raise ValueError(
+            f"histograms must be ({n}, 2**k) uint8 with 1 <= k <= 16, got "
+            f"{histograms.shape} {histograms.dtype}"
+        )
+    outs = (sig, counts, buckets, histograms)
     # a service request (or a few decided together): no chunk loop, no threads
     few = 0 < n <= FEW_TEXTS and all(type(t) is str for t in texts)
     if few and run_token_kernel_few(_signature_kernel, verifier, texts, (pa, pb), outs):

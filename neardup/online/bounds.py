@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..rules.lsh import SKETCH_TOKENS_UNKNOWN, sketch_agreeing, sketch_masks, sketch_tokens
+from ..verify.tokens import token_histograms
 from .rowcache import HistogramCache
 from .summaries import cache_summaries
 
@@ -168,6 +169,8 @@ class ReadBounds:
         hit_d: npt.NDArray[np.int32],
         texts: list[str],
         chash: list[bytes],
+        hists: npt.NDArray[np.uint8] | None = None,
+        tokens: npt.NDArray[np.int64] | None = None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]:
         """The SimHash hits (``lims``, ``hit_rids``, ``hit_d``) without those whose cached token
         histogram (:attr:`histograms`) and the query's fail verification's first step, the
@@ -180,7 +183,9 @@ class ReadBounds:
         hash), texts without tokens and pairs the verifier trusts on their distance alone keep
         their hits. A group with fewer than :data:`_HISTOGRAM_MIN_ROWS` cached rows among its
         hits reads them instead: the bound's fixed cost (the queries' histograms, a kernel
-        call) is more than reading a few rows."""
+        call) is more than reading a few rows. ``hists`` and ``tokens``: the queries' token
+        histograms and counts where their preparation made them (the MinHash pass's), else
+        the queries are tokenised here."""
         cache = self.histograms
         if not len(cache):
             return lims, hit_rids, hit_d
@@ -191,11 +196,13 @@ class ReadBounds:
         sel = np.flatnonzero(np.fromiter((r in slots for r in rl), np.bool_, len(rl)))
         from ..rules.verify import bound_rule
         from ..verify.overlap import histogram_bound_decisions
-        from ..verify.tokens import token_histograms
 
         owner = np.repeat(np.arange(lims.size - 1), np.diff(lims))[sel]
         qs, qi = np.unique(owner, return_inverse=True)
-        q_hist, q_n = token_histograms(self.verifier, [texts[i] for i in qs.tolist()])
+        if hists is not None and tokens is not None:
+            q_hist, q_n = hists[qs], tokens[qs]
+        else:
+            q_hist, q_n = token_histograms(self.verifier, [texts[i] for i in qs.tolist()])
         r_hist, r_n, r_hash = cache.histograms([slots[rl[k]] for k in sel.tolist()])
         could, _ = histogram_bound_decisions(
             np.concatenate([q_hist, r_hist]),

@@ -39,7 +39,7 @@ from ..rules.lsh import (
 from ..rules.plan import LSH_SIMHASH_SHORT_DISTANCE, simhash_pass_pairs
 from ..store import NO_CONTENT_HASH, Store, WriteGroup
 from .bounds import BOUND_MIN_HITS, ReadBounds, kept_lims
-from .prepare import PreparedDocs, lsh_keys
+from .prepare import PreparedDocs, histograms_room, lsh_keys
 from .rowcache import DEFAULT_CAPACITY, DEFAULT_HISTOGRAM_ROWS, HistogramCache, SignatureCache
 from .summaries import added_summaries
 from .union import ARRAY_UNION_MIN, FILTER_BLOCK, BandKeys, union_arrays, without_own_hits
@@ -184,9 +184,11 @@ class Decider(ReadBounds):
             for op in doc_ops:  # prepared elsewhere without the channel: its keys made here
                 dd = op.docs
                 if dd is not None and dd.bands is None:
+                    hists = histograms_room(len(dd.texts))
                     dd.sig, dd.usable, dd.bands, dd.tokens, dd.buckets = lsh_keys(
-                        self.verifier, self.lsh_plan, dd.texts
+                        self.verifier, self.lsh_plan, dd.texts, histograms=hists
                     )
+                    dd.hists = hists
         # everything a group needs from the index and metadata, fetched in bulk
         if doc_ops:
             fps = (
@@ -219,7 +221,7 @@ class Decider(ReadBounds):
         existing = self.store.lookup_ids(ids + del_ids)
         need_text = self.verifier is not None
         lsh_rids = None
-        tokens = buckets = None
+        tokens = buckets = hists = None
         if self.lsh_plan is not None and doc_ops:
             bands = np.concatenate([op.docs.bands for op in doc_ops])  # type: ignore[union-attr]
             lsh_rids = self.store.search_bands(bands, query_cap(self.lsh_plan))
@@ -227,10 +229,13 @@ class Decider(ReadBounds):
             parts = [op.docs.buckets for op in doc_ops]  # type: ignore[union-attr]
             if all(b is not None for b in parts):  # (None: signatures a batch run gave)
                 buckets = parts[0] if len(parts) == 1 else np.concatenate(parts)  # type: ignore[arg-type]
+            hparts = [op.docs.hists for op in doc_ops]  # type: ignore[union-attr]
+            if all(h is not None for h in hparts):  # (None: a bulk load's, a batch run's)
+                hists = hparts[0] if len(hparts) == 1 else np.concatenate(hparts)  # type: ignore[arg-type]
             if self.verifier is not None and self.store_text and hit_rids.size >= BOUND_MIN_HITS:
                 lims, hit_rids, hit_d = self._length_bound(lims, hit_rids, hit_d, tokens, buckets)
                 lims, hit_rids, hit_d = self._histogram_bound(
-                    lims, hit_rids, hit_d, flat_texts, flat_chash
+                    lims, hit_rids, hit_d, flat_texts, flat_chash, hists, tokens
                 )
             if hit_rids.size and len(lsh_rids) < ARRAY_UNION_MIN:
                 # a query's band candidate that is one of its SimHash hits is read and
@@ -292,7 +297,7 @@ class Decider(ReadBounds):
         # add: most are added)
         summ = None
         if may_add and q_sk is not None and tokens is not None and self.store_text:
-            summ = added_summaries(self.verifier, flat_texts, q_sk, flat_chash, tokens, adds)
+            summ = added_summaries(self.verifier, flat_texts, q_sk, flat_chash, tokens, adds, hists)
 
         results: list[Any] = []
         writes = WriteGroup()

@@ -642,7 +642,7 @@ class Deduplicator:
             and self.store_text
             and self.verifier is not None
         ):
-            summ = make_summaries(self.verifier, p.texts, sk, p.chash, p.tokens)
+            summ = make_summaries(self.verifier, p.texts, sk, p.chash, p.tokens, p.hists)
         extra = BulkDocs(
             texts=p.texts if self.store_text else None,
             chash=p.chash,

@@ -19,8 +19,10 @@ import numpy.typing as npt
 
 from ..errors import InputError, InputTypeError
 from ..fingerprint.distance import as_fingerprints
+from ..verify.tokens import HIST_BITS
 
 __all__ = [
+    "HIST_DOCS",
     "ID_PATTERN",
     "ID_RULE",
     "MAX_FUTURE_SECONDS",
@@ -28,6 +30,7 @@ __all__ = [
     "MAX_METADATA_DEPTH",
     "DocumentPreparer",
     "PreparedDocs",
+    "histograms_room",
     "id_problem",
     "json_type_name",
     "lsh_keys",
@@ -97,6 +100,11 @@ class PreparedDocs:
     #: masks stored in the sketches and the queries' side of their bound; None where not made
     #: (signatures given by a batch run: their rows' masks are unknown)
     buckets: npt.NDArray[np.uint8] | None = None
+    #: tokens counted in the verifier's histogram buckets, (n, 2**HIST_BITS) uint8, by the same
+    #: pass (:func:`~neardup.verify.tokens.token_histograms`' rows): the queries' side of the
+    #: histogram bound and the long rows' summaries, not tokenised again in the writer; None
+    #: where not made (a bulk load's, or signatures given by a batch run)
+    hists: npt.NDArray[np.uint8] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -118,6 +126,7 @@ class PreparedDocs:
             None if self.bands is None else self.bands[pos],
             None if self.tokens is None else self.tokens[pos],
             None if self.buckets is None else self.buckets[pos],
+            None if self.hists is None else self.hists[pos],
         )
 
     @staticmethod
@@ -142,6 +151,7 @@ class PreparedDocs:
             cat([p.bands for p in parts]),
             cat([p.tokens for p in parts]),
             cat([p.buckets for p in parts]),
+            cat([p.hists for p in parts]),
         )
 
 
@@ -180,6 +190,11 @@ def _nesting_depth(value: Any, limit: int) -> int:
     return deepest
 
 
+#: the most documents a preparation counts the verifier's histograms of (:attr:`PreparedDocs.hists`:
+#: 1 KiB a document): a service request's; a bulk load's make none (its long rows' summaries
+#: tokenise those texts alone)
+HIST_DOCS = 4096
+
 #: (signatures (n, hashes), usable (n,), band entry keys (n, bands), token counts (n,), coarse
 #: token buckets (n, 64)): what :func:`lsh_keys` makes
 LshKeys = tuple[
@@ -191,10 +206,19 @@ LshKeys = tuple[
 ]
 
 
-def lsh_keys(verifier: Any, plan: Any, texts: Sequence[str | None], workers: int = 1) -> LshKeys:
+def lsh_keys(
+    verifier: Any,
+    plan: Any,
+    texts: Sequence[str | None],
+    workers: int = 1,
+    *,
+    histograms: npt.NDArray[np.uint8] | None = None,
+) -> LshKeys:
     """(signatures (n, hashes), usable (n,), band entry keys (n, bands), token counts (n,),
     tokens counted in the coarse hash buckets (n, 64)) of ``texts`` as the batch pipeline
-    computes them (``None`` texts: not usable), the signatures on ``workers`` threads."""
+    computes them (``None`` texts: not usable), the signatures on ``workers`` threads.
+    ``histograms`` (optional, (n, 2**HIST_BITS) uint8) receives the texts' token histograms
+    from the same pass (:func:`~neardup.fingerprint.minhash.minhash_signatures`)."""
     from ..fingerprint.minhash import band_entries, minhash_signatures
     from ..text.token_kernels import MASK_BITS
 
@@ -209,9 +233,18 @@ def lsh_keys(verifier: Any, plan: Any, texts: Sequence[str | None], workers: int
             buckets,
         )
     given = [t if t is not None else "" for t in texts]
-    sig, tokens = minhash_signatures(verifier, given, plan.hashes, workers=workers, buckets=buckets)
+    sig, tokens = minhash_signatures(
+        verifier, given, plan.hashes, workers=workers, buckets=buckets, histograms=histograms
+    )
     usable = tokens > 0
     return sig, usable, band_entries(sig, usable, plan), tokens, buckets
+
+
+def histograms_room(n: int) -> npt.NDArray[np.uint8] | None:
+    """Room for the token histograms of ``n`` documents that :func:`lsh_keys` fills where a
+    preparation keeps them (:attr:`PreparedDocs.hists`: up to :data:`HIST_DOCS`, a service
+    request's), else None."""
+    return np.empty((n, 1 << HIST_BITS), np.uint8) if n <= HIST_DOCS else None
 
 
 class DocumentPreparer:
@@ -274,9 +307,11 @@ class DocumentPreparer:
         fps, empty = self._fingerprint(texts)
         out = self._assemble(ids, texts, times, metas, fps, empty)
         if self.lsh is not None:
+            hists = histograms_room(len(texts))
             out.sig, out.usable, out.bands, out.tokens, out.buckets = lsh_keys(
-                *self.lsh, texts, workers
+                *self.lsh, texts, workers, histograms=hists
             )
+            out.hists = hists
         return out
 
     def prepare_signed(

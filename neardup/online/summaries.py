@@ -100,15 +100,22 @@ def make_summaries(
     sketches: npt.NDArray[np.uint8],
     chash: Sequence[bytes],
     tokens: npt.NDArray[np.integer[Any]],
+    hists: npt.NDArray[np.uint8] | None = None,
 ) -> list[bytes | None]:
     """The summary of each text of at least :data:`SUMMARY_MIN_TOKENS` tokens (``tokens``: the
     verifier's token counts, as the MinHash channel counts them), None for the others:
-    ``sketches`` are the rows' stored sketches, ``chash`` their content hashes."""
+    ``sketches`` are the rows' stored sketches, ``chash`` their content hashes; ``hists``
+    (optional): the texts' token histograms, as :func:`~neardup.verify.tokens.token_histograms`
+    makes them (the MinHash pass's: :attr:`neardup.online.prepare.PreparedDocs.hists`),
+    else the long texts are tokenised here."""
     out: list[bytes | None] = [None] * len(texts)
     long = np.flatnonzero(np.asarray(tokens) >= SUMMARY_MIN_TOKENS)
     if not long.size:
         return out
-    hist, counts = token_histograms(verifier, [texts[i] for i in long.tolist()])
+    if hists is not None:
+        hist, counts = hists[long], np.asarray(tokens, np.int64)[long]
+    else:
+        hist, counts = token_histograms(verifier, [texts[i] for i in long.tolist()])
     packed = _pack(hist)
     for k, i in enumerate(long.tolist()):
         body = (
@@ -158,9 +165,11 @@ def added_summaries(
     chash: Sequence[bytes],
     tokens: npt.NDArray[np.integer[Any]],
     adds: Sequence[bool],
+    hists: npt.NDArray[np.uint8] | None = None,
 ) -> list[bytes | None] | None:
     """The summaries a write group's documents would be stored with (by position; None for
-    a short one, or one of a ``check``: ``adds`` False), or None when none is long."""
+    a short one, or one of a ``check``: ``adds`` False), or None when none is long;
+    ``hists``: the documents' token histograms where prepared (:func:`make_summaries`)."""
     long = [i for i in np.flatnonzero(np.asarray(tokens) >= SUMMARY_MIN_TOKENS).tolist() if adds[i]]
     if not long or verifier is None:
         return None
@@ -171,6 +180,7 @@ def added_summaries(
         sketches[long],
         [chash[i] for i in long],
         np.asarray(tokens)[long],
+        None if hists is None else hists[long],
     )
     for i, b in zip(long, made, strict=True):
         out[i] = b

@@ -58,6 +58,51 @@ def test_few_texts_path_equals_the_chunk_loop_and_the_reference(texts, strip):
     assert np.array_equal(few, ref) and np.array_equal(few_tok, ref_tok)
 
 
+@settings(max_examples=120, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from(WORDS), max_size=40).map(" ".join), min_size=0, max_size=6),
+    st.booleans(),
+    st.sampled_from([1, 6, 10]),
+)
+def test_histograms_of_the_signatures_pass_equal_the_verifiers(texts, strip, bits):
+    """The histograms the signatures' pass counts (one tokenisation for the signature, the
+    token masks and the verifier's histograms) equal token_histograms' at HIST_BITS, and at
+    any width its counts folded; on the few texts' path, the chunk loop (padded past it) and
+    with social markers stripped or not; the signatures and counts do not change."""
+    from neardup.text.token_kernels import FEW_TEXTS
+    from neardup.verify.tokens import HIST_BITS, token_histograms
+
+    v = Verifier(strip_social=strip)
+    want, want_n = token_histograms(v, texts)
+    sig0, tok0 = minhash_signatures(v, texts, 24)
+    for padded in (texts, texts + ["the cat sat"] * FEW_TEXTS):
+        n = len(padded)
+        hist = np.full((n, 1 << HIST_BITS), 7, np.uint8)  # (every row is overwritten)
+        sig, tok = minhash_signatures(v, padded, 24, histograms=hist)
+        k = len(texts)
+        assert np.array_equal(hist[:k], want) and np.array_equal(tok[:k], want_n)
+        assert np.array_equal(sig[:k], sig0) and np.array_equal(tok[:k], tok0)
+        coarse = np.zeros((n, 1 << bits), np.uint8)
+        minhash_signatures(v, padded, 24, histograms=coarse)
+        folded = want.astype(np.int64).reshape(k, 1 << bits, (1 << HIST_BITS) >> bits).sum(2)
+        exact = want.max(axis=1, initial=0) < 255
+        # (a fold of saturated fine counts is not the coarse count: compared where none is)
+        assert np.array_equal(np.minimum(folded, 255)[exact], coarse[:k][exact])
+
+
+def test_histograms_must_be_a_power_of_two_wide_uint8_row_per_text():
+    v = Verifier()
+    for bad in (
+        np.zeros((2, 1000), np.uint8),
+        np.zeros((2, 1024), np.int64),
+        np.zeros((3, 1024), np.uint8),
+        np.zeros(1024, np.uint8),
+        np.zeros((2, 1), np.uint8),
+    ):
+        with pytest.raises(ValueError, match="histograms must be"):
+            minhash_signatures(v, ["a b", "c d"], 8, histograms=bad)
+
+
 def test_few_texts_path_takes_plain_ascii_and_leaves_the_rest():
     from neardup.fingerprint.minhash import _permutations, _signature_kernel
     from neardup.text.token_kernels import FEW_TEXTS, FEW_TEXTS_CHARS, run_token_kernel_few
@@ -67,7 +112,12 @@ def test_few_texts_path_takes_plain_ascii_and_leaves_the_rest():
 
     def few(*texts: str) -> bool:
         n = len(texts)
-        out = (np.empty((n, 8), np.uint16), np.zeros(n, np.int64), np.zeros((n, 0), np.uint8))
+        out = (
+            np.empty((n, 8), np.uint16),
+            np.zeros(n, np.int64),
+            np.zeros((n, 0), np.uint8),
+            np.zeros((n, 0), np.uint8),
+        )
         return run_token_kernel_few(_signature_kernel, v, list(texts), (pa, pb), out)
 
     assert few("plain ascii words here")

@@ -125,6 +125,8 @@ def test_a_prepared_batch_loads_as_its_documents_would(tmp_path) -> None:
         parts = [first.take(pick[pick < 150]), second.take(pick[pick >= 150] - 150)]
         batch = PreparedDocs.concat(parts)
         assert batch.ids == [docs[i]["id"] for i in pick]
+        assert batch.hists is not None and first.hists is not None  # (the MinHash pass's)
+        assert np.array_equal(batch.hists[: len(parts[0])], first.hists[pick[pick < 150]])
         with pytest.raises(InputError, match="times"):
             b.load_prepared(batch, times=np.full(len(pick), np.nan))
         assert len(b) == 0

@@ -185,6 +185,44 @@ def test_summaries_change_no_decision_and_spare_reads(
     assert sum(dups) > 40 and sum(not x for x in dups) > 100
 
 
+def test_histograms_from_the_signatures_pass_change_no_decision_nor_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request's token histograms come from its MinHash pass (``PreparedDocs.hists``): the
+    histogram bound and the long rows' summaries take them instead of tokenising the texts
+    again in the writer, with the same decisions and the same stored summaries as a
+    preparation that makes none (``HIST_DOCS`` below every batch)."""
+    import neardup.online.bounds as bounds_mod
+    import neardup.online.prepare as prepare_mod
+    import neardup.online.summaries as summaries_mod
+
+    tokenised: list[int] = []
+
+    def counted(verifier: Verifier, texts: list[str], **kw: object) -> tuple:
+        tokenised.append(len(texts))
+        return token_histograms(verifier, texts, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(summaries_mod, "token_histograms", counted)
+    monkeypatch.setattr(bounds_mod, "token_histograms", counted)
+    texts = _long_texts(5, 300)
+    got, d = _run(tmp_path / "prepared", texts, cache_rows=131_072)
+    try:
+        assert tokenised == [] and d._decider.histogram_rejected > 30
+        rids = d.store.lookup_ids([str(i) for i in range(len(texts))])
+        got_summaries = d.store.summaries(rids.values())
+    finally:
+        d.close()
+    monkeypatch.setattr(prepare_mod, "HIST_DOCS", -1)
+    want, d = _run(tmp_path / "tokenised", texts, cache_rows=131_072)
+    try:
+        assert sum(tokenised) > 100  # (the writer tokenised them)
+        assert got == want
+        assert d.store.lookup_ids(list(rids)) == rids
+        assert d.store.summaries(rids.values()) == got_summaries and len(got_summaries) > 150
+    finally:
+        d.close()
+
+
 def test_a_short_row_has_no_summary_and_a_stale_one_is_set_aside(tmp_path: Path) -> None:
     texts = _long_texts(9, 60)
     with Deduplicator.open(tmp_path, lsh_bands=30, lsh_rows=3, memtable_size=50) as d:

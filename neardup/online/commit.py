@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import StorageError
 from ..store import Store, Unsynced
-from .decide import Op
+from .prepare import Op
 
 __all__ = ["SLOW_SYNC_S", "Inflight", "Syncer"]
 

@@ -18,8 +18,7 @@ pipeline's own rule (:func:`neardup.rules.verify.stage_verify`).
 
 from __future__ import annotations
 
-from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -37,14 +36,15 @@ from ..rules.lsh import (
     token_masks,
 )
 from ..rules.plan import LSH_SIMHASH_SHORT_DISTANCE, simhash_pass_pairs
+from ..rules.verify import KnownHistograms
 from ..store import NO_CONTENT_HASH, Store, WriteGroup
 from .bounds import BOUND_MIN_HITS, ReadBounds, kept_lims
-from .prepare import PreparedDocs, histograms_room, lsh_keys
+from .prepare import Op, PreparedDocs, histograms_room, lsh_keys
 from .rowcache import DEFAULT_CAPACITY, DEFAULT_HISTOGRAM_ROWS, HistogramCache, SignatureCache
 from .summaries import added_summaries
 from .union import ARRAY_UNION_MIN, FILTER_BLOCK, BandKeys, union_arrays, without_own_hits
 
-__all__ = ["Decider", "Op"]
+__all__ = ["Decider"]
 
 
 #: candidates of one document that a later round of :meth:`Decider._prefetch` verifies at once,
@@ -67,28 +67,14 @@ def _near_hits(
     return kept_lims(lims, near), hit_rids[near]
 
 
-@dataclass
-class Op:
-    """One operation queued for the writer."""
-
-    kind: str  # check | add | check_and_add | delete | flush | bulk | install | recover |
-    # retention | stop
-    docs: PreparedDocs | None = None
-    arg: Any = None
-    future: Future[Any] = field(default_factory=Future)
-
-    @property
-    def n(self) -> int:
-        return len(self.docs.ids) if self.docs is not None else 1
-
-
 @dataclass(slots=True)
 class _GroupView:
     """What the candidate rules read about one write group, flat in arrival order: each
     document's text, content hash, empty flag and id; its index hits (CSR: ``hit_rids`` /
     ``hit_d`` between ``lims[i]`` and ``lims[i + 1]``); the stored rows fetched for them; its
     within-group pairs (``earlier``: position -> [(earlier position, distance)]); the cutoff
-    (stored rows older than it do not match)."""
+    (stored rows older than it do not match); the documents' token histograms and counts where
+    their preparation made them (verification's first step takes them)."""
 
     texts: list[str]
     chash: list[bytes]
@@ -100,6 +86,20 @@ class _GroupView:
     rows: dict[int, Any]
     earlier: dict[int, list[tuple[int, int]]]
     cutoff: float | None
+    hists: npt.NDArray[np.uint8] | None = None
+    tokens: npt.NDArray[np.int64] | None = None
+    special: dict[int, tuple[bytes, int]] | None = None
+
+    def known(self, i: int | None = None) -> tuple[KnownHistograms | None, dict[int, Any] | None]:
+        """The documents' histograms and kernel forms as verification takes them (its
+        ``known`` and ``tokenised``): all (at their positions) or document ``i``'s (at
+        position 0); (None, None) where their preparation made none."""
+        if self.hists is None or self.tokens is None or self.special is None:
+            return None, None
+        if i is None:
+            return (np.arange(len(self.texts)), self.hists, self.tokens), self.special
+        one = {0: self.special[i]} if i in self.special else {}
+        return (np.zeros(1, np.int64), self.hists[i : i + 1], self.tokens[i : i + 1]), one
 
 
 class Decider(ReadBounds):
@@ -184,11 +184,12 @@ class Decider(ReadBounds):
             for op in doc_ops:  # prepared elsewhere without the channel: its keys made here
                 dd = op.docs
                 if dd is not None and dd.bands is None:
-                    hists = histograms_room(len(dd.texts))
+                    dd.hists = histograms_room(len(dd.texts))
+                    dd.special = None if dd.hists is None else {}
                     dd.sig, dd.usable, dd.bands, dd.tokens, dd.buckets = lsh_keys(
-                        self.verifier, self.lsh_plan, dd.texts, histograms=hists
-                    )
-                    dd.hists = hists
+                        self.verifier, self.lsh_plan, dd.texts, histograms=dd.hists,
+                        prepared=dd.special,
+                    )  # fmt: skip
         # everything a group needs from the index and metadata, fetched in bulk
         if doc_ops:
             fps = (
@@ -221,7 +222,7 @@ class Decider(ReadBounds):
         existing = self.store.lookup_ids(ids + del_ids)
         need_text = self.verifier is not None
         lsh_rids = None
-        tokens = buckets = hists = None
+        tokens = buckets = hists = special = None
         if self.lsh_plan is not None and doc_ops:
             bands = np.concatenate([op.docs.bands for op in doc_ops])  # type: ignore[union-attr]
             lsh_rids = self.store.search_bands(bands, query_cap(self.lsh_plan))
@@ -232,6 +233,7 @@ class Decider(ReadBounds):
             hparts = [op.docs.hists for op in doc_ops]  # type: ignore[union-attr]
             if all(h is not None for h in hparts):  # (None: a bulk load's, a batch run's)
                 hists = hparts[0] if len(hparts) == 1 else np.concatenate(hparts)  # type: ignore[arg-type]
+                special = PreparedDocs.specials([op.docs for op in doc_ops])  # type: ignore[misc]
             if self.verifier is not None and self.store_text and hit_rids.size >= BOUND_MIN_HITS:
                 lims, hit_rids, hit_d = self._length_bound(lims, hit_rids, hit_d, tokens, buckets)
                 lims, hit_rids, hit_d = self._histogram_bound(
@@ -362,8 +364,9 @@ class Decider(ReadBounds):
         write_add = writes.add
         # the verifications the decide loop will ask for, in one call for the whole group
         view = _GroupView(
-            flat_texts, flat_chash, flat_empty, ids, lims, hit_rids, hit_d, rows, earlier, cutoff
-        )
+            flat_texts, flat_chash, flat_empty, ids, lims, hit_rids, hit_d, rows, earlier, cutoff,
+            hists, tokens, special,
+        )  # fmt: skip
         memo = self._prefetch(slow, view)
         g = 0
         for op in group:
@@ -520,7 +523,7 @@ class Decider(ReadBounds):
             pos += len(chunk)
             miss = [c for c in chunk if (i, c[1]) not in memo]
             if miss:
-                ok, scores = self.verify(text, miss)
+                ok, scores = self.verify(text, miss, *view.known(i))
                 for c, a, sc in zip(miss, ok.tolist(), scores.tolist(), strict=True):
                     memo[(i, c[1])] = (a, sc)
             for c in chunk:
@@ -554,6 +557,7 @@ class Decider(ReadBounds):
         view = _GroupView(
             list(docs.texts), list(docs.chash), docs.empty, list(docs.ids),
             np.zeros(n + 1, np.int64), none, none.astype(np.int32), {}, earlier, None,
+            docs.hists, docs.tokens, docs.special,
         )  # fmt: skip
         out: dict[int, list[Found]] = {}
         qa: list[int] = []
@@ -569,7 +573,7 @@ class Decider(ReadBounds):
                 ds.append(d)
                 keys.append((d, order, cid))
         if keys and self.verifier is not None:
-            ok, scores = self._verify_pairs(view.texts, qa, cb, ds)
+            ok, scores = self._verify_pairs(view.texts, qa, cb, ds, None, None, *view.known())
             for (d, order, cid), i, j, a, sc in zip(
                 keys, qa, cb, ok.tolist(), scores.tolist(), strict=True
             ):
@@ -656,7 +660,7 @@ class Decider(ReadBounds):
             first_round = False
             if not keys:
                 break
-            ok, scores = self._verify_pairs(all_texts, qa, cb, ds, stored, view.rows)
+            ok, scores = self._verify_pairs(all_texts, qa, cb, ds, stored, view.rows, *view.known())
             for k, a, sc in zip(keys, ok.tolist(), scores.tolist(), strict=True):
                 memo[k] = (a, sc)
             plans = left
@@ -670,11 +674,14 @@ class Decider(ReadBounds):
         d: list[int],
         stored: dict[int, int] | None = None,
         rows: dict[int, Any] | None = None,
+        known: KnownHistograms | None = None,
+        tokenised: dict[int, Any] | None = None,
     ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
         """Decide the pairs ``(texts[a[m]], texts[b[m]])`` at SimHash distances ``d`` by the
         rule :meth:`verify` applies. ``stored``: the texts that are stored rows (position ->
         row id, each in ``rows``), whose token histograms, made by the verification's first
-        step, are kept in :attr:`histograms`."""
+        step, are kept in :attr:`histograms`; ``known`` and ``tokenised``: the histograms and
+        kernel forms the group's documents have from their preparation, not made again."""
         if self.lsh_plan is None:
             return self.verifier.verify_many([texts[x] for x in a], [texts[y] for y in b], d)
         from ..rules.verify import stage_verify
@@ -701,7 +708,9 @@ class Decider(ReadBounds):
             np.asarray(a, np.int64),
             np.asarray(b, np.int64),
             np.asarray(d, np.int32),
+            tokenised=tokenised,
             on_histograms=sink,
+            known=known,
         )
 
     def _may_drop(self, text: str, kept: str) -> bool:
@@ -716,11 +725,17 @@ class Decider(ReadBounds):
         return bool(may_drop(len(v.tokens(kept)), len(v.tokens(text)), v.threshold))
 
     def verify(
-        self, text: str, chunk: list[tuple[int, int, str, str]]
+        self,
+        text: str,
+        chunk: list[tuple[int, int, str, str]],
+        known: KnownHistograms | None = None,
+        tokenised: dict[int, Any] | None = None,
     ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
         """Decide (text, candidate text) pairs: with the MinHash channel by the batch
         pipeline's own verification (:func:`neardup.rules.verify.stage_verify`: numba bounds, then the
-        exact LCS), so online and batch apply one rule; else ``Verifier.verify_many``."""
+        exact LCS), so online and batch apply one rule; else ``Verifier.verify_many``.
+        ``known``, ``tokenised``: ``text``'s histogram and kernel form where its preparation
+        made them (at position 0)."""
         if self.lsh_plan is None:
             return self.verifier.verify_many(
                 [text] * len(chunk), [c[3] for c in chunk], [c[0] for c in chunk]
@@ -734,6 +749,8 @@ class Decider(ReadBounds):
             np.zeros(m, np.int64),
             np.arange(1, m + 1, dtype=np.int64),
             np.array([c[0] for c in chunk], np.int32),
+            tokenised=tokenised,
+            known=known,
         )
 
     def _limit(self, text: str) -> int:

@@ -48,8 +48,8 @@ from ..rules.lsh import sketch_bytes, sketches, token_masks
 from ..store import BulkDocs, Store, parse_duration
 from ..store.settings import option_name
 from .config import jsonable, load_fingerprinter, load_verifier
-from .decide import Decider, Op
-from .prepare import DocumentPreparer, PreparedDocs, lsh_keys
+from .decide import Decider
+from .prepare import DocumentPreparer, Op, PreparedDocs, lsh_keys
 from .settings import DedupSettings
 from .summaries import make_summaries
 from .writer import Writer

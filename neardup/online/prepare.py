@@ -11,7 +11,8 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ __all__ = [
     "MAX_ID_LENGTH",
     "MAX_METADATA_DEPTH",
     "DocumentPreparer",
+    "Op",
     "PreparedDocs",
     "histograms_room",
     "id_problem",
@@ -105,6 +107,11 @@ class PreparedDocs:
     #: histogram bound and the long rows' summaries, not tokenised again in the writer; None
     #: where not made (a bulk load's, or signatures given by a batch run)
     hists: npt.NDArray[np.uint8] | None = None
+    #: beside ``hists``, the texts that pass needed Python work for (non-ASCII texts
+    #: pre-tokenised, social markers stripped; by position), in the form verification's
+    #: kernels take (:data:`~neardup.text.token_kernels.Prepared`): verification takes them
+    #: with the histograms instead of doing that work again
+    special: dict[int, tuple[bytes, int]] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -127,6 +134,7 @@ class PreparedDocs:
             None if self.tokens is None else self.tokens[pos],
             None if self.buckets is None else self.buckets[pos],
             None if self.hists is None else self.hists[pos],
+            None if self.special is None else _rekeyed(self.special, at),
         )
 
     @staticmethod
@@ -152,7 +160,43 @@ class PreparedDocs:
             cat([p.tokens for p in parts]),
             cat([p.buckets for p in parts]),
             cat([p.hists for p in parts]),
+            PreparedDocs.specials(parts),
         )
+
+    @staticmethod
+    def specials(parts: Sequence[PreparedDocs]) -> dict[int, tuple[bytes, int]] | None:
+        """The ``special`` entries of the batches ``parts`` one after another, keyed by
+        position in them all (None where a part has none): :meth:`concat`'s, alone."""
+        if any(p.special is None for p in parts):
+            return None
+        if len(parts) == 1:
+            return parts[0].special
+        out: dict[int, tuple[bytes, int]] = {}
+        base = 0
+        for p in parts:
+            out.update({base + k: v for k, v in p.special.items()})  # type: ignore[union-attr]
+            base += len(p)
+        return out
+
+
+def _rekeyed(special: dict[int, Any], at: list[int]) -> dict[int, Any]:
+    """``special``'s entries of the positions ``at``, keyed by their place in ``at``."""
+    return {k: special[i] for k, i in enumerate(at) if i in special}
+
+
+@dataclass
+class Op:
+    """One operation queued for the writer."""
+
+    kind: str  # check | add | check_and_add | delete | flush | bulk | install | recover |
+    # retention | stop
+    docs: PreparedDocs | None = None
+    arg: Any = None
+    future: Future[Any] = field(default_factory=Future)
+
+    @property
+    def n(self) -> int:
+        return len(self.docs.ids) if self.docs is not None else 1
 
 
 def json_type_name(value: object) -> str:
@@ -213,12 +257,14 @@ def lsh_keys(
     workers: int = 1,
     *,
     histograms: npt.NDArray[np.uint8] | None = None,
+    prepared: dict[int, tuple[bytes, int]] | None = None,
 ) -> LshKeys:
     """(signatures (n, hashes), usable (n,), band entry keys (n, bands), token counts (n,),
     tokens counted in the coarse hash buckets (n, 64)) of ``texts`` as the batch pipeline
     computes them (``None`` texts: not usable), the signatures on ``workers`` threads.
     ``histograms`` (optional, (n, 2**HIST_BITS) uint8) receives the texts' token histograms
-    from the same pass (:func:`~neardup.fingerprint.minhash.minhash_signatures`)."""
+    from the same pass (:func:`~neardup.fingerprint.minhash.minhash_signatures`), and
+    ``prepared`` (optional) the texts it needed Python work for, as that function fills it."""
     from ..fingerprint.minhash import band_entries, minhash_signatures
     from ..text.token_kernels import MASK_BITS
 
@@ -234,8 +280,9 @@ def lsh_keys(
         )
     given = [t if t is not None else "" for t in texts]
     sig, tokens = minhash_signatures(
-        verifier, given, plan.hashes, workers=workers, buckets=buckets, histograms=histograms
-    )
+        verifier, given, plan.hashes, workers=workers, buckets=buckets,
+        histograms=histograms, prepared=prepared,
+    )  # fmt: skip
     usable = tokens > 0
     return sig, usable, band_entries(sig, usable, plan), tokens, buckets
 
@@ -308,10 +355,11 @@ class DocumentPreparer:
         out = self._assemble(ids, texts, times, metas, fps, empty)
         if self.lsh is not None:
             hists = histograms_room(len(texts))
+            special: dict[int, tuple[bytes, int]] | None = None if hists is None else {}
             out.sig, out.usable, out.bands, out.tokens, out.buckets = lsh_keys(
-                *self.lsh, texts, workers, histograms=hists
+                *self.lsh, texts, workers, histograms=hists, prepared=special
             )
-            out.hists = hists
+            out.hists, out.special = hists, special
         return out
 
     def prepare_signed(

@@ -19,7 +19,8 @@ from .._threads import lower_thread_priority
 from ..errors import IndexStateError, StorageError
 from ..store import Store
 from .commit import Inflight, Syncer
-from .decide import Decider, Op
+from .decide import Decider
+from .prepare import Op
 
 __all__ = ["MAX_GROUP_DOCS", "Writer"]
 

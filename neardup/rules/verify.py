@@ -29,6 +29,7 @@ __all__ = [
     "LAZY_MIN_PAIRS_PER_DOC",
     "VERIFY_CHUNK_PAIRS",
     "VERIFY_MAX_CHUNKS",
+    "KnownHistograms",
     "bound_rule",
     "deferred_pairs",
     "is_lazy",
@@ -48,6 +49,10 @@ __all__ = [
 HistogramSink = Callable[
     [npt.NDArray[np.int64], npt.NDArray[np.uint8], npt.NDArray[np.int64]], None
 ]
+#: histograms some texts already have, in the same form (positions in ``texts``, their
+#: :func:`~neardup.verify.tokens.token_histograms` rows, their exact token counts): what
+#: :func:`stage_verify` takes instead of tokenising those texts for its first step
+KnownHistograms = tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8], npt.NDArray[np.int64]]
 
 #: what :func:`lazy_rounds` asks before each round: ``skippable(ok, at)``, from the pairs
 #: accepted so far (``ok``, over all pairs), whether each pair at the positions ``at`` can no
@@ -83,11 +88,12 @@ def stage_verify(
     tokenised: dict[int, tuple[bytes, int]] | None = None,
     *,
     on_histograms: HistogramSink | None = None,
+    known: KnownHistograms | None = None,
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]:
     """Decide candidate pairs ``(texts[a[m]], texts[b[m]])``: :func:`stage_verify_rules`
     without the rules, ``(ok, score)``."""
     ok, score, _ = stage_verify_rules(
-        verifier, texts, a, b, d, workers, tokenised, on_histograms=on_histograms
+        verifier, texts, a, b, d, workers, tokenised, on_histograms=on_histograms, known=known
     )
     return ok, score
 
@@ -102,6 +108,7 @@ def stage_verify_rules(
     tokenised: dict[int, tuple[bytes, int]] | None = None,
     *,
     on_histograms: HistogramSink | None = None,
+    known: KnownHistograms | None = None,
 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64], npt.NDArray[np.uint8]]:
     """Decide candidate pairs ``(texts[a[m]], texts[b[m]])``; same decisions as
     :func:`stage_verify_reference` (tested). ``tokenised``: texts already tokenised in Python
@@ -127,6 +134,11 @@ def stage_verify_rules(
     ``on_histograms``, if given, is called once with what step 1 made: ``(positions in texts
     (k,) int64, histograms (k, 1024) uint8, exact token counts (k,) int64)`` of every text of a
     pair (the online decider keeps the stored rows' ones, :mod:`neardup.online.rowcache`).
+    ``known`` (optional) gives some texts' histograms and exact token counts as step 1 makes
+    them (a service request's, from its MinHash pass): those texts are not tokenised for it,
+    so ``tokenised`` must hold the kernel form of each that needs one (as the pass that made
+    the histograms leaves them: :func:`~neardup.fingerprint.minhash.minhash_signatures`'
+    ``prepared``), which steps 2 and 3 read.
 
     Returns (ok bool (m,), score float64 (m,), rule uint8 (m,)). The score of a pair that
     passes (or reaches step 3) is its exact similarity; a pair rejected in step 1 or 2 reports
@@ -135,7 +147,7 @@ def stage_verify_rules(
     :meth:`Verifier.decide_rules` (step 3), ``RULE_TRUSTED`` (``trust_distance``).
     """
     from ..verify.overlap import bound_decisions, histogram_bound_decisions, lcs_many
-    from ..verify.tokens import token_bytes, token_hashes, token_histograms
+    from ..verify.tokens import token_bytes, token_hashes
 
     if a.size == 0:
         return np.zeros(0, bool), np.zeros(0, np.float64), np.zeros(0, np.uint8)
@@ -150,7 +162,7 @@ def stage_verify_rules(
     if tokenised:
         prepared = {x: tokenised[g] for x, g in enumerate(docs.tolist()) if g in tokenised}
     rule = bound_rule(verifier)
-    hist, lens = token_histograms(verifier, sub, workers=workers, prepared=prepared)
+    hist, lens = _step_histograms(verifier, sub, pos, known, workers, prepared)
     could, score = histogram_bound_decisions(hist, lens, ia, ib, **rule, workers=workers)
     if on_histograms is not None:
         on_histograms(docs, hist, lens)
@@ -176,6 +188,43 @@ def stage_verify_rules(
             lcs, lens[ia[todo]], lens[ib[todo]]
         )
     return _trusted(verifier, texts, a, b, d, ok, score, decided)
+
+
+def _step_histograms(
+    verifier: Verifier,
+    sub: Sequence[str],
+    pos: npt.NDArray[np.int64],
+    known: KnownHistograms | None,
+    workers: int,
+    prepared: dict[int, tuple[bytes, int]],
+) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
+    """Step 1's histograms and exact token counts of ``sub`` (the texts of the pairs; ``pos``:
+    each text's position in ``sub``, -1 for one in no pair): those ``known`` gives taken as
+    they are, the others made by :func:`~neardup.verify.tokens.token_histograms` (which
+    fills ``prepared`` for them, as it does for all of ``sub`` without ``known``)."""
+    from ..verify.tokens import token_histograms
+
+    at = np.zeros(0, np.int64) if known is None else pos[np.asarray(known[0], np.int64)]
+    use = np.flatnonzero(at >= 0)
+    if not use.size:
+        return token_histograms(verifier, sub, workers=workers, prepared=prepared)
+    kh, kl = known[1], known[2]  # type: ignore[index]
+    hist = np.empty((len(sub), kh.shape[1]), np.uint8)
+    lens = np.empty(len(sub), np.int64)
+    hist[at[use]] = kh[use]
+    lens[at[use]] = kl[use]
+    have = np.zeros(len(sub), np.bool_)
+    have[at[use]] = True
+    rest = np.flatnonzero(~have)
+    if rest.size:
+        again = {x: prepared[j] for x, j in enumerate(rest.tolist()) if j in prepared}
+        hist[rest], lens[rest] = token_histograms(
+            verifier, subset_texts(sub, rest), workers=workers, prepared=again
+        )
+        for x, j in enumerate(rest.tolist()):  # (what it tokenised in Python, for steps 2-3)
+            if x in again:
+                prepared[j] = again[x]
+    return hist, lens
 
 
 def _pairs_texts(

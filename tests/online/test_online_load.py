@@ -127,6 +127,13 @@ def test_a_prepared_batch_loads_as_its_documents_would(tmp_path) -> None:
         assert batch.ids == [docs[i]["id"] for i in pick]
         assert batch.hists is not None and first.hists is not None  # (the MinHash pass's)
         assert np.array_equal(batch.hists[: len(parts[0])], first.hists[pick[pick < 150]])
+        assert batch.special == PreparedDocs.specials(parts)  # (kernel forms, re-keyed)
+        assert batch.special is not None and first.special is not None and second.special
+        want_special = {k: v for k, v in enumerate(
+            [first.special.get(i) for i in pick[pick < 150].tolist()]
+            + [second.special.get(i - 150) for i in pick[pick >= 150].tolist()]
+        ) if v is not None}  # fmt: skip
+        assert batch.special == want_special
         with pytest.raises(InputError, match="times"):
             b.load_prepared(batch, times=np.full(len(pick), np.nan))
         assert len(b) == 0

@@ -239,7 +239,7 @@ def test_a_groups_own_pairs_count_only_after_a_document_it_may_add(monkeypatch) 
     """Keep-first within a write group: a check adds nothing, so a group of checks looks for
     no pairs inside itself (each document is decided against the store alone), and in a mixed
     group only documents of adding ops match later ones, in both channels."""
-    from neardup.online.decide import Op
+    from neardup.online.prepare import Op
 
     a, b = _lsh_only_pair()
     with Deduplicator.open() as d:
@@ -578,6 +578,48 @@ def test_single_requests_decide_like_batch(seed: int) -> None:
             if found:
                 online[i] = found
     assert online == batch
+
+
+def test_requests_histograms_and_kernel_forms_from_their_preparation_decide_the_same(
+    monkeypatch,
+) -> None:
+    """A request's verification takes its texts' histograms and kernel forms (Chinese texts
+    pre-tokenised, social markers stripped) from the MinHash pass that prepared them, where
+    its first step tokenised them again: fewer texts tokenised there, the same decisions and
+    scores, one at a time and in groups, as a preparation that keeps none."""
+    import neardup.online.prepare as prepare_mod
+    import neardup.verify.tokens as tokens_mod
+
+    real = tokens_mod.token_histograms
+    tokenised: list[int] = []
+
+    def counted(verifier, texts, **kw):  # type: ignore[no-untyped-def]
+        tokenised.append(len(texts))
+        return real(verifier, texts, **kw)
+
+    monkeypatch.setattr(tokens_mod, "token_histograms", counted)
+    base = _corpus(4)
+    texts = base + [f"RT @user{i % 3}: {t} #tag" for i, t in enumerate(base[::3])]
+
+    def run() -> list:
+        out = []
+        with Deduplicator.open(max_matches=len(texts)) as d:
+            for lo in range(0, len(texts), 7):  # groups, then one at a time
+                part = texts[lo : lo + 7]
+                got = d.check_and_add([{"id": f"g{lo + k}", "text": t} for k, t in enumerate(part)])
+                out += [(g.duplicate, [(m.id, m.score) for m in g.matches]) for g in got]
+            for i, t in enumerate(texts):
+                g = d.check({"id": f"q{i}", "text": t})
+                out.append((g.duplicate, [(m.id, m.score) for m in g.matches]))
+        return out
+
+    with_forms = run()
+    n_with = sum(tokenised)
+    tokenised.clear()
+    monkeypatch.setattr(prepare_mod, "HIST_DOCS", -1)
+    assert run() == with_forms
+    assert sum(tokenised) > n_with
+    assert sum(dup for dup, _ in with_forms) > 50 and any(not dup for dup, _ in with_forms)
 
 
 def test_a_near_duplicate_both_channels_find_is_not_signed_again(tmp_path, monkeypatch) -> None:

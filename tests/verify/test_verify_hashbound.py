@@ -124,6 +124,47 @@ def test_stage_verify_decides_like_verifying_every_pair(base, edits, pairs, cfg)
     assert (score >= score_ref).all()  # a rejected pair reports an upper bound
 
 
+@settings(max_examples=120, deadline=None)
+@given(
+    texts=st.lists(st.lists(PIECES, max_size=40).map("".join), min_size=2, max_size=12),
+    pairs=st.lists(st.tuples(st.integers(0, 11), st.integers(0, 11)), min_size=1, max_size=30),
+    known=st.sets(st.integers(0, 11)),
+    strip=st.booleans(),
+)
+def test_stage_verify_takes_known_histograms_for_the_same_decisions(texts, pairs, known, strip):
+    """Histograms given for some texts (a request's, from its MinHash pass, with the kernel
+    forms that pass made: non-ASCII texts pre-tokenised, social markers stripped) replace
+    step 1's tokenising of those texts: the same decisions, scores and rules, and the same
+    histograms handed to the sink, as without them; given for texts in no pair, they are
+    ignored."""
+    from neardup.fingerprint.minhash import minhash_signatures
+    from neardup.rules.verify import stage_verify_rules
+
+    n = len(texts)
+    a = np.array([min(x % n, y % n) for x, y in pairs], np.int64)
+    b = np.array([max(x % n, y % n) for x, y in pairs], np.int64)
+    keep = a != b
+    a, b = a[keep], b[keep]
+    dist = (np.arange(a.size) % 8).astype(np.int32)
+    v = Verifier(strip_social=strip)
+    at = np.array(sorted(k % n for k in known), np.int64)
+    hist = np.zeros((n, 1 << T.HIST_BITS), np.uint8)
+    special: dict = {}
+    _, tokens = minhash_signatures(v, texts, 8, histograms=hist, prepared=special)
+    sunk: list = []
+    want = stage_verify_rules(v, texts, a, b, dist, on_histograms=lambda *x: sunk.append(x))
+    got = stage_verify_rules(
+        v, texts, a, b, dist, on_histograms=lambda *x: sunk.append(x),
+        known=(at, hist[at], tokens[at]),
+        tokenised={k: special[k] for k in at.tolist() if k in special},
+    )  # fmt: skip
+    for w, g in zip(want, got, strict=True):
+        assert np.array_equal(w, g)
+    if a.size:
+        for w, g in zip(*sunk, strict=True):
+            assert np.array_equal(w, g)
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     rows=st.lists(st.lists(st.integers(0, 12), max_size=300), min_size=2, max_size=10),

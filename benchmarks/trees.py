@@ -68,10 +68,14 @@ def alternate(
     warm: bool = False,
     say: Callable[[Path, int, _Row], None] | None = None,
 ) -> dict[str, list[_Row]]:
-    """``run(tree, round)`` for every tree in each of ``rounds`` rounds, the trees in turn;
-    ``warm``: one untimed run of each first (a first run after a change of the sources fills
-    its kernel cache). ``say(tree, round, row)`` after each run (progress). Returns each
-    tree's rows by ``str(tree)``, in round order."""
+    """``run(tree, round)`` for every tree in each of ``rounds`` rounds, the trees in turn,
+    each round starting one tree further (round ``r`` at tree ``r mod len(trees)``): on this
+    shared box a run's place in a round moved all its stages by 5-10 % in one direction
+    (``bench_request_parts.py``, 2026-12-07), so each tree takes each place in turn and,
+    with rounds a multiple of the trees, every place equally often. ``warm``: one untimed
+    run of each first (a first run after a change of the sources fills its kernel cache).
+    ``say(tree, round, row)`` after each run (progress). Returns each tree's rows by
+    ``str(tree)``, in round order."""
     if rounds < 1:
         raise SystemExit(f"rounds must be at least 1, got {rounds}")
     if warm:
@@ -79,7 +83,8 @@ def alternate(
             run(t, -1)
     runs: dict[str, list[_Row]] = {str(t): [] for t in trees}
     for r in range(rounds):
-        for t in trees:
+        k = r % len(trees)
+        for t in [*trees[k:], *trees[:k]]:
             row = run(t, r)
             runs[str(t)].append(row)
             if say is not None:

@@ -28,7 +28,7 @@ def test_checkouts_default_to_this_one_and_refuse_a_folder_without_neardup(
         trees.checkouts([ROOT, tmp_path])
 
 
-def test_alternate_runs_every_tree_in_each_round_in_turn(trees) -> None:
+def test_alternate_runs_every_tree_in_each_round_in_turn_each_first_in_turn(trees) -> None:
     a, b = Path("/a"), Path("/b")
     calls: list[tuple[str, int]] = []
     said: list[tuple[str, int, int]] = []
@@ -40,9 +40,16 @@ def test_alternate_runs_every_tree_in_each_round_in_turn(trees) -> None:
     runs = trees.alternate(
         [a, b], 2, run, warm=True, say=lambda t, r, x: said.append((t.name, r, x))
     )
-    assert calls == [("a", -1), ("b", -1), ("a", 0), ("b", 0), ("a", 1), ("b", 1)]
-    assert runs == {"/a": [3, 5], "/b": [4, 6]}  # the warm runs are not kept
-    assert said == [("a", 0, 3), ("b", 0, 4), ("a", 1, 5), ("b", 1, 6)]
+    assert calls == [("a", -1), ("b", -1), ("a", 0), ("b", 0), ("b", 1), ("a", 1)]
+    assert runs == {"/a": [3, 6], "/b": [4, 5]}  # the warm runs are not kept
+    assert said == [("a", 0, 3), ("b", 0, 4), ("b", 1, 5), ("a", 1, 6)]
+    c = Path("/c")
+    calls.clear()
+    trees.alternate([a, b, c], 3, run)
+    firsts = [calls[k][0] for k in (0, 3, 6)]
+    assert firsts == ["a", "b", "c"] and sorted(calls) == sorted(
+        (t, r) for t in "abc" for r in range(3)
+    )
     with pytest.raises(SystemExit, match="at least 1"):
         trees.alternate([a], 0, run)
 

@@ -231,20 +231,15 @@ def _signature_kernel(
         n, hit = hash_tokens(buf, s, e, mode[d] == 2, mode[d] == 0, word, space, mark, tmp)
         counts[d] = n
         flags[d] = hit
-        if counted:  # the token hashes counted before they become shingles (saturating)
-            row = buckets[d]
-            row[:] = 0
-            if not hit:
-                for q in range(n):
-                    b = (tmp[q] * mix) >> shift
-                    row[b] += np.uint8(row[b] < top)
-        if hcounted:  # and in the finer buckets of the verifier's histograms
-            hrow = hists[d]
-            hrow[:] = 0
-            if not hit:
-                for q in range(n):
-                    b = (tmp[q] * mix) >> hshift
-                    hrow[b] += np.uint8(hrow[b] < top)
+        # the token hashes counted before they become shingles (saturating): in the coarse
+        # buckets, and in the finer ones of the verifier's histograms
+        for row, sh, on in ((buckets[d], shift, counted), (hists[d], hshift, hcounted)):
+            if on:
+                row[:] = 0
+                if not hit:
+                    for q in range(n):
+                        b = (tmp[q] * mix) >> sh
+                        row[b] += np.uint8(row[b] < top)
         if hit or n == 0:  # flagged: the caller strips and redoes it; no tokens: no signature
             for p in range(h):
                 out[d, p] = 0xFFFF

@@ -104,8 +104,8 @@ class PreparedDocs:
     buckets: npt.NDArray[np.uint8] | None = None
     #: tokens counted in the verifier's histogram buckets, (n, 2**HIST_BITS) uint8, by the same
     #: pass (:func:`~neardup.verify.tokens.token_histograms`' rows): the queries' side of the
-    #: histogram bound and the long rows' summaries, not tokenised again in the writer; None
-    #: where not made (a bulk load's, or signatures given by a batch run)
+    #: histogram bound, the long rows' summaries and verification's first step, not tokenised
+    #: again in the writer; None where not made (a bulk load's, or signatures a batch run gave)
     hists: npt.NDArray[np.uint8] | None = None
     #: beside ``hists``, the texts that pass needed Python work for (non-ASCII texts
     #: pre-tokenised, social markers stripped; by position), in the form verification's

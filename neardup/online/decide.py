@@ -38,8 +38,9 @@ from ..rules.lsh import (
 from ..rules.plan import LSH_SIMHASH_SHORT_DISTANCE, simhash_pass_pairs
 from ..rules.verify import KnownHistograms
 from ..store import NO_CONTENT_HASH, Store, WriteGroup
+from ..text.token_kernels import prepared_at
 from .bounds import BOUND_MIN_HITS, ReadBounds, kept_lims
-from .prepare import Op, PreparedDocs, histograms_room, lsh_keys
+from .prepare import Op, PreparedDocs, add_lsh_keys
 from .rowcache import DEFAULT_CAPACITY, DEFAULT_HISTOGRAM_ROWS, HistogramCache, SignatureCache
 from .summaries import added_summaries
 from .union import ARRAY_UNION_MIN, FILTER_BLOCK, BandKeys, union_arrays, without_own_hits
@@ -98,8 +99,8 @@ class _GroupView:
             return None, None
         if i is None:
             return (np.arange(len(self.texts)), self.hists, self.tokens), self.special
-        one = {0: self.special[i]} if i in self.special else {}
-        return (np.zeros(1, np.int64), self.hists[i : i + 1], self.tokens[i : i + 1]), one
+        one = (np.zeros(1, np.int64), self.hists[i : i + 1], self.tokens[i : i + 1])
+        return one, prepared_at(self.special, [i])
 
 
 class Decider(ReadBounds):
@@ -184,12 +185,7 @@ class Decider(ReadBounds):
             for op in doc_ops:  # prepared elsewhere without the channel: its keys made here
                 dd = op.docs
                 if dd is not None and dd.bands is None:
-                    dd.hists = histograms_room(len(dd.texts))
-                    dd.special = None if dd.hists is None else {}
-                    dd.sig, dd.usable, dd.bands, dd.tokens, dd.buckets = lsh_keys(
-                        self.verifier, self.lsh_plan, dd.texts, histograms=dd.hists,
-                        prepared=dd.special,
-                    )  # fmt: skip
+                    add_lsh_keys(dd, self.verifier, self.lsh_plan)
         # everything a group needs from the index and metadata, fetched in bulk
         if doc_ops:
             fps = (
@@ -544,9 +540,7 @@ class Decider(ReadBounds):
         if n < 2:
             return {}
         if self.lsh_plan is not None and docs.bands is None:
-            docs.sig, docs.usable, docs.bands, docs.tokens, docs.buckets = lsh_keys(
-                self.verifier, self.lsh_plan, docs.texts
-            )
+            add_lsh_keys(docs, self.verifier, self.lsh_plan)
         earlier = self.intra_pairs(docs.fps, self._split_lengths(docs.texts))
         if self.lsh_plan is not None:
             assert docs.sig is not None and docs.usable is not None

@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from ..errors import InputError, InputTypeError
 from ..fingerprint.distance import as_fingerprints
+from ..text.token_kernels import prepared_at
 from ..verify.tokens import HIST_BITS
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "DocumentPreparer",
     "Op",
     "PreparedDocs",
+    "add_lsh_keys",
     "histograms_room",
     "id_problem",
     "json_type_name",
@@ -134,7 +136,7 @@ class PreparedDocs:
             None if self.tokens is None else self.tokens[pos],
             None if self.buckets is None else self.buckets[pos],
             None if self.hists is None else self.hists[pos],
-            None if self.special is None else _rekeyed(self.special, at),
+            None if self.special is None else prepared_at(self.special, at),
         )
 
     @staticmethod
@@ -177,11 +179,6 @@ class PreparedDocs:
             out.update({base + k: v for k, v in p.special.items()})  # type: ignore[union-attr]
             base += len(p)
         return out
-
-
-def _rekeyed(special: dict[int, Any], at: list[int]) -> dict[int, Any]:
-    """``special``'s entries of the positions ``at``, keyed by their place in ``at``."""
-    return {k: special[i] for k, i in enumerate(at) if i in special}
 
 
 @dataclass
@@ -294,6 +291,18 @@ def histograms_room(n: int) -> npt.NDArray[np.uint8] | None:
     return np.empty((n, 1 << HIST_BITS), np.uint8) if n <= HIST_DOCS else None
 
 
+def add_lsh_keys(docs: PreparedDocs, verifier: Any, plan: Any, workers: int = 1) -> None:
+    """Fill the MinHash channel's fields of ``docs`` by one pass over its texts
+    (:func:`lsh_keys`): signatures, usable flags, band keys, token counts and coarse buckets,
+    and, where :func:`histograms_room` makes room (a request's), the token histograms and the
+    kernel forms of the texts that needed Python work."""
+    docs.hists = histograms_room(len(docs.texts))
+    docs.special = None if docs.hists is None else {}
+    docs.sig, docs.usable, docs.bands, docs.tokens, docs.buckets = lsh_keys(
+        verifier, plan, docs.texts, workers, histograms=docs.hists, prepared=docs.special
+    )
+
+
 class DocumentPreparer:
     """Validate, fingerprint and content-hash a batch of documents: the part of
     :meth:`Deduplicator.submit` that runs in the caller's thread, apart from the writer (so a
@@ -354,12 +363,7 @@ class DocumentPreparer:
         fps, empty = self._fingerprint(texts)
         out = self._assemble(ids, texts, times, metas, fps, empty)
         if self.lsh is not None:
-            hists = histograms_room(len(texts))
-            special: dict[int, tuple[bytes, int]] | None = None if hists is None else {}
-            out.sig, out.usable, out.bands, out.tokens, out.buckets = lsh_keys(
-                *self.lsh, texts, workers, histograms=hists, prepared=special
-            )
-            out.hists, out.special = hists, special
+            add_lsh_keys(out, *self.lsh, workers)
         return out
 
     def prepare_signed(

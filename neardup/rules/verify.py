@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from .._arrays import unique_sorted
 from ..io.texts import SpanTexts
+from ..text.token_kernels import prepared_at
 from ..verify.rule import RULE_BOUND, RULE_TRUSTED, Verifier
 from .config import Keep, Progress
 from .keep import connected_components, stage_representatives
@@ -158,9 +159,7 @@ def stage_verify_rules(
     pos[docs] = np.arange(docs.size)
     ia, ib = pos[a], pos[b]
     sub = subset_texts(texts, docs)
-    prepared: dict[int, tuple[bytes, int]] = {}
-    if tokenised:
-        prepared = {x: tokenised[g] for x, g in enumerate(docs.tolist()) if g in tokenised}
+    prepared = prepared_at(tokenised, docs.tolist()) if tokenised else {}
     rule = bound_rule(verifier)
     hist, lens = _step_histograms(verifier, sub, pos, known, workers, prepared)
     could, score = histogram_bound_decisions(hist, lens, ia, ib, **rule, workers=workers)
@@ -204,20 +203,20 @@ def _step_histograms(
     fills ``prepared`` for them, as it does for all of ``sub`` without ``known``)."""
     from ..verify.tokens import token_histograms
 
-    at = np.zeros(0, np.int64) if known is None else pos[np.asarray(known[0], np.int64)]
-    use = np.flatnonzero(at >= 0)
-    if not use.size:
+    if known is None:
         return token_histograms(verifier, sub, workers=workers, prepared=prepared)
-    kh, kl = known[1], known[2]  # type: ignore[index]
+    kp, kh, kl = known
+    at = pos[np.asarray(kp, np.int64)]
+    use = at >= 0
+    if not use.any():
+        return token_histograms(verifier, sub, workers=workers, prepared=prepared)
     hist = np.empty((len(sub), kh.shape[1]), np.uint8)
     lens = np.empty(len(sub), np.int64)
     hist[at[use]] = kh[use]
     lens[at[use]] = kl[use]
-    have = np.zeros(len(sub), np.bool_)
-    have[at[use]] = True
-    rest = np.flatnonzero(~have)
+    rest = np.setdiff1d(np.arange(len(sub)), at[use])
     if rest.size:
-        again = {x: prepared[j] for x, j in enumerate(rest.tolist()) if j in prepared}
+        again = prepared_at(prepared, rest.tolist())
         hist[rest], lens[rest] = token_histograms(
             verifier, subset_texts(sub, rest), workers=workers, prepared=again
         )
@@ -244,8 +243,7 @@ def _pairs_texts(
     need = unique_sorted(np.concatenate([ia, ib]))
     local = np.empty(n, np.int64)
     local[need] = np.arange(need.size)
-    again = {x: prepared[j] for x, j in enumerate(need.tolist()) if j in prepared}
-    return need, local[ia], local[ib], again
+    return need, local[ia], local[ib], prepared_at(prepared, need.tolist())
 
 
 #: candidate pairs per :func:`stage_verify` call in :func:`verify_in_chunks` (progress counts

@@ -58,6 +58,7 @@ __all__ = [
     "chunk_bytes",
     "hash_tokens",
     "is_spans",
+    "prepared_at",
     "pretokenise",
     "run_token_kernel",
     "run_token_kernel_few",
@@ -80,6 +81,18 @@ RAW_CHECK, RAW, PRETOK = 0, 1, 2
 
 #: texts that needed Python work, by position: (kernel bytes, mode)
 Prepared = dict[int, tuple[bytes, int]]
+
+
+def prepared_at(prepared: Prepared, at: Sequence[int]) -> Prepared:
+    """The entries of ``prepared`` at the positions ``at``, keyed by their place in ``at``:
+    the kernel forms of ``[texts[i] for i in at]`` where ``prepared`` holds those of ``texts``.
+
+    >>> prepared_at({1: (b"a", 2), 4: (b"b", 1)}, [4, 0, 1])
+    {0: (b'b', 1), 2: (b'a', 2)}
+    """
+    return {k: prepared[i] for k, i in enumerate(at) if i in prepared}
+
+
 #: a chunk as the kernels read it: (buffer uint8, starts int64, ends int64, mode uint8)
 KernelInput = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 

@@ -83,6 +83,16 @@ def test_hash_overlap_bounds_the_token_overlap(a, data):
 WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "far", "away", "Über", "世界", "x1"]
 
 
+def _pair_arrays(pairs: list[tuple[int, int]], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(a, b, SimHash distances) of the pairs ``pairs`` of ``n`` texts: each ordered, taken
+    modulo ``n``, a text with itself left out; distances 0-7 in turn."""
+    a = np.array([min(x % n, y % n) for x, y in pairs], np.int64)
+    b = np.array([max(x % n, y % n) for x, y in pairs], np.int64)
+    keep = a != b
+    a, b = a[keep], b[keep]
+    return a, b, (np.arange(a.size) % 8).astype(np.int32)
+
+
 @settings(max_examples=120, deadline=None)
 @given(
     base=st.lists(
@@ -111,11 +121,7 @@ def test_stage_verify_decides_like_verifying_every_pair(base, edits, pairs, cfg)
     seps = [" ", ", ", "  ", " @u ", "\n"]
     texts = [seps[i % len(seps)].join(d) for i, d in enumerate(docs)]
     n = len(texts)
-    a = np.array([min(x % n, y % n) for x, y in pairs], np.int64)
-    b = np.array([max(x % n, y % n) for x, y in pairs], np.int64)
-    keep = a != b
-    a, b = a[keep], b[keep]
-    dist = (np.arange(a.size) % 8).astype(np.int32)
+    a, b, dist = _pair_arrays(pairs, n)
     v = Verifier(**cfg)
     ok, score = stage_verify(v, texts, a, b, dist, workers=2)
     ok_ref, score_ref = stage_verify_reference(v, texts, a, b, dist)
@@ -141,11 +147,7 @@ def test_stage_verify_takes_known_histograms_for_the_same_decisions(texts, pairs
     from neardup.rules.verify import stage_verify_rules
 
     n = len(texts)
-    a = np.array([min(x % n, y % n) for x, y in pairs], np.int64)
-    b = np.array([max(x % n, y % n) for x, y in pairs], np.int64)
-    keep = a != b
-    a, b = a[keep], b[keep]
-    dist = (np.arange(a.size) % 8).astype(np.int32)
+    a, b, dist = _pair_arrays(pairs, n)
     v = Verifier(strip_social=strip)
     at = np.array(sorted(k % n for k in known), np.int64)
     hist = np.zeros((n, 1 << T.HIST_BITS), np.uint8)

@@ -49,6 +49,7 @@ __all__ = [
     "merge_disjoint",
     "read_only",
     "same_objects",
+    "sort_long_runs",
     "sorted_pairs",
     "span",
     "unique_inverse",
@@ -113,6 +114,50 @@ def unique_sorted(a: npt.ArrayLike) -> np.ndarray:
     keep[0] = True
     np.not_equal(s[1:], s[:-1], out=keep[1:])
     return s[keep]
+
+
+def sort_long_runs(
+    keys: npt.NDArray[Any], longer_than: int, *vals: npt.NDArray[Any], by: npt.NDArray[Any]
+) -> None:
+    """In place: within every run of more than ``longer_than`` equal ``keys`` (sorted), order
+    ``by`` (int64) and ``vals`` (arrays of the same length) by ``by`` ascending, equal ``by``
+    keeping their order (a stable sort); shorter runs are left as they are. One stable sort over the
+    long runs' entries, in NumPy: where a kernel sorts its short runs itself, a sort inside it
+    would compile numba's own (about a second of a first run, ``benchmarks/bench_compile.py``).
+
+    >>> k = np.array([1, 2, 2, 2, 3]); r = np.array([9, 7, 5, 6, 0])
+    >>> sort_long_runs(k, 2, by=r); r.tolist()
+    [9, 5, 6, 7, 0]
+    """
+    n = keys.size
+    if n <= longer_than:
+        return
+    edge = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+    starts = np.concatenate(([0], edge))
+    counts = np.diff(np.concatenate((starts, [n])))
+    big = counts > longer_than
+    if not big.any():
+        return
+    starts, counts = starts[big], counts[big]
+    ends = np.cumsum(counts)
+    at = np.repeat(starts - ends + counts, counts) + np.arange(int(ends[-1]), dtype=np.int64)
+    b = by[at]
+    lo, hi = span(b)
+    width = hi - lo + 1
+    if counts.size * width >= 1 << 62:  # (no room for one int64 key: the run, then ``by``)
+        order = at[np.lexsort((b, keys[at]))]  # (stable)
+        for a in (by, *vals):
+            a[at] = a[order]
+        return
+    # one int64 key per entry: its run, then ``by`` (the runs lie in order already)
+    key = np.repeat(np.arange(counts.size, dtype=np.int64) * width, counts) + (b - lo)
+    if not vals:  # entries of equal ``by`` are alike: any sort of the keys will do
+        key.sort()
+        by[at] = key % width + lo
+        return
+    order = at[np.argsort(key, kind="stable")]
+    for a in (by, *vals):
+        a[at] = a[order]
 
 
 def find_sorted(

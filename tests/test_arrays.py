@@ -1,5 +1,5 @@
 """``unique_sorted`` and ``unique_inverse`` are ``np.unique`` for the integer arrays the project
-passes them."""
+passes them; the other helpers against what NumPy does by brute force."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from neardup._arrays import (
     find_sorted,
     in_sorted,
     merge_disjoint,
+    sort_long_runs,
     sorted_pairs,
     unique_inverse,
     unique_sorted,
@@ -191,3 +192,36 @@ def test_concat_ascii_per_text_path_and_errors() -> None:
     assert lens.tolist() == [600, 1200, 700] and np.shares_memory(data, buf)
     with pytest.raises(UnicodeEncodeError):
         concat_ascii(["é" * 600, "z" * 600])
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 6), st.integers(0, 9), st.integers(0, 99)), max_size=120),
+    st.integers(0, 5),
+)
+def test_sort_long_runs_is_a_stable_sort_of_the_long_runs(
+    rows: list[tuple[int, int, int]], longer_than: int
+) -> None:
+    keys = np.array(sorted(r[0] for r in rows), np.int64)
+    by = np.array([r[1] for r in rows], np.int64)
+    val = np.array([r[2] for r in rows], np.int32)
+    want_by, want_val = by.copy(), val.copy()
+    for k in np.unique(keys):  # by hand: each long run stably sorted by ``by``
+        at = np.flatnonzero(keys == k)
+        if at.size > longer_than:
+            o = at[np.argsort(by[at], kind="stable")]
+            want_by[at], want_val[at] = by[o], val[o]
+    before, alone = keys.copy(), by.copy()
+    sort_long_runs(keys, longer_than, val, by=by)
+    np.testing.assert_array_equal(keys, before)
+    np.testing.assert_array_equal(by, want_by)
+    np.testing.assert_array_equal(val, want_val)
+    sort_long_runs(keys, longer_than, by=alone)  # nothing carried along: any sort of ``by``
+    np.testing.assert_array_equal(alone, want_by)
+
+
+def test_sort_long_runs_of_wide_values_takes_the_two_key_sort() -> None:
+    keys = np.array([1, 1, 1, 2, 2, 2], np.int64)
+    by = np.array([2**62, -(2**62), 0, 5, 5, -1], np.int64)  # (runs x width past an int64)
+    val = np.arange(6, dtype=np.int32)
+    sort_long_runs(keys, 2, val, by=by)
+    assert by.tolist() == [-(2**62), 0, 2**62, -1, 5, 5] and val.tolist() == [1, 2, 0, 5, 3, 4]

@@ -237,6 +237,50 @@ def test_no_kernel_assigns_an_array_to_a_slice() -> None:
     assert not found, f"{found}: copy into a slice with a loop inside a kernel"
 
 
+#: kernels that may sort with numba's own sorts, and why: not compiled by a first run of
+#: ``neardup dedup --sample`` (``benchmarks/bench_compile.py --kernels``), and on hot paths
+#: where numba's quicksort is the measured choice (or a reference for the tests)
+_NUMBA_SORTS_ALLOWED = {
+    "csr_sort": "a SimHash search's runs of equal (query, distance), any length",
+    "_sort_segments": "verification's token ids of every document, each a sort",
+    "sort_with_rows_reference": "a reference the tests compare with",
+}
+
+
+def _numba_sorts(tree: ast.AST) -> list[tuple[str, int]]:
+    """(kernel, line) of every ``.sort()``, ``np.sort``, ``np.argsort`` in a kernel."""
+    out = []
+    for fn in ast.walk(tree):
+        if not (isinstance(fn, ast.FunctionDef) and _is_kernel(fn)):
+            continue
+        for node in ast.walk(fn):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("sort", "argsort", "lexsort")
+            ):
+                out.append((fn.name, node.lineno))
+    return out
+
+
+def test_no_kernel_compiles_numbas_sorts() -> None:
+    """A sort inside a kernel compiles numba's quicksort or mergesort into it: about a second
+    of a first run's compile for each kernel and array type, paid even where it sorts a rare
+    case (``benchmarks/bench_compile.py --kernels``). Kernels sort short runs themselves and
+    leave long ones to NumPy (``neardup._arrays.sort_long_runs``) or a heapsort
+    (``neardup.verify.tokens._heapsort``); the kernels named in ``_NUMBA_SORTS_ALLOWED`` say why
+    they keep theirs."""
+    assert _numba_sorts(ast.parse("@kernel\ndef f(a):\n    a[1:3].sort()\n")) == [("f", 3)]
+    found, seen = [], set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for k, n in _numba_sorts(ast.parse(path.read_text(encoding="utf-8"))):
+            seen.add(k)
+            if k not in _NUMBA_SORTS_ALLOWED:
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{n} ({k})")
+    assert not found, f"{found}: sort short runs in the kernel, long ones after it in NumPy"
+    assert seen == set(_NUMBA_SORTS_ALLOWED), "an allowed kernel no longer sorts: take it out"
+
+
 def test_kernel_always_caches() -> None:
     with pytest.raises(TypeError, match="always caches"):
         _jit.kernel(cache=False)  # type: ignore[call-overload]

@@ -20,6 +20,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from .._arrays import sort_long_runs
 from .._jit import kernel, popcount64, prefetch2d
 from .._search import lower_bound, upper_bound
 
@@ -472,11 +473,18 @@ def self_join_table(
     return cnt
 
 
+#: runs of equal keys longer than this are ordered by NumPy after a kernel
+#: (:func:`neardup._arrays.sort_long_runs`), shorter ones by the kernel's insertion sort
+_KERNEL_RUN = 16
+
+
 @kernel(nogil=True)
-def rows_of_ties_ascending(ks, rows):
-    """In place: within every run of equal keys of sorted ``ks``, sort ``rows`` ascending
-    (what a stable sort gives), so an unstable sort's order becomes the canonical one."""
+def _short_ties_ascending(ks, rows):
+    """In place: within every run of at most ``_KERNEL_RUN`` equal keys of sorted ``ks``, sort
+    ``rows`` ascending; True when a longer run was left (numba's own sort would compile into
+    this kernel for those: about a second of a first run)."""
     n = ks.shape[0]
+    long = False
     i = 0
     while i < n - 1:
         if ks[i + 1] != ks[i]:
@@ -485,12 +493,20 @@ def rows_of_ties_ascending(ks, rows):
         j = i + 2
         while j < n and ks[j] == ks[i]:
             j += 1
-        if j - i > 16:
-            rows[i:j].sort()  # in place: a slice assignment compiles its shape error path
+        if j - i > _KERNEL_RUN:
+            long = True
         else:  # in place, no allocation: a band's groups are mostly two or three rows (the
             # keys carried along are all equal here)
             _insertion_sort_by(rows, ks, i, j)
         i = j
+    return long
+
+
+def rows_of_ties_ascending(ks: np.ndarray, rows: np.ndarray) -> None:
+    """In place: within every run of equal keys of sorted ``ks``, sort ``rows`` ascending
+    (what a stable sort gives), so an unstable sort's order becomes the canonical one."""
+    if _short_ties_ascending(ks, rows):
+        sort_long_runs(ks, _KERNEL_RUN, by=rows)
 
 
 def sort_with_rows(keys):
@@ -522,12 +538,30 @@ def _insertion_sort_by(keys, vals, lo, hi):
         vals[y + 1] = vx
 
 
-@kernel(nogil=True)
-def pairs_in_order(ids, ra, rb, d, n):
+#: an ``a`` of more partners than this is sorted by NumPy after :func:`_pairs_in_order_kernel`
+_KERNEL_PARTNERS = 32
+
+
+def pairs_in_order(
+    ids: np.ndarray, ra: np.ndarray, rb: np.ndarray, d: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pairs of rows ``(ra, rb)`` of a segment as ``(a, b, d)`` with ``a = min(ids[ra],
-    ids[rb])``, ``b`` the max, sorted by ``(a, b)``; ``ids`` are positions ``< n``. A counting
-    sort on ``a`` and an insertion sort of each ``a``'s (few) partners: what ``np.argsort(a * n
-    + b)`` and three gathers give, in a fraction of the time."""
+    ids[rb])``, ``b`` the max, sorted by ``(a, b)`` (stable: equal pairs in their order);
+    ``ids`` are positions ``< n``. A counting sort on ``a`` and an insertion sort of each
+    ``a``'s (few) partners: what ``np.argsort(a * n + b)`` and three gathers give, in a
+    fraction of the time. An ``a`` of many partners is sorted by NumPy after the kernel."""
+    a, b, dd, long = _pairs_in_order_kernel(ids, ra, rb, d, n)
+    if long:
+        sort_long_runs(a, _KERNEL_PARTNERS, dd, by=b)
+    return a, b, dd
+
+
+@kernel(nogil=True)
+def _pairs_in_order_kernel(ids, ra, rb, d, n):
+    """:func:`pairs_in_order`'s counting sort, and the insertion sort of each ``a``'s partners
+    where they are at most ``_KERNEL_PARTNERS``; the last value says whether an ``a`` of more
+    was left for NumPy (numba's own sort would compile into this kernel for those: about a
+    second of a first run)."""
     m = ra.shape[0]
     start = np.zeros(n + 1, dtype=np.int64)
     for i in range(m):
@@ -549,22 +583,15 @@ def pairs_in_order(ids, ra, rb, d, n):
         out_b[p] = max(x, y)
         out_d[p] = d[i]
         pos[lo] = p + 1
+    long = False
     for j in range(n):
         s = start[j]
         e = start[j + 1]
-        if e - s > 32:
-            o = np.argsort(out_b[s:e], kind="mergesort")
-            tb = np.empty(e - s, dtype=np.int64)
-            td = np.empty(e - s, dtype=np.int32)
-            for q in range(e - s):  # loops, not fancy indexing and slice assignments: the
-                tb[q] = out_b[s + o[q]]  # same code without their shape error paths, whose
-                td[q] = out_d[s + o[q]]  # compile was half of this kernel's
-            for q in range(e - s):
-                out_b[s + q] = tb[q]
-                out_d[s + q] = td[q]
+        if e - s > _KERNEL_PARTNERS:
+            long = True
             continue
         _insertion_sort_by(out_b, out_d, s, e)
-    return out_a, out_b, out_d
+    return out_a, out_b, out_d, long
 
 
 @kernel(nogil=True)

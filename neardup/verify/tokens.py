@@ -290,11 +290,42 @@ HIST_MAX = 255
 
 
 @kernel
+def _heapsort(a: np.ndarray) -> None:  # pragma: no cover - numba
+    """Sort ``a`` ascending in place: a heapsort (one sift loop builds the heap, then takes
+    its largest out to the end, one at a time)."""
+    n = a.shape[0]
+    start = n // 2
+    end = n
+    while end > 1:
+        if start > 0:  # building the heap
+            start -= 1
+        else:  # the heap's largest to the end
+            end -= 1
+            t = a[end]
+            a[end] = a[0]
+            a[0] = t
+        root = start
+        v = a[root]
+        while True:
+            c = 2 * root + 1
+            if c >= end:
+                break
+            if c + 1 < end and a[c + 1] > a[c]:
+                c += 1
+            if not a[c] > v:
+                break
+            a[root] = a[c]
+            root = c
+        a[root] = v
+
+
+@kernel
 def _sort_hashes(a: np.ndarray) -> None:  # pragma: no cover - numba
     # In-place sort of uint32 hashes: a counting sort on the top bits (about one bucket per
     # element), then an insertion sort, which only has the few inversions inside buckets left
     # (equal hashes never move). Past a budget of moves (adversarial hashes) it hands over to
-    # ndarray.sort, so it is a sort whatever the input.
+    # a heapsort, so it is a sort in O(n log n) whatever the input (ndarray.sort here compiled
+    # numba's quicksort into the kernel: about a second of a first run's compile).
     n = a.shape[0]
     if n < 2:
         return
@@ -324,7 +355,7 @@ def _sort_hashes(a: np.ndarray) -> None:  # pragma: no cover - numba
         tmp[j + 1] = x
         budget -= q - 1 - j
         if budget < 0:
-            tmp.sort()
+            _heapsort(tmp)
             break
     if n > 32:
         for q in range(n):  # a loop: a slice assignment compiles its shape error path too

@@ -70,6 +70,21 @@ def test_token_hashes_chunks_long_tokens_and_counts(monkeypatch):
     assert R.token_hash_reference("cat") in got[0][got[1][2] : got[1][3]].tolist()
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 2**32 - 1), max_size=300), st.sampled_from(["any", "adversarial"]))
+def test_sort_hashes_sorts_any_hashes(values, kind):
+    # "adversarial": equal top bits in descending order, so the insertion sort runs out of its
+    # budget of moves and the heapsort finishes
+    a = np.array(values, np.uint32)
+    if kind == "adversarial":
+        a = np.sort(a % np.uint32(1 << 12))[::-1].copy()
+    want = np.sort(a)
+    for sort in (T._sort_hashes, T._heapsort):
+        got = a.copy()
+        sort(got)
+        np.testing.assert_array_equal(got, want)
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.sampled_from(["a", "b", "c", "dd", "é", "世"]), max_size=30), st.data())
 def test_hash_overlap_bounds_the_token_overlap(a, data):

@@ -320,6 +320,20 @@ def compile_count() -> int:
     return _stats.count
 
 
+def compiled_or_cached(dispatcher: Any) -> bool:
+    """Whether calling ``dispatcher`` (a kernel) loads compiled code rather than compiling:
+    it has run in this process, or the kernel cache holds an entry made from its current
+    source. A path that has a slower way needing no compile can take it while this is False
+    and the work is small (a first run's compile is seconds). numba's cache index is private
+    to numba: where reading it fails, True (the caller takes the kernel, as without this)."""
+    if dispatcher.signatures:
+        return True
+    try:
+        return bool(dispatcher._cache._cache_file._load_index())
+    except Exception:  # (numba's internals changed: behave as before)
+        return True
+
+
 install()
 nb_event.register("numba:compile", _CompileListener())
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._jit import kernel
+from .._jit import compiled_or_cached, kernel
 
 __all__ = [
     "FAST",
@@ -421,6 +421,12 @@ def _words(buf: np.ndarray) -> np.ndarray:
     if buf.flags.c_contiguous and buf.ctypes.data % 8 == 0 and np.little_endian and buf.size >= 8:
         return buf[: buf.size - buf.size % 8].view(np.uint64)
     return np.zeros(0, np.uint64)
+
+
+def scanner_ready() -> bool:
+    """Whether :func:`scan_lines` runs without compiling first (it ran in this process, or
+    its kernel is cached): see ``neardup.io.jsonl.SCAN_COMPILE_BYTES``."""
+    return compiled_or_cached(_scan_kernel)
 
 
 def scan_lines(

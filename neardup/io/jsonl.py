@@ -76,6 +76,14 @@ BLOCK = 1 << 24  # 16 MiB read blocks
 #: only add its cost), then looks again
 SCAN_MIN_FAST = 0.1
 SCAN_SKIP_BLOCKS = 7
+#: while the pre-scan's kernel is neither compiled nor cached, a process reads its first this
+#: many bytes of mapped JSONL by the per-line path: the kernel's compile (seconds, once an
+#: install: ``benchmarks/bench_compile.py``) costs more than it saves on a small input, such as
+#: the bundled sample; past it (a larger file, or many small ones) the kernel compiles as before.
+#: What the per-line path costs a small input instead: docs/dedup.md, *A first run's kernel
+#: compile*
+SCAN_COMPILE_BYTES = BLOCK
+_unscanned_bytes = 0  # read by the per-line path so far for want of a compiled pre-scan
 #: copy the kept runs inside the kernel (``os.copy_file_range``) when writing to a descriptor;
 #: False, or a filesystem that refuses it, uses ``pread`` + ``writev`` windows
 COPY_FILE_RANGE = hasattr(os, "copy_file_range")
@@ -226,7 +234,7 @@ def _read_jsonl_mapped(
     so records, ids, texts, errors and line numbers are those of :func:`read_lines_reference`
     (tested). After a block with few FAST lines (``SCAN_MIN_FAST``) the next
     ``SCAN_SKIP_BLOCKS`` blocks skip the pre-scan and take that path directly."""
-    from ._jsonl_scan import scan_lines
+    from ._jsonl_scan import scan_lines, scanner_ready
     from .texts import SpanTexts
 
     texts = r.c.texts
@@ -258,6 +266,10 @@ def _read_jsonl_mapped(
     line_of = r.line_of
     pos = 3 if lo == 0 and mm[:3] == _BOM else lo
     unscanned = 0  # blocks left to read without the pre-scan (few FAST lines lately)
+    global _unscanned_bytes
+    if _unscanned_bytes + end - pos <= SCAN_COMPILE_BYTES and not scanner_ready():
+        _unscanned_bytes += end - pos
+        unscanned = end  # (more blocks than the range has)
     while pos < end:
         cut = mm.find(b"\n", min(pos + BLOCK, end) - 1)
         stop = end if cut < 0 or cut >= end else cut + 1

@@ -272,6 +272,72 @@ def test_mapped_reader_equals_reference(tmp_path, monkeypatch, block, min_fast, 
             assert fast == ref
 
 
+def test_small_input_skips_the_prescan_until_its_kernel_is_ready(tmp_path, monkeypatch):
+    """While the pre-scan's kernel is neither compiled nor cached, a process's first
+    ``SCAN_COMPILE_BYTES`` of JSONL take the per-line path (no compile for the bundled sample),
+    with the reference reader's answers; past them, or once the kernel is ready, the pre-scan
+    reads as before."""
+    from neardup.io import _jsonl_scan
+
+    scans: list[int] = []
+    scan = _jsonl_scan.scan_lines
+
+    def counting(*args):
+        scans.append(1)
+        return scan(*args)
+
+    monkeypatch.setattr(_jsonl_scan, "scan_lines", counting)
+    ready = [False]
+    monkeypatch.setattr(_jsonl_scan, "scanner_ready", lambda: ready[0])
+    p = tmp_path / "c.jsonl"
+    p.write_text(
+        "".join(json.dumps({"id": f"d{i}", "text": f"text {i}"}) + "\n" for i in range(50))
+    )
+    size = p.stat().st_size
+    monkeypatch.setattr(jsonl_mod, "SCAN_COMPILE_BYTES", 2 * size)
+    monkeypatch.setattr(jsonl_mod, "_unscanned_bytes", 0)
+    ref = read_state(p, monkeypatch, reference=True, on_error="skip")
+    for want_scans in (0, 0, 1):  # the budget holds two reads of the file, not a third
+        scans.clear()
+        assert read_state(p, monkeypatch, reference=False, on_error="skip") == ref
+        assert len(scans) == want_scans
+    ready[0] = True  # compiled (or cached): small inputs are scanned too
+    monkeypatch.setattr(jsonl_mod, "_unscanned_bytes", 0)
+    scans.clear()
+    assert read_state(p, monkeypatch, reference=False, on_error="skip") == ref
+    assert scans
+
+
+def test_compiled_or_cached_reads_the_dispatcher_and_its_cache_index() -> None:
+    from neardup._jit import compiled_or_cached
+    from neardup.io._jsonl_scan import _scan_kernel
+
+    class Index:
+        def __init__(self, entries):
+            self.entries = entries
+
+        def _load_index(self):
+            if isinstance(self.entries, Exception):
+                raise self.entries
+            return self.entries
+
+    class Cache:
+        def __init__(self, entries):
+            self._cache_file = Index(entries)
+
+    class Fake:
+        def __init__(self, signatures, entries):
+            self.signatures = signatures
+            self._cache = Cache(entries)
+
+    assert compiled_or_cached(Fake(["sig"], {}))  # ran in this process
+    assert compiled_or_cached(Fake([], {"key": "f.1.nbc"}))  # cached for this source
+    assert not compiled_or_cached(Fake([], {}))  # neither: the caller may skip the compile
+    assert compiled_or_cached(Fake([], OSError("numba changed")))  # unknown: as before
+    scan_lines(np.frombuffer(b'{"text": "a"}\n', np.uint8), 0, 14, b"text", b"id")
+    assert compiled_or_cached(_scan_kernel)
+
+
 def test_clean_blocks_are_accepted_whole(tmp_path, monkeypatch) -> None:
     """Blocks of FAST lines with new string ids are taken in one step (ids cut from their
     bytes in one go); a block whose ids repeat goes line by line, with the reference's

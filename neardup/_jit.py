@@ -292,7 +292,7 @@ def compile_notice() -> str:
     """The line the CLI prints when a run starts compiling kernels (a cold cache)."""
     return (
         f"neardup: compiling kernels on first use (cached in {cache_location().path}): "
-        "about 15 s on an idle 2-core machine, once per neardup, numba and Python "
+        "about 10-15 s on an idle 2-core machine, once per neardup, numba and Python "
         "version; the summary's docs/s leaves the compile out"
     )
 

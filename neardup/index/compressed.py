@@ -35,7 +35,7 @@ from .._typed import typed_list_append, typed_list_like
 from ..errors import ConfigError, CorruptFileError
 from .codec_blocks import DEFAULT_BLOCK_BYTES, BlockTables, check_block_bytes, search_blocks
 from .codec_ef import EFTables, encode_ef, pack_bits, search_ef, unpack_bits
-from .tables import PlanArrays, SegmentRows, sorted_table
+from .tables import PlanArrays, SegmentRows, _ro, sorted_table
 
 __all__ = [
     "CODECS",
@@ -209,19 +209,6 @@ def _search_blocks_list(q, k, segs, qk, buf, buf0, out_q, out_r, out_d, err):
 def _search_blocks_list_gil(q, k, segs, qk, buf, buf0, out_q, out_r, out_d, err):
     """:func:`_search_blocks_list` holding the GIL."""
     return _search_blocks_list(q, k, segs, qk, buf, buf0, out_q, out_r, out_d, err)
-
-
-def _ro(a: Any, dtype: Any, ndim: int) -> Any:
-    """A read-only, C-contiguous plain ``ndarray`` view (no copy when ``a`` already is one):
-    every entry of a typed list then has one numba type, and a plain ndarray (not a
-    ``np.memmap`` subclass) keeps numba's argument unboxing on its fast path."""
-    v = np.ascontiguousarray(a, dtype=dtype).view(np.ndarray)
-    if v.ndim != ndim:
-        raise ValueError(f"expected a {ndim}-d array, got shape {v.shape}")
-    if v.flags.writeable:
-        v = v.view()
-        v.flags.writeable = False
-    return v
 
 
 def _ro_empty(dtype: Any, ndim: int) -> Any:

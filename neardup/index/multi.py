@@ -31,8 +31,9 @@ from .._jit import kernel
 from .._typed import typed_list_append, typed_list_like
 from ..errors import ConfigError
 from . import _kernels as K
-from .compressed import CompressedList, CompressedSegment, _ro
+from .compressed import CompressedList, CompressedSegment
 from .hamming_index import HammingIndex
+from .tables import _ro
 
 SearchResult = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]
 
@@ -197,28 +198,9 @@ class IndexSet:
         self._n = n + sum(len(ix) for ix in self._rest)
 
     def _entry(self, s: Any, pa: Any) -> tuple[Any, ...]:
-        brute = s.keys is None
-        arrays = (  # search_tables' arguments from keys to sub
-            _empty(_U64, 2) if brute else _ro(s.keys, _U64, 2),
-            _empty(np.uint32, 2) if brute or s.rows is None else _ro(s.rows, np.uint32, 2),
-            _ro(s.fps, _U64, 2),
-            _empty(_I64, 2) if brute else _ro(s.dirs, _I64, 2),
-            int(s.dbits),
-            _ro(pa.pidx, _I64, 3),
-            _ro(pa.pmask, _U64, 2),
-            _ro(pa.npieces, _I64, 1),
-            _ro(pa.pb, _I64, 1),
-            _ro(pa.probe_radius, _I64, 1),
-            _ro(pa.flips, _U64, 2),
-            _ro(pa.flipd, _I64, 2),
-            _ro(pa.nflips, _I64, 1),
-            _ro(pa.pm_key, _U64, 2),
-            _ro(pa.pm_orig, _U64, 2),
-            _empty(_I64, 1) if brute or s.heavy is None else _ro(s.heavy, _I64, 1),
-            _ro(s.hv, _I64, 2),
-            _ro(s.sub, _I64, 1),
-        )
-        return (brute, _ro(s.ids, _I64, 1), arrays)
+        # (search_tables' arguments from keys to sub, read-only: the types a segment searched
+        # alone passes too, so the kernel compiles once)
+        return (s.keys is None, _ro(s.ids, _I64, 1), s.search_arrays(pa))
 
     def __len__(self) -> int:
         """Fingerprints in the set (at construction)."""

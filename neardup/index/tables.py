@@ -95,6 +95,26 @@ def _permute_int(value: int, bits: int, order: tuple[tuple[int, int], ...]) -> i
     return out >> (pos - 64) if pos > 64 else out << (64 - pos)
 
 
+def _ro(a: Any, dtype: Any, ndim: int) -> Any:
+    """A read-only, C-contiguous plain ``ndarray`` view (no copy when ``a`` already is one):
+    every entry of a typed list then has one numba type, and a plain ndarray (not a
+    ``np.memmap`` subclass) keeps numba's argument unboxing on its fast path."""
+    v = np.ascontiguousarray(a, dtype=dtype).view(np.ndarray)
+    if v.ndim != ndim:
+        raise ValueError(f"expected a {ndim}-d array, got shape {v.shape}")
+    if v.flags.writeable:
+        v = v.view()
+        v.flags.writeable = False
+    return v
+
+
+#: read-only placeholders of a brute segment's (absent) table arrays, by (dtype, ndim)
+_EMPTY_RO = {
+    (dt, nd): _ro(np.zeros((1,) * nd, dt), dt, nd)
+    for dt, nd in ((np.uint64, 2), (np.uint32, 2), (np.int64, 2), (np.int64, 1))
+}
+
+
 def plan_arrays(plan: Plan) -> PlanArrays:
     """Compile ``plan`` (kind "tables") for the kernels; brute plans give zero tables."""
     words = plan.bits // 64
@@ -316,6 +336,7 @@ class TableSegment(SegmentRows):
     """An immutable set of fingerprints with its permuted sorted tables (and a tombstone mask)."""
 
     __slots__ = (
+        "_search_args",
         "dbits",
         "dirs",
         "fps",
@@ -352,6 +373,44 @@ class TableSegment(SegmentRows):
         self.alive = alive  # None: every row alive
         self.n_dead = 0 if alive is None else int(len(ids) - np.count_nonzero(alive))
         self._id_index: tuple[I64, I64] | None = None
+        self._search_args: tuple[PlanArrays, tuple[Any, ...]] | None = None
+
+    def search_arrays(self, pa: PlanArrays) -> tuple[Any, ...]:
+        """:func:`~neardup.index._kernels.search_tables`' arguments from ``keys`` to ``sub``
+        for this segment under ``pa``, as read-only views (kept for the last ``pa``): a
+        segment searched alone and one in an :class:`~neardup.index.multi.IndexSet`'s list
+        pass the kernel the same types, so it compiles once (each signature of it is seconds
+        of a first start's compile). A brute segment (no tables) has empty arrays but
+        ``fps``."""
+        got = self._search_args
+        if got is not None and got[0] is pa:
+            return got[1]
+        brute = self.keys is None
+        empty2, empty1 = _EMPTY_RO[(np.int64, 2)], _EMPTY_RO[(np.int64, 1)]
+        args = (
+            _EMPTY_RO[(np.uint64, 2)] if brute else _ro(self.keys, np.uint64, 2),
+            _EMPTY_RO[(np.uint32, 2)]
+            if brute or self.rows is None
+            else _ro(self.rows, np.uint32, 2),
+            _ro(self.fps, np.uint64, 2),
+            empty2 if brute else _ro(self.dirs, np.int64, 2),
+            int(self.dbits),
+            _ro(pa.pidx, np.int64, 3),
+            _ro(pa.pmask, np.uint64, 2),
+            _ro(pa.npieces, np.int64, 1),
+            _ro(pa.pb, np.int64, 1),
+            _ro(pa.probe_radius, np.int64, 1),
+            _ro(pa.flips, np.uint64, 2),
+            _ro(pa.flipd, np.int64, 2),
+            _ro(pa.nflips, np.int64, 1),
+            _ro(pa.pm_key, np.uint64, 2),
+            _ro(pa.pm_orig, np.uint64, 2),
+            empty1 if brute or self.heavy is None else _ro(self.heavy, np.int64, 1),
+            _ro(self.hv, np.int64, 2),
+            _ro(self.sub, np.int64, 1),
+        )
+        self._search_args = (pa, args)
+        return args
 
     @property
     def n(self) -> int:
@@ -456,38 +515,13 @@ class TableSegment(SegmentRows):
                 out_q = np.empty(cap, dtype=np.int64)
                 out_r = np.empty(cap, dtype=np.int64)
                 out_d = np.empty(cap, dtype=np.int32)
+            args = self.search_arrays(pa)
             if self.keys is None:
                 brute = K.search_brute_gil if small else K.search_brute
-                cnt = brute(q, self.fps, k, out_q, out_r, out_d)
+                cnt = brute(q, args[2], k, out_q, out_r, out_d)
             else:
-                probe = K.search_tables_gil if small else K.search_tables
-                cnt = probe(
-                    q,
-                    k,
-                    self.keys,
-                    self.rows,
-                    self.fps,
-                    self.dirs,
-                    self.dbits,
-                    pa.pidx,
-                    pa.pmask,
-                    pa.npieces,
-                    pa.pb,
-                    pa.probe_radius,
-                    pa.flips,
-                    pa.flipd,
-                    pa.nflips,
-                    pa.pm_key,
-                    pa.pm_orig,
-                    self.heavy,
-                    self.hv,
-                    self.sub,
-                    ws.qk,
-                    ws.stack,
-                    out_q,
-                    out_r,
-                    out_d,
-                )
+                probe: Any = K.search_tables_gil if small else K.search_tables
+                cnt = probe(q, k, *args, ws.qk, ws.stack, out_q, out_r, out_d)
             if cnt <= len(out_q):
                 break
             cap = cnt

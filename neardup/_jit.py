@@ -45,6 +45,7 @@ import hashlib
 import logging
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -246,6 +247,7 @@ class _CompileStats:
     seconds: float = 0.0
     count: int = 0
     announce: Callable[[str], None] | None = None
+    announce_kind: str = "run"  # (a key of COMPILE_NOTES)
     current: str | None = None  # the kernel compiling now (outermost), for progress displays
 
 
@@ -273,7 +275,7 @@ class _CompileListener(nb_event.Listener):
             _stats.current = getattr(getattr(disp, "py_func", None), "__name__", None) or "kernel"
             if _stats.count == 0 and _stats.announce is not None:
                 with contextlib.suppress(Exception):  # a notice must never break a compile
-                    _stats.announce(compile_notice())
+                    _stats.announce(compile_notice(_stats.announce_kind))
             _stats.count += 1
         else:
             stack.append(None)
@@ -288,12 +290,23 @@ class _CompileListener(nb_event.Listener):
             _stats.current = None
 
 
-def compile_notice() -> str:
-    """The line the CLI prints when a run starts compiling kernels (a cold cache)."""
+#: what :func:`compile_notice` says a compile takes and means, by what compiles: a batch run
+#: (``neardup dedup``) and a server's start (``neardup serve``, which compiles what every
+#: request path needs before it answers: docs/service.md)
+COMPILE_NOTES = {
+    "run": "about 10-15 s on an idle 2-core machine, once per neardup, numba and Python "
+    "version; the summary's docs/s leaves the compile out",
+    "serve": "about a minute on an idle 2-core machine, once per neardup, numba and Python "
+    "version; the server answers when it is done",
+}
+
+
+def compile_notice(kind: str = "run") -> str:
+    """The line printed when a process starts compiling kernels (a cold cache): ``kind`` is
+    a key of :data:`COMPILE_NOTES`."""
     return (
         f"neardup: compiling kernels on first use (cached in {cache_location().path}): "
-        "about 10-15 s on an idle 2-core machine, once per neardup, numba and Python "
-        "version; the summary's docs/s leaves the compile out"
+        f"{COMPILE_NOTES[kind]}"
     )
 
 
@@ -304,10 +317,13 @@ def compiling_now() -> tuple[str, int] | None:
     return None if name is None else (name, _stats.count)
 
 
-def announce_compiles(callback: Callable[[str], None] | None) -> None:
-    """Call ``callback(compile_notice())`` when the first neardup kernel compile of this
+def announce_compiles(callback: Callable[[str], None] | None, kind: str = "run") -> None:
+    """Call ``callback(compile_notice(kind))`` when the first neardup kernel compile of this
     process starts (not at all when every kernel loads from the cache); None turns it off."""
+    if kind not in COMPILE_NOTES:
+        raise ValueError(f"kind must be one of {sorted(COMPILE_NOTES)}, got {kind!r}")
     _stats.announce = callback
+    _stats.announce_kind = kind
 
 
 def compile_seconds() -> float:
@@ -318,6 +334,61 @@ def compile_seconds() -> float:
 def compile_count() -> int:
     """How many neardup kernel compiles (outermost, one per kernel and signature) ran."""
     return _stats.count
+
+
+#: environment variable that turns compile helpers off (also set inside a helper)
+NO_WARM_ENV = "NEARDUP_NO_WARM"
+
+
+def helper_command(module: str, *args: str) -> list[str]:
+    """A compile helper's command line: this interpreter, ``-P`` (the working folder is not
+    put on ``sys.path``: in a source checkout with neardup installed from it, ``-m`` would
+    import the checkout's copy, whose kernels are other files to numba's cache, and the
+    helper's compile would be lost to the process it helps), ``-m module`` and ``args``."""
+    return [sys.executable, "-P", "-m", module, *args]
+
+
+def helper_env() -> dict[str, str]:
+    """A compile helper's environment: this one, helpers turned off inside it, and the folder
+    this process imported neardup from first on ``PYTHONPATH`` (it imports the same files)."""
+    home = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    rest = os.environ.get("PYTHONPATH")
+    return {
+        **os.environ,
+        NO_WARM_ENV: "1",
+        "PYTHONPATH": home if not rest else home + os.pathsep + rest,
+    }
+
+
+def start_helper(module: str, *args: str) -> subprocess.Popen[bytes] | None:
+    """Start a process that compiles kernels into the shared cache while this one compiles
+    others (``python -P -m module args``: :func:`helper_command`), stopped when this process
+    exits; None where there is no one to share with (``NEARDUP_NO_WARM=1``, inside a helper,
+    a cache of this process only) or it cannot start (this process then compiles everything
+    itself, as without it). Nothing is shared but the cache: numba writes its entries
+    atomically, and a kernel the helper has cached loads instead of compiling."""
+    if os.environ.get(NO_WARM_ENV) == "1" or cache_location().source == "process":
+        return None
+    try:
+        helper = subprocess.Popen(
+            helper_command(module, *args),
+            env=helper_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    except OSError:
+        return None
+    atexit.register(stop_helper, helper)
+    return helper
+
+
+def stop_helper(helper: subprocess.Popen[bytes] | None) -> None:
+    """Stop a helper from :func:`start_helper` that is still compiling (what it cached stays)."""
+    if helper is not None and helper.poll() is None:
+        helper.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            helper.wait(timeout=2.0)
 
 
 def compiled_or_cached(dispatcher: Any) -> bool:

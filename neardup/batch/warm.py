@@ -18,19 +18,17 @@ passes (texts as :class:`~neardup.io.texts.SpanTexts`: ASCII spans of a read-onl
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import os
 import subprocess
-import sys
 from typing import Any
 
 import numpy as np
 
+from .. import _jit
+
 __all__ = ["NO_WARM_ENV", "helper_command", "helper_env", "start_warming", "warm_kernels"]
 
 #: environment variable that turns the helper off (also set in the helper itself)
-NO_WARM_ENV = "NEARDUP_NO_WARM"
+NO_WARM_ENV = _jit.NO_WARM_ENV
 
 _helper: subprocess.Popen[bytes] | None = None
 
@@ -116,25 +114,13 @@ def warm_kernels() -> None:
 
 
 def helper_command() -> list[str]:
-    """The helper's command line: this interpreter, ``-P`` (the working folder is not put on
-    ``sys.path``: in a source checkout with neardup installed from it, ``-m`` would import the
-    checkout's copy, whose kernels are other files to numba's cache, and the helper's compile
-    would be lost to the run)."""
-    return [sys.executable, "-P", "-m", "neardup.batch.warm"]
+    """The helper's command line (:func:`neardup._jit.helper_command`)."""
+    return _jit.helper_command("neardup.batch.warm")
 
 
 def helper_env() -> dict[str, str]:
-    """The helper's environment: this one, the helper turned off inside it, and the folder this
-    process imported neardup from first on ``PYTHONPATH`` (the helper imports the same files)."""
-    import neardup
-
-    home = os.path.dirname(os.path.dirname(os.path.abspath(neardup.__file__)))
-    rest = os.environ.get("PYTHONPATH")
-    return {
-        **os.environ,
-        NO_WARM_ENV: "1",
-        "PYTHONPATH": home if not rest else home + os.pathsep + rest,
-    }
+    """The helper's environment (:func:`neardup._jit.helper_env`)."""
+    return _jit.helper_env()
 
 
 def start_warming() -> None:
@@ -142,30 +128,8 @@ def start_warming() -> None:
     ``NEARDUP_NO_WARM=1``, nor when the kernels are cached for this process only); it is
     stopped when this process exits."""
     global _helper
-    from .._jit import cache_location
-
-    if _helper is not None or os.environ.get(NO_WARM_ENV) == "1":
-        return
-    if cache_location().source == "process":  # a cache of this process only: no one to share
-        return
-    try:
-        _helper = subprocess.Popen(
-            helper_command(),
-            env=helper_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-    except OSError:  # no helper: the run compiles everything itself, as before
-        return
-    atexit.register(_stop)
-
-
-def _stop() -> None:
-    if _helper is not None and _helper.poll() is None:
-        _helper.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            _helper.wait(timeout=2.0)
+    if _helper is None:
+        _helper = _jit.start_helper("neardup.batch.warm")
 
 
 if __name__ == "__main__":  # pragma: no cover - the helper process

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -62,6 +63,9 @@ log = logging.getLogger("neardup.store")
 _LOAD_PARALLEL = 5000
 #: texts the warm-up sends down the non-ASCII paths (Chinese; Latin with accents and a dash)
 _WARM_NON_ASCII = ("预热中文的指纹和签名", "Café crème — préchauffage des noyaux")
+#: set to 1 in a compile helper: the warm-up runs its steps last first
+#: (:mod:`neardup.online.warm`)
+WARM_LAST_FIRST_ENV = "NEARDUP_WARM_LAST_FIRST"
 
 #: the version of the config body a deduplicator keeps in ``config.json`` (its ``format``)
 CONFIG_FORMAT = 1
@@ -712,76 +716,100 @@ class Deduplicator:
         store's index build and search kernels, the fingerprints of short and long texts), so
         that no request after a restart waits for numba's cache. Tested: after it, groups of
         1, 16, 100 and 2,000 documents and a long text load no new kernel
-        (tests/online/test_online.py)."""
+        (tests/online/test_online.py). Its steps run in order, or last first in a compile
+        helper (``NEARDUP_WARM_LAST_FIRST``: :mod:`neardup.online.warm`)."""
+        steps = self._warm_steps()
+        if os.environ.get(WARM_LAST_FIRST_ENV) == "1":
+            steps.reverse()
         try:
-            rng = np.random.default_rng(0)
-            n = 2048  # a group this large joins itself with all_pairs' table self-join
-            fps = rng.integers(0, 2**64, (n,) if self.bits == 64 else (n, 2), dtype=np.uint64)
-            decider = self._decider
-            decider.intra_pairs(fps)
-            decider.intra_pairs(fps[:300])
-            decider.intra_pairs(fps[:2])
-            self.store.warm_up()
-            # the request path's own kernels: fingerprints (the GIL-holding entry point for
-            # small texts, the other one for long texts and batches), content hashes; loading
-            # one from numba's cache on the first request stalls everything queued behind it
-            self._prepare([{"id": "warm-up", "text": "warm up the fingerprint kernels"}])
-            self._prepare([{"id": "warm-up", "text": "warm up a long text " * 1000}])
-            # non-ASCII texts' own path (fingerprints and, in lsh mode, signatures): the
-            # code-point class table (made once a process) and the word kernel, which a
-            # server's first Chinese request otherwise waited for
-            for text in _WARM_NON_ASCII:
-                self._prepare([{"id": "warm-up", "text": text}])
-            if self.lsh_plan is not None:  # the MinHash channel's signature and agreement kernels
-                from ..fingerprint.minhash import warm_band_entries
-                from ..rules.lsh import agreeing, lsh_pairs, sketch_agreeing
-
-                sig, usable, _, ntok, buckets = lsh_keys(
-                    self.verifier, self.lsh_plan, ["warm up minhash"] * 2
-                )
-                lsh_pairs(sig, usable, self.lsh_plan)
-                one = np.zeros(1, np.int64)
-                agreeing(sig, one, sig, one, self.lsh_plan)
-                sk = sketches(sig, ntok, token_masks(buckets))
-                sketch_agreeing(sk, one, sk, one, self.lsh_plan)
-                decider._mask_bound(buckets, ntok, one, sk, ntok, one)
-                warm_band_entries(self.lsh_plan)
-                decider.verify(
-                    "warm up the verifier", [(0, 0, "w", "warm up the verifier kernels")]
-                )
-                decider.verify(_WARM_NON_ASCII[0], [(0, 0, "w", _WARM_NON_ASCII[1])])
-                from ..index.band_packed import pack_section
-                from ..index.bands import (
-                    BandSection,
-                    MergedSection,
-                    SectionGroup,
-                    Unsorted,
-                    lookup,
-                    merge_mapped,
-                    merge_sections,
-                )
-
-                section = BandSection.from_sorted(
-                    np.arange(4, dtype=np.uint64), np.arange(4, dtype=np.uint32)
-                )
-                lookup([section], np.arange(2, dtype=np.uint64)[:, None], 2)  # its search kernels:
-                big = BandSection.from_sorted(  # the interpolating one for few keys
-                    np.arange(5000, dtype=np.uint64), np.arange(5000, dtype=np.uint32)
-                )
-                lookup([big], np.arange(2, dtype=np.uint64)[:, None], 2)
-                buffer = Unsorted(np.arange(4, dtype=np.uint64), np.arange(4, dtype=np.int64))
-                lookup([buffer], np.arange(2, dtype=np.uint64)[:, None], 2)  # a memtable's buffer
-                packed = pack_section(  # as a segment's: packed, searched as a group
-                    big.offsets, big.keys, big.rows, 5000, np.arange(5000, dtype=np.int64)
-                )
-                lookup([SectionGroup([packed])], np.arange(2, dtype=np.uint64)[:, None], 2)
-                packed.check()  # a flushed segment's checks when it is opened
-                packed.max_row()
-                merge_sections(section, section)  # the memtable's section merges
-                rows = np.arange(5000, dtype=np.int64)  # compaction's merge of segments
-                merge_mapped([packed, packed], [2 * rows, 2 * rows + 1])
-                streamed = MergedSection([packed, packed], [2 * rows, 2 * rows + 1], 10_000)
-                list(streamed.key_bytes())  # a large compaction's, written group by group
-                list(streamed.row_bytes())
+            for step in steps:
+                step()
         except Exception:  # warm-up is an optimisation only
             log.debug("warm-up failed", exc_info=True)
+
+    def _warm_steps(self) -> list[Callable[[], None]]:
+        """:meth:`_warm_up`'s steps, in the order a server's first requests reach them."""
+        steps = [self._warm_index, self._warm_prepare]
+        if self.lsh_plan is not None:
+            steps += [self._warm_lsh, self._warm_verify, self._warm_bands]
+        return steps
+
+    def _warm_index(self) -> None:
+        rng = np.random.default_rng(0)
+        n = 2048  # a group this large joins itself with all_pairs' table self-join
+        fps = rng.integers(0, 2**64, (n,) if self.bits == 64 else (n, 2), dtype=np.uint64)
+        decider = self._decider
+        decider.intra_pairs(fps)
+        decider.intra_pairs(fps[:300])
+        decider.intra_pairs(fps[:2])
+        self.store.warm_up()
+
+    def _warm_prepare(self) -> None:
+        # the request path's own kernels: fingerprints (the GIL-holding entry point for
+        # small texts, the other one for long texts and batches), content hashes; loading
+        # one from numba's cache on the first request stalls everything queued behind it
+        self._prepare([{"id": "warm-up", "text": "warm up the fingerprint kernels"}])
+        self._prepare([{"id": "warm-up", "text": "warm up a long text " * 1000}])
+        # non-ASCII texts' own path (fingerprints and, in lsh mode, signatures): the
+        # code-point class table (made once a process) and the word kernel, which a
+        # server's first Chinese request otherwise waited for
+        for text in _WARM_NON_ASCII:
+            self._prepare([{"id": "warm-up", "text": text}])
+
+    def _warm_lsh(self) -> None:
+        """The MinHash channel's signature and agreement kernels."""
+        from ..fingerprint.minhash import warm_band_entries
+        from ..rules.lsh import agreeing, lsh_pairs, sketch_agreeing
+
+        assert self.lsh_plan is not None
+        sig, usable, _, ntok, buckets = lsh_keys(
+            self.verifier, self.lsh_plan, ["warm up minhash"] * 2
+        )
+        lsh_pairs(sig, usable, self.lsh_plan)
+        one = np.zeros(1, np.int64)
+        agreeing(sig, one, sig, one, self.lsh_plan)
+        sk = sketches(sig, ntok, token_masks(buckets))
+        sketch_agreeing(sk, one, sk, one, self.lsh_plan)
+        self._decider._mask_bound(buckets, ntok, one, sk, ntok, one)
+        warm_band_entries(self.lsh_plan)
+
+    def _warm_verify(self) -> None:
+        decider = self._decider
+        decider.verify("warm up the verifier", [(0, 0, "w", "warm up the verifier kernels")])
+        decider.verify(_WARM_NON_ASCII[0], [(0, 0, "w", _WARM_NON_ASCII[1])])
+
+    def _warm_bands(self) -> None:
+        """The band sections' search, packing and merge kernels."""
+        from ..index.band_packed import pack_section
+        from ..index.bands import (
+            BandSection,
+            MergedSection,
+            SectionGroup,
+            Unsorted,
+            lookup,
+            merge_mapped,
+            merge_sections,
+        )
+
+        section = BandSection.from_sorted(
+            np.arange(4, dtype=np.uint64), np.arange(4, dtype=np.uint32)
+        )
+        lookup([section], np.arange(2, dtype=np.uint64)[:, None], 2)  # its search kernels:
+        big = BandSection.from_sorted(  # the interpolating one for few keys
+            np.arange(5000, dtype=np.uint64), np.arange(5000, dtype=np.uint32)
+        )
+        lookup([big], np.arange(2, dtype=np.uint64)[:, None], 2)
+        buffer = Unsorted(np.arange(4, dtype=np.uint64), np.arange(4, dtype=np.int64))
+        lookup([buffer], np.arange(2, dtype=np.uint64)[:, None], 2)  # a memtable's buffer
+        packed = pack_section(  # as a segment's: packed, searched as a group
+            big.offsets, big.keys, big.rows, 5000, np.arange(5000, dtype=np.int64)
+        )
+        lookup([SectionGroup([packed])], np.arange(2, dtype=np.uint64)[:, None], 2)
+        packed.check()  # a flushed segment's checks when it is opened
+        packed.max_row()
+        merge_sections(section, section)  # the memtable's section merges
+        rows = np.arange(5000, dtype=np.int64)  # compaction's merge of segments
+        merge_mapped([packed, packed], [2 * rows, 2 * rows + 1])
+        streamed = MergedSection([packed, packed], [2 * rows, 2 * rows + 1], 10_000)
+        list(streamed.key_bytes())  # a large compaction's, written group by group
+        list(streamed.row_bytes())

@@ -20,6 +20,7 @@ import signal
 import socket
 import sys
 import time
+from typing import Any
 
 from .._gc import settle
 from ..errors import ConfigError, ServiceUnavailableError, require
@@ -50,6 +51,8 @@ def run_server(config: ServiceConfig, *, log_level: str = "info") -> None:
     if level not in LOG_LEVELS:
         raise ConfigError(f"--log-level must be debug, info, warning or error, got {log_level!r}")
     log = _configure_logging(level)
+    from .._jit import announce_compiles, compile_seconds, stop_helper
+    from ..online.warm import start_serve_helper
     from .app import create_app
     from .auth import authenticator_for, token_file_is_private
     from .connections import default_max_connections, raise_fd_limit, uvicorn_config
@@ -67,12 +70,28 @@ def run_server(config: ServiceConfig, *, log_level: str = "info") -> None:
         )
     host, port = config.host, config.port
     sock = bind_socket(host, port)  # a busy port fails here, before the stores are opened
+    # a cold kernel cache: the warm-up of every namespace compiles what requests need before
+    # anything is served (a minute on a small machine); say so when it starts, not silence,
+    # and start a helper that compiles the same kernels last first (neardup.online.warm)
+    helper: list[Any] = []
+
+    def compiling(notice: str) -> None:
+        log.warning(notice)
+        helper.append(start_serve_helper(config.dedup))
+
+    announce_compiles(compiling, "serve")
     try:
         registry = NamespaceRegistry(config)
         registry.open()  # raises CorruptFileError / StorageError / ... before anything is served
     except BaseException:
         sock.close()
         raise
+    finally:
+        announce_compiles(None)
+        for h in helper:
+            stop_helper(h)
+    if compile_seconds():
+        log.info("compiled kernels in %.1f s (cached for the next start)", compile_seconds())
     log.info(
         "opened %s in %.2f s: namespaces %s, %d documents, RSS %.1f MiB (pid %d)",
         config.data_dir,

@@ -65,18 +65,17 @@ def test_a_run_after_the_helper_compiles_none_of_its_kernels(tmp_path: Path) -> 
 def test_no_helper_inside_a_helper_when_turned_off_or_for_a_private_cache(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from neardup import _jit
     from neardup.batch import warm
 
     started: list[list[str]] = []
-    monkeypatch.setattr(warm.subprocess, "Popen", lambda args, **kw: started.append(args))
+    monkeypatch.setattr(_jit.subprocess, "Popen", lambda args, **kw: started.append(args))
     monkeypatch.setattr(warm, "_helper", None)
     monkeypatch.setenv(warm.NO_WARM_ENV, "1")
     warm.start_warming()
     assert started == []
     monkeypatch.delenv(warm.NO_WARM_ENV)
-    monkeypatch.setattr(warm.atexit, "register", lambda fn: None)
-    from neardup import _jit
-
+    monkeypatch.setattr(_jit.atexit, "register", lambda *a: None)
     where = _jit.cache_location()
     monkeypatch.setattr(_jit, "_location", _jit.CacheLocation(where.path, "process"))
     warm.start_warming()  # a cache of this process only: nothing to share

@@ -960,3 +960,51 @@ def test_namespace_stats_show_the_candidate_mode_and_its_search(
         "search_radius": 6,
         "verified": True,
     }
+
+
+def test_a_server_start_says_it_compiles_kernels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On a cold kernel cache the namespaces' warm-up compiles for about a minute before
+    anything is served: the server says so when the first compile starts (stderr, at any
+    log level from warning), and stops announcing once its stores are open."""
+    import numba
+
+    from neardup import _jit
+    from neardup.service import server as server_mod
+
+    def add_one(x):  # type: ignore[no-untyped-def]
+        return x + 1
+
+    add_one.__module__ = "neardup.test_fake"  # counted like a neardup kernel
+
+    def open_compiling(self: Any) -> None:  # a store's warm-up compiling, then a refusal
+        numba.njit(add_one)(1)
+        raise StorageError("the disk refused (test)")
+
+    import logging
+
+    pkg_log = logging.getLogger("neardup")  # run_server sets it up: put back after
+    for attr in ("handlers", "level", "propagate"):
+        value = getattr(pkg_log, attr)
+        monkeypatch.setattr(pkg_log, attr, list(value) if attr == "handlers" else value)
+    from neardup.online import warm
+
+    helpers: list[Any] = []  # the compile helper: started with the notice, stopped after
+    def start(settings: Any) -> list[Any]:
+        helpers.append(["started", settings])
+        return helpers[-1]
+
+    monkeypatch.setattr(warm, "start_serve_helper", start)
+    monkeypatch.setattr(_jit, "stop_helper", lambda h: h.append("stopped"))
+    monkeypatch.setattr(_jit._stats, "count", 0)
+    monkeypatch.setattr(NamespaceRegistry, "open", open_compiling)
+    config = ServiceConfig(data_dir=tmp_path, token=TOKEN, port=0)
+    with pytest.raises(StorageError, match="refused"):
+        server_mod.run_server(config, log_level="warning")
+    err = capsys.readouterr().err
+    assert "compiling kernels on first use" in err and "the server answers when it is done" in err
+    assert _jit._stats.announce is None
+    assert helpers == [["started", config.dedup, "stopped"]]
+    with pytest.raises(ValueError, match="kind"):
+        _jit.announce_compiles(print, "lunch")

@@ -13,8 +13,16 @@ of them alike; the table shows the median.
 ``git worktree`` of the commit before a change); the default is this checkout. With
 ``--kernels`` the slowest compiles of one run without the helper are listed, by kernel.
 
+``--serve`` measures a server's first start instead: ``neardup serve`` on a new ``--data``
+folder and an empty kernel cache, timed from the spawn to the first answer of ``/healthz``
+(the store's open and its warm-up, which compiles what requests need before it answers), with
+its compile helper (``neardup.online.warm``) and without; ``compile`` is the time the server's
+log says it compiled (absent in a tree that does not log it), CPU the server's and its
+helper's.
+
     python benchmarks/bench_compile.py
     python benchmarks/bench_compile.py --tree . --tree ../before --repeat 3
+    python benchmarks/bench_compile.py --serve --tree . --tree ../before --repeat 2
 
 Prints the table and writes ``benchmarks/results/bench_compile.json`` (with the machine).
 """
@@ -97,6 +105,53 @@ def run_once(tree: Path, helper: bool, kernels: bool = False) -> dict[str, Any]:
         return row
 
 
+def serve_once(tree: Path, helper: bool) -> dict[str, Any]:
+    """One first start of ``neardup serve`` on an empty kernel cache and a new data folder:
+    seconds to the first answer of ``/healthz``."""
+    import re
+    import socket
+    import urllib.request
+
+    with tempfile.TemporaryDirectory(prefix="neardup-compile-") as tmp:
+        env = {**os.environ, "NEARDUP_CACHE_DIR": str(Path(tmp) / "cache")}
+        env.pop("NUMBA_CACHE_DIR", None)
+        env["PYTHONPATH"] = str(tree)
+        if not helper:
+            env["NEARDUP_NO_WARM"] = "1"
+        else:
+            env.pop("NEARDUP_NO_WARM", None)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        log = Path(tmp) / "serve.log"
+        cmd = [sys.executable, "-m", "neardup", "serve", "--data", str(Path(tmp) / "data"),
+               "--port", str(port), "--no-auth"]  # fmt: skip
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        with open(log, "wb") as err:
+            proc = subprocess.Popen(cmd, env=env, cwd=tmp, stdout=err, stderr=err)
+            try:
+                while True:
+                    if proc.poll() is not None:
+                        raise SystemExit(f"neardup serve failed in {tree}:\n{log.read_text()}")
+                    try:
+                        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
+                            break
+                    except OSError:
+                        time.sleep(0.1)
+                wall = time.perf_counter() - t0
+            finally:
+                proc.terminate()
+                proc.wait(timeout=60)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        said = re.search(r"compiled kernels in ([0-9.]+) s", log.read_text())
+        return {
+            "healthz_s": wall,
+            "compile_s": float(said.group(1)) if said else None,
+            "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+        }
+
+
 def machine() -> dict[str, Any]:
     from bench_dedup import machine as base
 
@@ -108,9 +163,16 @@ def main() -> None:
     ap.add_argument("--tree", type=Path, action="append", help=TREE_HELP)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--kernels", action="store_true", help="list the slowest kernel compiles")
-    ap.add_argument("--out", type=Path, default=BENCH / "results" / "bench_compile.json")
+    ap.add_argument("--serve", action="store_true", help="a server's first start instead")
+    ap.add_argument("--out", type=Path, default=None, help="default: benchmarks/results/bench_compile.json (--serve: bench_compile_serve.json)")  # fmt: skip
     args = ap.parse_args()
     trees = checkouts(args.tree)
+    if args.out is None:
+        name = "bench_compile_serve.json" if args.serve else "bench_compile.json"
+        args.out = BENCH / "results" / name
+    if args.serve:
+        serve_main(args, trees)
+        return
 
     def both(t: Path, r: int) -> dict[str, dict[str, Any]]:
         return {mode: run_once(t, mode == "helper") for mode in ("helper", "no helper")}
@@ -152,6 +214,48 @@ def main() -> None:
         "repeat": args.repeat,
         "table": table,
         "kernels": kernels,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+def serve_main(args: argparse.Namespace, trees: list[Path]) -> None:
+    """``--serve``: the table of first starts, and its JSON."""
+
+    def both(t: Path, r: int) -> dict[str, dict[str, Any]]:
+        return {mode: serve_once(t, mode == "helper") for mode in ("helper", "no helper")}
+
+    def say(t: Path, r: int, got: dict[str, dict[str, Any]]) -> None:
+        for mode, row in got.items():
+            print(
+                f"  run {r + 1}/{args.repeat} {t.name} {mode}: /healthz after "
+                f"{row['healthz_s']:.1f} s, compile {row['compile_s']} s, "
+                f"cpu {row['cpu_s']:.1f} s",
+                file=sys.stderr,
+            )
+
+    done = alternate(trees, args.repeat, both, say=say)
+    table = []
+    print(f"{'tree':<28} {'mode':<10} {'/healthz s':>10} {'compile s':>10} {'CPU s':>8}")
+    for t in trees:
+        for mode in ("helper", "no helper"):
+            rows = [got[mode] for got in done[str(t)]]
+            med: dict[str, Any] = medians(rows, ("healthz_s", "cpu_s"))
+            said = [r for r in rows if r["compile_s"] is not None]  # (a tree that logs it)
+            med["compile_s"] = medians(said, ("compile_s",))["compile_s"] if said else None
+            table.append({"tree": str(t), "mode": mode, **med, "runs": rows})
+            compiled = "-" if med["compile_s"] is None else f"{med['compile_s']:.1f}"
+            print(
+                f"{t.name:<28} {mode:<10} {med['healthz_s']:>10.1f} {compiled:>10} "
+                f"{med['cpu_s']:>8.1f}"
+            )
+    result = {
+        "benchmark": "bench_compile --serve",
+        "command": "python benchmarks/bench_compile.py " + " ".join(sys.argv[1:]),
+        "machine": machine(),
+        "repeat": args.repeat,
+        "table": table,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -291,13 +291,16 @@ class _CompileListener(nb_event.Listener):
 
 
 #: what :func:`compile_notice` says a compile takes and means, by what compiles: a batch run
-#: (``neardup dedup``) and a server's start (``neardup serve``, which compiles what every
-#: request path needs before it answers: docs/service.md)
+#: (``neardup dedup``), a server's start (``neardup serve``, which compiles what every
+#: request path needs before it answers: docs/service.md) and a bulk load into a store
+#: (``neardup store load``: the batch's kernels and the store's)
 COMPILE_NOTES = {
     "run": "about 10-15 s on an idle 2-core machine, once per neardup, numba and Python "
     "version; the summary's docs/s leaves the compile out",
     "serve": "about a minute on an idle 2-core machine, once per neardup, numba and Python "
     "version; the server answers when it is done",
+    "load": "up to a minute on an idle 2-core machine, once per neardup, numba and Python "
+    "version",
 }
 
 

@@ -149,6 +149,7 @@ def load_cmd(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress and no summary."),
 ) -> None:
     """Seed a namespace from files in bulk: keep-first (or --as-is), at the store's rule."""
+    from .. import _jit
     from ..errors import ConfigError
     from ..incremental import load_files
     from ..incremental.seed import CHUNK_DOCS
@@ -156,7 +157,7 @@ def load_cmd(
     from ..service.config import validate_namespace
     from ..service.namespaces import NAMESPACES_DIR
     from ..store import StoreSettings, parse_duration
-    from .dedup_cmd import _bar_callback
+    from .dedup_cmd import _bar_callback, _first_compile
     from .progress import StageProgress
 
     if generate_ids and id_field is not None:
@@ -171,6 +172,9 @@ def load_cmd(
         store=StoreSettings(retention=parse_duration(retention, name="--retention")),
     )
     progress = StageProgress.for_stderr(quiet or as_json)
+    # a cold kernel cache: say so when the first compile starts (whatever -q says), and start
+    # the batch's compile helper, as neardup dedup does
+    _jit.announce_compiles(_first_compile, "load")
     with progress:
         stats = load_files(
             inputs, store, settings=settings, dedup=not as_is, time_field=time_field,

@@ -539,3 +539,24 @@ def test_serve_seed_loads_once_then_serves(tmp_path: Path) -> None:
             assert f"{len(kept):,} of {len(rows):,} documents loaded" in err, err[-2000:]
         else:
             assert "not seeded again" in err, err[-2000:]
+
+
+def test_a_load_says_it_compiles_kernels_on_a_cold_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``neardup store load`` hooks the first compile as ``neardup dedup`` does: the load's
+    notice on stderr (whatever -q says) and the batch's compile helper started."""
+    from neardup import _jit
+    from neardup.batch import warm
+
+    hooks: list[Any] = []
+    monkeypatch.setattr(_jit, "announce_compiles", lambda cb, kind="run": hooks.append((cb, kind)))
+    started: list[int] = []
+    monkeypatch.setattr(warm, "start_warming", lambda: started.append(1))
+    src = _write(tmp_path / "a.jsonl", _records()[:20])
+    assert main(["store", "load", str(tmp_path / "data"), str(src), "-q"]) == 0
+    callback, kind = hooks[0]
+    assert kind == "load" and callback is not None
+    callback(_jit.compile_notice(kind))  # what a cold cache's first compile calls
+    assert started == [1]
+    assert "compiling kernels on first use" in capsys.readouterr().err

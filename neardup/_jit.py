@@ -299,8 +299,7 @@ COMPILE_NOTES = {
     "version; the summary's docs/s leaves the compile out",
     "serve": "about a minute on an idle 2-core machine, once per neardup, numba and Python "
     "version; the server answers when it is done",
-    "load": "up to a minute on an idle 2-core machine, once per neardup, numba and Python "
-    "version",
+    "load": "up to a minute on an idle 2-core machine, once per neardup, numba and Python version",
 }
 
 

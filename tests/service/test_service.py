@@ -991,6 +991,7 @@ def test_a_server_start_says_it_compiles_kernels(
     from neardup.online import warm
 
     helpers: list[Any] = []  # the compile helper: started with the notice, stopped after
+
     def start(settings: Any) -> list[Any]:
         helpers.append(["started", settings])
         return helpers[-1]

@@ -273,9 +273,11 @@ class _CompileListener(nb_event.Listener):
             stack.append(time.perf_counter())
             disp = event.data.get("dispatcher")
             _stats.current = getattr(getattr(disp, "py_func", None), "__name__", None) or "kernel"
-            if _stats.count == 0 and _stats.announce is not None:
+            announce = _stats.announce
+            if announce is not None:  # the first compile since announce_compiles: said once
+                _stats.announce = None
                 with contextlib.suppress(Exception):  # a notice must never break a compile
-                    _stats.announce(compile_notice(_stats.announce_kind))
+                    announce(compile_notice(_stats.announce_kind))
             _stats.count += 1
         else:
             stack.append(None)
@@ -320,8 +322,9 @@ def compiling_now() -> tuple[str, int] | None:
 
 
 def announce_compiles(callback: Callable[[str], None] | None, kind: str = "run") -> None:
-    """Call ``callback(compile_notice(kind))`` when the first neardup kernel compile of this
-    process starts (not at all when every kernel loads from the cache); None turns it off."""
+    """Call ``callback(compile_notice(kind))`` when the next neardup kernel compile of this
+    process starts, once (not at all when every kernel loads from the cache); None turns it
+    off. (A server seeded on a cold cache says so for the seed, then for its warm-up.)"""
     if kind not in COMPILE_NOTES:
         raise ValueError(f"kind must be one of {sorted(COMPILE_NOTES)}, got {kind!r}")
     _stats.announce = callback

@@ -249,14 +249,21 @@ def _seed(config: Any, inputs: list[str], time_field: str | None) -> None:
     """``--seed``: :func:`neardup.incremental.load_files` into the default namespace (when it
     holds no documents, or a seed into it stopped part way: that one is finished), before the
     port is bound."""
+    from .. import _jit
     from ..incremental import load_files
     from ..service.namespaces import NAMESPACES_DIR
+    from .dedup_cmd import _first_compile
 
     store = config.data_path / NAMESPACES_DIR / "default"
-    stats = load_files(
-        inputs, store, settings=config.dedup, time_field=time_field,
-        drop_expired=time_field is not None, if_empty=True,
-    )  # fmt: skip
+    # a cold kernel cache: the seed says it compiles, as neardup store load does
+    _jit.announce_compiles(_first_compile, "load")
+    try:
+        stats = load_files(
+            inputs, store, settings=config.dedup, time_field=time_field,
+            drop_expired=time_field is not None, if_empty=True,
+        )  # fmt: skip
+    finally:
+        _jit.announce_compiles(None)
     if stats["path"] is None:
         typer.echo(
             f"--seed: namespace 'default' already holds {stats['store_documents_before']:,} "

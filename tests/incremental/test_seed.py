@@ -560,3 +560,39 @@ def test_a_load_says_it_compiles_kernels_on_a_cold_cache(
     callback(_jit.compile_notice(kind))  # what a cold cache's first compile calls
     assert started == [1]
     assert "compiling kernels on first use" in capsys.readouterr().err
+
+
+def test_a_servers_seed_says_it_compiles_and_hands_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``neardup serve --seed`` hooks the seed's first compile as ``neardup store load`` does,
+    and lets go after it, so that the server's own warm-up says so again (and starts its
+    helper) when it compiles."""
+    from neardup import _jit
+    from neardup.cli import serve_cmd
+    from neardup.service.config import ServiceConfig
+
+    hooks: list[Any] = []
+    monkeypatch.setattr(_jit, "announce_compiles", lambda cb, kind="run": hooks.append((cb, kind)))
+    src = _write(tmp_path / "a.jsonl", _records()[:20])
+    serve_cmd._seed(ServiceConfig(data_dir=tmp_path / "data", token="t" * 32), [str(src)], None)
+    assert [k for _, k in hooks] == ["load", "run"] and hooks[-1][0] is None
+
+
+def test_each_announcement_is_said_at_its_next_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    import numba
+
+    from neardup import _jit
+
+    said: list[str] = []
+    monkeypatch.setattr(_jit._stats, "announce", None)
+    for kind in ("load", "serve"):
+
+        def add(x):  # type: ignore[no-untyped-def]
+            return x + 1
+
+        add.__module__ = "neardup.test_fake"  # counted like a neardup kernel
+        _jit.announce_compiles(said.append, kind)
+        assert numba.njit(add)(1) == 2 and numba.njit(add)(2.5) == 3.5  # two compiles each
+    assert said == [_jit.compile_notice("load"), _jit.compile_notice("serve")]
+    assert _jit._stats.announce is None

@@ -35,7 +35,7 @@ from .._typed import typed_list_append, typed_list_like
 from ..errors import ConfigError, CorruptFileError
 from .codec_blocks import DEFAULT_BLOCK_BYTES, BlockTables, check_block_bytes, search_blocks
 from .codec_ef import EFTables, encode_ef, pack_bits, search_ef, unpack_bits
-from .tables import PlanArrays, SegmentRows, _ro, sorted_table
+from .tables import PlanArrays, SegmentRows, _ro, _ro_empty, sorted_table
 
 __all__ = [
     "CODECS",
@@ -209,10 +209,6 @@ def _search_blocks_list(q, k, segs, qk, buf, buf0, out_q, out_r, out_d, err):
 def _search_blocks_list_gil(q, k, segs, qk, buf, buf0, out_q, out_r, out_d, err):
     """:func:`_search_blocks_list` holding the GIL."""
     return _search_blocks_list(q, k, segs, qk, buf, buf0, out_q, out_r, out_d, err)
-
-
-def _ro_empty(dtype: Any, ndim: int) -> Any:
-    return _ro(np.zeros((1,) * ndim, dtype=dtype), dtype, ndim)
 
 
 _PROTOS: dict[str, tuple[Any, ...]] = {}

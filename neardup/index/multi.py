@@ -33,16 +33,12 @@ from ..errors import ConfigError
 from . import _kernels as K
 from .compressed import CompressedList, CompressedSegment
 from .hamming_index import HammingIndex
-from .tables import _ro
+from .tables import _ro, _ro_empty
 
 SearchResult = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int32]]
 
 _I64 = np.int64
 _U64 = np.uint64
-
-
-def _empty(dtype: Any, ndim: int) -> np.ndarray:
-    return _ro(np.zeros((1,) * ndim, dtype=dtype), dtype, ndim)
 
 
 @kernel(nogil=True)
@@ -100,12 +96,12 @@ def _entry_proto() -> tuple[Any, ...]:
     the set's typed list (an empty set still needs a typed list)."""
     global _ENTRY_PROTO
     if _ENTRY_PROTO is None:
-        u64_2, i64_1, i64_2 = _empty(_U64, 2), _empty(_I64, 1), _empty(_I64, 2)
+        u64_2, i64_1, i64_2 = _ro_empty(_U64, 2), _ro_empty(_I64, 1), _ro_empty(_I64, 2)
         _ENTRY_PROTO = (
             True,
             i64_1,
             (
-                u64_2, _empty(np.uint32, 2), u64_2, i64_2, 0, _empty(_I64, 3), u64_2,
+                u64_2, _ro_empty(np.uint32, 2), u64_2, i64_2, 0, _ro_empty(_I64, 3), u64_2,
                 i64_1, i64_1, i64_1, u64_2, i64_2, i64_1, u64_2, u64_2, i64_1, i64_2,
                 i64_1,
             ),

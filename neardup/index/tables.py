@@ -108,11 +108,10 @@ def _ro(a: Any, dtype: Any, ndim: int) -> Any:
     return v
 
 
-#: read-only placeholders of a brute segment's (absent) table arrays, by (dtype, ndim)
-_EMPTY_RO = {
-    (dt, nd): _ro(np.zeros((1,) * nd, dt), dt, nd)
-    for dt, nd in ((np.uint64, 2), (np.uint32, 2), (np.int64, 2), (np.int64, 1))
-}
+def _ro_empty(dtype: Any, ndim: int) -> Any:
+    """A read-only placeholder array of ``dtype`` and ``ndim`` (one element a dimension): an
+    absent array's stand-in where a kernel or a typed list needs its type."""
+    return _ro(np.zeros((1,) * ndim, dtype=dtype), dtype, ndim)
 
 
 def plan_arrays(plan: Plan) -> PlanArrays:
@@ -386,14 +385,11 @@ class TableSegment(SegmentRows):
         if got is not None and got[0] is pa:
             return got[1]
         brute = self.keys is None
-        empty2, empty1 = _EMPTY_RO[(np.int64, 2)], _EMPTY_RO[(np.int64, 1)]
         args = (
-            _EMPTY_RO[(np.uint64, 2)] if brute else _ro(self.keys, np.uint64, 2),
-            _EMPTY_RO[(np.uint32, 2)]
-            if brute or self.rows is None
-            else _ro(self.rows, np.uint32, 2),
+            _ro_empty(np.uint64, 2) if brute else _ro(self.keys, np.uint64, 2),
+            _ro_empty(np.uint32, 2) if brute or self.rows is None else _ro(self.rows, np.uint32, 2),
             _ro(self.fps, np.uint64, 2),
-            empty2 if brute else _ro(self.dirs, np.int64, 2),
+            _ro_empty(np.int64, 2) if brute else _ro(self.dirs, np.int64, 2),
             int(self.dbits),
             _ro(pa.pidx, np.int64, 3),
             _ro(pa.pmask, np.uint64, 2),
@@ -405,7 +401,7 @@ class TableSegment(SegmentRows):
             _ro(pa.nflips, np.int64, 1),
             _ro(pa.pm_key, np.uint64, 2),
             _ro(pa.pm_orig, np.uint64, 2),
-            empty1 if brute or self.heavy is None else _ro(self.heavy, np.int64, 1),
+            _ro_empty(np.int64, 1) if brute or self.heavy is None else _ro(self.heavy, np.int64, 1),
             _ro(self.hv, np.int64, 2),
             _ro(self.sub, np.int64, 1),
         )

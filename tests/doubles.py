@@ -1,7 +1,8 @@
 """Test doubles for the online store: a small, pure-Python fingerprinter; for the start-up and
 warm-up tests, :func:`compiled_names` (what numba compiles while a block runs),
-:func:`loaded_kernels` (the kernels a process has loaded so far) and :func:`output_of` (a
-script run in a fresh interpreter that imports this module); :func:`benchmark_module` (a
+:func:`loaded_kernels` (the kernels a process has loaded so far), :func:`output_of` (a
+script run in a fresh interpreter that imports this module) and :func:`compiled_in_a_process`
+(the kernels a fresh interpreter compiles); :func:`benchmark_module` (a
 script of ``benchmarks/`` imported, for the tests of a benchmark's own logic);
 :func:`mappings_of` and :func:`mapped_kib` (a file's mappings in this process, and how much of
 it they hold resident: the tests of read-ahead advice and of what an open leaves resident); and :func:`without_compile_notice` (a CLI run's stderr without the one-time line a cold kernel
@@ -17,6 +18,7 @@ also when reopening a store it created.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import re
 import subprocess
@@ -160,6 +162,42 @@ def output_of(script: str, timeout: float = 600) -> str:
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     return run.stdout.strip()
+
+
+# a fresh interpreter's outermost compiles of neardup kernels, by name, printed as JSON at exit
+_LISTEN = """
+import atexit, json, sys
+from numba.core import event as ev
+names = []
+class L(ev.Listener):
+    depth = 0
+    def on_start(self, e):
+        L.depth += 1
+        d = e.data.get("dispatcher")
+        f = getattr(d, "py_func", None)
+        if L.depth == 1 and f is not None and f.__module__.startswith("neardup"):
+            names.append(f.__module__ + "." + f.__qualname__)
+    def on_end(self, e):
+        L.depth -= 1
+ev.register("numba:compile", L())
+atexit.register(lambda: print("COMPILED " + json.dumps(names)))
+"""
+
+
+def compiled_in_a_process(code: str, cache: str | os.PathLike[str], **env: str) -> list[str]:
+    """``module.qualname`` of every neardup kernel a fresh interpreter running ``code``
+    compiled (outermost compiles), with the kernel cache at ``cache`` and compile helpers off
+    (``env`` adds to its environment); a failed run fails the test with its stderr."""
+    e = {**os.environ, "NEARDUP_CACHE_DIR": str(cache), "NEARDUP_NO_WARM": "1", **env}
+    e.pop("NUMBA_CACHE_DIR", None)
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, "-c", _LISTEN + code], env=e, cwd=root, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    line = next(x for x in out.stdout.splitlines() if x.startswith("COMPILED "))
+    return list(json.loads(line[len("COMPILED ") :]))
 
 
 @contextmanager

@@ -4,61 +4,31 @@ first compile, and it never starts itself again."""
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-
-# compiles of neardup kernels (outermost) in a process, by kernel name, printed as JSON at exit
-_LISTEN = """
-import atexit, json, sys
-from numba.core import event as ev
-names = []
-class L(ev.Listener):
-    depth = 0
-    def on_start(self, e):
-        L.depth += 1
-        d = e.data.get("dispatcher")
-        f = getattr(d, "py_func", None)
-        if L.depth == 1 and f is not None and f.__module__.startswith("neardup"):
-            names.append(f.__module__ + "." + f.__qualname__)
-    def on_end(self, e):
-        L.depth -= 1
-ev.register("numba:compile", L())
-atexit.register(lambda: print("COMPILED " + json.dumps(names)))
-"""
-
-
-def _run(code: str, cache: Path, **env: str) -> list[str]:
-    e = {**os.environ, "NEARDUP_CACHE_DIR": str(cache), "NEARDUP_NO_WARM": "1", **env}
-    e.pop("NUMBA_CACHE_DIR", None)
-    out = subprocess.run(
-        [sys.executable, "-c", _LISTEN + code], env=e, cwd=ROOT, capture_output=True, text=True,
-        timeout=600,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-2000:]
-    line = next(x for x in out.stdout.splitlines() if x.startswith("COMPILED "))
-    return list(json.loads(line[len("COMPILED ") :]))
+from doubles import compiled_in_a_process
 
 
 @pytest.mark.slow
 def test_a_run_after_the_helper_compiles_none_of_its_kernels(tmp_path: Path) -> None:
-    warmed = _run("from neardup.batch.warm import warm_kernels; warm_kernels()", tmp_path / "c")
+    warmed = compiled_in_a_process(
+        "from neardup.batch.warm import warm_kernels; warm_kernels()", tmp_path / "c"
+    )
     assert any(k.endswith("_lcs_kernel") for k in warmed)  # the verification's largest
     assert any(k.endswith("_group_agreement_kernel") for k in warmed)
-    run = _run(
+    run = compiled_in_a_process(
         "from neardup.cli.main import main\n"
         f"main(['dedup', '--sample', '-o', {str(tmp_path / 'kept.jsonl')!r}, '--quiet'])",
         tmp_path / "c",
     )
     assert run, "a cold cache for the first stages: the run compiles those itself"
     assert not set(run) & set(warmed), set(run) & set(warmed)
-    again = _run("from neardup.batch.warm import warm_kernels; warm_kernels()", tmp_path / "c")
+    again = compiled_in_a_process(
+        "from neardup.batch.warm import warm_kernels; warm_kernels()", tmp_path / "c"
+    )
     assert again == []  # everything loads from the cache now
 
 

@@ -6,50 +6,15 @@ warm-up, only reversed."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from doubles import compiled_in_a_process
 
 from neardup.online import Deduplicator
 from neardup.online.deduplicator import WARM_LAST_FIRST_ENV
 from neardup.online.settings import DedupSettings
 from neardup.online.warm import settings_options
-
-ROOT = Path(__file__).resolve().parents[2]
-
-# compiles of neardup kernels (outermost) in a process, by kernel name, printed as JSON at exit
-_LISTEN = """
-import atexit, json, sys
-from numba.core import event as ev
-names = []
-class L(ev.Listener):
-    depth = 0
-    def on_start(self, e):
-        L.depth += 1
-        d = e.data.get("dispatcher")
-        f = getattr(d, "py_func", None)
-        if L.depth == 1 and f is not None and f.__module__.startswith("neardup"):
-            names.append(f.__module__ + "." + f.__qualname__)
-    def on_end(self, e):
-        L.depth -= 1
-ev.register("numba:compile", L())
-atexit.register(lambda: print("COMPILED " + json.dumps(names)))
-"""
-
-
-def _run(code: str, cache: Path) -> list[str]:
-    env = {**os.environ, "NEARDUP_CACHE_DIR": str(cache), "NEARDUP_NO_WARM": "1"}
-    env.pop("NUMBA_CACHE_DIR", None)
-    out = subprocess.run(
-        [sys.executable, "-c", _LISTEN + code], env=env, cwd=ROOT, capture_output=True,
-        text=True, timeout=600,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-2000:]
-    line = next(x for x in out.stdout.splitlines() if x.startswith("COMPILED "))
-    return list(json.loads(line[len("COMPILED ") :]))
 
 
 @pytest.mark.slow
@@ -57,10 +22,10 @@ def test_a_store_opened_after_the_helper_compiles_none_of_its_kernels(tmp_path: 
     # (the SimHash mode: the fewest steps, the index and fingerprint kernels, for a test's time)
     options = settings_options(DedupSettings().with_options(candidates="simhash", retention=3600.0))
     code = "import json; from neardup.online.warm import warm_like; warm_like(json.loads({}))"
-    helper = _run(code.format(repr(json.dumps(options))), tmp_path / "c")
+    helper = compiled_in_a_process(code.format(repr(json.dumps(options))), tmp_path / "c")
     assert helper, "the helper compiled nothing on an empty cache"
     store = tmp_path / "store"
-    opened = _run(
+    opened = compiled_in_a_process(
         "from neardup.online import Deduplicator; from neardup.online.settings import "
         f"DedupSettings; Deduplicator.open({str(store)!r}, DedupSettings().with_options("
         "candidates='simhash', retention=3600.0)).close()",

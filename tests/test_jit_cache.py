@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numba
@@ -204,19 +205,24 @@ def _is_kernel(fn: ast.FunctionDef) -> bool:
     return False
 
 
+def _kernel_nodes(tree: ast.AST) -> Iterator[tuple[str, ast.AST]]:
+    """(kernel, node) of every node inside a kernel of ``tree``."""
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef) and _is_kernel(fn):
+            for node in ast.walk(fn):
+                yield fn.name, node
+
+
 def _slice_assignments(tree: ast.AST) -> list[tuple[str, int]]:
     """(kernel, line) of every ``a[i:j] = x`` in a kernel, x not a constant."""
     out = []
-    for fn in ast.walk(tree):
-        if not (isinstance(fn, ast.FunctionDef) and _is_kernel(fn)):
+    for name, node in _kernel_nodes(tree):
+        if not isinstance(node, ast.Assign) or isinstance(node.value, ast.Constant):
             continue
-        for node in ast.walk(fn):
-            if not isinstance(node, ast.Assign) or isinstance(node.value, ast.Constant):
-                continue
-            for t in node.targets:
-                for e in t.elts if isinstance(t, ast.Tuple) else [t]:
-                    if isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Slice):
-                        out.append((fn.name, node.lineno))
+        for t in node.targets:
+            for e in t.elts if isinstance(t, ast.Tuple) else [t]:
+                if isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Slice):
+                    out.append((name, node.lineno))
     return out
 
 
@@ -249,18 +255,13 @@ _NUMBA_SORTS_ALLOWED = {
 
 def _numba_sorts(tree: ast.AST) -> list[tuple[str, int]]:
     """(kernel, line) of every ``.sort()``, ``np.sort``, ``np.argsort`` in a kernel."""
-    out = []
-    for fn in ast.walk(tree):
-        if not (isinstance(fn, ast.FunctionDef) and _is_kernel(fn)):
-            continue
-        for node in ast.walk(fn):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in ("sort", "argsort", "lexsort")
-            ):
-                out.append((fn.name, node.lineno))
-    return out
+    return [
+        (name, node.lineno)
+        for name, node in _kernel_nodes(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("sort", "argsort", "lexsort")
+    ]
 
 
 def test_no_kernel_compiles_numbas_sorts() -> None:

@@ -152,6 +152,31 @@ def serve_once(tree: Path, helper: bool) -> dict[str, Any]:
         }
 
 
+def both_modes(once: Any) -> Any:
+    """``alternate``'s round for one tree: ``once(tree, helper)`` with the compile helper and
+    without it."""
+
+    def both(t: Path, r: int) -> dict[str, dict[str, Any]]:
+        return {mode: once(t, mode == "helper") for mode in ("helper", "no helper")}
+
+    return both
+
+
+def write_result(args: argparse.Namespace, benchmark: str, table: list[Any], **extra: Any) -> None:
+    """The run's JSON at ``--out``, with the command line and the machine."""
+    result = {
+        "benchmark": benchmark,
+        "command": "python benchmarks/bench_compile.py " + " ".join(sys.argv[1:]),
+        "machine": machine(),
+        "repeat": args.repeat,
+        "table": table,
+        **extra,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
 def machine() -> dict[str, Any]:
     from bench_dedup import machine as base
 
@@ -174,9 +199,6 @@ def main() -> None:
         serve_main(args, trees)
         return
 
-    def both(t: Path, r: int) -> dict[str, dict[str, Any]]:
-        return {mode: run_once(t, mode == "helper") for mode in ("helper", "no helper")}
-
     def say(t: Path, r: int, got: dict[str, dict[str, Any]]) -> None:
         for mode, row in got.items():
             print(
@@ -186,7 +208,7 @@ def main() -> None:
                 file=sys.stderr,
             )
 
-    done = alternate(trees, args.repeat, both, say=say)
+    done = alternate(trees, args.repeat, both_modes(run_once), say=say)
     runs = {
         t: {m: [got[m] for got in rs] for m in ("helper", "no helper")} for t, rs in done.items()
     }
@@ -207,24 +229,11 @@ def main() -> None:
         print(f"\nslowest compiles, {trees[0].name}, no helper:")
         for name, s in kernels[:15]:
             print(f"  {s:6.2f} s  {name}")
-    result = {
-        "benchmark": "bench_compile",
-        "command": "python benchmarks/bench_compile.py " + " ".join(sys.argv[1:]),
-        "machine": machine(),
-        "repeat": args.repeat,
-        "table": table,
-        "kernels": kernels,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_result(args, "bench_compile", table, kernels=kernels)
 
 
 def serve_main(args: argparse.Namespace, trees: list[Path]) -> None:
     """``--serve``: the table of first starts, and its JSON."""
-
-    def both(t: Path, r: int) -> dict[str, dict[str, Any]]:
-        return {mode: serve_once(t, mode == "helper") for mode in ("helper", "no helper")}
 
     def say(t: Path, r: int, got: dict[str, dict[str, Any]]) -> None:
         for mode, row in got.items():
@@ -235,7 +244,7 @@ def serve_main(args: argparse.Namespace, trees: list[Path]) -> None:
                 file=sys.stderr,
             )
 
-    done = alternate(trees, args.repeat, both, say=say)
+    done = alternate(trees, args.repeat, both_modes(serve_once), say=say)
     table = []
     print(f"{'tree':<28} {'mode':<10} {'/healthz s':>10} {'compile s':>10} {'CPU s':>8}")
     for t in trees:
@@ -250,16 +259,7 @@ def serve_main(args: argparse.Namespace, trees: list[Path]) -> None:
                 f"{t.name:<28} {mode:<10} {med['healthz_s']:>10.1f} {compiled:>10} "
                 f"{med['cpu_s']:>8.1f}"
             )
-    result = {
-        "benchmark": "bench_compile --serve",
-        "command": "python benchmarks/bench_compile.py " + " ".join(sys.argv[1:]),
-        "machine": machine(),
-        "repeat": args.repeat,
-        "table": table,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_result(args, "bench_compile --serve", table)
 
 
 if __name__ == "__main__":

@@ -365,35 +365,63 @@ def helper_env() -> dict[str, str]:
     }
 
 
-def start_helper(module: str, *args: str) -> subprocess.Popen[bytes] | None:
+@dataclass
+class Helper:
+    """A compile helper started by :func:`start_helper`: its process, and the scratch folder
+    it works in (``scratch``, where asked for), removed when it is stopped."""
+
+    process: subprocess.Popen[bytes]
+    scratch: str | None = None
+
+
+def start_helper(module: str, *args: str, scratch: str | None = None) -> Helper | None:
     """Start a process that compiles kernels into the shared cache while this one compiles
     others (``python -P -m module args``: :func:`helper_command`), stopped when this process
     exits; None where there is no one to share with (``NEARDUP_NO_WARM=1``, inside a helper,
     a cache of this process only) or it cannot start (this process then compiles everything
     itself, as without it). Nothing is shared but the cache: numba writes its entries
-    atomically, and a kernel the helper has cached loads instead of compiling."""
+    atomically, and a kernel the helper has cached loads instead of compiling.
+
+    ``scratch``: the prefix of a folder made in the temporary directory for the helper to work
+    in, passed as its last argument. This process removes it when it stops the helper (a
+    stopped helper cannot: it is terminated), and the helper should remove it when it ends on
+    its own (this process may be gone by then)."""
     if os.environ.get(NO_WARM_ENV) == "1" or cache_location().source == "process":
         return None
+    folder = tempfile.mkdtemp(prefix=scratch) if scratch is not None else None
     try:
-        helper = subprocess.Popen(
-            helper_command(module, *args),
+        process = subprocess.Popen(
+            helper_command(module, *args, *([folder] if folder is not None else [])),
             env=helper_env(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
     except OSError:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
         return None
+    helper = Helper(process, folder)
     atexit.register(stop_helper, helper)
     return helper
 
 
-def stop_helper(helper: subprocess.Popen[bytes] | None) -> None:
-    """Stop a helper from :func:`start_helper` that is still compiling (what it cached stays)."""
-    if helper is not None and helper.poll() is None:
-        helper.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            helper.wait(timeout=2.0)
+def stop_helper(helper: Helper | None) -> None:
+    """Stop a helper from :func:`start_helper` that is still compiling (what it cached stays;
+    one that does not end within 2 s of being asked is killed) and remove its scratch folder."""
+    if helper is None:
+        return
+    process = helper.process
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=2.0)
+    if helper.scratch is not None:
+        shutil.rmtree(helper.scratch, ignore_errors=True)
 
 
 def compiled_or_cached(dispatcher: Any) -> bool:

@@ -18,7 +18,6 @@ passes (texts as :class:`~neardup.io.texts.SpanTexts`: ASCII spans of a read-onl
 
 from __future__ import annotations
 
-import subprocess
 from typing import Any
 
 import numpy as np
@@ -30,7 +29,7 @@ __all__ = ["NO_WARM_ENV", "helper_command", "helper_env", "start_warming", "warm
 #: environment variable that turns the helper off (also set in the helper itself)
 NO_WARM_ENV = _jit.NO_WARM_ENV
 
-_helper: subprocess.Popen[bytes] | None = None
+_helper: _jit.Helper | None = None
 
 
 def _corpus() -> Any:

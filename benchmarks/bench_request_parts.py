@@ -186,6 +186,12 @@ def main() -> int:
         ap.error("--skip takes a count of --texts-file's texts (0 or more)")
     if args.store and not Path(args.store).is_dir():
         ap.error(f"--store {args.store}: not a directory")
+    if args.store and not (Path(args.store) / "MANIFEST.json").is_file():
+        # (a server's data directory opened as a store would be a fresh, empty store beside
+        # its namespaces: the figures would be an empty window's)
+        named = sorted(p.name for p in (Path(args.store) / "namespaces").glob("*"))
+        hint = f"; its namespaces: {', '.join(named)} (DIR/namespaces/NAME)" if named else ""
+        ap.error(f"--store {args.store}: not a store (no MANIFEST.json){hint}")
     if args.child:
         print(json.dumps(_child(args)))
         return 0

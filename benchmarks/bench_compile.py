@@ -11,7 +11,8 @@ of them alike; the table shows the median.
 
 ``--tree PATH`` (repeatable) measures other checkouts of neardup in the same run (e.g. a
 ``git worktree`` of the commit before a change); the default is this checkout. With
-``--kernels`` the slowest compiles of one run without the helper are listed, by kernel.
+``--kernels`` the slowest compiles of one run without the helper are listed, by kernel (with
+``--serve``, of one first start).
 
 ``--serve`` measures a server's first start instead: ``neardup serve`` on a new ``--data``
 folder and an empty kernel cache, timed from the spawn to the first answer of ``/healthz``
@@ -46,7 +47,8 @@ sys.path.insert(0, str(BENCH))
 
 from trees import TREE_HELP, alternate, checkouts, medians  # noqa: E402
 
-# a listener that prints the outermost compiles of neardup kernels at exit (--kernels)
+# a listener that prints the outermost compiles at exit (--kernels): neardup's kernels, and
+# numba's own functions compiled outside them (a typed list's methods, called from Python)
 _LISTEN = """
 import atexit, json, sys, time
 from numba.core import event as ev
@@ -60,7 +62,7 @@ class L(ev.Listener):
         L.stack.append((time.perf_counter(), name))
     def on_end(self, e):
         t0, name = L.stack.pop()
-        if not L.stack and name.startswith("neardup"):
+        if not L.stack:
             rows.append((name, time.perf_counter() - t0))
 ev.register("numba:compile", L())
 atexit.register(lambda: sys.stderr.write("KERNELS " + json.dumps(rows) + "\\n"))
@@ -105,9 +107,10 @@ def run_once(tree: Path, helper: bool, kernels: bool = False) -> dict[str, Any]:
         return row
 
 
-def serve_once(tree: Path, helper: bool) -> dict[str, Any]:
+def serve_once(tree: Path, helper: bool, kernels: bool = False) -> dict[str, Any]:
     """One first start of ``neardup serve`` on an empty kernel cache and a new data folder:
-    seconds to the first answer of ``/healthz``."""
+    seconds to the first answer of ``/healthz`` (``kernels``: and the server's compiles, by
+    kernel, printed when it stops)."""
     import re
     import socket
     import urllib.request
@@ -124,8 +127,8 @@ def serve_once(tree: Path, helper: bool) -> dict[str, Any]:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
         log = Path(tmp) / "serve.log"
-        cmd = [sys.executable, "-m", "neardup", "serve", "--data", str(Path(tmp) / "data"),
-               "--port", str(port), "--no-auth"]  # fmt: skip
+        args = ["serve", "--data", str(Path(tmp) / "data"), "--port", str(port), "--no-auth"]
+        cmd = [sys.executable, *(["-c", _LISTEN] if kernels else ["-m", "neardup"]), *args]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         with open(log, "wb") as err:
@@ -144,12 +147,17 @@ def serve_once(tree: Path, helper: bool) -> dict[str, Any]:
                 proc.terminate()
                 proc.wait(timeout=60)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        said = re.search(r"compiled kernels in ([0-9.]+) s", log.read_text())
-        return {
+        text = log.read_text()
+        said = re.search(r"compiled kernels in ([0-9.]+) s", text)
+        row: dict[str, Any] = {
             "healthz_s": wall,
             "compile_s": float(said.group(1)) if said else None,
             "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
         }
+        if kernels:
+            line = next(x for x in text.splitlines() if x.startswith("KERNELS "))
+            row["kernels"] = sorted(json.loads(line[8:]), key=lambda r: -r[1])
+        return row
 
 
 def both_modes(once: Any) -> Any:
@@ -226,9 +234,7 @@ def main() -> None:
     kernels = None
     if args.kernels:
         kernels = run_once(trees[0], helper=False, kernels=True)["kernels"]
-        print(f"\nslowest compiles, {trees[0].name}, no helper:")
-        for name, s in kernels[:15]:
-            print(f"  {s:6.2f} s  {name}")
+        show_kernels(kernels, f"slowest compiles, {trees[0].name}, no helper")
     write_result(args, "bench_compile", table, kernels=kernels)
 
 
@@ -259,7 +265,18 @@ def serve_main(args: argparse.Namespace, trees: list[Path]) -> None:
                 f"{t.name:<28} {mode:<10} {med['healthz_s']:>10.1f} {compiled:>10} "
                 f"{med['cpu_s']:>8.1f}"
             )
-    write_result(args, "bench_compile --serve", table)
+    kernels = None
+    if args.kernels:
+        kernels = serve_once(trees[0], helper=False, kernels=True)["kernels"]
+        show_kernels(kernels, f"slowest compiles of a first start, {trees[0].name}, no helper")
+    write_result(args, "bench_compile --serve", table, kernels=kernels)
+
+
+def show_kernels(kernels: list[Any], title: str) -> None:
+    """The 15 slowest compiles of ``kernels`` ((name, seconds), slowest first) and their sum."""
+    print(f"\n{title} (all: {sum(s for _, s in kernels):.1f} s):")
+    for name, s in kernels[:15]:
+        print(f"  {s:6.2f} s  {name}")
 
 
 if __name__ == "__main__":

@@ -188,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(files) < args.chunks:
         raise SystemExit(f"{args.corpus}: {len(files)} chunks, --chunks {args.chunks} asked for; run bench_window.py --keep first")  # fmt: skip
     trees = [str(Path(t).resolve()) for t in (args.tree or [str(ROOT)])]
+    if args.work:
+        Path(args.work).mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="bench-seed-", dir=args.work))
     runs: dict[str, list[dict[str, Any]]] = {t: [] for t in trees}
     try:

@@ -47,7 +47,8 @@ def reads_and_batches(client, tag):  # a read and a delete of "a", then a batch 
     out[f"{tag} batches"], seen = new(seen)
 
 
-tmp = Path(tempfile.mkdtemp())
+scratch = tempfile.TemporaryDirectory()  # (removed at exit: its finalizer)
+tmp = Path(scratch.name)
 ports = [free_port() for _ in range(4)]
 out = {}
 with contextlib.ExitStack() as s:

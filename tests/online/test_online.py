@@ -683,7 +683,8 @@ from doubles import loaded_kernels as loaded
 from neardup import Deduplicator
 
 
-d = tempfile.mkdtemp()
+tmp = tempfile.TemporaryDirectory()  # (removed at exit: its finalizer)
+d = tmp.name
 rng = np.random.default_rng(0)
 words = [f"w{i}" for i in range(500)]
 with Deduplicator.open(d) as dd:  # three segments on disk, one with texts (band keys, sketches)

@@ -17,12 +17,14 @@ from neardup.store import StoreSettings
 from neardup.store.meta import MetaDB
 from neardup.store.readers import (
     KINDS,
+    PAGE_BLOCKS,
     PARALLEL_MIN_KEYS,
     PROBE_EVERY,
     SLOW_WAIT_US,
     ParallelReads,
     check_read_threads,
     ranges,
+    thread_blocks,
 )
 from neardup.store.textcodec import TEXT_ZSTD_FLAG, TRAIN_MIN_TEXTS
 from neardup.store.wal import AddRecord
@@ -161,8 +163,11 @@ def test_reads_from_several_threads_at_once(db_path):
     assert errors == []
 
 
-def test_reads_spread_while_they_wait_for_the_disk(db_path):
-    clock = {"wall": 0.0, "cpu": 0.0, "wait_us": 0.0}
+@pytest.mark.parametrize("counted", [True, False])
+def test_reads_spread_while_they_wait_for_the_disk(db_path, counted):
+    # counted: the system counts the blocks a thread reads from storage (a read off the CPU
+    # that read none waited for no disk); else the time off the CPU alone decides
+    clock = {"wall": 0.0, "cpu": 0.0, "wait_us": 0.0, "blocks": 0}
 
     def wall() -> float:  # each serial read's wait is what clock["wait_us"] says per key
         return clock["wall"]
@@ -170,12 +175,17 @@ def test_reads_spread_while_they_wait_for_the_disk(db_path):
     def cpu() -> float:
         return clock["cpu"]
 
-    par = ParallelReads(db_path, 4, clocks=(wall, cpu))
+    def blocks() -> int:
+        return clock["blocks"]
+
+    par = ParallelReads(db_path, 4, clocks=(wall, cpu), blocks=blocks if counted else None)
     keys = list(range(1_000))
     modes: list[str] = []
 
     def first(part):
         clock["wall"] += clock["wait_us"] * 1e-6 * len(part)
+        # (the waits are the disk's: every key's page read from storage)
+        clock["blocks"] += PAGE_BLOCKS * len(part) if clock["wait_us"] else 0
         return {k: 0 for k in part}
 
     def rest(db, codec, part):
@@ -253,3 +263,57 @@ def test_the_counts_are_in_the_stores_stats(tmp_path):
     assert {f"meta_read_wait_us_{k}" for k in KINDS} <= set(stats)
     with Deduplicator.open(None) as m:  # in memory: no readers, no such statistics
         assert "meta_serial_reads" not in m.stats()
+
+
+@pytest.mark.parametrize("pages", [0, 1, 10])
+def test_time_off_the_cpu_without_blocks_from_storage_is_not_the_disk(db_path, pages):
+    """A serial read that spent long off the CPU (the interpreter lock, another thread's turn
+    at the connection) but read nothing, or a few pages of its 1,000 keys, from storage stays
+    serial: on a busy server a window held in the page cache went parallel on such waits."""
+    clock = {"wall": 0.0, "blocks": 0}
+    par = ParallelReads(
+        db_path, 4, clocks=(lambda: clock["wall"], lambda: 0.0), blocks=lambda: clock["blocks"]
+    )
+    keys = list(range(1_000))
+
+    def first(part):
+        clock["wall"] += 10 * SLOW_WAIT_US * 1e-6 * len(part)  # waiting, for the lock
+        clock["blocks"] += PAGE_BLOCKS * pages
+        return {k: 0 for k in part}
+
+    try:
+        for _ in range(3):
+            assert par.read_keys("rows", keys, first, lambda db, c, p: {}) == dict.fromkeys(keys, 0)
+        assert par.parallel == 0
+        # (the time off the CPU in the share of the keys whose pages came from storage)
+        wait = 10 * SLOW_WAIT_US * pages / len(keys)
+        assert par.stats()["meta_read_wait_us_rows"] == pytest.approx(wait, abs=0.05)
+    finally:
+        par.close()
+
+
+def test_the_system_counts_a_threads_reads_from_storage(tmp_path):
+    """:func:`thread_blocks` (Linux): a read that had to come from storage counts blocks, one
+    from the page cache none (the file's pages dropped with ``posix_fadvise``; a filesystem
+    that keeps them, tmpfs, reads none either way: skipped)."""
+    import os
+
+    count = thread_blocks()
+    if count is None:
+        pytest.skip("this system does not count a thread's block reads")
+    path = tmp_path / "f"
+    path.write_bytes(os.urandom(4 << 20))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        b0 = count()
+        os.pread(fd, 1 << 20, 1 << 20)
+        cold = count() - b0
+        if cold == 0:
+            pytest.skip(f"{tmp_path}: its pages stay cached (tmpfs?)")
+        b0 = count()
+        os.pread(fd, 1 << 20, 1 << 20)
+        assert count() - b0 == 0
+    finally:
+        os.close(fd)

@@ -299,8 +299,9 @@ class _CompileListener(nb_event.Listener):
 COMPILE_NOTES = {
     "run": "about 10-15 s on an idle 2-core machine, once per neardup, numba and Python "
     "version; the summary's docs/s leaves the compile out",
-    "serve": "about a minute on an idle 2-core machine, once per neardup, numba and Python "
-    "version; the server answers when it is done",
+    "serve": "about half a minute on an idle 2-core machine with its helper process (a minute "
+    "without: NEARDUP_NO_WARM=1), once per neardup, numba and Python version; the server "
+    "answers when it is done",
     "load": "up to a minute on an idle 2-core machine, once per neardup, numba and Python version",
 }
 

@@ -21,10 +21,11 @@ it goes back to one thread once the pages are cached. ``benchmarks/bench_cold_re
 measures both regimes on a kept store.
 
 Time off the CPU is not all disk: in a busy server a read also waits for the interpreter lock
-(the event loop's and the other threads' turns) and for the read connection's lock. Counted as
-the disk's, those waits sent a warm window's reads parallel (a 5 M window held in the page
-cache, under batches of check-and-inserts: 102 of 180 reads of many keys, the rows' measured
-wait 9.7 ms a key). So where the system says how many blocks a thread read from storage
+(the event loop's and the other threads' turns), for the read connection's lock and in
+SQLite's busy handler. Counted as the disk's, those waits sent a window's reads parallel on a
+machine with room for all of it in the page cache (a 5 M window under batches of
+check-and-inserts: 102 of 180 reads of many keys, the rows' measured wait 9.7 ms a key, far
+more than a read from the disk takes). So where the system says how many blocks a thread read from storage
 (:func:`thread_blocks`: ``getrusage(RUSAGE_THREAD).ru_inblock``, Linux with task I/O
 accounting), a serial read's time off the CPU counts as the disk's in the share of its keys
 whose pages it read from storage (:data:`PAGE_BLOCKS` blocks a key: all of it; none: none of

@@ -87,7 +87,11 @@ def test_a_stopped_helper_leaves_no_scratch_folder(
     _jit.stop_helper(helper)  # again (at exit): nothing left to do
 
 
-def test_a_helper_that_ends_on_its_own_removes_its_scratch_folder(tmp_path: Path) -> None:
+def test_a_helper_that_ends_on_its_own_removes_its_scratch_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (warm_like sets the helper's order in the environment: put back after the test)
+    monkeypatch.setenv(WARM_LAST_FIRST_ENV, "0")
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     warm_like(settings_options(DedupSettings().with_options(candidates="simhash")), str(scratch))

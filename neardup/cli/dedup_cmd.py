@@ -302,6 +302,8 @@ def dedup_command(
         # the one output folder neardup makes itself (others must exist: a mistyped folder is
         # refused, not silently created)
         out_dir.mkdir(exist_ok=True)
+    if report:  # before the inputs: a --report written before them takes the first as its PATH
+        _check_report_path(report)
     if not inputs:
         raise ConfigError("no input given; pass files, a directory or - (stdin), or use --sample")
     if output is None:
@@ -414,6 +416,29 @@ def dedup_command(
     # after the summary, so they are the last thing on a terminal; never hidden by -q
     for message in _run_warnings(stats, stats.get("skipped_list", [])):
         warn(message)
+
+
+#: the names a review report may have (it is one HTML page)
+_REPORT_SUFFIXES = (".html", ".htm")
+
+
+def _check_report_path(report: str) -> None:
+    """Refuse a ``--report PATH`` that is not an HTML file's name: ``--report`` takes an
+    optional value, so written before the inputs it takes the first input as its PATH, and the
+    report would overwrite that file with HTML (a user's data file, seen)."""
+    from ..errors import ConfigError
+
+    if Path(report).suffix.lower() not in _REPORT_SUFFIXES:
+        what = "an existing file" if Path(report).is_file() else "a path"
+        hint = (
+            f"; if {report} is an input, put --report after the inputs or write --report=PATH.html"
+            if Path(report).exists()
+            else ""
+        )
+        raise ConfigError(
+            f"--report {report}: {what} not named .html; the review report is one HTML page, "
+            f"so name it PATH.html{hint}"
+        )
 
 
 def _report_paths(

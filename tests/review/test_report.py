@@ -290,3 +290,22 @@ def test_report_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
     assert main([*args, "--report", str(tmp_path / "nowhere" / "r.html")]) == 2
     assert main(["report", str(tmp_path / "out" / "kept.jsonl")]) != 0
     assert "--report" in capsys.readouterr().err
+    # --report written before the inputs takes the first as its PATH: refused, not overwritten
+    # with HTML (a user's data file was), nor read as "no input given"
+    data = src.read_bytes()
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(data)
+    for argv in (
+        ["dedup", "--report", str(src), str(other), "-o", str(tmp_path / "out" / "k2.jsonl")],
+        ["dedup", "--report", str(src), "-o", str(tmp_path / "out" / "k3.jsonl")],
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "not named .html" in err and "put --report after the inputs" in err, err
+        assert src.read_bytes() == data
+    assert not (tmp_path / "out" / "k2.jsonl").exists()
+    assert main([*args, "--report", str(tmp_path / "out" / "r.json")]) == 2
+    assert "name it PATH.html" in capsys.readouterr().err
+    assert main(["dedup", str(other), "-o", str(tmp_path / "out" / "k4.jsonl"), "-q",
+                 f"--report={tmp_path / 'out' / 'r2.htm'}"]) == 0  # fmt: skip
+    assert (tmp_path / "out" / "r2.htm").is_file()

@@ -71,6 +71,38 @@ __all__ = ["Into", "dedup_against", "dedup_into", "store_config"]
 Progress = Callable[[str, int, int], None]
 
 
+def _check_store_path(root: Path, sources: Sequence[str], save: bool) -> None:
+    """Refuse, before anything is read or made, a store path that is a file, a folder of other
+    files (``--save`` would fill it with the store's, and a run reading that folder later would
+    meet them), or an input, a folder holding one, or a folder inside an input folder."""
+    flag = "--save" if save else "--against"
+    if root.exists() and not root.is_dir():
+        raise ConfigError(
+            f"{flag} {root}: a file, not a store's folder; pass the folder an earlier --save "
+            "made (or, with --save, a new or empty one)"
+        )
+    here = root.resolve()
+    for src in sources:
+        if src == "-" or "://" in src:
+            continue
+        s = Path(src).resolve()
+        if here == s or here in s.parents or s in here.parents:
+            raise ConfigError(
+                f"{flag} {root}: {'it is' if here == s else 'it overlaps'} the input {src}; the "
+                "store's files would be read as inputs by a later run; pass a folder outside "
+                "the inputs"
+            )
+    if save and root.is_dir() and not (root / "config.json").exists():
+        others = sorted(p.name for p in root.iterdir())
+        if others:
+            shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
+            raise ConfigError(
+                f"--save {root}: a folder that is not a neardup store ({len(others)} "
+                f"entr{'y' if len(others) == 1 else 'ies'}: {shown}); pass a new or empty "
+                "folder, or a store an earlier --save made"
+            )
+
+
 def dedup_against(
     inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     store: str | os.PathLike[str],
@@ -163,6 +195,7 @@ def dedup_against(
         )
     paths = [os.fspath(inputs)] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     sources = [os.fspath(p) for p in paths]
+    _check_store_path(root, sources, save)
     if engine != "local":
         from .engine import against_on_engine
 

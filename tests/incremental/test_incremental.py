@@ -146,6 +146,40 @@ def test_what_an_incremental_run_cannot_do_is_refused_first(tmp_path, batches, c
     assert not out.exists() and not (tmp_path / "store").exists()
 
 
+def test_a_store_path_that_cannot_be_a_store_is_refused_first(tmp_path, batches, capsys):
+    """--save on a file, on a folder of other files, on an input or a folder overlapping one
+    is refused (exit 2) before anything is read or made: a file got "free space or fix
+    permissions" (exit 7), and the others were filled with the store's files, which a later
+    run reading the input folder then met."""
+    src = tmp_path / "in"
+    src.mkdir()
+    doc = src / "a.jsonl"
+    doc.write_bytes(batches[0].read_bytes())
+    afile = tmp_path / "afile"
+    afile.write_text("x\n")
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "notes.txt").write_text("mine\n")
+    cases = [
+        ([str(doc)], afile, "a file, not a store's folder"),
+        ([str(doc)], junk, "a folder that is not a neardup store (1 entry: notes.txt)"),
+        ([str(src)], src, "it is the input"),
+        ([str(src)], src / "store", "it overlaps the input"),
+        ([str(doc)], src, "it overlaps the input"),
+    ]
+    for inputs, store, needle in cases:
+        before = sorted(p.name for p in tmp_path.rglob("*"))
+        out = tmp_path / "k.jsonl"
+        assert main(["dedup", *inputs, "-o", str(out), "--save", str(store), "-q"]) == 2
+        assert needle in capsys.readouterr().err, (store, needle)
+        assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing made
+    assert main(["dedup", str(doc), "-o", str(tmp_path / "k.jsonl"), "--against", str(afile)]) != 0  # fmt: skip
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["dedup", str(doc), "-o", str(tmp_path / "k.jsonl"), "--save", str(empty), "-q"]) == 0  # fmt: skip
+    assert (empty / "config.json").is_file()
+
+
 def test_against_a_missing_store_is_refused(tmp_path, batches, capsys):
     rc = main(["dedup", str(batches[0]), "-o", str(tmp_path / "k.jsonl"), "--against", str(tmp_path / "nope")])  # fmt: skip
     assert rc == 4

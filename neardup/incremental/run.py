@@ -103,6 +103,26 @@ def _check_store_path(root: Path, sources: Sequence[str], save: bool) -> None:
             )
 
 
+def _check_store_threshold(root: Path, verifier: Any, save: bool) -> None:
+    """Refuse, before the store is opened, a run whose ``--threshold`` is not the one the store
+    verifies at: a store keeps the rule it was made with, and the store's own refusal named
+    Python arguments and printed both verifiers' settings whole."""
+    from ..store import Store
+
+    stored = Store.read_config(root)
+    rule = (stored or {}).get("verifier")
+    if verifier is None or not isinstance(rule, dict) or "threshold" not in rule:
+        return
+    mine = verifier.config().get("threshold")
+    if mine != rule["threshold"]:
+        flag = "--save" if save else "--against"
+        raise ConfigError(
+            f"{flag} {root}: the store verifies at threshold {rule['threshold']} (it keeps the "
+            f"rule its first run was given), this run at {mine}: pass --threshold "
+            f"{rule['threshold']}, or use another store"
+        )
+
+
 def dedup_against(
     inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     store: str | os.PathLike[str],
@@ -238,6 +258,7 @@ def dedup_against(
     )
     step = progress or (lambda stage, done, total: None)
     verifier = cfg.make_verifier() if cfg.verify else None
+    _check_store_threshold(root, verifier, save)
     reading: dict[str, Any] = dict(
         text_field=text_field, id_field=id_field, encoding=encoding, on_error=on_error,
         generate_ids=generate_ids,

@@ -180,6 +180,18 @@ def test_a_store_path_that_cannot_be_a_store_is_refused_first(tmp_path, batches,
     assert (empty / "config.json").is_file()
 
 
+def test_a_threshold_other_than_the_stores_is_refused_in_the_clis_words(tmp_path, batches, capsys):  # fmt: skip
+    store = tmp_path / "store"
+    args = ["-o", str(tmp_path / "k.jsonl"), "-q"]
+    assert main(["dedup", str(batches[0]), *args, "--save", str(store), "--threshold", "0.9"]) == 0
+    for flag in ("--save", "--against"):
+        assert main(["dedup", str(batches[1]), *args, flag, str(store)]) == 2
+        err = capsys.readouterr().err
+        assert "the store verifies at threshold 0.9" in err and "pass --threshold 0.9" in err
+        assert "verify=True" not in err and "Deduplicator" not in err
+    assert main(["dedup", str(batches[1]), *args, "--save", str(store), "--threshold", "0.9"]) == 0
+
+
 def test_against_a_missing_store_is_refused(tmp_path, batches, capsys):
     rc = main(["dedup", str(batches[0]), "-o", str(tmp_path / "k.jsonl"), "--against", str(tmp_path / "nope")])  # fmt: skip
     assert rc == 4

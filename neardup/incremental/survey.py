@@ -501,7 +501,7 @@ def _refuse_window(
         raise InputError(
             f"{n:,} documents have a time the store cannot take (before 0 or after "
             f"{newest:.0f}, now plus the store's future allowance), e.g. "
-            f"{c.location(int(w[0]), reading)} at {c.times[int(w[0])]!r}; nothing was loaded"
+            f"{c.location(int(w[0]), reading)} at {float(c.times[int(w[0])])!r}; nothing was loaded"
         )
     n = result.expired
     if n and not drop_expired:
@@ -510,7 +510,7 @@ def _refuse_window(
         assert c.times is not None
         raise InputError(
             f"{n:,} documents are older than the store's retention window (before "
-            f"{oldest:.0f}), e.g. {c.location(i, reading)} at {c.times[i]!r}: they would leave "
+            f"{oldest:.0f}), e.g. {c.location(i, reading)} at {float(c.times[i])!r}: they would leave "
             "it at once. Pass --drop-expired to leave them out; nothing was loaded"
         )
     for c in result.files:

@@ -420,6 +420,7 @@ def test_expired_documents_are_refused_or_left_out(tmp_path: Path, capsys) -> No
     err = capsys.readouterr().err
     assert "5 documents are older than the store's retention window" in err
     assert f"{src}:1" in err and "--drop-expired" in err
+    assert f"{src}:1 at {now - 7200!r}" in err and "np.float64" not in err  # (a plain number)
     assert _stored(data / "namespaces" / "default") == {}
     assert main([*args, "--drop-expired", "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)

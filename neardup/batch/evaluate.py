@@ -78,7 +78,15 @@ def load_labels(path: str | Path) -> dict[tuple[str, str], int]:
             if label not in (0, 1):
                 continue
             a, b = row["id_a"], row["id_b"]
-            labels[(a, b) if a <= b else (b, a)] = label
+            key = (a, b) if a <= b else (b, a)
+            if labels.get(key, label) != label:  # (the last label would have won, silently)
+                raise RecordError(
+                    f"the pair {a!r}, {b!r} is labelled {label} here and {labels[key]} on an "
+                    "earlier row; keep one label per pair",
+                    path=str(path),
+                    line=reader.line_num,
+                )
+            labels[key] = label
     return labels
 
 
@@ -285,6 +293,8 @@ def run_eval(
     report: dict[str, Any] = {
         "docs": len(ids),
         "labelled": len(sub),
+        # labelled pairs left out: an id that is not among the documents read
+        "labels_without_docs": len(labels) - len(keys),
         "positives": int(sum(sub.values())),
         "sweep": sweep(sub, distances, verified, langs, lengths, list(thresholds)),
     }

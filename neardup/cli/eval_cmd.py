@@ -8,6 +8,7 @@ are raised as NeardupError subclasses; ``cli.main`` maps them.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Annotated
 
 import typer
@@ -90,6 +91,13 @@ def eval_command(
     if as_json:
         print(json.dumps(report, indent=2))
         return
+    left = report["labels_without_docs"]
+    if left:
+        print(
+            f"neardup: warning: {left:,} labelled pair(s) name an id that is not in --docs and "
+            "are left out (check --id-field, or that --pairs labels these documents)",
+            file=sys.stderr,
+        )
     print(f"labelled pairs: {report['labelled']} ({report['positives']} positive)")
     print("\npairwise sweep (overall):  k | simhash P / R / F1 | simhash+verify P / R / F1")
     for row in report["sweep"]:

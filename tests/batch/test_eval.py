@@ -55,6 +55,13 @@ def test_load_labels(tmp_path):
     p.write_text("id_a,id_b,label\na,b,yes\n", encoding="utf-8")
     with pytest.raises(RecordError, match=":2: label must be 0 or 1"):
         load_labels(p)
+    # a pair labelled both ways is refused at the later row (the last label won, silently);
+    # the same label twice is one label
+    p.write_text("id_a,id_b,label\na,b,1\nc,d,0\nb,a,0\n", encoding="utf-8")
+    with pytest.raises(RecordError, match=":4: the pair 'b', 'a' is labelled 0 here and 1"):
+        load_labels(p)
+    p.write_text("id_a,id_b,label\na,b,1\nb,a,1\n", encoding="utf-8")
+    assert load_labels(p) == {("a", "b"): 1}
 
 
 def test_detect_lang():
@@ -84,6 +91,15 @@ def test_eval_cli_json_and_plot(tmp_path, capsys):
     assert one == report
     assert main(["eval", "--docs", str(docs), "--pairs", str(pairs), "--max-k", "3"]) == 0
     assert "retrieval on defaults" in capsys.readouterr().out
+    assert report["labels_without_docs"] == 0
+    # a label naming an id the documents lack is left out, and said (it was silent)
+    pairs.write_text("id_a,id_b,label\n1,2,1\n1,3,0\n1,NOPE,0\n", encoding="utf-8")
+    assert main([*base, "--no-retrieval"]) == 0
+    got = capsys.readouterr()
+    assert json.loads(got.out)["labels_without_docs"] == 1 and json.loads(got.out)["labelled"] == 2
+    assert main(["eval", "--docs", str(docs), "--pairs", str(pairs), "--max-k", "3", "--no-retrieval"]) == 0  # fmt: skip
+    assert "1 labelled pair(s) name an id that is not in --docs" in capsys.readouterr().err
+    pairs.write_text("id_a,id_b,label\n1,2,1\n1,3,0\n", encoding="utf-8")
     pytest.importorskip("matplotlib")
     png = tmp_path / "curve.png"
     assert (

@@ -216,6 +216,9 @@ def dedup_against(
     paths = [os.fspath(inputs)] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     sources = [os.fspath(p) for p in paths]
     _check_store_path(root, sources, save)
+    # (before the engines part: a store keeps its rule on every engine)
+    verifier = cfg.make_verifier() if cfg.verify else None
+    _check_store_threshold(root, verifier, save)
     if engine != "local":
         from .engine import against_on_engine
 
@@ -257,8 +260,6 @@ def dedup_against(
         folder=plan.path if plan.folder else None,
     )
     step = progress or (lambda stage, done, total: None)
-    verifier = cfg.make_verifier() if cfg.verify else None
-    _check_store_threshold(root, verifier, save)
     reading: dict[str, Any] = dict(
         text_field=text_field, id_field=id_field, encoding=encoding, on_error=on_error,
         generate_ids=generate_ids,

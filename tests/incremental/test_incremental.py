@@ -189,6 +189,9 @@ def test_a_threshold_other_than_the_stores_is_refused_in_the_clis_words(tmp_path
         err = capsys.readouterr().err
         assert "the store verifies at threshold 0.9" in err and "pass --threshold 0.9" in err
         assert "verify=True" not in err and "Deduplicator" not in err
+    # on a distributed engine too, before the engine starts
+    assert main(["dedup", str(batches[1]), *args, "--save", str(store), "--engine", "dask"]) == 2
+    assert "the store verifies at threshold 0.9" in capsys.readouterr().err
     assert main(["dedup", str(batches[1]), *args, "--save", str(store), "--threshold", "0.9"]) == 0
 
 

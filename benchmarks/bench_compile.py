@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -160,14 +161,24 @@ def serve_once(tree: Path, helper: bool, kernels: bool = False) -> dict[str, Any
         return row
 
 
-def both_modes(once: Any) -> Any:
-    """``alternate``'s round for one tree: ``once(tree, helper)`` with the compile helper and
-    without it."""
+def rounds(
+    args: argparse.Namespace,
+    trees: list[Path],
+    once: Callable[[Path, bool], dict[str, Any]],
+    line: Callable[[dict[str, Any]], str],
+) -> dict[str, list[dict[str, dict[str, Any]]]]:
+    """``args.repeat`` rounds of ``once(tree, helper)`` with the compile helper and without it,
+    the trees alternated, each run said on stderr (``line(row)``); by tree, each round's
+    ``{mode: row}``."""
 
     def both(t: Path, r: int) -> dict[str, dict[str, Any]]:
         return {mode: once(t, mode == "helper") for mode in ("helper", "no helper")}
 
-    return both
+    def say(t: Path, r: int, got: dict[str, dict[str, Any]]) -> None:
+        for mode, row in got.items():
+            print(f"  run {r + 1}/{args.repeat} {t.name} {mode}: {line(row)}", file=sys.stderr)
+
+    return alternate(trees, args.repeat, both, say=say)
 
 
 def write_result(args: argparse.Namespace, benchmark: str, table: list[Any], **extra: Any) -> None:
@@ -207,16 +218,15 @@ def main() -> None:
         serve_main(args, trees)
         return
 
-    def say(t: Path, r: int, got: dict[str, dict[str, Any]]) -> None:
-        for mode, row in got.items():
-            print(
-                f"  run {r + 1}/{args.repeat} {t.name} {mode}: compile "
-                f"{row['kernel_compile_s']:.2f} s, wall {row['wall_s']:.2f} s, "
-                f"cpu {row['cpu_s']:.2f} s",
-                file=sys.stderr,
-            )
-
-    done = alternate(trees, args.repeat, both_modes(run_once), say=say)
+    done = rounds(
+        args,
+        trees,
+        run_once,
+        lambda row: (
+            f"compile {row['kernel_compile_s']:.2f} s, wall {row['wall_s']:.2f} s, "
+            f"cpu {row['cpu_s']:.2f} s"
+        ),
+    )
     runs = {
         t: {m: [got[m] for got in rs] for m in ("helper", "no helper")} for t, rs in done.items()
     }
@@ -241,16 +251,15 @@ def main() -> None:
 def serve_main(args: argparse.Namespace, trees: list[Path]) -> None:
     """``--serve``: the table of first starts, and its JSON."""
 
-    def say(t: Path, r: int, got: dict[str, dict[str, Any]]) -> None:
-        for mode, row in got.items():
-            print(
-                f"  run {r + 1}/{args.repeat} {t.name} {mode}: /healthz after "
-                f"{row['healthz_s']:.1f} s, compile {row['compile_s']} s, "
-                f"cpu {row['cpu_s']:.1f} s",
-                file=sys.stderr,
-            )
-
-    done = alternate(trees, args.repeat, both_modes(serve_once), say=say)
+    done = rounds(
+        args,
+        trees,
+        serve_once,
+        lambda row: (
+            f"/healthz after {row['healthz_s']:.1f} s, compile {row['compile_s']} s, "
+            f"cpu {row['cpu_s']:.1f} s"
+        ),
+    )
     table = []
     print(f"{'tree':<28} {'mode':<10} {'/healthz s':>10} {'compile s':>10} {'CPU s':>8}")
     for t in trees:

@@ -129,7 +129,8 @@ def test_delete_while_a_replica_is_down_stays_deleted(three, tmp_path):
 
 def test_rebalance_deletes_stale_copies_and_reinsert_after_delete_is_a_new_version(three):
     cfg = three.config()
-    with ClusterClient(cfg, token=TOKEN) as cc:
+    # no hedging to a third node when a live one is slow: the test counts copies
+    with ClusterClient(cfg, token=TOKEN, slow_after=10.0) as cc:
         cc.insert({"id": "x", "text": text(1)})
         cc.delete("x")
         with pytest.raises(NotFoundError):
@@ -237,7 +238,9 @@ def test_hung_node_is_routed_around_without_waiting_for_its_timeout(three, tmp_p
             assert not cc.is_up("hang")
             hinted = [f"h{i}" for i in range(12) if "hang" in cc.targets(f"h{i}")]
             assert cc.nodes.hint_count("hang") >= len(hinted) > 0
-            assert all(len(three.holders(f"h{i}")) == 2 for i in range(12))
+            # R copies on the live nodes (a third can appear where a live node was slower
+            # than slow_after on a busy box: hedging is what this test wants from the client)
+            assert all(len(three.holders(f"h{i}")) >= 2 for i in range(12))
     finally:
         hang.close()
 

@@ -58,36 +58,47 @@ def load_labels(path: str | Path) -> dict[tuple[str, str], int]:
         open_input(name) as raw,
         io.TextIOWrapper(raw, encoding="utf-8", newline="") as fh,
     ):
-        reader = csv.DictReader(fh)
-        need = {"id_a", "id_b", "label"}
-        if reader.fieldnames is None or not need <= set(reader.fieldnames):
+        reader = csv.DictReader(fh, strict=True)
+        try:
+            _read_labels(reader, labels, str(path))
+        except csv.Error as exc:
             raise RecordError(
-                f"labels need a header with id_a,id_b,label; got {reader.fieldnames}",
-                path=str(path),
-                line=1,
-            )
-        for row in reader:
-            try:
-                label = int(row["label"])
-            except (TypeError, ValueError):
-                raise RecordError(
-                    f"label must be 0 or 1, got {row['label']!r}",
-                    path=str(path),
-                    line=reader.line_num,
-                ) from None
-            if label not in (0, 1):
-                continue
-            a, b = row["id_a"], row["id_b"]
-            key = (a, b) if a <= b else (b, a)
-            if labels.get(key, label) != label:  # (the last label would have won, silently)
-                raise RecordError(
-                    f"the pair {a!r}, {b!r} is labelled {label} here and {labels[key]} on an "
-                    "earlier row; keep one label per pair",
-                    path=str(path),
-                    line=reader.line_num,
-                )
-            labels[key] = label
+                f"malformed CSV: {exc}", path=str(path), line=reader.line_num
+            ) from exc
     return labels
+
+
+def _read_labels(
+    reader: csv.DictReader[str], labels: dict[tuple[str, str], int], path: str
+) -> None:
+    need = {"id_a", "id_b", "label"}
+    if reader.fieldnames is None or not need <= set(reader.fieldnames):
+        raise RecordError(
+            f"labels need a header with id_a,id_b,label; got {reader.fieldnames}",
+            path=path,
+            line=1,
+        )
+    for row in reader:
+        try:
+            label = int(row["label"])
+        except (TypeError, ValueError):
+            raise RecordError(
+                f"label must be 0 or 1, got {row['label']!r}",
+                path=path,
+                line=reader.line_num,
+            ) from None
+        if label not in (0, 1):
+            continue
+        a, b = row["id_a"], row["id_b"]
+        key = (a, b) if a <= b else (b, a)
+        if labels.get(key, label) != label:  # (the last label would have won, silently)
+            raise RecordError(
+                f"the pair {a!r}, {b!r} is labelled {label} here and {labels[key]} on an "
+                "earlier row; keep one label per pair",
+                path=path,
+                line=reader.line_num,
+            )
+        labels[key] = label
 
 
 def detect_lang(text: str) -> str:

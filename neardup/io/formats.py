@@ -475,8 +475,13 @@ def _read_csv(r: _Reader, src: Source, delimiter: str) -> None:
             raise RecordError(_mixed_encoding(r.encoding, raw, k), path=shown, line=k)
     try:
         with open(real, encoding=r.encoding, newline="") as fh:
-            reader = csv.reader(fh, delimiter=delimiter)
-            header = next(reader, None)
+            # strict: the lenient reader takes an unclosed quote for a field running to the end
+            # of the file, and text after a closing quote as part of the field, silently
+            reader = csv.reader(fh, delimiter=delimiter, strict=True)
+            try:
+                header = next(reader, None)
+            except csv.Error as exc:
+                raise _malformed_csv(exc, shown, 1, reader.line_num) from exc
             if header is None:
                 return
             _check_header(r, src, header, shown)
@@ -487,8 +492,29 @@ def _read_csv(r: _Reader, src: Source, delimiter: str) -> None:
             f"not valid {r.encoding}; pass --encoding (e.g. latin-1, gb18030) ({exc.reason})",
             path=shown,
         ) from exc
-    except csv.Error as exc:
-        raise RecordError(f"malformed CSV: {exc}", path=shown) from exc
+
+
+def _malformed_csv(exc: Exception, path: str, start: int, at: int) -> RecordError:
+    """The error for a CSV the strict reader refused: ``start`` is the first line of the row
+    it was reading, ``at`` the line it stopped on. The whole file is refused (even with
+    ``--on-error skip``): after a quoting fault no later row's fields can be trusted."""
+    msg = str(exc).replace("\t", r"\t")  # the tab separator named, not a blank
+    if "unexpected end of data" in msg:
+        return RecordError(
+            "malformed CSV: a quoted field in the row starting here is never closed, so the "
+            "rest of the file would be read as that field; close its quote, and double each "
+            'quote inside a quoted field ("")',
+            path=path,
+            line=start,
+        )
+    if "expected after" in msg:
+        return RecordError(
+            f"malformed CSV: {msg} (text after a field's closing quote); quote the whole "
+            'field and double each quote inside it ("")',
+            path=path,
+            line=at,
+        )
+    return RecordError(f"malformed CSV: {msg}", path=path, line=at)
 
 
 def _check_header(r: _Reader, src: Source, header: list[str], shown: str) -> None:
@@ -526,28 +552,34 @@ def _csv_rows(r: _Reader, src: Source, reader: Any, header: list[str], shown: st
     ii = None if r.generate_ids else last.get(idkey)
     generated = r.generate_ids or r.id_field is None  # rows without an id column: path:line
     seen, ids, texts, line_of, rows = r.seen, r.c.ids, r.c.texts, r.line_of, src.rows
-    for row in reader:
-        line = reader.line_num
-        if not row:
-            continue
-        if len(row) != width:
-            r.fail(f"row has {len(row)} fields, the header has {width}", shown, line)
-            continue
-        if ti is not None:
-            # an empty id (None here) is refused by id_of, as a missing id column is when
-            # --id-field names it
-            doc_id = (
-                (row[ii] or None) if ii is not None else (f"{shown}:{line}" if generated else None)
-            )
-            if doc_id is not None and doc_id not in seen:
-                seen.add(doc_id)
-                ids.append(doc_id)
-                texts.append(row[ti])
-                line_of.append(line)
-                rows.append(row)
+    line = reader.line_num  # the last line of the last row read (the header's)
+    try:
+        for row in reader:
+            line = reader.line_num
+            if not row:
                 continue
-        if r.add(dict(zip(header, row, strict=True)), shown, line):
-            rows.append(row)
+            if len(row) != width:
+                r.fail(f"row has {len(row)} fields, the header has {width}", shown, line)
+                continue
+            if ti is not None:
+                # an empty id (None here) is refused by id_of, as a missing id column is when
+                # --id-field names it
+                doc_id = (
+                    (row[ii] or None)
+                    if ii is not None
+                    else (f"{shown}:{line}" if generated else None)
+                )
+                if doc_id is not None and doc_id not in seen:
+                    seen.add(doc_id)
+                    ids.append(doc_id)
+                    texts.append(row[ti])
+                    line_of.append(line)
+                    rows.append(row)
+                    continue
+            if r.add(dict(zip(header, row, strict=True)), shown, line):
+                rows.append(row)
+    except csv.Error as exc:  # the row being read starts after the last one read
+        raise _malformed_csv(exc, shown, line + 1, reader.line_num) from exc
 
 
 def _read_parquet(r: _Reader, src: Source) -> None:

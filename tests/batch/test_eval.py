@@ -62,6 +62,10 @@ def test_load_labels(tmp_path):
         load_labels(p)
     p.write_text("id_a,id_b,label\na,b,1\nb,a,1\n", encoding="utf-8")
     assert load_labels(p) == {("a", "b"): 1}
+    # an unclosed quote was read as one id running to the end of the file, silently
+    p.write_text('id_a,id_b,label\n"a,b,1\nc,d,1\n', encoding="utf-8")
+    with pytest.raises(RecordError, match="malformed CSV: unexpected end of data"):
+        load_labels(p)
 
 
 def test_detect_lang():

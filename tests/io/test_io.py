@@ -104,6 +104,30 @@ def test_malformed_json_names_file_and_line(tmp_path):
         assert "bad.jsonl:2" in corpus.errors[0]
 
 
+def test_malformed_csv_quoting_is_refused_not_reinterpreted(tmp_path):
+    # the lenient csv reader read an unclosed quote as one field running to the end of the
+    # file (three rows became one, exit 0), and text after a closing quote as part of the field
+    p = tmp_path / "bad.csv"
+    p.write_text('id,text\n1,"hello world\n2,second row\n3,third row\n', encoding="utf-8")
+    for on_error in ("fail", "skip"):  # a quoting fault leaves no later row trustworthy
+        with pytest.raises(RecordError, match=rf"{p}:2: malformed CSV: a quoted field") as exc:
+            read_corpus([str(p)], on_error=on_error)
+        assert exc.value.line == 2
+    p.write_text('id,text\n1,ok\n2,"ab"c\n3,z\n', encoding="utf-8")
+    with pytest.raises(RecordError, match=rf"{p}:3: malformed CSV: ',' expected after"):
+        read_corpus([str(p)])
+    p.write_text('id\ttext\n1\t"ab"c\n', encoding="utf-8")
+    with pytest.raises(RecordError, match=r"malformed CSV: '\\t' expected after"):
+        read_corpus([str(p)], fmt="tsv")
+    p.write_text('id,"te\n', encoding="utf-8")  # in the header
+    with pytest.raises(RecordError, match=rf"{p}:1: malformed CSV"):
+        read_corpus([str(p)])
+    # what stays legal: quoted newlines, doubled quotes, a quote inside an unquoted field
+    p.write_text('id,text\n1,"multi\nline ""q"""\n2,say "hi" now\n', encoding="utf-8")
+    with read_corpus([str(p)]) as corpus:
+        assert corpus.texts == ['multi\nline "q"', 'say "hi" now']
+
+
 def test_missing_text_field_names_field_and_record(tmp_path):
     p = tmp_path / "d.jsonl"
     p.write_text('{"text": "ok"}\n{"body": "x", "id": 7}\n', encoding="utf-8")

@@ -109,7 +109,13 @@ def load_cmd(
         None,
         "--retention",
         help="A new store's time window, e.g. 48h (as neardup serve --retention); an existing "
-        "store keeps its own.",
+        "store keeps its own, and another one is refused without --allow-retention-change.",
+    ),
+    allow_retention_change: bool = typer.Option(
+        False,
+        "--allow-retention-change",
+        help="Store and apply a --retention other than an existing store's (a shorter window "
+        "drops the documents outside it; logged), as neardup serve's.",
     ),
     candidates: str | None = typer.Option(
         None, "--candidates", help="A new store's candidate mode: lsh (default) or simhash."
@@ -169,7 +175,10 @@ def load_cmd(
         candidates=candidates,
         lsh_bands=lsh_bands,
         lsh_rows=lsh_rows,
-        store=StoreSettings(retention=parse_duration(retention, name="--retention")),
+        store=StoreSettings(
+            retention=parse_duration(retention, name="--retention"),
+            allow_retention_change=allow_retention_change,
+        ),
     )
     progress = StageProgress.for_stderr(quiet or as_json)
     # a cold kernel cache: say so when the first compile starts (whatever -q says), and start

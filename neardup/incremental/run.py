@@ -56,6 +56,7 @@ from .journal import SaveJournal
 from .stored import (
     RunWork,
     check_store,
+    holds_documents,
     load_kept,
     refuse_stored_ids,
     sign_all,
@@ -185,7 +186,7 @@ def dedup_against(
         store that holds documents.
     """
     from ..io import check_outputs, plan_inputs, plan_output, read_corpus, write_kept
-    from ..io.atomic import atomic_open, staged_outputs
+    from ..io.atomic import atomic_open, new_folder, staged_outputs
     from ..online import Deduplicator
 
     t0 = time.perf_counter()
@@ -264,68 +265,77 @@ def dedup_against(
         text_field=text_field, id_field=id_field, encoding=encoding, on_error=on_error,
         generate_ids=generate_ids,
     )  # fmt: skip
-    with Deduplicator.open(
-        root,
-        verify=verifier if verifier is not None else False,
-        fingerprinter=cfg.make_fingerprinter(),
-    ) as d:
-        # a run that stopped while saving into the store: refused, or finished (--resume),
-        # before a record is read
-        journal = SaveJournal.open(
-            d, files, {**reading, "input_format": input_format}, save=save, resume=resume
-        )
-        with staged_outputs(), read_corpus(files, **reading) as corpus:
-            ids, texts = list(corpus.ids), corpus.texts
-            n = len(ids)
-            journal.take_back(d, ids)  # a stopped save's rows, before any decision
-            before = len(d)
-            step("read", n, n)
-            into = dedup_into(
-                d, ids, texts, config=cfg, progress=progress, save=False, keep_prepared=save,
-                pairs=pairs_path is not None or report_path is not None or clusters_path is not None,
-            )  # fmt: skip
-            keep, for_store, result = into.keep, into.for_store, into.result
-            kept = int(keep.sum())
-            step("write", 0, kept)
-            write_kept(corpus, keep, out, plan=plan, encoding="utf-8")
-            if pairs_path is not None:
-                _write_pairs(pairs_path, result, into.stored_pairs)
-            step("write", kept, kept)
-            # 3. the kept documents join the store (durable before the outputs are published)
-            if save:
-                with journal.saving(d):
-                    load_kept(
-                        d, ids, texts, keep, progress=progress, prepared=into.prepared,
-                        work=into.work,
-                    )  # fmt: skip
-                into.prepared = into.work = None
-            stats = dict(result.stats)
-            elapsed = time.perf_counter() - t0
-            stats.update(
-                **store_summary(d, root, n, for_store, kept, before=before, saved=save),
-                skipped_records=corpus.skipped,
-                elapsed_s=round(elapsed, 3),
-                docs_per_s=round(n / elapsed, 1) if elapsed > 0 else None,
-                inputs=sources,
-                output=out,
-                output_format=plan.fmt,
-                output_folder=plan.folder,
+    # a store --save makes is removed again when the run fails before it holds a document
+    # (a bad record): else the retry would open that empty store
+    with (
+        new_folder(root) as made,
+        Deduplicator.open(
+            root,
+            verify=verifier if verifier is not None else False,
+            fingerprinter=cfg.make_fingerprinter(),
+        ) as d,
+    ):
+        try:
+            # a run that stopped while saving into the store: refused, or finished (--resume),
+            # before a record is read
+            journal = SaveJournal.open(
+                d, files, {**reading, "input_format": input_format}, save=save, resume=resume
             )
-            journal.add_to(stats)
-            if clusters_path is not None or report_path is not None:
-                from .review import run_view, write_view_clusters
+            with staged_outputs(), read_corpus(files, **reading) as corpus:
+                ids, texts = list(corpus.ids), corpus.texts
+                n = len(ids)
+                journal.take_back(d, ids)  # a stopped save's rows, before any decision
+                before = len(d)
+                step("read", n, n)
+                into = dedup_into(
+                    d, ids, texts, config=cfg, progress=progress, save=False, keep_prepared=save,
+                    pairs=pairs_path is not None or report_path is not None or clusters_path is not None,
+                )  # fmt: skip
+                keep, for_store, result = into.keep, into.for_store, into.result
+                kept = int(keep.sum())
+                step("write", 0, kept)
+                write_kept(corpus, keep, out, plan=plan, encoding="utf-8")
+                if pairs_path is not None:
+                    _write_pairs(pairs_path, result, into.stored_pairs)
+                step("write", kept, kept)
+                # 3. the kept documents join the store (durable before the outputs are published)
+                if save:
+                    with journal.saving(d):
+                        load_kept(
+                            d, ids, texts, keep, progress=progress, prepared=into.prepared,
+                            work=into.work,
+                        )  # fmt: skip
+                    into.prepared = into.work = None
+                stats = dict(result.stats)
+                elapsed = time.perf_counter() - t0
+                stats.update(
+                    **store_summary(d, root, n, for_store, kept, before=before, saved=save),
+                    skipped_records=corpus.skipped,
+                    elapsed_s=round(elapsed, 3),
+                    docs_per_s=round(n / elapsed, 1) if elapsed > 0 else None,
+                    inputs=sources,
+                    output=out,
+                    output_format=plan.fmt,
+                    output_folder=plan.folder,
+                )
+                journal.add_to(stats)
+                if clusters_path is not None or report_path is not None:
+                    from .review import run_view, write_view_clusters
 
-                view, view_texts = run_view(d, into, ids, texts, verifier, stats)
-                if clusters_path is not None:
-                    write_view_clusters(clusters_path, view, len(ids))
-                if report_path is not None and review_path is not None:
-                    from ..review.report import review_writer
+                    view, view_texts = run_view(d, into, ids, texts, verifier, stats)
+                    if clusters_path is not None:
+                        write_view_clusters(clusters_path, view, len(ids))
+                    if report_path is not None and review_path is not None:
+                        from ..review.report import review_writer
 
-                    review_writer(report_path, review_path)(view, view_texts, stats)
-            if summary is not None:
-                with atomic_open(summary, "w", encoding="utf-8") as fh:
-                    json.dump(stats, fh, indent=2, ensure_ascii=False)
-        journal.finished()  # stored and published: nothing to finish
+                        review_writer(report_path, review_path)(view, view_texts, stats)
+                if summary is not None:
+                    with atomic_open(summary, "w", encoding="utf-8") as fh:
+                        json.dump(stats, fh, indent=2, ensure_ascii=False)
+            journal.finished()  # stored and published: nothing to finish
+        except BaseException:
+            made.keep = holds_documents(d)
+            raise
     return stats
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "Reclaim",
     "RunWork",
     "check_store",
+    "holds_documents",
     "load_kept",
     "refuse_stored_ids",
     "sign_all",
@@ -223,6 +224,16 @@ def check_store(
     while inflight:
         collect()
     return for_store, stored_pairs
+
+
+def holds_documents(d: Any) -> bool:
+    """Whether the open store ``d`` holds a document, or cannot say (then it is kept): what a
+    failed run that made the store decides by, removing it or not
+    (:func:`neardup.io.atomic.new_folder`)."""
+    try:
+        return len(d) > 0
+    except Exception:
+        return True
 
 
 def refuse_stored_ids(d: Any, ids: Sequence[str], reclaim: Reclaim | None = None) -> None:

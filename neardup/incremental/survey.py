@@ -510,11 +510,24 @@ def _refuse_window(
         assert c.times is not None
         raise InputError(
             f"{n:,} documents are older than the store's retention window (before "
-            f"{oldest:.0f}), e.g. {c.location(i, reading)} at {float(c.times[i])!r}: they would leave "
-            "it at once. Pass --drop-expired to leave them out; nothing was loaded"
+            f"{_stamp(oldest)}), e.g. {c.location(i, reading)} at {_stamp(float(c.times[i]))}: "
+            "they would leave it at once. Pass --drop-expired to leave them out; nothing was "
+            "loaded"
         )
     for c in result.files:
         c.use &= ~c.expired
+
+
+def _stamp(t: float) -> str:
+    """Unix seconds as they were given and in UTC, for a person: ``1000 (1970-01-01 00:16:40
+    UTC)``."""
+    import datetime as dt
+
+    try:
+        utc = dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):
+        return repr(t)
+    return f"{t:.3f}".rstrip("0").rstrip(".") + f" ({utc})"
 
 
 def _times(corpus: Any, time_field: str, on_error: str) -> tuple[np.ndarray, np.ndarray]:

@@ -24,6 +24,9 @@ What :func:`atomic_open` does with the path it is given:
 :func:`atomic_dir` builds a folder the same way (a temporary sibling, every file in it fsynced,
 renamed onto the path, which may be missing or an empty folder, or a symlink to one).
 
+:func:`new_folder` removes a folder a failed block created (a store made before a bad input
+was read).
+
 :func:`staged_outputs` makes the outputs of one run all-or-nothing: inside it every
 :func:`atomic_open` / :func:`atomic_dir` of the same thread (the same :mod:`contextvars`
 context) writes and fsyncs its temporary file or folder but does not rename it; when the block
@@ -54,7 +57,15 @@ from ..errors import ConfigError, StorageError
 
 _T = TypeVar("_T")
 
-__all__ = ["atomic_dir", "atomic_open", "check_not_input", "check_output", "staged_outputs"]
+__all__ = [
+    "NewFolder",
+    "atomic_dir",
+    "atomic_open",
+    "check_not_input",
+    "check_output",
+    "new_folder",
+    "staged_outputs",
+]
 
 # Longest base name kept in a temporary file's name (names are limited to 255 bytes).
 _TEMP_NAME_MAX = 200
@@ -536,3 +547,48 @@ def atomic_dir(path: str | os.PathLike[str], *, create_parents: bool = False) ->
     finally:
         if not ok:
             _remove(tmp, is_dir=True)
+
+
+@dataclass
+class NewFolder:
+    """What :func:`new_folder` made: ``made`` (the top-most folder it found missing, or the
+    empty folder it found), ``emptied`` (True: ``made`` existed empty and only its contents
+    are removed); ``keep``: set True where what the block wrote must stay after a failure."""
+
+    made: Path | None
+    emptied: bool = False
+    keep: bool = False
+
+
+@contextlib.contextmanager
+def new_folder(path: str | os.PathLike[str]) -> Iterator[NewFolder]:
+    """Undo a folder a failed block created: a block that raises (an error, an interrupt)
+    after creating the missing ``path`` (and any missing folders above it) leaves none of
+    them, and an empty folder it filled is empty again, unless the block set ``keep``. A
+    ``path`` that already held something is never touched.
+
+    For a store a run makes before it has read its inputs: a bad record must not leave an
+    empty store behind, which the next run would open (with the failed run's settings) rather
+    than make anew.
+    """
+    p = Path(os.fspath(path))
+    top: Path | None = None
+    emptied = False
+    if p.is_dir() and not p.is_symlink():
+        emptied = not any(p.iterdir())
+        top = p if emptied else None
+    elif not os.path.lexists(p):
+        top = p
+        while not os.path.lexists(top.parent) and top.parent != top:
+            top = top.parent
+    state = NewFolder(top, emptied)
+    try:
+        yield state
+    except BaseException:
+        if state.made is not None and not state.keep:
+            if state.emptied:
+                for child in list(state.made.iterdir()):
+                    _remove(child, is_dir=child.is_dir() and not child.is_symlink())
+            else:
+                shutil.rmtree(state.made, ignore_errors=True)
+        raise

@@ -275,14 +275,14 @@ class StoreSettings:
             if retention is not None:
                 log.info("%s: using the stored retention of %g s", where, retention)
         elif self.retention != retention:
-            was = "none (keep everything)" if retention is None else f"{retention:g} s"
+            was = "none (keep everything)" if retention is None else f"{retention:,.0f} s"
             if not self.allow_retention_change:
                 raise ConfigError(
                     f"{where}: the store was created with retention {was}; refusing to open it "
-                    f"with retention {self.retention:g} s, which decides which documents are "
+                    f"with retention {self.retention:,.0f} s, which decides which documents are "
                     "deleted. Omit retention to use the stored one, or change it explicitly: "
-                    "allow_retention_change=True (neardup serve --allow-retention-change) or "
-                    "Deduplicator.set_retention()"
+                    "allow_retention_change=True (--allow-retention-change of neardup serve "
+                    "and neardup store load) or Deduplicator.set_retention()"
                 )
             log.warning(
                 "%s: retention changed from %s to %g s (allow_retention_change=True); "

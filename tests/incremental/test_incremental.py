@@ -180,6 +180,28 @@ def test_a_store_path_that_cannot_be_a_store_is_refused_first(tmp_path, batches,
     assert (empty / "config.json").is_file()
 
 
+def test_a_failed_save_leaves_no_store_it_made(tmp_path, batches, capsys):
+    """A run that fails on a bad record after --save made the store left that empty store
+    behind (it is opened before the inputs are read); it is removed again, as is what it
+    put into an empty folder. A store that held documents stays as it was."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x", "body": "no text field"}\n')
+    args = ["-o", str(tmp_path / "k.jsonl"), "-q"]
+    new = tmp_path / "a" / "b" / "store"
+    assert main(["dedup", str(bad), *args, "--save", str(new)]) == 3
+    assert "no text field 'text'" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "k.jsonl").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["dedup", str(bad), *args, "--save", str(empty)]) == 3
+    assert empty.is_dir() and list(empty.iterdir()) == []
+    kept = tmp_path / "kept"
+    assert main(["dedup", str(batches[0]), *args, "--save", str(kept)]) == 0
+    files = sorted(p.name for p in kept.iterdir())
+    assert main(["dedup", str(bad), *args, "--save", str(kept)]) == 3
+    assert sorted(p.name for p in kept.iterdir()) == files
+
+
 def test_a_threshold_other_than_the_stores_is_refused_in_the_clis_words(tmp_path, batches, capsys):  # fmt: skip
     store = tmp_path / "store"
     args = ["-o", str(tmp_path / "k.jsonl"), "-q"]

@@ -7,6 +7,7 @@ is loaded."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import pytest
 
 from neardup.cli.main import main
 from neardup.online import Deduplicator
+from neardup.store import Store
 
 SAMPLE = Path(__file__).resolve().parents[2] / "neardup" / "data" / "sample" / "sample.jsonl"
 
@@ -420,8 +422,24 @@ def test_expired_documents_are_refused_or_left_out(tmp_path: Path, capsys) -> No
     err = capsys.readouterr().err
     assert "5 documents are older than the store's retention window" in err
     assert f"{src}:1" in err and "--drop-expired" in err
-    assert f"{src}:1 at {now - 7200!r}" in err and "np.float64" not in err  # (a plain number)
-    assert _stored(data / "namespaces" / "default") == {}
+    # a plain number, and the time in UTC (it was np.float64(...))
+    assert f"{src}:1 at {now - 7200:.3f}".rstrip("0").rstrip(".") + " (" in err
+    assert "np.float64" not in err and " UTC)" in err
+    # the refused load left no store: one with the refused retention was opened by the retry,
+    # which another --retention could not change (the option named was neardup serve's)
+    assert not data.exists()
+    assert main([*args[:-1], "3h", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["expired"] == 0 and stats["loaded"] + stats["dropped"] == 20
+    more = _write(tmp_path / "more.jsonl", [{**r, "id": f"m{k}"} for k, r in enumerate(rows)])
+    wider = ["store", "load", str(data), str(more), "--time-field", "ts", "--retention", "4h"]
+    assert main([*wider, "-q"]) == 2
+    assert "--allow-retention-change of neardup serve and neardup store load" in (
+        capsys.readouterr().err
+    )
+    assert main([*wider, "-q", "--allow-retention-change"]) == 0
+    assert Store.read_config(data / "namespaces" / "default")["store"]["retention"] == 4 * 3600
+    shutil.rmtree(data)
     assert main([*args, "--drop-expired", "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["expired"] == 5 and stats["loaded"] + stats["dropped"] == 15

@@ -559,3 +559,39 @@ def test_an_output_matched_by_a_glob_input_is_refused(
         check_not_input(str(tmp_path / "data" / "kept.jsonl"), ["data/*.jsonl"], option="--output")
     check_not_input("data/kept.csv", ["data/*.jsonl"], option="--output")  # not matched: fine
     check_not_input("out/kept.jsonl", ["data/*.jsonl"], option="--output")
+
+
+# -- new_folder: what a failed block created is removed ------------------------------------------
+def test_new_folder_removes_what_a_failed_block_made(tmp_path):
+    from neardup.io.atomic import new_folder
+
+    deep = tmp_path / "a" / "b" / "c"
+    with pytest.raises(RuntimeError), new_folder(deep) as made:
+        deep.mkdir(parents=True)
+        (deep / "f").write_text("x")
+        raise RuntimeError("bad record")
+    assert made.made == tmp_path / "a" and not (tmp_path / "a").exists()
+    # an empty folder is emptied, not removed; kept when the block says so; a folder that
+    # held something is never touched, and nothing is removed on success
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(KeyboardInterrupt), new_folder(empty):
+        (empty / "store").mkdir()
+        (empty / "x").write_text("x")
+        raise KeyboardInterrupt
+    assert empty.is_dir() and list(empty.iterdir()) == []
+    with pytest.raises(RuntimeError), new_folder(tmp_path / "k") as made:
+        (tmp_path / "k").mkdir()
+        made.keep = True
+        raise RuntimeError
+    assert (tmp_path / "k").is_dir()
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "mine").write_text("x")
+    with pytest.raises(RuntimeError), new_folder(full) as made:
+        (full / "new").write_text("x")
+        raise RuntimeError
+    assert made.made is None and (full / "new").exists() and (full / "mine").exists()
+    with new_folder(tmp_path / "ok") as made:
+        (tmp_path / "ok").mkdir()
+    assert (tmp_path / "ok").is_dir()

@@ -84,7 +84,7 @@ def test_reopening_with_retention_does_not_drop_a_store_written_without(tmp_path
     with pytest.raises(ConfigError, match="allow_retention_change") as exc:
         _dd(tmp_path, clock=clock, retention="48h")
     assert http_status_for(exc.value) == 422 and exit_code_for(exc.value) == 2
-    assert "neardup serve --allow-retention-change" in str(exc.value)
+    assert "--allow-retention-change of neardup serve and neardup store load" in str(exc.value)
     with _dd(tmp_path, clock=clock) as d:
         assert len(d) == 300
     # explicit change: applied, logged, stored; the documents are minutes old and stay

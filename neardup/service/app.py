@@ -84,6 +84,7 @@ from .schema import (  # noqa: E402
     Document,
     DocumentBatch,
     ErrorBody,
+    ExplainRequest,
     Result,
     dumps,
 )
@@ -540,7 +541,11 @@ def create_app(
             title=app.title, version=app.version, summary=app.summary, routes=app.routes
         )
         _, defs = models_json_schema(
-            [(Document, "validation"), (DocumentBatch, "validation")],
+            [
+                (Document, "validation"),
+                (DocumentBatch, "validation"),
+                (ExplainRequest, "validation"),
+            ],
             ref_template="#/components/schemas/{model}",
         )
         schema.setdefault("components", {}).setdefault("schemas", {}).update(defs.get("$defs", {}))

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import CorruptRecordError
 from .documents import in_namespace
 from .namespaces import NamespaceRegistry
-from .schema import ExplainRequest, dumps
+from .schema import dumps, parse_explain
 
 __all__ = ["install"]
 
@@ -33,7 +33,10 @@ def install(
     ``errors``: its documented error answers)."""
     from ..review import explain_with_store
 
-    async def explain(namespace: str, body: ExplainRequest) -> Response:
+    async def explain(namespace: str, request: Request) -> Response:
+        # read by hand, as the document routes read theirs: any JSON content type (or none),
+        # and the service's error shape for every refusal (parse_explain)
+        body = parse_explain(await request.body())
         store = registry.get(namespace)
         overrides = {} if body.threshold is None else {"threshold": body.threshold}
         a = body.a.model_dump(exclude_none=True)
@@ -46,14 +49,22 @@ def install(
 
     doc: dict[str, Any] = {
         "tags": ["review"],
+        "openapi_extra": {
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/ExplainRequest"}}
+                },
+            }
+        },
         "responses": {200: {"description": "The explanation (`neardup explain --json`)"}, **errors},
         "dependencies": reads,
     }
 
     @app.post("/v1/explain", summary="Explain a pair with the default namespace's rule", **doc)
-    async def explain_default(body: ExplainRequest) -> Response:
-        return await explain("default", body)
+    async def explain_default(request: Request) -> Response:
+        return await explain("default", request)
 
     @app.post("/v1/ns/{namespace}/explain", summary="Explain a pair with a namespace's rule", **doc)
-    async def explain_ns(namespace: str, body: ExplainRequest) -> Response:
-        return await explain(namespace, body)
+    async def explain_ns(namespace: str, request: Request) -> Response:
+        return await explain(namespace, request)

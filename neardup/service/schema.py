@@ -21,7 +21,7 @@ import re
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import InputError
 from ..online.prepare import ID_PATTERN, ID_RULE, MAX_ID_LENGTH, json_type_name
@@ -46,6 +46,7 @@ __all__ = [
     "encode_decisions",
     "loads",
     "parse_documents",
+    "parse_explain",
     "request_error",
 ]
 
@@ -294,6 +295,50 @@ class ExplainRequest(BaseModel):
         le=1,
         description="What counts as a near duplicate, if not the namespace's (what-if).",
     )
+
+
+_EXPLAIN_SHAPE = 'send {"a": SIDE, "b": SIDE}, each SIDE {"id": stored id} or {"text": ...}'
+
+
+def parse_explain(raw: bytes) -> ExplainRequest:
+    """An explain request's body, decoded and checked as the document routes check theirs:
+    any JSON content type (or none), and every refusal a :class:`RequestValidationFailed`
+    naming the field (``a.id``), in the service's error shape."""
+    if not raw:
+        raise RequestValidationFailed("body", f"the request body is empty; {_EXPLAIN_SHAPE}")
+    body = loads(raw)
+    if not isinstance(body, dict):
+        raise RequestValidationFailed(
+            "body", f"the body must be a JSON object, got {json_type_name(body)}; {_EXPLAIN_SHAPE}"
+        )
+    try:
+        req = ExplainRequest.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(x) for x in first.get("loc", ())) or "body"
+        kind, value = first.get("type", ""), first.get("input")
+        if kind == "missing":
+            why = "field required" + ("" if "." in loc else f"; {_EXPLAIN_SHAPE}")
+        elif kind == "extra_forbidden":
+            why = f"unknown field; {_EXPLAIN_SHAPE}" + (
+                ", and an optional threshold" if "." not in loc else ""
+            )
+        elif kind == "string_type":
+            why = f"must be a string, got {json_type_name(value)}"
+        elif kind in ("model_type", "model_attributes_type", "dict_type"):
+            why = f'must be an object {{"id": ...}} or {{"text": ...}}, got {json_type_name(value)}'
+        else:
+            why = str(first.get("msg", "invalid")).lower()
+        raise RequestValidationFailed(loc, why) from None
+    for name in ("a", "b"):
+        side = getattr(req, name)
+        if (side.id is None) == (side.text is None):
+            raise RequestValidationFailed(
+                name,
+                'give "id" (a stored document) or "text" (a text not stored): one of them, got '
+                + ("both" if side.id is not None else "neither"),
+            )
+    return req
 
 
 class ErrorDetail(BaseModel):

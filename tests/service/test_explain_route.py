@@ -4,6 +4,7 @@ does, reads stored texts only with a read token, and refuses bad bodies with 4xx
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,21 +82,44 @@ def test_threshold_is_a_what_if(url: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("body", "status"),
+    ("body", "status", "field", "says"),
     [
-        ({"a": {"id": "missing"}, "b": {"text": EDIT}}, 404),
-        ({"a": {"id": "first", "text": EDIT}, "b": {"text": EDIT}}, 422),
-        ({"a": {}, "b": {"text": EDIT}}, 422),
-        ({"a": {"text": EDIT}}, 422),
-        ({"a": {"text": EDIT}, "b": {"text": EDIT}, "extra": 1}, 422),
-        ({"a": {"text": 5}, "b": {"text": EDIT}}, 422),
-        ({"a": {"text": EDIT}, "b": {"text": EDIT}, "threshold": 1.5}, 422),
+        ({"a": {"id": "missing"}, "b": {"text": EDIT}}, 404, None, "missing"),
+        ({"a": {"id": "first", "text": EDIT}, "b": {"text": EDIT}}, 422, "a", "got both"),
+        ({"a": {}, "b": {"text": EDIT}}, 422, "a", "got neither"),
+        ({"a": {"text": EDIT}}, 422, "b", "field required"),
+        ({"a": {"text": EDIT}, "b": {"text": EDIT}, "extra": 1}, 422, "extra", "unknown field"),
+        ({"a": {"text": 5}, "b": {"text": EDIT}}, 422, "a.text", "must be a string, got number"),
+        ({"a": "x", "b": {"text": EDIT}}, 422, "a", "must be an object"),
+        ({"a": {"text": EDIT}, "b": {"text": EDIT}, "threshold": 1.5}, 422, "threshold", "1"),
+        ([], 422, "body", "must be a JSON object, got array"),
     ],
 )
-def test_bad_bodies_are_refused(url: str, body: dict, status: int) -> None:
+def test_bad_bodies_are_refused_in_the_services_error_shape(
+    url: str, body: dict, status: int, field: str | None, says: str
+) -> None:
     r = _explain(url, body)
     assert r.status_code == status, r.text
-    assert r.json()["error"]["message"]
+    error = r.json()["error"]
+    assert says in error["message"] and error.get("field") == field, error
+
+
+def test_the_body_is_read_as_the_document_routes_read_theirs(url: str) -> None:
+    """Malformed JSON was "[16]: JSON decode error" with field "[16]", and a body sent without
+    the JSON content type was refused, where the document routes take both in their shape."""
+    headers = {"Authorization": f"Bearer {READ}"}
+    for path in ("/v1/explain", "/v1/check"):
+        r = httpx.post(url + path, content=b'{"a": ', headers=headers, timeout=60)
+        assert r.status_code == 422
+        assert r.json()["error"]["field"] == "body"
+        assert "not valid UTF-8 JSON" in r.json()["error"]["message"]
+        r = httpx.post(url + path, content=b"", headers=headers, timeout=60)
+        assert r.status_code == 422 and "the request body is empty" in r.text
+    raw = json.dumps({"a": {"id": "first"}, "b": {"text": EDIT}}).encode()
+    for ctype in (None, "text/plain"):
+        h = headers if ctype is None else {**headers, "Content-Type": ctype}
+        r = httpx.post(url + "/v1/explain", content=raw, headers=h, timeout=60)
+        assert r.status_code == 200 and r.json()["duplicate"] is True, r.text
 
 
 def test_stored_texts_need_a_read_token(url: str) -> None:
@@ -108,5 +132,13 @@ def test_stored_texts_need_a_read_token(url: str) -> None:
 
 
 def test_explain_is_in_the_openapi_document(url: str) -> None:
-    paths = httpx.get(url + "/openapi.json", timeout=30).json()["paths"]
+    schema = httpx.get(url + "/openapi.json", timeout=30).json()
+    paths = schema["paths"]
     assert "post" in paths["/v1/explain"] and "post" in paths["/v1/ns/{namespace}/explain"]
+    body = paths["/v1/explain"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert body == {"$ref": "#/components/schemas/ExplainRequest"}
+    assert set(schema["components"]["schemas"]["ExplainRequest"]["properties"]) == {
+        "a",
+        "b",
+        "threshold",
+    }

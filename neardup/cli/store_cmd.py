@@ -163,7 +163,7 @@ def load_cmd(
     from ..service.config import validate_namespace
     from ..service.namespaces import NAMESPACES_DIR
     from ..store import StoreSettings, parse_duration
-    from .dedup_cmd import _bar_callback, _first_compile
+    from .dedup_cmd import _bar_callback, _first_compile, warn
     from .progress import StageProgress
 
     if generate_ids and id_field is not None:
@@ -192,6 +192,13 @@ def load_cmd(
             progress=_bar_callback(progress),
             chunk_docs=CHUNK_DOCS if chunk_docs is None else chunk_docs, resume=resume,
         )  # fmt: skip
+    if not stats["documents"]:  # (whatever -q says: as neardup dedup warns)
+        skipped = stats["skipped_records"]
+        warn(
+            f"every record was skipped ({skipped:,}): nothing was loaded"
+            if skipped
+            else "the inputs hold no documents: nothing was loaded"
+        )
     if as_json:
         typer.echo(json.dumps(stats, indent=1))
     elif not quiet:

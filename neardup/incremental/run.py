@@ -104,6 +104,23 @@ def _check_store_path(root: Path, sources: Sequence[str], save: bool) -> None:
             )
 
 
+def _check_outside_store(
+    root: Path, save: bool, outputs: Sequence[tuple[str, str | os.PathLike[str] | None]]
+) -> None:
+    """Refuse an output inside the store's folder: the store's folder holds its own files
+    (a later run's open meets the stranger, and ``-o STORE/`` would mirror the inputs there)."""
+    here = root.resolve()
+    for flag, path in outputs:
+        if path is None or os.fspath(path) == "-" or "://" in os.fspath(path):
+            continue
+        out = Path(os.fspath(path)).resolve()
+        if out == here or here in out.parents:
+            raise ConfigError(
+                f"{flag} {os.fspath(path)}: inside the store {'--save' if save else '--against'} "
+                f"{root}, whose folder holds only the store's files; write it outside the store"
+            )
+
+
 def _check_store_threshold(root: Path, verifier: Any, save: bool) -> None:
     """Refuse, before the store is opened, a run whose ``--threshold`` is not the one the store
     verifies at: a store keeps the rule it was made with, and the store's own refusal named
@@ -217,6 +234,12 @@ def dedup_against(
     paths = [os.fspath(inputs)] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     sources = [os.fspath(p) for p in paths]
     _check_store_path(root, sources, save)
+    _check_outside_store(
+        root,
+        save,
+        [("--output", output), ("--summary-json", summary_json), ("--pairs-out", pairs_out),
+         ("--clusters-out", clusters_out), ("--report", report), ("--report", review)],
+    )  # fmt: skip
     # (before the engines part: a store keeps its rule on every engine)
     verifier = cfg.make_verifier() if cfg.verify else None
     _check_store_threshold(root, verifier, save)

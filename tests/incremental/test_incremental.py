@@ -173,6 +173,12 @@ def test_a_store_path_that_cannot_be_a_store_is_refused_first(tmp_path, batches,
         assert main(["dedup", *inputs, "-o", str(out), "--save", str(store), "-q"]) == 2
         assert needle in capsys.readouterr().err, (store, needle)
         assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing made
+    # an output inside the store's folder (it was written there, beside the store's files)
+    for flag, out in (("-o", "s/out.jsonl"), ("--pairs-out", "s/sub/p.csv")):
+        args = ["-o", str(tmp_path / "k.jsonl")] if flag != "-o" else []
+        rc = main(["dedup", str(doc), *args, flag, str(tmp_path / out), "--save", str(tmp_path / "s"), "-q"])  # fmt: skip
+        assert rc == 2 and "inside the store --save" in capsys.readouterr().err
+        assert not (tmp_path / "s").exists()
     assert main(["dedup", str(doc), "-o", str(tmp_path / "k.jsonl"), "--against", str(afile)]) != 0  # fmt: skip
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -400,6 +400,17 @@ def test_as_is_loads_every_document_and_leaves_one_segment(tmp_path: Path, capsy
     assert manifest["body"]["segments"][0]["count"] == 300
 
 
+def test_an_empty_input_is_said(tmp_path: Path, capsys) -> None:
+    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "bad.jsonl").write_text('{"id": "a"}\n')
+    data = tmp_path / "data"
+    assert main(["store", "load", str(data), str(tmp_path / "empty.jsonl"), "-q"]) == 0
+    assert "the inputs hold no documents: nothing was loaded" in capsys.readouterr().err
+    args = ["store", "load", str(data), str(tmp_path / "bad.jsonl"), "-q", "--on-error", "skip"]
+    assert main(args) == 0
+    assert "every record was skipped (1): nothing was loaded" in capsys.readouterr().err
+
+
 def test_times_from_csv_cells(tmp_path: Path) -> None:
     now = int(time.time())
     src = tmp_path / "s.csv"

@@ -73,6 +73,11 @@ def eval_command(
 
     if not 0 <= min_k <= max_k <= 64:
         raise ConfigError(f"need 0 <= --min-k <= --max-k <= 64, got {min_k} and {max_k}")
+    if plot:  # before any work, and never over an input (it replaced --pairs with a PNG)
+        from ..io import check_not_input, check_output
+
+        check_output(plot, option="--plot")
+        check_not_input(plot, [docs, pairs], option="--plot")
     report = run_eval(
         docs,
         pairs,

@@ -29,14 +29,22 @@ def report_command(
 ) -> None:
     """Render a run's review report: summary, cluster sizes, pairs by similarity, duplicates by
     language and length, and a sample of clusters with aligned diffs."""
-    from ..io import check_output
+    import sys
+
+    from ..io import check_not_input, check_output
     from ..review.report import write_report
+    from .dedup_cmd import _is_stdout
 
     folder = Path(run) if Path(run).is_dir() else Path(run).parent
     out = output or str(folder / "report.html")
     check_output(out, option="--output")
+    # never over the review data it reads (review.json is the only copy of the dropped texts)
+    check_not_input(
+        out, [Path(run) / "review.json" if Path(run).is_dir() else run], option="--output"
+    )
     size = write_report(run, out)
-    print(f"wrote {out} ({size:,} bytes)")
+    # the page on stdout stays the page alone
+    print(f"wrote {out} ({size:,} bytes)", file=sys.stderr if _is_stdout(out) else sys.stdout)
 
 
 def register(app: typer.Typer) -> None:

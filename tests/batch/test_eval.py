@@ -122,6 +122,12 @@ def test_eval_cli_json_and_plot(tmp_path, capsys):
         == 0
     )
     assert png.read_bytes()[:4] == b"\x89PNG"
+    # never over an input, refused before any work (it replaced the labels with a PNG)
+    labels = pairs.read_bytes()
+    for target in (pairs, docs):
+        rc = main(["eval", "--docs", str(docs), "--pairs", str(pairs), "--plot", str(target)])
+        assert rc == 2 and "--plot" in capsys.readouterr().err
+    assert pairs.read_bytes() == labels
 
 
 def test_eval_cli_input_format_csv(tmp_path, capsys):

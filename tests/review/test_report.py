@@ -274,6 +274,18 @@ def test_report_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
     assert main(["report", str(run), "-o", str(tmp_path / "again.html")]) == 0
     assert (tmp_path / "again.html").read_bytes() == first  # rendered from review.json alone
     assert main(["report", str(run)]) == 0 and (run / "report.html").read_bytes() == first
+    # never over the review data it reads (it wrote the page over review.json, the only copy
+    # of the dropped texts), and the page alone on stdout (the "wrote" line followed it)
+    review = (run / "review.json").read_bytes()
+    capsys.readouterr()
+    for source in (run, run / "review.json"):
+        assert main(["report", str(source), "-o", str(run / "review.json")]) == 2
+        assert "would overwrite or write into the input" in capsys.readouterr().err
+    assert (run / "review.json").read_bytes() == review
+    capsys.readouterr()
+    assert main(["report", str(run), "-o", "-"]) == 0
+    got = capsys.readouterr()
+    assert got.out.rstrip().endswith("</html>") and "wrote - (" in got.err
     # --report PATH; --report without PATH beside --summary-json; refused without a folder
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate(

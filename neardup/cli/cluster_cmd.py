@@ -64,32 +64,53 @@ def _report(report: object, as_json: bool) -> None:
 def status_cmd(
     cluster: Path = _CLUSTER,
     namespace: str = _NS,
-    as_json: bool = typer.Option(False, "--json", help="One JSON object per node."),
+    as_json: bool = typer.Option(
+        False, "--json", help="One JSON object: the cluster's epoch, replicas, vnodes, nodes."
+    ),
     token: str | None = _TOKEN,
 ) -> None:
-    """Show every node: up/down, documents, ring share, index settings."""
+    """Show every node: up/down, epoch, documents, ring share, index settings (read only).
+    Exit 8 when a node does not answer."""
     from ..cluster.client import ClusterClient
+    from ..cluster.config import ClusterConfig
+    from ..cluster.rebalancing import check_current
 
-    with ClusterClient(cluster, namespace=namespace, timeout=5.0, token=token) as cc:
+    config = ClusterConfig.load(cluster)
+    # read only: a stale file is refused, a token the nodes refuse is their error (exit 10),
+    # and no node is told this file's membership (status pushed it, a same-epoch edit too)
+    epochs = check_current(config, token=token, timeout=5.0)
+    with ClusterClient(config, namespace=namespace, timeout=5.0, token=token, join=False) as cc:
         rows = cc.status()
+    for r in rows:
+        r["epoch"] = epochs.get(r["name"])
+    journal = _journal(cluster, None)
+    in_progress = str(journal) if journal.exists() else None
+    if as_json:
+        typer.echo(json.dumps({
+            "epoch": config.epoch, "replicas": config.replicas, "vnodes": config.vnodes,
+            "nodes": rows, "rebalance_journal": in_progress,
+        }))  # fmt: skip
+    else:
         typer.echo(
-            f"epoch {cc.config.epoch}, replicas {cc.replicas}, vnodes {cc.config.vnodes}, "
+            f"epoch {config.epoch}, replicas {config.replicas}, vnodes {config.vnodes}, "
             f"{len(rows)} nodes"
         )
-    for r in rows:
-        if as_json:
-            typer.echo(json.dumps(r))
-            continue
-        state = "up  " if r["up"] else "DOWN"
-        extra = (
-            f"documents {r['documents']:>10}  index {r['index']}" if r["up"] else r.get("error", "")
-        )
-        typer.echo(
-            f"{r['name']:<16} {state} weight {r['weight']:<5g} share {r['share']:6.2%}  {r['url']:<28} {extra}"
-        )
-    journal = _journal(cluster, None)
-    if journal.exists():
-        typer.echo(f"a rebalance is in progress ({journal}): run `neardup cluster rebalance`")
+        for r in rows:
+            state = "up  " if r["up"] else "DOWN"
+            if r["up"]:
+                index = ", ".join(f"{k} {v}" for k, v in r["index"].items())
+                behind = "" if r["epoch"] == config.epoch else f" (node at epoch {r['epoch']})"
+                extra = f"documents {r['documents']:>10}  index {index}{behind}"
+            else:
+                extra = r.get("error", "")
+            typer.echo(
+                f"{r['name']:<16} {state} weight {r['weight']:<5g} share {r['share']:6.2%}  "
+                f"{r['url']:<28} {extra}"
+            )
+        if in_progress:
+            typer.echo(f"a rebalance is in progress ({journal}): run `neardup cluster rebalance`")
+    if not all(r["up"] for r in rows):
+        raise typer.Exit(8)
 
 
 def add_node_cmd(
@@ -104,17 +125,24 @@ def add_node_cmd(
 ) -> None:
     """Add a node and move to it the ranges it takes over."""
     from ..cluster.config import ClusterConfig, NodeSpec
-    from ..cluster.rebalancing import check_index_settings, rebalance, start_journal
+    from ..cluster.rebalancing import (
+        check_current,
+        check_index_settings,
+        rebalance,
+        start_journal,
+    )
 
     old = ClusterConfig.load(cluster)
     spec = NodeSpec(name, url, weight)
     new = old.with_node(spec)
-    check_index_settings(old, spec, namespace, token=token)
     jpath = _journal(cluster, journal)
     _refuse_if_in_progress(jpath)
+    check_current(old, token=token)  # (a stale file: refused before it is rewritten)
+    check_index_settings(old, spec, namespace, token=token)
     start_journal(jpath, new, old)
     new.save(cluster)
-    _report(rebalance(new, journal=jpath, token=token, namespace=namespace), as_json)
+    report = rebalance(new, previous=old, journal=jpath, token=token, namespace=namespace)
+    _report(report, as_json)
 
 
 def remove_node_cmd(
@@ -127,15 +155,17 @@ def remove_node_cmd(
 ) -> None:
     """Remove a node: its documents are copied to their new nodes, then deleted from it."""
     from ..cluster.config import ClusterConfig
-    from ..cluster.rebalancing import rebalance, start_journal
+    from ..cluster.rebalancing import check_current, rebalance, start_journal
 
     old = ClusterConfig.load(cluster)
     new = old.without_node(name)
     jpath = _journal(cluster, journal)
     _refuse_if_in_progress(jpath)
+    check_current(old, token=token)  # (a stale file: refused before it is rewritten)
     start_journal(jpath, new, old)
     new.save(cluster)
-    _report(rebalance(new, journal=jpath, token=token, namespace=namespace), as_json)
+    report = rebalance(new, previous=old, journal=jpath, token=token, namespace=namespace)
+    _report(report, as_json)
 
 
 def rebalance_cmd(
@@ -150,6 +180,7 @@ def rebalance_cmd(
     from ..cluster.rebalancing import rebalance
 
     jpath = _journal(cluster, journal)
+    _check_journal_path(jpath)
     config = ClusterConfig.load(cluster)
     if jpath.exists():
         typer.echo(f"resuming the change recorded in {jpath}", err=True)
@@ -203,8 +234,10 @@ def router_cmd(
 
     from ..cluster.config import ClusterConfig
     from ..cluster.router import create_router
+    from ..errors import ConfigError
     from ..service.auth import authenticator_for
     from ..service.config import parse_size
+    from ..service.server import LOG_LEVELS
     from .auth_options import auth_settings, require_a_token
 
     token, read_token = auth_settings(token, read_token, token_file, open_reads, no_auth)
@@ -214,6 +247,11 @@ def router_cmd(
         "neardup cluster router",
     )
     ClusterConfig.load(cluster)  # a bad file is refused before the port is bound
+    if not 0 <= port <= 65535:  # (as neardup serve refuses them; uvicorn took 70000 mod 2**16)
+        raise ConfigError(f"port must be an integer in [0, 65535], got {port!r}")
+    if log_level.lower() not in LOG_LEVELS:
+        raise ConfigError(f"--log-level must be debug, info, warning or error, got {log_level!r}")
+    log_level = log_level.lower()
     if no_auth:
         import logging
 
@@ -238,9 +276,23 @@ def router_cmd(
     uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 
+def _check_journal_path(jpath: Path) -> None:
+    """A journal path that cannot be a file is refused before anything is changed (a missing
+    folder was a traceback; a folder read as "a rebalance is in progress")."""
+    from ..errors import ConfigError
+
+    if jpath.is_dir():
+        raise ConfigError(f"--journal {jpath}: a folder; pass a file path (it is made)")
+    if not jpath.parent.is_dir():
+        raise ConfigError(
+            f"--journal {jpath}: the folder {jpath.parent} does not exist; create it first"
+        )
+
+
 def _refuse_if_in_progress(jpath: Path) -> None:
     from ..errors import ConfigError
 
+    _check_journal_path(jpath)
     if jpath.exists():
         raise ConfigError(
             f"a rebalance is in progress ({jpath}); finish it with `neardup cluster rebalance` first"

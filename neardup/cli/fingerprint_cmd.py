@@ -100,10 +100,24 @@ def fingerprint_cmd(
     encoding: _Encoding = "utf-8",
 ) -> None:
     """Fingerprint documents; print a summary table (and write id,fingerprint with --output)."""
+    from ..errors import ConfigError
     from ..fingerprint.simhash import Fingerprinter
     from ..io import check_outputs, read_corpus
     from ..io.csvout import csv_fields
+    from .dedup_cmd import warn
 
+    idf_weights = ("tfidf", "keywords")
+    if idf is not None and weights not in idf_weights:  # (it was read by nothing, silently)
+        raise ConfigError(
+            f"--idf is read by --weights tfidf or keywords only, not {weights}; pass one of "
+            "them, or drop --idf"
+        )
+    if idf is None and weights in idf_weights:
+        warn(
+            f"--weights {weights} without --idf uses the shipped Chinese IDF table (jieba's): "
+            "tokens it lacks, English words among them, all get its median weight (as tf "
+            "gives); build a table for your corpus with `neardup idf build`"
+        )
     fp = Fingerprinter(
         bits,
         features=features,
@@ -165,7 +179,10 @@ def fingerprint_cmd(
         rows.append(("output", "<stdout>" if output == "-" else output))
     for r in rows:
         table.add_row(*r)
-    Console(stderr=output == "-").print(table)  # stdout carries the CSV with -o -
+    from .dedup_cmd import _is_stdout
+
+    # stdout carries the CSV with -o - (or /dev/stdout, or the file stdout was sent to)
+    Console(stderr=output is not None and _is_stdout(output)).print(table)
 
 
 @contextlib.contextmanager

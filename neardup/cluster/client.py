@@ -77,6 +77,10 @@ class ClusterClient:
         A shared pool (the router's); default: this client makes and closes its own.
     transport : httpx transport, optional
         For tests.
+    join : bool, default=True
+        Tell every node the membership and epoch at start (``PUT /v1/cluster``), as a writer
+        must. False: a client that only reads (``neardup cluster status``) and changes no
+        node's view.
     """
 
     def __init__(
@@ -92,6 +96,7 @@ class ClusterClient:
         lease_ttl: float = 10.0,
         nodes: NodePool | None = None,
         transport: Any = None,
+        join: bool = True,
     ) -> None:
         from ..service.config import validate_namespace
 
@@ -105,7 +110,7 @@ class ClusterClient:
             down_seconds=down_seconds,
             transport=transport,
         )
-        if self._own:
+        if self._own and join:
             try:
                 self.nodes.join_all()
             except BaseException:

@@ -71,6 +71,7 @@ class ClusterConfig:
         if not self.nodes:
             raise ConfigError("a cluster needs at least one node ([[nodes]] with name and url)")
         seen: set[str] = set()
+        where: dict[tuple[str, str, int | None, str], str] = {}
         for n in self.nodes:
             if not isinstance(n.name, str) or not n.name:
                 raise ConfigError(f"every node needs a non-empty name, got {n.name!r}")
@@ -82,6 +83,21 @@ class ClusterConfig:
                 raise ConfigError(
                     f"node {n.name!r}: url must be http(s)://host:port, got {n.url!r}"
                 )
+            # one server under two names would hold both names' copies: R copies on fewer
+            # than R servers (a rebalance onto it deleted the second copies it counted there)
+            default_port = 443 if parts.scheme == "https" else 80
+            try:
+                port = parts.port or default_port
+            except ValueError as exc:
+                raise ConfigError(f"node {n.name!r}: url {n.url!r}: {exc}") from None
+            address = (parts.scheme, (parts.hostname or "").lower(), port, parts.path.rstrip("/"))
+            if address in where:
+                raise ConfigError(
+                    f"node {n.name!r} has the url of node {where[address]!r} ({n.url}); every "
+                    "node is its own server: one server under two names would hold both "
+                    "names' copies"
+                )
+            where[address] = n.name
         r = self.replicas
         if isinstance(r, bool) or not isinstance(r, int) or r < 1:
             raise ConfigError(f"replicas must be a positive integer, got {r!r}")

@@ -30,13 +30,14 @@ from urllib.parse import quote
 
 from ..errors import ConfigError, ServiceUnavailableError
 from ..service.export import export_page
-from ..service.replication import VERSION_KEY, doc_version
+from ..service.replication import VERSION_KEY, StaleEpochError, doc_version
 from .config import INDEX_SETTINGS, ClusterConfig, NodeSpec, atomic_write
 from .nodes import NodeAnswerError, NodeDown, NodePool, namespace_path
 from .ring import key_hash
 
 __all__ = [
     "RebalanceReport",
+    "check_current",
     "check_index_settings",
     "export_page",
     "push_membership",
@@ -95,6 +96,8 @@ def push_membership(
                 log.warning("could not tell node %s the new membership: %s", name, exc)
                 missed.append(name)
             except NodeAnswerError as exc:
+                if not isinstance(exc.error, StaleEpochError):
+                    raise exc.error from None  # (a refused token: its own error and exit code)
                 raise ConfigError(
                     f"node {name} refused the membership of epoch {target.epoch}: {exc.error}"
                 ) from None
@@ -102,6 +105,40 @@ def push_membership(
         if own:
             pool.close()
     return missed
+
+
+def check_current(
+    config: ClusterConfig, *, token: str | None = None, timeout: float = 10.0
+) -> dict[str, int | None]:
+    """Each node's cluster epoch (``GET /v1/cluster``; None: it did not answer), read only.
+    A node at a newer epoch than ``config`` means the file is not the one the last membership
+    change wrote: :class:`ConfigError`, before anything is recorded or sent. A node's refusal
+    (a token that may not read it) is raised as the node's error."""
+    pool = NodePool(_union(config, None), token=token, timeout=timeout)
+    epochs: dict[str, int | None] = {}
+    try:
+        futures = {
+            n: pool.executor.submit(pool.request, n, "GET", "/v1/cluster", breaker=False)
+            for n in pool.names
+        }
+        for name, f in futures.items():
+            try:
+                epochs[name] = int(f.result().get("epoch", 0))
+            except NodeDown:
+                epochs[name] = None
+            except NodeAnswerError as exc:
+                raise exc.error from None
+    finally:
+        pool.close()
+    newer = {n: e for n, e in epochs.items() if e is not None and e > config.epoch}
+    if newer:
+        name, epoch = max(newer.items(), key=lambda kv: kv[1])
+        raise ConfigError(
+            f"node {name} is at cluster epoch {epoch} but the cluster file is at {config.epoch}: "
+            "use the cluster file the last `neardup cluster add-node/remove-node` wrote; "
+            "nothing was changed"
+        )
+    return epochs
 
 
 def _prefix(namespace: str) -> str:
@@ -206,16 +243,24 @@ def rebalance(
     The journal is removed when a run completes.
     """
     jpath = Path(journal) if journal is not None else None
+    made = False  # this call wrote the journal (a repair): removed if it fails before any step
     if jpath is not None and jpath.exists() and jpath.stat().st_size:
         head = json.loads(jpath.read_text(encoding="utf-8").splitlines()[0])
+        given = {
+            "target": target.to_dict(),
+            "previous": previous.to_dict() if previous else None,
+        }
+        lines = jpath.read_text(encoding="utf-8").count("\n")
+        if head != given or lines > 1:  # (the change add-node just recorded is not a resume)
+            log.warning("resuming the rebalance recorded in %s", jpath)
         target = ClusterConfig.from_dict(head["target"], source=f"{jpath} (target)")
         previous = (
             ClusterConfig.from_dict(head["previous"], source=f"{jpath} (previous)")
             if head.get("previous") else None
         )  # fmt: skip
-        log.warning("resuming the rebalance recorded in %s", jpath)
     elif jpath is not None:
         start_journal(jpath, target, previous)
+        made = previous is None
     pool = NodePool(_union(target, previous), token=token, timeout=timeout)
     report = RebalanceReport()
     jf = open(jpath, "a", encoding="utf-8") if jpath is not None else None  # noqa: SIM115
@@ -225,6 +270,15 @@ def rebalance(
             pool, target, namespace, page, copy_batch, stop_after, report, down,
             lambda entry: _note(jf, entry),
         )  # fmt: skip
+    except BaseException:
+        # a repair that failed before its first step (a token the nodes refuse) leaves no
+        # journal: it recorded no change, and `cluster status` would report one in progress
+        if made and jpath is not None and jf is not None:
+            jf.flush()
+            if jpath.read_text(encoding="utf-8").count("\n") <= 1:
+                jf.close()
+                jpath.unlink(missing_ok=True)
+        raise
     finally:
         if jf is not None:
             jf.close()

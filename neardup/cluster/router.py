@@ -31,7 +31,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import quote
 
-from ..errors import NeardupError, NotFoundError, ServiceUnavailableError, require
+from ..errors import ConfigError, NeardupError, NotFoundError, ServiceUnavailableError, require
 
 require("fastapi", "service", "the cluster router")
 
@@ -127,6 +127,23 @@ class _Namespaces:
             cc.close()
 
 
+def _check_options(**values: Any) -> None:
+    """The router's numbers, refused before it starts (a bad one was met on every request,
+    or at startup as a traceback)."""
+    import math
+
+    for name in ("timeout", "slow_after", "lease_ttl"):
+        v = values[name]
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+            raise ConfigError(f"{name} must be a number of seconds > 0, got {v!r}")
+    if values["lease_ttl"] > 600:
+        raise ConfigError(f"lease_ttl must be seconds in (0, 600], got {values['lease_ttl']!r}")
+    for name, low in (("max_batch", 1), ("max_namespaces", 1), ("max_body_bytes", 1024)):
+        v = values[name]
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise ConfigError(f"{name} must be an integer >= {low}, got {v!r}")
+
+
 def create_router(
     config: ClusterConfig | str | os.PathLike[str],
     *,
@@ -169,6 +186,10 @@ def create_router(
         The router's id in the nodes' leases (``neardup cluster router`` passes
         ``router@HOST:PORT``: a restarted router takes its leases back at once).
     """
+    _check_options(
+        timeout=timeout, slow_after=slow_after, lease_ttl=lease_ttl, max_batch=max_batch,
+        max_namespaces=max_namespaces, max_body_bytes=max_body_bytes,
+    )  # fmt: skip
     send_token = token if node_token is None else node_token
     if auth is None:
         auth = authenticator_for(token)
@@ -176,6 +197,12 @@ def create_router(
         config, token=send_token, timeout=timeout, slow_after=slow_after, workers=workers,
         writer_id=writer_id, transport=transport,
     )  # fmt: skip
+    r = pool.config.replicas
+    if min_copies is not None and (
+        isinstance(min_copies, bool) or not isinstance(min_copies, int) or not 1 <= min_copies <= r
+    ):  # (refused at start: it was refused on every request, reads too)
+        pool.close()
+        raise ConfigError(f"min_copies must be in 1..replicas ({r}), got {min_copies!r}")
     spaces = _Namespaces(pool, max_namespaces, {"min_copies": min_copies, "lease_ttl": lease_ttl})
 
     @asynccontextmanager

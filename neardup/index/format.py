@@ -52,6 +52,7 @@ from ..errors import (
     ConfigError,
     CorruptFileError,
     FormatError,
+    InputError,
     NotFoundError,
     StorageError,
     UnsupportedVersionError,
@@ -212,6 +213,12 @@ def read_index(path: Path, *, mmap: bool, verify: bool) -> IndexSnapshot:
     checks every section's checksum."""
     if not path.exists():
         raise NotFoundError(f"index file {path} does not exist")
+    if not path.is_file():
+        raise InputError(
+            f"{path} is a folder, not an index file; pass the file HammingIndex.save() wrote"
+            if path.is_dir()
+            else f"{path} is not a regular file; pass the file HammingIndex.save() wrote"
+        )
     size = path.stat().st_size
     if size < _PRE.size + _TRL.size:
         with open(path, "rb") as f:

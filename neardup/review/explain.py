@@ -219,7 +219,13 @@ def config_from_summary(summary: dict[str, Any]) -> DedupConfig:
         )
     known = set(DedupConfig().to_dict())
     fields = {k: v for k, v in cfg.items() if k in known}
-    fields["verifier"] = cfg.get("verifier") or fields.get("verifier")
+    verifier = cfg.get("verifier") or fields.get("verifier")
+    if isinstance(verifier, dict) and verifier.get("threshold") == fields.get("threshold"):
+        # the run's threshold, recorded in its verifier too: left to the top-level one, so a
+        # threshold override (`neardup explain --run R --threshold T`) reaches the verifier
+        # (the recorded one won, and the override changed nothing)
+        verifier = {k: v for k, v in verifier.items() if k != "threshold"}
+    fields["verifier"] = verifier
     fields["fingerprinter"] = cfg.get("fingerprinter") or fields.get("fingerprinter")
     fields["workers"] = 1  # (explaining one pair: nothing to share out)
     return DedupConfig(**fields)

@@ -94,6 +94,22 @@ def test_idf_build_round_trip(tmp_path):
     )
 
 
+def test_idf_options_that_would_change_nothing_are_said(tmp_path, capsys):
+    """--idf with --weights tf was read by nothing, and --weights tfidf without --idf gave an
+    English corpus tf's fingerprints (the shipped table is Chinese), both without a word."""
+    src = tmp_path / "c.jsonl"
+    _write_jsonl(src, [{"text": "apple banana cherry"}, {"text": "delta echo"}])
+    idf = tmp_path / "idf.txt"
+    assert main(["idf", "build", str(src), "--output", str(idf)]) == 0
+    capsys.readouterr()
+    assert main(["fingerprint", str(src), "--idf", str(idf)]) == 2
+    assert "--idf is read by --weights tfidf or keywords only, not tf" in capsys.readouterr().err
+    assert main(["fingerprint", str(src), "--weights", "tfidf"]) == 0
+    assert "without --idf uses the shipped Chinese IDF table" in capsys.readouterr().err
+    assert main(["fingerprint", str(src), "--weights", "tfidf", "--idf", str(idf)]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
 # --- one reader with dedup (issue 20, item 6) ------------------------------------------------
 
 DOCS = [
@@ -230,3 +246,17 @@ def test_fingerprint_workers_default_and_counts_agree(tmp_path, capsys):
         assert main(["fingerprint", str(src), "--output", str(out), *extra]) == 0
         got.append(out.read_bytes())
     assert got[0] == got[1] == got[2] and got[0].count(b"\n") == 301
+
+
+def test_fingerprint_to_dev_stdout_keeps_the_table_off_stdout(tmp_path):
+    import subprocess
+    import sys
+
+    src = tmp_path / "c.jsonl"
+    _write_jsonl(src, [{"id": "a", "text": "apple banana cherry"}, {"id": "b", "text": "delta"}])
+    run = subprocess.run(
+        [sys.executable, "-m", "neardup", "fingerprint", str(src), "-o", "/dev/stdout"],
+        capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    assert run.stdout.splitlines()[0] == "id,fingerprint" and len(run.stdout.splitlines()) == 3
+    assert "documents" in run.stderr  # the summary table

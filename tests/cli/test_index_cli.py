@@ -39,3 +39,5 @@ def test_index_plan_and_info(tmp_path, capsys) -> None:
     (tmp_path / "bad.idx").write_bytes(b"garbage" * 10)
     assert main(["index", "info", str(tmp_path / "bad.idx")]) == 6
     assert "not a neardup index file" in capsys.readouterr().err
+    assert main(["index", "info", str(tmp_path)]) == 3  # a folder (it was a traceback)
+    assert "is a folder, not an index file" in capsys.readouterr().err

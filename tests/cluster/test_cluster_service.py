@@ -114,6 +114,17 @@ def test_cluster_file_round_trip_and_errors(tmp_path):
         cfg.without_node("a")
     with pytest.raises(ConfigError, match="already in the cluster"):
         cfg.with_node(NodeSpec("a", "http://z:1"))
+    # one server under two names: R copies on fewer than R servers (add-node accepted it, and
+    # its rebalance left most documents with one copy, reporting complete)
+    with pytest.raises(ConfigError, match="node 'c' has the url of node 'b'"):
+        cfg.with_node(NodeSpec("c", "http://H2:2/"))
+    with pytest.raises(ConfigError, match="has the url of node 'a'"):
+        ClusterConfig((NodeSpec("a", "http://h"), NodeSpec("b", "http://h:80")), replicas=1)
+    with pytest.raises(ConfigError, match="Port out of range"):
+        ClusterConfig((NodeSpec("a", "http://h:99999"),), replicas=1)
+    assert (
+        len(cfg.with_node(NodeSpec("c", "http://h2:3")).nodes) == 3
+    )  # another port: another server
 
 
 # -- routing ---------------------------------------------------------------------------------

@@ -213,6 +213,16 @@ def test_config_from_a_run_summary(tmp_path: Path) -> None:
     cfg = config_from_summary(json.loads(json.dumps(r.stats)))
     assert cfg.threshold == 0.85 and cfg.keep == "longest"
     assert cfg.lsh_plan() == DedupConfig(threshold=0.85).lsh_plan()
+    assert cfg.make_verifier().threshold == 0.85
+    # a threshold override reaches the verifier (the run's recorded one won: --run R
+    # --threshold T explained at the run's threshold)
+    a, b = texts[0], texts[0] + " and one more clause added at the end of it"
+    what_if = explain(a, b, config=cfg, threshold=0.5)
+    assert what_if.thresholds["threshold"] == 0.5
+    assert (
+        what_if.to_dict()
+        == explain(a, b, config=DedupConfig(keep="longest"), threshold=0.5).to_dict()
+    )
     with pytest.raises(ConfigError, match="config"):
         config_from_summary({"documents": 3})
 

@@ -31,7 +31,14 @@ from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import quote
 
-from ..errors import ConfigError, NeardupError, NotFoundError, ServiceUnavailableError, require
+from ..errors import (
+    ConfigError,
+    InputError,
+    NeardupError,
+    NotFoundError,
+    ServiceUnavailableError,
+    require,
+)
 
 require("fastapi", "service", "the cluster router")
 
@@ -49,7 +56,13 @@ from ..service.config import (  # noqa: E402
 )
 from ..service.documents import error_parts  # noqa: E402
 from ..service.limits import BodyLimitMiddleware, error_response_bytes  # noqa: E402
-from ..service.schema import dumps, encode_decisions, loads, parse_documents  # noqa: E402
+from ..service.schema import (  # noqa: E402
+    dumps,
+    encode_decisions,
+    loads,
+    parse_documents,
+    request_error,
+)
 from .client import ClusterClient  # noqa: E402
 from .config import ClusterConfig  # noqa: E402
 from .nodes import NodeAnswerError, NodeDown, NodePool, covered  # noqa: E402
@@ -259,7 +272,10 @@ def create_router(
         if not docs:
             return _json({"results": []})
         fn = {"check": cc.check, "insert": cc.insert, "check-and-insert": cc.check_and_insert}[op]
-        out = await run_in_threadpool(fn, docs)
+        try:
+            out = await run_in_threadpool(fn, docs)
+        except InputError as exc:  # a document refused: named as a node names it (request_error)
+            raise request_error(exc, is_batch) from None
         return _json(encode_decisions(out, is_batch))
 
     for op in _WRITES:

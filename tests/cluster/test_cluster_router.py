@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 
 import pytest
@@ -254,3 +255,26 @@ def test_cluster_routes_need_a_token_that_may_write_everywhere(tmp_path):
         for token, status in (("reader", 403), ("scoped", 403), (None, 401), (TOKEN, 200)):
             headers = {"Authorization": f"Bearer {token}"} if token else {}
             assert httpx.get(url + "/v1/cluster", headers=headers).status_code == status, token
+
+
+def test_a_refused_document_is_answered_as_a_node_answers_it(tmp_path):
+    """Through the router a bad document was 422 `invalid_type` naming `documents[0].text`
+    for a single document, where a node answers `invalid_request` naming `text`."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    good = [{"id": f"b{i}", "text": text(i)} for i in range(5)]
+    bodies = [
+        {"id": "t1", "text": 5},
+        {"id": "t1", "text": "hello there", "time": "soon"},
+        {"documents": [*good[:3], {"id": "b9", "text": ["x"]}, good[4]]},
+        {"documents": [*good[:2], {"id": "b9", "text": "x", "time": float("inf")}]},
+    ]
+    with router(tmp_path) as (url, nodes):
+        for op in ("check", "check-and-insert"):
+            for body in bodies:
+                raw = json.dumps(body, allow_nan=True).encode()
+                direct = httpx.post(f"{nodes[0]}/v1/{op}", content=raw, headers=headers)
+                routed = httpx.post(f"{url}/v1/{op}", content=raw, headers=headers)
+                assert direct.status_code == 422, direct.text
+                assert (routed.status_code, routed.json()) == (422, direct.json()), body

@@ -406,6 +406,7 @@ class NodePool:
                 err = StaleEpochError(str(err), int(data.get("node_epoch", 0)))  # type: ignore[union-attr]
             elif code == LeaseHeldError.code:
                 err = LeaseHeldError(str(err))
+            err.node = node  # type: ignore[attr-defined]  # (a node's refusal, not the caller's)
             raise NodeAnswerError(node, r.status_code, err, data)
         return data
 

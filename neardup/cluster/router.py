@@ -32,7 +32,9 @@ from typing import Any
 from urllib.parse import quote
 
 from ..errors import (
+    AuthError,
     ConfigError,
+    ForbiddenError,
     InputError,
     NeardupError,
     NotFoundError,
@@ -233,6 +235,15 @@ def create_router(
 
     @app.exception_handler(NeardupError)
     async def _error(request: Request, exc: NeardupError) -> Response:
+        node = getattr(exc, "node", None)
+        if node is not None and isinstance(exc, AuthError | ForbiddenError):
+            # the router's own token was refused by a node: the client was told to send a
+            # token it had sent (or that this router does not need)
+            exc = ServiceUnavailableError(
+                f"node {node} refused the router's node token ({exc}); start the router with "
+                "--node-token (or --token) set to a token that may write every namespace on "
+                "the nodes"
+            )
         status, body, headers = error_parts(request.method, request.url.path, exc)
         return Response(
             body, status_code=status, media_type="application/json",

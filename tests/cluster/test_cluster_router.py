@@ -278,3 +278,23 @@ def test_a_refused_document_is_answered_as_a_node_answers_it(tmp_path):
                 routed = httpx.post(f"{url}/v1/{op}", content=raw, headers=headers)
                 assert direct.status_code == 422, direct.text
                 assert (routed.status_code, routed.json()) == (422, direct.json()), body
+
+
+def test_a_node_refusing_the_routers_token_is_named(tmp_path):
+    """A router without a node token (open to its clients) in front of nodes that need one
+    answered every request 401 "this server requires a bearer token": the client was told to
+    send a token the router does not need. It is the router's setup that is wrong: 503 naming
+    the node and --node-token."""
+    from neardup.errors import ServiceUnavailableError
+
+    with contextlib.ExitStack() as stack:
+        urls = [
+            stack.enter_context(
+                serve_in_thread(create_app(ServiceConfig(data_dir=tmp_path / f"n{i}", token=TOKEN)))
+            )
+            for i in range(2)
+        ]
+        cfg = ClusterConfig(tuple(NodeSpec(f"n{i}", u) for i, u in enumerate(urls)), vnodes=64)
+        url = stack.enter_context(serve_in_thread(create_router(cfg)))  # no token at all
+        with Client(url) as c, pytest.raises(ServiceUnavailableError, match="--node-token"):
+            c.check({"id": "a", "text": text(1)})

@@ -51,13 +51,22 @@ def _from_hex(values: list[str], path: str, first_row: int) -> np.ndarray:
     from ..errors import InputError
 
     try:
+        if any(isinstance(v, str) and len(v) > 16 for v in values):  # (a 128-bit file whose
+            raise ValueError("longer than 16 hex digits")  # high half is 0 was read as 64-bit)
         arr = np.array([int(v, 16) for v in values], dtype=np.uint64)
     except (ValueError, OverflowError, TypeError) as exc:
         bad = next((i for i, v in enumerate(values) if not isinstance(v, str) or len(v) > 16), None)
         where = f" (row {first_row + bad + 2})" if bad is not None else ""
+        value = values[bad] if bad is not None else None
+        why = (
+            f"got {len(value)} hex digits, a {4 * len(value)}-bit fingerprint: batch-query "
+            "compares 64-bit ones (`neardup fingerprint --bits 64`)"
+            if isinstance(value, str) and len(value) > 16
+            else str(exc)
+        )
         raise InputError(
             f"{path}{where}: fingerprints must be 64-bit hex (as `neardup fingerprint -o` "
-            f"writes them): {exc}"
+            f"writes them): {why}"
         ) from exc
     return arr
 

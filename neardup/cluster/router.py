@@ -229,7 +229,10 @@ def create_router(
             await run_in_threadpool(spaces.close)
             await run_in_threadpool(pool.close)
 
-    app = FastAPI(title="neardup cluster router", docs_url=None, redoc_url=None, lifespan=lifespan)
+    app = FastAPI(
+        title="neardup cluster router", docs_url=None, redoc_url=None, openapi_url=None,
+        lifespan=lifespan,
+    )  # fmt: skip  # (no OpenAPI of its own: the nodes' is the API it serves)
     app.state.pool = pool
     app.state.namespaces = spaces
 

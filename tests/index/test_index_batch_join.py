@@ -169,6 +169,12 @@ def test_cli_names_the_row_of_a_bad_fingerprint(
     assert main([*args, str(tmp_path / "s.csv"), "--pairs-out", out]) != 0
     err = capsys.readouterr().err
     assert "s.csv" in err and "64-bit hex" in err
+    # a 128-bit file (`fingerprint --bits 128 -o`): named as such, not "Python int too large"
+    (tmp_path / "wide.csv").write_text("id,fingerprint\na," + "0" * 31 + "1\n")
+    assert main([*args, str(tmp_path / "wide.csv"), "--pairs-out", out]) == 3
+    err = capsys.readouterr().err
+    assert "(row 2)" in err and "32 hex digits, a 128-bit fingerprint" in err
+    assert "too large" not in err
     (tmp_path / "short.csv").write_text("id,fingerprint\na,1\nb,ff\n")  # short hex: slow path
     assert main([*args, str(tmp_path / "short.csv"), "--pairs-out", out, "-k", "8", "-q"]) == 0
     assert Path(out).read_text() == "stored_id,query_id,distance\na,0,1\na,1,1\nb,0,8\nb,1,8\n"

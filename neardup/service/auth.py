@@ -201,6 +201,15 @@ class Authenticator:
             if not write and self.open_reads:
                 return _OPEN_READS
             raise AuthError(_missing(authorization, write))
+        covers = (
+            grant.everywhere and (grant.write or not write)
+            if namespace is None
+            else grant.allows(namespace, write)
+        )
+        if not covers and not write and self.open_reads:
+            # reads are open: a token that does not cover this read reads as anyone may (it
+            # was refused 403 where a request without a token was answered)
+            return _OPEN_READS
         if namespace is None:
             if not grant.everywhere or (write and not grant.write):
                 raise ForbiddenError(

@@ -122,6 +122,16 @@ def test_the_access_rule() -> None:
     with pytest.raises(AuthError):
         opened.authorize(None, "x", write=True)
     assert Authenticator({}).authorize(None, "x", write=True).write
+    # a token never reads less than no token: with open reads a scoped token reads other
+    # namespaces and /metrics as anyone may (it was refused 403 where no token was answered)
+    scoped_open = Authenticator(
+        {"s": Grant(write=True, namespaces=frozenset({"a"}))}, open_reads=True
+    )
+    assert scoped_open.authorize("Bearer s", None, write=False) is not None
+    assert scoped_open.authorize("Bearer s", "b", write=False) is not None
+    assert scoped_open.authorize("Bearer s", "a", write=True).write
+    with pytest.raises(ForbiddenError):
+        scoped_open.authorize("Bearer s", "b", write=True)
 
 
 def test_tokens_are_compared_by_digest_and_compare_digest(monkeypatch: pytest.MonkeyPatch) -> None:

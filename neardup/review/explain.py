@@ -367,7 +367,7 @@ def explain(
             "the verifier would accept this pair, but no candidate channel finds it, so a run "
             "never compares it"
         )
-    if v_rule == RULE_BOUND:
+    if v_rule == RULE_BOUND and not is_exact:  # (exact copies never reach the verifier)
         notes.append(
             "rejected by the token-overlap bound before the exact LCS (the bound's ratio is "
             "the score; the exact similarity is lower or equal)"

@@ -100,8 +100,9 @@ class DataDir:
             finally:
                 os.close(fd)
             raise IndexStateError(
-                f"data directory {self.root} is already open (locked by pid {holder}); close the "
-                "other Deduplicator / server first, or use a different --data directory"
+                f"data directory {self.root} is already open (locked by pid {holder}); stop "
+                "that process (a neardup serve, a store command, a Deduplicator) first, or use "
+                "another data directory; a served store answers POST /v1/explain"
             ) from exc
         try:
             os.ftruncate(fd, 0)

@@ -126,6 +126,10 @@ def test_rules_with_their_numbers() -> None:
     page = " ".join(WORDS * 3)
     e = explain(base, base.upper() + "  ")
     assert (e.decision, e.rule, e.channels, e.score) == ("duplicate", "exact", ("exact",), 1.0)
+    # two empty texts are exact copies (a run drops the second): no note that the bound
+    # rejected them, which the verifier alone would say
+    e = explain("", "  ")
+    assert (e.decision, e.rule) == ("duplicate", "exact") and "bound" not in e.to_text()
     e = explain(base, page + " " + base + " " + page)  # an excerpt inside a long page
     assert e.rule == "containment" and e.containment == 1.0 and e.similarity < 0.675
     # the length guard: the longer text is never dropped for an excerpt of it

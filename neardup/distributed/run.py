@@ -58,6 +58,36 @@ class DistributedResult:
         return pa.concat_tables([_store.read_table(f) for f in files])
 
 
+def _input_files(parts: Any) -> list[list[Any]]:
+    """Each input file once: ``[path, size, mtime_ns]`` (size and time None where the path
+    is not a local file, e.g. a URL): what a rerun in the same work directory must find."""
+    out: list[list[Any]] = []
+    seen: set[str] = set()
+    for p in parts:
+        if p.path in seen:
+            continue
+        seen.add(p.path)
+        try:
+            st = os.stat(p.path)
+        except OSError:
+            out.append([p.path, None, None])
+        else:
+            out.append([p.path, st.st_size, st.st_mtime_ns])
+    return out
+
+
+def _changed_inputs(recorded: Any, now: list[list[Any]]) -> str | None:
+    """The first input whose size or modification time differs from ``recorded`` (None: the
+    same); a job recorded without them counts as changed."""
+    if not isinstance(recorded, list):
+        return "the job's record of them is missing"
+    old = {r[0]: r for r in recorded if isinstance(r, list) and len(r) == 3}
+    for path, size, mtime in now:
+        if old.get(path) != [path, size, mtime]:
+            return path
+    return None
+
+
 def _check_config(cfg: Any) -> None:
     if cfg.candidates != "lsh":
         raise ConfigError("the distributed engines run the default candidates='lsh' only")
@@ -115,19 +145,32 @@ def run_dedup(
         exclude = np.unique(np.asarray(exclude, np.int64))
         job = dataclasses.replace(job, exclude=exclude_digest(exclude))
     meta = os.path.join(job.workdir, "job.json")
+    files = _input_files(parts)
     if os.path.exists(meta):
         with open(meta) as fh:
-            old = json.load(fh).get("job")
-        if old != job.fingerprint():
+            recorded = json.load(fh)
+        if recorded.get("job") != job.fingerprint():
             raise InputError(
                 f"{workdir} holds another job (other inputs, partitions or settings); "
                 "pass an empty --workdir or delete it"
+            )
+        changed = _changed_inputs(recorded.get("files"), files)
+        if changed:
+            # its finished tasks decided the old bytes: reusing them applied the old run's
+            # positions to the new records (kept the wrong ones, lost appended ones), exit 0
+            raise InputError(
+                f"{workdir} holds this job's work on other bytes of its inputs ({changed} "
+                "changed since: size or modification time); pass an empty --workdir or "
+                "delete it"
             )
     else:
         if exclude is not None:
             write_exclude(job.workdir, exclude)
         with open(meta + ".tmp", "w") as fh:
-            json.dump({"job": job.fingerprint(), "inputs": inputs, "engine": eng.name}, fh)
+            json.dump(
+                {"job": job.fingerprint(), "inputs": inputs, "engine": eng.name, "files": files},
+                fh,
+            )
         os.replace(meta + ".tmp", meta)
     report = progress or (lambda s, d, t: None)
     steps: dict[str, Any] = {}

@@ -9,7 +9,8 @@ Every input argument becomes the files it names, each with the format it is read
   ``jsonl``; stdin is ``jsonl``);
 * a glob: the files it matches, in sorted order, each as a named file;
 * a folder: its files, recursively, in path order, leaving out names that start with ``.`` or
-  ``_`` (hidden files, ``_SUCCESS`` markers: pyarrow's and Spark's convention). With
+  ``_`` (hidden files, ``_SUCCESS`` markers: pyarrow's and Spark's convention); links to
+  files and folders are followed (a link to a missing file, or a link loop, is refused). With
   ``--input-format`` every file is read as that format. Without it each file is read by its
   own name, and the folder must be of one kind: a folder whose files mix formats (``.jsonl``
   beside ``.csv``), or holds a file whose format cannot be told from its name, is refused
@@ -144,12 +145,29 @@ def _skipped(name: str) -> bool:
 def _folder_files(folder: str, fmt: str | None) -> list[InputFile]:
     """The files of a local folder input (see the module docstring)."""
     found: list[tuple[tuple[str, ...], str]] = []
-    for root, dirs, names in os.walk(folder):
+    seen = {os.path.realpath(folder)}
+    # links to folders are followed as links to files are (a folder of shards linked in was
+    # left out, silently, where a glob over the same tree read it)
+    for root, dirs, names in os.walk(folder, followlinks=True):
         dirs[:] = [d for d in dirs if not _skipped(d)]
+        for d in dirs:
+            real = os.path.realpath(os.path.join(root, d))
+            if real in seen:
+                raise InputError(
+                    f"folder {folder!r}: {os.path.join(root, d)!r} leads to a folder already "
+                    "read (a link loop, or one folder linked twice); remove the link or name "
+                    "the files to read"
+                )
+            seen.add(real)
         for name in names:
             if _skipped(name):
                 continue
             full = os.path.join(root, name)
+            if os.path.islink(full) and not os.path.exists(full):
+                raise InputError(
+                    f"folder {folder!r}: {full!r} is a link to a missing file "
+                    f"({os.readlink(full)!r}); remove it or restore its target"
+                )
             if not os.path.isfile(full):
                 continue
             found.append((Path(full).relative_to(folder).parts, full))

@@ -66,6 +66,21 @@ def test_other_job_in_same_workdir_is_refused(tmp_path: Path) -> None:
         run_dedup(inputs, str(tmp_path / "w"), partitions=1, config=DedupConfig(keep="none"))
 
 
+def test_a_changed_input_in_the_same_workdir_is_refused(tmp_path: Path) -> None:
+    """A rerun after an input changed (the same path, other bytes) reused the finished
+    tasks: the old run's positions kept the new file's wrong rows and lost appended ones,
+    exit 0."""
+    inputs = sample_slice(tmp_path, 50)
+    run_dedup(inputs, str(tmp_path / "w"), partitions=1)
+    run_dedup(inputs, str(tmp_path / "w"), partitions=1)  # unchanged: resumed
+    with open(inputs[0], "a") as fh:
+        fh.write(json.dumps({"id": "new-1", "text": "an appended record of its own words"}) + "\n")
+    with pytest.raises(InputError, match="holds this job's work on other bytes of its inputs"):
+        run_dedup(inputs, str(tmp_path / "w"), partitions=1)
+    fresh = run_dedup(inputs, str(tmp_path / "w2"), partitions=1)
+    assert "new-1" in fresh.read("kept")["id"].to_pylist()
+
+
 def test_missing_text_field_names_the_file(tmp_path: Path) -> None:
     f = tmp_path / "bad.jsonl"
     f.write_text(json.dumps({"id": "1", "body": "x"}) + "\n")

@@ -52,6 +52,28 @@ def test_folder_files_by_their_names_in_path_order(tmp_path):
     assert all(f.explicit for f in plan_inputs([str(d)], "csv"))
 
 
+def test_links_in_a_folder_are_followed_and_broken_ones_refused(tmp_path):
+    """A linked folder of shards was left out (os.walk does not follow folder links) where a
+    glob over the same tree read it, and a link to a missing file was skipped: both silent."""
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    _jsonl(shards / "part-2.jsonl")
+    d = tmp_path / "in"
+    (d / "real").mkdir(parents=True)
+    _jsonl(d / "real" / "a.jsonl")
+    (d / "linked").symlink_to(shards, target_is_directory=True)
+    files = plan_inputs([str(d)])
+    assert [f.rel for f in files] == ["linked/part-2.jsonl", "real/a.jsonl"]
+    assert len(plan_inputs([str(d / "**" / "*.jsonl")])) == 2  # the glob agrees
+    (d / "dangling.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
+    with pytest.raises(InputError, match=r"dangling\.jsonl.* is a link to a missing file"):
+        plan_inputs([str(d)])
+    (d / "dangling.jsonl").unlink()
+    (d / "real" / "loop").symlink_to(d, target_is_directory=True)
+    with pytest.raises(InputError, match="leads to a folder already read"):
+        plan_inputs([str(d)])
+
+
 def test_folder_refusals(tmp_path):
     d = tmp_path / "in"
     d.mkdir()

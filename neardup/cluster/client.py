@@ -518,9 +518,9 @@ class ClusterClient:
     def get(self, doc_id: str) -> dict[str, Any]:
         """The stored document: the newest copy on the usable nodes, unless a tombstone at
         least as new says it was deleted (then NotFoundError; the stale copies are deleted)."""
-        from urllib.parse import quote
+        from ..service.client import id_segment
 
-        path = namespace_path(self.namespace, "docs/" + quote(doc_id, safe=""))
+        path = namespace_path(self.namespace, "docs/" + id_segment(doc_id))
         # a read asks no spares: it waits for the nodes it asked first
         answers, errors = self.nodes.fan_out("GET", path, enough=self._covered, spares=False)
         for exc in errors.values():

@@ -31,9 +31,17 @@ from ..errors import (
 if TYPE_CHECKING:  # pragma: no cover
     from ..online.deduplicator import Decision
 
-__all__ = ["Client"]
+__all__ = ["Client", "id_segment"]
 
 Document = Mapping[str, Any]
+
+
+def id_segment(doc_id: str) -> str:
+    """A document id as one URL path segment: every reserved character escaped, and the ids
+    ``.`` and ``..`` as ``%2E`` / ``%2E%2E`` (left as they are, the HTTP client removes them
+    as dot segments: ``get(".")`` read the namespace's path and answered ``''``)."""
+    seg = quote(doc_id, safe="")
+    return seg.replace(".", "%2E") if seg in (".", "..") else seg
 
 
 def _error_classes() -> dict[str, type[NeardupError]]:
@@ -241,11 +249,11 @@ class Client:
 
         Raises :class:`~neardup.errors.NotFoundError` when the id is unknown.
         """
-        return self._request("GET", f"{self._prefix(namespace)}/docs/{quote(doc_id, safe='')}")
+        return self._request("GET", f"{self._prefix(namespace)}/docs/{id_segment(doc_id)}")
 
     def delete(self, doc_id: str, *, namespace: str | None = None) -> None:
         """Delete a stored document (NotFoundError when the id is unknown)."""
-        self._request("DELETE", f"{self._prefix(namespace)}/docs/{quote(doc_id, safe='')}")
+        self._request("DELETE", f"{self._prefix(namespace)}/docs/{id_segment(doc_id)}")
 
     # -- namespaces and operations -----------------------------------------------------------
     def create_namespace(self, name: str | None = None) -> bool:

@@ -81,6 +81,14 @@ def test_get_delete_and_odd_ids(client: neardup.Client) -> None:
     assert ei.value.status_code == 404  # type: ignore[attr-defined]
     with pytest.raises(NotFoundError):
         client.delete(doc_id)
+    # the ids "." and "..": the HTTP client dropped them as dot segments (get(".") answered
+    # '' and delete(".") deleted nothing, acknowledged)
+    for i, odd in enumerate((".", "..", "a/..", "./b")):
+        client.insert({"id": odd, "text": text(10 + i)})
+        assert client.get(odd)["id"] == odd
+        client.delete(odd)
+        with pytest.raises(NotFoundError):
+            client.get(odd)
 
 
 def test_errors_map_back_to_classes(client: neardup.Client, url: str) -> None:

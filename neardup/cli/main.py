@@ -11,6 +11,7 @@ and exits 2 as well (click's convention for a command group called without a com
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import sys
@@ -158,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         typer.echo(f"neardup: error: {exc}", err=True)
         return exit_code_for(exc)
     except KeyboardInterrupt:
-        typer.echo("neardup: interrupted", err=True)
+        if not _terminated:  # (run() says SIGTERM's own line)
+            typer.echo("neardup: interrupted", err=True)
         return 130
     except typer.TyperException as exc:
         # click's usage errors (typer >= 0.29 bundles click as typer._click, so these are not
@@ -178,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except SystemExit as exc:  # sys.exit() inside a command
         return int(exc.code or 0) if not isinstance(exc.code, str) else 1
-    if rv == 130:  # typer turns ^C inside a command into Exit(130), returned in this mode
+    if rv == 130 and not _terminated:  # typer turns ^C inside a command into Exit(130)
         typer.echo("neardup: interrupted", err=True)
     return rv if isinstance(rv, int) else 0
 
@@ -189,7 +191,40 @@ def run(argv: list[str] | None = None) -> int:
     (:func:`neardup._gc.settle`; the imports frozen, full collections rare). Tests and
     library users call :func:`main`, which leaves their process's collector as it is."""
     settle(collect=False)
-    return main(argv)
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not _serves(args):
+        _terminate_as_interrupt()
+    rc = main(argv)
+    if _terminated:
+        typer.echo("neardup: terminated (SIGTERM)", err=True)
+        return 143
+    return rc
+
+
+#: set when SIGTERM stopped the command (:func:`_terminate_as_interrupt`)
+_terminated = False
+
+
+def _serves(args: list[str]) -> bool:
+    """Whether the command is a server (``serve``, ``cluster router``): those handle SIGTERM
+    themselves (a graceful stop, docs/service.md)."""
+    words = [a for a in args if not a.startswith("-")][:2]
+    return words[:1] == ["serve"] or words == ["cluster", "router"]
+
+
+def _terminate_as_interrupt() -> None:
+    """SIGTERM (``kill``, ``timeout``, Slurm, ``docker stop``) unwinds the command as ^C does:
+    its staged outputs, spooled stdin and uncompressed copies of inputs are removed (they were
+    left behind: SIGTERM had no handler), then exit 143."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        global _terminated
+        _terminated = True
+        raise KeyboardInterrupt
+
+    with contextlib.suppress(ValueError):  # (not the main thread: left as it is)
+        signal.signal(signal.SIGTERM, stop)
 
 
 if __name__ == "__main__":

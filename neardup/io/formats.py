@@ -23,7 +23,9 @@ Ids
 ---
 ``id_field`` names the field holding each record's id (every record must have one); without
 it a record's ``id`` field is used when it has one, else ``path:line`` is generated (a text
-document: its relative path). ``generate_ids=True`` ignores the records' ids. An id must be a
+document: its relative path). ``generate_ids=True`` ignores the records' ids and numbers every
+record ``path:line`` (a text document ``path:1``, unique where relative paths repeat across
+folders). An id must be a
 non-empty string or an integer (a typed id column in Parquet included); any other value (null,
 a float, a boolean, an empty string, an object) is a :class:`~neardup.errors.RecordError`
 naming the file, the line and the options, never replaced silently. Ids must be unique.
@@ -312,9 +314,9 @@ class _Reader:
         """The id of a record (the one rule; the fast paths take only what it accepts as it
         would): ``--generate-ids``, else the id field (``--id-field``, else ``id`` when the
         record has one), else ``default_id`` / ``path:line``. None when refused (said)."""
+        if self.generate_ids:  # path:line for every format: a text file's relative path
+            return f"{path}:{line}"  # repeats across folders (the way out it was offered)
         generated = default_id if default_id is not None else f"{path}:{line}"
-        if self.generate_ids:
-            return generated
         key = self.id_field if self.id_field is not None else "id"
         value = get_field(obj, key)
         if value is MISSING:
@@ -751,8 +753,8 @@ def read_corpus(
         can start on ``texts[:len(texts)]`` while reading goes on (``neardup dedup`` hashes and
         fingerprints them meanwhile: :class:`neardup.dedup.ExactFingerprintPass`).
     generate_ids : bool, default=False
-        Ignore the records' ids: every id is generated (``path:line``; a text file's relative
-        path). Not with ``id_field``.
+        Ignore the records' ids: every id is generated (``path:line``; a text file's
+        ``path:1``). Not with ``id_field``.
 
     Returns
     -------

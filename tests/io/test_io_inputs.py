@@ -475,3 +475,19 @@ def test_dedup_dataset_errors(monkeypatch):
     with pytest.raises(MissingDependencyError, match=r"pip install 'neardup\[hf\]'") as err:
         neardup.dedup_dataset(ds)
     assert isinstance(err.value, ImportError)
+
+
+def test_generate_ids_numbers_text_files_by_their_path(tmp_path):
+    """Two folders each holding doc1.txt: their ids (relative paths) repeat, and
+    --generate-ids, which the refusal offers as the way out, gave the same ids again."""
+    from neardup.errors import RecordError
+    from neardup.io import read_corpus
+
+    for name, words in (("ta", "alpha beta gamma"), ("tb", "other words here")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "doc1.txt").write_text(words + "\n", encoding="utf-8")
+    folders = [str(tmp_path / "ta"), str(tmp_path / "tb")]
+    with pytest.raises(RecordError, match=r"duplicate id 'doc1\.txt'.*--generate-ids"):
+        read_corpus(folders)
+    with read_corpus(folders, generate_ids=True) as corpus:
+        assert list(corpus.ids) == [f"{folders[0]}/doc1.txt:1", f"{folders[1]}/doc1.txt:1"]

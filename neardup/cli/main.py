@@ -12,8 +12,10 @@ and exits 2 as well (click's convention for a command group called without a com
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import importlib
+import os
 import sys
 from typing import Annotated, Any
 
@@ -180,9 +182,33 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except SystemExit as exc:  # sys.exit() inside a command
         return int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    except OSError as exc:
+        if exc.errno not in _WRITE_ERRNOS:
+            raise
+        # printing to a full disk or a closed pipe (the summary after `> /dev/full`): one
+        # line and StorageError's exit code, not a traceback and 1
+        _quiet_stdout()
+        typer.echo(f"neardup: error: cannot write: {exc.strerror or exc}", err=True)
+        return 7
     if rv == 130 and not _terminated:  # typer turns ^C inside a command into Exit(130)
         typer.echo("neardup: interrupted", err=True)
     return rv if isinstance(rv, int) else 0
+
+
+#: errors of a write to stdout that the user's setup causes, not neardup
+_WRITE_ERRNOS = frozenset(
+    getattr(errno, name)
+    for name in ("ENOSPC", "EDQUOT", "EPIPE", "EIO", "EFBIG")
+    if hasattr(errno, name)
+)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's flush at exit does not fail again."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
 
 
 def run(argv: list[str] | None = None) -> int:

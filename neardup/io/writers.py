@@ -206,6 +206,30 @@ def _write_file(
         return _write_stream(corpus, sources, keep, fmt, fh)
 
 
+def _raw_lines_to_stdout(
+    sources: Sequence[Source], keep: npt.NDArray[np.bool_], encoding: str
+) -> int:
+    sys.stdout.flush()
+    stream = getattr(sys.stdout, "buffer", None)
+    if stream is None:  # a text-only stdout (embedding): decode what would be written
+        n = 0
+        for src in sources:
+            n += copy_records(
+                src,
+                _kept_positions(src, keep),
+                lambda b: sys.stdout.write(bytes(b).decode(encoding)),
+                out_encoding=encoding,
+            )
+        sys.stdout.flush()
+        return n
+    n = sum(
+        copy_records(src, _kept_positions(src, keep), stream.write, out_encoding=encoding)
+        for src in sources
+    )
+    stream.flush()
+    return n
+
+
 def _write_raw_lines(
     sources: Sequence[Source],
     keep: npt.NDArray[np.bool_],
@@ -215,25 +239,10 @@ def _write_raw_lines(
 ) -> int:
     """jsonl → jsonl, lines → lines: copy each kept record's input bytes (see ``jsonl``)."""
     if output == "-":
-        sys.stdout.flush()
-        stream = getattr(sys.stdout, "buffer", None)
-        if stream is None:  # a text-only stdout (embedding): decode what would be written
-            n = 0
-            for src in sources:
-                n += copy_records(
-                    src,
-                    _kept_positions(src, keep),
-                    lambda b: sys.stdout.write(bytes(b).decode(encoding)),
-                    out_encoding=encoding,
-                )
-            sys.stdout.flush()
-            return n
-        n = sum(
-            copy_records(src, _kept_positions(src, keep), stream.write, out_encoding=encoding)
-            for src in sources
-        )
-        stream.flush()
-        return n
+        try:
+            return _raw_lines_to_stdout(sources, keep, encoding)
+        except OSError as exc:  # a full disk or a closed pipe behind stdout: exit 7, said
+            raise StorageError(f"cannot write output '-': {exc.strerror or exc}") from exc
     with opener(output, "wb", buffering=1 << 20) as fh:
         n = 0
         for src in sources:

@@ -1,6 +1,8 @@
-"""SIGTERM (``kill``, ``timeout``, Slurm, ``docker stop``) stops a command as ^C does: what it
-staged or spooled is removed, and it exits 143 (it had no handler: an uncompressed copy of a
-compressed input and staged outputs stayed behind)."""
+"""How a real ``neardup`` process ends when its surroundings fail it: SIGTERM (``kill``,
+``timeout``, Slurm, ``docker stop``) stops a command as ^C does, what it staged or spooled
+removed, exit 143 (it had no handler: an uncompressed copy of a compressed input and staged
+outputs stayed behind); a stdout that cannot be written is exit 7 and one line (it was a
+traceback and exit 1)."""
 
 from __future__ import annotations
 
@@ -49,3 +51,17 @@ def test_sigterm_removes_the_spooled_copy_and_staged_outputs(tmp_path: Path) -> 
 def test_servers_keep_their_own_sigterm() -> None:
     assert _serves(["serve", "--data", "d"]) and _serves(["cluster", "router", "-c", "c"])
     assert not _serves(["dedup", "x"]) and not _serves(["cluster", "status"])
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_full_stdout_is_one_line_and_exit_7(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": str(i), "text": f"t {i}"}) + "\n" for i in range(9)))
+    for args in (["-o", "-", "-q"], ["-o", str(tmp_path / "kept.jsonl")]):
+        with open("/dev/full", "w") as full:
+            run = subprocess.run(
+                [sys.executable, "-m", "neardup", "dedup", str(src), *args],
+                stdout=full, stderr=subprocess.PIPE, text=True, timeout=300,
+            )  # fmt: skip
+        assert run.returncode == 7, run.stderr
+        assert "No space left on device" in run.stderr and "Traceback" not in run.stderr

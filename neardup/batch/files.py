@@ -217,12 +217,12 @@ def write_pairs(path: str, result: DedupResult, more: Iterable[Sequence[object]]
     rule name); then the rows ``more`` (the same columns), in the same file."""
     import io
 
-    from ..io import atomic_open
     from ..io.csvout import csv_writer, write_pairs_csv
+    from ..io.remote import open_output
     from ..verify.rule import RULE_NAMES
 
     p = result.pairs
-    with atomic_open(path, "wb", buffering=1 << 20) as fh:
+    with open_output(path, buffering=1 << 20) as fh:
         write_pairs_csv(
             fh, result.ids, p.a, p.b, p.distance, p.score, p.stage, STAGE_NAMES,
             rule=p.rule, rule_names=RULE_NAMES,
@@ -235,10 +235,10 @@ def write_pairs(path: str, result: DedupResult, more: Iterable[Sequence[object]]
 def write_clusters(path: str, result: DedupResult) -> None:
     """``result``'s clusters as CSV at ``path``: ``id,cluster,cluster_size,representative,kept``,
     one row per document."""
-    from ..io import atomic_open
     from ..io.csvout import write_clusters_csv
+    from ..io.remote import open_output
 
-    with atomic_open(path, "wb", buffering=1 << 20) as fh:
+    with open_output(path, buffering=1 << 20) as fh:
         write_clusters_csv(fh, result.ids, result.cluster, result.root, result.keep)
 
 

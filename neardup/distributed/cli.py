@@ -58,8 +58,8 @@ def _write_pairs(res: Any, path: str, more: Sequence[Sequence[object]] = ()) -> 
     :func:`neardup.batch.files.write_pairs` writes them."""
     import io
 
-    from ..io import atomic_open
     from ..io.csvout import csv_writer, write_pairs_csv
+    from ..io.remote import open_output
     from ..rules.config import STAGE_NAMES
     from ..verify.rule import RULE_NAMES
 
@@ -67,7 +67,7 @@ def _write_pairs(res: Any, path: str, more: Sequence[Sequence[object]] = ()) -> 
     m = p.num_rows
     ids = p["id_a"].to_pylist() + p["id_b"].to_pylist()
     ar = np.arange(m, dtype=np.int64)
-    with atomic_open(path, "wb", buffering=1 << 20) as fh:
+    with open_output(path, buffering=1 << 20) as fh:
         write_pairs_csv(
             fh, ids, ar, ar + m, p["distance"].to_numpy(), p["score"].to_numpy(),
             p["stage"].to_numpy(), STAGE_NAMES, rule=p["rule"].to_numpy(), rule_names=RULE_NAMES,
@@ -79,14 +79,14 @@ def _write_pairs(res: Any, path: str, more: Sequence[Sequence[object]] = ()) -> 
 
 
 def _write_clusters(res: Any, path: str) -> None:
-    from ..io import atomic_open
     from ..io.csvout import write_clusters_csv
+    from ..io.remote import open_output
     from ..rules.keep import cluster_ids
 
     c = res.read("clusters")
     pos, root = c["pos"].to_numpy(), c["root"].to_numpy()
     root_i = np.searchsorted(pos, root)  # positions -> rows (input order)
-    with atomic_open(path, "wb", buffering=1 << 20) as fh:
+    with open_output(path, buffering=1 << 20) as fh:
         write_clusters_csv(
             fh, c["id"].to_pylist(), cluster_ids(root_i), root_i, c["kept"].to_numpy()
         )

@@ -110,12 +110,12 @@ def write_view_clusters(path: str, view: RunView, new: int) -> None:
     ``new`` of ``view``), numbered and sized over every document of the view, so that a
     document the store dropped names the stored document it duplicates as its cluster's
     representative."""
-    from ..io import atomic_open
     from ..io.csvout import write_clusters_csv
+    from ..io.remote import open_output
 
     _, cluster = np.unique(view.root, return_inverse=True)
     n = len(view.ids)
-    with atomic_open(path, "wb", buffering=1 << 20) as fh:
+    with open_output(path, buffering=1 << 20) as fh:
         write_clusters_csv(
             fh,
             view.ids,

@@ -43,6 +43,7 @@ __all__ = [
     "is_url",
     "local_copy",
     "open_input",
+    "open_output",
     "sniff_compression",
     "strip_compression",
 ]
@@ -368,6 +369,22 @@ def _compressor(kind: str, raw: IO[bytes]) -> IO[bytes]:
 
         return zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=False)
     raise ConfigError(f"unknown compression {kind!r}")
+
+
+@contextlib.contextmanager
+def open_output(path: str, **kwargs: Any) -> Iterator[IO[bytes]]:
+    """A binary output at ``path`` through :func:`~neardup.io.atomic.atomic_open` (``kwargs``
+    its own), compressed as its name says (``.gz``, ``.zst``, ``.bz2``, ``.xz``) as ``-o``
+    is: a ``--pairs-out pairs.csv.gz`` was written as plain CSV under that name."""
+    from .atomic import atomic_open
+
+    kind = compression_of(path) if path != "-" else None
+    with atomic_open(path, "wb", **kwargs) as out:
+        if kind is None:
+            yield out
+            return
+        with _compressor(kind, out) as z:
+            yield z
 
 
 def compress_file(plain: str, output: str, kind: str) -> None:

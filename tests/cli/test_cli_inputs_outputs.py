@@ -395,3 +395,23 @@ def test_options_that_would_be_ignored_are_refused(tmp_path, capsys):
         main(["dedup", str(src), "-o", out, "--engine", "spark", "--scheduler", "tcp://h:1"]) == 2
     )
     assert not (tmp_path / "k.jsonl").exists()
+
+
+def test_pairs_and_clusters_outputs_are_compressed_as_named(tmp_path, capsys):
+    """`--pairs-out p.csv.gz` and `--clusters-out c.csv.zst` were written as plain CSV under
+    those names (`zcat` failed); they are compressed as `-o` is."""
+    import gzip
+
+    import zstandard
+
+    src = tmp_path / "in.jsonl"
+    rows = [{"id": str(i), "text": f"the same words about item {i % 3} again"} for i in range(9)]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    base = ["dedup", str(src), "-o", str(tmp_path / "k.jsonl"), "-q"]
+    assert main([*base, "--pairs-out", str(tmp_path / "p.csv"), "--clusters-out", str(tmp_path / "c.csv")]) == 0  # fmt: skip
+    assert main([*base, "--pairs-out", str(tmp_path / "p.csv.gz"), "--clusters-out", str(tmp_path / "c.csv.zst")]) == 0  # fmt: skip
+    assert (
+        gzip.decompress((tmp_path / "p.csv.gz").read_bytes()) == (tmp_path / "p.csv").read_bytes()
+    )
+    plain = zstandard.ZstdDecompressor().stream_reader((tmp_path / "c.csv.zst").read_bytes()).read()
+    assert plain == (tmp_path / "c.csv").read_bytes() and plain.startswith(b"id,cluster")

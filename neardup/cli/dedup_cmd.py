@@ -186,7 +186,7 @@ def dedup_command(
     ] = "first",
     verify: Annotated[bool, typer.Option(help="Verify candidates with token similarity.")] = True,
     pairs_out: Annotated[
-        str | None, typer.Option(help="CSV of matched pairs: id_a,id_b,distance,score,stage.")
+        str | None, typer.Option(help="CSV of matched pairs: id_a,id_b,distance,score,stage,rule.")
     ] = None,
     clusters_out: Annotated[
         str | None,
@@ -237,7 +237,7 @@ def dedup_command(
         typer.Option(
             "--engine",
             help="local (this process), dask or spark (pip install 'neardup[dask]' or "
-            "'neardup[spark]'; one output file).",
+            "'neardup[spark]'; the same outputs).",
         ),
     ] = "local",
     scheduler: Annotated[
@@ -372,7 +372,8 @@ def dedup_command(
             input_format=input_format, output_format=output_format, text_field=text_field,
             id_field=id_field, generate_ids=generate_ids, encoding=encoding, on_error=on_error,
             scheduler=scheduler, master=master, partitions=partitions, workdir=workdir,
-            quiet=quiet,
+            # task lines are progress: none on a redirected stderr, as the local engine's bar
+            quiet=quiet or not sys.stderr.isatty(),
         )  # fmt: skip
         if not quiet:
             print(_summary_text(stats), file=summary_stream)

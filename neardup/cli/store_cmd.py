@@ -72,9 +72,11 @@ def verify_cmd(data: Path = _DATA, as_json: bool = _JSON) -> None:
 
 def repair_cmd(data: Path = _DATA, as_json: bool = _JSON) -> None:
     """Restore damaged rows from the live log, or quarantine them (the server must be stopped)."""
+    from ..service.namespaces import not_served
     from ..store.integrity import find_stores, repair_store
 
-    reports = [(name, repair_store(path)) for name, path in find_stores(data)]
+    with not_served(data):  # a running server on DATA: exit 5, before anything is touched
+        reports = [(name, repair_store(path)) for name, path in find_stores(data)]
     _print(reports, as_json, "repair")
 
 
@@ -161,7 +163,7 @@ def load_cmd(
     from ..incremental.seed import CHUNK_DOCS
     from ..online.settings import DedupSettings
     from ..service.config import validate_namespace
-    from ..service.namespaces import NAMESPACES_DIR
+    from ..service.namespaces import NAMESPACES_DIR, not_served
     from ..store import StoreSettings, parse_duration
     from .dedup_cmd import _bar_callback, _first_compile, warn
     from .progress import StageProgress
@@ -184,7 +186,7 @@ def load_cmd(
     # a cold kernel cache: say so when the first compile starts (whatever -q says), and start
     # the batch's compile helper, as neardup dedup does
     _jit.announce_compiles(_first_compile, "load")
-    with progress:
+    with progress, not_served(data):  # (a running server on DATA: exit 5, nothing loaded)
         stats = load_files(
             inputs, store, settings=settings, dedup=not as_is, time_field=time_field,
             drop_expired=drop_expired, input_format=input_format, text_field=text_field,

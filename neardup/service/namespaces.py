@@ -8,13 +8,22 @@ empty index.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, NeardupError, NotFoundError, ServiceUnavailableError, StorageError
+from ..errors import (
+    ConfigError,
+    IndexStateError,
+    NeardupError,
+    NotFoundError,
+    ServiceUnavailableError,
+    StorageError,
+)
 from .config import NAMESPACE_PATTERN, ServiceConfig, validate_namespace
 
 __all__ = ["NamespaceRegistry"]
@@ -58,6 +67,50 @@ def _say_stopped_load(name: str, path: Path) -> None:
     )  # fmt: skip
 
 
+#: a served data folder's lock file: the server holds it exclusively while it runs; the store
+#: commands that write (load, repair) take it shared, so each refuses the other whole, where
+#: the namespaces' own locks covered only the namespaces the server had opened (a load into a
+#: new namespace of a served folder went ahead)
+SERVING_LOCK = ".serving.lock"
+
+
+def _lock_serving(data: Path, exclusive: bool) -> int | None:
+    """The descriptor holding ``data``'s serving lock (None: not lockable here, e.g. no
+    ``fcntl``); :class:`IndexStateError` when the other side holds it."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return None
+    try:
+        fd = os.open(data / SERVING_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError:
+        return None  # a read-only folder: the namespaces' own locks still apply
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise IndexStateError(
+            f"data directory {data} is served by a running neardup serve; stop the server first"
+            if not exclusive
+            else f"data directory {data} is being written by a neardup store command (load, "
+            "repair) or served by another server; wait for it or stop it first"
+        ) from None
+    return fd
+
+
+@contextlib.contextmanager
+def not_served(data: Path) -> Any:
+    """Hold ``data``'s serving lock shared for a block that writes its stores with the server
+    stopped (``neardup store load``, ``store repair``): :class:`IndexStateError` (exit 5) when a
+    server runs on it."""
+    fd = _lock_serving(Path(data), exclusive=False) if Path(data).is_dir() else None
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
 class NamespaceRegistry:
     """Maps namespace names to open deduplicators.
 
@@ -84,6 +137,7 @@ class NamespaceRegistry:
         self._stores: dict[str, Any] = {}
         self._closed = False
         self._opened = False
+        self._serving: int | None = None  # the data folder's serving lock, while open
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _root(self) -> Path | None:
@@ -127,6 +181,7 @@ class NamespaceRegistry:
                         f"cannot create the data directory {str(data / NAMESPACES_DIR)!r}: {exc.strerror}; "
                         "check the path and its permissions"
                     ) from exc
+            self._serving = _lock_serving(data, exclusive=True)
         names = list(dict.fromkeys([*self.config.namespaces, *self.discover()]))
         try:
             for name in names:
@@ -171,6 +226,9 @@ class NamespaceRegistry:
                 log.info("closed namespace %r", name)
             except Exception:  # keep closing the others
                 log.exception("error while closing namespace %r", name)
+        fd, self._serving = self._serving, None
+        if fd is not None:
+            os.close(fd)
 
     @property
     def closed(self) -> bool:

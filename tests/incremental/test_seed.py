@@ -626,3 +626,27 @@ def test_each_announcement_is_said_at_its_next_compile(monkeypatch: pytest.Monke
         assert numba.njit(add)(1) == 2 and numba.njit(add)(2.5) == 3.5  # two compiles each
     assert said == [_jit.compile_notice("load"), _jit.compile_notice("serve")]
     assert _jit._stats.announce is None
+
+
+def test_a_served_data_folder_is_refused_whole(tmp_path: Path, capsys) -> None:
+    """The docs say `store load` and `store repair` need the server stopped (exit 5); the
+    namespaces' own locks covered only those the server had opened, so a load into a new
+    namespace of a served folder went ahead. The server holds the folder's serving lock; the
+    store commands that write take it shared, so each refuses the other."""
+    pytest.importorskip("fastapi")
+    from neardup.errors import IndexStateError
+    from neardup.service import create_app
+    from neardup.service.config import ServiceConfig
+    from neardup.service.namespaces import NamespaceRegistry, not_served
+    from neardup.service.testing import serve_in_thread
+
+    data = tmp_path / "data"
+    src = _write(tmp_path / "s.jsonl", _records(5))
+    with serve_in_thread(create_app(ServiceConfig(data_dir=data, token="t"))):
+        assert main(["store", "load", str(data), str(src), "--namespace", "new", "-q"]) == 5
+        assert "served by a running neardup serve" in capsys.readouterr().err
+        assert not (data / "namespaces" / "new").exists()
+        assert main(["store", "repair", str(data)]) == 5
+    assert main(["store", "load", str(data), str(src), "--namespace", "new", "-q"]) == 0
+    with not_served(data), pytest.raises(IndexStateError, match="store command"):
+        NamespaceRegistry(ServiceConfig(data_dir=data, token="t")).open()

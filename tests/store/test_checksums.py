@@ -106,7 +106,7 @@ def test_flipped_text_bytes_are_detected_verified_and_repaired(tmp_path: Path) -
     assert "3 damaged" in out.stdout and "neardup: error:" in out.stderr
     assert "Traceback" not in out.stderr
     out = _cli("store", "repair", str(data))  # the server holds the store: refused
-    assert out.returncode == 5 and "already open" in out.stderr, out.stderr
+    assert out.returncode == 5 and "served by a running neardup serve" in out.stderr, out.stderr
     srv.kill()  # (a clean stop would flush the memtable and retire the log that holds a copy)
 
     out = _cli("store", "repair", str(data), "--json")

@@ -67,13 +67,11 @@ def against_on_engine(
     from ..distributed.cli import run_distributed_cli
     from ..distributed.job import POS_SHIFT
     from ..io import check_outputs, plan_inputs, plan_output, read_corpus
-    from ..io.atomic import new_folder
-    from ..online import Deduplicator
     from .journal import SaveJournal
     from .stored import (
         check_store,
-        holds_documents,
         load_kept,
+        open_store,
         refuse_stored_ids,
         store_pair_rows,
         store_summary,
@@ -95,66 +93,59 @@ def against_on_engine(
         generate_ids=generate_ids,
     )  # fmt: skip
     verifier = config.make_verifier() if config.verify else None
-    # a store --save makes is removed again when the run fails before it holds a document
-    with (
-        new_folder(root) as made,
-        Deduplicator.open(
-            root,
-            verify=verifier if verifier is not None else False,
-            fingerprinter=config.make_fingerprinter(),
-        ) as d,
-    ):
-        try:
-            # a run that stopped while saving into the store: refused, or finished (--resume)
-            journal = SaveJournal.open(
-                d, files, {**read, "input_format": input_format}, save=save, resume=resume
+    # (a store --save makes is removed again when the run fails before it holds a document)
+    with open_store(
+        root,
+        verify=verifier if verifier is not None else False,
+        fingerprinter=config.make_fingerprinter(),
+    ) as d:
+        # a run that stopped while saving into the store: refused, or finished (--resume)
+        journal = SaveJournal.open(
+            d, files, {**read, "input_format": input_format}, save=save, resume=resume
+        )
+        # 1. the store's check, here (the job's positions: file << POS_SHIFT | row)
+        t0 = time.perf_counter()
+        with read_corpus(files, **read) as corpus:
+            ids = [str(x) for x in corpus.ids]
+            n = len(ids)
+            step("read", n, n)
+            journal.take_back(d, ids)  # a stopped save's rows, before any decision
+            before = len(d)
+            refuse_stored_ids(d, ids)
+            for_store, stored = check_store(
+                d, ids, corpus.texts, pairs=pairs_path is not None, progress=progress
             )
-            # 1. the store's check, here (the job's positions: file << POS_SHIFT | row)
-            t0 = time.perf_counter()
-            with read_corpus(files, **read) as corpus:
-                ids = [str(x) for x in corpus.ids]
-                n = len(ids)
-                step("read", n, n)
-                journal.take_back(d, ids)  # a stopped save's rows, before any decision
-                before = len(d)
-                refuse_stored_ids(d, ids)
-                for_store, stored = check_store(
-                    d, ids, corpus.texts, pairs=pairs_path is not None, progress=progress
-                )
-                firsts = np.array([s.first for s in corpus.sources], np.int64)
-            rows = np.flatnonzero(for_store)
-            file_of = np.searchsorted(firsts, rows, side="right") - 1
-            exclude = (file_of << np.int64(POS_SHIFT)) + (rows - firsts[file_of])
-            del ids
-            check_s = time.perf_counter() - t0
+            firsts = np.array([s.first for s in corpus.sources], np.int64)
+        rows = np.flatnonzero(for_store)
+        file_of = np.searchsorted(firsts, rows, side="right") - 1
+        exclude = (file_of << np.int64(POS_SHIFT)) + (rows - firsts[file_of])
+        del ids
+        check_s = time.perf_counter() - t0
 
-            def save_kept(res: Any, stats: dict[str, Any]) -> None:
-                # 3. the kept documents join the store, durable before the outputs are published
-                kept = int(res.stats["kept"])
-                if save:
-                    table = res.read("kept")
-                    ids, texts = table.column("id").to_pylist(), table.column("text").to_pylist()
-                    del table
-                    with journal.saving(d):
-                        load_kept(d, ids, texts, np.ones(len(ids), np.bool_), progress=progress)
-                stats.update(
-                    **store_summary(d, root, n, for_store, kept, before=before, saved=save),
-                    store_check_s=round(check_s, 3),
-                )
-                journal.add_to(stats)
+        def save_kept(res: Any, stats: dict[str, Any]) -> None:
+            # 3. the kept documents join the store, durable before the outputs are published
+            kept = int(res.stats["kept"])
+            if save:
+                table = res.read("kept")
+                ids, texts = table.column("id").to_pylist(), table.column("text").to_pylist()
+                del table
+                with journal.saving(d):
+                    load_kept(d, ids, texts, np.ones(len(ids), np.bool_), progress=progress)
+            stats.update(
+                **store_summary(d, root, n, for_store, kept, before=before, saved=save),
+                store_check_s=round(check_s, 3),
+            )
+            journal.add_to(stats)
 
-            stats = run_distributed_cli(
-                engine=engine, inputs=sources, config=config, output=output,
-                pairs_out=pairs_path, clusters_out=None, summary_json=summary,
-                input_format=input_format, output_format=output_format, scheduler=scheduler,
-                master=master, partitions=partitions, workdir=workdir, quiet=True, progress=progress,
-                exclude=exclude,
-                more_pairs=store_pair_rows(stored),
-                before_publish=save_kept, text_field=text_field, id_field=id_field,
-                encoding=encoding, on_error=on_error, generate_ids=generate_ids,
-            )  # fmt: skip
-            journal.finished()  # stored and published: nothing to finish
-        except BaseException:
-            made.keep = holds_documents(d)
-            raise
+        stats = run_distributed_cli(
+            engine=engine, inputs=sources, config=config, output=output,
+            pairs_out=pairs_path, clusters_out=None, summary_json=summary,
+            input_format=input_format, output_format=output_format, scheduler=scheduler,
+            master=master, partitions=partitions, workdir=workdir, quiet=True, progress=progress,
+            exclude=exclude,
+            more_pairs=store_pair_rows(stored),
+            before_publish=save_kept, text_field=text_field, id_field=id_field,
+            encoding=encoding, on_error=on_error, generate_ids=generate_ids,
+        )  # fmt: skip
+        journal.finished()  # stored and published: nothing to finish
     return stats

@@ -56,8 +56,8 @@ from .journal import SaveJournal
 from .stored import (
     RunWork,
     check_store,
-    holds_documents,
     load_kept,
+    open_store,
     refuse_stored_ids,
     sign_all,
     store_pair_rows,
@@ -104,19 +104,17 @@ def _check_store_path(root: Path, sources: Sequence[str], save: bool) -> None:
             )
 
 
-def _check_outside_store(
-    root: Path, save: bool, outputs: Sequence[tuple[str, str | os.PathLike[str] | None]]
-) -> None:
+def _check_outside_store(root: Path, save: bool, outputs: Sequence[tuple[str, str | None]]) -> None:
     """Refuse an output inside the store's folder: the store's folder holds its own files
     (a later run's open meets the stranger, and ``-o STORE/`` would mirror the inputs there)."""
     here = root.resolve()
     for flag, path in outputs:
-        if path is None or os.fspath(path) == "-" or "://" in os.fspath(path):
+        if path is None or path == "-" or "://" in path:
             continue
-        out = Path(os.fspath(path)).resolve()
+        out = Path(path).resolve()
         if out == here or here in out.parents:
             raise ConfigError(
-                f"{flag} {os.fspath(path)}: inside the store {'--save' if save else '--against'} "
+                f"{flag} {path}: inside the store {'--save' if save else '--against'} "
                 f"{root}, whose folder holds only the store's files; write it outside the store"
             )
 
@@ -203,8 +201,7 @@ def dedup_against(
         store that holds documents.
     """
     from ..io import check_outputs, plan_inputs, plan_output, read_corpus, write_kept
-    from ..io.atomic import atomic_open, new_folder, staged_outputs
-    from ..online import Deduplicator
+    from ..io.atomic import atomic_open, staged_outputs
 
     t0 = time.perf_counter()
     cfg = with_overrides(config, overrides, caller="dedup_against()")
@@ -234,12 +231,15 @@ def dedup_against(
     paths = [os.fspath(inputs)] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     sources = [os.fspath(p) for p in paths]
     _check_store_path(root, sources, save)
-    _check_outside_store(
-        root,
-        save,
-        [("--output", output), ("--summary-json", summary_json), ("--pairs-out", pairs_out),
-         ("--clusters-out", clusters_out), ("--report", report), ("--report", review)],
-    )  # fmt: skip
+    # every output path, by its option: none inside the store, then check_outputs' refusals
+    named: list[tuple[str, str | None]] = [
+        (flag, None if path is None else os.fspath(path))
+        for flag, path in (
+            ("--output", output), ("--summary-json", summary_json), ("--pairs-out", pairs_out),
+            ("--clusters-out", clusters_out), ("--report", report), ("--report", review),
+        )
+    ]  # fmt: skip
+    _check_outside_store(root, save, named)
     # (before the engines part: a store keeps its rule on every engine)
     verifier = cfg.make_verifier() if cfg.verify else None
     _check_store_threshold(root, verifier, save)
@@ -260,11 +260,7 @@ def dedup_against(
             progress=progress, resume=resume,
         )  # fmt: skip
     out = os.fspath(output)
-    summary = None if summary_json is None else os.fspath(summary_json)
-    pairs_path = None if pairs_out is None else os.fspath(pairs_out)
-    clusters_path = None if clusters_out is None else os.fspath(clusters_out)
-    report_path = None if report is None else os.fspath(report)
-    review_path = None if review is None else os.fspath(review)
+    summary, pairs_path, clusters_path, report_path, review_path = (p for _, p in named[1:])
     if (report_path is None) != (review_path is None):
         raise ConfigError(
             "dedup_against(): pass report and review together (the page and its data)"
@@ -272,14 +268,7 @@ def dedup_against(
     files = plan_inputs(sources, input_format)
     plan = plan_output(out, files, fmt=output_format)
     check_outputs(
-        [
-            ("--output", out),
-            ("--summary-json", summary),
-            ("--pairs-out", pairs_path),
-            ("--clusters-out", clusters_path),
-            ("--report", report_path),
-            ("--report", review_path),
-        ],
+        named,
         sources,
         folder=plan.path if plan.folder else None,
     )
@@ -288,77 +277,69 @@ def dedup_against(
         text_field=text_field, id_field=id_field, encoding=encoding, on_error=on_error,
         generate_ids=generate_ids,
     )  # fmt: skip
-    # a store --save makes is removed again when the run fails before it holds a document
-    # (a bad record): else the retry would open that empty store
-    with (
-        new_folder(root) as made,
-        Deduplicator.open(
-            root,
-            verify=verifier if verifier is not None else False,
-            fingerprinter=cfg.make_fingerprinter(),
-        ) as d,
-    ):
-        try:
-            # a run that stopped while saving into the store: refused, or finished (--resume),
-            # before a record is read
-            journal = SaveJournal.open(
-                d, files, {**reading, "input_format": input_format}, save=save, resume=resume
+    # (a store --save makes is removed again when the run fails before it holds a document)
+    with open_store(
+        root,
+        verify=verifier if verifier is not None else False,
+        fingerprinter=cfg.make_fingerprinter(),
+    ) as d:
+        # a run that stopped while saving into the store: refused, or finished (--resume),
+        # before a record is read
+        journal = SaveJournal.open(
+            d, files, {**reading, "input_format": input_format}, save=save, resume=resume
+        )
+        with staged_outputs(), read_corpus(files, **reading) as corpus:
+            ids, texts = list(corpus.ids), corpus.texts
+            n = len(ids)
+            journal.take_back(d, ids)  # a stopped save's rows, before any decision
+            before = len(d)
+            step("read", n, n)
+            into = dedup_into(
+                d, ids, texts, config=cfg, progress=progress, save=False, keep_prepared=save,
+                pairs=pairs_path is not None or report_path is not None or clusters_path is not None,
+            )  # fmt: skip
+            keep, for_store, result = into.keep, into.for_store, into.result
+            kept = int(keep.sum())
+            step("write", 0, kept)
+            write_kept(corpus, keep, out, plan=plan, encoding="utf-8")
+            if pairs_path is not None:
+                _write_pairs(pairs_path, result, into.stored_pairs)
+            step("write", kept, kept)
+            # 3. the kept documents join the store (durable before the outputs are published)
+            if save:
+                with journal.saving(d):
+                    load_kept(
+                        d, ids, texts, keep, progress=progress, prepared=into.prepared,
+                        work=into.work,
+                    )  # fmt: skip
+                into.prepared = into.work = None
+            stats = dict(result.stats)
+            elapsed = time.perf_counter() - t0
+            stats.update(
+                **store_summary(d, root, n, for_store, kept, before=before, saved=save),
+                skipped_records=corpus.skipped,
+                elapsed_s=round(elapsed, 3),
+                docs_per_s=round(n / elapsed, 1) if elapsed > 0 else None,
+                inputs=sources,
+                output=out,
+                output_format=plan.fmt,
+                output_folder=plan.folder,
             )
-            with staged_outputs(), read_corpus(files, **reading) as corpus:
-                ids, texts = list(corpus.ids), corpus.texts
-                n = len(ids)
-                journal.take_back(d, ids)  # a stopped save's rows, before any decision
-                before = len(d)
-                step("read", n, n)
-                into = dedup_into(
-                    d, ids, texts, config=cfg, progress=progress, save=False, keep_prepared=save,
-                    pairs=pairs_path is not None or report_path is not None or clusters_path is not None,
-                )  # fmt: skip
-                keep, for_store, result = into.keep, into.for_store, into.result
-                kept = int(keep.sum())
-                step("write", 0, kept)
-                write_kept(corpus, keep, out, plan=plan, encoding="utf-8")
-                if pairs_path is not None:
-                    _write_pairs(pairs_path, result, into.stored_pairs)
-                step("write", kept, kept)
-                # 3. the kept documents join the store (durable before the outputs are published)
-                if save:
-                    with journal.saving(d):
-                        load_kept(
-                            d, ids, texts, keep, progress=progress, prepared=into.prepared,
-                            work=into.work,
-                        )  # fmt: skip
-                    into.prepared = into.work = None
-                stats = dict(result.stats)
-                elapsed = time.perf_counter() - t0
-                stats.update(
-                    **store_summary(d, root, n, for_store, kept, before=before, saved=save),
-                    skipped_records=corpus.skipped,
-                    elapsed_s=round(elapsed, 3),
-                    docs_per_s=round(n / elapsed, 1) if elapsed > 0 else None,
-                    inputs=sources,
-                    output=out,
-                    output_format=plan.fmt,
-                    output_folder=plan.folder,
-                )
-                journal.add_to(stats)
-                if clusters_path is not None or report_path is not None:
-                    from .review import run_view, write_view_clusters
+            journal.add_to(stats)
+            if clusters_path is not None or report_path is not None:
+                from .review import run_view, write_view_clusters
 
-                    view, view_texts = run_view(d, into, ids, texts, verifier, stats)
-                    if clusters_path is not None:
-                        write_view_clusters(clusters_path, view, len(ids))
-                    if report_path is not None and review_path is not None:
-                        from ..review.report import review_writer
+                view, view_texts = run_view(d, into, ids, texts, verifier, stats)
+                if clusters_path is not None:
+                    write_view_clusters(clusters_path, view, len(ids))
+                if report_path is not None and review_path is not None:
+                    from ..review.report import review_writer
 
-                        review_writer(report_path, review_path)(view, view_texts, stats)
-                if summary is not None:
-                    with atomic_open(summary, "w", encoding="utf-8") as fh:
-                        json.dump(stats, fh, indent=2, ensure_ascii=False)
-            journal.finished()  # stored and published: nothing to finish
-        except BaseException:
-            made.keep = holds_documents(d)
-            raise
+                    review_writer(report_path, review_path)(view, view_texts, stats)
+            if summary is not None:
+                with atomic_open(summary, "w", encoding="utf-8") as fh:
+                    json.dump(stats, fh, indent=2, ensure_ascii=False)
+        journal.finished()  # stored and published: nothing to finish
     return stats
 
 

@@ -46,9 +46,8 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import ConfigError, InputError, RecordError
-from ..io.atomic import new_folder
 from .journal import STORE_LOAD, LoadJournal, input_identity, stopped_run
-from .stored import holds_documents
+from .stored import open_store
 from .survey import Part, id_digest, id_hashes, survey
 
 __all__ = ["load_files"]
@@ -131,7 +130,6 @@ def load_files(
         file that changed between the two reads: the groups before it stay loaded (said).
     """
     from ..io import plan_inputs
-    from ..online import Deduplicator
 
     t0 = time.perf_counter()
     report = progress or (lambda stage, done, total: None)
@@ -156,40 +154,36 @@ def load_files(
     options = dict(reading, dedup=dedup, time_field=time_field, drop_expired=drop_expired,
                    input_format=input_format)  # fmt: skip
     root = Path(os.fspath(store))
-    # a store this call makes is removed again when the load fails before it holds a document
-    # (a bad record, a time outside the window): else the retry opens it with its settings
-    with new_folder(root) as made, Deduplicator.open(root, settings) as d:
-        try:
-            before = len(d)
-            stopped = LoadJournal.read(root)
-            if if_empty and before and stopped is None:
-                return _summary(d, store, before, t0, path=None)
-            identity = input_identity(files, report)
-            resuming = stopped_run(
-                root, STORE_LOAD, resume=resume or if_empty, identity=identity, options=options,
-                holds=0 if all(f.path == "-" for f in files) else before,
-            )  # fmt: skip
-            counts = _read_and_load(
-                d, files, dedup=dedup, time_field=time_field, drop_expired=drop_expired,
-                progress=progress, reading=reading, chunk_docs=chunk_docs,
-                journal=None if any(f.path == "-" for f in files) else (identity, options),
-                stopped=resuming,
-            )  # fmt: skip
-            # the loads left one segment per chunk and time partition: merged now, so a server
-            # opening the store searches few segments and no background merge competes with it;
-            # after the corpus is released (the merge of a large load needs the memory)
-            gc.collect()
-            report("compact", 0, 1)
-            tc = time.perf_counter()
-            d.compact()
-            report("compact", 1, 1)
-            LoadJournal.remove(root)  # finished: nothing to resume
-            return _summary(
-                d, store, before, t0, **counts, compact_s=round(time.perf_counter() - tc, 3)
-            )
-        except BaseException:
-            made.keep = holds_documents(d)
-            raise
+    # (a store this call makes is removed again when the load fails before it holds a
+    # document: a bad record, a time outside the window)
+    with open_store(root, settings) as d:
+        before = len(d)
+        stopped = LoadJournal.read(root)
+        if if_empty and before and stopped is None:
+            return _summary(d, store, before, t0, path=None)
+        identity = input_identity(files, report)
+        resuming = stopped_run(
+            root, STORE_LOAD, resume=resume or if_empty, identity=identity, options=options,
+            holds=0 if all(f.path == "-" for f in files) else before,
+        )  # fmt: skip
+        counts = _read_and_load(
+            d, files, dedup=dedup, time_field=time_field, drop_expired=drop_expired,
+            progress=progress, reading=reading, chunk_docs=chunk_docs,
+            journal=None if any(f.path == "-" for f in files) else (identity, options),
+            stopped=resuming,
+        )  # fmt: skip
+        # the loads left one segment per chunk and time partition: merged now, so a server
+        # opening the store searches few segments and no background merge competes with it;
+        # after the corpus is released (the merge of a large load needs the memory)
+        gc.collect()
+        report("compact", 0, 1)
+        tc = time.perf_counter()
+        d.compact()
+        report("compact", 1, 1)
+        LoadJournal.remove(root)  # finished: nothing to resume
+        return _summary(
+            d, store, before, t0, **counts, compact_s=round(time.perf_counter() - tc, 3)
+        )
 
 
 def _read_and_load(

@@ -7,8 +7,9 @@ written; step 3, the kept documents loaded (:func:`load_kept`); and the summary'
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +29,8 @@ __all__ = [
     "Reclaim",
     "RunWork",
     "check_store",
-    "holds_documents",
     "load_kept",
+    "open_store",
     "refuse_stored_ids",
     "sign_all",
     "store_pair_rows",
@@ -226,14 +227,25 @@ def check_store(
     return for_store, stored_pairs
 
 
-def holds_documents(d: Any) -> bool:
-    """Whether the open store ``d`` holds a document, or cannot say (then it is kept): what a
-    failed run that made the store decides by, removing it or not
-    (:func:`neardup.io.atomic.new_folder`)."""
-    try:
-        return len(d) > 0
-    except Exception:
-        return True
+@contextlib.contextmanager
+def open_store(root: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+    """``Deduplicator.open(root, *args, **kwargs)`` for a run that may make the store: one this
+    call made (the folders made for it, or an empty folder's contents) is removed again when
+    the block fails before the store holds a document (a bad record, a time outside the
+    window), else the retry would open it with the failed run's settings; where a document
+    landed it stays (``--resume`` finishes it). :func:`neardup.io.atomic.new_folder`."""
+    from ..io.atomic import new_folder
+    from ..online import Deduplicator
+
+    with new_folder(root) as made, Deduplicator.open(root, *args, **kwargs) as d:
+        try:
+            yield d
+        except BaseException:
+            try:
+                made.keep = len(d) > 0
+            except Exception:  # (it cannot say: kept)
+                made.keep = True
+            raise
 
 
 def refuse_stored_ids(d: Any, ids: Sequence[str], reclaim: Reclaim | None = None) -> None:

@@ -52,6 +52,23 @@ log = logging.getLogger("neardup.cluster")
 MAX_MATCHES = 10
 
 
+def write_options(min_copies: int | None, lease_ttl: float, replicas: int) -> tuple[int, float]:
+    """``(min_copies, lease_ttl)`` of a writer (a :class:`ClusterClient`, the router's
+    namespaces) checked: copies in 1..``replicas`` (None: ``replicas``), the lease seconds in
+    (0, 600]; :class:`ConfigError` otherwise."""
+    if min_copies is None:
+        min_copies = replicas
+    if (
+        isinstance(min_copies, bool)
+        or not isinstance(min_copies, int)
+        or not 1 <= min_copies <= replicas
+    ):
+        raise ConfigError(f"min_copies must be in 1..replicas ({replicas}), got {min_copies!r}")
+    if isinstance(lease_ttl, bool) or not 0 < float(lease_ttl) <= 600:
+        raise ConfigError(f"lease_ttl must be seconds in (0, 600], got {lease_ttl!r}")
+    return min_copies, float(lease_ttl)
+
+
 class ClusterClient:
     """Routes the documents of one namespace to the nodes of a cluster (see the module docs).
 
@@ -116,19 +133,9 @@ class ClusterClient:
             except BaseException:
                 self.nodes.close()
                 raise
-        r = self.nodes.config.replicas
-        if min_copies is None:
-            min_copies = r
-        if (
-            isinstance(min_copies, bool)
-            or not isinstance(min_copies, int)
-            or not 1 <= min_copies <= r
-        ):
-            raise ConfigError(f"min_copies must be in 1..replicas ({r}), got {min_copies!r}")
-        self.min_copies = min_copies
-        if not 0 < float(lease_ttl) <= 600:
-            raise ConfigError(f"lease_ttl must be seconds in (0, 600], got {lease_ttl!r}")
-        self.lease_ttl = float(lease_ttl)
+        self.min_copies, self.lease_ttl = write_options(
+            min_copies, lease_ttl, self.nodes.config.replicas
+        )
         self._sequencer = threading.Lock()
         self._lease_until = 0.0
         self._closed = False

@@ -245,13 +245,14 @@ def rebalance(
     jpath = Path(journal) if journal is not None else None
     made = False  # this call wrote the journal (a repair): removed if it fails before any step
     if jpath is not None and jpath.exists() and jpath.stat().st_size:
-        head = json.loads(jpath.read_text(encoding="utf-8").splitlines()[0])
+        recorded = jpath.read_text(encoding="utf-8")
+        head = json.loads(recorded.splitlines()[0])
         given = {
             "target": target.to_dict(),
             "previous": previous.to_dict() if previous else None,
         }
-        lines = jpath.read_text(encoding="utf-8").count("\n")
-        if head != given or lines > 1:  # (the change add-node just recorded is not a resume)
+        # (the change add-node just recorded, with no step yet, is not a resume)
+        if head != given or recorded.count("\n") > 1:
             log.warning("resuming the rebalance recorded in %s", jpath)
         target = ClusterConfig.from_dict(head["target"], source=f"{jpath} (target)")
         previous = (

@@ -65,7 +65,7 @@ from ..service.schema import (  # noqa: E402
     parse_documents,
     request_error,
 )
-from .client import ClusterClient  # noqa: E402
+from .client import ClusterClient, write_options  # noqa: E402
 from .config import ClusterConfig  # noqa: E402
 from .nodes import NodeAnswerError, NodeDown, NodePool, covered  # noqa: E402
 
@@ -147,12 +147,10 @@ def _check_options(**values: Any) -> None:
     or at startup as a traceback)."""
     import math
 
-    for name in ("timeout", "slow_after", "lease_ttl"):
+    for name in ("timeout", "slow_after"):
         v = values[name]
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
             raise ConfigError(f"{name} must be a number of seconds > 0, got {v!r}")
-    if values["lease_ttl"] > 600:
-        raise ConfigError(f"lease_ttl must be seconds in (0, 600], got {values['lease_ttl']!r}")
     for name, low in (("max_batch", 1), ("max_namespaces", 1), ("max_body_bytes", 1024)):
         v = values[name]
         if isinstance(v, bool) or not isinstance(v, int) or v < low:
@@ -202,7 +200,7 @@ def create_router(
         ``router@HOST:PORT``: a restarted router takes its leases back at once).
     """
     _check_options(
-        timeout=timeout, slow_after=slow_after, lease_ttl=lease_ttl, max_batch=max_batch,
+        timeout=timeout, slow_after=slow_after, max_batch=max_batch,
         max_namespaces=max_namespaces, max_body_bytes=max_body_bytes,
     )  # fmt: skip
     send_token = token if node_token is None else node_token
@@ -212,12 +210,11 @@ def create_router(
         config, token=send_token, timeout=timeout, slow_after=slow_after, workers=workers,
         writer_id=writer_id, transport=transport,
     )  # fmt: skip
-    r = pool.config.replicas
-    if min_copies is not None and (
-        isinstance(min_copies, bool) or not isinstance(min_copies, int) or not 1 <= min_copies <= r
-    ):  # (refused at start: it was refused on every request, reads too)
+    try:  # (refused at start: a bad one was refused on every request, reads too)
+        write_options(min_copies, lease_ttl, pool.config.replicas)
+    except ConfigError:
         pool.close()
-        raise ConfigError(f"min_copies must be in 1..replicas ({r}), got {min_copies!r}")
+        raise
     spaces = _Namespaces(pool, max_namespaces, {"min_copies": min_copies, "lease_ttl": lease_ttl})
 
     @asynccontextmanager

@@ -95,7 +95,8 @@ def test_writers_behind_one_router_keep_exactly_one_near_duplicate(tmp_path):
 
 
 @contextlib.contextmanager
-def small_router(tmp_path, **kw):
+def small_router(tmp_path, token: str | None = TOKEN, **kw):
+    """Two nodes (token TOKEN) and a router over them; ``token``: the router's."""
     with contextlib.ExitStack() as stack:
         urls = [
             stack.enter_context(
@@ -104,7 +105,7 @@ def small_router(tmp_path, **kw):
             for i in range(2)
         ]
         cfg = ClusterConfig(tuple(NodeSpec(f"n{i}", u) for i, u in enumerate(urls)), vnodes=64)
-        app = create_router(cfg, token=TOKEN, **kw)
+        app = create_router(cfg, token=token, **kw)
         yield stack.enter_context(serve_in_thread(app)), app
 
 
@@ -287,14 +288,9 @@ def test_a_node_refusing_the_routers_token_is_named(tmp_path):
     the node and --node-token."""
     from neardup.errors import ServiceUnavailableError
 
-    with contextlib.ExitStack() as stack:
-        urls = [
-            stack.enter_context(
-                serve_in_thread(create_app(ServiceConfig(data_dir=tmp_path / f"n{i}", token=TOKEN)))
-            )
-            for i in range(2)
-        ]
-        cfg = ClusterConfig(tuple(NodeSpec(f"n{i}", u) for i, u in enumerate(urls)), vnodes=64)
-        url = stack.enter_context(serve_in_thread(create_router(cfg)))  # no token at all
-        with Client(url) as c, pytest.raises(ServiceUnavailableError, match="--node-token"):
-            c.check({"id": "a", "text": text(1)})
+    with (
+        small_router(tmp_path, token=None) as (url, _),  # no token at all
+        Client(url) as c,
+        pytest.raises(ServiceUnavailableError, match="--node-token"),
+    ):
+        c.check({"id": "a", "text": text(1)})

@@ -56,7 +56,7 @@ from ..service.config import (  # noqa: E402
     DEFAULT_MAX_BODY_BYTES,
     validate_namespace,
 )
-from ..service.documents import error_parts  # noqa: E402
+from ..service.documents import ShutdownAnswerMiddleware, error_parts  # noqa: E402
 from ..service.limits import BodyLimitMiddleware, error_response_bytes  # noqa: E402
 from ..service.schema import (  # noqa: E402
     dumps,
@@ -339,6 +339,7 @@ def create_router(
             body = {"status": body["status"]}
         return _json(body, status)
 
+    app.add_middleware(ShutdownAnswerMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=max_body_bytes)
     return app
 

@@ -61,6 +61,7 @@ from .config import ServiceConfig  # noqa: E402
 from .documents import (  # noqa: E402
     OPS,
     DocumentRoutes,
+    ShutdownAnswerMiddleware,
     error_parts,
     fd_exhausted_parts,
     in_namespace,
@@ -555,6 +556,7 @@ def create_app(
     app.openapi = openapi  # type: ignore[method-assign]
 
     # outermost first: metrics see every answer, including 413s from the body limit and 429s
+    app.add_middleware(ShutdownAnswerMiddleware)  # innermost: the metrics count its 503
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=config.max_body_bytes)
     app.add_middleware(ReadLimitMiddleware, limiter=limiter, auth=auth, metrics=metrics)
     app.add_middleware(MetricsMiddleware, metrics=metrics)

@@ -31,6 +31,7 @@ from ..errors import (
     CorruptRecordError,
     InputError,
     NeardupError,
+    ServiceUnavailableError,
     StorageError,
     error_code,
     http_status_for,
@@ -46,7 +47,14 @@ from .limits import (
 from .metrics import Metrics
 from .schema import encode_decisions, loads, parse_documents, request_error
 
-__all__ = ["OPS", "DocumentRoutes", "error_parts", "in_namespace"]
+__all__ = [
+    "OPS",
+    "DocumentRoutes",
+    "ShutdownAnswerMiddleware",
+    "error_parts",
+    "in_namespace",
+    "shutdown_parts",
+]
 
 log = logging.getLogger("neardup.service")
 
@@ -84,6 +92,73 @@ def error_parts(method: str, path: str, exc: NeardupError) -> tuple[int, bytes, 
         log.error("%s %s failed: %s: %s", method, path, type(exc).__name__, exc)
     body = error_response_bytes(error_code(exc), str(exc), getattr(exc, "field", None))
     return status, body, headers
+
+
+def shutdown_parts(method: str, path: str, *, writes: bool) -> tuple[int, bytes, Headers]:
+    """The answer to a request still running when the server's ``--graceful-timeout`` ran out
+    at shutdown: 503 ``service_unavailable`` (uvicorn's own answer is a plain-text 500).
+
+    A write's outcome is unknown to it then: the writer commits what it has been given before
+    the stores close, so the message says its writes may be applied and that re-sending is
+    safe (an id already stored answers as a duplicate of itself). ``writes``: whether the
+    request may have written (a body still being read has not)."""
+    message = (
+        "the server is shutting down and stopped waiting for this request (its "
+        "--graceful-timeout ran out)"
+    )
+    if writes:
+        message += (
+            "; some or all of its writes may still be applied: re-send it once the server is "
+            "back (an id already stored is answered as a duplicate of itself)"
+        )
+    return error_parts(method, path, ServiceUnavailableError(message))
+
+
+class ShutdownAnswerMiddleware:
+    """ASGI middleware: an HTTP request whose task is cancelled (uvicorn cancels the requests
+    still running when its graceful shutdown times out) before its answer started is answered
+    :func:`shutdown_parts` instead of uvicorn's plain-text 500 (the service's FastAPI routes
+    and the cluster router; the document routes answer it themselves)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            await _answer_if_cancelled(self.app, scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+
+async def _answer_if_cancelled(app: Any, scope: Any, receive: Any, send: Any) -> None:
+    started = False
+
+    async def tracking_send(message: Any) -> None:
+        nonlocal started
+        if message["type"] == "http.response.start":
+            started = True
+        await send(message)
+
+    try:
+        await app(scope, receive, tracking_send)
+    except asyncio.CancelledError:
+        if started:
+            raise
+        method = scope["method"]
+        writes = method not in ("GET", "HEAD", "OPTIONS")
+        status, payload, headers = shutdown_parts(method, scope["path"], writes=writes)
+        await _send_answer(send, status, payload, headers)
+
+
+async def _send_answer(send: Any, status: int, payload: bytes, headers: Headers) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [_JSON, (b"content-length", b"%d" % len(payload)), *headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
 
 
 #: errno values of descriptor exhaustion: answered 503 (the process recovers once
@@ -393,7 +468,12 @@ class DocumentRoutes:
         route, namespace, op = hit
         status = 499  # the client went away before an answer (nginx's convention)
         try:
-            body, status413 = await self.limit.read(scope, receive, send)
+            try:
+                body, status413 = await self.limit.read(scope, receive, send)
+            except asyncio.CancelledError:  # shutting down (--graceful-timeout ran out)
+                status, answer, extra = shutdown_parts("POST", scope["path"], writes=False)
+                await _send_answer(send, status, answer, extra)
+                return
             if body is None:
                 status = status413 or 499
                 return
@@ -409,6 +489,11 @@ class DocumentRoutes:
                 status = 200
             except _Answered:
                 pass
+            except asyncio.CancelledError:
+                # shutting down and --graceful-timeout ran out while the writer still had the
+                # request: answered 503, not uvicorn's plain-text 500 (tests/service/
+                # test_faults_service.py)
+                status, payload, headers = shutdown_parts("POST", scope["path"], writes=True)
             except NeardupError as exc:
                 status, payload, headers = error_parts("POST", scope["path"], exc)
             except Exception as exc:  # a bug: logged, answered like every other 500

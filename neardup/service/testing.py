@@ -81,7 +81,11 @@ def serve_in_thread(
         from .connections import uvicorn_config
 
         uv_config = uvicorn_config(
-            app, config, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
+            app,
+            config,
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=int(max(1, min(5, config.graceful_timeout_s))),
         )
     else:
         uv_config = uvicorn.Config(

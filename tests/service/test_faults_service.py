@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -358,3 +359,80 @@ def test_openapi_security_scheme_201_and_allow(tmp_path: Path) -> None:
     # real browser by tests/service/test_docs_page.py)
     assert "/openapi.json" in docs and "/docs/assets/swagger-ui-bundle.js" in docs
     assert "http://" not in docs and "https://" not in docs
+
+
+def test_a_request_past_the_graceful_timeout_is_answered_503_json(tmp_path: Path) -> None:
+    """A shutdown whose --graceful-timeout runs out while a check-and-insert waits for the
+    writer answers it 503 ``service_unavailable`` JSON saying its writes may be applied
+    (uvicorn's own answer was a plain-text 500)."""
+    from concurrent.futures import Future
+
+    config = ServiceConfig(data_dir=tmp_path, token=TOKEN, graceful_timeout_s=1)
+    app = create_app(config)
+    waiting = concurrent.futures.Future[None]()
+    never: Future[Any] = Future()  # the writer never answers this request
+
+    def stuck_submit(method: str, docs: Any, *, inline: bool = False) -> Any:
+        waiting.set_result(None)
+        return never, False
+
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        with serve_in_thread(app) as url:
+            app.state.registry.get("default").submit = stuck_submit
+            answer = pool.submit(
+                httpx.post,
+                url + "/v1/check-and-insert",
+                json={"documents": [{"id": "a", "text": "some text here"}]},
+                headers=auth,
+                timeout=_TIMEOUT,
+            )
+            waiting.result(_TIMEOUT)
+            t0 = time.monotonic()
+        # leaving the block stopped the server: one second of grace, then the answer
+        r = answer.result(_TIMEOUT)
+    assert time.monotonic() - t0 < 30
+    assert r.status_code == 503, r.text
+    assert r.headers["content-type"] == "application/json"
+    error = r.json()["error"]
+    assert error["code"] == "service_unavailable"
+    assert "--graceful-timeout" in error["message"]
+    assert "may still be applied" in error["message"]
+
+
+def test_other_routes_cancelled_at_shutdown_are_answered_503_json() -> None:
+    """The same for every other route (FastAPI's): a request cancelled before its answer
+    started gets the 503 JSON; one cancelled after it started is left to the server."""
+    import asyncio
+
+    from neardup.service.documents import ShutdownAnswerMiddleware
+
+    async def forever(scope: Any, receive: Any, send: Any) -> None:
+        await asyncio.Event().wait()
+
+    async def half(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await asyncio.Event().wait()
+
+    async def run(app: Any, method: str) -> list[dict[str, Any]]:
+        sent: list[dict[str, Any]] = []
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "method": method, "path": "/v1/docs/a"}
+        task = asyncio.ensure_future(ShutdownAnswerMiddleware(app)(scope, None, send))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return sent
+
+    sent = asyncio.run(run(forever, "DELETE"))
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+    assert sent[0]["status"] == 503
+    body = sent[1]["body"].decode()
+    assert "service_unavailable" in body and "may still be applied" in body
+    sent = asyncio.run(run(forever, "GET"))
+    assert sent[0]["status"] == 503 and "may still be applied" not in sent[1]["body"].decode()
+    assert [m["status"] for m in asyncio.run(run(half, "GET"))] == [200]

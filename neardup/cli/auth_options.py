@@ -27,14 +27,32 @@ TOKEN: Any = typer.Option(
     help="The write token: reads and writes in every namespace (what cluster nodes and "
     "routers send). Prefer the env var. An empty value is refused.",
 )
-READ_TOKEN: Any = typer.Option(
-    None,
-    "--read-token",
-    envvar="NEARDUP_READ_TOKEN",
-    show_envvar=True,
-    help="A read-only token for every namespace (check, get, export, namespace list and "
-    "statistics, metrics).",
-)
+#: what a reading token may do on a node (``neardup serve``) and on a router
+SERVER_READS = "check, get, export, namespace list and statistics, metrics"
+ROUTER_READS = "check, get, and the nodes' document counts in /healthz"
+
+
+def read_token_option(reads: str) -> Any:
+    """The ``--read-token`` option of a server that serves ``reads``."""
+    return typer.Option(
+        None,
+        "--read-token",
+        envvar="NEARDUP_READ_TOKEN",
+        show_envvar=True,
+        help=f"A read-only token for every namespace ({reads}).",
+    )
+
+
+def open_reads_option(reads: str) -> Any:
+    """The ``--open-reads`` option of a server that serves ``reads``."""
+    return typer.Option(
+        False,
+        "--open-reads",
+        help=f"Serve reads ({reads}) without a token; writes still need one.",
+    )
+
+
+READ_TOKEN: Any = read_token_option(SERVER_READS)
 TOKEN_FILE: Any = typer.Option(
     None,
     "--token-file",
@@ -43,12 +61,7 @@ TOKEN_FILE: Any = typer.Option(
     help="A file of tokens, each read or write, in every namespace or the ones it lists "
     "(format: docs/service.md, 'Auth').",
 )
-OPEN_READS: Any = typer.Option(
-    False,
-    "--open-reads",
-    help="Serve reads (check, get, export, namespace list and statistics, metrics) without "
-    "a token; writes still need one.",
-)
+OPEN_READS: Any = open_reads_option(SERVER_READS)
 NO_AUTH: Any = typer.Option(
     False,
     "--no-auth",

@@ -134,12 +134,20 @@ def batch_query_command(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary.")] = False,
 ) -> None:
     """Pairs of stored and query fingerprints within k bits (tables over the queries)."""
+    import itertools
     import time
 
+    from ..errors import InputError
     from ..index.batch_join import batch_query, batch_tables
     from ..io import atomic_open, check_outputs
 
     t0 = time.perf_counter()
+    for flag, path in (("--stored", stored), ("--queries", queries)):
+        if path == "-":
+            raise InputError(
+                f"{flag} -: fingerprints are read from a file (CSV or .npy), not from standard "
+                "input; write them to a file first"
+            )
     check_outputs([("--pairs-out", pairs_out)], [stored, queries])  # before anything is read
     q_ids: list[str] = []
     q_parts = []
@@ -149,9 +157,13 @@ def batch_query_command(
     q = np.concatenate(q_parts) if q_parts else np.zeros(0, np.uint64)
     tables = batch_tables(q, max_distance, threads=threads)  # once, for every stored chunk
     n_stored = n_pairs = 0
+    # the stored file's first chunk is read before the output is opened: a file that cannot
+    # be read leaves no header on stdout (or anywhere)
+    chunks = read_fingerprints(stored)
+    first = next(chunks, None)
     with atomic_open(pairs_out, "w", encoding="utf-8") as out:
         out.write("stored_id,query_id,distance\n")
-        for ids, f in read_fingerprints(stored):
+        for ids, f in itertools.chain([first] if first is not None else [], chunks):
             s, qi, d = batch_query(f, tables, max_distance, threads=threads)
             n_stored += f.size
             n_pairs += s.size

@@ -24,7 +24,14 @@ from pathlib import Path
 
 import typer
 
-from .auth_options import NO_AUTH, OPEN_READS, READ_TOKEN, TOKEN, TOKEN_FILE
+from .auth_options import (
+    NO_AUTH,
+    ROUTER_READS,
+    TOKEN,
+    TOKEN_FILE,
+    open_reads_option,
+    read_token_option,
+)
 
 __all__ = ["register"]
 
@@ -192,9 +199,9 @@ def router_cmd(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind."),
     port: int = typer.Option(8090, "--port", help="Port to bind."),
     token: str | None = TOKEN,
-    read_token: str | None = READ_TOKEN,
+    read_token: str | None = read_token_option(ROUTER_READS),
     token_file: Path | None = TOKEN_FILE,
-    open_reads: bool = OPEN_READS,
+    open_reads: bool = open_reads_option(ROUTER_READS),
     no_auth: bool = NO_AUTH,
     node_token: str | None = typer.Option(
         None,

@@ -152,13 +152,16 @@ def dedup_command(
     max_distance: Annotated[
         int | None,
         typer.Option(
+            min=0,
+            max=64,
             help="SimHash candidate distance for all texts (default: 3 with --candidates lsh, "
-            "length-dependent with simhash)."
+            "length-dependent with simhash).",
         ),
     ] = None,
     candidate_work_ns: Annotated[
         int,
         typer.Option(
+            min=1,
             help="--candidates simhash: candidate-search work budget per document (modelled ns; "
             "deterministic). Above ~24k docs per pass the default distances shrink to what "
             "fits.",
@@ -210,6 +213,7 @@ def dedup_command(
     workers: Annotated[
         int | None,
         typer.Option(
+            min=1,
             help="Worker threads (default: every CPU this process may use, "
             f"{default_workers()} here); the outputs do not depend on it.",
             show_default=False,

@@ -61,6 +61,7 @@ def eval_command(
     workers: Annotated[
         int | None,
         typer.Option(
+            min=1,
             help="Worker threads (default: every CPU this process may use, "
             f"{default_workers()} here); the scores do not depend on it.",
             show_default=False,

@@ -83,6 +83,7 @@ def fingerprint_cmd(
     workers: Annotated[
         int | None,
         typer.Option(
+            min=1,
             help=f"threads (default: every CPU this process may use, {default_workers()} here)",
             show_default=False,
         ),

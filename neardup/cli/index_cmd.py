@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -38,6 +39,8 @@ def plan_cmd(
     """Print the table layout the planner chooses for (bits, k, N, memory)."""
     from ..index.plan import candidate_plans, plan_index
 
+    if not (math.isfinite(n) and n >= 1 and n == int(n)):
+        raise ConfigError(f"-n/--size must be a whole number of fingerprints >= 1, got {n:g}")
     budget = _parse_bytes(memory) if memory else None
     plan = plan_index(bits, k, int(n), memory_budget=budget)
     typer.echo(plan.describe())

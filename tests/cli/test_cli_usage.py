@@ -89,7 +89,14 @@ def test_bad_choice_and_bad_int(tmp_path: Path) -> None:
     assert_usage_error(
         run("index", "plan", "--bits", "x"), "neardup index plan [OPTIONS]", "'--bits'"
     )
+    # out of range: named by the option, not by the library's parameter (``workers must be``)
+    for option, value in (("--workers", "0"), ("--max-distance", "-1"), ("--max-distance", "65")):
+        proc = run("dedup", str(src), "-o", str(tmp_path / "o.jsonl"), option, value)
+        assert_usage_error(proc, usage, f"Invalid value for '{option}'")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+    for size in ("0", "1.5", "inf"):
+        proc = run("index", "plan", "-n", size)
+        assert proc.returncode == 2 and "-n/--size must be a whole number" in proc.stderr
 
 
 def test_no_arguments_prints_help_and_exits_2() -> None:

@@ -180,6 +180,22 @@ def test_cli_names_the_row_of_a_bad_fingerprint(
     assert Path(out).read_text() == "stored_id,query_id,distance\na,0,1\na,1,1\nb,0,8\nb,1,8\n"
 
 
+def test_cli_refuses_standard_input_and_writes_nothing_before_a_bad_stored_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from neardup.cli.main import main
+
+    np.save(tmp_path / "q.npy", np.zeros(2, np.uint64))
+    q = ["batch-query", "--queries", str(tmp_path / "q.npy")]
+    assert main([*q, "--stored", "-", "--pairs-out", "-"]) == 3
+    got = capsys.readouterr()
+    assert got.out == "" and "--stored -" in got.err and "not from standard input" in got.err
+    (tmp_path / "bad.csv").write_text("name,value\na,1\n")
+    assert main([*q, "--stored", str(tmp_path / "bad.csv"), "--pairs-out", "-"]) == 3
+    got = capsys.readouterr()
+    assert got.out == "" and "expected the columns id,fingerprint" in got.err
+
+
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), nq=st.integers(0, 80), k=st.integers(0, 16))
 def test_index_method_equals_blocks_and_brute_force(seed: int, nq: int, k: int) -> None:

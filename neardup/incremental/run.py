@@ -290,6 +290,13 @@ def dedup_against(
         )
         with staged_outputs(), read_corpus(files, **reading) as corpus:
             ids, texts = list(corpus.ids), corpus.texts
+            if save:  # named by file and line here, before any work (dedup_into's says texts[i])
+                for i, problem in stored.surrogate_texts(texts):
+                    raise InputError(
+                        f"{corpus.location(i)}: the text {problem}; --save stores the texts, "
+                        "so nothing was saved",
+                        field="text",
+                    )
             n = len(ids)
             journal.take_back(d, ids)  # a stopped save's rows, before any decision
             before = len(d)
@@ -410,7 +417,7 @@ def dedup_into(
     n = len(ids)
     keeps = save or keep_prepared
     if keeps:
-        _refuse_bad_input(d, ids, times)
+        _refuse_bad_input(d, ids, texts, times)
     refuse_stored_ids(d, ids)
     fits = _run_work_fits(d, config)
     # an empty store's run: the kept documents are stored from the batch run's work
@@ -512,15 +519,20 @@ def _same_fingerprinter(d: Any, cfg: DedupConfig) -> bool:
     return bool(fp == d.fingerprinter and getattr(fp, "bits", 64) == d.bits)
 
 
-def _refuse_bad_input(d: Any, ids: Sequence[str], times: Sequence[float] | None) -> None:
-    """Refuse, before anything is decided or loaded, an id the store's rule refuses or a time
-    outside its window: a load refusing one would come after earlier chunks were loaded."""
+def _refuse_bad_input(
+    d: Any, ids: Sequence[str], texts: Sequence[str], times: Sequence[float] | None
+) -> None:
+    """Refuse, before anything is decided or loaded, an id the store's rule refuses, a text it
+    cannot hold or a time outside its window: a load refusing one would come after earlier
+    chunks were loaded."""
     from ..online.prepare import id_problem
 
     for i, x in enumerate(ids):
         problem = id_problem(x) if type(x) is str else "must be a string"
         if problem is not None:
             raise InputError(f"ids[{i}] {x!r:.60}: {problem}; nothing was loaded", field="id")
+    for i, problem in stored.surrogate_texts(texts):
+        raise InputError(f"texts[{i}]: {problem}; nothing was loaded", field="text")
     if times is None:
         return
     ts = np.asarray(times, np.float64)

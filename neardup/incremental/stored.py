@@ -35,6 +35,7 @@ __all__ = [
     "sign_all",
     "store_pair_rows",
     "store_summary",
+    "surrogate_texts",
 ]
 
 Progress = Callable[[str, int, int], None]
@@ -246,6 +247,23 @@ def open_store(root: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
             except Exception:  # (it cannot say: kept)
                 made.keep = True
             raise
+
+
+def surrogate_texts(texts: Sequence[str]) -> Iterator[tuple[int, str]]:
+    """``(position, why)`` of each text the store cannot hold because of a lone surrogate (a
+    JSON ``"\\ud800"`` escape, which the readers take as it is): only the non-ASCII texts are
+    looked at (of a :class:`~neardup.io.texts.SpanTexts`, only those held as ``str``)."""
+    from ..online.prepare import surrogate_problem
+
+    ascii_mask = getattr(texts, "ascii_mask", None)
+    if ascii_mask is not None:
+        ascii = ascii_mask()
+    else:
+        ascii = np.fromiter((t.isascii() for t in texts), np.bool_, len(texts))
+    for i in np.flatnonzero(~ascii).tolist():
+        problem = surrogate_problem(texts[i])
+        if problem is not None:
+            yield i, problem
 
 
 def refuse_stored_ids(d: Any, ids: Sequence[str], reclaim: Reclaim | None = None) -> None:

@@ -326,7 +326,7 @@ def _checked(
     from .stored import refuse_stored_ids
 
     n = len(corpus)
-    use = ~_bad_ids(corpus, on_error)
+    use = ~_refused(corpus, on_error)
     use[: max(0, skip)] = False
     times: npt.NDArray[np.float64] | None = None
     out = np.zeros(n, np.bool_)
@@ -552,11 +552,13 @@ def _times(corpus: Any, time_field: str, on_error: str) -> tuple[np.ndarray, np.
     return times, bad
 
 
-def _bad_ids(corpus: Any, on_error: str) -> np.ndarray:
-    """The documents whose id the store refuses (its id rule is stricter than the readers':
-    no control characters, at most 1,024 characters); refused here, before anything is
-    loaded, rather than by the load of a later group."""
+def _refused(corpus: Any, on_error: str) -> np.ndarray:
+    """The documents the store refuses though the readers take them: an id against its rule
+    (no control characters, at most 1,024 characters), a text holding a lone surrogate (a JSON
+    ``"\\ud800"`` escape: no UTF-8 form to store); refused here, before anything is loaded,
+    rather than by the load of a later group (or, with ``on_error="skip"``, left out)."""
     from ..online.prepare import id_problem
+    from .stored import surrogate_texts
 
     bad = np.zeros(len(corpus), np.bool_)
     for i, x in enumerate(corpus.ids):
@@ -568,6 +570,14 @@ def _bad_ids(corpus: Any, on_error: str) -> np.ndarray:
                 f"{corpus.location(i)}: id {x!r:.60}: {problem}; the store refuses it "
                 "(--generate-ids numbers the records instead); nothing was loaded",
                 field="id",
+            )
+        bad[i] = True
+    for i, problem in surrogate_texts(corpus.texts):
+        if on_error == "fail":
+            raise InputError(
+                f"{corpus.location(i)}: the text {problem}; nothing was loaded (--on-error "
+                "skip leaves such records out)",
+                field="text",
             )
         bad[i] = True
     return bad

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -57,6 +58,22 @@ ID_RULE = (
     "U+007F-U+009F: no newline, tab, carriage return or NUL) or a lone surrogate"
 )
 _BAD_ID_CHAR = re.compile("[\\x00-\\x1f\\x7f-\\x9f\\ud800-\\udfff]")
+#: a lone surrogate: not text, and not encodable as the UTF-8 the log and SQLite store
+_SURROGATE = re.compile("[\\ud800-\\udfff]")
+
+
+def surrogate_problem(value: str) -> str | None:
+    """Why ``value`` (a text, or metadata as JSON) cannot be stored, or None: a lone surrogate
+    (U+D800-U+DFFF, e.g. from a ``"\\ud800"`` JSON escape) has no UTF-8 form."""
+    if value.isascii():
+        return None
+    m = _SURROGATE.search(value)
+    if m is None:
+        return None
+    return (
+        f"holds a lone surrogate (U+{ord(m.group()):04X} at character {m.start()}), which is "
+        "not Unicode text and has no UTF-8 form to store; replace it (e.g. with U+FFFD)"
+    )
 
 
 def id_problem(id_: str) -> str | None:
@@ -427,6 +444,7 @@ class DocumentPreparer:
                 if (
                     type(id_) is str
                     and type(text) is str
+                    and (text.isascii() or _SURROGATE.search(text) is None)
                     and 0 < len(id_) <= MAX_ID_LENGTH
                     and _BAD_ID_CHAR.search(id_) is None
                     and doc.get("time") is None
@@ -528,10 +546,13 @@ class DocumentPreparer:
         text = doc["text"]
         if not isinstance(text, str):
             raise InputTypeError(f"{f}: must be a string, got {json_type_name(text)}", field=f)
+        problem = surrogate_problem(text)
+        if problem is not None:
+            raise InputError(f"{f}: {problem}", field=f)
         t = doc.get("time")
         if t is None:
             t = now
-        elif isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(float(t)):
+        elif isinstance(t, bool) or not isinstance(t, numbers.Real) or not math.isfinite(float(t)):
             f = f"{where}.time"
             raise InputTypeError(
                 f"{f}: must be unix seconds (a finite number) or null, got {t!r:.40}", field=f
@@ -549,9 +570,15 @@ class DocumentPreparer:
                     f"{f}: nested more than {MAX_METADATA_DEPTH} levels deep; flatten it", field=f
                 )
             try:
-                meta_s: str | None = json.dumps(meta, ensure_ascii=False, allow_nan=False)
+                meta_json = json.dumps(meta, ensure_ascii=False, allow_nan=False)
             except (TypeError, ValueError, RecursionError) as exc:
                 raise InputError(f"{f}: must be JSON-serialisable: {exc}", field=f) from exc
+            problem = surrogate_problem(meta_json)
+            if problem is not None:
+                raise InputError(
+                    f"{f}: {problem.replace('at character', 'in its JSON at')}", field=f
+                )
+            meta_s: str | None = meta_json
         else:
             meta_s = None
         if id_ in seen:

@@ -495,6 +495,39 @@ def test_ids_the_store_refuses_are_refused_before_any_chunk_loads(tmp_path: Path
     assert stats["loaded"] == 29 and stats["skipped_records"] == 1
 
 
+def test_texts_with_a_lone_surrogate_are_refused_before_anything_loads(
+    tmp_path: Path, capsys
+) -> None:
+    """A JSON ``"\\ud800"`` escape reads as a lone surrogate, which has no UTF-8 form: a store
+    that took it could never be opened again. `store load`, `dedup --save` and `dedup_into`
+    refuse it up front naming where it is; `store load --on-error skip` leaves it out."""
+    from neardup.errors import InputError
+    from neardup.incremental import dedup_into
+
+    rows = _records(30)
+    rows[7]["text"] = "a text with \ud800 in it"
+    src = _write(tmp_path / "s.jsonl", rows)
+    assert "\\ud800" in src.read_text()
+    data = tmp_path / "data"
+    assert main(["store", "load", str(data), str(src)]) == 3
+    err = capsys.readouterr().err
+    assert f"{src}:8: the text holds a lone surrogate (U+D800" in err
+    assert not data.exists()
+    assert main(["dedup", str(src), "-o", str(tmp_path / "o.jsonl"), "--save", str(tmp_path / "st")]) == 3  # fmt: skip
+    assert f"{src}:8: the text holds a lone surrogate" in capsys.readouterr().err
+    assert not (tmp_path / "st").exists() and not (tmp_path / "o.jsonl").exists()
+    assert main(["store", "load", str(data), str(src), "--on-error", "skip", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["skipped_records"] == 1 and stats["loaded"] == 29
+    with Deduplicator.open(data / "namespaces" / "default") as d:  # it opens again
+        assert len(d) == 29 and rows[7]["id"] not in d
+    with Deduplicator.open(tmp_path / "lib") as d:
+        texts = [r["text"] for r in rows]
+        with pytest.raises(InputError, match=r"texts\[7\].*lone surrogate.*nothing was loaded"):
+            dedup_into(d, [r["id"] for r in rows], texts)
+        assert len(d) == 0
+
+
 def test_bad_times_are_skipped_with_on_error_skip(tmp_path: Path, capsys) -> None:
     rows = _records(10)
     for r in rows:

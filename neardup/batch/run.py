@@ -42,7 +42,7 @@ Examples
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from typing import Any
 
 import numpy as np
@@ -72,6 +72,15 @@ __all__ = ["dedup"]
 def _check_texts(texts: Sequence[str]) -> Sequence[str]:
     if isinstance(texts, str):
         raise InputTypeError("dedup() takes a sequence of texts, not one str; wrap it in a list")
+    if isinstance(texts, Mapping | Set) or not isinstance(texts, Iterable):
+        raise InputTypeError(
+            f"dedup() takes a sequence of texts (a list), got {type(texts).__name__}"
+            + (
+                "; for {id: text}, pass list(d.values()) and ids=list(d)"
+                if isinstance(texts, Mapping)
+                else ""
+            )
+        )
     if isinstance(texts, SpanTexts):  # read by neardup.io: every text is a str or ASCII span
         return texts
     out = list(texts)
@@ -225,6 +234,10 @@ def dedup(
     elif type(ids) is UniqueIds and len(ids) == n:  # read by neardup.io: str, checked unique
         id_list = ids
     else:
+        if isinstance(ids, str | bytes | Mapping | Set) or not isinstance(ids, Iterable):
+            raise InputTypeError(
+                f"ids must be a sequence of ids, one per text (a list), got {type(ids).__name__}"
+            )
         id_list = [str(x) for x in ids]
         if len(id_list) != n:
             raise InputError(f"ids has {len(id_list)} entries for {n} texts; pass one id per text")

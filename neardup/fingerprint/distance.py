@@ -37,14 +37,18 @@ def hamming(a: int, b: int) -> int:
     >>> hamming(0b1011, 0b0001)
     2
     """
-    if isinstance(a, bool) or isinstance(b, bool):
-        raise InputTypeError("hamming() takes integer fingerprints, not bool")
-    try:
-        x = int(a) ^ int(b)
-    except (TypeError, ValueError) as exc:
-        raise InputTypeError(
-            f"hamming() takes integer fingerprints, got {type(a).__name__} and {type(b).__name__}"
-        ) from exc
+    for v in (a, b):
+        if isinstance(v, bool) or not isinstance(v, int | np.integer):
+            hint = (
+                " (a hex string, as get() and the service give: int(s, 16))"
+                if isinstance(v, str)
+                else ""
+            )
+            raise InputTypeError(
+                f"hamming() takes integer fingerprints, got {type(a).__name__} and "
+                f"{type(b).__name__}{hint}"
+            )
+    x = int(a) ^ int(b)
     if int(a) < 0 or int(b) < 0:
         raise InputError(
             "hamming() takes non-negative fingerprints; mask signed values with & ((1 << bits) - 1)"
@@ -149,11 +153,26 @@ def hamming_many(a: Any, b: Any) -> npt.NDArray[np.int32]:
 def hamming_to_many(query: Any, fingerprints: Any) -> npt.NDArray[np.int32]:
     """Distances from one fingerprint (int, or a (2,) row for 128-bit) to each of ``fingerprints``."""
     fps = as_fingerprints(fingerprints)
-    if isinstance(query, (int, np.integer)) and not isinstance(query, bool):
-        q = np.array(int_to_words(int(query), fingerprint_bits(fps)), dtype=np.uint64)
+    bits = fingerprint_bits(fps)
+    if isinstance(query, int | np.integer) and not isinstance(query, bool):
+        value = int(query)
+        if value < 0 or value.bit_length() > bits:
+            raise InputError(
+                f"query must be a non-negative {bits}-bit fingerprint like the fingerprints, got "
+                f"{value:#x}"
+            )
+        q = np.array(int_to_words(value, bits), dtype=np.uint64)
         q = q[0] if fps.ndim == 1 else q
     else:
-        q = np.asarray(query, dtype=np.uint64)
+        arr = np.asarray(query) if isinstance(query, np.ndarray | list | tuple) else None
+        if fps.ndim == 1 or arr is None or arr.shape != (2,) or arr.dtype.kind not in "ui":
+            raise InputTypeError(
+                f"query must be one {bits}-bit fingerprint: an int"
+                + (" or a row of two uint64 words" if fps.ndim == 2 else "")
+                + f", got {type(query).__name__}"
+                + (f" of shape {arr.shape}" if arr is not None else "")
+            )
+        q = as_fingerprints(arr.reshape(1, 2), name="query").reshape(2)
     return _popcount_rows(fps ^ q, fps.ndim == 2)
 
 
@@ -162,6 +181,8 @@ def hamming_cdist(queries: Any, fingerprints: Any, *, block: int = 4096) -> npt.
 
     Brute force in blocks of ``block`` queries; the reference every index is tested against.
     """
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+        raise ConfigError(f"block must be an int >= 1 (queries per block), got {block!r}")
     q = as_fingerprints(queries, name="queries")
     f = as_fingerprints(fingerprints)
     if q.ndim != f.ndim:

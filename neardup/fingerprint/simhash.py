@@ -646,6 +646,20 @@ class Fingerprinter:
     def _features_to_words(
         self, feats: Iterable[Any], pos: int | None = None
     ) -> tuple[tuple[int, ...], int]:
+        items = self._feature_items(feats, pos)
+        return _words_from_int(ref.simhash_from_features(items, self.bits), self.bits), len(items)
+
+    def _feature_items(
+        self, feats: Iterable[Any], pos: int | None = None
+    ) -> list[tuple[int, int, int]]:
+        """``(hash hi, hash lo, weight)`` of each feature of weight > 0, every rule checked."""
+        if isinstance(feats, str | bytes | bytearray):
+            where = "a features= callable must return" if pos is not None else "features must be"
+            raise InputTypeError(
+                f"{where} an iterable of features (str/bytes, or (feature, weight) pairs), not "
+                f"one {type(feats).__name__}: its characters would be the features; wrap it in a "
+                "list"
+            )
         items = []
         for j, f in enumerate(feats):
             if isinstance(f, tuple):
@@ -673,7 +687,7 @@ class Fingerprinter:
                 continue
             hi, lo = feature_hash(data, self.hash, self.seed, self.bits)
             items.append((hi, lo, w))
-        return _words_from_int(ref.simhash_from_features(items, self.bits), self.bits), len(items)
+        return items
 
     def fingerprint_features(
         self, features: Iterable[str | bytes | tuple[str | bytes, int]]
@@ -689,14 +703,9 @@ class Fingerprinter:
 
     def bit_sums(self, features: Iterable[str | bytes | tuple[str | bytes, int]]) -> list[int]:
         """Per-bit weighted sums (most significant bit first) for user features -- for teaching
-        and golden tests: bit ``i`` of :meth:`fingerprint_features` is ``sums[i] > 0``."""
-        items = []
-        for f in features:
-            f, w = f if isinstance(f, tuple) else (f, 1)
-            data = f.encode("utf-8") if isinstance(f, str) else bytes(f)
-            hi, lo = feature_hash(data, self.hash, self.seed, self.bits)
-            items.append((hi, lo, int(w)))
-        return ref.bit_sums(items, self.bits)
+        and golden tests: bit ``i`` of :meth:`fingerprint_features` is ``sums[i] > 0``
+        (the same features and weights taken, the same refused)."""
+        return ref.bit_sums(self._feature_items(features), self.bits)
 
 
 # ---------------------------------------------------------------------- exact content hashes

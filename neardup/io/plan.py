@@ -53,7 +53,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ..errors import ConfigError, InputError
+from ..errors import ConfigError, InputError, InputTypeError
 from .atomic import _descriptor, check_not_input, check_output
 from .remote import compression_of, expand_inputs, is_url, strip_compression
 
@@ -210,6 +210,10 @@ def plan_inputs(
     alone (a ``str`` is a sequence of characters, which would otherwise be read as names)."""
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
+    if isinstance(inputs, bytes | bytearray) or not isinstance(inputs, Iterable):
+        raise InputTypeError(
+            f"inputs must be a path (str or Path) or a list of them, got {type(inputs).__name__}"
+        )
     if fmt is not None and fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}; use one of {_FORMATS_SHOWN}")
     if not inputs:
@@ -221,8 +225,12 @@ def plan_inputs(
             out.extend(_named(names, fmt))
             names = []
             out.append(item)
-        else:
+        elif isinstance(item, str | os.PathLike) and not isinstance(item, bytes):
             names.append(os.fspath(item))
+        else:
+            raise InputTypeError(
+                f"inputs must be paths (str or Path), got a {type(item).__name__}: {item!r:.60}"
+            )
     out.extend(_named(names, fmt))
     return out
 

@@ -31,15 +31,21 @@ def load_fingerprinter(spec: Any, stored: dict[str, Any] | None) -> Any:
     return spec
 
 
-def load_verifier(spec: Any, stored: dict[str, Any] | None) -> Any:
-    """``spec`` True: the stored verifier config, else ``Verifier()``; False or None: no
-    verifier; or a verifier object (``verify`` and ``candidate_distance``)."""
+def load_verifier(spec: Any, config: dict[str, Any] | None) -> Any:
+    """The verifier for ``spec`` and a store's stored ``config`` (None: a new store). ``spec``
+    True: the stored verifier, else (a new store) ``Verifier()``; a store made without one
+    stays without (its decisions would change silently: pass a verifier to verify from now
+    on); False or None: no verifier; or a verifier object (``verify`` and
+    ``candidate_distance``)."""
     if spec is False or spec is None:
         return None
     if spec is True:
         from ..verify.rule import Verifier
 
-        return Verifier.from_config(stored) if stored is not None else Verifier()
+        if config is None:
+            return Verifier()
+        stored = config.get("verifier")
+        return Verifier.from_config(stored) if stored is not None else None
     if not (hasattr(spec, "verify") and hasattr(spec, "candidate_distance")):
         raise ConfigError(f"verify must be True, False or a Verifier, got {type(spec).__name__}")
     return spec

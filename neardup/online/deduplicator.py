@@ -26,7 +26,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, overload
@@ -37,6 +37,7 @@ import numpy.typing as npt
 from .._threads import default_workers
 from ..errors import (
     ConfigError,
+    IndexStateError,
     InputError,
     InputTypeError,
     NotFoundError,
@@ -159,6 +160,15 @@ class Deduplicator:
             raise ConfigError(f"settings must be a DedupSettings, got {type(base).__name__}")
         if options:
             base = base.with_options(**options)
+        if path is not None:
+            if not isinstance(path, str | os.PathLike) or isinstance(path, bytes):
+                raise InputTypeError(
+                    f"path must be a str or Path (a folder), or None, got {type(path).__name__}"
+                )
+            if Path(path).exists() and not Path(path).is_dir():
+                raise ConfigError(
+                    f"{path} is a file, not a data directory: pass a folder (made if missing)"
+                )
         return cls(path=None if path is None else Path(path), settings=base, clock=clock)
 
     def __init__(
@@ -174,7 +184,7 @@ class Deduplicator:
         self.fingerprinter = load_fingerprinter(
             settings.fingerprinter, stored.get("fingerprinter") if stored else None
         )
-        self.verifier = load_verifier(settings.verify, stored.get("verifier") if stored else None)
+        self.verifier = load_verifier(settings.verify, stored)
         self.store_text = settings.store_text
         self.bits = int(getattr(self.fingerprinter, "bits", 64))
         radius = settings.candidate_radius
@@ -432,8 +442,8 @@ class Deduplicator:
         """The stored document: ``{"id", "time", "fingerprint" (hex), "metadata", "text"?}``."""
         if not isinstance(id, str):
             raise InputTypeError(f"id must be a str, got {type(id).__name__}")
-        row = self.store.get_row(id)
-        if row is None or (self.retention is not None and row.time < self.clock() - self.retention):
+        row = self._live_row(id)
+        if row is None:
             raise NotFoundError(f"document {id!r} not found")
         hi = int.from_bytes(row.fp[:8], "little")
         lo = int.from_bytes(row.fp[8:], "little")
@@ -457,6 +467,12 @@ class Deduplicator:
     def delete_many(self, ids: Sequence[str]) -> list[bool]:
         """Delete several documents in one log group commit (durable on return); per id,
         whether it was stored (an unknown id is not an error here)."""
+        if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
+            raise InputTypeError(
+                f"ids must be a list of str, got {type(ids).__name__}"
+                + ("; wrap one id in a list" if isinstance(ids, str) else "")
+            )
+        ids = list(ids)  # once: a generator is read by the check and the deletes alike
         for i, x in enumerate(ids):
             if not isinstance(x, str):
                 raise InputTypeError(f"ids[{i}] must be a str, got {type(x).__name__}")
@@ -477,6 +493,7 @@ class Deduplicator:
         the within-batch half of the decision, which :func:`neardup.rules.keep.keep_first`
         completes with the matches against stored documents (the cluster's batches). Reads
         nothing stored; runs in the calling thread."""
+        self._check_open()
         items, _ = self._as_list(docs)
         return self._decider.group_matches(self._prepare(items))
 
@@ -511,6 +528,7 @@ class Deduplicator:
         a large :meth:`bulk_load`, so that later searches visit few segments and no background
         merge competes with the load. Returns the number of merges installed.
         """
+        self._check_open()
         return self._writer.compact()
 
     def bulk_load(self, ids: list[str], fingerprints: Any, times: Any = None) -> int:
@@ -688,10 +706,27 @@ class Deduplicator:
         return s
 
     def __len__(self) -> int:
+        """Documents stored. With a retention, this counts the rows past the window that the
+        next drop removes (a drop takes a whole partition, up to ``retention / 8`` late), which
+        :meth:`get`, ``in`` and the checks no longer see."""
+        self._check_open()
         return len(self.store)
 
     def __contains__(self, id: object) -> bool:
-        return isinstance(id, str) and self.store.get_row(id) is not None
+        """Whether :meth:`get` would find ``id`` (a row past the retention window is not)."""
+        return isinstance(id, str) and self._live_row(id) is not None
+
+    def _check_open(self) -> None:
+        if self._writer.closed:
+            raise IndexStateError("this Deduplicator is closed; open a new one")
+
+    def _live_row(self, id: str) -> Any:
+        """The stored row of ``id`` unless it is past the retention window, else None."""
+        self._check_open()
+        row = self.store.get_row(id)
+        if row is None or (self.retention is not None and row.time < self.clock() - self.retention):
+            return None
+        return row
 
     def close(self) -> None:
         """Drain queued operations, flush the memtable to segments, release the directory."""

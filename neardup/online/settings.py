@@ -57,8 +57,9 @@ class DedupSettings:
         ``"simhash"``. Stored with the data; another explicit mode is refused.
     verify : bool or Verifier, default=True
         Verify candidates on their texts with :class:`neardup.verify.Verifier` (True: the
-        stored one, else the default), or with the verifier given; False: the distance rule
-        alone.
+        stored one, and none for a store made without one; a new store: the default), or with
+        the verifier given (which also turns verification on for a store made without one);
+        False: the distance rule alone.
     fingerprinter : Fingerprinter or dict or None, default=None
         None: the one stored with the data, else ``Fingerprinter()``; a config dict or a
         fingerprinter. Another one than the store was created with is refused.

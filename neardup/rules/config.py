@@ -224,7 +224,16 @@ def with_overrides(
         An override is not a :class:`DedupConfig` field (``caller`` names the function), or a
         value is invalid.
     """
-    cfg = config or DedupConfig()
+    if config is not None and not isinstance(config, DedupConfig):
+        raise ConfigError(
+            f"{caller} takes config=DedupConfig(...), got {type(config).__name__}"
+            + (
+                "; pass DedupConfig(**d), or the options as keywords"
+                if isinstance(config, dict)
+                else ""
+            )
+        )
+    cfg = config if config is not None else DedupConfig()
     if overrides:
         unknown = set(overrides) - set(cfg.to_dict())
         if unknown:

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, overload
 from urllib.parse import quote
 
 from ..errors import (
+    ConfigError,
+    IndexStateError,
     InputError,
     InputTypeError,
     NeardupError,
@@ -40,6 +42,8 @@ def id_segment(doc_id: str) -> str:
     """A document id as one URL path segment: every reserved character escaped, and the ids
     ``.`` and ``..`` as ``%2E`` / ``%2E%2E`` (left as they are, the HTTP client removes them
     as dot segments: ``get(".")`` read the namespace's path and answered ``''``)."""
+    if not isinstance(doc_id, str):
+        raise InputTypeError(f"a document id must be a str, got {type(doc_id).__name__}")
     seg = quote(doc_id, safe="")
     return seg.replace(".", "%2E") if seg in (".", "..") else seg
 
@@ -119,6 +123,15 @@ class Client:
         from .config import validate_namespace
 
         self.namespace = validate_namespace(namespace)
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"base_url must be an http:// or https:// URL, got {base_url!r}"
+                + (f"; did you mean 'http://{base_url}'?" if isinstance(base_url, str) else "")
+            )
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
+        ):
+            raise ConfigError(f"timeout must be a number of seconds > 0 or None, got {timeout!r}")
         self.base_url = base_url.rstrip("/")
         headers: dict[str, str | bytes] = {"Accept": "application/json"}
         if token is not None:
@@ -136,14 +149,26 @@ class Client:
 
     # -- plumbing ------------------------------------------------------------------------------
     def _prefix(self, namespace: str | None) -> str:
-        ns = self.namespace if namespace is None else namespace
+        from .config import validate_namespace
+
+        ns = self.namespace if namespace is None else validate_namespace(namespace)
         return "/v1" if ns == "default" else f"/v1/ns/{quote(ns, safe='')}"
 
     def _request(self, method: str, path: str, body: Any = None) -> Any:
         content = None
         headers = None
+        if self._http.is_closed:
+            raise IndexStateError("this Client is closed; make a new one")
         if body is not None:
-            content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            try:
+                text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+            except (TypeError, ValueError) as exc:  # a date, a NumPy number, NaN: named here
+                raise InputTypeError(
+                    f"the request body is not JSON ({exc}); send ids, texts, numbers and "
+                    "metadata that JSON holds (e.g. a date as an ISO string, a NumPy number as "
+                    "int() / float())"
+                ) from None
+            content = text.encode("utf-8", "surrogatepass")
             headers = {"Content-Type": "application/json"}
         try:
             response = self._http.request(method, path, content=content, headers=headers)

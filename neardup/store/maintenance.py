@@ -778,8 +778,8 @@ def bulk_add(
         existing = lookup_ids(st, ids)
         first = next(iter(existing), None)
         raise InputError(
-            f"bulk_load: {len(existing)} ids already exist (e.g. {first!r}); bulk_load only "
-            "adds new ids"
+            f"{len(existing)} ids already exist (e.g. {first!r}); a bulk load (load, bulk_load, "
+            "neardup store load --as-is) only adds new ids"
         ) from None
     if docs is not None and docs.summaries is not None:
         pairs = [(start + i, b) for i, b in enumerate(docs.summaries) if b is not None]

@@ -211,6 +211,15 @@ def test_ids_and_errors():
         dedup(["a", 1])  # type: ignore[list-item]
     with pytest.raises(InputTypeError, match="not one str"):
         dedup("abc")
+    # a str, set or dict is not a sequence of ids (a str's characters, a set's order); a dict
+    # of texts is not a list of them (its keys were deduplicated)
+    for bad in ("ab", {"x", "y"}, {"x": 1, "y": 2}):
+        with pytest.raises(InputTypeError, match="ids must be a sequence of ids"):
+            dedup(["a", "b"], ids=bad)  # type: ignore[arg-type]
+    with pytest.raises(InputTypeError, match=r"pass list\(d.values\(\)\) and ids=list\(d\)"):
+        dedup({"i1": "text one", "i2": "text two"})  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"takes config=DedupConfig\(...\), got dict"):
+        dedup(["a"], config={"keep": "first"})  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="keep must be"):
         DedupConfig(keep="all")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="max_distance must be"):

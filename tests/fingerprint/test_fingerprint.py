@@ -522,3 +522,23 @@ def test_kernels_are_not_specialised_on_literal_constants():
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "{}", out.stdout
+
+
+def test_one_str_is_not_taken_as_its_characters_for_features() -> None:
+    """``fingerprint_features("hello")`` (or a features= callable returning a str) used the
+    characters as features: refused, as ``fingerprint_batch`` refuses one str. ``bit_sums``
+    takes and refuses what ``fingerprint_features`` does."""
+    from neardup.errors import InputError, InputTypeError
+    from neardup.fingerprint.simhash import Fingerprinter
+
+    fp = Fingerprinter()
+    with pytest.raises(InputTypeError, match="not one str"):
+        fp.fingerprint_features("hello world")
+    with pytest.raises(InputTypeError, match="callable must return"):
+        Fingerprinter(features=lambda t: t.lower()).fingerprint("abc")
+    with pytest.raises(InputError, match="weight must be an integer >= 0"):
+        fp.bit_sums([("a", -3)])
+    feats = ["a", ("b", 2), ("c", 0)]
+    sums = fp.bit_sums(feats)
+    want = sum(1 << (63 - i) for i, v in enumerate(sums) if v > 0)
+    assert fp.fingerprint_features(feats) == want

@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from neardup.errors import InputError, InputTypeError
+from neardup.errors import ConfigError, InputError, InputTypeError
 from neardup.fingerprint.distance import (
     as_fingerprints,
     hamming,
@@ -62,3 +62,18 @@ def test_bad_input_is_named():
         hamming_many(np.zeros(2, np.uint64), np.zeros(3, np.uint64))
     with pytest.raises(InputTypeError):
         hamming("a", 1)  # type: ignore[arg-type]
+    # numbers that are not fingerprints are refused, not parsed or truncated
+    for a in ("10", 1.9, b"1"):
+        with pytest.raises(InputTypeError, match="integer fingerprints"):
+            hamming(a, 3)  # type: ignore[arg-type]
+    assert hamming(np.uint64(3), 1) == 1
+    for q in (2**64, -1):
+        with pytest.raises(InputError, match="non-negative 64-bit fingerprint"):
+            hamming_to_many(q, [0, 1])
+    for q in ("7", 1.9, np.array([1, 1], np.uint64)):
+        with pytest.raises(InputTypeError, match="query must be one 64-bit fingerprint"):
+            hamming_to_many(q, [0, 0])
+    assert hamming_to_many(np.array([1, 1], np.uint64), [2**64 + 1, 0]).tolist() == [0, 2]
+    for block in (0, -1, 1.5):
+        with pytest.raises(ConfigError, match="block must be an int >= 1"):
+            hamming_cdist([1, 2], [3, 4, 5], block=block)  # type: ignore[arg-type]

@@ -407,3 +407,13 @@ def test_a_non_utf8_encoding_refuses_utf8_lines(tmp_path, name):
     p.write_bytes(body.replace(utf8, b"cafe au lait"))
     with read_corpus([str(p)], encoding="latin-1") as c:
         assert "café noir" in "".join(c.texts)
+
+
+def test_inputs_that_are_not_paths_are_refused() -> None:
+    """``b"in.jsonl"`` was iterated as ints, a list holding a number reached ``os.fspath``."""
+    from neardup.errors import InputTypeError
+    from neardup.io.plan import plan_inputs
+
+    for bad in (b"in.jsonl", 3, ["a.jsonl", 3], [b"a.jsonl"]):
+        with pytest.raises(InputTypeError, match="paths? \\(str or Path\\)"):
+            plan_inputs(bad)  # type: ignore[arg-type]

@@ -141,6 +141,8 @@ def test_store_text_false_hides_text(tmp_path):
         ([{"id": "a", "text": "x"}, {"id": "a", "text": "y"}], InputError, "repeats"),
         (["nope"], InputTypeError, "documents[0]"),
         ("nope", InputTypeError, "expected a document"),
+        ([{"id": "a", "text": "x \udc80"}], InputError, "documents[0].text: holds a lone surr"),
+        ([{"id": "a", "text": "x", "metadata": {"k": "\ud800"}}], InputError, "metadata: holds"),
     ],
 )
 def test_bad_documents_reject_whole_batch(docs, exc, needle):
@@ -149,6 +151,24 @@ def test_bad_documents_reject_whole_batch(docs, exc, needle):
             d.check_and_add(docs)
         assert needle in str(info.value)
         assert len(d) == 0
+
+
+def test_a_store_refuses_lone_surrogates_and_opens_again(tmp_path):
+    """A lone surrogate has no UTF-8 form: a store that took one (the text or the metadata)
+    failed every later open. Refused before anything is queued; the store opens again. A
+    NumPy number is a time like any other."""
+    with _dd(tmp_path) as d:
+        d.add({"id": "a", "text": "fine text"})
+        for bad in ({"text": "y \ud800"}, {"text": "y", "metadata": {"k": "\udfff"}}):
+            with pytest.raises(InputError, match="lone surrogate"):
+                d.add({"id": "b", **bad})
+        with pytest.raises(InputError, match="lone surrogate"):
+            d.load([{"id": "c", "text": "z \ud800"}])
+        now = time.time()
+        d.add({"id": "t", "text": "numpy time", "time": np.int64(now)})
+        d.add({"id": "u", "text": "numpy float time", "time": np.float64(now)})
+    with _dd(tmp_path) as d:
+        assert len(d) == 3 and d.get("t")["time"] == float(int(now))
 
 
 def test_concurrent_pairs_exactly_one_kept(tmp_path):
@@ -297,9 +317,68 @@ def test_fsync_failure_is_storage_error(tmp_path, monkeypatch):
 
 def test_closed_deduplicator_refuses():
     d = _dd()
+    d.add({"id": "a", "text": "x"})
     d.close()
-    with pytest.raises(IndexStateError, match="closed"):
-        d.check({"id": "a", "text": "x"})
+    for call in (
+        lambda: d.check({"id": "a", "text": "x"}),
+        lambda: d.get("a"),
+        lambda: "a" in d,
+        lambda: len(d),
+        lambda: d.compact(),
+        lambda: d.group_matches([{"id": "b", "text": "y"}]),
+    ):
+        with pytest.raises(IndexStateError, match="closed"):
+            call()
+
+
+def test_delete_many_takes_a_list_of_ids_not_a_str_and_reads_a_generator_once():
+    with _dd() as d:
+        for i in ("a", "b", "c", "abc"):
+            d.add({"id": i, "text": f"doc {i} " * 5})
+        with pytest.raises(InputTypeError, match="wrap one id in a list"):
+            d.delete_many("abc")
+        with pytest.raises(InputTypeError, match="ids must be a list of str"):
+            d.delete_many(None)  # type: ignore[arg-type]
+        assert len(d) == 4
+        assert d.delete_many(x for x in ["abc", "zz"]) == [True, False]
+        assert sorted(i for i in ("a", "b", "c", "abc") if i in d) == ["a", "b", "c"]
+
+
+def test_past_the_window_a_document_is_not_in_the_store():
+    """``in`` answers as ``get`` does: a row past the retention window (which the next drop
+    removes) is not there."""
+    now = [1_700_000_000.0]
+    with _dd(retention="1h", clock=lambda: now[0]) as d:
+        d.add({"id": "a", "text": "the quick brown fox jumps over the lazy dog"})
+        assert "a" in d
+        now[0] += 3601
+        assert "a" not in d
+        with pytest.raises(NotFoundError):
+            d.get("a")
+
+
+def test_open_names_a_bad_path(tmp_path):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ConfigError, match="is a file, not a data directory"):
+        Deduplicator.open(tmp_path / "f")
+    with pytest.raises(InputTypeError, match="path must be a str or Path"):
+        Deduplicator.open(str(tmp_path / "d").encode())  # type: ignore[arg-type]
+
+
+def test_a_store_made_without_a_verifier_stays_without_on_reopen(tmp_path):
+    """The default ``verify=True`` takes what the store was made with: a store made with
+    ``verify=False`` keeps deciding by the distance rule alone after a restart (it turned
+    verification on silently); a verifier given turns it on."""
+    from neardup.verify import Verifier
+
+    with Deduplicator.open(tmp_path, verify=False) as d:
+        assert d.verifier is None
+    with Deduplicator.open(tmp_path) as d:
+        assert d.verifier is None
+    with Deduplicator.open(tmp_path, verify=Verifier()) as d:
+        assert d.verifier is not None
+    with Deduplicator.open(tmp_path) as d:  # now recorded with the store
+        assert d.verifier is not None
 
 
 def test_config_validation():

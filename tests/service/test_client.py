@@ -139,6 +139,27 @@ def test_invalid_namespace_name_is_config_error() -> None:
         neardup.Client("http://127.0.0.1:1", namespace="Bad Name")
 
 
+def test_bad_arguments_are_named_before_any_request(tmp_path) -> None:
+    """No server is needed: each is refused before a request is sent."""
+    import datetime
+
+    from neardup.errors import ConfigError, IndexStateError, InputTypeError
+
+    with pytest.raises(ConfigError, match=r"did you mean 'http://127\.0\.0\.1:1'"):
+        neardup.Client("127.0.0.1:1")
+    with pytest.raises(ConfigError, match="timeout must be"):
+        neardup.Client("http://127.0.0.1:1", timeout=-1)
+    with neardup.Client("http://127.0.0.1:1") as c:
+        with pytest.raises(InputTypeError, match="document id must be a str"):
+            c.get(5)  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match="not a valid name"):
+            c.get("a", namespace="no/such")
+        with pytest.raises(InputTypeError, match=r"not JSON.*date"):
+            c.check({"id": "a", "text": "x", "metadata": {"d": datetime.date(2026, 1, 1)}})
+    with pytest.raises(IndexStateError, match="Client is closed"):
+        c.get("a")
+
+
 def test_error_without_json_body() -> None:
     from neardup.service.client import _make_error
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import glob
 import os
 import re
@@ -260,10 +261,55 @@ def _decompressor(kind: str, raw: IO[bytes]) -> IO[bytes]:
 
         return lzma.LZMAFile(raw, mode="rb")
     if kind == "zstd":
+        return io.BufferedReader(_ZstdFrames(raw), 1 << 20)
+    raise ConfigError(f"unknown compression {kind!r}")
+
+
+class _ZstdFrames(io.RawIOBase):
+    """Every zstd frame of ``raw``, decompressed, one after another; a stream that ends inside
+    a frame raises :class:`EOFError` as gzip, bz2 and lzma do (zstandard's ``stream_reader``
+    ends there silently: a truncated ``.zst`` read as a shorter file, exit 0)."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
         import zstandard
 
-        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
-    raise ConfigError(f"unknown compression {kind!r}")
+        self._raw = raw
+        self._new = zstandard.ZstdDecompressor().decompressobj
+        self._obj = self._new()
+        self._in_frame = False  # bytes of the current frame were fed, its end not seen
+        self._out = b""
+        self._pos = 0  # of self._out handed out
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        while self._pos == len(self._out):
+            chunk = self._raw.read(1 << 20)
+            if not chunk:
+                if self._in_frame:
+                    raise EOFError(
+                        "compressed file ended before the end-of-frame marker was reached"
+                    )
+                return 0
+            self._feed(chunk)
+        n = min(len(buf), len(self._out) - self._pos)
+        buf[:n] = memoryview(self._out)[self._pos : self._pos + n]
+        self._pos += n
+        return n
+
+    def _feed(self, data: bytes) -> None:
+        parts = []
+        while data:
+            self._in_frame = True
+            parts.append(self._obj.decompress(data))
+            if not self._obj.eof:
+                break
+            data = self._obj.unused_data  # the next frame's first bytes, if any
+            self._obj = self._new()
+            self._in_frame = False
+        self._out = b"".join(parts)
+        self._pos = 0
 
 
 @contextlib.contextmanager

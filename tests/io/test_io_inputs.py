@@ -198,6 +198,19 @@ def test_corrupt_compressed_input_is_a_clear_error(tmp_path):
     with pytest.raises(InputError, match="cannot decompress it as zstd"):
         read_corpus([str(wrong)])
     assert _no_temp_left() == []
+    # every format's truncated file is refused, zstd's too (it was read as a shorter file: a
+    # cut after the first of two frames, or inside the only one, gave fewer records, exit 0)
+    data = _jsonl_bytes() * 50
+    first = len(zstandard.ZstdCompressor().compress(data[: len(data) // 2]))
+    for ext, compress in COMPRESS.items():
+        whole = compress(data)
+        cuts = [len(whole) - 3] + ([first + 5, first // 2] if ext == ".zst" else [])
+        for cut in cuts:
+            part = tmp_path / f"cut{cut}.jsonl{ext}"
+            part.write_bytes(whole[:cut])
+            with pytest.raises(InputError, match="truncated"):
+                read_corpus([str(part)])
+    assert _no_temp_left() == []
     with pytest.raises(ConfigError, match=r"extension '\.foo'"):
         read_corpus([str(tmp_path / "x.foo.gz")])
 

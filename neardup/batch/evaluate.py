@@ -56,7 +56,7 @@ def load_labels(path: str | Path) -> dict[tuple[str, str], int]:
         raise InputError(f"labels file {name!r} does not exist")
     with (
         open_input(name) as raw,
-        io.TextIOWrapper(raw, encoding="utf-8", newline="") as fh,
+        io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as fh,  # a BOM skipped
     ):
         reader = csv.DictReader(fh, strict=True)
         try:

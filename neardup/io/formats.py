@@ -58,6 +58,7 @@ import csv
 import json
 import mmap
 import os
+import re
 import sys
 import weakref
 from collections.abc import Callable, Sequence
@@ -330,7 +331,18 @@ class _Reader:
             )
             return None
         if type(value) is str and value:
-            return value
+            if value.isascii() or _SURROGATE.search(value) is None:
+                return value
+            # (only the standard library's reading of a "\ud800" escape makes one: the fast
+            # paths' ids never hold one)
+            self.fail(
+                f"the record's {key!r} field (used as its id) holds a lone surrogate (a JSON "
+                f'"\\ud800" escape), which no CSV output (--clusters-out, --pairs-out) can '
+                f"hold; fix the input, {_IDS_HINT}",
+                path,
+                line,
+            )
+            return None
         if type(value) is int:
             return str(value)
         self.fail(_bad_id(key, value, self.id_field is not None), path, line)
@@ -348,7 +360,12 @@ class _Reader:
                 hint = (
                     "it holds NUL bytes: a binary file (Parquet? compressed?) read as "
                     + (self.jsonl_why or "text")
-                    + "; pass --input-format (or --encoding utf-16 for UTF-16 text)"
+                    + "; pass --input-format"
+                    + (
+                        ""
+                        if codecs.lookup(self.encoding).name.startswith("utf-16")
+                        else " (or --encoding utf-16 for UTF-16 text)"
+                    )
                 )
             else:
                 hint = "pass --encoding (e.g. latin-1, gb18030)"
@@ -442,10 +459,19 @@ def _read_jsonl(r: _Reader, src: Source, lines_mode: bool) -> None:
     read_lines(r, src, real, shown, lines_mode)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _without_bom(r: _Reader, raw: bytes) -> bytes:
+    """``raw`` without a UTF-8 byte-order mark at its start when the input is UTF-8 (an editor's
+    or Excel's export; the JSONL and lines readers skip it too)."""
+    return raw[3:] if raw.startswith(codecs.BOM_UTF8) and is_utf8(r.encoding) else raw
+
+
 def _read_json(r: _Reader, src: Source) -> None:
     real = _open_binary(src.path, src)
     shown = "<stdin>" if src.path == "-" else src.path
-    raw = Path(real).read_bytes()
+    raw = _without_bom(r, Path(real).read_bytes())
     s = r.decode(raw, shown, None)
     if s is None:
         return
@@ -454,7 +480,8 @@ def _read_json(r: _Reader, src: Source) -> None:
     try:
         data = json.loads(s)
     except json.JSONDecodeError as exc:
-        r.fail(f"malformed JSON ({exc.msg} at column {exc.colno}){hint}", shown, exc.lineno)
+        msg = exc.msg.removesuffix(" at")  # ("Invalid control character at")
+        r.fail(f"malformed JSON ({msg} at column {exc.colno}){hint}", shown, exc.lineno)
         return
     if not isinstance(data, list):
         raise RecordError(
@@ -475,8 +502,10 @@ def _read_csv(r: _Reader, src: Source, delimiter: str) -> None:
         k = _utf8_line(raw) if not raw.isascii() else None
         if k is not None:
             raise RecordError(_mixed_encoding(r.encoding, raw, k), path=shown, line=k)
+    # a byte-order mark before the header (Excel's "CSV UTF-8") is not part of the first name
+    encoding = "utf-8-sig" if is_utf8(r.encoding) else r.encoding
     try:
-        with open(real, encoding=r.encoding, newline="") as fh:
+        with open(real, encoding=encoding, newline="") as fh:
             # strict: the lenient reader takes an unclosed quote for a field running to the end
             # of the file, and text after a closing quote as part of the field, silently
             reader = csv.reader(fh, delimiter=delimiter, strict=True)
@@ -521,8 +550,19 @@ def _malformed_csv(exc: Exception, path: str, start: int, at: int) -> RecordErro
 
 def _check_header(r: _Reader, src: Source, header: list[str], shown: str) -> None:
     """A header without the text column: every row would fail, so the file is refused at its
-    first line, with the likelier mistake named (another separator, JSON, --text-field)."""
+    first line, with the likelier mistake named (another separator, JSON, --text-field). A
+    header naming the text or id column twice is refused too: which one is read cannot be
+    told (a record as a dict keeps the last)."""
     if r.text_field in header:
+        for name in (r.text_field, r.id_field if r.id_field is not None else "id"):
+            where = [i + 1 for i, h in enumerate(header) if h == name]
+            if len(where) > 1:
+                raise RecordError(
+                    f"the header names the column {name!r} twice (columns {where[0]} and "
+                    f"{where[1]}): which one is meant cannot be told; rename one",
+                    path=shown,
+                    line=1,
+                )
         return
     kind = "comma" if src.fmt == "csv" else "tab"
     first = (header[0] if header else "").lstrip()
@@ -554,10 +594,11 @@ def _csv_rows(r: _Reader, src: Source, reader: Any, header: list[str], shown: st
     ii = None if r.generate_ids else last.get(idkey)
     generated = r.generate_ids or r.id_field is None  # rows without an id column: path:line
     seen, ids, texts, line_of, rows = r.seen, r.c.ids, r.c.texts, r.line_of, src.rows
-    line = reader.line_num  # the last line of the last row read (the header's)
+    end = reader.line_num  # the last line of the last row read (the header's)
     try:
         for row in reader:
-            line = reader.line_num
+            # a row is named by the line it starts on (a quoted field may span lines)
+            line, end = end + 1, reader.line_num
             if not row:
                 continue
             if len(row) != width:
@@ -581,7 +622,7 @@ def _csv_rows(r: _Reader, src: Source, reader: Any, header: list[str], shown: st
             if r.add(dict(zip(header, row, strict=True)), shown, line):
                 rows.append(row)
     except csv.Error as exc:  # the row being read starts after the last one read
-        raise _malformed_csv(exc, shown, line + 1, reader.line_num) from exc
+        raise _malformed_csv(exc, shown, end + 1, reader.line_num) from exc
 
 
 def _read_parquet(r: _Reader, src: Source) -> None:
@@ -593,6 +634,7 @@ def _read_parquet(r: _Reader, src: Source) -> None:
     except pa.ArrowException as exc:
         hint = "" if src.explicit else "; pass --input-format if it is not Parquet"
         raise RecordError(f"cannot read Parquet: {exc}{hint}", path=src.path) from exc
+    table = _without_views(pa, table)
     text_col = arrow_column(table, r.text_field)
     if text_col is None:
         names = _parquet_names(table)
@@ -608,6 +650,24 @@ def _read_parquet(r: _Reader, src: Source) -> None:
     ids = None if id_col is None else id_col.to_pylist()
     keep = _parquet_rows(r, src.path, texts, id_name, ids)
     src.table = table.take(pa.array(keep, type=pa.int64())) if len(keep) != len(texts) else table
+
+
+def _without_views(pa: Any, table: Any) -> Any:
+    """``table`` with its ``string_view`` / ``binary_view`` columns as ``large_string`` /
+    ``large_binary`` (the same values): Arrow's ``take``, which picks the kept rows, has no
+    kernel for the view types."""
+    views = {
+        i: pa.large_string() if pa.types.is_string_view(f.type) else pa.large_binary()
+        for i, f in enumerate(table.schema)
+        if pa.types.is_string_view(f.type) or pa.types.is_binary_view(f.type)
+    }
+    if not views:
+        return table
+    schema = pa.schema(
+        [f.with_type(views[i]) if i in views else f for i, f in enumerate(table.schema)],
+        metadata=table.schema.metadata,
+    )
+    return table.cast(schema)
 
 
 def arrow_column(table: Any, name: str) -> Any:
@@ -688,7 +748,7 @@ def _read_text_file(r: _Reader, src: Source) -> None:
     if src.temp is not None:  # not kept for the run: the text is written from the corpus
         _remove_quietly(src.temp)
         src.temp = kept_file = None
-    text = r.decode(data, src.path, None)
+    text = r.decode(_without_bom(r, data), src.path, None)
     if text is None:
         return
     obj = {r.text_field: text}
@@ -771,6 +831,14 @@ def read_corpus(
     except LookupError as exc:
         raise ConfigError(f"unknown encoding {encoding!r}; try utf-8, latin-1 or gb18030") from exc
     files = plan_inputs(inputs, fmt)
+    wide = codecs.lookup(encoding).name.startswith(("utf-16", "utf-32"))
+    split = next((f for f in files if f.fmt in ("jsonl", "lines")), None)
+    if wide and split is not None:
+        raise ConfigError(
+            f"--encoding {encoding} reads CSV, TSV, JSON and text inputs; {split.path} is read "
+            f"as {split.fmt}, whose lines are cut at newline bytes, which {encoding} does not "
+            f"keep whole: convert it first (iconv -f {encoding.upper()} -t UTF-8)"
+        )
     corpus = Corpus()
     if is_utf8(encoding) and not use_reference("io") and any(f.fmt == "jsonl" for f in files):
         corpus.texts = SpanTexts()  # type: ignore[assignment]  # JSONL texts stay spans

@@ -174,7 +174,8 @@ def _slow_line(r: _Reader, raw: bytes, shown: str, lineno: int, lines_mode: bool
                 f"; it is read as {r.jsonl_why}: pass --input-format json if it is a JSON "
                 "array, or --input-format csv, tsv, ... if it is another format"
             )
-        r.fail(f"malformed JSON ({exc.msg} at column {exc.colno}){hint}", shown, lineno)
+        msg = exc.msg.removesuffix(" at")  # ("Invalid control character at")
+        r.fail(f"malformed JSON ({msg} at column {exc.colno}){hint}", shown, lineno)
         return False
     return r.add(obj, shown, lineno)
 

@@ -49,6 +49,7 @@ first record is read.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -235,6 +236,33 @@ def plan_inputs(
     return out
 
 
+def _check_stream_not_input(
+    n: int, shown: str, inputs: Sequence[str | os.PathLike[str]], option: str
+) -> None:
+    """Refuse an output to a descriptor (``-o -``) that is one of the inputs' files: the shell
+    redirected stdout into an input (``>> in.jsonl``, ``1<> in.jsonl``), which the run would
+    write over or append to while it reads it."""
+    try:
+        st = os.fstat(n)
+    except OSError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        return
+    for inp in inputs:
+        name = os.fspath(inp)
+        if name == "-" or is_url(name):
+            continue
+        try:
+            si = os.stat(name)
+        except OSError:
+            continue
+        if (si.st_dev, si.st_ino) == (st.st_dev, st.st_ino):
+            raise ConfigError(
+                f"{option} {shown!r} is the input file {name!r} (the shell sent this "
+                "command's output into it): choose another output"
+            )
+
+
 def _named(names: list[str], fmt: str | None) -> list[InputFile]:
     out: list[InputFile] = []
     if not names:
@@ -412,8 +440,11 @@ def check_outputs(
         folder_real = os.path.realpath(folder)
     for option, path in given:
         if _is_stdout(path):
-            if _descriptor(path) == 1:
+            n = _descriptor(path)
+            if n == 1:
                 stdout.append(option)
+            if n is not None:
+                _check_stream_not_input(n, path, inputs, option)
             continue
         check_not_input(path, inputs, option=option)
         is_folder = folder is not None and path.rstrip("/") == folder.rstrip("/")

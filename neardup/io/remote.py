@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import io
 import glob
+import io
 import os
 import re
 import shutil

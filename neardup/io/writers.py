@@ -14,11 +14,15 @@ formats; JSON objects, CSV rows and Parquet rows are written as they were; ``tex
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import datetime
+import decimal
 import io
 import json
 import mmap
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -198,7 +202,13 @@ def _write_file(
     if output == "-":
         buf = io.StringIO()
         n = _write_stream(corpus, sources, keep, fmt, buf)
-        sys.stdout.write(buf.getvalue())
+        text = buf.getvalue()
+        if fmt in ("csv", "tsv", "lines") and not text.isascii():
+            try:  # (the stream above is a str: a lone surrogate is found here)
+                text.encode(getattr(sys.stdout, "encoding", None) or "utf-8")
+            except UnicodeEncodeError as exc:
+                raise _unwritable(fmt, {}, exc) from exc
+        sys.stdout.write(text)
         sys.stdout.flush()
         return n
     newline = "" if fmt in ("csv", "tsv") else "\n"
@@ -257,6 +267,9 @@ def _write_raw_lines(
         return n
 
 
+_LONG_DIGITS = re.compile(rb"\d{19}")
+
+
 def _jsonl_records(src: Source, kept: npt.NDArray[np.int64]) -> Iterator[dict[str, Any]]:
     """The kept JSONL records of ``src``, parsed again from their byte spans (every field),
     sliced from a read-only map of the file: a ``pread`` a record cost a load's time field
@@ -268,10 +281,16 @@ def _jsonl_records(src: Source, kept: npt.NDArray[np.int64]) -> Iterator[dict[st
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             for s, e in zip(src.starts[kept].tolist(), src.ends[kept].tolist(), strict=True):
                 raw = mm[s:e]
-                try:
-                    yield orjson.loads(raw if utf8 else raw.decode(src.encoding))
-                except orjson.JSONDecodeError:  # NaN, integers beyond 64 bits: as they were read
-                    yield json.loads(raw.decode(src.encoding))
+                # orjson reads an integer beyond 64 bits as a float (1.2345678901234568e+22):
+                # a line with a run of 19 digits goes to the standard library, which keeps
+                # every integer exact (as the service's body parser does)
+                if _LONG_DIGITS.search(raw) is None:
+                    try:
+                        yield orjson.loads(raw if utf8 else raw.decode(src.encoding))
+                        continue
+                    except orjson.JSONDecodeError:  # NaN, Infinity: as they were read
+                        pass
+                yield json.loads(raw.decode(src.encoding))
 
 
 def _records(
@@ -286,6 +305,13 @@ def _records(
             yield from (src.rows[pos] for pos in kept.tolist())
         elif src.fmt in ("csv", "tsv") and src.header is not None:
             header = src.header
+            if len(set(header)) < len(header):  # a dict keeps one field a name
+                twice = next(h for h in header if header.count(h) > 1)
+                raise InputError(
+                    f"{src.path}: the header names the column {twice!r} twice; a record in "
+                    "another format than CSV holds one field of a name: rename one, or write "
+                    "CSV (which keeps both columns)"
+                )
             yield from (dict(zip(header, src.rows[pos], strict=True)) for pos in kept.tolist())
         elif src.fmt == "parquet":
             import pyarrow as pa
@@ -323,12 +349,30 @@ def record_values(corpus: Corpus, name: str) -> list[Any]:
 
 
 def _cell(value: Any) -> Any:
-    """A CSV cell: strings and numbers as they are, null empty, anything else as JSON."""
+    """A CSV cell: strings and numbers as they are, null empty, a value JSON has no type for
+    as :func:`_plain`'s string, anything else as JSON."""
     if value is None:
         return ""
     if isinstance(value, (str, int, float)) and not isinstance(value, bool):
         return value
-    return json.dumps(value, ensure_ascii=False, default=str)
+    if isinstance(value, _PLAIN_TYPES):
+        return _plain(value)
+    return json.dumps(value, ensure_ascii=False, default=_plain)
+
+
+_PLAIN_TYPES = (bytes, bytearray, datetime.date, datetime.time, datetime.timedelta, decimal.Decimal)
+
+
+def _plain(value: Any) -> str:
+    """A Parquet value JSON has no type for, as a string: binary as base64, dates and times in
+    ISO 8601, a timedelta as seconds, a decimal exactly; anything else as ``str``."""
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return f"{value.total_seconds():g}"
+    return str(value)
 
 
 def _write_stream(
@@ -365,33 +409,69 @@ def write_records(
     records: Iterable[dict[str, Any]], fmt: str, fh: Any, *, fields: list[str] | None = None
 ) -> int:
     """Write ``records`` to the text stream ``fh`` as ``fmt`` (jsonl, json, csv, tsv, lines);
-    ``fields`` is the CSV header (missing fields are empty cells). Returns the count."""
+    ``fields`` is the CSV header (missing fields are empty cells). Returns the count.
+
+    A lone surrogate (what a JSON ``"\\ud800"`` escape reads as) is written as that escape in
+    JSON and JSONL, and refused in CSV, TSV and lines, which cannot hold it."""
     n = 0
-    if fmt in ("csv", "tsv"):
-        dw = csv_dict_writer(fh, fields or ["id", "text"], "," if fmt == "csv" else "\t")
-        dw.writeheader()
+    rec: dict[str, Any] = {}
+    try:
+        if fmt in ("csv", "tsv"):
+            dw = csv_dict_writer(fh, fields or ["id", "text"], "," if fmt == "csv" else "\t")
+            dw.writeheader()
+            for rec in records:
+                dw.writerow({k: _cell(v) for k, v in rec.items()})
+                n += 1
+            return n
+        if fmt == "json":
+            fh.write("[")
+            for rec in records:
+                fh.write(("," if n else "") + "\n" + _json_text(rec))
+                n += 1
+            fh.write("\n]\n")
+            return n
+        if fmt == "lines":
+            for rec in records:
+                fh.write(_one_line(str(rec.get("text", ""))) + "\n")
+                n += 1
+            return n
+        if fmt != "jsonl":
+            raise ConfigError(f"cannot write {fmt} records to a text stream")
         for rec in records:
-            dw.writerow({k: _cell(v) for k, v in rec.items()})
+            fh.write(_json_text(rec) + "\n")
             n += 1
         return n
-    if fmt == "json":
-        fh.write("[")
-        for rec in records:
-            fh.write(("," if n else "") + "\n" + json.dumps(rec, ensure_ascii=False, default=str))
-            n += 1
-        fh.write("\n]\n")
-        return n
-    if fmt == "lines":
-        for rec in records:
-            fh.write(str(rec.get("text", "")).replace("\n", " ") + "\n")
-            n += 1
-        return n
-    if fmt != "jsonl":
-        raise ConfigError(f"cannot write {fmt} records to a text stream")
-    for rec in records:
-        fh.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")
-        n += 1
-    return n
+    except UnicodeEncodeError as exc:
+        raise _unwritable(fmt, rec, exc) from exc
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line: every line break (``\\r\\n``, ``\\r``, ``\\n``) a space, so that a
+    reader splitting lines universally (Python's) reads one document a line too."""
+    return text.replace("\r\n", " ").replace("\r", " ").replace("\n", " ")
+
+
+def _json_text(rec: dict[str, Any]) -> str:
+    """``rec`` as one line of JSON: non-ASCII characters as they are, a lone surrogate (which
+    has no UTF-8 form) as its ``\\u`` escape, as the input had it."""
+    text = json.dumps(rec, ensure_ascii=False, default=_plain)
+    if not text.isascii() and _SURROGATE.search(text) is not None:
+        text = json.dumps(rec, default=_plain)
+    return text
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unwritable(fmt: str, rec: dict[str, Any], exc: UnicodeEncodeError) -> InputError:
+    which = f"the record with id {rec['id']!r:.60}" if "id" in rec else "a kept record"
+    if _SURROGATE.search(exc.object[exc.start : exc.end]) is not None:
+        return InputError(
+            f'cannot write {fmt}: {which} holds a lone surrogate (a JSON "\\ud800" escape '
+            f"in the input), which {fmt} has no form for; write JSONL or JSON (they keep the "
+            "escape), or fix the input"
+        )
+    return InputError(f"cannot write {fmt}: {which} cannot be encoded ({exc.reason})")
 
 
 def _write_parquet(
@@ -409,7 +489,9 @@ def _write_parquet(
         ]
         try:
             table = (
-                pa.concat_tables(tables, promote_options="default")
+                # "permissive": string and large_string, int32 and int64, a dictionary and
+                # its values are one column; what cannot be one is refused below
+                pa.concat_tables(tables, promote_options="permissive")
                 if len(tables) > 1
                 else tables[0]
             )
@@ -421,9 +503,19 @@ def _write_parquet(
         with opener(output, "wb") as fh:
             pq.write_table(table, fh)
         return int(table.num_rows)
-    records = _records(corpus, sources, keep)
+    # two passes over the kept records: the first finds every field and a type for each
+    # (records need not have the same fields: the first one's alone dropped the others
+    # silently), the second writes them with that schema, a missing field as null
+    schemas = [
+        _table_of(pa, batch, output).schema
+        for batch in _batched(_records(corpus, sources, keep), PARQUET_BATCH)
+    ]
+    schema = _unified(pa, schemas, output)
     return _write_parquet_batches(
-        (_table_of(pa, batch, output) for batch in _batched(records, PARQUET_BATCH)),
+        (
+            _table_of(pa, batch, output, schema)
+            for batch in _batched(_records(corpus, sources, keep), PARQUET_BATCH)
+        ),
         output,
         opener,
     )
@@ -440,9 +532,35 @@ def _batched(records: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict
         yield batch
 
 
-def _table_of(pa: Any, rows: list[dict[str, Any]], output: str) -> Any:
+def _table_of(pa: Any, rows: list[dict[str, Any]], output: str, schema: Any = None) -> Any:
+    """``rows`` as an Arrow table: every field any of them has (in order of first appearance,
+    a missing one null), or ``schema``'s."""
     try:
-        return pa.Table.from_pylist(rows)
+        if schema is not None:
+            return pa.Table.from_pylist(rows, schema=schema)
+        fields = dict.fromkeys(k for r in rows for k in r)
+        return pa.Table.from_pydict({k: [r.get(k) for r in rows] for k in fields})
+    except UnicodeEncodeError as exc:
+        raise _unwritable("Parquet", {}, exc) from exc
+    except OverflowError as exc:  # an integer beyond 64 bits: Parquet has no such column
+        raise InputError(
+            f"cannot write {output!r} as Parquet: a kept record holds an integer beyond 64 bits "
+            f"({exc}), which no Parquet integer column holds; write JSONL or CSV instead"
+        ) from exc
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise InputError(
+            f"cannot write {output!r} as Parquet: the kept records' fields do not have one type "
+            f"each ({exc}); write JSONL or CSV instead"
+        ) from exc
+
+
+def _unified(pa: Any, schemas: list[Any], output: str) -> Any:
+    """One schema for every batch's (None: no batch): each field once, its types widened where
+    Arrow can (a null column and an int one, int and float), else refused naming the field."""
+    if not schemas:
+        return None
+    try:
+        return pa.unify_schemas(schemas, promote_options="permissive")
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise InputError(
             f"cannot write {output!r} as Parquet: the kept records' fields do not have one type "

@@ -77,7 +77,8 @@ def status_cmd(
     token: str | None = _TOKEN,
 ) -> None:
     """Show every node: up/down, epoch, documents, ring share, index settings (read only).
-    Exit 8 when a node does not answer."""
+    Exit 8 when a node does not answer, 4 when every node answers and one lacks the
+    namespace."""
     from ..cluster.client import ClusterClient
     from ..cluster.config import ClusterConfig
     from ..cluster.rebalancing import check_current
@@ -104,7 +105,9 @@ def status_cmd(
         )
         for r in rows:
             state = "up  " if r["up"] else "DOWN"
-            if r["up"]:
+            if r["up"] and not r["namespace"]:
+                extra = f"documents {r['documents']:>10}  no namespace {namespace!r}"
+            elif r["up"]:
                 index = ", ".join(f"{k} {v}" for k, v in r["index"].items())
                 behind = "" if r["epoch"] == config.epoch else f" (node at epoch {r['epoch']})"
                 extra = f"documents {r['documents']:>10}  index {index}{behind}"
@@ -118,11 +121,15 @@ def status_cmd(
             typer.echo(f"a rebalance is in progress ({journal}): run `neardup cluster rebalance`")
     if not all(r["up"] for r in rows):
         raise typer.Exit(8)
+    if not all(r["namespace"] for r in rows):  # every node answered; a namespace is missing
+        raise typer.Exit(4)
 
 
 def add_node_cmd(
-    name: str = typer.Argument(..., help="The new node's name (its ring identity)."),
-    url: str = typer.Argument(..., help="Its base URL, e.g. http://10.0.0.4:8080."),
+    name: str = typer.Argument(
+        ..., help="The new node's name (its ring identity).", metavar="NAME"
+    ),
+    url: str = typer.Argument(..., help="Its base URL, e.g. http://10.0.0.4:8080.", metavar="URL"),
     weight: float = typer.Option(1.0, "--weight", help="Relative capacity (> 0)."),
     cluster: Path = _CLUSTER,
     token: str | None = _TOKEN,
@@ -153,7 +160,7 @@ def add_node_cmd(
 
 
 def remove_node_cmd(
-    name: str = typer.Argument(..., help="The node to remove."),
+    name: str = typer.Argument(..., help="The node to remove.", metavar="NAME"),
     cluster: Path = _CLUSTER,
     token: str | None = _TOKEN,
     namespace: str = _NS,

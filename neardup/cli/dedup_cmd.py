@@ -646,7 +646,7 @@ def _run_warnings(stats: dict[str, Any], skipped: list[dict[str, Any]]) -> list[
             "--input-format lines to read one document per line"
         )
     if n:
-        msg = f"skipped {n:,} malformed record{'s' if n != 1 else ''}"
+        msg = f"skipped {n:,} record{'s' if n != 1 else ''}"
         if skipped:
             first = skipped[0]
             where = [str(first[k]) for k in ("path", "line") if first[k] is not None]

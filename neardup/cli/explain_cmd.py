@@ -13,8 +13,8 @@ import typer
 
 
 def explain_command(
-    a: Annotated[str, typer.Argument(help="Text A (an id with --corpus or --store).")],
-    b: Annotated[str, typer.Argument(help="Text B (an id with --corpus or --store).")],
+    a: Annotated[str, typer.Argument(help="Text A (an id with --corpus or --store).", metavar="A")],
+    b: Annotated[str, typer.Argument(help="Text B (an id with --corpus or --store).", metavar="B")],
     corpus: Annotated[
         list[str] | None,
         typer.Option(
@@ -110,7 +110,7 @@ def _explain_stored(
 ) -> Any:
     """The two stored documents through the store's public API (opened, read with ``get``,
     closed; nothing is written by this command), explained with the store's settings."""
-    from ..errors import NotFoundError
+    from ..errors import IndexStateError, NotFoundError
     from ..online import Deduplicator
     from ..review.explain import explain_with_store
 
@@ -126,7 +126,11 @@ def _explain_stored(
         path = root
     if not (path / "config.json").exists():
         raise NotFoundError(f"no store at {path} (no config.json); check --store")
-    with Deduplicator.open(str(path), verify_meta=False) as d:
+    try:
+        d = Deduplicator.open(str(path), verify_meta=False)
+    except IndexStateError as exc:  # a running server holds it: it explains itself
+        raise IndexStateError(f"{exc}; a served store answers POST /v1/explain") from None
+    with d:
         return explain_with_store(d, {"id": id_a}, {"id": id_b}, **overrides)
 
 

@@ -35,6 +35,7 @@ _Inputs = Annotated[
         help="Input files, folders, globs, URLs, or - for stdin. A folder's files are read by "
         "their own extensions (one format per folder, else refused).",
         show_default=False,
+        metavar="INPUT",
     ),
 ]
 _InputFormat = Annotated[

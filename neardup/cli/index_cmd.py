@@ -54,7 +54,9 @@ def plan_cmd(
 
 
 def info_cmd(
-    path: Path = typer.Argument(..., help="An index file written by HammingIndex.save()."),
+    path: Path = typer.Argument(
+        ..., help="An index file written by HammingIndex.save().", metavar="PATH"
+    ),
 ) -> None:
     """Open a saved index (read-only, checksums verified) and describe it."""
     from ..index import HammingIndex

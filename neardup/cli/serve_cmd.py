@@ -195,6 +195,14 @@ def serve(
     from ..store import StoreSettings, parse_duration
 
     token, read_token = auth_settings(token, read_token, token_file, open_reads, no_auth)
+    if verify and not store_text:
+        typer.echo(
+            "neardup: warning: --no-store-text keeps no texts to verify stored documents "
+            "against: a new namespace's candidates among stored documents are decided by the "
+            "SimHash distance alone (only documents of one request are verified on their "
+            "texts); pass --no-verify to say so, or drop --no-store-text",
+            err=True,
+        )
     store = StoreSettings(
         retention=parse_duration(retention, name="--retention"),
         allow_retention_change=allow_retention_change,

@@ -27,6 +27,7 @@ _DATA = typer.Argument(
     ...,
     help="The --data directory of neardup serve (every namespace under DATA/namespaces/), or "
     "one store's directory.",
+    metavar="DATA",
 )
 _JSON = typer.Option(False, "--json", help="Print the report as JSON.")
 
@@ -85,9 +86,12 @@ def load_cmd(
         ...,
         help="The --data directory of neardup serve (the server stopped); the namespace's store "
         "is created when missing.",
+        metavar="DATA",
     ),
     inputs: list[str] = typer.Argument(
-        ..., help="Files, folders, globs or URLs, read as neardup dedup reads them."
+        ...,
+        help="Files, folders, globs or URLs, read as neardup dedup reads them.",
+        metavar="INPUT",
     ),
     namespace: str = typer.Option("default", "--namespace", help="Namespace to load into."),
     as_is: bool = typer.Option(

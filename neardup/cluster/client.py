@@ -575,13 +575,19 @@ class ClusterClient:
                 raise ServiceUnavailableError(str(exc)) from None
 
     def status(self) -> list[dict[str, Any]]:
-        """Per node: url, weight, ring share, state, documents, index settings (or the error)."""
+        """Per node: url, weight, ring share, state, documents, whether it holds the namespace,
+        index settings (or the error: a node that does not answer)."""
         shares = self.ring.shares()
         ns = self.namespace
 
         def one(n: str) -> dict[str, Any]:
             h = self.nodes.request(n, "GET", "/healthz", breaker=False, timeout=2.0)
-            info = self.nodes.request(n, "GET", f"/v1/ns/{ns}", breaker=False, timeout=2.0)
+            try:
+                info = self.nodes.request(n, "GET", f"/v1/ns/{ns}", breaker=False, timeout=2.0)
+            except NodeAnswerError as exc:  # the node answers; the namespace is what is missing
+                if exc.status != 404:
+                    raise
+                return {"documents": h.get("documents"), "stats": None}
             return {"documents": h.get("documents"), "stats": info.get("stats", {})}
 
         futures = {n: self.nodes.executor.submit(one, n) for n in self.config.names}
@@ -600,7 +606,8 @@ class ClusterClient:
             else:
                 row["up"] = True
                 row["documents"] = a["documents"]
-                row["index"] = {k: a["stats"].get(k) for k in INDEX_SETTINGS}
+                row["namespace"] = a["stats"] is not None  # False: the node lacks it
+                row["index"] = {k: (a["stats"] or {}).get(k) for k in INDEX_SETTINGS}
             rows.append(row)
         return rows
 

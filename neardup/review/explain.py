@@ -568,8 +568,9 @@ def explain_with_store(
     ``store`` is an open :class:`neardup.online.Deduplicator` (read only: nothing is written).
     A ``threshold`` override is a what-if: it replaces the store's threshold in the verifier and
     the MinHash plan alike, as ``--threshold`` does for a run.
-    A is the one a keep-first store would keep: of two stored documents the earlier, a stored
-    document before a new text, two new texts in the order given.
+    A is the one a keep-first store would keep: of two stored documents the one stored first
+    (whatever their times), a stored document before a new text, two new texts in the order
+    given.
 
     Raises
     ------
@@ -595,10 +596,14 @@ def explain_with_store(
                     f"document {value!r} is stored without its text (store_text off): "
                     "nothing to compare"
                 )
-            sides.append((0, float(doc["time"]), len(sides), value, doc["text"]))
+            # stored first = the smaller row id (row ids are given in the order rows are
+            # stored), not the earlier time: a back-filled document has an older time
+            row = store.store.get_row(value)
+            order = float(row.rowid) if row is not None else float("inf")
+            sides.append((0, order, len(sides), value, doc["text"]))
         else:
             sides.append((1, 0.0, len(sides), f"text {name.upper()}", value))
-    sides.sort()  # stored before new, stored by arrival, new texts as given
+    sides.sort()  # stored before new, stored ones in the order stored, new texts as given
     verifier = store.verifier.config() if store.verifier is not None else None
     if verifier is not None and overrides.get("threshold") is not None:
         # a what-if threshold means what --threshold means: the verifier's and the plan's

@@ -651,11 +651,11 @@ def search_settings(store: Any) -> dict[str, Any]:
         )
         out["lsh"] = {k: p[k] for k in keys if k in p}
         out["simhash_distance"] = getattr(store, "radius", None)
-        out["verified"] = verifier is not None
     else:
         out["max_distance"] = getattr(store, "max_distance", None)
         out["search_radius"] = getattr(store, "radius", None)
-        out["verified"] = verifier is not None
+    # verified against stored documents: only where their texts are kept
+    out["verified"] = verifier is not None and bool(getattr(store, "store_text", True))
     return out
 
 

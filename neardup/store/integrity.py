@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .._durable import fsync_dir
-from ..errors import ConfigError, CorruptFileError, StorageError, UnsupportedVersionError
+from ..errors import CorruptFileError, NotFoundError, StorageError, UnsupportedVersionError
 from .layout import DataDir
 from .meta import _RAW_COLUMNS, SCHEMA_VERSION, row_checksum, row_problem
 from .textcodec import load_codec
@@ -116,7 +116,7 @@ def find_stores(data: str | os.PathLike[str]) -> list[tuple[str, Path]]:
     ``neardup serve --data`` directory (``DATA/namespaces/<name>/``), or ``data`` itself when it
     is one store's directory.
 
-    Raises :class:`ConfigError` when ``data`` holds no store.
+    Raises :class:`NotFoundError` when ``data`` holds no store.
     """
     root = Path(data)
     if (root / "meta.sqlite3").is_file():
@@ -126,7 +126,7 @@ def find_stores(data: str | os.PathLike[str]) -> list[tuple[str, Path]]:
         stores = [(p.name, p) for p in sorted(ns.iterdir()) if (p / "meta.sqlite3").is_file()]
         if stores:
             return stores
-    raise ConfigError(
+    raise NotFoundError(  # (exit 4, as explain --store and dedup --against say it)
         f"{root}: no store there (neither a meta.sqlite3 nor namespaces/<name>/meta.sqlite3); "
         "pass the --data directory of neardup serve, or one store's directory"
     )

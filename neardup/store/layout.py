@@ -102,7 +102,7 @@ class DataDir:
             raise IndexStateError(
                 f"data directory {self.root} is already open (locked by pid {holder}); stop "
                 "that process (a neardup serve, a store command, a Deduplicator) first, or use "
-                "another data directory; a served store answers POST /v1/explain"
+                "another data directory"
             ) from exc
         try:
             os.ftruncate(fd, 0)

@@ -134,7 +134,7 @@ def test_on_error_skip_counts(tmp_path, capsys):
     # (stderr may also carry the one-time kernel compile notice: a cold cache)
     warning = without_compile_notice(printed.err).splitlines()
     assert len(warning) == 1 and warning[0].startswith(
-        f"neardup: warning: skipped 2 malformed records (first: {src}:2: malformed JSON"
+        f"neardup: warning: skipped 2 records (first: {src}:2: malformed JSON"
     )
     summary = json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))
     assert summary["skipped_records"] == 2

@@ -75,10 +75,16 @@ def test_ids_of_an_online_store(tmp_path: Path, capsys: Any) -> None:
     with Deduplicator.open(str(data), verify=True) as d:
         d.add({"id": "first", "text": BASE, "time": 1000.0})
         d.add({"id": "second", "text": BASE.replace("river", "lake"), "time": 2000.0})
+        # back-filled: stored last with the oldest time; the store keeps "first" over it
+        d.add({"id": "late", "text": BASE.replace("river", "pond"), "time": 500.0})
     code, out, err = _run(["explain", "--store", str(data), "second", "first", "--json"], capsys)
     assert code == 0, err
     e = json.loads(out)
     assert e["ids"] == ["first", "second"] and e["decision"] == "duplicate"
+    # A is the one stored first, not the one with the earlier time
+    code, out, err = _run(["explain", "--store", str(data), "late", "first", "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["ids"] == ["first", "late"]
     code, out, err = _run(["explain", "--store", str(data), "first", "missing"], capsys)
     assert code == 4 and "missing" in err
     code, _, err = _run(["explain", "--store", str(data), "--namespace", "x", "a", "b"], capsys)

@@ -128,6 +128,10 @@ def test_status_only_reads_and_a_stale_file_changes_nothing(tmp_path, capsys, mo
         assert [(n["name"], n["up"], n["epoch"]) for n in status["nodes"]] == [
             ("a", True, 1), ("b", True, 1), ("c", True, 1)
         ]  # fmt: skip
+        # a namespace the nodes lack: they answered, so they are up (it said DOWN, exit 8)
+        assert main(["cluster", "status", "-c", str(cfile), "-n", "nosuch"]) == 4
+        out = capsys.readouterr().out
+        assert "DOWN" not in out and out.count("no namespace 'nosuch'") == 3
         # a stale file: refused by status, add-node and remove-node, the file untouched
         before = stale.read_bytes()
         for args in (["status"], ["add-node", "d", "http://127.0.0.1:9"], ["remove-node", "b"]):

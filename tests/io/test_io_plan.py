@@ -415,5 +415,5 @@ def test_inputs_that_are_not_paths_are_refused() -> None:
     from neardup.io.plan import plan_inputs
 
     for bad in (b"in.jsonl", 3, ["a.jsonl", 3], [b"a.jsonl"]):
-        with pytest.raises(InputTypeError, match="paths? \\(str or Path\\)"):
+        with pytest.raises(InputTypeError, match=r"paths? \(str or Path\)"):
             plan_inputs(bad)  # type: ignore[arg-type]

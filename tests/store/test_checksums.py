@@ -139,3 +139,12 @@ def test_flipped_text_bytes_are_detected_verified_and_repaired(tmp_path: Path) -
         r = c.post("/v1/insert", json={"id": "flushedvalid", "text": _text("flushedvalid")})
         assert r.status_code == 200 and r.json()["added"], r.text
     assert srv.stop() == 0
+
+
+def test_a_missing_store_is_not_found_for_verify_and_repair(tmp_path: Path, capsys) -> None:
+    """Exit 4, as `explain --store` and `dedup --against` answer a missing store (it was 2)."""
+    from neardup.cli.main import main
+
+    for command in ("verify", "repair"):
+        assert main(["store", command, str(tmp_path / "nothere")]) == 4
+        assert "no store there" in capsys.readouterr().err

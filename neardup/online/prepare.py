@@ -58,22 +58,20 @@ ID_RULE = (
     "U+007F-U+009F: no newline, tab, carriage return or NUL) or a lone surrogate"
 )
 _BAD_ID_CHAR = re.compile("[\\x00-\\x1f\\x7f-\\x9f\\ud800-\\udfff]")
-#: a lone surrogate: not text, and not encodable as the UTF-8 the log and SQLite store
-_SURROGATE = re.compile("[\\ud800-\\udfff]")
-
-
 def surrogate_problem(value: str) -> str | None:
     """Why ``value`` (a text, or metadata as JSON) cannot be stored, or None: a lone surrogate
     (U+D800-U+DFFF, e.g. from a ``"\\ud800"`` JSON escape) has no UTF-8 form."""
-    if value.isascii():
+    if value.isascii():  # (O(1): a flag of the str)
         return None
-    m = _SURROGATE.search(value)
-    if m is None:
-        return None
-    return (
-        f"holds a lone surrogate (U+{ord(m.group()):04X} at character {m.start()}), which is "
-        "not Unicode text and has no UTF-8 form to store; replace it (e.g. with U+FFFD)"
-    )
+    try:
+        value.encode("utf-8")  # (faster than a regular expression's scan)
+    except UnicodeEncodeError as exc:
+        return (
+            f"holds a lone surrogate (U+{ord(value[exc.start]):04X} at character {exc.start}), "
+            "which is not Unicode text and has no UTF-8 form to store; replace it (e.g. with "
+            "U+FFFD)"
+        )
+    return None
 
 
 def id_problem(id_: str) -> str | None:
@@ -444,7 +442,7 @@ class DocumentPreparer:
                 if (
                     type(id_) is str
                     and type(text) is str
-                    and (text.isascii() or _SURROGATE.search(text) is None)
+                    and (text.isascii() or surrogate_problem(text) is None)
                     and 0 < len(id_) <= MAX_ID_LENGTH
                     and _BAD_ID_CHAR.search(id_) is None
                     and doc.get("time") is None

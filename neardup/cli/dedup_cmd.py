@@ -613,7 +613,11 @@ def _run_warnings(stats: dict[str, Any], skipped: list[dict[str, Any]]) -> list[
     records."""
     out = [*stats.get("warnings", []), *_valve_warnings(stats.get("candidate_passes") or {})]
     lsh = stats.get("lsh") or {}
-    if lsh.get("valve_bands") or lsh.get("pairs_skipped"):
+    # a valve that is estimated to have given up no candidate is the plan working (the summary
+    # JSON's "lsh" says what it did): no warning about the run's own defaults
+    if (lsh.get("valve_bands") or lsh.get("pairs_skipped")) and lsh.get(
+        "valve_lost_pairs_est"
+    ) != 0:
         cap = lsh.get("bucket_cap_used") or lsh.get("bucket_cap")
         lost = lsh.get("valve_lost_pairs_est")
         loss = lsh.get("valve_recall_loss_est") or 0.0

@@ -581,6 +581,14 @@ def test_bucket_valve_warns_with_its_estimate_and_the_budget_option(tmp_path, ca
     assert main([*args, "--lsh-band-pairs-per-doc", "0"]) == 0  # 0: no valve
     assert "bucket valve" not in capsys.readouterr().err
     assert json.loads(summary.read_text())["lsh"]["valve_bands"] == 0
+    # a valve estimated to have given up nothing is the plan working: no warning (a default
+    # run on a templated corpus warned that it had lost "0 (0 %)")
+    from neardup.cli.dedup_cmd import _run_warnings
+
+    acted = {"valve_bands": 1, "bands": 79, "capped_buckets": 1, "pairs_skipped": 9}
+    for lost, warned in ((0, False), (3, True), (None, True)):
+        stats = {"lsh": {**acted, "valve_lost_pairs_est": lost}, "documents": 5}
+        assert any("bucket valve" in w for w in _run_warnings(stats, [])) is warned
 
 
 def test_workers_default_is_every_cpu_and_outputs_do_not_depend_on_it(tmp_path):

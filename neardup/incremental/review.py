@@ -34,6 +34,9 @@ class RunView:
     keep: npt.NDArray[np.bool_]
     pairs: Any
     stats: dict[str, Any]
+    #: how many of the first documents are stored ones (shown beside what they dropped, not
+    #: documents of the run: the report's per-language counts leave them out)
+    stored: int = 0
 
 
 def run_view(
@@ -101,7 +104,7 @@ def run_view(
             ),
         ]
     )
-    view = RunView(stored_ids + [str(x) for x in ids], root, keep, pairs, summary)
+    view = RunView(stored_ids + [str(x) for x in ids], root, keep, pairs, summary, stored=s)
     return view, all_texts
 
 

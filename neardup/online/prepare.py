@@ -58,6 +58,8 @@ ID_RULE = (
     "U+007F-U+009F: no newline, tab, carriage return or NUL) or a lone surrogate"
 )
 _BAD_ID_CHAR = re.compile("[\\x00-\\x1f\\x7f-\\x9f\\ud800-\\udfff]")
+
+
 def surrogate_problem(value: str) -> str | None:
     """Why ``value`` (a text, or metadata as JSON) cannot be stored, or None: a lone surrogate
     (U+D800-U+DFFF, e.g. from a ``"\\ud800"`` JSON escape) has no UTF-8 form."""

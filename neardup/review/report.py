@@ -12,7 +12,8 @@ verifier's tokens). :func:`render_report` turns it into one self-contained HTML 
 Caps (so a report of a 10 M-document run stays a few MB): ``largest`` + ``random`` clusters
 (default 20 + 20), ``members`` dropped documents shown per cluster (10), ``text_chars`` characters
 of a kept text (2,000), and each alignment shortened to ``context`` tokens around every change
-and at most ``diff_tokens`` tokens shown (400).
+and at most ``diff_tokens`` tokens shown (400), a run's text at most ``diff_chars`` characters
+(600) and a diff's at most ten times that (long tokens: URLs, base64).
 """
 
 from __future__ import annotations
@@ -86,6 +87,13 @@ def _pair_lookup(result: Any) -> tuple[npt.NDArray[np.int64], int]:
     return p.a * n + p.b, n
 
 
+def _clipped(text: str, limit: int) -> str:
+    """``text``, or its first ``limit`` characters and a mark of how many more there were."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [+{len(text) - limit:,} characters]"
+
+
 def build_review(
     result: Any,
     texts: Sequence[str],
@@ -98,6 +106,7 @@ def build_review(
     text_chars: int = 2_000,
     context: int = 6,
     diff_tokens: int = 400,
+    diff_chars: int = 600,
 ) -> dict[str, Any]:
     """The review data of a run (JSON types): ``result`` (a :class:`neardup.DedupResult`) over
     ``texts`` (the texts it was run on); ``summary`` the run's summary (default
@@ -135,9 +144,12 @@ def build_review(
     names, lang = _languages(texts)
     bucket = np.searchsorted(np.asarray(LENGTH_EDGES[1:]), lengths, side="right")
     rows = []
+    # the run's own documents (an incremental run's view puts the stored documents that
+    # dropped something first: shown in clusters, not counted as the run's)
+    own = np.arange(n) >= int(getattr(result, "stored", 0))
     for li, name in enumerate(names):
         for bi in range(len(LENGTH_EDGES)):
-            sel = (lang == li) & (bucket == bi)
+            sel = (lang == li) & (bucket == bi) & own
             docs = int(sel.sum())
             if docs:
                 rows.append(
@@ -170,15 +182,19 @@ def build_review(
         al = align(verifier, texts[r], texts[x])
         shown: list[list[Any]] = []  # [op, A text, B text, equal tokens skipped, cut A, cut B]
         budget = diff_tokens
+        chars = 10 * diff_chars  # the diff's characters, whatever its tokens' lengths
         if al.runs is not None:
             for s in shorten_runs(al.runs, context=context, max_run=min(40, diff_tokens)):
-                if budget <= 0:  # the rest of the alignment is not shown
+                if budget <= 0 or chars <= 0:  # the rest of the alignment is not shown
                     shown.append(["more", "", "", 0, 0, 0])
                     break
                 budget -= len(s.a) + (len(s.b) if s.op != "equal" else 0)
-                shown.append(
-                    [s.op, join_tokens(s.a), join_tokens(s.b), s.skipped, s.cut_a, s.cut_b]
-                )
+                # an equal run's B text is its A text (kept once); a run's text is capped in
+                # characters too, so long tokens (URLs, base64) keep the page small
+                a_text = _clipped(join_tokens(s.a), diff_chars)
+                b_text = "" if s.op == "equal" else _clipped(join_tokens(s.b), diff_chars)
+                chars -= len(a_text) + len(b_text)
+                shown.append([s.op, a_text, b_text, s.skipped, s.cut_a, s.cut_b])
         return {
             "id": result.ids[x],
             "chars": int(lengths[x]),
@@ -231,6 +247,7 @@ def build_review(
             "text_chars": text_chars,
             "context": context,
             "diff_tokens": diff_tokens,
+            "diff_chars": diff_chars,
             "clusters_in_run": int(roots.size),
         },
     }

@@ -63,6 +63,9 @@ padding:6px 8px;border-radius:4px;margin:6px 0}
 .diff ins{background:var(--ins);color:var(--inst);text-decoration:none}
 .diff .gap{color:var(--mute);font-style:italic}
 .muted{color:var(--mute)}
+code,pre,.diff,.tag{unicode-bidi:isolate}
+code{overflow-wrap:anywhere}
+.ctl{font-size:10px;color:var(--delt);border:1px solid var(--line);border-radius:2px;padding:0 2px}
 """
 
 _RULE_COLOURS = ("similarity", "containment", "trusted", "unverified", "below", "bound")
@@ -70,6 +73,21 @@ _RULE_COLOURS = ("similarity", "containment", "trusted", "unverified", "below", 
 
 def _e(x: Any) -> str:
     return html.escape(str(x), quote=True)
+
+
+#: bidirectional controls: in an id, shown as what they are (they would reorder the id on the
+#: page: U+202E made "\u202eexe.ecioval" read "lavoice.exe")
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _id(x: Any) -> str:
+    """An id, escaped, its bidirectional controls shown as ``U+202E`` marks."""
+    text = str(x)
+    if text.isascii() or not _BIDI.intersection(text):
+        return _e(text)
+    return "".join(
+        f'<span class="ctl">U+{ord(c):04X}</span>' if c in _BIDI else _e(c) for c in text
+    )
 
 
 def _n(x: Any) -> str:
@@ -80,6 +98,16 @@ def _n(x: Any) -> str:
     if isinstance(x, float):
         return f"{x:,.4g}" if abs(x) < 1e6 else f"{x:,.0f}"
     return _e(x)
+
+
+def _int(x: Any) -> int:
+    """``x`` when it is an int (a count of the summary), else 0."""
+    return x if isinstance(x, int) and not isinstance(x, bool) else 0
+
+
+def _count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _table(
@@ -112,15 +140,21 @@ def _summary(rv: dict[str, Any]) -> str:
     cfg = s.get("config") or {}
     ver = cfg.get("verifier") or {}
     lsh = s.get("lsh") or {}
+    verified = bool(cfg.get("verify", True))
     cards = [
         ("documents", s.get("documents")),
         ("kept", s.get("kept")),
         ("dropped", s.get("dropped")),
         ("exact duplicates", s.get("exact_duplicates")),
         ("near duplicates", s.get("near_duplicates")),
+    ]
+    if "dropped_for_store" in s:  # an incremental run (--against / --save)
+        cards.append(("dropped for stored documents", s.get("dropped_for_store")))
+    cards += [
         ("clusters", s.get("clusters")),
         ("pairs reported", s.get("pairs")),
-        ("candidates verified", s.get("candidates")),
+        ("candidate pairs", s.get("candidates")),
+        ("pairs verified", s.get("verified", 0) if verified else "off"),
     ]
     out = ['<div class="cards" id="summary-cards">']
     out += [f'<div class="card"><b>{_n(v)}</b><span>{_e(k)}</span></div>' for k, v in cards]
@@ -128,8 +162,27 @@ def _summary(rv: dict[str, Any]) -> str:
     rows = [
         ("inputs", ", ".join(map(str, s.get("inputs") or [])) or "(in memory)"),
         ("kept documents written to", s.get("output", "")),
+        *(
+            [
+                (
+                    "store",
+                    f"{s.get('store')} ({'saved into' if s.get('saved') else 'checked against'}; "
+                    f"{s.get('store_documents_before', 0):,} documents before, "
+                    f"{s.get('store_documents_after', 0):,} after)",
+                )
+            ]
+            if "store" in s
+            else []
+        ),
         ("keep policy", cfg.get("keep", "first")),
         ("candidates", cfg.get("candidates", "lsh")),
+        (
+            "verification",
+            "on"
+            if verified
+            else "off (--no-verify): candidate pairs are accepted unverified; the threshold "
+            "below only planned the MinHash channel",
+        ),
         ("threshold (verifier)", ver.get("threshold")),
         (
             "containment",
@@ -141,7 +194,7 @@ def _summary(rv: dict[str, Any]) -> str:
             f"{lsh.get('bands', '?')} bands x {lsh.get('rows', '?')} rows, "
             f"planned for similarity {lsh.get('threshold', '?')}"
             if lsh
-            else "(SimHash only)",
+            else f"(SimHash only: distance {cfg.get('max_distance') or 'by length'})",
         ),
         ("elapsed", f"{s.get('elapsed_s', 0):.2f} s"),
         ("skipped records", s.get("skipped_records", 0)),
@@ -185,8 +238,8 @@ def _bars_svg(ident: str, labels: list[str], values: list[int], title: str) -> s
     slot = (w - pad - 10) / n
     peak = max([*values, 1])
     out = [
-        f'<svg class="chart" id="{ident}" viewBox="0 0 {w} {h + 30}" width="{w}" '
-        f'height="{h + 30}" role="img" aria-label="{_e(title)}">'
+        f'<svg class="chart" id="{ident}" viewBox="0 0 {w} {h + 36}" width="{w}" '
+        f'height="{h + 36}" role="img" aria-label="{_e(title)}">'
     ]
     out.append(f'<line x1="{pad}" y1="{h}" x2="{w - 10}" y2="{h}" stroke="#999"/>')
     for i, (lab, v) in enumerate(zip(labels, values, strict=True)):
@@ -217,8 +270,8 @@ def _sizes(rv: dict[str, Any]) -> str:
     biggest = max((s for s, _ in pairs), default=0)
     return (
         _bars_svg("size-histogram", labels, values, "documents per cluster (kept + dropped)")
-        + f'<p class="note">{sum(c for _, c in pairs):,} clusters of two or more; the '
-        f"largest has {biggest:,} documents.</p>"
+        + f'<p class="note">{_count(sum(c for _, c in pairs), "cluster")} of two or more; '
+        f"the largest has {biggest:,} documents.</p>"
     )
 
 
@@ -240,8 +293,8 @@ def _scores(rv: dict[str, Any]) -> str:
     ]
     peak = max([sum(x.values()) for x in stacks] + [1])
     out = [
-        f'<svg class="chart" id="score-histogram" viewBox="0 0 {w} {h + 30}" width="{w}" '
-        f'height="{h + 30}" role="img" aria-label="verified candidates by score">'
+        f'<svg class="chart" id="score-histogram" viewBox="0 0 {w} {h + 36}" width="{w}" '
+        f'height="{h + 36}" role="img" aria-label="candidate pairs by score">'
     ]
     out.append(f'<line x1="{pad}" y1="{h}" x2="{w - 10}" y2="{h}" stroke="#999"/>')
     for i, (g, st) in enumerate(zip(groups, stacks, strict=True)):
@@ -265,8 +318,18 @@ def _scores(rv: dict[str, Any]) -> str:
         f'<line class="threshold" x1="{tx:.1f}" y1="{top}" x2="{tx:.1f}" y2="{h}">'
         f"<title>threshold {t_run}</title></line>"
     )
-    out.append(f'<text x="{tx + 4:.1f}" y="{top + 10}">threshold {t_run}</text>')
-    out.append(f'<text x="{pad}" y="{h + 30}">score of each verified candidate pair</text></svg>')
+    # the label beside the line, on its left when the line is near the right edge
+    anchor = (f"{tx - 4:.1f}", "end") if tx > w - 100 else (f"{tx + 4:.1f}", "start")
+    out.append(
+        f'<text x="{anchor[0]}" y="{top + 10}" text-anchor="{anchor[1]}">threshold {t_run}</text>'
+    )
+    verified = bool((s.get("config") or {}).get("verify", True))
+    caption = (
+        "score of each verified candidate pair"
+        if verified
+        else "score of each candidate pair (not verified: --no-verify)"
+    )
+    out.append(f'<text x="{pad}" y="{h + 30}">{caption}</text></svg>')
     out.append(f'<div class="legend">{_legend(counts)}</div>')
 
     def at_least(rule: str, t: float) -> int:
@@ -369,8 +432,8 @@ def _languages(rv: dict[str, Any]) -> str:
             "language",
             "length (chars)",
             "documents",
-            "dropped: exact",
-            "dropped: near",
+            "dropped: a copy of its kept",
+            "dropped: other",
             "dropped",
             "",
         ],
@@ -379,8 +442,10 @@ def _languages(rv: dict[str, Any]) -> str:
         ident="language-table",
     ) + (
         '<p class="note">Language by script (<code>neardup.text.detect_lang</code>: Han share '
-        ">= 0.3 is zh, mostly ASCII letters en, else other); a dropped document counts as "
-        "exact when it is a copy of the document it was dropped for.</p>"
+        ">= 0.3 is zh, mostly ASCII letters en, else other). A dropped document is counted in "
+        "the first column when it is an exact copy of the document kept for its cluster, in "
+        "the second otherwise: the summary's exact duplicates also count a copy of another "
+        "dropped document, so the two splits can differ.</p>"
     )
 
 
@@ -411,13 +476,13 @@ def _clusters(rv: dict[str, Any]) -> str:
     sample = rv.get("sample") or {}
     clusters = rv.get("clusters") or []
     out = [
-        f'<p class="note">{len(clusters):,} of {sample.get("clusters_in_run", 0):,} '
-        f"clusters: the {sample.get('largest', 0)} largest, then {sample.get('random', 0)} "
-        f"drawn at random (seed {sample.get('seed', 0)}); up to {sample.get('members', 0)} "
-        "dropped documents each. Each diff aligns the verifier's tokens of the kept text "
-        "(struck out: only in the kept text) with the dropped one (underlined green: only in "
-        f"the dropped text); equal runs are shortened to {sample.get('context', 0)} tokens "
-        "around each change.</p>"
+        f'<p class="note">{_n(len(clusters))} of {_n(sample.get("clusters_in_run", 0))} '
+        f"clusters: the {_n(sample.get('largest', 0))} largest, then "
+        f"{_n(sample.get('random', 0))} drawn at random (seed {_n(sample.get('seed', 0))}); up "
+        f"to {_n(sample.get('members', 0))} dropped documents each. Each diff aligns the "
+        "verifier's tokens of the kept text (struck out: only in the kept text) with the "
+        "dropped one (green: only in the dropped text); equal runs are shortened to "
+        f"{_n(sample.get('context', 0))} tokens around each change.</p>"
     ]
     for kind, title in (("largest", "Largest clusters"), ("random", "Random clusters")):
         group = [c for c in clusters if c["kind"] == kind]
@@ -428,31 +493,31 @@ def _clusters(rv: dict[str, Any]) -> str:
             k = c["kept"]
             who = "kept" if k.get("kept") else "first member (keep=none: none kept)"
             cut = (
-                f' <span class="muted">[+{int(k["cut"]):,} characters not shown]</span>'
+                f' <span class="muted">[+{_n(k["cut"])} characters not shown]</span>'
                 if k.get("cut")
                 else ""
             )
             out.append(
                 f'<article class="cluster {kind}" id="{kind}-{i + 1}">'
-                f"<h3>{c['size']:,} documents: {who} <code>{_e(k['id'])}</code> "
-                f'<span class="muted">({k["chars"]:,} chars)</span></h3>'
+                f"<h3>{_n(c['size'])} documents: {who} <code>{_id(k['id'])}</code> "
+                f'<span class="muted">({_n(k["chars"])} chars)</span></h3>'
                 f'<div class="kept"><pre>{_e(k["text"])}</pre>{cut}</div>'
             )
             for j, m in enumerate(c["members"]):
                 rule = (
-                    f'<span class="tag">{_e(m["rule"])} {m["score"]}</span>'
-                    f'<span class="tag">SimHash {m["distance"]}</span>'
+                    f'<span class="tag">{_e(m["rule"])} {_n(m["score"])}</span>'
+                    f'<span class="tag">SimHash {_n(m["distance"])}</span>'
                     if m.get("rule")
                     else '<span class="tag">pair not listed</span>'
                 )
                 out.append(
                     f'<details class="member"{" open" if j < 3 else ""}><summary>dropped '
-                    f'<code>{_e(m["id"])}</code> <span class="muted">({m["chars"]:,} chars, '
-                    f"{m['tokens'][1]:,} tokens)</span>{rule}</summary>{_diff_html(m['diff'])}"
+                    f'<code>{_id(m["id"])}</code> <span class="muted">({_n(m["chars"])} chars, '
+                    f"{_n(m['tokens'][1])} tokens)</span>{rule}</summary>{_diff_html(m['diff'])}"
                     "</details>"
                 )
             if c.get("more"):
-                out.append(f'<p class="note">... and {c["more"]:,} more dropped documents.</p>')
+                out.append(f'<p class="note">... and {_n(c["more"])} more dropped documents.</p>')
             out.append("</article>")
     return "".join(out)
 
@@ -461,10 +526,18 @@ def render(rv: dict[str, Any]) -> str:
     """The report page for review data ``rv``."""
     s = rv.get("summary", {})
     title = "neardup review report"
+    parts = [f"{_n(s.get('exact_duplicates', 0))} exact", f"{_n(s.get('near_duplicates', 0))} near"]
+    if s.get("dropped_for_store"):
+        parts.append(f"{_n(s['dropped_for_store'])} for stored documents")
+    other = _int(s.get("dropped")) - sum(
+        _int(s.get(k)) for k in ("exact_duplicates", "near_duplicates", "dropped_for_store")
+    )
+    if other > 0 and ((s.get("config") or {}).get("keep") == "none"):
+        parts.append(f"{_n(other)} first members (--keep none)")
+    clusters = s.get("clusters", 0)
     sub = (
         f"{_n(s.get('documents', 0))} documents, {_n(s.get('dropped', 0))} dropped "
-        f"({_n(s.get('exact_duplicates', 0))} exact, {_n(s.get('near_duplicates', 0))} near) "
-        f"in {_n(s.get('clusters', 0))} clusters"
+        f"({', '.join(parts)}) in {_n(clusters)} cluster{'' if clusters == 1 else 's'}"
     )
     sections = [
         ("summary", "Run summary", _summary(rv)),

@@ -53,44 +53,87 @@ def install(app: Any, registry: Any, config: Any, auth: Authenticator) -> Cluste
         return body
 
     tags = ["cluster"]
+    # every route needs the write token (checked in guarded): the scheme in the OpenAPI
+    # document, so that /docs' "Authorize" sends it to these routes too
+    secured: dict[str, Any] = {"security": [{"bearerToken": []}]}
 
-    @app.get("/v1/cluster", tags=tags, summary="This node's cluster view")
+    @app.get("/v1/cluster", tags=tags, openapi_extra=secured, summary="This node's cluster view")
     async def view(request: Request) -> Response:
         return await guarded(request, node.view)
 
-    @app.put("/v1/cluster", tags=tags, summary="Join: the cluster's epoch and membership")
+    @app.put(
+        "/v1/cluster",
+        tags=tags,
+        openapi_extra=secured,
+        summary="Join: the cluster's epoch and membership",
+    )
     async def join(request: Request) -> Response:
         body = await json_body(request)
         return await guarded(request, lambda: node.join(body))
 
-    @app.post("/v1/cluster/sync", tags=tags, summary="Pull the peers' tombstones now")
+    @app.post(
+        "/v1/cluster/sync",
+        tags=tags,
+        openapi_extra=secured,
+        summary="Pull the peers' tombstones now",
+    )
     async def sync(request: Request) -> Response:
         return await guarded(request, node.pull)
 
-    @app.post("/v1/cluster/ns/{namespace}/lease", tags=tags, summary="Take the write lease")
+    @app.post(
+        "/v1/cluster/ns/{namespace}/lease",
+        tags=tags,
+        openapi_extra=secured,
+        summary="Take the write lease",
+    )
     async def lease(request: Request, namespace: str) -> Response:
         body = await json_body(request)
         return await guarded(request, lambda: node.lease(namespace, body))
 
-    @app.delete("/v1/cluster/ns/{namespace}/lease", tags=tags, summary="Give the lease back")
+    @app.delete(
+        "/v1/cluster/ns/{namespace}/lease",
+        tags=tags,
+        openapi_extra=secured,
+        summary="Give the lease back",
+    )
     async def release(request: Request, namespace: str, writer: str) -> Response:
         return await guarded(request, lambda: node.release(namespace, writer))
 
-    @app.post("/v1/cluster/ns/{namespace}/check", tags=tags, summary="Check for a router")
+    @app.post(
+        "/v1/cluster/ns/{namespace}/check",
+        tags=tags,
+        openapi_extra=secured,
+        summary="Check for a router",
+    )
     async def check(request: Request, namespace: str) -> Response:
         body = await json_body(request)
         return await guarded(request, lambda: node.check(namespace, body))
 
-    @app.post("/v1/cluster/ns/{namespace}/write", tags=tags, summary="Versioned writes")
+    @app.post(
+        "/v1/cluster/ns/{namespace}/write",
+        tags=tags,
+        openapi_extra=secured,
+        summary="Versioned writes",
+    )
     async def write(request: Request, namespace: str) -> Response:
         body = await json_body(request)
         return await guarded(request, lambda: node.write(namespace, body))
 
-    @app.get("/v1/cluster/ns/{namespace}/docs/{doc_id:path}", tags=tags, summary="Versioned get")
+    @app.get(
+        "/v1/cluster/ns/{namespace}/docs/{doc_id:path}",
+        tags=tags,
+        openapi_extra=secured,
+        summary="Versioned get",
+    )
     async def document(request: Request, namespace: str, doc_id: str) -> Response:
         return await guarded(request, lambda: node.document(namespace, doc_id))
 
-    @app.get("/v1/cluster/ns/{namespace}/tombstones", tags=tags, summary="Tombstones (paged)")
+    @app.get(
+        "/v1/cluster/ns/{namespace}/tombstones",
+        tags=tags,
+        openapi_extra=secured,
+        summary="Tombstones (paged)",
+    )
     async def tombstones(
         request: Request, namespace: str, after: int = 0, limit: int = 1000
     ) -> Response:

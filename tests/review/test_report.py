@@ -321,3 +321,77 @@ def test_report_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
     assert main(["dedup", str(other), "-o", str(tmp_path / "out" / "k4.jsonl"), "-q",
                  f"--report={tmp_path / 'out' / 'r2.htm'}"]) == 0  # fmt: skip
     assert (tmp_path / "out" / "r2.htm").is_file()
+
+
+def test_a_crafted_review_cannot_put_markup_on_the_page() -> None:
+    """`neardup report` renders a review.json that may come from elsewhere: every value is
+    escaped or formatted as a number (a score or a sample setting was put on the page as it
+    was: a meta refresh, a form)."""
+    ids, texts = _sample()
+    rv = build_review(dedup(texts[:300], ids=ids[:300]), texts[:300])
+    evil = '<meta http-equiv="refresh" content="0;url=https://example.invalid">'
+    member = next(m for c in rv["clusters"] for m in c["members"] if m["rule"])
+    member["score"] = member["distance"] = evil
+    rv["clusters"][0]["size"] = rv["clusters"][0]["more"] = evil
+    for key in ("seed", "largest", "random", "members", "context", "clusters_in_run"):
+        rv["sample"][key] = evil
+    html = render_report(rv)
+    assert '<meta http-equiv="refresh"' not in html and "&lt;meta http-equiv" in html
+
+
+def test_bidirectional_controls_in_ids_are_shown_not_obeyed() -> None:
+    text = "the harbour bridge reopened this week after the long winter repairs were done"
+    r = dedup([text, text], ids=["plain", "\u202eexe.ecioval"])
+    html = render_report(build_review(r, [text, text]))
+    assert '<span class="ctl">U+202E</span>exe.ecioval' in html
+    assert "\u202e" not in html
+    assert "unicode-bidi:isolate" in html
+
+
+def test_long_tokens_keep_the_page_small() -> None:
+    """The caps were in tokens: 20 tokens of 20,000 characters made an 8 MB page."""
+    rng = np.random.default_rng(5)
+
+    def token() -> str:
+        return "".join(rng.choice(list("abcdefghij"), 20_000))
+
+    texts, ids = [], []
+    for c in range(3):
+        base = [token() for _ in range(20)]
+        for m in range(6):
+            doc = list(base)
+            doc[m] = token()
+            texts.append(" ".join(doc))
+            ids.append(f"c{c}m{m}")
+    r = dedup(texts, ids=ids)
+    assert r.stats["dropped"] > 0
+    rv = build_review(r, texts)
+    html = render_report(rv)
+    assert len(html) < 1_000_000 and len(json.dumps(rv)) < 1_000_000
+    assert "characters]" in html  # the clipped runs say so
+
+
+def test_no_verify_and_incremental_runs_say_what_they_did(tmp_path: Path) -> None:
+    ids, texts = _sample()
+    r = dedup(texts[:300], ids=ids[:300], verify=False)
+    html = render_report(build_review(r, texts[:300]))
+    assert "off (--no-verify)" in html and "not verified: --no-verify" in html
+    # a run against a store: the store's row and card, the run's own documents counted
+    from neardup.cli.main import main
+
+    day1, day2 = tmp_path / "day1.jsonl", tmp_path / "day2.jsonl"
+    rows = [json.loads(x) for x in SAMPLE.open(encoding="utf-8")][:60]
+    day1.write_text("".join(json.dumps(x) + "\n" for x in rows[:40]))
+    new = [dict(x, id=f"new-{x['id']}") for x in rows[:3]] + rows[40:41]
+    day2.write_text("".join(json.dumps(x) + "\n" for x in new))
+    store = tmp_path / "store"
+    assert main(["dedup", "-q", str(day1), "-o", str(tmp_path / "o1.jsonl"), "--save", str(store)]) == 0  # fmt: skip
+    out = tmp_path / "o2" / "kept.jsonl"
+    out.parent.mkdir()
+    args = ["dedup", "-q", str(day2), "-o", str(out), "--against", str(store)]
+    assert main([*args, "--summary-json", str(out.parent / "s.json"), "--report"]) == 0
+    html = (out.parent / "report.html").read_text()
+    assert "dropped for stored documents" in html and "3 for stored documents" in html
+    assert "checked against" in html
+    rv = load_review(out.parent / "review.json")
+    assert sum(row["documents"] for row in rv["by_language_length"]["rows"]) == 4

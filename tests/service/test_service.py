@@ -413,6 +413,12 @@ def test_openapi_describes_the_routes(http: httpx.Client) -> None:
     assert {"$ref": "#/components/schemas/Document"} in body["oneOf"]
     assert "422" in paths["/v1/check"]["post"]["responses"]
     assert http.get("/docs").status_code == 200
+    # every route that needs a token says so (the cluster routes did not: /docs' Authorize
+    # sent them nothing)
+    cluster = [(p, m) for p, ops in paths.items() if p.startswith("/v1/cluster") for m in ops]
+    assert len(cluster) == 9
+    for p, m in cluster:
+        assert paths[p][m].get("security") == [{"bearerToken": []}], (p, m)
 
 
 # ---------------------------------------------------------------------------------------------

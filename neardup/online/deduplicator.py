@@ -206,8 +206,12 @@ class Deduplicator:
                 self.lsh_plan = LshPlan.from_dict(stored["lsh"], where=f"{path}/config.json")
                 _check_plan(self.lsh_plan, settings, f"{path}/config.json")
             else:
+                # planned for the verifier's threshold, as a batch run at that --threshold
+                # plans (a store at 0.9 with the 0.8 plan found pairs the batch run did not
+                # compare: a --save run then kept another set than one run over all of it)
+                threshold = self.verifier.threshold if self.verifier is not None else None
                 self.lsh_plan = DedupConfig(
-                    lsh_bands=settings.lsh_bands, lsh_rows=settings.lsh_rows
+                    threshold=threshold, lsh_bands=settings.lsh_bands, lsh_rows=settings.lsh_rows
                 ).lsh_plan()
             for warning in plan_warnings(self.lsh_plan):
                 log.warning("%s: %s", "in memory" if path is None else path, warning)

@@ -223,6 +223,35 @@ def test_a_threshold_other_than_the_stores_is_refused_in_the_clis_words(tmp_path
     assert main(["dedup", str(batches[1]), *args, "--save", str(store), "--threshold", "0.9"]) == 0
 
 
+def test_saved_runs_at_another_threshold_keep_what_one_run_keeps(tmp_path):
+    """A store made at --threshold 0.9 planned its MinHash channel for 0.8 (the default): it
+    found a page-chrome pair that the batch run at 0.9 never compared, so saving in two runs
+    kept another set than one run over both files."""
+    body = (
+        "summer50 castle56 garden46 silver4 garden63 letter33 summer99 candle53 signal49 "
+        "castle44 engine74 summer74 morning43 river35 pocket85 window89 forest69 castle72 "
+        "silver91 letter81 castle34 candle15"
+    )
+    page = (
+        "home news sport weather login register subscribe search menu contact about "
+        f"{body} share facebook twitter email print copyright reserved privacy terms cookies "
+        "careers"
+    )
+    day1, day2, both = tmp_path / "d1.jsonl", tmp_path / "d2.jsonl", tmp_path / "both.jsonl"
+    day1.write_text(json.dumps({"id": "page", "text": page}) + "\n")
+    day2.write_text(json.dumps({"id": "article", "text": body}) + "\n")
+    both.write_text(day1.read_text() + day2.read_text())
+    t = ["--threshold", "0.9", "-q"]
+    assert main(["dedup", str(both), "-o", str(tmp_path / "all.jsonl"), *t]) == 0
+    store = tmp_path / "store"
+    for i, day in enumerate((day1, day2)):
+        assert main(["dedup", str(day), "-o", str(tmp_path / f"k{i}.jsonl"), *t, "--save", str(store)]) == 0  # fmt: skip
+    saved = _ids(tmp_path / "k0.jsonl") + _ids(tmp_path / "k1.jsonl")
+    assert saved == _ids(tmp_path / "all.jsonl")
+    plan = json.loads((store / "config.json").read_text())["body"]["lsh"]
+    assert (plan["bands"], plan["rows"]) == (26, 4)  # the 0.9 plan, as the batch run's
+
+
 def test_against_a_missing_store_is_refused(tmp_path, batches, capsys):
     rc = main(["dedup", str(batches[0]), "-o", str(tmp_path / "k.jsonl"), "--against", str(tmp_path / "nope")])  # fmt: skip
     assert rc == 4

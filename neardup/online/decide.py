@@ -302,6 +302,20 @@ class Decider(ReadBounds):
         # group state: id -> (rowid, global position or None for stored rows)
         id_state: dict[str, tuple[int, int | None] | None] = {}
         deleted_rowids: set[int] = set()
+        if cutoff is not None and existing:
+            # an id whose row is past the window (the expiry pass removes such rows within
+            # seconds) is not stored, as get() says: not a duplicate of itself, not deletable;
+            # a document added with it replaces the row (it answered "already stored" and
+            # stored nothing)
+            adding_ids = {x for op in doc_ops if op.kind != "check" for x in op.docs.ids}  # type: ignore[union-attr]
+            for id_, rid in list(existing.items()):
+                row = rows.get(rid)
+                if row is None or row.time >= cutoff:
+                    continue
+                del existing[id_]
+                if id_ in adding_ids:
+                    writes.delete(rid, id_)
+                    deleted_rowids.add(rid)
         # keep-first within the group (neardup.rules.keep, shared with the cluster): the
         # earlier documents that were kept, the only ones that can match later ones
         state = KeepFirst(len(fps))

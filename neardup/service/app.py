@@ -42,7 +42,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, CorruptRecordError, NeardupError, require
+from ..errors import CorruptRecordError, NeardupError, require
 
 require("fastapi", "service", "the HTTP service")
 
@@ -68,6 +68,7 @@ from .documents import (  # noqa: E402
 )
 from .explain_routes import install as install_explain_routes  # noqa: E402
 from .export import export_page  # noqa: E402
+from .http_errors import RequestValidationFailed  # noqa: E402
 from .limits import (  # noqa: E402
     BodyLimitMiddleware,
     RateLimiter,
@@ -422,8 +423,8 @@ def create_app(
 
     # -- export: one page of stored documents in id order (cluster rebalancing) ------------------
     async def export(namespace: str, after: str, limit: int) -> Response:
-        if not 1 <= limit <= 10_000:
-            raise ConfigError(f"limit must be in 1..10000, got {limit}")
+        if not 1 <= limit <= 10_000:  # a bad query value, as limit=abc is: 422 naming it
+            raise RequestValidationFailed("limit", f"must be in 1..10000, got {limit}")
         store = registry.get(namespace)
         try:
             return _json(await run_in_threadpool(export_page, store, after, limit))

@@ -351,6 +351,11 @@ def authenticator_for(
     sources: dict[str, str] = {}
 
     def put(t: str, grant: Grant, source: str) -> None:
+        if t != t.strip():  # the header's token is read without it: never a match
+            raise ConfigError(
+                f"the token given by {source} starts or ends with whitespace (a newline from "
+                "echo or a file?); a bearer token is compared without it: remove it"
+            )
         if t in tokens:
             raise ConfigError(
                 f"the same token is given by {sources[t]} and by {source}; give each token once"

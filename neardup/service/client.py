@@ -134,6 +134,11 @@ class Client:
             raise ConfigError(f"timeout must be a number of seconds > 0 or None, got {timeout!r}")
         self.base_url = base_url.rstrip("/")
         headers: dict[str, str | bytes] = {"Accept": "application/json"}
+        if token is not None and (token != token.strip() or any(c in token for c in "\r\n")):
+            raise ConfigError(
+                "token starts or ends with whitespace or holds a line break (a newline from "
+                "echo or a file?): remove it"
+            )
         if token is not None:
             # bytes: httpx would encode a str header as ASCII (a non-ASCII token goes as UTF-8,
             # which is how the server compares it)

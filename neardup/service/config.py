@@ -32,7 +32,7 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 DEFAULT_MAX_BATCH = 10_000
 #: namespace names: lower-case letters, digits, ``_``, ``-`` and ``.``; 1-64 characters,
 #: starting with a letter or digit (they become directory names)
-NAMESPACE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+NAMESPACE_PATTERN = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")  # whole names: fullmatch
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "m": 1000**2, "g": 1000**3}
@@ -67,7 +67,7 @@ def parse_size(value: int | str) -> int:
 
 def validate_namespace(name: object) -> str:
     """Return ``name`` if it is a valid namespace name, else raise :class:`ConfigError`."""
-    if not isinstance(name, str) or not NAMESPACE_PATTERN.match(name):
+    if not isinstance(name, str) or not NAMESPACE_PATTERN.fullmatch(name):
         raise ConfigError(
             f"namespace {name!r} is not a valid name: use 1-64 characters from a-z, 0-9, "
             "'_', '-' and '.', starting with a letter or digit"
@@ -162,7 +162,7 @@ class ServiceConfig:
             try:
                 ipaddress.ip_address(self.host)
             except ValueError:
-                if not re.match(r"^[A-Za-z0-9.-]+$", self.host):
+                if not re.fullmatch(r"[A-Za-z0-9.-]+", self.host):
                     raise ConfigError(
                         f"host {self.host!r} is neither an IP address nor a host name; "
                         "use e.g. 127.0.0.1 (default) or 0.0.0.0 to listen on all interfaces"

@@ -150,7 +150,7 @@ class NamespaceRegistry:
         if root is None or not root.is_dir():
             return []
         return sorted(
-            p.name for p in root.iterdir() if p.is_dir() and NAMESPACE_PATTERN.match(p.name)
+            p.name for p in root.iterdir() if p.is_dir() and NAMESPACE_PATTERN.fullmatch(p.name)
         )
 
     def open(self) -> None:

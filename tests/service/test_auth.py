@@ -334,3 +334,16 @@ def test_serve_on_a_busy_port_fails_at_once_with_one_error_line(tmp_path: Path) 
     )
     assert "service ready" not in out.stderr and "Traceback" not in out.stderr, out.stderr
     assert not (tmp_path / "data" / "namespaces").exists()
+
+
+def test_a_token_with_surrounding_whitespace_is_refused_at_start() -> None:
+    """``NEARDUP_TOKEN=$'s3cret\\n'`` started a server no request could authenticate with (the
+    header's token is compared stripped); the Client's header error read as "server down"."""
+    from neardup.errors import ConfigError
+    from neardup.service.auth import authenticator_for
+
+    for token in ("s3cret\n", " s3cret", "s3cret "):
+        with pytest.raises(ConfigError, match="starts or ends with whitespace"):
+            authenticator_for(token)
+        with pytest.raises(ConfigError, match="starts or ends with whitespace"):
+            neardup.Client("http://127.0.0.1:1", token=token)

@@ -337,7 +337,9 @@ def test_namespaces_are_independent(http: httpx.Client) -> None:
     assert {"default", "other", "tenant-a"} <= set(http.get("/v1/ns").json()["namespaces"])
 
 
-@pytest.mark.parametrize("name", ["Upper", "-dash", "a" * 65, "sp ace", "..", "a%2Fb"])
+@pytest.mark.parametrize(
+    "name", ["Upper", "-dash", "a" * 65, "sp ace", "..", "a%2Fb", "evil%0A", "default%0A"]
+)
 def test_invalid_namespace_names(http: httpx.Client, name: str) -> None:
     r = http.put(f"/v1/ns/{name}", headers=AUTH)
     assert r.status_code in (404, 422), r.text

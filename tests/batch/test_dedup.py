@@ -551,3 +551,25 @@ def test_verification_reuses_the_candidate_stage_tokenisation():
     ok2, s2 = stage_verify(v, texts, a, b, d, tokenised=prepared)
     assert ok1.tolist() == ok2.tolist() and np.allclose(s1, s2)
     assert ok1[0] and ok1[1] and not ok1[3]
+
+
+def test_a_pair_exactly_at_the_length_guard_is_a_duplicate() -> None:
+    """10 and 15 tokens at similarity exactly 0.8: (2 - 0.8) / 0.8 is 1.4999999999999998 in
+    floating point, so the longer text was never dropped though the pair reaches the
+    threshold; the online store and explain share the guard."""
+    import numpy as np
+
+    from neardup.online import Deduplicator
+    from neardup.rules.keep import may_drop
+
+    short = "alpha bravo charlie delta echo foxtrot golf hotel india juliet"
+    long = short + " kilo lima mike november oscar"
+    r = dedup([short, long], ids=["short", "long"])
+    assert r.ids and r.stats["dropped"] == 1 and not r.keep[1]
+    with Deduplicator.open(None) as d:
+        d.add({"id": "short", "text": short})
+        assert d.check({"id": "long", "text": long}).duplicate
+    for kept, tokens, t in ((10, 15, 0.8), (12, 18, 0.8), (17, 23, 0.85), (33, 67, 0.66)):
+        ratio = 2 * kept / (kept + tokens)
+        assert bool(may_drop(kept, tokens, t)) == (ratio >= t - 1e-12)
+    assert not may_drop(10, 16, 0.8) and np.all(may_drop([10, 10], [15, 16], 0.8) == [True, False])

@@ -18,7 +18,7 @@ from neardup.cluster import (
     NodeSpec,
     rebalance,
 )
-from neardup.errors import ConfigError, NotFoundError, ServiceUnavailableError
+from neardup.errors import ConfigError, InputError, NotFoundError, ServiceUnavailableError
 from neardup.service import create_app
 from neardup.service.client import Client
 from neardup.service.config import ServiceConfig
@@ -298,7 +298,7 @@ def test_export_endpoint_pages_in_id_order(tmp_path):
                 break
             after = page["next"]
         assert seen == [f"e{i:02d}" for i in range(25)]
-        with pytest.raises(ConfigError, match="limit"):
+        with pytest.raises(InputError, match="limit"):  # 422 invalid_request naming limit
             c._request("GET", "/v1/export?limit=0")
         assert json.dumps(page)  # JSON all the way
 

@@ -67,12 +67,12 @@ def against_on_engine(
     from ..distributed.cli import run_distributed_cli
     from ..distributed.job import POS_SHIFT
     from ..io import check_outputs, plan_inputs, plan_output, read_corpus
-    from .journal import SaveJournal
+    from .journal import open_saving
     from .stored import (
         check_store,
         load_kept,
-        open_store,
         refuse_stored_ids,
+        refuse_unstorable_texts,
         store_pair_rows,
         store_summary,
     )
@@ -92,20 +92,21 @@ def against_on_engine(
         text_field=text_field, id_field=id_field, encoding=encoding, on_error=on_error,
         generate_ids=generate_ids,
     )  # fmt: skip
-    verifier = config.make_verifier() if config.verify else None
-    # (a store --save makes is removed again when the run fails before it holds a document)
-    with open_store(
+    with open_saving(
         root,
-        verify=verifier if verifier is not None else False,
+        files,
+        read,
+        input_format,
+        verifier=config.make_verifier() if config.verify else None,
         fingerprinter=config.make_fingerprinter(),
-    ) as d:
-        # a run that stopped while saving into the store: refused, or finished (--resume)
-        journal = SaveJournal.open(
-            d, files, {**read, "input_format": input_format}, save=save, resume=resume
-        )
+        save=save,
+        resume=resume,
+    ) as (d, journal):
         # 1. the store's check, here (the job's positions: file << POS_SHIFT | row)
         t0 = time.perf_counter()
         with read_corpus(files, **read) as corpus:
+            if save:
+                refuse_unstorable_texts(corpus)
             ids = [str(x) for x in corpus.ids]
             n = len(ids)
             step("read", n, n)

@@ -50,6 +50,7 @@ __all__ = [
     "LoadJournal",
     "SaveJournal",
     "input_identity",
+    "open_saving",
     "stopped_run",
 ]
 
@@ -361,3 +362,31 @@ class SaveJournal:
         """The run's kept documents are stored and its outputs published: nothing to finish."""
         if self.identity is not None:
             LoadJournal.remove(self.root)
+
+
+@contextmanager
+def open_saving(
+    root: Any,
+    files: list[Any],
+    reading: dict[str, Any],
+    input_format: str | None,
+    *,
+    verifier: Any,
+    fingerprinter: Any,
+    save: bool,
+    resume: bool,
+) -> Iterator[tuple[Any, SaveJournal]]:
+    """The store of a ``--save`` / ``--against`` run and its :class:`SaveJournal`, on every
+    engine: opened with the run's ``verifier`` (None: none) and ``fingerprinter`` (a store
+    ``--save`` makes is removed again when the run fails before it holds a document:
+    :func:`~neardup.incremental.stored.open_store`), and a run that stopped while saving into
+    it refused, or finished (``resume``), before a record is read."""
+    from .stored import open_store
+
+    with open_store(
+        root,
+        verify=verifier if verifier is not None else False,
+        fingerprinter=fingerprinter,
+    ) as d:
+        options = {**reading, "input_format": input_format}
+        yield d, SaveJournal.open(d, files, options, save=save, resume=resume)

@@ -52,12 +52,11 @@ from ..errors import ConfigError, InputError, NotFoundError
 from ..rules.config import DedupConfig, with_overrides
 from ..verify.rule import DEFAULT_THRESHOLD
 from . import stored
-from .journal import SaveJournal
+from .journal import open_saving
 from .stored import (
     RunWork,
     check_store,
     load_kept,
-    open_store,
     refuse_stored_ids,
     sign_all,
     store_pair_rows,
@@ -277,26 +276,20 @@ def dedup_against(
         text_field=text_field, id_field=id_field, encoding=encoding, on_error=on_error,
         generate_ids=generate_ids,
     )  # fmt: skip
-    # (a store --save makes is removed again when the run fails before it holds a document)
-    with open_store(
+    with open_saving(
         root,
-        verify=verifier if verifier is not None else False,
+        files,
+        reading,
+        input_format,
+        verifier=verifier,
         fingerprinter=cfg.make_fingerprinter(),
-    ) as d:
-        # a run that stopped while saving into the store: refused, or finished (--resume),
-        # before a record is read
-        journal = SaveJournal.open(
-            d, files, {**reading, "input_format": input_format}, save=save, resume=resume
-        )
+        save=save,
+        resume=resume,
+    ) as (d, journal):
         with staged_outputs(), read_corpus(files, **reading) as corpus:
+            if save:
+                stored.refuse_unstorable_texts(corpus)
             ids, texts = list(corpus.ids), corpus.texts
-            if save:  # named by file and line here, before any work (dedup_into's says texts[i])
-                for i, problem in stored.surrogate_texts(texts):
-                    raise InputError(
-                        f"{corpus.location(i)}: the text {problem}; --save stores the texts, "
-                        "so nothing was saved",
-                        field="text",
-                    )
             n = len(ids)
             journal.take_back(d, ids)  # a stopped save's rows, before any decision
             before = len(d)

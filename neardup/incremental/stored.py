@@ -32,6 +32,7 @@ __all__ = [
     "load_kept",
     "open_store",
     "refuse_stored_ids",
+    "refuse_unstorable_texts",
     "sign_all",
     "store_pair_rows",
     "store_summary",
@@ -264,6 +265,18 @@ def surrogate_texts(texts: Sequence[str]) -> Iterator[tuple[int, str]]:
         problem = surrogate_problem(texts[i])
         if problem is not None:
             yield i, problem
+
+
+def refuse_unstorable_texts(corpus: Any) -> None:
+    """``--save`` stores the texts: refuse, before any work and on every engine, a text the
+    store cannot hold (:func:`surrogate_texts`), named by its file and line (the store's own
+    refusal, at the load after the run, says ``documents[k].text``)."""
+    for i, problem in surrogate_texts(corpus.texts):
+        raise InputError(
+            f"{corpus.location(i)}: the text {problem}; --save stores the texts, so nothing "
+            "was saved",
+            field="text",
+        )
 
 
 def refuse_stored_ids(d: Any, ids: Sequence[str], reclaim: Reclaim | None = None) -> None:

@@ -459,6 +459,7 @@ def _read_jsonl(r: _Reader, src: Source, lines_mode: bool) -> None:
     read_lines(r, src, real, shown, lines_mode)
 
 
+#: a lone surrogate (what a JSON "\\ud800" escape reads as): no UTF-8 form (the writers' rule too)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 

@@ -37,7 +37,7 @@ from ..errors import ConfigError, InputError, StorageError, require
 from .atomic import atomic_dir, atomic_open
 from .csvout import csv_dict_writer, csv_writer
 from .fields import get_field
-from .formats import Corpus, Source
+from .formats import _SURROGATE, Corpus, Source
 from .jsonl import copy_records, is_utf8
 from .plan import OutputPlan, plan_output
 from .remote import _compressor
@@ -458,9 +458,6 @@ def _json_text(rec: dict[str, Any]) -> str:
     if not text.isascii() and _SURROGATE.search(text) is not None:
         text = json.dumps(rec, default=_plain)
     return text
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _unwritable(fmt: str, rec: dict[str, Any], exc: UnicodeEncodeError) -> InputError:

@@ -516,6 +516,11 @@ def test_texts_with_a_lone_surrogate_are_refused_before_anything_loads(
     assert main(["dedup", str(src), "-o", str(tmp_path / "o.jsonl"), "--save", str(tmp_path / "st")]) == 3  # fmt: skip
     assert f"{src}:8: the text holds a lone surrogate" in capsys.readouterr().err
     assert not (tmp_path / "st").exists() and not (tmp_path / "o.jsonl").exists()
+    # a distributed engine's --save too, before the engine starts
+    args = ["dedup", str(src), "-o", str(tmp_path / "o.jsonl"), "--save", str(tmp_path / "st")]
+    assert main([*args, "--engine", "dask"]) == 3
+    assert f"{src}:8: the text holds a lone surrogate" in capsys.readouterr().err
+    assert not (tmp_path / "st").exists() and not (tmp_path / "o.jsonl").exists()
     assert main(["store", "load", str(data), str(src), "--on-error", "skip", "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["skipped_records"] == 1 and stats["loaded"] == 29
